@@ -1,0 +1,218 @@
+# The one build of sbxd. `make` builds everything into $(BUILD); `make check` runs the
+# whole test suite; `make run` starts the daemon in the foreground. See README.md.
+
+BUILD ?= build
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
+LIBDIR ?= $(PREFIX)/lib
+LIBEXECDIR ?= $(PREFIX)/libexec/sbxd
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+
+CC ?= gcc
+PROTOC_C ?= protoc-c
+PKG_CONFIG ?= pkg-config
+
+# Debian packages the build, the tests and `make run` need.
+DEPS_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
+	libseccomp-dev libsqlite3-dev check util-linux procps iproute2 python3 git \
+	bubblewrap
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
+	-Wcast-qual -Wformat=2 -Wswitch-enum -Wundef -Wvla -Wno-unused-parameter
+HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
+WERROR ?=
+OPT ?= -O2 -g
+SANITIZE ?=
+# The init helper runs under seccomp and in fresh namespaces: never sanitized.
+INIT_SANITIZE :=
+
+PKGS := libuv libprotobuf-c libseccomp sqlite3
+PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
+CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+
+CPPFLAGS_ALL = -D_GNU_SOURCE -Iproto -I$(BUILD)/gen -Idaemon -Iclient \
+	-DSBX_LIBEXECDIR='"$(LIBEXECDIR)"'
+CFLAGS_ALL = -std=gnu11 $(OPT) $(WARN) $(WERROR) $(HARDEN) $(PKG_CFLAGS) $(CPPFLAGS_ALL)
+LDFLAGS_ALL = -pie -Wl,-z,relro,-z,now
+
+LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp
+LIBS_INIT = -lprotobuf-c -lseccomp
+
+PROTO_GEN := $(BUILD)/gen/sbx.pb-c.c $(BUILD)/gen/init.pb-c.c
+PROTO_HDRS := $(PROTO_GEN:.c=.h)
+
+PROTO_SRCS := proto/frame.c
+DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+INIT_SRCS := $(filter-out daemon/init/main.c,$(wildcard daemon/init/*.c))
+LIBSBX_SRCS := $(wildcard client/libsbx*.c)
+CLI_SRCS := $(wildcard client/cli*.c)
+UNIT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/check_*.c))
+IT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/it_*.c))
+TEST_HELPERS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard tests/helpers/*.c))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+GEN_OBJS := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_GEN))
+PROTO_OBJS := $(call obj,$(PROTO_SRCS)) $(BUILD)/obj/gen/sbx.pb-c.o
+DAEMON_OBJS := $(call obj,$(DAEMON_SRCS)) $(PROTO_OBJS) $(BUILD)/obj/gen/init.pb-c.o
+INIT_OBJS := $(call obj,$(INIT_SRCS)) $(BUILD)/obj/gen/init.pb-c.o
+LIBSBX_OBJS := $(call obj,$(LIBSBX_SRCS)) $(PROTO_OBJS)
+
+ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BUILD)/libsbx.a \
+	$(BUILD)/sbx.pc
+
+.PHONY: all deps run check unit integration asan valgrind format install uninstall clean \
+	bench fuzz load tests
+all: $(ALL_BINS)
+
+# ---- dependencies -----------------------------------------------------------------
+deps:
+	@missing=""; for p in $(DEPS_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# ---- generated protobuf code --------------------------------------------------------
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(BUILD)/gen
+	$(PROTOC_C) -Iproto --c_out=$(BUILD)/gen $<
+
+# ---- objects ------------------------------------------------------------------------
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(PROTO_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Wno-cast-qual $(SANITIZE) -c $< -o $@
+
+$(BUILD)/obj/daemon/init/%.o: daemon/init/%.c $(PROTO_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(INIT_SANITIZE) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(PROTO_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SANITIZE) -MMD -MP -c $< -o $@
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- programs and libraries ---------------------------------------------------------
+$(BUILD)/sbxd: $(BUILD)/obj/daemon/main.o $(DAEMON_OBJS)
+	$(CC) $(SANITIZE) $(LDFLAGS_ALL) -o $@ $^ $(LIBS_DAEMON)
+
+# The init helper's objects (and the generated init.pb-c code it uses) are built
+# without sanitizers, into their own directory.
+$(BUILD)/obj-init/gen/init.pb-c.o: $(BUILD)/gen/init.pb-c.c $(PROTO_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Wno-cast-qual -c $< -o $@
+
+INIT_BIN_OBJS := $(patsubst $(BUILD)/obj/%,$(BUILD)/obj-init/%,$(call obj,daemon/init/main.c $(INIT_SRCS))) \
+	$(BUILD)/obj-init/gen/init.pb-c.o
+
+$(BUILD)/obj-init/daemon/init/%.o: daemon/init/%.c $(PROTO_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/sbx-init: $(INIT_BIN_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS_INIT)
+
+$(BUILD)/libsbx.so: $(LIBSBX_OBJS) client/libsbx.map
+	$(CC) $(SANITIZE) -shared -Wl,-soname,libsbx.so.0 -Wl,--version-script=client/libsbx.map \
+	  -Wl,-z,relro,-z,now -o $@ $(LIBSBX_OBJS) -lprotobuf-c
+
+$(BUILD)/libsbx.a: $(LIBSBX_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/sbx: $(call obj,$(CLI_SRCS)) $(BUILD)/libsbx.a
+	$(CC) $(SANITIZE) $(LDFLAGS_ALL) -o $@ $(call obj,$(CLI_SRCS)) $(BUILD)/libsbx.a -lprotobuf-c -lm
+
+$(BUILD)/sbx.pc: client/sbx.pc.in
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|0.1.0|g' $< > $@
+
+# ---- tests --------------------------------------------------------------------------
+# Unit tests link the module objects under test, never main.c. check_init_* tests the
+# init helper's modules, check_client* the client library, the rest the daemon core.
+$(BUILD)/tests/check_init_%: tests/check_init_%.c $(INIT_OBJS) tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
+	  $(INIT_OBJS) $(LIBS_INIT) $(CHECK_LIBS)
+
+$(BUILD)/tests/check_client%: tests/check_client%.c $(LIBSBX_OBJS) tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
+	  $(LIBSBX_OBJS) -lprotobuf-c $(CHECK_LIBS)
+
+$(BUILD)/tests/check_%: tests/check_%.c $(DAEMON_OBJS) tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
+	  $(DAEMON_OBJS) $(LIBS_DAEMON) $(CHECK_LIBS)
+
+$(BUILD)/tests/it_%: tests/it_%.c tests/itutil.c tests/itutil.h $(BUILD)/libsbx.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
+	  tests/itutil.c $(BUILD)/libsbx.a -lprotobuf-c -lsqlite3 $(CHECK_LIBS)
+
+# Small programs the integration tests run inside sandboxes or beside the daemon.
+$(BUILD)/tests/helpers/%: tests/helpers/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -Wall -o $@ $< -lpthread
+
+tests: $(ALL_BINS) $(UNIT_TESTS) $(IT_TESTS) $(TEST_HELPERS)
+
+# `make check`: dependencies, a warnings-as-errors build, then every test.
+check: deps
+	$(MAKE) --no-print-directory WERROR=-Werror tests
+	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS) $(IT_TESTS)
+
+unit: tests
+	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS)
+
+integration: tests
+	BUILD=$(BUILD) tests/run.sh $(IT_TESTS)
+
+# ASan + UBSan over the whole suite (leak checking on). The init helper stays unsanitized.
+asan: deps
+	$(MAKE) --no-print-directory BUILD=build/asan WERROR=-Werror OPT="-O1 -g -fno-omit-frame-pointer" \
+	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" tests
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  BUILD=build/asan tests/run.sh $(patsubst $(BUILD)/%,build/asan/%,$(UNIT_TESTS) $(IT_TESTS))
+
+valgrind: deps
+	$(MAKE) --no-print-directory BUILD=build/vg OPT="-O0 -g" tests
+	SBX_VALGRIND=1 BUILD=build/vg tests/run.sh $(patsubst $(BUILD)/%,build/vg/%,$(UNIT_TESTS) $(IT_TESTS))
+
+run: deps
+	$(MAKE) --no-print-directory all
+	$(BUILD)/sbxd $(SBXD_FLAGS)
+
+format:
+	clang-format -i $(wildcard proto/*.[ch] daemon/*.[ch] daemon/init/*.[ch] client/*.[ch] \
+	  tests/*.[ch] tests/helpers/*.c)
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+	  $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(INCLUDEDIR)
+	install -m 0755 $(BUILD)/sbxd $(DESTDIR)$(SBINDIR)/sbxd
+	install -m 0755 $(BUILD)/sbx-init $(DESTDIR)$(LIBEXECDIR)/sbx-init
+	install -m 0755 $(BUILD)/sbx $(DESTDIR)$(BINDIR)/sbx
+	install -m 0644 $(BUILD)/libsbx.so $(DESTDIR)$(LIBDIR)/libsbx.so.0
+	ln -sf libsbx.so.0 $(DESTDIR)$(LIBDIR)/libsbx.so
+	install -m 0644 $(BUILD)/libsbx.a $(DESTDIR)$(LIBDIR)/libsbx.a
+	install -m 0644 client/sbx.h $(DESTDIR)$(INCLUDEDIR)/sbx.h
+	install -m 0644 $(BUILD)/sbx.pc $(DESTDIR)$(LIBDIR)/pkgconfig/sbx.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/sbxd $(DESTDIR)$(LIBEXECDIR)/sbx-init $(DESTDIR)$(BINDIR)/sbx \
+	  $(DESTDIR)$(LIBDIR)/libsbx.so.0 $(DESTDIR)$(LIBDIR)/libsbx.so $(DESTDIR)$(LIBDIR)/libsbx.a \
+	  $(DESTDIR)$(INCLUDEDIR)/sbx.h $(DESTDIR)$(LIBDIR)/pkgconfig/sbx.pc
+	-rmdir $(DESTDIR)$(LIBEXECDIR)
+
+clean:
+	rm -rf build

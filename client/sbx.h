@@ -1,0 +1,412 @@
+/* sbx.h: libsbx, the C client library of sbxd.
+ *
+ * A blocking API with one call per request of the sbx.v1 protocol. Connect with
+ * sbx_connect(), call, read results from plain structs, free each result with its own
+ * free function, and close with sbx_close().
+ *
+ * Return values: every call that talks to the daemon returns an `enum sbx_code`: SBX_OK
+ * (0) on success, or the typed code of the failure. The daemon's codes come through as
+ * they are; a failure of the connection itself (cannot connect, the daemon went away,
+ * the per-call timeout passed, a malformed reply) is SBX_UNAVAILABLE or SBX_INTERNAL and
+ * sbx_errno() says the errno. sbx_error_message() gives a one-line human message for
+ * the last failure on that client ("sandbox 'x' not found; list sandboxes with `sbx
+ * list`"). A command that exits non-zero is SBX_OK: its result says how it ended.
+ *
+ * Threads: an sbx_client may be used by one thread at a time (calls on one client are
+ * not synchronised); use one client per thread. Different clients share nothing. The
+ * library never logs, never exits, and never installs signal handlers; it ignores
+ * SIGPIPE on its socket by using MSG_NOSIGNAL.
+ *
+ * Memory: strings and arrays inside a result belong to the result and are freed by its
+ * free function. Input structs are only read during the call. */
+#ifndef SBX_H
+#define SBX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum sbx_code {
+        SBX_OK = 0,
+        SBX_INVALID_ARGUMENT = 1,
+        SBX_NOT_FOUND = 2,
+        SBX_ALREADY_EXISTS = 3,
+        SBX_PERMISSION_DENIED = 4,
+        SBX_RESOURCE_EXHAUSTED = 5,
+        SBX_FAILED_PRECONDITION = 6,
+        SBX_READ_ONLY = 7,
+        SBX_TOO_LARGE = 8,
+        SBX_UNAVAILABLE = 9,
+        SBX_UNIMPLEMENTED = 10,
+        SBX_INTERNAL = 11,
+};
+
+/* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN" for values outside the enum. */
+const char *sbx_code_name(int code);
+
+typedef struct sbx_client sbx_client;
+
+/* Writes the default socket path into buf: $SBX_SOCKET, else /run/sbxd/sbxd.sock for
+ * root, else $XDG_RUNTIME_DIR/sbxd/sbxd.sock (or /run/user/UID/sbxd/sbxd.sock). Returns
+ * 0, or -ENAMETOOLONG when it does not fit. */
+int sbx_default_socket_path(char *buf, size_t len);
+
+/* Connects to the daemon at socket_path (NULL: the default) and says Hello with
+ * client_name (NULL: "libsbx"). On success *ret is a new client. On failure *ret is
+ * still a client (closed to the daemon) so that sbx_error_message() can say why, or NULL
+ * when memory ran out; free it with sbx_close(). */
+enum sbx_code sbx_connect(const char *socket_path, const char *client_name, sbx_client **ret);
+
+/* Closes the connection and frees the client. Accepts NULL. */
+void sbx_close(sbx_client *c);
+
+/* Per-call timeout for waiting on the daemon, in milliseconds (0: wait forever).
+ * Default 0. RunCommand waits additionally for the command's own timeout. */
+void sbx_set_call_timeout_ms(sbx_client *c, uint64_t ms);
+
+/* The message and errno of the last failed call on c (empty string / 0 after success). */
+const char *sbx_error_message(const sbx_client *c);
+int sbx_errno(const sbx_client *c);
+
+/* ---- Hello ------------------------------------------------------------------------ */
+
+struct sbx_hello {
+        uint32_t protocol_version;
+        char *daemon_version;
+        char *cgroup_version; /* "v2", "v1", "none" */
+        int user_namespaces;
+        int rootless;
+        int seccomp;
+        uint32_t landlock_abi;
+        int openat2;
+        uint64_t max_frame_bytes;
+        uint32_t peer_uid;
+        char **implemented;
+        size_t n_implemented;
+};
+/* The daemon's reply to the Hello sent at connect time (a copy owned by the caller). */
+enum sbx_code sbx_hello(sbx_client *c, struct sbx_hello **ret);
+void sbx_hello_free(struct sbx_hello *h);
+
+/* ---- Sandboxes -------------------------------------------------------------------- */
+
+enum sbx_network { SBX_NETWORK_NONE = 0, SBX_NETWORK_FULL = 1 };
+
+enum sbx_state {
+        SBX_STATE_UNSPECIFIED = 0,
+        SBX_STATE_CREATING = 1,
+        SBX_STATE_READY = 2,
+        SBX_STATE_TERMINATING = 3,
+        SBX_STATE_TERMINATED = 4,
+        SBX_STATE_EXPIRED = 5,
+        SBX_STATE_FAILED = 6,
+        SBX_STATE_LOST = 7,
+};
+/* "creating", "ready", ... */
+const char *sbx_state_name(int state);
+
+/* Bits of sbx_limits.set: which limits are given. */
+enum {
+        SBX_LIMIT_MEMORY = 1u << 0,
+        SBX_LIMIT_CPU_SECONDS = 1u << 1,
+        SBX_LIMIT_CPU_PERCENT = 1u << 2,
+        SBX_LIMIT_PROCESSES = 1u << 3,
+        SBX_LIMIT_FILE_SIZE = 1u << 4,
+        SBX_LIMIT_OPEN_FILES = 1u << 5,
+        SBX_LIMIT_CORE_DUMPS = 1u << 6,
+        SBX_LIMIT_TMP = 1u << 7,
+};
+
+struct sbx_limits {
+        unsigned set; /* SBX_LIMIT_* bits of the fields that are given */
+        uint64_t memory_bytes;
+        double cpu_seconds;
+        uint32_t cpu_percent;
+        uint32_t processes;
+        uint64_t file_size_bytes;
+        uint32_t open_files;
+        int core_dumps;
+        uint64_t tmp_bytes;
+};
+
+struct sbx_strv {
+        char **v;
+        size_t n;
+};
+
+struct sbx_policy {
+        struct sbx_strv writable_paths;
+        struct sbx_strv denied_read_paths;
+        struct sbx_strv denied_write_paths;
+        enum sbx_network network;
+        int protect_defaults;
+        struct sbx_strv inherit_environment;
+        int inherit_environment_set; /* use inherit_environment even when empty */
+        struct sbx_limits limits;
+        char *root_dir; /* NULL: the host's / */
+};
+
+/* Fills p with the defaults: network none, protect_defaults on, nothing writable. */
+void sbx_policy_init(struct sbx_policy *p);
+
+struct sbx_label {
+        char *key;
+        char *value;
+};
+
+struct sbx_create_opts {
+        const char *id;             /* NULL: the daemon generates one */
+        struct sbx_policy policy;   /* start from sbx_policy_init() */
+        uint64_t timeout_ms;        /* 0: the daemon's default lifetime */
+        uint64_t idle_timeout_ms;   /* 0: none */
+        const struct sbx_label *labels;
+        size_t n_labels;
+        const char *const *env;     /* "K=V" */
+        size_t n_env;
+        const uint32_t *share_uids;
+        size_t n_share_uids;
+        const uint32_t *share_gids;
+        size_t n_share_gids;
+        int keep_workspace;
+};
+
+/* Fills o with the defaults (sbx_policy_init for the policy, everything else zero). */
+void sbx_create_opts_init(struct sbx_create_opts *o);
+
+struct sbx_enforcement {
+        char *limit;       /* "memory", "cpu_seconds", ... */
+        char *enforcement; /* "cgroup_v2", "cgroup_v1", "rlimit", "none" */
+};
+
+struct sbx_sandbox {
+        char *id;
+        enum sbx_state state;
+        uint32_t owner_uid;
+        struct sbx_label *labels;
+        size_t n_labels;
+        int64_t created_unix_ms;
+        int64_t deadline_unix_ms;
+        uint64_t idle_timeout_ms;
+        int64_t ended_unix_ms;
+        char *end_reason; /* NULL while live */
+        struct sbx_policy policy;
+        int isolated;
+        struct sbx_strv warnings;
+        struct sbx_enforcement *enforcement;
+        size_t n_enforcement;
+        uint32_t running_commands;
+        uint64_t commands_run;
+        uint32_t *share_uids;
+        size_t n_share_uids;
+        uint32_t *share_gids;
+        size_t n_share_gids;
+};
+
+enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct sbx_sandbox **ret);
+enum sbx_code sbx_get(sbx_client *c, const char *id, struct sbx_sandbox **ret);
+/* Ends the sandbox; *ret (may be NULL to skip) is its final state. */
+enum sbx_code sbx_terminate(sbx_client *c, const char *id, struct sbx_sandbox **ret);
+enum sbx_code sbx_set_timeout(sbx_client *c, const char *id, uint64_t timeout_ms,
+                              struct sbx_sandbox **ret);
+void sbx_sandbox_free(struct sbx_sandbox *s);
+
+struct sbx_list_opts {
+        const struct sbx_label *labels;
+        size_t n_labels;
+        const enum sbx_state *states;
+        size_t n_states;
+        int has_owner_uid;
+        uint32_t owner_uid;
+        int include_ended;
+        uint32_t limit; /* 0: the daemon's default */
+};
+
+struct sbx_sandbox_list {
+        struct sbx_sandbox **v;
+        size_t n;
+        int truncated;
+};
+
+/* opts may be NULL: live sandboxes visible to the caller. */
+enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts, struct sbx_sandbox_list **ret);
+void sbx_sandbox_list_free(struct sbx_sandbox_list *l);
+
+/* ---- Commands --------------------------------------------------------------------- */
+
+enum sbx_outcome {
+        SBX_OUTCOME_UNSPECIFIED = 0,
+        SBX_OUTCOME_EXITED = 1,
+        SBX_OUTCOME_SIGNALED = 2,
+        SBX_OUTCOME_TIMED_OUT = 3,
+        SBX_OUTCOME_OUT_OF_MEMORY = 4,
+        SBX_OUTCOME_CANCELLED = 5,
+        SBX_OUTCOME_SANDBOX_ENDED = 6,
+        SBX_OUTCOME_START_FAILED = 7,
+        SBX_OUTCOME_UNKNOWN = 8,
+};
+/* "exited", "signaled", "timed_out", ... */
+const char *sbx_outcome_name(int outcome);
+
+enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
+
+/* Called for each chunk of output in streaming mode, in order per stream. */
+typedef void (*sbx_output_cb)(void *userdata, enum sbx_stream stream, uint64_t offset,
+                              const void *data, size_t len);
+
+struct sbx_exec_opts {
+        const char *const *argv;  /* program and arguments; exclusive with shell */
+        size_t argc;
+        const char *shell;        /* run as /bin/sh -c SHELL */
+        const char *cwd;          /* NULL: /workspace */
+        const char *const *env;   /* "K=V" overlaid on the sandbox's environment */
+        size_t n_env;
+        const void *stdin_data;
+        size_t stdin_len;
+        uint64_t timeout_ms;      /* 0: 60000 (the library's default) */
+        uint64_t max_stdout_bytes; /* 0: the daemon's default (1 MiB) */
+        uint64_t max_stderr_bytes;
+        sbx_output_cb on_output;  /* non-NULL: stream output to this callback */
+        void *userdata;
+};
+
+void sbx_exec_opts_init(struct sbx_exec_opts *o);
+
+struct sbx_result {
+        char *command_id;
+        char *sandbox_id;
+        enum sbx_outcome outcome;
+        int has_exit_code;
+        int exit_code;
+        int has_signal;
+        int signal;
+        int timed_out;
+        uint8_t *stdout_data; /* NUL-terminated for convenience; stdout_len excludes the NUL */
+        size_t stdout_len;
+        uint8_t *stderr_data;
+        size_t stderr_len;
+        int stdout_truncated;
+        int stderr_truncated;
+        uint64_t stdout_bytes;
+        uint64_t stderr_bytes;
+        double duration;
+        int isolated;
+        struct sbx_strv warnings;
+        double cpu_seconds;
+        uint64_t peak_memory_bytes;
+        char *peak_memory_source;
+        struct sbx_strv limits_hit;
+        struct sbx_enforcement *enforcement;
+        size_t n_enforcement;
+        char *start_error;
+        int start_errno;
+};
+
+/* Runs a command in sandbox id and waits for its result. */
+enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
+                       struct sbx_result **ret);
+void sbx_result_free(struct sbx_result *r);
+
+/* Asks the daemon to kill a running command; its result becomes "cancelled". */
+enum sbx_code sbx_cancel(sbx_client *c, const char *id, const char *command_id);
+
+/* ---- Files ------------------------------------------------------------------------ */
+
+struct sbx_read_result {
+        uint8_t *data;
+        size_t len;
+        uint64_t size;
+        uint64_t next_offset;
+        int eof;
+};
+/* limit 0: the whole rest of the file (the daemon refuses files over max_read_bytes). */
+enum sbx_code sbx_read(sbx_client *c, const char *id, const char *path, uint64_t offset,
+                       uint64_t limit, struct sbx_read_result **ret);
+void sbx_read_result_free(struct sbx_read_result *r);
+
+enum { SBX_WRITE_CREATE_PARENTS = 1u << 0, SBX_WRITE_APPEND = 1u << 1 };
+/* mode 0: 0644. */
+enum sbx_code sbx_write(sbx_client *c, const char *id, const char *path, const void *data,
+                        size_t len, uint32_t mode, unsigned flags);
+
+enum sbx_file_type {
+        SBX_FILE_UNKNOWN = 0,
+        SBX_FILE_REGULAR = 1,
+        SBX_FILE_DIRECTORY = 2,
+        SBX_FILE_SYMLINK = 3,
+        SBX_FILE_FIFO = 4,
+        SBX_FILE_SOCKET = 5,
+        SBX_FILE_CHAR_DEVICE = 6,
+        SBX_FILE_BLOCK_DEVICE = 7,
+};
+
+struct sbx_file_info {
+        char *name;
+        enum sbx_file_type type;
+        uint64_t size;
+        uint32_t mode;
+        int64_t mtime_unix_ms;
+        int is_dir;
+        char *symlink_target;
+};
+
+struct sbx_dir_list {
+        struct sbx_file_info *v;
+        size_t n;
+        int truncated;
+};
+/* limit 0: the daemon's default. */
+enum sbx_code sbx_list_dir(sbx_client *c, const char *id, const char *path, uint32_t limit,
+                           struct sbx_dir_list **ret);
+void sbx_dir_list_free(struct sbx_dir_list *l);
+
+enum sbx_code sbx_stat(sbx_client *c, const char *id, const char *path, struct sbx_file_info **ret);
+void sbx_file_info_free(struct sbx_file_info *f);
+
+enum sbx_code sbx_mkdir(sbx_client *c, const char *id, const char *path, uint32_t mode, int parents);
+enum sbx_code sbx_remove(sbx_client *c, const char *id, const char *path, int recursive);
+
+/* ---- History ---------------------------------------------------------------------- */
+
+struct sbx_command_record {
+        uint64_t seq;
+        char *command_id;
+        struct sbx_strv argv;
+        char *cwd;
+        uint32_t caller_uid;
+        int32_t caller_pid;
+        char *client_name;
+        int64_t started_unix_ms;
+        int64_t ended_unix_ms; /* 0 while running */
+        enum sbx_outcome outcome;
+        int has_exit_code;
+        int exit_code;
+        int has_signal;
+        int signal;
+        double duration;
+        uint64_t peak_memory_bytes;
+        uint64_t stdout_bytes;
+        uint64_t stderr_bytes;
+        int stdout_truncated;
+        int stderr_truncated;
+};
+
+struct sbx_history {
+        struct sbx_command_record *v;
+        size_t n;
+        uint64_t next_after_seq;
+        int truncated;
+};
+
+/* Commands of sandbox id from the records, oldest first, after seq after_seq. */
+enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
+                          struct sbx_history **ret);
+void sbx_history_free(struct sbx_history *h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,159 @@
+/* store.h: the durable records of sbxd in SQLite (WAL) at STATE_DIR/sbxd.db.
+ *
+ * Owns the sqlite3 handle and its prepared statements. Every sandbox, command and file
+ * operation is recorded here; a daemon killed at any moment leaves a database that
+ * opens and passes integrity_check, and records every write that returned 0. The
+ * schema is versioned with PRAGMA user_version and upgraded by ordered migrations.
+ *
+ * Called only from the rpc and sandbox layers, on the event loop thread. Functions
+ * return 0 (or a count) on success and -errno on failure: -ENOENT no such row, -EEXIST
+ * a constraint was violated, -ENOSPC the disk is full, -EIO any other SQLite failure
+ * (store_last_error() has SQLite's message). The store never logs. */
+#ifndef SBX_STORE_H
+#define SBX_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+/* The schema version this build writes (PRAGMA user_version after migrations). */
+#define STORE_SCHEMA_VERSION 1
+
+/* Opens (creating when absent) the database file at path, sets WAL mode, busy timeout
+ * and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database whose
+ * user_version is newer than this build's is refused with -EPROTO. */
+int store_open(const char *path, struct store **ret);
+
+/* Closes the database (checkpointing the WAL). Accepts NULL; returns NULL. */
+struct store *store_close(struct store *s);
+
+/* SQLite's message for the last failure on s, or "" after success. */
+const char *store_last_error(const struct store *s);
+
+/* Runs PRAGMA integrity_check. Returns 0 when it says "ok", -EIO otherwise. */
+int store_integrity_check(struct store *s);
+
+/* ---- sandboxes ---------------------------------------------------------------------- */
+
+struct store_sandbox {
+        const char *id;
+        uint32_t owner_uid;
+        const char *state;          /* "creating", "ready", ..., "lost" */
+        int64_t created_ms;         /* Unix time, milliseconds */
+        int64_t deadline_ms;
+        uint64_t idle_timeout_ms;
+        int64_t ended_ms;           /* 0 while live */
+        const char *end_reason;     /* NULL while live */
+        const void *spec;           /* packed sbx.v1.CreateSandbox with the effective policy */
+        size_t spec_len;
+        int32_t init_pid;           /* host pid of the sandbox's init (0: none) */
+        const char *workspace_dir;  /* host path of /workspace */
+        const char *cgroup_path;    /* relative cgroup path of the sandbox ("" if none) */
+        uint32_t run_uid;           /* host uid its commands run as */
+        uint32_t caller_pid;
+        const char *client_name;
+};
+
+/* Records a new sandbox. -EEXIST when a sandbox with that id was ever recorded. */
+int store_sandbox_insert(struct store *s, const struct store_sandbox *sb);
+
+/* 1 when a sandbox with this id was ever recorded, 0 when not, -errno on failure. */
+int store_sandbox_exists(struct store *s, const char *id);
+
+/* Sets state (and, when ended_ms != 0, the end time and reason). -ENOENT: no such id. */
+int store_sandbox_set_state(struct store *s, const char *id, const char *state, int64_t ended_ms,
+                            const char *end_reason);
+
+/* Sets the init pid recorded for a sandbox. */
+int store_sandbox_set_init_pid(struct store *s, const char *id, int32_t init_pid);
+
+/* Moves the deadline of a sandbox. -ENOENT: no such id. */
+int store_sandbox_set_deadline(struct store *s, const char *id, int64_t deadline_ms);
+
+/* Calls cb for each recorded sandbox, newest first, matching: live_only (state
+ * creating/ready/terminating) when non-zero, owner_uid when has_owner. At most limit rows
+ * (0: no bound). The struct and its strings are valid only during the callback. cb
+ * returns 0 to go on, non-zero to stop (that value is returned). */
+typedef int (*store_sandbox_cb)(const struct store_sandbox *sb, void *userdata);
+int store_sandbox_foreach(struct store *s, int live_only, int has_owner, uint32_t owner_uid,
+                          uint32_t limit, store_sandbox_cb cb, void *userdata);
+
+/* Reads one sandbox's record and passes it to cb. -ENOENT: no such id. */
+int store_sandbox_get(struct store *s, const char *id, store_sandbox_cb cb, void *userdata);
+
+/* ---- commands ----------------------------------------------------------------------- */
+
+struct store_command {
+        const char *sandbox_id;
+        const char *command_id;
+        const char *const *argv;
+        size_t argc;
+        const char *cwd;
+        uint32_t caller_uid;
+        int32_t caller_pid;
+        const char *client_name;
+        int64_t started_ms;
+        /* End fields: written by store_command_finish, read back by store_history. */
+        int64_t ended_ms;           /* 0 while running */
+        const char *outcome;        /* "exited", "signaled", ..., "unknown"; NULL while running */
+        int has_exit_code;
+        int exit_code;
+        int has_signal;
+        int signal;
+        double duration;
+        double cpu_seconds;
+        uint64_t peak_memory_bytes;
+        uint64_t stdout_bytes;
+        uint64_t stderr_bytes;
+        int stdout_truncated;
+        int stderr_truncated;
+        const char *limits_hit;     /* comma-separated, "" for none */
+        const char *start_error;    /* NULL unless start_failed */
+        uint64_t seq;               /* Set by the store: increasing over all commands */
+};
+
+/* Records a command that is starting (the start fields of c). *ret_seq (may be NULL)
+ * receives its sequence number. -EEXIST: duplicate (sandbox_id, command_id). */
+int store_command_insert(struct store *s, const struct store_command *c, uint64_t *ret_seq);
+
+/* Records how a command ended (the end fields of c, found by sandbox_id + command_id).
+ * -ENOENT: no such command. */
+int store_command_finish(struct store *s, const struct store_command *c);
+
+/* Marks every command of sandbox_id (NULL: of every sandbox) that has no outcome yet as
+ * "unknown", ended at ended_ms. Returns the number of commands marked. */
+int store_commands_mark_unknown(struct store *s, const char *sandbox_id, int64_t ended_ms);
+
+/* Calls cb for the commands of sandbox_id with seq > after_seq, oldest first, at most
+ * limit of them. Returns the number passed to cb, or -errno. */
+typedef int (*store_command_cb)(const struct store_command *c, void *userdata);
+int store_history(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
+                  store_command_cb cb, void *userdata);
+
+/* ---- file operations ---------------------------------------------------------------- */
+
+struct store_fileop {
+        const char *sandbox_id;
+        const char *op;      /* "read", "write", "list", "stat", "mkdir", "remove" */
+        const char *path;
+        uint64_t bytes;
+        const char *result;  /* "OK" or the status code name */
+        uint32_t caller_uid;
+        int32_t caller_pid;
+        const char *client_name;
+        int64_t time_ms;
+};
+
+int store_fileop_insert(struct store *s, const struct store_fileop *op);
+
+/* Counts the file operations recorded for sandbox_id. */
+int store_fileop_count(struct store *s, const char *sandbox_id);
+
+/* ---- retention ---------------------------------------------------------------------- */
+
+/* Deletes ended sandboxes (and their commands and file operations) that ended before
+ * older_than_ms. Returns the number of sandboxes deleted. */
+int store_prune(struct store *s, int64_t older_than_ms);
+
+#endif

@@ -1,0 +1,56 @@
+/* frame.h: length-prefixed framing of sbx.v1 messages, shared by sbxd and libsbx.
+ *
+ * A frame is a 4-byte big-endian payload length followed by the payload. The reader
+ * checks the length against its maximum before it allocates anything for the payload,
+ * so a hostile length costs nothing. The reader owns one growing buffer; callers read
+ * straight into it (frame_reader_prepare/commit) or copy into it (frame_reader_feed).
+ * No function here logs or exits; errors are -errno. */
+#ifndef SBX_FRAME_H
+#define SBX_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+struct frame_reader {
+        uint8_t *buf;
+        size_t start; /* first unconsumed byte */
+        size_t end;   /* one past the last received byte */
+        size_t cap;
+        uint32_t max_frame_bytes;
+};
+
+/* Initialises an empty reader that accepts payloads of at most max_frame_bytes. */
+void frame_reader_init(struct frame_reader *r, uint32_t max_frame_bytes);
+
+/* Frees the reader's buffer; the reader may be initialised again. Accepts a zeroed reader. */
+void frame_reader_free(struct frame_reader *r);
+
+/* Gives a place to receive at least one byte into: *ret_ptr, *ret_len bytes long.
+ * Invalidates frames returned earlier by frame_reader_next. Returns 0 or -ENOMEM. */
+int frame_reader_prepare(struct frame_reader *r, uint8_t **ret_ptr, size_t *ret_len);
+
+/* Records that n bytes were written into the space frame_reader_prepare gave. */
+void frame_reader_commit(struct frame_reader *r, size_t n);
+
+/* Copies n bytes into the reader. Returns 0 or -ENOMEM. */
+int frame_reader_feed(struct frame_reader *r, const void *data, size_t n);
+
+/* Takes the next complete frame. Returns 1 and sets *ret_payload/*ret_len (valid until
+ * the next prepare or feed), 0 when more bytes are needed, -EMSGSIZE when the next
+ * frame announces a payload larger than the maximum (the stream cannot be resynced). */
+int frame_reader_next(struct frame_reader *r, const uint8_t **ret_payload, size_t *ret_len);
+
+/* Bytes received but not yet returned as frames. */
+size_t frame_reader_pending(const struct frame_reader *r);
+
+/* Encodes msg as one frame into a new buffer (*ret_buf, freed by the caller with free()).
+ * Returns 0, -EMSGSIZE when the payload exceeds max_frame_bytes, or -ENOMEM. */
+int frame_pack(const ProtobufCMessage *msg, uint32_t max_frame_bytes, uint8_t **ret_buf,
+               size_t *ret_len);
+
+/* Writes the 4-byte header for a payload of len bytes. */
+void frame_header_put(uint8_t out[4], uint32_t len);
+
+#endif

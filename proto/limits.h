@@ -1,0 +1,64 @@
+/* limits.h: every protocol and resource bound of sbxd as one named constant.
+ *
+ * Shared by the daemon, the init helper, libsbx and the tests, so that a limit means
+ * the same thing on both ends of a socket. Sizes end in _BYTES, times in _MS/_USEC.
+ * Each constant is checked before anything is allocated for the thing it bounds. */
+#ifndef SBX_LIMITS_H
+#define SBX_LIMITS_H
+
+#define SBX_PROTOCOL_VERSION 1u
+#define SBX_VERSION "0.1.0"
+
+/* Wire framing. */
+#define SBX_FRAME_HEADER_BYTES 4u
+#define SBX_DEFAULT_MAX_FRAME_BYTES (64u * 1024u * 1024u)
+#define SBX_MIN_MAX_FRAME_BYTES (64u * 1024u)
+
+/* Init channel (SOCK_SEQPACKET, one message a packet). */
+#define SBX_INIT_MAX_MSG_BYTES (128u * 1024u)
+#define SBX_INIT_MAX_FDS 16u
+
+/* Connections. */
+#define SBX_MAX_CONNECTIONS 1024u
+#define SBX_MAX_INFLIGHT_PER_CONN 256u
+/* A connection whose unsent responses exceed this stops being read until they drain. */
+#define SBX_CONN_WRITE_HIGH_WATER_BYTES (8u * 1024u * 1024u)
+#define SBX_CLIENT_NAME_MAX_BYTES 128u
+
+/* Sandboxes. */
+#define SBX_ID_MAX_BYTES 64u
+#define SBX_DEFAULT_MAX_SANDBOXES 1000u
+#define SBX_DEFAULT_SANDBOX_TIMEOUT_MS (300u * 1000u)
+#define SBX_DEFAULT_MAX_SANDBOX_LIFETIME_MS (24ull * 3600u * 1000u)
+#define SBX_MAX_LABELS 64u
+#define SBX_LABEL_MAX_BYTES 256u
+#define SBX_MAX_POLICY_PATHS 256u
+#define SBX_PATH_MAX_BYTES 4096u
+#define SBX_DEFAULT_TMP_BYTES (256ull * 1024u * 1024u)
+
+/* Commands. */
+#define SBX_DEFAULT_COMMAND_TIMEOUT_MS (60u * 1000u)
+#define SBX_DEFAULT_MAX_COMMAND_TIMEOUT_MS (24ull * 3600u * 1000u)
+#define SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX 16u
+#define SBX_MAX_ARGV 4096u
+#define SBX_MAX_ENV 4096u
+#define SBX_DEFAULT_MAX_OUTPUT_BYTES (1024u * 1024u)
+#define SBX_MAX_OUTPUT_BYTES (64u * 1024u * 1024u)
+#define SBX_MAX_STDIN_BYTES (16u * 1024u * 1024u)
+/* How long output is drained after a command's leader exits before pipes are closed. */
+#define SBX_DRAIN_AFTER_EXIT_MS 50u
+
+/* Files. */
+#define SBX_DEFAULT_MAX_READ_BYTES (5u * 1024u * 1024u)
+#define SBX_DEFAULT_LIST_LIMIT 10000u
+#define SBX_MAX_LIST_LIMIT 100000u
+
+/* History. */
+#define SBX_DEFAULT_HISTORY_LIMIT 100u
+#define SBX_MAX_HISTORY_LIMIT 1000u
+
+/* Uids for sandboxed commands when the daemon runs as root: one per sandbox slot. */
+#define SBX_UID_BASE 2100000000u
+#define SBX_UID_COUNT 65536u
+
+#endif
