@@ -58,8 +58,9 @@ TEST_HELPERS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 GEN_OBJS := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_GEN))
 PROTO_OBJS := $(call obj,$(PROTO_SRCS)) $(BUILD)/obj/gen/sbx.pb-c.o
-DAEMON_OBJS := $(call obj,$(DAEMON_SRCS)) $(PROTO_OBJS) $(BUILD)/obj/gen/init.pb-c.o
-INIT_OBJS := $(call obj,$(INIT_SRCS)) $(BUILD)/obj/gen/init.pb-c.o
+DAEMON_OBJS := $(call obj,$(DAEMON_SRCS)) $(PROTO_OBJS) $(BUILD)/obj/gen/init.pb-c.o \
+	$(BUILD)/obj/proto/initmsg.o
+INIT_OBJS := $(call obj,$(INIT_SRCS)) $(BUILD)/obj/gen/init.pb-c.o $(BUILD)/obj/proto/initmsg.o
 LIBSBX_OBJS := $(call obj,$(LIBSBX_SRCS)) $(PROTO_OBJS)
 
 ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BUILD)/libsbx.a \
@@ -112,7 +113,11 @@ $(BUILD)/obj-init/gen/init.pb-c.o: $(BUILD)/gen/init.pb-c.c $(PROTO_HDRS)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Wno-cast-qual -c $< -o $@
 
 INIT_BIN_OBJS := $(patsubst $(BUILD)/obj/%,$(BUILD)/obj-init/%,$(call obj,daemon/init/main.c $(INIT_SRCS))) \
-	$(BUILD)/obj-init/gen/init.pb-c.o
+	$(BUILD)/obj-init/gen/init.pb-c.o $(BUILD)/obj-init/proto/initmsg.o
+
+$(BUILD)/obj-init/proto/%.o: proto/%.c $(PROTO_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj-init/daemon/init/%.o: daemon/init/%.c $(PROTO_HDRS)
 	@mkdir -p $(dir $@)

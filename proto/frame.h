@@ -37,7 +37,7 @@ void frame_reader_commit(struct frame_reader *r, size_t n);
 /* Copies n bytes into the reader. Returns 0 or -ENOMEM. */
 int frame_reader_feed(struct frame_reader *r, const void *data, size_t n);
 
-/* Takes the next complete frame. Returns 1 and sets *ret_payload/*ret_len (valid until
+/* Takes the next complete frame. Returns 1 and sets *ret_payload and *ret_len (valid until
  * the next prepare or feed), 0 when more bytes are needed, -EMSGSIZE when the next
  * frame announces a payload larger than the maximum (the stream cannot be resynced). */
 int frame_reader_next(struct frame_reader *r, const uint8_t **ret_payload, size_t *ret_len);
