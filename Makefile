@@ -40,7 +40,7 @@ CPPFLAGS_ALL = -D_GNU_SOURCE -Iproto -I$(BUILD)/gen -Idaemon -Iclient \
 CFLAGS_ALL = -std=gnu11 $(OPT) $(WARN) $(WERROR) $(HARDEN) $(PKG_CFLAGS) $(CPPFLAGS_ALL)
 LDFLAGS_ALL = -pie -Wl,-z,relro,-z,now
 
-LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp
+LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp -lm
 LIBS_INIT = -lprotobuf-c -lseccomp
 
 PROTO_GEN := $(BUILD)/gen/sbx.pb-c.c $(BUILD)/gen/init.pb-c.c

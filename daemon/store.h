@@ -6,9 +6,16 @@
  * schema is versioned with PRAGMA user_version and upgraded by ordered migrations.
  *
  * Called only from the rpc and sandbox layers, on the event loop thread. Functions
- * return 0 (or a count) on success and -errno on failure: -ENOENT no such row, -EEXIST
- * a constraint was violated, -ENOSPC the disk is full, -EIO any other SQLite failure
- * (store_last_error() has SQLite's message). The store never logs. */
+ * return 0 (or a count) on success and -errno on failure: -ENOENT no such row (or no
+ * such sandbox for a row that refers to one), -EEXIST a constraint was violated, -ENOSPC
+ * the disk is full, -ENOMEM out of memory, -EBUSY another connection holds the database
+ * locked, -EINVAL a required argument is NULL, -EIO any other SQLite failure
+ * (store_last_error() has SQLite's message). The store never logs.
+ *
+ * The ids, a sandbox's state, a finished command's outcome and a file operation's op,
+ * path and result are required (-EINVAL when NULL); any other string may be NULL, is
+ * then stored as SQL NULL and read back as NULL. Callbacks run with no SQLite statement
+ * active, so they may call any store function on the same store except store_close. */
 #ifndef SBX_STORE_H
 #define SBX_STORE_H
 
@@ -20,15 +27,17 @@ struct store;
 /* The schema version this build writes (PRAGMA user_version after migrations). */
 #define STORE_SCHEMA_VERSION 1
 
-/* Opens (creating when absent) the database file at path, sets WAL mode, busy timeout
- * and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database whose
- * user_version is newer than this build's is refused with -EPROTO. */
+/* Opens (creating when absent, mode 0600) the database file at path, sets WAL mode, busy
+ * timeout and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database
+ * whose user_version is newer than this build's is refused with -EPROTO. *ret is written
+ * only on success; on failure store_last_error(NULL) says why. */
 int store_open(const char *path, struct store **ret);
 
 /* Closes the database (checkpointing the WAL). Accepts NULL; returns NULL. */
 struct store *store_close(struct store *s);
 
-/* SQLite's message for the last failure on s, or "" after success. */
+/* SQLite's message for the last failure on s, or "" after success. With s == NULL: the
+ * message of the last failed store_open (which has no store to keep it in). */
 const char *store_last_error(const struct store *s);
 
 /* Runs PRAGMA integrity_check. Returns 0 when it says "ok", -EIO otherwise. */
@@ -65,7 +74,7 @@ int store_sandbox_exists(struct store *s, const char *id);
 int store_sandbox_set_state(struct store *s, const char *id, const char *state, int64_t ended_ms,
                             const char *end_reason);
 
-/* Sets the init pid recorded for a sandbox. */
+/* Sets the init pid recorded for a sandbox. -ENOENT: no such id. */
 int store_sandbox_set_init_pid(struct store *s, const char *id, int32_t init_pid);
 
 /* Moves the deadline of a sandbox. -ENOENT: no such id. */
@@ -79,7 +88,8 @@ typedef int (*store_sandbox_cb)(const struct store_sandbox *sb, void *userdata);
 int store_sandbox_foreach(struct store *s, int live_only, int has_owner, uint32_t owner_uid,
                           uint32_t limit, store_sandbox_cb cb, void *userdata);
 
-/* Reads one sandbox's record and passes it to cb. -ENOENT: no such id. */
+/* Reads one sandbox's record and passes it to cb, and returns what cb returned.
+ * -ENOENT: no such id (cb is not called). */
 int store_sandbox_get(struct store *s, const char *id, store_sandbox_cb cb, void *userdata);
 
 /* ---- commands ----------------------------------------------------------------------- */
@@ -114,7 +124,8 @@ struct store_command {
 };
 
 /* Records a command that is starting (the start fields of c). *ret_seq (may be NULL)
- * receives its sequence number. -EEXIST: duplicate (sandbox_id, command_id). */
+ * receives its sequence number. -EEXIST: duplicate (sandbox_id, command_id); -ENOENT:
+ * no sandbox sandbox_id was recorded. */
 int store_command_insert(struct store *s, const struct store_command *c, uint64_t *ret_seq);
 
 /* Records how a command ended (the end fields of c, found by sandbox_id + command_id).
@@ -126,7 +137,9 @@ int store_command_finish(struct store *s, const struct store_command *c);
 int store_commands_mark_unknown(struct store *s, const char *sandbox_id, int64_t ended_ms);
 
 /* Calls cb for the commands of sandbox_id with seq > after_seq, oldest first, at most
- * limit of them. Returns the number passed to cb, or -errno. */
+ * limit of them (0: no bound). Returns the number passed to cb, or -errno. The struct
+ * and its strings are valid only during the callback. cb returns 0 to go on, non-zero to
+ * stop (that value is returned instead of the count). */
 typedef int (*store_command_cb)(const struct store_command *c, void *userdata);
 int store_history(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
                   store_command_cb cb, void *userdata);
@@ -145,6 +158,7 @@ struct store_fileop {
         int64_t time_ms;
 };
 
+/* Records a file operation. -ENOENT: no sandbox op->sandbox_id was recorded. */
 int store_fileop_insert(struct store *s, const struct store_fileop *op);
 
 /* Counts the file operations recorded for sandbox_id. */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "limits.h"
+#include "sbx_limits.h"
 
 /* The buffer grows to hold one whole frame; this is the size it starts with. */
 #define FRAME_MIN_BUFFER_BYTES (64u * 1024u)

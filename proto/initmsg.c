@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "limits.h"
+#include "sbx_limits.h"
 
 int initmsg_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t nfds) {
         uint8_t buf[SBX_INIT_MAX_MSG_BYTES];

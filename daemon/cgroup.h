@@ -1,0 +1,106 @@
+/* cgroup.h: cgroups for sandboxes and commands, on cgroup v2 or v1, beneath the
+ * daemon's own cgroup and nowhere else.
+ *
+ * Owns the detected hierarchy paths (struct cgroup_env) and each created group
+ * (struct cgroup). Called by the sandbox layer. Every path is built from a root that
+ * the caller gives (normally "/sys/fs/cgroup") and the daemon's own cgroup read from a
+ * /proc/self/cgroup file, so the unit tests run the same code against a fake tree.
+ * Nothing here logs; failures are -errno. */
+#ifndef SBX_CGROUP_H
+#define SBX_CGROUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum cgroup_version { CGROUP_NONE = 0, CGROUP_V1 = 1, CGROUP_V2 = 2 };
+
+/* v1 controllers sbxd uses (each its own hierarchy). */
+enum cgroup_ctrl { CG_MEMORY = 0, CG_PIDS, CG_CPU, CG_FREEZER, CG_N };
+
+struct cgroup_env {
+        enum cgroup_version version;
+        /* v2: the directory under which sbxd creates groups (a child of the daemon's own
+         * cgroup) and the controllers enabled for it. v1: per controller, the directory
+         * under which sbxd creates groups, or NULL when that hierarchy is unusable. */
+        char *base[CG_N];
+        char *v2_base;
+        int v2_controllers; /* bit per enum cgroup_ctrl */
+        /* How group directories are made: mkdir(2), or in unit tests a function that
+         * also lays out the control files the kernel would create. */
+        int (*mkdir_fn)(const char *path, mode_t mode);
+};
+
+struct cgroup {
+        struct cgroup_env *env;
+        char *path[CG_N]; /* v1: per controller; NULL where absent */
+        char *v2_path;
+};
+
+/* Finds the hierarchies under root (e.g. "/sys/fs/cgroup") and the daemon's own cgroup
+ * in self_cgroup_file (e.g. "/proc/self/cgroup"), and prepares a base directory named
+ * base_name beneath the daemon's own cgroup. On v2 the daemon first moves itself into a
+ * leaf ("<own>/daemon") so its own cgroup may enable controllers for children (the
+ * no-internal-processes rule); self_pid is the pid to move (0: none, for tests).
+ * Returns 0 with *ret set (version CGROUP_NONE when nothing is usable), or -errno. */
+int cgroup_env_new(const char *root, const char *self_cgroup_file, const char *base_name,
+                   pid_t self_pid, struct cgroup_env **ret);
+
+/* As cgroup_env_new, making directories with mkdir_fn (for tests of a fake tree). */
+int cgroup_env_new_with(const char *root, const char *self_cgroup_file, const char *base_name,
+                        pid_t self_pid, int (*mkdir_fn)(const char *path, mode_t mode),
+                        struct cgroup_env **ret);
+void cgroup_env_free(struct cgroup_env *e);
+
+/* Removes the (empty) base directories at shutdown; a busy one is left alone. */
+void cgroup_env_remove_base(struct cgroup_env *e);
+const char *cgroup_version_name(enum cgroup_version v);
+
+/* Creates the group rel (e.g. "sbx-ID" or "sbx-ID/cmd-3") under the base in every
+ * usable hierarchy. Returns 0 or -errno (nothing left behind on failure). */
+int cgroup_create(struct cgroup_env *e, const char *rel, struct cgroup **ret);
+
+/* Limits; a zero field means "leave unset". Each enforced limit sets its bit in
+ * *ret_enforced (bit per enum cgroup_ctrl); the caller names the others in warnings. */
+struct cgroup_limits {
+        uint64_t memory_bytes;
+        uint32_t pids;
+        uint32_t cpu_percent;
+};
+int cgroup_set_limits(struct cgroup *g, const struct cgroup_limits *l, int *ret_enforced);
+
+/* Moves pid into the group (every hierarchy). */
+int cgroup_add_pid(struct cgroup *g, pid_t pid);
+
+/* Opens what a child needs to join the group before execve: v1 the cgroup.procs files
+ * (O_WRONLY), v2 the group directory (O_DIRECTORY). Returns the number of fds put in
+ * fds (at most max), or -errno. *ret_v2 says which kind. The caller closes them. */
+int cgroup_join_fds(struct cgroup *g, int *fds, size_t max, int *ret_v2);
+
+/* Kills every process in the group: v2 cgroup.kill (falls back to the v1 way when
+ * absent), v1 freeze, SIGKILL each pid in cgroup.procs, thaw. Returns the number of
+ * processes signalled (v1) or 0, or -errno. */
+int cgroup_kill(struct cgroup *g);
+
+/* Number of processes in the group (0 when empty), or -errno. */
+int cgroup_count_procs(struct cgroup *g);
+
+/* Peak memory use in bytes (v2 memory.peak, v1 memory.max_usage_in_bytes). -ENOENT
+ * when not available. */
+int cgroup_peak_memory(struct cgroup *g, uint64_t *ret);
+
+/* Number of OOM kills in the group so far (v2 memory.events, v1 memory.oom_control). */
+int cgroup_oom_kills(struct cgroup *g, uint64_t *ret);
+
+/* Number of times a fork failed at pids.max (v2 pids.events "max", v1 pids.events). */
+int cgroup_pids_max_events(struct cgroup *g, uint64_t *ret);
+
+/* Removes the group's directories (the group must be empty; children first) and frees
+ * g. Returns 0 or the first -errno; g is freed either way. Accepts NULL. */
+int cgroup_destroy(struct cgroup *g);
+
+/* Removes rel under the base in every hierarchy, children first, killing what is left
+ * (used to clean up after a crashed daemon). Missing directories are not an error. */
+int cgroup_remove_tree(struct cgroup_env *e, const char *rel);
+
+#endif

@@ -1,0 +1,1049 @@
+/* command.c: one command in a sandbox, from RunCommand to its one terminal result.
+ *
+ * The daemon makes the command's pipes and hands the child ends to the sandbox's init
+ * (Start over the channel); output flows from the command straight into the daemon.
+ * Each stream keeps at most its cap, and past the cap the tail (a ring buffer), while
+ * counting every byte. In stream mode chunks are forwarded as they come and reading
+ * pauses while the client's connection is congested.
+ *
+ * A command completes when its leader has exited (init's Exited), never on pipe EOF:
+ * after the exit the pipes are drained for SBX_DRAIN_AFTER_EXIT_MS, then closed. A
+ * timeout or a cancel sends SIGCONT+SIGKILL to the process group through init, and the
+ * result is reported only when init reports the leader reaped. Every command is
+ * recorded in the store when it starts and when it ends. Called by sandbox.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "log.h"
+#include "sandbox_int.h"
+#include "sbxd.h"
+#include "store.h"
+
+extern char **environ;
+
+/* After a kill, init must report the leader reaped within this long. */
+#define COMMAND_KILL_GUARD_MS 5000u
+/* While a streaming client is congested, look again this often. */
+#define COMMAND_RESUME_POLL_MS 10u
+/* Most bytes of stdin queued by CommandInput and not yet taken by the command. */
+#define COMMAND_MAX_PENDING_INPUT_BYTES (16u * 1024u * 1024u)
+
+enum kill_reason { KILL_NONE = 0, KILL_TIMEOUT, KILL_CANCEL, KILL_SANDBOX_ENDED };
+
+struct outstream {
+        uv_pipe_t pipe;
+        int inited;
+        int reading;
+        uint8_t *buf;
+        size_t cap;    /* allocated */
+        size_t limit;  /* the most kept */
+        size_t len;    /* kept */
+        size_t head;   /* ring mode: next write position */
+        uint64_t total;
+        int truncated;
+};
+
+struct input_req {
+        uv_write_t req;
+        struct command *cmd;
+        uint8_t *data;
+        size_t len;
+};
+
+struct command {
+        struct sandbox *sb;
+        struct command *next, *prev;
+        uint64_t num;
+        char id[32];
+        struct command_callbacks cbs;
+        void *ud;
+        int stream;
+        struct outstream out[2];
+        uv_pipe_t in;
+        int in_inited;
+        int in_eof_wanted;
+        size_t in_pending;
+        uv_timer_t timer;
+        uv_timer_t drain;
+        int started, exited, start_failed, finished;
+        int wait_status;
+        int64_t utime_usec, stime_usec, maxrss_kib;
+        int32_t pid;
+        enum kill_reason kill;
+        int start_errno;
+        char *start_error;
+        uint64_t start_hr;
+        int64_t started_ms;
+        uint64_t timeout_ms;
+        uint64_t oom_before, pids_before;
+        double cpu_limit;
+        char **argv;
+        size_t argc;
+        char *cwd;
+        int handles;
+};
+
+static void finish(struct command *cmd);
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static void list_remove(struct command *cmd) {
+        struct sandbox *sb = cmd->sb;
+        if (cmd->prev)
+                cmd->prev->next = cmd->next;
+        else if (sb->commands == cmd)
+                sb->commands = cmd->next;
+        if (cmd->next)
+                cmd->next->prev = cmd->prev;
+        cmd->next = cmd->prev = NULL;
+}
+
+static struct command *find(struct sandbox *sb, uint64_t num) {
+        struct command *c;
+        for (c = sb->commands; c; c = c->next)
+                if (c->num == num)
+                        return c;
+        return NULL;
+}
+
+static struct command *find_by_id(struct sandbox *sb, const char *id) {
+        struct command *c;
+        for (c = sb->commands; c; c = c->next)
+                if (strcmp(c->id, id) == 0)
+                        return c;
+        return NULL;
+}
+
+static void command_free(struct command *cmd) {
+        size_t i;
+        struct sandbox *sb = cmd->sb;
+        for (i = 0; i < 2; i++)
+                free(cmd->out[i].buf);
+        for (i = 0; i < cmd->argc; i++)
+                free(cmd->argv[i]);
+        free(cmd->argv);
+        free(cmd->cwd);
+        free(cmd->start_error);
+        free(cmd);
+        sandbox_handle_closed(sb); /* the command held the sandbox */
+}
+
+static void on_closed(uv_handle_t *h) {
+        struct command *cmd = h->data;
+        if (--cmd->handles == 0)
+                command_free(cmd);
+}
+
+static void close_handle(struct command *cmd, uv_handle_t *h) {
+        if (!uv_is_closing(h))
+                uv_close(h, on_closed);
+}
+
+/* ---- output ------------------------------------------------------------------------- */
+
+static void keep_tail(struct outstream *o, const uint8_t *p, size_t n) {
+        o->total += n;
+        if (o->limit == 0) {
+                o->truncated = o->total > 0;
+                return;
+        }
+        if (n >= o->limit) {
+                /* The chunk alone fills the cap: keep its end. */
+                if (o->cap < o->limit) {
+                        uint8_t *nb = realloc(o->buf, o->limit);
+                        if (!nb)
+                                return;
+                        o->buf = nb;
+                        o->cap = o->limit;
+                }
+                memcpy(o->buf, p + n - o->limit, o->limit);
+                o->len = o->limit;
+                o->head = 0;
+                o->truncated = 1;
+                return;
+        }
+        if (o->len + n <= o->limit) {
+                if (o->len + n > o->cap) {
+                        size_t nc = o->cap ? o->cap : 4096;
+                        uint8_t *nb;
+                        while (nc < o->len + n)
+                                nc *= 2;
+                        if (nc > o->limit)
+                                nc = o->limit;
+                        nb = realloc(o->buf, nc);
+                        if (!nb)
+                                return;
+                        o->buf = nb;
+                        o->cap = nc;
+                }
+                memcpy(o->buf + o->len, p, n);
+                o->len += n;
+                o->head = o->len % o->limit;
+                return;
+        }
+        /* Ring mode: the buffer is (or becomes) exactly limit bytes. */
+        if (o->cap < o->limit) {
+                uint8_t *nb = realloc(o->buf, o->limit);
+                if (!nb)
+                        return;
+                o->buf = nb;
+                o->cap = o->limit;
+        }
+        o->truncated = 1;
+        while (n > 0) {
+                size_t room = o->limit - o->head;
+                size_t k = n < room ? n : room;
+                memcpy(o->buf + o->head, p, k);
+                o->head = (o->head + k) % o->limit;
+                if (o->len < o->limit)
+                        o->len = o->len + k > o->limit ? o->limit : o->len + k;
+                p += k;
+                n -= k;
+        }
+}
+
+/* The kept bytes in order, in a new buffer. */
+static uint8_t *kept_bytes(const struct outstream *o, size_t *ret_len) {
+        uint8_t *r = malloc(o->len ? o->len : 1);
+        if (!r) {
+                *ret_len = 0;
+                return NULL;
+        }
+        if (o->len < o->limit || o->head == 0) {
+                memcpy(r, o->buf, o->len);
+        } else {
+                memcpy(r, o->buf + o->head, o->limit - o->head);
+                memcpy(r + o->limit - o->head, o->buf, o->head);
+        }
+        *ret_len = o->len;
+        return r;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+        static char slab[64 * 1024];
+        buf->base = slab;
+        buf->len = sizeof(slab);
+}
+
+static void maybe_finish(struct command *cmd);
+static void update_stream_reading(struct command *cmd);
+
+static void stream_closed(struct command *cmd, int idx) {
+        struct outstream *o = &cmd->out[idx];
+        if (!o->inited)
+                return;
+        o->inited = 0;
+        o->reading = 0;
+        close_handle(cmd, (uv_handle_t *)&o->pipe);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+        struct command *cmd = s->data;
+        int idx = (uv_pipe_t *)s == &cmd->out[0].pipe ? 0 : 1;
+        struct outstream *o = &cmd->out[idx];
+
+        if (nread < 0) {
+                stream_closed(cmd, idx);
+                maybe_finish(cmd);
+                return;
+        }
+        if (nread == 0)
+                return;
+        if (cmd->stream && !cmd->finished) {
+                uint64_t off = o->total;
+                o->total += (uint64_t)nread;
+                cmd->cbs.output(cmd->ud, cmd->id, idx == 0 ? SBX__V1__STREAM__STDOUT : SBX__V1__STREAM__STDERR,
+                                off, (uint8_t *)buf->base, (size_t)nread);
+                if (cmd->cbs.congested(cmd->ud))
+                        update_stream_reading(cmd);
+        } else {
+                keep_tail(o, (const uint8_t *)buf->base, (size_t)nread);
+        }
+}
+
+static void on_resume_poll(uv_timer_t *t);
+
+/* Starts or stops reading the pipes: stream mode pauses while the client is congested. */
+static void update_stream_reading(struct command *cmd) {
+        int i;
+        int want = !(cmd->stream && cmd->cbs.congested(cmd->ud));
+        for (i = 0; i < 2; i++) {
+                struct outstream *o = &cmd->out[i];
+                if (!o->inited)
+                        continue;
+                if (want && !o->reading) {
+                        if (uv_read_start((uv_stream_t *)&o->pipe, on_alloc, on_read) == 0)
+                                o->reading = 1;
+                } else if (!want && o->reading) {
+                        uv_read_stop((uv_stream_t *)&o->pipe);
+                        o->reading = 0;
+                }
+        }
+        if (!want && !cmd->exited)
+                uv_timer_start(&cmd->drain, on_resume_poll, COMMAND_RESUME_POLL_MS, 0);
+}
+
+static void on_resume_poll(uv_timer_t *t) {
+        struct command *cmd = t->data;
+        if (!cmd->exited)
+                update_stream_reading(cmd);
+}
+
+/* ---- completion --------------------------------------------------------------------- */
+
+static int has_limit(const struct sandbox *sb, int which) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        if (!l)
+                return 0;
+        switch (which) {
+        case LIM_CPU_SECONDS:
+                return l->has_cpu_seconds;
+        case LIM_FILE_SIZE:
+                return l->has_file_size_bytes;
+        default:
+                return 0;
+        }
+}
+
+static void finish(struct command *cmd) {
+        struct sandbox *sb = cmd->sb;
+        Sbx__V1__CommandResult res = SBX__V1__COMMAND_RESULT__INIT;
+        Sbx__V1__ResourceReport rr = SBX__V1__RESOURCE_REPORT__INIT;
+        Sbx__V1__LimitEnforcement enf[LIM_N];
+        Sbx__V1__LimitEnforcement *enf_ptrs[LIM_N];
+        char *hits[6];
+        size_t n_hits = 0, out_len[2] = {0, 0};
+        uint8_t *out_data[2] = {NULL, NULL};
+        char limits_hit[128] = "";
+        struct store_command sc;
+        uint64_t now_oom = 0, now_pids = 0;
+        int i, sig = 0;
+        double cpu = (double)(cmd->utime_usec + cmd->stime_usec) / 1e6;
+
+        if (cmd->finished)
+                return;
+        cmd->finished = 1;
+        uv_timer_stop(&cmd->timer);
+        uv_timer_stop(&cmd->drain);
+
+        res.command_id = cmd->id;
+        res.sandbox_id = sb->id;
+        res.has_outcome = 1;
+        if (cmd->start_failed) {
+                res.outcome = SBX__V1__OUTCOME__START_FAILED;
+                res.start_error = cmd->start_error;
+                res.has_start_errno = 1;
+                res.start_errno = cmd->start_errno;
+        } else if (!cmd->exited || cmd->kill == KILL_SANDBOX_ENDED) {
+                res.outcome = SBX__V1__OUTCOME__SANDBOX_ENDED;
+        } else {
+                if (WIFSIGNALED(cmd->wait_status))
+                        sig = WTERMSIG(cmd->wait_status);
+                if (sb->cg && cgroup_oom_kills(sb->cg, &now_oom) == 0 && now_oom > cmd->oom_before &&
+                    sig == SIGKILL && cmd->kill != KILL_TIMEOUT && cmd->kill != KILL_CANCEL) {
+                        res.outcome = SBX__V1__OUTCOME__OUT_OF_MEMORY;
+                        hits[n_hits++] = "memory";
+                } else if (cmd->kill == KILL_TIMEOUT) {
+                        res.outcome = SBX__V1__OUTCOME__TIMED_OUT;
+                        hits[n_hits++] = "timeout";
+                } else if (cmd->kill == KILL_CANCEL) {
+                        res.outcome = SBX__V1__OUTCOME__CANCELLED;
+                } else if (sig) {
+                        res.outcome = SBX__V1__OUTCOME__SIGNALED;
+                } else {
+                        res.outcome = SBX__V1__OUTCOME__EXITED;
+                        res.has_exit_code = 1;
+                        res.exit_code = WEXITSTATUS(cmd->wait_status);
+                }
+                if (sig) {
+                        res.has_signal = 1;
+                        res.signal = sig;
+                }
+                if ((sig == SIGXCPU || (sig == SIGKILL && cmd->cpu_limit > 0 && cpu >= cmd->cpu_limit)) &&
+                    has_limit(sb, LIM_CPU_SECONDS))
+                        hits[n_hits++] = "cpu";
+                if (sig == SIGXFSZ && has_limit(sb, LIM_FILE_SIZE))
+                        hits[n_hits++] = "file_size";
+        }
+        if (sb->cg && cgroup_pids_max_events(sb->cg, &now_pids) == 0 && now_pids > cmd->pids_before)
+                hits[n_hits++] = "processes";
+        res.has_timed_out = 1;
+        res.timed_out = res.outcome == SBX__V1__OUTCOME__TIMED_OUT;
+
+        for (i = 0; i < 2; i++) {
+                if (!cmd->stream)
+                        out_data[i] = kept_bytes(&cmd->out[i], &out_len[i]);
+        }
+        if (cmd->out[0].truncated || cmd->out[1].truncated)
+                hits[n_hits++] = "output";
+        res.has_stdout = res.has_stderr = 1;
+        res.stdout.data = out_data[0];
+        res.stdout.len = out_len[0];
+        res.stderr.data = out_data[1];
+        res.stderr.len = out_len[1];
+        res.has_stdout_truncated = res.has_stderr_truncated = 1;
+        res.stdout_truncated = cmd->out[0].truncated;
+        res.stderr_truncated = cmd->out[1].truncated;
+        res.has_stdout_bytes = res.has_stderr_bytes = 1;
+        res.stdout_bytes = cmd->out[0].total;
+        res.stderr_bytes = cmd->out[1].total;
+        res.has_duration = 1;
+        res.duration = (double)(uv_hrtime() - cmd->start_hr) / 1e9;
+        res.has_isolated = 1;
+        res.isolated = sb->isolated;
+        res.n_warnings = sb->n_warnings;
+        res.warnings = sb->warnings;
+
+        rr.has_cpu_seconds = 1;
+        rr.cpu_seconds = cpu;
+        rr.has_peak_memory_bytes = 1;
+        rr.peak_memory_bytes = (uint64_t)cmd->maxrss_kib * 1024u;
+        rr.peak_memory_source = (char *)"rusage";
+        rr.n_limits_hit = n_hits;
+        rr.limits_hit = hits;
+        for (i = 0; i < LIM_N; i++) {
+                sbx__v1__limit_enforcement__init(&enf[i]);
+                enf[i].limit = limit_names[i];
+                enf[i].has_enforcement = 1;
+                enf[i].enforcement = sb->enforcement[i];
+                enf_ptrs[i] = &enf[i];
+        }
+        rr.n_enforcement = LIM_N;
+        rr.enforcement = enf_ptrs;
+        res.resources = &rr;
+
+        for (i = 0; i < (int)n_hits; i++) {
+                if (i)
+                        strcat(limits_hit, ",");
+                strcat(limits_hit, hits[i]);
+        }
+        memset(&sc, 0, sizeof(sc));
+        sc.sandbox_id = sb->id;
+        sc.command_id = cmd->id;
+        sc.ended_ms = sbxd_now_unix_ms();
+        {
+                const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+                        &sbx__v1__outcome__descriptor, (int)res.outcome);
+                static char lower[32];
+                size_t k;
+                for (k = 0; v && v->name[k] && k + 1 < sizeof(lower); k++)
+                        lower[k] = (char)(v->name[k] >= 'A' && v->name[k] <= 'Z' ? v->name[k] + 32
+                                                                                 : v->name[k]);
+                lower[k] = '\0';
+                sc.outcome = lower;
+        }
+        sc.has_exit_code = res.has_exit_code;
+        sc.exit_code = res.exit_code;
+        sc.has_signal = res.has_signal;
+        sc.signal = res.signal;
+        sc.duration = res.duration;
+        sc.cpu_seconds = cpu;
+        sc.peak_memory_bytes = rr.peak_memory_bytes;
+        sc.stdout_bytes = res.stdout_bytes;
+        sc.stderr_bytes = res.stderr_bytes;
+        sc.stdout_truncated = res.stdout_truncated;
+        sc.stderr_truncated = res.stderr_truncated;
+        sc.limits_hit = limits_hit;
+        sc.start_error = cmd->start_error;
+        if (store_command_finish(sb->d->store, &sc) < 0)
+                log_err("sbx=%s cmd=%s: cannot record its result: %s", sb->id, cmd->id,
+                        store_last_error(sb->d->store));
+        log_debug("sbx=%s cmd=%s: %s", sb->id, cmd->id, sc.outcome);
+
+        if (cmd->started || cmd->start_failed || cmd->exited)
+                sb->n_running--;
+        list_remove(cmd);
+        cmd->cbs.done(cmd->ud, &res);
+        free(out_data[0]);
+        free(out_data[1]);
+
+        stream_closed(cmd, 0);
+        stream_closed(cmd, 1);
+        if (cmd->in_inited) {
+                cmd->in_inited = 0;
+                close_handle(cmd, (uv_handle_t *)&cmd->in);
+        }
+        close_handle(cmd, (uv_handle_t *)&cmd->timer);
+        close_handle(cmd, (uv_handle_t *)&cmd->drain);
+        if (sb->state == SBX__V1__SANDBOX_STATE__READY && sb->n_running == 0)
+                sandbox_touch(sb);
+}
+
+static void on_drained(uv_timer_t *t) {
+        struct command *cmd = t->data;
+        finish(cmd);
+}
+
+/* Finishes once the leader is gone and the pipes are drained (or the drain time is up). */
+static void maybe_finish(struct command *cmd) {
+        if (cmd->finished || !(cmd->exited || cmd->start_failed))
+                return;
+        if (!cmd->out[0].inited && !cmd->out[1].inited) {
+                finish(cmd);
+                return;
+        }
+        /* Output still open: a background child holds it. Drain briefly, then close. */
+        update_stream_reading(cmd);
+        if (!uv_is_active((uv_handle_t *)&cmd->drain) || cmd->drain.timer_cb != on_drained)
+                uv_timer_start(&cmd->drain, on_drained, SBX_DRAIN_AFTER_EXIT_MS, 0);
+}
+
+/* ---- events from init --------------------------------------------------------------- */
+
+void command_on_started(struct sandbox *sb, uint64_t num, int32_t pid) {
+        struct command *cmd = find(sb, num);
+        if (!cmd || cmd->started || cmd->start_failed) {
+                log_warning("sbx=%s: init reported an unknown command %llu started", sb->id,
+                            (unsigned long long)num);
+                return;
+        }
+        cmd->started = 1;
+        cmd->pid = pid;
+        if (cmd->stream)
+                cmd->cbs.started(cmd->ud, cmd->id);
+}
+
+void command_on_start_failed(struct sandbox *sb, uint64_t num, int err, const char *msg) {
+        struct command *cmd = find(sb, num);
+        if (!cmd || cmd->started || cmd->start_failed) {
+                log_warning("sbx=%s: init reported an unknown command %llu failed", sb->id,
+                            (unsigned long long)num);
+                return;
+        }
+        cmd->start_failed = 1;
+        cmd->start_errno = err;
+        cmd->start_error = strdup(msg ? msg : strerror(err));
+        maybe_finish(cmd);
+}
+
+void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex) {
+        struct command *cmd = find(sb, ex->command_id);
+        if (!cmd || !cmd->started || cmd->exited) {
+                log_warning("sbx=%s: init reported an unknown command %llu exited", sb->id,
+                            (unsigned long long)ex->command_id);
+                return;
+        }
+        cmd->exited = 1;
+        cmd->wait_status = ex->wait_status;
+        cmd->utime_usec = ex->utime_usec > 0 ? ex->utime_usec : 0;
+        cmd->stime_usec = ex->stime_usec > 0 ? ex->stime_usec : 0;
+        cmd->maxrss_kib = ex->maxrss_kib > 0 ? ex->maxrss_kib : 0;
+        uv_timer_stop(&cmd->timer);
+        maybe_finish(cmd);
+}
+
+void command_end_all(struct sandbox *sb) {
+        while (sb->commands) {
+                struct command *cmd = sb->commands;
+                cmd->kill = KILL_SANDBOX_ENDED;
+                finish(cmd);
+        }
+}
+
+/* ---- kills -------------------------------------------------------------------------- */
+
+static void send_kill(struct command *cmd) {
+        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Signal s = SBX__INIT__V1__SIGNAL__INIT;
+        s.has_command_id = s.has_signal = s.has_cont = 1;
+        s.command_id = cmd->num;
+        s.signal = SIGKILL;
+        s.cont = 1;
+        msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SIGNAL;
+        msg.signal = &s;
+        sandbox_send_init(cmd->sb, &msg, NULL, 0);
+}
+
+static void on_timeout(uv_timer_t *t) {
+        struct command *cmd = t->data;
+        if (cmd->kill == KILL_NONE) {
+                cmd->kill = KILL_TIMEOUT;
+                log_debug("sbx=%s cmd=%s: timed out after %llu ms; killing", cmd->sb->id, cmd->id,
+                          (unsigned long long)cmd->timeout_ms);
+                send_kill(cmd);
+                uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
+                return;
+        }
+        /* init did not report the leader reaped after the kill: it is not doing its job. */
+        log_err("sbx=%s cmd=%s: init did not reap the command %u ms after SIGKILL; ending the "
+                "sandbox",
+                cmd->sb->id, cmd->id, COMMAND_KILL_GUARD_MS);
+        sandbox_terminate(cmd->sb, "failed: init did not stop a command", NULL, NULL);
+}
+
+int sandbox_cancel(struct sandbox *sb, const char *command_id) {
+        struct command *cmd = find_by_id(sb, command_id);
+        if (!cmd || cmd->finished)
+                return -ENOENT;
+        if (cmd->kill != KILL_NONE || cmd->exited || cmd->start_failed)
+                return 0;
+        cmd->kill = KILL_CANCEL;
+        if (cmd->started)
+                send_kill(cmd);
+        uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
+        return 0;
+}
+
+/* ---- stdin -------------------------------------------------------------------------- */
+
+static void close_stdin(struct command *cmd) {
+        if (cmd->in_inited) {
+                cmd->in_inited = 0;
+                close_handle(cmd, (uv_handle_t *)&cmd->in);
+        }
+}
+
+static void on_input_written(uv_write_t *req, int status) {
+        struct input_req *w = (struct input_req *)req;
+        struct command *cmd = w->cmd;
+        cmd->in_pending -= w->len;
+        free(w->data);
+        free(w);
+        if (status < 0 || (cmd->in_eof_wanted && cmd->in_pending == 0))
+                close_stdin(cmd);
+}
+
+static int queue_input(struct command *cmd, const uint8_t *data, size_t len) {
+        struct input_req *w;
+        uv_buf_t b;
+        int r;
+        if (len == 0)
+                return 0;
+        if (cmd->in_pending + len > COMMAND_MAX_PENDING_INPUT_BYTES)
+                return -EAGAIN;
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        w->data = malloc(len);
+        if (!w->data) {
+                free(w);
+                return -ENOMEM;
+        }
+        memcpy(w->data, data, len);
+        w->len = len;
+        w->cmd = cmd;
+        b = uv_buf_init((char *)w->data, (unsigned)len);
+        r = uv_write(&w->req, (uv_stream_t *)&cmd->in, &b, 1, on_input_written);
+        if (r < 0) {
+                free(w->data);
+                free(w);
+                return r == UV_EPIPE ? -EPIPE : r;
+        }
+        cmd->in_pending += len;
+        return 0;
+}
+
+int sandbox_command_input(struct sandbox *sb, const char *command_id, const uint8_t *data,
+                          size_t len, int eof) {
+        struct command *cmd = find_by_id(sb, command_id);
+        int r;
+        if (!cmd || cmd->finished)
+                return -ENOENT;
+        if (!cmd->in_inited || cmd->in_eof_wanted)
+                return -EPIPE;
+        r = queue_input(cmd, data, len);
+        if (r < 0)
+                return r;
+        if (eof) {
+                cmd->in_eof_wanted = 1;
+                if (cmd->in_pending == 0)
+                        close_stdin(cmd);
+        }
+        return 0;
+}
+
+/* ---- starting ----------------------------------------------------------------------- */
+
+struct envv {
+        char **v;
+        size_t n, cap;
+};
+
+/* Sets name=value (given as one "K=V" string), replacing an earlier one of that name. */
+static int env_put(struct envv *e, const char *kv, size_t name_len) {
+        size_t i;
+        char *copy = strdup(kv);
+        if (!copy)
+                return -ENOMEM;
+        for (i = 0; i < e->n; i++)
+                if (strncmp(e->v[i], kv, name_len + 1) == 0) {
+                        free(e->v[i]);
+                        e->v[i] = copy;
+                        return 0;
+                }
+        if (e->n == e->cap) {
+                size_t nc = e->cap ? e->cap * 2 : 32;
+                char **nv = realloc(e->v, nc * sizeof(*nv));
+                if (!nv) {
+                        free(copy);
+                        return -ENOMEM;
+                }
+                e->v = nv;
+                e->cap = nc;
+        }
+        e->v[e->n++] = copy;
+        return 0;
+}
+
+static void env_free(struct envv *e) {
+        size_t i;
+        for (i = 0; i < e->n; i++)
+                free(e->v[i]);
+        free(e->v);
+}
+
+static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, struct envv *e) {
+        const Sbx__V1__Policy *pol = sb->spec->policy;
+        char **ep;
+        size_t i;
+        int r = 0, have_path = 0;
+
+        for (i = 0; i < pol->n_inherit_environment && r == 0; i++) {
+                const char *name = pol->inherit_environment[i];
+                size_t nl = strlen(name);
+                int prefix = nl > 0 && name[nl - 1] == '*';
+                if (prefix)
+                        nl--;
+                for (ep = environ; *ep && r == 0; ep++) {
+                        const char *eq = strchr(*ep, '=');
+                        if (!eq)
+                                continue;
+                        if (prefix ? strncmp(*ep, name, nl) == 0
+                                   : ((size_t)(eq - *ep) == nl && strncmp(*ep, name, nl) == 0))
+                                r = env_put(e, *ep, (size_t)(eq - *ep));
+                }
+        }
+        for (i = 0; i < e->n; i++)
+                if (strncmp(e->v[i], "PATH=", 5) == 0)
+                        have_path = 1;
+        if (r == 0 && !have_path)
+                r = env_put(e, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 4);
+        if (r == 0)
+                r = env_put(e, "HOME=/workspace", 4);
+        for (i = 0; i < sb->spec->n_env && r == 0; i++)
+                r = env_put(e, sb->spec->env[i], (size_t)(strchr(sb->spec->env[i], '=') - sb->spec->env[i]));
+        for (i = 0; i < req->n_env && r == 0; i++) {
+                const Sbx__V1__EnvVar *v = req->env[i];
+                char *kv;
+                if (!v->name || !v->name[0] || strchr(v->name, '='))
+                        return -EINVAL;
+                if (asprintf(&kv, "%s=%s", v->name, v->value ? v->value : "") < 0)
+                        return -ENOMEM;
+                r = env_put(e, kv, strlen(v->name));
+                free(kv);
+        }
+        return r;
+}
+
+static int open_out(struct command *cmd, int idx, int *ret_child_fd) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        if (uv_pipe_init(cmd->sb->d->loop, &cmd->out[idx].pipe, 0) < 0 ||
+            uv_pipe_open(&cmd->out[idx].pipe, p[0]) < 0) {
+                close(p[0]);
+                close(p[1]);
+                return -EIO;
+        }
+        cmd->out[idx].pipe.data = cmd;
+        cmd->out[idx].inited = 1;
+        cmd->handles++;
+        *ret_child_fd = p[1];
+        return 0;
+}
+
+int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
+                const struct command_callbacks *cbs, void *ud, char *err, size_t errlen) {
+        struct sbxd *d = sb->d;
+        const Sbx__V1__Limits *lim = sb->spec->policy->limits;
+        struct command *cmd;
+        struct envv env = {0};
+        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Start start = SBX__INIT__V1__START__INIT;
+        Sbx__Init__V1__Rlimit rl[5], *rlp[5];
+        size_t n_rl = 0;
+        ProtobufCBinaryData *argv_b = NULL, *env_b = NULL;
+        int child_fds[3] = {-1, -1, -1};
+        int in_pipe[2] = {-1, -1};
+        struct store_command sc;
+        uint64_t max_out;
+        size_t i;
+        int r;
+
+        if (sb->state != SBX__V1__SANDBOX_STATE__READY) {
+                snprintf(err, errlen, "sandbox '%s' is not ready (%s); wait for it or create another",
+                         sb->id, sb->state == SBX__V1__SANDBOX_STATE__CREATING ? "still creating" : "ending");
+                return sb->state == SBX__V1__SANDBOX_STATE__CREATING ? -ESHUTDOWN : -EPIPE;
+        }
+        if ((req->n_argv > 0) == (req->shell != NULL)) {
+                snprintf(err, errlen, "give exactly one of argv and shell");
+                return -EINVAL;
+        }
+        if (req->n_argv > SBX_MAX_ARGV || (req->n_argv > 0 && !req->argv[0][0])) {
+                snprintf(err, errlen, "argv must have 1 to %u entries and a non-empty program",
+                         SBX_MAX_ARGV);
+                return -EINVAL;
+        }
+        if (!req->has_timeout_ms || req->timeout_ms == 0) {
+                snprintf(err, errlen, "timeout_ms is required and must be greater than 0 (sbx and "
+                                      "libsbx default to 60000)");
+                return -EINVAL;
+        }
+        if (req->has_stdin && req->stdin.len > SBX_MAX_STDIN_BYTES) {
+                snprintf(err, errlen, "stdin is larger than %u bytes; stream it with stdin_stream",
+                         SBX_MAX_STDIN_BYTES);
+                return -EMSGSIZE;
+        }
+        if (req->cwd && strlen(req->cwd) >= SBX_PATH_MAX_BYTES) {
+                snprintf(err, errlen, "cwd is too long");
+                return -EINVAL;
+        }
+        if (sb->n_running >= d->cfg->max_commands_per_sandbox) {
+                snprintf(err, errlen, "sandbox '%s' already runs %u commands, its maximum; wait for "
+                                      "one to finish",
+                         sb->id, sb->n_running);
+                return -EBUSY;
+        }
+        r = build_env(sb, req, &env);
+        if (r < 0 || env.n > SBX_MAX_ENV) {
+                env_free(&env);
+                snprintf(err, errlen, r == -EINVAL ? "env names must be non-empty and contain no '='"
+                                                   : "cannot build the environment");
+                return r < 0 ? r : -EINVAL;
+        }
+
+        cmd = calloc(1, sizeof(*cmd));
+        if (!cmd) {
+                env_free(&env);
+                snprintf(err, errlen, "daemon out of memory");
+                return -ENOMEM;
+        }
+        cmd->sb = sb;
+        cmd->num = ++sb->next_command;
+        snprintf(cmd->id, sizeof(cmd->id), "c-%llu", (unsigned long long)cmd->num);
+        cmd->cbs = *cbs;
+        cmd->ud = ud;
+        cmd->stream = req->has_stream && req->stream;
+        max_out = req->has_max_stdout_bytes ? req->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
+        cmd->out[0].limit = max_out > SBX_MAX_OUTPUT_BYTES ? SBX_MAX_OUTPUT_BYTES : (size_t)max_out;
+        max_out = req->has_max_stderr_bytes ? req->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
+        cmd->out[1].limit = max_out > SBX_MAX_OUTPUT_BYTES ? SBX_MAX_OUTPUT_BYTES : (size_t)max_out;
+        cmd->timeout_ms = req->timeout_ms > d->cfg->max_command_timeout_ms ? d->cfg->max_command_timeout_ms
+                                                                           : req->timeout_ms;
+        cmd->argc = req->shell ? 3 : req->n_argv;
+        cmd->argv = calloc(cmd->argc, sizeof(char *));
+        argv_b = calloc(cmd->argc, sizeof(*argv_b));
+        env_b = calloc(env.n ? env.n : 1, sizeof(*env_b));
+        if (req->cwd && req->cwd[0] == '/')
+                cmd->cwd = strdup(req->cwd);
+        else if (asprintf(&cmd->cwd, "/workspace%s%s", req->cwd && req->cwd[0] ? "/" : "",
+                          req->cwd ? req->cwd : "") < 0)
+                cmd->cwd = NULL;
+        if (!cmd->argv || !argv_b || !env_b || !cmd->cwd) {
+                r = -ENOMEM;
+                goto fail_alloc;
+        }
+        for (i = 0; i < cmd->argc; i++) {
+                const char *a = req->shell ? (i == 0 ? "/bin/sh" : i == 1 ? "-c" : req->shell)
+                                           : req->argv[i];
+                cmd->argv[i] = strdup(a);
+                if (!cmd->argv[i]) {
+                        r = -ENOMEM;
+                        goto fail_alloc;
+                }
+                argv_b[i].data = (uint8_t *)cmd->argv[i];
+                argv_b[i].len = strlen(cmd->argv[i]);
+        }
+        for (i = 0; i < env.n; i++) {
+                env_b[i].data = (uint8_t *)env.v[i];
+                env_b[i].len = strlen(env.v[i]);
+        }
+
+        /* Per-command rlimits. */
+        if (lim && lim->has_cpu_seconds) {
+                uint64_t s = (uint64_t)ceil(lim->cpu_seconds);
+                cmd->cpu_limit = lim->cpu_seconds;
+                sbx__init__v1__rlimit__init(&rl[n_rl]);
+                rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
+                rl[n_rl].resource = RLIMIT_CPU;
+                rl[n_rl].soft = s;
+                rl[n_rl].hard = s + 1;
+                n_rl++;
+        }
+        if (lim && lim->has_file_size_bytes) {
+                sbx__init__v1__rlimit__init(&rl[n_rl]);
+                rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
+                rl[n_rl].resource = RLIMIT_FSIZE;
+                rl[n_rl].soft = rl[n_rl].hard = lim->file_size_bytes;
+                n_rl++;
+        }
+        if (lim && lim->has_open_files) {
+                sbx__init__v1__rlimit__init(&rl[n_rl]);
+                rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
+                rl[n_rl].resource = RLIMIT_NOFILE;
+                rl[n_rl].soft = rl[n_rl].hard = lim->open_files;
+                n_rl++;
+        }
+        sbx__init__v1__rlimit__init(&rl[n_rl]);
+        rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
+        rl[n_rl].resource = RLIMIT_CORE;
+        rl[n_rl].soft = rl[n_rl].hard = (lim && lim->has_core_dumps && lim->core_dumps) ? RLIM_INFINITY : 0;
+        n_rl++;
+        if (lim && lim->has_processes && sb->enforcement[LIM_PROCESSES] == SBX__V1__ENFORCEMENT__RLIMIT) {
+                sbx__init__v1__rlimit__init(&rl[n_rl]);
+                rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
+                rl[n_rl].resource = RLIMIT_NPROC;
+                rl[n_rl].soft = rl[n_rl].hard = lim->processes;
+                n_rl++;
+        }
+        for (i = 0; i < n_rl; i++)
+                rlp[i] = &rl[i];
+
+        start.has_command_id = 1;
+        start.command_id = cmd->num;
+        start.n_argv = cmd->argc;
+        start.argv = argv_b;
+        start.n_envp = env.n;
+        start.envp = env_b;
+        start.has_cwd = 1;
+        start.cwd.data = (uint8_t *)cmd->cwd;
+        start.cwd.len = strlen(cmd->cwd);
+        start.n_rlimits = n_rl;
+        start.rlimits = rlp;
+        start.has_n_cgroup_fds = 1;
+        start.n_cgroup_fds = 0;
+        msg.body_case = SBX__INIT__V1__TO_INIT__BODY_START;
+        msg.start = &start;
+        if (sbx__init__v1__to_init__get_packed_size(&msg) > SBX_INIT_MAX_MSG_BYTES) {
+                snprintf(err, errlen, "argv and environment exceed %u bytes; pass large input "
+                                      "through stdin or a file",
+                         SBX_INIT_MAX_MSG_BYTES);
+                r = -EMSGSIZE;
+                goto fail_alloc;
+        }
+
+        /* Handles: the command now owns them and frees itself once they are closed. */
+        uv_timer_init(d->loop, &cmd->timer);
+        uv_timer_init(d->loop, &cmd->drain);
+        cmd->timer.data = cmd->drain.data = cmd;
+        cmd->handles = 2;
+        sb->handles_open++; /* the sandbox outlives its commands' handles */
+        cmd->next = sb->commands;
+        if (sb->commands)
+                sb->commands->prev = cmd;
+        sb->commands = cmd;
+        sb->n_running++;
+        sb->commands_run++;
+        cmd->start_hr = uv_hrtime();
+        cmd->started_ms = sbxd_now_unix_ms();
+        if (sb->cg) {
+                (void)cgroup_oom_kills(sb->cg, &cmd->oom_before);
+                (void)cgroup_pids_max_events(sb->cg, &cmd->pids_before);
+        }
+
+        r = open_out(cmd, 0, &child_fds[1]);
+        if (r == 0)
+                r = open_out(cmd, 1, &child_fds[2]);
+        if (r == 0) {
+                if ((req->has_stdin && req->stdin.len > 0) || (req->has_stdin_stream && req->stdin_stream)) {
+                        if (pipe2(in_pipe, O_CLOEXEC) < 0 || uv_pipe_init(d->loop, &cmd->in, 0) < 0) {
+                                r = -errno ? -errno : -EIO;
+                        } else if (uv_pipe_open(&cmd->in, in_pipe[1]) < 0) {
+                                r = -EIO;
+                                cmd->handles++;
+                                cmd->in.data = cmd;
+                                close_handle(cmd, (uv_handle_t *)&cmd->in);
+                        } else {
+                                cmd->in.data = cmd;
+                                cmd->in_inited = 1;
+                                cmd->handles++;
+                                child_fds[0] = in_pipe[0];
+                                in_pipe[1] = -1;
+                        }
+                } else {
+                        child_fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                        if (child_fds[0] < 0)
+                                r = -errno;
+                }
+        }
+        if (r < 0) {
+                snprintf(err, errlen, "cannot set up the command's pipes: %s", strerror(-r));
+                for (i = 0; i < 3; i++)
+                        if (child_fds[i] >= 0)
+                                close(child_fds[i]);
+                if (in_pipe[1] >= 0)
+                        close(in_pipe[1]);
+                cmd->start_failed = 1;
+                cmd->start_errno = -r;
+                cmd->start_error = strdup(err);
+                free(argv_b);
+                free(env_b);
+                env_free(&env);
+                /* Report it as a result: the command object is fully set up now. */
+                finish(cmd);
+                return 0;
+        }
+
+        memset(&sc, 0, sizeof(sc));
+        sc.sandbox_id = sb->id;
+        sc.command_id = cmd->id;
+        sc.argv = (const char *const *)cmd->argv;
+        sc.argc = cmd->argc;
+        sc.cwd = cmd->cwd;
+        sc.caller_uid = caller->uid;
+        sc.caller_pid = caller->pid;
+        sc.client_name = caller->client_name;
+        sc.started_ms = cmd->started_ms;
+        if (store_command_insert(d->store, &sc, NULL) < 0)
+                log_err("sbx=%s cmd=%s: cannot record it: %s", sb->id, cmd->id,
+                        store_last_error(d->store));
+
+        r = sandbox_send_init(sb, &msg, child_fds, 3);
+        for (i = 0; i < 3; i++)
+                close(child_fds[i]);
+        free(argv_b);
+        free(env_b);
+        env_free(&env);
+        if (r < 0) {
+                /* The sandbox is failing; its end finishes this command as sandbox_ended. */
+                return 0;
+        }
+        if (req->has_stdin && req->stdin.len > 0) {
+                if (queue_input(cmd, req->stdin.data, req->stdin.len) < 0)
+                        close_stdin(cmd);
+        }
+        if (cmd->in_inited && !(req->has_stdin_stream && req->stdin_stream)) {
+                cmd->in_eof_wanted = 1;
+                if (cmd->in_pending == 0)
+                        close_stdin(cmd);
+        }
+        update_stream_reading(cmd);
+        uv_timer_start(&cmd->timer, on_timeout, cmd->timeout_ms, 0);
+        if (cmd->timeout_ms < req->timeout_ms)
+                log_debug("sbx=%s cmd=%s: timeout capped to %llu ms", sb->id, cmd->id,
+                          (unsigned long long)cmd->timeout_ms);
+        return 0;
+
+fail_alloc:
+        for (i = 0; cmd->argv && i < cmd->argc; i++)
+                free(cmd->argv[i]);
+        free(cmd->argv);
+        free(cmd->cwd);
+        free(cmd);
+        free(argv_b);
+        free(env_b);
+        env_free(&env);
+        if (r == -ENOMEM)
+                snprintf(err, errlen, "daemon out of memory");
+        sb->next_command--;
+        return r;
+}

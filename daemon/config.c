@@ -1,0 +1,233 @@
+/* config.c: defaults, flags and environment of sbxd; see config.h.
+ *
+ * The path rules match SPEC's command-line contract and libsbx's
+ * sbx_default_socket_path(): --socket, else $SBX_SOCKET, else /run/sbxd/sbxd.sock for
+ * root and $XDG_RUNTIME_DIR/sbxd/sbxd.sock otherwise; state in /var/lib/sbxd for root
+ * and ${XDG_STATE_HOME:-~/.local/state}/sbxd otherwise. */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sbx_limits.h"
+
+static char *path_join(const char *a, const char *b) {
+        char *r;
+        if (asprintf(&r, "%s/%s", a, b) < 0)
+                return NULL;
+        return r;
+}
+
+static char *default_init_path(void) {
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n > 0) {
+                char *slash;
+                exe[n] = '\0';
+                slash = strrchr(exe, '/');
+                if (slash) {
+                        char *p;
+                        *slash = '\0';
+                        p = path_join(exe, "sbx-init");
+                        if (p && access(p, X_OK) == 0)
+                                return p;
+                        free(p);
+                }
+        }
+        return strdup(SBX_LIBEXECDIR "/sbx-init");
+}
+
+int config_init(struct config *cfg, uid_t euid) {
+        const char *env;
+
+        memset(cfg, 0, sizeof(*cfg));
+        cfg->log_level = LOG_LEVEL_INFO;
+        cfg->max_sandboxes = SBX_DEFAULT_MAX_SANDBOXES;
+        cfg->max_frame_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
+        cfg->default_sandbox_timeout_ms = SBX_DEFAULT_SANDBOX_TIMEOUT_MS;
+        cfg->max_sandbox_lifetime_ms = SBX_DEFAULT_MAX_SANDBOX_LIFETIME_MS;
+        cfg->max_command_timeout_ms = SBX_DEFAULT_MAX_COMMAND_TIMEOUT_MS;
+        cfg->max_commands_per_sandbox = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
+
+        env = getenv("SBX_SOCKET");
+        if (env && env[0])
+                cfg->socket_path = strdup(env);
+        else if (euid == 0)
+                cfg->socket_path = strdup("/run/sbxd/sbxd.sock");
+        else {
+                env = getenv("XDG_RUNTIME_DIR");
+                if (env && env[0] == '/')
+                        cfg->socket_path = path_join(env, "sbxd/sbxd.sock");
+                else if (asprintf(&cfg->socket_path, "/run/user/%u/sbxd/sbxd.sock",
+                                  (unsigned)euid) < 0)
+                        cfg->socket_path = NULL;
+        }
+
+        if (euid == 0)
+                cfg->state_dir = strdup("/var/lib/sbxd");
+        else {
+                env = getenv("XDG_STATE_HOME");
+                if (env && env[0] == '/')
+                        cfg->state_dir = path_join(env, "sbxd");
+                else {
+                        const char *home = getenv("HOME");
+                        if (!home || home[0] != '/')
+                                home = "/tmp";
+                        if (asprintf(&cfg->state_dir, "%s/.local/state/sbxd", home) < 0)
+                                cfg->state_dir = NULL;
+                }
+        }
+        cfg->init_path = default_init_path();
+        if (!cfg->socket_path || !cfg->state_dir || !cfg->init_path) {
+                config_free(cfg);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+void config_free(struct config *cfg) {
+        free(cfg->socket_path);
+        free(cfg->state_dir);
+        free(cfg->init_path);
+        cfg->socket_path = cfg->state_dir = cfg->init_path = NULL;
+}
+
+int config_parse_seconds(const char *s, uint64_t *ret_ms) {
+        char *end;
+        double v;
+
+        if (!s || !*s)
+                return -EINVAL;
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno || *end || !isfinite(v) || v < 0 || v > 1e9)
+                return -EINVAL;
+        *ret_ms = (uint64_t)llround(v * 1000.0);
+        return 0;
+}
+
+static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *ret) {
+        char *end;
+        unsigned long long v;
+        if (!s || !*s || *s == '-')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || *end || v < min || v > max)
+                return -EINVAL;
+        *ret = (uint32_t)v;
+        return 0;
+}
+
+static int replace_str(char **slot, const char *v) {
+        char *n = strdup(v);
+        if (!n)
+                return -ENOMEM;
+        free(*slot);
+        *slot = n;
+        return 0;
+}
+
+const char *config_usage(void) {
+        return "usage: sbxd [--socket PATH] [--state-dir DIR] [--max-sandboxes N] [--log-level L]\n"
+               "            [--max-frame-bytes N] [--default-timeout SECS] [--max-lifetime SECS]\n"
+               "            [--max-command-timeout SECS] [--max-commands N] [--init PATH]\n"
+               "\n"
+               "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
+               "when the socket accepts connections. Log levels: err warning notice info debug.\n";
+}
+
+int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size_t errlen) {
+        int i;
+
+        for (i = 1; i < argc; i++) {
+                const char *a = argv[i];
+                const char *v = NULL;
+                const char *eq;
+                char name[64];
+                int r = 0;
+
+                if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+                        cfg->show_help = 1;
+                        continue;
+                }
+                if (strcmp(a, "--version") == 0) {
+                        cfg->show_version = 1;
+                        continue;
+                }
+                if (strncmp(a, "--", 2) != 0) {
+                        snprintf(err, errlen, "unexpected argument '%s' (see sbxd --help)", a);
+                        return -EINVAL;
+                }
+                /* --name=value or --name value */
+                eq = strchr(a, '=');
+                if (eq) {
+                        size_t n = (size_t)(eq - a);
+                        if (n >= sizeof(name))
+                                n = sizeof(name) - 1;
+                        memcpy(name, a, n);
+                        name[n] = '\0';
+                        v = eq + 1;
+                } else {
+                        snprintf(name, sizeof(name), "%s", a);
+                        if (i + 1 >= argc) {
+                                snprintf(err, errlen, "option %s needs a value (see sbxd --help)", a);
+                                return -EINVAL;
+                        }
+                        v = argv[++i];
+                }
+
+                if (strcmp(name, "--socket") == 0) {
+                        if (v[0] != '/' || strlen(v) >= 108) {
+                                snprintf(err, errlen, "--socket needs an absolute path shorter than 108 bytes");
+                                return -EINVAL;
+                        }
+                        r = replace_str(&cfg->socket_path, v);
+                } else if (strcmp(name, "--state-dir") == 0) {
+                        if (v[0] != '/') {
+                                snprintf(err, errlen, "--state-dir needs an absolute path");
+                                return -EINVAL;
+                        }
+                        r = replace_str(&cfg->state_dir, v);
+                } else if (strcmp(name, "--init") == 0) {
+                        r = replace_str(&cfg->init_path, v);
+                } else if (strcmp(name, "--max-sandboxes") == 0) {
+                        r = parse_u32(v, 1, 100000, &cfg->max_sandboxes);
+                } else if (strcmp(name, "--max-commands") == 0) {
+                        r = parse_u32(v, 1, 4096, &cfg->max_commands_per_sandbox);
+                } else if (strcmp(name, "--max-frame-bytes") == 0) {
+                        r = parse_u32(v, SBX_MIN_MAX_FRAME_BYTES, 1024u * 1024u * 1024u,
+                                      &cfg->max_frame_bytes);
+                } else if (strcmp(name, "--log-level") == 0) {
+                        r = log_parse_level(v, &cfg->log_level);
+                } else if (strcmp(name, "--default-timeout") == 0) {
+                        r = config_parse_seconds(v, &cfg->default_sandbox_timeout_ms);
+                } else if (strcmp(name, "--max-lifetime") == 0) {
+                        r = config_parse_seconds(v, &cfg->max_sandbox_lifetime_ms);
+                } else if (strcmp(name, "--max-command-timeout") == 0) {
+                        r = config_parse_seconds(v, &cfg->max_command_timeout_ms);
+                } else {
+                        snprintf(err, errlen, "unknown option %s (see sbxd --help)", name);
+                        return -EINVAL;
+                }
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0) {
+                        snprintf(err, errlen, "bad value '%s' for %s (see sbxd --help)", v, name);
+                        return -EINVAL;
+                }
+        }
+        if (cfg->default_sandbox_timeout_ms == 0 || cfg->max_sandbox_lifetime_ms == 0 ||
+            cfg->max_command_timeout_ms == 0) {
+                snprintf(err, errlen, "timeouts must be greater than zero");
+                return -EINVAL;
+        }
+        if (cfg->default_sandbox_timeout_ms > cfg->max_sandbox_lifetime_ms)
+                cfg->default_sandbox_timeout_ms = cfg->max_sandbox_lifetime_ms;
+        return 0;
+}

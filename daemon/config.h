@@ -1,0 +1,46 @@
+/* config.h: the daemon's configuration: defaults, command-line flags and environment.
+ *
+ * Owns the strings in struct config (freed by config_free). Called by main() once at
+ * start-up and by the unit tests; everything else reads the struct. */
+#ifndef SBX_CONFIG_H
+#define SBX_CONFIG_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "log.h"
+
+struct config {
+        char *socket_path;
+        char *state_dir;
+        char *init_path;              /* the sbx-init helper */
+        enum log_level log_level;
+        uint32_t max_sandboxes;
+        uint32_t max_frame_bytes;
+        uint64_t default_sandbox_timeout_ms;
+        uint64_t max_sandbox_lifetime_ms;
+        uint64_t max_command_timeout_ms;
+        uint32_t max_commands_per_sandbox;
+        int show_help;
+        int show_version;
+};
+
+/* Fills cfg with the defaults for a daemon running as euid, reading $SBX_SOCKET,
+ * $XDG_RUNTIME_DIR, $XDG_STATE_HOME and $HOME. Returns 0 or -ENOMEM. */
+int config_init(struct config *cfg, uid_t euid);
+
+/* Applies the command-line flags (argv[0] is skipped). On a bad flag returns -EINVAL
+ * and writes a one-line reason into err (errlen bytes). */
+int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* Frees the strings of cfg. */
+void config_free(struct config *cfg);
+
+/* The usage text for --help. */
+const char *config_usage(void);
+
+/* Parses a duration in seconds with an optional fraction ("1.5") into milliseconds.
+ * Returns 0 or -EINVAL. */
+int config_parse_seconds(const char *s, uint64_t *ret_ms);
+
+#endif

@@ -1,0 +1,269 @@
+/* conn.c: one client connection of sbxd; see conn.h.
+ *
+ * Reading: bytes go straight into the connection's frame reader; each complete frame
+ * goes to rpc_dispatch(). Reading pauses while the connection has
+ * SBX_MAX_INFLIGHT_PER_CONN requests in flight or more than
+ * SBX_CONN_WRITE_HIGH_WATER_BYTES of unsent responses, so a client that pipelines
+ * without reading cannot make the daemon buffer without bound. A frame that is too
+ * large or undecodable gets one error response, then the connection is shut down.
+ *
+ * Lifetime: the server owns the connection; requests answered later hold references.
+ * The memory is freed when the handle is closed and the last reference is gone. */
+#include "conn.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+#include "rpc.h"
+#include "sbxd.h"
+#include "server.h"
+
+struct write_req {
+        uv_write_t req;
+        struct conn *conn;
+        uint8_t *buf;
+        size_t len;
+};
+
+static void update_reading(struct conn *c);
+static void process_frames(struct conn *c);
+
+int conn_congested(const struct conn *c) {
+        return c->write_queued_bytes > SBX_CONN_WRITE_HIGH_WATER_BYTES;
+}
+
+struct conn *conn_ref(struct conn *c) {
+        c->refs++;
+        return c;
+}
+
+static void conn_free(struct conn *c) {
+        frame_reader_free(&c->reader);
+        free(c);
+}
+
+static void on_close(uv_handle_t *h) {
+        struct conn *c = h->data;
+        server_forget(c->server, c);
+        conn_unref(c);
+}
+
+void conn_unref(struct conn *c) {
+        if (!c)
+                return;
+        if (--c->refs == 0)
+                conn_free(c);
+}
+
+void conn_close(struct conn *c) {
+        if (c->closed)
+                return;
+        c->closed = 1;
+        c->reading = 0;
+        log_debug("conn=%llu closed (uid=%u pid=%d)", (unsigned long long)c->id,
+                  (unsigned)c->uid, (int)c->pid);
+        uv_close((uv_handle_t *)&c->pipe, on_close);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status) {
+        struct conn *c = req->data;
+        free(req);
+        conn_close(c);
+        conn_unref(c);
+}
+
+/* Stops reading, lets queued responses drain, then closes. */
+static void shutdown_after_writes(struct conn *c) {
+        uv_shutdown_t *req;
+
+        if (c->closed)
+                return;
+        c->read_eof = 1;
+        update_reading(c);
+        req = malloc(sizeof(*req));
+        if (!req || uv_shutdown(req, (uv_stream_t *)&c->pipe, on_shutdown) < 0) {
+                free(req);
+                conn_close(c);
+                return;
+        }
+        req->data = conn_ref(c);
+}
+
+static void on_write(uv_write_t *req, int status) {
+        struct write_req *w = (struct write_req *)req;
+        struct conn *c = w->conn;
+
+        c->write_queued_bytes -= w->len;
+        free(w->buf);
+        free(w);
+        if (status < 0 && status != UV_ECANCELED) {
+                log_debug("conn=%llu write failed: %s", (unsigned long long)c->id,
+                          uv_strerror(status));
+                conn_close(c);
+        } else if (!c->closed) {
+                update_reading(c);
+        }
+        conn_unref(c);
+}
+
+int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
+        struct write_req *w;
+        uv_buf_t b;
+        int r;
+
+        if (c->closed)
+                return -EPIPE;
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        r = frame_pack(&resp->base, c->d->cfg->max_frame_bytes, &w->buf, &w->len);
+        if (r < 0) {
+                free(w);
+                return r;
+        }
+        w->conn = conn_ref(c);
+        b = uv_buf_init((char *)w->buf, (unsigned)w->len);
+        c->write_queued_bytes += w->len;
+        r = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write);
+        if (r < 0) {
+                c->write_queued_bytes -= w->len;
+                free(w->buf);
+                free(w);
+                conn_unref(c);
+                conn_close(c);
+                return r;
+        }
+        if (conn_congested(c))
+                update_reading(c);
+        return 0;
+}
+
+int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, const char *fmt, ...) {
+        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
+        Sbx__V1__Status st = SBX__V1__STATUS__INIT;
+        char msg[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        resp.has_request_id = 1;
+        resp.request_id = request_id;
+        st.has_code = 1;
+        st.code = code;
+        st.message = msg;
+        resp.status = &st;
+        return conn_send(c, &resp);
+}
+
+void conn_request_begin(struct conn *c) {
+        c->inflight++;
+}
+
+void conn_request_done(struct conn *c) {
+        if (c->inflight > 0)
+                c->inflight--;
+        if (!c->closed) {
+                process_frames(c);
+                update_reading(c);
+        }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+        struct conn *c = h->data;
+        uint8_t *p;
+        size_t len;
+
+        if (frame_reader_prepare(&c->reader, &p, &len) < 0) {
+                buf->base = NULL;
+                buf->len = 0;
+                return;
+        }
+        buf->base = (char *)p;
+        buf->len = len;
+}
+
+static void process_frames(struct conn *c) {
+        while (!c->closed && !c->read_eof && c->inflight < SBX_MAX_INFLIGHT_PER_CONN) {
+                const uint8_t *payload;
+                size_t len;
+                int r = frame_reader_next(&c->reader, &payload, &len);
+                if (r == 0)
+                        return;
+                if (r < 0) {
+                        log_info("conn=%llu uid=%u: frame larger than %u bytes; closing",
+                                 (unsigned long long)c->id, (unsigned)c->uid,
+                                 c->d->cfg->max_frame_bytes);
+                        conn_send_status(c, 0, SBX__V1__CODE__TOO_LARGE,
+                                         "frame exceeds the daemon's maximum of %u bytes; "
+                                         "send large files in pieces with offset/append",
+                                         c->d->cfg->max_frame_bytes);
+                        shutdown_after_writes(c);
+                        return;
+                }
+                if (rpc_dispatch(c, payload, len) < 0) {
+                        /* rpc already answered with the reason. */
+                        shutdown_after_writes(c);
+                        return;
+                }
+        }
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+        struct conn *c = s->data;
+
+        if (nread == UV_ENOBUFS) {
+                conn_send_status(c, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+                                 "daemon out of memory reading a request");
+                shutdown_after_writes(c);
+                return;
+        }
+        if (nread < 0) {
+                /* EOF or error: the client is gone. In-flight work finishes and is
+                 * recorded; its responses are dropped. */
+                conn_close(c);
+                return;
+        }
+        frame_reader_commit(&c->reader, (size_t)nread);
+        conn_ref(c);
+        process_frames(c);
+        if (!c->closed)
+                update_reading(c);
+        conn_unref(c);
+}
+
+static void update_reading(struct conn *c) {
+        int want = !c->closed && !c->read_eof && !c->d->shutting_down &&
+                   c->inflight < SBX_MAX_INFLIGHT_PER_CONN && !conn_congested(c);
+        if (want && !c->reading) {
+                if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)
+                        c->reading = 1;
+        } else if (!want && c->reading) {
+                uv_read_stop((uv_stream_t *)&c->pipe);
+                c->reading = 0;
+        }
+}
+
+int conn_start(struct conn *c) {
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        uv_os_fd_t fd;
+
+        c->pipe.data = c;
+        frame_reader_init(&c->reader, c->d->cfg->max_frame_bytes);
+        if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 ||
+            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return -errno ? -errno : -EIO;
+        c->uid = cred.uid;
+        c->gid = cred.gid;
+        c->pid = cred.pid;
+        log_debug("conn=%llu accepted (uid=%u pid=%d)", (unsigned long long)c->id,
+                  (unsigned)c->uid, (int)c->pid);
+        update_reading(c);
+        return 0;
+}

@@ -1,0 +1,69 @@
+/* conn.h: one client connection: its peer credentials, its frame reader, its write
+ * queue with backpressure, and its count of requests in flight.
+ *
+ * Owned by the server's connection list. Objects that answer a request later (a
+ * running command, a sandbox being created) hold a reference (conn_ref) and send with
+ * conn_send(), which silently drops responses once the connection is closed. Frames
+ * read are handed to rpc_dispatch(). */
+#ifndef SBX_CONN_H
+#define SBX_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "frame.h"
+#include "sbx_limits.h"
+#include "sbx.pb-c.h"
+
+struct sbxd;
+struct server;
+
+struct conn {
+        uv_pipe_t pipe;
+        struct sbxd *d;
+        struct server *server;
+        struct conn *next, *prev;      /* the server's list */
+        struct frame_reader reader;
+        uint64_t id;                   /* for log lines: conn=N */
+        uid_t uid;                     /* SO_PEERCRED at accept */
+        gid_t gid;
+        pid_t pid;
+        char client_name[SBX_CLIENT_NAME_MAX_BYTES + 1];
+        size_t write_queued_bytes;
+        unsigned inflight;             /* requests answered later */
+        unsigned refs;
+        int reading;
+        int closed;                    /* uv_close called; sends are dropped */
+        int read_eof;
+};
+
+/* Starts serving an accepted connection (already in c->pipe). Called by the server. */
+int conn_start(struct conn *c);
+
+/* Packs resp and queues it. Returns 0, -EPIPE when the connection is closed (the
+ * response is dropped), -EMSGSIZE/-ENOMEM when it cannot be encoded. Never blocks. */
+int conn_send(struct conn *c, const Sbx__V1__Response *resp);
+
+/* Sends a response with only a status (and the request id). */
+int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+/* A request that was answered later is complete: lets the connection read more. */
+void conn_request_done(struct conn *c);
+
+/* Marks a request as answered later (counts towards SBX_MAX_INFLIGHT_PER_CONN). */
+void conn_request_begin(struct conn *c);
+
+/* 1 when the write queue is over the high-water mark (streamers should pause). */
+int conn_congested(const struct conn *c);
+
+struct conn *conn_ref(struct conn *c);
+/* Drops a reference; frees the connection when the last one goes after close. */
+void conn_unref(struct conn *c);
+
+/* Closes the connection (idempotent). In-flight work keeps its references. */
+void conn_close(struct conn *c);
+
+#endif

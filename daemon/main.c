@@ -1,0 +1,227 @@
+/* main.c: sbxd's entry point: configuration, start-up checks, the loop, shutdown.
+ *
+ * Start-up order: flags; state directory; the records (and reconciliation of what a
+ * previous daemon left); host features and cgroups; then the socket, last, so that a
+ * client that can connect is served at once. SIGTERM/SIGINT stop accepting, end every
+ * sandbox in order (recording why), close the records and remove the socket. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <linux/landlock.h>
+#include <linux/openat2.h>
+
+#include "cgroup.h"
+#include "config.h"
+#include "log.h"
+#include "sandbox.h"
+#include "sbxd.h"
+#include "server.h"
+#include "store.h"
+
+static struct sbxd D;
+static struct server S;
+static uv_signal_t sig_term, sig_int;
+
+static int mkdir_p(const char *path, mode_t mode) {
+        char buf[SBX_PATH_MAX_BYTES];
+        char *p;
+        if (strlen(path) >= sizeof(buf))
+                return -ENAMETOOLONG;
+        strcpy(buf, path);
+        for (p = buf + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+static void detect_features(struct sbxd *d) {
+        struct features *f = &d->features;
+        struct open_how how;
+        FILE *fp;
+        long v = 0;
+        int fd;
+
+        f->rootless = d->euid != 0;
+        fp = fopen("/proc/sys/user/max_user_namespaces", "re");
+        if (fp) {
+                if (fscanf(fp, "%ld", &v) != 1)
+                        v = 0;
+                fclose(fp);
+        }
+        f->user_namespaces = v > 0;
+        f->seccomp = access("/proc/sys/kernel/seccomp/actions_avail", R_OK) == 0;
+        v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+        f->landlock_abi = v > 0 ? (uint32_t)v : 0;
+        memset(&how, 0, sizeof(how));
+        how.flags = O_PATH | O_CLOEXEC;
+        how.resolve = RESOLVE_IN_ROOT;
+        fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+        f->openat2 = fd >= 0;
+        if (fd >= 0)
+                close(fd);
+        snprintf(f->cgroup_version, sizeof(f->cgroup_version), "%s",
+                 cgroup_version_name(d->cgroups->version));
+}
+
+static void on_shutdown_done(void *ud) {
+        log_info("all sandboxes ended; closing the records");
+        server_close_all(&S);
+        uv_close((uv_handle_t *)&sig_term, NULL);
+        uv_close((uv_handle_t *)&sig_int, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+        if (D.shutting_down) {
+                log_notice("signal %d again: still ending %u sandboxes", signum,
+                           sbxtab_count(D.sandboxes));
+                return;
+        }
+        D.shutting_down = 1;
+        log_notice("signal %d: shutting down (ending %u sandboxes)", signum,
+                   sbxtab_count(D.sandboxes));
+        server_stop_listening(&S);
+        sbxtab_shutdown(D.sandboxes, on_shutdown_done, NULL);
+}
+
+/* A name for this state directory's cgroups: stable across restarts, distinct between
+ * daemons with different state directories. */
+static void cgroup_base_name(const char *state_dir, char *out, size_t len) {
+        unsigned h = 2166136261u;
+        const char *s;
+        for (s = state_dir; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        snprintf(out, len, "sbxd-%08x", h);
+}
+
+int main(int argc, char **argv) {
+        struct config cfg;
+        char err[512], base[32];
+        char *db_path = NULL;
+        uv_loop_t loop;
+        int r;
+
+        if (config_init(&cfg, geteuid()) < 0) {
+                fprintf(stderr, "sbxd: out of memory\n");
+                return 1;
+        }
+        if (config_parse_args(&cfg, argc, argv, err, sizeof(err)) < 0) {
+                fprintf(stderr, "sbxd: %s\n", err);
+                config_free(&cfg);
+                return 2;
+        }
+        if (cfg.show_help) {
+                fputs(config_usage(), stdout);
+                config_free(&cfg);
+                return 0;
+        }
+        if (cfg.show_version) {
+                printf("sbxd %s (protocol %u)\n", SBX_VERSION, SBX_PROTOCOL_VERSION);
+                config_free(&cfg);
+                return 0;
+        }
+        log_set_level(cfg.log_level);
+        signal(SIGPIPE, SIG_IGN);
+        umask(022);
+
+        memset(&D, 0, sizeof(D));
+        D.cfg = &cfg;
+        D.euid = geteuid();
+        D.egid = getegid();
+        if (access(cfg.init_path, X_OK) < 0) {
+                log_err("the init helper %s is not executable: %s (build it with `make`, or pass "
+                        "--init PATH)",
+                        cfg.init_path, strerror(errno));
+                return 1;
+        }
+        r = mkdir_p(cfg.state_dir, 0700);
+        if (r == 0) {
+                char *sbdir;
+                if (asprintf(&sbdir, "%s/sandboxes", cfg.state_dir) < 0)
+                        r = -ENOMEM;
+                else {
+                        r = mkdir_p(sbdir, 0711);
+                        free(sbdir);
+                }
+        }
+        if (r < 0) {
+                log_err("cannot create the state directory %s: %s (pass --state-dir DIR)",
+                        cfg.state_dir, strerror(-r));
+                return 1;
+        }
+        if (asprintf(&db_path, "%s/sbxd.db", cfg.state_dir) < 0)
+                return 1;
+        r = store_open(db_path, &D.store);
+        if (r < 0) {
+                log_err("cannot open the records %s: %s", db_path,
+                        r == -EPROTO ? "written by a newer sbxd; upgrade sbxd" : strerror(-r));
+                return 1;
+        }
+        if (uv_loop_init(&loop) < 0)
+                return 1;
+        D.loop = &loop;
+        cgroup_base_name(cfg.state_dir, base, sizeof(base));
+        r = cgroup_env_new("/sys/fs/cgroup", "/proc/self/cgroup", base, getpid(), &D.cgroups);
+        if (r < 0) {
+                log_err("cannot examine cgroups: %s", strerror(-r));
+                return 1;
+        }
+        detect_features(&D);
+        r = sbxtab_new(&D, &D.sandboxes);
+        if (r < 0)
+                return 1;
+
+        r = server_start(&S, &D, cfg.socket_path);
+        if (r == -EADDRINUSE) {
+                log_err("another sbxd is already serving %s; stop it first or pass --socket",
+                        cfg.socket_path);
+                return 1;
+        }
+        if (r < 0) {
+                log_err("cannot listen on %s: %s", cfg.socket_path, strerror(r < 0 ? -r : r));
+                return 1;
+        }
+        D.server = &S;
+        /* Reconcile after taking the socket, so that a second daemon on the same socket
+         * never touches the first one's sandboxes, and before serving anyone. */
+        r = sandbox_recover(&D);
+        if (r < 0)
+                log_err("cannot reconcile the records: %s", strerror(-r));
+
+        uv_signal_init(&loop, &sig_term);
+        uv_signal_init(&loop, &sig_int);
+        uv_signal_start(&sig_term, on_signal, SIGTERM);
+        uv_signal_start(&sig_int, on_signal, SIGINT);
+
+        log_notice("sbxd %s listening on %s, state in %s (cgroup %s, %s, seccomp %s)", SBX_VERSION,
+                   cfg.socket_path, cfg.state_dir, D.features.cgroup_version,
+                   D.features.rootless ? "rootless" : "root", D.features.seccomp ? "yes" : "no");
+
+        uv_run(&loop, UV_RUN_DEFAULT);
+
+        D.store = store_close(D.store);
+        sbxtab_free(D.sandboxes);
+        cgroup_env_remove_base(D.cgroups);
+        cgroup_env_free(D.cgroups);
+        r = uv_loop_close(&loop);
+        if (r < 0)
+                log_warning("loop closed with handles open: %s", uv_strerror(r));
+        free(db_path);
+        config_free(&cfg);
+        log_notice("stopped");
+        return 0;
+}

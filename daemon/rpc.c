@@ -1,0 +1,1000 @@
+/* rpc.c: the request layer of sbxd; see rpc.h.
+ *
+ * A frame is first walked against the schema (unknown fields and NUL bytes inside
+ * strings are refused: protobuf-c would silently drop the first and truncate at the
+ * second), then unpacked, then routed through the one dispatch table below. Handlers
+ * check access and arguments and call the sandbox layer; asynchronous answers travel
+ * back through struct call, which holds a reference to the connection. */
+#include "rpc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "sbx_limits.h"
+#include "log.h"
+#include "sandbox.h"
+#include "sbxd.h"
+#include "store.h"
+
+/* A request answered later. */
+struct call {
+        struct conn *conn;
+        uint64_t request_id;
+        int stream;
+        int started_sent;
+};
+
+static struct call *call_new(struct conn *c, uint64_t request_id) {
+        struct call *k = calloc(1, sizeof(*k));
+        if (!k)
+                return NULL;
+        k->conn = conn_ref(c);
+        k->request_id = request_id;
+        conn_request_begin(c);
+        return k;
+}
+
+static void call_free(struct call *k) {
+        conn_request_done(k->conn);
+        conn_unref(k->conn);
+        free(k);
+}
+
+static void caller_of(const struct conn *c, struct caller *ret) {
+        ret->uid = c->uid;
+        ret->gid = c->gid;
+        ret->pid = c->pid;
+        ret->client_name = c->client_name[0] ? c->client_name : NULL;
+}
+
+/* ---- errors -------------------------------------------------------------------------- */
+
+Sbx__V1__Code rpc_code_from_errno(int err) {
+        switch (err < 0 ? -err : err) {
+        case 0:
+                return SBX__V1__CODE__OK;
+        case EINVAL:
+        case ENAMETOOLONG:
+        case EBADMSG:
+        case ELOOP:
+                return SBX__V1__CODE__INVALID_ARGUMENT;
+        case ENOENT:
+        case ESRCH:
+        case ENOTDIR:
+                return SBX__V1__CODE__NOT_FOUND;
+        case EEXIST:
+                return SBX__V1__CODE__ALREADY_EXISTS;
+        case EPERM:
+        case EACCES:
+                return SBX__V1__CODE__PERMISSION_DENIED;
+        case EAGAIN:
+        case EBUSY:
+        case ENOSPC:
+        case EMFILE:
+        case ENFILE:
+        case ENOMEM:
+        case EDQUOT:
+                return SBX__V1__CODE__RESOURCE_EXHAUSTED;
+        case ESHUTDOWN:
+                return SBX__V1__CODE__FAILED_PRECONDITION;
+        case EROFS:
+                return SBX__V1__CODE__READ_ONLY;
+        case EMSGSIZE:
+        case EFBIG:
+        case E2BIG:
+                return SBX__V1__CODE__TOO_LARGE;
+        case EPIPE:
+        case ECONNRESET:
+        case ENODEV:
+                return SBX__V1__CODE__UNAVAILABLE;
+        case ENOSYS:
+        case EOPNOTSUPP:
+                return SBX__V1__CODE__UNIMPLEMENTED;
+        default:
+                return SBX__V1__CODE__INTERNAL;
+        }
+}
+
+const char *rpc_code_name(Sbx__V1__Code code) {
+        const ProtobufCEnumValue *v =
+                protobuf_c_enum_descriptor_get_value(&sbx__v1__code__descriptor, (int)code);
+        return v ? v->name : "UNKNOWN";
+}
+
+static void send_errno(struct conn *c, uint64_t rid, int err, const char *msg) {
+        conn_send_status(c, rid, rpc_code_from_errno(err), "%s", msg);
+}
+
+/* ---- schema walk --------------------------------------------------------------------- */
+
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+        uint64_t v = 0;
+        int shift = 0;
+        while (*p < end && shift < 64) {
+                uint8_t b = *(*p)++;
+                v |= (uint64_t)(b & 0x7f) << shift;
+                if (!(b & 0x80)) {
+                        *ret = v;
+                        return 0;
+                }
+                shift += 7;
+        }
+        return -EBADMSG;
+}
+
+/* Checks that data is a well-formed encoding of desc with no unknown fields and no NUL
+ * byte inside any string, to a nesting depth of 16. */
+static int wire_validate(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                         int depth, char *err, size_t errlen) {
+        const uint8_t *p = data, *end = data + len;
+
+        if (depth > 16) {
+                snprintf(err, errlen, "message nested too deeply");
+                return -EBADMSG;
+        }
+        while (p < end) {
+                uint64_t tag, n;
+                const ProtobufCFieldDescriptor *f;
+                unsigned number;
+
+                if (read_varint(&p, end, &tag) < 0 || (tag >> 3) == 0 || (tag >> 3) > 536870911u) {
+                        snprintf(err, errlen, "malformed protobuf in %s", desc->name);
+                        return -EBADMSG;
+                }
+                number = (unsigned)(tag >> 3);
+                f = protobuf_c_message_descriptor_get_field(desc, number);
+                if (!f) {
+                        snprintf(err, errlen, "unknown field %u in %s (client newer than daemon?)",
+                                 number, desc->name);
+                        return -EBADMSG;
+                }
+                switch (tag & 7) {
+                case 0:
+                        if (read_varint(&p, end, &n) < 0)
+                                goto bad;
+                        break;
+                case 1:
+                        if (end - p < 8)
+                                goto bad;
+                        p += 8;
+                        break;
+                case 5:
+                        if (end - p < 4)
+                                goto bad;
+                        p += 4;
+                        break;
+                case 2:
+                        if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p))
+                                goto bad;
+                        if (f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)n)) {
+                                snprintf(err, errlen, "field %s of %s contains a NUL byte",
+                                         f->name, desc->name);
+                                return -EINVAL;
+                        }
+                        if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                                int r = wire_validate(f->descriptor, p, (size_t)n, depth + 1, err,
+                                                      errlen);
+                                if (r < 0)
+                                        return r;
+                        }
+                        p += n;
+                        break;
+                default:
+                        goto bad;
+                }
+        }
+        return 0;
+bad:
+        snprintf(err, errlen, "malformed protobuf in %s", desc->name);
+        return -EBADMSG;
+}
+
+/* ---- responses ----------------------------------------------------------------------- */
+
+static Sbx__V1__Status ok_status = {PROTOBUF_C_MESSAGE_INIT(&sbx__v1__status__descriptor), 1,
+                                    SBX__V1__CODE__OK, NULL};
+
+static void response_init(Sbx__V1__Response *resp, uint64_t rid) {
+        sbx__v1__response__init(resp);
+        resp->has_request_id = 1;
+        resp->request_id = rid;
+        resp->status = &ok_status;
+}
+
+static void send_sandbox_info(struct conn *c, uint64_t rid, Sbx__V1__SandboxInfo *info) {
+        Sbx__V1__Response resp;
+        response_init(&resp, rid);
+        resp.body_case = SBX__V1__RESPONSE__BODY_SANDBOX;
+        resp.sandbox = info;
+        conn_send(c, &resp);
+}
+
+static void send_empty(struct conn *c, uint64_t rid) {
+        Sbx__V1__Response resp;
+        Sbx__V1__Empty e = SBX__V1__EMPTY__INIT;
+        response_init(&resp, rid);
+        resp.body_case = SBX__V1__RESPONSE__BODY_EMPTY;
+        resp.empty = &e;
+        conn_send(c, &resp);
+}
+
+/* ---- records of ended sandboxes ------------------------------------------------------ */
+
+static Sbx__V1__SandboxState state_from_name(const char *s) {
+        static const char *names[] = {"", "creating", "ready", "terminating", "terminated",
+                                      "expired", "failed", "lost"};
+        size_t i;
+        for (i = 1; i < sizeof(names) / sizeof(names[0]); i++)
+                if (s && strcmp(s, names[i]) == 0)
+                        return (Sbx__V1__SandboxState)i;
+        return SBX__V1__SANDBOX_STATE__SANDBOX_STATE_UNSPECIFIED;
+}
+
+/* A SandboxInfo built from a record; free with record_info_free. */
+struct record_info {
+        Sbx__V1__SandboxInfo info;
+        Sbx__V1__CreateSandbox *spec;
+        char *id;
+        char *end_reason;
+};
+
+static int record_to_info(const struct store_sandbox *sb, void *ud) {
+        struct record_info *ri = ud;
+
+        sbx__v1__sandbox_info__init(&ri->info);
+        ri->id = strdup(sb->id);
+        ri->end_reason = sb->end_reason ? strdup(sb->end_reason) : NULL;
+        ri->spec = sbx__v1__create_sandbox__unpack(NULL, sb->spec_len, sb->spec);
+        if (!ri->id)
+                return -ENOMEM;
+        ri->info.id = ri->id;
+        ri->info.has_state = 1;
+        ri->info.state = state_from_name(sb->state);
+        ri->info.has_owner_uid = 1;
+        ri->info.owner_uid = sb->owner_uid;
+        ri->info.has_created_unix_ms = 1;
+        ri->info.created_unix_ms = sb->created_ms;
+        ri->info.has_deadline_unix_ms = 1;
+        ri->info.deadline_unix_ms = sb->deadline_ms;
+        ri->info.has_idle_timeout_ms = sb->idle_timeout_ms != 0;
+        ri->info.idle_timeout_ms = sb->idle_timeout_ms;
+        ri->info.has_ended_unix_ms = sb->ended_ms != 0;
+        ri->info.ended_unix_ms = sb->ended_ms;
+        ri->info.end_reason = ri->end_reason;
+        if (ri->spec) {
+                ri->info.policy = ri->spec->policy;
+                ri->info.n_labels = ri->spec->n_labels;
+                ri->info.labels = ri->spec->labels;
+                ri->info.n_share_uids = ri->spec->n_share_uids;
+                ri->info.share_uids = ri->spec->share_uids;
+                ri->info.n_share_gids = ri->spec->n_share_gids;
+                ri->info.share_gids = ri->spec->share_gids;
+        }
+        return 0;
+}
+
+static void record_info_free(struct record_info *ri) {
+        if (ri->spec)
+                sbx__v1__create_sandbox__free_unpacked(ri->spec, NULL);
+        free(ri->id);
+        free(ri->end_reason);
+        memset(ri, 0, sizeof(*ri));
+}
+
+static int record_may_access(const struct record_info *ri, const struct caller *k) {
+        size_t i;
+        if (k->uid == 0 || k->uid == ri->info.owner_uid)
+                return 1;
+        for (i = 0; i < ri->info.n_share_uids; i++)
+                if (ri->info.share_uids[i] == k->uid)
+                        return 1;
+        for (i = 0; i < ri->info.n_share_gids; i++)
+                if (ri->info.share_gids[i] == k->gid)
+                        return 1;
+        return 0;
+}
+
+/* Finds the live sandbox id for caller, answering the request itself when it cannot be
+ * used (not found, ended, not allowed). Returns NULL when it answered. */
+static struct sandbox *lookup(struct conn *c, uint64_t rid, const char *id) {
+        struct caller k;
+        struct sandbox *sb;
+        int r;
+
+        caller_of(c, &k);
+        if (!id || !id[0]) {
+                conn_send_status(c, rid, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "sandbox_id is required");
+                return NULL;
+        }
+        sb = sbxtab_find(c->d->sandboxes, id);
+        if (sb) {
+                if (!sandbox_may_access(sb, &k)) {
+                        conn_send_status(c, rid, SBX__V1__CODE__PERMISSION_DENIED,
+                                         "sandbox '%s' belongs to another user; ask its owner to "
+                                         "share it (share_uids) or use your own",
+                                         id);
+                        return NULL;
+                }
+                sandbox_touch(sb);
+                return sb;
+        }
+        r = store_sandbox_exists(c->d->store, id);
+        if (r > 0)
+                conn_send_status(c, rid, SBX__V1__CODE__UNAVAILABLE,
+                                 "sandbox '%s' has ended; see `sbx info %s` and create a new one",
+                                 id, id);
+        else
+                conn_send_status(c, rid, SBX__V1__CODE__NOT_FOUND,
+                                 "sandbox '%s' not found; list sandboxes with `sbx list`", id);
+        return NULL;
+}
+
+/* ---- handlers ------------------------------------------------------------------------ */
+
+static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
+        static char *implemented[] = {"hello",       "create_sandbox", "run_command",
+                                      "command_input", "cancel_command", "terminate",
+                                      "list_sandboxes", "get_sandbox",  "set_timeout",
+                                      "get_history"};
+        struct features *f = &c->d->features;
+        Sbx__V1__Response resp;
+        Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
+        Sbx__V1__Features feat = SBX__V1__FEATURES__INIT;
+        const char *name = req->hello->client_name;
+
+        if (name) {
+                if (strlen(name) > SBX_CLIENT_NAME_MAX_BYTES) {
+                        conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                                         "client_name is longer than %u bytes",
+                                         SBX_CLIENT_NAME_MAX_BYTES);
+                        return;
+                }
+                snprintf(c->client_name, sizeof(c->client_name), "%s", name);
+        }
+        response_init(&resp, req->request_id);
+        hr.has_protocol_version = 1;
+        hr.protocol_version = SBX_PROTOCOL_VERSION;
+        hr.daemon_version = (char *)SBX_VERSION;
+        hr.has_peer_uid = 1;
+        hr.peer_uid = c->uid;
+        feat.cgroup_version = c->d->features.cgroup_version;
+        feat.has_user_namespaces = feat.has_rootless = feat.has_seccomp = 1;
+        feat.user_namespaces = f->user_namespaces;
+        feat.rootless = f->rootless;
+        feat.seccomp = f->seccomp;
+        feat.has_landlock_abi = 1;
+        feat.landlock_abi = f->landlock_abi;
+        feat.has_openat2 = 1;
+        feat.openat2 = f->openat2;
+        feat.has_max_frame_bytes = 1;
+        feat.max_frame_bytes = c->d->cfg->max_frame_bytes;
+        feat.n_implemented = sizeof(implemented) / sizeof(implemented[0]);
+        feat.implemented = implemented;
+        hr.features = &feat;
+        resp.body_case = SBX__V1__RESPONSE__BODY_HELLO;
+        resp.hello = &hr;
+        conn_send(c, &resp);
+}
+
+static void create_done(void *ud, struct sandbox *sb, int err, const char *msg) {
+        struct call *k = ud;
+        if (err < 0) {
+                send_errno(k->conn, k->request_id, err, msg);
+        } else {
+                struct sandbox_info_store st;
+                sandbox_fill_info(sb, &st);
+                send_sandbox_info(k->conn, k->request_id, &st.info);
+        }
+        call_free(k);
+}
+
+static void on_create(struct conn *c, const Sbx__V1__Request *req) {
+        struct caller k;
+        struct call *call;
+        char err[512];
+        int r;
+
+        caller_of(c, &k);
+        call = call_new(c, req->request_id);
+        if (!call) {
+                send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
+                return;
+        }
+        r = sandbox_create(c->d, req->create_sandbox, &k, create_done, call, err, sizeof(err));
+        if (r < 0) {
+                send_errno(c, req->request_id, r, err);
+                call_free(call);
+        }
+}
+
+/* RunCommand: the callbacks turn command events into responses. */
+static void cmd_started(void *ud, char *command_id) {
+        struct call *k = ud;
+        Sbx__V1__Response resp;
+        Sbx__V1__CommandStarted cs = SBX__V1__COMMAND_STARTED__INIT;
+        if (!k->stream)
+                return;
+        response_init(&resp, k->request_id);
+        cs.command_id = command_id;
+        resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_STARTED;
+        resp.command_started = &cs;
+        conn_send(k->conn, &resp);
+}
+
+static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
+                       uint8_t *data, size_t len) {
+        struct call *k = ud;
+        Sbx__V1__Response resp;
+        Sbx__V1__OutputChunk oc = SBX__V1__OUTPUT_CHUNK__INIT;
+        response_init(&resp, k->request_id);
+        oc.command_id = command_id;
+        oc.has_stream = 1;
+        oc.stream = stream;
+        oc.has_offset = 1;
+        oc.offset = offset;
+        oc.has_data = 1;
+        oc.data.data = data;
+        oc.data.len = len;
+        resp.body_case = SBX__V1__RESPONSE__BODY_OUTPUT;
+        resp.output = &oc;
+        conn_send(k->conn, &resp);
+}
+
+static int cmd_congested(void *ud) {
+        struct call *k = ud;
+        return !k->conn->closed && conn_congested(k->conn);
+}
+
+static void cmd_done(void *ud, Sbx__V1__CommandResult *result) {
+        struct call *k = ud;
+        Sbx__V1__Response resp;
+        response_init(&resp, k->request_id);
+        resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_RESULT;
+        resp.command_result = result;
+        if (conn_send(k->conn, &resp) == -EMSGSIZE)
+                conn_send_status(k->conn, k->request_id, SBX__V1__CODE__TOO_LARGE,
+                                 "command %s: result exceeds the frame limit; lower max_stdout_bytes",
+                                 result->command_id);
+        call_free(k);
+}
+
+static const struct command_callbacks cmd_callbacks = {
+        .started = cmd_started,
+        .output = cmd_output,
+        .congested = cmd_congested,
+        .done = cmd_done,
+};
+
+static void on_run(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__RunCommand *rc = req->run_command;
+        struct sandbox *sb = lookup(c, req->request_id, rc->sandbox_id);
+        struct caller k;
+        struct call *call;
+        char err[512];
+        int r;
+
+        if (!sb)
+                return;
+        caller_of(c, &k);
+        call = call_new(c, req->request_id);
+        if (!call) {
+                send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
+                return;
+        }
+        call->stream = rc->has_stream && rc->stream;
+        r = sandbox_run(sb, rc, &k, &cmd_callbacks, call, err, sizeof(err));
+        if (r < 0) {
+                send_errno(c, req->request_id, r, err);
+                call_free(call);
+        }
+}
+
+static void on_input(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__CommandInput *in = req->command_input;
+        struct sandbox *sb = lookup(c, req->request_id, in->sandbox_id);
+        int r;
+        if (!sb)
+                return;
+        r = sandbox_command_input(sb, in->command_id ? in->command_id : "", in->data.data,
+                                  in->has_data ? in->data.len : 0, in->has_eof && in->eof);
+        if (r == -ENOENT)
+                conn_send_status(c, req->request_id, SBX__V1__CODE__NOT_FOUND,
+                                 "command '%s' is not running in sandbox '%s'",
+                                 in->command_id ? in->command_id : "", in->sandbox_id);
+        else if (r == -EPIPE)
+                conn_send_status(c, req->request_id, SBX__V1__CODE__FAILED_PRECONDITION,
+                                 "stdin of command '%s' is closed (start it with stdin_stream)",
+                                 in->command_id);
+        else if (r < 0)
+                send_errno(c, req->request_id, r, "cannot queue input for the command");
+        else
+                send_empty(c, req->request_id);
+}
+
+static void on_cancel(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__CancelCommand *cc = req->cancel_command;
+        struct sandbox *sb = lookup(c, req->request_id, cc->sandbox_id);
+        if (!sb)
+                return;
+        if (sandbox_cancel(sb, cc->command_id ? cc->command_id : "") < 0)
+                conn_send_status(c, req->request_id, SBX__V1__CODE__NOT_FOUND,
+                                 "command '%s' is not running in sandbox '%s'",
+                                 cc->command_id ? cc->command_id : "", cc->sandbox_id);
+        else
+                send_empty(c, req->request_id);
+}
+
+/* Answers with the record of an ended sandbox (or NOT_FOUND). */
+static void send_record(struct conn *c, uint64_t rid, const char *id) {
+        struct record_info ri;
+        struct caller k;
+        int r;
+
+        memset(&ri, 0, sizeof(ri));
+        caller_of(c, &k);
+        r = store_sandbox_get(c->d->store, id, record_to_info, &ri);
+        if (r == -ENOENT || (r == 0 && !record_may_access(&ri, &k)))
+                conn_send_status(c, rid, SBX__V1__CODE__NOT_FOUND,
+                                 "sandbox '%s' not found; list sandboxes with `sbx list`", id);
+        else if (r < 0)
+                send_errno(c, rid, r, "cannot read the sandbox records");
+        else
+                send_sandbox_info(c, rid, &ri.info);
+        record_info_free(&ri);
+}
+
+static void terminate_done(void *ud, struct sandbox *sb) {
+        struct call *k = ud;
+        send_record(k->conn, k->request_id, sandbox_id(sb));
+        call_free(k);
+}
+
+static void on_terminate(struct conn *c, const Sbx__V1__Request *req) {
+        const char *id = req->terminate->sandbox_id;
+        struct sandbox *sb;
+        struct call *call;
+        struct caller k;
+
+        caller_of(c, &k);
+        if (!id || !id[0]) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "sandbox_id is required");
+                return;
+        }
+        sb = sbxtab_find(c->d->sandboxes, id);
+        if (!sb) {
+                /* Terminating an ended sandbox is not an error: report its final state. */
+                send_record(c, req->request_id, id);
+                return;
+        }
+        if (!sandbox_may_access(sb, &k)) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__PERMISSION_DENIED,
+                                 "sandbox '%s' belongs to another user", id);
+                return;
+        }
+        call = call_new(c, req->request_id);
+        if (!call) {
+                send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
+                return;
+        }
+        sandbox_terminate(sb, "terminated", terminate_done, call);
+}
+
+static void on_get(struct conn *c, const Sbx__V1__Request *req) {
+        const char *id = req->get_sandbox->sandbox_id;
+        struct sandbox *sb;
+        struct caller k;
+
+        caller_of(c, &k);
+        if (!id || !id[0]) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "sandbox_id is required");
+                return;
+        }
+        sb = sbxtab_find(c->d->sandboxes, id);
+        if (sb && sandbox_may_access(sb, &k)) {
+                struct sandbox_info_store st;
+                sandbox_fill_info(sb, &st);
+                send_sandbox_info(c, req->request_id, &st.info);
+        } else if (sb) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__PERMISSION_DENIED,
+                                 "sandbox '%s' belongs to another user", id);
+        } else {
+                send_record(c, req->request_id, id);
+        }
+}
+
+static void on_set_timeout(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__SetTimeout *st = req->set_timeout;
+        struct sandbox *sb = lookup(c, req->request_id, st->sandbox_id);
+        struct sandbox_info_store is;
+        int r;
+
+        if (!sb)
+                return;
+        if (!st->has_timeout_ms) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "timeout_ms is required");
+                return;
+        }
+        r = sandbox_set_deadline(sb, sbxd_now_unix_ms() + (int64_t)(st->timeout_ms > INT32_MAX * 1000ull
+                                                                            ? INT32_MAX * 1000ull
+                                                                            : st->timeout_ms));
+        if (r < 0) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "timeout %llu ms goes beyond the daemon's maximum sandbox lifetime "
+                                 "of %llu ms from creation",
+                                 (unsigned long long)st->timeout_ms,
+                                 (unsigned long long)c->d->cfg->max_sandbox_lifetime_ms);
+                return;
+        }
+        sandbox_fill_info(sb, &is);
+        send_sandbox_info(c, req->request_id, &is.info);
+}
+
+/* ListSandboxes: collects pointers to infos; live ones first, then records. */
+struct list_ctx {
+        const Sbx__V1__ListSandboxes *q;
+        struct caller k;
+        Sbx__V1__SandboxInfo **infos;
+        struct sandbox_info_store *live;
+        struct record_info *recs;
+        size_t n, cap, n_live, n_recs;
+        uint32_t limit;
+        int truncated;
+        struct sbxtab *tab;
+};
+
+static int labels_match(const Sbx__V1__ListSandboxes *q, Sbx__V1__Label **labels, size_t n) {
+        size_t i, j;
+        for (i = 0; i < q->n_labels; i++) {
+                int found = 0;
+                for (j = 0; j < n && !found; j++)
+                        found = q->labels[i]->key && labels[j]->key &&
+                                strcmp(q->labels[i]->key, labels[j]->key) == 0 &&
+                                (!q->labels[i]->value ||
+                                 (labels[j]->value &&
+                                  strcmp(q->labels[i]->value, labels[j]->value) == 0));
+                if (!found)
+                        return 0;
+        }
+        return 1;
+}
+
+static int info_matches(struct list_ctx *lc, const Sbx__V1__SandboxInfo *info, int live) {
+        const Sbx__V1__ListSandboxes *q = lc->q;
+        size_t i;
+        if (q->has_owner_uid && info->owner_uid != q->owner_uid)
+                return 0;
+        if (!labels_match(q, info->labels, info->n_labels))
+                return 0;
+        if (q->n_states > 0) {
+                for (i = 0; i < q->n_states; i++)
+                        if (q->states[i] == info->state)
+                                return 1;
+                return 0;
+        }
+        return live || (q->has_include_ended && q->include_ended);
+}
+
+static int list_live(struct sandbox *sb, void *ud) {
+        struct list_ctx *lc = ud;
+        struct sandbox_info_store *st;
+        if (!sandbox_may_access(sb, &lc->k))
+                return 0;
+        if (lc->n >= lc->limit) {
+                lc->truncated = 1;
+                return 1;
+        }
+        st = &lc->live[lc->n_live];
+        sandbox_fill_info(sb, st);
+        if (!info_matches(lc, &st->info, 1))
+                return 0;
+        lc->n_live++;
+        lc->infos[lc->n++] = &st->info;
+        return 0;
+}
+
+static int list_record(const struct store_sandbox *sb, void *ud) {
+        struct list_ctx *lc = ud;
+        struct record_info *ri;
+        if (sbxtab_find(lc->tab, sb->id))
+                return 0; /* listed live */
+        if (lc->n >= lc->limit) {
+                lc->truncated = 1;
+                return 1;
+        }
+        ri = &lc->recs[lc->n_recs];
+        memset(ri, 0, sizeof(*ri));
+        if (record_to_info(sb, ri) < 0 || !record_may_access(ri, &lc->k) ||
+            !info_matches(lc, &ri->info, 0)) {
+                record_info_free(ri);
+                return 0;
+        }
+        lc->n_recs++;
+        lc->infos[lc->n++] = &ri->info;
+        return 0;
+}
+
+static void on_list(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__ListSandboxes *q = req->list_sandboxes;
+        struct list_ctx lc;
+        Sbx__V1__Response resp;
+        Sbx__V1__ListSandboxesReply reply = SBX__V1__LIST_SANDBOXES_REPLY__INIT;
+        int want_records = (q->has_include_ended && q->include_ended);
+        size_t i;
+
+        memset(&lc, 0, sizeof(lc));
+        lc.q = q;
+        lc.tab = c->d->sandboxes;
+        caller_of(c, &lc.k);
+        lc.limit = q->has_limit && q->limit > 0 && q->limit < 10000 ? q->limit : 1000;
+        for (i = 0; i < q->n_states; i++)
+                if (q->states[i] >= SBX__V1__SANDBOX_STATE__TERMINATED)
+                        want_records = 1;
+        lc.infos = calloc(lc.limit, sizeof(*lc.infos));
+        lc.live = calloc(lc.limit, sizeof(*lc.live));
+        lc.recs = want_records ? calloc(lc.limit, sizeof(*lc.recs)) : NULL;
+        if (!lc.infos || !lc.live || (want_records && !lc.recs)) {
+                send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
+                goto out;
+        }
+        sbxtab_foreach(c->d->sandboxes, list_live, &lc);
+        if (want_records && !lc.truncated) {
+                int r = store_sandbox_foreach(c->d->store, 0, q->has_owner_uid, q->owner_uid, 0,
+                                              list_record, &lc);
+                if (r < 0) {
+                        send_errno(c, req->request_id, r, "cannot read the sandbox records");
+                        goto out;
+                }
+        }
+        response_init(&resp, req->request_id);
+        reply.n_sandboxes = lc.n;
+        reply.sandboxes = lc.infos;
+        reply.has_truncated = 1;
+        reply.truncated = lc.truncated;
+        resp.body_case = SBX__V1__RESPONSE__BODY_LIST_SANDBOXES;
+        resp.list_sandboxes = &reply;
+        conn_send(c, &resp);
+out:
+        for (i = 0; i < lc.n_recs; i++)
+                record_info_free(&lc.recs[i]);
+        free(lc.recs);
+        free(lc.live);
+        free(lc.infos);
+}
+
+/* GetHistory */
+struct history_ctx {
+        Sbx__V1__CommandRecord *recs;
+        Sbx__V1__CommandRecord **ptrs;
+        char **strings; /* everything allocated, freed at the end */
+        size_t n, n_strings, cap_strings;
+        uint64_t last_seq;
+};
+
+static char *hist_strdup(struct history_ctx *h, const char *s) {
+        char *d;
+        if (!s)
+                return NULL;
+        if (h->n_strings == h->cap_strings) {
+                size_t nc = h->cap_strings ? h->cap_strings * 2 : 64;
+                char **ns = realloc(h->strings, nc * sizeof(*ns));
+                if (!ns)
+                        return NULL;
+                h->strings = ns;
+                h->cap_strings = nc;
+        }
+        d = strdup(s);
+        if (d)
+                h->strings[h->n_strings++] = d;
+        return d;
+}
+
+static Sbx__V1__Outcome outcome_from_name(const char *s) {
+        const ProtobufCEnumValue *v;
+        char upper[32];
+        size_t i;
+        if (!s)
+                return SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED;
+        for (i = 0; s[i] && i + 1 < sizeof(upper); i++)
+                upper[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 32 : s[i]);
+        upper[i] = '\0';
+        v = protobuf_c_enum_descriptor_get_value_by_name(&sbx__v1__outcome__descriptor, upper);
+        return v ? (Sbx__V1__Outcome)v->value : SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED;
+}
+
+static int history_row(const struct store_command *sc, void *ud) {
+        struct history_ctx *h = ud;
+        Sbx__V1__CommandRecord *r = &h->recs[h->n];
+        size_t i;
+
+        sbx__v1__command_record__init(r);
+        r->has_seq = 1;
+        r->seq = sc->seq;
+        r->command_id = hist_strdup(h, sc->command_id);
+        r->argv = calloc(sc->argc ? sc->argc : 1, sizeof(char *));
+        if (!r->argv || hist_strdup(h, "") == NULL)
+                return -ENOMEM;
+        /* The argv array itself is tracked as a "string" so it is freed with them. */
+        h->strings[h->n_strings - 1] = (char *)r->argv;
+        for (i = 0; i < sc->argc; i++)
+                r->argv[i] = hist_strdup(h, sc->argv[i]);
+        r->n_argv = sc->argc;
+        r->cwd = hist_strdup(h, sc->cwd);
+        r->has_caller_uid = r->has_caller_pid = 1;
+        r->caller_uid = sc->caller_uid;
+        r->caller_pid = sc->caller_pid;
+        r->client_name = hist_strdup(h, sc->client_name);
+        r->has_started_unix_ms = 1;
+        r->started_unix_ms = sc->started_ms;
+        r->has_ended_unix_ms = sc->ended_ms != 0;
+        r->ended_unix_ms = sc->ended_ms;
+        if (sc->outcome) {
+                r->has_outcome = 1;
+                r->outcome = outcome_from_name(sc->outcome);
+        }
+        r->has_exit_code = sc->has_exit_code;
+        r->exit_code = sc->exit_code;
+        r->has_signal = sc->has_signal;
+        r->signal = sc->signal;
+        r->has_duration = 1;
+        r->duration = sc->duration;
+        r->has_peak_memory_bytes = 1;
+        r->peak_memory_bytes = sc->peak_memory_bytes;
+        r->has_stdout_bytes = r->has_stderr_bytes = 1;
+        r->stdout_bytes = sc->stdout_bytes;
+        r->stderr_bytes = sc->stderr_bytes;
+        r->has_stdout_truncated = r->has_stderr_truncated = 1;
+        r->stdout_truncated = sc->stdout_truncated;
+        r->stderr_truncated = sc->stderr_truncated;
+        h->ptrs[h->n++] = r;
+        h->last_seq = sc->seq;
+        return 0;
+}
+
+static void on_history(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__GetHistory *q = req->get_history;
+        struct history_ctx h;
+        struct record_info ri;
+        struct caller k;
+        Sbx__V1__Response resp;
+        Sbx__V1__GetHistoryReply reply = SBX__V1__GET_HISTORY_REPLY__INIT;
+        uint32_t limit = q->has_limit && q->limit > 0 ? q->limit : SBX_DEFAULT_HISTORY_LIMIT;
+        size_t i;
+        int r;
+
+        if (limit > SBX_MAX_HISTORY_LIMIT)
+                limit = SBX_MAX_HISTORY_LIMIT;
+        if (!q->sandbox_id || !q->sandbox_id[0]) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "sandbox_id is required");
+                return;
+        }
+        caller_of(c, &k);
+        memset(&ri, 0, sizeof(ri));
+        r = store_sandbox_get(c->d->store, q->sandbox_id, record_to_info, &ri);
+        if (r == -ENOENT || (r == 0 && !record_may_access(&ri, &k))) {
+                record_info_free(&ri);
+                conn_send_status(c, req->request_id, SBX__V1__CODE__NOT_FOUND,
+                                 "sandbox '%s' not found; list sandboxes with `sbx list --all`",
+                                 q->sandbox_id);
+                return;
+        }
+        record_info_free(&ri);
+        memset(&h, 0, sizeof(h));
+        /* One more than asked, to know whether the page is the last. */
+        h.recs = calloc(limit + 1, sizeof(*h.recs));
+        h.ptrs = calloc(limit + 1, sizeof(*h.ptrs));
+        if (!h.recs || !h.ptrs) {
+                send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
+                goto out;
+        }
+        r = store_history(c->d->store, q->sandbox_id, q->has_after_seq ? q->after_seq : 0,
+                          limit + 1, history_row, &h);
+        if (r < 0) {
+                send_errno(c, req->request_id, r, "cannot read the command records");
+                goto out;
+        }
+        response_init(&resp, req->request_id);
+        reply.has_truncated = 1;
+        reply.truncated = h.n > limit;
+        reply.n_commands = h.n > limit ? limit : h.n;
+        reply.commands = h.ptrs;
+        reply.has_next_after_seq = 1;
+        reply.next_after_seq = reply.n_commands ? h.ptrs[reply.n_commands - 1]->seq
+                                                : (q->has_after_seq ? q->after_seq : 0);
+        resp.body_case = SBX__V1__RESPONSE__BODY_HISTORY;
+        resp.history = &reply;
+        conn_send(c, &resp);
+out:
+        for (i = 0; i < h.n_strings; i++)
+                free(h.strings[i]);
+        free(h.strings);
+        free(h.recs);
+        free(h.ptrs);
+}
+
+static void on_unimplemented(struct conn *c, const Sbx__V1__Request *req) {
+        const ProtobufCFieldDescriptor *f =
+                protobuf_c_message_descriptor_get_field(&sbx__v1__request__descriptor,
+                                                        (unsigned)req->body_case);
+        conn_send_status(c, req->request_id, SBX__V1__CODE__UNIMPLEMENTED,
+                         "%s is not implemented by this sbxd %s yet", f ? f->name : "request",
+                         SBX_VERSION);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------ */
+
+typedef void (*handler_fn)(struct conn *c, const Sbx__V1__Request *req);
+
+static const struct {
+        Sbx__V1__Request__BodyCase body;
+        handler_fn fn;
+} handlers[] = {
+        {SBX__V1__REQUEST__BODY_HELLO, on_hello},
+        {SBX__V1__REQUEST__BODY_CREATE_SANDBOX, on_create},
+        {SBX__V1__REQUEST__BODY_RUN_COMMAND, on_run},
+        {SBX__V1__REQUEST__BODY_COMMAND_INPUT, on_input},
+        {SBX__V1__REQUEST__BODY_CANCEL_COMMAND, on_cancel},
+        {SBX__V1__REQUEST__BODY_READ_FILE, on_unimplemented},
+        {SBX__V1__REQUEST__BODY_WRITE_FILE, on_unimplemented},
+        {SBX__V1__REQUEST__BODY_LIST_DIRECTORY, on_unimplemented},
+        {SBX__V1__REQUEST__BODY_STAT, on_unimplemented},
+        {SBX__V1__REQUEST__BODY_MAKE_DIRECTORY, on_unimplemented},
+        {SBX__V1__REQUEST__BODY_REMOVE, on_unimplemented},
+        {SBX__V1__REQUEST__BODY_TERMINATE, on_terminate},
+        {SBX__V1__REQUEST__BODY_LIST_SANDBOXES, on_list},
+        {SBX__V1__REQUEST__BODY_GET_SANDBOX, on_get},
+        {SBX__V1__REQUEST__BODY_SET_TIMEOUT, on_set_timeout},
+        {SBX__V1__REQUEST__BODY_GET_HISTORY, on_history},
+};
+
+int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {
+        Sbx__V1__Request *req;
+        char err[256];
+        size_t i;
+        int r;
+
+        r = wire_validate(&sbx__v1__request__descriptor, payload, len, 0, err, sizeof(err));
+        if (r == -EBADMSG) {
+                log_info("conn=%llu uid=%u: %s; closing", (unsigned long long)c->id,
+                         (unsigned)c->uid, err);
+                conn_send_status(c, 0, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "%s; the connection is closed", err);
+                return -EBADMSG;
+        }
+        req = sbx__v1__request__unpack(NULL, len, payload);
+        if (!req) {
+                conn_send_status(c, 0, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "undecodable request; the connection is closed");
+                return -EBADMSG;
+        }
+        if (!req->has_request_id || req->request_id == 0) {
+                conn_send_status(c, 0, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "request_id is required and must not be 0");
+                goto out;
+        }
+        if (r < 0) {
+                /* Well-formed but with a bad string: answer this request only. */
+                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT, "%s", err);
+                goto out;
+        }
+        for (i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
+                if (handlers[i].body == req->body_case) {
+                        if (log_enabled(LOG_LEVEL_DEBUG))
+                                log_debug("conn=%llu req=%llu body=%d", (unsigned long long)c->id,
+                                          (unsigned long long)req->request_id, (int)req->body_case);
+                        handlers[i].fn(c, req);
+                        goto out;
+                }
+        conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                         "request has no body (expected one of create_sandbox, run_command, ...)");
+out:
+        sbx__v1__request__free_unpacked(req, NULL);
+        return 0;
+}

@@ -1,0 +1,1121 @@
+/* sandbox.c: the sandbox table and each sandbox's life; see sandbox.h.
+ *
+ * Creation: validate the request into an effective policy (policy.c), record it, make
+ * the workspace and the cgroup, spawn the init helper (a plain fork+exec through
+ * uv_spawn: the child execs at once), put it in the cgroup before it reads anything,
+ * send Setup, and wait for Ready on the channel. Stage 0 of the helper stays our child
+ * and exits only after PID 1 of the sandbox is gone, and PID 1's exit completes only
+ * after every other process of its PID namespace has died, so stage 0's exit is our
+ * proof that nothing of the sandbox runs any more.
+ *
+ * The end: SIGKILL to PID 1 (through a pidfd, so a recycled pid can never be hit),
+ * wait for stage 0, end the commands still running, remove the cgroup and workspace,
+ * record the end, then answer everyone waiting and free the sandbox once its libuv
+ * handles are closed.
+ *
+ * Everything init sends is untrusted: messages are size-checked by the channel,
+ * decoded, and must name commands we started; anything else fails the sandbox. */
+#include "sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "initmsg.h"
+#include "log.h"
+#include "sandbox_int.h"
+#include "sbxd.h"
+#include "store.h"
+
+#define SBXTAB_BUCKETS 4096u
+/* How long PID 1 may take to die after SIGKILL before we complain loudly. */
+#define SANDBOX_KILL_GRACE_MS 10000u
+
+char *const limit_names[LIM_N] = {"memory",     "cpu_seconds", "cpu_percent",
+                                        "processes",  "file_size",   "open_files",
+                                        "core_dumps", "tmp"};
+
+struct sbxtab {
+        struct sbxd *d;
+        struct sandbox *buckets[SBXTAB_BUCKETS];
+        struct sandbox *all;
+        unsigned count;
+        uint8_t *uid_slots; /* SBX_UID_COUNT bits */
+        void (*shutdown_done)(void *ud);
+        void *shutdown_ud;
+};
+
+static void end_sandbox(struct sandbox *sb, Sbx__V1__SandboxState final_state, const char *reason);
+
+int64_t sbxd_now_unix_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- table -------------------------------------------------------------------------- */
+
+static unsigned hash_id(const char *s) {
+        unsigned h = 2166136261u;
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        return h % SBXTAB_BUCKETS;
+}
+
+int sbxtab_new(struct sbxd *d, struct sbxtab **ret) {
+        struct sbxtab *t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        t->uid_slots = calloc(SBX_UID_COUNT / 8, 1);
+        if (!t->uid_slots) {
+                free(t);
+                return -ENOMEM;
+        }
+        t->d = d;
+        *ret = t;
+        return 0;
+}
+
+void sbxtab_free(struct sbxtab *t) {
+        if (!t)
+                return;
+        free(t->uid_slots);
+        free(t);
+}
+
+struct sandbox *sbxtab_find(struct sbxtab *t, const char *id) {
+        struct sandbox *sb;
+        for (sb = t->buckets[hash_id(id)]; sb; sb = sb->hnext)
+                if (strcmp(sb->id, id) == 0)
+                        return sb;
+        return NULL;
+}
+
+unsigned sbxtab_count(const struct sbxtab *t) {
+        return t->count;
+}
+
+int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), void *ud) {
+        struct sandbox *sb, *next;
+        for (sb = t->all; sb; sb = next) {
+                int r;
+                next = sb->next;
+                r = cb(sb, ud);
+                if (r)
+                        return r;
+        }
+        return 0;
+}
+
+static void table_add(struct sbxtab *t, struct sandbox *sb) {
+        unsigned h = hash_id(sb->id);
+        sb->hnext = t->buckets[h];
+        t->buckets[h] = sb;
+        sb->next = t->all;
+        if (t->all)
+                t->all->prev = sb;
+        t->all = sb;
+        t->count++;
+}
+
+static void table_remove(struct sbxtab *t, struct sandbox *sb) {
+        struct sandbox **pp;
+        for (pp = &t->buckets[hash_id(sb->id)]; *pp; pp = &(*pp)->hnext)
+                if (*pp == sb) {
+                        *pp = sb->hnext;
+                        break;
+                }
+        if (sb->prev)
+                sb->prev->next = sb->next;
+        else
+                t->all = sb->next;
+        if (sb->next)
+                sb->next->prev = sb->prev;
+        t->count--;
+        if (sb->uid_slot >= 0) {
+                t->uid_slots[sb->uid_slot / 8] &= (uint8_t) ~(1u << (sb->uid_slot % 8));
+                sb->uid_slot = -1;
+        }
+        if (t->count == 0 && t->shutdown_done) {
+                void (*done)(void *) = t->shutdown_done;
+                t->shutdown_done = NULL;
+                done(t->shutdown_ud);
+        }
+}
+
+static int alloc_uid_slot(struct sbxtab *t) {
+        unsigned i;
+        for (i = 0; i < SBX_UID_COUNT; i++)
+                if (!(t->uid_slots[i / 8] & (1u << (i % 8)))) {
+                        t->uid_slots[i / 8] |= (uint8_t)(1u << (i % 8));
+                        return (int)i;
+                }
+        return -EAGAIN;
+}
+
+static int shutdown_one(struct sandbox *sb, void *ud) {
+        sandbox_terminate(sb, "shutdown", NULL, NULL);
+        return 0;
+}
+
+void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud) {
+        if (t->count == 0) {
+                done(ud);
+                return;
+        }
+        t->shutdown_done = done;
+        t->shutdown_ud = ud;
+        sbxtab_foreach(t, shutdown_one, NULL);
+}
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+int sandbox_warn(struct sandbox *sb, const char *fmt, ...) {
+        char **nw;
+        char *s;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        nw = realloc(sb->warnings, (sb->n_warnings + 1) * sizeof(*nw));
+        if (!nw) {
+                free(s);
+                return -ENOMEM;
+        }
+        sb->warnings = nw;
+        sb->warnings[sb->n_warnings++] = s;
+        return 0;
+}
+
+const char *sandbox_id(const struct sandbox *sb) {
+        return sb->id;
+}
+
+Sbx__V1__SandboxState sandbox_state(const struct sandbox *sb) {
+        return sb->state;
+}
+
+static const char *state_name(Sbx__V1__SandboxState s) {
+        switch (s) {
+        case SBX__V1__SANDBOX_STATE__CREATING:
+                return "creating";
+        case SBX__V1__SANDBOX_STATE__READY:
+                return "ready";
+        case SBX__V1__SANDBOX_STATE__TERMINATING:
+                return "terminating";
+        case SBX__V1__SANDBOX_STATE__TERMINATED:
+                return "terminated";
+        case SBX__V1__SANDBOX_STATE__EXPIRED:
+                return "expired";
+        case SBX__V1__SANDBOX_STATE__FAILED:
+                return "failed";
+        case SBX__V1__SANDBOX_STATE__LOST:
+                return "lost";
+        case SBX__V1__SANDBOX_STATE__SANDBOX_STATE_UNSPECIFIED:
+        case _SBX__V1__SANDBOX_STATE_IS_INT_SIZE:
+                break;
+        }
+        return "unknown";
+}
+
+int sandbox_may_access(const struct sandbox *sb, const struct caller *k) {
+        size_t i;
+        if (k->uid == 0 || k->uid == sb->owner_uid)
+                return 1;
+        for (i = 0; i < sb->spec->n_share_uids; i++)
+                if (sb->spec->share_uids[i] == k->uid)
+                        return 1;
+        for (i = 0; i < sb->spec->n_share_gids; i++)
+                if (sb->spec->share_gids[i] == k->gid)
+                        return 1;
+        return 0;
+}
+
+void sandbox_touch(struct sandbox *sb) {
+        sb->last_activity = uv_now(sb->d->loop);
+}
+
+void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *st) {
+        Sbx__V1__SandboxInfo *info = &st->info;
+        size_t i;
+
+        sbx__v1__sandbox_info__init(info);
+        info->id = sb->id;
+        info->has_state = 1;
+        info->state = sb->state;
+        info->has_owner_uid = 1;
+        info->owner_uid = sb->owner_uid;
+        info->n_labels = sb->spec->n_labels;
+        info->labels = sb->spec->labels;
+        info->has_created_unix_ms = 1;
+        info->created_unix_ms = sb->created_ms;
+        info->has_deadline_unix_ms = 1;
+        info->deadline_unix_ms = sb->deadline_ms;
+        info->has_idle_timeout_ms = sb->idle_timeout_ms != 0;
+        info->idle_timeout_ms = sb->idle_timeout_ms;
+        info->policy = sb->spec->policy;
+        info->has_isolated = 1;
+        info->isolated = sb->isolated;
+        info->n_warnings = sb->n_warnings;
+        info->warnings = sb->warnings;
+        info->has_running_commands = 1;
+        info->running_commands = sb->n_running;
+        info->has_commands_run = 1;
+        info->commands_run = sb->commands_run;
+        info->n_share_uids = sb->spec->n_share_uids;
+        info->share_uids = sb->spec->share_uids;
+        info->n_share_gids = sb->spec->n_share_gids;
+        info->share_gids = sb->spec->share_gids;
+        info->end_reason = sb->end_reason;
+        for (i = 0; i < LIM_N; i++) {
+                sbx__v1__limit_enforcement__init(&st->enf[i]);
+                st->enf[i].limit = limit_names[i];
+                st->enf[i].has_enforcement = 1;
+                st->enf[i].enforcement = sb->enforcement[i];
+                st->enf_ptrs[i] = &st->enf[i];
+        }
+        info->n_enforcement = LIM_N;
+        info->enforcement = st->enf_ptrs;
+}
+
+/* Removes dirfd/name and everything below it without following symlinks. */
+static int rm_rf_at(int parent, const char *name, int depth) {
+        struct stat st;
+        int fd, r = 0;
+        DIR *d;
+        struct dirent *de;
+
+        if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+                return 0;
+        if (errno != EISDIR && errno != EPERM)
+                return -errno;
+        if (depth > 256)
+                return -ELOOP;
+        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0) {
+                close(fd);
+                return -errno;
+        }
+        /* Make sure we can enter and delete even when the sandbox chmod'ed it. */
+        (void)fchmod(fd, 0700);
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        while ((de = readdir(d))) {
+                int rr;
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                rr = rm_rf_at(dirfd(d), de->d_name, depth + 1);
+                if (rr < 0 && r == 0)
+                        r = rr;
+        }
+        closedir(d);
+        if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+                r = -errno;
+        return r;
+}
+
+static int rm_rf(const char *path) {
+        return rm_rf_at(AT_FDCWD, path, 0);
+}
+
+/* ---- freeing ------------------------------------------------------------------------ */
+
+static void sandbox_free(struct sandbox *sb) {
+        size_t i;
+        if (sb->spec)
+                sbx__v1__create_sandbox__free_unpacked(sb->spec, NULL);
+        for (i = 0; i < sb->n_warnings; i++)
+                free(sb->warnings[i]);
+        free(sb->warnings);
+        free(sb->waiters);
+        free(sb->workspace);
+        free(sb->end_reason);
+        free(sb);
+}
+
+void sandbox_handle_closed(struct sandbox *sb) {
+        if (--sb->handles_open == 0 && sb->freed_from_table)
+                sandbox_free(sb);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+        sandbox_handle_closed(h->data);
+}
+
+/* ---- timers ------------------------------------------------------------------------- */
+
+static void arm_timer(struct sandbox *sb);
+
+static void on_timer(uv_timer_t *t) {
+        struct sandbox *sb = t->data;
+        int64_t now = sbxd_now_unix_ms();
+
+        if (sb->state != SBX__V1__SANDBOX_STATE__READY)
+                return;
+        if (now >= sb->deadline_ms) {
+                log_info("sbx=%s: deadline reached; ending it", sb->id);
+                end_sandbox(sb, SBX__V1__SANDBOX_STATE__EXPIRED, "expired");
+                return;
+        }
+        if (sb->idle_timeout_ms && sb->n_running == 0 &&
+            uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
+                log_info("sbx=%s: idle for %llu ms; ending it", sb->id,
+                         (unsigned long long)sb->idle_timeout_ms);
+                end_sandbox(sb, SBX__V1__SANDBOX_STATE__EXPIRED, "idle");
+                return;
+        }
+        arm_timer(sb);
+}
+
+/* Arms the one timer to the nearest of the deadline and the idle limit. */
+static void arm_timer(struct sandbox *sb) {
+        int64_t now = sbxd_now_unix_ms();
+        uint64_t due = sb->deadline_ms > now ? (uint64_t)(sb->deadline_ms - now) : 0;
+
+        if (sb->idle_timeout_ms) {
+                uint64_t idle_for = uv_now(sb->d->loop) - sb->last_activity;
+                uint64_t idle_due = idle_for >= sb->idle_timeout_ms ? 0 : sb->idle_timeout_ms - idle_for;
+                /* While a command runs the sandbox is not idle: look again later. */
+                if (sb->n_running > 0)
+                        idle_due = sb->idle_timeout_ms;
+                if (idle_due < due)
+                        due = idle_due;
+        }
+        uv_timer_start(&sb->timer, on_timer, due, 0);
+}
+
+int sandbox_set_deadline(struct sandbox *sb, int64_t deadline_ms) {
+        if (deadline_ms > sb->created_ms + (int64_t)sb->d->cfg->max_sandbox_lifetime_ms)
+                return -EINVAL;
+        sb->deadline_ms = deadline_ms;
+        (void)store_sandbox_set_deadline(sb->d->store, sb->id, deadline_ms);
+        if (sb->state == SBX__V1__SANDBOX_STATE__READY)
+                arm_timer(sb);
+        return 0;
+}
+
+/* ---- the end ------------------------------------------------------------------------ */
+
+static void finish_end(struct sandbox *sb) {
+        size_t i;
+        int r;
+
+        command_end_all(sb);
+        if (sb->chan_poll_inited) {
+                uv_poll_stop(&sb->chan_poll);
+                sb->chan_poll_active = 0;
+                sb->chan_poll_inited = 0;
+                uv_close((uv_handle_t *)&sb->chan_poll, on_handle_closed);
+        }
+        if (sb->chan_fd >= 0) {
+                close(sb->chan_fd);
+                sb->chan_fd = -1;
+        }
+        if (sb->init_pidfd >= 0) {
+                close(sb->init_pidfd);
+                sb->init_pidfd = -1;
+        }
+        if (sb->cg) {
+                /* PID 1 is gone, so the group is empty; kill anything that escaped into
+                 * it from outside the namespace anyway, then remove it. */
+                cgroup_kill(sb->cg);
+                r = cgroup_destroy(sb->cg);
+                sb->cg = NULL;
+                if (r < 0)
+                        log_warning("sbx=%s: cannot remove its cgroup: %s; retrying", sb->id,
+                                    strerror(-r));
+                if (r < 0)
+                        cgroup_remove_tree(sb->d->cgroups, sb->id);
+        }
+        if (sb->workspace && !(sb->spec->has_keep_workspace && sb->spec->keep_workspace)) {
+                char *dir = strdup(sb->workspace);
+                char *slash = dir ? strrchr(dir, '/') : NULL;
+                r = rm_rf(sb->workspace);
+                if (r < 0)
+                        log_warning("sbx=%s: cannot remove workspace %s: %s", sb->id,
+                                    sb->workspace, strerror(-r));
+                /* The workspace's parent is the per-sandbox directory. */
+                if (slash) {
+                        *slash = '\0';
+                        (void)rmdir(dir);
+                }
+                free(dir);
+        }
+        sb->state = sb->end_state;
+        r = store_sandbox_set_state(sb->d->store, sb->id, state_name(sb->state),
+                                    sbxd_now_unix_ms(), sb->end_reason);
+        if (r < 0)
+                log_err("sbx=%s: cannot record its end: %s", sb->id, store_last_error(sb->d->store));
+        log_info("sbx=%s: ended (%s)", sb->id, sb->end_reason);
+
+        if (sb->create_cb) {
+                sandbox_ready_cb cb = sb->create_cb;
+                char msg[512];
+                sb->create_cb = NULL;
+                snprintf(msg, sizeof(msg), "sandbox '%s' could not be created: %s", sb->id,
+                         sb->end_reason);
+                cb(sb->create_ud, sb, -EIO, msg);
+        }
+        for (i = 0; i < sb->n_waiters; i++)
+                if (sb->waiters[i].cb)
+                        sb->waiters[i].cb(sb->waiters[i].ud, sb);
+        sb->n_waiters = 0;
+
+        uv_timer_stop(&sb->timer);
+        uv_timer_stop(&sb->kill_timer);
+        uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
+        uv_close((uv_handle_t *)&sb->kill_timer, on_handle_closed);
+        if (sb->proc_spawned)
+                uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
+        sb->freed_from_table = 1;
+        table_remove(sb->tab, sb);
+        /* The poll handle, if any, was counted too. */
+        if (sb->handles_open == 0)
+                sandbox_free(sb);
+}
+
+static void kill_init(struct sandbox *sb) {
+        if (!sb->proc_spawned || sb->proc_exited)
+                return;
+        if (sb->init_pidfd >= 0) {
+                if (syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0) < 0 &&
+                    errno != ESRCH)
+                        log_warning("sbx=%s: pidfd_send_signal: %s", sb->id, strerror(errno));
+        }
+        /* Before Ready we do not know PID 1 yet: killing stage 0 closes the channel,
+         * and PID 1 exits when its channel closes. */
+        uv_process_kill(&sb->proc, SIGKILL);
+}
+
+static void on_kill_timer(uv_timer_t *t) {
+        struct sandbox *sb = t->data;
+        log_err("sbx=%s: init did not exit %u ms after SIGKILL; still waiting", sb->id,
+                SANDBOX_KILL_GRACE_MS);
+        kill_init(sb);
+}
+
+/* Starts ending sb; finish_end runs once stage 0 has exited. */
+static void end_sandbox(struct sandbox *sb, Sbx__V1__SandboxState final_state, const char *reason) {
+        if (sb->ending)
+                return;
+        sb->ending = 1;
+        sb->end_state = final_state;
+        free(sb->end_reason);
+        sb->end_reason = strdup(reason);
+        sb->state = SBX__V1__SANDBOX_STATE__TERMINATING;
+        (void)store_sandbox_set_state(sb->d->store, sb->id, "terminating", 0, NULL);
+        uv_timer_stop(&sb->timer);
+        if (sb->chan_poll_active) {
+                uv_poll_stop(&sb->chan_poll);
+                sb->chan_poll_active = 0;
+        }
+        if (!sb->proc_spawned || sb->proc_exited) {
+                finish_end(sb);
+                return;
+        }
+        kill_init(sb);
+        uv_timer_start(&sb->kill_timer, on_kill_timer, SANDBOX_KILL_GRACE_MS, SANDBOX_KILL_GRACE_MS);
+}
+
+int sandbox_terminate(struct sandbox *sb, const char *reason, sandbox_ended_cb cb, void *ud) {
+        if (cb) {
+                struct end_waiter *nw = realloc(sb->waiters, (sb->n_waiters + 1) * sizeof(*nw));
+                if (!nw)
+                        return -ENOMEM;
+                sb->waiters = nw;
+                sb->waiters[sb->n_waiters].cb = cb;
+                sb->waiters[sb->n_waiters].ud = ud;
+                sb->n_waiters++;
+        }
+        log_info("sbx=%s: ending (%s)", sb->id, reason);
+        end_sandbox(sb, strcmp(reason, "expired") == 0 ? SBX__V1__SANDBOX_STATE__EXPIRED
+                                                        : SBX__V1__SANDBOX_STATE__TERMINATED,
+                    reason);
+        return 0;
+}
+
+static void fail_sandbox(struct sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_sandbox(struct sandbox *sb, const char *fmt, ...) {
+        char msg[512];
+        char reason[600];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        log_err("sbx=%s: failed: %s", sb->id, msg);
+        snprintf(reason, sizeof(reason), "failed: %s", msg);
+        end_sandbox(sb, SBX__V1__SANDBOX_STATE__FAILED, reason);
+}
+
+static void on_init_exit(uv_process_t *p, int64_t status, int term_signal) {
+        struct sandbox *sb = p->data;
+        sb->proc_exited = 1;
+        sb->proc_exit_status = status;
+        sb->proc_term_signal = term_signal;
+        if (!sb->ending)
+                /* end_sandbox sees the exit and finishes at once. */
+                fail_sandbox(sb, "its init exited unexpectedly (status %lld, signal %d)",
+                             (long long)status, term_signal);
+        else
+                finish_end(sb);
+}
+
+/* ---- the init channel --------------------------------------------------------------- */
+
+int sandbox_send_init(struct sandbox *sb, const Sbx__Init__V1__ToInit *msg, const int *fds,
+                      size_t nfds) {
+        int r;
+        if (sb->chan_fd < 0)
+                return -EPIPE;
+        r = initmsg_send(sb->chan_fd, &msg->base, fds, nfds);
+        if (r < 0 && !sb->ending)
+                fail_sandbox(sb, "cannot write to its init: %s", strerror(-r));
+        return r;
+}
+
+/* Reads PID 1's host pid: stage 0's only child. */
+static pid_t find_init_pid(pid_t stage0) {
+        char path[64], buf[64];
+        long pid = 0;
+        ssize_t n;
+        int fd;
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)stage0, (int)stage0);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return -ESRCH;
+        buf[n] = '\0';
+        pid = strtol(buf, NULL, 10);
+        return pid > 0 ? (pid_t)pid : -ESRCH;
+}
+
+static void on_ready(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
+        size_t i;
+        pid_t pid;
+
+        if (sb->state != SBX__V1__SANDBOX_STATE__CREATING) {
+                fail_sandbox(sb, "its init sent Ready twice");
+                return;
+        }
+        if (!ready->has_ok || !ready->ok) {
+                fail_sandbox(sb, "%s", ready->error ? ready->error : "init setup failed");
+                return;
+        }
+        pid = find_init_pid(sb->proc.pid);
+        if (pid < 0) {
+                fail_sandbox(sb, "cannot find its init process: %s", strerror(-pid));
+                return;
+        }
+        sb->init_pid = pid;
+        sb->init_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (sb->init_pidfd < 0) {
+                fail_sandbox(sb, "pidfd_open(%d): %s", (int)pid, strerror(errno));
+                return;
+        }
+        fcntl(sb->init_pidfd, F_SETFD, FD_CLOEXEC);
+        for (i = 0; i < ready->n_warnings && i < 64; i++)
+                sandbox_warn(sb, "%s", ready->warnings[i]);
+        sb->state = SBX__V1__SANDBOX_STATE__READY;
+        (void)store_sandbox_set_init_pid(sb->d->store, sb->id, pid);
+        (void)store_sandbox_set_state(sb->d->store, sb->id, "ready", 0, NULL);
+        sandbox_touch(sb);
+        arm_timer(sb);
+        log_info("sbx=%s: ready (init pid %d, uid %u)", sb->id, (int)pid, (unsigned)sb->run_uid);
+        if (sb->create_cb) {
+                sandbox_ready_cb cb = sb->create_cb;
+                sb->create_cb = NULL;
+                cb(sb->create_ud, sb, 0, NULL);
+        }
+}
+
+static void on_chan(uv_poll_t *h, int status, int events) {
+        struct sandbox *sb = h->data;
+        static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
+        int fds[SBX_INIT_MAX_FDS];
+        int budget = 64;
+
+        while (budget-- > 0 && sb->chan_fd >= 0 && !sb->ending) {
+                Sbx__Init__V1__FromInit *m;
+                size_t len, nfds, i;
+                int r = initmsg_recv(sb->chan_fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds);
+                if (r == -EAGAIN)
+                        return;
+                if (r == 0) {
+                        /* The channel closed: init is exiting; its exit callback ends the
+                         * sandbox. Stop polling. */
+                        uv_poll_stop(&sb->chan_poll);
+                        sb->chan_poll_active = 0;
+                        if (!sb->ending)
+                                fail_sandbox(sb, "its init closed the channel");
+                        return;
+                }
+                if (r < 0) {
+                        fail_sandbox(sb, "bad packet from its init: %s", strerror(-r));
+                        return;
+                }
+                for (i = 0; i < nfds; i++)
+                        close(fds[i]); /* init never sends descriptors */
+                m = sbx__init__v1__from_init__unpack(NULL, len, buf);
+                if (!m) {
+                        fail_sandbox(sb, "undecodable message from its init");
+                        return;
+                }
+                switch (m->body_case) {
+                case SBX__INIT__V1__FROM_INIT__BODY_READY:
+                        on_ready(sb, m->ready);
+                        break;
+                case SBX__INIT__V1__FROM_INIT__BODY_STARTED:
+                        command_on_started(sb, m->started->command_id, m->started->pid);
+                        break;
+                case SBX__INIT__V1__FROM_INIT__BODY_START_FAILED:
+                        command_on_start_failed(sb, m->start_failed->command_id,
+                                                m->start_failed->error_errno,
+                                                m->start_failed->error);
+                        break;
+                case SBX__INIT__V1__FROM_INIT__BODY_EXITED:
+                        command_on_exited(sb, m->exited);
+                        break;
+                case SBX__INIT__V1__FROM_INIT__BODY__NOT_SET:
+                case _SBX__INIT__V1__FROM_INIT__BODY__CASE_IS_INT_SIZE:
+                        fail_sandbox(sb, "empty message from its init");
+                        break;
+                }
+                sbx__init__v1__from_init__free_unpacked(m, NULL);
+        }
+}
+
+/* ---- creation ----------------------------------------------------------------------- */
+
+static int valid_id(const char *id) {
+        size_t n = strlen(id), i;
+        if (n == 0 || n > SBX_ID_MAX_BYTES || strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
+                return 0;
+        for (i = 0; i < n; i++) {
+                char c = id[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-'))
+                        return 0;
+        }
+        return 1;
+}
+
+/* "sbx-" + 10 base32 characters of milliseconds + 8 random: unique and time-sortable. */
+static void generate_id(char *out, size_t len) {
+        static const char alphabet[] = "0123456789abcdefghjkmnpqrstvwxyz";
+        uint64_t ms = (uint64_t)sbxd_now_unix_ms();
+        uint8_t rnd[8];
+        char t[11];
+        int i;
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+                memset(rnd, 0, sizeof(rnd));
+        for (i = 9; i >= 0; i--) {
+                t[i] = alphabet[ms & 31];
+                ms >>= 5;
+        }
+        t[10] = '\0';
+        snprintf(out, len, "sbx-%s%c%c%c%c%c%c%c%c", t, alphabet[rnd[0] & 31],
+                 alphabet[rnd[1] & 31], alphabet[rnd[2] & 31], alphabet[rnd[3] & 31],
+                 alphabet[rnd[4] & 31], alphabet[rnd[5] & 31], alphabet[rnd[6] & 31],
+                 alphabet[rnd[7] & 31]);
+}
+
+static int mkdir_owned(const char *path, mode_t mode, uid_t uid, gid_t gid) {
+        if (mkdir(path, mode) < 0)
+                return -errno;
+        if (chown(path, uid, gid) < 0 || chmod(path, mode) < 0) {
+                int r = -errno;
+                rmdir(path);
+                return r;
+        }
+        return 0;
+}
+
+static void apply_limits(struct sandbox *sb) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        struct cgroup_limits cl = {0};
+        Sbx__V1__Enforcement cg_kind = sb->d->cgroups->version == CGROUP_V2 ? SBX__V1__ENFORCEMENT__CGROUP_V2
+                                                                             : SBX__V1__ENFORCEMENT__CGROUP_V1;
+        int enforced = 0, i;
+
+        for (i = 0; i < LIM_N; i++)
+                sb->enforcement[i] = SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE;
+        if (!l)
+                l = &(Sbx__V1__Limits)SBX__V1__LIMITS__INIT;
+        if (l->has_memory_bytes)
+                cl.memory_bytes = l->memory_bytes;
+        if (l->has_processes)
+                cl.pids = l->processes;
+        if (l->has_cpu_percent)
+                cl.cpu_percent = l->cpu_percent;
+        if (sb->cg)
+                cgroup_set_limits(sb->cg, &cl, &enforced);
+        if (l->has_memory_bytes) {
+                if (enforced & (1 << CG_MEMORY))
+                        sb->enforcement[LIM_MEMORY] = cg_kind;
+                else
+                        sandbox_warn(sb, "memory limit not enforced: no usable memory cgroup on "
+                                         "this host (see `sbx doctor`)");
+        }
+        if (l->has_processes) {
+                if (enforced & (1 << CG_PIDS))
+                        sb->enforcement[LIM_PROCESSES] = cg_kind;
+                else if (!sb->d->features.rootless)
+                        sb->enforcement[LIM_PROCESSES] = SBX__V1__ENFORCEMENT__RLIMIT; /* RLIMIT_NPROC of the sandbox's own uid */
+                else
+                        sandbox_warn(sb, "process limit not enforced: no usable pids cgroup and "
+                                         "no per-sandbox uid in rootless mode");
+        }
+        if (l->has_cpu_percent) {
+                if (enforced & (1 << CG_CPU))
+                        sb->enforcement[LIM_CPU_PERCENT] = cg_kind;
+                else
+                        sandbox_warn(sb, "cpu_percent not enforced: no usable cpu cgroup on this host");
+        }
+        if (l->has_cpu_seconds)
+                sb->enforcement[LIM_CPU_SECONDS] = SBX__V1__ENFORCEMENT__RLIMIT;
+        if (l->has_file_size_bytes)
+                sb->enforcement[LIM_FILE_SIZE] = SBX__V1__ENFORCEMENT__RLIMIT;
+        if (l->has_open_files)
+                sb->enforcement[LIM_OPEN_FILES] = SBX__V1__ENFORCEMENT__RLIMIT;
+        sb->enforcement[LIM_CORE_DUMPS] = SBX__V1__ENFORCEMENT__RLIMIT;
+        sb->enforcement[LIM_TMP] = SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE;
+}
+
+static int spawn_init(struct sandbox *sb, int child_fd, char *err, size_t errlen) {
+        uv_process_options_t o;
+        uv_stdio_container_t stdio[4];
+        char *args[] = {(char *)"sbx-init", (char *)"--fd", (char *)"3", NULL};
+        char *env[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+        int r;
+
+        memset(&o, 0, sizeof(o));
+        memset(stdio, 0, sizeof(stdio));
+        stdio[0].flags = UV_IGNORE;
+        stdio[1].flags = UV_IGNORE;
+        stdio[2].flags = UV_INHERIT_FD;
+        stdio[2].data.fd = 2;
+        stdio[3].flags = UV_INHERIT_FD;
+        stdio[3].data.fd = child_fd;
+        o.file = sb->d->cfg->init_path;
+        o.args = args;
+        o.env = env;
+        o.stdio = stdio;
+        o.stdio_count = 4;
+        o.exit_cb = on_init_exit;
+        /* Its own session: a terminal's ^C reaches the daemon, which ends sandboxes in
+         * order, and never the init helpers directly. */
+        o.flags = UV_PROCESS_DETACHED;
+        sb->proc.data = sb;
+        r = uv_spawn(sb->d->loop, &sb->proc, &o);
+        if (r < 0) {
+                snprintf(err, errlen, "cannot start the init helper %s: %s (reinstall sbxd or pass --init)",
+                         sb->d->cfg->init_path, uv_strerror(r));
+                /* uv_spawn initialised the handle; it must still be closed. */
+                sb->handles_open++;
+                uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
+                return r;
+        }
+        sb->proc_spawned = 1;
+        sb->handles_open++;
+        return 0;
+}
+
+int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,
+                   sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
+        struct sbxtab *t = d->sandboxes;
+        struct sandbox *sb;
+        char id[SBX_ID_MAX_BYTES + 1];
+        uint8_t *packed = NULL;
+        size_t packed_len = 0;
+        int sv[2] = {-1, -1};
+        struct store_sandbox rec;
+        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        char **strings = NULL;
+        size_t n_strings = 0;
+        char *sbdir = NULL;
+        int r, sndbuf = 2 * SBX_INIT_MAX_MSG_BYTES;
+
+        if (d->shutting_down) {
+                snprintf(err, errlen, "sbxd is shutting down; try again when it is back");
+                return -ESHUTDOWN;
+        }
+        if (req->id && req->id[0]) {
+                if (!valid_id(req->id)) {
+                        snprintf(err, errlen, "invalid sandbox id '%.80s': use 1 to %u of "
+                                              "[A-Za-z0-9._-]",
+                                 req->id, SBX_ID_MAX_BYTES);
+                        return -EINVAL;
+                }
+                snprintf(id, sizeof(id), "%s", req->id);
+        } else {
+                generate_id(id, sizeof(id));
+        }
+        if (sbxtab_find(t, id) || store_sandbox_exists(d->store, id) > 0) {
+                snprintf(err, errlen, "sandbox id '%s' is already used (ids are never reused; pick "
+                                      "another or omit it)", id);
+                return -EEXIST;
+        }
+        if (t->count >= d->cfg->max_sandboxes) {
+                snprintf(err, errlen, "sbxd already runs %u sandboxes, its maximum "
+                                      "(--max-sandboxes); terminate some first",
+                         t->count);
+                return -EAGAIN;
+        }
+        r = policy_effective(d, req, id, &packed, &packed_len, err, errlen);
+        if (r < 0)
+                return r;
+
+        sb = calloc(1, sizeof(*sb));
+        if (!sb) {
+                free(packed);
+                snprintf(err, errlen, "daemon out of memory");
+                return -ENOMEM;
+        }
+        sb->d = d;
+        sb->tab = t;
+        sb->chan_fd = -1;
+        sb->init_pidfd = -1;
+        sb->uid_slot = -1;
+        sb->isolated = 1;
+        sb->state = SBX__V1__SANDBOX_STATE__CREATING;
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        sb->owner_uid = caller->uid;
+        sb->spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed);
+        if (!sb->spec) {
+                free(packed);
+                free(sb);
+                snprintf(err, errlen, "daemon out of memory");
+                return -ENOMEM;
+        }
+        sb->created_ms = sbxd_now_unix_ms();
+        sb->deadline_ms = sb->created_ms + (int64_t)sb->spec->timeout_ms;
+        sb->idle_timeout_ms = sb->spec->has_idle_timeout_ms ? sb->spec->idle_timeout_ms : 0;
+        uv_timer_init(d->loop, &sb->timer);
+        uv_timer_init(d->loop, &sb->kill_timer);
+        sb->timer.data = sb->kill_timer.data = sb;
+        sb->handles_open = 2;
+        sb->creator = *caller;
+        snprintf(sb->creator_name, sizeof(sb->creator_name), "%s",
+                 caller->client_name ? caller->client_name : "");
+        sb->creator.client_name = sb->creator_name;
+
+        /* Commands run as a uid of their own per sandbox (root) or as the mapped user. */
+        if (d->features.rootless) {
+                sb->run_uid = 0;
+                sb->run_gid = 0;
+        } else {
+                sb->uid_slot = alloc_uid_slot(t);
+                if (sb->uid_slot < 0) {
+                        snprintf(err, errlen, "no free sandbox uid left");
+                        r = -EAGAIN;
+                        goto fail_early;
+                }
+                sb->run_uid = SBX_UID_BASE + (unsigned)sb->uid_slot;
+                sb->run_gid = SBX_UID_BASE + (unsigned)sb->uid_slot;
+        }
+
+        memset(&rec, 0, sizeof(rec));
+        rec.id = sb->id;
+        rec.owner_uid = sb->owner_uid;
+        rec.state = "creating";
+        rec.created_ms = sb->created_ms;
+        rec.deadline_ms = sb->deadline_ms;
+        rec.idle_timeout_ms = sb->idle_timeout_ms;
+        rec.spec = packed;
+        rec.spec_len = packed_len;
+        rec.run_uid = sb->run_uid;
+        rec.caller_pid = (uint32_t)caller->pid;
+        rec.client_name = caller->client_name;
+        if (asprintf(&sbdir, "%s/sandboxes/%s", d->cfg->state_dir, sb->id) < 0 ||
+            asprintf(&sb->workspace, "%s/workspace", sbdir) < 0) {
+                sbdir = NULL;
+                snprintf(err, errlen, "daemon out of memory");
+                r = -ENOMEM;
+                goto fail_early;
+        }
+        rec.workspace_dir = sb->workspace;
+        rec.cgroup_path = d->cgroups->version != CGROUP_NONE ? sb->id : "";
+        r = store_sandbox_insert(d->store, &rec);
+        free(packed);
+        packed = NULL;
+        if (r < 0) {
+                snprintf(err, errlen, "cannot record sandbox '%s': %s", sb->id,
+                         r == -EEXIST ? "id already used" : store_last_error(d->store));
+                goto fail_early;
+        }
+        table_add(t, sb);
+        sb->create_cb = cb;
+        sb->create_ud = ud;
+
+        /* From here on every failure goes through fail_sandbox, which records it. */
+        if (mkdir(sbdir, 0711) < 0 && errno != EEXIST) {
+                fail_sandbox(sb, "cannot create %s: %s", sbdir, strerror(errno));
+                goto done;
+        }
+        r = mkdir_owned(sb->workspace, 0755, d->features.rootless ? d->euid : sb->run_uid,
+                        d->features.rootless ? d->egid : sb->run_gid);
+        if (r < 0) {
+                fail_sandbox(sb, "cannot create workspace %s: %s", sb->workspace, strerror(-r));
+                goto done;
+        }
+        if (d->cgroups->version != CGROUP_NONE) {
+                r = cgroup_create(d->cgroups, sb->id, &sb->cg);
+                if (r < 0)
+                        sandbox_warn(sb, "no cgroup for this sandbox (%s): limits fall back to "
+                                         "rlimits",
+                                     strerror(-r));
+        } else {
+                sandbox_warn(sb, "no usable cgroups on this host: memory, cpu_percent and "
+                                 "processes limits are not enforced (see `sbx doctor`)");
+        }
+        apply_limits(sb);
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                fail_sandbox(sb, "socketpair: %s", strerror(errno));
+                goto done;
+        }
+        (void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+        (void)setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+        sb->chan_fd = sv[0];
+        r = spawn_init(sb, sv[1], err, errlen);
+        close(sv[1]);
+        if (r < 0) {
+                fail_sandbox(sb, "%s", err);
+                goto done;
+        }
+        /* Stage 0 blocks reading Setup, so everything it forks lands in the group. */
+        if (sb->cg && (r = cgroup_add_pid(sb->cg, sb->proc.pid)) < 0) {
+                fail_sandbox(sb, "cannot move its init into its cgroup: %s", strerror(-r));
+                goto done;
+        }
+        fcntl(sb->chan_fd, F_SETFL, fcntl(sb->chan_fd, F_GETFL) | O_NONBLOCK);
+        r = policy_fill_setup(d, sb, &setup, &strings, &n_strings);
+        if (r < 0) {
+                fail_sandbox(sb, "cannot build its setup: %s", strerror(-r));
+                goto done;
+        }
+        msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
+        msg.setup = &setup;
+        r = sandbox_send_init(sb, &msg, NULL, 0);
+        policy_free_setup(&setup, strings, n_strings);
+        if (r < 0)
+                goto done;
+        if (uv_poll_init(d->loop, &sb->chan_poll, sb->chan_fd) < 0) {
+                fail_sandbox(sb, "cannot watch its init channel");
+                goto done;
+        }
+        sb->chan_poll.data = sb;
+        sb->handles_open++;
+        sb->chan_poll_inited = 1;
+        sb->chan_poll_active = 1;
+        uv_poll_start(&sb->chan_poll, UV_READABLE | UV_DISCONNECT, on_chan);
+        log_info("sbx=%s: creating for uid %u (init pid %d)", sb->id, (unsigned)caller->uid,
+                 (int)sb->proc.pid);
+done:
+        free(sbdir);
+        return 0;
+
+fail_early:
+        free(packed);
+        free(sbdir);
+        if (sb->uid_slot >= 0)
+                t->uid_slots[sb->uid_slot / 8] &= (uint8_t) ~(1u << (sb->uid_slot % 8));
+        sb->freed_from_table = 1;
+        uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
+        uv_close((uv_handle_t *)&sb->kill_timer, on_handle_closed);
+        return r;
+}
+
+/* ---- recovery ----------------------------------------------------------------------- */
+
+struct lost {
+        char *id;
+        char *workspace;
+        int keep;
+};
+
+struct lost_list {
+        struct lost *v;
+        size_t n, cap;
+};
+
+static int collect_lost(const struct store_sandbox *rec, void *ud) {
+        struct lost_list *l = ud;
+        Sbx__V1__CreateSandbox *spec;
+        if (l->n == l->cap) {
+                size_t nc = l->cap ? l->cap * 2 : 16;
+                struct lost *nv = realloc(l->v, nc * sizeof(*nv));
+                if (!nv)
+                        return -ENOMEM;
+                l->v = nv;
+                l->cap = nc;
+        }
+        spec = sbx__v1__create_sandbox__unpack(NULL, rec->spec_len, rec->spec);
+        l->v[l->n].keep = spec && spec->has_keep_workspace && spec->keep_workspace;
+        if (spec)
+                sbx__v1__create_sandbox__free_unpacked(spec, NULL);
+        l->v[l->n].id = strdup(rec->id);
+        l->v[l->n].workspace = rec->workspace_dir ? strdup(rec->workspace_dir) : NULL;
+        l->n++;
+        return 0;
+}
+
+int sandbox_recover(struct sbxd *d) {
+        struct lost_list l = {0};
+        int64_t now = sbxd_now_unix_ms();
+        size_t i;
+        int r;
+
+        r = store_sandbox_foreach(d->store, 1, 0, 0, 0, collect_lost, &l);
+        for (i = 0; i < l.n; i++) {
+                struct lost *x = &l.v[i];
+                int n = store_commands_mark_unknown(d->store, x->id, now);
+                if (d->cgroups->version != CGROUP_NONE)
+                        cgroup_remove_tree(d->cgroups, x->id);
+                if (x->workspace && !x->keep && strstr(x->workspace, "/sandboxes/")) {
+                        char *dir = strdup(x->workspace);
+                        char *slash = dir ? strrchr(dir, '/') : NULL;
+                        rm_rf(x->workspace);
+                        if (slash) {
+                                *slash = '\0';
+                                (void)rmdir(dir);
+                        }
+                        free(dir);
+                }
+                store_sandbox_set_state(d->store, x->id, "lost", now,
+                                        "lost: the daemon stopped while it ran");
+                log_notice("sbx=%s: lost in a daemon restart; %d running commands marked unknown, "
+                           "leftovers removed",
+                           x->id, n < 0 ? 0 : n);
+                free(x->id);
+                free(x->workspace);
+        }
+        free(l.v);
+        return r < 0 ? r : (int)l.n;
+}

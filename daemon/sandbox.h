@@ -1,0 +1,120 @@
+/* sandbox.h: the sandbox table and the life of one sandbox: creation (workspace,
+ * cgroup, the init helper and its channel), readiness, deadlines, commands, and the
+ * end (kill init, clean up, record).
+ *
+ * The table owns every live sandbox. A sandbox owns its init helper's process handle
+ * and channel, its timers, its cgroups, its workspace and its commands. Called by rpc
+ * (requests) and main (shutdown); reaches rpc only through the callbacks it is given.
+ * Ended sandboxes leave the table; their records stay in the store. */
+#ifndef SBX_SANDBOX_H
+#define SBX_SANDBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "init.pb-c.h"
+#include "sbx_limits.h"
+#include "sbx.pb-c.h"
+
+struct sbxd;
+struct sbxtab;
+struct sandbox;
+struct command;
+struct cgroup;
+
+/* Who is asking: from SO_PEERCRED and Hello. */
+struct caller {
+        uid_t uid;
+        gid_t gid;
+        pid_t pid;
+        const char *client_name;
+};
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+int sbxtab_new(struct sbxd *d, struct sbxtab **ret);
+/* Frees the table; every sandbox must have ended. Accepts NULL. */
+void sbxtab_free(struct sbxtab *t);
+struct sandbox *sbxtab_find(struct sbxtab *t, const char *id);
+unsigned sbxtab_count(const struct sbxtab *t);
+/* Calls cb for each live sandbox; stops early when cb returns non-zero. */
+int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), void *ud);
+/* Ends every sandbox with reason "shutdown"; calls done once the last has ended. */
+void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud);
+
+/* At start-up, before serving: every sandbox the records call live belongs to a
+ * daemon that died (its init exited when the channel closed). Marks each lost and its
+ * unfinished commands unknown, and removes its cgroups and workspace. Returns the number
+ * of sandboxes reconciled, or -errno. */
+int sandbox_recover(struct sbxd *d);
+
+/* ---- one sandbox -------------------------------------------------------------------- */
+
+/* Called once when a creation finishes: err 0 and sb ready, or err < 0 with msg. */
+typedef void (*sandbox_ready_cb)(void *ud, struct sandbox *sb, int err, const char *msg);
+
+/* Starts creating a sandbox from req for caller. Returns 0 when cb will be called
+ * later, or -errno with a one-line reason in err (cb is then never called):
+ * -EINVAL bad request, -EEXIST the id was used, -EAGAIN the daemon's sandbox limit. */
+int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,
+                   sandbox_ready_cb cb, void *ud, char *err, size_t errlen);
+
+/* 1 when caller may use sb: its owner, root, or a uid/gid it is shared with. */
+int sandbox_may_access(const struct sandbox *sb, const struct caller *caller);
+
+const char *sandbox_id(const struct sandbox *sb);
+Sbx__V1__SandboxState sandbox_state(const struct sandbox *sb);
+
+/* Fills info (whose storage is *store, kept until the info is sent) for a live
+ * sandbox. The strings point into sb and stay valid until sb changes. */
+struct sandbox_info_store {
+        Sbx__V1__SandboxInfo info;
+        Sbx__V1__LimitEnforcement enf[8];
+        Sbx__V1__LimitEnforcement *enf_ptrs[8];
+};
+void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *store);
+
+/* Called once a sandbox has fully ended (processes gone, cleanup done). */
+typedef void (*sandbox_ended_cb)(void *ud, struct sandbox *sb);
+
+/* Ends sb for reason ("terminated", "expired", "idle", "shutdown"). cb (may be NULL) is
+ * called once the sandbox has ended; several callers may wait on the same end. */
+int sandbox_terminate(struct sandbox *sb, const char *reason, sandbox_ended_cb cb, void *ud);
+
+/* Moves the deadline to deadline_ms (Unix ms). -EINVAL when beyond the maximum lifetime. */
+int sandbox_set_deadline(struct sandbox *sb, int64_t deadline_ms);
+
+/* Notes a request touching sb (for the idle timeout). */
+void sandbox_touch(struct sandbox *sb);
+
+/* ---- commands ----------------------------------------------------------------------- */
+
+struct command_callbacks {
+        /* Stream mode: the command has started. */
+        void (*started)(void *ud, char *command_id);
+        /* Stream mode: a chunk of output. */
+        void (*output)(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
+                       uint8_t *data, size_t len);
+        /* Stream mode: 1 while the receiver cannot take more (reading the pipes pauses). */
+        int (*congested)(void *ud);
+        /* Always, exactly once: the final result (valid during the call). */
+        void (*done)(void *ud, Sbx__V1__CommandResult *result);
+};
+
+/* Starts req in sb. Returns 0 when cbs->done will be called later, or -errno with a
+ * reason in err: -EINVAL bad request, -EBUSY too many commands running (the per-sandbox
+ * bound), -ESHUTDOWN the sandbox is not ready. */
+int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
+                const struct command_callbacks *cbs, void *ud, char *err, size_t errlen);
+
+/* Kills the command's process group; its result becomes CANCELLED. -ENOENT: unknown. */
+int sandbox_cancel(struct sandbox *sb, const char *command_id);
+
+/* Writes data to a running command's stdin (started with stdin_stream); closes it on eof.
+ * -ENOENT unknown command, -EPIPE stdin already closed, -EAGAIN too much input queued. */
+int sandbox_command_input(struct sandbox *sb, const char *command_id, const uint8_t *data,
+                          size_t len, int eof);
+
+#endif

@@ -1,0 +1,107 @@
+/* sandbox_int.h: the parts of struct sandbox and struct command shared by sandbox.c,
+ * policy.c and command.c. Not for other modules: they use sandbox.h. */
+#ifndef SBX_SANDBOX_INT_H
+#define SBX_SANDBOX_INT_H
+
+#include "sandbox.h"
+
+struct end_waiter {
+        sandbox_ended_cb cb;
+        void *ud;
+};
+
+/* Indexes of the limits in enforcement reports, and their names. */
+enum limit_kind {
+        LIM_MEMORY = 0,
+        LIM_CPU_SECONDS,
+        LIM_CPU_PERCENT,
+        LIM_PROCESSES,
+        LIM_FILE_SIZE,
+        LIM_OPEN_FILES,
+        LIM_CORE_DUMPS,
+        LIM_TMP,
+        LIM_N
+};
+extern char *const limit_names[LIM_N];
+
+struct sandbox {
+        struct sbxd *d;
+        struct sbxtab *tab;
+        struct sandbox *hnext;          /* hash chain */
+        struct sandbox *next, *prev;    /* list of all */
+        char id[SBX_ID_MAX_BYTES + 1];
+        Sbx__V1__SandboxState state;
+        uid_t owner_uid;
+        Sbx__V1__CreateSandbox *spec;   /* effective request, owned (unpacked copy) */
+        int64_t created_ms;
+        int64_t deadline_ms;
+        uint64_t idle_timeout_ms;
+        uint64_t last_activity;         /* uv_now() of the last request */
+        uv_timer_t timer;               /* deadline or idle, whichever is first */
+        uv_timer_t kill_timer;          /* guards the end: init must go within bounds */
+        uv_process_t proc;              /* stage 0 of the init helper */
+        int proc_spawned;
+        int proc_exited;
+        int64_t proc_exit_status;
+        int proc_term_signal;
+        int chan_fd;
+        uv_poll_t chan_poll;
+        int chan_poll_active;
+        int chan_poll_inited;
+        pid_t init_pid;                 /* host pid of PID 1, once Ready */
+        int init_pidfd;
+        int uid_slot;                   /* -1 when none */
+        uid_t run_uid;
+        gid_t run_gid;
+        char *workspace;
+        struct cgroup *cg;
+        int cg_enforced;                /* bit per enum cgroup_ctrl */
+        Sbx__V1__Enforcement enforcement[LIM_N];
+        char **warnings;
+        size_t n_warnings;
+        int isolated;
+        struct command *commands;
+        unsigned n_running;
+        uint64_t next_command;
+        uint64_t commands_run;
+        sandbox_ready_cb create_cb;
+        void *create_ud;
+        struct end_waiter *waiters;
+        size_t n_waiters;
+        char *end_reason;
+        Sbx__V1__SandboxState end_state;
+        int ending;
+        int handles_open;               /* uv handles not yet closed */
+        int freed_from_table;
+        struct caller creator;          /* pid and client name at creation */
+        char creator_name[SBX_CLIENT_NAME_MAX_BYTES + 1];
+};
+
+/* Adds a warning (copied). Returns 0 or -ENOMEM. */
+int sandbox_warn(struct sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* policy.c: validates req and builds the effective CreateSandbox (defaults filled, paths
+ * resolved) into *ret (packed bytes owned by the caller, free()). */
+int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id,
+                     uint8_t **ret_packed, size_t *ret_len, char *err, size_t errlen);
+
+/* policy.c: fills the init Setup's path lists from the effective policy (strings are
+ * allocated into *ret_strings, an array freed by policy_free_strings). */
+int policy_fill_setup(struct sbxd *d, struct sandbox *sb, Sbx__Init__V1__Setup *setup,
+                      char ***ret_strings, size_t *ret_n);
+void policy_free_setup(Sbx__Init__V1__Setup *setup, char **strings, size_t n);
+
+/* command.c: the init channel delivered a message about a command. */
+void command_on_started(struct sandbox *sb, uint64_t command_id, int32_t pid);
+void command_on_start_failed(struct sandbox *sb, uint64_t command_id, int err, const char *msg);
+void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex);
+/* command.c: the sandbox ended; every command still running ends with SANDBOX_ENDED. */
+void command_end_all(struct sandbox *sb);
+
+/* sandbox.c: sends a message to init; -errno on failure (the sandbox is then failed). */
+int sandbox_send_init(struct sandbox *sb, const Sbx__Init__V1__ToInit *msg, const int *fds,
+                      size_t nfds);
+/* sandbox.c: a handle owned by the sandbox was closed. */
+void sandbox_handle_closed(struct sandbox *sb);
+
+#endif

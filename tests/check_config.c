@@ -1,0 +1,148 @@
+/* check_config.c: unit tests of sbxd's configuration: path defaults for root and
+ * non-root (SPEC's socket and state rules), flags, and their bad values. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "testutil.h"
+
+static void clear_env(void) {
+        unsetenv("SBX_SOCKET");
+        unsetenv("XDG_RUNTIME_DIR");
+        unsetenv("XDG_STATE_HOME");
+        setenv("HOME", "/home/alice", 1);
+}
+
+START_TEST(root_defaults) {
+        struct config c;
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_str_eq(c.socket_path, "/run/sbxd/sbxd.sock");
+        ck_assert_str_eq(c.state_dir, "/var/lib/sbxd");
+        ck_assert_uint_eq(c.max_sandboxes, 1000);
+        ck_assert_uint_eq(c.default_sandbox_timeout_ms, 300000);
+        config_free(&c);
+}
+END_TEST
+
+START_TEST(user_defaults) {
+        struct config c;
+        clear_env();
+        setenv("XDG_RUNTIME_DIR", "/run/user/1000", 1);
+        ck_assert_int_eq(config_init(&c, 1000), 0);
+        ck_assert_str_eq(c.socket_path, "/run/user/1000/sbxd/sbxd.sock");
+        ck_assert_str_eq(c.state_dir, "/home/alice/.local/state/sbxd");
+        config_free(&c);
+        setenv("XDG_STATE_HOME", "/data/state", 1);
+        unsetenv("XDG_RUNTIME_DIR");
+        ck_assert_int_eq(config_init(&c, 1000), 0);
+        ck_assert_str_eq(c.socket_path, "/run/user/1000/sbxd/sbxd.sock");
+        ck_assert_str_eq(c.state_dir, "/data/state/sbxd");
+        config_free(&c);
+}
+END_TEST
+
+START_TEST(env_socket_wins_and_flag_wins_over_env) {
+        struct config c;
+        char err[256];
+        char *argv[] = {"sbxd", "--socket", "/tmp/x.sock", "--state-dir=/tmp/st", NULL};
+        clear_env();
+        setenv("SBX_SOCKET", "/tmp/env.sock", 1);
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_str_eq(c.socket_path, "/tmp/env.sock");
+        ck_assert_int_eq(config_parse_args(&c, 4, argv, err, sizeof(err)), 0);
+        ck_assert_str_eq(c.socket_path, "/tmp/x.sock");
+        ck_assert_str_eq(c.state_dir, "/tmp/st");
+        config_free(&c);
+}
+END_TEST
+
+START_TEST(flags) {
+        struct config c;
+        char err[256];
+        char *argv[] = {"sbxd", "--max-sandboxes", "7", "--log-level", "debug",
+                        "--default-timeout", "1.5", "--max-lifetime", "3600",
+                        "--max-command-timeout=10", "--max-frame-bytes", "1048576", NULL};
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 12, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_sandboxes, 7);
+        ck_assert_int_eq(c.log_level, LOG_LEVEL_DEBUG);
+        ck_assert_uint_eq(c.default_sandbox_timeout_ms, 1500);
+        ck_assert_uint_eq(c.max_sandbox_lifetime_ms, 3600000);
+        ck_assert_uint_eq(c.max_command_timeout_ms, 10000);
+        ck_assert_uint_eq(c.max_frame_bytes, 1048576);
+        config_free(&c);
+}
+END_TEST
+
+static void expect_bad(char *flag, char *value) {
+        struct config c;
+        char err[256] = "";
+        char *argv[] = {"sbxd", flag, value, NULL};
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_msg(config_parse_args(&c, value ? 3 : 2, argv, err, sizeof(err)) < 0,
+                      "%s %s accepted", flag, value ? value : "");
+        ck_assert_msg(strlen(err) > 10, "no reason given for %s", flag);
+        config_free(&c);
+}
+
+START_TEST(bad_flags) {
+        clear_env();
+        expect_bad("--max-sandboxes", "0");
+        expect_bad("--max-sandboxes", "-3");
+        expect_bad("--max-sandboxes", "12abc");
+        expect_bad("--max-sandboxes", "99999999999999999999");
+        expect_bad("--log-level", "loud");
+        expect_bad("--socket", "relative.sock");
+        expect_bad("--state-dir", "relative");
+        expect_bad("--default-timeout", "-1");
+        expect_bad("--default-timeout", "0");
+        expect_bad("--default-timeout", "nan");
+        expect_bad("--max-frame-bytes", "10");
+        expect_bad("--bogus", "1");
+        expect_bad("--max-sandboxes", NULL);
+        expect_bad("stray", NULL);
+}
+END_TEST
+
+START_TEST(seconds) {
+        uint64_t ms;
+        ck_assert_int_eq(config_parse_seconds("0.2", &ms), 0);
+        ck_assert_uint_eq(ms, 200);
+        ck_assert_int_eq(config_parse_seconds("60", &ms), 0);
+        ck_assert_uint_eq(ms, 60000);
+        ck_assert_int_lt(config_parse_seconds("", &ms), 0);
+        ck_assert_int_lt(config_parse_seconds("1s", &ms), 0);
+        ck_assert_int_lt(config_parse_seconds("inf", &ms), 0);
+        ck_assert_int_lt(config_parse_seconds("1e20", &ms), 0);
+}
+END_TEST
+
+START_TEST(log_levels) {
+        enum log_level l;
+        ck_assert_int_eq(log_parse_level("warning", &l), 0);
+        ck_assert_int_eq(l, LOG_LEVEL_WARNING);
+        ck_assert_int_eq(log_parse_level("7", &l), 0);
+        ck_assert_int_eq(l, LOG_LEVEL_DEBUG);
+        ck_assert_int_lt(log_parse_level("8", &l), 0);
+        ck_assert_int_lt(log_parse_level("", &l), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("config");
+        TCase *tc = tcase_create("config");
+        tcase_set_timeout(tc, 30);
+        tcase_add_test(tc, root_defaults);
+        tcase_add_test(tc, user_defaults);
+        tcase_add_test(tc, env_socket_wins_and_flag_wins_over_env);
+        tcase_add_test(tc, flags);
+        tcase_add_test(tc, bad_flags);
+        tcase_add_test(tc, seconds);
+        tcase_add_test(tc, log_levels);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
