@@ -163,6 +163,17 @@ int main(int argc, char **argv) {
                         cfg.state_dir, strerror(-r));
                 return 1;
         }
+        if (asprintf(&db_path, "%s/lock", cfg.state_dir) < 0)
+                return 1;
+        /* One daemon per state directory: held until exit. */
+        r = server_lock_file(db_path);
+        free(db_path);
+        if (r < 0) {
+                log_err("cannot lock the state directory %s: %s", cfg.state_dir,
+                        r == -EADDRINUSE ? "another sbxd uses it; stop it or pass --state-dir"
+                                         : strerror(-r));
+                return 1;
+        }
         if (asprintf(&db_path, "%s/sbxd.db", cfg.state_dir) < 0)
                 return 1;
         r = store_open(db_path, &D.store);
@@ -185,7 +196,7 @@ int main(int argc, char **argv) {
         if (r < 0)
                 return 1;
 
-        r = server_start(&S, &D, cfg.socket_path);
+        r = server_bind(&S, &D, cfg.socket_path);
         if (r == -EADDRINUSE) {
                 log_err("another sbxd is already serving %s; stop it first or pass --socket",
                         cfg.socket_path);
@@ -196,11 +207,17 @@ int main(int argc, char **argv) {
                 return 1;
         }
         D.server = &S;
-        /* Reconcile after taking the socket, so that a second daemon on the same socket
-         * never touches the first one's sandboxes, and before serving anyone. */
+        /* Reconcile after taking the socket's lock (so a second daemon never touches the
+         * first one's sandboxes) and before listening (so that every client, from the
+         * first, sees reconciled records). */
         r = sandbox_recover(&D);
         if (r < 0)
                 log_err("cannot reconcile the records: %s", strerror(-r));
+        r = server_listen(&S);
+        if (r < 0) {
+                log_err("cannot listen on %s: %s", cfg.socket_path, uv_strerror(r));
+                return 1;
+        }
 
         uv_signal_init(&loop, &sig_term);
         uv_signal_init(&loop, &sig_int);
@@ -214,6 +231,8 @@ int main(int argc, char **argv) {
         uv_run(&loop, UV_RUN_DEFAULT);
 
         D.store = store_close(D.store);
+        server_release(&S);
+        free(S.path);
         sbxtab_free(D.sandboxes);
         cgroup_env_remove_base(D.cgroups);
         cgroup_env_free(D.cgroups);

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -115,7 +117,19 @@ void server_forget(struct server *s, struct conn *c) {
         s->n_conns--;
 }
 
-int server_start(struct server *s, struct sbxd *d, const char *path) {
+int server_lock_file(const char *path) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                int r = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+int server_bind(struct server *s, struct sbxd *d, const char *path) {
         char dir[SBX_PATH_MAX_BYTES];
         char *slash;
         mode_t old_umask;
@@ -123,7 +137,9 @@ int server_start(struct server *s, struct sbxd *d, const char *path) {
 
         memset(s, 0, sizeof(*s));
         s->d = d;
-        if (strlen(path) >= sizeof(dir) || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        s->lock_fd = -1;
+        if (strlen(path) + 6 >= sizeof(dir) ||
+            strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
                 return -ENAMETOOLONG;
         strcpy(dir, path);
         slash = strrchr(dir, '/');
@@ -133,11 +149,20 @@ int server_start(struct server *s, struct sbxd *d, const char *path) {
                 if (r < 0)
                         return r;
         }
-        r = socket_is_live(path);
+        /* The lock is the daemon's claim on the socket for its whole life: a second
+         * daemon fails here, before it touches anything. */
+        snprintf(dir, sizeof(dir), "%s.lock", path);
+        r = server_lock_file(dir);
         if (r < 0)
                 return r;
-        if (r == 1)
-                return -EADDRINUSE;
+        s->lock_fd = r;
+        /* Belt and braces for a daemon that predates the lock. */
+        r = socket_is_live(path);
+        if (r != 0) {
+                close(s->lock_fd);
+                s->lock_fd = -1;
+                return r < 0 ? r : -EADDRINUSE;
+        }
         if (unlink(path) < 0 && errno != ENOENT)
                 return -errno;
 
@@ -149,15 +174,20 @@ int server_start(struct server *s, struct sbxd *d, const char *path) {
         old_umask = umask(0117);
         r = uv_pipe_bind(&s->listener, path);
         umask(old_umask);
-        if (r == 0)
-                r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
         if (r < 0) {
                 uv_close((uv_handle_t *)&s->listener, NULL);
                 return r;
         }
         s->path = strdup(path);
-        s->listening = 1;
         return s->path ? 0 : -ENOMEM;
+}
+
+int server_listen(struct server *s) {
+        int r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+        if (r < 0)
+                return r;
+        s->listening = 1;
+        return 0;
 }
 
 void server_stop_listening(struct server *s) {
@@ -169,6 +199,18 @@ void server_stop_listening(struct server *s) {
                 unlink(s->path);
 }
 
+void server_release(struct server *s) {
+        char lock[SBX_PATH_MAX_BYTES];
+        if (s->lock_fd < 0)
+                return;
+        if (s->path) {
+                snprintf(lock, sizeof(lock), "%s.lock", s->path);
+                unlink(lock);
+        }
+        close(s->lock_fd);
+        s->lock_fd = -1;
+}
+
 void server_close_all(struct server *s) {
         struct conn *c, *next;
 
@@ -177,6 +219,4 @@ void server_close_all(struct server *s) {
                 next = c->next;
                 conn_close(c);
         }
-        free(s->path);
-        s->path = NULL;
 }

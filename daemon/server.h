@@ -14,15 +14,27 @@ struct server {
         unsigned n_conns;
         uint64_t next_conn_id;
         int listening;
+        int lock_fd;                 /* flock on PATH.lock, held for the daemon's life */
         char *path;
 };
 
-/* Creates the socket at path (mode 0660, parent directories 0755), refusing with
- * -EADDRINUSE when a live daemon answers there and replacing a dead one's socket. */
-int server_start(struct server *s, struct sbxd *d, const char *path);
+/* Takes the lock PATH.lock and creates the socket at path (mode 0660, parent
+ * directories 0755) without listening yet. Refuses with -EADDRINUSE when another daemon
+ * holds the lock or answers on the socket; replaces a dead one's stale socket. */
+int server_bind(struct server *s, struct sbxd *d, const char *path);
+
+/* Starts accepting connections (clients block in connect() until then). */
+int server_listen(struct server *s);
+
+/* Takes an exclusive flock on path (created 0600). Returns the fd, -EADDRINUSE when
+ * another process holds it, or another -errno. */
+int server_lock_file(const char *path);
 
 /* Stops accepting and removes the socket file. Existing connections stay open. */
 void server_stop_listening(struct server *s);
+
+/* Drops the lock and removes the lock file and the path; the last step of shutdown. */
+void server_release(struct server *s);
 
 /* Closes every connection and the listener. */
 void server_close_all(struct server *s);

@@ -1,0 +1,351 @@
+/* itutil.c: integration test helpers; see itutil.h. */
+#include "itutil.h"
+
+#include <dirent.h>
+#include <grp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char base_dir[256];
+
+const char *it_build_dir(void) {
+        const char *b = getenv("BUILD");
+        return b && b[0] ? b : "build";
+}
+
+double it_now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void it_fixture_setup(void) {
+        snprintf(base_dir, sizeof(base_dir), "/tmp/sbxd-it.XXXXXX");
+        if (!mkdtemp(base_dir))
+                abort();
+        chmod(base_dir, 0755);
+}
+
+/* Pids of daemons started in this test case, one per line in base/pids. */
+static void record_pid(pid_t pid) {
+        char p[300];
+        FILE *f;
+        snprintf(p, sizeof(p), "%s/pids", base_dir);
+        f = fopen(p, "a");
+        if (f) {
+                fprintf(f, "%d\n", (int)pid);
+                fclose(f);
+        }
+}
+
+void it_fixture_teardown(void) {
+        char p[300], cmd[400];
+        FILE *f;
+        int pid;
+
+        snprintf(p, sizeof(p), "%s/pids", base_dir);
+        f = fopen(p, "r");
+        while (f && fscanf(f, "%d", &pid) == 1) {
+                int i;
+                char exe[64], link[512];
+                ssize_t n;
+                /* Only our own daemon: check that the pid still runs sbxd. */
+                snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+                n = readlink(exe, link, sizeof(link) - 1);
+                if (n <= 0)
+                        continue;
+                link[n] = '\0';
+                if (!strstr(link, "sbxd"))
+                        continue;
+                kill(pid, SIGTERM);
+                for (i = 0; i < 200 && kill(pid, 0) == 0; i++)
+                        usleep(50000);
+                if (kill(pid, 0) == 0) {
+                        fprintf(stderr, "itutil: daemon %d did not stop; killing it\n", pid);
+                        kill(pid, SIGKILL);
+                        usleep(200000);
+                }
+        }
+        if (f)
+                fclose(f);
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base_dir);
+        if (system(cmd) != 0)
+                fprintf(stderr, "itutil: cannot remove %s\n", base_dir);
+}
+
+static int socket_accepts(const char *path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int fd, r;
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return 0;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        close(fd);
+        return r == 0;
+}
+
+static void spawn(struct it_daemon *d, const char *const *extra) {
+        char *args[64];
+        char bin[512];
+        size_t n = 0;
+        pid_t parent = getpid();
+        double t0;
+
+        snprintf(bin, sizeof(bin), "%s/sbxd", it_build_dir());
+        d->pid = fork();
+        ck_assert_int_ge(d->pid, 0);
+        if (d->pid == 0) {
+                /* Copies made in the child only: nothing to free in the test. */
+                args[n++] = bin;
+                args[n++] = "--socket";
+                args[n++] = d->sock;
+                args[n++] = "--state-dir";
+                args[n++] = d->state;
+                args[n++] = "--log-level";
+                args[n++] = "debug";
+                while (extra && *extra && n < 60)
+                        args[n++] = strdup(*extra++);
+                args[n] = NULL;
+                int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (getppid() != parent)
+                        _exit(127);
+                if (fd >= 0)
+                        dup2(fd, 2);
+                if (d->uid != 0) {
+                        if (setgroups(0, NULL) < 0 || setresgid(d->gid, d->gid, d->gid) < 0 ||
+                            setresuid(d->uid, d->uid, d->uid) < 0)
+                                _exit(126);
+                        /* PDEATHSIG is cleared by the uid change; set it again. */
+                        prctl(PR_SET_PDEATHSIG, SIGTERM);
+                        setenv("HOME", d->dir, 1);
+                        unsetenv("XDG_RUNTIME_DIR");
+                }
+                execv(bin, args);
+                _exit(127);
+        }
+        record_pid(d->pid);
+        t0 = it_now_ms();
+        while (!socket_accepts(d->sock)) {
+                int st;
+                if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+                        char cmd[700];
+                        snprintf(cmd, sizeof(cmd), "cat '%s' >&2", d->log);
+                        (void)!system(cmd);
+                        ck_abort_msg("sbxd exited at start-up (status %d); log above", st);
+                }
+                ck_assert_msg(it_now_ms() - t0 < 10000, "sbxd did not listen within 10 s");
+                usleep(5000);
+        }
+}
+
+void it_daemon_start(struct it_daemon *d, const char *const *extra) {
+        it_daemon_start_as(d, 0, 0, extra);
+}
+
+void it_daemon_start_as(struct it_daemon *d, uid_t uid, gid_t gid, const char *const *extra) {
+        memset(d, 0, sizeof(*d));
+        d->uid = uid;
+        d->gid = gid;
+        snprintf(d->dir, sizeof(d->dir), "%s/d.XXXXXX", base_dir);
+        ck_assert_ptr_nonnull(mkdtemp(d->dir));
+        ck_assert_int_eq(chmod(d->dir, 0755), 0);
+        if (uid != 0)
+                ck_assert_int_eq(chown(d->dir, uid, gid), 0);
+        snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);
+        snprintf(d->state, sizeof(d->state), "%s/state", d->dir);
+        snprintf(d->log, sizeof(d->log), "%s/sbxd.log", d->dir);
+        spawn(d, extra);
+}
+
+void it_daemon_restart(struct it_daemon *d, const char *const *extra) {
+        spawn(d, extra);
+}
+
+int it_daemon_stop(struct it_daemon *d) {
+        int st = -1, i;
+        if (d->pid <= 0)
+                return -1;
+        kill(d->pid, SIGTERM);
+        for (i = 0; i < 400; i++) {
+                if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+                        d->pid = 0;
+                        return st;
+                }
+                usleep(50000);
+        }
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, &st, 0);
+        d->pid = 0;
+        ck_abort_msg("sbxd did not stop within 20 s of SIGTERM");
+        return st;
+}
+
+void it_daemon_kill(struct it_daemon *d) {
+        int st;
+        if (d->pid <= 0)
+                return;
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, &st, 0);
+        d->pid = 0;
+}
+
+sbx_client *it_connect(struct it_daemon *d) {
+        sbx_client *c = NULL;
+        enum sbx_code code = sbx_connect(d->sock, "itest", &c);
+        ck_assert_msg(code == SBX_OK, "connect: %s", c ? sbx_error_message(c) : "out of memory");
+        return c;
+}
+
+static char *read_all(int fd) {
+        size_t cap = 4096, len = 0;
+        char *buf = malloc(cap);
+        ssize_t n;
+        while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
+                len += (size_t)n;
+                if (cap - len < 2) {
+                        cap *= 2;
+                        buf = realloc(buf, cap);
+                }
+        }
+        buf[len] = '\0';
+        return buf;
+}
+
+int it_sbx(struct it_daemon *d, const char *stdin_data, size_t stdin_len, char **out, char **err,
+           const char *const *args) {
+        int in[2], o[2], e[2], st;
+        char *argv[64];
+        char bin[512];
+        size_t n = 0;
+        pid_t pid;
+        char *ob, *eb;
+
+        snprintf(bin, sizeof(bin), "%s/sbx", it_build_dir());
+        ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(o, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(e, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                argv[n++] = bin;
+                while (args && *args && n < 62)
+                        argv[n++] = strdup(*args++);
+                argv[n] = NULL;
+                dup2(in[0], 0);
+                dup2(o[1], 1);
+                dup2(e[1], 2);
+                setenv("SBX_SOCKET", d->sock, 1);
+                execv(bin, argv);
+                _exit(127);
+        }
+        close(in[0]);
+        close(o[1]);
+        close(e[1]);
+        /* Small inputs only (the pipe buffer): tests feed a few KiB at most. */
+        if (stdin_data && stdin_len)
+                (void)!write(in[1], stdin_data, stdin_len);
+        close(in[1]);
+        ob = read_all(o[0]);
+        eb = read_all(e[0]);
+        close(o[0]);
+        close(e[0]);
+        waitpid(pid, &st, 0);
+        if (out)
+                *out = ob;
+        else
+                free(ob);
+        if (err)
+                *err = eb;
+        else
+                free(eb);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 256 + WTERMSIG(st);
+}
+
+int it_count_procs(const char *needle) {
+        DIR *dir = opendir("/proc");
+        struct dirent *de;
+        int count = 0;
+        while (dir && (de = readdir(dir))) {
+                char p[300], buf[4096];
+                ssize_t n, i;
+                int fd;
+                if (de->d_name[0] < '0' || de->d_name[0] > '9')
+                        continue;
+                snprintf(p, sizeof(p), "/proc/%s/cmdline", de->d_name);
+                fd = open(p, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                n = read(fd, buf, sizeof(buf) - 1);
+                close(fd);
+                if (n <= 0)
+                        continue;
+                for (i = 0; i < n; i++)
+                        if (buf[i] == '\0')
+                                buf[i] = ' ';
+                buf[n] = '\0';
+                if (strstr(buf, needle))
+                        count++;
+        }
+        if (dir)
+                closedir(dir);
+        return count;
+}
+
+char *it_create(sbx_client *c, const char *id) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code code;
+        char *r;
+        sbx_create_opts_init(&o);
+        o.id = id;
+        code = sbx_create(c, &o, &sb);
+        ck_assert_msg(code == SBX_OK, "create: %s: %s", sbx_code_name(code), sbx_error_message(c));
+        r = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        return r;
+}
+
+struct sbx_result *it_exec(sbx_client *c, const char *id, uint64_t timeout_ms,
+                           const char *const *argv) {
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        enum sbx_code code;
+        size_t n = 0;
+        while (argv[n])
+                n++;
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = n;
+        o.timeout_ms = timeout_ms;
+        code = sbx_exec(c, id, &o, &r);
+        ck_assert_msg(code == SBX_OK, "exec %s: %s: %s", argv[0], sbx_code_name(code),
+                      sbx_error_message(c));
+        return r;
+}
+
+struct sbx_result *it_sh(sbx_client *c, const char *id, uint64_t timeout_ms, const char *shell) {
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        enum sbx_code code;
+        sbx_exec_opts_init(&o);
+        o.shell = shell;
+        o.timeout_ms = timeout_ms;
+        code = sbx_exec(c, id, &o, &r);
+        ck_assert_msg(code == SBX_OK, "sh %s: %s: %s", shell, sbx_code_name(code),
+                      sbx_error_message(c));
+        return r;
+}

@@ -1,0 +1,80 @@
+/* itutil.h: helpers for integration tests that run a real sbxd.
+ *
+ * Each test case gets a base directory from an unchecked fixture (it_fixture_setup /
+ * it_fixture_teardown, run by the Check runner process), so that everything a test
+ * started is ended and removed even when the test fails: daemons are started with
+ * PR_SET_PDEATHSIG so they get SIGTERM when the test process dies, and the teardown
+ * waits for them (SIGKILL after a bound) before removing the directory. */
+#ifndef SBX_ITUTIL_H
+#define SBX_ITUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "sbx.h"
+
+struct it_daemon {
+        char dir[512];
+        char sock[600];
+        char state[600];
+        char log[600];
+        pid_t pid;
+        uid_t uid; /* the user the daemon runs as */
+        gid_t gid;
+};
+
+/* The build directory ($BUILD, default "build"). */
+const char *it_build_dir(void);
+
+/* Unchecked fixture: creates / removes the base directory of a test case. */
+void it_fixture_setup(void);
+void it_fixture_teardown(void);
+
+/* Starts sbxd on a fresh socket and state directory under the base directory with the
+ * extra flags (NULL-terminated, may be NULL), and waits (10 s at most) until the socket
+ * accepts. Fails the test when it does not come up. */
+void it_daemon_start(struct it_daemon *d, const char *const *extra);
+
+/* As it_daemon_start, but the daemon runs as uid/gid (rootless mode): its directory is
+ * chowned to that user first. */
+void it_daemon_start_as(struct it_daemon *d, uid_t uid, gid_t gid, const char *const *extra);
+
+/* Starts it again on the same socket and state (after a stop or kill). */
+void it_daemon_restart(struct it_daemon *d, const char *const *extra);
+
+/* SIGTERM, then waits (20 s at most); returns the exit status from waitpid. */
+int it_daemon_stop(struct it_daemon *d);
+
+/* SIGKILL and reap. */
+void it_daemon_kill(struct it_daemon *d);
+
+/* Connects with libsbx (fails the test on error). */
+sbx_client *it_connect(struct it_daemon *d);
+
+/* Runs build/sbx with SBX_SOCKET set to d's socket, the given arguments
+ * (NULL-terminated) and stdin_data (NULL: /dev/null). Stores the output (NUL-terminated,
+ * freed by the caller) in *out and *err when not NULL. Returns the exit code, or 256+N
+ * when killed by signal N. */
+int it_sbx(struct it_daemon *d, const char *stdin_data, size_t stdin_len, char **out, char **err,
+           const char *const *args);
+
+/* Count of processes on the host whose command line contains needle (from /proc). */
+int it_count_procs(const char *needle);
+
+/* Milliseconds from a monotonic clock. */
+double it_now_ms(void);
+
+/* Creates a sandbox with default options plus an id (NULL: generated); returns its id
+ * (freed by the caller). Fails the test on error. */
+char *it_create(sbx_client *c, const char *id);
+
+/* Runs argv (NULL-terminated) in sandbox id with timeout_ms; fails the test on a
+ * transport or daemon error. */
+struct sbx_result *it_exec(sbx_client *c, const char *id, uint64_t timeout_ms,
+                           const char *const *argv);
+
+/* As it_exec with a shell string. */
+struct sbx_result *it_sh(sbx_client *c, const char *id, uint64_t timeout_ms, const char *shell);
+
+#endif
