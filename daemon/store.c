@@ -1,0 +1,1210 @@
+/* store.c: the durable records of sbxd, kept in one SQLite database in WAL mode.
+ *
+ * Owns the sqlite3 handle, every prepared statement (prepared once in store_open and
+ * reused) and the text of the last failure. The schema is versioned with PRAGMA
+ * user_version and built by the ordered migrations below, each one transaction. Every
+ * write is a single autocommitted statement, so a write that returned 0 is in the WAL
+ * and survives a SIGKILL of the daemon (synchronous=NORMAL: only power loss may cost the
+ * last commits). Rows handed to callbacks are first copied out of SQLite in small
+ * batches and the statement is reset before any callback runs, so a callback may call
+ * back into the store (to update the row it was given, say) and such a write commits at
+ * once instead of waiting for the walk to end. Called from the rpc and sandbox layers
+ * on the event loop thread; see store.h for the contracts. Never logs. */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+/* How long a statement waits for a lock held by another connection (an operator's
+ * sqlite3 shell, say) before failing with -EBUSY. The daemon's loop waits meanwhile. */
+#define STORE_BUSY_TIMEOUT_MS 2000
+
+/* Rows copied out per statement run by the walking functions (foreach, history). */
+#define STORE_BATCH_ROWS 32u
+
+/* Room for the text of the last failure. */
+#define STORE_ERROR_BYTES 512
+
+/* The states in which a sandbox is live (see store_sandbox_foreach). */
+#define LIVE_STATES "('creating', 'ready', 'terminating')"
+
+/* The migrations, in order: migrations[v] takes user_version v to v + 1. A released
+ * migration is never edited; a change to the schema is a new entry at the end and a
+ * bump of STORE_SCHEMA_VERSION. Plain CREATE (not IF NOT EXISTS) so that a database that
+ * already holds a different table of the same name fails loudly instead of being used. */
+static const char *const migrations[] = {
+        /* 0 -> 1: the first schema. */
+        "CREATE TABLE sandboxes ("
+        "  id TEXT PRIMARY KEY NOT NULL,"
+        "  owner_uid INTEGER NOT NULL,"
+        "  state TEXT NOT NULL,"
+        "  created_ms INTEGER NOT NULL,"
+        "  deadline_ms INTEGER NOT NULL,"
+        "  idle_timeout_ms INTEGER NOT NULL,"
+        "  ended_ms INTEGER NOT NULL DEFAULT 0,"
+        "  end_reason TEXT,"
+        "  spec BLOB,"
+        "  init_pid INTEGER NOT NULL DEFAULT 0,"
+        "  workspace_dir TEXT,"
+        "  cgroup_path TEXT,"
+        "  run_uid INTEGER NOT NULL,"
+        "  caller_pid INTEGER NOT NULL,"
+        "  client_name TEXT"
+        ");"
+        "CREATE INDEX sandboxes_created ON sandboxes(created_ms);"
+        "CREATE INDEX sandboxes_owner ON sandboxes(owner_uid, created_ms);"
+        "CREATE INDEX sandboxes_state ON sandboxes(state, created_ms);"
+        "CREATE INDEX sandboxes_ended ON sandboxes(ended_ms) WHERE ended_ms > 0;"
+        "CREATE TABLE commands ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  command_id TEXT NOT NULL,"
+        "  argv BLOB NOT NULL," /* each element followed by one NUL */
+        "  cwd TEXT,"
+        "  caller_uid INTEGER NOT NULL,"
+        "  caller_pid INTEGER NOT NULL,"
+        "  client_name TEXT,"
+        "  started_ms INTEGER NOT NULL,"
+        "  ended_ms INTEGER NOT NULL DEFAULT 0,"
+        "  outcome TEXT,"
+        "  exit_code INTEGER,"
+        "  signal INTEGER,"
+        "  duration REAL NOT NULL DEFAULT 0,"
+        "  cpu_seconds REAL NOT NULL DEFAULT 0,"
+        "  peak_memory_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stdout_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stderr_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stdout_truncated INTEGER NOT NULL DEFAULT 0,"
+        "  stderr_truncated INTEGER NOT NULL DEFAULT 0,"
+        "  limits_hit TEXT,"
+        "  start_error TEXT,"
+        "  UNIQUE (sandbox_id, command_id)"
+        ");"
+        "CREATE INDEX commands_history ON commands(sandbox_id, seq);"
+        "CREATE INDEX commands_unfinished ON commands(sandbox_id) WHERE outcome IS NULL;"
+        "CREATE TABLE fileops ("
+        "  id INTEGER PRIMARY KEY,"
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  op TEXT NOT NULL,"
+        "  path TEXT NOT NULL,"
+        "  bytes INTEGER NOT NULL,"
+        "  result TEXT NOT NULL,"
+        "  caller_uid INTEGER NOT NULL,"
+        "  caller_pid INTEGER NOT NULL,"
+        "  client_name TEXT,"
+        "  time_ms INTEGER NOT NULL"
+        ");"
+        "CREATE INDEX fileops_sandbox ON fileops(sandbox_id, time_ms);",
+};
+
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,
+               "one migration per schema version");
+
+#define SANDBOX_COLS                                                                               \
+        "id, owner_uid, state, created_ms, deadline_ms, idle_timeout_ms, ended_ms, "               \
+        "end_reason, spec, init_pid, workspace_dir, cgroup_path, run_uid, caller_pid, "            \
+        "client_name, rowid"
+
+enum sandbox_col {
+        SB_ID,
+        SB_OWNER_UID,
+        SB_STATE,
+        SB_CREATED_MS,
+        SB_DEADLINE_MS,
+        SB_IDLE_TIMEOUT_MS,
+        SB_ENDED_MS,
+        SB_END_REASON,
+        SB_SPEC,
+        SB_INIT_PID,
+        SB_WORKSPACE_DIR,
+        SB_CGROUP_PATH,
+        SB_RUN_UID,
+        SB_CALLER_PID,
+        SB_CLIENT_NAME,
+        SB_ROWID,
+};
+
+#define COMMAND_COLS                                                                               \
+        "sandbox_id, command_id, argv, cwd, caller_uid, caller_pid, client_name, "                 \
+        "started_ms, ended_ms, outcome, exit_code, signal, duration, cpu_seconds, "                \
+        "peak_memory_bytes, stdout_bytes, stderr_bytes, stdout_truncated, "                        \
+        "stderr_truncated, limits_hit, start_error, seq"
+
+enum command_col {
+        CMD_SANDBOX_ID,
+        CMD_COMMAND_ID,
+        CMD_ARGV,
+        CMD_CWD,
+        CMD_CALLER_UID,
+        CMD_CALLER_PID,
+        CMD_CLIENT_NAME,
+        CMD_STARTED_MS,
+        CMD_ENDED_MS,
+        CMD_OUTCOME,
+        CMD_EXIT_CODE,
+        CMD_SIGNAL,
+        CMD_DURATION,
+        CMD_CPU_SECONDS,
+        CMD_PEAK_MEMORY,
+        CMD_STDOUT_BYTES,
+        CMD_STDERR_BYTES,
+        CMD_STDOUT_TRUNCATED,
+        CMD_STDERR_TRUNCATED,
+        CMD_LIMITS_HIT,
+        CMD_START_ERROR,
+        CMD_SEQ,
+};
+
+/* The prepared statements, by purpose. The walking queries take the key of the last row
+ * already delivered (keyset paging), so that each batch is a fresh statement run. */
+enum stmt_id {
+        ST_SB_INSERT,
+        ST_SB_EXISTS,
+        ST_SB_GET,
+        ST_SB_SET_STATE,
+        ST_SB_SET_INIT_PID,
+        ST_SB_SET_DEADLINE,
+        ST_SB_LIST_ALL, /* the four lists, indexed by live_only | has_owner << 1 */
+        ST_SB_LIST_LIVE,
+        ST_SB_LIST_OWNER,
+        ST_SB_LIST_LIVE_OWNER,
+        ST_CMD_INSERT,
+        ST_CMD_FINISH,
+        ST_CMD_MARK_ONE,
+        ST_CMD_MARK_ALL,
+        ST_CMD_HISTORY,
+        ST_FOP_INSERT,
+        ST_FOP_COUNT,
+        ST_PRUNE,
+        ST_INTEGRITY,
+        ST_COUNT,
+};
+
+#define SB_LIST_TAIL " (created_ms, rowid) < (?1, ?2) ORDER BY created_ms DESC, rowid DESC LIMIT ?3"
+
+static const char *const stmt_sql[ST_COUNT] = {
+        [ST_SB_INSERT] = "INSERT INTO sandboxes (id, owner_uid, state, created_ms, deadline_ms, "
+                         "idle_timeout_ms, ended_ms, end_reason, spec, init_pid, workspace_dir, "
+                         "cgroup_path, run_uid, caller_pid, client_name) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+                         "?14, ?15)",
+        [ST_SB_EXISTS] = "SELECT 1 FROM sandboxes WHERE id = ?1",
+        [ST_SB_GET] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id = ?1",
+        [ST_SB_SET_STATE] = "UPDATE sandboxes SET state = ?2, "
+                            "ended_ms = CASE WHEN ?3 != 0 THEN ?3 ELSE ended_ms END, "
+                            "end_reason = CASE WHEN ?3 != 0 THEN ?4 ELSE end_reason END "
+                            "WHERE id = ?1",
+        [ST_SB_SET_INIT_PID] = "UPDATE sandboxes SET init_pid = ?2 WHERE id = ?1",
+        [ST_SB_SET_DEADLINE] = "UPDATE sandboxes SET deadline_ms = ?2 WHERE id = ?1",
+        [ST_SB_LIST_ALL] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE" SB_LIST_TAIL,
+        [ST_SB_LIST_LIVE] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE state IN " LIVE_STATES
+                            " AND" SB_LIST_TAIL,
+        [ST_SB_LIST_OWNER] =
+                "SELECT " SANDBOX_COLS " FROM sandboxes WHERE owner_uid = ?4 AND" SB_LIST_TAIL,
+        [ST_SB_LIST_LIVE_OWNER] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE owner_uid = ?4 "
+                                  "AND state IN " LIVE_STATES " AND" SB_LIST_TAIL,
+        [ST_CMD_INSERT] = "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
+                          "caller_pid, client_name, started_ms) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [ST_CMD_FINISH] = "UPDATE commands SET ended_ms = ?3, outcome = ?4, exit_code = ?5, "
+                          "signal = ?6, duration = ?7, cpu_seconds = ?8, peak_memory_bytes = ?9, "
+                          "stdout_bytes = ?10, stderr_bytes = ?11, stdout_truncated = ?12, "
+                          "stderr_truncated = ?13, limits_hit = ?14, start_error = ?15 "
+                          "WHERE sandbox_id = ?1 AND command_id = ?2",
+        [ST_CMD_MARK_ONE] = "UPDATE commands SET outcome = 'unknown', ended_ms = ?2 "
+                            "WHERE sandbox_id = ?1 AND outcome IS NULL",
+        [ST_CMD_MARK_ALL] = "UPDATE commands SET outcome = 'unknown', ended_ms = ?2 "
+                            "WHERE outcome IS NULL",
+        [ST_CMD_HISTORY] = "SELECT " COMMAND_COLS " FROM commands "
+                           "WHERE sandbox_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        [ST_FOP_INSERT] = "INSERT INTO fileops (sandbox_id, op, path, bytes, result, caller_uid, "
+                          "caller_pid, client_name, time_ms) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        [ST_FOP_COUNT] = "SELECT count(*) FROM fileops WHERE sandbox_id = ?1",
+        /* Commands and file operations go with their sandbox (ON DELETE CASCADE). */
+        [ST_PRUNE] = "DELETE FROM sandboxes WHERE ended_ms > 0 AND ended_ms < ?1 "
+                     "AND state NOT IN " LIVE_STATES,
+        [ST_INTEGRITY] = "PRAGMA integrity_check",
+};
+
+struct store {
+        sqlite3 *db;
+        sqlite3_stmt *stmt[ST_COUNT];
+        char error[STORE_ERROR_BYTES];
+};
+
+/* The message of the last failed store_open, which has no store to keep it in. The
+ * daemon is single-threaded; see store_last_error(NULL). */
+static char open_error[STORE_ERROR_BYTES];
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+static void error_clear(struct store *s) {
+        s->error[0] = '\0';
+}
+
+/* Records a failure that did not come from SQLite and returns err (a -errno). */
+static int fail(struct store *s, int err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static int fail(struct store *s, int err, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(s->error, sizeof(s->error), fmt, ap);
+        va_end(ap);
+        return err;
+}
+
+/* The one place where SQLite's result codes become -errno: rc is what a sqlite3 call on
+ * db returned, what says which operation failed. Keeps "what: SQLite's message" in buf
+ * for store_last_error(). A foreign key violation means the sandbox a row refers to
+ * was never recorded, hence -ENOENT; any other constraint is a duplicate. */
+static int sqlite_to_errno(sqlite3 *db, int rc, const char *what, char *buf, size_t size) {
+        int sys = db ? sqlite3_system_errno(db) : 0;
+        const char *msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+
+        if (rc == SQLITE_NOMEM || rc == SQLITE_IOERR_NOMEM)
+                msg = sqlite3_errstr(rc); /* errmsg may be stale when memory ran out */
+        snprintf(buf, size, "%s: %s", what, msg);
+        if (rc == SQLITE_IOERR_NOMEM)
+                return -ENOMEM;
+        switch (rc & 0xff) {
+        case SQLITE_CONSTRAINT:
+                return rc == SQLITE_CONSTRAINT_FOREIGNKEY ? -ENOENT : -EEXIST;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        case SQLITE_IOERR:
+                /* Not every path that hits ENOSPC says SQLITE_FULL (the WAL index, say). */
+                if (sys == ENOSPC || sys == EDQUOT)
+                        return -ENOSPC;
+                return -EIO;
+        default:
+                return -EIO;
+        }
+}
+
+static int sqlfail(struct store *s, int rc, const char *what) {
+        return sqlite_to_errno(s->db, rc, what, s->error, sizeof(s->error));
+}
+
+/* ---- binding and running statements ------------------------------------------------- */
+
+/* Collects the binds of one statement run; after the first failure the rest are no-ops
+ * and rc keeps that failure. */
+struct binder {
+        sqlite3_stmt *st;
+        int rc;
+};
+
+static void bind_text(struct binder *b, int col, const char *v) {
+        if (b->rc != SQLITE_OK)
+                return;
+        if (v)
+                b->rc = sqlite3_bind_text(b->st, col, v, -1, SQLITE_STATIC);
+        else
+                b->rc = sqlite3_bind_null(b->st, col);
+}
+
+static void bind_blob(struct binder *b, int col, const void *v, size_t len) {
+        if (b->rc != SQLITE_OK)
+                return;
+        /* A zero-length blob, not NULL, when there is nothing: v may be NULL then. */
+        if (len == 0)
+                b->rc = sqlite3_bind_zeroblob(b->st, col, 0);
+        else
+                b->rc = sqlite3_bind_blob64(b->st, col, v, len, SQLITE_STATIC);
+}
+
+static void bind_int64(struct binder *b, int col, int64_t v) {
+        if (b->rc == SQLITE_OK)
+                b->rc = sqlite3_bind_int64(b->st, col, v);
+}
+
+/* Unsigned 64-bit values are stored as their two's complement bit pattern and read back
+ * with the inverse cast, which round-trips every value. */
+static void bind_uint64(struct binder *b, int col, uint64_t v) {
+        bind_int64(b, col, (int64_t)v);
+}
+
+static void bind_double(struct binder *b, int col, double v) {
+        if (b->rc == SQLITE_OK)
+                b->rc = sqlite3_bind_double(b->st, col, v);
+}
+
+static void bind_null(struct binder *b, int col) {
+        if (b->rc == SQLITE_OK)
+                b->rc = sqlite3_bind_null(b->st, col);
+}
+
+static void stmt_done(sqlite3_stmt *st) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+}
+
+/* Starts a run of statement id: returns a binder on it. */
+static struct binder stmt_begin(struct store *s, enum stmt_id id) {
+        struct binder b = {.st = s->stmt[id], .rc = SQLITE_OK};
+        return b;
+}
+
+/* Runs a bound statement that returns no rows to completion (committing it) and resets
+ * it. Returns the number of rows it changed, or -errno. */
+static int stmt_exec(struct store *s, struct binder *b, const char *what) {
+        int rc = b->rc;
+        int r;
+
+        if (rc == SQLITE_OK)
+                rc = sqlite3_step(b->st);
+        if (rc != SQLITE_DONE) {
+                r = sqlfail(s, rc, what);
+                stmt_done(b->st);
+                return r;
+        }
+        stmt_done(b->st);
+        r = sqlite3_changes(s->db);
+        return r < 0 ? 0 : r;
+}
+
+/* ---- copying rows out of SQLite ------------------------------------------------------ */
+
+/* One text or blob column of the current row, located but not yet copied. */
+struct colref {
+        const void *p;
+        size_t n;
+        int null;
+};
+
+/* Locates column col of st's current row. -ENOMEM when SQLite could not produce the
+ * value (it may need memory to NUL-terminate text). */
+static int col_ref(sqlite3_stmt *st, int col, int blob, struct colref *r) {
+        r->null = sqlite3_column_type(st, col) == SQLITE_NULL;
+        r->p = NULL;
+        r->n = 0;
+        if (r->null)
+                return 0;
+        r->p = blob ? sqlite3_column_blob(st, col) : (const void *)sqlite3_column_text(st, col);
+        r->n = (size_t)sqlite3_column_bytes(st, col);
+        if (!r->p && (!blob || r->n > 0))
+                return -ENOMEM;
+        return 0;
+}
+
+/* Copies a located column to *cursor, NUL-terminated, and advances the cursor. Returns
+ * the copy, or NULL for an SQL NULL. */
+static const char *col_put(const struct colref *r, char **cursor) {
+        char *out = *cursor;
+
+        if (r->null)
+                return NULL;
+        if (r->n > 0)
+                memcpy(out, r->p, r->n);
+        out[r->n] = '\0';
+        *cursor += r->n + 1;
+        return out;
+}
+
+static size_t col_need(const struct colref *r) {
+        return r->null ? 0 : r->n + 1;
+}
+
+/* A sandbox row copied out of SQLite: the struct and, after it, its strings. */
+struct sandbox_row {
+        struct store_sandbox sb;
+        int64_t rowid;
+        char data[];
+};
+
+enum {
+        SB_TEXT_ID,
+        SB_TEXT_STATE,
+        SB_TEXT_END_REASON,
+        SB_TEXT_SPEC,
+        SB_TEXT_WORKSPACE,
+        SB_TEXT_CGROUP,
+        SB_TEXT_CLIENT,
+        SB_TEXT_COUNT
+};
+
+static int sandbox_row_load(struct store *s, sqlite3_stmt *st, struct sandbox_row **ret) {
+        static const int cols[SB_TEXT_COUNT] = {
+                [SB_TEXT_ID] = SB_ID,
+                [SB_TEXT_STATE] = SB_STATE,
+                [SB_TEXT_END_REASON] = SB_END_REASON,
+                [SB_TEXT_SPEC] = SB_SPEC,
+                [SB_TEXT_WORKSPACE] = SB_WORKSPACE_DIR,
+                [SB_TEXT_CGROUP] = SB_CGROUP_PATH,
+                [SB_TEXT_CLIENT] = SB_CLIENT_NAME,
+        };
+        struct colref refs[SB_TEXT_COUNT] = {{0}};
+        struct sandbox_row *row;
+        size_t need = 0;
+        char *cur;
+
+        for (int i = 0; i < SB_TEXT_COUNT; i++) {
+                if (col_ref(st, cols[i], i == SB_TEXT_SPEC, &refs[i]) < 0)
+                        return fail(s, -ENOMEM, "reading a sandbox: out of memory");
+                need += col_need(&refs[i]);
+        }
+        row = calloc(1, sizeof(*row) + need);
+        if (!row)
+                return fail(s, -ENOMEM, "reading a sandbox: out of memory");
+        cur = row->data;
+        row->sb.id = col_put(&refs[SB_TEXT_ID], &cur);
+        row->sb.state = col_put(&refs[SB_TEXT_STATE], &cur);
+        row->sb.end_reason = col_put(&refs[SB_TEXT_END_REASON], &cur);
+        if (refs[SB_TEXT_SPEC].n > 0) {
+                row->sb.spec = col_put(&refs[SB_TEXT_SPEC], &cur);
+                row->sb.spec_len = refs[SB_TEXT_SPEC].n;
+        }
+        row->sb.workspace_dir = col_put(&refs[SB_TEXT_WORKSPACE], &cur);
+        row->sb.cgroup_path = col_put(&refs[SB_TEXT_CGROUP], &cur);
+        row->sb.client_name = col_put(&refs[SB_TEXT_CLIENT], &cur);
+        row->sb.owner_uid = (uint32_t)sqlite3_column_int64(st, SB_OWNER_UID);
+        row->sb.created_ms = sqlite3_column_int64(st, SB_CREATED_MS);
+        row->sb.deadline_ms = sqlite3_column_int64(st, SB_DEADLINE_MS);
+        row->sb.idle_timeout_ms = (uint64_t)sqlite3_column_int64(st, SB_IDLE_TIMEOUT_MS);
+        row->sb.ended_ms = sqlite3_column_int64(st, SB_ENDED_MS);
+        row->sb.init_pid = (int32_t)sqlite3_column_int64(st, SB_INIT_PID);
+        row->sb.run_uid = (uint32_t)sqlite3_column_int64(st, SB_RUN_UID);
+        row->sb.caller_pid = (uint32_t)sqlite3_column_int64(st, SB_CALLER_PID);
+        row->rowid = sqlite3_column_int64(st, SB_ROWID);
+        *ret = row;
+        return 0;
+}
+
+/* A command row copied out of SQLite: the struct, the argv pointers (NULL-terminated),
+ * then the strings. */
+struct command_row {
+        struct store_command c;
+        const char *argv[];
+};
+
+enum {
+        CMD_TEXT_SANDBOX,
+        CMD_TEXT_COMMAND,
+        CMD_TEXT_ARGV,
+        CMD_TEXT_CWD,
+        CMD_TEXT_CLIENT,
+        CMD_TEXT_OUTCOME,
+        CMD_TEXT_LIMITS,
+        CMD_TEXT_START_ERROR,
+        CMD_TEXT_COUNT
+};
+
+static int command_row_load(struct store *s, sqlite3_stmt *st, struct command_row **ret) {
+        static const int cols[CMD_TEXT_COUNT] = {
+                [CMD_TEXT_SANDBOX] = CMD_SANDBOX_ID, [CMD_TEXT_COMMAND] = CMD_COMMAND_ID,
+                [CMD_TEXT_ARGV] = CMD_ARGV,          [CMD_TEXT_CWD] = CMD_CWD,
+                [CMD_TEXT_CLIENT] = CMD_CLIENT_NAME, [CMD_TEXT_OUTCOME] = CMD_OUTCOME,
+                [CMD_TEXT_LIMITS] = CMD_LIMITS_HIT,  [CMD_TEXT_START_ERROR] = CMD_START_ERROR,
+        };
+        struct colref refs[CMD_TEXT_COUNT] = {{0}};
+        const struct colref *av = &refs[CMD_TEXT_ARGV];
+        struct command_row *row;
+        size_t need = 0, argc = 0;
+        const char *p;
+        char *cur, *args;
+
+        for (int i = 0; i < CMD_TEXT_COUNT; i++) {
+                if (col_ref(st, cols[i], i == CMD_TEXT_ARGV, &refs[i]) < 0)
+                        return fail(s, -ENOMEM, "reading a command: out of memory");
+                need += col_need(&refs[i]);
+        }
+        /* Each element ends with a NUL; a last one without (a row not written by this
+         * module) still counts, since col_put terminates the copy. */
+        for (size_t i = 0; i < av->n; i++)
+                if (((const char *)av->p)[i] == '\0')
+                        argc++;
+        if (av->n > 0 && ((const char *)av->p)[av->n - 1] != '\0')
+                argc++;
+        if (argc > (SIZE_MAX - sizeof(*row) - need) / sizeof(row->argv[0]) - 1)
+                return fail(s, -ENOMEM, "reading a command: argv too large");
+        row = calloc(1, sizeof(*row) + (argc + 1) * sizeof(row->argv[0]) + need);
+        if (!row)
+                return fail(s, -ENOMEM, "reading a command: out of memory");
+        cur = (char *)(row->argv + argc + 1);
+        row->c.sandbox_id = col_put(&refs[CMD_TEXT_SANDBOX], &cur);
+        row->c.command_id = col_put(&refs[CMD_TEXT_COMMAND], &cur);
+        args = cur;
+        col_put(av, &cur);
+        p = args;
+        for (size_t i = 0; i < argc; i++) {
+                row->argv[i] = p;
+                p += strlen(p) + 1;
+        }
+        row->argv[argc] = NULL;
+        row->c.argv = row->argv;
+        row->c.argc = argc;
+        row->c.cwd = col_put(&refs[CMD_TEXT_CWD], &cur);
+        row->c.client_name = col_put(&refs[CMD_TEXT_CLIENT], &cur);
+        row->c.outcome = col_put(&refs[CMD_TEXT_OUTCOME], &cur);
+        row->c.limits_hit = col_put(&refs[CMD_TEXT_LIMITS], &cur);
+        row->c.start_error = col_put(&refs[CMD_TEXT_START_ERROR], &cur);
+        row->c.caller_uid = (uint32_t)sqlite3_column_int64(st, CMD_CALLER_UID);
+        row->c.caller_pid = (int32_t)sqlite3_column_int64(st, CMD_CALLER_PID);
+        row->c.started_ms = sqlite3_column_int64(st, CMD_STARTED_MS);
+        row->c.ended_ms = sqlite3_column_int64(st, CMD_ENDED_MS);
+        row->c.has_exit_code = sqlite3_column_type(st, CMD_EXIT_CODE) != SQLITE_NULL;
+        row->c.exit_code = row->c.has_exit_code ? sqlite3_column_int(st, CMD_EXIT_CODE) : 0;
+        row->c.has_signal = sqlite3_column_type(st, CMD_SIGNAL) != SQLITE_NULL;
+        row->c.signal = row->c.has_signal ? sqlite3_column_int(st, CMD_SIGNAL) : 0;
+        row->c.duration = sqlite3_column_double(st, CMD_DURATION);
+        row->c.cpu_seconds = sqlite3_column_double(st, CMD_CPU_SECONDS);
+        row->c.peak_memory_bytes = (uint64_t)sqlite3_column_int64(st, CMD_PEAK_MEMORY);
+        row->c.stdout_bytes = (uint64_t)sqlite3_column_int64(st, CMD_STDOUT_BYTES);
+        row->c.stderr_bytes = (uint64_t)sqlite3_column_int64(st, CMD_STDERR_BYTES);
+        row->c.stdout_truncated = sqlite3_column_int(st, CMD_STDOUT_TRUNCATED) != 0;
+        row->c.stderr_truncated = sqlite3_column_int(st, CMD_STDERR_TRUNCATED) != 0;
+        row->c.seq = (uint64_t)sqlite3_column_int64(st, CMD_SEQ);
+        *ret = row;
+        return 0;
+}
+
+/* ---- opening and closing ------------------------------------------------------------ */
+
+/* Runs one SQL text of any number of statements that return nothing worth keeping. */
+static int exec_sql(struct store *s, const char *sql, const char *what) {
+        int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+
+        return rc == SQLITE_OK ? 0 : sqlfail(s, rc, what);
+}
+
+/* Runs a pragma or query that yields one integer (or one text, into text/size). */
+static int query_one(struct store *s, const char *sql, int64_t *ret_int, char *text, size_t size,
+                     const char *what) {
+        sqlite3_stmt *st = NULL;
+        int rc, r = 0;
+
+        rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return sqlfail(s, rc, what);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                if (ret_int)
+                        *ret_int = sqlite3_column_int64(st, 0);
+                if (text) {
+                        const unsigned char *t = sqlite3_column_text(st, 0);
+                        snprintf(text, size, "%s", t ? (const char *)t : "");
+                }
+        } else if (rc == SQLITE_DONE) {
+                r = fail(s, -EIO, "%s: no result", what);
+        } else {
+                r = sqlfail(s, rc, what);
+        }
+        sqlite3_finalize(st);
+        return r;
+}
+
+static int read_user_version(struct store *s, int64_t *ret) {
+        return query_one(s, "PRAGMA user_version", ret, NULL, 0, "reading user_version");
+}
+
+static int refuse_newer(struct store *s, int64_t version) {
+        return fail(s, -EPROTO,
+                    "database schema version %lld is newer than this sbxd's %d; "
+                    "run a newer sbxd or move the database aside",
+                    (long long)version, STORE_SCHEMA_VERSION);
+}
+
+static void rollback(struct store *s) {
+        if (!sqlite3_get_autocommit(s->db))
+                sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Brings the schema to STORE_SCHEMA_VERSION, one migration per transaction. The version
+ * is read again inside each transaction, so two processes opening the same new file at
+ * once migrate it once. */
+static int migrate(struct store *s) {
+        for (;;) {
+                char sql[64];
+                int64_t v;
+                int r;
+
+                r = exec_sql(s, "BEGIN IMMEDIATE", "starting a migration");
+                if (r < 0)
+                        return r;
+                r = read_user_version(s, &v);
+                if (r < 0)
+                        goto fail;
+                if (v > STORE_SCHEMA_VERSION) {
+                        r = refuse_newer(s, v);
+                        goto fail;
+                }
+                if (v == STORE_SCHEMA_VERSION) {
+                        r = exec_sql(s, "COMMIT", "ending a migration");
+                        if (r < 0)
+                                goto fail;
+                        return 0;
+                }
+                if (v < 0) {
+                        r = fail(s, -EIO, "database has a negative schema version %lld",
+                                 (long long)v);
+                        goto fail;
+                }
+                r = exec_sql(s, migrations[v], "migrating the schema");
+                if (r < 0)
+                        goto fail;
+                snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld", (long long)v + 1);
+                r = exec_sql(s, sql, "setting user_version");
+                if (r < 0)
+                        goto fail;
+                r = exec_sql(s, "COMMIT", "committing a migration");
+                if (r < 0)
+                        goto fail;
+                continue;
+        fail:
+                rollback(s);
+                return r;
+        }
+}
+
+static int prepare_all(struct store *s) {
+        for (int i = 0; i < ST_COUNT; i++) {
+                int rc = sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                            &s->stmt[i], NULL);
+                if (rc != SQLITE_OK)
+                        return sqlfail(s, rc, "preparing statements");
+        }
+        return 0;
+}
+
+/* Sets the connection up; everything after the file exists. */
+static int setup(struct store *s) {
+        char mode[16];
+        int64_t v;
+        int r;
+
+        sqlite3_extended_result_codes(s->db, 1);
+        sqlite3_busy_timeout(s->db, STORE_BUSY_TIMEOUT_MS);
+        /* Refuse a newer schema before writing anything, WAL mode included. */
+        r = read_user_version(s, &v);
+        if (r < 0)
+                return r;
+        if (v > STORE_SCHEMA_VERSION)
+                return refuse_newer(s, v);
+        r = exec_sql(s, "PRAGMA foreign_keys = ON", "enabling foreign keys");
+        if (r < 0)
+                return r;
+        r = query_one(s, "PRAGMA journal_mode = WAL", NULL, mode, sizeof(mode),
+                      "enabling WAL mode");
+        if (r < 0)
+                return r;
+        if (strcmp(mode, "wal") != 0)
+                return fail(s, -EIO, "enabling WAL mode: the database stays in %s mode", mode);
+        /* In WAL mode NORMAL syncs only at checkpoints: a process crash loses nothing
+         * committed, a power loss may lose the last commits. */
+        r = exec_sql(s, "PRAGMA synchronous = NORMAL", "setting synchronous");
+        if (r < 0)
+                return r;
+        r = migrate(s);
+        if (r < 0)
+                return r;
+        return prepare_all(s);
+}
+
+static void open_fail_message(const char *path, const char *msg) {
+        int n = snprintf(open_error, sizeof(open_error), "%s: %s", path, msg);
+
+        /* A very long path cuts the message short; the path is what matters most. */
+        if (n >= (int)sizeof(open_error))
+                open_error[sizeof(open_error) - 1] = '\0';
+}
+
+int store_open(const char *path, struct store **ret) {
+        struct store *s;
+        int fd, rc, r;
+
+        open_error[0] = '\0';
+        if (!path || !*path || !ret) {
+                open_fail_message(path ? path : "(null)", "no database path");
+                return -EINVAL;
+        }
+        /* Create the file ourselves so that it (and, as SQLite copies the database's
+         * mode, its -wal and -shm files) is private: it holds every caller's argv. */
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+        if (fd < 0) {
+                r = -errno;
+                open_fail_message(path, strerror(-r));
+                return r;
+        }
+        close(fd);
+
+        s = calloc(1, sizeof(*s));
+        if (!s) {
+                open_fail_message(path, "out of memory");
+                return -ENOMEM;
+        }
+        rc = sqlite3_open_v2(path, &s->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+#ifdef SQLITE_OPEN_EXRESCODE
+                                     | SQLITE_OPEN_EXRESCODE
+#endif
+                             ,
+                             NULL);
+        if (rc != SQLITE_OK) {
+                r = sqlite_to_errno(s->db, rc, "opening", s->error, sizeof(s->error));
+                if (!s->db)
+                        r = -ENOMEM;
+        } else {
+                r = setup(s);
+        }
+        if (r < 0) {
+                open_fail_message(path, s->error);
+                store_close(s);
+                return r;
+        }
+        error_clear(s);
+        *ret = s;
+        return 0;
+}
+
+struct store *store_close(struct store *s) {
+        if (!s)
+                return NULL;
+        for (int i = 0; i < ST_COUNT; i++)
+                sqlite3_finalize(s->stmt[i]);
+        /* The last connection to close checkpoints the WAL into the database and removes
+         * it; when that cannot be done (a full disk) the WAL stays and is replayed by the
+         * next open, so nothing is lost either way. */
+        sqlite3_close_v2(s->db);
+        free(s);
+        return NULL;
+}
+
+const char *store_last_error(const struct store *s) {
+        return s ? s->error : open_error;
+}
+
+int store_integrity_check(struct store *s) {
+        sqlite3_stmt *st = s->stmt[ST_INTEGRITY];
+        int rc, r = 0, rows = 0;
+
+        error_clear(s);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const unsigned char *t = sqlite3_column_text(st, 0);
+
+                if (rows++ == 0 && t && strcmp((const char *)t, "ok") == 0)
+                        continue;
+                if (r == 0)
+                        r = fail(s, -EIO, "integrity_check: %s", t ? (const char *)t : "?");
+        }
+        if (rc != SQLITE_DONE && r == 0)
+                r = sqlfail(s, rc, "integrity_check");
+        if (rc == SQLITE_DONE && rows == 0 && r == 0)
+                r = fail(s, -EIO, "integrity_check: no result");
+        stmt_done(st);
+        return r;
+}
+
+/* ---- sandboxes ---------------------------------------------------------------------- */
+
+int store_sandbox_insert(struct store *s, const struct store_sandbox *sb) {
+        struct binder b = stmt_begin(s, ST_SB_INSERT);
+        int r;
+
+        error_clear(s);
+        if (!sb || !sb->id || !sb->state || (!sb->spec && sb->spec_len > 0))
+                return fail(s, -EINVAL, "store_sandbox_insert: id and state are required");
+        bind_text(&b, 1, sb->id);
+        bind_int64(&b, 2, sb->owner_uid);
+        bind_text(&b, 3, sb->state);
+        bind_int64(&b, 4, sb->created_ms);
+        bind_int64(&b, 5, sb->deadline_ms);
+        bind_uint64(&b, 6, sb->idle_timeout_ms);
+        bind_int64(&b, 7, sb->ended_ms);
+        bind_text(&b, 8, sb->end_reason);
+        bind_blob(&b, 9, sb->spec, sb->spec_len);
+        bind_int64(&b, 10, sb->init_pid);
+        bind_text(&b, 11, sb->workspace_dir);
+        bind_text(&b, 12, sb->cgroup_path);
+        bind_int64(&b, 13, sb->run_uid);
+        bind_int64(&b, 14, sb->caller_pid);
+        bind_text(&b, 15, sb->client_name);
+        r = stmt_exec(s, &b, "recording a sandbox");
+        return r < 0 ? r : 0;
+}
+
+int store_sandbox_exists(struct store *s, const char *id) {
+        struct binder b = stmt_begin(s, ST_SB_EXISTS);
+        int rc, r;
+
+        error_clear(s);
+        if (!id)
+                return fail(s, -EINVAL, "store_sandbox_exists: no id");
+        bind_text(&b, 1, id);
+        rc = b.rc == SQLITE_OK ? sqlite3_step(b.st) : b.rc;
+        if (rc == SQLITE_ROW)
+                r = 1;
+        else if (rc == SQLITE_DONE)
+                r = 0;
+        else
+                r = sqlfail(s, rc, "looking up a sandbox");
+        stmt_done(b.st);
+        return r;
+}
+
+/* Runs an UPDATE of one sandbox; -ENOENT when no row has that id. */
+static int sandbox_update(struct store *s, struct binder *b, const char *id, const char *what) {
+        int r = stmt_exec(s, b, what);
+
+        if (r == 0)
+                return fail(s, -ENOENT, "%s: no sandbox %s", what, id);
+        return r < 0 ? r : 0;
+}
+
+int store_sandbox_set_state(struct store *s, const char *id, const char *state, int64_t ended_ms,
+                            const char *end_reason) {
+        struct binder b = stmt_begin(s, ST_SB_SET_STATE);
+
+        error_clear(s);
+        if (!id || !state)
+                return fail(s, -EINVAL, "store_sandbox_set_state: id and state are required");
+        bind_text(&b, 1, id);
+        bind_text(&b, 2, state);
+        bind_int64(&b, 3, ended_ms);
+        bind_text(&b, 4, end_reason);
+        return sandbox_update(s, &b, id, "setting a sandbox's state");
+}
+
+int store_sandbox_set_init_pid(struct store *s, const char *id, int32_t init_pid) {
+        struct binder b = stmt_begin(s, ST_SB_SET_INIT_PID);
+
+        error_clear(s);
+        if (!id)
+                return fail(s, -EINVAL, "store_sandbox_set_init_pid: no id");
+        bind_text(&b, 1, id);
+        bind_int64(&b, 2, init_pid);
+        return sandbox_update(s, &b, id, "setting a sandbox's init pid");
+}
+
+int store_sandbox_set_deadline(struct store *s, const char *id, int64_t deadline_ms) {
+        struct binder b = stmt_begin(s, ST_SB_SET_DEADLINE);
+
+        error_clear(s);
+        if (!id)
+                return fail(s, -EINVAL, "store_sandbox_set_deadline: no id");
+        bind_text(&b, 1, id);
+        bind_int64(&b, 2, deadline_ms);
+        return sandbox_update(s, &b, id, "setting a sandbox's deadline");
+}
+
+static void free_sandbox_rows(struct sandbox_row **rows, size_t from, size_t n) {
+        for (size_t i = from; i < n; i++)
+                free(rows[i]);
+}
+
+int store_sandbox_foreach(struct store *s, int live_only, int has_owner, uint32_t owner_uid,
+                          uint32_t limit, store_sandbox_cb cb, void *userdata) {
+        enum stmt_id id = ST_SB_LIST_ALL + (live_only ? 1 : 0) + (has_owner ? 2 : 0);
+        struct sandbox_row *rows[STORE_BATCH_ROWS];
+        int64_t key_created = INT64_MAX, key_rowid = INT64_MAX;
+        uint32_t delivered = 0;
+
+        error_clear(s);
+        if (!cb)
+                return fail(s, -EINVAL, "store_sandbox_foreach: no callback");
+        for (;;) {
+                struct binder b = stmt_begin(s, id);
+                uint32_t want = STORE_BATCH_ROWS;
+                size_t n = 0;
+                int rc, r = 0;
+
+                if (limit && limit - delivered < want)
+                        want = limit - delivered;
+                bind_int64(&b, 1, key_created);
+                bind_int64(&b, 2, key_rowid);
+                bind_int64(&b, 3, want);
+                if (has_owner)
+                        bind_int64(&b, 4, owner_uid);
+                rc = b.rc == SQLITE_OK ? sqlite3_step(b.st) : b.rc;
+                while (rc == SQLITE_ROW && n < want) {
+                        r = sandbox_row_load(s, b.st, &rows[n]);
+                        if (r < 0)
+                                break;
+                        key_created = rows[n]->sb.created_ms;
+                        key_rowid = rows[n]->rowid;
+                        n++;
+                        rc = sqlite3_step(b.st);
+                }
+                if (r == 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+                        r = sqlfail(s, rc, "listing sandboxes");
+                stmt_done(b.st);
+                if (r < 0) {
+                        free_sandbox_rows(rows, 0, n);
+                        return r;
+                }
+                /* No statement is active from here on: cb may use the store. */
+                for (size_t i = 0; i < n; i++) {
+                        r = cb(&rows[i]->sb, userdata);
+                        free(rows[i]);
+                        if (r != 0) {
+                                free_sandbox_rows(rows, i + 1, n);
+                                return r;
+                        }
+                }
+                delivered += (uint32_t)n;
+                if (n < want || (limit && delivered >= limit))
+                        return 0;
+        }
+}
+
+int store_sandbox_get(struct store *s, const char *id, store_sandbox_cb cb, void *userdata) {
+        struct binder b = stmt_begin(s, ST_SB_GET);
+        struct sandbox_row *row = NULL;
+        int rc, r = 0;
+
+        error_clear(s);
+        if (!id || !cb)
+                return fail(s, -EINVAL, "store_sandbox_get: id and callback are required");
+        bind_text(&b, 1, id);
+        rc = b.rc == SQLITE_OK ? sqlite3_step(b.st) : b.rc;
+        if (rc == SQLITE_ROW)
+                r = sandbox_row_load(s, b.st, &row);
+        else if (rc == SQLITE_DONE)
+                r = fail(s, -ENOENT, "no sandbox %s", id);
+        else
+                r = sqlfail(s, rc, "reading a sandbox");
+        stmt_done(b.st);
+        if (r < 0)
+                return r;
+        r = cb(&row->sb, userdata);
+        free(row);
+        return r;
+}
+
+/* ---- commands ----------------------------------------------------------------------- */
+
+/* Packs argv as its elements each followed by one NUL (elements cannot hold a NUL, so
+ * this is unambiguous for any other bytes). *ret is malloc'ed, NULL when argc is 0. */
+static int argv_pack(const char *const *argv, size_t argc, char **ret, size_t *ret_len) {
+        size_t len = 0;
+        char *buf, *p;
+
+        for (size_t i = 0; i < argc; i++) {
+                size_t n;
+
+                if (!argv[i])
+                        return -EINVAL;
+                n = strlen(argv[i]) + 1;
+                if (n > SIZE_MAX - len)
+                        return -E2BIG;
+                len += n;
+        }
+        if (len == 0) {
+                *ret = NULL;
+                *ret_len = 0;
+                return 0;
+        }
+        buf = malloc(len);
+        if (!buf)
+                return -ENOMEM;
+        p = buf;
+        for (size_t i = 0; i < argc; i++) {
+                size_t n = strlen(argv[i]) + 1;
+
+                memcpy(p, argv[i], n);
+                p += n;
+        }
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
+int store_command_insert(struct store *s, const struct store_command *c, uint64_t *ret_seq) {
+        struct binder b = stmt_begin(s, ST_CMD_INSERT);
+        char *packed = NULL;
+        size_t packed_len = 0;
+        int r;
+
+        error_clear(s);
+        if (!c || !c->sandbox_id || !c->command_id || (!c->argv && c->argc > 0))
+                return fail(s, -EINVAL,
+                            "store_command_insert: sandbox_id and command_id are required");
+        r = argv_pack(c->argv, c->argc, &packed, &packed_len);
+        if (r < 0)
+                return fail(s, r, "recording a command: cannot pack argv: %s", strerror(-r));
+        bind_text(&b, 1, c->sandbox_id);
+        bind_text(&b, 2, c->command_id);
+        bind_blob(&b, 3, packed, packed_len);
+        bind_text(&b, 4, c->cwd);
+        bind_int64(&b, 5, c->caller_uid);
+        bind_int64(&b, 6, c->caller_pid);
+        bind_text(&b, 7, c->client_name);
+        bind_int64(&b, 8, c->started_ms);
+        r = stmt_exec(s, &b, "recording a command");
+        free(packed);
+        if (r < 0)
+                return r;
+        if (ret_seq)
+                *ret_seq = (uint64_t)sqlite3_last_insert_rowid(s->db);
+        return 0;
+}
+
+int store_command_finish(struct store *s, const struct store_command *c) {
+        struct binder b = stmt_begin(s, ST_CMD_FINISH);
+        int r;
+
+        error_clear(s);
+        if (!c || !c->sandbox_id || !c->command_id || !c->outcome)
+                return fail(s, -EINVAL,
+                            "store_command_finish: sandbox_id, command_id and "
+                            "outcome are required");
+        bind_text(&b, 1, c->sandbox_id);
+        bind_text(&b, 2, c->command_id);
+        bind_int64(&b, 3, c->ended_ms);
+        bind_text(&b, 4, c->outcome);
+        if (c->has_exit_code)
+                bind_int64(&b, 5, c->exit_code);
+        else
+                bind_null(&b, 5);
+        if (c->has_signal)
+                bind_int64(&b, 6, c->signal);
+        else
+                bind_null(&b, 6);
+        bind_double(&b, 7, c->duration);
+        bind_double(&b, 8, c->cpu_seconds);
+        bind_uint64(&b, 9, c->peak_memory_bytes);
+        bind_uint64(&b, 10, c->stdout_bytes);
+        bind_uint64(&b, 11, c->stderr_bytes);
+        bind_int64(&b, 12, c->stdout_truncated != 0);
+        bind_int64(&b, 13, c->stderr_truncated != 0);
+        bind_text(&b, 14, c->limits_hit);
+        bind_text(&b, 15, c->start_error);
+        r = stmt_exec(s, &b, "recording a command's end");
+        if (r == 0)
+                return fail(s, -ENOENT, "no command %s in sandbox %s", c->command_id,
+                            c->sandbox_id);
+        return r < 0 ? r : 0;
+}
+
+int store_commands_mark_unknown(struct store *s, const char *sandbox_id, int64_t ended_ms) {
+        struct binder b = stmt_begin(s, sandbox_id ? ST_CMD_MARK_ONE : ST_CMD_MARK_ALL);
+
+        error_clear(s);
+        if (sandbox_id)
+                bind_text(&b, 1, sandbox_id);
+        bind_int64(&b, 2, ended_ms);
+        return stmt_exec(s, &b, "marking commands unknown");
+}
+
+static void free_command_rows(struct command_row **rows, size_t from, size_t n) {
+        for (size_t i = from; i < n; i++)
+                free(rows[i]);
+}
+
+int store_history(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
+                  store_command_cb cb, void *userdata) {
+        struct command_row *rows[STORE_BATCH_ROWS];
+        uint32_t delivered = 0;
+
+        error_clear(s);
+        if (!sandbox_id || !cb)
+                return fail(s, -EINVAL, "store_history: sandbox_id and callback are required");
+        if (after_seq > INT64_MAX)
+                return 0;
+        for (;;) {
+                struct binder b = stmt_begin(s, ST_CMD_HISTORY);
+                uint32_t want = STORE_BATCH_ROWS;
+                size_t n = 0;
+                int rc, r = 0;
+
+                if (limit && limit - delivered < want)
+                        want = limit - delivered;
+                bind_text(&b, 1, sandbox_id);
+                bind_int64(&b, 2, (int64_t)after_seq);
+                bind_int64(&b, 3, want);
+                rc = b.rc == SQLITE_OK ? sqlite3_step(b.st) : b.rc;
+                while (rc == SQLITE_ROW && n < want) {
+                        r = command_row_load(s, b.st, &rows[n]);
+                        if (r < 0)
+                                break;
+                        after_seq = rows[n]->c.seq;
+                        n++;
+                        rc = sqlite3_step(b.st);
+                }
+                if (r == 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+                        r = sqlfail(s, rc, "reading command history");
+                stmt_done(b.st);
+                if (r < 0) {
+                        free_command_rows(rows, 0, n);
+                        return r;
+                }
+                /* No statement is active from here on: cb may use the store. */
+                for (size_t i = 0; i < n; i++) {
+                        r = cb(&rows[i]->c, userdata);
+                        free(rows[i]);
+                        if (r != 0) {
+                                free_command_rows(rows, i + 1, n);
+                                return r;
+                        }
+                        delivered++;
+                }
+                if (n < want || (limit && delivered >= limit))
+                        return delivered > INT32_MAX ? INT32_MAX : (int)delivered;
+        }
+}
+
+/* ---- file operations ---------------------------------------------------------------- */
+
+int store_fileop_insert(struct store *s, const struct store_fileop *op) {
+        struct binder b = stmt_begin(s, ST_FOP_INSERT);
+        int r;
+
+        error_clear(s);
+        if (!op || !op->sandbox_id || !op->op || !op->path || !op->result)
+                return fail(s, -EINVAL,
+                            "store_fileop_insert: sandbox_id, op, path and result "
+                            "are required");
+        bind_text(&b, 1, op->sandbox_id);
+        bind_text(&b, 2, op->op);
+        bind_text(&b, 3, op->path);
+        bind_uint64(&b, 4, op->bytes);
+        bind_text(&b, 5, op->result);
+        bind_int64(&b, 6, op->caller_uid);
+        bind_int64(&b, 7, op->caller_pid);
+        bind_text(&b, 8, op->client_name);
+        bind_int64(&b, 9, op->time_ms);
+        r = stmt_exec(s, &b, "recording a file operation");
+        return r < 0 ? r : 0;
+}
+
+int store_fileop_count(struct store *s, const char *sandbox_id) {
+        struct binder b = stmt_begin(s, ST_FOP_COUNT);
+        int rc, r;
+
+        error_clear(s);
+        if (!sandbox_id)
+                return fail(s, -EINVAL, "store_fileop_count: no sandbox_id");
+        bind_text(&b, 1, sandbox_id);
+        rc = b.rc == SQLITE_OK ? sqlite3_step(b.st) : b.rc;
+        if (rc == SQLITE_ROW) {
+                int64_t n = sqlite3_column_int64(b.st, 0);
+                r = n > INT32_MAX ? INT32_MAX : (int)n;
+        } else {
+                r = sqlfail(s, rc, "counting file operations");
+        }
+        stmt_done(b.st);
+        return r;
+}
+
+/* ---- retention ---------------------------------------------------------------------- */
+
+int store_prune(struct store *s, int64_t older_than_ms) {
+        struct binder b = stmt_begin(s, ST_PRUNE);
+
+        error_clear(s);
+        bind_int64(&b, 1, older_than_ms);
+        return stmt_exec(s, &b, "pruning old sandboxes");
+}
