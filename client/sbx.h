@@ -19,6 +19,28 @@
  *
  * Memory: strings and arrays inside a result belong to the result and are freed by its
  * free function. Input structs are only read during the call. */
+
+/* Additions to the contract above (libsbx 0.1.0):
+ *
+ * Strings in results: identifiers and names (ids, command ids, file names, label keys
+ * and values, argv words, cwd, client names, daemon and cgroup versions) are never NULL
+ * ("" when the daemon sent none). Fields that are optional on the wire (end_reason,
+ * root_dir, peak_memory_source, start_error, symlink_target) are NULL when absent.
+ * Byte buffers (stdout_data, stderr_data, read data) are never NULL and NUL-terminated.
+ *
+ * Reconnecting: after a transport failure (SBX_UNAVAILABLE with a non-zero sbx_errno)
+ * or a protocol error (SBX_INTERNAL) the connection is closed, because what is still in
+ * flight on it can no longer be matched to a request. The next call on the client
+ * connects again to the same socket and says Hello again; sandboxes are addressed by ID,
+ * so nothing is lost but the call that failed. A client whose sbx_connect failed
+ * retries the same way at its next call.
+ *
+ * Timeouts: sbx_connect waits at most 30 s for the Hello reply while no call timeout is
+ * set. With a call timeout set, sbx_exec waits for the call timeout plus the command's
+ * timeout plus a 2 s grace (the daemon reports a timeout only once the command has
+ * stopped). A call that times out fails with SBX_UNAVAILABLE and sbx_errno() ETIMEDOUT.
+ * A request larger than the daemon's frame limit (from Hello) fails with SBX_TOO_LARGE
+ * before anything is sent, and the connection stays usable. */
 #ifndef SBX_H
 #define SBX_H
 
@@ -305,6 +327,12 @@ struct sbx_result {
 };
 
 /* Runs a command in sandbox id and waits for its result. */
+/* On SBX_OK *ret is the result; with on_output set, every streamed chunk has been
+ * delivered to it, in order, before sbx_exec returns. A command that never started
+ * usually comes back as SBX_OK with outcome SBX_OUTCOME_START_FAILED; when the daemon
+ * instead answers with a failure status *and* a result (the schema allows it for
+ * RunCommand), that status is returned and *ret is set as well: free it. In every other
+ * failure *ret is NULL. */
 enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
                        struct sbx_result **ret);
 void sbx_result_free(struct sbx_result *r);

@@ -1,0 +1,557 @@
+/* cli.c: main() of the sbx command-line tool, and what its commands share: the global
+ * options and dispatch, the help text, the option and value parsers, error reporting,
+ * and small I/O helpers.
+ *
+ * The command line is a stable contract (SPEC, "Command-line contract"): every failure
+ * of sbx or of the daemon is one line "sbx: CODE: message" on stderr and exit status
+ * 125; usage errors are INVALID_ARGUMENT with a hint to run `sbx help`. The commands
+ * themselves live in cli_sandbox.c, cli_exec.c, cli_files.c and cli_doctor.c. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- help -------------------------------------------------------------------------------- */
+
+struct command {
+        const char *name;
+        int (*fn)(struct cli *cli, int argc, char **argv);
+        const char *synopsis;
+        const char *summary;
+};
+
+static const struct command commands[] = {
+        {"create", cmd_create,
+         "create [--id ID] [--timeout SECS] [--idle-timeout SECS] [--network none|full]\n"
+         "       [--writable PATH]... [--deny-read PATH]... [--deny-write PATH]...\n"
+         "       [--no-protect-defaults] [--env K=V]... [--memory BYTES] [--cpu-seconds N]\n"
+         "       [--cpu-percent N] [--processes N] [--file-size BYTES] [--open-files N]\n"
+         "       [--tmp-size BYTES] [--root DIR] [--label K=V]... [--share-uid N]...\n"
+         "       [--keep-workspace] [--json]",
+         "create a sandbox and print its ID (--json: the sandbox object)"},
+        {"exec", cmd_exec,
+         "exec [--timeout SECS] [--cwd DIR] [--env K=V]... [--stdin FILE|-]\n"
+         "     [--max-output BYTES] [--shell] [--json] ID -- ARGV...",
+         "run a command; exits with its status (128+N signal N, 124 timed out, 125 sbx\n"
+         "      error, 126 cannot execute, 127 not found); --json prints the result instead"},
+        {"read", cmd_read, "read [--offset N] [--limit N] ID PATH",
+         "write the bytes of a sandbox file to stdout"},
+        {"write", cmd_write, "write [--mode OCTAL] [--parents] [--append] ID PATH",
+         "write stdin to a sandbox file (atomically when it fits one frame; larger data\n"
+         "      is written in 16 MiB chunks and only the first chunk is atomic)"},
+        {"ls", cmd_ls, "ls [--json] ID [PATH]", "list a sandbox directory (default /workspace)"},
+        {"cp", cmd_cp, "cp SRC DST",
+         "copy files or directories between the host and a sandbox; exactly\n"
+         "      one side is ID:PATH (write ./a:b for a host path with a colon)"},
+        {"terminate", cmd_terminate, "terminate ID", "end a sandbox and every process in it"},
+        {"list", cmd_list, "list [--json] [--all] [--label K=V]...",
+         "list sandboxes (--all: also ended ones)"},
+        {"info", cmd_info, "info [--json] ID", "show a sandbox"},
+        {"set-timeout", cmd_set_timeout, "set-timeout ID SECS",
+         "move a sandbox's deadline to SECS from now"},
+        {"history", cmd_history, "history [--json] ID", "list the commands a sandbox ran"},
+        {"doctor", cmd_doctor, "doctor [--json]",
+         "check what this kernel and host allow, and how to fix what is missing"},
+        {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},
+};
+
+static const struct command *find_command(const char *name) {
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (strcmp(commands[i].name, name) == 0)
+                        return &commands[i];
+        return NULL;
+}
+
+void cli_usage(FILE *f, const char *cmd) {
+        const struct command *c = cmd ? find_command(cmd) : NULL;
+
+        if (c) {
+                fprintf(f, "usage: sbx [--socket PATH] %s\n\n  %s\n", c->synopsis, c->summary);
+                return;
+        }
+        fputs("usage: sbx [--socket PATH] COMMAND [OPTIONS] ...\n\n"
+              "sbx drives sbxd, the local sandbox daemon: persistent Linux sandboxes by ID.\n\n"
+              "Commands:\n",
+              f);
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                fprintf(f, "  sbx %s\n      %s\n", commands[i].synopsis, commands[i].summary);
+        fputs("  sbx help [COMMAND]\n\n"
+              "Socket: --socket PATH, else $SBX_SOCKET, else /run/sbxd/sbxd.sock for root and\n"
+              "$XDG_RUNTIME_DIR/sbxd/sbxd.sock otherwise.\n"
+              "BYTES take K, M, G suffixes (powers of 1024); SECS take fractions (0.5).\n"
+              "Errors print one line \"sbx: CODE: message\" on stderr and exit with status 125.\n",
+              f);
+}
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+/* Prints a message on one line: newlines and other control characters become spaces. */
+static void put_one_line(FILE *f, const char *s) {
+        for (; *s; s++)
+                fputc((unsigned char)*s < 0x20 || *s == 0x7F ? ' ' : *s, f);
+}
+
+static void verror(enum sbx_code code, const char *fmt, va_list ap) {
+        char *m = NULL;
+
+        fflush(stdout);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        fprintf(stderr, "sbx: %s: ", sbx_code_name(code));
+        put_one_line(stderr, m ? m : "(out of memory)");
+        fputc('\n', stderr);
+        free(m);
+}
+
+int cli_error(enum sbx_code code, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        verror(code, fmt, ap);
+        va_end(ap);
+        return CLI_EXIT_ERROR;
+}
+
+int cli_usage_error(const char *fmt, ...) {
+        va_list ap;
+        char *m = NULL;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        cli_error(SBX_INVALID_ARGUMENT, "%s (run `sbx help` for usage)", m ? m : "bad usage");
+        free(m);
+        return CLI_EXIT_ERROR;
+}
+
+int cli_client_error(sbx_client *c, enum sbx_code rc) {
+        const char *m = sbx_error_message(c);
+        return cli_error(rc, "%s", m && *m ? m : "the call failed without a message");
+}
+
+void cli_warn(const char *fmt, ...) {
+        va_list ap;
+        char *m = NULL;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        fflush(stdout);
+        fputs("sbx: warning: ", stderr);
+        put_one_line(stderr, m ? m : "(out of memory)");
+        fputc('\n', stderr);
+        free(m);
+}
+
+int cli_connect(const struct cli *cli, sbx_client **ret) {
+        sbx_client *c = NULL;
+        enum sbx_code rc = sbx_connect(cli->socket_path, CLI_CLIENT_NAME, &c);
+
+        *ret = NULL;
+        if (rc != SBX_OK) {
+                if (c)
+                        cli_client_error(c, rc);
+                else
+                        cli_error(SBX_INTERNAL, "out of memory");
+                sbx_close(c);
+                return CLI_EXIT_ERROR;
+        }
+        sbx_set_call_timeout_ms(c, CLI_CALL_TIMEOUT_MS);
+        *ret = c;
+        return 0;
+}
+
+/* ---- I/O helpers ------------------------------------------------------------------------- */
+
+int cli_write_all(int fd, const void *buf, size_t len) {
+        const uint8_t *p = buf;
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+int cli_read_all(int fd, size_t max, uint8_t **ret, size_t *ret_len) {
+        size_t len = 0, cap = 64 * 1024;
+        uint8_t *buf = malloc(cap + 1);
+
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n;
+                if (len == cap) {
+                        uint8_t *nb;
+                        if (cap > SIZE_MAX / 4) {
+                                free(buf);
+                                return -EFBIG;
+                        }
+                        cap *= 2;
+                        nb = realloc(buf, cap + 1);
+                        if (!nb) {
+                                free(buf);
+                                return -ENOMEM;
+                        }
+                        buf = nb;
+                }
+                n = read(fd, buf + len, cap - len);
+                if (n < 0) {
+                        int err = errno;
+                        if (err == EINTR)
+                                continue;
+                        free(buf);
+                        return -err;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+                if (max && len > max) {
+                        free(buf);
+                        return -EFBIG;
+                }
+        }
+        buf[len] = 0;
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
+void cli_put_text(FILE *f, const char *s) {
+        if (!s) {
+                fputc('-', f);
+                return;
+        }
+        for (; *s; s++) {
+                unsigned char ch = (unsigned char)*s;
+                if (ch < 0x20 || ch == 0x7F)
+                        fprintf(f, "\\x%02x", ch);
+                else
+                        fputc(ch, f);
+        }
+}
+
+void cli_format_iso(char *buf, size_t len, int64_t unix_ms, bool with_ms) {
+        int64_t secs = unix_ms >= 0 ? unix_ms / 1000 : -((-unix_ms + 999) / 1000);
+        int ms = (int)(unix_ms - secs * 1000);
+        time_t t = (time_t)secs;
+        struct tm tm;
+        size_t n;
+
+        if (!gmtime_r(&t, &tm)) {
+                snprintf(buf, len, "?");
+                return;
+        }
+        n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (with_ms)
+                snprintf(buf + n, len - n, ".%03dZ", ms);
+        else
+                snprintf(buf + n, len - n, "Z");
+}
+
+int64_t cli_now_unix_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+void cli_opts_init(struct cli_opts *p, struct cli *cli, int argc, char **argv,
+                   const struct cli_opt *spec) {
+        memset(p, 0, sizeof(*p));
+        p->cli = cli;
+        p->cmd = argv[0];
+        p->argc = argc;
+        p->argv = argv;
+        p->i = 1;
+        p->spec = spec;
+}
+
+int cli_opts_next(struct cli_opts *p) {
+        for (;;) {
+                const char *w, *name, *eq;
+                size_t nlen;
+
+                if (p->i >= p->argc)
+                        return CLI_OPT_END;
+                w = p->argv[p->i++];
+                if (p->only_positional || w[0] != '-' || w[1] == 0) {
+                        p->arg = w;
+                        p->saw_dashdash = p->only_positional;
+                        return CLI_OPT_POS;
+                }
+                if (strcmp(w, "--") == 0) {
+                        p->only_positional = true;
+                        continue;
+                }
+                if (strcmp(w, "-h") == 0 || strcmp(w, "--help") == 0)
+                        return CLI_OPT_HELP;
+                if (w[1] != '-') {
+                        cli_usage_error("unknown option '%s' for sbx %s", w, p->cmd);
+                        return CLI_OPT_ERR;
+                }
+                name = w + 2;
+                eq = strchr(name, '=');
+                nlen = eq ? (size_t)(eq - name) : strlen(name);
+                if (nlen == 6 && strncmp(name, "socket", 6) == 0) {
+                        if (eq) {
+                                p->cli->socket_path = eq + 1;
+                        } else if (p->i < p->argc) {
+                                p->cli->socket_path = p->argv[p->i++];
+                        } else {
+                                cli_usage_error("option --socket of sbx %s needs a value", p->cmd);
+                                return CLI_OPT_ERR;
+                        }
+                        continue;
+                }
+                for (int k = 0; p->spec[k].name; k++) {
+                        const struct cli_opt *o = &p->spec[k];
+                        if (strlen(o->name) != nlen || strncmp(o->name, name, nlen) != 0)
+                                continue;
+                        if (!o->has_arg) {
+                                if (eq) {
+                                        cli_usage_error("option --%s of sbx %s takes no value",
+                                                        o->name, p->cmd);
+                                        return CLI_OPT_ERR;
+                                }
+                                p->arg = NULL;
+                                return k;
+                        }
+                        if (eq) {
+                                p->arg = eq + 1;
+                        } else if (p->i < p->argc) {
+                                p->arg = p->argv[p->i++];
+                        } else {
+                                cli_usage_error("option --%s of sbx %s needs a value", o->name,
+                                                p->cmd);
+                                return CLI_OPT_ERR;
+                        }
+                        return k;
+                }
+                cli_usage_error("unknown option '--%.*s' for sbx %s", (int)nlen, name, p->cmd);
+                return CLI_OPT_ERR;
+        }
+}
+
+int cli_bad_value(const char *cmd, const char *opt, const char *value, const char *what) {
+        return cli_usage_error("bad value '%s' for %s of sbx %s: %s", value, opt, cmd, what);
+}
+
+/* ---- values ------------------------------------------------------------------------------ */
+
+static bool is_digit(char ch) {
+        return ch >= '0' && ch <= '9';
+}
+
+/* Parses the decimal digits at *pp into *ret (at most max); advances *pp. */
+static int parse_digits(const char **pp, uint64_t max, uint64_t *ret) {
+        const char *p = *pp;
+        uint64_t v = 0;
+
+        if (!is_digit(*p))
+                return -EINVAL;
+        for (; is_digit(*p); p++) {
+                unsigned d = (unsigned)(*p - '0');
+                if (v > (max - d) / 10)
+                        return -EINVAL;
+                v = v * 10 + d;
+        }
+        *pp = p;
+        *ret = v;
+        return 0;
+}
+
+/* Parses ".digits" at *pp: up to max_digits digits as a numerator over *ret_den (a
+ * power of ten); further digits are dropped. No fraction: 0/1. */
+static int parse_fraction(const char **pp, unsigned max_digits, uint64_t *ret_num,
+                          uint64_t *ret_den) {
+        const char *p = *pp;
+        uint64_t num = 0, den = 1;
+        unsigned k = 0;
+
+        *ret_num = 0;
+        *ret_den = 1;
+        if (*p != '.')
+                return 0;
+        p++;
+        if (!is_digit(*p))
+                return -EINVAL;
+        for (; is_digit(*p); p++) {
+                if (k < max_digits) {
+                        num = num * 10 + (uint64_t)(*p - '0');
+                        den *= 10;
+                        k++;
+                } else if (*p != '0') {
+                        num++; /* keep "more than" for rounding up */
+                        while (is_digit(*p))
+                                p++;
+                        break;
+                }
+        }
+        /* num may have been bumped past the last kept digit; clamp below den. */
+        if (num >= den)
+                num = den - 1;
+        *pp = p;
+        *ret_num = num;
+        *ret_den = den;
+        return 0;
+}
+
+int cli_parse_uint(const char *s, uint64_t max, uint64_t *ret) {
+        const char *p = s;
+        uint64_t v;
+
+        if (!s || parse_digits(&p, max, &v) < 0 || *p)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int cli_parse_bytes(const char *s, uint64_t *ret) {
+        const char *p = s;
+        uint64_t ip, num, den, mult = 1, v;
+        bool frac;
+
+        if (!s || parse_digits(&p, UINT64_MAX, &ip) < 0)
+                return -EINVAL;
+        frac = *p == '.';
+        /* Six digits keep num * mult (mult <= 2^40) well inside 64 bits. */
+        if (parse_fraction(&p, 6, &num, &den) < 0)
+                return -EINVAL;
+        switch (*p) {
+        case 'K':
+        case 'k':
+                mult = 1ull << 10;
+                break;
+        case 'M':
+        case 'm':
+                mult = 1ull << 20;
+                break;
+        case 'G':
+        case 'g':
+                mult = 1ull << 30;
+                break;
+        case 'T':
+        case 't':
+                mult = 1ull << 40;
+                break;
+        default:
+                break;
+        }
+        if (mult > 1) {
+                p++;
+                if ((p[0] == 'i' || p[0] == 'I') && (p[1] == 'B' || p[1] == 'b'))
+                        p += 2;
+                else if (p[0] == 'B' || p[0] == 'b')
+                        p++;
+        } else if ((p[0] == 'B' || p[0] == 'b') && p[1] == 0) {
+                p++;
+        }
+        if (*p || (frac && mult == 1))
+                return -EINVAL;
+        if (ip > UINT64_MAX / mult)
+                return -EINVAL;
+        v = ip * mult;
+        if (v > UINT64_MAX - num * mult / den)
+                return -EINVAL;
+        *ret = v + num * mult / den;
+        return 0;
+}
+
+int cli_parse_secs_ms(const char *s, uint64_t *ret_ms) {
+        const char *p = s;
+        uint64_t ip, num, den, ms;
+
+        /* Up to ~31,700 years keeps ip * 1000 far from overflow. */
+        if (!s || parse_digits(&p, 1000000000000ull, &ip) < 0)
+                return -EINVAL;
+        if (parse_fraction(&p, 9, &num, &den) < 0 || *p)
+                return -EINVAL;
+        ms = ip * 1000 + (num * 1000 + den - 1) / den;
+        *ret_ms = ms;
+        return 0;
+}
+
+int cli_parse_double(const char *s, double *ret) {
+        const char *p = s;
+        uint64_t ip, num, den;
+
+        if (!s || parse_digits(&p, UINT64_MAX, &ip) < 0)
+                return -EINVAL;
+        if (parse_fraction(&p, 18, &num, &den) < 0 || *p)
+                return -EINVAL;
+        *ret = strtod(s, NULL);
+        return 0;
+}
+
+int cli_parse_mode(const char *s, uint32_t *ret) {
+        uint32_t v = 0;
+        size_t n = 0;
+
+        if (!s || !*s)
+                return -EINVAL;
+        for (const char *p = s; *p; p++, n++) {
+                if (*p < '0' || *p > '7' || n >= 6)
+                        return -EINVAL;
+                v = v * 8 + (uint32_t)(*p - '0');
+        }
+        if (v > 07777)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+        struct cli cli = {0};
+        const struct command *c;
+        int i = 1, rc;
+
+        while (i < argc && argv[i][0] == '-') {
+                const char *w = argv[i];
+                if (strcmp(w, "--socket") == 0) {
+                        if (i + 1 >= argc)
+                                return cli_usage_error("option --socket needs a value");
+                        cli.socket_path = argv[i + 1];
+                        i += 2;
+                } else if (strncmp(w, "--socket=", 9) == 0) {
+                        cli.socket_path = w + 9;
+                        i++;
+                } else if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
+                        cli_usage(stdout, NULL);
+                        return 0;
+                } else if (strcmp(w, "--version") == 0) {
+                        char *vargv[] = {(char *)"version", NULL};
+                        return cmd_version(&cli, 1, vargv);
+                } else {
+                        return cli_usage_error("unknown option '%s'", w);
+                }
+        }
+        if (i >= argc)
+                return cli_usage_error("no command given");
+        if (strcmp(argv[i], "help") == 0) {
+                if (i + 1 < argc && !find_command(argv[i + 1]))
+                        return cli_usage_error("unknown command '%s'", argv[i + 1]);
+                cli_usage(stdout, i + 1 < argc ? argv[i + 1] : NULL);
+                return 0;
+        }
+        c = find_command(argv[i]);
+        if (!c)
+                return cli_usage_error("unknown command '%s'", argv[i]);
+        rc = c->fn(&cli, argc - i, argv + i);
+        if (fflush(stdout) != 0 && rc == 0)
+                return cli_error(SBX_INTERNAL, "cannot write to stdout: %s", strerror(errno));
+        return rc;
+}

@@ -1,0 +1,188 @@
+/* cli.h: the pieces of the sbx command-line tool shared between its files.
+ *
+ * The tool is split by subject: cli.c (main, option parsing, number parsing, errors,
+ * help), cli_json.c (a small JSON writer that renders bytes as valid UTF-8),
+ * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_exec.c
+ * (exec), cli_files.c (read, write, ls, cp) and cli_doctor.c (doctor, version). Each
+ * command is a function `int cmd_NAME(struct cli *, int argc, char **argv)` that
+ * returns the process exit status; argv[0] is the command's name. Everything talks to
+ * the daemon through libsbx only. */
+#ifndef SBX_CLI_H
+#define SBX_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sbx_limits.h"
+#include "sbx.h"
+
+/* The exit status of every failure of sbx itself or of the daemon (SPEC). */
+#define CLI_EXIT_ERROR 125
+
+/* The client name sbx announces in Hello; the daemon records it with each operation. */
+#define CLI_CLIENT_NAME "sbx/" SBX_VERSION
+
+/* The per-call timeout of the tool; sbx exec adds the command's own timeout. */
+#define CLI_CALL_TIMEOUT_MS (120u * 1000u)
+
+/* Page size of `sbx read` and of downloads by `sbx cp`. */
+#define CLI_READ_PAGE_BYTES (4u * 1024u * 1024u)
+
+/* Chunk size of writes that do not fit one frame (all but the first chunk append). */
+#define CLI_WRITE_CHUNK_BYTES (16u * 1024u * 1024u)
+
+/* State of one invocation. */
+struct cli {
+        const char *socket_path; /* --socket, or NULL for libsbx's default */
+};
+
+/* ---- errors and output (cli.c) --------------------------------------------------------- */
+
+/* Prints "sbx: CODE: message" on stderr and returns CLI_EXIT_ERROR. */
+__attribute__((format(printf, 2, 3))) int cli_error(enum sbx_code code, const char *fmt, ...);
+
+/* A usage error: "sbx: INVALID_ARGUMENT: message (run `sbx help` for usage)", 125. */
+__attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
+
+/* Prints the last failure of c (code rc) and returns CLI_EXIT_ERROR. */
+int cli_client_error(sbx_client *c, enum sbx_code rc);
+
+/* Prints "sbx: warning: message" on stderr. */
+__attribute__((format(printf, 1, 2))) void cli_warn(const char *fmt, ...);
+
+/* Connects to the daemon (--socket or the default), sets the tool's call timeout.
+ * Returns 0 and *ret, or prints the error and returns CLI_EXIT_ERROR. */
+int cli_connect(const struct cli *cli, sbx_client **ret);
+
+/* Writes all of buf to fd. 0 or -errno. */
+int cli_write_all(int fd, const void *buf, size_t len);
+
+/* Reads fd to its end into a new buffer (NUL-terminated; *ret_len excludes the NUL).
+ * At most max bytes (0: no bound): -EFBIG past it. 0 or -errno. */
+int cli_read_all(int fd, size_t max, uint8_t **ret, size_t *ret_len);
+
+/* Prints s to f with control characters and DEL shown as \xNN, so that names from a
+ * sandbox cannot drive the terminal. NULL prints "-". */
+void cli_put_text(FILE *f, const char *s);
+
+/* "2025-01-02T03:04:05.678Z" (UTC); with_ms false drops the milliseconds. */
+void cli_format_iso(char *buf, size_t len, int64_t unix_ms, bool with_ms);
+
+/* Milliseconds since the Unix epoch, now. */
+int64_t cli_now_unix_ms(void);
+
+/* ---- option parsing (cli.c) ------------------------------------------------------------ */
+
+struct cli_opt {
+        const char *name; /* long name without "--" */
+        bool has_arg;
+};
+
+enum {
+        CLI_OPT_END = -1,  /* no more words */
+        CLI_OPT_ERR = -2,  /* a usage error was printed */
+        CLI_OPT_POS = -3,  /* a positional word, in p->arg */
+        CLI_OPT_HELP = -4, /* --help or -h */
+};
+
+struct cli_opts {
+        struct cli *cli;
+        const char *cmd;
+        int argc;
+        char **argv;
+        int i;
+        const struct cli_opt *spec; /* ended by an entry with name NULL */
+        bool only_positional;       /* after "--" */
+        bool saw_dashdash;          /* the last positional came after "--" */
+        const char *arg;
+};
+
+/* Starts parsing argv[1..] of command cmd against spec. */
+void cli_opts_init(struct cli_opts *p, struct cli *cli, int argc, char **argv,
+                   const struct cli_opt *spec);
+
+/* The index in spec of the next option (its value in p->arg), or a CLI_OPT_* value.
+ * --socket PATH is accepted by every command and handled here. */
+int cli_opts_next(struct cli_opts *p);
+
+/* ---- value parsing (cli.c); each returns 0 or -EINVAL ---------------------------------- */
+
+/* Bytes: a plain number, or a number (fractions allowed) with K, M, G or T (powers of
+ * 1024, optionally followed by B or iB): "4096", "1K", "64M", "1.5G". */
+int cli_parse_bytes(const char *s, uint64_t *ret);
+/* Seconds with an optional fraction, as milliseconds rounded up: "2", "0.25". */
+int cli_parse_secs_ms(const char *s, uint64_t *ret_ms);
+/* A non-negative number with an optional fraction: "1.5". */
+int cli_parse_double(const char *s, double *ret);
+/* An unsigned decimal integer at most max. */
+int cli_parse_uint(const char *s, uint64_t max, uint64_t *ret);
+/* An octal file mode up to 07777. */
+int cli_parse_mode(const char *s, uint32_t *ret);
+
+/* Reports a bad option value; returns CLI_EXIT_ERROR. */
+int cli_bad_value(const char *cmd, const char *opt, const char *value, const char *what);
+
+/* Prints the usage of cmd (or of every command when cmd is NULL) to f. */
+void cli_usage(FILE *f, const char *cmd);
+
+/* ---- JSON (cli_json.c) ------------------------------------------------------------------ */
+
+#define JSON_MAX_DEPTH 32
+
+struct json {
+        FILE *f;
+        int depth;
+        bool need_comma[JSON_MAX_DEPTH];
+        bool after_key;
+};
+
+void json_init(struct json *j, FILE *f);
+void json_begin_object(struct json *j);
+void json_end_object(struct json *j);
+void json_begin_array(struct json *j);
+void json_end_array(struct json *j);
+void json_key(struct json *j, const char *key);
+/* A string value; NULL writes null. Invalid UTF-8 becomes U+FFFD. */
+void json_string(struct json *j, const char *s);
+/* Bytes as a string value: valid UTF-8 as is, each maximal invalid subsequence as one
+ * U+FFFD, control characters escaped. */
+void json_bytes(struct json *j, const void *data, size_t len);
+void json_int(struct json *j, int64_t v);
+void json_uint(struct json *j, uint64_t v);
+/* A number with at most `decimals` decimals, trailing zeros dropped; NaN/inf: null. */
+void json_double(struct json *j, double v, int decimals);
+/* Milliseconds as seconds, exactly: 1700000000123 -> 1700000000.123. */
+void json_ms_as_secs(struct json *j, int64_t ms);
+void json_bool(struct json *j, bool v);
+void json_null(struct json *j);
+/* Ends the document with a newline. Returns 0, or -EIO when writing failed. */
+int json_finish(struct json *j);
+
+/* Writes bytes s[0..len) to f as the inside of a JSON string (no quotes). */
+void json_escape(FILE *f, const void *s, size_t len);
+
+/* ---- commands ---------------------------------------------------------------------------- */
+
+int cmd_create(struct cli *cli, int argc, char **argv);
+int cmd_info(struct cli *cli, int argc, char **argv);
+int cmd_list(struct cli *cli, int argc, char **argv);
+int cmd_terminate(struct cli *cli, int argc, char **argv);
+int cmd_set_timeout(struct cli *cli, int argc, char **argv);
+int cmd_history(struct cli *cli, int argc, char **argv);
+int cmd_exec(struct cli *cli, int argc, char **argv);
+int cmd_read(struct cli *cli, int argc, char **argv);
+int cmd_write(struct cli *cli, int argc, char **argv);
+int cmd_ls(struct cli *cli, int argc, char **argv);
+int cmd_cp(struct cli *cli, int argc, char **argv);
+int cmd_doctor(struct cli *cli, int argc, char **argv);
+int cmd_version(struct cli *cli, int argc, char **argv);
+
+/* Writes data to a sandbox file: in one atomic WriteFile when it fits a frame, else the
+ * first CLI_WRITE_CHUNK_BYTES atomically and the rest appended in chunks (only the
+ * first chunk is atomic). Returns an sbx_code (the failure is left on c). */
+enum sbx_code cli_write_file(sbx_client *c, const char *id, const char *path, const uint8_t *data,
+                             size_t len, uint32_t mode, unsigned flags);
+
+#endif

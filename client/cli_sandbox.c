@@ -1,0 +1,1068 @@
+/* cli_sandbox.c: the sandbox commands of the sbx tool: create, info, list, terminate,
+ * set-timeout and history, with the JSON and text renderings of sandboxes and command
+ * records they print.
+ *
+ * Owns nothing past one command. The JSON sandbox object (create --json, info --json,
+ * list --json) has the keys id, state, owner_uid, created, created_at, deadline,
+ * deadline_at, idle_timeout, ended, ended_at, end_reason, isolated, warnings, labels,
+ * policy, enforcement, running_commands, commands_run, share_uids, share_gids; times
+ * are Unix seconds with fractions plus ISO-8601 UTC strings. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- rendering ----------------------------------------------------------------------- */
+
+static void json_strv(struct json *j, const struct sbx_strv *s) {
+        json_begin_array(j);
+        for (size_t i = 0; i < s->n; i++)
+                json_string(j, s->v[i]);
+        json_end_array(j);
+}
+
+/* A timestamp as two keys: NAME (Unix seconds, or null when 0) and NAME_at (ISO). */
+static void json_time(struct json *j, const char *name, int64_t ms) {
+        char key[64], iso[64];
+
+        json_key(j, name);
+        if (ms)
+                json_ms_as_secs(j, ms);
+        else
+                json_null(j);
+        snprintf(key, sizeof(key), "%s_at", name);
+        json_key(j, key);
+        if (ms) {
+                cli_format_iso(iso, sizeof(iso), ms, true);
+                json_string(j, iso);
+        } else {
+                json_null(j);
+        }
+}
+
+static void json_enforcement(struct json *j, const struct sbx_enforcement *e, size_t n) {
+        json_begin_object(j);
+        for (size_t i = 0; i < n; i++) {
+                json_key(j, e[i].limit);
+                json_string(j, e[i].enforcement);
+        }
+        json_end_object(j);
+}
+
+static void json_limits(struct json *j, const struct sbx_limits *l) {
+        json_begin_object(j);
+        if (l->set & SBX_LIMIT_MEMORY) {
+                json_key(j, "memory_bytes");
+                json_uint(j, l->memory_bytes);
+        }
+        if (l->set & SBX_LIMIT_CPU_SECONDS) {
+                json_key(j, "cpu_seconds");
+                json_double(j, l->cpu_seconds, 6);
+        }
+        if (l->set & SBX_LIMIT_CPU_PERCENT) {
+                json_key(j, "cpu_percent");
+                json_uint(j, l->cpu_percent);
+        }
+        if (l->set & SBX_LIMIT_PROCESSES) {
+                json_key(j, "processes");
+                json_uint(j, l->processes);
+        }
+        if (l->set & SBX_LIMIT_FILE_SIZE) {
+                json_key(j, "file_size_bytes");
+                json_uint(j, l->file_size_bytes);
+        }
+        if (l->set & SBX_LIMIT_OPEN_FILES) {
+                json_key(j, "open_files");
+                json_uint(j, l->open_files);
+        }
+        if (l->set & SBX_LIMIT_CORE_DUMPS) {
+                json_key(j, "core_dumps");
+                json_bool(j, l->core_dumps);
+        }
+        if (l->set & SBX_LIMIT_TMP) {
+                json_key(j, "tmp_bytes");
+                json_uint(j, l->tmp_bytes);
+        }
+        json_end_object(j);
+}
+
+static void json_sandbox(struct json *j, const struct sbx_sandbox *s) {
+        const struct sbx_policy *p = &s->policy;
+
+        json_begin_object(j);
+        json_key(j, "id");
+        json_string(j, s->id);
+        json_key(j, "state");
+        json_string(j, sbx_state_name(s->state));
+        json_key(j, "owner_uid");
+        json_uint(j, s->owner_uid);
+        json_time(j, "created", s->created_unix_ms);
+        json_time(j, "deadline", s->deadline_unix_ms);
+        json_key(j, "idle_timeout");
+        if (s->idle_timeout_ms)
+                json_ms_as_secs(j, (int64_t)s->idle_timeout_ms);
+        else
+                json_null(j);
+        json_time(j, "ended", s->ended_unix_ms);
+        json_key(j, "end_reason");
+        json_string(j, s->end_reason);
+        json_key(j, "isolated");
+        json_bool(j, s->isolated);
+        json_key(j, "warnings");
+        json_strv(j, &s->warnings);
+        json_key(j, "labels");
+        json_begin_object(j);
+        for (size_t i = 0; i < s->n_labels; i++) {
+                json_key(j, s->labels[i].key);
+                json_string(j, s->labels[i].value);
+        }
+        json_end_object(j);
+
+        json_key(j, "policy");
+        json_begin_object(j);
+        json_key(j, "writable_paths");
+        json_strv(j, &p->writable_paths);
+        json_key(j, "denied_read_paths");
+        json_strv(j, &p->denied_read_paths);
+        json_key(j, "denied_write_paths");
+        json_strv(j, &p->denied_write_paths);
+        json_key(j, "network");
+        json_string(j, p->network == SBX_NETWORK_FULL ? "full" : "none");
+        json_key(j, "protect_defaults");
+        json_bool(j, p->protect_defaults);
+        json_key(j, "inherit_environment");
+        json_strv(j, &p->inherit_environment);
+        json_key(j, "root_dir");
+        json_string(j, p->root_dir);
+        json_key(j, "limits");
+        json_limits(j, &p->limits);
+        json_end_object(j);
+
+        json_key(j, "enforcement");
+        json_enforcement(j, s->enforcement, s->n_enforcement);
+        json_key(j, "running_commands");
+        json_uint(j, s->running_commands);
+        json_key(j, "commands_run");
+        json_uint(j, s->commands_run);
+        json_key(j, "share_uids");
+        json_begin_array(j);
+        for (size_t i = 0; i < s->n_share_uids; i++)
+                json_uint(j, s->share_uids[i]);
+        json_end_array(j);
+        json_key(j, "share_gids");
+        json_begin_array(j);
+        for (size_t i = 0; i < s->n_share_gids; i++)
+                json_uint(j, s->share_gids[i]);
+        json_end_array(j);
+        json_end_object(j);
+}
+
+static int finish_json(struct json *j) {
+        if (json_finish(j) < 0)
+                return cli_error(SBX_INTERNAL, "cannot write to stdout: %s", strerror(errno));
+        return 0;
+}
+
+static bool sandbox_live(const struct sbx_sandbox *s) {
+        return s->state == SBX_STATE_CREATING || s->state == SBX_STATE_READY ||
+               s->state == SBX_STATE_TERMINATING;
+}
+
+/* "in 299 s" style remaining time of a live sandbox, or "-". */
+static void format_left(char *buf, size_t len, const struct sbx_sandbox *s) {
+        int64_t left;
+        if (!sandbox_live(s) || !s->deadline_unix_ms) {
+                snprintf(buf, len, "-");
+                return;
+        }
+        left = (s->deadline_unix_ms - cli_now_unix_ms() + 999) / 1000;
+        snprintf(buf, len, "%llds", (long long)(left > 0 ? left : 0));
+}
+
+static void print_strv_line(const struct sbx_strv *s) {
+        if (s->n == 0) {
+                fputs("-", stdout);
+                return;
+        }
+        for (size_t i = 0; i < s->n; i++) {
+                if (i)
+                        fputs(", ", stdout);
+                cli_put_text(stdout, s->v[i]);
+        }
+}
+
+/* Human form of a sandbox: aligned "key: value" lines. */
+static void print_sandbox(const struct sbx_sandbox *s) {
+        const struct sbx_policy *p = &s->policy;
+        const struct sbx_limits *l = &p->limits;
+        char t[64], left[32];
+        const int w = 20;
+
+#define KEY(k) printf("%-*s ", w, k ":")
+        KEY("id");
+        cli_put_text(stdout, s->id);
+        putchar('\n');
+        KEY("state");
+        printf("%s\n", sbx_state_name(s->state));
+        KEY("owner_uid");
+        printf("%u\n", s->owner_uid);
+        cli_format_iso(t, sizeof(t), s->created_unix_ms, true);
+        KEY("created");
+        printf("%s\n", s->created_unix_ms ? t : "-");
+        cli_format_iso(t, sizeof(t), s->deadline_unix_ms, true);
+        format_left(left, sizeof(left), s);
+        KEY("deadline");
+        if (s->deadline_unix_ms && sandbox_live(s))
+                printf("%s (%s left)\n", t, left);
+        else
+                printf("%s\n", s->deadline_unix_ms ? t : "-");
+        KEY("idle_timeout");
+        if (s->idle_timeout_ms)
+                printf("%.3gs\n", (double)s->idle_timeout_ms / 1000.0);
+        else
+                printf("none\n");
+        if (s->ended_unix_ms || s->end_reason) {
+                cli_format_iso(t, sizeof(t), s->ended_unix_ms, true);
+                KEY("ended");
+                printf("%s\n", s->ended_unix_ms ? t : "-");
+                KEY("end_reason");
+                cli_put_text(stdout, s->end_reason);
+                putchar('\n');
+        }
+        KEY("isolated");
+        printf("%s\n", s->isolated ? "yes" : "no");
+        KEY("running_commands");
+        printf("%u\n", s->running_commands);
+        KEY("commands_run");
+        printf("%llu\n", (unsigned long long)s->commands_run);
+        KEY("labels");
+        if (!s->n_labels)
+                fputs("-", stdout);
+        for (size_t i = 0; i < s->n_labels; i++) {
+                if (i)
+                        fputs(", ", stdout);
+                cli_put_text(stdout, s->labels[i].key);
+                putchar('=');
+                cli_put_text(stdout, s->labels[i].value);
+        }
+        putchar('\n');
+        KEY("network");
+        printf("%s\n", p->network == SBX_NETWORK_FULL ? "full" : "none");
+        KEY("protect_defaults");
+        printf("%s\n", p->protect_defaults ? "yes" : "no");
+        KEY("writable_paths");
+        print_strv_line(&p->writable_paths);
+        putchar('\n');
+        KEY("denied_read_paths");
+        print_strv_line(&p->denied_read_paths);
+        putchar('\n');
+        KEY("denied_write_paths");
+        print_strv_line(&p->denied_write_paths);
+        putchar('\n');
+        KEY("inherit_environment");
+        print_strv_line(&p->inherit_environment);
+        putchar('\n');
+        KEY("root_dir");
+        cli_put_text(stdout, p->root_dir ? p->root_dir : "/ (the host's)");
+        putchar('\n');
+        KEY("limits");
+        {
+                const char *sep = "";
+                if (!l->set)
+                        fputs("none", stdout);
+#define LIMIT(bit, fmt, ...)                                                                       \
+        do {                                                                                       \
+                if (l->set & (bit)) {                                                              \
+                        printf("%s" fmt, sep, __VA_ARGS__);                                        \
+                        sep = " ";                                                                 \
+                }                                                                                  \
+        } while (0)
+                LIMIT(SBX_LIMIT_MEMORY, "memory=%llu", (unsigned long long)l->memory_bytes);
+                LIMIT(SBX_LIMIT_CPU_SECONDS, "cpu_seconds=%g", l->cpu_seconds);
+                LIMIT(SBX_LIMIT_CPU_PERCENT, "cpu_percent=%u", l->cpu_percent);
+                LIMIT(SBX_LIMIT_PROCESSES, "processes=%u", l->processes);
+                LIMIT(SBX_LIMIT_FILE_SIZE, "file_size=%llu",
+                      (unsigned long long)l->file_size_bytes);
+                LIMIT(SBX_LIMIT_OPEN_FILES, "open_files=%u", l->open_files);
+                LIMIT(SBX_LIMIT_CORE_DUMPS, "core_dumps=%s", l->core_dumps ? "yes" : "no");
+                LIMIT(SBX_LIMIT_TMP, "tmp=%llu", (unsigned long long)l->tmp_bytes);
+#undef LIMIT
+                putchar('\n');
+        }
+        KEY("enforcement");
+        if (!s->n_enforcement)
+                fputs("-", stdout);
+        for (size_t i = 0; i < s->n_enforcement; i++) {
+                if (i)
+                        fputs(", ", stdout);
+                cli_put_text(stdout, s->enforcement[i].limit);
+                putchar('=');
+                cli_put_text(stdout, s->enforcement[i].enforcement);
+        }
+        putchar('\n');
+        KEY("warnings");
+        print_strv_line(&s->warnings);
+        putchar('\n');
+        if (s->n_share_uids || s->n_share_gids) {
+                KEY("share_uids");
+                for (size_t i = 0; i < s->n_share_uids; i++)
+                        printf("%s%u", i ? ", " : "", s->share_uids[i]);
+                putchar('\n');
+                KEY("share_gids");
+                for (size_t i = 0; i < s->n_share_gids; i++)
+                        printf("%s%u", i ? ", " : "", s->share_gids[i]);
+                putchar('\n');
+        }
+#undef KEY
+}
+
+/* ---- tables ---------------------------------------------------------------------------- */
+
+#define TABLE_MAX_COLS 8
+
+/* Rows of text cells printed with aligned columns (the last column is not padded). */
+struct table {
+        size_t ncol;
+        char **cells; /* row-major, sanitized copies */
+        size_t nrows, cap;
+        bool oom;
+};
+
+/* A copy of s with control characters shown as \xNN. */
+static char *sanitize(const char *s) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        if (!f)
+                return NULL;
+        cli_put_text(f, s);
+        if (fclose(f) != 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}
+
+static void table_add(struct table *t, const char *const *row) {
+        if (t->oom)
+                return;
+        if (t->nrows == t->cap) {
+                size_t cap = t->cap ? t->cap * 2 : 16;
+                char **nc = realloc(t->cells, cap * t->ncol * sizeof(*nc));
+                if (!nc) {
+                        t->oom = true;
+                        return;
+                }
+                t->cells = nc;
+                t->cap = cap;
+        }
+        for (size_t c = 0; c < t->ncol; c++) {
+                char *s = sanitize(row[c]);
+                t->cells[t->nrows * t->ncol + c] = s;
+                if (!s)
+                        t->oom = true;
+        }
+        t->nrows++;
+}
+
+static void table_print(const struct table *t) {
+        size_t w[TABLE_MAX_COLS] = {0};
+
+        for (size_t r = 0; r < t->nrows; r++)
+                for (size_t c = 0; c < t->ncol; c++) {
+                        const char *s = t->cells[r * t->ncol + c];
+                        size_t n = s ? strlen(s) : 0;
+                        if (n > w[c])
+                                w[c] = n;
+                }
+        for (size_t r = 0; r < t->nrows; r++) {
+                for (size_t c = 0; c < t->ncol; c++) {
+                        const char *s = t->cells[r * t->ncol + c];
+                        if (c + 1 < t->ncol)
+                                printf("%-*s  ", (int)w[c], s ? s : "");
+                        else
+                                printf("%s\n", s ? s : "");
+                }
+        }
+}
+
+static void table_free(struct table *t) {
+        for (size_t i = 0; i < t->nrows * t->ncol; i++)
+                free(t->cells[i]);
+        free(t->cells);
+}
+
+/* ---- create ---------------------------------------------------------------------------- */
+
+/* path made absolute against the current directory, without resolving symlinks (a
+ * writable path is mounted at the same path inside). NULL when memory runs out. */
+static char *absolute(const char *path) {
+        char *cwd, *out = NULL;
+
+        if (path[0] == '/')
+                return strdup(path);
+        cwd = getcwd(NULL, 0);
+        if (!cwd)
+                return NULL;
+        while (path[0] == '.' && path[1] == '/')
+                path += 2;
+        if (strcmp(path, ".") == 0)
+                path = "";
+        if (asprintf(&out, "%s%s%s", cwd, *path && strcmp(cwd, "/") ? "/" : "", path) < 0)
+                out = NULL;
+        free(cwd);
+        return out;
+}
+
+/* Checks "K=V" with a non-empty K. */
+static bool kv_ok(const char *s) {
+        const char *eq = strchr(s, '=');
+        return eq && eq != s;
+}
+
+/* Everything create allocates, freed in one place. */
+struct create_state {
+        char **writable, **deny_read, **deny_write, **env, **paths;
+        size_t n_writable, n_deny_read, n_deny_write, n_env, n_paths;
+        struct sbx_label *labels;
+        size_t n_labels;
+        uint32_t *share_uids;
+        size_t n_share_uids;
+};
+
+static void create_state_free(struct create_state *st) {
+        for (size_t i = 0; i < st->n_paths; i++)
+                free(st->paths[i]);
+        for (size_t i = 0; i < st->n_labels; i++)
+                free(st->labels[i].key); /* value points into the same allocation */
+        free(st->writable);
+        free(st->deny_read);
+        free(st->deny_write);
+        free(st->env);
+        free(st->paths);
+        free(st->labels);
+        free(st->share_uids);
+}
+
+/* Makes path absolute, remembers the copy for freeing, and appends it to v. */
+static int add_path(struct create_state *st, char **v, size_t *n, const char *path) {
+        char *a = absolute(path);
+        if (!a)
+                return cli_error(SBX_INTERNAL, "cannot make '%s' absolute: %s", path,
+                                 strerror(errno));
+        st->paths[st->n_paths++] = a;
+        v[(*n)++] = a;
+        return 0;
+}
+
+/* Splits "K=V" into a label (one allocation: key, NUL, value). */
+static int add_label(struct sbx_label *labels, size_t *n, const char *cmd, const char *kv) {
+        char *k;
+        char *eq;
+
+        if (!kv_ok(kv))
+                return cli_bad_value(cmd, "--label", kv, "expected KEY=VALUE");
+        k = strdup(kv);
+        if (!k)
+                return cli_error(SBX_INTERNAL, "out of memory");
+        eq = strchr(k, '=');
+        *eq = 0;
+        labels[*n].key = k;
+        labels[*n].value = eq + 1;
+        (*n)++;
+        return 0;
+}
+
+enum {
+        C_ID,
+        C_TIMEOUT,
+        C_IDLE,
+        C_NETWORK,
+        C_WRITABLE,
+        C_DENY_READ,
+        C_DENY_WRITE,
+        C_NO_PROTECT,
+        C_ENV,
+        C_MEMORY,
+        C_CPU_SECONDS,
+        C_CPU_PERCENT,
+        C_PROCESSES,
+        C_FILE_SIZE,
+        C_OPEN_FILES,
+        C_ROOT,
+        C_LABEL,
+        C_JSON,
+        C_SHARE_UID,
+        C_TMP_SIZE,
+        C_KEEP,
+};
+
+static const struct cli_opt create_opts[] = {
+        [C_ID] = {"id", true},
+        [C_TIMEOUT] = {"timeout", true},
+        [C_IDLE] = {"idle-timeout", true},
+        [C_NETWORK] = {"network", true},
+        [C_WRITABLE] = {"writable", true},
+        [C_DENY_READ] = {"deny-read", true},
+        [C_DENY_WRITE] = {"deny-write", true},
+        [C_NO_PROTECT] = {"no-protect-defaults", false},
+        [C_ENV] = {"env", true},
+        [C_MEMORY] = {"memory", true},
+        [C_CPU_SECONDS] = {"cpu-seconds", true},
+        [C_CPU_PERCENT] = {"cpu-percent", true},
+        [C_PROCESSES] = {"processes", true},
+        [C_FILE_SIZE] = {"file-size", true},
+        [C_OPEN_FILES] = {"open-files", true},
+        [C_ROOT] = {"root", true},
+        [C_LABEL] = {"label", true},
+        [C_JSON] = {"json", false},
+        [C_SHARE_UID] = {"share-uid", true},
+        [C_TMP_SIZE] = {"tmp-size", true},
+        [C_KEEP] = {"keep-workspace", false},
+        {NULL, false},
+};
+
+/* Parses the options of create into o (pointing into st). 0, or an exit status. */
+static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_create_opts *o,
+                        struct create_state *st, bool *json) {
+        struct sbx_limits *l = &o->policy.limits;
+        struct cli_opts p;
+        const char *cmd = argv[0];
+        size_t n = (size_t)argc;
+        uint64_t v;
+        double d;
+        int k;
+
+        st->writable = calloc(n, sizeof(char *));
+        st->deny_read = calloc(n, sizeof(char *));
+        st->deny_write = calloc(n, sizeof(char *));
+        st->env = calloc(n, sizeof(char *));
+        st->paths = calloc(n, sizeof(char *));
+        st->labels = calloc(n, sizeof(*st->labels));
+        st->share_uids = calloc(n, sizeof(uint32_t));
+        if (!st->writable || !st->deny_read || !st->deny_write || !st->env || !st->paths ||
+            !st->labels || !st->share_uids)
+                return cli_error(SBX_INTERNAL, "out of memory");
+
+        cli_opts_init(&p, cli, argc, argv, create_opts);
+        while ((k = cli_opts_next(&p)) != CLI_OPT_END) {
+                const char *a = p.arg;
+                int rc = 0;
+                switch (k) {
+                case CLI_OPT_ERR:
+                        return CLI_EXIT_ERROR;
+                case CLI_OPT_HELP:
+                        cli_usage(stdout, cmd);
+                        return -1;
+                case CLI_OPT_POS:
+                        return cli_usage_error("unexpected argument '%s' for sbx create", a);
+                case C_ID:
+                        o->id = a;
+                        break;
+                case C_TIMEOUT:
+                        if (cli_parse_secs_ms(a, &o->timeout_ms) < 0)
+                                return cli_bad_value(cmd, "--timeout", a,
+                                                     "expected seconds, e.g. 300 or 0.5");
+                        break;
+                case C_IDLE:
+                        if (cli_parse_secs_ms(a, &o->idle_timeout_ms) < 0)
+                                return cli_bad_value(cmd, "--idle-timeout", a, "expected seconds");
+                        break;
+                case C_NETWORK:
+                        if (strcmp(a, "none") == 0)
+                                o->policy.network = SBX_NETWORK_NONE;
+                        else if (strcmp(a, "full") == 0)
+                                o->policy.network = SBX_NETWORK_FULL;
+                        else
+                                return cli_bad_value(cmd, "--network", a, "expected none or full");
+                        break;
+                case C_WRITABLE:
+                        rc = add_path(st, st->writable, &st->n_writable, a);
+                        break;
+                case C_DENY_READ:
+                        rc = add_path(st, st->deny_read, &st->n_deny_read, a);
+                        break;
+                case C_DENY_WRITE:
+                        rc = add_path(st, st->deny_write, &st->n_deny_write, a);
+                        break;
+                case C_NO_PROTECT:
+                        o->policy.protect_defaults = 0;
+                        break;
+                case C_ENV:
+                        if (!kv_ok(a))
+                                return cli_bad_value(cmd, "--env", a, "expected NAME=VALUE");
+                        st->env[st->n_env++] = (char *)(uintptr_t)a;
+                        break;
+                case C_MEMORY:
+                        if (cli_parse_bytes(a, &l->memory_bytes) < 0 || !l->memory_bytes)
+                                return cli_bad_value(cmd, "--memory", a,
+                                                     "expected bytes, e.g. 512M or 2G");
+                        l->set |= SBX_LIMIT_MEMORY;
+                        break;
+                case C_CPU_SECONDS:
+                        if (cli_parse_double(a, &d) < 0 || d <= 0)
+                                return cli_bad_value(cmd, "--cpu-seconds", a,
+                                                     "expected seconds > 0");
+                        l->cpu_seconds = d;
+                        l->set |= SBX_LIMIT_CPU_SECONDS;
+                        break;
+                case C_CPU_PERCENT:
+                        if (cli_parse_uint(a, UINT32_MAX, &v) < 0 || v == 0)
+                                return cli_bad_value(
+                                        cmd, "--cpu-percent", a,
+                                        "expected a percentage of one CPU, e.g. 50 or 200");
+                        l->cpu_percent = (uint32_t)v;
+                        l->set |= SBX_LIMIT_CPU_PERCENT;
+                        break;
+                case C_PROCESSES:
+                        if (cli_parse_uint(a, UINT32_MAX, &v) < 0 || v == 0)
+                                return cli_bad_value(cmd, "--processes", a, "expected a count > 0");
+                        l->processes = (uint32_t)v;
+                        l->set |= SBX_LIMIT_PROCESSES;
+                        break;
+                case C_FILE_SIZE:
+                        if (cli_parse_bytes(a, &l->file_size_bytes) < 0)
+                                return cli_bad_value(cmd, "--file-size", a,
+                                                     "expected bytes, e.g. 100M");
+                        l->set |= SBX_LIMIT_FILE_SIZE;
+                        break;
+                case C_OPEN_FILES:
+                        if (cli_parse_uint(a, UINT32_MAX, &v) < 0 || v == 0)
+                                return cli_bad_value(cmd, "--open-files", a,
+                                                     "expected a count > 0");
+                        l->open_files = (uint32_t)v;
+                        l->set |= SBX_LIMIT_OPEN_FILES;
+                        break;
+                case C_TMP_SIZE:
+                        if (cli_parse_bytes(a, &l->tmp_bytes) < 0 || !l->tmp_bytes)
+                                return cli_bad_value(cmd, "--tmp-size", a,
+                                                     "expected bytes, e.g. 256M");
+                        l->set |= SBX_LIMIT_TMP;
+                        break;
+                case C_ROOT: {
+                        char *r = absolute(a);
+                        if (!r)
+                                return cli_error(SBX_INTERNAL, "cannot make '%s' absolute: %s", a,
+                                                 strerror(errno));
+                        st->paths[st->n_paths++] = r;
+                        o->policy.root_dir = r;
+                        break;
+                }
+                case C_LABEL:
+                        rc = add_label(st->labels, &st->n_labels, cmd, a);
+                        break;
+                case C_JSON:
+                        *json = true;
+                        break;
+                case C_SHARE_UID:
+                        if (cli_parse_uint(a, UINT32_MAX - 1, &v) < 0)
+                                return cli_bad_value(cmd, "--share-uid", a,
+                                                     "expected a numeric uid");
+                        st->share_uids[st->n_share_uids++] = (uint32_t)v;
+                        break;
+                case C_KEEP:
+                        o->keep_workspace = 1;
+                        break;
+                default:
+                        return cli_error(SBX_INTERNAL, "unhandled option %d", k);
+                }
+                if (rc)
+                        return rc;
+        }
+        o->policy.writable_paths = (struct sbx_strv){st->writable, st->n_writable};
+        o->policy.denied_read_paths = (struct sbx_strv){st->deny_read, st->n_deny_read};
+        o->policy.denied_write_paths = (struct sbx_strv){st->deny_write, st->n_deny_write};
+        o->env = (const char *const *)st->env;
+        o->n_env = st->n_env;
+        o->labels = st->labels;
+        o->n_labels = st->n_labels;
+        o->share_uids = st->share_uids;
+        o->n_share_uids = st->n_share_uids;
+        return 0;
+}
+
+int cmd_create(struct cli *cli, int argc, char **argv) {
+        struct sbx_create_opts o;
+        struct create_state st = {0};
+        struct sbx_sandbox *s = NULL;
+        sbx_client *c = NULL;
+        bool json = false;
+        enum sbx_code rc;
+        int status;
+
+        sbx_create_opts_init(&o);
+        status = parse_create(cli, argc, argv, &o, &st, &json);
+        if (status) {
+                create_state_free(&st);
+                return status < 0 ? 0 : status;
+        }
+        status = cli_connect(cli, &c);
+        if (status) {
+                create_state_free(&st);
+                return status;
+        }
+        rc = sbx_create(c, &o, &s);
+        if (rc != SBX_OK) {
+                status = cli_client_error(c, rc);
+        } else if (json) {
+                struct json j;
+                json_init(&j, stdout);
+                json_sandbox(&j, s);
+                status = finish_json(&j);
+        } else {
+                cli_put_text(stdout, s->id);
+                putchar('\n');
+                for (size_t i = 0; i < s->warnings.n; i++)
+                        cli_warn("%s", s->warnings.v[i]);
+        }
+        sbx_sandbox_free(s);
+        sbx_close(c);
+        create_state_free(&st);
+        return status;
+}
+
+/* ---- info, terminate, set-timeout --------------------------------------------------------- */
+
+static const struct cli_opt json_only_opts[] = {{"json", false}, {NULL, false}};
+
+/* Parses "[--json] POS..." with exactly npos positionals into pos. 0, -1 (help shown)
+ * or an exit status. */
+static int parse_simple(struct cli *cli, int argc, char **argv, const struct cli_opt *spec,
+                        size_t npos, const char **pos, bool *json) {
+        struct cli_opts p;
+        size_t got = 0;
+        int k;
+
+        cli_opts_init(&p, cli, argc, argv, spec);
+        while ((k = cli_opts_next(&p)) != CLI_OPT_END) {
+                if (k == CLI_OPT_ERR)
+                        return CLI_EXIT_ERROR;
+                if (k == CLI_OPT_HELP) {
+                        cli_usage(stdout, argv[0]);
+                        return -1;
+                }
+                if (k == CLI_OPT_POS) {
+                        if (got == npos)
+                                return cli_usage_error("unexpected argument '%s' for sbx %s", p.arg,
+                                                       argv[0]);
+                        pos[got++] = p.arg;
+                        continue;
+                }
+                if (json)
+                        *json = true; /* the only option these commands take */
+        }
+        if (got < npos)
+                return cli_usage_error("sbx %s needs %zu argument%s", argv[0], npos,
+                                       npos > 1 ? "s" : "");
+        return 0;
+}
+
+int cmd_info(struct cli *cli, int argc, char **argv) {
+        const char *id;
+        bool json = false;
+        struct sbx_sandbox *s = NULL;
+        sbx_client *c;
+        enum sbx_code rc;
+        int status = parse_simple(cli, argc, argv, json_only_opts, 1, &id, &json);
+
+        if (status)
+                return status < 0 ? 0 : status;
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        rc = sbx_get(c, id, &s);
+        if (rc != SBX_OK) {
+                status = cli_client_error(c, rc);
+        } else if (json) {
+                struct json j;
+                json_init(&j, stdout);
+                json_sandbox(&j, s);
+                status = finish_json(&j);
+        } else {
+                print_sandbox(s);
+        }
+        sbx_sandbox_free(s);
+        sbx_close(c);
+        return status;
+}
+
+int cmd_terminate(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt none[] = {{NULL, false}};
+        const char *id;
+        sbx_client *c;
+        enum sbx_code rc;
+        int status = parse_simple(cli, argc, argv, none, 1, &id, NULL);
+
+        if (status)
+                return status < 0 ? 0 : status;
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        rc = sbx_terminate(c, id, NULL);
+        if (rc != SBX_OK)
+                status = cli_client_error(c, rc);
+        sbx_close(c);
+        return status;
+}
+
+int cmd_set_timeout(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt none[] = {{NULL, false}};
+        const char *pos[2];
+        uint64_t ms;
+        sbx_client *c;
+        enum sbx_code rc;
+        int status = parse_simple(cli, argc, argv, none, 2, pos, NULL);
+
+        if (status)
+                return status < 0 ? 0 : status;
+        if (cli_parse_secs_ms(pos[1], &ms) < 0)
+                return cli_bad_value(argv[0], "SECS", pos[1], "expected seconds, e.g. 600 or 0.5");
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        rc = sbx_set_timeout(c, pos[0], ms, NULL);
+        if (rc != SBX_OK)
+                status = cli_client_error(c, rc);
+        sbx_close(c);
+        return status;
+}
+
+/* ---- list -------------------------------------------------------------------------------- */
+
+int cmd_list(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt opts[] = {
+                {"json", false}, {"all", false}, {"label", true}, {NULL, false}};
+        struct sbx_list_opts lo = {0};
+        struct sbx_label *labels = calloc((size_t)argc, sizeof(*labels));
+        size_t n_labels = 0;
+        struct sbx_sandbox_list *l = NULL;
+        struct cli_opts p;
+        bool json = false;
+        sbx_client *c = NULL;
+        enum sbx_code rc;
+        int k, status = 0;
+
+        if (!labels)
+                return cli_error(SBX_INTERNAL, "out of memory");
+        cli_opts_init(&p, cli, argc, argv, opts);
+        while (!status && (k = cli_opts_next(&p)) != CLI_OPT_END) {
+                if (k == CLI_OPT_ERR)
+                        status = CLI_EXIT_ERROR;
+                else if (k == CLI_OPT_HELP)
+                        status = -1;
+                else if (k == CLI_OPT_POS)
+                        status = cli_usage_error("unexpected argument '%s' for sbx list", p.arg);
+                else if (k == 0)
+                        json = true;
+                else if (k == 1)
+                        lo.include_ended = 1;
+                else
+                        status = add_label(labels, &n_labels, argv[0], p.arg);
+        }
+        if (status == -1)
+                cli_usage(stdout, argv[0]);
+        if (!status)
+                status = cli_connect(cli, &c);
+        if (!status) {
+                lo.labels = labels;
+                lo.n_labels = n_labels;
+                rc = sbx_list(c, &lo, &l);
+                if (rc != SBX_OK)
+                        status = cli_client_error(c, rc);
+        }
+        if (!status && json) {
+                struct json j;
+                json_init(&j, stdout);
+                json_begin_array(&j);
+                for (size_t i = 0; i < l->n; i++)
+                        json_sandbox(&j, l->v[i]);
+                json_end_array(&j);
+                status = finish_json(&j);
+        } else if (!status) {
+                struct table t = {.ncol = 6};
+                static const char *const head[] = {"ID",      "STATE",    "OWNER",
+                                                   "CREATED", "DEADLINE", "LABELS"};
+                table_add(&t, head);
+                for (size_t i = 0; i < l->n; i++) {
+                        const struct sbx_sandbox *s = l->v[i];
+                        char owner[16], created[64], left[32], *lab = NULL;
+                        size_t lab_len = 0;
+                        FILE *f = open_memstream(&lab, &lab_len);
+                        const char *row[6];
+
+                        snprintf(owner, sizeof(owner), "%u", s->owner_uid);
+                        cli_format_iso(created, sizeof(created), s->created_unix_ms, false);
+                        format_left(left, sizeof(left), s);
+                        for (size_t m = 0; f && m < s->n_labels; m++)
+                                fprintf(f, "%s%s=%s", m ? "," : "", s->labels[m].key,
+                                        s->labels[m].value);
+                        if (f)
+                                fclose(f);
+                        row[0] = s->id;
+                        row[1] = sbx_state_name(s->state);
+                        row[2] = owner;
+                        row[3] = s->created_unix_ms ? created : "-";
+                        row[4] = left;
+                        row[5] = lab && *lab ? lab : "-";
+                        table_add(&t, row);
+                        free(lab);
+                }
+                if (t.oom)
+                        status = cli_error(SBX_INTERNAL, "out of memory");
+                else
+                        table_print(&t);
+                table_free(&t);
+                if (l->truncated)
+                        cli_warn("the list was cut at %zu sandboxes", l->n);
+        }
+        for (size_t i = 0; i < n_labels; i++)
+                free(labels[i].key);
+        free(labels);
+        sbx_sandbox_list_free(l);
+        sbx_close(c);
+        return status < 0 ? 0 : status;
+}
+
+/* ---- history ----------------------------------------------------------------------------- */
+
+static void json_record(struct json *j, const struct sbx_command_record *r) {
+        json_begin_object(j);
+        json_key(j, "seq");
+        json_uint(j, r->seq);
+        json_key(j, "command_id");
+        json_string(j, r->command_id);
+        json_key(j, "argv");
+        json_strv(j, &r->argv);
+        json_key(j, "cwd");
+        json_string(j, r->cwd);
+        json_key(j, "caller_uid");
+        json_uint(j, r->caller_uid);
+        json_key(j, "caller_pid");
+        json_int(j, r->caller_pid);
+        json_key(j, "client_name");
+        json_string(j, r->client_name);
+        json_time(j, "started", r->started_unix_ms);
+        json_time(j, "ended", r->ended_unix_ms);
+        json_key(j, "outcome");
+        json_string(j, sbx_outcome_name(r->outcome));
+        json_key(j, "exit_code");
+        if (r->has_exit_code)
+                json_int(j, r->exit_code);
+        else
+                json_null(j);
+        json_key(j, "signal");
+        if (r->has_signal)
+                json_int(j, r->signal);
+        else
+                json_null(j);
+        json_key(j, "duration");
+        json_double(j, r->duration, 6);
+        json_key(j, "peak_memory_bytes");
+        json_uint(j, r->peak_memory_bytes);
+        json_key(j, "stdout_bytes");
+        json_uint(j, r->stdout_bytes);
+        json_key(j, "stderr_bytes");
+        json_uint(j, r->stderr_bytes);
+        json_key(j, "stdout_truncated");
+        json_bool(j, r->stdout_truncated);
+        json_key(j, "stderr_truncated");
+        json_bool(j, r->stderr_truncated);
+        json_end_object(j);
+}
+
+int cmd_history(struct cli *cli, int argc, char **argv) {
+        const char *id;
+        bool json = false;
+        struct sbx_history **pages = NULL;
+        size_t n_pages = 0;
+        uint64_t after = 0;
+        sbx_client *c;
+        int status = parse_simple(cli, argc, argv, json_only_opts, 1, &id, &json);
+
+        if (status)
+                return status < 0 ? 0 : status;
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        /* Every page, following next_after_seq until a page says there is no more. */
+        for (;;) {
+                struct sbx_history *h = NULL, **np;
+                uint64_t next;
+                enum sbx_code rc = sbx_history(c, id, after, SBX_MAX_HISTORY_LIMIT, &h);
+                if (rc != SBX_OK) {
+                        status = cli_client_error(c, rc);
+                        break;
+                }
+                np = realloc(pages, (n_pages + 1) * sizeof(*pages));
+                if (!np) {
+                        sbx_history_free(h);
+                        status = cli_error(SBX_INTERNAL, "out of memory");
+                        break;
+                }
+                pages = np;
+                pages[n_pages++] = h;
+                next = h->next_after_seq ? h->next_after_seq : (h->n ? h->v[h->n - 1].seq : 0);
+                /* A daemon that caps pages below what we ask may not say `truncated`;
+                 * a full default-sized page is worth one more (possibly empty) call. */
+                if (h->n == 0 || next <= after ||
+                    (!h->truncated && h->n < SBX_DEFAULT_HISTORY_LIMIT))
+                        break;
+                after = next;
+        }
+        if (!status && json) {
+                struct json j;
+                json_init(&j, stdout);
+                json_begin_array(&j);
+                for (size_t pg = 0; pg < n_pages; pg++)
+                        for (size_t i = 0; i < pages[pg]->n; i++)
+                                json_record(&j, &pages[pg]->v[i]);
+                json_end_array(&j);
+                status = finish_json(&j);
+        } else if (!status) {
+                struct table t = {.ncol = 6};
+                static const char *const head[] = {"SEQ",     "STARTED", "DURATION",
+                                                   "OUTCOME", "EXIT",    "ARGV"};
+                table_add(&t, head);
+                for (size_t pg = 0; pg < n_pages; pg++)
+                        for (size_t i = 0; i < pages[pg]->n; i++) {
+                                const struct sbx_command_record *r = &pages[pg]->v[i];
+                                char seq[24], started[64], dur[32], ex[24], *av = NULL;
+                                size_t av_len = 0;
+                                FILE *f = open_memstream(&av, &av_len);
+                                const char *row[6];
+
+                                snprintf(seq, sizeof(seq), "%llu", (unsigned long long)r->seq);
+                                cli_format_iso(started, sizeof(started), r->started_unix_ms, false);
+                                if (r->ended_unix_ms || r->duration > 0)
+                                        snprintf(dur, sizeof(dur), "%.3fs", r->duration);
+                                else
+                                        snprintf(dur, sizeof(dur), "-");
+                                if (r->has_exit_code)
+                                        snprintf(ex, sizeof(ex), "%d", r->exit_code);
+                                else if (r->has_signal)
+                                        snprintf(ex, sizeof(ex), "sig %d", r->signal);
+                                else
+                                        snprintf(ex, sizeof(ex), "-");
+                                for (size_t m = 0; f && m < r->argv.n; m++)
+                                        fprintf(f, "%s%s", m ? " " : "", r->argv.v[m]);
+                                if (f)
+                                        fclose(f);
+                                row[0] = seq;
+                                row[1] = r->started_unix_ms ? started : "-";
+                                row[2] = dur;
+                                row[3] = sbx_outcome_name(r->outcome);
+                                row[4] = ex;
+                                row[5] = av ? av : "";
+                                table_add(&t, row);
+                                free(av);
+                        }
+                if (t.oom)
+                        status = cli_error(SBX_INTERNAL, "out of memory");
+                else
+                        table_print(&t);
+                table_free(&t);
+        }
+        for (size_t pg = 0; pg < n_pages; pg++)
+                sbx_history_free(pages[pg]);
+        free(pages);
+        sbx_close(c);
+        return status;
+}

@@ -1,0 +1,1677 @@
+/* libsbx.c: the connection and the calls of libsbx, and the conversion between the
+ * sbx.v1 wire messages and the plain structs of sbx.h.
+ *
+ * Owns each sbx_client: its socket, its frame reader, the copy of the daemon's Hello
+ * reply and the message of the last failure. A call builds one Request on the stack
+ * (pointing at the caller's strings, copying only what must be reshaped), sends it as
+ * one frame, and reads frames until the Response with its request_id arrives; streamed
+ * output of a RunCommand goes to the caller's callback on the way. Results are deep
+ * copies into malloc'd structs, freed by the functions in libsbx_types.c.
+ *
+ * Failure policy: a daemon status that is not OK is returned as it is and the
+ * connection stays usable. A transport failure (cannot send or receive, the daemon
+ * closed the connection, the call timeout passed) is SBX_UNAVAILABLE; a reply that
+ * breaks the protocol (undecodable, oversized, for another request) is SBX_INTERNAL.
+ * After either the connection is closed, because what is still in flight on it can no
+ * longer be matched to a request; the next call connects again and says Hello again.
+ * Called by applications and by the sbx tool; never logs, never exits. */
+#include "sbx.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "sbx.pb-c.h"
+#include "sbx_limits.h"
+
+/* How long sbx_connect waits for the Hello reply when no call timeout is set: a
+ * daemon that accepts but never answers must not hang a client that has not had the
+ * chance to set a timeout yet. */
+#define CONNECT_HELLO_TIMEOUT_MS 30000u
+/* Extra wait for a RunCommand reply on top of the call timeout and the command's own
+ * timeout: the daemon reports a timeout only after the command verifiably stopped. */
+#define EXEC_GRACE_MS 2000u
+/* A reader buffer larger than this is released between calls. */
+#define READER_KEEP_BYTES (4u * 1024u * 1024u)
+/* The largest frame we accept from a daemon that announces a larger maximum. */
+#define MAX_ACCEPTED_FRAME_BYTES (1024u * 1024u * 1024u)
+
+struct sbx_client {
+        int fd; /* -1 while not connected */
+        char *socket_path;
+        char *client_name;
+        uint64_t last_request_id;
+        uint64_t call_timeout_ms; /* 0: wait forever */
+        uint32_t max_send_bytes;  /* the daemon's frame maximum, from Hello */
+        struct frame_reader reader;
+        struct sbx_hello *hello; /* NULL until a Hello was answered */
+        bool connecting;         /* inside do_connect: the Hello call must not recurse */
+        char *message;           /* last failure, NULL after success */
+        bool message_oom;        /* the last failure's message could not be allocated */
+        int err;
+};
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+static void clear_error(sbx_client *c) {
+        free(c->message);
+        c->message = NULL;
+        c->message_oom = false;
+        c->err = 0;
+}
+
+/* Records a failure on c and returns code, for `return fail(...)`. */
+__attribute__((format(printf, 4, 5))) static enum sbx_code fail(sbx_client *c, enum sbx_code code,
+                                                                int err, const char *fmt, ...) {
+        va_list ap;
+        char *m = NULL;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        free(c->message);
+        c->message = m;
+        c->message_oom = m == NULL;
+        c->err = err;
+        return code;
+}
+
+static enum sbx_code fail_oom(sbx_client *c) {
+        return fail(c, SBX_INTERNAL, ENOMEM, "out of memory in libsbx");
+}
+
+const char *sbx_error_message(const sbx_client *c) {
+        if (!c)
+                return "no client (out of memory while connecting)";
+        if (c->message_oom)
+                return "out of memory while describing an error";
+        return c->message ? c->message : "";
+}
+
+int sbx_errno(const sbx_client *c) {
+        return c ? c->err : ENOMEM;
+}
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+/* protobuf-c's message structs hold `char *` and `uint8_t *` even in fields that packing
+ * only reads; requests point them at the caller's const data instead of copying it.
+ * The cast goes through uintptr_t to say so on purpose (it is not a -Wcast-qual slip). */
+static char *unconst(const char *s) {
+        return (char *)(uintptr_t)s;
+}
+
+static char **unconst_v(const char *const *v) {
+        return (char **)(uintptr_t)v;
+}
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The poll() timeout until deadline (-1: no deadline), 0 once it has passed. */
+static int poll_timeout(int64_t deadline) {
+        int64_t left;
+        if (deadline < 0)
+                return -1;
+        left = deadline - now_ms();
+        if (left <= 0)
+                return 0;
+        return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+static bool id_valid(const char *id) {
+        size_t n = 0;
+        for (const char *p = id; *p; p++, n++) {
+                char ch = *p;
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
+                        return false;
+        }
+        return n >= 1 && n <= SBX_ID_MAX_BYTES;
+}
+
+/* Checks the sandbox ID argument of a call; fills the error on c when it is bad. */
+static enum sbx_code check_id(sbx_client *c, const char *id) {
+        if (!id)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no sandbox ID given");
+        if (!id_valid(id))
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                            "invalid sandbox ID '%.80s': use 1 to %u of the characters A-Z a-z 0-9 "
+                            ". _ -",
+                            id, SBX_ID_MAX_BYTES);
+        return SBX_OK;
+}
+
+static enum sbx_code check_path(sbx_client *c, const char *path) {
+        if (!path)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no path given");
+        return SBX_OK;
+}
+
+static bool strv_valid(const struct sbx_strv *s) {
+        if (s->n > 0 && !s->v)
+                return false;
+        for (size_t i = 0; i < s->n; i++)
+                if (!s->v[i])
+                        return false;
+        return true;
+}
+
+static bool strs_valid(const char *const *v, size_t n) {
+        if (n > 0 && !v)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!v[i])
+                        return false;
+        return true;
+}
+
+/* A tiny list of allocations that live exactly as long as one request being built. */
+struct pool {
+        void **v;
+        size_t n, cap;
+        bool oom;
+};
+
+static void *pool_take(struct pool *p, void *ptr) {
+        if (!ptr) {
+                p->oom = true;
+                return NULL;
+        }
+        if (p->n == p->cap) {
+                size_t cap = p->cap ? p->cap * 2 : 8;
+                void **nv = realloc(p->v, cap * sizeof(*nv));
+                if (!nv) {
+                        free(ptr);
+                        p->oom = true;
+                        return NULL;
+                }
+                p->v = nv;
+                p->cap = cap;
+        }
+        p->v[p->n++] = ptr;
+        return ptr;
+}
+
+static void *pool_calloc(struct pool *p, size_t n, size_t size) {
+        return pool_take(p, calloc(n ? n : 1, size));
+}
+
+static void pool_free(struct pool *p) {
+        for (size_t i = 0; i < p->n; i++)
+                free(p->v[i]);
+        free(p->v);
+        memset(p, 0, sizeof(*p));
+}
+
+/* ---- transport ---------------------------------------------------------------------- */
+
+static void disconnect(sbx_client *c) {
+        if (c->fd >= 0)
+                close(c->fd);
+        c->fd = -1;
+        frame_reader_free(&c->reader);
+        frame_reader_init(&c->reader, c->reader.max_frame_bytes);
+}
+
+/* Waits until fd is ready for events or the deadline passes. 0, -ETIMEDOUT or -errno. */
+static int wait_fd(int fd, short events, int64_t deadline) {
+        for (;;) {
+                struct pollfd pfd = {.fd = fd, .events = events};
+                int n = poll(&pfd, 1, poll_timeout(deadline));
+                if (n > 0)
+                        return 0; /* ready, or an error the next send/recv reports */
+                if (n == 0)
+                        return -ETIMEDOUT;
+                if (errno != EINTR)
+                        return -errno;
+        }
+}
+
+static int send_all(sbx_client *c, const uint8_t *buf, size_t len, int64_t deadline) {
+        size_t off = 0;
+        while (off < len) {
+                ssize_t n = send(c->fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n > 0) {
+                        off += (size_t)n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                        int r = wait_fd(c->fd, POLLOUT, deadline);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                return n < 0 ? -errno : -EIO;
+        }
+        return 0;
+}
+
+/* Receives what is there into the frame reader, waiting for at least one byte.
+ * 0, -ECONNRESET when the daemon closed the connection, -ETIMEDOUT, -ENOMEM or -errno. */
+static int recv_some(sbx_client *c, int64_t deadline) {
+        for (;;) {
+                uint8_t *dst;
+                size_t room;
+                ssize_t n;
+                int r = frame_reader_prepare(&c->reader, &dst, &room);
+                if (r < 0)
+                        return r;
+                n = recv(c->fd, dst, room, MSG_DONTWAIT);
+                if (n > 0) {
+                        frame_reader_commit(&c->reader, (size_t)n);
+                        return 0;
+                }
+                if (n == 0)
+                        return -ECONNRESET;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                        return -errno;
+                r = wait_fd(c->fd, POLLIN, deadline);
+                if (r < 0)
+                        return r;
+        }
+}
+
+/* A failure of the connection itself: closes it and describes err. */
+static enum sbx_code transport_fail(sbx_client *c, int err, uint64_t waited_ms) {
+        enum sbx_code code = SBX_UNAVAILABLE;
+        disconnect(c);
+        if (err == ENOMEM)
+                return fail_oom(c);
+        if (err == ETIMEDOUT)
+                return fail(c, code, err,
+                            "sbxd at %s did not answer within %llu ms (the call timeout); the "
+                            "connection was closed",
+                            c->socket_path, (unsigned long long)waited_ms);
+        if (err == ECONNRESET || err == EPIPE)
+                return fail(c, code, err,
+                            "sbxd at %s closed the connection before it answered (did it stop "
+                            "or restart? check `sbx doctor`)",
+                            c->socket_path);
+        return fail(c, code, err, "lost the connection to sbxd at %s: %s", c->socket_path,
+                    strerror(err));
+}
+
+/* A reply that breaks the protocol: closes the connection and describes it. */
+__attribute__((format(printf, 3, 4))) static enum sbx_code protocol_fail(sbx_client *c, int err,
+                                                                         const char *fmt, ...) {
+        va_list ap;
+        char *m = NULL;
+        enum sbx_code code;
+
+        disconnect(c);
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        code = fail(c, SBX_INTERNAL, err, "protocol error from sbxd at %s: %s", c->socket_path,
+                    m ? m : "(out of memory)");
+        free(m);
+        return code;
+}
+
+/* One request and how to wait for its answer. */
+struct call {
+        Sbx__V1__Request *req;            /* body set by the caller; request_id set by call() */
+        Sbx__V1__Response__BodyCase want; /* body of the final reply */
+        bool body_optional;               /* the final reply may carry no body (or Empty) */
+        bool keep_error_body;             /* a non-OK status with a `want` body: hand it over */
+        uint64_t extra_ms;                /* added to the call timeout (RunCommand) */
+        sbx_output_cb on_output;
+        void *userdata;
+};
+
+static enum sbx_code do_connect(sbx_client *c);
+
+/* Sends k->req and waits for its final Response. On SBX_OK *ret is the reply (free with
+ * sbx__v1__response__free_unpacked). On a non-OK status *ret is set only when
+ * k->keep_error_body and the reply has the wanted body; otherwise it is NULL. */
+static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret) {
+        uint8_t *buf;
+        size_t len;
+        int64_t start, deadline;
+        uint64_t id, wait_ms;
+        bool fresh = false;
+        int r;
+
+        *ret = NULL;
+        if (c->fd < 0 && !c->connecting) {
+                enum sbx_code rc = do_connect(c);
+                if (rc != SBX_OK)
+                        return rc;
+                fresh = true;
+        }
+        clear_error(c);
+        /* Between calls nothing is in flight: give back the room a large reply took. */
+        if (frame_reader_pending(&c->reader) == 0 && c->reader.cap > READER_KEEP_BYTES) {
+                uint32_t max = c->reader.max_frame_bytes;
+                frame_reader_free(&c->reader);
+                frame_reader_init(&c->reader, max);
+        }
+
+        id = ++c->last_request_id;
+        k->req->has_request_id = 1;
+        k->req->request_id = id;
+        r = frame_pack(&k->req->base, c->max_send_bytes, &buf, &len);
+        if (r == -EMSGSIZE)
+                return fail(c, SBX_TOO_LARGE, EMSGSIZE,
+                            "the request is %zu bytes, more than sbxd accepts in one frame (%u "
+                            "bytes); send the data in smaller pieces",
+                            protobuf_c_message_get_packed_size(&k->req->base), c->max_send_bytes);
+        if (r < 0)
+                return fail_oom(c);
+
+        start = now_ms();
+        wait_ms = c->call_timeout_ms ? c->call_timeout_ms + k->extra_ms : 0;
+        deadline =
+                wait_ms ? start + (int64_t)(wait_ms > INT64_MAX / 4 ? INT64_MAX / 4 : wait_ms) : -1;
+        r = send_all(c, buf, len, deadline);
+        if ((r == -EPIPE || r == -ECONNRESET) && !fresh && !c->connecting) {
+                /* The daemon closed this connection while it sat idle (it restarted, or
+                 * let us go). It never saw a whole request, so saying it again on a new
+                 * connection cannot run it twice. Once. */
+                enum sbx_code rc = do_connect(c);
+                if (rc != SBX_OK) {
+                        free(buf);
+                        return rc;
+                }
+                clear_error(c);
+                r = send_all(c, buf, len, deadline);
+        }
+        free(buf);
+        if (r < 0)
+                return transport_fail(c, -r, wait_ms);
+
+        for (;;) {
+                const uint8_t *payload;
+                size_t plen;
+                Sbx__V1__Response *resp;
+                int code;
+                const char *msg;
+
+                r = frame_reader_next(&c->reader, &payload, &plen);
+                if (r < 0)
+                        return protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
+                                             c->reader.max_frame_bytes);
+                if (r == 0) {
+                        r = recv_some(c, deadline);
+                        if (r < 0)
+                                return transport_fail(c, -r, wait_ms);
+                        continue;
+                }
+                resp = sbx__v1__response__unpack(NULL, plen, payload);
+                if (!resp)
+                        return protocol_fail(c, EBADMSG,
+                                             "a reply of %zu bytes that does not decode as "
+                                             "sbx.v1.Response",
+                                             plen);
+                code = resp->status && resp->status->has_code ? (int)resp->status->code : SBX_OK;
+                msg = resp->status && resp->status->message && *resp->status->message
+                              ? resp->status->message
+                              : NULL;
+                if (!resp->has_request_id || resp->request_id != id) {
+                        uint64_t other = resp->request_id;
+                        if (other == 0 && code != SBX_OK) {
+                                /* A connection-level error; the daemon closes after it. */
+                                enum sbx_code lc =
+                                        code > SBX_INTERNAL ? SBX_INTERNAL : (enum sbx_code)code;
+                                fail(c, lc, 0, "%s",
+                                     msg ? msg : "sbxd closed the connection with an error");
+                                sbx__v1__response__free_unpacked(resp, NULL);
+                                disconnect(c);
+                                return lc;
+                        }
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        return protocol_fail(c, EPROTO,
+                                             "a reply for request %llu while request %llu was the "
+                                             "only one in flight",
+                                             (unsigned long long)other, (unsigned long long)id);
+                }
+
+                if (code < SBX_OK || code > SBX_INTERNAL) {
+                        fail(c, SBX_INTERNAL, 0, "sbxd answered with unknown status code %d: %s",
+                             code, msg ? msg : "(no message)");
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        return SBX_INTERNAL;
+                }
+                if (code != SBX_OK) {
+                        if (msg)
+                                fail(c, (enum sbx_code)code, 0, "%s", msg);
+                        else
+                                fail(c, (enum sbx_code)code, 0,
+                                     "sbxd answered %s without a message", sbx_code_name(code));
+                        if (k->keep_error_body && resp->body_case == k->want)
+                                *ret = resp;
+                        else
+                                sbx__v1__response__free_unpacked(resp, NULL);
+                        return (enum sbx_code)code;
+                }
+
+                if (resp->body_case == SBX__V1__RESPONSE__BODY_OUTPUT &&
+                    k->want == SBX__V1__RESPONSE__BODY_COMMAND_RESULT) {
+                        const Sbx__V1__OutputChunk *o = resp->output;
+                        if (k->on_output && o && o->has_data && o->data.len > 0 &&
+                            (o->stream == SBX__V1__STREAM__STDOUT ||
+                             o->stream == SBX__V1__STREAM__STDERR))
+                                k->on_output(k->userdata, (enum sbx_stream)o->stream, o->offset,
+                                             o->data.data, o->data.len);
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        continue;
+                }
+                if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_STARTED &&
+                    k->want == SBX__V1__RESPONSE__BODY_COMMAND_RESULT) {
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        continue;
+                }
+                if (resp->body_case != k->want &&
+                    !(k->body_optional && (resp->body_case == SBX__V1__RESPONSE__BODY__NOT_SET ||
+                                           resp->body_case == SBX__V1__RESPONSE__BODY_EMPTY))) {
+                        int got = (int)resp->body_case;
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        return protocol_fail(c, EPROTO,
+                                             "a reply with body field %d where field %d was "
+                                             "expected",
+                                             got, (int)k->want);
+                }
+                *ret = resp;
+                return SBX_OK;
+        }
+}
+
+/* ---- conversions from the wire ------------------------------------------------------ */
+
+static bool dup_str(char **dst, const char *src) {
+        *dst = NULL;
+        if (!src)
+                return true;
+        *dst = strdup(src);
+        return *dst != NULL;
+}
+
+/* Like dup_str, but an absent string becomes "" (identifiers and names are never NULL). */
+static bool dup_str_nn(char **dst, const char *src) {
+        *dst = strdup(src ? src : "");
+        return *dst != NULL;
+}
+
+static bool dup_strv(struct sbx_strv *dst, char *const *v, size_t n) {
+        dst->v = NULL;
+        dst->n = 0;
+        if (n == 0)
+                return true;
+        dst->v = calloc(n, sizeof(*dst->v));
+        if (!dst->v)
+                return false;
+        dst->n = n;
+        for (size_t i = 0; i < n; i++)
+                if (!dup_str_nn(&dst->v[i], v[i]))
+                        return false;
+        return true;
+}
+
+static bool dup_bytes(uint8_t **dst, size_t *dst_len, const ProtobufCBinaryData *b) {
+        size_t n = b->data ? b->len : 0;
+        *dst = malloc(n + 1);
+        if (!*dst)
+                return false;
+        if (n)
+                memcpy(*dst, b->data, n);
+        (*dst)[n] = 0;
+        *dst_len = n;
+        return true;
+}
+
+static const char *enforcement_name(int e) {
+        switch (e) {
+        case SBX__V1__ENFORCEMENT__CGROUP_V2:
+                return "cgroup_v2";
+        case SBX__V1__ENFORCEMENT__CGROUP_V1:
+                return "cgroup_v1";
+        case SBX__V1__ENFORCEMENT__RLIMIT:
+                return "rlimit";
+        default:
+                return "none";
+        }
+}
+
+static bool dup_enforcement(struct sbx_enforcement **dst, size_t *dst_n,
+                            Sbx__V1__LimitEnforcement *const *v, size_t n) {
+        *dst = NULL;
+        *dst_n = 0;
+        if (n == 0)
+                return true;
+        *dst = calloc(n, sizeof(**dst));
+        if (!*dst)
+                return false;
+        *dst_n = n;
+        for (size_t i = 0; i < n; i++) {
+                if (!dup_str_nn(&(*dst)[i].limit, v[i]->limit))
+                        return false;
+                if (!dup_str_nn(&(*dst)[i].enforcement, enforcement_name((int)v[i]->enforcement)))
+                        return false;
+        }
+        return true;
+}
+
+static struct sbx_hello *hello_from_proto(const Sbx__V1__HelloReply *in) {
+        struct sbx_hello *h = calloc(1, sizeof(*h));
+        const Sbx__V1__Features *f = in->features;
+        bool ok;
+
+        if (!h)
+                return NULL;
+        h->protocol_version = in->protocol_version;
+        h->peer_uid = in->peer_uid;
+        ok = dup_str_nn(&h->daemon_version, in->daemon_version);
+        ok = ok &&
+             dup_str_nn(&h->cgroup_version, f && f->cgroup_version ? f->cgroup_version : "none");
+        if (ok && f) {
+                h->user_namespaces = f->user_namespaces;
+                h->rootless = f->rootless;
+                h->seccomp = f->seccomp;
+                h->landlock_abi = f->landlock_abi;
+                h->openat2 = f->openat2;
+                h->max_frame_bytes = f->max_frame_bytes;
+                if (f->n_implemented > 0) {
+                        struct sbx_strv s;
+                        ok = dup_strv(&s, f->implemented, f->n_implemented);
+                        /* Handed over even when partial: sbx_hello_free frees it. */
+                        h->implemented = s.v;
+                        h->n_implemented = s.n;
+                }
+        }
+        if (!ok) {
+                sbx_hello_free(h);
+                return NULL;
+        }
+        return h;
+}
+
+static struct sbx_hello *hello_copy(const struct sbx_hello *in) {
+        struct sbx_hello *h = calloc(1, sizeof(*h));
+        struct sbx_strv s;
+        bool ok;
+
+        if (!h)
+                return NULL;
+        *h = *in;
+        h->daemon_version = h->cgroup_version = NULL;
+        h->implemented = NULL;
+        h->n_implemented = 0;
+        ok = dup_str_nn(&h->daemon_version, in->daemon_version) &&
+             dup_str_nn(&h->cgroup_version, in->cgroup_version);
+        if (ok) {
+                ok = dup_strv(&s, in->implemented, in->n_implemented);
+                h->implemented = s.v; /* even when partial: sbx_hello_free frees it */
+                h->n_implemented = s.n;
+        }
+        if (!ok) {
+                sbx_hello_free(h);
+                return NULL;
+        }
+        return h;
+}
+
+static bool policy_from_proto(struct sbx_policy *out, const Sbx__V1__Policy *in) {
+        const Sbx__V1__Limits *l;
+
+        sbx_policy_init(out);
+        if (!in)
+                return true;
+        out->network = in->network == SBX__V1__NETWORK_MODE__NETWORK_FULL ? SBX_NETWORK_FULL
+                                                                          : SBX_NETWORK_NONE;
+        out->protect_defaults = in->protect_defaults;
+        out->inherit_environment_set = in->inherit_environment_set;
+        l = in->limits;
+        if (l) {
+                struct sbx_limits *o = &out->limits;
+                if (l->has_memory_bytes) {
+                        o->set |= SBX_LIMIT_MEMORY;
+                        o->memory_bytes = l->memory_bytes;
+                }
+                if (l->has_cpu_seconds) {
+                        o->set |= SBX_LIMIT_CPU_SECONDS;
+                        o->cpu_seconds = l->cpu_seconds;
+                }
+                if (l->has_cpu_percent) {
+                        o->set |= SBX_LIMIT_CPU_PERCENT;
+                        o->cpu_percent = l->cpu_percent;
+                }
+                if (l->has_processes) {
+                        o->set |= SBX_LIMIT_PROCESSES;
+                        o->processes = l->processes;
+                }
+                if (l->has_file_size_bytes) {
+                        o->set |= SBX_LIMIT_FILE_SIZE;
+                        o->file_size_bytes = l->file_size_bytes;
+                }
+                if (l->has_open_files) {
+                        o->set |= SBX_LIMIT_OPEN_FILES;
+                        o->open_files = l->open_files;
+                }
+                if (l->has_core_dumps) {
+                        o->set |= SBX_LIMIT_CORE_DUMPS;
+                        o->core_dumps = l->core_dumps;
+                }
+                if (l->has_tmp_bytes) {
+                        o->set |= SBX_LIMIT_TMP;
+                        o->tmp_bytes = l->tmp_bytes;
+                }
+        }
+        return dup_strv(&out->writable_paths, in->writable_paths, in->n_writable_paths) &&
+               dup_strv(&out->denied_read_paths, in->denied_read_paths, in->n_denied_read_paths) &&
+               dup_strv(&out->denied_write_paths, in->denied_write_paths,
+                        in->n_denied_write_paths) &&
+               dup_strv(&out->inherit_environment, in->inherit_environment,
+                        in->n_inherit_environment) &&
+               dup_str(&out->root_dir, in->root_dir);
+}
+
+static bool dup_u32s(uint32_t **dst, size_t *dst_n, const uint32_t *v, size_t n) {
+        *dst = NULL;
+        *dst_n = 0;
+        if (n == 0)
+                return true;
+        *dst = malloc(n * sizeof(**dst));
+        if (!*dst)
+                return false;
+        memcpy(*dst, v, n * sizeof(**dst));
+        *dst_n = n;
+        return true;
+}
+
+static struct sbx_sandbox *sandbox_from_proto(const Sbx__V1__SandboxInfo *in) {
+        struct sbx_sandbox *s = calloc(1, sizeof(*s));
+        bool ok;
+
+        if (!s)
+                return NULL;
+        sbx_policy_init(&s->policy);
+        s->state = (int)in->state >= 0 && (int)in->state <= SBX__V1__SANDBOX_STATE__LOST
+                           ? (enum sbx_state)in->state
+                           : SBX_STATE_UNSPECIFIED;
+        s->owner_uid = in->owner_uid;
+        s->created_unix_ms = in->created_unix_ms;
+        s->deadline_unix_ms = in->deadline_unix_ms;
+        s->idle_timeout_ms = in->idle_timeout_ms;
+        s->ended_unix_ms = in->ended_unix_ms;
+        s->isolated = in->isolated;
+        s->running_commands = in->running_commands;
+        s->commands_run = in->commands_run;
+
+        ok = dup_str_nn(&s->id, in->id) && dup_str(&s->end_reason, in->end_reason);
+        if (ok && in->n_labels > 0) {
+                s->labels = calloc(in->n_labels, sizeof(*s->labels));
+                ok = s->labels != NULL;
+                if (ok)
+                        s->n_labels = in->n_labels;
+                for (size_t i = 0; ok && i < in->n_labels; i++)
+                        ok = dup_str_nn(&s->labels[i].key, in->labels[i]->key) &&
+                             dup_str_nn(&s->labels[i].value, in->labels[i]->value);
+        }
+        ok = ok && policy_from_proto(&s->policy, in->policy);
+        ok = ok && dup_strv(&s->warnings, in->warnings, in->n_warnings);
+        ok = ok && dup_enforcement(&s->enforcement, &s->n_enforcement, in->enforcement,
+                                   in->n_enforcement);
+        ok = ok && dup_u32s(&s->share_uids, &s->n_share_uids, in->share_uids, in->n_share_uids);
+        ok = ok && dup_u32s(&s->share_gids, &s->n_share_gids, in->share_gids, in->n_share_gids);
+        if (!ok) {
+                sbx_sandbox_free(s);
+                return NULL;
+        }
+        return s;
+}
+
+static struct sbx_result *result_from_proto(const Sbx__V1__CommandResult *in) {
+        struct sbx_result *r = calloc(1, sizeof(*r));
+        const Sbx__V1__ResourceReport *rr = in->resources;
+        bool ok;
+
+        if (!r)
+                return NULL;
+        r->outcome = (int)in->outcome >= 0 && (int)in->outcome <= SBX__V1__OUTCOME__UNKNOWN
+                             ? (enum sbx_outcome)in->outcome
+                             : SBX_OUTCOME_UNSPECIFIED;
+        r->has_exit_code = in->has_exit_code;
+        r->exit_code = in->exit_code;
+        r->has_signal = in->has_signal;
+        r->signal = in->signal;
+        r->timed_out = in->timed_out;
+        r->stdout_truncated = in->stdout_truncated;
+        r->stderr_truncated = in->stderr_truncated;
+        r->stdout_bytes = in->stdout_bytes;
+        r->stderr_bytes = in->stderr_bytes;
+        r->duration = in->duration;
+        r->isolated = in->isolated;
+        r->start_errno = in->start_errno;
+        ok = dup_str_nn(&r->command_id, in->command_id) &&
+             dup_str_nn(&r->sandbox_id, in->sandbox_id) &&
+             dup_bytes(&r->stdout_data, &r->stdout_len, &in->stdout) &&
+             dup_bytes(&r->stderr_data, &r->stderr_len, &in->stderr) &&
+             dup_strv(&r->warnings, in->warnings, in->n_warnings) &&
+             dup_str(&r->start_error, in->start_error);
+        if (ok && rr) {
+                r->cpu_seconds = rr->cpu_seconds;
+                r->peak_memory_bytes = rr->peak_memory_bytes;
+                ok = dup_str(&r->peak_memory_source, rr->peak_memory_source) &&
+                     dup_strv(&r->limits_hit, rr->limits_hit, rr->n_limits_hit) &&
+                     dup_enforcement(&r->enforcement, &r->n_enforcement, rr->enforcement,
+                                     rr->n_enforcement);
+        }
+        if (!ok) {
+                sbx_result_free(r);
+                return NULL;
+        }
+        return r;
+}
+
+static bool file_info_from_proto(struct sbx_file_info *out, const Sbx__V1__FileInfo *in) {
+        memset(out, 0, sizeof(*out));
+        out->type = (int)in->type >= 0 && (int)in->type <= SBX__V1__FILE_TYPE__BLOCK_DEVICE
+                            ? (enum sbx_file_type)in->type
+                            : SBX_FILE_UNKNOWN;
+        out->size = in->size;
+        out->mode = in->mode;
+        out->mtime_unix_ms = in->mtime_unix_ms;
+        out->is_dir = in->has_is_dir ? in->is_dir : out->type == SBX_FILE_DIRECTORY;
+        return dup_str_nn(&out->name, in->name) &&
+               dup_str(&out->symlink_target, in->symlink_target);
+}
+
+static bool record_from_proto(struct sbx_command_record *out, const Sbx__V1__CommandRecord *in) {
+        memset(out, 0, sizeof(*out));
+        out->seq = in->seq;
+        out->caller_uid = in->caller_uid;
+        out->caller_pid = in->caller_pid;
+        out->started_unix_ms = in->started_unix_ms;
+        out->ended_unix_ms = in->ended_unix_ms;
+        out->outcome = (int)in->outcome >= 0 && (int)in->outcome <= SBX__V1__OUTCOME__UNKNOWN
+                               ? (enum sbx_outcome)in->outcome
+                               : SBX_OUTCOME_UNSPECIFIED;
+        out->has_exit_code = in->has_exit_code;
+        out->exit_code = in->exit_code;
+        out->has_signal = in->has_signal;
+        out->signal = in->signal;
+        out->duration = in->duration;
+        out->peak_memory_bytes = in->peak_memory_bytes;
+        out->stdout_bytes = in->stdout_bytes;
+        out->stderr_bytes = in->stderr_bytes;
+        out->stdout_truncated = in->stdout_truncated;
+        out->stderr_truncated = in->stderr_truncated;
+        return dup_str_nn(&out->command_id, in->command_id) &&
+               dup_strv(&out->argv, in->argv, in->n_argv) && dup_str_nn(&out->cwd, in->cwd) &&
+               dup_str_nn(&out->client_name, in->client_name);
+}
+
+/* ---- connection ----------------------------------------------------------------------- */
+
+static enum sbx_code connect_fail(sbx_client *c, int err) {
+        const char *hint = "";
+        switch (err) {
+        case ENOENT:
+        case ECONNREFUSED:
+                hint = " (is sbxd running? start it with `sbxd` or `systemctl start sbxd`)";
+                break;
+        case EACCES:
+        case EPERM:
+                hint = " (the socket is mode 0660: run as the daemon's user or a member of the "
+                       "socket's group, or pass --socket / set SBX_SOCKET)";
+                break;
+        case EAGAIN:
+                hint = " (sbxd is not accepting connections fast enough; try again)";
+                break;
+        default:
+                break;
+        }
+        return fail(c, SBX_UNAVAILABLE, err, "cannot connect to %s: %s%s", c->socket_path,
+                    strerror(err), hint);
+}
+
+/* Connects c->fd and says Hello. On failure the socket is closed and the error set. */
+static enum sbx_code do_connect(sbx_client *c) {
+        struct sockaddr_un sa;
+        size_t plen = strlen(c->socket_path);
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__Hello hello = SBX__V1__HELLO__INIT;
+        Sbx__V1__Response *resp;
+        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HELLO};
+        uint64_t saved_timeout;
+        enum sbx_code rc;
+        int fd;
+
+        disconnect(c);
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        if (plen == 0 || plen >= sizeof(sa.sun_path))
+                return fail(c, SBX_INVALID_ARGUMENT, ENAMETOOLONG,
+                            "socket path '%s' is empty or too long (at most %zu bytes)",
+                            c->socket_path, sizeof(sa.sun_path) - 1);
+        memcpy(sa.sun_path, c->socket_path, plen);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return fail(c, SBX_UNAVAILABLE, errno, "cannot create a Unix socket: %s",
+                            strerror(errno));
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int err = errno;
+                close(fd);
+                return connect_fail(c, err);
+        }
+        c->fd = fd;
+        c->max_send_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
+        c->reader.max_frame_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
+
+        hello.has_protocol_version = 1;
+        hello.protocol_version = SBX_PROTOCOL_VERSION;
+        hello.client_name = c->client_name;
+        req.body_case = SBX__V1__REQUEST__BODY_HELLO;
+        req.hello = &hello;
+        saved_timeout = c->call_timeout_ms;
+        if (!saved_timeout)
+                c->call_timeout_ms = CONNECT_HELLO_TIMEOUT_MS;
+        c->connecting = true;
+        rc = call(c, &k, &resp);
+        c->connecting = false;
+        c->call_timeout_ms = saved_timeout;
+        if (rc == SBX_UNIMPLEMENTED && c->fd >= 0) {
+                /* A daemon without Hello is still a daemon; sbx_hello() says so. */
+                sbx_hello_free(c->hello);
+                c->hello = NULL;
+                clear_error(c);
+                return SBX_OK;
+        }
+        if (rc != SBX_OK) {
+                disconnect(c);
+                return rc;
+        }
+        sbx_hello_free(c->hello);
+        c->hello = resp->hello ? hello_from_proto(resp->hello) : NULL;
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!c->hello) {
+                disconnect(c);
+                return fail_oom(c);
+        }
+        if (c->hello->max_frame_bytes >= SBX_MIN_MAX_FRAME_BYTES) {
+                uint64_t m = c->hello->max_frame_bytes;
+                c->max_send_bytes = m > UINT32_MAX ? UINT32_MAX : (uint32_t)m;
+                if (m > c->reader.max_frame_bytes)
+                        c->reader.max_frame_bytes = m > MAX_ACCEPTED_FRAME_BYTES
+                                                            ? MAX_ACCEPTED_FRAME_BYTES
+                                                            : (uint32_t)m;
+        }
+        return SBX_OK;
+}
+
+enum sbx_code sbx_connect(const char *socket_path, const char *client_name, sbx_client **ret) {
+        sbx_client *c;
+        char path[SBX_PATH_MAX_BYTES];
+
+        if (!ret)
+                return SBX_INVALID_ARGUMENT;
+        *ret = NULL;
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return SBX_INTERNAL;
+        c->fd = -1;
+        frame_reader_init(&c->reader, SBX_DEFAULT_MAX_FRAME_BYTES);
+        c->max_send_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
+        if (!socket_path) {
+                if (sbx_default_socket_path(path, sizeof(path)) < 0)
+                        path[0] = 0;
+                socket_path = path;
+        }
+        c->socket_path = strdup(socket_path);
+        c->client_name = strdup(client_name ? client_name : "libsbx");
+        if (!c->socket_path || !c->client_name) {
+                sbx_close(c);
+                return SBX_INTERNAL;
+        }
+        *ret = c;
+        if (strlen(c->client_name) > SBX_CLIENT_NAME_MAX_BYTES)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "client name is longer than %u bytes",
+                            SBX_CLIENT_NAME_MAX_BYTES);
+        return do_connect(c);
+}
+
+void sbx_close(sbx_client *c) {
+        if (!c)
+                return;
+        if (c->fd >= 0)
+                close(c->fd);
+        frame_reader_free(&c->reader);
+        sbx_hello_free(c->hello);
+        free(c->socket_path);
+        free(c->client_name);
+        free(c->message);
+        free(c);
+}
+
+void sbx_set_call_timeout_ms(sbx_client *c, uint64_t ms) {
+        if (c)
+                c->call_timeout_ms = ms;
+}
+
+enum sbx_code sbx_hello(sbx_client *c, struct sbx_hello **ret) {
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return SBX_INVALID_ARGUMENT;
+        *ret = NULL;
+        if (!c->hello && c->fd < 0) {
+                rc = do_connect(c);
+                if (rc != SBX_OK)
+                        return rc;
+        }
+        clear_error(c);
+        if (!c->hello)
+                return fail(c, SBX_UNIMPLEMENTED, 0, "sbxd at %s does not answer Hello",
+                            c->socket_path);
+        *ret = hello_copy(c->hello);
+        return *ret ? SBX_OK : fail_oom(c);
+}
+
+/* ---- sandboxes ------------------------------------------------------------------------ */
+
+/* Finishes a call whose reply body is a SandboxInfo: converts it into *ret (when ret is
+ * not NULL) and frees the reply. */
+static enum sbx_code finish_sandbox(sbx_client *c, enum sbx_code rc, Sbx__V1__Response *resp,
+                                    struct sbx_sandbox **ret) {
+        if (rc != SBX_OK)
+                return rc;
+        if (ret) {
+                if (resp->body_case != SBX__V1__RESPONSE__BODY_SANDBOX || !resp->sandbox) {
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        return protocol_fail(c, EPROTO,
+                                             "a reply without the sandbox it was asked for");
+                }
+                *ret = sandbox_from_proto(resp->sandbox);
+                if (!*ret)
+                        rc = fail_oom(c);
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        return rc;
+}
+
+enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct sbx_sandbox **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CreateSandbox cs = SBX__V1__CREATE_SANDBOX__INIT;
+        Sbx__V1__Policy pol = SBX__V1__POLICY__INIT;
+        Sbx__V1__Limits lim = SBX__V1__LIMITS__INIT;
+        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX};
+        struct sbx_create_opts defaults;
+        const struct sbx_policy *p;
+        const struct sbx_limits *l;
+        Sbx__V1__Response *resp;
+        struct pool pool = {0};
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return SBX_INVALID_ARGUMENT;
+        *ret = NULL;
+        clear_error(c);
+        if (!o) {
+                sbx_create_opts_init(&defaults);
+                o = &defaults;
+        }
+        p = &o->policy;
+        l = &p->limits;
+        if (o->id && check_id(c, o->id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (!strv_valid(&p->writable_paths) || !strv_valid(&p->denied_read_paths) ||
+            !strv_valid(&p->denied_write_paths) || !strv_valid(&p->inherit_environment) ||
+            !strs_valid(o->env, o->n_env) || (o->n_labels && !o->labels) ||
+            (o->n_share_uids && !o->share_uids) || (o->n_share_gids && !o->share_gids))
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "a NULL entry in the sandbox options");
+        if (p->network != SBX_NETWORK_NONE && p->network != SBX_NETWORK_FULL)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "unknown network mode %d",
+                            (int)p->network);
+        for (size_t i = 0; i < o->n_env; i++)
+                if (!strchr(o->env[i], '='))
+                        return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                                    "environment entry '%.80s' is not of the form NAME=VALUE",
+                                    o->env[i]);
+
+        pol.n_writable_paths = p->writable_paths.n;
+        pol.writable_paths = p->writable_paths.v;
+        pol.n_denied_read_paths = p->denied_read_paths.n;
+        pol.denied_read_paths = p->denied_read_paths.v;
+        pol.n_denied_write_paths = p->denied_write_paths.n;
+        pol.denied_write_paths = p->denied_write_paths.v;
+        pol.has_network = 1;
+        pol.network = p->network == SBX_NETWORK_FULL ? SBX__V1__NETWORK_MODE__NETWORK_FULL
+                                                     : SBX__V1__NETWORK_MODE__NETWORK_NONE;
+        pol.has_protect_defaults = 1;
+        pol.protect_defaults = !!p->protect_defaults;
+        pol.n_inherit_environment = p->inherit_environment.n;
+        pol.inherit_environment = p->inherit_environment.v;
+        if (p->inherit_environment_set) {
+                pol.has_inherit_environment_set = 1;
+                pol.inherit_environment_set = 1;
+        }
+        pol.root_dir = p->root_dir;
+        if (l->set) {
+                lim.has_memory_bytes = !!(l->set & SBX_LIMIT_MEMORY);
+                lim.memory_bytes = l->memory_bytes;
+                lim.has_cpu_seconds = !!(l->set & SBX_LIMIT_CPU_SECONDS);
+                lim.cpu_seconds = l->cpu_seconds;
+                lim.has_cpu_percent = !!(l->set & SBX_LIMIT_CPU_PERCENT);
+                lim.cpu_percent = l->cpu_percent;
+                lim.has_processes = !!(l->set & SBX_LIMIT_PROCESSES);
+                lim.processes = l->processes;
+                lim.has_file_size_bytes = !!(l->set & SBX_LIMIT_FILE_SIZE);
+                lim.file_size_bytes = l->file_size_bytes;
+                lim.has_open_files = !!(l->set & SBX_LIMIT_OPEN_FILES);
+                lim.open_files = l->open_files;
+                lim.has_core_dumps = !!(l->set & SBX_LIMIT_CORE_DUMPS);
+                lim.core_dumps = !!l->core_dumps;
+                lim.has_tmp_bytes = !!(l->set & SBX_LIMIT_TMP);
+                lim.tmp_bytes = l->tmp_bytes;
+                pol.limits = &lim;
+        }
+
+        cs.id = unconst(o->id);
+        cs.policy = &pol;
+        if (o->timeout_ms) {
+                cs.has_timeout_ms = 1;
+                cs.timeout_ms = o->timeout_ms;
+        }
+        if (o->idle_timeout_ms) {
+                cs.has_idle_timeout_ms = 1;
+                cs.idle_timeout_ms = o->idle_timeout_ms;
+        }
+        if (o->n_labels) {
+                Sbx__V1__Label *labels = pool_calloc(&pool, o->n_labels, sizeof(*labels));
+                cs.labels = pool_calloc(&pool, o->n_labels, sizeof(*cs.labels));
+                if (labels && cs.labels) {
+                        for (size_t i = 0; i < o->n_labels; i++) {
+                                if (!o->labels[i].key || !o->labels[i].value) {
+                                        pool_free(&pool);
+                                        return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                                                    "label %zu has no key or no value", i);
+                                }
+                                sbx__v1__label__init(&labels[i]);
+                                labels[i].key = o->labels[i].key;
+                                labels[i].value = o->labels[i].value;
+                                cs.labels[i] = &labels[i];
+                        }
+                        cs.n_labels = o->n_labels;
+                }
+        }
+        cs.n_env = o->n_env;
+        cs.env = unconst_v(o->env);
+        cs.n_share_uids = o->n_share_uids;
+        cs.share_uids = (uint32_t *)(uintptr_t)o->share_uids;
+        cs.n_share_gids = o->n_share_gids;
+        cs.share_gids = (uint32_t *)(uintptr_t)o->share_gids;
+        if (o->keep_workspace) {
+                cs.has_keep_workspace = 1;
+                cs.keep_workspace = 1;
+        }
+        if (pool.oom) {
+                pool_free(&pool);
+                return fail_oom(c);
+        }
+        req.body_case = SBX__V1__REQUEST__BODY_CREATE_SANDBOX;
+        req.create_sandbox = &cs;
+        rc = call(c, &k, &resp);
+        pool_free(&pool);
+        return finish_sandbox(c, rc, resp, ret);
+}
+
+/* GetSandbox and Terminate: a request with only a sandbox ID, answered with SandboxInfo. */
+static enum sbx_code id_call(sbx_client *c, const char *id, bool terminate,
+                             struct sbx_sandbox **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__GetSandbox get = SBX__V1__GET_SANDBOX__INIT;
+        Sbx__V1__Terminate term = SBX__V1__TERMINATE__INIT;
+        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX};
+        Sbx__V1__Response *resp;
+        enum sbx_code rc;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        if (ret)
+                *ret = NULL;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (terminate) {
+                term.sandbox_id = unconst(id);
+                req.body_case = SBX__V1__REQUEST__BODY_TERMINATE;
+                req.terminate = &term;
+                k.body_optional = ret == NULL;
+        } else {
+                get.sandbox_id = unconst(id);
+                req.body_case = SBX__V1__REQUEST__BODY_GET_SANDBOX;
+                req.get_sandbox = &get;
+        }
+        rc = call(c, &k, &resp);
+        return finish_sandbox(c, rc, resp, ret);
+}
+
+enum sbx_code sbx_get(sbx_client *c, const char *id, struct sbx_sandbox **ret) {
+        if (!ret)
+                return SBX_INVALID_ARGUMENT;
+        return id_call(c, id, false, ret);
+}
+
+enum sbx_code sbx_terminate(sbx_client *c, const char *id, struct sbx_sandbox **ret) {
+        return id_call(c, id, true, ret);
+}
+
+enum sbx_code sbx_set_timeout(sbx_client *c, const char *id, uint64_t timeout_ms,
+                              struct sbx_sandbox **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__SetTimeout st = SBX__V1__SET_TIMEOUT__INIT;
+        struct call k = {
+                .req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX, .body_optional = !ret};
+        Sbx__V1__Response *resp;
+        enum sbx_code rc;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        if (ret)
+                *ret = NULL;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        st.sandbox_id = unconst(id);
+        st.has_timeout_ms = 1;
+        st.timeout_ms = timeout_ms;
+        req.body_case = SBX__V1__REQUEST__BODY_SET_TIMEOUT;
+        req.set_timeout = &st;
+        rc = call(c, &k, &resp);
+        return finish_sandbox(c, rc, resp, ret);
+}
+
+enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
+                       struct sbx_sandbox_list **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__ListSandboxes ls = SBX__V1__LIST_SANDBOXES__INIT;
+        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_LIST_SANDBOXES};
+        Sbx__V1__Response *resp;
+        const Sbx__V1__ListSandboxesReply *lr;
+        struct sbx_sandbox_list *out;
+        struct pool pool = {0};
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return SBX_INVALID_ARGUMENT;
+        *ret = NULL;
+        clear_error(c);
+        if (opts) {
+                if ((opts->n_labels && !opts->labels) || (opts->n_states && !opts->states))
+                        return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                                    "a NULL array in the list options");
+                if (opts->n_labels) {
+                        Sbx__V1__Label *labels =
+                                pool_calloc(&pool, opts->n_labels, sizeof(*labels));
+                        ls.labels = pool_calloc(&pool, opts->n_labels, sizeof(*ls.labels));
+                        for (size_t i = 0; labels && ls.labels && i < opts->n_labels; i++) {
+                                sbx__v1__label__init(&labels[i]);
+                                labels[i].key = opts->labels[i].key;
+                                labels[i].value = opts->labels[i].value;
+                                ls.labels[i] = &labels[i];
+                        }
+                        ls.n_labels = opts->n_labels;
+                }
+                if (opts->n_states) {
+                        ls.states = pool_calloc(&pool, opts->n_states, sizeof(*ls.states));
+                        for (size_t i = 0; ls.states && i < opts->n_states; i++)
+                                ls.states[i] = (Sbx__V1__SandboxState)opts->states[i];
+                        ls.n_states = opts->n_states;
+                }
+                ls.has_owner_uid = !!opts->has_owner_uid;
+                ls.owner_uid = opts->owner_uid;
+                ls.has_include_ended = !!opts->include_ended;
+                ls.include_ended = !!opts->include_ended;
+                ls.has_limit = opts->limit > 0;
+                ls.limit = opts->limit;
+                if (pool.oom) {
+                        pool_free(&pool);
+                        return fail_oom(c);
+                }
+        }
+        req.body_case = SBX__V1__REQUEST__BODY_LIST_SANDBOXES;
+        req.list_sandboxes = &ls;
+        rc = call(c, &k, &resp);
+        pool_free(&pool);
+        if (rc != SBX_OK)
+                return rc;
+        lr = resp->list_sandboxes;
+        out = calloc(1, sizeof(*out));
+        if (out && lr && lr->n_sandboxes) {
+                out->v = calloc(lr->n_sandboxes, sizeof(*out->v));
+                if (out->v) {
+                        out->n = lr->n_sandboxes;
+                        for (size_t i = 0; i < out->n; i++) {
+                                out->v[i] = sandbox_from_proto(lr->sandboxes[i]);
+                                if (!out->v[i]) {
+                                        sbx_sandbox_list_free(out);
+                                        out = NULL;
+                                        break;
+                                }
+                        }
+                } else {
+                        free(out);
+                        out = NULL;
+                }
+        }
+        if (out)
+                out->truncated = lr && lr->truncated;
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!out)
+                return fail_oom(c);
+        *ret = out;
+        return SBX_OK;
+}
+
+/* ---- commands ------------------------------------------------------------------------- */
+
+enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
+                       struct sbx_result **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__RunCommand rc_msg = SBX__V1__RUN_COMMAND__INIT;
+        struct call k = {.req = &req,
+                         .want = SBX__V1__RESPONSE__BODY_COMMAND_RESULT,
+                         .keep_error_body = true};
+        Sbx__V1__Response *resp;
+        struct pool pool = {0};
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return SBX_INVALID_ARGUMENT;
+        *ret = NULL;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (!o)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command options given");
+        if ((o->argc > 0) == (o->shell != NULL))
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                            o->shell ? "give either argv or a shell command, not both"
+                                     : "no command given (argv is empty and no shell command)");
+        if (!strs_valid(o->argv, o->argc) || !strs_valid(o->env, o->n_env) ||
+            (o->stdin_len && !o->stdin_data))
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "a NULL entry in the command options");
+
+        rc_msg.sandbox_id = unconst(id);
+        rc_msg.n_argv = o->argc;
+        rc_msg.argv = unconst_v(o->argv);
+        rc_msg.shell = unconst(o->shell);
+        rc_msg.cwd = unconst(o->cwd);
+        if (o->n_env) {
+                Sbx__V1__EnvVar *vars = pool_calloc(&pool, o->n_env, sizeof(*vars));
+                rc_msg.env = pool_calloc(&pool, o->n_env, sizeof(*rc_msg.env));
+                for (size_t i = 0; vars && rc_msg.env && i < o->n_env; i++) {
+                        const char *eq = strchr(o->env[i], '=');
+                        if (!eq || eq == o->env[i]) {
+                                pool_free(&pool);
+                                return fail(
+                                        c, SBX_INVALID_ARGUMENT, EINVAL,
+                                        "environment entry '%.80s' is not of the form NAME=VALUE",
+                                        o->env[i]);
+                        }
+                        sbx__v1__env_var__init(&vars[i]);
+                        vars[i].name =
+                                pool_take(&pool, strndup(o->env[i], (size_t)(eq - o->env[i])));
+                        vars[i].value = unconst(eq + 1);
+                        rc_msg.env[i] = &vars[i];
+                }
+                rc_msg.n_env = o->n_env;
+        }
+        if (o->stdin_data) {
+                rc_msg.has_stdin = 1;
+                rc_msg.stdin.data = (uint8_t *)(uintptr_t)o->stdin_data;
+                rc_msg.stdin.len = o->stdin_len;
+        }
+        rc_msg.has_timeout_ms = 1;
+        rc_msg.timeout_ms = o->timeout_ms ? o->timeout_ms : SBX_DEFAULT_COMMAND_TIMEOUT_MS;
+        if (o->max_stdout_bytes) {
+                rc_msg.has_max_stdout_bytes = 1;
+                rc_msg.max_stdout_bytes = o->max_stdout_bytes;
+        }
+        if (o->max_stderr_bytes) {
+                rc_msg.has_max_stderr_bytes = 1;
+                rc_msg.max_stderr_bytes = o->max_stderr_bytes;
+        }
+        if (o->on_output) {
+                rc_msg.has_stream = 1;
+                rc_msg.stream = 1;
+        }
+        if (pool.oom) {
+                pool_free(&pool);
+                return fail_oom(c);
+        }
+        req.body_case = SBX__V1__REQUEST__BODY_RUN_COMMAND;
+        req.run_command = &rc_msg;
+        k.extra_ms = rc_msg.timeout_ms + EXEC_GRACE_MS;
+        k.on_output = o->on_output;
+        k.userdata = o->userdata;
+        rc = call(c, &k, &resp);
+        pool_free(&pool);
+        if (!resp)
+                return rc;
+        /* Here rc is SBX_OK, or the status of a command that never started whose result
+         * came along; either way the result is the caller's. */
+        if (resp->command_result) {
+                *ret = result_from_proto(resp->command_result);
+                if (!*ret) {
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        return fail_oom(c);
+                }
+        } else {
+                sbx__v1__response__free_unpacked(resp, NULL);
+                return protocol_fail(c, EPROTO, "a RunCommand reply without its result");
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        return rc;
+}
+
+/* Sends a request whose answer has no body of interest (Empty). */
+static enum sbx_code empty_call(sbx_client *c, Sbx__V1__Request *req) {
+        struct call k = {.req = req, .want = SBX__V1__RESPONSE__BODY_EMPTY, .body_optional = true};
+        Sbx__V1__Response *resp;
+        enum sbx_code rc = call(c, &k, &resp);
+        if (rc == SBX_OK)
+                sbx__v1__response__free_unpacked(resp, NULL);
+        return rc;
+}
+
+enum sbx_code sbx_cancel(sbx_client *c, const char *id, const char *command_id) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CancelCommand cc = SBX__V1__CANCEL_COMMAND__INIT;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (!command_id || !*command_id)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
+        cc.sandbox_id = unconst(id);
+        cc.command_id = unconst(command_id);
+        req.body_case = SBX__V1__REQUEST__BODY_CANCEL_COMMAND;
+        req.cancel_command = &cc;
+        return empty_call(c, &req);
+}
+
+/* ---- files ---------------------------------------------------------------------------- */
+
+enum sbx_code sbx_read(sbx_client *c, const char *id, const char *path, uint64_t offset,
+                       uint64_t limit, struct sbx_read_result **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__ReadFile rf = SBX__V1__READ_FILE__INIT;
+        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_READ_FILE};
+        Sbx__V1__Response *resp;
+        struct sbx_read_result *out;
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return SBX_INVALID_ARGUMENT;
+        *ret = NULL;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        rf.sandbox_id = unconst(id);
+        rf.path = unconst(path);
+        rf.has_offset = offset > 0;
+        rf.offset = offset;
+        rf.has_limit = limit > 0;
+        rf.limit = limit;
+        req.body_case = SBX__V1__REQUEST__BODY_READ_FILE;
+        req.read_file = &rf;
+        rc = call(c, &k, &resp);
+        if (rc != SBX_OK)
+                return rc;
+        out = calloc(1, sizeof(*out));
+        if (out) {
+                const Sbx__V1__ReadFileReply *r = resp->read_file;
+                out->size = r->size;
+                out->next_offset = r->has_next_offset ? r->next_offset : offset + r->data.len;
+                out->eof = r->eof;
+                if (!dup_bytes(&out->data, &out->len, &r->data)) {
+                        free(out);
+                        out = NULL;
+                }
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!out)
+                return fail_oom(c);
+        *ret = out;
+        return SBX_OK;
+}
+
+enum sbx_code sbx_write(sbx_client *c, const char *id, const char *path, const void *data,
+                        size_t len, uint32_t mode, unsigned flags) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__WriteFile wf = SBX__V1__WRITE_FILE__INIT;
+        struct call k = {
+                .req = &req, .want = SBX__V1__RESPONSE__BODY_WRITE_FILE, .body_optional = true};
+        Sbx__V1__Response *resp;
+        enum sbx_code rc;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (len && !data)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no data given for %zu bytes", len);
+        if (flags & ~(unsigned)(SBX_WRITE_CREATE_PARENTS | SBX_WRITE_APPEND))
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "unknown write flags 0x%x", flags);
+        if (mode > 07777)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "file mode %o has bits beyond 07777",
+                            mode);
+        wf.sandbox_id = unconst(id);
+        wf.path = unconst(path);
+        wf.has_data = 1;
+        wf.data.data = (uint8_t *)(uintptr_t)data;
+        wf.data.len = len;
+        wf.has_mode = 1;
+        wf.mode = mode ? mode : 0644;
+        wf.has_create_parents = !!(flags & SBX_WRITE_CREATE_PARENTS);
+        wf.create_parents = !!(flags & SBX_WRITE_CREATE_PARENTS);
+        wf.has_append = !!(flags & SBX_WRITE_APPEND);
+        wf.append = !!(flags & SBX_WRITE_APPEND);
+        req.body_case = SBX__V1__REQUEST__BODY_WRITE_FILE;
+        req.write_file = &wf;
+        rc = call(c, &k, &resp);
+        if (rc == SBX_OK)
+                sbx__v1__response__free_unpacked(resp, NULL);
+        return rc;
+}
+
+enum sbx_code sbx_list_dir(sbx_client *c, const char *id, const char *path, uint32_t limit,
+                           struct sbx_dir_list **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__ListDirectory ld = SBX__V1__LIST_DIRECTORY__INIT;
+        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_LIST_DIRECTORY};
+        Sbx__V1__Response *resp;
+        const Sbx__V1__ListDirectoryReply *lr;
+        struct sbx_dir_list *out;
+        bool ok;
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return SBX_INVALID_ARGUMENT;
+        *ret = NULL;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        ld.sandbox_id = unconst(id);
+        ld.path = unconst(path);
+        ld.has_limit = limit > 0;
+        ld.limit = limit;
+        req.body_case = SBX__V1__REQUEST__BODY_LIST_DIRECTORY;
+        req.list_directory = &ld;
+        rc = call(c, &k, &resp);
+        if (rc != SBX_OK)
+                return rc;
+        lr = resp->list_directory;
+        out = calloc(1, sizeof(*out));
+        ok = out != NULL;
+        if (ok && lr->n_entries) {
+                out->v = calloc(lr->n_entries, sizeof(*out->v));
+                ok = out->v != NULL;
+                for (size_t i = 0; ok && i < lr->n_entries; i++) {
+                        out->n = i + 1;
+                        ok = file_info_from_proto(&out->v[i], lr->entries[i]);
+                }
+        }
+        if (ok)
+                out->truncated = lr->truncated;
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!ok) {
+                sbx_dir_list_free(out);
+                return fail_oom(c);
+        }
+        *ret = out;
+        return SBX_OK;
+}
+
+enum sbx_code sbx_stat(sbx_client *c, const char *id, const char *path,
+                       struct sbx_file_info **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__Stat st = SBX__V1__STAT__INIT;
+        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_STAT};
+        Sbx__V1__Response *resp;
+        struct sbx_file_info *out;
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return SBX_INVALID_ARGUMENT;
+        *ret = NULL;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        st.sandbox_id = unconst(id);
+        st.path = unconst(path);
+        req.body_case = SBX__V1__REQUEST__BODY_STAT;
+        req.stat = &st;
+        rc = call(c, &k, &resp);
+        if (rc != SBX_OK)
+                return rc;
+        out = calloc(1, sizeof(*out));
+        if (out && !file_info_from_proto(out, resp->stat)) {
+                sbx_file_info_free(out);
+                out = NULL;
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!out)
+                return fail_oom(c);
+        *ret = out;
+        return SBX_OK;
+}
+
+enum sbx_code sbx_mkdir(sbx_client *c, const char *id, const char *path, uint32_t mode,
+                        int parents) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__MakeDirectory md = SBX__V1__MAKE_DIRECTORY__INIT;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (mode > 07777)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                            "directory mode %o has bits beyond 07777", mode);
+        md.sandbox_id = unconst(id);
+        md.path = unconst(path);
+        md.has_mode = 1;
+        md.mode = mode ? mode : 0755;
+        md.has_parents = !!parents;
+        md.parents = !!parents;
+        req.body_case = SBX__V1__REQUEST__BODY_MAKE_DIRECTORY;
+        req.make_directory = &md;
+        return empty_call(c, &req);
+}
+
+enum sbx_code sbx_remove(sbx_client *c, const char *id, const char *path, int recursive) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__Remove rm = SBX__V1__REMOVE__INIT;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        rm.sandbox_id = unconst(id);
+        rm.path = unconst(path);
+        rm.has_recursive = !!recursive;
+        rm.recursive = !!recursive;
+        req.body_case = SBX__V1__REQUEST__BODY_REMOVE;
+        req.remove = &rm;
+        return empty_call(c, &req);
+}
+
+/* ---- history -------------------------------------------------------------------------- */
+
+enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
+                          struct sbx_history **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__GetHistory gh = SBX__V1__GET_HISTORY__INIT;
+        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HISTORY};
+        Sbx__V1__Response *resp;
+        const Sbx__V1__GetHistoryReply *hr;
+        struct sbx_history *out;
+        bool ok;
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return SBX_INVALID_ARGUMENT;
+        *ret = NULL;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        gh.sandbox_id = unconst(id);
+        gh.has_after_seq = after_seq > 0;
+        gh.after_seq = after_seq;
+        gh.has_limit = limit > 0;
+        gh.limit = limit;
+        req.body_case = SBX__V1__REQUEST__BODY_GET_HISTORY;
+        req.get_history = &gh;
+        rc = call(c, &k, &resp);
+        if (rc != SBX_OK)
+                return rc;
+        hr = resp->history;
+        out = calloc(1, sizeof(*out));
+        ok = out != NULL;
+        if (ok && hr->n_commands) {
+                out->v = calloc(hr->n_commands, sizeof(*out->v));
+                ok = out->v != NULL;
+                for (size_t i = 0; ok && i < hr->n_commands; i++) {
+                        out->n = i + 1;
+                        ok = record_from_proto(&out->v[i], hr->commands[i]);
+                }
+        }
+        if (ok) {
+                out->next_after_seq = hr->next_after_seq;
+                out->truncated = hr->truncated;
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!ok) {
+                sbx_history_free(out);
+                return fail_oom(c);
+        }
+        *ret = out;
+        return SBX_OK;
+}

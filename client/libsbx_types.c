@@ -1,0 +1,225 @@
+/* libsbx_types.c: the plain-data half of libsbx: enum names, option initialisers, the
+ * free functions of every result struct, and the default socket path.
+ *
+ * Nothing here talks to the daemon or touches protobuf; everything is declared in
+ * sbx.h. The result structs freed here are built by libsbx.c, which allocates every
+ * string and array with malloc so that free() is the one way to release them. Free
+ * functions accept NULL and partially filled structs (libsbx.c relies on that to clean
+ * up after a failed conversion). */
+#include "sbx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *sbx_code_name(int code) {
+        static const char *const names[] = {
+                "OK",
+                "INVALID_ARGUMENT",
+                "NOT_FOUND",
+                "ALREADY_EXISTS",
+                "PERMISSION_DENIED",
+                "RESOURCE_EXHAUSTED",
+                "FAILED_PRECONDITION",
+                "READ_ONLY",
+                "TOO_LARGE",
+                "UNAVAILABLE",
+                "UNIMPLEMENTED",
+                "INTERNAL",
+        };
+        if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
+                return "UNKNOWN";
+        return names[code];
+}
+
+const char *sbx_state_name(int state) {
+        static const char *const names[] = {
+                "unspecified", "creating", "ready",  "terminating",
+                "terminated",  "expired",  "failed", "lost",
+        };
+        if (state < 0 || (size_t)state >= sizeof(names) / sizeof(names[0]))
+                return "unknown";
+        return names[state];
+}
+
+const char *sbx_outcome_name(int outcome) {
+        static const char *const names[] = {
+                "unspecified", "exited",        "signaled",     "timed_out", "out_of_memory",
+                "cancelled",   "sandbox_ended", "start_failed", "unknown",
+        };
+        if (outcome < 0 || (size_t)outcome >= sizeof(names) / sizeof(names[0]))
+                return "unknown";
+        return names[outcome];
+}
+
+/* An environment variable, or NULL when it is unset or empty (an empty SBX_SOCKET or
+ * XDG_RUNTIME_DIR is as good as none, and must not turn into a relative path). */
+static const char *env_nonempty(const char *name) {
+        const char *v = getenv(name);
+        return v && *v ? v : NULL;
+}
+
+int sbx_default_socket_path(char *buf, size_t len) {
+        const char *v;
+        int n;
+
+        if (!buf || len == 0)
+                return -EINVAL;
+        if ((v = env_nonempty("SBX_SOCKET")))
+                n = snprintf(buf, len, "%s", v);
+        else if (geteuid() == 0)
+                n = snprintf(buf, len, "/run/sbxd/sbxd.sock");
+        else if ((v = env_nonempty("XDG_RUNTIME_DIR")))
+                n = snprintf(buf, len, "%s/sbxd/sbxd.sock", v);
+        else
+                n = snprintf(buf, len, "/run/user/%u/sbxd/sbxd.sock", (unsigned)geteuid());
+        if (n < 0 || (size_t)n >= len)
+                return -ENAMETOOLONG;
+        return 0;
+}
+
+void sbx_policy_init(struct sbx_policy *p) {
+        if (!p)
+                return;
+        memset(p, 0, sizeof(*p));
+        p->network = SBX_NETWORK_NONE;
+        p->protect_defaults = 1;
+}
+
+void sbx_create_opts_init(struct sbx_create_opts *o) {
+        if (!o)
+                return;
+        memset(o, 0, sizeof(*o));
+        sbx_policy_init(&o->policy);
+}
+
+void sbx_exec_opts_init(struct sbx_exec_opts *o) {
+        if (!o)
+                return;
+        memset(o, 0, sizeof(*o));
+}
+
+/* ---- free functions ----------------------------------------------------------------- */
+
+static void strv_clear(struct sbx_strv *s) {
+        for (size_t i = 0; s->v && i < s->n; i++)
+                free(s->v[i]);
+        free(s->v);
+        s->v = NULL;
+        s->n = 0;
+}
+
+static void enforcement_free(struct sbx_enforcement *e, size_t n) {
+        for (size_t i = 0; e && i < n; i++) {
+                free(e[i].limit);
+                free(e[i].enforcement);
+        }
+        free(e);
+}
+
+void sbx_hello_free(struct sbx_hello *h) {
+        if (!h)
+                return;
+        free(h->daemon_version);
+        free(h->cgroup_version);
+        for (size_t i = 0; h->implemented && i < h->n_implemented; i++)
+                free(h->implemented[i]);
+        free(h->implemented);
+        free(h);
+}
+
+/* Frees what a policy returned by the library owns (not the struct itself). */
+static void policy_clear(struct sbx_policy *p) {
+        strv_clear(&p->writable_paths);
+        strv_clear(&p->denied_read_paths);
+        strv_clear(&p->denied_write_paths);
+        strv_clear(&p->inherit_environment);
+        free(p->root_dir);
+        p->root_dir = NULL;
+}
+
+void sbx_sandbox_free(struct sbx_sandbox *s) {
+        if (!s)
+                return;
+        free(s->id);
+        for (size_t i = 0; s->labels && i < s->n_labels; i++) {
+                free(s->labels[i].key);
+                free(s->labels[i].value);
+        }
+        free(s->labels);
+        free(s->end_reason);
+        policy_clear(&s->policy);
+        strv_clear(&s->warnings);
+        enforcement_free(s->enforcement, s->n_enforcement);
+        free(s->share_uids);
+        free(s->share_gids);
+        free(s);
+}
+
+void sbx_sandbox_list_free(struct sbx_sandbox_list *l) {
+        if (!l)
+                return;
+        for (size_t i = 0; l->v && i < l->n; i++)
+                sbx_sandbox_free(l->v[i]);
+        free(l->v);
+        free(l);
+}
+
+void sbx_result_free(struct sbx_result *r) {
+        if (!r)
+                return;
+        free(r->command_id);
+        free(r->sandbox_id);
+        free(r->stdout_data);
+        free(r->stderr_data);
+        strv_clear(&r->warnings);
+        free(r->peak_memory_source);
+        strv_clear(&r->limits_hit);
+        enforcement_free(r->enforcement, r->n_enforcement);
+        free(r->start_error);
+        free(r);
+}
+
+void sbx_read_result_free(struct sbx_read_result *r) {
+        if (!r)
+                return;
+        free(r->data);
+        free(r);
+}
+
+static void file_info_clear(struct sbx_file_info *f) {
+        free(f->name);
+        free(f->symlink_target);
+        f->name = f->symlink_target = NULL;
+}
+
+void sbx_file_info_free(struct sbx_file_info *f) {
+        if (!f)
+                return;
+        file_info_clear(f);
+        free(f);
+}
+
+void sbx_dir_list_free(struct sbx_dir_list *l) {
+        if (!l)
+                return;
+        for (size_t i = 0; l->v && i < l->n; i++)
+                file_info_clear(&l->v[i]);
+        free(l->v);
+        free(l);
+}
+
+void sbx_history_free(struct sbx_history *h) {
+        if (!h)
+                return;
+        for (size_t i = 0; h->v && i < h->n; i++) {
+                free(h->v[i].command_id);
+                strv_clear(&h->v[i].argv);
+                free(h->v[i].cwd);
+                free(h->v[i].client_name);
+        }
+        free(h->v);
+        free(h);
+}
