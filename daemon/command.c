@@ -84,7 +84,8 @@ struct command {
         uint64_t start_hr;
         int64_t started_ms;
         uint64_t timeout_ms;
-        uint64_t oom_before, pids_before;
+        uint64_t oom_before, pids_before; /* sandbox group + command group */
+        struct cgroup *cg;              /* the command's own group, below the sandbox's */
         double cpu_limit;
         char **argv;
         size_t argc;
@@ -128,6 +129,11 @@ static void command_free(struct command *cmd) {
         struct sandbox *sb = cmd->sb;
         for (i = 0; i < 2; i++)
                 free(cmd->out[i].buf);
+        if (cmd->cg) {
+                /* Empty unless a detached process lives on; then the sandbox's end
+                 * removes the directory with the rest of its tree. */
+                (void)cgroup_destroy(cmd->cg);
+        }
         for (i = 0; i < cmd->argc; i++)
                 free(cmd->argv[i]);
         free(cmd->argv);
@@ -314,6 +320,24 @@ static int has_limit(const struct sandbox *sb, int which) {
         }
 }
 
+/* OOM kills and refused forks so far, counted in the sandbox's group and the command's
+ * own: cgroup v1 counts an event where it happened (the command's group), v2 where the
+ * limit is (the sandbox's), so the sum of both is right on either. */
+static void count_events(struct command *cmd, uint64_t *ret_oom, uint64_t *ret_pids) {
+        struct cgroup *groups[2] = {cmd->sb->cg, cmd->cg};
+        int i;
+        *ret_oom = *ret_pids = 0;
+        for (i = 0; i < 2; i++) {
+                uint64_t v;
+                if (!groups[i])
+                        continue;
+                if (cgroup_oom_kills(groups[i], &v) == 0)
+                        *ret_oom += v;
+                if (cgroup_pids_max_events(groups[i], &v) == 0)
+                        *ret_pids += v;
+        }
+}
+
 static void finish(struct command *cmd) {
         struct sandbox *sb = cmd->sb;
         Sbx__V1__CommandResult res = SBX__V1__COMMAND_RESULT__INIT;
@@ -335,6 +359,7 @@ static void finish(struct command *cmd) {
         uv_timer_stop(&cmd->timer);
         uv_timer_stop(&cmd->drain);
 
+        count_events(cmd, &now_oom, &now_pids);
         res.command_id = cmd->id;
         res.sandbox_id = sb->id;
         res.has_outcome = 1;
@@ -348,8 +373,8 @@ static void finish(struct command *cmd) {
         } else {
                 if (WIFSIGNALED(cmd->wait_status))
                         sig = WTERMSIG(cmd->wait_status);
-                if (sb->cg && cgroup_oom_kills(sb->cg, &now_oom) == 0 && now_oom > cmd->oom_before &&
-                    sig == SIGKILL && cmd->kill != KILL_TIMEOUT && cmd->kill != KILL_CANCEL) {
+                if (now_oom > cmd->oom_before && sig == SIGKILL && cmd->kill != KILL_TIMEOUT &&
+                    cmd->kill != KILL_CANCEL) {
                         res.outcome = SBX__V1__OUTCOME__OUT_OF_MEMORY;
                         hits[n_hits++] = "memory";
                 } else if (cmd->kill == KILL_TIMEOUT) {
@@ -368,13 +393,19 @@ static void finish(struct command *cmd) {
                         res.has_signal = 1;
                         res.signal = sig;
                 }
-                if ((sig == SIGXCPU || (sig == SIGKILL && cmd->cpu_limit > 0 && cpu >= cmd->cpu_limit)) &&
+                /* A shell reports a child killed by signal N as exit code 128+N: count the
+                 * limit signals of its children too. */
+                int child_sig = res.has_exit_code && res.exit_code > 128 && res.exit_code < 128 + 65
+                                        ? res.exit_code - 128
+                                        : 0;
+                if ((sig == SIGXCPU || child_sig == SIGXCPU ||
+                     (sig == SIGKILL && cmd->cpu_limit > 0 && cpu >= cmd->cpu_limit)) &&
                     has_limit(sb, LIM_CPU_SECONDS))
                         hits[n_hits++] = "cpu";
-                if (sig == SIGXFSZ && has_limit(sb, LIM_FILE_SIZE))
+                if ((sig == SIGXFSZ || child_sig == SIGXFSZ) && has_limit(sb, LIM_FILE_SIZE))
                         hits[n_hits++] = "file_size";
         }
-        if (sb->cg && cgroup_pids_max_events(sb->cg, &now_pids) == 0 && now_pids > cmd->pids_before)
+        if (now_pids > cmd->pids_before)
                 hits[n_hits++] = "processes";
         res.has_timed_out = 1;
         res.timed_out = res.outcome == SBX__V1__OUTCOME__TIMED_OUT;
@@ -408,6 +439,14 @@ static void finish(struct command *cmd) {
         rr.has_peak_memory_bytes = 1;
         rr.peak_memory_bytes = (uint64_t)cmd->maxrss_kib * 1024u;
         rr.peak_memory_source = (char *)"rusage";
+        {
+                uint64_t peak;
+                if (cmd->cg && cgroup_peak_memory(cmd->cg, &peak) == 0 && peak > 0) {
+                        rr.peak_memory_bytes = peak;
+                        rr.peak_memory_source = sb->d->cgroups->version == CGROUP_V2 ? (char *)"cgroup_v2"
+                                                                                      : (char *)"cgroup_v1";
+                }
+        }
         rr.n_limits_hit = n_hits;
         rr.limits_hit = hits;
         for (i = 0; i < LIM_N; i++) {
@@ -561,6 +600,10 @@ static void send_kill(struct command *cmd) {
         msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SIGNAL;
         msg.signal = &s;
         sandbox_send_init(cmd->sb, &msg, NULL, 0);
+        /* And every process the command started that is still in its own cgroup,
+         * including ones that left its process group. */
+        if (cmd->cg)
+                cgroup_kill(cmd->cg);
 }
 
 static void on_timeout(uv_timer_t *t) {
@@ -772,7 +815,9 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         Sbx__Init__V1__Rlimit rl[5], *rlp[5];
         size_t n_rl = 0;
         ProtobufCBinaryData *argv_b = NULL, *env_b = NULL;
-        int child_fds[3] = {-1, -1, -1};
+        int child_fds[3 + SBX_INIT_MAX_FDS] = {-1, -1, -1};
+        int *cg_fds = child_fds + 3;
+        size_t n_cg_fds = 0;
         int in_pipe[2] = {-1, -1};
         struct store_command sc;
         uint64_t max_out;
@@ -931,6 +976,26 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 goto fail_alloc;
         }
 
+        if (sb->cg) {
+                char rel[SBX_ID_MAX_BYTES + 40];
+                snprintf(rel, sizeof(rel), "%s/%s", sb->id, cmd->id);
+                r = cgroup_create(d->cgroups, rel, &cmd->cg);
+                if (r == 0) {
+                        int v2 = 0;
+                        r = cgroup_join_fds(cmd->cg, cg_fds, SBX_INIT_MAX_FDS - 3, &v2);
+                        if (r >= 0) {
+                                n_cg_fds = (size_t)r;
+                                start.n_cgroup_fds = (uint32_t)n_cg_fds;
+                                start.has_cgroup_v2 = 1;
+                                start.cgroup_v2 = v2;
+                        }
+                }
+                if (r < 0)
+                        log_warning("sbx=%s cmd=%s: no cgroup of its own (%s); it is bounded by the "
+                                    "sandbox's",
+                                    sb->id, cmd->id, strerror(-r));
+                r = 0;
+        }
         /* Handles: the command now owns them and frees itself once they are closed. */
         uv_timer_init(d->loop, &cmd->timer);
         uv_timer_init(d->loop, &cmd->drain);
@@ -945,10 +1010,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         sb->commands_run++;
         cmd->start_hr = uv_hrtime();
         cmd->started_ms = sbxd_now_unix_ms();
-        if (sb->cg) {
-                (void)cgroup_oom_kills(sb->cg, &cmd->oom_before);
-                (void)cgroup_pids_max_events(sb->cg, &cmd->pids_before);
-        }
+        count_events(cmd, &cmd->oom_before, &cmd->pids_before);
 
         r = open_out(cmd, 0, &child_fds[1]);
         if (r == 0)
@@ -977,7 +1039,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         }
         if (r < 0) {
                 snprintf(err, errlen, "cannot set up the command's pipes: %s", strerror(-r));
-                for (i = 0; i < 3; i++)
+                for (i = 0; i < 3 + n_cg_fds; i++)
                         if (child_fds[i] >= 0)
                                 close(child_fds[i]);
                 if (in_pipe[1] >= 0)
@@ -1007,8 +1069,8 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 log_err("sbx=%s cmd=%s: cannot record it: %s", sb->id, cmd->id,
                         store_last_error(d->store));
 
-        r = sandbox_send_init(sb, &msg, child_fds, 3);
-        for (i = 0; i < 3; i++)
+        r = sandbox_send_init(sb, &msg, child_fds, 3 + n_cg_fds);
+        for (i = 0; i < 3 + n_cg_fds; i++)
                 close(child_fds[i]);
         free(argv_b);
         free(env_b);

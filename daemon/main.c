@@ -185,17 +185,6 @@ int main(int argc, char **argv) {
         if (uv_loop_init(&loop) < 0)
                 return 1;
         D.loop = &loop;
-        cgroup_base_name(cfg.state_dir, base, sizeof(base));
-        r = cgroup_env_new("/sys/fs/cgroup", "/proc/self/cgroup", base, getpid(), &D.cgroups);
-        if (r < 0) {
-                log_err("cannot examine cgroups: %s", strerror(-r));
-                return 1;
-        }
-        detect_features(&D);
-        r = sbxtab_new(&D, &D.sandboxes);
-        if (r < 0)
-                return 1;
-
         r = server_bind(&S, &D, cfg.socket_path);
         if (r == -EADDRINUSE) {
                 log_err("another sbxd is already serving %s; stop it first or pass --socket",
@@ -207,6 +196,19 @@ int main(int argc, char **argv) {
                 return 1;
         }
         D.server = &S;
+        cgroup_base_name(cfg.state_dir, base, sizeof(base));
+        r = cgroup_env_new("/sys/fs/cgroup", "/proc/self/cgroup", base, getpid(), &D.cgroups);
+        if (r < 0) {
+                log_err("cannot examine cgroups: %s", strerror(-r));
+                return 1;
+        }
+        detect_features(&D);
+        r = sbxtab_new(&D, &D.sandboxes);
+        if (r < 0) {
+                cgroup_env_remove_base(D.cgroups);
+                return 1;
+        }
+
         /* Reconcile after taking the socket's lock (so a second daemon never touches the
          * first one's sandboxes) and before listening (so that every client, from the
          * first, sees reconciled records). */
@@ -216,6 +218,7 @@ int main(int argc, char **argv) {
         r = server_listen(&S);
         if (r < 0) {
                 log_err("cannot listen on %s: %s", cfg.socket_path, uv_strerror(r));
+                cgroup_env_remove_base(D.cgroups);
                 return 1;
         }
 

@@ -438,16 +438,15 @@ static void finish_end(struct sandbox *sb) {
                 sb->init_pidfd = -1;
         }
         if (sb->cg) {
-                /* PID 1 is gone, so the group is empty; kill anything that escaped into
-                 * it from outside the namespace anyway, then remove it. */
+                /* PID 1 is gone, so the tree is empty; kill anything that escaped into it
+                 * from outside the namespace anyway, then remove it, commands' groups
+                 * first. */
                 cgroup_kill(sb->cg);
-                r = cgroup_destroy(sb->cg);
+                r = cgroup_remove_tree(sb->d->cgroups, sb->id);
+                if (r < 0)
+                        log_warning("sbx=%s: cannot remove its cgroup: %s", sb->id, strerror(-r));
+                (void)cgroup_destroy(sb->cg); /* directories gone: this only frees */
                 sb->cg = NULL;
-                if (r < 0)
-                        log_warning("sbx=%s: cannot remove its cgroup: %s; retrying", sb->id,
-                                    strerror(-r));
-                if (r < 0)
-                        cgroup_remove_tree(sb->d->cgroups, sb->id);
         }
         if (sb->workspace && !(sb->spec->has_keep_workspace && sb->spec->keep_workspace)) {
                 char *dir = strdup(sb->workspace);

@@ -1,0 +1,24 @@
+/* caps.h: dropping every capability of a command child before execve.
+ *
+ * Called only by spawn.c in the forked child, in this order: caps_drop_bounding and
+ * caps_lock_securebits while the child still has CAP_SETPCAP (before its uid change),
+ * then, after setresuid, caps_clear (a uid change away from 0 already empties the
+ * permitted set; a rootless command stays uid 0 of its user namespace and needs it). Each returns 0
+ * or -errno and is async-signal-safe. */
+#ifndef SBX_INIT_CAPS_H
+#define SBX_INIT_CAPS_H
+
+/* Empties the capability bounding set (PR_CAPBSET_DROP of every capability), so that
+ * no later execve, even of a set-capability file or as uid 0, can gain one. */
+int caps_drop_bounding(void);
+
+/* Sets and locks SECBIT_NOROOT (uid 0 gains nothing at execve: a rootless command is
+ * uid 0 of its user namespace), SECBIT_NO_CAP_AMBIENT_RAISE and the locks of
+ * SECBIT_KEEP_CAPS and SECBIT_NO_SETUID_FIXUP (so a uid change keeps clearing caps). */
+int caps_lock_securebits(void);
+
+/* Clears the ambient set, then the effective, permitted and inheritable sets with
+ * capset(2). */
+int caps_clear(void);
+
+#endif

@@ -1,0 +1,302 @@
+/* filter.c: the default seccomp filter, built with libseccomp and exported as BPF.
+ *
+ * Policy (SPEC "Seccomp default"): everything is allowed except what lets a process
+ * reach the kernel's more dangerous or namespace-changing interfaces, which fails with
+ * EPERM; clone3, io_uring and the new mount API fail with ENOSYS so that libc and
+ * runtimes fall back to calls the filter can inspect (clone3 takes its flags in memory,
+ * out of a filter's reach). Syscalls of a non-native architecture (i386 through int
+ * 0x80, x32) kill the process. Owns nothing once filter_build returns: the program
+ * belongs to the caller (PID 1, see main.c), and the command child loads it last
+ * (spawn.c). Compare nsjail's seccomp policy and bubblewrap's --seccomp. */
+#include "filter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The tables are laid out by group, one line each: not reflowed by clang-format. */
+/* clang-format off */
+
+/* Denied with EPERM whatever their arguments. */
+static const char *const eperm_syscalls[] = {
+        "keyctl", "add_key", "request_key",                      /* kernel keyring */
+        "ptrace", "process_vm_readv", "process_vm_writev",        /* other processes */
+        "kexec_load", "kexec_file_load", "reboot",                /* the machine */
+        "init_module", "finit_module", "delete_module",           /* kernel modules */
+        "bpf", "perf_event_open", "userfaultfd",                  /* kernel attack surface */
+        "mount", "umount", "umount2", "pivot_root", "chroot",     /* the view */
+        "unshare", "setns",                                       /* namespaces */
+        "open_by_handle_at",                                      /* escapes a bind mount */
+        "swapon", "swapoff",                                      /* the machine */
+        "settimeofday", "stime", "clock_settime", "clock_adjtime", "adjtimex", /* clock */
+        NULL,
+};
+
+/* Fail with ENOSYS, as on a kernel that predates them, so callers fall back. */
+static const char *const enosys_syscalls[] = {
+        "clone3",
+        "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+        "io_uring_setup", "io_uring_enter", "io_uring_register",
+        NULL,
+};
+
+/* Any of these in clone(2)'s flags means a new namespace. */
+static const uint64_t clone_ns_flags[] = {
+        CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+        CLONE_NEWCGROUP,
+};
+
+/* Socket families a command may create: AF_UNIX (1), AF_INET (2), AF_INET6 (10) and
+ * AF_NETLINK (16). Every other value of socket(2)'s first argument is denied by the
+ * blocks below, each "value & mask == base" (an aligned power-of-two range), which
+ * together cover 0..63 minus the allowed four, plus one comparison for 64 and above.
+ * Fewer rules than one per family: a smaller filter, built faster. */
+static const struct {
+        uint64_t mask, base;
+} denied_family_blocks[] = {
+        {~0x0ull, 0},  /* AF_UNSPEC */
+        {~0x0ull, 3},  /* 3 */
+        {~0x3ull, 4},  /* 4..7 */
+        {~0x1ull, 8},  /* 8..9 */
+        {~0x0ull, 11}, /* 11 */
+        {~0x3ull, 12}, /* 12..15 */
+        {~0x0ull, 17}, /* AF_PACKET */
+        {~0x1ull, 18}, /* 18..19 */
+        {~0x3ull, 20}, /* 20..23 */
+        {~0x7ull, 24}, /* 24..31 */
+        {~0x1full, 32}, /* 32..63 */
+};
+#define FAMILY_LIMIT 64 /* Above AF_MAX (46 in Linux 6.x). */
+
+/* clang-format on */
+
+/* clone(2)'s flags argument is the first on most architectures and the second on
+ * s390 and CRIS (see the CLONE_BACKWARDS2/3 variants in the kernel's kernel/fork.c). */
+#if defined(__s390__) || defined(__s390x__) || defined(__CRIS__)
+#define CLONE_FLAGS_ARG 1
+#else
+#define CLONE_FLAGS_ARG 0
+#endif
+
+/* Resolves name for the native architecture. Returns the number, 0 when the syscall
+ * does not exist there (libseccomp gives a negative pseudo-number, e.g. umount on
+ * x86_64), or -EINVAL when libseccomp has never heard of it (a typo here). */
+static int resolve(const char *name, int *ret_nr) {
+        int nr = seccomp_syscall_resolve_name(name);
+
+        if (nr == __NR_SCMP_ERROR)
+                return -EINVAL;
+        if (nr < 0)
+                return 0;
+        *ret_nr = nr;
+        return 1;
+}
+
+static int add_plain(scmp_filter_ctx ctx, const char *const *names, uint32_t action) {
+        size_t i;
+        int r, nr;
+
+        for (i = 0; names[i]; i++) {
+                r = resolve(names[i], &nr);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                r = seccomp_rule_add(ctx, action, nr, 0);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int add_clone_rules(scmp_filter_ctx ctx) {
+        size_t i;
+        int r;
+
+        /* libseccomp allows one comparison per argument in a rule, and the rules of one
+         * syscall are OR-ed: one rule per flag bit gives "any bit set". */
+        for (i = 0; i < sizeof(clone_ns_flags) / sizeof(clone_ns_flags[0]); i++) {
+                struct scmp_arg_cmp cmp = {.arg = CLONE_FLAGS_ARG,
+                                           .op = SCMP_CMP_MASKED_EQ,
+                                           .datum_a = clone_ns_flags[i],
+                                           .datum_b = clone_ns_flags[i]};
+                r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1, &cmp);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int add_socket_rules(scmp_filter_ctx ctx) {
+        size_t i;
+        int r, nr;
+
+        /* socketcall(2) multiplexes socket() on some 32-bit ABIs; those are not native on
+         * the 64-bit architectures we build for, and libseccomp rewrites socket rules for
+         * them when they are. */
+        r = resolve("socket", &nr);
+        if (r <= 0)
+                return r;
+        for (i = 0; i < sizeof(denied_family_blocks) / sizeof(denied_family_blocks[0]); i++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, denied_family_blocks[i].mask,
+                                             denied_family_blocks[i].base));
+                if (r < 0)
+                        return r;
+        }
+        /* The kernel reads the family as an int, but the register is 64 bits wide: a
+         * full-width unsigned comparison also denies any value with upper bits set
+         * (e.g. (1 << 32) | AF_PACKET), so they cannot smuggle a denied family past the
+         * 64-bit masked tests above, and cannot pass for an allowed one either. */
+        return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+                                SCMP_A0(SCMP_CMP_GE, (scmp_datum_t)FAMILY_LIMIT));
+}
+
+static int add_ioctl_rules(scmp_filter_ctx ctx) {
+        static const unsigned long cmds[] = {TIOCSTI, TIOCLINUX};
+        size_t i;
+        int r;
+
+        /* The kernel truncates ioctl's request to 32 bits, so compare only those:
+         * otherwise a request with upper garbage bits passes the filter and still means
+         * TIOCSTI (CVE-2019-10063, Flatpak). */
+        for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                                     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, cmds[i]));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Exports ctx's BPF into a malloc'd program. libseccomp 2.5 only exports to a file
+ * descriptor: a non-blocking pipe is enough, a filter is at most BPF_MAXINSNS (4096)
+ * instructions of 8 bytes, 32 KiB, less than a pipe's 64 KiB. */
+static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *ret_prog) {
+        size_t cap = 4096 * sizeof(struct sock_filter), len = 0;
+        uint8_t *buf;
+        int p[2], r = 0;
+
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+                return -errno;
+        buf = malloc(cap);
+        if (!buf) {
+                r = -ENOMEM;
+                goto out;
+        }
+        r = seccomp_export_bpf(ctx, p[1]);
+        if (r < 0)
+                goto out;
+        close(p[1]);
+        p[1] = -1;
+        for (;;) {
+                ssize_t n = read(p[0], buf + len, cap - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        goto out;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+                if (len == cap) {
+                        r = -E2BIG;
+                        goto out;
+                }
+        }
+        if (len == 0 || len % sizeof(struct sock_filter) != 0) {
+                r = -EIO;
+                goto out;
+        }
+        ret_prog->len = (unsigned short)(len / sizeof(struct sock_filter));
+        ret_prog->filter = (struct sock_filter *)buf;
+        buf = NULL;
+out:
+        free(buf);
+        close(p[0]);
+        if (p[1] >= 0)
+                close(p[1]);
+        return r;
+}
+
+int filter_build(struct sock_fprog *ret_prog) {
+        scmp_filter_ctx ctx;
+        int r;
+
+        ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx)
+                return -ENOMEM;
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        if (r < 0)
+                goto out;
+        /* The command child sets no_new_privs itself, right before loading. */
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+        if (r < 0)
+                goto out;
+        r = add_plain(ctx, eperm_syscalls, SCMP_ACT_ERRNO(EPERM));
+        if (r < 0)
+                goto out;
+        r = add_plain(ctx, enosys_syscalls, SCMP_ACT_ERRNO(ENOSYS));
+        if (r < 0)
+                goto out;
+        r = add_clone_rules(ctx);
+        if (r < 0)
+                goto out;
+        r = add_socket_rules(ctx);
+        if (r < 0)
+                goto out;
+        r = add_ioctl_rules(ctx);
+        if (r < 0)
+                goto out;
+        r = export_bpf(ctx, ret_prog);
+out:
+        seccomp_release(ctx);
+        return r;
+}
+
+void filter_free(struct sock_fprog *prog) {
+        if (!prog)
+                return;
+        free(prog->filter);
+        prog->filter = NULL;
+        prog->len = 0;
+}
+
+int filter_load(const struct sock_fprog *prog) {
+#ifdef SYS_seccomp
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) == 0)
+                return 0;
+        if (errno != ENOSYS)
+                return -errno;
+#endif
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0) == 0)
+                return 0;
+        return -errno;
+}
+
+int filter_supported(void) {
+#if defined(SYS_seccomp) && defined(SECCOMP_GET_ACTION_AVAIL)
+        uint32_t action = SECCOMP_RET_KILL_PROCESS;
+
+        if (syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) == 0)
+                return 0;
+        /* EOPNOTSUPP: a kernel before 4.14 without SECCOMP_RET_KILL_PROCESS, where
+         * libseccomp falls back to killing the thread; filters still work. */
+        if (errno != ENOSYS && errno != EOPNOTSUPP)
+                return -errno;
+#endif
+        if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0)
+                return -errno;
+        return 0;
+}

@@ -1,0 +1,369 @@
+/* main.c: sbx-init, the init helper of one sandbox: stage 0 and PID 1's setup.
+ *
+ * The daemon runs `sbx-init --fd N` with N its end of a SOCK_SEQPACKET socketpair
+ * (init.proto), stdin and stdout on /dev/null and stderr its own. Stage 0 (this
+ * process) reads Setup, enters a new user namespace of its own when rootless, unshares
+ * the other namespaces and forks PID 1 of the new PID namespace; it hands PID 1 its
+ * host pid over a pipe (PID 1 cannot see it), keeps that pipe's write end until it dies
+ * so PID 1 can tell it is there, closes its copy of the channel, waits for PID 1 and
+ * exits with its status. PID 1 ties its life to stage 0 (PR_SET_PDEATHSIG), names the
+ * host, brings up loopback, builds the seccomp filter and the view, answers Ready with
+ * its host pid, then serves the channel (serve.c) until end of stream, when its exit
+ * ends every process of the sandbox. Owns the Setup message and the filter for the
+ * life of the process. The checklist reads top to bottom in pid1(), nsjail style. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "filter.h"
+#include "init.pb-c.h"
+#include "initmsg.h"
+#include "sbx_limits.h"
+#include "mnt.h"
+#include "ns.h"
+#include "serve.h"
+#include "util.h"
+
+/* The uid/gid of commands in root mode when Setup names none: never root by accident. */
+#define FALLBACK_RUN_ID    65534u
+#define HOSTNAME_MAX_BYTES 64u
+
+static void usage(void) {
+        static const char msg[] = "usage: sbx-init --fd N\n"
+                                  "The init helper of one sbxd sandbox; started by sbxd only.\n";
+        if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
+                /* Nothing else to do. */
+        }
+}
+
+static int parse_args(int argc, char **argv, int *ret_fd) {
+        char *end;
+        long fd;
+
+        if (argc != 3 || strcmp(argv[1], "--fd") != 0)
+                return -EINVAL;
+        errno = 0;
+        fd = strtol(argv[2], &end, 10);
+        if (errno || *end || end == argv[2] || fd < 3 || fd > 1024 * 1024)
+                return -EINVAL;
+        *ret_fd = (int)fd;
+        return 0;
+}
+
+/* Makes sure 0, 1 and 2 are open (commands' descriptors received later must land at
+ * 3 or above) and closes everything else the daemon may have leaked to us. */
+static int sanitize_fds(int chan) {
+        int fd, type;
+        socklen_t len = sizeof(type);
+
+        if (getsockopt(chan, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_SEQPACKET)
+                return -EBADF;
+        for (fd = 0; fd < 3; fd++) {
+                if (fcntl(fd, F_GETFD) >= 0)
+                        continue;
+                if (open("/dev/null", O_RDWR) != fd)
+                        return -EBADF;
+        }
+        if (chan > 3 && syscall(SYS_close_range, 3u, (unsigned)chan - 1, 0u) < 0) {
+                for (fd = 3; fd < chan; fd++)
+                        close(fd);
+        }
+        if (syscall(SYS_close_range, (unsigned)chan + 1, ~0U, 0u) < 0) {
+                for (fd = chan + 1; fd < 65536; fd++)
+                        close(fd);
+        }
+        /* No command may inherit the channel. */
+        if (fcntl(chan, F_SETFD, FD_CLOEXEC) < 0)
+                return -errno;
+        return 0;
+}
+
+/* Reads the first packet, which must be Setup. */
+static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct util_err *err) {
+        static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
+        int fds[SBX_INIT_MAX_FDS];
+        size_t len = 0, nfds = 0, i;
+        Sbx__Init__V1__ToInit *m;
+        int r;
+
+        r = initmsg_recv(chan, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds);
+        if (r == 0)
+                return util_fail(err, EPIPE, NULL, "read Setup: end of stream");
+        if (r < 0)
+                return util_fail(err, r, NULL, "read Setup");
+        for (i = 0; i < nfds; i++)
+                close(fds[i]);
+        m = sbx__init__v1__to_init__unpack(NULL, len, buf);
+        if (!m)
+                return util_fail(err, EBADMSG, NULL, "decode Setup");
+        if (m->body_case != SBX__INIT__V1__TO_INIT__BODY_SETUP || !m->setup) {
+                sbx__init__v1__to_init__free_unpacked(m, NULL);
+                return util_fail(err, EPROTO, NULL, "first message is not Setup");
+        }
+        *ret_msg = m;
+        return 0;
+}
+
+static int check_paths(const char *what, char *const *list, size_t n, struct util_err *err) {
+        size_t i;
+
+        if (n > SBX_MAX_POLICY_PATHS)
+                return util_fail(err, E2BIG, NULL, "Setup: %zu %s (at most %u)", n, what,
+                                 SBX_MAX_POLICY_PATHS);
+        for (i = 0; i < n; i++)
+                if (!util_path_ok(list[i]) || strcmp(list[i], "/") == 0)
+                        return util_fail(err, EINVAL, "absolute, no . or .., not /",
+                                         "Setup: %s \"%.200s\"", what, list[i]);
+        return 0;
+}
+
+static int validate_setup(const Sbx__Init__V1__Setup *s, struct util_err *err) {
+        int r;
+
+        if (s->root_dir && s->root_dir[0] && !util_path_ok(s->root_dir))
+                return util_fail(err, EINVAL, NULL, "Setup: root_dir \"%.200s\"", s->root_dir);
+        if (s->workspace_dir && s->workspace_dir[0] && !util_path_ok(s->workspace_dir))
+                return util_fail(err, EINVAL, NULL, "Setup: workspace_dir \"%.200s\"",
+                                 s->workspace_dir);
+        if (s->hostname && strlen(s->hostname) > HOSTNAME_MAX_BYTES)
+                return util_fail(err, EINVAL, NULL, "Setup: hostname longer than %u bytes",
+                                 HOSTNAME_MAX_BYTES);
+        r = check_paths("writable_path", s->writable_paths, s->n_writable_paths, err);
+        if (r == 0)
+                r = check_paths("denied_read_path", s->denied_read_paths, s->n_denied_read_paths,
+                                err);
+        if (r == 0)
+                r = check_paths("denied_write_path", s->denied_write_paths, s->n_denied_write_paths,
+                                err);
+        if (r == 0)
+                r = check_paths("protected_path", s->protected_paths, s->n_protected_paths, err);
+        return r;
+}
+
+/* Sends Ready: ok when err is NULL or holds no error. host_pid <= 0 is left out. */
+static void send_ready(int chan, struct util_err *err, struct util_warnings *warn, pid_t host_pid) {
+        Sbx__Init__V1__FromInit m = SBX__INIT__V1__FROM_INIT__INIT;
+        Sbx__Init__V1__Ready ready = SBX__INIT__V1__READY__INIT;
+        char *warnings[UTIL_MAX_WARNINGS];
+        size_t i;
+        int r;
+
+        ready.has_ok = 1;
+        ready.ok = !err || err->err == 0;
+        if (!ready.ok) {
+                ready.error = err->text;
+                ready.has_error_errno = 1;
+                ready.error_errno = err->err;
+        }
+        for (i = 0; warn && i < warn->n; i++)
+                warnings[i] = warn->text[i];
+        ready.n_warnings = warn ? warn->n : 0;
+        ready.warnings = warnings;
+        if (host_pid > 0) {
+                ready.has_init_host_pid = 1;
+                ready.init_host_pid = host_pid;
+        }
+        m.body_case = SBX__INIT__V1__FROM_INIT__BODY_READY;
+        m.ready = &ready;
+        r = initmsg_send(chan, &m.base, NULL, 0);
+        if (r < 0)
+                util_log(3, "send Ready: %s", strerror(-r));
+}
+
+/* Reports a setup failure to the daemon and to the log. Returns the exit code. */
+static int setup_failed(int chan, struct util_err *err, pid_t host_pid) {
+        util_log(3, "setup failed: %s", err->text);
+        send_ready(chan, err, NULL, host_pid);
+        return 1;
+}
+
+/* PID 1. Returns its exit code. */
+static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe) {
+        static struct sock_fprog filter;
+        struct util_warnings warn;
+        struct util_err err;
+        struct serve_config cfg;
+        struct mnt_config mc;
+        struct pollfd pfd;
+        int32_t host_pid = 0;
+        ssize_t n;
+        int r, sigfd;
+
+        memset(&warn, 0, sizeof(warn));
+        memset(&err, 0, sizeof(err));
+        memset(&cfg, 0, sizeof(cfg));
+
+        /* 1. Die with stage 0. Armed before looking at the pipe: stage 0 keeps its end
+         * open until it exits, so POLLHUP afterwards means it is already gone and
+         * the signal was missed. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+                util_fail(&err, errno, NULL, "PR_SET_PDEATHSIG");
+                return setup_failed(chan, &err, 0);
+        }
+        do
+                n = read(pidpipe, &host_pid, sizeof(host_pid));
+        while (n < 0 && errno == EINTR);
+        if (n != sizeof(host_pid))
+                return 1; /* Stage 0 died before telling us; the daemon sees its exit. */
+        pfd = (struct pollfd){.fd = pidpipe, .events = POLLIN};
+        if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLHUP))
+                return 1;
+        close(pidpipe);
+
+        /* 2. Signals: SIGCHLD through a signalfd, everything else ignored. */
+        sigfd = serve_signals_init();
+        if (sigfd < 0) {
+                util_fail(&err, sigfd, NULL, "signalfd for SIGCHLD");
+                return setup_failed(chan, &err, host_pid);
+        }
+        umask(022);
+
+        /* 3. The seccomp filter, built once; commands load it last. */
+        if (filter_supported() == 0) {
+                r = filter_build(&filter);
+                if (r < 0) {
+                        util_fail(&err, r, NULL, "build the seccomp filter");
+                        return setup_failed(chan, &err, host_pid);
+                }
+                cfg.filter = &filter;
+        } else {
+                util_warn(&warn, "seccomp: this kernel cannot load filters (needs "
+                                 "CONFIG_SECCOMP_FILTER); commands run without one");
+        }
+
+        /* 4. Host name and network. */
+        if (ns_set_hostname(s->hostname, &err) < 0)
+                return setup_failed(chan, &err, host_pid);
+        if (s->has_network_none && s->network_none && ns_loopback_up(&err) < 0)
+                return setup_failed(chan, &err, host_pid);
+
+        /* 5. The view. */
+        memset(&mc, 0, sizeof(mc));
+        mc.root_dir = s->root_dir;
+        mc.workspace_dir = s->workspace_dir;
+        mc.writable_paths = s->writable_paths;
+        mc.n_writable_paths = s->n_writable_paths;
+        mc.denied_read_paths = s->denied_read_paths;
+        mc.n_denied_read_paths = s->n_denied_read_paths;
+        mc.denied_write_paths = s->denied_write_paths;
+        mc.n_denied_write_paths = s->n_denied_write_paths;
+        mc.protected_paths = s->protected_paths;
+        mc.n_protected_paths = s->n_protected_paths;
+        mc.tmp_bytes = s->has_tmp_bytes ? s->tmp_bytes : 0;
+        if (mnt_build_view(&mc, &err, &warn) < 0)
+                return setup_failed(chan, &err, host_pid);
+
+        /* 6. Ready, then serve. */
+        send_ready(chan, NULL, &warn, host_pid);
+        if (s->has_rootless && s->rootless) {
+                /* The only mapped ids of our user namespace. */
+                cfg.run_uid = 0;
+                cfg.run_gid = 0;
+                cfg.rootless = true;
+        } else {
+                cfg.run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
+                cfg.run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
+        }
+        r = serve_run(chan, sigfd, &cfg);
+        if (r < 0) {
+                util_log(3, "init channel: %s", strerror(-r));
+                return 2;
+        }
+        return 0;
+}
+
+/* Stage 0: namespaces, fork PID 1, wait for it. Returns the exit code. */
+static int stage0(int chan, const Sbx__Init__V1__Setup *s) {
+        struct util_err err;
+        int32_t host_pid;
+        int p[2], status;
+        pid_t pid;
+
+        memset(&err, 0, sizeof(err));
+        if (s->has_rootless && s->rootless) {
+                uid_t uid = s->has_outer_uid ? s->outer_uid : geteuid();
+                gid_t gid = s->has_outer_gid ? s->outer_gid : getegid();
+                if (ns_enter_user(uid, gid, &err) < 0)
+                        return setup_failed(chan, &err, 0);
+        }
+        if (ns_unshare_sandbox(s->has_network_none && s->network_none, &err) < 0)
+                return setup_failed(chan, &err, 0);
+        if (pipe2(p, O_CLOEXEC) < 0) {
+                util_fail(&err, errno, NULL, "pipe");
+                return setup_failed(chan, &err, 0);
+        }
+        pid = fork();
+        if (pid < 0) {
+                util_fail(&err, errno, "the pid limit may be reached", "fork PID 1");
+                return setup_failed(chan, &err, 0);
+        }
+        if (pid == 0) {
+                close(p[1]);
+                _exit(pid1(chan, s, p[0]));
+        }
+        close(p[0]);
+        close(chan);
+        /* Our pid namespace is the daemon's: fork() returned PID 1's pid there. The
+         * write end stays open until we exit (see pid1()). */
+        host_pid = (int32_t)pid;
+        if (write(p[1], &host_pid, sizeof(host_pid)) != (ssize_t)sizeof(host_pid)) {
+                util_log(3, "pass PID 1's pid: %s", strerror(errno));
+                kill(pid, SIGKILL);
+        }
+        while (waitpid(pid, &status, 0) < 0) {
+                if (errno != EINTR) {
+                        util_log(3, "wait for PID 1: %s", strerror(errno));
+                        return 1;
+                }
+        }
+        if (WIFSIGNALED(status))
+                return 128 + WTERMSIG(status);
+        return WEXITSTATUS(status);
+}
+
+int main(int argc, char **argv) {
+        Sbx__Init__V1__ToInit *m = NULL;
+        struct util_err err;
+        int chan, r;
+
+        memset(&err, 0, sizeof(err));
+        if (parse_args(argc, argv, &chan) < 0) {
+                usage();
+                return 2;
+        }
+        r = sanitize_fds(chan);
+        if (r < 0) {
+                util_log(3, "--fd %d: not an init channel (%s)", chan, strerror(-r));
+                return 2;
+        }
+        /* Hold nothing of the daemon's current directory. */
+        if (chdir("/") < 0) {
+                util_log(3, "chdir /: %s", strerror(errno));
+                return 1;
+        }
+        if (read_setup(chan, &m, &err) < 0) {
+                util_log(3, "%s", err.text);
+                send_ready(chan, &err, NULL, 0);
+                return 1;
+        }
+        util_log_set_sandbox(m->setup->sandbox_id);
+        if (validate_setup(m->setup, &err) < 0) {
+                r = setup_failed(chan, &err, 0);
+                sbx__init__v1__to_init__free_unpacked(m, NULL);
+                return r;
+        }
+        r = stage0(chan, m->setup);
+        sbx__init__v1__to_init__free_unpacked(m, NULL);
+        return r;
+}

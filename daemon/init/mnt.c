@@ -1,0 +1,661 @@
+/* mnt.c: building the sandbox's filesystem view in PID 1's new mount namespace.
+ *
+ * The sequence follows bubblewrap's setup_newroot(), with one pivot instead of two:
+ * every mount is made private; a tmpfs mounted over the host's /tmp becomes the new
+ * root with pivot_root(2), the host's tree hanging below it at /.sbx-oldroot while the
+ * view is built; each top-level entry of root_dir is bound from there read-only; the
+ * sandbox's own /proc, /sys, /dev, /tmp, /run and /workspace are added; the policy's
+ * writable, read-only and hidden paths are applied in that order (a denial beats a
+ * permission), resolved by the kernel in the new view exactly as a command would
+ * resolve them; the old root is detached and the new root made read-only. Owns the
+ * resolved host paths until mnt_build_view returns. Called by main.c (PID 1). */
+#include "mnt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sbx_limits.h"
+
+/* Where the host's tree hangs while the view is built (inside the new root). */
+#define OLDROOT_NAME ".sbx-oldroot"
+#define OLDROOT      "/" OLDROOT_NAME
+
+/* The mount_setattr(2) interface (Linux 5.12), spelt out for older headers. */
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+struct mnt_attr_arg {
+        uint64_t attr_set;
+        uint64_t attr_clr;
+        uint64_t propagation;
+        uint64_t userns_fd;
+};
+#define ATTR_RDONLY 0x1u /* MOUNT_ATTR_RDONLY */
+#define ATTR_NOSUID 0x2u /* MOUNT_ATTR_NOSUID */
+#define ATTR_NODEV  0x4u /* MOUNT_ATTR_NODEV */
+#define ATTR_NOEXEC 0x8u /* MOUNT_ATTR_NOEXEC */
+
+#define RO_ATTRS (MNT_RDONLY | MNT_NOSUID | MNT_NODEV)
+
+/* Top-level entries of root_dir that the sandbox replaces with its own. */
+static const char *const own_entries[] = {"proc", "dev",       "sys",        "tmp",
+                                          "run",  "workspace", OLDROOT_NAME, NULL};
+
+/* Device nodes bound from the host into /dev. */
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
+
+/* Parts of /proc a process could use to reach the host, made read-only (as in
+ * bubblewrap: the kernel does not namespace them). */
+static const char *const proc_ro[] = {"sys", "sysrq-trigger", "irq", "bus", NULL};
+
+static int setattr_missing; /* mount_setattr answered ENOSYS once. */
+
+int mnt_set_attr(const char *path, unsigned attrs, bool recursive) {
+        if (!setattr_missing) {
+                struct mnt_attr_arg a;
+
+                memset(&a, 0, sizeof(a));
+                if (attrs & MNT_RDONLY)
+                        a.attr_set |= ATTR_RDONLY;
+                if (attrs & MNT_NOSUID)
+                        a.attr_set |= ATTR_NOSUID;
+                if (attrs & MNT_NODEV)
+                        a.attr_set |= ATTR_NODEV;
+                if (attrs & MNT_NOEXEC)
+                        a.attr_set |= ATTR_NOEXEC;
+                if (syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a,
+                            sizeof(a)) == 0)
+                        return 0;
+                if (errno != ENOSYS)
+                        return -errno;
+                setattr_missing = 1;
+        }
+        return mnt_set_attr_fallback(path, attrs, recursive);
+}
+
+/* Remounts the mount at mp with its current flags plus add (MS_* bits). */
+static int remount_keep(const char *mp, unsigned long add) {
+        struct statvfs sv;
+        unsigned long flags = 0;
+
+        if (statvfs(mp, &sv) < 0)
+                return -errno;
+        if (sv.f_flag & ST_RDONLY)
+                flags |= MS_RDONLY;
+        if (sv.f_flag & ST_NOSUID)
+                flags |= MS_NOSUID;
+        if (sv.f_flag & ST_NODEV)
+                flags |= MS_NODEV;
+        if (sv.f_flag & ST_NOEXEC)
+                flags |= MS_NOEXEC;
+        if (sv.f_flag & ST_NOATIME)
+                flags |= MS_NOATIME;
+        if (sv.f_flag & ST_NODIRATIME)
+                flags |= MS_NODIRATIME;
+#ifdef ST_RELATIME
+        if (sv.f_flag & ST_RELATIME)
+                flags |= MS_RELATIME;
+#endif
+        if (mount("none", mp, NULL, MS_REMOUNT | MS_BIND | flags | add, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
+/* Undoes the octal escapes of a /proc/self/mountinfo field in place (proc_pid_mountinfo
+ * escapes space, tab, newline and backslash). */
+static void unescape(char *s) {
+        char *w = s;
+
+        while (*s) {
+                if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+                    s[3] >= '0' && s[3] <= '7') {
+                        *w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+                        s += 4;
+                } else {
+                        *w++ = *s++;
+                }
+        }
+        *w = '\0';
+}
+
+/* 1 when mp is strictly below dir (both canonical). */
+static int below(const char *dir, const char *mp) {
+        size_t n = strlen(dir);
+
+        if (strcmp(dir, "/") == 0)
+                return mp[0] == '/' && mp[1] != '\0';
+        return strncmp(dir, mp, n) == 0 && mp[n] == '/';
+}
+
+int mnt_set_attr_fallback(const char *path, unsigned attrs, bool recursive) {
+        unsigned long add = 0;
+        char real[PATH_MAX];
+        char *line = NULL;
+        size_t cap = 0;
+        FILE *f;
+        int r;
+
+        if (attrs & MNT_RDONLY)
+                add |= MS_RDONLY;
+        if (attrs & MNT_NOSUID)
+                add |= MS_NOSUID;
+        if (attrs & MNT_NODEV)
+                add |= MS_NODEV;
+        if (attrs & MNT_NOEXEC)
+                add |= MS_NOEXEC;
+        if (!realpath(path, real))
+                return -errno;
+        r = remount_keep(real, add);
+        if (r < 0 || !recursive)
+                return r;
+        f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return -errno;
+        /* "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the fifth
+         * field is the mount point, relative to our root. Parents come before their
+         * children, so a submount is remounted after the mount it sits on. */
+        while (getline(&line, &cap, f) > 0) {
+                char *save = NULL, *field = strtok_r(line, " ", &save);
+                int i;
+
+                for (i = 1; field && i < 5; i++)
+                        field = strtok_r(NULL, " ", &save);
+                if (!field)
+                        continue;
+                unescape(field);
+                if (!below(real, field))
+                        continue;
+                r = remount_keep(field, add);
+                /* A mount hidden under a later one, or one we cannot reach, is not
+                 * reachable by the sandbox either. */
+                if (r == -ENOENT || r == -EACCES || r == -ENOTDIR)
+                        r = 0;
+                if (r < 0)
+                        break;
+        }
+        free(line);
+        fclose(f);
+        return r;
+}
+
+/* Bind-mounts src on dst, recursively (a non-recursive bind of a tree with locked
+ * submounts fails in a user namespace, and would drop the submounts anyway), then adds
+ * attrs to the new mounts. */
+static int bind_mount(const char *src, const char *dst, unsigned attrs) {
+        if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+                return -errno;
+        if (attrs)
+                return mnt_set_attr(dst, attrs, true);
+        return 0;
+}
+
+/* Creates an empty file at path to mount a non-directory on. */
+static int make_file(const char *path, mode_t mode) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, mode);
+
+        if (fd < 0)
+                return -errno;
+        close(fd);
+        return 0;
+}
+
+/* Makes sure something of the right kind exists at dst to mount on, creating dst and
+ * its parents when missing (possible only where the view is writable at this point:
+ * the root tmpfs, /tmp, /workspace). */
+static int ensure_mountpoint(const char *dst, bool dir) {
+        char parent[SBX_PATH_MAX_BYTES + 1];
+        struct stat st;
+        char *slash;
+        int r;
+
+        if (stat(dst, &st) == 0) {
+                if (dir && !S_ISDIR(st.st_mode))
+                        return -ENOTDIR;
+                if (!dir && S_ISDIR(st.st_mode))
+                        return -EISDIR;
+                return 0;
+        }
+        if (errno != ENOENT)
+                return -errno;
+        snprintf(parent, sizeof(parent), "%s", dst);
+        slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+                *slash = '\0';
+                r = util_mkdir_p(parent, 0755);
+                if (r < 0)
+                        return r;
+        }
+        if (dir)
+                return mkdir(dst, 0755) < 0 && errno != EEXIST ? -errno : 0;
+        return make_file(dst, 0644);
+}
+
+/* Mounts a tmpfs on the first usable host directory and pivots into it. */
+static int pivot_to_tmpfs(struct util_err *err) {
+        static const char *const bases[] = {"/tmp", "/mnt", "/dev", NULL};
+        const char *base = NULL;
+        char path[64];
+        size_t i;
+
+        /* Any host directory will do: pivot_root moves the tmpfs away from it, and the
+         * host's content there stays reachable under /.sbx-oldroot. Our mount namespace
+         * is private, so the host never sees this tmpfs. */
+        for (i = 0; bases[i] && !base; i++) {
+                if (mount("sbx-root", bases[i], "tmpfs", MS_NOSUID | MS_NODEV,
+                          "mode=0755,size=1m") == 0)
+                        base = bases[i];
+        }
+        if (!base)
+                return util_fail(err, errno, NULL, "mount tmpfs for the new root on /tmp");
+        snprintf(path, sizeof(path), "%s/%s", base, OLDROOT_NAME);
+        if (mkdir(path, 0700) < 0)
+                return util_fail(err, errno, NULL, "mkdir %s", path);
+        if (chdir(base) < 0)
+                return util_fail(err, errno, NULL, "chdir %s", base);
+        /* pivot_root(".", put_old) with the new root as current directory; it fails
+         * with EINVAL when the current root is shared (hence MS_PRIVATE first) or is
+         * the initramfs rootfs (pivot_root(2)). */
+        if (syscall(SYS_pivot_root, ".", OLDROOT_NAME) < 0)
+                return util_fail(err, errno, "the host's / must not be the initramfs rootfs",
+                                 "pivot_root into the new root");
+        if (chdir("/") < 0)
+                return util_fail(err, errno, NULL, "chdir /");
+        return 0;
+}
+
+static int is_own_entry(const char *name) {
+        size_t i;
+
+        for (i = 0; own_entries[i]; i++)
+                if (strcmp(own_entries[i], name) == 0)
+                        return 1;
+        return 0;
+}
+
+/* Binds each top-level entry of the host directory root (canonical) read-only into
+ * the new root, and copies the top-level symlinks (/bin -> usr/bin and the like). */
+static int bind_root_entries(const char *root, struct util_err *err) {
+        char dir[SBX_PATH_MAX_BYTES + 64], src[SBX_PATH_MAX_BYTES + 320], dst[300];
+        struct dirent *de;
+        DIR *d;
+        int r = 0;
+
+        if (util_path_join(dir, sizeof(dir), OLDROOT, root) < 0)
+                return util_fail(err, ENAMETOOLONG, NULL, "root_dir %s", root);
+        d = opendir(dir);
+        if (!d)
+                return util_fail(err, errno, NULL, "open root_dir %s", root);
+        while ((de = readdir(d))) {
+                struct stat st;
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+                    is_own_entry(de->d_name))
+                        continue;
+                if (util_path_join(src, sizeof(src), dir, de->d_name) < 0)
+                        continue;
+                snprintf(dst, sizeof(dst), "/%s", de->d_name);
+                if (lstat(src, &st) < 0) {
+                        r = util_fail(err, errno, NULL, "stat %s", src + strlen(OLDROOT));
+                        break;
+                }
+                if (S_ISLNK(st.st_mode)) {
+                        char target[SBX_PATH_MAX_BYTES + 1];
+                        ssize_t n = readlink(src, target, sizeof(target) - 1);
+                        if (n < 0) {
+                                r = util_fail(err, errno, NULL, "readlink %s", dst);
+                                break;
+                        }
+                        target[n] = '\0';
+                        if (symlink(target, dst) < 0) {
+                                r = util_fail(err, errno, NULL, "symlink %s", dst);
+                                break;
+                        }
+                        continue;
+                }
+                if (S_ISDIR(st.st_mode))
+                        r = mkdir(dst, 0755) < 0 ? -errno : 0;
+                else if (S_ISREG(st.st_mode))
+                        r = make_file(dst, 0644);
+                else
+                        continue; /* Sockets, fifos, devices at the top: left out. */
+                if (r < 0) {
+                        r = util_fail(err, r, NULL, "create mount point %s", dst);
+                        break;
+                }
+                r = bind_mount(src, dst, RO_ATTRS);
+                if (r < 0) {
+                        r = util_fail(err, r, NULL, "bind %s read-only", dst);
+                        break;
+                }
+        }
+        closedir(d);
+        return r;
+}
+
+static int setup_proc(struct util_err *err) {
+        char path[64];
+        size_t i;
+        int r;
+
+        if (mkdir("/proc", 0555) < 0)
+                return util_fail(err, errno, NULL, "mkdir /proc");
+        /* In a user namespace the kernel mounts a new procfs only if a fully visible
+         * one already exists in the mount namespace (mount_too_revealing() in
+         * fs/namespace.c): the host's, still attached under /.sbx-oldroot now. */
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return util_fail(err, errno,
+                                 "a rootless sandbox needs the host's /proc with nothing "
+                                 "mounted over its entries",
+                                 "mount proc on /proc");
+        for (i = 0; proc_ro[i]; i++) {
+                snprintf(path, sizeof(path), "/proc/%s", proc_ro[i]);
+                if (access(path, F_OK) < 0)
+                        continue;
+                r = bind_mount(path, path, RO_ATTRS | MNT_NOEXEC);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "bind %s read-only", path);
+        }
+        return 0;
+}
+
+static int setup_dev(uint64_t shm_bytes, struct util_err *err, struct util_warnings *warn) {
+        static const char *const links[][2] = {{"fd", "/proc/self/fd"},
+                                               {"stdin", "/proc/self/fd/0"},
+                                               {"stdout", "/proc/self/fd/1"},
+                                               {"stderr", "/proc/self/fd/2"},
+                                               {"ptmx", "pts/ptmx"}};
+        char src[64], dst[64], opts[64];
+        size_t i;
+        int r;
+
+        if (mkdir("/dev", 0755) < 0)
+                return util_fail(err, errno, NULL, "mkdir /dev");
+        if (mount("sbx-dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
+                return util_fail(err, errno, NULL, "mount tmpfs on /dev");
+        for (i = 0; dev_nodes[i]; i++) {
+                struct stat st;
+
+                snprintf(src, sizeof(src), OLDROOT "/dev/%s", dev_nodes[i]);
+                snprintf(dst, sizeof(dst), "/dev/%s", dev_nodes[i]);
+                if (stat(src, &st) < 0 || !S_ISCHR(st.st_mode)) {
+                        util_warn(warn, "/dev/%s is missing on the host; not in the sandbox",
+                                  dev_nodes[i]);
+                        continue;
+                }
+                r = make_file(dst, 0666);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "create %s", dst);
+                /* A bind keeps the host's device node; mknod would need CAP_MKNOD and does
+                 * not work in a user namespace's mounts (SB_I_NODEV). */
+                if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                        return util_fail(err, errno, NULL, "bind %s", dst);
+                r = mnt_set_attr(dst, MNT_NOSUID | MNT_NOEXEC, false);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "set nosuid,noexec on %s", dst);
+        }
+        if (mkdir("/dev/pts", 0755) < 0)
+                return util_fail(err, errno, NULL, "mkdir /dev/pts");
+        /* A private devpts instance: ptys of other sandboxes and of the host stay
+         * invisible. No gid= option: gid 5 may be unmapped in a user namespace. */
+        if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=620") < 0)
+                return util_fail(err, errno, "needs CONFIG_DEVPTS_MULTIPLE_INSTANCES before 4.7",
+                                 "mount devpts on /dev/pts");
+        if (mkdir("/dev/shm", 01777) < 0)
+                return util_fail(err, errno, NULL, "mkdir /dev/shm");
+        snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)shm_bytes);
+        if (mount("sbx-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return util_fail(err, errno, NULL, "mount tmpfs on /dev/shm");
+        for (i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+                snprintf(dst, sizeof(dst), "/dev/%s", links[i][0]);
+                if (symlink(links[i][1], dst) < 0)
+                        return util_fail(err, errno, NULL, "symlink %s", dst);
+        }
+        return 0;
+}
+
+/* Realpath of a host path, before the pivot. */
+static int resolve_host(const char *what, const char *path, char **ret, bool want_dir,
+                        struct util_err *err) {
+        struct stat st;
+        char *r = realpath(path, NULL);
+
+        if (!r)
+                return util_fail(err, errno, NULL, "%s %s", what, path);
+        if (want_dir && (stat(r, &st) < 0 || !S_ISDIR(st.st_mode))) {
+                free(r);
+                return util_fail(err, ENOTDIR, NULL, "%s %s", what, path);
+        }
+        *ret = r;
+        return 0;
+}
+
+/* Re-binds each existing path of list read-only (denied_write_paths, protected_paths). */
+static int apply_read_only(char *const *list, size_t n, const char *what, struct util_err *err,
+                           struct util_warnings *warn) {
+        size_t i;
+        int r;
+
+        for (i = 0; i < n; i++) {
+                struct stat st;
+
+                if (stat(list[i], &st) < 0) {
+                        if (errno == ENOENT || errno == ENOTDIR)
+                                continue;
+                        util_warn(warn, "%s %s: %s; not made read-only", what, list[i],
+                                  strerror(errno));
+                        continue;
+                }
+                r = bind_mount(list[i], list[i], RO_ATTRS);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "%s %s: bind read-only", what, list[i]);
+        }
+        return 0;
+}
+
+static int apply_hidden(char *const *list, size_t n, struct util_err *err,
+                        struct util_warnings *warn) {
+        size_t i;
+        int r;
+
+        for (i = 0; i < n; i++) {
+                const char *p = list[i];
+                struct stat st;
+
+                if (stat(p, &st) < 0) {
+                        if (errno == ENOENT || errno == ENOTDIR)
+                                continue;
+                        util_warn(warn, "denied_read_path %s: %s; not hidden", p, strerror(errno));
+                        continue;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        if (mount("sbx-hidden", p, "tmpfs",
+                                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                  "mode=0755,size=4k") < 0)
+                                return util_fail(err, errno, NULL,
+                                                 "denied_read_path %s: mount empty tmpfs", p);
+                        continue;
+                }
+                /* Reads give nothing; writes vanish (a device ignores MS_RDONLY). */
+                if (mount("/dev/null", p, NULL, MS_BIND, NULL) < 0)
+                        return util_fail(err, errno, NULL, "denied_read_path %s: bind /dev/null",
+                                         p);
+                r = mnt_set_attr(p, MNT_RDONLY | MNT_NOSUID | MNT_NOEXEC, false);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "denied_read_path %s: read-only", p);
+        }
+        return 0;
+}
+
+int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
+        const char *root_dir = cfg->root_dir && cfg->root_dir[0] ? cfg->root_dir : "/";
+        uint64_t tmp_bytes = cfg->tmp_bytes ? cfg->tmp_bytes : SBX_DEFAULT_TMP_BYTES;
+        char *root = NULL, *ws = NULL, **wsrc = NULL;
+        char path[SBX_PATH_MAX_BYTES + 64], opts[64];
+        bool *wdir = NULL;
+        size_t i, nw = cfg->n_writable_paths;
+        int r;
+
+        /* 1. Nothing we mount propagates to the host, nothing the host mounts later
+         * propagates to us. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return util_fail(err, errno, NULL, "make every mount private");
+
+        /* 2. Resolve the host paths while the host's / is still our root. */
+        wsrc = calloc(nw + 1, sizeof(*wsrc));
+        wdir = calloc(nw + 1, sizeof(*wdir));
+        if (!wsrc || !wdir) {
+                r = util_fail(err, ENOMEM, NULL, "resolve writable paths");
+                goto out;
+        }
+        r = resolve_host("root_dir", root_dir, &root, true, err);
+        if (r < 0)
+                goto out;
+        if (cfg->workspace_dir && cfg->workspace_dir[0]) {
+                r = resolve_host("workspace_dir", cfg->workspace_dir, &ws, true, err);
+                if (r < 0)
+                        goto out;
+        }
+        for (i = 0; i < nw; i++) {
+                struct stat st;
+                r = resolve_host("writable path", cfg->writable_paths[i], &wsrc[i], false, err);
+                if (r < 0)
+                        goto out;
+                if (stat(wsrc[i], &st) < 0) {
+                        r = util_fail(err, errno, NULL, "writable path %s", cfg->writable_paths[i]);
+                        goto out;
+                }
+                wdir[i] = S_ISDIR(st.st_mode);
+        }
+
+        /* 3. The new root, a tmpfs, with the host's tree at /.sbx-oldroot. */
+        r = pivot_to_tmpfs(err);
+        if (r < 0)
+                goto out;
+
+        /* 4. /proc first: the fallback of mnt_set_attr reads /proc/self/mountinfo. */
+        r = setup_proc(err);
+        if (r < 0)
+                goto out;
+
+        /* 5. The read-only root. */
+        r = bind_root_entries(root, err);
+        if (r < 0)
+                goto out;
+
+        /* 6. /sys, read-only: the host's (a new sysfs would need a network namespace
+         * owned by our user namespace, and shows the same devices anyway). */
+        if (mkdir("/sys", 0555) < 0) {
+                r = util_fail(err, errno, NULL, "mkdir /sys");
+                goto out;
+        }
+        r = bind_mount(OLDROOT "/sys", "/sys", RO_ATTRS | MNT_NOEXEC);
+        if (r < 0) {
+                r = util_fail(err, r, NULL, "bind /sys read-only");
+                goto out;
+        }
+
+        /* 7. /dev, /tmp, /run. */
+        r = setup_dev(tmp_bytes, err, warn);
+        if (r < 0)
+                goto out;
+        if (mkdir("/tmp", 01777) < 0) {
+                r = util_fail(err, errno, NULL, "mkdir /tmp");
+                goto out;
+        }
+        snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)tmp_bytes);
+        if (mount("sbx-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+                r = util_fail(err, errno, NULL, "mount tmpfs on /tmp (%s)", opts);
+                goto out;
+        }
+        if (mkdir("/run", 0755) < 0) {
+                r = util_fail(err, errno, NULL, "mkdir /run");
+                goto out;
+        }
+
+        /* 8. /workspace, read-write. */
+        if (mkdir("/workspace", 0755) < 0) {
+                r = util_fail(err, errno, NULL, "mkdir /workspace");
+                goto out;
+        }
+        if (ws) {
+                r = util_path_join(path, sizeof(path), OLDROOT, ws);
+                if (r == 0)
+                        r = bind_mount(path, "/workspace", MNT_NOSUID | MNT_NODEV);
+                if (r < 0) {
+                        r = util_fail(err, r, NULL, "bind workspace_dir %s on /workspace", ws);
+                        goto out;
+                }
+        }
+
+        /* 9. Permissions, then denials over them. */
+        for (i = 0; i < nw; i++) {
+                const char *dst = cfg->writable_paths[i];
+                r = ensure_mountpoint(dst, wdir[i]);
+                if (r < 0) {
+                        r = util_fail(err, r, "it must exist in root_dir",
+                                      "writable path %s: mount point", dst);
+                        goto out;
+                }
+                r = util_path_join(path, sizeof(path), OLDROOT, wsrc[i]);
+                if (r == 0)
+                        r = bind_mount(path, dst, MNT_NOSUID | MNT_NODEV);
+                if (r < 0) {
+                        r = util_fail(err, r, NULL, "writable path %s: bind", dst);
+                        goto out;
+                }
+        }
+        r = apply_read_only(cfg->denied_write_paths, cfg->n_denied_write_paths, "denied_write_path",
+                            err, warn);
+        if (r < 0)
+                goto out;
+        r = apply_read_only(cfg->protected_paths, cfg->n_protected_paths, "protected_path", err,
+                            warn);
+        if (r < 0)
+                goto out;
+        r = apply_hidden(cfg->denied_read_paths, cfg->n_denied_read_paths, err, warn);
+        if (r < 0)
+                goto out;
+
+        /* 10. Let go of the host's tree, then freeze the root and /dev. */
+        if (umount2(OLDROOT, MNT_DETACH) < 0) {
+                r = util_fail(err, errno, NULL, "detach the old root");
+                goto out;
+        }
+        if (rmdir(OLDROOT) < 0) {
+                r = util_fail(err, errno, NULL, "rmdir " OLDROOT);
+                goto out;
+        }
+        r = mnt_set_attr("/dev", MNT_RDONLY, false);
+        if (r < 0) {
+                r = util_fail(err, r, NULL, "make /dev read-only");
+                goto out;
+        }
+        r = mnt_set_attr("/", RO_ATTRS, false);
+        if (r < 0) {
+                r = util_fail(err, r, NULL, "make / read-only");
+                goto out;
+        }
+        r = 0;
+out:
+        free(root);
+        free(ws);
+        for (i = 0; wsrc && i < nw; i++)
+                free(wsrc[i]);
+        free(wsrc);
+        free(wdir);
+        return r;
+}

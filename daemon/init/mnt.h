@@ -1,0 +1,74 @@
+/* mnt.h: the filesystem a command sees (SPEC "The filesystem a command sees").
+ *
+ * PID 1 calls mnt_build_view() once, in the sandbox's fresh mount and PID namespaces,
+ * before it forks anything. mnt_set_attr() and mnt_set_attr_fallback() are exported
+ * for the unit tests. */
+#ifndef SBX_INIT_MNT_H
+#define SBX_INIT_MNT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* The part of Setup that shapes the view. Paths are host paths, absolute; the lists
+ * are arrays of n strings. Nothing is taken over. */
+struct mnt_config {
+        const char *root_dir;      /* Tree used read-only as /; NULL or "" means "/". */
+        const char *workspace_dir; /* Bound read-write at /workspace; NULL: empty dir. */
+        char *const *writable_paths;
+        size_t n_writable_paths;
+        char *const *denied_read_paths;
+        size_t n_denied_read_paths;
+        char *const *denied_write_paths;
+        size_t n_denied_write_paths;
+        char *const *protected_paths;
+        size_t n_protected_paths;
+        uint64_t tmp_bytes; /* Size of /tmp and /dev/shm; 0: SBX_DEFAULT_TMP_BYTES. */
+};
+
+/* Builds the view and makes it the root of the calling process (and of every process
+ * of its mount namespace), with the current directory "/":
+ *   /            a read-only tmpfs holding a recursive read-only bind of each
+ *                top-level entry of root_dir (symlinks copied), except the entries
+ *                below, which are the sandbox's own;
+ *   /proc        a new procfs of the caller's PID namespace (sys, sysrq-trigger, irq
+ *                and bus read-only);
+ *   /sys         the host's /sys, read-only;
+ *   /dev         a read-only tmpfs with null, zero, full, random, urandom and tty bound
+ *                from the host, a new devpts at /dev/pts, /dev/ptmx -> pts/ptmx, a
+ *                tmpfs /dev/shm, and the fd, stdin, stdout and stderr symlinks;
+ *   /tmp         a tmpfs of tmp_bytes (nosuid, nodev);
+ *   /run         an empty directory;
+ *   /workspace   workspace_dir, read-write (nosuid, nodev);
+ * then writable_paths bound read-write at the same path, denied_write_paths and
+ * protected_paths re-bound read-only, denied_read_paths hidden (an empty read-only
+ * tmpfs over a directory, /dev/null over anything else). Policy paths are resolved in
+ * the view, as a command would resolve them; a denied or protected path that does not
+ * exist there is skipped, a writable path that does not exist on the host is an error.
+ * Every mount is private: nothing mounted on the host later shows up inside.
+ *
+ * Call from PID 1 of a new PID namespace, after unshare(CLONE_NEWNS), single-threaded.
+ * Returns 0, or -errno with err describing the failed step; on failure the mount
+ * namespace is left half-built and the caller must give up (exit). */
+int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn);
+
+/* Attribute bits for mnt_set_attr. */
+#define MNT_RDONLY 0x1u
+#define MNT_NOSUID 0x2u
+#define MNT_NODEV  0x4u
+#define MNT_NOEXEC 0x8u
+
+/* Adds the attributes (MNT_* bits; never clears one) to the mount at path, and with
+ * recursive to every mount below it. Uses mount_setattr(2) (Linux >= 5.12) and falls
+ * back to mnt_set_attr_fallback on older kernels. Returns 0 or -errno. */
+int mnt_set_attr(const char *path, unsigned attrs, bool recursive);
+
+/* The same with MS_REMOUNT|MS_BIND of each mount (path first, then those found below
+ * it in /proc/self/mountinfo), keeping every flag the mount already has: in a user
+ * namespace the flags of mounts inherited from the host are locked and a remount that
+ * would drop one fails with EPERM (bubblewrap's bind_mount()). Needs /proc mounted. */
+int mnt_set_attr_fallback(const char *path, unsigned attrs, bool recursive);
+
+#endif

@@ -1,0 +1,94 @@
+/* ns.c: creating the sandbox's namespaces, its user mapping, hostname and loopback.
+ *
+ * Owns nothing past each call. Stage 0 (daemon/init/main.c) creates the namespaces;
+ * PID 1 names the host and brings up loopback. Modelled on nsjail's user.c / net.c and
+ * bubblewrap's setup of the uid map. */
+#include "ns.h"
+
+#include <errno.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define USERNS_HINT                                                                                \
+        "rootless sandboxes need CONFIG_USER_NS and unprivileged user namespaces: "                \
+        "sysctl kernel.unprivileged_userns_clone=1 (Debian), user.max_user_namespaces > 0, "       \
+        "kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu)"
+
+int ns_enter_user(uid_t outer_uid, gid_t outer_gid, struct util_err *err) {
+        char map[64];
+        int r;
+
+        if (unshare(CLONE_NEWUSER) < 0)
+                return util_fail(err, errno, USERNS_HINT, "unshare(CLONE_NEWUSER)");
+        /* Since Linux 3.19 an unprivileged process must deny setgroups(2) before it may
+         * write gid_map (CVE-2014-8989; user_namespaces(7), "The /proc/[pid]/setgroups
+         * file"). Kernels before 3.19 lack the file; nothing to deny there. */
+        r = util_write_file("/proc/self/setgroups", "deny");
+        if (r < 0 && r != -ENOENT)
+                return util_fail(err, r, NULL, "write /proc/self/setgroups");
+        snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)outer_uid);
+        r = util_write_file("/proc/self/uid_map", map);
+        if (r < 0)
+                return util_fail(err, r, "outer_uid must be the uid sbx-init runs as",
+                                 "write /proc/self/uid_map \"0 %u 1\"", (unsigned)outer_uid);
+        snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)outer_gid);
+        r = util_write_file("/proc/self/gid_map", map);
+        if (r < 0)
+                return util_fail(err, r, "outer_gid must be the gid sbx-init runs as",
+                                 "write /proc/self/gid_map \"0 %u 1\"", (unsigned)outer_gid);
+        return 0;
+}
+
+int ns_unshare_sandbox(bool network_none, struct util_err *err) {
+        int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+
+        if (network_none)
+                flags |= CLONE_NEWNET;
+        if (unshare(flags) < 0) {
+                const char *hint = NULL;
+                if (errno == EPERM)
+                        hint = "needs root (CAP_SYS_ADMIN) or a rootless sandbox";
+                else if (errno == EINVAL)
+                        hint = "needs CONFIG_PID_NS, CONFIG_IPC_NS, CONFIG_UTS_NS, "
+                               "CONFIG_CGROUPS (Linux >= 4.6) and CONFIG_NET_NS";
+                else if (errno == ENOSPC)
+                        hint = "too many namespaces: raise user.max_*_namespaces";
+                return util_fail(err, errno, hint, "unshare(mount, pid, ipc, uts, cgroup%s)",
+                                 network_none ? ", net" : "");
+        }
+        return 0;
+}
+
+int ns_set_hostname(const char *name, struct util_err *err) {
+        if (!name || !name[0])
+                name = "sandbox";
+        if (sethostname(name, strlen(name)) < 0)
+                return util_fail(err, errno, NULL, "sethostname \"%s\"", name);
+        return 0;
+}
+
+int ns_loopback_up(struct util_err *err) {
+        struct ifreq ifr;
+        int fd, r = 0;
+
+        fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return util_fail(err, errno, NULL, "socket for loopback setup");
+        memset(&ifr, 0, sizeof(ifr));
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+                r = util_fail(err, errno, NULL, "SIOCGIFFLAGS lo");
+                goto out;
+        }
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+                r = util_fail(err, errno, NULL, "SIOCSIFFLAGS lo up");
+out:
+        close(fd);
+        return r;
+}

@@ -1,0 +1,29 @@
+/* ns.h: the namespaces of a sandbox (user, mount, pid, ipc, uts, cgroup, net).
+ *
+ * Stage 0 calls ns_enter_user() (rootless only) then ns_unshare_sandbox(), and forks
+ * PID 1, which calls ns_set_hostname() and, with its own network namespace,
+ * ns_loopback_up(). Each verb returns 0 or -errno and describes a failure in err. */
+#ifndef SBX_INIT_NS_H
+#define SBX_INIT_NS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+/* Moves the caller into a new user namespace where outer_uid/outer_gid (the caller's
+ * own ids) are mapped to 0 and nothing else is mapped; setgroups(2) is denied there.
+ * The caller must be single-threaded. */
+int ns_enter_user(uid_t outer_uid, gid_t outer_gid, struct util_err *err);
+
+/* Unshares the mount, PID, IPC, UTS and cgroup namespaces, and the network namespace
+ * when network_none. The next fork() creates PID 1 of the new PID namespace. */
+int ns_unshare_sandbox(bool network_none, struct util_err *err);
+
+/* Sets the hostname of the (new) UTS namespace; an empty name becomes "sandbox". */
+int ns_set_hostname(const char *name, struct util_err *err);
+
+/* Brings the loopback interface of the current network namespace up. */
+int ns_loopback_up(struct util_err *err);
+
+#endif

@@ -1,0 +1,522 @@
+/* serve.c: PID 1's poll() loop: Start, Signal, reaping, Started/StartFailed/Exited.
+ *
+ * Owns the table of commands whose leader PID 1 has not finished with, each with the
+ * read end of its exec error pipe while it starts. A command is "starting" until its
+ * pipe says how execve went (end of stream: Started; a struct spawn_failure:
+ * StartFailed), then "running" until its leader is reaped (Exited). A leader reaped
+ * while still starting keeps its status until the pipe has spoken, so Started always
+ * precedes Exited and a failed start never produces an Exited. Every other child
+ * (orphans re-parented to us) is reaped silently. Called by main.c in PID 1 only. */
+#include "serve.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "init.pb-c.h"
+#include "initmsg.h"
+#include "sbx_limits.h"
+#include "spawn.h"
+#include "util.h"
+
+/* Commands PID 1 tracks at once. The daemon allows 16 per sandbox by default; this
+ * only bounds the table against a confused peer. */
+#define SERVE_MAX_COMMANDS 1024u
+
+enum cmd_state { CMD_STARTING, CMD_RUNNING };
+
+struct cmd {
+        uint64_t id;
+        pid_t pid;
+        enum cmd_state state;
+        int errfd; /* CMD_STARTING: the exec error pipe, else -1. */
+        struct spawn_failure fail;
+        size_t fail_len;
+        bool reaped;
+        int status;
+        struct rusage ru;
+};
+
+static struct cmd *cmds;
+static size_t n_cmds, cap_cmds;
+static int chan_fd = -1;
+static int chan_err; /* First failed send, as -errno. */
+static const struct serve_config *config;
+
+static void send_msg(Sbx__Init__V1__FromInit *m) {
+        int r;
+
+        if (chan_err)
+                return;
+        r = initmsg_send(chan_fd, &m->base, NULL, 0);
+        if (r < 0) {
+                util_log(3, "send to daemon: %s", strerror(-r));
+                chan_err = r;
+        }
+}
+
+static void send_started(const struct cmd *c) {
+        Sbx__Init__V1__FromInit m = SBX__INIT__V1__FROM_INIT__INIT;
+        Sbx__Init__V1__Started s = SBX__INIT__V1__STARTED__INIT;
+
+        s.has_command_id = 1;
+        s.command_id = c->id;
+        s.has_pid = 1;
+        s.pid = c->pid;
+        m.body_case = SBX__INIT__V1__FROM_INIT__BODY_STARTED;
+        m.started = &s;
+        send_msg(&m);
+}
+
+static void send_start_failed(uint64_t id, int err, char *text) {
+        Sbx__Init__V1__FromInit m = SBX__INIT__V1__FROM_INIT__INIT;
+        Sbx__Init__V1__StartFailed f = SBX__INIT__V1__START_FAILED__INIT;
+
+        f.has_command_id = 1;
+        f.command_id = id;
+        f.has_error_errno = 1;
+        f.error_errno = err;
+        f.error = text;
+        m.body_case = SBX__INIT__V1__FROM_INIT__BODY_START_FAILED;
+        m.start_failed = &f;
+        send_msg(&m);
+}
+
+static int64_t tv_usec(const struct timeval *tv) {
+        return (int64_t)tv->tv_sec * 1000000 + tv->tv_usec;
+}
+
+static void send_exited(const struct cmd *c) {
+        Sbx__Init__V1__FromInit m = SBX__INIT__V1__FROM_INIT__INIT;
+        Sbx__Init__V1__Exited e = SBX__INIT__V1__EXITED__INIT;
+
+        e.has_command_id = 1;
+        e.command_id = c->id;
+        e.has_wait_status = 1;
+        e.wait_status = c->status;
+        e.has_utime_usec = 1;
+        e.utime_usec = tv_usec(&c->ru.ru_utime);
+        e.has_stime_usec = 1;
+        e.stime_usec = tv_usec(&c->ru.ru_stime);
+        e.has_maxrss_kib = 1;
+        e.maxrss_kib = c->ru.ru_maxrss; /* Already KiB on Linux (getrusage(2)). */
+        m.body_case = SBX__INIT__V1__FROM_INIT__BODY_EXITED;
+        m.exited = &e;
+        send_msg(&m);
+}
+
+static struct cmd *find_id(uint64_t id) {
+        size_t i;
+
+        for (i = 0; i < n_cmds; i++)
+                if (cmds[i].id == id)
+                        return &cmds[i];
+        return NULL;
+}
+
+static struct cmd *find_pid(pid_t pid) {
+        size_t i;
+
+        for (i = 0; i < n_cmds; i++)
+                if (cmds[i].pid == pid)
+                        return &cmds[i];
+        return NULL;
+}
+
+static void remove_cmd(struct cmd *c) {
+        if (c->errfd >= 0)
+                close(c->errfd);
+        *c = cmds[--n_cmds];
+}
+
+static void close_fds(const int *fds, size_t n) {
+        size_t i;
+
+        for (i = 0; i < n; i++)
+                close(fds[i]);
+}
+
+/* Copies a bytes field into a new C string; NULL when it holds a NUL byte or on
+ * ENOMEM (*ret_err says which). */
+static char *dup_bytes(const ProtobufCBinaryData *b, int *ret_err) {
+        char *s;
+
+        if (b->len > 0 && memchr(b->data, '\0', b->len)) {
+                *ret_err = EINVAL;
+                return NULL;
+        }
+        s = malloc(b->len + 1);
+        if (!s) {
+                *ret_err = ENOMEM;
+                return NULL;
+        }
+        if (b->len)
+                memcpy(s, b->data, b->len);
+        s[b->len] = '\0';
+        return s;
+}
+
+static void free_strv(char **v) {
+        size_t i;
+
+        for (i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+static char **dup_strv(const ProtobufCBinaryData *items, size_t n, int *ret_err) {
+        char **v = calloc(n + 1, sizeof(*v));
+        size_t i;
+
+        if (!v) {
+                *ret_err = ENOMEM;
+                return NULL;
+        }
+        for (i = 0; i < n; i++) {
+                v[i] = dup_bytes(&items[i], ret_err);
+                if (!v[i]) {
+                        free_strv(v);
+                        return NULL;
+                }
+        }
+        return v;
+}
+
+static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
+        struct spawn_rlimit rl[RLIM_NLIMITS];
+        struct spawn_spec spec;
+        char **argv = NULL, **envp = NULL, *cwd = NULL, text[160];
+        size_t n_cg = s->has_n_cgroup_fds ? s->n_cgroup_fds : 0, i;
+        int err = 0, r, errfd = -1;
+        struct cmd *c;
+        pid_t pid;
+
+        if (!s->has_command_id) {
+                util_log(4, "ignoring a Start without command_id");
+                close_fds(fds, nfds);
+                return;
+        }
+        text[0] = '\0';
+        if (n_cg > SBX_INIT_MAX_FDS - 3 || nfds != 3 + n_cg) {
+                err = EINVAL;
+                snprintf(text, sizeof(text), "invalid Start: %zu descriptors, expected %zu", nfds,
+                         (size_t)3 + n_cg);
+        } else if (find_id(s->command_id)) {
+                err = EEXIST;
+                snprintf(text, sizeof(text), "invalid Start: command id %llu is in use",
+                         (unsigned long long)s->command_id);
+        } else if (n_cmds >= SERVE_MAX_COMMANDS) {
+                err = EAGAIN;
+                snprintf(text, sizeof(text), "too many commands in this sandbox (%u)",
+                         SERVE_MAX_COMMANDS);
+        } else if (s->n_argv == 0 || s->n_argv > SBX_MAX_ARGV || s->n_envp > SBX_MAX_ENV ||
+                   s->n_rlimits > RLIM_NLIMITS) {
+                err = s->n_argv == 0 ? EINVAL : E2BIG;
+                snprintf(text, sizeof(text), "invalid Start: %zu argv, %zu envp, %zu rlimits",
+                         s->n_argv, s->n_envp, s->n_rlimits);
+        }
+        if (!err && (!(argv = dup_strv(s->argv, s->n_argv, &err)) ||
+                     !(envp = dup_strv(s->envp, s->n_envp, &err))))
+                snprintf(text, sizeof(text), "invalid Start: argv or envp %s",
+                         err == EINVAL ? "holds a NUL byte" : "out of memory");
+        if (!err) {
+                if (s->has_cwd && s->cwd.len > 0)
+                        cwd = dup_bytes(&s->cwd, &err);
+                else
+                        cwd = strdup("/workspace");
+                if (!cwd) {
+                        err = err ? err : ENOMEM;
+                        snprintf(text, sizeof(text), "invalid Start: cwd %s",
+                                 err == EINVAL ? "holds a NUL byte" : "out of memory");
+                }
+        }
+        for (i = 0; !err && i < s->n_rlimits; i++) {
+                const Sbx__Init__V1__Rlimit *l = s->rlimits[i];
+                if (!l->has_resource || l->resource < 0 || l->resource >= RLIM_NLIMITS) {
+                        err = EINVAL;
+                        snprintf(text, sizeof(text), "invalid Start: rlimit resource %d",
+                                 l->has_resource ? l->resource : -1);
+                        break;
+                }
+                rl[i].resource = l->resource;
+                rl[i].soft = l->has_soft ? l->soft : UINT64_MAX;
+                rl[i].hard = l->has_hard ? l->hard : UINT64_MAX;
+        }
+        if (err) {
+                send_start_failed(s->command_id, err, text);
+                goto out;
+        }
+
+        memset(&spec, 0, sizeof(spec));
+        spec.argv = argv;
+        spec.envp = envp;
+        spec.cwd = cwd;
+        spec.rlimits = rl;
+        spec.n_rlimits = s->n_rlimits;
+        spec.stdio[0] = fds[0];
+        spec.stdio[1] = fds[1];
+        spec.stdio[2] = fds[2];
+        spec.cgroup_fds = fds + 3;
+        spec.n_cgroup_fds = n_cg;
+        spec.cgroup_v2 = s->has_cgroup_v2 && s->cgroup_v2;
+        spec.uid = config->run_uid;
+        spec.gid = config->run_gid;
+        spec.keep_groups = config->rootless;
+        spec.filter = config->filter;
+        r = spawn_start(&spec, &pid, &errfd);
+        if (r < 0) {
+                snprintf(text, sizeof(text), "fork: %s", strerror(-r));
+                send_start_failed(s->command_id, -r, text);
+                goto out;
+        }
+        if (n_cmds == cap_cmds) {
+                size_t ncap = cap_cmds ? cap_cmds * 2 : 16;
+                struct cmd *n = realloc(cmds, ncap * sizeof(*n));
+                if (!n) {
+                        /* The child runs but cannot be tracked: stop it, say so. Its
+                         * process group may not exist yet. */
+                        kill(pid, SIGKILL);
+                        close(errfd);
+                        snprintf(text, sizeof(text), "start: out of memory");
+                        send_start_failed(s->command_id, ENOMEM, text);
+                        goto out;
+                }
+                cmds = n;
+                cap_cmds = ncap;
+        }
+        c = &cmds[n_cmds++];
+        memset(c, 0, sizeof(*c));
+        c->id = s->command_id;
+        c->pid = pid;
+        c->state = CMD_STARTING;
+        c->errfd = errfd;
+out:
+        /* The command has its own copies now (or never will). */
+        close_fds(fds, nfds);
+        free_strv(argv);
+        free_strv(envp);
+        free(cwd);
+}
+
+static void handle_signal(const Sbx__Init__V1__Signal *s) {
+        struct cmd *c;
+        int sig;
+
+        if (!s->has_command_id || !s->has_signal)
+                return;
+        sig = s->signal;
+        if (sig < 1 || sig >= NSIG)
+                return;
+        c = find_id(s->command_id);
+        if (!c || c->reaped)
+                return;
+        /* Until the child's setsid() its process group does not exist yet; then the
+         * leader alone is all there is to signal. */
+        if (s->has_cont && s->cont && kill(-c->pid, SIGCONT) < 0 && errno == ESRCH)
+                kill(c->pid, SIGCONT);
+        if (kill(-c->pid, sig) < 0 && errno == ESRCH)
+                kill(c->pid, sig);
+}
+
+/* Reads what the starting command c wrote on its error pipe; answers Started or
+ * StartFailed (and a pending Exited) once the pipe reaches end of stream. */
+static void handle_errfd(struct cmd *c) {
+        char text[SPAWN_WHAT_BYTES + 128];
+        uint8_t *buf = (uint8_t *)&c->fail;
+        ssize_t n;
+
+        for (;;) {
+                n = read(c->errfd, buf + c->fail_len, sizeof(c->fail) - c->fail_len);
+                if (n > 0) {
+                        c->fail_len += (size_t)n;
+                        if (c->fail_len < sizeof(c->fail))
+                                continue;
+                        break; /* A whole report; do not wait for end of stream. */
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return;
+                break; /* End of stream, or an error we treat as one. */
+        }
+        close(c->errfd);
+        c->errfd = -1;
+        if (c->fail_len >= sizeof(c->fail.err)) {
+                int err = c->fail.err > 0 ? c->fail.err : EIO;
+                c->fail.what[sizeof(c->fail.what) - 1] = '\0';
+                if (c->fail_len < sizeof(c->fail))
+                        snprintf(c->fail.what, sizeof(c->fail.what), "start");
+                snprintf(text, sizeof(text), "%s: %s", c->fail.what, strerror(err));
+                send_start_failed(c->id, err, text);
+                /* Its exit status (127), whenever reaped, belongs to nobody. */
+                remove_cmd(c);
+                return;
+        }
+        c->state = CMD_RUNNING;
+        send_started(c);
+        if (c->reaped) {
+                send_exited(c);
+                remove_cmd(c);
+        }
+}
+
+static void reap(int sigfd) {
+        struct signalfd_siginfo si;
+        struct rusage ru;
+        int status;
+        pid_t pid;
+
+        /* Standard signals coalesce: one SIGCHLD may stand for many children. Drain
+         * the signalfd, then reap until nothing is left. */
+        while (read(sigfd, &si, sizeof(si)) > 0)
+                ;
+        for (;;) {
+                struct cmd *c;
+
+                pid = wait4(-1, &status, WNOHANG, &ru);
+                if (pid < 0 && errno == EINTR)
+                        continue;
+                if (pid <= 0)
+                        return;
+                c = find_pid(pid);
+                if (!c || c->reaped)
+                        continue; /* An orphan, or a failed start already answered. */
+                c->reaped = true;
+                c->status = status;
+                c->ru = ru;
+                if (c->state == CMD_RUNNING) {
+                        send_exited(c);
+                        remove_cmd(c);
+                }
+        }
+}
+
+/* Receives and dispatches one packet. Returns 1 to go on, 0 at end of stream, -errno
+ * when the channel failed. */
+static int handle_channel(void) {
+        static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
+        int fds[SBX_INIT_MAX_FDS];
+        size_t len = 0, nfds = 0;
+        Sbx__Init__V1__ToInit *m;
+        int r;
+
+        r = initmsg_recv(chan_fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds);
+        if (r == -EAGAIN || r == -EINTR)
+                return 1;
+        if (r == -EMSGSIZE) {
+                util_log(4, "ignoring an oversized packet from the daemon");
+                return 1;
+        }
+        if (r <= 0)
+                return r;
+        m = sbx__init__v1__to_init__unpack(NULL, len, buf);
+        if (!m) {
+                util_log(4, "ignoring a malformed message from the daemon");
+                close_fds(fds, nfds);
+                return 1;
+        }
+        /* An int switch: protobuf-c adds an INT_MAX enumerator to force the enum's size. */
+        switch ((int)m->body_case) {
+        case SBX__INIT__V1__TO_INIT__BODY_START:
+                handle_start(m->start, fds, nfds);
+                nfds = 0;
+                break;
+        case SBX__INIT__V1__TO_INIT__BODY_SIGNAL:
+                handle_signal(m->signal);
+                break;
+        default:
+                util_log(4, "ignoring an unexpected message (case %d)", (int)m->body_case);
+                break;
+        }
+        close_fds(fds, nfds);
+        sbx__init__v1__to_init__free_unpacked(m, NULL);
+        return 1;
+}
+
+int serve_signals_init(void) {
+        struct sigaction sa;
+        sigset_t set;
+        int sig, fd;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = SIG_IGN;
+        sigemptyset(&sa.sa_mask);
+        /* sigaction fails for SIGKILL, SIGSTOP and the two real-time signals glibc
+         * keeps for itself; nothing to do about those. */
+        for (sig = 1; sig < NSIG; sig++)
+                if (sig != SIGCHLD)
+                        sigaction(sig, &sa, NULL);
+        sigemptyset(&set);
+        sigaddset(&set, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+                return -errno;
+        fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return fd;
+}
+
+int serve_run(int chan, int sigfd, const struct serve_config *cfg) {
+        struct pollfd *pfds = NULL;
+        size_t cap = 0;
+        int r = 0;
+
+        chan_fd = chan;
+        config = cfg;
+        for (;;) {
+                size_t n = 2, i;
+
+                if (cap < 2 + n_cmds) {
+                        struct pollfd *np = realloc(pfds, (2 + cap_cmds + 16) * sizeof(*np));
+                        if (!np) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        pfds = np;
+                        cap = 2 + cap_cmds + 16;
+                }
+                pfds[0] = (struct pollfd){.fd = chan, .events = POLLIN};
+                pfds[1] = (struct pollfd){.fd = sigfd, .events = POLLIN};
+                for (i = 0; i < n_cmds; i++)
+                        if (cmds[i].errfd >= 0)
+                                pfds[n++] = (struct pollfd){.fd = cmds[i].errfd, .events = POLLIN};
+                if (poll(pfds, n, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                /* Exec results first, then exits, so that Started precedes Exited. */
+                for (i = 2; i < n; i++) {
+                        size_t k;
+                        if (!pfds[i].revents)
+                                continue;
+                        for (k = 0; k < n_cmds; k++)
+                                if (cmds[k].errfd == pfds[i].fd) {
+                                        handle_errfd(&cmds[k]);
+                                        break;
+                                }
+                }
+                if (pfds[1].revents)
+                        reap(sigfd);
+                if (pfds[0].revents) {
+                        r = handle_channel();
+                        if (r <= 0)
+                                break;
+                }
+                if (chan_err) {
+                        r = chan_err;
+                        break;
+                }
+        }
+        free(pfds);
+        return r;
+}

@@ -1,0 +1,32 @@
+/* serve.h: PID 1's service loop over the init channel, once the view is built.
+ *
+ * main.c calls serve_signals_init() first thing in PID 1 (before setup forks
+ * anything), then, after Ready, serve_run() until the daemon goes away. */
+#ifndef SBX_INIT_SERVE_H
+#define SBX_INIT_SERVE_H
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct serve_config {
+        uid_t run_uid; /* uid/gid every command runs as (0/0 when rootless). */
+        gid_t run_gid;
+        bool rootless;                   /* setgroups(2) is denied: keep the (unmapped) groups. */
+        const struct sock_fprog *filter; /* NULL: no seccomp (warned about in Ready). */
+};
+
+/* Ignores every catchable signal but SIGCHLD, blocks SIGCHLD and returns a signalfd
+ * (non-blocking, close-on-exec) that reports it, or -errno. As PID 1 of a PID
+ * namespace we get only the signals we handle (pid_namespaces(7)): ignoring the rest
+ * makes that explicit and keeps them from piling up. */
+int serve_signals_init(void);
+
+/* Serves the channel chan: Start forks a command (spawn.c) and answers Started or
+ * StartFailed, Signal signals a command's process group, and every child is reaped
+ * with an Exited for command leaders. Unknown ids and malformed messages are ignored
+ * (logged). Returns 0 at end of stream on chan, -errno when the channel fails; the
+ * caller then exits, which kills every process of the sandbox. */
+int serve_run(int chan, int sigfd, const struct serve_config *cfg);
+
+#endif

@@ -1,0 +1,66 @@
+/* util.h: small helpers shared by the init helper's modules.
+ *
+ * Logging to the daemon's stderr with syslog level prefixes, the description of a
+ * failed setup step that ends up in Ready.error, the list of Ready.warnings, and a few
+ * file helpers. Nothing here allocates; every function may be called at any time from
+ * stage 0 or PID 1 (not from a forked command child, which reports over its pipe). */
+#ifndef SBX_INIT_UTIL_H
+#define SBX_INIT_UTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define UTIL_ERR_TEXT_BYTES 1024u
+#define UTIL_MAX_WARNINGS   16u
+#define UTIL_WARNING_BYTES  256u
+
+/* What failed during setup: a positive errno and one line of text, "what failed:
+ * strerror (hint)". Filled by util_fail(); err == 0 means nothing failed yet. */
+struct util_err {
+        int err;
+        char text[UTIL_ERR_TEXT_BYTES];
+};
+
+/* Parts of the setup that could not be enforced; copied into Ready.warnings. */
+struct util_warnings {
+        size_t n;
+        char text[UTIL_MAX_WARNINGS][UTIL_WARNING_BYTES];
+};
+
+/* Names the sandbox in every later log line ("sbx=ID"). id may be NULL. */
+void util_log_set_sandbox(const char *id);
+
+/* Writes one line "<level>sbx-init sbx=ID: message" to stderr (level is a syslog
+ * priority, 3 = error). Keeps errno. Only for real failures. */
+void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Records a failure in e: text becomes "<fmt...>: strerror(err)" followed by " (hint)"
+ * when hint is not NULL. err is a positive or negative errno. Returns -|err| so that
+ * callers can `return util_fail(...)`. */
+int util_fail(struct util_err *e, int err, const char *hint, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+/* Appends a warning (silently dropped past UTIL_MAX_WARNINGS). w may be NULL. */
+void util_warn(struct util_warnings *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes the string data to the existing file path (O_WRONLY, no O_CREAT) with one
+ * write(2). Returns 0 or -errno. */
+int util_write_file(const char *path, const char *data);
+
+/* Creates the directory path and any missing parents with mode. An existing directory
+ * (or a symlink to one) is fine. Returns 0 or -errno. */
+int util_mkdir_p(const char *path, mode_t mode);
+
+/* Joins a and b with exactly one '/' between them into buf. Returns 0 or
+ * -ENAMETOOLONG. */
+int util_path_join(char *buf, size_t cap, const char *a, const char *b);
+
+/* Sets FD_CLOEXEC on every descriptor >= from (close_range(2) CLOSE_RANGE_CLOEXEC, or a
+ * walk of /proc/self/fd on kernels before 5.11). Returns 0 or -errno. */
+int util_cloexec_from(int from);
+
+/* Returns 1 when path is absolute, at most SBX_PATH_MAX_BYTES long and has no "."
+ * or ".." component, else 0. */
+int util_path_ok(const char *path);
+
+#endif
