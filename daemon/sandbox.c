@@ -351,6 +351,9 @@ static void sandbox_free(struct sandbox *sb) {
         free(sb->warnings);
         free(sb->waiters);
         free(sb->workspace);
+        for (i = 0; i < sb->n_hidden; i++)
+                free(sb->hidden[i]);
+        free(sb->hidden);
         free(sb->end_reason);
         free(sb);
 }
@@ -436,6 +439,10 @@ static void finish_end(struct sandbox *sb) {
         if (sb->init_pidfd >= 0) {
                 close(sb->init_pidfd);
                 sb->init_pidfd = -1;
+        }
+        if (sb->root_fd >= 0) {
+                close(sb->root_fd);
+                sb->root_fd = -1;
         }
         if (sb->cg) {
                 /* PID 1 is gone, so the tree is empty; kill anything that escaped into it
@@ -637,6 +644,17 @@ static void on_ready(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
                 return;
         }
         fcntl(sb->init_pidfd, F_SETFD, FD_CLOEXEC);
+        {
+                /* The sandbox's own root, in its mount namespace: file operations resolve
+                 * paths beneath it with openat2(RESOLVE_IN_ROOT). */
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+                sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (sb->root_fd < 0) {
+                        fail_sandbox(sb, "cannot open its root %s: %s", path, strerror(errno));
+                        return;
+                }
+        }
         for (i = 0; i < ready->n_warnings && i < 64; i++)
                 sandbox_warn(sb, "%s", ready->warnings[i]);
         sb->state = SBX__V1__SANDBOX_STATE__READY;
@@ -900,6 +918,7 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
         sb->tab = t;
         sb->chan_fd = -1;
         sb->init_pidfd = -1;
+        sb->root_fd = -1;
         sb->uid_slot = -1;
         sb->isolated = 1;
         sb->state = SBX__V1__SANDBOX_STATE__CREATING;
@@ -1022,6 +1041,14 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
         msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
         msg.setup = &setup;
         r = sandbox_send_init(sb, &msg, NULL, 0);
+        /* Keep the hidden paths: file operations answer NOT_FOUND for them. */
+        sb->hidden = calloc(setup.n_denied_read_paths ? setup.n_denied_read_paths : 1, sizeof(char *));
+        if (sb->hidden) {
+                size_t k;
+                for (k = 0; k < setup.n_denied_read_paths; k++)
+                        if ((sb->hidden[sb->n_hidden] = strdup(setup.denied_read_paths[k])))
+                                sb->n_hidden++;
+        }
         policy_free_setup(&setup, strings, n_strings);
         if (r < 0)
                 goto done;

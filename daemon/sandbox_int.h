@@ -50,6 +50,9 @@ struct sandbox {
         int chan_poll_inited;
         pid_t init_pid;                 /* host pid of PID 1, once Ready */
         int init_pidfd;
+        int root_fd;                    /* O_PATH of the sandbox's "/" (its mount namespace), once Ready */
+        char **hidden;                  /* the denied_read paths sent to init (defaults expanded) */
+        size_t n_hidden;
         int uid_slot;                   /* -1 when none */
         uid_t run_uid;
         gid_t run_gid;

@@ -1,0 +1,502 @@
+/* it_commands.c: integration tests of commands in depth against a real sbxd: timeouts
+ * that kill, limits that hold and are reported, output caps keeping the tail,
+ * streaming, stdin, cancel, concurrency and the records. Each test asserts an outcome
+ * and a bound. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "itutil.h"
+#include "testutil.h"
+
+static int has_hit(const struct sbx_result *r, const char *what) {
+        size_t i;
+        for (i = 0; i < r->limits_hit.n; i++)
+                if (strcmp(r->limits_hit.v[i], what) == 0)
+                        return 1;
+        return 0;
+}
+
+/* A sandbox with the given limits (0: unset). */
+static char *create_limited(sbx_client *c, uint64_t memory, uint32_t processes, uint64_t fsize,
+                            double cpu_seconds) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        char *id;
+        sbx_create_opts_init(&o);
+        if (memory) {
+                o.policy.limits.set |= SBX_LIMIT_MEMORY;
+                o.policy.limits.memory_bytes = memory;
+        }
+        if (processes) {
+                o.policy.limits.set |= SBX_LIMIT_PROCESSES;
+                o.policy.limits.processes = processes;
+        }
+        if (fsize) {
+                o.policy.limits.set |= SBX_LIMIT_FILE_SIZE;
+                o.policy.limits.file_size_bytes = fsize;
+        }
+        if (cpu_seconds > 0) {
+                o.policy.limits.set |= SBX_LIMIT_CPU_SECONDS;
+                o.policy.limits.cpu_seconds = cpu_seconds;
+        }
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        id = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        return id;
+}
+
+START_TEST(timeout_kills_within_bound) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+        struct sbx_result *r;
+        const char *argv[] = {"sleep", "10.4321", NULL};
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        t0 = it_now_ms();
+        r = it_exec(c, id, 200, argv);
+        ck_assert_double_lt(it_now_ms() - t0, 1000);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
+        ck_assert(r->timed_out);
+        ck_assert(has_hit(r, "timeout"));
+        ck_assert_double_ge(r->duration, 0.19);
+        ck_assert_int_eq(it_count_procs("sleep 10.4321"), 0);
+        sbx_result_free(r);
+        /* A shell whose children ignore SIGTERM and sit in their own process group dies
+         * with its whole command cgroup. */
+        t0 = it_now_ms();
+        r = it_sh(c, id, 300,
+                  "trap '' TERM; (setsid sleep 11.4321 &); sleep 12.4321 & echo partial; wait");
+        ck_assert_double_lt(it_now_ms() - t0, 1500);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
+        ck_assert_str_eq((char *)r->stdout_data, "partial\n"); /* output so far is kept */
+        usleep(100000);
+        ck_assert_int_eq(it_count_procs("sleep 11.4321"), 0);
+        ck_assert_int_eq(it_count_procs("sleep 12.4321"), 0);
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(background_child_holding_stdout_does_not_hang) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+        struct sbx_result *r;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        t0 = it_now_ms();
+        r = it_sh(c, id, 30000, "sleep 100.4321 & echo done");
+        ck_assert_double_lt(it_now_ms() - t0, 1000);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_int_eq(r->exit_code, 0);
+        ck_assert_str_eq((char *)r->stdout_data, "done\n");
+        sbx_result_free(r);
+        /* The background child survives the command (by design) and dies with the sandbox. */
+        ck_assert_int_eq(it_count_procs("sleep 100.4321"), 1);
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        ck_assert_int_eq(it_count_procs("sleep 100.4321"), 0);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(fork_bomb_contained) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+        struct sbx_result *r;
+        const char *ok[] = {"echo", "still alive", NULL};
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = create_limited(c, 0, 64, 0, 0);
+        r = it_sh(c, id, 3000, "f() { f | f & }; f; sleep 1");
+        ck_assert(has_hit(r, "processes"));
+        sbx_result_free(r);
+        /* The sandbox (and the host) still work. */
+        r = it_exec(c, id, 10000, ok);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_str_eq((char *)r->stdout_data, "still alive\n");
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(memory_hog_is_out_of_memory) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+        struct sbx_result *r;
+        const char *hog[] = {"python3", "-c", "b = [bytearray(1 << 20) for _ in range(1024)]", NULL};
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = create_limited(c, 64u << 20, 0, 0, 0);
+        r = it_exec(c, id, 30000, hog);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_OUT_OF_MEMORY);
+        ck_assert(has_hit(r, "memory"));
+        ck_assert_uint_gt(r->peak_memory_bytes, 40u << 20);
+        ck_assert_uint_le(r->peak_memory_bytes, 72u << 20);
+        ck_assert_ptr_nonnull(r->peak_memory_source);
+        ck_assert_int_eq(strncmp(r->peak_memory_source, "cgroup", 6), 0);
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(output_cap_keeps_tail) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+        struct sbx_result *r;
+        struct sbx_exec_opts o;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        /* 20 MB of "y\n" then a final line: the tail (1 MiB) ends with the final line. */
+        r = it_sh(c, id, 30000, "yes | head -c 20000000; echo THE-END; echo err >&2");
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert(r->stdout_truncated);
+        ck_assert(!r->stderr_truncated);
+        ck_assert_uint_eq(r->stdout_bytes, 20000000 + 8);
+        ck_assert_uint_eq(r->stdout_len, 1024 * 1024);
+        ck_assert_int_eq(memcmp(r->stdout_data + r->stdout_len - 10, "y\nTHE-END\n", 10), 0);
+        ck_assert_str_eq((char *)r->stderr_data, "err\n");
+        ck_assert(has_hit(r, "output"));
+        sbx_result_free(r);
+        /* A small explicit cap. */
+        sbx_exec_opts_init(&o);
+        o.shell = "seq 1 1000";
+        o.timeout_ms = 10000;
+        o.max_stdout_bytes = 9;
+        ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+        ck_assert_str_eq((char *)r->stdout_data, "999\n1000\n");
+        ck_assert(r->stdout_truncated);
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(file_size_and_cpu_limits) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+        struct sbx_result *r;
+        const char *dd[] = {"dd", "if=/dev/zero", "of=/workspace/big", "bs=1M", "count=2048", NULL};
+        const char *spin[] = {"sh", "-c", "while :; do :; done", NULL};
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = create_limited(c, 0, 0, 1u << 20, 1.0);
+        r = it_exec(c, id, 30000, dd);
+        ck_assert(has_hit(r, "file_size"));
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_SIGNALED);
+        ck_assert_int_eq(r->signal, SIGXFSZ);
+        sbx_result_free(r);
+        t0 = it_now_ms();
+        r = it_exec(c, id, 30000, spin);
+        ck_assert_double_lt(it_now_ms() - t0, 10000);
+        ck_assert(has_hit(r, "cpu"));
+        ck_assert_double_ge(r->cpu_seconds, 0.9);
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+struct chunks {
+        uint64_t next[3];
+        size_t n;
+        int in_order;
+        size_t bytes;
+};
+
+static void on_output(void *ud, enum sbx_stream stream, uint64_t offset, const void *data, size_t len) {
+        struct chunks *k = ud;
+        if (offset != k->next[stream])
+                k->in_order = 0;
+        k->next[stream] = offset + len;
+        k->bytes += len;
+        k->n++;
+}
+
+START_TEST(streaming_and_stdin) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+        struct sbx_result *r;
+        struct sbx_exec_opts o;
+        struct chunks k = {{0, 0, 0}, 0, 1, 0};
+        const char *cat[] = {"cat", NULL};
+        uint8_t *in = malloc(1 << 20);
+        size_t i;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = "for i in 1 2 3; do echo chunk $i; sleep 0.1; done; head -c 3000000 /dev/zero";
+        o.timeout_ms = 20000;
+        o.on_output = on_output;
+        o.userdata = &k;
+        ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert(k.in_order);
+        ck_assert_uint_ge(k.n, 4);
+        ck_assert_uint_eq(k.bytes, 3000000 + 24);
+        ck_assert_uint_eq(r->stdout_bytes, 3000000 + 24);
+        ck_assert_uint_eq(r->stdout_len, 0); /* streamed, not kept */
+        sbx_result_free(r);
+        /* stdin: 1 MiB of binary bytes through cat, byte for byte. */
+        for (i = 0; i < (1u << 20); i++)
+                in[i] = (uint8_t)(i * 7 + (i >> 8));
+        sbx_exec_opts_init(&o);
+        o.argv = cat;
+        o.argc = 1;
+        o.stdin_data = in;
+        o.stdin_len = 1u << 20;
+        o.timeout_ms = 20000;
+        o.max_stdout_bytes = 2u << 20;
+        ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+        ck_assert_uint_eq(r->stdout_len, 1u << 20);
+        ck_assert_int_eq(memcmp(r->stdout_data, in, 1u << 20), 0);
+        sbx_result_free(r);
+        free(in);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+struct runner {
+        struct it_daemon *d;
+        const char *id;
+        int n;
+        int ok;
+        enum sbx_outcome outcome;
+        enum sbx_code code;
+};
+
+static void *run_one(void *arg) {
+        struct runner *ru = arg;
+        sbx_client *c = NULL;
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        char script[200], want[400];
+        int i;
+        if (sbx_connect(ru->d->sock, "thread", &c) != SBX_OK)
+                return NULL;
+        snprintf(script, sizeof(script), "for i in $(seq 1 200); do echo runner-%d-$i; done; sleep 1",
+                 ru->n);
+        sbx_exec_opts_init(&o);
+        o.shell = script;
+        o.timeout_ms = 30000;
+        ru->code = sbx_exec(c, ru->id, &o, &r);
+        if (ru->code == SBX_OK) {
+                size_t off = 0;
+                ru->outcome = r->outcome;
+                ru->ok = 1;
+                for (i = 1; i <= 200 && ru->ok; i++) {
+                        size_t len = (size_t)snprintf(want, sizeof(want), "runner-%d-%d\n", ru->n, i);
+                        if (off + len > r->stdout_len || memcmp(r->stdout_data + off, want, len) != 0)
+                                ru->ok = 0;
+                        off += len;
+                }
+                if (off != r->stdout_len)
+                        ru->ok = 0;
+                sbx_result_free(r);
+        }
+        sbx_close(c);
+        return NULL;
+}
+
+START_TEST(concurrency_in_one_and_many_sandboxes) {
+        enum { N = 16, S = 8 };
+        struct it_daemon d;
+        sbx_client *c;
+        char *id, *ids[S];
+        pthread_t th[N + 1];
+        struct runner ru[N + 1];
+        struct sbx_result *r;
+        const char *sl[] = {"sleep", "5", NULL};
+        struct sbx_exec_opts o;
+        int i;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        t0 = it_now_ms();
+        for (i = 0; i < N; i++) {
+                ru[i] = (struct runner){&d, id, i, 0, SBX_OUTCOME_UNSPECIFIED, SBX_INTERNAL};
+                ck_assert_int_eq(pthread_create(&th[i], NULL, run_one, &ru[i]), 0);
+        }
+        /* While the 16 run (each sleeps 1 s), a 17th is refused. */
+        usleep(400000);
+        sbx_exec_opts_init(&o);
+        o.argv = sl;
+        o.argc = 2;
+        o.timeout_ms = 10000;
+        ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_RESOURCE_EXHAUSTED);
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "16"));
+        for (i = 0; i < N; i++) {
+                pthread_join(th[i], NULL);
+                ck_assert_int_eq(ru[i].code, SBX_OK);
+                ck_assert_int_eq(ru[i].outcome, SBX_OUTCOME_EXITED);
+                ck_assert_msg(ru[i].ok, "runner %d got mixed or missing output", i);
+        }
+        /* They ran at once, not one after another. */
+        ck_assert_double_lt(it_now_ms() - t0, 8000);
+
+        for (i = 0; i < S; i++)
+                ids[i] = it_create(c, NULL);
+        for (i = 0; i < S; i++) {
+                ru[i] = (struct runner){&d, ids[i], i, 0, SBX_OUTCOME_UNSPECIFIED, SBX_INTERNAL};
+                ck_assert_int_eq(pthread_create(&th[i], NULL, run_one, &ru[i]), 0);
+        }
+        for (i = 0; i < S; i++) {
+                pthread_join(th[i], NULL);
+                ck_assert_msg(ru[i].ok, "sandbox runner %d got mixed or missing output", i);
+                free(ids[i]);
+        }
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+struct canceller {
+        struct it_daemon *d;
+        const char *id;
+        enum sbx_outcome outcome;
+        double ms;
+};
+
+static void *run_long(void *arg) {
+        struct canceller *k = arg;
+        sbx_client *c = NULL;
+        struct sbx_result *r = NULL;
+        const char *argv[] = {"sleep", "30.4321", NULL};
+        struct sbx_exec_opts o;
+        double t0 = it_now_ms();
+        if (sbx_connect(k->d->sock, "victim", &c) != SBX_OK)
+                return NULL;
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 2;
+        o.timeout_ms = 60000;
+        if (sbx_exec(c, k->id, &o, &r) == SBX_OK) {
+                k->outcome = r->outcome;
+                sbx_result_free(r);
+        }
+        k->ms = it_now_ms() - t0;
+        sbx_close(c);
+        return NULL;
+}
+
+START_TEST(cancel_from_another_client) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+        pthread_t th;
+        struct canceller k;
+        int i;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        k = (struct canceller){&d, id, SBX_OUTCOME_UNSPECIFIED, 0};
+        ck_assert_int_eq(pthread_create(&th, NULL, run_long, &k), 0);
+        for (i = 0; i < 100 && it_count_procs("sleep 30.4321") == 0; i++)
+                usleep(20000);
+        /* Command ids are c-N in order of starting: the first is c-1. */
+        ck_assert_int_eq(sbx_cancel(c, id, "c-1"), SBX_OK);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(k.outcome, SBX_OUTCOME_CANCELLED);
+        ck_assert_double_lt(k.ms, 5000);
+        ck_assert_int_eq(it_count_procs("sleep 30.4321"), 0);
+        ck_assert_int_eq(sbx_cancel(c, id, "c-1"), SBX_NOT_FOUND);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(daemon_maximum_timeout_and_records) {
+        struct it_daemon d;
+        const char *flags[] = {"--max-command-timeout", "1", NULL};
+        sbx_client *c;
+        char *id;
+        struct sbx_result *r;
+        struct sbx_history *h = NULL;
+        const char *argv[] = {"sleep", "5.4321", NULL};
+        double t0;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        t0 = it_now_ms();
+        r = it_exec(c, id, 60000, argv);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
+        ck_assert_double_lt(it_now_ms() - t0, 3000);
+        sbx_result_free(r);
+        r = it_sh(c, id, 5000, "exit 3");
+        ck_assert_int_eq(r->exit_code, 3);
+        sbx_result_free(r);
+        ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 2);
+        ck_assert_int_eq(h->v[0].outcome, SBX_OUTCOME_TIMED_OUT);
+        ck_assert_str_eq(h->v[0].argv.v[0], "sleep");
+        ck_assert_int_eq(h->v[1].outcome, SBX_OUTCOME_EXITED);
+        ck_assert_int_eq(h->v[1].exit_code, 3);
+        ck_assert_str_eq(h->v[1].client_name, "itest");
+        sbx_history_free(h);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("commands");
+        TCase *tc = tcase_create("commands");
+        tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, timeout_kills_within_bound);
+        tcase_add_test(tc, background_child_holding_stdout_does_not_hang);
+        tcase_add_test(tc, fork_bomb_contained);
+        tcase_add_test(tc, memory_hog_is_out_of_memory);
+        tcase_add_test(tc, output_cap_keeps_tail);
+        tcase_add_test(tc, file_size_and_cpu_limits);
+        tcase_add_test(tc, streaming_and_stdin);
+        tcase_add_test(tc, concurrency_in_one_and_many_sandboxes);
+        tcase_add_test(tc, cancel_from_another_client);
+        tcase_add_test(tc, daemon_maximum_timeout_and_records);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
