@@ -144,17 +144,22 @@ $(BUILD)/sbx.pc: client/sbx.pc.in
 # ---- tests --------------------------------------------------------------------------
 # Unit tests link the module objects under test, never main.c. check_init_* tests the
 # init helper's modules, check_client* the client library, the rest the daemon core.
-$(BUILD)/tests/check_init_%: tests/check_init_%.c $(INIT_OBJS) tests/testutil.h
+# Static pattern rules: make must never fall back to the daemon rule for these.
+INIT_UNIT_TESTS := $(filter $(BUILD)/tests/check_init_%,$(UNIT_TESTS))
+CLIENT_UNIT_TESTS := $(filter $(BUILD)/tests/check_client%,$(UNIT_TESTS))
+DAEMON_UNIT_TESTS := $(filter-out $(INIT_UNIT_TESTS) $(CLIENT_UNIT_TESTS),$(UNIT_TESTS))
+
+$(INIT_UNIT_TESTS): $(BUILD)/tests/check_init_%: tests/check_init_%.c $(INIT_OBJS) tests/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
 	  $(INIT_OBJS) $(LIBS_INIT) $(CHECK_LIBS)
 
-$(BUILD)/tests/check_client%: tests/check_client%.c $(LIBSBX_OBJS) tests/testutil.h
+$(CLIENT_UNIT_TESTS): $(BUILD)/tests/check_client%: tests/check_client%.c $(LIBSBX_OBJS) tests/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
 	  $(LIBSBX_OBJS) -lprotobuf-c $(CHECK_LIBS)
 
-$(BUILD)/tests/check_%: tests/check_%.c $(DAEMON_OBJS) tests/testutil.h
+$(DAEMON_UNIT_TESTS): $(BUILD)/tests/check_%: tests/check_%.c $(DAEMON_OBJS) tests/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
 	  $(DAEMON_OBJS) $(LIBS_DAEMON) $(CHECK_LIBS)

@@ -21,7 +21,7 @@ for t in "$@"; do
         if [ -n "$line" ]; then
                 checks=$(echo "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
                 fails=$(echo "$line" | sed -E 's/.*Failures: ([0-9]+), Errors: ([0-9]+).*/\1+\2/')
-                fails=$((fails))
+                fails=$(( $fails ))
                 passed=$((passed + checks - fails)); failed=$((failed + fails))
         fi
         if [ $rc -ne 0 ] || [ -z "$line" ]; then

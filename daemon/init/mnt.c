@@ -109,7 +109,7 @@ static int remount_keep(const char *mp, unsigned long add) {
         if (sv.f_flag & ST_RELATIME)
                 flags |= MS_RELATIME;
 #endif
-        if (mount("none", mp, NULL, MS_REMOUNT | MS_BIND | flags | add, NULL) < 0)
+        if (mount("none", mp, "none", MS_REMOUNT | MS_BIND | flags | add, NULL) < 0)
                 return -errno;
         return 0;
 }
@@ -191,11 +191,14 @@ int mnt_set_attr_fallback(const char *path, unsigned attrs, bool recursive) {
         return r;
 }
 
+/* The kernel ignores the type of a bind, remount or propagation change; we pass "none"
+ * rather than NULL, which valgrind (3.19) reports as an unaddressable argument. */
+
 /* Bind-mounts src on dst, recursively (a non-recursive bind of a tree with locked
  * submounts fails in a user namespace, and would drop the submounts anyway), then adds
  * attrs to the new mounts. */
 static int bind_mount(const char *src, const char *dst, unsigned attrs) {
-        if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+        if (mount(src, dst, "none", MS_BIND | MS_REC, NULL) < 0)
                 return -errno;
         if (attrs)
                 return mnt_set_attr(dst, attrs, true);
@@ -400,7 +403,7 @@ static int setup_dev(uint64_t shm_bytes, struct util_err *err, struct util_warni
                         return util_fail(err, r, NULL, "create %s", dst);
                 /* A bind keeps the host's device node; mknod would need CAP_MKNOD and does
                  * not work in a user namespace's mounts (SB_I_NODEV). */
-                if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                if (mount(src, dst, "none", MS_BIND, NULL) < 0)
                         return util_fail(err, errno, NULL, "bind %s", dst);
                 r = mnt_set_attr(dst, MNT_NOSUID | MNT_NOEXEC, false);
                 if (r < 0)
@@ -443,6 +446,14 @@ static int resolve_host(const char *what, const char *path, char **ret, bool wan
         return 0;
 }
 
+/* 1 when stat(2) of a policy path failed because the sandbox cannot reach it at all:
+ * missing, or behind a directory it may not search. PID 1 is root in the sandbox's
+ * user namespace (or on the host), so what it cannot search, no command can; the
+ * path needs no mount. */
+static int unreachable(int err) {
+        return err == ENOENT || err == ENOTDIR || err == EACCES;
+}
+
 /* Re-binds each existing path of list read-only (denied_write_paths, protected_paths). */
 static int apply_read_only(char *const *list, size_t n, const char *what, struct util_err *err,
                            struct util_warnings *warn) {
@@ -453,7 +464,7 @@ static int apply_read_only(char *const *list, size_t n, const char *what, struct
                 struct stat st;
 
                 if (stat(list[i], &st) < 0) {
-                        if (errno == ENOENT || errno == ENOTDIR)
+                        if (unreachable(errno))
                                 continue;
                         util_warn(warn, "%s %s: %s; not made read-only", what, list[i],
                                   strerror(errno));
@@ -476,7 +487,7 @@ static int apply_hidden(char *const *list, size_t n, struct util_err *err,
                 struct stat st;
 
                 if (stat(p, &st) < 0) {
-                        if (errno == ENOENT || errno == ENOTDIR)
+                        if (unreachable(errno))
                                 continue;
                         util_warn(warn, "denied_read_path %s: %s; not hidden", p, strerror(errno));
                         continue;
@@ -490,7 +501,7 @@ static int apply_hidden(char *const *list, size_t n, struct util_err *err,
                         continue;
                 }
                 /* Reads give nothing; writes vanish (a device ignores MS_RDONLY). */
-                if (mount("/dev/null", p, NULL, MS_BIND, NULL) < 0)
+                if (mount("/dev/null", p, "none", MS_BIND, NULL) < 0)
                         return util_fail(err, errno, NULL, "denied_read_path %s: bind /dev/null",
                                          p);
                 r = mnt_set_attr(p, MNT_RDONLY | MNT_NOSUID | MNT_NOEXEC, false);
@@ -511,7 +522,7 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
 
         /* 1. Nothing we mount propagates to the host, nothing the host mounts later
          * propagates to us. */
-        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0)
                 return util_fail(err, errno, NULL, "make every mount private");
 
         /* 2. Resolve the host paths while the host's / is still our root. */

@@ -46,7 +46,8 @@ struct mnt_config {
  * protected_paths re-bound read-only, denied_read_paths hidden (an empty read-only
  * tmpfs over a directory, /dev/null over anything else). Policy paths are resolved in
  * the view, as a command would resolve them; a denied or protected path that does not
- * exist there is skipped, a writable path that does not exist on the host is an error.
+ * exist there, or that no command could reach (a directory on the way PID 1 may not
+ * search), is skipped; a writable path that does not exist on the host is an error.
  * Every mount is private: nothing mounted on the host later shows up inside.
  *
  * Call from PID 1 of a new PID namespace, after unshare(CLONE_NEWNS), single-threaded.

@@ -474,7 +474,7 @@ int serve_run(int chan, int sigfd, const struct serve_config *cfg) {
         for (;;) {
                 size_t n = 2, i;
 
-                if (cap < 2 + n_cmds) {
+                if (!pfds || cap < 2 + n_cmds) {
                         struct pollfd *np = realloc(pfds, (2 + cap_cmds + 16) * sizeof(*np));
                         if (!np) {
                                 r = -ENOMEM;

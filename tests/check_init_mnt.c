@@ -1,0 +1,255 @@
+/* check_init_mnt.c: read-only remounts of mnt.c and the path helpers of util.c.
+ *
+ * The mount tests unshare a mount namespace in a child process they fork, so nothing
+ * they mount is ever visible on the host and everything goes away with the child;
+ * the host directory they mount on lives in an unchecked fixture that removes
+ * it whatever happened. The "locked" tests reproduce what a rootless sandbox meets:
+ * mounts copied into a mount namespace of a less privileged user namespace keep their
+ * flags locked, and a remount that would drop one fails with EPERM. Needs root. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "init/mnt.h"
+#include "init/util.h"
+#include "testutil.h"
+
+static char dir[128];
+static char sub[160];
+
+static void fixture_setup(void) {
+        snprintf(dir, sizeof(dir), "/tmp/sbx-mnt-test.XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(sub, sizeof(sub), "%s/sub", dir);
+}
+
+static void fixture_teardown(void) {
+        rmdir(sub);
+        rmdir(dir);
+}
+
+/* The mount tests run their body in a forked child with its own mount namespace, so
+ * that they work the same when Check does not fork (CK_FORK=no, under valgrind). A
+ * body reports its first failed check on stderr and returns non-zero. */
+#define CHECK(cond)                                                                                \
+        do {                                                                                       \
+                if (!(cond)) {                                                                     \
+                        fprintf(stderr, "%s:%d: %s (errno %d: %s)\n", __FILE__, __LINE__, #cond,   \
+                                errno, strerror(errno));                                           \
+                        return 1;                                                                  \
+                }                                                                                  \
+        } while (0)
+
+static void run_child(int (*body)(void)) {
+        int status;
+        pid_t pid = fork();
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                _exit(body());
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+}
+
+static int write_id_maps(void) {
+        CHECK(util_write_file("/proc/self/setgroups", "deny") == 0);
+        CHECK(util_write_file("/proc/self/uid_map", "0 0 1\n") == 0);
+        CHECK(util_write_file("/proc/self/gid_map", "0 0 1\n") == 0);
+        return 0;
+}
+
+/* A private mount namespace with a tmpfs on dir (flags) and another on dir/sub
+ * (sub_flags). */
+static int mount_pair(unsigned long flags, unsigned long sub_flags) {
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        CHECK(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0);
+        CHECK(mount("sbx-mnt-test", dir, "tmpfs", flags, "size=64k") == 0);
+        CHECK(mkdir(sub, 0755) == 0);
+        CHECK(mount("sbx-mnt-test", sub, "tmpfs", sub_flags, "size=64k") == 0);
+        return 0;
+}
+
+static unsigned long vfs_flags(const char *path) {
+        struct statvfs sv;
+
+        if (statvfs(path, &sv) < 0)
+                return ~0UL;
+        return sv.f_flag & (ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME);
+}
+
+static int can_create(const char *in) {
+        char path[256];
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/f", in);
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        close(fd);
+        unlink(path);
+        return 0;
+}
+
+static int recursive_ro(int (*set)(const char *, unsigned, bool)) {
+        CHECK(mount_pair(MS_NOSUID | MS_NOEXEC, MS_NODEV) == 0);
+        CHECK(can_create(dir) == 0);
+        CHECK(set(dir, MNT_RDONLY, true) == 0);
+        CHECK(vfs_flags(dir) == (ST_RDONLY | ST_NOSUID | ST_NOEXEC));
+        CHECK(vfs_flags(sub) == (ST_RDONLY | ST_NODEV));
+        CHECK(can_create(dir) == -EROFS);
+        CHECK(can_create(sub) == -EROFS);
+        return 0;
+}
+
+static int body_setattr_recursive(void) {
+        return recursive_ro(mnt_set_attr);
+}
+
+static int body_fallback_recursive(void) {
+        return recursive_ro(mnt_set_attr_fallback);
+}
+
+static int body_non_recursive(void) {
+        CHECK(mount_pair(0, 0) == 0);
+        CHECK(mnt_set_attr_fallback(dir, MNT_RDONLY | MNT_NODEV, false) == 0);
+        CHECK(vfs_flags(dir) == (ST_RDONLY | ST_NODEV));
+        CHECK(vfs_flags(sub) == 0);
+        CHECK(can_create(sub) == 0);
+        CHECK(mnt_set_attr(sub, MNT_NOSUID | MNT_NOEXEC, false) == 0);
+        CHECK(vfs_flags(sub) == (ST_NOSUID | ST_NOEXEC));
+        CHECK(can_create(sub) == 0);
+        return 0;
+}
+
+/* Mounts with flags, then moves into a new user and mount namespace where the copies
+ * of those mounts have their flags locked. */
+static int locked_pair(void) {
+        CHECK(mount_pair(MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME, MS_NOSUID) == 0);
+        CHECK(unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0);
+        CHECK(write_id_maps() == 0);
+        /* A plain read-only remount drops the locked flags: refused. */
+        CHECK(mount("none", dir, "none", MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) == -1 &&
+              errno == EPERM);
+        return 0;
+}
+
+static int body_fallback_locked(void) {
+        CHECK(locked_pair() == 0);
+        CHECK(mnt_set_attr_fallback(dir, MNT_RDONLY, true) == 0);
+        CHECK(vfs_flags(dir) == (ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME));
+        CHECK(vfs_flags(sub) == (ST_RDONLY | ST_NOSUID));
+        CHECK(can_create(sub) == -EROFS);
+        return 0;
+}
+
+static int body_setattr_locked(void) {
+        CHECK(locked_pair() == 0);
+        CHECK(mnt_set_attr(dir, MNT_RDONLY | MNT_NODEV, true) == 0);
+        CHECK(vfs_flags(dir) == (ST_RDONLY | ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME));
+        CHECK(vfs_flags(sub) == (ST_RDONLY | ST_NOSUID | ST_NODEV));
+        return 0;
+}
+
+START_TEST(test_setattr_recursive) {
+        run_child(body_setattr_recursive);
+}
+END_TEST
+
+START_TEST(test_fallback_recursive) {
+        run_child(body_fallback_recursive);
+}
+END_TEST
+
+START_TEST(test_non_recursive_and_added_flags) {
+        run_child(body_non_recursive);
+}
+END_TEST
+
+START_TEST(test_fallback_keeps_locked_flags) {
+        run_child(body_fallback_locked);
+}
+END_TEST
+
+START_TEST(test_setattr_locked) {
+        run_child(body_setattr_locked);
+}
+END_TEST
+
+START_TEST(test_fallback_missing_path) {
+        ck_assert_int_eq(mnt_set_attr_fallback("/sbx/no/such/path", MNT_RDONLY, true), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_path_ok) {
+        ck_assert_int_eq(util_path_ok("/"), 1);
+        ck_assert_int_eq(util_path_ok("/etc/shadow"), 1);
+        ck_assert_int_eq(util_path_ok("/a//b/"), 1);
+        ck_assert_int_eq(util_path_ok("/a/.hidden/..x"), 1);
+        ck_assert_int_eq(util_path_ok(""), 0);
+        ck_assert_int_eq(util_path_ok("etc"), 0);
+        ck_assert_int_eq(util_path_ok("/a/../b"), 0);
+        ck_assert_int_eq(util_path_ok("/a/./b"), 0);
+        ck_assert_int_eq(util_path_ok("/a/.."), 0);
+}
+END_TEST
+
+START_TEST(test_path_join_and_mkdir) {
+        char buf[16], path[256];
+        struct stat st;
+
+        ck_assert_int_eq(util_path_join(buf, sizeof(buf), "/a/", "/b"), 0);
+        ck_assert_str_eq(buf, "/a/b");
+        ck_assert_int_eq(util_path_join(buf, sizeof(buf), "/", "etc"), 0);
+        ck_assert_str_eq(buf, "/etc");
+        ck_assert_int_eq(util_path_join(buf, sizeof(buf), "/0123456789", "abcdef"), -ENAMETOOLONG);
+        snprintf(path, sizeof(path), "%s/x/y/z/", dir);
+        ck_assert_int_eq(util_mkdir_p(path, 0755), 0);
+        ck_assert_int_eq(util_mkdir_p(path, 0755), 0);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert(S_ISDIR(st.st_mode));
+        snprintf(path, sizeof(path), "%s/x/y/z/file", dir);
+        ck_assert_int_eq(close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)), 0);
+        snprintf(path, sizeof(path), "%s/x/y/z/file/deeper", dir);
+        ck_assert_int_eq(util_mkdir_p(path, 0755), -ENOTDIR);
+        snprintf(path, sizeof(path), "%s/x/y/z/file", dir);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/x/y/z", dir);
+        rmdir(path);
+        snprintf(path, sizeof(path), "%s/x/y", dir);
+        rmdir(path);
+        snprintf(path, sizeof(path), "%s/x", dir);
+        ck_assert_int_eq(rmdir(path), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("init_mnt");
+        TCase *tc = tcase_create("mounts");
+        TCase *tp = tcase_create("paths");
+
+        tcase_add_unchecked_fixture(tc, fixture_setup, fixture_teardown);
+        tcase_set_timeout(tc, 30);
+        tcase_add_test(tc, test_setattr_recursive);
+        tcase_add_test(tc, test_fallback_recursive);
+        tcase_add_test(tc, test_non_recursive_and_added_flags);
+        tcase_add_test(tc, test_fallback_keeps_locked_flags);
+        tcase_add_test(tc, test_setattr_locked);
+        tcase_add_test(tc, test_fallback_missing_path);
+        suite_add_tcase(s, tc);
+        tcase_add_unchecked_fixture(tp, fixture_setup, fixture_teardown);
+        tcase_set_timeout(tp, 30);
+        tcase_add_test(tp, test_path_ok);
+        tcase_add_test(tp, test_path_join_and_mkdir);
+        suite_add_tcase(s, tp);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
