@@ -601,23 +601,28 @@ int sandbox_send_init(struct sandbox *sb, const Sbx__Init__V1__ToInit *msg, cons
         return r;
 }
 
-/* Reads PID 1's host pid: stage 0's only child. */
-static pid_t find_init_pid(pid_t stage0) {
-        char path[64], buf[64];
-        long pid = 0;
+/* 1 when pid is a child of parent (from /proc/PID/stat), 0 when not, -errno. PID 1 tells
+ * its host pid in Ready, but init is untrusted: the pid must be our stage 0's child. */
+static int is_child_of(pid_t pid, pid_t parent) {
+        char path[64], buf[512];
+        const char *p;
         ssize_t n;
         int fd;
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)stage0, (int)stage0);
+        long ppid;
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         n = read(fd, buf, sizeof(buf) - 1);
         close(fd);
         if (n <= 0)
-                return -ESRCH;
+                return -EIO;
         buf[n] = '\0';
-        pid = strtol(buf, NULL, 10);
-        return pid > 0 ? (pid_t)pid : -ESRCH;
+        /* "pid (comm) state ppid ...": comm may contain anything, so look after the last ')'. */
+        p = strrchr(buf, ')');
+        if (!p || sscanf(p + 1, " %*c %ld", &ppid) != 1)
+                return -EIO;
+        return ppid == (long)parent;
 }
 
 static void on_ready(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
@@ -632,9 +637,9 @@ static void on_ready(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
                 fail_sandbox(sb, "%s", ready->error ? ready->error : "init setup failed");
                 return;
         }
-        pid = find_init_pid(sb->proc.pid);
-        if (pid < 0) {
-                fail_sandbox(sb, "cannot find its init process: %s", strerror(-pid));
+        pid = ready->has_init_host_pid ? ready->init_host_pid : 0;
+        if (pid <= 0 || is_child_of(pid, sb->proc.pid) != 1) {
+                fail_sandbox(sb, "its init reported a pid (%d) that is not its own", (int)pid);
                 return;
         }
         sb->init_pid = pid;
