@@ -62,6 +62,7 @@ struct input_req {
 struct command {
         struct sandbox *sb;
         struct command *next, *prev;
+        uid_t caller_uid;
         uint64_t num;
         char id[32];
         struct command_callbacks cbs;
@@ -858,6 +859,23 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                          sb->id, sb->n_running);
                 return -EBUSY;
         }
+        {
+                /* The per-uid quota counts the caller's commands in every sandbox. */
+                struct sandbox *o;
+                struct command *k;
+                unsigned mine = 0;
+                for (o = sb; o->prev; o = o->prev)
+                        ;
+                for (; o; o = o->next)
+                        for (k = o->commands; k; k = k->next)
+                                mine += k->caller_uid == caller->uid && !k->finished;
+                if (mine >= d->cfg->max_commands_per_uid) {
+                        snprintf(err, errlen, "uid %u already runs %u commands, its quota "
+                                              "(--max-commands-per-uid); wait for some to finish",
+                                 (unsigned)caller->uid, mine);
+                        return -EAGAIN;
+                }
+        }
         r = build_env(sb, req, &env);
         if (r < 0 || env.n > SBX_MAX_ENV) {
                 env_free(&env);
@@ -873,6 +891,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 return -ENOMEM;
         }
         cmd->sb = sb;
+        cmd->caller_uid = caller->uid;
         cmd->num = ++sb->next_command;
         snprintf(cmd->id, sizeof(cmd->id), "c-%llu", (unsigned long long)cmd->num);
         cmd->cbs = *cbs;

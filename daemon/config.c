@@ -53,6 +53,9 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_sandbox_lifetime_ms = SBX_DEFAULT_MAX_SANDBOX_LIFETIME_MS;
         cfg->max_command_timeout_ms = SBX_DEFAULT_MAX_COMMAND_TIMEOUT_MS;
         cfg->max_commands_per_sandbox = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
+        cfg->max_sandboxes_per_uid = SBX_DEFAULT_MAX_SANDBOXES_PER_UID;
+        cfg->max_commands_per_uid = SBX_DEFAULT_MAX_COMMANDS_PER_UID;
+        cfg->retention_days = SBX_DEFAULT_RETENTION_DAYS;
 
         env = getenv("SBX_SOCKET");
         if (env && env[0])
@@ -137,6 +140,7 @@ const char *config_usage(void) {
         return "usage: sbxd [--socket PATH] [--state-dir DIR] [--max-sandboxes N] [--log-level L]\n"
                "            [--max-frame-bytes N] [--default-timeout SECS] [--max-lifetime SECS]\n"
                "            [--max-command-timeout SECS] [--max-commands N] [--init PATH]\n"
+               "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n";
@@ -200,6 +204,12 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
                         r = parse_u32(v, 1, 100000, &cfg->max_sandboxes);
                 } else if (strcmp(name, "--max-commands") == 0) {
                         r = parse_u32(v, 1, 4096, &cfg->max_commands_per_sandbox);
+                } else if (strcmp(name, "--max-sandboxes-per-uid") == 0) {
+                        r = parse_u32(v, 1, 100000, &cfg->max_sandboxes_per_uid);
+                } else if (strcmp(name, "--max-commands-per-uid") == 0) {
+                        r = parse_u32(v, 1, 1000000, &cfg->max_commands_per_uid);
+                } else if (strcmp(name, "--retention-days") == 0) {
+                        r = parse_u32(v, 0, 100000, &cfg->retention_days);
                 } else if (strcmp(name, "--max-frame-bytes") == 0) {
                         r = parse_u32(v, SBX_MIN_MAX_FRAME_BYTES, 1024u * 1024u * 1024u,
                                       &cfg->max_frame_bytes);

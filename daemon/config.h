@@ -21,6 +21,9 @@ struct config {
         uint64_t max_sandbox_lifetime_ms;
         uint64_t max_command_timeout_ms;
         uint32_t max_commands_per_sandbox;
+        uint32_t max_sandboxes_per_uid;   /* live sandboxes one uid may own */
+        uint32_t max_commands_per_uid;    /* commands one uid may run at once, all sandboxes */
+        uint32_t retention_days;          /* records of sandboxes ended longer ago are pruned; 0 keeps all */
         int show_help;
         int show_version;
 };

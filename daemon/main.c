@@ -29,6 +29,11 @@
 static struct sbxd D;
 static struct server S;
 static uv_signal_t sig_term, sig_int;
+static uv_timer_t sweep_timer;
+
+static void on_sweep(uv_timer_t *t) {
+        sbxtab_sweep(D.sandboxes);
+}
 
 static int mkdir_p(const char *path, mode_t mode) {
         char buf[SBX_PATH_MAX_BYTES];
@@ -81,6 +86,7 @@ static void detect_features(struct sbxd *d) {
 static void on_shutdown_done(void *ud) {
         log_info("all sandboxes ended; closing the records");
         server_close_all(&S);
+        uv_close((uv_handle_t *)&sweep_timer, NULL);
         uv_close((uv_handle_t *)&sig_term, NULL);
         uv_close((uv_handle_t *)&sig_int, NULL);
 }
@@ -222,6 +228,11 @@ int main(int argc, char **argv) {
                 return 1;
         }
 
+        uv_timer_init(&loop, &sweep_timer);
+        /* Unreferenced: the sweep alone never keeps the loop alive. */
+        uv_unref((uv_handle_t *)&sweep_timer);
+        uv_timer_start(&sweep_timer, on_sweep, SBX_SWEEP_INTERVAL_MS, SBX_SWEEP_INTERVAL_MS);
+        sbxtab_sweep(D.sandboxes);
         uv_signal_init(&loop, &sig_term);
         uv_signal_init(&loop, &sig_int);
         uv_signal_start(&sig_term, on_signal, SIGTERM);

@@ -56,6 +56,7 @@ struct sbxtab {
         uint8_t *uid_slots; /* SBX_UID_COUNT bits */
         void (*shutdown_done)(void *ud);
         void *shutdown_ud;
+        int64_t last_prune_ms;
 };
 
 static void end_sandbox(struct sandbox *sb, Sbx__V1__SandboxState final_state, const char *reason);
@@ -164,6 +165,29 @@ static int alloc_uid_slot(struct sbxtab *t) {
                         return (int)i;
                 }
         return -EAGAIN;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static int sweep_one(struct sandbox *sb, void *ud) {
+        if (sb->state == SBX__V1__SANDBOX_STATE__READY)
+                on_timer(&sb->timer); /* the same checks as the precise timer */
+        return 0;
+}
+
+void sbxtab_sweep(struct sbxtab *t) {
+        int64_t now = sbxd_now_unix_ms();
+        sbxtab_foreach(t, sweep_one, NULL);
+        if (t->d->cfg->retention_days > 0 && now - t->last_prune_ms >= 3600 * 1000) {
+                int n = store_prune(t->d->store,
+                                    now - (int64_t)t->d->cfg->retention_days * 24 * 3600 * 1000);
+                t->last_prune_ms = now;
+                if (n > 0)
+                        log_info("pruned the records of %d sandboxes ended more than %u days ago", n,
+                                 t->d->cfg->retention_days);
+                else if (n < 0)
+                        log_warning("cannot prune old records: %s", store_last_error(t->d->store));
+        }
 }
 
 static int shutdown_one(struct sandbox *sb, void *ud) {
@@ -902,6 +926,18 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 snprintf(err, errlen, "sandbox id '%s' is already used (ids are never reused; pick "
                                       "another or omit it)", id);
                 return -EEXIST;
+        }
+        {
+                struct sandbox *o;
+                unsigned owned = 0;
+                for (o = t->all; o; o = o->next)
+                        owned += o->owner_uid == caller->uid;
+                if (owned >= d->cfg->max_sandboxes_per_uid) {
+                        snprintf(err, errlen, "uid %u already owns %u sandboxes, its quota "
+                                              "(--max-sandboxes-per-uid); terminate some first",
+                                 (unsigned)caller->uid, owned);
+                        return -EAGAIN;
+                }
         }
         if (t->count >= d->cfg->max_sandboxes) {
                 snprintf(err, errlen, "sbxd already runs %u sandboxes, its maximum "

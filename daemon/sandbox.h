@@ -41,6 +41,11 @@ struct sandbox *sbxtab_find(struct sbxtab *t, const char *id);
 unsigned sbxtab_count(const struct sbxtab *t);
 /* Calls cb for each live sandbox; stops early when cb returns non-zero. */
 int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), void *ud);
+/* The periodic sweep behind the precise timers: ends sandboxes past their deadline or
+ * idle limit (should a timer have been missed) and, at most hourly, prunes records of
+ * sandboxes that ended more than the retention period ago. Called by main's timer. */
+void sbxtab_sweep(struct sbxtab *t);
+
 /* Ends every sandbox with reason "shutdown"; calls done once the last has ended. */
 void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud);
 

@@ -28,6 +28,11 @@
 /* Sandboxes. */
 #define SBX_ID_MAX_BYTES 64u
 #define SBX_DEFAULT_MAX_SANDBOXES 1000u
+#define SBX_DEFAULT_MAX_SANDBOXES_PER_UID 1000u
+#define SBX_DEFAULT_MAX_COMMANDS_PER_UID 1024u
+#define SBX_DEFAULT_RETENTION_DAYS 30u
+/* The periodic sweep behind the precise timers (deadlines, idle, retention). */
+#define SBX_SWEEP_INTERVAL_MS 5000u
 #define SBX_DEFAULT_SANDBOX_TIMEOUT_MS (300u * 1000u)
 #define SBX_DEFAULT_MAX_SANDBOX_LIFETIME_MS (24ull * 3600u * 1000u)
 #define SBX_MAX_LABELS 64u

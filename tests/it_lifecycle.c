@@ -1,0 +1,437 @@
+/* it_lifecycle.c: integration tests of sandbox lifetimes, sharing and records against a
+ * real sbxd: deadline, idle timeout and SetTimeout each observed ending a sandbox;
+ * clients sharing one sandbox; access by another uid; quotas; history across a restart;
+ * a SIGKILLed daemon with running work reconciled by the next one. */
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "itutil.h"
+#include "testutil.h"
+
+static struct sbx_sandbox *get(sbx_client *c, const char *id) {
+        struct sbx_sandbox *sb = NULL;
+        ck_assert_int_eq(sbx_get(c, id, &sb), SBX_OK);
+        return sb;
+}
+
+/* Polls until id is no longer live or bound_ms passes; returns its final record. */
+static struct sbx_sandbox *wait_end(sbx_client *c, const char *id, double bound_ms) {
+        double t0 = it_now_ms();
+        for (;;) {
+                struct sbx_sandbox *sb = get(c, id);
+                if (sb->state >= SBX_STATE_TERMINATED || it_now_ms() - t0 > bound_ms)
+                        return sb;
+                sbx_sandbox_free(sb);
+                usleep(50000);
+        }
+}
+
+static char *create_with(sbx_client *c, uint64_t timeout_ms, uint64_t idle_ms, const uint32_t *share,
+                         size_t n_share) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code code;
+        char *id;
+        sbx_create_opts_init(&o);
+        o.timeout_ms = timeout_ms;
+        o.idle_timeout_ms = idle_ms;
+        o.share_uids = share;
+        o.n_share_uids = n_share;
+        code = sbx_create(c, &o, &sb);
+        ck_assert_msg(code == SBX_OK, "create: %s", sbx_error_message(c));
+        id = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        return id;
+}
+
+START_TEST(deadline_ends_sandbox) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_sandbox *sb;
+        struct sbx_result *r;
+        char *id;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = create_with(c, 1500, 0, NULL, 0);
+        r = it_sh(c, id, 60000, "setsid sleep 555.4321 & sleep 100.4321");
+        /* The deadline comes while the command runs: it ends with sandbox_ended. */
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_SANDBOX_ENDED);
+        sbx_result_free(r);
+        t0 = it_now_ms();
+        sb = wait_end(c, id, 5000);
+        ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
+        ck_assert_str_eq(sb->end_reason, "expired");
+        ck_assert_int_le(sb->ended_unix_ms - sb->deadline_unix_ms, 2000);
+        ck_assert_double_lt(it_now_ms() - t0, 5000);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(it_count_procs("sleep 555.4321"), 0);
+        ck_assert_int_eq(it_count_procs("sleep 100.4321"), 0);
+        /* An ended sandbox answers UNAVAILABLE to commands. */
+        {
+                const char *argv[] = {"true", NULL};
+                struct sbx_exec_opts o;
+                sbx_exec_opts_init(&o);
+                o.argv = argv;
+                o.argc = 1;
+                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_UNAVAILABLE);
+        }
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(idle_timeout_and_busy_sandbox) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_sandbox *sb;
+        struct sbx_result *r;
+        char *id;
+        const char *sl[] = {"sleep", "2", NULL};
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = create_with(c, 60000, 1000, NULL, 0);
+        /* A command running longer than the idle limit keeps it alive. */
+        r = it_exec(c, id, 10000, sl);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        sbx_result_free(r);
+        sb = get(c, id);
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        sbx_sandbox_free(sb);
+        /* Then, left alone, it ends about one idle period later. */
+        sb = wait_end(c, id, 6000);
+        ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
+        ck_assert_str_eq(sb->end_reason, "idle");
+        sbx_sandbox_free(sb);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(set_timeout_shortens_and_extends) {
+        struct it_daemon d;
+        const char *flags[] = {"--max-lifetime", "20", NULL};
+        sbx_client *c;
+        struct sbx_sandbox *sb = NULL;
+        char *a, *b;
+        const char *cli[] = {"set-timeout", NULL, "0.5", NULL};
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        a = create_with(c, 10000, 0, NULL, 0);
+        b = create_with(c, 1000, 0, NULL, 0);
+        /* Through the CLI: a ends half a second from now. */
+        cli[1] = a;
+        ck_assert_int_eq(it_sbx(&d, NULL, 0, NULL, NULL, cli), 0);
+        /* b is extended past its original deadline. */
+        ck_assert_int_eq(sbx_set_timeout(c, b, 8000, &sb), SBX_OK);
+        ck_assert_int_gt(sb->deadline_unix_ms - sb->created_unix_ms, 7000);
+        sbx_sandbox_free(sb);
+        /* Beyond the daemon's maximum lifetime: refused. */
+        ck_assert_int_eq(sbx_set_timeout(c, b, 60000, &sb), SBX_INVALID_ARGUMENT);
+        sb = wait_end(c, a, 4000);
+        ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
+        sbx_sandbox_free(sb);
+        usleep(1500000);
+        sb = get(c, b);
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        sbx_sandbox_free(sb);
+        free(a);
+        free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Runs in a forked child as uid 65534: the result of GetSandbox and of a command. */
+static void as_nobody(struct it_daemon *d, const char *id, int *ret_get, int *ret_exec, int *ret_seen) {
+        int p[2], vals[3] = {-1, -1, -1};
+        pid_t pid;
+        ck_assert_int_eq(pipe(p), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                sbx_client *c = NULL;
+                struct sbx_sandbox *sb = NULL;
+                struct sbx_sandbox_list *l = NULL;
+                struct sbx_result *r = NULL;
+                struct sbx_exec_opts o;
+                const char *argv[] = {"true", NULL};
+                size_t i;
+                close(p[0]);
+                if (setgid(65534) < 0 || setuid(65534) < 0)
+                        _exit(1);
+                if (sbx_connect(d->sock, "nobody", &c) != SBX_OK)
+                        _exit(2);
+                vals[0] = sbx_get(c, id, &sb);
+                sbx_sandbox_free(sb);
+                sbx_exec_opts_init(&o);
+                o.argv = argv;
+                o.argc = 1;
+                vals[1] = sbx_exec(c, id, &o, &r);
+                sbx_result_free(r);
+                vals[2] = 0;
+                if (sbx_list(c, NULL, &l) == SBX_OK)
+                        for (i = 0; i < l->n; i++)
+                                vals[2] += strcmp(l->v[i]->id, id) == 0;
+                sbx_sandbox_list_free(l);
+                sbx_close(c);
+                (void)!write(p[1], vals, sizeof(vals));
+                _exit(0);
+        }
+        close(p[1]);
+        ck_assert_int_eq(read(p[0], vals, sizeof(vals)), (ssize_t)sizeof(vals));
+        close(p[0]);
+        waitpid(pid, NULL, 0);
+        *ret_get = vals[0];
+        *ret_exec = vals[1];
+        *ret_seen = vals[2];
+}
+
+START_TEST(access_by_other_uid) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *mine, *shared;
+        uint32_t nobody = 65534;
+        int g, e, seen;
+
+        it_daemon_start(&d, NULL);
+        /* Let the other user reach the socket at all (the test's choice; the daemon's
+         * default is 0660 for its group). */
+        ck_assert_int_eq(chmod(d.sock, 0666), 0);
+        ck_assert_int_eq(chmod(d.dir, 0755), 0);
+        c = it_connect(&d);
+        mine = create_with(c, 60000, 0, NULL, 0);
+        shared = create_with(c, 60000, 0, &nobody, 1);
+        as_nobody(&d, mine, &g, &e, &seen);
+        ck_assert_int_eq(g, SBX_PERMISSION_DENIED);
+        ck_assert_int_eq(e, SBX_PERMISSION_DENIED);
+        ck_assert_int_eq(seen, 0);
+        as_nobody(&d, shared, &g, &e, &seen);
+        ck_assert_int_eq(g, SBX_OK);
+        ck_assert_int_eq(e, SBX_OK);
+        ck_assert_int_eq(seen, 1);
+        free(mine);
+        free(shared);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(quotas) {
+        struct it_daemon d;
+        const char *flags[] = {"--max-sandboxes-per-uid", "2", "--max-sandboxes", "3",
+                               "--max-commands-per-uid", "2", NULL};
+        sbx_client *c;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_exec_opts eo;
+        struct sbx_result *r = NULL;
+        const char *argv[] = {"true", NULL};
+        char *a, *b;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        a = it_create(c, NULL);
+        b = it_create(c, NULL);
+        sbx_create_opts_init(&o);
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_RESOURCE_EXHAUSTED);
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "quota"));
+        /* Two commands of this uid run (in two sandboxes); a third is refused. */
+        {
+                pid_t k1 = fork(), k2;
+                if (k1 == 0) {
+                        sbx_client *cc = it_connect(&d);
+                        r = it_sh(cc, a, 10000, "sleep 1.5");
+                        _exit(r->outcome == SBX_OUTCOME_EXITED ? 0 : 1);
+                }
+                k2 = fork();
+                if (k2 == 0) {
+                        sbx_client *cc = it_connect(&d);
+                        r = it_sh(cc, b, 10000, "sleep 1.5");
+                        _exit(r->outcome == SBX_OUTCOME_EXITED ? 0 : 1);
+                }
+                usleep(600000);
+                sbx_exec_opts_init(&eo);
+                eo.argv = argv;
+                eo.argc = 1;
+                ck_assert_int_eq(sbx_exec(c, a, &eo, &r), SBX_RESOURCE_EXHAUSTED);
+                waitpid(k1, NULL, 0);
+                waitpid(k2, NULL, 0);
+        }
+        ck_assert_int_eq(sbx_exec(c, a, &eo, &r), SBX_OK);
+        sbx_result_free(r);
+        free(a);
+        free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(history_survives_restart) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_history *h = NULL;
+        struct sbx_result *r;
+        char *id, *out = NULL;
+        const char *cli[] = {"history", "--json", NULL, NULL};
+        int i;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        for (i = 0; i < 3; i++) {
+                char sh[64];
+                snprintf(sh, sizeof(sh), "echo run-%d; exit %d", i, i);
+                r = it_sh(c, id, 10000, sh);
+                sbx_result_free(r);
+        }
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_history(c, id, 0, 2, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 2);
+        ck_assert(h->truncated);
+        ck_assert_int_eq(h->v[1].exit_code, 1);
+        i = (int)h->next_after_seq;
+        sbx_history_free(h);
+        ck_assert_int_eq(sbx_history(c, id, (uint64_t)i, 2, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 1);
+        ck_assert_int_eq(h->v[0].exit_code, 2);
+        ck_assert(!h->truncated);
+        sbx_history_free(h);
+        cli[2] = id;
+        ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, NULL, cli), 0);
+        ck_assert_ptr_nonnull(strstr(out, "run-2"));
+        free(out);
+        /* The sandbox itself ended with the first daemon ("shutdown"). */
+        {
+                struct sbx_sandbox *sb = get(c, id);
+                ck_assert_int_eq(sb->state, SBX_STATE_TERMINATED);
+                ck_assert_str_eq(sb->end_reason, "shutdown");
+                sbx_sandbox_free(sb);
+        }
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static int count_dirs(const char *path) {
+        DIR *dir = opendir(path);
+        struct dirent *de;
+        int n = 0;
+        while (dir && (de = readdir(dir)))
+                n += de->d_name[0] != '.';
+        if (dir)
+                closedir(dir);
+        return n;
+}
+
+static int query_int(const char *state, const char *sql) {
+        char path[700];
+        sqlite3 *db;
+        sqlite3_stmt *s;
+        int n = -1;
+        snprintf(path, sizeof(path), "%s/sbxd.db", state);
+        ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+        if (sqlite3_step(s) == SQLITE_ROW)
+                n = sqlite3_column_int(s, 0);
+        sqlite3_finalize(s);
+        sqlite3_close(db);
+        return n;
+}
+
+START_TEST(sigkill_with_running_work) {
+        enum { SANDBOXES = 10, COMMANDS = 20 };
+        struct it_daemon d;
+        sbx_client *c;
+        char *ids[SANDBOXES];
+        pid_t kids[COMMANDS];
+        char sbdir[700];
+        int i;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        for (i = 0; i < SANDBOXES; i++)
+                ids[i] = it_create(c, NULL);
+        for (i = 0; i < COMMANDS; i++) {
+                kids[i] = fork();
+                ck_assert_int_ge(kids[i], 0);
+                if (kids[i] == 0) {
+                        sbx_client *cc = NULL;
+                        struct sbx_result *r = NULL;
+                        struct sbx_exec_opts o;
+                        const char *argv[] = {"sleep", "77.4321", NULL};
+                        if (sbx_connect(d.sock, "victim", &cc) != SBX_OK)
+                                _exit(1);
+                        sbx_exec_opts_init(&o);
+                        o.argv = argv;
+                        o.argc = 2;
+                        o.timeout_ms = 120000;
+                        (void)sbx_exec(cc, ids[i % SANDBOXES], &o, &r);
+                        _exit(0);
+                }
+        }
+        for (i = 0; i < 200 && it_count_procs("sleep 77.4321") < COMMANDS; i++)
+                usleep(25000);
+        ck_assert_int_eq(it_count_procs("sleep 77.4321"), COMMANDS);
+        it_daemon_kill(&d);
+        for (i = 0; i < COMMANDS; i++)
+                waitpid(kids[i], NULL, 0);
+        it_daemon_restart(&d, NULL);
+        /* Reconciled before the first client is served. */
+        ck_assert_int_eq(query_int(d.state, "SELECT count(*) FROM sandboxes WHERE state='lost'"),
+                         SANDBOXES);
+        ck_assert_int_eq(query_int(d.state, "SELECT count(*) FROM commands WHERE outcome='unknown'"),
+                         COMMANDS);
+        ck_assert_int_eq(query_int(d.state, "SELECT count(*) FROM commands WHERE outcome IS NULL"), 0);
+        ck_assert_int_eq(it_count_procs("sleep 77.4321"), 0);
+        snprintf(sbdir, sizeof(sbdir), "%s/sandboxes", d.state);
+        ck_assert_int_eq(count_dirs(sbdir), 0);
+        {
+                struct sbx_sandbox *sb = get(c, ids[0]);
+                ck_assert_int_eq(sb->state, SBX_STATE_LOST);
+                sbx_sandbox_free(sb);
+        }
+        for (i = 0; i < SANDBOXES; i++)
+                free(ids[i]);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert_int_eq(query_int(d.state, "SELECT count(*) FROM pragma_integrity_check "
+                                            "WHERE integrity_check = 'ok'"),
+                         1);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("lifecycle");
+        TCase *tc = tcase_create("lifecycle");
+        tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, deadline_ends_sandbox);
+        tcase_add_test(tc, idle_timeout_and_busy_sandbox);
+        tcase_add_test(tc, set_timeout_shortens_and_extends);
+        tcase_add_test(tc, access_by_other_uid);
+        tcase_add_test(tc, quotas);
+        tcase_add_test(tc, history_survives_restart);
+        tcase_add_test(tc, sigkill_with_running_work);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
