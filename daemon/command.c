@@ -225,7 +225,9 @@ static uint8_t *kept_bytes(const struct outstream *o, size_t *ret_len) {
                 *ret_len = 0;
                 return NULL;
         }
-        if (o->len < o->limit || o->head == 0) {
+        if (o->len == 0) {
+                /* nothing kept (o->buf may be NULL) */
+        } else if (o->len < o->limit || o->head == 0) {
                 memcpy(r, o->buf, o->len);
         } else {
                 memcpy(r, o->buf + o->head, o->limit - o->head);

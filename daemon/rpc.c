@@ -777,22 +777,26 @@ struct history_ctx {
         uint64_t last_seq;
 };
 
-static char *hist_strdup(struct history_ctx *h, const char *s) {
-        char *d;
-        if (!s)
+/* Keeps p to be freed with the reply; returns p, or NULL (and frees p) when out of memory. */
+static void *hist_track(struct history_ctx *h, void *p) {
+        if (!p)
                 return NULL;
         if (h->n_strings == h->cap_strings) {
                 size_t nc = h->cap_strings ? h->cap_strings * 2 : 64;
                 char **ns = realloc(h->strings, nc * sizeof(*ns));
-                if (!ns)
+                if (!ns) {
+                        free(p);
                         return NULL;
+                }
                 h->strings = ns;
                 h->cap_strings = nc;
         }
-        d = strdup(s);
-        if (d)
-                h->strings[h->n_strings++] = d;
-        return d;
+        h->strings[h->n_strings++] = p;
+        return p;
+}
+
+static char *hist_strdup(struct history_ctx *h, const char *s) {
+        return s ? hist_track(h, strdup(s)) : NULL;
 }
 
 static Sbx__V1__Outcome outcome_from_name(const char *s) {
@@ -817,11 +821,9 @@ static int history_row(const struct store_command *sc, void *ud) {
         r->has_seq = 1;
         r->seq = sc->seq;
         r->command_id = hist_strdup(h, sc->command_id);
-        r->argv = calloc(sc->argc ? sc->argc : 1, sizeof(char *));
-        if (!r->argv || hist_strdup(h, "") == NULL)
+        r->argv = hist_track(h, calloc(sc->argc ? sc->argc : 1, sizeof(char *)));
+        if (!r->argv)
                 return -ENOMEM;
-        /* The argv array itself is tracked as a "string" so it is freed with them. */
-        h->strings[h->n_strings - 1] = (char *)r->argv;
         for (i = 0; i < sc->argc; i++)
                 r->argv[i] = hist_strdup(h, sc->argv[i]);
         r->n_argv = sc->argc;

@@ -80,6 +80,10 @@ void it_fixture_teardown(void) {
         }
         if (f)
                 fclose(f);
+        if (getenv("SBX_KEEP_TEST_DIRS")) {
+                fprintf(stderr, "itutil: kept %s\n", base_dir);
+                return;
+        }
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base_dir);
         if (system(cmd) != 0)
                 fprintf(stderr, "itutil: cannot remove %s\n", base_dir);
