@@ -114,12 +114,40 @@ static void cgroup_base_name(const char *state_dir, char *out, size_t len) {
         snprintf(out, len, "sbxd-%08x", h);
 }
 
+/* Creates the state directory and takes its lock. Returns the lock fd or -1 (logged). */
+static int prepare_state_dir(const struct config *cfg) {
+        char *path = NULL;
+        int r = mkdir_p(cfg->state_dir, 0700);
+
+        if (r == 0) {
+                if (asprintf(&path, "%s/sandboxes", cfg->state_dir) < 0)
+                        return -1;
+                r = mkdir_p(path, 0711);
+                free(path);
+        }
+        if (r < 0) {
+                log_err("cannot create the state directory %s: %s (pass --state-dir DIR)",
+                        cfg->state_dir, strerror(-r));
+                return -1;
+        }
+        if (asprintf(&path, "%s/lock", cfg->state_dir) < 0)
+                return -1;
+        /* One daemon per state directory: held until exit. */
+        r = server_lock_file(path);
+        free(path);
+        if (r < 0)
+                log_err("cannot lock the state directory %s: %s", cfg->state_dir,
+                        r == -EADDRINUSE ? "another sbxd uses it; stop it or pass --state-dir"
+                                         : strerror(-r));
+        return r < 0 ? -1 : r;
+}
+
 int main(int argc, char **argv) {
         struct config cfg;
         char err[512], base[32];
         char *db_path = NULL;
         uv_loop_t loop;
-        int r;
+        int r, status = 1, state_lock = -1, loop_ready = 0;
 
         if (config_init(&cfg, geteuid()) < 0) {
                 fprintf(stderr, "sbxd: out of memory\n");
@@ -130,13 +158,11 @@ int main(int argc, char **argv) {
                 config_free(&cfg);
                 return 2;
         }
-        if (cfg.show_help) {
-                fputs(config_usage(), stdout);
-                config_free(&cfg);
-                return 0;
-        }
-        if (cfg.show_version) {
-                printf("sbxd %s (protocol %u)\n", SBX_VERSION, SBX_PROTOCOL_VERSION);
+        if (cfg.show_help || cfg.show_version) {
+                if (cfg.show_help)
+                        fputs(config_usage(), stdout);
+                else
+                        printf("sbxd %s (protocol %u)\n", SBX_VERSION, SBX_PROTOCOL_VERSION);
                 config_free(&cfg);
                 return 0;
         }
@@ -145,6 +171,8 @@ int main(int argc, char **argv) {
         umask(022);
 
         memset(&D, 0, sizeof(D));
+        memset(&S, 0, sizeof(S));
+        S.lock_fd = -1;
         D.cfg = &cfg;
         D.euid = geteuid();
         D.egid = getegid();
@@ -152,68 +180,44 @@ int main(int argc, char **argv) {
                 log_err("the init helper %s is not executable: %s (build it with `make`, or pass "
                         "--init PATH)",
                         cfg.init_path, strerror(errno));
-                return 1;
+                goto out;
         }
-        r = mkdir_p(cfg.state_dir, 0700);
-        if (r == 0) {
-                char *sbdir;
-                if (asprintf(&sbdir, "%s/sandboxes", cfg.state_dir) < 0)
-                        r = -ENOMEM;
-                else {
-                        r = mkdir_p(sbdir, 0711);
-                        free(sbdir);
-                }
+        state_lock = prepare_state_dir(&cfg);
+        if (state_lock < 0)
+                goto out;
+        if (asprintf(&db_path, "%s/sbxd.db", cfg.state_dir) < 0) {
+                db_path = NULL;
+                goto out;
         }
-        if (r < 0) {
-                log_err("cannot create the state directory %s: %s (pass --state-dir DIR)",
-                        cfg.state_dir, strerror(-r));
-                return 1;
-        }
-        if (asprintf(&db_path, "%s/lock", cfg.state_dir) < 0)
-                return 1;
-        /* One daemon per state directory: held until exit. */
-        r = server_lock_file(db_path);
-        free(db_path);
-        if (r < 0) {
-                log_err("cannot lock the state directory %s: %s", cfg.state_dir,
-                        r == -EADDRINUSE ? "another sbxd uses it; stop it or pass --state-dir"
-                                         : strerror(-r));
-                return 1;
-        }
-        if (asprintf(&db_path, "%s/sbxd.db", cfg.state_dir) < 0)
-                return 1;
         r = store_open(db_path, &D.store);
         if (r < 0) {
                 log_err("cannot open the records %s: %s", db_path,
                         r == -EPROTO ? "written by a newer sbxd; upgrade sbxd" : strerror(-r));
-                return 1;
+                goto out;
         }
         if (uv_loop_init(&loop) < 0)
-                return 1;
+                goto out;
+        loop_ready = 1;
         D.loop = &loop;
         r = server_bind(&S, &D, cfg.socket_path);
-        if (r == -EADDRINUSE) {
-                log_err("another sbxd is already serving %s; stop it first or pass --socket",
-                        cfg.socket_path);
-                return 1;
-        }
         if (r < 0) {
-                log_err("cannot listen on %s: %s", cfg.socket_path, strerror(r < 0 ? -r : r));
-                return 1;
+                if (r == -EADDRINUSE)
+                        log_err("another sbxd is already serving %s; stop it first or pass --socket",
+                                cfg.socket_path);
+                else
+                        log_err("cannot listen on %s: %s", cfg.socket_path, strerror(-r));
+                goto out;
         }
         D.server = &S;
         cgroup_base_name(cfg.state_dir, base, sizeof(base));
         r = cgroup_env_new("/sys/fs/cgroup", "/proc/self/cgroup", base, getpid(), &D.cgroups);
         if (r < 0) {
                 log_err("cannot examine cgroups: %s", strerror(-r));
-                return 1;
+                goto out;
         }
         detect_features(&D);
-        r = sbxtab_new(&D, &D.sandboxes);
-        if (r < 0) {
-                cgroup_env_remove_base(D.cgroups);
-                return 1;
-        }
+        if (sbxtab_new(&D, &D.sandboxes) < 0)
+                goto out;
 
         /* Reconcile after taking the socket's lock (so a second daemon never touches the
          * first one's sandboxes) and before listening (so that every client, from the
@@ -224,8 +228,7 @@ int main(int argc, char **argv) {
         r = server_listen(&S);
         if (r < 0) {
                 log_err("cannot listen on %s: %s", cfg.socket_path, uv_strerror(r));
-                cgroup_env_remove_base(D.cgroups);
-                return 1;
+                goto out;
         }
 
         uv_timer_init(&loop, &sweep_timer);
@@ -243,18 +246,33 @@ int main(int argc, char **argv) {
                    D.features.rootless ? "rootless" : "root", D.features.seccomp ? "yes" : "no");
 
         uv_run(&loop, UV_RUN_DEFAULT);
-
+        status = 0;
+        log_notice("stopped");
+out:
+        /* Every path ends here: what was set up is taken down in reverse order. */
         D.store = store_close(D.store);
+        if (status != 0 && S.path) {
+                /* Bound but never served: close and remove the socket. */
+                if (!uv_is_closing((uv_handle_t *)&S.listener))
+                        uv_close((uv_handle_t *)&S.listener, NULL);
+                unlink(S.path);
+        }
         server_release(&S);
         free(S.path);
         sbxtab_free(D.sandboxes);
-        cgroup_env_remove_base(D.cgroups);
-        cgroup_env_free(D.cgroups);
-        r = uv_loop_close(&loop);
-        if (r < 0)
-                log_warning("loop closed with handles open: %s", uv_strerror(r));
+        if (D.cgroups) {
+                cgroup_env_remove_base(D.cgroups);
+                cgroup_env_free(D.cgroups);
+        }
+        if (loop_ready) {
+                uv_run(&loop, UV_RUN_DEFAULT); /* close callbacks of what failed */
+                r = uv_loop_close(&loop);
+                if (r < 0)
+                        log_warning("loop closed with handles open: %s", uv_strerror(r));
+        }
+        if (state_lock >= 0)
+                close(state_lock);
         free(db_path);
         config_free(&cfg);
-        log_notice("stopped");
-        return 0;
+        return status;
 }
