@@ -21,6 +21,7 @@
 #include "cgroup.h"
 #include "config.h"
 #include "log.h"
+#include "notify.h"
 #include "sandbox.h"
 #include "sbxd.h"
 #include "server.h"
@@ -100,6 +101,7 @@ static void on_signal(uv_signal_t *h, int signum) {
         D.shutting_down = 1;
         log_notice("signal %d: shutting down (ending %u sandboxes)", signum,
                    sbxtab_count(D.sandboxes));
+        (void)notify_send("STOPPING=1\nSTATUS=ending sandboxes");
         server_stop_listening(&S);
         sbxtab_shutdown(D.sandboxes, on_shutdown_done, NULL);
 }
@@ -199,7 +201,24 @@ int main(int argc, char **argv) {
                 goto out;
         loop_ready = 1;
         D.loop = &loop;
-        r = server_bind(&S, &D, cfg.socket_path);
+        r = notify_listen_fd();
+        if (r > 0) {
+                const char *path = NULL;
+                r = server_adopt(&S, &D, r, &path);
+                if (r == 0 && strcmp(path, cfg.socket_path) != 0) {
+                        free(cfg.socket_path);
+                        cfg.socket_path = strdup(path);
+                        if (!cfg.socket_path)
+                                goto out;
+                }
+        } else if (r == 0) {
+                r = server_bind(&S, &D, cfg.socket_path);
+        } else {
+                log_err("the socket passed by the service manager is not a listening Unix stream "
+                        "socket: %s",
+                        strerror(-r));
+                goto out;
+        }
         if (r < 0) {
                 if (r == -EADDRINUSE)
                         log_err("another sbxd is already serving %s; stop it first or pass --socket",
@@ -241,9 +260,13 @@ int main(int argc, char **argv) {
         uv_signal_start(&sig_term, on_signal, SIGTERM);
         uv_signal_start(&sig_int, on_signal, SIGINT);
 
-        log_notice("sbxd %s listening on %s, state in %s (cgroup %s, %s, seccomp %s)", SBX_VERSION,
-                   cfg.socket_path, cfg.state_dir, D.features.cgroup_version,
-                   D.features.rootless ? "rootless" : "root", D.features.seccomp ? "yes" : "no");
+        log_notice("sbxd %s listening on %s%s, state in %s (cgroup %s, %s, seccomp %s)",
+                   SBX_VERSION, cfg.socket_path, S.activated ? " (socket-activated)" : "",
+                   cfg.state_dir, D.features.cgroup_version, D.features.rootless ? "rootless" : "root",
+                   D.features.seccomp ? "yes" : "no");
+        r = notify_send("READY=1\nSTATUS=serving");
+        if (r < 0)
+                log_warning("cannot notify the service manager: %s", strerror(-r));
 
         uv_run(&loop, UV_RUN_DEFAULT);
         status = 0;
@@ -252,10 +275,11 @@ out:
         /* Every path ends here: what was set up is taken down in reverse order. */
         D.store = store_close(D.store);
         if (status != 0 && S.path) {
-                /* Bound but never served: close and remove the socket. */
-                if (!uv_is_closing((uv_handle_t *)&S.listener))
+                /* Bound but never served: close and remove the socket (ours only). */
+                if (S.listener.loop && !uv_is_closing((uv_handle_t *)&S.listener))
                         uv_close((uv_handle_t *)&S.listener, NULL);
-                unlink(S.path);
+                if (!S.activated)
+                        unlink(S.path);
         }
         server_release(&S);
         free(S.path);

@@ -182,6 +182,40 @@ int server_bind(struct server *s, struct sbxd *d, const char *path) {
         return s->path ? 0 : -ENOMEM;
 }
 
+int server_adopt(struct server *s, struct sbxd *d, int fd, const char **ret_path) {
+        struct sockaddr_un sa;
+        socklen_t len = sizeof(sa);
+        char lock[SBX_PATH_MAX_BYTES];
+        int r;
+
+        memset(s, 0, sizeof(*s));
+        s->d = d;
+        s->lock_fd = -1;
+        s->activated = 1;
+        memset(&sa, 0, sizeof(sa));
+        if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+                return -errno;
+        if (sa.sun_path[0] != '/')
+                return -EINVAL; /* abstract or unnamed: no path to protect or report */
+        s->path = strndup(sa.sun_path, sizeof(sa.sun_path));
+        if (!s->path)
+                return -ENOMEM;
+        snprintf(lock, sizeof(lock), "%s.lock", s->path);
+        r = server_lock_file(lock);
+        if (r < 0)
+                return r;
+        s->lock_fd = r;
+        r = uv_pipe_init(d->loop, &s->listener, 0);
+        if (r < 0)
+                return r;
+        s->listener.data = s;
+        r = uv_pipe_open(&s->listener, fd);
+        if (r < 0)
+                return r;
+        *ret_path = s->path;
+        return 0;
+}
+
 int server_listen(struct server *s) {
         int r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
         if (r < 0)
@@ -195,7 +229,7 @@ void server_stop_listening(struct server *s) {
                 return;
         s->listening = 0;
         uv_close((uv_handle_t *)&s->listener, NULL);
-        if (s->path)
+        if (s->path && !s->activated)
                 unlink(s->path);
 }
 

@@ -15,6 +15,7 @@ struct server {
         uint64_t next_conn_id;
         int listening;
         int lock_fd;                 /* flock on PATH.lock, held for the daemon's life */
+        int activated;               /* the socket came from the service manager: never unlinked */
         char *path;
 };
 
@@ -22,6 +23,10 @@ struct server {
  * directories 0755) without listening yet. Refuses with -EADDRINUSE when another daemon
  * holds the lock or answers on the socket; replaces a dead one's stale socket. */
 int server_bind(struct server *s, struct sbxd *d, const char *path);
+
+/* Takes over fd, a listening Unix socket passed by socket activation, and the lock
+ * next to its path. *ret_path receives the socket's path (owned by s). */
+int server_adopt(struct server *s, struct sbxd *d, int fd, const char **ret_path);
 
 /* Starts accepting connections (clients block in connect() until then). */
 int server_listen(struct server *s);
