@@ -198,6 +198,56 @@ valgrind: deps
 	$(MAKE) --no-print-directory BUILD=build/vg OPT="-O0 -g" tests
 	SBX_VALGRIND=1 BUILD=build/vg tests/run.sh $(patsubst $(BUILD)/%,build/vg/%,$(UNIT_TESTS) $(IT_TESTS))
 
+# ---- benchmarks, fuzzing, load -------------------------------------------------------
+# `make bench`: tests/bench/*.c is one program comparing sbxd against baselines measured
+# in the same run; it prints a table and writes $(BUILD)/bench.json.
+BENCH_SRCS := $(wildcard tests/bench/*.c)
+$(BUILD)/tests/bench/sbx_bench: $(BENCH_SRCS) $(BUILD)/libsbx.a tests/itutil.c tests/itutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $(BENCH_SRCS) tests/itutil.c \
+	  $(BUILD)/libsbx.a -lprotobuf-c -lsqlite3 -lpthread -lm $(CHECK_LIBS)
+
+bench: deps
+	$(MAKE) --no-print-directory all $(BUILD)/tests/bench/sbx_bench
+	BUILD=$(BUILD) $(BUILD)/tests/bench/sbx_bench --json $(BUILD)/bench.json $(BENCH_FLAGS)
+
+# `make fuzz FUZZ_SECONDS=N`: each tests/fuzz/fuzz_NAME.c is a libFuzzer target built
+# with clang (ASan+UBSan) against the daemon's modules, run for N seconds on the seed
+# corpus tests/fuzz/corpus/NAME (new inputs go to $(BUILD)/fuzz/corpus/NAME).
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_BUILD := $(BUILD)/fuzz
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,$(FUZZ_BUILD)/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_CFLAGS = -std=gnu11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined $(PKG_CFLAGS) \
+	$(CPPFLAGS_ALL) -I$(FUZZ_BUILD)/gen -Itests
+FUZZ_LIB_SRCS := $(DAEMON_SRCS) proto/frame.c proto/initmsg.c
+
+$(FUZZ_BUILD)/gen/%.pb-c.c $(FUZZ_BUILD)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(FUZZ_BUILD)/gen
+	$(PROTOC_C) -Iproto --c_out=$(FUZZ_BUILD)/gen $<
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) $(FUZZ_BUILD)/gen/sbx.pb-c.c $(FUZZ_BUILD)/gen/init.pb-c.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_SRCS) \
+	  $(FUZZ_BUILD)/gen/sbx.pb-c.c $(FUZZ_BUILD)/gen/init.pb-c.c $(LIBS_DAEMON)
+
+fuzz: deps
+	$(MAKE) --no-print-directory $(FUZZ_TARGETS)
+	@set -e; for t in $(FUZZ_TARGETS); do n=$$(basename $$t | sed 's/^fuzz_//'); \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n; \
+	  echo "fuzz: $$n for $(FUZZ_SECONDS) s"; \
+	  $$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$n- $(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n; \
+	done
+
+# `make load`: the load test (tests/it_load.c, whose short version runs in `make check`)
+# for LOAD_SECONDS with LOAD_CLIENTS clients.
+LOAD_SECONDS ?= 60
+LOAD_CLIENTS ?= 16
+load: deps
+	$(MAKE) --no-print-directory all $(BUILD)/tests/it_load
+	SBX_LOAD_SECONDS=$(LOAD_SECONDS) SBX_LOAD_CLIENTS=$(LOAD_CLIENTS) \
+	  BUILD=$(BUILD) tests/run.sh $(BUILD)/tests/it_load
+
 run: deps
 	$(MAKE) --no-print-directory all
 	$(BUILD)/sbxd $(SBXD_FLAGS)
