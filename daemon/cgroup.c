@@ -350,6 +350,45 @@ int cgroup_create(struct cgroup_env *e, const char *rel, struct cgroup **ret) {
         return 0;
 }
 
+int cgroup_attach(struct cgroup_env *e, const char *rel, struct cgroup **ret) {
+        struct cgroup *g;
+        int i, found = 0;
+
+        if (e->version == CGROUP_NONE)
+                return -EOPNOTSUPP;
+        g = calloc(1, sizeof(*g));
+        if (!g)
+                return -ENOMEM;
+        g->env = e;
+        if (e->version == CGROUP_V2) {
+                g->v2_path = join(e->v2_base, rel);
+                if (g->v2_path && access(g->v2_path, F_OK) == 0)
+                        found = 1;
+                else {
+                        free(g->v2_path);
+                        g->v2_path = NULL;
+                }
+        } else {
+                for (i = 0; i < CG_N; i++) {
+                        if (!e->base[i])
+                                continue;
+                        g->path[i] = join(e->base[i], rel);
+                        if (g->path[i] && access(g->path[i], F_OK) == 0)
+                                found = 1;
+                        else {
+                                free(g->path[i]);
+                                g->path[i] = NULL;
+                        }
+                }
+        }
+        if (!found) {
+                free(g);
+                return -ENOENT;
+        }
+        *ret = g;
+        return 0;
+}
+
 int cgroup_set_limits(struct cgroup *g, const struct cgroup_limits *l, int *ret_enforced) {
         char buf[64];
         int enforced = 0;

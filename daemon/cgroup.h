@@ -60,6 +60,10 @@ const char *cgroup_version_name(enum cgroup_version v);
  * usable hierarchy. Returns 0 or -errno (nothing left behind on failure). */
 int cgroup_create(struct cgroup_env *e, const char *rel, struct cgroup **ret);
 
+/* Takes hold of the existing group rel (made by an earlier daemon) in every hierarchy
+ * where it exists. -ENOENT when it exists nowhere. */
+int cgroup_attach(struct cgroup_env *e, const char *rel, struct cgroup **ret);
+
 /* Limits; a zero field means "leave unset". Each enforced limit sets its bit in
  * *ret_enforced (bit per enum cgroup_ctrl); the caller names the others in warnings. */
 struct cgroup_limits {

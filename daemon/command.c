@@ -37,7 +37,7 @@ extern char **environ;
 /* Most bytes of stdin queued by CommandInput and not yet taken by the command. */
 #define COMMAND_MAX_PENDING_INPUT_BYTES (16u * 1024u * 1024u)
 
-enum kill_reason { KILL_NONE = 0, KILL_TIMEOUT, KILL_CANCEL, KILL_SANDBOX_ENDED };
+enum kill_reason { KILL_NONE = 0, KILL_TIMEOUT, KILL_CANCEL, KILL_SANDBOX_ENDED, KILL_DAEMON_LEFT };
 
 struct outstream {
         uv_pipe_t pipe;
@@ -371,6 +371,8 @@ static void finish(struct command *cmd) {
                 res.start_error = cmd->start_error;
                 res.has_start_errno = 1;
                 res.start_errno = cmd->start_errno;
+        } else if (cmd->kill == KILL_DAEMON_LEFT) {
+                res.outcome = SBX__V1__OUTCOME__UNKNOWN;
         } else if (!cmd->exited || cmd->kill == KILL_SANDBOX_ENDED) {
                 res.outcome = SBX__V1__OUTCOME__SANDBOX_ENDED;
         } else {
@@ -583,10 +585,10 @@ void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex) {
         maybe_finish(cmd);
 }
 
-void command_end_all(struct sandbox *sb) {
+void command_end_all(struct sandbox *sb, int unknown) {
         while (sb->commands) {
                 struct command *cmd = sb->commands;
-                cmd->kill = KILL_SANDBOX_ENDED;
+                cmd->kill = unknown ? KILL_DAEMON_LEFT : KILL_SANDBOX_ENDED;
                 finish(cmd);
         }
 }

@@ -56,6 +56,7 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_sandboxes_per_uid = SBX_DEFAULT_MAX_SANDBOXES_PER_UID;
         cfg->max_commands_per_uid = SBX_DEFAULT_MAX_COMMANDS_PER_UID;
         cfg->retention_days = SBX_DEFAULT_RETENTION_DAYS;
+        cfg->adopt_grace_ms = SBX_DEFAULT_ADOPT_GRACE_MS;
 
         env = getenv("SBX_SOCKET");
         if (env && env[0])
@@ -141,9 +142,13 @@ const char *config_usage(void) {
                "            [--max-frame-bytes N] [--default-timeout SECS] [--max-lifetime SECS]\n"
                "            [--max-command-timeout SECS] [--max-commands N] [--init PATH]\n"
                "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
+               "            [--adopt-grace SECS] [--keep-sandboxes]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
-               "when the socket accepts connections. Log levels: err warning notice info debug.\n";
+               "when the socket accepts connections. Log levels: err warning notice info debug.\n"
+               "Sandboxes outlive a crashed daemon for --adopt-grace (default 60 s; 0: they die\n"
+               "with it) and a restarted daemon adopts them; --keep-sandboxes leaves them running\n"
+               "on SIGTERM too, for an upgrade.\n";
 }
 
 int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size_t errlen) {
@@ -162,6 +167,10 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
                 }
                 if (strcmp(a, "--version") == 0) {
                         cfg->show_version = 1;
+                        continue;
+                }
+                if (strcmp(a, "--keep-sandboxes") == 0) {
+                        cfg->keep_sandboxes = 1;
                         continue;
                 }
                 if (strncmp(a, "--", 2) != 0) {
@@ -208,6 +217,10 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
                         r = parse_u32(v, 1, 100000, &cfg->max_sandboxes_per_uid);
                 } else if (strcmp(name, "--max-commands-per-uid") == 0) {
                         r = parse_u32(v, 1, 1000000, &cfg->max_commands_per_uid);
+                } else if (strcmp(name, "--adopt-grace") == 0) {
+                        r = config_parse_seconds(v, &cfg->adopt_grace_ms);
+                        if (r == 0 && cfg->adopt_grace_ms > UINT32_MAX)
+                                r = -EINVAL;
                 } else if (strcmp(name, "--retention-days") == 0) {
                         r = parse_u32(v, 0, 100000, &cfg->retention_days);
                 } else if (strcmp(name, "--max-frame-bytes") == 0) {

@@ -103,7 +103,10 @@ static void on_signal(uv_signal_t *h, int signum) {
                    sbxtab_count(D.sandboxes));
         (void)notify_send("STOPPING=1\nSTATUS=ending sandboxes");
         server_stop_listening(&S);
-        sbxtab_shutdown(D.sandboxes, on_shutdown_done, NULL);
+        if (D.cfg->keep_sandboxes)
+                sbxtab_detach_all(D.sandboxes, on_shutdown_done, NULL);
+        else
+                sbxtab_shutdown(D.sandboxes, on_shutdown_done, NULL);
 }
 
 /* A name for this state directory's cgroups: stable across restarts, distinct between

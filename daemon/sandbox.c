@@ -25,8 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
+#include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -449,7 +452,12 @@ static void finish_end(struct sandbox *sb) {
         size_t i;
         int r;
 
-        command_end_all(sb);
+        command_end_all(sb, 0);
+        if (sb->pidfd_poll_inited) {
+                sb->pidfd_poll_inited = 0;
+                uv_poll_stop(&sb->pidfd_poll);
+                uv_close((uv_handle_t *)&sb->pidfd_poll, on_handle_closed);
+        }
         if (sb->chan_poll_inited) {
                 uv_poll_stop(&sb->chan_poll);
                 sb->chan_poll_active = 0;
@@ -527,16 +535,17 @@ static void finish_end(struct sandbox *sb) {
 }
 
 static void kill_init(struct sandbox *sb) {
-        if (!sb->proc_spawned || sb->proc_exited)
+        if ((!sb->proc_spawned && !sb->adopted) || sb->proc_exited)
                 return;
         if (sb->init_pidfd >= 0) {
                 if (syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0) < 0 &&
                     errno != ESRCH)
                         log_warning("sbx=%s: pidfd_send_signal: %s", sb->id, strerror(errno));
         }
-        /* Before Ready we do not know PID 1 yet: killing stage 0 closes the channel,
-         * and PID 1 exits when its channel closes. */
-        uv_process_kill(&sb->proc, SIGKILL);
+        /* Before Ready we do not know PID 1 yet: killing stage 0 takes PID 1 with it
+         * (its parent-death signal). */
+        if (sb->proc_spawned)
+                uv_process_kill(&sb->proc, SIGKILL);
 }
 
 static void on_kill_timer(uv_timer_t *t) {
@@ -561,7 +570,7 @@ static void end_sandbox(struct sandbox *sb, Sbx__V1__SandboxState final_state, c
                 uv_poll_stop(&sb->chan_poll);
                 sb->chan_poll_active = 0;
         }
-        if (!sb->proc_spawned || sb->proc_exited) {
+        if ((!sb->proc_spawned && !sb->adopted) || sb->proc_exited) {
                 finish_end(sb);
                 return;
         }
@@ -608,6 +617,18 @@ static void on_init_exit(uv_process_t *p, int64_t status, int term_signal) {
                 /* end_sandbox sees the exit and finishes at once. */
                 fail_sandbox(sb, "its init exited unexpectedly (status %lld, signal %d)",
                              (long long)status, term_signal);
+        else
+                finish_end(sb);
+}
+
+/* An adopted sandbox's PID 1 is not our child: its pidfd turns readable when it has
+ * exited, which (PID 1 of a PID namespace) is after every other process of it died. */
+static void on_pidfd(uv_poll_t *h, int status, int events) {
+        struct sandbox *sb = h->data;
+        uv_poll_stop(h);
+        sb->proc_exited = 1;
+        if (!sb->ending)
+                fail_sandbox(sb, "its init exited unexpectedly");
         else
                 finish_end(sb);
 }
@@ -757,6 +778,36 @@ static void on_chan(uv_poll_t *h, int status, int events) {
 
 /* ---- creation ----------------------------------------------------------------------- */
 
+/* A new sandbox object (not yet in the table) for id, owning a copy of the packed
+ * effective spec. Its two timers are initialised. NULL when out of memory. */
+static struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8_t *packed,
+                                     size_t len, uid_t owner, int64_t created_ms) {
+        struct sandbox *sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return NULL;
+        sb->spec = sbx__v1__create_sandbox__unpack(NULL, len, packed);
+        if (!sb->spec) {
+                free(sb);
+                return NULL;
+        }
+        sb->d = d;
+        sb->tab = d->sandboxes;
+        sb->chan_fd = -1;
+        sb->init_pidfd = -1;
+        sb->root_fd = -1;
+        sb->uid_slot = -1;
+        sb->isolated = 1;
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        sb->owner_uid = owner;
+        sb->created_ms = created_ms;
+        sb->idle_timeout_ms = sb->spec->has_idle_timeout_ms ? sb->spec->idle_timeout_ms : 0;
+        uv_timer_init(d->loop, &sb->timer);
+        uv_timer_init(d->loop, &sb->kill_timer);
+        sb->timer.data = sb->kill_timer.data = sb;
+        sb->handles_open = 2;
+        return sb;
+}
+
 static int valid_id(const char *id) {
         size_t n = strlen(id), i;
         if (n == 0 || n > SBX_ID_MAX_BYTES || strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
@@ -788,6 +839,64 @@ static void generate_id(char *out, size_t len) {
                  alphabet[rnd[1] & 31], alphabet[rnd[2] & 31], alphabet[rnd[3] & 31],
                  alphabet[rnd[4] & 31], alphabet[rnd[5] & 31], alphabet[rnd[6] & 31],
                  alphabet[rnd[7] & 31]);
+}
+
+/* Copies the hidden (denied-read) paths of setup: file operations answer NOT_FOUND. */
+static void remember_hidden(struct sandbox *sb, const Sbx__Init__V1__Setup *setup) {
+        size_t k;
+        sb->hidden = calloc(setup->n_denied_read_paths ? setup->n_denied_read_paths : 1,
+                            sizeof(char *));
+        if (!sb->hidden)
+                return;
+        for (k = 0; k < setup->n_denied_read_paths; k++)
+                if ((sb->hidden[sb->n_hidden] = strdup(setup->denied_read_paths[k])))
+                        sb->n_hidden++;
+}
+
+/* Opens the sandbox's state directory (the workspace's parent) as an O_PATH fd and
+ * writes "/proc/self/fd/N/init.sock" into buf: a path of bounded length whatever the
+ * state directory's, for bind(2) and connect(2). Returns the fd or -errno. */
+static int adopt_path(const char *workspace, char *buf, size_t len) {
+        char *dir = strdup(workspace), *slash;
+        int fd;
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (slash)
+                *slash = '\0';
+        fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        free(dir);
+        if (fd < 0)
+                return -errno;
+        snprintf(buf, len, "/proc/self/fd/%d/init.sock", fd);
+        return fd;
+}
+
+/* The adoption socket: a listening SOCK_SEQPACKET socket in the sandbox's state
+ * directory (0600, and the directory is hidden inside every sandbox) that init keeps,
+ * so that a restarted daemon can reconnect to it. Returns the fd or -1. */
+static int adopt_listen(struct sandbox *sb) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        mode_t old;
+        int dfd, fd, r;
+
+        dfd = adopt_path(sb->workspace, sa.sun_path, sizeof(sa.sun_path));
+        if (dfd < 0)
+                return -1;
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        old = umask(0177);
+        r = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+        umask(old);
+        if (r == 0)
+                r = listen(fd, 4);
+        close(dfd);
+        if (r < 0) {
+                log_warning("sbx=%s: no adoption socket: %s", sb->id, strerror(errno));
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        return fd;
 }
 
 static int mkdir_owned(const char *path, mode_t mode, uid_t uid, gid_t gid) {
@@ -905,7 +1014,7 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
         char **strings = NULL;
         size_t n_strings = 0;
         char *sbdir = NULL;
-        int r, sndbuf = 2 * SBX_INIT_MAX_MSG_BYTES;
+        int r, sndbuf = 2 * SBX_INIT_MAX_MSG_BYTES, adopt_fd = -1;
 
         if (d->shutting_down) {
                 snprintf(err, errlen, "sbxd is shutting down; try again when it is back");
@@ -949,36 +1058,14 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
         if (r < 0)
                 return r;
 
-        sb = calloc(1, sizeof(*sb));
+        sb = sandbox_alloc(d, id, packed, packed_len, caller->uid, sbxd_now_unix_ms());
         if (!sb) {
                 free(packed);
                 snprintf(err, errlen, "daemon out of memory");
                 return -ENOMEM;
         }
-        sb->d = d;
-        sb->tab = t;
-        sb->chan_fd = -1;
-        sb->init_pidfd = -1;
-        sb->root_fd = -1;
-        sb->uid_slot = -1;
-        sb->isolated = 1;
         sb->state = SBX__V1__SANDBOX_STATE__CREATING;
-        snprintf(sb->id, sizeof(sb->id), "%s", id);
-        sb->owner_uid = caller->uid;
-        sb->spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed);
-        if (!sb->spec) {
-                free(packed);
-                free(sb);
-                snprintf(err, errlen, "daemon out of memory");
-                return -ENOMEM;
-        }
-        sb->created_ms = sbxd_now_unix_ms();
         sb->deadline_ms = sb->created_ms + (int64_t)sb->spec->timeout_ms;
-        sb->idle_timeout_ms = sb->spec->has_idle_timeout_ms ? sb->spec->idle_timeout_ms : 0;
-        uv_timer_init(d->loop, &sb->timer);
-        uv_timer_init(d->loop, &sb->kill_timer);
-        sb->timer.data = sb->kill_timer.data = sb;
-        sb->handles_open = 2;
         sb->creator = *caller;
         snprintf(sb->creator_name, sizeof(sb->creator_name), "%s",
                  caller->client_name ? caller->client_name : "");
@@ -1079,18 +1166,21 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 fail_sandbox(sb, "cannot build its setup: %s", strerror(-r));
                 goto done;
         }
+        remember_hidden(sb, &setup);
+        adopt_fd = d->cfg->adopt_grace_ms ? adopt_listen(sb) : -1;
+        if (adopt_fd >= 0) {
+                setup.has_adoptable = setup.has_adopt_grace_ms = 1;
+                setup.adoptable = 1;
+                setup.adopt_grace_ms = (uint32_t)d->cfg->adopt_grace_ms;
+        } else if (d->cfg->adopt_grace_ms) {
+                sandbox_warn(sb, "this sandbox cannot be re-adopted by a restarted daemon");
+        }
         msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
         msg.setup = &setup;
-        r = sandbox_send_init(sb, &msg, NULL, 0);
-        /* Keep the hidden paths: file operations answer NOT_FOUND for them. */
-        sb->hidden = calloc(setup.n_denied_read_paths ? setup.n_denied_read_paths : 1, sizeof(char *));
-        if (sb->hidden) {
-                size_t k;
-                for (k = 0; k < setup.n_denied_read_paths; k++)
-                        if ((sb->hidden[sb->n_hidden] = strdup(setup.denied_read_paths[k])))
-                                sb->n_hidden++;
-        }
+        r = sandbox_send_init(sb, &msg, adopt_fd >= 0 ? &adopt_fd : NULL, adopt_fd >= 0 ? 1 : 0);
         policy_free_setup(&setup, strings, n_strings);
+        if (adopt_fd >= 0)
+                close(adopt_fd); /* init holds it now */
         if (r < 0)
                 goto done;
         if (uv_poll_init(d->loop, &sb->chan_poll, sb->chan_fd) < 0) {
@@ -1119,50 +1209,248 @@ fail_early:
         return r;
 }
 
-/* ---- recovery ----------------------------------------------------------------------- */
+/* ---- recovery and re-adoption ------------------------------------------------------- */
 
-struct lost {
+/* A live record found at start-up, copied out of the store. */
+struct orphan {
         char *id;
+        char *state;
         char *workspace;
+        uint8_t *spec;
+        size_t spec_len;
+        uid_t owner;
+        int64_t created_ms, deadline_ms;
+        pid_t init_pid;
+        uid_t run_uid;
         int keep;
 };
 
-struct lost_list {
-        struct lost *v;
+struct orphan_list {
+        struct orphan *v;
         size_t n, cap;
 };
 
-static int collect_lost(const struct store_sandbox *rec, void *ud) {
-        struct lost_list *l = ud;
+static int collect_orphan(const struct store_sandbox *rec, void *ud) {
+        struct orphan_list *l = ud;
+        struct orphan *o;
         Sbx__V1__CreateSandbox *spec;
         if (l->n == l->cap) {
                 size_t nc = l->cap ? l->cap * 2 : 16;
-                struct lost *nv = realloc(l->v, nc * sizeof(*nv));
+                struct orphan *nv = realloc(l->v, nc * sizeof(*nv));
                 if (!nv)
                         return -ENOMEM;
                 l->v = nv;
                 l->cap = nc;
         }
+        o = &l->v[l->n];
+        memset(o, 0, sizeof(*o));
         spec = sbx__v1__create_sandbox__unpack(NULL, rec->spec_len, rec->spec);
-        l->v[l->n].keep = spec && spec->has_keep_workspace && spec->keep_workspace;
+        o->keep = spec && spec->has_keep_workspace && spec->keep_workspace;
         if (spec)
                 sbx__v1__create_sandbox__free_unpacked(spec, NULL);
-        l->v[l->n].id = strdup(rec->id);
-        l->v[l->n].workspace = rec->workspace_dir ? strdup(rec->workspace_dir) : NULL;
+        o->id = strdup(rec->id);
+        o->state = strdup(rec->state);
+        o->workspace = rec->workspace_dir ? strdup(rec->workspace_dir) : NULL;
+        o->spec = malloc(rec->spec_len ? rec->spec_len : 1);
+        if (o->spec)
+                memcpy(o->spec, rec->spec, rec->spec_len);
+        o->spec_len = rec->spec_len;
+        o->owner = rec->owner_uid;
+        o->created_ms = rec->created_ms;
+        o->deadline_ms = rec->deadline_ms;
+        o->init_pid = rec->init_pid;
+        o->run_uid = rec->run_uid;
         l->n++;
+        if (!o->id || !o->state || !o->spec)
+                return -ENOMEM;
         return 0;
 }
 
+/* 1 when pid is a sandbox init: PID 1 of a PID namespace of its own (NSpid "pid 1")
+ * running sbx-init. The record's pid may have been reused by anything since. */
+static int is_sbx_init(pid_t pid) {
+        char path[64], buf[4096];
+        const char *p;
+        ssize_t n;
+        long outer = 0, inner = 0, extra = 0;
+        int fd;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return 0;
+        buf[n] = '\0';
+        p = strstr(buf, "\nNSpid:");
+        if (!p || sscanf(p + 8, "%ld %ld %ld", &outer, &inner, &extra) != 2 || outer != pid ||
+            inner != 1)
+                return 0;
+        snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        return n >= 8 && strncmp(buf, "sbx-init", 8) == 0;
+}
+
+static int count_commands(const struct store_command *c, void *ud) {
+        uint64_t *max = ud;
+        uint64_t n;
+        if (c->command_id && sscanf(c->command_id, "c-%" SCNu64, &n) == 1 && n > *max)
+                *max = n;
+        return 0;
+}
+
+/* Connects to the adoption socket of o's init and takes the sandbox over. Returns 0
+ * when adopted, -errno when it cannot be (the caller then declares it lost). */
+static int adopt_one(struct sbxd *d, struct orphan *o) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
+        Sbx__Init__V1__FromInit *m = NULL;
+        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        struct pollfd pfd;
+        struct sandbox *sb;
+        char **strings = NULL, path[64];
+        size_t n_strings = 0, len = 0, nfds = 0;
+        int dfd, fd, pidfd = -1, r, fds[SBX_INIT_MAX_FDS];
+        pid_t pid = 0;
+
+        if (!d->cfg->adopt_grace_ms || !o->workspace || o->init_pid <= 0 ||
+            strcmp(o->state, "ready") != 0)
+                return -ENOTSUP;
+        dfd = adopt_path(o->workspace, sa.sun_path, sizeof(sa.sun_path));
+        if (dfd < 0)
+                return dfd;
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        r = fd < 0 ? -errno : connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+        close(dfd);
+        if (r < 0)
+                goto fail;
+        /* init greets a new daemon with Ready naming its host pid. */
+        pfd = (struct pollfd){.fd = fd, .events = POLLIN};
+        r = poll(&pfd, 1, 5000) == 1 ? initmsg_recv(fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds)
+                                     : -ETIMEDOUT;
+        if (r > 0) {
+                while (nfds > 0)
+                        close(fds[--nfds]);
+                m = sbx__init__v1__from_init__unpack(NULL, len, buf);
+        }
+        if (!m || m->body_case != SBX__INIT__V1__FROM_INIT__BODY_READY || !m->ready->ok ||
+            !m->ready->has_init_host_pid) {
+                r = r < 0 ? r : -EPROTO;
+                goto fail;
+        }
+        pid = m->ready->init_host_pid;
+        if (pid != o->init_pid || !is_sbx_init(pid)) {
+                r = -ESRCH;
+                goto fail;
+        }
+        pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0 || !is_sbx_init(pid)) {
+                r = -ESRCH;
+                goto fail;
+        }
+        sb = sandbox_alloc(d, o->id, o->spec, o->spec_len, o->owner, o->created_ms);
+        if (!sb) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        sb->adopted = 1;
+        sb->state = SBX__V1__SANDBOX_STATE__READY;
+        sb->deadline_ms = o->deadline_ms;
+        sb->chan_fd = fd;
+        sb->init_pid = pid;
+        sb->init_pidfd = pidfd;
+        sb->workspace = o->workspace;
+        o->workspace = NULL;
+        if (d->features.rootless) {
+                sb->run_uid = sb->run_gid = 0;
+        } else if (o->run_uid >= SBX_UID_BASE && o->run_uid < SBX_UID_BASE + SBX_UID_COUNT) {
+                sb->uid_slot = (int)(o->run_uid - SBX_UID_BASE);
+                d->sandboxes->uid_slots[sb->uid_slot / 8] |= (uint8_t)(1u << (sb->uid_slot % 8));
+                sb->run_uid = sb->run_gid = o->run_uid;
+        }
+        if (d->cgroups->version != CGROUP_NONE && cgroup_attach(d->cgroups, sb->id, &sb->cg) < 0)
+                sandbox_warn(sb, "its cgroup was not found after the daemon restarted");
+        apply_limits(sb);
+        if (policy_fill_setup(d, sb, &setup, &strings, &n_strings) == 0) {
+                remember_hidden(sb, &setup);
+                policy_free_setup(&setup, strings, n_strings);
+        }
+        snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+        sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        (void)store_history(d->store, sb->id, 0, 0, count_commands, &sb->next_command);
+        sb->commands_run = sb->next_command;
+        table_add(d->sandboxes, sb);
+        if (uv_poll_init(d->loop, &sb->chan_poll, sb->chan_fd) == 0) {
+                sb->chan_poll.data = sb;
+                sb->handles_open++;
+                sb->chan_poll_inited = sb->chan_poll_active = 1;
+                uv_poll_start(&sb->chan_poll, UV_READABLE | UV_DISCONNECT, on_chan);
+        }
+        if (uv_poll_init(d->loop, &sb->pidfd_poll, sb->init_pidfd) == 0) {
+                sb->pidfd_poll.data = sb;
+                sb->handles_open++;
+                sb->pidfd_poll_inited = 1;
+                uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
+        }
+        sandbox_touch(sb);
+        arm_timer(sb);
+        sbx__init__v1__from_init__free_unpacked(m, NULL);
+        return 0;
+fail:
+        if (m)
+                sbx__init__v1__from_init__free_unpacked(m, NULL);
+        if (pidfd >= 0)
+                close(pidfd);
+        if (fd >= 0)
+                close(fd);
+        return r;
+}
+
+/* Kills the init of a record that could not be adopted, if it still runs (verified). */
+static void kill_orphan_init(pid_t pid) {
+        int pidfd;
+        if (pid <= 0 || !is_sbx_init(pid))
+                return;
+        pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0)
+                return;
+        if (is_sbx_init(pid))
+                (void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        close(pidfd);
+}
+
 int sandbox_recover(struct sbxd *d) {
-        struct lost_list l = {0};
+        struct orphan_list l = {0};
         int64_t now = sbxd_now_unix_ms();
         size_t i;
-        int r;
+        int r, adopted = 0;
 
-        r = store_sandbox_foreach(d->store, 1, 0, 0, 0, collect_lost, &l);
+        r = store_sandbox_foreach(d->store, 1, 0, 0, 0, collect_orphan, &l);
         for (i = 0; i < l.n; i++) {
-                struct lost *x = &l.v[i];
-                int n = store_commands_mark_unknown(d->store, x->id, now);
+                struct orphan *x = &l.v[i];
+                int n, a;
+                if (!x->id || !x->state || !x->spec)
+                        continue;
+                /* Commands of the previous daemon are unknown either way: their output
+                 * pipes ended with it. */
+                n = store_commands_mark_unknown(d->store, x->id, now);
+                a = adopt_one(d, x);
+                if (a == 0) {
+                        adopted++;
+                        log_notice("sbx=%s: adopted after a daemon restart (init pid %d); %d "
+                                   "commands of the previous daemon marked unknown",
+                                   x->id, (int)x->init_pid, n < 0 ? 0 : n);
+                        continue;
+                }
+                kill_orphan_init(x->init_pid);
                 if (d->cgroups->version != CGROUP_NONE)
                         cgroup_remove_tree(d->cgroups, x->id);
                 if (x->workspace && !x->keep && strstr(x->workspace, "/sandboxes/")) {
@@ -1171,18 +1459,81 @@ int sandbox_recover(struct sbxd *d) {
                         rm_rf(x->workspace);
                         if (slash) {
                                 *slash = '\0';
-                                (void)rmdir(dir);
+                                (void)unlinkat(AT_FDCWD, dir, AT_REMOVEDIR);
+                                rm_rf(dir);
                         }
                         free(dir);
                 }
                 store_sandbox_set_state(d->store, x->id, "lost", now,
                                         "lost: the daemon stopped while it ran");
-                log_notice("sbx=%s: lost in a daemon restart; %d running commands marked unknown, "
-                           "leftovers removed",
-                           x->id, n < 0 ? 0 : n);
-                free(x->id);
-                free(x->workspace);
+                log_notice("sbx=%s: lost in a daemon restart (%s); %d running commands marked "
+                           "unknown, leftovers removed",
+                           x->id, strerror(-a), n < 0 ? 0 : n);
+        }
+        for (i = 0; i < l.n; i++) {
+                free(l.v[i].id);
+                free(l.v[i].state);
+                free(l.v[i].workspace);
+                free(l.v[i].spec);
         }
         free(l.v);
-        return r < 0 ? r : (int)l.n;
+        return r < 0 ? r : adopted;
+}
+
+/* ---- leaving sandboxes to the next daemon -------------------------------------------- */
+
+/* Lets go of sb without ending it: its init waits for the next daemon (adoption), its
+ * record stays "ready", its running commands end as "unknown". */
+static int detach_one(struct sandbox *sb, void *ud) {
+        command_end_all(sb, 1);
+        uv_timer_stop(&sb->timer);
+        uv_timer_stop(&sb->kill_timer);
+        if (sb->chan_poll_inited) {
+                sb->chan_poll_inited = 0;
+                uv_poll_stop(&sb->chan_poll);
+                uv_close((uv_handle_t *)&sb->chan_poll, on_handle_closed);
+        }
+        if (sb->pidfd_poll_inited) {
+                sb->pidfd_poll_inited = 0;
+                uv_poll_stop(&sb->pidfd_poll);
+                uv_close((uv_handle_t *)&sb->pidfd_poll, on_handle_closed);
+        }
+        if (sb->chan_fd >= 0)
+                close(sb->chan_fd);
+        if (sb->init_pidfd >= 0)
+                close(sb->init_pidfd);
+        if (sb->root_fd >= 0)
+                close(sb->root_fd);
+        sb->chan_fd = sb->init_pidfd = sb->root_fd = -1;
+        if (sb->cg) {
+                (void)cgroup_destroy(sb->cg); /* busy: only frees our bookkeeping */
+                sb->cg = NULL;
+        }
+        log_notice("sbx=%s: left running for the next daemon", sb->id);
+        uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
+        uv_close((uv_handle_t *)&sb->kill_timer, on_handle_closed);
+        if (sb->proc_spawned)
+                uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
+        sb->freed_from_table = 1;
+        table_remove(sb->tab, sb);
+        if (sb->handles_open == 0)
+                sandbox_free(sb);
+        return 0;
+}
+
+void sbxtab_detach_all(struct sbxtab *t, void (*done)(void *ud), void *ud) {
+        struct sandbox *sb, *next;
+        for (sb = t->all; sb; sb = next) {
+                next = sb->next;
+                if (sb->state == SBX__V1__SANDBOX_STATE__READY)
+                        detach_one(sb, NULL);
+                else
+                        sandbox_terminate(sb, "shutdown", NULL, NULL);
+        }
+        if (t->count == 0)
+                done(ud);
+        else {
+                t->shutdown_done = done;
+                t->shutdown_ud = ud;
+        }
 }

@@ -46,13 +46,18 @@ int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), vo
  * sandboxes that ended more than the retention period ago. Called by main's timer. */
 void sbxtab_sweep(struct sbxtab *t);
 
+/* Leaves every ready sandbox running for the next daemon to adopt (the others end);
+ * calls done once the table is empty. For --keep-sandboxes. */
+void sbxtab_detach_all(struct sbxtab *t, void (*done)(void *ud), void *ud);
+
 /* Ends every sandbox with reason "shutdown"; calls done once the last has ended. */
 void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud);
 
 /* At start-up, before serving: every sandbox the records call live belongs to a
- * daemon that died (its init exited when the channel closed). Marks each lost and its
- * unfinished commands unknown, and removes its cgroups and workspace. Returns the number
- * of sandboxes reconciled, or -errno. */
+ * previous daemon. Its commands are marked unknown. A ready one whose init still waits
+ * on its adoption socket is adopted (same id, deadline re-armed from its absolute
+ * time, background processes untouched); any other is marked lost and its init,
+ * cgroups and workspace are removed. Returns the number adopted, or -errno. */
 int sandbox_recover(struct sbxd *d);
 
 /* ---- one sandbox -------------------------------------------------------------------- */

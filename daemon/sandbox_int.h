@@ -48,6 +48,9 @@ struct sandbox {
         uv_poll_t chan_poll;
         int chan_poll_active;
         int chan_poll_inited;
+        int adopted;                    /* taken over from a previous daemon: init is not our child */
+        uv_poll_t pidfd_poll;           /* adopted: PID 1's pidfd, readable once it exited */
+        int pidfd_poll_inited;
         pid_t init_pid;                 /* host pid of PID 1, once Ready */
         int init_pidfd;
         int root_fd;                    /* O_PATH of the sandbox's "/" (its mount namespace), once Ready */
@@ -98,8 +101,9 @@ void policy_free_setup(Sbx__Init__V1__Setup *setup, char **strings, size_t n);
 void command_on_started(struct sandbox *sb, uint64_t command_id, int32_t pid);
 void command_on_start_failed(struct sandbox *sb, uint64_t command_id, int err, const char *msg);
 void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex);
-/* command.c: the sandbox ended; every command still running ends with SANDBOX_ENDED. */
-void command_end_all(struct sandbox *sb);
+/* command.c: the sandbox ended; every command still running ends with SANDBOX_ENDED, or
+ * with UNKNOWN when the daemon leaves the sandbox to the next one (unknown != 0). */
+void command_end_all(struct sandbox *sb, int unknown);
 
 /* sandbox.c: sends a message to init; -errno on failure (the sandbox is then failed). */
 int sandbox_send_init(struct sandbox *sb, const Sbx__Init__V1__ToInit *msg, const int *fds,

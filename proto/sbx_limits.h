@@ -31,6 +31,8 @@
 #define SBX_DEFAULT_MAX_SANDBOXES_PER_UID 1000u
 #define SBX_DEFAULT_MAX_COMMANDS_PER_UID 1024u
 #define SBX_DEFAULT_RETENTION_DAYS 30u
+/* How long an init whose daemon is gone waits for a new one to adopt it. */
+#define SBX_DEFAULT_ADOPT_GRACE_MS (60u * 1000u)
 /* The periodic sweep behind the precise timers (deadlines, idle, retention). */
 #define SBX_SWEEP_INTERVAL_MS 5000u
 #define SBX_DEFAULT_SANDBOX_TIMEOUT_MS (300u * 1000u)

@@ -363,9 +363,10 @@ START_TEST(sigkill_with_running_work) {
         char *ids[SANDBOXES];
         pid_t kids[COMMANDS];
         char sbdir[700];
+        const char *flags[] = {"--adopt-grace", "0", NULL}; /* no re-adoption: all lost */
         int i;
 
-        it_daemon_start(&d, NULL);
+        it_daemon_start(&d, flags);
         c = it_connect(&d);
         for (i = 0; i < SANDBOXES; i++)
                 ids[i] = it_create(c, NULL);
@@ -393,7 +394,7 @@ START_TEST(sigkill_with_running_work) {
         it_daemon_kill(&d);
         for (i = 0; i < COMMANDS; i++)
                 waitpid(kids[i], NULL, 0);
-        it_daemon_restart(&d, NULL);
+        it_daemon_restart(&d, flags);
         /* Reconciled before the first client is served. */
         ck_assert_int_eq(query_int(d.state, "SELECT count(*) FROM sandboxes WHERE state='lost'"),
                          SANDBOXES);
@@ -418,6 +419,146 @@ START_TEST(sigkill_with_running_work) {
 }
 END_TEST
 
+
+/* Live re-adoption: a daemon killed with SIGKILL is restarted; the same sandbox, with
+ * its background server, its files and its deadline, is served by the new daemon. */
+START_TEST(readoption_after_sigkill) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_result *r;
+        struct sbx_sandbox *sb;
+        char *id;
+        int64_t deadline;
+        char srv[160];
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = create_with(c, 60000, 0, NULL, 0);
+        snprintf(srv, sizeof(srv),
+                 "setsid python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 & "
+                 "sleep 0.7; echo kept > /workspace/f");
+        r = it_sh(c, id, 20000, srv);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        sbx_result_free(r);
+        sb = get(c, id);
+        deadline = sb->deadline_unix_ms;
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+
+        it_daemon_kill(&d);
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        sb = get(c, id);
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        ck_assert_int_eq(sb->deadline_unix_ms, deadline);
+        sbx_sandbox_free(sb);
+        r = it_sh(c, id, 20000,
+                  "python3 -c 'import urllib.request; "
+                  "print(urllib.request.urlopen(\"http://127.0.0.1:8765/\").status)'; "
+                  "cat /workspace/f");
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_str_eq((char *)r->stdout_data, "200\nkept\n");
+        sbx_result_free(r);
+        /* The deadline is enforced by the new daemon. */
+        ck_assert_int_eq(sbx_set_timeout(c, id, 500, &sb), SBX_OK);
+        sbx_sandbox_free(sb);
+        sb = wait_end(c, id, 4000);
+        ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(it_count_procs("http.server 8765"), 0);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* --keep-sandboxes: SIGTERM leaves sandboxes running for the next daemon; a command
+ * still running then is recorded as unknown. */
+START_TEST(keep_sandboxes_on_sigterm) {
+        struct it_daemon d;
+        const char *flags[] = {"--keep-sandboxes", NULL};
+        sbx_client *c;
+        struct sbx_result *r;
+        struct sbx_sandbox *sb;
+        struct sbx_history *h = NULL;
+        char *id;
+        pid_t kid;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        id = create_with(c, 60000, 0, NULL, 0);
+        r = it_sh(c, id, 10000, "setsid sleep 321.4321 >/dev/null 2>&1 &");
+        sbx_result_free(r);
+        kid = fork();
+        ck_assert_int_ge(kid, 0);
+        if (kid == 0) {
+                sbx_client *cc = it_connect(&d);
+                struct sbx_result *rr = it_sh(cc, id, 60000, "sleep 30");
+                _exit(rr->outcome == SBX_OUTCOME_UNKNOWN ? 0 : 1);
+        }
+        usleep(500000);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert_int_eq(it_count_procs("sleep 321.4321"), 1);
+        it_daemon_restart(&d, NULL);
+        {
+                int st;
+                ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                              "the running command did not end as unknown");
+        }
+        sbx_close(c);
+        c = it_connect(&d);
+        sb = get(c, id);
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 2);
+        ck_assert_int_eq(h->v[1].outcome, SBX_OUTCOME_UNKNOWN);
+        sbx_history_free(h);
+        r = it_sh(c, id, 10000, "echo after");
+        ck_assert_str_eq((char *)r->stdout_data, "after\n");
+        ck_assert_str_eq(r->command_id, "c-3"); /* ids go on, never reused */
+        sbx_result_free(r);
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        ck_assert_int_eq(it_count_procs("sleep 321.4321"), 0);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* An orphaned sandbox waits only the grace period: with no daemon back in time it ends
+ * by itself, and the next daemon declares it lost. */
+START_TEST(orphan_grace_expires) {
+        struct it_daemon d;
+        const char *flags[] = {"--adopt-grace", "1", NULL};
+        sbx_client *c;
+        struct sbx_result *r;
+        struct sbx_sandbox *sb;
+        char *id;
+        int i;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        id = create_with(c, 60000, 0, NULL, 0);
+        r = it_sh(c, id, 10000, "setsid sleep 654.4321 >/dev/null 2>&1 &");
+        sbx_result_free(r);
+        sbx_close(c);
+        it_daemon_kill(&d);
+        for (i = 0; i < 100 && it_count_procs("sleep 654.4321") > 0; i++)
+                usleep(50000);
+        ck_assert_int_eq(it_count_procs("sleep 654.4321"), 0);
+        it_daemon_restart(&d, flags);
+        c = it_connect(&d);
+        sb = get(c, id);
+        ck_assert_int_eq(sb->state, SBX_STATE_LOST);
+        sbx_sandbox_free(sb);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("lifecycle");
         TCase *tc = tcase_create("lifecycle");
@@ -430,6 +571,9 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, quotas);
         tcase_add_test(tc, history_survives_restart);
         tcase_add_test(tc, sigkill_with_running_work);
+        tcase_add_test(tc, readoption_after_sigkill);
+        tcase_add_test(tc, keep_sandboxes_on_sigterm);
+        tcase_add_test(tc, orphan_grace_expires);
         suite_add_tcase(s, tc);
         return s;
 }

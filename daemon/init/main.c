@@ -90,7 +90,8 @@ static int sanitize_fds(int chan) {
 }
 
 /* Reads the first packet, which must be Setup. */
-static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct util_err *err) {
+static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, int *ret_adopt_fd,
+                      struct util_err *err) {
         static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
         int fds[SBX_INIT_MAX_FDS];
         size_t len = 0, nfds = 0, i;
@@ -102,9 +103,15 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct util_err
                 return util_fail(err, EPIPE, NULL, "read Setup: end of stream");
         if (r < 0)
                 return util_fail(err, r, NULL, "read Setup");
-        for (i = 0; i < nfds; i++)
-                close(fds[i]);
         m = sbx__init__v1__to_init__unpack(NULL, len, buf);
+        if (m && m->body_case == SBX__INIT__V1__TO_INIT__BODY_SETUP && m->setup &&
+            m->setup->has_adoptable && m->setup->adoptable && nfds >= 1) {
+                *ret_adopt_fd = fds[0]; /* the adoption socket */
+                fds[0] = -1;
+        }
+        for (i = 0; i < nfds; i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
         if (!m)
                 return util_fail(err, EBADMSG, NULL, "decode Setup");
         if (m->body_case != SBX__INIT__V1__TO_INIT__BODY_SETUP || !m->setup) {
@@ -189,7 +196,7 @@ static int setup_failed(int chan, struct util_err *err, pid_t host_pid) {
 }
 
 /* PID 1. Returns its exit code. */
-static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe) {
+static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd) {
         static struct sock_fprog filter;
         struct util_warnings warn;
         struct util_err err;
@@ -203,6 +210,8 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe) {
         memset(&warn, 0, sizeof(warn));
         memset(&err, 0, sizeof(err));
         memset(&cfg, 0, sizeof(cfg));
+        cfg.adopt_fd = adopt_fd;
+        cfg.adopt_grace_ms = s->has_adopt_grace_ms ? s->adopt_grace_ms : 0;
 
         /* 1. Die with stage 0. Armed before looking at the pipe: stage 0 keeps its end
          * open until it exits, so POLLHUP afterwards means it is already gone and
@@ -275,6 +284,7 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe) {
                 cfg.run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
                 cfg.run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
         }
+        cfg.host_pid = host_pid;
         r = serve_run(chan, sigfd, &cfg);
         if (r < 0) {
                 util_log(3, "init channel: %s", strerror(-r));
@@ -284,7 +294,7 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe) {
 }
 
 /* Stage 0: namespaces, fork PID 1, wait for it. Returns the exit code. */
-static int stage0(int chan, const Sbx__Init__V1__Setup *s) {
+static int stage0(int chan, const Sbx__Init__V1__Setup *s, int adopt_fd) {
         struct util_err err;
         int32_t host_pid;
         int p[2], status;
@@ -310,10 +320,12 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s) {
         }
         if (pid == 0) {
                 close(p[1]);
-                _exit(pid1(chan, s, p[0]));
+                _exit(pid1(chan, s, p[0], adopt_fd));
         }
         close(p[0]);
         close(chan);
+        if (adopt_fd >= 0)
+                close(adopt_fd); /* PID 1's alone */
         /* Our pid namespace is the daemon's: fork() returned PID 1's pid there. The
          * write end stays open until we exit (see pid1()). */
         host_pid = (int32_t)pid;
@@ -335,7 +347,7 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s) {
 int main(int argc, char **argv) {
         Sbx__Init__V1__ToInit *m = NULL;
         struct util_err err;
-        int chan, r;
+        int chan, r, adopt_fd = -1;
 
         memset(&err, 0, sizeof(err));
         if (parse_args(argc, argv, &chan) < 0) {
@@ -352,7 +364,7 @@ int main(int argc, char **argv) {
                 util_log(3, "chdir /: %s", strerror(errno));
                 return 1;
         }
-        if (read_setup(chan, &m, &err) < 0) {
+        if (read_setup(chan, &m, &adopt_fd, &err) < 0) {
                 util_log(3, "%s", err.text);
                 send_ready(chan, &err, NULL, 0);
                 return 1;
@@ -363,7 +375,7 @@ int main(int argc, char **argv) {
                 sbx__init__v1__to_init__free_unpacked(m, NULL);
                 return r;
         }
-        r = stage0(chan, m->setup);
+        r = stage0(chan, m->setup, adopt_fd);
         sbx__init__v1__to_init__free_unpacked(m, NULL);
         return r;
 }

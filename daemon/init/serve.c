@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -464,6 +466,66 @@ int serve_signals_init(void) {
         return fd;
 }
 
+/* Greets a new daemon: Ready with our host pid, which it checks against its records. */
+static void send_adopted(void) {
+        Sbx__Init__V1__FromInit m = SBX__INIT__V1__FROM_INIT__INIT;
+        Sbx__Init__V1__Ready rd = SBX__INIT__V1__READY__INIT;
+
+        rd.has_ok = 1;
+        rd.ok = 1;
+        rd.has_init_host_pid = 1;
+        rd.init_host_pid = config->host_pid;
+        m.body_case = SBX__INIT__V1__FROM_INIT__BODY_READY;
+        m.ready = &rd;
+        send_msg(&m);
+}
+
+/* The daemon is gone. Forgets the commands it started (their processes run on and are
+ * reaped silently as orphans: nobody is left to report them to) and waits up to the
+ * grace period for a new daemon on the adoption socket. Returns the new channel, or -1
+ * when adoption is off or nobody came in time. */
+static int await_daemon(int sigfd) {
+        struct timespec t0, now;
+        long left;
+
+        while (n_cmds > 0)
+                remove_cmd(&cmds[n_cmds - 1]);
+        if (config->adopt_fd < 0)
+                return -1;
+        util_log(5, "the daemon is gone; waiting %u ms for a new one", config->adopt_grace_ms);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (;;) {
+                struct pollfd pfd[2] = {{.fd = config->adopt_fd, .events = POLLIN},
+                                        {.fd = sigfd, .events = POLLIN}};
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                left = (long)config->adopt_grace_ms -
+                       ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+                if (left <= 0) {
+                        util_log(5, "no daemon came back; ending the sandbox");
+                        return -1;
+                }
+                if (poll(pfd, 2, (int)left) < 0 && errno != EINTR)
+                        return -1;
+                if (pfd[1].revents)
+                        reap(sigfd);
+                if (pfd[0].revents) {
+                        struct ucred cr;
+                        socklen_t len = sizeof(cr);
+                        int fd = accept4(config->adopt_fd, NULL, NULL, SOCK_CLOEXEC);
+                        if (fd < 0)
+                                continue;
+                        /* Only the daemon's own user (our uid here) may take over. */
+                        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+                            cr.uid != geteuid()) {
+                                close(fd);
+                                continue;
+                        }
+                        util_log(5, "adopted by a new daemon");
+                        return fd;
+                }
+        }
+}
+
 int serve_run(int chan, int sigfd, const struct serve_config *cfg) {
         struct pollfd *pfds = NULL;
         size_t cap = 0;
@@ -507,14 +569,21 @@ int serve_run(int chan, int sigfd, const struct serve_config *cfg) {
                 }
                 if (pfds[1].revents)
                         reap(sigfd);
-                if (pfds[0].revents) {
+                r = 1;
+                if (pfds[0].revents)
                         r = handle_channel();
-                        if (r <= 0)
-                                break;
-                }
-                if (chan_err) {
+                if (r > 0 && chan_err)
                         r = chan_err;
-                        break;
+                if (r <= 0) {
+                        /* The channel is over: end, or wait for a new daemon. */
+                        int next = await_daemon(sigfd);
+                        if (next < 0)
+                                break;
+                        close(chan);
+                        chan = chan_fd = next;
+                        chan_err = 0;
+                        r = 0;
+                        send_adopted();
                 }
         }
         free(pfds);

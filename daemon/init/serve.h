@@ -7,6 +7,7 @@
 
 #include <linux/filter.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct serve_config {
@@ -14,6 +15,9 @@ struct serve_config {
         gid_t run_gid;
         bool rootless;                   /* setgroups(2) is denied: keep the (unmapped) groups. */
         const struct sock_fprog *filter; /* NULL: no seccomp (warned about in Ready). */
+        int adopt_fd;                    /* listening socket for a new daemon, or -1 */
+        unsigned adopt_grace_ms;         /* how long to wait for one */
+        int32_t host_pid;                /* our pid in the daemon's PID namespace, for Ready */
 };
 
 /* Ignores every catchable signal but SIGCHLD, blocks SIGCHLD and returns a signalfd
@@ -25,8 +29,10 @@ int serve_signals_init(void);
 /* Serves the channel chan: Start forks a command (spawn.c) and answers Started or
  * StartFailed, Signal signals a command's process group, and every child is reaped
  * with an Exited for command leaders. Unknown ids and malformed messages are ignored
- * (logged). Returns 0 at end of stream on chan, -errno when the channel fails; the
- * caller then exits, which kills every process of the sandbox. */
+ * (logged). When the channel ends and cfg->adopt_fd is a listening socket, waits up to
+ * cfg->adopt_grace_ms for a new daemon and serves it (live re-adoption). Returns 0 at
+ * end of stream with no new daemon, -errno when the channel fails; the caller then
+ * exits, which kills every process of the sandbox. */
 int serve_run(int chan, int sigfd, const struct serve_config *cfg);
 
 #endif
