@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "files.h"
 #include "sbx_limits.h"
 #include "log.h"
 #include "sandbox.h"
@@ -336,10 +337,11 @@ static struct sandbox *lookup(struct conn *c, uint64_t rid, const char *id) {
 /* ---- handlers ------------------------------------------------------------------------ */
 
 static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
-        static char *implemented[] = {"hello",       "create_sandbox", "run_command",
-                                      "command_input", "cancel_command", "terminate",
-                                      "list_sandboxes", "get_sandbox",  "set_timeout",
-                                      "get_history"};
+        static char *implemented[] = {
+                "hello",          "create_sandbox", "run_command", "command_input",
+                "cancel_command", "read_file",      "write_file",  "list_directory",
+                "stat",           "make_directory", "remove",      "terminate",
+                "list_sandboxes", "get_sandbox",    "set_timeout", "get_history"};
         struct features *f = &c->d->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
@@ -493,14 +495,36 @@ static void on_run(struct conn *c, const Sbx__V1__Request *req) {
         }
 }
 
+static void input_done(void *ud, int err) {
+        struct call *k = ud;
+        if (err < 0)
+                conn_send_status(k->conn, k->request_id, SBX__V1__CODE__FAILED_PRECONDITION,
+                                 "the command's stdin closed before it took this input (it "
+                                 "ended, or closed its stdin)");
+        else
+                send_empty(k->conn, k->request_id);
+        call_free(k);
+}
+
 static void on_input(struct conn *c, const Sbx__V1__Request *req) {
         const Sbx__V1__CommandInput *in = req->command_input;
         struct sandbox *sb = lookup(c, req->request_id, in->sandbox_id);
+        struct call *call;
         int r;
         if (!sb)
                 return;
+        call = call_new(c, req->request_id);
+        if (!call) {
+                send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
+                return;
+        }
+        /* Answered once the data is in the command's pipe: a client that waits for the
+         * answer (libsbx keeps a few in flight) is paced by what the command reads. */
         r = sandbox_command_input(sb, in->command_id ? in->command_id : "", in->data.data,
-                                  in->has_data ? in->data.len : 0, in->has_eof && in->eof);
+                                  in->has_data ? in->data.len : 0, in->has_eof && in->eof,
+                                  input_done, call);
+        if (r > 0)
+                return;
         if (r == -ENOENT)
                 conn_send_status(c, req->request_id, SBX__V1__CODE__NOT_FOUND,
                                  "command '%s' is not running in sandbox '%s'",
@@ -513,6 +537,7 @@ static void on_input(struct conn *c, const Sbx__V1__Request *req) {
                 send_errno(c, req->request_id, r, "cannot queue input for the command");
         else
                 send_empty(c, req->request_id);
+        call_free(call);
 }
 
 static void on_cancel(struct conn *c, const Sbx__V1__Request *req) {
@@ -921,14 +946,241 @@ out:
         free(h.ptrs);
 }
 
-static void on_unimplemented(struct conn *c, const Sbx__V1__Request *req) {
-        const ProtobufCFieldDescriptor *f =
-                protobuf_c_message_descriptor_get_field(&sbx__v1__request__descriptor,
-                                                        (unsigned)req->body_case);
-        conn_send_status(c, req->request_id, SBX__V1__CODE__UNIMPLEMENTED,
-                         "%s is not implemented by this sbxd %s yet", f ? f->name : "request",
-                         SBX_VERSION);
+/* ---- files ------------------------------------------------------------------------- */
+
+/* Room a file reply leaves in a frame for everything but its data or entries. */
+#define FILE_REPLY_HEADROOM_BYTES 1024u
+/* Messages of the files module name a path of up to 1 KiB, twice. */
+#define FILE_ERR_BYTES 4096u
+
+static uint64_t file_reply_budget(const struct conn *c) {
+        uint64_t frame = c->d->cfg->max_frame_bytes;
+        return frame > FILE_REPLY_HEADROOM_BYTES ? frame - FILE_REPLY_HEADROOM_BYTES : 0;
 }
+
+/* The wire code of a file operation's -errno ("directory not empty" is a precondition,
+ * as rmdir is in gRPC's own definition of FAILED_PRECONDITION). */
+static Sbx__V1__Code file_code(int err) {
+        if (err == -ENOTEMPTY)
+                return SBX__V1__CODE__FAILED_PRECONDITION;
+        return rpc_code_from_errno(err);
+}
+
+/* Records one file operation in the store. */
+static void file_record(struct conn *c, const char *sandbox_id, const char *op, const char *path,
+                        uint64_t bytes, Sbx__V1__Code code) {
+        struct store_fileop rec;
+        struct caller k;
+        int r;
+
+        caller_of(c, &k);
+        memset(&rec, 0, sizeof(rec));
+        rec.sandbox_id = sandbox_id;
+        rec.op = op;
+        rec.path = path ? path : "";
+        rec.bytes = bytes;
+        rec.result = rpc_code_name(code);
+        rec.caller_uid = (uint32_t)k.uid;
+        rec.caller_pid = (int32_t)k.pid;
+        rec.client_name = k.client_name;
+        rec.time_ms = sbxd_now_unix_ms();
+        r = store_fileop_insert(c->d->store, &rec);
+        if (r < 0)
+                log_warning("sbx=%s conn=%llu: cannot record the file operation %s: %s", sandbox_id,
+                            (unsigned long long)c->id, op,
+                            r == -EIO ? store_last_error(c->d->store) : strerror(-r));
+}
+
+/* lookup() for a file request; a refusal of a sandbox that exists (or existed) is recorded
+ * too. NULL when it answered. */
+static struct sandbox *file_lookup(struct conn *c, uint64_t rid, const char *id, const char *op,
+                                   const char *path) {
+        struct sandbox *sb = lookup(c, rid, id);
+
+        if (!sb && id && id[0]) {
+                if (sbxtab_find(c->d->sandboxes, id))
+                        file_record(c, id, op, path, 0, SBX__V1__CODE__PERMISSION_DENIED);
+                else if (store_sandbox_exists(c->d->store, id) > 0)
+                        file_record(c, id, op, path, 0, SBX__V1__CODE__UNAVAILABLE);
+        }
+        return sb;
+}
+
+/* Answers a failed file operation and records it. */
+static void file_fail(struct conn *c, uint64_t rid, struct sandbox *sb, const char *op,
+                      const char *path, int err, const char *msg) {
+        Sbx__V1__Code code = file_code(err);
+        conn_send_status(c, rid, code, "%s", msg[0] ? msg : strerror(-err));
+        file_record(c, sandbox_id(sb), op, path, 0, code);
+}
+
+static void on_read_file(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__ReadFile *q = req->read_file;
+        struct sandbox *sb = file_lookup(c, req->request_id, q->sandbox_id, "read", q->path);
+        struct files_read_result res;
+        Sbx__V1__Response resp;
+        Sbx__V1__ReadFileReply reply = SBX__V1__READ_FILE_REPLY__INIT;
+        Sbx__V1__Code code = SBX__V1__CODE__OK;
+        char err[FILE_ERR_BYTES];
+        int r;
+
+        if (!sb)
+                return;
+        r = files_read(sb, q->path, q->has_offset ? q->offset : 0, q->has_limit ? q->limit : 0,
+                       SBX_DEFAULT_MAX_READ_BYTES, file_reply_budget(c), &res, err, sizeof(err));
+        if (r < 0) {
+                file_fail(c, req->request_id, sb, "read", q->path, r, err);
+                return;
+        }
+        response_init(&resp, req->request_id);
+        reply.has_data = 1;
+        reply.data.data = res.data;
+        reply.data.len = res.len;
+        reply.has_size = reply.has_next_offset = reply.has_eof = 1;
+        reply.size = res.size;
+        reply.next_offset = res.next_offset;
+        reply.eof = res.eof;
+        resp.body_case = SBX__V1__RESPONSE__BODY_READ_FILE;
+        resp.read_file = &reply;
+        if (conn_send(c, &resp) == -EMSGSIZE) {
+                code = SBX__V1__CODE__TOO_LARGE;
+                conn_send_status(c, req->request_id, code,
+                                 "'%s' in sandbox '%s': the data does not fit in one frame; read "
+                                 "less at a time (limit)",
+                                 q->path, q->sandbox_id);
+        }
+        file_record(c, q->sandbox_id, "read", q->path, code == SBX__V1__CODE__OK ? res.len : 0,
+                    code);
+        files_read_result_clear(&res);
+}
+
+static void on_write_file(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__WriteFile *q = req->write_file;
+        struct sandbox *sb = file_lookup(c, req->request_id, q->sandbox_id, "write", q->path);
+        Sbx__V1__Response resp;
+        Sbx__V1__WriteFileReply reply = SBX__V1__WRITE_FILE_REPLY__INIT;
+        unsigned flags = 0;
+        uint64_t size = 0;
+        char err[FILE_ERR_BYTES];
+        int r;
+
+        if (!sb)
+                return;
+        if (q->has_create_parents && q->create_parents)
+                flags |= FILES_WRITE_CREATE_PARENTS;
+        if (q->has_append && q->append)
+                flags |= FILES_WRITE_APPEND;
+        r = files_write(sb, q->path, q->has_data ? q->data.data : NULL,
+                        q->has_data ? q->data.len : 0, q->has_mode ? q->mode : 0644, flags, &size,
+                        err, sizeof(err));
+        if (r < 0) {
+                file_fail(c, req->request_id, sb, "write", q->path, r, err);
+                return;
+        }
+        response_init(&resp, req->request_id);
+        reply.has_bytes_written = reply.has_size = 1;
+        reply.bytes_written = q->has_data ? q->data.len : 0;
+        reply.size = size;
+        resp.body_case = SBX__V1__RESPONSE__BODY_WRITE_FILE;
+        resp.write_file = &reply;
+        conn_send(c, &resp);
+        file_record(c, q->sandbox_id, "write", q->path, reply.bytes_written, SBX__V1__CODE__OK);
+}
+
+static void on_list_directory(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__ListDirectory *q = req->list_directory;
+        struct sandbox *sb = file_lookup(c, req->request_id, q->sandbox_id, "list", q->path);
+        struct files_list l;
+        Sbx__V1__Response resp;
+        Sbx__V1__ListDirectoryReply reply = SBX__V1__LIST_DIRECTORY_REPLY__INIT;
+        Sbx__V1__Code code = SBX__V1__CODE__OK;
+        char err[FILE_ERR_BYTES];
+        int r;
+
+        if (!sb)
+                return;
+        r = files_list(sb, q->path, q->has_limit ? q->limit : 0, file_reply_budget(c), &l, err,
+                       sizeof(err));
+        if (r < 0) {
+                file_fail(c, req->request_id, sb, "list", q->path, r, err);
+                return;
+        }
+        response_init(&resp, req->request_id);
+        reply.n_entries = l.n;
+        reply.entries = l.entries;
+        reply.has_truncated = 1;
+        reply.truncated = l.truncated;
+        resp.body_case = SBX__V1__RESPONSE__BODY_LIST_DIRECTORY;
+        resp.list_directory = &reply;
+        if (conn_send(c, &resp) == -EMSGSIZE) {
+                code = SBX__V1__CODE__TOO_LARGE;
+                conn_send_status(c, req->request_id, code,
+                                 "the listing of '%s' in sandbox '%s' does not fit in one frame; "
+                                 "ask for fewer entries (limit)",
+                                 q->path, q->sandbox_id);
+        }
+        file_record(c, q->sandbox_id, "list", q->path, 0, code);
+        files_list_clear(&l);
+}
+
+static void on_stat(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__Stat *q = req->stat;
+        struct sandbox *sb = file_lookup(c, req->request_id, q->sandbox_id, "stat", q->path);
+        Sbx__V1__FileInfo fi;
+        Sbx__V1__Response resp;
+        char err[FILE_ERR_BYTES];
+        int r;
+
+        if (!sb)
+                return;
+        r = files_stat(sb, q->path, &fi, err, sizeof(err));
+        if (r < 0) {
+                file_fail(c, req->request_id, sb, "stat", q->path, r, err);
+                return;
+        }
+        response_init(&resp, req->request_id);
+        resp.body_case = SBX__V1__RESPONSE__BODY_STAT;
+        resp.stat = &fi;
+        conn_send(c, &resp);
+        file_record(c, q->sandbox_id, "stat", q->path, 0, SBX__V1__CODE__OK);
+        files_info_clear(&fi);
+}
+
+static void on_make_directory(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__MakeDirectory *q = req->make_directory;
+        struct sandbox *sb = file_lookup(c, req->request_id, q->sandbox_id, "mkdir", q->path);
+        char err[FILE_ERR_BYTES];
+        int r;
+
+        if (!sb)
+                return;
+        r = files_mkdir(sb, q->path, q->has_mode ? q->mode : 0755, q->has_parents && q->parents,
+                        err, sizeof(err));
+        if (r < 0) {
+                file_fail(c, req->request_id, sb, "mkdir", q->path, r, err);
+                return;
+        }
+        send_empty(c, req->request_id);
+        file_record(c, q->sandbox_id, "mkdir", q->path, 0, SBX__V1__CODE__OK);
+}
+
+static void on_remove(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__Remove *q = req->remove;
+        struct sandbox *sb = file_lookup(c, req->request_id, q->sandbox_id, "remove", q->path);
+        char err[FILE_ERR_BYTES];
+        int r;
+
+        if (!sb)
+                return;
+        r = files_remove(sb, q->path, q->has_recursive && q->recursive, err, sizeof(err));
+        if (r < 0) {
+                file_fail(c, req->request_id, sb, "remove", q->path, r, err);
+                return;
+        }
+        send_empty(c, req->request_id);
+        file_record(c, q->sandbox_id, "remove", q->path, 0, SBX__V1__CODE__OK);
+}
+
 
 /* ---- dispatch ------------------------------------------------------------------------ */
 
@@ -943,12 +1195,12 @@ static const struct {
         {SBX__V1__REQUEST__BODY_RUN_COMMAND, on_run},
         {SBX__V1__REQUEST__BODY_COMMAND_INPUT, on_input},
         {SBX__V1__REQUEST__BODY_CANCEL_COMMAND, on_cancel},
-        {SBX__V1__REQUEST__BODY_READ_FILE, on_unimplemented},
-        {SBX__V1__REQUEST__BODY_WRITE_FILE, on_unimplemented},
-        {SBX__V1__REQUEST__BODY_LIST_DIRECTORY, on_unimplemented},
-        {SBX__V1__REQUEST__BODY_STAT, on_unimplemented},
-        {SBX__V1__REQUEST__BODY_MAKE_DIRECTORY, on_unimplemented},
-        {SBX__V1__REQUEST__BODY_REMOVE, on_unimplemented},
+        {SBX__V1__REQUEST__BODY_READ_FILE, on_read_file},
+        {SBX__V1__REQUEST__BODY_WRITE_FILE, on_write_file},
+        {SBX__V1__REQUEST__BODY_LIST_DIRECTORY, on_list_directory},
+        {SBX__V1__REQUEST__BODY_STAT, on_stat},
+        {SBX__V1__REQUEST__BODY_MAKE_DIRECTORY, on_make_directory},
+        {SBX__V1__REQUEST__BODY_REMOVE, on_remove},
         {SBX__V1__REQUEST__BODY_TERMINATE, on_terminate},
         {SBX__V1__REQUEST__BODY_LIST_SANDBOXES, on_list},
         {SBX__V1__REQUEST__BODY_GET_SANDBOX, on_get},

@@ -282,7 +282,7 @@ START_TEST(bad_requests_get_typed_errors) {
         ck_assert_ptr_nonnull(strstr(resp->status->message, "nope"));
         sbx__v1__response__free_unpacked(resp, NULL);
 
-        /* A request this daemon does not implement yet says so. */
+        /* A file request for a sandbox that does not exist. */
         req.request_id = 7;
         req.body_case = SBX__V1__REQUEST__BODY_READ_FILE;
         req.read_file = &rf;
@@ -291,7 +291,8 @@ START_TEST(bad_requests_get_typed_errors) {
         send_request(fd, &req);
         resp = read_response(fd, &r, 5000);
         ck_assert_uint_eq(resp->request_id, 7);
-        ck_assert_int_eq(resp->status->code, SBX__V1__CODE__UNIMPLEMENTED);
+        ck_assert_int_eq(resp->status->code, SBX__V1__CODE__NOT_FOUND);
+        ck_assert_ptr_nonnull(strstr(resp->status->message, "'x'"));
         sbx__v1__response__free_unpacked(resp, NULL);
 
         /* An unknown field: refused, and the connection is closed. */
@@ -384,8 +385,10 @@ START_TEST(sigkill_during_writes) {
         int i, st;
         sbx_client *c;
         struct sbx_sandbox_list *l = NULL;
+        /* Without re-adoption, so that every live sandbox must be reconciled as lost. */
+        const char *flags[] = {"--adopt-grace", "0", NULL};
 
-        it_daemon_start(&d, NULL);
+        it_daemon_start(&d, flags);
         for (i = 0; i < CLIENTS; i++) {
                 pids[i] = fork();
                 ck_assert_int_ge(pids[i], 0);
@@ -417,7 +420,7 @@ START_TEST(sigkill_during_writes) {
         for (i = 0; i < CLIENTS; i++)
                 waitpid(pids[i], &st, 0);
         ck_assert_int_gt(count_rows(d.state, "SELECT count(*) FROM sandboxes"), 0);
-        it_daemon_restart(&d, NULL);
+        it_daemon_restart(&d, flags);
         ck_assert(integrity_ok(d.state));
         ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM sandboxes WHERE state IN "
                                              "('creating','ready','terminating')"),
