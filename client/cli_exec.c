@@ -247,29 +247,18 @@ static int no_status_error(const struct sbx_result *r) {
                          r->command_id, sbx_outcome_name(r->outcome));
 }
 
-/* Reads --stdin into *ret. 0 or an exit status. */
-static int read_stdin_opt(const char *path, uint8_t **ret, size_t *ret_len) {
-        int fd = STDIN_FILENO, r;
-
-        if (strcmp(path, "-") != 0) {
-                fd = open(path, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
-                        return cli_error(errno == ENOENT ? SBX_NOT_FOUND : SBX_INVALID_ARGUMENT,
-                                         "cannot open --stdin file '%s': %s", path,
-                                         strerror(errno));
-        }
-        r = cli_read_all(fd, SBX_MAX_STDIN_BYTES, ret, ret_len);
-        if (fd != STDIN_FILENO)
-                close(fd);
-        if (r == -EFBIG)
-                return cli_error(
-                        SBX_TOO_LARGE,
-                        "stdin from '%s' is larger than %u bytes, the limit of one command", path,
-                        SBX_MAX_STDIN_BYTES);
-        if (r < 0)
-                return cli_error(SBX_INVALID_ARGUMENT, "cannot read --stdin '%s': %s", path,
-                                 strerror(-r));
-        return 0;
+/* Opens --stdin ("-" is our own stdin) to be streamed to the command as it is read, so
+ * any size works and an interactive or slow producer is fed as it writes. Returns the
+ * fd (>= 0) or, negated, an exit status. */
+static int open_stdin_opt(const char *path) {
+        int fd;
+        if (strcmp(path, "-") == 0)
+                return STDIN_FILENO;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -cli_error(errno == ENOENT ? SBX_NOT_FOUND : SBX_INVALID_ARGUMENT,
+                                  "cannot open --stdin file '%s': %s", path, strerror(errno));
+        return fd;
 }
 
 /* Joins words with single spaces (for --shell). NULL when memory runs out. */
@@ -300,10 +289,8 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
         struct sbx_result *r = NULL;
         const char *id = NULL;
         char **words;
-        int nwords, next = 0, status;
+        int nwords, next = 0, status, in_fd = -1;
         bool dashdash = false;
-        uint8_t *in = NULL;
-        size_t in_len = 0;
         char *shell = NULL;
         sbx_client *c = NULL;
         enum sbx_code rc;
@@ -372,11 +359,14 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
         st.o.env = st.env;
         st.o.n_env = st.n_env;
         if (st.stdin_path) {
-                status = read_stdin_opt(st.stdin_path, &in, &in_len);
-                if (status)
+                int fd = open_stdin_opt(st.stdin_path);
+                if (fd < 0) {
+                        status = -fd;
                         goto out;
-                st.o.stdin_data = in;
-                st.o.stdin_len = in_len;
+                }
+                in_fd = fd;
+                st.o.stdin_stream = 1;
+                st.o.stdin_fd = fd;
         }
         if (!st.json) {
                 st.o.on_output = on_output;
@@ -422,7 +412,8 @@ out:
         sbx_result_free(r);
         sbx_close(c);
         free(shell);
-        free(in);
+        if (in_fd > STDIN_FILENO)
+                close(in_fd);
         free(st.env);
         return status < 0 ? 0 : status;
 }

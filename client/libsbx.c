@@ -337,9 +337,82 @@ struct call {
         uint64_t extra_ms;                /* added to the call timeout (RunCommand) */
         sbx_output_cb on_output;
         void *userdata;
+        /* Streamed stdin (RunCommand with stdin_stream): */
+        bool feeding;                     /* stdin_fd is fed to the command */
+        int stdin_fd;
+        const char *sandbox_id;
+        char *command_id;                 /* from CommandStarted */
+        bool stdin_done;
+        unsigned inputs_in_flight;
 };
 
 static enum sbx_code do_connect(sbx_client *c);
+
+/* How many CommandInput requests may wait for their answers at once. */
+#define INPUT_WINDOW 4u
+#define INPUT_CHUNK_BYTES (64u * 1024u)
+
+/* Sends one CommandInput for k's command: data (may be empty) and eof. */
+static int send_input(sbx_client *c, struct call *k, const uint8_t *data, size_t len, bool eof,
+                      int64_t deadline) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CommandInput in = SBX__V1__COMMAND_INPUT__INIT;
+        uint8_t *buf;
+        size_t blen;
+        int r;
+
+        in.sandbox_id = (char *)(uintptr_t)k->sandbox_id;
+        in.command_id = k->command_id;
+        in.has_data = 1;
+        in.data.data = (uint8_t *)(uintptr_t)data;
+        in.data.len = len;
+        in.has_eof = 1;
+        in.eof = eof;
+        req.has_request_id = 1;
+        req.request_id = ++c->last_request_id;
+        req.body_case = SBX__V1__REQUEST__BODY_COMMAND_INPUT;
+        req.command_input = &in;
+        r = frame_pack(&req.base, c->max_send_bytes, &buf, &blen);
+        if (r < 0)
+                return r;
+        r = send_all(c, buf, blen, deadline);
+        free(buf);
+        if (r == 0)
+                k->inputs_in_flight++;
+        return r;
+}
+
+/* Waits for bytes from the daemon like recv_some, meanwhile feeding k->stdin_fd to the
+ * command once it has started (at most INPUT_WINDOW inputs unanswered). */
+static int recv_or_feed(sbx_client *c, struct call *k, int64_t deadline) {
+        for (;;) {
+                struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN},
+                                      {.fd = k->stdin_fd, .events = POLLIN}};
+                nfds_t n = (k->command_id && !k->stdin_done && k->inputs_in_flight < INPUT_WINDOW)
+                                   ? 2
+                                   : 1;
+                int r = poll(p, n, poll_timeout(deadline));
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        return -errno;
+                if (r == 0)
+                        return -ETIMEDOUT;
+                if (n == 2 && p[1].revents) {
+                        uint8_t buf[INPUT_CHUNK_BYTES];
+                        ssize_t got = read(k->stdin_fd, buf, sizeof(buf));
+                        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+                                continue;
+                        if (got <= 0)
+                                k->stdin_done = true; /* end of file (or an error: the same) */
+                        r = send_input(c, k, buf, got > 0 ? (size_t)got : 0, got <= 0, deadline);
+                        if (r < 0)
+                                return r;
+                }
+                if (p[0].revents)
+                        return recv_some(c, deadline);
+        }
+}
 
 /* Sends k->req and waits for its final Response. On SBX_OK *ret is the reply (free with
  * sbx__v1__response__free_unpacked). On a non-OK status *ret is set only when
@@ -412,7 +485,7 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
                         return protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
                                              c->reader.max_frame_bytes);
                 if (r == 0) {
-                        r = recv_some(c, deadline);
+                        r = k->feeding ? recv_or_feed(c, k, deadline) : recv_some(c, deadline);
                         if (r < 0)
                                 return transport_fail(c, -r, wait_ms);
                         continue;
@@ -427,6 +500,17 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
                 msg = resp->status && resp->status->message && *resp->status->message
                               ? resp->status->message
                               : NULL;
+                if (k->feeding && resp->has_request_id && resp->request_id > id &&
+                    resp->request_id <= c->last_request_id) {
+                        /* The answer to one of our CommandInputs. A refusal (the command
+                         * has ended, say) stops the feeding; the result still comes. */
+                        if (k->inputs_in_flight > 0)
+                                k->inputs_in_flight--;
+                        if (code != SBX_OK)
+                                k->stdin_done = true;
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        continue;
+                }
                 if (!resp->has_request_id || resp->request_id != id) {
                         uint64_t other = resp->request_id;
                         if (other == 0 && code != SBX_OK) {
@@ -478,6 +562,12 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
                 }
                 if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_STARTED &&
                     k->want == SBX__V1__RESPONSE__BODY_COMMAND_RESULT) {
+                        if (k->feeding && !k->command_id && resp->command_started &&
+                            resp->command_started->command_id) {
+                                k->command_id = strdup(resp->command_started->command_id);
+                                if (!k->command_id)
+                                        k->stdin_done = true;
+                        }
                         sbx__v1__response__free_unpacked(resp, NULL);
                         continue;
                 }
@@ -1285,8 +1375,59 @@ enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
 
 /* ---- commands ------------------------------------------------------------------------- */
 
+/* Output collected by the library when stdin is streamed without an on_output
+ * callback (streaming is needed to learn the command's id): the tail of each stream. */
+struct collected {
+        uint8_t *b[3];
+        size_t len[3], limit[3];
+        bool truncated[3];
+        bool oom;
+};
+
+static void collect_output(void *ud, enum sbx_stream stream, uint64_t offset, const void *data,
+                           size_t len) {
+        struct collected *k = ud;
+        int i = stream == SBX_STDERR ? 2 : 1;
+        const uint8_t *p = data;
+        size_t keep = k->limit[i];
+        if (len >= keep) {
+                if (len > keep || k->len[i] > 0)
+                        k->truncated[i] = true;
+                p += len - keep;
+                len = keep;
+                k->len[i] = 0;
+        } else if (k->len[i] + len > keep) {
+                size_t drop = k->len[i] + len - keep;
+                memmove(k->b[i], k->b[i] + drop, k->len[i] - drop);
+                k->len[i] -= drop;
+                k->truncated[i] = true;
+        }
+        if (!k->b[i]) {
+                k->b[i] = malloc(keep + 1);
+                if (!k->b[i]) {
+                        k->oom = true;
+                        return;
+                }
+        }
+        memcpy(k->b[i] + k->len[i], p, len);
+        k->len[i] += len;
+}
+
+/* Moves collected stream i into the result's buffer. */
+static void take_collected(struct collected *k, int i, uint8_t **data, size_t *len, int *truncated) {
+        if (!k->b[i])
+                return;
+        free(*data);
+        k->b[i][k->len[i]] = '\0';
+        *data = k->b[i];
+        *len = k->len[i];
+        *truncated = k->truncated[i];
+        k->b[i] = NULL;
+}
+
 enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
                        struct sbx_result **ret) {
+        struct collected col;
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__RunCommand rc_msg = SBX__V1__RUN_COMMAND__INIT;
         struct call k = {.req = &req,
@@ -1356,6 +1497,18 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
                 rc_msg.has_stream = 1;
                 rc_msg.stream = 1;
         }
+        memset(&col, 0, sizeof(col));
+        if (o->stdin_stream) {
+                rc_msg.has_stdin_stream = 1;
+                rc_msg.stdin_stream = 1;
+                rc_msg.has_stream = 1;
+                rc_msg.stream = 1;
+                k.feeding = true;
+                k.stdin_fd = o->stdin_fd;
+                k.sandbox_id = id;
+                col.limit[1] = o->max_stdout_bytes ? o->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
+                col.limit[2] = o->max_stderr_bytes ? o->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
+        }
         if (pool.oom) {
                 pool_free(&pool);
                 return fail_oom(c);
@@ -1365,19 +1518,37 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
         k.extra_ms = rc_msg.timeout_ms + EXEC_GRACE_MS;
         k.on_output = o->on_output;
         k.userdata = o->userdata;
+        if (o->stdin_stream && !o->on_output) {
+                k.on_output = collect_output;
+                k.userdata = &col;
+        }
         rc = call(c, &k, &resp);
         pool_free(&pool);
-        if (!resp)
+        free(k.command_id);
+        if (!resp) {
+                free(col.b[1]);
+                free(col.b[2]);
                 return rc;
+        }
         /* Here rc is SBX_OK, or the status of a command that never started whose result
          * came along; either way the result is the caller's. */
         if (resp->command_result) {
                 *ret = result_from_proto(resp->command_result);
-                if (!*ret) {
+                if (!*ret || col.oom) {
+                        sbx_result_free(*ret);
+                        *ret = NULL;
+                        free(col.b[1]);
+                        free(col.b[2]);
                         sbx__v1__response__free_unpacked(resp, NULL);
                         return fail_oom(c);
                 }
+                take_collected(&col, 1, &(*ret)->stdout_data, &(*ret)->stdout_len,
+                               &(*ret)->stdout_truncated);
+                take_collected(&col, 2, &(*ret)->stderr_data, &(*ret)->stderr_len,
+                               &(*ret)->stderr_truncated);
         } else {
+                free(col.b[1]);
+                free(col.b[2]);
                 sbx__v1__response__free_unpacked(resp, NULL);
                 return protocol_fail(c, EPROTO, "a RunCommand reply without its result");
         }

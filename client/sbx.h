@@ -292,6 +292,12 @@ struct sbx_exec_opts {
         uint64_t max_stderr_bytes;
         sbx_output_cb on_output;  /* non-NULL: stream output to this callback */
         void *userdata;
+        /* Non-zero: after stdin_data, feed the command what is read from stdin_fd (a
+         * pipe, file or terminal; read while the call waits) until end of file, then
+         * close its stdin. Without on_output the output is still collected into the
+         * result (the tail past max_stdout_bytes / max_stderr_bytes). */
+        int stdin_stream;
+        int stdin_fd;
 };
 
 void sbx_exec_opts_init(struct sbx_exec_opts *o);

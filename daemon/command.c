@@ -57,6 +57,8 @@ struct input_req {
         struct command *cmd;
         uint8_t *data;
         size_t len;
+        command_input_cb cb; /* NULL for the stdin given with RunCommand */
+        void *ud;
 };
 
 struct command {
@@ -654,13 +656,16 @@ static void on_input_written(uv_write_t *req, int status) {
         struct input_req *w = (struct input_req *)req;
         struct command *cmd = w->cmd;
         cmd->in_pending -= w->len;
+        if (w->cb)
+                w->cb(w->ud, status < 0 ? -EPIPE : 0);
         free(w->data);
         free(w);
         if (status < 0 || (cmd->in_eof_wanted && cmd->in_pending == 0))
                 close_stdin(cmd);
 }
 
-static int queue_input(struct command *cmd, const uint8_t *data, size_t len) {
+static int queue_input(struct command *cmd, const uint8_t *data, size_t len, command_input_cb cb,
+                       void *ud) {
         struct input_req *w;
         uv_buf_t b;
         int r;
@@ -679,6 +684,8 @@ static int queue_input(struct command *cmd, const uint8_t *data, size_t len) {
         memcpy(w->data, data, len);
         w->len = len;
         w->cmd = cmd;
+        w->cb = cb;
+        w->ud = ud;
         b = uv_buf_init((char *)w->data, (unsigned)len);
         r = uv_write(&w->req, (uv_stream_t *)&cmd->in, &b, 1, on_input_written);
         if (r < 0) {
@@ -691,14 +698,14 @@ static int queue_input(struct command *cmd, const uint8_t *data, size_t len) {
 }
 
 int sandbox_command_input(struct sandbox *sb, const char *command_id, const uint8_t *data,
-                          size_t len, int eof) {
+                          size_t len, int eof, command_input_cb cb, void *ud) {
         struct command *cmd = find_by_id(sb, command_id);
         int r;
         if (!cmd || cmd->finished)
                 return -ENOENT;
         if (!cmd->in_inited || cmd->in_eof_wanted)
                 return -EPIPE;
-        r = queue_input(cmd, data, len);
+        r = queue_input(cmd, data, len, cb, ud);
         if (r < 0)
                 return r;
         if (eof) {
@@ -706,7 +713,7 @@ int sandbox_command_input(struct sandbox *sb, const char *command_id, const uint
                 if (cmd->in_pending == 0)
                         close_stdin(cmd);
         }
-        return 0;
+        return len > 0 ? 1 : 0;
 }
 
 /* ---- starting ----------------------------------------------------------------------- */
@@ -1103,7 +1110,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 return 0;
         }
         if (req->has_stdin && req->stdin.len > 0) {
-                if (queue_input(cmd, req->stdin.data, req->stdin.len) < 0)
+                if (queue_input(cmd, req->stdin.data, req->stdin.len, NULL, NULL) < 0)
                         close_stdin(cmd);
         }
         if (cmd->in_inited && !(req->has_stdin_stream && req->stdin_stream)) {

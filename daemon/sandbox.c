@@ -367,6 +367,32 @@ static int rm_rf(const char *path) {
         return rm_rf_at(AT_FDCWD, path, 0);
 }
 
+/* Removes what a sandbox left in its state directory (STATE/sandboxes/ID): the adoption
+ * socket, the workspace unless keep, and the directory itself when it is then empty. */
+static void remove_sandbox_dir(const char *id, const char *workspace, int keep) {
+        char *dir = strdup(workspace), *slash;
+        int r;
+        if (!dir)
+                return;
+        slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = '\0';
+                if (!keep) {
+                        r = rm_rf(workspace);
+                        if (r < 0)
+                                log_warning("sbx=%s: cannot remove workspace %s: %s", id,
+                                            workspace, strerror(-r));
+                }
+                {
+                        char sock[SBX_PATH_MAX_BYTES + 16];
+                        snprintf(sock, sizeof(sock), "%s/init.sock", dir);
+                        (void)unlink(sock);
+                }
+                (void)rmdir(dir);
+        }
+        free(dir);
+}
+
 /* ---- freeing ------------------------------------------------------------------------ */
 
 static void sandbox_free(struct sandbox *sb) {
@@ -487,20 +513,9 @@ static void finish_end(struct sandbox *sb) {
                 (void)cgroup_destroy(sb->cg); /* directories gone: this only frees */
                 sb->cg = NULL;
         }
-        if (sb->workspace && !(sb->spec->has_keep_workspace && sb->spec->keep_workspace)) {
-                char *dir = strdup(sb->workspace);
-                char *slash = dir ? strrchr(dir, '/') : NULL;
-                r = rm_rf(sb->workspace);
-                if (r < 0)
-                        log_warning("sbx=%s: cannot remove workspace %s: %s", sb->id,
-                                    sb->workspace, strerror(-r));
-                /* The workspace's parent is the per-sandbox directory. */
-                if (slash) {
-                        *slash = '\0';
-                        (void)rmdir(dir);
-                }
-                free(dir);
-        }
+        if (sb->workspace)
+                remove_sandbox_dir(sb->id, sb->workspace,
+                                   sb->spec->has_keep_workspace && sb->spec->keep_workspace);
         sb->state = sb->end_state;
         r = store_sandbox_set_state(sb->d->store, sb->id, state_name(sb->state),
                                     sbxd_now_unix_ms(), sb->end_reason);
@@ -1453,17 +1468,8 @@ int sandbox_recover(struct sbxd *d) {
                 kill_orphan_init(x->init_pid);
                 if (d->cgroups->version != CGROUP_NONE)
                         cgroup_remove_tree(d->cgroups, x->id);
-                if (x->workspace && !x->keep && strstr(x->workspace, "/sandboxes/")) {
-                        char *dir = strdup(x->workspace);
-                        char *slash = dir ? strrchr(dir, '/') : NULL;
-                        rm_rf(x->workspace);
-                        if (slash) {
-                                *slash = '\0';
-                                (void)unlinkat(AT_FDCWD, dir, AT_REMOVEDIR);
-                                rm_rf(dir);
-                        }
-                        free(dir);
-                }
+                if (x->workspace && strstr(x->workspace, "/sandboxes/"))
+                        remove_sandbox_dir(x->id, x->workspace, x->keep);
                 store_sandbox_set_state(d->store, x->id, "lost", now,
                                         "lost: the daemon stopped while it ran");
                 log_notice("sbx=%s: lost in a daemon restart (%s); %d running commands marked "

@@ -122,9 +122,16 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
 /* Kills the command's process group; its result becomes CANCELLED. -ENOENT: unknown. */
 int sandbox_cancel(struct sandbox *sb, const char *command_id);
 
+/* Called once input given to sandbox_command_input has reached the command's pipe
+ * (err 0), or could not (-EPIPE: the command ended or closed its stdin). */
+typedef void (*command_input_cb)(void *ud, int err);
+
 /* Writes data to a running command's stdin (started with stdin_stream); closes it on eof.
- * -ENOENT unknown command, -EPIPE stdin already closed, -EAGAIN too much input queued. */
+ * Returns 1 when cb will be called once the data is in the pipe (the caller answers
+ * then, which paces a client to what the command consumes), 0 when there was nothing
+ * to wait for (cb is not called), -ENOENT unknown command, -EPIPE stdin already closed,
+ * -EAGAIN too much input queued. */
 int sandbox_command_input(struct sandbox *sb, const char *command_id, const uint8_t *data,
-                          size_t len, int eof);
+                          size_t len, int eof, command_input_cb cb, void *ud);
 
 #endif

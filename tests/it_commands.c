@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "itutil.h"
@@ -295,6 +296,39 @@ START_TEST(streaming_and_stdin) {
         ck_assert_uint_eq(r->stdout_len, 1u << 20);
         ck_assert_int_eq(memcmp(r->stdout_data, in, 1u << 20), 0);
         sbx_result_free(r);
+        /* Streamed stdin: a slow producer of 3 MB (more than fits in any buffer on the
+         * way), fed as it writes, then end of file. */
+        {
+                int p[2];
+                pid_t w;
+                const char *wc[] = {"wc", "-c", NULL};
+                ck_assert_int_eq(pipe(p), 0);
+                w = fork();
+                ck_assert_int_ge(w, 0);
+                if (w == 0) {
+                        close(p[0]);
+                        for (i = 0; i < 30; i++) {
+                                if (write(p[1], in, 100000) != 100000)
+                                        _exit(1);
+                                if (i % 10 == 0)
+                                        usleep(50000);
+                        }
+                        _exit(0);
+                }
+                close(p[1]);
+                sbx_exec_opts_init(&o);
+                o.argv = wc;
+                o.argc = 2;
+                o.stdin_stream = 1;
+                o.stdin_fd = p[0];
+                o.timeout_ms = 20000;
+                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+                close(p[0]);
+                waitpid(w, NULL, 0);
+                ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+                ck_assert_str_eq((char *)r->stdout_data, "3000000\n");
+                sbx_result_free(r);
+        }
         free(in);
         free(id);
         sbx_close(c);
