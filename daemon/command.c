@@ -545,6 +545,9 @@ static void maybe_finish(struct command *cmd) {
 
 /* ---- events from init --------------------------------------------------------------- */
 
+static void send_kill(struct command *cmd);
+static void on_timeout(uv_timer_t *t);
+
 void command_on_started(struct sandbox *sb, uint64_t num, int32_t pid) {
         struct command *cmd = find(sb, num);
         if (!cmd || cmd->started || cmd->start_failed) {
@@ -556,6 +559,11 @@ void command_on_started(struct sandbox *sb, uint64_t num, int32_t pid) {
         cmd->pid = pid;
         if (cmd->stream)
                 cmd->cbs.started(cmd->ud, cmd->id);
+        /* Cancelled while it was starting: the kill could not be sent until now. */
+        if (cmd->kill == KILL_CANCEL) {
+                send_kill(cmd);
+                uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
+        }
 }
 
 void command_on_start_failed(struct sandbox *sb, uint64_t num, int err, const char *msg) {
@@ -817,7 +825,8 @@ static int open_out(struct command *cmd, int idx, int *ret_child_fd) {
 }
 
 int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
-                const struct command_callbacks *cbs, void *ud, char *err, size_t errlen) {
+                const struct command_callbacks *cbs, void *ud, char *ret_command_id, char *err,
+                size_t errlen) {
         struct sbxd *d = sb->d;
         const Sbx__V1__Limits *lim = sb->spec->policy->limits;
         struct command *cmd;
@@ -905,6 +914,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         cmd->caller_uid = caller->uid;
         cmd->num = ++sb->next_command;
         snprintf(cmd->id, sizeof(cmd->id), "c-%llu", (unsigned long long)cmd->num);
+        memcpy(ret_command_id, cmd->id, sizeof(cmd->id));
         cmd->cbs = *cbs;
         cmd->ud = ud;
         cmd->stream = req->has_stream && req->stream;

@@ -65,6 +65,7 @@ void conn_close(struct conn *c) {
                 return;
         c->closed = 1;
         c->reading = 0;
+        rpc_conn_closed(c);
         log_debug("conn=%llu closed (uid=%u pid=%d)", (unsigned long long)c->id,
                   (unsigned)c->uid, (int)c->pid);
         uv_close((uv_handle_t *)&c->pipe, on_close);

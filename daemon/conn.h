@@ -19,6 +19,7 @@
 
 struct sbxd;
 struct server;
+struct call;
 
 struct conn {
         uv_pipe_t pipe;
@@ -33,6 +34,7 @@ struct conn {
         char client_name[SBX_CLIENT_NAME_MAX_BYTES + 1];
         size_t write_queued_bytes;
         unsigned inflight;             /* requests answered later */
+        struct call *calls;            /* those requests (owned by rpc) */
         unsigned refs;
         int reading;
         int closed;                    /* uv_close called; sends are dropped */

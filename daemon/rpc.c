@@ -23,9 +23,12 @@
 /* A request answered later. */
 struct call {
         struct conn *conn;
+        struct call *next, *prev;  /* the connection's calls in flight */
         uint64_t request_id;
         int stream;
-        int started_sent;
+        /* A RunCommand: its command, cancelled if the client goes away. */
+        char sandbox_id[SBX_ID_MAX_BYTES + 1];
+        char command_id[32];
 };
 
 static struct call *call_new(struct conn *c, uint64_t request_id) {
@@ -34,14 +37,41 @@ static struct call *call_new(struct conn *c, uint64_t request_id) {
                 return NULL;
         k->conn = conn_ref(c);
         k->request_id = request_id;
+        k->next = c->calls;
+        if (c->calls)
+                c->calls->prev = k;
+        c->calls = k;
         conn_request_begin(c);
         return k;
 }
 
 static void call_free(struct call *k) {
-        conn_request_done(k->conn);
-        conn_unref(k->conn);
+        struct conn *c = k->conn;
+        if (k->prev)
+                k->prev->next = k->next;
+        else if (c->calls == k)
+                c->calls = k->next;
+        if (k->next)
+                k->next->prev = k->prev;
+        conn_request_done(c);
+        conn_unref(c);
         free(k);
+}
+
+void rpc_conn_closed(struct conn *c) {
+        struct call *k, *next;
+        /* Nobody is left to receive these commands' results: stop them (each ends as
+         * cancelled and is recorded; processes that detached themselves live on). */
+        for (k = c->calls; k; k = next) {
+                struct sandbox *sb;
+                next = k->next;
+                if (!k->command_id[0])
+                        continue;
+                sb = sbxtab_find(c->d->sandboxes, k->sandbox_id);
+                if (sb && sandbox_cancel(sb, k->command_id) == 0)
+                        log_debug("conn=%llu closed: cancelled sbx=%s cmd=%s",
+                                  (unsigned long long)c->id, k->sandbox_id, k->command_id);
+        }
 }
 
 static void caller_of(const struct conn *c, struct caller *ret) {
@@ -488,7 +518,8 @@ static void on_run(struct conn *c, const Sbx__V1__Request *req) {
                 return;
         }
         call->stream = rc->has_stream && rc->stream;
-        r = sandbox_run(sb, rc, &k, &cmd_callbacks, call, err, sizeof(err));
+        snprintf(call->sandbox_id, sizeof(call->sandbox_id), "%s", sandbox_id(sb));
+        r = sandbox_run(sb, rc, &k, &cmd_callbacks, call, call->command_id, err, sizeof(err));
         if (r < 0) {
                 send_errno(c, req->request_id, r, err);
                 call_free(call);

@@ -113,11 +113,13 @@ struct command_callbacks {
         void (*done)(void *ud, Sbx__V1__CommandResult *result);
 };
 
-/* Starts req in sb. Returns 0 when cbs->done will be called later, or -errno with a
- * reason in err: -EINVAL bad request, -EBUSY too many commands running (the per-sandbox
- * bound), -ESHUTDOWN the sandbox is not ready. */
+/* Starts req in sb. Returns 0 when cbs->done will be called later (the command's id is
+ * then in ret_command_id, at least 32 bytes), or -errno with a reason in err: -EINVAL bad
+ * request, -EBUSY too many commands running (the per-sandbox bound), -ESHUTDOWN the
+ * sandbox is not ready. */
 int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
-                const struct command_callbacks *cbs, void *ud, char *err, size_t errlen);
+                const struct command_callbacks *cbs, void *ud, char *ret_command_id, char *err,
+                size_t errlen);
 
 /* Kills the command's process group; its result becomes CANCELLED. -ENOENT: unknown. */
 int sandbox_cancel(struct sandbox *sb, const char *command_id);

@@ -525,6 +525,54 @@ START_TEST(daemon_maximum_timeout_and_records) {
 }
 END_TEST
 
+
+/* A client that vanishes mid-command: nobody can receive the result, so the command is
+ * stopped (recorded as cancelled) and none of its processes stays behind. */
+START_TEST(vanishing_client_cancels_its_command) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_history *h = NULL;
+        char *id;
+        pid_t kid;
+        int i, st;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        for (i = 0; i < 20; i++) {
+                kid = fork();
+                ck_assert_int_ge(kid, 0);
+                if (kid == 0) {
+                        sbx_client *cc = it_connect(&d);
+                        struct sbx_result *r = it_sh(cc, id, 60000, "sleep 33.4321; echo never");
+                        sbx_result_free(r);
+                        _exit(0);
+                }
+                while (it_count_procs("sleep 33.4321") == 0)
+                        usleep(5000);
+                kill(kid, SIGKILL);
+                waitpid(kid, &st, 0);
+                /* Each is stopped within a bound, before the next begins. */
+                t0 = it_now_ms();
+                while (it_count_procs("sleep 33.4321") > 0 && it_now_ms() - t0 < 3000)
+                        usleep(5000);
+                ck_assert_int_eq(it_count_procs("sleep 33.4321"), 0);
+        }
+        for (i = 0; i < 100 && it_count_procs("sleep 33.4321") > 0; i++)
+                usleep(20000);
+        ck_assert_int_eq(it_count_procs("sleep 33.4321"), 0);
+        ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 20);
+        for (i = 0; i < 20; i++)
+                ck_assert_int_eq(h->v[i].outcome, SBX_OUTCOME_CANCELLED);
+        sbx_history_free(h);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("commands");
         TCase *tc = tcase_create("commands");
@@ -540,6 +588,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, concurrency_in_one_and_many_sandboxes);
         tcase_add_test(tc, cancel_from_another_client);
         tcase_add_test(tc, daemon_maximum_timeout_and_records);
+        tcase_add_test(tc, vanishing_client_cancels_its_command);
         suite_add_tcase(s, tc);
         return s;
 }
