@@ -556,11 +556,18 @@ static void kill_init(struct sandbox *sb) {
                 if (syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0) < 0 &&
                     errno != ESRCH)
                         log_warning("sbx=%s: pidfd_send_signal: %s", sb->id, strerror(errno));
-        }
-        /* Before Ready we do not know PID 1 yet: killing stage 0 takes PID 1 with it
-         * (its parent-death signal). */
-        if (sb->proc_spawned)
+        } else if (sb->init_pid > 0 && sb->proc_spawned) {
+                /* No pidfds (an old kernel, or valgrind): the pid is still safe to use,
+                 * as stage 0, our child that has not exited, has not reaped it. */
+                kill(sb->init_pid, SIGKILL);
+        } else if (sb->proc_spawned) {
+                /* Before Ready we do not know PID 1 yet: killing stage 0 takes PID 1 with
+                 * it (its parent-death signal). */
                 uv_process_kill(&sb->proc, SIGKILL);
+        }
+        /* With PID 1 killed, stage 0 exits only after reaping it, and PID 1 goes only
+         * after every process of its namespace: stage 0's exit proves the sandbox is
+         * empty. Stage 0 is not killed directly for that reason. */
 }
 
 static void on_kill_timer(uv_timer_t *t) {
@@ -704,11 +711,12 @@ static void on_ready(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
         }
         sb->init_pid = pid;
         sb->init_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (sb->init_pidfd < 0) {
+        if (sb->init_pidfd < 0 && errno != ENOSYS) {
                 fail_sandbox(sb, "pidfd_open(%d): %s", (int)pid, strerror(errno));
                 return;
         }
-        fcntl(sb->init_pidfd, F_SETFD, FD_CLOEXEC);
+        if (sb->init_pidfd >= 0)
+                fcntl(sb->init_pidfd, F_SETFD, FD_CLOEXEC);
         {
                 /* The sandbox's own root, in its mount namespace: file operations resolve
                  * paths beneath it with openat2(RESOLVE_IN_ROOT). */
