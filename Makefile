@@ -256,23 +256,75 @@ format:
 	clang-format -i $(wildcard proto/*.[ch] daemon/*.[ch] daemon/init/*.[ch] client/*.[ch] \
 	  tests/*.[ch] tests/helpers/*.c)
 
+# ---- install ------------------------------------------------------------------------
+# `make install PREFIX=/usr` for a system install; DESTDIR stages it for a package (every
+# path written into a file names the final PREFIX, never DESTDIR). Paths are substituted
+# into the units, the man pages and sbx.pc here, at install time, so they follow the
+# PREFIX given to `make install` even when the build was made with another one. sbxd's
+# compiled-in default for its helper (SBX_LIBEXECDIR) cannot follow: the unit passes
+# --init explicitly, and install says so when the two differ.
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+UNITS := sbxd.service sbxd.socket
+MANPAGES := man1/sbx.1 man3/libsbx.3 man8/sbxd.8
+SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
+	-e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	-e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	-e 's|@UNITDIR@|$(UNITDIR)|g' -e 's|@SYSUSERSDIR@|$(SYSUSERSDIR)|g' \
+	-e 's|@TMPFILESDIR@|$(TMPFILESDIR)|g' \
+	-e "s|@VERSION@|$$(sed -n 's/^Version: //p' $(BUILD)/sbx.pc)|g"
+
+INSTALLED_FILES = $(SBINDIR)/sbxd $(LIBEXECDIR)/sbx-init $(BINDIR)/sbx \
+	$(LIBDIR)/libsbx.so.0 $(LIBDIR)/libsbx.so $(LIBDIR)/libsbx.a $(INCLUDEDIR)/sbx.h \
+	$(LIBDIR)/pkgconfig/sbx.pc $(addprefix $(UNITDIR)/,$(UNITS)) \
+	$(SYSUSERSDIR)/sbxd.conf $(TMPFILESDIR)/sbxd.conf $(addprefix $(MANDIR)/,$(MANPAGES))
+
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
-	  $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(INCLUDEDIR)
+	  $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(UNITDIR) \
+	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(BUILD)/sbxd $(DESTDIR)$(SBINDIR)/sbxd
 	install -m 0755 $(BUILD)/sbx-init $(DESTDIR)$(LIBEXECDIR)/sbx-init
 	install -m 0755 $(BUILD)/sbx $(DESTDIR)$(BINDIR)/sbx
 	install -m 0644 $(BUILD)/libsbx.so $(DESTDIR)$(LIBDIR)/libsbx.so.0
-	ln -sf libsbx.so.0 $(DESTDIR)$(LIBDIR)/libsbx.so
+	ln -sfn libsbx.so.0 $(DESTDIR)$(LIBDIR)/libsbx.so
 	install -m 0644 $(BUILD)/libsbx.a $(DESTDIR)$(LIBDIR)/libsbx.a
 	install -m 0644 client/sbx.h $(DESTDIR)$(INCLUDEDIR)/sbx.h
-	install -m 0644 $(BUILD)/sbx.pc $(DESTDIR)$(LIBDIR)/pkgconfig/sbx.pc
+	$(SUBST) client/sbx.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/sbx.pc
+	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/sbx.pc
+	for u in $(UNITS); do \
+	  $(SUBST) systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	install -m 0644 systemd/sbxd.sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/sbxd.conf
+	install -m 0644 systemd/sbxd.tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/sbxd.conf
+	for m in $(MANPAGES); do \
+	  $(SUBST) man/$${m#*/} > $(DESTDIR)$(MANDIR)/$$m && chmod 0644 $(DESTDIR)$(MANDIR)/$$m || exit 1; \
+	done
+	@grep -qF '$(LIBEXECDIR)/sbx-init' $(BUILD)/sbxd || \
+	  echo "make install: note: $(BUILD)/sbxd was built with another PREFIX; run by hand it" \
+	    "looks for its helper elsewhere (pass --init $(LIBEXECDIR)/sbx-init, or rebuild" \
+	    "with 'make clean && make PREFIX=$(PREFIX)'); sbxd.service passes --init itself."
 
+# `make check-systemd` (never part of `make check`): the service tests of it_service.c
+# plus booting a real systemd as PID 1 in a container (systemd-nspawn, from
+# systemd-container, installed here when missing) that starts sbxd.socket and
+# sbxd.service from a staged `make install` and drives them with sbx. Needs root.
+.PHONY: check-systemd
+check-systemd: deps
+	@dpkg-query -W -f='$${Status}' systemd-container 2>/dev/null | grep -q "ok installed" || { \
+	  echo "make check-systemd: installing systemd-container"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+	    systemd-container; }
+	$(MAKE) --no-print-directory WERROR=-Werror all $(BUILD)/tests/it_service
+	SBX_CHECK_SYSTEMD=1 BUILD=$(BUILD) tests/run.sh $(BUILD)/tests/it_service
+
+# Removes exactly what install added (and the helper's own directory when empty).
 uninstall:
-	rm -f $(DESTDIR)$(SBINDIR)/sbxd $(DESTDIR)$(LIBEXECDIR)/sbx-init $(DESTDIR)$(BINDIR)/sbx \
-	  $(DESTDIR)$(LIBDIR)/libsbx.so.0 $(DESTDIR)$(LIBDIR)/libsbx.so $(DESTDIR)$(LIBDIR)/libsbx.a \
-	  $(DESTDIR)$(INCLUDEDIR)/sbx.h $(DESTDIR)$(LIBDIR)/pkgconfig/sbx.pc
-	-rmdir $(DESTDIR)$(LIBEXECDIR)
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
+	rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null || true
 
 clean:
 	rm -rf build
