@@ -385,12 +385,12 @@ static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hel
         if (stat(p, &st) < 0) {
                 if (errno == ENOENT)
                         add(d, WARN, "socket",
-                            "start the daemon: `sbxd` (or `systemctl start sbxd`)",
+                            "start the daemon: `sbxd`, or as a service `systemctl enable --now sbxd.socket`",
                             "no socket at %s: sbxd is not running", p);
                 else
                         add(d, FAIL, "socket",
-                            "run as the daemon's user or a member of its socket's group, or pass "
-                            "--socket",
+                            "run as the daemon's user or a member of its socket's group "
+                            "(`usermod -aG sbxd USER`, then log in again), or pass --socket",
                             "cannot reach %s: %s", p, strerror(errno));
                 return;
         }
@@ -415,7 +415,7 @@ static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hel
                     err == ECONNREFUSED
                             ? "nothing listens: restart sbxd (or remove the stale socket)"
                     : err == EACCES ? "run as the daemon's user or a member of the socket's group "
-                                      "(usermod -aG GROUP USER), or run your own rootless sbxd"
+                                      "(`usermod -aG sbxd USER`), or run your own rootless sbxd"
                                     : "check the daemon's log (journalctl -u sbxd) and restart it",
                     "%s: %s", sbx_code_name(rc), sbx_error_message(c));
         }

@@ -77,6 +77,11 @@ int sbx_default_socket_path(char *buf, size_t len) {
                 n = snprintf(buf, len, "/run/user/%u/sbxd/sbxd.sock", (unsigned)geteuid());
         if (n < 0 || (size_t)n >= len)
                 return -ENAMETOOLONG;
+        /* A user without a daemon of their own, but allowed on the system daemon's socket
+         * (a member of group sbxd), reaches the system daemon. */
+        if (geteuid() != 0 && !env_nonempty("SBX_SOCKET") && access(buf, F_OK) < 0 &&
+            access("/run/sbxd/sbxd.sock", W_OK) == 0 && len > strlen("/run/sbxd/sbxd.sock"))
+                snprintf(buf, len, "/run/sbxd/sbxd.sock");
         return 0;
 }
 

@@ -72,8 +72,9 @@ const char *sbx_code_name(int code);
 typedef struct sbx_client sbx_client;
 
 /* Writes the default socket path into buf: $SBX_SOCKET, else /run/sbxd/sbxd.sock for
- * root, else $XDG_RUNTIME_DIR/sbxd/sbxd.sock (or /run/user/UID/sbxd/sbxd.sock). Returns
- * 0, or -ENAMETOOLONG when it does not fit. */
+ * root, else $XDG_RUNTIME_DIR/sbxd/sbxd.sock (or /run/user/UID/sbxd/sbxd.sock); when that
+ * does not exist but the caller may use the system daemon's /run/sbxd/sbxd.sock (as a
+ * member of group sbxd), that one. Returns 0, or -ENAMETOOLONG when it does not fit. */
 int sbx_default_socket_path(char *buf, size_t len);
 
 /* Connects to the daemon at socket_path (NULL: the default) and says Hello with

@@ -977,6 +977,14 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 rl[n_rl].resource = RLIMIT_NOFILE;
                 rl[n_rl].soft = rl[n_rl].hard = lim->open_files;
                 n_rl++;
+        } else if (d->nofile_soft) {
+                /* The soft limit sbxd started with, not the one it raised for itself; the
+                 * hard limit stays, so a program may raise it as it could outside. */
+                sbx__init__v1__rlimit__init(&rl[n_rl]);
+                rl[n_rl].has_resource = rl[n_rl].has_soft = 1;
+                rl[n_rl].resource = RLIMIT_NOFILE;
+                rl[n_rl].soft = d->nofile_soft;
+                n_rl++;
         }
         sbx__init__v1__rlimit__init(&rl[n_rl]);
         rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;

@@ -23,20 +23,27 @@ static char *path_join(const char *a, const char *b) {
         return r;
 }
 
+/* The init helper: next to sbxd (a build tree), else in ../libexec/sbxd relative to it
+ * (an installed PREFIX/sbin/sbxd, whatever PREFIX it was built for), else the compiled-in
+ * LIBEXECDIR. */
 static char *default_init_path(void) {
+        static const char *const rel[] = {"sbx-init", "../libexec/sbxd/sbx-init"};
         char exe[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        char *slash;
+        size_t i;
+
         if (n > 0) {
-                char *slash;
                 exe[n] = '\0';
                 slash = strrchr(exe, '/');
                 if (slash) {
-                        char *p;
                         *slash = '\0';
-                        p = path_join(exe, "sbx-init");
-                        if (p && access(p, X_OK) == 0)
-                                return p;
-                        free(p);
+                        for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+                                char *p = path_join(exe, rel[i]);
+                                if (p && access(p, X_OK) == 0)
+                                        return p;
+                                free(p);
+                        }
                 }
         }
         return strdup(SBX_LIBEXECDIR "/sbx-init");

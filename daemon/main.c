@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,7 +30,7 @@
 
 static struct sbxd D;
 static struct server S;
-static uv_signal_t sig_term, sig_int;
+static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t sweep_timer;
 
 static void on_sweep(uv_timer_t *t) {
@@ -90,6 +91,12 @@ static void on_shutdown_done(void *ud) {
         uv_close((uv_handle_t *)&sweep_timer, NULL);
         uv_close((uv_handle_t *)&sig_term, NULL);
         uv_close((uv_handle_t *)&sig_int, NULL);
+        uv_close((uv_handle_t *)&sig_hup, NULL);
+}
+
+static void on_hangup(uv_signal_t *h, int signum) {
+        log_notice("SIGHUP ignored: sbxd has no configuration to reload (restart it to change "
+                   "flags)");
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -177,6 +184,18 @@ int main(int argc, char **argv) {
 
         memset(&D, 0, sizeof(D));
         memset(&S, 0, sizeof(S));
+        {
+                /* Room for many sandboxes' pipes and sockets; commands get back the soft
+                 * limit we started with (unless their policy sets open_files). */
+                struct rlimit rl;
+                if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+                        D.nofile_soft = rl.rlim_cur;
+                        if (rl.rlim_cur < rl.rlim_max) {
+                                rl.rlim_cur = rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max;
+                                (void)setrlimit(RLIMIT_NOFILE, &rl);
+                        }
+                }
+        }
         S.lock_fd = -1;
         D.cfg = &cfg;
         D.euid = geteuid();
@@ -262,6 +281,8 @@ int main(int argc, char **argv) {
         uv_signal_init(&loop, &sig_int);
         uv_signal_start(&sig_term, on_signal, SIGTERM);
         uv_signal_start(&sig_int, on_signal, SIGINT);
+        uv_signal_init(&loop, &sig_hup);
+        uv_signal_start(&sig_hup, on_hangup, SIGHUP);
 
         log_notice("sbxd %s listening on %s%s, state in %s (cgroup %s, %s, seccomp %s)",
                    SBX_VERSION, cfg.socket_path, S.activated ? " (socket-activated)" : "",

@@ -36,6 +36,7 @@ struct sbxd {
         struct features features;
         uid_t euid;
         gid_t egid;
+        uint64_t nofile_soft;       /* RLIMIT_NOFILE soft limit sbxd started with: commands' default */
         int shutting_down;
 };
 
