@@ -231,7 +231,7 @@ START_TEST(file_size_and_cpu_limits) {
         r = it_exec(c, id, 30000, spin);
         ck_assert_double_lt(it_now_ms() - t0, 10000);
         ck_assert(has_hit(r, "cpu"));
-        ck_assert_double_ge(r->cpu_seconds, 0.9);
+        ck_assert_double_ge(r->cpu_seconds, 0.5); /* rusage is sampled: generous */
         sbx_result_free(r);
         free(id);
         sbx_close(c);
