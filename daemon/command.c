@@ -1137,6 +1137,9 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                         close_stdin(cmd);
         }
         update_stream_reading(cmd);
+        /* The loop's clock is cached per iteration: refresh it, or the timeout would be
+         * counted from the start of this iteration and fire early. */
+        uv_update_time(d->loop);
         uv_timer_start(&cmd->timer, on_timeout, cmd->timeout_ms, 0);
         if (cmd->timeout_ms < req->timeout_ms)
                 log_debug("sbx=%s cmd=%s: timeout capped to %llu ms", sb->id, cmd->id,
