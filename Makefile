@@ -66,7 +66,7 @@ LIBSBX_OBJS := $(call obj,$(LIBSBX_SRCS)) $(PROTO_OBJS)
 ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BUILD)/libsbx.a \
 	$(BUILD)/sbx.pc
 
-.PHONY: all deps run check unit integration asan valgrind format install uninstall clean \
+.PHONY: all deps run check unit integration asan valgrind format install uninstall clean analyze \
 	bench fuzz load tests
 all: $(ALL_BINS)
 
@@ -247,6 +247,17 @@ load: deps
 	$(MAKE) --no-print-directory all $(BUILD)/tests/it_load
 	SBX_LOAD_SECONDS=$(LOAD_SECONDS) SBX_LOAD_CLIENTS=$(LOAD_CLIENTS) \
 	  BUILD=$(BUILD) tests/run.sh $(BUILD)/tests/it_load
+
+# `make analyze`: cppcheck (findings fail), then gcc -fanalyzer and clang-tidy (reports
+# to read: both still flag ownership hand-overs they cannot follow).
+ANALYZE_SRCS := $(PROTO_SRCS) proto/initmsg.c daemon/main.c $(DAEMON_SRCS) daemon/init/main.c \
+	$(INIT_SRCS) $(LIBSBX_SRCS) $(CLI_SRCS)
+analyze: $(PROTO_HDRS)
+	cppcheck --quiet --error-exitcode=1 --platform=unix64 --enable=warning,portability \
+	  --inline-suppr -D_GNU_SOURCE -DPROTOBUF_C_VERSION_NUMBER=1004001 -Iproto -I$(BUILD)/gen \
+	  -Idaemon -Iclient --suppress=missingIncludeSystem $(ANALYZE_SRCS)
+	-for f in $(ANALYZE_SRCS); do $(CC) $(CFLAGS_ALL) -fanalyzer -c $$f -o /dev/null; done
+	-clang-tidy --quiet $(ANALYZE_SRCS) -- $(CFLAGS_ALL)
 
 run: deps
 	$(MAKE) --no-print-directory all

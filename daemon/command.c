@@ -257,27 +257,57 @@ static void stream_closed(struct command *cmd, int idx) {
         close_handle(cmd, (uv_handle_t *)&o->pipe);
 }
 
+/* Takes n bytes of output of stream idx: forwarded (stream mode) or kept (the tail). */
+static void take_output(struct command *cmd, int idx, uint8_t *data, size_t n) {
+        struct outstream *o = &cmd->out[idx];
+        if (cmd->stream) {
+                uint64_t off = o->total;
+                o->total += (uint64_t)n;
+                cmd->cbs.output(cmd->ud, cmd->id,
+                                idx == 0 ? SBX__V1__STREAM__STDOUT : SBX__V1__STREAM__STDERR, off,
+                                data, n);
+        } else {
+                keep_tail(o, data, n);
+        }
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         struct command *cmd = s->data;
         int idx = (uv_pipe_t *)s == &cmd->out[0].pipe ? 0 : 1;
-        struct outstream *o = &cmd->out[idx];
 
         if (nread < 0) {
                 stream_closed(cmd, idx);
                 maybe_finish(cmd);
                 return;
         }
-        if (nread == 0)
+        if (nread == 0 || cmd->finished)
                 return;
-        if (cmd->stream && !cmd->finished) {
-                uint64_t off = o->total;
-                o->total += (uint64_t)nread;
-                cmd->cbs.output(cmd->ud, cmd->id, idx == 0 ? SBX__V1__STREAM__STDOUT : SBX__V1__STREAM__STDERR,
-                                off, (uint8_t *)buf->base, (size_t)nread);
-                if (cmd->cbs.congested(cmd->ud))
-                        update_stream_reading(cmd);
-        } else {
-                keep_tail(o, (const uint8_t *)buf->base, (size_t)nread);
+        take_output(cmd, idx, (uint8_t *)buf->base, (size_t)nread);
+        if (cmd->stream && cmd->cbs.congested(cmd->ud))
+                update_stream_reading(cmd);
+}
+
+/* Reads what the pipes hold right now, without waiting: the last output before they
+ * are closed (the loop may not have polled them since the leader exited). Bounded by
+ * what a pipe can hold, so it cannot stall the loop. */
+static void drain_now(struct command *cmd) {
+        static uint8_t buf[64 * 1024];
+        int i;
+        for (i = 0; i < 2; i++) {
+                uv_os_fd_t fd;
+                int rounds = 64;
+                if (!cmd->out[i].inited || uv_fileno((uv_handle_t *)&cmd->out[i].pipe, &fd) < 0)
+                        continue;
+                while (rounds-- > 0) {
+                        ssize_t n = read(fd, buf, sizeof(buf));
+                        if (n > 0) {
+                                take_output(cmd, i, buf, (size_t)n);
+                                continue;
+                        }
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        break; /* EAGAIN: empty now; 0: end of stream */
+                }
         }
 }
 
@@ -526,6 +556,7 @@ static void finish(struct command *cmd) {
 
 static void on_drained(uv_timer_t *t) {
         struct command *cmd = t->data;
+        drain_now(cmd);
         finish(cmd);
 }
 
@@ -539,8 +570,10 @@ static void maybe_finish(struct command *cmd) {
         }
         /* Output still open: a background child holds it. Drain briefly, then close. */
         update_stream_reading(cmd);
-        if (!uv_is_active((uv_handle_t *)&cmd->drain) || cmd->drain.timer_cb != on_drained)
+        if (!uv_is_active((uv_handle_t *)&cmd->drain) || cmd->drain.timer_cb != on_drained) {
+                uv_update_time(cmd->sb->d->loop);
                 uv_timer_start(&cmd->drain, on_drained, SBX_DRAIN_AFTER_EXIT_MS, 0);
+        }
 }
 
 /* ---- events from init --------------------------------------------------------------- */
@@ -557,8 +590,6 @@ void command_on_started(struct sandbox *sb, uint64_t num, int32_t pid) {
         }
         cmd->started = 1;
         cmd->pid = pid;
-        if (cmd->stream)
-                cmd->cbs.started(cmd->ud, cmd->id);
         /* Cancelled while it was starting: the kill could not be sent until now. */
         if (cmd->kill == KILL_CANCEL) {
                 send_kill(cmd);
@@ -1117,6 +1148,10 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 log_err("sbx=%s cmd=%s: cannot record it: %s", sb->id, cmd->id,
                         store_last_error(d->store));
 
+        /* Stream mode: CommandStarted goes out before any output can (the command id is
+         * what a client needs for CommandInput and CancelCommand). */
+        if (cmd->stream)
+                cmd->cbs.started(cmd->ud, cmd->id);
         r = sandbox_send_init(sb, &msg, child_fds, 3 + n_cg_fds);
         for (i = 0; i < 3 + n_cg_fds; i++)
                 close(child_fds[i]);

@@ -1,0 +1,1800 @@
+/* sbx_bench.c: main() and the cases of sbx_bench, the benchmark of sbxd against
+ * baselines measured in the same run (SPEC.md, "Performance we hold ourselves to").
+ *
+ *   roundtrip   `true` in an existing sandbox through libsbx vs posix_spawn + waitpid
+ *   lifecycle   create + first command + terminate vs `bwrap --unshare-all ... true`
+ *   concurrent  commands/s from 8 client threads vs 8 threads posix_spawn'ing true
+ *   idle        N idle sandboxes: creation, daemon RSS and fds, latency at 1 vs N
+ *   stdout      `head -c 1G /dev/zero` streamed through sbxd vs a plain pipe
+ *   files       64 MiB written and read with WriteFile/ReadFile vs `cat` through a pipe
+ *   nocgroup    roundtrip, lifecycle and concurrent against a daemon that sees no
+ *               cgroups: what the cgroups cost here (a diagnostic, reported only)
+ *
+ * Each pair is interleaved (baseline, sbxd, baseline, ...) so that drift of a noisy
+ * machine hits both sides alike; figures are medians (and p99 where it matters). The
+ * ratios are reported, not asserted: the exit status is 0 whenever the run completed.
+ *
+ * Usage: sbx_bench [--quick] [--json PATH] [--only NAME[,NAME...]] [--sandboxes N]
+ *                  [--keep]
+ * BUILD (default "build") names the build directory holding sbxd and sbx-init. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "itutil.h"
+#include "sbx.h"
+
+extern char **environ;
+
+/* ---- helpers: samples, processes, a daemon of our own, the result table ---- */
+
+struct samples {
+        double *v;
+        size_t n, cap;
+};
+
+struct bench_daemon {
+        char dir[300];
+        char sock[400];
+        char state[400];
+        char log[400];
+        pid_t pid;
+};
+
+/* How a row's ratio (sbxd / baseline) or value is judged against its target. */
+enum bench_cmp {
+        CMP_NONE = 0, /* reported only */
+        CMP_RATIO_LE, /* ratio <= target */
+        CMP_RATIO_LT, /* ratio < target */
+        CMP_RATIO_GE, /* ratio >= target */
+        CMP_VALUE_LT, /* the sbxd figure itself < target */
+};
+
+struct bench_row {
+        char name[32];   /* the case: roundtrip, lifecycle, ... */
+        char metric[48]; /* "median", "p99", "commands/s", ... */
+        char unit[16];
+        double sbx;
+        double base; /* NAN when there is no baseline */
+        enum bench_cmp cmp;
+        double target;
+        int unimplemented;
+        char note[640];
+};
+
+static int bench_daemon_stop(struct bench_daemon *d);
+/* printf to stderr with a "bench: " prefix. */
+static void bench_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Entries in dir (without . and ..), or -1 when it cannot be read. */
+static int bench_dir_entries(const char *path);
+
+static void bench_log(const char *fmt, ...) {
+        va_list ap;
+        fputs("bench: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+}
+
+/* ---- samples ------------------------------------------------------------------------ */
+
+static void samples_add(struct samples *s, double x) {
+        if (s->n == s->cap) {
+                size_t nc = s->cap ? s->cap * 2 : 256;
+                double *nv = realloc(s->v, nc * sizeof(*nv));
+                if (!nv)
+                        return; /* a sample less; the figures stay meaningful */
+                s->v = nv;
+                s->cap = nc;
+        }
+        s->v[s->n++] = x;
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* The p-th percentile (0..100) by nearest rank; 0 when empty. Sorts s->v. */
+static double samples_pct(struct samples *s, double p) {
+        size_t k;
+        if (s->n == 0)
+                return 0;
+        qsort(s->v, s->n, sizeof(*s->v), cmp_double);
+        /* Nearest rank: the smallest value with at least p% of the samples at or below. */
+        k = (size_t)ceil(p / 100.0 * (double)s->n);
+        if (k < 1)
+                k = 1;
+        if (k > s->n)
+                k = s->n;
+        return s->v[k - 1];
+}
+
+static double samples_median(struct samples *s) {
+        if (s->n == 0)
+                return 0;
+        qsort(s->v, s->n, sizeof(*s->v), cmp_double);
+        if (s->n % 2)
+                return s->v[s->n / 2];
+        return (s->v[s->n / 2 - 1] + s->v[s->n / 2]) / 2;
+}
+
+static void samples_free(struct samples *s) {
+        free(s->v);
+        memset(s, 0, sizeof(*s));
+}
+
+static double bench_now_ms(void) {
+        return it_now_ms();
+}
+
+/* ---- processes ---------------------------------------------------------------------- */
+
+static int bench_spawn(char *const argv[], int in_fd, int out_fd, pid_t *ret_pid) {
+        posix_spawn_file_actions_t fa;
+        pid_t pid;
+        int r;
+
+        posix_spawn_file_actions_init(&fa);
+        if (in_fd >= 0)
+                posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+        else if (in_fd == -1)
+                posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        if (out_fd >= 0)
+                posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+        else if (out_fd == -1)
+                posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        if (r != 0)
+                return -r;
+        *ret_pid = pid;
+        return 0;
+}
+
+/* As bench_spawn, and waits for the child. Returns its wait status, or -errno. */
+static int bench_spawn_wait(char *const argv[], int in_fd, int out_fd) {
+        pid_t pid;
+        int st, r = bench_spawn(argv, in_fd, out_fd, &pid);
+        if (r < 0)
+                return r;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return st;
+}
+
+static long status_field_kib(pid_t pid, const char *field) {
+        char p[64], line[256];
+        size_t fl = strlen(field);
+        long v = -1;
+        FILE *f;
+        snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+        f = fopen(p, "re");
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof(line), f))
+                if (strncmp(line, field, fl) == 0 && line[fl] == ':') {
+                        v = strtol(line + fl + 1, NULL, 10);
+                        break;
+                }
+        fclose(f);
+        return v;
+}
+
+/* VmRSS of pid in KiB, or -1. */
+static long bench_rss_kib(pid_t pid) {
+        return status_field_kib(pid, "VmRSS");
+}
+
+/* Open descriptors of pid, or -1. */
+static int bench_fd_count(pid_t pid) {
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/fd", (int)pid);
+        return bench_dir_entries(p);
+}
+
+/* The soft RLIMIT_NOFILE of pid from /proc/PID/limits, or -1. */
+static long bench_nofile_limit(pid_t pid) {
+        char p[64], line[256];
+        long v = -1;
+        FILE *f;
+        snprintf(p, sizeof(p), "/proc/%d/limits", (int)pid);
+        f = fopen(p, "re");
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof(line), f))
+                if (strncmp(line, "Max open files", 14) == 0) {
+                        v = strtol(line + 14, NULL, 10);
+                        break;
+                }
+        fclose(f);
+        return v;
+}
+
+/* The parent of pid from /proc/PID/stat, or -1. */
+static pid_t parent_of(const char *pid) {
+        char p[300], buf[512], *rp;
+        int fd, ppid;
+        ssize_t k;
+        snprintf(p, sizeof(p), "/proc/%s/stat", pid);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+                return -1;
+        buf[k] = '\0';
+        /* pid (comm) state ppid ...: comm may hold spaces and parentheses. */
+        rp = strrchr(buf, ')');
+        if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+                return -1;
+        return ppid;
+}
+
+/* Calls cb for every process; stops when it returns non-zero. */
+static int each_process(int (*cb)(pid_t pid, pid_t ppid, void *ud), void *ud) {
+        DIR *dir = opendir("/proc");
+        struct dirent *de;
+        int r = 0;
+        while (dir && !r && (de = readdir(dir))) {
+                if (de->d_name[0] < '0' || de->d_name[0] > '9')
+                        continue;
+                r = cb((pid_t)atoi(de->d_name), parent_of(de->d_name), ud);
+        }
+        if (dir)
+                closedir(dir);
+        return r;
+}
+
+struct kin {
+        pid_t of;
+        int n;
+        pid_t found[16];
+};
+
+static int count_child(pid_t pid, pid_t ppid, void *ud) {
+        struct kin *k = ud;
+        if (ppid == k->of) {
+                if (k->n < 16)
+                        k->found[k->n] = pid;
+                k->n++;
+        }
+        return 0;
+}
+
+/* Processes whose parent is pid. */
+static int bench_children(pid_t pid) {
+        struct kin k = {.of = pid};
+        each_process(count_child, &k);
+        return k.n;
+}
+
+/* The only grandchild of pid (the init of a daemon's only sandbox), or -1. */
+static pid_t bench_only_grandchild(pid_t pid) {
+        struct kin k = {.of = pid}, g;
+        if (each_process(count_child, &k) != 0 || k.n != 1)
+                return -1;
+        memset(&g, 0, sizeof(g));
+        g.of = k.found[0];
+        each_process(count_child, &g);
+        return g.n == 1 ? g.found[0] : -1;
+}
+
+/* CPU time of pid in ms (user + system), with children also that of its reaped
+ * children; -1 when it cannot be read. */
+static double bench_cpu_ms(pid_t pid, int with_children) {
+        char p[64], buf[1024], *rp;
+        unsigned long ut, st;
+        long cut, cst;
+        int fd;
+        ssize_t k;
+        snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+                return -1;
+        buf[k] = '\0';
+        rp = strrchr(buf, ')');
+        /* Fields 14-17 of proc(5): utime stime cutime cstime, in clock ticks. */
+        if (!rp || sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld",
+                          &ut, &st, &cut, &cst) != 4)
+                return -1;
+        return (double)(ut + st + (with_children ? (unsigned long)(cut + cst) : 0)) * 1000.0 /
+               (double)sysconf(_SC_CLK_TCK);
+}
+
+static int bench_dir_entries(const char *path) {
+        DIR *dir = opendir(path);
+        struct dirent *de;
+        int n = 0;
+        if (!dir)
+                return -1;
+        while ((de = readdir(dir)))
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        n++;
+        closedir(dir);
+        return n;
+}
+
+static int count_subdirs(const char *path) {
+        DIR *dir = opendir(path);
+        struct dirent *de;
+        int n = 0;
+        if (!dir)
+                return 0;
+        while ((de = readdir(dir)))
+                if (de->d_type == DT_DIR && strcmp(de->d_name, ".") != 0 &&
+                    strcmp(de->d_name, "..") != 0)
+                        n++;
+        closedir(dir);
+        return n;
+}
+
+/* Looks for directories named name under path, depth levels deep at most. */
+static int find_named(const char *path, const char *name, int depth, int *found) {
+        DIR *dir;
+        struct dirent *de;
+        int n = 0;
+        if (depth < 0)
+                return 0;
+        dir = opendir(path);
+        if (!dir)
+                return 0;
+        while ((de = readdir(dir))) {
+                char sub[1024];
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+                if (strcmp(de->d_name, name) == 0) {
+                        (*found)++;
+                        n += count_subdirs(sub);
+                        continue;
+                }
+                if (strncmp(de->d_name, "sbx-", 4) == 0 || strncmp(de->d_name, "sbxd-", 5) == 0)
+                        continue; /* another daemon's groups: not ours to count */
+                n += find_named(sub, name, depth - 1, found);
+        }
+        closedir(dir);
+        return n;
+}
+
+/* Sub-directories (per-sandbox groups) of every cgroup directory named like the daemon's
+ * base for state_dir (sbxd-%08x, see daemon/main.c) under /sys/fs/cgroup; -1 when no
+ * base directory exists. */
+static int bench_cgroup_leftovers(const char *state_dir) {
+        unsigned h = 2166136261u;
+        const char *s;
+        char name[32];
+        int found = 0, n;
+        /* The same name as daemon/main.c's cgroup_base_name(). */
+        for (s = state_dir; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        snprintf(name, sizeof(name), "sbxd-%08x", h);
+        n = find_named("/sys/fs/cgroup", name, 4, &found);
+        return found ? n : -1;
+}
+
+/* ---- a daemon of our own ------------------------------------------------------------ */
+
+static int socket_accepts(const char *path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int fd, r;
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return 0;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return 0;
+        r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        close(fd);
+        return r == 0;
+}
+
+/* Starts build/sbxd in a new directory under base with the extra flags (NULL-ended),
+ * logging to its own file, and waits (10 s) until the socket accepts. The daemon gets
+ * SIGTERM should the bench die. With no_cgroups it runs in a mount namespace of its own
+ * whose /sys/fs/cgroup is an empty tmpfs, so it finds no cgroups (a diagnostic: what
+ * the cgroups cost; needs root). Returns 0 or -1 (with a message). */
+static int daemon_start(struct bench_daemon *d, const char *base, const char *name,
+                        const char *const *extra, int no_cgroups) {
+        char bin[512];
+        char *args[64];
+        size_t n = 0, i;
+        pid_t parent = getpid();
+        double t0;
+
+        memset(d, 0, sizeof(*d));
+        snprintf(d->dir, sizeof(d->dir), "%s/%s", base, name);
+        if (mkdir(d->dir, 0755) < 0 && errno != EEXIST) {
+                bench_log("mkdir %s: %s", d->dir, strerror(errno));
+                return -1;
+        }
+        snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);
+        snprintf(d->state, sizeof(d->state), "%s/state", d->dir);
+        snprintf(d->log, sizeof(d->log), "%s/sbxd.log", d->dir);
+        snprintf(bin, sizeof(bin), "%s/sbxd", it_build_dir());
+        args[n++] = bin;
+        args[n++] = (char *)"--socket";
+        args[n++] = d->sock;
+        args[n++] = (char *)"--state-dir";
+        args[n++] = d->state;
+        while (extra && *extra && n < 62)
+                args[n++] = strdup(*extra++);
+        args[n] = NULL;
+        d->pid = fork();
+        for (i = 5; d->pid != 0 && i < n; i++)
+                free(args[i]);
+        if (d->pid < 0) {
+                bench_log("fork: %s", strerror(errno));
+                return -1;
+        }
+        if (d->pid == 0) {
+                int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (getppid() != parent)
+                        _exit(127);
+                if (fd >= 0)
+                        dup2(fd, 2);
+                if (no_cgroups &&
+                    (unshare(CLONE_NEWNS) < 0 ||
+                     mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+                     mount("bench-nocg", "/sys/fs/cgroup", "tmpfs", 0, "size=4k") < 0)) {
+                        fprintf(stderr, "bench: cannot hide the cgroups: %s\n", strerror(errno));
+                        _exit(126);
+                }
+                execv(bin, args);
+                _exit(127);
+        }
+        t0 = bench_now_ms();
+        while (!socket_accepts(d->sock)) {
+                int st;
+                if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+                        bench_log("sbxd exited at start-up (status %d); see %s", st, d->log);
+                        d->pid = 0;
+                        return -1;
+                }
+                if (bench_now_ms() - t0 > 10000) {
+                        bench_log("sbxd did not listen within 10 s; see %s", d->log);
+                        bench_daemon_stop(d);
+                        return -1;
+                }
+                usleep(2000);
+        }
+        return 0;
+}
+
+static int bench_daemon_start(struct bench_daemon *d, const char *base, const char *name,
+                              const char *const *extra) {
+        return daemon_start(d, base, name, extra, 0);
+}
+
+static int bench_daemon_start_nocgroup(struct bench_daemon *d, const char *base, const char *name,
+                                       const char *const *extra) {
+        return daemon_start(d, base, name, extra, 1);
+}
+
+/* SIGTERM, then waits (60 s, then SIGKILL). Returns the wait status, or -1. */
+static int bench_daemon_stop(struct bench_daemon *d) {
+        int st = -1, i;
+        if (d->pid <= 0)
+                return -1;
+        kill(d->pid, SIGTERM);
+        for (i = 0; i < 6000; i++) {
+                if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+                        d->pid = 0;
+                        return st;
+                }
+                usleep(10000);
+        }
+        bench_log("sbxd %d did not stop within 60 s of SIGTERM; killing it", (int)d->pid);
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, &st, 0);
+        d->pid = 0;
+        return -1;
+}
+
+static sbx_client *bench_connect(const struct bench_daemon *d) {
+        sbx_client *c = NULL;
+        if (sbx_connect(d->sock, "sbx_bench", &c) != SBX_OK) {
+                bench_log("connect %s: %s", d->sock, c ? sbx_error_message(c) : "out of memory");
+                sbx_close(c);
+                return NULL;
+        }
+        return c;
+}
+
+/* ---- results ------------------------------------------------------------------------ */
+
+#define BENCH_MAX_ROWS 64
+
+static struct bench_row rows[BENCH_MAX_ROWS];
+static size_t n_rows;
+
+/* Adds a row to the table; returns it, for a note. */
+static struct bench_row *bench_row_add(const char *name, const char *metric, const char *unit,
+                                       double sbx, double base, enum bench_cmp cmp, double target) {
+        static struct bench_row overflow;
+        struct bench_row *r = n_rows < BENCH_MAX_ROWS ? &rows[n_rows++] : &overflow;
+        memset(r, 0, sizeof(*r));
+        snprintf(r->name, sizeof(r->name), "%s", name);
+        snprintf(r->metric, sizeof(r->metric), "%s", metric);
+        snprintf(r->unit, sizeof(r->unit), "%s", unit);
+        r->sbx = sbx;
+        r->base = base;
+        r->cmp = cmp;
+        r->target = target;
+        return r;
+}
+
+static double row_ratio(const struct bench_row *r) {
+        if (isnan(r->base) || r->base == 0 || r->unimplemented)
+                return NAN;
+        return r->sbx / r->base;
+}
+
+/* -1 not judged, 0 missed, 1 met. */
+static int bench_row_met(const struct bench_row *r) {
+        double q = row_ratio(r);
+        if (r->unimplemented)
+                return -1;
+        switch (r->cmp) {
+        case CMP_NONE:
+                return -1;
+        case CMP_RATIO_LE:
+                return isnan(q) ? -1 : q <= r->target;
+        case CMP_RATIO_LT:
+                return isnan(q) ? -1 : q < r->target;
+        case CMP_RATIO_GE:
+                return isnan(q) ? -1 : q >= r->target;
+        case CMP_VALUE_LT:
+                return r->sbx < r->target;
+        }
+        return -1;
+}
+
+static void target_text(const struct bench_row *r, char *buf, size_t len) {
+        switch (r->cmp) {
+        case CMP_NONE:
+                snprintf(buf, len, "-");
+                break;
+        case CMP_RATIO_LE:
+                snprintf(buf, len, "<= %.2fx", r->target);
+                break;
+        case CMP_RATIO_LT:
+                snprintf(buf, len, "< %.2fx", r->target);
+                break;
+        case CMP_RATIO_GE:
+                snprintf(buf, len, ">= %.2fx", r->target);
+                break;
+        case CMP_VALUE_LT:
+                snprintf(buf, len, "< %g %s", r->target, r->unit);
+                break;
+        }
+}
+
+static void num_text(double v, char *buf, size_t len) {
+        if (isnan(v))
+                snprintf(buf, len, "-");
+        else if (fabs(v) >= 1000)
+                snprintf(buf, len, "%.0f", v);
+        else if (fabs(v) >= 10)
+                snprintf(buf, len, "%.1f", v);
+        else
+                snprintf(buf, len, "%.3f", v);
+}
+
+static void bench_print_table(const char *title) {
+        size_t i;
+        printf("\n%s\n", title);
+        printf("%-10s %-28s %12s %12s %9s %11s  %s\n", "case", "metric", "sbxd", "baseline",
+               "ratio", "target", "met");
+        printf("%.*s\n", 92,
+               "------------------------------------------------------------"
+               "------------------------------------------------------------");
+        for (i = 0; i < n_rows; i++) {
+                const struct bench_row *r = &rows[i];
+                char metric[80], a[32], b[32], q[32], t[32];
+                int met = bench_row_met(r);
+                snprintf(metric, sizeof(metric), "%s (%s)", r->metric, r->unit);
+                if (r->unimplemented) {
+                        printf("%-10s %-28s %12s %12s %9s %11s  %s\n", r->name, metric,
+                               "unimplemented", "-", "-", "-", "-");
+                        continue;
+                }
+                num_text(r->sbx, a, sizeof(a));
+                num_text(r->base, b, sizeof(b));
+                if (isnan(row_ratio(r)))
+                        snprintf(q, sizeof(q), "-");
+                else
+                        snprintf(q, sizeof(q), "%.2fx", row_ratio(r));
+                target_text(r, t, sizeof(t));
+                printf("%-10s %-28s %12s %12s %9s %11s  %s%s%s\n", r->name, metric, a, b, q, t,
+                       met < 0 ? "-"
+                       : met   ? "yes"
+                               : "NO",
+                       r->note[0] ? "  " : "", r->note);
+        }
+        fflush(stdout);
+}
+
+/* Writes s as a JSON string. */
+static void json_str(FILE *f, const char *s) {
+        fputc('"', f);
+        for (; *s; s++) {
+                unsigned char ch = (unsigned char)*s;
+                if (ch == '"' || ch == '\\')
+                        fprintf(f, "\\%c", ch);
+                else if (ch < 0x20)
+                        fprintf(f, "\\u%04x", ch);
+                else
+                        fputc(ch, f);
+        }
+        fputc('"', f);
+}
+
+static void json_num(FILE *f, double v) {
+        if (isnan(v) || isinf(v))
+                fputs("null", f);
+        else
+                fprintf(f, "%.6g", v);
+}
+
+/* The CPU's model name from /proc/cpuinfo ("unknown" when absent). */
+static void bench_cpu_model(char *buf, size_t len) {
+        char line[512];
+        FILE *f = fopen("/proc/cpuinfo", "re");
+        snprintf(buf, len, "unknown");
+        while (f && fgets(line, sizeof(line), f)) {
+                char *colon = strchr(line, ':');
+                if (strncmp(line, "model name", 10) == 0 && colon) {
+                        colon++;
+                        while (*colon == ' ')
+                                colon++;
+                        colon[strcspn(colon, "\n")] = '\0';
+                        snprintf(buf, len, "%s", colon);
+                        break;
+                }
+        }
+        if (f)
+                fclose(f);
+}
+
+/* Writes the table and the machine description as JSON. Returns 0 or -errno. */
+static int bench_write_json(const char *path, int quick, double total_s) {
+        FILE *f = fopen(path, "we");
+        struct utsname u;
+        char date[64], cpu[256], t[32];
+        time_t now = time(NULL);
+        size_t i;
+
+        if (!f)
+                return -errno;
+        strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        uname(&u);
+        bench_cpu_model(cpu, sizeof(cpu));
+        fprintf(f, "{\n  \"date\": \"%s\",\n  \"quick\": %s,\n  \"seconds\": %.1f,\n", date,
+                quick ? "true" : "false", total_s);
+        fprintf(f, "  \"machine\": {\"kernel\": ");
+        json_str(f, u.release);
+        fprintf(f, ", \"arch\": ");
+        json_str(f, u.machine);
+        fprintf(f, ", \"cpus\": %ld, \"cpu\": ", sysconf(_SC_NPROCESSORS_ONLN));
+        json_str(f, cpu);
+        fprintf(f, ", \"memory_mib\": %ld},\n  \"results\": [\n",
+                (long)(sysconf(_SC_PHYS_PAGES) / 1024 * (sysconf(_SC_PAGESIZE) / 1024)));
+        for (i = 0; i < n_rows; i++) {
+                const struct bench_row *r = &rows[i];
+                int met = bench_row_met(r);
+                fprintf(f, "    {\"case\": ");
+                json_str(f, r->name);
+                fprintf(f, ", \"metric\": ");
+                json_str(f, r->metric);
+                fprintf(f, ", \"unit\": ");
+                json_str(f, r->unit);
+                if (r->unimplemented) {
+                        fprintf(f, ", \"unimplemented\": true");
+                } else {
+                        fprintf(f, ", \"sbxd\": ");
+                        json_num(f, r->sbx);
+                        fprintf(f, ", \"baseline\": ");
+                        json_num(f, r->base);
+                        fprintf(f, ", \"ratio\": ");
+                        json_num(f, row_ratio(r));
+                }
+                target_text(r, t, sizeof(t));
+                fprintf(f, ", \"target\": ");
+                json_str(f, t);
+                fprintf(f, ", \"met\": %s", met < 0 ? "null" : met ? "true" : "false");
+                if (r->note[0]) {
+                        fprintf(f, ", \"note\": ");
+                        json_str(f, r->note);
+                }
+                fprintf(f, "}%s\n", i + 1 < n_rows ? "," : "");
+        }
+        fprintf(f, "  ]\n}\n");
+        if (fclose(f) != 0)
+                return -errno;
+        return 0;
+}
+
+#define MIB (1024.0 * 1024.0)
+
+static struct {
+        int quick;
+        const char *json;
+        const char *only;
+        int sandboxes;
+        int keep;
+} opt;
+
+static char base_dir[256];
+static struct bench_daemon main_daemon;
+
+static char *argv_true[] = {"/bin/true", NULL};
+
+static int wanted(const char *name) {
+        const char *p;
+        size_t n = strlen(name);
+        if (!opt.only)
+                return 1;
+        for (p = opt.only; (p = strstr(p, name)); p += n)
+                if ((p == opt.only || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+                        return 1;
+        return 0;
+}
+
+/* ---- small sbxd helpers ------------------------------------------------------------- */
+
+/* Creates a sandbox with default options; returns its id (free()) or NULL. */
+static char *create_sandbox(sbx_client *c, const char *id) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code code;
+        char *r;
+        sbx_create_opts_init(&o);
+        o.id = id;
+        o.timeout_ms = 3600 * 1000;
+        code = sbx_create(c, &o, &sb);
+        if (code != SBX_OK) {
+                bench_log("create: %s: %s", sbx_code_name(code), sbx_error_message(c));
+                return NULL;
+        }
+        r = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        return r;
+}
+
+/* Runs /bin/true in id; 0 when it ran and exited 0. */
+static int exec_true(sbx_client *c, const char *id) {
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        enum sbx_code code;
+        const char *argv[] = {"/bin/true", NULL};
+        int ok;
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 1;
+        o.timeout_ms = 30000;
+        code = sbx_exec(c, id, &o, &r);
+        ok = code == SBX_OK && r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0;
+        if (!ok)
+                bench_log("exec true in %s: %s: %s (outcome %s)", id, sbx_code_name(code),
+                          sbx_error_message(c), r ? sbx_outcome_name(r->outcome) : "-");
+        sbx_result_free(r);
+        return ok ? 0 : -1;
+}
+
+static int terminate_sandbox(sbx_client *c, const char *id) {
+        enum sbx_code code = sbx_terminate(c, id, NULL);
+        if (code != SBX_OK) {
+                bench_log("terminate %s: %s: %s", id, sbx_code_name(code), sbx_error_message(c));
+                return -1;
+        }
+        return 0;
+}
+
+static int spawn_true(void) {
+        int st = bench_spawn_wait(argv_true, -2, -2);
+        return st == 0 ? 0 : -1;
+}
+
+/* One median row and one p99 row for a pair of sample sets. */
+static void add_pair_rows(const char *name, const char *what, struct samples *s, struct samples *b,
+                          enum bench_cmp cmp, double target, enum bench_cmp cmp99,
+                          double target99) {
+        char m[64];
+        snprintf(m, sizeof(m), "%s median", what);
+        bench_row_add(name, m, "ms", samples_median(s), samples_median(b), cmp, target);
+        snprintf(m, sizeof(m), "%s p99", what);
+        bench_row_add(name, m, "ms", samples_pct(s, 99), samples_pct(b, 99), cmp99, target99);
+}
+
+/* ---- roundtrip ---------------------------------------------------------------------- */
+
+/* n runs of `true` in a sandbox of d and n bare spawns, interleaved (which goes first
+ * alternates), after warm runs of each; with gap_ms, each run follows a pause. */
+struct cpu_use {
+        double daemon_ms, sandbox_ms, bench_ms; /* per command, -1 unknown */
+};
+
+static double children_cpu_ms(void) {
+        struct rusage ru;
+        getrusage(RUSAGE_CHILDREN, &ru);
+        return (double)ru.ru_utime.tv_sec * 1e3 + (double)ru.ru_utime.tv_usec / 1e3 +
+               (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3;
+}
+
+static int measure_roundtrip(const struct bench_daemon *d, const char *sandbox, int n, int warm,
+                             double gap_ms, struct samples *s, struct samples *b,
+                             struct cpu_use *cpu) {
+        sbx_client *c = bench_connect(d);
+        char *id = c ? create_sandbox(c, sandbox) : NULL;
+        int i, errors = 0;
+        pid_t init = id ? bench_only_grandchild(d->pid) : -1;
+        double d0 = 0, s0 = 0, b0 = 0;
+
+        if (!id) {
+                sbx_close(c);
+                return 1;
+        }
+        for (i = -warm; i < n; i++) {
+                double t0, first, second;
+                int sbx_first = i % 2 == 0;
+                if (gap_ms > 0)
+                        usleep((useconds_t)(gap_ms * 1000));
+                t0 = bench_now_ms();
+                if (sbx_first)
+                        errors += exec_true(c, id) < 0;
+                else
+                        errors += spawn_true() < 0;
+                first = bench_now_ms() - t0;
+                if (gap_ms > 0)
+                        usleep((useconds_t)(gap_ms * 1000));
+                t0 = bench_now_ms();
+                if (sbx_first)
+                        errors += spawn_true() < 0;
+                else
+                        errors += exec_true(c, id) < 0;
+                second = bench_now_ms() - t0;
+                if (i == -1) {
+                        d0 = bench_cpu_ms(d->pid, 0);
+                        s0 = init > 0 ? bench_cpu_ms(init, 1) : -1;
+                        b0 = children_cpu_ms();
+                }
+                if (i < 0)
+                        continue;
+                samples_add(sbx_first ? s : b, first);
+                samples_add(sbx_first ? b : s, second);
+        }
+        if (cpu && n > 0) {
+                double d1 = bench_cpu_ms(d->pid, 0), s1 = init > 0 ? bench_cpu_ms(init, 1) : -1;
+                cpu->daemon_ms = d0 >= 0 && d1 >= 0 ? (d1 - d0) / n : -1;
+                cpu->sandbox_ms = s0 >= 0 && s1 >= 0 ? (s1 - s0) / n : -1;
+                cpu->bench_ms = (children_cpu_ms() - b0) / n;
+        }
+        terminate_sandbox(c, id);
+        free(id);
+        sbx_close(c);
+        return errors;
+}
+
+static void case_roundtrip(void) {
+        int n = opt.quick ? 60 : 300, warm = opt.quick ? 10 : 30, n_gap = opt.quick ? 10 : 40;
+        int errors;
+        struct samples s = {0}, b = {0}, sg = {0}, bg = {0};
+        struct cpu_use cpu = {-1, -1, -1};
+        struct bench_row *r;
+
+        bench_log("roundtrip: %d commands in one sandbox vs %d posix_spawn of /bin/true", n, n);
+        errors = measure_roundtrip(&main_daemon, "bench-roundtrip", n, warm, 0, &s, &b, &cpu);
+        add_pair_rows("roundtrip", "true", &s, &b, CMP_RATIO_LE, 1.5, CMP_NONE, 0);
+        r = bench_row_add("roundtrip", "CPU per true, all", "ms", cpu.daemon_ms + cpu.sandbox_ms,
+                          cpu.bench_ms, CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "daemon %.3f + sandbox init and command %.3f",
+                 cpu.daemon_ms, cpu.sandbox_ms);
+        /* An agent thinks between commands: the same with 50 ms pauses (cgroup v1
+         * migrations then pay a full RCU grace period each). */
+        bench_log("roundtrip: %d commands 50 ms apart", n_gap);
+        errors += measure_roundtrip(&main_daemon, "bench-roundtrip-gap", n_gap, 2, 50, &sg, &bg,
+                                    NULL);
+        r = bench_row_add("roundtrip", "true 50ms apart median", "ms", samples_median(&sg),
+                          samples_median(&bg), CMP_RATIO_LE, 1.5);
+        snprintf(r->note, sizeof(r->note), "commands 50 ms apart, as an agent issues them");
+        if (errors) {
+                r = bench_row_add("roundtrip", "errors", "count", errors, NAN, CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "see stderr");
+        }
+        samples_free(&s);
+        samples_free(&b);
+        samples_free(&sg);
+        samples_free(&bg);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------- */
+
+static char *argv_bwrap[] = {"bwrap", "--unshare-all", "--ro-bind", "/", "/", "true", NULL};
+
+/* The phases of create + first command + terminate. */
+struct lifecycle {
+        struct samples total, bwrap, create, first, end;
+        int errors;
+};
+
+/* n rounds of one bwrap run then one sandbox life on d. */
+static void measure_lifecycle(const struct bench_daemon *d, int n, struct lifecycle *lc) {
+        sbx_client *c = bench_connect(d);
+        int i;
+
+        if (!c) {
+                lc->errors++;
+                return;
+        }
+        for (i = -2; i < n; i++) {
+                double t0, t1, t2, t3, t4;
+                char *id;
+                t0 = bench_now_ms();
+                if (bench_spawn_wait(argv_bwrap, -1, -1) != 0)
+                        lc->errors++;
+                t1 = bench_now_ms();
+                id = create_sandbox(c, NULL);
+                t2 = bench_now_ms();
+                if (!id) {
+                        lc->errors++;
+                        continue;
+                }
+                lc->errors += exec_true(c, id) < 0;
+                t3 = bench_now_ms();
+                lc->errors += terminate_sandbox(c, id) < 0;
+                t4 = bench_now_ms();
+                free(id);
+                if (i < 0)
+                        continue;
+                samples_add(&lc->bwrap, t1 - t0);
+                samples_add(&lc->total, t4 - t1);
+                samples_add(&lc->create, t2 - t1);
+                samples_add(&lc->first, t3 - t2);
+                samples_add(&lc->end, t4 - t3);
+        }
+        sbx_close(c);
+}
+
+static void lifecycle_free(struct lifecycle *lc) {
+        samples_free(&lc->total);
+        samples_free(&lc->bwrap);
+        samples_free(&lc->create);
+        samples_free(&lc->first);
+        samples_free(&lc->end);
+}
+
+static void case_lifecycle(void) {
+        int n = opt.quick ? 6 : 30;
+        struct lifecycle lc;
+        struct bench_row *r;
+
+        bench_log("lifecycle: %d x (create + true + terminate) vs %d x bwrap --unshare-all", n, n);
+        memset(&lc, 0, sizeof(lc));
+        if (bench_spawn_wait(argv_bwrap, -1, -1) != 0) {
+                r = bench_row_add("lifecycle", "bwrap", "ms", NAN, NAN, CMP_NONE, 0);
+                snprintf(r->note, sizeof(r->note), "bwrap --unshare-all failed here; no baseline");
+        }
+        measure_lifecycle(&main_daemon, n, &lc);
+        add_pair_rows("lifecycle", "create+true+end", &lc.total, &lc.bwrap, CMP_RATIO_LT, 1.0,
+                      CMP_NONE, 0);
+        bench_row_add("lifecycle", "  of which create", "ms", samples_median(&lc.create), NAN,
+                      CMP_NONE, 0);
+        bench_row_add("lifecycle", "  of which first true", "ms", samples_median(&lc.first), NAN,
+                      CMP_NONE, 0);
+        bench_row_add("lifecycle", "  of which terminate", "ms", samples_median(&lc.end), NAN,
+                      CMP_NONE, 0);
+        if (lc.errors) {
+                r = bench_row_add("lifecycle", "errors", "count", lc.errors, NAN, CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "see stderr");
+        }
+        lifecycle_free(&lc);
+}
+
+/* ---- concurrent --------------------------------------------------------------------- */
+
+#define WORKERS 8
+
+struct worker {
+        pthread_t thread;
+        sbx_client *c;
+        char *id;
+        int bare;
+        long count;
+        long errors;
+};
+
+static pthread_barrier_t start_barrier;
+static volatile int stop_workers;
+
+static void *worker_main(void *arg) {
+        struct worker *w = arg;
+        pthread_barrier_wait(&start_barrier);
+        while (!__atomic_load_n(&stop_workers, __ATOMIC_RELAXED)) {
+                int r = w->bare ? spawn_true() : exec_true(w->c, w->id);
+                if (r < 0)
+                        w->errors++;
+                else
+                        w->count++;
+        }
+        return NULL;
+}
+
+/* Runs the workers for seconds; returns commands per second. */
+static double run_workers(struct worker *ws, int bare, double seconds, long *errors) {
+        double t0, t1;
+        long total = 0;
+        int i;
+        stop_workers = 0;
+        pthread_barrier_init(&start_barrier, NULL, WORKERS + 1);
+        for (i = 0; i < WORKERS; i++) {
+                ws[i].bare = bare;
+                ws[i].count = 0;
+                ws[i].errors = 0;
+                pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
+        }
+        pthread_barrier_wait(&start_barrier);
+        t0 = bench_now_ms();
+        usleep((useconds_t)(seconds * 1e6));
+        __atomic_store_n(&stop_workers, 1, __ATOMIC_RELAXED);
+        for (i = 0; i < WORKERS; i++) {
+                pthread_join(ws[i].thread, NULL);
+                total += ws[i].count;
+                *errors += ws[i].errors;
+        }
+        t1 = bench_now_ms();
+        pthread_barrier_destroy(&start_barrier);
+        return (double)total / ((t1 - t0) / 1000.0);
+}
+
+/* reps alternations of the bare spawner and of sbxd (one client and sandbox per thread
+ * on d), seconds each; commands/s go into b and s. Returns the errors. */
+static long measure_concurrent(const struct bench_daemon *d, const char *prefix, int reps,
+                               double seconds, struct samples *s, struct samples *b) {
+        struct worker ws[WORKERS];
+        long errors = 0;
+        int i;
+
+        memset(ws, 0, sizeof(ws));
+        for (i = 0; i < WORKERS; i++) {
+                char id[64];
+                ws[i].c = bench_connect(d);
+                snprintf(id, sizeof(id), "%s-%d", prefix, i);
+                ws[i].id = ws[i].c ? create_sandbox(ws[i].c, id) : NULL;
+                if (!ws[i].id) {
+                        errors++;
+                        goto out;
+                }
+                exec_true(ws[i].c, ws[i].id); /* warm */
+        }
+        for (i = 0; i < reps; i++) {
+                samples_add(b, run_workers(ws, 1, seconds, &errors));
+                samples_add(s, run_workers(ws, 0, seconds, &errors));
+        }
+out:
+        for (i = 0; i < WORKERS; i++) {
+                if (ws[i].id)
+                        terminate_sandbox(ws[i].c, ws[i].id);
+                free(ws[i].id);
+                sbx_close(ws[i].c);
+        }
+        return errors;
+}
+
+static void case_concurrent(void) {
+        int reps = opt.quick ? 1 : 3;
+        double seconds = opt.quick ? 1.5 : 4.0;
+        struct samples s = {0}, b = {0};
+        struct bench_row *r;
+        long errors;
+
+        bench_log("concurrent: %d threads, %d x %.1f s each side, one client and sandbox per "
+                  "thread",
+                  WORKERS, reps, seconds);
+        errors = measure_concurrent(&main_daemon, "bench-conc", reps, seconds, &s, &b);
+        r = bench_row_add("concurrent", "8 threads", "cmds/s", samples_median(&s),
+                          samples_median(&b), CMP_RATIO_GE, 0.70);
+        snprintf(r->note, sizeof(r->note), "median of %d runs of %.1f s", reps, seconds);
+        if (errors) {
+                r = bench_row_add("concurrent", "errors", "count", (double)errors, NAN,
+                                  CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "see stderr");
+        }
+        samples_free(&s);
+        samples_free(&b);
+}
+
+/* ---- nocgroup: a diagnostic ----------------------------------------------------------- */
+
+/* roundtrip and concurrent again against a daemon that finds no cgroups: the difference
+ * is what the per-sandbox and per-command cgroups cost on this host. Reported only. */
+static void case_nocgroup(void) {
+        int n = opt.quick ? 40 : 150;
+        struct samples s = {0}, b = {0}, cs = {0}, cb = {0};
+        struct cpu_use cpu = {-1, -1, -1};
+        struct lifecycle lc;
+        struct bench_daemon d;
+        struct bench_row *r;
+        long errors = 0;
+        int st;
+
+        bench_log("nocgroup: roundtrip and concurrent against a daemon without cgroups");
+        if (bench_daemon_start_nocgroup(&d, base_dir, "nocgroup", NULL) < 0) {
+                r = bench_row_add("nocgroup", "daemon without cgroups", "-", NAN, NAN, CMP_NONE, 0);
+                snprintf(r->note, sizeof(r->note), "could not start one (needs root)");
+                return;
+        }
+        errors += measure_roundtrip(&d, "nocg-roundtrip", n, 10, 0, &s, &b, &cpu);
+        r = bench_row_add("nocgroup", "true median", "ms", samples_median(&s), samples_median(&b),
+                          CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: no cgroups (no limits enforced)");
+        r = bench_row_add("nocgroup", "CPU per true, all", "ms", cpu.daemon_ms + cpu.sandbox_ms,
+                          cpu.bench_ms, CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "daemon %.3f + sandbox init and command %.3f",
+                 cpu.daemon_ms, cpu.sandbox_ms);
+        memset(&lc, 0, sizeof(lc));
+        measure_lifecycle(&d, opt.quick ? 6 : 20, &lc);
+        errors += lc.errors;
+        r = bench_row_add("nocgroup", "create+true+end median", "ms", samples_median(&lc.total),
+                          samples_median(&lc.bwrap), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: create %.3f, first true %.3f, end %.3f",
+                 samples_median(&lc.create), samples_median(&lc.first), samples_median(&lc.end));
+        lifecycle_free(&lc);
+        errors += measure_concurrent(&d, "nocg-conc", 1, opt.quick ? 1.5 : 3.0, &cs, &cb);
+        r = bench_row_add("nocgroup", "8 threads", "cmds/s", samples_median(&cs),
+                          samples_median(&cb), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: no cgroups (no limits enforced)");
+        if (errors) {
+                r = bench_row_add("nocgroup", "errors", "count", (double)errors, NAN, CMP_VALUE_LT,
+                                  1);
+                snprintf(r->note, sizeof(r->note), "see stderr and %s", d.log);
+        }
+        st = bench_daemon_stop(&d);
+        if (st != 0) {
+                r = bench_row_add("nocgroup", "daemon exit status", "status", st, NAN, CMP_VALUE_LT,
+                                  1);
+                snprintf(r->note, sizeof(r->note), "see %s", d.log);
+        }
+        samples_free(&s);
+        samples_free(&b);
+        samples_free(&cs);
+        samples_free(&cb);
+}
+
+/* ---- idle --------------------------------------------------------------------------- */
+
+struct creator {
+        pthread_t thread;
+        const struct bench_daemon *d;
+        int first, count; /* sandboxes idle-<first> .. idle-<first+count-1> */
+        int terminate;
+        int done;
+        long errors;
+        double *lat_ms; /* per sandbox, indexed from first */
+};
+
+static void *creator_main(void *arg) {
+        struct creator *k = arg;
+        sbx_client *c = bench_connect(k->d);
+        int i;
+        if (!c) {
+                k->errors = k->count;
+                return NULL;
+        }
+        for (i = 0; i < k->count; i++) {
+                char id[32];
+                double t0 = bench_now_ms();
+                snprintf(id, sizeof(id), "idle-%d", k->first + i);
+                if (k->terminate) {
+                        if (terminate_sandbox(c, id) < 0)
+                                k->errors++;
+                } else {
+                        char *got = create_sandbox(c, id);
+                        if (!got) {
+                                k->errors++;
+                                continue;
+                        }
+                        free(got);
+                }
+                k->lat_ms[i] = bench_now_ms() - t0;
+                k->done++;
+        }
+        sbx_close(c);
+        return NULL;
+}
+
+/* Creates (or terminates) idle-0 .. idle-(n-1) from 4 threads; returns the wall time in
+ * seconds, and the per-sandbox times in order of id into lat (n entries). */
+static double run_creators(const struct bench_daemon *d, int n, int terminate, double *lat,
+                           long *errors, int *done) {
+        enum { CREATORS = 4 };
+        struct creator ks[CREATORS];
+        double t0 = bench_now_ms();
+        int i, per = (n + CREATORS - 1) / CREATORS, first = 0;
+        memset(ks, 0, sizeof(ks));
+        for (i = 0; i < CREATORS; i++) {
+                ks[i].d = d;
+                ks[i].first = first;
+                ks[i].count = first + per > n ? n - first : per;
+                ks[i].terminate = terminate;
+                ks[i].lat_ms = lat + first;
+                first += ks[i].count;
+                pthread_create(&ks[i].thread, NULL, creator_main, &ks[i]);
+        }
+        for (i = 0; i < CREATORS; i++) {
+                pthread_join(ks[i].thread, NULL);
+                *errors += ks[i].errors;
+                *done += ks[i].done;
+        }
+        return (bench_now_ms() - t0) / 1000.0;
+}
+
+/* Median latency of `true` in id and of a bare spawn, interleaved, n each. */
+static void latency_pair(sbx_client *c, const char *id, int n, struct samples *s,
+                         struct samples *b) {
+        int i;
+        for (i = -10; i < n; i++) {
+                double t0 = bench_now_ms(), t1, t2;
+                exec_true(c, id);
+                t1 = bench_now_ms();
+                spawn_true();
+                t2 = bench_now_ms();
+                if (i >= 0) {
+                        samples_add(s, t1 - t0);
+                        samples_add(b, t2 - t1);
+                }
+        }
+}
+
+/* Sandboxes the host can take: two processes each, and a few descriptors each in the
+ * daemon. */
+static int host_room(int want) {
+        long pid_max = 32768;
+        FILE *f = fopen("/proc/sys/kernel/pid_max", "re");
+        if (f) {
+                if (fscanf(f, "%ld", &pid_max) != 1)
+                        pid_max = 32768;
+                fclose(f);
+        }
+        if ((long)want * 2 + 2000 > pid_max) {
+                int room = (int)((pid_max - 2000) / 2);
+                bench_log("idle: pid_max %ld allows about %d sandboxes; using that", pid_max, room);
+                return room > 0 ? room : 1;
+        }
+        return want;
+}
+
+static void case_idle(void) {
+        int n = host_room(opt.sandboxes > 0 ? opt.sandboxes : opt.quick ? 100 : 1000);
+        int lat_n = opt.quick ? 60 : 200, done = 0, st, leftovers = 0;
+        char max[32], sandboxes_dir[500];
+        const char *extra[] = {"--max-sandboxes", max, "--max-sandboxes-per-uid", max, NULL};
+        struct bench_daemon d;
+        sbx_client *c = NULL;
+        char *lat_id = NULL;
+        struct samples l1 = {0}, b1 = {0}, ln = {0}, bn = {0}, first = {0}, last = {0};
+        double *lat = calloc((size_t)n, sizeof(double)), create_s, end_s;
+        long rss0, rss1, rssn, rss_end, nofile, errors = 0;
+        int fd1, fdn, fd_end, children, i, tenth, per;
+        struct sbx_sandbox_list *l = NULL;
+        struct bench_row *r;
+
+        bench_log("idle: %d idle sandboxes on a daemon of their own", n);
+        snprintf(max, sizeof(max), "%d", n + 100);
+        if (!lat || bench_daemon_start(&d, base_dir, "idle", extra) < 0) {
+                free(lat);
+                return;
+        }
+        rss0 = bench_rss_kib(d.pid);
+        c = bench_connect(&d);
+        lat_id = c ? create_sandbox(c, "latency") : NULL;
+        if (!lat_id)
+                goto stop;
+        latency_pair(c, lat_id, lat_n, &l1, &b1);
+        rss1 = bench_rss_kib(d.pid);
+        fd1 = bench_fd_count(d.pid);
+
+        create_s = run_creators(&d, n, 0, lat, &errors, &done);
+        bench_log("idle: %d sandboxes created in %.1f s (%ld errors)", done, create_s, errors);
+        rssn = bench_rss_kib(d.pid);
+        fdn = bench_fd_count(d.pid);
+        nofile = bench_nofile_limit(d.pid);
+        children = bench_children(d.pid);
+        latency_pair(c, lat_id, lat_n, &ln, &bn);
+
+        /* Each creator thread makes its ids in order: the first and last tenth of each
+         * thread's range are the first and last tenth in time. */
+        per = (n + 3) / 4;
+        tenth = per / 10 > 0 ? per / 10 : 1;
+        for (i = 0; i < n; i++) {
+                if (i % per < tenth)
+                        samples_add(&first, lat[i]);
+                else if (i % per >= per - tenth)
+                        samples_add(&last, lat[i]);
+        }
+        r = bench_row_add("idle", "create N, wall", "s", create_s, NAN, CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "N=%d from 4 clients: %.0f sandboxes/s", done,
+                 create_s > 0 ? done / create_s : 0);
+        r = bench_row_add("idle", "create, last vs first 10%", "ms", samples_median(&last),
+                          samples_median(&first), CMP_NONE, 0);
+        r = bench_row_add("idle", "daemon RSS, N vs 1", "MiB", rssn / 1024.0, rss1 / 1024.0,
+                          CMP_VALUE_LT, 64);
+        snprintf(r->note, sizeof(r->note), "%.1f KiB per sandbox; %.1f MiB at start",
+                 (double)(rssn - rss1) / (done ? done : 1), rss0 / 1024.0);
+        r = bench_row_add("idle", "daemon fds, N vs 1", "fds", fdn, fd1, CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "%.1f per sandbox; RLIMIT_NOFILE %ld; %d children",
+                 (double)(fdn - fd1) / (done ? done : 1), nofile, children);
+        r = bench_row_add("idle", "true median, N vs 1", "ms", samples_median(&ln),
+                          samples_median(&l1), CMP_RATIO_LE, 1.25);
+        snprintf(r->note, sizeof(r->note), "bare spawn meanwhile %.3f -> %.3f ms",
+                 samples_median(&b1), samples_median(&bn));
+        bench_row_add("idle", "true p99, N vs 1", "ms", samples_pct(&ln, 99), samples_pct(&l1, 99),
+                      CMP_NONE, 0);
+
+        end_s = run_creators(&d, n, 1, lat, &errors, &done);
+        bench_log("idle: terminated in %.1f s", end_s);
+        terminate_sandbox(c, lat_id);
+        if (sbx_list(c, NULL, &l) == SBX_OK) {
+                leftovers += (int)l->n;
+                sbx_sandbox_list_free(l);
+        } else {
+                leftovers++;
+        }
+        usleep(200000);
+        children = bench_children(d.pid);
+        snprintf(sandboxes_dir, sizeof(sandboxes_dir), "%s/sandboxes", d.state);
+        i = bench_dir_entries(sandboxes_dir);
+        st = bench_cgroup_leftovers(d.state);
+        leftovers += children + (i > 0 ? i : 0) + (st > 0 ? st : 0);
+        rss_end = bench_rss_kib(d.pid);
+        fd_end = bench_fd_count(d.pid);
+        r = bench_row_add("idle", "terminate N, wall", "s", end_s, NAN, CMP_NONE, 0);
+        r = bench_row_add("idle", "leftovers after terminate", "count", leftovers, NAN,
+                          CMP_VALUE_LT, 1);
+        snprintf(r->note, sizeof(r->note),
+                 "%d processes, %d state dirs, %d cgroups; then RSS %.1f MiB, %d fds", children, i,
+                 st, rss_end / 1024.0, fd_end);
+        if (errors) {
+                r = bench_row_add("idle", "errors", "count", (double)errors, NAN, CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "see stderr and %s", d.log);
+        }
+stop:
+        sbx_close(c);
+        free(lat_id);
+        st = bench_daemon_stop(&d);
+        if (st != 0) {
+                r = bench_row_add("idle", "daemon exit status", "status", st, NAN, CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "see %s", d.log);
+        }
+        free(lat);
+        samples_free(&l1);
+        samples_free(&b1);
+        samples_free(&ln);
+        samples_free(&bn);
+        samples_free(&first);
+        samples_free(&last);
+}
+
+/* ---- stdout ------------------------------------------------------------------------- */
+
+struct counter {
+        uint64_t bytes;
+        uint64_t next_offset;
+        int disorder;
+};
+
+static void count_output(void *ud, enum sbx_stream stream, uint64_t offset, const void *data,
+                         size_t len) {
+        struct counter *k = ud;
+        if (stream != SBX_STDOUT)
+                return;
+        if (offset != k->next_offset)
+                k->disorder++;
+        k->next_offset = offset + len;
+        k->bytes += len;
+}
+
+/* MiB/s of `head -c size /dev/zero` through sbxd, or -1. */
+static double stdout_sbx(sbx_client *c, const char *id, uint64_t size) {
+        char n[32];
+        const char *argv[] = {"head", "-c", n, "/dev/zero", NULL};
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        struct counter k = {0, 0, 0};
+        enum sbx_code code;
+        double t0, t1;
+        int ok;
+        snprintf(n, sizeof(n), "%llu", (unsigned long long)size);
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 4;
+        o.timeout_ms = 600 * 1000;
+        o.on_output = count_output;
+        o.userdata = &k;
+        t0 = bench_now_ms();
+        code = sbx_exec(c, id, &o, &r);
+        t1 = bench_now_ms();
+        ok = code == SBX_OK && r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0 &&
+             k.bytes == size && !k.disorder;
+        if (!ok)
+                bench_log("stdout: %s: %s: %llu of %llu bytes, %d out of order (result says "
+                          "%llu)",
+                          sbx_code_name(code), sbx_error_message(c), (unsigned long long)k.bytes,
+                          (unsigned long long)size, k.disorder,
+                          r ? (unsigned long long)r->stdout_bytes : 0ull);
+        sbx_result_free(r);
+        return ok ? size / MIB / ((t1 - t0) / 1000.0) : -1;
+}
+
+/* MiB/s of the same read from a plain pipe, 64 KiB at a time, or -1. */
+static double stdout_pipe(uint64_t size) {
+        static char buf[64 * 1024];
+        char n[32];
+        char *argv[] = {"head", "-c", n, "/dev/zero", NULL};
+        int p[2], st;
+        uint64_t got = 0;
+        pid_t pid;
+        double t0, t1;
+        ssize_t k;
+        snprintf(n, sizeof(n), "%llu", (unsigned long long)size);
+        t0 = bench_now_ms();
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -1;
+        if (bench_spawn(argv, -1, p[1], &pid) < 0) {
+                close(p[0]);
+                close(p[1]);
+                return -1;
+        }
+        close(p[1]);
+        while ((k = read(p[0], buf, sizeof(buf))) > 0 || (k < 0 && errno == EINTR))
+                if (k > 0)
+                        got += (uint64_t)k;
+        close(p[0]);
+        waitpid(pid, &st, 0);
+        t1 = bench_now_ms();
+        return got == size && st == 0 ? size / MIB / ((t1 - t0) / 1000.0) : -1;
+}
+
+static void case_stdout(void) {
+        uint64_t size = opt.quick ? 64ull << 20 : 1ull << 30;
+        int reps = opt.quick ? 2 : 3, i, errors = 0;
+        struct samples s = {0}, b = {0};
+        sbx_client *c = bench_connect(&main_daemon);
+        char *id = c ? create_sandbox(c, "bench-stdout") : NULL;
+        struct bench_row *r;
+
+        bench_log("stdout: %d x %llu MiB streamed through sbxd vs a plain pipe", reps,
+                  (unsigned long long)(size >> 20));
+        if (!id)
+                goto out;
+        for (i = 0; i < reps; i++) {
+                double x = stdout_pipe(size), y = stdout_sbx(c, id, size);
+                if (x < 0 || y < 0) {
+                        errors++;
+                        continue;
+                }
+                samples_add(&b, x);
+                samples_add(&s, y);
+        }
+        r = bench_row_add("stdout", "streamed head -c", "MiB/s", samples_median(&s),
+                          samples_median(&b), CMP_RATIO_GE, 0.5);
+        snprintf(r->note, sizeof(r->note), "%llu MiB, median of %d",
+                 (unsigned long long)(size >> 20), (int)s.n);
+        if (errors) {
+                r = bench_row_add("stdout", "errors", "count", errors, NAN, CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "see stderr");
+        }
+        terminate_sandbox(c, id);
+out:
+        free(id);
+        sbx_close(c);
+        samples_free(&s);
+        samples_free(&b);
+}
+
+/* ---- files -------------------------------------------------------------------------- */
+
+/* The largest piece sent in one WriteFile / asked for in one ReadFile: well under the
+ * 64 MiB frame limit. */
+#define FILE_PIECE_BYTES (16u << 20)
+
+/* Writes data to path in id in pieces (the first replaces, the rest append). */
+static enum sbx_code files_sbx_write(sbx_client *c, const char *id, const uint8_t *data,
+                                     size_t size) {
+        size_t off;
+        for (off = 0; off < size; off += FILE_PIECE_BYTES) {
+                size_t n = size - off < FILE_PIECE_BYTES ? size - off : FILE_PIECE_BYTES;
+                enum sbx_code code = sbx_write(c, id, "bench.bin", data + off, n, 0644,
+                                               off ? SBX_WRITE_APPEND : 0);
+                if (code != SBX_OK)
+                        return code;
+        }
+        return SBX_OK;
+}
+
+/* Reads it back and compares. */
+static enum sbx_code files_sbx_read(sbx_client *c, const char *id, const uint8_t *data, size_t size,
+                                    int *mismatch) {
+        size_t off = 0;
+        while (off < size) {
+                struct sbx_read_result *rr = NULL;
+                enum sbx_code code = sbx_read(c, id, "bench.bin", off, FILE_PIECE_BYTES, &rr);
+                if (code != SBX_OK)
+                        return code;
+                if (rr->len == 0 || off + rr->len > size || memcmp(rr->data, data + off, rr->len))
+                        *mismatch = 1;
+                off += rr->len;
+                if (rr->len == 0)
+                        off = size;
+                sbx_read_result_free(rr);
+        }
+        return SBX_OK;
+}
+
+/* `cat > path` fed from a pipe; returns MiB/s or -1. */
+static double files_pipe_write(const char *path, const uint8_t *data, size_t size) {
+        char *argv[] = {"cat", NULL};
+        int p[2], out, st;
+        size_t off = 0;
+        pid_t pid;
+        double t0 = bench_now_ms(), t1;
+        out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (out < 0 || pipe2(p, O_CLOEXEC) < 0)
+                return -1;
+        if (bench_spawn(argv, p[0], out, &pid) < 0)
+                return -1;
+        close(p[0]);
+        close(out);
+        while (off < size) {
+                ssize_t k = write(p[1], data + off, size - off);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                off += (size_t)k;
+        }
+        close(p[1]);
+        waitpid(pid, &st, 0);
+        t1 = bench_now_ms();
+        return off == size && st == 0 ? size / MIB / ((t1 - t0) / 1000.0) : -1;
+}
+
+/* `cat path` read through a pipe; returns MiB/s or -1. */
+static double files_pipe_read(char *path, const uint8_t *data, size_t size) {
+        static uint8_t buf[64 * 1024];
+        char *argv[] = {"cat", path, NULL};
+        int p[2], st, same = 1;
+        size_t got = 0;
+        pid_t pid;
+        ssize_t k;
+        double t0 = bench_now_ms(), t1;
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -1;
+        if (bench_spawn(argv, -1, p[1], &pid) < 0)
+                return -1;
+        close(p[1]);
+        while ((k = read(p[0], buf, sizeof(buf))) > 0 || (k < 0 && errno == EINTR)) {
+                if (k <= 0)
+                        continue;
+                if (got + (size_t)k > size || memcmp(buf, data + got, (size_t)k) != 0)
+                        same = 0;
+                got += (size_t)k;
+        }
+        close(p[0]);
+        waitpid(pid, &st, 0);
+        t1 = bench_now_ms();
+        return same && got == size && st == 0 ? size / MIB / ((t1 - t0) / 1000.0) : -1;
+}
+
+static void case_files(void) {
+        size_t size = opt.quick ? 16u << 20 : 64u << 20, i;
+        int reps = opt.quick ? 2 : 3, k, errors = 0, mismatch = 0, unimpl = 0;
+        uint8_t *data = malloc(size);
+        char path[400];
+        struct samples sw = {0}, sr = {0}, bw = {0}, br = {0};
+        sbx_client *c = bench_connect(&main_daemon);
+        char *id = c ? create_sandbox(c, "bench-files") : NULL;
+        struct bench_row *r;
+
+        bench_log("files: %d x %zu MiB written and read through sbxd vs cat through a pipe", reps,
+                  size >> 20);
+        if (!id || !data)
+                goto out;
+        /* Not all zeroes, not compressible by accident: a cheap LCG. */
+        for (i = 0; i < size; i++)
+                data[i] = (uint8_t)((i * 2654435761u) >> 13);
+        snprintf(path, sizeof(path), "%s/bench.bin", base_dir);
+        for (k = 0; k < reps && !unimpl; k++) {
+                double t0, t1, t2, x;
+                enum sbx_code code;
+                x = files_pipe_write(path, data, size);
+                if (x < 0)
+                        errors++;
+                else
+                        samples_add(&bw, x);
+                x = files_pipe_read(path, data, size);
+                if (x < 0)
+                        errors++;
+                else
+                        samples_add(&br, x);
+                t0 = bench_now_ms();
+                code = files_sbx_write(c, id, data, size);
+                t1 = bench_now_ms();
+                if (code == SBX_OK)
+                        code = files_sbx_read(c, id, data, size, &mismatch);
+                t2 = bench_now_ms();
+                if (code == SBX_UNIMPLEMENTED) {
+                        unimpl = 1;
+                        break;
+                }
+                if (code != SBX_OK) {
+                        bench_log("files: %s: %s", sbx_code_name(code), sbx_error_message(c));
+                        errors++;
+                        continue;
+                }
+                samples_add(&sw, size / MIB / ((t1 - t0) / 1000.0));
+                samples_add(&sr, size / MIB / ((t2 - t1) / 1000.0));
+        }
+        unlink(path);
+        r = bench_row_add("files", "WriteFile, pieces", "MiB/s", samples_median(&sw),
+                          samples_median(&bw), CMP_NONE, 0);
+        r->unimplemented = unimpl;
+        snprintf(r->note, sizeof(r->note), "%zu MiB in %u MiB pieces", size >> 20,
+                 FILE_PIECE_BYTES >> 20);
+        r = bench_row_add("files", "ReadFile, pieces", "MiB/s", samples_median(&sr),
+                          samples_median(&br), CMP_NONE, 0);
+        r->unimplemented = unimpl;
+        if (errors || mismatch) {
+                r = bench_row_add("files", "errors", "count", errors + mismatch, NAN, CMP_VALUE_LT,
+                                  1);
+                snprintf(r->note, sizeof(r->note), "%s",
+                         mismatch ? "data read back differs" : "see stderr");
+        }
+        terminate_sandbox(c, id);
+out:
+        free(data);
+        free(id);
+        sbx_close(c);
+        samples_free(&sw);
+        samples_free(&sr);
+        samples_free(&bw);
+        samples_free(&br);
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+static void usage(void) {
+        fputs("usage: sbx_bench [--quick] [--json PATH] [--only NAME[,NAME...]] [--sandboxes N] "
+              "[--keep]\n"
+              "cases: roundtrip lifecycle concurrent idle stdout files nocgroup\n",
+              stderr);
+}
+
+/* The daemon needs a descriptor or more per sandbox: give it (and us) the hard limit. */
+static void raise_nofile(void) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+}
+
+int main(int argc, char **argv) {
+        static const char *const names[] = {"roundtrip", "concurrent", "lifecycle", "stdout",
+                                            "files",     "idle",       "nocgroup"};
+        double t0 = bench_now_ms();
+        struct utsname u;
+        char title[512], date[64], cpu[256];
+        time_t now = time(NULL);
+        int i, need_main = 0, st;
+
+        opt.json = NULL;
+        for (i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--quick") == 0) {
+                        opt.quick = 1;
+                } else if (strcmp(argv[i], "--keep") == 0) {
+                        opt.keep = 1;
+                } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+                        opt.json = argv[++i];
+                } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+                        opt.only = argv[++i];
+                } else if (strcmp(argv[i], "--sandboxes") == 0 && i + 1 < argc) {
+                        opt.sandboxes = atoi(argv[++i]);
+                        if (opt.sandboxes < 1) {
+                                usage();
+                                return 2;
+                        }
+                } else {
+                        usage();
+                        return 2;
+                }
+        }
+        signal(SIGPIPE, SIG_IGN);
+        raise_nofile();
+        snprintf(base_dir, sizeof(base_dir), "/tmp/sbx-bench.XXXXXX");
+        if (!mkdtemp(base_dir)) {
+                bench_log("mkdtemp: %s", strerror(errno));
+                return 1;
+        }
+        chmod(base_dir, 0755);
+        uname(&u);
+        strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
+        for (i = 0; i < 5; i++)
+                need_main |= wanted(names[i]);
+        if (need_main && bench_daemon_start(&main_daemon, base_dir, "main", NULL) < 0)
+                return 1;
+        for (i = 0; i < 7; i++) {
+                if (!wanted(names[i]))
+                        continue;
+                if (strcmp(names[i], "roundtrip") == 0)
+                        case_roundtrip();
+                else if (strcmp(names[i], "lifecycle") == 0)
+                        case_lifecycle();
+                else if (strcmp(names[i], "concurrent") == 0)
+                        case_concurrent();
+                else if (strcmp(names[i], "idle") == 0)
+                        case_idle();
+                else if (strcmp(names[i], "stdout") == 0)
+                        case_stdout();
+                else if (strcmp(names[i], "files") == 0)
+                        case_files();
+                else if (strcmp(names[i], "nocgroup") == 0)
+                        case_nocgroup();
+        }
+        if (need_main) {
+                st = bench_daemon_stop(&main_daemon);
+                if (st != 0) {
+                        struct bench_row *r = bench_row_add("daemon", "exit status", "status", st,
+                                                            NAN, CMP_VALUE_LT, 1);
+                        snprintf(r->note, sizeof(r->note), "see %s", main_daemon.log);
+                }
+        }
+        bench_cpu_model(cpu, sizeof(cpu));
+        snprintf(title, sizeof(title), "sbx_bench: %s, %s %s, %ld x %s%s (%.0f s)", date, u.sysname,
+                 u.release, sysconf(_SC_NPROCESSORS_ONLN), cpu, opt.quick ? ", --quick" : "",
+                 (bench_now_ms() - t0) / 1000.0);
+        bench_print_table(title);
+        if (opt.json) {
+                int r = bench_write_json(opt.json, opt.quick, (bench_now_ms() - t0) / 1000.0);
+                if (r < 0)
+                        bench_log("cannot write %s: %s", opt.json, strerror(-r));
+                else
+                        printf("JSON: %s\n", opt.json);
+        }
+        if (opt.keep) {
+                printf("kept %s\n", base_dir);
+        } else {
+                char cmd[300];
+                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base_dir);
+                if (system(cmd) != 0)
+                        bench_log("cannot remove %s", base_dir);
+        }
+        return 0;
+}
