@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -83,6 +85,20 @@ static void reset_signals(void) {
         for (sig = 1; sig < NSIG; sig++)
                 if (sig != SIGKILL && sig != SIGSTOP)
                         sigaction(sig, &sa, NULL);
+        /* glibc's sigaction() refuses the two real-time signals it keeps for itself (32
+         * and 33), so an ignored disposition inherited from whoever started sbxd would
+         * reach the command: reset them with the raw system call. The kernel's struct
+         * for x86-64 and most architectures: handler, flags, restorer, 64-bit mask. */
+        {
+                struct {
+                        void (*handler)(int);
+                        unsigned long flags;
+                        void (*restorer)(void);
+                        uint64_t mask;
+                } ksa = {SIG_DFL, 0, NULL, 0};
+                for (sig = 32; sig < SIGRTMIN; sig++)
+                        (void)syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+        }
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
 }
