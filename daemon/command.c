@@ -1055,7 +1055,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 goto fail_alloc;
         }
 
-        if (sb->cg) {
+        if (sb->cg && d->command_cgroups) {
                 char rel[SBX_ID_MAX_BYTES + 40];
                 snprintf(rel, sizeof(rel), "%s/%s", sb->id, cmd->id);
                 r = cgroup_create(d->cgroups, rel, &cmd->cg);

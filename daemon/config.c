@@ -149,7 +149,7 @@ const char *config_usage(void) {
                "            [--max-frame-bytes N] [--default-timeout SECS] [--max-lifetime SECS]\n"
                "            [--max-command-timeout SECS] [--max-commands N] [--init PATH]\n"
                "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
-               "            [--adopt-grace SECS] [--keep-sandboxes]\n"
+               "            [--adopt-grace SECS] [--keep-sandboxes] [--command-cgroups auto|on|off]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -227,6 +227,15 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
                 } else if (strcmp(name, "--adopt-grace") == 0) {
                         r = config_parse_seconds(v, &cfg->adopt_grace_ms);
                         if (r == 0 && cfg->adopt_grace_ms > UINT32_MAX)
+                                r = -EINVAL;
+                } else if (strcmp(name, "--command-cgroups") == 0) {
+                        if (strcmp(v, "auto") == 0)
+                                cfg->command_cgroups = CONFIG_CGROUPS_AUTO;
+                        else if (strcmp(v, "on") == 0)
+                                cfg->command_cgroups = CONFIG_CGROUPS_ON;
+                        else if (strcmp(v, "off") == 0)
+                                cfg->command_cgroups = CONFIG_CGROUPS_OFF;
+                        else
                                 r = -EINVAL;
                 } else if (strcmp(name, "--retention-days") == 0) {
                         r = parse_u32(v, 0, 100000, &cfg->retention_days);

@@ -10,6 +10,8 @@
 
 #include "log.h"
 
+enum { CONFIG_CGROUPS_AUTO = 0, CONFIG_CGROUPS_ON, CONFIG_CGROUPS_OFF };
+
 struct config {
         char *socket_path;
         char *state_dir;
@@ -26,6 +28,7 @@ struct config {
         uint32_t retention_days;          /* records of sandboxes ended longer ago are pruned; 0 keeps all */
         uint64_t adopt_grace_ms;          /* how long an orphaned init waits for a new daemon; 0: no re-adoption */
         int keep_sandboxes;               /* on SIGTERM, leave sandboxes running for the next daemon */
+        int command_cgroups;              /* CONFIG_CGROUPS_AUTO, _ON or _OFF */
         int show_help;
         int show_version;
 };

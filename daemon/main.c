@@ -257,6 +257,13 @@ int main(int argc, char **argv) {
                 goto out;
         }
         detect_features(&D);
+        /* A cgroup per command lets a timeout kill everything the command started, but
+         * on cgroup v1 every move into one waits for an RCU grace period (milliseconds
+         * when the system is quiet, cgroup_threadgroup_rwsem) and every removal of a
+         * memory cgroup reparents its pages: auto keeps it to cgroup v2. */
+        D.command_cgroups = cfg.command_cgroups == CONFIG_CGROUPS_ON ||
+                            (cfg.command_cgroups == CONFIG_CGROUPS_AUTO &&
+                             D.cgroups->version == CGROUP_V2);
         if (sbxtab_new(&D, &D.sandboxes) < 0)
                 goto out;
 
@@ -284,10 +291,11 @@ int main(int argc, char **argv) {
         uv_signal_init(&loop, &sig_hup);
         uv_signal_start(&sig_hup, on_hangup, SIGHUP);
 
-        log_notice("sbxd %s listening on %s%s, state in %s (cgroup %s, %s, seccomp %s)",
+        log_notice("sbxd %s listening on %s%s, state in %s (cgroup %s%s, %s, seccomp %s)",
                    SBX_VERSION, cfg.socket_path, S.activated ? " (socket-activated)" : "",
-                   cfg.state_dir, D.features.cgroup_version, D.features.rootless ? "rootless" : "root",
-                   D.features.seccomp ? "yes" : "no");
+                   cfg.state_dir, D.features.cgroup_version,
+                   D.command_cgroups ? " with a group per command" : "",
+                   D.features.rootless ? "rootless" : "root", D.features.seccomp ? "yes" : "no");
         r = notify_send("READY=1\nSTATUS=serving");
         if (r < 0)
                 log_warning("cannot notify the service manager: %s", strerror(-r));

@@ -37,6 +37,7 @@ struct sbxd {
         uid_t euid;
         gid_t egid;
         uint64_t nofile_soft;       /* RLIMIT_NOFILE soft limit sbxd started with: commands' default */
+        int command_cgroups;        /* each command gets a cgroup of its own (see config) */
         int shutting_down;
 };
 

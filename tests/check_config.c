@@ -101,6 +101,8 @@ START_TEST(bad_flags) {
         expect_bad("--default-timeout", "nan");
         expect_bad("--max-frame-bytes", "10");
         expect_bad("--bogus", "1");
+        expect_bad("--command-cgroups", "sometimes");
+        expect_bad("--adopt-grace", "-2");
         expect_bad("--max-sandboxes", NULL);
         expect_bad("stray", NULL);
 }
