@@ -130,14 +130,33 @@ static void terminate_ok(sbx_client *c, const char *id) {
         sbx_sandbox_free(sb);
 }
 
-/* Absolute path of a helper program (commands run with /workspace as cwd). */
-static char *helper(const char *name) {
-        char rel[512], abs[PATH_MAX];
+/* Puts a helper program into sandbox id's workspace (through the file API: the build
+ * tree may be anywhere, even under the host's /tmp, which a sandbox cannot see) and
+ * returns its path inside. */
+static char *helper(sbx_client *c, const char *id, const char *name) {
+        char rel[512], inside[256];
+        uint8_t *data;
+        size_t len = 0, cap = 1 << 20;
+        ssize_t n;
+        enum sbx_code code;
+        int fd;
 
         snprintf(rel, sizeof(rel), "%s/tests/helpers/%s", it_build_dir(), name);
-        ck_assert_msg(realpath(rel, abs) != NULL && access(abs, X_OK) == 0,
-                      "helper %s is missing: build it with `make tests` or `make %s`", rel, rel);
-        return strdup(abs);
+        fd = open(rel, O_RDONLY | O_CLOEXEC);
+        ck_assert_msg(fd >= 0, "helper %s is missing: build it with `make tests` or `make %s`",
+                      rel, rel);
+        data = malloc(cap);
+        while ((n = read(fd, data + len, cap - len)) > 0) {
+                len += (size_t)n;
+                if (len == cap)
+                        data = realloc(data, cap *= 2);
+        }
+        close(fd);
+        snprintf(inside, sizeof(inside), "/workspace/%s", name);
+        code = sbx_write(c, id, inside, data, len, 0755, 0);
+        free(data);
+        ck_assert_msg(code == SBX_OK, "write %s: %s", inside, sbx_error_message(c));
+        return strdup(inside);
 }
 
 static void put_file(const char *path, const char *data, mode_t mode) {
@@ -949,10 +968,10 @@ START_TEST(test_seccomp_denies) {
         size_t i;
         sbx_client *c;
 
-        prog = helper("sbxt_forbidden");
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
+        prog = helper(c, id, "sbxt_forbidden");
         {
                 const char *argv[] = {prog, NULL};
                 r = run_argv(c, id, argv);
@@ -1151,10 +1170,10 @@ START_TEST(test_work_threads) {
         char *id, *prog;
         sbx_client *c;
 
-        prog = helper("sbxt_threads");
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
+        prog = helper(c, id, "sbxt_threads");
         {
                 const char *argv[] = {prog, "16", NULL};
                 r = run_argv(c, id, argv);
