@@ -273,7 +273,22 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         if (mnt_build_view(&mc, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
 
-        /* 6. Ready, then serve. */
+        /* 6. The filter, loaded here, once: every command inherits it across fork and
+         * execve. Loading it per command cost a copy, a check and a JIT compilation of
+         * the program each time (about 0.2 ms). PID 1 needs none of the calls it
+         * denies from here on (poll, the channel, fork without namespace flags, wait4,
+         * kill, accept4), and each command still drops its uid, capabilities and sets
+         * no_new_privs itself before execve. */
+        if (cfg.filter) {
+                r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : filter_load(cfg.filter);
+                if (r < 0) {
+                        util_fail(&err, r, NULL, "load the seccomp filter");
+                        return setup_failed(chan, &err, host_pid);
+                }
+                cfg.filter = NULL;
+        }
+
+        /* 7. Ready, then serve. */
         send_ready(chan, NULL, &warn, host_pid);
         if (s->has_rootless && s->rootless) {
                 /* The only mapped ids of our user namespace. */
