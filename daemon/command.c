@@ -362,6 +362,9 @@ static void count_events(struct command *cmd, uint64_t *ret_oom, uint64_t *ret_p
         struct cgroup *groups[2] = {cmd->sb->cg, cmd->cg};
         int i;
         *ret_oom = *ret_pids = 0;
+        /* Without a memory or process limit there is nothing to hit: spare the reads. */
+        if (!(cmd->sb->cg_enforced & ((1 << CG_MEMORY) | (1 << CG_PIDS))))
+                return;
         for (i = 0; i < 2; i++) {
                 uint64_t v;
                 if (!groups[i])

@@ -952,6 +952,7 @@ static void apply_limits(struct sandbox *sb) {
                 cl.cpu_percent = l->cpu_percent;
         if (sb->cg)
                 cgroup_set_limits(sb->cg, &cl, &enforced);
+        sb->cg_enforced = enforced;
         if (l->has_memory_bytes) {
                 if (enforced & (1 << CG_MEMORY))
                         sb->enforcement[LIM_MEMORY] = cg_kind;
