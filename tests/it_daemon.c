@@ -21,36 +21,7 @@
 #include "sbx_limits.h"
 #include "testutil.h"
 
-/* ---- a raw protocol client ------------------------------------------------------------ */
-
-static int raw_connect(struct it_daemon *d) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_uint_lt(strlen(d->sock), sizeof(sa.sun_path));
-        memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
-        ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-        return fd;
-}
-
-static void write_all(int fd, const void *p, size_t n) {
-        const uint8_t *b = p;
-        while (n > 0) {
-                ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-                ck_assert_msg(w > 0, "send: %s", strerror(errno));
-                b += w;
-                n -= (size_t)w;
-        }
-}
-
-static void send_request(int fd, Sbx__V1__Request *req) {
-        uint8_t *buf;
-        size_t len;
-        ck_assert_int_eq(frame_pack(&req->base, SBX_DEFAULT_MAX_FRAME_BYTES, &buf, &len), 0);
-        write_all(fd, buf, len);
-        free(buf);
-}
-
+/* A Hello with request id id, through the raw client of itutil. */
 static void send_hello(int fd, uint64_t id) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__Hello h = SBX__V1__HELLO__INIT;
@@ -59,33 +30,7 @@ static void send_hello(int fd, uint64_t id) {
         h.client_name = "raw";
         req.body_case = SBX__V1__REQUEST__BODY_HELLO;
         req.hello = &h;
-        send_request(fd, &req);
-}
-
-/* Reads the next response (timeout_ms bound); NULL at end of stream. */
-static Sbx__V1__Response *read_response(int fd, struct frame_reader *r, int timeout_ms) {
-        for (;;) {
-                const uint8_t *p;
-                size_t len;
-                uint8_t *dst;
-                size_t room;
-                struct pollfd pfd = {.fd = fd, .events = POLLIN};
-                ssize_t n;
-                int k = frame_reader_next(r, &p, &len);
-                ck_assert_int_ge(k, 0);
-                if (k == 1) {
-                        Sbx__V1__Response *resp = sbx__v1__response__unpack(NULL, len, p);
-                        ck_assert_ptr_nonnull(resp);
-                        return resp;
-                }
-                ck_assert_msg(poll(&pfd, 1, timeout_ms) == 1, "no response within %d ms", timeout_ms);
-                ck_assert_int_eq(frame_reader_prepare(r, &dst, &room), 0);
-                n = read(fd, dst, room);
-                if (n == 0 || (n < 0 && errno == ECONNRESET))
-                        return NULL;
-                ck_assert_int_gt(n, 0);
-                frame_reader_commit(r, (size_t)n);
-        }
+        it_raw_send(fd, &req);
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */
@@ -136,7 +81,7 @@ START_TEST(pipelining_64_clients) {
                 if (pids[i] == 0) {
                         static uint8_t seen[REQS + 1];
                         struct frame_reader r;
-                        int fd = raw_connect(&d), k, got = 0;
+                        int fd = it_raw_connect(&d), k, got = 0;
                         uint8_t *all = malloc(REQS * 32);
                         size_t total = 0;
                         frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
@@ -156,9 +101,9 @@ START_TEST(pipelining_64_clients) {
                                 total += len;
                                 free(buf);
                         }
-                        write_all(fd, all, total);
+                        it_raw_write(fd, all, total);
                         while (got < REQS) {
-                                Sbx__V1__Response *resp = read_response(fd, &r, 20000);
+                                Sbx__V1__Response *resp = it_raw_read(fd, &r, 20000);
                                 if (!resp)
                                         _exit(3);
                                 if (resp->request_id < 1 || resp->request_id > REQS ||
@@ -193,42 +138,42 @@ START_TEST(vanishing_and_hostile_clients) {
         it_daemon_start(&d, NULL);
         /* Disconnect mid-header and mid-payload, many times. */
         for (i = 0; i < 50; i++) {
-                fd = raw_connect(&d);
-                write_all(fd, half, (size_t)(i % 3) + 1);
+                fd = it_raw_connect(&d);
+                it_raw_write(fd, half, (size_t)(i % 3) + 1);
                 close(fd);
-                fd = raw_connect(&d);
-                write_all(fd, garbage, 6);
+                fd = it_raw_connect(&d);
+                it_raw_write(fd, garbage, 6);
                 close(fd);
         }
         /* Garbage payload: one error response with request id 0, then the close. */
-        fd = raw_connect(&d);
+        fd = it_raw_connect(&d);
         frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
-        write_all(fd, garbage, sizeof(garbage));
-        resp = read_response(fd, &r, 5000);
+        it_raw_write(fd, garbage, sizeof(garbage));
+        resp = it_raw_read(fd, &r, 5000);
         ck_assert_ptr_nonnull(resp);
         ck_assert_uint_eq(resp->request_id, 0);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__INVALID_ARGUMENT);
         sbx__v1__response__free_unpacked(resp, NULL);
-        ck_assert_ptr_null(read_response(fd, &r, 5000));
+        ck_assert_ptr_null(it_raw_read(fd, &r, 5000));
         close(fd);
         frame_reader_free(&r);
         /* A 4 GiB frame header: TOO_LARGE, then the close, and nothing allocated. */
-        fd = raw_connect(&d);
+        fd = it_raw_connect(&d);
         frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
-        write_all(fd, huge, sizeof(huge));
-        resp = read_response(fd, &r, 5000);
+        it_raw_write(fd, huge, sizeof(huge));
+        resp = it_raw_read(fd, &r, 5000);
         ck_assert_ptr_nonnull(resp);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__TOO_LARGE);
         ck_assert_ptr_nonnull(strstr(resp->status->message, "maximum"));
         sbx__v1__response__free_unpacked(resp, NULL);
-        ck_assert_ptr_null(read_response(fd, &r, 5000));
+        ck_assert_ptr_null(it_raw_read(fd, &r, 5000));
         close(fd);
         frame_reader_free(&r);
         /* Others are still served. */
-        fd = raw_connect(&d);
+        fd = it_raw_connect(&d);
         frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
         send_hello(fd, 5);
-        resp = read_response(fd, &r, 5000);
+        resp = it_raw_read(fd, &r, 5000);
         ck_assert_ptr_nonnull(resp);
         ck_assert_uint_eq(resp->request_id, 5);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__OK);
@@ -253,10 +198,10 @@ START_TEST(bad_requests_get_typed_errors) {
         Sbx__V1__GetSandbox gs = SBX__V1__GET_SANDBOX__INIT;
 
         it_daemon_start(&d, NULL);
-        fd = raw_connect(&d);
+        fd = it_raw_connect(&d);
         frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
-        write_all(fd, nul_req, sizeof(nul_req));
-        resp = read_response(fd, &r, 5000);
+        it_raw_write(fd, nul_req, sizeof(nul_req));
+        resp = it_raw_read(fd, &r, 5000);
         ck_assert_ptr_nonnull(resp);
         ck_assert_uint_eq(resp->request_id, 3);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__INVALID_ARGUMENT);
@@ -267,16 +212,16 @@ START_TEST(bad_requests_get_typed_errors) {
         req.body_case = SBX__V1__REQUEST__BODY_GET_SANDBOX;
         req.get_sandbox = &gs;
         gs.sandbox_id = "nope";
-        send_request(fd, &req);
-        resp = read_response(fd, &r, 5000);
+        it_raw_send(fd, &req);
+        resp = it_raw_read(fd, &r, 5000);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__INVALID_ARGUMENT);
         sbx__v1__response__free_unpacked(resp, NULL);
 
         /* Unknown sandbox. */
         req.has_request_id = 1;
         req.request_id = 6;
-        send_request(fd, &req);
-        resp = read_response(fd, &r, 5000);
+        it_raw_send(fd, &req);
+        resp = it_raw_read(fd, &r, 5000);
         ck_assert_uint_eq(resp->request_id, 6);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__NOT_FOUND);
         ck_assert_ptr_nonnull(strstr(resp->status->message, "nope"));
@@ -288,16 +233,16 @@ START_TEST(bad_requests_get_typed_errors) {
         req.read_file = &rf;
         rf.sandbox_id = "x";
         rf.path = "/etc/hostname";
-        send_request(fd, &req);
-        resp = read_response(fd, &r, 5000);
+        it_raw_send(fd, &req);
+        resp = it_raw_read(fd, &r, 5000);
         ck_assert_uint_eq(resp->request_id, 7);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__NOT_FOUND);
         ck_assert_ptr_nonnull(strstr(resp->status->message, "'x'"));
         sbx__v1__response__free_unpacked(resp, NULL);
 
         /* An unknown field: refused, and the connection is closed. */
-        write_all(fd, unknown, sizeof(unknown));
-        resp = read_response(fd, &r, 5000);
+        it_raw_write(fd, unknown, sizeof(unknown));
+        resp = it_raw_read(fd, &r, 5000);
         ck_assert_ptr_nonnull(resp);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__INVALID_ARGUMENT);
         ck_assert_ptr_nonnull(strstr(resp->status->message, "unknown field 99"));

@@ -158,27 +158,7 @@ static char *strv1(const char *s) {
         return d;
 }
 
-/* ---- a raw protocol client --------------------------------------------------------------- */
-
-static int raw_connect(struct it_daemon *d) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        ck_assert_int_ge(fd, 0);
-        memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
-        ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-        return fd;
-}
-
-static void write_all(int fd, const void *p, size_t n) {
-        const uint8_t *b = p;
-        while (n > 0) {
-                ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-                ck_assert_msg(w > 0, "send: %s", strerror(errno));
-                b += w;
-                n -= (size_t)w;
-        }
-}
-
+/* Appends req, framed, to out (pipelined requests in one write). */
 static void pack_request(Sbx__V1__Request *req, uint8_t *out, size_t *len) {
         uint8_t *buf;
         size_t n;
@@ -186,31 +166,6 @@ static void pack_request(Sbx__V1__Request *req, uint8_t *out, size_t *len) {
         memcpy(out + *len, buf, n);
         *len += n;
         free(buf);
-}
-
-static Sbx__V1__Response *read_response(int fd, struct frame_reader *r, int timeout_ms) {
-        for (;;) {
-                const uint8_t *p;
-                size_t len, room;
-                uint8_t *dst;
-                struct pollfd pfd = {.fd = fd, .events = POLLIN};
-                ssize_t n;
-                int k = frame_reader_next(r, &p, &len);
-                ck_assert_int_ge(k, 0);
-                if (k == 1) {
-                        Sbx__V1__Response *resp = sbx__v1__response__unpack(NULL, len, p);
-                        ck_assert_ptr_nonnull(resp);
-                        return resp;
-                }
-                ck_assert_msg(poll(&pfd, 1, timeout_ms) == 1, "no response within %d ms",
-                              timeout_ms);
-                ck_assert_int_eq(frame_reader_prepare(r, &dst, &room), 0);
-                n = read(fd, dst, room);
-                if (n == 0)
-                        return NULL;
-                ck_assert_int_gt(n, 0);
-                frame_reader_commit(r, (size_t)n);
-        }
 }
 
 /* ---- tests ----------------------------------------------------------------------------- */
@@ -678,10 +633,10 @@ START_TEST(raw_frames_nul_and_not_ready) {
         int fd, got_read = 0, got_create = 0;
 
         it_daemon_start(&d, NULL);
-        fd = raw_connect(&d);
+        fd = it_raw_connect(&d);
         frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
-        write_all(fd, nul_req, sizeof(nul_req));
-        resp = read_response(fd, &fr, 5000);
+        it_raw_write(fd, nul_req, sizeof(nul_req));
+        resp = it_raw_read(fd, &fr, 5000);
         ck_assert_ptr_nonnull(resp);
         ck_assert_uint_eq(resp->request_id, 9);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__INVALID_ARGUMENT);
@@ -701,9 +656,9 @@ START_TEST(raw_frames_nul_and_not_ready) {
         rf.sandbox_id = "pre";
         rf.path = "/etc/passwd";
         pack_request(&req, buf, &len);
-        write_all(fd, buf, len);
+        it_raw_write(fd, buf, len);
         while (!got_read || !got_create) {
-                resp = read_response(fd, &fr, 30000);
+                resp = it_raw_read(fd, &fr, 30000);
                 ck_assert_ptr_nonnull(resp);
                 if (resp->request_id == 11) {
                         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__FAILED_PRECONDITION);
@@ -720,8 +675,8 @@ START_TEST(raw_frames_nul_and_not_ready) {
         len = 0;
         req.request_id = 12;
         pack_request(&req, buf, &len);
-        write_all(fd, buf, len);
-        resp = read_response(fd, &fr, 5000);
+        it_raw_write(fd, buf, len);
+        resp = it_raw_read(fd, &fr, 5000);
         ck_assert_ptr_nonnull(resp);
         ck_assert_int_eq(resp->status->code, SBX__V1__CODE__OK);
         ck_assert_int_eq(resp->body_case, SBX__V1__RESPONSE__BODY_READ_FILE);

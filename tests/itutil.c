@@ -1,6 +1,8 @@
 /* itutil.c: integration test helpers; see itutil.h. */
 #include "itutil.h"
 
+#include "sbx_limits.h"
+
 #include <dirent.h>
 #include <grp.h>
 #include <errno.h>
@@ -290,6 +292,59 @@ int it_sbx(struct it_daemon *d, const char *stdin_data, size_t stdin_len, char *
         else
                 free(eb);
         return WIFEXITED(st) ? WEXITSTATUS(st) : 256 + WTERMSIG(st);
+}
+
+int it_raw_connect(struct it_daemon *d) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_uint_lt(strlen(d->sock), sizeof(sa.sun_path));
+        memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        return fd;
+}
+
+void it_raw_write(int fd, const void *p, size_t n) {
+        const uint8_t *b = p;
+        while (n > 0) {
+                ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+                ck_assert_msg(w > 0, "send: %s", strerror(errno));
+                b += w;
+                n -= (size_t)w;
+        }
+}
+
+void it_raw_send(int fd, Sbx__V1__Request *req) {
+        uint8_t *buf;
+        size_t len;
+        ck_assert_int_eq(frame_pack(&req->base, SBX_DEFAULT_MAX_FRAME_BYTES, &buf, &len), 0);
+        it_raw_write(fd, buf, len);
+        free(buf);
+}
+
+Sbx__V1__Response *it_raw_read(int fd, struct frame_reader *r, int timeout_ms) {
+        for (;;) {
+                const uint8_t *p;
+                size_t len, room;
+                uint8_t *dst;
+                struct pollfd pfd = {.fd = fd, .events = POLLIN};
+                ssize_t n;
+                int k = frame_reader_next(r, &p, &len);
+                ck_assert_int_ge(k, 0);
+                if (k == 1) {
+                        Sbx__V1__Response *resp = sbx__v1__response__unpack(NULL, len, p);
+                        ck_assert_ptr_nonnull(resp);
+                        return resp;
+                }
+                ck_assert_msg(poll(&pfd, 1, timeout_ms) == 1, "no response within %d ms",
+                              timeout_ms);
+                ck_assert_int_eq(frame_reader_prepare(r, &dst, &room), 0);
+                n = read(fd, dst, room);
+                if (n == 0 || (n < 0 && errno == ECONNRESET))
+                        return NULL;
+                ck_assert_int_gt(n, 0);
+                frame_reader_commit(r, (size_t)n);
+        }
 }
 
 int it_count_procs(const char *needle) {

@@ -12,7 +12,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "frame.h"
 #include "sbx.h"
+#include "sbx.pb-c.h"
 
 struct it_daemon {
         char dir[512];
@@ -58,6 +60,21 @@ sbx_client *it_connect(struct it_daemon *d);
  * when killed by signal N. */
 int it_sbx(struct it_daemon *d, const char *stdin_data, size_t stdin_len, char **out, char **err,
            const char *const *args);
+
+/* ---- a raw protocol client, for tests that need frames libsbx would never send ---- */
+
+/* Connects to d's socket (fails the test on error); returns the fd. */
+int it_raw_connect(struct it_daemon *d);
+
+/* Writes all n bytes (fails the test on error). */
+void it_raw_write(int fd, const void *p, size_t n);
+
+/* Frames and writes req. */
+void it_raw_send(int fd, Sbx__V1__Request *req);
+
+/* Reads the next response through r (at most timeout_ms); NULL at end of stream. Free
+ * with sbx__v1__response__free_unpacked. */
+Sbx__V1__Response *it_raw_read(int fd, struct frame_reader *r, int timeout_ms);
 
 /* Count of processes on the host whose command line contains needle (from /proc). */
 int it_count_procs(const char *needle);
