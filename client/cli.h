@@ -157,6 +157,8 @@ void json_double(struct json *j, double v, int decimals);
 void json_ms_as_secs(struct json *j, int64_t ms);
 void json_bool(struct json *j, bool v);
 void json_null(struct json *j);
+/* v when has, else null. */
+void json_int_or_null(struct json *j, int has, int64_t v);
 /* Ends the document with a newline. Returns 0, or -EIO when writing failed. */
 int json_finish(struct json *j);
 

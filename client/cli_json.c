@@ -252,6 +252,13 @@ void json_null(struct json *j) {
         fputs("null", j->f);
 }
 
+void json_int_or_null(struct json *j, int has, int64_t v) {
+        if (has)
+                json_int(j, v);
+        else
+                json_null(j);
+}
+
 int json_finish(struct json *j) {
         fputc('\n', j->f);
         if (fflush(j->f) != 0 || ferror(j->f))

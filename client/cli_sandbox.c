@@ -945,15 +945,9 @@ static void json_record(struct json *j, const struct sbx_command_record *r) {
         json_key(j, "outcome");
         json_string(j, sbx_outcome_name(r->outcome));
         json_key(j, "exit_code");
-        if (r->has_exit_code)
-                json_int(j, r->exit_code);
-        else
-                json_null(j);
+        json_int_or_null(j, r->has_exit_code, r->exit_code);
         json_key(j, "signal");
-        if (r->has_signal)
-                json_int(j, r->signal);
-        else
-                json_null(j);
+        json_int_or_null(j, r->has_signal, r->signal);
         json_key(j, "duration");
         json_double(j, r->duration, 6);
         json_key(j, "peak_memory_bytes");
