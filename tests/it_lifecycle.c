@@ -571,6 +571,87 @@ START_TEST(orphan_grace_expires) {
 }
 END_TEST
 
+
+/* ListSandboxes filters by label, state and owner; ended sandboxes come from the
+ * records on request. */
+START_TEST(list_filters) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_sandbox_list *l = NULL;
+        struct sbx_list_opts q;
+        struct sbx_label la = {"team", "a"}, lb = {"team", "b"};
+        enum sbx_state ended[] = {SBX_STATE_TERMINATED};
+        char *a1, *a2, *b1;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        o.labels = &la;
+        o.n_labels = 1;
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        a1 = strdup(sb->id);
+        ck_assert_uint_eq(sb->n_labels, 1);
+        ck_assert_str_eq(sb->labels[0].value, "a");
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        a2 = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        o.labels = &lb;
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        b1 = strdup(sb->id);
+        sbx_sandbox_free(sb);
+
+        memset(&q, 0, sizeof(q));
+        q.labels = &la;
+        q.n_labels = 1;
+        ck_assert_int_eq(sbx_list(c, &q, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 2);
+        sbx_sandbox_list_free(l);
+        q.labels = &lb;
+        ck_assert_int_eq(sbx_list(c, &q, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1);
+        ck_assert_str_eq(l->v[0]->id, b1);
+        sbx_sandbox_list_free(l);
+        memset(&q, 0, sizeof(q));
+        q.has_owner_uid = 1;
+        q.owner_uid = 4242;
+        ck_assert_int_eq(sbx_list(c, &q, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 0);
+        sbx_sandbox_list_free(l);
+        q.limit = 2;
+        q.has_owner_uid = 0;
+        ck_assert_int_eq(sbx_list(c, &q, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 2);
+        ck_assert(l->truncated);
+        sbx_sandbox_list_free(l);
+
+        ck_assert_int_eq(sbx_terminate(c, a2, NULL), SBX_OK);
+        memset(&q, 0, sizeof(q));
+        ck_assert_int_eq(sbx_list(c, &q, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 2); /* live ones only by default */
+        sbx_sandbox_list_free(l);
+        q.states = ended;
+        q.n_states = 1;
+        ck_assert_int_eq(sbx_list(c, &q, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1);
+        ck_assert_str_eq(l->v[0]->id, a2);
+        ck_assert_int_eq(l->v[0]->state, SBX_STATE_TERMINATED);
+        sbx_sandbox_list_free(l);
+        memset(&q, 0, sizeof(q));
+        q.include_ended = 1;
+        ck_assert_int_eq(sbx_list(c, &q, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 3);
+        sbx_sandbox_list_free(l);
+        free(a1);
+        free(a2);
+        free(b1);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("lifecycle");
         TCase *tc = tcase_create("lifecycle");
@@ -586,6 +667,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, readoption_after_sigkill);
         tcase_add_test(tc, keep_sandboxes_on_sigterm);
         tcase_add_test(tc, orphan_grace_expires);
+        tcase_add_test(tc, list_filters);
         suite_add_tcase(s, tc);
         return s;
 }
