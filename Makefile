@@ -71,16 +71,25 @@ ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BU
 all: $(ALL_BINS)
 
 # ---- dependencies -----------------------------------------------------------------
-deps:
-	@missing=""; for p in $(DEPS_PKGS); do \
+# Installs the Debian packages of $(1) that are missing (apt-get update first).
+define install_pkgs
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	  echo "make deps: installing$$missing"; \
+	  echo "make: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call install_pkgs,$(DEPS_PKGS))
+
+# Extra tools some targets need: clang and its fuzzer runtime, the static analysers.
+FUZZ_PKGS := clang libclang-rt-14-dev
+ANALYZE_PKGS := cppcheck clang-tidy
 
 # ---- generated protobuf code --------------------------------------------------------
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
@@ -231,6 +240,7 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS) $(FUZZ_BUILD)/gen/sbx
 	  $(FUZZ_BUILD)/gen/sbx.pb-c.c $(FUZZ_BUILD)/gen/init.pb-c.c $(LIBS_DAEMON)
 
 fuzz: deps
+	$(call install_pkgs,$(FUZZ_PKGS))
 	$(MAKE) --no-print-directory $(FUZZ_TARGETS)
 	@set -e; for t in $(FUZZ_TARGETS); do n=$$(basename $$t | sed 's/^fuzz_//'); \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n; \
@@ -253,6 +263,7 @@ load: deps
 ANALYZE_SRCS := $(PROTO_SRCS) proto/initmsg.c daemon/main.c $(DAEMON_SRCS) daemon/init/main.c \
 	$(INIT_SRCS) $(LIBSBX_SRCS) $(CLI_SRCS)
 analyze: $(PROTO_HDRS)
+	$(call install_pkgs,$(ANALYZE_PKGS))
 	cppcheck --quiet --error-exitcode=1 --platform=unix64 --enable=warning,portability \
 	  --inline-suppr -D_GNU_SOURCE -DPROTOBUF_C_VERSION_NUMBER=1004001 -Iproto -I$(BUILD)/gen \
 	  -Idaemon -Iclient --suppress=missingIncludeSystem $(ANALYZE_SRCS)
