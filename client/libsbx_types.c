@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -91,6 +92,22 @@ void sbx_policy_init(struct sbx_policy *p) {
         memset(p, 0, sizeof(*p));
         p->network = SBX_NETWORK_NONE;
         p->protect_defaults = 1;
+}
+
+void sbx_policy_read_only(struct sbx_policy *p, enum sbx_network network) {
+        if (!p)
+                return;
+        sbx_policy_init(p);
+        p->network = network;
+}
+
+void sbx_policy_workspace_write(struct sbx_policy *p, const char *const *roots, size_t n,
+                                enum sbx_network network) {
+        if (!p)
+                return;
+        sbx_policy_read_only(p, network);
+        p->writable_paths.v = (char **)(uintptr_t)roots;
+        p->writable_paths.n = roots ? n : 0;
 }
 
 void sbx_create_opts_init(struct sbx_create_opts *o) {

@@ -175,6 +175,16 @@ struct sbx_policy {
 /* Fills p with the defaults: network none, protect_defaults on, nothing writable. */
 void sbx_policy_init(struct sbx_policy *p);
 
+/* The two ready-made policies of the agent frameworks. read_only: nothing writable but
+ * the sandbox's /workspace and /tmp (the defaults; network none unless full). */
+void sbx_policy_read_only(struct sbx_policy *p, enum sbx_network network);
+
+/* workspace_write: the defaults plus the n host directories in roots, writable at the
+ * same paths. The strings are referenced, not copied: they must outlive the sbx_create
+ * call that uses p. */
+void sbx_policy_workspace_write(struct sbx_policy *p, const char *const *roots, size_t n,
+                                enum sbx_network network);
+
 struct sbx_label {
         char *key;
         char *value;

@@ -1624,6 +1624,51 @@ static void add(Suite *s, const char *name, const TTest *test, int timeout_s, in
         suite_add_tcase(s, tc);
 }
 
+
+/* The ready-made policies: read_only writes nowhere on the host, workspace_write(dir)
+ * writes exactly there. */
+START_TEST(test_ready_made_policies) {
+        struct it_daemon d;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_result *r;
+        sbx_client *c;
+        char dir[700], sh[900], probe[800];
+        const char *roots[1];
+
+        it_daemon_start(&d, NULL);
+        /* Beside the daemon's directory: that one holds its socket and is hidden. */
+        snprintf(dir, sizeof(dir), "%s-ww", d.dir);
+        ck_assert_int_eq(mkdir(dir, 0777), 0);
+        ck_assert_int_eq(chmod(dir, 0777), 0);
+        roots[0] = dir;
+        snprintf(sh, sizeof(sh), "echo hi > %s/f", dir);
+        snprintf(probe, sizeof(probe), "%s/f", dir);
+        c = it_connect(&d);
+
+        sbx_create_opts_init(&o);
+        sbx_policy_read_only(&o.policy, SBX_NETWORK_NONE);
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        r = it_sh(c, sb->id, 10000, sh);
+        ck_assert_int_ne(r->exit_code, 0);
+        ck_assert_int_eq(access(probe, F_OK), -1);
+        sbx_result_free(r);
+        sbx_sandbox_free(sb);
+
+        sbx_create_opts_init(&o);
+        sbx_policy_workspace_write(&o.policy, roots, 1, SBX_NETWORK_NONE);
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        ck_assert_uint_eq(sb->policy.writable_paths.n, 1);
+        r = it_sh(c, sb->id, 10000, sh);
+        ck_assert_int_eq(r->exit_code, 0);
+        ck_assert_int_eq(access(probe, F_OK), 0);
+        sbx_result_free(r);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("isolation");
 
@@ -1636,6 +1681,7 @@ static Suite *make_suite(void) {
         add(s, "processes", test_processes_invisible, 90, 0, 0);
         add(s, "seccomp", test_seccomp_denies, 90, 0, 0);
         add(s, "caps_session", test_no_caps_own_session, 90, 0, 0);
+        add(s, "ready_made", test_ready_made_policies, 90, 0, 0);
         add(s, "work_gcc", test_work_gcc, 120, 0, 0);
         add(s, "work_python", test_work_python, 90, 0, 0);
         add(s, "work_git", test_work_git, 90, 0, 0);
