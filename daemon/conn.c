@@ -47,10 +47,17 @@ static void conn_free(struct conn *c) {
         free(c);
 }
 
+static void on_kick_closed(uv_handle_t *h) {
+        conn_unref(h->data);
+}
+
 static void on_close(uv_handle_t *h) {
         struct conn *c = h->data;
         server_forget(c->server, c);
-        conn_unref(c);
+        if (c->kick_inited)
+                uv_close((uv_handle_t *)&c->kick, on_kick_closed);
+        else
+                conn_unref(c);
 }
 
 void conn_unref(struct conn *c) {
@@ -166,13 +173,27 @@ void conn_request_begin(struct conn *c) {
         c->inflight++;
 }
 
+static void on_kick(uv_timer_t *t) {
+        struct conn *c = t->data;
+        conn_ref(c);
+        process_frames(c);
+        if (!c->closed)
+                update_reading(c);
+        conn_unref(c);
+}
+
 void conn_request_done(struct conn *c) {
         if (c->inflight > 0)
                 c->inflight--;
-        if (!c->closed) {
-                process_frames(c);
-                update_reading(c);
-        }
+        if (c->closed)
+                return;
+        update_reading(c);
+        /* Frames already received wait for the next loop iteration: processing them here
+         * would run new requests inside whatever just finished one (a command's end, a
+         * sandbox's), and a client pipelining many requests that finish at once would
+         * nest without bound. */
+        if (c->kick_inited && frame_reader_pending(&c->reader) > 0)
+                uv_timer_start(&c->kick, on_kick, 0, 0);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -263,6 +284,10 @@ int conn_start(struct conn *c) {
         c->uid = cred.uid;
         c->gid = cred.gid;
         c->pid = cred.pid;
+        if (uv_timer_init(c->d->loop, &c->kick) == 0) {
+                c->kick.data = c;
+                c->kick_inited = 1;
+        }
         log_debug("conn=%llu accepted (uid=%u pid=%d)", (unsigned long long)c->id,
                   (unsigned)c->uid, (int)c->pid);
         update_reading(c);

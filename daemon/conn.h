@@ -38,6 +38,8 @@ struct conn {
         unsigned refs;
         int reading;
         int closed;                    /* uv_close called; sends are dropped */
+        uv_timer_t kick;               /* resumes frame processing from the loop */
+        int kick_inited;
         int read_eof;
 };
 

@@ -389,6 +389,68 @@ START_TEST(sigkill_during_writes) {
 }
 END_TEST
 
+
+/* Many pipelined requests that each finish at once must not nest (a stack overflow
+ * took the daemon down): 50,000 CommandInputs for a command that does not exist. */
+START_TEST(pipelined_sync_answers_do_not_nest) {
+        enum { N = 50000 };
+        struct it_daemon d;
+        struct frame_reader r;
+        sbx_client *c;
+        char *id;
+        uint8_t *all;
+        size_t total = 0, one;
+        int fd, k, got = 0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        all = malloc((size_t)N * 64);
+        for (k = 1; k <= N; k++) {
+                Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+                Sbx__V1__CommandInput in = SBX__V1__COMMAND_INPUT__INIT;
+                uint8_t *buf;
+                req.has_request_id = 1;
+                req.request_id = (uint64_t)k;
+                in.sandbox_id = id;
+                in.command_id = "c-999";
+                req.body_case = SBX__V1__REQUEST__BODY_COMMAND_INPUT;
+                req.command_input = &in;
+                ck_assert_int_eq(frame_pack(&req.base, SBX_DEFAULT_MAX_FRAME_BYTES, &buf, &one), 0);
+                ck_assert_uint_le(one, 64);
+                memcpy(all + total, buf, one);
+                total += one;
+                free(buf);
+        }
+        fd = it_raw_connect(&d);
+        frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
+        {
+                /* Write and read at once: the daemon pauses reading while its replies
+                 * are not read. */
+                pid_t w = fork();
+                ck_assert_int_ge(w, 0);
+                if (w == 0) {
+                        it_raw_write(fd, all, total);
+                        _exit(0);
+                }
+                while (got < N) {
+                        Sbx__V1__Response *resp = it_raw_read(fd, &r, 20000);
+                        ck_assert_ptr_nonnull(resp);
+                        ck_assert_int_eq(resp->status->code, SBX__V1__CODE__NOT_FOUND);
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        got++;
+                }
+                waitpid(w, NULL, 0);
+        }
+        close(fd);
+        frame_reader_free(&r);
+        free(all);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("daemon");
         TCase *tc = tcase_create("daemon");
@@ -400,6 +462,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, bad_requests_get_typed_errors);
         tcase_add_test(tc, socket_life);
         tcase_add_test(tc, sigkill_during_writes);
+        tcase_add_test(tc, pipelined_sync_answers_do_not_nest);
         suite_add_tcase(s, tc);
         return s;
 }
