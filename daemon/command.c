@@ -413,8 +413,11 @@ static void finish(struct command *cmd) {
         } else {
                 if (WIFSIGNALED(cmd->wait_status))
                         sig = WTERMSIG(cmd->wait_status);
-                if (now_oom > cmd->oom_before && sig == SIGKILL && cmd->kill != KILL_TIMEOUT &&
-                    cmd->kill != KILL_CANCEL) {
+                /* The OOM killer chose the leader, or a child whose death the leader (a
+                 * shell) passed on as 128+SIGKILL. */
+                if (now_oom > cmd->oom_before && cmd->kill != KILL_TIMEOUT && cmd->kill != KILL_CANCEL &&
+                    (sig == SIGKILL ||
+                     (WIFEXITED(cmd->wait_status) && WEXITSTATUS(cmd->wait_status) == 128 + SIGKILL))) {
                         res.outcome = SBX__V1__OUTCOME__OUT_OF_MEMORY;
                         hits[n_hits++] = "memory";
                 } else if (cmd->kill == KILL_TIMEOUT) {
@@ -679,9 +682,11 @@ int sandbox_cancel(struct sandbox *sb, const char *command_id) {
         if (cmd->kill != KILL_NONE || cmd->exited || cmd->start_failed)
                 return 0;
         cmd->kill = KILL_CANCEL;
-        if (cmd->started)
+        /* Not started yet: command_on_started sends the kill and arms the guard. */
+        if (cmd->started) {
                 send_kill(cmd);
-        uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
+                uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
+        }
         return 0;
 }
 
@@ -845,13 +850,20 @@ static int open_out(struct command *cmd, int idx, int *ret_child_fd) {
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
-        if (uv_pipe_init(cmd->sb->d->loop, &cmd->out[idx].pipe, 0) < 0 ||
-            uv_pipe_open(&cmd->out[idx].pipe, p[0]) < 0) {
+        if (uv_pipe_init(cmd->sb->d->loop, &cmd->out[idx].pipe, 0) < 0) {
                 close(p[0]);
                 close(p[1]);
                 return -EIO;
         }
         cmd->out[idx].pipe.data = cmd;
+        if (uv_pipe_open(&cmd->out[idx].pipe, p[0]) < 0) {
+                /* The handle is on the loop now: it must be closed, not just freed. */
+                cmd->handles++;
+                close_handle(cmd, (uv_handle_t *)&cmd->out[idx].pipe);
+                close(p[0]);
+                close(p[1]);
+                return -EIO;
+        }
         cmd->out[idx].inited = 1;
         cmd->handles++;
         *ret_child_fd = p[1];
@@ -1099,13 +1111,17 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 r = open_out(cmd, 1, &child_fds[2]);
         if (r == 0) {
                 if ((req->has_stdin && req->stdin.len > 0) || (req->has_stdin_stream && req->stdin_stream)) {
-                        if (pipe2(in_pipe, O_CLOEXEC) < 0 || uv_pipe_init(d->loop, &cmd->in, 0) < 0) {
-                                r = -errno ? -errno : -EIO;
+                        if (pipe2(in_pipe, O_CLOEXEC) < 0) {
+                                r = -errno;
+                        } else if (uv_pipe_init(d->loop, &cmd->in, 0) < 0) {
+                                r = -EIO;
+                                close(in_pipe[0]);
                         } else if (uv_pipe_open(&cmd->in, in_pipe[1]) < 0) {
                                 r = -EIO;
                                 cmd->handles++;
                                 cmd->in.data = cmd;
                                 close_handle(cmd, (uv_handle_t *)&cmd->in);
+                                close(in_pipe[0]);
                         } else {
                                 cmd->in.data = cmd;
                                 cmd->in_inited = 1;

@@ -44,6 +44,8 @@
 #include "store.h"
 
 #define SBXTAB_BUCKETS 4096u
+/* How long a sandbox's init may take to set up before the sandbox fails. */
+#define SANDBOX_SETUP_TIMEOUT_MS 30000u
 /* How long PID 1 may take to die after SIGKILL before we complain loudly. */
 #define SANDBOX_KILL_GRACE_MS 10000u
 
@@ -171,9 +173,10 @@ static int alloc_uid_slot(struct sbxtab *t) {
 }
 
 static void on_timer(uv_timer_t *t);
+static void fail_sandbox(struct sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int sweep_one(struct sandbox *sb, void *ud) {
-        if (sb->state == SBX__V1__SANDBOX_STATE__READY)
+        if (sb->state == SBX__V1__SANDBOX_STATE__READY || sb->state == SBX__V1__SANDBOX_STATE__CREATING)
                 on_timer(&sb->timer); /* the same checks as the precise timer */
         return 0;
 }
@@ -428,6 +431,16 @@ static void on_timer(uv_timer_t *t) {
         struct sandbox *sb = t->data;
         int64_t now = sbxd_now_unix_ms();
 
+        if (sb->state == SBX__V1__SANDBOX_STATE__CREATING) {
+                /* Setup is bounded too: an init that hangs before Ready must not hold
+                 * the creator, its quota and its uid forever. */
+                if (now >= sb->deadline_ms || uv_now(sb->d->loop) - sb->last_activity >= SANDBOX_SETUP_TIMEOUT_MS)
+                        fail_sandbox(sb, "its init did not finish setting up within %u ms",
+                                     SANDBOX_SETUP_TIMEOUT_MS);
+                else
+                        uv_timer_start(&sb->timer, on_timer, 1000, 0);
+                return;
+        }
         if (sb->state != SBX__V1__SANDBOX_STATE__READY)
                 return;
         if (now >= sb->deadline_ms) {
@@ -611,7 +624,9 @@ int sandbox_terminate(struct sandbox *sb, const char *reason, sandbox_ended_cb c
                 sb->n_waiters++;
         }
         log_info("sbx=%s: ending (%s)", sb->id, reason);
-        end_sandbox(sb, strcmp(reason, "expired") == 0 ? SBX__V1__SANDBOX_STATE__EXPIRED
+        end_sandbox(sb,
+                    strcmp(reason, "expired") == 0            ? SBX__V1__SANDBOX_STATE__EXPIRED
+                    : strncmp(reason, "failed", 6) == 0 ? SBX__V1__SANDBOX_STATE__FAILED
                                                         : SBX__V1__SANDBOX_STATE__TERMINATED,
                     reason);
         return 0;
@@ -704,17 +719,19 @@ static void on_ready(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
                 fail_sandbox(sb, "%s", ready->error ? ready->error : "init setup failed");
                 return;
         }
+        /* The pidfd first, then the checks: a pid verified before being pinned could be
+         * reaped and reused in between. */
         pid = ready->has_init_host_pid ? ready->init_host_pid : 0;
+        sb->init_pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+        if (pid > 0 && sb->init_pidfd < 0 && errno != ENOSYS) {
+                fail_sandbox(sb, "pidfd_open(%d): %s", (int)pid, strerror(errno));
+                return;
+        }
         if (pid <= 0 || is_child_of(pid, sb->proc.pid) != 1) {
                 fail_sandbox(sb, "its init reported a pid (%d) that is not its own", (int)pid);
                 return;
         }
         sb->init_pid = pid;
-        sb->init_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (sb->init_pidfd < 0 && errno != ENOSYS) {
-                fail_sandbox(sb, "pidfd_open(%d): %s", (int)pid, strerror(errno));
-                return;
-        }
         if (sb->init_pidfd >= 0)
                 fcntl(sb->init_pidfd, F_SETFD, FD_CLOEXEC);
         {
@@ -1216,6 +1233,8 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
         sb->chan_poll_inited = 1;
         sb->chan_poll_active = 1;
         uv_poll_start(&sb->chan_poll, UV_READABLE | UV_DISCONNECT, on_chan);
+        sandbox_touch(sb); /* setup is timed from here */
+        uv_timer_start(&sb->timer, on_timer, 1000, 0);
         log_info("sbx=%s: creating for uid %u (init pid %d)", sb->id, (unsigned)caller->uid,
                  (int)sb->proc.pid);
 done:

@@ -12,7 +12,7 @@
 /* Wire framing. */
 #define SBX_FRAME_HEADER_BYTES 4u
 #define SBX_DEFAULT_MAX_FRAME_BYTES (64u * 1024u * 1024u)
-#define SBX_MIN_MAX_FRAME_BYTES (64u * 1024u)
+#define SBX_MIN_MAX_FRAME_BYTES (1024u * 1024u) /* above one output chunk with its framing */
 
 /* Init channel (SOCK_SEQPACKET, one message a packet). */
 #define SBX_INIT_MAX_MSG_BYTES (128u * 1024u)

@@ -170,6 +170,12 @@ START_TEST(memory_hog_is_out_of_memory) {
         ck_assert_uint_le(r->peak_memory_bytes, 72u << 20);
         ck_assert_ptr_nonnull(r->peak_memory_source); /* cgroup_v1/v2 or rusage */
         sbx_result_free(r);
+        /* The OOM victim is a child; the shell reports it as 137. */
+        r = it_sh(c, id, 30000,
+                  "python3 -c 'b = [bytearray(1 << 20) for _ in range(1024)]'; exit $?");
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_OUT_OF_MEMORY);
+        ck_assert(has_hit(r, "memory"));
+        sbx_result_free(r);
         free(id);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
