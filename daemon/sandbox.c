@@ -65,6 +65,7 @@ struct sbxtab {
 };
 
 static void end_sandbox(struct sandbox *sb, Sbx__V1__SandboxState final_state, const char *reason);
+static void outq_free(struct sandbox *sb);
 
 int64_t sbxd_now_unix_ms(void) {
         struct timespec ts;
@@ -492,6 +493,7 @@ static void finish_end(struct sandbox *sb) {
         int r;
 
         command_end_all(sb, 0);
+        outq_free(sb);
         if (sb->pidfd_poll_inited) {
                 sb->pidfd_poll_inited = 0;
                 uv_poll_stop(&sb->pidfd_poll);
@@ -672,14 +674,113 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
 
 /* ---- the init channel --------------------------------------------------------------- */
 
+static void on_chan(uv_poll_t *h, int status, int events);
+
+/* A message waiting for room on init's channel, with duplicates of its descriptors. */
+struct init_out {
+        struct init_out *next;
+        uint8_t *buf;
+        size_t len;
+        int fds[SBX_INIT_MAX_FDS];
+        size_t nfds;
+};
+
+/* Most messages queued for init before the sandbox is declared failed: an init that
+ * does not read its channel at all is not doing its job. */
+#define SANDBOX_MAX_QUEUED_TO_INIT 1024u
+
+static void outq_free(struct sandbox *sb) {
+        while (sb->outq) {
+                struct init_out *o = sb->outq;
+                size_t i;
+                sb->outq = o->next;
+                for (i = 0; i < o->nfds; i++)
+                        close(o->fds[i]);
+                free(o->buf);
+                free(o);
+        }
+        sb->outq_tail = NULL;
+        sb->outq_n = 0;
+}
+
+static void watch_chan(struct sandbox *sb) {
+        if (sb->chan_poll_active)
+                uv_poll_start(&sb->chan_poll,
+                              UV_READABLE | UV_DISCONNECT | (sb->outq ? UV_WRITABLE : 0), on_chan);
+}
+
+/* Sends what the channel takes now, in order. 0, or -errno on a hard failure. */
+static int outq_flush(struct sandbox *sb) {
+        while (sb->outq) {
+                struct init_out *o = sb->outq;
+                size_t i;
+                int r = initmsg_send_packed(sb->chan_fd, o->buf, o->len, o->fds, o->nfds);
+                if (r == -EAGAIN)
+                        break;
+                if (r < 0)
+                        return r;
+                sb->outq = o->next;
+                if (!sb->outq)
+                        sb->outq_tail = NULL;
+                sb->outq_n--;
+                for (i = 0; i < o->nfds; i++)
+                        close(o->fds[i]);
+                free(o->buf);
+                free(o);
+        }
+        watch_chan(sb);
+        return 0;
+}
+
 int sandbox_send_init(struct sandbox *sb, const Sbx__Init__V1__ToInit *msg, const int *fds,
                       size_t nfds) {
+        struct init_out *o;
+        size_t i;
         int r;
+
         if (sb->chan_fd < 0)
                 return -EPIPE;
-        r = initmsg_send(sb->chan_fd, &msg->base, fds, nfds);
-        if (r < 0 && !sb->ending)
-                fail_sandbox(sb, "cannot write to its init: %s", strerror(-r));
+        if (!sb->outq) {
+                r = initmsg_send(sb->chan_fd, &msg->base, fds, nfds);
+                if (r != -EAGAIN) {
+                        if (r < 0 && !sb->ending)
+                                fail_sandbox(sb, "cannot write to its init: %s", strerror(-r));
+                        return r;
+                }
+        }
+        /* The channel is full (init is busy, or throttled by cpu_percent): queue it. */
+        r = -ENOMEM;
+        if (sb->outq_n >= SANDBOX_MAX_QUEUED_TO_INIT || !sb->chan_poll_inited)
+                r = -ENOBUFS;
+        else if ((o = calloc(1, sizeof(*o)))) {
+                o->len = sbx__init__v1__to_init__get_packed_size(msg);
+                o->buf = o->len <= SBX_INIT_MAX_MSG_BYTES ? malloc(o->len) : NULL;
+                for (i = 0; o->buf && i < nfds; i++) {
+                        o->fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+                        if (o->fds[i] < 0)
+                                break;
+                        o->nfds++;
+                }
+                if (o->buf && o->nfds == nfds) {
+                        sbx__init__v1__to_init__pack(msg, o->buf);
+                        if (sb->outq_tail)
+                                sb->outq_tail->next = o;
+                        else
+                                sb->outq = o;
+                        sb->outq_tail = o;
+                        sb->outq_n++;
+                        log_debug("sbx=%s: init's channel is full; %u messages queued", sb->id,
+                                  sb->outq_n);
+                        watch_chan(sb);
+                        return 0;
+                }
+                while (o->nfds > 0)
+                        close(o->fds[--o->nfds]);
+                free(o->buf);
+                free(o);
+        }
+        if (!sb->ending)
+                fail_sandbox(sb, "cannot queue a message for its init: %s", strerror(-r));
         return r;
 }
 
@@ -765,6 +866,16 @@ static void on_chan(uv_poll_t *h, int status, int events) {
         static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
         int fds[SBX_INIT_MAX_FDS];
         int budget = 64;
+
+        if ((events & UV_WRITABLE) && sb->outq && !sb->ending) {
+                int r = outq_flush(sb);
+                if (r < 0) {
+                        fail_sandbox(sb, "cannot write to its init: %s", strerror(-r));
+                        return;
+                }
+        }
+        if (!(events & (UV_READABLE | UV_DISCONNECT)) && status == 0)
+                return;
 
         while (budget-- > 0 && sb->chan_fd >= 0 && !sb->ending) {
                 Sbx__Init__V1__FromInit *m;
@@ -1520,6 +1631,7 @@ int sandbox_recover(struct sbxd *d) {
  * record stays "ready", its running commands end as "unknown". */
 static int detach_one(struct sandbox *sb, void *ud) {
         command_end_all(sb, 1);
+        outq_free(sb);
         uv_timer_stop(&sb->timer);
         uv_timer_stop(&sb->kill_timer);
         if (sb->chan_poll_inited) {

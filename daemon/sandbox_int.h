@@ -47,6 +47,9 @@ struct sandbox {
         int chan_fd;
         uv_poll_t chan_poll;
         int chan_poll_active;
+        struct init_out *outq;          /* messages init's channel could not take yet */
+        struct init_out *outq_tail;
+        unsigned outq_n;
         int chan_poll_inited;
         int adopted;                    /* taken over from a previous daemon: init is not our child */
         uv_poll_t pidfd_poll;           /* adopted: PID 1's pidfd, readable once it exited */

@@ -4,6 +4,7 @@
 #include "initmsg.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -13,24 +14,31 @@
 
 int initmsg_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t nfds) {
         uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
+        size_t len = protobuf_c_message_get_packed_size(msg);
+
+        if (len > sizeof(buf))
+                return -EMSGSIZE;
+        protobuf_c_message_pack(msg, buf);
+        return initmsg_send_packed(sock, buf, len, fds, nfds);
+}
+
+int initmsg_send_packed(int sock, const uint8_t *buf, size_t len, const int *fds, size_t nfds) {
         union {
                 struct cmsghdr align;
                 char buf[CMSG_SPACE(sizeof(int) * SBX_INIT_MAX_FDS)];
         } ctl;
         struct iovec iov;
         struct msghdr mh;
-        size_t len = protobuf_c_message_get_packed_size(msg);
         ssize_t n;
 
-        if (len > sizeof(buf) || nfds > SBX_INIT_MAX_FDS)
+        if (len > SBX_INIT_MAX_MSG_BYTES || nfds > SBX_INIT_MAX_FDS)
                 return -EMSGSIZE;
-        protobuf_c_message_pack(msg, buf);
         /* A zero-length packet reads as end of stream on SOCK_SEQPACKET. Every message
          * of init.proto has its oneof set, so an empty encoding is a caller bug. */
         if (len == 0)
                 return -EINVAL;
         memset(&mh, 0, sizeof(mh));
-        iov.iov_base = buf;
+        iov.iov_base = (void *)(uintptr_t)buf;
         iov.iov_len = len;
         mh.msg_iov = &iov;
         mh.msg_iovlen = 1;
@@ -40,6 +48,8 @@ int initmsg_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t n
                 mh.msg_control = ctl.buf;
                 mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
                 cm = CMSG_FIRSTHDR(&mh);
+                if (!cm)
+                        return -EINVAL;
                 cm->cmsg_level = SOL_SOCKET;
                 cm->cmsg_type = SCM_RIGHTS;
                 cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
@@ -49,7 +59,7 @@ int initmsg_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t n
                 n = sendmsg(sock, &mh, MSG_NOSIGNAL);
         while (n < 0 && errno == EINTR);
         if (n < 0)
-                return -errno;
+                return errno == EWOULDBLOCK ? -EAGAIN : -errno;
         return (size_t)n == len ? 0 : -EIO;
 }
 

@@ -17,6 +17,9 @@
  * non-blocking and full, or another -errno from sendmsg. Never raises SIGPIPE. */
 int initmsg_send(int sock, const ProtobufCMessage *msg, const int *fds, size_t nfds);
 
+/* As initmsg_send, for a message already packed into buf (len bytes). */
+int initmsg_send_packed(int sock, const uint8_t *buf, size_t len, const int *fds, size_t nfds);
+
 /* Receives one packet into buf (cap bytes, at least SBX_INIT_MAX_MSG_BYTES) and up to
  * max_fds descriptors into fds (made O_CLOEXEC; the caller owns them). *ret_len and
  * *ret_nfds are set on success. Returns 1 for a packet, 0 at end of stream, -EAGAIN

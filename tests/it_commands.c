@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "itutil.h"
+#include "sbx_limits.h"
 #include "testutil.h"
 
 static int has_hit(const struct sbx_result *r, const char *what) {
@@ -592,6 +593,63 @@ START_TEST(vanishing_client_cancels_its_command) {
 }
 END_TEST
 
+
+/* Init's channel may fill up (a throttled sandbox reading slowly, large commands): the
+ * daemon queues, and every command still runs. */
+START_TEST(full_init_channel_queues) {
+        enum { N = 16 };
+        struct it_daemon d;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct frame_reader r;
+        sbx_client *c;
+        char *shell;
+        int fd, k, ok = 0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        o.policy.limits.set = SBX_LIMIT_CPU_PERCENT;
+        o.policy.limits.cpu_percent = 1;
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        shell = malloc(120001);
+        memset(shell, ' ', 120000);
+        memcpy(shell, "true", 4);
+        shell[120000] = '\0';
+        fd = it_raw_connect(&d);
+        frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
+        for (k = 1; k <= N; k++) {
+                Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+                Sbx__V1__RunCommand rc = SBX__V1__RUN_COMMAND__INIT;
+                req.has_request_id = 1;
+                req.request_id = (uint64_t)k;
+                rc.sandbox_id = sb->id;
+                rc.shell = shell;
+                rc.has_timeout_ms = 1;
+                rc.timeout_ms = 60000;
+                req.body_case = SBX__V1__REQUEST__BODY_RUN_COMMAND;
+                req.run_command = &rc;
+                it_raw_send(fd, &req);
+        }
+        for (k = 0; k < N; k++) {
+                Sbx__V1__Response *resp = it_raw_read(fd, &r, 60000);
+                ck_assert_ptr_nonnull(resp);
+                ck_assert_int_eq(resp->status->code, SBX__V1__CODE__OK);
+                ck_assert_int_eq(resp->body_case, SBX__V1__RESPONSE__BODY_COMMAND_RESULT);
+                ok += resp->command_result->outcome == SBX__V1__OUTCOME__EXITED &&
+                      resp->command_result->exit_code == 0;
+                sbx__v1__response__free_unpacked(resp, NULL);
+        }
+        ck_assert_int_eq(ok, N);
+        sbx_sandbox_free(sb);
+        close(fd);
+        frame_reader_free(&r);
+        free(shell);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("commands");
         TCase *tc = tcase_create("commands");
@@ -608,6 +666,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, cancel_from_another_client);
         tcase_add_test(tc, daemon_maximum_timeout_and_records);
         tcase_add_test(tc, vanishing_client_cancels_its_command);
+        tcase_add_test(tc, full_init_channel_queues);
         suite_add_tcase(s, tc);
         return s;
 }
