@@ -285,6 +285,16 @@ int cgroup_env_new_with(const char *root, const char *self_cgroup_file, const ch
         return 0;
 }
 
+void cgroup_forget(struct cgroup *g) {
+        int i;
+        if (!g)
+                return;
+        for (i = 0; i < CG_N; i++)
+                free(g->path[i]);
+        free(g->v2_path);
+        free(g);
+}
+
 int cgroup_destroy(struct cgroup *g) {
         int i, r = 0;
         if (!g)
@@ -304,7 +314,7 @@ int cgroup_destroy(struct cgroup *g) {
         return r;
 }
 
-int cgroup_create(struct cgroup_env *e, const char *rel, struct cgroup **ret) {
+int cgroup_create(struct cgroup_env *e, const char *rel, int leaf, struct cgroup **ret) {
         struct cgroup *g;
         int i, r = 0;
 
@@ -323,9 +333,9 @@ int cgroup_create(struct cgroup_env *e, const char *rel, struct cgroup **ret) {
                 if (r < 0) {
                         free(g->v2_path);
                         g->v2_path = NULL;
-                } else {
+                } else if (!leaf) {
                         int mask;
-                        /* So that command groups below it get the same controllers. */
+                        /* So that the groups below it get the same controllers. */
                         v2_enable(g->v2_path, &mask);
                 }
         } else {

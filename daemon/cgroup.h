@@ -57,8 +57,11 @@ void cgroup_env_remove_base(struct cgroup_env *e);
 const char *cgroup_version_name(enum cgroup_version v);
 
 /* Creates the group rel (e.g. "sbx-ID" or "sbx-ID/cmd-3") under the base in every
- * usable hierarchy. Returns 0 or -errno (nothing left behind on failure). */
-int cgroup_create(struct cgroup_env *e, const char *rel, struct cgroup **ret);
+ * usable hierarchy. On v2 a group that will hold processes must be a leaf (leaf != 0:
+ * no controllers enabled for children; the kernel refuses processes in a group that
+ * enables them, "no internal processes"); a group with children gets its controllers
+ * enabled for them (leaf == 0). Returns 0 or -errno (nothing left behind on failure). */
+int cgroup_create(struct cgroup_env *e, const char *rel, int leaf, struct cgroup **ret);
 
 /* Takes hold of the existing group rel (made by an earlier daemon) in every hierarchy
  * where it exists. -ENOENT when it exists nowhere. */
@@ -98,6 +101,10 @@ int cgroup_oom_kills(struct cgroup *g, uint64_t *ret);
 
 /* Number of times a fork failed at pids.max (v2 pids.events "max", v1 pids.events). */
 int cgroup_pids_max_events(struct cgroup *g, uint64_t *ret);
+
+/* Frees g without touching its directories (they stay, or were removed by
+ * cgroup_remove_tree). Accepts NULL. */
+void cgroup_forget(struct cgroup *g);
 
 /* Removes the group's directories (the group must be empty; children first) and frees
  * g. Returns 0 or the first -errno; g is freed either way. Accepts NULL. */

@@ -1073,7 +1073,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         if (sb->cg && d->command_cgroups) {
                 char rel[SBX_ID_MAX_BYTES + 40];
                 snprintf(rel, sizeof(rel), "%s/%s", sb->id, cmd->id);
-                r = cgroup_create(d->cgroups, rel, &cmd->cg);
+                r = cgroup_create(d->cgroups, rel, 1, &cmd->cg);
                 if (r == 0) {
                         int v2 = 0;
                         r = cgroup_join_fds(cmd->cg, cg_fds, SBX_INIT_MAX_FDS - 3, &v2);

@@ -525,7 +525,7 @@ static void finish_end(struct sandbox *sb) {
                 r = cgroup_remove_tree(sb->d->cgroups, sb->id);
                 if (r < 0)
                         log_warning("sbx=%s: cannot remove its cgroup: %s", sb->id, strerror(-r));
-                (void)cgroup_destroy(sb->cg); /* directories gone: this only frees */
+                cgroup_forget(sb->cg); /* the directories went with the tree */
                 sb->cg = NULL;
         }
         if (sb->workspace)
@@ -1283,7 +1283,9 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 goto done;
         }
         if (d->cgroups->version != CGROUP_NONE) {
-                r = cgroup_create(d->cgroups, sb->id, &sb->cg);
+                /* v1: init and commands live in the sandbox's group itself. v2: the group
+                 * has children (init's leaf, commands' leaves), never processes. */
+                r = cgroup_create(d->cgroups, sb->id, d->cgroups->version != CGROUP_V2, &sb->cg);
                 if (r < 0)
                         sandbox_warn(sb, "no cgroup for this sandbox (%s): limits fall back to "
                                          "rlimits",
@@ -1308,9 +1310,23 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 goto done;
         }
         /* Stage 0 blocks reading Setup, so everything it forks lands in the group. */
-        if (sb->cg && (r = cgroup_add_pid(sb->cg, sb->proc.pid)) < 0) {
-                fail_sandbox(sb, "cannot move its init into its cgroup: %s", strerror(-r));
-                goto done;
+        if (sb->cg) {
+                struct cgroup *target = sb->cg, *leaf = NULL;
+                if (d->cgroups->version == CGROUP_V2) {
+                        char rel[SBX_ID_MAX_BYTES + 8];
+                        snprintf(rel, sizeof(rel), "%s/init", sb->id);
+                        r = cgroup_create(d->cgroups, rel, 1, &leaf);
+                        target = leaf;
+                }
+                if (target)
+                        r = cgroup_add_pid(target, sb->proc.pid);
+                /* The leaf's directory goes with the sandbox's tree; only free it here. */
+                if (leaf)
+                        cgroup_forget(leaf);
+                if (r < 0) {
+                        fail_sandbox(sb, "cannot move its init into its cgroup: %s", strerror(-r));
+                        goto done;
+                }
         }
         fcntl(sb->chan_fd, F_SETFL, fcntl(sb->chan_fd, F_GETFL) | O_NONBLOCK);
         r = policy_fill_setup(d, sb, &setup, &strings, &n_strings);
@@ -1652,7 +1668,7 @@ static int detach_one(struct sandbox *sb, void *ud) {
                 close(sb->root_fd);
         sb->chan_fd = sb->init_pidfd = sb->root_fd = -1;
         if (sb->cg) {
-                (void)cgroup_destroy(sb->cg); /* busy: only frees our bookkeeping */
+                cgroup_forget(sb->cg); /* it stays, for the next daemon */
                 sb->cg = NULL;
         }
         log_notice("sbx=%s: left running for the next daemon", sb->id);

@@ -134,9 +134,26 @@ START_TEST(v2_fake_tree) {
         ck_assert_str_eq(buf, "4242");
         ck_assert_int_eq(e->v2_controllers, (1 << CG_MEMORY) | (1 << CG_PIDS) | (1 << CG_CPU));
 
-        ck_assert_int_eq(cgroup_create(e, "sbx-a", &g), 0);
+        ck_assert_int_eq(cgroup_create(e, "sbx-a", 0, &g), 0);
         snprintf(p, sizeof(p), "%s/sbxd-t/sbx-a", own);
         ck_assert_str_eq(g->v2_path, p);
+        /* A group with children enables controllers for them; a leaf that will hold
+         * processes must not (the no-internal-processes rule). */
+        get(p, "cgroup.subtree_control", buf, sizeof(buf));
+        ck_assert_ptr_nonnull(strstr(buf, "+"));
+        {
+                struct cgroup *leaf;
+                char lp[1500];
+                ck_assert_int_eq(cgroup_create(e, "sbx-a/init", 1, &leaf), 0);
+                snprintf(lp, sizeof(lp), "%s/init", p);
+                get(lp, "cgroup.subtree_control", buf, sizeof(buf));
+                ck_assert_str_eq(buf, "");
+                ck_assert_int_eq(cgroup_add_pid(leaf, 4321), 0);
+                get(lp, "cgroup.procs", buf, sizeof(buf));
+                ck_assert_str_eq(buf, "4321");
+                fake_empty(lp);
+                ck_assert_int_eq(cgroup_destroy(leaf), 0);
+        }
         ck_assert_int_eq(cgroup_set_limits(g, &l, &enforced), 0);
         ck_assert_int_eq(enforced, (1 << CG_MEMORY) | (1 << CG_PIDS) | (1 << CG_CPU));
         get(p, "memory.max", buf, sizeof(buf));
@@ -187,7 +204,7 @@ START_TEST(v2_without_delegation_is_none) {
         put(tmp, "self_cgroup", "0::/locked\n");
         ck_assert_int_eq(cgroup_env_new_with(root, self, "sbxd-t", 1, fake_mkdir, &e), 0);
         ck_assert_int_eq(e->version, CGROUP_NONE);
-        ck_assert_int_eq(cgroup_create(e, "x", &g), -EOPNOTSUPP);
+        ck_assert_int_eq(cgroup_create(e, "x", 0, &g), -EOPNOTSUPP);
         cgroup_env_free(e);
         chmod(own, 0755);
 }
@@ -224,7 +241,7 @@ START_TEST(v1_fake_tree) {
         snprintf(p, sizeof(p), "%s/pids/sbxd-t", root);
         ck_assert_str_eq(e->base[CG_PIDS], p);
 
-        ck_assert_int_eq(cgroup_create(e, "sbx-b", &g), 0);
+        ck_assert_int_eq(cgroup_create(e, "sbx-b", 0, &g), 0);
         ck_assert_int_eq(cgroup_set_limits(g, &l, &enforced), 0);
         ck_assert_int_eq(enforced, (1 << CG_MEMORY) | (1 << CG_PIDS) | (1 << CG_CPU));
         get(g->path[CG_MEMORY], "memory.limit_in_bytes", buf, sizeof(buf));
@@ -276,7 +293,7 @@ START_TEST(none_when_nothing_mounted) {
         ck_assert_int_eq(cgroup_env_new_with(tmp, self, "sbxd-t", 0, fake_mkdir, &e), 0);
         ck_assert_int_eq(e->version, CGROUP_NONE);
         ck_assert_str_eq(cgroup_version_name(e->version), "none");
-        ck_assert_int_eq(cgroup_create(e, "x", &g), -EOPNOTSUPP);
+        ck_assert_int_eq(cgroup_create(e, "x", 0, &g), -EOPNOTSUPP);
         cgroup_env_free(e);
 }
 END_TEST
@@ -314,7 +331,7 @@ START_TEST(real_hierarchy_limits_and_kill) {
                 cgroup_env_free(e);
                 return;
         }
-        ck_assert_int_eq(cgroup_create(e, "grp", &g), 0);
+        ck_assert_int_eq(cgroup_create(e, "grp", 0, &g), 0);
         ck_assert_int_eq(cgroup_set_limits(g, &l, &enforced), 0);
         ck_assert(enforced & (1 << CG_MEMORY));
         ck_assert(enforced & (1 << CG_PIDS));
