@@ -635,7 +635,10 @@ void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex) {
 void command_end_all(struct sandbox *sb, int unknown) {
         while (sb->commands) {
                 struct command *cmd = sb->commands;
-                cmd->kill = unknown ? KILL_DAEMON_LEFT : KILL_SANDBOX_ENDED;
+                /* One that had already exited (or failed to start) keeps its outcome. */
+                if (!cmd->exited && !cmd->start_failed)
+                        cmd->kill = unknown ? KILL_DAEMON_LEFT : KILL_SANDBOX_ENDED;
+                drain_now(cmd);
                 finish(cmd);
         }
 }

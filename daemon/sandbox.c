@@ -66,6 +66,7 @@ struct sbxtab {
 
 static void end_sandbox(struct sandbox *sb, Sbx__V1__SandboxState final_state, const char *reason);
 static void outq_free(struct sandbox *sb);
+static void drain_init_channel(struct sandbox *sb);
 
 int64_t sbxd_now_unix_ms(void) {
         struct timespec ts;
@@ -492,6 +493,7 @@ static void finish_end(struct sandbox *sb) {
         size_t i;
         int r;
 
+        drain_init_channel(sb);
         command_end_all(sb, 0);
         outq_free(sb);
         if (sb->pidfd_poll_inited) {
@@ -652,6 +654,10 @@ static void on_init_exit(uv_process_t *p, int64_t status, int term_signal) {
         sb->proc_exited = 1;
         sb->proc_exit_status = status;
         sb->proc_term_signal = term_signal;
+        if (!sb->ending) {
+                /* Its last words first: a failed setup says why in Ready. */
+                drain_init_channel(sb);
+        }
         if (!sb->ending)
                 /* end_sandbox sees the exit and finishes at once. */
                 fail_sandbox(sb, "its init exited unexpectedly (status %lld, signal %d)",
@@ -861,10 +867,61 @@ static void on_ready(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
         }
 }
 
-static void on_chan(uv_poll_t *h, int status, int events) {
-        struct sandbox *sb = h->data;
+/* Reads and handles one packet from init. Returns 1 after a message, 0 at end of
+ * stream, -EAGAIN when there is none now, or -errno (the sandbox is then failing). */
+static int take_init_packet(struct sandbox *sb) {
         static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
         int fds[SBX_INIT_MAX_FDS];
+        Sbx__Init__V1__FromInit *m;
+        size_t len, nfds, i;
+        int r = initmsg_recv(sb->chan_fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds);
+
+        if (r <= 0) {
+                if (r != -EAGAIN && r != 0 && !sb->ending)
+                        fail_sandbox(sb, "bad packet from its init: %s", strerror(-r));
+                return r;
+        }
+        for (i = 0; i < nfds; i++)
+                close(fds[i]); /* init never sends descriptors */
+        m = sbx__init__v1__from_init__unpack(NULL, len, buf);
+        if (!m) {
+                fail_sandbox(sb, "undecodable message from its init");
+                return -EBADMSG;
+        }
+        switch (m->body_case) {
+        case SBX__INIT__V1__FROM_INIT__BODY_READY:
+                if (!sb->ending)
+                        on_ready(sb, m->ready);
+                break;
+        case SBX__INIT__V1__FROM_INIT__BODY_STARTED:
+                command_on_started(sb, m->started->command_id, m->started->pid);
+                break;
+        case SBX__INIT__V1__FROM_INIT__BODY_START_FAILED:
+                command_on_start_failed(sb, m->start_failed->command_id,
+                                        m->start_failed->error_errno, m->start_failed->error);
+                break;
+        case SBX__INIT__V1__FROM_INIT__BODY_EXITED:
+                command_on_exited(sb, m->exited);
+                break;
+        case SBX__INIT__V1__FROM_INIT__BODY__NOT_SET:
+        case _SBX__INIT__V1__FROM_INIT__BODY__CASE_IS_INT_SIZE:
+                fail_sandbox(sb, "empty message from its init");
+                break;
+        }
+        sbx__init__v1__from_init__free_unpacked(m, NULL);
+        return 1;
+}
+
+/* Takes every message init sent before it went away (exits of commands that ended
+ * just before the sandbox, Ready with the reason of a failed setup), without waiting. */
+static void drain_init_channel(struct sandbox *sb) {
+        int budget = 4096;
+        while (sb->chan_fd >= 0 && budget-- > 0 && take_init_packet(sb) > 0)
+                ;
+}
+
+static void on_chan(uv_poll_t *h, int status, int events) {
+        struct sandbox *sb = h->data;
         int budget = 64;
 
         if ((events & UV_WRITABLE) && sb->outq && !sb->ending) {
@@ -878,11 +935,7 @@ static void on_chan(uv_poll_t *h, int status, int events) {
                 return;
 
         while (budget-- > 0 && sb->chan_fd >= 0 && !sb->ending) {
-                Sbx__Init__V1__FromInit *m;
-                size_t len, nfds, i;
-                int r = initmsg_recv(sb->chan_fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds);
-                if (r == -EAGAIN)
-                        return;
+                int r = take_init_packet(sb);
                 if (r == 0) {
                         /* The channel closed: init is exiting; its exit callback ends the
                          * sandbox. Stop polling. */
@@ -892,38 +945,8 @@ static void on_chan(uv_poll_t *h, int status, int events) {
                                 fail_sandbox(sb, "its init closed the channel");
                         return;
                 }
-                if (r < 0) {
-                        fail_sandbox(sb, "bad packet from its init: %s", strerror(-r));
+                if (r < 0)
                         return;
-                }
-                for (i = 0; i < nfds; i++)
-                        close(fds[i]); /* init never sends descriptors */
-                m = sbx__init__v1__from_init__unpack(NULL, len, buf);
-                if (!m) {
-                        fail_sandbox(sb, "undecodable message from its init");
-                        return;
-                }
-                switch (m->body_case) {
-                case SBX__INIT__V1__FROM_INIT__BODY_READY:
-                        on_ready(sb, m->ready);
-                        break;
-                case SBX__INIT__V1__FROM_INIT__BODY_STARTED:
-                        command_on_started(sb, m->started->command_id, m->started->pid);
-                        break;
-                case SBX__INIT__V1__FROM_INIT__BODY_START_FAILED:
-                        command_on_start_failed(sb, m->start_failed->command_id,
-                                                m->start_failed->error_errno,
-                                                m->start_failed->error);
-                        break;
-                case SBX__INIT__V1__FROM_INIT__BODY_EXITED:
-                        command_on_exited(sb, m->exited);
-                        break;
-                case SBX__INIT__V1__FROM_INIT__BODY__NOT_SET:
-                case _SBX__INIT__V1__FROM_INIT__BODY__CASE_IS_INT_SIZE:
-                        fail_sandbox(sb, "empty message from its init");
-                        break;
-                }
-                sbx__init__v1__from_init__free_unpacked(m, NULL);
         }
 }
 
