@@ -276,6 +276,7 @@ int main(int argc, char **argv) {
         /* Reconcile after taking the socket's lock (so a second daemon never touches the
          * first one's sandboxes) and before listening (so that every client, from the
          * first, sees reconciled records). */
+        sandbox_empty_trash(&D);
         r = sandbox_recover(&D);
         if (r < 0)
                 log_err("cannot reconcile the records: %s", strerror(-r));

@@ -372,21 +372,95 @@ static int rm_rf(const char *path) {
         return rm_rf_at(AT_FDCWD, path, 0);
 }
 
-/* Removes what a sandbox left in its state directory (STATE/sandboxes/ID): the adoption
- * socket, the workspace unless keep, and the directory itself when it is then empty. */
-static void remove_sandbox_dir(const char *id, const char *workspace, int keep) {
-        char *dir = strdup(workspace), *slash;
+/* A tree being deleted by an rm(1) child, off the event loop. */
+struct remover {
+        uv_process_t proc;
+        char *path;
+};
+
+static void on_remover_closed(uv_handle_t *h) {
+        struct remover *rm = h->data;
+        free(rm->path);
+        free(rm);
+}
+
+static void on_remover_exit(uv_process_t *p, int64_t status, int term_signal) {
+        struct remover *rm = p->data;
+        if (status != 0 || term_signal != 0)
+                log_warning("cannot remove %s completely (rm exited %lld, signal %d)", rm->path,
+                            (long long)status, term_signal);
+        uv_close((uv_handle_t *)p, on_remover_closed);
+}
+
+/* Deletes the tree at path in a child process, so that a workspace of a million files
+ * never stalls the loop; synchronously when no child can be started. The tree must not
+ * be in use any more (its sandbox is gone). */
+static void remove_tree_later(struct sbxd *d, const char *path) {
+        static const char *const candidates[] = {"/usr/bin/rm", "/bin/rm"};
+        const char *rm_bin = NULL;
+        struct remover *rm;
+        uv_process_options_t o;
+        uv_stdio_container_t stdio[3];
+        char *args[5];
+        size_t i;
         int r;
+
+        for (i = 0; i < sizeof(candidates) / sizeof(candidates[0]) && !rm_bin; i++)
+                if (access(candidates[i], X_OK) == 0)
+                        rm_bin = candidates[i];
+        rm = rm_bin ? calloc(1, sizeof(*rm)) : NULL;
+        if (rm && (rm->path = strdup(path))) {
+                memset(&o, 0, sizeof(o));
+                memset(stdio, 0, sizeof(stdio));
+                stdio[0].flags = stdio[1].flags = UV_IGNORE;
+                stdio[2].flags = UV_INHERIT_FD;
+                stdio[2].data.fd = 2;
+                args[0] = (char *)"rm";
+                args[1] = (char *)"-rf";
+                args[2] = (char *)"--one-file-system";
+                args[3] = rm->path;
+                args[4] = NULL;
+                o.file = rm_bin;
+                o.args = args;
+                o.stdio = stdio;
+                o.stdio_count = 3;
+                o.exit_cb = on_remover_exit;
+                rm->proc.data = rm;
+                r = uv_spawn(d->loop, &rm->proc, &o);
+                if (r == 0)
+                        return;
+                /* A handle that failed to spawn must still be closed. */
+                uv_close((uv_handle_t *)&rm->proc, on_remover_closed);
+        } else if (rm) {
+                free(rm);
+        }
+        r = rm_rf(path);
+        if (r < 0)
+                log_warning("cannot remove %s: %s", path, strerror(-r));
+}
+
+/* Removes what a sandbox left in its state directory (STATE/sandboxes/ID): the adoption
+ * socket, the workspace unless keep (moved to STATE/trash at once, deleted in the
+ * background), and the directory itself when it is then empty. */
+static void remove_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, int keep) {
+        char *dir = strdup(workspace), *slash;
         if (!dir)
                 return;
         slash = strrchr(dir, '/');
         if (slash && slash != dir) {
                 *slash = '\0';
                 if (!keep) {
-                        r = rm_rf(workspace);
-                        if (r < 0)
-                                log_warning("sbx=%s: cannot remove workspace %s: %s", id,
-                                            workspace, strerror(-r));
+                        char trash[SBX_PATH_MAX_BYTES + 128];
+                        snprintf(trash, sizeof(trash), "%s/trash/%s.%lld", d->cfg->state_dir, id,
+                                 (long long)sbxd_now_unix_ms());
+                        if (rename(workspace, trash) == 0) {
+                                remove_tree_later(d, trash);
+                        } else {
+                                int r = rm_rf(workspace);
+                                if (r < 0)
+                                        log_warning("sbx=%s: cannot remove workspace %s: %s", id,
+                                                    workspace, strerror(-r));
+                        }
                 }
                 {
                         char sock[SBX_PATH_MAX_BYTES + 16];
@@ -396,6 +470,25 @@ static void remove_sandbox_dir(const char *id, const char *workspace, int keep) 
                 (void)rmdir(dir);
         }
         free(dir);
+}
+
+void sandbox_empty_trash(struct sbxd *d) {
+        char path[SBX_PATH_MAX_BYTES + 16];
+        DIR *dir;
+        struct dirent *de;
+        snprintf(path, sizeof(path), "%s/trash", d->cfg->state_dir);
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return;
+        dir = opendir(path);
+        while (dir && (de = readdir(dir))) {
+                char sub[SBX_PATH_MAX_BYTES + 300];
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+                remove_tree_later(d, sub);
+        }
+        if (dir)
+                closedir(dir);
 }
 
 /* ---- freeing ------------------------------------------------------------------------ */
@@ -531,7 +624,7 @@ static void finish_end(struct sandbox *sb) {
                 sb->cg = NULL;
         }
         if (sb->workspace)
-                remove_sandbox_dir(sb->id, sb->workspace,
+                remove_sandbox_dir(sb->d, sb->id, sb->workspace,
                                    sb->spec->has_keep_workspace && sb->spec->keep_workspace);
         sb->state = sb->end_state;
         r = store_sandbox_set_state(sb->d->store, sb->id, state_name(sb->state),
@@ -1647,7 +1740,7 @@ int sandbox_recover(struct sbxd *d) {
                 if (d->cgroups->version != CGROUP_NONE)
                         cgroup_remove_tree(d->cgroups, x->id);
                 if (x->workspace && strstr(x->workspace, "/sandboxes/"))
-                        remove_sandbox_dir(x->id, x->workspace, x->keep);
+                        remove_sandbox_dir(d, x->id, x->workspace, x->keep);
                 store_sandbox_set_state(d->store, x->id, "lost", now,
                                         "lost: the daemon stopped while it ran");
                 log_notice("sbx=%s: lost in a daemon restart (%s); %d running commands marked "

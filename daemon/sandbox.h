@@ -60,6 +60,10 @@ void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud);
  * cgroups and workspace are removed. Returns the number adopted, or -errno. */
 int sandbox_recover(struct sbxd *d);
 
+/* At start-up: creates STATE/trash and deletes in the background what an earlier
+ * daemon left there (workspaces moved aside to be deleted). */
+void sandbox_empty_trash(struct sbxd *d);
+
 /* ---- one sandbox -------------------------------------------------------------------- */
 
 /* Called once when a creation finishes: err 0 and sb ready, or err < 0 with msg. */

@@ -652,6 +652,59 @@ START_TEST(list_filters) {
 }
 END_TEST
 
+
+/* Ending a sandbox with a large workspace does not stall the daemon: the workspace is
+ * moved aside and deleted in the background. */
+START_TEST(large_workspace_removed_in_background) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_result *r;
+        char *big, *other, trash[700];
+        double t0, worst = 0;
+        pid_t kid;
+        int i, st;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        big = it_create(c, NULL);
+        other = it_create(c, NULL);
+        r = it_sh(c, big, 120000,
+                  "python3 -c 'import os\nfor i in range(60000): open(\"f%d\" % i, \"w\").close()'");
+        ck_assert_int_eq(r->exit_code, 0);
+        sbx_result_free(r);
+        kid = fork();
+        ck_assert_int_ge(kid, 0);
+        if (kid == 0) {
+                sbx_client *cc = it_connect(&d);
+                _exit(sbx_terminate(cc, big, NULL) == SBX_OK ? 0 : 1);
+        }
+        for (i = 0; i < 20; i++) {
+                t0 = it_now_ms();
+                r = it_sh(c, other, 10000, "true");
+                if (it_now_ms() - t0 > worst)
+                        worst = it_now_ms() - t0;
+                sbx_result_free(r);
+        }
+        ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        ck_assert_msg(worst < 500, "a command took %.0f ms while a workspace was removed", worst);
+        /* The trash empties by itself. */
+        snprintf(trash, sizeof(trash), "%s/trash", d.state);
+        for (i = 0; i < 300; i++) {
+                char cmd[800];
+                snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A '%s')\"", trash);
+                if (system(cmd) == 0)
+                        break;
+                usleep(50000);
+        }
+        ck_assert_int_lt(i, 300);
+        free(big);
+        free(other);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("lifecycle");
         TCase *tc = tcase_create("lifecycle");
@@ -668,6 +721,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, keep_sandboxes_on_sigterm);
         tcase_add_test(tc, orphan_grace_expires);
         tcase_add_test(tc, list_filters);
+        tcase_add_test(tc, large_workspace_removed_in_background);
         suite_add_tcase(s, tc);
         return s;
 }
