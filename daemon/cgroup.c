@@ -579,8 +579,12 @@ int cgroup_oom_kills(struct cgroup *g, uint64_t *ret) {
 }
 
 int cgroup_pids_max_events(struct cgroup *g, uint64_t *ret) {
+        /* v2: pids.events counts at the group whose limit was hit; pids.events.local
+         * (Linux 6.2+) at the group whose process tried to fork. */
         if (g->v2_path)
-                return read_keyed(g->v2_path, "pids.events", "max", ret);
+                return read_keyed(g->v2_path, "pids.events.local", "max", ret) == 0
+                               ? 0
+                               : read_keyed(g->v2_path, "pids.events", "max", ret);
         if (g->path[CG_PIDS])
                 return read_keyed(g->path[CG_PIDS], "pids.events", "max", ret);
         return -ENOENT;

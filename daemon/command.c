@@ -65,6 +65,7 @@ struct command {
         struct sandbox *sb;
         struct command *next, *prev;
         uid_t caller_uid;
+        int overlapped;                 /* another command of the sandbox ran meanwhile */
         uint64_t num;
         char id[32];
         struct command_callbacks cbs;
@@ -355,11 +356,13 @@ static int has_limit(const struct sandbox *sb, int which) {
         }
 }
 
-/* OOM kills and refused forks so far, counted in the sandbox's group and the command's
- * own: cgroup v1 counts an event where it happened (the command's group), v2 where the
- * limit is (the sandbox's), so the sum of both is right on either. */
+/* OOM kills and refused forks so far: in the command's own group where it has one
+ * (where the event happened: v1's pids.events, v2's pids.events.local and
+ * memory.events), else in the sandbox's. */
 static void count_events(struct command *cmd, uint64_t *ret_oom, uint64_t *ret_pids) {
-        struct cgroup *groups[2] = {cmd->sb->cg, cmd->cg};
+        /* A command with a group of its own is counted there alone: the sandbox's group
+         * also counts its neighbours. */
+        struct cgroup *groups[2] = {cmd->cg ? NULL : cmd->sb->cg, cmd->cg};
         int i;
         *ret_oom = *ret_pids = 0;
         /* Without a memory or process limit there is nothing to hit: spare the reads. */
@@ -448,7 +451,9 @@ static void finish(struct command *cmd) {
                 if ((sig == SIGXFSZ || child_sig == SIGXFSZ) && has_limit(sb, LIM_FILE_SIZE))
                         hits[n_hits++] = "file_size";
         }
-        if (now_pids > cmd->pids_before)
+        /* The sandbox's counters count every command: a refused fork is this command's
+         * only if nothing else ran meanwhile (or its own group counted it). */
+        if (now_pids > cmd->pids_before && (!cmd->overlapped || cmd->cg))
                 hits[n_hits++] = "processes";
         res.has_timed_out = 1;
         res.timed_out = res.outcome == SBX__V1__OUTCOME__TIMED_OUT;
@@ -1099,6 +1104,12 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         cmd->timer.data = cmd->drain.data = cmd;
         cmd->handles = 2;
         sb->handles_open++; /* the sandbox outlives its commands' handles */
+        if (sb->commands) {
+                struct command *o;
+                for (o = sb->commands; o; o = o->next)
+                        o->overlapped = 1;
+                cmd->overlapped = 1;
+        }
         cmd->next = sb->commands;
         if (sb->commands)
                 sb->commands->prev = cmd;

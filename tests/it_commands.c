@@ -137,6 +137,14 @@ START_TEST(fork_bomb_contained) {
         ck_assert(has_hit(r, "processes"));
         sbx_result_free(r);
         /* Meanwhile the daemon and other sandboxes work normally. */
+        {
+                /* An innocent command beside a bomb in another sandbox is not charged. */
+                char *calm = create_limited(c, 0, 64, 0, 0);
+                r = it_sh(c, calm, 10000, "sleep 0.2");
+                ck_assert(!has_hit(r, "processes"));
+                sbx_result_free(r);
+                free(calm);
+        }
         other = it_create(c, NULL);
         r = it_exec(c, other, 10000, ok);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
@@ -650,6 +658,41 @@ START_TEST(full_init_channel_queues) {
 }
 END_TEST
 
+
+/* A fork that the sandbox's process limit refuses is charged to the command that tried,
+ * not to a command that merely ran at the same time. */
+START_TEST(limit_events_not_charged_to_neighbours) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_result *r;
+        const char *sl[] = {"sleep", "2", NULL};
+        char *id;
+        pid_t kid;
+        int st;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = create_limited(c, 0, 12, 0, 0);
+        /* The neighbour: a command that forks nothing, running first. */
+        kid = fork();
+        ck_assert_int_ge(kid, 0);
+        if (kid == 0) {
+                sbx_client *cc = it_connect(&d);
+                struct sbx_result *rr = it_exec(cc, id, 20000, sl);
+                _exit(rr->outcome == SBX_OUTCOME_EXITED && !has_hit(rr, "processes") ? 0 : 1);
+        }
+        usleep(400000);
+        r = it_sh(c, id, 20000, "for i in $(seq 40); do sleep 1 & done; wait");
+        sbx_result_free(r);
+        ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "the neighbour was charged with the bomb's refused forks");
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("commands");
         TCase *tc = tcase_create("commands");
@@ -667,6 +710,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, daemon_maximum_timeout_and_records);
         tcase_add_test(tc, vanishing_client_cancels_its_command);
         tcase_add_test(tc, full_init_channel_queues);
+        tcase_add_test(tc, limit_events_not_charged_to_neighbours);
         suite_add_tcase(s, tc);
         return s;
 }
