@@ -582,12 +582,9 @@ int sandbox_set_deadline(struct sandbox *sb, int64_t deadline_ms) {
 
 /* ---- the end ------------------------------------------------------------------------ */
 
-static void finish_end(struct sandbox *sb) {
-        size_t i;
-        int r;
-
-        drain_init_channel(sb);
-        command_end_all(sb, 0);
+/* Lets go of init: its watchers and descriptors (what a sandbox's end and a detach for
+ * the next daemon share). */
+static void release_init(struct sandbox *sb) {
         outq_free(sb);
         if (sb->pidfd_poll_inited) {
                 sb->pidfd_poll_inited = 0;
@@ -600,18 +597,37 @@ static void finish_end(struct sandbox *sb) {
                 sb->chan_poll_inited = 0;
                 uv_close((uv_handle_t *)&sb->chan_poll, on_handle_closed);
         }
-        if (sb->chan_fd >= 0) {
+        if (sb->chan_fd >= 0)
                 close(sb->chan_fd);
-                sb->chan_fd = -1;
-        }
-        if (sb->init_pidfd >= 0) {
+        if (sb->init_pidfd >= 0)
                 close(sb->init_pidfd);
-                sb->init_pidfd = -1;
-        }
-        if (sb->root_fd >= 0) {
+        if (sb->root_fd >= 0)
                 close(sb->root_fd);
-                sb->root_fd = -1;
-        }
+        sb->chan_fd = sb->init_pidfd = sb->root_fd = -1;
+}
+
+/* Closes the remaining handles, takes sb out of the table and frees it once every
+ * handle is closed. sb must not be used after this. */
+static void retire(struct sandbox *sb) {
+        uv_timer_stop(&sb->timer);
+        uv_timer_stop(&sb->kill_timer);
+        uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
+        uv_close((uv_handle_t *)&sb->kill_timer, on_handle_closed);
+        if (sb->proc_spawned)
+                uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
+        sb->freed_from_table = 1;
+        table_remove(sb->tab, sb);
+        if (sb->handles_open == 0)
+                sandbox_free(sb);
+}
+
+static void finish_end(struct sandbox *sb) {
+        size_t i;
+        int r;
+
+        drain_init_channel(sb);
+        command_end_all(sb, 0);
+        release_init(sb);
         if (sb->cg) {
                 /* PID 1 is gone, so the tree is empty; kill anything that escaped into it
                  * from outside the namespace anyway, then remove it, commands' groups
@@ -646,17 +662,7 @@ static void finish_end(struct sandbox *sb) {
                         sb->waiters[i].cb(sb->waiters[i].ud, sb);
         sb->n_waiters = 0;
 
-        uv_timer_stop(&sb->timer);
-        uv_timer_stop(&sb->kill_timer);
-        uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
-        uv_close((uv_handle_t *)&sb->kill_timer, on_handle_closed);
-        if (sb->proc_spawned)
-                uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
-        sb->freed_from_table = 1;
-        table_remove(sb->tab, sb);
-        /* The poll handle, if any, was counted too. */
-        if (sb->handles_open == 0)
-                sandbox_free(sb);
+        retire(sb);
 }
 
 static void kill_init(struct sandbox *sb) {
@@ -1763,39 +1769,13 @@ int sandbox_recover(struct sbxd *d) {
  * record stays "ready", its running commands end as "unknown". */
 static int detach_one(struct sandbox *sb, void *ud) {
         command_end_all(sb, 1);
-        outq_free(sb);
-        uv_timer_stop(&sb->timer);
-        uv_timer_stop(&sb->kill_timer);
-        if (sb->chan_poll_inited) {
-                sb->chan_poll_inited = 0;
-                uv_poll_stop(&sb->chan_poll);
-                uv_close((uv_handle_t *)&sb->chan_poll, on_handle_closed);
-        }
-        if (sb->pidfd_poll_inited) {
-                sb->pidfd_poll_inited = 0;
-                uv_poll_stop(&sb->pidfd_poll);
-                uv_close((uv_handle_t *)&sb->pidfd_poll, on_handle_closed);
-        }
-        if (sb->chan_fd >= 0)
-                close(sb->chan_fd);
-        if (sb->init_pidfd >= 0)
-                close(sb->init_pidfd);
-        if (sb->root_fd >= 0)
-                close(sb->root_fd);
-        sb->chan_fd = sb->init_pidfd = sb->root_fd = -1;
+        release_init(sb);
         if (sb->cg) {
                 cgroup_forget(sb->cg); /* it stays, for the next daemon */
                 sb->cg = NULL;
         }
         log_notice("sbx=%s: left running for the next daemon", sb->id);
-        uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
-        uv_close((uv_handle_t *)&sb->kill_timer, on_handle_closed);
-        if (sb->proc_spawned)
-                uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
-        sb->freed_from_table = 1;
-        table_remove(sb->tab, sb);
-        if (sb->handles_open == 0)
-                sandbox_free(sb);
+        retire(sb);
         return 0;
 }
 
