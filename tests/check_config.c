@@ -102,9 +102,34 @@ START_TEST(bad_flags) {
         expect_bad("--max-frame-bytes", "10");
         expect_bad("--bogus", "1");
         expect_bad("--command-cgroups", "sometimes");
+        expect_bad("--max-sandboxes-per-uid", "0");
+        expect_bad("--max-commands-per-uid", "x");
+        expect_bad("--max-commands", "5000");
+        expect_bad("--retention-days", "-1");
+        expect_bad("--max-lifetime", "0");
+        expect_bad("--max-command-timeout", "abc");
         expect_bad("--adopt-grace", "-2");
         expect_bad("--max-sandboxes", NULL);
         expect_bad("stray", NULL);
+}
+END_TEST
+
+START_TEST(service_flags) {
+        struct config c;
+        char err[256];
+        char *argv[] = {"sbxd", "--keep-sandboxes", "--adopt-grace", "2.5", "--command-cgroups",
+                        "on", "--max-sandboxes-per-uid", "3", "--retention-days", "0", NULL};
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_uint_eq(c.adopt_grace_ms, 60000);
+        ck_assert_int_eq(c.command_cgroups, CONFIG_CGROUPS_AUTO);
+        ck_assert_int_eq(config_parse_args(&c, 10, argv, err, sizeof(err)), 0);
+        ck_assert(c.keep_sandboxes);
+        ck_assert_uint_eq(c.adopt_grace_ms, 2500);
+        ck_assert_int_eq(c.command_cgroups, CONFIG_CGROUPS_ON);
+        ck_assert_uint_eq(c.max_sandboxes_per_uid, 3);
+        ck_assert_uint_eq(c.retention_days, 0);
+        config_free(&c);
 }
 END_TEST
 
@@ -141,6 +166,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, env_socket_wins_and_flag_wins_over_env);
         tcase_add_test(tc, flags);
         tcase_add_test(tc, bad_flags);
+        tcase_add_test(tc, service_flags);
         tcase_add_test(tc, seconds);
         tcase_add_test(tc, log_levels);
         suite_add_tcase(s, tc);
