@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,36 +288,6 @@ START_TEST(socket_life) {
 }
 END_TEST
 
-static int integrity_ok(const char *state) {
-        char path[700];
-        sqlite3 *db;
-        sqlite3_stmt *s;
-        int ok = 0;
-        snprintf(path, sizeof(path), "%s/sbxd.db", state);
-        ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-        ck_assert_int_eq(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, NULL), SQLITE_OK);
-        if (sqlite3_step(s) == SQLITE_ROW)
-                ok = strcmp((const char *)sqlite3_column_text(s, 0), "ok") == 0;
-        sqlite3_finalize(s);
-        sqlite3_close(db);
-        return ok;
-}
-
-static int count_rows(const char *state, const char *sql) {
-        char path[700];
-        sqlite3 *db;
-        sqlite3_stmt *s;
-        int n = -1;
-        snprintf(path, sizeof(path), "%s/sbxd.db", state);
-        ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-        ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-        if (sqlite3_step(s) == SQLITE_ROW)
-                n = sqlite3_column_int(s, 0);
-        sqlite3_finalize(s);
-        sqlite3_close(db);
-        return n;
-}
-
 /* The records survive a SIGKILL in the middle of writing them: many clients create
  * sandboxes and run commands while the daemon is killed; after a restart the database
  * passes integrity_check, every sandbox that was live is marked lost (none stays
@@ -364,13 +333,13 @@ START_TEST(sigkill_during_writes) {
         it_daemon_kill(&d);
         for (i = 0; i < CLIENTS; i++)
                 waitpid(pids[i], &st, 0);
-        ck_assert_int_gt(count_rows(d.state, "SELECT count(*) FROM sandboxes"), 0);
+        ck_assert_int_gt(it_db_int(&d, "SELECT count(*) FROM sandboxes"), 0);
         it_daemon_restart(&d, flags);
-        ck_assert(integrity_ok(d.state));
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM sandboxes WHERE state IN "
+        ck_assert(it_db_ok(&d));
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE state IN "
                                              "('creating','ready','terminating')"),
                          0);
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM commands WHERE outcome IS NULL"),
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome IS NULL"),
                          0);
         /* Served at once after the restart, with nothing live. */
         c = it_connect(&d);
@@ -379,7 +348,7 @@ START_TEST(sigkill_during_writes) {
         sbx_sandbox_list_free(l);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
-        ck_assert(integrity_ok(d.state));
+        ck_assert(it_db_ok(&d));
         /* Nothing of the killed daemon's sandboxes is left on disk. */
         {
                 char cmd[800];

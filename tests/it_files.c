@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,22 +125,6 @@ static void must_write(sbx_client *c, const char *id, const char *path, const vo
         enum sbx_code code = sbx_write(c, id, path, data, len, 0, flags);
         ck_assert_msg(code == SBX_OK, "write %s: %s: %s", path, code_name(code),
                       sbx_error_message(c));
-}
-
-static int count_rows(const char *state, const char *sql) {
-        char path[700];
-        sqlite3 *db;
-        sqlite3_stmt *s;
-        int n = -1;
-        snprintf(path, sizeof(path), "%s/sbxd.db", state);
-        ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-        ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql,
-                      sqlite3_errmsg(db));
-        if (sqlite3_step(s) == SQLITE_ROW)
-                n = sqlite3_column_int(s, 0);
-        sqlite3_finalize(s);
-        sqlite3_close(db);
-        return n;
 }
 
 /* A host path next to d's directory, in the test case's base directory: d's own
@@ -754,7 +737,7 @@ START_TEST(terminated_sandbox_unavailable) {
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
         /* The refusals are on record too (the write before the end, and six after). */
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM fileops WHERE sandbox_id = "
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM fileops WHERE sandbox_id = "
                                              "'gone' AND result = 'UNAVAILABLE'"),
                          6);
 }
@@ -1015,26 +998,26 @@ START_TEST(every_operation_recorded) {
         ck_assert_int_eq(sbx_write(c, "rec", "/etc/x", "x", 1, 0, 0), SBX_READ_ONLY); /* 8 */
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM fileops WHERE sandbox_id='rec'"),
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM fileops WHERE sandbox_id='rec'"),
                          8);
         snprintf(sql, sizeof(sql),
                  "SELECT count(*) FROM fileops WHERE sandbox_id='rec' AND caller_uid=%u AND "
                  "caller_pid > 0 AND client_name='itest' AND time_ms > 0",
                  (unsigned)getuid());
-        ck_assert_int_eq(count_rows(d.state, sql), 8);
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM fileops WHERE op='write' AND "
+        ck_assert_int_eq(it_db_int(&d, sql), 8);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM fileops WHERE op='write' AND "
                                              "path='a' AND bytes=5 AND result='OK'"),
                          1);
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM fileops WHERE op='read' AND "
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM fileops WHERE op='read' AND "
                                              "path='a' AND bytes=5 AND result='OK'"),
                          1);
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM fileops WHERE op='read' AND "
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM fileops WHERE op='read' AND "
                                              "path='missing' AND result='NOT_FOUND'"),
                          1);
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM fileops WHERE op='write' AND "
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM fileops WHERE op='write' AND "
                                              "path='/etc/x' AND result='READ_ONLY'"),
                          1);
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(DISTINCT op) FROM fileops"), 6);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(DISTINCT op) FROM fileops"), 6);
 }
 END_TEST
 

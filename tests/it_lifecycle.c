@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,21 +340,6 @@ static int count_dirs(const char *path) {
         return n;
 }
 
-static int query_int(const char *state, const char *sql) {
-        char path[700];
-        sqlite3 *db;
-        sqlite3_stmt *s;
-        int n = -1;
-        snprintf(path, sizeof(path), "%s/sbxd.db", state);
-        ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-        ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-        if (sqlite3_step(s) == SQLITE_ROW)
-                n = sqlite3_column_int(s, 0);
-        sqlite3_finalize(s);
-        sqlite3_close(db);
-        return n;
-}
-
 START_TEST(sigkill_with_running_work) {
         enum { SANDBOXES = 10, COMMANDS = 20 };
         struct it_daemon d;
@@ -396,11 +380,11 @@ START_TEST(sigkill_with_running_work) {
                 waitpid(kids[i], NULL, 0);
         it_daemon_restart(&d, flags);
         /* Reconciled before the first client is served. */
-        ck_assert_int_eq(query_int(d.state, "SELECT count(*) FROM sandboxes WHERE state='lost'"),
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE state='lost'"),
                          SANDBOXES);
-        ck_assert_int_eq(query_int(d.state, "SELECT count(*) FROM commands WHERE outcome='unknown'"),
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome='unknown'"),
                          COMMANDS);
-        ck_assert_int_eq(query_int(d.state, "SELECT count(*) FROM commands WHERE outcome IS NULL"), 0);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome IS NULL"), 0);
         ck_assert_int_eq(it_count_procs("sleep 77.4321"), 0);
         snprintf(sbdir, sizeof(sbdir), "%s/sandboxes", d.state);
         ck_assert_int_eq(count_dirs(sbdir), 0);
@@ -413,9 +397,7 @@ START_TEST(sigkill_with_running_work) {
                 free(ids[i]);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
-        ck_assert_int_eq(query_int(d.state, "SELECT count(*) FROM pragma_integrity_check "
-                                            "WHERE integrity_check = 'ok'"),
-                         1);
+        ck_assert(it_db_ok(&d));
 }
 END_TEST
 

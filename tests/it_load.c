@@ -29,7 +29,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,21 +191,6 @@ static int cgroup_leftovers(const char *state_dir) {
                 h = (h ^ (unsigned char)*s) * 16777619u;
         snprintf(name, sizeof(name), "sbxd-%08x", h);
         return cgroup_groups("/sys/fs/cgroup", name, 4);
-}
-
-static int count_rows(const char *state, const char *sql) {
-        char path[700];
-        sqlite3 *db;
-        sqlite3_stmt *s;
-        int n = -1;
-        snprintf(path, sizeof(path), "%s/sbxd.db", state);
-        ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-        ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-        if (sqlite3_step(s) == SQLITE_ROW)
-                n = sqlite3_column_int(s, 0);
-        sqlite3_finalize(s);
-        sqlite3_close(db);
-        return n;
 }
 
 /* ---- a raw protocol client (runs in a child process: no ck_assert there) ------------- */
@@ -994,10 +978,10 @@ START_TEST(mixed_load) {
         /* A clean stop; then the records. */
         st = it_daemon_stop(&d);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sbxd exit status %d", st);
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM commands WHERE outcome IS NULL"),
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome IS NULL"),
                          0);
-        ck_assert_int_gt(count_rows(d.state, "SELECT count(*) FROM commands"), clients);
-        ck_assert_int_eq(count_rows(d.state, "SELECT count(*) FROM sandboxes WHERE state IN "
+        ck_assert_int_gt(it_db_int(&d, "SELECT count(*) FROM commands"), clients);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE state IN "
                                              "('creating','ready','terminating')"),
                          0);
         snprintf(sbdir, sizeof(sbdir), "%s/sandboxes", d.state);

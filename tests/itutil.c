@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,27 @@ Sbx__V1__Response *it_raw_read(int fd, struct frame_reader *r, int timeout_ms) {
                 ck_assert_int_gt(n, 0);
                 frame_reader_commit(r, (size_t)n);
         }
+}
+
+int it_db_int(const struct it_daemon *d, const char *sql) {
+        char path[700];
+        sqlite3 *db;
+        sqlite3_stmt *s;
+        int n = -1;
+        snprintf(path, sizeof(path), "%s/sbxd.db", d->state);
+        ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql,
+                      sqlite3_errmsg(db));
+        if (sqlite3_step(s) == SQLITE_ROW)
+                n = sqlite3_column_int(s, 0);
+        sqlite3_finalize(s);
+        sqlite3_close(db);
+        return n;
+}
+
+int it_db_ok(const struct it_daemon *d) {
+        return it_db_int(d, "SELECT count(*) FROM pragma_integrity_check "
+                            "WHERE integrity_check = 'ok'") == 1;
 }
 
 int it_count_procs(const char *needle) {

@@ -76,6 +76,13 @@ void it_raw_send(int fd, Sbx__V1__Request *req);
  * with sbx__v1__response__free_unpacked. */
 Sbx__V1__Response *it_raw_read(int fd, struct frame_reader *r, int timeout_ms);
 
+/* The integer the query sql yields on d's records (STATE/sbxd.db, opened read-only),
+ * -1 when it yields no row. Fails the test when the query does not prepare. */
+int it_db_int(const struct it_daemon *d, const char *sql);
+
+/* 1 when the records pass PRAGMA integrity_check. */
+int it_db_ok(const struct it_daemon *d);
+
 /* Count of processes on the host whose command line contains needle (from /proc). */
 int it_count_procs(const char *needle);
 
