@@ -38,25 +38,6 @@ static void on_sweep(uv_timer_t *t) {
         sbxtab_sweep(D.sandboxes);
 }
 
-static int mkdir_p(const char *path, mode_t mode) {
-        char buf[SBX_PATH_MAX_BYTES];
-        char *p;
-        if (strlen(path) >= sizeof(buf))
-                return -ENAMETOOLONG;
-        strcpy(buf, path);
-        for (p = buf + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = '\0';
-                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = '/';
-        }
-        if (mkdir(buf, mode) < 0 && errno != EEXIST)
-                return -errno;
-        return 0;
-}
-
 static void detect_features(struct sbxd *d) {
         struct features *f = &d->features;
         struct open_how how;
@@ -130,12 +111,12 @@ static void cgroup_base_name(const char *state_dir, char *out, size_t len) {
 /* Creates the state directory and takes its lock. Returns the lock fd or -1 (logged). */
 static int prepare_state_dir(const struct config *cfg) {
         char *path = NULL;
-        int r = mkdir_p(cfg->state_dir, 0700);
+        int r = server_mkdir_p(cfg->state_dir, 0700);
 
         if (r == 0) {
                 if (asprintf(&path, "%s/sandboxes", cfg->state_dir) < 0)
                         return -1;
-                r = mkdir_p(path, 0711);
+                r = server_mkdir_p(path, 0711);
                 free(path);
         }
         if (r < 0) {

@@ -17,7 +17,7 @@
 #include "log.h"
 #include "sbxd.h"
 
-static int mkdir_parents(const char *path, mode_t mode) {
+int server_mkdir_p(const char *path, mode_t mode) {
         char buf[SBX_PATH_MAX_BYTES];
         char *p;
 
@@ -28,7 +28,7 @@ static int mkdir_parents(const char *path, mode_t mode) {
                 if (*p != '/')
                         continue;
                 *p = '\0';
-                if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
                         return -errno;
                 *p = '/';
         }
@@ -145,7 +145,7 @@ int server_bind(struct server *s, struct sbxd *d, const char *path) {
         slash = strrchr(dir, '/');
         if (slash && slash != dir) {
                 *slash = '\0';
-                r = mkdir_parents(dir, 0755);
+                r = server_mkdir_p(dir, 0755);
                 if (r < 0)
                         return r;
         }

@@ -5,6 +5,8 @@
 #ifndef SBX_SERVER_H
 #define SBX_SERVER_H
 
+#include <sys/types.h>
+
 #include "conn.h"
 
 struct server {
@@ -30,6 +32,10 @@ int server_adopt(struct server *s, struct sbxd *d, int fd, const char **ret_path
 
 /* Starts accepting connections (clients block in connect() until then). */
 int server_listen(struct server *s);
+
+/* Creates path (mode) and its missing parents (0755), like mkdir -p. Returns 0 or
+ * -errno. Used for the socket's and the state's directories. */
+int server_mkdir_p(const char *path, mode_t mode);
 
 /* Takes an exclusive flock on path (created 0600). Returns the fd, -EADDRINUSE when
  * another process holds it, or another -errno. */
