@@ -1,7 +1,7 @@
 /* caps.c: capability dropping for command children (bounding, securebits, capset).
  *
- * Raw prctl(2)/capset(2), no libcap: the child runs between fork and execve and
- * calls nothing that allocates. Owns nothing. Called by spawn.c; see caps.h for the
+ * Raw prctl(2)/capset(2), no libcap: the child runs between clone and execve in PID
+ * 1's memory and calls nothing that allocates. Owns nothing. Called by spawn.c; see caps.h for the
  * order. Compare bubblewrap's drop_privs() and nsjail's caps.c. */
 #include "caps.h"
 

@@ -1,8 +1,8 @@
 /* caps.h: dropping every capability of a command child before execve.
  *
- * Called only by spawn.c in the forked child, in this order: caps_drop_bounding and
- * caps_lock_securebits while the child still has CAP_SETPCAP (before its uid change),
- * then, after setresuid, caps_clear (a uid change away from 0 already empties the
+ * Called only by spawn.c: caps_drop_bounding and caps_lock_securebits once in PID 1
+ * while it has CAP_SETPCAP (spawn_prepare_parent; every command inherits both), then,
+ * in each command child after setresuid, caps_clear (a uid change away from 0 already empties the
  * permitted set; a rootless command stays uid 0 of its user namespace and needs it). Each returns 0
  * or -errno and is async-signal-safe. */
 #ifndef SBX_INIT_CAPS_H

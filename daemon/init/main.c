@@ -33,6 +33,7 @@
 #include "mnt.h"
 #include "ns.h"
 #include "serve.h"
+#include "spawn.h"
 #include "util.h"
 
 /* The uid/gid of commands in root mode when Setup names none: never root by accident. */
@@ -230,7 +231,13 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
                 return 1;
         close(pidpipe);
 
-        /* 2. Signals: SIGCHLD through a signalfd, everything else ignored. */
+        /* 2. Signals: every one blocked, SIGCHLD read through a signalfd; the bounding
+         * set and the securebits every command inherits; the commands' stack. */
+        r = spawn_prepare_parent();
+        if (r < 0) {
+                util_fail(&err, r, NULL, "prepare to start commands");
+                return setup_failed(chan, &err, host_pid);
+        }
         sigfd = serve_signals_init();
         if (sigfd < 0) {
                 util_fail(&err, sigfd, NULL, "signalfd for SIGCHLD");
@@ -277,7 +284,7 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
          * execve. Loading it per command cost a copy, a check and a JIT compilation of
          * the program each time (about 0.2 ms). PID 1 needs none of the calls it
          * denies from here on (poll, the channel, fork without namespace flags, wait4,
-         * kill, accept4), and each command still drops its uid, capabilities and sets
+         * kill, accept4), and each command still drops its uid and capabilities and sets
          * no_new_privs itself before execve. */
         if (cfg.filter) {
                 r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : filter_load(cfg.filter);

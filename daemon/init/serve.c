@@ -1,12 +1,11 @@
 /* serve.c: PID 1's poll() loop: Start, Signal, reaping, Started/StartFailed/Exited.
  *
- * Owns the table of commands whose leader PID 1 has not finished with, each with the
- * read end of its exec error pipe while it starts. A command is "starting" until its
- * pipe says how execve went (end of stream: Started; a struct spawn_failure:
- * StartFailed), then "running" until its leader is reaped (Exited). A leader reaped
- * while still starting keeps its status until the pipe has spoken, so Started always
- * precedes Exited and a failed start never produces an Exited. Every other child
- * (orphans re-parented to us) is reaped silently. Called by main.c in PID 1 only. */
+ * Owns the table of running commands, from their Started (sent as soon as
+ * spawn_start returns: the child has called execve by then) to their leader's reaping
+ * (Exited). So Started always precedes Exited, and a failed start, answered with
+ * StartFailed at once, never produces an Exited: its child is not in the table and is
+ * reaped silently, like every other child (orphans re-parented to us). Called by
+ * main.c in PID 1 only. */
 #include "serve.h"
 
 #include <errno.h>
@@ -33,18 +32,9 @@
  * only bounds the table against a confused peer. */
 #define SERVE_MAX_COMMANDS 1024u
 
-enum cmd_state { CMD_STARTING, CMD_RUNNING };
-
 struct cmd {
         uint64_t id;
         pid_t pid;
-        enum cmd_state state;
-        int errfd; /* CMD_STARTING: the exec error pipe, else -1. */
-        struct spawn_failure fail;
-        size_t fail_len;
-        bool reaped;
-        int status;
-        struct rusage ru;
 };
 
 static struct cmd *cmds;
@@ -96,20 +86,20 @@ static int64_t tv_usec(const struct timeval *tv) {
         return (int64_t)tv->tv_sec * 1000000 + tv->tv_usec;
 }
 
-static void send_exited(const struct cmd *c) {
+static void send_exited(const struct cmd *c, int status, const struct rusage *ru) {
         Sbx__Init__V1__FromInit m = SBX__INIT__V1__FROM_INIT__INIT;
         Sbx__Init__V1__Exited e = SBX__INIT__V1__EXITED__INIT;
 
         e.has_command_id = 1;
         e.command_id = c->id;
         e.has_wait_status = 1;
-        e.wait_status = c->status;
+        e.wait_status = status;
         e.has_utime_usec = 1;
-        e.utime_usec = tv_usec(&c->ru.ru_utime);
+        e.utime_usec = tv_usec(&ru->ru_utime);
         e.has_stime_usec = 1;
-        e.stime_usec = tv_usec(&c->ru.ru_stime);
+        e.stime_usec = tv_usec(&ru->ru_stime);
         e.has_maxrss_kib = 1;
-        e.maxrss_kib = c->ru.ru_maxrss; /* Already KiB on Linux (getrusage(2)). */
+        e.maxrss_kib = ru->ru_maxrss; /* Already KiB on Linux (getrusage(2)). */
         m.body_case = SBX__INIT__V1__FROM_INIT__BODY_EXITED;
         m.exited = &e;
         send_msg(&m);
@@ -134,8 +124,6 @@ static struct cmd *find_pid(pid_t pid) {
 }
 
 static void remove_cmd(struct cmd *c) {
-        if (c->errfd >= 0)
-                close(c->errfd);
         *c = cmds[--n_cmds];
 }
 
@@ -194,10 +182,11 @@ static char **dup_strv(const ProtobufCBinaryData *items, size_t n, int *ret_err)
 
 static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
         struct spawn_rlimit rl[RLIM_NLIMITS];
+        struct spawn_failure fail;
         struct spawn_spec spec;
-        char **argv = NULL, **envp = NULL, *cwd = NULL, text[160];
+        char **argv = NULL, **envp = NULL, *cwd = NULL, text[SPAWN_WHAT_BYTES + 128];
         size_t n_cg = s->has_n_cgroup_fds ? s->n_cgroup_fds : 0, i;
-        int err = 0, r, errfd = -1;
+        int err = 0, r;
         struct cmd *c;
         pid_t pid;
 
@@ -273,20 +262,11 @@ static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
         spec.gid = config->run_gid;
         spec.keep_groups = config->rootless;
         spec.filter = config->filter;
-        r = spawn_start(&spec, &pid, &errfd);
-        if (r < 0) {
-                snprintf(text, sizeof(text), "fork: %s", strerror(-r));
-                send_start_failed(s->command_id, -r, text);
-                goto out;
-        }
+        /* Room in the table first: a started child must be tracked. */
         if (n_cmds == cap_cmds) {
                 size_t ncap = cap_cmds ? cap_cmds * 2 : 16;
                 struct cmd *n = realloc(cmds, ncap * sizeof(*n));
                 if (!n) {
-                        /* The child runs but cannot be tracked: stop it, say so. Its
-                         * process group may not exist yet. */
-                        kill(pid, SIGKILL);
-                        close(errfd);
                         snprintf(text, sizeof(text), "start: out of memory");
                         send_start_failed(s->command_id, ENOMEM, text);
                         goto out;
@@ -294,12 +274,23 @@ static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
                 cmds = n;
                 cap_cmds = ncap;
         }
+        r = spawn_start(&spec, &pid, &fail);
+        if (r < 0) {
+                snprintf(text, sizeof(text), "clone: %s", strerror(-r));
+                send_start_failed(s->command_id, -r, text);
+                goto out;
+        }
+        if (r > 0) {
+                /* Its exit status (127), whenever reaped, belongs to nobody. */
+                fail.what[sizeof(fail.what) - 1] = '\0';
+                snprintf(text, sizeof(text), "%s: %s", fail.what, strerror(fail.err));
+                send_start_failed(s->command_id, fail.err, text);
+                goto out;
+        }
         c = &cmds[n_cmds++];
-        memset(c, 0, sizeof(*c));
         c->id = s->command_id;
         c->pid = pid;
-        c->state = CMD_STARTING;
-        c->errfd = errfd;
+        send_started(c);
 out:
         /* The command has its own copies now (or never will). */
         close_fds(fds, nfds);
@@ -318,56 +309,13 @@ static void handle_signal(const Sbx__Init__V1__Signal *s) {
         if (sig < 1 || sig >= NSIG)
                 return;
         c = find_id(s->command_id);
-        if (!c || c->reaped)
+        if (!c)
                 return;
-        /* Until the child's setsid() its process group does not exist yet; then the
-         * leader alone is all there is to signal. */
-        if (s->has_cont && s->cont && kill(-c->pid, SIGCONT) < 0 && errno == ESRCH)
-                kill(c->pid, SIGCONT);
-        if (kill(-c->pid, sig) < 0 && errno == ESRCH)
-                kill(c->pid, sig);
-}
-
-/* Reads what the starting command c wrote on its error pipe; answers Started or
- * StartFailed (and a pending Exited) once the pipe reaches end of stream. */
-static void handle_errfd(struct cmd *c) {
-        char text[SPAWN_WHAT_BYTES + 128];
-        uint8_t *buf = (uint8_t *)&c->fail;
-        ssize_t n;
-
-        for (;;) {
-                n = read(c->errfd, buf + c->fail_len, sizeof(c->fail) - c->fail_len);
-                if (n > 0) {
-                        c->fail_len += (size_t)n;
-                        if (c->fail_len < sizeof(c->fail))
-                                continue;
-                        break; /* A whole report; do not wait for end of stream. */
-                }
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return;
-                break; /* End of stream, or an error we treat as one. */
-        }
-        close(c->errfd);
-        c->errfd = -1;
-        if (c->fail_len >= sizeof(c->fail.err)) {
-                int err = c->fail.err > 0 ? c->fail.err : EIO;
-                c->fail.what[sizeof(c->fail.what) - 1] = '\0';
-                if (c->fail_len < sizeof(c->fail))
-                        snprintf(c->fail.what, sizeof(c->fail.what), "start");
-                snprintf(text, sizeof(text), "%s: %s", c->fail.what, strerror(err));
-                send_start_failed(c->id, err, text);
-                /* Its exit status (127), whenever reaped, belongs to nobody. */
-                remove_cmd(c);
-                return;
-        }
-        c->state = CMD_RUNNING;
-        send_started(c);
-        if (c->reaped) {
-                send_exited(c);
-                remove_cmd(c);
-        }
+        /* The leader called setsid() before execve, and is not reaped yet: its process
+         * group exists. */
+        if (s->has_cont && s->cont)
+                kill(-c->pid, SIGCONT);
+        kill(-c->pid, sig);
 }
 
 static void reap(int sigfd) {
@@ -389,15 +337,10 @@ static void reap(int sigfd) {
                 if (pid <= 0)
                         return;
                 c = find_pid(pid);
-                if (!c || c->reaped)
+                if (!c)
                         continue; /* An orphan, or a failed start already answered. */
-                c->reaped = true;
-                c->status = status;
-                c->ru = ru;
-                if (c->state == CMD_RUNNING) {
-                        send_exited(c);
-                        remove_cmd(c);
-                }
+                send_exited(c, status, &ru);
+                remove_cmd(c);
         }
 }
 
@@ -444,22 +387,12 @@ static int handle_channel(void) {
 }
 
 int serve_signals_init(void) {
-        struct sigaction sa;
         sigset_t set;
-        int sig, fd;
+        int fd;
 
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = SIG_IGN;
-        sigemptyset(&sa.sa_mask);
-        /* sigaction fails for SIGKILL, SIGSTOP and the two real-time signals glibc
-         * keeps for itself; nothing to do about those. */
-        for (sig = 1; sig < NSIG; sig++)
-                if (sig != SIGCHLD)
-                        sigaction(sig, &sa, NULL);
+        /* spawn_prepare_parent has blocked every signal; SIGCHLD is read from here. */
         sigemptyset(&set);
         sigaddset(&set, SIGCHLD);
-        if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-                return -errno;
         fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
         if (fd < 0)
                 return -errno;
@@ -527,45 +460,19 @@ static int await_daemon(int sigfd) {
 }
 
 int serve_run(int chan, int sigfd, const struct serve_config *cfg) {
-        struct pollfd *pfds = NULL;
-        size_t cap = 0;
         int r = 0;
 
         chan_fd = chan;
         config = cfg;
         for (;;) {
-                size_t n = 2, i;
+                struct pollfd pfds[2] = {{.fd = chan, .events = POLLIN},
+                                         {.fd = sigfd, .events = POLLIN}};
 
-                if (!pfds || cap < 2 + n_cmds) {
-                        struct pollfd *np = realloc(pfds, (2 + cap_cmds + 16) * sizeof(*np));
-                        if (!np) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        pfds = np;
-                        cap = 2 + cap_cmds + 16;
-                }
-                pfds[0] = (struct pollfd){.fd = chan, .events = POLLIN};
-                pfds[1] = (struct pollfd){.fd = sigfd, .events = POLLIN};
-                for (i = 0; i < n_cmds; i++)
-                        if (cmds[i].errfd >= 0)
-                                pfds[n++] = (struct pollfd){.fd = cmds[i].errfd, .events = POLLIN};
-                if (poll(pfds, n, -1) < 0) {
+                if (poll(pfds, 2, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         r = -errno;
                         break;
-                }
-                /* Exec results first, then exits, so that Started precedes Exited. */
-                for (i = 2; i < n; i++) {
-                        size_t k;
-                        if (!pfds[i].revents)
-                                continue;
-                        for (k = 0; k < n_cmds; k++)
-                                if (cmds[k].errfd == pfds[i].fd) {
-                                        handle_errfd(&cmds[k]);
-                                        break;
-                                }
                 }
                 if (pfds[1].revents)
                         reap(sigfd);
@@ -586,6 +493,5 @@ int serve_run(int chan, int sigfd, const struct serve_config *cfg) {
                         send_adopted();
                 }
         }
-        free(pfds);
         return r;
 }

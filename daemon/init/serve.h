@@ -1,7 +1,7 @@
 /* serve.h: PID 1's service loop over the init channel, once the view is built.
  *
- * main.c calls serve_signals_init() first thing in PID 1 (before setup forks
- * anything), then, after Ready, serve_run() until the daemon goes away. */
+ * main.c calls spawn_prepare_parent() and serve_signals_init() first thing in
+ * PID 1 (before setup forks anything), then, after Ready, serve_run() until the daemon goes away. */
 #ifndef SBX_INIT_SERVE_H
 #define SBX_INIT_SERVE_H
 
@@ -20,10 +20,10 @@ struct serve_config {
         int32_t host_pid;                /* our pid in the daemon's PID namespace, for Ready */
 };
 
-/* Ignores every catchable signal but SIGCHLD, blocks SIGCHLD and returns a signalfd
- * (non-blocking, close-on-exec) that reports it, or -errno. As PID 1 of a PID
- * namespace we get only the signals we handle (pid_namespaces(7)): ignoring the rest
- * makes that explicit and keeps them from piling up. */
+/* Returns a signalfd (non-blocking, close-on-exec) that reports SIGCHLD, or -errno.
+ * Called after spawn_prepare_parent, which blocked every signal. As PID 1 of a PID
+ * namespace we get only the signals we handle (pid_namespaces(7)): the kernel discards
+ * the others sent from inside the sandbox. */
 int serve_signals_init(void);
 
 /* Serves the channel chan: Start forks a command (spawn.c) and answers Started or

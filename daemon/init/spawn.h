@@ -1,8 +1,9 @@
-/* spawn.h: starting one command inside the sandbox (fork, per-command setup, execve).
+/* spawn.h: starting one command inside the sandbox (clone, per-command setup, execve).
  *
- * PID 1 (serve.c) calls spawn_start() for each Start message. The child runs the
- * per-command setup in a fixed order and reports the first failure over a
- * close-on-exec pipe; PID 1 reads that pipe to tell StartFailed from Started. */
+ * PID 1 (main.c) calls spawn_prepare_parent() once, then serve.c calls spawn_start()
+ * for each Start message. The child runs the per-command setup in a fixed order in
+ * PID 1's memory while PID 1 waits, and leaves the first failure in a struct
+ * spawn_failure: when spawn_start returns, PID 1 knows StartFailed from Started. */
 #ifndef SBX_INIT_SPAWN_H
 #define SBX_INIT_SPAWN_H
 
@@ -38,19 +39,25 @@ struct spawn_spec {
         const struct sock_fprog *filter; /* NULL: no seccomp filter (kernel lacks it). */
 };
 
-/* What a failed child wrote on its error pipe: a positive errno and the step with its
- * object ("chdir /x", "execve python4"). Sent in one write, smaller than PIPE_BUF. */
+/* What a failed child reports: a positive errno and the step with its object
+ * ("chdir /x", "execve python4"). err is 0 when nothing failed. */
 struct spawn_failure {
         int32_t err;
         char what[SPAWN_WHAT_BYTES];
 };
 
-/* Forks the command. Returns 0 with the child's pid in *ret_pid and the read end of
- * its error pipe (O_NONBLOCK, O_CLOEXEC, owned by the caller) in *ret_errfd: reading
- * it gives end of stream once execve succeeded, or one struct spawn_failure first when
- * a step failed (the child then exits 127). Returns -errno when the pipe or the fork
- * failed (nothing was started). Must be called from a single-threaded process whose
- * signals are blocked or ignored: the child resets them. */
-int spawn_start(const struct spawn_spec *spec, pid_t *ret_pid, int *ret_errfd);
+/* Prepares PID 1 to start commands, once, before its seccomp filter: every signal
+ * disposition back to the default and every signal blocked (PID 1 reads SIGCHLD from
+ * a signalfd), the capability bounding set emptied and the securebits locked (see
+ * caps.h; every command inherits both, so none repeats the ~40 calls), and the
+ * children's stack mapped. Returns 0 or -errno. */
+int spawn_prepare_parent(void);
+
+/* Starts the command and returns once it has called execve or exited. Returns 0 with
+ * the child's pid in *ret_pid when execve succeeded; 1 with the pid and *fail filled
+ * in when a step failed (the child exits with 127, to be reaped like any child);
+ * -errno when clone failed (nothing was started). Must be called from PID 1 after
+ * spawn_prepare_parent, single-threaded. */
+int spawn_start(const struct spawn_spec *spec, pid_t *ret_pid, struct spawn_failure *fail);
 
 #endif
