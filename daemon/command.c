@@ -1177,6 +1177,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         sc.caller_pid = caller->pid;
         sc.client_name = caller->client_name;
         sc.started_ms = cmd->started_ms;
+        /* It joins the batch of command records, committed before any reply. */
         if (store_command_insert(d->store, &sc, NULL) < 0)
                 log_err("sbx=%s cmd=%s: cannot record it: %s", sb->id, cmd->id,
                         store_last_error(d->store));
@@ -1185,6 +1186,8 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
          * what a client needs for CommandInput and CancelCommand). */
         if (cmd->stream)
                 cmd->cbs.started(cmd->ud, cmd->id);
+        /* A failed send may end the sandbox, and this command with it, at once: cmd is
+         * not touched after it then. */
         r = sandbox_send_init(sb, &msg, child_fds, 3 + n_cg_fds);
         for (i = 0; i < 3 + n_cg_fds; i++)
                 close(child_fds[i]);

@@ -7,6 +7,11 @@
  * without reading cannot make the daemon buffer without bound. A frame that is too
  * large or undecodable gets one error response, then the connection is shut down.
  *
+ * Writing: conn_send packs a response and holds it in the daemon's queue of replies;
+ * conn_release_held() writes them in order once the records they may report are
+ * committed (main.c calls it at the end of each loop turn). A connection shut down
+ * while replies are held shuts down after they are written.
+ *
  * Lifetime: the server owns the connection; requests answered later hold references.
  * The memory is freed when the handle is closed and the last reference is gone. */
 #include "conn.h"
@@ -28,6 +33,7 @@ struct write_req {
         struct conn *conn;
         uint8_t *buf;
         size_t len;
+        struct write_req *next; /* the daemon's queue of held replies */
 };
 
 static void update_reading(struct conn *c);
@@ -85,14 +91,10 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
         conn_unref(c);
 }
 
-/* Stops reading, lets queued responses drain, then closes. */
-static void shutdown_after_writes(struct conn *c) {
+static void start_shutdown(struct conn *c) {
         uv_shutdown_t *req;
 
-        if (c->closed)
-                return;
-        c->read_eof = 1;
-        update_reading(c);
+        c->shutdown_wanted = 0;
         req = malloc(sizeof(*req));
         if (!req || uv_shutdown(req, (uv_stream_t *)&c->pipe, on_shutdown) < 0) {
                 free(req);
@@ -100,6 +102,18 @@ static void shutdown_after_writes(struct conn *c) {
                 return;
         }
         req->data = conn_ref(c);
+}
+
+/* Stops reading, lets queued responses drain, then closes. */
+static void shutdown_after_writes(struct conn *c) {
+        if (c->closed)
+                return;
+        c->read_eof = 1;
+        update_reading(c);
+        if (c->held > 0)
+                c->shutdown_wanted = 1; /* conn_release_held starts it */
+        else
+                start_shutdown(c);
 }
 
 static void on_write(uv_write_t *req, int status) {
@@ -120,8 +134,8 @@ static void on_write(uv_write_t *req, int status) {
 }
 
 int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
+        struct sbxd *d = c->d;
         struct write_req *w;
-        uv_buf_t b;
         int r;
 
         if (c->closed)
@@ -129,26 +143,56 @@ int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
         w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
-        r = frame_pack(&resp->base, c->d->cfg->max_frame_bytes, &w->buf, &w->len);
+        r = frame_pack(&resp->base, d->cfg->max_frame_bytes, &w->buf, &w->len);
         if (r < 0) {
                 free(w);
                 return r;
         }
         w->conn = conn_ref(c);
-        b = uv_buf_init((char *)w->buf, (unsigned)w->len);
         c->write_queued_bytes += w->len;
-        r = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write);
-        if (r < 0) {
-                c->write_queued_bytes -= w->len;
-                free(w->buf);
-                free(w);
-                conn_unref(c);
-                conn_close(c);
-                return r;
-        }
+        c->held++;
+        if (d->held_tail)
+                d->held_tail->next = w;
+        else
+                d->held_head = w;
+        d->held_tail = w;
         if (conn_congested(c))
                 update_reading(c);
         return 0;
+}
+
+/* Writes one held reply; the queue no longer has it. */
+static void write_held(struct write_req *w) {
+        struct conn *c = w->conn;
+        uv_buf_t b;
+        int r = -EPIPE;
+
+        c->held--;
+        if (!c->closed) {
+                b = uv_buf_init((char *)w->buf, (unsigned)w->len);
+                r = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write);
+        }
+        if (r < 0) {
+                /* Closed meanwhile (the reply is dropped), or the write failed. */
+                c->write_queued_bytes -= w->len;
+                free(w->buf);
+                free(w);
+                conn_close(c);
+        } else if (c->shutdown_wanted && c->held == 0) {
+                start_shutdown(c);
+        }
+        if (r < 0)
+                conn_unref(c);
+}
+
+void conn_release_held(struct sbxd *d) {
+        while (d->held_head) {
+                struct write_req *w = d->held_head;
+                d->held_head = w->next;
+                if (!d->held_head)
+                        d->held_tail = NULL;
+                write_held(w);
+        }
 }
 
 int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, const char *fmt, ...) {

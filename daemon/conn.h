@@ -41,14 +41,21 @@ struct conn {
         uv_timer_t kick;               /* resumes frame processing from the loop */
         int kick_inited;
         int read_eof;
+        unsigned held;                 /* replies in the daemon's held queue */
+        int shutdown_wanted;           /* shut down once those are written */
 };
 
 /* Starts serving an accepted connection (already in c->pipe). Called by the server. */
 int conn_start(struct conn *c);
 
-/* Packs resp and queues it. Returns 0, -EPIPE when the connection is closed (the
- * response is dropped), -EMSGSIZE/-ENOMEM when it cannot be encoded. Never blocks. */
+/* Packs resp and holds it until conn_release_held. Returns 0, -EPIPE when the
+ * connection is closed (the response is dropped), -EMSGSIZE/-ENOMEM when it cannot be
+ * encoded. Never blocks. */
 int conn_send(struct conn *c, const Sbx__V1__Response *resp);
+
+/* Writes every held reply, in the order they were sent. main.c calls it at the end of
+ * each loop turn, after committing the records they may report (store_commit). */
+void conn_release_held(struct sbxd *d);
 
 /* Sends a response with only a status (and the request id). */
 int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, const char *fmt, ...)

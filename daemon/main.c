@@ -27,15 +27,57 @@
 #include "sandbox.h"
 #include "sbxd.h"
 #include "server.h"
+#include "conn.h"
 #include "store.h"
 
 static struct sbxd D;
 static struct server S;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t sweep_timer;
+static uv_prepare_t turn_prepare;
+static uv_check_t turn_check;
+static uv_timer_t batch_timer;
 
 static void on_sweep(uv_timer_t *t) {
         sbxtab_sweep(D.sandboxes);
+}
+
+/* Commits the open batch of command records; a failure loses the batch, says so. */
+static void commit_records(void) {
+        uv_timer_stop(&batch_timer);
+        if (store_commit(D.store) < 0)
+                log_err("cannot commit command records (they are lost): %s",
+                        store_last_error(D.store));
+}
+
+static void on_batch_timer(uv_timer_t *t) {
+        commit_records();
+        conn_release_held(&D);
+}
+
+/* The end of a loop turn (before the loop waits, and after it handled I/O): replies
+ * go out once the records they may report are committed. A batch that no reply waits
+ * for stays open up to SBX_RECORD_BATCH_MS, so that a command that ends soon shares
+ * one commit with its start. */
+static void end_of_turn(void) {
+        if (store_pending(D.store)) {
+                if (!D.held_head && !D.shutting_down) {
+                        if (!uv_is_active((uv_handle_t *)&batch_timer))
+                                uv_timer_start(&batch_timer, on_batch_timer,
+                                               SBX_RECORD_BATCH_MS, 0);
+                        return;
+                }
+                commit_records();
+        }
+        conn_release_held(&D);
+}
+
+static void on_turn_prepare(uv_prepare_t *h) {
+        end_of_turn();
+}
+
+static void on_turn_check(uv_check_t *h) {
+        end_of_turn();
 }
 
 static void detect_features(struct sbxd *d) {
@@ -69,7 +111,12 @@ static void detect_features(struct sbxd *d) {
 
 static void on_shutdown_done(void *ud) {
         log_info("all sandboxes ended; closing the records");
+        commit_records();
+        conn_release_held(&D);
         server_close_all(&S);
+        uv_close((uv_handle_t *)&turn_prepare, NULL);
+        uv_close((uv_handle_t *)&turn_check, NULL);
+        uv_close((uv_handle_t *)&batch_timer, NULL);
         uv_close((uv_handle_t *)&sweep_timer, NULL);
         uv_close((uv_handle_t *)&sig_term, NULL);
         uv_close((uv_handle_t *)&sig_int, NULL);
@@ -267,6 +314,15 @@ int main(int argc, char **argv) {
                 goto out;
         }
 
+        /* Unreferenced like the sweep: they never keep the loop alive. */
+        uv_prepare_init(&loop, &turn_prepare);
+        uv_check_init(&loop, &turn_check);
+        uv_timer_init(&loop, &batch_timer);
+        uv_unref((uv_handle_t *)&turn_prepare);
+        uv_unref((uv_handle_t *)&turn_check);
+        uv_unref((uv_handle_t *)&batch_timer);
+        uv_prepare_start(&turn_prepare, on_turn_prepare);
+        uv_check_start(&turn_check, on_turn_check);
         uv_timer_init(&loop, &sweep_timer);
         /* Unreferenced: the sweep alone never keeps the loop alive. */
         uv_unref((uv_handle_t *)&sweep_timer);

@@ -12,6 +12,7 @@
 #include "config.h"
 
 struct store;
+struct write_req;
 struct server;
 struct sbxtab;
 struct cgroup_env;
@@ -39,6 +40,8 @@ struct sbxd {
         uint64_t nofile_soft;       /* RLIMIT_NOFILE soft limit sbxd started with: commands' default */
         int command_cgroups;        /* each command gets a cgroup of its own (see config) */
         int shutting_down;
+        struct write_req *held_head; /* replies waiting for their records' commit (conn.c) */
+        struct write_req *held_tail;
 };
 
 /* Milliseconds since the Unix epoch (wall clock, for records and deadlines). */

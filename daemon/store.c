@@ -184,6 +184,9 @@ enum stmt_id {
         ST_FOP_COUNT,
         ST_PRUNE,
         ST_INTEGRITY,
+        ST_BEGIN,
+        ST_COMMIT,
+        ST_ROLLBACK,
         ST_COUNT,
 };
 
@@ -232,12 +235,16 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_PRUNE] = "DELETE FROM sandboxes WHERE ended_ms > 0 AND ended_ms < ?1 "
                      "AND state NOT IN " LIVE_STATES,
         [ST_INTEGRITY] = "PRAGMA integrity_check",
+        [ST_BEGIN] = "BEGIN",
+        [ST_COMMIT] = "COMMIT",
+        [ST_ROLLBACK] = "ROLLBACK",
 };
 
 struct store {
         sqlite3 *db;
         sqlite3_stmt *stmt[ST_COUNT];
         char error[STORE_ERROR_BYTES];
+        int batch_open; /* a transaction of deferred command records is open */
 };
 
 /* The message of the last failed store_open, which has no store to keep it in. The
@@ -375,6 +382,62 @@ static int stmt_exec(struct store *s, struct binder *b, const char *what) {
         stmt_done(b->st);
         r = sqlite3_changes(s->db);
         return r < 0 ? 0 : r;
+}
+
+/* ---- the batch of command records ------------------------------------------------ */
+
+/* Runs one of the transaction statements. */
+static int txn_exec(struct store *s, enum stmt_id id, const char *what) {
+        struct binder b = stmt_begin(s, id);
+        int r = stmt_exec(s, &b, what);
+
+        return r < 0 ? r : 0;
+}
+
+/* A command record joins the open batch, opening one when there is none. */
+static int batch_join(struct store *s) {
+        int r;
+
+        /* SQLite rolls a whole transaction back on some errors (a full disk, out of
+         * memory): then the batch is gone and a new one starts. */
+        if (s->batch_open && !sqlite3_get_autocommit(s->db))
+                return 0;
+        s->batch_open = 0;
+        r = txn_exec(s, ST_BEGIN, "opening a batch of command records");
+        if (r == 0)
+                s->batch_open = 1;
+        return r;
+}
+
+int store_commit(struct store *s) {
+        int r;
+
+        if (!s || !s->batch_open)
+                return 0;
+        s->batch_open = 0;
+        if (sqlite3_get_autocommit(s->db))
+                return fail(s, -EIO, "a batch of command records was rolled back by an "
+                                     "earlier error");
+        r = txn_exec(s, ST_COMMIT, "committing command records");
+        /* A failed COMMIT (a full disk) may leave the transaction open: end it, so that
+         * the next write starts clean. The batch is lost and the caller says so. */
+        if (r < 0 && !sqlite3_get_autocommit(s->db)) {
+                char keep[STORE_ERROR_BYTES];
+                memcpy(keep, s->error, sizeof(keep));
+                (void)txn_exec(s, ST_ROLLBACK, "rolling back command records");
+                memcpy(s->error, keep, sizeof(keep));
+        }
+        return r;
+}
+
+int store_pending(const struct store *s) {
+        return s && s->batch_open;
+}
+
+/* Every write other than a command record commits the open batch first and then
+ * commits on its own, so that its failure is its own. */
+static int settle(struct store *s) {
+        return store_commit(s);
 }
 
 /* ---- copying rows out of SQLite ------------------------------------------------------ */
@@ -773,6 +836,7 @@ int store_open(const char *path, struct store **ret) {
 struct store *store_close(struct store *s) {
         if (!s)
                 return NULL;
+        (void)store_commit(s);
         for (int i = 0; i < ST_COUNT; i++)
                 sqlite3_finalize(s->stmt[i]);
         /* The last connection to close checkpoints the WAL into the database and removes
@@ -815,6 +879,9 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb) {
         int r;
 
         error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
         if (!sb || !sb->id || !sb->state || (!sb->spec && sb->spec_len > 0))
                 return fail(s, -EINVAL, "store_sandbox_insert: id and state are required");
         bind_text(&b, 1, sb->id);
@@ -867,8 +934,12 @@ static int sandbox_update(struct store *s, struct binder *b, const char *id, con
 int store_sandbox_set_state(struct store *s, const char *id, const char *state, int64_t ended_ms,
                             const char *end_reason) {
         struct binder b = stmt_begin(s, ST_SB_SET_STATE);
+        int r;
 
         error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
         if (!id || !state)
                 return fail(s, -EINVAL, "store_sandbox_set_state: id and state are required");
         bind_text(&b, 1, id);
@@ -880,8 +951,12 @@ int store_sandbox_set_state(struct store *s, const char *id, const char *state, 
 
 int store_sandbox_set_init_pid(struct store *s, const char *id, int32_t init_pid) {
         struct binder b = stmt_begin(s, ST_SB_SET_INIT_PID);
+        int r;
 
         error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
         if (!id)
                 return fail(s, -EINVAL, "store_sandbox_set_init_pid: no id");
         bind_text(&b, 1, id);
@@ -891,8 +966,12 @@ int store_sandbox_set_init_pid(struct store *s, const char *id, int32_t init_pid
 
 int store_sandbox_set_deadline(struct store *s, const char *id, int64_t deadline_ms) {
         struct binder b = stmt_begin(s, ST_SB_SET_DEADLINE);
+        int r;
 
         error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
         if (!id)
                 return fail(s, -EINVAL, "store_sandbox_set_deadline: no id");
         bind_text(&b, 1, id);
@@ -1029,6 +1108,9 @@ int store_command_insert(struct store *s, const struct store_command *c, uint64_
         int r;
 
         error_clear(s);
+        r = batch_join(s);
+        if (r < 0)
+                return r;
         if (!c || !c->sandbox_id || !c->command_id || (!c->argv && c->argc > 0))
                 return fail(s, -EINVAL,
                             "store_command_insert: sandbox_id and command_id are required");
@@ -1057,6 +1139,9 @@ int store_command_finish(struct store *s, const struct store_command *c) {
         int r;
 
         error_clear(s);
+        r = batch_join(s);
+        if (r < 0)
+                return r;
         if (!c || !c->sandbox_id || !c->command_id || !c->outcome)
                 return fail(s, -EINVAL,
                             "store_command_finish: sandbox_id, command_id and "
@@ -1091,8 +1176,12 @@ int store_command_finish(struct store *s, const struct store_command *c) {
 
 int store_commands_mark_unknown(struct store *s, const char *sandbox_id, int64_t ended_ms) {
         struct binder b = stmt_begin(s, sandbox_id ? ST_CMD_MARK_ONE : ST_CMD_MARK_ALL);
+        int r;
 
         error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
         if (sandbox_id)
                 bind_text(&b, 1, sandbox_id);
         bind_int64(&b, 2, ended_ms);
@@ -1163,6 +1252,9 @@ int store_fileop_insert(struct store *s, const struct store_fileop *op) {
         int r;
 
         error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
         if (!op || !op->sandbox_id || !op->op || !op->path || !op->result)
                 return fail(s, -EINVAL,
                             "store_fileop_insert: sandbox_id, op, path and result "
@@ -1203,8 +1295,12 @@ int store_fileop_count(struct store *s, const char *sandbox_id) {
 
 int store_prune(struct store *s, int64_t older_than_ms) {
         struct binder b = stmt_begin(s, ST_PRUNE);
+        int r;
 
         error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
         bind_int64(&b, 1, older_than_ms);
         return stmt_exec(s, &b, "pruning old sandboxes");
 }

@@ -2,7 +2,8 @@
  *
  * Owns the sqlite3 handle and its prepared statements. Every sandbox, command and file
  * operation is recorded here; a daemon killed at any moment leaves a database that
- * opens and passes integrity_check, and records every write that returned 0. The
+ * opens and passes integrity_check, and records every write that returned 0 (for the
+ * batched command records: every one that was committed, see store_commit). The
  * schema is versioned with PRAGMA user_version and upgraded by ordered migrations.
  *
  * Called only from the rpc and sandbox layers, on the event loop thread. Functions
@@ -122,6 +123,22 @@ struct store_command {
         const char *start_error;    /* NULL unless start_failed */
         uint64_t seq;               /* Set by the store: increasing over all commands */
 };
+
+/* Command records are batched: store_command_insert and store_command_finish write
+ * into an open transaction (opening it when there is none) and return before it is
+ * committed; store_commit commits it. Every other write commits the open batch first
+ * (returning its error, if that commit fails) and then commits itself. The daemon
+ * commits before it sends any reply (so a reply never reports what a crash could still
+ * lose) and at most SBX_RECORD_BATCH_MS after a command record was written: one commit
+ * serves a command's start and end when it ends quickly, and every command that ends
+ * in the same loop iteration. */
+
+/* Commits the open batch of command records, if any. Returns 0, or -errno when the
+ * commit failed: the batch is then rolled back and lost (store_last_error says why). */
+int store_commit(struct store *s);
+
+/* 1 when a batch of command records is open, not yet committed. */
+int store_pending(const struct store *s);
 
 /* Records a command that is starting (the start fields of c). *ret_seq (may be NULL)
  * receives its sequence number. -EEXIST: duplicate (sandbox_id, command_id); -ENOENT:

@@ -21,6 +21,12 @@
 /* Connections. */
 #define SBX_MAX_CONNECTIONS 1024u
 #define SBX_MAX_INFLIGHT_PER_CONN 256u
+
+/* How long the daemon keeps a batch of command records open when no reply waits for
+ * it (store_commit): a command that ends sooner shares one commit with its start; a
+ * daemon killed within this window loses the record of a command whose start no
+ * client was told of. */
+#define SBX_RECORD_BATCH_MS 5u
 /* A connection whose unsent responses exceed this stops being read until they drain. */
 #define SBX_CONN_WRITE_HIGH_WATER_BYTES (8u * 1024u * 1024u)
 #define SBX_CLIENT_NAME_MAX_BYTES 128u

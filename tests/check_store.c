@@ -166,6 +166,20 @@ static struct store_command finished(const char *sandbox_id, const char *command
         return c;
 }
 
+/* A command record as the daemon writes one: into the batch, then committed. Returns
+ * the first failure. */
+static int insert_committed(struct store *s, const struct store_command *c, uint64_t *seq) {
+        int r = store_command_insert(s, c, seq);
+
+        return r < 0 ? r : store_commit(s);
+}
+
+static int finish_committed(struct store *s, const struct store_command *c) {
+        int r = store_command_finish(s, c);
+
+        return r < 0 ? r : store_commit(s);
+}
+
 /* A copy of the commands store_history passed to its callback. */
 struct seen_command {
         uint64_t seq;
@@ -1194,14 +1208,14 @@ static void crash_writer(const char *path, int round, int fd) {
                 struct crash_report rep = {0, 0};
 
                 snprintf(id, sizeof(id), "r%d-c%d", round, i);
-                if (store_command_insert(s, &c, &rep.seq) < 0)
+                if (insert_committed(s, &c, &rep.seq) < 0)
                         _exit(4);
                 if (write(fd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
                         _exit(5);
                 if (i % 2 == 0) {
                         struct store_command f = finished("sb", id, i % 256);
 
-                        if (store_command_finish(s, &f) < 0)
+                        if (finish_committed(s, &f) < 0)
                                 _exit(6);
                         rep.finished = 1;
                         if (write(fd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
@@ -1385,12 +1399,12 @@ static void fault_iteration(const char *path, long n, struct fault_result *res) 
         check_fault_rc(s, res->sandbox, "sandbox insert", n);
         c.sandbox_id = sb_id;
         c.command_id = cmd_id;
-        res->command = store_command_insert(s, &c, NULL);
+        res->command = insert_committed(s, &c, NULL);
         if (res->sandbox < 0 && res->command == -ENOENT)
                 res->command = -ENOMEM; /* its sandbox is missing: expected */
         check_fault_rc(s, res->command, "command insert", n);
         c = finished(sb_id, cmd_id, 0);
-        res->finish = store_command_finish(s, &c);
+        res->finish = finish_committed(s, &c);
         if (res->command < 0 && res->finish == -ENOENT)
                 res->finish = -ENOMEM;
         check_fault_rc(s, res->finish, "command finish", n);
@@ -1533,11 +1547,11 @@ static void disk_full_child(void) {
                 struct store_command f = finished("sb", id, 0);
 
                 snprintf(id, sizeof(id), "c-%d", i);
-                r = store_command_insert(s, &c, NULL);
+                r = insert_committed(s, &c, NULL);
                 if (r < 0)
                         break;
                 inserted++;
-                r = store_command_finish(s, &f);
+                r = finish_committed(s, &f);
                 if (r < 0)
                         break;
                 done++;
@@ -1551,7 +1565,7 @@ static void disk_full_child(void) {
                 struct store_command c = {
                         .sandbox_id = "sb", .command_id = "more", .argv = argv, .argc = 2};
 
-                r = store_command_insert(s, &c, NULL);
+                r = insert_committed(s, &c, NULL);
                 CHILD_CHECK(r == -ENOSPC || r == -EIO, "retry %d gave %d: %s", i, r,
                             store_last_error(s));
         }
@@ -1586,7 +1600,7 @@ static void disk_full_child(void) {
                 struct store_command c = {
                         .sandbox_id = "sb", .command_id = "after", .argv = argv, .argc = 2};
 
-                r = store_command_insert(s, &c, NULL);
+                r = insert_committed(s, &c, NULL);
                 CHILD_CHECK(r == 0, "insert after freeing space = %d: %s", r, store_last_error(s));
         }
         store_close(s);
@@ -1629,6 +1643,99 @@ START_TEST(test_disk_full) {
 }
 END_TEST
 
+/* The batch of command records: nothing of it is durable before store_commit, all of
+ * it after; any other write commits it first; reads see it at once. */
+START_TEST(test_command_batch) {
+        const char *argv[] = {"true", NULL};
+        char path[128];
+        struct store *s;
+        struct history h;
+        int status;
+        pid_t pid;
+
+        tmp_path(path, sizeof(path), "state.db");
+        s = open_ok(path);
+        insert_sandbox(s, "sb", 1000, "ready", 1);
+        store_close(s);
+
+        /* A writer killed with one committed and one open batch. */
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                struct store_command a = {.sandbox_id = "sb", .command_id = "kept", .argv = argv,
+                                          .argc = 1};
+                struct store_command b = {.sandbox_id = "sb", .command_id = "lost", .argv = argv,
+                                          .argc = 1};
+                struct history seen;
+                if (store_open(path, &s) < 0 || store_pending(s) ||
+                    store_command_insert(s, &a, NULL) < 0 || !store_pending(s) ||
+                    store_commit(s) < 0 || store_pending(s) ||
+                    store_command_insert(s, &b, NULL) < 0 || !store_pending(s))
+                        _exit(2);
+                /* The open batch is visible to its own connection. */
+                seen = history_all(s, "sb");
+                if (seen.n != 2)
+                        _exit(3);
+                kill(getpid(), SIGKILL);
+                _exit(4);
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "writer exit %d",
+                      WEXITSTATUS(status));
+        s = open_ok(path);
+        ck_assert_int_eq(store_integrity_check(s), 0);
+        h = history_all(s, "sb");
+        ck_assert_int_eq(h.n, 1);
+        ck_assert_str_eq(h.v[0].command_id, "kept");
+        history_free(&h);
+
+        /* A sandbox write commits the open batch before its own. */
+        {
+                struct store_command c = {.sandbox_id = "sb", .command_id = "joined",
+                                          .argv = argv, .argc = 1};
+                struct store_command f = finished("sb", "kept", 3);
+                ck_assert_int_eq(store_command_insert(s, &c, NULL), 0);
+                ck_assert_int_eq(store_command_finish(s, &f), 0);
+                ck_assert(store_pending(s));
+                ck_assert_int_eq(store_sandbox_set_state(s, "sb", "ready", 0, NULL), 0);
+                ck_assert(!store_pending(s));
+                ck_assert_int_eq(store_commit(s), 0); /* nothing open: a no-op */
+        }
+        store_close(s);
+        s = open_ok(path);
+        h = history_all(s, "sb");
+        ck_assert_int_eq(h.n, 2);
+        ck_assert_str_eq(h.v[1].command_id, "joined");
+        ck_assert(h.v[0].has_outcome);
+        history_free(&h);
+
+        /* A failed record in a batch fails alone; the batch goes on. */
+        {
+                struct store_command dup = {.sandbox_id = "sb", .command_id = "joined",
+                                            .argv = argv, .argc = 1};
+                struct store_command ok = {.sandbox_id = "sb", .command_id = "after",
+                                           .argv = argv, .argc = 1};
+                ck_assert_int_eq(store_command_insert(s, &ok, NULL), 0);
+                ck_assert_int_eq(store_command_insert(s, &dup, NULL), -EEXIST);
+                ck_assert_int_eq(store_commit(s), 0);
+        }
+        /* store_close commits what is open. */
+        {
+                struct store_command c = {.sandbox_id = "sb", .command_id = "at-close",
+                                          .argv = argv, .argc = 1};
+                ck_assert_int_eq(store_command_insert(s, &c, NULL), 0);
+        }
+        store_close(s);
+        s = open_ok(path);
+        h = history_all(s, "sb");
+        ck_assert_int_eq(h.n, 4);
+        ck_assert_str_eq(h.v[2].command_id, "after");
+        ck_assert_str_eq(h.v[3].command_id, "at-close");
+        history_free(&h);
+        store_close(s);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------ */
 
 /* Each test in its own test case: its own temporary directory, its own timeout. */
@@ -1660,6 +1767,7 @@ static Suite *make_suite(void) {
         ADD_TEST(s, test_mark_unknown, 30);
         ADD_TEST(s, test_fileops, 30);
         ADD_TEST(s, test_prune, 30);
+        ADD_TEST(s, test_command_batch, 30);
         ADD_TEST(s, test_crash_sigkill, 120);
         ADD_TEST(s, test_fault_malloc_transient, 600);
         ADD_TEST(s, test_fault_malloc_persistent, 600);

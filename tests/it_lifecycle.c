@@ -402,6 +402,42 @@ START_TEST(sigkill_with_running_work) {
 END_TEST
 
 
+/* Command records are batched, but a reply goes out only after the records it reports
+ * are committed: a daemon killed right after a reply has recorded that command. */
+START_TEST(reply_implies_record) {
+        enum { ROUNDS = 5, COMMANDS = 8 };
+        const char *flags[] = {"--adopt-grace", "0", NULL};
+        const char *argv[] = {"true", NULL};
+        struct it_daemon d;
+        int round, i;
+
+        it_daemon_start(&d, flags);
+        for (round = 0; round < ROUNDS; round++) {
+                sbx_client *c = it_connect(&d);
+                char *id = it_create(c, NULL);
+                char sql[200];
+
+                for (i = 0; i < COMMANDS; i++) {
+                        struct sbx_result *r = it_exec(c, id, 10000, argv);
+                        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+                        sbx_result_free(r);
+                }
+                /* No pause: the kill lands as close to the last reply as it can. */
+                it_daemon_kill(&d);
+                sbx_close(c);
+                it_daemon_restart(&d, flags);
+                snprintf(sql, sizeof(sql),
+                         "SELECT count(*) FROM commands WHERE sandbox_id = '%s' AND "
+                         "outcome = 'exited' AND exit_code = 0",
+                         id);
+                ck_assert_int_eq(it_db_int(&d, sql), COMMANDS);
+                free(id);
+        }
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert(it_db_ok(&d));
+}
+END_TEST
+
 /* Live re-adoption: a daemon killed with SIGKILL is restarted; the same sandbox, with
  * its background server, its files and its deadline, is served by the new daemon. */
 START_TEST(readoption_after_sigkill) {
@@ -699,6 +735,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, quotas);
         tcase_add_test(tc, history_survives_restart);
         tcase_add_test(tc, sigkill_with_running_work);
+        tcase_add_test(tc, reply_implies_record);
         tcase_add_test(tc, readoption_after_sigkill);
         tcase_add_test(tc, keep_sandboxes_on_sigterm);
         tcase_add_test(tc, orphan_grace_expires);
