@@ -1288,7 +1288,9 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
         char **strings = NULL;
         size_t n_strings = 0;
         char *sbdir = NULL;
-        int r, sndbuf = 2 * SBX_INIT_MAX_MSG_BYTES, adopt_fd = -1;
+        int r, sndbuf = 2 * SBX_INIT_MAX_MSG_BYTES, adopt_fd = -1, cg_v2 = 0;
+        int setup_fds[SBX_INIT_MAX_FDS]; /* what Setup carries (init.proto) */
+        size_t n_setup_fds = 0, n_cg_fds = 0;
 
         if (d->shutting_down) {
                 snprintf(err, errlen, "sbxd is shutting down; try again when it is back");
@@ -1431,24 +1433,33 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 fail_sandbox(sb, "%s", err);
                 goto done;
         }
-        /* Stage 0 blocks reading Setup, so everything it forks lands in the group. */
+        /* Stage 0 joins the group itself, first thing, through these (init.proto). */
         if (sb->cg) {
                 struct cgroup *target = sb->cg, *leaf = NULL;
+                int v2 = 0;
                 if (d->cgroups->version == CGROUP_V2) {
                         char rel[SBX_ID_MAX_BYTES + 8];
                         snprintf(rel, sizeof(rel), "%s/init", sb->id);
                         r = cgroup_create(d->cgroups, rel, 1, &leaf);
                         target = leaf;
                 }
-                if (target)
-                        r = cgroup_add_pid(target, sb->proc.pid);
+                if (target) {
+                        r = cgroup_join_fds(target, setup_fds + n_setup_fds,
+                                            SBX_INIT_MAX_FDS - 1, &v2);
+                        if (r >= 0) {
+                                n_cg_fds = (size_t)r;
+                                n_setup_fds += n_cg_fds;
+                        }
+                }
                 /* The leaf's directory goes with the sandbox's tree; only free it here. */
                 if (leaf)
                         cgroup_forget(leaf);
                 if (r < 0) {
-                        fail_sandbox(sb, "cannot move its init into its cgroup: %s", strerror(-r));
+                        fail_sandbox(sb, "cannot open its cgroup for its init: %s",
+                                     strerror(-r));
                         goto done;
                 }
+                cg_v2 = v2;
         }
         fcntl(sb->chan_fd, F_SETFL, fcntl(sb->chan_fd, F_GETFL) | O_NONBLOCK);
         r = policy_fill_setup(d, sb, &setup, &strings, &n_strings);
@@ -1462,15 +1473,25 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 setup.has_adoptable = setup.has_adopt_grace_ms = 1;
                 setup.adoptable = 1;
                 setup.adopt_grace_ms = (uint32_t)d->cfg->adopt_grace_ms;
+                /* The adoption socket comes first (init.proto). */
+                memmove(setup_fds + 1, setup_fds, n_setup_fds * sizeof(*setup_fds));
+                setup_fds[0] = adopt_fd;
+                n_setup_fds++;
         } else if (d->cfg->adopt_grace_ms) {
                 sandbox_warn(sb, "this sandbox cannot be re-adopted by a restarted daemon");
         }
+        if (n_cg_fds > 0) {
+                setup.has_n_cgroup_fds = setup.has_cgroup_v2 = 1;
+                setup.n_cgroup_fds = (uint32_t)n_cg_fds;
+                setup.cgroup_v2 = cg_v2;
+        }
         msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
         msg.setup = &setup;
-        r = sandbox_send_init(sb, &msg, adopt_fd >= 0 ? &adopt_fd : NULL, adopt_fd >= 0 ? 1 : 0);
+        r = sandbox_send_init(sb, &msg, setup_fds, n_setup_fds);
         policy_free_setup(&setup, strings, n_strings);
-        if (adopt_fd >= 0)
-                close(adopt_fd); /* init holds it now */
+        /* init holds them now. */
+        while (n_setup_fds > 0)
+                close(setup_fds[--n_setup_fds]);
         if (r < 0)
                 goto done;
         if (uv_poll_init(d->loop, &sb->chan_poll, sb->chan_fd) < 0) {
@@ -1487,6 +1508,8 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
         log_info("sbx=%s: creating for uid %u (init pid %d)", sb->id, (unsigned)caller->uid,
                  (int)sb->proc.pid);
 done:
+        while (n_setup_fds > 0)
+                close(setup_fds[--n_setup_fds]);
         free(sbdir);
         return 0;
 

@@ -2,7 +2,7 @@
  *
  * The daemon runs `sbx-init --fd N` with N its end of a SOCK_SEQPACKET socketpair
  * (init.proto), stdin and stdout on /dev/null and stderr its own. Stage 0 (this
- * process) reads Setup, enters a new user namespace of its own when rootless, unshares
+ * process) reads Setup, joins the sandbox's cgroup, enters a new user namespace of its own when rootless, unshares
  * the other namespaces and forks PID 1 of the new PID namespace; it hands PID 1 its
  * host pid over a pipe (PID 1 cannot see it), keeps that pipe's write end until it dies
  * so PID 1 can tell it is there, closes its copy of the channel, waits for PID 1 and
@@ -90,12 +90,24 @@ static int sanitize_fds(int chan) {
         return 0;
 }
 
-/* Reads the first packet, which must be Setup. */
-static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, int *ret_adopt_fd,
+/* The descriptors that come with Setup: the adoption socket and the cgroup's. */
+struct setup_fds {
+        int adopt_fd; /* -1: none */
+        int cgroup_fds[SBX_INIT_MAX_FDS];
+        size_t n_cgroup_fds;
+};
+
+static void setup_fds_close_cgroups(struct setup_fds *f) {
+        while (f->n_cgroup_fds > 0)
+                close(f->cgroup_fds[--f->n_cgroup_fds]);
+}
+
+/* Reads the first packet, which must be Setup, with the descriptors it names. */
+static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fds *sf,
                       struct util_err *err) {
         static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
         int fds[SBX_INIT_MAX_FDS];
-        size_t len = 0, nfds = 0, i;
+        size_t len = 0, nfds = 0, i, want = 0, at = 0;
         Sbx__Init__V1__ToInit *m;
         int r;
 
@@ -105,10 +117,22 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, int *ret_adopt_
         if (r < 0)
                 return util_fail(err, r, NULL, "read Setup");
         m = sbx__init__v1__to_init__unpack(NULL, len, buf);
-        if (m && m->body_case == SBX__INIT__V1__TO_INIT__BODY_SETUP && m->setup &&
-            m->setup->has_adoptable && m->setup->adoptable && nfds >= 1) {
-                *ret_adopt_fd = fds[0]; /* the adoption socket */
-                fds[0] = -1;
+        if (m && m->body_case == SBX__INIT__V1__TO_INIT__BODY_SETUP && m->setup) {
+                const Sbx__Init__V1__Setup *s = m->setup;
+                int adoptable = s->has_adoptable && s->adoptable;
+                size_t n_cg = s->has_n_cgroup_fds ? s->n_cgroup_fds : 0;
+
+                want = (adoptable ? 1u : 0u) + n_cg;
+                if (nfds == want) {
+                        if (adoptable) {
+                                sf->adopt_fd = fds[at];
+                                fds[at++] = -1;
+                        }
+                        for (i = 0; i < n_cg; i++) {
+                                sf->cgroup_fds[sf->n_cgroup_fds++] = fds[at];
+                                fds[at++] = -1;
+                        }
+                }
         }
         for (i = 0; i < nfds; i++)
                 if (fds[i] >= 0)
@@ -118,6 +142,11 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, int *ret_adopt_
         if (m->body_case != SBX__INIT__V1__TO_INIT__BODY_SETUP || !m->setup) {
                 sbx__init__v1__to_init__free_unpacked(m, NULL);
                 return util_fail(err, EPROTO, NULL, "first message is not Setup");
+        }
+        if (nfds != want) {
+                sbx__init__v1__to_init__free_unpacked(m, NULL);
+                return util_fail(err, EPROTO, NULL, "Setup came with %zu descriptors, not %zu",
+                                 nfds, want);
         }
         *ret_msg = m;
         return 0;
@@ -315,14 +344,25 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         return 0;
 }
 
-/* Stage 0: namespaces, fork PID 1, wait for it. Returns the exit code. */
-static int stage0(int chan, const Sbx__Init__V1__Setup *s, int adopt_fd) {
+/* Stage 0: cgroup, namespaces, fork PID 1, wait for it. Returns the exit code. */
+static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf) {
+        int adopt_fd = sf->adopt_fd;
         struct util_err err;
         int32_t host_pid;
-        int p[2], status;
+        int p[2], status, r;
         pid_t pid;
 
         memset(&err, 0, sizeof(err));
+        /* The cgroup first: before the cgroup namespace is made (its root is the group
+         * we are in then) and before anything is forked (children stay where they are
+         * born). */
+        r = util_join_cgroups(sf->cgroup_fds, sf->n_cgroup_fds,
+                              s->has_cgroup_v2 && s->cgroup_v2);
+        setup_fds_close_cgroups(sf);
+        if (r < 0) {
+                util_fail(&err, -r, NULL, "join the sandbox's cgroup");
+                return setup_failed(chan, &err, 0);
+        }
         if (s->has_rootless && s->rootless) {
                 uid_t uid = s->has_outer_uid ? s->outer_uid : geteuid();
                 gid_t gid = s->has_outer_gid ? s->outer_gid : getegid();
@@ -368,8 +408,9 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, int adopt_fd) {
 
 int main(int argc, char **argv) {
         Sbx__Init__V1__ToInit *m = NULL;
+        struct setup_fds sf = {.adopt_fd = -1};
         struct util_err err;
-        int chan, r, adopt_fd = -1;
+        int chan, r;
 
         memset(&err, 0, sizeof(err));
         if (parse_args(argc, argv, &chan) < 0) {
@@ -386,18 +427,19 @@ int main(int argc, char **argv) {
                 util_log(3, "chdir /: %s", strerror(errno));
                 return 1;
         }
-        if (read_setup(chan, &m, &adopt_fd, &err) < 0) {
+        if (read_setup(chan, &m, &sf, &err) < 0) {
                 util_log(3, "%s", err.text);
                 send_ready(chan, &err, NULL, 0);
                 return 1;
         }
         util_log_set_sandbox(m->setup->sandbox_id);
         if (validate_setup(m->setup, &err) < 0) {
+                setup_fds_close_cgroups(&sf);
                 r = setup_failed(chan, &err, 0);
                 sbx__init__v1__to_init__free_unpacked(m, NULL);
                 return r;
         }
-        r = stage0(chan, m->setup, adopt_fd);
+        r = stage0(chan, m->setup, &sf);
         sbx__init__v1__to_init__free_unpacked(m, NULL);
         return r;
 }

@@ -96,28 +96,10 @@ static void reset_signals(void) {
 }
 
 static void join_cgroups(const struct spawn_spec *spec, struct spawn_failure *fail) {
-        size_t i;
+        int r = util_join_cgroups(spec->cgroup_fds, spec->n_cgroup_fds, spec->cgroup_v2);
 
-        for (i = 0; i < spec->n_cgroup_fds; i++) {
-                int fd = spec->cgroup_fds[i], pfd = fd;
-                ssize_t n;
-
-                /* Writing "0" to cgroup.procs moves the writer itself (cgroups(7)). v2
-                 * passes the cgroup directory, so open its cgroup.procs first. */
-                if (spec->cgroup_v2) {
-                        pfd = openat(fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-                        if (pfd < 0)
-                                child_fail(fail, errno, "open cgroup.procs", "of a v2 cgroup");
-                }
-                do
-                        n = write(pfd, "0", 1);
-                while (n < 0 && errno == EINTR);
-                if (n != 1)
-                        child_fail(fail, n < 0 ? errno : EIO, "join cgroup",
-                                   spec->cgroup_v2 ? "(v2)" : "(v1)");
-                if (pfd != fd)
-                        close(pfd);
-        }
+        if (r < 0)
+                child_fail(fail, -r, "join cgroup", spec->cgroup_v2 ? "(v2)" : "(v1)");
 }
 
 static void apply_rlimits(const struct spawn_spec *spec, struct spawn_failure *fail) {

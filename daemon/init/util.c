@@ -191,3 +191,28 @@ int util_path_ok(const char *path) {
         }
         return 1;
 }
+
+int util_join_cgroups(const int *fds, size_t n, bool v2) {
+        size_t i;
+
+        for (i = 0; i < n; i++) {
+                int pfd = fds[i], r = 0;
+                ssize_t w;
+
+                if (v2) {
+                        pfd = openat(fds[i], "cgroup.procs", O_WRONLY | O_CLOEXEC);
+                        if (pfd < 0)
+                                return -errno;
+                }
+                do
+                        w = write(pfd, "0", 1);
+                while (w < 0 && errno == EINTR);
+                if (w != 1)
+                        r = w < 0 ? -errno : -EIO;
+                if (pfd != fds[i])
+                        close(pfd);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}

@@ -7,6 +7,7 @@
 #ifndef SBX_INIT_UTIL_H
 #define SBX_INIT_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -62,5 +63,11 @@ int util_cloexec_from(int from);
 /* Returns 1 when path is absolute, at most SBX_PATH_MAX_BYTES long and has no "."
  * or ".." component, else 0. */
 int util_path_ok(const char *path);
+
+/* Moves the calling process into the cgroups given as descriptors: v1 open
+ * cgroup.procs files, v2 (v2 true) cgroup directories. Writing "0" to cgroup.procs
+ * moves the writer itself (cgroups(7)). Allocates nothing (a command child calls it
+ * between clone and execve). Returns 0 or -errno. */
+int util_join_cgroups(const int *fds, size_t n, bool v2);
 
 #endif
