@@ -80,6 +80,8 @@ struct sandbox {
         char *end_reason;
         Sbx__V1__SandboxState end_state;
         int ending;
+        int ended;          /* the end is recorded and answered; on_cleanup is due */
+        char *trash;        /* the workspace in STATE/trash, for on_cleanup to delete */
         int handles_open;               /* uv handles not yet closed */
         int freed_from_table;
         struct caller creator;          /* pid and client name at creation */
