@@ -1080,7 +1080,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
 
         if (sb->cg && d->command_cgroups) {
                 char rel[SBX_ID_MAX_BYTES + 40];
-                snprintf(rel, sizeof(rel), "%s/%s", sb->id, cmd->id);
+                snprintf(rel, sizeof(rel), "%s/%s", sb->cg_name, cmd->id);
                 r = cgroup_create(d->cgroups, rel, 1, &cmd->cg);
                 if (r == 0) {
                         int v2 = 0;

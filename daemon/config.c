@@ -64,6 +64,7 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_commands_per_uid = SBX_DEFAULT_MAX_COMMANDS_PER_UID;
         cfg->retention_days = SBX_DEFAULT_RETENTION_DAYS;
         cfg->adopt_grace_ms = SBX_DEFAULT_ADOPT_GRACE_MS;
+        cfg->warm = SBX_DEFAULT_WARM_SANDBOXES;
 
         env = getenv("SBX_SOCKET");
         if (env && env[0])
@@ -150,12 +151,15 @@ const char *config_usage(void) {
                "            [--max-command-timeout SECS] [--max-commands N] [--init PATH]\n"
                "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
                "            [--adopt-grace SECS] [--keep-sandboxes] [--command-cgroups auto|on|off]\n"
+               "            [--warm N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
                "Sandboxes outlive a crashed daemon for --adopt-grace (default 60 s; 0: they die\n"
                "with it) and a restarted daemon adopts them; --keep-sandboxes leaves them running\n"
-               "on SIGTERM too, for an upgrade.\n";
+               "on SIGTERM too, for an upgrade. --warm keeps N sandboxes of the default policy\n"
+               "set up ahead of requests (default 2; 0: none): a create that matches one is\n"
+               "answered at once.\n";
 }
 
 int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size_t errlen) {
@@ -237,6 +241,8 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
                                 cfg->command_cgroups = CONFIG_CGROUPS_OFF;
                         else
                                 r = -EINVAL;
+                } else if (strcmp(name, "--warm") == 0) {
+                        r = parse_u32(v, 0, SBX_MAX_WARM_SANDBOXES, &cfg->warm);
                 } else if (strcmp(name, "--retention-days") == 0) {
                         r = parse_u32(v, 0, 100000, &cfg->retention_days);
                 } else if (strcmp(name, "--max-frame-bytes") == 0) {

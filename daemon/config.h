@@ -28,6 +28,7 @@ struct config {
         uint32_t retention_days;          /* records of sandboxes ended longer ago are pruned; 0 keeps all */
         uint64_t adopt_grace_ms;          /* how long an orphaned init waits for a new daemon; 0: no re-adoption */
         int keep_sandboxes;               /* on SIGTERM, leave sandboxes running for the next daemon */
+        uint32_t warm;                    /* sandboxes of the default policy kept set up ahead */
         int command_cgroups;              /* CONFIG_CGROUPS_AUTO, _ON or _OFF */
         int show_help;
         int show_version;

@@ -328,6 +328,7 @@ int main(int argc, char **argv) {
         uv_unref((uv_handle_t *)&sweep_timer);
         uv_timer_start(&sweep_timer, on_sweep, SBX_SWEEP_INTERVAL_MS, SBX_SWEEP_INTERVAL_MS);
         sbxtab_sweep(D.sandboxes);
+        sbxtab_warm_start(D.sandboxes);
         uv_signal_init(&loop, &sig_term);
         uv_signal_init(&loop, &sig_int);
         uv_signal_start(&sig_term, on_signal, SIGTERM);

@@ -56,9 +56,14 @@ char *const limit_names[LIM_N] = {"memory",     "cpu_seconds", "cpu_percent",
 
 struct sbxtab {
         struct sbxd *d;
-        struct sandbox *buckets[SBXTAB_BUCKETS];
+        struct sandbox *buckets[SBXTAB_BUCKETS]; /* by id; warm sandboxes are not there */
         struct sandbox *all;
-        unsigned count;
+        unsigned count;                          /* all, warm ones included */
+        unsigned n_warm;                         /* warm: setting up or ready, unclaimed */
+        unsigned warm_seq;
+        uv_timer_t refill;                       /* tops the warm pool up (--warm) */
+        int refill_inited;
+        uint64_t warm_retry_at;                  /* uv_now() before which no new warm one */
         uint8_t *uid_slots; /* SBX_UID_COUNT bits */
         void (*shutdown_done)(void *ud);
         void *shutdown_ud;
@@ -66,6 +71,10 @@ struct sbxtab {
 };
 
 static void end_sandbox(struct sandbox *sb, Sbx__V1__SandboxState final_state, const char *reason);
+static void warm_schedule(struct sbxtab *t, uint64_t delay_ms);
+static void warm_stop(struct sbxtab *t);
+static void warm_give_up_one(struct sbxtab *t);
+static int setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *ret_len);
 static void outq_free(struct sandbox *sb);
 static void drain_init_channel(struct sandbox *sb);
 
@@ -114,14 +123,18 @@ struct sandbox *sbxtab_find(struct sbxtab *t, const char *id) {
 }
 
 unsigned sbxtab_count(const struct sbxtab *t) {
-        return t->count;
+        return t->count - t->n_warm;
 }
 
-int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), void *ud) {
+/* Every sandbox, warm ones included when warm_too. */
+static int foreach_sandbox(struct sbxtab *t, int warm_too, int (*cb)(struct sandbox *sb, void *ud),
+                           void *ud) {
         struct sandbox *sb, *next;
         for (sb = t->all; sb; sb = next) {
                 int r;
                 next = sb->next;
+                if (sb->warm && !warm_too)
+                        continue;
                 r = cb(sb, ud);
                 if (r)
                         return r;
@@ -129,15 +142,24 @@ int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), vo
         return 0;
 }
 
-static void table_add(struct sbxtab *t, struct sandbox *sb) {
-        unsigned h = hash_id(sb->id);
-        sb->hnext = t->buckets[h];
-        t->buckets[h] = sb;
+int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), void *ud) {
+        return foreach_sandbox(t, 0, cb, ud);
+}
+
+/* Into the list of all sandboxes (and the count). */
+static void table_link(struct sbxtab *t, struct sandbox *sb) {
         sb->next = t->all;
         if (t->all)
                 t->all->prev = sb;
         t->all = sb;
         t->count++;
+}
+
+/* Findable by id. */
+static void table_hash(struct sbxtab *t, struct sandbox *sb) {
+        unsigned h = hash_id(sb->id);
+        sb->hnext = t->buckets[h];
+        t->buckets[h] = sb;
 }
 
 static void table_remove(struct sbxtab *t, struct sandbox *sb) {
@@ -205,13 +227,14 @@ static int shutdown_one(struct sandbox *sb, void *ud) {
 }
 
 void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud) {
+        warm_stop(t);
         if (t->count == 0) {
                 done(ud);
                 return;
         }
         t->shutdown_done = done;
         t->shutdown_ud = ud;
-        sbxtab_foreach(t, shutdown_one, NULL);
+        foreach_sandbox(t, 1, shutdown_one, NULL);
 }
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -546,6 +569,7 @@ void sandbox_empty_trash(struct sbxd *d) {
 static void sandbox_free(struct sandbox *sb) {
         size_t i;
         free(sb->trash);
+        free(sb->setup_key);
         if (sb->spec)
                 sbx__v1__create_sandbox__free_unpacked(sb->spec, NULL);
         for (i = 0; i < sb->n_warnings; i++)
@@ -660,6 +684,17 @@ static void release_init(struct sandbox *sb) {
 /* Closes the remaining handles, takes sb out of the table and frees it once every
  * handle is closed. sb must not be used after this. */
 static void retire(struct sandbox *sb) {
+        struct sbxtab *t = sb->tab;
+
+        if (sb->warm) {
+                /* A warm sandbox ends only when it failed or at shutdown: after a failure
+                 * the pool waits before it tries again. */
+                t->n_warm--;
+                if (!t->d->shutting_down) {
+                        t->warm_retry_at = uv_now(t->d->loop) + SBX_WARM_RETRY_MS;
+                        warm_schedule(t, SBX_WARM_RETRY_MS);
+                }
+        }
         uv_timer_stop(&sb->timer);
         uv_timer_stop(&sb->kill_timer);
         uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
@@ -667,7 +702,7 @@ static void retire(struct sandbox *sb) {
         if (sb->proc_spawned)
                 uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
         sb->freed_from_table = 1;
-        table_remove(sb->tab, sb);
+        table_remove(t, sb);
         if (sb->handles_open == 0)
                 sandbox_free(sb);
 }
@@ -682,7 +717,7 @@ static void on_cleanup(uv_timer_t *t) {
 
         if (sb->cg) {
                 cgroup_kill(sb->cg);
-                r = cgroup_remove_tree(sb->d->cgroups, sb->id);
+                r = cgroup_remove_tree(sb->d->cgroups, sb->cg_name);
                 if (r < 0)
                         log_warning("sbx=%s: cannot remove its cgroup: %s", sb->id, strerror(-r));
                 cgroup_forget(sb->cg); /* the directories went with the tree */
@@ -710,11 +745,15 @@ static void finish_end(struct sandbox *sb) {
                                                sb->spec->has_keep_workspace &&
                                                        sb->spec->keep_workspace);
         sb->state = sb->end_state;
-        r = store_sandbox_set_state(sb->d->store, sb->id, state_name(sb->state),
-                                    sbxd_now_unix_ms(), sb->end_reason);
+        r = sb->warm ? 0
+                     : store_sandbox_set_state(sb->d->store, sb->id, state_name(sb->state),
+                                               sbxd_now_unix_ms(), sb->end_reason);
         if (r < 0)
                 log_err("sbx=%s: cannot record its end: %s", sb->id, store_last_error(sb->d->store));
-        log_info("sbx=%s: ended (%s)", sb->id, sb->end_reason);
+        if (sb->warm)
+                log_debug("sbx=%s: ended (%s)", sb->id, sb->end_reason);
+        else
+                log_info("sbx=%s: ended (%s)", sb->id, sb->end_reason);
 
         if (sb->create_cb) {
                 sandbox_ready_cb cb = sb->create_cb;
@@ -770,7 +809,8 @@ static void end_sandbox(struct sandbox *sb, Sbx__V1__SandboxState final_state, c
         free(sb->end_reason);
         sb->end_reason = strdup(reason);
         sb->state = SBX__V1__SANDBOX_STATE__TERMINATING;
-        (void)store_sandbox_set_state(sb->d->store, sb->id, "terminating", 0, NULL);
+        if (!sb->warm)
+                (void)store_sandbox_set_state(sb->d->store, sb->id, "terminating", 0, NULL);
         uv_timer_stop(&sb->timer);
         if (sb->chan_poll_active) {
                 uv_poll_stop(&sb->chan_poll);
@@ -1028,6 +1068,11 @@ static void on_ready(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
         for (i = 0; i < ready->n_warnings && i < 64; i++)
                 sandbox_warn(sb, "%s", ready->warnings[i]);
         sb->state = SBX__V1__SANDBOX_STATE__READY;
+        if (sb->warm) {
+                /* Waits in the pool, unrecorded and without a deadline, for a claim. */
+                log_debug("sbx=%s: warm and ready (init pid %d)", sb->id, (int)pid);
+                return;
+        }
         (void)store_sandbox_set_init_pid(sb->d->store, sb->id, pid);
         (void)store_sandbox_set_state(sb->d->store, sb->id, "ready", 0, NULL);
         sandbox_touch(sb);
@@ -1145,6 +1190,7 @@ static struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8
         sb->uid_slot = -1;
         sb->isolated = 1;
         snprintf(sb->id, sizeof(sb->id), "%s", id);
+        snprintf(sb->cg_name, sizeof(sb->cg_name), "%s", id);
         sb->owner_uid = owner;
         sb->created_ms = created_ms;
         sb->idle_timeout_ms = sb->spec->has_idle_timeout_ms ? sb->spec->idle_timeout_ms : 0;
@@ -1348,23 +1394,20 @@ static int spawn_init(struct sandbox *sb, int child_fd, char *err, size_t errlen
         return 0;
 }
 
+static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t packed_len,
+                      const struct caller *caller, int warm, sandbox_ready_cb cb, void *ud,
+                      char *err, size_t errlen);
+static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, size_t packed_len,
+                      const struct caller *caller, sandbox_ready_cb cb, void *ud, char *err,
+                      size_t errlen);
+
 int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,
                    sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
         struct sbxtab *t = d->sandboxes;
-        struct sandbox *sb;
         char id[SBX_ID_MAX_BYTES + 1];
         uint8_t *packed = NULL;
         size_t packed_len = 0;
-        int sv[2] = {-1, -1};
-        struct store_sandbox rec;
-        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
-        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
-        char **strings = NULL;
-        size_t n_strings = 0;
-        char *sbdir = NULL;
-        int r, sndbuf = 2 * SBX_INIT_MAX_MSG_BYTES, adopt_fd = -1, cg_v2 = 0;
-        int setup_fds[SBX_INIT_MAX_FDS]; /* what Setup carries (init.proto) */
-        size_t n_setup_fds = 0, n_cg_fds = 0;
+        int r;
 
         if (d->shutting_down) {
                 snprintf(err, errlen, "sbxd is shutting down; try again when it is back");
@@ -1390,7 +1433,7 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 struct sandbox *o;
                 unsigned owned = 0;
                 for (o = t->all; o; o = o->next)
-                        owned += o->owner_uid == caller->uid;
+                        owned += !o->warm && o->owner_uid == caller->uid;
                 if (owned >= d->cfg->max_sandboxes_per_uid) {
                         snprintf(err, errlen, "uid %u already owns %u sandboxes, its quota "
                                               "(--max-sandboxes-per-uid); terminate some first",
@@ -1398,24 +1441,56 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                         return -EAGAIN;
                 }
         }
-        if (t->count >= d->cfg->max_sandboxes) {
+        if (sbxtab_count(t) >= d->cfg->max_sandboxes) {
                 snprintf(err, errlen, "sbxd already runs %u sandboxes, its maximum "
                                       "(--max-sandboxes); terminate some first",
-                         t->count);
+                         sbxtab_count(t));
                 return -EAGAIN;
         }
         r = policy_effective(d, req, id, &packed, &packed_len, err, errlen);
         if (r < 0)
                 return r;
+        r = claim_warm(t, id, packed, packed_len, caller, cb, ud, err, errlen);
+        if (r != 0) {
+                free(packed);
+                return r < 0 ? r : 0;
+        }
+        /* A warm sandbox that is not used counts against --max-sandboxes: give one up
+         * when this one would not fit otherwise. */
+        if (t->count >= d->cfg->max_sandboxes)
+                warm_give_up_one(t);
+        return create_new(d, id, packed, packed_len, caller, 0, cb, ud, err, errlen);
+}
 
-        sb = sandbox_alloc(d, id, packed, packed_len, caller->uid, sbxd_now_unix_ms());
+/* Creates a sandbox from an effective request (packed, which it takes over): cold, for
+ * a client (cb answers it), or warm (cb NULL) for the pool. */
+static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t packed_len,
+                      const struct caller *caller, int warm, sandbox_ready_cb cb, void *ud,
+                      char *err, size_t errlen) {
+        struct sbxtab *t = d->sandboxes;
+        struct sandbox *sb;
+        int sv[2] = {-1, -1};
+        struct store_sandbox rec;
+        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        char **strings = NULL;
+        size_t n_strings = 0;
+        char *sbdir = NULL;
+        int r, sndbuf = 2 * SBX_INIT_MAX_MSG_BYTES, adopt_fd = -1, cg_v2 = 0;
+        int setup_fds[SBX_INIT_MAX_FDS]; /* what Setup carries (init.proto) */
+        size_t n_setup_fds = 0, n_cg_fds = 0;
+
+        sb = sandbox_alloc(d, id, packed, packed_len, warm ? (uid_t)-1 : caller->uid,
+                           sbxd_now_unix_ms());
         if (!sb) {
                 free(packed);
                 snprintf(err, errlen, "daemon out of memory");
                 return -ENOMEM;
         }
+        sb->warm = warm;
         sb->state = SBX__V1__SANDBOX_STATE__CREATING;
-        sb->deadline_ms = sb->created_ms + (int64_t)sb->spec->timeout_ms;
+        /* A warm sandbox has no deadline until it is claimed. */
+        sb->deadline_ms = warm ? INT64_MAX : sb->created_ms + (int64_t)sb->spec->timeout_ms;
         sb->creator = *caller;
         snprintf(sb->creator_name, sizeof(sb->creator_name), "%s",
                  caller->client_name ? caller->client_name : "");
@@ -1456,8 +1531,9 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 goto fail_early;
         }
         rec.workspace_dir = sb->workspace;
-        rec.cgroup_path = d->cgroups->version != CGROUP_NONE ? sb->id : "";
-        r = store_sandbox_insert(d->store, &rec);
+        rec.cgroup_path = d->cgroups->version != CGROUP_NONE ? sb->cg_name : "";
+        /* A warm sandbox is recorded when it is claimed. */
+        r = warm ? 0 : store_sandbox_insert(d->store, &rec);
         free(packed);
         packed = NULL;
         if (r < 0) {
@@ -1465,7 +1541,11 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                          r == -EEXIST ? "id already used" : store_last_error(d->store));
                 goto fail_early;
         }
-        table_add(t, sb);
+        table_link(t, sb);
+        if (warm)
+                t->n_warm++;
+        else
+                table_hash(t, sb);
         sb->create_cb = cb;
         sb->create_ud = ud;
 
@@ -1483,7 +1563,8 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
         if (d->cgroups->version != CGROUP_NONE) {
                 /* v1: init and commands live in the sandbox's group itself. v2: the group
                  * has children (init's leaf, commands' leaves), never processes. */
-                r = cgroup_create(d->cgroups, sb->id, d->cgroups->version != CGROUP_V2, &sb->cg);
+                r = cgroup_create(d->cgroups, sb->cg_name, d->cgroups->version != CGROUP_V2,
+                                  &sb->cg);
                 if (r < 0)
                         sandbox_warn(sb, "no cgroup for this sandbox (%s): limits fall back to "
                                          "rlimits",
@@ -1513,7 +1594,7 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 int v2 = 0;
                 if (d->cgroups->version == CGROUP_V2) {
                         char rel[SBX_ID_MAX_BYTES + 8];
-                        snprintf(rel, sizeof(rel), "%s/init", sb->id);
+                        snprintf(rel, sizeof(rel), "%s/init", sb->cg_name);
                         r = cgroup_create(d->cgroups, rel, 1, &leaf);
                         target = leaf;
                 }
@@ -1542,7 +1623,12 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 goto done;
         }
         remember_hidden(sb, &setup);
-        adopt_fd = d->cfg->adopt_grace_ms ? adopt_listen(sb) : -1;
+        if (warm && setup_key(&setup, &sb->setup_key, &sb->setup_key_len) < 0) {
+                fail_sandbox(sb, "daemon out of memory");
+                goto done;
+        }
+        /* A warm sandbox gets its adoption socket when it is claimed (Claim). */
+        adopt_fd = !warm && d->cfg->adopt_grace_ms ? adopt_listen(sb) : -1;
         if (adopt_fd >= 0) {
                 setup.has_adoptable = setup.has_adopt_grace_ms = 1;
                 setup.adoptable = 1;
@@ -1551,7 +1637,7 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                 memmove(setup_fds + 1, setup_fds, n_setup_fds * sizeof(*setup_fds));
                 setup_fds[0] = adopt_fd;
                 n_setup_fds++;
-        } else if (d->cfg->adopt_grace_ms) {
+        } else if (!warm && d->cfg->adopt_grace_ms) {
                 sandbox_warn(sb, "this sandbox cannot be re-adopted by a restarted daemon");
         }
         if (n_cg_fds > 0) {
@@ -1579,8 +1665,12 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
         uv_poll_start(&sb->chan_poll, UV_READABLE | UV_DISCONNECT, on_chan);
         sandbox_touch(sb); /* setup is timed from here */
         uv_timer_start(&sb->timer, on_timer, 1000, 0);
-        log_info("sbx=%s: creating for uid %u (init pid %d)", sb->id, (unsigned)caller->uid,
-                 (int)sb->proc.pid);
+        if (warm)
+                log_debug("sbx=%s: creating a warm sandbox (init pid %d)", sb->id,
+                          (int)sb->proc.pid);
+        else
+                log_info("sbx=%s: creating for uid %u (init pid %d)", sb->id,
+                         (unsigned)caller->uid, (int)sb->proc.pid);
 done:
         while (n_setup_fds > 0)
                 close(setup_fds[--n_setup_fds]);
@@ -1598,6 +1688,300 @@ fail_early:
         return r;
 }
 
+/* ---- the warm pool (--warm) ----------------------------------------------------------
+
+ * Creating a sandbox costs 5-15 ms, most of it waiting: the cgroup move of stage 0 waits
+ * for an RCU grace period on cgroup v1, then the network namespace and the mounts. So
+ * the daemon keeps --warm sandboxes of the default policy set up ahead: unrecorded, not
+ * findable by id, without deadline or adoption socket, owned by nobody. A create whose
+ * Setup (what init builds the sandbox from) equals a warm one's but for its identity
+ * claims it: the sandbox takes the client's id (its state directory is renamed; its
+ * cgroup keeps its name, recorded as cgroup_path), limits, deadline and owner, init
+ * takes the id as host name and the adoption socket (Claim), and the record is written.
+ * The pool is topped up SBX_WARM_REFILL_DELAY_MS later, off the client's way. */
+
+/* Its Setup without what differs between sandboxes of one policy (init.proto). */
+static int setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *ret_len) {
+        Sbx__Init__V1__Setup k = *setup;
+        size_t n;
+
+        k.sandbox_id = NULL;
+        k.hostname = NULL;
+        k.workspace_dir = NULL;
+        k.has_run_uid = k.has_run_gid = 0;
+        k.has_adoptable = k.has_adopt_grace_ms = 0;
+        k.has_n_cgroup_fds = k.has_cgroup_v2 = 0;
+        n = sbx__init__v1__setup__get_packed_size(&k);
+        *ret = malloc(n ? n : 1);
+        if (!*ret)
+                return -ENOMEM;
+        *ret_len = sbx__init__v1__setup__pack(&k, *ret);
+        return 0;
+}
+
+/* The key a request would have: its Setup built as for a new sandbox. */
+static int request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **ret,
+                       size_t *ret_len) {
+        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        struct sandbox tmp;
+        char **strings = NULL;
+        size_t n_strings = 0;
+        int r;
+
+        memset(&tmp, 0, sizeof(tmp));
+        tmp.d = d;
+        tmp.spec = spec;
+        r = policy_fill_setup(d, &tmp, &setup, &strings, &n_strings);
+        if (r == 0)
+                r = setup_key(&setup, ret, ret_len);
+        policy_free_setup(&setup, strings, n_strings);
+        return r;
+}
+
+static void on_refill(uv_timer_t *h);
+
+static void warm_schedule(struct sbxtab *t, uint64_t delay_ms) {
+        if (t->d->cfg->warm == 0 || t->d->shutting_down)
+                return;
+        if (!t->refill_inited) {
+                if (uv_timer_init(t->d->loop, &t->refill) < 0)
+                        return;
+                t->refill.data = t;
+                uv_unref((uv_handle_t *)&t->refill); /* never keeps the loop alive */
+                t->refill_inited = 1;
+        }
+        if (!uv_is_active((uv_handle_t *)&t->refill))
+                uv_timer_start(&t->refill, on_refill, delay_ms, 0);
+}
+
+static void warm_stop(struct sbxtab *t) {
+        if (t->refill_inited == 1) {
+                uv_timer_stop(&t->refill);
+                uv_close((uv_handle_t *)&t->refill, NULL);
+                t->refill_inited = 2; /* closed: never again */
+        }
+}
+
+static int warm_create(struct sbxtab *t) {
+        Sbx__V1__CreateSandbox req = SBX__V1__CREATE_SANDBOX__INIT;
+        struct sbxd *d = t->d;
+        struct caller k = {.uid = d->euid, .gid = d->egid, .pid = getpid(), .client_name = "sbxd"};
+        char id[SBX_ID_MAX_BYTES + 1], err[512];
+        uint8_t *packed = NULL;
+        size_t packed_len = 0;
+        int r;
+
+        /* '~' is not allowed in client ids: no request can name a warm sandbox. The pid
+         * keeps the names of two daemons' pools apart. */
+        snprintf(id, sizeof(id), "~warm-%d-%u", (int)getpid(), ++t->warm_seq);
+        r = policy_effective(d, &req, id, &packed, &packed_len, err, sizeof(err));
+        if (r == 0)
+                r = create_new(d, id, packed, packed_len, &k, 1, NULL, NULL, err, sizeof(err));
+        if (r < 0)
+                log_warning("cannot set up a warm sandbox: %s", err);
+        return r;
+}
+
+static void on_refill(uv_timer_t *h) {
+        struct sbxtab *t = h->data;
+        struct sbxd *d = t->d;
+        uint64_t now = uv_now(d->loop);
+
+        if (d->shutting_down)
+                return;
+        if (now < t->warm_retry_at) {
+                uv_timer_start(&t->refill, on_refill, t->warm_retry_at - now, 0);
+                return;
+        }
+        while (t->n_warm < d->cfg->warm && t->count < d->cfg->max_sandboxes)
+                if (warm_create(t) < 0) {
+                        t->warm_retry_at = now + SBX_WARM_RETRY_MS;
+                        uv_timer_start(&t->refill, on_refill, SBX_WARM_RETRY_MS, 0);
+                        return;
+                }
+}
+
+void sbxtab_warm_start(struct sbxtab *t) {
+        warm_schedule(t, 0);
+}
+
+static void warm_give_up_one(struct sbxtab *t) {
+        struct sandbox *sb;
+        for (sb = t->all; sb; sb = sb->next)
+                if (sb->warm && !sb->ending) {
+                        end_sandbox(sb, SBX__V1__SANDBOX_STATE__TERMINATED, "room for a client");
+                        return;
+                }
+}
+
+/* Returns 1 when a warm sandbox was claimed for the request (cb answers it), 0 when none
+ * matches, -errno (with err) when the claim failed and the request should fail. */
+static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, size_t packed_len,
+                      const struct caller *caller, sandbox_ready_cb cb, void *ud, char *err,
+                      size_t errlen) {
+        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Claim claim = SBX__INIT__V1__CLAIM__INIT;
+        struct sbxd *d = t->d;
+        Sbx__V1__CreateSandbox *spec;
+        struct store_sandbox rec;
+        struct sandbox *sb;
+        uint8_t *key = NULL;
+        size_t key_len = 0;
+        char *old_dir = NULL, *new_dir = NULL, *new_ws = NULL;
+        int r, adopt_fd;
+
+        for (sb = t->all; sb; sb = sb->next)
+                if (sb->warm && sb->state == SBX__V1__SANDBOX_STATE__READY && !sb->ending)
+                        break;
+        if (!sb)
+                return 0;
+        spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed);
+        if (!spec)
+                return 0;
+        r = request_key(d, spec, &key, &key_len);
+        for (sb = r == 0 ? t->all : NULL; sb; sb = sb->next)
+                if (sb->warm && sb->state == SBX__V1__SANDBOX_STATE__READY && !sb->ending &&
+                    sb->setup_key_len == key_len && memcmp(sb->setup_key, key, key_len) == 0)
+                        break;
+        free(key);
+        if (!sb)
+                goto no;
+        /* Its state directory takes the client's id: STATE/sandboxes/ID as for any. */
+        old_dir = strdup(sb->workspace);
+        if (!old_dir || !strrchr(old_dir, '/') ||
+            asprintf(&new_dir, "%s/sandboxes/%s", d->cfg->state_dir, id) < 0)
+                goto no;
+        *strrchr(old_dir, '/') = '\0';
+        if (asprintf(&new_ws, "%s/workspace", new_dir) < 0) {
+                new_ws = NULL;
+                goto no;
+        }
+        if (rename(old_dir, new_dir) < 0) {
+                log_warning("sbx=%s: cannot claim: rename %s: %s", sb->id, old_dir,
+                            strerror(errno));
+                goto no;
+        }
+        memset(&rec, 0, sizeof(rec));
+        rec.id = id;
+        rec.owner_uid = caller->uid;
+        rec.state = "ready";
+        rec.created_ms = sbxd_now_unix_ms();
+        rec.deadline_ms = rec.created_ms + (int64_t)spec->timeout_ms;
+        rec.idle_timeout_ms = spec->has_idle_timeout_ms ? spec->idle_timeout_ms : 0;
+        rec.spec = packed;
+        rec.spec_len = packed_len;
+        rec.init_pid = sb->init_pid;
+        rec.workspace_dir = new_ws;
+        rec.cgroup_path = sb->cg ? sb->cg_name : "";
+        rec.run_uid = sb->run_uid;
+        rec.caller_pid = (uint32_t)caller->pid;
+        rec.client_name = caller->client_name;
+        r = store_sandbox_insert(d->store, &rec);
+        if (r < 0) {
+                (void)rename(new_dir, old_dir);
+                snprintf(err, errlen, "cannot record sandbox '%s': %s", id,
+                         r == -EEXIST ? "id already used" : store_last_error(d->store));
+                sbx__v1__create_sandbox__free_unpacked(spec, NULL);
+                free(old_dir);
+                free(new_dir);
+                free(new_ws);
+                return r;
+        }
+
+        /* It is the client's sandbox from here on. */
+        log_info("sbx=%s: claimed %s for uid %u (init pid %d, uid %u)", id, sb->id,
+                 (unsigned)caller->uid, (int)sb->init_pid, (unsigned)sb->run_uid);
+        sb->warm = 0;
+        t->n_warm--;
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        table_hash(t, sb);
+        free(sb->workspace);
+        sb->workspace = new_ws;
+        new_ws = NULL;
+        sbx__v1__create_sandbox__free_unpacked(sb->spec, NULL);
+        sb->spec = spec;
+        spec = NULL;
+        free(sb->setup_key);
+        sb->setup_key = NULL;
+        sb->setup_key_len = 0;
+        sb->owner_uid = caller->uid;
+        sb->created_ms = rec.created_ms;
+        sb->deadline_ms = rec.deadline_ms;
+        sb->idle_timeout_ms = rec.idle_timeout_ms;
+        sb->creator = *caller;
+        snprintf(sb->creator_name, sizeof(sb->creator_name), "%s",
+                 caller->client_name ? caller->client_name : "");
+        sb->creator.client_name = sb->creator_name;
+        apply_limits(sb);
+
+        claim.hostname = sb->id;
+        adopt_fd = d->cfg->adopt_grace_ms ? adopt_listen(sb) : -1;
+        if (adopt_fd >= 0) {
+                claim.has_adoptable = claim.has_adopt_grace_ms = 1;
+                claim.adoptable = 1;
+                claim.adopt_grace_ms = (uint32_t)d->cfg->adopt_grace_ms;
+        } else if (d->cfg->adopt_grace_ms) {
+                sandbox_warn(sb, "this sandbox cannot be re-adopted by a restarted daemon");
+        }
+        msg.body_case = SBX__INIT__V1__TO_INIT__BODY_CLAIM;
+        msg.claim = &claim;
+        sb->create_cb = cb;
+        sb->create_ud = ud;
+        r = sandbox_send_init(sb, &msg, adopt_fd >= 0 ? &adopt_fd : NULL, adopt_fd >= 0 ? 1 : 0);
+        if (adopt_fd >= 0)
+                close(adopt_fd); /* init holds it now */
+        free(old_dir);
+        free(new_dir);
+        warm_schedule(t, SBX_WARM_REFILL_DELAY_MS);
+        if (r < 0)
+                return 1; /* the sandbox fails, and answers the client when it has ended */
+        sandbox_touch(sb);
+        arm_timer(sb);
+        /* Answered at once (the reply goes out after the record's commit). */
+        sb->create_cb = NULL;
+        cb(ud, sb, 0, NULL);
+        return 1;
+no:
+        sbx__v1__create_sandbox__free_unpacked(spec, NULL);
+        free(old_dir);
+        free(new_dir);
+        free(new_ws);
+        return 0;
+}
+
+/* Warm sandboxes of a daemon that died went with it (they had no adoption socket):
+ * removes what they left, their state directories and cgroups. */
+static void remove_warm_leftovers(struct sbxd *d) {
+        char path[SBX_PATH_MAX_BYTES + 16];
+        DIR *dir;
+        struct dirent *de;
+
+        snprintf(path, sizeof(path), "%s/sandboxes", d->cfg->state_dir);
+        dir = opendir(path);
+        while (dir && (de = readdir(dir))) {
+                char ws[SBX_PATH_MAX_BYTES + 300];
+                char *later;
+                if (strncmp(de->d_name, "~warm-", 6) != 0)
+                        continue;
+                snprintf(ws, sizeof(ws), "%s/%s/workspace", path, de->d_name);
+                later = remove_sandbox_dir(d, de->d_name, ws, 0);
+                if (later)
+                        remove_tree_later(d, later);
+                free(later);
+                if (d->cgroups->version != CGROUP_NONE) {
+                        struct cgroup *g = NULL;
+                        /* Its init may still be on its way out. */
+                        if (cgroup_attach(d->cgroups, de->d_name, &g) == 0) {
+                                cgroup_kill(g);
+                                cgroup_forget(g);
+                        }
+                        (void)cgroup_remove_tree(d->cgroups, de->d_name);
+                }
+        }
+        if (dir)
+                closedir(dir);
+}
+
 /* ---- recovery and re-adoption ------------------------------------------------------- */
 
 /* A live record found at start-up, copied out of the store. */
@@ -1605,6 +1989,7 @@ struct orphan {
         char *id;
         char *state;
         char *workspace;
+        char *cgroup_path; /* its cgroup's name (a claimed warm sandbox's is not its id) */
         uint8_t *spec;
         size_t spec_len;
         uid_t owner;
@@ -1640,6 +2025,8 @@ static int collect_orphan(const struct store_sandbox *rec, void *ud) {
         o->id = strdup(rec->id);
         o->state = strdup(rec->state);
         o->workspace = rec->workspace_dir ? strdup(rec->workspace_dir) : NULL;
+        o->cgroup_path = strdup(rec->cgroup_path && rec->cgroup_path[0] ? rec->cgroup_path
+                                                                        : rec->id);
         o->spec = malloc(rec->spec_len ? rec->spec_len : 1);
         if (o->spec)
                 memcpy(o->spec, rec->spec, rec->spec_len);
@@ -1765,7 +2152,9 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
                 d->sandboxes->uid_slots[sb->uid_slot / 8] |= (uint8_t)(1u << (sb->uid_slot % 8));
                 sb->run_uid = sb->run_gid = o->run_uid;
         }
-        if (d->cgroups->version != CGROUP_NONE && cgroup_attach(d->cgroups, sb->id, &sb->cg) < 0)
+        if (o->cgroup_path)
+                snprintf(sb->cg_name, sizeof(sb->cg_name), "%s", o->cgroup_path);
+        if (d->cgroups->version != CGROUP_NONE && cgroup_attach(d->cgroups, sb->cg_name, &sb->cg) < 0)
                 sandbox_warn(sb, "its cgroup was not found after the daemon restarted");
         apply_limits(sb);
         if (policy_fill_setup(d, sb, &setup, &strings, &n_strings) == 0) {
@@ -1776,7 +2165,8 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         (void)store_history(d->store, sb->id, 0, 0, count_commands, &sb->next_command);
         sb->commands_run = sb->next_command;
-        table_add(d->sandboxes, sb);
+        table_link(d->sandboxes, sb);
+        table_hash(d->sandboxes, sb);
         if (uv_poll_init(d->loop, &sb->chan_poll, sb->chan_fd) == 0) {
                 sb->chan_poll.data = sb;
                 sb->handles_open++;
@@ -1822,6 +2212,7 @@ int sandbox_recover(struct sbxd *d) {
         size_t i;
         int r, adopted = 0;
 
+        remove_warm_leftovers(d);
         r = store_sandbox_foreach(d->store, 1, 0, 0, 0, collect_orphan, &l);
         for (i = 0; i < l.n; i++) {
                 struct orphan *x = &l.v[i];
@@ -1841,7 +2232,7 @@ int sandbox_recover(struct sbxd *d) {
                 }
                 kill_orphan_init(x->init_pid);
                 if (d->cgroups->version != CGROUP_NONE)
-                        cgroup_remove_tree(d->cgroups, x->id);
+                        cgroup_remove_tree(d->cgroups, x->cgroup_path ? x->cgroup_path : x->id);
                 if (x->workspace && strstr(x->workspace, "/sandboxes/"))
                 {
                         char *later = remove_sandbox_dir(d, x->id, x->workspace, x->keep);
@@ -1859,6 +2250,7 @@ int sandbox_recover(struct sbxd *d) {
                 free(l.v[i].id);
                 free(l.v[i].state);
                 free(l.v[i].workspace);
+                free(l.v[i].cgroup_path);
                 free(l.v[i].spec);
         }
         free(l.v);
@@ -1883,9 +2275,11 @@ static int detach_one(struct sandbox *sb, void *ud) {
 
 void sbxtab_detach_all(struct sbxtab *t, void (*done)(void *ud), void *ud) {
         struct sandbox *sb, *next;
+        warm_stop(t);
         for (sb = t->all; sb; sb = next) {
                 next = sb->next;
-                if (sb->state == SBX__V1__SANDBOX_STATE__READY)
+                /* Warm ones are nobody's: they end (the next daemon makes its own). */
+                if (sb->state == SBX__V1__SANDBOX_STATE__READY && !sb->warm)
                         detach_one(sb, NULL);
                 else
                         sandbox_terminate(sb, "shutdown", NULL, NULL);

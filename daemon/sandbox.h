@@ -53,6 +53,9 @@ void sbxtab_detach_all(struct sbxtab *t, void (*done)(void *ud), void *ud);
 /* Ends every sandbox with reason "shutdown"; calls done once the last has ended. */
 void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud);
 
+/* Starts keeping the daemon's --warm sandboxes set up (after recovery, once listening). */
+void sbxtab_warm_start(struct sbxtab *t);
+
 /* At start-up, before serving: every sandbox the records call live belongs to a
  * previous daemon. Its commands are marked unknown. A ready one whose init still waits
  * on its adoption socket is adopted (same id, deadline re-armed from its absolute

@@ -30,6 +30,10 @@ struct sandbox {
         struct sandbox *hnext;          /* hash chain */
         struct sandbox *next, *prev;    /* list of all */
         char id[SBX_ID_MAX_BYTES + 1];
+        char cg_name[SBX_ID_MAX_BYTES + 1]; /* its cgroup's name: the id it was created with */
+        int warm;                       /* set up ahead for --warm, not yet claimed (sandbox.c) */
+        uint8_t *setup_key;             /* warm: its Setup without identity, to match requests */
+        size_t setup_key_len;
         Sbx__V1__SandboxState state;
         uid_t owner_uid;
         Sbx__V1__CreateSandbox *spec;   /* effective request, owned (unpacked copy) */

@@ -39,6 +39,15 @@
 #define SBX_DEFAULT_RETENTION_DAYS 30u
 /* How long an init whose daemon is gone waits for a new one to adopt it. */
 #define SBX_DEFAULT_ADOPT_GRACE_MS (60u * 1000u)
+/* Warm sandboxes (--warm): set up with the default policy before any request, so that a
+ * create asking for that policy is answered without the setup (namespaces, mounts, the
+ * cgroup move that waits for an RCU grace period on v1: 5-15 ms). */
+#define SBX_DEFAULT_WARM_SANDBOXES 2u
+#define SBX_MAX_WARM_SANDBOXES     64u
+/* After a warm sandbox failed to set up, the pool waits this long before it tries again. */
+#define SBX_WARM_RETRY_MS (5u * 1000u)
+/* How long after a claim the pool is topped up: the client's next requests go first. */
+#define SBX_WARM_REFILL_DELAY_MS 10u
 /* The periodic sweep behind the precise timers (deadlines, idle, retention). */
 #define SBX_SWEEP_INTERVAL_MS 5000u
 #define SBX_DEFAULT_SANDBOX_TIMEOUT_MS (300u * 1000u)

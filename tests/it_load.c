@@ -154,8 +154,9 @@ static int children_of(pid_t pid) {
         return n;
 }
 
-/* Sub-directories (sandbox groups) in every cgroup directory named like the daemon's
- * base for state_dir (see daemon/main.c), at most depth levels under path. */
+/* Sub-directories (sandbox groups, but the warm pool's ~warm-*) in every cgroup directory
+ * named like the daemon's base for state_dir (see daemon/main.c), at most depth levels
+ * under path. */
 static int cgroup_groups(const char *path, const char *name, int depth) {
         DIR *dir;
         struct dirent *de;
@@ -171,7 +172,8 @@ static int cgroup_groups(const char *path, const char *name, int depth) {
                         DIR *g = opendir(sub);
                         struct dirent *ge;
                         while (g && (ge = readdir(g)))
-                                if (ge->d_type == DT_DIR && ge->d_name[0] != '.')
+                                if (ge->d_type == DT_DIR && ge->d_name[0] != '.' &&
+                                    ge->d_name[0] != '~')
                                         n++;
                         if (g)
                                 closedir(g);
@@ -871,7 +873,10 @@ START_TEST(mixed_load) {
         struct baseline b;
         pid_t *pids = calloc((size_t)clients, sizeof(pid_t));
         char log[700], sbdir[700], names[1024];
-        const char *extra[] = {"--log-level", "info", NULL};
+        /* The warm pool is claimed from and refilled all along (most creates are of the
+         * default policy); its sandboxes are the daemon's own and stay. */
+        const char *extra[] = {"--log-level", "info", "--warm", "2", NULL};
+        const int warm = 2;
         sbx_client *c;
         struct sbx_sandbox_list *l = NULL;
         long rss;
@@ -960,9 +965,10 @@ START_TEST(mixed_load) {
         sbx_sandbox_list_free(l);
         sbx_close(c);
         t0 = it_now_ms();
-        while ((kids = children_of(d.pid)) > 0 && it_now_ms() - t0 < 10000)
+        while ((kids = children_of(d.pid)) > warm && it_now_ms() - t0 < 10000)
                 usleep(50000);
-        ck_assert_msg(kids == 0, "%d processes still under the daemon", kids);
+        ck_assert_msg(kids <= warm, "%d processes still under the daemon (%d warm sandboxes)",
+                      kids, warm);
         groups = cgroup_leftovers(d.state);
         ck_assert_msg(groups == 0, "%d sandbox cgroups left", groups);
 

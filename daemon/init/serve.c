@@ -41,7 +41,7 @@ static struct cmd *cmds;
 static size_t n_cmds, cap_cmds;
 static int chan_fd = -1;
 static int chan_err; /* First failed send, as -errno. */
-static const struct serve_config *config;
+static struct serve_config *config;
 
 static void send_msg(Sbx__Init__V1__FromInit *m) {
         int r;
@@ -344,6 +344,18 @@ static void reap(int sigfd) {
         }
 }
 
+/* A warm sandbox is claimed: the client's id as host name, and the adoption socket it
+ * was created without. A failure is logged; the daemon's later requests go on. */
+static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds) {
+        if (cl->hostname && sethostname(cl->hostname, strlen(cl->hostname)) < 0)
+                util_log(3, "claim: sethostname \"%s\": %s", cl->hostname, strerror(errno));
+        if (cl->has_adoptable && cl->adoptable && *nfds == 1 && config->adopt_fd < 0) {
+                config->adopt_fd = fds[0];
+                config->adopt_grace_ms = cl->has_adopt_grace_ms ? cl->adopt_grace_ms : 0;
+                *nfds = 0; /* kept */
+        }
+}
+
 /* Receives and dispatches one packet. Returns 1 to go on, 0 at end of stream, -errno
  * when the channel failed. */
 static int handle_channel(void) {
@@ -376,6 +388,9 @@ static int handle_channel(void) {
                 break;
         case SBX__INIT__V1__TO_INIT__BODY_SIGNAL:
                 handle_signal(m->signal);
+                break;
+        case SBX__INIT__V1__TO_INIT__BODY_CLAIM:
+                handle_claim(m->claim, fds, &nfds);
                 break;
         default:
                 util_log(4, "ignoring an unexpected message (case %d)", (int)m->body_case);
@@ -459,7 +474,7 @@ static int await_daemon(int sigfd) {
         }
 }
 
-int serve_run(int chan, int sigfd, const struct serve_config *cfg) {
+int serve_run(int chan, int sigfd, struct serve_config *cfg) {
         int r = 0;
 
         chan_fd = chan;

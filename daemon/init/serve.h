@@ -27,12 +27,13 @@ struct serve_config {
 int serve_signals_init(void);
 
 /* Serves the channel chan: Start forks a command (spawn.c) and answers Started or
- * StartFailed, Signal signals a command's process group, and every child is reaped
+ * StartFailed, Signal signals a command's process group, Claim renames the host and
+ * hands over the adoption socket (cfg is updated), and every child is reaped
  * with an Exited for command leaders. Unknown ids and malformed messages are ignored
  * (logged). When the channel ends and cfg->adopt_fd is a listening socket, waits up to
  * cfg->adopt_grace_ms for a new daemon and serves it (live re-adoption). Returns 0 at
  * end of stream with no new daemon, -errno when the channel fails; the caller then
  * exits, which kills every process of the sandbox. */
-int serve_run(int chan, int sigfd, const struct serve_config *cfg);
+int serve_run(int chan, int sigfd, struct serve_config *cfg);
 
 #endif
