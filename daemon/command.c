@@ -81,7 +81,6 @@ struct command {
         int started, exited, start_failed, finished;
         int wait_status;
         int64_t utime_usec, stime_usec, maxrss_kib;
-        int32_t pid;
         enum kill_reason kill;
         int start_errno;
         char *start_error;
@@ -592,25 +591,9 @@ static void maybe_finish(struct command *cmd) {
 static void send_kill(struct command *cmd);
 static void on_timeout(uv_timer_t *t);
 
-void command_on_started(struct sandbox *sb, uint64_t num, int32_t pid) {
-        struct command *cmd = find(sb, num);
-        if (!cmd || cmd->started || cmd->start_failed) {
-                log_warning("sbx=%s: init reported an unknown command %llu started", sb->id,
-                            (unsigned long long)num);
-                return;
-        }
-        cmd->started = 1;
-        cmd->pid = pid;
-        /* Cancelled while it was starting: the kill could not be sent until now. */
-        if (cmd->kill == KILL_CANCEL) {
-                send_kill(cmd);
-                uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
-        }
-}
-
 void command_on_start_failed(struct sandbox *sb, uint64_t num, int err, const char *msg) {
         struct command *cmd = find(sb, num);
-        if (!cmd || cmd->started || cmd->start_failed) {
+        if (!cmd || cmd->start_failed || cmd->exited) {
                 log_warning("sbx=%s: init reported an unknown command %llu failed", sb->id,
                             (unsigned long long)num);
                 return;
@@ -690,7 +673,7 @@ int sandbox_cancel(struct sandbox *sb, const char *command_id) {
         if (cmd->kill != KILL_NONE || cmd->exited || cmd->start_failed)
                 return 0;
         cmd->kill = KILL_CANCEL;
-        /* Not started yet: command_on_started sends the kill and arms the guard. */
+        /* Not started: its Start never reached init (the sandbox is failing). */
         if (cmd->started) {
                 send_kill(cmd);
                 uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
@@ -1187,8 +1170,11 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         if (cmd->stream)
                 cmd->cbs.started(cmd->ud, cmd->id);
         /* A failed send may end the sandbox, and this command with it, at once: cmd is
-         * not touched after it then. */
+         * not touched after it then. Sent is started: init answers only a failure
+         * (StartFailed), and handles a later Signal after this Start (init.proto). */
         r = sandbox_send_init(sb, &msg, child_fds, 3 + n_cg_fds);
+        if (r >= 0)
+                cmd->started = 1;
         for (i = 0; i < 3 + n_cg_fds; i++)
                 close(child_fds[i]);
         free(argv_b);

@@ -1112,8 +1112,7 @@ static int take_init_packet(struct sandbox *sb) {
                         on_ready(sb, m->ready);
                 break;
         case SBX__INIT__V1__FROM_INIT__BODY_STARTED:
-                command_on_started(sb, m->started->command_id, m->started->pid);
-                break;
+                break; /* obsolete (init.proto): an older init adopted after an upgrade */
         case SBX__INIT__V1__FROM_INIT__BODY_START_FAILED:
                 command_on_start_failed(sb, m->start_failed->command_id,
                                         m->start_failed->error_errno, m->start_failed->error);

@@ -107,7 +107,6 @@ int policy_fill_setup(struct sbxd *d, struct sandbox *sb, Sbx__Init__V1__Setup *
 void policy_free_setup(Sbx__Init__V1__Setup *setup, char **strings, size_t n);
 
 /* command.c: the init channel delivered a message about a command. */
-void command_on_started(struct sandbox *sb, uint64_t command_id, int32_t pid);
 void command_on_start_failed(struct sandbox *sb, uint64_t command_id, int err, const char *msg);
 void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex);
 /* command.c: the sandbox ended; every command still running ends with SANDBOX_ENDED, or

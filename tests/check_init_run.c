@@ -275,8 +275,12 @@ struct result {
 static const char *test_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C",
                                  NULL};
 
+/* Start asks for Started (ack); the daemon's way, without, is test_start_without_ack's. */
+static bool start_ack = true;
+
 /* Sends Start for argv (stdin gets stdin_data then EOF) and waits for Started or
- * StartFailed. extra_fds are appended as cgroup fds. */
+ * StartFailed (without start_ack: waits for nothing, c->started stays false). extra_fds
+ * are appended as cgroup fds. */
 static void cmd_start(struct box *b, struct cmd *c, uint64_t id, const char *const *argv,
                       const char *cwd, const char *stdin_data, const int *cg_fds, size_t n_cg,
                       bool v2) {
@@ -316,6 +320,8 @@ static void cmd_start(struct box *b, struct cmd *c, uint64_t id, const char *con
         s.n_cgroup_fds = (uint32_t)n_cg;
         s.has_cgroup_v2 = 1;
         s.cgroup_v2 = v2;
+        s.has_ack = 1;
+        s.ack = start_ack;
         m.body_case = SBX__INIT__V1__TO_INIT__BODY_START;
         m.start = &s;
         fds[0] = in[0];
@@ -329,6 +335,8 @@ static void cmd_start(struct box *b, struct cmd *c, uint64_t id, const char *con
         close(err[1]);
         c->out = out[0];
         c->err = err[0];
+        if (!start_ack)
+                return;
 
         r = recv_msg(b->chan, MSG_TIMEOUT_MS);
         if (r->body_case == SBX__INIT__V1__FROM_INIT__BODY_STARTED) {
@@ -838,6 +846,46 @@ START_TEST(test_signal) {
 }
 END_TEST
 
+/* The daemon's way: no Started. A Signal sent right after the Start finds the command
+ * (init handles the Start to its end first), the next message is its Exited; a failed
+ * start still answers StartFailed. */
+START_TEST(test_start_without_ack) {
+        const char *sleep100[] = {"sleep", "100", NULL};
+        const char *missing[] = {"/nonexistent", NULL};
+        Sbx__Init__V1__ToInit m = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Signal sig = SBX__INIT__V1__SIGNAL__INIT;
+        Sbx__Init__V1__FromInit *r;
+        struct cmd c;
+        struct box b;
+        int status;
+
+        box_open(&b, NULL);
+        start_ack = false;
+        cmd_start(&b, &c, 9, sleep100, NULL, NULL, NULL, 0, false);
+        sig.has_command_id = sig.has_signal = sig.has_cont = 1;
+        sig.command_id = 9;
+        sig.signal = SIGKILL;
+        sig.cont = 1;
+        m.body_case = SBX__INIT__V1__TO_INIT__BODY_SIGNAL;
+        m.signal = &sig;
+        send_to_init(b.chan, &m, NULL, 0);
+        status = cmd_wait(&b, &c, 5000, NULL); /* asserts the message is Exited */
+        ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        close(c.out);
+        close(c.err);
+        cmd_start(&b, &c, 10, missing, NULL, NULL, NULL, 0, false);
+        r = recv_msg(b.chan, MSG_TIMEOUT_MS);
+        ck_assert_int_eq(r->body_case, SBX__INIT__V1__FROM_INIT__BODY_START_FAILED);
+        ck_assert_uint_eq(r->start_failed->command_id, 10);
+        ck_assert_int_eq(r->start_failed->error_errno, ENOENT);
+        sbx__init__v1__from_init__free_unpacked(r, NULL);
+        close(c.out);
+        close(c.err);
+        start_ack = true;
+        box_close(&b);
+}
+END_TEST
+
 START_TEST(test_channel_close_ends_sandbox) {
         const char *bg[] = {"sh", "-c", "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!",
                             NULL};
@@ -1125,6 +1173,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_policy_paths);
         tcase_add_test(tc, test_network_none);
         tcase_add_test(tc, test_signal);
+        tcase_add_test(tc, test_start_without_ack);
         tcase_add_test(tc, test_channel_close_ends_sandbox);
         tcase_add_test(tc, test_init_killed);
         tcase_add_test(tc, test_bad_messages);

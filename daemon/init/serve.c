@@ -1,11 +1,10 @@
 /* serve.c: PID 1's poll() loop: Start, Signal, reaping, Started/StartFailed/Exited.
  *
- * Owns the table of running commands, from their Started (sent as soon as
- * spawn_start returns: the child has called execve by then) to their leader's reaping
- * (Exited). So Started always precedes Exited, and a failed start, answered with
- * StartFailed at once, never produces an Exited: its child is not in the table and is
- * reaped silently, like every other child (orphans re-parented to us). Called by
- * main.c in PID 1 only. */
+ * Owns the table of running commands, from their start (spawn_start returns once the
+ * child has called execve) to their leader's reaping (Exited). A failed start,
+ * answered with StartFailed at once, never produces an Exited: its child is not in the
+ * table and is reaped silently, like every other child (orphans re-parented to us).
+ * Called by main.c in PID 1 only. */
 #include "serve.h"
 
 #include <errno.h>
@@ -287,10 +286,12 @@ static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
                 send_start_failed(s->command_id, fail.err, text);
                 goto out;
         }
+        /* Started: a message only when asked for (init.proto). */
         c = &cmds[n_cmds++];
         c->id = s->command_id;
         c->pid = pid;
-        send_started(c);
+        if (s->has_ack && s->ack)
+                send_started(c);
 out:
         /* The command has its own copies now (or never will). */
         close_fds(fds, nfds);

@@ -84,8 +84,9 @@ struct bench_row {
 static int bench_daemon_stop(struct bench_daemon *d);
 /* printf to stderr with a "bench: " prefix. */
 static void bench_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Entries in dir (without . and ..), or -1 when it cannot be read. */
-static int bench_dir_entries(const char *path);
+/* Entries in dir (without . and ..) but those named ~* (the daemon's warm pool), which
+ * *ret_warm counts; -1 when it cannot be read. */
+static int bench_dir_entries(const char *path, int *ret_warm);
 
 static void bench_log(const char *fmt, ...) {
         va_list ap;
@@ -210,8 +211,9 @@ static long bench_rss_kib(pid_t pid) {
 /* Open descriptors of pid, or -1. */
 static int bench_fd_count(pid_t pid) {
         char p[64];
+        int unused;
         snprintf(p, sizeof(p), "/proc/%d/fd", (int)pid);
-        return bench_dir_entries(p);
+        return bench_dir_entries(p, &unused);
 }
 
 /* The soft RLIMIT_NOFILE of pid from /proc/PID/limits, or -1. */
@@ -291,15 +293,27 @@ static int bench_children(pid_t pid) {
         return k.n;
 }
 
-/* The only grandchild of pid (the init of a daemon's only sandbox), or -1. */
-static pid_t bench_only_grandchild(pid_t pid) {
-        struct kin k = {.of = pid}, g;
-        if (each_process(count_child, &k) != 0 || k.n != 1)
+/* The init (PID 1, a grandchild of the daemon) of sandbox id: the one whose view has the
+ * marker file written into the sandbox's workspace (the daemon's warm pool holds other
+ * sandboxes). -1 when none is found. */
+static pid_t bench_init_of(pid_t daemon, sbx_client *c, const char *id) {
+        struct kin k = {.of = daemon};
+        int i, j;
+        if (sbx_write(c, id, "/workspace/.bench-init", "x", 1, 0644, 0) != SBX_OK)
                 return -1;
-        memset(&g, 0, sizeof(g));
-        g.of = k.found[0];
-        each_process(count_child, &g);
-        return g.n == 1 ? g.found[0] : -1;
+        each_process(count_child, &k);
+        for (i = 0; i < k.n && i < 16; i++) {
+                struct kin g = {.of = k.found[i]};
+                each_process(count_child, &g);
+                for (j = 0; j < g.n && j < 16; j++) {
+                        char p[96];
+                        snprintf(p, sizeof(p), "/proc/%d/root/workspace/.bench-init",
+                                 (int)g.found[j]);
+                        if (access(p, F_OK) == 0)
+                                return g.found[j];
+                }
+        }
+        return -1;
 }
 
 /* CPU time of pid in ms (user + system), with children also that of its reaped
@@ -328,14 +342,17 @@ static double bench_cpu_ms(pid_t pid, int with_children) {
                (double)sysconf(_SC_CLK_TCK);
 }
 
-static int bench_dir_entries(const char *path) {
+static int bench_dir_entries(const char *path, int *ret_warm) {
         DIR *dir = opendir(path);
         struct dirent *de;
         int n = 0;
+        *ret_warm = 0;
         if (!dir)
                 return -1;
         while ((de = readdir(dir)))
-                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                if (de->d_name[0] == '~')
+                        (*ret_warm)++;
+                else if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
                         n++;
         closedir(dir);
         return n;
@@ -348,8 +365,7 @@ static int count_subdirs(const char *path) {
         if (!dir)
                 return 0;
         while ((de = readdir(dir)))
-                if (de->d_type == DT_DIR && strcmp(de->d_name, ".") != 0 &&
-                    strcmp(de->d_name, "..") != 0)
+                if (de->d_type == DT_DIR && de->d_name[0] != '.' && de->d_name[0] != '~')
                         n++;
         closedir(dir);
         return n;
@@ -855,7 +871,7 @@ static int measure_roundtrip(const struct bench_daemon *d, const char *sandbox, 
         sbx_client *c = bench_connect(d);
         char *id = c ? create_sandbox(c, sandbox) : NULL;
         int i, errors = 0;
-        pid_t init = id ? bench_only_grandchild(d->pid) : -1;
+        pid_t init = id ? bench_init_of(d->pid, c, id) : -1;
         double d0 = 0, s0 = 0, b0 = 0;
 
         if (!id) {
@@ -1309,7 +1325,7 @@ static int host_room(int want) {
 
 static void case_idle(void) {
         int n = host_room(opt.sandboxes > 0 ? opt.sandboxes : opt.quick ? 100 : 1000);
-        int lat_n = opt.quick ? 60 : 200, done = 0, st, leftovers = 0;
+        int lat_n = opt.quick ? 60 : 200, done = 0, st, leftovers = 0, warm = 0;
         char max[32], sandboxes_dir[500];
         const char *extra[] = {"--max-sandboxes", max, "--max-sandboxes-per-uid", max, NULL};
         struct bench_daemon d;
@@ -1384,9 +1400,10 @@ static void case_idle(void) {
                 leftovers++;
         }
         usleep(200000);
-        children = bench_children(d.pid);
+        /* The daemon's warm pool (--warm, ~warm-* names) is its own and stays. */
         snprintf(sandboxes_dir, sizeof(sandboxes_dir), "%s/sandboxes", d.state);
-        i = bench_dir_entries(sandboxes_dir);
+        i = bench_dir_entries(sandboxes_dir, &warm);
+        children = bench_children(d.pid) - warm;
         st = bench_cgroup_leftovers(d.state);
         leftovers += children + (i > 0 ? i : 0) + (st > 0 ? st : 0);
         rss_end = bench_rss_kib(d.pid);
