@@ -32,7 +32,8 @@ extern char **environ;
 
 /* After a kill, init must report the leader reaped within this long. */
 #define COMMAND_KILL_GUARD_MS 5000u
-/* While a streaming client is congested, look again this often. */
+/* While a streaming client is congested, look again this often (its connection also
+ * says when it has drained: sandbox_resume_output). */
 #define COMMAND_RESUME_POLL_MS 10u
 /* Most bytes of stdin queued by CommandInput and not yet taken by the command. */
 #define COMMAND_MAX_PENDING_INPUT_BYTES (16u * 1024u * 1024u)
@@ -678,6 +679,15 @@ int sandbox_cancel(struct sandbox *sb, const char *command_id) {
                 send_kill(cmd);
                 uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
         }
+        return 0;
+}
+
+int sandbox_resume_output(struct sandbox *sb, const char *command_id) {
+        struct command *cmd = find_by_id(sb, command_id);
+        if (!cmd || cmd->finished)
+                return -ENOENT;
+        if (cmd->stream && !cmd->exited)
+                update_stream_reading(cmd);
         return 0;
 }
 

@@ -33,8 +33,11 @@ struct write_req {
         struct conn *conn;
         uint8_t *buf;
         size_t len;
-        struct write_req *next; /* the daemon's queue of held replies */
+        struct write_req *next; /* the daemon's queue of held replies, then the batch */
 };
+
+/* Most replies written in one write (uv_write with that many buffers). */
+#define CONN_WRITE_BATCH 64u
 
 static void update_reading(struct conn *c);
 static void process_frames(struct conn *c);
@@ -116,21 +119,35 @@ static void shutdown_after_writes(struct conn *c) {
                 start_shutdown(c);
 }
 
+/* A batch of replies (a chain through next, the first holding the uv_write_t) is
+ * written: each held a reference to the connection. */
 static void on_write(uv_write_t *req, int status) {
         struct write_req *w = (struct write_req *)req;
         struct conn *c = w->conn;
+        unsigned refs = 0;
 
-        c->write_queued_bytes -= w->len;
-        free(w->buf);
-        free(w);
+        while (w) {
+                struct write_req *next = w->next;
+                c->write_queued_bytes -= w->len;
+                free(w->buf);
+                free(w);
+                refs++;
+                w = next;
+        }
         if (status < 0 && status != UV_ECANCELED) {
                 log_debug("conn=%llu write failed: %s", (unsigned long long)c->id,
                           uv_strerror(status));
                 conn_close(c);
         } else if (!c->closed) {
                 update_reading(c);
+                if (c->congested &&
+                    c->write_queued_bytes <= SBX_CONN_WRITE_HIGH_WATER_BYTES / 2) {
+                        c->congested = 0;
+                        rpc_conn_drained(c);
+                }
         }
-        conn_unref(c);
+        while (refs-- > 0)
+                conn_unref(c);
 }
 
 int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
@@ -156,42 +173,60 @@ int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
         else
                 d->held_head = w;
         d->held_tail = w;
-        if (conn_congested(c))
+        if (conn_congested(c)) {
+                c->congested = 1;
                 update_reading(c);
+        }
         return 0;
 }
 
-/* Writes one held reply; the queue no longer has it. */
-static void write_held(struct write_req *w) {
-        struct conn *c = w->conn;
-        uv_buf_t b;
+/* Writes a batch of held replies to one connection (first and its chain, n of them)
+ * in one write; the queue no longer has them. */
+static void write_batch(struct write_req *first, unsigned n) {
+        struct conn *c = first->conn;
+        uv_buf_t bufs[CONN_WRITE_BATCH];
+        struct write_req *w;
+        unsigned i = 0;
         int r = -EPIPE;
 
-        c->held--;
-        if (!c->closed) {
-                b = uv_buf_init((char *)w->buf, (unsigned)w->len);
-                r = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write);
-        }
+        for (w = first; w; w = w->next)
+                bufs[i++] = uv_buf_init((char *)w->buf, (unsigned)w->len);
+        c->held -= n;
+        if (!c->closed)
+                r = uv_write(&first->req, (uv_stream_t *)&c->pipe, bufs, n, on_write);
         if (r < 0) {
-                /* Closed meanwhile (the reply is dropped), or the write failed. */
-                c->write_queued_bytes -= w->len;
-                free(w->buf);
-                free(w);
+                /* Closed meanwhile (the replies are dropped), or the write failed. */
+                while (first) {
+                        w = first->next;
+                        c->write_queued_bytes -= first->len;
+                        free(first->buf);
+                        free(first);
+                        first = w;
+                }
                 conn_close(c);
-        } else if (c->shutdown_wanted && c->held == 0) {
-                start_shutdown(c);
+                while (n-- > 0)
+                        conn_unref(c);
+                return;
         }
-        if (r < 0)
-                conn_unref(c);
+        if (c->shutdown_wanted && c->held == 0)
+                start_shutdown(c);
 }
 
 void conn_release_held(struct sbxd *d) {
         while (d->held_head) {
-                struct write_req *w = d->held_head;
-                d->held_head = w->next;
+                struct write_req *first = d->held_head, *last = first;
+                unsigned n = 1;
+                /* A run of replies to one connection (a streamed command's output) goes
+                 * out in one write: fewer system calls, fewer wakeups of the client. */
+                while (last->next && last->next->conn == first->conn && n < CONN_WRITE_BATCH) {
+                        last = last->next;
+                        n++;
+                }
+                d->held_head = last->next;
                 if (!d->held_head)
                         d->held_tail = NULL;
-                write_held(w);
+                last->next = NULL;
+                write_batch(first, n);
         }
 }
 

@@ -43,6 +43,7 @@ struct conn {
         int read_eof;
         unsigned held;                 /* replies in the daemon's held queue */
         int shutdown_wanted;           /* shut down once those are written */
+        int congested;                 /* went over the high-water mark; rpc hears when it drains */
 };
 
 /* Starts serving an accepted connection (already in c->pipe). Called by the server. */

@@ -74,6 +74,19 @@ void rpc_conn_closed(struct conn *c) {
         }
 }
 
+void rpc_conn_drained(struct conn *c) {
+        struct call *k, *next;
+        for (k = c->calls; k; k = next) {
+                struct sandbox *sb;
+                next = k->next;
+                if (!k->stream || !k->command_id[0])
+                        continue;
+                sb = sbxtab_find(c->d->sandboxes, k->sandbox_id);
+                if (sb)
+                        (void)sandbox_resume_output(sb, k->command_id);
+        }
+}
+
 static void caller_of(const struct conn *c, struct caller *ret) {
         ret->uid = c->uid;
         ret->gid = c->gid;

@@ -131,6 +131,10 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
 /* Kills the command's process group; its result becomes CANCELLED. -ENOENT: unknown. */
 int sandbox_cancel(struct sandbox *sb, const char *command_id);
 
+/* The client of a streamed command has room again: read its output now (without
+ * waiting for the next look). -ENOENT: unknown or finished. */
+int sandbox_resume_output(struct sandbox *sb, const char *command_id);
+
 /* Called once input given to sandbox_command_input has reached the command's pipe
  * (err 0), or could not (-EPIPE: the command ended or closed its stdin). */
 typedef void (*command_input_cb)(void *ud, int err);
