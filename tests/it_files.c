@@ -614,8 +614,10 @@ START_TEST(raw_frames_nul_and_not_ready) {
         static uint8_t buf[4096];
         size_t len = 0;
         int fd, got_read = 0, got_create = 0;
+        /* No warm pool: the create must take its time for the read to find it so. */
+        const char *cold[] = {"--warm", "0", NULL};
 
-        it_daemon_start(&d, NULL);
+        it_daemon_start(&d, cold);
         fd = it_raw_connect(&d);
         frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
         it_raw_write(fd, nul_req, sizeof(nul_req));
