@@ -1160,6 +1160,16 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 return 0;
         }
 
+        /* Start first: the record and the rest are written while init starts the
+         * command on the other CPU. A failed send starts the sandbox's end, which
+         * finishes this command later (its init is alive: the sandbox is ready), so cmd
+         * stays valid here. init answers only a failure (StartFailed), and handles a
+         * later Signal after this Start (init.proto): sent is started. */
+        r = sandbox_send_init(sb, &msg, child_fds, 3 + n_cg_fds);
+        if (r >= 0)
+                cmd->started = 1;
+        for (i = 0; i < 3 + n_cg_fds; i++)
+                close(child_fds[i]);
         memset(&sc, 0, sizeof(sc));
         sc.sandbox_id = sb->id;
         sc.command_id = cmd->id;
@@ -1174,19 +1184,11 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         if (store_command_insert(d->store, &sc, NULL) < 0)
                 log_err("sbx=%s cmd=%s: cannot record it: %s", sb->id, cmd->id,
                         store_last_error(d->store));
-
         /* Stream mode: CommandStarted goes out before any output can (the command id is
-         * what a client needs for CommandInput and CancelCommand). */
+         * what a client needs for CommandInput and CancelCommand): output is read on a
+         * later loop turn. */
         if (cmd->stream)
                 cmd->cbs.started(cmd->ud, cmd->id);
-        /* A failed send may end the sandbox, and this command with it, at once: cmd is
-         * not touched after it then. Sent is started: init answers only a failure
-         * (StartFailed), and handles a later Signal after this Start (init.proto). */
-        r = sandbox_send_init(sb, &msg, child_fds, 3 + n_cg_fds);
-        if (r >= 0)
-                cmd->started = 1;
-        for (i = 0; i < 3 + n_cg_fds; i++)
-                close(child_fds[i]);
         free(argv_b);
         free(env_b);
         env_free(&env);

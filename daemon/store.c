@@ -3,9 +3,10 @@
  * Owns the sqlite3 handle, every prepared statement (prepared once in store_open and
  * reused) and the text of the last failure. The schema is versioned with PRAGMA
  * user_version and built by the ordered migrations below, each one transaction. Every
- * write is a single autocommitted statement, so a write that returned 0 is in the WAL
- * and survives a SIGKILL of the daemon (synchronous=NORMAL: only power loss may cost the
- * last commits). Rows handed to callbacks are first copied out of SQLite in small
+ * write but a command record is a single autocommitted statement, so a write that
+ * returned 0 is in the WAL and survives a SIGKILL of the daemon (synchronous=NORMAL:
+ * only power loss may cost the last commits); command records join a batch that
+ * store_commit commits (store.h). Rows handed to callbacks are first copied out of SQLite in small
  * batches and the statement is reset before any callback runs, so a callback may call
  * back into the store (to update the row it was given, say) and such a write commits at
  * once instead of waiting for the walk to end. Called from the rpc and sandbox layers
@@ -102,6 +103,10 @@ static const char *const migrations[] = {
         "  time_ms INTEGER NOT NULL"
         ");"
         "CREATE INDEX fileops_sandbox ON fileops(sandbox_id, time_ms);",
+        /* 1 -> 2: one page less written per command record: no index of unfinished
+         * commands (only recovery looks for them, through the (sandbox_id, command_id)
+         * index or a scan). */
+        "DROP INDEX commands_unfinished;",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,

@@ -299,6 +299,35 @@ START_TEST(test_reopen_idempotent) {
 }
 END_TEST
 
+/* A database of schema 1 (the first release) is upgraded in place, its records kept. */
+START_TEST(test_upgrade_from_1) {
+        char path[128];
+        struct store *s;
+        struct history h;
+
+        tmp_path(path, sizeof(path), "state.db");
+        s = open_ok(path);
+        insert_sandbox(s, "a", 1000, "ready", 1);
+        insert_command(s, "a", "c1");
+        store_close(s);
+        /* Back to what schema 1 had. */
+        raw_exec(path, "CREATE INDEX commands_unfinished ON commands(sandbox_id) "
+                       "WHERE outcome IS NULL; PRAGMA user_version = 1;");
+        s = open_ok(path);
+        ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                       "'commands_unfinished'"),
+                         0);
+        h = history_all(s, "a");
+        ck_assert_uint_eq(h.n, 1);
+        history_free(&h);
+        /* Recovery's query still works without the index. */
+        ck_assert_int_eq(store_commands_mark_unknown(s, "a", 7), 1);
+        ck_assert_int_eq(store_integrity_check(s), 0);
+        store_close(s);
+}
+END_TEST
+
 START_TEST(test_newer_version_refused) {
         char path[128], mode[32];
         struct store *s = NULL;
@@ -1753,6 +1782,7 @@ static Suite *make_suite(void) {
 
         ADD_TEST(s, test_open_creates_schema, 30);
         ADD_TEST(s, test_reopen_idempotent, 30);
+        ADD_TEST(s, test_upgrade_from_1, 30);
         ADD_TEST(s, test_newer_version_refused, 30);
         ADD_TEST(s, test_migrate_from_zero_with_unrelated_table, 30);
         ADD_TEST(s, test_migration_is_atomic, 30);
