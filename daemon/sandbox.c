@@ -1,17 +1,19 @@
 /* sandbox.c: the sandbox table and each sandbox's life; see sandbox.h.
  *
- * Creation: validate the request into an effective policy (policy.c), record it, make
- * the workspace and the cgroup, spawn the init helper (a plain fork+exec through
- * uv_spawn: the child execs at once), put it in the cgroup before it reads anything,
- * send Setup, and wait for Ready on the channel. Stage 0 of the helper stays our child
- * and exits only after PID 1 of the sandbox is gone, and PID 1's exit completes only
- * after every other process of its PID namespace has died, so stage 0's exit is our
- * proof that nothing of the sandbox runs any more.
+ * Creation: validate the request into an effective policy (policy.c); claim a warm
+ * sandbox of the same setup when there is one (the warm pool, below); else record it,
+ * make the workspace and the cgroup, spawn the init helper (a plain fork+exec through
+ * uv_spawn: the child execs at once), send Setup with the cgroup's descriptors (stage 0
+ * joins the cgroup before anything else), and wait for Ready on the channel. Stage 0 of
+ * the helper stays our child and exits only after PID 1 of the sandbox is gone, and PID
+ * 1's exit completes only after every other process of its PID namespace has died, so
+ * stage 0's exit is our proof that nothing of the sandbox runs any more.
  *
  * The end: SIGKILL to PID 1 (through a pidfd, so a recycled pid can never be hit),
- * wait for stage 0, end the commands still running, remove the cgroup and workspace,
- * record the end, then answer everyone waiting and free the sandbox once its libuv
- * handles are closed.
+ * wait for stage 0, end the commands still running, move the workspace to the trash,
+ * record the end and answer everyone waiting; one loop turn later remove the cgroup,
+ * start the workspace's deletion and free the sandbox once its libuv handles are
+ * closed.
  *
  * Everything init sends is untrusted: messages are size-checked by the channel,
  * decoded, and must name commands we started; anything else fails the sandbox. */
