@@ -50,6 +50,14 @@ static void commit_records(void) {
                         store_last_error(D.store));
 }
 
+/* Batches whose commit failed inside another write (store_take_lost). */
+static void report_lost_records(void) {
+        char why[512];
+        unsigned lost = store_take_lost(D.store, why, sizeof(why));
+        if (lost)
+                log_err("%u batches of command records were lost: %s", lost, why);
+}
+
 static void on_batch_timer(uv_timer_t *t) {
         commit_records();
         conn_release_held(&D);
@@ -60,6 +68,7 @@ static void on_batch_timer(uv_timer_t *t) {
  * for stays open up to SBX_RECORD_BATCH_MS, so that a command that ends soon shares
  * one commit with its start. */
 static void end_of_turn(void) {
+        report_lost_records();
         if (store_pending(D.store)) {
                 if (!D.held_head && !D.shutting_down) {
                         if (!uv_is_active((uv_handle_t *)&batch_timer))

@@ -62,7 +62,6 @@ struct sbxtab {
         struct sandbox *all;
         unsigned count;                          /* all, warm ones included */
         unsigned n_warm;                         /* warm: setting up or ready, unclaimed */
-        unsigned warm_seq;
         uv_timer_t refill;                       /* tops the warm pool up (--warm) */
         int refill_inited;
         uint64_t warm_retry_at;                  /* uv_now() before which no new warm one */
@@ -422,7 +421,12 @@ static void on_remover_exit(uv_poll_t *h, int status, int events) {
 
         memset(&si, 0, sizeof(si));
         if (waitid(P_PIDFD, (id_t)rm->pidfd, &si, WEXITED | WNOHANG) < 0) {
+                int st;
                 if (errno == EINTR)
+                        return;
+                /* Linux 5.3 has pidfds but not P_PIDFD (5.4): wait by pid, which is
+                 * still ours (the child is a zombie until reaped here). */
+                if (errno == EINVAL && waitpid(rm->pid, &st, WNOHANG) == 0)
                         return;
                 /* Anything else: there is nothing left to wait for. */
         } else if (si.si_pid == 0) {
@@ -689,14 +693,14 @@ static void retire(struct sandbox *sb) {
         struct sbxtab *t = sb->tab;
 
         if (sb->warm) {
-                /* A warm sandbox ends only when it failed or at shutdown: after a failure
-                 * the pool waits before it tries again. */
                 t->n_warm--;
-                if (!t->d->shutting_down) {
+                /* A warm sandbox ends when it failed (the pool then waits before it
+                 * tries again), was given up for room, or at shutdown. */
+                if (!sb->warm_given_up)
                         t->warm_retry_at = uv_now(t->d->loop) + SBX_WARM_RETRY_MS;
-                        warm_schedule(t, SBX_WARM_RETRY_MS);
-                }
         }
+        /* Room for the pool again (it stops at --max-sandboxes). */
+        warm_schedule(t, SBX_WARM_REFILL_DELAY_MS);
         uv_timer_stop(&sb->timer);
         uv_timer_stop(&sb->kill_timer);
         uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
@@ -1742,7 +1746,7 @@ static int request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **r
 static void on_refill(uv_timer_t *h);
 
 static void warm_schedule(struct sbxtab *t, uint64_t delay_ms) {
-        if (t->d->cfg->warm == 0 || t->d->shutting_down)
+        if (t->d->cfg->warm == 0 || t->d->shutting_down || t->refill_inited == 2)
                 return;
         if (!t->refill_inited) {
                 if (uv_timer_init(t->d->loop, &t->refill) < 0)
@@ -1767,14 +1771,16 @@ static int warm_create(struct sbxtab *t) {
         Sbx__V1__CreateSandbox req = SBX__V1__CREATE_SANDBOX__INIT;
         struct sbxd *d = t->d;
         struct caller k = {.uid = d->euid, .gid = d->egid, .pid = getpid(), .client_name = "sbxd"};
-        char id[SBX_ID_MAX_BYTES + 1], err[512];
+        char id[SBX_ID_MAX_BYTES + 1], gen[SBX_ID_MAX_BYTES + 1], err[512];
         uint8_t *packed = NULL;
         size_t packed_len = 0;
         int r;
 
-        /* '~' is not allowed in client ids: no request can name a warm sandbox. The pid
-         * keeps the names of two daemons' pools apart. */
-        snprintf(id, sizeof(id), "~warm-%d-%u", (int)getpid(), ++t->warm_seq);
+        /* '~' is not allowed in client ids: no request can name a warm sandbox. A
+         * generated id (time and randomness) keeps the pools of two daemons apart: a
+         * claimed sandbox keeps its cgroup's name across restarts. */
+        generate_id(gen, sizeof(gen));
+        snprintf(id, sizeof(id), "~warm-%.40s", gen);
         r = policy_effective(d, &req, id, &packed, &packed_len, err, sizeof(err));
         if (r == 0)
                 r = create_new(d, id, packed, packed_len, &k, 1, NULL, NULL, err, sizeof(err));
@@ -1810,6 +1816,7 @@ static void warm_give_up_one(struct sbxtab *t) {
         struct sandbox *sb;
         for (sb = t->all; sb; sb = sb->next)
                 if (sb->warm && !sb->ending) {
+                        sb->warm_given_up = 1;
                         end_sandbox(sb, SBX__V1__SANDBOX_STATE__TERMINATED, "room for a client");
                         return;
                 }

@@ -32,6 +32,7 @@ struct sandbox {
         char id[SBX_ID_MAX_BYTES + 1];
         char cg_name[SBX_ID_MAX_BYTES + 1]; /* its cgroup's name: the id it was created with */
         int warm;                       /* set up ahead for --warm, not yet claimed (sandbox.c) */
+        int warm_given_up;              /* ended to make room for a client, not failed */
         uint8_t *setup_key;             /* warm: its Setup without identity, to match requests */
         size_t setup_key_len;
         Sbx__V1__SandboxState state;

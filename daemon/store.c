@@ -250,6 +250,8 @@ struct store {
         sqlite3_stmt *stmt[ST_COUNT];
         char error[STORE_ERROR_BYTES];
         int batch_open; /* a transaction of deferred command records is open */
+        unsigned lost;  /* batches lost since store_take_lost, and why the last one was */
+        char lost_error[STORE_ERROR_BYTES];
 };
 
 /* The message of the last failed store_open, which has no store to keep it in. The
@@ -400,6 +402,12 @@ static int txn_exec(struct store *s, enum stmt_id id, const char *what) {
 }
 
 /* A command record joins the open batch, opening one when there is none. */
+/* A batch was lost: counted for store_take_lost, with the reason in s->error. */
+static void batch_lost(struct store *s) {
+        s->lost++;
+        memcpy(s->lost_error, s->error, sizeof(s->lost_error));
+}
+
 static int batch_join(struct store *s) {
         int r;
 
@@ -407,6 +415,12 @@ static int batch_join(struct store *s) {
          * memory): then the batch is gone and a new one starts. */
         if (s->batch_open && !sqlite3_get_autocommit(s->db))
                 return 0;
+        if (s->batch_open) {
+                (void)fail(s, -EIO, "a batch of command records was rolled back by an "
+                                    "earlier error");
+                batch_lost(s);
+                error_clear(s);
+        }
         s->batch_open = 0;
         r = txn_exec(s, ST_BEGIN, "opening a batch of command records");
         if (r == 0)
@@ -440,9 +454,23 @@ int store_pending(const struct store *s) {
 }
 
 /* Every write other than a command record commits the open batch first and then
- * commits on its own, so that its failure is its own. */
+ * commits on its own, so that its failure is its own: a failed commit of the batch is
+ * counted for store_take_lost, not charged to the write that came after it. */
 static int settle(struct store *s) {
-        return store_commit(s);
+        if (store_commit(s) < 0) {
+                batch_lost(s);
+                error_clear(s);
+        }
+        return 0;
+}
+
+unsigned store_take_lost(struct store *s, char *why, size_t len) {
+        unsigned n = s->lost;
+
+        if (n && why && len)
+                snprintf(why, len, "%s", s->lost_error);
+        s->lost = 0;
+        return n;
 }
 
 /* ---- copying rows out of SQLite ------------------------------------------------------ */

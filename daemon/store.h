@@ -127,7 +127,7 @@ struct store_command {
 /* Command records are batched: store_command_insert and store_command_finish write
  * into an open transaction (opening it when there is none) and return before it is
  * committed; store_commit commits it. Every other write commits the open batch first
- * (returning its error, if that commit fails) and then commits itself. The daemon
+ * (a failure of that commit is counted for store_take_lost) and then commits itself. The daemon
  * commits before it sends any reply (so a reply never reports what a crash could still
  * lose) and at most SBX_RECORD_BATCH_MS after a command record was written: one commit
  * serves a command's start and end when it ends quickly, and every command that ends
@@ -139,6 +139,11 @@ int store_commit(struct store *s);
 
 /* 1 when a batch of command records is open, not yet committed. */
 int store_pending(const struct store *s);
+
+/* How many batches were lost since the last call without their loss being returned by
+ * store_commit (their commit failed inside another write, or an earlier error rolled
+ * them back); why gets the last reason. The daemon logs them. */
+unsigned store_take_lost(struct store *s, char *why, size_t len);
 
 /* Records a command that is starting (the start fields of c). *ret_seq (may be NULL)
  * receives its sequence number. -EEXIST: duplicate (sandbox_id, command_id); -ENOENT:

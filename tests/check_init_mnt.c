@@ -188,6 +188,27 @@ START_TEST(test_fallback_missing_path) {
 }
 END_TEST
 
+/* The walk of /proc/self/fd used before Linux 5.11 marks every descriptor from the
+ * given one on close-on-exec, and no lower one. */
+START_TEST(test_cloexec_walk) {
+        int fds[40], low, i;
+
+        low = open("/dev/null", O_RDONLY); /* no O_CLOEXEC */
+        ck_assert_int_ge(low, 0);
+        for (i = 0; i < 40; i++) {
+                fds[i] = open("/dev/null", O_RDONLY);
+                ck_assert_int_ge(fds[i], 0);
+        }
+        ck_assert_int_eq(util_cloexec_walk(fds[0]), 0);
+        ck_assert_int_eq(fcntl(low, F_GETFD) & FD_CLOEXEC, 0);
+        for (i = 0; i < 40; i++) {
+                ck_assert_int_eq(fcntl(fds[i], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+                close(fds[i]);
+        }
+        close(low);
+}
+END_TEST
+
 START_TEST(test_path_ok) {
         ck_assert_int_eq(util_path_ok("/"), 1);
         ck_assert_int_eq(util_path_ok("/etc/shadow"), 1);
@@ -247,6 +268,7 @@ static Suite *make_suite(void) {
         tcase_add_unchecked_fixture(tp, fixture_setup, fixture_teardown);
         tcase_set_timeout(tp, 30);
         tcase_add_test(tp, test_path_ok);
+        tcase_add_test(tp, test_cloexec_walk);
         tcase_add_test(tp, test_path_join_and_mkdir);
         suite_add_tcase(s, tp);
         return s;

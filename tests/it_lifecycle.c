@@ -570,6 +570,44 @@ START_TEST(warm_pool) {
 }
 END_TEST
 
+/* At --max-sandboxes the pool cannot refill; it does once a sandbox ends. */
+START_TEST(warm_pool_at_capacity) {
+        const char *flags[] = {"--warm", "1", "--max-sandboxes", "2", NULL};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct it_daemon d;
+        sbx_client *c;
+        const char *ids[] = {"cap-a", "cap-b", "cap-c"};
+        int i;
+
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(wait_warm_ready(&d, 1), 1);
+        c = it_connect(&d);
+        for (i = 0; i < 2; i++) {
+                sbx_create_opts_init(&o);
+                o.id = ids[i];
+                ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+                sbx_sandbox_free(sb);
+                if (i == 0)
+                        ck_assert_int_eq(wait_warm_ready(&d, 2), 2);
+        }
+        ck_assert_int_eq(log_count(&d, "sbx=cap-a: claimed"), 1);
+        ck_assert_int_eq(log_count(&d, "sbx=cap-b: claimed"), 1);
+        /* Full: two client sandboxes, no warm one. */
+        usleep(200000);
+        ck_assert_int_eq(count_warm(&d), 0);
+        ck_assert_int_eq(sbx_terminate(c, "cap-a", NULL), SBX_OK);
+        ck_assert_int_eq(wait_warm_ready(&d, 3), 3);
+        sbx_create_opts_init(&o);
+        o.id = ids[2];
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(log_count(&d, "sbx=cap-c: claimed"), 1);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* Live re-adoption: a daemon killed with SIGKILL is restarted; the same sandbox, with
  * its background server, its files and its deadline, is served by the new daemon. */
 START_TEST(readoption_after_sigkill) {
@@ -869,6 +907,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, sigkill_with_running_work);
         tcase_add_test(tc, reply_implies_record);
         tcase_add_test(tc, warm_pool);
+        tcase_add_test(tc, warm_pool_at_capacity);
         tcase_add_test(tc, readoption_after_sigkill);
         tcase_add_test(tc, keep_sandboxes_on_sigterm);
         tcase_add_test(tc, orphan_grace_expires);

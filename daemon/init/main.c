@@ -260,8 +260,9 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
                 return 1;
         close(pidpipe);
 
-        /* 2. Signals: every one blocked, SIGCHLD read through a signalfd; the bounding
-         * set and the securebits every command inherits; the commands' stack. */
+        /* 2. Signals: default dispositions, SIGCHLD blocked and read through a signalfd;
+         * the bounding set and the securebits every command inherits; the commands'
+         * stack. */
         r = spawn_prepare_parent();
         if (r < 0) {
                 util_fail(&err, r, NULL, "prepare to start commands");

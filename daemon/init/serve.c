@@ -406,7 +406,7 @@ int serve_signals_init(void) {
         sigset_t set;
         int fd;
 
-        /* spawn_prepare_parent has blocked every signal; SIGCHLD is read from here. */
+        /* spawn_prepare_parent has blocked SIGCHLD; it is read from here. */
         sigemptyset(&set);
         sigaddset(&set, SIGCHLD);
         fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);

@@ -21,7 +21,7 @@ struct serve_config {
 };
 
 /* Returns a signalfd (non-blocking, close-on-exec) that reports SIGCHLD, or -errno.
- * Called after spawn_prepare_parent, which blocked every signal. As PID 1 of a PID
+ * Called after spawn_prepare_parent, which blocked SIGCHLD. As PID 1 of a PID
  * namespace we get only the signals we handle (pid_namespaces(7)): the kernel discards
  * the others sent from inside the sandbox. */
 int serve_signals_init(void);

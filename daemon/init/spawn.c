@@ -10,7 +10,8 @@
  * change to the threads of the process whose memory it shares).
  *
  * Its setup, in order: signal mask emptied (PID 1 keeps every disposition at its
- * default and blocks the signals instead: one call here instead of one per signal),
+ * default, which inside its namespace means ignored: one call here instead of one per
+ * signal),
  * setsid, join the command's cgroups, stdio onto 0/1/2, every other descriptor
  * close-on-exec, rlimits (RLIMIT_CORE 0 unless given), supplementary groups dropped,
  * setresgid/setresuid, every remaining capability cleared, chdir (as the command's
@@ -86,8 +87,8 @@ child_fail(struct spawn_failure *f, int err, const char *step, const char *objec
         _exit(127);
 }
 
-/* PID 1's dispositions are all the default ones and it blocks signals instead of
- * ignoring them (spawn_prepare_parent), so emptying the mask is the whole reset. */
+/* PID 1's dispositions are all the default ones and it blocks only SIGCHLD
+ * (spawn_prepare_parent), so emptying the mask is the whole reset. */
 static void reset_signals(void) {
         sigset_t none;
 
@@ -263,7 +264,7 @@ static size_t child_stack_map; /* The mapping's size: the stack and its guard pa
 
 int spawn_prepare_parent(void) {
         long page = sysconf(_SC_PAGESIZE);
-        sigset_t all;
+        sigset_t chld;
         int sig, r;
 
         /* Every disposition back to the default, including the two real-time
@@ -281,11 +282,13 @@ int spawn_prepare_parent(void) {
                 if (sig != SIGKILL && sig != SIGSTOP)
                         (void)syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
         }
-        /* Then everything blocked: a signal sent from inside the namespace to PID 1
-         * with the default disposition is discarded by the kernel, one from outside
-         * stays pending. Children start with an empty mask (reset_signals). */
-        sigfillset(&all);
-        if (sigprocmask(SIG_SETMASK, &all, NULL) < 0)
+        /* Only SIGCHLD blocked (serve.c reads it from a signalfd). Every other signal
+         * keeps its default disposition: sent from inside the namespace to PID 1, the
+         * kernel discards it (pid_namespaces(7)); a blocked one would stay queued
+         * instead. Children start with an empty mask (reset_signals). */
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        if (sigprocmask(SIG_SETMASK, &chld, NULL) < 0)
                 return -errno;
         r = caps_drop_bounding();
         if (r < 0)

@@ -47,8 +47,8 @@ struct spawn_failure {
 };
 
 /* Prepares PID 1 to start commands, once, before its seccomp filter: every signal
- * disposition back to the default and every signal blocked (PID 1 reads SIGCHLD from
- * a signalfd), the capability bounding set emptied and the securebits locked (see
+ * disposition back to the default and SIGCHLD blocked (PID 1 reads it from a
+ * signalfd), the capability bounding set emptied and the securebits locked (see
  * caps.h; every command inherits both, so none repeats the ~40 calls), and the
  * children's stack mapped. Returns 0 or -errno. */
 int spawn_prepare_parent(void);

@@ -4,10 +4,10 @@
  * of daemon/init; see util.h for the contracts. */
 #include "util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,10 +143,47 @@ int util_path_join(char *buf, size_t cap, const char *a, const char *b) {
         return 0;
 }
 
-int util_cloexec_from(int from) {
-        DIR *d;
-        struct dirent *de;
+int util_cloexec_walk(int from) {
+        /* struct linux_dirent64 (getdents64(2)); no glibc DIR: this runs in a command
+         * child that shares PID 1's memory and must not allocate. */
+        struct dent {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+        };
+        char buf[4096] __attribute__((aligned(8)));
+        int d, r = 0;
+        long n;
 
+        d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0)
+                return -errno;
+        while (r == 0 && (n = syscall(SYS_getdents64, d, buf, sizeof(buf))) > 0) {
+                long off = 0;
+                while (off < n) {
+                        const struct dent *e = (const struct dent *)(buf + off);
+                        long fd = 0;
+                        const char *p;
+                        off += e->reclen;
+                        for (p = e->name; *p >= '0' && *p <= '9' && fd < 1L << 30; p++)
+                                fd = fd * 10 + (*p - '0');
+                        if (*p != '\0' || p == e->name || fd < from || fd == d)
+                                continue;
+                        if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF) {
+                                r = -errno;
+                                break;
+                        }
+                }
+        }
+        if (r == 0 && n < 0)
+                r = -errno;
+        close(d);
+        return r;
+}
+
+int util_cloexec_from(int from) {
 #ifdef SYS_close_range
         if (syscall(SYS_close_range, (unsigned)from, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
                 return 0;
@@ -154,22 +191,7 @@ int util_cloexec_from(int from) {
                 return -errno;
 #endif
         /* Before Linux 5.11 (CLOSE_RANGE_CLOEXEC): walk the open descriptors. */
-        d = opendir("/proc/self/fd");
-        if (!d)
-                return -errno;
-        while ((de = readdir(d))) {
-                char *end;
-                long fd = strtol(de->d_name, &end, 10);
-                if (*end != '\0' || end == de->d_name || fd < from || fd == dirfd(d))
-                        continue;
-                if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF) {
-                        int r = -errno;
-                        closedir(d);
-                        return r;
-                }
-        }
-        closedir(d);
-        return 0;
+        return util_cloexec_walk(from);
 }
 
 int util_path_ok(const char *path) {

@@ -60,6 +60,10 @@ int util_path_join(char *buf, size_t cap, const char *a, const char *b);
  * walk of /proc/self/fd on kernels before 5.11). Returns 0 or -errno. */
 int util_cloexec_from(int from);
 
+/* util_cloexec_from's way before Linux 5.11: walks /proc/self/fd with getdents64 into
+ * a stack buffer (no allocation). Returns 0 or -errno. */
+int util_cloexec_walk(int from);
+
 /* Returns 1 when path is absolute, at most SBX_PATH_MAX_BYTES long and has no "."
  * or ".." component, else 0. */
 int util_path_ok(const char *path);
