@@ -350,6 +350,9 @@ static void reap(int sigfd) {
 static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds) {
         if (cl->hostname && sethostname(cl->hostname, strlen(cl->hostname)) < 0)
                 util_log(3, "claim: sethostname \"%s\": %s", cl->hostname, strerror(errno));
+        /* The client's id is the sandbox's name from here on, in our log lines too. */
+        if (cl->hostname)
+                util_log_set_sandbox(cl->hostname);
         if (cl->has_adoptable && cl->adoptable && *nfds == 1 && config->adopt_fd < 0) {
                 config->adopt_fd = fds[0];
                 config->adopt_grace_ms = cl->has_adopt_grace_ms ? cl->adopt_grace_ms : 0;
