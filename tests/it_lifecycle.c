@@ -376,6 +376,10 @@ START_TEST(sigkill_with_running_work) {
         for (i = 0; i < 200 && it_count_procs("sleep 77.4321") < COMMANDS; i++)
                 usleep(25000);
         ck_assert_int_eq(it_count_procs("sleep 77.4321"), COMMANDS);
+        /* A command's start is recorded in the next batch commit, at most
+         * SBX_RECORD_BATCH_MS after it was sent (sooner when a reply waits): the kill
+         * comes after that window, as a crash of a daemon serving long commands would. */
+        usleep(200 * 1000);
         it_daemon_kill(&d);
         for (i = 0; i < COMMANDS; i++)
                 waitpid(kids[i], NULL, 0);
