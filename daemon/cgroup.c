@@ -653,6 +653,27 @@ int cgroup_remove_tree(struct cgroup_env *e, const char *rel) {
         return r;
 }
 
+int cgroup_foreach_child(struct cgroup_env *e, int (*cb)(const char *name, void *ud), void *ud) {
+        const char *dir = e->v2_base;
+        struct dirent *de;
+        DIR *d;
+        int i, r = 0;
+
+        /* v1: every hierarchy holds the same names; one of them is enough. */
+        for (i = 0; !dir && i < CG_N; i++)
+                dir = e->base[i];
+        if (!dir)
+                return 0;
+        d = opendir(dir);
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        while (r == 0 && (de = readdir(d)))
+                if (de->d_type == DT_DIR && de->d_name[0] != '.')
+                        r = cb(de->d_name, ud);
+        closedir(d);
+        return r;
+}
+
 void cgroup_env_remove_base(struct cgroup_env *e) {
         int i;
         for (i = 0; i < CG_N; i++)

@@ -2214,6 +2214,24 @@ static void kill_orphan_init(pid_t pid) {
         close(pidfd);
 }
 
+/* A group under the base that no sandbox of ours uses: a crash left it (between a
+ * sandbox's recorded end and its cgroup's removal one loop turn later, say). */
+static int remove_if_stale(const char *name, void *ud) {
+        struct sbxd *d = ud;
+        struct sandbox *sb;
+        int r;
+
+        for (sb = d->sandboxes->all; sb; sb = sb->next)
+                if (strcmp(sb->cg_name, name) == 0)
+                        return 0;
+        r = cgroup_remove_tree(d->cgroups, name);
+        if (r < 0)
+                log_warning("cannot remove the stale cgroup %s: %s", name, strerror(-r));
+        else
+                log_notice("removed the stale cgroup %s", name);
+        return 0;
+}
+
 int sandbox_recover(struct sbxd *d) {
         struct orphan_list l = {0};
         int64_t now = sbxd_now_unix_ms();
@@ -2262,6 +2280,9 @@ int sandbox_recover(struct sbxd *d) {
                 free(l.v[i].spec);
         }
         free(l.v);
+        /* Only the adopted sandboxes' groups are in use now. */
+        if (d->cgroups->version != CGROUP_NONE)
+                (void)cgroup_foreach_child(d->cgroups, remove_if_stale, d);
         return r < 0 ? r : adopted;
 }
 

@@ -106,6 +106,15 @@ static void fake_empty(const char *dir) {
         ck_assert_int_eq(system(cmd), 0);
 }
 
+/* Collects the names cgroup_foreach_child gives, comma-separated. */
+static int collect_name(const char *name, void *ud) {
+        char *acc = ud;
+        if (acc[0])
+                strcat(acc, ",");
+        strcat(acc, name);
+        return 0;
+}
+
 START_TEST(v2_fake_tree) {
         char root[1100], own[1200], self[1100], buf[256], p[1400];
         struct cgroup_env *e;
@@ -242,6 +251,12 @@ START_TEST(v1_fake_tree) {
         ck_assert_str_eq(e->base[CG_PIDS], p);
 
         ck_assert_int_eq(cgroup_create(e, "sbx-b", 0, &g), 0);
+        {
+                /* The groups under the base, as the start-up sweep of stale ones sees them. */
+                char names[256] = "";
+                ck_assert_int_eq(cgroup_foreach_child(e, collect_name, names), 0);
+                ck_assert_str_eq(names, "sbx-b");
+        }
         ck_assert_int_eq(cgroup_set_limits(g, &l, &enforced), 0);
         ck_assert_int_eq(enforced, (1 << CG_MEMORY) | (1 << CG_PIDS) | (1 << CG_CPU));
         get(g->path[CG_MEMORY], "memory.limit_in_bytes", buf, sizeof(buf));
