@@ -505,8 +505,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
 }
 
+static uv_prepare_t turn_prepare;
+static uv_check_t turn_check;
+
+static void end_turn(void) {
+        (void)store_commit(D.store);
+        conn_release_held(&D);
+}
+
+static void on_turn_prepare(uv_prepare_t *h) {
+        end_turn();
+}
+
+static void on_turn_check(uv_check_t *h) {
+        end_turn();
+}
+
 static void cleanup(void) {
         char cmd[128];
+        uv_close((uv_handle_t *)&turn_prepare, NULL);
+        uv_close((uv_handle_t *)&turn_check, NULL);
         sbxtab_free(D.sandboxes);
         D.sandboxes = NULL;
         D.store = store_close(D.store);
@@ -583,8 +601,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         free(cfg.state_dir);
         free(cfg.init_path);
         cfg.state_dir = strdup(base);
-        /* Never a real sandbox: spawning the init helper fails at once. */
+        /* Never a real sandbox: spawning the init helper fails at once; no warm pool. */
         cfg.init_path = strdup("/nonexistent/sbx-init");
+        cfg.warm = 0;
         assert(cfg.state_dir && cfg.init_path);
 
         memset(&D, 0, sizeof(D));
@@ -607,6 +626,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         if (uv_loop_init(&loop) < 0)
                 abort();
         D.loop = &loop;
+        /* As sbxd's main.c does at the end of each loop turn: commit the records, then
+         * write the replies held for them. Unreferenced: they keep no loop alive. */
+        uv_prepare_init(&loop, &turn_prepare);
+        uv_check_init(&loop, &turn_check);
+        uv_unref((uv_handle_t *)&turn_prepare);
+        uv_unref((uv_handle_t *)&turn_check);
+        uv_prepare_start(&turn_prepare, on_turn_prepare);
+        uv_check_start(&turn_check, on_turn_check);
         /* A cgroup file that does not exist: no cgroups at all. */
         if (cgroup_env_new("/nonexistent", "/nonexistent/cgroup", "sbxd-fuzz", 0, &D.cgroups) < 0)
                 abort();
