@@ -397,25 +397,47 @@ static int rm_rf(const char *path) {
         return rm_rf_at(AT_FDCWD, path, 0);
 }
 
-/* A tree being deleted by an rm(1) child, off the event loop. The child is started
- * with posix_spawn (a vfork: the daemon's page tables are not copied, which uv_spawn's
- * fork did for every terminate, 1-3 ms of a stalled loop) and reaped through a pidfd
- * (libuv reaps only the children it spawned itself). */
+/* A tree being deleted by an rm(1) child, off the event loop. Where pidfds exist (Linux
+ * 5.3; not under valgrind) the child is started with posix_spawn (a vfork: the daemon's
+ * page tables are not copied, which uv_spawn's fork did for every terminate, 1-3 ms of a
+ * stalled loop) and reaped through its pidfd (libuv reaps only the children it spawned
+ * itself); elsewhere through uv_spawn. Either way the loop never waits for rm. */
 struct remover {
-        uv_poll_t poll;
+        union {
+                uv_poll_t poll;    /* pidfd >= 0 */
+                uv_process_t proc; /* pidfd < 0 */
+        } h;
         int pidfd;
         pid_t pid;
         char *path;
 };
 
+static const char *rm_binary(void) {
+        static const char *const candidates[] = {"/usr/bin/rm", "/bin/rm"};
+        size_t i;
+        for (i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
+                if (access(candidates[i], X_OK) == 0)
+                        return candidates[i];
+        return NULL;
+}
+
 static void on_remover_closed(uv_handle_t *h) {
         struct remover *rm = h->data;
-        close(rm->pidfd);
+        if (rm->pidfd >= 0)
+                close(rm->pidfd);
         free(rm->path);
         free(rm);
 }
 
-static void on_remover_exit(uv_poll_t *h, int status, int events) {
+static void remover_done(struct remover *rm, int ok, const char *how, int value) {
+        if (!ok)
+                log_warning("cannot remove %s completely (rm ended with %s %d)", rm->path, how,
+                            value);
+        uv_close(rm->pidfd >= 0 ? (uv_handle_t *)&rm->h.poll : (uv_handle_t *)&rm->h.proc,
+                 on_remover_closed);
+}
+
+static void on_remover_pidfd(uv_poll_t *h, int status, int events) {
         struct remover *rm = h->data;
         siginfo_t si;
 
@@ -429,35 +451,40 @@ static void on_remover_exit(uv_poll_t *h, int status, int events) {
                 if (errno == EINVAL && waitpid(rm->pid, &st, WNOHANG) == 0)
                         return;
                 /* Anything else: there is nothing left to wait for. */
-        } else if (si.si_pid == 0) {
-                return; /* not yet */
-        } else if (si.si_code != CLD_EXITED || si.si_status != 0) {
-                log_warning("cannot remove %s completely (rm ended with %s %d)", rm->path,
-                            si.si_code == CLD_EXITED ? "status" : "signal", si.si_status);
+                remover_done(rm, 1, "", 0);
+                return;
         }
-        uv_close((uv_handle_t *)h, on_remover_closed);
+        if (si.si_pid == 0)
+                return; /* not yet */
+        remover_done(rm, si.si_code == CLD_EXITED && si.si_status == 0,
+                     si.si_code == CLD_EXITED ? "status" : "signal", si.si_status);
 }
 
-static int start_remover(struct sbxd *d, struct remover *rm) {
-        static const char *const candidates[] = {"/usr/bin/rm", "/bin/rm"};
-        const char *rm_bin = NULL;
+static void on_remover_exit(uv_process_t *p, int64_t status, int term_signal) {
+        remover_done(p->data, status == 0 && term_signal == 0, term_signal ? "signal" : "status",
+                     term_signal ? term_signal : (int)status);
+}
+
+/* posix_spawn and a pidfd. Returns 0 (started, or already done and rm freed), 1 when
+ * pidfds are missing (nothing was started), -errno when posix_spawn failed (rm is left
+ * to the caller). */
+static int start_remover_pidfd(struct sbxd *d, struct remover *rm, const char *rm_bin,
+                               char **args) {
+        static int no_pidfd;
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t attr;
         sigset_t none, all;
-        char *args[5];
-        size_t i;
-        int r;
+        int r, probe;
 
-        for (i = 0; i < sizeof(candidates) / sizeof(candidates[0]) && !rm_bin; i++)
-                if (access(candidates[i], X_OK) == 0)
-                        rm_bin = candidates[i];
-        if (!rm_bin)
-                return -ENOENT;
-        args[0] = (char *)"rm";
-        args[1] = (char *)"-rf";
-        args[2] = (char *)"--one-file-system";
-        args[3] = rm->path;
-        args[4] = NULL;
+        if (no_pidfd)
+                return 1;
+        /* Whether this kernel (or valgrind) has pidfds, asked once of our own pid. */
+        probe = (int)syscall(SYS_pidfd_open, getpid(), 0);
+        if (probe < 0) {
+                no_pidfd = 1;
+                return 1;
+        }
+        close(probe);
         sigemptyset(&none);
         sigfillset(&all);
         posix_spawn_file_actions_init(&fa);
@@ -474,40 +501,78 @@ static int start_remover(struct sbxd *d, struct remover *rm) {
         if (r < 0)
                 return r;
         rm->pidfd = (int)syscall(SYS_pidfd_open, rm->pid, 0);
-        if (rm->pidfd < 0 || uv_poll_init(d->loop, &rm->poll, rm->pidfd) < 0) {
-                /* No pidfds (before Linux 5.3): wait here; rm has the tree to itself. */
-                r = rm->pidfd < 0 ? -errno : -EIO;
+        if (rm->pidfd < 0 || uv_poll_init(d->loop, &rm->h.poll, rm->pidfd) < 0) {
+                /* Cannot happen once the probe worked; rm has the tree to itself. */
                 if (rm->pidfd >= 0)
                         close(rm->pidfd);
                 rm->pidfd = -1;
                 while (waitpid(rm->pid, NULL, 0) < 0 && errno == EINTR)
                         ;
-                return 1;
+                free(rm->path);
+                free(rm);
+                return 0;
         }
         fcntl(rm->pidfd, F_SETFD, FD_CLOEXEC);
-        rm->poll.data = rm;
-        uv_poll_start(&rm->poll, UV_READABLE, on_remover_exit);
+        rm->h.poll.data = rm;
+        uv_poll_start(&rm->h.poll, UV_READABLE, on_remover_pidfd);
         return 0;
+}
+
+/* uv_spawn. Returns 0, or -errno after which rm goes with its handle's close. */
+static int start_remover_uv(struct sbxd *d, struct remover *rm, const char *rm_bin,
+                            char **args) {
+        uv_process_options_t o;
+        uv_stdio_container_t stdio[3];
+        int r;
+
+        memset(&o, 0, sizeof(o));
+        memset(stdio, 0, sizeof(stdio));
+        stdio[0].flags = stdio[1].flags = UV_IGNORE;
+        stdio[2].flags = UV_INHERIT_FD;
+        stdio[2].data.fd = 2;
+        o.file = rm_bin;
+        o.args = args;
+        o.stdio = stdio;
+        o.stdio_count = 3;
+        o.exit_cb = on_remover_exit;
+        rm->h.proc.data = rm;
+        r = uv_spawn(d->loop, &rm->h.proc, &o);
+        if (r < 0)
+                /* A handle that failed to spawn must still be closed. */
+                uv_close((uv_handle_t *)&rm->h.proc, on_remover_closed);
+        return r;
 }
 
 /* Deletes the tree at path in a child process, so that a workspace of a million files
  * never stalls the loop; synchronously when no child can be started. The tree must not
  * be in use any more (its sandbox is gone). */
 static void remove_tree_later(struct sbxd *d, const char *path) {
-        struct remover *rm = calloc(1, sizeof(*rm));
+        const char *rm_bin = rm_binary();
+        struct remover *rm = rm_bin ? calloc(1, sizeof(*rm)) : NULL;
+        char *args[5];
         int r = -ENOMEM;
 
         if (rm && (rm->path = strdup(path))) {
-                r = start_remover(d, rm);
+                rm->pidfd = -1;
+                args[0] = (char *)"rm";
+                args[1] = (char *)"-rf";
+                args[2] = (char *)"--one-file-system";
+                args[3] = rm->path;
+                args[4] = NULL;
+                r = start_remover_pidfd(d, rm, rm_bin, args);
                 if (r == 0)
                         return;
+                if (r == 1) {
+                        r = start_remover_uv(d, rm, rm_bin, args);
+                        if (r == 0)
+                                return;
+                        rm = NULL; /* its handle's close frees it */
+                }
         }
         if (rm) {
                 free(rm->path);
                 free(rm);
         }
-        if (r == 1)
-                return; /* rm ran to its end already */
         r = rm_rf(path);
         if (r < 0)
                 log_warning("cannot remove %s: %s", path, strerror(-r));
