@@ -449,18 +449,6 @@ int cgroup_set_limits(struct cgroup *g, const struct cgroup_limits *l, int *ret_
         return 0;
 }
 
-int cgroup_add_pid(struct cgroup *g, pid_t pid) {
-        char buf[32];
-        int i, r;
-        snprintf(buf, sizeof(buf), "%d", (int)pid);
-        if (g->v2_path)
-                return write_file(g->v2_path, "cgroup.procs", buf);
-        for (i = 0; i < CG_N; i++)
-                if (g->path[i] && (r = write_file(g->path[i], "cgroup.procs", buf)) < 0)
-                        return r;
-        return 0;
-}
-
 int cgroup_join_fds(struct cgroup *g, int *fds, size_t max, int *ret_v2) {
         size_t n = 0;
         int i;

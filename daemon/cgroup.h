@@ -76,9 +76,6 @@ struct cgroup_limits {
 };
 int cgroup_set_limits(struct cgroup *g, const struct cgroup_limits *l, int *ret_enforced);
 
-/* Moves pid into the group (every hierarchy). */
-int cgroup_add_pid(struct cgroup *g, pid_t pid);
-
 /* Opens what a child needs to join the group before execve: v1 the cgroup.procs files
  * (O_WRONLY), v2 the group directory (O_DIRECTORY). Returns the number of fds put in
  * fds (at most max), or -errno. *ret_v2 says which kind. The caller closes them. */
