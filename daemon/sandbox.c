@@ -2023,7 +2023,8 @@ no:
 }
 
 /* Warm sandboxes of a daemon that died went with it (they had no adoption socket):
- * removes what they left, their state directories and cgroups. */
+ * removes their state directories (their cgroups go with every other unused group,
+ * remove_if_stale). */
 static void remove_warm_leftovers(struct sbxd *d) {
         char path[SBX_PATH_MAX_BYTES + 16];
         DIR *dir;
@@ -2041,15 +2042,6 @@ static void remove_warm_leftovers(struct sbxd *d) {
                 if (later)
                         remove_tree_later(d, later);
                 free(later);
-                if (d->cgroups->version != CGROUP_NONE) {
-                        struct cgroup *g = NULL;
-                        /* Its init may still be on its way out. */
-                        if (cgroup_attach(d->cgroups, de->d_name, &g) == 0) {
-                                cgroup_kill(g);
-                                cgroup_forget(g);
-                        }
-                        (void)cgroup_remove_tree(d->cgroups, de->d_name);
-                }
         }
         if (dir)
                 closedir(dir);
