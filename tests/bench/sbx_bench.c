@@ -234,23 +234,31 @@ static long bench_nofile_limit(pid_t pid) {
         return v;
 }
 
-/* The parent of pid from /proc/PID/stat, or -1. */
-static pid_t parent_of(const char *pid) {
-        char p[300], buf[512], *rp;
-        int fd, ppid;
+/* /proc/PID/stat of pid (a decimal string) into buf; returns what follows the command
+ * name (which may hold spaces and parentheses), or NULL. */
+static const char *proc_stat_fields(const char *pid, char *buf, size_t len) {
+        char p[300];
         ssize_t k;
+        int fd;
         snprintf(p, sizeof(p), "/proc/%s/stat", pid);
         fd = open(p, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-                return -1;
-        k = read(fd, buf, sizeof(buf) - 1);
+                return NULL;
+        k = read(fd, buf, len - 1);
         close(fd);
         if (k <= 0)
-                return -1;
+                return NULL;
         buf[k] = '\0';
-        /* pid (comm) state ppid ...: comm may hold spaces and parentheses. */
-        rp = strrchr(buf, ')');
-        if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+        return strrchr(buf, ')') ? strrchr(buf, ')') + 1 : NULL;
+}
+
+/* The parent of pid from /proc/PID/stat, or -1. */
+static pid_t parent_of(const char *pid) {
+        char buf[512];
+        const char *f = proc_stat_fields(pid, buf, sizeof(buf));
+        int ppid;
+        /* pid (comm) state ppid ... */
+        if (!f || sscanf(f, " %*c %d", &ppid) != 1)
                 return -1;
         return ppid;
 }
@@ -319,24 +327,15 @@ static pid_t bench_init_of(pid_t daemon, sbx_client *c, const char *id) {
 /* CPU time of pid in ms (user + system), with children also that of its reaped
  * children; -1 when it cannot be read. */
 static double bench_cpu_ms(pid_t pid, int with_children) {
-        char p[64], buf[1024], *rp;
+        char id[24], buf[1024];
+        const char *f;
         unsigned long ut, st;
         long cut, cst;
-        int fd;
-        ssize_t k;
-        snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-        fd = open(p, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -1;
-        k = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (k <= 0)
-                return -1;
-        buf[k] = '\0';
-        rp = strrchr(buf, ')');
+        snprintf(id, sizeof(id), "%d", (int)pid);
+        f = proc_stat_fields(id, buf, sizeof(buf));
         /* Fields 14-17 of proc(5): utime stime cutime cstime, in clock ticks. */
-        if (!rp || sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld",
-                          &ut, &st, &cut, &cst) != 4)
+        if (!f || sscanf(f, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld", &ut,
+                         &st, &cut, &cst) != 4)
                 return -1;
         return (double)(ut + st + (with_children ? (unsigned long)(cut + cst) : 0)) * 1000.0 /
                (double)sysconf(_SC_CLK_TCK);
