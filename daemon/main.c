@@ -37,6 +37,7 @@ static uv_timer_t sweep_timer;
 static uv_prepare_t turn_prepare;
 static uv_check_t turn_check;
 static uv_timer_t batch_timer;
+static uv_work_t checkpoint_work;
 
 static void on_sweep(uv_timer_t *t) {
         sbxtab_sweep(D.sandboxes);
@@ -63,6 +64,28 @@ static void on_batch_timer(uv_timer_t *t) {
         conn_release_held(&D);
 }
 
+/* Checkpoints run on libuv's thread pool: their fsyncs never stall the loop. */
+static void run_checkpoint(uv_work_t *w) {
+        *(int *)w->data = store_checkpoint_run(D.store);
+}
+
+static void on_checkpoint_done(uv_work_t *w, int status) {
+        /* status < 0: cancelled before it ran, which is no failure. */
+        const char *err = store_checkpoint_end(D.store, status < 0 ? 0 : *(int *)w->data);
+        if (err)
+                log_warning("records: %s (the WAL keeps them; retried later)", err);
+}
+
+static void maybe_checkpoint(void) {
+        static int result;
+        if (!store_checkpoint_wanted(D.store))
+                return;
+        store_checkpoint_begin(D.store);
+        checkpoint_work.data = &result;
+        if (uv_queue_work(D.loop, &checkpoint_work, run_checkpoint, on_checkpoint_done) < 0)
+                (void)store_checkpoint_end(D.store, 0);
+}
+
 /* The end of a loop turn (before the loop waits, and after it handled I/O): replies
  * go out once the records they may report are committed. A batch that no reply waits
  * for stays open up to SBX_RECORD_BATCH_MS, so that a command that ends soon shares
@@ -79,6 +102,7 @@ static void end_of_turn(void) {
                 commit_records();
         }
         conn_release_held(&D);
+        maybe_checkpoint();
 }
 
 static void on_turn_prepare(uv_prepare_t *h) {

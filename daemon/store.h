@@ -140,6 +140,17 @@ int store_commit(struct store *s);
 /* 1 when a batch of command records is open, not yet committed. */
 int store_pending(const struct store *s);
 
+/* Checkpoints off the loop. store_checkpoint_wanted says 1 when the WAL has grown long
+ * enough and none is running; the loop then calls store_checkpoint_begin, runs
+ * store_checkpoint_run on another thread (it touches nothing else of s, and the loop
+ * may go on using s meanwhile, but not close it), and calls store_checkpoint_end with
+ * what it returned (0 or -errno): NULL, or the text of the failure. A failed
+ * checkpoint loses nothing: the WAL keeps the records. */
+int store_checkpoint_wanted(const struct store *s);
+void store_checkpoint_begin(struct store *s);
+int store_checkpoint_run(struct store *s);
+const char *store_checkpoint_end(struct store *s, int r);
+
 /* How many batches were lost since the last call without their loss being returned by
  * store_commit (their commit failed inside another write, or an earlier error rolled
  * them back); why gets the last reason. The daemon logs them. */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1674,6 +1675,115 @@ END_TEST
 
 /* The batch of command records: nothing of it is durable before store_commit, all of
  * it after; any other write commits it first; reads see it at once. */
+/* Commands recorded in the database file itself, ignoring the WAL: what checkpoints
+ * have copied there. */
+static int64_t commands_in_db_file(const char *path) {
+        char uri[256];
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        int64_t n;
+
+        snprintf(uri, sizeof(uri), "file:%s?immutable=1", path);
+        ck_assert_int_eq(sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL),
+                         SQLITE_OK);
+        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM commands", -1, &st, NULL) != SQLITE_OK) {
+                /* The schema itself is still only in the WAL. */
+                ck_assert_msg(strstr(sqlite3_errmsg(db), "no such table"), "%s",
+                              sqlite3_errmsg(db));
+                sqlite3_close(db);
+                return 0;
+        }
+        ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+        n = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return n;
+}
+
+/* The WAL's length in frames, as another connection's checkpoint reports it. */
+static int wal_length(const char *path) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        int n;
+
+        ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+        ck_assert_int_eq(sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(PASSIVE)", -1, &st, NULL),
+                         SQLITE_OK);
+        ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+        n = sqlite3_column_int(st, 1);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return n;
+}
+
+static void *checkpoint_thread(void *arg) {
+        struct store *s = arg;
+        static int r;
+
+        r = store_checkpoint_run(s);
+        return &r;
+}
+
+static int record_command(struct store *s, int i) {
+        static const char *const argv[] = {"true"};
+        char id[32];
+        struct store_command c = {.sandbox_id = "sb", .command_id = id, .argv = argv, .argc = 1};
+
+        snprintf(id, sizeof(id), "c-%d", i);
+        return insert_committed(s, &c, NULL);
+}
+
+/* Checkpoints run on another thread while the loop's connection goes on committing;
+ * the loop's connection checkpoints itself only past the WAL's cap, and the WAL then
+ * starts over. */
+START_TEST(test_checkpoint_off_loop) {
+        char path[128];
+        struct store *s;
+        pthread_t t;
+        void *ret;
+        int64_t before;
+        int i, n;
+
+        tmp_path(path, sizeof(path), "state.db");
+        s = open_ok(path);
+        insert_sandbox(s, "sb", 1000, "ready", 1);
+        ck_assert(!store_checkpoint_wanted(s));
+        for (n = 0; !store_checkpoint_wanted(s); n++) {
+                ck_assert_int_lt(n, 2000);
+                ck_assert_int_eq(record_command(s, n), 0);
+        }
+        /* SQLite's own checkpoint would have copied them by now. */
+        ck_assert_int_lt(commands_in_db_file(path), n);
+
+        store_checkpoint_begin(s);
+        ck_assert(!store_checkpoint_wanted(s)); /* one at a time */
+        ck_assert_int_eq(pthread_create(&t, NULL, checkpoint_thread, s), 0);
+        for (i = 0; i < 200; i++)
+                ck_assert_int_eq(record_command(s, n + i), 0);
+        n += i;
+        ck_assert_int_eq(pthread_join(t, &ret), 0);
+        ck_assert_int_eq(*(int *)ret, 0);
+        ck_assert_ptr_null(store_checkpoint_end(s, 0));
+        before = commands_in_db_file(path);
+        ck_assert_int_ge(before, n - 200);
+        /* Only the frames written meanwhile are new: not worth another. */
+        ck_assert(!store_checkpoint_wanted(s));
+
+        /* With no checkpoint run on the thread (store_checkpoint_wanted is ignored), the
+         * loop's connection copies the WAL itself at the cap, and the next write starts
+         * the WAL over. */
+        for (i = 0; commands_in_db_file(path) == before; i++) {
+                ck_assert_int_lt(i, 20000);
+                ck_assert_int_eq(record_command(s, n + i), 0);
+        }
+        n += i;
+        ck_assert_int_eq(record_command(s, n), 0);
+        ck_assert_int_lt(wal_length(path), 100);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM commands"), n + 1);
+        store_close(s);
+}
+END_TEST
+
 START_TEST(test_command_batch) {
         const char *argv[] = {"true", NULL};
         char path[128];
@@ -1798,6 +1908,7 @@ static Suite *make_suite(void) {
         ADD_TEST(s, test_fileops, 30);
         ADD_TEST(s, test_prune, 30);
         ADD_TEST(s, test_command_batch, 30);
+        ADD_TEST(s, test_checkpoint_off_loop, 120);
         ADD_TEST(s, test_crash_sigkill, 120);
         ADD_TEST(s, test_fault_malloc_transient, 600);
         ADD_TEST(s, test_fault_malloc_persistent, 600);
