@@ -4,7 +4,10 @@
  * (Start over the channel); output flows from the command straight into the daemon.
  * Each stream keeps at most its cap, and past the cap the tail (a ring buffer), while
  * counting every byte. In stream mode chunks are forwarded as they come and reading
- * pauses while the client's connection is congested.
+ * pauses while the client's connection is congested. Otherwise the loop watches the
+ * pipes only once the command has run SBX_OUTPUT_WATCH_DELAY_MS: a short command's
+ * output is read when init reports its exit, which saves the poll registrations and a
+ * wakeup per command (a quarter of the daemon's system calls for `true`).
  *
  * A command completes when its leader has exited (init's Exited), never on pipe EOF:
  * after the exit the pipes are drained for SBX_DRAIN_AFTER_EXIT_MS, then closed. A
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +46,9 @@ enum kill_reason { KILL_NONE = 0, KILL_TIMEOUT, KILL_CANCEL, KILL_SANDBOX_ENDED,
 
 struct outstream {
         uv_pipe_t pipe;
-        int inited;
+        int fd;      /* the read end (non-blocking), while open is set */
+        int open;
+        int watched; /* pipe is initialised on fd (and owns it) */
         int reading;
         uint8_t *buf;
         size_t cap;    /* allocated */
@@ -251,11 +257,39 @@ static void update_stream_reading(struct command *cmd);
 
 static void stream_closed(struct command *cmd, int idx) {
         struct outstream *o = &cmd->out[idx];
-        if (!o->inited)
+        if (!o->open)
                 return;
-        o->inited = 0;
+        o->open = 0;
         o->reading = 0;
-        close_handle(cmd, (uv_handle_t *)&o->pipe);
+        if (o->watched) {
+                o->watched = 0;
+                close_handle(cmd, (uv_handle_t *)&o->pipe);
+        } else {
+                close(o->fd);
+        }
+        o->fd = -1;
+}
+
+/* Puts stream idx's pipe on the loop (not reading yet). 0 or -errno. */
+static int watch_stream(struct command *cmd, int idx) {
+        struct outstream *o = &cmd->out[idx];
+        int r;
+
+        if (!o->open || o->watched)
+                return 0;
+        r = uv_pipe_init(cmd->sb->d->loop, &o->pipe, 0);
+        if (r < 0)
+                return r;
+        o->pipe.data = cmd;
+        cmd->handles++;
+        r = uv_pipe_open(&o->pipe, o->fd);
+        if (r < 0) {
+                /* The handle is on the loop now: it must be closed; fd stays ours. */
+                close_handle(cmd, (uv_handle_t *)&o->pipe);
+                return r;
+        }
+        o->watched = 1;
+        return 0;
 }
 
 /* Takes n bytes of output of stream idx: forwarded (stream mode) or kept (the tail). */
@@ -289,25 +323,24 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 }
 
 /* Reads what the pipes hold right now, without waiting: the last output before they
- * are closed (the loop may not have polled them since the leader exited). Bounded by
- * what a pipe can hold, so it cannot stall the loop. */
+ * are closed (the loop may not have polled them since the leader exited). A stream at
+ * its end, or failing, is closed. Bounded, so it cannot stall the loop. */
 static void drain_now(struct command *cmd) {
         static uint8_t buf[64 * 1024];
         int i;
         for (i = 0; i < 2; i++) {
-                uv_os_fd_t fd;
                 int rounds = 64;
-                if (!cmd->out[i].inited || uv_fileno((uv_handle_t *)&cmd->out[i].pipe, &fd) < 0)
-                        continue;
-                while (rounds-- > 0) {
-                        ssize_t n = read(fd, buf, sizeof(buf));
+                while (cmd->out[i].open && rounds-- > 0) {
+                        ssize_t n = read(cmd->out[i].fd, buf, sizeof(buf));
                         if (n > 0) {
                                 take_output(cmd, i, buf, (size_t)n);
                                 continue;
                         }
                         if (n < 0 && errno == EINTR)
                                 continue;
-                        break; /* EAGAIN: empty now; 0: end of stream */
+                        if (n < 0 && errno == EAGAIN)
+                                break; /* empty now; a background process holds it */
+                        stream_closed(cmd, i); /* end of stream */
                 }
         }
 }
@@ -320,7 +353,7 @@ static void update_stream_reading(struct command *cmd) {
         int want = !(cmd->stream && cmd->cbs.congested(cmd->ud));
         for (i = 0; i < 2; i++) {
                 struct outstream *o = &cmd->out[i];
-                if (!o->inited)
+                if (!o->watched)
                         continue;
                 if (want && !o->reading) {
                         if (uv_read_start((uv_stream_t *)&o->pipe, on_alloc, on_read) == 0)
@@ -338,6 +371,29 @@ static void on_resume_poll(uv_timer_t *t) {
         struct command *cmd = t->data;
         if (!cmd->exited)
                 update_stream_reading(cmd);
+}
+
+/* Puts the open pipes on the loop and reads them. A pipe that cannot be watched (out
+ * of memory) is closed: the command then gets EPIPE writing it, and the result says
+ * how much was read. */
+static void watch_output(struct command *cmd) {
+        int i;
+        for (i = 0; i < 2; i++) {
+                int r = watch_stream(cmd, i);
+                if (r < 0) {
+                        log_err("sbx=%s cmd=%s: cannot watch its output: %s", cmd->sb->id,
+                                cmd->id, uv_strerror(r));
+                        stream_closed(cmd, i);
+                }
+        }
+        update_stream_reading(cmd);
+}
+
+/* The command has run SBX_OUTPUT_WATCH_DELAY_MS without exiting. */
+static void on_watch_due(uv_timer_t *t) {
+        struct command *cmd = t->data;
+        if (!cmd->exited && !cmd->finished)
+                watch_output(cmd);
 }
 
 /* ---- completion --------------------------------------------------------------------- */
@@ -575,12 +631,14 @@ static void on_drained(uv_timer_t *t) {
 static void maybe_finish(struct command *cmd) {
         if (cmd->finished || !(cmd->exited || cmd->start_failed))
                 return;
-        if (!cmd->out[0].inited && !cmd->out[1].inited) {
+        /* What the pipes hold now; at their end they close. */
+        drain_now(cmd);
+        if (!cmd->out[0].open && !cmd->out[1].open) {
                 finish(cmd);
                 return;
         }
         /* Output still open: a background child holds it. Drain briefly, then close. */
-        update_stream_reading(cmd);
+        watch_output(cmd);
         if (!uv_is_active((uv_handle_t *)&cmd->drain) || cmd->drain.timer_cb != on_drained) {
                 uv_update_time(cmd->sb->d->loop);
                 uv_timer_start(&cmd->drain, on_drained, SBX_DRAIN_AFTER_EXIT_MS, 0);
@@ -847,26 +905,40 @@ static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, s
         return r;
 }
 
+/* /dev/null for reading, opened once: the stdin of every command given none (init
+ * receives a copy of it with each Start). The descriptor or -errno. */
+static int null_fd = -1;
+
+static int dev_null(void) {
+        if (null_fd < 0)
+                null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        return null_fd >= 0 ? null_fd : -errno;
+}
+
+/* Makes stream idx's pipe: the read end stays here, non-blocking (the command's end
+ * blocks as a pipe should); stream mode watches it at once. */
 static int open_out(struct command *cmd, int idx, int *ret_child_fd) {
-        int p[2];
+        struct outstream *o = &cmd->out[idx];
+        int p[2], one = 1, r;
+
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
-        if (uv_pipe_init(cmd->sb->d->loop, &cmd->out[idx].pipe, 0) < 0) {
+        if (ioctl(p[0], FIONBIO, &one) < 0) {
+                r = -errno;
                 close(p[0]);
                 close(p[1]);
-                return -EIO;
+                return r;
         }
-        cmd->out[idx].pipe.data = cmd;
-        if (uv_pipe_open(&cmd->out[idx].pipe, p[0]) < 0) {
-                /* The handle is on the loop now: it must be closed, not just freed. */
-                cmd->handles++;
-                close_handle(cmd, (uv_handle_t *)&cmd->out[idx].pipe);
-                close(p[0]);
-                close(p[1]);
-                return -EIO;
+        o->fd = p[0];
+        o->open = 1;
+        if (cmd->stream) {
+                r = watch_stream(cmd, idx);
+                if (r < 0) {
+                        stream_closed(cmd, idx);
+                        close(p[1]);
+                        return r;
+                }
         }
-        cmd->out[idx].inited = 1;
-        cmd->handles++;
         *ret_child_fd = p[1];
         return 0;
 }
@@ -1137,15 +1209,15 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                                 in_pipe[1] = -1;
                         }
                 } else {
-                        child_fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                        child_fds[0] = dev_null();
                         if (child_fds[0] < 0)
-                                r = -errno;
+                                r = child_fds[0];
                 }
         }
         if (r < 0) {
                 snprintf(err, errlen, "cannot set up the command's pipes: %s", strerror(-r));
                 for (i = 0; i < 3 + n_cg_fds; i++)
-                        if (child_fds[i] >= 0)
+                        if (child_fds[i] >= 0 && child_fds[i] != null_fd)
                                 close(child_fds[i]);
                 if (in_pipe[1] >= 0)
                         close(in_pipe[1]);
@@ -1169,7 +1241,8 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         if (r >= 0)
                 cmd->started = 1;
         for (i = 0; i < 3 + n_cg_fds; i++)
-                close(child_fds[i]);
+                if (child_fds[i] != null_fd)
+                        close(child_fds[i]);
         memset(&sc, 0, sizeof(sc));
         sc.sandbox_id = sb->id;
         sc.command_id = cmd->id;
@@ -1205,10 +1278,13 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 if (cmd->in_pending == 0)
                         close_stdin(cmd);
         }
-        update_stream_reading(cmd);
         /* The loop's clock is cached per iteration: refresh it, or the timeout would be
          * counted from the start of this iteration and fire early. */
         uv_update_time(d->loop);
+        if (cmd->stream)
+                update_stream_reading(cmd);
+        else
+                uv_timer_start(&cmd->drain, on_watch_due, SBX_OUTPUT_WATCH_DELAY_MS, 0);
         uv_timer_start(&cmd->timer, on_timeout, cmd->timeout_ms, 0);
         if (cmd->timeout_ms < req->timeout_ms)
                 log_debug("sbx=%s cmd=%s: timeout capped to %llu ms", sb->id, cmd->id,

@@ -69,6 +69,11 @@
 #define SBX_MAX_STDIN_BYTES (16u * 1024u * 1024u)
 /* How long output is drained after a command's leader exits before pipes are closed. */
 #define SBX_DRAIN_AFTER_EXIT_MS 50u
+/* A command whose result is returned whole (not streamed) has its output pipes watched
+ * by the loop only once it has run this long: one that ends sooner has its output read
+ * when its exit is reported (no poll registration, no wakeup for end of file). Until
+ * then it can write a pipe's capacity (64 KiB) without waiting. */
+#define SBX_OUTPUT_WATCH_DELAY_MS 2u
 
 /* Files. */
 #define SBX_DEFAULT_MAX_READ_BYTES (5u * 1024u * 1024u)

@@ -227,6 +227,53 @@ START_TEST(output_cap_keeps_tail) {
 }
 END_TEST
 
+/* A command whose result is returned whole has its pipes watched only after
+ * SBX_OUTPUT_WATCH_DELAY_MS: before that, output is read when its exit is reported.
+ * Every size around a pipe's capacity arrives whole and in order, on both streams,
+ * whether the command ends at once, blocks on a full pipe, or writes after the delay. */
+START_TEST(output_read_at_exit_is_whole) {
+        static const unsigned sizes[] = {0, 1, 4095, 65536, 65537, 200000, 1000000};
+        static const char *const before[] = {"", "sleep 0.02; "};
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+        size_t i, k;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        for (k = 0; k < 2; k++) {
+                for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+                        char *cmd = NULL;
+                        struct sbx_result *r;
+                        size_t j;
+
+                        ck_assert_int_ge(asprintf(&cmd, "%shead -c %u /dev/zero | tr '\\0' a; "
+                                              "head -c %u /dev/zero | tr '\\0' b >&2; printf END",
+                                              before[k], sizes[i], sizes[i]), 0);
+                        r = it_sh(c, id, 30000, cmd);
+
+                        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+                        ck_assert_uint_eq(r->stdout_bytes, sizes[i] + 3);
+                        ck_assert_uint_eq(r->stderr_bytes, sizes[i]);
+                        ck_assert(!r->stdout_truncated && !r->stderr_truncated);
+                        ck_assert_uint_eq(r->stdout_len, sizes[i] + 3);
+                        for (j = 0; j < sizes[i]; j++)
+                                if (r->stdout_data[j] != 'a' || r->stderr_data[j] != 'b')
+                                        break;
+                        ck_assert_msg(j == sizes[i], "%s: byte %zu differs", cmd, j);
+                        ck_assert_int_eq(memcmp(r->stdout_data + sizes[i], "END", 3), 0);
+                        sbx_result_free(r);
+                        free(cmd);
+                }
+        }
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(file_size_and_cpu_limits) {
         struct it_daemon d;
         sbx_client *c;
@@ -703,6 +750,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, fork_bomb_contained);
         tcase_add_test(tc, memory_hog_is_out_of_memory);
         tcase_add_test(tc, output_cap_keeps_tail);
+        tcase_add_test(tc, output_read_at_exit_is_whole);
         tcase_add_test(tc, file_size_and_cpu_limits);
         tcase_add_test(tc, streaming_and_stdin);
         tcase_add_test(tc, concurrency_in_one_and_many_sandboxes);
