@@ -121,8 +121,7 @@ static void shutdown_after_writes(struct conn *c) {
 
 /* A batch of replies (a chain through next, the first holding the uv_write_t) is
  * written: each held a reference to the connection. */
-static void on_write(uv_write_t *req, int status) {
-        struct write_req *w = (struct write_req *)req;
+static void batch_written(struct write_req *w, int status) {
         struct conn *c = w->conn;
         unsigned refs = 0;
 
@@ -148,6 +147,10 @@ static void on_write(uv_write_t *req, int status) {
         }
         while (refs-- > 0)
                 conn_unref(c);
+}
+
+static void on_write(uv_write_t *req, int status) {
+        batch_written((struct write_req *)req, status);
 }
 
 int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
@@ -192,8 +195,34 @@ static void write_batch(struct write_req *first, unsigned n) {
         for (w = first; w; w = w->next)
                 bufs[i++] = uv_buf_init((char *)w->buf, (unsigned)w->len);
         c->held -= n;
-        if (!c->closed)
+        if (!c->closed && uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0) {
+                /* Nothing queued before: write now, and queue only what the socket did
+                 * not take (a request queued first costs a poll registration). */
+                int done = uv_try_write((uv_stream_t *)&c->pipe, bufs, n);
+                size_t left = done > 0 ? (size_t)done : 0;
+                i = 0;
+                while (i < n && left >= bufs[i].len)
+                        left -= bufs[i++].len;
+                if (i == n) {
+                        int shutdown_now = c->shutdown_wanted && c->held == 0;
+                        conn_ref(c);
+                        batch_written(first, 0);
+                        if (shutdown_now && !c->closed)
+                                start_shutdown(c);
+                        conn_unref(c);
+                        return;
+                }
+                if (done < 0 && done != UV_EAGAIN) {
+                        r = done;
+                        goto failed;
+                }
+                bufs[i].base += left;
+                bufs[i].len -= left;
+                r = uv_write(&first->req, (uv_stream_t *)&c->pipe, bufs + i, n - i, on_write);
+        } else if (!c->closed) {
                 r = uv_write(&first->req, (uv_stream_t *)&c->pipe, bufs, n, on_write);
+        }
+failed:
         if (r < 0) {
                 /* Closed meanwhile (the replies are dropped), or the write failed. */
                 while (first) {
