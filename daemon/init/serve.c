@@ -179,6 +179,22 @@ static char **dup_strv(const ProtobufCBinaryData *items, size_t n, int *ret_err)
         return v;
 }
 
+/* PID 1's hard limit of resource (it never changes its own limits once serving), read
+ * once: what an Rlimit without a hard limit keeps. UINT64_MAX for unlimited. */
+static uint64_t own_hard_limit(int resource) {
+        static uint64_t hard[RLIM_NLIMITS];
+        static unsigned char known[RLIM_NLIMITS];
+        struct rlimit cur;
+
+        if (!known[resource]) {
+                hard[resource] = getrlimit(resource, &cur) < 0 || cur.rlim_max == RLIM_INFINITY
+                                         ? UINT64_MAX
+                                         : (uint64_t)cur.rlim_max;
+                known[resource] = 1;
+        }
+        return hard[resource];
+}
+
 static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
         struct spawn_rlimit rl[RLIM_NLIMITS];
         struct spawn_failure fail;
@@ -238,7 +254,7 @@ static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
                 }
                 rl[i].resource = l->resource;
                 rl[i].soft = l->has_soft ? l->soft : UINT64_MAX;
-                rl[i].hard = l->has_hard ? l->hard : UINT64_MAX;
+                rl[i].hard = l->has_hard ? l->hard : own_hard_limit(l->resource);
         }
         if (err) {
                 send_start_failed(s->command_id, err, text);
@@ -320,14 +336,15 @@ static void handle_signal(const Sbx__Init__V1__Signal *s) {
 }
 
 static void reap(int sigfd) {
-        struct signalfd_siginfo si;
+        struct signalfd_siginfo si[8];
         struct rusage ru;
         int status;
         pid_t pid;
 
         /* Standard signals coalesce: one SIGCHLD may stand for many children. Drain
-         * the signalfd, then reap until nothing is left. */
-        while (read(sigfd, &si, sizeof(si)) > 0)
+         * the signalfd (a read that fills the buffer may have left more), then reap
+         * until nothing is left. */
+        while (read(sigfd, si, sizeof(si)) == (ssize_t)sizeof(si))
                 ;
         for (;;) {
                 struct cmd *c;
