@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -267,6 +268,43 @@ START_TEST(output_read_at_exit_is_whole) {
                         free(cmd);
                 }
         }
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Without an open_files limit a command gets the soft limit sbxd started with (the
+ * test's own, which the daemon inherits) and keeps the hard one, so that it may raise
+ * its soft limit as it could outside. */
+START_TEST(default_open_files_limit) {
+        struct it_daemon d;
+        struct sbx_result *r;
+        struct rlimit rl;
+        char want[96], hard[32];
+        sbx_client *c;
+        char *id;
+
+        /* A soft limit below the hard one (this test runs in a process of its own). */
+        ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+        if (rl.rlim_cur > 512) {
+                rl.rlim_cur = 512;
+                ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+        }
+        if (rl.rlim_max == RLIM_INFINITY)
+                snprintf(hard, sizeof(hard), "unlimited");
+        else
+                snprintf(hard, sizeof(hard), "%llu", (unsigned long long)rl.rlim_max);
+        snprintf(want, sizeof(want), "%llu %s\n", (unsigned long long)rl.rlim_cur, hard);
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        r = it_sh(c, id, 10000,
+                  "grep '^Max open files' /proc/self/limits | tr -s ' ' | cut -d' ' -f4,5");
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_str_eq((char *)r->stdout_data, want);
+        sbx_result_free(r);
         ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
         free(id);
         sbx_close(c);
@@ -751,6 +789,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, memory_hog_is_out_of_memory);
         tcase_add_test(tc, output_cap_keeps_tail);
         tcase_add_test(tc, output_read_at_exit_is_whole);
+        tcase_add_test(tc, default_open_files_limit);
         tcase_add_test(tc, file_size_and_cpu_limits);
         tcase_add_test(tc, streaming_and_stdin);
         tcase_add_test(tc, concurrency_in_one_and_many_sandboxes);
