@@ -42,9 +42,9 @@
 
 /* WAL frames (pages) after which a checkpoint is wanted off the loop (SQLite's own
  * default for its automatic checkpoint), and after which the loop's connection
- * checkpoints itself (about 64 MiB of WAL). */
+ * checkpoints itself (about 16 MiB of WAL). */
 #define STORE_CHECKPOINT_FRAMES 1000
-#define STORE_WAL_MAX_FRAMES 16000
+#define STORE_WAL_MAX_FRAMES 4000
 
 /* The states in which a sandbox is live (see store_sandbox_foreach). */
 #define LIVE_STATES "('creating', 'ready', 'terminating')"
