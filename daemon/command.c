@@ -4,10 +4,10 @@
  * (Start over the channel); output flows from the command straight into the daemon.
  * Each stream keeps at most its cap, and past the cap the tail (a ring buffer), while
  * counting every byte. In stream mode chunks are forwarded as they come and reading
- * pauses while the client's connection is congested. Otherwise the loop watches the
- * pipes only once the command has run SBX_OUTPUT_WATCH_DELAY_MS: a short command's
- * output is read when init reports its exit, which saves the poll registrations and a
- * wakeup per command (a quarter of the daemon's system calls for `true`).
+ * pauses while the client's connection is congested. Otherwise output is read when
+ * init reports the exit, and the loop watches the pipes only once output piles up in
+ * them (SBX_OUTPUT_WATCH_BYTES): that saves the poll registrations and a wakeup per
+ * command (a quarter of the daemon's system calls for `true`).
  *
  * A command completes when its leader has exited (init's Exited), never on pipe EOF:
  * after the exit the pipes are drained for SBX_DRAIN_AFTER_EXIT_MS, then closed. A
@@ -84,7 +84,8 @@ struct command {
         int in_eof_wanted;
         size_t in_pending;
         uv_timer_t timer;
-        uv_timer_t drain;
+        uv_timer_t drain;               /* also the next look at the output (on_watch_due) */
+        unsigned watch_delay_ms;
         int started, exited, start_failed, finished;
         int wait_status;
         int64_t utime_usec, stime_usec, maxrss_kib;
@@ -389,11 +390,35 @@ static void watch_output(struct command *cmd) {
         update_stream_reading(cmd);
 }
 
-/* The command has run SBX_OUTPUT_WATCH_DELAY_MS without exiting. */
+/* Whether a pipe not yet watched holds SBX_OUTPUT_WATCH_BYTES: its writer may soon
+ * wait for room. */
+static int output_piling_up(const struct command *cmd) {
+        int i, n;
+        for (i = 0; i < 2; i++) {
+                const struct outstream *o = &cmd->out[i];
+                if (o->open && !o->watched &&
+                    (ioctl(o->fd, FIONREAD, &n) < 0 || n >= (int)SBX_OUTPUT_WATCH_BYTES))
+                        return 1;
+        }
+        return 0;
+}
+
+/* A look at a running command's output (see SBX_OUTPUT_WATCH_BYTES). Timers run
+ * before the loop reads what arrived during a long turn: an exit report may be
+ * waiting, and is read first. */
 static void on_watch_due(uv_timer_t *t) {
         struct command *cmd = t->data;
         if (!cmd->exited && !cmd->finished)
+                sandbox_take_init_messages(cmd->sb);
+        if (cmd->exited || cmd->finished)
+                return;
+        if (output_piling_up(cmd)) {
                 watch_output(cmd);
+                return;
+        }
+        if (cmd->watch_delay_ms < SBX_OUTPUT_WATCH_MAX_DELAY_MS)
+                cmd->watch_delay_ms *= 2;
+        uv_timer_start(&cmd->drain, on_watch_due, cmd->watch_delay_ms, 0);
 }
 
 /* ---- completion --------------------------------------------------------------------- */
@@ -1283,8 +1308,10 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         uv_update_time(d->loop);
         if (cmd->stream)
                 update_stream_reading(cmd);
-        else
-                uv_timer_start(&cmd->drain, on_watch_due, SBX_OUTPUT_WATCH_DELAY_MS, 0);
+        else {
+                cmd->watch_delay_ms = SBX_OUTPUT_WATCH_DELAY_MS;
+                uv_timer_start(&cmd->drain, on_watch_due, cmd->watch_delay_ms, 0);
+        }
         uv_timer_start(&cmd->timer, on_timeout, cmd->timeout_ms, 0);
         if (cmd->timeout_ms < req->timeout_ms)
                 log_debug("sbx=%s cmd=%s: timeout capped to %llu ms", sb->id, cmd->id,

@@ -1200,6 +1200,13 @@ static int take_init_packet(struct sandbox *sb) {
         return 1;
 }
 
+void sandbox_take_init_messages(struct sandbox *sb) {
+        int budget = 64;
+        /* End of stream is left to on_chan, which polls the channel. */
+        while (budget-- > 0 && sb->chan_fd >= 0 && !sb->ending && take_init_packet(sb) > 0)
+                ;
+}
+
 /* Takes every message init sent before it went away (exits of commands that ended
  * just before the sandbox, Ready with the reason of a failed setup), without waiting. */
 static void drain_init_channel(struct sandbox *sb) {

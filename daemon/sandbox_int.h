@@ -117,6 +117,10 @@ void command_end_all(struct sandbox *sb, int unknown);
 /* sandbox.c: sends a message to init; -errno on failure (the sandbox is then failed). */
 int sandbox_send_init(struct sandbox *sb, const Sbx__Init__V1__ToInit *msg, const int *fds,
                       size_t nfds);
+/* sandbox.c: handles what init has sent and the loop has not read yet, without
+ * waiting (a timer that fires after a long loop turn runs before the loop reads
+ * messages that arrived meanwhile). May finish commands, or end the sandbox. */
+void sandbox_take_init_messages(struct sandbox *sb);
 /* sandbox.c: a handle owned by the sandbox was closed. */
 void sandbox_handle_closed(struct sandbox *sb);
 

@@ -69,11 +69,15 @@
 #define SBX_MAX_STDIN_BYTES (16u * 1024u * 1024u)
 /* How long output is drained after a command's leader exits before pipes are closed. */
 #define SBX_DRAIN_AFTER_EXIT_MS 50u
-/* A command whose result is returned whole (not streamed) has its output pipes watched
- * by the loop only once it has run this long: one that ends sooner has its output read
- * when its exit is reported (no poll registration, no wakeup for end of file). Until
- * then it can write a pipe's capacity (64 KiB) without waiting. */
+/* A command whose result is returned whole (not streamed) has its output read when its
+ * exit is reported: the loop watches its pipes only once one holds
+ * SBX_OUTPUT_WATCH_BYTES (a quarter of a pipe's default 64 KiB), looked at after
+ * SBX_OUTPUT_WATCH_DELAY_MS and then at doubling intervals of at most
+ * SBX_OUTPUT_WATCH_MAX_DELAY_MS. So no poll registration and no wakeup at end of file
+ * for most commands, and a writer waits on a full pipe at most that long, once. */
 #define SBX_OUTPUT_WATCH_DELAY_MS 2u
+#define SBX_OUTPUT_WATCH_MAX_DELAY_MS 32u
+#define SBX_OUTPUT_WATCH_BYTES (16u * 1024u)
 
 /* Files. */
 #define SBX_DEFAULT_MAX_READ_BYTES (5u * 1024u * 1024u)

@@ -228,13 +228,14 @@ START_TEST(output_cap_keeps_tail) {
 }
 END_TEST
 
-/* A command whose result is returned whole has its pipes watched only after
- * SBX_OUTPUT_WATCH_DELAY_MS: before that, output is read when its exit is reported.
- * Every size around a pipe's capacity arrives whole and in order, on both streams,
- * whether the command ends at once, blocks on a full pipe, or writes after the delay. */
+/* A command whose result is returned whole has its output read when its exit is
+ * reported; its pipes are watched only once output piles up in them (looked at after
+ * 2 ms, then at intervals growing to 32 ms). Every size around a pipe's capacity
+ * arrives whole and in order, on both streams, whether the command ends at once, blocks
+ * on a full pipe, or writes after one or many looks. */
 START_TEST(output_read_at_exit_is_whole) {
-        static const unsigned sizes[] = {0, 1, 4095, 65536, 65537, 200000, 1000000};
-        static const char *const before[] = {"", "sleep 0.02; "};
+        static const unsigned sizes[] = {0, 1, 4095, 16384, 65536, 65537, 200000, 1000000};
+        static const char *const before[] = {"", "sleep 0.02; ", "sleep 0.2; "};
         struct it_daemon d;
         sbx_client *c;
         char *id;
@@ -243,7 +244,7 @@ START_TEST(output_read_at_exit_is_whole) {
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
-        for (k = 0; k < 2; k++) {
+        for (k = 0; k < sizeof(before) / sizeof(before[0]); k++) {
                 for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
                         char *cmd = NULL;
                         struct sbx_result *r;
