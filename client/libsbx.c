@@ -422,7 +422,7 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
         size_t len;
         int64_t start, deadline;
         uint64_t id, wait_ms;
-        bool fresh = false;
+        bool fresh = false, waited = false;
         int r;
 
         *ret = NULL;
@@ -485,7 +485,13 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
                         return protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
                                              c->reader.max_frame_bytes);
                 if (r == 0) {
-                        r = k->feeding ? recv_or_feed(c, k, deadline) : recv_some(c, deadline);
+                        /* Right after the request the reply is not there yet: wait for
+                         * it first instead of a recv that finds nothing. */
+                        r = k->feeding || waited ? 0 : wait_fd(c->fd, POLLIN, deadline);
+                        waited = true;
+                        if (r == 0)
+                                r = k->feeding ? recv_or_feed(c, k, deadline)
+                                               : recv_some(c, deadline);
                         if (r < 0)
                                 return transport_fail(c, -r, wait_ms);
                         continue;
