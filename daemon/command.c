@@ -72,6 +72,9 @@ struct command {
         struct sandbox *sb;
         struct command *next, *prev;
         uid_t caller_uid;
+        pid_t caller_pid;
+        char *client_name;
+        int recorded;                   /* its start is in the store */
         int overlapped;                 /* another command of the sandbox ran meanwhile */
         uint64_t num;
         char id[32];
@@ -105,6 +108,7 @@ struct command {
 };
 
 static void finish(struct command *cmd);
+static void record_start(struct command *cmd);
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -149,6 +153,7 @@ static void command_free(struct command *cmd) {
                 free(cmd->argv[i]);
         free(cmd->argv);
         free(cmd->cwd);
+        free(cmd->client_name);
         free(cmd->start_error);
         free(cmd);
         sandbox_handle_closed(sb); /* the command held the sandbox */
@@ -412,7 +417,12 @@ static void on_watch_due(uv_timer_t *t) {
                 sandbox_take_init_messages(cmd->sb);
         if (cmd->exited || cmd->finished)
                 return;
+        /* Running for SBX_RECORD_START_DELAY_MS: its start is recorded now (also when
+         * its pipes are watched from now on: there is no later look). */
+        if (uv_hrtime() - cmd->start_hr >= (uint64_t)SBX_RECORD_START_DELAY_MS * 1000000u)
+                record_start(cmd);
         if (output_piling_up(cmd)) {
+                record_start(cmd);
                 watch_output(cmd);
                 return;
         }
@@ -458,6 +468,36 @@ static void count_events(struct command *cmd, uint64_t *ret_oom, uint64_t *ret_p
                 if (cgroup_pids_max_events(groups[i], &v) == 0)
                         *ret_pids += v;
         }
+}
+
+/* The start fields of cmd's record. */
+static void start_fields(const struct command *cmd, struct store_command *sc) {
+        memset(sc, 0, sizeof(*sc));
+        sc->sandbox_id = cmd->sb->id;
+        sc->command_id = cmd->id;
+        sc->argv = (const char *const *)cmd->argv;
+        sc->argc = cmd->argc;
+        sc->cwd = cmd->cwd;
+        sc->caller_uid = cmd->caller_uid;
+        sc->caller_pid = cmd->caller_pid;
+        sc->client_name = cmd->client_name;
+        sc->started_ms = cmd->started_ms;
+}
+
+/* Writes the record of cmd's start (it joins the batch, committed before any reply or
+ * within SBX_RECORD_BATCH_MS). A command that ends before this is called is recorded
+ * whole by finish(), in one statement instead of two. */
+static void record_start(struct command *cmd) {
+        struct store *st = cmd->sb->d->store;
+        struct store_command sc;
+
+        if (cmd->recorded)
+                return;
+        cmd->recorded = 1;
+        start_fields(cmd, &sc);
+        if (store_command_insert(st, &sc, NULL) < 0)
+                log_err("sbx=%s cmd=%s: cannot record it: %s", cmd->sb->id, cmd->id,
+                        store_last_error(st));
 }
 
 static void finish(struct command *cmd) {
@@ -594,9 +634,7 @@ static void finish(struct command *cmd) {
                         strcat(limits_hit, ",");
                 strcat(limits_hit, hits[i]);
         }
-        memset(&sc, 0, sizeof(sc));
-        sc.sandbox_id = sb->id;
-        sc.command_id = cmd->id;
+        start_fields(cmd, &sc);
         sc.ended_ms = sbxd_now_unix_ms();
         {
                 const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
@@ -622,9 +660,11 @@ static void finish(struct command *cmd) {
         sc.stderr_truncated = res.stderr_truncated;
         sc.limits_hit = limits_hit;
         sc.start_error = cmd->start_error;
-        if (store_command_finish(sb->d->store, &sc) < 0)
+        if ((cmd->recorded ? store_command_finish(sb->d->store, &sc)
+                           : store_command_insert_ended(sb->d->store, &sc, NULL)) < 0)
                 log_err("sbx=%s cmd=%s: cannot record its result: %s", sb->id, cmd->id,
                         store_last_error(sb->d->store));
+        cmd->recorded = 1;
         log_debug("sbx=%s cmd=%s: %s", sb->id, cmd->id, sc.outcome);
 
         if (cmd->started || cmd->start_failed || cmd->exited)
@@ -984,7 +1024,6 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         int *cg_fds = child_fds + 3;
         size_t n_cg_fds = 0;
         int in_pipe[2] = {-1, -1};
-        struct store_command sc;
         uint64_t max_out;
         size_t i;
         int r;
@@ -1056,6 +1095,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         }
         cmd->sb = sb;
         cmd->caller_uid = caller->uid;
+        cmd->caller_pid = caller->pid;
         cmd->num = ++sb->next_command;
         snprintf(cmd->id, sizeof(cmd->id), "c-%llu", (unsigned long long)cmd->num);
         memcpy(ret_command_id, cmd->id, sizeof(cmd->id));
@@ -1077,7 +1117,10 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         else if (asprintf(&cmd->cwd, "/workspace%s%s", req->cwd && req->cwd[0] ? "/" : "",
                           req->cwd ? req->cwd : "") < 0)
                 cmd->cwd = NULL;
-        if (!cmd->argv || !argv_b || !env_b || !cmd->cwd) {
+        if (caller->client_name)
+                cmd->client_name = strdup(caller->client_name);
+        if (!cmd->argv || !argv_b || !env_b || !cmd->cwd ||
+            (caller->client_name && !cmd->client_name)) {
                 r = -ENOMEM;
                 goto fail_alloc;
         }
@@ -1268,20 +1311,11 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         for (i = 0; i < 3 + n_cg_fds; i++)
                 if (child_fds[i] != null_fd)
                         close(child_fds[i]);
-        memset(&sc, 0, sizeof(sc));
-        sc.sandbox_id = sb->id;
-        sc.command_id = cmd->id;
-        sc.argv = (const char *const *)cmd->argv;
-        sc.argc = cmd->argc;
-        sc.cwd = cmd->cwd;
-        sc.caller_uid = caller->uid;
-        sc.caller_pid = caller->pid;
-        sc.client_name = caller->client_name;
-        sc.started_ms = cmd->started_ms;
-        /* It joins the batch of command records, committed before any reply. */
-        if (store_command_insert(d->store, &sc, NULL) < 0)
-                log_err("sbx=%s cmd=%s: cannot record it: %s", sb->id, cmd->id,
-                        store_last_error(d->store));
+        /* A streamed command is recorded at once (its client is told it started);
+         * another one at the first look at its output, or whole when it ends before
+         * that (SBX_RECORD_START_DELAY_MS). */
+        if (cmd->stream)
+                record_start(cmd);
         /* Stream mode: CommandStarted goes out before any output can (the command id is
          * what a client needs for CommandInput and CancelCommand): output is read on a
          * later loop turn. */
@@ -1323,6 +1357,7 @@ fail_alloc:
                 free(cmd->argv[i]);
         free(cmd->argv);
         free(cmd->cwd);
+        free(cmd->client_name);
         free(cmd);
         free(argv_b);
         free(env_b);

@@ -194,6 +194,7 @@ enum stmt_id {
         ST_SB_LIST_OWNER,
         ST_SB_LIST_LIVE_OWNER,
         ST_CMD_INSERT,
+        ST_CMD_INSERT_ENDED,
         ST_CMD_FINISH,
         ST_CMD_MARK_ONE,
         ST_CMD_MARK_ALL,
@@ -234,6 +235,13 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_CMD_INSERT] = "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
                           "caller_pid, client_name, started_ms) "
                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [ST_CMD_INSERT_ENDED] =
+                "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
+                "caller_pid, client_name, started_ms, ended_ms, outcome, exit_code, signal, "
+                "duration, cpu_seconds, peak_memory_bytes, stdout_bytes, stderr_bytes, "
+                "stdout_truncated, stderr_truncated, limits_hit, start_error) "
+                "VALUES (?1, ?2, ?16, ?17, ?18, ?19, ?20, ?21, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                "?11, ?12, ?13, ?14, ?15)",
         [ST_CMD_FINISH] = "UPDATE commands SET ended_ms = ?3, outcome = ?4, exit_code = ?5, "
                           "signal = ?6, duration = ?7, cpu_seconds = ?8, peak_memory_bytes = ?9, "
                           "stdout_bytes = ?10, stderr_bytes = ?11, stdout_truncated = ?12, "
@@ -1229,10 +1237,50 @@ static int argv_pack(const char *const *argv, size_t argc, char **ret, size_t *r
         return 0;
 }
 
+/* Binds the start fields of c at first, first + 1, ... (sandbox_id and command_id
+ * excluded) in the order of ST_CMD_INSERT; *packed gets the packed argv to free. */
+static int bind_command_start(struct store *s, struct binder *b, int first,
+                              const struct store_command *c, char **packed) {
+        size_t packed_len = 0;
+        int r = argv_pack(c->argv, c->argc, packed, &packed_len);
+
+        if (r < 0)
+                return fail(s, r, "recording a command: cannot pack argv: %s", strerror(-r));
+        bind_blob(b, first, *packed, packed_len);
+        bind_text(b, first + 1, c->cwd);
+        bind_int64(b, first + 2, c->caller_uid);
+        bind_int64(b, first + 3, c->caller_pid);
+        bind_text(b, first + 4, c->client_name);
+        bind_int64(b, first + 5, c->started_ms);
+        return 0;
+}
+
+/* Binds the end fields of c at 3..15, in the order of ST_CMD_FINISH. */
+static void bind_command_end(struct binder *b, const struct store_command *c) {
+        bind_int64(b, 3, c->ended_ms);
+        bind_text(b, 4, c->outcome);
+        if (c->has_exit_code)
+                bind_int64(b, 5, c->exit_code);
+        else
+                bind_null(b, 5);
+        if (c->has_signal)
+                bind_int64(b, 6, c->signal);
+        else
+                bind_null(b, 6);
+        bind_double(b, 7, c->duration);
+        bind_double(b, 8, c->cpu_seconds);
+        bind_uint64(b, 9, c->peak_memory_bytes);
+        bind_uint64(b, 10, c->stdout_bytes);
+        bind_uint64(b, 11, c->stderr_bytes);
+        bind_int64(b, 12, c->stdout_truncated != 0);
+        bind_int64(b, 13, c->stderr_truncated != 0);
+        bind_text(b, 14, c->limits_hit);
+        bind_text(b, 15, c->start_error);
+}
+
 int store_command_insert(struct store *s, const struct store_command *c, uint64_t *ret_seq) {
         struct binder b = stmt_begin(s, ST_CMD_INSERT);
         char *packed = NULL;
-        size_t packed_len = 0;
         int r;
 
         error_clear(s);
@@ -1242,18 +1290,44 @@ int store_command_insert(struct store *s, const struct store_command *c, uint64_
         if (!c || !c->sandbox_id || !c->command_id || (!c->argv && c->argc > 0))
                 return fail(s, -EINVAL,
                             "store_command_insert: sandbox_id and command_id are required");
-        r = argv_pack(c->argv, c->argc, &packed, &packed_len);
-        if (r < 0)
-                return fail(s, r, "recording a command: cannot pack argv: %s", strerror(-r));
         bind_text(&b, 1, c->sandbox_id);
         bind_text(&b, 2, c->command_id);
-        bind_blob(&b, 3, packed, packed_len);
-        bind_text(&b, 4, c->cwd);
-        bind_int64(&b, 5, c->caller_uid);
-        bind_int64(&b, 6, c->caller_pid);
-        bind_text(&b, 7, c->client_name);
-        bind_int64(&b, 8, c->started_ms);
-        r = stmt_exec(s, &b, "recording a command");
+        r = bind_command_start(s, &b, 3, c, &packed);
+        if (r == 0)
+                r = stmt_exec(s, &b, "recording a command");
+        else
+                stmt_done(b.st);
+        free(packed);
+        if (r < 0)
+                return r;
+        if (ret_seq)
+                *ret_seq = (uint64_t)sqlite3_last_insert_rowid(s->db);
+        return 0;
+}
+
+int store_command_insert_ended(struct store *s, const struct store_command *c,
+                               uint64_t *ret_seq) {
+        struct binder b = stmt_begin(s, ST_CMD_INSERT_ENDED);
+        char *packed = NULL;
+        int r;
+
+        error_clear(s);
+        r = batch_join(s);
+        if (r < 0)
+                return r;
+        if (!c || !c->sandbox_id || !c->command_id || !c->outcome ||
+            (!c->argv && c->argc > 0))
+                return fail(s, -EINVAL,
+                            "store_command_insert_ended: sandbox_id, command_id and outcome "
+                            "are required");
+        bind_text(&b, 1, c->sandbox_id);
+        bind_text(&b, 2, c->command_id);
+        bind_command_end(&b, c);
+        r = bind_command_start(s, &b, 16, c, &packed);
+        if (r == 0)
+                r = stmt_exec(s, &b, "recording a command");
+        else
+                stmt_done(b.st);
         free(packed);
         if (r < 0)
                 return r;
@@ -1276,25 +1350,7 @@ int store_command_finish(struct store *s, const struct store_command *c) {
                             "outcome are required");
         bind_text(&b, 1, c->sandbox_id);
         bind_text(&b, 2, c->command_id);
-        bind_int64(&b, 3, c->ended_ms);
-        bind_text(&b, 4, c->outcome);
-        if (c->has_exit_code)
-                bind_int64(&b, 5, c->exit_code);
-        else
-                bind_null(&b, 5);
-        if (c->has_signal)
-                bind_int64(&b, 6, c->signal);
-        else
-                bind_null(&b, 6);
-        bind_double(&b, 7, c->duration);
-        bind_double(&b, 8, c->cpu_seconds);
-        bind_uint64(&b, 9, c->peak_memory_bytes);
-        bind_uint64(&b, 10, c->stdout_bytes);
-        bind_uint64(&b, 11, c->stderr_bytes);
-        bind_int64(&b, 12, c->stdout_truncated != 0);
-        bind_int64(&b, 13, c->stderr_truncated != 0);
-        bind_text(&b, 14, c->limits_hit);
-        bind_text(&b, 15, c->start_error);
+        bind_command_end(&b, c);
         r = stmt_exec(s, &b, "recording a command's end");
         if (r == 0)
                 return fail(s, -ENOENT, "no command %s in sandbox %s", c->command_id,

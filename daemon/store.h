@@ -165,6 +165,13 @@ int store_command_insert(struct store *s, const struct store_command *c, uint64_
  * -ENOENT: no such command. */
 int store_command_finish(struct store *s, const struct store_command *c);
 
+/* Records a command that has already ended, start and end fields in one row: what
+ * store_command_insert and store_command_finish together write, with one statement
+ * instead of two (the daemon records a command that ends within
+ * SBX_RECORD_START_DELAY_MS so). Errors as store_command_insert's. */
+int store_command_insert_ended(struct store *s, const struct store_command *c,
+                               uint64_t *ret_seq);
+
 /* Marks every command of sandbox_id (NULL: of every sandbox) that has no outcome yet as
  * "unknown", ended at ended_ms. Returns the number of commands marked. */
 int store_commands_mark_unknown(struct store *s, const char *sandbox_id, int64_t ended_ms);

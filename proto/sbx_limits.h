@@ -27,6 +27,13 @@
  * daemon killed within this window loses the record of a command whose start no
  * client was told of. */
 #define SBX_RECORD_BATCH_MS 5u
+/* A command whose result is returned whole and that ends within this long is recorded
+ * in one row as it ends; one that runs longer has its start written at the first look
+ * at its output after this long (at most 14 ms in: see SBX_OUTPUT_WATCH_DELAY_MS) and
+ * its end later. A streamed command's start is written at once. So a daemon killed
+ * loses the record of a command begun up to about 20 ms before, which no client had
+ * been told the end of. */
+#define SBX_RECORD_START_DELAY_MS 10u
 /* A connection whose unsent responses exceed this stops being read until they drain. */
 #define SBX_CONN_WRITE_HIGH_WATER_BYTES (8u * 1024u * 1024u)
 #define SBX_CLIENT_NAME_MAX_BYTES 128u

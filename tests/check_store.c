@@ -995,6 +995,80 @@ START_TEST(test_command_finish) {
 }
 END_TEST
 
+/* A command that ended before its start was written is recorded in one statement:
+ * the row is the one that insert + finish write, column for column. */
+START_TEST(test_command_insert_ended) {
+        static const char *const argv[] = {"/bin/echo", "a b", ""};
+        static const char cols[] = "sandbox_id, argv, cwd, caller_uid, caller_pid, client_name, "
+                                   "started_ms, ended_ms, outcome, exit_code, signal, duration, "
+                                   "cpu_seconds, peak_memory_bytes, stdout_bytes, stderr_bytes, "
+                                   "stdout_truncated, stderr_truncated, limits_hit, start_error";
+        char path[128], sql[1024];
+        struct store *s;
+        struct store_command c;
+        uint64_t seq_two = 0, seq_one = 0;
+        int variant;
+
+        tmp_path(path, sizeof(path), "state.db");
+        s = open_ok(path);
+        insert_sandbox(s, "sb", 1000, "ready", 1);
+        for (variant = 0; variant < 2; variant++) {
+                char one[16], two[16];
+
+                snprintf(one, sizeof(one), "one-%d", variant);
+                snprintf(two, sizeof(two), "two-%d", variant);
+                c = finished("sb", two, 3);
+                c.argv = argv;
+                c.argc = 3;
+                c.cwd = "/workspace/sub";
+                c.caller_uid = 1234;
+                c.caller_pid = 99;
+                c.client_name = variant ? NULL : "agent";
+                c.started_ms = 5000;
+                c.cpu_seconds = 0.5;
+                c.peak_memory_bytes = 1u << 20;
+                c.stdout_bytes = 7;
+                c.stderr_truncated = 1;
+                c.limits_hit = variant ? "" : "output";
+                if (variant) {
+                        c.outcome = "start_failed";
+                        c.has_exit_code = 0;
+                        c.has_signal = 1;
+                        c.signal = 9;
+                        c.start_error = "execve /bin/echo: Permission denied";
+                }
+                ck_assert_int_eq(insert_committed(s, &c, &seq_two), 0);
+                ck_assert_int_eq(finish_committed(s, &c), 0);
+                c.command_id = one;
+                ck_assert_int_eq(store_command_insert_ended(s, &c, &seq_one), 0);
+                ck_assert_int_eq(store_commit(s), 0);
+                ck_assert_uint_gt(seq_one, seq_two);
+                snprintf(sql, sizeof(sql),
+                         "SELECT count(*) FROM (SELECT %s FROM commands WHERE command_id = '%s' "
+                         "EXCEPT SELECT %s FROM commands WHERE command_id = '%s')",
+                         cols, one, cols, two);
+                ck_assert_int_eq(raw_int(path, sql), 0);
+                snprintf(sql, sizeof(sql),
+                         "SELECT count(*) FROM commands WHERE command_id IN ('%s', '%s') AND "
+                         "outcome IS NOT NULL AND argv = X'2F62696E2F6563686F006120620000'",
+                         one, two);
+                ck_assert_int_eq(raw_int(path, sql), 2);
+        }
+        /* The errors of store_command_insert. */
+        c.command_id = "one-0";
+        ck_assert_int_eq(store_command_insert_ended(s, &c, NULL), -EEXIST);
+        c.command_id = "fresh";
+        c.sandbox_id = "nope";
+        ck_assert_int_eq(store_command_insert_ended(s, &c, NULL), -ENOENT);
+        c.sandbox_id = "sb";
+        c.outcome = NULL;
+        ck_assert_int_eq(store_command_insert_ended(s, &c, NULL), -EINVAL);
+        ck_assert_int_eq(store_commit(s), 0);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM commands"), 4);
+        store_close(s);
+}
+END_TEST
+
 START_TEST(test_history_paging) {
         char path[128];
         struct store *s;
@@ -1908,6 +1982,7 @@ static Suite *make_suite(void) {
         ADD_TEST(s, test_fileops, 30);
         ADD_TEST(s, test_prune, 30);
         ADD_TEST(s, test_command_batch, 30);
+        ADD_TEST(s, test_command_insert_ended, 30);
         ADD_TEST(s, test_checkpoint_off_loop, 120);
         ADD_TEST(s, test_crash_sigkill, 120);
         ADD_TEST(s, test_fault_malloc_transient, 600);

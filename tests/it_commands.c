@@ -593,6 +593,24 @@ START_TEST(cancel_from_another_client) {
 }
 END_TEST
 
+struct bg_exec {
+        struct it_daemon *d;
+        const char *id;
+        const char *const *argv;
+        enum sbx_code code;
+        struct sbx_result *r;
+};
+
+static void *run_bg_exec(void *arg) {
+        struct bg_exec *b = arg;
+        sbx_client *c = NULL;
+        b->code = sbx_connect(b->d->sock, "itest", &c);
+        if (b->code == SBX_OK)
+                b->r = it_exec(c, b->id, 60000, b->argv);
+        sbx_close(c);
+        return NULL;
+}
+
 START_TEST(daemon_maximum_timeout_and_records) {
         struct it_daemon d;
         const char *flags[] = {"--max-command-timeout", "1", NULL};
@@ -601,13 +619,33 @@ START_TEST(daemon_maximum_timeout_and_records) {
         struct sbx_result *r;
         struct sbx_history *h = NULL;
         const char *argv[] = {"sleep", "5.4321", NULL};
+        struct bg_exec bg;
+        pthread_t th;
         double t0;
 
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         id = it_create(c, NULL);
         t0 = it_now_ms();
-        r = it_exec(c, id, 60000, argv);
+        bg = (struct bg_exec){.d = &d, .id = id, .argv = argv};
+        ck_assert_int_eq(pthread_create(&th, NULL, run_bg_exec, &bg), 0);
+        /* A running command is in the records within milliseconds (SBX_RECORD_START_DELAY_MS
+         * and a batch), long before it ends. */
+        for (;;) {
+                ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
+                if (h->n == 1)
+                        break;
+                ck_assert_double_lt(it_now_ms() - t0, 800);
+                sbx_history_free(h);
+                usleep(10000);
+        }
+        ck_assert_int_eq(h->v[0].outcome, SBX_OUTCOME_UNSPECIFIED);
+        ck_assert_int_eq(h->v[0].ended_unix_ms, 0);
+        ck_assert_str_eq(h->v[0].argv.v[0], "sleep");
+        sbx_history_free(h);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_int_eq(bg.code, SBX_OK);
+        r = bg.r;
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
         ck_assert_double_lt(it_now_ms() - t0, 3000);
         sbx_result_free(r);
