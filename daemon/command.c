@@ -696,8 +696,10 @@ static void on_drained(uv_timer_t *t) {
 static void maybe_finish(struct command *cmd) {
         if (cmd->finished || !(cmd->exited || cmd->start_failed))
                 return;
-        /* What the pipes hold now; at their end they close. */
-        drain_now(cmd);
+        /* What the pipes hold now; at their end they close. (A streamed command's pipes
+         * are on the loop, which reads them as its client makes room.) */
+        if (!cmd->stream)
+                drain_now(cmd);
         if (!cmd->out[0].open && !cmd->out[1].open) {
                 finish(cmd);
                 return;

@@ -287,6 +287,11 @@ START_TEST(default_open_files_limit) {
         sbx_client *c;
         char *id;
 
+        if (getenv("SBX_VALGRIND")) {
+                /* valgrind keeps RLIMIT_NOFILE to itself: a daemon it runs sees 12 fewer. */
+                fprintf(stderr, "default_open_files_limit: not checked under valgrind\n");
+                return;
+        }
         /* A soft limit below the hard one (this test runs in a process of its own). */
         ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
         if (rl.rlim_cur > 512) {
@@ -805,7 +810,18 @@ START_TEST(limit_events_not_charged_to_neighbours) {
                 struct sbx_result *rr = it_exec(cc, id, 20000, sl);
                 _exit(rr->outcome == SBX_OUTCOME_EXITED && !has_hit(rr, "processes") ? 0 : 1);
         }
-        usleep(400000);
+        /* The neighbour runs (it is in the records) before the bomb starts: a slow
+         * daemon (valgrind) would otherwise start it after the bomb filled the group. */
+        for (;;) {
+                struct sbx_history *h = NULL;
+                size_t n;
+                ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
+                n = h->n;
+                sbx_history_free(h);
+                if (n > 0)
+                        break;
+                usleep(20000);
+        }
         r = it_sh(c, id, 20000, "for i in $(seq 40); do sleep 1 & done; wait");
         sbx_result_free(r);
         ck_assert_int_eq(waitpid(kid, &st, 0), kid);
