@@ -2029,10 +2029,11 @@ no:
         return 0;
 }
 
-/* Warm sandboxes of a daemon that died went with it (they had no adoption socket):
- * removes their state directories (their cgroups go with every other unused group,
- * remove_if_stale). */
-static void remove_warm_leftovers(struct sbxd *d) {
+/* At start-up, removes the state directories no sandbox record owns: those of warm
+ * sandboxes of a daemon that died (they went with it: no adoption socket), and any
+ * other a crash left between making or renaming a directory and recording it (a claim
+ * renames first). Their cgroups go with every other unused group (remove_if_stale). */
+static void remove_unrecorded_dirs(struct sbxd *d) {
         char path[SBX_PATH_MAX_BYTES + 16];
         DIR *dir;
         struct dirent *de;
@@ -2042,8 +2043,15 @@ static void remove_warm_leftovers(struct sbxd *d) {
         while (dir && (de = readdir(dir))) {
                 char ws[SBX_PATH_MAX_BYTES + 300];
                 char *later;
-                if (strncmp(de->d_name, "~warm-", 6) != 0)
+                if (de->d_name[0] == '.')
                         continue;
+                if (strncmp(de->d_name, "~warm-", 6) != 0) {
+                        if (store_sandbox_exists(d->store, de->d_name) != 0)
+                                continue; /* recorded (or the store cannot say: kept) */
+                        log_notice("sbx=%s: removing its state directory, which has no record "
+                                   "(a create cut short by a crash)",
+                                   de->d_name);
+                }
                 snprintf(ws, sizeof(ws), "%s/%s/workspace", path, de->d_name);
                 later = remove_sandbox_dir(d, de->d_name, ws, 0);
                 if (later)
@@ -2302,7 +2310,7 @@ int sandbox_recover(struct sbxd *d) {
         size_t i;
         int r, adopted = 0;
 
-        remove_warm_leftovers(d);
+        remove_unrecorded_dirs(d);
         r = store_sandbox_foreach(d->store, 1, 0, 0, 0, collect_orphan, &l);
         for (i = 0; i < l.n; i++) {
                 struct orphan *x = &l.v[i];
