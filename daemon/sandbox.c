@@ -1896,6 +1896,20 @@ static void warm_give_up_one(struct sbxtab *t) {
 
 /* Returns 1 when a warm sandbox was claimed for the request (cb answers it), 0 when none
  * matches, -errno (with err) when the claim failed and the request should fail. */
+/* Whether a warm sandbox's init has gone in a way the loop has not handled yet (its
+ * pidfd or channel says so): a claim passes over it. */
+static int init_gone(const struct sandbox *sb) {
+        struct pollfd p[2] = {{.fd = sb->chan_fd, .events = 0},
+                              {.fd = sb->init_pidfd, .events = POLLIN}};
+        nfds_t n = sb->init_pidfd >= 0 ? 2 : 1;
+
+        if (sb->chan_fd < 0)
+                return 1;
+        if (poll(p, n, 0) <= 0)
+                return 0;
+        return (p[0].revents & (POLLHUP | POLLERR)) || (n == 2 && (p[1].revents & POLLIN));
+}
+
 static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, size_t packed_len,
                       const struct caller *caller, sandbox_ready_cb cb, void *ud, char *err,
                       size_t errlen) {
@@ -1921,7 +1935,8 @@ static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, s
         r = request_key(d, spec, &key, &key_len);
         for (sb = r == 0 ? t->all : NULL; sb; sb = sb->next)
                 if (sb->warm && sb->state == SBX__V1__SANDBOX_STATE__READY && !sb->ending &&
-                    sb->setup_key_len == key_len && memcmp(sb->setup_key, key, key_len) == 0)
+                    sb->setup_key_len == key_len && memcmp(sb->setup_key, key, key_len) == 0 &&
+                    !init_gone(sb))
                         break;
         free(key);
         if (!sb)

@@ -485,6 +485,79 @@ static int wait_warm_ready(const struct it_daemon *d, int want) {
         return log_count(d, ": warm and ready");
 }
 
+/* The init pids of the warm sandboxes that became ready, from the log; returns how many
+ * (at most max). */
+static int warm_init_pids(const struct it_daemon *d, pid_t *pids, int max) {
+        char line[2048];
+        FILE *f = fopen(d->log, "re");
+        int n = 0;
+        while (f && n < max && fgets(line, sizeof(line), f)) {
+                const char *p = strstr(line, ": warm and ready (init pid ");
+                if (p)
+                        pids[n++] = (pid_t)atoi(p + strlen(": warm and ready (init pid "));
+        }
+        if (f)
+                fclose(f);
+        return n;
+}
+
+/* Whether process pid has exited (gone, or a zombie: its descriptors are closed). */
+static int exited(pid_t pid) {
+        char path[64], buf[512];
+        const char *p;
+        FILE *f;
+        size_t n;
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 1;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        p = strrchr(buf, ')');
+        return !p || p[1] == '\0' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* A warm sandbox whose init died just before a create is passed over: the create
+ * succeeds (cold, or with another warm one) whether or not the loop has handled the
+ * death yet (a claim looks at the init's pidfd and channel first). */
+START_TEST(warm_pool_dead_init_not_claimed) {
+        const char *flags[] = {"--warm", "2", NULL};
+        const char *hostname[] = {"hostname", NULL};
+        struct sbx_create_opts o;
+        struct it_daemon d;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_result *r;
+        pid_t pids[2];
+        sbx_client *c;
+        int i;
+
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(wait_warm_ready(&d, 2), 2);
+        ck_assert_int_eq(warm_init_pids(&d, pids, 2), 2);
+        c = it_connect(&d);
+        for (i = 0; i < 2; i++) {
+                ck_assert_int_gt(pids[i], 1);
+                ck_assert_int_eq(kill(pids[i], SIGKILL), 0); /* started by this test's daemon */
+        }
+        for (i = 0; i < 2; i++)
+                while (!exited(pids[i]))
+                        usleep(1000);
+        sbx_create_opts_init(&o);
+        o.id = "after-death";
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "create: %s", sbx_error_message(c));
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        sbx_sandbox_free(sb);
+        r = it_exec(c, "after-death", 10000, hostname);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_str_eq((char *)r->stdout_data, "after-death\n");
+        sbx_result_free(r);
+        ck_assert_int_eq(sbx_terminate(c, "after-death", NULL), SBX_OK);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* --warm: sandboxes of the default policy wait set up; a matching create claims one and
  * it is the client's in every way (id as host name, its state directory, record,
  * limits, re-adoption), other policies are created as before, and nothing of the pool
@@ -930,6 +1003,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, sigkill_with_running_work);
         tcase_add_test(tc, reply_implies_record);
         tcase_add_test(tc, warm_pool);
+        tcase_add_test(tc, warm_pool_dead_init_not_claimed);
         tcase_add_test(tc, warm_pool_at_capacity);
         tcase_add_test(tc, readoption_after_sigkill);
         tcase_add_test(tc, keep_sandboxes_on_sigterm);
