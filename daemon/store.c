@@ -1278,8 +1278,10 @@ static void bind_command_end(struct binder *b, const struct store_command *c) {
         bind_text(b, 15, c->start_error);
 }
 
-int store_command_insert(struct store *s, const struct store_command *c, uint64_t *ret_seq) {
-        struct binder b = stmt_begin(s, ST_CMD_INSERT);
+/* One row for c: its start fields, and its end fields too when ended. */
+static int insert_command(struct store *s, const struct store_command *c, int ended,
+                          uint64_t *ret_seq) {
+        struct binder b = stmt_begin(s, ended ? ST_CMD_INSERT_ENDED : ST_CMD_INSERT);
         char *packed = NULL;
         int r;
 
@@ -1287,12 +1289,16 @@ int store_command_insert(struct store *s, const struct store_command *c, uint64_
         r = batch_join(s);
         if (r < 0)
                 return r;
-        if (!c || !c->sandbox_id || !c->command_id || (!c->argv && c->argc > 0))
-                return fail(s, -EINVAL,
-                            "store_command_insert: sandbox_id and command_id are required");
+        if (!c || !c->sandbox_id || !c->command_id || (!c->argv && c->argc > 0) ||
+            (ended && !c->outcome))
+                return fail(s, -EINVAL, "recording a command: sandbox_id and command_id%s are "
+                                        "required",
+                            ended ? " and outcome" : "");
         bind_text(&b, 1, c->sandbox_id);
         bind_text(&b, 2, c->command_id);
-        r = bind_command_start(s, &b, 3, c, &packed);
+        if (ended)
+                bind_command_end(&b, c);
+        r = bind_command_start(s, &b, ended ? 16 : 3, c, &packed);
         if (r == 0)
                 r = stmt_exec(s, &b, "recording a command");
         else
@@ -1305,35 +1311,13 @@ int store_command_insert(struct store *s, const struct store_command *c, uint64_
         return 0;
 }
 
+int store_command_insert(struct store *s, const struct store_command *c, uint64_t *ret_seq) {
+        return insert_command(s, c, 0, ret_seq);
+}
+
 int store_command_insert_ended(struct store *s, const struct store_command *c,
                                uint64_t *ret_seq) {
-        struct binder b = stmt_begin(s, ST_CMD_INSERT_ENDED);
-        char *packed = NULL;
-        int r;
-
-        error_clear(s);
-        r = batch_join(s);
-        if (r < 0)
-                return r;
-        if (!c || !c->sandbox_id || !c->command_id || !c->outcome ||
-            (!c->argv && c->argc > 0))
-                return fail(s, -EINVAL,
-                            "store_command_insert_ended: sandbox_id, command_id and outcome "
-                            "are required");
-        bind_text(&b, 1, c->sandbox_id);
-        bind_text(&b, 2, c->command_id);
-        bind_command_end(&b, c);
-        r = bind_command_start(s, &b, 16, c, &packed);
-        if (r == 0)
-                r = stmt_exec(s, &b, "recording a command");
-        else
-                stmt_done(b.st);
-        free(packed);
-        if (r < 0)
-                return r;
-        if (ret_seq)
-                *ret_seq = (uint64_t)sqlite3_last_insert_rowid(s->db);
-        return 0;
+        return insert_command(s, c, 1, ret_seq);
 }
 
 int store_command_finish(struct store *s, const struct store_command *c) {
