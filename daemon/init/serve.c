@@ -255,6 +255,8 @@ static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
                 rl[i].resource = l->resource;
                 rl[i].soft = l->has_soft ? l->soft : UINT64_MAX;
                 rl[i].hard = l->has_hard ? l->hard : own_hard_limit(l->resource);
+                if (!l->has_hard && rl[i].soft > rl[i].hard)
+                        rl[i].soft = rl[i].hard; /* never above the limit it keeps */
         }
         if (err) {
                 send_start_failed(s->command_id, err, text);
