@@ -893,10 +893,16 @@ void store_checkpoint_begin(struct store *s) {
 int store_checkpoint_run(struct store *s) {
         int rc = sqlite3_wal_checkpoint_v2(s->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
                                            &s->ckpt_result);
-        if (rc == SQLITE_OK || rc == SQLITE_BUSY) /* BUSY: the loop's own was running */
+        if (rc == SQLITE_OK)
+                return s->ckpt_result > 0 ? s->ckpt_result : 0;
+        if (rc == SQLITE_BUSY) /* the loop's own was running */
                 return 0;
         return sqlite_to_errno(s->ckpt_db, rc, "checkpoint", s->ckpt_error,
                                sizeof(s->ckpt_error));
+}
+
+int store_wal_frames(const struct store *s) {
+        return s->wal_frames;
 }
 
 const char *store_checkpoint_end(struct store *s, int r) {

@@ -143,13 +143,16 @@ int store_pending(const struct store *s);
 /* Checkpoints off the loop. store_checkpoint_wanted says 1 when the WAL has grown long
  * enough and none is running; the loop then calls store_checkpoint_begin, runs
  * store_checkpoint_run on another thread (it touches nothing else of s, and the loop
- * may go on using s meanwhile, but not close it), and calls store_checkpoint_end with
- * what it returned (0 or -errno): NULL, or the text of the failure. A failed
- * checkpoint loses nothing: the WAL keeps the records. */
+ * may go on using s meanwhile, but not close it; it returns how many of the WAL's
+ * frames are in the database now, or -errno), and calls store_checkpoint_end with what
+ * it returned: NULL, or the text of the failure. A failed checkpoint loses nothing:
+ * the WAL keeps the records. store_wal_frames: the WAL's length after the last commit
+ * (0 when the loop's connection checkpoints as SQLite does by default). */
 int store_checkpoint_wanted(const struct store *s);
 void store_checkpoint_begin(struct store *s);
 int store_checkpoint_run(struct store *s);
 const char *store_checkpoint_end(struct store *s, int r);
+int store_wal_frames(const struct store *s);
 
 /* How many batches were lost since the last call without their loss being returned by
  * store_commit (their commit failed inside another write, or an earlier error rolled
