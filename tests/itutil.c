@@ -127,6 +127,11 @@ static void spawn(struct it_daemon *d, const char *const *extra) {
                         args[n++] = strdup(*extra++);
                 args[n] = NULL;
                 int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                /* A process group of its own: Check SIGKILLs the test's group when the
+                 * test ends, which on a failed test (no it_daemon_stop) would kill the
+                 * daemon with its sandboxes' cgroups still there. It gets SIGTERM
+                 * instead (below) and ends them; the teardown waits for it. */
+                setpgid(0, 0);
                 prctl(PR_SET_PDEATHSIG, SIGTERM);
                 if (getppid() != parent)
                         _exit(127);
