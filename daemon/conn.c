@@ -224,17 +224,9 @@ static void write_batch(struct write_req *first, unsigned n) {
         }
 failed:
         if (r < 0) {
-                /* Closed meanwhile (the replies are dropped), or the write failed. */
-                while (first) {
-                        w = first->next;
-                        c->write_queued_bytes -= first->len;
-                        free(first->buf);
-                        free(first);
-                        first = w;
-                }
-                conn_close(c);
-                while (n-- > 0)
-                        conn_unref(c);
+                /* Closed meanwhile (the replies are dropped), or the write failed: the
+                 * batch ends as a failed write does, closing the connection. */
+                batch_written(first, r);
                 return;
         }
         if (c->shutdown_wanted && c->held == 0)
