@@ -1200,19 +1200,22 @@ static int take_init_packet(struct sandbox *sb) {
         return 1;
 }
 
-void sandbox_take_init_messages(struct sandbox *sb) {
-        int budget = 64;
-        /* End of stream is left to on_chan, which polls the channel. */
-        while (budget-- > 0 && sb->chan_fd >= 0 && !sb->ending && take_init_packet(sb) > 0)
+/* Takes up to budget messages init has sent, without waiting; at the end of the stream
+ * it stops (on_chan, which polls the channel, handles that). */
+static void take_sent(struct sandbox *sb, int budget) {
+        while (sb->chan_fd >= 0 && budget-- > 0 && take_init_packet(sb) > 0)
                 ;
+}
+
+void sandbox_take_init_messages(struct sandbox *sb) {
+        if (!sb->ending)
+                take_sent(sb, 64);
 }
 
 /* Takes every message init sent before it went away (exits of commands that ended
  * just before the sandbox, Ready with the reason of a failed setup), without waiting. */
 static void drain_init_channel(struct sandbox *sb) {
-        int budget = 4096;
-        while (sb->chan_fd >= 0 && budget-- > 0 && take_init_packet(sb) > 0)
-                ;
+        take_sent(sb, 4096);
 }
 
 static void on_chan(uv_poll_t *h, int status, int events) {
