@@ -413,16 +413,20 @@ static int output_piling_up(const struct command *cmd) {
  * waiting, and is read first. */
 static void on_watch_due(uv_timer_t *t) {
         struct command *cmd = t->data;
+        uint64_t ran_ns;
+        int piling;
+
         if (!cmd->exited && !cmd->finished)
                 sandbox_take_init_messages(cmd->sb);
         if (cmd->exited || cmd->finished)
                 return;
-        /* Running for SBX_RECORD_START_DELAY_MS: its start is recorded now (also when
-         * its pipes are watched from now on: there is no later look). */
-        if (uv_hrtime() - cmd->start_hr >= (uint64_t)SBX_RECORD_START_DELAY_MS * 1000000u)
+        piling = output_piling_up(cmd);
+        ran_ns = uv_hrtime() - cmd->start_hr;
+        /* Running for SBX_RECORD_START_DELAY_MS, or its pipes watched from now on (there
+         * is no later look): its start is recorded now. */
+        if (piling || ran_ns >= (uint64_t)SBX_RECORD_START_DELAY_MS * 1000000u)
                 record_start(cmd);
-        if (output_piling_up(cmd)) {
-                record_start(cmd);
+        if (piling) {
                 watch_output(cmd);
                 return;
         }
@@ -664,7 +668,6 @@ static void finish(struct command *cmd) {
                            : store_command_insert_ended(sb->d->store, &sc, NULL)) < 0)
                 log_err("sbx=%s cmd=%s: cannot record its result: %s", sb->id, cmd->id,
                         store_last_error(sb->d->store));
-        cmd->recorded = 1;
         log_debug("sbx=%s cmd=%s: %s", sb->id, cmd->id, sc.outcome);
 
         if (cmd->started || cmd->start_failed || cmd->exited)
