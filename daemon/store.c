@@ -280,7 +280,6 @@ struct store {
         int ckpt_running;
         int wal_frames;  /* in the WAL after the last commit */
         int ckpt_frames; /* of them copied into the database by the last checkpoint */
-        int ckpt_result; /* what store_checkpoint_run found copied */
         char ckpt_error[STORE_ERROR_BYTES];
 };
 
@@ -885,16 +884,16 @@ int store_checkpoint_wanted(const struct store *s) {
 
 void store_checkpoint_begin(struct store *s) {
         s->ckpt_running = 1;
-        s->ckpt_result = 0;
         s->ckpt_error[0] = '\0';
 }
 
-/* On the checkpointing thread: touches ckpt_db, ckpt_result and ckpt_error alone. */
+/* On the checkpointing thread: touches ckpt_db and ckpt_error alone. */
 int store_checkpoint_run(struct store *s) {
+        int copied = 0;
         int rc = sqlite3_wal_checkpoint_v2(s->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
-                                           &s->ckpt_result);
+                                           &copied);
         if (rc == SQLITE_OK)
-                return s->ckpt_result > 0 ? s->ckpt_result : 0;
+                return copied > 0 ? copied : 0;
         if (rc == SQLITE_BUSY) /* the loop's own was running */
                 return 0;
         return sqlite_to_errno(s->ckpt_db, rc, "checkpoint", s->ckpt_error,
@@ -912,8 +911,8 @@ const char *store_checkpoint_end(struct store *s, int r) {
                 s->ckpt_frames = s->wal_frames;
                 return s->ckpt_error;
         }
-        if (s->ckpt_result > s->ckpt_frames)
-                s->ckpt_frames = s->ckpt_result;
+        if (r > s->ckpt_frames)
+                s->ckpt_frames = r;
         return NULL;
 }
 
