@@ -323,6 +323,11 @@ int main(int argc, char **argv) {
                 log_err("cannot examine cgroups: %s", strerror(-r));
                 goto out;
         }
+        for (int i = 0; i < CG_N; i++)
+                if (D.cgroups->base[i])
+                        log_debug("cgroups under %s", D.cgroups->base[i]);
+        if (D.cgroups->v2_base)
+                log_debug("cgroups under %s", D.cgroups->v2_base);
         detect_features(&D);
         /* A cgroup per command lets a timeout kill everything the command started, but
          * on cgroup v1 every move into one waits for an RCU grace period (milliseconds

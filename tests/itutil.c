@@ -7,6 +7,8 @@
 #include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -53,6 +55,49 @@ static void record_pid(pid_t pid) {
         }
 }
 
+/* Removes the group tree at path, depth first, killing the processes still in it (the
+ * sandboxes of a daemon of this test case: ours). */
+static int remove_group(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        char procs[PATH_MAX];
+        int i, pid;
+        FILE *f;
+
+        if (flag != FTW_DP)
+                return 0;
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", path);
+        for (i = 0; i < 40 && rmdir(path) < 0 && errno == EBUSY; i++) {
+                f = fopen(procs, "re");
+                while (f && fscanf(f, "%d", &pid) == 1)
+                        kill(pid, SIGKILL);
+                if (f)
+                        fclose(f);
+                usleep(50000);
+        }
+        if (access(path, F_OK) == 0)
+                fprintf(stderr, "itutil: cannot remove the cgroup %s\n", path);
+        return 0;
+}
+
+/* A daemon that a failed test SIGKILLed (it_daemon_kill) leaves its cgroups; each
+ * daemon logs where it makes them ("cgroups under PATH"). */
+static void remove_test_cgroups(void) {
+        char cmd[400], path[PATH_MAX + 32];
+        FILE *p;
+
+        snprintf(cmd, sizeof(cmd),
+                 "cat '%s'/d.*/sbxd.log 2>/dev/null | sed -n 's/.*sbxd: cgroups under //p' | "
+                 "sort -u",
+                 base_dir);
+        p = popen(cmd, "re");
+        while (p && fgets(path, sizeof(path), p)) {
+                path[strcspn(path, "\n")] = '\0';
+                if (path[0] == '/' && access(path, F_OK) == 0)
+                        nftw(path, remove_group, 16, FTW_DEPTH | FTW_PHYS);
+        }
+        if (p)
+                pclose(p);
+}
+
 void it_fixture_teardown(void) {
         char p[300], cmd[400];
         FILE *f;
@@ -83,6 +128,7 @@ void it_fixture_teardown(void) {
         }
         if (f)
                 fclose(f);
+        remove_test_cgroups();
         if (getenv("SBX_KEEP_TEST_DIRS")) {
                 fprintf(stderr, "itutil: kept %s\n", base_dir);
                 return;
