@@ -486,6 +486,7 @@ static void start_fields(const struct command *cmd, struct store_command *sc) {
         sc->caller_pid = cmd->caller_pid;
         sc->client_name = cmd->client_name;
         sc->started_ms = cmd->started_ms;
+        sc->seq = cmd->num;
 }
 
 /* Writes the record of cmd's start (it joins the batch, committed before any reply or
@@ -499,7 +500,7 @@ static void record_start(struct command *cmd) {
                 return;
         cmd->recorded = 1;
         start_fields(cmd, &sc);
-        if (store_command_insert(st, &sc, NULL) < 0)
+        if (store_command_insert(st, &sc) < 0)
                 log_err("sbx=%s cmd=%s: cannot record it: %s", cmd->sb->id, cmd->id,
                         store_last_error(st));
 }
@@ -665,7 +666,7 @@ static void finish(struct command *cmd) {
         sc.limits_hit = limits_hit;
         sc.start_error = cmd->start_error;
         if ((cmd->recorded ? store_command_finish(sb->d->store, &sc)
-                           : store_command_insert_ended(sb->d->store, &sc, NULL)) < 0)
+                           : store_command_insert_ended(sb->d->store, &sc)) < 0)
                 log_err("sbx=%s cmd=%s: cannot record its result: %s", sb->id, cmd->id,
                         store_last_error(sb->d->store));
         log_debug("sbx=%s cmd=%s: %s", sb->id, cmd->id, sc.outcome);

@@ -2171,9 +2171,13 @@ static int is_sbx_init(pid_t pid) {
         return n >= 8 && strncmp(buf, "sbx-init", 8) == 0;
 }
 
+/* The highest command number of a sandbox's records: its seq, or the N of its c-N
+ * (records from before schema 3 were numbered anew, in their order). */
 static int count_commands(const struct store_command *c, void *ud) {
         uint64_t *max = ud;
         uint64_t n;
+        if (c->seq > *max)
+                *max = c->seq;
         if (c->command_id && sscanf(c->command_id, "c-%" SCNu64, &n) == 1 && n > *max)
                 *max = n;
         return 0;

@@ -120,6 +120,45 @@ static const char *const migrations[] = {
          * commands (only recovery looks for them, through the (sandbox_id, command_id)
          * index or a scan). */
         "DROP INDEX commands_unfinished;",
+        /* 2 -> 3: a command record writes two pages instead of four. One index,
+         * (sandbox, number within the sandbox), serves history, the end of a command and
+         * recovery alike; rows are appended in the order they come (no AUTOINCREMENT
+         * counter to update, no command_id index). seq becomes the number within the
+         * sandbox (the N of c-N for the commands the daemon numbered); older records are
+         * numbered in their old order. (Keyed by that pair WITHOUT ROWID, a record wrote
+         * 1.7 pages but took longer: rows landing mid-tree rebalance full pages.) */
+        "CREATE TABLE commands_v3 ("
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  seq INTEGER NOT NULL,"
+        "  command_id TEXT NOT NULL,"
+        "  argv BLOB NOT NULL,"
+        "  cwd TEXT,"
+        "  caller_uid INTEGER NOT NULL,"
+        "  caller_pid INTEGER NOT NULL,"
+        "  client_name TEXT,"
+        "  started_ms INTEGER NOT NULL,"
+        "  ended_ms INTEGER NOT NULL DEFAULT 0,"
+        "  outcome TEXT,"
+        "  exit_code INTEGER,"
+        "  signal INTEGER,"
+        "  duration REAL NOT NULL DEFAULT 0,"
+        "  cpu_seconds REAL NOT NULL DEFAULT 0,"
+        "  peak_memory_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stdout_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stderr_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stdout_truncated INTEGER NOT NULL DEFAULT 0,"
+        "  stderr_truncated INTEGER NOT NULL DEFAULT 0,"
+        "  limits_hit TEXT,"
+        "  start_error TEXT,"
+        "  UNIQUE (sandbox_id, seq)"
+        ");"
+        "INSERT INTO commands_v3 SELECT sandbox_id, "
+        "  row_number() OVER (PARTITION BY sandbox_id ORDER BY seq), command_id, argv, cwd, "
+        "  caller_uid, caller_pid, client_name, started_ms, ended_ms, outcome, exit_code, "
+        "  signal, duration, cpu_seconds, peak_memory_bytes, stdout_bytes, stderr_bytes, "
+        "  stdout_truncated, stderr_truncated, limits_hit, start_error FROM commands;"
+        "DROP TABLE commands;"
+        "ALTER TABLE commands_v3 RENAME TO commands;",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,
@@ -233,20 +272,20 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_SB_LIST_LIVE_OWNER] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE owner_uid = ?4 "
                                   "AND state IN " LIVE_STATES " AND" SB_LIST_TAIL,
         [ST_CMD_INSERT] = "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
-                          "caller_pid, client_name, started_ms) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                          "caller_pid, client_name, started_ms, seq) "
+                          "VALUES (?1, ?2, ?4, ?5, ?6, ?7, ?8, ?9, ?3)",
         [ST_CMD_INSERT_ENDED] =
                 "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
                 "caller_pid, client_name, started_ms, ended_ms, outcome, exit_code, signal, "
                 "duration, cpu_seconds, peak_memory_bytes, stdout_bytes, stderr_bytes, "
-                "stdout_truncated, stderr_truncated, limits_hit, start_error) "
-                "VALUES (?1, ?2, ?16, ?17, ?18, ?19, ?20, ?21, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                "?11, ?12, ?13, ?14, ?15)",
-        [ST_CMD_FINISH] = "UPDATE commands SET ended_ms = ?3, outcome = ?4, exit_code = ?5, "
-                          "signal = ?6, duration = ?7, cpu_seconds = ?8, peak_memory_bytes = ?9, "
-                          "stdout_bytes = ?10, stderr_bytes = ?11, stdout_truncated = ?12, "
-                          "stderr_truncated = ?13, limits_hit = ?14, start_error = ?15 "
-                          "WHERE sandbox_id = ?1 AND command_id = ?2",
+                "stdout_truncated, stderr_truncated, limits_hit, start_error, seq) "
+                "VALUES (?1, ?2, ?17, ?18, ?19, ?20, ?21, ?22, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                "?11, ?12, ?13, ?14, ?15, ?16, ?3)",
+        [ST_CMD_FINISH] = "UPDATE commands SET ended_ms = ?4, outcome = ?5, exit_code = ?6, "
+                          "signal = ?7, duration = ?8, cpu_seconds = ?9, peak_memory_bytes = ?10, "
+                          "stdout_bytes = ?11, stderr_bytes = ?12, stdout_truncated = ?13, "
+                          "stderr_truncated = ?14, limits_hit = ?15, start_error = ?16 "
+                          "WHERE sandbox_id = ?1 AND seq = ?3 AND command_id = ?2",
         [ST_CMD_MARK_ONE] = "UPDATE commands SET outcome = 'unknown', ended_ms = ?2 "
                             "WHERE sandbox_id = ?1 AND outcome IS NULL",
         [ST_CMD_MARK_ALL] = "UPDATE commands SET outcome = 'unknown', ended_ms = ?2 "
@@ -1242,8 +1281,13 @@ static int argv_pack(const char *const *argv, size_t argc, char **ret, size_t *r
         return 0;
 }
 
-/* Binds the start fields of c at first, first + 1, ... (sandbox_id and command_id
- * excluded) in the order of ST_CMD_INSERT; *packed gets the packed argv to free. */
+/* The three command statements bind sandbox_id, command_id and seq at 1, 2, 3, the end
+ * fields at 4..16 and the start fields after them (at 4 when there are no end fields). */
+#define CMD_END_FIRST 4
+#define CMD_END_LAST 16
+
+/* Binds the start fields of c at first, first + 1, ... in the order of ST_CMD_INSERT;
+ * *packed gets the packed argv to free. */
 static int bind_command_start(struct store *s, struct binder *b, int first,
                               const struct store_command *c, char **packed) {
         size_t packed_len = 0;
@@ -1260,32 +1304,48 @@ static int bind_command_start(struct store *s, struct binder *b, int first,
         return 0;
 }
 
-/* Binds the end fields of c at 3..15, in the order of ST_CMD_FINISH. */
+/* Binds the end fields of c at CMD_END_FIRST..CMD_END_LAST, in the order of
+ * ST_CMD_FINISH. */
 static void bind_command_end(struct binder *b, const struct store_command *c) {
-        bind_int64(b, 3, c->ended_ms);
-        bind_text(b, 4, c->outcome);
+        int i = CMD_END_FIRST;
+
+        bind_int64(b, i++, c->ended_ms);
+        bind_text(b, i++, c->outcome);
         if (c->has_exit_code)
-                bind_int64(b, 5, c->exit_code);
+                bind_int64(b, i++, c->exit_code);
         else
-                bind_null(b, 5);
+                bind_null(b, i++);
         if (c->has_signal)
-                bind_int64(b, 6, c->signal);
+                bind_int64(b, i++, c->signal);
         else
-                bind_null(b, 6);
-        bind_double(b, 7, c->duration);
-        bind_double(b, 8, c->cpu_seconds);
-        bind_uint64(b, 9, c->peak_memory_bytes);
-        bind_uint64(b, 10, c->stdout_bytes);
-        bind_uint64(b, 11, c->stderr_bytes);
-        bind_int64(b, 12, c->stdout_truncated != 0);
-        bind_int64(b, 13, c->stderr_truncated != 0);
-        bind_text(b, 14, c->limits_hit);
-        bind_text(b, 15, c->start_error);
+                bind_null(b, i++);
+        bind_double(b, i++, c->duration);
+        bind_double(b, i++, c->cpu_seconds);
+        bind_uint64(b, i++, c->peak_memory_bytes);
+        bind_uint64(b, i++, c->stdout_bytes);
+        bind_uint64(b, i++, c->stderr_bytes);
+        bind_int64(b, i++, c->stdout_truncated != 0);
+        bind_int64(b, i++, c->stderr_truncated != 0);
+        bind_text(b, i++, c->limits_hit);
+        bind_text(b, i, c->start_error);
+        _Static_assert(CMD_END_LAST - CMD_END_FIRST == 12, "thirteen end fields");
+}
+
+/* Binds what identifies c's record at 1, 2, 3. Fails when c lacks it. */
+static int bind_command_key(struct store *s, struct binder *b, const struct store_command *c,
+                            const char *what) {
+        if (!c || !c->sandbox_id || !c->command_id || c->seq == 0 || c->seq > INT64_MAX)
+                return fail(s, -EINVAL, "%s: sandbox_id, command_id and a seq from 1 are "
+                                        "required",
+                            what);
+        bind_text(b, 1, c->sandbox_id);
+        bind_text(b, 2, c->command_id);
+        bind_int64(b, 3, (int64_t)c->seq);
+        return 0;
 }
 
 /* One row for c: its start fields, and its end fields too when ended. */
-static int insert_command(struct store *s, const struct store_command *c, int ended,
-                          uint64_t *ret_seq) {
+static int insert_command(struct store *s, const struct store_command *c, int ended) {
         struct binder b = stmt_begin(s, ended ? ST_CMD_INSERT_ENDED : ST_CMD_INSERT);
         char *packed = NULL;
         int r;
@@ -1294,35 +1354,31 @@ static int insert_command(struct store *s, const struct store_command *c, int en
         r = batch_join(s);
         if (r < 0)
                 return r;
-        if (!c || !c->sandbox_id || !c->command_id || (!c->argv && c->argc > 0) ||
-            (ended && !c->outcome))
-                return fail(s, -EINVAL, "recording a command: sandbox_id and command_id%s are "
-                                        "required",
-                            ended ? " and outcome" : "");
-        bind_text(&b, 1, c->sandbox_id);
-        bind_text(&b, 2, c->command_id);
+        r = bind_command_key(s, &b, c, "recording a command");
+        if (r == 0 && ((!c->argv && c->argc > 0) || (ended && !c->outcome)))
+                r = fail(s, -EINVAL, "recording a command: %s", ended ? "an outcome is required"
+                                                                    : "argv is missing");
+        if (r < 0) {
+                stmt_done(b.st);
+                return r;
+        }
         if (ended)
                 bind_command_end(&b, c);
-        r = bind_command_start(s, &b, ended ? 16 : 3, c, &packed);
+        r = bind_command_start(s, &b, ended ? CMD_END_LAST + 1 : CMD_END_FIRST, c, &packed);
         if (r == 0)
                 r = stmt_exec(s, &b, "recording a command");
         else
                 stmt_done(b.st);
         free(packed);
-        if (r < 0)
-                return r;
-        if (ret_seq)
-                *ret_seq = (uint64_t)sqlite3_last_insert_rowid(s->db);
-        return 0;
+        return r < 0 ? r : 0;
 }
 
-int store_command_insert(struct store *s, const struct store_command *c, uint64_t *ret_seq) {
-        return insert_command(s, c, 0, ret_seq);
+int store_command_insert(struct store *s, const struct store_command *c) {
+        return insert_command(s, c, 0);
 }
 
-int store_command_insert_ended(struct store *s, const struct store_command *c,
-                               uint64_t *ret_seq) {
-        return insert_command(s, c, 1, ret_seq);
+int store_command_insert_ended(struct store *s, const struct store_command *c) {
+        return insert_command(s, c, 1);
 }
 
 int store_command_finish(struct store *s, const struct store_command *c) {
@@ -1333,17 +1389,18 @@ int store_command_finish(struct store *s, const struct store_command *c) {
         r = batch_join(s);
         if (r < 0)
                 return r;
-        if (!c || !c->sandbox_id || !c->command_id || !c->outcome)
-                return fail(s, -EINVAL,
-                            "store_command_finish: sandbox_id, command_id and "
-                            "outcome are required");
-        bind_text(&b, 1, c->sandbox_id);
-        bind_text(&b, 2, c->command_id);
+        r = bind_command_key(s, &b, c, "recording a command's end");
+        if (r == 0 && !c->outcome)
+                r = fail(s, -EINVAL, "recording a command's end: an outcome is required");
+        if (r < 0) {
+                stmt_done(b.st);
+                return r;
+        }
         bind_command_end(&b, c);
         r = stmt_exec(s, &b, "recording a command's end");
         if (r == 0)
-                return fail(s, -ENOENT, "no command %s in sandbox %s", c->command_id,
-                            c->sandbox_id);
+                return fail(s, -ENOENT, "no command %s (seq %llu) in sandbox %s",
+                            c->command_id, (unsigned long long)c->seq, c->sandbox_id);
         return r < 0 ? r : 0;
 }
 

@@ -26,7 +26,7 @@
 struct store;
 
 /* The schema version this build writes (PRAGMA user_version after migrations). */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 /* Opens (creating when absent, mode 0600) the database file at path, sets WAL mode, busy
  * timeout and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database
@@ -121,7 +121,7 @@ struct store_command {
         int stderr_truncated;
         const char *limits_hit;     /* comma-separated, "" for none */
         const char *start_error;    /* NULL unless start_failed */
-        uint64_t seq;               /* Set by the store: increasing over all commands */
+        uint64_t seq;               /* Its number within the sandbox, from 1 (c-N: N) */
 };
 
 /* Command records are batched: store_command_insert and store_command_finish write
@@ -159,21 +159,21 @@ int store_wal_frames(const struct store *s);
  * them back); why gets the last reason. The daemon logs them. */
 unsigned store_take_lost(struct store *s, char *why, size_t len);
 
-/* Records a command that is starting (the start fields of c). *ret_seq (may be NULL)
- * receives its sequence number. -EEXIST: duplicate (sandbox_id, command_id); -ENOENT:
- * no sandbox sandbox_id was recorded. */
-int store_command_insert(struct store *s, const struct store_command *c, uint64_t *ret_seq);
+/* Records a command that is starting (the start fields of c). A command is identified
+ * by sandbox_id and seq, which the caller numbers (history is in seq order); command_id
+ * is stored beside. -EEXIST: that seq is recorded already; -ENOENT: no sandbox
+ * sandbox_id was recorded; -EINVAL: a field is missing or seq is 0. */
+int store_command_insert(struct store *s, const struct store_command *c);
 
-/* Records how a command ended (the end fields of c, found by sandbox_id + command_id).
- * -ENOENT: no such command. */
+/* Records how a command ended (the end fields of c, found by sandbox_id + seq, with
+ * that command_id). -ENOENT: no such command. */
 int store_command_finish(struct store *s, const struct store_command *c);
 
 /* Records a command that has already ended, start and end fields in one row: what
  * store_command_insert and store_command_finish together write, with one statement
  * instead of two (the daemon records a command that ends within
  * SBX_RECORD_START_DELAY_MS so). Errors as store_command_insert's. */
-int store_command_insert_ended(struct store *s, const struct store_command *c,
-                               uint64_t *ret_seq);
+int store_command_insert_ended(struct store *s, const struct store_command *c);
 
 /* Marks every command of sandbox_id (NULL: of every sandbox) that has no outcome yet as
  * "unknown", ended at ended_ms. Returns the number of commands marked. */

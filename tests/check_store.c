@@ -131,6 +131,29 @@ static void insert_sandbox(struct store *s, const char *id, uint32_t owner, cons
         ck_assert_msg(r == 0, "insert %s = %d: %s", id, r, store_last_error(s));
 }
 
+/* The seq the tests give (sandbox, command id): numbered in the order of first use
+ * within each sandbox, from 1, as the daemon numbers a sandbox's commands. */
+static uint64_t seq_of(const char *sandbox_id, const char *command_id) {
+        static struct {
+                char sandbox_id[32], command_id[32];
+        } seen[1024];
+        static size_t n;
+        uint64_t in_sandbox = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                if (strcmp(seen[i].sandbox_id, sandbox_id) != 0)
+                        continue;
+                in_sandbox++;
+                if (strcmp(seen[i].command_id, command_id) == 0)
+                        return in_sandbox;
+        }
+        ck_assert_uint_lt(n, sizeof(seen) / sizeof(seen[0]));
+        snprintf(seen[n].sandbox_id, sizeof(seen[n].sandbox_id), "%s", sandbox_id);
+        snprintf(seen[n].command_id, sizeof(seen[n].command_id), "%s", command_id);
+        n++;
+        return in_sandbox + 1;
+}
+
 static uint64_t insert_command(struct store *s, const char *sandbox_id, const char *command_id) {
         static const char *const argv[] = {"/bin/echo", "hello world"};
         struct store_command c = {
@@ -143,20 +166,20 @@ static uint64_t insert_command(struct store *s, const char *sandbox_id, const ch
                 .caller_pid = 4321,
                 .client_name = "check",
                 .started_ms = 5000,
+                .seq = seq_of(sandbox_id, command_id),
         };
-        uint64_t seq = 0;
-        int r = store_command_insert(s, &c, &seq);
+        int r = store_command_insert(s, &c);
 
         ck_assert_msg(r == 0, "insert command %s = %d: %s", command_id, r, store_last_error(s));
-        ck_assert_uint_gt(seq, 0);
-        return seq;
+        return c.seq;
 }
 
-static struct store_command finished(const char *sandbox_id, const char *command_id,
-                                     int exit_code) {
+static struct store_command finished_at(const char *sandbox_id, const char *command_id,
+                                        uint64_t seq, int exit_code) {
         struct store_command c = {
                 .sandbox_id = sandbox_id,
                 .command_id = command_id,
+                .seq = seq,
                 .ended_ms = 6000,
                 .outcome = "exited",
                 .has_exit_code = 1,
@@ -167,10 +190,15 @@ static struct store_command finished(const char *sandbox_id, const char *command
         return c;
 }
 
+static struct store_command finished(const char *sandbox_id, const char *command_id,
+                                     int exit_code) {
+        return finished_at(sandbox_id, command_id, seq_of(sandbox_id, command_id), exit_code);
+}
+
 /* A command record as the daemon writes one: into the batch, then committed. Returns
  * the first failure. */
-static int insert_committed(struct store *s, const struct store_command *c, uint64_t *seq) {
-        int r = store_command_insert(s, c, seq);
+static int insert_committed(struct store *s, const struct store_command *c) {
+        int r = store_command_insert(s, c);
 
         return r < 0 ? r : store_commit(s);
 }
@@ -300,32 +328,98 @@ START_TEST(test_reopen_idempotent) {
 }
 END_TEST
 
-/* A database of schema 1 (the first release) is upgraded in place, its records kept. */
-START_TEST(test_upgrade_from_1) {
-        char path[128];
-        struct store *s;
-        struct history h;
+/* The commands table of schemas 1 and 2 (1 also had commands_unfinished), as released. */
+static const char commands_before_3[] =
+        "DROP TABLE commands;"
+        "CREATE TABLE commands ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  command_id TEXT NOT NULL, argv BLOB NOT NULL, cwd TEXT,"
+        "  caller_uid INTEGER NOT NULL, caller_pid INTEGER NOT NULL, client_name TEXT,"
+        "  started_ms INTEGER NOT NULL, ended_ms INTEGER NOT NULL DEFAULT 0, outcome TEXT,"
+        "  exit_code INTEGER, signal INTEGER, duration REAL NOT NULL DEFAULT 0,"
+        "  cpu_seconds REAL NOT NULL DEFAULT 0, peak_memory_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stdout_bytes INTEGER NOT NULL DEFAULT 0, stderr_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stdout_truncated INTEGER NOT NULL DEFAULT 0,"
+        "  stderr_truncated INTEGER NOT NULL DEFAULT 0, limits_hit TEXT, start_error TEXT,"
+        "  UNIQUE (sandbox_id, command_id));"
+        "CREATE INDEX commands_history ON commands(sandbox_id, seq);"
+        /* Numbered over all sandboxes, with gaps: a's c-1..c-3 and b's c-1..c-2 mixed. */
+        "INSERT INTO commands (seq, sandbox_id, command_id, argv, caller_uid, caller_pid, "
+        "  started_ms, ended_ms, outcome, exit_code) VALUES "
+        "  (10, 'a', 'c-1', X'7400', 1, 2, 100, 101, 'exited', 0),"
+        "  (20, 'b', 'c-1', X'7400', 1, 2, 100, 101, 'exited', 0),"
+        "  (35, 'a', 'c-2', X'7400', 1, 2, 100, 101, 'exited', 3),"
+        "  (36, 'b', 'c-2', X'7400', 1, 2, 100, 0, NULL, NULL),"
+        "  (50, 'a', 'c-3', X'7400', 1, 2, 100, 0, NULL, NULL);";
 
-        tmp_path(path, sizeof(path), "state.db");
-        s = open_ok(path);
-        insert_sandbox(s, "a", 1000, "ready", 1);
-        insert_command(s, "a", "c1");
-        store_close(s);
-        /* Back to what schema 1 had. */
-        raw_exec(path, "CREATE INDEX commands_unfinished ON commands(sandbox_id) "
-                       "WHERE outcome IS NULL; PRAGMA user_version = 1;");
-        s = open_ok(path);
-        ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
-        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = "
-                                       "'commands_unfinished'"),
-                         0);
-        h = history_all(s, "a");
-        ck_assert_uint_eq(h.n, 1);
-        history_free(&h);
-        /* Recovery's query still works without the index. */
-        ck_assert_int_eq(store_commands_mark_unknown(s, "a", 7), 1);
-        ck_assert_int_eq(store_integrity_check(s), 0);
-        store_close(s);
+/* A database of schema 1 (the first release) or 2 is upgraded in place: every record
+ * kept, numbered within its sandbox in its old order, and served by the new key. */
+START_TEST(test_upgrade_from_1_and_2) {
+        for (int from = 1; from <= 2; from++) {
+                char path[128], sql[4096], name[32];
+                struct store *s;
+                struct history h;
+                struct store_command f;
+
+                snprintf(name, sizeof(name), "state-%d.db", from);
+                tmp_path(path, sizeof(path), name);
+                s = open_ok(path);
+                insert_sandbox(s, "a", 1000, "ready", 1);
+                insert_sandbox(s, "b", 1000, "ready", 2);
+                store_close(s);
+                snprintf(sql, sizeof(sql), "%s%s PRAGMA user_version = %d;", commands_before_3,
+                         from == 1 ? "CREATE INDEX commands_unfinished ON commands(sandbox_id) "
+                                     "WHERE outcome IS NULL;"
+                                   : "",
+                         from);
+                raw_exec(path, sql);
+
+                s = open_ok(path);
+                ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+                ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN "
+                                               "('commands_unfinished', 'commands_history', "
+                                               "'commands_v3')"),
+                                 0);
+                ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE "
+                                               "tbl_name = 'commands' AND type = 'index'"),
+                                 1);
+                ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM sqlite_sequence WHERE "
+                                               "name LIKE 'commands%'"),
+                                 0);
+                h = history_all(s, "a");
+                ck_assert_uint_eq(h.n, 3);
+                for (size_t i = 0; i < h.n; i++) {
+                        char id[8];
+
+                        snprintf(id, sizeof(id), "c-%zu", i + 1);
+                        ck_assert_uint_eq(h.v[i].seq, i + 1);
+                        ck_assert_str_eq(h.v[i].command_id, id);
+                }
+                ck_assert_int_eq(h.v[0].has_outcome && !h.v[2].has_outcome, 1);
+                history_free(&h);
+                h = history_all(s, "b");
+                ck_assert_uint_eq(h.n, 2);
+                ck_assert_uint_eq(h.v[1].seq, 2);
+                ck_assert_str_eq(h.v[1].command_id, "c-2");
+                history_free(&h);
+
+                /* The records go on: an end found by its new seq, a next command, a
+                 * duplicate refused, recovery's query. */
+                f = finished_at("a", "c-3", 3, 7);
+                ck_assert_int_eq(finish_committed(s, &f), 0);
+                ck_assert_int_eq(raw_int(path, "SELECT exit_code FROM commands WHERE "
+                                               "sandbox_id = 'a' AND command_id = 'c-3'"),
+                                 7);
+                f = finished_at("a", "c-4", 4, 0);
+                ck_assert_int_eq(insert_committed(s, &f), 0);
+                f = finished_at("a", "c-2", 2, 0);
+                ck_assert_int_eq(insert_committed(s, &f), -EEXIST);
+                ck_assert_int_eq(store_commands_mark_unknown(s, "b", 7), 1);
+                ck_assert_int_eq(store_commands_mark_unknown(s, NULL, 7), 1);
+                ck_assert_int_eq(store_integrity_check(s), 0);
+                store_close(s);
+        }
 }
 END_TEST
 
@@ -795,9 +889,8 @@ START_TEST(test_command_argv_roundtrip) {
         const size_t long_len = 1u << 20;
         const char *argv[16];
         size_t argc = 0;
-        struct store_command c = {.sandbox_id = "sb", .command_id = "c1"};
+        struct store_command c = {.sandbox_id = "sb", .command_id = "c-1", .seq = 1};
         struct argv_check k = {.want = &c};
-        uint64_t seq = 0;
 
         longarg = malloc(long_len + 1);
         ck_assert_ptr_nonnull(longarg);
@@ -827,8 +920,7 @@ START_TEST(test_command_argv_roundtrip) {
         tmp_path(path, sizeof(path), "state.db");
         s = open_ok(path);
         insert_sandbox(s, "sb", 1000, "ready", 1);
-        ck_assert_int_eq(store_command_insert(s, &c, &seq), 0);
-        ck_assert_uint_gt(seq, 0);
+        ck_assert_int_eq(store_command_insert(s, &c), 0);
         store_close(s);
 
         /* Read back after a reopen, so that nothing can come from a cache. */
@@ -836,19 +928,22 @@ START_TEST(test_command_argv_roundtrip) {
         ck_assert_int_eq(store_history(s, "sb", 0, 0, argv_check_cb, &k), 1);
         ck_assert_int_eq(k.calls, 1);
         ck_assert_msg(k.ok, "%s", k.why);
-        ck_assert_uint_eq(k.seq, seq);
+        ck_assert_uint_eq(k.seq, 1);
 
         /* No argv at all round-trips too. */
-        c.command_id = "c2";
+        c.command_id = "c-2";
+        c.seq = 2;
         c.argv = NULL;
         c.argc = 0;
-        ck_assert_int_eq(store_command_insert(s, &c, NULL), 0);
+        ck_assert_int_eq(store_command_insert(s, &c), 0);
         k.calls = 0;
-        ck_assert_int_eq(store_history(s, "sb", seq, 0, argv_check_cb, &k), 1);
+        ck_assert_int_eq(store_history(s, "sb", 1, 0, argv_check_cb, &k), 1);
         ck_assert_msg(k.ok, "%s", k.why);
-        c.command_id = "c3";
+        ck_assert_uint_eq(k.seq, 2);
+        c.command_id = "c-3";
+        c.seq = 3;
         c.argc = 1;
-        ck_assert_int_eq(store_command_insert(s, &c, NULL), -EINVAL);
+        ck_assert_int_eq(store_command_insert(s, &c), -EINVAL);
         store_close(s);
         free(longarg);
 }
@@ -972,16 +1067,30 @@ START_TEST(test_command_finish) {
         /* Errors: duplicate, unknown command, unknown sandbox, missing fields. */
         {
                 static const char *const argv[] = {"x"};
-                struct store_command dup = {
-                        .sandbox_id = "sb", .command_id = "exit0", .argv = argv, .argc = 1};
+                struct store_command dup = {.sandbox_id = "sb",
+                                            .command_id = "exit0",
+                                            .seq = seq_of("sb", "exit0"),
+                                            .argv = argv,
+                                            .argc = 1};
 
-                ck_assert_int_eq(store_command_insert(s, &dup, NULL), -EEXIST);
+                ck_assert_int_eq(store_command_insert(s, &dup), -EEXIST);
                 ck_assert_str_ne(store_last_error(s), "");
                 dup.sandbox_id = "nope";
-                ck_assert_int_eq(store_command_insert(s, &dup, NULL), -ENOENT);
+                ck_assert_int_eq(store_command_insert(s, &dup), -ENOENT);
+                dup.sandbox_id = "sb";
+                dup.seq = 99;
                 dup.command_id = NULL;
-                ck_assert_int_eq(store_command_insert(s, &dup, NULL), -EINVAL);
+                ck_assert_int_eq(store_command_insert(s, &dup), -EINVAL);
+                dup.command_id = "c-0";
+                dup.seq = 0;
+                ck_assert_int_eq(store_command_insert(s, &dup), -EINVAL);
+                dup.seq = (uint64_t)INT64_MAX + 1;
+                ck_assert_int_eq(store_command_insert(s, &dup), -EINVAL);
         }
+        /* The end is found by seq, and only with the command id it was recorded with. */
+        c = finished("sb", "exit0", 0);
+        c.command_id = "killed";
+        ck_assert_int_eq(store_command_finish(s, &c), -ENOENT);
         c = finished("sb", "ghost", 0);
         ck_assert_int_eq(store_command_finish(s, &c), -ENOENT);
         ck_assert_ptr_nonnull(strstr(store_last_error(s), "ghost"));
@@ -1006,7 +1115,6 @@ START_TEST(test_command_insert_ended) {
         char path[128], sql[1024];
         struct store *s;
         struct store_command c;
-        uint64_t seq_two = 0, seq_one = 0;
         int variant;
 
         tmp_path(path, sizeof(path), "state.db");
@@ -1037,12 +1145,12 @@ START_TEST(test_command_insert_ended) {
                         c.signal = 9;
                         c.start_error = "execve /bin/echo: Permission denied";
                 }
-                ck_assert_int_eq(insert_committed(s, &c, &seq_two), 0);
+                ck_assert_int_eq(insert_committed(s, &c), 0);
                 ck_assert_int_eq(finish_committed(s, &c), 0);
                 c.command_id = one;
-                ck_assert_int_eq(store_command_insert_ended(s, &c, &seq_one), 0);
+                c.seq = seq_of("sb", one);
+                ck_assert_int_eq(store_command_insert_ended(s, &c), 0);
                 ck_assert_int_eq(store_commit(s), 0);
-                ck_assert_uint_gt(seq_one, seq_two);
                 snprintf(sql, sizeof(sql),
                          "SELECT count(*) FROM (SELECT %s FROM commands WHERE command_id = '%s' "
                          "EXCEPT SELECT %s FROM commands WHERE command_id = '%s')",
@@ -1056,13 +1164,15 @@ START_TEST(test_command_insert_ended) {
         }
         /* The errors of store_command_insert. */
         c.command_id = "one-0";
-        ck_assert_int_eq(store_command_insert_ended(s, &c, NULL), -EEXIST);
+        c.seq = seq_of("sb", "one-0");
+        ck_assert_int_eq(store_command_insert_ended(s, &c), -EEXIST);
         c.command_id = "fresh";
+        c.seq = seq_of("sb", "fresh");
         c.sandbox_id = "nope";
-        ck_assert_int_eq(store_command_insert_ended(s, &c, NULL), -ENOENT);
+        ck_assert_int_eq(store_command_insert_ended(s, &c), -ENOENT);
         c.sandbox_id = "sb";
         c.outcome = NULL;
-        ck_assert_int_eq(store_command_insert_ended(s, &c, NULL), -EINVAL);
+        ck_assert_int_eq(store_command_insert_ended(s, &c), -EINVAL);
         ck_assert_int_eq(store_commit(s), 0);
         ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM commands"), 4);
         store_close(s);
@@ -1088,9 +1198,9 @@ START_TEST(test_history_paging) {
                 snprintf(id, sizeof(id), "c-%03d", i);
                 seq_a[i] = insert_command(s, "a", id);
                 seq_b = insert_command(s, "b", id);
-                ck_assert_uint_gt(seq_b, seq_a[i]);
-                if (i > 0)
-                        ck_assert_uint_gt(seq_a[i], seq_a[i - 1]);
+                /* Each sandbox numbers its own: b's history is not a's. */
+                ck_assert_uint_eq(seq_a[i], (uint64_t)i + 1);
+                ck_assert_uint_eq(seq_b, seq_a[i]);
         }
 
         /* Pages of 64 after the last seq seen: 64, 64, 22, then nothing. */
@@ -1225,7 +1335,7 @@ START_TEST(test_prune) {
         char path[128];
         struct store *s;
         struct history h;
-        uint64_t max_seq = 0, seq;
+        uint64_t seq;
 
         tmp_path(path, sizeof(path), "state.db");
         s = open_ok(path);
@@ -1245,7 +1355,7 @@ START_TEST(test_prune) {
 
                 snprintf(id, sizeof(id), "c%d", i);
                 insert_command(s, "lost-old", id);
-                max_seq = insert_command(s, "old", id);
+                insert_command(s, "old", id);
                 insert_fileop(s, "old", "write", i);
                 insert_fileop(s, "lost-old", "write", i);
         }
@@ -1268,9 +1378,9 @@ START_TEST(test_prune) {
         history_free(&h);
         ck_assert_int_eq(store_prune(s, 2000), 0);
 
-        /* Sequence numbers keep increasing past the pruned ones. */
+        /* A live sandbox's numbering goes on. */
         seq = insert_command(s, "live", "c2");
-        ck_assert_uint_gt(seq, max_seq);
+        ck_assert_uint_eq(seq, 2);
 
         /* A live sandbox is never pruned, however old. */
         ck_assert_int_eq(store_prune(s, INT64_MAX), 1);
@@ -1308,16 +1418,17 @@ static void crash_writer(const char *path, int round, int fd) {
                                           .argv = argv,
                                           .argc = 3,
                                           .cwd = "/workspace",
-                                          .started_ms = i};
-                struct crash_report rep = {0, 0};
+                                          .started_ms = i,
+                                          .seq = (uint64_t)round * CRASH_MAX_WRITES + i + 1};
+                struct crash_report rep = {c.seq, 0};
 
                 snprintf(id, sizeof(id), "r%d-c%d", round, i);
-                if (insert_committed(s, &c, &rep.seq) < 0)
+                if (insert_committed(s, &c) < 0)
                         _exit(4);
                 if (write(fd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
                         _exit(5);
                 if (i % 2 == 0) {
-                        struct store_command f = finished("sb", id, i % 256);
+                        struct store_command f = finished_at("sb", id, c.seq, i % 256);
 
                         if (finish_committed(s, &f) < 0)
                                 _exit(6);
@@ -1486,7 +1597,7 @@ static void fault_iteration(const char *path, long n, struct fault_result *res) 
         char sb_id[32], cmd_id[32];
         struct store *s = NULL;
         struct store_sandbox sb;
-        struct store_command c = {.argv = argv, .argc = 2, .cwd = "/", .started_ms = 1};
+        struct store_command c = {.argv = argv, .argc = 2, .cwd = "/", .started_ms = 1, .seq = 1};
         struct history h = {0};
 
         res->open = res->sandbox = res->command = res->finish = res->history = 1;
@@ -1503,11 +1614,11 @@ static void fault_iteration(const char *path, long n, struct fault_result *res) 
         check_fault_rc(s, res->sandbox, "sandbox insert", n);
         c.sandbox_id = sb_id;
         c.command_id = cmd_id;
-        res->command = insert_committed(s, &c, NULL);
+        res->command = insert_committed(s, &c);
         if (res->sandbox < 0 && res->command == -ENOENT)
                 res->command = -ENOMEM; /* its sandbox is missing: expected */
         check_fault_rc(s, res->command, "command insert", n);
-        c = finished(sb_id, cmd_id, 0);
+        c = finished_at(sb_id, cmd_id, 1, 0);
         res->finish = finish_committed(s, &c);
         if (res->command < 0 && res->finish == -ENOENT)
                 res->finish = -ENOMEM;
@@ -1647,11 +1758,12 @@ static void disk_full_child(void) {
                                           .command_id = id,
                                           .argv = argv,
                                           .argc = 2,
-                                          .started_ms = i};
-                struct store_command f = finished("sb", id, 0);
+                                          .started_ms = i,
+                                          .seq = (uint64_t)i + 1};
+                struct store_command f = finished_at("sb", id, c.seq, 0);
 
                 snprintf(id, sizeof(id), "c-%d", i);
-                r = insert_committed(s, &c, NULL);
+                r = insert_committed(s, &c);
                 if (r < 0)
                         break;
                 inserted++;
@@ -1666,10 +1778,13 @@ static void disk_full_child(void) {
         full_rc = r;
         /* Still full: more writes fail the same way, and nothing breaks. */
         for (int i = 0; i < 3; i++) {
-                struct store_command c = {
-                        .sandbox_id = "sb", .command_id = "more", .argv = argv, .argc = 2};
+                struct store_command c = {.sandbox_id = "sb",
+                                          .command_id = "more",
+                                          .seq = 100000,
+                                          .argv = argv,
+                                          .argc = 2};
 
-                r = insert_committed(s, &c, NULL);
+                r = insert_committed(s, &c);
                 CHILD_CHECK(r == -ENOSPC || r == -EIO, "retry %d gave %d: %s", i, r,
                             store_last_error(s));
         }
@@ -1701,10 +1816,13 @@ static void disk_full_child(void) {
         }
         history_free(&h);
         {
-                struct store_command c = {
-                        .sandbox_id = "sb", .command_id = "after", .argv = argv, .argc = 2};
+                struct store_command c = {.sandbox_id = "sb",
+                                          .command_id = "after",
+                                          .seq = 100001,
+                                          .argv = argv,
+                                          .argc = 2};
 
-                r = insert_committed(s, &c, NULL);
+                r = insert_committed(s, &c);
                 CHILD_CHECK(r == 0, "insert after freeing space = %d: %s", r, store_last_error(s));
         }
         store_close(s);
@@ -1776,10 +1894,11 @@ static void *checkpoint_thread(void *arg) {
 static int record_command(struct store *s, int i) {
         static const char *const argv[] = {"true"};
         char id[32];
-        struct store_command c = {.sandbox_id = "sb", .command_id = id, .argv = argv, .argc = 1};
+        struct store_command c = {
+                .sandbox_id = "sb", .command_id = id, .seq = (uint64_t)i + 1, .argv = argv, .argc = 1};
 
         snprintf(id, sizeof(id), "c-%d", i);
-        return insert_committed(s, &c, NULL);
+        return insert_committed(s, &c);
 }
 
 /* Checkpoints run on another thread while the loop's connection goes on committing;
@@ -1851,15 +1970,15 @@ START_TEST(test_command_batch) {
         pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
-                struct store_command a = {.sandbox_id = "sb", .command_id = "kept", .argv = argv,
-                                          .argc = 1};
-                struct store_command b = {.sandbox_id = "sb", .command_id = "lost", .argv = argv,
-                                          .argc = 1};
+                struct store_command a = {.sandbox_id = "sb", .command_id = "kept", .seq = 1,
+                                          .argv = argv, .argc = 1};
+                struct store_command b = {.sandbox_id = "sb", .command_id = "lost", .seq = 2,
+                                          .argv = argv, .argc = 1};
                 struct history seen;
                 if (store_open(path, &s) < 0 || store_pending(s) ||
-                    store_command_insert(s, &a, NULL) < 0 || !store_pending(s) ||
+                    store_command_insert(s, &a) < 0 || !store_pending(s) ||
                     store_commit(s) < 0 || store_pending(s) ||
-                    store_command_insert(s, &b, NULL) < 0 || !store_pending(s))
+                    store_command_insert(s, &b) < 0 || !store_pending(s))
                         _exit(2);
                 /* The open batch is visible to its own connection. */
                 seen = history_all(s, "sb");
@@ -1881,9 +2000,9 @@ START_TEST(test_command_batch) {
         /* A sandbox write commits the open batch before its own. */
         {
                 struct store_command c = {.sandbox_id = "sb", .command_id = "joined",
-                                          .argv = argv, .argc = 1};
-                struct store_command f = finished("sb", "kept", 3);
-                ck_assert_int_eq(store_command_insert(s, &c, NULL), 0);
+                                          .seq = 3, .argv = argv, .argc = 1};
+                struct store_command f = finished_at("sb", "kept", 1, 3);
+                ck_assert_int_eq(store_command_insert(s, &c), 0);
                 ck_assert_int_eq(store_command_finish(s, &f), 0);
                 ck_assert(store_pending(s));
                 ck_assert_int_eq(store_sandbox_set_state(s, "sb", "ready", 0, NULL), 0);
@@ -1901,18 +2020,18 @@ START_TEST(test_command_batch) {
         /* A failed record in a batch fails alone; the batch goes on. */
         {
                 struct store_command dup = {.sandbox_id = "sb", .command_id = "joined",
-                                            .argv = argv, .argc = 1};
+                                            .seq = 3, .argv = argv, .argc = 1};
                 struct store_command ok = {.sandbox_id = "sb", .command_id = "after",
-                                           .argv = argv, .argc = 1};
-                ck_assert_int_eq(store_command_insert(s, &ok, NULL), 0);
-                ck_assert_int_eq(store_command_insert(s, &dup, NULL), -EEXIST);
+                                           .seq = 4, .argv = argv, .argc = 1};
+                ck_assert_int_eq(store_command_insert(s, &ok), 0);
+                ck_assert_int_eq(store_command_insert(s, &dup), -EEXIST);
                 ck_assert_int_eq(store_commit(s), 0);
         }
         /* store_close commits what is open. */
         {
                 struct store_command c = {.sandbox_id = "sb", .command_id = "at-close",
-                                          .argv = argv, .argc = 1};
-                ck_assert_int_eq(store_command_insert(s, &c, NULL), 0);
+                                          .seq = 5, .argv = argv, .argc = 1};
+                ck_assert_int_eq(store_command_insert(s, &c), 0);
         }
         store_close(s);
         s = open_ok(path);
@@ -1942,7 +2061,7 @@ static Suite *make_suite(void) {
 
         ADD_TEST(s, test_open_creates_schema, 30);
         ADD_TEST(s, test_reopen_idempotent, 30);
-        ADD_TEST(s, test_upgrade_from_1, 30);
+        ADD_TEST(s, test_upgrade_from_1_and_2, 30);
         ADD_TEST(s, test_newer_version_refused, 30);
         ADD_TEST(s, test_migrate_from_zero_with_unrelated_table, 30);
         ADD_TEST(s, test_migration_is_atomic, 30);

@@ -305,6 +305,11 @@ START_TEST(history_survives_restart) {
         ck_assert_uint_eq(h->n, 2);
         ck_assert(h->truncated);
         ck_assert_int_eq(h->v[1].exit_code, 1);
+        /* seq numbers the sandbox's commands: c-N is N. */
+        ck_assert_uint_eq(h->v[0].seq, 1);
+        ck_assert_str_eq(h->v[1].command_id, "c-2");
+        ck_assert_uint_eq(h->v[1].seq, 2);
+        ck_assert_uint_eq(h->next_after_seq, 2);
         i = (int)h->next_after_seq;
         sbx_history_free(h);
         ck_assert_int_eq(sbx_history(c, id, (uint64_t)i, 2, &h), SBX_OK);
@@ -810,6 +815,11 @@ START_TEST(keep_sandboxes_on_sigterm) {
         ck_assert_str_eq((char *)r->stdout_data, "after\n");
         ck_assert_str_eq(r->command_id, "c-3"); /* ids go on, never reused */
         sbx_result_free(r);
+        ck_assert_int_eq(sbx_history(c, id, 2, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 1);
+        ck_assert_uint_eq(h->v[0].seq, 3);
+        ck_assert_str_eq(h->v[0].command_id, "c-3");
+        sbx_history_free(h);
         ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
         ck_assert_int_eq(it_count_procs("sleep 321.4321"), 0);
         free(id);
