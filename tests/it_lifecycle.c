@@ -763,7 +763,8 @@ START_TEST(readoption_after_sigkill) {
 END_TEST
 
 /* --keep-sandboxes: SIGTERM leaves sandboxes running for the next daemon; a command
- * still running then is recorded as unknown. */
+ * still running then is killed (nobody can receive its result, nobody would enforce its
+ * timeout) and recorded as unknown; a process that left its group runs on. */
 START_TEST(keep_sandboxes_on_sigterm) {
         struct it_daemon d;
         const char *flags[] = {"--keep-sandboxes", NULL};
@@ -789,12 +790,17 @@ START_TEST(keep_sandboxes_on_sigterm) {
         ck_assert_int_ge(kid, 0);
         if (kid == 0) {
                 sbx_client *cc = it_connect(&d);
-                struct sbx_result *rr = it_sh(cc, id, 60000, "sleep 30");
+                struct sbx_result *rr = it_sh(cc, id, 60000, "sleep 30.4321; echo late");
                 _exit(rr->outcome == SBX_OUTCOME_UNKNOWN ? 0 : 1);
         }
         usleep(500000);
+        ck_assert_int_ge(it_count_procs("sleep 30.4321"), 1); /* sh and sleep */
         ck_assert_int_eq(it_daemon_stop(&d), 0);
         ck_assert_int_eq(it_count_procs("sleep 321.4321"), 1);
+        /* The command's group is killed as init sees the daemon go (within moments). */
+        for (int i = 0; i < 100 && it_count_procs("sleep 30.4321") > 0; i++)
+                usleep(20000);
+        ck_assert_int_eq(it_count_procs("sleep 30.4321"), 0);
         it_daemon_restart(&d, NULL);
         {
                 int st;

@@ -451,16 +451,21 @@ static void send_adopted(void) {
         send_msg(&m);
 }
 
-/* The daemon is gone. Forgets the commands it started (their processes run on and are
- * reaped silently as orphans: nobody is left to report them to) and waits up to the
- * grace period for a new daemon on the adoption socket. Returns the new channel, or -1
- * when adoption is off or nobody came in time. */
+/* The daemon is gone. Kills the commands it started (each one's process group: their
+ * results can reach nobody, and their timeouts were the daemon's to enforce; processes
+ * that left the group, background servers, run on), forgets them (they are reaped
+ * silently as orphans) and waits up to the grace period for a new daemon on the
+ * adoption socket. Returns the new channel, or -1 when adoption is off or nobody came
+ * in time. */
 static int await_daemon(int sigfd) {
         struct timespec t0, now;
         long left;
 
-        while (n_cmds > 0)
-                remove_cmd(&cmds[n_cmds - 1]);
+        while (n_cmds > 0) {
+                struct cmd *c = &cmds[n_cmds - 1];
+                kill(-c->pid, SIGKILL);
+                remove_cmd(c);
+        }
         if (config->adopt_fd < 0)
                 return -1;
         util_log(5, "the daemon is gone; waiting %u ms for a new one", config->adopt_grace_ms);
