@@ -416,7 +416,8 @@ enum sbx_code sbx_remove(sbx_client *c, const char *id, const char *path, int re
 /* ---- History ---------------------------------------------------------------------- */
 
 struct sbx_command_record {
-        uint64_t seq;           /* its number within the sandbox: c-N has seq N */
+        uint64_t seq;           /* its number within the sandbox, in order: c-N has seq N
+                                   (older records were renumbered 1, 2, ... at an upgrade) */
         char *command_id;
         struct sbx_strv argv;
         char *cwd;

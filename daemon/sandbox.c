@@ -2265,7 +2265,13 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         }
         snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
         sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        (void)store_history(d->store, sb->id, 0, 0, count_commands, &sb->next_command);
+        /* Its commands go on numbering after the recorded ones; should the records not
+         * be readable now, a command whose number is taken loses its record (logged). */
+        if (store_history(d->store, sb->id, 0, 0, count_commands, &sb->next_command) < 0)
+                log_err("sbx=%s: cannot read its command records (%s); numbering goes on "
+                        "from c-%llu",
+                        sb->id, store_last_error(d->store),
+                        (unsigned long long)sb->next_command + 1);
         sb->commands_run = sb->next_command;
         table_link(d->sandboxes, sb);
         table_hash(d->sandboxes, sb);

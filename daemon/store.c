@@ -125,8 +125,10 @@ static const char *const migrations[] = {
          * recovery alike; rows are appended in the order they come (no AUTOINCREMENT
          * counter to update, no command_id index). seq becomes the number within the
          * sandbox (the N of c-N for the commands the daemon numbered); older records are
-         * numbered in their old order. (Keyed by that pair WITHOUT ROWID, a record wrote
-         * 1.7 pages but took longer: rows landing mid-tree rebalance full pages.) */
+         * numbered in their old order. Rows of a sandbox no longer recorded (deleted with
+         * foreign keys off, as the sqlite3 shell has them) are left behind: a cascade
+         * would have removed them. (Keyed by that pair WITHOUT ROWID, a record wrote 1.7
+         * pages but took longer: rows landing mid-tree rebalance full pages.) */
         "CREATE TABLE commands_v3 ("
         "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  seq INTEGER NOT NULL,"
@@ -156,7 +158,8 @@ static const char *const migrations[] = {
         "  row_number() OVER (PARTITION BY sandbox_id ORDER BY seq), command_id, argv, cwd, "
         "  caller_uid, caller_pid, client_name, started_ms, ended_ms, outcome, exit_code, "
         "  signal, duration, cpu_seconds, peak_memory_bytes, stdout_bytes, stderr_bytes, "
-        "  stdout_truncated, stderr_truncated, limits_hit, start_error FROM commands;"
+        "  stdout_truncated, stderr_truncated, limits_hit, start_error FROM commands "
+        "  WHERE sandbox_id IN (SELECT id FROM sandboxes);"
         "DROP TABLE commands;"
         "ALTER TABLE commands_v3 RENAME TO commands;",
 };
@@ -1355,9 +1358,10 @@ static int insert_command(struct store *s, const struct store_command *c, int en
         if (r < 0)
                 return r;
         r = bind_command_key(s, &b, c, "recording a command");
-        if (r == 0 && ((!c->argv && c->argc > 0) || (ended && !c->outcome)))
-                r = fail(s, -EINVAL, "recording a command: %s", ended ? "an outcome is required"
-                                                                    : "argv is missing");
+        if (r == 0 && !c->argv && c->argc > 0)
+                r = fail(s, -EINVAL, "recording a command: argv is missing");
+        if (r == 0 && ended && !c->outcome)
+                r = fail(s, -EINVAL, "recording a command: an outcome is required");
         if (r < 0) {
                 stmt_done(b.st);
                 return r;

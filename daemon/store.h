@@ -121,7 +121,8 @@ struct store_command {
         int stderr_truncated;
         const char *limits_hit;     /* comma-separated, "" for none */
         const char *start_error;    /* NULL unless start_failed */
-        uint64_t seq;               /* Its number within the sandbox, from 1 (c-N: N) */
+        uint64_t seq;               /* Its number within the sandbox, from 1 (c-N: N;
+                                       migrated records: 1, 2, ... in their order) */
 };
 
 /* Command records are batched: store_command_insert and store_command_finish write

@@ -33,7 +33,10 @@
 
 static char tmpdir[64];
 
+static size_t n_seen; /* seq_of's numbering starts anew with each test */
+
 static void tmpdir_setup(void) {
+        n_seen = 0;
         snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_store.XXXXXX");
         ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
@@ -133,24 +136,25 @@ static void insert_sandbox(struct store *s, const char *id, uint32_t owner, cons
 
 /* The seq the tests give (sandbox, command id): numbered in the order of first use
  * within each sandbox, from 1, as the daemon numbers a sandbox's commands. */
+static struct {
+        char sandbox_id[32], command_id[32];
+} numbered[1024];
+
 static uint64_t seq_of(const char *sandbox_id, const char *command_id) {
-        static struct {
-                char sandbox_id[32], command_id[32];
-        } seen[1024];
-        static size_t n;
+        size_t n = n_seen;
         uint64_t in_sandbox = 0;
 
         for (size_t i = 0; i < n; i++) {
-                if (strcmp(seen[i].sandbox_id, sandbox_id) != 0)
+                if (strcmp(numbered[i].sandbox_id, sandbox_id) != 0)
                         continue;
                 in_sandbox++;
-                if (strcmp(seen[i].command_id, command_id) == 0)
+                if (strcmp(numbered[i].command_id, command_id) == 0)
                         return in_sandbox;
         }
-        ck_assert_uint_lt(n, sizeof(seen) / sizeof(seen[0]));
-        snprintf(seen[n].sandbox_id, sizeof(seen[n].sandbox_id), "%s", sandbox_id);
-        snprintf(seen[n].command_id, sizeof(seen[n].command_id), "%s", command_id);
-        n++;
+        ck_assert_uint_lt(n, sizeof(numbered) / sizeof(numbered[0]));
+        snprintf(numbered[n].sandbox_id, sizeof(numbered[n].sandbox_id), "%s", sandbox_id);
+        snprintf(numbered[n].command_id, sizeof(numbered[n].command_id), "%s", command_id);
+        n_seen++;
         return in_sandbox + 1;
 }
 
@@ -344,14 +348,17 @@ static const char commands_before_3[] =
         "  stderr_truncated INTEGER NOT NULL DEFAULT 0, limits_hit TEXT, start_error TEXT,"
         "  UNIQUE (sandbox_id, command_id));"
         "CREATE INDEX commands_history ON commands(sandbox_id, seq);"
-        /* Numbered over all sandboxes, with gaps: a's c-1..c-3 and b's c-1..c-2 mixed. */
+        /* Numbered over all sandboxes, with gaps: a's c-9, c-10, c-12 (c-11 was never
+         * recorded; c-10 sorts before c-9 as text) and b's c-1, c-2 mixed, and a row of
+         * a sandbox deleted behind the store's back. */
         "INSERT INTO commands (seq, sandbox_id, command_id, argv, caller_uid, caller_pid, "
         "  started_ms, ended_ms, outcome, exit_code) VALUES "
-        "  (10, 'a', 'c-1', X'7400', 1, 2, 100, 101, 'exited', 0),"
+        "  (10, 'a', 'c-9', X'7400', 1, 2, 100, 101, 'exited', 0),"
         "  (20, 'b', 'c-1', X'7400', 1, 2, 100, 101, 'exited', 0),"
-        "  (35, 'a', 'c-2', X'7400', 1, 2, 100, 101, 'exited', 3),"
+        "  (35, 'a', 'c-10', X'7400', 1, 2, 100, 101, 'exited', 3),"
         "  (36, 'b', 'c-2', X'7400', 1, 2, 100, 0, NULL, NULL),"
-        "  (50, 'a', 'c-3', X'7400', 1, 2, 100, 0, NULL, NULL);";
+        "  (40, 'gone', 'c-1', X'7400', 1, 2, 100, 0, NULL, NULL),"
+        "  (50, 'a', 'c-12', X'7400', 1, 2, 100, 0, NULL, NULL);";
 
 /* A database of schema 1 (the first release) or 2 is upgraded in place: every record
  * kept, numbered within its sandbox in its old order, and served by the new key. */
@@ -390,14 +397,16 @@ START_TEST(test_upgrade_from_1_and_2) {
                 h = history_all(s, "a");
                 ck_assert_uint_eq(h.n, 3);
                 for (size_t i = 0; i < h.n; i++) {
-                        char id[8];
+                        static const char *const ids[] = {"c-9", "c-10", "c-12"};
 
-                        snprintf(id, sizeof(id), "c-%zu", i + 1);
                         ck_assert_uint_eq(h.v[i].seq, i + 1);
-                        ck_assert_str_eq(h.v[i].command_id, id);
+                        ck_assert_str_eq(h.v[i].command_id, ids[i]);
                 }
                 ck_assert_int_eq(h.v[0].has_outcome && !h.v[2].has_outcome, 1);
                 history_free(&h);
+                ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM commands WHERE "
+                                               "sandbox_id = 'gone'"),
+                                 0);
                 h = history_all(s, "b");
                 ck_assert_uint_eq(h.n, 2);
                 ck_assert_uint_eq(h.v[1].seq, 2);
@@ -406,14 +415,14 @@ START_TEST(test_upgrade_from_1_and_2) {
 
                 /* The records go on: an end found by its new seq, a next command, a
                  * duplicate refused, recovery's query. */
-                f = finished_at("a", "c-3", 3, 7);
+                f = finished_at("a", "c-12", 3, 7);
                 ck_assert_int_eq(finish_committed(s, &f), 0);
                 ck_assert_int_eq(raw_int(path, "SELECT exit_code FROM commands WHERE "
-                                               "sandbox_id = 'a' AND command_id = 'c-3'"),
+                                               "sandbox_id = 'a' AND command_id = 'c-12'"),
                                  7);
-                f = finished_at("a", "c-4", 4, 0);
+                f = finished_at("a", "c-13", 13, 0);
                 ck_assert_int_eq(insert_committed(s, &f), 0);
-                f = finished_at("a", "c-2", 2, 0);
+                f = finished_at("a", "c-10", 2, 0);
                 ck_assert_int_eq(insert_committed(s, &f), -EEXIST);
                 ck_assert_int_eq(store_commands_mark_unknown(s, "b", 7), 1);
                 ck_assert_int_eq(store_commands_mark_unknown(s, NULL, 7), 1);
