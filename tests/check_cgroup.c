@@ -308,46 +308,75 @@ START_TEST(none_when_nothing_mounted) {
 }
 END_TEST
 
-/* ---- the host's real hierarchy ------------------------------------------------------ */
+/* ---- the host's real hierarchies ----------------------------------------------------- */
 
 static char real_base[64];
+/* The cgroup2 mount of a hybrid host (no controllers: v1 holds them), and a copy of
+ * our /proc/self/cgroup with only its v2 line, so that the v2 code runs there. */
+static const char unified_root[] = "/sys/fs/cgroup/unified";
+static char v2_only_file[64];
 
-static void real_teardown(void) {
+static void remove_base(const char *root, const char *self_file) {
         struct cgroup_env *e;
-        if (real_base[0] == '\0')
-                snprintf(real_base, sizeof(real_base), "sbxd-unittest-%d", (int)getpid());
-        if (cgroup_env_new("/sys/fs/cgroup", "/proc/self/cgroup", real_base, 0, &e) == 0) {
+        if (cgroup_env_new(root, self_file, real_base, 0, &e) == 0) {
                 cgroup_remove_tree(e, "grp");
                 cgroup_env_remove_base(e);
                 cgroup_env_free(e);
         }
 }
 
-START_TEST(real_hierarchy_limits_and_kill) {
-        struct cgroup_env *e;
+/* In the parent, before the tests fork (so that the teardown knows the file too). */
+static void real_setup(void) {
+        char line[4096], own[4096] = "";
+        FILE *in, *out;
+        int fd;
+
+        if (access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK) < 0)
+                return;
+        in = fopen("/proc/self/cgroup", "re");
+        if (!in)
+                return;
+        while (fgets(line, sizeof(line), in))
+                if (strncmp(line, "0::", 3) == 0)
+                        snprintf(own, sizeof(own), "%s", line);
+        fclose(in);
+        snprintf(v2_only_file, sizeof(v2_only_file), "/tmp/check_cgroup.v2.XXXXXX");
+        fd = mkstemp(v2_only_file);
+        if (fd < 0 || !(out = fdopen(fd, "w"))) {
+                v2_only_file[0] = '\0';
+                return;
+        }
+        fputs(own, out);
+        fclose(out);
+}
+
+static void real_teardown(void) {
+        if (real_base[0] == '\0')
+                snprintf(real_base, sizeof(real_base), "sbxd-unittest-%d", (int)getpid());
+        remove_base("/sys/fs/cgroup", "/proc/self/cgroup");
+        if (v2_only_file[0]) {
+                remove_base(unified_root, v2_only_file);
+                unlink(v2_only_file);
+        }
+}
+
+/* A group made in e: limits where its controllers allow them (want: those that must
+ * hold), a process that joins it as sbx-init does and forks, both killed through the
+ * group, the group gone. */
+static void real_group_life(struct cgroup_env *e, int want) {
         struct cgroup *g;
         struct cgroup_limits l = {32u << 20, 16, 0};
         int enforced = 0, status, i, p[2], join[8], n_join, v2 = 0;
         pid_t child;
         char c;
 
-        if (geteuid() != 0) {
-                fprintf(stderr, "real_hierarchy_limits_and_kill: skipped, needs root\n");
-                return;
-        }
-        ck_assert_int_eq(cgroup_env_new("/sys/fs/cgroup", "/proc/self/cgroup", real_base, 0, &e), 0);
-        if (e->version == CGROUP_NONE) {
-                fprintf(stderr, "real_hierarchy_limits_and_kill: skipped, no usable cgroups\n");
-                cgroup_env_free(e);
-                return;
-        }
         ck_assert_int_eq(cgroup_create(e, "grp", 0, &g), 0);
         ck_assert_int_eq(cgroup_set_limits(g, &l, &enforced), 0);
-        ck_assert(enforced & (1 << CG_MEMORY));
-        ck_assert(enforced & (1 << CG_PIDS));
+        ck_assert_int_eq(enforced & want, want);
         ck_assert_int_eq(pipe(p), 0);
         n_join = cgroup_join_fds(g, join, 8, &v2);
         ck_assert_int_gt(n_join, 0);
+        ck_assert_int_eq(v2, e->version == CGROUP_V2);
         child = fork();
         ck_assert_int_ge(child, 0);
         if (child == 0) {
@@ -385,6 +414,40 @@ START_TEST(real_hierarchy_limits_and_kill) {
         ck_assert_int_eq(cgroup_count_procs(g), 0);
         ck_assert_int_eq(cgroup_destroy(g), 0);
         cgroup_env_remove_base(e);
+}
+
+START_TEST(real_hierarchy_limits_and_kill) {
+        struct cgroup_env *e;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "real_hierarchy_limits_and_kill: skipped, needs root\n");
+                return;
+        }
+        ck_assert_int_eq(cgroup_env_new("/sys/fs/cgroup", "/proc/self/cgroup", real_base, 0, &e), 0);
+        if (e->version == CGROUP_NONE) {
+                fprintf(stderr, "real_hierarchy_limits_and_kill: skipped, no usable cgroups\n");
+                cgroup_env_free(e);
+                return;
+        }
+        real_group_life(e, 1 << CG_MEMORY | 1 << CG_PIDS);
+        cgroup_env_free(e);
+}
+END_TEST
+
+/* The v2 code on the real kernel where the host is hybrid (v1 holds the controllers, an
+ * empty cgroup2 is mounted): no limit can hold there, but groups, joining, cgroup.kill
+ * and removal are v2's own. On a v2-only host the test above covers all of it. */
+START_TEST(real_v2_without_controllers) {
+        struct cgroup_env *e;
+
+        if (geteuid() != 0 || !v2_only_file[0]) {
+                fprintf(stderr, "real_v2_without_controllers: skipped, needs root and a hybrid "
+                                "host's cgroup2 mount\n");
+                return;
+        }
+        ck_assert_int_eq(cgroup_env_new(unified_root, v2_only_file, real_base, 0, &e), 0);
+        ck_assert_int_eq(e->version, CGROUP_V2);
+        real_group_life(e, 0);
         cgroup_env_free(e);
 }
 END_TEST
@@ -403,8 +466,9 @@ static Suite *make_suite(void) {
         suite_add_tcase(s, tc);
         snprintf(real_base, sizeof(real_base), "sbxd-unittest-%d", (int)getpid());
         tcase_set_timeout(real, 30);
-        tcase_add_unchecked_fixture(real, NULL, real_teardown);
+        tcase_add_unchecked_fixture(real, real_setup, real_teardown);
         tcase_add_test(real, real_hierarchy_limits_and_kill);
+        tcase_add_test(real, real_v2_without_controllers);
         suite_add_tcase(s, real);
         return s;
 }
