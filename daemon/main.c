@@ -318,7 +318,12 @@ int main(int argc, char **argv) {
         }
         D.server = &S;
         cgroup_base_name(cfg.state_dir, base, sizeof(base));
-        r = cgroup_env_new("/sys/fs/cgroup", "/proc/self/cgroup", base, getpid(), &D.cgroups);
+        /* Where cgroups are mounted and which are ours: the kernel's answer, unless a
+         * test points the daemon at another mount (the v2 tests on a hybrid host). */
+        r = cgroup_env_new(getenv("SBXD_CGROUP_ROOT") ? getenv("SBXD_CGROUP_ROOT") : "/sys/fs/cgroup",
+                           getenv("SBXD_CGROUP_SELF") ? getenv("SBXD_CGROUP_SELF")
+                                                      : "/proc/self/cgroup",
+                           base, getpid(), &D.cgroups);
         if (r < 0) {
                 log_err("cannot examine cgroups: %s", strerror(-r));
                 goto out;
