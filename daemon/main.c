@@ -220,6 +220,7 @@ int main(int argc, char **argv) {
         struct config cfg;
         char err[512], base[32];
         char *db_path = NULL;
+        const char *cg_root, *cg_self;
         uv_loop_t loop;
         int r, status = 1, state_lock = -1, loop_ready = 0;
 
@@ -320,10 +321,10 @@ int main(int argc, char **argv) {
         cgroup_base_name(cfg.state_dir, base, sizeof(base));
         /* Where cgroups are mounted and which are ours: the kernel's answer, unless a
          * test points the daemon at another mount (the v2 tests on a hybrid host). */
-        r = cgroup_env_new(getenv("SBXD_CGROUP_ROOT") ? getenv("SBXD_CGROUP_ROOT") : "/sys/fs/cgroup",
-                           getenv("SBXD_CGROUP_SELF") ? getenv("SBXD_CGROUP_SELF")
-                                                      : "/proc/self/cgroup",
-                           base, getpid(), &D.cgroups);
+        cg_root = getenv("SBXD_CGROUP_ROOT");
+        cg_self = getenv("SBXD_CGROUP_SELF");
+        r = cgroup_env_new(cg_root ? cg_root : "/sys/fs/cgroup",
+                           cg_self ? cg_self : "/proc/self/cgroup", base, getpid(), &D.cgroups);
         if (r < 0) {
                 log_err("cannot examine cgroups: %s", strerror(-r));
                 goto out;

@@ -214,8 +214,8 @@ START_TEST(v2_groups_kill_and_cleanup) {
         /* The command runs in a group of its own, named after it. */
         r = it_sh(c, id, 20000, "cat /proc/self/cgroup");
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
-        ck_assert_msg(strstr((char *)r->stdout_data, r->command_id), "%s ran in %s",
-                      r->command_id, (char *)r->stdout_data);
+        ck_assert_msg(strstr((char *)r->stdout_data, r->command_id), "%s ran in %s", r->command_id,
+                      (char *)r->stdout_data);
         sbx_result_free(r);
 
         /* A timeout kills a process that left the command's process group and session:
@@ -232,9 +232,8 @@ START_TEST(v2_groups_kill_and_cleanup) {
         for (int i = 0; i < 100 && (pid = find_pid("sleep 95.1234")) < 0; i++)
                 usleep(20000);
         ck_assert_int_gt(pid, 0);
-        ck_assert_msg(pid_in_groups(own_dir, pid), "the background process is not in a group "
-                                                   "under %s",
-                      own_dir);
+        ck_assert_msg(pid_in_groups(own_dir, pid),
+                      "the background process is not in a group under %s", own_dir);
         ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
         wait_gone("sleep 95.1234");
         free(id);
