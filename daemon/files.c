@@ -1190,85 +1190,125 @@ void files_list_clear(struct files_list *l) {
         memset(l, 0, sizeof(*l));
 }
 
-static int do_list(struct fctx *fx, uint32_t limit, uint64_t max_reply_bytes,
-                   struct files_list *ret) {
-        struct name_heap h;
-        struct statx stx;
-        Sbx__V1__FileInfo *infos = NULL;
-        uint64_t used = 0;
-        DIR *d = NULL;
-        int pfd, fd, r, truncated = 0;
-        size_t i, n = 0;
+/* A listing in three steps: the directory is opened on the loop as the sandbox user,
+ * its names are read and sorted on a worker thread (a directory of a million entries
+ * takes seconds, and the names need nothing but the open directory), and the entries
+ * are described on the loop again, as the sandbox user. */
+struct files_list_job {
+        DIR *dir;
+        struct name_heap names; /* the first names by name, sorted once scanned */
+        int truncated;          /* the directory had more names than the limit */
+        int err;                /* -errno of the scan, else 0 */
+};
 
-        memset(&h, 0, sizeof(h));
-        h.cap = limit == 0 ? SBX_DEFAULT_LIST_LIMIT
-                           : (limit > SBX_MAX_LIST_LIMIT ? SBX_MAX_LIST_LIMIT : limit);
-        r = open_final(fx, &pfd, &stx);
-        if (r < 0)
-                return r;
-        if (!S_ISDIR(stx.stx_mode)) {
+void files_list_job_free(struct files_list_job *job) {
+        if (!job)
+                return;
+        heap_free(&job->names);
+        if (job->dir)
+                closedir(job->dir);
+        free(job);
+}
+
+int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
+                    struct files_list_job **ret, char *err, size_t errlen) {
+        struct files_list_job *job = NULL;
+        struct statx stx;
+        struct fctx fx;
+        int pfd, fd = -1, r;
+
+        *ret = NULL;
+        r = begin(&fx, sb, "list", path, err, errlen);
+        if (r == 0)
+                r = open_final(&fx, &pfd, &stx);
+        if (r == 0 && !S_ISDIR(stx.stx_mode)) {
                 close(pfd);
-                return fail(fx, -EINVAL, "'%.1024s' in sandbox '%s' is %s, not a directory",
-                            fx->path, fx->sb->id,
-                            S_ISREG(stx.stx_mode) ? "a regular file" : type_phrase(stx.stx_mode));
+                r = fail(&fx, -EINVAL, "'%.1024s' in sandbox '%s' is %s, not a directory",
+                         fx.path, fx.sb->id,
+                         S_ISREG(stx.stx_mode) ? "a regular file" : type_phrase(stx.stx_mode));
+        } else if (r == 0) {
+                fd = reopen(pfd, O_RDONLY | O_DIRECTORY);
+                close(pfd);
+                if (fd < 0)
+                        r = fail_errno(&fx, fd, fx.path);
         }
-        fd = reopen(pfd, O_RDONLY | O_DIRECTORY);
-        close(pfd);
-        if (fd < 0)
-                return fail_errno(fx, fd, fx->path);
-        d = fdopendir(fd);
-        if (!d) {
-                r = -errno;
-                close(fd);
-                return fail_errno(fx, r, fx->path);
+        if (r == 0 && !(job = calloc(1, sizeof(*job))))
+                r = fail_errno(&fx, -ENOMEM, fx.path);
+        if (r == 0 && !(job->dir = fdopendir(fd)))
+                r = fail_errno(&fx, -errno, fx.path);
+        if (r == 0) {
+                job->names.cap = limit == 0 ? SBX_DEFAULT_LIST_LIMIT
+                                            : (limit > SBX_MAX_LIST_LIMIT ? SBX_MAX_LIST_LIMIT : limit);
+                *ret = job;
+        } else {
+                if (fd >= 0 && !(job && job->dir))
+                        close(fd);
+                files_list_job_free(job);
         }
-        /* Names first, keeping only the first `cap` by name: memory is bounded by the
-         * limit however large the directory is. */
+        end(&fx);
+        return r;
+}
+
+void files_list_scan(struct files_list_job *job) {
+        int r;
+
+        /* Keeping only the first `cap` by name: memory is bounded by the limit however
+         * large the directory is. */
         for (;;) {
                 struct dirent *e;
                 errno = 0;
-                e = readdir(d);
+                e = readdir(job->dir);
                 if (!e) {
                         r = errno ? -errno : 0;
                         break;
                 }
                 if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
                         continue;
-                r = heap_offer(&h, e->d_name, &truncated);
+                r = heap_offer(&job->names, e->d_name, &job->truncated);
                 if (r < 0)
                         break;
         }
-        if (r < 0) {
-                r = fail_errno(fx, r, fx->path);
-                goto out;
-        }
-        if (h.n > 1)
-                qsort(h.v, h.n, sizeof(*h.v), cmp_names);
-        ret->entries = calloc(h.n ? h.n : 1, sizeof(*ret->entries));
-        infos = calloc(h.n ? h.n : 1, sizeof(*infos));
+        if (r == 0 && job->names.n > 1)
+                qsort(job->names.v, job->names.n, sizeof(*job->names.v), cmp_names);
+        job->err = r;
+}
+
+/* The entries of a scanned job, described and left out when hidden, until the reply
+ * would outgrow max_reply_bytes. */
+static int list_entries(struct fctx *fx, struct files_list_job *job, uint64_t max_reply_bytes,
+                        struct files_list *ret) {
+        const struct name_heap *h = &job->names;
+        Sbx__V1__FileInfo *infos;
+        struct statx stx;
+        uint64_t used = 0;
+        int dfd = dirfd(job->dir), r, truncated = job->truncated;
+        size_t i, n = 0;
+
+        ret->entries = calloc(h->n ? h->n : 1, sizeof(*ret->entries));
+        infos = calloc(h->n ? h->n : 1, sizeof(*infos));
         if (!ret->entries || !infos) {
                 r = fail_errno(fx, -ENOMEM, fx->path);
                 goto out;
         }
-        for (i = 0; i < h.n; i++) {
+        for (i = 0; i < h->n; i++) {
                 char target[PATH_MAX + 1];
                 const char *tp = NULL;
                 Sbx__V1__FileInfo *fi = &infos[n];
                 size_t sz;
 
-                r = entry_statx(dirfd(d), h.v[i], &stx);
+                r = entry_statx(dfd, h->v[i], &stx);
                 if (r == -ENOENT)
                         continue; /* removed meanwhile */
                 if (r == 0 && is_hidden(fx, &stx))
                         continue;
                 if (r == 0 && S_ISLNK(stx.stx_mode)) {
-                        ssize_t k = readlinkat(dirfd(d), h.v[i], target, sizeof(target) - 1);
+                        ssize_t k = readlinkat(dfd, h->v[i], target, sizeof(target) - 1);
                         if (k >= 0) {
                                 target[k] = '\0';
                                 tp = target;
                         }
                 }
-                r = info_fill(fi, h.v[i], r == 0 ? &stx : NULL, tp);
+                r = info_fill(fi, h->v[i], r == 0 ? &stx : NULL, tp);
                 if (r < 0) {
                         r = fail_errno(fx, r, fx->path);
                         goto out;
@@ -1286,10 +1326,8 @@ static int do_list(struct fctx *fx, uint32_t limit, uint64_t max_reply_bytes,
         r = 0;
         ret->n = n;
         ret->truncated = truncated;
-        if (n == 0) {
+        if (n == 0)
                 free(infos);
-                infos = NULL;
-        }
         infos = NULL; /* owned by ret now (entries[0] points at it) */
 out:
         if (r < 0) {
@@ -1299,21 +1337,23 @@ out:
                 free(ret->entries);
                 memset(ret, 0, sizeof(*ret));
         }
-        heap_free(&h);
-        closedir(d);
         return r;
 }
 
-int files_list(struct sandbox *sb, const char *path, uint32_t limit, uint64_t max_reply_bytes,
-               struct files_list *ret, char *err, size_t errlen) {
+int files_list_finish(struct files_list_job *job, struct sandbox *sb, const char *path,
+                      uint64_t max_reply_bytes, struct files_list *ret, char *err,
+                      size_t errlen) {
         struct fctx fx;
         int r;
 
         memset(ret, 0, sizeof(*ret));
         r = begin(&fx, sb, "list", path, err, errlen);
+        if (r == 0 && job->err < 0)
+                r = fail_errno(&fx, job->err, fx.path);
         if (r == 0)
-                r = do_list(&fx, limit, max_reply_bytes, ret);
+                r = list_entries(&fx, job, max_reply_bytes, ret);
         end(&fx);
+        files_list_job_free(job);
         return r;
 }
 

@@ -72,11 +72,24 @@ struct files_list {
 /* Lists the directory path: at most limit entries (0: SBX_DEFAULT_LIST_LIMIT; capped at
  * SBX_MAX_LIST_LIMIT), the first ones by name, whose encoded size stays under
  * max_reply_bytes. Memory is bounded by the limit, not by the directory's size. Entries
- * hidden by the policy are left out; symlinks are not followed (their target is given). */
-int files_list(struct sandbox *sb, const char *path, uint32_t limit, uint64_t max_reply_bytes,
-               struct files_list *ret, char *err, size_t errlen);
+ * hidden by the policy are left out; symlinks are not followed (their target is given).
+ *
+ * In three steps, so that reading a huge directory stalls nobody: files_list_open (on
+ * the loop: resolves and opens path as the sandbox user; errors as the other file
+ * operations'), files_list_scan (any thread: reads and sorts the names; touches nothing
+ * but the job), files_list_finish (on the loop, sb still the sandbox the job was opened
+ * in: describes the entries and frees the job). files_list_job_free drops a job that is
+ * not finished. */
+struct files_list_job;
+int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
+                    struct files_list_job **ret, char *err, size_t errlen);
+void files_list_scan(struct files_list_job *job);
+int files_list_finish(struct files_list_job *job, struct sandbox *sb, const char *path,
+                      uint64_t max_reply_bytes, struct files_list *ret, char *err,
+                      size_t errlen);
+void files_list_job_free(struct files_list_job *job);
 
-/* Frees what files_list allocated and zeroes l. Accepts a zeroed l. */
+/* Frees what files_list_finish allocated and zeroes l. Accepts a zeroed l. */
 void files_list_clear(struct files_list *l);
 
 /* Describes path like stat(1): a final symlink is followed, and symlink_target says where

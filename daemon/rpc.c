@@ -1131,25 +1131,64 @@ static void on_write_file(struct conn *c, const Sbx__V1__Request *req) {
         file_record(c, q->sandbox_id, "write", q->path, reply.bytes_written, SBX__V1__CODE__OK);
 }
 
-static void on_list_directory(struct conn *c, const Sbx__V1__Request *req) {
-        const Sbx__V1__ListDirectory *q = req->list_directory;
-        struct sandbox *sb = file_lookup(c, req->request_id, q->sandbox_id, "list", q->path);
-        struct files_list l;
-        Sbx__V1__Response resp;
+/* A listing whose names are being read on a worker thread (files.h). */
+struct list_work {
+        uv_work_t work;
+        struct call *call;
+        struct files_list_job *job;
+        const struct sandbox *sb; /* compared with the sandbox found again, never used */
+        int64_t sb_created_ms;
+        uint64_t max_reply_bytes;
+        char *sandbox_id, *path;
+};
+
+static void list_work_free(struct list_work *w) {
+        files_list_job_free(w->job);
+        if (w->call)
+                call_free(w->call);
+        free(w->sandbox_id);
+        free(w->path);
+        free(w);
+}
+
+static void list_scan(uv_work_t *req) {
+        struct list_work *w = req->data;
+        files_list_scan(w->job);
+}
+
+static void list_done(uv_work_t *req, int status) {
+        struct list_work *w = req->data;
+        struct conn *c = w->call->conn;
+        uint64_t rid = w->call->request_id;
         Sbx__V1__ListDirectoryReply reply = SBX__V1__LIST_DIRECTORY_REPLY__INIT;
         Sbx__V1__Code code = SBX__V1__CODE__OK;
         char err[FILE_ERR_BYTES];
+        Sbx__V1__Response resp;
+        struct files_list l;
+        struct sandbox *sb;
         int r;
 
-        if (!sb)
-                return;
-        r = files_list(sb, q->path, q->has_limit ? q->limit : 0, file_reply_budget(c), &l, err,
-                       sizeof(err));
-        if (r < 0) {
-                file_fail(c, req->request_id, sb, "list", q->path, r, err);
+        /* The sandbox may have ended meanwhile (and another taken its id). */
+        sb = file_lookup(c, rid, w->sandbox_id, "list", w->path);
+        if (!sb) {
+                list_work_free(w);
                 return;
         }
-        response_init(&resp, req->request_id);
+        if (sb != w->sb || sandbox_created_ms(sb) != w->sb_created_ms) {
+                conn_send_status(c, rid, SBX__V1__CODE__UNAVAILABLE,
+                                 "sandbox '%s' ended while '%s' was listed", w->sandbox_id,
+                                 w->path);
+                list_work_free(w);
+                return;
+        }
+        r = files_list_finish(w->job, sb, w->path, w->max_reply_bytes, &l, err, sizeof(err));
+        w->job = NULL;
+        if (r < 0) {
+                file_fail(c, rid, sb, "list", w->path, r, err);
+                list_work_free(w);
+                return;
+        }
+        response_init(&resp, rid);
         reply.n_entries = l.n;
         reply.entries = l.entries;
         reply.has_truncated = 1;
@@ -1158,13 +1197,52 @@ static void on_list_directory(struct conn *c, const Sbx__V1__Request *req) {
         resp.list_directory = &reply;
         if (conn_send(c, &resp) == -EMSGSIZE) {
                 code = SBX__V1__CODE__TOO_LARGE;
-                conn_send_status(c, req->request_id, code,
+                conn_send_status(c, rid, code,
                                  "the listing of '%s' in sandbox '%s' does not fit in one frame; "
                                  "ask for fewer entries (limit)",
-                                 q->path, q->sandbox_id);
+                                 w->path, w->sandbox_id);
         }
-        file_record(c, q->sandbox_id, "list", q->path, 0, code);
+        file_record(c, w->sandbox_id, "list", w->path, 0, code);
         files_list_clear(&l);
+        list_work_free(w);
+}
+
+/* The directory is opened here and read on libuv's thread pool: a directory of a
+ * million entries takes seconds to read, which would stall every client. */
+static void on_list_directory(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__ListDirectory *q = req->list_directory;
+        struct sandbox *sb = file_lookup(c, req->request_id, q->sandbox_id, "list", q->path);
+        struct files_list_job *job = NULL;
+        char err[FILE_ERR_BYTES];
+        struct list_work *w;
+        int r;
+
+        if (!sb)
+                return;
+        r = files_list_open(sb, q->path, q->has_limit ? q->limit : 0, &job, err, sizeof(err));
+        if (r < 0) {
+                file_fail(c, req->request_id, sb, "list", q->path, r, err);
+                return;
+        }
+        w = calloc(1, sizeof(*w));
+        if (w) {
+                w->job = job;
+                w->sb = sb;
+                w->sb_created_ms = sandbox_created_ms(sb);
+                w->max_reply_bytes = file_reply_budget(c);
+                w->sandbox_id = strdup(q->sandbox_id);
+                w->path = strdup(q->path ? q->path : "");
+                w->call = call_new(c, req->request_id);
+                w->work.data = w;
+        }
+        if (!w || !w->sandbox_id || !w->path || !w->call ||
+            uv_queue_work(c->d->loop, &w->work, list_scan, list_done) < 0) {
+                if (w)
+                        list_work_free(w);
+                else
+                        files_list_job_free(job);
+                file_fail(c, req->request_id, sb, "list", q->path, -ENOMEM, "");
+        }
 }
 
 static void on_stat(struct conn *c, const Sbx__V1__Request *req) {

@@ -265,6 +265,10 @@ const char *sandbox_id(const struct sandbox *sb) {
         return sb->id;
 }
 
+int64_t sandbox_created_ms(const struct sandbox *sb) {
+        return sb->created_ms;
+}
+
 Sbx__V1__SandboxState sandbox_state(const struct sandbox *sb) {
         return sb->state;
 }

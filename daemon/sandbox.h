@@ -82,6 +82,8 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
 int sandbox_may_access(const struct sandbox *sb, const struct caller *caller);
 
 const char *sandbox_id(const struct sandbox *sb);
+/* When it was created (Unix ms): with its address, tells it from a later one of its id. */
+int64_t sandbox_created_ms(const struct sandbox *sb);
 Sbx__V1__SandboxState sandbox_state(const struct sandbox *sb);
 
 /* Fills info (whose storage is *store, kept until the info is sent) for a live

@@ -711,6 +711,56 @@ START_TEST(huge_directory) {
         for (i = 1; i < l->n; i++)
                 ck_assert_int_lt(strcmp(l->v[i - 1].name, l->v[i].name), 0);
         sbx_dir_list_free(l);
+
+        /* The directory is read off the loop: sixteen listings sent in one write hold up
+         * no other request (read on the loop, they held every client for their whole
+         * time: a command's timeout went unenforced meanwhile). */
+        {
+                Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+                Sbx__V1__ListDirectory ld = SBX__V1__LIST_DIRECTORY__INIT;
+                static uint8_t buf[4096];
+                struct frame_reader fr;
+                struct sbx_result *r;
+                double t_true, t_lists;
+                size_t len = 0;
+                int fd = it_raw_connect(&d);
+
+                frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
+                req.has_request_id = 1;
+                req.body_case = SBX__V1__REQUEST__BODY_LIST_DIRECTORY;
+                req.list_directory = &ld;
+                ld.sandbox_id = "huge";
+                ld.path = "big";
+                ld.has_limit = 1;
+                ld.limit = 10;
+                for (i = 0; i < 16; i++) {
+                        req.request_id = 100 + i;
+                        pack_request(&req, buf, &len);
+                }
+                t0 = it_now_ms();
+                it_raw_write(fd, buf, len);
+                usleep(20000); /* the daemon has them */
+                r = it_sh(c, "huge", 30000, "true");
+                t_true = it_now_ms() - t0;
+                ck_assert_int_eq(r->exit_code, 0);
+                sbx_result_free(r);
+                for (i = 0; i < 16; i++) {
+                        Sbx__V1__Response *resp = it_raw_read(fd, &fr, 60000);
+                        ck_assert_ptr_nonnull(resp);
+                        ck_assert_int_eq(resp->body_case, SBX__V1__RESPONSE__BODY_LIST_DIRECTORY);
+                        ck_assert_uint_eq(resp->list_directory->n_entries, 10);
+                        ck_assert_str_eq(resp->list_directory->entries[9]->name, "00009");
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                }
+                t_lists = it_now_ms() - t0;
+                fprintf(stderr, "huge_directory: 16 listings %.0f ms, a command meanwhile %.0f ms\n",
+                        t_lists, t_true);
+                ck_assert_msg(t_lists < 200 || t_true < t_lists / 2,
+                              "a command waited %.0f ms behind listings that took %.0f ms",
+                              t_true, t_lists);
+                frame_reader_free(&fr);
+                close(fd);
+        }
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
