@@ -556,8 +556,8 @@ END_TEST
 START_TEST(test_writes_confined) {
         struct it_daemon d;
         struct sbx_create_opts o;
-        char *w, *ro, *git, *hooks, *hidden, *nl, *id, *cmd, *content;
-        char *wv[1], *dwv[1], *drv[1];
+        char *w, *ro, *git, *hooks, *hidden, *nl, *id, *cmd, *content, *conf, *settings;
+        char *wv[1], *dwv[2], *drv[1];
         char *mark;
         struct run r;
         double t0 = it_now_ms();
@@ -570,6 +570,8 @@ START_TEST(test_writes_confined) {
         git = xasprintf("%s/.git", w);
         hooks = xasprintf("%s/.git/hooks", w);
         hidden = xasprintf("%s/hidden.txt", w);
+        conf = xasprintf("%s/conf", w);
+        settings = xasprintf("%s/conf/settings", w);
         nl = xasprintf("%s/notlisted", host_dir);
         /* World-writable, so that only the sandbox's mounts can refuse a write. */
         mkdir_mode(w, 0777);
@@ -577,6 +579,8 @@ START_TEST(test_writes_confined) {
         mkdir_mode(git, 0777);
         mkdir_mode(hooks, 0777);
         mkdir_mode(nl, 0777);
+        mkdir_mode(conf, 0777);
+        put_file(settings, "host-settings\n", 0666);
         content = xasprintf("hidden-content-%d", pid);
         put_file(hidden, content, 0666);
 
@@ -585,11 +589,12 @@ START_TEST(test_writes_confined) {
         sbx_create_opts_init(&o);
         wv[0] = w;
         dwv[0] = ro;
+        dwv[1] = settings;
         drv[0] = hidden;
         o.policy.writable_paths.v = wv;
         o.policy.writable_paths.n = 1;
         o.policy.denied_write_paths.v = dwv;
-        o.policy.denied_write_paths.n = 1;
+        o.policy.denied_write_paths.n = 2;
         o.policy.denied_read_paths.v = drv;
         o.policy.denied_read_paths.n = 1;
         id = create_with(c, &o);
@@ -615,6 +620,30 @@ START_TEST(test_writes_confined) {
                                               refused[i], r.err);
                         run_free(&r);
                         free(refused[i]);
+                }
+        }
+
+        /* A protected path's parent cannot be moved aside and replaced (a .git of the
+         * sandbox's own, with hooks for the host's git to run; a conf/ with its own
+         * settings): it is a mount point. */
+        {
+                char *moves[] = {
+                        xasprintf("mv %s %s.old && mkdir -p %s/hooks && "
+                                  "echo 'id > /tmp/pwned' > %s/hooks/pre-commit",
+                                  git, git, git, git),
+                        xasprintf("mv %s %s.old && mkdir %s && echo EVIL > %s", conf, conf, conf,
+                                  settings),
+                        xasprintf("rm -rf %s", git),
+                        xasprintf("echo EVIL > %s.new && mv %s.new %s", settings, settings,
+                                  settings),
+                };
+                for (i = 0; i < sizeof(moves) / sizeof(moves[0]); i++) {
+                        r = sh(c, id, moves[i]);
+                        ck_assert_msg(r.rc != 0, "`%s` succeeded", moves[i]);
+                        ck_assert_msg(strstr(r.err, "busy") || strstr(r.err, "Read-only"),
+                                      "`%s`: %s", moves[i], r.err);
+                        run_free(&r);
+                        free(moves[i]);
                 }
         }
 
@@ -661,6 +690,9 @@ START_TEST(test_writes_confined) {
                         xasprintf("%s/f", nl),
                         xasprintf("%s/f", ro),
                         xasprintf("%s/post-commit", hooks),
+                        xasprintf("%s/pre-commit", hooks),
+                        xasprintf("%s.old", git),
+                        xasprintf("%s.old", conf),
                 };
                 for (i = 0; i < sizeof(absent) / sizeof(absent[0]); i++) {
                         int exists = access(absent[i], F_OK) == 0;
@@ -674,11 +706,17 @@ START_TEST(test_writes_confined) {
         ck_assert(mark != NULL);
         ck_assert_str_eq(mark, content);
         free(mark);
+        mark = get_file(settings);
+        ck_assert(mark != NULL);
+        ck_assert_str_eq(mark, "host-settings\n");
+        free(mark);
         ck_assert_msg(it_now_ms() - t0 < 30000, "took %.0f ms", it_now_ms() - t0);
         free(id);
         free(w);
         free(ro);
         free(git);
+        free(conf);
+        free(settings);
         free(hooks);
         free(hidden);
         free(nl);

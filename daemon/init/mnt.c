@@ -454,7 +454,71 @@ static int unreachable(int err) {
         return err == ENOENT || err == ENOTDIR || err == EACCES;
 }
 
-/* Re-binds each existing path of list read-only (denied_write_paths, protected_paths). */
+/* The mount path lies on (its id), or 0 when the kernel cannot say. */
+static uint64_t mount_of(const char *path) {
+        struct statx stx;
+
+        if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID, &stx) < 0 ||
+            !(stx.stx_mask & STATX_MNT_ID))
+                return 0;
+        return stx.stx_mnt_id;
+}
+
+/* Most directories pinned above one protected path. */
+#define PIN_MAX_DEPTH 64
+
+/* Pins the directories between path and the root of the mount it lies on, each bound
+ * onto itself (what is mounted below comes along): a mount point cannot be renamed or
+ * removed, so sandboxed code cannot move a protected path's parent aside and put one of
+ * its own in its place (a .git of its own with hooks and config for the host's git to
+ * run, a conf/ with its own settings), which the read-only mount on the path alone did
+ * not prevent. Outermost first, so that each bind carries the ones below it. */
+static int pin_ancestors(const char *path, const char *what, struct util_err *err) {
+        char dirs[PIN_MAX_DEPTH][SBX_PATH_MAX_BYTES + 1];
+        size_t n = 0;
+        char *slash;
+        int r;
+
+        if (strlen(path) > SBX_PATH_MAX_BYTES)
+                return util_fail(err, ENAMETOOLONG, NULL, "%s %s", what, path);
+        strcpy(dirs[0], path);
+        for (;;) {
+                char up[SBX_PATH_MAX_BYTES + 1];
+                uint64_t here, above;
+
+                slash = strrchr(dirs[n], '/');
+                if (!slash || slash == dirs[n])
+                        break; /* at / */
+                *slash = '\0'; /* dirs[n] is now the parent */
+                strcpy(up, dirs[n]);
+                slash = strrchr(up, '/');
+                if (!slash)
+                        break;
+                if (slash == up)
+                        slash[1] = '\0';
+                else
+                        *slash = '\0';
+                here = mount_of(dirs[n]);
+                above = mount_of(up);
+                /* A mount's root (or a kernel that cannot tell): nothing more to pin. */
+                if (here == 0 || above == 0 || here != above)
+                        break;
+                if (n + 1 == PIN_MAX_DEPTH)
+                        return util_fail(err, ELOOP, "protected paths nest at most 64 deep",
+                                         "%s %s", what, path);
+                strcpy(dirs[n + 1], dirs[n]);
+                n++;
+        }
+        while (n-- > 0) {
+                r = bind_mount(dirs[n], dirs[n], 0);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "%s %s: pin %s", what, path, dirs[n]);
+        }
+        return 0;
+}
+
+/* Re-binds each existing path of list read-only (denied_write_paths, protected_paths),
+ * its parents pinned. */
 static int apply_read_only(char *const *list, size_t n, const char *what, struct util_err *err,
                            struct util_warnings *warn) {
         size_t i;
@@ -470,6 +534,9 @@ static int apply_read_only(char *const *list, size_t n, const char *what, struct
                                   strerror(errno));
                         continue;
                 }
+                r = pin_ancestors(list[i], what, err);
+                if (r < 0)
+                        return r;
                 r = bind_mount(list[i], list[i], RO_ATTRS);
                 if (r < 0)
                         return util_fail(err, r, NULL, "%s %s: bind read-only", what, list[i]);
