@@ -204,6 +204,12 @@ out:
         return r;
 }
 
+int cgroup_env_has(const struct cgroup_env *e, enum cgroup_ctrl ctrl) {
+        if (e->version == CGROUP_V2)
+                return (e->v2_controllers >> ctrl) & 1;
+        return e->version == CGROUP_V1 && e->base[ctrl] != NULL;
+}
+
 int cgroup_env_new(const char *root, const char *self_cgroup_file, const char *base_name,
                    pid_t self_pid, struct cgroup_env **ret) {
         return cgroup_env_new_with(root, self_cgroup_file, base_name, self_pid, mkdir, ret);

@@ -52,6 +52,9 @@ int cgroup_env_new_with(const char *root, const char *self_cgroup_file, const ch
                         struct cgroup_env **ret);
 void cgroup_env_free(struct cgroup_env *e);
 
+/* 1 when groups made in e get controller ctrl (a v1 hierarchy, or enabled on v2). */
+int cgroup_env_has(const struct cgroup_env *e, enum cgroup_ctrl ctrl);
+
 /* Removes the (empty) base directories at shutdown; a busy one is left alone. */
 void cgroup_env_remove_base(struct cgroup_env *e);
 const char *cgroup_version_name(enum cgroup_version v);

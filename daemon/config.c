@@ -58,6 +58,7 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_frame_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
         cfg->default_sandbox_timeout_ms = SBX_DEFAULT_SANDBOX_TIMEOUT_MS;
         cfg->max_sandbox_lifetime_ms = SBX_DEFAULT_MAX_SANDBOX_LIFETIME_MS;
+        cfg->max_processes = SBX_DEFAULT_MAX_PROCESSES;
         cfg->max_command_timeout_ms = SBX_DEFAULT_MAX_COMMAND_TIMEOUT_MS;
         cfg->max_commands_per_sandbox = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
         cfg->max_sandboxes_per_uid = SBX_DEFAULT_MAX_SANDBOXES_PER_UID;
@@ -151,7 +152,7 @@ const char *config_usage(void) {
                "            [--max-command-timeout SECS] [--max-commands N] [--init PATH]\n"
                "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
                "            [--adopt-grace SECS] [--keep-sandboxes] [--command-cgroups auto|on|off]\n"
-               "            [--warm N]\n"
+               "            [--warm N] [--max-processes N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -159,7 +160,8 @@ const char *config_usage(void) {
                "with it) and a restarted daemon adopts them; --keep-sandboxes leaves them running\n"
                "on SIGTERM too, for an upgrade. --warm keeps N sandboxes of the default policy\n"
                "set up ahead of requests (default 2; 0: none): a create that matches one is\n"
-               "answered at once.\n";
+               "answered at once. --max-processes: processes (and threads) of a sandbox whose\n"
+               "policy sets no limit, and the most one may set (default 4096; 0: no ceiling).\n";
 }
 
 int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size_t errlen) {
@@ -241,6 +243,8 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
                                 cfg->command_cgroups = CONFIG_CGROUPS_OFF;
                         else
                                 r = -EINVAL;
+                } else if (strcmp(name, "--max-processes") == 0) {
+                        r = parse_u32(v, 0, 4194304, &cfg->max_processes);
                 } else if (strcmp(name, "--warm") == 0) {
                         r = parse_u32(v, 0, SBX_MAX_WARM_SANDBOXES, &cfg->warm);
                 } else if (strcmp(name, "--retention-days") == 0) {

@@ -25,6 +25,7 @@ struct config {
         uint32_t max_commands_per_sandbox;
         uint32_t max_sandboxes_per_uid;   /* live sandboxes one uid may own */
         uint32_t max_commands_per_uid;    /* commands one uid may run at once, all sandboxes */
+        uint32_t max_processes;           /* processes of one sandbox without a limit, and the cap; 0: none */
         uint32_t retention_days;          /* records of sandboxes ended longer ago are pruned; 0 keeps all */
         uint64_t adopt_grace_ms;          /* how long an orphaned init waits for a new daemon; 0: no re-adoption */
         int keep_sandboxes;               /* on SIGTERM, leave sandboxes running for the next daemon */

@@ -240,6 +240,17 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
                 lim.has_tmp_bytes = 1;
                 lim.tmp_bytes = SBX_DEFAULT_TMP_BYTES;
         }
+        /* No sandbox without a process limit (a fork bomb would take every pid of the
+         * host), and none above the daemon's ceiling; as a default only where it holds (a
+         * pids cgroup, or RLIMIT_NPROC of a uid of the sandbox's own), not to warn of a
+         * limit nobody asked for. */
+        if (d->cfg->max_processes &&
+            ((!lim.has_processes &&
+              (cgroup_env_has(d->cgroups, CG_PIDS) || !d->features.rootless)) ||
+             (lim.has_processes && lim.processes > d->cfg->max_processes))) {
+                lim.has_processes = 1;
+                lim.processes = d->cfg->max_processes;
+        }
         if (!lim.has_core_dumps) {
                 lim.has_core_dumps = 1;
                 lim.core_dumps = 0;

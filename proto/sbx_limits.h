@@ -68,6 +68,11 @@
 /* Commands. */
 #define SBX_DEFAULT_COMMAND_TIMEOUT_MS (60u * 1000u)
 #define SBX_DEFAULT_MAX_COMMAND_TIMEOUT_MS (24ull * 3600u * 1000u)
+
+/* Processes (and threads) of one sandbox when its policy names no limit, and the most it
+ * may name (sbxd --max-processes; 0: no ceiling). A fork bomb in a sandbox without a
+ * limit would otherwise take every pid of the host. */
+#define SBX_DEFAULT_MAX_PROCESSES 4096u
 #define SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX 16u
 #define SBX_MAX_ARGV 4096u
 #define SBX_MAX_ENV 4096u

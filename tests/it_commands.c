@@ -52,6 +52,50 @@ static char *create_limited(sbx_client *c, uint64_t memory, uint32_t processes, 
         return id;
 }
 
+/* A sandbox whose policy sets no process limit gets the daemon's (--max-processes): a
+ * fork bomb there is held too; a policy asking more gets the ceiling. */
+START_TEST(default_process_limit) {
+        const char *flags[] = {"--max-processes", "100", NULL};
+        struct it_daemon d;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_result *r;
+        sbx_client *c;
+        char *id, *big;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        ck_assert_int_eq(sbx_get(c, id, &sb), SBX_OK);
+        ck_assert(sb->policy.limits.set & SBX_LIMIT_PROCESSES);
+        ck_assert_uint_eq(sb->policy.limits.processes, 100);
+        sbx_sandbox_free(sb);
+        r = it_sh(c, id, 3000, "f() { f | f & }; f; sleep 1");
+        ck_assert(has_hit(r, "processes"));
+        sbx_result_free(r);
+        big = create_limited(c, 0, 5000, 0, 0);
+        ck_assert_int_eq(sbx_get(c, big, &sb), SBX_OK);
+        ck_assert_uint_eq(sb->policy.limits.processes, 100);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, big, NULL), SBX_OK);
+        free(id);
+        free(big);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+
+        /* The built-in ceiling, without the flag. */
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        ck_assert_int_eq(sbx_get(c, id, &sb), SBX_OK);
+        ck_assert_uint_eq(sb->policy.limits.processes, SBX_DEFAULT_MAX_PROCESSES);
+        sbx_sandbox_free(sb);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(timeout_kills_within_bound) {
         struct it_daemon d;
         sbx_client *c;
@@ -841,6 +885,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, timeout_kills_within_bound);
         tcase_add_test(tc, background_child_holding_stdout_does_not_hang);
         tcase_add_test(tc, fork_bomb_contained);
+        tcase_add_test(tc, default_process_limit);
         tcase_add_test(tc, memory_hog_is_out_of_memory);
         tcase_add_test(tc, output_cap_keeps_tail);
         tcase_add_test(tc, output_read_at_exit_is_whole);
