@@ -22,6 +22,7 @@
 
 #include "cgroup.h"
 #include "config.h"
+#include "guard.h"
 #include "log.h"
 #include "notify.h"
 #include "sandbox.h"
@@ -144,6 +145,7 @@ static void detect_features(struct sbxd *d) {
 
 static void on_shutdown_done(void *ud) {
         log_info("all sandboxes ended; closing the records");
+        guard_stop(&D);
         commit_records();
         conn_release_held(&D);
         server_close_all(&S);
@@ -335,6 +337,12 @@ int main(int argc, char **argv) {
         if (D.cgroups->v2_base)
                 log_debug("cgroups under %s", D.cgroups->v2_base);
         detect_features(&D);
+        r = guard_start(&D, cfg.init_path);
+        if (r < 0)
+                log_warning("cannot watch hidden and read-only paths for changes on the host "
+                            "(%s): a file the host replaces or creates there later is not "
+                            "covered again",
+                            strerror(-r));
         /* A cgroup per command lets a timeout kill everything the command started, but
          * on cgroup v1 every move into one waits for an RCU grace period (milliseconds
          * when the system is quiet, cgroup_threadgroup_rwsem) and every removal of a

@@ -41,6 +41,7 @@
 
 #include "cgroup.h"
 #include "initmsg.h"
+#include "guard.h"
 #include "log.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
@@ -655,6 +656,7 @@ static void sandbox_free(struct sandbox *sb) {
         for (i = 0; i < sb->n_hidden; i++)
                 free(sb->hidden[i]);
         free(sb->hidden);
+        guard_forget(sb->d, sb);
         free(sb->end_reason);
         free(sb);
 }
@@ -1319,8 +1321,13 @@ static void generate_id(char *out, size_t len) {
 }
 
 /* Copies the hidden (denied-read) paths of setup: file operations answer NOT_FOUND. */
+/* Keeps the hidden paths for the file operations, and has the guard keep every hidden
+ * and read-only path covered when the host replaces it (guard.h). */
 static void remember_hidden(struct sandbox *sb, const Sbx__Init__V1__Setup *setup) {
         size_t k;
+        guard_add(sb->d, sb, setup->denied_read_paths, setup->n_denied_read_paths, 1);
+        guard_add(sb->d, sb, setup->denied_write_paths, setup->n_denied_write_paths, 0);
+        guard_add(sb->d, sb, setup->protected_paths, setup->n_protected_paths, 0);
         sb->hidden = calloc(setup->n_denied_read_paths ? setup->n_denied_read_paths : 1,
                             sizeof(char *));
         if (!sb->hidden)

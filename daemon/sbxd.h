@@ -27,6 +27,8 @@ struct features {
         int openat2;
 };
 
+struct guard;
+
 struct sbxd {
         uv_loop_t *loop;
         struct config *cfg;
@@ -34,6 +36,7 @@ struct sbxd {
         struct server *server;
         struct sbxtab *sandboxes;
         struct cgroup_env *cgroups;
+        struct guard *guard;        /* hidden and read-only paths kept covered (guard.h) */
         struct features features;
         uid_t euid;
         gid_t egid;

@@ -551,6 +551,100 @@ START_TEST(test_secrets_unreadable) {
 }
 END_TEST
 
+/* ---- paths the host changes later ----------------------------------------------------- */
+
+/* Runs shell in id every 20 ms until its stdout contains none of needle (returns 1) or 5
+ * s have passed (returns 0). */
+static int eventually_without(sbx_client *c, const char *id, const char *shell,
+                              const char *needle) {
+        for (int i = 0; i < 250; i++) {
+                struct run r = sh(c, id, shell);
+                int clean = strstr(r.out, needle) == NULL;
+                run_free(&r);
+                if (clean)
+                        return 1;
+                usleep(20000);
+        }
+        return 0;
+}
+
+/* A hidden file the host replaces (a rename over it: the mount over the old file goes
+ * with it) or creates after the sandbox, and a read-only file it replaces, are covered
+ * again by the daemon's guard within moments. */
+START_TEST(test_host_changes_covered_again) {
+        struct it_daemon d;
+        struct sbx_create_opts o;
+        char *w, *hidden_file, *later, *settings, *tmp, *id, *cmd;
+        char *wv[1], *drv[2], *dwv[1];
+        struct run r;
+        sbx_client *c;
+
+        /* The guard enters a sandbox through its init's pidfd, which valgrind does not
+         * emulate (`make valgrind`). */
+        if (getenv("SBX_VALGRIND")) {
+                fprintf(stderr, "%s: skipped under valgrind\n", __func__);
+                return;
+        }
+        w = xasprintf("%s/gw", host_dir);
+        hidden_file = xasprintf("%s/secret", w);
+        later = xasprintf("%s/later", w);
+        settings = xasprintf("%s/settings", w);
+        tmp = xasprintf("%s/.tmp", w);
+        mkdir_mode(w, 0777);
+        put_file(hidden_file, "old-secret\n", 0666);
+        put_file(settings, "host-settings\n", 0666);
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        wv[0] = w;
+        drv[0] = hidden_file;
+        drv[1] = later;
+        dwv[0] = settings;
+        o.policy.writable_paths.v = wv;
+        o.policy.writable_paths.n = 1;
+        o.policy.denied_read_paths.v = drv;
+        o.policy.denied_read_paths.n = 2;
+        o.policy.denied_write_paths.v = dwv;
+        o.policy.denied_write_paths.n = 1;
+        id = create_with(c, &o);
+        cmd = xasprintf("cat %s", hidden_file);
+        r = sh(c, id, cmd);
+        ck_assert_msg(strstr(r.out, "old-secret") == NULL, "hidden file shown: %s", r.out);
+        run_free(&r);
+
+        /* The host writes a new secret the way editors and credential tools do. */
+        put_file(tmp, "new-secret\n", 0666);
+        ck_assert_int_eq(rename(tmp, hidden_file), 0);
+        ck_assert_msg(eventually_without(c, id, cmd, "new-secret"),
+                      "the replaced secret stayed readable");
+        free(cmd);
+        /* A hidden path the host creates later. */
+        put_file(later, "later-secret\n", 0666);
+        cmd = xasprintf("cat %s", later);
+        ck_assert_msg(eventually_without(c, id, cmd, "later-secret"),
+                      "the secret created later stayed readable");
+        free(cmd);
+        /* A read-only file the host replaces stays read-only. */
+        put_file(tmp, "host-settings-2\n", 0666);
+        ck_assert_int_eq(rename(tmp, settings), 0);
+        cmd = xasprintf("echo EVIL > %s 2>/dev/null && echo written", settings);
+        ck_assert_msg(eventually_without(c, id, cmd, "written"),
+                      "the replaced read-only file became writable");
+        free(cmd);
+
+        terminate_ok(c, id);
+        sbx_close(c);
+        stop_ok(&d);
+        free(id);
+        free(w);
+        free(hidden_file);
+        free(later);
+        free(settings);
+        free(tmp);
+}
+END_TEST
+
 /* ---- writes -------------------------------------------------------------------------- */
 
 START_TEST(test_writes_confined) {
@@ -1719,6 +1813,7 @@ static Suite *make_suite(void) {
 
         add(s, "secrets", test_secrets_unreadable, 90, 1, 1);
         add(s, "writes", test_writes_confined, 90, 1, 0);
+        add(s, "host_changes", test_host_changes_covered_again, 90, 1, 0);
         add(s, "tmp", test_tmp_private_and_limited, 90, 0, 0);
         add(s, "network_none", test_network_none_blocks_host, 90, 0, 0);
         add(s, "network_lo", test_network_none_loopback_up, 90, 0, 0);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -350,13 +351,88 @@ START_TEST(test_rootless_limits_warned) {
 }
 END_TEST
 
-static void add(Suite *s, const char *name, const TTest *test) {
+/* The guard works for a rootless daemon too (its helper enters the sandbox's user
+ * namespace first): a hidden file of the user's that the host replaces is covered again
+ * within moments. */
+static char secret_dir[64]; /* made and removed by the runner, so a failure leaves nothing */
+
+static void secret_dir_setup(void) {
+        snprintf(secret_dir, sizeof(secret_dir), "/var/tmp/sbxt-rootless-XXXXXX");
+        if (!mkdtemp(secret_dir) || chmod(secret_dir, 0755) < 0)
+                secret_dir[0] = '\0';
+}
+
+static void secret_dir_teardown(void) {
+        char cmd[128];
+
+        if (!secret_dir[0])
+                return;
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", secret_dir);
+        (void)!system(cmd);
+}
+
+START_TEST(test_rootless_replaced_secret_hidden_again) {
+        const char *dir = secret_dir;
+        char *secret, *tmp, *cmd, *out;
+        struct sbx_create_opts o;
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        char *drv[1];
+        sbx_client *c;
+        int rc, clean = 0;
+        FILE *f;
+
+        ck_assert_str_ne(dir, "");
+        secret = xasprintf("%s/token", dir);
+        tmp = xasprintf("%s/.token.new", dir);
+        f = fopen(secret, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("old-token\n", f);
+        fclose(f);
+        ck_assert_int_eq(chmod(secret, 0644), 0);
+
+        c = start_rootless(&d);
+        sbx_create_opts_init(&o);
+        drv[0] = secret;
+        o.policy.denied_read_paths.v = drv;
+        o.policy.denied_read_paths.n = 1;
+        sb = create_sb(&d, c, &o);
+        cmd = xasprintf("cat %s", secret);
+        out = sh_out(c, sb->id, cmd, &rc);
+        ck_assert_msg(strstr(out, "old-token") == NULL, "hidden file shown: %s", out);
+        free(out);
+        f = fopen(tmp, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("new-token\n", f);
+        fclose(f);
+        ck_assert_int_eq(chmod(tmp, 0644), 0);
+        ck_assert_int_eq(rename(tmp, secret), 0);
+        for (int i = 0; i < 250 && !clean; i++) {
+                out = sh_out(c, sb->id, cmd, &rc);
+                clean = strstr(out, "new-token") == NULL;
+                free(out);
+                if (!clean)
+                        usleep(20000);
+        }
+        ck_assert_msg(clean, "the replaced secret stayed readable");
+        free(cmd);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        stop_ok(&d);
+        free(secret);
+        free(tmp);
+}
+END_TEST
+
+static TCase *add(Suite *s, const char *name, const TTest *test) {
         TCase *tc = tcase_create(name);
 
         tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
         tcase_set_timeout(tc, 90);
         tcase_add_test(tc, test);
         suite_add_tcase(s, tc);
+        return tc;
 }
 
 static Suite *make_suite(void) {
@@ -366,6 +442,9 @@ static Suite *make_suite(void) {
         add(s, "confined", test_rootless_confined);
         add(s, "setsid_terminate", test_rootless_setsid_dies_at_terminate);
         add(s, "limits_warned", test_rootless_limits_warned);
+        tcase_add_unchecked_fixture(add(s, "replaced_secret",
+                                        test_rootless_replaced_secret_hidden_again),
+                                    secret_dir_setup, secret_dir_teardown);
         return s;
 }
 

@@ -41,7 +41,7 @@
 #define HOSTNAME_MAX_BYTES 64u
 
 static void usage(void) {
-        static const char msg[] = "usage: sbx-init --fd N\n"
+        static const char msg[] = "usage: sbx-init --fd N | --reapply hide|read-only PATH\n"
                                   "The init helper of one sbxd sandbox; started by sbxd only.\n";
         if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
                 /* Nothing else to do. */
@@ -414,6 +414,16 @@ int main(int argc, char **argv) {
         int chan, r;
 
         memset(&err, 0, sizeof(err));
+        /* The daemon's helper, already in a sandbox's mount namespace: mount over a path
+         * the host replaced or created (mnt.h). */
+        if (argc == 4 && strcmp(argv[1], "--reapply") == 0 &&
+            (strcmp(argv[2], "hide") == 0 || strcmp(argv[2], "read-only") == 0)) {
+                if (mnt_reapply(strcmp(argv[2], "hide") == 0, argv[3], &err) < 0) {
+                        util_log(3, "%s", err.text);
+                        return 1;
+                }
+                return 0;
+        }
         if (parse_args(argc, argv, &chan) < 0) {
                 usage();
                 return 2;

@@ -578,6 +578,31 @@ static int apply_hidden(char *const *list, size_t n, struct util_err *err,
         return 0;
 }
 
+int mnt_reapply(bool hide, const char *path, struct util_err *err) {
+        struct util_warnings warn;
+        char parent[SBX_PATH_MAX_BYTES + 1], own[SBX_PATH_MAX_BYTES + 1], *slash;
+        char *const list[] = {own};
+        uint64_t here, above;
+
+        if (path[0] != '/' || strlen(path) > SBX_PATH_MAX_BYTES)
+                return util_fail(err, EINVAL, NULL, "reapply %s: not an absolute path", path);
+        strcpy(own, path);
+        strcpy(parent, path);
+        slash = strrchr(parent, '/');
+        if (slash == parent)
+                slash[1] = '\0';
+        else
+                *slash = '\0';
+        /* Still covered (or gone): nothing to do. */
+        here = mount_of(path);
+        above = mount_of(parent);
+        if (here == 0 || above == 0 || here != above)
+                return 0;
+        memset(&warn, 0, sizeof(warn));
+        return hide ? apply_hidden(list, 1, err, &warn)
+                    : apply_read_only(list, 1, "read-only path", err, &warn);
+}
+
 int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
         const char *root_dir = cfg->root_dir && cfg->root_dir[0] ? cfg->root_dir : "/";
         uint64_t tmp_bytes = cfg->tmp_bytes ? cfg->tmp_bytes : SBX_DEFAULT_TMP_BYTES;

@@ -55,6 +55,13 @@ struct mnt_config {
  * namespace is left half-built and the caller must give up (exit). */
 int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn);
 
+/* Mounts over path again as mnt_build_view did (hide: hidden, else read-only with its
+ * parents pinned) when path exists and is no longer covered: the host replaced it (a
+ * rename over it takes the mount with the old file) or created it after the view was
+ * built. Run by `sbx-init --reapply` in the sandbox's mount namespace (the daemon's
+ * helper enters it). 0 when covered or done, else -errno with err set. */
+int mnt_reapply(bool hide, const char *path, struct util_err *err);
+
 /* Attribute bits for mnt_set_attr. */
 #define MNT_RDONLY 0x1u
 #define MNT_NOSUID 0x2u
