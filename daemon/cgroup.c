@@ -91,22 +91,6 @@ static int file_exists(const char *dir, const char *name) {
         return r;
 }
 
-/* The value after "key " on some line of a flat-keyed file. */
-static int read_keyed(const char *dir, const char *file, const char *key, uint64_t *ret) {
-        char buf[4096];
-        size_t kl = strlen(key);
-        char *line;
-        int r = read_file(dir, file, buf, sizeof(buf));
-        if (r < 0)
-                return r;
-        for (line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-                if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
-                        *ret = strtoull(line + kl + 1, NULL, 10);
-                        return 0;
-                }
-        return -ENOENT;
-}
-
 static int mkdir_p(struct cgroup_env *e, const char *path) {
         char *p = strdup(path), *s;
         int r = 0;
@@ -291,10 +275,28 @@ int cgroup_env_new_with(const char *root, const char *self_cgroup_file, const ch
         return 0;
 }
 
+static struct cgroup *group_new(struct cgroup_env *e) {
+        struct cgroup *g = calloc(1, sizeof(*g));
+        if (!g)
+                return NULL;
+        g->env = e;
+        g->oom_fd = g->pids_fd = -1;
+        return g;
+}
+
+static void close_event_fds(struct cgroup *g) {
+        if (g->oom_fd >= 0)
+                close(g->oom_fd);
+        if (g->pids_fd >= 0)
+                close(g->pids_fd);
+        g->oom_fd = g->pids_fd = -1;
+}
+
 void cgroup_forget(struct cgroup *g) {
         int i;
         if (!g)
                 return;
+        close_event_fds(g);
         for (i = 0; i < CG_N; i++)
                 free(g->path[i]);
         free(g->v2_path);
@@ -305,6 +307,7 @@ int cgroup_destroy(struct cgroup *g) {
         int i, r = 0;
         if (!g)
                 return 0;
+        close_event_fds(g);
         for (i = 0; i < CG_N; i++)
                 if (g->path[i]) {
                         if (rmdir(g->path[i]) < 0 && errno != ENOENT && r == 0)
@@ -326,10 +329,9 @@ int cgroup_create(struct cgroup_env *e, const char *rel, int leaf, struct cgroup
 
         if (e->version == CGROUP_NONE)
                 return -EOPNOTSUPP;
-        g = calloc(1, sizeof(*g));
+        g = group_new(e);
         if (!g)
                 return -ENOMEM;
-        g->env = e;
         if (e->version == CGROUP_V2) {
                 g->v2_path = join(e->v2_base, rel);
                 if (!g->v2_path)
@@ -372,10 +374,9 @@ int cgroup_attach(struct cgroup_env *e, const char *rel, struct cgroup **ret) {
 
         if (e->version == CGROUP_NONE)
                 return -EOPNOTSUPP;
-        g = calloc(1, sizeof(*g));
+        g = group_new(e);
         if (!g)
                 return -ENOMEM;
-        g->env = e;
         if (e->version == CGROUP_V2) {
                 g->v2_path = join(e->v2_base, rel);
                 if (g->v2_path && access(g->v2_path, F_OK) == 0)
@@ -564,11 +565,42 @@ int cgroup_peak_memory(struct cgroup *g, uint64_t *ret) {
         return 0;
 }
 
+/* The value of key in the keyed file *fd (opened from dir/file at the first call and
+ * kept: a counter read around every command is worth no path walk). */
+static int read_counter(int *fd, const char *dir, const char *file, const char *key,
+                        uint64_t *ret) {
+        char buf[4096];
+        size_t kl = strlen(key);
+        const char *line;
+        ssize_t n;
+
+        if (*fd < 0) {
+                char *p = join(dir, file);
+                if (!p)
+                        return -ENOMEM;
+                *fd = open(p, O_RDONLY | O_CLOEXEC);
+                free(p);
+                if (*fd < 0)
+                        return -errno;
+        }
+        n = pread(*fd, buf, sizeof(buf) - 1, 0);
+        if (n < 0)
+                return -errno;
+        buf[n] = '\0';
+        for (line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
+                        *ret = strtoull(line + kl + 1, NULL, 10);
+                        return 0;
+                }
+        return -ENOENT;
+}
+
 int cgroup_oom_kills(struct cgroup *g, uint64_t *ret) {
         if (g->v2_path)
-                return read_keyed(g->v2_path, "memory.events", "oom_kill", ret);
+                return read_counter(&g->oom_fd, g->v2_path, "memory.events", "oom_kill", ret);
         if (g->path[CG_MEMORY])
-                return read_keyed(g->path[CG_MEMORY], "memory.oom_control", "oom_kill", ret);
+                return read_counter(&g->oom_fd, g->path[CG_MEMORY], "memory.oom_control",
+                                    "oom_kill", ret);
         return -ENOENT;
 }
 
@@ -576,11 +608,12 @@ int cgroup_pids_max_events(struct cgroup *g, uint64_t *ret) {
         /* v2: pids.events counts at the group whose limit was hit; pids.events.local
          * (Linux 6.2+) at the group whose process tried to fork. */
         if (g->v2_path)
-                return read_keyed(g->v2_path, "pids.events.local", "max", ret) == 0
+                return read_counter(&g->pids_fd, g->v2_path, "pids.events.local", "max", ret) ==
+                                       0
                                ? 0
-                               : read_keyed(g->v2_path, "pids.events", "max", ret);
+                               : read_counter(&g->pids_fd, g->v2_path, "pids.events", "max", ret);
         if (g->path[CG_PIDS])
-                return read_keyed(g->path[CG_PIDS], "pids.events", "max", ret);
+                return read_counter(&g->pids_fd, g->path[CG_PIDS], "pids.events", "max", ret);
         return -ENOENT;
 }
 

@@ -35,6 +35,9 @@ struct cgroup {
         struct cgroup_env *env;
         char *path[CG_N]; /* v1: per controller; NULL where absent */
         char *v2_path;
+        /* The event counters read before and after every command (OOM kills, refused
+         * forks): opened at the first read and kept, -1 until then. */
+        int oom_fd, pids_fd;
 };
 
 /* Finds the hierarchies under root (e.g. "/sys/fs/cgroup") and the daemon's own cgroup

@@ -459,17 +459,17 @@ static void count_events(struct command *cmd, uint64_t *ret_oom, uint64_t *ret_p
          * also counts its neighbours. */
         struct cgroup *groups[2] = {cmd->cg ? NULL : cmd->sb->cg, cmd->cg};
         int i;
+        int memory = cmd->sb->cg_enforced & (1 << CG_MEMORY),
+            pids = cmd->sb->cg_enforced & (1 << CG_PIDS);
         *ret_oom = *ret_pids = 0;
-        /* Without a memory or process limit there is nothing to hit: spare the reads. */
-        if (!(cmd->sb->cg_enforced & ((1 << CG_MEMORY) | (1 << CG_PIDS))))
-                return;
+        /* Only a limit that holds can be hit: spare the other reads. */
         for (i = 0; i < 2; i++) {
                 uint64_t v;
                 if (!groups[i])
                         continue;
-                if (cgroup_oom_kills(groups[i], &v) == 0)
+                if (memory && cgroup_oom_kills(groups[i], &v) == 0)
                         *ret_oom += v;
-                if (cgroup_pids_max_events(groups[i], &v) == 0)
+                if (pids && cgroup_pids_max_events(groups[i], &v) == 0)
                         *ret_pids += v;
         }
 }
