@@ -10,7 +10,9 @@
  * forked helper enters it with setns, since PID 1 cannot mount once its seccomp filter
  * is loaded), which mounts over it again. The window between the host's change and the
  * new mount is a few milliseconds; a process polling the path may read it in between.
- * Only sandboxes whose root is the host's / are guarded (their paths are host paths). */
+ * Only sandboxes whose root is the host's / are guarded (their paths are host paths),
+ * and only the path's own directory is watched: a directory above it that the host
+ * replaces whole is not seen. */
 #ifndef SBX_GUARD_H
 #define SBX_GUARD_H
 
