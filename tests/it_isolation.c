@@ -651,7 +651,8 @@ START_TEST(test_writes_confined) {
         struct it_daemon d;
         struct sbx_create_opts o;
         char *w, *ro, *git, *hooks, *hidden, *nl, *id, *cmd, *content, *conf, *settings;
-        char *wv[1], *dwv[2], *drv[1];
+        char *sub, *tok;
+        char *wv[1], *dwv[2], *drv[2];
         char *mark;
         struct run r;
         double t0 = it_now_ms();
@@ -666,6 +667,8 @@ START_TEST(test_writes_confined) {
         hidden = xasprintf("%s/hidden.txt", w);
         conf = xasprintf("%s/conf", w);
         settings = xasprintf("%s/conf/settings", w);
+        sub = xasprintf("%s/sub", w);
+        tok = xasprintf("%s/sub/tok", w);
         nl = xasprintf("%s/notlisted", host_dir);
         /* World-writable, so that only the sandbox's mounts can refuse a write. */
         mkdir_mode(w, 0777);
@@ -675,6 +678,8 @@ START_TEST(test_writes_confined) {
         mkdir_mode(nl, 0777);
         mkdir_mode(conf, 0777);
         put_file(settings, "host-settings\n", 0666);
+        mkdir_mode(sub, 0777);
+        put_file(tok, "sub-token\n", 0666);
         content = xasprintf("hidden-content-%d", pid);
         put_file(hidden, content, 0666);
 
@@ -685,12 +690,13 @@ START_TEST(test_writes_confined) {
         dwv[0] = ro;
         dwv[1] = settings;
         drv[0] = hidden;
+        drv[1] = tok;
         o.policy.writable_paths.v = wv;
         o.policy.writable_paths.n = 1;
         o.policy.denied_write_paths.v = dwv;
         o.policy.denied_write_paths.n = 2;
         o.policy.denied_read_paths.v = drv;
-        o.policy.denied_read_paths.n = 1;
+        o.policy.denied_read_paths.n = 2;
         id = create_with(c, &o);
 
         /* Refused: the read-only root, a host directory not listed, a denied_write_path
@@ -730,6 +736,9 @@ START_TEST(test_writes_confined) {
                         xasprintf("rm -rf %s", git),
                         xasprintf("echo EVIL > %s.new && mv %s.new %s", settings, settings,
                                   settings),
+                        /* A hidden path's parent too: moved aside, the host's next
+                         * version of the file would land bare in a new one. */
+                        xasprintf("mv %s %s.old", sub, sub),
                 };
                 for (i = 0; i < sizeof(moves) / sizeof(moves[0]); i++) {
                         r = sh(c, id, moves[i]);
@@ -811,6 +820,8 @@ START_TEST(test_writes_confined) {
         free(git);
         free(conf);
         free(settings);
+        free(sub);
+        free(tok);
         free(hooks);
         free(hidden);
         free(nl);

@@ -559,6 +559,12 @@ static int apply_hidden(char *const *list, size_t n, struct util_err *err,
                         util_warn(warn, "denied_read_path %s: %s; not hidden", p, strerror(errno));
                         continue;
                 }
+                /* Its parents pinned too: a parent moved aside in a writable path would
+                 * take the mount along and leave the name bare for the host's next
+                 * version of the file. */
+                r = pin_ancestors(p, "denied_read_path", err);
+                if (r < 0)
+                        return r;
                 if (S_ISDIR(st.st_mode)) {
                         if (mount("sbx-hidden", p, "tmpfs",
                                   MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
