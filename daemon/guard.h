@@ -8,8 +8,10 @@
  * inotify; when a watched name is created or moved in and is not covered in the
  * sandbox's view, it runs `sbx-init --reapply` in the sandbox's mount namespace (a
  * forked helper enters it with setns, since PID 1 cannot mount once its seccomp filter
- * is loaded), which mounts over it again. The window between the host's change and the
- * new mount is a few milliseconds; a process polling the path may read it in between.
+ * is loaded), which mounts over it again and kills the sandbox's processes that opened
+ * what lay bare (a descriptor outlives a mount). The window between the host's change
+ * and the new mount is a few milliseconds; a process polling the path may read it in
+ * between.
  * Only sandboxes whose root is the host's / are guarded (their paths are host paths),
  * and only the path's own directory is watched: a directory above it that the host
  * replaces whole is not seen. */

@@ -137,39 +137,6 @@ static int pid_in_groups(const char *dir, pid_t pid) {
         return found;
 }
 
-/* The host pid of the only process whose command line contains needle, or -1. */
-static pid_t find_pid(const char *needle) {
-        DIR *d = opendir("/proc");
-        struct dirent *de;
-        pid_t found = -1;
-
-        ck_assert_ptr_nonnull(d);
-        while ((de = readdir(d))) {
-                char p[300], buf[256];
-                ssize_t n;
-                int fd;
-
-                if (de->d_name[0] < '1' || de->d_name[0] > '9')
-                        continue;
-                snprintf(p, sizeof(p), "/proc/%s/cmdline", de->d_name);
-                fd = open(p, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
-                        continue;
-                n = read(fd, buf, sizeof(buf) - 1);
-                close(fd);
-                if (n <= 0)
-                        continue;
-                buf[n] = '\0';
-                for (ssize_t i = 0; i < n; i++)
-                        if (buf[i] == '\0')
-                                buf[i] = ' ';
-                if (strstr(buf, needle) && strncmp(buf, "sh ", 3) != 0)
-                        found = (pid_t)atoi(de->d_name);
-        }
-        closedir(d);
-        return found;
-}
-
 static void wait_gone(const char *needle) {
         for (int i = 0; i < 150 && it_count_procs(needle) > 0; i++)
                 usleep(20000);
@@ -229,7 +196,7 @@ START_TEST(v2_groups_kill_and_cleanup) {
          * groups, until terminate. */
         r = it_sh(c, id, 10000, "setsid sleep 95.1234 </dev/null >/dev/null 2>&1 &");
         sbx_result_free(r);
-        for (int i = 0; i < 100 && (pid = find_pid("sleep 95.1234")) < 0; i++)
+        for (int i = 0; i < 100 && (pid = it_find_proc("sleep ", "sleep 95.1234")) < 0; i++)
                 usleep(20000);
         ck_assert_int_gt(pid, 0);
         ck_assert_msg(pid_in_groups(own_dir, pid),

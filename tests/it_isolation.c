@@ -23,11 +23,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -632,6 +634,55 @@ START_TEST(test_host_changes_covered_again) {
         ck_assert_msg(eventually_without(c, id, cmd, "written"),
                       "the replaced read-only file became writable");
         free(cmd);
+
+        /* A process that opened the file before it was covered again is killed: its
+         * descriptor would outlive the mount. The helper is run by hand here (as the
+         * guard runs it, in the sandbox's mount namespace), so that the window is as
+         * long as the test needs. */
+        {
+                char *bare = xasprintf("%s/bare", w), *ns;
+                pid_t holder = -1, kid;
+                int st;
+
+                put_file(bare, "bare\n", 0666);
+                cmd = xasprintf("setsid sh -c 'exec 3>>%s; exec sleep 779.4321' </dev/null "
+                                ">/dev/null 2>&1 &",
+                                bare);
+                ck_assert_int_eq(sh_rc(c, id, cmd), 0);
+                free(cmd);
+                for (int i = 0; i < 100 && holder < 0; i++) {
+                        holder = it_find_proc("sleep ", "sleep 779.4321");
+                        if (holder < 0)
+                                usleep(20000);
+                }
+                ck_assert_int_gt(holder, 0);
+                ns = xasprintf("/proc/%d/ns/mnt", (int)holder);
+                cmd = xasprintf("%s/sbx-init", it_build_dir());
+                kid = fork();
+                ck_assert_int_ge(kid, 0);
+                if (kid == 0) {
+                        /* The binary is opened first: paths mean the sandbox's view after
+                         * setns. */
+                        char *argv[] = {"sbx-init", "--reapply", "read-only", bare, NULL};
+                        int exe = open(cmd, O_PATH | O_CLOEXEC), fd = open(ns, O_RDONLY | O_CLOEXEC);
+                        if (exe < 0 || fd < 0 || setns(fd, CLONE_NEWNS) < 0)
+                                _exit(90);
+                        syscall(SYS_execveat, exe, "", argv, environ, AT_EMPTY_PATH);
+                        _exit(91);
+                }
+                ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reapply status 0x%x", st);
+                ck_assert_int_eq(wait_procs("sleep 779.4321", 0, 5000), 0);
+                free(cmd);
+                cmd = xasprintf("echo EVIL >> %s", bare);
+                ck_assert_int_ne(sh_rc(c, id, cmd), 0);
+                free(cmd);
+                cmd = get_file(bare);
+                ck_assert_str_eq(cmd, "bare\n");
+                free(cmd);
+                free(ns);
+                free(bare);
+        }
 
         terminate_ok(c, id);
         sbx_close(c);

@@ -420,7 +420,9 @@ int it_db_ok(const struct it_daemon *d) {
                             "WHERE integrity_check = 'ok'") == 1;
 }
 
-int it_count_procs(const char *needle) {
+/* Walks /proc for processes whose command line contains needle and starts with start
+ * (NULL: anything): their count, the last one's pid in *ret_pid. */
+static int scan_procs(const char *needle, const char *start, pid_t *ret_pid) {
         DIR *dir = opendir("/proc");
         struct dirent *de;
         int count = 0;
@@ -442,12 +444,24 @@ int it_count_procs(const char *needle) {
                         if (buf[i] == '\0')
                                 buf[i] = ' ';
                 buf[n] = '\0';
-                if (strstr(buf, needle))
+                if (strstr(buf, needle) && (!start || strncmp(buf, start, strlen(start)) == 0)) {
                         count++;
+                        if (ret_pid)
+                                *ret_pid = (pid_t)atoi(de->d_name);
+                }
         }
         if (dir)
                 closedir(dir);
         return count;
+}
+
+int it_count_procs(const char *needle) {
+        return scan_procs(needle, NULL, NULL);
+}
+
+pid_t it_find_proc(const char *start, const char *needle) {
+        pid_t pid = -1;
+        return scan_procs(needle, start, &pid) > 0 ? pid : -1;
 }
 
 char *it_create(sbx_client *c, const char *id) {

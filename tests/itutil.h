@@ -86,6 +86,10 @@ int it_db_ok(const struct it_daemon *d);
 /* Count of processes on the host whose command line contains needle (from /proc). */
 int it_count_procs(const char *needle);
 
+/* The host pid of a process whose command line starts with start and contains needle
+ * (the last one /proc lists), or -1. */
+pid_t it_find_proc(const char *start, const char *needle);
+
 /* Milliseconds from a monotonic clock. */
 double it_now_ms(void);
 

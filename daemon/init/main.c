@@ -11,6 +11,7 @@
  * its host pid, then serves the channel (serve.c) until end of stream, when its exit
  * ends every process of the sandbox. Owns the Setup message and the filter for the
  * life of the process. The checklist reads top to bottom in pid1(), nsjail style. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -39,6 +40,73 @@
 /* The uid/gid of commands in root mode when Setup names none: never root by accident. */
 #define FALLBACK_RUN_ID    65534u
 #define HOSTNAME_MAX_BYTES 64u
+
+/* 1 when the /proc entry link (a descriptor or cwd of a process) leads to dev:ino. */
+static int leads_to(const char *link, dev_t dev, ino_t ino) {
+        struct stat st;
+        return stat(link, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+/* After `--reapply` covered a path again: the sandbox's processes that opened what lay
+ * bare in the milliseconds before (a descriptor or a working directory outlives the new
+ * mount: a write through it would reach the host's file) are killed, through a
+ * descriptor of their /proc directory (this helper is not in their PID namespace, so
+ * their pids mean nothing to kill(2)). Passes again until one finds nobody, so that a
+ * process forking meanwhile is caught too. Returns how many were killed. */
+static int kill_holders(const struct stat *bare) {
+        long done[256]; /* killed already (a dying process still shows its descriptors) */
+        int killed = 0, found, pass;
+
+        for (pass = 0; pass < 8; pass++) {
+                DIR *d = opendir("/proc");
+                struct dirent *de;
+
+                if (!d)
+                        break;
+                found = 0;
+                while ((de = readdir(d))) {
+                        char p[300], link[600];
+                        int holds = 0, pfd;
+                        DIR *fds;
+                        struct dirent *fe;
+
+                        /* PID 1 opens no file of the view; it is never killed here. */
+                        if (de->d_name[0] < '1' || de->d_name[0] > '9' ||
+                            strcmp(de->d_name, "1") == 0)
+                                continue;
+                        snprintf(p, sizeof(p), "/proc/%s/cwd", de->d_name);
+                        holds = leads_to(p, bare->st_dev, bare->st_ino);
+                        snprintf(p, sizeof(p), "/proc/%s/fd", de->d_name);
+                        fds = holds ? NULL : opendir(p);
+                        while (fds && !holds && (fe = readdir(fds))) {
+                                if (fe->d_name[0] == '.')
+                                        continue;
+                                snprintf(link, sizeof(link), "%s/%s", p, fe->d_name);
+                                holds = leads_to(link, bare->st_dev, bare->st_ino);
+                        }
+                        if (fds)
+                                closedir(fds);
+                        for (int k = 0; holds && k < killed && k < 256; k++)
+                                holds = done[k] != atol(de->d_name);
+                        if (!holds)
+                                continue;
+                        snprintf(p, sizeof(p), "/proc/%s", de->d_name);
+                        pfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        if (pfd >= 0 && syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) {
+                                if (killed < 256)
+                                        done[killed] = atol(de->d_name);
+                                found++;
+                                killed++;
+                        }
+                        if (pfd >= 0)
+                                close(pfd);
+                }
+                closedir(d);
+                if (!found)
+                        break;
+        }
+        return killed;
+}
 
 static void usage(void) {
         static const char msg[] = "usage: sbx-init --fd N | --reapply hide|read-only PATH\n"
@@ -418,10 +486,16 @@ int main(int argc, char **argv) {
          * the host replaced or created (mnt.h). */
         if (argc == 4 && strcmp(argv[1], "--reapply") == 0 &&
             (strcmp(argv[2], "hide") == 0 || strcmp(argv[2], "read-only") == 0)) {
-                if (mnt_reapply(strcmp(argv[2], "hide") == 0, argv[3], &err) < 0) {
+                struct stat bare;
+                r = mnt_reapply(strcmp(argv[2], "hide") == 0, argv[3], &bare, &err);
+                if (r < 0) {
                         util_log(3, "%s", err.text);
                         return 1;
                 }
+                if (r > 0 && (r = kill_holders(&bare)) > 0)
+                        util_log(4, "%s: killed %d process(es) that opened it before it was "
+                                    "covered again",
+                                 argv[3], r);
                 return 0;
         }
         if (parse_args(argc, argv, &chan) < 0) {

@@ -584,8 +584,9 @@ static int apply_hidden(char *const *list, size_t n, struct util_err *err,
         return 0;
 }
 
-int mnt_reapply(bool hide, const char *path, struct util_err *err) {
+int mnt_reapply(bool hide, const char *path, struct stat *ret_bare, struct util_err *err) {
         struct util_warnings warn;
+        int r;
         char parent[SBX_PATH_MAX_BYTES + 1], own[SBX_PATH_MAX_BYTES + 1], *slash;
         char *const list[] = {own};
         uint64_t here, above;
@@ -604,9 +605,12 @@ int mnt_reapply(bool hide, const char *path, struct util_err *err) {
         above = mount_of(parent);
         if (here == 0 || above == 0 || here != above)
                 return 0;
+        if (stat(path, ret_bare) < 0)
+                return 0; /* gone meanwhile */
         memset(&warn, 0, sizeof(warn));
-        return hide ? apply_hidden(list, 1, err, &warn)
-                    : apply_read_only(list, 1, "read-only path", err, &warn);
+        r = hide ? apply_hidden(list, 1, err, &warn)
+                 : apply_read_only(list, 1, "read-only path", err, &warn);
+        return r < 0 ? r : 1;
 }
 
 int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {

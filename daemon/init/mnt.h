@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "util.h"
 
@@ -59,8 +60,9 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
  * parents pinned) when path exists and is no longer covered: the host replaced it (a
  * rename over it takes the mount with the old file) or created it after the view was
  * built. Run by `sbx-init --reapply` in the sandbox's mount namespace (the daemon's
- * helper enters it). 0 when covered or done, else -errno with err set. */
-int mnt_reapply(bool hide, const char *path, struct util_err *err);
+ * helper enters it). 1 when it mounted (*ret_bare: what lay bare), 0 when the path was
+ * covered or gone, else -errno with err set. */
+int mnt_reapply(bool hide, const char *path, struct stat *ret_bare, struct util_err *err);
 
 /* Attribute bits for mnt_set_attr. */
 #define MNT_RDONLY 0x1u
