@@ -155,6 +155,21 @@ static sbx_client *start_v2(struct it_daemon *d) {
         return c;
 }
 
+/* Terminates id (its background process marked by needle dies with it), stops the
+ * daemon and checks what is left: the daemon's own leaf only (it cannot remove the
+ * group it was in). Frees id and closes c. */
+static void end_clean(struct it_daemon *d, sbx_client *c, char *id, const char *needle) {
+        int st;
+
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        wait_gone(needle);
+        free(id);
+        sbx_close(c);
+        st = it_daemon_stop(d);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sbxd stopped with status 0x%x", st);
+        ck_assert_int_eq(count_groups(own_dir), 1);
+}
+
 #define SKIP_UNLESS_USABLE()                                                                       \
         do {                                                                                       \
                 if (!usable()) {                                                                   \
@@ -172,7 +187,6 @@ START_TEST(v2_groups_kill_and_cleanup) {
         sbx_client *c;
         char *id;
         pid_t pid;
-        int st;
 
         SKIP_UNLESS_USABLE();
         c = start_v2(&d);
@@ -201,14 +215,7 @@ START_TEST(v2_groups_kill_and_cleanup) {
         ck_assert_int_gt(pid, 0);
         ck_assert_msg(pid_in_groups(own_dir, pid),
                       "the background process is not in a group under %s", own_dir);
-        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
-        wait_gone("sleep 95.1234");
-        free(id);
-        sbx_close(c);
-        st = it_daemon_stop(&d);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sbxd stopped with status 0x%x", st);
-        /* What is left is the daemon's own leaf (it cannot remove the group it was in). */
-        ck_assert_int_eq(count_groups(own_dir), 1);
+        end_clean(&d, c, id, "sleep 95.1234");
 }
 END_TEST
 
@@ -219,7 +226,6 @@ START_TEST(v2_adoption) {
         struct sbx_result *r;
         sbx_client *c;
         char *id;
-        int st;
 
         SKIP_UNLESS_USABLE();
         c = start_v2(&d);
@@ -234,13 +240,7 @@ START_TEST(v2_adoption) {
         r = it_sh(c, id, 10000, "echo adopted");
         ck_assert_str_eq((char *)r->stdout_data, "adopted\n");
         sbx_result_free(r);
-        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
-        wait_gone("sleep 94.1234");
-        free(id);
-        sbx_close(c);
-        st = it_daemon_stop(&d);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sbxd stopped with status 0x%x", st);
-        ck_assert_int_eq(count_groups(own_dir), 1);
+        end_clean(&d, c, id, "sleep 94.1234");
 }
 END_TEST
 
