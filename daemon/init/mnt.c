@@ -464,8 +464,22 @@ static uint64_t mount_of(const char *path) {
         return stx.stx_mnt_id;
 }
 
-/* Most directories pinned above one protected path. */
-#define PIN_MAX_DEPTH 64
+/* 1 when the absolute path lies on the same mount as its directory (it is not a mount's
+ * root: not covered by a mount of its own); 0 when it is one, or for / or when the
+ * kernel cannot say. */
+static int on_parent_mount(const char *path) {
+        char parent[SBX_PATH_MAX_BYTES + 1];
+        uint64_t here, above;
+        char *slash;
+
+        if (strlen(path) > SBX_PATH_MAX_BYTES || !(slash = strrchr(strcpy(parent, path), '/')) ||
+            slash[1] == '\0')
+                return 0;
+        slash[slash == parent ? 1 : 0] = '\0';
+        here = mount_of(path);
+        above = mount_of(parent);
+        return here != 0 && here == above;
+}
 
 /* Pins the directories between path and the root of the mount it lies on, each bound
  * onto itself (what is mounted below comes along): a mount point cannot be renamed or
@@ -474,45 +488,31 @@ static uint64_t mount_of(const char *path) {
  * run, a conf/ with its own settings), which the read-only mount on the path alone did
  * not prevent. Outermost first, so that each bind carries the ones below it. */
 static int pin_ancestors(const char *path, const char *what, struct util_err *err) {
-        char dirs[PIN_MAX_DEPTH][SBX_PATH_MAX_BYTES + 1];
-        size_t n = 0;
+        char dir[SBX_PATH_MAX_BYTES + 1];
+        size_t top = 0, len;
         char *slash;
         int r;
 
         if (strlen(path) > SBX_PATH_MAX_BYTES)
                 return util_fail(err, ENAMETOOLONG, NULL, "%s %s", what, path);
-        strcpy(dirs[0], path);
-        for (;;) {
-                char up[SBX_PATH_MAX_BYTES + 1];
-                uint64_t here, above;
-
-                slash = strrchr(dirs[n], '/');
-                if (!slash || slash == dirs[n])
-                        break; /* at / */
-                *slash = '\0'; /* dirs[n] is now the parent */
-                strcpy(up, dirs[n]);
-                slash = strrchr(up, '/');
-                if (!slash)
+        /* The outermost directory above path that is no mount's root: dir[0..top). */
+        strcpy(dir, path);
+        while ((slash = strrchr(dir, '/')) && slash != dir) {
+                *slash = '\0';
+                if (!on_parent_mount(dir))
                         break;
-                if (slash == up)
-                        slash[1] = '\0';
-                else
-                        *slash = '\0';
-                here = mount_of(dirs[n]);
-                above = mount_of(up);
-                /* A mount's root (or a kernel that cannot tell): nothing more to pin. */
-                if (here == 0 || above == 0 || here != above)
-                        break;
-                if (n + 1 == PIN_MAX_DEPTH)
-                        return util_fail(err, ELOOP, "protected paths nest at most 64 deep",
-                                         "%s %s", what, path);
-                strcpy(dirs[n + 1], dirs[n]);
-                n++;
+                top = (size_t)(slash - dir);
         }
-        while (n-- > 0) {
-                r = bind_mount(dirs[n], dirs[n], 0);
+        /* Then each directory from there down to path's own. */
+        len = (size_t)(strrchr(path, '/') - path);
+        while (top > 0 && top <= len) {
+                memcpy(dir, path, top);
+                dir[top] = '\0';
+                r = bind_mount(dir, dir, 0);
                 if (r < 0)
-                        return util_fail(err, r, NULL, "%s %s: pin %s", what, path, dirs[n]);
+                        return util_fail(err, r, NULL, "%s %s: pin %s", what, path, dir);
+                slash = strchr(path + top + 1, '/');
+                top = slash ? (size_t)(slash - path) : 0;
         }
         return 0;
 }
@@ -585,28 +585,17 @@ static int apply_hidden(char *const *list, size_t n, struct util_err *err,
 }
 
 int mnt_reapply(bool hide, const char *path, struct stat *ret_bare, struct util_err *err) {
+        char own[SBX_PATH_MAX_BYTES + 1];
+        char *const list[] = {own};
         struct util_warnings warn;
         int r;
-        char parent[SBX_PATH_MAX_BYTES + 1], own[SBX_PATH_MAX_BYTES + 1], *slash;
-        char *const list[] = {own};
-        uint64_t here, above;
 
         if (path[0] != '/' || strlen(path) > SBX_PATH_MAX_BYTES)
                 return util_fail(err, EINVAL, NULL, "reapply %s: not an absolute path", path);
-        strcpy(own, path);
-        strcpy(parent, path);
-        slash = strrchr(parent, '/');
-        if (slash == parent)
-                slash[1] = '\0';
-        else
-                *slash = '\0';
         /* Still covered (or gone): nothing to do. */
-        here = mount_of(path);
-        above = mount_of(parent);
-        if (here == 0 || above == 0 || here != above)
+        if (!on_parent_mount(path) || stat(path, ret_bare) < 0)
                 return 0;
-        if (stat(path, ret_bare) < 0)
-                return 0; /* gone meanwhile */
+        strcpy(own, path);
         memset(&warn, 0, sizeof(warn));
         r = hide ? apply_hidden(list, 1, err, &warn)
                  : apply_read_only(list, 1, "read-only path", err, &warn);
