@@ -121,6 +121,24 @@ static char *create_with(sbx_client *c, const struct sbx_create_opts *o) {
         return id;
 }
 
+/* A sandbox with the writable path w and the NULL-ended lists of hidden (deny_read) and
+ * read-only (deny_write) paths; returns its id. */
+static char *create_confined(sbx_client *c, char *w, char **deny_read, char **deny_write) {
+        struct sbx_create_opts o;
+        char *wv[1] = {w};
+
+        sbx_create_opts_init(&o);
+        o.policy.writable_paths.v = wv;
+        o.policy.writable_paths.n = 1;
+        o.policy.denied_read_paths.v = deny_read;
+        while (deny_read[o.policy.denied_read_paths.n])
+                o.policy.denied_read_paths.n++;
+        o.policy.denied_write_paths.v = deny_write;
+        while (deny_write[o.policy.denied_write_paths.n])
+                o.policy.denied_write_paths.n++;
+        return create_with(c, &o);
+}
+
 static void terminate_ok(sbx_client *c, const char *id) {
         struct sbx_sandbox *sb = NULL;
         enum sbx_code code = sbx_terminate(c, id, &sb);
@@ -575,9 +593,7 @@ static int eventually_without(sbx_client *c, const char *id, const char *shell,
  * again by the daemon's guard within moments. */
 START_TEST(test_host_changes_covered_again) {
         struct it_daemon d;
-        struct sbx_create_opts o;
         char *w, *hidden_file, *later, *settings, *tmp, *id, *cmd;
-        char *wv[1], *drv[2], *dwv[1];
         struct run r;
         sbx_client *c;
 
@@ -598,18 +614,10 @@ START_TEST(test_host_changes_covered_again) {
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
-        sbx_create_opts_init(&o);
-        wv[0] = w;
-        drv[0] = hidden_file;
-        drv[1] = later;
-        dwv[0] = settings;
-        o.policy.writable_paths.v = wv;
-        o.policy.writable_paths.n = 1;
-        o.policy.denied_read_paths.v = drv;
-        o.policy.denied_read_paths.n = 2;
-        o.policy.denied_write_paths.v = dwv;
-        o.policy.denied_write_paths.n = 1;
-        id = create_with(c, &o);
+        {
+                char *drv[] = {hidden_file, later, NULL}, *dwv[] = {settings, NULL};
+                id = create_confined(c, w, drv, dwv);
+        }
         cmd = xasprintf("cat %s", hidden_file);
         r = sh(c, id, cmd);
         ck_assert_msg(strstr(r.out, "old-secret") == NULL, "hidden file shown: %s", r.out);
@@ -664,7 +672,8 @@ START_TEST(test_host_changes_covered_again) {
                         /* The binary is opened first: paths mean the sandbox's view after
                          * setns. */
                         char *argv[] = {"sbx-init", "--reapply", "read-only", bare, NULL};
-                        int exe = open(cmd, O_PATH | O_CLOEXEC), fd = open(ns, O_RDONLY | O_CLOEXEC);
+                        int exe = open(cmd, O_PATH | O_CLOEXEC),
+                            fd = open(ns, O_RDONLY | O_CLOEXEC);
                         if (exe < 0 || fd < 0 || setns(fd, CLONE_NEWNS) < 0)
                                 _exit(90);
                         syscall(SYS_execveat, exe, "", argv, environ, AT_EMPTY_PATH);
@@ -700,10 +709,8 @@ END_TEST
 
 START_TEST(test_writes_confined) {
         struct it_daemon d;
-        struct sbx_create_opts o;
         char *w, *ro, *git, *hooks, *hidden, *nl, *id, *cmd, *content, *conf, *settings;
         char *sub, *tok;
-        char *wv[1], *dwv[2], *drv[2];
         char *mark;
         struct run r;
         double t0 = it_now_ms();
@@ -736,19 +743,10 @@ START_TEST(test_writes_confined) {
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
-        sbx_create_opts_init(&o);
-        wv[0] = w;
-        dwv[0] = ro;
-        dwv[1] = settings;
-        drv[0] = hidden;
-        drv[1] = tok;
-        o.policy.writable_paths.v = wv;
-        o.policy.writable_paths.n = 1;
-        o.policy.denied_write_paths.v = dwv;
-        o.policy.denied_write_paths.n = 2;
-        o.policy.denied_read_paths.v = drv;
-        o.policy.denied_read_paths.n = 2;
-        id = create_with(c, &o);
+        {
+                char *drv[] = {hidden, tok, NULL}, *dwv[] = {ro, settings, NULL};
+                id = create_confined(c, w, drv, dwv);
+        }
 
         /* Refused: the read-only root, a host directory not listed, a denied_write_path
          * inside the writable one, and .git/hooks (protect_defaults). */
