@@ -183,6 +183,54 @@ START_TEST(test_setattr_locked) {
 }
 END_TEST
 
+static int create_file(const char *path, const char *data) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        close(fd);
+        return util_write_file(path, data);
+}
+
+/* sbx-init --reapply: a path that lies bare is covered (read-only with its directory
+ * pinned, or hidden) and reported with what lay bare; a covered, missing or relative
+ * one is left alone. */
+static int body_reapply(void) {
+        char a[200], f[220], secret[220], moved[220], buf[16];
+        struct util_err err;
+        struct stat bare, st;
+        int fd;
+
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        CHECK(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0);
+        CHECK(mount("sbx-mnt-test", dir, "tmpfs", 0, "size=64k") == 0);
+        snprintf(a, sizeof(a), "%s/a", dir);
+        snprintf(f, sizeof(f), "%s/f", a);
+        snprintf(secret, sizeof(secret), "%s/secret", a);
+        snprintf(moved, sizeof(moved), "%s/moved", dir);
+        CHECK(mkdir(a, 0755) == 0);
+        CHECK(create_file(f, "f") == 0);
+        CHECK(create_file(secret, "secret") == 0);
+        memset(&err, 0, sizeof(err));
+        CHECK(mnt_reapply(false, "relative/f", &bare, &err) == -EINVAL);
+        CHECK(mnt_reapply(false, "/sbx/no/such/path", &bare, &err) == 0);
+        CHECK(stat(f, &st) == 0);
+        CHECK(mnt_reapply(false, f, &bare, &err) == 1);
+        CHECK(bare.st_ino == st.st_ino && bare.st_dev == st.st_dev);
+        CHECK(util_write_file(f, "x") == -EROFS);
+        CHECK(rename(a, moved) < 0 && errno == EBUSY);
+        CHECK(mnt_reapply(false, f, &bare, &err) == 0); /* covered now */
+        CHECK(mnt_reapply(true, secret, &bare, &err) == 1);
+        fd = open(secret, O_RDONLY | O_CLOEXEC);
+        CHECK(fd >= 0 && read(fd, buf, sizeof(buf)) == 0);
+        close(fd);
+        return 0;
+}
+
+START_TEST(test_reapply) {
+        run_child(body_reapply);
+}
+END_TEST
+
 START_TEST(test_fallback_missing_path) {
         ck_assert_int_eq(mnt_set_attr_fallback("/sbx/no/such/path", MNT_RDONLY, true), -ENOENT);
 }
@@ -264,6 +312,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_fallback_keeps_locked_flags);
         tcase_add_test(tc, test_setattr_locked);
         tcase_add_test(tc, test_fallback_missing_path);
+        tcase_add_test(tc, test_reapply);
         suite_add_tcase(s, tc);
         tcase_add_unchecked_fixture(tp, fixture_setup, fixture_teardown);
         tcase_set_timeout(tp, 30);
