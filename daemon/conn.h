@@ -31,6 +31,8 @@ struct conn {
         uid_t uid;                     /* SO_PEERCRED at accept */
         gid_t gid;
         pid_t pid;
+        gid_t *groups;                 /* supplementary groups at accept (SO_PEERGROUPS), owned */
+        size_t n_groups;
         char client_name[SBX_CLIENT_NAME_MAX_BYTES + 1];
         size_t write_queued_bytes;
         unsigned inflight;             /* requests answered later */

@@ -92,6 +92,8 @@ static void caller_of(const struct conn *c, struct caller *ret) {
         ret->gid = c->gid;
         ret->pid = c->pid;
         ret->client_name = c->client_name[0] ? c->client_name : NULL;
+        ret->groups = c->groups;
+        ret->n_groups = c->n_groups;
 }
 
 /* ---- errors -------------------------------------------------------------------------- */

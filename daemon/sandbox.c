@@ -128,6 +128,25 @@ unsigned sbxtab_count(const struct sbxtab *t) {
         return t->count - t->n_warm;
 }
 
+int sbxtab_is_sandbox_pidns(const struct sbxtab *t, dev_t dev, ino_t ino) {
+        const struct sandbox *sb;
+        for (sb = t->all; sb; sb = sb->next)
+                if (sb->pidns_ino != 0 && sb->pidns_ino == ino && sb->pidns_dev == dev)
+                        return 1;
+        return 0;
+}
+
+/* Notes the PID namespace of init (pid on the host), for sbxtab_is_sandbox_pidns. */
+static void note_pidns(struct sandbox *sb, pid_t pid) {
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+        if (stat(path, &st) == 0) {
+                sb->pidns_dev = st.st_dev;
+                sb->pidns_ino = st.st_ino;
+        }
+}
+
 /* Every sandbox, warm ones included when warm_too. */
 static int foreach_sandbox(struct sbxtab *t, int warm_too, int (*cb)(struct sandbox *sb, void *ud),
                            void *ud) {
@@ -1137,6 +1156,7 @@ static void on_ready(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
                 sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                note_pidns(sb, pid);
                 if (sb->root_fd < 0) {
                         fail_sandbox(sb, "cannot open its root %s: %s", path, strerror(errno));
                         return;
@@ -2276,6 +2296,7 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         }
         snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
         sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        note_pidns(sb, pid);
         /* Its commands go on numbering after the recorded ones; should the records not
          * be readable now, a command whose number is taken loses its record (logged). */
         if (store_history(d->store, sb->id, 0, 0, count_commands, &sb->next_command) < 0)

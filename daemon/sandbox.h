@@ -24,12 +24,15 @@ struct sandbox;
 struct command;
 struct cgroup;
 
-/* Who is asking: from SO_PEERCRED and Hello. */
+/* Who is asking: from SO_PEERCRED, SO_PEERGROUPS and Hello. The groups belong to the
+ * connection and are valid during the call only. */
 struct caller {
         uid_t uid;
         gid_t gid;
         pid_t pid;
         const char *client_name;
+        const gid_t *groups; /* supplementary groups */
+        size_t n_groups;
 };
 
 /* ---- the table ---------------------------------------------------------------------- */
@@ -39,6 +42,9 @@ int sbxtab_new(struct sbxd *d, struct sbxtab **ret);
 void sbxtab_free(struct sbxtab *t);
 struct sandbox *sbxtab_find(struct sbxtab *t, const char *id);
 unsigned sbxtab_count(const struct sbxtab *t);
+/* 1 when dev:ino (of a /proc/PID/ns/pid) is the PID namespace of one of the live
+ * sandboxes, warm ones included: that process runs inside a sandbox. */
+int sbxtab_is_sandbox_pidns(const struct sbxtab *t, dev_t dev, ino_t ino);
 /* Calls cb for each live sandbox; stops early when cb returns non-zero. */
 int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), void *ud);
 /* The periodic sweep behind the precise timers: ends sandboxes past their deadline or

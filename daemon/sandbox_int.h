@@ -62,6 +62,8 @@ struct sandbox {
         pid_t init_pid;                 /* host pid of PID 1, once Ready */
         int init_pidfd;
         int root_fd;                    /* O_PATH of the sandbox's "/" (its mount namespace), once Ready */
+        dev_t pidns_dev;                /* its PID namespace (of /proc/PID/ns/pid), once Ready; 0: unknown */
+        ino_t pidns_ino;
         char **hidden;                  /* the denied_read paths sent to init (defaults expanded) */
         size_t n_hidden;
         int uid_slot;                   /* -1 when none */
