@@ -3,10 +3,15 @@
  * Each probe runs in a forked child that loads the filter exactly as a command child
  * does (no_new_privs, then filter_load) and then tries one thing. Every denied call is
  * chosen so that it would fail differently, or succeed harmlessly, without the filter
- * (the tests run as root): a mount on a missing path gives ENOENT, not EPERM. */
+ * (the tests run as root): a mount on a missing path gives ENOENT, not EPERM. The
+ * setuid and setgid probes work in a temporary directory (the "setid" fixture) and make
+ * their calls through syscall(2), so that glibc cannot rewrite them (chmod into fchmodat,
+ * open into openat, a dropped mode argument). */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/bpf.h>
+#include <linux/openat2.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -290,6 +296,370 @@ START_TEST(test_allowed) {
 }
 END_TEST
 
+/* ---- setuid and setgid modes ---------------------------------------------------------- */
+
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452 /* Linux 6.6; older kernel headers (Debian 12's) lack it. */
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437 /* Linux 5.6. */
+#endif
+
+#define SETID_BITS (S_ISUID | S_ISGID)
+
+/* Each setid test works in its own directory under one root. A failing test never runs
+ * its checked teardown (the forked test process exits at the failed assertion), so the
+ * root is an unchecked fixture: the runner removes it, setuid files and all, after the
+ * test case whatever the outcome. */
+static char setid_root[64];
+static char setid_dir[96];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        (void)st;
+        (void)flag;
+        (void)ftw;
+        remove(path);
+        return 0;
+}
+
+static void setid_root_setup(void) {
+        snprintf(setid_root, sizeof(setid_root), "/tmp/check_init_seccomp.XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(setid_root));
+}
+
+static void setid_root_teardown(void) {
+        if (chdir("/") == 0 && setid_root[0])
+                nftw(setid_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+        setid_root[0] = '\0';
+}
+
+static void setid_setup(void) {
+        snprintf(setid_dir, sizeof(setid_dir), "%s/test.XXXXXX", setid_root);
+        ck_assert_ptr_nonnull(mkdtemp(setid_dir));
+        ck_assert_int_eq(chdir(setid_dir), 0);
+}
+
+/* Creates a file or a directory in the working directory with exactly mode, whatever
+ * the umask; unfiltered, so the setup never depends on the filter under test. */
+static void make_file(const char *name, mode_t mode) {
+        int fd = open(name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(fchmod(fd, mode), 0);
+        close(fd);
+}
+
+static void make_dir(const char *name, mode_t mode) {
+        ck_assert_int_eq(mkdir(name, 0700), 0);
+        ck_assert_int_eq(chmod(name, mode), 0);
+}
+
+/* Asserts that name either does not exist or carries neither S_ISUID nor S_ISGID. */
+static void assert_no_setid(const char *name) {
+        struct stat st;
+
+        if (lstat(name, &st) < 0) {
+                ck_assert_int_eq(errno, ENOENT);
+                return;
+        }
+        ck_assert_msg((st.st_mode & SETID_BITS) == 0, "%s has mode 0%o", name,
+                      (unsigned)(st.st_mode & 07777));
+}
+
+static void assert_mode(const char *name, mode_t type, mode_t mode) {
+        struct stat st;
+
+        ck_assert_int_eq(lstat(name, &st), 0);
+        ck_assert_msg((st.st_mode & S_IFMT) == type && (st.st_mode & 07777) == mode,
+                      "%s has mode 0%o, expected 0%o", name, (unsigned)st.st_mode,
+                      (unsigned)(type | mode));
+}
+
+/* The mode arguments below are unsigned long, as wide as the register the kernel
+ * reads: an int passed to syscall()'s varargs would leave its upper half undefined. */
+
+#ifdef SYS_chmod
+static int probe_chmod_setid(void) {
+        EXPECT_ERRNO(syscall(SYS_chmod, "f", 04755UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_chmod, "f", 02755UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_chmod, "f", 06777UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_chmod, "f", (unsigned long)S_ISGID), EPERM);
+        /* The filter cannot tell a directory from a file. */
+        EXPECT_ERRNO(syscall(SYS_chmod, "d", 02775UL), EPERM);
+        return 0;
+}
+
+START_TEST(test_chmod_setid) {
+        make_file("f", 0755);
+        make_dir("d", 0775);
+        ASSERT_PROBE_OK(probe_chmod_setid);
+        assert_no_setid("f");
+        assert_no_setid("d");
+}
+END_TEST
+#endif
+
+static int probe_fchmod_setid(void) {
+        int fd = open("f", O_RDONLY | O_CLOEXEC);
+
+        EXPECT_OK(fd);
+        EXPECT_ERRNO(syscall(SYS_fchmod, fd, 04755UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_fchmod, fd, 02755UL), EPERM);
+        close(fd);
+        return 0;
+}
+
+START_TEST(test_fchmod_setid) {
+        make_file("f", 0755);
+        ASSERT_PROBE_OK(probe_fchmod_setid);
+        assert_no_setid("f");
+}
+END_TEST
+
+static int probe_fchmodat_setid(void) {
+        EXPECT_ERRNO(syscall(SYS_fchmodat, AT_FDCWD, "f", 04755UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_fchmodat, AT_FDCWD, "f", 02755UL), EPERM);
+        return 0;
+}
+
+START_TEST(test_fchmodat_setid) {
+        make_file("f", 0755);
+        ASSERT_PROBE_OK(probe_fchmodat_setid);
+        assert_no_setid("f");
+}
+END_TEST
+
+/* fchmodat2 fails outright, whatever the mode: glibc then falls back to fchmodat. */
+static int probe_fchmodat2_enosys(void) {
+        EXPECT_ERRNO(syscall(SYS_fchmodat2, AT_FDCWD, "f", 04755UL, 0UL), ENOSYS);
+        EXPECT_ERRNO(syscall(SYS_fchmodat2, AT_FDCWD, "f", 02755UL, 0UL), ENOSYS);
+        EXPECT_ERRNO(syscall(SYS_fchmodat2, AT_FDCWD, "f", 0644UL, 0UL), ENOSYS);
+        return 0;
+}
+
+START_TEST(test_fchmodat2_enosys) {
+        make_file("f", 0755);
+        ASSERT_PROBE_OK(probe_fchmodat2_enosys);
+        assert_no_setid("f");
+        assert_mode("f", S_IFREG, 0755);
+}
+END_TEST
+
+/* The kernel reads only the low bits of a mode (umode_t): upper garbage in the 64-bit
+ * register must not get a setuid mode through. */
+static int probe_chmod_upper_bits(void) {
+        EXPECT_ERRNO(syscall(SYS_fchmodat, AT_FDCWD, "f", (1UL << 32) | 04755UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_fchmodat, AT_FDCWD, "f", (~0UL << 32) | 02755UL), EPERM);
+#ifdef SYS_chmod
+        EXPECT_ERRNO(syscall(SYS_chmod, "f", (1UL << 32) | 04755UL), EPERM);
+#endif
+        /* Nor refuse an ordinary mode that carries them. */
+        EXPECT_OK(syscall(SYS_fchmodat, AT_FDCWD, "f", (1UL << 32) | 0700UL));
+        return 0;
+}
+
+START_TEST(test_chmod_upper_bits) {
+        make_file("f", 0755);
+        ASSERT_PROBE_OK(probe_chmod_upper_bits);
+        assert_no_setid("f");
+        assert_mode("f", S_IFREG, 0700);
+}
+END_TEST
+
+#ifdef SYS_open
+static int probe_open_setid(void) {
+        EXPECT_ERRNO(syscall(SYS_open, "o-suid", O_CREAT | O_WRONLY | O_CLOEXEC, 04755UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_open, "o-sgid", O_CREAT | O_EXCL | O_RDWR, 02755UL), EPERM);
+        return 0;
+}
+
+START_TEST(test_open_setid) {
+        ASSERT_PROBE_OK(probe_open_setid);
+        assert_no_setid("o-suid");
+        assert_no_setid("o-sgid");
+}
+END_TEST
+#endif
+
+static int probe_openat_setid(void) {
+        EXPECT_ERRNO(
+                syscall(SYS_openat, AT_FDCWD, "o-suid", O_CREAT | O_WRONLY | O_CLOEXEC, 04755UL),
+                EPERM);
+        EXPECT_ERRNO(syscall(SYS_openat, AT_FDCWD, "o-sgid", O_CREAT | O_EXCL | O_RDWR, 02755UL),
+                     EPERM);
+        /* Upper garbage in flags and mode: the kernel sees O_CREAT and 04755. */
+        EXPECT_ERRNO(syscall(SYS_openat, AT_FDCWD, "o-wide", (1UL << 32) | O_CREAT | O_WRONLY,
+                             (0xdeadUL << 32) | 04755UL),
+                     EPERM);
+        return 0;
+}
+
+START_TEST(test_openat_setid) {
+        ASSERT_PROBE_OK(probe_openat_setid);
+        assert_no_setid("o-suid");
+        assert_no_setid("o-sgid");
+        assert_no_setid("o-wide");
+}
+END_TEST
+
+#ifdef SYS_creat
+static int probe_creat_setid(void) {
+        EXPECT_ERRNO(syscall(SYS_creat, "c-suid", 04755UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_creat, "c-sgid", 02755UL), EPERM);
+        return 0;
+}
+
+START_TEST(test_creat_setid) {
+        ASSERT_PROBE_OK(probe_creat_setid);
+        assert_no_setid("c-suid");
+        assert_no_setid("c-sgid");
+}
+END_TEST
+#endif
+
+/* An O_TMPFILE file has no name until linkat(2) gives it one: on success the probe
+ * reports the mode it got, and fails. */
+static int expect_tmpfile_refused(long fd) {
+        struct stat st;
+
+        if (fd >= 0) {
+                if (fstat((int)fd, &st) == 0)
+                        fprintf(stderr, "O_TMPFILE: got a file of mode 0%o\n",
+                                (unsigned)(st.st_mode & 07777));
+                close((int)fd);
+                return 1;
+        }
+        if (errno != EPERM) {
+                fprintf(stderr, "O_TMPFILE: errno %d (%s), expected EPERM\n", errno,
+                        strerror(errno));
+                return 1;
+        }
+        return 0;
+}
+
+static int probe_tmpfile_setid(void) {
+        errno = 0;
+        if (expect_tmpfile_refused(
+                    syscall(SYS_openat, AT_FDCWD, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 04755UL)))
+                return 1;
+        errno = 0;
+        if (expect_tmpfile_refused(
+                    syscall(SYS_openat, AT_FDCWD, ".", O_TMPFILE | O_WRONLY, 02755UL)))
+                return 1;
+#ifdef SYS_open
+        errno = 0;
+        if (expect_tmpfile_refused(syscall(SYS_open, ".", O_TMPFILE | O_RDWR, 04755UL)))
+                return 1;
+#endif
+        return 0;
+}
+
+START_TEST(test_tmpfile_setid) {
+        ASSERT_PROBE_OK(probe_tmpfile_setid);
+}
+END_TEST
+
+/* openat2 fails outright: its mode is in memory, out of the filter's reach. */
+static int probe_openat2_enosys(void) {
+        struct open_how how;
+
+        memset(&how, 0, sizeof(how));
+        how.flags = O_CREAT | O_WRONLY | O_CLOEXEC;
+        how.mode = 04755;
+        EXPECT_ERRNO(syscall(SYS_openat2, AT_FDCWD, "o2-suid", &how, sizeof(how)), ENOSYS);
+        memset(&how, 0, sizeof(how));
+        how.flags = O_RDONLY | O_CLOEXEC;
+        EXPECT_ERRNO(syscall(SYS_openat2, AT_FDCWD, "f", &how, sizeof(how)), ENOSYS);
+        return 0;
+}
+
+START_TEST(test_openat2_enosys) {
+        make_file("f", 0644);
+        ASSERT_PROBE_OK(probe_openat2_enosys);
+        assert_no_setid("o2-suid");
+}
+END_TEST
+
+#ifdef SYS_mknod
+static int probe_mknod_setid(void) {
+        EXPECT_ERRNO(syscall(SYS_mknod, "n-suid", S_IFREG | 04755UL, 0UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_mknod, "n-sgid", S_IFREG | 02755UL, 0UL), EPERM);
+        return 0;
+}
+
+START_TEST(test_mknod_setid) {
+        ASSERT_PROBE_OK(probe_mknod_setid);
+        assert_no_setid("n-suid");
+        assert_no_setid("n-sgid");
+}
+END_TEST
+#endif
+
+static int probe_mknodat_setid(void) {
+        EXPECT_ERRNO(syscall(SYS_mknodat, AT_FDCWD, "n-suid", S_IFREG | 04755UL, 0UL), EPERM);
+        EXPECT_ERRNO(syscall(SYS_mknodat, AT_FDCWD, "n-sgid", S_IFREG | 02755UL, 0UL), EPERM);
+        return 0;
+}
+
+START_TEST(test_mknodat_setid) {
+        ASSERT_PROBE_OK(probe_mknodat_setid);
+        assert_no_setid("n-suid");
+        assert_no_setid("n-sgid");
+}
+END_TEST
+
+/* What must keep working: other modes, sticky bits, opening without O_CREAT whatever
+ * the (unused) mode register holds, and mkdir with a setgid mode. */
+static int probe_setid_allowed(void) {
+        long fd;
+
+        EXPECT_OK(syscall(SYS_fchmodat, AT_FDCWD, "f", 0755UL));
+        EXPECT_OK(syscall(SYS_fchmodat, AT_FDCWD, "sticky", 01777UL));
+        EXPECT_OK(syscall(SYS_fchmodat, AT_FDCWD, "d", 01777UL));
+        EXPECT_OK(fd = syscall(SYS_openat, AT_FDCWD, "new", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
+                               0644UL));
+        EXPECT_OK(syscall(SYS_fchmod, (int)fd, 0640UL));
+        close((int)fd);
+        /* Without O_CREAT or O_TMPFILE the mode is not used: garbage with S_ISUID set. */
+        EXPECT_OK(fd = syscall(SYS_openat, AT_FDCWD, "f", O_RDONLY | O_CLOEXEC, ~0UL));
+        close((int)fd);
+        /* O_DIRECTORY is part of O_TMPFILE's value, but alone creates nothing. */
+        EXPECT_OK(fd = syscall(SYS_openat, AT_FDCWD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                               06777UL));
+        close((int)fd);
+        EXPECT_OK(syscall(SYS_mkdirat, AT_FDCWD, "sgid-dir", 02775UL));
+        EXPECT_OK(syscall(SYS_mknodat, AT_FDCWD, "node", S_IFREG | 0644UL, 0UL));
+#ifdef SYS_chmod
+        EXPECT_OK(syscall(SYS_chmod, "f", 0750UL));
+#endif
+#ifdef SYS_open
+        EXPECT_OK(fd = syscall(SYS_open, "f", O_RDONLY | O_CLOEXEC, 04755UL | (1UL << 40)));
+        close((int)fd);
+#endif
+#ifdef SYS_mkdir
+        EXPECT_OK(syscall(SYS_mkdir, "sgid-dir2", 02775UL));
+#endif
+        return 0;
+}
+
+START_TEST(test_setid_allowed) {
+        make_file("f", 0600);
+        make_file("sticky", 0600);
+        make_dir("d", 0755);
+        ASSERT_PROBE_OK(probe_setid_allowed);
+#ifdef SYS_chmod
+        assert_mode("f", S_IFREG, 0750);
+#else
+        assert_mode("f", S_IFREG, 0755);
+#endif
+        assert_mode("sticky", S_IFREG, 01777);
+        assert_mode("d", S_IFDIR, 01777);
+        assert_mode("new", S_IFREG, 0640);
+        assert_no_setid("node");
+        assert_no_setid("sgid-dir");
+}
+END_TEST
+
 #if defined(__x86_64__)
 static int probe_i386(void) {
         long ret;
@@ -341,6 +711,33 @@ static Suite *make_suite(void) {
 #if defined(__x86_64__)
         tcase_add_test(tc, test_foreign_arch_killed);
 #endif
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("setid");
+        tcase_set_timeout(tc, 30);
+        tcase_add_unchecked_fixture(tc, setid_root_setup, setid_root_teardown);
+        tcase_add_checked_fixture(tc, setid_setup, NULL);
+#ifdef SYS_chmod
+        tcase_add_test(tc, test_chmod_setid);
+#endif
+        tcase_add_test(tc, test_fchmod_setid);
+        tcase_add_test(tc, test_fchmodat_setid);
+        tcase_add_test(tc, test_fchmodat2_enosys);
+        tcase_add_test(tc, test_chmod_upper_bits);
+#ifdef SYS_open
+        tcase_add_test(tc, test_open_setid);
+#endif
+        tcase_add_test(tc, test_openat_setid);
+#ifdef SYS_creat
+        tcase_add_test(tc, test_creat_setid);
+#endif
+        tcase_add_test(tc, test_tmpfile_setid);
+        tcase_add_test(tc, test_openat2_enosys);
+#ifdef SYS_mknod
+        tcase_add_test(tc, test_mknod_setid);
+#endif
+        tcase_add_test(tc, test_mknodat_setid);
+        tcase_add_test(tc, test_setid_allowed);
         suite_add_tcase(s, tc);
         return s;
 }

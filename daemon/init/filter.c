@@ -1,13 +1,16 @@
 /* filter.c: the default seccomp filter, built with libseccomp and exported as BPF.
  *
  * Policy (SPEC "Seccomp default"): everything is allowed except what lets a process
- * reach the kernel's more dangerous or namespace-changing interfaces, which fails with
- * EPERM; clone3, io_uring and the new mount API fail with ENOSYS so that libc and
- * runtimes fall back to calls the filter can inspect (clone3 takes its flags in memory,
- * out of a filter's reach). Syscalls of a non-native architecture (i386 through int
- * 0x80, x32) kill the process. Owns nothing once filter_build returns: the program
- * belongs to the caller (PID 1, see main.c), and the command child loads it last
- * (spawn.c). Compare nsjail's seccomp policy and bubblewrap's --seccomp. */
+ * reach the kernel's more dangerous or namespace-changing interfaces, and any mode with
+ * S_ISUID or S_ISGID given to chmod, to open with O_CREAT or O_TMPFILE, or to mknod (a
+ * setuid file left in a writable path runs as the sandbox's uid for whoever on the host
+ * executes it); these fail with EPERM. clone3, openat2, fchmodat2, io_uring and the new
+ * mount API fail with ENOSYS so that libc and runtimes fall back to calls the filter can
+ * inspect (clone3 and openat2 take their flags and mode in memory, out of a filter's
+ * reach). Syscalls of a non-native architecture (i386 through int 0x80, x32) kill the
+ * process. Owns nothing once filter_build returns: the program belongs to the caller
+ * (PID 1, see main.c), and the command child loads it last (spawn.c). Compare nsjail's
+ * seccomp policy, bubblewrap's --seccomp and Nix's build sandbox. */
 #include "filter.h"
 
 #include <errno.h>
@@ -21,6 +24,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -47,6 +51,8 @@ static const char *const enosys_syscalls[] = {
         "clone3",
         "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
         "io_uring_setup", "io_uring_enter", "io_uring_register",
+        "openat2",   /* mode in memory: openat carries it in a register */
+        "fchmodat2", /* fchmodat plus flags: glibc falls back to fchmodat */
         NULL,
 };
 
@@ -78,7 +84,61 @@ static const struct {
 };
 #define FAMILY_LIMIT 64 /* Above AF_MAX (46 in Linux 6.x). */
 
+/* No setuid or setgid file may come out of a sandbox: a mode with S_ISUID or S_ISGID
+ * fails with EPERM wherever a syscall takes one, as in Nix's build sandbox
+ * (setupSeccomp, "Prevent builders from creating setuid/setgid binaries"), which refuses
+ * them in chmod, fchmod, fchmodat and fchmodat2. The filter cannot tell a directory from
+ * a file, so chmod g+s on a directory is refused too; mkdir and mkdirat are left alone,
+ * as the kernel keeps neither bit from their mode (a new directory only inherits its
+ * parent's setgid bit). Each bit is one masked comparison of the mode argument, whose
+ * mask leaves the register's upper 32 bits out: the kernel truncates the mode to
+ * umode_t, so garbage there neither hides a setuid mode nor gets an ordinary one
+ * refused. */
+static const struct {
+        const char *name;
+        unsigned mode_arg;
+} setid_mode_syscalls[] = {
+        {"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2},  /* change a mode */
+        {"mknod", 1}, {"mknodat", 2},                   /* mknod(S_IFREG) makes a file */
+        {"creat", 1},                                   /* open(O_CREAT | O_WRONLY | O_TRUNC) */
+};
+
+/* open and openat read their mode only when their flags create a file, so each rule
+ * ANDs a flag with a mode bit (see WILL_CREATE in the kernel's fs/open.c). */
+static const struct {
+        const char *name;
+        unsigned flags_arg, mode_arg;
+} setid_open_syscalls[] = {
+        {"open", 1, 2}, {"openat", 2, 3},
+};
+
+static const uint64_t setid_mode_bits[] = {S_ISUID, S_ISGID};
+
+/* O_TMPFILE is the kernel's __O_TMPFILE bit plus O_DIRECTORY (glibc folds both into its
+ * __O_TMPFILE); O_DIRECTORY alone creates nothing, so only the first bit is tested. */
+static const uint64_t open_create_flags[] = {O_CREAT, O_TMPFILE & ~O_DIRECTORY};
+
 /* clang-format on */
+
+/* Syscalls newer than the oldest libseccomp we build with (2.5.4, Debian 12), by the
+ * kernel's number: used only when libseccomp does not know the name. Since Linux 5.1 a
+ * new syscall gets one number on every architecture, 452 for fchmodat2 (Linux 6.6,
+ * libseccomp 2.5.5), except that alpha and mips offset theirs: there the kernel headers
+ * must name it, or filter_build fails with -EINVAL rather than filter the wrong call. */
+#if defined(__NR_fchmodat2)
+#define FCHMODAT2_NR __NR_fchmodat2
+#elif !defined(__alpha__) && !defined(__mips__)
+#define FCHMODAT2_NR 452
+#endif
+static const struct {
+        const char *name;
+        int nr;
+} newer_syscalls[] = {
+#ifdef FCHMODAT2_NR
+        {"fchmodat2", FCHMODAT2_NR},
+#endif
+        {NULL, 0},
+};
 
 /* clone(2)'s flags argument is the first on most architectures and the second on
  * s390 and CRIS (see the CLONE_BACKWARDS2/3 variants in the kernel's kernel/fork.c). */
@@ -88,14 +148,22 @@ static const struct {
 #define CLONE_FLAGS_ARG 0
 #endif
 
-/* Resolves name for the native architecture. Returns the number, 0 when the syscall
- * does not exist there (libseccomp gives a negative pseudo-number, e.g. umount on
- * x86_64), or -EINVAL when libseccomp has never heard of it (a typo here). */
+/* Resolves name for the native architecture. Returns 1 and the number, 0 when the
+ * syscall does not exist there (libseccomp gives a negative pseudo-number, e.g. umount
+ * on x86_64), or -EINVAL when neither libseccomp nor newer_syscalls has heard of it (a
+ * typo here). */
 static int resolve(const char *name, int *ret_nr) {
         int nr = seccomp_syscall_resolve_name(name);
+        size_t i;
 
-        if (nr == __NR_SCMP_ERROR)
+        if (nr == __NR_SCMP_ERROR) {
+                for (i = 0; newer_syscalls[i].name; i++)
+                        if (strcmp(name, newer_syscalls[i].name) == 0) {
+                                *ret_nr = newer_syscalls[i].nr;
+                                return 1;
+                        }
                 return -EINVAL;
+        }
         if (nr < 0)
                 return 0;
         *ret_nr = nr;
@@ -179,6 +247,63 @@ static int add_ioctl_rules(scmp_filter_ctx ctx) {
         return 0;
 }
 
+/* Refuses syscall nr when the mode in argument mode_arg has S_ISUID or S_ISGID and,
+ * when flags is not NULL, flags matches too: one rule per bit, as the rules of a
+ * syscall are OR-ed and the comparisons within one rule AND-ed. */
+static int add_setid_rule(scmp_filter_ctx ctx, int nr, const struct scmp_arg_cmp *flags,
+                          unsigned mode_arg) {
+        size_t i;
+        int r;
+
+        for (i = 0; i < sizeof(setid_mode_bits) / sizeof(setid_mode_bits[0]); i++) {
+                struct scmp_arg_cmp cmps[2] = {{.arg = mode_arg,
+                                                .op = SCMP_CMP_MASKED_EQ,
+                                                .datum_a = setid_mode_bits[i],
+                                                .datum_b = setid_mode_bits[i]}};
+                unsigned n = 1;
+
+                if (flags)
+                        cmps[n++] = *flags;
+                r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), nr, n, cmps);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int add_setid_rules(scmp_filter_ctx ctx) {
+        size_t i, j;
+        int r, nr;
+
+        for (i = 0; i < sizeof(setid_mode_syscalls) / sizeof(setid_mode_syscalls[0]); i++) {
+                r = resolve(setid_mode_syscalls[i].name, &nr);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                r = add_setid_rule(ctx, nr, NULL, setid_mode_syscalls[i].mode_arg);
+                if (r < 0)
+                        return r;
+        }
+        for (i = 0; i < sizeof(setid_open_syscalls) / sizeof(setid_open_syscalls[0]); i++) {
+                r = resolve(setid_open_syscalls[i].name, &nr);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                for (j = 0; j < sizeof(open_create_flags) / sizeof(open_create_flags[0]); j++) {
+                        struct scmp_arg_cmp flags = {.arg = setid_open_syscalls[i].flags_arg,
+                                                     .op = SCMP_CMP_MASKED_EQ,
+                                                     .datum_a = open_create_flags[j],
+                                                     .datum_b = open_create_flags[j]};
+                        r = add_setid_rule(ctx, nr, &flags, setid_open_syscalls[i].mode_arg);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
 /* Exports ctx's BPF into a malloc'd program. libseccomp 2.5 only exports to a file
  * descriptor: a non-blocking pipe is enough, a filter is at most BPF_MAXINSNS (4096)
  * instructions of 8 bytes, 32 KiB, less than a pipe's 64 KiB. */
@@ -257,6 +382,9 @@ int filter_build(struct sock_fprog *ret_prog) {
         if (r < 0)
                 goto out;
         r = add_ioctl_rules(ctx);
+        if (r < 0)
+                goto out;
+        r = add_setid_rules(ctx);
         if (r < 0)
                 goto out;
         r = export_bpf(ctx, ret_prog);
