@@ -23,6 +23,10 @@
 static const char *const v1_names[CG_N] = {"memory", "pids", "cpu", "freezer"};
 static const char *const v2_names[CG_N] = {"memory", "pids", "cpu", NULL};
 
+const char *cgroup_v1_name(enum cgroup_ctrl c) {
+        return c < CG_N ? v1_names[c] : NULL;
+}
+
 const char *cgroup_version_name(enum cgroup_version v) {
         switch (v) {
         case CGROUP_V2:

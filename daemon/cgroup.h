@@ -61,6 +61,8 @@ int cgroup_env_has(const struct cgroup_env *e, enum cgroup_ctrl ctrl);
 /* Removes the (empty) base directories at shutdown; a busy one is left alone. */
 void cgroup_env_remove_base(struct cgroup_env *e);
 const char *cgroup_version_name(enum cgroup_version v);
+/* The name of a v1 controller ("memory", ...), as the kernel knows it. */
+const char *cgroup_v1_name(enum cgroup_ctrl c);
 
 /* Creates the group rel (e.g. "sbx-ID" or "sbx-ID/cmd-3") under the base in every
  * usable hierarchy. On v2 a group that will hold processes must be a leaf (leaf != 0:

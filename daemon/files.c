@@ -33,13 +33,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -47,6 +45,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "creds.h"
+#include "policy.h"
 #include "sandbox_int.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
@@ -73,13 +73,11 @@ struct hidden_mount {
         uint64_t ino;
 };
 
-/* The daemon's credentials while an operation runs as the sandbox user. */
-struct creds {
-        int switched;
-        struct __user_cap_header_struct hdr;
-        struct __user_cap_data_struct caps[2];
-        gid_t *groups;
-        int n_groups;
+/* The mounts that hide a sandbox's denied paths, as found at its view generation. */
+struct files_cache {
+        unsigned generation;
+        size_t n;
+        struct hidden_mount v[];
 };
 
 /* One operation in progress. */
@@ -91,8 +89,7 @@ struct fctx {
         size_t errlen;
         char abs[ABS_MAX];  /* absolute, walked from the sandbox's root */
         char norm[ABS_MAX]; /* abs, lexically normalized (for the hidden-path check) */
-        struct hidden_mount *hidden;
-        size_t n_hidden;
+        const struct files_cache *hidden;
         struct creds cr;
         char failed[NAME_MAX + 1]; /* the entry a recursive remove stopped at */
 };
@@ -249,17 +246,21 @@ static void normalize(const char *in, char *out) {
 
 /* 1 when the normalized path norm is one of the sandbox's hidden paths or below one. */
 static int lexically_hidden(const struct sandbox *sb, const char *norm) {
+        const struct pathset *sets[2] = {sb->hidden, sb->hidden_shared};
         char h[ABS_MAX];
-        size_t i, n;
+        size_t i, n, k;
 
-        for (i = 0; i < sb->n_hidden; i++) {
-                if (!sb->hidden[i] || sb->hidden[i][0] != '/' || strlen(sb->hidden[i]) >= ABS_MAX)
-                        continue;
-                normalize(sb->hidden[i], h);
-                n = strlen(h);
-                if (n == 1 || (strncmp(norm, h, n) == 0 && (norm[n] == '\0' || norm[n] == '/')))
-                        return 1;
-        }
+        for (k = 0; k < 2; k++)
+                for (i = 0; sets[k] && i < sets[k]->n; i++) {
+                        const char *p = sets[k]->v[i];
+                        if (p[0] != '/' || strlen(p) >= ABS_MAX)
+                                continue;
+                        normalize(p, h);
+                        n = strlen(h);
+                        if (n == 1 ||
+                            (strncmp(norm, h, n) == 0 && (norm[n] == '\0' || norm[n] == '/')))
+                                return 1;
+                }
         return 0;
 }
 
@@ -374,52 +375,67 @@ static int ro_wins(int dfd, const char *name, int r) {
 
 /* ---- hidden paths ---------------------------------------------------------------------- */
 
-/* Finds the mounts that hide the sandbox's denied_read paths (done as the daemon, before
- * the credentials change, so that every one is found). A denied path that is not the
+/* Appends to c the mount that hides path, if one does. A denied path that is not the
  * root of a mount was not hidden by one (it did not exist when the sandbox was made):
  * the lexical check covers it, and the mount it lies on must not count as hidden. */
+static void find_hiding_mount(const struct sandbox *sb, const char *path, struct files_cache *c) {
+        struct hidden_mount *h = &c->v[c->n];
+        struct statx stx;
+        int fd = in_root_open(sb->root_fd, path, O_PATH), r;
+
+        if (fd < 0)
+                return;
+        r = fd_statx(fd, &stx);
+        close(fd);
+        if (r < 0 || ((stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+                      !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)))
+                return;
+        h->has_mnt_id = !!(stx.stx_mask & STATX_MNT_ID);
+        h->mnt_id = stx.stx_mnt_id;
+        h->dev_major = stx.stx_dev_major;
+        h->dev_minor = stx.stx_dev_minor;
+        h->ino = stx.stx_ino;
+        c->n++;
+}
+
+/* Finds the mounts that hide the sandbox's denied paths (as the daemon, before the
+ * credentials change, so that every one is found), once per view generation: the
+ * view changes only when the guard mounts in it (guard.h). */
 static int hidden_mounts_load(struct fctx *fx) {
-        const struct sandbox *sb = fx->sb;
-        size_t i;
+        struct sandbox *sb = fx->sb;
+        const struct pathset *sets[2] = {sb->hidden, sb->hidden_shared};
+        struct files_cache *c = sb->files_cache;
+        size_t n = 0, i, k;
 
-        if (!sb->n_hidden)
+        if (c && c->generation == sb->view_generation) {
+                fx->hidden = c;
                 return 0;
-        fx->hidden = calloc(sb->n_hidden, sizeof(*fx->hidden));
-        if (!fx->hidden)
-                return -ENOMEM;
-        for (i = 0; i < sb->n_hidden; i++) {
-                struct hidden_mount *h = &fx->hidden[fx->n_hidden];
-                struct statx stx;
-                int fd, r;
-
-                if (!sb->hidden[i])
-                        continue;
-                fd = in_root_open(sb->root_fd, sb->hidden[i], O_PATH);
-                if (fd < 0)
-                        continue;
-                r = fd_statx(fd, &stx);
-                close(fd);
-                if (r < 0)
-                        continue;
-                if ((stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
-                    !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-                        continue;
-                h->has_mnt_id = !!(stx.stx_mask & STATX_MNT_ID);
-                h->mnt_id = stx.stx_mnt_id;
-                h->dev_major = stx.stx_dev_major;
-                h->dev_minor = stx.stx_dev_minor;
-                h->ino = stx.stx_ino;
-                fx->n_hidden++;
         }
+        for (k = 0; k < 2; k++)
+                n += sets[k] ? sets[k]->n : 0;
+        free(sb->files_cache);
+        sb->files_cache = c = calloc(1, sizeof(*c) + (n ? n : 1) * sizeof(c->v[0]));
+        if (!c)
+                return -ENOMEM;
+        c->generation = sb->view_generation;
+        for (k = 0; k < 2; k++)
+                for (i = 0; sets[k] && i < sets[k]->n; i++)
+                        find_hiding_mount(sb, sets[k]->v[i], c);
+        fx->hidden = c;
         return 0;
+}
+
+void files_forget(struct sandbox *sb) {
+        free(sb->files_cache);
+        sb->files_cache = NULL;
 }
 
 /* 1 when the object described by stx lies on a mount that hides a denied path. */
 static int is_hidden(const struct fctx *fx, const struct statx *stx) {
         size_t i;
 
-        for (i = 0; i < fx->n_hidden; i++) {
-                const struct hidden_mount *h = &fx->hidden[i];
+        for (i = 0; fx->hidden && i < fx->hidden->n; i++) {
+                const struct hidden_mount *h = &fx->hidden->v[i];
                 if (h->has_mnt_id && (stx->stx_mask & STATX_MNT_ID)) {
                         if (h->mnt_id == stx->stx_mnt_id)
                                 return 1;
@@ -427,75 +443,6 @@ static int is_hidden(const struct fctx *fx, const struct statx *stx) {
                            h->dev_minor == stx->stx_dev_minor && h->ino == stx->stx_ino) {
                         return 1;
                 }
-        }
-        return 0;
-}
-
-/* ---- credentials ----------------------------------------------------------------------- */
-
-static void creds_leave(struct fctx *fx) {
-        struct creds *c = &fx->cr;
-
-        if (c->switched) {
-                /* Capabilities first: setfsuid and setgroups need CAP_SETUID and CAP_SETGID
-                 * back. None of this can fail for a process that keeps them in its
-                 * permitted set; if it ever did, the daemon would no longer know whose
-                 * rights it holds, and stopping is the only safe answer. */
-                if (syscall(SYS_capset, &c->hdr, c->caps) < 0)
-                        abort();
-                setfsuid(geteuid());
-                setfsgid(getegid());
-                if ((uid_t)setfsuid((uid_t)-1) != geteuid() ||
-                    (gid_t)setfsgid((gid_t)-1) != getegid())
-                        abort();
-                if (syscall(SYS_setgroups, (size_t)c->n_groups, c->groups) < 0)
-                        abort();
-                c->switched = 0;
-        }
-        free(c->groups);
-        c->groups = NULL;
-}
-
-/* Takes the sandbox user's filesystem credentials (root mode only). */
-static int creds_enter(struct fctx *fx) {
-        const struct sandbox *sb = fx->sb;
-        struct creds *c = &fx->cr;
-        struct __user_cap_data_struct none[2];
-        int n;
-
-        if (sb->d->features.rootless)
-                return 0;
-        n = getgroups(0, NULL);
-        if (n < 0)
-                return -errno;
-        c->groups = calloc((size_t)n + 1, sizeof(*c->groups));
-        if (!c->groups)
-                return -ENOMEM;
-        n = getgroups(n, c->groups);
-        if (n < 0)
-                return -errno;
-        c->n_groups = n;
-        c->hdr.version = _LINUX_CAPABILITY_VERSION_3;
-        c->hdr.pid = 0;
-        if (syscall(SYS_capget, &c->hdr, c->caps) < 0)
-                return -errno;
-        /* Raw system calls: this thread only (glibc's wrappers change every thread). */
-        if (syscall(SYS_setgroups, (size_t)0, NULL) < 0)
-                return -errno;
-        c->switched = 1;
-        setfsgid(sb->run_gid);
-        setfsuid(sb->run_uid);
-        if ((gid_t)setfsgid((gid_t)-1) != sb->run_gid ||
-            (uid_t)setfsuid((uid_t)-1) != sb->run_uid) {
-                creds_leave(fx);
-                return -EPERM;
-        }
-        memcpy(none, c->caps, sizeof(none));
-        none[0].effective = none[1].effective = 0;
-        if (syscall(SYS_capset, &c->hdr, none) < 0) {
-                int e = errno;
-                creds_leave(fx);
-                return -e;
         }
         return 0;
 }
@@ -547,7 +494,7 @@ static int begin(struct fctx *fx, struct sandbox *sb, const char *op, const char
         r = hidden_mounts_load(fx);
         if (r < 0)
                 return fail(fx, r, "daemon out of memory");
-        r = creds_enter(fx);
+        r = creds_enter(&fx->cr, sb->run_uid, sb->run_gid, NULL, 0);
         if (r < 0)
                 return fail(fx, r, "cannot take the credentials of the user of sandbox '%s': %s",
                             sb->id, strerror(-r));
@@ -555,8 +502,7 @@ static int begin(struct fctx *fx, struct sandbox *sb, const char *op, const char
 }
 
 static void end(struct fctx *fx) {
-        creds_leave(fx);
-        free(fx->hidden);
+        creds_leave(&fx->cr);
         fx->hidden = NULL;
 }
 

@@ -27,6 +27,10 @@
 
 struct sandbox;
 
+/* Frees what the file operations keep about sb's view (the mounts that hide its
+ * denied paths, found once and again when the guard mounts in it). At sb's end. */
+void files_forget(struct sandbox *sb);
+
 /* What a ReadFile answers. data is malloc()ed (NULL when len is 0); free it with
  * files_read_result_clear. */
 struct files_read_result {

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -16,6 +17,7 @@
 #include <uv.h>
 
 #include "log.h"
+#include "policy.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
 
@@ -25,20 +27,42 @@
 #define P_PIDFD 3
 #endif
 
-/* One guarded path of one sandbox. */
+/* The descriptor the helper finds the sandbox's PID 1 at (`--pidfd`). */
+#define HELPER_PIDFD 3
+
+enum guard_kind { GUARD_HIDE, GUARD_READ_ONLY, GUARD_REMOVE };
+
+/* One watched path: of one sandbox, or (sb NULL) of the shared credential sets. */
 struct guard_path {
         struct guard_path *next;
         struct sandbox *sb;
-        int wd;           /* the watch of its directory */
-        int hide;         /* denied_read; else read-only */
-        char *path;       /* absolute, in the host's and the sandbox's view alike */
-        const char *name; /* its last component, inside path */
+        int wd;               /* the watch of its directory */
+        enum guard_kind kind;
+        char *path;           /* on the host */
+        const char *name;     /* its last component, inside path */
+        char *view;           /* in the sandbox's view; NULL: the same as path */
+};
+
+/* A sandbox that keeps one version of the shared credential set hidden. */
+struct guard_sub {
+        struct guard_sub *next;
+        struct sandbox *sb;
+};
+
+/* A version of the shared set (policy.h: it changes when the host's homes do). */
+struct guard_shared {
+        struct guard_shared *next;
+        struct pathset *set;
+        struct guard_sub *subs;
 };
 
 /* A helper running `sbx-init --reapply`, reaped through its pidfd. */
 struct guard_helper {
+        struct guard_helper *next;
+        struct guard *g;
         uv_poll_t poll;
         int pidfd;
+        struct sandbox *sb; /* NULL once the sandbox is gone */
         char *what;
 };
 
@@ -48,6 +72,8 @@ struct guard {
         int exe_fd; /* the sbx-init binary, O_PATH */
         uv_poll_t poll;
         struct guard_path *paths;
+        struct guard_shared *shared;
+        struct guard_helper *helpers;
 };
 
 /* 1 when path is covered by a mount of its own in the view of the process pid (its mount
@@ -77,6 +103,15 @@ static void on_helper_closed(uv_handle_t *h) {
         free(k);
 }
 
+static void helper_unlink(struct guard_helper *k) {
+        struct guard_helper **pp;
+        for (pp = &k->g->helpers; *pp; pp = &(*pp)->next)
+                if (*pp == k) {
+                        *pp = k->next;
+                        break;
+                }
+}
+
 static void on_helper_exit(uv_poll_t *p, int status, int events) {
         struct guard_helper *k = p->data;
         siginfo_t si;
@@ -88,31 +123,42 @@ static void on_helper_exit(uv_poll_t *p, int status, int events) {
                 log_notice("%s: covered again", k->what);
         else
                 log_err("%s: could not cover it again (helper status %d)", k->what, si.si_status);
+        /* The view has a new mount: the file operations' picture of it is stale. */
+        if (k->sb)
+                k->sb->view_generation++;
+        helper_unlink(k);
         uv_poll_stop(p);
         uv_close((uv_handle_t *)p, on_helper_closed);
 }
 
-/* Runs `sbx-init --reapply` in sb's mount namespace for gp. */
-static void reapply(struct guard *g, struct guard_path *gp) {
-        struct sandbox *sb = gp->sb;
+/* Runs `sbx-init --reapply KIND PATH --pidfd 3 [--userns]` for path of sb's view. The
+ * helper is executed from the host's binary before it enters the sandbox's namespaces
+ * (it does that itself, through the pidfd of PID 1), so nothing it loads (its dynamic
+ * loader, its libraries) comes from a view that sandboxed code may shape. */
+static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, char *path) {
         char *argv[] = {(char *)"sbx-init", (char *)"--reapply",
-                        (char *)(gp->hide ? "hide" : "read-only"), gp->path, NULL};
+                        (char *)(kind == GUARD_HIDE ? "hide" : "read-only"), path,
+                        (char *)"--pidfd", (char *)"3", sb->d->features.rootless ? (char *)"--userns" : NULL,
+                        NULL};
         char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-        int flags = CLONE_NEWNS | (sb->d->features.rootless ? CLONE_NEWUSER : 0);
         struct guard_helper *k;
+        int pidfd = sb->init_pidfd;
         pid_t pid;
 
         k = calloc(1, sizeof(*k));
         if (!k || asprintf(&k->what, "sbx=%s: %s %s changed on the host", sb->id,
-                           gp->hide ? "hidden path" : "read-only path", gp->path) < 0) {
+                           kind == GUARD_HIDE ? "hidden path" : "read-only path", path) < 0) {
                 free(k);
-                log_err("sbx=%s: cannot cover %s again: out of memory", sb->id, gp->path);
+                log_err("sbx=%s: cannot cover %s again: out of memory", sb->id, path);
                 return;
         }
+        sb->view_generation++;
         pid = fork();
         if (pid == 0) {
-                /* Only system calls here: the daemon has threads. */
-                if (setns(sb->init_pidfd, flags) == 0)
+                /* Only system calls here: the daemon has threads. dup2 onto the same
+                 * number would keep close-on-exec. */
+                if (pidfd == HELPER_PIDFD ? fcntl(pidfd, F_SETFD, 0) == 0
+                                          : dup2(pidfd, HELPER_PIDFD) == HELPER_PIDFD)
                         syscall(SYS_execveat, g->exe_fd, "", argv, envp, AT_EMPTY_PATH);
                 _exit(127);
         }
@@ -127,18 +173,68 @@ static void reapply(struct guard *g, struct guard_path *gp) {
                 free(k);
                 return;
         }
+        fcntl(k->pidfd, F_SETFD, FD_CLOEXEC);
+        k->g = g;
+        k->sb = sb;
+        k->next = g->helpers;
+        g->helpers = k;
         k->poll.data = k;
         uv_poll_start(&k->poll, UV_READABLE, on_helper_exit);
 }
 
-/* Covers gp again when its sandbox is up and the path lies bare. */
-static void check(struct guard *g, struct guard_path *gp) {
-        struct sandbox *sb = gp->sb;
+/* Removes gp's file on the host, which sandboxed code made in a writable repository's
+ * .git (a file git would follow there). Through its directory, never following a
+ * symlink. */
+static void remove_planted(struct guard_path *gp) {
+        char dir[PATH_MAX];
+        size_t n = (size_t)(gp->name - gp->path);
+        int dfd;
 
-        if (sb->state != SBX__V1__SANDBOX_STATE__READY || sb->init_pid <= 0 || sb->init_pidfd < 0 ||
-            covered(sb->init_pid, gp->path))
+        if (n >= sizeof(dir))
                 return;
-        reapply(g, gp);
+        memcpy(dir, gp->path, n);
+        dir[n ? n - 1 : 0] = '\0';
+        dfd = open(dir[0] ? dir : "/", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return;
+        if (unlinkat(dfd, gp->name, 0) == 0 ||
+            (errno == EISDIR && unlinkat(dfd, gp->name, AT_REMOVEDIR) == 0))
+                log_notice("sbx=%s: removed %s, which sandboxed code created: git would follow it",
+                           gp->sb ? gp->sb->id : "-", gp->path);
+        close(dfd);
+}
+
+/* Covers gp again in sb when sb is up and the path lies bare. */
+static void check(struct guard *g, struct sandbox *sb, struct guard_path *gp) {
+        char *view = gp->view ? gp->view : gp->path;
+
+        if (gp->kind == GUARD_REMOVE) {
+                remove_planted(gp);
+                return;
+        }
+        if (sb->state != SBX__V1__SANDBOX_STATE__READY || sb->init_pid <= 0 || sb->init_pidfd < 0 ||
+            covered(sb->init_pid, view))
+                return;
+        reapply(g, sb, gp->kind, view);
+}
+
+static int set_has(const struct pathset *s, const char *p) {
+        size_t i;
+        for (i = 0; i < s->n; i++)
+                if (strcmp(s->v[i], p) == 0)
+                        return 1;
+        return 0;
+}
+
+/* A shared path changed: every subscriber of a set holding it looks. */
+static void check_shared(struct guard *g, struct guard_path *gp) {
+        struct guard_shared *sh;
+        struct guard_sub *s;
+
+        for (sh = g->shared; sh; sh = sh->next)
+                if (set_has(sh->set, gp->path))
+                        for (s = sh->subs; s; s = s->next)
+                                check(g, s->sb, gp);
 }
 
 static void on_events(uv_poll_t *p, int status, int events) {
@@ -155,9 +251,13 @@ static void on_events(uv_poll_t *p, int status, int events) {
                         at += sizeof(*ev) + ev->len;
                         for (gp = g->paths; gp; gp = gp->next) {
                                 /* An overflow lost events: look at everything. */
-                                if ((ev->mask & IN_Q_OVERFLOW) || (ev->len && gp->wd == ev->wd &&
-                                                                   strcmp(gp->name, ev->name) == 0))
-                                        check(g, gp);
+                                if (!(ev->mask & IN_Q_OVERFLOW) &&
+                                    !(ev->len && gp->wd == ev->wd && strcmp(gp->name, ev->name) == 0))
+                                        continue;
+                                if (gp->sb)
+                                        check(g, gp->sb, gp);
+                                else
+                                        check_shared(g, gp);
                         }
                 }
         }
@@ -193,69 +293,161 @@ fail:
         return r;
 }
 
-void guard_add(struct sbxd *d, struct sandbox *sb, char *const *paths, size_t n, int hide) {
-        struct guard *g = d->guard;
-        const char *root = sb->spec && sb->spec->policy ? sb->spec->policy->root_dir : NULL;
+/* Watches host (absolute) for sb (NULL: shared), seen at view in the sandbox (NULL:
+ * the same). */
+static void add_path(struct guard *g, struct sandbox *sb, enum guard_kind kind, const char *host,
+                     const char *view) {
+        struct guard_path *gp;
+        char *slash;
+        int wd;
+
+        if (!host || host[0] != '/')
+                return;
+        gp = calloc(1, sizeof(*gp));
+        if (!gp || !(gp->path = strdup(host)) || (view && !(gp->view = strdup(view)))) {
+                if (gp)
+                        free(gp->path);
+                free(gp);
+                return;
+        }
+        slash = strrchr(gp->path, '/');
+        *slash = '\0';
+        wd = inotify_add_watch(g->fd, gp->path[0] ? gp->path : "/", GUARD_EVENTS);
+        *slash = '/';
+        if (wd < 0) {
+                /* Its directory is missing (then nothing can appear in it) or the
+                 * watches ran out. */
+                if (errno != ENOENT && errno != ENOTDIR)
+                        log_warning("sbx=%s: cannot watch the directory of %s: %s",
+                                    sb ? sb->id : "-", host, strerror(errno));
+                free(gp->view);
+                free(gp->path);
+                free(gp);
+                return;
+        }
+        gp->sb = sb;
+        gp->wd = wd;
+        gp->kind = kind;
+        gp->name = slash + 1;
+        gp->next = g->paths;
+        g->paths = gp;
+}
+
+/* Watches the view paths of set for sb, at root + path on the host. */
+static void add_set(struct guard *g, struct sandbox *sb, enum guard_kind kind, const char *root,
+                    char *const *v, size_t n) {
+        char host[PATH_MAX];
         size_t i;
 
-        if (!g || (root && root[0] && strcmp(root, "/") != 0))
-                return;
         for (i = 0; i < n; i++) {
-                struct guard_path *gp;
-                char *slash;
-                int wd;
-
-                if (!paths[i] || paths[i][0] != '/')
-                        continue;
-                gp = calloc(1, sizeof(*gp));
-                if (!gp || !(gp->path = strdup(paths[i]))) {
-                        free(gp);
-                        return;
+                if (strcmp(root, "/") == 0) {
+                        add_path(g, sb, kind, v[i], NULL);
+                } else if ((size_t)snprintf(host, sizeof(host), "%s%s", root, v[i]) < sizeof(host)) {
+                        add_path(g, sb, kind, host, v[i]);
                 }
-                slash = strrchr(gp->path, '/');
-                *slash = '\0';
-                wd = inotify_add_watch(g->fd, gp->path[0] ? gp->path : "/", GUARD_EVENTS);
-                *slash = '/';
-                if (wd < 0) {
-                        /* Its directory is missing (then nothing can appear in it) or
-                         * the watches ran out. */
-                        if (errno != ENOENT && errno != ENOTDIR)
-                                log_warning("sbx=%s: cannot watch the directory of %s: %s", sb->id,
-                                            paths[i], strerror(errno));
-                        free(gp->path);
-                        free(gp);
-                        continue;
-                }
-                gp->sb = sb;
-                gp->wd = wd;
-                gp->hide = hide;
-                gp->name = slash + 1;
-                gp->next = g->paths;
-                g->paths = gp;
         }
 }
 
-void guard_forget(struct sbxd *d, const struct sandbox *sb) {
+/* Subscribes sb to set, watching the set's paths the first time it is seen. */
+static void subscribe(struct guard *g, struct sandbox *sb, struct pathset *set) {
+        struct guard_shared *sh;
+        struct guard_sub *s = calloc(1, sizeof(*s));
+        size_t i;
+
+        if (!s)
+                return;
+        for (sh = g->shared; sh && sh->set != set; sh = sh->next)
+                ;
+        if (!sh) {
+                sh = calloc(1, sizeof(*sh));
+                if (!sh) {
+                        free(s);
+                        return;
+                }
+                sh->set = pathset_ref(set);
+                sh->next = g->shared;
+                g->shared = sh;
+                for (i = 0; i < set->n; i++) {
+                        struct guard_path *gp;
+                        for (gp = g->paths; gp; gp = gp->next)
+                                if (!gp->sb && strcmp(gp->path, set->v[i]) == 0)
+                                        break;
+                        if (!gp)
+                                add_path(g, NULL, GUARD_HIDE, set->v[i], NULL);
+                }
+        }
+        s->sb = sb;
+        s->next = sh->subs;
+        sh->subs = s;
+}
+
+void guard_watch(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
+                 const char *root, char *const *denied_write, size_t n_denied_write) {
         struct guard *g = d->guard;
-        struct guard_path **pp, *gp;
 
         if (!g)
                 return;
-        for (pp = &g->paths; (gp = *pp);) {
-                struct guard_path *o;
-                int used = 0;
+        add_set(g, sb, GUARD_HIDE, root, view->hidden->v, view->hidden->n);
+        add_set(g, sb, GUARD_READ_ONLY, root, denied_write, n_denied_write);
+        /* Names inside writable paths: host paths, bound at the same path. */
+        add_set(g, sb, GUARD_READ_ONLY, "/", view->protected_paths->v, view->protected_paths->n);
+        add_set(g, sb, GUARD_READ_ONLY, "/", view->mkdirs->v, view->mkdirs->n);
+        add_set(g, sb, GUARD_REMOVE, "/", view->removed->v, view->removed->n);
+        if (view->watched_shared)
+                subscribe(g, sb, view->watched_shared);
+}
 
+static void free_path(struct guard *g, struct guard_path *gp) {
+        struct guard_path *o;
+        int used = 0;
+
+        for (o = g->paths; o && !used; o = o->next)
+                used = o != gp && o->wd == gp->wd;
+        if (!used)
+                inotify_rm_watch(g->fd, gp->wd);
+        free(gp->view);
+        free(gp->path);
+        free(gp);
+}
+
+void guard_forget(struct sbxd *d, struct sandbox *sb) {
+        struct guard *g = d->guard;
+        struct guard_path **pp, *gp;
+        struct guard_shared **sp, *sh;
+        struct guard_helper *k;
+
+        if (!g)
+                return;
+        for (k = g->helpers; k; k = k->next)
+                if (k->sb == sb)
+                        k->sb = NULL;
+        for (pp = &g->paths; (gp = *pp);) {
                 if (gp->sb != sb) {
                         pp = &gp->next;
                         continue;
                 }
                 *pp = gp->next;
-                for (o = g->paths; o && !used; o = o->next)
-                        used = o->wd == gp->wd;
-                if (!used)
-                        inotify_rm_watch(g->fd, gp->wd);
-                free(gp->path);
-                free(gp);
+                free_path(g, gp);
+        }
+        for (sp = &g->shared; (sh = *sp);) {
+                struct guard_sub **s = &sh->subs, *x;
+                while ((x = *s)) {
+                        if (x->sb == sb) {
+                                *s = x->next;
+                                free(x);
+                        } else {
+                                s = &x->next;
+                        }
+                }
+                /* An old version nobody uses any more goes (its paths stay watched: the
+                 * shared paths are few and change rarely). */
+                if (!sh->subs && sh != g->shared) {
+                        *sp = sh->next;
+                        pathset_unref(sh->set);
+                        free(sh);
+                } else {
+                        sp = &sh->next;
+                }
         }
 }
 
@@ -269,14 +461,31 @@ static void on_guard_closed(uv_handle_t *h) {
 void guard_stop(struct sbxd *d) {
         struct guard *g = d->guard;
         struct guard_path *gp;
+        struct guard_shared *sh;
+        struct guard_helper *k;
 
         if (!g)
                 return;
         while ((gp = g->paths)) {
                 g->paths = gp->next;
+                free(gp->view);
                 free(gp->path);
                 free(gp);
         }
+        while ((sh = g->shared)) {
+                struct guard_sub *s;
+                g->shared = sh->next;
+                while ((s = sh->subs)) {
+                        sh->subs = s->next;
+                        free(s);
+                }
+                pathset_unref(sh->set);
+                free(sh);
+        }
+        /* Helpers still running close their own handles; they no longer name a guard. */
+        for (k = g->helpers; k; k = k->next)
+                k->sb = NULL;
+        g->helpers = NULL;
         uv_poll_stop(&g->poll);
         uv_close((uv_handle_t *)&g->poll, on_guard_closed);
         d->guard = NULL;

@@ -6,15 +6,20 @@
  * passwd and credential tools write) the mount goes with the old file, and a path the
  * host creates later was never covered. The guard watches the paths' directories with
  * inotify; when a watched name is created or moved in and is not covered in the
- * sandbox's view, it runs `sbx-init --reapply` in the sandbox's mount namespace (a
- * forked helper enters it with setns, since PID 1 cannot mount once its seccomp filter
- * is loaded), which mounts over it again and kills the sandbox's processes that opened
- * what lay bare (a descriptor outlives a mount). The window between the host's change
- * and the new mount is a few milliseconds; a process polling the path may read it in
- * between.
- * Only sandboxes whose root is the host's / are guarded (their paths are host paths),
- * and only the path's own directory is watched: a directory above it that the host
- * replaces whole is not seen. */
+ * sandbox's view, it runs `sbx-init --reapply` (executed first, so that everything it
+ * loads comes from the host, then entering the sandbox's mount namespace itself: PID 1
+ * cannot mount once its seccomp filter is loaded), which mounts over it again and kills
+ * the sandbox's processes that opened what lay bare (a descriptor outlives a mount).
+ * The window between the host's change and the new mount is a few milliseconds; a
+ * process polling the path may read it in between.
+ *
+ * The credentials of protect_defaults are the same host paths for every sandbox whose
+ * root is the host's /: they are watched once and each such sandbox subscribes to them.
+ * A sandbox with a root_dir has its paths watched at root_dir + its view path. Files
+ * that must not exist in a writable repository's .git (commondir, config.worktree:
+ * a missing file cannot be covered without creating it) are removed from the host when
+ * sandboxed code creates them. Only the path's own directory is watched: a directory
+ * above it that the host replaces whole is not seen. */
 #ifndef SBX_GUARD_H
 #define SBX_GUARD_H
 
@@ -22,16 +27,20 @@
 
 struct sbxd;
 struct sandbox;
+struct policy_view;
 
 /* Starts the guard (an inotify descriptor on d's loop). init_path: the sbx-init binary
  * its helpers run. Returns 0 or -errno; the daemon runs without it on failure. */
 int guard_start(struct sbxd *d, const char *init_path);
 
-/* Watches the n paths of sb (hide: denied_read; else read-only). */
-void guard_add(struct sbxd *d, struct sandbox *sb, char *const *paths, size_t n, int hide);
+/* Watches the view of sb (policy.h; its hidden_shared set is kept referenced) and its
+ * policy's denied_write_paths, which are paths of the view below root (canonical; "/"
+ * for the host's). */
+void guard_watch(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
+                 const char *root, char *const *denied_write, size_t n_denied_write);
 
 /* Forgets every path of sb. */
-void guard_forget(struct sbxd *d, const struct sandbox *sb);
+void guard_forget(struct sbxd *d, struct sandbox *sb);
 
 /* Stops watching; helpers still running finish on their own. */
 void guard_stop(struct sbxd *d);

@@ -1,11 +1,15 @@
-/* policy.c: from a CreateSandbox request to the effective policy, and from the
- * effective policy to the init helper's Setup.
+/* policy.c: the effective policy of a request and the view of a sandbox; see policy.h.
  *
  * The effective policy is what the sandbox really gets: defaults filled in, the
- * lifetime capped, writable paths and the root resolved through symlinks (a write is
- * judged by where it lands), every bound checked. It is recorded with the sandbox and
- * reported back to clients. protect_defaults is expanded only when building Setup, from
- * what exists on the host at that moment. Called by sandbox.c. */
+ * lifetime capped, the host paths opened with the caller's rights and canonical (a
+ * write is judged by where it lands), every bound checked. It is recorded with the
+ * sandbox and reported back to clients. The view (what is hidden and read-only) is
+ * built from it when the sandbox is set up; the credentials of protect.h are expanded
+ * for every home once, and again only when /etc/passwd, /home or the daemon's $HOME
+ * change. Called by sandbox.c. */
+#include "policy.h"
+
+#include <dirent.h>
 #include <errno.h>
 #include <glob.h>
 #include <limits.h>
@@ -13,31 +17,38 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "protect.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
 
 /* Environment variables passed in by default: secret-free (SPEC "Policy"). */
 static char *default_inherit[] = {"PATH", "LANG", "LC_*", "TERM", "TZ"};
 
-/* Credentials hidden under every home directory with protect_defaults. */
-static const char *const home_secrets[] = {".ssh",   ".aws",  ".gnupg", ".config/gcloud",
-                                           ".docker", ".kube", ".netrc"};
+/* Home directories that are system directories: nobody's credentials live there, and
+ * watching them would only cost (sync's home is /bin, nobody's /nonexistent). */
+static const char *const system_dirs[] = {"/",    "/bin", "/sbin", "/usr",  "/usr/bin",
+                                          "/usr/sbin", "/dev", "/proc", "/sys", "/run",
+                                          "/var/run", "/tmp", "/etc", "/var", "/root"};
 
-/* Kept read-only inside writable paths with protect_defaults. */
-static const char *const protected_names[] = {".git/hooks", ".git/config", ".bashrc",
-                                              ".bash_profile", ".bash_login", ".profile",
-                                              ".zshrc", ".zprofile", ".zshenv", ".vimrc",
-                                              ".vim", ".emacs", ".emacs.d", ".vscode", ".idea",
-                                              ".editorconfig", ".envrc"};
+/* The parts of a repository's .git that policy_view_build makes when missing (so they
+ * can be kept read-only), and the files it has removed when sandboxed code creates
+ * them (a missing file cannot be covered without creating it, which would break git). */
+static const char *const git_dirs[] = {"hooks", "info", "worktrees", "modules", "remotes",
+                                       "branches"};
+static const char *const git_removed_files[] = {"commondir", "config.worktree"};
+
+/* ---- growable string lists ----------------------------------------------------------- */
 
 struct strs {
         char **v;
         size_t n, cap;
 };
 
+/* Appends str (taken over; NULL is an allocation failure). Returns str or NULL. */
 static char *strs_add(struct strs *s, char *str) {
         if (!str)
                 return NULL;
@@ -55,6 +66,14 @@ static char *strs_add(struct strs *s, char *str) {
         return str;
 }
 
+static int strs_has(const struct strs *s, const char *str) {
+        size_t i;
+        for (i = 0; i < s->n; i++)
+                if (strcmp(s->v[i], str) == 0)
+                        return 1;
+        return 0;
+}
+
 static void strs_free(struct strs *s) {
         size_t i;
         for (i = 0; i < s->n; i++)
@@ -63,75 +82,565 @@ static void strs_free(struct strs *s) {
         memset(s, 0, sizeof(*s));
 }
 
-static int check_path(const char *what, const char *p, char *err, size_t errlen) {
-        if (!p || p[0] != '/') {
-                snprintf(err, errlen, "%s '%.200s' must be an absolute path", what, p ? p : "");
-                return -EINVAL;
+/* Freezes s into a pathset (s is emptied). NULL when out of memory. */
+static struct pathset *strs_freeze(struct strs *s) {
+        struct pathset *p = calloc(1, sizeof(*p));
+        if (!p) {
+                strs_free(s);
+                return NULL;
         }
-        if (strlen(p) >= SBX_PATH_MAX_BYTES) {
-                snprintf(err, errlen, "%s is longer than %u bytes", what, SBX_PATH_MAX_BYTES);
+        p->refs = 1;
+        p->n = s->n;
+        p->v = s->v;
+        memset(s, 0, sizeof(*s));
+        return p;
+}
+
+struct pathset *pathset_ref(struct pathset *s) {
+        if (s)
+                s->refs++;
+        return s;
+}
+
+void pathset_unref(struct pathset *s) {
+        size_t i;
+        if (!s || --s->refs > 0)
+                return;
+        for (i = 0; i < s->n; i++)
+                free(s->v[i]);
+        free(s->v);
+        free(s);
+}
+
+/* 1 when p is dir or lies below it (both canonical). */
+static int at_or_below(const char *dir, const char *p) {
+        size_t n = strlen(dir);
+        if (strcmp(dir, "/") == 0)
+                return 1;
+        return strncmp(dir, p, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+/* The path inside the view of a sandbox whose root is the host directory root
+ * (canonical) for the host path p: p itself for the host's /, p below root made
+ * relative to it, NULL when p is not in the view. Allocated. */
+static char *view_of(const char *root, const char *p) {
+        size_t n = strlen(root);
+        if (strcmp(root, "/") == 0)
+                return strdup(p);
+        if (strncmp(root, p, n) != 0 || (p[n] != '\0' && p[n] != '/'))
+                return NULL;
+        return strdup(p[n] ? p + n : "/");
+}
+
+/* ---- the credentials of every home, shared ---------------------------------------------- */
+
+/* How long an expansion of the credential list is used before the host is looked at
+ * again (a secret's permissions may change; homes are checked at every use). */
+#define SHARED_MAX_AGE_MS 2000
+
+/* The expanded protect_home_secrets and protect_host_secrets, and what they were
+ * expanded from: all (the guard watches them, the file operations refuse them) and
+ * exposed, those a sandbox's user could read now (hidden by a mount in each view). */
+static struct {
+        struct pathset *all, *exposed;
+        struct stat passwd, home;
+        char *env_home;
+        struct timespec built;
+        int rootless;
+} shared;
+
+static int same_stat(const struct stat *a, const struct stat *b) {
+        return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+               a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Whether the user of a sandbox could read path (canonical, existing): in root mode a
+ * user of no group of the host's, so every directory on the way must let others
+ * search it and the object let others read (or search) it; rootless, the daemon's own
+ * user, asked of the kernel. A path no command can read needs no mount over it (the
+ * guard still watches it, and covers it if the host replaces it). */
+static int exposed(const char *path, int rootless) {
+        char p[PATH_MAX];
+        struct stat st;
+        size_t i, n = strlen(path);
+
+        if (rootless)
+                return access(path, R_OK) == 0 ||
+                       (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && access(path, X_OK) == 0);
+        if (n >= sizeof(p))
+                return 1;
+        for (i = 1; i <= n; i++) {
+                if (path[i] != '/' && path[i] != '\0')
+                        continue;
+                memcpy(p, path, i);
+                p[i] = '\0';
+                if (stat(p, &st) < 0)
+                        return 1; /* cannot tell: hide it */
+                if (path[i] == '/' && !(st.st_mode & S_IXOTH))
+                        return 0;
+        }
+        return (st.st_mode & S_IROTH) || (S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH));
+}
+
+/* Adds path to all: an existing one (a symlink by its target, which is what a mount
+ * on it covers and what a process reading it reaches; also to exposed when a sandbox
+ * could read it, or always), or a missing one (the guard hides it when it appears). */
+static void add_secret(struct strs *all, struct strs *exp, const char *path, int rootless,
+                       int always) {
+        struct stat st;
+        char *real;
+
+        if (lstat(path, &st) < 0) {
+                if (errno == ENOENT && !strs_has(all, path))
+                        strs_add(all, strdup(path));
+                return;
+        }
+        real = S_ISLNK(st.st_mode) ? realpath(path, NULL) : strdup(path);
+        if (!real || strs_has(all, real)) {
+                free(real);
+                return;
+        }
+        if (always || exposed(real, rootless))
+                strs_add(exp, strdup(real));
+        strs_add(all, real);
+}
+
+/* The host's own secrets: hidden whether a sandbox could read them or not (/root and
+ * /run read as empty, as documented). */
+static void add_secret_glob(struct strs *all, struct strs *exp, const char *pattern, int rootless) {
+        glob_t g;
+        size_t i;
+        if (!strpbrk(pattern, "*?[")) {
+                add_secret(all, exp, pattern, rootless, 1);
+                return;
+        }
+        if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
+                return;
+        for (i = 0; i < g.gl_pathc; i++)
+                add_secret(all, exp, g.gl_pathv[i], rootless, 1);
+        globfree(&g);
+}
+
+/* Adds home to homes when it is an existing directory that is not a system one. */
+static void add_home(struct strs *homes, const char *home) {
+        struct stat st;
+        char *real;
+        size_t i;
+
+        if (!home || home[0] != '/' || stat(home, &st) < 0 || !S_ISDIR(st.st_mode))
+                return;
+        real = realpath(home, NULL);
+        if (!real)
+                return;
+        for (i = 0; i < PROTECT_N(system_dirs); i++)
+                if (strcmp(real, system_dirs[i]) == 0) {
+                        free(real);
+                        return;
+                }
+        if (strs_has(homes, real))
+                free(real);
+        else
+                strs_add(homes, real);
+}
+
+/* Every home directory: those in /home, those /etc/passwd names (read as a file:
+ * no NSS lookup that could block the loop on a network), and the daemon's $HOME. */
+static void find_homes(struct strs *homes) {
+        FILE *f = fopen("/etc/passwd", "re");
+        char *line = NULL;
+        size_t cap = 0;
+        DIR *dir;
+        struct dirent *de;
+
+        dir = opendir("/home");
+        while (dir && (de = readdir(dir))) {
+                char p[PATH_MAX];
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(p, sizeof(p), "/home/%s", de->d_name);
+                add_home(homes, p);
+        }
+        if (dir)
+                closedir(dir);
+        while (f && getline(&line, &cap, f) > 0) {
+                /* name:passwd:uid:gid:gecos:home:shell */
+                char *field = line, *end;
+                int i;
+                for (i = 0; i < 5 && field; i++) {
+                        field = strchr(field, ':');
+                        if (field)
+                                field++;
+                }
+                if (!field || !(end = strchr(field, ':')))
+                        continue;
+                *end = '\0';
+                add_home(homes, field);
+        }
+        free(line);
+        if (f)
+                fclose(f);
+        add_home(homes, getenv("HOME"));
+}
+
+static int same_set(const struct pathset *a, const struct strs *b) {
+        size_t i;
+        if (!a || a->n != b->n)
+                return 0;
+        for (i = 0; i < b->n; i++)
+                if (strcmp(a->v[i], b->v[i]) != 0)
+                        return 0;
+        return 1;
+}
+
+/* Replaces *set with s unless it holds the same paths (then s is freed): sandboxes
+ * that share a set share its guard watches and its warm pool key. */
+static void replace_set(struct pathset **set, struct strs *s) {
+        if (same_set(*set, s)) {
+                strs_free(s);
+                return;
+        }
+        pathset_unref(*set);
+        *set = strs_freeze(s);
+}
+
+/* Brings the shared sets up to date: rebuilt when /etc/passwd, /home or $HOME changed
+ * or the last build is older than SHARED_MAX_AGE_MS. Returns 0 or -ENOMEM. */
+static int shared_secrets(struct sbxd *d) {
+        struct stat pw, hm;
+        struct timespec now;
+        const char *env_home = getenv("HOME");
+        struct strs all = {0}, exp = {0}, homes = {0};
+        int rootless = d->features.rootless;
+        size_t i, j;
+
+        memset(&pw, 0, sizeof(pw));
+        memset(&hm, 0, sizeof(hm));
+        (void)stat("/etc/passwd", &pw);
+        (void)stat("/home", &hm);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (shared.all && shared.exposed && same_stat(&pw, &shared.passwd) &&
+            same_stat(&hm, &shared.home) && shared.rootless == rootless &&
+            strcmp(env_home ? env_home : "", shared.env_home ? shared.env_home : "") == 0 &&
+            (now.tv_sec - shared.built.tv_sec) * 1000 +
+                            (now.tv_nsec - shared.built.tv_nsec) / 1000000 <
+                    SHARED_MAX_AGE_MS)
+                return 0;
+        for (i = 0; i < PROTECT_N(protect_host_secrets); i++)
+                add_secret_glob(&all, &exp, protect_host_secrets[i], rootless);
+        find_homes(&homes);
+        for (i = 0; i < homes.n; i++)
+                for (j = 0; j < PROTECT_N(protect_home_secrets); j++) {
+                        char p[PATH_MAX];
+                        snprintf(p, sizeof(p), "%s/%s", homes.v[i], protect_home_secrets[j]);
+                        add_secret(&all, &exp, p, rootless, 0);
+                }
+        strs_free(&homes);
+        replace_set(&shared.all, &all);
+        replace_set(&shared.exposed, &exp);
+        shared.passwd = pw;
+        shared.home = hm;
+        shared.built = now;
+        shared.rootless = rootless;
+        free(shared.env_home);
+        shared.env_home = env_home ? strdup(env_home) : NULL;
+        return shared.all && shared.exposed ? 0 : -ENOMEM;
+}
+
+/* ---- the view --------------------------------------------------------------------------- */
+
+void policy_view_clear(struct policy_view *v) {
+        pathset_unref(v->hidden);
+        pathset_unref(v->hidden_shared);
+        pathset_unref(v->watched_shared);
+        pathset_unref(v->protected_paths);
+        pathset_unref(v->mkdirs);
+        pathset_unref(v->removed);
+        memset(v, 0, sizeof(*v));
+}
+
+/* Adds the view path of each host path of list that is in the view of root. */
+static void add_translated(struct strs *s, const char *root, char *const *list, size_t n) {
+        size_t i;
+        for (i = 0; i < n; i++) {
+                char *v = view_of(root, list[i]);
+                if (v && strcmp(v, "/") != 0 && !strs_has(s, v))
+                        strs_add(s, v);
+                else
+                        free(v);
+        }
+}
+
+/* The protected names of one writable path w (canonical, a directory). */
+static void add_protected(const char *w, struct strs *prot, struct strs *mkdirs,
+                          struct strs *removed) {
+        char p[PATH_MAX], head[PATH_MAX];
+        struct stat st;
+        size_t i;
+
+        for (i = 0; i < PROTECT_N(protect_writable_names); i++) {
+                snprintf(p, sizeof(p), "%s/%s", w, protect_writable_names[i]);
+                if (lstat(p, &st) == 0 && !S_ISLNK(st.st_mode))
+                        strs_add(prot, strdup(p));
+        }
+        snprintf(p, sizeof(p), "%s/.git", w);
+        if (lstat(p, &st) < 0)
+                return;
+        if (S_ISREG(st.st_mode)) {
+                /* A worktree's or a submodule's "gitdir: PATH" file: where git goes. */
+                strs_add(prot, strdup(p));
+                return;
+        }
+        snprintf(head, sizeof(head), "%s/.git/HEAD", w);
+        if (!S_ISDIR(st.st_mode) || access(head, F_OK) < 0)
+                return; /* not a repository */
+        for (i = 0; i < PROTECT_N(git_dirs); i++) {
+                snprintf(p, sizeof(p), "%s/.git/%s", w, git_dirs[i]);
+                if (lstat(p, &st) < 0 && errno == ENOENT)
+                        strs_add(mkdirs, strdup(p));
+        }
+        for (i = 0; i < PROTECT_N(git_removed_files); i++) {
+                snprintf(p, sizeof(p), "%s/.git/%s", w, git_removed_files[i]);
+                if (lstat(p, &st) < 0 && errno == ENOENT)
+                        strs_add(removed, strdup(p));
+        }
+}
+
+/* The daemon's directories (hostpath.h), hidden in every sandbox whatever its policy. */
+static void add_daemons(struct sbxd *d, struct strs *s, const char *root) {
+        char *dirs[2] = {NULL, NULL};
+        size_t n = hostpath_daemons(d, dirs);
+
+        add_translated(s, root, dirs, n);
+        free(dirs[0]);
+        free(dirs[1]);
+}
+
+int policy_view_build(struct sbxd *d, const Sbx__V1__CreateSandbox *spec, struct policy_view *ret) {
+        const Sbx__V1__Policy *pol = spec->policy;
+        const char *root = pol && pol->root_dir && pol->root_dir[0] ? pol->root_dir : "/";
+        struct strs hidden = {0}, prot = {0}, mkdirs = {0}, removed = {0};
+        size_t i, j;
+
+        memset(ret, 0, sizeof(*ret));
+        add_daemons(d, &hidden, root);
+        for (i = 0; pol && i < pol->n_denied_read_paths; i++)
+                if (!strs_has(&hidden, pol->denied_read_paths[i]))
+                        strs_add(&hidden, strdup(pol->denied_read_paths[i]));
+        if (pol && pol->protect_defaults) {
+                if (shared_secrets(d) < 0)
+                        goto oom;
+                if (strcmp(root, "/") == 0) {
+                        ret->hidden_shared = pathset_ref(shared.exposed);
+                        ret->watched_shared = pathset_ref(shared.all);
+                } else {
+                        add_translated(&hidden, root, shared.exposed->v, shared.exposed->n);
+                }
+                for (i = 0; i < pol->n_writable_paths; i++) {
+                        const char *w = pol->writable_paths[i];
+                        struct stat st;
+                        /* Inside a writable path the sandbox acts as its owner (idmapped):
+                         * every credential there is hidden, readable by others or not. */
+                        for (j = 0; j < shared.all->n; j++)
+                                if (at_or_below(w, shared.all->v[j]) &&
+                                    lstat(shared.all->v[j], &st) == 0 &&
+                                    !strs_has(&hidden, shared.all->v[j]))
+                                        strs_add(&hidden, strdup(shared.all->v[j]));
+                        add_protected(w, &prot, &mkdirs, &removed);
+                }
+        }
+        ret->hidden = strs_freeze(&hidden);
+        ret->protected_paths = strs_freeze(&prot);
+        ret->mkdirs = strs_freeze(&mkdirs);
+        ret->removed = strs_freeze(&removed);
+        if (ret->hidden && ret->protected_paths && ret->mkdirs && ret->removed)
+                return 0;
+oom:
+        strs_free(&hidden);
+        strs_free(&prot);
+        strs_free(&mkdirs);
+        strs_free(&removed);
+        policy_view_clear(ret);
+        return -ENOMEM;
+}
+
+/* The hidden path that p (a view path) is at or below, or NULL. */
+static const char *hidden_above(const struct policy_view *v, const char *p) {
+        const struct pathset *sets[2] = {v->hidden, v->watched_shared};
+        size_t i, k;
+        for (k = 0; k < 2; k++)
+                for (i = 0; sets[k] && i < sets[k]->n; i++)
+                        if (at_or_below(sets[k]->v[i], p))
+                                return sets[k]->v[i];
+        return NULL;
+}
+
+/* ---- the effective policy -------------------------------------------------------------- */
+
+void policy_objects_clear(struct policy_objects *o) {
+        size_t i;
+        hostpath_clear(&o->root);
+        for (i = 0; i < o->n_writable; i++)
+                hostpath_clear(&o->writable[i]);
+        free(o->writable);
+        memset(o, 0, sizeof(*o));
+}
+
+static int check_count(const char *what, size_t n, char *err, size_t errlen) {
+        if (n > SBX_MAX_POLICY_PATHS) {
+                snprintf(err, errlen, "too many %s (%zu, at most %u)", what, n, SBX_MAX_POLICY_PATHS);
                 return -EINVAL;
         }
         return 0;
 }
 
-/* Resolves each path of in (must exist when must_exist) into out (strings kept in arena). */
-static int resolve_paths(const char *what, char **in, size_t n, int must_exist, struct strs *arena,
-                         char ***ret, char *err, size_t errlen) {
+/* Resolves denied paths as the caller sees them (a path they cannot reach, or that
+ * does not exist, is kept as given: nothing of it is revealed). With a root_dir they
+ * name paths of the view and are kept as given. */
+static int resolve_denied(struct sbxd *d, const struct caller *k, const char *what, int host_root,
+                          char **in, size_t n, struct strs *arena, char ***ret, char *err,
+                          size_t errlen) {
         char **out;
         size_t i;
-        int r;
+        int r = check_count(what, n, err, errlen);
 
-        if (n > SBX_MAX_POLICY_PATHS) {
-                snprintf(err, errlen, "too many %s (%zu, at most %u)", what, n, SBX_MAX_POLICY_PATHS);
-                return -EINVAL;
-        }
+        if (r < 0)
+                return r;
         out = calloc(n ? n : 1, sizeof(*out));
-        if (!out)
+        if (!out || !strs_add(arena, (char *)out))
                 return -ENOMEM;
-        if (!strs_add(arena, (char *)out)) {
-                return -ENOMEM;
-        }
         for (i = 0; i < n; i++) {
-                char buf[PATH_MAX];
-                r = check_path(what, in[i], err, errlen);
-                if (r < 0)
-                        return r;
-                if (realpath(in[i], buf)) {
-                        out[i] = strs_add(arena, strdup(buf));
+                struct hostpath h;
+                char e[256];
+                if (!in[i] || in[i][0] != '/' || strlen(in[i]) >= SBX_PATH_MAX_BYTES) {
+                        snprintf(err, errlen, "%s '%.200s' must be an absolute path shorter than %u "
+                                              "bytes",
+                                 what, in[i] ? in[i] : "", SBX_PATH_MAX_BYTES);
+                        return -EINVAL;
+                }
+                out[i] = in[i];
+                if (!host_root)
+                        continue;
+                r = hostpath_open(d, k, what, in[i], HOSTPATH_LOOKUP, &h, e, sizeof(e));
+                if (r == 0) {
+                        out[i] = strs_add(arena, h.path);
+                        h.path = NULL;
                         if (!out[i])
                                 return -ENOMEM;
-                } else if (must_exist) {
-                        snprintf(err, errlen, "%s '%.200s' does not exist on the host (%s); create it "
-                                              "first",
-                                 what, in[i], strerror(errno));
-                        return -EINVAL;
-                } else {
-                        out[i] = in[i];
+                } else if (r == -ENOMEM) {
+                        return r;
                 }
         }
         *ret = out;
         return 0;
 }
 
-int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id,
-                     uint8_t **ret_packed, size_t *ret_len, char *err, size_t errlen) {
-        Sbx__V1__CreateSandbox eff = *req;
-        Sbx__V1__Policy pol = SBX__V1__POLICY__INIT;
-        Sbx__V1__Limits lim = SBX__V1__LIMITS__INIT;
-        struct strs arena = {0};
-        uint64_t max = d->cfg->max_sandbox_lifetime_ms;
-        size_t i, len;
-        uint8_t *buf;
+/* Opens each writable path for the caller (write access) into objs. */
+static int open_writable(struct sbxd *d, const struct caller *k, Sbx__V1__Policy *pol,
+                         struct strs *arena, struct policy_objects *objs, char *err,
+                         size_t errlen) {
+        char **out;
+        size_t i;
+        int r = check_count("writable paths", pol->n_writable_paths, err, errlen);
+
+        if (r < 0)
+                return r;
+        out = calloc(pol->n_writable_paths + 1, sizeof(*out));
+        objs->writable = calloc(pol->n_writable_paths + 1, sizeof(*objs->writable));
+        if (!out || !strs_add(arena, (char *)out) || !objs->writable)
+                return -ENOMEM;
+        for (i = 0; i < pol->n_writable_paths; i++) {
+                struct hostpath *h = &objs->writable[objs->n_writable];
+                r = hostpath_open(d, k, "writable path", pol->writable_paths[i], HOSTPATH_WRITE, h,
+                                  err, errlen);
+                if (r < 0)
+                        return r;
+                objs->n_writable++;
+                if (strcmp(h->path, "/") == 0) {
+                        snprintf(err, errlen, "writable path '%.200s' is the host's root: the whole "
+                                              "host cannot be writable",
+                                 pol->writable_paths[i]);
+                        return -EINVAL;
+                }
+                if (!S_ISDIR(h->mode) && !S_ISREG(h->mode)) {
+                        snprintf(err, errlen, "writable path '%.200s' is neither a directory nor a "
+                                              "regular file",
+                                 pol->writable_paths[i]);
+                        return -EINVAL;
+                }
+                out[i] = h->path;
+        }
+        pol->writable_paths = out;
+        return 0;
+}
+
+/* Opens root_dir for the caller (read and search) into objs; the host's / needs none. */
+static int open_root(struct sbxd *d, const struct caller *k, Sbx__V1__Policy *pol,
+                     struct policy_objects *objs, char *err, size_t errlen) {
         int r;
 
-        if (req->policy)
-                pol = *req->policy;
-        if (pol.limits)
-                lim = *pol.limits;
-        eff.id = id;
-        eff.policy = &pol;
-        pol.limits = &lim;
+        if (!pol->root_dir || !pol->root_dir[0] || strcmp(pol->root_dir, "/") == 0) {
+                pol->root_dir = (char *)"/";
+                return 0;
+        }
+        r = hostpath_open(d, k, "root_dir", pol->root_dir, HOSTPATH_ROOT, &objs->root, err, errlen);
+        if (r < 0)
+                return r;
+        if (strcmp(objs->root.path, "/") == 0)
+                hostpath_clear(&objs->root);
+        pol->root_dir = objs->root.path ? objs->root.path : (char *)"/";
+        return 0;
+}
+
+/* A writable path inside a hidden one would be hidden with it, and a root inside a
+ * hidden one would show what is hidden: both are refused, naming both paths. */
+static int check_view(struct sbxd *d, const Sbx__V1__CreateSandbox *eff, const char *req_root,
+                      char *err, size_t errlen) {
+        const Sbx__V1__Policy *pol = eff->policy;
+        struct policy_view v;
+        const char *h;
+        size_t i;
+        int r = policy_view_build(d, eff, &v);
+
+        if (r < 0)
+                return r;
+        for (i = 0; i < pol->n_writable_paths; i++) {
+                h = hidden_above(&v, pol->writable_paths[i]);
+                if (h) {
+                        snprintf(err, errlen,
+                                 "writable path '%.200s' lies inside '%.200s', which this sandbox "
+                                 "hides (denied_read_paths, the daemon's own directories, or a "
+                                 "credential of protect_defaults); a denial beats a permission, so "
+                                 "it would be hidden: drop one of them",
+                                 pol->writable_paths[i], h);
+                        r = -EINVAL;
+                        goto out;
+                }
+        }
+        if (strcmp(pol->root_dir, "/") != 0 && pol->protect_defaults) {
+                struct pathset *secrets = shared_secrets(d) == 0 ? shared.all : NULL;
+                for (i = 0; secrets && i < secrets->n; i++)
+                        if (at_or_below(secrets->v[i], pol->root_dir)) {
+                                snprintf(err, errlen,
+                                         "root_dir '%.200s' lies inside '%.200s', a credential "
+                                         "protect_defaults hides; use another root or "
+                                         "--no-protect-defaults",
+                                         req_root, secrets->v[i]);
+                                r = -EACCES;
+                                goto out;
+                        }
+        }
+out:
+        policy_view_clear(&v);
+        return r;
+}
+
+/* The checks that need no host path: lifetime, labels, environment, sharing, network,
+ * limits; fills their defaults into eff, pol and lim. */
+static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
+                       Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
+                       char *err, size_t errlen) {
+        uint64_t max = d->cfg->max_sandbox_lifetime_ms;
+        size_t i;
 
         if (req->has_timeout_ms && req->timeout_ms == 0) {
                 snprintf(err, errlen, "timeout_ms must be greater than 0 (omit it for the default "
@@ -139,10 +648,10 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
                          (unsigned long long)d->cfg->default_sandbox_timeout_ms);
                 return -EINVAL;
         }
-        eff.has_timeout_ms = 1;
-        eff.timeout_ms = req->has_timeout_ms ? req->timeout_ms : d->cfg->default_sandbox_timeout_ms;
-        if (eff.timeout_ms > max)
-                eff.timeout_ms = max;
+        eff->has_timeout_ms = 1;
+        eff->timeout_ms = req->has_timeout_ms ? req->timeout_ms : d->cfg->default_sandbox_timeout_ms;
+        if (eff->timeout_ms > max)
+                eff->timeout_ms = max;
         if (req->n_labels > SBX_MAX_LABELS) {
                 snprintf(err, errlen, "too many labels (%zu, at most %u)", req->n_labels, SBX_MAX_LABELS);
                 return -EINVAL;
@@ -172,89 +681,101 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
                 snprintf(err, errlen, "at most 64 share_uids and 64 share_gids");
                 return -EINVAL;
         }
-
-        /* Paths. */
-        r = resolve_paths("writable path", pol.writable_paths, pol.n_writable_paths, 1, &arena,
-                          &pol.writable_paths, err, errlen);
-        if (r == 0)
-                r = resolve_paths("denied read path", pol.denied_read_paths, pol.n_denied_read_paths,
-                                  0, &arena, &pol.denied_read_paths, err, errlen);
-        if (r == 0)
-                r = resolve_paths("denied write path", pol.denied_write_paths,
-                                  pol.n_denied_write_paths, 0, &arena, &pol.denied_write_paths, err,
-                                  errlen);
-        if (r == 0 && pol.root_dir && pol.root_dir[0]) {
-                char **root;
-                struct stat st;
-                r = resolve_paths("root_dir", &pol.root_dir, 1, 1, &arena, &root, err, errlen);
-                if (r == 0 && (stat(root[0], &st) < 0 || !S_ISDIR(st.st_mode))) {
-                        snprintf(err, errlen, "root_dir '%.200s' is not a directory", pol.root_dir);
-                        r = -EINVAL;
-                }
-                if (r == 0)
-                        pol.root_dir = root[0];
-        } else if (r == 0) {
-                pol.root_dir = (char *)"/";
-        }
-        if (r < 0)
-                goto out;
-        if (pol.has_network && pol.network != SBX__V1__NETWORK_MODE__NETWORK_NONE &&
-            pol.network != SBX__V1__NETWORK_MODE__NETWORK_FULL) {
+        if (pol->has_network && pol->network != SBX__V1__NETWORK_MODE__NETWORK_NONE &&
+            pol->network != SBX__V1__NETWORK_MODE__NETWORK_FULL) {
                 snprintf(err, errlen, "network must be none or full");
-                r = -EINVAL;
-                goto out;
+                return -EINVAL;
         }
-        pol.has_network = 1;
-        pol.has_protect_defaults = 1;
+        pol->has_network = 1;
+        pol->has_protect_defaults = 1;
         if (!req->policy || !req->policy->has_protect_defaults)
-                pol.protect_defaults = 1;
-        if (!pol.has_inherit_environment_set || !pol.inherit_environment_set) {
-                if (pol.n_inherit_environment == 0) {
-                        pol.n_inherit_environment = sizeof(default_inherit) / sizeof(default_inherit[0]);
-                        pol.inherit_environment = default_inherit;
+                pol->protect_defaults = 1;
+        if (!pol->has_inherit_environment_set || !pol->inherit_environment_set) {
+                if (pol->n_inherit_environment == 0) {
+                        pol->n_inherit_environment = sizeof(default_inherit) / sizeof(default_inherit[0]);
+                        pol->inherit_environment = default_inherit;
                 }
         }
-        pol.has_inherit_environment_set = 1;
-        pol.inherit_environment_set = 1;
-        if (pol.n_inherit_environment > SBX_MAX_ENV) {
+        pol->has_inherit_environment_set = 1;
+        pol->inherit_environment_set = 1;
+        if (pol->n_inherit_environment > SBX_MAX_ENV) {
                 snprintf(err, errlen, "inherit_environment has too many names");
-                r = -EINVAL;
-                goto out;
+                return -EINVAL;
         }
-
-        /* Limits. */
-        if ((lim.has_memory_bytes && lim.memory_bytes < 4u * 1024 * 1024) ||
-            (lim.has_cpu_seconds && !(lim.cpu_seconds > 0 && lim.cpu_seconds < 1e9)) ||
-            (lim.has_cpu_percent && (lim.cpu_percent < 1 || lim.cpu_percent > 100u * 1024)) ||
-            (lim.has_processes && lim.processes < 1) ||
-            (lim.has_file_size_bytes && lim.file_size_bytes < 1) ||
-            (lim.has_open_files && (lim.open_files < 8 || lim.open_files > 1048576)) ||
-            (lim.has_tmp_bytes && lim.tmp_bytes < 64 * 1024)) {
+        if ((lim->has_memory_bytes && lim->memory_bytes < 4u * 1024 * 1024) ||
+            (lim->has_cpu_seconds && !(lim->cpu_seconds > 0 && lim->cpu_seconds < 1e9)) ||
+            (lim->has_cpu_percent && (lim->cpu_percent < 1 || lim->cpu_percent > 100u * 1024)) ||
+            (lim->has_processes && lim->processes < 1) ||
+            (lim->has_file_size_bytes && lim->file_size_bytes < 1) ||
+            (lim->has_open_files && (lim->open_files < 8 || lim->open_files > 1048576)) ||
+            (lim->has_tmp_bytes && lim->tmp_bytes < 64 * 1024)) {
                 snprintf(err, errlen, "a limit is out of range (memory >= 4 MiB, cpu_seconds > 0, "
                                       "cpu_percent 1..102400, processes >= 1, file_size >= 1, "
                                       "open_files 8..1048576, tmp >= 64 KiB)");
-                r = -EINVAL;
-                goto out;
+                return -EINVAL;
         }
-        if (!lim.has_tmp_bytes) {
-                lim.has_tmp_bytes = 1;
-                lim.tmp_bytes = SBX_DEFAULT_TMP_BYTES;
+        if (!lim->has_tmp_bytes) {
+                lim->has_tmp_bytes = 1;
+                lim->tmp_bytes = SBX_DEFAULT_TMP_BYTES;
         }
         /* No sandbox without a process limit (a fork bomb would take every pid of the
          * host), and none above the daemon's ceiling; as a default only where it holds (a
          * pids cgroup, or RLIMIT_NPROC of a uid of the sandbox's own), not to warn of a
          * limit nobody asked for. */
         if (d->cfg->max_processes &&
-            ((!lim.has_processes &&
+            ((!lim->has_processes &&
               (cgroup_env_has(d->cgroups, CG_PIDS) || !d->features.rootless)) ||
-             (lim.has_processes && lim.processes > d->cfg->max_processes))) {
-                lim.has_processes = 1;
-                lim.processes = d->cfg->max_processes;
+             (lim->has_processes && lim->processes > d->cfg->max_processes))) {
+                lim->has_processes = 1;
+                lim->processes = d->cfg->max_processes;
         }
-        if (!lim.has_core_dumps) {
-                lim.has_core_dumps = 1;
-                lim.core_dumps = 0;
+        if (!lim->has_core_dumps) {
+                lim->has_core_dumps = 1;
+                lim->core_dumps = 0;
         }
+        return 0;
+}
+
+int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id,
+                     const struct caller *k, uint8_t **ret_packed, size_t *ret_len,
+                     struct policy_objects *ret_objs, char *err, size_t errlen) {
+        Sbx__V1__CreateSandbox eff = *req;
+        Sbx__V1__Policy pol = SBX__V1__POLICY__INIT;
+        Sbx__V1__Limits lim = SBX__V1__LIMITS__INIT;
+        struct policy_objects objs;
+        struct strs arena = {0};
+        const char *req_root;
+        size_t len;
+        uint8_t *buf;
+        int r;
+
+        memset(&objs, 0, sizeof(objs));
+        if (req->policy)
+                pol = *req->policy;
+        if (pol.limits)
+                lim = *pol.limits;
+        eff.id = id;
+        eff.policy = &pol;
+        pol.limits = &lim;
+        req_root = pol.root_dir && pol.root_dir[0] ? pol.root_dir : "/";
+
+        r = check_plain(d, req, &eff, &pol, &lim, err, errlen);
+        if (r == 0)
+                r = open_root(d, k, &pol, &objs, err, errlen);
+        if (r == 0)
+                r = open_writable(d, k, &pol, &arena, &objs, err, errlen);
+        if (r == 0)
+                r = resolve_denied(d, k, "denied read path", strcmp(pol.root_dir, "/") == 0,
+                                   pol.denied_read_paths, pol.n_denied_read_paths, &arena,
+                                   &pol.denied_read_paths, err, errlen);
+        if (r == 0)
+                r = resolve_denied(d, k, "denied write path", strcmp(pol.root_dir, "/") == 0,
+                                   pol.denied_write_paths, pol.n_denied_write_paths, &arena,
+                                   &pol.denied_write_paths, err, errlen);
+        if (r == 0)
+                r = check_view(d, &eff, req_root, err, errlen);
+        if (r < 0)
+                goto out;
 
         len = sbx__v1__create_sandbox__get_packed_size(&eff);
         buf = malloc(len ? len : 1);
@@ -265,62 +786,45 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
         sbx__v1__create_sandbox__pack(&eff, buf);
         *ret_packed = buf;
         *ret_len = len;
+        *ret_objs = objs;
+        memset(&objs, 0, sizeof(objs));
         r = 0;
 out:
         if (r == -ENOMEM)
                 snprintf(err, errlen, "daemon out of memory");
+        policy_objects_clear(&objs);
         strs_free(&arena);
         return r;
 }
 
-/* Adds path when it exists and is not a symlink (its target, if listed, is covered). */
-static void add_existing(struct strs *s, const char *path) {
-        struct stat st;
-        if (lstat(path, &st) == 0 && !S_ISLNK(st.st_mode))
-                strs_add(s, strdup(path));
+/* ---- Setup ----------------------------------------------------------------------------- */
+
+/* What policy_fill_setup allocated. */
+struct setup_mem {
+        char **denied;
+        Sbx__Init__V1__HostObject root_obj;
+        Sbx__Init__V1__HostObject *objs;
+        Sbx__Init__V1__HostObject **obj_ptrs;
+        char *cg_names[CG_N];
+};
+
+static void host_object(Sbx__Init__V1__HostObject *o, const struct hostpath *h) {
+        sbx__init__v1__host_object__init(o);
+        o->has_dev = o->has_ino = 1;
+        o->dev = (uint64_t)h->dev;
+        o->ino = (uint64_t)h->ino;
 }
 
-/* Missing ones too: the guard hides one the host creates later (guard.h); sbx-init
- * passes over a path that does not exist. */
-static void add_home_secrets(struct strs *s, const char *home) {
-        size_t i;
-        char p[PATH_MAX];
-        for (i = 0; i < sizeof(home_secrets) / sizeof(home_secrets[0]); i++) {
-                struct stat st;
-                snprintf(p, sizeof(p), "%s/%s", home, home_secrets[i]);
-                if (lstat(p, &st) == 0 ? !S_ISLNK(st.st_mode) : errno == ENOENT)
-                        strs_add(s, strdup(p));
-        }
-}
-
-static void add_glob(struct strs *s, const char *pattern, void (*each)(struct strs *, const char *)) {
-        glob_t g;
-        size_t i;
-        if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
-                return;
-        for (i = 0; i < g.gl_pathc; i++)
-                each(s, g.gl_pathv[i]);
-        globfree(&g);
-}
-
-static char *parent_dir(const char *path) {
-        char *p = strdup(path), *slash;
-        if (!p)
-                return NULL;
-        slash = strrchr(p, '/');
-        if (slash && slash != p)
-                *slash = '\0';
-        return p;
-}
-
-int policy_fill_setup(struct sbxd *d, struct sandbox *sb, Sbx__Init__V1__Setup *setup,
-                      char ***ret_strings, size_t *ret_n) {
+int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
+                      const struct policy_objects *objs, Sbx__Init__V1__Setup *setup,
+                      void **ret_mem) {
         const Sbx__V1__Policy *pol = sb->spec->policy;
-        struct strs all = {0}, denied = {0}, prot = {0};
-        size_t i, j;
-        const char *home = getenv("HOME");
-        char *sockdir;
+        size_t n_shared = view->hidden_shared ? view->hidden_shared->n : 0, i, n;
+        struct setup_mem *m = calloc(1, sizeof(*m));
 
+        *ret_mem = m;
+        if (!m)
+                return -ENOMEM;
         setup->sandbox_id = sb->id;
         setup->root_dir = pol->root_dir ? pol->root_dir : (char *)"/";
         setup->workspace_dir = sb->workspace;
@@ -341,58 +845,65 @@ int policy_fill_setup(struct sbxd *d, struct sandbox *sb, Sbx__Init__V1__Setup *
         setup->outer_uid = d->euid;
         setup->outer_gid = d->egid;
 
-        for (i = 0; i < pol->n_denied_read_paths; i++)
-                strs_add(&denied, strdup(pol->denied_read_paths[i]));
-        if (pol->protect_defaults) {
-                add_existing(&denied, "/root");
-                add_glob(&denied, "/home/*", add_home_secrets);
-                if (home && home[0] == '/')
-                        add_home_secrets(&denied, home);
-                add_existing(&denied, "/etc/shadow");
-                add_existing(&denied, "/etc/gshadow");
-                add_existing(&denied, "/etc/shadow-");
-                add_existing(&denied, "/etc/gshadow-");
-                add_glob(&denied, "/etc/ssh/*_key", add_existing);
-                add_existing(&denied, d->cfg->state_dir);
-                sockdir = parent_dir(d->cfg->socket_path);
-                if (sockdir) {
-                        add_existing(&denied, sockdir);
-                        free(sockdir);
-                }
-                add_existing(&denied, "/run");
-                add_existing(&denied, "/var/run");
-                add_existing(&denied, "/var/lib/docker");
-                add_existing(&denied, "/var/lib/containerd");
-                for (i = 0; i < pol->n_writable_paths; i++)
-                        for (j = 0; j < sizeof(protected_names) / sizeof(protected_names[0]); j++) {
-                                char p[PATH_MAX];
-                                snprintf(p, sizeof(p), "%s/%s", pol->writable_paths[i],
-                                         protected_names[j]);
-                                add_existing(&prot, p);
-                        }
-        }
-        setup->n_denied_read_paths = denied.n;
-        setup->denied_read_paths = denied.v;
+        if (view->hidden->n + n_shared > SBX_MAX_HIDDEN_PATHS)
+                return -E2BIG;
+        m->denied = calloc(view->hidden->n + n_shared + 1, sizeof(*m->denied));
+        if (!m->denied)
+                return -ENOMEM;
+        for (i = 0; i < view->hidden->n; i++)
+                m->denied[i] = view->hidden->v[i];
+        for (i = 0; i < n_shared; i++)
+                m->denied[view->hidden->n + i] = view->hidden_shared->v[i];
+        setup->n_denied_read_paths = view->hidden->n + n_shared;
+        setup->denied_read_paths = m->denied;
         setup->n_denied_write_paths = pol->n_denied_write_paths;
         setup->denied_write_paths = pol->denied_write_paths;
-        setup->n_protected_paths = prot.n;
-        setup->protected_paths = prot.v;
+        setup->n_protected_paths = view->protected_paths->n;
+        setup->protected_paths = view->protected_paths->v;
+        setup->n_protected_mkdirs = view->mkdirs->n;
+        setup->protected_mkdirs = view->mkdirs->v;
 
-        /* Hand every allocation to the caller in one array. */
-        for (i = 0; i < denied.n; i++)
-                strs_add(&all, denied.v[i]);
-        for (i = 0; i < prot.n; i++)
-                strs_add(&all, prot.v[i]);
-        strs_add(&all, (char *)denied.v);
-        strs_add(&all, (char *)prot.v);
-        *ret_strings = all.v;
-        *ret_n = all.n;
+        if (objs && objs->root.path) {
+                host_object(&m->root_obj, &objs->root);
+                setup->root_object = &m->root_obj;
+        }
+        if (objs && objs->n_writable) {
+                m->objs = calloc(objs->n_writable, sizeof(*m->objs));
+                m->obj_ptrs = calloc(objs->n_writable, sizeof(*m->obj_ptrs));
+                if (!m->objs || !m->obj_ptrs)
+                        return -ENOMEM;
+                for (i = 0; i < objs->n_writable; i++) {
+                        host_object(&m->objs[i], &objs->writable[i]);
+                        m->obj_ptrs[i] = &m->objs[i];
+                }
+                setup->n_writable_objects = objs->n_writable;
+                setup->writable_objects = m->obj_ptrs;
+        }
+        /* Root mode: the owner's files in writable paths are the sandbox user's inside. */
+        if (!d->features.rootless && pol->n_writable_paths > 0 && sb->owner_uid != (uid_t)-1) {
+                setup->has_owner_uid = setup->has_owner_gid = 1;
+                setup->owner_uid = sb->owner_uid;
+                setup->owner_gid = sb->owner_gid;
+        }
+        for (i = 0, n = 0; sb->cg && d->cgroups->version == CGROUP_V1 && i < CG_N; i++)
+                if (sb->cg->path[i])
+                        if ((m->cg_names[n] = strdup(cgroup_v1_name((enum cgroup_ctrl)i))))
+                                n++;
+        setup->n_cgroup_v1_controllers = n;
+        setup->cgroup_v1_controllers = m->cg_names;
         return 0;
 }
 
-void policy_free_setup(Sbx__Init__V1__Setup *setup, char **strings, size_t n) {
+void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem) {
+        struct setup_mem *m = mem;
         size_t i;
-        for (i = 0; i < n; i++)
-                free(strings[i]);
-        free(strings);
+
+        if (!m)
+                return;
+        free(m->denied);
+        for (i = 0; i < CG_N; i++)
+                free(m->cg_names[i]);
+        free(m->objs);
+        free(m->obj_ptrs);
+        free(m);
 }

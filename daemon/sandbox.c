@@ -42,7 +42,9 @@
 #include "cgroup.h"
 #include "initmsg.h"
 #include "guard.h"
+#include "files.h"
 #include "log.h"
+#include "policy.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
 #include "store.h"
@@ -672,9 +674,9 @@ static void sandbox_free(struct sandbox *sb) {
         free(sb->warnings);
         free(sb->waiters);
         free(sb->workspace);
-        for (i = 0; i < sb->n_hidden; i++)
-                free(sb->hidden[i]);
-        free(sb->hidden);
+        pathset_unref(sb->hidden);
+        pathset_unref(sb->hidden_shared);
+        files_forget(sb);
         guard_forget(sb->d, sb);
         free(sb->end_reason);
         free(sb);
@@ -1340,21 +1342,16 @@ static void generate_id(char *out, size_t len) {
                  alphabet[rnd[7] & 31]);
 }
 
-/* Copies the hidden (denied-read) paths of setup: file operations answer NOT_FOUND. */
-/* Keeps the hidden paths for the file operations, and has the guard keep every hidden
- * and read-only path covered when the host replaces it (guard.h). */
-static void remember_hidden(struct sandbox *sb, const Sbx__Init__V1__Setup *setup) {
-        size_t k;
-        guard_add(sb->d, sb, setup->denied_read_paths, setup->n_denied_read_paths, 1);
-        guard_add(sb->d, sb, setup->denied_write_paths, setup->n_denied_write_paths, 0);
-        guard_add(sb->d, sb, setup->protected_paths, setup->n_protected_paths, 0);
-        sb->hidden = calloc(setup->n_denied_read_paths ? setup->n_denied_read_paths : 1,
-                            sizeof(char *));
-        if (!sb->hidden)
-                return;
-        for (k = 0; k < setup->n_denied_read_paths; k++)
-                if ((sb->hidden[sb->n_hidden] = strdup(setup->denied_read_paths[k])))
-                        sb->n_hidden++;
+/* Keeps the hidden paths of view for the file operations (a hidden path is "not
+ * found"), and has the guard keep every hidden and read-only path covered when the
+ * host changes it (guard.h). */
+static void keep_view(struct sandbox *sb, const struct policy_view *view) {
+        const Sbx__V1__Policy *pol = sb->spec->policy;
+
+        sb->hidden = pathset_ref(view->hidden);
+        sb->hidden_shared = pathset_ref(view->watched_shared);
+        guard_watch(sb->d, sb, view, pol->root_dir ? pol->root_dir : "/", pol->denied_write_paths,
+                    pol->n_denied_write_paths);
 }
 
 /* Opens the sandbox's state directory (the workspace's parent) as an O_PATH fd and
@@ -1506,8 +1503,8 @@ static int spawn_init(struct sandbox *sb, int child_fd, char *err, size_t errlen
 }
 
 static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t packed_len,
-                      const struct caller *caller, int warm, sandbox_ready_cb cb, void *ud,
-                      char *err, size_t errlen);
+                      struct policy_objects *objs, const struct caller *caller, int warm,
+                      sandbox_ready_cb cb, void *ud, char *err, size_t errlen);
 static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, size_t packed_len,
                       const struct caller *caller, sandbox_ready_cb cb, void *ud, char *err,
                       size_t errlen);
@@ -1516,10 +1513,12 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                    sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
         struct sbxtab *t = d->sandboxes;
         char id[SBX_ID_MAX_BYTES + 1];
+        struct policy_objects objs;
         uint8_t *packed = NULL;
         size_t packed_len = 0;
         int r;
 
+        memset(&objs, 0, sizeof(objs));
         if (d->shutting_down) {
                 snprintf(err, errlen, "sbxd is shutting down; try again when it is back");
                 return -ESHUTDOWN;
@@ -1558,46 +1557,50 @@ int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const stru
                          sbxtab_count(t));
                 return -EAGAIN;
         }
-        r = policy_effective(d, req, id, &packed, &packed_len, err, errlen);
+        r = policy_effective(d, req, id, caller, &packed, &packed_len, &objs, err, errlen);
         if (r < 0)
                 return r;
         r = claim_warm(t, id, packed, packed_len, caller, cb, ud, err, errlen);
         if (r != 0) {
                 free(packed);
+                policy_objects_clear(&objs);
                 return r < 0 ? r : 0;
         }
         /* A warm sandbox that is not used counts against --max-sandboxes: give one up
          * when this one would not fit otherwise. */
         if (t->count >= d->cfg->max_sandboxes)
                 warm_give_up_one(t);
-        return create_new(d, id, packed, packed_len, caller, 0, cb, ud, err, errlen);
+        return create_new(d, id, packed, packed_len, &objs, caller, 0, cb, ud, err, errlen);
 }
 
-/* Creates a sandbox from an effective request (packed, which it takes over): cold, for
- * a client (cb answers it), or warm (cb NULL) for the pool. */
+/* Creates a sandbox from an effective request (packed, and the host objects it names,
+ * both taken over): cold, for a client (cb answers it), or warm (cb NULL) for the pool. */
 static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t packed_len,
-                      const struct caller *caller, int warm, sandbox_ready_cb cb, void *ud,
-                      char *err, size_t errlen) {
+                      struct policy_objects *objs, const struct caller *caller, int warm,
+                      sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
         struct sbxtab *t = d->sandboxes;
         struct sandbox *sb;
         int sv[2] = {-1, -1};
         struct store_sandbox rec;
         Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
         Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
-        char **strings = NULL;
-        size_t n_strings = 0;
+        struct policy_view view;
+        void *setup_mem = NULL;
         char *sbdir = NULL;
         int r, sndbuf = 2 * SBX_INIT_MAX_MSG_BYTES, adopt_fd = -1, cg_v2 = 0;
         int setup_fds[SBX_INIT_MAX_FDS]; /* what Setup carries (init.proto) */
         size_t n_setup_fds = 0, n_cg_fds = 0;
 
+        memset(&view, 0, sizeof(view));
         sb = sandbox_alloc(d, id, packed, packed_len, warm ? (uid_t)-1 : caller->uid,
                            sbxd_now_unix_ms());
         if (!sb) {
                 free(packed);
+                policy_objects_clear(objs);
                 snprintf(err, errlen, "daemon out of memory");
                 return -ENOMEM;
         }
+        sb->owner_gid = warm ? (gid_t)-1 : caller->gid;
         sb->warm = warm;
         sb->state = SBX__V1__SANDBOX_STATE__CREATING;
         /* A warm sandbox has no deadline until it is claimed. */
@@ -1606,6 +1609,8 @@ static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t pa
         snprintf(sb->creator_name, sizeof(sb->creator_name), "%s",
                  caller->client_name ? caller->client_name : "");
         sb->creator.client_name = sb->creator_name;
+        sb->creator.groups = NULL; /* the connection's */
+        sb->creator.n_groups = 0;
 
         /* Commands run as a uid of their own per sandbox (root) or as the mapped user. */
         if (d->features.rootless) {
@@ -1728,12 +1733,14 @@ static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t pa
                 cg_v2 = v2;
         }
         fcntl(sb->chan_fd, F_SETFL, fcntl(sb->chan_fd, F_GETFL) | O_NONBLOCK);
-        r = policy_fill_setup(d, sb, &setup, &strings, &n_strings);
+        r = policy_view_build(d, sb->spec, &view);
+        if (r == 0)
+                r = policy_fill_setup(d, sb, &view, objs, &setup, &setup_mem);
         if (r < 0) {
                 fail_sandbox(sb, "cannot build its setup: %s", strerror(-r));
                 goto done;
         }
-        remember_hidden(sb, &setup);
+        keep_view(sb, &view);
         if (warm && setup_key(&setup, &sb->setup_key, &sb->setup_key_len) < 0) {
                 fail_sandbox(sb, "daemon out of memory");
                 goto done;
@@ -1759,7 +1766,6 @@ static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t pa
         msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
         msg.setup = &setup;
         r = sandbox_send_init(sb, &msg, setup_fds, n_setup_fds);
-        policy_free_setup(&setup, strings, n_strings);
         /* init holds them now. */
         while (n_setup_fds > 0)
                 close(setup_fds[--n_setup_fds]);
@@ -1785,11 +1791,15 @@ static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t pa
 done:
         while (n_setup_fds > 0)
                 close(setup_fds[--n_setup_fds]);
+        policy_free_setup(&setup, setup_mem);
+        policy_view_clear(&view);
+        policy_objects_clear(objs);
         free(sbdir);
         return 0;
 
 fail_early:
         free(packed);
+        policy_objects_clear(objs);
         free(sbdir);
         if (sb->uid_slot >= 0)
                 t->uid_slots[sb->uid_slot / 8] &= (uint8_t) ~(1u << (sb->uid_slot % 8));
@@ -1822,6 +1832,8 @@ static int setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *r
         k.has_run_uid = k.has_run_gid = 0;
         k.has_adoptable = k.has_adopt_grace_ms = 0;
         k.has_n_cgroup_fds = k.has_cgroup_v2 = 0;
+        k.n_cgroup_v1_controllers = 0;
+        k.has_owner_uid = k.has_owner_gid = 0;
         n = sbx__init__v1__setup__get_packed_size(&k);
         *ret = malloc(n ? n : 1);
         if (!*ret)
@@ -1834,18 +1846,23 @@ static int setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *r
 static int request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **ret,
                        size_t *ret_len) {
         Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        struct policy_view view;
         struct sandbox tmp;
-        char **strings = NULL;
-        size_t n_strings = 0;
+        void *mem = NULL;
         int r;
 
         memset(&tmp, 0, sizeof(tmp));
         tmp.d = d;
         tmp.spec = spec;
-        r = policy_fill_setup(d, &tmp, &setup, &strings, &n_strings);
+        tmp.owner_uid = (uid_t)-1;
+        r = policy_view_build(d, spec, &view);
+        if (r < 0)
+                return r;
+        r = policy_fill_setup(d, &tmp, &view, NULL, &setup, &mem);
         if (r == 0)
                 r = setup_key(&setup, ret, ret_len);
-        policy_free_setup(&setup, strings, n_strings);
+        policy_free_setup(&setup, mem);
+        policy_view_clear(&view);
         return r;
 }
 
@@ -1878,18 +1895,21 @@ static int warm_create(struct sbxtab *t) {
         struct sbxd *d = t->d;
         struct caller k = {.uid = d->euid, .gid = d->egid, .pid = getpid(), .client_name = "sbxd"};
         char id[SBX_ID_MAX_BYTES + 1], gen[SBX_ID_MAX_BYTES + 1], err[512];
+        struct policy_objects objs;
         uint8_t *packed = NULL;
         size_t packed_len = 0;
         int r;
 
+        memset(&objs, 0, sizeof(objs));
         /* '~' is not allowed in client ids: no request can name a warm sandbox. A
          * generated id (time and randomness) keeps the pools of two daemons apart: a
          * claimed sandbox keeps its cgroup's name across restarts. */
         generate_id(gen, sizeof(gen));
         snprintf(id, sizeof(id), "~warm-%.40s", gen);
-        r = policy_effective(d, &req, id, &packed, &packed_len, err, sizeof(err));
+        r = policy_effective(d, &req, id, &k, &packed, &packed_len, &objs, err, sizeof(err));
         if (r == 0)
-                r = create_new(d, id, packed, packed_len, &k, 1, NULL, NULL, err, sizeof(err));
+                r = create_new(d, id, packed, packed_len, &objs, &k, 1, NULL, NULL, err,
+                               sizeof(err));
         if (r < 0)
                 log_warning("cannot set up a warm sandbox: %s", err);
         return r;
@@ -2034,6 +2054,7 @@ static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, s
         sb->setup_key = NULL;
         sb->setup_key_len = 0;
         sb->owner_uid = caller->uid;
+        sb->owner_gid = caller->gid;
         sb->created_ms = rec.created_ms;
         sb->deadline_ms = rec.deadline_ms;
         sb->idle_timeout_ms = rec.idle_timeout_ms;
@@ -2041,6 +2062,8 @@ static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, s
         snprintf(sb->creator_name, sizeof(sb->creator_name), "%s",
                  caller->client_name ? caller->client_name : "");
         sb->creator.client_name = sb->creator_name;
+        sb->creator.groups = NULL; /* the connection's */
+        sb->creator.n_groups = 0;
         apply_limits(sb);
 
         claim.hostname = sb->id;
@@ -2220,11 +2243,11 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
         Sbx__Init__V1__FromInit *m = NULL;
-        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        struct policy_view view;
         struct pollfd pfd;
         struct sandbox *sb;
-        char **strings = NULL, path[64];
-        size_t n_strings = 0, len = 0, nfds = 0;
+        char path[64];
+        size_t len = 0, nfds = 0;
         int dfd, fd, pidfd = -1, r, fds[SBX_INIT_MAX_FDS];
         pid_t pid = 0;
 
@@ -2290,9 +2313,9 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         if (d->cgroups->version != CGROUP_NONE && cgroup_attach(d->cgroups, sb->cg_name, &sb->cg) < 0)
                 sandbox_warn(sb, "its cgroup was not found after the daemon restarted");
         apply_limits(sb);
-        if (policy_fill_setup(d, sb, &setup, &strings, &n_strings) == 0) {
-                remember_hidden(sb, &setup);
-                policy_free_setup(&setup, strings, n_strings);
+        if (policy_view_build(d, sb->spec, &view) == 0) {
+                keep_view(sb, &view);
+                policy_view_clear(&view);
         }
         snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
         sb->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);

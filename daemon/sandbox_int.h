@@ -5,6 +5,9 @@
 
 #include "sandbox.h"
 
+struct pathset;
+struct files_cache;
+
 struct end_waiter {
         sandbox_ended_cb cb;
         void *ud;
@@ -37,6 +40,7 @@ struct sandbox {
         size_t setup_key_len;
         Sbx__V1__SandboxState state;
         uid_t owner_uid;
+        gid_t owner_gid;                /* the creator's gid (root mode: owns idmapped writes) */
         Sbx__V1__CreateSandbox *spec;   /* effective request, owned (unpacked copy) */
         int64_t created_ms;
         int64_t deadline_ms;
@@ -64,8 +68,10 @@ struct sandbox {
         int root_fd;                    /* O_PATH of the sandbox's "/" (its mount namespace), once Ready */
         dev_t pidns_dev;                /* its PID namespace (of /proc/PID/ns/pid), once Ready; 0: unknown */
         ino_t pidns_ino;
-        char **hidden;                  /* the denied_read paths sent to init (defaults expanded) */
-        size_t n_hidden;
+        struct pathset *hidden;         /* the hidden paths of its view (policy.h), for files.c */
+        struct pathset *hidden_shared;  /* and every path of the shared credential list; may be NULL */
+        unsigned view_generation;       /* bumped when the guard mounts in its view */
+        struct files_cache *files_cache; /* files.c's picture of the view, or NULL */
         int uid_slot;                   /* -1 when none */
         uid_t run_uid;
         gid_t run_gid;
@@ -97,17 +103,6 @@ struct sandbox {
 
 /* Adds a warning (copied). Returns 0 or -ENOMEM. */
 int sandbox_warn(struct sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* policy.c: validates req and builds the effective CreateSandbox (defaults filled, paths
- * resolved) into *ret (packed bytes owned by the caller, free()). */
-int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id,
-                     uint8_t **ret_packed, size_t *ret_len, char *err, size_t errlen);
-
-/* policy.c: fills the init Setup's path lists from the effective policy (strings are
- * allocated into *ret_strings, an array freed by policy_free_strings). */
-int policy_fill_setup(struct sbxd *d, struct sandbox *sb, Sbx__Init__V1__Setup *setup,
-                      char ***ret_strings, size_t *ret_n);
-void policy_free_setup(Sbx__Init__V1__Setup *setup, char **strings, size_t n);
 
 /* command.c: the init channel delivered a message about a command. */
 void command_on_start_failed(struct sandbox *sb, uint64_t command_id, int err, const char *msg);

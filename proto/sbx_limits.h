@@ -20,6 +20,12 @@
 
 /* Connections. */
 #define SBX_MAX_CONNECTIONS 1024u
+/* Connections one uid may hold open at once (sbxd --max-connections-per-uid, at most
+ * SBX_MAX_CONNECTIONS), so that one local user cannot take every slot and lock the
+ * others out. Root counts like any other uid. */
+#define SBX_DEFAULT_MAX_CONNECTIONS_PER_UID 128u
+/* Supplementary groups read for a peer: the kernel's NGROUPS_MAX. */
+#define SBX_MAX_PEER_GROUPS 65536u
 #define SBX_MAX_INFLIGHT_PER_CONN 256u
 
 /* How long the daemon keeps a batch of command records open when no reply waits for
@@ -62,6 +68,9 @@
 #define SBX_MAX_LABELS 64u
 #define SBX_LABEL_MAX_BYTES 256u
 #define SBX_MAX_POLICY_PATHS 256u
+/* Paths one sandbox's view hides (the policy's, the daemon's and the credentials of
+ * protect_defaults that a sandbox could read), at most. */
+#define SBX_MAX_HIDDEN_PATHS 2048u
 #define SBX_PATH_MAX_BYTES 4096u
 #define SBX_DEFAULT_TMP_BYTES (256ull * 1024u * 1024u)
 

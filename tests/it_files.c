@@ -811,12 +811,14 @@ START_TEST(sandbox_user_permissions_and_ownership) {
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
-        /* A writable host directory holding a root-only file. */
+        /* A writable host directory holding a file of another user's, 0600 (the
+         * caller's own files there are the sandbox user's: idmapped). */
         beside(&d, "w", w, sizeof(w));
         ck_assert_int_eq(mkdir(w, 0777), 0);
         ck_assert_int_eq(chmod(w, 0777), 0);
         snprintf(rootfile, sizeof(rootfile), "%s/rootonly", w);
         host_write(rootfile, "ROOT-ONLY", 0600);
+        ck_assert_int_eq(chown(rootfile, 4321, 4321), 0);
         sbx_create_opts_init(&o);
         o.id = "perm";
         wv[0] = w;
@@ -840,11 +842,12 @@ START_TEST(sandbox_user_permissions_and_ownership) {
         ck_assert_int_eq(sbx_read(c, "perm", rootfile, 0, 0, &r), SBX_PERMISSION_DENIED);
         ck_assert_int_eq(sbx_read(c, "perm", "/proc/1/environ", 0, 0, &r), SBX_PERMISSION_DENIED);
         ck_assert_int_eq(sbx_remove(c, "perm", "closed/f", 0), SBX_PERMISSION_DENIED);
-        /* The writable path: the API writes there as the sandbox user. */
+        /* The writable path: the API writes there as the sandbox user, which lands on
+         * the host as the sandbox's owner (the caller, root here: idmapped). */
         snprintf(hp, sizeof(hp), "%s/from-api", w);
         must_write(c, "perm", hp, "x", 1, 0);
         ck_assert_int_eq(stat(hp, &st), 0);
-        ck_assert_uint_eq(st.st_uid, uid);
+        ck_assert_uint_eq(st.st_uid, 0);
         /* The workspace, seen from the host. */
         must_write(c, "perm", "o/p/f", "owned", 5, SBX_WRITE_CREATE_PARENTS);
         ck_assert_int_eq(sbx_mkdir(c, "perm", "m", 0750, 0), SBX_OK);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,8 +109,39 @@ static int kill_holders(const struct stat *bare) {
         return killed;
 }
 
+/* --reapply's "--pidfd N [--userns]": enters the mount namespace (and with --userns the
+ * user namespace) of the process whose pidfd is N. No arguments: already there.
+ * Returns 0, -EINVAL for bad arguments, or -errno. */
+static int enter_sandbox(int argc, char **argv) {
+        char *end;
+        long fd;
+        int flags = CLONE_NEWNS;
+
+        if (argc == 0)
+                return 0;
+        if (argc < 2 || argc > 3 || strcmp(argv[0], "--pidfd") != 0 ||
+            (argc == 3 && strcmp(argv[2], "--userns") != 0)) {
+                util_log(3, "--reapply: unexpected arguments");
+                return -EINVAL;
+        }
+        errno = 0;
+        fd = strtol(argv[1], &end, 10);
+        if (errno || *end || end == argv[1] || fd < 0 || fd > 1024 * 1024)
+                return -EINVAL;
+        if (argc == 3)
+                flags |= CLONE_NEWUSER;
+        if (setns((int)fd, flags) < 0) {
+                int e = errno;
+                util_log(3, "--reapply: setns into the sandbox: %s", strerror(e));
+                return -e;
+        }
+        close((int)fd);
+        return 0;
+}
+
 static void usage(void) {
-        static const char msg[] = "usage: sbx-init --fd N | --reapply hide|read-only PATH\n"
+        static const char msg[] = "usage: sbx-init --fd N | --reapply hide|read-only PATH "
+                                  "[--pidfd N [--userns]]\n"
                                   "The init helper of one sbxd sandbox; started by sbxd only.\n";
         if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
                 /* Nothing else to do. */
@@ -220,12 +252,12 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fd
         return 0;
 }
 
-static int check_paths(const char *what, char *const *list, size_t n, struct util_err *err) {
+static int check_paths(const char *what, char *const *list, size_t n, size_t max,
+                       struct util_err *err) {
         size_t i;
 
-        if (n > SBX_MAX_POLICY_PATHS)
-                return util_fail(err, E2BIG, NULL, "Setup: %zu %s (at most %u)", n, what,
-                                 SBX_MAX_POLICY_PATHS);
+        if (n > max)
+                return util_fail(err, E2BIG, NULL, "Setup: %zu %s (at most %zu)", n, what, max);
         for (i = 0; i < n; i++)
                 if (!util_path_ok(list[i]) || strcmp(list[i], "/") == 0)
                         return util_fail(err, EINVAL, "absolute, no . or .., not /",
@@ -244,16 +276,52 @@ static int validate_setup(const Sbx__Init__V1__Setup *s, struct util_err *err) {
         if (s->hostname && strlen(s->hostname) > HOSTNAME_MAX_BYTES)
                 return util_fail(err, EINVAL, NULL, "Setup: hostname longer than %u bytes",
                                  HOSTNAME_MAX_BYTES);
-        r = check_paths("writable_path", s->writable_paths, s->n_writable_paths, err);
+        r = check_paths("writable_path", s->writable_paths, s->n_writable_paths,
+                        SBX_MAX_POLICY_PATHS, err);
         if (r == 0)
                 r = check_paths("denied_read_path", s->denied_read_paths, s->n_denied_read_paths,
-                                err);
+                                SBX_MAX_HIDDEN_PATHS, err);
         if (r == 0)
                 r = check_paths("denied_write_path", s->denied_write_paths, s->n_denied_write_paths,
-                                err);
+                                SBX_MAX_POLICY_PATHS, err);
         if (r == 0)
-                r = check_paths("protected_path", s->protected_paths, s->n_protected_paths, err);
+                r = check_paths("protected_path", s->protected_paths, s->n_protected_paths,
+                                SBX_MAX_HIDDEN_PATHS, err);
+        if (r == 0)
+                r = check_paths("protected_mkdir", s->protected_mkdirs, s->n_protected_mkdirs,
+                                SBX_MAX_HIDDEN_PATHS, err);
+        if (r == 0 && s->n_writable_objects && s->n_writable_objects != s->n_writable_paths)
+                r = util_fail(err, EINVAL, NULL, "Setup: %zu writable_objects for %zu writable_paths",
+                              s->n_writable_objects, s->n_writable_paths);
+        if (r == 0 && s->n_cgroup_v1_controllers > 8)
+                r = util_fail(err, E2BIG, NULL, "Setup: %zu cgroup_v1_controllers",
+                              s->n_cgroup_v1_controllers);
+        for (size_t i = 0; r == 0 && i < s->n_cgroup_v1_controllers; i++) {
+                const char *c = s->cgroup_v1_controllers[i];
+                if (!c || !c[0] || strlen(c) > 32 || strspn(c, "abcdefghijklmnopqrstuvwxyz_") != strlen(c))
+                        r = util_fail(err, EINVAL, NULL, "Setup: cgroup_v1_controller \"%.40s\"",
+                                      c ? c : "");
+        }
         return r;
+}
+
+/* The objects of Setup as mnt.h wants them (objs: n_writable_paths + 1 entries). */
+static void fill_objects(const Sbx__Init__V1__Setup *s, struct mnt_config *mc,
+                         struct mnt_object *objs) {
+        size_t i;
+
+        if (s->root_object) {
+                objs[0].dev = s->root_object->dev;
+                objs[0].ino = s->root_object->ino;
+                mc->root_object = &objs[0];
+        }
+        if (s->n_writable_objects) {
+                for (i = 0; i < s->n_writable_objects; i++) {
+                        objs[i + 1].dev = s->writable_objects[i]->dev;
+                        objs[i + 1].ino = s->writable_objects[i]->ino;
+                }
+                mc->writable_objects = &objs[1];
+        }
 }
 
 /* Sends Ready: ok when err is NULL or holds no error. host_pid <= 0 is left out. */
@@ -300,6 +368,7 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         struct util_err err;
         struct serve_config cfg;
         struct mnt_config mc;
+        struct mnt_object objs[SBX_MAX_POLICY_PATHS + 1];
         struct pollfd pfd;
         int32_t host_pid = 0;
         ssize_t n;
@@ -375,6 +444,16 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         mc.protected_paths = s->protected_paths;
         mc.n_protected_paths = s->n_protected_paths;
         mc.tmp_bytes = s->has_tmp_bytes ? s->tmp_bytes : 0;
+        fill_objects(s, &mc, objs);
+        mc.idmap = !(s->has_rootless && s->rootless) && s->has_owner_uid && s->has_owner_gid;
+        mc.owner_uid = s->owner_uid;
+        mc.owner_gid = s->owner_gid;
+        mc.run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
+        mc.run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
+        mc.cgroup_v1_controllers = s->cgroup_v1_controllers;
+        mc.n_cgroup_v1_controllers = s->n_cgroup_v1_controllers;
+        mc.protected_mkdirs = s->protected_mkdirs;
+        mc.n_protected_mkdirs = s->n_protected_mkdirs;
         if (mnt_build_view(&mc, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
 
@@ -482,11 +561,15 @@ int main(int argc, char **argv) {
         int chan, r;
 
         memset(&err, 0, sizeof(err));
-        /* The daemon's helper, already in a sandbox's mount namespace: mount over a path
-         * the host replaced or created (mnt.h). */
-        if (argc == 4 && strcmp(argv[1], "--reapply") == 0 &&
+        /* The daemon's helper: mount over a path the host replaced or created (mnt.h),
+         * in the sandbox's mount namespace, which it enters itself through PID 1's pidfd
+         * (--pidfd), after everything it loads has come from the host. */
+        if (argc >= 4 && strcmp(argv[1], "--reapply") == 0 &&
             (strcmp(argv[2], "hide") == 0 || strcmp(argv[2], "read-only") == 0)) {
                 struct stat bare;
+                r = enter_sandbox(argc - 4, argv + 4);
+                if (r < 0)
+                        return r == -EINVAL ? 2 : 1;
                 r = mnt_reapply(strcmp(argv[2], "hide") == 0, argv[3], &bare, &err);
                 if (r < 0) {
                         util_log(3, "%s", err.text);

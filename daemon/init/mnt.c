@@ -15,6 +15,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sbx_limits.h"
@@ -47,6 +51,21 @@ struct mnt_attr_arg {
 #define ATTR_NOSUID 0x2u /* MOUNT_ATTR_NOSUID */
 #define ATTR_NODEV  0x4u /* MOUNT_ATTR_NODEV */
 #define ATTR_NOEXEC 0x8u /* MOUNT_ATTR_NOEXEC */
+#define ATTR_IDMAP  0x100000u /* MOUNT_ATTR_IDMAP */
+
+/* open_tree(2) and move_mount(2) (Linux 5.2), for idmapped mounts. */
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x4
+#endif
 
 #define RO_ATTRS (MNT_RDONLY | MNT_NOSUID | MNT_NODEV)
 
@@ -288,35 +307,54 @@ static int is_own_entry(const char *name) {
         return 0;
 }
 
-/* Binds each top-level entry of the host directory root (canonical) read-only into
- * the new root, and copies the top-level symlinks (/bin -> usr/bin and the like). */
-static int bind_root_entries(const char *root, struct util_err *err) {
-        char dir[SBX_PATH_MAX_BYTES + 64], src[SBX_PATH_MAX_BYTES + 320], dst[300];
+/* Bind-mounts what fd (an O_PATH descriptor of this mount namespace) refers to on
+ * dst, recursively, then adds attrs: the object that was opened and checked, never a
+ * name looked up again. Needs our /proc. */
+static int bind_fd(int fd, const char *dst, unsigned attrs) {
+        char src[64];
+
+        snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+        return bind_mount(src, dst, attrs);
+}
+
+/* Binds each top-level entry of the host directory root_fd (O_PATH) read-only into
+ * the new root, and copies the top-level symlinks (/bin -> usr/bin and the like). Each
+ * entry is opened without following a symlink and mounted from that descriptor, so
+ * that an entry swapped for a symlink in between is copied as a symlink, never
+ * followed as root. */
+static int bind_root_entries(int root_fd, const char *root, struct util_err *err) {
+        char dst[300];
         struct dirent *de;
         DIR *d;
-        int r = 0;
+        int r = 0, dfd;
 
-        if (util_path_join(dir, sizeof(dir), OLDROOT, root) < 0)
-                return util_fail(err, ENAMETOOLONG, NULL, "root_dir %s", root);
-        d = opendir(dir);
-        if (!d)
-                return util_fail(err, errno, NULL, "open root_dir %s", root);
+        dfd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        d = dfd < 0 ? NULL : fdopendir(dfd);
+        if (!d) {
+                r = util_fail(err, errno, NULL, "open root_dir %s", root);
+                if (dfd >= 0)
+                        close(dfd);
+                return r;
+        }
         while ((de = readdir(d))) {
                 struct stat st;
+                int efd;
 
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-                    is_own_entry(de->d_name))
-                        continue;
-                if (util_path_join(src, sizeof(src), dir, de->d_name) < 0)
+                    is_own_entry(de->d_name) || strlen(de->d_name) >= sizeof(dst) - 2)
                         continue;
                 snprintf(dst, sizeof(dst), "/%s", de->d_name);
-                if (lstat(src, &st) < 0) {
-                        r = util_fail(err, errno, NULL, "stat %s", src + strlen(OLDROOT));
+                efd = openat(dirfd(d), de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                if (efd < 0 || fstat(efd, &st) < 0) {
+                        r = util_fail(err, errno, NULL, "stat %s of root_dir %s", dst, root);
+                        if (efd >= 0)
+                                close(efd);
                         break;
                 }
                 if (S_ISLNK(st.st_mode)) {
                         char target[SBX_PATH_MAX_BYTES + 1];
-                        ssize_t n = readlink(src, target, sizeof(target) - 1);
+                        ssize_t n = readlinkat(efd, "", target, sizeof(target) - 1);
+                        close(efd);
                         if (n < 0) {
                                 r = util_fail(err, errno, NULL, "readlink %s", dst);
                                 break;
@@ -332,13 +370,17 @@ static int bind_root_entries(const char *root, struct util_err *err) {
                         r = mkdir(dst, 0755) < 0 ? -errno : 0;
                 else if (S_ISREG(st.st_mode))
                         r = make_file(dst, 0644);
-                else
+                else {
+                        close(efd);
                         continue; /* Sockets, fifos, devices at the top: left out. */
+                }
                 if (r < 0) {
+                        close(efd);
                         r = util_fail(err, r, NULL, "create mount point %s", dst);
                         break;
                 }
-                r = bind_mount(src, dst, RO_ATTRS);
+                r = bind_fd(efd, dst, RO_ATTRS);
+                close(efd);
                 if (r < 0) {
                         r = util_fail(err, r, NULL, "bind %s read-only", dst);
                         break;
@@ -430,19 +472,236 @@ static int setup_dev(uint64_t shm_bytes, struct util_err *err, struct util_warni
         return 0;
 }
 
-/* Realpath of a host path, before the pivot. */
-static int resolve_host(const char *what, const char *path, char **ret, bool want_dir,
-                        struct util_err *err) {
+/* Opens the host path (before the pivot) as O_PATH into *ret_fd. With obj, the
+ * path is canonical (the daemon's): it is opened without following any symlink and
+ * must be that very object, else the host changed it between the daemon's check (with
+ * the caller's rights) and now, and nothing is mounted. */
+static int open_host(const char *what, const char *path, const struct mnt_object *obj,
+                     bool want_dir, int *ret_fd, struct util_err *err) {
+        struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
         struct stat st;
-        char *r = realpath(path, NULL);
+        int fd = -1;
 
-        if (!r)
+        if (obj) {
+                fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+                if (fd < 0 && errno == ENOSYS)
+                        fd = open(path, O_PATH | O_CLOEXEC); /* Linux < 5.6: the identity decides */
+        } else {
+                fd = open(path, O_PATH | O_CLOEXEC);
+        }
+        if (fd < 0)
+                return util_fail(err, errno,
+                                 obj ? "it changed on the host while the sandbox was being created"
+                                     : NULL,
+                                 "%s %s", what, path);
+        if (fstat(fd, &st) < 0) {
+                close(fd);
                 return util_fail(err, errno, NULL, "%s %s", what, path);
-        if (want_dir && (stat(r, &st) < 0 || !S_ISDIR(st.st_mode))) {
-                free(r);
+        }
+        if (obj && (st.st_dev != (dev_t)obj->dev || st.st_ino != (ino_t)obj->ino)) {
+                close(fd);
+                return util_fail(err, ESTALE,
+                                 "it changed on the host while the sandbox was being created; "
+                                 "nothing was mounted",
+                                 "%s %s is not what the daemon checked", what, path);
+        }
+        if (want_dir && !S_ISDIR(st.st_mode)) {
+                close(fd);
                 return util_fail(err, ENOTDIR, NULL, "%s %s", what, path);
         }
-        *ret = r;
+        *ret_fd = fd;
+        return 0;
+}
+
+/* A user namespace whose only ids are owner's, shown as run's (uid_map "owner run 1"),
+ * for idmapped mounts: on such a mount a file of the owner's is the sandbox user's,
+ * and what the sandbox user creates is the owner's on disk. A child makes it and is
+ * killed once PID 1 holds it. Needs our /proc (the child's maps are written there).
+ * Returns the namespace's descriptor or -errno. */
+static int make_idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t run_uid, gid_t run_gid) {
+        char path[64], map[64], byte;
+        int p[2], fd = -1, r = 0;
+        pid_t pid;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(p[0]);
+                close(p[1]);
+                return r;
+        }
+        if (pid == 0) {
+                close(p[0]);
+                if (unshare(CLONE_NEWUSER) == 0 && write(p[1], "u", 1) == 1)
+                        for (;;)
+                                pause();
+                _exit(1);
+        }
+        close(p[1]);
+        if (read(p[0], &byte, 1) != 1)
+                r = -ECHILD;
+        close(p[0]);
+        if (r == 0) {
+                snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+                snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)owner_uid, (unsigned)run_uid);
+                r = util_write_file(path, map);
+        }
+        if (r == 0) {
+                snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+                (void)util_write_file(path, "deny");
+                snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+                snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)owner_gid, (unsigned)run_gid);
+                r = util_write_file(path, map);
+        }
+        if (r == 0) {
+                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        r = -errno;
+        }
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        return r < 0 ? r : fd;
+}
+
+/* Mounts what fd refers to on dst, idmapped through userns_fd (Linux 5.12), nosuid and
+ * nodev: a detached copy (open_tree), its ids mapped (mount_setattr), then attached.
+ * -EINVAL/-ENOSYS/-EPERM when the kernel or a filesystem of the tree cannot. */
+static int bind_idmapped(int fd, const char *dst, int userns_fd) {
+        struct mnt_attr_arg a;
+        int tree, r = 0;
+
+        tree = (int)syscall(SYS_open_tree, fd, "",
+                            OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        if (tree < 0)
+                return -errno;
+        memset(&a, 0, sizeof(a));
+        a.attr_set = ATTR_IDMAP | ATTR_NOSUID | ATTR_NODEV;
+        a.userns_fd = (uint64_t)userns_fd;
+        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0 ||
+            syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                r = -errno;
+        close(tree);
+        return r;
+}
+
+/* Makes each missing directory of list (host paths, before the pivot) with mode 0755,
+ * owned by the owner in root mode, its parent opened without following symlinks:
+ * the parts of a writable repository's .git that must exist to be kept read-only. */
+static int make_protected_dirs(const struct mnt_config *cfg, struct util_err *err) {
+        size_t i;
+
+        for (i = 0; i < cfg->n_protected_mkdirs; i++) {
+                char parent[SBX_PATH_MAX_BYTES + 1], *slash;
+                struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                       .resolve = RESOLVE_NO_SYMLINKS};
+                const char *p = cfg->protected_mkdirs[i];
+                int pfd;
+
+                if (strlen(p) > SBX_PATH_MAX_BYTES || !(slash = strrchr(strcpy(parent, p), '/')) ||
+                    slash == parent)
+                        continue;
+                *slash = '\0';
+                pfd = (int)syscall(SYS_openat2, AT_FDCWD, parent, &how, sizeof(how));
+                if (pfd < 0)
+                        continue; /* gone, or a symlink now: nothing to make there */
+                if (mkdirat(pfd, slash + 1, 0755) == 0 && cfg->idmap &&
+                    fchownat(pfd, slash + 1, cfg->owner_uid, cfg->owner_gid, AT_SYMLINK_NOFOLLOW) < 0) {
+                        int e = errno;
+                        close(pfd);
+                        return util_fail(err, e, NULL, "protected directory %s: chown", p);
+                }
+                close(pfd);
+        }
+        return 0;
+}
+
+/* The cgroup v1 controllers mounted together with controller in the hierarchy the
+ * host mounts (e.g. "cpu,cpuacct"), and that mount's directory name, from
+ * /proc/self/mountinfo. 0, or -ENOENT when no hierarchy has it. */
+static int find_v1_hierarchy(const char *controller, char *opts, size_t opts_len, char *name,
+                             size_t name_len) {
+        static const char *const known[] = {"cpuset", "cpu", "cpuacct", "blkio", "memory",
+                                            "devices", "freezer", "net_cls", "net_prio",
+                                            "perf_event", "hugetlb", "pids", "rdma", "misc"};
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        char *line = NULL;
+        size_t cap = 0;
+        int r = -ENOENT;
+
+        while (f && r < 0 && getline(&line, &cap, f) > 0) {
+                char *save = NULL, *mp = NULL, *dash, *fstype, *super, *tok, *base;
+                int i, has = 0;
+
+                dash = strstr(line, " - ");
+                if (!dash)
+                        continue;
+                *dash = '\0';
+                for (i = 0, tok = strtok_r(line, " ", &save); tok && i < 4; i++)
+                        tok = strtok_r(NULL, " ", &save);
+                mp = tok;
+                fstype = strtok_r(dash + 3, " ", &save);
+                (void)strtok_r(NULL, " ", &save);
+                super = strtok_r(NULL, " \n", &save);
+                if (!mp || !fstype || !super || strcmp(fstype, "cgroup") != 0)
+                        continue;
+                opts[0] = '\0';
+                for (tok = strtok_r(super, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                        size_t k;
+                        for (k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+                                if (strcmp(tok, known[k]) == 0) {
+                                        if (opts[0] && strlen(opts) + 1 < opts_len)
+                                                strcat(opts, ",");
+                                        if (strlen(opts) + strlen(tok) < opts_len)
+                                                strcat(opts, tok);
+                                }
+                        has = has || strcmp(tok, controller) == 0;
+                }
+                unescape(mp);
+                base = strrchr(mp, '/');
+                if (has && base && base[1] && strlen(base + 1) < name_len) {
+                        strcpy(name, base + 1);
+                        r = 0;
+                }
+        }
+        free(line);
+        if (f)
+                fclose(f);
+        return r;
+}
+
+/* /sys/fs/cgroup shows nothing of other sandboxes: an empty read-only tmpfs over it,
+ * and below it, read-only, the v1 hierarchies the sandbox was placed in, each rooted at
+ * its own group by the cgroup namespace (so a sandbox reads its own usage and limits).
+ * A hierarchy that cannot be mounted is left out. */
+static int setup_cgroupfs(const struct mnt_config *cfg, struct util_err *err) {
+        struct stat st;
+        size_t i;
+        int r;
+
+        if (stat("/sys/fs/cgroup", &st) < 0 || !S_ISDIR(st.st_mode))
+                return 0;
+        if (mount("sbx-cgroup", "/sys/fs/cgroup", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=0755,size=4k") < 0)
+                return util_fail(err, errno, NULL, "mount tmpfs on /sys/fs/cgroup");
+        for (i = 0; i < cfg->n_cgroup_v1_controllers; i++) {
+                char opts[128], name[64], dst[128];
+                if (find_v1_hierarchy(cfg->cgroup_v1_controllers[i], opts, sizeof(opts), name,
+                                      sizeof(name)) < 0)
+                        continue;
+                snprintf(dst, sizeof(dst), "/sys/fs/cgroup/%s", name);
+                if (mkdir(dst, 0555) < 0)
+                        continue; /* made already: cpu and cpuacct share one */
+                if (mount("cgroup", dst, "cgroup", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          opts) < 0)
+                        (void)rmdir(dst);
+        }
+        r = mnt_set_attr("/sys/fs/cgroup", MNT_RDONLY, false);
+        if (r < 0)
+                return util_fail(err, r, NULL, "make /sys/fs/cgroup read-only");
         return 0;
 }
 
@@ -602,13 +861,157 @@ int mnt_reapply(bool hide, const char *path, struct stat *ret_bare, struct util_
         return r < 0 ? r : 1;
 }
 
-int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
+/* The host objects the view is built from, opened in step 2 while the host's / is
+ * still our root (descriptors of this mount namespace, valid after the pivot). */
+struct sources {
+        int root_fd;
+        int ws_fd;    /* -1: no workspace_dir */
+        int *w_fd;    /* one per writable path */
+        bool *w_dir;
+        int userns_fd; /* the idmap user namespace, -1: none */
+        size_t n;
+};
+
+static void sources_close(struct sources *src) {
+        size_t i;
+
+        if (src->root_fd >= 0)
+                close(src->root_fd);
+        if (src->ws_fd >= 0)
+                close(src->ws_fd);
+        for (i = 0; src->w_fd && i < src->n; i++)
+                if (src->w_fd[i] >= 0)
+                        close(src->w_fd[i]);
+        if (src->userns_fd >= 0)
+                close(src->userns_fd);
+        free(src->w_fd);
+        free(src->w_dir);
+}
+
+/* Step 2: opens root_dir, the workspace and each writable path, checking the objects
+ * the daemon opened for the caller. */
+static int open_sources(const struct mnt_config *cfg, struct sources *src, struct util_err *err) {
         const char *root_dir = cfg->root_dir && cfg->root_dir[0] ? cfg->root_dir : "/";
+        size_t i;
+        int r;
+
+        src->w_fd = calloc(src->n + 1, sizeof(*src->w_fd));
+        src->w_dir = calloc(src->n + 1, sizeof(*src->w_dir));
+        if (!src->w_fd || !src->w_dir)
+                return util_fail(err, ENOMEM, NULL, "open writable paths");
+        for (i = 0; i < src->n; i++)
+                src->w_fd[i] = -1;
+        r = open_host("root_dir", root_dir, cfg->root_object, true, &src->root_fd, err);
+        if (r == 0 && cfg->workspace_dir && cfg->workspace_dir[0])
+                r = open_host("workspace_dir", cfg->workspace_dir, NULL, true, &src->ws_fd, err);
+        for (i = 0; r == 0 && i < src->n; i++) {
+                struct stat st;
+                r = open_host("writable path", cfg->writable_paths[i],
+                              cfg->writable_objects ? &cfg->writable_objects[i] : NULL, false,
+                              &src->w_fd[i], err);
+                if (r == 0 && fstat(src->w_fd[i], &st) < 0)
+                        r = util_fail(err, errno, NULL, "writable path %s", cfg->writable_paths[i]);
+                if (r == 0)
+                        src->w_dir[i] = S_ISDIR(st.st_mode);
+        }
+        if (r == 0)
+                r = make_protected_dirs(cfg, err);
+        return r;
+}
+
+/* Steps 4 to 8: the sandbox's own /proc, the read-only root, /sys, /dev, /tmp, /run and
+ * /workspace. */
+static int build_base(const struct mnt_config *cfg, const struct sources *src,
+                      struct util_err *err, struct util_warnings *warn) {
         uint64_t tmp_bytes = cfg->tmp_bytes ? cfg->tmp_bytes : SBX_DEFAULT_TMP_BYTES;
-        char *root = NULL, *ws = NULL, **wsrc = NULL;
-        char path[SBX_PATH_MAX_BYTES + 64], opts[64];
-        bool *wdir = NULL;
-        size_t i, nw = cfg->n_writable_paths;
+        const char *root_dir = cfg->root_dir && cfg->root_dir[0] ? cfg->root_dir : "/";
+        char opts[64];
+        int r;
+
+        /* 4. /proc first: the fallback of mnt_set_attr reads /proc/self/mountinfo, and
+         * mounts are made from /proc/self/fd. */
+        r = setup_proc(err);
+        if (r < 0)
+                return r;
+
+        /* 5. The read-only root. */
+        r = bind_root_entries(src->root_fd, root_dir, err);
+        if (r < 0)
+                return r;
+
+        /* 6. /sys, read-only: the host's (a new sysfs would need a network namespace
+         * owned by our user namespace, and shows the same devices anyway), with only the
+         * sandbox's own cgroups. */
+        if (mkdir("/sys", 0555) < 0)
+                return util_fail(err, errno, NULL, "mkdir /sys");
+        r = bind_mount(OLDROOT "/sys", "/sys", RO_ATTRS | MNT_NOEXEC);
+        if (r < 0)
+                return util_fail(err, r, NULL, "bind /sys read-only");
+        r = setup_cgroupfs(cfg, err);
+        if (r < 0)
+                return r;
+
+        /* 7. /dev, /tmp, /run. */
+        r = setup_dev(tmp_bytes, err, warn);
+        if (r < 0)
+                return r;
+        if (mkdir("/tmp", 01777) < 0)
+                return util_fail(err, errno, NULL, "mkdir /tmp");
+        snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)tmp_bytes);
+        if (mount("sbx-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return util_fail(err, errno, NULL, "mount tmpfs on /tmp (%s)", opts);
+        if (mkdir("/run", 0755) < 0)
+                return util_fail(err, errno, NULL, "mkdir /run");
+
+        /* 8. /workspace, read-write. */
+        if (mkdir("/workspace", 0755) < 0)
+                return util_fail(err, errno, NULL, "mkdir /workspace");
+        if (src->ws_fd >= 0) {
+                r = bind_fd(src->ws_fd, "/workspace", MNT_NOSUID | MNT_NODEV);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "bind workspace_dir %s on /workspace",
+                                         cfg->workspace_dir);
+        }
+        return 0;
+}
+
+/* Step 9, the writable paths: idmapped where asked and possible, else a plain bind. */
+static int bind_writable(const struct mnt_config *cfg, struct sources *src, struct util_err *err,
+                         struct util_warnings *warn) {
+        size_t i;
+        int r;
+
+        if (cfg->idmap && src->n > 0) {
+                src->userns_fd = make_idmap_userns(cfg->owner_uid, cfg->owner_gid, cfg->run_uid,
+                                                   cfg->run_gid);
+                if (src->userns_fd < 0)
+                        util_warn(warn, "writable paths: cannot make an id mapping (%s): files "
+                                        "the sandbox writes there belong to uid %u on the host",
+                                  strerror(-src->userns_fd), (unsigned)cfg->run_uid);
+        }
+        for (i = 0; i < src->n; i++) {
+                const char *dst = cfg->writable_paths[i];
+                r = ensure_mountpoint(dst, src->w_dir[i]);
+                if (r < 0)
+                        return util_fail(err, r, "it must exist in root_dir",
+                                         "writable path %s: mount point", dst);
+                r = src->userns_fd >= 0 ? bind_idmapped(src->w_fd[i], dst, src->userns_fd) : -EINVAL;
+                if (r < 0 && src->userns_fd >= 0)
+                        util_warn(warn, "writable path %s: its filesystem cannot map ids (%s): "
+                                        "files the sandbox writes there belong to uid %u on the "
+                                        "host, and yours there are not its own",
+                                  dst, strerror(-r), (unsigned)cfg->run_uid);
+                if (r < 0)
+                        r = bind_fd(src->w_fd[i], dst, MNT_NOSUID | MNT_NODEV);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "writable path %s: bind", dst);
+        }
+        return 0;
+}
+
+int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
+        struct sources src = {.root_fd = -1, .ws_fd = -1, .userns_fd = -1,
+                              .n = cfg->n_writable_paths};
         int r;
 
         /* 1. Nothing we mount propagates to the host, nothing the host mounts later
@@ -616,123 +1019,42 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
         if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0)
                 return util_fail(err, errno, NULL, "make every mount private");
 
-        /* 2. Resolve the host paths while the host's / is still our root. */
-        wsrc = calloc(nw + 1, sizeof(*wsrc));
-        wdir = calloc(nw + 1, sizeof(*wdir));
-        if (!wsrc || !wdir) {
-                r = util_fail(err, ENOMEM, NULL, "resolve writable paths");
-                goto out;
-        }
-        r = resolve_host("root_dir", root_dir, &root, true, err);
+        /* 2. Open the host objects while the host's / is still our root. */
+        r = open_sources(cfg, &src, err);
         if (r < 0)
                 goto out;
-        if (cfg->workspace_dir && cfg->workspace_dir[0]) {
-                r = resolve_host("workspace_dir", cfg->workspace_dir, &ws, true, err);
-                if (r < 0)
-                        goto out;
-        }
-        for (i = 0; i < nw; i++) {
-                struct stat st;
-                r = resolve_host("writable path", cfg->writable_paths[i], &wsrc[i], false, err);
-                if (r < 0)
-                        goto out;
-                if (stat(wsrc[i], &st) < 0) {
-                        r = util_fail(err, errno, NULL, "writable path %s", cfg->writable_paths[i]);
-                        goto out;
-                }
-                wdir[i] = S_ISDIR(st.st_mode);
-        }
 
         /* 3. The new root, a tmpfs, with the host's tree at /.sbx-oldroot. */
         r = pivot_to_tmpfs(err);
         if (r < 0)
                 goto out;
 
-        /* 4. /proc first: the fallback of mnt_set_attr reads /proc/self/mountinfo. */
-        r = setup_proc(err);
+        /* 4-8. */
+        r = build_base(cfg, &src, err, warn);
         if (r < 0)
                 goto out;
-
-        /* 5. The read-only root. */
-        r = bind_root_entries(root, err);
-        if (r < 0)
-                goto out;
-
-        /* 6. /sys, read-only: the host's (a new sysfs would need a network namespace
-         * owned by our user namespace, and shows the same devices anyway). */
-        if (mkdir("/sys", 0555) < 0) {
-                r = util_fail(err, errno, NULL, "mkdir /sys");
-                goto out;
-        }
-        r = bind_mount(OLDROOT "/sys", "/sys", RO_ATTRS | MNT_NOEXEC);
-        if (r < 0) {
-                r = util_fail(err, r, NULL, "bind /sys read-only");
-                goto out;
-        }
-
-        /* 7. /dev, /tmp, /run. */
-        r = setup_dev(tmp_bytes, err, warn);
-        if (r < 0)
-                goto out;
-        if (mkdir("/tmp", 01777) < 0) {
-                r = util_fail(err, errno, NULL, "mkdir /tmp");
-                goto out;
-        }
-        snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)tmp_bytes);
-        if (mount("sbx-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
-                r = util_fail(err, errno, NULL, "mount tmpfs on /tmp (%s)", opts);
-                goto out;
-        }
-        if (mkdir("/run", 0755) < 0) {
-                r = util_fail(err, errno, NULL, "mkdir /run");
-                goto out;
-        }
-
-        /* 8. /workspace, read-write. */
-        if (mkdir("/workspace", 0755) < 0) {
-                r = util_fail(err, errno, NULL, "mkdir /workspace");
-                goto out;
-        }
-        if (ws) {
-                r = util_path_join(path, sizeof(path), OLDROOT, ws);
-                if (r == 0)
-                        r = bind_mount(path, "/workspace", MNT_NOSUID | MNT_NODEV);
-                if (r < 0) {
-                        r = util_fail(err, r, NULL, "bind workspace_dir %s on /workspace", ws);
-                        goto out;
-                }
-        }
 
         /* 9. Permissions, then denials over them. */
-        for (i = 0; i < nw; i++) {
-                const char *dst = cfg->writable_paths[i];
-                r = ensure_mountpoint(dst, wdir[i]);
-                if (r < 0) {
-                        r = util_fail(err, r, "it must exist in root_dir",
-                                      "writable path %s: mount point", dst);
-                        goto out;
-                }
-                r = util_path_join(path, sizeof(path), OLDROOT, wsrc[i]);
-                if (r == 0)
-                        r = bind_mount(path, dst, MNT_NOSUID | MNT_NODEV);
-                if (r < 0) {
-                        r = util_fail(err, r, NULL, "writable path %s: bind", dst);
-                        goto out;
-                }
-        }
+        r = bind_writable(cfg, &src, err, warn);
+        if (r < 0)
+                goto out;
         r = apply_read_only(cfg->denied_write_paths, cfg->n_denied_write_paths, "denied_write_path",
                             err, warn);
-        if (r < 0)
-                goto out;
-        r = apply_read_only(cfg->protected_paths, cfg->n_protected_paths, "protected_path", err,
-                            warn);
-        if (r < 0)
-                goto out;
-        r = apply_hidden(cfg->denied_read_paths, cfg->n_denied_read_paths, err, warn);
+        if (r == 0)
+                r = apply_read_only(cfg->protected_paths, cfg->n_protected_paths, "protected_path",
+                                    err, warn);
+        if (r == 0)
+                r = apply_read_only(cfg->protected_mkdirs, cfg->n_protected_mkdirs,
+                                    "protected_path", err, warn);
+        if (r == 0)
+                r = apply_hidden(cfg->denied_read_paths, cfg->n_denied_read_paths, err, warn);
         if (r < 0)
                 goto out;
 
         /* 10. Let go of the host's tree, then freeze the root and /dev. */
+        sources_close(&src);
+        memset(&src, 0, sizeof(src));
+        src.root_fd = src.ws_fd = src.userns_fd = -1;
         if (umount2(OLDROOT, MNT_DETACH) < 0) {
                 r = util_fail(err, errno, NULL, "detach the old root");
                 goto out;
@@ -753,11 +1075,6 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
         }
         r = 0;
 out:
-        free(root);
-        free(ws);
-        for (i = 0; wsrc && i < nw; i++)
-                free(wsrc[i]);
-        free(wsrc);
-        free(wdir);
+        sources_close(&src);
         return r;
 }

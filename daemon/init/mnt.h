@@ -13,6 +13,12 @@
 
 #include "util.h"
 
+/* A host object by identity, as the daemon opened it for the caller (init.proto). */
+struct mnt_object {
+        uint64_t dev;
+        uint64_t ino;
+};
+
 /* The part of Setup that shapes the view. Paths are host paths, absolute; the lists
  * are arrays of n strings. Nothing is taken over. */
 struct mnt_config {
@@ -27,6 +33,19 @@ struct mnt_config {
         char *const *protected_paths;
         size_t n_protected_paths;
         uint64_t tmp_bytes; /* Size of /tmp and /dev/shm; 0: SBX_DEFAULT_TMP_BYTES. */
+        /* What root_dir and each writable path must be (NULL: not checked). */
+        const struct mnt_object *root_object;
+        const struct mnt_object *writable_objects; /* n_writable_paths of them */
+        /* Root mode: writable paths mounted idmapped, owner's ids shown as run ids. */
+        bool idmap;
+        uid_t owner_uid, run_uid;
+        gid_t owner_gid, run_gid;
+        /* cgroup v1 controllers mounted below /sys/fs/cgroup (the rest is hidden). */
+        char *const *cgroup_v1_controllers;
+        size_t n_cgroup_v1_controllers;
+        /* Made (0755, the owner's) when missing, then kept read-only as protected. */
+        char *const *protected_mkdirs;
+        size_t n_protected_mkdirs;
 };
 
 /* Builds the view and makes it the root of the calling process (and of every process
@@ -36,16 +55,23 @@ struct mnt_config {
  *                below, which are the sandbox's own;
  *   /proc        a new procfs of the caller's PID namespace (sys, sysrq-trigger, irq
  *                and bus read-only);
- *   /sys         the host's /sys, read-only;
+ *   /sys         the host's /sys, read-only, with an empty read-only /sys/fs/cgroup
+ *                holding only the cgroup v1 hierarchies of cgroup_v1_controllers,
+ *                each rooted at the sandbox's own group by its cgroup namespace;
  *   /dev         a read-only tmpfs with null, zero, full, random, urandom and tty bound
  *                from the host, a new devpts at /dev/pts, /dev/ptmx -> pts/ptmx, a
  *                tmpfs /dev/shm, and the fd, stdin, stdout and stderr symlinks;
  *   /tmp         a tmpfs of tmp_bytes (nosuid, nodev);
  *   /run         an empty directory;
  *   /workspace   workspace_dir, read-write (nosuid, nodev);
- * then writable_paths bound read-write at the same path, denied_write_paths and
- * protected_paths re-bound read-only, denied_read_paths hidden (an empty read-only
- * tmpfs over a directory, /dev/null over anything else). Policy paths are resolved in
+ * then writable_paths bound read-write at the same path (idmapped when idmap is set
+ * and the filesystem allows it; a warning when not), denied_write_paths,
+ * protected_paths and protected_mkdirs re-bound read-only, denied_read_paths hidden (an
+ * empty read-only tmpfs over a directory, /dev/null over anything else). root_dir and
+ * the writable paths are opened on the host without following symlinks and must be the
+ * objects given (an error names the one that changed); what is mounted is what was
+ * opened (through /proc/self/fd), never a name looked up again; the entries of root_dir
+ * are opened without following symlinks too. The other policy paths are resolved in
  * the view, as a command would resolve them; a denied or protected path that does not
  * exist there, or that no command could reach (a directory on the way PID 1 may not
  * search), is skipped; a writable path that does not exist on the host is an error.

@@ -1,0 +1,262 @@
+/* hostpath.c: host paths of a request, opened with the caller's rights; see hostpath.h. */
+#include "hostpath.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "creds.h"
+#include "sandbox.h"
+#include "sbx_limits.h"
+#include "sbxd.h"
+
+#ifndef SYS_faccessat2
+#define SYS_faccessat2 439
+#endif
+
+/* Directories above a path, at most (a bound on the walk up). */
+#define HOSTPATH_MAX_DEPTH 4096
+
+/* One of the daemon's own directories. */
+struct own_dir {
+        const char *path;
+        dev_t dev;
+        ino_t ino;
+        int ok;
+};
+
+/* The directory of the socket, or the socket itself when that directory is a shared
+ * sticky one such as /tmp (hiding or refusing all of /tmp would be wrong). Allocated. */
+static char *socket_dir(const char *socket_path) {
+        char *dir = strdup(socket_path), *slash;
+        struct stat st;
+
+        if (!dir)
+                return NULL;
+        slash = strrchr(dir, '/');
+        if (slash && slash != dir)
+                *slash = '\0';
+        if (stat(dir, &st) == 0 && (st.st_mode & S_ISVTX) && (st.st_mode & S_IWOTH)) {
+                free(dir);
+                return strdup(socket_path);
+        }
+        return dir;
+}
+
+size_t hostpath_daemons(struct sbxd *d, char *ret[2]) {
+        char *sock = socket_dir(d->cfg->socket_path);
+        size_t n = 0;
+
+        if ((ret[n] = realpath(d->cfg->state_dir, NULL)))
+                n++;
+        if (sock && (ret[n] = realpath(sock, NULL)))
+                n++;
+        free(sock);
+        return n;
+}
+
+/* The daemon's directories as they are now, with their identities. */
+static size_t own_dirs(struct sbxd *d, struct own_dir out[2], char *paths[2]) {
+        struct stat st;
+        size_t i, n = hostpath_daemons(d, paths), k = 0;
+
+        for (i = 0; i < n; i++)
+                if (stat(paths[i], &st) == 0) {
+                        out[k].path = paths[i];
+                        out[k].dev = st.st_dev;
+                        out[k].ino = st.st_ino;
+                        out[k].ok = 1;
+                        k++;
+                }
+        for (i = k; i < 2; i++)
+                out[i].ok = 0;
+        return k;
+}
+
+/* Walks up from fd (as the daemon: the caller's rights do not matter here) and
+ * returns the daemon's directory it meets, or NULL. Comparing each directory by device
+ * and inode finds the state directory under any name: a bind mount of it, or of a
+ * directory above it, has the same root inode. */
+static const char *daemons_above(int fd, const struct own_dir own[2]) {
+        int cur = fcntl(fd, F_DUPFD_CLOEXEC, 3), depth;
+        const char *hit = NULL;
+
+        for (depth = 0; cur >= 0 && depth < HOSTPATH_MAX_DEPTH && !hit; depth++) {
+                struct stat st, up_st;
+                int up;
+                size_t i;
+
+                if (fstat(cur, &st) < 0)
+                        break;
+                for (i = 0; i < 2; i++)
+                        if (own[i].ok && own[i].dev == st.st_dev && own[i].ino == st.st_ino)
+                                hit = own[i].path;
+                up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                close(cur);
+                cur = up;
+                /* At "/", ".." is "/" itself. */
+                if (cur >= 0 && fstat(cur, &up_st) == 0 && up_st.st_dev == st.st_dev &&
+                    up_st.st_ino == st.st_ino)
+                        break;
+        }
+        if (cur >= 0)
+                close(cur);
+        return hit;
+}
+
+/* Whether the caller (whose identity this thread holds now) may use fd for mode
+ * (R_OK, W_OK, X_OK), judged by the kernel with ACLs (faccessat2, Linux 5.8), else by
+ * the mode bits. 0, or -EACCES / -EROFS. */
+static int may(int fd, const struct stat *st, const struct caller *k, int mode) {
+        int r = (int)syscall(SYS_faccessat2, fd, "", mode, AT_EACCESS | AT_EMPTY_PATH);
+        mode_t bits;
+        size_t i;
+
+        if (r == 0)
+                return 0;
+        if (errno != ENOSYS && errno != EINVAL)
+                return errno == EROFS ? -EROFS : -EACCES;
+        /* An old kernel: the permission bits alone (root may do anything). */
+        if (k->uid == 0)
+                return 0;
+        if (st->st_uid == k->uid) {
+                bits = (st->st_mode >> 6) & 7;
+        } else {
+                int in_group = st->st_gid == k->gid;
+                for (i = 0; i < k->n_groups && !in_group; i++)
+                        in_group = k->groups[i] == st->st_gid;
+                bits = in_group ? (st->st_mode >> 3) & 7 : st->st_mode & 7;
+        }
+        return ((mode & R_OK) && !(bits & 4)) || ((mode & W_OK) && !(bits & 2)) ||
+                               ((mode & X_OK) && !(bits & 1))
+                       ? -EACCES
+                       : 0;
+}
+
+/* The access want needs on an object of type m. */
+static int wanted_mode(enum hostpath_access want, mode_t m) {
+        switch (want) {
+        case HOSTPATH_ROOT:
+                return R_OK | X_OK;
+        case HOSTPATH_WRITE:
+                return S_ISDIR(m) ? W_OK | X_OK : W_OK;
+        case HOSTPATH_LOOKUP:
+                break;
+        }
+        return 0;
+}
+
+static const char *access_words(enum hostpath_access want) {
+        return want == HOSTPATH_ROOT    ? "read and search"
+               : want == HOSTPATH_WRITE ? "write"
+                                        : "reach";
+}
+
+void hostpath_clear(struct hostpath *h) {
+        free(h->path);
+        memset(h, 0, sizeof(*h));
+}
+
+int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, const char *path,
+                  enum hostpath_access want, struct hostpath *ret, char *err, size_t errlen) {
+        struct creds cr = {0};
+        struct own_dir own[2];
+        char link[64], canon[PATH_MAX], *paths[2] = {NULL, NULL};
+        const char *hit;
+        struct stat st;
+        ssize_t n;
+        int fd = -1, r, mode;
+
+        memset(ret, 0, sizeof(*ret));
+        if (!path || path[0] != '/') {
+                snprintf(err, errlen, "%s '%.200s' must be an absolute path", what,
+                         path ? path : "");
+                return -EINVAL;
+        }
+        if (strlen(path) >= SBX_PATH_MAX_BYTES) {
+                snprintf(err, errlen, "%s is longer than %u bytes", what, SBX_PATH_MAX_BYTES);
+                return -EINVAL;
+        }
+        /* As the caller: every directory on the way must be searchable by them, and a
+         * symlink leads only where they could follow it. */
+        r = creds_enter(&cr, k->uid, k->gid, k->groups, k->n_groups);
+        if (r == 0) {
+                fd = open(path, O_PATH | O_CLOEXEC);
+                r = fd < 0 ? -errno : fstat(fd, &st) < 0 ? -errno : 0;
+                mode = r == 0 ? wanted_mode(want, st.st_mode) : 0;
+                if (r == 0 && want == HOSTPATH_ROOT && !S_ISDIR(st.st_mode))
+                        r = -ENOTDIR;
+                if (r == 0 && mode)
+                        r = may(fd, &st, k, mode);
+        }
+        creds_leave(&cr);
+        if (r < 0) {
+                switch (-r) {
+                case ENOENT:
+                        snprintf(err, errlen, "%s '%.200s' does not exist on the host; create it first",
+                                 what, path);
+                        break;
+                case EACCES:
+                case EPERM:
+                        snprintf(err, errlen,
+                                 "%s '%.200s': permission denied: you (uid %u) may not %s it on the "
+                                 "host, and the daemon does not lend you its rights",
+                                 what, path, (unsigned)k->uid, access_words(want));
+                        r = -EACCES;
+                        break;
+                case EROFS:
+                        snprintf(err, errlen, "%s '%.200s' is on a read-only filesystem", what, path);
+                        break;
+                case ENOTDIR:
+                        snprintf(err, errlen, "%s '%.200s' is not a directory", what, path);
+                        break;
+                default:
+                        snprintf(err, errlen, "%s '%.200s': %s", what, path, strerror(-r));
+                        break;
+                }
+                if (fd >= 0)
+                        close(fd);
+                return r;
+        }
+        own_dirs(d, own, paths);
+        hit = daemons_above(fd, own);
+        if (hit) {
+                snprintf(err, errlen,
+                         "%s '%.200s' is the daemon's own directory %.200s or lies below it: "
+                         "refused to every caller (sandboxes never reach sbxd's state, records "
+                         "or socket)",
+                         what, path, hit);
+                free(paths[0]);
+                free(paths[1]);
+                close(fd);
+                return -EPERM;
+        }
+        free(paths[0]);
+        free(paths[1]);
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        n = readlink(link, canon, sizeof(canon) - 1);
+        close(fd);
+        if (n > 0)
+                canon[n] = '\0';
+        if (n <= 0 || canon[0] != '/' ||
+            (n > 10 && strcmp(canon + n - 10, " (deleted)") == 0)) {
+                snprintf(err, errlen, "%s '%.200s' cannot be named on the host (%s)", what, path,
+                         n < 0 ? strerror(errno) : "outside the daemon's mount namespace");
+                return -EINVAL;
+        }
+        ret->path = strdup(canon);
+        if (!ret->path) {
+                snprintf(err, errlen, "daemon out of memory");
+                return -ENOMEM;
+        }
+        ret->dev = st.st_dev;
+        ret->ino = st.st_ino;
+        ret->mode = st.st_mode;
+        return 0;
+}

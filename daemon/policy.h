@@ -1,0 +1,80 @@
+/* policy.h: from a CreateSandbox request to the effective policy, and from the
+ * effective policy to the init helper's Setup (the sandbox's view).
+ *
+ * policy_effective() validates a request for a caller: defaults filled in, the
+ * lifetime capped, every bound checked, and every host path the request names opened
+ * with the caller's rights (hostpath.h), canonicalised, and kept by identity for init
+ * (struct policy_objects). policy_fill_setup() expands the view: what is hidden (the
+ * daemon's own directories always; the policy's denied paths; with protect_defaults
+ * the credentials of protect.h under every home) and what is kept read-only, all as
+ * paths inside the sandbox's view (translated below root_dir for a sandbox with one).
+ * The credential list is expanded once and shared by every sandbox until the host's
+ * homes change (struct pathset). Called by the sandbox layer; owns what it returns. */
+#ifndef SBX_POLICY_H
+#define SBX_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hostpath.h"
+#include "init.pb-c.h"
+#include "sbx.pb-c.h"
+
+struct sbxd;
+struct sandbox;
+struct caller;
+
+/* An immutable, reference-counted list of paths (strings owned). */
+struct pathset {
+        unsigned refs;
+        size_t n;
+        char **v;
+};
+struct pathset *pathset_ref(struct pathset *s);
+/* Drops a reference; frees the set with the last. Accepts NULL. */
+void pathset_unref(struct pathset *s);
+
+/* The host objects a request names, as opened for its caller (hostpath.h). */
+struct policy_objects {
+        struct hostpath root;      /* root.path NULL: the host's / */
+        struct hostpath *writable; /* one per effective writable path */
+        size_t n_writable;
+};
+void policy_objects_clear(struct policy_objects *o);
+
+/* Validates req for caller k and builds the effective CreateSandbox (id set, defaults
+ * filled, paths canonical) into *ret_packed (free()), and the objects its host paths
+ * name into *ret_objs (policy_objects_clear). Returns 0, or -errno with a one-line
+ * reason in err: -EINVAL a bad request, -EACCES a host path the caller may not use as
+ * asked, -EPERM one of the daemon's own directories, -ENOENT a missing writable path
+ * or root. k may be the daemon itself (warm sandboxes). */
+int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id,
+                     const struct caller *k, uint8_t **ret_packed, size_t *ret_len,
+                     struct policy_objects *ret_objs, char *err, size_t errlen);
+
+/* What a sandbox's view hides and keeps read-only (view paths), for Setup, the file
+ * operations (a hidden path is "not found") and the guard (guard.h). */
+struct policy_view {
+        struct pathset *hidden;        /* the daemon's, the policy's, root-dir translations */
+        struct pathset *hidden_shared; /* the credentials a sandbox could read, shared; may be NULL */
+        struct pathset *watched_shared; /* every credential path, shared; may be NULL */
+        struct pathset *protected_paths; /* protected names inside writable paths (read-only) */
+        struct pathset *mkdirs;        /* made when missing, then read-only (protected_mkdirs) */
+        struct pathset *removed;       /* removed on the host when sandboxed code makes them */
+};
+void policy_view_clear(struct policy_view *v);
+
+/* Builds the view of the effective spec (with root_dir canonical). Returns 0 or
+ * -ENOMEM. */
+int policy_view_build(struct sbxd *d, const Sbx__V1__CreateSandbox *spec, struct policy_view *ret);
+
+/* Fills setup from sb's spec and view, and the identities of objs (may be NULL: no
+ * objects, as for a sandbox being adopted). The strings and arrays point into sb, view
+ * and objs, or are allocated into *ret_mem, freed by policy_free_setup. */
+int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
+                      const struct policy_objects *objs, Sbx__Init__V1__Setup *setup,
+                      void **ret_mem);
+void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem);
+
+#endif
