@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -63,6 +64,7 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_commands_per_sandbox = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
         cfg->max_sandboxes_per_uid = SBX_DEFAULT_MAX_SANDBOXES_PER_UID;
         cfg->max_commands_per_uid = SBX_DEFAULT_MAX_COMMANDS_PER_UID;
+        cfg->max_connections_per_uid = SBX_DEFAULT_MAX_CONNECTIONS_PER_UID;
         cfg->retention_days = SBX_DEFAULT_RETENTION_DAYS;
         cfg->adopt_grace_ms = SBX_DEFAULT_ADOPT_GRACE_MS;
         cfg->warm = SBX_DEFAULT_WARM_SANDBOXES;
@@ -107,7 +109,8 @@ void config_free(struct config *cfg) {
         free(cfg->socket_path);
         free(cfg->state_dir);
         free(cfg->init_path);
-        cfg->socket_path = cfg->state_dir = cfg->init_path = NULL;
+        free(cfg->socket_group);
+        cfg->socket_path = cfg->state_dir = cfg->init_path = cfg->socket_group = NULL;
 }
 
 int config_parse_seconds(const char *s, uint64_t *ret_ms) {
@@ -137,6 +140,68 @@ static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *ret) {
         return 0;
 }
 
+/* 1 when s is all decimal digits. */
+static int all_digits(const char *s) {
+        if (!*s)
+                return 0;
+        for (; *s; s++)
+                if (*s < '0' || *s > '9')
+                        return 0;
+        return 1;
+}
+
+/* 1 when s can name a group: a gid below (gid_t)-1, or a name without the characters
+ * that cannot be in one (':' ',' '/', blanks, controls) and not starting with '-'. */
+static int group_arg_valid(const char *s) {
+        uint32_t gid;
+        const char *p;
+
+        if (!s || !*s || *s == '-' || strlen(s) > 256)
+                return 0;
+        if (all_digits(s))
+                return parse_u32(s, 0, UINT32_MAX - 1, &gid) == 0;
+        for (p = s; *p; p++)
+                if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == ':' || *p == ',' || *p == '/')
+                        return 0;
+        return 1;
+}
+
+int config_resolve_group(const char *name, gid_t *ret_gid) {
+        struct group gr, *found = NULL;
+        size_t size = 1024;
+        char *buf = NULL;
+        uint32_t gid;
+        int r;
+
+        if (!group_arg_valid(name))
+                return -EINVAL;
+        if (all_digits(name)) {
+                r = parse_u32(name, 0, UINT32_MAX - 1, &gid);
+                if (r == 0)
+                        *ret_gid = (gid_t)gid;
+                return r;
+        }
+        for (;;) {
+                char *n = realloc(buf, size);
+                if (!n) {
+                        free(buf);
+                        return -ENOMEM;
+                }
+                buf = n;
+                r = getgrnam_r(name, &gr, buf, size, &found);
+                /* A group with very many members needs a larger buffer; 1 MiB is plenty. */
+                if (r != ERANGE || size >= 1024u * 1024u)
+                        break;
+                size *= 2;
+        }
+        if (r == 0 && found)
+                *ret_gid = found->gr_gid;
+        free(buf);
+        if (r != 0)
+                return -r;
+        return found ? 0 : -ENOENT;
+}
+
 static int replace_str(char **slot, const char *v) {
         char *n = strdup(v);
         if (!n)
@@ -152,7 +217,8 @@ const char *config_usage(void) {
                "            [--max-command-timeout SECS] [--max-commands N] [--init PATH]\n"
                "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
                "            [--adopt-grace SECS] [--keep-sandboxes] [--command-cgroups auto|on|off]\n"
-               "            [--warm N] [--max-processes N]\n"
+               "            [--warm N] [--max-processes N] [--max-connections-per-uid N]\n"
+               "            [--socket-group GROUP]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -161,7 +227,11 @@ const char *config_usage(void) {
                "on SIGTERM too, for an upgrade. --warm keeps N sandboxes of the default policy\n"
                "set up ahead of requests (default 2; 0: none): a create that matches one is\n"
                "answered at once. --max-processes: processes (and threads) of a sandbox whose\n"
-               "policy sets no limit, and the most one may set (default 4096; 0: no ceiling).\n";
+               "policy sets no limit, and the most one may set (default 4096; 0: no ceiling).\n"
+               "--max-connections-per-uid: connections one user (root too) may hold open at once\n"
+               "(default 128, at most 1024). --socket-group: the socket's group (a name or gid),\n"
+               "whose members may connect; the socket's directory becomes searchable for it when\n"
+               "it is sbxd's own (ignored with socket activation: use SocketGroup=).\n";
 }
 
 int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size_t errlen) {
@@ -230,6 +300,10 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
                         r = parse_u32(v, 1, 100000, &cfg->max_sandboxes_per_uid);
                 } else if (strcmp(name, "--max-commands-per-uid") == 0) {
                         r = parse_u32(v, 1, 1000000, &cfg->max_commands_per_uid);
+                } else if (strcmp(name, "--max-connections-per-uid") == 0) {
+                        r = parse_u32(v, 1, SBX_MAX_CONNECTIONS, &cfg->max_connections_per_uid);
+                } else if (strcmp(name, "--socket-group") == 0) {
+                        r = group_arg_valid(v) ? replace_str(&cfg->socket_group, v) : -EINVAL;
                 } else if (strcmp(name, "--adopt-grace") == 0) {
                         r = config_parse_seconds(v, &cfg->adopt_grace_ms);
                         if (r == 0 && cfg->adopt_grace_ms > UINT32_MAX)

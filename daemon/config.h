@@ -16,6 +16,7 @@ struct config {
         char *socket_path;
         char *state_dir;
         char *init_path;              /* the sbx-init helper */
+        char *socket_group;           /* --socket-group: a group name or numeric gid; NULL: none */
         enum log_level log_level;
         uint32_t max_sandboxes;
         uint32_t max_frame_bytes;
@@ -25,6 +26,7 @@ struct config {
         uint32_t max_commands_per_sandbox;
         uint32_t max_sandboxes_per_uid;   /* live sandboxes one uid may own */
         uint32_t max_commands_per_uid;    /* commands one uid may run at once, all sandboxes */
+        uint32_t max_connections_per_uid; /* connections one uid may hold open at once */
         uint32_t max_processes;           /* processes of one sandbox without a limit, and the cap; 0: none */
         uint32_t retention_days;          /* records of sandboxes ended longer ago are pruned; 0 keeps all */
         uint64_t adopt_grace_ms;          /* how long an orphaned init waits for a new daemon; 0: no re-adoption */
@@ -48,6 +50,12 @@ void config_free(struct config *cfg);
 
 /* The usage text for --help. */
 const char *config_usage(void);
+
+/* The gid of --socket-group's value: a number is taken as it is, a name is looked up
+ * (getgrnam_r: NSS, so called once at start-up, never from the loop). Returns 0 with
+ * *ret_gid, -EINVAL when name is no group name or number, -ENOENT when no group has
+ * that name, or another -errno from the lookup. */
+int config_resolve_group(const char *name, gid_t *ret_gid);
 
 /* Parses a duration in seconds with an optional fraction ("1.5") into milliseconds.
  * Returns 0 or -EINVAL. */

@@ -12,6 +12,10 @@
  * committed (main.c calls it at the end of each loop turn). A connection shut down
  * while replies are held shuts down after they are written.
  *
+ * Admission: conn_start reads the peer's credentials (SO_PEERCRED) and supplementary
+ * groups (SO_PEERGROUPS), then asks server_admit(); a refused connection gets one status
+ * frame with request id 0 and is shut down without a request being read.
+ *
  * Lifetime: the server owns the connection; requests answered later hold references.
  * The memory is freed when the handle is closed and the last reference is gone. */
 #include "conn.h"
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "rpc.h"
@@ -53,6 +58,7 @@ struct conn *conn_ref(struct conn *c) {
 
 static void conn_free(struct conn *c) {
         frame_reader_free(&c->reader);
+        free(c->groups);
         free(c);
 }
 
@@ -371,10 +377,139 @@ static void update_reading(struct conn *c) {
         }
 }
 
+/* The supplementary groups of cred's process from the "Groups:" line of
+ * /proc/PID/status, for kernels before 4.13 (no SO_PEERGROUPS). These are its groups
+ * now, not at connect(); the file must show cred's effective uid, so that a pid reused
+ * by another user's process is not taken for the peer. Returns 0 with a malloc'ed array
+ * (NULL when empty), -ESRCH when the process is gone or another one, -E2BIG above
+ * SBX_MAX_PEER_GROUPS, or another -errno. */
+static int proc_groups(const struct ucred *cred, gid_t **ret, size_t *ret_n) {
+        char path[64], *line = NULL;
+        size_t cap = 0, n = 0, room = 0;
+        gid_t *g = NULL;
+        int uid_ok = 0, found = 0, r = 0;
+        FILE *f;
+
+        if (cred->pid <= 0)
+                return -ESRCH; /* not visible in our PID namespace */
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)cred->pid);
+        f = fopen(path, "re");
+        if (!f)
+                return errno == ENOENT ? -ESRCH : -errno;
+        while (r == 0 && !found && getline(&line, &cap, f) > 0) {
+                unsigned long real, eff;
+                char *p, *end;
+
+                if (sscanf(line, "Uid: %lu %lu", &real, &eff) == 2) {
+                        uid_ok = eff == cred->uid;
+                        continue;
+                }
+                if (strncmp(line, "Groups:", 7) != 0)
+                        continue;
+                found = 1;
+                for (p = line + 7;; p = end) {
+                        unsigned long v;
+                        while (*p == ' ' || *p == '\t')
+                                p++;
+                        if (*p == '\n' || *p == '\0')
+                                break;
+                        errno = 0;
+                        v = strtoul(p, &end, 10);
+                        if (end == p || errno || v >= (gid_t)-1) {
+                                r = -EBADMSG;
+                                break;
+                        }
+                        if (n == room) {
+                                gid_t *ng;
+                                if (room >= SBX_MAX_PEER_GROUPS) {
+                                        r = -E2BIG;
+                                        break;
+                                }
+                                room = room ? room * 2 : 32;
+                                ng = realloc(g, room * sizeof(*g));
+                                if (!ng) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                g = ng;
+                        }
+                        g[n++] = (gid_t)v;
+                }
+        }
+        free(line);
+        fclose(f);
+        if (r == 0 && (!found || !uid_ok))
+                r = -ESRCH;
+        if (r < 0) {
+                free(g);
+                return r;
+        }
+        *ret = g;
+        *ret_n = n;
+        return 0;
+}
+
+/* The supplementary groups of the peer on fd into a malloc'ed array (NULL when it has
+ * none): SO_PEERGROUPS (Linux 4.13), the groups it had at connect(), else
+ * proc_groups(). Returns 0, -E2BIG above SBX_MAX_PEER_GROUPS, or another -errno. */
+static int peer_groups(int fd, const struct ucred *cred, gid_t **ret, size_t *ret_n) {
+        socklen_t len = 32 * sizeof(gid_t);
+        gid_t *g = NULL;
+        int tries, err;
+
+        /* On ERANGE the kernel writes the size it needs into len. The groups of a
+         * connection are fixed at connect(), so one retry suffices; a few are allowed. */
+        for (tries = 0; tries < 4; tries++) {
+                gid_t *n;
+                if (len > SBX_MAX_PEER_GROUPS * sizeof(gid_t)) {
+                        free(g);
+                        return -E2BIG;
+                }
+                n = realloc(g, len ? len : sizeof(gid_t));
+                if (!n) {
+                        free(g);
+                        return -ENOMEM;
+                }
+                g = n;
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0) {
+                        *ret_n = len / sizeof(gid_t);
+                        if (*ret_n == 0) {
+                                free(g);
+                                g = NULL;
+                        }
+                        *ret = g;
+                        return 0;
+                }
+                if (errno != ERANGE)
+                        break;
+        }
+        err = tries < 4 ? errno : EAGAIN;
+        free(g);
+        if (err == ENOPROTOOPT)
+                return proc_groups(cred, ret, ret_n);
+        return -err;
+}
+
+/* "N(g1,g2,...)" for the log: the count and the first groups. */
+static void format_groups(const struct conn *c, char *buf, size_t len) {
+        size_t i, used;
+        int n = snprintf(buf, len, "%zu(", c->n_groups);
+
+        used = n > 0 ? (size_t)n : 0;
+        for (i = 0; i < c->n_groups && i < 16 && used < len; i++) {
+                n = snprintf(buf + used, len - used, "%s%u", i ? "," : "", (unsigned)c->groups[i]);
+                used += n > 0 ? (size_t)n : 0;
+        }
+        if (used < len)
+                snprintf(buf + used, len - used, "%s)", c->n_groups > 16 ? ",..." : "");
+}
+
 int conn_start(struct conn *c) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
+        char why[512], groups[200];
         uv_os_fd_t fd;
+        int r;
 
         c->pipe.data = c;
         frame_reader_init(&c->reader, c->d->cfg->max_frame_bytes);
@@ -384,12 +519,29 @@ int conn_start(struct conn *c) {
         c->uid = cred.uid;
         c->gid = cred.gid;
         c->pid = cred.pid;
+        /* Without its groups the daemon cannot act with the caller's rights (a group can
+         * deny as well as grant: mode 0604), so a peer whose groups cannot be read is not
+         * served. */
+        r = peer_groups(fd, &cred, &c->groups, &c->n_groups);
+        if (r < 0)
+                return r;
         if (uv_timer_init(c->d->loop, &c->kick) == 0) {
                 c->kick.data = c;
                 c->kick_inited = 1;
         }
-        log_debug("conn=%llu accepted (uid=%u pid=%d)", (unsigned long long)c->id,
-                  (unsigned)c->uid, (int)c->pid);
+        if (log_enabled(LOG_LEVEL_DEBUG)) {
+                format_groups(c, groups, sizeof(groups));
+                log_debug("conn=%llu accepted (uid=%u gid=%u pid=%d groups=%s)",
+                          (unsigned long long)c->id, (unsigned)c->uid, (unsigned)c->gid,
+                          (int)c->pid, groups);
+        }
+        r = server_admit(c->server, c, why, sizeof(why));
+        if (r < 0) {
+                conn_send_status(c, 0, rpc_code_from_errno(r), "%s", why);
+                shutdown_after_writes(c);
+                return 0;
+        }
+        c->admitted = 1;
         update_reading(c);
         return 0;
 }

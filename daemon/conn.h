@@ -40,6 +40,7 @@ struct conn {
         unsigned refs;
         int reading;
         int closed;                    /* uv_close called; sends are dropped */
+        int admitted;                  /* passed server_admit: counts towards its uid's cap */
         uv_timer_t kick;               /* resumes frame processing from the loop */
         int kick_inited;
         int read_eof;
@@ -48,7 +49,11 @@ struct conn {
         int congested;                 /* went over the high-water mark; rpc hears when it drains */
 };
 
-/* Starts serving an accepted connection (already in c->pipe). Called by the server. */
+/* Starts an accepted connection (already in c->pipe): reads the peer's credentials and
+ * supplementary groups, asks server_admit() whether it may be served, then serves it,
+ * or answers the refusal with one status (request id 0) and closes it. Called by the
+ * server. Returns 0 (served or refused), or -errno when the peer's credentials cannot
+ * be read (the caller closes it). */
 int conn_start(struct conn *c);
 
 /* Packs resp and holds it until conn_release_held. Returns 0, -EPIPE when the

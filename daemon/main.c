@@ -224,6 +224,7 @@ int main(int argc, char **argv) {
         char *db_path = NULL;
         const char *cg_root, *cg_self;
         uv_loop_t loop;
+        gid_t socket_gid = (gid_t)-1;
         int r, status = 1, state_lock = -1, loop_ready = 0;
 
         if (config_init(&cfg, geteuid()) < 0) {
@@ -270,6 +271,16 @@ int main(int argc, char **argv) {
         D.cfg = &cfg;
         D.euid = geteuid();
         D.egid = getegid();
+        if (cfg.socket_group) {
+                /* Looked up once, here: NSS may block, and never runs in the loop. */
+                r = config_resolve_group(cfg.socket_group, &socket_gid);
+                if (r < 0) {
+                        log_err("--socket-group %s: %s", cfg.socket_group,
+                                r == -ENOENT ? "no such group (pass a group name or a gid)"
+                                             : strerror(-r));
+                        goto out;
+                }
+        }
         if (access(cfg.init_path, X_OK) < 0) {
                 log_err("the init helper %s is not executable: %s (build it with `make`, or pass "
                         "--init PATH)",
@@ -303,8 +314,20 @@ int main(int argc, char **argv) {
                         if (!cfg.socket_path)
                                 goto out;
                 }
+                if (r == 0 && cfg.socket_group)
+                        log_notice("--socket-group %s ignored: the socket came from the service "
+                                   "manager, which sets its group (SocketGroup= in sbxd.socket)",
+                                   cfg.socket_group);
         } else if (r == 0) {
                 r = server_bind(&S, &D, cfg.socket_path);
+                if (r == 0 && cfg.socket_group) {
+                        r = server_set_group(&S, socket_gid);
+                        if (r < 0) {
+                                log_err("cannot give the socket %s to group %s: %s",
+                                        cfg.socket_path, cfg.socket_group, strerror(-r));
+                                goto out;
+                        }
+                }
         } else {
                 log_err("the socket passed by the service manager is not a listening Unix stream "
                         "socket: %s",

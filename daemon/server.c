@@ -1,21 +1,42 @@
-/* server.c: the listening socket of sbxd and its connection list; see server.h.
+/* server.c: the listening socket of sbxd, its connection list, and who may connect;
+ * see server.h.
  *
  * Start-up refuses to steal the socket of a live daemon: it first connects to the
- * path, and only when nothing answers (ECONNREFUSED) removes the stale file. */
+ * path, and only when nothing answers (ECONNREFUSED) removes the stale file. With
+ * --socket-group the socket (and its directory, when it is the daemon's own) is given
+ * to that group before the daemon listens.
+ *
+ * Admission (server_admit, asked by conn_start once the peer's credentials are read):
+ * the total connection cap; a rootless daemon serves only its own uid and root; no
+ * process of a sandbox is served (by uid for a root daemon's commands, and by PID
+ * namespace in every mode); then the per-uid cap, by a scan of the open connections
+ * (at most SBX_MAX_CONNECTIONS). */
 #include "server.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "sandbox.h"
 #include "sbxd.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5: a pidfd of the process that connected */
+#endif
+#ifndef PIDFD_GET_PID_NAMESPACE
+#define PIDFD_GET_PID_NAMESPACE _IO(0xFF, 5) /* Linux 6.11, <linux/pidfd.h> */
+#endif
 
 int server_mkdir_p(const char *path, mode_t mode) {
         char buf[SBX_PATH_MAX_BYTES];
@@ -61,6 +82,7 @@ static int socket_is_live(const char *path) {
 static void on_connection(uv_stream_t *listener, int status) {
         struct server *s = listener->data;
         struct conn *c;
+        int r;
 
         if (status < 0) {
                 log_warning("accept failed: %s", uv_strerror(status));
@@ -89,21 +111,188 @@ static void on_connection(uv_stream_t *listener, int status) {
                 conn_close(c);
                 return;
         }
+        /* conn_start asks server_admit, and answers a refusal itself. */
+        r = conn_start(c);
+        if (r < 0) {
+                log_warning("conn=%llu: cannot read the peer's credentials and groups (%s); "
+                            "closing",
+                            (unsigned long long)c->id, strerror(-r));
+                conn_close(c);
+        }
+}
+
+/* 1 when the process behind pidfd has exited (a pidfd polls readable then). */
+static int pidfd_exited(int pidfd) {
+        struct pollfd p = {.fd = pidfd, .events = POLLIN};
+        return poll(&p, 1, 0) > 0;
+}
+
+/* The PID namespace of the peer on sock (pid: from SO_PEERCRED, 0 when it is not
+ * visible here), as the device and inode of its nsfs file, which is what
+ * sbxtab_is_sandbox_pidns() compares. Returns 0; -ESRCH when the peer's process is
+ * gone, before or while it was looked at; -EACCES when the daemon may not inspect it
+ * (ptrace read access, as for /proc/PID/ns); -ENOENT when there is nothing to look at
+ * (pid 0 and no pidfd); or another -errno. */
+static int peer_pidns(int sock, pid_t pid, dev_t *ret_dev, ino_t *ret_ino) {
+        socklen_t len = sizeof(int);
+        struct stat st;
+        char path[64];
+        int pidfd = -1, nsfd, r;
+
+        /* SO_PEERPIDFD names the very process that connected, whatever its pid now.
+         * Where it is missing (ENOPROTOOPT), pidfd_open (Linux 5.3) names the process
+         * that has the pid now: the peer, unless it exited and its pid was reused
+         * between connect() and here. Either pins the pid, so that /proc/PID below is
+         * that process as long as the pidfd does not report an exit. The kernel
+         * answers ESRCH or EINVAL (pidfd_prepare) when the peer has been reaped. */
+        if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
+                if (errno == ESRCH || errno == EINVAL)
+                        return -ESRCH;
+                pidfd = -1;
+                if (pid > 0) {
+                        pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+                        if (pidfd < 0 && errno == ESRCH)
+                                return -ESRCH;
+                }
+        }
+        if (pidfd >= 0) {
+                /* Linux 6.11 tells the namespace from the pidfd itself: no /proc, no pid. */
+                nsfd = ioctl(pidfd, PIDFD_GET_PID_NAMESPACE, 0);
+                if (nsfd >= 0) {
+                        r = fstat(nsfd, &st) < 0 ? -errno : 0;
+                        close(nsfd);
+                        close(pidfd);
+                        if (r == 0) {
+                                *ret_dev = st.st_dev;
+                                *ret_ino = st.st_ino;
+                        }
+                        return r;
+                }
+                r = -errno;
+                if (r == -ESRCH || r == -EACCES || r == -EPERM) {
+                        close(pidfd);
+                        return r;
+                }
+                /* ENOTTY or EINVAL: an older kernel; /proc below. */
+        }
+        if (pid <= 0) {
+                if (pidfd >= 0)
+                        close(pidfd);
+                return -ENOENT;
+        }
+        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+        r = stat(path, &st) < 0 ? -errno : 0;
+        if (r == -ENOENT)
+                r = -ESRCH;
+        /* Exited after connect(): the pid may have been reused, and the stat seen
+         * another process. */
+        if (r == 0 && pidfd >= 0 && pidfd_exited(pidfd))
+                r = -ESRCH;
+        if (pidfd >= 0)
+                close(pidfd);
+        if (r == 0) {
+                *ret_dev = st.st_dev;
+                *ret_ino = st.st_ino;
+        }
+        return r;
+}
+
+/* Connections of uid being served: admitted and not closed. */
+static unsigned uid_connections(const struct server *s, uid_t uid) {
+        const struct conn *c;
+        unsigned n = 0;
+
+        for (c = s->conns; c; c = c->next)
+                if (c->admitted && !c->closed && c->uid == uid)
+                        n++;
+        return n;
+}
+
+int server_admit(struct server *s, const struct conn *c, char *why, size_t whylen) {
+        static const char sandboxed[] = "connections from sandboxed processes are refused";
+        struct sbxd *d = s->d;
+        uv_os_fd_t fd;
+        dev_t dev = 0;
+        ino_t ino = 0;
+        unsigned n;
+        int r;
+
         if (s->n_conns > SBX_MAX_CONNECTIONS) {
-                log_warning("conn=%llu refused: %u connections open (maximum %u)",
-                            (unsigned long long)c->id, s->n_conns - 1, SBX_MAX_CONNECTIONS);
-                frame_reader_init(&c->reader, s->d->cfg->max_frame_bytes);
-                conn_send_status(c, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-                                 "sbxd has %u connections open, its maximum; close idle clients",
-                                 SBX_MAX_CONNECTIONS);
-                conn_close(c);
-                return;
+                snprintf(why, whylen,
+                         "sbxd has %u connections open, its maximum; close idle clients",
+                         SBX_MAX_CONNECTIONS);
+                r = -EAGAIN;
+                goto refused;
         }
-        if (conn_start(c) < 0) {
-                log_warning("conn=%llu: cannot read peer credentials; closing",
-                            (unsigned long long)c->id);
-                conn_close(c);
+        /* A rootless daemon has no rights but its own user's: serving another user
+         * would lend that user those rights. Root may use it, as it may use anything
+         * of that user's anyway. */
+        if (d->euid != 0 && c->uid != d->euid && c->uid != 0) {
+                snprintf(why, whylen,
+                         "this sbxd runs as uid %u without privileges and serves only that user",
+                         (unsigned)d->euid);
+                r = -EPERM;
+                goto refused;
         }
+        /* The commands of a root daemon's sandboxes run as SBX_UID_BASE + slot. */
+        if (d->euid == 0 && c->uid >= SBX_UID_BASE && c->uid - SBX_UID_BASE < SBX_UID_COUNT) {
+                snprintf(why, whylen, "%s", sandboxed);
+                r = -EPERM;
+                goto refused;
+        }
+        /* Any process of a sandbox, in every mode (a rootless daemon's sandboxed
+         * processes have its own uid). Decisions where the namespace cannot be read:
+         * - -EACCES/-EPERM, a process the daemon may not inspect, is served: the daemon
+         *   may always inspect its sandboxes' processes (root with CAP_SYS_PTRACE; a
+         *   rootless daemon owns its sandboxes' user namespace), so the peer is none of
+         *   them; refusing would lock out every user of a root daemon that runs without
+         *   CAP_SYS_PTRACE (a container) and root from a rootless one.
+         * - -ENOENT, pid 0 without a pidfd (a kernel before 5.3), is served in every mode:
+         *   the peer is not visible in the daemon's PID namespace, so it is in none
+         *   below it, and every sandbox's is below it.
+         * - -ESRCH, a peer whose process is gone, is refused in every mode: the
+         *   connection is then used by a process the daemon cannot tell anything of
+         *   (one that inherited or was passed the socket, possibly inside a sandbox),
+         *   while a real client stays until it is answered. A rootless daemon has no
+         *   other line of defence, and a root daemon loses nothing by it.
+         * - Anything else (out of fds or memory) is refused: the check could not run. */
+        r = uv_fileno((const uv_handle_t *)&c->pipe, &fd) < 0 ? -EBADF
+                                                              : peer_pidns(fd, c->pid, &dev, &ino);
+        if (r == 0 && d->sandboxes && sbxtab_is_sandbox_pidns(d->sandboxes, dev, ino)) {
+                snprintf(why, whylen, "%s", sandboxed);
+                r = -EPERM;
+                goto refused;
+        }
+        if (r == -ESRCH) {
+                snprintf(why, whylen,
+                         "the connecting process (pid %d) is gone: sbxd cannot tell where the "
+                         "connection is used from; connect from the process that sends the "
+                         "requests",
+                         (int)c->pid);
+                r = -EPERM;
+                goto refused;
+        }
+        if (r < 0 && r != -EACCES && r != -EPERM && r != -ENOENT) {
+                snprintf(why, whylen,
+                         "sbxd cannot check where the connection comes from (%s); try again",
+                         strerror(-r));
+                r = -EAGAIN;
+                goto refused;
+        }
+        n = uid_connections(s, c->uid);
+        if (n >= d->cfg->max_connections_per_uid) {
+                snprintf(why, whylen,
+                         "uid %u has %u connections open, the daemon's maximum per user "
+                         "(--max-connections-per-uid %u); close idle clients",
+                         (unsigned)c->uid, n, d->cfg->max_connections_per_uid);
+                r = -EAGAIN;
+                goto refused;
+        }
+        return 0;
+refused:
+        log_warning("conn=%llu refused (uid=%u pid=%d): %s", (unsigned long long)c->id,
+                    (unsigned)c->uid, (int)c->pid, why);
+        return r;
 }
 
 void server_forget(struct server *s, struct conn *c) {
@@ -144,7 +333,9 @@ int server_bind(struct server *s, struct sbxd *d, const char *path) {
         strcpy(dir, path);
         slash = strrchr(dir, '/');
         if (slash && slash != dir) {
+                struct stat st;
                 *slash = '\0';
+                s->created_dir = lstat(dir, &st) < 0 && errno == ENOENT;
                 r = server_mkdir_p(dir, 0755);
                 if (r < 0)
                         return r;
@@ -180,6 +371,111 @@ int server_bind(struct server *s, struct sbxd *d, const char *path) {
         }
         s->path = strdup(path);
         return s->path ? 0 : -ENOMEM;
+}
+
+/* 1 when a member of group gid (not the owner) may search the directory st: the group
+ * bits when it is the directory's group, else the bits for others. */
+static int group_may_search(const struct stat *st, gid_t gid) {
+        return (st->st_mode & (st->st_gid == gid ? S_IXGRP : S_IXOTH)) != 0;
+}
+
+/* 1 when the directory dfd holds nothing but name and name.lock (the socket and its
+ * lock): a directory of the daemon's own, such as /run/sbxd from an earlier run. */
+static int holds_only_socket(int dfd, const char *name) {
+        size_t len = strlen(name);
+        struct dirent *de;
+        int only = 1, fd = dup(dfd);
+        DIR *dir;
+
+        if (fd < 0)
+                return 0;
+        dir = fdopendir(fd);
+        if (!dir) {
+                close(fd);
+                return 0;
+        }
+        while (only && (de = readdir(dir))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+                    strcmp(de->d_name, name) == 0)
+                        continue;
+                only = strncmp(de->d_name, name, len) == 0 &&
+                       strcmp(de->d_name + len, ".lock") == 0;
+        }
+        closedir(dir);
+        return only;
+}
+
+/* Warns when a directory above dir (a copy, cut in place) keeps group gid's members
+ * from reaching the socket. */
+static void check_parents(char *dir, gid_t gid) {
+        struct stat st;
+        char *slash;
+
+        while ((slash = strrchr(dir, '/')) && slash != dir) {
+                *slash = '\0';
+                if (stat(dir, &st) == 0 && !group_may_search(&st, gid)) {
+                        log_warning("members of group %u cannot reach the socket: %s is not "
+                                    "searchable for them (mode %04o, group %u); sbxd leaves it "
+                                    "as it is",
+                                    (unsigned)gid, dir, (unsigned)(st.st_mode & 07777),
+                                    (unsigned)st.st_gid);
+                        return;
+                }
+        }
+}
+
+int server_set_group(struct server *s, gid_t gid) {
+        char dir[SBX_PATH_MAX_BYTES];
+        uid_t euid = geteuid();
+        const char *name;
+        struct stat st;
+        char *slash;
+        int dfd, r = 0;
+
+        if (s->activated || !s->path || strlen(s->path) >= sizeof(dir))
+                return -EINVAL;
+        strcpy(dir, s->path);
+        slash = strrchr(dir, '/');
+        if (!slash)
+                return -EINVAL;
+        name = s->path + (slash - dir) + 1;
+        if (slash == dir)
+                slash[1] = '\0'; /* the socket is in / */
+        else
+                *slash = '\0';
+        /* Through the directory held open, never following a link: whatever is at the
+         * socket's name is changed, nothing it may point to. */
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+        if (fchownat(dfd, name, euid, gid, AT_SYMLINK_NOFOLLOW) < 0 || fstat(dfd, &st) < 0) {
+                r = -errno;
+                goto out;
+        }
+        /* The directory is only made the group's when it is the daemon's own: a shared
+         * one (/run, a home directory) would be opened to the group, or closed to
+         * others who need it. */
+        if (st.st_uid == euid && (s->created_dir || holds_only_socket(dfd, name))) {
+                if (fchown(dfd, euid, gid) < 0 || fchmod(dfd, 0750) < 0) {
+                        r = -errno;
+                        goto out;
+                }
+                log_info("socket directory %s: group %u, mode 0750", dir, (unsigned)gid);
+        } else if (!group_may_search(&st, gid)) {
+                log_warning("members of group %u cannot reach the socket: its directory %s "
+                            "(owner %u, mode %04o) is not sbxd's own, so sbxd leaves it as it "
+                            "is; make it searchable for the group",
+                            (unsigned)gid, dir, (unsigned)st.st_uid,
+                            (unsigned)(st.st_mode & 07777));
+        } else {
+                log_info("socket directory %s is not sbxd's own: left as it is (searchable for "
+                         "group %u)",
+                         dir, (unsigned)gid);
+        }
+        check_parents(dir, gid);
+out:
+        close(dfd);
+        return r;
 }
 
 int server_adopt(struct server *s, struct sbxd *d, int fd, const char **ret_path) {

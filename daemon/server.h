@@ -18,17 +18,37 @@ struct server {
         int listening;
         int lock_fd;                 /* flock on PATH.lock, held for the daemon's life */
         int activated;               /* the socket came from the service manager: never unlinked */
+        int created_dir;             /* server_bind created the socket's directory */
         char *path;
 };
 
 /* Takes the lock PATH.lock and creates the socket at path (mode 0660, parent
- * directories 0755) without listening yet. Refuses with -EADDRINUSE when another daemon
+ * directories 0755; s->created_dir says whether its directory was made here) without
+ * listening yet. Refuses with -EADDRINUSE when another daemon
  * holds the lock or answers on the socket; replaces a dead one's stale socket. */
 int server_bind(struct server *s, struct sbxd *d, const char *path);
 
 /* Takes over fd, a listening Unix socket passed by socket activation, and the lock
  * next to its path. *ret_path receives the socket's path (owned by s). */
 int server_adopt(struct server *s, struct sbxd *d, int fd, const char **ret_path);
+
+/* Gives the bound socket to group gid (owner the daemon's euid, mode still 0660), so
+ * that the group's members may connect; and makes its directory (euid, gid) 0750 when
+ * that directory is the daemon's own: created by server_bind, or owned by the euid and
+ * holding nothing but the socket and its lock. Any other directory is left as it is,
+ * with a warning when the group cannot search it (or a directory above it). Call after
+ * server_bind and before server_listen; not for an adopted socket. Returns 0, or -errno
+ * when the socket's group cannot be set. */
+int server_set_group(struct server *s, gid_t gid);
+
+/* Decides whether the connection c, whose peer credentials conn_start has read, may be
+ * served. Refused are: a connection over SBX_MAX_CONNECTIONS (-EAGAIN); for a rootless
+ * daemon, a uid other than its own and root (-EPERM); a peer running in one of the
+ * daemon's sandboxes (-EPERM), or whose process is gone before it could be checked
+ * (-EPERM); a uid that already holds --max-connections-per-uid connections (-EAGAIN).
+ * Returns 0, or the -errno with a message for the client in why (whylen bytes), and
+ * logs the refusal. Called by conn_start only. */
+int server_admit(struct server *s, const struct conn *c, char *why, size_t whylen);
 
 /* Starts accepting connections (clients block in connect() until then). */
 int server_listen(struct server *s);

@@ -1,5 +1,7 @@
 /* check_config.c: unit tests of sbxd's configuration: path defaults for root and
- * non-root (SPEC's socket and state rules), flags, and their bad values. */
+ * non-root (SPEC's socket and state rules), flags, their bad values, and the lookup of
+ * --socket-group. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,8 +118,75 @@ START_TEST(bad_flags) {
         expect_bad("--max-processes", "-1");
         expect_bad("--max-processes", "4194305");
         expect_bad("--max-processes", "many");
+        expect_bad("--max-connections-per-uid", "0");
+        expect_bad("--max-connections-per-uid", "-1");
+        expect_bad("--max-connections-per-uid", "2000");
+        expect_bad("--max-connections-per-uid", "1025");
+        expect_bad("--max-connections-per-uid", "x");
+        expect_bad("--max-connections-per-uid", "");
+        expect_bad("--socket-group", "");
+        expect_bad("--socket-group", "-1");
+        expect_bad("--socket-group", "4294967295");
+        expect_bad("--socket-group", "99999999999");
+        expect_bad("--socket-group", "a:b");
+        expect_bad("--socket-group", "two words");
+        expect_bad("--socket-group", "a/b");
+        expect_bad("--socket-group", NULL);
         expect_bad("--max-sandboxes", NULL);
         expect_bad("stray", NULL);
+}
+END_TEST
+
+START_TEST(connection_flags) {
+        struct config c;
+        char err[256];
+        char *argv[] = {"sbxd", "--max-connections-per-uid", "3", "--socket-group", "sbx-users",
+                        NULL};
+        char *argv2[] = {"sbxd", "--max-connections-per-uid=1024", "--socket-group=4242",
+                         "--socket-group", "0", NULL};
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_uint_eq(c.max_connections_per_uid, SBX_DEFAULT_MAX_CONNECTIONS_PER_UID);
+        ck_assert_uint_eq(SBX_DEFAULT_MAX_CONNECTIONS_PER_UID, 128);
+        ck_assert_ptr_null(c.socket_group);
+        ck_assert_int_eq(config_parse_args(&c, 5, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_connections_per_uid, 3);
+        ck_assert_str_eq(c.socket_group, "sbx-users");
+        /* The limits themselves, and the last --socket-group wins. */
+        ck_assert_int_eq(config_parse_args(&c, 5, argv2, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_connections_per_uid, SBX_MAX_CONNECTIONS);
+        ck_assert_str_eq(c.socket_group, "0");
+        config_free(&c);
+        ck_assert_ptr_null(c.socket_group);
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        argv[2] = "1";
+        ck_assert_int_eq(config_parse_args(&c, 3, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_connections_per_uid, 1);
+        config_free(&c);
+}
+END_TEST
+
+START_TEST(socket_group_lookup) {
+        gid_t gid = 7;
+        /* Numbers are gids, whether a group has them or not. */
+        ck_assert_int_eq(config_resolve_group("0", &gid), 0);
+        ck_assert_uint_eq(gid, 0);
+        ck_assert_int_eq(config_resolve_group("61234", &gid), 0);
+        ck_assert_uint_eq(gid, 61234);
+        ck_assert_int_eq(config_resolve_group("4294967294", &gid), 0);
+        ck_assert_uint_eq(gid, 4294967294u);
+        /* Names through NSS: every system has root (gid 0). */
+        gid = 7;
+        ck_assert_int_eq(config_resolve_group("root", &gid), 0);
+        ck_assert_uint_eq(gid, 0);
+        gid = 7;
+        ck_assert_int_eq(config_resolve_group("sbxd-no-such-group-4711", &gid), -ENOENT);
+        ck_assert_uint_eq(gid, 7);
+        ck_assert_int_eq(config_resolve_group("", &gid), -EINVAL);
+        ck_assert_int_eq(config_resolve_group("4294967295", &gid), -EINVAL);
+        ck_assert_int_eq(config_resolve_group("-5", &gid), -EINVAL);
+        ck_assert_int_eq(config_resolve_group("x:y", &gid), -EINVAL);
+        ck_assert_uint_eq(gid, 7);
 }
 END_TEST
 
@@ -179,6 +248,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, flags);
         tcase_add_test(tc, bad_flags);
         tcase_add_test(tc, service_flags);
+        tcase_add_test(tc, connection_flags);
+        tcase_add_test(tc, socket_group_lookup);
         tcase_add_test(tc, seconds);
         tcase_add_test(tc, log_levels);
         suite_add_tcase(s, tc);

@@ -1,13 +1,18 @@
 /* it_daemon.c: integration tests of the daemon core against a real sbxd: Hello through
  * libsbx and sbx, pipelining from many clients, hostile and vanishing clients, the
- * socket's life (stale, taken, removed), shutdown, and the records after a SIGKILL. */
+ * socket's life (stale, taken, removed), shutdown, the records after a SIGKILL, and who
+ * may connect (peer groups, the per-uid cap, sandboxed peers, a rootless daemon's
+ * users, --socket-group). */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -420,6 +425,456 @@ START_TEST(pipelined_sync_answers_do_not_nest) {
 }
 END_TEST
 
+/* ---- who may connect ------------------------------------------------------------------ */
+
+/* Identities for forked clients: no user or group of the host needs to have them. */
+enum {
+        UID_A = 61001,
+        UID_B = 61002,
+        GRP_1 = 61101,
+        GRP_2 = 61102,
+        GRP_SOCK = 61200,
+        NOBODY = 65534,
+};
+
+/* In a forked child: takes uid (as gid too) and groups for good, and dies with the test
+ * process (the death signal is cleared by a change of uid, so it is set after). Exits
+ * 120 when it cannot. */
+static void become(uid_t uid, const gid_t *groups, size_t n, pid_t parent) {
+        if (setgroups(n, groups) < 0 || setresgid(uid, uid, uid) < 0 ||
+            setresuid(uid, uid, uid) < 0)
+                _exit(120);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                _exit(121);
+}
+
+/* Connects to path: the fd, or -errno (no test failure: children use it). */
+static int try_connect(const char *path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), err;
+
+        if (fd < 0)
+                return -errno;
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                err = errno;
+                close(fd);
+                return -err;
+        }
+        return fd;
+}
+
+/* Sends a Hello on fd and reads the answer: 1 when it is an OK Hello for id. */
+static int hello_ok(int fd, uint64_t id) {
+        struct frame_reader r;
+        Sbx__V1__Response *resp;
+        int ok;
+
+        frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
+        send_hello(fd, id);
+        resp = it_raw_read(fd, &r, 10000);
+        ok = resp && resp->request_id == id && resp->status &&
+             resp->status->code == SBX__V1__CODE__OK &&
+             resp->body_case == SBX__V1__RESPONSE__BODY_HELLO;
+        if (resp)
+                sbx__v1__response__free_unpacked(resp, NULL);
+        frame_reader_free(&r);
+        return ok;
+}
+
+/* Reads what a refused connection gets: 1 when it is one status with request id 0,
+ * code and a message containing text, then the end of the stream. The Hello sent first
+ * must go unanswered. */
+static int refused_with(int fd, Sbx__V1__Code code, const char *text) {
+        struct frame_reader r;
+        Sbx__V1__Response *resp;
+        int ok;
+
+        frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
+        /* The daemon may already have shut the connection; the Hello may not get in. */
+        {
+                Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+                Sbx__V1__Hello h = SBX__V1__HELLO__INIT;
+                uint8_t *buf;
+                size_t len;
+                req.has_request_id = 1;
+                req.request_id = 9;
+                req.body_case = SBX__V1__REQUEST__BODY_HELLO;
+                req.hello = &h;
+                if (frame_pack(&req.base, SBX_DEFAULT_MAX_FRAME_BYTES, &buf, &len) == 0) {
+                        (void)!send(fd, buf, len, MSG_NOSIGNAL);
+                        free(buf);
+                }
+        }
+        resp = it_raw_read(fd, &r, 10000);
+        ok = resp && resp->request_id == 0 && resp->status && resp->status->code == code &&
+             resp->status->message && strstr(resp->status->message, text);
+        if (resp && !ok)
+                fprintf(stderr, "refusal: req %llu code %d '%s'\n",
+                        (unsigned long long)resp->request_id,
+                        resp->status ? (int)resp->status->code : -1,
+                        resp->status && resp->status->message ? resp->status->message : "");
+        if (resp)
+                sbx__v1__response__free_unpacked(resp, NULL);
+        if (ok && (resp = it_raw_read(fd, &r, 10000))) {
+                sbx__v1__response__free_unpacked(resp, NULL);
+                ok = 0; /* more than the refusal */
+        }
+        frame_reader_free(&r);
+        return ok;
+}
+
+/* Waits for child pid (it has a bound of its own) and returns its exit code, or
+ * 256 + signal. */
+static int child_status(pid_t pid) {
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 256 + WTERMSIG(st);
+}
+
+/* The daemon's log (NUL-terminated, freed by the caller). */
+static char *read_log(const struct it_daemon *d) {
+        FILE *f = fopen(d->log, "re");
+        char *buf = calloc(1, 4 << 20);
+        size_t n;
+        ck_assert_ptr_nonnull(f);
+        n = fread(buf, 1, (4 << 20) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        return buf;
+}
+
+/* A client as uid with groups: Hello answered, exit 0; else exit 1. */
+static pid_t hello_client(const struct it_daemon *d, uid_t uid, const gid_t *groups, size_t n) {
+        pid_t parent = getpid(), pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                int fd;
+                become(uid, groups, n, parent);
+                fd = try_connect(d->sock);
+                _exit(fd >= 0 && hello_ok(fd, 1) ? 0 : 1);
+        }
+        return pid;
+}
+
+/* A client as uid that expects to be refused with code and text: exit 0 when it is. */
+static pid_t refused_client(const struct it_daemon *d, uid_t uid, Sbx__V1__Code code,
+                            const char *text) {
+        pid_t parent = getpid(), pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                int fd;
+                become(uid, NULL, 0, parent);
+                fd = try_connect(d->sock);
+                if (fd < 0)
+                        _exit(2);
+                _exit(refused_with(fd, code, text) ? 0 : 1);
+        }
+        return pid;
+}
+
+/* The daemon reads each peer's supplementary groups (SO_PEERGROUPS, at connect time),
+ * past its first buffer too; they show in its debug log. */
+START_TEST(peer_groups_are_read) {
+        enum { MANY = 300 };
+        struct it_daemon d;
+        gid_t two[2] = {GRP_1, GRP_2}, many[MANY];
+        char want[200], *log;
+        pid_t a, b;
+        int i;
+
+        for (i = 0; i < MANY; i++)
+                many[i] = (gid_t)(62000 + i);
+        it_daemon_start(&d, NULL);
+        ck_assert_int_eq(chmod(d.sock, 0666), 0);
+        a = hello_client(&d, UID_A, two, 2);
+        ck_assert_int_eq(child_status(a), 0);
+        b = hello_client(&d, UID_B, many, MANY);
+        ck_assert_int_eq(child_status(b), 0);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        log = read_log(&d);
+        snprintf(want, sizeof(want), "(uid=%d gid=%d pid=%d groups=2(%d,%d))", UID_A, UID_A, (int)a,
+                 GRP_1, GRP_2);
+        ck_assert_msg(strstr(log, want), "no '%s' in the log", want);
+        snprintf(want, sizeof(want), "(uid=%d gid=%d pid=%d groups=%d(62000,62001,", UID_B, UID_B,
+                 (int)b, MANY);
+        ck_assert_msg(strstr(log, want), "no '%s' in the log", want);
+        free(log);
+}
+END_TEST
+
+/* One uid cannot take every connection: with --max-connections-per-uid 3, uid A's
+ * fourth is refused (RESOURCE_EXHAUSTED, the cap named) while uid B is served; once A
+ * closes one, A connects again. Root is held to the cap like anyone. */
+START_TEST(connection_cap_per_uid) {
+        const char *flags[] = {"--max-connections-per-uid", "3", NULL};
+        struct it_daemon d;
+        gid_t groups[2] = {GRP_1, GRP_2};
+        int ctl[2], rep[2], fds[3], fd, i;
+        struct pollfd p;
+        char byte = 0, *log, want[200];
+        pid_t a, b, parent = getpid();
+
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(chmod(d.sock, 0666), 0);
+        ck_assert_int_eq(pipe2(ctl, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
+        a = fork();
+        ck_assert_int_ge(a, 0);
+        if (a == 0) {
+                char msg[200];
+                close(ctl[1]);
+                close(rep[0]);
+                become(UID_A, groups, 2, parent);
+                for (i = 0; i < 3; i++) {
+                        fds[i] = try_connect(d.sock);
+                        if (fds[i] < 0 || !hello_ok(fds[i], (uint64_t)i + 1))
+                                _exit(10 + i);
+                }
+                snprintf(msg, sizeof(msg),
+                         "uid %d has 3 connections open, the daemon's maximum per user "
+                         "(--max-connections-per-uid 3); close idle clients",
+                         UID_A);
+                fd = try_connect(d.sock);
+                if (fd < 0 || !refused_with(fd, SBX__V1__CODE__RESOURCE_EXHAUSTED, msg))
+                        _exit(20);
+                close(fd);
+                /* The three are still served. */
+                for (i = 0; i < 3; i++)
+                        if (!hello_ok(fds[i], 10 + (uint64_t)i))
+                                _exit(21);
+                if (write(rep[1], "1", 1) != 1 || read(ctl[0], &byte, 1) != 1)
+                        _exit(30);
+                close(fds[0]);
+                /* The daemon sees the close soon, not at once: try again for 10 s. */
+                for (i = 0; i < 200; i++) {
+                        fd = try_connect(d.sock);
+                        if (fd >= 0 && hello_ok(fd, 40))
+                                _exit(0);
+                        if (fd >= 0)
+                                close(fd);
+                        usleep(50000);
+                }
+                _exit(31);
+        }
+        close(ctl[0]);
+        close(rep[1]);
+        p.fd = rep[0];
+        p.events = POLLIN;
+        if (poll(&p, 1, 30000) != 1 || read(rep[0], &byte, 1) != 1) {
+                kill(a, SIGKILL);
+                ck_abort_msg("uid A's clients failed: exit %d", child_status(a));
+        }
+        /* A holds its three: B is served, root is not held back by A's count. */
+        b = hello_client(&d, UID_B, NULL, 0);
+        ck_assert_int_eq(child_status(b), 0);
+        ck_assert_int_eq(write(ctl[1], "g", 1), 1);
+        ck_assert_int_eq(child_status(a), 0);
+        close(ctl[1]);
+        close(rep[0]);
+
+        /* Root counts too. */
+        for (i = 0; i < 3; i++) {
+                fds[i] = it_raw_connect(&d);
+                ck_assert(hello_ok(fds[i], 1));
+        }
+        fd = it_raw_connect(&d);
+        ck_assert(refused_with(fd, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+                               "uid 0 has 3 connections open"));
+        close(fd);
+        for (i = 0; i < 3; i++)
+                close(fds[i]);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        log = read_log(&d);
+        snprintf(want, sizeof(want), "(uid=%d gid=%d pid=%d groups=2(%d,%d))", UID_A, UID_A, (int)a,
+                 GRP_1, GRP_2);
+        ck_assert_msg(strstr(log, want), "no '%s' in the log", want);
+        ck_assert_ptr_nonnull(strstr(log, "refused (uid=61001"));
+        free(log);
+}
+END_TEST
+
+/* A process of a sandbox is refused: by uid for a root daemon's commands (the sandbox
+ * uid range), and by PID namespace for anything in a sandbox, even root. A client in
+ * the daemon's own PID namespace is still served. */
+START_TEST(sandboxed_peers_are_refused) {
+        struct it_daemon d;
+        sbx_client *c;
+        char *id, cmd[200], marker[64];
+        pid_t k, holder = -1;
+        struct sbx_result *res;
+        int fd, i;
+
+        it_daemon_start(&d, NULL);
+        ck_assert_int_eq(chmod(d.sock, 0666), 0);
+        k = refused_client(&d, SBX_UID_BASE + 5, SBX__V1__CODE__PERMISSION_DENIED,
+                           "connections from sandboxed processes are refused");
+        ck_assert_int_eq(child_status(k), 0);
+        /* Just below and above the range: ordinary users. */
+        k = hello_client(&d, SBX_UID_BASE - 1, NULL, 0);
+        ck_assert_int_eq(child_status(k), 0);
+        k = hello_client(&d, SBX_UID_BASE + SBX_UID_COUNT, NULL, 0);
+        ck_assert_int_eq(child_status(k), 0);
+
+        /* A root process that joined a sandbox's PID namespace. */
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        snprintf(marker, sizeof(marker), "sleep 91.%d", (int)getpid() % 100000);
+        snprintf(cmd, sizeof(cmd), "setsid %s </dev/null >/dev/null 2>&1 &", marker);
+        res = it_sh(c, id, 10000, cmd);
+        sbx_result_free(res);
+        for (i = 0; i < 200 && (holder = it_find_proc("sleep ", marker)) < 0; i++)
+                usleep(20000);
+        ck_assert_int_gt(holder, 0);
+        k = fork();
+        ck_assert_int_ge(k, 0);
+        if (k == 0) {
+                char ns[64];
+                pid_t inside;
+                int nsfd, st;
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                snprintf(ns, sizeof(ns), "/proc/%d/ns/pid", (int)holder);
+                nsfd = open(ns, O_RDONLY | O_CLOEXEC);
+                if (nsfd < 0 || setns(nsfd, CLONE_NEWPID) < 0)
+                        _exit(90);
+                /* Its children are born in the sandbox's PID namespace. */
+                inside = fork();
+                if (inside < 0)
+                        _exit(91);
+                if (inside == 0) {
+                        prctl(PR_SET_PDEATHSIG, SIGKILL);
+                        fd = try_connect(d.sock);
+                        if (fd < 0)
+                                _exit(2);
+                        _exit(refused_with(fd, SBX__V1__CODE__PERMISSION_DENIED,
+                                           "connections from sandboxed processes are refused")
+                                      ? 0
+                                      : 1);
+                }
+                if (waitpid(inside, &st, 0) != inside)
+                        _exit(92);
+                _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 93);
+        }
+        ck_assert_int_eq(child_status(k), 0);
+        /* Still served: the test itself, from the daemon's PID namespace. */
+        fd = it_raw_connect(&d);
+        ck_assert(hello_ok(fd, 3));
+        close(fd);
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A rootless daemon serves its own uid and root, and refuses every other user: it could
+ * act for them only with its own rights. */
+START_TEST(rootless_serves_only_its_user) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_hello *h = NULL;
+        char want[120];
+        pid_t k;
+
+        it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        /* The socket is 0660 nobody:nogroup: open it up, so that only the daemon decides. */
+        ck_assert_int_eq(chmod(d.sock, 0666), 0);
+        snprintf(want, sizeof(want),
+                 "this sbxd runs as uid %d without privileges and serves only that user", NOBODY);
+        k = refused_client(&d, UID_A, SBX__V1__CODE__PERMISSION_DENIED, want);
+        ck_assert_int_eq(child_status(k), 0);
+        k = hello_client(&d, NOBODY, NULL, 0);
+        ck_assert_int_eq(child_status(k), 0);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_hello(c, &h), SBX_OK);
+        ck_assert(h->rootless);
+        sbx_hello_free(h);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A client as uid A with groups that expects connect() to fail with EACCES: exit 0. */
+static pid_t denied_client(const struct it_daemon *d, const gid_t *groups, size_t n) {
+        pid_t parent = getpid(), pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                int fd;
+                become(UID_A, groups, n, parent);
+                fd = try_connect(d->sock);
+                _exit(fd == -EACCES ? 0 : 1);
+        }
+        return pid;
+}
+
+/* The socket and its directory as a client of group gid sees them: members are served,
+ * others cannot connect. */
+static void expect_group_access(const struct it_daemon *d) {
+        gid_t member[1] = {GRP_SOCK}, other[1] = {GRP_1};
+        struct stat st;
+
+        ck_assert_int_eq(lstat(d->sock, &st), 0);
+        ck_assert(S_ISSOCK(st.st_mode));
+        ck_assert_uint_eq(st.st_uid, 0);
+        ck_assert_uint_eq(st.st_gid, GRP_SOCK);
+        ck_assert_uint_eq(st.st_mode & 07777, 0660);
+        ck_assert_int_eq(child_status(hello_client(d, UID_A, member, 1)), 0);
+        ck_assert_int_eq(child_status(denied_client(d, other, 1)), 0);
+        ck_assert_int_eq(child_status(denied_client(d, NULL, 0)), 0);
+}
+
+/* --socket-group: the socket is the group's (mode 0660), and so is its directory when
+ * it is the daemon's own; a directory that is not is left as it is. */
+START_TEST(socket_group) {
+        const char *flags[] = {"--socket-group", "61200", NULL};
+        struct it_daemon d;
+        struct stat st;
+        char run[560], *log;
+
+        /* In the test's directory, which holds more than the socket: left as it is. */
+        it_daemon_start(&d, flags);
+        expect_group_access(&d);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert_int_eq(stat(d.dir, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0755);
+        ck_assert_uint_eq(st.st_gid, 0);
+
+        /* In a directory the daemon creates: (root, group) 0750. */
+        ck_assert_int_lt(snprintf(run, sizeof(run), "%s/run", d.dir), 500);
+        snprintf(d.sock, sizeof(d.sock), "%s/sbxd.sock", run);
+        it_daemon_restart(&d, flags);
+        ck_assert_int_eq(stat(run, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0750);
+        ck_assert_uint_eq(st.st_uid, 0);
+        ck_assert_uint_eq(st.st_gid, GRP_SOCK);
+        expect_group_access(&d);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+
+        /* The same directory from an earlier run (the daemon's, holding nothing else). */
+        ck_assert_int_eq(chown(run, 0, 0), 0);
+        ck_assert_int_eq(chmod(run, 0755), 0);
+        it_daemon_restart(&d, flags);
+        ck_assert_int_eq(stat(run, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0750);
+        ck_assert_uint_eq(st.st_gid, GRP_SOCK);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+
+        /* Another user's directory is never changed: a warning says why members cannot
+         * reach the socket. */
+        ck_assert_int_eq(chown(run, UID_B, UID_B), 0);
+        ck_assert_int_eq(chmod(run, 0700), 0);
+        it_daemon_restart(&d, flags);
+        ck_assert_int_eq(stat(run, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0700);
+        ck_assert_uint_eq(st.st_uid, UID_B);
+        ck_assert_uint_eq(st.st_gid, UID_B);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        log = read_log(&d);
+        ck_assert_ptr_nonnull(strstr(log, "members of group 61200 cannot reach the socket"));
+        free(log);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("daemon");
         TCase *tc = tcase_create("daemon");
@@ -432,6 +887,11 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, socket_life);
         tcase_add_test(tc, sigkill_during_writes);
         tcase_add_test(tc, pipelined_sync_answers_do_not_nest);
+        tcase_add_test(tc, peer_groups_are_read);
+        tcase_add_test(tc, connection_cap_per_uid);
+        tcase_add_test(tc, sandboxed_peers_are_refused);
+        tcase_add_test(tc, rootless_serves_only_its_user);
+        tcase_add_test(tc, socket_group);
         suite_add_tcase(s, tc);
         return s;
 }
