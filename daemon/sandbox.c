@@ -68,7 +68,11 @@ struct sbxtab {
         uv_timer_t refill;                       /* tops the warm pool up (--warm) */
         int refill_inited;
         uint64_t warm_retry_at;                  /* uv_now() before which no new warm one */
-        uint8_t *uid_slots; /* SBX_UID_COUNT bits */
+        uint8_t *uid_slots; /* SBX_UID_COUNT bits: in use by a live sandbox */
+        /* Per slot, whose its uid is for good (root mode, see alloc_uid_slot): 0 never
+         * given, owner uid + 1, or SLOT_RETIRED. */
+        uint32_t *slot_owner;
+        unsigned slots_seen; /* every slot at or above is unused and never given */
         void (*shutdown_done)(void *ud);
         void *shutdown_ud;
         int64_t last_prune_ms;
@@ -102,7 +106,9 @@ int sbxtab_new(struct sbxd *d, struct sbxtab **ret) {
         if (!t)
                 return -ENOMEM;
         t->uid_slots = calloc(SBX_UID_COUNT / 8, 1);
-        if (!t->uid_slots) {
+        t->slot_owner = calloc(SBX_UID_COUNT, sizeof(*t->slot_owner));
+        if (!t->uid_slots || !t->slot_owner) {
+                free(t->slot_owner);
                 free(t);
                 return -ENOMEM;
         }
@@ -115,6 +121,7 @@ void sbxtab_free(struct sbxtab *t) {
         if (!t)
                 return;
         free(t->uid_slots);
+        free(t->slot_owner);
         free(t);
 }
 
@@ -185,6 +192,19 @@ static void table_hash(struct sbxtab *t, struct sandbox *sb) {
         t->buckets[h] = sb;
 }
 
+/* Gives sb's uid slot back (it stays its owner's), and a warm sandbox its placeholder. */
+static void release_slot(struct sbxtab *t, struct sandbox *sb) {
+        if (sb->uid_slot < 0)
+                return;
+        t->uid_slots[sb->uid_slot / 8] &= (uint8_t) ~(1u << (sb->uid_slot % 8));
+        sb->uid_slot = -1;
+        if (sb->warm) {
+                sb->run_uid = sb->run_gid = SBX_WARM_RUN_ID;
+                if (chown(sb->workspace, t->d->euid, t->d->egid) < 0)
+                        log_warning("sbx=%s: chown %s: %s", sb->id, sb->workspace, strerror(errno));
+        }
+}
+
 static void table_remove(struct sbxtab *t, struct sandbox *sb) {
         struct sandbox **pp;
         for (pp = &t->buckets[hash_id(sb->id)]; *pp; pp = &(*pp)->hnext)
@@ -199,10 +219,7 @@ static void table_remove(struct sbxtab *t, struct sandbox *sb) {
         if (sb->next)
                 sb->next->prev = sb->prev;
         t->count--;
-        if (sb->uid_slot >= 0) {
-                t->uid_slots[sb->uid_slot / 8] &= (uint8_t) ~(1u << (sb->uid_slot % 8));
-                sb->uid_slot = -1;
-        }
+        release_slot(t, sb);
         if (t->count == 0 && t->shutdown_done) {
                 void (*done)(void *) = t->shutdown_done;
                 t->shutdown_done = NULL;
@@ -210,14 +227,67 @@ static void table_remove(struct sbxtab *t, struct sandbox *sb) {
         }
 }
 
-static int alloc_uid_slot(struct sbxtab *t) {
-        unsigned i;
-        for (i = 0; i < SBX_UID_COUNT; i++)
-                if (!(t->uid_slots[i / 8] & (1u << (i % 8)))) {
-                        t->uid_slots[i / 8] |= (uint8_t)(1u << (i % 8));
-                        return (int)i;
+#define SLOT_RETIRED UINT32_MAX
+
+static int slot_live(const struct sbxtab *t, unsigned i) {
+        return t->uid_slots[i / 8] & (1u << (i % 8));
+}
+
+static void slot_take(struct sbxtab *t, unsigned i) {
+        t->uid_slots[i / 8] |= (uint8_t)(1u << (i % 8));
+        if (i >= t->slots_seen)
+                t->slots_seen = i + 1;
+}
+
+/* A host uid for a sandbox of owner (root mode). A uid belongs for good to the first
+ * owner it was given to (recorded in the store): what a sandbox leaves on the host
+ * owned by it (a kept workspace, files in a writable path whose filesystem cannot
+ * idmap) stays out of every other owner's sandboxes. So a free slot of owner's own is
+ * taken first, then a slot never given; -EAGAIN when none is left, -EIO (err filled)
+ * when the record cannot be written. */
+static int alloc_uid_slot(struct sbxtab *t, uid_t owner, char *err, size_t errlen) {
+        unsigned i, fresh = SBX_UID_COUNT;
+        int r;
+
+        for (i = 0; i < t->slots_seen; i++)
+                if (!slot_live(t, i)) {
+                        if (t->slot_owner[i] == (uint32_t)owner + 1) {
+                                slot_take(t, i);
+                                return (int)i;
+                        }
+                        if (t->slot_owner[i] == 0 && fresh == SBX_UID_COUNT)
+                                fresh = i;
                 }
-        return -EAGAIN;
+        if (fresh == SBX_UID_COUNT && t->slots_seen < SBX_UID_COUNT)
+                fresh = t->slots_seen;
+        if (fresh == SBX_UID_COUNT) {
+                snprintf(err, errlen, "no sandbox uid is left for uid %u (each of the %u uids "
+                                      "belongs to one owner for good); end some sandboxes",
+                         (unsigned)owner, SBX_UID_COUNT);
+                return -EAGAIN;
+        }
+        r = store_uid_bind(t->d->store, SBX_UID_BASE + fresh, (uint32_t)owner);
+        if (r < 0) {
+                snprintf(err, errlen, "cannot record the owner of sandbox uid %u: %s",
+                         SBX_UID_BASE + fresh, store_last_error(t->d->store));
+                return -EIO;
+        }
+        t->slot_owner[fresh] = (uint32_t)owner + 1;
+        slot_take(t, fresh);
+        return (int)fresh;
+}
+
+static int load_uid_owner(uint32_t run_uid, int64_t owner, void *ud) {
+        struct sbxtab *t = ud;
+        unsigned i;
+
+        if (run_uid < SBX_UID_BASE || run_uid - SBX_UID_BASE >= SBX_UID_COUNT)
+                return 0;
+        i = run_uid - SBX_UID_BASE;
+        t->slot_owner[i] = owner < 0 || owner >= UINT32_MAX ? SLOT_RETIRED : (uint32_t)owner + 1;
+        if (i >= t->slots_seen)
+                t->slots_seen = i + 1;
+        return 0;
 }
 
 static void on_timer(uv_timer_t *t);
@@ -1612,17 +1682,18 @@ static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t pa
         sb->creator.groups = NULL; /* the connection's */
         sb->creator.n_groups = 0;
 
-        /* Commands run as a uid of their own per sandbox (root) or as the mapped user. */
+        /* Commands run as a uid of their own per sandbox (root) or as the mapped user.
+         * A warm sandbox gets its uid when it is claimed, from its owner's (Claim). */
         if (d->features.rootless) {
                 sb->run_uid = 0;
                 sb->run_gid = 0;
+        } else if (warm) {
+                sb->run_uid = sb->run_gid = SBX_WARM_RUN_ID;
         } else {
-                sb->uid_slot = alloc_uid_slot(t);
-                if (sb->uid_slot < 0) {
-                        snprintf(err, errlen, "no free sandbox uid left");
-                        r = -EAGAIN;
+                r = alloc_uid_slot(t, caller->uid, err, errlen);
+                if (r < 0)
                         goto fail_early;
-                }
+                sb->uid_slot = r;
                 sb->run_uid = SBX_UID_BASE + (unsigned)sb->uid_slot;
                 sb->run_gid = SBX_UID_BASE + (unsigned)sb->uid_slot;
         }
@@ -1670,8 +1741,8 @@ static int create_new(struct sbxd *d, const char *id, uint8_t *packed, size_t pa
                 fail_sandbox(sb, "cannot create %s: %s", sbdir, strerror(errno));
                 goto done;
         }
-        r = mkdir_owned(sb->workspace, 0755, d->features.rootless ? d->euid : sb->run_uid,
-                        d->features.rootless ? d->egid : sb->run_gid);
+        r = mkdir_owned(sb->workspace, 0755, d->features.rootless || warm ? d->euid : sb->run_uid,
+                        d->features.rootless || warm ? d->egid : sb->run_gid);
         if (r < 0) {
                 fail_sandbox(sb, "cannot create workspace %s: %s", sb->workspace, strerror(-r));
                 goto done;
@@ -1801,8 +1872,7 @@ fail_early:
         free(packed);
         policy_objects_clear(objs);
         free(sbdir);
-        if (sb->uid_slot >= 0)
-                t->uid_slots[sb->uid_slot / 8] &= (uint8_t) ~(1u << (sb->uid_slot % 8));
+        release_slot(t, sb);
         sb->freed_from_table = 1;
         uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
         uv_close((uv_handle_t *)&sb->kill_timer, on_handle_closed);
@@ -2005,10 +2075,31 @@ static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, s
                 new_ws = NULL;
                 goto no;
         }
+        /* Its uid, from the owner's (root mode); its workspace is theirs. */
+        if (!d->features.rootless) {
+                char uerr[256];
+                int slot = alloc_uid_slot(t, caller->uid, uerr, sizeof(uerr));
+                if (slot < 0) {
+                        log_warning("sbx=%s: cannot claim: %s", sb->id, uerr);
+                        goto no;
+                }
+                if (chown(sb->workspace, SBX_UID_BASE + (unsigned)slot,
+                          SBX_UID_BASE + (unsigned)slot) < 0) {
+                        log_warning("sbx=%s: cannot claim: chown %s: %s", sb->id, sb->workspace,
+                                    strerror(errno));
+                        t->uid_slots[slot / 8] &= (uint8_t) ~(1u << (slot % 8));
+                        goto no;
+                }
+                sb->uid_slot = slot;
+                sb->run_uid = sb->run_gid = SBX_UID_BASE + (unsigned)slot;
+                claim.has_run_uid = claim.has_run_gid = 1;
+                claim.run_uid = sb->run_uid;
+                claim.run_gid = sb->run_gid;
+        }
         if (rename(old_dir, new_dir) < 0) {
                 log_warning("sbx=%s: cannot claim: rename %s: %s", sb->id, old_dir,
                             strerror(errno));
-                goto no;
+                goto no_slot;
         }
         memset(&rec, 0, sizeof(rec));
         rec.id = id;
@@ -2028,6 +2119,7 @@ static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, s
         r = store_sandbox_insert(d->store, &rec);
         if (r < 0) {
                 (void)rename(new_dir, old_dir);
+                release_slot(t, sb);
                 snprintf(err, errlen, "cannot record sandbox '%s': %s", id,
                          r == -EEXIST ? "id already used" : store_last_error(d->store));
                 sbx__v1__create_sandbox__free_unpacked(spec, NULL);
@@ -2093,6 +2185,8 @@ static int claim_warm(struct sbxtab *t, const char *id, const uint8_t *packed, s
         sb->create_cb = NULL;
         cb(ud, sb, 0, NULL);
         return 1;
+no_slot:
+        release_slot(t, sb);
 no:
         sbx__v1__create_sandbox__free_unpacked(spec, NULL);
         free(old_dir);
@@ -2305,7 +2399,7 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
                 sb->run_uid = sb->run_gid = 0;
         } else if (o->run_uid >= SBX_UID_BASE && o->run_uid < SBX_UID_BASE + SBX_UID_COUNT) {
                 sb->uid_slot = (int)(o->run_uid - SBX_UID_BASE);
-                d->sandboxes->uid_slots[sb->uid_slot / 8] |= (uint8_t)(1u << (sb->uid_slot % 8));
+                slot_take(d->sandboxes, (unsigned)sb->uid_slot);
                 sb->run_uid = sb->run_gid = o->run_uid;
         }
         if (o->cgroup_path)
@@ -2394,6 +2488,9 @@ int sandbox_recover(struct sbxd *d) {
         int r, adopted = 0;
 
         remove_unrecorded_dirs(d);
+        r = store_uid_owners(d->store, load_uid_owner, d->sandboxes);
+        if (r < 0)
+                return r;
         r = store_sandbox_foreach(d->store, 1, 0, 0, 0, collect_orphan, &l);
         for (i = 0; i < l.n; i++) {
                 struct orphan *x = &l.v[i];

@@ -162,6 +162,18 @@ static const char *const migrations[] = {
         "  WHERE sandbox_id IN (SELECT id FROM sandboxes);"
         "DROP TABLE commands;"
         "ALTER TABLE commands_v3 RENAME TO commands;",
+        /* 3 -> 4: the host uids given to sandboxes (root mode) belong to their first
+         * owner for good: what a sandbox leaves on the host (a kept workspace, files in a
+         * writable path the filesystem could not idmap) stays out of every other owner's
+         * reach. Filled from the records: a uid that already served several owners is
+         * retired (owner NULL), never handed out again. */
+        "CREATE TABLE uid_owners ("
+        "  run_uid INTEGER PRIMARY KEY,"
+        "  owner_uid INTEGER"
+        ");"
+        "INSERT INTO uid_owners SELECT run_uid, "
+        "  CASE WHEN count(DISTINCT owner_uid) = 1 THEN min(owner_uid) END "
+        "  FROM sandboxes WHERE run_uid != 0 GROUP BY run_uid;",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,
@@ -244,6 +256,8 @@ enum stmt_id {
         ST_FOP_INSERT,
         ST_FOP_COUNT,
         ST_PRUNE,
+        ST_UID_BIND,
+        ST_UID_OWNERS,
         ST_INTEGRITY,
         ST_BEGIN,
         ST_COMMIT,
@@ -302,6 +316,8 @@ static const char *const stmt_sql[ST_COUNT] = {
         /* Commands and file operations go with their sandbox (ON DELETE CASCADE). */
         [ST_PRUNE] = "DELETE FROM sandboxes WHERE ended_ms > 0 AND ended_ms < ?1 "
                      "AND state NOT IN " LIVE_STATES,
+        [ST_UID_BIND] = "INSERT INTO uid_owners (run_uid, owner_uid) VALUES (?1, ?2)",
+        [ST_UID_OWNERS] = "SELECT run_uid, owner_uid FROM uid_owners",
         [ST_INTEGRITY] = "PRAGMA integrity_check",
         [ST_BEGIN] = "BEGIN",
         [ST_COMMIT] = "COMMIT",
@@ -1537,4 +1553,40 @@ int store_prune(struct store *s, int64_t older_than_ms) {
                 return r;
         bind_int64(&b, 1, older_than_ms);
         return stmt_exec(s, &b, "pruning old sandboxes");
+}
+
+int store_uid_bind(struct store *s, uint32_t run_uid, uint32_t owner_uid) {
+        struct binder b = stmt_begin(s, ST_UID_BIND);
+        int r;
+
+        error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
+        bind_int64(&b, 1, run_uid);
+        bind_int64(&b, 2, owner_uid);
+        r = stmt_exec(s, &b, "recording the owner of a sandbox uid");
+        return r < 0 ? r : 0;
+}
+
+int store_uid_owners(struct store *s, store_uid_cb cb, void *userdata) {
+        struct binder b = stmt_begin(s, ST_UID_OWNERS);
+        int rc = SQLITE_DONE, r = 0;
+
+        error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
+        while (r == 0 && (rc = sqlite3_step(b.st)) == SQLITE_ROW) {
+                int64_t uid = sqlite3_column_int64(b.st, 0);
+                int64_t owner = sqlite3_column_type(b.st, 1) == SQLITE_NULL
+                                        ? -1
+                                        : sqlite3_column_int64(b.st, 1);
+                if (uid >= 0 && uid <= UINT32_MAX)
+                        r = cb((uint32_t)uid, owner, userdata);
+        }
+        if (r == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
+                r = sqlfail(s, rc, "reading the owners of sandbox uids");
+        stmt_done(b.st);
+        return r;
 }

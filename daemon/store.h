@@ -26,7 +26,7 @@
 struct store;
 
 /* The schema version this build writes (PRAGMA user_version after migrations). */
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 /* Opens (creating when absent, mode 0600) the database file at path, sets WAL mode, busy
  * timeout and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database
@@ -213,5 +213,17 @@ int store_fileop_count(struct store *s, const char *sandbox_id);
 /* Deletes ended sandboxes (and their commands and file operations) that ended before
  * older_than_ms. Returns the number of sandboxes deleted. */
 int store_prune(struct store *s, int64_t older_than_ms);
+
+/* ---- the owners of sandbox uids (root mode) ----------------------------------------- */
+
+/* Records that the host uid run_uid is owner_uid's for good (schema 4). -EEXIST when it
+ * is recorded already. */
+int store_uid_bind(struct store *s, uint32_t run_uid, uint32_t owner_uid);
+
+/* Calls cb for each recorded uid with its owner, or -1 for a uid retired (it served
+ * several owners before schema 4). Stops at, and returns, cb's first non-zero result.
+ * cb runs with a statement active: it must not call the store. */
+typedef int (*store_uid_cb)(uint32_t run_uid, int64_t owner_uid, void *userdata);
+int store_uid_owners(struct store *s, store_uid_cb cb, void *userdata);
 
 #endif

@@ -112,5 +112,8 @@
 /* Uids for sandboxed commands when the daemon runs as root: one per sandbox slot. */
 #define SBX_UID_BASE 2100000000u
 #define SBX_UID_COUNT 65536u
+/* The uid a warm sandbox names until it is claimed and gets its owner's (it runs no
+ * command before). */
+#define SBX_WARM_RUN_ID 65534u
 
 #endif

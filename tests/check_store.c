@@ -334,6 +334,7 @@ END_TEST
 
 /* The commands table of schemas 1 and 2 (1 also had commands_unfinished), as released. */
 static const char commands_before_3[] =
+        "DROP TABLE uid_owners;"
         "DROP TABLE commands;"
         "CREATE TABLE commands ("
         "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -429,6 +430,63 @@ START_TEST(test_upgrade_from_1_and_2) {
                 ck_assert_int_eq(store_integrity_check(s), 0);
                 store_close(s);
         }
+}
+END_TEST
+
+static int collect_uid(uint32_t run_uid, int64_t owner, void *ud) {
+        int64_t *v = ud; /* pairs, ended by run_uid 0 */
+        size_t i = 0;
+        while (v[i])
+                i += 2;
+        v[i] = run_uid;
+        v[i + 1] = owner;
+        return 0;
+}
+
+/* Schema 3 -> 4: the uids of the records become their owners' for good; a uid that
+ * served two owners is retired (owner -1). Then uids are bound one owner each. */
+START_TEST(test_uid_owners) {
+        char path[128];
+        int64_t got[16] = {0};
+        struct store *s;
+        struct store_sandbox sb;
+
+        tmp_path(path, sizeof(path), "uids.db");
+        s = open_ok(path);
+        sb = sandbox_make("a", 1000, "terminated", 1);
+        sb.run_uid = 2100000000;
+        ck_assert_int_eq(store_sandbox_insert(s, &sb), 0);
+        sb = sandbox_make("b", 1000, "terminated", 2);
+        sb.run_uid = 2100000000;
+        ck_assert_int_eq(store_sandbox_insert(s, &sb), 0);
+        sb = sandbox_make("c", 1001, "terminated", 3);
+        sb.run_uid = 2100000001;
+        ck_assert_int_eq(store_sandbox_insert(s, &sb), 0);
+        sb = sandbox_make("d", 1002, "terminated", 4);
+        sb.run_uid = 2100000001;
+        ck_assert_int_eq(store_sandbox_insert(s, &sb), 0);
+        sb = sandbox_make("e", 1002, "terminated", 5);
+        sb.run_uid = 0; /* rootless: no uid of its own */
+        ck_assert_int_eq(store_sandbox_insert(s, &sb), 0);
+        store_close(s);
+        raw_exec(path, "DROP TABLE uid_owners; PRAGMA user_version = 3;");
+
+        s = open_ok(path);
+        ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ck_assert_int_eq(store_uid_owners(s, collect_uid, got), 0);
+        ck_assert_int_eq(got[0], 2100000000);
+        ck_assert_int_eq(got[1], 1000);
+        ck_assert_int_eq(got[2], 2100000001);
+        ck_assert_int_eq(got[3], -1);
+        ck_assert_int_eq(got[4], 0);
+        ck_assert_int_eq(store_uid_bind(s, 2100000002, 1002), 0);
+        ck_assert_int_eq(store_uid_bind(s, 2100000002, 1003), -EEXIST);
+        memset(got, 0, sizeof(got));
+        ck_assert_int_eq(store_uid_owners(s, collect_uid, got), 0);
+        ck_assert_int_eq(got[4], 2100000002);
+        ck_assert_int_eq(got[5], 1002);
+        ck_assert_int_eq(store_integrity_check(s), 0);
+        store_close(s);
 }
 END_TEST
 
@@ -2071,6 +2129,7 @@ static Suite *make_suite(void) {
         ADD_TEST(s, test_open_creates_schema, 30);
         ADD_TEST(s, test_reopen_idempotent, 30);
         ADD_TEST(s, test_upgrade_from_1_and_2, 30);
+        ADD_TEST(s, test_uid_owners, 30);
         ADD_TEST(s, test_newer_version_refused, 30);
         ADD_TEST(s, test_migrate_from_zero_with_unrelated_table, 30);
         ADD_TEST(s, test_migration_is_atomic, 30);

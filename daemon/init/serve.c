@@ -364,14 +364,18 @@ static void reap(int sigfd) {
         }
 }
 
-/* A warm sandbox is claimed: the client's id as host name, and the adoption socket it
- * was created without. A failure is logged; the daemon's later requests go on. */
+/* A warm sandbox is claimed: the client's id as host name, the uid of its owner's its
+ * commands run as, and the adoption socket it was created without. A failure is logged; the daemon's later requests go on. */
 static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds) {
         if (cl->hostname && sethostname(cl->hostname, strlen(cl->hostname)) < 0)
                 util_log(3, "claim: sethostname \"%s\": %s", cl->hostname, strerror(errno));
         /* The client's id is the sandbox's name from here on, in our log lines too. */
         if (cl->hostname)
                 util_log_set_sandbox(cl->hostname);
+        if (cl->has_run_uid && cl->has_run_gid && !config->rootless) {
+                config->run_uid = cl->run_uid;
+                config->run_gid = cl->run_gid;
+        }
         if (cl->has_adoptable && cl->adoptable && *nfds == 1 && config->adopt_fd < 0) {
                 config->adopt_fd = fds[0];
                 config->adopt_grace_ms = cl->has_adopt_grace_ms ? cl->adopt_grace_ms : 0;
