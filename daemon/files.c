@@ -934,14 +934,29 @@ static int write_replace(struct fctx *fx, int dfd, const char *name, int exists,
         return 0;
 }
 
+/* A mode the API may set: permission bits and the sticky bit. Never setuid or setgid:
+ * such a file, left in a writable path, would run on the host as the sandbox's user or
+ * its owner (the seccomp filter refuses the same to commands). */
+static int check_mode(struct fctx *fx, uint32_t mode) {
+        if (mode > 07777)
+                return fail(fx, -EINVAL, "mode %o has bits beyond 07777", mode);
+        if (mode & (S_ISUID | S_ISGID))
+                return fail(fx, -EINVAL,
+                            "mode %o sets the setuid or setgid bit, which nothing in a sandbox may "
+                            "set; drop it (for example %o)",
+                            mode, mode & 01777);
+        return 0;
+}
+
 static int do_write(struct fctx *fx, const uint8_t *data, size_t len, uint32_t mode, unsigned flags,
                     uint64_t *ret_size) {
         char name[NAME_MAX + 1];
         struct statx stx;
         int dfd, exists, r;
 
-        if (mode > 07777)
-                return fail(fx, -EINVAL, "mode %o has bits beyond 07777", mode);
+        r = check_mode(fx, mode);
+        if (r < 0)
+                return r;
         if (fx->abs[strlen(fx->abs) - 1] == '/')
                 return fail(fx, -EINVAL,
                             "'%.1024s' ends in '/', which names a directory; give a file's path",
@@ -1373,8 +1388,9 @@ static int do_mkdir(struct fctx *fx, uint32_t mode, int parents) {
         struct statx stx;
         int fd, dfd, exists, created = 0, r;
 
-        if (mode > 07777)
-                return fail(fx, -EINVAL, "mode %o has bits beyond 07777", mode);
+        r = check_mode(fx, mode);
+        if (r < 0)
+                return r;
         if (parents) {
                 r = make_dirs(fx, fx->abs, &fd, &created);
                 if (r == -ENOTDIR || r == -EEXIST) {
