@@ -331,24 +331,39 @@ static void record_info_free(struct record_info *ri) {
 }
 
 static int record_may_access(const struct record_info *ri, const struct caller *k) {
-        size_t i;
-        if (k->uid == 0 || k->uid == ri->info.owner_uid)
-                return 1;
-        for (i = 0; i < ri->info.n_share_uids; i++)
-                if (ri->info.share_uids[i] == k->uid)
-                        return 1;
-        for (i = 0; i < ri->info.n_share_gids; i++)
-                if (ri->info.share_gids[i] == k->gid)
-                        return 1;
-        return 0;
+        return sandbox_access_allowed(ri->info.owner_uid, ri->spec, k);
+}
+
+/* The one answer for a sandbox the caller may not see, whether it exists (another
+ * user's, not shared with them) or not: no reply tells one user which ids another has
+ * used (SPEC "Trust model"). */
+static void send_not_found(struct conn *c, uint64_t rid, const char *id) {
+        conn_send_status(c, rid, SBX__V1__CODE__NOT_FOUND,
+                         "sandbox '%s' not found among yours and those shared with you; list "
+                         "them with `sbx list --all`",
+                         id);
+}
+
+/* 1 when the ended sandbox id is on record and the caller may see it. */
+static int record_visible(struct conn *c, const char *id) {
+        struct record_info ri;
+        struct caller k;
+        int r, ok;
+
+        caller_of(c, &k);
+        memset(&ri, 0, sizeof(ri));
+        r = store_sandbox_get(c->d->store, id, record_to_info, &ri);
+        ok = r == 0 && record_may_access(&ri, &k);
+        record_info_free(&ri);
+        return ok;
 }
 
 /* Finds the live sandbox id for caller, answering the request itself when it cannot be
- * used (not found, ended, not allowed). Returns NULL when it answered. */
+ * used (not found, ended, not allowed: another user's is "not found"). Returns NULL when
+ * it answered. */
 static struct sandbox *lookup(struct conn *c, uint64_t rid, const char *id) {
         struct caller k;
         struct sandbox *sb;
-        int r;
 
         caller_of(c, &k);
         if (!id || !id[0]) {
@@ -357,25 +372,16 @@ static struct sandbox *lookup(struct conn *c, uint64_t rid, const char *id) {
                 return NULL;
         }
         sb = sbxtab_find(c->d->sandboxes, id);
-        if (sb) {
-                if (!sandbox_may_access(sb, &k)) {
-                        conn_send_status(c, rid, SBX__V1__CODE__PERMISSION_DENIED,
-                                         "sandbox '%s' belongs to another user; ask its owner to "
-                                         "share it (share_uids) or use your own",
-                                         id);
-                        return NULL;
-                }
+        if (sb && sandbox_may_access(sb, &k)) {
                 sandbox_touch(sb);
                 return sb;
         }
-        r = store_sandbox_exists(c->d->store, id);
-        if (r > 0)
+        if (!sb && record_visible(c, id))
                 conn_send_status(c, rid, SBX__V1__CODE__UNAVAILABLE,
                                  "sandbox '%s' has ended; see `sbx info %s` and create a new one",
                                  id, id);
         else
-                conn_send_status(c, rid, SBX__V1__CODE__NOT_FOUND,
-                                 "sandbox '%s' not found; list sandboxes with `sbx list`", id);
+                send_not_found(c, rid, id);
         return NULL;
 }
 
@@ -609,8 +615,7 @@ static void send_record(struct conn *c, uint64_t rid, const char *id) {
         caller_of(c, &k);
         r = store_sandbox_get(c->d->store, id, record_to_info, &ri);
         if (r == -ENOENT || (r == 0 && !record_may_access(&ri, &k)))
-                conn_send_status(c, rid, SBX__V1__CODE__NOT_FOUND,
-                                 "sandbox '%s' not found; list sandboxes with `sbx list`", id);
+                send_not_found(c, rid, id);
         else if (r < 0)
                 send_errno(c, rid, r, "cannot read the sandbox records");
         else
@@ -643,8 +648,7 @@ static void on_terminate(struct conn *c, const Sbx__V1__Request *req) {
                 return;
         }
         if (!sandbox_may_access(sb, &k)) {
-                conn_send_status(c, req->request_id, SBX__V1__CODE__PERMISSION_DENIED,
-                                 "sandbox '%s' belongs to another user", id);
+                send_not_found(c, req->request_id, id);
                 return;
         }
         call = call_new(c, req->request_id);
@@ -672,8 +676,7 @@ static void on_get(struct conn *c, const Sbx__V1__Request *req) {
                 sandbox_fill_info(sb, &st);
                 send_sandbox_info(c, req->request_id, &st.info);
         } else if (sb) {
-                conn_send_status(c, req->request_id, SBX__V1__CODE__PERMISSION_DENIED,
-                                 "sandbox '%s' belongs to another user", id);
+                send_not_found(c, req->request_id, id);
         } else {
                 send_record(c, req->request_id, id);
         }
@@ -953,9 +956,7 @@ static void on_history(struct conn *c, const Sbx__V1__Request *req) {
         r = store_sandbox_get(c->d->store, q->sandbox_id, record_to_info, &ri);
         if (r == -ENOENT || (r == 0 && !record_may_access(&ri, &k))) {
                 record_info_free(&ri);
-                conn_send_status(c, req->request_id, SBX__V1__CODE__NOT_FOUND,
-                                 "sandbox '%s' not found; list sandboxes with `sbx list --all`",
-                                 q->sandbox_id);
+                send_not_found(c, req->request_id, q->sandbox_id);
                 return;
         }
         record_info_free(&ri);
@@ -1038,7 +1039,8 @@ static void file_record(struct conn *c, const char *sandbox_id, const char *op, 
 }
 
 /* lookup() for a file request; a refusal of a sandbox that exists (or existed) is recorded
- * too. NULL when it answered. */
+ * too (for its owner and the operator to see; the caller was told "not found"). NULL when
+ * it answered. */
 static struct sandbox *file_lookup(struct conn *c, uint64_t rid, const char *id, const char *op,
                                    const char *path) {
         struct sandbox *sb = lookup(c, rid, id);

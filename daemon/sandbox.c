@@ -388,17 +388,28 @@ static const char *state_name(Sbx__V1__SandboxState s) {
         return "unknown";
 }
 
-int sandbox_may_access(const struct sandbox *sb, const struct caller *k) {
-        size_t i;
-        if (k->uid == 0 || k->uid == sb->owner_uid)
+int sandbox_access_allowed(uid_t owner, const Sbx__V1__CreateSandbox *spec,
+                           const struct caller *k) {
+        size_t i, j;
+        if (k->uid == 0 || k->uid == owner)
                 return 1;
-        for (i = 0; i < sb->spec->n_share_uids; i++)
-                if (sb->spec->share_uids[i] == k->uid)
+        if (!spec)
+                return 0;
+        for (i = 0; i < spec->n_share_uids; i++)
+                if (spec->share_uids[i] == k->uid)
                         return 1;
-        for (i = 0; i < sb->spec->n_share_gids; i++)
-                if (sb->spec->share_gids[i] == k->gid)
+        for (i = 0; i < spec->n_share_gids; i++) {
+                if (spec->share_gids[i] == k->gid)
                         return 1;
+                for (j = 0; j < k->n_groups; j++)
+                        if (spec->share_gids[i] == k->groups[j])
+                                return 1;
+        }
         return 0;
+}
+
+int sandbox_may_access(const struct sandbox *sb, const struct caller *k) {
+        return sandbox_access_allowed(sb->owner_uid, sb->spec, k);
 }
 
 void sandbox_touch(struct sandbox *sb) {

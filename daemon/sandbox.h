@@ -84,8 +84,13 @@ typedef void (*sandbox_ready_cb)(void *ud, struct sandbox *sb, int err, const ch
 int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,
                    sandbox_ready_cb cb, void *ud, char *err, size_t errlen);
 
-/* 1 when caller may use sb: its owner, root, or a uid/gid it is shared with. */
+/* 1 when caller may use sb: its owner, root, or a uid or group (primary or
+ * supplementary) it is shared with. */
 int sandbox_may_access(const struct sandbox *sb, const struct caller *caller);
+/* The same rule for a sandbox of owner with the effective spec (may be NULL: not
+ * shared), live or on record. */
+int sandbox_access_allowed(uid_t owner, const Sbx__V1__CreateSandbox *spec,
+                           const struct caller *caller);
 
 const char *sandbox_id(const struct sandbox *sb);
 /* When it was created (Unix ms): with its address, tells it from a later one of its id. */

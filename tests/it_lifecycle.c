@@ -214,10 +214,15 @@ START_TEST(access_by_other_uid) {
         c = it_connect(&d);
         mine = create_with(c, 60000, 0, NULL, 0);
         shared = create_with(c, 60000, 0, &nobody, 1);
+        /* Another user's sandbox is "not found", exactly as an id nobody used: no
+         * answer tells which ids another user has. */
         as_nobody(&d, mine, &g, &e, &seen);
-        ck_assert_int_eq(g, SBX_PERMISSION_DENIED);
-        ck_assert_int_eq(e, SBX_PERMISSION_DENIED);
+        ck_assert_int_eq(g, SBX_NOT_FOUND);
+        ck_assert_int_eq(e, SBX_NOT_FOUND);
         ck_assert_int_eq(seen, 0);
+        as_nobody(&d, "nobody-ever-used-this-id", &g, &e, &seen);
+        ck_assert_int_eq(g, SBX_NOT_FOUND);
+        ck_assert_int_eq(e, SBX_NOT_FOUND);
         as_nobody(&d, shared, &g, &e, &seen);
         ck_assert_int_eq(g, SBX_OK);
         ck_assert_int_eq(e, SBX_OK);
