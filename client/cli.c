@@ -166,6 +166,25 @@ int cli_connect(const struct cli *cli, sbx_client **ret) {
         return 0;
 }
 
+void cli_warn_not_owner(const char *id, uint32_t owner_uid) {
+        uid_t me = geteuid();
+
+        if (owner_uid == (uint32_t)me)
+                return;
+        fprintf(stderr,
+                "sbx: warning: sandbox '%s' belongs to uid %u, not to you (uid %u): it was shared "
+                "with you, and its owner sees and can change everything run and written there\n",
+                id, (unsigned)owner_uid, (unsigned)me);
+}
+
+void cli_check_owner(sbx_client *c, const char *id) {
+        struct sbx_sandbox *sb = NULL;
+
+        if (sbx_get(c, id, &sb) == SBX_OK && sb)
+                cli_warn_not_owner(id, sb->owner_uid);
+        sbx_sandbox_free(sb);
+}
+
 /* ---- I/O helpers ------------------------------------------------------------------------- */
 
 int cli_write_all(int fd, const void *buf, size_t len) {

@@ -56,6 +56,13 @@ __attribute__((format(printf, 1, 2))) void cli_warn(const char *fmt, ...);
  * Returns 0 and *ret, or prints the error and returns CLI_EXIT_ERROR. */
 int cli_connect(const struct cli *cli, sbx_client **ret);
 
+/* Warns on stderr when the sandbox id belongs to another uid than the caller's (it was
+ * shared with them: its owner sees and can change what they do there). */
+void cli_warn_not_owner(const char *id, uint32_t owner_uid);
+/* Looks sandbox id up and warns as cli_warn_not_owner; a failed lookup is left to the
+ * request that follows, which reports it. */
+void cli_check_owner(sbx_client *c, const char *id);
+
 /* Writes all of buf to fd. 0 or -errno. */
 int cli_write_all(int fd, const void *buf, size_t len);
 

@@ -212,6 +212,8 @@ static void json_result(struct json *j, const struct sbx_result *r) {
         json_end_object(j);
         json_key(j, "start_error");
         json_string(j, r->start_error);
+        json_key(j, "owner_uid");
+        json_int_or_null(j, r->has_owner_uid, r->owner_uid);
         json_end_object(j);
 }
 
@@ -380,6 +382,8 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
                 status = cli_client_error(c, rc);
                 goto out;
         }
+        if (r->has_owner_uid)
+                cli_warn_not_owner(id, r->owner_uid);
         if (st.json) {
                 struct json j;
                 json_init(&j, stdout);

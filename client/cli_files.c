@@ -159,6 +159,7 @@ int cmd_read(struct cli *cli, int argc, char **argv) {
                 return status < 0 ? 0 : status;
         if ((status = cli_connect(cli, &c)))
                 return status;
+        cli_check_owner(c, pos[0]);
         fflush(stdout);
         status = read_to_fd(c, pos[0], pos[1], st.offset, st.limit, STDOUT_FILENO, "stdout");
         sbx_close(c);
@@ -211,6 +212,7 @@ int cmd_write(struct cli *cli, int argc, char **argv) {
                 free(data);
                 return status;
         }
+        cli_check_owner(c, pos[0]);
         rc = cli_write_file(c, pos[0], pos[1], data, len, st.mode, st.flags);
         if (rc != SBX_OK)
                 status = cli_client_error(c, rc);
@@ -280,6 +282,7 @@ int cmd_ls(struct cli *cli, int argc, char **argv) {
                 return status < 0 ? 0 : status;
         if ((status = cli_connect(cli, &c)))
                 return status;
+        cli_check_owner(c, pos[0]);
         rc = sbx_list_dir(c, pos[0], pos[1], 0, &l);
         if (rc != SBX_OK) {
                 status = cli_client_error(c, rc);
@@ -570,6 +573,7 @@ int cmd_cp(struct cli *cli, int argc, char **argv) {
         }
         if ((status = cli_connect(cli, &c)))
                 goto out;
+        cli_check_owner(c, dst_remote ? dst_id : src_id);
         if (dst_remote) {
                 struct stat st;
                 struct sbx_file_info *fi = NULL;

@@ -207,7 +207,8 @@ static void print_sandbox(const struct sbx_sandbox *s) {
         KEY("state");
         printf("%s\n", sbx_state_name(s->state));
         KEY("owner_uid");
-        printf("%u\n", s->owner_uid);
+        printf("%u%s\n", s->owner_uid,
+               s->owner_uid == (uint32_t)geteuid() ? " (you)" : " (not you: shared with you)");
         cli_format_iso(t, sizeof(t), s->created_unix_ms, true);
         KEY("created");
         printf("%s\n", s->created_unix_ms ? t : "-");
@@ -779,6 +780,7 @@ int cmd_info(struct cli *cli, int argc, char **argv) {
                 json_init(&j, stdout);
                 json_sandbox(&j, s);
                 status = finish_json(&j);
+                cli_warn_not_owner(id, s->owner_uid);
         } else {
                 print_sandbox(s);
         }

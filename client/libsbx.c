@@ -858,6 +858,8 @@ static struct sbx_result *result_from_proto(const Sbx__V1__CommandResult *in) {
         r->duration = in->duration;
         r->isolated = in->isolated;
         r->start_errno = in->start_errno;
+        r->has_owner_uid = in->has_owner_uid;
+        r->owner_uid = in->owner_uid;
         ok = dup_str_nn(&r->command_id, in->command_id) &&
              dup_str_nn(&r->sandbox_id, in->sandbox_id) &&
              dup_bytes(&r->stdout_data, &r->stdout_len, &in->stdout) &&

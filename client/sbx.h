@@ -341,6 +341,10 @@ struct sbx_result {
         size_t n_enforcement;
         char *start_error;
         int start_errno;
+        /* The sandbox's owner: not the caller's uid when it was shared with the caller
+         * (its owner sees and can change what is run and written there). */
+        int has_owner_uid;
+        uint32_t owner_uid;
 };
 
 /* Runs a command in sandbox id and waits for its result. */

@@ -607,6 +607,8 @@ static void finish(struct command *cmd) {
         res.isolated = sb->isolated;
         res.n_warnings = sb->n_warnings;
         res.warnings = sb->warnings;
+        res.has_owner_uid = 1;
+        res.owner_uid = sb->owner_uid;
 
         rr.has_cpu_seconds = 1;
         rr.cpu_seconds = cpu;
