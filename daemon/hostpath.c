@@ -110,6 +110,111 @@ static const char *daemons_above(int fd, const struct own_dir own[2]) {
         return hit;
 }
 
+/* One line of /proc/self/mountinfo: the mount point, the path within its filesystem
+ * that is its root, and its device. Fields are unescaped in place. 0, or -EINVAL. */
+struct mount_line {
+        char *point, *root;
+        unsigned major, minor;
+};
+
+static void unescape(char *s) {
+        char *w = s;
+        while (*s) {
+                if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+                    s[3] >= '0' && s[3] <= '7') {
+                        *w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+                        s += 4;
+                } else {
+                        *w++ = *s++;
+                }
+        }
+        *w = '\0';
+}
+
+static int parse_mount_line(char *line, struct mount_line *m) {
+        char *save = NULL, *f[5];
+        int i;
+
+        /* "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw" */
+        for (i = 0; i < 5; i++) {
+                f[i] = strtok_r(i ? NULL : line, " ", &save);
+                if (!f[i])
+                        return -EINVAL;
+        }
+        if (sscanf(f[2], "%u:%u", &m->major, &m->minor) != 2)
+                return -EINVAL;
+        unescape(f[3]);
+        unescape(f[4]);
+        m->root = f[3];
+        m->point = f[4];
+        return 0;
+}
+
+/* 1 when a is b or lies below it (canonical paths). */
+static int at_or_below(const char *b, const char *a) {
+        size_t n = strlen(b);
+        if (strcmp(b, "/") == 0)
+                return 1;
+        return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
+}
+
+/* Where each daemon directory lies in its filesystem: the device and the path from the
+ * filesystem's root, from the mount holding it (the longest mount point above it). */
+struct own_fs {
+        unsigned major, minor;
+        char rel[PATH_MAX];
+        int ok;
+};
+
+/* The daemon's directory that a mount at or below p (canonical) exposes, or NULL: a
+ * bind mount of it, of something inside it, or of a directory above it, made by an
+ * operator anywhere below a path a caller names, shows the daemon's files there under
+ * another name; the walk up from the path cannot see it, the mount table does. */
+static const char *daemons_mounted_below(const char *p, struct own_dir own[2], size_t n_own) {
+        struct own_fs fs[2];
+        size_t best[2] = {0, 0}, i;
+        const char *hit = NULL;
+        char *line = NULL;
+        size_t cap = 0;
+        FILE *f;
+        int pass;
+
+        memset(fs, 0, sizeof(fs));
+        /* Two passes: find where the daemon's directories live, then look below p. */
+        for (pass = 0; pass < 2 && !hit; pass++) {
+                f = fopen("/proc/self/mountinfo", "re");
+                if (!f)
+                        break;
+                while (!hit && getline(&line, &cap, f) > 0) {
+                        struct mount_line m;
+                        if (parse_mount_line(line, &m) < 0)
+                                continue;
+                        for (i = 0; i < n_own; i++) {
+                                size_t plen = strlen(m.point);
+                                if (pass == 0 && at_or_below(m.point, own[i].path) &&
+                                    plen + 1 > best[i]) {
+                                        const char *rest = own[i].path + (plen > 1 ? plen : 0);
+                                        best[i] = plen + 1;
+                                        fs[i].major = m.major;
+                                        fs[i].minor = m.minor;
+                                        snprintf(fs[i].rel, sizeof(fs[i].rel), "%s%s",
+                                                 strcmp(m.root, "/") == 0 && rest[0] ? "" : m.root,
+                                                 rest);
+                                        fs[i].ok = 1;
+                                } else if (pass == 1 && fs[i].ok && at_or_below(p, m.point) &&
+                                           m.major == fs[i].major && m.minor == fs[i].minor &&
+                                           (at_or_below(fs[i].rel, m.root) ||
+                                            at_or_below(m.root, fs[i].rel))) {
+                                        hit = own[i].path;
+                                }
+                        }
+                }
+                fclose(f);
+        }
+        free(line);
+        return hit;
+}
+
 /* Whether the caller (whose identity this thread holds now) may use fd for mode
  * (R_OK, W_OK, X_OK), judged by the kernel with ACLs (faccessat2, Linux 5.8), else by
  * the mode bits. 0, or -EACCES / -EROFS. */
@@ -170,6 +275,7 @@ int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, cons
         char link[64], canon[PATH_MAX], *paths[2] = {NULL, NULL};
         const char *hit;
         struct stat st;
+        size_t n_own;
         ssize_t n;
         int fd = -1, r, mode;
 
@@ -224,21 +330,8 @@ int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, cons
                         close(fd);
                 return r;
         }
-        own_dirs(d, own, paths);
+        n_own = own_dirs(d, own, paths);
         hit = daemons_above(fd, own);
-        if (hit) {
-                snprintf(err, errlen,
-                         "%s '%.200s' is the daemon's own directory %.200s or lies below it: "
-                         "refused to every caller (sandboxes never reach sbxd's state, records "
-                         "or socket)",
-                         what, path, hit);
-                free(paths[0]);
-                free(paths[1]);
-                close(fd);
-                return -EPERM;
-        }
-        free(paths[0]);
-        free(paths[1]);
         snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
         n = readlink(link, canon, sizeof(canon) - 1);
         close(fd);
@@ -248,8 +341,24 @@ int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, cons
             (n > 10 && strcmp(canon + n - 10, " (deleted)") == 0)) {
                 snprintf(err, errlen, "%s '%.200s' cannot be named on the host (%s)", what, path,
                          n < 0 ? strerror(errno) : "outside the daemon's mount namespace");
+                free(paths[0]);
+                free(paths[1]);
                 return -EINVAL;
         }
+        if (!hit && want != HOSTPATH_LOOKUP)
+                hit = daemons_mounted_below(canon, own, n_own);
+        if (hit) {
+                snprintf(err, errlen,
+                         "%s '%.200s' is the daemon's own directory %.200s, lies below it or "
+                         "holds a mount of it: refused to every caller (sandboxes never reach "
+                         "sbxd's state, records or socket)",
+                         what, path, hit);
+                free(paths[0]);
+                free(paths[1]);
+                return -EPERM;
+        }
+        free(paths[0]);
+        free(paths[1]);
         ret->path = strdup(canon);
         if (!ret->path) {
                 snprintf(err, errlen, "daemon out of memory");

@@ -14,7 +14,9 @@
  * everything below them) are refused to every caller, root included, whatever name
  * leads there: a symlink, or a bind mount of them or of a directory above them (each
  * directory on the way up from what was opened is compared with them by device and
- * inode). Called by policy.c on the event loop; owns nothing between calls. */
+ * inode), and a path under which a mount shows them (a bind of them, of something in
+ * them or of a directory above them, found in the mount table). Called by policy.c on
+ * the event loop; owns nothing between calls. */
 #ifndef SBX_HOSTPATH_H
 #define SBX_HOSTPATH_H
 
