@@ -21,7 +21,9 @@
 #include "sandbox_int.h"
 #include "sbxd.h"
 
-#define GUARD_EVENTS (IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
+/* IN_ATTRIB: a listed credential (or its directory) whose permissions change may
+ * become readable to sandboxes: the shared list is looked at again (policy.h). */
+#define GUARD_EVENTS (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_ONLYDIR)
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -249,15 +251,25 @@ static void on_events(uv_poll_t *p, int status, int events) {
                         struct guard_path *gp;
 
                         at += sizeof(*ev) + ev->len;
+                        if (ev->mask & IN_Q_OVERFLOW)
+                                policy_shared_changed();
                         for (gp = g->paths; gp; gp = gp->next) {
-                                /* An overflow lost events: look at everything. */
-                                if (!(ev->mask & IN_Q_OVERFLOW) &&
-                                    !(ev->len && gp->wd == ev->wd && strcmp(gp->name, ev->name) == 0))
+                                if (!(ev->mask & IN_Q_OVERFLOW) && gp->wd != ev->wd)
                                         continue;
-                                if (gp->sb)
+                                if ((ev->mask & IN_ATTRIB) && !gp->sb &&
+                                    (!ev->len || strcmp(gp->name, ev->name) == 0))
+                                        policy_shared_changed();
+                                /* An overflow lost events: look at everything. */
+                                if (!(ev->mask & (IN_CREATE | IN_MOVED_TO | IN_Q_OVERFLOW)) ||
+                                    (!(ev->mask & IN_Q_OVERFLOW) &&
+                                     !(ev->len && strcmp(gp->name, ev->name) == 0)))
+                                        continue;
+                                if (gp->sb) {
                                         check(g, gp->sb, gp);
-                                else
+                                } else {
+                                        policy_shared_changed();
                                         check_shared(g, gp);
+                                }
                         }
                 }
         }

@@ -135,8 +135,9 @@ static char *view_of(const char *root, const char *p) {
 /* ---- the credentials of every home, shared ---------------------------------------------- */
 
 /* How long an expansion of the credential list is used before the host is looked at
- * again (a secret's permissions may change; homes are checked at every use). */
-#define SHARED_MAX_AGE_MS 2000
+ * again, at most: homes are checked at every use, and the guard says when a listed
+ * path or its directory changes (policy_shared_changed); this is a backstop. */
+#define SHARED_MAX_AGE_MS 60000
 
 /* The expanded protect_home_secrets and protect_host_secrets, and what they were
  * expanded from: all (the guard watches them, the file operations refuse them) and
@@ -147,7 +148,12 @@ static struct {
         char *env_home;
         struct timespec built;
         int rootless;
+        int stale; /* the guard saw a listed path or its directory change */
 } shared;
+
+void policy_shared_changed(void) {
+        shared.stale = 1;
+}
 
 static int same_stat(const struct stat *a, const struct stat *b) {
         return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
@@ -318,7 +324,7 @@ static int shared_secrets(struct sbxd *d) {
         (void)stat("/etc/passwd", &pw);
         (void)stat("/home", &hm);
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (shared.all && shared.exposed && same_stat(&pw, &shared.passwd) &&
+        if (shared.all && shared.exposed && !shared.stale && same_stat(&pw, &shared.passwd) &&
             same_stat(&hm, &shared.home) && shared.rootless == rootless &&
             strcmp(env_home ? env_home : "", shared.env_home ? shared.env_home : "") == 0 &&
             (now.tv_sec - shared.built.tv_sec) * 1000 +
@@ -341,6 +347,7 @@ static int shared_secrets(struct sbxd *d) {
         shared.home = hm;
         shared.built = now;
         shared.rootless = rootless;
+        shared.stale = 0;
         free(shared.env_home);
         shared.env_home = env_home ? strdup(env_home) : NULL;
         return shared.all && shared.exposed ? 0 : -ENOMEM;

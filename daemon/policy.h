@@ -53,6 +53,11 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
                      const struct caller *k, uint8_t **ret_packed, size_t *ret_len,
                      struct policy_objects *ret_objs, char *err, size_t errlen);
 
+/* A path of the shared credential list, or a directory holding one, changed on the
+ * host (created, replaced, its permissions changed): the list is expanded again before
+ * the next sandbox is set up. Called by the guard. */
+void policy_shared_changed(void);
+
 /* What a sandbox's view hides and keeps read-only (view paths), for Setup, the file
  * operations (a hidden path is "not found") and the guard (guard.h). */
 struct policy_view {
