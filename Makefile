@@ -59,8 +59,9 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 GEN_OBJS := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_GEN))
 PROTO_OBJS := $(call obj,$(PROTO_SRCS)) $(BUILD)/obj/gen/sbx.pb-c.o
 DAEMON_OBJS := $(call obj,$(DAEMON_SRCS)) $(PROTO_OBJS) $(BUILD)/obj/gen/init.pb-c.o \
-	$(BUILD)/obj/proto/initmsg.o
-INIT_OBJS := $(call obj,$(INIT_SRCS)) $(BUILD)/obj/gen/init.pb-c.o $(BUILD)/obj/proto/initmsg.o
+	$(BUILD)/obj/proto/initmsg.o $(BUILD)/obj/proto/mountinfo.o
+INIT_OBJS := $(call obj,$(INIT_SRCS)) $(BUILD)/obj/gen/init.pb-c.o $(BUILD)/obj/proto/initmsg.o \
+	$(BUILD)/obj/proto/mountinfo.o
 LIBSBX_OBJS := $(call obj,$(LIBSBX_SRCS)) $(PROTO_OBJS)
 
 ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BUILD)/libsbx.a \
@@ -122,7 +123,8 @@ $(BUILD)/obj-init/gen/init.pb-c.o: $(BUILD)/gen/init.pb-c.c $(PROTO_HDRS)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Wno-cast-qual -c $< -o $@
 
 INIT_BIN_OBJS := $(patsubst $(BUILD)/obj/%,$(BUILD)/obj-init/%,$(call obj,daemon/init/main.c $(INIT_SRCS))) \
-	$(BUILD)/obj-init/gen/init.pb-c.o $(BUILD)/obj-init/proto/initmsg.o
+	$(BUILD)/obj-init/gen/init.pb-c.o $(BUILD)/obj-init/proto/initmsg.o \
+	$(BUILD)/obj-init/proto/mountinfo.o
 
 $(BUILD)/obj-init/proto/%.o: proto/%.c $(PROTO_HDRS)
 	@mkdir -p $(dir $@)
@@ -229,7 +231,7 @@ FUZZ_BUILD := $(BUILD)/fuzz
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,$(FUZZ_BUILD)/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined $(PKG_CFLAGS) \
 	$(CPPFLAGS_ALL) -I$(FUZZ_BUILD)/gen -Itests
-FUZZ_LIB_SRCS := $(DAEMON_SRCS) proto/frame.c proto/initmsg.c
+FUZZ_LIB_SRCS := $(DAEMON_SRCS) proto/frame.c proto/initmsg.c proto/mountinfo.c
 
 $(FUZZ_BUILD)/gen/%.pb-c.c $(FUZZ_BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(FUZZ_BUILD)/gen
@@ -260,7 +262,7 @@ load: deps
 
 # `make analyze`: cppcheck (findings fail), then gcc -fanalyzer and clang-tidy (reports
 # to read: both still flag ownership hand-overs they cannot follow).
-ANALYZE_SRCS := $(PROTO_SRCS) proto/initmsg.c daemon/main.c $(DAEMON_SRCS) daemon/init/main.c \
+ANALYZE_SRCS := $(PROTO_SRCS) proto/initmsg.c proto/mountinfo.c daemon/main.c $(DAEMON_SRCS) daemon/init/main.c \
 	$(INIT_SRCS) $(LIBSBX_SRCS) $(CLI_SRCS)
 analyze: $(PROTO_HDRS)
 	$(call install_pkgs,$(ANALYZE_PKGS))

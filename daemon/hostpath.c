@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "creds.h"
+#include "mountinfo.h"
 #include "sandbox.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
@@ -110,46 +111,6 @@ static const char *daemons_above(int fd, const struct own_dir own[2]) {
         return hit;
 }
 
-/* One line of /proc/self/mountinfo: the mount point, the path within its filesystem
- * that is its root, and its device. Fields are unescaped in place. 0, or -EINVAL. */
-struct mount_line {
-        char *point, *root;
-        unsigned major, minor;
-};
-
-static void unescape(char *s) {
-        char *w = s;
-        while (*s) {
-                if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-                    s[3] >= '0' && s[3] <= '7') {
-                        *w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-                        s += 4;
-                } else {
-                        *w++ = *s++;
-                }
-        }
-        *w = '\0';
-}
-
-static int parse_mount_line(char *line, struct mount_line *m) {
-        char *save = NULL, *f[5];
-        int i;
-
-        /* "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw" */
-        for (i = 0; i < 5; i++) {
-                f[i] = strtok_r(i ? NULL : line, " ", &save);
-                if (!f[i])
-                        return -EINVAL;
-        }
-        if (sscanf(f[2], "%u:%u", &m->major, &m->minor) != 2)
-                return -EINVAL;
-        unescape(f[3]);
-        unescape(f[4]);
-        m->root = f[3];
-        m->point = f[4];
-        return 0;
-}
-
 /* 1 when a is b or lies below it (canonical paths). */
 static int at_or_below(const char *b, const char *a) {
         size_t n = strlen(b);
@@ -186,8 +147,8 @@ static const char *daemons_mounted_below(const char *p, struct own_dir own[2], s
                 if (!f)
                         break;
                 while (!hit && getline(&line, &cap, f) > 0) {
-                        struct mount_line m;
-                        if (parse_mount_line(line, &m) < 0)
+                        struct mountinfo_line m;
+                        if (mountinfo_parse(line, &m) < 0)
                                 continue;
                         for (i = 0; i < n_own; i++) {
                                 size_t plen = strlen(m.point);

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "mountinfo.h"
 #include "sbx_limits.h"
 
 /* Where the host's tree hangs while the view is built (inside the new root). */
@@ -133,23 +134,6 @@ static int remount_keep(const char *mp, unsigned long add) {
         return 0;
 }
 
-/* Undoes the octal escapes of a /proc/self/mountinfo field in place (proc_pid_mountinfo
- * escapes space, tab, newline and backslash). */
-static void unescape(char *s) {
-        char *w = s;
-
-        while (*s) {
-                if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-                    s[3] >= '0' && s[3] <= '7') {
-                        *w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-                        s += 4;
-                } else {
-                        *w++ = *s++;
-                }
-        }
-        *w = '\0';
-}
-
 /* 1 when mp is strictly below dir (both canonical). */
 static int below(const char *dir, const char *mp) {
         size_t n = strlen(dir);
@@ -183,21 +167,16 @@ int mnt_set_attr_fallback(const char *path, unsigned attrs, bool recursive) {
         f = fopen("/proc/self/mountinfo", "re");
         if (!f)
                 return -errno;
-        /* "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the fifth
-         * field is the mount point, relative to our root. Parents come before their
-         * children, so a submount is remounted after the mount it sits on. */
+        /* Parents come before their children, so a submount is remounted after the
+         * mount it sits on. */
         while (getline(&line, &cap, f) > 0) {
-                char *save = NULL, *field = strtok_r(line, " ", &save);
-                int i;
+                struct mountinfo_line m;
 
-                for (i = 1; field && i < 5; i++)
-                        field = strtok_r(NULL, " ", &save);
-                if (!field)
+                if (mountinfo_parse(line, &m) < 0)
                         continue;
-                unescape(field);
-                if (!below(real, field))
+                if (!below(real, m.point))
                         continue;
-                r = remount_keep(field, add);
+                r = remount_keep(m.point, add);
                 /* A mount hidden under a later one, or one we cannot reach, is not
                  * reachable by the sandbox either. */
                 if (r == -ENOENT || r == -EACCES || r == -ENOTDIR)
@@ -633,23 +612,15 @@ static int find_v1_hierarchy(const char *controller, char *opts, size_t opts_len
         int r = -ENOENT;
 
         while (f && r < 0 && getline(&line, &cap, f) > 0) {
-                char *save = NULL, *mp = NULL, *dash, *fstype, *super, *tok, *base;
-                int i, has = 0;
+                struct mountinfo_line m;
+                char *save = NULL, *tok, *base;
+                int has = 0;
 
-                dash = strstr(line, " - ");
-                if (!dash)
-                        continue;
-                *dash = '\0';
-                for (i = 0, tok = strtok_r(line, " ", &save); tok && i < 4; i++)
-                        tok = strtok_r(NULL, " ", &save);
-                mp = tok;
-                fstype = strtok_r(dash + 3, " ", &save);
-                (void)strtok_r(NULL, " ", &save);
-                super = strtok_r(NULL, " \n", &save);
-                if (!mp || !fstype || !super || strcmp(fstype, "cgroup") != 0)
+                if (mountinfo_parse(line, &m) < 0 || strcmp(m.fstype, "cgroup") != 0)
                         continue;
                 opts[0] = '\0';
-                for (tok = strtok_r(super, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                for (tok = strtok_r(m.super_options, ",", &save); tok;
+                     tok = strtok_r(NULL, ",", &save)) {
                         size_t k;
                         for (k = 0; k < sizeof(known) / sizeof(known[0]); k++)
                                 if (strcmp(tok, known[k]) == 0) {
@@ -660,8 +631,7 @@ static int find_v1_hierarchy(const char *controller, char *opts, size_t opts_len
                                 }
                         has = has || strcmp(tok, controller) == 0;
                 }
-                unescape(mp);
-                base = strrchr(mp, '/');
+                base = strrchr(m.point, '/');
                 if (has && base && base[1] && strlen(base + 1) < name_len) {
                         strcpy(name, base + 1);
                         r = 0;
