@@ -32,7 +32,7 @@
 /* The descriptor the helper finds the sandbox's PID 1 at (`--pidfd`). */
 #define HELPER_PIDFD 3
 
-enum guard_kind { GUARD_HIDE, GUARD_READ_ONLY, GUARD_REMOVE };
+enum guard_kind { GUARD_HIDE, GUARD_READ_ONLY };
 
 /* One watched path: of one sandbox, or (sb NULL) of the shared credential sets. */
 struct guard_path {
@@ -41,21 +41,16 @@ struct guard_path {
         int wd;               /* the watch of its directory */
         enum guard_kind kind;
         char *path;           /* on the host */
-        const char *name;     /* its last component, inside path */
+        const char *name;     /* the name watched for in wd: path's last component, or
+                               * (pending) the next component below wd's directory */
         char *view;           /* in the sandbox's view; NULL: the same as path */
+        char *pending;        /* its directory is missing: the name awaited in an ancestor */
 };
 
-/* A sandbox that keeps one version of the shared credential set hidden. */
+/* A sandbox that keeps the shared credential paths hidden (its root is the host's). */
 struct guard_sub {
         struct guard_sub *next;
         struct sandbox *sb;
-};
-
-/* A version of the shared set (policy.h: it changes when the host's homes do). */
-struct guard_shared {
-        struct guard_shared *next;
-        struct pathset *set;
-        struct guard_sub *subs;
 };
 
 /* A helper running `sbx-init --reapply`, reaped through its pidfd. */
@@ -74,7 +69,8 @@ struct guard {
         int exe_fd; /* the sbx-init binary, O_PATH */
         uv_poll_t poll;
         struct guard_path *paths;
-        struct guard_shared *shared;
+        struct guard_sub *subs;    /* sandboxes that keep the shared paths hidden */
+        struct pathset *shared;    /* the last shared set watched (its paths are) */
         struct guard_helper *helpers;
 };
 
@@ -184,60 +180,26 @@ static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, c
         uv_poll_start(&k->poll, UV_READABLE, on_helper_exit);
 }
 
-/* Removes gp's file on the host, which sandboxed code made in a writable repository's
- * .git (a file git would follow there). Through its directory, never following a
- * symlink. */
-static void remove_planted(struct guard_path *gp) {
-        char dir[PATH_MAX];
-        size_t n = (size_t)(gp->name - gp->path);
-        int dfd;
-
-        if (n >= sizeof(dir))
-                return;
-        memcpy(dir, gp->path, n);
-        dir[n ? n - 1 : 0] = '\0';
-        dfd = open(dir[0] ? dir : "/", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0)
-                return;
-        if (unlinkat(dfd, gp->name, 0) == 0 ||
-            (errno == EISDIR && unlinkat(dfd, gp->name, AT_REMOVEDIR) == 0))
-                log_notice("sbx=%s: removed %s, which sandboxed code created: git would follow it",
-                           gp->sb ? gp->sb->id : "-", gp->path);
-        close(dfd);
-}
-
 /* Covers gp again in sb when sb is up and the path lies bare. */
 static void check(struct guard *g, struct sandbox *sb, struct guard_path *gp) {
         char *view = gp->view ? gp->view : gp->path;
 
-        if (gp->kind == GUARD_REMOVE) {
-                remove_planted(gp);
-                return;
-        }
         if (sb->state != SBX__V1__SANDBOX_STATE__READY || sb->init_pid <= 0 || sb->init_pidfd < 0 ||
             covered(sb->init_pid, view))
                 return;
         reapply(g, sb, gp->kind, view);
 }
 
-static int set_has(const struct pathset *s, const char *p) {
-        size_t i;
-        for (i = 0; i < s->n; i++)
-                if (strcmp(s->v[i], p) == 0)
-                        return 1;
-        return 0;
-}
-
-/* A shared path changed: every subscriber of a set holding it looks. */
+/* A shared path changed: every sandbox that keeps the shared paths hidden looks (a
+ * path of an older expansion of the list is looked at too: it may still be bare). */
 static void check_shared(struct guard *g, struct guard_path *gp) {
-        struct guard_shared *sh;
         struct guard_sub *s;
 
-        for (sh = g->shared; sh; sh = sh->next)
-                if (set_has(sh->set, gp->path))
-                        for (s = sh->subs; s; s = s->next)
-                                check(g, s->sb, gp);
+        for (s = g->subs; s; s = s->next)
+                check(g, s->sb, gp);
 }
+
+static void advance(struct guard *g, struct guard_path *old);
 
 static void on_events(uv_poll_t *p, int status, int events) {
         struct guard *g = p->data;
@@ -253,8 +215,21 @@ static void on_events(uv_poll_t *p, int status, int events) {
                         at += sizeof(*ev) + ev->len;
                         if (ev->mask & IN_Q_OVERFLOW)
                                 policy_shared_changed();
+                        /* Pending entries whose directory appeared go deeper first (the
+                         * list changes, so one at a time, from the start). */
+                        do {
+                                for (gp = g->paths; gp; gp = gp->next)
+                                        if (gp->pending && (ev->mask & (IN_CREATE | IN_MOVED_TO)) &&
+                                            ((ev->mask & IN_Q_OVERFLOW) ||
+                                             (gp->wd == ev->wd && ev->len &&
+                                              strcmp(gp->name, ev->name) == 0)))
+                                                break;
+                                if (gp)
+                                        advance(g, gp);
+                        } while (gp);
                         for (gp = g->paths; gp; gp = gp->next) {
-                                if (!(ev->mask & IN_Q_OVERFLOW) && gp->wd != ev->wd)
+                                if (gp->pending ||
+                                    (!(ev->mask & IN_Q_OVERFLOW) && gp->wd != ev->wd))
                                         continue;
                                 if ((ev->mask & IN_ATTRIB) && !gp->sb &&
                                     (!ev->len || strcmp(gp->name, ev->name) == 0))
@@ -306,43 +281,65 @@ fail:
 }
 
 /* Watches host (absolute) for sb (NULL: shared), seen at view in the sandbox (NULL:
- * the same). */
-static void add_path(struct guard *g, struct sandbox *sb, enum guard_kind kind, const char *host,
-                     const char *view) {
+ * the same): the directory holding it, or when that is missing, the nearest ancestor
+ * that exists, for the next missing directory to appear (pending). Returns the entry,
+ * or NULL when nothing can be watched. */
+static struct guard_path *add_path(struct guard *g, struct sandbox *sb, enum guard_kind kind,
+                                   const char *host, const char *view) {
         struct guard_path *gp;
-        char *slash;
-        int wd;
+        char *slash, *cut = NULL;
+        int wd = -1;
 
         if (!host || host[0] != '/')
-                return;
+                return NULL;
         gp = calloc(1, sizeof(*gp));
         if (!gp || !(gp->path = strdup(host)) || (view && !(gp->view = strdup(view)))) {
                 if (gp)
                         free(gp->path);
                 free(gp);
-                return;
+                return NULL;
         }
-        slash = strrchr(gp->path, '/');
-        *slash = '\0';
-        wd = inotify_add_watch(g->fd, gp->path[0] ? gp->path : "/", GUARD_EVENTS);
-        *slash = '/';
+        /* Its directory, else each ancestor in turn. */
+        while ((slash = strrchr(gp->path, '/'))) {
+                *slash = '\0';
+                if (cut)
+                        *cut = '/';
+                wd = inotify_add_watch(g->fd, gp->path[0] ? gp->path : "/", GUARD_EVENTS);
+                if (wd >= 0 || (errno != ENOENT && errno != ENOTDIR) || slash == gp->path)
+                        break;
+                cut = slash;
+        }
+        if (slash)
+                *slash = '/';
         if (wd < 0) {
-                /* Its directory is missing (then nothing can appear in it) or the
-                 * watches ran out. */
                 if (errno != ENOENT && errno != ENOTDIR)
                         log_warning("sbx=%s: cannot watch the directory of %s: %s",
                                     sb ? sb->id : "-", host, strerror(errno));
                 free(gp->view);
                 free(gp->path);
                 free(gp);
-                return;
+                return NULL;
+        }
+        if (cut) {
+                /* Pending: wd watches an ancestor; the next component is awaited. */
+                size_t n = (size_t)(cut - (slash + 1));
+                gp->pending = strndup(slash + 1, n);
+                if (!gp->pending) {
+                        free(gp->view);
+                        free(gp->path);
+                        free(gp);
+                        return NULL;
+                }
+                gp->name = gp->pending;
+        } else {
+                gp->name = slash + 1;
         }
         gp->sb = sb;
         gp->wd = wd;
         gp->kind = kind;
-        gp->name = slash + 1;
         gp->next = g->paths;
         g->paths = gp;
+        return gp;
 }
 
 /* Watches the view paths of set for sb, at root + path on the host. */
@@ -353,44 +350,29 @@ static void add_set(struct guard *g, struct sandbox *sb, enum guard_kind kind, c
 
         for (i = 0; i < n; i++) {
                 if (strcmp(root, "/") == 0) {
-                        add_path(g, sb, kind, v[i], NULL);
+                        (void)add_path(g, sb, kind, v[i], NULL);
                 } else if ((size_t)snprintf(host, sizeof(host), "%s%s", root, v[i]) < sizeof(host)) {
-                        add_path(g, sb, kind, host, v[i]);
+                        (void)add_path(g, sb, kind, host, v[i]);
                 }
         }
 }
 
-/* Subscribes sb to set, watching the set's paths the first time it is seen. */
-static void subscribe(struct guard *g, struct sandbox *sb, struct pathset *set) {
-        struct guard_shared *sh;
-        struct guard_sub *s = calloc(1, sizeof(*s));
+void guard_share(struct sbxd *d, struct pathset *set) {
+        struct guard *g = d->guard;
+        struct guard_path *gp;
         size_t i;
 
-        if (!s)
+        if (!g || !set || set == g->shared)
                 return;
-        for (sh = g->shared; sh && sh->set != set; sh = sh->next)
-                ;
-        if (!sh) {
-                sh = calloc(1, sizeof(*sh));
-                if (!sh) {
-                        free(s);
-                        return;
-                }
-                sh->set = pathset_ref(set);
-                sh->next = g->shared;
-                g->shared = sh;
-                for (i = 0; i < set->n; i++) {
-                        struct guard_path *gp;
-                        for (gp = g->paths; gp; gp = gp->next)
-                                if (!gp->sb && strcmp(gp->path, set->v[i]) == 0)
-                                        break;
-                        if (!gp)
-                                add_path(g, NULL, GUARD_HIDE, set->v[i], NULL);
-                }
+        for (i = 0; i < set->n; i++) {
+                for (gp = g->paths; gp; gp = gp->next)
+                        if (!gp->sb && strcmp(gp->path, set->v[i]) == 0)
+                                break;
+                if (!gp)
+                        (void)add_path(g, NULL, GUARD_HIDE, set->v[i], NULL);
         }
-        s->sb = sb;
-        s->next = sh->subs;
-        sh->subs = s;
+        pathset_unref(g->shared);
+        g->shared = pathset_ref(set);
 }
 
 void guard_watch(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
@@ -403,10 +385,18 @@ void guard_watch(struct sbxd *d, struct sandbox *sb, const struct policy_view *v
         add_set(g, sb, GUARD_READ_ONLY, root, denied_write, n_denied_write);
         /* Names inside writable paths: host paths, bound at the same path. */
         add_set(g, sb, GUARD_READ_ONLY, "/", view->protected_paths->v, view->protected_paths->n);
-        add_set(g, sb, GUARD_READ_ONLY, "/", view->mkdirs->v, view->mkdirs->n);
-        add_set(g, sb, GUARD_REMOVE, "/", view->removed->v, view->removed->n);
-        if (view->watched_shared)
-                subscribe(g, sb, view->watched_shared);
+        add_set(g, sb, GUARD_READ_ONLY, "/", view->made_dirs->v, view->made_dirs->n);
+        add_set(g, sb, GUARD_READ_ONLY, "/", view->made_files->v, view->made_files->n);
+        add_set(g, sb, GUARD_HIDE, root, view->watched->v, view->watched->n);
+        if (view->watched_shared) {
+                struct guard_sub *s = calloc(1, sizeof(*s));
+                guard_share(d, view->watched_shared);
+                if (s) {
+                        s->sb = sb;
+                        s->next = g->subs;
+                        g->subs = s;
+                }
+        }
 }
 
 static void free_path(struct guard *g, struct guard_path *gp) {
@@ -417,15 +407,39 @@ static void free_path(struct guard *g, struct guard_path *gp) {
                 used = o != gp && o->wd == gp->wd;
         if (!used)
                 inotify_rm_watch(g->fd, gp->wd);
+        free(gp->pending);
         free(gp->view);
         free(gp->path);
         free(gp);
 }
 
+/* A missing directory of a pending entry appeared: the entry is watched again, one
+ * level deeper or at its own directory, and looked at at once (what it awaits may have
+ * been made in the same breath as the directory). */
+static void advance(struct guard *g, struct guard_path *old) {
+        struct guard_path **pp, *gp;
+
+        for (pp = &g->paths; *pp && *pp != old; pp = &(*pp)->next)
+                ;
+        if (!*pp)
+                return;
+        *pp = old->next;
+        gp = add_path(g, old->sb, old->kind, old->path, old->view);
+        free_path(g, old);
+        if (!gp || gp->pending)
+                return;
+        if (gp->sb) {
+                check(g, gp->sb, gp);
+        } else {
+                policy_shared_changed();
+                check_shared(g, gp);
+        }
+}
+
 void guard_forget(struct sbxd *d, struct sandbox *sb) {
         struct guard *g = d->guard;
         struct guard_path **pp, *gp;
-        struct guard_shared **sp, *sh;
+        struct guard_sub **sp, *x;
         struct guard_helper *k;
 
         if (!g)
@@ -441,24 +455,12 @@ void guard_forget(struct sbxd *d, struct sandbox *sb) {
                 *pp = gp->next;
                 free_path(g, gp);
         }
-        for (sp = &g->shared; (sh = *sp);) {
-                struct guard_sub **s = &sh->subs, *x;
-                while ((x = *s)) {
-                        if (x->sb == sb) {
-                                *s = x->next;
-                                free(x);
-                        } else {
-                                s = &x->next;
-                        }
-                }
-                /* An old version nobody uses any more goes (its paths stay watched: the
-                 * shared paths are few and change rarely). */
-                if (!sh->subs && sh != g->shared) {
-                        *sp = sh->next;
-                        pathset_unref(sh->set);
-                        free(sh);
+        for (sp = &g->subs; (x = *sp);) {
+                if (x->sb == sb) {
+                        *sp = x->next;
+                        free(x);
                 } else {
-                        sp = &sh->next;
+                        sp = &x->next;
                 }
         }
 }
@@ -473,27 +475,24 @@ static void on_guard_closed(uv_handle_t *h) {
 void guard_stop(struct sbxd *d) {
         struct guard *g = d->guard;
         struct guard_path *gp;
-        struct guard_shared *sh;
+        struct guard_sub *s;
         struct guard_helper *k;
 
         if (!g)
                 return;
         while ((gp = g->paths)) {
                 g->paths = gp->next;
+                free(gp->pending);
                 free(gp->view);
                 free(gp->path);
                 free(gp);
         }
-        while ((sh = g->shared)) {
-                struct guard_sub *s;
-                g->shared = sh->next;
-                while ((s = sh->subs)) {
-                        sh->subs = s->next;
-                        free(s);
-                }
-                pathset_unref(sh->set);
-                free(sh);
+        while ((s = g->subs)) {
+                g->subs = s->next;
+                free(s);
         }
+        pathset_unref(g->shared);
+        g->shared = NULL;
         /* Helpers still running close their own handles; they no longer name a guard. */
         for (k = g->helpers; k; k = k->next)
                 k->sb = NULL;

@@ -15,11 +15,10 @@
  *
  * The credentials of protect_defaults are the same host paths for every sandbox whose
  * root is the host's /: they are watched once and each such sandbox subscribes to them.
- * A sandbox with a root_dir has its paths watched at root_dir + its view path. Files
- * that must not exist in a writable repository's .git (commondir, config.worktree:
- * a missing file cannot be covered without creating it) are removed from the host when
- * sandboxed code creates them. Only the path's own directory is watched: a directory
- * above it that the host replaces whole is not seen. */
+ * A sandbox with a root_dir has its paths watched at root_dir + its view path. A path
+ * whose directory does not exist yet is watched through its nearest existing ancestor
+ * until the missing directories appear. A directory above a path that the host
+ * replaces whole (renamed away, another put in its place) is not seen. */
 #ifndef SBX_GUARD_H
 #define SBX_GUARD_H
 
@@ -38,6 +37,12 @@ int guard_start(struct sbxd *d, const char *init_path);
  * for the host's). */
 void guard_watch(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
                  const char *root, char *const *denied_write, size_t n_denied_write);
+
+/* Watches every path of set, the shared credential list (policy.h), for the sandboxes
+ * that keep it hidden: when the list is expanded anew (a new home, say), its new paths
+ * are watched for the sandboxes made before too. */
+struct pathset;
+void guard_share(struct sbxd *d, struct pathset *set);
 
 /* Forgets every path of sb. */
 void guard_forget(struct sbxd *d, struct sandbox *sb);

@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "guard.h"
 #include "protect.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
@@ -34,12 +36,120 @@ static const char *const system_dirs[] = {"/",    "/bin", "/sbin", "/usr",  "/us
                                           "/usr/sbin", "/dev", "/proc", "/sys", "/run",
                                           "/var/run", "/tmp", "/etc", "/var", "/root"};
 
-/* The parts of a repository's .git that policy_view_build makes when missing (so they
- * can be kept read-only), and the files it has removed when sandboxed code creates
- * them (a missing file cannot be covered without creating it, which would break git). */
+/* The parts of a repository's .git that git would follow if sandboxed code created
+ * them: made when missing (placeholders, owned by the owner) so that they can be kept
+ * read-only like the rest, and removed when the last sandbox using them has ended.
+ * Empty directories mean nothing to git; a commondir of "." names the repository's own
+ * git directory (git reads it and goes on exactly as without it) and an empty
+ * config.worktree adds no setting. */
 static const char *const git_dirs[] = {"hooks", "info", "worktrees", "modules", "remotes",
                                        "branches"};
-static const char *const git_removed_files[] = {"commondir", "config.worktree"};
+static const struct {
+        const char *name, *content;
+} git_files[] = {{"commondir", ".\n"}, {"config.worktree", ""}};
+
+/* The content of the placeholder file for path, or NULL when path is none. */
+static const char *placeholder_content(const char *path) {
+        const char *base = strrchr(path, '/');
+        size_t i;
+
+        for (i = 0; base && i < PROTECT_N(git_files); i++)
+                if (strcmp(base + 1, git_files[i].name) == 0)
+                        return git_files[i].content;
+        return NULL;
+}
+
+/* 1 when path is a regular file holding exactly content (a placeholder of ours, made
+ * by this daemon or an earlier one). */
+static int holds_exactly(const char *path, const char *content) {
+        char buf[16];
+        ssize_t n;
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+
+        if (fd < 0)
+                return 0;
+        n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof(buf)) : -1;
+        close(fd);
+        return n >= 0 && (size_t)n == strlen(content) && memcmp(buf, content, (size_t)n) == 0;
+}
+
+/* ---- placeholders: made in writable repositories, removed with the last user ------------- */
+
+/* One placeholder and the live sandboxes whose view keeps it. */
+struct placeholder {
+        struct placeholder *next;
+        char *path;
+        unsigned refs;
+};
+
+static struct placeholder *placeholders;
+
+static struct placeholder *placeholder_find(const char *path) {
+        struct placeholder *ph;
+        for (ph = placeholders; ph; ph = ph->next)
+                if (strcmp(ph->path, path) == 0)
+                        return ph;
+        return NULL;
+}
+
+void policy_hold_made(const struct pathset *made) {
+        size_t i;
+
+        for (i = 0; made && i < made->n; i++) {
+                struct placeholder *ph = placeholder_find(made->v[i]);
+                if (!ph && (ph = calloc(1, sizeof(*ph))) && !(ph->path = strdup(made->v[i]))) {
+                        free(ph);
+                        ph = NULL;
+                }
+                if (!ph)
+                        continue; /* out of memory: it stays on the host, harmless */
+                if (!ph->refs++) {
+                        ph->next = placeholders;
+                        placeholders = ph;
+                }
+        }
+}
+
+/* Removes the placeholder at path from the host when it is still one: an empty
+ * directory, or a file with its content. Through its directory, never following a
+ * symlink. */
+static void remove_placeholder(const char *path) {
+        const char *content = placeholder_content(path);
+        char dir[PATH_MAX];
+        const char *base = strrchr(path, '/');
+        int dfd;
+
+        if (!base || (size_t)(base - path) >= sizeof(dir))
+                return;
+        memcpy(dir, path, (size_t)(base - path));
+        dir[base - path] = '\0';
+        dfd = open(dir[0] ? dir : "/", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return;
+        if (!content)
+                (void)unlinkat(dfd, base + 1, AT_REMOVEDIR); /* fails unless empty */
+        else if (holds_exactly(path, content))
+                (void)unlinkat(dfd, base + 1, 0);
+        close(dfd);
+}
+
+void policy_release_made(const struct pathset *made) {
+        size_t i;
+
+        for (i = 0; made && i < made->n; i++) {
+                struct placeholder **pp, *ph;
+                for (pp = &placeholders; (ph = *pp); pp = &ph->next)
+                        if (strcmp(ph->path, made->v[i]) == 0)
+                                break;
+                if (!ph || --ph->refs > 0)
+                        continue;
+                *pp = ph->next;
+                remove_placeholder(ph->path);
+                free(ph->path);
+                free(ph);
+        }
+}
 
 /* ---- growable string lists ----------------------------------------------------------- */
 
@@ -348,6 +458,8 @@ static int shared_secrets(struct sbxd *d) {
         shared.built = now;
         shared.rootless = rootless;
         shared.stale = 0;
+        /* Sandboxes made before keep the new paths hidden too. */
+        guard_share(d, shared.all);
         free(shared.env_home);
         shared.env_home = env_home ? strdup(env_home) : NULL;
         return shared.all && shared.exposed ? 0 : -ENOMEM;
@@ -359,9 +471,10 @@ void policy_view_clear(struct policy_view *v) {
         pathset_unref(v->hidden);
         pathset_unref(v->hidden_shared);
         pathset_unref(v->watched_shared);
+        pathset_unref(v->watched);
         pathset_unref(v->protected_paths);
-        pathset_unref(v->mkdirs);
-        pathset_unref(v->removed);
+        pathset_unref(v->made_dirs);
+        pathset_unref(v->made_files);
         memset(v, 0, sizeof(*v));
 }
 
@@ -377,38 +490,40 @@ static void add_translated(struct strs *s, const char *root, char *const *list, 
         }
 }
 
-/* The protected names of one writable path w (canonical, a directory). */
-static void add_protected(const char *w, struct strs *prot, struct strs *mkdirs,
-                          struct strs *removed) {
-        char p[PATH_MAX], head[PATH_MAX];
+/* The protected names of one writable path w (canonical): those that exist are kept
+ * read-only; in a repository (.git a directory, whatever it holds: sandboxed code may
+ * have emptied it), the parts git would follow are made when missing and kept
+ * read-only too (placeholders, see git_dirs). A placeholder that a live sandbox made,
+ * or that an earlier daemon left, is made (and removed) again rather than taken for
+ * the owner's. */
+static void add_protected(const char *w, struct strs *prot, struct strs *dirs,
+                          struct strs *files) {
+        char p[PATH_MAX];
         struct stat st;
         size_t i;
 
-        for (i = 0; i < PROTECT_N(protect_writable_names); i++) {
-                snprintf(p, sizeof(p), "%s/%s", w, protect_writable_names[i]);
-                if (lstat(p, &st) == 0 && !S_ISLNK(st.st_mode))
-                        strs_add(prot, strdup(p));
-        }
         snprintf(p, sizeof(p), "%s/.git", w);
-        if (lstat(p, &st) < 0)
-                return;
-        if (S_ISREG(st.st_mode)) {
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+                for (i = 0; i < PROTECT_N(git_dirs); i++) {
+                        snprintf(p, sizeof(p), "%s/.git/%s", w, git_dirs[i]);
+                        if ((lstat(p, &st) < 0 && errno == ENOENT) || placeholder_find(p))
+                                strs_add(dirs, strdup(p));
+                }
+                for (i = 0; i < PROTECT_N(git_files); i++) {
+                        snprintf(p, sizeof(p), "%s/.git/%s", w, git_files[i].name);
+                        if ((lstat(p, &st) < 0 && errno == ENOENT) ||
+                            holds_exactly(p, git_files[i].content))
+                                strs_add(files, strdup(p));
+                }
+        } else if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
                 /* A worktree's or a submodule's "gitdir: PATH" file: where git goes. */
                 strs_add(prot, strdup(p));
-                return;
         }
-        snprintf(head, sizeof(head), "%s/.git/HEAD", w);
-        if (!S_ISDIR(st.st_mode) || access(head, F_OK) < 0)
-                return; /* not a repository */
-        for (i = 0; i < PROTECT_N(git_dirs); i++) {
-                snprintf(p, sizeof(p), "%s/.git/%s", w, git_dirs[i]);
-                if (lstat(p, &st) < 0 && errno == ENOENT)
-                        strs_add(mkdirs, strdup(p));
-        }
-        for (i = 0; i < PROTECT_N(git_removed_files); i++) {
-                snprintf(p, sizeof(p), "%s/.git/%s", w, git_removed_files[i]);
-                if (lstat(p, &st) < 0 && errno == ENOENT)
-                        strs_add(removed, strdup(p));
+        for (i = 0; i < PROTECT_N(protect_writable_names); i++) {
+                snprintf(p, sizeof(p), "%s/%s", w, protect_writable_names[i]);
+                if (lstat(p, &st) == 0 && !S_ISLNK(st.st_mode) && !strs_has(dirs, p) &&
+                    !strs_has(files, p))
+                        strs_add(prot, strdup(p));
         }
 }
 
@@ -425,7 +540,7 @@ static void add_daemons(struct sbxd *d, struct strs *s, const char *root) {
 int policy_view_build(struct sbxd *d, const Sbx__V1__CreateSandbox *spec, struct policy_view *ret) {
         const Sbx__V1__Policy *pol = spec->policy;
         const char *root = pol && pol->root_dir && pol->root_dir[0] ? pol->root_dir : "/";
-        struct strs hidden = {0}, prot = {0}, mkdirs = {0}, removed = {0};
+        struct strs hidden = {0}, watched = {0}, prot = {0}, dirs = {0}, files = {0};
         size_t i, j;
 
         memset(ret, 0, sizeof(*ret));
@@ -440,7 +555,9 @@ int policy_view_build(struct sbxd *d, const Sbx__V1__CreateSandbox *spec, struct
                         ret->hidden_shared = pathset_ref(shared.exposed);
                         ret->watched_shared = pathset_ref(shared.all);
                 } else {
+                        /* Below a root_dir: the same paths in its view, watched there. */
                         add_translated(&hidden, root, shared.exposed->v, shared.exposed->n);
+                        add_translated(&watched, root, shared.all->v, shared.all->n);
                 }
                 for (i = 0; i < pol->n_writable_paths; i++) {
                         const char *w = pol->writable_paths[i];
@@ -452,29 +569,32 @@ int policy_view_build(struct sbxd *d, const Sbx__V1__CreateSandbox *spec, struct
                                     lstat(shared.all->v[j], &st) == 0 &&
                                     !strs_has(&hidden, shared.all->v[j]))
                                         strs_add(&hidden, strdup(shared.all->v[j]));
-                        add_protected(w, &prot, &mkdirs, &removed);
+                        add_protected(w, &prot, &dirs, &files);
                 }
         }
         ret->hidden = strs_freeze(&hidden);
+        ret->watched = strs_freeze(&watched);
         ret->protected_paths = strs_freeze(&prot);
-        ret->mkdirs = strs_freeze(&mkdirs);
-        ret->removed = strs_freeze(&removed);
-        if (ret->hidden && ret->protected_paths && ret->mkdirs && ret->removed)
+        ret->made_dirs = strs_freeze(&dirs);
+        ret->made_files = strs_freeze(&files);
+        if (ret->hidden && ret->watched && ret->protected_paths && ret->made_dirs &&
+            ret->made_files)
                 return 0;
 oom:
         strs_free(&hidden);
+        strs_free(&watched);
         strs_free(&prot);
-        strs_free(&mkdirs);
-        strs_free(&removed);
+        strs_free(&dirs);
+        strs_free(&files);
         policy_view_clear(ret);
         return -ENOMEM;
 }
 
 /* The hidden path that p (a view path) is at or below, or NULL. */
 static const char *hidden_above(const struct policy_view *v, const char *p) {
-        const struct pathset *sets[2] = {v->hidden, v->watched_shared};
+        const struct pathset *sets[3] = {v->hidden, v->watched_shared, v->watched};
         size_t i, k;
-        for (k = 0; k < 2; k++)
+        for (k = 0; k < 3; k++)
                 for (i = 0; sets[k] && i < sets[k]->n; i++)
                         if (at_or_below(sets[k]->v[i], p))
                                 return sets[k]->v[i];
@@ -813,6 +933,8 @@ struct setup_mem {
         Sbx__Init__V1__HostObject *objs;
         Sbx__Init__V1__HostObject **obj_ptrs;
         char *cg_names[CG_N];
+        Sbx__Init__V1__MadeFile *files;
+        Sbx__Init__V1__MadeFile **file_ptrs;
 };
 
 static void host_object(Sbx__Init__V1__HostObject *o, const struct hostpath *h) {
@@ -867,8 +989,25 @@ int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_vi
         setup->denied_write_paths = pol->denied_write_paths;
         setup->n_protected_paths = view->protected_paths->n;
         setup->protected_paths = view->protected_paths->v;
-        setup->n_protected_mkdirs = view->mkdirs->n;
-        setup->protected_mkdirs = view->mkdirs->v;
+        setup->n_protected_mkdirs = view->made_dirs->n;
+        setup->protected_mkdirs = view->made_dirs->v;
+        if (view->made_files->n) {
+                m->files = calloc(view->made_files->n, sizeof(*m->files));
+                m->file_ptrs = calloc(view->made_files->n, sizeof(*m->file_ptrs));
+                if (!m->files || !m->file_ptrs)
+                        return -ENOMEM;
+                for (i = 0; i < view->made_files->n; i++) {
+                        const char *content = placeholder_content(view->made_files->v[i]);
+                        sbx__init__v1__made_file__init(&m->files[i]);
+                        m->files[i].path = view->made_files->v[i];
+                        m->files[i].has_content = 1;
+                        m->files[i].content.data = (uint8_t *)(uintptr_t)(content ? content : "");
+                        m->files[i].content.len = content ? strlen(content) : 0;
+                        m->file_ptrs[i] = &m->files[i];
+                }
+                setup->n_protected_files = view->made_files->n;
+                setup->protected_files = m->file_ptrs;
+        }
 
         if (objs && objs->root.path) {
                 host_object(&m->root_obj, &objs->root);
@@ -912,5 +1051,7 @@ void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem) {
                 free(m->cg_names[i]);
         free(m->objs);
         free(m->obj_ptrs);
+        free(m->files);
+        free(m->file_ptrs);
         free(m);
 }

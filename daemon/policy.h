@@ -64,11 +64,18 @@ struct policy_view {
         struct pathset *hidden;        /* the daemon's, the policy's, root-dir translations */
         struct pathset *hidden_shared; /* the credentials a sandbox could read, shared; may be NULL */
         struct pathset *watched_shared; /* every credential path, shared; may be NULL */
+        struct pathset *watched;       /* below a root_dir: every credential path in its view */
         struct pathset *protected_paths; /* protected names inside writable paths (read-only) */
-        struct pathset *mkdirs;        /* made when missing, then read-only (protected_mkdirs) */
-        struct pathset *removed;       /* removed on the host when sandboxed code makes them */
+        struct pathset *made_dirs;     /* placeholders made, then read-only (protected_mkdirs) */
+        struct pathset *made_files;    /* the same for files (protected_files) */
 };
 void policy_view_clear(struct policy_view *v);
+
+/* A sandbox's view keeps the placeholders of made (made_dirs or made_files) from now
+ * on; policy_release_made when it has ended removes each from the host (if it still is
+ * one) once no live sandbox keeps it. */
+void policy_hold_made(const struct pathset *made);
+void policy_release_made(const struct pathset *made);
 
 /* Builds the view of the effective spec (with root_dir canonical). Returns 0 or
  * -ENOMEM. */

@@ -757,6 +757,13 @@ static void sandbox_free(struct sandbox *sb) {
         free(sb->workspace);
         pathset_unref(sb->hidden);
         pathset_unref(sb->hidden_shared);
+        /* Placeholders stay for a sandbox left to the next daemon: its view keeps them. */
+        if (!sb->left_running) {
+                policy_release_made(sb->made_dirs);
+                policy_release_made(sb->made_files);
+        }
+        pathset_unref(sb->made_dirs);
+        pathset_unref(sb->made_files);
         files_forget(sb);
         guard_forget(sb->d, sb);
         free(sb->end_reason);
@@ -1430,7 +1437,11 @@ static void keep_view(struct sandbox *sb, const struct policy_view *view) {
         const Sbx__V1__Policy *pol = sb->spec->policy;
 
         sb->hidden = pathset_ref(view->hidden);
-        sb->hidden_shared = pathset_ref(view->watched_shared);
+        sb->hidden_shared = pathset_ref(view->watched_shared ? view->watched_shared : view->watched);
+        sb->made_dirs = pathset_ref(view->made_dirs);
+        sb->made_files = pathset_ref(view->made_files);
+        policy_hold_made(sb->made_dirs);
+        policy_hold_made(sb->made_files);
         guard_watch(sb->d, sb, view, pol->root_dir ? pol->root_dir : "/", pol->denied_write_paths,
                     pol->n_denied_write_paths);
 }
@@ -2554,6 +2565,7 @@ int sandbox_recover(struct sbxd *d) {
 /* Lets go of sb without ending it: its init waits for the next daemon (adoption), its
  * record stays "ready", its running commands end as "unknown". */
 static int detach_one(struct sandbox *sb, void *ud) {
+        sb->left_running = 1;
         command_end_all(sb, 1);
         release_init(sb);
         if (sb->cg) {

@@ -71,6 +71,9 @@ struct sandbox {
         struct pathset *hidden;         /* the hidden paths of its view (policy.h), for files.c */
         struct pathset *hidden_shared;  /* and every path of the shared credential list; may be NULL */
         unsigned view_generation;       /* bumped when the guard mounts in its view */
+        struct pathset *made_dirs;      /* placeholders its view keeps (policy.h) */
+        struct pathset *made_files;
+        int left_running;               /* detached for the next daemon (--keep-sandboxes) */
         struct files_cache *files_cache; /* files.c's picture of the view, or NULL */
         int uid_slot;                   /* -1 when none */
         uid_t run_uid;

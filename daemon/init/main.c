@@ -24,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,12 +49,37 @@ static int leads_to(const char *link, dev_t dev, ino_t ino) {
         return stat(link, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-/* After `--reapply` covered a path again: the sandbox's processes that opened what lay
- * bare in the milliseconds before (a descriptor or a working directory outlives the new
- * mount: a write through it would reach the host's file) are killed, through a
- * descriptor of their /proc directory (this helper is not in their PID namespace, so
- * their pids mean nothing to kill(2)). Passes again until one finds nobody, so that a
- * process forking meanwhile is caught too. Returns how many were killed. */
+/* 1 when the process whose /proc directory is p maps the file dev:ino (a mapping
+ * outlives the descriptor it was made from, and the mount that now covers the file). */
+static int maps_it(const char *p, dev_t dev, ino_t ino) {
+        char path[320], *line = NULL;
+        size_t cap = 0;
+        FILE *f;
+        int hit = 0;
+
+        snprintf(path, sizeof(path), "%s/maps", p);
+        f = fopen(path, "re");
+        while (f && !hit && getline(&line, &cap, f) > 0) {
+                /* "7f..-7f.. r--s 00000000 fd:01 1234 /path" */
+                unsigned maj, min;
+                unsigned long long i;
+                if (sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &i) == 3)
+                        hit = i == (unsigned long long)ino && makedev(maj, min) == dev;
+        }
+        free(line);
+        if (f)
+                fclose(f);
+        return hit;
+}
+
+/* After `--reapply` covered a path again: the sandbox's processes that opened or mapped
+ * what lay bare in the milliseconds before (a descriptor, a mapping or a working
+ * directory outlives the new mount: a read or a write through it would reach the host's
+ * file) are killed, through a descriptor of their /proc directory (this helper is not
+ * in their PID namespace, so their pids mean nothing to kill(2)). Passes again until
+ * one finds nobody, so that a process forking meanwhile is caught too. A descriptor in
+ * flight (sent over a Unix socket and not yet received) is in no process's table and
+ * escapes. Returns how many were killed. */
 static int kill_holders(const struct stat *bare) {
         long done[256]; /* killed already (a dying process still shows its descriptors) */
         int killed = 0, found, pass;
@@ -87,6 +113,8 @@ static int kill_holders(const struct stat *bare) {
                         }
                         if (fds)
                                 closedir(fds);
+                        snprintf(p, sizeof(p), "/proc/%s", de->d_name);
+                        holds = holds || maps_it(p, bare->st_dev, bare->st_ino);
                         for (int k = 0; holds && k < killed && k < 256; k++)
                                 holds = done[k] != atol(de->d_name);
                         if (!holds)
@@ -290,6 +318,13 @@ static int validate_setup(const Sbx__Init__V1__Setup *s, struct util_err *err) {
         if (r == 0)
                 r = check_paths("protected_mkdir", s->protected_mkdirs, s->n_protected_mkdirs,
                                 SBX_MAX_HIDDEN_PATHS, err);
+        if (r == 0 && s->n_protected_files > SBX_MAX_POLICY_PATHS)
+                r = util_fail(err, E2BIG, NULL, "Setup: %zu protected_files", s->n_protected_files);
+        for (size_t i = 0; r == 0 && i < s->n_protected_files; i++) {
+                const Sbx__Init__V1__MadeFile *f = s->protected_files[i];
+                if (!f->path || !util_path_ok(f->path) || (f->has_content && f->content.len > 64))
+                        r = util_fail(err, EINVAL, NULL, "Setup: protected_file %zu", i);
+        }
         if (r == 0 && s->n_writable_objects && s->n_writable_objects != s->n_writable_paths)
                 r = util_fail(err, EINVAL, NULL, "Setup: %zu writable_objects for %zu writable_paths",
                               s->n_writable_objects, s->n_writable_paths);
@@ -369,6 +404,7 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         struct serve_config cfg;
         struct mnt_config mc;
         struct mnt_object objs[SBX_MAX_POLICY_PATHS + 1];
+        struct mnt_file files[SBX_MAX_POLICY_PATHS];
         struct pollfd pfd;
         int32_t host_pid = 0;
         ssize_t n;
@@ -454,6 +490,13 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         mc.n_cgroup_v1_controllers = s->n_cgroup_v1_controllers;
         mc.protected_mkdirs = s->protected_mkdirs;
         mc.n_protected_mkdirs = s->n_protected_mkdirs;
+        for (size_t i = 0; i < s->n_protected_files && i < SBX_MAX_POLICY_PATHS; i++) {
+                files[i].path = s->protected_files[i]->path;
+                files[i].content = s->protected_files[i]->content.data;
+                files[i].len = s->protected_files[i]->has_content ? s->protected_files[i]->content.len : 0;
+        }
+        mc.protected_files = files;
+        mc.n_protected_files = s->n_protected_files;
         if (mnt_build_view(&mc, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
 

@@ -567,35 +567,59 @@ static int bind_idmapped(int fd, const char *dst, int userns_fd) {
         return r;
 }
 
-/* Makes each missing directory of list (host paths, before the pivot) with mode 0755,
- * owned by the owner in root mode, its parent opened without following symlinks:
- * the parts of a writable repository's .git that must exist to be kept read-only. */
-static int make_protected_dirs(const struct mnt_config *cfg, struct util_err *err) {
-        size_t i;
+/* Makes the placeholder path (a host path, before the pivot) when it is missing: a
+ * directory (content NULL, 0755) or a file with content (0644), owned by the owner in
+ * root mode, in its parent opened without following symlinks. 0, or -errno with err. */
+static int make_placeholder(const struct mnt_config *cfg, const char *p, const void *content,
+                            size_t len, struct util_err *err) {
+        char parent[SBX_PATH_MAX_BYTES + 1], *slash;
+        struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                               .resolve = RESOLVE_NO_SYMLINKS};
+        const char *name;
+        int pfd, fd, r = 0;
 
-        for (i = 0; i < cfg->n_protected_mkdirs; i++) {
-                char parent[SBX_PATH_MAX_BYTES + 1], *slash;
-                struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                                       .resolve = RESOLVE_NO_SYMLINKS};
-                const char *p = cfg->protected_mkdirs[i];
-                int pfd;
-
-                if (strlen(p) > SBX_PATH_MAX_BYTES || !(slash = strrchr(strcpy(parent, p), '/')) ||
-                    slash == parent)
-                        continue;
-                *slash = '\0';
-                pfd = (int)syscall(SYS_openat2, AT_FDCWD, parent, &how, sizeof(how));
-                if (pfd < 0)
-                        continue; /* gone, or a symlink now: nothing to make there */
-                if (mkdirat(pfd, slash + 1, 0755) == 0 && cfg->idmap &&
-                    fchownat(pfd, slash + 1, cfg->owner_uid, cfg->owner_gid, AT_SYMLINK_NOFOLLOW) < 0) {
-                        int e = errno;
-                        close(pfd);
-                        return util_fail(err, e, NULL, "protected directory %s: chown", p);
-                }
-                close(pfd);
+        if (strlen(p) > SBX_PATH_MAX_BYTES || !(slash = strrchr(strcpy(parent, p), '/')) ||
+            slash == parent)
+                return util_fail(err, EINVAL, NULL, "protected placeholder %s", p);
+        *slash = '\0';
+        name = slash + 1;
+        pfd = (int)syscall(SYS_openat2, AT_FDCWD, parent, &how, sizeof(how));
+        if (pfd < 0)
+                return util_fail(err, errno, "its repository changed while the sandbox was set up",
+                                 "protected placeholder %s", p);
+        if (!content) {
+                r = mkdirat(pfd, name, 0755) < 0 ? -errno : 0;
+        } else {
+                fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+                r = fd < 0 ? -errno : 0;
+                if (fd >= 0 && len && write(fd, content, len) != (ssize_t)len)
+                        r = -EIO;
+                if (fd >= 0)
+                        close(fd);
         }
-        return 0;
+        if (r == 0 && cfg->idmap &&
+            fchownat(pfd, name, cfg->owner_uid, cfg->owner_gid, AT_SYMLINK_NOFOLLOW) < 0)
+                r = -errno;
+        close(pfd);
+        if (r == -EEXIST)
+                return 0; /* there already (another sandbox's), and covered as it is */
+        return r < 0 ? util_fail(err, r, NULL, "protected placeholder %s", p) : 0;
+}
+
+/* Makes the placeholders of a writable repository's .git (the parts git would follow
+ * if sandboxed code created them), so that they can be kept read-only. */
+static int make_placeholders(const struct mnt_config *cfg, struct util_err *err) {
+        size_t i;
+        int r = 0;
+
+        for (i = 0; r == 0 && i < cfg->n_protected_mkdirs; i++)
+                r = make_placeholder(cfg, cfg->protected_mkdirs[i], NULL, 0, err);
+        for (i = 0; r == 0 && i < cfg->n_protected_files; i++)
+                r = make_placeholder(cfg, cfg->protected_files[i].path,
+                                     cfg->protected_files[i].content ? cfg->protected_files[i].content
+                                                                     : "",
+                                     cfg->protected_files[i].len, err);
+        return r;
 }
 
 /* The cgroup v1 controllers mounted together with controller in the hierarchy the
@@ -885,7 +909,7 @@ static int open_sources(const struct mnt_config *cfg, struct sources *src, struc
                         src->w_dir[i] = S_ISDIR(st.st_mode);
         }
         if (r == 0)
-                r = make_protected_dirs(cfg, err);
+                r = make_placeholders(cfg, err);
         return r;
 }
 
@@ -945,9 +969,58 @@ static int build_base(const struct mnt_config *cfg, const struct sources *src,
         return 0;
 }
 
+/* At most this many skeletons (see make_reachable) in one view. */
+#define MAX_SKELETONS 32
+
+/* Directories replaced by a skeleton, made read-only once the writable paths are in. */
+struct skeletons {
+        char path[MAX_SKELETONS][SBX_PATH_MAX_BYTES + 1];
+        size_t n;
+};
+
+/* Root mode: a writable path below a directory that others may not search (a home of
+ * mode 0700, say) would be out of the sandbox user's reach, whose rights there are
+ * those of others. The topmost such directory on the way is replaced in the view by a
+ * skeleton: an empty tmpfs in which the way to the writable path is made. Nothing
+ * else below that directory was reachable, so nothing is lost; the writable path
+ * itself is the owner's (idmapped). */
+static int make_reachable(const char *w, struct skeletons *sk, struct util_err *err) {
+        char p[SBX_PATH_MAX_BYTES + 1];
+        size_t len = strlen(w), i, k;
+        struct stat st;
+
+        if (len > SBX_PATH_MAX_BYTES)
+                return 0;
+        for (i = 1; i < len; i++) {
+                if (w[i] != '/')
+                        continue;
+                memcpy(p, w, i);
+                p[i] = '\0';
+                if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+                        return 0; /* ensure_mountpoint makes the rest, or says why not */
+                if (st.st_mode & S_IXOTH)
+                        continue;
+                for (k = 0; k < sk->n; k++)
+                        if (strcmp(sk->path[k], p) == 0)
+                                return 0;
+                if (sk->n == MAX_SKELETONS)
+                        return util_fail(err, E2BIG, NULL, "writable path %s: more than %u "
+                                                           "private directories above writable paths",
+                                         w, MAX_SKELETONS);
+                if (mount("sbx-skeleton", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          "mode=0755,size=64k") < 0)
+                        return util_fail(err, errno, NULL, "writable path %s: skeleton over %s", w,
+                                         p);
+                strcpy(sk->path[sk->n++], p);
+                return 0;
+        }
+        return 0;
+}
+
 /* Step 9, the writable paths: idmapped where asked and possible, else a plain bind. */
 static int bind_writable(const struct mnt_config *cfg, struct sources *src, struct util_err *err,
                          struct util_warnings *warn) {
+        static struct skeletons sk;
         size_t i;
         int r;
 
@@ -959,8 +1032,12 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
                                         "the sandbox writes there belong to uid %u on the host",
                                   strerror(-src->userns_fd), (unsigned)cfg->run_uid);
         }
+        sk.n = 0;
         for (i = 0; i < src->n; i++) {
                 const char *dst = cfg->writable_paths[i];
+                r = cfg->idmap ? make_reachable(dst, &sk, err) : 0;
+                if (r < 0)
+                        return r;
                 r = ensure_mountpoint(dst, src->w_dir[i]);
                 if (r < 0)
                         return util_fail(err, r, "it must exist in root_dir",
@@ -975,6 +1052,11 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
                         r = bind_fd(src->w_fd[i], dst, MNT_NOSUID | MNT_NODEV);
                 if (r < 0)
                         return util_fail(err, r, NULL, "writable path %s: bind", dst);
+        }
+        for (i = 0; i < sk.n; i++) {
+                r = mnt_set_attr(sk.path[i], MNT_RDONLY, false);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "make the skeleton %s read-only", sk.path[i]);
         }
         return 0;
 }
@@ -1016,6 +1098,10 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
         if (r == 0)
                 r = apply_read_only(cfg->protected_mkdirs, cfg->n_protected_mkdirs,
                                     "protected_path", err, warn);
+        for (size_t i = 0; r == 0 && i < cfg->n_protected_files; i++) {
+                char *const one[] = {(char *)(uintptr_t)cfg->protected_files[i].path};
+                r = apply_read_only(one, 1, "protected_path", err, warn);
+        }
         if (r == 0)
                 r = apply_hidden(cfg->denied_read_paths, cfg->n_denied_read_paths, err, warn);
         if (r < 0)

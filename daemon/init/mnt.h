@@ -19,6 +19,13 @@ struct mnt_object {
         uint64_t ino;
 };
 
+/* A file made when missing (Setup's MadeFile). */
+struct mnt_file {
+        const char *path;
+        const void *content;
+        size_t len;
+};
+
 /* The part of Setup that shapes the view. Paths are host paths, absolute; the lists
  * are arrays of n strings. Nothing is taken over. */
 struct mnt_config {
@@ -46,6 +53,9 @@ struct mnt_config {
         /* Made (0755, the owner's) when missing, then kept read-only as protected. */
         char *const *protected_mkdirs;
         size_t n_protected_mkdirs;
+        /* The same for files (0644, with their content). */
+        const struct mnt_file *protected_files;
+        size_t n_protected_files;
 };
 
 /* Builds the view and makes it the root of the calling process (and of every process
@@ -65,8 +75,10 @@ struct mnt_config {
  *   /run         an empty directory;
  *   /workspace   workspace_dir, read-write (nosuid, nodev);
  * then writable_paths bound read-write at the same path (idmapped when idmap is set
- * and the filesystem allows it; a warning when not), denied_write_paths,
- * protected_paths and protected_mkdirs re-bound read-only, denied_read_paths hidden (an
+ * and the filesystem allows it; a warning when not; a directory above one that others
+ * may not search is replaced by an empty skeleton leading to it, since nothing else
+ * there was reachable), denied_write_paths, protected_paths, protected_mkdirs and
+ * protected_files re-bound read-only, denied_read_paths hidden (an
  * empty read-only tmpfs over a directory, /dev/null over anything else). root_dir and
  * the writable paths are opened on the host without following symlinks and must be the
  * objects given (an error names the one that changed); what is mounted is what was
