@@ -470,7 +470,10 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
                 r = send_all(c, buf, len, deadline);
         }
         free(buf);
-        if (r < 0)
+        /* A daemon that refuses a connection (a per-user cap, say) answers with one
+         * status of request id 0 and closes, which the write may already see: read what
+         * it said before calling the connection lost. */
+        if (r < 0 && r != -EPIPE && r != -ECONNRESET)
                 return transport_fail(c, -r, wait_ms);
 
         for (;;) {

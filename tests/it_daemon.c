@@ -697,6 +697,61 @@ END_TEST
 /* A process of a sandbox is refused: by uid for a root daemon's commands (the sandbox
  * uid range), and by PID namespace for anything in a sandbox, even root. A client in
  * the daemon's own PID namespace is still served. */
+/* A refused connection's reason reaches a libsbx caller whose request write already
+ * failed (the daemon closes right after its one status): not 'connection closed'. */
+START_TEST(refusal_reason_reaches_libsbx) {
+        const char *flags[] = {"--max-connections-per-uid", "1", "--warm", "0", NULL};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct it_daemon d;
+        sbx_client *c = NULL;
+        int held, i;
+
+        it_daemon_start(&d, flags);
+        /* The one connection allowed, once it is served (the start-up probe's may still
+         * count for a moment). */
+        for (i = 0;; i++) {
+                Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+                Sbx__V1__Hello h = SBX__V1__HELLO__INIT;
+                struct frame_reader fr;
+                Sbx__V1__Response *resp;
+                int ok;
+
+                held = it_raw_connect(&d);
+                req.has_request_id = 1;
+                req.request_id = 1;
+                req.body_case = SBX__V1__REQUEST__BODY_HELLO;
+                req.hello = &h;
+                it_raw_send(held, &req);
+                frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
+                resp = it_raw_read(held, &fr, 5000);
+                ok = resp && resp->body_case == SBX__V1__RESPONSE__BODY_HELLO;
+                if (resp)
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                frame_reader_free(&fr);
+                if (ok)
+                        break;
+                close(held);
+                ck_assert_int_lt(i, 100);
+                usleep(20000);
+        }
+        for (i = 0; i < 5; i++) {
+                enum sbx_code rc = sbx_connect(d.sock, "refused", &c);
+                if (rc == SBX_OK) {
+                        sbx_create_opts_init(&o);
+                        rc = sbx_create(c, &o, &sb);
+                }
+                ck_assert_msg(rc == SBX_RESOURCE_EXHAUSTED, "try %d: %s: %s", i, sbx_code_name(rc),
+                              c ? sbx_error_message(c) : "");
+                ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "--max-connections-per-uid 1"));
+                sbx_close(c);
+                c = NULL;
+        }
+        close(held);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(sandboxed_peers_are_refused) {
         struct it_daemon d;
         sbx_client *c;
@@ -889,6 +944,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, pipelined_sync_answers_do_not_nest);
         tcase_add_test(tc, peer_groups_are_read);
         tcase_add_test(tc, connection_cap_per_uid);
+        tcase_add_test(tc, refusal_reason_reaches_libsbx);
         tcase_add_test(tc, sandboxed_peers_are_refused);
         tcase_add_test(tc, rootless_serves_only_its_user);
         tcase_add_test(tc, socket_group);
