@@ -46,7 +46,7 @@ LIBS_INIT = -lprotobuf-c -lseccomp
 PROTO_GEN := $(BUILD)/gen/sbx.pb-c.c $(BUILD)/gen/init.pb-c.c
 PROTO_HDRS := $(PROTO_GEN:.c=.h)
 
-PROTO_SRCS := proto/frame.c
+PROTO_SRCS := proto/frame.c proto/pathcheck.c
 DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
 INIT_SRCS := $(filter-out daemon/init/main.c,$(wildcard daemon/init/*.c))
 LIBSBX_SRCS := $(wildcard client/libsbx*.c)
@@ -231,7 +231,7 @@ FUZZ_BUILD := $(BUILD)/fuzz
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,$(FUZZ_BUILD)/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined $(PKG_CFLAGS) \
 	$(CPPFLAGS_ALL) -I$(FUZZ_BUILD)/gen -Itests
-FUZZ_LIB_SRCS := $(DAEMON_SRCS) proto/frame.c proto/initmsg.c proto/mountinfo.c
+FUZZ_LIB_SRCS := $(DAEMON_SRCS) $(PROTO_SRCS) proto/initmsg.c proto/mountinfo.c
 
 $(FUZZ_BUILD)/gen/%.pb-c.c $(FUZZ_BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(FUZZ_BUILD)/gen

@@ -10,8 +10,10 @@
  * lasting (a user namespace in a short-lived child, a Landlock version query, an openat2
  * of "/"). */
 #include "cli.h"
+#include "pathcheck.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <linux/magic.h>
@@ -109,6 +111,46 @@ static void check_user(struct doctor *d, bool root) {
                     (unsigned)geteuid());
         if (uname(&u) == 0)
                 add(d, OK, "kernel", NULL, "%s %s (%s)", u.sysname, u.release, u.machine);
+}
+
+/* The init helper a sbxd of this user would run: next to the sbxd beside this sbx (a
+ * build tree) or in ../libexec/sbxd, else the compiled-in LIBEXECDIR; a rootless sbxd
+ * whose helper it cannot reach (a checkout in /root run by another user) does not
+ * start. */
+static void check_helper(struct doctor *d) {
+        static const char *const rel[] = {"sbx-init", "../libexec/sbxd/sbx-init"};
+        char exe[PATH_MAX], cand[PATH_MAX + 32], dir[PATH_MAX], *slash;
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+        if (n > 0) {
+                exe[n] = 0;
+                if ((slash = strrchr(exe, '/')))
+                        *slash = 0;
+                for (size_t i = 0; slash && i < sizeof(rel) / sizeof(rel[0]); i++) {
+                        snprintf(cand, sizeof(cand), "%s/%s", exe, rel[i]);
+                        if (pathcheck_unsearchable(cand, dir, sizeof(dir))) {
+                                add(d, WARN, "helper",
+                                    "install sbxd (`make install`), make that directory "
+                                    "searchable, or run sbxd with --init PATH",
+                                    "the init helper next to this sbx (%s) is out of reach of uid "
+                                    "%u: it may not search %s, so a sbxd of this user would not "
+                                    "start",
+                                    cand, (unsigned)geteuid(), dir);
+                                return;
+                        }
+                        if (access(cand, X_OK) == 0) {
+                                add(d, OK, "helper", NULL, "init helper %s", cand);
+                                return;
+                        }
+                }
+        }
+        if (access(SBX_LIBEXECDIR "/sbx-init", X_OK) == 0)
+                add(d, OK, "helper", NULL, "init helper %s", SBX_LIBEXECDIR "/sbx-init");
+        else
+                add(d, WARN, "helper", "build it (`make`) or install sbxd (`make install`)",
+                    "no init helper next to this sbx nor at %s: a sbxd of this user would not "
+                    "start",
+                    SBX_LIBEXECDIR "/sbx-init");
 }
 
 /* Tries unshare(CLONE_NEWUSER) in a child. 0, or the errno it failed with. */
@@ -463,6 +505,7 @@ int cmd_doctor(struct cli *cli, int argc, char **argv) {
         check_seccomp(d);
         check_landlock(d);
         check_openat2(d);
+        check_helper(d);
         check_socket(d, cli, &h);
         if (h)
                 check_daemon(d, h);

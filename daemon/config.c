@@ -15,7 +15,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pathcheck.h"
 #include "sbx_limits.h"
+
+/* Where the init helper is looked for, relative to sbxd's directory. */
+static const char *const init_rel[] = {"sbx-init", "../libexec/sbxd/sbx-init"};
 
 static char *path_join(const char *a, const char *b) {
         char *r;
@@ -24,11 +28,53 @@ static char *path_join(const char *a, const char *b) {
         return r;
 }
 
+void config_explain_init(const struct config *cfg, char *buf, size_t len) {
+        char exe[PATH_MAX], dir[PATH_MAX], *slash;
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        int err = access(cfg->init_path, X_OK) < 0 ? errno : 0;
+        size_t i;
+
+        /* A helper next to sbxd that this user cannot reach (a checkout in /root, run
+         * as another user) sends the lookup to LIBEXECDIR, whose "no such file" would
+         * hide the real cause. */
+        if (n > 0) {
+                exe[n] = '\0';
+                slash = strrchr(exe, '/');
+                if (slash)
+                        *slash = '\0';
+                for (i = 0; slash && i < sizeof(init_rel) / sizeof(init_rel[0]); i++) {
+                        char *p = path_join(exe, init_rel[i]);
+                        int found = p && pathcheck_unsearchable(p, dir, sizeof(dir));
+                        if (found) {
+                                snprintf(buf, len,
+                                         "the init helper next to sbxd, %s, is out of reach of uid "
+                                         "%u: it may not search %s (permission denied); install "
+                                         "sbxd where this user can run it (make install), make "
+                                         "that directory searchable, or pass --init PATH",
+                                         p, (unsigned)geteuid(), dir);
+                                free(p);
+                                return;
+                        }
+                        free(p);
+                }
+        }
+        if (pathcheck_unsearchable(cfg->init_path, dir, sizeof(dir)))
+                snprintf(buf, len,
+                         "the init helper %s is out of reach of uid %u: it may not search %s "
+                         "(permission denied); pass --init PATH",
+                         cfg->init_path, (unsigned)geteuid(), dir);
+        else
+                snprintf(buf, len,
+                         "the init helper %s is not executable: %s (build it with `make`, or pass "
+                         "--init PATH)",
+                         cfg->init_path, strerror(err ? err : ENOENT));
+}
+
 /* The init helper: next to sbxd (a build tree), else in ../libexec/sbxd relative to it
  * (an installed PREFIX/sbin/sbxd, whatever PREFIX it was built for), else the compiled-in
  * LIBEXECDIR. */
 static char *default_init_path(void) {
-        static const char *const rel[] = {"sbx-init", "../libexec/sbxd/sbx-init"};
+        const char *const *rel = init_rel;
         char exe[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
         char *slash;
@@ -39,7 +85,7 @@ static char *default_init_path(void) {
                 slash = strrchr(exe, '/');
                 if (slash) {
                         *slash = '\0';
-                        for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+                        for (i = 0; i < sizeof(init_rel) / sizeof(init_rel[0]); i++) {
                                 char *p = path_join(exe, rel[i]);
                                 if (p && access(p, X_OK) == 0)
                                         return p;

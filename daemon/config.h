@@ -45,6 +45,11 @@ int config_init(struct config *cfg, uid_t euid);
  * and writes a one-line reason into err (errlen bytes). */
 int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size_t errlen);
 
+/* Why cfg->init_path cannot be executed, in one line for the log: a helper next to
+ * sbxd that this user may not reach (naming the directory it may not search), one in a
+ * directory out of reach, or the error of access(2). */
+void config_explain_init(const struct config *cfg, char *buf, size_t len);
+
 /* Frees the strings of cfg. */
 void config_free(struct config *cfg);
 

@@ -282,9 +282,9 @@ int main(int argc, char **argv) {
                 }
         }
         if (access(cfg.init_path, X_OK) < 0) {
-                log_err("the init helper %s is not executable: %s (build it with `make`, or pass "
-                        "--init PATH)",
-                        cfg.init_path, strerror(errno));
+                char why[1024];
+                config_explain_init(&cfg, why, sizeof(why));
+                log_err("%s", why);
                 goto out;
         }
         state_lock = prepare_state_dir(&cfg);
