@@ -1,4 +1,5 @@
-/* check_init_mnt.c: read-only remounts of mnt.c and the path helpers of util.c.
+/* check_init_mnt.c: read-only remounts of mnt.c, its refusal of a writable path that is
+ * not the object the daemon checked, and the path helpers of util.c.
  *
  * The mount tests unshare a mount namespace in a child process they fork, so nothing
  * they mount is ever visible on the host and everything goes away with the child;
@@ -231,6 +232,109 @@ START_TEST(test_reapply) {
 }
 END_TEST
 
+static int mount_count(void) {
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        int n = 0, ch;
+
+        if (!f)
+                return -1;
+        while ((ch = fgetc(f)) != EOF)
+                n += ch == '\n';
+        fclose(f);
+        return n;
+}
+
+/* mnt_build_view mounts a writable path only when it is the object the daemon opened
+ * for the caller: another object at that name (its device and inode differ), or the
+ * same object reached through a symlink on the way, is refused before anything is
+ * mounted or made, with an error that says it changed. The object itself is mounted. */
+static int body_writable_changed(void) {
+        char w[200], git[220], hooks[240], real[200], realw[220], link[200], viasym[220];
+        struct mnt_object obj;
+        struct mnt_config cfg;
+        struct util_err err;
+        struct util_warnings warn;
+        struct stat st;
+        char *wp[1], *mk[1];
+        int before;
+        pid_t pid;
+
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        CHECK(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0);
+        CHECK(mount("sbx-mnt-test", dir, "tmpfs", 0, "size=64k") == 0);
+        snprintf(w, sizeof(w), "%s/w", dir);
+        snprintf(git, sizeof(git), "%s/.git", w);
+        snprintf(hooks, sizeof(hooks), "%s/hooks", git);
+        CHECK(mkdir(w, 0755) == 0);
+        CHECK(mkdir(git, 0755) == 0);
+        CHECK(stat(w, &st) == 0);
+        memset(&cfg, 0, sizeof(cfg));
+        memset(&err, 0, sizeof(err));
+        memset(&warn, 0, sizeof(warn));
+        wp[0] = w;
+        mk[0] = hooks;
+        cfg.writable_paths = wp;
+        cfg.n_writable_paths = 1;
+        cfg.protected_mkdirs = mk;
+        cfg.n_protected_mkdirs = 1;
+        cfg.writable_objects = &obj;
+
+        /* Another object at that name. */
+        obj.dev = st.st_dev;
+        obj.ino = st.st_ino + 1000;
+        before = mount_count();
+        CHECK(before > 0);
+        CHECK(mnt_build_view(&cfg, &err, &warn) < 0);
+        CHECK(strstr(err.text, "changed") != NULL);
+        CHECK(mount_count() == before);
+        CHECK(access(hooks, F_OK) < 0 && errno == ENOENT);
+
+        /* The object checked, but through a symlink. */
+        snprintf(real, sizeof(real), "%s/real", dir);
+        snprintf(realw, sizeof(realw), "%s/w", real);
+        snprintf(link, sizeof(link), "%s/link", dir);
+        snprintf(viasym, sizeof(viasym), "%s/w", link);
+        CHECK(mkdir(real, 0755) == 0);
+        CHECK(mkdir(realw, 0755) == 0);
+        CHECK(symlink("real", link) == 0);
+        CHECK(stat(realw, &st) == 0);
+        obj.dev = st.st_dev;
+        obj.ino = st.st_ino;
+        wp[0] = viasym;
+        cfg.n_protected_mkdirs = 0;
+        memset(&err, 0, sizeof(err));
+        CHECK(mnt_build_view(&cfg, &err, &warn) < 0);
+        CHECK(strstr(err.text, "changed") != NULL);
+        CHECK(mount_count() == before);
+
+        /* Control: the object by its own name is mounted (in a PID namespace of its own,
+         * as PID 1 builds the view; the view goes away with it). */
+        wp[0] = realw;
+        CHECK(unshare(CLONE_NEWPID) == 0);
+        pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+                struct stat in;
+                memset(&err, 0, sizeof(err));
+                if (mnt_build_view(&cfg, &err, &warn) < 0) {
+                        fprintf(stderr, "control: %s\n", err.text);
+                        _exit(1);
+                }
+                _exit(stat(realw, &in) == 0 && S_ISDIR(in.st_mode) ? 0 : 2);
+        }
+        {
+                int status;
+                CHECK(waitpid(pid, &status, 0) == pid);
+                CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        }
+        return 0;
+}
+
+START_TEST(test_writable_changed_is_refused) {
+        run_child(body_writable_changed);
+}
+END_TEST
+
 START_TEST(test_fallback_missing_path) {
         ck_assert_int_eq(mnt_set_attr_fallback("/sbx/no/such/path", MNT_RDONLY, true), -ENOENT);
 }
@@ -313,6 +417,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_setattr_locked);
         tcase_add_test(tc, test_fallback_missing_path);
         tcase_add_test(tc, test_reapply);
+        tcase_add_test(tc, test_writable_changed_is_refused);
         suite_add_tcase(s, tc);
         tcase_add_unchecked_fixture(tp, fixture_setup, fixture_teardown);
         tcase_set_timeout(tp, 30);

@@ -25,6 +25,10 @@
 
 static char base_dir[256];
 
+/* The HOME of the next daemon started as another user (it_daemon_start_home); NULL: its
+ * own directory. */
+static const char *spawn_home;
+
 const char *it_build_dir(void) {
         const char *b = getenv("BUILD");
         return b && b[0] ? b : "build";
@@ -41,6 +45,17 @@ void it_fixture_setup(void) {
         if (!mkdtemp(base_dir))
                 abort();
         chmod(base_dir, 0755);
+}
+
+void it_fixture_setup_var(void) {
+        snprintf(base_dir, sizeof(base_dir), "/var/tmp/sbxd-it.XXXXXX");
+        if (!mkdtemp(base_dir))
+                abort();
+        chmod(base_dir, 0755);
+}
+
+const char *it_base_dir(void) {
+        return base_dir;
 }
 
 /* Pids of daemons started in this test case, one per line in base/pids. */
@@ -189,7 +204,7 @@ static void spawn(struct it_daemon *d, const char *const *extra) {
                                 _exit(126);
                         /* PDEATHSIG is cleared by the uid change; set it again. */
                         prctl(PR_SET_PDEATHSIG, SIGTERM);
-                        setenv("HOME", d->dir, 1);
+                        setenv("HOME", spawn_home ? spawn_home : d->dir, 1);
                         unsetenv("XDG_RUNTIME_DIR");
                 }
                 if (getenv("SBX_VALGRIND") && strcmp(getenv("SBX_VALGRIND"), "1") == 0) {
@@ -240,6 +255,13 @@ void it_daemon_start_as(struct it_daemon *d, uid_t uid, gid_t gid, const char *c
         snprintf(d->state, sizeof(d->state), "%s/state", d->dir);
         snprintf(d->log, sizeof(d->log), "%s/sbxd.log", d->dir);
         spawn(d, extra);
+}
+
+void it_daemon_start_home(struct it_daemon *d, uid_t uid, gid_t gid, const char *home,
+                          const char *const *extra) {
+        spawn_home = home;
+        it_daemon_start_as(d, uid, gid, extra);
+        spawn_home = NULL;
 }
 
 void it_daemon_restart(struct it_daemon *d, const char *const *extra) {

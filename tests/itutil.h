@@ -33,6 +33,14 @@ const char *it_build_dir(void);
 void it_fixture_setup(void);
 void it_fixture_teardown(void);
 
+/* The same, with the base directory under /var/tmp instead of /tmp: a sandbox sees the
+ * host's /var/tmp (read-only) but has a /tmp of its own, so tests whose host paths must
+ * be seen from inside (writable paths, the daemon's own directories) use this one. */
+void it_fixture_setup_var(void);
+
+/* The base directory of the current test case. */
+const char *it_base_dir(void);
+
 /* Starts sbxd on a fresh socket and state directory under the base directory with the
  * extra flags (NULL-terminated, may be NULL), and waits (10 s at most) until the socket
  * accepts. Fails the test when it does not come up. */
@@ -41,6 +49,11 @@ void it_daemon_start(struct it_daemon *d, const char *const *extra);
 /* As it_daemon_start, but the daemon runs as uid/gid (rootless mode): its directory is
  * chowned to that user first. */
 void it_daemon_start_as(struct it_daemon *d, uid_t uid, gid_t gid, const char *const *extra);
+
+/* As it_daemon_start_as, with home as the daemon's $HOME (for a rootless daemon: the
+ * home whose credentials protect_defaults hides). */
+void it_daemon_start_home(struct it_daemon *d, uid_t uid, gid_t gid, const char *home,
+                          const char *const *extra);
 
 /* Starts it again on the same socket and state (after a stop or kill). */
 void it_daemon_restart(struct it_daemon *d, const char *const *extra);
