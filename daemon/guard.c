@@ -70,6 +70,7 @@ struct guard {
         uv_poll_t poll;
         struct guard_path *paths;
         struct guard_sub *subs;    /* sandboxes that keep the shared paths hidden */
+        int homes_wd, etc_wd;      /* /home and /etc (passwd): new homes, -1 when unwatched */
         struct pathset *shared;    /* the last shared set watched (its paths are) */
         struct guard_helper *helpers;
 };
@@ -215,6 +216,15 @@ static void on_events(uv_poll_t *p, int status, int events) {
                         at += sizeof(*ev) + ev->len;
                         if (ev->mask & IN_Q_OVERFLOW)
                                 policy_shared_changed();
+                        /* A new home, or a new /etc/passwd: the credential list is expanded
+                         * anew at once, and its new paths watched and covered in the live
+                         * sandboxes too (guard_share). */
+                        if ((ev->mask & IN_Q_OVERFLOW) ||
+                            (ev->wd == g->homes_wd && ev->len) ||
+                            (ev->wd == g->etc_wd && ev->len && strcmp(ev->name, "passwd") == 0)) {
+                                policy_shared_changed();
+                                policy_share_now(g->d);
+                        }
                         /* Pending entries whose directory appeared go deeper first (the
                          * list changes, so one at a time, from the start). */
                         do {
@@ -263,6 +273,8 @@ int guard_start(struct sbxd *d, const char *init_path) {
                 r = -errno;
                 goto fail;
         }
+        g->homes_wd = inotify_add_watch(g->fd, "/home", IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+        g->etc_wd = inotify_add_watch(g->fd, "/etc", IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
         r = uv_poll_init(d->loop, &g->poll, g->fd);
         if (r < 0)
                 goto fail;
@@ -368,8 +380,13 @@ void guard_share(struct sbxd *d, struct pathset *set) {
                 for (gp = g->paths; gp; gp = gp->next)
                         if (!gp->sb && strcmp(gp->path, set->v[i]) == 0)
                                 break;
-                if (!gp)
-                        (void)add_path(g, NULL, GUARD_HIDE, set->v[i], NULL);
+                if (gp)
+                        continue;
+                /* A new path (a new home's): it may exist already, bare in the live
+                 * sandboxes, which were made before it was on the list. */
+                gp = add_path(g, NULL, GUARD_HIDE, set->v[i], NULL);
+                if (gp && !gp->pending)
+                        check_shared(g, gp);
         }
         pathset_unref(g->shared);
         g->shared = pathset_ref(set);

@@ -265,6 +265,12 @@ void policy_shared_changed(void) {
         shared.stale = 1;
 }
 
+static int shared_secrets(struct sbxd *d);
+
+void policy_share_now(struct sbxd *d) {
+        (void)shared_secrets(d);
+}
+
 static int same_stat(const struct stat *a, const struct stat *b) {
         return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
                a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;

@@ -57,6 +57,9 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
  * host (created, replaced, its permissions changed): the list is expanded again before
  * the next sandbox is set up. Called by the guard. */
 void policy_shared_changed(void);
+/* Expands the shared credential list anew now (a new home appeared) and has the guard
+ * watch and cover its new paths in the live sandboxes (guard_share). */
+void policy_share_now(struct sbxd *d);
 
 /* What a sandbox's view hides and keeps read-only (view paths), for Setup, the file
  * operations (a hidden path is "not found") and the guard (guard.h). */
