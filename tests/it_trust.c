@@ -38,8 +38,7 @@
  *  - Credentials: every entry of daemon/protect.h under a home in /home, from a default
  *    sandbox and from one with the home writable, and under a rootless daemon's $HOME;
  *    credentials the host creates after the sandbox, below directories that did not
- *    exist yet. Open when this was written: a home made after a sandbox keeps its
- *    credentials readable in it (test_credentials_in_new_home fails).
+ *    exist yet, and in a home made after the sandbox (the guard watches /home).
  *  - cgroups: another sandbox's id under /sys/fs/cgroup, in mountinfo and
  *    /proc/self/cgroup; one's own pids and memory usage stay readable.
  *  - IDs: another user's live and ended ids with get, exec, read, write, ls, terminate,
