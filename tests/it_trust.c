@@ -654,39 +654,6 @@ static void restart_shared(struct it_daemon *d) {
         }
 }
 
-/* Makes sure user uid can run the daemon's binaries: when the build directory is out of
- * its reach, sbxd, sbx-init and sbx are copied into a 0755 directory of the test and
- * $BUILD points there for the rest of the test (its own process). */
-static void stage_build_for(uid_t uid) {
-        const struct who w = {uid, 0, {0}};
-        char *a = xasprintf("%s/sbxd", it_build_dir()),
-             *b = xasprintf("%s/sbx-init", it_build_dir());
-        pid_t parent = getpid(), pid = fork();
-
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-                become(&w, parent);
-                _exit(access(a, X_OK) == 0 && access(b, X_OK) == 0 ? 0 : 1);
-        }
-        if (child_status(pid) != 0) {
-                char *dir = xasprintf("%s/stage", it_base_dir()), *dst;
-                const char *names[] = {"sbxd", "sbx-init", "sbx"};
-                size_t i;
-                mkdir_owned(dir, 0755, 0);
-                for (i = 0; i < 3; i++) {
-                        char *src = xasprintf("%s/%s", it_build_dir(), names[i]);
-                        dst = xasprintf("%s/%s", dir, names[i]);
-                        copy_file(src, dst, 0755);
-                        free(src);
-                        free(dst);
-                }
-                setenv("BUILD", dir, 1);
-                free(dir);
-        }
-        free(a);
-        free(b);
-}
-
 /* A copy of build/sbx that every user can run (mode 0755 under the base directory). */
 static char *sbx_copy(void) {
         char *dir = xasprintf("%s/bin", it_base_dir()), *src = xasprintf("%s/sbx", it_build_dir());
@@ -1500,7 +1467,6 @@ START_TEST(test_daemon_unreachable_rootless) {
         sbx_client *c;
 
         mkdir_owned(w, 0777, ALICE);
-        stage_build_for(ALICE);
         it_daemon_start_as(&d, ALICE, ALICE, NULL);
         c = it_connect(&d);
         ck_assert_int_eq(sbx_hello(c, &h), SBX_OK);
@@ -1689,7 +1655,6 @@ START_TEST(test_credentials_hidden_rootless) {
         mkdir_owned(home, 0755, ALICE);
         plant_secrets(home, ALICE);
         script = secrets_script(home);
-        stage_build_for(ALICE);
         it_daemon_start_home(&d, ALICE, ALICE, home, NULL);
         id = create_as(&d, &alice, NULL);
         a = sh_as(&d, &alice, id, script);

@@ -4,9 +4,9 @@
 #include "sbx_limits.h"
 
 #include <dirent.h>
-#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <ftw.h>
 #include <limits.h>
 #include <poll.h>
@@ -165,14 +165,75 @@ static int socket_accepts(const char *path) {
         return r == 0;
 }
 
+/* 1 when uid can execute both sbxd and sbx-init of the build directory (a checkout in
+ * /root, or in a mktemp -d directory, is out of other users' reach). */
+static int build_reachable(uid_t uid, gid_t gid) {
+        char a[512], b[512];
+        pid_t pid;
+        int st;
+
+        snprintf(a, sizeof(a), "%s/sbxd", it_build_dir());
+        snprintf(b, sizeof(b), "%s/sbx-init", it_build_dir());
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+                    setresuid(uid, uid, uid) < 0)
+                        _exit(2);
+                _exit(access(a, X_OK) == 0 && access(b, X_OK) == 0 ? 0 : 1);
+        }
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void copy_exe(const char *src, const char *dst) {
+        char buf[65536];
+        int in = open(src, O_RDONLY | O_CLOEXEC), out;
+        ssize_t n;
+
+        ck_assert_msg(in >= 0, "%s: %s", src, strerror(errno));
+        out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        ck_assert_msg(out >= 0, "%s: %s", dst, strerror(errno));
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                ck_assert_int_eq(write(out, buf, (size_t)n), n);
+        ck_assert_int_eq(n, 0);
+        close(in);
+        ck_assert_int_eq(fchmod(out, 0755), 0);
+        close(out);
+}
+
+/* The sbxd to run as uid: the build's, or, when uid cannot reach the build directory,
+ * copies of sbxd and sbx-init staged in the test's base directory (0755), which go with
+ * it. Into bin (len bytes). */
+static void daemon_binary(uid_t uid, gid_t gid, char *bin, size_t len) {
+        char dir[600], src[600];
+        const char *names[] = {"sbxd", "sbx-init"};
+        size_t i;
+
+        snprintf(bin, len, "%s/sbxd", it_build_dir());
+        if (uid == 0 || build_reachable(uid, gid))
+                return;
+        snprintf(dir, sizeof(dir), "%s/stage", base_dir);
+        if (mkdir(dir, 0755) < 0)
+                ck_assert_int_eq(errno, EEXIST);
+        ck_assert_int_eq(chmod(dir, 0755), 0);
+        for (i = 0; i < 2; i++) {
+                char dst[700];
+                snprintf(src, sizeof(src), "%s/%s", it_build_dir(), names[i]);
+                snprintf(dst, sizeof(dst), "%s/%s", dir, names[i]);
+                copy_exe(src, dst);
+        }
+        snprintf(bin, len, "%s/sbxd", dir);
+}
+
 static void spawn(struct it_daemon *d, const char *const *extra) {
         char *args[64];
-        char bin[512];
+        char bin[700];
         size_t n = 0;
         pid_t parent = getpid();
         double t0;
 
-        snprintf(bin, sizeof(bin), "%s/sbxd", it_build_dir());
+        daemon_binary(d->uid, d->gid, bin, sizeof(bin));
         d->pid = fork();
         ck_assert_int_ge(d->pid, 0);
         if (d->pid == 0) {
