@@ -30,13 +30,21 @@ static char *path_join(const char *a, const char *b) {
 
 void config_explain_init(const struct config *cfg, char *buf, size_t len) {
         char exe[PATH_MAX], dir[PATH_MAX], *slash;
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        ssize_t n;
         int err = access(cfg->init_path, X_OK) < 0 ? errno : 0;
         size_t i;
 
+        if (pathcheck_unsearchable(cfg->init_path, dir, sizeof(dir))) {
+                snprintf(buf, len,
+                         "the init helper %s is out of reach of uid %u: it may not search %s "
+                         "(permission denied); pass --init PATH",
+                         cfg->init_path, (unsigned)geteuid(), dir);
+                return;
+        }
         /* A helper next to sbxd that this user cannot reach (a checkout in /root, run
          * as another user) sends the lookup to LIBEXECDIR, whose "no such file" would
          * hide the real cause. */
+        n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
         if (n > 0) {
                 exe[n] = '\0';
                 slash = strrchr(exe, '/');
@@ -58,16 +66,10 @@ void config_explain_init(const struct config *cfg, char *buf, size_t len) {
                         free(p);
                 }
         }
-        if (pathcheck_unsearchable(cfg->init_path, dir, sizeof(dir)))
-                snprintf(buf, len,
-                         "the init helper %s is out of reach of uid %u: it may not search %s "
-                         "(permission denied); pass --init PATH",
-                         cfg->init_path, (unsigned)geteuid(), dir);
-        else
-                snprintf(buf, len,
-                         "the init helper %s is not executable: %s (build it with `make`, or pass "
-                         "--init PATH)",
-                         cfg->init_path, strerror(err ? err : ENOENT));
+        snprintf(buf, len,
+                 "the init helper %s is not executable: %s (build it with `make`, or pass "
+                 "--init PATH)",
+                 cfg->init_path, strerror(err ? err : ENOENT));
 }
 
 /* The init helper: next to sbxd (a build tree), else in ../libexec/sbxd relative to it

@@ -23,7 +23,8 @@
 
 /* IN_ATTRIB: a listed credential (or its directory) whose permissions change may
  * become readable to sandboxes: the shared list is looked at again (policy.h). */
-#define GUARD_EVENTS (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_ONLYDIR)
+#define GUARD_EVENTS (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | \
+                      IN_ONLYDIR)
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -183,11 +184,28 @@ static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, c
 
 /* Covers gp again in sb when sb is up and the path lies bare. */
 static void check(struct guard *g, struct sandbox *sb, struct guard_path *gp) {
+        const Sbx__V1__Policy *pol = sb->spec ? sb->spec->policy : NULL;
         char *view = gp->view ? gp->view : gp->path;
+        size_t i, n;
 
         if (sb->state != SBX__V1__SANDBOX_STATE__READY || sb->init_pid <= 0 || sb->init_pidfd < 0 ||
             covered(sb->init_pid, view))
                 return;
+        /* Replaced on the host in a directory the sandbox may write: until it is covered
+         * again, sandboxed code can rename its own file there (or write into the host's
+         * new one), and what gets covered may be its. Nothing tells the two apart (its
+         * files are its owner's, idmapped): the operator is told. */
+        for (i = 0; pol && i < pol->n_writable_paths; i++) {
+                n = strlen(pol->writable_paths[i]);
+                if (strncmp(pol->writable_paths[i], gp->path, n) == 0 && gp->path[n] == '/') {
+                        log_warning("sbx=%s: %s was replaced on the host while this sandbox may "
+                                    "write beside it: check its content before the host uses it "
+                                    "(sandboxed code may have put its own there before it was "
+                                    "covered again)",
+                                    sb->id, gp->path);
+                        break;
+                }
+        }
         reapply(g, sb, gp->kind, view);
 }
 
@@ -202,6 +220,30 @@ static void check_shared(struct guard *g, struct guard_path *gp) {
 
 static void advance(struct guard *g, struct guard_path *old);
 
+/* Watches the entries of wd again (all of them for -1), from their paths as they are
+ * now, and looks at each at once: their directory was deleted or renamed (the watch
+ * follows the old inode), or events were lost (the queue overflowed). */
+static void rewatch(struct guard *g, int wd) {
+        struct guard_path *gp, **v;
+        size_t n = 0, i;
+
+        for (gp = g->paths; gp; gp = gp->next)
+                n += wd < 0 || gp->wd == wd;
+        if (!n)
+                return;
+        v = calloc(n, sizeof(*v));
+        if (!v) {
+                log_err("the guard cannot watch %zu paths again: out of memory", n);
+                return;
+        }
+        for (gp = g->paths, i = 0; gp && i < n; gp = gp->next)
+                if (wd < 0 || gp->wd == wd)
+                        v[i++] = gp;
+        for (i = 0; i < n; i++)
+                advance(g, v[i]);
+        free(v);
+}
+
 static void on_events(uv_poll_t *p, int status, int events) {
         struct guard *g = p->data;
         char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -214,13 +256,29 @@ static void on_events(uv_poll_t *p, int status, int events) {
                         struct guard_path *gp;
 
                         at += sizeof(*ev) + ev->len;
-                        if (ev->mask & IN_Q_OVERFLOW)
+                        /* Events were lost: the list expanded anew, everything watched and
+                         * looked at again. */
+                        if (ev->mask & IN_Q_OVERFLOW) {
+                                log_warning("the guard's event queue overflowed: looking at every "
+                                            "watched path again");
                                 policy_shared_changed();
+                                policy_share_now(g->d);
+                                rewatch(g, -1);
+                                continue;
+                        }
+                        /* A watched directory went (deleted, renamed: its watch follows the
+                         * old one): its paths are watched again where they are now. */
+                        if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
+                                policy_shared_changed();
+                                if (ev->mask & IN_MOVE_SELF)
+                                        inotify_rm_watch(g->fd, ev->wd);
+                                rewatch(g, ev->wd);
+                                continue;
+                        }
                         /* A new home, or a new /etc/passwd: the credential list is expanded
                          * anew at once, and its new paths watched and covered in the live
                          * sandboxes too (guard_share). */
-                        if ((ev->mask & IN_Q_OVERFLOW) ||
-                            (ev->wd == g->homes_wd && ev->len) ||
+                        if ((ev->wd == g->homes_wd && ev->len) ||
                             (ev->wd == g->etc_wd && ev->len && strcmp(ev->name, "passwd") == 0)) {
                                 policy_shared_changed();
                                 policy_share_now(g->d);
@@ -230,24 +288,20 @@ static void on_events(uv_poll_t *p, int status, int events) {
                         do {
                                 for (gp = g->paths; gp; gp = gp->next)
                                         if (gp->pending && (ev->mask & (IN_CREATE | IN_MOVED_TO)) &&
-                                            ((ev->mask & IN_Q_OVERFLOW) ||
-                                             (gp->wd == ev->wd && ev->len &&
-                                              strcmp(gp->name, ev->name) == 0)))
+                                            gp->wd == ev->wd && ev->len &&
+                                            strcmp(gp->name, ev->name) == 0)
                                                 break;
                                 if (gp)
                                         advance(g, gp);
                         } while (gp);
                         for (gp = g->paths; gp; gp = gp->next) {
-                                if (gp->pending ||
-                                    (!(ev->mask & IN_Q_OVERFLOW) && gp->wd != ev->wd))
+                                if (gp->pending || gp->wd != ev->wd)
                                         continue;
                                 if ((ev->mask & IN_ATTRIB) && !gp->sb &&
                                     (!ev->len || strcmp(gp->name, ev->name) == 0))
                                         policy_shared_changed();
-                                /* An overflow lost events: look at everything. */
-                                if (!(ev->mask & (IN_CREATE | IN_MOVED_TO | IN_Q_OVERFLOW)) ||
-                                    (!(ev->mask & IN_Q_OVERFLOW) &&
-                                     !(ev->len && strcmp(gp->name, ev->name) == 0)))
+                                if (!(ev->mask & (IN_CREATE | IN_MOVED_TO)) ||
+                                    !(ev->len && strcmp(gp->name, ev->name) == 0))
                                         continue;
                                 if (gp->sb) {
                                         check(g, gp->sb, gp);

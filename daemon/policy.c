@@ -17,11 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "creds.h"
 #include "guard.h"
 #include "protect.h"
 #include "sandbox_int.h"
@@ -59,28 +62,64 @@ static const char *placeholder_content(const char *path) {
         return NULL;
 }
 
-/* 1 when path is a regular file holding exactly content (a placeholder of ours, made
- * by this daemon or an earlier one). */
-static int holds_exactly(const char *path, const char *content) {
+/* 1 when the entry name of the directory dfd is a regular file with one link holding
+ * exactly content (a placeholder of ours, made by this daemon or an earlier one). */
+static int holds_exactly_at(int dfd, const char *name, const char *content) {
         char buf[16];
         ssize_t n;
-        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct stat st;
 
         if (fd < 0)
                 return 0;
-        n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof(buf)) : -1;
+        n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1
+                    ? read(fd, buf, sizeof(buf))
+                    : -1;
         close(fd);
         return n >= 0 && (size_t)n == strlen(content) && memcmp(buf, content, (size_t)n) == 0;
 }
 
+/* Opens the directory holding path (its last component into *ret_name) without
+ * following any symlink on the way. The descriptor, or -errno. */
+static int open_parent(const char *path, const char **ret_name) {
+        struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                               .resolve = RESOLVE_NO_SYMLINKS};
+        char dir[PATH_MAX];
+        const char *base = strrchr(path, '/');
+        int fd;
+
+        if (!base || base == path || (size_t)(base - path) >= sizeof(dir))
+                return -EINVAL;
+        memcpy(dir, path, (size_t)(base - path));
+        dir[base - path] = '\0';
+        fd = (int)syscall(SYS_openat2, AT_FDCWD, dir, &how, sizeof(how));
+        if (fd < 0)
+                return -errno;
+        *ret_name = base + 1;
+        return fd;
+}
+
+static int holds_exactly(const char *path, const char *content) {
+        const char *name;
+        int dfd = open_parent(path, &name), r;
+
+        if (dfd < 0)
+                return 0;
+        r = holds_exactly_at(dfd, name, content);
+        close(dfd);
+        return r;
+}
+
 /* ---- placeholders: made in writable repositories, removed with the last user ------------- */
 
-/* One placeholder and the live sandboxes whose view keeps it. */
+/* One placeholder, the live sandboxes whose view keeps it, and whose it is (the owner
+ * of the first: it is removed with that owner's rights). */
 struct placeholder {
         struct placeholder *next;
         char *path;
         unsigned refs;
+        uid_t uid;
+        gid_t gid;
 };
 
 static struct placeholder *placeholders;
@@ -93,7 +132,27 @@ static struct placeholder *placeholder_find(const char *path) {
         return NULL;
 }
 
-void policy_hold_made(const struct pathset *made) {
+gid_t policy_passwd_gid(uid_t uid) {
+        FILE *f = fopen("/etc/passwd", "re");
+        char *line = NULL;
+        size_t cap = 0;
+        gid_t gid = (gid_t)-1;
+
+        /* name:passwd:uid:gid:...: read as a file, no NSS lookup on the loop. */
+        while (f && gid == (gid_t)-1 && getline(&line, &cap, f) > 0) {
+                unsigned long u, g;
+                char *p = strchr(line, ':');
+                if (p && (p = strchr(p + 1, ':')) && sscanf(p + 1, "%lu:%lu", &u, &g) == 2 &&
+                    u == (unsigned long)uid)
+                        gid = (gid_t)g;
+        }
+        free(line);
+        if (f)
+                fclose(f);
+        return gid;
+}
+
+void policy_hold_made(const struct pathset *made, uid_t owner_uid, gid_t owner_gid) {
         size_t i;
 
         for (i = 0; made && i < made->n; i++) {
@@ -105,33 +164,32 @@ void policy_hold_made(const struct pathset *made) {
                 if (!ph)
                         continue; /* out of memory: it stays on the host, harmless */
                 if (!ph->refs++) {
+                        ph->uid = owner_uid;
+                        ph->gid = owner_gid;
                         ph->next = placeholders;
                         placeholders = ph;
                 }
         }
 }
 
-/* Removes the placeholder at path from the host when it is still one: an empty
- * directory, or a file with its content. Through its directory, never following a
- * symlink. */
-static void remove_placeholder(const char *path) {
-        const char *content = placeholder_content(path);
-        char dir[PATH_MAX];
-        const char *base = strrchr(path, '/');
+/* Removes the placeholder ph from the host when it is still one (an empty directory,
+ * or a file with its content and one link), with its owner's rights, through its
+ * directory opened without following symlinks: whatever the host did to the
+ * repository meanwhile, this never removes anything its owner could not. */
+static void remove_placeholder(const struct placeholder *ph) {
+        const char *content = placeholder_content(ph->path), *name;
+        struct creds cr = {0};
         int dfd;
 
-        if (!base || (size_t)(base - path) >= sizeof(dir))
-                return;
-        memcpy(dir, path, (size_t)(base - path));
-        dir[base - path] = '\0';
-        dfd = open(dir[0] ? dir : "/", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0)
-                return;
-        if (!content)
-                (void)unlinkat(dfd, base + 1, AT_REMOVEDIR); /* fails unless empty */
-        else if (holds_exactly(path, content))
-                (void)unlinkat(dfd, base + 1, 0);
-        close(dfd);
+        if (creds_enter(&cr, ph->uid, ph->gid, NULL, 0) == 0 &&
+            (dfd = open_parent(ph->path, &name)) >= 0) {
+                if (!content)
+                        (void)unlinkat(dfd, name, AT_REMOVEDIR); /* fails unless empty */
+                else if (holds_exactly_at(dfd, name, content))
+                        (void)unlinkat(dfd, name, 0);
+                close(dfd);
+        }
+        creds_leave(&cr);
 }
 
 void policy_release_made(const struct pathset *made) {
@@ -145,7 +203,7 @@ void policy_release_made(const struct pathset *made) {
                 if (!ph || --ph->refs > 0)
                         continue;
                 *pp = ph->next;
-                remove_placeholder(ph->path);
+                remove_placeholder(ph);
                 free(ph->path);
                 free(ph);
         }

@@ -76,8 +76,12 @@ void policy_view_clear(struct policy_view *v);
 
 /* A sandbox's view keeps the placeholders of made (made_dirs or made_files) from now
  * on; policy_release_made when it has ended removes each from the host (if it still is
- * one) once no live sandbox keeps it. */
-void policy_hold_made(const struct pathset *made);
+ * one, with the rights of the owner it was made for) once no live sandbox keeps it. */
+void policy_hold_made(const struct pathset *made, uid_t owner_uid, gid_t owner_gid);
+
+/* The primary gid of uid from /etc/passwd (read as a file), or (gid_t)-1: the owner's
+ * gid of a sandbox adopted after a restart, which the records do not keep. */
+gid_t policy_passwd_gid(uid_t uid);
 void policy_release_made(const struct pathset *made);
 
 /* Builds the view of the effective spec (with root_dir canonical). Returns 0 or

@@ -1438,10 +1438,14 @@ static void keep_view(struct sandbox *sb, const struct policy_view *view) {
 
         sb->hidden = pathset_ref(view->hidden);
         sb->hidden_shared = pathset_ref(view->watched_shared ? view->watched_shared : view->watched);
-        sb->made_dirs = pathset_ref(view->made_dirs);
-        sb->made_files = pathset_ref(view->made_files);
-        policy_hold_made(sb->made_dirs);
-        policy_hold_made(sb->made_files);
+        /* Placeholders are removed with their owner's rights; an adopted sandbox's
+         * owner without a passwd entry has no known gid, and its are left in place. */
+        if (sb->owner_gid != (gid_t)-1) {
+                sb->made_dirs = pathset_ref(view->made_dirs);
+                sb->made_files = pathset_ref(view->made_files);
+                policy_hold_made(sb->made_dirs, sb->owner_uid, sb->owner_gid);
+                policy_hold_made(sb->made_files, sb->owner_uid, sb->owner_gid);
+        }
         guard_watch(sb->d, sb, view, pol->root_dir ? pol->root_dir : "/", pol->denied_write_paths,
                     pol->n_denied_write_paths);
 }
@@ -2407,6 +2411,7 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
                 r = -ENOMEM;
                 goto fail;
         }
+        sb->owner_gid = policy_passwd_gid(o->owner);
         fcntl(pidfd, F_SETFD, FD_CLOEXEC);
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         sb->adopted = 1;

@@ -168,12 +168,15 @@ static int socket_accepts(const char *path) {
 /* 1 when uid can execute both sbxd and sbx-init of the build directory (a checkout in
  * /root, or in a mktemp -d directory, is out of other users' reach). */
 static int build_reachable(uid_t uid, gid_t gid) {
-        char a[512], b[512];
+        char a[PATH_MAX + 16], b[PATH_MAX + 16], dir[PATH_MAX];
         pid_t pid;
         int st;
 
-        snprintf(a, sizeof(a), "%s/sbxd", it_build_dir());
-        snprintf(b, sizeof(b), "%s/sbx-init", it_build_dir());
+        /* By absolute path: a relative one (BUILD=build) is reached from the current
+         * directory, while sbxd looks for its helper by the absolute path of itself. */
+        ck_assert_ptr_nonnull(realpath(it_build_dir(), dir));
+        snprintf(a, sizeof(a), "%s/sbxd", dir);
+        snprintf(b, sizeof(b), "%s/sbx-init", dir);
         pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -568,10 +569,13 @@ static int bind_idmapped(int fd, const char *dst, int userns_fd) {
 }
 
 /* Makes the placeholder path (a host path, before the pivot) when it is missing: a
- * directory (content NULL, 0755) or a file with content (0644), owned by the owner in
- * root mode, in its parent opened without following symlinks. 0, or -errno with err. */
-static int make_placeholder(const struct mnt_config *cfg, const char *p, const void *content,
-                            size_t len, struct util_err *err) {
+ * directory (content NULL, 0755) or a file with content (0644), in its parent opened
+ * without following symlinks. The caller holds the owner's filesystem identity, so the
+ * placeholder is the owner's from its creation on (no chown by name that a swap could
+ * redirect), and nothing is made where the owner may not write (nor could the sandbox,
+ * which has the owner's rights there and no more). 0, or -errno with err. */
+static int make_placeholder(const char *p, const void *content, size_t len,
+                            struct util_err *err) {
         char parent[SBX_PATH_MAX_BYTES + 1], *slash;
         struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                                .resolve = RESOLVE_NO_SYMLINKS};
@@ -597,28 +601,47 @@ static int make_placeholder(const struct mnt_config *cfg, const char *p, const v
                 if (fd >= 0)
                         close(fd);
         }
-        if (r == 0 && cfg->idmap &&
-            fchownat(pfd, name, cfg->owner_uid, cfg->owner_gid, AT_SYMLINK_NOFOLLOW) < 0)
-                r = -errno;
         close(pfd);
-        if (r == -EEXIST)
-                return 0; /* there already (another sandbox's), and covered as it is */
+        /* There already (another sandbox's), and covered as it is; or out of the owner's
+         * (and so the sandbox's) reach. */
+        if (r == -EEXIST || r == -EACCES || r == -EPERM)
+                return 0;
         return r < 0 ? util_fail(err, r, NULL, "protected placeholder %s", p) : 0;
 }
 
 /* Makes the placeholders of a writable repository's .git (the parts git would follow
- * if sandboxed code created them), so that they can be kept read-only. */
+ * if sandboxed code created them), so that they can be kept read-only: in root mode
+ * with the owner's filesystem identity and no supplementary group (the sandbox's rights
+ * there), rootless as the daemon's user, which is the owner. */
 static int make_placeholders(const struct mnt_config *cfg, struct util_err *err) {
         size_t i;
         int r = 0;
 
+        if (!cfg->n_protected_mkdirs && !cfg->n_protected_files)
+                return 0;
+        if (cfg->idmap) {
+                if (syscall(SYS_setgroups, (size_t)0, NULL) < 0)
+                        return util_fail(err, errno, NULL, "drop groups for the placeholders");
+                setfsgid(cfg->owner_gid);
+                setfsuid(cfg->owner_uid);
+                if ((uid_t)setfsuid((uid_t)-1) != cfg->owner_uid ||
+                    (gid_t)setfsgid((gid_t)-1) != cfg->owner_gid)
+                        return util_fail(err, EPERM, NULL, "take the owner's identity for the "
+                                                           "placeholders");
+        }
         for (i = 0; r == 0 && i < cfg->n_protected_mkdirs; i++)
-                r = make_placeholder(cfg, cfg->protected_mkdirs[i], NULL, 0, err);
+                r = make_placeholder(cfg->protected_mkdirs[i], NULL, 0, err);
         for (i = 0; r == 0 && i < cfg->n_protected_files; i++)
-                r = make_placeholder(cfg, cfg->protected_files[i].path,
+                r = make_placeholder(cfg->protected_files[i].path,
                                      cfg->protected_files[i].content ? cfg->protected_files[i].content
                                                                      : "",
                                      cfg->protected_files[i].len, err);
+        if (cfg->idmap) {
+                setfsuid(0);
+                setfsgid(0);
+                if (setfsuid((uid_t)-1) != 0 || setfsgid((gid_t)-1) != 0)
+                        return util_fail(err, EPERM, NULL, "take root's identity back");
+        }
         return r;
 }
 
