@@ -31,6 +31,9 @@
 #include "sandbox.h"
 #include "sbxd.h"
 
+/* How long a lock held by a dying daemon's child is waited for at start-up. */
+#define SERVER_LOCK_WAIT_MS 2000
+
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77 /* Linux 6.5: a pidfd of the process that connected */
 #endif
@@ -307,13 +310,19 @@ void server_forget(struct server *s, struct conn *c) {
 }
 
 int server_lock_file(const char *path) {
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600), tries;
         if (fd < 0)
                 return -errno;
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        /* A daemon killed a moment ago may leave the lock held for a little while by a
+         * child of its that had not reached execve yet (a fork shares the lock): wait
+         * SERVER_LOCK_WAIT_MS for it before calling it another daemon's. */
+        for (tries = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; tries++) {
                 int r = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
-                close(fd);
-                return r;
+                if (r != -EADDRINUSE || tries * 20 >= SERVER_LOCK_WAIT_MS) {
+                        close(fd);
+                        return r;
+                }
+                usleep(20 * 1000);
         }
         return fd;
 }

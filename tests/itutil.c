@@ -352,12 +352,19 @@ int it_daemon_stop(struct it_daemon *d) {
 }
 
 void it_daemon_kill(struct it_daemon *d) {
+        double t0;
         int st;
         if (d->pid <= 0)
                 return;
         kill(d->pid, SIGKILL);
         waitpid(d->pid, &st, 0);
         d->pid = 0;
+        /* A child the daemon forked a moment before (not yet in execve) still holds its
+         * listening socket: until it is gone, the socket accepts with nobody serving,
+         * and a restart would be taken for up when it is not. */
+        t0 = it_now_ms();
+        while (socket_accepts(d->sock) && it_now_ms() - t0 < 5000)
+                usleep(10000);
 }
 
 sbx_client *it_connect(struct it_daemon *d) {
