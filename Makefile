@@ -16,10 +16,11 @@ CC ?= gcc
 PROTOC_C ?= protoc-c
 PKG_CONFIG ?= pkg-config
 
-# Debian packages the build, the tests and `make run` need.
+# Debian packages the build, the tests and `make run` need. libjansson-dev: the JSON of
+# the sbx tool (--json and `sbx mcp`); why jansson is said in client/cli_json.c.
 DEPS_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
 	libseccomp-dev libsqlite3-dev check util-linux procps iproute2 python3 git \
-	bubblewrap
+	bubblewrap libjansson-dev
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
 	-Wcast-qual -Wformat=2 -Wswitch-enum -Wundef -Wvla -Wno-unused-parameter
@@ -34,10 +35,14 @@ PKGS := libuv libprotobuf-c libseccomp sqlite3
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+# jansson: only the sbx tool (and the tests that read its JSON) link it.
+JANSSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
+JANSSON_LIBS = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
 
 CPPFLAGS_ALL = -D_GNU_SOURCE -Iproto -I$(BUILD)/gen -Idaemon -Iclient \
 	-DSBX_LIBEXECDIR='"$(LIBEXECDIR)"'
-CFLAGS_ALL = -std=gnu11 $(OPT) $(WARN) $(WERROR) $(HARDEN) $(PKG_CFLAGS) $(CPPFLAGS_ALL)
+CFLAGS_ALL = -std=gnu11 $(OPT) $(WARN) $(WERROR) $(HARDEN) $(PKG_CFLAGS) $(JANSSON_CFLAGS) \
+	$(CPPFLAGS_ALL)
 LDFLAGS_ALL = -pie -Wl,-z,relro,-z,now
 
 LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp -lm
@@ -144,8 +149,10 @@ $(BUILD)/libsbx.so: $(LIBSBX_OBJS) client/libsbx.map
 $(BUILD)/libsbx.a: $(LIBSBX_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
+# The MCP server (cli_mcp.c) runs each command on a thread of its own: -pthread.
 $(BUILD)/sbx: $(call obj,$(CLI_SRCS)) $(BUILD)/libsbx.a
-	$(CC) $(SANITIZE) $(LDFLAGS_ALL) -o $@ $(call obj,$(CLI_SRCS)) $(BUILD)/libsbx.a -lprotobuf-c -lm
+	$(CC) $(SANITIZE) $(LDFLAGS_ALL) -pthread -o $@ $(call obj,$(CLI_SRCS)) $(BUILD)/libsbx.a \
+	  -lprotobuf-c $(JANSSON_LIBS) -lm
 
 $(BUILD)/sbx.pc: client/sbx.pc.in
 	@mkdir -p $(BUILD)

@@ -1,9 +1,10 @@
 /* cli.h: the pieces of the sbx command-line tool shared between its files.
  *
  * The tool is split by subject: cli.c (main, option parsing, number parsing, errors,
- * help), cli_json.c (a small JSON writer that renders bytes as valid UTF-8),
+ * help), cli_json.c (JSON through jansson, bytes rendered as valid UTF-8),
  * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_exec.c
- * (exec), cli_files.c (read, write, ls, cp) and cli_doctor.c (doctor, version). Each
+ * (exec), cli_files.c (read, write, ls, cp), cli_doctor.c (doctor, version) and
+ * cli_mcp.c with cli_mcp_tools.c (mcp, the Model Context Protocol server). Each
  * command is a function `int cmd_NAME(struct cli *, int argc, char **argv)` that
  * returns the process exit status; argv[0] is the command's name. Everything talks to
  * the daemon through libsbx only. */
@@ -136,13 +137,25 @@ void cli_usage(FILE *f, const char *cmd);
 
 /* ---- JSON (cli_json.c) ------------------------------------------------------------------ */
 
+/* The JSON of sbx goes through jansson (see cli_json.c for why that library). The
+ * writer below keeps the walking interface every --json output of cli_*.c is written
+ * against: it builds a jansson tree as the caller begins and ends objects and arrays,
+ * and json_finish prints it compact, keys in the order they were given. Two of its
+ * names (json_string, json_null) are also jansson's: a file that uses jansson itself
+ * defines CLI_NO_JSON_WRITER before including this header. */
+
 #define JSON_MAX_DEPTH 32
 
+struct json_t; /* jansson's value type (json_t) */
+
+#ifndef CLI_NO_JSON_WRITER
 struct json {
         FILE *f;
-        int depth;
-        bool need_comma[JSON_MAX_DEPTH];
-        bool after_key;
+        struct json_t *root;                  /* the document, once its first value came */
+        struct json_t *stack[JSON_MAX_DEPTH]; /* the open containers, innermost last */
+        int depth;                            /* open containers (may pass JSON_MAX_DEPTH) */
+        char *key;                            /* the key given for the next value */
+        bool failed;                          /* memory ran out: json_finish fails */
 };
 
 void json_init(struct json *j, FILE *f);
@@ -166,11 +179,24 @@ void json_bool(struct json *j, bool v);
 void json_null(struct json *j);
 /* v when has, else null. */
 void json_int_or_null(struct json *j, int has, int64_t v);
-/* Ends the document with a newline. Returns 0, or -EIO when writing failed. */
+/* Prints the document and a newline, and frees it. Returns 0, or -EIO when writing
+ * failed (-ENOMEM when memory ran out while it was built); errno says why. */
 int json_finish(struct json *j);
+#endif
 
-/* Writes bytes s[0..len) to f as the inside of a JSON string (no quotes). */
-void json_escape(FILE *f, const void *s, size_t len);
+/* Bytes as valid UTF-8: a new NUL-terminated copy of data[0..len) in which each maximal
+ * invalid subsequence is one U+FFFD (the Unicode standard's recommendation, Python's
+ * errors="replace"); NUL bytes are kept. *ret_len (may be NULL) excludes the final NUL.
+ * NULL when memory runs out. */
+char *cli_utf8_valid(const void *data, size_t len, size_t *ret_len);
+
+/* A new jansson string of the bytes data[0..len) made valid UTF-8 as cli_utf8_valid
+ * does (data NULL: an empty string). NULL when memory runs out. */
+struct json_t *cli_json_text(const void *data, size_t len);
+
+/* Prints a jansson value compact (keys in their order) followed by a newline, as every
+ * JSON output of sbx is printed. 0, or -EIO / -ENOMEM. */
+int cli_json_print(FILE *f, const struct json_t *v);
 
 /* ---- commands ---------------------------------------------------------------------------- */
 
@@ -187,6 +213,7 @@ int cmd_ls(struct cli *cli, int argc, char **argv);
 int cmd_cp(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_version(struct cli *cli, int argc, char **argv);
+int cmd_mcp(struct cli *cli, int argc, char **argv);
 
 /* Writes data to a sandbox file: in one atomic WriteFile when it fits a frame, else the
  * first CLI_WRITE_CHUNK_BYTES atomically and the rest appended in chunks (only the

@@ -1,65 +1,48 @@
-/* cli_json.c: the JSON writer of the sbx tool.
+/* cli_json.c: the JSON of the sbx tool, through jansson.
  *
- * Writes one compact JSON document to a FILE as the caller walks its structure (begin
- * and end objects and arrays, keys, scalars); the writer only tracks where commas go.
- * Strings are bytes that may come from a sandbox: they are rendered as valid UTF-8 (each
- * maximal invalid subsequence becomes one U+FFFD, as the Unicode standard recommends and
- * Python's errors="replace" does) with quotes, backslashes and every control character
- * escaped, so the output always parses. Used by every --json output of cli_*.c. */
+ * Every --json output of cli_*.c and every message of `sbx mcp` is a jansson value
+ * printed by cli_json_print. jansson rather than json-c: its decoder validates UTF-8
+ * strictly (json-c passes invalid bytes through, and `sbx mcp` must answer a client
+ * that sends them with a parse error rather than forward them to a sandbox), its
+ * encoder is compact and keeps keys in insertion order (the CLI's --json key order is a
+ * contract tests read), and it has no hidden global state to set up or tear down, so the
+ * MCP server's threads can each build values of their own.
+ *
+ * The walking writer (json_begin_object ... json_finish) builds a tree as the caller
+ * walks its structure, so cli_sandbox.c, cli_exec.c and cli_files.c stay written
+ * against the interface they had. Strings are bytes that may come from a sandbox:
+ * each maximal invalid UTF-8 subsequence becomes one U+FFFD (as the Unicode standard
+ * recommends and Python's errors="replace" does) before jansson sees them, and jansson
+ * escapes quotes, backslashes and control characters, so the output always parses.
+ *
+ * The output is the same bytes as the hand-made writer this file replaced, but for two
+ * spellings JSON readers treat as equal: control characters other than \b \f \n \r \t
+ * are escaped with upper-case hex (\u001B), DEL is not escaped, and numbers with a
+ * fraction under 0.0001 print with an exponent (5e-5). Numbers keep their decimals:
+ * a value with a fraction is rounded to its decimals first and printed with 15
+ * significant digits, which gives that decimal text back. */
 #include "cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+/* jansson's constructors json_string() and json_null() have the names of the walking
+ * writer's functions, which the commands call: they are declared here under other names
+ * and never called (strings are made by json_stringn_nocheck, null by json_pack). */
+#define json_string jansson_json_string_unused
+#define json_null jansson_json_null_unused
+#include <jansson.h>
+#undef json_string
+#undef json_null
+#include <stdlib.h>
 #include <string.h>
 
-void json_init(struct json *j, FILE *f) {
-        memset(j, 0, sizeof(*j));
-        j->f = f;
-}
+/* Significant digits of real numbers: enough for every number the tool prints (at most
+ * 15 digits: Unix seconds with milliseconds have 13), few enough that a double rounded
+ * to its decimals prints as those decimals (DBL_DIG). */
+#define JSON_REAL_DIGITS 15
 
-/* Called before every value and key: writes the comma that separates it. */
-static void before_value(struct json *j) {
-        if (j->after_key) {
-                j->after_key = false;
-                return;
-        }
-        if (j->depth > 0 && j->depth <= JSON_MAX_DEPTH) {
-                if (j->need_comma[j->depth - 1])
-                        fputc(',', j->f);
-                j->need_comma[j->depth - 1] = true;
-        }
-}
-
-static void open_container(struct json *j, char ch) {
-        before_value(j);
-        fputc(ch, j->f);
-        j->depth++;
-        if (j->depth <= JSON_MAX_DEPTH)
-                j->need_comma[j->depth - 1] = false;
-}
-
-static void close_container(struct json *j, char ch) {
-        if (j->depth > 0)
-                j->depth--;
-        fputc(ch, j->f);
-}
-
-void json_begin_object(struct json *j) {
-        open_container(j, '{');
-}
-
-void json_end_object(struct json *j) {
-        close_container(j, '}');
-}
-
-void json_begin_array(struct json *j) {
-        open_container(j, '[');
-}
-
-void json_end_array(struct json *j) {
-        close_container(j, ']');
-}
+/* ---- UTF-8 ---------------------------------------------------------------------------- */
 
 /* The length of the UTF-8 sequence at p (n bytes left). *ok says whether it is a valid
  * scalar value; when it is not, the length is that of the maximal subpart to replace
@@ -102,77 +85,144 @@ static size_t utf8_seq(const uint8_t *p, size_t n, bool *ok) {
         return need + 1;
 }
 
-void json_escape(FILE *f, const void *s, size_t len) {
-        const uint8_t *p = s;
-        size_t i = 0;
+char *cli_utf8_valid(const void *data, size_t len, size_t *ret_len) {
+        const uint8_t *p = data;
+        size_t i = 0, o = 0, bad = 0;
+        char *out;
 
-        while (i < len) {
-                uint8_t b = p[i];
+        /* Each replaced subsequence is at least one byte and becomes three. */
+        for (i = 0; i < len;) {
                 bool ok;
-                size_t n;
-
-                if (b >= 0x20 && b < 0x7F && b != '"' && b != '\\') {
-                        /* Copy the run of plain ASCII at once. */
-                        size_t k = i + 1;
-                        while (k < len && p[k] >= 0x20 && p[k] < 0x7F && p[k] != '"' &&
-                               p[k] != '\\')
-                                k++;
-                        fwrite(p + i, 1, k - i, f);
-                        i = k;
-                        continue;
-                }
-                switch (b) {
-                case '"':
-                        fputs("\\\"", f);
-                        i++;
-                        continue;
-                case '\\':
-                        fputs("\\\\", f);
-                        i++;
-                        continue;
-                case '\b':
-                        fputs("\\b", f);
-                        i++;
-                        continue;
-                case '\f':
-                        fputs("\\f", f);
-                        i++;
-                        continue;
-                case '\n':
-                        fputs("\\n", f);
-                        i++;
-                        continue;
-                case '\r':
-                        fputs("\\r", f);
-                        i++;
-                        continue;
-                case '\t':
-                        fputs("\\t", f);
-                        i++;
-                        continue;
-                default:
-                        break;
-                }
-                if (b < 0x20 || b == 0x7F) {
-                        fprintf(f, "\\u%04x", (unsigned)b);
-                        i++;
-                        continue;
-                }
-                n = utf8_seq(p + i, len - i, &ok);
-                if (ok)
-                        fwrite(p + i, 1, n, f);
-                else
-                        fputs("\xEF\xBF\xBD", f); /* U+FFFD */
+                size_t n = p[i] < 0x80 ? 1 : utf8_seq(p + i, len - i, &ok);
+                if (p[i] >= 0x80 && !ok)
+                        bad++;
                 i += n;
         }
+        if (len > (SIZE_MAX - 1) / 3 - bad)
+                return NULL;
+        out = malloc(len + 2 * bad + 1);
+        if (!out)
+                return NULL;
+        if (!bad) {
+                if (len)
+                        memcpy(out, p, len);
+                o = len;
+        } else {
+                for (i = 0; i < len;) {
+                        bool ok = true;
+                        size_t n = p[i] < 0x80 ? 1 : utf8_seq(p + i, len - i, &ok);
+                        if (ok) {
+                                memcpy(out + o, p + i, n);
+                                o += n;
+                        } else {
+                                memcpy(out + o, "\xEF\xBF\xBD", 3); /* U+FFFD */
+                                o += 3;
+                        }
+                        i += n;
+                }
+        }
+        out[o] = 0;
+        if (ret_len)
+                *ret_len = o;
+        return out;
+}
+
+json_t *cli_json_text(const void *data, size_t len) {
+        size_t n;
+        char *s = cli_utf8_valid(data ? data : "", data ? len : 0, &n);
+        json_t *v;
+
+        if (!s)
+                return NULL;
+        v = json_stringn_nocheck(s, n);
+        free(s);
+        return v;
+}
+
+int cli_json_print(FILE *f, const json_t *v) {
+        size_t flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(JSON_REAL_DIGITS);
+
+        if (json_dumpf(v, f, flags) < 0 || fputc('\n', f) == EOF || fflush(f) != 0 || ferror(f)) {
+                if (!errno)
+                        errno = EIO;
+                return -EIO;
+        }
+        return 0;
+}
+
+/* ---- the walking writer ---------------------------------------------------------------- */
+
+void json_init(struct json *j, FILE *f) {
+        memset(j, 0, sizeof(*j));
+        j->f = f;
+}
+
+/* Adds v (taking it) where the walk is: as the document, as the value of the pending
+ * key, or as the next element. NULL (memory ran out) marks the document failed. */
+static void put(struct json *j, json_t *v) {
+        json_t *parent = j->depth > 0 && j->depth <= JSON_MAX_DEPTH ? j->stack[j->depth - 1] : NULL;
+        char *key = j->key;
+
+        j->key = NULL;
+        if (!v || j->failed) {
+                json_decref(v);
+                j->failed = true;
+        } else if (j->depth == 0 && !j->root) {
+                j->root = v;
+        } else if (json_is_object(parent) && key) {
+                if (json_object_set_new_nocheck(parent, key, v) < 0)
+                        j->failed = true;
+        } else if (json_is_array(parent)) {
+                if (json_array_append_new(parent, v) < 0)
+                        j->failed = true;
+        } else {
+                /* A second document, a value without its key, or past JSON_MAX_DEPTH. */
+                json_decref(v);
+                j->failed = true;
+        }
+        free(key);
+}
+
+static void open_container(struct json *j, json_t *c) {
+        json_t *held = c;
+
+        put(j, c);
+        if (j->failed)
+                held = NULL;
+        if (j->depth < JSON_MAX_DEPTH)
+                j->stack[j->depth] = held;
+        else
+                j->failed = true;
+        j->depth++;
+}
+
+static void close_container(struct json *j) {
+        if (j->depth > 0)
+                j->depth--;
+}
+
+void json_begin_object(struct json *j) {
+        open_container(j, json_object());
+}
+
+void json_end_object(struct json *j) {
+        close_container(j);
+}
+
+void json_begin_array(struct json *j) {
+        open_container(j, json_array());
+}
+
+void json_end_array(struct json *j) {
+        close_container(j);
 }
 
 void json_key(struct json *j, const char *key) {
-        before_value(j);
-        fputc('"', j->f);
-        json_escape(j->f, key, strlen(key));
-        fputs("\":", j->f);
-        j->after_key = true;
+        free(j->key);
+        /* Keys (label names, limit names) may come from a sandbox's owner: made valid. */
+        j->key = cli_utf8_valid(key, strlen(key), NULL);
+        if (!j->key)
+                j->failed = true;
 }
 
 void json_string(struct json *j, const char *s) {
@@ -184,25 +234,40 @@ void json_string(struct json *j, const char *s) {
 }
 
 void json_bytes(struct json *j, const void *data, size_t len) {
-        before_value(j);
-        fputc('"', j->f);
-        if (data)
-                json_escape(j->f, data, len);
-        fputc('"', j->f);
+        put(j, cli_json_text(data, len));
 }
 
 void json_int(struct json *j, int64_t v) {
-        before_value(j);
-        fprintf(j->f, "%" PRId64, v);
+        put(j, json_integer((json_int_t)v));
 }
 
 void json_uint(struct json *j, uint64_t v) {
-        before_value(j);
-        fprintf(j->f, "%" PRIu64, v);
+        /* jansson's integers are signed 64-bit; nothing sbx prints comes near 2^63. */
+        if (v > (uint64_t)INT64_MAX)
+                put(j, json_real((double)v));
+        else
+                put(j, json_integer((json_int_t)v));
+}
+
+/* The number written as text in buf: an integer when it has no fraction, else a real
+ * that prints back as the same text (at most JSON_REAL_DIGITS significant digits). */
+static void put_number_text(struct json *j, const char *buf) {
+        char *end;
+
+        if (!strchr(buf, '.')) {
+                long long ll;
+                errno = 0;
+                ll = strtoll(buf, &end, 10);
+                if (!errno && !*end) {
+                        put(j, json_integer((json_int_t)ll));
+                        return;
+                }
+        }
+        put(j, json_real(strtod(buf, NULL)));
 }
 
 void json_double(struct json *j, double v, int decimals) {
-        char buf[64];
+        char buf[400];
         size_t n;
 
         if (!isfinite(v)) {
@@ -221,8 +286,7 @@ void json_double(struct json *j, double v, int decimals) {
         }
         if (strcmp(buf, "-0") == 0)
                 strcpy(buf, "0");
-        before_value(j);
-        fputs(buf, j->f);
+        put_number_text(j, buf);
 }
 
 void json_ms_as_secs(struct json *j, int64_t ms) {
@@ -238,18 +302,15 @@ void json_ms_as_secs(struct json *j, int64_t ms) {
                 while (buf[n - 1] == '0')
                         buf[--n] = 0;
         }
-        before_value(j);
-        fputs(buf, j->f);
+        put_number_text(j, buf);
 }
 
 void json_bool(struct json *j, bool v) {
-        before_value(j);
-        fputs(v ? "true" : "false", j->f);
+        put(j, json_boolean(v));
 }
 
 void json_null(struct json *j) {
-        before_value(j);
-        fputs("null", j->f);
+        put(j, json_pack("n"));
 }
 
 void json_int_or_null(struct json *j, int has, int64_t v) {
@@ -260,8 +321,18 @@ void json_int_or_null(struct json *j, int has, int64_t v) {
 }
 
 int json_finish(struct json *j) {
-        fputc('\n', j->f);
-        if (fflush(j->f) != 0 || ferror(j->f))
-                return -EIO;
-        return 0;
+        int r;
+
+        free(j->key);
+        j->key = NULL;
+        if (j->failed || !j->root) {
+                json_decref(j->root);
+                j->root = NULL;
+                errno = ENOMEM;
+                return -ENOMEM;
+        }
+        r = cli_json_print(j->f, j->root);
+        json_decref(j->root);
+        j->root = NULL;
+        return r;
 }
