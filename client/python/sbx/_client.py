@@ -1,0 +1,919 @@
+"""Client and Sandbox: the synchronous API over libsbx.
+
+A :class:`Client` owns one ``sbx_client`` (one connection to sbxd) and a lock that
+serialises every libsbx call on it, because libsbx's clients are not thread-safe. A
+:class:`Sandbox` is a handle on one sandbox by ID through a Client. Every result libsbx
+allocates is converted to Python objects and freed with its own ``*_free`` function
+before the method returns, in a ``finally`` so that a failure in the conversion frees it
+too; every input struct is built from ctypes objects that Python owns and that live
+until the call has returned.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from ctypes import POINTER, byref, c_char_p, c_int, c_uint32, c_void_p
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+from . import _lib as L
+from ._errors import NotFound, SandboxEnded, SbxError, error_from_code
+from ._types import (
+    Code,
+    CommandRecord,
+    DirectoryListing,
+    FileInfo,
+    FileType,
+    Hello,
+    History,
+    NetworkMode,
+    Outcome,
+    PathArg,
+    ReadChunk,
+    ResourceLimits,
+    ResourceReport,
+    Result,
+    SandboxInfo,
+    SandboxList,
+    SandboxPolicy,
+    State,
+    _env_list,
+    _paths,
+)
+
+__all__ = ["Client", "Sandbox", "OutputCallback", "default_socket_path"]
+
+#: ``on_output(stream, data)``: ``stream`` is ``"stdout"`` or ``"stderr"``, ``data`` the
+#: bytes of the chunk, in order per stream.
+OutputCallback = Callable[[str, bytes], None]
+
+_DEFAULT_MAX_OUTPUT_BYTES = 1 << 20  # the daemon's default cap per stream
+
+
+# ---- conversions ----------------------------------------------------------------------
+
+
+def _enc(s: Union[str, "os.PathLike[str]", bytes]) -> bytes:
+    """A str (or path) as the UTF-8 bytes libsbx takes; surrogate escapes round-trip the
+    bytes of names that are not UTF-8."""
+    if isinstance(s, bytes):
+        return s
+    return os.fspath(s).encode("utf-8", "surrogateescape")
+
+
+def _dec(b: Optional[bytes]) -> str:
+    return b.decode("utf-8", "surrogateescape") if b else ""
+
+
+def _dec_opt(b: Optional[bytes]) -> Optional[str]:
+    return None if b is None else b.decode("utf-8", "surrogateescape")
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def _strv(v: L.Strv) -> Tuple[str, ...]:
+    return tuple(_dec(v.v[i]) for i in range(v.n)) if v.v else ()
+
+
+def _u32s(p: Any, n: int) -> Tuple[int, ...]:
+    return tuple(int(p[i]) for i in range(n)) if p else ()
+
+
+def _buf(p: Any, n: int) -> bytes:
+    return ctypes.string_at(p, n) if p and n else b""
+
+
+def _enforcement(p: Any, n: int) -> Dict[str, str]:
+    return {_dec(p[i].limit): _dec(p[i].enforcement) for i in range(n)} if p else {}
+
+
+class _CStrings:
+    """A ``char **`` array built from Python strings, owned by this object."""
+
+    def __init__(self, items: Sequence[Union[str, bytes, "os.PathLike[str]"]]) -> None:
+        self.items = [_enc(s) for s in items]
+        self.array = (c_char_p * max(len(self.items), 1))(*self.items)
+        self.n = len(self.items)
+
+    @property
+    def ptr(self) -> Any:
+        return self.array if self.n else None
+
+
+def _policy_to_c(p: SandboxPolicy, out: L.Policy, keep: List[Any]) -> None:
+    """Fills out (already sbx_policy_init()ed) from p; keep gets the owners of the memory
+    out points to, which must outlive the call."""
+    for name in ("writable_paths", "denied_read_paths", "denied_write_paths"):
+        cs = _CStrings(getattr(p, name))
+        keep.append(cs)
+        sv = getattr(out, name)
+        sv.v = ctypes.cast(cs.ptr, POINTER(c_char_p)) if cs.n else None
+        sv.n = cs.n
+    out.network = int(NetworkMode(p.network))
+    out.protect_defaults = 1 if p.protect_defaults else 0
+    if p.inherit_environment is not None:
+        cs = _CStrings(p.inherit_environment)
+        keep.append(cs)
+        out.inherit_environment.v = ctypes.cast(cs.ptr, POINTER(c_char_p)) if cs.n else None
+        out.inherit_environment.n = cs.n
+        out.inherit_environment_set = 1
+    lim = p.limits or ResourceLimits()
+    cl = out.limits
+    cl.set = 0
+    if lim.memory_bytes is not None:
+        cl.set |= L.LIMIT_MEMORY
+        cl.memory_bytes = int(lim.memory_bytes)
+    if lim.cpu_seconds is not None:
+        cl.set |= L.LIMIT_CPU_SECONDS
+        cl.cpu_seconds = float(lim.cpu_seconds)
+    if lim.cpu_percent is not None:
+        cl.set |= L.LIMIT_CPU_PERCENT
+        cl.cpu_percent = int(lim.cpu_percent)
+    if lim.processes is not None:
+        cl.set |= L.LIMIT_PROCESSES
+        cl.processes = int(lim.processes)
+    if lim.file_size_bytes is not None:
+        cl.set |= L.LIMIT_FILE_SIZE
+        cl.file_size_bytes = int(lim.file_size_bytes)
+    if lim.open_files is not None:
+        cl.set |= L.LIMIT_OPEN_FILES
+        cl.open_files = int(lim.open_files)
+    if lim.core_dumps is not None:
+        cl.set |= L.LIMIT_CORE_DUMPS
+        cl.core_dumps = 1 if lim.core_dumps else 0
+    if lim.tmp_bytes is not None:
+        cl.set |= L.LIMIT_TMP
+        cl.tmp_bytes = int(lim.tmp_bytes)
+    if p.root_dir is not None:
+        b = _enc(p.root_dir)
+        keep.append(b)
+        out.root_dir = b
+
+
+def _policy_from_c(c: L.Policy) -> SandboxPolicy:
+    lim = c.limits
+
+    def given(bit: int, value: Any) -> Any:
+        return value if lim.set & bit else None
+
+    inherit = _strv(c.inherit_environment)
+    return SandboxPolicy(
+        writable_paths=_strv(c.writable_paths),
+        denied_write_paths=_strv(c.denied_write_paths),
+        denied_read_paths=_strv(c.denied_read_paths),
+        network=NetworkMode(c.network),
+        protect_defaults=bool(c.protect_defaults),
+        inherit_environment=inherit if (c.inherit_environment_set or inherit) else None,
+        limits=ResourceLimits(
+            memory_bytes=given(L.LIMIT_MEMORY, int(lim.memory_bytes)),
+            cpu_seconds=given(L.LIMIT_CPU_SECONDS, float(lim.cpu_seconds)),
+            cpu_percent=given(L.LIMIT_CPU_PERCENT, int(lim.cpu_percent)),
+            processes=given(L.LIMIT_PROCESSES, int(lim.processes)),
+            file_size_bytes=given(L.LIMIT_FILE_SIZE, int(lim.file_size_bytes)),
+            open_files=given(L.LIMIT_OPEN_FILES, int(lim.open_files)),
+            core_dumps=given(L.LIMIT_CORE_DUMPS, bool(lim.core_dumps)),
+            tmp_bytes=given(L.LIMIT_TMP, int(lim.tmp_bytes)),
+        ),
+        root_dir=_dec_opt(c.root_dir),
+    )
+
+
+def _sandbox_from_c(s: L.Sandbox) -> SandboxInfo:
+    return SandboxInfo(
+        id=_dec(s.id),
+        state=State(s.state),
+        owner_uid=int(s.owner_uid),
+        labels={_dec(s.labels[i].key): _dec(s.labels[i].value) for i in range(s.n_labels)}
+        if s.labels
+        else {},
+        created_unix_ms=int(s.created_unix_ms),
+        deadline_unix_ms=int(s.deadline_unix_ms),
+        idle_timeout_ms=int(s.idle_timeout_ms),
+        ended_unix_ms=int(s.ended_unix_ms),
+        end_reason=_dec_opt(s.end_reason),
+        policy=_policy_from_c(s.policy),
+        isolated=bool(s.isolated),
+        warnings=_strv(s.warnings),
+        enforcement=_enforcement(s.enforcement, s.n_enforcement),
+        running_commands=int(s.running_commands),
+        commands_run=int(s.commands_run),
+        share_uids=_u32s(s.share_uids, s.n_share_uids),
+        share_gids=_u32s(s.share_gids, s.n_share_gids),
+    )
+
+
+def _exit_code(has_exit: int, code: int, has_signal: int, sig: int) -> Optional[int]:
+    if has_exit:
+        return int(code)
+    if has_signal:
+        return -int(sig)
+    return None
+
+
+def _file_from_c(f: L.FileInfo) -> FileInfo:
+    return FileInfo(
+        name=_dec(f.name),
+        type=FileType(f.type),
+        size=int(f.size),
+        mode=int(f.mode),
+        mtime_unix_ms=int(f.mtime_unix_ms),
+        is_dir=bool(f.is_dir),
+        symlink_target=_dec_opt(f.symlink_target),
+    )
+
+
+class _Collector:
+    """The streaming callback of one run: forwards each chunk to the user's callback and
+    keeps the last max_bytes of each stream (the daemon sends none in its result when it
+    streams). An exception in the user's callback is kept, later chunks are still
+    collected but no longer forwarded, and run() raises it once the command has ended
+    (a callback cannot stop the command: libsbx has no way to cancel from inside it)."""
+
+    def __init__(self, user: Optional[OutputCallback], max_bytes: int) -> None:
+        self.user = user
+        self.max_bytes = max_bytes
+        self.data = {L.STDOUT: bytearray(), L.STDERR: bytearray()}
+        self.total = {L.STDOUT: 0, L.STDERR: 0}
+        self.error: Optional[BaseException] = None
+        self.c_callback = L.OutputCallback(self._on_output)
+
+    def _on_output(self, _ud: Any, stream: int, offset: int, data: Any, length: int) -> None:
+        # Runs inside sbx_exec, on the calling thread, with the GIL re-taken by ctypes.
+        try:
+            chunk = ctypes.string_at(data, length) if length else b""
+            if stream not in self.data:
+                return
+            buf = self.data[stream]
+            buf += chunk
+            if len(buf) > self.max_bytes:
+                del buf[: len(buf) - self.max_bytes]
+            self.total[stream] = max(self.total[stream], int(offset) + length)
+            if self.user is not None and self.error is None:
+                self.user("stdout" if stream == L.STDOUT else "stderr", chunk)
+        except BaseException as e:  # noqa: BLE001 - re-raised by run()
+            if self.error is None:
+                self.error = e
+
+
+def _result_from_c(r: L.Result, col: Optional[_Collector]) -> Result:
+    out, err = _buf(r.stdout_data, r.stdout_len), _buf(r.stderr_data, r.stderr_len)
+    out_total, err_total = int(r.stdout_bytes), int(r.stderr_bytes)
+    out_trunc, err_trunc = bool(r.stdout_truncated), bool(r.stderr_truncated)
+    if col is not None and not out and not err:
+        out, err = bytes(col.data[L.STDOUT]), bytes(col.data[L.STDERR])
+        out_total = max(out_total, col.total[L.STDOUT])
+        err_total = max(err_total, col.total[L.STDERR])
+        out_trunc = out_trunc or out_total > len(out)
+        err_trunc = err_trunc or err_total > len(err)
+    peak = int(r.peak_memory_bytes)
+    source = _dec_opt(r.peak_memory_source)
+    return Result(
+        exit_code=_exit_code(r.has_exit_code, r.exit_code, r.has_signal, r.signal),
+        stdout=_text(out),
+        stderr=_text(err),
+        stdout_bytes=out,
+        stderr_bytes=err,
+        timed_out=bool(r.timed_out),
+        stdout_truncated=out_trunc,
+        stderr_truncated=err_trunc,
+        stdout_total_bytes=out_total,
+        stderr_total_bytes=err_total,
+        duration=float(r.duration),
+        sandbox=_dec(r.sandbox_id),
+        command_id=_dec(r.command_id),
+        isolated=bool(r.isolated),
+        warnings=_strv(r.warnings),
+        resources=ResourceReport._from(
+            _enforcement(r.enforcement, r.n_enforcement),
+            peak_memory_bytes=peak if (peak or source) else None,
+            peak_memory_source=source,
+            cpu_seconds_used=float(r.cpu_seconds),
+            limits_hit=_strv(r.limits_hit),
+        ),
+        outcome=Outcome(r.outcome),
+        signal=int(r.signal) if r.has_signal else None,
+        start_error=_dec_opt(r.start_error),
+        start_errno=int(r.start_errno),
+        owner_uid=int(r.owner_uid) if r.has_owner_uid else None,
+    )
+
+
+def _ms(seconds: Optional[float], what: str) -> int:
+    if seconds is None:
+        return 0
+    if seconds < 0:
+        raise ValueError(f"{what} must not be negative")
+    ms = int(round(seconds * 1000))
+    return ms if ms > 0 or seconds == 0 else 1
+
+
+def default_socket_path() -> str:
+    """The socket libsbx uses when none is given: ``$SBX_SOCKET``, else
+    ``/run/sbxd/sbxd.sock`` for root, else ``$XDG_RUNTIME_DIR/sbxd/sbxd.sock`` (or the
+    system daemon's socket for a member of group sbxd without a daemon of their own)."""
+    buf = ctypes.create_string_buffer(4096)
+    if L.lib().sbx_default_socket_path(buf, len(buf)) < 0:
+        raise OSError("the default socket path is too long")
+    return _dec(buf.value)
+
+
+# ---- Client ---------------------------------------------------------------------------
+
+
+class Client:
+    """A connection to sbxd.
+
+    ``Client()`` connects to the default socket (see :func:`default_socket_path`);
+    ``Client("/path/sbxd.sock")`` to another. ``call_timeout`` (seconds; ``None``: wait
+    forever) bounds each wait for the daemon; a run waits for that plus the command's own
+    timeout plus 2 s. ``client_name`` is recorded by the daemon with each operation.
+
+    Thread safety: one libsbx client is not thread-safe, so each Client holds a lock and
+    runs one call at a time; a thread calling while another thread's ``run`` is in
+    progress waits for it. Use one Client per thread (or per asyncio task) to run
+    commands in parallel; Clients share nothing and may all attach the same sandbox.
+
+    After a connection failure the next call connects again by itself; sandboxes are
+    addressed by ID, so nothing is lost but the call that failed. Close the Client (or
+    use it as a context manager) to release the connection; closing does not end any
+    sandbox.
+    """
+
+    def __init__(
+        self,
+        socket: Optional[PathArg] = None,
+        *,
+        call_timeout: Optional[float] = None,
+        client_name: str = "sbx-python",
+    ) -> None:
+        self._lib = L.lib()
+        self._lock = threading.Lock()
+        self._owner: Optional[int] = None
+        self._c: Optional[int] = None
+        sock = _enc(socket) if socket is not None else None
+        handle = c_void_p()
+        code = self._lib.sbx_connect(sock, _enc(client_name), byref(handle))
+        if code != Code.OK:
+            if handle.value:
+                msg = _dec(self._lib.sbx_error_message(handle))
+                err = self._lib.sbx_errno(handle)
+                self._lib.sbx_close(handle)
+            else:
+                msg, err = "out of memory in libsbx", 12
+            raise error_from_code(code, msg, err)
+        self._c = handle.value
+        self.socket: str = _dec(sock) if sock is not None else default_socket_path()
+        if call_timeout is not None:
+            self._lib.sbx_set_call_timeout_ms(self._c, _ms(call_timeout, "call_timeout"))
+
+    # -- plumbing --
+
+    def _locked(self) -> "_Locked":
+        return _Locked(self)
+
+    def _raise(self, code: int, result: Optional[Result] = None) -> None:
+        msg = _dec(self._lib.sbx_error_message(self._c))
+        raise error_from_code(code, msg or Code(code).name, self._lib.sbx_errno(self._c), result)
+
+    @property
+    def closed(self) -> bool:
+        return self._c is None
+
+    def close(self) -> None:
+        """Closes the connection (waits for a call in progress). Sandboxes live on."""
+        with self._lock:
+            if self._c is not None:
+                self._lib.sbx_close(self._c)
+                self._c = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            c, self._c = getattr(self, "_c", None), None
+            if c is not None:
+                self._lib.sbx_close(c)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<sbx.Client {self.socket!r} {state}>"
+
+    # -- daemon --
+
+    def hello(self) -> Hello:
+        """What the daemon said at connect time: its version and what this host allows."""
+        ret = POINTER(L.Hello)()
+        with self._locked() as c:
+            code = self._lib.sbx_hello(c, byref(ret))
+            if code != Code.OK:
+                self._raise(code)
+        try:
+            h = ret.contents
+            return Hello(
+                protocol_version=int(h.protocol_version),
+                daemon_version=_dec(h.daemon_version),
+                cgroup_version=_dec(h.cgroup_version),
+                user_namespaces=bool(h.user_namespaces),
+                rootless=bool(h.rootless),
+                seccomp=bool(h.seccomp),
+                landlock_abi=int(h.landlock_abi),
+                openat2=bool(h.openat2),
+                max_frame_bytes=int(h.max_frame_bytes),
+                peer_uid=int(h.peer_uid),
+                implemented=tuple(_dec(h.implemented[i]) for i in range(h.n_implemented))
+                if h.implemented
+                else (),
+            )
+        finally:
+            self._lib.sbx_hello_free(ret)
+
+    # -- sandboxes --
+
+    def create(
+        self,
+        policy: Optional[SandboxPolicy] = None,
+        *,
+        timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+        id: Optional[str] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        network: Optional[NetworkMode] = None,
+        writable: Iterable[PathArg] = (),
+        limits: Optional[ResourceLimits] = None,
+        share_uids: Iterable[int] = (),
+        share_gids: Iterable[int] = (),
+        keep_workspace: bool = False,
+    ) -> "Sandbox":
+        """Creates a sandbox and returns its handle.
+
+        Args:
+            policy: the :class:`SandboxPolicy` (default: read-only, no network).
+            timeout: its lifetime in seconds (``None``: the daemon's default, 300 s);
+                :meth:`Sandbox.set_timeout` moves it.
+            idle_timeout: end it after this many seconds without a request.
+            id: its ID (1 to 64 of ``A-Z a-z 0-9 . _ -``; IDs are never reused);
+                ``None``: the daemon makes one.
+            labels: key/value labels to find it by (:meth:`list`).
+            env: environment variables of every command run in it.
+            network: overrides ``policy.network``.
+            writable: host paths added to ``policy.writable_paths``.
+            limits: overrides ``policy.limits``.
+            share_uids, share_gids: users and groups that may use it too.
+            keep_workspace: keep its /workspace on the host after it ends.
+
+        The returned :class:`Sandbox` terminates the sandbox when used as a context
+        manager (``with client.create() as sb:``).
+        """
+        p = policy or SandboxPolicy()
+        if network is not None or writable or limits is not None:
+            p = SandboxPolicy(
+                writable_paths=p.writable_paths + _paths(writable),
+                denied_write_paths=p.denied_write_paths,
+                denied_read_paths=p.denied_read_paths,
+                network=p.network if network is None else network,
+                protect_defaults=p.protect_defaults,
+                inherit_environment=p.inherit_environment,
+                limits=p.limits if limits is None else limits,
+                root_dir=p.root_dir,
+            )
+        keep: List[Any] = []
+        o = L.CreateOpts()
+        self._lib.sbx_create_opts_init(byref(o))
+        if id is not None:
+            o.id = _enc(id)
+        _policy_to_c(p, o.policy, keep)
+        o.timeout_ms = _ms(timeout, "timeout")
+        o.idle_timeout_ms = _ms(idle_timeout, "idle_timeout")
+        if labels:
+            arr = (L.Label * len(labels))()
+            for i, (k, v) in enumerate(labels.items()):
+                arr[i].key, arr[i].value = _enc(k), _enc(v)
+            keep.append(arr)
+            o.labels, o.n_labels = arr, len(labels)
+        envs = _CStrings(_env_list(env))
+        keep.append(envs)
+        if envs.n:
+            o.env, o.n_env = ctypes.cast(envs.ptr, POINTER(c_char_p)), envs.n
+        for attr, ids in (("share_uids", share_uids), ("share_gids", share_gids)):
+            ids = [int(x) for x in ids]
+            if ids:
+                arr32 = (c_uint32 * len(ids))(*ids)
+                keep.append(arr32)
+                setattr(o, attr, ctypes.cast(arr32, POINTER(c_uint32)))
+                setattr(o, "n_" + attr, len(ids))
+        o.keep_workspace = 1 if keep_workspace else 0
+        info = self._sandbox_call(self._lib.sbx_create, byref(o))
+        return Sandbox(self, info.id, owned=True, info=info)
+
+    def attach(self, id: str) -> "Sandbox":
+        """A handle on an existing sandbox (one another process created, say). Raises
+        :class:`NotFound` when there is no such sandbox and :class:`SandboxEnded` when it
+        has ended. Leaving a ``with`` block of an attached sandbox does not end it."""
+        info = self.get(id)
+        if info.ended:
+            why = str(info.state)
+            if info.end_reason and info.end_reason != why:
+                why += f": {info.end_reason}"
+            raise SandboxEnded(f"sandbox '{info.id}' has ended ({why}); create a new one")
+        return Sandbox(self, info.id, owned=False, info=info)
+
+    def get(self, id: str) -> SandboxInfo:
+        """The description of sandbox ``id``, live or ended (while its records last)."""
+        return self._sandbox_call(self._lib.sbx_get, _enc(id))
+
+    def list(
+        self,
+        *,
+        labels: Optional[Mapping[str, str]] = None,
+        states: Iterable[State] = (),
+        owner_uid: Optional[int] = None,
+        include_ended: bool = False,
+        limit: int = 0,
+    ) -> SandboxList:
+        """The sandboxes the caller may use: live ones, or ended ones too with
+        ``include_ended``; only those with all of ``labels``, in one of ``states``,
+        owned by ``owner_uid``. At most ``limit`` (0: the daemon's default); the list's
+        ``truncated`` says it was cut."""
+        keep: List[Any] = []
+        o = L.ListOpts()
+        if labels:
+            arr = (L.Label * len(labels))()
+            for i, (k, v) in enumerate(labels.items()):
+                arr[i].key, arr[i].value = _enc(k), _enc(v)
+            keep.append(arr)
+            o.labels, o.n_labels = arr, len(labels)
+        st = [int(State(s)) for s in states]
+        if st:
+            sarr = (c_int * len(st))(*st)
+            keep.append(sarr)
+            o.states, o.n_states = ctypes.cast(sarr, POINTER(c_int)), len(st)
+        if owner_uid is not None:
+            o.has_owner_uid, o.owner_uid = 1, int(owner_uid)
+        o.include_ended = 1 if include_ended else 0
+        o.limit = int(limit)
+        ret = POINTER(L.SandboxList)()
+        with self._locked() as c:
+            code = self._lib.sbx_list(c, byref(o), byref(ret))
+            if code != Code.OK:
+                self._raise(code)
+        try:
+            lst = ret.contents
+            out = SandboxList(_sandbox_from_c(lst.v[i].contents) for i in range(lst.n))
+            out.truncated = bool(lst.truncated)
+            return out
+        finally:
+            self._lib.sbx_sandbox_list_free(ret)
+
+    def _sandbox_call(self, fn: Callable[..., int], *args: Any) -> SandboxInfo:
+        """fn(client, *args, &ret) for the calls that return one struct sbx_sandbox."""
+        ret = POINTER(L.Sandbox)()
+        with self._locked() as c:
+            code = fn(c, *args, byref(ret))
+            if code != Code.OK:
+                self._lib.sbx_sandbox_free(ret)  # NULL on failure; freed if not
+                self._raise(code)
+        try:
+            return _sandbox_from_c(ret.contents)
+        finally:
+            self._lib.sbx_sandbox_free(ret)
+
+    def _status_call(self, fn: Callable[..., int], *args: Any) -> None:
+        with self._locked() as c:
+            code = fn(c, *args)
+            if code != Code.OK:
+                self._raise(code)
+
+
+class _Locked:
+    """``with client._locked() as c:`` holds the client's lock and yields its
+    sbx_client pointer; it refuses a call from inside an output callback of a run on
+    the same client (libsbx is not re-entrant) and a call on a closed client."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def __enter__(self) -> int:
+        cl = self.client
+        me = threading.get_ident()
+        if cl._owner == me:
+            raise SbxError(
+                "a call on a Client from inside its own output callback; libsbx is not "
+                "re-entrant: use another Client"
+            )
+        cl._lock.acquire()
+        if cl._c is None:
+            cl._lock.release()
+            raise SbxError("the Client is closed")
+        cl._owner = me
+        return cl._c
+
+    def __exit__(self, *exc: Any) -> None:
+        self.client._owner = None
+        self.client._lock.release()
+
+
+# ---- Sandbox --------------------------------------------------------------------------
+
+
+class Sandbox:
+    """A handle on one sandbox, by ID, through a :class:`Client`.
+
+    Get one from :meth:`Client.create` (the handle *owns* the sandbox: leaving a
+    ``with`` block terminates it) or :meth:`Client.attach` (it does not). The handle
+    holds no state of its own besides the ID: several handles, in several processes,
+    may use one sandbox at once. Every method raises a subclass of
+    :class:`SbxError`; one on a sandbox that has ended raises :class:`SandboxEnded`.
+    """
+
+    def __init__(
+        self, client: Client, id: str, *, owned: bool = False, info: Optional[SandboxInfo] = None
+    ) -> None:
+        self.client = client
+        self.id = id
+        self.owned = owned
+        self._info = info
+        self._bid = _enc(id)
+
+    def __repr__(self) -> str:
+        return f"<sbx.Sandbox {self.id!r}{' owned' if self.owned else ''}>"
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.owned:
+            self.terminate()  # idempotent: fine when it has ended already
+
+    # -- state --
+
+    def info(self) -> SandboxInfo:
+        """The sandbox as the daemon describes it now (state, policy, deadline...)."""
+        self._info = self.client.get(self.id)
+        return self._info
+
+    def set_timeout(self, timeout: float) -> SandboxInfo:
+        """Moves the sandbox's deadline to ``timeout`` seconds from now."""
+        self._info = self.client._sandbox_call(
+            self.client._lib.sbx_set_timeout, self._bid, _ms(timeout, "timeout")
+        )
+        return self._info
+
+    def terminate(self) -> SandboxInfo:
+        """Ends the sandbox and every process in it and returns its final state (also
+        when it had ended already: terminating is idempotent)."""
+        self._info = self.client._sandbox_call(self.client._lib.sbx_terminate, self._bid)
+        return self._info
+
+    # -- commands --
+
+    def run(
+        self,
+        command: Union[str, Sequence[str]],
+        *,
+        timeout: Optional[float] = 60.0,
+        cwd: Optional[PathArg] = None,
+        env: Optional[Mapping[str, str]] = None,
+        stdin: Union[None, str, bytes, int, Any] = None,
+        max_output_bytes: Optional[int] = None,
+        on_output: Optional[OutputCallback] = None,
+        check: bool = False,
+    ) -> Result:
+        """Runs a command in the sandbox and returns its :class:`Result` once it ended.
+
+        Args:
+            command: a ``str`` runs through ``/bin/sh -c``; a list is the argv, as is.
+            timeout: seconds before the command is killed (default 60; ``None``: the
+                library's default, 60 s). The daemon caps it at its
+                ``--max-command-timeout``.
+            cwd: the working directory (default ``/workspace``).
+            env: variables added to the sandbox's environment for this command.
+            stdin: ``str`` or ``bytes`` fed to the command's stdin; or a readable file
+                object with ``fileno()`` (or an int fd) whose contents are streamed to
+                it until end of file.
+            max_output_bytes: the most of each stream kept (the tail; default 1 MiB).
+            on_output: ``on_output(stream, data)`` called with each chunk as it comes
+                (``stream`` is ``"stdout"`` or ``"stderr"``), on this thread, before run
+                returns. An exception it raises is re-raised by run after the command
+                ended. It must not call this Client (use another one).
+            check: raise instead of returning a result that did not succeed:
+                :class:`Timeout`, :class:`SandboxEnded` or :class:`CommandFailed`.
+
+        A command that exits non-zero, times out or is killed is a result, not an
+        exception (unless ``check``). Exceptions are for what kept it from being run:
+        :class:`SandboxEnded`, :class:`NotFound` (no such sandbox), ...
+
+        The call waits in libsbx with the GIL released (other threads run), and a
+        signal such as Ctrl-C is handled once it returns: at the latest after
+        ``timeout``.
+        """
+        keep: List[Any] = []
+        o = L.ExecOpts()
+        self.client._lib.sbx_exec_opts_init(byref(o))
+        if isinstance(command, (str, bytes)):
+            o.shell = _enc(command)
+        else:
+            argv = _CStrings(list(command))
+            if argv.n == 0:
+                raise ValueError("run: empty argv")
+            keep.append(argv)
+            o.argv, o.argc = ctypes.cast(argv.ptr, POINTER(c_char_p)), argv.n
+        if cwd is not None:
+            o.cwd = _enc(cwd)
+        envs = _CStrings(_env_list(env))
+        keep.append(envs)
+        if envs.n:
+            o.env, o.n_env = ctypes.cast(envs.ptr, POINTER(c_char_p)), envs.n
+        if isinstance(stdin, str):
+            stdin = stdin.encode("utf-8")
+        if isinstance(stdin, (bytes, bytearray, memoryview)):
+            data = bytes(stdin)
+            sbuf = ctypes.create_string_buffer(data, len(data) or 1)
+            keep.append(sbuf)
+            o.stdin_data = ctypes.cast(sbuf, c_void_p)
+            o.stdin_len = len(data)
+        elif stdin is not None:
+            fd = stdin if isinstance(stdin, int) else stdin.fileno()
+            o.stdin_stream, o.stdin_fd = 1, int(fd)
+        o.timeout_ms = _ms(timeout, "timeout")
+        if max_output_bytes is not None:
+            if max_output_bytes <= 0:
+                raise ValueError("max_output_bytes must be positive")
+            o.max_stdout_bytes = o.max_stderr_bytes = int(max_output_bytes)
+        col = None
+        if on_output is not None:
+            col = _Collector(on_output, int(max_output_bytes or _DEFAULT_MAX_OUTPUT_BYTES))
+            o.on_output = col.c_callback
+        ret = POINTER(L.Result)()
+        with self.client._locked() as c:
+            code = self.client._lib.sbx_exec(c, self._bid, byref(o), byref(ret))
+            try:
+                result = _result_from_c(ret.contents, col) if ret else None
+            finally:
+                self.client._lib.sbx_result_free(ret)
+            if code != Code.OK:
+                self.client._raise(code, result)
+        if col is not None and col.error is not None:
+            raise col.error
+        assert result is not None
+        return result.check() if check else result
+
+    def cancel(self, command_id: str) -> None:
+        """Kills a running command (from another Client than the one waiting in its
+        ``run``); its result's outcome becomes ``cancelled``."""
+        self.client._status_call(self.client._lib.sbx_cancel, self._bid, _enc(command_id))
+
+    def history(self, *, after_seq: int = 0, limit: int = 0) -> History:
+        """The commands this sandbox ran, oldest first, after sequence number
+        ``after_seq``, at most ``limit`` (0: the daemon's default)."""
+        ret = POINTER(L.History)()
+        with self.client._locked() as c:
+            code = self.client._lib.sbx_history(c, self._bid, int(after_seq), int(limit), byref(ret))
+            if code != Code.OK:
+                self.client._raise(code)
+        try:
+            h = ret.contents
+            out = History(
+                CommandRecord(
+                    seq=int(r.seq),
+                    command_id=_dec(r.command_id),
+                    argv=_strv(r.argv),
+                    cwd=_dec(r.cwd),
+                    caller_uid=int(r.caller_uid),
+                    caller_pid=int(r.caller_pid),
+                    client_name=_dec(r.client_name),
+                    started_unix_ms=int(r.started_unix_ms),
+                    ended_unix_ms=int(r.ended_unix_ms),
+                    outcome=Outcome(r.outcome),
+                    exit_code=_exit_code(r.has_exit_code, r.exit_code, r.has_signal, r.signal),
+                    signal=int(r.signal) if r.has_signal else None,
+                    duration=float(r.duration),
+                    peak_memory_bytes=int(r.peak_memory_bytes),
+                    stdout_total_bytes=int(r.stdout_bytes),
+                    stderr_total_bytes=int(r.stderr_bytes),
+                    stdout_truncated=bool(r.stdout_truncated),
+                    stderr_truncated=bool(r.stderr_truncated),
+                )
+                for r in (h.v[i] for i in range(h.n))
+            )
+            out.next_after_seq = int(h.next_after_seq)
+            out.truncated = bool(h.truncated)
+            return out
+        finally:
+            self.client._lib.sbx_history_free(ret)
+
+    # -- files --
+
+    def read_chunk(self, path: PathArg, offset: int = 0, limit: int = 0) -> ReadChunk:
+        """Reads at most ``limit`` bytes of ``path`` from ``offset`` (0: the rest of the
+        file, refused with :class:`TooLarge` above the daemon's 5 MiB read limit)."""
+        ret = POINTER(L.ReadResult)()
+        with self.client._locked() as c:
+            code = self.client._lib.sbx_read(c, self._bid, _enc(path), int(offset), int(limit), byref(ret))
+            if code != Code.OK:
+                self.client._raise(code)
+        try:
+            r = ret.contents
+            return ReadChunk(
+                data=_buf(r.data, r.len),
+                size=int(r.size),
+                next_offset=int(r.next_offset),
+                eof=bool(r.eof),
+            )
+        finally:
+            self.client._lib.sbx_read_result_free(ret)
+
+    def read_file(self, path: PathArg, *, offset: int = 0, limit: Optional[int] = None) -> bytes:
+        """The bytes of a file in the sandbox (a relative path is under /workspace).
+        Without ``limit``, the whole rest of the file from ``offset``; a file over the
+        daemon's read limit (5 MiB) raises :class:`TooLarge`: page it with ``offset``
+        and ``limit`` or :meth:`read_chunk`."""
+        return self.read_chunk(path, offset, limit or 0).data
+
+    def read_text(self, path: PathArg, *, encoding: str = "utf-8", errors: str = "replace") -> str:
+        """A file decoded as text (undecodable bytes replaced by default)."""
+        return self.read_file(path).decode(encoding, errors)
+
+    def write_file(
+        self,
+        path: PathArg,
+        data: Union[str, bytes],
+        *,
+        mode: int = 0o644,
+        create_parents: bool = True,
+        append: bool = False,
+    ) -> None:
+        """Writes ``data`` (``str`` as UTF-8) to ``path``, replacing the file atomically
+        (or appending with ``append``), creating missing parent directories unless
+        ``create_parents`` is false. Raises :class:`ReadOnly` outside the sandbox's
+        writable paths and :class:`TooLarge` above the daemon's frame limit."""
+        b = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        flags = (L.WRITE_CREATE_PARENTS if create_parents else 0) | (L.WRITE_APPEND if append else 0)
+        self.client._status_call(
+            self.client._lib.sbx_write, self._bid, _enc(path), b, len(b), int(mode), flags
+        )
+
+    def list_directory(self, path: PathArg = "/workspace", *, limit: int = 0) -> DirectoryListing:
+        """The entries of a directory, sorted by name, at most ``limit`` (0: the daemon's
+        default); the listing's ``truncated`` says it was cut."""
+        ret = POINTER(L.DirList)()
+        with self.client._locked() as c:
+            code = self.client._lib.sbx_list_dir(c, self._bid, _enc(path), int(limit), byref(ret))
+            if code != Code.OK:
+                self.client._raise(code)
+        try:
+            d = ret.contents
+            out = DirectoryListing(_file_from_c(d.v[i]) for i in range(d.n))
+            out.truncated = bool(d.truncated)
+            return out
+        finally:
+            self.client._lib.sbx_dir_list_free(ret)
+
+    def stat(self, path: PathArg) -> FileInfo:
+        """What ``path`` is (type, size, mode, mtime); :class:`NotFound` when missing."""
+        ret = POINTER(L.FileInfo)()
+        with self.client._locked() as c:
+            code = self.client._lib.sbx_stat(c, self._bid, _enc(path), byref(ret))
+            if code != Code.OK:
+                self.client._raise(code)
+        try:
+            return _file_from_c(ret.contents)
+        finally:
+            self.client._lib.sbx_file_info_free(ret)
+
+    def exists(self, path: PathArg) -> bool:
+        """Whether ``path`` exists in the sandbox (and is not hidden by its policy)."""
+        try:
+            self.stat(path)
+            return True
+        except NotFound:
+            return False
+
+    def mkdir(self, path: PathArg, *, mode: int = 0o755, parents: bool = False) -> None:
+        """Creates a directory (with its missing parents when ``parents``)."""
+        self.client._status_call(self.client._lib.sbx_mkdir, self._bid, _enc(path), int(mode), 1 if parents else 0)
+
+    def remove(self, path: PathArg, *, recursive: bool = False) -> None:
+        """Removes a file or an empty directory; a directory with its contents when
+        ``recursive`` (else :class:`FailedPrecondition` for a non-empty one)."""
+        self.client._status_call(self.client._lib.sbx_remove, self._bid, _enc(path), 1 if recursive else 0)
