@@ -56,6 +56,20 @@
  *  - A writable path inside a denied_read path and inside ~/.aws of a home.
  *  - A root_dir sandbox whose hidden files (top-level and nested) the host replaces,
  *    read by name and through symlinks: hidden again by the guard within 2 s.
+ * Round 2:
+ *  - Placeholders: the owner's .git/commondir exchanged (renameat2 RENAME_EXCHANGE in a
+ *    loop) with a hard link to BOB's file (0660, a group she is in) while init makes
+ *    the placeholder, 20 sandboxes: the file stays BOB's. The owner's repository
+ *    replaced on the host by a symlink to BOB's (empty branches, worktrees, modules,
+ *    remotes, a commondir of "." and an empty config.worktree: placeholders to the
+ *    letter) while her sandbox runs: nothing of his goes when it ends.
+ *  - The guard's watches: a watched directory deleted and made again
+ *    (.cache/huggingface), a parent of one renamed and the names made again
+ *    (.config to .config.old, then .config/gh); a credential whose directory appears
+ *    while the guard's queue overflows (the daemon stopped, 40000 events): hidden
+ *    within 2 s, and the overflow logged.
+ *  - The host's git rewriting .git/config (by rename) of a writable repository while a
+ *    sandbox runs: the daemon warns, naming it, and it is read-only again within 2 s.
  * Known gap (README, "A writable repository"): sandboxed code can add a submodule
  * through the index and a `.git` file in the work tree that points to a git directory
  * of its own making (or `git init` a repository of its own); the host's git then reads
@@ -670,6 +684,8 @@ static char *sbx_copy(void) {
 
 static char home_dir[64];  /* /home/sbxt-PID, ALICE's home for the credential tests */
 static char home_dir2[64]; /* /home/sbxt-PID-new, a home made after a sandbox */
+/* Other directories in /home are named home_dir + "-something": the teardown removes
+ * /home/sbxt-PID-*. */
 
 static void trust_setup(void) {
         snprintf(home_dir, sizeof(home_dir), "/home/sbxt-%d", (int)getpid());
@@ -693,10 +709,10 @@ static void unescape(char *s) {
 }
 
 /* Runs before it_fixture_teardown (Check runs teardowns in reverse): the bind mounts a
- * test made under the base directory, and the home in /home. */
+ * test made under the base directory, and the homes in /home. */
 static void trust_teardown(void) {
         const char *base = it_base_dir();
-        char *mps[64], *line = NULL, cmd[128];
+        char *mps[64], *line = NULL, cmd[256];
         size_t cap = 0, n = 0, len = strlen(base);
         FILE *f = fopen("/proc/self/mountinfo", "re");
 
@@ -720,13 +736,13 @@ static void trust_teardown(void) {
                         fprintf(stderr, "it_trust: umount %s: %s\n", mps[n], strerror(errno));
                 free(mps[n]);
         }
-        for (n = 0; n < 2; n++) {
-                const char *h = n ? home_dir2 : home_dir;
-                if (!h[0] || access(h, F_OK) < 0)
-                        continue;
-                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h);
+        /* The homes: /home/sbxt-PID and every /home/sbxt-PID-* (home_dir2, BOB's
+         * directories beside ALICE's). */
+        if (home_dir[0]) {
+                snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'-*", home_dir, home_dir);
                 if (system(cmd) != 0)
-                        fprintf(stderr, "it_trust: cannot remove %s\n", h);
+                        fprintf(stderr, "it_trust: cannot remove %s and %s-*\n", home_dir,
+                                home_dir);
         }
 }
 
@@ -2361,6 +2377,466 @@ START_TEST(test_root_dir_guarded) {
 }
 END_TEST
 
+/* ---- 13. red team, round 2: placeholders, the guard's watches, the host's own edits ---- */
+
+/* Forks a child that takes w's rights for good and runs fn(arg), which ends it with
+ * _exit (it dies with the test process too); its pid, for end_child. */
+static pid_t spawn_as(const struct who *w, void (*fn)(const void *), const void *arg) {
+        pid_t parent = getpid(), pid = fork();
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                become(w, parent);
+                fn(arg);
+                _exit(0);
+        }
+        return pid;
+}
+
+/* Ends a child of spawn_as (SIGKILL when it still runs) and reaps it: 0 when it was
+ * still running, else what it ended with (as child_status says it). */
+static int end_child(pid_t pid) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+
+        if (r == 0) {
+                kill(pid, SIGKILL);
+                ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+                return 0;
+        }
+        ck_assert_int_eq(r, pid);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 256 + WTERMSIG(st);
+}
+
+/* 1 when a line of the file at path holds a and b (b may be NULL). */
+static int file_has_line(const char *path, const char *a, const char *b) {
+        FILE *f = fopen(path, "re");
+        char *line = NULL;
+        size_t cap = 0;
+        int found = 0;
+
+        while (f && !found && getline(&line, &cap, f) > 0)
+                found = strstr(line, a) && (!b || strstr(line, b));
+        free(line);
+        if (f)
+                fclose(f);
+        return found;
+}
+
+/* Within 2 s, `cat path` in the sandbox id of ALICE's stops showing marker, and a
+ * moment later it still does not. NULL when so, else what the sandbox read (freed by
+ * the caller). */
+static char *hidden_in_2s(const struct it_daemon *d, const char *id, const char *path,
+                          const char *marker) {
+        char *cmd = xasprintf("cat '%s' 2>/dev/null; echo END", path), *seen = NULL;
+        double t0 = it_now_ms();
+        int clean = 0;
+        struct act *a;
+
+        while (!clean && it_now_ms() - t0 < 2000) {
+                a = sh_as(d, &alice, id, cmd);
+                clean = strstr(a->out, marker) == NULL;
+                free(a);
+                if (!clean)
+                        usleep(20000);
+        }
+        usleep(300000);
+        a = sh_as(d, &alice, id, cmd);
+        if (!clean || strstr(a->out, marker))
+                seen = xasprintf("%s %s",
+                                 clean ? "readable again:" : "still readable after 2 s:", a->out);
+        free(a);
+        free(cmd);
+        return seen;
+}
+
+/* A git repository of ALICE's at dir (made, 0755), with a commit; HOME is home. */
+static void alice_repo(const char *dir, const char *home) {
+        char *out = NULL, *err = NULL;
+        int rc;
+
+        mkdir_owned(dir, 0755, ALICE);
+        rc = git_as_alice(dir, home,
+                          "git init -q && echo a > a.txt && git add a.txt && git commit -qm init",
+                          &out, &err);
+        ck_assert_msg(rc == 0, "git init %s: %s", dir, err);
+        free(out);
+        free(err);
+}
+
+/* ALICE swaps her .git's commondir with a hard link to BOB's file: the name commondir
+ * comes and goes while init makes its placeholder there. From the first exchange (the
+ * placeholder is there: the old chown came right after) for 10 ms more, then it ends
+ * (each exchange is an event for the guard, which covers the name again each time). */
+struct swap {
+        const char *git, *victim;
+};
+
+static void swap_loop(const void *p) {
+        const struct swap *s = p;
+        int dfd = open(s->git, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        double t0 = 0;
+        unsigned long i;
+
+        if (dfd < 0)
+                _exit(2);
+        /* Afresh: no commondir (init makes one), the link as lnk. */
+        (void)unlinkat(dfd, "commondir", 0);
+        (void)unlinkat(dfd, "lnk", 0);
+        if (linkat(AT_FDCWD, s->victim, dfd, "lnk", 0) < 0)
+                _exit(3);
+        for (i = 0;; i++) {
+                if (renameat2(dfd, "commondir", dfd, "lnk", RENAME_EXCHANGE) < 0) {
+                        if (errno != ENOENT)
+                                _exit(4);
+                } else if (t0 == 0) {
+                        t0 = it_now_ms();
+                }
+                if (t0 > 0 && (i & 255) == 0 && it_now_ms() - t0 > 10)
+                        _exit(0);
+        }
+}
+
+/* Route 1: init made .git/commondir as root and chowned it to the owner by name; the
+ * owner swapped a hard link to BOB's file in between and got it. */
+START_TEST(test_placeholder_chown_race) {
+        struct it_daemon d;
+        char *repo = xasprintf("%s/repo", home_dir), *git = xasprintf("%s/repo/.git", home_dir);
+        char *bdir = xasprintf("%s-bob", home_dir), *victim = xasprintf("%s-bob/victim", home_dir);
+        struct swap s = {.git = git, .victim = victim};
+        struct copts o;
+        struct op create = {.kind = OP_CREATE, .create = &o.o};
+        struct stat st;
+        int cycles = 0, made = 0, swapper_st = 0;
+        double t0;
+        char *p;
+
+        ck_assert_msg(access("/home", F_OK) == 0, "no /home on this host");
+        mkdir_owned(home_dir, 0755, ALICE);
+        alice_repo(repo, home_dir);
+        p = xasprintf("%s/commondir", git);
+        ck_assert_msg(access(p, F_OK) < 0, "git init made %s", p);
+        free(p);
+        /* BOB's file, which ALICE may write (group 3100) and so hard-link (the kernel's
+         * protected_hardlinks lets her), on the same filesystem. */
+        mkdir_owned(bdir, 0755, BOB);
+        put_file(victim, "bob's\n", 0660, BOB);
+        ck_assert_int_eq(chown(victim, BOB, SOCK_GRP), 0);
+
+        start_shared(&d, NULL);
+        copts_init(&o, NULL, NULL, repo, NULL);
+        t0 = it_now_ms();
+        while (cycles < 20 && it_now_ms() - t0 < 10000) {
+                /* The race is in init's making of the placeholder, while the sandbox is
+                 * made. */
+                pid_t swapper = spawn_as(&alice, swap_loop, &s);
+                struct act *a = one(&d, &alice, &create);
+                swapper_st = end_child(swapper);
+                cycles++;
+                if (a->code == SBX_OK) {
+                        made++;
+                        terminate_as(&d, &alice, a->out);
+                }
+                free(a);
+                if (swapper_st || stat(victim, &st) < 0 || st.st_uid != BOB)
+                        break;
+        }
+        fprintf(stderr, "it_trust: placeholder race: %d cycles, %d sandboxes made\n", cycles, made);
+        ck_assert_msg(swapper_st == 0, "ALICE's swapping child ended with %d", swapper_st);
+        ck_assert_int_eq(stat(victim, &st), 0);
+        ck_assert_msg(st.st_uid == BOB && st.st_gid == SOCK_GRP,
+                      "BOB's file, hard-linked as ALICE's .git/commondir, is now %u:%u (after "
+                      "%d cycles)",
+                      (unsigned)st.st_uid, (unsigned)st.st_gid, cycles);
+        stop_ok(&d);
+        free(repo);
+        free(git);
+        free(bdir);
+        free(victim);
+}
+END_TEST
+
+/* Route 2: the daemon removed the placeholders as root through the repository's path
+ * resolved again; ALICE replaced her repository by a symlink to BOB's, whose empty
+ * directories and placeholder-like files went. */
+START_TEST(test_placeholder_removal_swapped_repo) {
+        struct it_daemon d;
+        char *repo = xasprintf("%s/repo", home_dir), *ctl = xasprintf("%s/ctl", home_dir);
+        char *bdir = xasprintf("%s-bob", home_dir), *brepo = xasprintf("%s-bob/repo", home_dir);
+        const char *dirs[] = {"branches", "worktrees", "modules", "remotes"};
+        const char *files[][2] = {{"commondir", ".\n"}, {"config.worktree", ""}};
+        char *out = NULL, *err = NULL, *cmd, *id, *p;
+        struct fails f = {.n = 0};
+        struct copts o;
+        size_t i;
+        double t0;
+        int rc, gone = 0;
+
+        ck_assert_msg(access("/home", F_OK) == 0, "no /home on this host");
+        mkdir_owned(home_dir, 0755, ALICE);
+        /* ALICE's repository, and a second one (the control: its placeholders go when
+         * the daemon has done its removal), without any of the placeholders' names. */
+        alice_repo(repo, home_dir);
+        alice_repo(ctl, home_dir);
+        cmd = xasprintf("cd '%s' && rm -rf .git/branches .git/worktrees .git/modules "
+                        ".git/remotes .git/commondir .git/config.worktree && cd '%s' && "
+                        "rm -rf .git/branches .git/worktrees .git/modules .git/remotes "
+                        ".git/commondir .git/config.worktree",
+                        repo, ctl);
+        rc = git_as_alice(home_dir, home_dir, cmd, &out, &err);
+        ck_assert_msg(rc == 0, "%s: %s", cmd, err);
+        free(out);
+        free(err);
+        free(cmd);
+        /* BOB's repository: root reaches it, ALICE does not (0700). */
+        mkdir_owned(bdir, 0700, BOB);
+        mkdir_owned(brepo, 0755, BOB);
+        p = xasprintf("%s/.git", brepo);
+        mkdir_owned(p, 0755, BOB);
+        free(p);
+        for (i = 0; i < 4; i++) {
+                p = xasprintf("%s/.git/%s", brepo, dirs[i]);
+                mkdir_owned(p, 0755, BOB);
+                free(p);
+        }
+        for (i = 0; i < 2; i++) {
+                p = xasprintf("%s/.git/%s", brepo, files[i][0]);
+                put_file(p, files[i][1], 0644, BOB);
+                free(p);
+        }
+
+        start_shared(&d, NULL);
+        copts_init(&o, NULL, NULL, repo, ctl);
+        id = create_as(&d, &alice, &o.o);
+        p = xasprintf("%s/.git/commondir", ctl);
+        ck_assert_msg(access(p, F_OK) == 0, "no placeholder %s was made", p);
+        free(p);
+        /* The host, as ALICE: her repository is now a symlink to BOB's. */
+        cmd = xasprintf("mv repo repo.real && ln -s '%s' repo", brepo);
+        rc = git_as_alice(home_dir, home_dir, cmd, &out, &err);
+        ck_assert_msg(rc == 0, "%s: %s", cmd, err);
+        free(out);
+        free(err);
+        free(cmd);
+        terminate_as(&d, &alice, id);
+        /* The control's placeholders go in the same breath as the other repository's
+         * (the last of them last). */
+        t0 = it_now_ms();
+        while (!gone && it_now_ms() - t0 < 5000) {
+                gone = 1;
+                for (i = 0; i < 6 && gone; i++) {
+                        p = xasprintf("%s/.git/%s", ctl, i < 4 ? dirs[i] : files[i - 4][0]);
+                        gone = access(p, F_OK) < 0;
+                        free(p);
+                }
+                if (!gone)
+                        usleep(20000);
+        }
+        ck_assert_msg(gone, "the control repository's placeholders stayed after the sandbox "
+                            "ended: the daemon did not remove its placeholders");
+        usleep(100000);
+        for (i = 0; i < 6; i++) {
+                p = xasprintf("%s/.git/%s", brepo, i < 4 ? dirs[i] : files[i - 4][0]);
+                if (access(p, F_OK) < 0)
+                        fail_note(&f, "BOB's %s was removed", p);
+                free(p);
+        }
+        fails_assert(&f, "of BOB's entries were removed through ALICE's symlink");
+        stop_ok(&d);
+        free(id);
+        free(repo);
+        free(ctl);
+        free(bdir);
+        free(brepo);
+}
+END_TEST
+
+/* Route 3: a watched directory deleted (or renamed with its parent) and made again on
+ * the host: the guard's watch had followed the old one, and nothing was covered there. */
+START_TEST(test_guard_rewatches_replaced_dirs) {
+        struct it_daemon d;
+        char *home = xasprintf("%s-x", home_dir),
+             *marker = xasprintf("sbxt-rw-%d-M", (int)getpid());
+        char *token = xasprintf("%s/.cache/huggingface/token", home);
+        char *hosts = xasprintf("%s/.config/gh/hosts.yml", home);
+        char *out = NULL, *err = NULL, *cmd, *id, *seen, *p;
+        struct fails f = {.n = 0};
+        int rc;
+
+        ck_assert_msg(access("/home", F_OK) == 0, "no /home on this host");
+        mkdir_owned(home, 0755, ALICE);
+        p = xasprintf("%s/.cache/huggingface", home);
+        mkdir_parents(home, token, ALICE);
+        ck_assert_int_eq(access(p, F_OK), 0);
+        free(p);
+        mkdir_parents(home, hosts, ALICE);
+        start_shared(&d, NULL);
+        id = create_as(&d, &alice, NULL);
+
+        /* Deleted and made again. */
+        cmd = xasprintf("rm -rf .cache/huggingface && mkdir .cache/huggingface && echo %s > "
+                        ".cache/huggingface/token && chmod 0644 .cache/huggingface/token",
+                        marker);
+        rc = git_as_alice(home, home, cmd, &out, &err);
+        ck_assert_msg(rc == 0, "%s: %s", cmd, err);
+        free(out);
+        free(err);
+        free(cmd);
+        if ((seen = hidden_in_2s(&d, id, token, marker)))
+                fail_note(&f, "%s, its directory deleted and made again: %s", token, seen);
+        free(seen);
+
+        /* Its parent's parent renamed, the same names made again. */
+        cmd = xasprintf("mv .config .config.old && mkdir -p .config/gh && echo %s > "
+                        ".config/gh/hosts.yml && chmod 0644 .config/gh/hosts.yml",
+                        marker);
+        rc = git_as_alice(home, home, cmd, &out, &err);
+        ck_assert_msg(rc == 0, "%s: %s", cmd, err);
+        free(out);
+        free(err);
+        free(cmd);
+        if ((seen = hidden_in_2s(&d, id, hosts, marker)))
+                fail_note(&f, "%s, .config renamed and made again: %s", hosts, seen);
+        free(seen);
+        fails_assert(&f, "credentials in replaced directories readable");
+        terminate_as(&d, &alice, id);
+        stop_ok(&d);
+        free(id);
+        free(home);
+        free(marker);
+        free(token);
+        free(hosts);
+}
+END_TEST
+
+/* Route 4: the guard's queue overflows (here while the daemon is stopped; sandboxed
+ * code can flood it too), and a credential's missing directory appears meanwhile: the
+ * pending watch was never advanced. */
+START_TEST(test_guard_queue_overflow) {
+        struct it_daemon d;
+        char *ivy = xasprintf("%s/.ivy2", home_dir),
+             *cred = xasprintf("%s/.ivy2/.credentials", home_dir);
+        char *marker = xasprintf("sbxt-ovf-%d-M", (int)getpid()), *fl[2], *id, *seen;
+        char *q = get_file("/proc/sys/fs/inotify/max_queued_events");
+        long max_q = q ? strtol(q, NULL, 10) : 16384, n, i;
+        int bad = 0, e = 0, fd;
+
+        free(q);
+        n = max_q * 5 / 2 > 40000 ? max_q * 5 / 2 : 40000;
+        ck_assert_msg(access("/home", F_OK) == 0, "no /home on this host");
+        mkdir_owned(home_dir, 0755, ALICE);
+        fl[0] = xasprintf("%s/f0", home_dir);
+        fl[1] = xasprintf("%s/f1", home_dir);
+        put_file(fl[0], "0\n", 0644, ALICE);
+        put_file(fl[1], "1\n", 0644, ALICE);
+        ck_assert_msg(access(ivy, F_OK) < 0, "%s exists already", ivy);
+        start_shared(&d, NULL);
+        id = create_as(&d, &alice, NULL);
+
+        /* Nothing in here may fail the test before the daemon runs again. */
+        ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+        /* Two files in turn: the kernel merges an event equal to the last one queued. */
+        for (i = 0; i < n && !bad; i++)
+                if (utimensat(AT_FDCWD, fl[i & 1], NULL, 0) < 0) {
+                        bad = 1;
+                        e = errno;
+                }
+        if (!bad && (mkdir(ivy, 0755) < 0 || chown(ivy, ALICE, ALICE) < 0))
+                bad = 2;
+        if (!bad) {
+                fd = open(cred, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                if (fd < 0 || write(fd, marker, strlen(marker)) != (ssize_t)strlen(marker) ||
+                    fchown(fd, ALICE, ALICE) < 0 || fchmod(fd, 0644) < 0)
+                        bad = 3;
+                if (fd >= 0)
+                        close(fd);
+                e = errno;
+        }
+        ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+        ck_assert_msg(!bad, "the host's part failed at step %d: %s", bad, strerror(e));
+
+        seen = hidden_in_2s(&d, id, cred, marker);
+        ck_assert_msg(!seen, "%s, made while the guard's queue overflowed (%ld events): %s", cred,
+                      n, seen);
+        ck_assert_msg(file_has_line(d.log, "queue overflowed", NULL),
+                      "the daemon's log has no warning of the overflow");
+        terminate_as(&d, &alice, id);
+        stop_ok(&d);
+        free(id);
+        free(ivy);
+        free(cred);
+        free(marker);
+        free(fl[0]);
+        free(fl[1]);
+}
+END_TEST
+
+/* Route 5: the host's own git replaces .git/config of a writable repository by a
+ * rename; until the guard covers it again, sandboxed code could race it: the daemon
+ * warns, naming the path, and covers it again. */
+START_TEST(test_host_replaced_protected_warns) {
+        const char *base = it_base_dir();
+        struct it_daemon d;
+        char *repo = xasprintf("%s/wrepo", base), *home = xasprintf("%s/ahome", base);
+        char *config = xasprintf("%s/wrepo/.git/config", base), *out = NULL, *err = NULL;
+        char *cmd, *id, *text;
+        struct copts o;
+        struct act *a;
+        double t0;
+        int rc, warned = 0, ro = 0;
+
+        mkdir_owned(home, 0755, ALICE);
+        alice_repo(repo, home);
+        start_shared(&d, NULL);
+        copts_init(&o, NULL, NULL, repo, NULL);
+        id = create_as(&d, &alice, &o.o);
+        ck_assert_msg(!file_has_line(d.log, "replaced on the host", NULL),
+                      "the daemon warned of a replacement before there was one");
+
+        rc = git_as_alice(repo, home, "git config user.name x", &out, &err);
+        ck_assert_msg(rc == 0, "git config on the host: %s", err);
+        free(out);
+        free(err);
+        t0 = it_now_ms();
+        while (!warned && it_now_ms() - t0 < 2000) {
+                warned = file_has_line(d.log, config, "replaced on the host");
+                if (!warned)
+                        usleep(20000);
+        }
+        ck_assert_msg(warned, "no warning naming %s and \"replaced on the host\" in %s within 2 s",
+                      config, d.log);
+
+        /* Covered again: read-only in the sandbox. */
+        cmd = xasprintf("test -w '%s' || echo RO", config);
+        t0 = it_now_ms();
+        while (!ro && it_now_ms() - t0 < 2000) {
+                a = sh_as(&d, &alice, id, cmd);
+                ro = strstr(a->out, "RO") != NULL;
+                free(a);
+                if (!ro)
+                        usleep(20000);
+        }
+        free(cmd);
+        ck_assert_msg(ro, "%s is writable in the sandbox 2 s after the host replaced it", config);
+        cmd = xasprintf("printf '[core]\\n\\tfsmonitor = true\\n' >> '%s' && echo WROTE", config);
+        a = sh_as(&d, &alice, id, cmd);
+        ck_assert_msg(!strstr(a->out, "WROTE"), "the sandbox wrote %s after the host replaced it",
+                      config);
+        free(a);
+        free(cmd);
+        text = get_file(config);
+        ck_assert_msg(text && !strstr(text, "fsmonitor") && strstr(text, "name = x"),
+                      "%s on the host:\n%s", config, text ? text : "(unreadable)");
+        free(text);
+        terminate_as(&d, &alice, id);
+        stop_ok(&d);
+        free(id);
+        free(repo);
+        free(home);
+        free(config);
+}
+END_TEST
+
 /* One TCase per test (the unchecked fixtures run once per TCase): the base directory in
  * /var/tmp, then this file's fixture, whose teardown Check runs first. */
 static void add(Suite *s, const char *name, const TTest *test, int timeout_s) {
@@ -2392,6 +2868,11 @@ static Suite *make_suite(void) {
         add(s, "git", test_git_routes_closed, 180);
         add(s, "writable_in_hidden", test_writable_inside_hidden, 120);
         add(s, "root_dir_guard", test_root_dir_guarded, 120);
+        add(s, "placeholder_race", test_placeholder_chown_race, 120);
+        add(s, "placeholder_removal", test_placeholder_removal_swapped_repo, 120);
+        add(s, "guard_rewatch", test_guard_rewatches_replaced_dirs, 120);
+        add(s, "guard_overflow", test_guard_queue_overflow, 120);
+        add(s, "host_replaced_warns", test_host_replaced_protected_warns, 120);
         return s;
 }
 
