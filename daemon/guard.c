@@ -61,6 +61,9 @@ struct guard_helper {
         uv_poll_t poll;
         int pidfd;
         struct sandbox *sb; /* NULL once the sandbox is gone */
+        enum guard_kind kind;
+        char *path;         /* in the sandbox's view */
+        int again;          /* the path changed again while it ran: look once more */
         char *what;
 };
 
@@ -99,9 +102,12 @@ static int covered(pid_t pid, const char *path) {
 static void on_helper_closed(uv_handle_t *h) {
         struct guard_helper *k = h->data;
         close(k->pidfd);
+        free(k->path);
         free(k->what);
         free(k);
 }
+
+static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, char *path);
 
 static void helper_unlink(struct guard_helper *k) {
         struct guard_helper **pp;
@@ -128,6 +134,11 @@ static void on_helper_exit(uv_poll_t *p, int status, int events) {
                 k->sb->view_generation++;
         helper_unlink(k);
         uv_poll_stop(p);
+        /* Changed again meanwhile (one helper per path at a time: a host renaming in a
+         * loop must not fork a helper per event): look once more. */
+        if (k->again && k->sb && k->sb->state == SBX__V1__SANDBOX_STATE__READY &&
+            k->sb->init_pid > 0 && !covered(k->sb->init_pid, k->path))
+                reapply(k->g, k->sb, k->kind, k->path);
         uv_close((uv_handle_t *)p, on_helper_closed);
 }
 
@@ -145,13 +156,22 @@ static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, c
         int pidfd = sb->init_pidfd;
         pid_t pid;
 
+        for (k = g->helpers; k; k = k->next)
+                if (k->sb == sb && strcmp(k->path, path) == 0) {
+                        k->again = 1; /* it looks again when it is done */
+                        return;
+                }
         k = calloc(1, sizeof(*k));
-        if (!k || asprintf(&k->what, "sbx=%s: %s %s changed on the host", sb->id,
-                           kind == GUARD_HIDE ? "hidden path" : "read-only path", path) < 0) {
+        if (!k || !(k->path = strdup(path)) ||
+            asprintf(&k->what, "sbx=%s: %s %s changed on the host", sb->id,
+                     kind == GUARD_HIDE ? "hidden path" : "read-only path", path) < 0) {
+                if (k)
+                        free(k->path);
                 free(k);
                 log_err("sbx=%s: cannot cover %s again: out of memory", sb->id, path);
                 return;
         }
+        k->kind = kind;
         sb->view_generation++;
         pid = fork();
         if (pid == 0) {
@@ -169,6 +189,7 @@ static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, c
                         (void)waitpid(pid, NULL, 0);
                 if (k->pidfd > 0)
                         close(k->pidfd);
+                free(k->path);
                 free(k->what);
                 free(k);
                 return;
@@ -246,10 +267,13 @@ static void rewatch(struct guard *g, int wd) {
 
 static void on_events(uv_poll_t *p, int status, int events) {
         struct guard *g = p->data;
-        char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
         ssize_t n;
 
-        while ((n = read(g->fd, buf, sizeof(buf))) > 0) {
+        /* One buffer a turn: the loop serves every client in between (a user renaming in a
+         * watched directory of theirs as fast as they can must not stall the daemon);
+         * the descriptor stays readable, so the rest comes next turn. */
+        if ((n = read(g->fd, buf, sizeof(buf))) > 0) {
                 const char *at = buf;
                 while (at < buf + n) {
                         const struct inotify_event *ev = (const struct inotify_event *)at;
