@@ -57,6 +57,17 @@ static const struct command commands[] = {
         {"doctor", cmd_doctor, "doctor [--json]",
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},
+        {"mcp", cmd_mcp,
+         "mcp [--sandbox ID | [CREATE OPTIONS] [--keep]] [--default-command-timeout SECS]\n"
+         "    [--max-command-timeout SECS] [--max-output-bytes BYTES] [--max-output-lines N]\n"
+         "    [--max-read-bytes BYTES]",
+         "serve the Model Context Protocol on stdin and stdout (JSON-RPC, one message a\n"
+         "      line) with the tools run_command, read_file, write_file, list_directory,\n"
+         "      edit_file and sandbox_info: in sandbox ID (attached: left running), or in a\n"
+         "      sandbox created with the options of `sbx create` and terminated when stdin\n"
+         "      closes (--keep leaves it). Defaults: commands time out after 60 s (at most\n"
+         "      600 s), each output stream is cut to its last 50K bytes and 2000 lines,\n"
+         "      read_file reads files up to 5M. See sbx(1), MCP SERVER"},
 };
 
 static const struct command *find_command(const char *name) {

@@ -141,14 +141,19 @@ void cli_usage(FILE *f, const char *cmd);
  * writer below keeps the walking interface every --json output of cli_*.c is written
  * against: it builds a jansson tree as the caller begins and ends objects and arrays,
  * and json_finish prints it compact, keys in the order they were given. Two of its
- * names (json_string, json_null) are also jansson's: a file that uses jansson itself
- * defines CLI_NO_JSON_WRITER before including this header. */
+ * names (json_string, json_null) are also jansson's: they are macros for the writer's
+ * own symbols, and a file that calls jansson's defines CLI_NO_JSON_WRITER before
+ * including this header. */
 
 #define JSON_MAX_DEPTH 32
 
 struct json_t; /* jansson's value type (json_t) */
 
 #ifndef CLI_NO_JSON_WRITER
+/* Linked under other names than jansson's json_string() and json_null(). */
+#define json_string cli_json_writer_string
+#define json_null   cli_json_writer_null
+
 struct json {
         FILE *f;
         struct json_t *root;                  /* the document, once its first value came */
@@ -189,6 +194,10 @@ int json_finish(struct json *j);
  * errors="replace"); NUL bytes are kept. *ret_len (may be NULL) excludes the final NUL.
  * NULL when memory runs out. */
 char *cli_utf8_valid(const void *data, size_t len, size_t *ret_len);
+
+/* How many bytes of data[0..len) are not part of valid UTF-8 (what cli_utf8_valid
+ * replaces). */
+size_t cli_utf8_invalid_bytes(const void *data, size_t len);
 
 /* A new jansson string of the bytes data[0..len) made valid UTF-8 as cli_utf8_valid
  * does (data NULL: an empty string). NULL when memory runs out. */

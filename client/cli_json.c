@@ -21,19 +21,16 @@
  * fraction under 0.0001 print with an exponent (5e-5). Numbers keep their decimals:
  * a value with a fraction is rounded to its decimals first and printed with 15
  * significant digits, which gives that decimal text back. */
+/* jansson first: cli.h then renames the writer's json_string and json_null (jansson has
+ * functions of those names), so in this file jansson's two are not called by name:
+ * strings are made by json_stringn_nocheck, null by json_pack. */
+#include <jansson.h>
+
 #include "cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-/* jansson's constructors json_string() and json_null() have the names of the walking
- * writer's functions, which the commands call: they are declared here under other names
- * and never called (strings are made by json_stringn_nocheck, null by json_pack). */
-#define json_string jansson_json_string_unused
-#define json_null jansson_json_null_unused
-#include <jansson.h>
-#undef json_string
-#undef json_null
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +122,20 @@ char *cli_utf8_valid(const void *data, size_t len, size_t *ret_len) {
         if (ret_len)
                 *ret_len = o;
         return out;
+}
+
+size_t cli_utf8_invalid_bytes(const void *data, size_t len) {
+        const uint8_t *p = data;
+        size_t i = 0, bad = 0;
+
+        while (i < len) {
+                bool ok = true;
+                size_t n = p[i] < 0x80 ? 1 : utf8_seq(p + i, len - i, &ok);
+                if (!ok)
+                        bad += n;
+                i += n;
+        }
+        return bad;
 }
 
 json_t *cli_json_text(const void *data, size_t len) {

@@ -1,0 +1,1114 @@
+/* cli_mcp.c: `sbx mcp`, a Model Context Protocol server on stdin and stdout.
+ *
+ * JSON-RPC 2.0, one message a line: initialize (the protocol version negotiated down
+ * to what the client speaks), notifications/initialized, ping, tools/list, tools/call
+ * and notifications/cancelled. The tools are in cli_mcp_tools.c. Only JSON-RPC goes to
+ * stdout; what the server has to say goes to stderr, one line "sbx mcp: ..." each.
+ *
+ * Modes. Attached (--sandbox ID): the sandbox belongs to somebody else; the server uses
+ * it and leaves it running, and any number of servers may attach to one sandbox. Owned
+ * (no --sandbox): the server creates a sandbox at start with the flags of `sbx create`
+ * and terminates it when it stops (--keep leaves it). While an owned sandbox has no
+ * --timeout of its own, the server holds a lease on it: its deadline is kept
+ * MCP_LEASE_MS ahead while the server runs, so it outlives no crashed server by more.
+ *
+ * Threads. The main thread owns stdin, stdout, the server's libsbx client and every
+ * job list; it runs the quick tools itself. run_command runs on a thread of its own with
+ * a libsbx client of its own (a client is never used by two threads), so the main
+ * thread goes on reading stdin: other calls, pings and cancellations are answered while
+ * a command runs. A finished thread wakes the main thread through a pipe; the main
+ * thread joins it and sends its answer.
+ *
+ * Cancellation. libsbx does not tell a caller the id of the command it is running, so
+ * each command thread connects with a client name unique to its call; on
+ * notifications/cancelled the main thread finds the running command of that name in
+ * the sandbox's records (GetHistory) and cancels it (CancelCommand). A command not yet
+ * recorded is looked for again every MCP_CANCEL_RETRY_MS until the thread ends; one
+ * not yet started is not started. A cancelled call gets no answer, as MCP asks.
+ *
+ * Stopping. When stdin closes, the calls in flight are answered (their commands run at
+ * most to their timeouts), then the server exits 0; SIGTERM, SIGINT, SIGHUP or a closed
+ * stdout stop it at once, cancelling what runs. An owned sandbox is then terminated. */
+#include "cli_mcp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The longest message read (a write_file of a frame's worth of escaped text fits). */
+#define MCP_MAX_MESSAGE_BYTES (256u * 1024u * 1024u)
+#define MCP_READ_CHUNK_BYTES  (64u * 1024u)
+/* Commands one server runs at once; one more is refused with a tool error. */
+#define MCP_MAX_RUNNING 8u
+/* How often a cancelled command that is not recorded yet is looked for again. */
+#define MCP_CANCEL_RETRY_MS 50
+/* The lease on an owned sandbox without --timeout: its deadline, and how often the
+ * server moves it on. */
+#define MCP_LEASE_MS       (300u * 1000u)
+#define MCP_LEASE_RENEW_MS (60u * 1000u)
+/* After a signal, how long the server waits for cancelled commands to end. */
+#define MCP_STOP_WAIT_MS (10u * 1000u)
+
+/* The protocol revisions the server speaks, newest first. */
+static const char *const protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                                "2024-11-05"};
+
+/* One tools/call running on a thread of its own. */
+struct job {
+        struct job *next;
+        json_t *id;   /* the request's id */
+        json_t *args; /* a copy of its arguments: the thread's own */
+        const struct mcp_tool *tool;
+        struct mcp_call call;
+        char client_name[128]; /* unique: finds its command in the records */
+        pthread_t thread;
+        /* Under server.lock: */
+        bool cancelled;
+        bool done;
+        json_t *result;
+        /* The main thread's own: */
+        bool cancel_pending; /* cancelled, its command not found yet */
+        uint64_t hist_after; /* records before this seq are not its command */
+};
+
+struct server {
+        struct mcp_env env;
+        char *sandbox_id; /* env.sandbox_id's storage */
+        sbx_client *c;    /* the main thread's client */
+        const char *version;
+        pthread_mutex_t lock;
+        int wake[2]; /* threads write a byte when done */
+        struct job *jobs;
+        unsigned n_jobs;
+        unsigned long calls;
+        /* stdin */
+        char *buf;
+        size_t len, cap, scanned;
+        bool discarding; /* the rest of an over-long line */
+        bool eof;
+        /* stopping */
+        int stop_signal;
+        bool out_broken;
+        bool terminated;
+        int64_t lease_due_ms;
+        bool lease_warned;
+};
+
+/* The write end of the signal pipe; the handler's only state. */
+static int signal_wfd = -1;
+
+static void on_signal(int sig) {
+        int saved = errno;
+        unsigned char b = (unsigned char)sig;
+        (void)!write(signal_wfd, &b, 1);
+        errno = saved;
+}
+
+__attribute__((format(printf, 1, 2))) static void note(const char *fmt, ...) {
+        va_list ap;
+        char *m = NULL;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        fputs("sbx mcp: ", stderr);
+        cli_put_text(stderr, m ? m : "(out of memory)");
+        fputc('\n', stderr);
+        free(m);
+}
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+struct mcp_opts {
+        const char *sandbox;
+        bool keep;
+        bool timeout_given; /* --timeout among the create flags */
+        char **create_argv; /* "mcp", the create flags, room for "--timeout N --json" */
+        int create_argc;
+};
+
+enum {
+        O_SANDBOX,
+        O_KEEP,
+        O_DEFAULT_TIMEOUT,
+        O_MAX_TIMEOUT,
+        O_MAX_OUTPUT_BYTES,
+        O_MAX_OUTPUT_LINES,
+        O_MAX_READ_BYTES,
+        O_SOCKET,
+};
+
+static const struct cli_opt mcp_opts_spec[] = {
+        [O_SANDBOX] = {"sandbox", true},
+        [O_KEEP] = {"keep", false},
+        [O_DEFAULT_TIMEOUT] = {"default-command-timeout", true},
+        [O_MAX_TIMEOUT] = {"max-command-timeout", true},
+        [O_MAX_OUTPUT_BYTES] = {"max-output-bytes", true},
+        [O_MAX_OUTPUT_LINES] = {"max-output-lines", true},
+        [O_MAX_READ_BYTES] = {"max-read-bytes", true},
+        [O_SOCKET] = {"socket", true},
+        {NULL, false},
+};
+
+static int apply_opt(struct cli *cli, struct mcp_env *env, struct mcp_opts *o, int k,
+                     const char *a) {
+        uint64_t v;
+
+        switch (k) {
+        case O_SANDBOX:
+                if (!*a)
+                        return cli_bad_value("mcp", "--sandbox", a, "expected a sandbox ID");
+                o->sandbox = a;
+                break;
+        case O_KEEP:
+                o->keep = true;
+                break;
+        case O_DEFAULT_TIMEOUT:
+                if (cli_parse_secs_ms(a, &env->default_timeout_ms) < 0 || !env->default_timeout_ms)
+                        return cli_bad_value("mcp", "--default-command-timeout", a,
+                                             "expected seconds > 0, e.g. 60");
+                break;
+        case O_MAX_TIMEOUT:
+                if (cli_parse_secs_ms(a, &env->max_timeout_ms) < 0 || !env->max_timeout_ms)
+                        return cli_bad_value("mcp", "--max-command-timeout", a,
+                                             "expected seconds > 0, e.g. 600");
+                break;
+        case O_MAX_OUTPUT_BYTES:
+                if (cli_parse_bytes(a, &env->max_output_bytes) < 0 || !env->max_output_bytes)
+                        return cli_bad_value("mcp", "--max-output-bytes", a,
+                                             "expected bytes > 0, e.g. 50K");
+                break;
+        case O_MAX_OUTPUT_LINES:
+                if (cli_parse_uint(a, UINT32_MAX, &v) < 0 || !v)
+                        return cli_bad_value("mcp", "--max-output-lines", a,
+                                             "expected a count > 0, e.g. 2000");
+                env->max_output_lines = v;
+                break;
+        case O_MAX_READ_BYTES:
+                if (cli_parse_bytes(a, &env->max_read_bytes) < 0 || !env->max_read_bytes)
+                        return cli_bad_value("mcp", "--max-read-bytes", a,
+                                             "expected bytes > 0, e.g. 5M");
+                break;
+        case O_SOCKET:
+                cli->socket_path = a;
+                break;
+        default:
+                return cli_error(SBX_INTERNAL, "unhandled option %d", k);
+        }
+        return 0;
+}
+
+/* Splits argv into the server's own options and the flags of `sbx create`, which are
+ * handed to create's own parser as they are (it reports what is wrong with them).
+ * 0, -1 (help shown) or an exit status. */
+static int parse_args(struct cli *cli, int argc, char **argv, struct mcp_env *env,
+                      struct mcp_opts *o) {
+        o->create_argv = calloc((size_t)argc + 5, sizeof(char *));
+        if (!o->create_argv)
+                return cli_error(SBX_INTERNAL, "out of memory");
+        o->create_argv[o->create_argc++] = argv[0];
+        for (int i = 1; i < argc; i++) {
+                const char *w = argv[i], *name, *eq;
+                size_t nlen;
+                int k, r;
+
+                if (strcmp(w, "-h") == 0 || strcmp(w, "--help") == 0) {
+                        cli_usage(stdout, "mcp");
+                        return -1;
+                }
+                if (strncmp(w, "--", 2) != 0 || !w[2]) {
+                        o->create_argv[o->create_argc++] = argv[i];
+                        continue;
+                }
+                name = w + 2;
+                eq = strchr(name, '=');
+                nlen = eq ? (size_t)(eq - name) : strlen(name);
+                for (k = 0; mcp_opts_spec[k].name; k++)
+                        if (strlen(mcp_opts_spec[k].name) == nlen &&
+                            strncmp(mcp_opts_spec[k].name, name, nlen) == 0)
+                                break;
+                if (!mcp_opts_spec[k].name) {
+                        if (nlen == 4 && strncmp(name, "json", 4) == 0)
+                                return cli_usage_error("sbx mcp takes no --json: it speaks "
+                                                       "JSON-RPC on stdout");
+                        if (nlen == 7 && strncmp(name, "timeout", 7) == 0)
+                                o->timeout_given = true;
+                        o->create_argv[o->create_argc++] = argv[i];
+                        continue;
+                }
+                if (!mcp_opts_spec[k].has_arg) {
+                        if (eq)
+                                return cli_usage_error("option --%s of sbx mcp takes no value",
+                                                       mcp_opts_spec[k].name);
+                        r = apply_opt(cli, env, o, k, NULL);
+                } else if (eq) {
+                        r = apply_opt(cli, env, o, k, eq + 1);
+                } else if (i + 1 < argc) {
+                        r = apply_opt(cli, env, o, k, argv[++i]);
+                } else {
+                        return cli_usage_error("option --%s of sbx mcp needs a value",
+                                               mcp_opts_spec[k].name);
+                }
+                if (r)
+                        return r;
+        }
+        if (o->sandbox && o->create_argc > 1)
+                return cli_usage_error("'%s' is a flag for the sandbox sbx mcp creates; with "
+                                       "--sandbox the sandbox exists already",
+                                       o->create_argv[1]);
+        if (o->sandbox && o->keep)
+                return cli_usage_error("--keep is for the sandbox sbx mcp creates; an attached "
+                                       "sandbox (--sandbox) is always left running");
+        if (env->default_timeout_ms > env->max_timeout_ms)
+                return cli_usage_error("--default-command-timeout is longer than "
+                                       "--max-command-timeout");
+        return 0;
+}
+
+/* ---- the sandbox ---------------------------------------------------------------------------- */
+
+/* Creates the owned sandbox by running `sbx create --json` with the create flags in
+ * this process, its stdout caught in a memory file: create's parser is the one
+ * definition of those flags (and reports what is wrong with them). 0 and *ret_id, or
+ * an exit status (printed). */
+static int create_owned(struct cli *cli, struct mcp_opts *o, char **ret_id) {
+        int fd, saved, status;
+        uint8_t *out = NULL;
+        size_t len = 0;
+        json_t *v, *w;
+        json_error_t e;
+        const char *id;
+
+        o->create_argv[o->create_argc++] = (char *)"--json";
+        fd = memfd_create("sbx-mcp-create", MFD_CLOEXEC);
+        if (fd < 0)
+                return cli_error(SBX_INTERNAL, "memfd_create: %s", strerror(errno));
+        fflush(stdout);
+        saved = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+        if (saved < 0 || dup2(fd, STDOUT_FILENO) < 0) {
+                status = cli_error(SBX_INTERNAL, "cannot redirect stdout: %s", strerror(errno));
+                if (saved >= 0)
+                        close(saved);
+                close(fd);
+                return status;
+        }
+        status = cmd_create(cli, o->create_argc, o->create_argv);
+        fflush(stdout);
+        dup2(saved, STDOUT_FILENO);
+        close(saved);
+        if (status) {
+                close(fd);
+                return status;
+        }
+        if (lseek(fd, 0, SEEK_SET) < 0 || cli_read_all(fd, 64u * 1024u * 1024u, &out, &len) < 0) {
+                close(fd);
+                return cli_error(SBX_INTERNAL, "cannot read what sbx create printed");
+        }
+        close(fd);
+        v = json_loadb((const char *)out, len, 0, &e);
+        free(out);
+        id = json_string_value(json_object_get(v, "id"));
+        if (!id) {
+                json_decref(v);
+                return cli_error(SBX_INTERNAL, "sbx create printed no sandbox id");
+        }
+        *ret_id = strdup(id);
+        w = json_object_get(v, "warnings");
+        for (size_t i = 0; i < json_array_size(w); i++)
+                note("warning: %s", json_string_value(json_array_get(w, i)));
+        json_decref(v);
+        return *ret_id ? 0 : cli_error(SBX_INTERNAL, "out of memory");
+}
+
+/* Checks that the sandbox to attach to is there and live. 0 or an exit status. */
+static int check_attached(struct server *s) {
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code rc = sbx_get(s->c, s->env.sandbox_id, &sb);
+        int status = 0;
+
+        if (rc != SBX_OK)
+                return cli_client_error(s->c, rc);
+        if (sb->state != SBX_STATE_READY && sb->state != SBX_STATE_CREATING)
+                status = cli_error(SBX_FAILED_PRECONDITION,
+                                   "sandbox '%s' is %s; attach to a live sandbox (sbx list)",
+                                   s->env.sandbox_id, sbx_state_name(sb->state));
+        else
+                cli_warn_not_owner(s->env.sandbox_id, sb->owner_uid);
+        sbx_sandbox_free(sb);
+        return status;
+}
+
+static void terminate_owned(struct server *s) {
+        enum sbx_code rc;
+
+        if (!s->env.owned || s->env.keep || s->terminated)
+                return;
+        s->terminated = true;
+        rc = sbx_terminate(s->c, s->env.sandbox_id, NULL);
+        if (rc == SBX_OK || rc == SBX_NOT_FOUND)
+                note("sandbox '%s' terminated", s->env.sandbox_id);
+        else
+                note("cannot terminate sandbox '%s': %s: %s", s->env.sandbox_id, sbx_code_name(rc),
+                     sbx_error_message(s->c));
+}
+
+static void renew_lease(struct server *s) {
+        enum sbx_code rc;
+
+        if (!s->env.lease || now_ms() < s->lease_due_ms)
+                return;
+        s->lease_due_ms = now_ms() + MCP_LEASE_RENEW_MS;
+        rc = sbx_set_timeout(s->c, s->env.sandbox_id, MCP_LEASE_MS, NULL);
+        if (rc != SBX_OK && !s->lease_warned) {
+                s->lease_warned = true;
+                note("cannot move the deadline of sandbox '%s' on: %s: %s", s->env.sandbox_id,
+                     sbx_code_name(rc), sbx_error_message(s->c));
+        }
+}
+
+/* ---- JSON-RPC output ----------------------------------------------------------------------- */
+
+/* Sends message m (taken) on stdout. A client that closed stdout stops the server. */
+static void send_message(struct server *s, json_t *m) {
+        if (!m) {
+                note("out of memory building an answer");
+                return;
+        }
+        if (!s->out_broken && cli_json_print(stdout, m) < 0) {
+                s->out_broken = true;
+                note("cannot write to stdout (%s): stopping", strerror(errno));
+        }
+        json_decref(m);
+}
+
+/* A result answer to request id; result is taken. */
+static void reply(struct server *s, json_t *id, json_t *result) {
+        send_message(
+                s, result ? json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id, "result", result)
+                          : NULL);
+}
+
+/* An error answer to request id (NULL: an id that could not be read). data is taken. */
+__attribute__((format(printf, 5, 6))) static void
+reply_error(struct server *s, json_t *id, int code, json_t *data, const char *fmt, ...) {
+        va_list ap;
+        char *m = NULL;
+        json_t *err, *msg;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        msg = cli_json_text(m ? m : "error", m ? strlen(m) : 5);
+        free(m);
+        err = msg ? json_pack("{s:i,s:o}", "code", code, "message", msg) : NULL;
+        if (err && data)
+                json_object_set(err, "data", data);
+        json_decref(data);
+        send_message(s, err ? json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id",
+                                        id ? id : json_null(), "error", err)
+                            : NULL);
+}
+
+/* Answers a finished call: its result, or the JSON-RPC error it left in k. */
+static void reply_call(struct server *s, json_t *id, json_t *result, struct mcp_call *k) {
+        if (result) {
+                reply(s, id, result);
+        } else {
+                json_t *data = k->err_data;
+                k->err_data = NULL;
+                reply_error(s, id, k->err_code ? k->err_code : MCP_INTERNAL_ERROR, data, "%s",
+                            k->err_message ? k->err_message : "the tool failed");
+        }
+        mcp_call_clear(k);
+}
+
+/* ---- command threads ------------------------------------------------------------------------ */
+
+static void *job_main(void *arg) {
+        struct job *j = arg;
+        pthread_mutex_t *lock = j->call.lock;
+        sbx_client *c = NULL;
+        enum sbx_code rc = sbx_connect(j->call.env->socket_path, j->client_name, &c);
+        json_t *r = NULL;
+
+        if (rc != SBX_OK) {
+                char why[512];
+                snprintf(why, sizeof(why), "%s", c ? sbx_error_message(c) : "out of memory");
+                j->call.err_code = MCP_DAEMON_GONE;
+                if (asprintf(&j->call.err_message,
+                             "sbxd cannot be reached (%s): stop using this server until sbxd "
+                             "runs again",
+                             why) < 0)
+                        j->call.err_message = NULL;
+        } else {
+                sbx_set_call_timeout_ms(c, CLI_CALL_TIMEOUT_MS);
+                j->call.c = c;
+                r = mcp_tool_call(j->tool, &j->call, j->args);
+                j->call.c = NULL;
+        }
+        sbx_close(c);
+        pthread_mutex_lock(lock);
+        j->result = r;
+        j->done = true;
+        pthread_mutex_unlock(lock);
+        return NULL;
+}
+
+/* The thread's start: runs the job, then wakes the main thread. */
+struct job_start {
+        struct job *job;
+        int wake_fd;
+};
+
+static void job_free(struct job *j) {
+        if (!j)
+                return;
+        json_decref(j->id);
+        json_decref(j->args);
+        json_decref(j->result);
+        mcp_call_clear(&j->call);
+        free(j);
+}
+
+static void *job_thread(void *arg) {
+        struct job_start st = *(struct job_start *)arg;
+        free(arg);
+        job_main(st.job);
+        (void)!write(st.wake_fd, "x", 1);
+        return NULL;
+}
+
+static bool structured(const struct server *s) {
+        return !s->version || strcmp(s->version, "2025-06-18") >= 0;
+}
+
+/* Starts tool t for request id on a thread of its own. */
+static void start_job(struct server *s, json_t *id, const struct mcp_tool *t, json_t *args) {
+        struct job *j;
+        struct job_start *st;
+        sigset_t block, old;
+        int r;
+
+        if (s->n_jobs >= MCP_MAX_RUNNING) {
+                char m[160];
+                snprintf(m, sizeof(m),
+                         "%u commands are running already, as many as this server runs at once; "
+                         "wait for one to end",
+                         MCP_MAX_RUNNING);
+                reply(s, id,
+                      json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", m,
+                                "isError", 1));
+                return;
+        }
+        j = calloc(1, sizeof(*j));
+        st = malloc(sizeof(*st));
+        if (!j || !st || !(j->args = args ? json_deep_copy(args) : json_object())) {
+                free(j);
+                free(st);
+                reply_error(s, id, MCP_INTERNAL_ERROR, NULL, "sbx mcp ran out of memory");
+                return;
+        }
+        j->id = json_incref(id);
+        j->tool = t;
+        j->call = (struct mcp_call){.env = &s->env,
+                                    .structured = structured(s),
+                                    .lock = &s->lock,
+                                    .cancelled = &j->cancelled};
+        snprintf(j->client_name, sizeof(j->client_name), "sbx-mcp/%s pid=%d call=%lu", SBX_VERSION,
+                 (int)getpid(), ++s->calls);
+        st->job = j;
+        st->wake_fd = s->wake[1];
+        /* The thread runs with the stop signals blocked: they are the main thread's. */
+        sigemptyset(&block);
+        sigaddset(&block, SIGTERM);
+        sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+        r = pthread_create(&j->thread, NULL, job_thread, st);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r != 0) {
+                free(st);
+                reply_error(s, id, MCP_INTERNAL_ERROR, NULL, "cannot start a thread: %s",
+                            strerror(r));
+                job_free(j);
+                return;
+        }
+        j->next = s->jobs;
+        s->jobs = j;
+        s->n_jobs++;
+}
+
+/* Joins the threads that are done and answers their calls (not the cancelled ones). */
+static void reap_jobs(struct server *s) {
+        struct job **pp = &s->jobs;
+
+        while (*pp) {
+                struct job *j = *pp;
+                bool done, cancelled;
+                json_t *r;
+
+                pthread_mutex_lock(&s->lock);
+                done = j->done;
+                cancelled = j->cancelled;
+                r = j->result;
+                j->result = NULL;
+                pthread_mutex_unlock(&s->lock);
+                if (!done) {
+                        pp = &j->next;
+                        continue;
+                }
+                pthread_join(j->thread, NULL);
+                *pp = j->next;
+                s->n_jobs--;
+                if (cancelled)
+                        json_decref(r);
+                else
+                        reply_call(s, j->id, r, &j->call);
+                job_free(j);
+        }
+}
+
+/* Looks for the running command of job j in the sandbox's records and cancels it.
+ * Returns true when nothing is left to do (cancelled, or ended); false to look again
+ * later (not recorded yet, or the daemon did not answer). */
+static bool try_cancel(struct server *s, struct job *j) {
+        for (;;) {
+                struct sbx_history *h = NULL;
+                enum sbx_code rc = sbx_history(s->c, s->env.sandbox_id, j->hist_after,
+                                               SBX_MAX_HISTORY_LIMIT, &h);
+                size_t i;
+
+                if (rc != SBX_OK)
+                        return false;
+                for (i = 0; i < h->n; i++) {
+                        const struct sbx_command_record *rec = &h->v[i];
+                        if (strcmp(rec->client_name, j->client_name) != 0)
+                                continue;
+                        if (!rec->ended_unix_ms) {
+                                rc = sbx_cancel(s->c, s->env.sandbox_id, rec->command_id);
+                                if (rc != SBX_OK && rc != SBX_NOT_FOUND)
+                                        note("cannot cancel command %s: %s: %s", rec->command_id,
+                                             sbx_code_name(rc), sbx_error_message(s->c));
+                        }
+                        sbx_history_free(h);
+                        return true;
+                }
+                if (h->n)
+                        j->hist_after = h->v[h->n - 1].seq;
+                if (!h->truncated || !h->n) {
+                        sbx_history_free(h);
+                        return false;
+                }
+                sbx_history_free(h);
+        }
+}
+
+static void cancel_job(struct server *s, struct job *j) {
+        bool done;
+
+        pthread_mutex_lock(&s->lock);
+        done = j->done;
+        if (!done)
+                j->cancelled = true;
+        pthread_mutex_unlock(&s->lock);
+        if (done || j->cancel_pending)
+                return;
+        j->cancel_pending = !try_cancel(s, j);
+}
+
+static void retry_cancels(struct server *s) {
+        for (struct job *j = s->jobs; j; j = j->next) {
+                bool done;
+                if (!j->cancel_pending)
+                        continue;
+                pthread_mutex_lock(&s->lock);
+                done = j->done;
+                pthread_mutex_unlock(&s->lock);
+                j->cancel_pending = !done && !try_cancel(s, j);
+        }
+}
+
+static bool cancels_pending(const struct server *s) {
+        for (const struct job *j = s->jobs; j; j = j->next)
+                if (j->cancel_pending)
+                        return true;
+        return false;
+}
+
+/* ---- methods --------------------------------------------------------------------------------- */
+
+static json_t *initialize_result(struct server *s, const char *version) {
+        const struct mcp_env *e = &s->env;
+        char *text = NULL, a[32], b[32];
+        json_t *r;
+
+        snprintf(a, sizeof(a), "%llu", (unsigned long long)(e->default_timeout_ms / 1000));
+        snprintf(b, sizeof(b), "%llu", (unsigned long long)(e->max_timeout_ms / 1000));
+        if (asprintf(&text,
+                     "The tools work in sbxd sandbox '%s', a Linux sandbox on this machine: "
+                     "commands run in /workspace, which is writable and kept between calls, as "
+                     "is /tmp; the rest of the file system is the host's, read-only. %s "
+                     "Commands time out after %s s unless timeout_seconds "
+                     "says otherwise (at most %s s). Each output stream is cut to its last "
+                     "%llu bytes and %llu lines. sandbox_info shows the network, writable paths "
+                     "and limits.",
+                     e->sandbox_id,
+                     e->owned ? (e->keep ? "It was made for this session and is left running "
+                                           "after it."
+                                         : "It was made for this session and ends with it.")
+                              : "It is shared: other agents may work in it at the same time, "
+                                "and it stays after this session.",
+                     a, b, (unsigned long long)e->max_output_bytes,
+                     (unsigned long long)e->max_output_lines) < 0)
+                return NULL;
+        r = json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s},s:s}", "protocolVersion", version,
+                      "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "sbx",
+                      "version", SBX_VERSION, "instructions", text);
+        if (r && strcmp(version, "2025-06-18") >= 0)
+                json_object_set_new(json_object_get(r, "serverInfo"), "title",
+                                    json_string("sbxd sandbox"));
+        free(text);
+        return r;
+}
+
+static void on_initialize(struct server *s, json_t *id, json_t *params) {
+        const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+        json_t *info = json_object_get(params, "clientInfo");
+        const char *version = protocol_versions[0];
+        json_t *r;
+
+        if (!asked) {
+                reply_error(s, id, MCP_INVALID_PARAMS, NULL,
+                            "initialize needs params.protocolVersion, a string such as \"%s\"",
+                            protocol_versions[0]);
+                return;
+        }
+        for (size_t i = 0; i < sizeof(protocol_versions) / sizeof(protocol_versions[0]); i++)
+                if (strcmp(asked, protocol_versions[i]) == 0)
+                        version = protocol_versions[i];
+        s->version = version;
+        note("client %s %s, protocol %s (asked %s)",
+             json_string_value(json_object_get(info, "name")) ?: "(unnamed)",
+             json_string_value(json_object_get(info, "version")) ?: "", version, asked);
+        r = initialize_result(s, version);
+        if (!r) {
+                reply_error(s, id, MCP_INTERNAL_ERROR, NULL, "sbx mcp ran out of memory");
+                return;
+        }
+        reply(s, id, r);
+}
+
+static void on_tools_call(struct server *s, json_t *id, json_t *params) {
+        json_t *name = json_object_get(params, "name"),
+               *args = json_object_get(params, "arguments");
+        const struct mcp_tool *t;
+        struct mcp_call k = {.env = &s->env, .c = s->c, .structured = structured(s)};
+
+        if (!json_is_string(name)) {
+                reply_error(s, id, MCP_INVALID_PARAMS, NULL,
+                            "tools/call needs params.name, the name of a tool (see tools/list)");
+                return;
+        }
+        if (args && !json_is_object(args) && !json_is_null(args)) {
+                reply_error(s, id, MCP_INVALID_PARAMS, NULL,
+                            "params.arguments of tools/call must be an object");
+                return;
+        }
+        if (json_is_null(args))
+                args = NULL;
+        t = mcp_tool_find(json_string_value(name));
+        if (!t) {
+                reply_error(s, id, MCP_INVALID_PARAMS, NULL,
+                            "Unknown tool: %s (the tools are run_command, read_file, write_file, "
+                            "list_directory, edit_file and sandbox_info)",
+                            json_string_value(name));
+                return;
+        }
+        if (mcp_tool_threaded(t)) {
+                start_job(s, id, t, args);
+                return;
+        }
+        reply_call(s, id, mcp_tool_call(t, &k, args), &k);
+}
+
+static void on_cancelled(struct server *s, json_t *params) {
+        json_t *rid = json_object_get(params, "requestId");
+
+        if (!rid)
+                return;
+        for (struct job *j = s->jobs; j; j = j->next)
+                if (json_equal(j->id, rid)) {
+                        const char *reason = json_string_value(json_object_get(params, "reason"));
+                        note("the client cancelled a run_command (%s)%s%s", j->client_name,
+                             reason ? ": " : "", reason ? reason : "");
+                        cancel_job(s, j);
+                        return;
+                }
+}
+
+static void on_request(struct server *s, const char *method, json_t *id, json_t *params) {
+        if (strcmp(method, "initialize") == 0) {
+                on_initialize(s, id, params);
+        } else if (strcmp(method, "ping") == 0) {
+                reply(s, id, json_object());
+        } else if (strcmp(method, "tools/list") == 0) {
+                json_t *r = mcp_tools_list(&s->env, s->version ? s->version : protocol_versions[0]);
+                if (r)
+                        reply(s, id, r);
+                else
+                        reply_error(s, id, MCP_INTERNAL_ERROR, NULL, "cannot describe the tools");
+        } else if (strcmp(method, "tools/call") == 0) {
+                on_tools_call(s, id, params);
+        } else {
+                reply_error(s, id, MCP_METHOD_NOT_FOUND, NULL,
+                            "Method not found: %s (this server has tools only: tools/list and "
+                            "tools/call)",
+                            method);
+        }
+}
+
+static void on_notification(struct server *s, const char *method, json_t *params) {
+        if (strcmp(method, "notifications/cancelled") == 0)
+                on_cancelled(s, params);
+        /* notifications/initialized and any other notification need nothing. */
+}
+
+/* One JSON-RPC message (a member of a batch, or a line). */
+static void on_message(struct server *s, json_t *m) {
+        json_t *id, *method, *params;
+
+        if (!json_is_object(m)) {
+                reply_error(s, NULL, MCP_INVALID_REQUEST, NULL,
+                            "Invalid Request: a message is a JSON object");
+                return;
+        }
+        id = json_object_get(m, "id");
+        method = json_object_get(m, "method");
+        params = json_object_get(m, "params");
+        if (id && !json_is_string(id) && !json_is_integer(id))
+                id = NULL; /* answered with a null id, as JSON-RPC says */
+        if (!json_is_string(json_object_get(m, "jsonrpc")) ||
+            strcmp(json_string_value(json_object_get(m, "jsonrpc")), "2.0") != 0) {
+                reply_error(s, id, MCP_INVALID_REQUEST, NULL,
+                            "Invalid Request: \"jsonrpc\" must be \"2.0\"");
+                return;
+        }
+        if (!method && (json_object_get(m, "result") || json_object_get(m, "error")))
+                return; /* an answer: this server sends no requests */
+        if (!json_is_string(method) || (json_object_get(m, "id") && !id)) {
+                reply_error(s, id, MCP_INVALID_REQUEST, NULL,
+                            "Invalid Request: needs a string \"method\", and an \"id\" that is a "
+                            "string or an integer");
+                return;
+        }
+        if (params && !json_is_object(params)) {
+                if (id)
+                        reply_error(s, id, MCP_INVALID_PARAMS, NULL, "params must be an object");
+                return;
+        }
+        if (id)
+                on_request(s, json_string_value(method), id, params);
+        else
+                on_notification(s, json_string_value(method), params);
+}
+
+static void on_line(struct server *s, char *line, size_t len) {
+        json_error_t e;
+        json_t *m;
+        size_t i;
+
+        while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+                len--;
+        for (i = 0; i < len && (line[i] == ' ' || line[i] == '\t'); i++)
+                ;
+        if (i == len)
+                return;
+        m = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+        if (!m) {
+                reply_error(s, NULL, MCP_PARSE_ERROR, NULL, "Parse error: %s (at byte %d)", e.text,
+                            e.position);
+                return;
+        }
+        if (json_is_array(m)) {
+                /* A batch (2025-03-26): each member is handled, and answered, on its own. */
+                if (!json_array_size(m))
+                        reply_error(s, NULL, MCP_INVALID_REQUEST, NULL,
+                                    "Invalid Request: an empty batch");
+                for (i = 0; i < json_array_size(m); i++)
+                        on_message(s, json_array_get(m, i));
+        } else {
+                on_message(s, m);
+        }
+        json_decref(m);
+}
+
+/* ---- the loop ----------------------------------------------------------------------------------
+ */
+
+/* Reads what stdin has and handles each complete line. */
+static void read_input(struct server *s) {
+        ssize_t n;
+        size_t start = 0;
+
+        if (s->cap - s->len < MCP_READ_CHUNK_BYTES) {
+                size_t ncap = s->cap ? s->cap * 2 : 2 * MCP_READ_CHUNK_BYTES;
+                char *nb = realloc(s->buf, ncap);
+                if (!nb) {
+                        note("out of memory reading stdin");
+                        s->eof = true;
+                        return;
+                }
+                s->buf = nb;
+                s->cap = ncap;
+        }
+        n = read(STDIN_FILENO, s->buf + s->len, s->cap - s->len);
+        if (n < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                        return;
+                note("cannot read stdin: %s", strerror(errno));
+                s->eof = true;
+                return;
+        }
+        if (n == 0) {
+                s->eof = true;
+                if (s->len && !s->discarding) /* a last message without its newline */
+                        on_line(s, s->buf, s->len);
+                s->len = s->scanned = 0;
+                return;
+        }
+        s->len += (size_t)n;
+        for (;;) {
+                char *nl = memchr(s->buf + s->scanned, '\n', s->len - s->scanned);
+                if (!nl)
+                        break;
+                if (s->discarding)
+                        s->discarding = false;
+                else
+                        on_line(s, s->buf + start, (size_t)(nl - (s->buf + start)));
+                start = (size_t)(nl - s->buf) + 1;
+                s->scanned = start;
+        }
+        if (start) {
+                memmove(s->buf, s->buf + start, s->len - start);
+                s->len -= start;
+                s->scanned -= start;
+        }
+        s->scanned = s->len;
+        if (s->len > MCP_MAX_MESSAGE_BYTES) {
+                if (!s->discarding)
+                        reply_error(s, NULL, MCP_PARSE_ERROR, NULL,
+                                    "Parse error: a message longer than %u bytes",
+                                    MCP_MAX_MESSAGE_BYTES);
+                s->discarding = true;
+                s->len = s->scanned = 0;
+        }
+}
+
+static int poll_timeout(const struct server *s) {
+        int64_t t = -1;
+
+        if (cancels_pending(s))
+                t = MCP_CANCEL_RETRY_MS;
+        if (s->env.lease) {
+                int64_t left = s->lease_due_ms - now_ms();
+                if (left < 0)
+                        left = 0;
+                if (t < 0 || left < t)
+                        t = left;
+        }
+        return (int)t;
+}
+
+/* Waits for stdin, finished threads and signals; returns when the server is to stop:
+ * stdin closed, stdout closed, or a signal. */
+static void serve(struct server *s, int sig_rfd) {
+        while (!s->eof && !s->out_broken && !s->stop_signal) {
+                struct pollfd p[3] = {
+                        {sig_rfd, POLLIN, 0}, {s->wake[0], POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
+                int r = poll(p, 3, poll_timeout(s));
+
+                if (r < 0 && errno != EINTR) {
+                        note("poll: %s", strerror(errno));
+                        break;
+                }
+                if (r > 0 && p[0].revents) {
+                        unsigned char b = 0;
+                        if (read(sig_rfd, &b, 1) == 1)
+                                s->stop_signal = b;
+                }
+                if (r > 0 && p[1].revents) {
+                        char drain[64];
+                        (void)!read(s->wake[0], drain, sizeof(drain));
+                        reap_jobs(s);
+                }
+                if (r > 0 && !s->stop_signal && (p[2].revents & (POLLIN | POLLHUP | POLLERR)))
+                        read_input(s);
+                retry_cancels(s);
+                renew_lease(s);
+        }
+}
+
+/* Stops: answers (after stdin closed) or cancels (after a signal) what runs, waits for
+ * the threads, and ends an owned sandbox. */
+static void stop(struct server *s, int sig_rfd) {
+        bool hurry = s->stop_signal || s->out_broken;
+        int64_t give_up = 0;
+
+        if (s->stop_signal)
+                note("stopping on signal %d", s->stop_signal);
+        for (;;) {
+                if (hurry && !give_up) {
+                        give_up = now_ms() + MCP_STOP_WAIT_MS;
+                        /* Terminating an owned sandbox ends its commands with it. */
+                        terminate_owned(s);
+                        for (struct job *j = s->jobs; j; j = j->next)
+                                cancel_job(s, j);
+                }
+                reap_jobs(s);
+                if (!s->jobs)
+                        break;
+                if (give_up && now_ms() > give_up) {
+                        note("%u command threads did not end; leaving them", s->n_jobs);
+                        break;
+                }
+                {
+                        struct pollfd p[2] = {{sig_rfd, POLLIN, 0}, {s->wake[0], POLLIN, 0}};
+                        int r = poll(p, 2, cancels_pending(s) ? MCP_CANCEL_RETRY_MS : 1000);
+                        if (r > 0 && p[0].revents) {
+                                unsigned char b = 0;
+                                if (read(sig_rfd, &b, 1) == 1 && !s->stop_signal)
+                                        s->stop_signal = b;
+                                hurry = true;
+                        }
+                        if (r > 0 && p[1].revents) {
+                                char drain[64];
+                                (void)!read(s->wake[0], drain, sizeof(drain));
+                        }
+                }
+                retry_cancels(s);
+                if (s->out_broken)
+                        hurry = true;
+        }
+        terminate_owned(s);
+}
+
+/* ---- the command ---------------------------------------------------------------------------- */
+
+static int setup_signals(int sig[2]) {
+        struct sigaction sa;
+
+        if (pipe2(sig, O_CLOEXEC | O_NONBLOCK) < 0)
+                return -errno;
+        signal_wfd = sig[1];
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+        /* A client that closed stdout: EPIPE, not death, so the sandbox can be ended. */
+        signal(SIGPIPE, SIG_IGN);
+        return 0;
+}
+
+int cmd_mcp(struct cli *cli, int argc, char **argv) {
+        struct server s;
+        struct mcp_opts o = {0};
+        int sig[2] = {-1, -1}, status;
+
+        memset(&s, 0, sizeof(s));
+        s.wake[0] = s.wake[1] = -1;
+        s.env.default_timeout_ms = MCP_DEFAULT_COMMAND_TIMEOUT_MS;
+        s.env.max_timeout_ms = MCP_DEFAULT_MAX_COMMAND_TIMEOUT_MS;
+        s.env.max_output_bytes = MCP_DEFAULT_MAX_OUTPUT_BYTES;
+        s.env.max_output_lines = MCP_DEFAULT_MAX_OUTPUT_LINES;
+        s.env.max_read_bytes = MCP_DEFAULT_MAX_READ_BYTES;
+        status = parse_args(cli, argc, argv, &s.env, &o);
+        if (status) {
+                free(o.create_argv);
+                return status < 0 ? 0 : status;
+        }
+        s.env.socket_path = cli->socket_path;
+        s.env.keep = o.keep;
+        s.env.owned = !o.sandbox;
+        json_object_seed(0);
+        if (pthread_mutex_init(&s.lock, NULL) != 0 || setup_signals(sig) < 0 ||
+            pipe2(s.wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+                status = cli_error(SBX_INTERNAL, "cannot set up: %s", strerror(errno));
+                goto out;
+        }
+        if (s.env.owned) {
+                char timeout[32];
+                if (!o.timeout_given) {
+                        /* The lease: a deadline the server keeps moving on. */
+                        snprintf(timeout, sizeof(timeout), "%u", MCP_LEASE_MS / 1000u);
+                        o.create_argv[o.create_argc++] = (char *)"--timeout";
+                        o.create_argv[o.create_argc++] = timeout;
+                        s.env.lease = true;
+                        s.lease_due_ms = now_ms() + MCP_LEASE_RENEW_MS;
+                }
+                status = create_owned(cli, &o, &s.sandbox_id);
+                if (status)
+                        goto out;
+        } else {
+                s.sandbox_id = strdup(o.sandbox);
+                if (!s.sandbox_id) {
+                        status = cli_error(SBX_INTERNAL, "out of memory");
+                        goto out;
+                }
+        }
+        s.env.sandbox_id = s.sandbox_id;
+        status = cli_connect(cli, &s.c);
+        if (status) {
+                if (s.env.owned)
+                        note("sandbox '%s' was created but cannot be ended from here: end it "
+                             "with `sbx terminate %s`",
+                             s.sandbox_id, s.sandbox_id);
+                goto out;
+        }
+        if (!s.env.owned && (status = check_attached(&s)))
+                goto out;
+        note("serving sandbox '%s' (%s) on stdin and stdout", s.env.sandbox_id,
+             s.env.owned ? (s.env.keep ? "created; left running at exit"
+                                       : "created; terminated at exit")
+                         : "attached; left running at exit");
+        serve(&s, sig[0]);
+        stop(&s, sig[0]);
+        status = 0;
+out:
+        if (s.jobs)
+                _exit(status); /* threads that would not end still use what is below */
+        sbx_close(s.c);
+        free(s.sandbox_id);
+        free(s.buf);
+        free(o.create_argv);
+        for (int i = 0; i < 2; i++) {
+                if (s.wake[i] >= 0)
+                        close(s.wake[i]);
+        }
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        signal_wfd = -1;
+        for (int i = 0; i < 2; i++)
+                if (sig[i] >= 0)
+                        close(sig[i]);
+        pthread_mutex_destroy(&s.lock);
+        return status;
+}

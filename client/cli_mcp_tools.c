@@ -1,0 +1,1650 @@
+/* cli_mcp_tools.c: the tools of `sbx mcp`: run_command, read_file, write_file,
+ * list_directory, edit_file and sandbox_info.
+ *
+ * The names and semantics are the agent tool set's (the pydantic-ai-harness sandbox in
+ * the seeds), with edit_file and sandbox_info added in the same style. Each tool has a
+ * description a model can act on and a JSON Schema for its arguments; where a typed
+ * result helps a program, an output schema and structuredContent too. The text a tool
+ * returns is written for a model: labelled, bounded, every cut marked with what was
+ * dropped and how to get it.
+ *
+ * Failures come back in two ways. What the model can act on (a command that exits
+ * non-zero, a missing file, a read-only path, a refused permission, bad arguments) is a
+ * result with isError true and the daemon's message. What no retry can fix (the sandbox
+ * has ended, sbxd cannot be reached) is a JSON-RPC error (MCP_SANDBOX_ENDED,
+ * MCP_DAEMON_GONE) telling the client to stop.
+ *
+ * Owns nothing between calls. Each call runs on the client it is given (the server's
+ * own for the quick tools, a thread's own for run_command), so it never shares one. */
+#include "cli_mcp.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The most argv words and env entries run_command takes. */
+#define MCP_MAX_ARGV 4096u
+#define MCP_MAX_ENV  1024u
+/* A result that starts with this many bytes of a file decides whether it is text. */
+#define MCP_SNIFF_BYTES (64u * 1024u)
+
+/* ---- tool definitions -------------------------------------------------------------------
+ * Descriptions and schemas are text with {PLACEHOLDERS} for the server's limits, filled
+ * in by expand() when a client lists the tools. */
+
+enum { HINT_READ_ONLY = 1u << 0, HINT_DESTRUCTIVE = 1u << 1, HINT_IDEMPOTENT = 1u << 2 };
+
+struct mcp_tool {
+        const char *name;
+        const char *title;
+        const char *description;
+        const char *input_schema;
+        const char *output_schema; /* NULL: the tool returns text only */
+        unsigned hints;
+        bool threaded;
+        json_t *(*call)(struct mcp_call *k, json_t *args);
+};
+
+static json_t *run_command(struct mcp_call *k, json_t *args);
+static json_t *read_file(struct mcp_call *k, json_t *args);
+static json_t *write_file(struct mcp_call *k, json_t *args);
+static json_t *list_directory(struct mcp_call *k, json_t *args);
+static json_t *edit_file(struct mcp_call *k, json_t *args);
+static json_t *sandbox_info(struct mcp_call *k, json_t *args);
+
+static const struct mcp_tool tools[] = {
+        {
+                .name = "run_command",
+                .title = "Run a command in the sandbox",
+                .description =
+                        "Run a command in the sandbox and return its output and how it "
+                        "ended. Give `command`, a shell command line run by /bin/sh -c "
+                        "(pipes, redirections, `&&` and `cd DIR && ...` work), or `argv`, a "
+                        "program and its arguments run without a shell. Commands run in "
+                        "/workspace unless `cwd` says otherwise; files written there stay for "
+                        "later calls. A command is killed after timeout_seconds "
+                        "({DEFAULT_TIMEOUT} s unless given, at most {MAX_TIMEOUT} s): start "
+                        "longer work in the background (`nohup CMD > log 2>&1 &`) and look "
+                        "at it later. The result has a [stdout] and a [stderr] section, each "
+                        "cut to its last {MAX_OUTPUT_BYTES} bytes and {MAX_OUTPUT_LINES} "
+                        "lines (a cut is marked), and a status line: the exit code, a "
+                        "timeout or a signal. A non-zero exit comes back as an error result "
+                        "with the output, to read what failed and try again. Nothing is "
+                        "interactive: stdin is empty unless `stdin` gives text.",
+                .input_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"command\":{\"type\":\"string\",\"description\":\"A shell command "
+                        "line, run as /bin/sh -c COMMAND. Give this or argv.\"},"
+                        "\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+                        "\"minItems\":1,\"description\":\"A program and its arguments, run "
+                        "without a shell. Give this or command.\"},"
+                        "\"timeout_seconds\":{\"type\":\"number\",\"exclusiveMinimum\":0,"
+                        "\"description\":\"Kill the command after this many seconds. Default "
+                        "{DEFAULT_TIMEOUT}, at most {MAX_TIMEOUT}.\"},"
+                        "\"cwd\":{\"type\":\"string\",\"description\":\"The working directory "
+                        "in the sandbox. Default /workspace.\"},"
+                        "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":"
+                        "\"string\"},\"description\":\"Environment variables for this command "
+                        "only, e.g. {\\\"DEBUG\\\": \\\"1\\\"}.\"},"
+                        "\"stdin\":{\"type\":\"string\",\"description\":\"Text given to the "
+                        "command on its standard input. Default: none.\"}},"
+                        "\"additionalProperties\":false}",
+                .output_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"command_id\":{\"type\":\"string\"},"
+                        "\"outcome\":{\"type\":\"string\",\"description\":\"exited, signaled, "
+                        "timed_out, out_of_memory, cancelled, start_failed or unknown\"},"
+                        "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
+                        "\"signal\":{\"type\":[\"integer\",\"null\"]},"
+                        "\"timed_out\":{\"type\":\"boolean\"},"
+                        "\"timeout_seconds\":{\"type\":\"number\"},"
+                        "\"duration_seconds\":{\"type\":\"number\"},"
+                        "\"stdout\":{\"type\":\"string\",\"description\":\"The tail shown\"},"
+                        "\"stderr\":{\"type\":\"string\",\"description\":\"The tail shown\"},"
+                        "\"stdout_truncated\":{\"type\":\"boolean\"},"
+                        "\"stderr_truncated\":{\"type\":\"boolean\"},"
+                        "\"stdout_bytes\":{\"type\":\"integer\",\"description\":\"All the "
+                        "command wrote\"},"
+                        "\"stderr_bytes\":{\"type\":\"integer\"},"
+                        "\"limits_hit\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+                        "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
+                        "\"required\":[\"outcome\",\"exit_code\",\"timed_out\",\"stdout\","
+                        "\"stderr\"]}",
+                .hints = HINT_DESTRUCTIVE,
+                .threaded = true,
+                .call = run_command,
+        },
+        {
+                .name = "read_file",
+                .title = "Read a text file",
+                .description =
+                        "Read a UTF-8 text file in the sandbox, a page of lines at a time. "
+                        "`offset` is how many lines to skip (0: from the start), `limit` how "
+                        "many lines to return (at most {MAX_OUTPUT_LINES}); a page also stops "
+                        "before {MAX_OUTPUT_BYTES} bytes. A page that stops before the end of "
+                        "the file ends with a note giving the offset to read on from. "
+                        "Relative paths are relative to /workspace. Files over "
+                        "{MAX_READ_BYTES} bytes and binary files are refused with a hint; "
+                        "look at those with run_command (`sed -n '100,200p' FILE`, "
+                        "`head -c 4096 FILE`, `xxd FILE | head`).",
+                .input_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"path\":{\"type\":\"string\",\"description\":\"The file, absolute "
+                        "or relative to /workspace.\"},"
+                        "\"offset\":{\"type\":\"integer\",\"minimum\":0,\"description\":\"Lines "
+                        "to skip. Default 0.\"},"
+                        "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"Lines "
+                        "to return. Default and at most {MAX_OUTPUT_LINES}.\"}},"
+                        "\"required\":[\"path\"],\"additionalProperties\":false}",
+                .output_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"path\":{\"type\":\"string\"},"
+                        "\"content\":{\"type\":\"string\",\"description\":\"The lines of the "
+                        "page, with their line ends\"},"
+                        "\"offset\":{\"type\":\"integer\"},"
+                        "\"lines\":{\"type\":\"integer\",\"description\":\"Lines in the "
+                        "page\"},"
+                        "\"total_lines\":{\"type\":\"integer\"},"
+                        "\"next_offset\":{\"type\":[\"integer\",\"null\"],\"description\":"
+                        "\"The offset of the next page; null at the end of the file\"},"
+                        "\"size_bytes\":{\"type\":\"integer\"}},"
+                        "\"required\":[\"content\",\"offset\",\"lines\",\"total_lines\","
+                        "\"next_offset\"]}",
+                .hints = HINT_READ_ONLY | HINT_IDEMPOTENT,
+                .call = read_file,
+        },
+        {
+                .name = "write_file",
+                .title = "Write a text file",
+                .description = "Write a UTF-8 text file in the sandbox with the given content, "
+                               "replacing the file if it exists (its permission bits are kept) and "
+                               "creating missing parent directories. The file is replaced "
+                               "atomically: a reader sees the old content or the new, never a mix. "
+                               "Relative paths are relative to /workspace. To change part of a "
+                               "file, edit_file is shorter and safer.",
+                .input_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"path\":{\"type\":\"string\",\"description\":\"The file, absolute "
+                        "or relative to /workspace.\"},"
+                        "\"content\":{\"type\":\"string\",\"description\":\"The whole new "
+                        "content of the file.\"}},"
+                        "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}",
+                .hints = HINT_DESTRUCTIVE | HINT_IDEMPOTENT,
+                .call = write_file,
+        },
+        {
+                .name = "list_directory",
+                .title = "List a directory",
+                .description = "List a directory in the sandbox (default /workspace), sorted by "
+                               "name, one entry a line: directories end with '/', symbolic links "
+                               "show their target ('name -> target'). At most {MAX_OUTPUT_LINES} "
+                               "entries, the first by name; a cut listing says so. For recursive "
+                               "listings or filters use run_command (`find DIR -name '*.py'`).",
+                .input_schema = "{\"type\":\"object\",\"properties\":{"
+                                "\"path\":{\"type\":\"string\",\"description\":\"The directory, "
+                                "absolute or relative to /workspace. Default /workspace.\"}},"
+                                "\"additionalProperties\":false}",
+                .output_schema = "{\"type\":\"object\",\"properties\":{"
+                                 "\"path\":{\"type\":\"string\"},"
+                                 "\"entries\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+                                 "\"properties\":{\"name\":{\"type\":\"string\"},"
+                                 "\"type\":{\"type\":\"string\",\"description\":\"file, directory, "
+                                 "symlink, fifo, socket, char_device, block_device or unknown\"},"
+                                 "\"size\":{\"type\":\"integer\"},"
+                                 "\"is_dir\":{\"type\":\"boolean\"},"
+                                 "\"symlink_target\":{\"type\":[\"string\",\"null\"]}},"
+                                 "\"required\":[\"name\",\"type\",\"is_dir\"]}},"
+                                 "\"truncated\":{\"type\":\"boolean\"}},"
+                                 "\"required\":[\"path\",\"entries\",\"truncated\"]}",
+                .hints = HINT_READ_ONLY | HINT_IDEMPOTENT,
+                .call = list_directory,
+        },
+        {
+                .name = "edit_file",
+                .title = "Edit a text file",
+                .description = "Edit a text file in the sandbox by exact string replacement: "
+                               "old_string must occur in the file exactly once (take in enough of "
+                               "the lines around it to make it unique) and is replaced by "
+                               "new_string; with replace_all true, every occurrence is replaced. "
+                               "Whitespace and indentation must match the file exactly; read_file "
+                               "shows the current text. The file is rewritten atomically and keeps "
+                               "its permission bits. When old_string is missing, or occurs more "
+                               "than once without replace_all, nothing is changed and the error "
+                               "says how many times it occurs.",
+                .input_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"path\":{\"type\":\"string\",\"description\":\"The file, absolute "
+                        "or relative to /workspace.\"},"
+                        "\"old_string\":{\"type\":\"string\",\"description\":\"The exact text "
+                        "to replace.\"},"
+                        "\"new_string\":{\"type\":\"string\",\"description\":\"The text to put "
+                        "in its place.\"},"
+                        "\"replace_all\":{\"type\":\"boolean\",\"description\":\"Replace every "
+                        "occurrence. Default false.\"}},"
+                        "\"required\":[\"path\",\"old_string\",\"new_string\"],"
+                        "\"additionalProperties\":false}",
+                .hints = HINT_DESTRUCTIVE,
+                .call = edit_file,
+        },
+        {
+                .name = "sandbox_info",
+                .title = "Show the sandbox",
+                .description =
+                        "Show the sandbox these tools work in: its id, state and deadline, "
+                        "whether this server owns it, its owner, its policy (writable paths, "
+                        "network, resource limits), warnings about what could not be "
+                        "isolated, and the limits this server puts on commands and reads. "
+                        "Look here before running something that needs the network or "
+                        "writes outside /workspace.",
+                .input_schema = "{\"type\":\"object\",\"properties\":{},"
+                                "\"additionalProperties\":false}",
+                .output_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"id\":{\"type\":\"string\"},"
+                        "\"state\":{\"type\":\"string\"},"
+                        "\"mode\":{\"type\":\"string\",\"description\":\"owned (ended with "
+                        "this server) or attached (left running)\"},"
+                        "\"owner_uid\":{\"type\":\"integer\"},"
+                        "\"deadline\":{\"type\":[\"string\",\"null\"]},"
+                        "\"seconds_left\":{\"type\":[\"number\",\"null\"]},"
+                        "\"network\":{\"type\":\"string\"},"
+                        "\"writable_paths\":{\"type\":\"array\",\"items\":{\"type\":"
+                        "\"string\"}},"
+                        "\"limits\":{\"type\":\"object\"},"
+                        "\"isolated\":{\"type\":\"boolean\"},"
+                        "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+                        "\"server\":{\"type\":\"object\"}},"
+                        "\"required\":[\"id\",\"state\",\"mode\"]}",
+                .hints = HINT_READ_ONLY | HINT_IDEMPOTENT,
+                .call = sandbox_info,
+        },
+};
+
+#define N_TOOLS (sizeof(tools) / sizeof(tools[0]))
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+/* Milliseconds as seconds, short: 60000 -> "60", 1500 -> "1.5". */
+static void fmt_secs(char *buf, size_t len, uint64_t ms) {
+        size_t n = (size_t)snprintf(buf, len, "%llu", (unsigned long long)(ms / 1000));
+        if (ms % 1000 && n < len) {
+                snprintf(buf + n, len - n, ".%03u", (unsigned)(ms % 1000));
+                n = strlen(buf);
+                while (n > 0 && buf[n - 1] == '0')
+                        buf[--n] = 0;
+        }
+}
+
+/* template with {DEFAULT_TIMEOUT}, {MAX_TIMEOUT}, {MAX_OUTPUT_BYTES},
+ * {MAX_OUTPUT_LINES} and {MAX_READ_BYTES} filled in. A new string, NULL when memory
+ * runs out. */
+static char *expand(const char *tmpl, const struct mcp_env *env) {
+        char *out = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&out, &len);
+
+        if (!f)
+                return NULL;
+        for (const char *p = tmpl; *p; p++) {
+                char v[64];
+                const char *end = *p == '{' ? strchr(p, '}') : NULL;
+                size_t n = end ? (size_t)(end - p - 1) : 0;
+                v[0] = 0;
+                if (end && n == 15 && strncmp(p + 1, "DEFAULT_TIMEOUT", n) == 0)
+                        fmt_secs(v, sizeof(v), env->default_timeout_ms);
+                else if (end && n == 11 && strncmp(p + 1, "MAX_TIMEOUT", n) == 0)
+                        fmt_secs(v, sizeof(v), env->max_timeout_ms);
+                else if (end && n == 16 && strncmp(p + 1, "MAX_OUTPUT_BYTES", n) == 0)
+                        snprintf(v, sizeof(v), "%llu", (unsigned long long)env->max_output_bytes);
+                else if (end && n == 16 && strncmp(p + 1, "MAX_OUTPUT_LINES", n) == 0)
+                        snprintf(v, sizeof(v), "%llu", (unsigned long long)env->max_output_lines);
+                else if (end && n == 14 && strncmp(p + 1, "MAX_READ_BYTES", n) == 0)
+                        snprintf(v, sizeof(v), "%llu", (unsigned long long)env->max_read_bytes);
+                if (v[0]) {
+                        fputs(v, f);
+                        p = end;
+                } else {
+                        fputc(*p, f);
+                }
+        }
+        if (fclose(f) != 0) {
+                free(out);
+                return NULL;
+        }
+        return out;
+}
+
+/* s quoted for a POSIX shell, into buf (cut when it does not fit). For hints only. */
+static const char *sh_quote(char *buf, size_t len, const char *s) {
+        size_t o = 0;
+
+        if (len < 8)
+                return "FILE";
+        buf[o++] = '\'';
+        for (; *s && o + 6 < len; s++) {
+                if (*s == '\'') {
+                        memcpy(buf + o, "'\\''", 4);
+                        o += 4;
+                } else if ((unsigned char)*s >= 0x20) {
+                        buf[o++] = *s;
+                }
+        }
+        buf[o++] = '\'';
+        buf[o] = 0;
+        return buf;
+}
+
+
+/* ---- results ----------------------------------------------------------------------------- */
+
+static json_t *text_block(const char *text, size_t len) {
+        json_t *t = cli_json_text(text, len);
+        return t ? json_pack("{s:s,s:o}", "type", "text", "text", t) : NULL;
+}
+
+/* A CallToolResult: text (bytes, made valid UTF-8), structured (taken, may be NULL; left
+ * out for a client before 2025-06-18), isError when is_error. NULL when memory runs
+ * out. */
+static json_t *make_result(struct mcp_call *k, const char *text, size_t len, json_t *structured,
+                           bool is_error) {
+        json_t *block = text_block(text, len);
+        json_t *r = block ? json_pack("{s:[o]}", "content", block) : NULL;
+
+        if (r && structured && k->structured)
+                json_object_set_new(r, "structuredContent", json_incref(structured));
+        if (r && is_error)
+                json_object_set_new(r, "isError", json_true());
+        json_decref(structured);
+        return r;
+}
+
+/* Ends the call with a JSON-RPC error; returns NULL. data is taken. */
+__attribute__((format(printf, 4, 5))) static json_t *fail(struct mcp_call *k, int code,
+                                                          json_t *data, const char *fmt, ...) {
+        va_list ap;
+        char *m = NULL;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        mcp_call_clear(k);
+        k->err_code = code;
+        k->err_message = m;
+        k->err_data = data;
+        return NULL;
+}
+
+static json_t *out_of_memory(struct mcp_call *k) {
+        return fail(k, MCP_INTERNAL_ERROR, NULL, "sbx mcp ran out of memory");
+}
+
+/* A result with isError true whose text is the message. */
+__attribute__((format(printf, 2, 3))) static json_t *tool_error(struct mcp_call *k, const char *fmt,
+                                                                ...) {
+        va_list ap;
+        char *m = NULL;
+        json_t *r;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        if (!m)
+                return out_of_memory(k);
+        r = make_result(k, m, strlen(m), NULL, true);
+        free(m);
+        return r ? r : out_of_memory(k);
+}
+
+/* The result of a call whose text was written to a memstream f (closed here). */
+static json_t *stream_result(struct mcp_call *k, FILE *f, char **buf, size_t *len,
+                             json_t *structured, bool is_error) {
+        json_t *r;
+
+        if (fclose(f) != 0) {
+                json_decref(structured);
+                free(*buf);
+                return out_of_memory(k);
+        }
+        r = make_result(k, *buf, *len, structured, is_error);
+        free(*buf);
+        *buf = NULL;
+        return r ? r : out_of_memory(k);
+}
+
+/* ---- failures of the daemon --------------------------------------------------------------- */
+
+static bool transport_failed(const sbx_client *c, enum sbx_code rc) {
+        return rc == SBX_UNAVAILABLE && sbx_errno(c) != 0;
+}
+
+static json_t *daemon_gone(struct mcp_call *k, const char *why) {
+        return fail(k, MCP_DAEMON_GONE,
+                    json_pack("{s:s,s:b}", "sandbox_id", k->env->sandbox_id, "retryable", 0),
+                    "sbxd cannot be reached (%s): stop using this server until sbxd runs again",
+                    why);
+}
+
+/* Asks the daemon whether the sandbox is still there and live. Returns true when it
+ * is; false after failing the call with a JSON-RPC error saying it has ended, or that
+ * sbxd is gone. */
+static bool sandbox_live(struct mcp_call *k) {
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code rc = sbx_get(k->c, k->env->sandbox_id, &sb);
+        const char *id = k->env->sandbox_id;
+        bool live;
+
+        if (transport_failed(k->c, rc)) {
+                daemon_gone(k, sbx_error_message(k->c));
+                return false;
+        }
+        if (rc == SBX_NOT_FOUND) {
+                fail(k, MCP_SANDBOX_ENDED,
+                     json_pack("{s:s,s:s,s:b}", "sandbox_id", id, "state", "gone", "retryable", 0),
+                     "sandbox '%s' no longer exists: stop using this server (%s)", id,
+                     k->env->owned ? "start it again for a new sandbox"
+                                   : "attach it to a live sandbox");
+                return false;
+        }
+        if (rc != SBX_OK)
+                return true; /* cannot tell: let the failure speak for itself */
+        live = sb->state == SBX_STATE_READY || sb->state == SBX_STATE_CREATING;
+        if (!live)
+                fail(k, MCP_SANDBOX_ENDED,
+                     json_pack("{s:s,s:s,s:s?,s:b}", "sandbox_id", id, "state",
+                               sbx_state_name(sb->state), "end_reason", sb->end_reason, "retryable",
+                               0),
+                     "sandbox '%s' has ended (%s%s%s): stop using this server (%s)", id,
+                     sbx_state_name(sb->state), sb->end_reason ? ": " : "",
+                     sb->end_reason ? sb->end_reason : "",
+                     k->env->owned ? "start it again for a new sandbox"
+                                   : "attach it to a live sandbox");
+        sbx_sandbox_free(sb);
+        return live;
+}
+
+/* A libsbx call failed with rc: an isError result with the daemon's message ("CODE:
+ * message"), or NULL and a JSON-RPC error when the sandbox has ended or the daemon
+ * cannot be reached. */
+static json_t *call_failed(struct mcp_call *k, enum sbx_code rc) {
+        char msg[1024];
+
+        snprintf(msg, sizeof(msg), "%s", sbx_error_message(k->c));
+        if (!msg[0])
+                snprintf(msg, sizeof(msg), "the call failed without a message");
+        if (transport_failed(k->c, rc))
+                return daemon_gone(k, msg);
+        if ((rc == SBX_NOT_FOUND || rc == SBX_FAILED_PRECONDITION || rc == SBX_UNAVAILABLE) &&
+            !sandbox_live(k))
+                return NULL;
+        return tool_error(k, "%s: %s", sbx_code_name(rc), msg);
+}
+
+/* ---- arguments ------------------------------------------------------------------------------
+ * Each reader returns 0 when the argument is absent, 1 when it was read, -1 after
+ * writing why it is wrong into msg. */
+
+struct argmsg {
+        char text[512];
+};
+
+__attribute__((format(printf, 2, 3))) static int bad_arg(struct argmsg *m, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->text, sizeof(m->text), fmt, ap);
+        va_end(ap);
+        return -1;
+}
+
+/* Refuses keys of args not in known (NULL-terminated), naming the ones there are. */
+static int check_keys(json_t *args, const char *const *known, struct argmsg *m) {
+        const char *key;
+        json_t *v;
+
+        json_object_foreach(args, key, v) {
+                size_t i;
+                char list[256] = "";
+                for (i = 0; known[i]; i++)
+                        if (strcmp(known[i], key) == 0)
+                                break;
+                if (known[i])
+                        continue;
+                for (i = 0; known[i]; i++) {
+                        size_t n = strlen(list);
+                        snprintf(list + n, sizeof(list) - n, "%s%s", i ? ", " : "", known[i]);
+                }
+                return bad_arg(m, "unknown argument '%.64s'; the arguments are: %s", key,
+                               known[0] ? list : "none");
+        }
+        return 0;
+}
+
+/* A string; with text false it must hold no NUL (a path, a name). */
+static int arg_str(json_t *args, const char *name, bool text, const char **ret, size_t *ret_len,
+                   struct argmsg *m) {
+        json_t *v = json_object_get(args, name);
+
+        if (!v)
+                return 0;
+        if (!json_is_string(v))
+                return bad_arg(m, "'%s' must be a string", name);
+        if (!text && strlen(json_string_value(v)) != json_string_length(v))
+                return bad_arg(m, "'%s' must not contain a NUL character", name);
+        *ret = json_string_value(v);
+        if (ret_len)
+                *ret_len = json_string_length(v);
+        return 1;
+}
+
+/* A path: a non-empty string. */
+static int arg_path(json_t *args, const char *name, const char **ret, struct argmsg *m) {
+        int r = arg_str(args, name, false, ret, NULL, m);
+        if (r > 0 && !**ret)
+                return bad_arg(m, "'%s' is empty; give a path such as /workspace/notes.txt", name);
+        return r;
+}
+
+static int arg_uint(json_t *args, const char *name, uint64_t min, uint64_t *ret, struct argmsg *m) {
+        json_t *v = json_object_get(args, name);
+        double d;
+
+        if (!v)
+                return 0;
+        /* 3.0 is as good as 3 (some clients send every number as a float). */
+        d = json_is_integer(v) ? (double)json_integer_value(v)
+            : json_is_real(v)  ? json_real_value(v)
+                               : NAN;
+        if (!json_is_number(v) || d != floor(d) || d < (double)min || d > 9.0e15)
+                return bad_arg(m, "'%s' must be an integer >= %llu", name, (unsigned long long)min);
+        *ret = (uint64_t)d;
+        return 1;
+}
+
+static int arg_bool(json_t *args, const char *name, bool *ret, struct argmsg *m) {
+        json_t *v = json_object_get(args, name);
+
+        if (!v)
+                return 0;
+        if (!json_is_boolean(v))
+                return bad_arg(m, "'%s' must be true or false", name);
+        *ret = json_is_true(v);
+        return 1;
+}
+
+static json_t *bad_args(struct mcp_call *k, const char *tool, const struct argmsg *m) {
+        return tool_error(k, "invalid arguments for %s: %s", tool, m->text);
+}
+
+/* ---- run_command ------------------------------------------------------------------------- */
+
+/* The part of a stream's kept tail to show, and what that drops. */
+struct tail {
+        const uint8_t *p;
+        size_t len;
+        uint64_t total;       /* bytes the command wrote */
+        uint64_t dropped;     /* bytes not shown */
+        size_t lines_dropped; /* exact when exact_lines */
+        size_t lines_shown;
+        bool exact_lines;
+};
+
+/* Cuts data (the tail the daemon kept of total bytes) to its last max_bytes bytes and
+ * max_lines lines, starting on a character boundary. */
+static void cut_tail(const uint8_t *d, size_t len, uint64_t total, uint64_t max_bytes,
+                     uint64_t max_lines, struct tail *t) {
+        size_t start = 0, end = len, i, lines = 0;
+
+        if (len > max_bytes)
+                start = len - (size_t)max_bytes;
+        /* A last line without its newline counts as a line; a final newline ends one. */
+        if (end > 0 && d[end - 1] == '\n')
+                end--;
+        for (i = end; i > start; i--) {
+                if (d[i - 1] == '\n' && ++lines == max_lines) {
+                        start = i;
+                        break;
+                }
+        }
+        /* A cut inside a UTF-8 sequence would show as U+FFFD: skip its tail bytes. */
+        if (start > 0 || total > len)
+                for (int k = 0; k < 3 && start < len && (d[start] & 0xC0) == 0x80; k++)
+                        start++;
+        memset(t, 0, sizeof(*t));
+        t->p = d + start;
+        t->len = len - start;
+        t->total = total > len ? total : len;
+        t->dropped = t->total - t->len;
+        t->exact_lines = total <= len && (start == 0 || d[start - 1] == '\n');
+        for (i = 0; i < start; i++)
+                t->lines_dropped += d[i] == '\n';
+        for (i = start; i < len; i++)
+                t->lines_shown += d[i] == '\n';
+        if (t->len && d[len - 1] != '\n')
+                t->lines_shown++;
+}
+
+/* Writes "[label]", the cut marker, and the tail; returns the tail as a JSON string. */
+static json_t *put_stream(FILE *f, const char *label, const struct tail *t) {
+        fprintf(f, "[%s]\n", label);
+        if (t->dropped) {
+                if (t->exact_lines)
+                        fprintf(f,
+                                "[... cut: the first %zu lines (%llu bytes) of %s are dropped; "
+                                "the last %zu lines follow ...]\n",
+                                t->lines_dropped, (unsigned long long)t->dropped, label,
+                                t->lines_shown);
+                else
+                        fprintf(f,
+                                "[... cut: the first %llu of %llu bytes of %s are dropped; the "
+                                "last %zu bytes follow ...]\n",
+                                (unsigned long long)t->dropped, (unsigned long long)t->total, label,
+                                t->len);
+        }
+        if (!t->len) {
+                fputs(t->dropped ? "" : "(none)\n", f);
+        } else {
+                size_t n;
+                char *s = cli_utf8_valid(t->p, t->len, &n);
+                if (s) {
+                        fwrite(s, 1, n, f);
+                        if (s[n - 1] != '\n')
+                                fputc('\n', f);
+                        free(s);
+                }
+        }
+        return cli_json_text(t->p, t->len);
+}
+
+static bool call_cancelled(struct mcp_call *k) {
+        bool c;
+        if (!k->lock)
+                return false;
+        pthread_mutex_lock(k->lock);
+        c = *k->cancelled;
+        pthread_mutex_unlock(k->lock);
+        return c;
+}
+
+/* The arguments of run_command, read and checked. */
+struct run_args {
+        struct sbx_exec_opts o;
+        const char **argv;
+        char **env; /* "K=V", owned */
+        size_t n_env;
+        uint64_t asked_ms; /* 0: not given */
+};
+
+static void run_args_free(struct run_args *a) {
+        for (size_t i = 0; i < a->n_env; i++)
+                free(a->env[i]);
+        free(a->env);
+        free(a->argv);
+}
+
+static int read_run_args(struct mcp_call *k, json_t *args, struct run_args *a, struct argmsg *m) {
+        static const char *const known[] = {"command", "argv", "timeout_seconds", "cwd", "env",
+                                            "stdin",   NULL};
+        const struct mcp_env *env = k->env;
+        json_t *argv = json_object_get(args, "argv"), *envo = json_object_get(args, "env");
+        json_t *to = json_object_get(args, "timeout_seconds");
+        const char *in = NULL;
+        size_t stdin_len = 0;
+        int r;
+
+        sbx_exec_opts_init(&a->o);
+        if (check_keys(args, known, m) < 0 ||
+            arg_str(args, "command", false, &a->o.shell, NULL, m) < 0 ||
+            arg_path(args, "cwd", &a->o.cwd, m) < 0)
+                return -1;
+        r = arg_str(args, "stdin", true, &in, &stdin_len, m);
+        if (r < 0)
+                return -1;
+        a->o.stdin_data = in;
+        a->o.stdin_len = stdin_len;
+        if (a->o.shell && argv)
+                return bad_arg(m, "give either 'command' (a shell line) or 'argv' (a program and "
+                                  "its arguments), not both");
+        if (!a->o.shell && !argv)
+                return bad_arg(m, "give 'command', a shell command line such as \"ls -la\", or "
+                                  "'argv', such as [\"ls\", \"-la\"]");
+        if (a->o.shell && !a->o.shell[0])
+                return bad_arg(m, "'command' is empty");
+        if (argv) {
+                size_t n = json_is_array(argv) ? json_array_size(argv) : 0;
+                if (!json_is_array(argv) || n == 0 || n > MCP_MAX_ARGV)
+                        return bad_arg(m,
+                                       "'argv' must be a list of 1 to %u strings, the program "
+                                       "first",
+                                       MCP_MAX_ARGV);
+                a->argv = calloc(n, sizeof(*a->argv));
+                if (!a->argv)
+                        return bad_arg(m, "out of memory");
+                for (size_t i = 0; i < n; i++) {
+                        json_t *w = json_array_get(argv, i);
+                        if (!json_is_string(w) ||
+                            strlen(json_string_value(w)) != json_string_length(w))
+                                return bad_arg(m,
+                                               "'argv' must hold strings without NUL "
+                                               "characters; item %zu does not",
+                                               i);
+                        a->argv[i] = json_string_value(w);
+                }
+                if (!a->argv[0][0])
+                        return bad_arg(m, "'argv' starts with an empty program name");
+                a->o.argv = a->argv;
+                a->o.argc = n;
+        }
+        if (envo) {
+                const char *key;
+                json_t *v;
+                if (!json_is_object(envo) || json_object_size(envo) > MCP_MAX_ENV)
+                        return bad_arg(m, "'env' must be an object of names to string values");
+                a->env = calloc(json_object_size(envo) + 1, sizeof(*a->env));
+                if (!a->env)
+                        return bad_arg(m, "out of memory");
+                json_object_foreach(envo, key, v) {
+                        if (!json_is_string(v) || !*key || strchr(key, '=') ||
+                            strlen(json_string_value(v)) != json_string_length(v))
+                                return bad_arg(m,
+                                               "'env' entry '%.64s' must have a name without "
+                                               "'=' and a string value without NUL",
+                                               key);
+                        if (asprintf(&a->env[a->n_env], "%s=%s", key, json_string_value(v)) < 0)
+                                return bad_arg(m, "out of memory");
+                        a->n_env++;
+                }
+                a->o.env = (const char *const *)a->env;
+                a->o.n_env = a->n_env;
+        }
+        a->o.timeout_ms = env->default_timeout_ms;
+        if (to) {
+                double s = json_number_value(to);
+                if (!json_is_number(to) || !(s > 0) || !isfinite(s))
+                        return bad_arg(m, "'timeout_seconds' must be a number of seconds > 0");
+                a->asked_ms = s * 1000.0 > 9.0e15 ? (uint64_t)9e15 : (uint64_t)ceil(s * 1000.0);
+                a->o.timeout_ms =
+                        a->asked_ms < env->max_timeout_ms ? a->asked_ms : env->max_timeout_ms;
+        }
+        a->o.max_stdout_bytes = a->o.max_stderr_bytes = env->max_output_bytes;
+        return 0;
+}
+
+/* The status lines after the output: how the command ended, and why it was cut short. */
+static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_result *r,
+                       const struct run_args *a) {
+        char dur[32], lim[32], asked[32];
+        const char *sig = r->has_signal ? sigabbrev_np(r->signal) : NULL;
+
+        if (r->duration < 0.0005)
+                snprintf(dur, sizeof(dur), "less than 1 ms");
+        else if (r->duration < 1)
+                snprintf(dur, sizeof(dur), "%.0f ms", r->duration * 1000.0);
+        else
+                snprintf(dur, sizeof(dur), "%.2f s", r->duration);
+        fmt_secs(lim, sizeof(lim), a->o.timeout_ms);
+        switch (r->outcome) {
+        case SBX_OUTCOME_EXITED:
+                fprintf(f, "[exit code %d after %s]\n", r->has_exit_code ? r->exit_code : -1, dur);
+                break;
+        case SBX_OUTCOME_SIGNALED:
+        case SBX_OUTCOME_TIMED_OUT:
+                if (r->outcome == SBX_OUTCOME_SIGNALED && !r->timed_out) {
+                        fprintf(f, "[killed by signal %d%s%s%s after %s]\n", r->signal,
+                                sig ? " (SIG" : "", sig ? sig : "", sig ? ")" : "", dur);
+                        break;
+                }
+                fmt_secs(asked, sizeof(asked), k->env->max_timeout_ms);
+                fprintf(f,
+                        "[timed out: killed after %s s (timeout_seconds); give a larger "
+                        "timeout_seconds (at most %s), or start it in the background with "
+                        "nohup and look at it later]\n",
+                        lim, asked);
+                break;
+        case SBX_OUTCOME_OUT_OF_MEMORY:
+                fprintf(f, "[killed: out of memory (the sandbox's memory limit) after %s]\n", dur);
+                break;
+        case SBX_OUTCOME_CANCELLED:
+                fputs("[cancelled: the command was killed at the client's request]\n", f);
+                break;
+        case SBX_OUTCOME_START_FAILED:
+                fputs("[could not start: ", f);
+                cli_put_text(f, r->start_error ? r->start_error : "no reason given");
+                fputs("]\n", f);
+                break;
+        case SBX_OUTCOME_UNKNOWN:
+                fputs("[the outcome is unknown: sbxd restarted while the command ran]\n", f);
+                break;
+        case SBX_OUTCOME_SANDBOX_ENDED:
+        case SBX_OUTCOME_UNSPECIFIED:
+                fprintf(f, "[ended: %s]\n", sbx_outcome_name(r->outcome));
+                break;
+        }
+        if (r->limits_hit.n) {
+                fputs("[limits hit:", f);
+                for (size_t i = 0; i < r->limits_hit.n; i++) {
+                        fputs(i ? ", " : " ", f);
+                        cli_put_text(f, r->limits_hit.v[i]);
+                }
+                fputs("]\n", f);
+        }
+        if (a->asked_ms > a->o.timeout_ms) {
+                fmt_secs(asked, sizeof(asked), a->asked_ms);
+                fprintf(f, "[timeout_seconds %s was lowered to this server's maximum, %s]\n", asked,
+                        lim);
+        }
+        for (size_t i = 0; i < r->warnings.n; i++) {
+                fputs("[warning: ", f);
+                cli_put_text(f, r->warnings.v[i]);
+                fputs("]\n", f);
+        }
+}
+
+static json_t *strv_json(const struct sbx_strv *s) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < s->n; i++)
+                json_array_append_new(a, cli_json_text(s->v[i], strlen(s->v[i])));
+        return a;
+}
+
+static json_t *run_command(struct mcp_call *k, json_t *args) {
+        struct run_args a = {0};
+        struct argmsg m = {""};
+        struct sbx_result *r = NULL;
+        struct tail out, err;
+        json_t *st = NULL, *res = NULL, *jout, *jerr;
+        enum sbx_code rc;
+        char *text = NULL;
+        size_t text_len = 0;
+        FILE *f;
+        bool timed_out, is_error;
+
+        if (read_run_args(k, args, &a, &m) < 0) {
+                res = bad_args(k, "run_command", &m);
+                goto out;
+        }
+        /* Cancelled before it started: nothing to run (the server sends no answer). */
+        if (call_cancelled(k)) {
+                res = tool_error(k, "cancelled before it started");
+                goto out;
+        }
+        rc = sbx_exec(k->c, k->env->sandbox_id, &a.o, &r);
+        if (!r || (rc != SBX_OK && r->outcome != SBX_OUTCOME_START_FAILED)) {
+                res = call_failed(k, rc);
+                goto out;
+        }
+        if (r->outcome == SBX_OUTCOME_SANDBOX_ENDED) {
+                if (sandbox_live(k)) /* it says it ended: believe the command */
+                        fail(k, MCP_SANDBOX_ENDED,
+                             json_pack("{s:s,s:b}", "sandbox_id", k->env->sandbox_id, "retryable",
+                                       0),
+                             "sandbox '%s' ended while the command ran: stop using this server",
+                             k->env->sandbox_id);
+                goto out;
+        }
+        cut_tail(r->stdout_data, r->stdout_len, r->stdout_bytes, k->env->max_output_bytes,
+                 k->env->max_output_lines, &out);
+        cut_tail(r->stderr_data, r->stderr_len, r->stderr_bytes, k->env->max_output_bytes,
+                 k->env->max_output_lines, &err);
+        f = open_memstream(&text, &text_len);
+        if (!f) {
+                res = out_of_memory(k);
+                goto out;
+        }
+        jout = put_stream(f, "stdout", &out);
+        jerr = put_stream(f, "stderr", &err);
+        put_status(f, k, r, &a);
+        timed_out = r->timed_out || r->outcome == SBX_OUTCOME_TIMED_OUT;
+        is_error = !(r->outcome == SBX_OUTCOME_EXITED && r->has_exit_code && r->exit_code == 0);
+        st = json_pack("{s:s,s:s,s:o,s:o,s:b,s:f,s:f,s:o*,s:o*,s:b,s:b,s:I,s:I,s:o*,s:o*}",
+                       "command_id", r->command_id, "outcome", sbx_outcome_name(r->outcome),
+                       "exit_code", r->has_exit_code ? json_integer(r->exit_code) : json_null(),
+                       "signal", r->has_signal ? json_integer(r->signal) : json_null(), "timed_out",
+                       timed_out, "timeout_seconds", (double)a.o.timeout_ms / 1000.0,
+                       "duration_seconds", r->duration, "stdout", jout, "stderr", jerr,
+                       "stdout_truncated", out.dropped > 0, "stderr_truncated", err.dropped > 0,
+                       "stdout_bytes", (json_int_t)out.total, "stderr_bytes", (json_int_t)err.total,
+                       "limits_hit", strv_json(&r->limits_hit), "warnings",
+                       strv_json(&r->warnings));
+        if (!st) {
+                fclose(f);
+                free(text);
+                res = out_of_memory(k);
+                goto out;
+        }
+        res = stream_result(k, f, &text, &text_len, st, is_error);
+out:
+        sbx_result_free(r);
+        run_args_free(&a);
+        return res;
+}
+
+/* ---- reading whole files ------------------------------------------------------------------- */
+
+/* A file read whole for read_file and edit_file. */
+struct whole {
+        uint8_t *data;
+        size_t len;
+        uint32_t mode;
+};
+
+static bool looks_binary(const uint8_t *d, size_t len) {
+        size_t n = len < MCP_SNIFF_BYTES ? len : MCP_SNIFF_BYTES;
+
+        if (memchr(d, 0, len))
+                return true;
+        /* Latin-1 or a stray byte is text with a few U+FFFD; a tenth is not text. */
+        return cli_utf8_invalid_bytes(d, n) * 10 > n;
+}
+
+/* Reads the text file path whole into w (at most env->max_read_bytes). NULL when it did
+ * (free w->data); else the result or error that says why not. */
+static json_t *read_whole(struct mcp_call *k, const char *tool, const char *path, struct whole *w) {
+        const uint64_t max = k->env->max_read_bytes;
+        struct sbx_file_info *fi = NULL;
+        uint64_t off = 0;
+        size_t cap = 0;
+        enum sbx_code rc;
+        char q[512];
+
+        memset(w, 0, sizeof(*w));
+        rc = sbx_stat(k->c, k->env->sandbox_id, path, &fi);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        w->mode = fi->mode & 01777;
+        if (fi->is_dir) {
+                sbx_file_info_free(fi);
+                return tool_error(k, "'%s' is a directory; list it with list_directory", path);
+        }
+        if (fi->type != SBX_FILE_REGULAR && fi->type != SBX_FILE_SYMLINK) {
+                sbx_file_info_free(fi);
+                return tool_error(k, "'%s' is not a regular file; %s reads regular files", path,
+                                  tool);
+        }
+        if (fi->type == SBX_FILE_REGULAR && fi->size > max) {
+                uint64_t size = fi->size;
+                sbx_file_info_free(fi);
+                sh_quote(q, sizeof(q), path);
+                return tool_error(k,
+                                  "'%s' is %llu bytes, more than %s takes (%llu bytes); look at "
+                                  "parts of it with run_command: `sed -n '1,200p' %s` for lines, "
+                                  "`head -c 65536 %s` or `tail -c 65536 %s` for bytes, `grep -n "
+                                  "PATTERN %s` to find a place, `wc -l %s` to count its lines",
+                                  path, (unsigned long long)size, tool, (unsigned long long)max, q,
+                                  q, q, q, q);
+        }
+        sbx_file_info_free(fi);
+        for (;;) {
+                struct sbx_read_result *r = NULL;
+                uint64_t want = max + 1 - w->len;
+                if (want > CLI_READ_PAGE_BYTES)
+                        want = CLI_READ_PAGE_BYTES;
+                rc = sbx_read(k->c, k->env->sandbox_id, path, off, want, &r);
+                if (rc != SBX_OK) {
+                        free(w->data);
+                        w->data = NULL;
+                        return call_failed(k, rc);
+                }
+                if (w->len + r->len + 1 > cap) {
+                        size_t ncap = (w->len + r->len + 1) * 2;
+                        uint8_t *nd = realloc(w->data, ncap);
+                        if (!nd) {
+                                sbx_read_result_free(r);
+                                free(w->data);
+                                w->data = NULL;
+                                return out_of_memory(k);
+                        }
+                        w->data = nd;
+                        cap = ncap;
+                }
+                memcpy(w->data + w->len, r->data, r->len);
+                w->len += r->len;
+                w->data[w->len] = 0;
+                off = r->next_offset > off ? r->next_offset : off + r->len;
+                if (r->eof || r->len == 0) {
+                        sbx_read_result_free(r);
+                        break;
+                }
+                sbx_read_result_free(r);
+                if (w->len > max) {
+                        free(w->data);
+                        w->data = NULL;
+                        return tool_error(k,
+                                          "'%s' grew past %llu bytes while it was read; look "
+                                          "at parts of it with run_command",
+                                          path, (unsigned long long)max);
+                }
+        }
+        if (!w->data) {
+                w->data = malloc(1);
+                if (!w->data)
+                        return out_of_memory(k);
+                w->data[0] = 0;
+        }
+        if (looks_binary(w->data, w->len)) {
+                bool nul = memchr(w->data, 0, w->len) != NULL;
+                free(w->data);
+                w->data = NULL;
+                sh_quote(q, sizeof(q), path);
+                return tool_error(k,
+                                  "'%s' looks binary (%s), and %s handles text; look at it with "
+                                  "run_command: `file %s`, `xxd %s | head -n 32`, or `base64 %s` "
+                                  "for its bytes",
+                                  path, nul ? "it holds NUL bytes" : "much of it is not UTF-8",
+                                  tool, q, q, q);
+        }
+        return NULL;
+}
+
+/* ---- read_file ------------------------------------------------------------------------------ */
+
+static json_t *read_file(struct mcp_call *k, json_t *args) {
+        static const char *const known[] = {"path", "offset", "limit", NULL};
+        const uint64_t max_bytes = k->env->max_output_bytes;
+        struct argmsg m = {""};
+        struct whole w;
+        const char *path = NULL;
+        uint64_t offset = 0, limit = k->env->max_output_lines;
+        size_t total = 0, pos = 0, end, n = 0, i, line_len = 0;
+        bool long_line = false;
+        char *text = NULL, q[512];
+        size_t text_len = 0;
+        json_t *res, *st, *content;
+        FILE *f;
+
+        if (check_keys(args, known, &m) < 0 || arg_path(args, "path", &path, &m) < 0 ||
+            arg_uint(args, "offset", 0, &offset, &m) < 0 ||
+            arg_uint(args, "limit", 1, &limit, &m) < 0)
+                return bad_args(k, "read_file", &m);
+        if (!path) {
+                snprintf(m.text, sizeof(m.text), "'path' is required");
+                return bad_args(k, "read_file", &m);
+        }
+        if (limit > k->env->max_output_lines)
+                limit = k->env->max_output_lines;
+        if ((res = read_whole(k, "read_file", path, &w)) || k->err_code)
+                return res;
+        for (i = 0; i < w.len; i++)
+                total += w.data[i] == '\n';
+        if (w.len && w.data[w.len - 1] != '\n')
+                total++;
+        if (offset > 0 && offset >= total) {
+                free(w.data);
+                return tool_error(k, "offset %llu is past the end of '%s', which has %zu line%s",
+                                  (unsigned long long)offset, path, total, total == 1 ? "" : "s");
+        }
+        for (i = 0; i < offset; i++) {
+                const uint8_t *nl = memchr(w.data + pos, '\n', w.len - pos);
+                pos = nl ? (size_t)(nl - w.data) + 1 : w.len;
+        }
+        end = pos;
+        while (n < limit && end < w.len) {
+                const uint8_t *nl = memchr(w.data + end, '\n', w.len - end);
+                size_t line_end = nl ? (size_t)(nl - w.data) + 1 : w.len;
+                if (line_end - pos > max_bytes) {
+                        if (n == 0) {
+                                /* One line longer than a page: its head, on a character
+                                 * boundary. */
+                                line_len = line_end - pos;
+                                end = pos + (size_t)max_bytes;
+                                while (end > pos && (w.data[end] & 0xC0) == 0x80)
+                                        end--;
+                                long_line = true;
+                                n = 1;
+                        }
+                        break;
+                }
+                end = line_end;
+                n++;
+        }
+        f = open_memstream(&text, &text_len);
+        content = cli_json_text(w.data + pos, end - pos);
+        if (!f || !content) {
+                if (f)
+                        fclose(f);
+                free(text);
+                json_decref(content);
+                free(w.data);
+                return out_of_memory(k);
+        }
+        if (w.len == 0) {
+                fputs("[the file is empty]\n", f);
+        } else {
+                fputs(json_string_value(content), f);
+                if (end > pos && w.data[end - 1] != '\n')
+                        fputc('\n', f);
+        }
+        sh_quote(q, sizeof(q), path);
+        if (long_line)
+                fprintf(f,
+                        "[... line %llu is %zu bytes long; only its first %zu bytes are shown. "
+                        "See the rest with run_command, e.g. `sed -n '%llup' %s | cut -b "
+                        "%zu-%zu`; read on with offset=%llu ...]\n",
+                        (unsigned long long)offset + 1, line_len, end - pos,
+                        (unsigned long long)offset + 1, q, end - pos + 1, 2 * (end - pos),
+                        (unsigned long long)offset + 1);
+        else if (offset + n < total)
+                fprintf(f, "[... lines %llu-%llu of %zu shown; read on with offset=%llu ...]\n",
+                        (unsigned long long)offset + 1, (unsigned long long)(offset + n), total,
+                        (unsigned long long)(offset + n));
+        else if (offset > 0)
+                fprintf(f, "[lines %llu-%zu of %zu: the end of the file]\n",
+                        (unsigned long long)offset + 1, total, total);
+        st = json_pack("{s:s,s:o,s:I,s:I,s:I,s:o,s:I}", "path", path, "content", content, "offset",
+                       (json_int_t)offset, "lines", (json_int_t)n, "total_lines", (json_int_t)total,
+                       "next_offset",
+                       offset + n < total ? json_integer((json_int_t)(offset + n)) : json_null(),
+                       "size_bytes", (json_int_t)w.len);
+        free(w.data);
+        if (!st) {
+                fclose(f);
+                free(text);
+                return out_of_memory(k);
+        }
+        return stream_result(k, f, &text, &text_len, st, false);
+}
+
+/* ---- write_file and edit_file -------------------------------------------------------------- */
+
+/* Writes data to path atomically, parents created, keeping mode (0: the default). */
+static enum sbx_code put_file(struct mcp_call *k, const char *path, const void *data, size_t len,
+                              uint32_t mode) {
+        return sbx_write(k->c, k->env->sandbox_id, path, data, len, mode & 01777,
+                         SBX_WRITE_CREATE_PARENTS);
+}
+
+static size_t count_lines(const char *s, size_t len) {
+        size_t n = 0;
+        for (size_t i = 0; i < len; i++)
+                n += s[i] == '\n';
+        return n + (len && s[len - 1] != '\n');
+}
+
+static json_t *write_file(struct mcp_call *k, json_t *args) {
+        static const char *const known[] = {"path", "content", NULL};
+        struct argmsg m = {""};
+        const char *path = NULL, *content = NULL;
+        size_t len = 0;
+        struct sbx_file_info *fi = NULL;
+        uint32_t mode = 0;
+        bool existed = false;
+        enum sbx_code rc;
+
+        if (check_keys(args, known, &m) < 0 || arg_path(args, "path", &path, &m) < 0 ||
+            arg_str(args, "content", true, &content, &len, &m) < 0)
+                return bad_args(k, "write_file", &m);
+        if (!path || !content) {
+                snprintf(m.text, sizeof(m.text), "'path' and 'content' are required");
+                return bad_args(k, "write_file", &m);
+        }
+        rc = sbx_stat(k->c, k->env->sandbox_id, path, &fi);
+        if (rc == SBX_OK) {
+                existed = true;
+                if (fi->is_dir) {
+                        sbx_file_info_free(fi);
+                        return tool_error(k, "'%s' is a directory; give the path of a file in it",
+                                          path);
+                }
+                mode = fi->mode;
+        } else if (rc != SBX_NOT_FOUND) {
+                return call_failed(k, rc);
+        }
+        sbx_file_info_free(fi);
+        rc = put_file(k, path, content, len, mode);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        {
+                char msg[1200];
+                json_t *res;
+                snprintf(msg, sizeof(msg), "Wrote %zu bytes (%zu lines) to %s (%s).", len,
+                         count_lines(content, len), path,
+                         existed ? "replaced the file; its permission bits are kept"
+                                 : "a new file");
+                res = make_result(k, msg, strlen(msg), NULL, false);
+                return res ? res : out_of_memory(k);
+        }
+}
+
+/* Occurrences of needle in hay, not overlapping. */
+static size_t count_occurrences(const uint8_t *hay, size_t len, const char *needle, size_t nlen) {
+        size_t n = 0;
+        const uint8_t *p = hay, *end = hay + len;
+
+        while ((size_t)(end - p) >= nlen) {
+                const uint8_t *hit = memmem(p, (size_t)(end - p), needle, nlen);
+                if (!hit)
+                        break;
+                n++;
+                p = hit + nlen;
+        }
+        return n;
+}
+
+static json_t *edit_file(struct mcp_call *k, json_t *args) {
+        static const char *const known[] = {"path", "old_string", "new_string", "replace_all",
+                                            NULL};
+        struct argmsg m = {""};
+        struct whole w;
+        const char *path = NULL, *old_s = NULL, *new_s = NULL;
+        size_t old_len = 0, new_len = 0, count, out_len;
+        bool all = false;
+        uint8_t *out, *o;
+        const uint8_t *p, *end;
+        enum sbx_code rc;
+        json_t *res;
+
+        if (check_keys(args, known, &m) < 0 || arg_path(args, "path", &path, &m) < 0 ||
+            arg_str(args, "old_string", true, &old_s, &old_len, &m) < 0 ||
+            arg_str(args, "new_string", true, &new_s, &new_len, &m) < 0 ||
+            arg_bool(args, "replace_all", &all, &m) < 0)
+                return bad_args(k, "edit_file", &m);
+        if (!path || !old_s || !new_s) {
+                snprintf(m.text, sizeof(m.text),
+                         "'path', 'old_string' and 'new_string' are required");
+                return bad_args(k, "edit_file", &m);
+        }
+        if (!old_len)
+                return tool_error(k, "old_string is empty; to write a whole file use write_file");
+        if (old_len == new_len && memcmp(old_s, new_s, old_len) == 0)
+                return tool_error(k, "old_string and new_string are the same; nothing to change");
+        if ((res = read_whole(k, "edit_file", path, &w)) || k->err_code)
+                return res;
+        count = count_occurrences(w.data, w.len, old_s, old_len);
+        if (count == 0) {
+                free(w.data);
+                return tool_error(k,
+                                  "old_string was not found in '%s'; it must match the file "
+                                  "exactly, whitespace and indentation included (read_file "
+                                  "shows the current text)",
+                                  path);
+        }
+        if (count > 1 && !all) {
+                free(w.data);
+                return tool_error(k,
+                                  "old_string occurs %zu times in '%s'; take in more of the "
+                                  "lines around it to make it unique, or set replace_all to "
+                                  "true to replace all %zu",
+                                  count, path, count);
+        }
+        if (new_len > old_len && (new_len - old_len) > (SIZE_MAX - w.len) / count) {
+                free(w.data);
+                return out_of_memory(k);
+        }
+        out_len = w.len - count * old_len + count * new_len;
+        out = malloc(out_len + 1);
+        if (!out) {
+                free(w.data);
+                return out_of_memory(k);
+        }
+        for (p = w.data, end = w.data + w.len, o = out; p < end;) {
+                const uint8_t *hit = (size_t)(end - p) >= old_len
+                                             ? memmem(p, (size_t)(end - p), old_s, old_len)
+                                             : NULL;
+                size_t keep = hit ? (size_t)(hit - p) : (size_t)(end - p);
+                memcpy(o, p, keep);
+                o += keep;
+                if (!hit)
+                        break;
+                memcpy(o, new_s, new_len);
+                o += new_len;
+                p = hit + old_len;
+        }
+        free(w.data);
+        rc = put_file(k, path, out, out_len, w.mode);
+        free(out);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        {
+                char msg[1200];
+                snprintf(msg, sizeof(msg), "Replaced %zu occurrence%s in %s (now %zu bytes).",
+                         count, count == 1 ? "" : "s", path, out_len);
+                res = make_result(k, msg, strlen(msg), NULL, false);
+        }
+        return res ? res : out_of_memory(k);
+}
+
+/* ---- list_directory ------------------------------------------------------------------------ */
+
+static const char *type_name(enum sbx_file_type t) {
+        switch (t) {
+        case SBX_FILE_REGULAR:
+                return "file";
+        case SBX_FILE_DIRECTORY:
+                return "directory";
+        case SBX_FILE_SYMLINK:
+                return "symlink";
+        case SBX_FILE_FIFO:
+                return "fifo";
+        case SBX_FILE_SOCKET:
+                return "socket";
+        case SBX_FILE_CHAR_DEVICE:
+                return "char_device";
+        case SBX_FILE_BLOCK_DEVICE:
+                return "block_device";
+        case SBX_FILE_UNKNOWN:
+                break;
+        }
+        return "unknown";
+}
+
+static int cmp_entries(const void *a, const void *b) {
+        return strcmp(((const struct sbx_file_info *)a)->name,
+                      ((const struct sbx_file_info *)b)->name);
+}
+
+static json_t *list_directory(struct mcp_call *k, json_t *args) {
+        static const char *const known[] = {"path", NULL};
+        struct argmsg m = {""};
+        const char *path = "/workspace";
+        struct sbx_dir_list *l = NULL;
+        uint64_t limit = k->env->max_output_lines;
+        enum sbx_code rc;
+        char *text = NULL, q[512];
+        size_t text_len = 0;
+        json_t *entries, *st;
+        FILE *f;
+
+        if (check_keys(args, known, &m) < 0 || arg_path(args, "path", &path, &m) < 0)
+                return bad_args(k, "list_directory", &m);
+        if (limit > SBX_MAX_LIST_LIMIT)
+                limit = SBX_MAX_LIST_LIMIT;
+        rc = sbx_list_dir(k->c, k->env->sandbox_id, path, (uint32_t)limit, &l);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        if (l->n > 1)
+                qsort(l->v, l->n, sizeof(*l->v), cmp_entries);
+        f = open_memstream(&text, &text_len);
+        entries = json_array();
+        if (!f || !entries) {
+                if (f)
+                        fclose(f);
+                free(text);
+                json_decref(entries);
+                sbx_dir_list_free(l);
+                return out_of_memory(k);
+        }
+        for (size_t i = 0; i < l->n; i++) {
+                const struct sbx_file_info *e = &l->v[i];
+                cli_put_text(f, e->name);
+                if (e->is_dir)
+                        fputc('/', f);
+                if (e->type == SBX_FILE_SYMLINK && e->symlink_target) {
+                        fputs(" -> ", f);
+                        cli_put_text(f, e->symlink_target);
+                }
+                fputc('\n', f);
+                json_array_append_new(entries,
+                                      json_pack("{s:o,s:s,s:I,s:b,s:o}", "name",
+                                                cli_json_text(e->name, strlen(e->name)), "type",
+                                                type_name(e->type), "size", (json_int_t)e->size,
+                                                "is_dir", e->is_dir, "symlink_target",
+                                                e->symlink_target
+                                                        ? cli_json_text(e->symlink_target,
+                                                                        strlen(e->symlink_target))
+                                                        : json_null()));
+        }
+        if (!l->n)
+                fputs("[the directory is empty]\n", f);
+        if (l->truncated) {
+                sh_quote(q, sizeof(q), path);
+                fprintf(f,
+                        "[... cut at %zu entries (the first by name); list a narrower part with "
+                        "run_command, e.g. `ls -A %s | tail -n +%zu | head -n 100` or `find %s "
+                        "-maxdepth 1 -name 'PATTERN'` ...]\n",
+                        l->n, q, l->n + 1, q);
+        }
+        st = json_pack("{s:s,s:o,s:b}", "path", path, "entries", entries, "truncated",
+                       l->truncated);
+        sbx_dir_list_free(l);
+        if (!st) {
+                fclose(f);
+                free(text);
+                return out_of_memory(k);
+        }
+        return stream_result(k, f, &text, &text_len, st, false);
+}
+
+/* ---- sandbox_info ------------------------------------------------------------------------- */
+
+static json_t *limits_json(const struct sbx_limits *l) {
+        json_t *o = json_object();
+
+        if (!o)
+                return NULL;
+        if (l->set & SBX_LIMIT_MEMORY)
+                json_object_set_new(o, "memory_bytes", json_integer((json_int_t)l->memory_bytes));
+        if (l->set & SBX_LIMIT_CPU_SECONDS)
+                json_object_set_new(o, "cpu_seconds", json_real(l->cpu_seconds));
+        if (l->set & SBX_LIMIT_CPU_PERCENT)
+                json_object_set_new(o, "cpu_percent", json_integer(l->cpu_percent));
+        if (l->set & SBX_LIMIT_PROCESSES)
+                json_object_set_new(o, "processes", json_integer(l->processes));
+        if (l->set & SBX_LIMIT_FILE_SIZE)
+                json_object_set_new(o, "file_size_bytes",
+                                    json_integer((json_int_t)l->file_size_bytes));
+        if (l->set & SBX_LIMIT_OPEN_FILES)
+                json_object_set_new(o, "open_files", json_integer(l->open_files));
+        if (l->set & SBX_LIMIT_TMP)
+                json_object_set_new(o, "tmp_bytes", json_integer((json_int_t)l->tmp_bytes));
+        return o;
+}
+
+static void put_strv_line(FILE *f, const char *key, const struct sbx_strv *s, const char *none) {
+        fprintf(f, "%s: ", key);
+        if (!s->n)
+                fputs(none, f);
+        for (size_t i = 0; i < s->n; i++) {
+                fputs(i ? ", " : "", f);
+                cli_put_text(f, s->v[i]);
+        }
+        fputc('\n', f);
+}
+
+static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
+        static const char *const known[] = {NULL};
+        const struct mcp_env *env = k->env;
+        struct argmsg m = {""};
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code rc;
+        char *text = NULL, iso[64], a[32], b[32];
+        size_t text_len = 0;
+        int64_t left_ms = 0;
+        json_t *st, *server;
+        FILE *f;
+        bool live;
+
+        if (check_keys(args, known, &m) < 0)
+                return bad_args(k, "sandbox_info", &m);
+        rc = sbx_get(k->c, env->sandbox_id, &sb);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        live = sb->state == SBX_STATE_READY || sb->state == SBX_STATE_CREATING;
+        if (!live) {
+                sbx_sandbox_free(sb);
+                sandbox_live(k);
+                return k->err_code ? NULL : tool_error(k, "the sandbox is not live");
+        }
+        f = open_memstream(&text, &text_len);
+        if (!f) {
+                sbx_sandbox_free(sb);
+                return out_of_memory(k);
+        }
+        fputs("sandbox: ", f);
+        cli_put_text(f, sb->id);
+        fprintf(f, " (%s)\n",
+                env->owned ? (env->keep ? "created by this server; left running when it stops"
+                                        : "created by this server; ended when it stops")
+                           : "attached: other clients may use it too; left running when this "
+                             "server stops");
+        fprintf(f, "state: %s\n", sbx_state_name(sb->state));
+        if (sb->deadline_unix_ms) {
+                left_ms = sb->deadline_unix_ms - cli_now_unix_ms();
+                cli_format_iso(iso, sizeof(iso), sb->deadline_unix_ms, false);
+                fprintf(f, "deadline: %s (in %lld s)%s\n", iso,
+                        (long long)(left_ms > 0 ? (left_ms + 999) / 1000 : 0),
+                        env->lease ? "; this server moves it on while it runs" : "");
+        }
+        if (sb->idle_timeout_ms) {
+                fmt_secs(a, sizeof(a), sb->idle_timeout_ms);
+                fprintf(f, "idle timeout: %s s\n", a);
+        }
+        fprintf(f, "owner: uid %u%s\n", sb->owner_uid,
+                sb->owner_uid == (uint32_t)geteuid() ? " (this server's user)"
+                                                     : " (not this server's user: its owner sees "
+                                                       "and can change what runs here)");
+        fprintf(f, "network: %s\n", sb->policy.network == SBX_NETWORK_FULL ? "full" : "none");
+        fputs("writable: /workspace, /tmp", f);
+        for (size_t i = 0; i < sb->policy.writable_paths.n; i++) {
+                fputs(", ", f);
+                cli_put_text(f, sb->policy.writable_paths.v[i]);
+        }
+        fputs(" (everything else is read-only)\n", f);
+        put_strv_line(f, "hidden (cannot be read)", &sb->policy.denied_read_paths, "none");
+        {
+                const struct sbx_limits *l = &sb->policy.limits;
+                fputs("limits:", f);
+                if (!l->set)
+                        fputs(" none", f);
+                if (l->set & SBX_LIMIT_MEMORY)
+                        fprintf(f, " memory=%llu bytes", (unsigned long long)l->memory_bytes);
+                if (l->set & SBX_LIMIT_CPU_SECONDS)
+                        fprintf(f, " cpu=%g s", l->cpu_seconds);
+                if (l->set & SBX_LIMIT_CPU_PERCENT)
+                        fprintf(f, " cpu_percent=%u", l->cpu_percent);
+                if (l->set & SBX_LIMIT_PROCESSES)
+                        fprintf(f, " processes=%u", l->processes);
+                if (l->set & SBX_LIMIT_FILE_SIZE)
+                        fprintf(f, " file_size=%llu bytes", (unsigned long long)l->file_size_bytes);
+                if (l->set & SBX_LIMIT_OPEN_FILES)
+                        fprintf(f, " open_files=%u", l->open_files);
+                if (l->set & SBX_LIMIT_TMP)
+                        fprintf(f, " tmp=%llu bytes", (unsigned long long)l->tmp_bytes);
+                fputc('\n', f);
+        }
+        fprintf(f, "isolated: %s\n", sb->isolated ? "yes" : "no (see the warnings)");
+        put_strv_line(f, "warnings", &sb->warnings, "none");
+        fprintf(f, "commands: %llu run, %u running\n", (unsigned long long)sb->commands_run,
+                sb->running_commands);
+        fmt_secs(a, sizeof(a), env->default_timeout_ms);
+        fmt_secs(b, sizeof(b), env->max_timeout_ms);
+        fprintf(f,
+                "this server: commands time out after %s s unless timeout_seconds says "
+                "otherwise (at most %s s); each output stream is cut to its last %llu bytes and "
+                "%llu lines; read_file reads files up to %llu bytes\n",
+                a, b, (unsigned long long)env->max_output_bytes,
+                (unsigned long long)env->max_output_lines, (unsigned long long)env->max_read_bytes);
+        if (sb->deadline_unix_ms)
+                cli_format_iso(iso, sizeof(iso), sb->deadline_unix_ms, false);
+        server = json_pack("{s:f,s:f,s:I,s:I,s:I}", "default_timeout_seconds",
+                           (double)env->default_timeout_ms / 1000.0, "max_timeout_seconds",
+                           (double)env->max_timeout_ms / 1000.0, "max_output_bytes",
+                           (json_int_t)env->max_output_bytes, "max_output_lines",
+                           (json_int_t)env->max_output_lines, "max_read_bytes",
+                           (json_int_t)env->max_read_bytes);
+        st = json_pack(
+                "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:o,s:o,s:b,s:o,s:I,s:I,s:o}", "id", sb->id, "state",
+                sbx_state_name(sb->state), "mode", env->owned ? "owned" : "attached", "owner_uid",
+                (json_int_t)sb->owner_uid, "deadline",
+                sb->deadline_unix_ms ? json_string(iso) : json_null(), "seconds_left",
+                sb->deadline_unix_ms ? json_real((double)(left_ms > 0 ? left_ms : 0) / 1000.0)
+                                     : json_null(),
+                "network", sb->policy.network == SBX_NETWORK_FULL ? "full" : "none",
+                "writable_paths", strv_json(&sb->policy.writable_paths), "limits",
+                limits_json(&sb->policy.limits), "isolated", sb->isolated, "warnings",
+                strv_json(&sb->warnings), "commands_run", (json_int_t)sb->commands_run,
+                "running_commands", (json_int_t)sb->running_commands, "server", server);
+        sbx_sandbox_free(sb);
+        if (!st) {
+                fclose(f);
+                free(text);
+                return out_of_memory(k);
+        }
+        return stream_result(k, f, &text, &text_len, st, false);
+}
+
+/* ---- the interface -------------------------------------------------------------------------- */
+
+static json_t *describe(const struct mcp_tool *t, const struct mcp_env *env, const char *version) {
+        bool v2025_06 = strcmp(version, "2025-06-18") >= 0;
+        bool v2025_03 = strcmp(version, "2025-03-26") >= 0;
+        char *desc = expand(t->description, env), *in = expand(t->input_schema, env);
+        json_error_t e;
+        json_t *o = NULL, *schema = in ? json_loads(in, 0, &e) : NULL;
+
+        if (desc && schema)
+                o = json_pack("{s:s,s:s,s:O}", "name", t->name, "description", desc, "inputSchema",
+                              schema);
+        if (o && v2025_06) {
+                json_object_set_new(o, "title", json_string(t->title));
+                if (t->output_schema) {
+                        json_t *out = json_loads(t->output_schema, 0, &e);
+                        if (!out) {
+                                json_decref(o);
+                                o = NULL;
+                        } else {
+                                json_object_set_new(o, "outputSchema", out);
+                        }
+                }
+        }
+        if (o && v2025_03)
+                json_object_set_new(o, "annotations",
+                                    json_pack("{s:s,s:b,s:b,s:b,s:b}", "title", t->title,
+                                              "readOnlyHint", (t->hints & HINT_READ_ONLY) != 0,
+                                              "destructiveHint", (t->hints & HINT_DESTRUCTIVE) != 0,
+                                              "idempotentHint", (t->hints & HINT_IDEMPOTENT) != 0,
+                                              "openWorldHint", 0));
+        json_decref(schema);
+        free(desc);
+        free(in);
+        return o;
+}
+
+json_t *mcp_tools_list(const struct mcp_env *env, const char *version) {
+        json_t *list = json_array();
+
+        for (size_t i = 0; list && i < N_TOOLS; i++) {
+                json_t *t = describe(&tools[i], env, version);
+                if (!t || json_array_append_new(list, t) < 0) {
+                        json_decref(list);
+                        return NULL;
+                }
+        }
+        return list ? json_pack("{s:o}", "tools", list) : NULL;
+}
+
+const struct mcp_tool *mcp_tool_find(const char *name) {
+        for (size_t i = 0; i < N_TOOLS; i++)
+                if (strcmp(tools[i].name, name) == 0)
+                        return &tools[i];
+        return NULL;
+}
+
+bool mcp_tool_threaded(const struct mcp_tool *t) {
+        return t->threaded;
+}
+
+json_t *mcp_tool_call(const struct mcp_tool *t, struct mcp_call *k, json_t *args) {
+        json_t *empty = NULL, *r;
+
+        if (!args)
+                args = empty = json_object();
+        if (!args)
+                return out_of_memory(k);
+        r = t->call(k, args);
+        json_decref(empty);
+        if (!r && !k->err_code)
+                return out_of_memory(k);
+        return r;
+}
+
+void mcp_call_clear(struct mcp_call *k) {
+        free(k->err_message);
+        json_decref(k->err_data);
+        k->err_code = 0;
+        k->err_message = NULL;
+        k->err_data = NULL;
+}
