@@ -73,7 +73,7 @@ ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BU
 	$(BUILD)/sbx.pc
 
 .PHONY: all deps run check unit integration asan valgrind format install uninstall clean analyze \
-	bench fuzz load tests
+	bench fuzz load tests mcp-node mcp-node-pkgs check-mcp
 all: $(ALL_BINS)
 
 # ---- dependencies -----------------------------------------------------------------
@@ -185,7 +185,42 @@ $(DAEMON_UNIT_TESTS): $(BUILD)/tests/check_%: tests/check_%.c $(DAEMON_OBJS) tes
 $(BUILD)/tests/it_%: tests/it_%.c tests/itutil.c tests/itutil.h $(BUILD)/libsbx.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
-	  tests/itutil.c $(BUILD)/libsbx.a -lprotobuf-c -lsqlite3 $(CHECK_LIBS)
+	  tests/itutil.c $(BUILD)/libsbx.a -lprotobuf-c -lsqlite3 $(IT_EXTRA_LIBS) $(CHECK_LIBS)
+
+# ---- the MCP server's tests ---------------------------------------------------------------
+# tests/it_mcp.c reads the server's answers with jansson, and drives the server with the
+# official TypeScript SDK as well (tests/mcp/client.mjs). `make mcp-node` installs node and
+# npm when there are none (Debian's nodejs and npm) and the SDK from the npm registry into
+# $(BUILD)/mcp-node. When npm cannot reach the registry the step says so and goes on, and
+# that test prints SKIPPED; with SBX_REQUIRE_NPM=1 it fails instead. The SDK is held to
+# major version 1, whose Client and StdioClientTransport the test is written against.
+# `make check-mcp` builds and runs it_mcp alone.
+$(BUILD)/tests/it_mcp: IT_EXTRA_LIBS = $(JANSSON_LIBS)
+MCP_NODE := $(BUILD)/mcp-node
+MCP_SDK := @modelcontextprotocol/sdk@^1
+MCP_NODE_PKGS := nodejs npm
+
+mcp-node:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory mcp-node-pkgs || \
+	    echo "make: WARNING: cannot install $(MCP_NODE_PKGS); the TypeScript SDK test will say SKIPPED"; \
+	fi
+	@if [ -f $(MCP_NODE)/node_modules/@modelcontextprotocol/sdk/package.json ]; then :; \
+	elif ! command -v npm >/dev/null 2>&1; then :; \
+	elif mkdir -p $(MCP_NODE) && npm install --prefix $(MCP_NODE) --no-audit --no-fund \
+	    --loglevel=error '$(MCP_SDK)' > $(MCP_NODE)/npm.log 2>&1; then \
+	  echo "make: installed $(MCP_SDK) into $(MCP_NODE)"; \
+	else \
+	  echo "make: WARNING: npm could not install $(MCP_SDK) (see $(MCP_NODE)/npm.log);" \
+	    "the TypeScript SDK test will say SKIPPED"; \
+	fi
+
+mcp-node-pkgs:
+	$(call install_pkgs,$(MCP_NODE_PKGS))
+
+check-mcp: deps mcp-node
+	$(MAKE) --no-print-directory WERROR=-Werror $(ALL_BINS) $(BUILD)/tests/it_mcp
+	BUILD=$(BUILD) tests/run.sh $(BUILD)/tests/it_mcp
 
 # Small programs the integration tests run inside sandboxes or beside the daemon.
 $(BUILD)/tests/helpers/%: tests/helpers/%.c
@@ -195,7 +230,7 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c
 tests: $(ALL_BINS) $(UNIT_TESTS) $(IT_TESTS) $(TEST_HELPERS)
 
 # `make check`: dependencies, a warnings-as-errors build, then every test.
-check: deps
+check: deps mcp-node
 	$(MAKE) --no-print-directory WERROR=-Werror tests
 	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS) $(IT_TESTS)
 

@@ -1,0 +1,101 @@
+// client.mjs: drives `sbx mcp` with the official TypeScript MCP SDK, as an MCP client
+// application would: its Client over a StdioClientTransport that starts the server.
+//
+// Run by tests/it_mcp.c (typescript_sdk_client) with NODE_PATH at the node_modules that
+// `make mcp-node` filled, and in the environment: SBX_BIN (the sbx to start), SBX_SOCKET
+// (the daemon) and SBX_MCP_SANDBOX (a live sandbox to attach to). Exits 0 when every
+// check passed; a failed check throws, and node exits non-zero with the reason.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+
+// NODE_PATH is honoured by require(), not by import: the SDK's CommonJS build.
+const require = createRequire(import.meta.url);
+const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
+const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
+// The SDK's package.json is not exported: found above its client.
+let dir = dirname(require.resolve('@modelcontextprotocol/sdk/client/index.js'));
+while (!dir.endsWith('@modelcontextprotocol/sdk')) dir = dirname(dir);
+const sdkVersion = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).version;
+
+const env = (name) => {
+  const v = process.env[name];
+  assert.ok(v, `${name} must be set`);
+  return v;
+};
+const sandbox = env('SBX_MCP_SANDBOX');
+
+const textOf = (result) => {
+  assert.equal(result.content[0].type, 'text');
+  return result.content[0].text;
+};
+
+const transport = new StdioClientTransport({
+  command: env('SBX_BIN'),
+  args: ['mcp', '--sandbox', sandbox],
+  env: { ...process.env, SBX_SOCKET: env('SBX_SOCKET') },
+  stderr: 'inherit',
+});
+const client = new Client({ name: 'sbx-it-mcp', version: '1.0.0' });
+await client.connect(transport);
+
+const server = client.getServerVersion();
+assert.equal(server.name, 'sbx');
+console.log(`connected: @modelcontextprotocol/sdk ${sdkVersion} to ${server.name} ${server.version}`);
+
+// tools/list: the tool set, each with a schema.
+const { tools } = await client.listTools();
+const names = tools.map((t) => t.name).sort();
+assert.deepEqual(names, ['edit_file', 'list_directory', 'read_file', 'run_command', 'sandbox_info',
+  'write_file']);
+for (const t of tools) {
+  assert.equal(t.inputSchema.type, 'object', `${t.name} inputSchema`);
+  assert.ok(t.description.length > 80, `${t.name} description`);
+}
+console.log(`tools: ${names.join(', ')}`);
+
+// run_command: the SDK checks structuredContent against the tool's outputSchema.
+let r = await client.callTool({ name: 'run_command', arguments: { command: 'echo hello from $0; id -u' } });
+assert.ok(!r.isError, textOf(r));
+assert.match(textOf(r), /^\[stdout\]\nhello from \/bin\/sh\n/);
+assert.equal(r.structuredContent.exit_code, 0);
+assert.equal(r.structuredContent.outcome, 'exited');
+console.log('run_command: ok');
+
+r = await client.callTool({ name: 'run_command', arguments: { argv: ['sh', '-c', 'echo bad >&2; exit 7'] } });
+assert.equal(r.isError, true);
+assert.equal(r.structuredContent.exit_code, 7);
+assert.match(textOf(r), /\[stderr\]\nbad\n\[exit code 7/);
+console.log('run_command (exit 7): ok');
+
+// write_file creates parents; read_file reads it back; list_directory shows it.
+r = await client.callTool({
+  name: 'write_file',
+  arguments: { path: '/workspace/sdk/hello.txt', content: 'written by the TypeScript SDK\n' },
+});
+assert.ok(!r.isError, textOf(r));
+r = await client.callTool({ name: 'read_file', arguments: { path: 'sdk/hello.txt' } });
+assert.ok(!r.isError, textOf(r));
+assert.equal(r.structuredContent.content, 'written by the TypeScript SDK\n');
+assert.equal(r.structuredContent.next_offset, null);
+console.log('write_file, read_file: ok');
+
+r = await client.callTool({ name: 'list_directory', arguments: { path: '/workspace' } });
+assert.ok(!r.isError, textOf(r));
+assert.match(textOf(r), /^sdk\/$/m);
+assert.ok(r.structuredContent.entries.some((e) => e.name === 'sdk' && e.is_dir));
+console.log('list_directory: ok');
+
+r = await client.callTool({ name: 'read_file', arguments: { path: '/workspace/absent' } });
+assert.equal(r.isError, true);
+assert.match(textOf(r), /NOT_FOUND/);
+
+r = await client.callTool({ name: 'sandbox_info', arguments: {} });
+assert.equal(r.structuredContent.id, sandbox);
+assert.equal(r.structuredContent.mode, 'attached');
+console.log('sandbox_info: ok');
+
+await client.ping();
+await client.close();
+console.log('all checks passed');
