@@ -252,6 +252,7 @@ static const struct mcp_tool tools[] = {
                         "\"deadline\":{\"type\":[\"string\",\"null\"]},"
                         "\"seconds_left\":{\"type\":[\"number\",\"null\"]},"
                         "\"network\":{\"type\":\"string\"},"
+                        "\"protect_defaults\":{\"type\":\"boolean\"},"
                         "\"writable_paths\":{\"type\":\"array\",\"items\":{\"type\":"
                         "\"string\"}},"
                         "\"limits\":{\"type\":\"object\"},"
@@ -337,7 +338,6 @@ static const char *sh_quote(char *buf, size_t len, const char *s) {
         buf[o] = 0;
         return buf;
 }
-
 
 /* ---- results ----------------------------------------------------------------------------- */
 
@@ -1503,7 +1503,15 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
                 cli_put_text(f, sb->policy.writable_paths.v[i]);
         }
         fputs(" (everything else is read-only)\n", f);
-        put_strv_line(f, "hidden (cannot be read)", &sb->policy.denied_read_paths, "none");
+        fputs("hidden (cannot be read): ", f);
+        if (sb->policy.protect_defaults)
+                fputs("the host's credentials and secrets (protect_defaults)", f);
+        for (size_t i = 0; i < sb->policy.denied_read_paths.n; i++) {
+                fputs(i || sb->policy.protect_defaults ? ", " : "", f);
+                cli_put_text(f, sb->policy.denied_read_paths.v[i]);
+        }
+        fputs(!sb->policy.protect_defaults && !sb->policy.denied_read_paths.n ? "nothing\n" : "\n",
+              f);
         {
                 const struct sbx_limits *l = &sb->policy.limits;
                 fputs("limits:", f);
@@ -1546,17 +1554,18 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
                            (json_int_t)env->max_output_lines, "max_read_bytes",
                            (json_int_t)env->max_read_bytes);
         st = json_pack(
-                "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:o,s:o,s:b,s:o,s:I,s:I,s:o}", "id", sb->id, "state",
-                sbx_state_name(sb->state), "mode", env->owned ? "owned" : "attached", "owner_uid",
-                (json_int_t)sb->owner_uid, "deadline",
+                "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:b,s:o,s:o,s:b,s:o,s:I,s:I,s:o}", "id", sb->id,
+                "state", sbx_state_name(sb->state), "mode", env->owned ? "owned" : "attached",
+                "owner_uid", (json_int_t)sb->owner_uid, "deadline",
                 sb->deadline_unix_ms ? json_string(iso) : json_null(), "seconds_left",
                 sb->deadline_unix_ms ? json_real((double)(left_ms > 0 ? left_ms : 0) / 1000.0)
                                      : json_null(),
                 "network", sb->policy.network == SBX_NETWORK_FULL ? "full" : "none",
-                "writable_paths", strv_json(&sb->policy.writable_paths), "limits",
-                limits_json(&sb->policy.limits), "isolated", sb->isolated, "warnings",
-                strv_json(&sb->warnings), "commands_run", (json_int_t)sb->commands_run,
-                "running_commands", (json_int_t)sb->running_commands, "server", server);
+                "protect_defaults", sb->policy.protect_defaults, "writable_paths",
+                strv_json(&sb->policy.writable_paths), "limits", limits_json(&sb->policy.limits),
+                "isolated", sb->isolated, "warnings", strv_json(&sb->warnings), "commands_run",
+                (json_int_t)sb->commands_run, "running_commands", (json_int_t)sb->running_commands,
+                "server", server);
         sbx_sandbox_free(sb);
         if (!st) {
                 fclose(f);
