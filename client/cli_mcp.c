@@ -439,42 +439,6 @@ static void reply_call(struct server *s, json_t *id, json_t *result, struct mcp_
 
 /* ---- command threads ------------------------------------------------------------------------ */
 
-static void *job_main(void *arg) {
-        struct job *j = arg;
-        pthread_mutex_t *lock = j->call.lock;
-        sbx_client *c = NULL;
-        enum sbx_code rc = sbx_connect(j->call.env->socket_path, j->client_name, &c);
-        json_t *r = NULL;
-
-        if (rc != SBX_OK) {
-                char why[512];
-                snprintf(why, sizeof(why), "%s", c ? sbx_error_message(c) : "out of memory");
-                j->call.err_code = MCP_DAEMON_GONE;
-                if (asprintf(&j->call.err_message,
-                             "sbxd cannot be reached (%s): stop using this server until sbxd "
-                             "runs again",
-                             why) < 0)
-                        j->call.err_message = NULL;
-        } else {
-                sbx_set_call_timeout_ms(c, CLI_CALL_TIMEOUT_MS);
-                j->call.c = c;
-                r = mcp_tool_call(j->tool, &j->call, j->args);
-                j->call.c = NULL;
-        }
-        sbx_close(c);
-        pthread_mutex_lock(lock);
-        j->result = r;
-        j->done = true;
-        pthread_mutex_unlock(lock);
-        return NULL;
-}
-
-/* The thread's start: runs the job, then wakes the main thread. */
-struct job_start {
-        struct job *job;
-        int wake_fd;
-};
-
 static void job_free(struct job *j) {
         if (!j)
                 return;
@@ -485,10 +449,51 @@ static void job_free(struct job *j) {
         free(j);
 }
 
+/* Runs job j on a client of its own; leaves its result (or JSON-RPC error) in j. */
+static void job_run(struct job *j) {
+        pthread_mutex_t *lock = j->call.lock;
+        sbx_client *c = NULL;
+        enum sbx_code rc = sbx_connect(j->call.env->socket_path, j->client_name, &c);
+        json_t *r = NULL;
+
+        if (rc == SBX_OK) {
+                sbx_set_call_timeout_ms(c, CLI_CALL_TIMEOUT_MS);
+                j->call.c = c;
+                r = mcp_tool_call(j->tool, &j->call, j->args);
+                j->call.c = NULL;
+        } else if (!c || (rc == SBX_UNAVAILABLE && sbx_errno(c) != 0)) {
+                j->call.err_code = MCP_DAEMON_GONE;
+                if (asprintf(&j->call.err_message,
+                             "sbxd cannot be reached (%s): stop using this server until sbxd "
+                             "runs again",
+                             c ? sbx_error_message(c) : "out of memory") < 0)
+                        j->call.err_message = NULL;
+        } else {
+                /* Refused, not gone (too many connections of this user, say): a tool error. */
+                char m[600];
+                snprintf(m, sizeof(m), "%s: cannot connect to sbxd for this command: %s",
+                         sbx_code_name(rc), sbx_error_message(c));
+                r = json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", m,
+                              "isError", 1);
+        }
+        sbx_close(c);
+        pthread_mutex_lock(lock);
+        j->result = r;
+        j->done = true;
+        pthread_mutex_unlock(lock);
+}
+
+/* What a command thread starts with: its job, and the pipe that wakes the main thread
+ * when the job is done. */
+struct job_start {
+        struct job *job;
+        int wake_fd;
+};
+
 static void *job_thread(void *arg) {
         struct job_start st = *(struct job_start *)arg;
         free(arg);
-        job_main(st.job);
+        job_run(st.job);
         (void)!write(st.wake_fd, "x", 1);
         return NULL;
 }

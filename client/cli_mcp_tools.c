@@ -955,7 +955,8 @@ static json_t *read_whole(struct mcp_call *k, const char *tool, const char *path
         rc = sbx_stat(k->c, k->env->sandbox_id, path, &fi);
         if (rc != SBX_OK)
                 return call_failed(k, rc);
-        w->mode = fi->mode & 01777;
+        /* The mode to keep when the file is written back: a link's own is not the file's. */
+        w->mode = fi->type == SBX_FILE_REGULAR ? fi->mode & 01777 : 0;
         if (fi->is_dir) {
                 sbx_file_info_free(fi);
                 return tool_error(k, "'%s' is a directory; list it with list_directory", path);
@@ -1189,7 +1190,8 @@ static json_t *write_file(struct mcp_call *k, json_t *args) {
                         return tool_error(k, "'%s' is a directory; give the path of a file in it",
                                           path);
                 }
-                mode = fi->mode;
+                if (fi->type == SBX_FILE_REGULAR)
+                        mode = fi->mode;
         } else if (rc != SBX_NOT_FOUND) {
                 return call_failed(k, rc);
         }
