@@ -175,7 +175,11 @@ $(INIT_UNIT_TESTS): $(BUILD)/tests/check_init_%: tests/check_init_%.c $(INIT_OBJ
 $(CLIENT_UNIT_TESTS): $(BUILD)/tests/check_client%: tests/check_client%.c $(LIBSBX_OBJS) tests/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
-	  $(LIBSBX_OBJS) -lprotobuf-c $(CHECK_LIBS)
+	  $(LIBSBX_OBJS) $(CLIENT_TEST_EXTRA) -lprotobuf-c $(CHECK_LIBS)
+
+# check_client_json tests the sbx tool's JSON writer: its object, and jansson.
+$(BUILD)/tests/check_client_json: $(BUILD)/obj/client/cli_json.o
+$(BUILD)/tests/check_client_json: CLIENT_TEST_EXTRA = $(BUILD)/obj/client/cli_json.o $(JANSSON_LIBS)
 
 $(DAEMON_UNIT_TESTS): $(BUILD)/tests/check_%: tests/check_%.c $(DAEMON_OBJS) tests/testutil.h
 	@mkdir -p $(dir $@)
