@@ -73,7 +73,7 @@ ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BU
 	$(BUILD)/sbx.pc
 
 .PHONY: all deps run check unit integration asan valgrind format install uninstall clean analyze \
-	bench fuzz load tests mcp-node mcp-node-pkgs check-mcp
+	bench fuzz load tests mcp-node mcp-node-pkgs check-mcp check-python
 all: $(ALL_BINS)
 
 # ---- dependencies -----------------------------------------------------------------
@@ -236,7 +236,14 @@ tests: $(ALL_BINS) $(UNIT_TESTS) $(IT_TESTS) $(TEST_HELPERS)
 # `make check`: dependencies, a warnings-as-errors build, then every test.
 check: deps mcp-node
 	$(MAKE) --no-print-directory WERROR=-Werror tests
-	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS) $(IT_TESTS)
+	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS) $(IT_TESTS) tests/python/run.py
+
+# The Python binding's suite alone (client/python against build/libsbx.so and a real sbxd).
+# It is left out of `make asan` and `make valgrind`: libsbx under the interpreter is the
+# same code the C suites already run sanitized.
+check-python: deps
+	$(MAKE) --no-print-directory WERROR=-Werror $(ALL_BINS)
+	BUILD=$(BUILD) tests/run.sh tests/python/run.py
 
 unit: tests
 	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS)
@@ -344,16 +351,24 @@ SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
 	-e 's|@TMPFILESDIR@|$(TMPFILESDIR)|g' \
 	-e "s|@VERSION@|$$(sed -n 's/^Version: //p' $(BUILD)/sbx.pc)|g"
 
+# The Python package goes where Debian's python3 looks: /usr/lib/python3/dist-packages for
+# PREFIX=/usr, $(PREFIX)/lib/python3.X/dist-packages otherwise (on sys.path for /usr/local).
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages)
+PY_FILES := $(wildcard client/python/sbx/*.py) client/python/sbx/py.typed
+
 INSTALLED_FILES = $(SBINDIR)/sbxd $(LIBEXECDIR)/sbx-init $(BINDIR)/sbx \
 	$(LIBDIR)/libsbx.so.0 $(LIBDIR)/libsbx.so $(LIBDIR)/libsbx.a $(INCLUDEDIR)/sbx.h \
 	$(LIBDIR)/pkgconfig/sbx.pc $(addprefix $(UNITDIR)/,$(UNITS)) \
-	$(SYSUSERSDIR)/sbxd.conf $(TMPFILESDIR)/sbxd.conf $(addprefix $(MANDIR)/,$(MANPAGES))
+	$(SYSUSERSDIR)/sbxd.conf $(TMPFILESDIR)/sbxd.conf $(addprefix $(MANDIR)/,$(MANPAGES)) \
+	$(addprefix $(PYTHONDIR)/sbx/,$(notdir $(PY_FILES)) _installed.py)
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 	  $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) \
-	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8 \
+	  $(DESTDIR)$(PYTHONDIR)/sbx
 	install -m 0755 $(BUILD)/sbxd $(DESTDIR)$(SBINDIR)/sbxd
 	install -m 0755 $(BUILD)/sbx-init $(DESTDIR)$(LIBEXECDIR)/sbx-init
 	install -m 0755 $(BUILD)/sbx $(DESTDIR)$(BINDIR)/sbx
@@ -371,6 +386,10 @@ install: all
 	for m in $(MANPAGES); do \
 	  $(SUBST) man/$${m#*/} > $(DESTDIR)$(MANDIR)/$$m && chmod 0644 $(DESTDIR)$(MANDIR)/$$m || exit 1; \
 	done
+	install -m 0644 $(PY_FILES) $(DESTDIR)$(PYTHONDIR)/sbx/
+	printf '# Written by make install: where libsbx went.\nLIBDIR = "%s"\n' '$(LIBDIR)' \
+	  > $(DESTDIR)$(PYTHONDIR)/sbx/_installed.py
+	chmod 0644 $(DESTDIR)$(PYTHONDIR)/sbx/_installed.py
 	@grep -qF '$(LIBEXECDIR)/sbx-init' $(BUILD)/sbxd || \
 	  echo "make install: note: $(BUILD)/sbxd was built with another PREFIX; run by hand it" \
 	    "looks for its helper elsewhere (pass --init $(LIBEXECDIR)/sbx-init, or rebuild" \
@@ -394,7 +413,8 @@ check-systemd: deps
 # Removes exactly what install added (and the helper's own directory when empty).
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
-	rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null || true
+	rm -rf $(DESTDIR)$(PYTHONDIR)/sbx/__pycache__
+	rmdir $(DESTDIR)$(PYTHONDIR)/sbx $(DESTDIR)$(LIBEXECDIR) 2>/dev/null || true
 
 clean:
 	rm -rf build
