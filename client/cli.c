@@ -257,6 +257,28 @@ int cli_read_all(int fd, size_t max, uint8_t **ret, size_t *ret_len) {
         return 0;
 }
 
+const char *cli_file_type_name(enum sbx_file_type t) {
+        switch (t) {
+        case SBX_FILE_REGULAR:
+                return "file";
+        case SBX_FILE_DIRECTORY:
+                return "directory";
+        case SBX_FILE_SYMLINK:
+                return "symlink";
+        case SBX_FILE_FIFO:
+                return "fifo";
+        case SBX_FILE_SOCKET:
+                return "socket";
+        case SBX_FILE_CHAR_DEVICE:
+                return "char_device";
+        case SBX_FILE_BLOCK_DEVICE:
+                return "block_device";
+        case SBX_FILE_UNKNOWN:
+                break;
+        }
+        return "unknown";
+}
+
 void cli_put_text(FILE *f, const char *s) {
         if (!s) {
                 fputc('-', f);

@@ -75,6 +75,9 @@ int cli_read_all(int fd, size_t max, uint8_t **ret, size_t *ret_len);
  * sandbox cannot drive the terminal. NULL prints "-". */
 void cli_put_text(FILE *f, const char *s);
 
+/* "file", "directory", "symlink", ... as --json and sbx mcp name an entry's type. */
+const char *cli_file_type_name(enum sbx_file_type t);
+
 /* "2025-01-02T03:04:05.678Z" (UTC); with_ms false drops the milliseconds. */
 void cli_format_iso(char *buf, size_t len, int64_t unix_ms, bool with_ms);
 

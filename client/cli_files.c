@@ -223,28 +223,6 @@ int cmd_write(struct cli *cli, int argc, char **argv) {
 
 /* ---- ls ---------------------------------------------------------------------------------- */
 
-static const char *type_name(enum sbx_file_type t) {
-        switch (t) {
-        case SBX_FILE_REGULAR:
-                return "file";
-        case SBX_FILE_DIRECTORY:
-                return "directory";
-        case SBX_FILE_SYMLINK:
-                return "symlink";
-        case SBX_FILE_FIFO:
-                return "fifo";
-        case SBX_FILE_SOCKET:
-                return "socket";
-        case SBX_FILE_CHAR_DEVICE:
-                return "char_device";
-        case SBX_FILE_BLOCK_DEVICE:
-                return "block_device";
-        case SBX_FILE_UNKNOWN:
-                break;
-        }
-        return "unknown";
-}
-
 /* "drwxr-xr-x" for an entry. */
 static void mode_string(char out[11], const struct sbx_file_info *f) {
         static const char types[] = "?-dlpscb";
@@ -299,7 +277,7 @@ int cmd_ls(struct cli *cli, int argc, char **argv) {
                         json_key(&j, "name");
                         json_string(&j, f->name);
                         json_key(&j, "type");
-                        json_string(&j, type_name(f->type));
+                        json_string(&j, cli_file_type_name(f->type));
                         json_key(&j, "size");
                         json_uint(&j, f->size);
                         json_key(&j, "mode");

@@ -1311,28 +1311,6 @@ static json_t *edit_file(struct mcp_call *k, json_t *args) {
 
 /* ---- list_directory ------------------------------------------------------------------------ */
 
-static const char *type_name(enum sbx_file_type t) {
-        switch (t) {
-        case SBX_FILE_REGULAR:
-                return "file";
-        case SBX_FILE_DIRECTORY:
-                return "directory";
-        case SBX_FILE_SYMLINK:
-                return "symlink";
-        case SBX_FILE_FIFO:
-                return "fifo";
-        case SBX_FILE_SOCKET:
-                return "socket";
-        case SBX_FILE_CHAR_DEVICE:
-                return "char_device";
-        case SBX_FILE_BLOCK_DEVICE:
-                return "block_device";
-        case SBX_FILE_UNKNOWN:
-                break;
-        }
-        return "unknown";
-}
-
 static int cmp_entries(const void *a, const void *b) {
         return strcmp(((const struct sbx_file_info *)a)->name,
                       ((const struct sbx_file_info *)b)->name);
@@ -1382,7 +1360,7 @@ static json_t *list_directory(struct mcp_call *k, json_t *args) {
                 json_array_append_new(entries,
                                       json_pack("{s:o,s:s,s:I,s:b,s:o}", "name",
                                                 cli_json_text(e->name, strlen(e->name)), "type",
-                                                type_name(e->type), "size", (json_int_t)e->size,
+                                                cli_file_type_name(e->type), "size", (json_int_t)e->size,
                                                 "is_dir", e->is_dir, "symlink_target",
                                                 e->symlink_target
                                                         ? cli_json_text(e->symlink_target,

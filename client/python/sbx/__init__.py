@@ -57,6 +57,7 @@ first use and checked against this binding's struct layouts; a mismatch raises
 :class:`LibraryError`.
 """
 
+from . import _errors
 from ._client import Client, OutputCallback, Sandbox, default_socket_path
 from ._errors import (
     AlreadyExists,
@@ -98,18 +99,6 @@ from ._types import (
     State,
 )
 
-# Public classes print (and pickle) as sbx.Name rather than sbx._module.Name.
-for _name in (
-    "Client", "Sandbox", "Result", "ResourceReport", "SandboxPolicy", "ResourceLimits",
-    "NetworkMode", "SandboxInfo", "SandboxList", "FileInfo", "FileType", "DirectoryListing",
-    "ReadChunk", "CommandRecord", "History", "Hello", "Code", "State", "Outcome", "SbxError",
-    "InvalidArgument", "NotFound", "AlreadyExists", "PermissionDenied", "ResourceExhausted",
-    "FailedPrecondition", "ReadOnly", "TooLarge", "Unavailable", "SandboxEnded",
-    "Unimplemented", "Internal", "CommandError", "CommandFailed", "Timeout", "LibraryError",
-):
-    globals()[_name].__module__ = __name__
-del _name
-
 #: The version of this binding (it follows sbxd's).
 __version__ = "0.1.0"
 
@@ -141,24 +130,14 @@ __all__ = [
     "Code",
     "State",
     "Outcome",
-    "SbxError",
-    "InvalidArgument",
-    "NotFound",
-    "AlreadyExists",
-    "PermissionDenied",
-    "ResourceExhausted",
-    "FailedPrecondition",
-    "ReadOnly",
-    "TooLarge",
-    "Unavailable",
-    "SandboxEnded",
-    "Unimplemented",
-    "Internal",
-    "CommandError",
-    "CommandFailed",
-    "Timeout",
-    "error_from_code",
+    *_errors.__all__,
     "LibraryError",
     "library_path",
     "__version__",
 ]
+
+# Public classes print (and pickle) as sbx.Name rather than sbx._module.Name.
+for _name in __all__:
+    if isinstance(globals()[_name], type):
+        globals()[_name].__module__ = __name__
+del _name
