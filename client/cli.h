@@ -212,6 +212,10 @@ int cli_json_print(FILE *f, const struct json_t *v);
 
 /* ---- commands ---------------------------------------------------------------------------- */
 
+/* Parses the options of `sbx create` (argv[0] names the command for messages) and
+ * creates the sandbox: 0 and *ret (sbx_sandbox_free), 0 and *ret NULL when --help was
+ * shown, or an exit status (the error printed). ret_json (may be NULL) gets --json. */
+int cli_create(struct cli *cli, int argc, char **argv, struct sbx_sandbox **ret, bool *ret_json);
 int cmd_create(struct cli *cli, int argc, char **argv);
 int cmd_info(struct cli *cli, int argc, char **argv);
 int cmd_list(struct cli *cli, int argc, char **argv);

@@ -38,7 +38,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,7 +136,7 @@ struct mcp_opts {
         const char *sandbox;
         bool keep;
         bool timeout_given; /* --timeout among the create flags */
-        char **create_argv; /* "mcp", the create flags, room for "--timeout N --json" */
+        char **create_argv; /* "mcp", the create flags, room for "--timeout N" */
         int create_argc;
 };
 
@@ -281,56 +280,21 @@ static int parse_args(struct cli *cli, int argc, char **argv, struct mcp_env *en
 
 /* ---- the sandbox ---------------------------------------------------------------------------- */
 
-/* Creates the owned sandbox by running `sbx create --json` with the create flags in
- * this process, its stdout caught in a memory file: create's parser is the one
- * definition of those flags (and reports what is wrong with them). 0 and *ret_id, or
- * an exit status (printed). */
+/* Creates the owned sandbox with the create flags, through `sbx create`'s own parser (the
+ * one definition of those flags, which reports what is wrong with them). 0 and *ret_id,
+ * or an exit status (printed). */
 static int create_owned(struct cli *cli, struct mcp_opts *o, char **ret_id) {
-        int fd, saved, status;
-        uint8_t *out = NULL;
-        size_t len = 0;
-        json_t *v, *w;
-        json_error_t e;
-        const char *id;
+        struct sbx_sandbox *sb = NULL;
+        int status = cli_create(cli, o->create_argc, o->create_argv, &sb, NULL);
 
-        o->create_argv[o->create_argc++] = (char *)"--json";
-        fd = memfd_create("sbx-mcp-create", MFD_CLOEXEC);
-        if (fd < 0)
-                return cli_error(SBX_INTERNAL, "memfd_create: %s", strerror(errno));
-        fflush(stdout);
-        saved = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-        if (saved < 0 || dup2(fd, STDOUT_FILENO) < 0) {
-                status = cli_error(SBX_INTERNAL, "cannot redirect stdout: %s", strerror(errno));
-                if (saved >= 0)
-                        close(saved);
-                close(fd);
+        if (status)
                 return status;
-        }
-        status = cmd_create(cli, o->create_argc, o->create_argv);
-        fflush(stdout);
-        dup2(saved, STDOUT_FILENO);
-        close(saved);
-        if (status) {
-                close(fd);
-                return status;
-        }
-        if (lseek(fd, 0, SEEK_SET) < 0 || cli_read_all(fd, 64u * 1024u * 1024u, &out, &len) < 0) {
-                close(fd);
-                return cli_error(SBX_INTERNAL, "cannot read what sbx create printed");
-        }
-        close(fd);
-        v = json_loadb((const char *)out, len, 0, &e);
-        free(out);
-        id = json_string_value(json_object_get(v, "id"));
-        if (!id) {
-                json_decref(v);
-                return cli_error(SBX_INTERNAL, "sbx create printed no sandbox id");
-        }
-        *ret_id = strdup(id);
-        w = json_object_get(v, "warnings");
-        for (size_t i = 0; i < json_array_size(w); i++)
-                note("warning: %s", json_string_value(json_array_get(w, i)));
-        json_decref(v);
+        if (!sb) /* create's --help, which parse_args answers first */
+                return cli_error(SBX_INTERNAL, "no sandbox was created");
+        for (size_t i = 0; i < sb->warnings.n; i++)
+                note("warning: %s", sb->warnings.v[i]);
+        *ret_id = strdup(sb->id);
+        sbx_sandbox_free(sb);
         return *ret_id ? 0 : cli_error(SBX_INTERNAL, "out of memory");
 }
 

@@ -684,43 +684,45 @@ static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_creat
         return 0;
 }
 
-int cmd_create(struct cli *cli, int argc, char **argv) {
+int cli_create(struct cli *cli, int argc, char **argv, struct sbx_sandbox **ret, bool *ret_json) {
         struct sbx_create_opts o;
         struct create_state st = {0};
-        struct sbx_sandbox *s = NULL;
         sbx_client *c = NULL;
         bool json = false;
         enum sbx_code rc;
         int status;
 
+        *ret = NULL;
         sbx_create_opts_init(&o);
         status = parse_create(cli, argc, argv, &o, &st, &json);
-        if (status) {
-                create_state_free(&st);
-                return status < 0 ? 0 : status;
-        }
-        status = cli_connect(cli, &c);
-        if (status) {
-                create_state_free(&st);
-                return status;
-        }
-        rc = sbx_create(c, &o, &s);
-        if (rc != SBX_OK) {
+        if (status == 0)
+                status = cli_connect(cli, &c);
+        if (status == 0 && (rc = sbx_create(c, &o, ret)) != SBX_OK)
                 status = cli_client_error(c, rc);
-        } else if (json) {
+        if (ret_json)
+                *ret_json = json;
+        sbx_close(c);
+        create_state_free(&st);
+        return status < 0 ? 0 : status;
+}
+
+int cmd_create(struct cli *cli, int argc, char **argv) {
+        struct sbx_sandbox *s = NULL;
+        bool json = false;
+        int status = cli_create(cli, argc, argv, &s, &json);
+
+        if (s && json) {
                 struct json j;
                 json_init(&j, stdout);
                 json_sandbox(&j, s);
                 status = finish_json(&j);
-        } else {
+        } else if (s) {
                 cli_put_text(stdout, s->id);
                 putchar('\n');
                 for (size_t i = 0; i < s->warnings.n; i++)
                         cli_warn("%s", s->warnings.v[i]);
         }
         sbx_sandbox_free(s);
-        sbx_close(c);
-        create_state_free(&st);
         return status;
 }
 
