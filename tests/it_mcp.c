@@ -1214,6 +1214,21 @@ START_TEST(typescript_sdk_client) {
                 sbx_read_result_free(rr);
         }
         ck_assert_int_eq(state_of(c, id), SBX_STATE_READY);
+        /* The owned server's sandbox ended when the SDK closed its client. */
+        {
+                FILE *f = fopen(log, "r");
+                char line[512], owned[128] = "";
+                double t0 = it_now_ms();
+                ck_assert_ptr_nonnull(f);
+                while (fgets(line, sizeof(line), f))
+                        if (sscanf(line, "owned sandbox: %127s", owned) == 1)
+                                break;
+                fclose(f);
+                ck_assert_msg(*owned, "client.mjs printed no owned sandbox");
+                while (state_of(c, owned) != SBX_STATE_TERMINATED && it_now_ms() - t0 < 10000)
+                        usleep(20000);
+                ck_assert_int_eq(state_of(c, owned), SBX_STATE_TERMINATED);
+        }
         free(id);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);

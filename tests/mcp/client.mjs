@@ -97,5 +97,51 @@ assert.equal(r.structuredContent.mode, 'attached');
 console.log('sandbox_info: ok');
 
 await client.ping();
+
+// A second client attached to the same sandbox while the first is connected: each sees
+// what the other wrote (the README's attach block, `sbx mcp --sandbox ID`).
+const connect = async (args, name) => {
+  const c = new Client({ name, version: '1.0.0' });
+  await c.connect(new StdioClientTransport({
+    command: env('SBX_BIN'),
+    args,
+    env: { ...process.env, SBX_SOCKET: env('SBX_SOCKET') },
+    stderr: 'inherit',
+  }));
+  return c;
+};
+const second = await connect(['mcp', '--sandbox', sandbox], 'sbx-it-mcp-second');
+r = await second.callTool({ name: 'read_file', arguments: { path: '/workspace/sdk/hello.txt' } });
+assert.equal(r.structuredContent.content, 'written by the TypeScript SDK\n');
+r = await second.callTool({
+  name: 'write_file', arguments: { path: '/workspace/sdk/reply.txt', content: 'from the second\n' },
+});
+assert.ok(!r.isError, textOf(r));
+r = await client.callTool({ name: 'run_command', arguments: { command: 'cat sdk/reply.txt' } });
+assert.match(textOf(r), /^\[stdout\]\nfrom the second\n/);
+await second.close();
 await client.close();
+console.log('two clients share one sandbox: ok');
+
+// The README's first block: `sbx mcp --memory 1G` creates a sandbox for the session,
+// in which create, run, write, read and list work; it ends when the client closes
+// (it_mcp.c checks that from the line printed here).
+const owned = await connect(['mcp', '--memory', '1G'], 'sbx-it-mcp-owned');
+r = await owned.callTool({ name: 'sandbox_info', arguments: {} });
+assert.equal(r.structuredContent.mode, 'owned');
+assert.notEqual(r.structuredContent.id, sandbox);
+const ownedId = r.structuredContent.id;
+r = await owned.callTool({ name: 'write_file', arguments: { path: 'app/main.py', content: 'print(6 * 7)\n' } });
+assert.ok(!r.isError, textOf(r));
+r = await owned.callTool({ name: 'run_command', arguments: { command: 'python3 app/main.py' } });
+assert.ok(!r.isError, textOf(r));
+assert.equal(r.structuredContent.stdout, '42\n');
+r = await owned.callTool({ name: 'read_file', arguments: { path: '/workspace/app/main.py' } });
+assert.equal(r.structuredContent.content, 'print(6 * 7)\n');
+r = await owned.callTool({ name: 'list_directory', arguments: { path: '/workspace/app' } });
+assert.deepEqual(r.structuredContent.entries.map((e) => e.name), ['main.py']);
+r = await owned.callTool({ name: 'read_file', arguments: { path: '/workspace/sdk/hello.txt' } });
+assert.equal(r.isError, true, 'the owned sandbox is not the attached one');
+await owned.close();
+console.log(`owned sandbox: ${ownedId}`);
 console.log('all checks passed');
