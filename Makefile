@@ -69,8 +69,10 @@ INIT_OBJS := $(call obj,$(INIT_SRCS)) $(BUILD)/obj/gen/init.pb-c.o $(BUILD)/obj/
 	$(BUILD)/obj/proto/mountinfo.o
 LIBSBX_OBJS := $(call obj,$(LIBSBX_SRCS)) $(PROTO_OBJS)
 
+MANPAGES := man1/sbx.1 man3/libsbx.3 man8/sbxd.8
 ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BUILD)/libsbx.a \
-	$(BUILD)/sbx.pc
+	$(BUILD)/libsbx.so.0 $(BUILD)/sbx.pc $(BUILD)/sbx-uninstalled.pc \
+	$(addprefix $(BUILD)/man/,$(MANPAGES))
 
 .PHONY: all deps run check unit integration asan valgrind format install uninstall clean analyze \
 	bench fuzz load tests mcp-node mcp-node-pkgs check-mcp check-python
@@ -146,6 +148,10 @@ $(BUILD)/libsbx.so: $(LIBSBX_OBJS) client/libsbx.map
 	$(CC) $(SANITIZE) -shared -Wl,-soname,libsbx.so.0 -Wl,--version-script=client/libsbx.map \
 	  -Wl,-z,relro,-z,now -o $@ $(LIBSBX_OBJS) -lprotobuf-c
 
+# The name the dynamic linker looks for (the soname), as in an install.
+$(BUILD)/libsbx.so.0: $(BUILD)/libsbx.so
+	ln -sfn libsbx.so $@
+
 $(BUILD)/libsbx.a: $(LIBSBX_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
@@ -158,6 +164,18 @@ $(BUILD)/sbx.pc: client/sbx.pc.in
 	@mkdir -p $(BUILD)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|0.1.0|g' $< > $@
+
+$(BUILD)/sbx-uninstalled.pc: client/sbx-uninstalled.pc.in $(BUILD)/sbx.pc
+	sed -e 's|@SRCDIR@|$(CURDIR)|g' -e 's|@BUILDDIR@|$(abspath $(BUILD))|g' \
+	  -e "s|@VERSION@|$$(sed -n 's/^Version: //p' $(BUILD)/sbx.pc)|g" $< > $@
+
+# The man pages with this build's paths, to read from the tree: man -l build/man/man1/sbx.1
+define man_rule
+$(BUILD)/man/$(1)/%: man/% $(BUILD)/sbx.pc
+	@mkdir -p $$(dir $$@)
+	$$(SUBST) $$< > $$@
+endef
+$(foreach d,man1 man3 man8,$(eval $(call man_rule,$(d))))
 
 # ---- tests --------------------------------------------------------------------------
 # Unit tests link the module objects under test, never main.c. check_init_* tests the
@@ -343,7 +361,6 @@ format:
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 UNITS := sbxd.service sbxd.socket
-MANPAGES := man1/sbx.1 man3/libsbx.3 man8/sbxd.8
 SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
 	-e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	-e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \

@@ -979,6 +979,101 @@ static size_t split_words(char *s, char **v, size_t max) {
         return n;
 }
 
+/* Fails the test when text (the contents of file) keeps a make placeholder (@NAME@). */
+static void assert_no_placeholder(const char *file, const char *text) {
+        for (const char *at = strchr(text, '@'); at; at = strchr(at + 1, '@')) {
+                size_t k = 1;
+                while ((at[k] >= 'A' && at[k] <= 'Z') || at[k] == '_')
+                        k++;
+                ck_assert_msg(!(k > 1 && at[k] == '@'), "%s keeps a placeholder: %.*s", file,
+                              (int)k + 1, at);
+        }
+}
+
+/* Compiles src into bin with the flags `pkg-config --cflags --libs sbx` gives in env
+ * (strict warnings), adding the sanitizers when libso was built with them (make asan).
+ * Returns the flags (kept). */
+static char *build_demo(char *const *env, const char *src, const char *bin, const char *libso) {
+        char *pc[] = {"pkg-config", "--cflags", "--libs", "sbx", NULL};
+        char *flags, *err, *words;
+        char *argv[64] = {"cc",     "-std=c11", "-Wall",      "-Wextra", "-Wstrict-prototypes",
+                          "-Werror", "-o",      fmt("%s", bin), fmt("%s", src)};
+        size_t n = 9;
+        int rc = run(pc, env, NULL, &flags, &err, 60);
+
+        ck_assert_msg(rc == 0, "pkg-config --cflags --libs sbx failed: %s", err);
+        if (file_contains(libso, "libasan.so"))
+                argv[n++] = "-fsanitize=address,undefined";
+        words = fmt("%s", flags);
+        n += split_words(words, argv + n, 50);
+        argv[n] = NULL;
+        run_ok(argv, NULL, 120);
+        return flags;
+}
+
+/* What the loader resolves libsbx.so.0 to for bin run with env (kept). */
+static char *loaded_libsbx(const char *bin, char *const *env) {
+        char *argv[] = {fmt("%s", bin), NULL};
+        char *envv[4] = {"LD_TRACE_LOADED_OBJECTS=1", NULL};
+        char *out, *err, *at, *end;
+        size_t n = 1;
+        int rc;
+
+        for (size_t i = 0; env && env[i] && n < 3; i++)
+                envv[n++] = env[i];
+        rc = run(argv, envv, NULL, &out, &err, 60);
+        ck_assert_msg(rc == 0, "%s with LD_TRACE_LOADED_OBJECTS: %s%s", bin, out, err);
+        at = strstr(out, "libsbx.so.0 => ");
+        ck_assert_msg(at, "%s does not load libsbx.so.0: %s", bin, out);
+        at += strlen("libsbx.so.0 => ");
+        end = strchr(at, ' ');
+        return fmt("%.*s", end ? (int)(end - at) : (int)strlen(at), at);
+}
+
+/* Item 10 of issue 16: a program builds against the source tree with
+ * `PKG_CONFIG_PATH=build pkg-config --cflags --libs sbx` (build/sbx-uninstalled.pc) and
+ * runs from there without LD_LIBRARY_PATH, talking to a daemon; and the man pages of
+ * the build have their paths filled in. */
+START_TEST(tree_pkgconfig_client_and_man_pages) {
+        char *work = new_dir("tree-client");
+        char *build = keep(realpath(it_build_dir(), NULL));
+        char *src = path_of(work, "demo.c"), *bin = path_of(work, "demo");
+        char *cwd = keep(getcwd(NULL, 0));
+        char *flags, *out, *err;
+        struct it_daemon d;
+        int rc;
+
+        ck_assert_ptr_nonnull(build);
+        write_file(src, demo_c);
+        {
+                char *env[] = {fmt("PKG_CONFIG_PATH=%s", build), "PKG_CONFIG_SYSROOT_DIR=", NULL};
+                flags = build_demo(env, src, bin, path_of(build, "libsbx.so.0"));
+        }
+        ck_assert_msg(strstr(flags, fmt("-I%s/client", cwd)) && strstr(flags, fmt("-L%s", build)) &&
+                              strstr(flags, "-lsbx"),
+                      "pkg-config flags do not point into the tree: %s", flags);
+        ck_assert_str_eq(loaded_libsbx(bin, NULL), path_of(build, "libsbx.so.0"));
+        it_daemon_start(&d, NULL);
+        {
+                char *argv[] = {bin, d.sock, NULL};
+                char *env[] = {"LD_LIBRARY_PATH=", NULL};
+                rc = run(argv, env, NULL, &out, &err, 60);
+                ck_assert_msg(rc == 0, "the tree's client failed (%d): %s%s", rc, out, err);
+                ck_assert_str_eq(out, "sbxd " SBX_VERSION "\nstaged\n");
+        }
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+
+        for (size_t i = 0; installed[i]; i++) {
+                const char *m = strstr(installed[i], "share/man/"), *t;
+                if (!m)
+                        continue;
+                t = path_of(build, fmt("man/%s", m + strlen("share/man/")));
+                assert_no_placeholder(t, read_file(t));
+        }
+        free_kept();
+}
+END_TEST
+
 START_TEST(install_layout_pkgconfig_client_uninstall) {
         char *stage = new_dir("stage"), *work = new_dir("client");
         char *libdir = path_of(stage, "usr/lib");
@@ -1016,19 +1111,13 @@ START_TEST(install_layout_pkgconfig_client_uninstall) {
          * directory left in any of them. */
         for (size_t i = 0; installed[i]; i++) {
                 const char *f = installed[i];
-                const char *t, *at;
+                const char *t;
                 if (!strstr(f, ".service") && !strstr(f, ".socket") && !strstr(f, ".pc") &&
                     !strstr(f, ".conf") && !strstr(f, "/man"))
                         continue;
                 t = read_file(path_of(stage, f));
                 ck_assert_msg(!strstr(t, stage), "%s names the staging directory", f);
-                for (at = strchr(t, '@'); at; at = strchr(at + 1, '@')) {
-                        size_t k = 1;
-                        while ((at[k] >= 'A' && at[k] <= 'Z') || at[k] == '_')
-                                k++;
-                        ck_assert_msg(!(k > 1 && at[k] == '@'), "%s keeps a placeholder: %.*s", f,
-                                      (int)k + 1, at);
-                }
+                assert_no_placeholder(f, t);
         }
         {
                 const char *pc = read_file(path_of(libdir, "pkgconfig/sbx.pc"));
@@ -1054,28 +1143,15 @@ START_TEST(install_layout_pkgconfig_client_uninstall) {
         }
 
         /* A client built from the staged header and library, as pkg-config says. */
+        write_file(demo_src, demo_c);
         {
-                char *argv[] = {"pkg-config", "--cflags", "--libs", "sbx", NULL};
                 char *env[] = {fmt("PKG_CONFIG_PATH=%s/pkgconfig", libdir),
                                fmt("PKG_CONFIG_SYSROOT_DIR=%s", stage), NULL};
-                rc = run(argv, env, NULL, &flags, &err, 60);
-                ck_assert_msg(rc == 0, "pkg-config --cflags --libs sbx failed: %s", err);
+                flags = build_demo(env, demo_src, demo, path_of(libdir, "libsbx.so.0"));
                 ck_assert_msg(strstr(flags, fmt("-I%s/usr/include", stage)) &&
                                       strstr(flags, fmt("-L%s/usr/lib", stage)) &&
                                       strstr(flags, "-lsbx"),
                               "pkg-config flags do not point into the stage: %s", flags);
-        }
-        write_file(demo_src, demo_c);
-        {
-                char *argv[64] = {"cc",      "-std=c11", "-Wall", "-Wextra", "-Wstrict-prototypes",
-                                  "-Werror", "-o",       demo,    demo_src};
-                size_t n = 9;
-                /* A library built with sanitizers (make asan) needs them in the program. */
-                if (file_contains(path_of(libdir, "libsbx.so.0"), "libasan.so"))
-                        argv[n++] = "-fsanitize=address,undefined";
-                n += split_words(flags, argv + n, 50);
-                argv[n] = NULL;
-                run_ok(argv, NULL, 120);
         }
 
         /* The staged daemon, with the staged helper, serves the staged client. */
@@ -1486,6 +1562,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, notify_socket_gets_ready_and_stopping);
         tcase_add_test(tc, service_process_state);
         tcase_add_test(tc, install_layout_pkgconfig_client_uninstall);
+        tcase_add_test(tc, tree_pkgconfig_client_and_man_pages);
         tcase_add_test(tc, doctor_reports_this_host);
         suite_add_tcase(s, tc);
 
