@@ -821,6 +821,7 @@ static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_resul
                 break;
         case SBX_OUTCOME_SANDBOX_ENDED:
         case SBX_OUTCOME_UNSPECIFIED:
+        case SBX_OUTCOME_RUNNING: /* only in history records, never in a result */
                 fprintf(f, "[ended: %s]\n", sbx_outcome_name(r->outcome));
                 break;
         }

@@ -336,7 +336,10 @@ struct call {
         bool keep_error_body;             /* a non-OK status with a `want` body: hand it over */
         uint64_t extra_ms;                /* added to the call timeout (RunCommand) */
         sbx_output_cb on_output;
-        void *userdata;
+        sbx_started_cb on_started;        /* called once, at CommandStarted */
+        void *userdata;                   /* of on_started (on_output may have its own) */
+        void *output_userdata;
+        bool started_told;
         /* Streamed stdin (RunCommand with stdin_stream): */
         bool feeding;                     /* stdin_fd is fed to the command */
         int stdin_fd;
@@ -564,18 +567,24 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
                         if (k->on_output && o && o->has_data && o->data.len > 0 &&
                             (o->stream == SBX__V1__STREAM__STDOUT ||
                              o->stream == SBX__V1__STREAM__STDERR))
-                                k->on_output(k->userdata, (enum sbx_stream)o->stream, o->offset,
-                                             o->data.data, o->data.len);
+                                k->on_output(k->output_userdata, (enum sbx_stream)o->stream,
+                                             o->offset, o->data.data, o->data.len);
                         sbx__v1__response__free_unpacked(resp, NULL);
                         continue;
                 }
                 if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_STARTED &&
                     k->want == SBX__V1__RESPONSE__BODY_COMMAND_RESULT) {
-                        if (k->feeding && !k->command_id && resp->command_started &&
-                            resp->command_started->command_id) {
-                                k->command_id = strdup(resp->command_started->command_id);
+                        const char *cid = resp->command_started
+                                                  ? resp->command_started->command_id
+                                                  : NULL;
+                        if (k->feeding && !k->command_id && cid) {
+                                k->command_id = strdup(cid);
                                 if (!k->command_id)
                                         k->stdin_done = true;
+                        }
+                        if (k->on_started && !k->started_told && cid) {
+                                k->started_told = true;
+                                k->on_started(k->userdata, cid);
                         }
                         sbx__v1__response__free_unpacked(resp, NULL);
                         continue;
@@ -904,7 +913,7 @@ static bool record_from_proto(struct sbx_command_record *out, const Sbx__V1__Com
         out->caller_pid = in->caller_pid;
         out->started_unix_ms = in->started_unix_ms;
         out->ended_unix_ms = in->ended_unix_ms;
-        out->outcome = (int)in->outcome >= 0 && (int)in->outcome <= SBX__V1__OUTCOME__UNKNOWN
+        out->outcome = (int)in->outcome >= 0 && (int)in->outcome <= SBX__V1__OUTCOME__RUNNING
                                ? (enum sbx_outcome)in->outcome
                                : SBX_OUTCOME_UNSPECIFIED;
         out->has_exit_code = in->has_exit_code;
@@ -1512,11 +1521,15 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
         if (o->stdin_stream) {
                 rc_msg.has_stdin_stream = 1;
                 rc_msg.stdin_stream = 1;
-                rc_msg.has_stream = 1;
-                rc_msg.stream = 1;
                 k.feeding = true;
                 k.stdin_fd = o->stdin_fd;
                 k.sandbox_id = id;
+        }
+        /* Streamed stdin and on_started need the command's id, which only streaming mode
+         * tells before the result; without on_output the library collects the output. */
+        if (o->stdin_stream || o->on_started) {
+                rc_msg.has_stream = 1;
+                rc_msg.stream = 1;
                 col.limit[1] = o->max_stdout_bytes ? o->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
                 col.limit[2] = o->max_stderr_bytes ? o->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
         }
@@ -1528,10 +1541,12 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
         req.run_command = &rc_msg;
         k.extra_ms = rc_msg.timeout_ms + EXEC_GRACE_MS;
         k.on_output = o->on_output;
+        k.output_userdata = o->userdata;
+        k.on_started = o->on_started;
         k.userdata = o->userdata;
-        if (o->stdin_stream && !o->on_output) {
+        if ((o->stdin_stream || o->on_started) && !o->on_output) {
                 k.on_output = collect_output;
-                k.userdata = &col;
+                k.output_userdata = &col;
         }
         rc = call(c, &k, &resp);
         pool_free(&pool);
@@ -1590,6 +1605,27 @@ enum sbx_code sbx_cancel(sbx_client *c, const char *id, const char *command_id) 
                 return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
         cc.sandbox_id = unconst(id);
         cc.command_id = unconst(command_id);
+        req.body_case = SBX__V1__REQUEST__BODY_CANCEL_COMMAND;
+        req.cancel_command = &cc;
+        return empty_call(c, &req);
+}
+
+enum sbx_code sbx_signal(sbx_client *c, const char *id, const char *command_id, int signo) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CancelCommand cc = SBX__V1__CANCEL_COMMAND__INIT;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (!command_id || !*command_id)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
+        /* The daemon judges the signal: it knows which it forwards. */
+        cc.sandbox_id = unconst(id);
+        cc.command_id = unconst(command_id);
+        cc.has_signal = 1;
+        cc.signal = signo;
         req.body_case = SBX__V1__REQUEST__BODY_CANCEL_COMMAND;
         req.cancel_command = &cc;
         return empty_call(c, &req);

@@ -48,7 +48,7 @@ const char *sbx_state_name(int state) {
 const char *sbx_outcome_name(int outcome) {
         static const char *const names[] = {
                 "unspecified", "exited",        "signaled",     "timed_out", "out_of_memory",
-                "cancelled",   "sandbox_ended", "start_failed", "unknown",
+                "cancelled",   "sandbox_ended", "start_failed", "unknown",   "running",
         };
         if (outcome < 0 || (size_t)outcome >= sizeof(names) / sizeof(names[0]))
                 return "unknown";

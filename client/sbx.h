@@ -279,8 +279,11 @@ enum sbx_outcome {
         SBX_OUTCOME_SANDBOX_ENDED = 6,
         SBX_OUTCOME_START_FAILED = 7,
         SBX_OUTCOME_UNKNOWN = 8,
+        /* Only in history records (sbx_history), never in a result: the command has not
+         * ended yet (its ended_unix_ms is 0). */
+        SBX_OUTCOME_RUNNING = 9,
 };
-/* "exited", "signaled", "timed_out", ... */
+/* "exited", "signaled", "timed_out", ..., "running"; "unknown" for other values. */
 const char *sbx_outcome_name(int outcome);
 
 enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
@@ -288,6 +291,11 @@ enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
 /* Called for each chunk of output in streaming mode, in order per stream. */
 typedef void (*sbx_output_cb)(void *userdata, enum sbx_stream stream, uint64_t offset,
                               const void *data, size_t len);
+
+/* Called once when the command has started, with its ID ("c-N"; valid during the call:
+ * copy it), before any output: from then on another thread or process can cancel it or
+ * send it a signal (sbx_cancel, sbx_signal) on a client of its own. */
+typedef void (*sbx_started_cb)(void *userdata, const char *command_id);
 
 struct sbx_exec_opts {
         const char *const *argv;  /* program and arguments; exclusive with shell */
@@ -309,6 +317,13 @@ struct sbx_exec_opts {
          * result (the tail past max_stdout_bytes / max_stderr_bytes). */
         int stdin_stream;
         int stdin_fd;
+        /* Non-NULL: called with the command's ID as soon as it has started, on the thread
+         * that called sbx_exec and before any on_output (with userdata). The command is
+         * then run in streaming mode; without on_output its output is still collected
+         * into the result (the tail past max_stdout_bytes / max_stderr_bytes). Not called
+         * for a command that never started (the result says START_FAILED) nor when the
+         * call fails before the daemon took the command. */
+        sbx_started_cb on_started;
 };
 
 void sbx_exec_opts_init(struct sbx_exec_opts *o);
@@ -358,8 +373,22 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
                        struct sbx_result **ret);
 void sbx_result_free(struct sbx_result *r);
 
-/* Asks the daemon to kill a running command; its result becomes "cancelled". */
+/* Asks the daemon to kill a running command (its process group gets SIGCONT and
+ * SIGKILL, and every process still in its cgroup); its result, reported once it has
+ * verifiably stopped, becomes "cancelled". SBX_NOT_FOUND when it is not running. */
 enum sbx_code sbx_cancel(sbx_client *c, const char *id, const char *command_id);
+
+/* Sends signo to the process group of a running command, as a terminal's Ctrl-C does
+ * (SIGINT): the command may catch it, and its result says how it then ended (signaled,
+ * or exited with the code its handler chose). Allowed: SIGINT, SIGTERM, SIGHUP,
+ * SIGQUIT, SIGUSR1, SIGUSR2, and SIGKILL, which is sbx_cancel (result "cancelled");
+ * anything else is SBX_INVALID_ARGUMENT. SBX_OK too when the command has just exited;
+ * SBX_NOT_FOUND when it is unknown or finished.
+ *
+ * The command ID comes from on_started (struct sbx_exec_opts). An sbx_client serves one
+ * thread at a time: while sbx_exec waits on one client, signal through another one
+ * (sbx_connect again, from another thread or a signal-handling loop). */
+enum sbx_code sbx_signal(sbx_client *c, const char *id, const char *command_id, int signo);
 
 /* ---- Files ------------------------------------------------------------------------ */
 

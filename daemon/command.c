@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "command.h"
 #include "log.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
@@ -811,6 +812,55 @@ int sandbox_cancel(struct sandbox *sb, const char *command_id) {
                 uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
         }
         return 0;
+}
+
+int command_signal_allowed(int signo) {
+        switch (signo) {
+        case SIGHUP:
+        case SIGINT:
+        case SIGQUIT:
+        case SIGKILL:
+        case SIGUSR1:
+        case SIGUSR2:
+        case SIGTERM:
+                return 1;
+        default:
+                return 0;
+        }
+}
+
+int command_signal(struct sandbox *sb, const char *command_id, int signo) {
+        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Signal s = SBX__INIT__V1__SIGNAL__INIT;
+        struct command *cmd = find_by_id(sb, command_id);
+
+        if (!command_signal_allowed(signo) || signo == SIGKILL)
+                return -EINVAL;
+        if (!cmd || cmd->finished)
+                return -ENOENT;
+        /* Exited (its group may live on: it is no longer the command's), never started
+         * (its Start did not reach init), or being killed already: nothing to do. */
+        if (!cmd->started || cmd->exited || cmd->start_failed || cmd->kill != KILL_NONE)
+                return 0;
+        /* No SIGCONT first: a forwarded signal does what it would do outside, and a kill
+         * (the escalation) continues the group itself. init handles this after the
+         * command's Start, and only while the leader is not reaped (init.proto). */
+        s.has_command_id = s.has_signal = 1;
+        s.command_id = cmd->num;
+        s.signal = signo;
+        msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SIGNAL;
+        msg.signal = &s;
+        log_debug("sbx=%s cmd=%s: forwarding signal %d", sb->id, cmd->id, signo);
+        /* A failed send ends the sandbox, which ends the command: nothing to report. */
+        (void)sandbox_send_init(sb, &msg, NULL, 0);
+        return 0;
+}
+
+void command_record_running(struct sandbox *sb) {
+        struct command *cmd;
+        for (cmd = sb->commands; cmd; cmd = cmd->next)
+                if (!cmd->finished && !cmd->start_failed)
+                        record_start(cmd);
 }
 
 int sandbox_resume_output(struct sandbox *sb, const char *command_id) {

@@ -8,10 +8,12 @@
 #include "rpc.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "command.h"
 #include "conn.h"
 #include "files.h"
 #include "sbx_limits.h"
@@ -592,12 +594,28 @@ static void on_input(struct conn *c, const Sbx__V1__Request *req) {
         call_free(call);
 }
 
+/* CancelCommand: without a signal (or with SIGKILL) the command is killed and ends as
+ * cancelled; with another allowed signal only that signal is forwarded (proto). */
 static void on_cancel(struct conn *c, const Sbx__V1__Request *req) {
         const Sbx__V1__CancelCommand *cc = req->cancel_command;
-        struct sandbox *sb = lookup(c, req->request_id, cc->sandbox_id);
+        const char *cmd_id = cc->command_id ? cc->command_id : "";
+        int forward = cc->has_signal && cc->signal != SIGKILL;
+        struct sandbox *sb;
+        int r;
+
+        if (cc->has_signal && !command_signal_allowed(cc->signal)) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "signal %d cannot be sent to a command; send SIGINT (2), "
+                                 "SIGTERM (15), SIGHUP (1), SIGQUIT (3), SIGUSR1 (10), SIGUSR2 "
+                                 "(12), or SIGKILL (9, or no signal) to kill it",
+                                 (int)cc->signal);
+                return;
+        }
+        sb = lookup(c, req->request_id, cc->sandbox_id);
         if (!sb)
                 return;
-        if (sandbox_cancel(sb, cc->command_id ? cc->command_id : "") < 0)
+        r = forward ? command_signal(sb, cmd_id, cc->signal) : sandbox_cancel(sb, cmd_id);
+        if (r < 0)
                 conn_send_status(c, req->request_id, SBX__V1__CODE__NOT_FOUND,
                                  "command '%s' is not running in sandbox '%s'",
                                  cc->command_id ? cc->command_id : "", cc->sandbox_id);
@@ -913,6 +931,10 @@ static int history_row(const struct store_command *sc, void *ud) {
         if (sc->outcome) {
                 r->has_outcome = 1;
                 r->outcome = outcome_from_name(sc->outcome);
+        } else if (sc->ended_ms == 0) {
+                /* Not ended: a daemon that restarts marks what it lost as unknown. */
+                r->has_outcome = 1;
+                r->outcome = SBX__V1__OUTCOME__RUNNING;
         }
         r->has_exit_code = sc->has_exit_code;
         r->exit_code = sc->exit_code;
@@ -960,6 +982,12 @@ static void on_history(struct conn *c, const Sbx__V1__Request *req) {
                 return;
         }
         record_info_free(&ri);
+        {
+                /* Its commands started a moment ago are not in the records yet. */
+                struct sandbox *live = sbxtab_find(c->d->sandboxes, q->sandbox_id);
+                if (live && sandbox_may_access(live, &k))
+                        command_record_running(live);
+        }
         memset(&h, 0, sizeof(h));
         /* One more than asked, to know whether the page is the last. */
         h.recs = calloc(limit + 1, sizeof(*h.recs));

@@ -816,6 +816,51 @@ class SandboxTest(DaemonTest):
             rest = sb2.history(after_seq=page.next_after_seq)
             self.assertEqual([r.seq for r in rest], [r.seq for r in h[1:]])
 
+    def test_started_id_signal_and_running(self) -> None:
+        started: List[str] = []
+        out: List[bytes] = []
+        results: List[sbx.Result] = []
+        ready = threading.Event()
+
+        def on_output(stream: str, data: bytes) -> None:
+            out.append(data)
+            if b"ready" in b"".join(out):
+                ready.set()
+
+        def run() -> None:
+            results.append(self.sb.run(
+                "trap 'echo got INT; exit 3' INT; echo ready; while :; do sleep 0.05; done",
+                on_started=started.append, on_output=on_output))
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        self.assertTrue(ready.wait(10), "the command did not start and print")
+        self.assertEqual(len(started), 1)
+        with sbx.Client(self.daemon.sock) as other:
+            sb2 = other.attach(self.sb.id)
+            rec = next(h for h in sb2.history() if h.command_id == started[0])
+            self.assertEqual(rec.outcome, sbx.Outcome.RUNNING)
+            self.assertTrue(rec.running)
+            with self.assertRaisesRegex(sbx.InvalidArgument, "SIGINT"):
+                sb2.signal(started[0], signal.SIGSTOP)
+            sb2.signal(started[0], signal.SIGINT)
+            runner.join(10)
+            self.assertFalse(runner.is_alive())
+        self.assertEqual(results[0].command_id, started[0])
+        self.assertEqual(results[0].outcome, sbx.Outcome.EXITED)
+        self.assertEqual(results[0].exit_code, 3)
+        self.assertIn("got INT", results[0].stdout)
+        # on_started alone: the output still comes back whole in the result.
+        ids: List[str] = []
+        r = self.sb.run("echo hi; echo err >&2", on_started=ids.append)
+        self.assertEqual((r.stdout, r.stderr, ids), ("hi\n", "err\n", [r.command_id]))
+
+        def boom(_cid: str) -> None:
+            raise KeyError("from on_started")
+
+        with self.assertRaisesRegex(KeyError, "from on_started"):
+            self.sb.run("true", on_started=boom)
+
     # -- files --
 
     def test_files(self) -> None:

@@ -697,6 +697,7 @@ class Sandbox:
         stdin: Union[None, str, bytes, int, Any] = None,
         max_output_bytes: Optional[int] = None,
         on_output: Optional[OutputCallback] = None,
+        on_started: Optional[Callable[[str], None]] = None,
         check: bool = False,
     ) -> Result:
         """Runs a command in the sandbox and returns its :class:`Result` once it ended.
@@ -716,6 +717,10 @@ class Sandbox:
                 (``stream`` is ``"stdout"`` or ``"stderr"``), on this thread, before run
                 returns. An exception it raises is re-raised by run after the command
                 ended. It must not call this Client (use another one).
+            on_started: ``on_started(command_id)`` called once the command has started,
+                before any output, on this thread: from then on another thread can
+                :meth:`cancel` it or send it a :meth:`signal` through another Client.
+                An exception it raises is re-raised by run after the command ended.
             check: raise instead of returning a result that did not succeed:
                 :class:`Timeout`, :class:`SandboxEnded` or :class:`CommandFailed`.
 
@@ -764,6 +769,19 @@ class Sandbox:
         if on_output is not None:
             col = _Collector(on_output, int(max_output_bytes or _DEFAULT_MAX_OUTPUT_BYTES))
             o.on_output = col.c_callback
+        started_error: List[BaseException] = []
+        if on_started is not None:
+            user_started = on_started
+
+            def _started(_ud: Any, command_id: bytes) -> None:
+                try:
+                    user_started(_dec(command_id))
+                except BaseException as e:  # noqa: BLE001 - re-raised below
+                    started_error.append(e)
+
+            started_cb = L.StartedCallback(_started)
+            keep.append(started_cb)
+            o.on_started = started_cb
         ret = POINTER(L.Result)()
         with self.client._locked() as c:
             code = self.client._lib.sbx_exec(c, self._bid, byref(o), byref(ret))
@@ -773,6 +791,8 @@ class Sandbox:
                 self.client._lib.sbx_result_free(ret)
             if code != Code.OK:
                 self.client._raise(code, result)
+        if started_error:
+            raise started_error[0]
         if col is not None and col.error is not None:
             raise col.error
         assert result is not None
@@ -782,6 +802,17 @@ class Sandbox:
         """Kills a running command (from another Client than the one waiting in its
         ``run``); its result's outcome becomes ``cancelled``."""
         self.client._status_call(self.client._lib.sbx_cancel, self._bid, _enc(command_id))
+
+    def signal(self, command_id: str, signo: int) -> None:
+        """Sends ``signo`` (``signal.SIGINT``, ``SIGTERM``, ``SIGHUP``, ``SIGQUIT``,
+        ``SIGUSR1``, ``SIGUSR2``; ``SIGKILL`` is :meth:`cancel`) to the process group of
+        a running command, as Ctrl-C in a terminal does; the command may catch it, and
+        its result says how it ended. Another signal raises :class:`InvalidArgument`.
+        Call it from another Client than the one waiting in ``run`` (the command's ID
+        comes from ``run(on_started=...)``)."""
+        self.client._status_call(
+            self.client._lib.sbx_signal, self._bid, _enc(command_id), int(signo)
+        )
 
     def history(self, *, after_seq: int = 0, limit: int = 0) -> History:
         """The commands this sandbox ran, oldest first, after sequence number

@@ -174,6 +174,9 @@ class SandboxList(Structure):
 # void (*)(void *userdata, enum sbx_stream stream, uint64_t offset, const void *data, size_t len)
 OutputCallback = CFUNCTYPE(None, c_void_p, c_int, c_uint64, c_void_p, c_size_t)
 
+# void (*)(void *userdata, const char *command_id)
+StartedCallback = CFUNCTYPE(None, c_void_p, c_char_p)
+
 
 class ExecOpts(Structure):
     _fields_ = [
@@ -192,6 +195,7 @@ class ExecOpts(Structure):
         ("userdata", c_void_p),
         ("stdin_stream", c_int),
         ("stdin_fd", c_int),
+        ("on_started", StartedCallback),
     ]
 
 
@@ -363,6 +367,7 @@ _PROTOTYPES = {
     "sbx_exec": (c_int, [_client_p, c_char_p, POINTER(ExecOpts), _pp(Result)]),
     "sbx_result_free": (None, [POINTER(Result)]),
     "sbx_cancel": (c_int, [_client_p, c_char_p, c_char_p]),
+    "sbx_signal": (c_int, [_client_p, c_char_p, c_char_p, c_int]),
     "sbx_read": (c_int, [_client_p, c_char_p, c_char_p, c_uint64, c_uint64, _pp(ReadResult)]),
     "sbx_read_result_free": (None, [POINTER(ReadResult)]),
     "sbx_write": (c_int, [_client_p, c_char_p, c_char_p, c_void_p, c_size_t, c_uint32, c_uint]),

@@ -98,6 +98,8 @@ class Outcome(_Named):
     SANDBOX_ENDED = 6
     START_FAILED = 7
     UNKNOWN = 8
+    #: Only in :meth:`Sandbox.history`: the command has not ended yet.
+    RUNNING = 9
 
 
 class NetworkMode(_Named):

@@ -1,0 +1,264 @@
+/* it_results.c: integration tests of what a caller learns about a command and a
+ * sandbox, against a real sbxd: a command's ID as soon as it starts (on_started), a
+ * signal forwarded to a running command (sbx_signal, Ctrl-C as a terminal sends it),
+ * running commands in the history, results that always come back whatever the output
+ * caps, the code of an ended sandbox, and the message of a call misused. Each test
+ * asserts an outcome and a bound. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "itutil.h"
+#include "sbx_limits.h"
+#include "testutil.h"
+
+/* A command run on a thread of its own, on a client of its own, that says its ID as it
+ * starts and collects its output as it comes. */
+struct bg {
+        struct it_daemon *d;
+        const char *id;
+        const char *shell;
+        uint64_t timeout_ms;
+        uint64_t max_output;
+        int stream; /* an on_output callback too (else libsbx collects the output) */
+        pthread_mutex_t mu;
+        pthread_cond_t cv;
+        char command_id[64];
+        int started_calls;
+        int output_before_start; /* on_output ran before on_started */
+        char out[4096];
+        size_t out_len;
+        enum sbx_code code;
+        struct sbx_result *r;
+        int done;
+};
+
+static void bg_started(void *ud, const char *command_id) {
+        struct bg *b = ud;
+        pthread_mutex_lock(&b->mu);
+        snprintf(b->command_id, sizeof(b->command_id), "%s", command_id);
+        b->started_calls++;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+}
+
+static void bg_output(void *ud, enum sbx_stream stream, uint64_t offset, const void *data,
+                      size_t len) {
+        struct bg *b = ud;
+        pthread_mutex_lock(&b->mu);
+        if (b->started_calls == 0)
+                b->output_before_start = 1;
+        if (stream == SBX_STDOUT && b->out_len + len < sizeof(b->out)) {
+                memcpy(b->out + b->out_len, data, len);
+                b->out_len += len;
+                b->out[b->out_len] = 0;
+        }
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+}
+
+static void *bg_run(void *arg) {
+        struct bg *b = arg;
+        sbx_client *c = NULL;
+        struct sbx_exec_opts o;
+        enum sbx_code code = sbx_connect(b->d->sock, "bg", &c);
+
+        if (code == SBX_OK) {
+                sbx_exec_opts_init(&o);
+                o.shell = b->shell;
+                o.timeout_ms = b->timeout_ms ? b->timeout_ms : 60000;
+                o.max_stdout_bytes = o.max_stderr_bytes = b->max_output;
+                o.on_started = bg_started;
+                o.on_output = b->stream ? bg_output : NULL;
+                o.userdata = b;
+                code = sbx_exec(c, b->id, &o, &b->r);
+        }
+        sbx_close(c);
+        pthread_mutex_lock(&b->mu);
+        b->code = code;
+        b->done = 1;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        return NULL;
+}
+
+static void bg_start(struct bg *b, pthread_t *th, struct it_daemon *d, const char *id,
+                     const char *shell, int stream) {
+        memset(b, 0, sizeof(*b));
+        b->d = d;
+        b->id = id;
+        b->shell = shell;
+        b->stream = stream;
+        pthread_mutex_init(&b->mu, NULL);
+        pthread_cond_init(&b->cv, NULL);
+        ck_assert_int_eq(pthread_create(th, NULL, bg_run, b), 0);
+}
+
+/* Waits (10 s at most) until the command has started and, when want is not NULL, its
+ * stdout holds want. Returns 1 when it did. */
+static int bg_wait(struct bg *b, const char *want) {
+        struct timespec until;
+        int ok;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 10;
+        pthread_mutex_lock(&b->mu);
+        while (!b->done && !(b->started_calls && (!want || strstr(b->out, want))))
+                if (pthread_cond_timedwait(&b->cv, &b->mu, &until) != 0)
+                        break;
+        ok = b->started_calls && (!want || strstr(b->out, want));
+        pthread_mutex_unlock(&b->mu);
+        return ok;
+}
+
+/* ---- the command's ID at its start, and a signal forwarded to it ------------------- */
+
+/* on_started gives the command's ID on the calling thread before any output; another
+ * client sends SIGINT with it: the command's trap runs (it is not killed), and the
+ * result says how the command chose to end, not "cancelled". */
+START_TEST(started_id_and_sigint_runs_the_trap) {
+        struct it_daemon d;
+        struct bg b;
+        pthread_t th;
+        sbx_client *c;
+        char *id;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        bg_start(&b, &th, &d, id,
+                 "trap 'echo got INT; exit 3' INT; echo ready; "
+                 "while :; do sleep 0.05; done",
+                 1);
+        ck_assert_msg(bg_wait(&b, "ready"), "the command did not start and print");
+        ck_assert_str_eq(b.command_id, "c-1");
+        ck_assert_int_eq(b.output_before_start, 0);
+        t0 = it_now_ms();
+        ck_assert_int_eq(sbx_signal(c, id, b.command_id, SIGINT), SBX_OK);
+        pthread_join(th, NULL);
+        ck_assert_double_lt(it_now_ms() - t0, 5000);
+        ck_assert_int_eq(b.code, SBX_OK);
+        ck_assert_int_eq(b.started_calls, 1);
+        ck_assert_str_eq(b.r->command_id, "c-1");
+        ck_assert_msg(b.r->outcome == SBX_OUTCOME_EXITED && b.r->exit_code == 3,
+                      "outcome %s exit %d", sbx_outcome_name(b.r->outcome), b.r->exit_code);
+        ck_assert_ptr_nonnull(strstr(b.out, "got INT"));
+        sbx_result_free(b.r);
+        /* Finished: there is nothing to signal any more. */
+        ck_assert_int_eq(sbx_signal(c, id, "c-1", SIGINT), SBX_NOT_FOUND);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A command that ignores SIGTERM lives on after it; SIGKILL through sbx_signal is the
+ * cancel (outcome cancelled, stopped within a bound); signals that are not a request
+ * to stop (a stop, a fault, 0, out of range) are refused before anything is sent. With
+ * on_started and no on_output, the output still comes back in the result. */
+START_TEST(signal_choices_and_kill_escalation) {
+        static const int refused[] = {0, -1, SIGSTOP, SIGTSTP, SIGSEGV, SIGCONT, SIGCHLD, 65, 1000};
+        struct it_daemon d;
+        struct bg b;
+        struct sbx_history *h = NULL;
+        pthread_t th;
+        sbx_client *c;
+        char *id;
+        size_t i;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        bg_start(&b, &th, &d, id,
+                 "trap '' TERM; echo ready > /tmp/ready; echo out; "
+                 "while :; do sleep 0.05; done",
+                 0);
+        ck_assert(bg_wait(&b, NULL));
+        for (i = 0; i < 200; i++) {
+                struct sbx_read_result *rr = NULL;
+                enum sbx_code rc = sbx_read(c, id, "/tmp/ready", 0, 0, &rr);
+                sbx_read_result_free(rr);
+                if (rc == SBX_OK)
+                        break;
+                usleep(20000);
+        }
+        for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+                ck_assert_int_eq(sbx_signal(c, id, b.command_id, refused[i]), SBX_INVALID_ARGUMENT);
+                ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "SIGINT"));
+        }
+        ck_assert_int_eq(sbx_signal(c, id, b.command_id, SIGTERM), SBX_OK);
+        usleep(300000);
+        /* Still running after SIGTERM, which it ignores; and shown so in the history. */
+        pthread_mutex_lock(&b.mu);
+        ck_assert_int_eq(b.done, 0);
+        pthread_mutex_unlock(&b.mu);
+        ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 1);
+        ck_assert_int_eq(h->v[0].outcome, SBX_OUTCOME_RUNNING);
+        ck_assert_str_eq(sbx_outcome_name(h->v[0].outcome), "running");
+        ck_assert_int_eq(h->v[0].ended_unix_ms, 0);
+        sbx_history_free(h);
+        t0 = it_now_ms();
+        ck_assert_int_eq(sbx_signal(c, id, b.command_id, SIGKILL), SBX_OK);
+        pthread_join(th, NULL);
+        ck_assert_double_lt(it_now_ms() - t0, 5000);
+        ck_assert_int_eq(b.code, SBX_OK);
+        ck_assert_int_eq(b.r->outcome, SBX_OUTCOME_CANCELLED);
+        ck_assert_str_eq((const char *)b.r->stdout_data, "out\n");
+        sbx_result_free(b.r);
+        ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
+        ck_assert_int_eq(h->v[0].outcome, SBX_OUTCOME_CANCELLED);
+        sbx_history_free(h);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A command is in the history as running at once, not only once its record is
+ * written some milliseconds later. */
+START_TEST(history_shows_a_command_just_started) {
+        struct it_daemon d;
+        struct bg b;
+        struct sbx_history *h = NULL;
+        pthread_t th;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        bg_start(&b, &th, &d, id, "sleep 30", 0);
+        ck_assert(bg_wait(&b, NULL));
+        ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 1);
+        ck_assert_str_eq(h->v[0].command_id, b.command_id);
+        ck_assert_int_eq(h->v[0].outcome, SBX_OUTCOME_RUNNING);
+        sbx_history_free(h);
+        ck_assert_int_eq(sbx_cancel(c, id, b.command_id), SBX_OK);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(b.r->outcome, SBX_OUTCOME_CANCELLED);
+        sbx_result_free(b.r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("results");
+        TCase *tc = tcase_create("results");
+        tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, started_id_and_sigint_runs_the_trap);
+        tcase_add_test(tc, signal_choices_and_kill_escalation);
+        tcase_add_test(tc, history_shows_a_command_just_started);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
