@@ -33,6 +33,14 @@
 /* Environment variables passed in by default: secret-free (SPEC "Policy"). */
 static char *default_inherit[] = {"PATH", "LANG", "LC_*", "TERM", "TZ"};
 
+/* The bounds of the limits a policy may set (check_limits); the messages spell them. */
+#define LIMIT_MIN_MEMORY_BYTES (4ull * 1024 * 1024)
+#define LIMIT_MAX_CPU_SECONDS  1e9
+#define LIMIT_MAX_CPU_PERCENT  (100u * 1024)
+#define LIMIT_MIN_OPEN_FILES   8u
+#define LIMIT_MAX_OPEN_FILES   1048576u
+#define LIMIT_MIN_TMP_BYTES    (64ull * 1024)
+
 /* Home directories that are system directories: nobody's credentials live there, and
  * watching them would only cost (sync's home is /bin, nobody's /nonexistent). */
 static const char *const system_dirs[] = {"/",    "/bin", "/sbin", "/usr",  "/usr/bin",
@@ -825,6 +833,49 @@ out:
         return r;
 }
 
+/* Writes "NAME VALUEUNIT is below the minimum of BOUND" (or above the maximum) into
+ * err. Returns -EINVAL. */
+static int limit_error(char *err, size_t errlen, const char *name, unsigned long long value,
+                       const char *unit, int below, const char *bound) {
+        snprintf(err, errlen, "%s %llu%s is %s of %s", name, value, unit,
+                 below ? "below the minimum" : "above the maximum", bound);
+        return -EINVAL;
+}
+
+/* The bounds of each limit a policy may set. A request outside one is refused with a
+ * message that names that limit, its value and the bound it crosses (never a list of
+ * every range). Returns 0 or -EINVAL. */
+static int check_limits(const Sbx__V1__Limits *lim, char *err, size_t errlen) {
+        if (lim->has_memory_bytes && lim->memory_bytes < LIMIT_MIN_MEMORY_BYTES)
+                return limit_error(err, errlen, "memory", (unsigned long long)lim->memory_bytes,
+                                   " bytes", 1, "4 MiB");
+        if (lim->has_cpu_seconds && !(lim->cpu_seconds > 0 && lim->cpu_seconds < LIMIT_MAX_CPU_SECONDS)) {
+                snprintf(err, errlen, "cpu_seconds %g is %s", lim->cpu_seconds,
+                         lim->cpu_seconds >= LIMIT_MAX_CPU_SECONDS ? "above the maximum of 1e9"
+                         : lim->cpu_seconds <= 0                   ? "not above 0"
+                                                                   : "not a number");
+                return -EINVAL;
+        }
+        if (lim->has_cpu_percent && lim->cpu_percent < 1)
+                return limit_error(err, errlen, "cpu_percent", lim->cpu_percent, "", 1, "1");
+        if (lim->has_cpu_percent && lim->cpu_percent > LIMIT_MAX_CPU_PERCENT)
+                return limit_error(err, errlen, "cpu_percent", lim->cpu_percent, "", 0,
+                                   "102400 (1024 CPUs)");
+        if (lim->has_processes && lim->processes < 1)
+                return limit_error(err, errlen, "processes", lim->processes, "", 1, "1");
+        if (lim->has_file_size_bytes && lim->file_size_bytes < 1)
+                return limit_error(err, errlen, "file_size", (unsigned long long)lim->file_size_bytes,
+                                   " bytes", 1, "1 byte");
+        if (lim->has_open_files && lim->open_files < LIMIT_MIN_OPEN_FILES)
+                return limit_error(err, errlen, "open_files", lim->open_files, "", 1, "8");
+        if (lim->has_open_files && lim->open_files > LIMIT_MAX_OPEN_FILES)
+                return limit_error(err, errlen, "open_files", lim->open_files, "", 0, "1048576");
+        if (lim->has_tmp_bytes && lim->tmp_bytes < LIMIT_MIN_TMP_BYTES)
+                return limit_error(err, errlen, "tmp", (unsigned long long)lim->tmp_bytes, " bytes",
+                                   1, "64 KiB");
+        return 0;
+}
+
 /* The checks that need no host path: lifetime, labels, environment, sharing, network,
  * limits; fills their defaults into eff, pol and lim. */
 static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
@@ -832,6 +883,7 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                        char *err, size_t errlen) {
         uint64_t max = d->cfg->max_sandbox_lifetime_ms;
         size_t i;
+        int r;
 
         if (req->has_timeout_ms && req->timeout_ms == 0) {
                 snprintf(err, errlen, "timeout_ms must be greater than 0 (omit it for the default "
@@ -893,18 +945,9 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                 snprintf(err, errlen, "inherit_environment has too many names");
                 return -EINVAL;
         }
-        if ((lim->has_memory_bytes && lim->memory_bytes < 4u * 1024 * 1024) ||
-            (lim->has_cpu_seconds && !(lim->cpu_seconds > 0 && lim->cpu_seconds < 1e9)) ||
-            (lim->has_cpu_percent && (lim->cpu_percent < 1 || lim->cpu_percent > 100u * 1024)) ||
-            (lim->has_processes && lim->processes < 1) ||
-            (lim->has_file_size_bytes && lim->file_size_bytes < 1) ||
-            (lim->has_open_files && (lim->open_files < 8 || lim->open_files > 1048576)) ||
-            (lim->has_tmp_bytes && lim->tmp_bytes < 64 * 1024)) {
-                snprintf(err, errlen, "a limit is out of range (memory >= 4 MiB, cpu_seconds > 0, "
-                                      "cpu_percent 1..102400, processes >= 1, file_size >= 1, "
-                                      "open_files 8..1048576, tmp >= 64 KiB)");
-                return -EINVAL;
-        }
+        r = check_limits(lim, err, errlen);
+        if (r < 0)
+                return r;
         if (!lim->has_tmp_bytes) {
                 lim->has_tmp_bytes = 1;
                 lim->tmp_bytes = SBX_DEFAULT_TMP_BYTES;

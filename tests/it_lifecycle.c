@@ -1017,6 +1017,60 @@ START_TEST(large_workspace_removed_in_background) {
 }
 END_TEST
 
+/* A limit out of range is refused with a message that names that limit, its value and
+ * the bound it crosses, and no other limit (issue 16, item 11). */
+START_TEST(limit_errors_name_one_limit) {
+        static const struct {
+                unsigned bit;
+                uint64_t value;
+                double seconds;
+                const char *message;
+        } cases[] = {
+                {SBX_LIMIT_MEMORY, 256, 0, "memory 256 bytes is below the minimum of 4 MiB"},
+                {SBX_LIMIT_CPU_SECONDS, 0, 0, "cpu_seconds 0 is not above 0"},
+                {SBX_LIMIT_CPU_SECONDS, 0, 2e9, "cpu_seconds 2e+09 is above the maximum of 1e9"},
+                {SBX_LIMIT_CPU_PERCENT, 0, 0, "cpu_percent 0 is below the minimum of 1"},
+                {SBX_LIMIT_CPU_PERCENT, 200000, 0,
+                 "cpu_percent 200000 is above the maximum of 102400 (1024 CPUs)"},
+                {SBX_LIMIT_PROCESSES, 0, 0, "processes 0 is below the minimum of 1"},
+                {SBX_LIMIT_FILE_SIZE, 0, 0, "file_size 0 bytes is below the minimum of 1 byte"},
+                {SBX_LIMIT_OPEN_FILES, 7, 0, "open_files 7 is below the minimum of 8"},
+                {SBX_LIMIT_OPEN_FILES, 2000000, 0, "open_files 2000000 is above the maximum of 1048576"},
+                {SBX_LIMIT_TMP, 1000, 0, "tmp 1000 bytes is below the minimum of 64 KiB"},
+        };
+        static const char *const names[] = {"memory",    "cpu_seconds", "cpu_percent", "processes",
+                                            "file_size", "open_files",  "tmp"};
+        struct it_daemon d;
+        sbx_client *c;
+        size_t i, k;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct sbx_create_opts o;
+                struct sbx_sandbox *sb = NULL;
+                struct sbx_limits *l = &o.policy.limits;
+                const char *msg;
+
+                sbx_create_opts_init(&o);
+                l->set = cases[i].bit;
+                l->memory_bytes = l->file_size_bytes = l->tmp_bytes = cases[i].value;
+                l->cpu_percent = l->processes = l->open_files = (uint32_t)cases[i].value;
+                l->cpu_seconds = cases[i].seconds;
+                ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_INVALID_ARGUMENT);
+                msg = sbx_error_message(c);
+                ck_assert_msg(strstr(msg, cases[i].message), "case %zu: \"%s\"", i, msg);
+                /* Only the limit that is wrong is named. */
+                for (k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+                        if (strncmp(cases[i].message, names[k], strlen(names[k])) != 0)
+                                ck_assert_msg(!strstr(msg, names[k]), "case %zu names %s: \"%s\"",
+                                              i, names[k], msg);
+        }
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("lifecycle");
         TCase *tc = tcase_create("lifecycle");
@@ -1038,6 +1092,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, orphan_grace_expires);
         tcase_add_test(tc, list_filters);
         tcase_add_test(tc, large_workspace_removed_in_background);
+        tcase_add_test(tc, limit_errors_name_one_limit);
         suite_add_tcase(s, tc);
         return s;
 }
