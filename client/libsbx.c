@@ -1395,8 +1395,9 @@ enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
 
 /* ---- commands ------------------------------------------------------------------------- */
 
-/* Output collected by the library when stdin is streamed without an on_output
- * callback (streaming is needed to learn the command's id): the tail of each stream. */
+/* Output collected by the library when it comes in chunks but the caller gave no
+ * on_output callback (streamed for stdin_stream or on_started, or a result too large
+ * for one frame): the tail of each stream. */
 struct collected {
         uint8_t *b[3];
         size_t len[3], limit[3];
@@ -1526,13 +1527,15 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
                 k.sandbox_id = id;
         }
         /* Streamed stdin and on_started need the command's id, which only streaming mode
-         * tells before the result; without on_output the library collects the output. */
+         * tells before the result; without on_output the library collects the output.
+         * Without streaming, output comes in chunks too when it does not fit one frame
+         * with the result (output_in_chunks): it is collected the same way. */
         if (o->stdin_stream || o->on_started) {
                 rc_msg.has_stream = 1;
                 rc_msg.stream = 1;
-                col.limit[1] = o->max_stdout_bytes ? o->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
-                col.limit[2] = o->max_stderr_bytes ? o->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
         }
+        col.limit[1] = o->max_stdout_bytes ? o->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
+        col.limit[2] = o->max_stderr_bytes ? o->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
         if (pool.oom) {
                 pool_free(&pool);
                 return fail_oom(c);
@@ -1544,7 +1547,7 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
         k.output_userdata = o->userdata;
         k.on_started = o->on_started;
         k.userdata = o->userdata;
-        if ((o->stdin_stream || o->on_started) && !o->on_output) {
+        if (!o->on_output) {
                 k.on_output = collect_output;
                 k.output_userdata = &col;
         }
@@ -1568,10 +1571,19 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
                         sbx__v1__response__free_unpacked(resp, NULL);
                         return fail_oom(c);
                 }
-                take_collected(&col, 1, &(*ret)->stdout_data, &(*ret)->stdout_len,
-                               &(*ret)->stdout_truncated);
-                take_collected(&col, 2, &(*ret)->stderr_data, &(*ret)->stderr_len,
-                               &(*ret)->stderr_truncated);
+                if (resp->command_result->output_in_chunks) {
+                        /* The daemon's kept tails: its counts and flags stand. */
+                        int t_out = (*ret)->stdout_truncated, t_err = (*ret)->stderr_truncated;
+                        take_collected(&col, 1, &(*ret)->stdout_data, &(*ret)->stdout_len,
+                                       &t_out);
+                        take_collected(&col, 2, &(*ret)->stderr_data, &(*ret)->stderr_len,
+                                       &t_err);
+                } else {
+                        take_collected(&col, 1, &(*ret)->stdout_data, &(*ret)->stdout_len,
+                                       &(*ret)->stdout_truncated);
+                        take_collected(&col, 2, &(*ret)->stderr_data, &(*ret)->stderr_len,
+                                       &(*ret)->stderr_truncated);
+                }
         } else {
                 free(col.b[1]);
                 free(col.b[2]);

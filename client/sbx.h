@@ -307,7 +307,9 @@ struct sbx_exec_opts {
         const void *stdin_data;
         size_t stdin_len;
         uint64_t timeout_ms;      /* 0: 60000 (the library's default) */
-        uint64_t max_stdout_bytes; /* 0: the daemon's default (1 MiB) */
+        /* The most of each stream kept (past it, the tail). 0: the daemon's default
+         * (1 MiB); at most 64 MiB (SBX_INVALID_ARGUMENT above, before anything runs). */
+        uint64_t max_stdout_bytes;
         uint64_t max_stderr_bytes;
         sbx_output_cb on_output;  /* non-NULL: stream output to this callback */
         void *userdata;

@@ -1110,6 +1110,17 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                          SBX_MAX_STDIN_BYTES);
                 return -EMSGSIZE;
         }
+        if ((req->has_max_stdout_bytes && req->max_stdout_bytes > SBX_MAX_OUTPUT_BYTES) ||
+            (req->has_max_stderr_bytes && req->max_stderr_bytes > SBX_MAX_OUTPUT_BYTES)) {
+                int out = req->has_max_stdout_bytes && req->max_stdout_bytes > SBX_MAX_OUTPUT_BYTES;
+                snprintf(err, errlen,
+                         "%s %llu is more than the most output kept per stream, %u bytes (64 "
+                         "MiB); nothing was run",
+                         out ? "max_stdout_bytes" : "max_stderr_bytes",
+                         (unsigned long long)(out ? req->max_stdout_bytes : req->max_stderr_bytes),
+                         SBX_MAX_OUTPUT_BYTES);
+                return -EINVAL;
+        }
         if (req->cwd && strlen(req->cwd) >= SBX_PATH_MAX_BYTES) {
                 snprintf(err, errlen, "cwd is too long");
                 return -EINVAL;
@@ -1160,10 +1171,11 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         cmd->cbs = *cbs;
         cmd->ud = ud;
         cmd->stream = req->has_stream && req->stream;
+        /* Checked above: at most SBX_MAX_OUTPUT_BYTES. */
         max_out = req->has_max_stdout_bytes ? req->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
-        cmd->out[0].limit = max_out > SBX_MAX_OUTPUT_BYTES ? SBX_MAX_OUTPUT_BYTES : (size_t)max_out;
+        cmd->out[0].limit = (size_t)max_out;
         max_out = req->has_max_stderr_bytes ? req->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
-        cmd->out[1].limit = max_out > SBX_MAX_OUTPUT_BYTES ? SBX_MAX_OUTPUT_BYTES : (size_t)max_out;
+        cmd->out[1].limit = (size_t)max_out;
         cmd->timeout_ms = req->timeout_ms > d->cfg->max_command_timeout_ms ? d->cfg->max_command_timeout_ms
                                                                            : req->timeout_ms;
         cmd->argc = req->shell ? 3 : req->n_argv;

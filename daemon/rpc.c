@@ -504,16 +504,54 @@ static int cmd_congested(void *ud) {
         return !k->conn->closed && conn_congested(k->conn);
 }
 
+/* Room an OutputChunk response takes in a frame besides its data (ids, offset, tags). */
+#define CHUNK_HEADROOM_BYTES 1024u
+
+/* Sends the kept output of a result that does not fit one frame with it as OutputChunk
+ * responses before it (proto: CommandResult.output_in_chunks), and takes it out of the
+ * result. */
+static void send_output_in_chunks(struct call *k, Sbx__V1__CommandResult *res) {
+        uint64_t frame = k->conn->d->cfg->max_frame_bytes;
+        size_t piece = frame > (uint64_t)SBX_RESULT_PIECE_BYTES + CHUNK_HEADROOM_BYTES
+                               ? SBX_RESULT_PIECE_BYTES
+                               : (size_t)(frame - CHUNK_HEADROOM_BYTES);
+        struct {
+                Sbx__V1__Stream stream;
+                ProtobufCBinaryData *data;
+                uint64_t total;
+        } s[2] = {{SBX__V1__STREAM__STDOUT, &res->stdout, res->stdout_bytes},
+                  {SBX__V1__STREAM__STDERR, &res->stderr, res->stderr_bytes}};
+
+        for (int i = 0; i < 2; i++) {
+                size_t len = s[i].data->data ? s[i].data->len : 0;
+                uint64_t first = s[i].total >= len ? s[i].total - len : 0;
+                for (size_t off = 0; off < len; off += piece)
+                        cmd_output(k, res->command_id, s[i].stream, first + off,
+                                   s[i].data->data + off, len - off < piece ? len - off : piece);
+                s[i].data->len = 0;
+        }
+        res->has_output_in_chunks = 1;
+        res->output_in_chunks = 1;
+}
+
 static void cmd_done(void *ud, Sbx__V1__CommandResult *result) {
         struct call *k = ud;
         Sbx__V1__Response resp;
+        uint64_t frame = k->conn->d->cfg->max_frame_bytes;
+
         response_init(&resp, k->request_id);
         resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_RESULT;
         resp.command_result = result;
+        /* The command ran: its result must come back whatever its output's size. The
+         * exact size is worked out only for a result that may not fit. */
+        if (result->stdout.len + result->stderr.len + 2 * CHUNK_HEADROOM_BYTES >= frame &&
+            protobuf_c_message_get_packed_size(&resp.base) > frame)
+                send_output_in_chunks(k, result);
         if (conn_send(k->conn, &resp) == -EMSGSIZE)
                 conn_send_status(k->conn, k->request_id, SBX__V1__CODE__TOO_LARGE,
-                                 "command %s: result exceeds the frame limit; lower max_stdout_bytes",
-                                 result->command_id);
+                                 "command %s: its result does not fit in one frame (%llu bytes) "
+                                 "even without its output; raise sbxd --max-frame-bytes",
+                                 result->command_id, (unsigned long long)frame);
         call_free(k);
 }
 

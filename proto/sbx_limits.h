@@ -87,6 +87,10 @@
 #define SBX_MAX_ENV 4096u
 #define SBX_DEFAULT_MAX_OUTPUT_BYTES (1024u * 1024u)
 #define SBX_MAX_OUTPUT_BYTES (64u * 1024u * 1024u)
+/* A result whose kept output does not fit one frame with it (both streams at the
+ * maximum are twice a 64 MiB frame) sends that output first in OutputChunk responses
+ * of at most this much data each (less when the frame limit is smaller). */
+#define SBX_RESULT_PIECE_BYTES (1024u * 1024u)
 #define SBX_MAX_STDIN_BYTES (16u * 1024u * 1024u)
 /* How long output is drained after a command's leader exits before pipes are closed. */
 #define SBX_DRAIN_AFTER_EXIT_MS 50u

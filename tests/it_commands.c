@@ -688,7 +688,7 @@ START_TEST(daemon_maximum_timeout_and_records) {
                 sbx_history_free(h);
                 usleep(10000);
         }
-        ck_assert_int_eq(h->v[0].outcome, SBX_OUTCOME_UNSPECIFIED);
+        ck_assert_int_eq(h->v[0].outcome, SBX_OUTCOME_RUNNING);
         ck_assert_int_eq(h->v[0].ended_unix_ms, 0);
         ck_assert_str_eq(h->v[0].argv.v[0], "sleep");
         sbx_history_free(h);
@@ -759,7 +759,7 @@ START_TEST(vanishing_client_cancels_its_command) {
                 ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
                 ck_assert_uint_eq(h->n, 20);
                 for (i = 0; i < 20; i++)
-                        done += h->v[i].outcome != SBX_OUTCOME_UNSPECIFIED;
+                        done += h->v[i].outcome != SBX_OUTCOME_RUNNING;
                 if (done == 20 || it_now_ms() - t0 > 3000)
                         break;
                 sbx_history_free(h);

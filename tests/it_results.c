@@ -249,6 +249,163 @@ START_TEST(history_shows_a_command_just_started) {
 }
 END_TEST
 
+
+/* ---- results that always come back ------------------------------------------------ */
+
+/* Runs shell with both caps at max_output and returns the result; asserts SBX_OK. */
+static struct sbx_result *run_capped(sbx_client *c, const char *id, const char *shell,
+                                     uint64_t max_output) {
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        enum sbx_code rc;
+        sbx_exec_opts_init(&o);
+        o.shell = shell;
+        o.timeout_ms = 120000;
+        o.max_stdout_bytes = o.max_stderr_bytes = max_output;
+        rc = sbx_exec(c, id, &o, &r);
+        ck_assert_msg(rc == SBX_OK, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        return r;
+}
+
+/* Whether the n bytes at p are all ch. */
+static int all_of(const uint8_t *p, size_t n, uint8_t ch) {
+        for (size_t i = 0; i < n; i++)
+                if (p[i] != ch)
+                        return 0;
+        return 1;
+}
+
+/* The largest caps with both streams full: the result comes back (the kept tails in
+ * chunks before it), with the right counts and flags, and its tail is the end of what
+ * the command wrote. */
+START_TEST(result_at_the_maximum_caps_comes_back) {
+        struct it_daemon d;
+        struct sbx_result *r;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        /* One stream over the cap: 200 MB of 'a' and a last line. */
+        r = run_capped(c, id,
+                       "head -c 200000000 /dev/zero | tr '\\0' a; echo; echo the-end",
+                       SBX_MAX_OUTPUT_BYTES);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_int_eq(r->exit_code, 0);
+        ck_assert_uint_eq(r->stdout_len, SBX_MAX_OUTPUT_BYTES);
+        ck_assert_uint_eq(r->stdout_bytes, 200000000 + 9);
+        ck_assert(r->stdout_truncated);
+        ck_assert(all_of(r->stdout_data, SBX_MAX_OUTPUT_BYTES - 9, 'a'));
+        ck_assert_str_eq((const char *)r->stdout_data + SBX_MAX_OUTPUT_BYTES - 9, "\nthe-end\n");
+        ck_assert_uint_eq(r->stderr_len, 0);
+        ck_assert(!r->stderr_truncated);
+        sbx_result_free(r);
+        /* Both streams full at the maximum: 128 MiB kept, twice a frame. */
+        r = run_capped(c, id,
+                       "head -c 80000000 /dev/zero | tr '\\0' o; "
+                       "head -c 70000000 /dev/zero | tr '\\0' e >&2",
+                       SBX_MAX_OUTPUT_BYTES);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_uint_eq(r->stdout_len, SBX_MAX_OUTPUT_BYTES);
+        ck_assert_uint_eq(r->stderr_len, SBX_MAX_OUTPUT_BYTES);
+        ck_assert_uint_eq(r->stdout_bytes, 80000000);
+        ck_assert_uint_eq(r->stderr_bytes, 70000000);
+        ck_assert(r->stdout_truncated && r->stderr_truncated);
+        ck_assert(all_of(r->stdout_data, r->stdout_len, 'o'));
+        ck_assert(all_of(r->stderr_data, r->stderr_len, 'e'));
+        sbx_result_free(r);
+        /* Both full at 40 MiB, kept whole (not truncated). */
+        r = run_capped(c, id,
+                       "head -c 41943040 /dev/zero | tr '\\0' o; "
+                       "head -c 41943040 /dev/zero | tr '\\0' e >&2",
+                       40u << 20);
+        ck_assert_uint_eq(r->stdout_len, 40u << 20);
+        ck_assert_uint_eq(r->stderr_len, 40u << 20);
+        ck_assert(!r->stdout_truncated && !r->stderr_truncated);
+        ck_assert(all_of(r->stdout_data, r->stdout_len, 'o'));
+        ck_assert(all_of(r->stderr_data, r->stderr_len, 'e'));
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A daemon with the smallest frame limit (1 MiB) still returns a result whose default
+ * caps (1 MiB a stream) are full; and the next command on the connection is fine. */
+START_TEST(result_larger_than_a_small_frame_comes_back) {
+        const char *flags[] = {"--max-frame-bytes", "1048576", NULL};
+        struct it_daemon d;
+        struct sbx_result *r;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        r = run_capped(c, id,
+                       "head -c 3000000 /dev/zero | tr '\\0' o; "
+                       "head -c 1500000 /dev/zero | tr '\\0' e >&2; echo -n E >&2",
+                       0);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_uint_eq(r->stdout_len, SBX_DEFAULT_MAX_OUTPUT_BYTES);
+        ck_assert_uint_eq(r->stderr_len, SBX_DEFAULT_MAX_OUTPUT_BYTES);
+        ck_assert_uint_eq(r->stdout_bytes, 3000000);
+        ck_assert_uint_eq(r->stderr_bytes, 1500001);
+        ck_assert(r->stdout_truncated && r->stderr_truncated);
+        ck_assert(all_of(r->stdout_data, r->stdout_len, 'o'));
+        ck_assert(all_of(r->stderr_data, r->stderr_len - 1, 'e'));
+        ck_assert_int_eq(r->stderr_data[r->stderr_len - 1], 'E');
+        sbx_result_free(r);
+        r = it_sh(c, id, 10000, "echo next");
+        ck_assert_str_eq((const char *)r->stdout_data, "next\n");
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A cap above the maximum is refused before anything runs, naming the field. */
+START_TEST(cap_above_the_maximum_is_refused_before_running) {
+        struct it_daemon d;
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        struct sbx_read_result *rr = NULL;
+        struct sbx_history *h = NULL;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = "echo ran > /workspace/ran";
+        o.max_stdout_bytes = SBX_MAX_OUTPUT_BYTES + 1;
+        ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_INVALID_ARGUMENT);
+        ck_assert_ptr_null(r);
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "max_stdout_bytes 67108865"));
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "nothing was run"));
+        o.max_stdout_bytes = 0;
+        o.max_stderr_bytes = 65ull << 20;
+        ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_INVALID_ARGUMENT);
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "max_stderr_bytes"));
+        ck_assert_int_eq(sbx_read(c, id, "/workspace/ran", 0, 0, &rr), SBX_NOT_FOUND);
+        ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 0);
+        sbx_history_free(h);
+        /* Exactly the maximum is accepted. */
+        o.max_stdout_bytes = o.max_stderr_bytes = SBX_MAX_OUTPUT_BYTES;
+        ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("results");
         TCase *tc = tcase_create("results");
@@ -257,6 +414,9 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, started_id_and_sigint_runs_the_trap);
         tcase_add_test(tc, signal_choices_and_kill_escalation);
         tcase_add_test(tc, history_shows_a_command_just_started);
+        tcase_add_test(tc, result_at_the_maximum_caps_comes_back);
+        tcase_add_test(tc, result_larger_than_a_small_frame_comes_back);
+        tcase_add_test(tc, cap_above_the_maximum_is_refused_before_running);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -763,6 +763,19 @@ class SandboxTest(DaemonTest):
         self.assertTrue(r.stdout_truncated)
         self.assertEqual(len(r.stdout_bytes), 50)
         self.assertTrue(r.stdout.endswith("19999\n20000\n"))
+        # Above the daemon's maximum (64 MiB a stream): refused, nothing runs.
+        with self.assertRaisesRegex(sbx.InvalidArgument, "nothing was run"):
+            self.sb.run("touch /workspace/ran", max_output_bytes=(64 << 20) + 1)
+        with self.assertRaises(sbx.NotFound):
+            self.sb.stat("/workspace/ran")
+        # Both streams full at the maximum: more than one frame, and it comes back.
+        r = self.sb.run("head -c 70000000 /dev/zero | tr '\\0' o; "
+                        "head -c 70000000 /dev/zero | tr '\\0' e >&2",
+                        max_output_bytes=64 << 20)
+        self.assertEqual((len(r.stdout_bytes), len(r.stderr_bytes)), (64 << 20, 64 << 20))
+        self.assertEqual((r.stdout_total_bytes, r.stderr_total_bytes), (70000000, 70000000))
+        self.assertTrue(r.stdout_truncated and r.stderr_truncated)
+        self.assertEqual(r.stdout_bytes.strip(b"o") + r.stderr_bytes.strip(b"e"), b"")
 
     def test_callback_exception_is_raised_after_the_command(self) -> None:
         seen: List[bytes] = []
