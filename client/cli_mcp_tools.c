@@ -479,7 +479,8 @@ static json_t *call_failed(struct mcp_call *k, enum sbx_code rc) {
                 snprintf(msg, sizeof(msg), "the call failed without a message");
         if (transport_failed(k->c, rc))
                 return daemon_gone(k, msg);
-        if ((rc == SBX_NOT_FOUND || rc == SBX_FAILED_PRECONDITION || rc == SBX_UNAVAILABLE) &&
+        if ((rc == SBX_NOT_FOUND || rc == SBX_FAILED_PRECONDITION || rc == SBX_SANDBOX_ENDED ||
+             rc == SBX_UNAVAILABLE) &&
             !sandbox_live(k))
                 return NULL;
         return tool_error(k, "%s: %s", sbx_code_name(rc), msg);

@@ -43,6 +43,8 @@
 #define EXEC_GRACE_MS 2000u
 /* A reader buffer larger than this is released between calls. */
 #define READER_KEEP_BYTES (4u * 1024u * 1024u)
+/* The highest status code this library knows (a higher one is reported as INTERNAL). */
+#define LAST_CODE SBX_SANDBOX_ENDED
 /* The largest frame we accept from a daemon that announces a larger maximum. */
 #define MAX_ACCEPTED_FRAME_BYTES (1024u * 1024u * 1024u)
 
@@ -528,7 +530,7 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
                         if (other == 0 && code != SBX_OK) {
                                 /* A connection-level error; the daemon closes after it. */
                                 enum sbx_code lc =
-                                        code > SBX_INTERNAL ? SBX_INTERNAL : (enum sbx_code)code;
+                                        code > LAST_CODE ? SBX_INTERNAL : (enum sbx_code)code;
                                 fail(c, lc, 0, "%s",
                                      msg ? msg : "sbxd closed the connection with an error");
                                 sbx__v1__response__free_unpacked(resp, NULL);
@@ -542,7 +544,7 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
                                              (unsigned long long)other, (unsigned long long)id);
                 }
 
-                if (code < SBX_OK || code > SBX_INTERNAL) {
+                if (code < SBX_OK || code > LAST_CODE) {
                         fail(c, SBX_INTERNAL, 0, "sbxd answered with unknown status code %d: %s",
                              code, msg ? msg : "(no message)");
                         sbx__v1__response__free_unpacked(resp, NULL);

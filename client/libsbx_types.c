@@ -29,6 +29,7 @@ const char *sbx_code_name(int code) {
                 "UNAVAILABLE",
                 "UNIMPLEMENTED",
                 "INTERNAL",
+                "SANDBOX_ENDED",
         };
         if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
                 return "UNKNOWN";

@@ -8,7 +8,9 @@
  * (0) on success, or the typed code of the failure. The daemon's codes come through as
  * they are; a failure of the connection itself (cannot connect, the daemon went away,
  * the per-call timeout passed, a malformed reply) is SBX_UNAVAILABLE or SBX_INTERNAL and
- * sbx_errno() says the errno. sbx_error_message() gives a one-line human message for
+ * sbx_errno() says the errno. SBX_UNAVAILABLE is transient (retry later);
+ * SBX_SANDBOX_ENDED is terminal (the sandbox will never serve again: stop, do not
+ * retry). sbx_error_message() gives a one-line human message for
  * the last failure on that client ("sandbox 'x' not found; list sandboxes with `sbx
  * list`"). A command that exits non-zero is SBX_OK: its result says how it ended.
  *
@@ -61,12 +63,18 @@ enum sbx_code {
         SBX_FAILED_PRECONDITION = 6,
         SBX_READ_ONLY = 7,
         SBX_TOO_LARGE = 8,
+        /* The daemon cannot be reached (sbx_errno() says why) or cannot serve now:
+         * transient, a later call may succeed. */
         SBX_UNAVAILABLE = 9,
         SBX_UNIMPLEMENTED = 10,
         SBX_INTERNAL = 11,
+        /* The sandbox has ended (terminated, expired, idle, failed or lost) or is ending:
+         * terminal, it will never serve again. Stop, do not retry; sbx_get() says how it
+         * ended. (ENDED in sbx.proto.) */
+        SBX_SANDBOX_ENDED = 12,
 };
 
-/* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN" for values outside the enum. */
+/* "OK", "INVALID_ARGUMENT", ..., "SANDBOX_ENDED"; "UNKNOWN" for values outside the enum. */
 const char *sbx_code_name(int code);
 
 typedef struct sbx_client sbx_client;

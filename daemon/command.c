@@ -1086,10 +1086,15 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         size_t i;
         int r;
 
+        if (sb->state == SBX__V1__SANDBOX_STATE__CREATING) {
+                snprintf(err, errlen, "sandbox '%s' is not ready (still creating); wait for it",
+                         sb->id);
+                return -ESHUTDOWN;
+        }
         if (sb->state != SBX__V1__SANDBOX_STATE__READY) {
-                snprintf(err, errlen, "sandbox '%s' is not ready (%s); wait for it or create another",
-                         sb->id, sb->state == SBX__V1__SANDBOX_STATE__CREATING ? "still creating" : "ending");
-                return sb->state == SBX__V1__SANDBOX_STATE__CREATING ? -ESHUTDOWN : -EPIPE;
+                /* -ENODEV is SANDBOX_ENDED on the wire: terminal. */
+                snprintf(err, errlen, "sandbox '%s' is ending; create a new one", sb->id);
+                return -ENODEV;
         }
         if ((req->n_argv > 0) == (req->shell != NULL)) {
                 snprintf(err, errlen, "give exactly one of argv and shell");

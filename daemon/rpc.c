@@ -136,8 +136,9 @@ Sbx__V1__Code rpc_code_from_errno(int err) {
                 return SBX__V1__CODE__TOO_LARGE;
         case EPIPE:
         case ECONNRESET:
-        case ENODEV:
                 return SBX__V1__CODE__UNAVAILABLE;
+        case ENODEV: /* the sandbox has ended, or is ending */
+                return SBX__V1__CODE__ENDED;
         case ENOSYS:
         case EOPNOTSUPP:
                 return SBX__V1__CODE__UNIMPLEMENTED;
@@ -147,8 +148,11 @@ Sbx__V1__Code rpc_code_from_errno(int err) {
 }
 
 const char *rpc_code_name(Sbx__V1__Code code) {
-        const ProtobufCEnumValue *v =
-                protobuf_c_enum_descriptor_get_value(&sbx__v1__code__descriptor, (int)code);
+        const ProtobufCEnumValue *v;
+        /* The one name outside the schema (sbx.proto says why): as libsbx and sbx say it. */
+        if (code == SBX__V1__CODE__ENDED)
+                return "SANDBOX_ENDED";
+        v = protobuf_c_enum_descriptor_get_value(&sbx__v1__code__descriptor, (int)code);
         return v ? v->name : "UNKNOWN";
 }
 
@@ -379,7 +383,7 @@ static struct sandbox *lookup(struct conn *c, uint64_t rid, const char *id) {
                 return sb;
         }
         if (!sb && record_visible(c, id))
-                conn_send_status(c, rid, SBX__V1__CODE__UNAVAILABLE,
+                conn_send_status(c, rid, SBX__V1__CODE__ENDED,
                                  "sandbox '%s' has ended; see `sbx info %s` and create a new one",
                                  id, id);
         else
@@ -1115,7 +1119,7 @@ static struct sandbox *file_lookup(struct conn *c, uint64_t rid, const char *id,
                 if (sbxtab_find(c->d->sandboxes, id))
                         file_record(c, id, op, path, 0, SBX__V1__CODE__PERMISSION_DENIED);
                 else if (store_sandbox_exists(c->d->store, id) > 0)
-                        file_record(c, id, op, path, 0, SBX__V1__CODE__UNAVAILABLE);
+                        file_record(c, id, op, path, 0, SBX__V1__CODE__ENDED);
         }
         return sb;
 }
@@ -1245,7 +1249,7 @@ static void list_done(uv_work_t *req, int status) {
                 return;
         }
         if (sb != w->sb || sandbox_created_ms(sb) != w->sb_created_ms) {
-                conn_send_status(c, rid, SBX__V1__CODE__UNAVAILABLE,
+                conn_send_status(c, rid, SBX__V1__CODE__ENDED,
                                  "sandbox '%s' ended while '%s' was listed", w->sandbox_id,
                                  w->path);
                 list_work_free(w);

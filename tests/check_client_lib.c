@@ -1310,12 +1310,16 @@ START_TEST(test_names) {
         ck_assert_str_eq(sbx_code_name(SBX_OK), "OK");
         ck_assert_str_eq(sbx_code_name(SBX_READ_ONLY), "READ_ONLY");
         ck_assert_str_eq(sbx_code_name(SBX_INTERNAL), "INTERNAL");
-        ck_assert_str_eq(sbx_code_name(12), "UNKNOWN");
+        ck_assert_str_eq(sbx_code_name(SBX_SANDBOX_ENDED), "SANDBOX_ENDED");
+        ck_assert_int_eq(SBX_SANDBOX_ENDED, 12);
+        ck_assert_str_eq(sbx_code_name(13), "UNKNOWN");
         ck_assert_str_eq(sbx_code_name(-1), "UNKNOWN");
         ck_assert_str_eq(sbx_state_name(SBX_STATE_LOST), "lost");
         ck_assert_str_eq(sbx_state_name(99), "unknown");
         ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_TIMED_OUT), "timed_out");
         ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_START_FAILED), "start_failed");
+        ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_RUNNING), "running");
+        ck_assert_str_eq(sbx_outcome_name(10), "unknown");
         ck_assert_str_eq(sbx_outcome_name(42), "unknown");
 }
 END_TEST

@@ -179,7 +179,9 @@ START_TEST(planted_symlinks_do_not_escape) {
         shadow = host_read("/etc/shadow", &shadow_len);
         ck_assert_ptr_nonnull(shadow);
         ck_assert_uint_gt(shadow_len, 0);
-        passwd_before = host_read("/etc/passwd", &pb_len);
+        /* A host file the sandbox sees as it is (not /etc/passwd, which a sandbox may
+         * have a line of its own in). */
+        passwd_before = host_read("/etc/login.defs", &pb_len);
 
         sbx_create_opts_init(&o);
         o.id = "esc";
@@ -198,7 +200,7 @@ START_TEST(planted_symlinks_do_not_escape) {
                  "ln -s /usr/share/doc/dpkg/copyright denied_file && ln -s '%s%s' up && "
                  "ln -s /proc/self/root/etc/shadow proc_self && "
                  "ln -s /proc/1/root/etc/shadow proc_1 && ln -s '%s' host_abs && "
-                 "ln -s '%s/sbxd.db' state && ln -s /etc/passwd passwd",
+                 "ln -s '%s/sbxd.db' state && ln -s /etc/login.defs passwd",
                  rel, secret_path + 1, secret_path, d.state);
         sh_ok(c, "esc", cmd);
 
@@ -233,7 +235,7 @@ START_TEST(planted_symlinks_do_not_escape) {
         sbx_file_info_free(fi);
         ck_assert_int_eq(sbx_stat(c, "esc", "passwd", &fi), SBX_OK);
         ck_assert_int_eq(fi->type, SBX_FILE_REGULAR);
-        ck_assert_str_eq(fi->symlink_target, "/etc/passwd");
+        ck_assert_str_eq(fi->symlink_target, "/etc/login.defs");
         sbx_file_info_free(fi);
         /* The listing of the workspace shows the links, not their targets. */
         ck_assert_int_eq(sbx_list_dir(c, "esc", "/workspace", 0, &l), SBX_OK);
@@ -250,7 +252,7 @@ START_TEST(planted_symlinks_do_not_escape) {
         free(secret);
         secret = host_read(secret_path, &secret_len);
         ck_assert_mem_eq(secret, "HOST-SECRET-0123456789", secret_len);
-        passwd_after = host_read("/etc/passwd", &pa_len);
+        passwd_after = host_read("/etc/login.defs", &pa_len);
         ck_assert_uint_eq(pa_len, pb_len);
         ck_assert_mem_eq(passwd_after, passwd_before, pa_len);
         free(shadow);
@@ -258,8 +260,8 @@ START_TEST(planted_symlinks_do_not_escape) {
         ck_assert_uint_eq(secret_len, shadow_len);
         /* A remove through a link removes the link. */
         ck_assert_int_eq(sbx_remove(c, "esc", "passwd", 0), SBX_OK);
-        ck_assert_int_eq(access("/etc/passwd", F_OK), 0);
-        r = must_read(c, "esc", "/etc/passwd", 0, 0);
+        ck_assert_int_eq(access("/etc/login.defs", F_OK), 0);
+        r = must_read(c, "esc", "/etc/login.defs", 0, 0);
         ck_assert_uint_eq(r->len, pb_len);
         sbx_read_result_free(r);
         free(shadow);
@@ -353,18 +355,18 @@ START_TEST(read_only_paths) {
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         free(it_create(c, "ro"));
-        before = host_read("/etc/passwd", &bl);
+        before = host_read("/etc/login.defs", &bl);
         ck_assert_int_eq(sbx_write(c, "ro", "/etc/x", "x", 1, 0, 0), SBX_READ_ONLY);
         ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "read-only"));
         ck_assert_int_eq(access("/etc/x", F_OK), -1);
-        ck_assert_int_eq(sbx_write(c, "ro", "/etc/passwd", "x", 1, 0, 0), SBX_READ_ONLY);
-        ck_assert_int_eq(sbx_write(c, "ro", "/etc/passwd", "x", 1, 0, SBX_WRITE_APPEND),
+        ck_assert_int_eq(sbx_write(c, "ro", "/etc/login.defs", "x", 1, 0, 0), SBX_READ_ONLY);
+        ck_assert_int_eq(sbx_write(c, "ro", "/etc/login.defs", "x", 1, 0, SBX_WRITE_APPEND),
                          SBX_READ_ONLY);
         ck_assert_int_eq(sbx_write(c, "ro", "/usr/x/y", "x", 1, 0, SBX_WRITE_CREATE_PARENTS),
                          SBX_READ_ONLY);
         ck_assert_int_eq(sbx_mkdir(c, "ro", "/usr/newdir", 0755, 0), SBX_READ_ONLY);
-        ck_assert_int_eq(sbx_remove(c, "ro", "/etc/passwd", 0), SBX_READ_ONLY);
-        after = host_read("/etc/passwd", &al);
+        ck_assert_int_eq(sbx_remove(c, "ro", "/etc/login.defs", 0), SBX_READ_ONLY);
+        after = host_read("/etc/login.defs", &al);
         ck_assert_uint_eq(al, bl);
         ck_assert_mem_eq(after, before, al);
         /* /tmp is the sandbox's own and writable. */
@@ -766,8 +768,9 @@ START_TEST(huge_directory) {
 }
 END_TEST
 
-/* Every file operation on an ended sandbox is UNAVAILABLE. */
-START_TEST(terminated_sandbox_unavailable) {
+/* Every file operation on an ended sandbox is SANDBOX_ENDED (terminal), not
+ * UNAVAILABLE (the daemon out of reach, transient). */
+START_TEST(terminated_sandbox_ended) {
         struct it_daemon d;
         sbx_client *c;
         struct sbx_read_result *r = NULL;
@@ -779,18 +782,18 @@ START_TEST(terminated_sandbox_unavailable) {
         free(it_create(c, "gone"));
         must_write(c, "gone", "f", "x", 1, 0);
         ck_assert_int_eq(sbx_terminate(c, "gone", NULL), SBX_OK);
-        ck_assert_int_eq(sbx_read(c, "gone", "f", 0, 0, &r), SBX_UNAVAILABLE);
-        ck_assert_int_eq(sbx_write(c, "gone", "f", "x", 1, 0, 0), SBX_UNAVAILABLE);
-        ck_assert_int_eq(sbx_list_dir(c, "gone", "/workspace", 0, &l), SBX_UNAVAILABLE);
-        ck_assert_int_eq(sbx_stat(c, "gone", "f", &fi), SBX_UNAVAILABLE);
-        ck_assert_int_eq(sbx_mkdir(c, "gone", "d", 0755, 0), SBX_UNAVAILABLE);
-        ck_assert_int_eq(sbx_remove(c, "gone", "f", 0), SBX_UNAVAILABLE);
+        ck_assert_int_eq(sbx_read(c, "gone", "f", 0, 0, &r), SBX_SANDBOX_ENDED);
+        ck_assert_int_eq(sbx_write(c, "gone", "f", "x", 1, 0, 0), SBX_SANDBOX_ENDED);
+        ck_assert_int_eq(sbx_list_dir(c, "gone", "/workspace", 0, &l), SBX_SANDBOX_ENDED);
+        ck_assert_int_eq(sbx_stat(c, "gone", "f", &fi), SBX_SANDBOX_ENDED);
+        ck_assert_int_eq(sbx_mkdir(c, "gone", "d", 0755, 0), SBX_SANDBOX_ENDED);
+        ck_assert_int_eq(sbx_remove(c, "gone", "f", 0), SBX_SANDBOX_ENDED);
         ck_assert_int_eq(sbx_read(c, "never", "f", 0, 0, &r), SBX_NOT_FOUND);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
         /* The refusals are on record too (the write before the end, and six after). */
         ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM fileops WHERE sandbox_id = "
-                                             "'gone' AND result = 'UNAVAILABLE'"),
+                                             "'gone' AND result = 'SANDBOX_ENDED'"),
                          6);
 }
 END_TEST
@@ -1173,7 +1176,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, names_and_write_rules);
         tcase_add_test(tc, raw_frames_nul_and_not_ready);
         tcase_add_test(tc, huge_directory);
-        tcase_add_test(tc, terminated_sandbox_unavailable);
+        tcase_add_test(tc, terminated_sandbox_ended);
         tcase_add_test(tc, sandbox_user_permissions_and_ownership);
         tcase_add_test(tc, denied_paths_not_found);
         tcase_add_test(tc, mkdir_and_remove);

@@ -406,6 +406,67 @@ START_TEST(cap_above_the_maximum_is_refused_before_running) {
 }
 END_TEST
 
+
+/* ---- an ended sandbox has a code of its own ------------------------------------------ */
+
+/* Every request on an ended sandbox (terminated, or expired at its deadline) is
+ * SANDBOX_ENDED, which callers must not retry; a daemon out of reach is UNAVAILABLE
+ * with the errno of the failure. */
+START_TEST(ended_sandbox_is_sandbox_ended_not_unavailable) {
+        static const char *const ids[] = {"ends", "expires"};
+        struct it_daemon d;
+        struct sbx_create_opts co;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_result *r = NULL;
+        struct sbx_exec_opts o;
+        sbx_client *c;
+        size_t i;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        free(it_create(c, "ends"));
+        sbx_create_opts_init(&co);
+        co.id = "expires";
+        co.timeout_ms = 300;
+        ck_assert_int_eq(sbx_create(c, &co, &sb), SBX_OK);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(sbx_terminate(c, "ends", NULL), SBX_OK);
+        t0 = it_now_ms();
+        for (;;) {
+                ck_assert_int_eq(sbx_get(c, "expires", &sb), SBX_OK);
+                if (sb->state == SBX_STATE_EXPIRED)
+                        break;
+                sbx_sandbox_free(sb);
+                ck_assert_double_lt(it_now_ms() - t0, 10000);
+                usleep(50000);
+        }
+        sbx_sandbox_free(sb);
+        sbx_exec_opts_init(&o);
+        o.shell = "true";
+        for (i = 0; i < 2; i++) {
+                ck_assert_int_eq(sbx_exec(c, ids[i], &o, &r), SBX_SANDBOX_ENDED);
+                ck_assert_ptr_null(r);
+                ck_assert_msg(strstr(sbx_error_message(c), "has ended"), "%s",
+                              sbx_error_message(c));
+                ck_assert_int_eq(sbx_errno(c), 0);
+                ck_assert_int_eq(sbx_cancel(c, ids[i], "c-1"), SBX_SANDBOX_ENDED);
+                ck_assert_int_eq(sbx_signal(c, ids[i], "c-1", SIGINT), SBX_SANDBOX_ENDED);
+                ck_assert_int_eq(sbx_set_timeout(c, ids[i], 60000, NULL), SBX_SANDBOX_ENDED);
+                ck_assert_int_eq(sbx_mkdir(c, ids[i], "d", 0, 0), SBX_SANDBOX_ENDED);
+                /* Reading its record and terminating it again are fine. */
+                ck_assert_int_eq(sbx_get(c, ids[i], &sb), SBX_OK);
+                sbx_sandbox_free(sb);
+                ck_assert_int_eq(sbx_terminate(c, ids[i], NULL), SBX_OK);
+        }
+        ck_assert_int_eq(sbx_exec(c, "never-was", &o, &r), SBX_NOT_FOUND);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert_int_eq(sbx_get(c, "ends", &sb), SBX_UNAVAILABLE);
+        ck_assert_int_ne(sbx_errno(c), 0);
+        sbx_close(c);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("results");
         TCase *tc = tcase_create("results");
@@ -417,6 +478,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, result_at_the_maximum_caps_comes_back);
         tcase_add_test(tc, result_larger_than_a_small_frame_comes_back);
         tcase_add_test(tc, cap_above_the_maximum_is_refused_before_running);
+        tcase_add_test(tc, ended_sandbox_is_sandbox_ended_not_unavailable);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -279,6 +279,7 @@ class ErrorMappingTest(unittest.TestCase):
         sbx.Code.UNAVAILABLE: (sbx.Unavailable, ConnectionError),
         sbx.Code.UNIMPLEMENTED: (sbx.Unimplemented, NotImplementedError),
         sbx.Code.INTERNAL: (sbx.Internal, sbx.SbxError),
+        sbx.Code.SANDBOX_ENDED: (sbx.SandboxEnded, sbx.SbxError),
     }
 
     def test_every_code(self) -> None:
@@ -296,11 +297,16 @@ class ErrorMappingTest(unittest.TestCase):
             with self.assertRaises(cls):
                 raise e
 
-    def test_unavailable_from_the_daemon_is_sandbox_ended(self) -> None:
-        e = sbx.error_from_code(9, "sandbox 'x' has ended", 0)
+    def test_sandbox_ended_is_terminal_not_unavailable(self) -> None:
+        e = sbx.error_from_code(12, "sandbox 'x' has ended", 0)
         self.assertIs(type(e), sbx.SandboxEnded)
-        self.assertIsInstance(e, sbx.Unavailable)
-        self.assertEqual(e.code, sbx.Code.UNAVAILABLE)
+        self.assertEqual(e.code, sbx.Code.SANDBOX_ENDED)
+        # Retry logic catches Unavailable / ConnectionError: an ended sandbox must not
+        # be caught there.
+        self.assertNotIsInstance(e, sbx.Unavailable)
+        self.assertNotIsInstance(e, ConnectionError)
+        # UNAVAILABLE is the daemon out of reach, whatever the errno.
+        self.assertIs(type(sbx.error_from_code(9, "busy", 0)), sbx.Unavailable)
         self.assertIs(type(sbx.error_from_code(9, "lost", errno.ECONNRESET)), sbx.Unavailable)
 
     def test_unknown_and_ok(self) -> None:
@@ -598,7 +604,8 @@ class SandboxTest(DaemonTest):
         self.assertEqual(self.client.get(sid).state, sbx.State.TERMINATED)
         with self.assertRaisesRegex(sbx.SandboxEnded, "has ended") as cm:
             sb.run("true")
-        self.assertEqual(cm.exception.code, sbx.Code.UNAVAILABLE)
+        self.assertEqual(cm.exception.code, sbx.Code.SANDBOX_ENDED)
+        self.assertNotIsInstance(cm.exception, sbx.Unavailable)
         self.assertEqual(cm.exception.errno, 0)
         for call in (lambda: sb.read_file("x"), lambda: sb.write_file("x", "y"),
                      lambda: sb.list_directory(), lambda: sb.stat("/"), lambda: sb.mkdir("d"),

@@ -31,7 +31,8 @@ Errors: every failure raises a subclass of :class:`SbxError`, which carries ``co
 (:class:`Code`), ``message`` (the daemon's actionable one-liner) and ``errno``:
 ``InvalidArgument``, ``NotFound``, ``AlreadyExists``, ``PermissionDenied``,
 ``ResourceExhausted``, ``FailedPrecondition``, ``ReadOnly``, ``TooLarge``,
-``Unavailable`` (daemon unreachable) with its subclass ``SandboxEnded``,
+``Unavailable`` (daemon unreachable: transient, retry later), ``SandboxEnded`` (the
+sandbox will never serve again: terminal, stop; not an ``Unavailable``),
 ``Unimplemented``, ``Internal``. A command that fails or times out is *not* an
 exception: ``run`` returns its result with ``exit_code``/``timed_out`` set, as agent
 tools want. ``run(..., check=True)`` (or ``result.check()``) raises ``Timeout`` or

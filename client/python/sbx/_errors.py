@@ -120,16 +120,21 @@ class TooLarge(SbxError):
 
 class Unavailable(SbxError, ConnectionError):
     """The daemon cannot be reached (``errno`` says why; ``ETIMEDOUT`` when the call
-    timeout passed), or the sandbox is gone (then it is :class:`SandboxEnded`)."""
+    timeout passed) or cannot serve now: transient, a later call may succeed."""
 
     default_code = Code.UNAVAILABLE
 
 
-class SandboxEnded(Unavailable):
-    """The sandbox has ended (terminated, expired, failed or lost): create a new one.
+class SandboxEnded(SbxError):
+    """The sandbox has ended (terminated, expired, failed or lost) or is ending: it will
+    never serve again. Terminal: stop, do not retry; create a new sandbox.
 
-    Raised when the daemon itself answers UNAVAILABLE (``errno`` 0), and by ``check=True``
-    for a command whose sandbox ended while it ran."""
+    Raised for the daemon's SANDBOX_ENDED, and by ``check=True`` for a command whose
+    sandbox ended while it ran. Deliberately not an :class:`Unavailable` (nor a
+    ``ConnectionError``): code that retries on those, as it should for a daemon that is
+    restarting, would retry an ended sandbox forever."""
+
+    default_code = Code.SANDBOX_ENDED
 
 
 class Unimplemented(SbxError, NotImplementedError):
@@ -175,6 +180,7 @@ _BY_CODE: Dict[Code, Type[SbxError]] = {
     Code.UNAVAILABLE: Unavailable,
     Code.UNIMPLEMENTED: Unimplemented,
     Code.INTERNAL: Internal,
+    Code.SANDBOX_ENDED: SandboxEnded,
 }
 
 
@@ -182,15 +188,12 @@ def error_from_code(
     code: int, message: str, errno: int = 0, result: Optional["Result"] = None
 ) -> SbxError:
     """The exception for a failed call: ``code`` (an ``enum sbx_code``), the message and
-    errno libsbx gave. UNAVAILABLE with errno 0 (the daemon's own answer, not a
-    connection failure) is :class:`SandboxEnded`. A code this binding does not know
-    becomes :class:`Internal` (its number is kept in the message)."""
+    errno libsbx gave. A code this binding does not know becomes :class:`Internal` (its
+    number is kept in the message)."""
     try:
         c = Code(code)
     except ValueError:
         return Internal(f"unknown status code {code}: {message}", errno=errno, result=result)
     if c == Code.OK:
         raise ValueError("error_from_code: OK is not an error")
-    if c == Code.UNAVAILABLE and errno == 0:
-        return SandboxEnded(message, errno=errno, result=result)
     return _BY_CODE[c](message, errno=errno, result=result)

@@ -52,6 +52,7 @@ class Code(enum.IntEnum):
     UNAVAILABLE = 9
     UNIMPLEMENTED = 10
     INTERNAL = 11
+    SANDBOX_ENDED = 12
 
     def __str__(self) -> str:
         return self.name
