@@ -146,6 +146,16 @@ static bool id_valid(const char *id) {
         return n >= 1 && n <= SBX_ID_MAX_BYTES;
 }
 
+/* A call given NULL where it needs a pointer: SBX_INVALID_ARGUMENT, with its own message
+ * on c when there is a c (the previous call's message must not stand for this one). */
+static enum sbx_code null_arg(sbx_client *c, const char *fn, const char *what) {
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                    "%s() was given NULL for %s; pass the address of a pointer for the result",
+                    fn, what);
+}
+
 /* Checks the sandbox ID argument of a call; fills the error on c when it is bad. */
 static enum sbx_code check_id(sbx_client *c, const char *id) {
         if (!id)
@@ -940,7 +950,8 @@ static enum sbx_code connect_fail(sbx_client *c, int err) {
         switch (err) {
         case ENOENT:
         case ECONNREFUSED:
-                hint = " (is sbxd running? start it with `sbxd` or `systemctl start sbxd`)";
+                hint = " (is sbxd running? start it with `make run` in its source tree, "
+                       "`sbxd`, or `systemctl start sbxd`)";
                 break;
         case EACCES:
         case EPERM:
@@ -1084,7 +1095,7 @@ enum sbx_code sbx_hello(sbx_client *c, struct sbx_hello **ret) {
         enum sbx_code rc;
 
         if (!c || !ret)
-                return SBX_INVALID_ARGUMENT;
+                return null_arg(c, __func__, "ret");
         *ret = NULL;
         if (!c->hello && c->fd < 0) {
                 rc = do_connect(c);
@@ -1135,7 +1146,7 @@ enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct 
         enum sbx_code rc;
 
         if (!c || !ret)
-                return SBX_INVALID_ARGUMENT;
+                return null_arg(c, __func__, "ret");
         *ret = NULL;
         clear_error(c);
         if (!o) {
@@ -1280,7 +1291,7 @@ static enum sbx_code id_call(sbx_client *c, const char *id, bool terminate,
 
 enum sbx_code sbx_get(sbx_client *c, const char *id, struct sbx_sandbox **ret) {
         if (!ret)
-                return SBX_INVALID_ARGUMENT;
+                return null_arg(c, __func__, "ret");
         return id_call(c, id, false, ret);
 }
 
@@ -1325,7 +1336,7 @@ enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
         enum sbx_code rc;
 
         if (!c || !ret)
-                return SBX_INVALID_ARGUMENT;
+                return null_arg(c, __func__, "ret");
         *ret = NULL;
         clear_error(c);
         if (opts) {
@@ -1461,7 +1472,7 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
         enum sbx_code rc;
 
         if (!c || !ret)
-                return SBX_INVALID_ARGUMENT;
+                return null_arg(c, __func__, "ret");
         *ret = NULL;
         clear_error(c);
         if (check_id(c, id) != SBX_OK)
@@ -1475,6 +1486,9 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
         if (!strs_valid(o->argv, o->argc) || !strs_valid(o->env, o->n_env) ||
             (o->stdin_len && !o->stdin_data))
                 return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "a NULL entry in the command options");
+        if (o->stdin_stream && o->stdin_fd < 0)
+                return fail(c, SBX_INVALID_ARGUMENT, EBADF,
+                            "stdin_stream is set but stdin_fd is %d, not a descriptor", o->stdin_fd);
 
         rc_msg.sandbox_id = unconst(id);
         rc_msg.n_argv = o->argc;
@@ -1657,7 +1671,7 @@ enum sbx_code sbx_read(sbx_client *c, const char *id, const char *path, uint64_t
         enum sbx_code rc;
 
         if (!c || !ret)
-                return SBX_INVALID_ARGUMENT;
+                return null_arg(c, __func__, "ret");
         *ret = NULL;
         clear_error(c);
         if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
@@ -1743,7 +1757,7 @@ enum sbx_code sbx_list_dir(sbx_client *c, const char *id, const char *path, uint
         enum sbx_code rc;
 
         if (!c || !ret)
-                return SBX_INVALID_ARGUMENT;
+                return null_arg(c, __func__, "ret");
         *ret = NULL;
         clear_error(c);
         if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
@@ -1789,7 +1803,7 @@ enum sbx_code sbx_stat(sbx_client *c, const char *id, const char *path,
         enum sbx_code rc;
 
         if (!c || !ret)
-                return SBX_INVALID_ARGUMENT;
+                return null_arg(c, __func__, "ret");
         *ret = NULL;
         clear_error(c);
         if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
@@ -1869,7 +1883,7 @@ enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uin
         enum sbx_code rc;
 
         if (!c || !ret)
-                return SBX_INVALID_ARGUMENT;
+                return null_arg(c, __func__, "ret");
         *ret = NULL;
         clear_error(c);
         if (check_id(c, id) != SBX_OK)

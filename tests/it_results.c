@@ -467,6 +467,112 @@ START_TEST(ended_sandbox_is_sandbox_ended_not_unavailable) {
 }
 END_TEST
 
+
+/* ---- a misused call says what is wrong with it ------------------------------------ */
+
+/* Sets a failure on c that the misused calls below must not repeat. */
+static void fail_first(sbx_client *c) {
+        struct sbx_sandbox *sb = NULL;
+        ck_assert_int_eq(sbx_get(c, "no-such-box", &sb), SBX_NOT_FOUND);
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "no-such-box"));
+}
+
+/* Asserts that the last call on c failed with its own message naming fn and what. */
+static void assert_own_message(sbx_client *c, enum sbx_code rc, const char *fn,
+                               const char *what) {
+        const char *m = sbx_error_message(c);
+        ck_assert_int_eq(rc, SBX_INVALID_ARGUMENT);
+        ck_assert_msg(!strstr(m, "no-such-box"), "%s repeats the previous message: %s", fn, m);
+        ck_assert_msg(strstr(m, fn) || strstr(m, what), "%s: '%s' says neither %s nor %s", fn,
+                      m, fn, what);
+        ck_assert_int_ne(sbx_errno(c), 0);
+}
+
+/* sbx_exec(c, id, &o, NULL) and the like fail with their own message, not the previous
+ * call's; so do bad options. The connection stays usable. */
+START_TEST(misuse_reports_its_own_error) {
+        struct it_daemon d;
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = "true";
+#define MISUSE(call, fn, what)                                                               \
+        do {                                                                                 \
+                fail_first(c);                                                               \
+                assert_own_message(c, call, fn, what);                                       \
+        } while (0)
+        MISUSE(sbx_exec(c, id, &o, NULL), "sbx_exec", "ret");
+        MISUSE(sbx_exec(c, NULL, &o, &r), "sbx_exec", "sandbox ID");
+        MISUSE(sbx_exec(c, id, NULL, &r), "sbx_exec", "options");
+        MISUSE(sbx_get(c, id, NULL), "sbx_get", "ret");
+        MISUSE(sbx_hello(c, NULL), "sbx_hello", "ret");
+        MISUSE(sbx_create(c, NULL, NULL), "sbx_create", "ret");
+        MISUSE(sbx_list(c, NULL, NULL), "sbx_list", "ret");
+        MISUSE(sbx_read(c, id, "f", 0, 0, NULL), "sbx_read", "ret");
+        MISUSE(sbx_read(c, id, NULL, 0, 0, (struct sbx_read_result **)&r), "sbx_read", "path");
+        MISUSE(sbx_list_dir(c, id, "/", 0, NULL), "sbx_list_dir", "ret");
+        MISUSE(sbx_stat(c, id, "/", NULL), "sbx_stat", "ret");
+        MISUSE(sbx_history(c, id, 0, 0, NULL), "sbx_history", "ret");
+        MISUSE(sbx_cancel(c, id, NULL), "sbx_cancel", "command ID");
+        MISUSE(sbx_signal(c, id, "", SIGINT), "sbx_signal", "command ID");
+        o.stdin_stream = 1;
+        o.stdin_fd = -1;
+        MISUSE(sbx_exec(c, id, &o, &r), "sbx_exec", "stdin_fd");
+        o.stdin_stream = 0;
+        o.argv = NULL;
+        o.argc = 2;
+        MISUSE(sbx_exec(c, id, &o, &r), "sbx_exec", "argv");
+#undef MISUSE
+        ck_assert_ptr_null(r);
+        /* NULL client: the code, and a message that says so. */
+        ck_assert_int_eq(sbx_exec(NULL, id, &o, &r), SBX_INVALID_ARGUMENT);
+        ck_assert_str_ne(sbx_error_message(NULL), "");
+        /* Still usable, and a success clears the message. */
+        o.argc = 0;
+        r = it_sh(c, id, 10000, "echo fine");
+        ck_assert_str_eq((const char *)r->stdout_data, "fine\n");
+        sbx_result_free(r);
+        ck_assert_str_eq(sbx_error_message(c), "");
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The messages a user acts on: where to start sbxd from (a source tree too), and the
+ * field names of file errors exactly as sbx maps them to its flags. */
+START_TEST(messages_name_what_to_do) {
+        char path[700];
+        struct it_daemon d;
+        sbx_client *c = NULL;
+        char *id;
+
+        snprintf(path, sizeof(path), "%s/nothing.sock", it_base_dir());
+        ck_assert_int_eq(sbx_connect(path, "t", &c), SBX_UNAVAILABLE);
+        ck_assert_msg(strstr(sbx_error_message(c), "`make run` in its source tree") &&
+                              strstr(sbx_error_message(c), "`systemctl start sbxd`"),
+                      "%s", sbx_error_message(c));
+        sbx_close(c);
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        ck_assert_int_eq(sbx_write(c, id, "/workspace/no/dir/f", "x", 1, 0, 0), SBX_NOT_FOUND);
+        ck_assert_msg(strstr(sbx_error_message(c), "pass create_parents to make it"), "%s",
+                      sbx_error_message(c));
+        ck_assert_int_eq(sbx_mkdir(c, id, "/workspace", 0, 0), SBX_ALREADY_EXISTS);
+        ck_assert_msg(strstr(sbx_error_message(c), "pass parents"), "%s", sbx_error_message(c));
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("results");
         TCase *tc = tcase_create("results");
@@ -479,6 +585,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, result_larger_than_a_small_frame_comes_back);
         tcase_add_test(tc, cap_above_the_maximum_is_refused_before_running);
         tcase_add_test(tc, ended_sandbox_is_sandbox_ended_not_unavailable);
+        tcase_add_test(tc, misuse_reports_its_own_error);
+        tcase_add_test(tc, messages_name_what_to_do);
         suite_add_tcase(s, tc);
         return s;
 }
