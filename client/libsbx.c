@@ -1410,10 +1410,13 @@ enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
 
 /* Output collected by the library when it comes in chunks but the caller gave no
  * on_output callback (streamed for stdin_stream or on_started, or a result too large
- * for one frame): the tail of each stream. */
+ * for one frame): the tail of each stream, at most limit bytes, in a ring of that size
+ * (allocated at the first chunk), so that keeping the tail of a long stream costs each
+ * byte one copy. */
 struct collected {
         uint8_t *b[3];
         size_t len[3], limit[3];
+        size_t head[3]; /* where the next byte goes; once len == limit, the oldest byte */
         bool truncated[3];
         bool oom;
 };
@@ -1424,18 +1427,9 @@ static void collect_output(void *ud, enum sbx_stream stream, uint64_t offset, co
         int i = stream == SBX_STDERR ? 2 : 1;
         const uint8_t *p = data;
         size_t keep = k->limit[i];
-        if (len >= keep) {
-                if (len > keep || k->len[i] > 0)
-                        k->truncated[i] = true;
-                p += len - keep;
-                len = keep;
-                k->len[i] = 0;
-        } else if (k->len[i] + len > keep) {
-                size_t drop = k->len[i] + len - keep;
-                memmove(k->b[i], k->b[i] + drop, k->len[i] - drop);
-                k->len[i] -= drop;
-                k->truncated[i] = true;
-        }
+
+        if (len == 0 || keep == 0 || k->oom)
+                return;
         if (!k->b[i]) {
                 k->b[i] = malloc(keep + 1);
                 if (!k->b[i]) {
@@ -1443,20 +1437,52 @@ static void collect_output(void *ud, enum sbx_stream stream, uint64_t offset, co
                         return;
                 }
         }
-        memcpy(k->b[i] + k->len[i], p, len);
-        k->len[i] += len;
+        if (len >= keep) {
+                /* The chunk alone fills the ring: its end is the tail. */
+                k->truncated[i] = k->truncated[i] || len > keep || k->len[i] > 0;
+                memcpy(k->b[i], p + len - keep, keep);
+                k->len[i] = keep;
+                k->head[i] = 0;
+                return;
+        }
+        if (k->len[i] + len > keep)
+                k->truncated[i] = true;
+        while (len > 0) {
+                size_t room = keep - k->head[i], n = len < room ? len : room;
+                memcpy(k->b[i] + k->head[i], p, n);
+                k->head[i] = (k->head[i] + n) % keep;
+                k->len[i] = k->len[i] + n > keep ? keep : k->len[i] + n;
+                p += n;
+                len -= n;
+        }
 }
 
-/* Moves collected stream i into the result's buffer. */
-static void take_collected(struct collected *k, int i, uint8_t **data, size_t *len, int *truncated) {
-        if (!k->b[i])
-                return;
+/* Moves collected stream i into the result's buffer (its bytes in order, NUL-terminated).
+ * 0, or -ENOMEM (the result keeps what it had). */
+static int take_collected(struct collected *k, int i, uint8_t **data, size_t *len,
+                          int *truncated) {
+        uint8_t *b = k->b[i];
+        size_t n = k->len[i], h = k->head[i];
+
+        if (!b)
+                return 0;
+        if (n == k->limit[i] && h > 0) {
+                /* Wrapped: the oldest byte is at head. */
+                uint8_t *lin = malloc(n + 1);
+                if (!lin)
+                        return -ENOMEM;
+                memcpy(lin, b + h, n - h);
+                memcpy(lin + n - h, b, h);
+                free(b);
+                b = lin;
+        }
+        b[n] = '\0';
         free(*data);
-        k->b[i][k->len[i]] = '\0';
-        *data = k->b[i];
-        *len = k->len[i];
+        *data = b;
+        *len = n;
         *truncated = k->truncated[i];
         k->b[i] = NULL;
+        return 0;
 }
 
 enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
@@ -1587,18 +1613,20 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
                         sbx__v1__response__free_unpacked(resp, NULL);
                         return fail_oom(c);
                 }
-                if (resp->command_result->output_in_chunks) {
-                        /* The daemon's kept tails: its counts and flags stand. */
-                        int t_out = (*ret)->stdout_truncated, t_err = (*ret)->stderr_truncated;
-                        take_collected(&col, 1, &(*ret)->stdout_data, &(*ret)->stdout_len,
-                                       &t_out);
-                        take_collected(&col, 2, &(*ret)->stderr_data, &(*ret)->stderr_len,
-                                       &t_err);
-                } else {
-                        take_collected(&col, 1, &(*ret)->stdout_data, &(*ret)->stdout_len,
-                                       &(*ret)->stdout_truncated);
-                        take_collected(&col, 2, &(*ret)->stderr_data, &(*ret)->stderr_len,
-                                       &(*ret)->stderr_truncated);
+                /* With output_in_chunks, the daemon's kept tails: its counts and
+                 * truncation flags stand. */
+                bool chunks = resp->command_result->output_in_chunks;
+                int t_out = (*ret)->stdout_truncated, t_err = (*ret)->stderr_truncated;
+                if (take_collected(&col, 1, &(*ret)->stdout_data, &(*ret)->stdout_len,
+                                   chunks ? &t_out : &(*ret)->stdout_truncated) < 0 ||
+                    take_collected(&col, 2, &(*ret)->stderr_data, &(*ret)->stderr_len,
+                                   chunks ? &t_err : &(*ret)->stderr_truncated) < 0) {
+                        sbx_result_free(*ret);
+                        *ret = NULL;
+                        free(col.b[1]);
+                        free(col.b[2]);
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        return fail_oom(c);
                 }
         } else {
                 free(col.b[1]);

@@ -26,12 +26,28 @@
 #include "cgroup.h"
 #include "creds.h"
 #include "guard.h"
+#include "init/user.h"
 #include "protect.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
 
-/* Environment variables passed in by default: secret-free (SPEC "Policy"). */
-static char *default_inherit[] = {"PATH", "LANG", "LC_*", "TERM", "TZ"};
+/* Environment variables passed in from the daemon's own environment by default:
+ * secret-free, and only those that describe the host rather than whoever started the
+ * daemon. The locale and the time zone are the host's settings. Not PATH: the daemon's
+ * would carry its starter's directories (~/.pyenv/shims, ~/.cargo/bin: hidden inside,
+ * or meaningless there); commands get the standard PATH of command.c instead, unless
+ * the creator or the command passes one. Not TERM: commands have no terminal (a new
+ * session, pipes), and the daemon's describes the terminal it was started from. */
+static char *default_inherit[] = {"LANG", "LC_*", "TZ"};
+
+/* Environment every command gets unless its sandbox's creator sets the name, in env or
+ * by inheriting it (a command's own env overrides either): the sandbox user's name, as
+ * in its passwd entry (init/user.h), and an address that git takes for the author's and
+ * the committer's when none is configured (their name then comes from the entry's
+ * GECOS field). Not GIT_AUTHOR_NAME and its kin: those would override a
+ * `git config user.name` made inside. The .invalid domain reaches nobody (RFC 2606). */
+static const char *const default_env[] = {"USER=" USER_NAME, "LOGNAME=" USER_NAME,
+                                          "EMAIL=" USER_NAME "@sbxd.invalid"};
 
 /* The bounds of the limits a policy may set (check_limits); the messages spell them. */
 #define LIMIT_MIN_MEMORY_BYTES (4ull * 1024 * 1024)
@@ -970,6 +986,42 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
         return 0;
 }
 
+/* 1 when the inherit_environment pattern pat ("NAME", or "PREFIX*") takes the variable
+ * of the "NAME=VALUE" entry kv (as command.c matches them). */
+static int inherits(const char *pat, const char *kv) {
+        size_t n = strlen(pat), name = strcspn(kv, "=");
+
+        if (n > 0 && pat[n - 1] == '*')
+                return strncmp(kv, pat, n - 1) == 0;
+        return n == name && strncmp(kv, pat, n) == 0;
+}
+
+/* Adds to eff's env each entry of default_env whose name the creator neither sets in env
+ * nor inherits from the daemon. The array is allocated into arena. Returns 0 or -ENOMEM. */
+static int add_default_env(Sbx__V1__CreateSandbox *eff, const Sbx__V1__Policy *pol,
+                           struct strs *arena) {
+        size_t n_def = sizeof(default_env) / sizeof(default_env[0]), i, j, n = eff->n_env;
+        char **env = calloc(n + n_def + 1, sizeof(*env));
+
+        if (!env || !strs_add(arena, (char *)env))
+                return -ENOMEM;
+        for (i = 0; i < n; i++)
+                env[i] = eff->env[i];
+        for (i = 0; i < n_def; i++) {
+                size_t name = strcspn(default_env[i], "=") + 1;
+                int given = 0;
+                for (j = 0; j < eff->n_env && !given; j++)
+                        given = strncmp(eff->env[j], default_env[i], name) == 0;
+                for (j = 0; j < pol->n_inherit_environment && !given; j++)
+                        given = inherits(pol->inherit_environment[j], default_env[i]);
+                if (!given)
+                        env[n++] = (char *)(uintptr_t)default_env[i];
+        }
+        eff->env = env;
+        eff->n_env = n;
+        return 0;
+}
+
 int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id,
                      const struct caller *k, uint8_t **ret_packed, size_t *ret_len,
                      struct policy_objects *ret_objs, char *err, size_t errlen) {
@@ -994,6 +1046,8 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
         req_root = pol.root_dir && pol.root_dir[0] ? pol.root_dir : "/";
 
         r = check_plain(d, req, &eff, &pol, &lim, err, errlen);
+        if (r == 0)
+                r = add_default_env(&eff, &pol, &arena);
         if (r == 0)
                 r = open_root(d, k, &pol, &objs, err, errlen);
         if (r == 0)

@@ -407,6 +407,67 @@ START_TEST(cap_above_the_maximum_is_refused_before_running) {
 END_TEST
 
 
+/* on_started without on_output streams the command and libsbx keeps the tail itself:
+ * the bytes of the tail in order (across its ring's wrap), the flags, and at a rate that
+ * does not copy the kept tail per chunk (200 MB through a 64 MiB cap in seconds). */
+START_TEST(started_only_keeps_the_tail_in_order) {
+        enum { N = 400000 };
+        struct it_daemon d;
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        struct bg b;
+        char *expected, *p;
+        size_t elen = 0;
+        sbx_client *c;
+        char *id;
+        double t0;
+
+        expected = malloc((size_t)N * 8);
+        ck_assert_ptr_nonnull(expected);
+        for (int i = 1; i <= N; i++)
+                elen += (size_t)sprintf(expected + elen, "%d\n", i);
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        memset(&b, 0, sizeof(b));
+        sbx_exec_opts_init(&o);
+        o.shell = "seq 1 400000; echo err >&2";
+        o.timeout_ms = 60000;
+        o.max_stdout_bytes = 100000;
+        o.on_started = bg_started;
+        o.userdata = &b;
+        pthread_mutex_init(&b.mu, NULL);
+        pthread_cond_init(&b.cv, NULL);
+        ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+        ck_assert_int_eq(b.started_calls, 1);
+        ck_assert_uint_eq(r->stdout_bytes, elen);
+        ck_assert_uint_eq(r->stdout_len, 100000);
+        ck_assert(r->stdout_truncated);
+        ck_assert_mem_eq(r->stdout_data, expected + elen - 100000, 100000);
+        ck_assert_int_eq(r->stdout_data[r->stdout_len], 0);
+        ck_assert_str_eq((const char *)r->stderr_data, "err\n");
+        ck_assert(!r->stderr_truncated);
+        sbx_result_free(r);
+        /* 200 MB through the largest cap. */
+        o.shell = "head -c 200000000 /dev/zero | tr '\\0' a; printf END";
+        o.max_stdout_bytes = SBX_MAX_OUTPUT_BYTES;
+        t0 = it_now_ms();
+        ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+        ck_assert_double_lt(it_now_ms() - t0, 15000);
+        ck_assert_uint_eq(r->stdout_len, SBX_MAX_OUTPUT_BYTES);
+        ck_assert_uint_eq(r->stdout_bytes, 200000003);
+        ck_assert(r->stdout_truncated);
+        p = (char *)r->stdout_data;
+        ck_assert_str_eq(p + SBX_MAX_OUTPUT_BYTES - 3, "END");
+        ck_assert(all_of(r->stdout_data, SBX_MAX_OUTPUT_BYTES - 3, 'a'));
+        sbx_result_free(r);
+        free(expected);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* ---- an ended sandbox has a code of its own ------------------------------------------ */
 
 /* Every request on an ended sandbox (terminated, or expired at its deadline) is
@@ -584,6 +645,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, result_at_the_maximum_caps_comes_back);
         tcase_add_test(tc, result_larger_than_a_small_frame_comes_back);
         tcase_add_test(tc, cap_above_the_maximum_is_refused_before_running);
+        tcase_add_test(tc, started_only_keeps_the_tail_in_order);
         tcase_add_test(tc, ended_sandbox_is_sandbox_ended_not_unavailable);
         tcase_add_test(tc, misuse_reports_its_own_error);
         tcase_add_test(tc, messages_name_what_to_do);
