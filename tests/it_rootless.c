@@ -425,6 +425,39 @@ START_TEST(test_rootless_replaced_secret_hidden_again) {
 }
 END_TEST
 
+/* The sandbox user has a name rootless too: uid 0 of the sandbox's user namespace is
+ * "sandbox" (its entry first, so that getpwuid finds it), with home /workspace, while
+ * the host's "root" entry stays for the tools that look root up by name; git commits
+ * with the default identity (issue 16, item 13). */
+START_TEST(test_rootless_user_has_a_name) {
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        char *out;
+        int rc;
+        sbx_client *c;
+
+        c = start_rootless(&d);
+        sb = create_sb(&d, c, NULL);
+        out = sh_out(c, sb->id, "whoami; id -un; id -gn; echo ~; head -n 1 /etc/passwd; "
+                                "getent passwd root | cut -d: -f1,3",
+                     &rc);
+        ck_assert_int_eq(rc, 0);
+        ck_assert_str_eq(out, "sandbox\nsandbox\nsandbox\n/workspace\n"
+                              "sandbox:x:0:0:sandbox:/workspace:/bin/bash\nroot:0\n");
+        free(out);
+        out = sh_out(c, sb->id, "cd /workspace && git init -q r && cd r && "
+                                "git commit -q --allow-empty -m one && git log --format='%an <%ae>'",
+                     &rc);
+        ck_assert_int_eq(rc, 0);
+        ck_assert_str_eq(out, "sandbox <sandbox@sbxd.invalid>\n");
+        free(out);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        stop_ok(&d);
+}
+END_TEST
+
 static TCase *add(Suite *s, const char *name, const TTest *test) {
         TCase *tc = tcase_create(name);
 
@@ -442,6 +475,7 @@ static Suite *make_suite(void) {
         add(s, "confined", test_rootless_confined);
         add(s, "setsid_terminate", test_rootless_setsid_dies_at_terminate);
         add(s, "limits_warned", test_rootless_limits_warned);
+        add(s, "user_has_a_name", test_rootless_user_has_a_name);
         tcase_add_unchecked_fixture(add(s, "replaced_secret",
                                         test_rootless_replaced_secret_hidden_again),
                                     secret_dir_setup, secret_dir_teardown);

@@ -37,6 +37,7 @@
 #include "ns.h"
 #include "serve.h"
 #include "spawn.h"
+#include "user.h"
 #include "util.h"
 
 /* The uid/gid of commands in root mode when Setup names none: never root by accident. */
@@ -405,6 +406,7 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         struct mnt_config mc;
         struct mnt_object objs[SBX_MAX_POLICY_PATHS + 1];
         struct mnt_file files[SBX_MAX_POLICY_PATHS];
+        struct user_config user;
         struct pollfd pfd;
         int32_t host_pid = 0;
         ssize_t n;
@@ -497,6 +499,10 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         }
         mc.protected_files = files;
         mc.n_protected_files = s->n_protected_files;
+        user.keep_groups = s->has_rootless && s->rootless;
+        user.uid = user.keep_groups ? 0 : mc.run_uid; /* rootless: see step 7 */
+        user.gid = user.keep_groups ? 0 : mc.run_gid;
+        mc.user = &user;
         if (mnt_build_view(&mc, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
 

@@ -1130,7 +1130,7 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
         if (r < 0)
                 goto out;
 
-        /* 10. Let go of the host's tree, then freeze the root and /dev. */
+        /* 10. Let go of the host's tree. */
         sources_close(&src);
         memset(&src, 0, sizeof(src));
         src.root_fd = src.ws_fd = src.userns_fd = -1;
@@ -1142,6 +1142,15 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
                 r = util_fail(err, errno, NULL, "rmdir " OLDROOT);
                 goto out;
         }
+
+        /* 11. The commands' user gets a name, from what the view holds now. */
+        if (cfg->user) {
+                r = user_install(cfg->user, err, warn);
+                if (r < 0)
+                        goto out;
+        }
+
+        /* 12. Freeze the root and /dev. */
         r = mnt_set_attr("/dev", MNT_RDONLY, false);
         if (r < 0) {
                 r = util_fail(err, r, NULL, "make /dev read-only");

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "user.h"
 #include "util.h"
 
 /* A host object by identity, as the daemon opened it for the caller (init.proto). */
@@ -56,6 +57,8 @@ struct mnt_config {
         /* The same for files (0644, with their content). */
         const struct mnt_file *protected_files;
         size_t n_protected_files;
+        /* The commands' user, given a name in the view (user.h); NULL: none. */
+        const struct user_config *user;
 };
 
 /* Builds the view and makes it the root of the calling process (and of every process
@@ -87,6 +90,8 @@ struct mnt_config {
  * the view, as a command would resolve them; a denied or protected path that does not
  * exist there, or that no command could reach (a directory on the way PID 1 may not
  * search), is skipped; a writable path that does not exist on the host is an error.
+ * Last, with user set, the view's /etc/passwd and /etc/group get the commands' user
+ * (user_install).
  * Every mount is private: nothing mounted on the host later shows up inside.
  *
  * Call from PID 1 of a new PID namespace, after unshare(CLONE_NEWNS), single-threaded.

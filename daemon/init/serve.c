@@ -25,6 +25,7 @@
 #include "initmsg.h"
 #include "sbx_limits.h"
 #include "spawn.h"
+#include "user.h"
 #include "util.h"
 
 /* Commands PID 1 tracks at once. The daemon allows 16 per sandbox by default; this
@@ -373,8 +374,14 @@ static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds)
         if (cl->hostname)
                 util_log_set_sandbox(cl->hostname);
         if (cl->has_run_uid && cl->has_run_gid && !config->rootless) {
+                int r;
                 config->run_uid = cl->run_uid;
                 config->run_gid = cl->run_gid;
+                /* The name in /etc/passwd and /etc/group goes with the ids. */
+                r = user_rename(cl->run_uid, cl->run_gid);
+                if (r < 0)
+                        util_log(3, "claim: name uid %u in /etc/passwd: %s", (unsigned)cl->run_uid,
+                                 strerror(-r));
         }
         if (cl->has_adoptable && cl->adoptable && *nfds == 1 && config->adopt_fd < 0) {
                 config->adopt_fd = fds[0];
