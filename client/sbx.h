@@ -374,7 +374,9 @@ struct sbx_result {
 
 /* Runs a command in sandbox id and waits for its result. */
 /* On SBX_OK *ret is the result; with on_output set, every streamed chunk has been
- * delivered to it, in order, before sbx_exec returns. A command that never started
+ * delivered to it, in order, before sbx_exec returns. A result comes back whatever its
+ * output's size (one larger than the daemon's frame limit arrives in pieces, which the
+ * library puts together). A command that never started
  * usually comes back as SBX_OK with outcome SBX_OUTCOME_START_FAILED; when the daemon
  * instead answers with a failure status *and* a result (the schema allows it for
  * RunCommand), that status is returned and *ret is set as well: free it. In every other

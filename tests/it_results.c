@@ -249,7 +249,6 @@ START_TEST(history_shows_a_command_just_started) {
 }
 END_TEST
 
-
 /* ---- results that always come back ------------------------------------------------ */
 
 /* Runs shell with both caps at max_output and returns the result; asserts SBX_OK. */
@@ -288,8 +287,7 @@ START_TEST(result_at_the_maximum_caps_comes_back) {
         c = it_connect(&d);
         id = it_create(c, NULL);
         /* One stream over the cap: 200 MB of 'a' and a last line. */
-        r = run_capped(c, id,
-                       "head -c 200000000 /dev/zero | tr '\\0' a; echo; echo the-end",
+        r = run_capped(c, id, "head -c 200000000 /dev/zero | tr '\\0' a; echo; echo the-end",
                        SBX_MAX_OUTPUT_BYTES);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
         ck_assert_int_eq(r->exit_code, 0);
@@ -405,7 +403,6 @@ START_TEST(cap_above_the_maximum_is_refused_before_running) {
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
 END_TEST
-
 
 /* on_started without on_output streams the command and libsbx keeps the tail itself:
  * the bytes of the tail in order (across its ring's wrap), the flags, and at a rate that
@@ -528,7 +525,6 @@ START_TEST(ended_sandbox_is_sandbox_ended_not_unavailable) {
 }
 END_TEST
 
-
 /* ---- a misused call says what is wrong with it ------------------------------------ */
 
 /* Sets a failure on c that the misused calls below must not repeat. */
@@ -539,13 +535,12 @@ static void fail_first(sbx_client *c) {
 }
 
 /* Asserts that the last call on c failed with its own message naming fn and what. */
-static void assert_own_message(sbx_client *c, enum sbx_code rc, const char *fn,
-                               const char *what) {
+static void assert_own_message(sbx_client *c, enum sbx_code rc, const char *fn, const char *what) {
         const char *m = sbx_error_message(c);
         ck_assert_int_eq(rc, SBX_INVALID_ARGUMENT);
         ck_assert_msg(!strstr(m, "no-such-box"), "%s repeats the previous message: %s", fn, m);
-        ck_assert_msg(strstr(m, fn) || strstr(m, what), "%s: '%s' says neither %s nor %s", fn,
-                      m, fn, what);
+        ck_assert_msg(strstr(m, fn) || strstr(m, what), "%s: '%s' says neither %s nor %s", fn, m,
+                      fn, what);
         ck_assert_int_ne(sbx_errno(c), 0);
 }
 
@@ -563,10 +558,10 @@ START_TEST(misuse_reports_its_own_error) {
         id = it_create(c, NULL);
         sbx_exec_opts_init(&o);
         o.shell = "true";
-#define MISUSE(call, fn, what)                                                               \
-        do {                                                                                 \
-                fail_first(c);                                                               \
-                assert_own_message(c, call, fn, what);                                       \
+#define MISUSE(call, fn, what)                                                                     \
+        do {                                                                                       \
+                fail_first(c);                                                                     \
+                assert_own_message(c, call, fn, what);                                             \
         } while (0)
         MISUSE(sbx_exec(c, id, &o, NULL), "sbx_exec", "ret");
         MISUSE(sbx_exec(c, NULL, &o, &r), "sbx_exec", "sandbox ID");
