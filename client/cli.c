@@ -38,22 +38,32 @@ static const struct command commands[] = {
          "     [--max-output BYTES] [--shell] [--json] ID -- ARGV...",
          "run a command; exits with its status (128+N signal N, 124 timed out, 125 sbx\n"
          "      error, 126 cannot execute, 127 not found); --json prints the result instead"},
-        {"read", cmd_read, "read [--offset N] [--limit N] ID PATH",
-         "write the bytes of a sandbox file to stdout"},
-        {"write", cmd_write, "write [--mode OCTAL] [--parents] [--append] ID PATH",
+        {"read", cmd_read, "read [--offset N] [--limit BYTES] [--json] ID PATH",
+         "write the bytes of a sandbox file to stdout (--json: an object with them)"},
+        {"write", cmd_write, "write [--mode OCTAL] [-p|--parents] [--append] [--json] ID PATH",
          "write stdin to a sandbox file (atomically when it fits one frame; larger data\n"
          "      is written in 16 MiB chunks and only the first chunk is atomic)"},
-        {"ls", cmd_ls, "ls [--json] ID [PATH]", "list a sandbox directory (default /workspace)"},
+        {"ls", cmd_ls, "ls [--limit N] [--json] ID [PATH]",
+         "list a sandbox directory (default /workspace)"},
+        {"stat", cmd_stat, "stat [--json] ID PATH", "show one file of a sandbox"},
+        {"mkdir", cmd_mkdir, "mkdir [-p|--parents] [--mode OCTAL] ID PATH",
+         "make a directory in a sandbox (-p: and its parents, and accept one that exists)"},
+        {"rm", cmd_rm, "rm [-r|--recursive] [-f|--force] ID PATH",
+         "remove a file, or with -r a directory tree, from a sandbox (-f: a missing one\n"
+         "      is not an error)"},
         {"cp", cmd_cp, "cp SRC DST",
          "copy files or directories between the host and a sandbox; exactly\n"
          "      one side is ID:PATH (write ./a:b for a host path with a colon)"},
-        {"terminate", cmd_terminate, "terminate ID", "end a sandbox and every process in it"},
+        {"terminate", cmd_terminate, "terminate [--json] ID... | --label K=V... | --all",
+         "end sandboxes and every process in them: those named, or the live sandboxes\n"
+         "      of yours that carry every --label, or (--all) every live one of yours"},
         {"list", cmd_list, "list [--json] [--all] [--label K=V]...",
          "list sandboxes (--all: also ended ones)"},
         {"info", cmd_info, "info [--json] ID", "show a sandbox"},
-        {"set-timeout", cmd_set_timeout, "set-timeout ID SECS",
+        {"set-timeout", cmd_set_timeout, "set-timeout [--json] ID SECS",
          "move a sandbox's deadline to SECS from now"},
-        {"history", cmd_history, "history [--json] ID", "list the commands a sandbox ran"},
+        {"history", cmd_history, "history [--json] ID",
+         "list the commands a sandbox ran and runs"},
         {"doctor", cmd_doctor, "doctor [--json]",
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},
@@ -106,22 +116,59 @@ static void put_one_line(FILE *f, const char *s) {
                 fputc((unsigned char)*s < 0x20 || *s == 0x7F ? ' ' : *s, f);
 }
 
-static void verror(enum sbx_code code, const char *fmt, va_list ap) {
+/* JSON errors: on once the command was given --json (cli_json_errors); the first error
+ * of the process is then printed on stdout too, once. */
+static bool json_errors, json_error_printed;
+
+void cli_json_errors(void) {
+        json_errors = true;
+}
+
+/* {"error":{"code":"CODE","message":"..."}} on stdout. */
+static void print_json_error(enum sbx_code code, const char *m) {
+        struct json j;
+
+        json_init(&j, stdout);
+        json_begin_object(&j);
+        json_key(&j, "error");
+        json_begin_object(&j);
+        json_key(&j, "code");
+        json_string(&j, sbx_code_name(code));
+        json_key(&j, "message");
+        json_string(&j, m);
+        json_end_object(&j);
+        json_end_object(&j);
+        (void)json_finish(&j);
+        fflush(stdout);
+}
+
+static void verror(enum sbx_code code, bool json, const char *fmt, va_list ap) {
         char *m = NULL;
 
         fflush(stdout);
         if (vasprintf(&m, fmt, ap) < 0)
                 m = NULL;
+        if (json && json_errors && !json_error_printed) {
+                json_error_printed = true;
+                print_json_error(code, m ? m : "(out of memory)");
+        }
         fprintf(stderr, "sbx: %s: ", sbx_code_name(code));
         put_one_line(stderr, m ? m : "(out of memory)");
         fputc('\n', stderr);
         free(m);
 }
 
+void cli_error_line(enum sbx_code code, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        verror(code, false, fmt, ap);
+        va_end(ap);
+}
+
 int cli_error(enum sbx_code code, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
-        verror(code, fmt, ap);
+        verror(code, true, fmt, ap);
         va_end(ap);
         return CLI_EXIT_ERROR;
 }
@@ -141,7 +188,136 @@ int cli_usage_error(const char *fmt, ...) {
 
 int cli_client_error(sbx_client *c, enum sbx_code rc) {
         const char *m = sbx_error_message(c);
-        return cli_error(rc, "%s", m && *m ? m : "the call failed without a message");
+        char *w = m && *m ? cli_cli_words(m) : NULL;
+
+        cli_error(rc, "%s", w ? w : m && *m ? m : "the call failed without a message");
+        free(w);
+        return CLI_EXIT_ERROR;
+}
+
+/* ---- the daemon's words and the command line's ---------------------------------------- */
+
+/* Request fields (and phrases) of the wire protocol that messages of the daemon and of
+ * libsbx name, and the flag of sbx that sets each. A name is replaced where it stands as
+ * a whole word (not inside another name, not already after a dash). The names that are
+ * also plain words (memory) are replaced only where a message opens with them followed
+ * by a value ("memory 256 bytes is below the minimum of 4 MiB"). */
+static const struct {
+        const char *field;
+        const char *flag;
+        bool lead; /* only at the start of the message, before a number */
+} cli_words[] = {
+        {"create_parents", "--parents", false},
+        {"pass parents", "pass -p (--parents)", false},
+        {"timeout_ms", "--timeout", false},
+        {"idle_timeout_ms", "--idle-timeout", false},
+        {"max_stdout_bytes", "--max-output", false},
+        {"max_stderr_bytes", "--max-output", false},
+        {"stdin_stream", "--stdin", false},
+        {"memory_bytes", "--memory", false},
+        {"cpu_seconds", "--cpu-seconds", false},
+        {"cpu_percent", "--cpu-percent", false},
+        {"file_size_bytes", "--file-size", false},
+        {"file_size", "--file-size", false},
+        {"open_files", "--open-files", false},
+        {"tmp_bytes", "--tmp-size", false},
+        {"writable_paths", "--writable", false},
+        {"denied_read_paths", "--deny-read", false},
+        {"denied_write_paths", "--deny-write", false},
+        {"root_dir", "--root", false},
+        {"share_uids", "--share-uid", false},
+        {"share_gids", "--share-gid", false},
+        {"keep_workspace", "--keep-workspace", false},
+        {"(limit)", "(--limit)", false},
+        {"memory", "--memory", true},
+        {"processes", "--processes", true},
+        {"tmp", "--tmp-size", true},
+};
+
+static bool is_digit(char ch) {
+        return ch >= '0' && ch <= '9';
+}
+
+static bool word_char(char ch) {
+        return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+               ch == '_';
+}
+
+/* The length of the field of cli_words that starts at s[i] as a whole word, 0 if none;
+ * *ret_flag gets its flag. */
+static size_t match_field(const char *s, size_t i, const char **ret_flag) {
+        if (i > 0 && (word_char(s[i - 1]) || s[i - 1] == '-'))
+                return 0;
+        for (size_t k = 0; k < sizeof(cli_words) / sizeof(cli_words[0]); k++) {
+                size_t n = strlen(cli_words[k].field);
+                if (cli_words[k].lead && (i > 0 || s[n] != ' ' || !is_digit(s[n + 1])))
+                        continue;
+                if (strncmp(s + i, cli_words[k].field, n) == 0 && !word_char(s[i + n])) {
+                        *ret_flag = cli_words[k].flag;
+                        return n;
+                }
+        }
+        return 0;
+}
+
+/* "86400000 ms" (or "500ms") at s[i], a whole number of milliseconds: its length, and the
+ * value in *ret_ms. 0 if there is none. */
+static size_t match_ms(const char *s, size_t i, uint64_t *ret_ms) {
+        size_t j = i;
+        uint64_t v = 0;
+
+        if (i > 0 && (word_char(s[i - 1]) || s[i - 1] == '.' || s[i - 1] == '-'))
+                return 0;
+        while (is_digit(s[j])) {
+                if (v > UINT64_MAX / 10 - 9)
+                        return 0;
+                v = v * 10 + (uint64_t)(s[j] - '0');
+                j++;
+        }
+        if (j == i)
+                return 0;
+        if (s[j] == ' ')
+                j++;
+        if (s[j] != 'm' || s[j + 1] != 's' || word_char(s[j + 2]))
+                return 0;
+        *ret_ms = v;
+        return j + 2 - i;
+}
+
+char *cli_cli_words(const char *msg) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+
+        if (!f)
+                return NULL;
+        for (size_t i = 0; msg[i];) {
+                const char *flag;
+                uint64_t ms;
+                size_t n;
+
+                if ((n = match_field(msg, i, &flag))) {
+                        fputs(flag, f);
+                        i += n;
+                } else if ((n = match_ms(msg, i, &ms))) {
+                        char frac[8] = "";
+                        if (ms % 1000) {
+                                size_t e;
+                                snprintf(frac, sizeof(frac), ".%03u", (unsigned)(ms % 1000));
+                                for (e = strlen(frac); frac[e - 1] == '0'; e--)
+                                        frac[e - 1] = 0;
+                        }
+                        fprintf(f, "%llu%s s", (unsigned long long)(ms / 1000), frac);
+                        i += n;
+                } else {
+                        fputc(msg[i++], f);
+                }
+        }
+        if (fclose(f) != 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
 }
 
 void cli_warn(const char *fmt, ...) {
@@ -330,11 +506,65 @@ void cli_opts_init(struct cli_opts *p, struct cli *cli, int argc, char **argv,
         p->spec = spec;
 }
 
+/* A usage error found while parsing p: JSON as well when the command line asks for
+ * --json (before any "--") and the command takes it, since the parser may stop before it
+ * reaches that word. */
+static int opts_error(struct cli_opts *p) {
+        bool takes_json = false;
+
+        for (int k = 0; p->spec[k].name; k++)
+                if (strcmp(p->spec[k].name, "json") == 0)
+                        takes_json = true;
+        for (int i = 1; takes_json && i < p->argc && strcmp(p->argv[i], "--") != 0; i++)
+                if (strcmp(p->argv[i], "--json") == 0)
+                        cli_json_errors();
+        return CLI_OPT_ERR;
+}
+
+/* The option k of p's spec was found: its index, with JSON errors on for "json". */
+static int opts_found(struct cli_opts *p, int k) {
+        if (strcmp(p->spec[k].name, "json") == 0)
+                cli_json_errors();
+        return k;
+}
+
+/* The next option of the cluster of short options in p->shorts. */
+static int next_short(struct cli_opts *p) {
+        char ch = *p->shorts++;
+
+        for (int k = 0; p->spec[k].name; k++) {
+                const struct cli_opt *o = &p->spec[k];
+                if (o->short_name != ch)
+                        continue;
+                if (!o->has_arg) {
+                        p->arg = NULL;
+                        return opts_found(p, k);
+                }
+                if (*p->shorts) {
+                        p->arg = p->shorts; /* -m0644 */
+                } else if (p->i < p->argc) {
+                        p->arg = p->argv[p->i++];
+                } else {
+                        opts_error(p);
+                        cli_usage_error("option -%c of sbx %s needs a value", ch, p->cmd);
+                        return CLI_OPT_ERR;
+                }
+                p->shorts = NULL;
+                return opts_found(p, k);
+        }
+        opts_error(p);
+        cli_usage_error("unknown option '-%c' for sbx %s", ch, p->cmd);
+        return CLI_OPT_ERR;
+}
+
 int cli_opts_next(struct cli_opts *p) {
         for (;;) {
                 const char *w, *name, *eq;
                 size_t nlen;
 
+                if (p->shorts && *p->shorts)
+                        return next_short(p);
+                p->shorts = NULL;
                 if (p->i >= p->argc)
                         return CLI_OPT_END;
                 w = p->argv[p->i++];
@@ -350,8 +580,8 @@ int cli_opts_next(struct cli_opts *p) {
                 if (strcmp(w, "-h") == 0 || strcmp(w, "--help") == 0)
                         return CLI_OPT_HELP;
                 if (w[1] != '-') {
-                        cli_usage_error("unknown option '%s' for sbx %s", w, p->cmd);
-                        return CLI_OPT_ERR;
+                        p->shorts = w + 1;
+                        return next_short(p);
                 }
                 name = w + 2;
                 eq = strchr(name, '=');
@@ -362,6 +592,7 @@ int cli_opts_next(struct cli_opts *p) {
                         } else if (p->i < p->argc) {
                                 p->cli->socket_path = p->argv[p->i++];
                         } else {
+                                opts_error(p);
                                 cli_usage_error("option --socket of sbx %s needs a value", p->cmd);
                                 return CLI_OPT_ERR;
                         }
@@ -373,24 +604,27 @@ int cli_opts_next(struct cli_opts *p) {
                                 continue;
                         if (!o->has_arg) {
                                 if (eq) {
+                                        opts_error(p);
                                         cli_usage_error("option --%s of sbx %s takes no value",
                                                         o->name, p->cmd);
                                         return CLI_OPT_ERR;
                                 }
                                 p->arg = NULL;
-                                return k;
+                                return opts_found(p, k);
                         }
                         if (eq) {
                                 p->arg = eq + 1;
                         } else if (p->i < p->argc) {
                                 p->arg = p->argv[p->i++];
                         } else {
+                                opts_error(p);
                                 cli_usage_error("option --%s of sbx %s needs a value", o->name,
                                                 p->cmd);
                                 return CLI_OPT_ERR;
                         }
-                        return k;
+                        return opts_found(p, k);
                 }
+                opts_error(p);
                 cli_usage_error("unknown option '--%.*s' for sbx %s", (int)nlen, name, p->cmd);
                 return CLI_OPT_ERR;
         }
@@ -401,10 +635,6 @@ int cli_bad_value(const char *cmd, const char *opt, const char *value, const cha
 }
 
 /* ---- values ------------------------------------------------------------------------------ */
-
-static bool is_digit(char ch) {
-        return ch >= '0' && ch <= '9';
-}
 
 /* Parses the decimal digits at *pp into *ret (at most max); advances *pp. */
 static int parse_digits(const char **pp, uint64_t max, uint64_t *ret) {

@@ -3,7 +3,7 @@
  * The tool is split by subject: cli.c (main, option parsing, number parsing, errors,
  * help), cli_json.c (JSON through jansson, bytes rendered as valid UTF-8),
  * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_exec.c
- * (exec), cli_files.c (read, write, ls, cp), cli_doctor.c (doctor, version) and
+ * (exec, cancel), cli_files.c (read, write, ls, stat, mkdir, rm, cp), cli_doctor.c (doctor, version) and
  * cli_mcp.c with cli_mcp_tools.c (mcp, the Model Context Protocol server). Each
  * command is a function `int cmd_NAME(struct cli *, int argc, char **argv)` that
  * returns the process exit status; argv[0] is the command's name. Everything talks to
@@ -41,14 +41,30 @@ struct cli {
 
 /* ---- errors and output (cli.c) --------------------------------------------------------- */
 
-/* Prints "sbx: CODE: message" on stderr and returns CLI_EXIT_ERROR. */
+/* Prints "sbx: CODE: message" on stderr and returns CLI_EXIT_ERROR. With JSON errors
+ * on (the command was given --json), the first error of the process is also printed on
+ * stdout as {"error":{"code":"CODE","message":"message"}}. */
 __attribute__((format(printf, 2, 3))) int cli_error(enum sbx_code code, const char *fmt, ...);
+
+/* Prints "sbx: CODE: message" on stderr only, never as JSON: for a failure that a
+ * command's own JSON document reports. */
+__attribute__((format(printf, 2, 3))) void cli_error_line(enum sbx_code code, const char *fmt, ...);
 
 /* A usage error: "sbx: INVALID_ARGUMENT: message (run `sbx help` for usage)", 125. */
 __attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
 
-/* Prints the last failure of c (code rc) and returns CLI_EXIT_ERROR. */
+/* Prints the last failure of c (code rc) as cli_error does and returns CLI_EXIT_ERROR.
+ * The daemon's message is put in the CLI's words first (cli_cli_words). */
 int cli_client_error(sbx_client *c, enum sbx_code rc);
+
+/* Turns JSON errors on (see cli_error). */
+void cli_json_errors(void);
+
+/* A new copy of a message from the daemon or libsbx in the words of the command line:
+ * request field names become the flags that set them (create_parents -> --parents, one
+ * table in cli.c), and durations in milliseconds ("86400000 ms") become seconds, the
+ * unit every SECS of sbx takes. NULL when memory runs out. */
+char *cli_cli_words(const char *msg);
 
 /* Prints "sbx: warning: message" on stderr. */
 __attribute__((format(printf, 1, 2))) void cli_warn(const char *fmt, ...);
@@ -89,6 +105,8 @@ int64_t cli_now_unix_ms(void);
 struct cli_opt {
         const char *name; /* long name without "--" */
         bool has_arg;
+        char short_name; /* 0, or the letter of a short form ("-p"); short forms without a
+                            value may be clustered ("-rf") */
 };
 
 enum {
@@ -107,6 +125,7 @@ struct cli_opts {
         const struct cli_opt *spec; /* ended by an entry with name NULL */
         bool only_positional;       /* after "--" */
         bool saw_dashdash;          /* the last positional came after "--" */
+        const char *shorts;         /* the rest of a cluster of short options ("-rf") */
         const char *arg;
 };
 
@@ -115,7 +134,9 @@ void cli_opts_init(struct cli_opts *p, struct cli *cli, int argc, char **argv,
                    const struct cli_opt *spec);
 
 /* The index in spec of the next option (its value in p->arg), or a CLI_OPT_* value.
- * --socket PATH is accepted by every command and handled here. */
+ * --socket PATH is accepted by every command and handled here. An option named "json"
+ * also turns on JSON errors (cli_json_errors), and so does a usage error in a command
+ * line that holds --json for a command that takes it. */
 int cli_opts_next(struct cli_opts *p);
 
 /* ---- value parsing (cli.c); each returns 0 or -EINVAL ---------------------------------- */
@@ -177,6 +198,9 @@ void json_string(struct json *j, const char *s);
 /* Bytes as a string value: valid UTF-8 as is, each maximal invalid subsequence as one
  * U+FFFD, control characters escaped. */
 void json_bytes(struct json *j, const void *data, size_t len);
+/* The bytes in base64 (RFC 4648, padded) when they are not valid UTF-8, else null: the
+ * companion of a json_bytes text that could not carry them exactly. */
+void json_base64_unless_utf8(struct json *j, const void *data, size_t len);
 void json_int(struct json *j, int64_t v);
 void json_uint(struct json *j, uint64_t v);
 /* A number with at most `decimals` decimals, trailing zeros dropped; NaN/inf: null. */
@@ -201,6 +225,10 @@ char *cli_utf8_valid(const void *data, size_t len, size_t *ret_len);
 /* How many bytes of data[0..len) are not part of valid UTF-8 (what cli_utf8_valid
  * replaces). */
 size_t cli_utf8_invalid_bytes(const void *data, size_t len);
+
+/* data[0..len) in base64 (RFC 4648, with padding), a new NUL-terminated string; NULL
+ * when memory runs out. */
+char *cli_base64(const void *data, size_t len);
 
 /* A new jansson string of the bytes data[0..len) made valid UTF-8 as cli_utf8_valid
  * does (data NULL: an empty string). NULL when memory runs out. */
@@ -227,6 +255,10 @@ int cmd_read(struct cli *cli, int argc, char **argv);
 int cmd_write(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);
 int cmd_cp(struct cli *cli, int argc, char **argv);
+int cmd_stat(struct cli *cli, int argc, char **argv);
+int cmd_mkdir(struct cli *cli, int argc, char **argv);
+int cmd_rm(struct cli *cli, int argc, char **argv);
+int cmd_cancel(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_version(struct cli *cli, int argc, char **argv);
 int cmd_mcp(struct cli *cli, int argc, char **argv);

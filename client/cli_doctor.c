@@ -477,7 +477,7 @@ static void check_daemon(struct doctor *d, const struct sbx_hello *h) {
 
 int cmd_doctor(struct cli *cli, int argc, char **argv) {
         static const char *const names[] = {"ok", "warn", "fail"};
-        static const struct cli_opt opts[] = {{"json", false}, {NULL, false}};
+        static const struct cli_opt opts[] = {{"json", false, 0}, {NULL, false, 0}};
         /* Static, not heap: the userns probe forks, and its child must own nothing. */
         static struct doctor doc;
         struct doctor *d = &doc;
@@ -545,7 +545,7 @@ int cmd_doctor(struct cli *cli, int argc, char **argv) {
 }
 
 int cmd_version(struct cli *cli, int argc, char **argv) {
-        static const struct cli_opt none[] = {{NULL, false}};
+        static const struct cli_opt none[] = {{NULL, false, 0}};
         struct cli_opts p;
         struct sbx_hello *h = NULL;
         sbx_client *c = NULL;

@@ -19,14 +19,14 @@
 enum { E_TIMEOUT, E_CWD, E_ENV, E_STDIN, E_MAX_OUTPUT, E_SHELL, E_JSON };
 
 static const struct cli_opt exec_opts[] = {
-        [E_TIMEOUT] = {"timeout", true},
-        [E_CWD] = {"cwd", true},
-        [E_ENV] = {"env", true},
-        [E_STDIN] = {"stdin", true},
-        [E_MAX_OUTPUT] = {"max-output", true},
-        [E_SHELL] = {"shell", false},
-        [E_JSON] = {"json", false},
-        {NULL, false},
+        [E_TIMEOUT] = {"timeout", true, 0},
+        [E_CWD] = {"cwd", true, 0},
+        [E_ENV] = {"env", true, 0},
+        [E_STDIN] = {"stdin", true, 0},
+        [E_MAX_OUTPUT] = {"max-output", true, 0},
+        [E_SHELL] = {"shell", false, 0},
+        [E_JSON] = {"json", false, 0},
+        {NULL, false, 0},
 };
 
 struct exec_state {
@@ -148,6 +148,7 @@ static int result_status(const struct sbx_result *r) {
                 return 126;
         case SBX_OUTCOME_SANDBOX_ENDED:
         case SBX_OUTCOME_UNKNOWN:
+        case SBX_OUTCOME_RUNNING:
         case SBX_OUTCOME_UNSPECIFIED:
                 break;
         }
@@ -236,6 +237,7 @@ static int no_status_error(const struct sbx_result *r) {
         case SBX_OUTCOME_OUT_OF_MEMORY:
         case SBX_OUTCOME_CANCELLED:
         case SBX_OUTCOME_START_FAILED:
+        case SBX_OUTCOME_RUNNING:
         case SBX_OUTCOME_UNSPECIFIED:
                 break;
         }

@@ -1,4 +1,5 @@
-/* cli_files.c: the file commands of the sbx tool: read, write, ls and cp.
+/* cli_files.c: the file commands of the sbx tool: read, write, ls, stat, mkdir, rm and
+ * cp.
  *
  * Owns nothing past one command. Paths inside a sandbox are resolved by the daemon in
  * the sandbox's view; this file only moves bytes. Writes larger than one frame go out
@@ -6,8 +7,9 @@
  * regular files and directories recursively in either direction and skips symlinks,
  * devices and FIFOs with a warning; names coming back from a sandbox are checked before
  * they become host paths, so a hostile listing cannot write outside the destination.
- * `sbx ls --json` prints an array of {name, type, size, mode, mtime, mtime_at, is_dir,
- * symlink_target}. */
+ * `sbx ls --json` prints {sandbox_id, path, entries, truncated}, each entry {name, type,
+ * size, mode, mtime, mtime_at, is_dir, symlink_target}; stat, mkdir and rm are the
+ * single-file calls of libsbx. */
 #include "cli.h"
 
 #include <dirent.h>
@@ -96,30 +98,78 @@ static int parse_cmd(struct cli *cli, int argc, char **argv, const struct cli_op
         return 0;
 }
 
-/* ---- read -------------------------------------------------------------------------------- */
+/* ---- read ------------------------------------------------------------------------------- */
+
+enum { R_OFFSET, R_LIMIT, R_JSON };
 
 struct read_state {
         uint64_t offset, limit;
+        bool json;
 };
 
 static int read_opt(void *state, int k, const char *a) {
         struct read_state *st = state;
-        if (k == 0) {
+        switch (k) {
+        case R_OFFSET:
                 if (cli_parse_uint(a, UINT64_MAX, &st->offset) < 0)
                         return cli_bad_value("read", "--offset", a, "expected a byte offset");
-        } else {
+                break;
+        case R_LIMIT:
                 if (cli_parse_bytes(a, &st->limit) < 0 || !st->limit)
                         return cli_bad_value("read", "--limit", a, "expected a byte count > 0");
+                break;
+        default:
+                st->json = true;
+                break;
         }
         return 0;
 }
 
+/* Where read_pages puts the bytes: an fd, or a growing buffer (sbx read --json). */
+struct read_sink {
+        int fd; /* -1: the buffer */
+        const char *fd_name;
+        uint8_t *buf;
+        size_t len, cap;
+        /* From the last page: */
+        uint64_t size, next_offset;
+        bool eof;
+};
+
+static int sink_put(struct read_sink *k, const uint8_t *data, size_t len) {
+        if (k->fd >= 0) {
+                int w = cli_write_all(k->fd, data, len);
+                return w < 0 ? cli_error(SBX_INTERNAL, "cannot write to %s: %s", k->fd_name,
+                                         strerror(-w))
+                             : 0;
+        }
+        if (len > k->cap - k->len) {
+                size_t cap = k->cap ? k->cap : 64 * 1024;
+                uint8_t *nb;
+                while (cap - k->len < len) {
+                        if (cap > SIZE_MAX / 2)
+                                return cli_error(SBX_RESOURCE_EXHAUSTED, "the file is too large");
+                        cap *= 2;
+                }
+                nb = realloc(k->buf, cap);
+                if (!nb)
+                        return cli_error(SBX_RESOURCE_EXHAUSTED,
+                                         "out of memory; read less at a time (--limit)");
+                k->buf = nb;
+                k->cap = cap;
+        }
+        memcpy(k->buf + k->len, data, len);
+        k->len += len;
+        return 0;
+}
+
 /* Reads rpath from offset (at most limit bytes, 0: to the end) in pages, passing each
- * page to fd. 0 or an exit status (printed). */
-static int read_to_fd(sbx_client *c, const char *id, const char *rpath, uint64_t offset,
-                      uint64_t limit, int fd, const char *fd_name) {
+ * page to the sink. 0 or an exit status (printed). */
+static int read_pages(sbx_client *c, const char *id, const char *rpath, uint64_t offset,
+                      uint64_t limit, struct read_sink *k) {
         uint64_t got = 0;
 
+        k->next_offset = offset;
         for (;;) {
                 struct sbx_read_result *r = NULL;
                 uint64_t want = CLI_READ_PAGE_BYTES;
@@ -131,11 +181,13 @@ static int read_to_fd(sbx_client *c, const char *id, const char *rpath, uint64_t
                 rc = sbx_read(c, id, rpath, offset, want, &r);
                 if (rc != SBX_OK)
                         return cli_client_error(c, rc);
-                w = cli_write_all(fd, r->data, r->len);
-                if (w < 0) {
+                w = sink_put(k, r->data, r->len);
+                k->size = r->size;
+                k->next_offset = r->next_offset;
+                k->eof = r->eof;
+                if (w) {
                         sbx_read_result_free(r);
-                        return cli_error(SBX_INTERNAL, "cannot write to %s: %s", fd_name,
-                                         strerror(-w));
+                        return w;
                 }
                 got += r->len;
                 if (r->eof || r->len == 0 || (limit && got >= limit) || r->next_offset <= offset) {
@@ -147,9 +199,25 @@ static int read_to_fd(sbx_client *c, const char *id, const char *rpath, uint64_t
         }
 }
 
+static int read_to_fd(sbx_client *c, const char *id, const char *rpath, uint64_t offset,
+                      uint64_t limit, int fd, const char *fd_name) {
+        struct read_sink k = {.fd = fd, .fd_name = fd_name};
+        return read_pages(c, id, rpath, offset, limit, &k);
+}
+
+static int finish_json(struct json *j) {
+        if (json_finish(j) < 0)
+                return cli_error(SBX_INTERNAL, "cannot write to stdout: %s", strerror(errno));
+        return 0;
+}
+
 int cmd_read(struct cli *cli, int argc, char **argv) {
-        static const struct cli_opt opts[] = {{"offset", true}, {"limit", true}, {NULL, false}};
+        static const struct cli_opt opts[] = {[R_OFFSET] = {"offset", true, 0},
+                                              [R_LIMIT] = {"limit", true, 0},
+                                              [R_JSON] = {"json", false, 0},
+                                              {NULL, false, 0}};
         struct read_state st = {0};
+        struct read_sink k = {.fd = STDOUT_FILENO, .fd_name = "stdout"};
         const char *pos[2];
         size_t npos;
         sbx_client *c;
@@ -161,39 +229,76 @@ int cmd_read(struct cli *cli, int argc, char **argv) {
                 return status;
         cli_check_owner(c, pos[0]);
         fflush(stdout);
-        status = read_to_fd(c, pos[0], pos[1], st.offset, st.limit, STDOUT_FILENO, "stdout");
+        if (st.json)
+                k.fd = -1;
+        status = read_pages(c, pos[0], pos[1], st.offset, st.limit, &k);
+        if (!status && st.json) {
+                struct json j;
+                json_init(&j, stdout);
+                json_begin_object(&j);
+                json_key(&j, "sandbox_id");
+                json_string(&j, pos[0]);
+                json_key(&j, "path");
+                json_string(&j, pos[1]);
+                json_key(&j, "offset");
+                json_uint(&j, st.offset);
+                json_key(&j, "bytes");
+                json_uint(&j, k.len);
+                json_key(&j, "size");
+                json_uint(&j, k.size);
+                json_key(&j, "next_offset");
+                json_uint(&j, k.next_offset);
+                json_key(&j, "eof");
+                json_bool(&j, k.eof);
+                json_key(&j, "data");
+                json_bytes(&j, k.buf, k.len);
+                json_key(&j, "data_base64");
+                json_base64_unless_utf8(&j, k.buf ? k.buf : (const uint8_t *)"", k.len);
+                json_end_object(&j);
+                status = finish_json(&j);
+        }
+        free(k.buf);
         sbx_close(c);
         return status;
 }
 
 /* ---- write ------------------------------------------------------------------------------- */
 
+enum { W_MODE, W_PARENTS, W_APPEND, W_JSON };
+
 struct write_state {
         uint32_t mode;
         unsigned flags;
+        bool json;
 };
 
 static int write_opt(void *state, int k, const char *a) {
         struct write_state *st = state;
         switch (k) {
-        case 0:
+        case W_MODE:
                 if (cli_parse_mode(a, &st->mode) < 0)
                         return cli_bad_value("write", "--mode", a,
                                              "expected an octal mode, e.g. 0644");
                 break;
-        case 1:
+        case W_PARENTS:
                 st->flags |= SBX_WRITE_CREATE_PARENTS;
                 break;
-        default:
+        case W_APPEND:
                 st->flags |= SBX_WRITE_APPEND;
+                break;
+        default:
+                st->json = true;
                 break;
         }
         return 0;
 }
 
 int cmd_write(struct cli *cli, int argc, char **argv) {
-        static const struct cli_opt opts[] = {
-                {"mode", true}, {"parents", false}, {"append", false}, {NULL, false}};
+        static const struct cli_opt opts[] = {[W_MODE] = {"mode", true, 'm'},
+                                              [W_PARENTS] = {"parents", false, 'p'},
+                                              [W_APPEND] = {"append", false, 0},
+                                              [W_JSON] = {"json", false, 0},
+                                              {NULL, false, 0}};
         struct write_state st = {0};
         const char *pos[2];
         size_t npos, len;
@@ -214,14 +319,29 @@ int cmd_write(struct cli *cli, int argc, char **argv) {
         }
         cli_check_owner(c, pos[0]);
         rc = cli_write_file(c, pos[0], pos[1], data, len, st.mode, st.flags);
-        if (rc != SBX_OK)
+        if (rc != SBX_OK) {
                 status = cli_client_error(c, rc);
+        } else if (st.json) {
+                struct json j;
+                json_init(&j, stdout);
+                json_begin_object(&j);
+                json_key(&j, "sandbox_id");
+                json_string(&j, pos[0]);
+                json_key(&j, "path");
+                json_string(&j, pos[1]);
+                json_key(&j, "bytes");
+                json_uint(&j, len);
+                json_key(&j, "append");
+                json_bool(&j, st.flags & SBX_WRITE_APPEND);
+                json_end_object(&j);
+                status = finish_json(&j);
+        }
         free(data);
         sbx_close(c);
         return status;
 }
 
-/* ---- ls ---------------------------------------------------------------------------------- */
+/* ---- ls and stat ------------------------------------------------------------------------- */
 
 /* "drwxr-xr-x" for an entry. */
 static void mode_string(char out[11], const struct sbx_file_info *f) {
@@ -241,61 +361,111 @@ static void mode_string(char out[11], const struct sbx_file_info *f) {
         out[10] = 0;
 }
 
+/* The keys of an entry (sbx ls --json, sbx stat --json), into the open object. */
+static void json_entry_keys(struct json *j, const struct sbx_file_info *f) {
+        char mode[8], iso[64];
+
+        snprintf(mode, sizeof(mode), "%04o", f->mode & 07777);
+        cli_format_iso(iso, sizeof(iso), f->mtime_unix_ms, true);
+        json_key(j, "name");
+        json_string(j, f->name);
+        json_key(j, "type");
+        json_string(j, cli_file_type_name(f->type));
+        json_key(j, "size");
+        json_uint(j, f->size);
+        json_key(j, "mode");
+        json_string(j, mode);
+        json_key(j, "mtime");
+        json_ms_as_secs(j, f->mtime_unix_ms);
+        json_key(j, "mtime_at");
+        json_string(j, iso);
+        json_key(j, "is_dir");
+        json_bool(j, f->is_dir);
+        json_key(j, "symlink_target");
+        json_string(j, f->symlink_target);
+}
+
+/* One `ls -l` style line: mode, size (width sw), local time, name (and link target). */
+static void print_entry(const struct sbx_file_info *f, int sw, const char *name) {
+        char mode[11], when[32];
+        time_t t = (time_t)(f->mtime_unix_ms / 1000);
+        struct tm tm;
+
+        mode_string(mode, f);
+        if (localtime_r(&t, &tm))
+                strftime(when, sizeof(when), "%Y-%m-%d %H:%M", &tm);
+        else
+                snprintf(when, sizeof(when), "?");
+        printf("%s %*llu %s ", mode, sw, (unsigned long long)f->size, when);
+        cli_put_text(stdout, name);
+        if (f->is_dir)
+                putchar('/');
+        if (f->symlink_target) {
+                fputs(" -> ", stdout);
+                cli_put_text(stdout, f->symlink_target);
+        }
+        putchar('\n');
+}
+
+enum { L_JSON, L_LIMIT };
+
+struct ls_state {
+        bool json;
+        uint64_t limit;
+};
+
 static int ls_opt(void *state, int k, const char *a) {
-        *(bool *)state = true;
+        struct ls_state *st = state;
+        if (k == L_JSON) {
+                st->json = true;
+        } else if (cli_parse_uint(a, SBX_MAX_LIST_LIMIT, &st->limit) < 0 || !st->limit) {
+                char what[64];
+                snprintf(what, sizeof(what), "expected a count of entries, 1 to %u",
+                         SBX_MAX_LIST_LIMIT);
+                return cli_bad_value("ls", "--limit", a, what);
+        }
         return 0;
 }
 
 int cmd_ls(struct cli *cli, int argc, char **argv) {
-        static const struct cli_opt opts[] = {{"json", false}, {NULL, false}};
+        static const struct cli_opt opts[] = {
+                [L_JSON] = {"json", false, 0}, [L_LIMIT] = {"limit", true, 0}, {NULL, false, 0}};
         const char *pos[2] = {NULL, "/workspace"};
-        bool json = false;
+        struct ls_state st = {0};
         size_t npos;
         struct sbx_dir_list *l = NULL;
         sbx_client *c;
         enum sbx_code rc;
-        int status = parse_cmd(cli, argc, argv, opts, 1, 2, pos, &npos, ls_opt, &json);
+        int status = parse_cmd(cli, argc, argv, opts, 1, 2, pos, &npos, ls_opt, &st);
 
         if (status)
                 return status < 0 ? 0 : status;
         if ((status = cli_connect(cli, &c)))
                 return status;
         cli_check_owner(c, pos[0]);
-        rc = sbx_list_dir(c, pos[0], pos[1], 0, &l);
+        rc = sbx_list_dir(c, pos[0], pos[1], (uint32_t)st.limit, &l);
         if (rc != SBX_OK) {
                 status = cli_client_error(c, rc);
-        } else if (json) {
+        } else if (st.json) {
                 struct json j;
                 json_init(&j, stdout);
+                json_begin_object(&j);
+                json_key(&j, "sandbox_id");
+                json_string(&j, pos[0]);
+                json_key(&j, "path");
+                json_string(&j, pos[1]);
+                json_key(&j, "entries");
                 json_begin_array(&j);
                 for (size_t i = 0; i < l->n; i++) {
-                        const struct sbx_file_info *f = &l->v[i];
-                        char mode[8], iso[64];
-                        snprintf(mode, sizeof(mode), "%04o", f->mode & 07777);
-                        cli_format_iso(iso, sizeof(iso), f->mtime_unix_ms, true);
                         json_begin_object(&j);
-                        json_key(&j, "name");
-                        json_string(&j, f->name);
-                        json_key(&j, "type");
-                        json_string(&j, cli_file_type_name(f->type));
-                        json_key(&j, "size");
-                        json_uint(&j, f->size);
-                        json_key(&j, "mode");
-                        json_string(&j, mode);
-                        json_key(&j, "mtime");
-                        json_ms_as_secs(&j, f->mtime_unix_ms);
-                        json_key(&j, "mtime_at");
-                        json_string(&j, iso);
-                        json_key(&j, "is_dir");
-                        json_bool(&j, f->is_dir);
-                        json_key(&j, "symlink_target");
-                        json_string(&j, f->symlink_target);
+                        json_entry_keys(&j, &l->v[i]);
                         json_end_object(&j);
                 }
                 json_end_array(&j);
-                if (json_finish(&j) < 0)
-                        status = cli_error(SBX_INTERNAL, "cannot write to stdout: %s",
-                                           strerror(errno));
+                json_key(&j, "truncated");
+                json_bool(&j, l->truncated);
+                json_end_object(&j);
+                status = finish_json(&j);
         } else {
                 int sw = 1;
                 for (size_t i = 0; i < l->n; i++) {
@@ -303,30 +473,129 @@ int cmd_ls(struct cli *cli, int argc, char **argv) {
                         if (n > sw)
                                 sw = n;
                 }
-                for (size_t i = 0; i < l->n; i++) {
-                        const struct sbx_file_info *f = &l->v[i];
-                        char mode[11], when[32];
-                        time_t t = (time_t)(f->mtime_unix_ms / 1000);
-                        struct tm tm;
-                        mode_string(mode, f);
-                        if (localtime_r(&t, &tm))
-                                strftime(when, sizeof(when), "%Y-%m-%d %H:%M", &tm);
-                        else
-                                snprintf(when, sizeof(when), "?");
-                        printf("%s %*llu %s ", mode, sw, (unsigned long long)f->size, when);
-                        cli_put_text(stdout, f->name);
-                        if (f->is_dir)
-                                putchar('/');
-                        if (f->type == SBX_FILE_SYMLINK && f->symlink_target) {
-                                fputs(" -> ", stdout);
-                                cli_put_text(stdout, f->symlink_target);
-                        }
-                        putchar('\n');
-                }
+                for (size_t i = 0; i < l->n; i++)
+                        print_entry(&l->v[i], sw, l->v[i].name);
+                if (l->truncated)
+                        cli_warn("the listing was cut at %zu entries%s", l->n,
+                                 st.limit ? "" : "; ask for more with --limit N");
         }
-        if (!status && l->truncated)
-                cli_warn("the listing was cut at %zu entries", l->n);
         sbx_dir_list_free(l);
+        sbx_close(c);
+        return status;
+}
+
+static int json_opt(void *state, int k, const char *a) {
+        (void)k;
+        (void)a;
+        *(bool *)state = true;
+        return 0;
+}
+
+int cmd_stat(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt opts[] = {{"json", false, 0}, {NULL, false, 0}};
+        const char *pos[2];
+        bool json = false;
+        size_t npos;
+        struct sbx_file_info *f = NULL;
+        sbx_client *c;
+        enum sbx_code rc;
+        int status = parse_cmd(cli, argc, argv, opts, 2, 2, pos, &npos, json_opt, &json);
+
+        if (status)
+                return status < 0 ? 0 : status;
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        cli_check_owner(c, pos[0]);
+        rc = sbx_stat(c, pos[0], pos[1], &f);
+        if (rc != SBX_OK) {
+                status = cli_client_error(c, rc);
+        } else if (json) {
+                struct json j;
+                json_init(&j, stdout);
+                json_begin_object(&j);
+                json_key(&j, "sandbox_id");
+                json_string(&j, pos[0]);
+                json_key(&j, "path");
+                json_string(&j, pos[1]);
+                json_entry_keys(&j, f);
+                json_end_object(&j);
+                status = finish_json(&j);
+        } else {
+                print_entry(f, 1, pos[1]);
+        }
+        sbx_file_info_free(f);
+        sbx_close(c);
+        return status;
+}
+
+/* ---- mkdir and rm -------------------------------------------------------------------------- */
+
+enum { M_PARENTS, M_MODE };
+
+struct mkdir_state {
+        bool parents;
+        uint32_t mode;
+};
+
+static int mkdir_opt(void *state, int k, const char *a) {
+        struct mkdir_state *st = state;
+        if (k == M_PARENTS)
+                st->parents = true;
+        else if (cli_parse_mode(a, &st->mode) < 0)
+                return cli_bad_value("mkdir", "--mode", a, "expected an octal mode, e.g. 0755");
+        return 0;
+}
+
+int cmd_mkdir(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt opts[] = {[M_PARENTS] = {"parents", false, 'p'},
+                                              [M_MODE] = {"mode", true, 'm'},
+                                              {NULL, false, 0}};
+        struct mkdir_state st = {.mode = 0755};
+        const char *pos[2];
+        size_t npos;
+        sbx_client *c;
+        enum sbx_code rc;
+        int status = parse_cmd(cli, argc, argv, opts, 2, 2, pos, &npos, mkdir_opt, &st);
+
+        if (status)
+                return status < 0 ? 0 : status;
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        cli_check_owner(c, pos[0]);
+        rc = sbx_mkdir(c, pos[0], pos[1], st.mode, st.parents);
+        if (rc != SBX_OK)
+                status = cli_client_error(c, rc);
+        sbx_close(c);
+        return status;
+}
+
+enum { RM_RECURSIVE, RM_FORCE };
+
+static int rm_opt(void *state, int k, const char *a) {
+        (void)a;
+        ((bool *)state)[k] = true;
+        return 0;
+}
+
+int cmd_rm(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt opts[] = {[RM_RECURSIVE] = {"recursive", false, 'r'},
+                                              [RM_FORCE] = {"force", false, 'f'},
+                                              {NULL, false, 0}};
+        bool flags[2] = {false, false};
+        const char *pos[2];
+        size_t npos;
+        sbx_client *c;
+        enum sbx_code rc;
+        int status = parse_cmd(cli, argc, argv, opts, 2, 2, pos, &npos, rm_opt, flags);
+
+        if (status)
+                return status < 0 ? 0 : status;
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        cli_check_owner(c, pos[0]);
+        rc = sbx_remove(c, pos[0], pos[1], flags[RM_RECURSIVE]);
+        if (rc != SBX_OK && !(rc == SBX_NOT_FOUND && flags[RM_FORCE]))
+                status = cli_client_error(c, rc);
         sbx_close(c);
         return status;
 }
@@ -529,13 +798,13 @@ static int download(sbx_client *c, const char *id, const char *rpath,
 }
 
 int cmd_cp(struct cli *cli, int argc, char **argv) {
-        static const struct cli_opt opts[] = {{NULL, false}};
+        static const struct cli_opt opts[] = {{NULL, false, 0}};
         const char *pos[2], *src_path, *dst_path;
         char *src_id = NULL, *dst_id = NULL, *target = NULL;
         bool src_remote, dst_remote;
         size_t npos;
         sbx_client *c = NULL;
-        int status = parse_cmd(cli, argc, argv, opts, 2, 2, pos, &npos, ls_opt, NULL);
+        int status = parse_cmd(cli, argc, argv, opts, 2, 2, pos, &npos, json_opt, NULL);
 
         if (status)
                 return status < 0 ? 0 : status;

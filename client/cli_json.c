@@ -248,6 +248,49 @@ void json_bytes(struct json *j, const void *data, size_t len) {
         put(j, cli_json_text(data, len));
 }
 
+char *cli_base64(const void *data, size_t len) {
+        static const char tab[] =
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const uint8_t *p = data;
+        char *out, *o;
+
+        if (len > (SIZE_MAX - 1) / 4 * 3 - 3)
+                return NULL;
+        out = malloc((len + 2) / 3 * 4 + 1);
+        if (!out)
+                return NULL;
+        o = out;
+        for (size_t i = 0; i < len; i += 3) {
+                uint32_t v = (uint32_t)p[i] << 16;
+                if (i + 1 < len)
+                        v |= (uint32_t)p[i + 1] << 8;
+                if (i + 2 < len)
+                        v |= p[i + 2];
+                *o++ = tab[(v >> 18) & 63];
+                *o++ = tab[(v >> 12) & 63];
+                *o++ = i + 1 < len ? tab[(v >> 6) & 63] : '=';
+                *o++ = i + 2 < len ? tab[v & 63] : '=';
+        }
+        *o = 0;
+        return out;
+}
+
+void json_base64_unless_utf8(struct json *j, const void *data, size_t len) {
+        char *b;
+
+        if (!data || cli_utf8_invalid_bytes(data, len) == 0) {
+                json_null(j);
+                return;
+        }
+        b = cli_base64(data, len);
+        if (!b) {
+                j->failed = true;
+                return;
+        }
+        json_string(j, b);
+        free(b);
+}
+
 void json_int(struct json *j, int64_t v) {
         put(j, json_integer((json_int_t)v));
 }

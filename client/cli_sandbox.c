@@ -319,6 +319,41 @@ static void print_sandbox(const struct sbx_sandbox *s) {
 #undef KEY
 }
 
+/* A duration for people: "45 s", "5 min", "1.5 h". */
+static void format_duration(char *buf, size_t len, int64_t ms) {
+        double secs = (double)ms / 1000.0;
+
+        if (secs < 120)
+                snprintf(buf, len, "%.3g s", secs);
+        else if (secs < 2 * 3600)
+                snprintf(buf, len, "%.3g min", secs / 60);
+        else
+                snprintf(buf, len, "%.3g h", secs / 3600);
+}
+
+/* "sbx: sandbox ID ends at ISO (in 5 min), or after 30 min without use; `sbx set-timeout
+ * ID SECS` to change" on stderr: what a person at a terminal should know of a sandbox's
+ * lifetime (create and set-timeout print it there). */
+static void print_deadline(const struct sbx_sandbox *s) {
+        char iso[64], left[32], idle[32];
+
+        if (!s->deadline_unix_ms)
+                return;
+        cli_format_iso(iso, sizeof(iso), s->deadline_unix_ms, false);
+        format_duration(left, sizeof(left), s->deadline_unix_ms - cli_now_unix_ms());
+        fflush(stdout);
+        fputs("sbx: sandbox ", stderr);
+        cli_put_text(stderr, s->id);
+        fprintf(stderr, " ends at %s (in %s)", iso, left);
+        if (s->idle_timeout_ms) {
+                format_duration(idle, sizeof(idle), (int64_t)s->idle_timeout_ms);
+                fprintf(stderr, ", or after %s without use", idle);
+        }
+        fputs("; `sbx set-timeout ", stderr);
+        cli_put_text(stderr, s->id);
+        fputs(" SECS` to change\n", stderr);
+}
+
 /* ---- tables ---------------------------------------------------------------------------- */
 
 #define TABLE_MAX_COLS 8
@@ -501,28 +536,28 @@ enum {
 };
 
 static const struct cli_opt create_opts[] = {
-        [C_ID] = {"id", true},
-        [C_TIMEOUT] = {"timeout", true},
-        [C_IDLE] = {"idle-timeout", true},
-        [C_NETWORK] = {"network", true},
-        [C_WRITABLE] = {"writable", true},
-        [C_DENY_READ] = {"deny-read", true},
-        [C_DENY_WRITE] = {"deny-write", true},
-        [C_NO_PROTECT] = {"no-protect-defaults", false},
-        [C_ENV] = {"env", true},
-        [C_MEMORY] = {"memory", true},
-        [C_CPU_SECONDS] = {"cpu-seconds", true},
-        [C_CPU_PERCENT] = {"cpu-percent", true},
-        [C_PROCESSES] = {"processes", true},
-        [C_FILE_SIZE] = {"file-size", true},
-        [C_OPEN_FILES] = {"open-files", true},
-        [C_ROOT] = {"root", true},
-        [C_LABEL] = {"label", true},
-        [C_JSON] = {"json", false},
-        [C_SHARE_UID] = {"share-uid", true},
-        [C_TMP_SIZE] = {"tmp-size", true},
-        [C_KEEP] = {"keep-workspace", false},
-        {NULL, false},
+        [C_ID] = {"id", true, 0},
+        [C_TIMEOUT] = {"timeout", true, 0},
+        [C_IDLE] = {"idle-timeout", true, 0},
+        [C_NETWORK] = {"network", true, 0},
+        [C_WRITABLE] = {"writable", true, 0},
+        [C_DENY_READ] = {"deny-read", true, 0},
+        [C_DENY_WRITE] = {"deny-write", true, 0},
+        [C_NO_PROTECT] = {"no-protect-defaults", false, 0},
+        [C_ENV] = {"env", true, 0},
+        [C_MEMORY] = {"memory", true, 0},
+        [C_CPU_SECONDS] = {"cpu-seconds", true, 0},
+        [C_CPU_PERCENT] = {"cpu-percent", true, 0},
+        [C_PROCESSES] = {"processes", true, 0},
+        [C_FILE_SIZE] = {"file-size", true, 0},
+        [C_OPEN_FILES] = {"open-files", true, 0},
+        [C_ROOT] = {"root", true, 0},
+        [C_LABEL] = {"label", true, 0},
+        [C_JSON] = {"json", false, 0},
+        [C_SHARE_UID] = {"share-uid", true, 0},
+        [C_TMP_SIZE] = {"tmp-size", true, 0},
+        [C_KEEP] = {"keep-workspace", false, 0},
+        {NULL, false, 0},
 };
 
 /* Parses the options of create into o (pointing into st). 0, or an exit status. */
@@ -722,13 +757,15 @@ int cmd_create(struct cli *cli, int argc, char **argv) {
                 for (size_t i = 0; i < s->warnings.n; i++)
                         cli_warn("%s", s->warnings.v[i]);
         }
+        if (s && isatty(STDERR_FILENO))
+                print_deadline(s);
         sbx_sandbox_free(s);
         return status;
 }
 
 /* ---- info, terminate, set-timeout --------------------------------------------------------- */
 
-static const struct cli_opt json_only_opts[] = {{"json", false}, {NULL, false}};
+static const struct cli_opt json_only_opts[] = {{"json", false, 0}, {NULL, false, 0}};
 
 /* Parses "[--json] POS..." with exactly npos positionals into pos. 0, -1 (help shown)
  * or an exit status. */
@@ -791,41 +828,267 @@ int cmd_info(struct cli *cli, int argc, char **argv) {
         return status;
 }
 
-int cmd_terminate(struct cli *cli, int argc, char **argv) {
-        static const struct cli_opt none[] = {{NULL, false}};
-        const char *id;
-        sbx_client *c;
-        enum sbx_code rc;
-        int status = parse_simple(cli, argc, argv, none, 1, &id, NULL);
+/* The result of a bulk terminate. */
+struct bulk {
+        char **done;
+        size_t n_done;
+        struct bulk_failure {
+                char *id;
+                enum sbx_code code;
+                char *message;
+        } *failed;
+        size_t n_failed, cap_done, cap_failed;
+        bool oom;
+};
 
+static bool bulk_has(const struct bulk *b, const char *id) {
+        for (size_t i = 0; i < b->n_done; i++)
+                if (strcmp(b->done[i], id) == 0)
+                        return true;
+        for (size_t i = 0; i < b->n_failed; i++)
+                if (strcmp(b->failed[i].id, id) == 0)
+                        return true;
+        return false;
+}
+
+/* Terminates sandbox id and notes how it went in b (a failure is printed on stderr). */
+static void bulk_one(sbx_client *c, struct bulk *b, const char *id, bool print) {
+        enum sbx_code rc = sbx_terminate(c, id, NULL);
+
+        if (rc == SBX_OK) {
+                if (b->n_done == b->cap_done) {
+                        size_t cap = b->cap_done ? b->cap_done * 2 : 16;
+                        char **nv = realloc(b->done, cap * sizeof(*nv));
+                        if (!nv) {
+                                b->oom = true;
+                                return;
+                        }
+                        b->done = nv;
+                        b->cap_done = cap;
+                }
+                if (!(b->done[b->n_done] = strdup(id))) {
+                        b->oom = true;
+                        return;
+                }
+                b->n_done++;
+                if (print) {
+                        fputs("terminated ", stdout);
+                        cli_put_text(stdout, id);
+                        putchar('\n');
+                }
+                return;
+        }
+        {
+                const char *m = sbx_error_message(c);
+                char *w = cli_cli_words(m && *m ? m : "the call failed without a message");
+                if (b->n_failed == b->cap_failed) {
+                        size_t cap = b->cap_failed ? b->cap_failed * 2 : 4;
+                        struct bulk_failure *nv = realloc(b->failed, cap * sizeof(*nv));
+                        if (!nv) {
+                                free(w);
+                                b->oom = true;
+                                return;
+                        }
+                        b->failed = nv;
+                        b->cap_failed = cap;
+                }
+                cli_error_line(rc, "%s", w ? w : "the call failed (out of memory)");
+                b->failed[b->n_failed].id = strdup(id);
+                b->failed[b->n_failed].code = rc;
+                b->failed[b->n_failed].message = w;
+                if (!b->failed[b->n_failed].id) {
+                        free(w);
+                        b->oom = true;
+                        return;
+                }
+                b->n_failed++;
+        }
+}
+
+static void bulk_free(struct bulk *b) {
+        for (size_t i = 0; i < b->n_done; i++)
+                free(b->done[i]);
+        for (size_t i = 0; i < b->n_failed; i++) {
+                free(b->failed[i].id);
+                free(b->failed[i].message);
+        }
+        free(b->done);
+        free(b->failed);
+}
+
+/* Terminates the caller's own live sandboxes that carry every label of lo, page by
+ * page, until a listing shows none left that was not tried. 0 or an exit status. */
+static int bulk_select(sbx_client *c, struct sbx_list_opts *lo, struct bulk *b, bool print) {
+        lo->has_owner_uid = 1;
+        lo->owner_uid = (uint32_t)geteuid();
+        lo->limit = SBX_MAX_LIST_LIMIT;
+        for (;;) {
+                struct sbx_sandbox_list *l = NULL;
+                enum sbx_code rc = sbx_list(c, lo, &l);
+                size_t tried = 0;
+
+                if (rc != SBX_OK)
+                        return cli_client_error(c, rc);
+                for (size_t i = 0; i < l->n && !b->oom; i++) {
+                        const struct sbx_sandbox *s = l->v[i];
+                        /* The daemon filters by owner; a daemon that did not is kept to
+                         * the rule here too: only the caller's own. */
+                        if (s->owner_uid != lo->owner_uid || !sandbox_live(s) ||
+                            bulk_has(b, s->id))
+                                continue;
+                        bulk_one(c, b, s->id, print);
+                        tried++;
+                }
+                sbx_sandbox_list_free(l);
+                if (b->oom)
+                        return cli_error(SBX_INTERNAL, "out of memory");
+                if (tried == 0)
+                        return 0;
+        }
+}
+
+enum { T_JSON, T_ALL, T_LABEL };
+
+int cmd_terminate(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt opts[] = {[T_JSON] = {"json", false, 0},
+                                              [T_ALL] = {"all", false, 0},
+                                              [T_LABEL] = {"label", true, 0},
+                                              {NULL, false, 0}};
+        struct sbx_label *labels = calloc((size_t)argc, sizeof(*labels));
+        const char **ids = calloc((size_t)argc, sizeof(*ids));
+        size_t n_labels = 0, n_ids = 0;
+        struct sbx_list_opts lo = {0};
+        struct bulk b = {0};
+        struct cli_opts p;
+        bool json = false, all = false, print;
+        sbx_client *c = NULL;
+        int k, status = 0;
+
+        if (!labels || !ids) {
+                free(labels);
+                free(ids);
+                return cli_error(SBX_INTERNAL, "out of memory");
+        }
+        cli_opts_init(&p, cli, argc, argv, opts);
+        while (!status && (k = cli_opts_next(&p)) != CLI_OPT_END) {
+                if (k == CLI_OPT_ERR)
+                        status = CLI_EXIT_ERROR;
+                else if (k == CLI_OPT_HELP)
+                        status = -1;
+                else if (k == CLI_OPT_POS)
+                        ids[n_ids++] = p.arg;
+                else if (k == T_JSON)
+                        json = true;
+                else if (k == T_ALL)
+                        all = true;
+                else
+                        status = add_label(labels, &n_labels, argv[0], p.arg);
+        }
+        if (status == -1)
+                cli_usage(stdout, argv[0]);
+        else if (!status && n_ids && (all || n_labels))
+                status = cli_usage_error("sbx terminate takes sandbox IDs or --all / --label, "
+                                         "not both");
+        else if (!status && !n_ids && !all && !n_labels)
+                status = cli_usage_error("sbx terminate needs a sandbox ID, --label K=V or --all");
+        if (!status)
+                status = cli_connect(cli, &c);
+        /* One ID without --json: the classic form, silent on success. */
+        print = !json && !(n_ids == 1 && !all && !n_labels);
+        if (!status && n_ids == 1 && !json) {
+                enum sbx_code rc = sbx_terminate(c, ids[0], NULL);
+                if (rc != SBX_OK)
+                        status = cli_client_error(c, rc);
+                goto out;
+        }
+        if (!status && n_ids) {
+                for (size_t i = 0; i < n_ids && !b.oom; i++)
+                        if (!bulk_has(&b, ids[i]))
+                                bulk_one(c, &b, ids[i], print);
+                if (b.oom)
+                        status = cli_error(SBX_INTERNAL, "out of memory");
+        } else if (!status) {
+                lo.labels = labels;
+                lo.n_labels = n_labels;
+                status = bulk_select(c, &lo, &b, print);
+        }
         if (status)
-                return status < 0 ? 0 : status;
-        if ((status = cli_connect(cli, &c)))
-                return status;
-        rc = sbx_terminate(c, id, NULL);
-        if (rc != SBX_OK)
-                status = cli_client_error(c, rc);
+                goto out;
+        if (json) {
+                struct json j;
+                json_init(&j, stdout);
+                json_begin_object(&j);
+                json_key(&j, "terminated");
+                json_begin_array(&j);
+                for (size_t i = 0; i < b.n_done; i++)
+                        json_string(&j, b.done[i]);
+                json_end_array(&j);
+                json_key(&j, "failed");
+                json_begin_array(&j);
+                for (size_t i = 0; i < b.n_failed; i++) {
+                        json_begin_object(&j);
+                        json_key(&j, "id");
+                        json_string(&j, b.failed[i].id);
+                        json_key(&j, "error");
+                        json_begin_object(&j);
+                        json_key(&j, "code");
+                        json_string(&j, sbx_code_name(b.failed[i].code));
+                        json_key(&j, "message");
+                        json_string(&j, b.failed[i].message);
+                        json_end_object(&j);
+                        json_end_object(&j);
+                }
+                json_end_array(&j);
+                json_end_object(&j);
+                status = finish_json(&j);
+        } else {
+                printf("terminated %zu sandbox%s", b.n_done, b.n_done == 1 ? "" : "es");
+                if (b.n_failed)
+                        printf(", %zu failed", b.n_failed);
+                putchar('\n');
+        }
+        if (!status && b.n_failed)
+                status = CLI_EXIT_ERROR;
+out:
+        for (size_t i = 0; i < n_labels; i++)
+                free(labels[i].key);
+        free(labels);
+        free(ids);
+        bulk_free(&b);
         sbx_close(c);
-        return status;
+        return status < 0 ? 0 : status;
 }
 
 int cmd_set_timeout(struct cli *cli, int argc, char **argv) {
-        static const struct cli_opt none[] = {{NULL, false}};
         const char *pos[2];
+        bool json = false;
         uint64_t ms;
+        struct sbx_sandbox *s = NULL;
         sbx_client *c;
         enum sbx_code rc;
-        int status = parse_simple(cli, argc, argv, none, 2, pos, NULL);
+        int status = parse_simple(cli, argc, argv, json_only_opts, 2, pos, &json);
 
         if (status)
                 return status < 0 ? 0 : status;
         if (cli_parse_secs_ms(pos[1], &ms) < 0)
                 return cli_bad_value(argv[0], "SECS", pos[1], "expected seconds, e.g. 600 or 0.5");
+        if (ms == 0)
+                return cli_bad_value(argv[0], "SECS", pos[1],
+                                     "expected seconds > 0; `sbx terminate` ends a sandbox now");
         if ((status = cli_connect(cli, &c)))
                 return status;
-        rc = sbx_set_timeout(c, pos[0], ms, NULL);
-        if (rc != SBX_OK)
+        rc = sbx_set_timeout(c, pos[0], ms, &s);
+        if (rc != SBX_OK) {
                 status = cli_client_error(c, rc);
+        } else if (json && s) {
+                struct json j;
+                json_init(&j, stdout);
+                json_sandbox(&j, s);
+                status = finish_json(&j);
+        }
+        if (!status && s && isatty(STDERR_FILENO))
+                print_deadline(s);
+        sbx_sandbox_free(s);
         sbx_close(c);
         return status;
 }
@@ -834,7 +1097,7 @@ int cmd_set_timeout(struct cli *cli, int argc, char **argv) {
 
 int cmd_list(struct cli *cli, int argc, char **argv) {
         static const struct cli_opt opts[] = {
-                {"json", false}, {"all", false}, {"label", true}, {NULL, false}};
+                {"json", false, 0}, {"all", false, 0}, {"label", true, 0}, {NULL, false, 0}};
         struct sbx_list_opts lo = {0};
         struct sbx_label *labels = calloc((size_t)argc, sizeof(*labels));
         size_t n_labels = 0;
@@ -928,6 +1191,14 @@ int cmd_list(struct cli *cli, int argc, char **argv) {
 
 /* ---- history ----------------------------------------------------------------------------- */
 
+/* The outcome of a record: "running" for a command that has not ended (a daemon before
+ * SBX_OUTCOME_RUNNING sent no outcome for one). */
+static const char *record_outcome(const struct sbx_command_record *r) {
+        if (r->outcome == SBX_OUTCOME_UNSPECIFIED && !r->ended_unix_ms)
+                return "running";
+        return sbx_outcome_name(r->outcome);
+}
+
 static void json_record(struct json *j, const struct sbx_command_record *r) {
         json_begin_object(j);
         json_key(j, "seq");
@@ -947,7 +1218,7 @@ static void json_record(struct json *j, const struct sbx_command_record *r) {
         json_time(j, "started", r->started_unix_ms);
         json_time(j, "ended", r->ended_unix_ms);
         json_key(j, "outcome");
-        json_string(j, sbx_outcome_name(r->outcome));
+        json_string(j, record_outcome(r));
         json_key(j, "exit_code");
         json_int_or_null(j, r->has_exit_code, r->exit_code);
         json_key(j, "signal");
@@ -1046,7 +1317,7 @@ int cmd_history(struct cli *cli, int argc, char **argv) {
                                 row[0] = seq;
                                 row[1] = r->started_unix_ms ? started : "-";
                                 row[2] = dur;
-                                row[3] = sbx_outcome_name(r->outcome);
+                                row[3] = record_outcome(r);
                                 row[4] = ex;
                                 row[5] = av ? av : "";
                                 table_add(&t, row);

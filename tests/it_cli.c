@@ -1,0 +1,556 @@
+/* it_cli.c: integration tests of the sbx command-line tool as a user meets it: the real
+ * build/sbx binary run as a subprocess against a real sbxd. Failures with --json are
+ * JSON; ls, read and write speak JSON; stat, mkdir, rm and bulk terminate; messages
+ * name the CLI's flags; and create tells a person at a terminal when the sandbox ends. Each test asserts an
+ * outcome and, where time matters, a bound. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "itutil.h"
+#include "testutil.h"
+
+/* ---- running sbx ------------------------------------------------------------------------- */
+
+/* A running sbx: its pid and the read ends of its stdout and stderr. */
+struct proc {
+        pid_t pid;
+        int out, err;
+        char *obuf, *ebuf;
+        size_t olen, elen;
+};
+
+/* Starts build/sbx with args (NULL-terminated), SBX_SOCKET set to d's socket, stdin_fd
+ * as its stdin (-1: /dev/null) and stderr_fd as its stderr (-1: a pipe read into
+ * p->ebuf). */
+static void spawn_sbx(struct it_daemon *d, int stdin_fd, int stderr_fd, const char *const *args,
+                      struct proc *p) {
+        int o[2], e[2] = {-1, -1};
+        char bin[512], *argv[64];
+        size_t n = 0;
+
+        memset(p, 0, sizeof(*p));
+        snprintf(bin, sizeof(bin), "%s/sbx", it_build_dir());
+        argv[n++] = bin;
+        while (args && *args && n < 62)
+                argv[n++] = (char *)(uintptr_t)*args++;
+        argv[n] = NULL;
+        ck_assert_int_eq(pipe2(o, O_CLOEXEC), 0);
+        if (stderr_fd < 0)
+                ck_assert_int_eq(pipe2(e, O_CLOEXEC), 0);
+        p->pid = fork();
+        ck_assert_int_ge(p->pid, 0);
+        if (p->pid == 0) {
+                int in = stdin_fd >= 0 ? stdin_fd : open("/dev/null", O_RDONLY);
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                dup2(in, 0);
+                dup2(o[1], 1);
+                dup2(stderr_fd >= 0 ? stderr_fd : e[1], 2);
+                setenv("SBX_SOCKET", d->sock, 1);
+                execv(bin, argv);
+                _exit(127);
+        }
+        close(o[1]);
+        p->out = o[0];
+        p->err = -1;
+        if (stderr_fd < 0) {
+                close(e[1]);
+                p->err = e[0];
+        }
+}
+
+/* Appends what fd has now to *buf (NUL-terminated); 0 at end of file. */
+static ssize_t drain_some(int fd, char **buf, size_t *len) {
+        char chunk[4096];
+        ssize_t r = read(fd, chunk, sizeof(chunk));
+
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+                return 1;
+        if (r <= 0)
+                return 0;
+        *buf = realloc(*buf, *len + (size_t)r + 1);
+        ck_assert_ptr_nonnull(*buf);
+        memcpy(*buf + *len, chunk, (size_t)r);
+        *len += (size_t)r;
+        (*buf)[*len] = 0;
+        return r;
+}
+
+/* Reads the rest of p's output and reaps it; its exit code, or 256+N for signal N.
+ * p->obuf and p->ebuf are never NULL afterwards (the caller frees them). */
+static int finish(struct proc *p) {
+        int st;
+
+        while (p->out >= 0 || p->err >= 0) {
+                struct pollfd f[2] = {{.fd = p->out, .events = POLLIN},
+                                      {.fd = p->err, .events = POLLIN}};
+                if (poll(f, 2, 1000) < 0 && errno != EINTR)
+                        break;
+                if (p->out >= 0 && f[0].revents && !drain_some(p->out, &p->obuf, &p->olen)) {
+                        close(p->out);
+                        p->out = -1;
+                }
+                if (p->err >= 0 && f[1].revents && !drain_some(p->err, &p->ebuf, &p->elen)) {
+                        close(p->err);
+                        p->err = -1;
+                }
+        }
+        ck_assert_int_eq(waitpid(p->pid, &st, 0), p->pid);
+        if (!p->obuf)
+                p->obuf = calloc(1, 1);
+        if (!p->ebuf)
+                p->ebuf = calloc(1, 1);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 256 + WTERMSIG(st);
+}
+
+static void proc_free(struct proc *p) {
+        free(p->obuf);
+        free(p->ebuf);
+}
+
+/* it_sbx with both outputs kept; the caller frees them. */
+static int sbx(struct it_daemon *d, const char *in, char **out, char **err,
+               const char *const *args) {
+        return it_sbx(d, in, in ? strlen(in) : 0, out, err, args);
+}
+
+#define has(hay, needle) ck_assert_msg(strstr((hay), (needle)), "no '%s' in '%s'", (needle), (hay))
+#define hasnt(hay, needle)                                                                         \
+        ck_assert_msg(!strstr((hay), (needle)), "'%s' in '%s'", (needle), (hay))
+
+/* Starts a daemon and creates sandbox id in it. */
+static sbx_client *start(struct it_daemon *d, const char *id, const char *const *extra) {
+        sbx_client *c;
+
+        it_daemon_start(d, extra);
+        c = it_connect(d);
+        if (id)
+                free(it_create(c, id));
+        return c;
+}
+
+static void stop(struct it_daemon *d, sbx_client *c) {
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(d), 0);
+}
+
+/* ---- 2: --json failures are JSON; ls, read and write speak JSON ------------------------------ */
+
+START_TEST(json_failures_are_json) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "j", NULL);
+        char *out, *err;
+        int rc;
+
+        {
+                const char *a[] = {"info", "--json", "nosuch", NULL};
+                rc = sbx(&d, NULL, &out, &err, a);
+                ck_assert_int_eq(rc, 125);
+                ck_assert_msg(strncmp(out, "{\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"", 40) == 0,
+                              "stdout: '%s'", out);
+                has(out, "nosuch");
+                ck_assert_msg(out[strlen(out) - 1] == '\n' && strchr(out, '\n') == out + strlen(out) - 1,
+                              "not one line: '%s'", out);
+                has(err, "sbx: NOT_FOUND: ");
+                free(out);
+                free(err);
+        }
+        /* A usage error before the parser reaches --json, and one after it. */
+        {
+                const char *a[] = {"ls", "--bogus", "--json", "j", NULL};
+                rc = sbx(&d, NULL, &out, &err, a);
+                ck_assert_int_eq(rc, 125);
+                has(out, "{\"error\":{\"code\":\"INVALID_ARGUMENT\"");
+                has(err, "sbx: INVALID_ARGUMENT: unknown option '--bogus'");
+                free(out);
+                free(err);
+        }
+        {
+                const char *a[] = {"exec", "--json", "nosuch", "--", "true", NULL};
+                rc = sbx(&d, NULL, &out, &err, a);
+                ck_assert_int_eq(rc, 125);
+                has(out, "{\"error\":{\"code\":\"NOT_FOUND\"");
+                has(err, "sbx: NOT_FOUND: ");
+                free(out);
+                free(err);
+        }
+        /* Without --json stdout stays empty. */
+        {
+                const char *a[] = {"info", "nosuch", NULL};
+                rc = sbx(&d, NULL, &out, &err, a);
+                ck_assert_int_eq(rc, 125);
+                ck_assert_str_eq(out, "");
+                free(out);
+                free(err);
+        }
+        stop(&d, c);
+}
+END_TEST
+
+START_TEST(ls_read_write_json) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "f", NULL);
+        char *out, *err;
+        int rc;
+
+        {
+                struct sbx_result *r = it_sh(c, "f", 10000,
+                                             "mkdir /workspace/d && cd /workspace/d && touch a b "
+                                             "c d e && printf '\\377\\000x' > /workspace/bin");
+                ck_assert_int_eq(r->exit_code, 0);
+                sbx_result_free(r);
+        }
+        {
+                const char *a[] = {"ls", "--json", "f", "/workspace/d", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                ck_assert_msg(strncmp(out, "{\"sandbox_id\":\"f\",\"path\":\"/workspace/d\","
+                                           "\"entries\":[{\"name\":",
+                                      59) == 0,
+                              "%s", out);
+                has(out, "],\"truncated\":false}\n");
+                free(out);
+        }
+        {
+                const char *a[] = {"ls", "--json", "--limit", "2", "f", "/workspace/d", NULL};
+                const char *p;
+                int n = 0;
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                has(out, "\"truncated\":true}");
+                for (p = out; (p = strstr(p, "\"name\":")); p++)
+                        n++;
+                ck_assert_int_eq(n, 2);
+                free(out);
+        }
+        {
+                const char *a[] = {"ls", "--limit", "2", "f", "/workspace/d", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, &err, a), 0);
+                has(err, "cut at 2 entries");
+                free(out);
+                free(err);
+        }
+        {
+                const char *a[] = {"write", "--json", "f", "/workspace/w.txt", NULL};
+                ck_assert_int_eq(sbx(&d, "hello\n", &out, NULL, a), 0);
+                ck_assert_str_eq(out, "{\"sandbox_id\":\"f\",\"path\":\"/workspace/w.txt\","
+                                      "\"bytes\":6,\"append\":false}\n");
+                free(out);
+        }
+        {
+                const char *a[] = {"read", "--json", "f", "/workspace/w.txt", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                ck_assert_str_eq(out, "{\"sandbox_id\":\"f\",\"path\":\"/workspace/w.txt\","
+                                      "\"offset\":0,\"bytes\":6,\"size\":6,\"next_offset\":6,"
+                                      "\"eof\":true,\"data\":\"hello\\n\",\"data_base64\":null}\n");
+                free(out);
+        }
+        {
+                const char *a[] = {"read", "--json", "f", "/workspace/bin", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                has(out, "\"data_base64\":\"/wB4\"}");
+                free(out);
+        }
+        {
+                const char *a[] = {"read", "--json", "f", "/workspace/nosuch", NULL};
+                rc = sbx(&d, NULL, &out, &err, a);
+                ck_assert_int_eq(rc, 125);
+                has(out, "{\"error\":{\"code\":\"NOT_FOUND\"");
+                free(out);
+                free(err);
+        }
+        stop(&d, c);
+}
+END_TEST
+
+/* ---- 9: what libsbx can do, sbx can do ------------------------------------------------------ */
+
+START_TEST(stat_mkdir_rm) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "m", NULL);
+        char *out, *err;
+
+        {
+                const char *a[] = {"mkdir", "m", "/workspace/x/y", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, a), 125);
+                has(err, "sbx: NOT_FOUND: ");
+                free(err);
+        }
+        {
+                const char *a[] = {"mkdir", "-p", "m", "/workspace/x/y", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, NULL, a), 0);
+                ck_assert_int_eq(sbx(&d, NULL, NULL, NULL, a), 0); /* again: it exists */
+        }
+        {
+                const char *a[] = {"stat", "m", "/workspace/x/y", NULL};
+                const char *j[] = {"stat", "--json", "m", "/workspace/x/y", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                ck_assert_msg(out[0] == 'd' && strstr(out, " /workspace/x/y/\n"), "%s", out);
+                free(out);
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, j), 0);
+                has(out, "{\"sandbox_id\":\"m\",\"path\":\"/workspace/x/y\",\"name\":\"y\","
+                         "\"type\":\"directory\"");
+                free(out);
+        }
+        {
+                const char *a[] = {"rm", "m", "/workspace/x", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, a), 125);
+                free(err);
+        }
+        {
+                const char *a[] = {"rm", "-r", "m", "/workspace/x", NULL};
+                const char *s[] = {"stat", "m", "/workspace/x", NULL};
+                const char *f[] = {"rm", "-rf", "m", "/workspace/x", NULL};
+                const char *nf[] = {"rm", "m", "/workspace/x", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, NULL, a), 0);
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, s), 125);
+                has(err, "sbx: NOT_FOUND: ");
+                free(err);
+                ck_assert_int_eq(sbx(&d, NULL, NULL, NULL, f), 0);
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, nf), 125);
+                free(err);
+        }
+        stop(&d, c);
+}
+END_TEST
+
+#define OTHER_UID 3291u
+#define SOCK_GID  3290u
+
+/* Creates sandbox id as OTHER_UID (a member of the socket's group). */
+static void create_as_other(struct it_daemon *d, const char *id) {
+        pid_t pid = fork();
+        int st;
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                gid_t g = SOCK_GID;
+                struct sbx_create_opts o;
+                struct sbx_sandbox *s = NULL;
+                sbx_client *c = NULL;
+                if (setgroups(1, &g) < 0 || setresgid(OTHER_UID, OTHER_UID, OTHER_UID) < 0 ||
+                    setresuid(OTHER_UID, OTHER_UID, OTHER_UID) < 0)
+                        _exit(2);
+                if (sbx_connect(d->sock, "it_cli", &c) != SBX_OK)
+                        _exit(3);
+                sbx_create_opts_init(&o);
+                o.id = id;
+                _exit(sbx_create(c, &o, &s) == SBX_OK ? 0 : 4);
+        }
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "create as uid %u: %d", OTHER_UID, st);
+}
+
+static int state_of(sbx_client *c, const char *id) {
+        struct sbx_sandbox *s = NULL;
+        int state;
+
+        ck_assert_int_eq(sbx_get(c, id, &s), SBX_OK);
+        state = s->state;
+        sbx_sandbox_free(s);
+        return state;
+}
+
+START_TEST(bulk_terminate) {
+        const char *extra[] = {"--socket-group", "3290", NULL};
+        struct it_daemon d;
+        sbx_client *c = start(&d, NULL, extra);
+        struct sbx_create_opts o;
+        struct sbx_label lab = {(char *)"team", (char *)"red"};
+        struct sbx_sandbox *s;
+        char *out, *err;
+
+        sbx_create_opts_init(&o);
+        o.labels = &lab;
+        o.n_labels = 1;
+        o.id = "red1";
+        ck_assert_int_eq(sbx_create(c, &o, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        o.id = "red2";
+        ck_assert_int_eq(sbx_create(c, &o, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        free(it_create(c, "plain"));
+        create_as_other(&d, "theirs");
+
+        {
+                const char *a[] = {"terminate", "--label", "team=red", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                has(out, "terminated red1\n");
+                has(out, "terminated red2\n");
+                has(out, "terminated 2 sandboxes\n");
+                free(out);
+                ck_assert_int_eq(state_of(c, "red1"), SBX_STATE_TERMINATED);
+                ck_assert_int_eq(state_of(c, "plain"), SBX_STATE_READY);
+        }
+        /* --all: every live one of the caller's own (root here), not the other user's. */
+        {
+                const char *a[] = {"terminate", "--all", "--json", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                ck_assert_str_eq(out, "{\"terminated\":[\"plain\"],\"failed\":[]}\n");
+                free(out);
+                ck_assert_int_eq(state_of(c, "plain"), SBX_STATE_TERMINATED);
+                ck_assert_int_eq(state_of(c, "theirs"), SBX_STATE_READY);
+        }
+        {
+                const char *a[] = {"terminate", "--all", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                ck_assert_str_eq(out, "terminated 0 sandboxes\n");
+                free(out);
+        }
+        /* Several IDs: one that does not exist is a failure in the summary. */
+        {
+                const char *a[] = {"terminate", "theirs", "nosuch", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, &err, a), 125);
+                has(out, "terminated theirs\n");
+                has(out, "terminated 1 sandbox, 1 failed\n");
+                has(err, "sbx: NOT_FOUND: ");
+                free(out);
+                free(err);
+        }
+        {
+                const char *a[] = {"terminate", "--all", "x", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, a), 125);
+                has(err, "sbx: INVALID_ARGUMENT: ");
+                free(err);
+        }
+        stop(&d, c);
+}
+END_TEST
+
+/* ---- 11: messages name the CLI's flags, in the CLI's units ---------------------------------- */
+
+START_TEST(messages_in_cli_words) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "w", NULL);
+        char *err;
+
+        {
+                const char *a[] = {"write", "w", "/workspace/a/b/c", NULL};
+                ck_assert_int_eq(sbx(&d, "x", NULL, &err, a), 125);
+                has(err, "--parents");
+                hasnt(err, "create_parents");
+                free(err);
+        }
+        {
+                const char *a[] = {"set-timeout", "w", "100000000", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, a), 125);
+                has(err, "100000000 s");
+                hasnt(err, " ms");
+                free(err);
+        }
+        {
+                const char *a[] = {"create", "--memory", "256", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, a), 125);
+                has(err, "sbx: INVALID_ARGUMENT: --memory 256 bytes is below the minimum of 4 MiB");
+                free(err);
+        }
+        stop(&d, c);
+}
+END_TEST
+
+/* ---- 14: create says when the sandbox ends, to a person at a terminal -------------------------- */
+
+START_TEST(create_tells_deadline_on_a_terminal) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, NULL, NULL);
+        const char *a[] = {"create", "--id", "tty", "--timeout", "600", "--idle-timeout", "120", NULL};
+        const char *b[] = {"create", "--id", "notty", NULL};
+        struct proc p;
+        char *tty = NULL, *err;
+        size_t tlen = 0;
+        int m, s;
+
+        m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        ck_assert_int_ge(m, 0);
+        ck_assert_int_eq(grantpt(m), 0);
+        ck_assert_int_eq(unlockpt(m), 0);
+        s = open(ptsname(m), O_RDWR | O_NOCTTY | O_CLOEXEC);
+        ck_assert_int_ge(s, 0);
+        spawn_sbx(&d, -1, s, a, &p);
+        close(s);
+        ck_assert_int_eq(finish(&p), 0);
+        ck_assert_str_eq(p.obuf, "tty\n");
+        {
+                struct pollfd f = {.fd = m, .events = POLLIN};
+                while (poll(&f, 1, 200) > 0 && drain_some(m, &tty, &tlen) > 0)
+                        ;
+        }
+        close(m);
+        ck_assert_ptr_nonnull(tty);
+        ck_assert_msg(strstr(tty, "sbx: sandbox tty ends at 20") && strstr(tty, "(in 10 min)") &&
+                              strstr(tty, "or after 2 min without use") &&
+                              strstr(tty, "`sbx set-timeout tty SECS` to change"),
+                      "terminal: '%s'", tty);
+        free(tty);
+        proc_free(&p);
+        /* Not to a pipe. */
+        ck_assert_int_eq(sbx(&d, NULL, NULL, &err, b), 0);
+        ck_assert_str_eq(err, "");
+        free(err);
+        stop(&d, c);
+}
+END_TEST
+
+/* ---- help ---------------------------------------------------------------------------------- */
+
+START_TEST(help_names_every_command) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, NULL, NULL);
+        static const char *const cmds[] = {"stat", "mkdir", "rm", "terminate", NULL};
+        char *out;
+
+        {
+                const char *a[] = {"help", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                for (size_t i = 0; cmds[i]; i++) {
+                        char w[64];
+                        snprintf(w, sizeof(w), "  sbx %s ", cmds[i]);
+                        has(out, w);
+                }
+                free(out);
+        }
+        for (size_t i = 0; cmds[i]; i++) {
+                const char *a[] = {cmds[i], "--help", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                has(out, "usage: sbx");
+                free(out);
+        }
+        stop(&d, c);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("cli");
+        struct {
+                const char *name;
+                const TTest *t;
+        } tests[] = {
+                {"json_failures_are_json", json_failures_are_json},
+                {"ls_read_write_json", ls_read_write_json},
+                {"stat_mkdir_rm", stat_mkdir_rm},
+                {"bulk_terminate", bulk_terminate},
+                {"messages_in_cli_words", messages_in_cli_words},
+                {"create_tells_deadline_on_a_terminal", create_tells_deadline_on_a_terminal},
+                {"help_names_every_command", help_names_every_command},
+        };
+
+        /* One TCase per test: each gets its own base directory from the fixture. */
+        for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+                TCase *tc = tcase_create(tests[i].name);
+                tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
+                tcase_set_timeout(tc, 120);
+                tcase_add_test(tc, tests[i].t);
+                suite_add_tcase(s, tc);
+        }
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
