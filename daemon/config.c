@@ -105,8 +105,9 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->log_level = LOG_LEVEL_INFO;
         cfg->max_sandboxes = SBX_DEFAULT_MAX_SANDBOXES;
         cfg->max_frame_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
-        cfg->default_sandbox_timeout_ms = SBX_DEFAULT_SANDBOX_TIMEOUT_MS;
-        cfg->max_sandbox_lifetime_ms = SBX_DEFAULT_MAX_SANDBOX_LIFETIME_MS;
+        cfg->default_sandbox_timeout_ms = CONFIG_DEFAULT_SANDBOX_TIMEOUT_MS;
+        cfg->default_idle_timeout_ms = CONFIG_DEFAULT_IDLE_TIMEOUT_MS;
+        cfg->max_sandbox_lifetime_ms = CONFIG_MAX_SANDBOX_TIMEOUT_MS;
         cfg->max_processes = SBX_DEFAULT_MAX_PROCESSES;
         cfg->max_command_timeout_ms = SBX_DEFAULT_MAX_COMMAND_TIMEOUT_MS;
         cfg->max_commands_per_sandbox = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
@@ -261,7 +262,8 @@ static int replace_str(char **slot, const char *v) {
 
 const char *config_usage(void) {
         return "usage: sbxd [--socket PATH] [--state-dir DIR] [--max-sandboxes N] [--log-level L]\n"
-               "            [--max-frame-bytes N] [--default-timeout SECS] [--max-lifetime SECS]\n"
+               "            [--max-frame-bytes N] [--default-sandbox-timeout SECS]\n"
+               "            [--default-idle-timeout SECS] [--max-sandbox-timeout SECS]\n"
                "            [--max-command-timeout SECS] [--max-commands N] [--init PATH]\n"
                "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
                "            [--adopt-grace SECS] [--keep-sandboxes] [--command-cgroups auto|on|off]\n"
@@ -270,6 +272,11 @@ const char *config_usage(void) {
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
+               "A sandbox whose creator gives no timeouts lives --default-sandbox-timeout\n"
+               "(default 86400 s, a day) and ends after --default-idle-timeout without a request\n"
+               "or a running command (default 3600 s; 0: never idle). No timeout, at creation or\n"
+               "set later, reaches further than --max-sandbox-timeout from the moment it is given\n"
+               "(default 604800 s, a week).\n"
                "Sandboxes outlive a crashed daemon for --adopt-grace (default 60 s; 0: they die\n"
                "with it) and a restarted daemon adopts them; --keep-sandboxes leaves them running\n"
                "on SIGTERM too, for an upgrade. --warm keeps N sandboxes of the default policy\n"
@@ -376,9 +383,13 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
                                       &cfg->max_frame_bytes);
                 } else if (strcmp(name, "--log-level") == 0) {
                         r = log_parse_level(v, &cfg->log_level);
-                } else if (strcmp(name, "--default-timeout") == 0) {
+                } else if (strcmp(name, "--default-sandbox-timeout") == 0 ||
+                           strcmp(name, "--default-timeout") == 0) {
                         r = config_parse_seconds(v, &cfg->default_sandbox_timeout_ms);
-                } else if (strcmp(name, "--max-lifetime") == 0) {
+                } else if (strcmp(name, "--default-idle-timeout") == 0) {
+                        r = config_parse_seconds(v, &cfg->default_idle_timeout_ms);
+                } else if (strcmp(name, "--max-sandbox-timeout") == 0 ||
+                           strcmp(name, "--max-lifetime") == 0) {
                         r = config_parse_seconds(v, &cfg->max_sandbox_lifetime_ms);
                 } else if (strcmp(name, "--max-command-timeout") == 0) {
                         r = config_parse_seconds(v, &cfg->max_command_timeout_ms);
@@ -395,7 +406,9 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
         }
         if (cfg->default_sandbox_timeout_ms == 0 || cfg->max_sandbox_lifetime_ms == 0 ||
             cfg->max_command_timeout_ms == 0) {
-                snprintf(err, errlen, "timeouts must be greater than zero");
+                snprintf(err, errlen, "--default-sandbox-timeout, --max-sandbox-timeout and "
+                                      "--max-command-timeout must be greater than zero (only "
+                                      "--default-idle-timeout may be 0: none)");
                 return -EINVAL;
         }
         if (cfg->default_sandbox_timeout_ms > cfg->max_sandbox_lifetime_ms)

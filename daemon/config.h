@@ -12,6 +12,15 @@
 
 enum { CONFIG_CGROUPS_AUTO = 0, CONFIG_CGROUPS_ON, CONFIG_CGROUPS_OFF };
 
+/* The lifetimes of sandboxes, for sessions of agents that come back to a sandbox by its
+ * ID: a day of life, ended after an hour with no request and no running command (the
+ * guard against a client that went away without ending it: a short lifetime would end
+ * the sandboxes that are in use), extendable a week at a time (SetTimeout counts from
+ * the moment it is asked, as often as asked). */
+#define CONFIG_DEFAULT_SANDBOX_TIMEOUT_MS (24ull * 3600u * 1000u)
+#define CONFIG_DEFAULT_IDLE_TIMEOUT_MS    (3600ull * 1000u)
+#define CONFIG_MAX_SANDBOX_TIMEOUT_MS     (7ull * 24u * 3600u * 1000u)
+
 struct config {
         char *socket_path;
         char *state_dir;
@@ -20,8 +29,9 @@ struct config {
         enum log_level log_level;
         uint32_t max_sandboxes;
         uint32_t max_frame_bytes;
-        uint64_t default_sandbox_timeout_ms;
-        uint64_t max_sandbox_lifetime_ms;
+        uint64_t default_sandbox_timeout_ms; /* a sandbox's lifetime when its creator gives none */
+        uint64_t default_idle_timeout_ms;    /* its idle timeout when its creator gives none; 0: none */
+        uint64_t max_sandbox_lifetime_ms;    /* the longest lifetime given at once, from then on */
         uint64_t max_command_timeout_ms;
         uint32_t max_commands_per_sandbox;
         uint32_t max_sandboxes_per_uid;   /* live sandboxes one uid may own */

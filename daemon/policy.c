@@ -911,6 +911,11 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
         eff->timeout_ms = req->has_timeout_ms ? req->timeout_ms : d->cfg->default_sandbox_timeout_ms;
         if (eff->timeout_ms > max)
                 eff->timeout_ms = max;
+        /* Absent: the daemon's default idle timeout; 0: none. */
+        if (!req->has_idle_timeout_ms) {
+                eff->has_idle_timeout_ms = 1;
+                eff->idle_timeout_ms = d->cfg->default_idle_timeout_ms;
+        }
         if (req->n_labels > SBX_MAX_LABELS) {
                 snprintf(err, errlen, "too many labels (%zu, at most %u)", req->n_labels, SBX_MAX_LABELS);
                 return -EINVAL;

@@ -832,7 +832,9 @@ static void arm_timer(struct sandbox *sb) {
 }
 
 int sandbox_set_deadline(struct sandbox *sb, int64_t deadline_ms) {
-        if (deadline_ms > sb->created_ms + (int64_t)sb->d->cfg->max_sandbox_lifetime_ms)
+        /* From now, not from creation: a session may go on as long as it asks, a week at
+         * a time by default (config.h). */
+        if (deadline_ms > sbxd_now_unix_ms() + (int64_t)sb->d->cfg->max_sandbox_lifetime_ms)
                 return -EINVAL;
         sb->deadline_ms = deadline_ms;
         (void)store_sandbox_set_deadline(sb->d->store, sb->id, deadline_ms);

@@ -113,7 +113,8 @@ typedef void (*sandbox_ended_cb)(void *ud, struct sandbox *sb);
  * called once the sandbox has ended; several callers may wait on the same end. */
 int sandbox_terminate(struct sandbox *sb, const char *reason, sandbox_ended_cb cb, void *ud);
 
-/* Moves the deadline to deadline_ms (Unix ms). -EINVAL when beyond the maximum lifetime. */
+/* Moves the deadline to deadline_ms (Unix ms). -EINVAL when it lies further than the
+ * daemon's maximum sandbox timeout (sbxd --max-sandbox-timeout) from now. */
 int sandbox_set_deadline(struct sandbox *sb, int64_t deadline_ms);
 
 /* Notes a request touching sb (for the idle timeout). */

@@ -80,7 +80,7 @@ START_TEST(root_defaults) {
         ck_assert_str_eq(c.socket_path, "/run/sbxd/sbxd.sock");
         ck_assert_str_eq(c.state_dir, "/var/lib/sbxd");
         ck_assert_uint_eq(c.max_sandboxes, 1000);
-        ck_assert_uint_eq(c.default_sandbox_timeout_ms, 300000);
+        ck_assert_uint_eq(c.default_sandbox_timeout_ms, 24ull * 3600 * 1000);
         config_free(&c);
 }
 END_TEST
@@ -146,6 +146,49 @@ static void expect_bad(char *flag, char *value) {
         ck_assert_msg(strlen(err) > 10, "no reason given for %s", flag);
         config_free(&c);
 }
+
+/* The lifetimes of sandboxes fit sessions kept by ID: a day, an hour idle, a week at
+ * most at a time; each a flag, the old names still understood; only the idle timeout
+ * may be 0 (none). */
+START_TEST(lifetime_flags) {
+        struct config c;
+        char err[256];
+        char *argv[] = {"sbxd", "--default-sandbox-timeout", "7200", "--default-idle-timeout=0",
+                        "--max-sandbox-timeout", "1209600", NULL};
+        char *old[] = {"sbxd", "--default-timeout", "60", "--max-lifetime", "120", NULL};
+        char *lowered[] = {"sbxd", "--default-sandbox-timeout", "90", "--max-sandbox-timeout", "30",
+                           NULL};
+
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_uint_eq(c.default_sandbox_timeout_ms, 24ull * 3600 * 1000);
+        ck_assert_uint_eq(c.default_idle_timeout_ms, 3600ull * 1000);
+        ck_assert_uint_eq(c.max_sandbox_lifetime_ms, 7ull * 24 * 3600 * 1000);
+        ck_assert_int_eq(config_parse_args(&c, 6, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.default_sandbox_timeout_ms, 7200000);
+        ck_assert_uint_eq(c.default_idle_timeout_ms, 0);
+        ck_assert_uint_eq(c.max_sandbox_lifetime_ms, 1209600000);
+        config_free(&c);
+
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 5, old, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.default_sandbox_timeout_ms, 60000);
+        ck_assert_uint_eq(c.max_sandbox_lifetime_ms, 120000);
+        config_free(&c);
+
+        /* A default above the maximum is lowered to it. */
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 5, lowered, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.default_sandbox_timeout_ms, 30000);
+        config_free(&c);
+
+        expect_bad("--default-sandbox-timeout", "0");
+        expect_bad("--max-sandbox-timeout", "0");
+        expect_bad("--default-idle-timeout", "-1");
+        expect_bad("--default-idle-timeout", "soon");
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--default-idle-timeout"));
+}
+END_TEST
 
 START_TEST(bad_flags) {
         clear_env();
@@ -304,6 +347,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, env_socket_wins_and_flag_wins_over_env);
         tcase_add_test(tc, flags);
         tcase_add_test(tc, bad_flags);
+        tcase_add_test(tc, lifetime_flags);
         tcase_add_test(tc, service_flags);
         tcase_add_test(tc, connection_flags);
         tcase_add_test(tc, socket_group_lookup);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "itutil.h"
+#include "sbx_limits.h"
 #include "testutil.h"
 
 static struct sbx_sandbox *get(sbx_client *c, const char *id) {
@@ -75,14 +76,14 @@ START_TEST(deadline_ends_sandbox) {
         sbx_sandbox_free(sb);
         ck_assert_int_eq(it_count_procs("sleep 555.4321"), 0);
         ck_assert_int_eq(it_count_procs("sleep 100.4321"), 0);
-        /* An ended sandbox answers UNAVAILABLE to commands. */
+        /* An ended sandbox answers SANDBOX_ENDED to commands (terminal: not UNAVAILABLE). */
         {
                 const char *argv[] = {"true", NULL};
                 struct sbx_exec_opts o;
                 sbx_exec_opts_init(&o);
                 o.argv = argv;
                 o.argc = 1;
-                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_UNAVAILABLE);
+                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_SANDBOX_ENDED);
         }
         free(id);
         sbx_close(c);
@@ -1071,6 +1072,118 @@ START_TEST(limit_errors_name_one_limit) {
 }
 END_TEST
 
+/* A raw CreateSandbox with an explicit idle timeout of idle_ms (0: none), which libsbx
+ * does not send for 0. Returns the new sandbox's id (caller frees). */
+static char *create_raw_idle(struct it_daemon *d, uint64_t idle_ms) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CreateSandbox cs = SBX__V1__CREATE_SANDBOX__INIT;
+        Sbx__V1__Response *resp;
+        struct frame_reader r;
+        char *id;
+        int fd = it_raw_connect(d);
+
+        frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
+        cs.has_idle_timeout_ms = 1;
+        cs.idle_timeout_ms = idle_ms;
+        req.has_request_id = 1;
+        req.request_id = 1;
+        req.body_case = SBX__V1__REQUEST__BODY_CREATE_SANDBOX;
+        req.create_sandbox = &cs;
+        it_raw_send(fd, &req);
+        resp = it_raw_read(fd, &r, 20000);
+        ck_assert_ptr_nonnull(resp);
+        ck_assert_int_eq(resp->status->code, SBX__V1__CODE__OK);
+        ck_assert_int_eq(resp->body_case, SBX__V1__RESPONSE__BODY_SANDBOX);
+        id = strdup(resp->sandbox->id);
+        sbx__v1__response__free_unpacked(resp, NULL);
+        frame_reader_free(&r);
+        close(fd);
+        return id;
+}
+
+/* The lifetimes fit sessions kept by ID (issue 16, item 14): by default a sandbox lives
+ * a day and ends after an hour idle (both daemon settings); a creator's own values win,
+ * an explicit idle timeout of 0 means none. */
+START_TEST(default_lifetimes) {
+        struct it_daemon d;
+        const char *quick[] = {"--default-idle-timeout", "1", "--default-sandbox-timeout", "600",
+                               NULL};
+        sbx_client *c;
+        struct sbx_sandbox *sb;
+        char *a, *b, *never;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        a = create_with(c, 0, 0, NULL, 0);
+        sb = get(c, a);
+        ck_assert_int_eq(sb->deadline_unix_ms - sb->created_unix_ms, 24 * 3600 * 1000);
+        ck_assert_uint_eq(sb->idle_timeout_ms, 3600 * 1000);
+        sbx_sandbox_free(sb);
+        b = create_with(c, 5000, 7000, NULL, 0);
+        sb = get(c, b);
+        ck_assert_int_eq(sb->deadline_unix_ms - sb->created_unix_ms, 5000);
+        ck_assert_uint_eq(sb->idle_timeout_ms, 7000);
+        sbx_sandbox_free(sb);
+        free(a);
+        free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+
+        /* The settings: a sandbox left alone ends idle after a second, one created with
+         * no idle timeout lives on. */
+        it_daemon_start(&d, quick);
+        c = it_connect(&d);
+        a = create_with(c, 0, 0, NULL, 0);
+        never = create_raw_idle(&d, 0);
+        sb = get(c, a);
+        ck_assert_int_eq(sb->deadline_unix_ms - sb->created_unix_ms, 600 * 1000);
+        sbx_sandbox_free(sb);
+        sb = wait_end(c, a, 8000);
+        ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
+        ck_assert_str_eq(sb->end_reason, "idle");
+        sbx_sandbox_free(sb);
+        sb = get(c, never);
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        ck_assert_uint_eq(sb->idle_timeout_ms, 0);
+        sbx_sandbox_free(sb);
+        free(a);
+        free(never);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The maximum counts from the moment a timeout is given: a session extends its sandbox
+ * again and again past the maximum from its creation; one step beyond the maximum from
+ * now is refused. */
+START_TEST(set_timeout_counts_from_now) {
+        struct it_daemon d;
+        const char *flags[] = {"--max-sandbox-timeout", "3", NULL};
+        sbx_client *c;
+        struct sbx_sandbox *sb = NULL;
+        char *id;
+        int i;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        id = create_with(c, 2500, 0, NULL, 0);
+        for (i = 0; i < 3; i++) {
+                usleep(1200000);
+                ck_assert_msg(sbx_set_timeout(c, id, 2500, &sb) == SBX_OK, "extension %d: %s", i,
+                              sbx_error_message(c));
+                sbx_sandbox_free(sb);
+        }
+        sb = get(c, id);
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        ck_assert_int_gt(sb->deadline_unix_ms - sb->created_unix_ms, 5000);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(sbx_set_timeout(c, id, 3500, &sb), SBX_INVALID_ARGUMENT);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("lifecycle");
         TCase *tc = tcase_create("lifecycle");
@@ -1093,6 +1206,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, list_filters);
         tcase_add_test(tc, large_workspace_removed_in_background);
         tcase_add_test(tc, limit_errors_name_one_limit);
+        tcase_add_test(tc, default_lifetimes);
+        tcase_add_test(tc, set_timeout_counts_from_now);
         suite_add_tcase(s, tc);
         return s;
 }
