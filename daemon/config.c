@@ -406,9 +406,10 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
         }
         if (cfg->default_sandbox_timeout_ms == 0 || cfg->max_sandbox_lifetime_ms == 0 ||
             cfg->max_command_timeout_ms == 0) {
-                snprintf(err, errlen, "--default-sandbox-timeout, --max-sandbox-timeout and "
-                                      "--max-command-timeout must be greater than zero (only "
-                                      "--default-idle-timeout may be 0: none)");
+                snprintf(err, errlen,
+                         "--default-sandbox-timeout, --max-sandbox-timeout and "
+                         "--max-command-timeout must be greater than zero (only "
+                         "--default-idle-timeout may be 0: none)");
                 return -EINVAL;
         }
         if (cfg->default_sandbox_timeout_ms > cfg->max_sandbox_lifetime_ms)

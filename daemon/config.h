@@ -29,8 +29,8 @@ struct config {
         enum log_level log_level;
         uint32_t max_sandboxes;
         uint32_t max_frame_bytes;
-        uint64_t default_sandbox_timeout_ms; /* a sandbox's lifetime when its creator gives none */
-        uint64_t default_idle_timeout_ms;    /* its idle timeout when its creator gives none; 0: none */
+        uint64_t default_sandbox_timeout_ms; /* lifetime when the creator gives none */
+        uint64_t default_idle_timeout_ms;    /* idle timeout when the creator gives none; 0: none */
         uint64_t max_sandbox_lifetime_ms;    /* the longest lifetime given at once, from then on */
         uint64_t max_command_timeout_ms;
         uint32_t max_commands_per_sandbox;

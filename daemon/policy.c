@@ -865,7 +865,8 @@ static int check_limits(const Sbx__V1__Limits *lim, char *err, size_t errlen) {
         if (lim->has_memory_bytes && lim->memory_bytes < LIMIT_MIN_MEMORY_BYTES)
                 return limit_error(err, errlen, "memory", (unsigned long long)lim->memory_bytes,
                                    " bytes", 1, "4 MiB");
-        if (lim->has_cpu_seconds && !(lim->cpu_seconds > 0 && lim->cpu_seconds < LIMIT_MAX_CPU_SECONDS)) {
+        if (lim->has_cpu_seconds &&
+            !(lim->cpu_seconds > 0 && lim->cpu_seconds < LIMIT_MAX_CPU_SECONDS)) {
                 snprintf(err, errlen, "cpu_seconds %g is %s", lim->cpu_seconds,
                          lim->cpu_seconds >= LIMIT_MAX_CPU_SECONDS ? "above the maximum of 1e9"
                          : lim->cpu_seconds <= 0                   ? "not above 0"
@@ -880,8 +881,8 @@ static int check_limits(const Sbx__V1__Limits *lim, char *err, size_t errlen) {
         if (lim->has_processes && lim->processes < 1)
                 return limit_error(err, errlen, "processes", lim->processes, "", 1, "1");
         if (lim->has_file_size_bytes && lim->file_size_bytes < 1)
-                return limit_error(err, errlen, "file_size", (unsigned long long)lim->file_size_bytes,
-                                   " bytes", 1, "1 byte");
+                return limit_error(err, errlen, "file_size",
+                                   (unsigned long long)lim->file_size_bytes, " bytes", 1, "1 byte");
         if (lim->has_open_files && lim->open_files < LIMIT_MIN_OPEN_FILES)
                 return limit_error(err, errlen, "open_files", lim->open_files, "", 1, "8");
         if (lim->has_open_files && lim->open_files > LIMIT_MAX_OPEN_FILES)

@@ -1036,7 +1036,8 @@ START_TEST(limit_errors_name_one_limit) {
                 {SBX_LIMIT_PROCESSES, 0, 0, "processes 0 is below the minimum of 1"},
                 {SBX_LIMIT_FILE_SIZE, 0, 0, "file_size 0 bytes is below the minimum of 1 byte"},
                 {SBX_LIMIT_OPEN_FILES, 7, 0, "open_files 7 is below the minimum of 8"},
-                {SBX_LIMIT_OPEN_FILES, 2000000, 0, "open_files 2000000 is above the maximum of 1048576"},
+                {SBX_LIMIT_OPEN_FILES, 2000000, 0,
+                 "open_files 2000000 is above the maximum of 1048576"},
                 {SBX_LIMIT_TMP, 1000, 0, "tmp 1000 bytes is below the minimum of 64 KiB"},
         };
         static const char *const names[] = {"memory",    "cpu_seconds", "cpu_percent", "processes",

@@ -438,15 +438,17 @@ START_TEST(test_rootless_user_has_a_name) {
 
         c = start_rootless(&d);
         sb = create_sb(&d, c, NULL);
-        out = sh_out(c, sb->id, "whoami; id -un; id -gn; echo ~; head -n 1 /etc/passwd; "
-                                "getent passwd root | cut -d: -f1,3",
+        out = sh_out(c, sb->id,
+                     "whoami; id -un; id -gn; echo ~; head -n 1 /etc/passwd; "
+                     "getent passwd root | cut -d: -f1,3",
                      &rc);
         ck_assert_int_eq(rc, 0);
         ck_assert_str_eq(out, "sandbox\nsandbox\nsandbox\n/workspace\n"
                               "sandbox:x:0:0:sandbox:/workspace:/bin/bash\nroot:0\n");
         free(out);
-        out = sh_out(c, sb->id, "cd /workspace && git init -q r && cd r && "
-                                "git commit -q --allow-empty -m one && git log --format='%an <%ae>'",
+        out = sh_out(c, sb->id,
+                     "cd /workspace && git init -q r && cd r && "
+                     "git commit -q --allow-empty -m one && git log --format='%an <%ae>'",
                      &rc);
         ck_assert_int_eq(rc, 0);
         ck_assert_str_eq(out, "sandbox <sandbox@sbxd.invalid>\n");

@@ -22,7 +22,7 @@
 #include "itutil.h"
 #include "testutil.h"
 
-#define CMD_MS 60000u
+#define CMD_MS   60000u
 #define STD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -129,8 +129,9 @@ static void check_user(const char *const *flags) {
 
         /* id, bash's \u, getent and ~ agree; the entry names the uid commands run as. */
         uid = sh(c, id, "id -u");
-        out = sh(c, id, "id -un; id -gn; bash -c 'p=\"\\u\"; echo \"${p@P}\"'; echo ~; "
-                        "echo \"$USER $LOGNAME\"");
+        out = sh(c, id,
+                 "id -un; id -gn; bash -c 'p=\"\\u\"; echo \"${p@P}\"'; echo ~; "
+                 "echo \"$USER $LOGNAME\"");
         ck_assert_str_eq(out, "sandbox\nsandbox\nsandbox\n/workspace\nsandbox sandbox\n");
         free(out);
         out = sh(c, id, "getent passwd sandbox; getent group sandbox");
@@ -152,23 +153,27 @@ static void check_user(const char *const *flags) {
         ck_assert_ptr_nonnull(first);
         ck_assert_str_eq(first + 1, host_group);
         free(out);
-        out = sh(c, id, "echo evil::0:0::/:/bin/sh >> /etc/passwd 2>/dev/null && echo wrote; "
-                        "echo evil::0: >> /etc/group 2>/dev/null && echo wrote; true");
+        out = sh(c, id,
+                 "echo evil::0:0::/:/bin/sh >> /etc/passwd 2>/dev/null && echo wrote; "
+                 "echo evil::0: >> /etc/group 2>/dev/null && echo wrote; true");
         ck_assert_str_eq(out, "");
         free(out);
 
         /* git commits with the default identity, without the "configured automatically"
          * advice; git config made inside wins over it, and so does the caller's env. */
-        out = sh(c, id, "cd /workspace && git init -q r && cd r && "
-                        "git commit --allow-empty -m one 2>&1 && "
-                        "git log -1 --format='%an <%ae> / %cn <%ce>'");
+        out = sh(c, id,
+                 "cd /workspace && git init -q r && cd r && "
+                 "git commit --allow-empty -m one 2>&1 && "
+                 "git log -1 --format='%an <%ae> / %cn <%ce>'");
         ck_assert_msg(!strstr(out, "configured automatically"), "git advice: %s", out);
-        ck_assert_msg(strstr(out, "sandbox <sandbox@sbxd.invalid> / sandbox <sandbox@sbxd.invalid>\n"),
-                      "git identity: %s", out);
+        ck_assert_msg(
+                strstr(out, "sandbox <sandbox@sbxd.invalid> / sandbox <sandbox@sbxd.invalid>\n"),
+                "git identity: %s", out);
         free(out);
-        out = sh(c, id, "cd /workspace/r && git config user.name Alice && "
-                        "git config user.email alice@example.org && git commit -q --allow-empty -m two && "
-                        "git log -1 --format='%an <%ae>'");
+        out = sh(c, id,
+                 "cd /workspace/r && git config user.name Alice && "
+                 "git config user.email alice@example.org && git commit -q --allow-empty -m two && "
+                 "git log -1 --format='%an <%ae>'");
         ck_assert_str_eq(out, "Alice <alice@example.org>\n");
         free(out);
         {
@@ -321,7 +326,8 @@ START_TEST(root_dir_entries) {
         out = read_in(c, sb->id, "/etc/passwd");
         ck_assert_ptr_nonnull(out);
         ck_assert_msg(strncmp(out, "sandbox:x:", 10) == 0 &&
-                              strstr(out, ":sandbox:/workspace:/bin/sh\ntreeuser:x:4242:4242::/:/bin/false\n") &&
+                              strstr(out, ":sandbox:/workspace:/bin/sh\ntreeuser:x:4242:4242::/:/"
+                                          "bin/false\n") &&
                               !strstr(out, "root:x:0:0"),
                       "root_dir /etc/passwd: %s", out);
         free(out);
@@ -340,7 +346,8 @@ START_TEST(root_dir_entries) {
         sb = create_root(c, root);
         out = read_in(c, sb->id, "/etc/passwd");
         ck_assert_ptr_nonnull(out);
-        ck_assert_msg(strncmp(out, "sandbox:x:", 10) == 0 && strchr(out, '\n') == out + strlen(out) - 1,
+        ck_assert_msg(strncmp(out, "sandbox:x:", 10) == 0 &&
+                              strchr(out, '\n') == out + strlen(out) - 1,
                       "a tree without /etc: %s", out);
         free(out);
         ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);

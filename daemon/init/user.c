@@ -234,8 +234,9 @@ static int bind_over(size_t i, bool own_etc, struct util_err *err, struct util_w
                 if (umount2(files[i], MNT_DETACH) < 0)
                         return util_fail(err, e, NULL, "make the sandbox user's %s read-only",
                                          files[i]);
-                util_warn(warn, "%s: cannot make it read-only (%s); the sandbox user has no name "
-                                "there",
+                util_warn(warn,
+                          "%s: cannot make it read-only (%s); the sandbox user has no name "
+                          "there",
                           files[i], strerror(e));
         }
         return 0;
@@ -258,8 +259,9 @@ int user_install(const struct user_config *cfg, struct util_err *err, struct uti
         }
         r = read_as_user(cfg, text, len, errs);
         if (r < 0) {
-                util_warn(warn, "cannot read /etc/passwd as the sandbox user (%s): it has no "
-                                "name (whoami fails)",
+                util_warn(warn,
+                          "cannot read /etc/passwd as the sandbox user (%s): it has no "
+                          "name (whoami fails)",
                           strerror(-r));
                 r = 0;
                 goto out;
@@ -273,7 +275,8 @@ int user_install(const struct user_config *cfg, struct util_err *err, struct uti
                                   strerror(errs[i]));
                         continue;
                 }
-                out[i] = user_compose(i == 0, text[i], len[i], cfg->uid, cfg->gid, shell, &out_len[i]);
+                out[i] = user_compose(i == 0, text[i], len[i], cfg->uid, cfg->gid, shell,
+                                      &out_len[i]);
                 if (!out[i]) {
                         r = util_fail(err, ENOMEM, NULL, "compose %s", files[i]);
                         goto out;
