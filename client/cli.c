@@ -34,10 +34,17 @@ static const struct command commands[] = {
          "       [--keep-workspace] [--json]",
          "create a sandbox and print its ID (--json: the sandbox object)"},
         {"exec", cmd_exec,
-         "exec [--timeout SECS] [--cwd DIR] [--env K=V]... [--stdin FILE|-]\n"
-         "     [--max-output BYTES] [--shell] [--json] ID -- ARGV...",
+         "exec [--timeout SECS] [--cwd DIR] [--env K=V]... [--stdin FILE|- | -n|--no-stdin]\n"
+         "     [--max-output BYTES] [--shell] [--print-id] [--json] ID -- ARGV...",
          "run a command; exits with its status (128+N signal N, 124 timed out, 125 sbx\n"
-         "      error, 126 cannot execute, 127 not found); --json prints the result instead"},
+         "      error or bad --cwd, 126 cannot execute, 127 not found, 137 out of memory or\n"
+         "      cancelled); --json prints the result instead. stdin is forwarded unless it\n"
+         "      is a terminal (-n: never); Ctrl-C, SIGTERM and SIGHUP are forwarded to the\n"
+         "      command (a second one kills it); --print-id prints the command's ID as it\n"
+         "      starts (on stderr; with --json as a first JSON line)"},
+        {"cancel", cmd_cancel, "cancel [--signal SIG] ID COMMAND_ID",
+         "kill a running command (its result becomes cancelled), or with --signal send\n"
+         "      it INT, TERM, HUP, QUIT, USR1, USR2 or KILL"},
         {"read", cmd_read, "read [--offset N] [--limit BYTES] [--json] ID PATH",
          "write the bytes of a sandbox file to stdout (--json: an object with them)"},
         {"write", cmd_write, "write [--mode OCTAL] [-p|--parents] [--append] [--json] ID PATH",

@@ -1,22 +1,50 @@
-/* cli_exec.c: `sbx exec`, which runs one command in a sandbox.
+/* cli_exec.c: `sbx exec`, which runs one command in a sandbox, and `sbx cancel`.
  *
  * Without --json the command's output streams to our stdout and stderr as it arrives
  * and sbx exits with the command's status: its exit code, 128+N for signal N, 124 timed
  * out, 126 cannot execute, 127 not found, 137 out of memory or cancelled, and 125 when
- * sbx, the daemon or the sandbox failed (sandbox_ended, unknown). With --json the
- * result is printed as one JSON object (keys: sandbox_id, command_id, outcome,
- * exit_code, signal, timed_out, stdout, stderr, stdout_truncated, stderr_truncated,
- * stdout_bytes, stderr_bytes, duration, isolated, warnings, resources, start_error) and
- * sbx exits 0 unless sbx itself failed. */
+ * sbx, the daemon or the sandbox failed (a missing --cwd, sandbox_ended, unknown). An
+ * ending that is not an exit (a timeout, a signal, out of memory, a cancel) is also said
+ * in one line on stderr, "sbx: command c-4 timed out after 60 s (killed)", and a command
+ * that could not start in the "sbx: CODE: message" form. With --json the result is
+ * printed as one JSON object (keys: sandbox_id, command_id, outcome, exit_code, signal,
+ * timed_out, stdout, stderr, stdout_truncated, stderr_truncated, stdout_bytes,
+ * stderr_bytes, duration, isolated, warnings, resources, start_error, owner_uid,
+ * stdout_base64, stderr_base64) and sbx exits 0 unless sbx itself failed.
+ *
+ * Standard input is forwarded when it is not a terminal (as ssh does; -n turns it off).
+ * SIGINT, SIGTERM, SIGHUP and SIGQUIT of sbx are forwarded to the command's process
+ * group; a second one, or SIGNAL_GRACE_MS without an ending, kills the command (a
+ * cancel), and a third one ends sbx itself. A thread of its own waits for those signals
+ * (blocked everywhere else) and talks to the daemon on a client of its own, since the
+ * client of the call is busy until the result comes. */
 #include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-enum { E_TIMEOUT, E_CWD, E_ENV, E_STDIN, E_MAX_OUTPUT, E_SHELL, E_JSON };
+/* How long a command may take to end after a forwarded signal before it is killed. */
+#define SIGNAL_GRACE_MS 10000
+/* The call timeout of the forwarder's own client. */
+#define SIGNAL_CALL_TIMEOUT_MS 10000
+
+enum {
+        E_TIMEOUT,
+        E_CWD,
+        E_ENV,
+        E_STDIN,
+        E_MAX_OUTPUT,
+        E_SHELL,
+        E_JSON,
+        E_NO_STDIN,
+        E_PRINT_ID,
+};
 
 static const struct cli_opt exec_opts[] = {
         [E_TIMEOUT] = {"timeout", true, 0},
@@ -26,6 +54,8 @@ static const struct cli_opt exec_opts[] = {
         [E_MAX_OUTPUT] = {"max-output", true, 0},
         [E_SHELL] = {"shell", false, 0},
         [E_JSON] = {"json", false, 0},
+        [E_NO_STDIN] = {"no-stdin", false, 'n'},
+        [E_PRINT_ID] = {"print-id", false, 0},
         {NULL, false, 0},
 };
 
@@ -34,12 +64,7 @@ struct exec_state {
         const char **env;
         size_t n_env;
         const char *stdin_path;
-        bool shell, json;
-};
-
-struct stream_state {
-        uint64_t chunks[3]; /* per enum sbx_stream */
-        int write_err;
+        bool shell, json, no_stdin, print_id;
 };
 
 /* Applies one option. 0 or an exit status. */
@@ -75,6 +100,12 @@ static int apply_opt(struct exec_state *st, int k, const char *a) {
                 break;
         case E_JSON:
                 st->json = true;
+                break;
+        case E_NO_STDIN:
+                st->no_stdin = true;
+                break;
+        case E_PRINT_ID:
+                st->print_id = true;
                 break;
         default:
                 return cli_error(SBX_INTERNAL, "unhandled option %d", k);
@@ -112,20 +143,233 @@ static int parse_opts(struct cli *cli, struct exec_state *st, int argc, char **a
         return 0;
 }
 
+struct stream_state {
+        uint64_t chunks[3]; /* per enum sbx_stream */
+        int write_err;
+};
+
+/* What the callbacks of one sbx_exec share (its userdata). */
+struct forwarder;
+struct run {
+        struct stream_state ss;
+        struct forwarder *fw;
+};
+
 static void on_output(void *userdata, enum sbx_stream stream, uint64_t offset, const void *data,
                       size_t len) {
-        struct stream_state *ss = userdata;
+        struct stream_state *ss = &((struct run *)userdata)->ss;
         int fd = stream == SBX_STDERR ? STDERR_FILENO : STDOUT_FILENO;
         int r;
 
+        (void)offset;
         ss->chunks[stream == SBX_STDERR ? SBX_STDERR : SBX_STDOUT]++;
         r = cli_write_all(fd, data, len);
         if (r < 0 && !ss->write_err)
                 ss->write_err = -r;
 }
 
+/* ---- signals ------------------------------------------------------------------------------ */
+
+/* "INT" for SIGINT, "15" for an unnamed signal. */
+static const char *sig_name(int sig, char *buf, size_t len) {
+        const char *n = sig > 0 ? sigabbrev_np(sig) : NULL;
+        if (n)
+                return n;
+        snprintf(buf, len, "%d", sig);
+        return buf;
+}
+
+/* The forwarder: a thread that takes SIGINT, SIGTERM, SIGHUP and SIGQUIT of sbx (blocked in
+ * every thread, so only its sigwaitinfo sees them) and sends them to the running command
+ * through a client of its own. The main thread tells it the command's ID (started), and
+ * that the call is over (done), with the wake signal. */
+struct forwarder {
+        const struct cli *cli;
+        const char *sandbox_id;
+        sigset_t set; /* the forwarded signals and the wake signal */
+        int wake;     /* SIGRTMIN: wakes the thread */
+        pthread_t thread;
+        bool thread_started;
+        pthread_mutex_t mu; /* guards what follows */
+        char command_id[SBX_ID_MAX_BYTES + 1];
+        bool done;
+        bool print_id, json; /* the main thread prints the ID at start (--print-id) */
+        /* Only the thread: */
+        int want;        /* the signal the command should have had; SIGKILL: cancel */
+        int sent;        /* what was sent (0: nothing) */
+        int first;       /* the first signal sbx got */
+        unsigned count;  /* signals sbx got */
+        int64_t kill_at; /* monotonic ms at which a signal sent becomes a kill; 0: none */
+        /* Read by the main thread after the join: */
+        bool cancelled_by_us;
+};
+
+static int64_t mono_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Ends sbx as signal sig would have, had it not been caught. */
+static void die_by(int sig) {
+        sigset_t one;
+
+        fflush(stdout);
+        signal(sig, SIG_DFL);
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+        raise(sig);
+        _exit(128 + sig);
+}
+
+/* Sends f->want to command id on a client of its own. */
+static void forward_send(struct forwarder *f, const char *id) {
+        char nb[16];
+        sbx_client *c = NULL;
+        enum sbx_code rc = sbx_connect(f->cli->socket_path, CLI_CLIENT_NAME, &c);
+
+        if (rc == SBX_OK) {
+                sbx_set_call_timeout_ms(c, SIGNAL_CALL_TIMEOUT_MS);
+                if (f->want == SIGKILL)
+                        rc = sbx_cancel(c, f->sandbox_id, id);
+                else
+                        rc = sbx_signal(c, f->sandbox_id, id, f->want);
+        }
+        f->sent = f->want;
+        if (f->want == SIGKILL && rc == SBX_OK)
+                f->cancelled_by_us = true;
+        /* NOT_FOUND: it ended meanwhile, and its result says how. */
+        if (rc != SBX_OK && rc != SBX_NOT_FOUND)
+                cli_warn("could not send SIG%s to command %s: %s",
+                         sig_name(f->want, nb, sizeof(nb)), id,
+                         c && sbx_error_message(c)[0] ? sbx_error_message(c) : sbx_code_name(rc));
+        else if (rc == SBX_OK && f->want != SIGKILL && isatty(STDERR_FILENO))
+                cli_warn("sent SIG%s to command %s; interrupt again to kill it",
+                         sig_name(f->want, nb, sizeof(nb)), id);
+        sbx_close(c);
+}
+
+static void *forward_main(void *arg) {
+        struct forwarder *f = arg;
+
+        for (;;) {
+                char id[sizeof(f->command_id)];
+                siginfo_t si;
+                bool done;
+                int sig;
+
+                if (f->kill_at) {
+                        int64_t left = f->kill_at - mono_ms();
+                        struct timespec ts = {.tv_sec = left > 0 ? left / 1000 : 0,
+                                              .tv_nsec = left > 0 ? (left % 1000) * 1000000 : 0};
+                        sig = sigtimedwait(&f->set, &si, &ts);
+                        if (sig < 0 && errno == EAGAIN)
+                                sig = 0; /* the grace period is over */
+                } else {
+                        sig = sigwaitinfo(&f->set, &si);
+                }
+                if (sig < 0)
+                        continue; /* EINTR */
+                pthread_mutex_lock(&f->mu);
+                done = f->done;
+                memcpy(id, f->command_id, sizeof(id));
+                pthread_mutex_unlock(&f->mu);
+                if (done)
+                        return NULL;
+                if (sig == 0) {
+                        f->want = SIGKILL;
+                        f->kill_at = 0;
+                } else if (sig != f->wake) {
+                        f->count++;
+                        if (f->count == 1) {
+                                f->first = sig;
+                                f->want = sig;
+                                f->kill_at = mono_ms() + SIGNAL_GRACE_MS;
+                        } else if (f->count == 2) {
+                                f->want = SIGKILL;
+                                f->kill_at = 0;
+                        }
+                        /* A third one, or a kill while the command has not started (the
+                         * daemon may be stuck): sbx gives up waiting. */
+                        if (f->count >= 3 || (f->count == 2 && !id[0]))
+                                die_by(f->first);
+                }
+                if (!id[0] && f->want == SIGKILL && sig == 0)
+                        die_by(f->first); /* the grace ran out before it started */
+                if (id[0] && f->want && f->want != f->sent)
+                        forward_send(f, id);
+        }
+}
+
+/* Blocks the forwarded signals in this thread (and so in every thread it starts) and
+ * starts the forwarder. Without it (no thread could be made) the signals keep their
+ * default action: sbx dies and the command runs to its end. */
+static void forwarder_start(struct forwarder *f, const struct cli *cli, const char *sandbox_id) {
+        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+        f->cli = cli;
+        f->sandbox_id = sandbox_id;
+        f->wake = SIGRTMIN;
+        pthread_mutex_init(&f->mu, NULL);
+        sigemptyset(&f->set);
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+                sigaddset(&f->set, sigs[i]);
+        sigaddset(&f->set, f->wake);
+        /* Stays blocked until sbx exits: a signal that comes after the result must not
+         * end sbx with another status than the command's. */
+        pthread_sigmask(SIG_BLOCK, &f->set, NULL);
+        f->thread_started = pthread_create(&f->thread, NULL, forward_main, f) == 0;
+        if (!f->thread_started)
+                pthread_sigmask(SIG_UNBLOCK, &f->set, NULL);
+}
+
+/* Tells the forwarder the call is over and waits for it. */
+static void forwarder_stop(struct forwarder *f) {
+        if (!f->thread_started)
+                return;
+        pthread_mutex_lock(&f->mu);
+        f->done = true;
+        pthread_mutex_unlock(&f->mu);
+        pthread_kill(f->thread, f->wake);
+        pthread_join(f->thread, NULL);
+        f->thread_started = false;
+}
+
+/* on_started: the command runs. Its ID goes to the forwarder, and with --print-id to
+ * stderr (with --json: a first JSON line on stdout). */
+static void on_started(void *userdata, const char *command_id) {
+        struct forwarder *f = ((struct run *)userdata)->fw;
+
+        pthread_mutex_lock(&f->mu);
+        snprintf(f->command_id, sizeof(f->command_id), "%s", command_id);
+        pthread_mutex_unlock(&f->mu);
+        if (f->thread_started)
+                pthread_kill(f->thread, f->wake); /* a signal may wait for the ID */
+        if (f->print_id && f->json) {
+                struct json j;
+                json_init(&j, stdout);
+                json_begin_object(&j);
+                json_key(&j, "sandbox_id");
+                json_string(&j, f->sandbox_id);
+                json_key(&j, "command_id");
+                json_string(&j, command_id);
+                json_key(&j, "outcome");
+                json_string(&j, "running");
+                json_end_object(&j);
+                (void)json_finish(&j);
+        } else if (f->print_id) {
+                fflush(stdout);
+                cli_put_text(stderr, command_id);
+                fputc('\n', stderr);
+        }
+}
+
+/* ---- results ------------------------------------------------------------------------------ */
+
 /* The exit status that stands for a result, or -1 when the command has none (the
- * sandbox ended under it, or the daemon lost it), which is an error of sbx. */
+ * sandbox ended under it, or the daemon lost it), which is an error of sbx. A command
+ * that could not start is handled by start_failed. */
 static int result_status(const struct sbx_result *r) {
         switch (r->outcome) {
         case SBX_OUTCOME_EXITED:
@@ -142,10 +386,6 @@ static int result_status(const struct sbx_result *r) {
         case SBX_OUTCOME_CANCELLED:
                 return 137; /* 128 + SIGKILL, as a shell reports a killed command */
         case SBX_OUTCOME_START_FAILED:
-                if (r->start_errno == ENOENT ||
-                    (!r->start_errno && r->start_error && strstr(r->start_error, "No such file")))
-                        return 127;
-                return 126;
         case SBX_OUTCOME_SANDBOX_ENDED:
         case SBX_OUTCOME_UNKNOWN:
         case SBX_OUTCOME_RUNNING:
@@ -215,6 +455,12 @@ static void json_result(struct json *j, const struct sbx_result *r) {
         json_string(j, r->start_error);
         json_key(j, "owner_uid");
         json_int_or_null(j, r->has_owner_uid, r->owner_uid);
+        /* The exact bytes of a stream that is not valid UTF-8 (the text above has U+FFFD
+         * in their place); null when the text is exact. */
+        json_key(j, "stdout_base64");
+        json_base64_unless_utf8(j, r->stdout_data, r->stdout_len);
+        json_key(j, "stderr_base64");
+        json_base64_unless_utf8(j, r->stderr_data, r->stderr_len);
         json_end_object(j);
 }
 
@@ -222,9 +468,10 @@ static void json_result(struct json *j, const struct sbx_result *r) {
 static int no_status_error(const struct sbx_result *r) {
         switch (r->outcome) {
         case SBX_OUTCOME_SANDBOX_ENDED:
-                return cli_error(SBX_UNAVAILABLE,
-                                 "sandbox '%s' ended (terminated or expired) while command %s ran",
-                                 r->sandbox_id, r->command_id);
+                return cli_error(SBX_SANDBOX_ENDED,
+                                 "sandbox '%s' ended (terminated or expired) while command %s ran; "
+                                 "see `sbx info %s`",
+                                 r->sandbox_id, r->command_id, r->sandbox_id);
         case SBX_OUTCOME_UNKNOWN:
                 return cli_error(
                         SBX_UNAVAILABLE,
@@ -245,6 +492,135 @@ static int no_status_error(const struct sbx_result *r) {
                          r->command_id, sbx_outcome_name(r->outcome));
 }
 
+/* The errno of a failed start: start_errno, else read from the text's end. */
+static int start_errno_of(const struct sbx_result *r, const char *why) {
+        if (r->start_errno > 0)
+                return r->start_errno;
+        if (strstr(why, "No such file"))
+                return ENOENT;
+        if (strstr(why, "Permission denied"))
+                return EACCES;
+        return 0;
+}
+
+static enum sbx_code errno_code(int err) {
+        switch (err) {
+        case ENOENT:
+        case ENOTDIR:
+                return SBX_NOT_FOUND;
+        case EACCES:
+        case EPERM:
+                return SBX_PERMISSION_DENIED;
+        case ENOMEM:
+        case EAGAIN:
+        case EMFILE:
+        case ENFILE:
+                return SBX_RESOURCE_EXHAUSTED;
+        default:
+                return SBX_INVALID_ARGUMENT;
+        }
+}
+
+/* A command that never started: "sbx: CODE: message" and the status. The daemon's
+ * start_error reads "STEP OBJECT: REASON", STEP chdir (--cwd) or execve (the program).
+ * A missing program is 127 and a program that cannot run 126, as in a shell; a working
+ * directory that cannot be entered is an error of the request, 125, as `env -C` has it. */
+static int start_failed(const struct sbx_result *r, const char *id, const char *cwd) {
+        const char *text = r->start_error ? r->start_error : "";
+        const char *sep = strrchr(text, ':');
+        const char *why = sep ? sep + 1 : text;
+        int err;
+        enum sbx_code code;
+
+        while (*why == ' ')
+                why++;
+        err = start_errno_of(r, why);
+        code = errno_code(err);
+        if (strncmp(text, "chdir ", 6) == 0) {
+                cli_error(code,
+                          "cannot enter working directory '%s' in sandbox '%s': %s; pass an "
+                          "existing directory to --cwd (default /workspace)",
+                          cwd ? cwd : "/workspace", id, why);
+                return CLI_EXIT_ERROR;
+        }
+        if (strncmp(text, "execve ", 7) == 0 && sep) {
+                int n = (int)(sep - text - 7);
+                if (err == ENOENT) {
+                        cli_error(code,
+                                  "program '%.*s' not found in sandbox '%s' (not on its PATH, or "
+                                  "no such file)",
+                                  n, text + 7, id);
+                        return 127;
+                }
+                cli_error(code, "cannot execute '%.*s' in sandbox '%s': %s", n, text + 7, id, why);
+                return 126;
+        }
+        cli_error(code, "command could not start in sandbox '%s': %s", id,
+                  *text ? text : "no reason given");
+        return err == ENOENT ? 127 : 126;
+}
+
+/* "; limits hit: cpu, memory" for the ending line, or "". */
+static void limits_text(char *buf, size_t len, const struct sbx_result *r) {
+        size_t o = 0;
+
+        buf[0] = 0;
+        for (size_t i = 0; i < r->limits_hit.n && o < len; i++) {
+                if (strcmp(r->limits_hit.v[i], "timeout") == 0)
+                        continue; /* the line says so already */
+                o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "; limits hit: ",
+                                      r->limits_hit.v[i]);
+        }
+}
+
+/* The one line on stderr for an ending that is not an exit (plain sbx exec). */
+static void say_ending(const struct sbx_result *r, uint64_t timeout_ms, bool cancelled_by_us,
+                       int first_signal) {
+        char lim[256], nb[16], secs[32];
+        const char *cid = r->command_id && *r->command_id ? r->command_id : "?";
+
+        limits_text(lim, sizeof(lim), r);
+        fflush(stdout);
+        switch (r->outcome) {
+        case SBX_OUTCOME_TIMED_OUT:
+                snprintf(secs, sizeof(secs), "%.3g", (double)timeout_ms / 1000.0);
+                fprintf(stderr, "sbx: command %s timed out after %s s (killed)%s\n", cid, secs, lim);
+                break;
+        case SBX_OUTCOME_SIGNALED:
+                if (r->timed_out) {
+                        snprintf(secs, sizeof(secs), "%.3g", (double)timeout_ms / 1000.0);
+                        fprintf(stderr, "sbx: command %s timed out after %s s (killed)%s\n", cid,
+                                secs, lim);
+                } else {
+                        fprintf(stderr, "sbx: command %s was killed by signal %d (SIG%s)%s\n", cid,
+                                r->signal, sig_name(r->signal, nb, sizeof(nb)), lim);
+                }
+                break;
+        case SBX_OUTCOME_OUT_OF_MEMORY:
+                fprintf(stderr,
+                        "sbx: command %s ran out of memory and was killed (peak %.1f MiB; the "
+                        "sandbox's --memory)%s\n",
+                        cid, (double)r->peak_memory_bytes / (1024.0 * 1024.0), lim);
+                break;
+        case SBX_OUTCOME_CANCELLED:
+                if (cancelled_by_us)
+                        fprintf(stderr, "sbx: command %s was killed after SIG%s (cancelled)\n", cid,
+                                sig_name(first_signal, nb, sizeof(nb)));
+                else
+                        fprintf(stderr, "sbx: command %s was cancelled (killed)\n", cid);
+                break;
+        case SBX_OUTCOME_EXITED:
+        case SBX_OUTCOME_START_FAILED:
+        case SBX_OUTCOME_SANDBOX_ENDED:
+        case SBX_OUTCOME_UNKNOWN:
+        case SBX_OUTCOME_RUNNING:
+        case SBX_OUTCOME_UNSPECIFIED:
+                break;
+        }
+}
+
+/* ---- sbx exec ----------------------------------------------------------------------------- */
+
 /* Opens --stdin ("-" is our own stdin) to be streamed to the command as it is read, so
  * any size works and an interactive or slow producer is fed as it writes. Returns the
  * fd (>= 0) or, negated, an exit status. */
@@ -257,6 +633,12 @@ static int open_stdin_opt(const char *path) {
                 return -cli_error(errno == ENOENT ? SBX_NOT_FOUND : SBX_INVALID_ARGUMENT,
                                   "cannot open --stdin file '%s': %s", path, strerror(errno));
         return fd;
+}
+
+/* Whether our own stdin is forwarded without --stdin: when it is open and not a
+ * terminal (a pipe, a file, /dev/null), as ssh does. */
+static bool stdin_forwarded_by_default(void) {
+        return fcntl(STDIN_FILENO, F_GETFD) >= 0 && !isatty(STDIN_FILENO);
 }
 
 /* Joins words with single spaces (for --shell). NULL when memory runs out. */
@@ -283,7 +665,8 @@ static char *join_words(char **w, int n) {
 
 int cmd_exec(struct cli *cli, int argc, char **argv) {
         struct exec_state st;
-        struct stream_state ss = {0};
+        struct forwarder fw;
+        struct run run = {.fw = &fw};
         struct sbx_result *r = NULL;
         const char *id = NULL;
         char **words;
@@ -294,6 +677,7 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
         enum sbx_code rc;
 
         memset(&st, 0, sizeof(st));
+        memset(&fw, 0, sizeof(fw));
         sbx_exec_opts_init(&st.o);
         st.env = calloc((size_t)argc, sizeof(*st.env));
         if (!st.env)
@@ -343,6 +727,10 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
                         id);
                 goto out;
         }
+        if (st.stdin_path && st.no_stdin) {
+                status = cli_usage_error("sbx exec takes --stdin or -n (--no-stdin), not both");
+                goto out;
+        }
         if (st.shell) {
                 shell = join_words(words, nwords);
                 if (!shell) {
@@ -365,16 +753,23 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
                 in_fd = fd;
                 st.o.stdin_stream = 1;
                 st.o.stdin_fd = fd;
+        } else if (!st.no_stdin && stdin_forwarded_by_default()) {
+                st.o.stdin_stream = 1;
+                st.o.stdin_fd = STDIN_FILENO;
         }
-        if (!st.json) {
+        if (!st.json)
                 st.o.on_output = on_output;
-                st.o.userdata = &ss;
-        }
+        st.o.on_started = on_started;
+        st.o.userdata = &run;
         if ((status = cli_connect(cli, &c)))
                 goto out;
 
+        fw.print_id = st.print_id;
+        fw.json = st.json;
         fflush(stdout);
+        forwarder_start(&fw, cli, id);
         rc = sbx_exec(c, id, &st.o, &r);
+        forwarder_stop(&fw);
         if (!r) {
                 status = cli_client_error(c, rc);
                 goto out;
@@ -396,15 +791,16 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
                 goto out;
         }
         /* A daemon that does not stream puts the output into the result instead. */
-        if (!ss.chunks[SBX_STDOUT] && r->stdout_len)
+        if (!run.ss.chunks[SBX_STDOUT] && r->stdout_len)
                 cli_write_all(STDOUT_FILENO, r->stdout_data, r->stdout_len);
-        if (!ss.chunks[SBX_STDERR] && r->stderr_len)
+        if (!run.ss.chunks[SBX_STDERR] && r->stderr_len)
                 cli_write_all(STDERR_FILENO, r->stderr_data, r->stderr_len);
         if (r->outcome == SBX_OUTCOME_START_FAILED) {
-                fprintf(stderr, "sbx: ");
-                cli_put_text(stderr, r->start_error ? r->start_error : sbx_error_message(c));
-                fputc('\n', stderr);
+                status = start_failed(r, id, st.o.cwd);
+                goto out;
         }
+        say_ending(r, st.o.timeout_ms ? st.o.timeout_ms : SBX_DEFAULT_COMMAND_TIMEOUT_MS,
+                   fw.cancelled_by_us, fw.first);
         status = result_status(r);
         if (status < 0)
                 status = no_status_error(r);
@@ -416,4 +812,75 @@ out:
                 close(in_fd);
         free(st.env);
         return status < 0 ? 0 : status;
+}
+
+/* ---- sbx cancel ---------------------------------------------------------------------------- */
+
+/* The signals sbx cancel --signal takes (those sbx_signal allows). */
+static const struct {
+        const char *name;
+        int sig;
+} cancel_signals[] = {
+        {"INT", SIGINT},   {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"QUIT", SIGQUIT},
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"KILL", SIGKILL},
+};
+
+/* "INT", "SIGINT", "sigint" or "2": the signal, or 0. */
+static int parse_signal(const char *s) {
+        uint64_t v;
+
+        if (cli_parse_uint(s, 64, &v) == 0) {
+                for (size_t i = 0; i < sizeof(cancel_signals) / sizeof(cancel_signals[0]); i++)
+                        if (cancel_signals[i].sig == (int)v)
+                                return (int)v;
+                return 0;
+        }
+        if (strncasecmp(s, "SIG", 3) == 0)
+                s += 3;
+        for (size_t i = 0; i < sizeof(cancel_signals) / sizeof(cancel_signals[0]); i++)
+                if (strcasecmp(s, cancel_signals[i].name) == 0)
+                        return cancel_signals[i].sig;
+        return 0;
+}
+
+int cmd_cancel(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt opts[] = {{"signal", true, 's'}, {NULL, false, 0}};
+        const char *pos[2];
+        size_t npos = 0;
+        int sig = SIGKILL, k, status = 0;
+        struct cli_opts p;
+        sbx_client *c;
+        enum sbx_code rc;
+
+        cli_opts_init(&p, cli, argc, argv, opts);
+        while ((k = cli_opts_next(&p)) != CLI_OPT_END) {
+                if (k == CLI_OPT_ERR)
+                        return CLI_EXIT_ERROR;
+                if (k == CLI_OPT_HELP) {
+                        cli_usage(stdout, argv[0]);
+                        return 0;
+                }
+                if (k == CLI_OPT_POS) {
+                        if (npos == 2)
+                                return cli_usage_error("unexpected argument '%s' for sbx cancel",
+                                                       p.arg);
+                        pos[npos++] = p.arg;
+                } else if (!(sig = parse_signal(p.arg))) {
+                        return cli_bad_value("cancel", "--signal", p.arg,
+                                             "expected INT, TERM, HUP, QUIT, USR1, USR2 or KILL");
+                }
+        }
+        if (npos < 2)
+                return cli_usage_error("sbx cancel needs a sandbox ID and a command ID (c-N, "
+                                       "from sbx exec --print-id or sbx history)");
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        if (sig == SIGKILL)
+                rc = sbx_cancel(c, pos[0], pos[1]);
+        else
+                rc = sbx_signal(c, pos[0], pos[1], sig);
+        if (rc != SBX_OK)
+                status = cli_client_error(c, rc);
+        sbx_close(c);
+        return status;
 }

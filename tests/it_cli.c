@@ -1,7 +1,11 @@
 /* it_cli.c: integration tests of the sbx command-line tool as a user meets it: the real
  * build/sbx binary run as a subprocess against a real sbxd. Failures with --json are
- * JSON; ls, read and write speak JSON; stat, mkdir, rm and bulk terminate; messages
- * name the CLI's flags; and create tells a person at a terminal when the sandbox ends. Each test asserts an
+ * JSON; ls, read and write speak JSON; abnormal endings of `sbx exec` say so on stderr;
+ * a start failure keeps the "sbx: CODE: message" form and its own exit status; signals
+ * of sbx reach the command; piped stdin is forwarded and a stdin that never closes does
+ * not hang sbx; bytes that are not UTF-8 survive --json; a command's ID is known as it
+ * starts; cancel, stat, mkdir, rm and bulk terminate; messages name the CLI's flags; and
+ * create tells a person at a terminal when the sandbox ends. Each test asserts an
  * outcome and, where time matters, a bound. */
 #include <errno.h>
 #include <fcntl.h>
@@ -84,6 +88,32 @@ static ssize_t drain_some(int fd, char **buf, size_t *len) {
         *len += (size_t)r;
         (*buf)[*len] = 0;
         return r;
+}
+
+/* Reads p's stdout and stderr until the stderr collected holds needle (or the ends
+ * close, or ms pass). 1 when needle was seen. */
+static int wait_stderr(struct proc *p, const char *needle, int ms) {
+        double t0 = it_now_ms();
+
+        while (it_now_ms() - t0 < ms) {
+                struct pollfd f[2] = {{.fd = p->out, .events = POLLIN},
+                                      {.fd = p->err, .events = POLLIN}};
+                if (p->ebuf && strstr(p->ebuf, needle))
+                        return 1;
+                if (p->out < 0 && p->err < 0)
+                        return 0;
+                if (poll(f, 2, 50) <= 0)
+                        continue;
+                if (p->out >= 0 && f[0].revents && !drain_some(p->out, &p->obuf, &p->olen)) {
+                        close(p->out);
+                        p->out = -1;
+                }
+                if (p->err >= 0 && f[1].revents && !drain_some(p->err, &p->ebuf, &p->elen)) {
+                        close(p->err);
+                        p->err = -1;
+                }
+        }
+        return p->ebuf && strstr(p->ebuf, needle);
 }
 
 /* Reads the rest of p's output and reaps it; its exit code, or 256+N for signal N.
@@ -266,6 +296,353 @@ START_TEST(ls_read_write_json) {
                 has(out, "{\"error\":{\"code\":\"NOT_FOUND\"");
                 free(out);
                 free(err);
+        }
+        stop(&d, c);
+}
+END_TEST
+
+/* ---- 4: abnormal endings say so; start failures keep the CODE form -------------------- */
+
+START_TEST(abnormal_endings_say_so) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "e", NULL);
+        char *out, *err;
+        double t0;
+        int rc;
+
+        {
+                const char *a[] = {"exec", "--timeout", "0.3", "e", "--", "sleep", "10", NULL};
+                t0 = it_now_ms();
+                rc = sbx(&d, NULL, NULL, &err, a);
+                ck_assert_int_eq(rc, 124);
+                ck_assert_msg(it_now_ms() - t0 < 3000, "took %.0f ms", it_now_ms() - t0);
+                ck_assert_msg(strstr(err, "sbx: command c-") && strstr(err, " timed out after 0.3 s (killed)\n"),
+                              "stderr: '%s'", err);
+                free(err);
+        }
+        {
+                const char *a[] = {"exec", "e", "--", "sh", "-c", "kill -TERM $$", NULL};
+                rc = sbx(&d, NULL, NULL, &err, a);
+                ck_assert_int_eq(rc, 128 + SIGTERM);
+                has(err, " was killed by signal 15 (SIGTERM)\n");
+                free(err);
+        }
+        /* A plain exit says nothing. */
+        {
+                const char *a[] = {"exec", "e", "--", "sh", "-c", "exit 3", NULL};
+                rc = sbx(&d, NULL, &out, &err, a);
+                ck_assert_int_eq(rc, 3);
+                ck_assert_str_eq(err, "");
+                free(out);
+                free(err);
+        }
+        /* A missing program, a program that cannot run, a missing --cwd: each its own
+         * status and message, in the "sbx: CODE: message" form. */
+        {
+                const char *a[] = {"exec", "e", "--", "sbxt-no-such-program", NULL};
+                rc = sbx(&d, NULL, NULL, &err, a);
+                ck_assert_int_eq(rc, 127);
+                ck_assert_msg(strncmp(err, "sbx: NOT_FOUND: program 'sbxt-no-such-program' not found", 56) == 0,
+                              "stderr: '%s'", err);
+                free(err);
+        }
+        {
+                const char *a[] = {"exec", "e", "--", "/etc/passwd", NULL};
+                rc = sbx(&d, NULL, NULL, &err, a);
+                ck_assert_int_eq(rc, 126);
+                ck_assert_msg(strncmp(err, "sbx: PERMISSION_DENIED: cannot execute '/etc/passwd'", 51) == 0,
+                              "stderr: '%s'", err);
+                free(err);
+        }
+        {
+                const char *a[] = {"exec", "--cwd", "/sbxt-nosuch", "e", "--", "true", NULL};
+                rc = sbx(&d, NULL, NULL, &err, a);
+                ck_assert_int_eq(rc, 125);
+                ck_assert_msg(strncmp(err, "sbx: NOT_FOUND: cannot enter working directory '/sbxt-nosuch'", 61) == 0,
+                              "stderr: '%s'", err);
+                has(err, "--cwd");
+                free(err);
+        }
+        /* The sandbox ends under a running command: its own code, 125. */
+        {
+                const char *a[] = {"exec", "--print-id", "e", "--", "sleep", "30", NULL};
+                struct proc p;
+                spawn_sbx(&d, -1, -1, a, &p);
+                ck_assert_msg(wait_stderr(&p, "\n", 10000), "no ID");
+                ck_assert_int_eq(sbx_terminate(c, "e", NULL), SBX_OK);
+                rc = finish(&p);
+                ck_assert_int_eq(rc, 125);
+                has(p.ebuf, "sbx: SANDBOX_ENDED: sandbox 'e' ended");
+                proc_free(&p);
+        }
+        /* Out of memory, where this host can enforce a memory limit. */
+        {
+                struct sbx_create_opts o;
+                struct sbx_sandbox *s = NULL;
+                const char *a[] = {"exec", "oom", "--", "python3", "-c",
+                                   "b = []\nwhile True: b.append(bytearray(1 << 20))", NULL};
+                bool enforced = false;
+                sbx_create_opts_init(&o);
+                o.id = "oom";
+                o.policy.limits.set = SBX_LIMIT_MEMORY;
+                o.policy.limits.memory_bytes = 64u << 20;
+                ck_assert_int_eq(sbx_create(c, &o, &s), SBX_OK);
+                for (size_t i = 0; i < s->n_enforcement; i++)
+                        if (strcmp(s->enforcement[i].limit, "memory") == 0 &&
+                            strcmp(s->enforcement[i].enforcement, "none") != 0)
+                                enforced = true;
+                sbx_sandbox_free(s);
+                if (enforced) {
+                        rc = sbx(&d, NULL, NULL, &err, a);
+                        ck_assert_msg(rc == 137, "status %d: %s", rc, err);
+                        has(err, " ran out of memory and was killed");
+                        free(err);
+                } else {
+                        fprintf(stderr, "it_cli: no memory limit on this host; the out-of-memory "
+                                        "line is not tried\n");
+                }
+        }
+        stop(&d, c);
+}
+END_TEST
+
+/* A command cancelled from another process: sbx cancel, with the ID sbx exec --print-id
+ * gave at the start; the running command shows as running in the history meanwhile. */
+START_TEST(print_id_cancel_and_running_history) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "p", NULL);
+        const char *a[] = {"exec", "--print-id", "p", "--", "sleep", "30", NULL};
+        char *out, *err, cid[64];
+        struct proc p;
+        double t0;
+        int rc;
+
+        spawn_sbx(&d, -1, -1, a, &p);
+        ck_assert_msg(wait_stderr(&p, "\n", 10000), "no ID: '%s'", p.ebuf ? p.ebuf : "");
+        ck_assert_msg(sscanf(p.ebuf, "%63[^\n]", cid) == 1 && strncmp(cid, "c-", 2) == 0,
+                      "first line '%s'", p.ebuf);
+        {
+                const char *h[] = {"history", "p", NULL};
+                const char *hj[] = {"history", "--json", "p", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, h), 0);
+                has(out, "running");
+                hasnt(out, "unspecified");
+                free(out);
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, hj), 0);
+                has(out, "\"outcome\":\"running\"");
+                free(out);
+        }
+        {
+                const char *k[] = {"cancel", "p", cid, NULL};
+                t0 = it_now_ms();
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, k), 0);
+                free(err);
+        }
+        rc = finish(&p);
+        ck_assert_msg(it_now_ms() - t0 < 5000, "took %.0f ms", it_now_ms() - t0);
+        ck_assert_int_eq(rc, 137);
+        has(p.ebuf, " was cancelled (killed)\n");
+        proc_free(&p);
+        /* With --json the first line is the start, the second the result. */
+        {
+                const char *j[] = {"exec", "--json", "--print-id", "p", "--", "true", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, j), 0);
+                ck_assert_msg(strncmp(out, "{\"sandbox_id\":\"p\",\"command_id\":\"c-", 34) == 0,
+                              "%s", out);
+                has(out, "\"outcome\":\"running\"}\n{\"sandbox_id\":\"p\"");
+                has(out, "\"outcome\":\"exited\"");
+                free(out);
+        }
+        /* Cancelling what is not running is an error. */
+        {
+                const char *k[] = {"cancel", "p", cid, NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, k), 125);
+                has(err, "sbx: NOT_FOUND: ");
+                free(err);
+        }
+        stop(&d, c);
+}
+END_TEST
+
+/* ---- 5: signals of sbx reach the command ------------------------------------------------ */
+
+/* Runs shell in sandbox id through sbx exec --print-id, sends sbx the signals in sigs
+ * (0-terminated) once it runs, 300 ms apart (the first 300 ms after the start, time for
+ * the shell to set its traps); its exit status, output in *p. */
+static int exec_and_signal(struct it_daemon *d, const char *id, const char *shell,
+                           const int *sigs, struct proc *p) {
+        const char *a[] = {"exec", "--print-id", id, "--", "sh", "-c", shell, NULL};
+
+        spawn_sbx(d, -1, -1, a, p);
+        ck_assert_msg(wait_stderr(p, "\n", 10000), "no ID: '%s'", p->ebuf ? p->ebuf : "");
+        for (; *sigs; sigs++) {
+                usleep(300000);
+                kill(p->pid, *sigs);
+        }
+        return finish(p);
+}
+
+START_TEST(signals_forwarded) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "s", NULL);
+        struct proc p;
+        double t0;
+        int rc;
+
+        /* SIGINT runs the command's trap. */
+        {
+                const int sigs[] = {SIGINT, 0};
+                t0 = it_now_ms();
+                rc = exec_and_signal(&d, "s", "trap 'echo trapped INT; exit 3' INT; sleep 30 & wait",
+                                     sigs, &p);
+                ck_assert_msg(rc == 3, "status %d, stderr '%s'", rc, p.ebuf);
+                ck_assert_str_eq(p.obuf, "trapped INT\n");
+                ck_assert_msg(it_now_ms() - t0 < 5000, "took %.0f ms", it_now_ms() - t0);
+                proc_free(&p);
+        }
+        /* SIGTERM and SIGHUP likewise, each as itself. */
+        {
+                const int sigs[] = {SIGTERM, 0};
+                rc = exec_and_signal(&d, "s", "trap 'echo trapped TERM; exit 4' TERM; sleep 30 & wait",
+                                     sigs, &p);
+                ck_assert_msg(rc == 4, "status %d, stderr '%s'", rc, p.ebuf);
+                ck_assert_str_eq(p.obuf, "trapped TERM\n");
+                proc_free(&p);
+        }
+        {
+                const int sigs[] = {SIGHUP, 0};
+                rc = exec_and_signal(&d, "s", "trap 'echo trapped HUP; exit 5' HUP; sleep 30 & wait",
+                                     sigs, &p);
+                ck_assert_msg(rc == 5, "status %d, stderr '%s'", rc, p.ebuf);
+                ck_assert_str_eq(p.obuf, "trapped HUP\n");
+                proc_free(&p);
+        }
+        /* Without a trap the command dies of the signal, and sbx says so. */
+        {
+                const int sigs[] = {SIGINT, 0};
+                rc = exec_and_signal(&d, "s", "sleep 30", sigs, &p);
+                ck_assert_msg(rc == 128 + SIGINT, "status %d, stderr '%s'", rc, p.ebuf);
+                has(p.ebuf, "was killed by signal 2 (SIGINT)");
+                proc_free(&p);
+        }
+        /* A command that ignores it is killed at the second interrupt. */
+        {
+                const int sigs[] = {SIGINT, SIGINT, 0};
+                t0 = it_now_ms();
+                rc = exec_and_signal(&d, "s", "trap 'echo ignored' INT; while :; do sleep 0.05; done",
+                                     sigs, &p);
+                ck_assert_msg(rc == 137, "status %d, stderr '%s'", rc, p.ebuf);
+                has(p.obuf, "ignored");
+                has(p.ebuf, "was killed after SIGINT (cancelled)");
+                ck_assert_msg(it_now_ms() - t0 < 5000, "took %.0f ms", it_now_ms() - t0);
+                proc_free(&p);
+        }
+        /* ... or after the grace period (10 s) without a second one. */
+        {
+                const int sigs[] = {SIGTERM, 0};
+                t0 = it_now_ms();
+                rc = exec_and_signal(&d, "s", "trap '' TERM; sleep 60", sigs, &p);
+                ck_assert_msg(rc == 137, "status %d, stderr '%s'", rc, p.ebuf);
+                ck_assert_msg(it_now_ms() - t0 > 9000 && it_now_ms() - t0 < 15000, "took %.0f ms",
+                              it_now_ms() - t0);
+                proc_free(&p);
+        }
+        /* The killed one left nothing behind. */
+        {
+                struct sbx_result *r = it_sh(c, "s", 10000, "ps -e -o args= | grep -c '^sleep 60'");
+                ck_assert_str_eq((char *)r->stdout_data, "0\n");
+                sbx_result_free(r);
+        }
+        stop(&d, c);
+}
+END_TEST
+
+/* ---- 6: piped stdin is forwarded, a stdin that never closes does not hang ------------------ */
+
+START_TEST(stdin_forwarded) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "i", NULL);
+        char *out, *err;
+        int in[2];
+        struct proc p;
+        double t0;
+        int rc;
+
+        {
+                const char *a[] = {"exec", "i", "--", "cat", NULL};
+                ck_assert_int_eq(sbx(&d, "hi\n", &out, NULL, a), 0);
+                ck_assert_str_eq(out, "hi\n");
+                free(out);
+        }
+        {
+                const char *a[] = {"exec", "-n", "i", "--", "cat", NULL};
+                const char *b[] = {"exec", "--no-stdin", "i", "--", "cat", NULL};
+                ck_assert_int_eq(sbx(&d, "hi\n", &out, NULL, a), 0);
+                ck_assert_str_eq(out, "");
+                free(out);
+                ck_assert_int_eq(sbx(&d, "hi\n", &out, NULL, b), 0);
+                ck_assert_str_eq(out, "");
+                free(out);
+        }
+        {
+                const char *a[] = {"exec", "--json", "i", "--", "cat", NULL};
+                ck_assert_int_eq(sbx(&d, "in json\n", &out, NULL, a), 0);
+                has(out, "\"stdout\":\"in json\\n\"");
+                free(out);
+        }
+        {
+                const char *a[] = {"exec", "-n", "--stdin", "-", "i", "--", "cat", NULL};
+                ck_assert_int_eq(sbx(&d, "x", NULL, &err, a), 125);
+                has(err, "sbx: INVALID_ARGUMENT: ");
+                free(err);
+        }
+        /* A stdin that never closes: a command that does not read it ends sbx at once... */
+        ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+        {
+                const char *a[] = {"exec", "i", "--", "true", NULL};
+                t0 = it_now_ms();
+                spawn_sbx(&d, in[0], -1, a, &p);
+                rc = finish(&p);
+                ck_assert_int_eq(rc, 0);
+                ck_assert_msg(it_now_ms() - t0 < 3000, "took %.0f ms", it_now_ms() - t0);
+                proc_free(&p);
+        }
+        /* ... and one that reads it ends at its timeout. */
+        {
+                const char *a[] = {"exec", "--timeout", "1", "i", "--", "cat", NULL};
+                t0 = it_now_ms();
+                spawn_sbx(&d, in[0], -1, a, &p);
+                rc = finish(&p);
+                ck_assert_int_eq(rc, 124);
+                ck_assert_msg(it_now_ms() - t0 < 4000, "took %.0f ms", it_now_ms() - t0);
+                proc_free(&p);
+        }
+        close(in[0]);
+        close(in[1]);
+        stop(&d, c);
+}
+END_TEST
+
+/* ---- 7: bytes that are not UTF-8 survive --json -------------------------------------------- */
+
+START_TEST(binary_output_in_json) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "b", NULL);
+        char *out;
+
+        {
+                const char *a[] = {"exec", "--json", "b", "--", "printf", "\\377\\000a", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                has(out, "\"stdout\":\"\xEF\xBF\xBD\\u0000a\"");
+                has(out, "\"stdout_base64\":\"/wBh\",\"stderr_base64\":null}");
+                free(out);
+        }
+        {
+                const char *a[] = {"exec", "--json", "b", "--", "sh", "-c", "printf 'h\xC3\xA9' >&2", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                has(out, "\"stderr\":\"h\xC3\xA9\"");
+                has(out, "\"stdout_base64\":null,\"stderr_base64\":null}");
+                free(out);
         }
         stop(&d, c);
 }
@@ -504,7 +881,7 @@ END_TEST
 START_TEST(help_names_every_command) {
         struct it_daemon d;
         sbx_client *c = start(&d, NULL, NULL);
-        static const char *const cmds[] = {"stat", "mkdir", "rm", "terminate", NULL};
+        static const char *const cmds[] = {"cancel", "stat", "mkdir", "rm", "terminate", NULL};
         char *out;
 
         {
@@ -515,6 +892,8 @@ START_TEST(help_names_every_command) {
                         snprintf(w, sizeof(w), "  sbx %s ", cmds[i]);
                         has(out, w);
                 }
+                has(out, "--no-stdin");
+                has(out, "--print-id");
                 free(out);
         }
         for (size_t i = 0; cmds[i]; i++) {
@@ -535,6 +914,11 @@ static Suite *make_suite(void) {
         } tests[] = {
                 {"json_failures_are_json", json_failures_are_json},
                 {"ls_read_write_json", ls_read_write_json},
+                {"abnormal_endings_say_so", abnormal_endings_say_so},
+                {"print_id_cancel_and_running_history", print_id_cancel_and_running_history},
+                {"signals_forwarded", signals_forwarded},
+                {"stdin_forwarded", stdin_forwarded},
+                {"binary_output_in_json", binary_output_in_json},
                 {"stat_mkdir_rm", stat_mkdir_rm},
                 {"bulk_terminate", bulk_terminate},
                 {"messages_in_cli_words", messages_in_cli_words},
