@@ -3,8 +3,8 @@
  * The tool is split by subject: cli.c (main, option parsing, number parsing, errors,
  * help), cli_json.c (JSON through jansson, bytes rendered as valid UTF-8),
  * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_exec.c
- * (exec, cancel), cli_files.c (read, write, ls, stat, mkdir, rm, cp), cli_doctor.c (doctor, version) and
- * cli_mcp.c with cli_mcp_tools.c (mcp, the Model Context Protocol server). Each
+ * (exec, cancel), cli_files.c (read, write, ls, stat, mkdir, rm, cp), cli_doctor.c (doctor,
+ * version) and cli_mcp.c with cli_mcp_tools.c (mcp, the Model Context Protocol server). Each
  * command is a function `int cmd_NAME(struct cli *, int argc, char **argv)` that
  * returns the process exit status; argv[0] is the command's name. Everything talks to
  * the daemon through libsbx only. */

@@ -568,8 +568,8 @@ static void limits_text(char *buf, size_t len, const struct sbx_result *r) {
         for (size_t i = 0; i < r->limits_hit.n && o < len; i++) {
                 if (strcmp(r->limits_hit.v[i], "timeout") == 0)
                         continue; /* the line says so already */
-                o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "; limits hit: ",
-                                      r->limits_hit.v[i]);
+                o += (size_t)snprintf(buf + o, len - o, "%s%s",
+                                      o ? ", " : "; limits hit: ", r->limits_hit.v[i]);
         }
 }
 
@@ -584,7 +584,8 @@ static void say_ending(const struct sbx_result *r, uint64_t timeout_ms, bool can
         switch (r->outcome) {
         case SBX_OUTCOME_TIMED_OUT:
                 snprintf(secs, sizeof(secs), "%.3g", (double)timeout_ms / 1000.0);
-                fprintf(stderr, "sbx: command %s timed out after %s s (killed)%s\n", cid, secs, lim);
+                fprintf(stderr, "sbx: command %s timed out after %s s (killed)%s\n", cid, secs,
+                        lim);
                 break;
         case SBX_OUTCOME_SIGNALED:
                 if (r->timed_out) {
@@ -821,7 +822,7 @@ static const struct {
         const char *name;
         int sig;
 } cancel_signals[] = {
-        {"INT", SIGINT},   {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"QUIT", SIGQUIT},
+        {"INT", SIGINT},   {"TERM", SIGTERM}, {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
         {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"KILL", SIGKILL},
 };
 

@@ -828,15 +828,18 @@ int cmd_info(struct cli *cli, int argc, char **argv) {
         return status;
 }
 
+/* A sandbox a bulk terminate could not end. */
+struct bulk_failure {
+        char *id;
+        enum sbx_code code;
+        char *message;
+};
+
 /* The result of a bulk terminate. */
 struct bulk {
         char **done;
         size_t n_done;
-        struct bulk_failure {
-                char *id;
-                enum sbx_code code;
-                char *message;
-        } *failed;
+        struct bulk_failure *failed;
         size_t n_failed, cap_done, cap_failed;
         bool oom;
 };
@@ -933,8 +936,7 @@ static int bulk_select(sbx_client *c, struct sbx_list_opts *lo, struct bulk *b, 
                         const struct sbx_sandbox *s = l->v[i];
                         /* The daemon filters by owner; a daemon that did not is kept to
                          * the rule here too: only the caller's own. */
-                        if (s->owner_uid != lo->owner_uid || !sandbox_live(s) ||
-                            bulk_has(b, s->id))
+                        if (s->owner_uid != lo->owner_uid || !sandbox_live(s) || bulk_has(b, s->id))
                                 continue;
                         bulk_one(c, b, s->id, print);
                         tried++;

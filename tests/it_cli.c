@@ -154,9 +154,8 @@ static int sbx(struct it_daemon *d, const char *in, char **out, char **err,
         return it_sbx(d, in, in ? strlen(in) : 0, out, err, args);
 }
 
-#define has(hay, needle) ck_assert_msg(strstr((hay), (needle)), "no '%s' in '%s'", (needle), (hay))
-#define hasnt(hay, needle)                                                                         \
-        ck_assert_msg(!strstr((hay), (needle)), "'%s' in '%s'", (needle), (hay))
+#define has(hay, needle)   ck_assert_msg(strstr((hay), (needle)), "no '%s' in '%s'", (needle), (hay))
+#define hasnt(hay, needle) ck_assert_msg(!strstr((hay), (needle)), "'%s' in '%s'", (needle), (hay))
 
 /* Starts a daemon and creates sandbox id in it. */
 static sbx_client *start(struct it_daemon *d, const char *id, const char *const *extra) {
@@ -186,10 +185,12 @@ START_TEST(json_failures_are_json) {
                 const char *a[] = {"info", "--json", "nosuch", NULL};
                 rc = sbx(&d, NULL, &out, &err, a);
                 ck_assert_int_eq(rc, 125);
-                ck_assert_msg(strncmp(out, "{\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"", 40) == 0,
-                              "stdout: '%s'", out);
+                ck_assert_msg(
+                        strncmp(out, "{\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"", 40) == 0,
+                        "stdout: '%s'", out);
                 has(out, "nosuch");
-                ck_assert_msg(out[strlen(out) - 1] == '\n' && strchr(out, '\n') == out + strlen(out) - 1,
+                ck_assert_msg(out[strlen(out) - 1] == '\n' &&
+                                      strchr(out, '\n') == out + strlen(out) - 1,
                               "not one line: '%s'", out);
                 has(err, "sbx: NOT_FOUND: ");
                 free(out);
@@ -243,8 +244,9 @@ START_TEST(ls_read_write_json) {
         {
                 const char *a[] = {"ls", "--json", "f", "/workspace/d", NULL};
                 ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
-                ck_assert_msg(strncmp(out, "{\"sandbox_id\":\"f\",\"path\":\"/workspace/d\","
-                                           "\"entries\":[{\"name\":",
+                ck_assert_msg(strncmp(out,
+                                      "{\"sandbox_id\":\"f\",\"path\":\"/workspace/d\","
+                                      "\"entries\":[{\"name\":",
                                       59) == 0,
                               "%s", out);
                 has(out, "],\"truncated\":false}\n");
@@ -316,7 +318,8 @@ START_TEST(abnormal_endings_say_so) {
                 rc = sbx(&d, NULL, NULL, &err, a);
                 ck_assert_int_eq(rc, 124);
                 ck_assert_msg(it_now_ms() - t0 < 3000, "took %.0f ms", it_now_ms() - t0);
-                ck_assert_msg(strstr(err, "sbx: command c-") && strstr(err, " timed out after 0.3 s (killed)\n"),
+                ck_assert_msg(strstr(err, "sbx: command c-") &&
+                                      strstr(err, " timed out after 0.3 s (killed)\n"),
                               "stderr: '%s'", err);
                 free(err);
         }
@@ -342,7 +345,9 @@ START_TEST(abnormal_endings_say_so) {
                 const char *a[] = {"exec", "e", "--", "sbxt-no-such-program", NULL};
                 rc = sbx(&d, NULL, NULL, &err, a);
                 ck_assert_int_eq(rc, 127);
-                ck_assert_msg(strncmp(err, "sbx: NOT_FOUND: program 'sbxt-no-such-program' not found", 56) == 0,
+                ck_assert_msg(strncmp(err,
+                                      "sbx: NOT_FOUND: program 'sbxt-no-such-program' not found",
+                                      56) == 0,
                               "stderr: '%s'", err);
                 free(err);
         }
@@ -350,7 +355,8 @@ START_TEST(abnormal_endings_say_so) {
                 const char *a[] = {"exec", "e", "--", "/etc/passwd", NULL};
                 rc = sbx(&d, NULL, NULL, &err, a);
                 ck_assert_int_eq(rc, 126);
-                ck_assert_msg(strncmp(err, "sbx: PERMISSION_DENIED: cannot execute '/etc/passwd'", 51) == 0,
+                ck_assert_msg(strncmp(err, "sbx: PERMISSION_DENIED: cannot execute '/etc/passwd'",
+                                      51) == 0,
                               "stderr: '%s'", err);
                 free(err);
         }
@@ -358,8 +364,11 @@ START_TEST(abnormal_endings_say_so) {
                 const char *a[] = {"exec", "--cwd", "/sbxt-nosuch", "e", "--", "true", NULL};
                 rc = sbx(&d, NULL, NULL, &err, a);
                 ck_assert_int_eq(rc, 125);
-                ck_assert_msg(strncmp(err, "sbx: NOT_FOUND: cannot enter working directory '/sbxt-nosuch'", 61) == 0,
-                              "stderr: '%s'", err);
+                ck_assert_msg(
+                        strncmp(err,
+                                "sbx: NOT_FOUND: cannot enter working directory '/sbxt-nosuch'",
+                                61) == 0,
+                        "stderr: '%s'", err);
                 has(err, "--cwd");
                 free(err);
         }
@@ -379,8 +388,10 @@ START_TEST(abnormal_endings_say_so) {
         {
                 struct sbx_create_opts o;
                 struct sbx_sandbox *s = NULL;
-                const char *a[] = {"exec", "oom", "--", "python3", "-c",
-                                   "b = []\nwhile True: b.append(bytearray(1 << 20))", NULL};
+                const char *a[] = {"exec", "oom",
+                                   "--",   "python3",
+                                   "-c",   "b = []\nwhile True: b.append(bytearray(1 << 20))",
+                                   NULL};
                 bool enforced = false;
                 sbx_create_opts_init(&o);
                 o.id = "oom";
@@ -469,8 +480,8 @@ END_TEST
 /* Runs shell in sandbox id through sbx exec --print-id, sends sbx the signals in sigs
  * (0-terminated) once it runs, 300 ms apart (the first 300 ms after the start, time for
  * the shell to set its traps); its exit status, output in *p. */
-static int exec_and_signal(struct it_daemon *d, const char *id, const char *shell,
-                           const int *sigs, struct proc *p) {
+static int exec_and_signal(struct it_daemon *d, const char *id, const char *shell, const int *sigs,
+                           struct proc *p) {
         const char *a[] = {"exec", "--print-id", id, "--", "sh", "-c", shell, NULL};
 
         spawn_sbx(d, -1, -1, a, p);
@@ -493,8 +504,8 @@ START_TEST(signals_forwarded) {
         {
                 const int sigs[] = {SIGINT, 0};
                 t0 = it_now_ms();
-                rc = exec_and_signal(&d, "s", "trap 'echo trapped INT; exit 3' INT; sleep 30 & wait",
-                                     sigs, &p);
+                rc = exec_and_signal(
+                        &d, "s", "trap 'echo trapped INT; exit 3' INT; sleep 30 & wait", sigs, &p);
                 ck_assert_msg(rc == 3, "status %d, stderr '%s'", rc, p.ebuf);
                 ck_assert_str_eq(p.obuf, "trapped INT\n");
                 ck_assert_msg(it_now_ms() - t0 < 5000, "took %.0f ms", it_now_ms() - t0);
@@ -503,16 +514,17 @@ START_TEST(signals_forwarded) {
         /* SIGTERM and SIGHUP likewise, each as itself. */
         {
                 const int sigs[] = {SIGTERM, 0};
-                rc = exec_and_signal(&d, "s", "trap 'echo trapped TERM; exit 4' TERM; sleep 30 & wait",
-                                     sigs, &p);
+                rc = exec_and_signal(&d, "s",
+                                     "trap 'echo trapped TERM; exit 4' TERM; sleep 30 & wait", sigs,
+                                     &p);
                 ck_assert_msg(rc == 4, "status %d, stderr '%s'", rc, p.ebuf);
                 ck_assert_str_eq(p.obuf, "trapped TERM\n");
                 proc_free(&p);
         }
         {
                 const int sigs[] = {SIGHUP, 0};
-                rc = exec_and_signal(&d, "s", "trap 'echo trapped HUP; exit 5' HUP; sleep 30 & wait",
-                                     sigs, &p);
+                rc = exec_and_signal(
+                        &d, "s", "trap 'echo trapped HUP; exit 5' HUP; sleep 30 & wait", sigs, &p);
                 ck_assert_msg(rc == 5, "status %d, stderr '%s'", rc, p.ebuf);
                 ck_assert_str_eq(p.obuf, "trapped HUP\n");
                 proc_free(&p);
@@ -529,8 +541,8 @@ START_TEST(signals_forwarded) {
         {
                 const int sigs[] = {SIGINT, SIGINT, 0};
                 t0 = it_now_ms();
-                rc = exec_and_signal(&d, "s", "trap 'echo ignored' INT; while :; do sleep 0.05; done",
-                                     sigs, &p);
+                rc = exec_and_signal(
+                        &d, "s", "trap 'echo ignored' INT; while :; do sleep 0.05; done", sigs, &p);
                 ck_assert_msg(rc == 137, "status %d, stderr '%s'", rc, p.ebuf);
                 has(p.obuf, "ignored");
                 has(p.ebuf, "was killed after SIGINT (cancelled)");
@@ -638,7 +650,8 @@ START_TEST(binary_output_in_json) {
                 free(out);
         }
         {
-                const char *a[] = {"exec", "--json", "b", "--", "sh", "-c", "printf 'h\xC3\xA9' >&2", NULL};
+                const char *a[] = {
+                        "exec", "--json", "b", "--", "sh", "-c", "printf 'h\xC3\xA9' >&2", NULL};
                 ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
                 has(out, "\"stderr\":\"h\xC3\xA9\"");
                 has(out, "\"stdout_base64\":null,\"stderr_base64\":null}");
@@ -833,12 +846,14 @@ START_TEST(messages_in_cli_words) {
 }
 END_TEST
 
-/* ---- 14: create says when the sandbox ends, to a person at a terminal -------------------------- */
+/* ---- 14: create says when the sandbox ends, to a person at a terminal --------------------------
+ */
 
 START_TEST(create_tells_deadline_on_a_terminal) {
         struct it_daemon d;
         sbx_client *c = start(&d, NULL, NULL);
-        const char *a[] = {"create", "--id", "tty", "--timeout", "600", "--idle-timeout", "120", NULL};
+        const char *a[] = {"create", "--id",           "tty", "--timeout",
+                           "600",    "--idle-timeout", "120", NULL};
         const char *b[] = {"create", "--id", "notty", NULL};
         struct proc p;
         char *tty = NULL, *err;
