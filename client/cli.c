@@ -110,7 +110,8 @@ void cli_usage(FILE *f, const char *cmd) {
               "Socket: --socket PATH, else $SBX_SOCKET, else /run/sbxd/sbxd.sock for root and\n"
               "$XDG_RUNTIME_DIR/sbxd/sbxd.sock otherwise.\n"
               "BYTES take K, M, G suffixes (powers of 1024); SECS take fractions (0.5).\n"
-              "Errors print one line \"sbx: CODE: message\" on stderr and exit with status 125.\n",
+              "Errors print one line \"sbx: CODE: message\" on stderr and exit with status 125;\n"
+              "with --json also {\"error\":{\"code\":CODE,\"message\":...}} on stdout.\n",
               f);
 }
 

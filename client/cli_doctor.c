@@ -427,8 +427,8 @@ static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hel
         if (stat(p, &st) < 0) {
                 if (errno == ENOENT)
                         add(d, WARN, "socket",
-                            "start the daemon: `sbxd`, or as a service `systemctl enable --now "
-                            "sbxd.socket`",
+                            "start the daemon: `make run` in its source tree, `sbxd` once "
+                            "installed, or as a service `systemctl enable --now sbxd.socket`",
                             "no socket at %s: sbxd is not running", p);
                 else
                         add(d, FAIL, "socket",

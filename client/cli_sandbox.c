@@ -325,6 +325,8 @@ static void format_duration(char *buf, size_t len, int64_t ms) {
 
         if (secs < 120)
                 snprintf(buf, len, "%.3g s", secs);
+        else if (ms % (3600 * 1000) == 0)
+                snprintf(buf, len, "%lld h", (long long)(ms / (3600 * 1000)));
         else if (secs < 2 * 3600)
                 snprintf(buf, len, "%.3g min", secs / 60);
         else
@@ -332,20 +334,22 @@ static void format_duration(char *buf, size_t len, int64_t ms) {
 }
 
 /* "sbx: sandbox ID ends at ISO (in 5 min), or after 30 min without use; `sbx set-timeout
- * ID SECS` to change" on stderr: what a person at a terminal should know of a sandbox's
- * lifetime (create and set-timeout print it there). */
+ * ID SECS` to change" on stderr (the idle part only when it can come first): what a
+ * person at a terminal should know of a sandbox's lifetime (create and set-timeout
+ * print it there). */
 static void print_deadline(const struct sbx_sandbox *s) {
         char iso[64], left[32], idle[32];
+        int64_t left_ms = s->deadline_unix_ms - cli_now_unix_ms();
 
         if (!s->deadline_unix_ms)
                 return;
         cli_format_iso(iso, sizeof(iso), s->deadline_unix_ms, false);
-        format_duration(left, sizeof(left), s->deadline_unix_ms - cli_now_unix_ms());
+        format_duration(left, sizeof(left), left_ms);
         fflush(stdout);
         fputs("sbx: sandbox ", stderr);
         cli_put_text(stderr, s->id);
         fprintf(stderr, " ends at %s (in %s)", iso, left);
-        if (s->idle_timeout_ms) {
+        if (s->idle_timeout_ms && (int64_t)s->idle_timeout_ms < left_ms) {
                 format_duration(idle, sizeof(idle), (int64_t)s->idle_timeout_ms);
                 fprintf(stderr, ", or after %s without use", idle);
         }

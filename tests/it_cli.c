@@ -842,6 +842,14 @@ START_TEST(messages_in_cli_words) {
                 has(err, "sbx: INVALID_ARGUMENT: --memory 256 bytes is below the minimum of 4 MiB");
                 free(err);
         }
+        /* With no daemon, doctor's fix names what works from a source tree too. */
+        {
+                const char *a[] = {"doctor", "--socket", "/nonexistent/sbxd.sock", NULL};
+                char *out;
+                sbx(&d, NULL, &out, NULL, a);
+                has(out, "`make run` in its source tree");
+                free(out);
+        }
         stop(&d, c);
 }
 END_TEST
