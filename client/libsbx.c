@@ -1216,8 +1216,10 @@ enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct 
                 cs.timeout_ms = o->timeout_ms;
         }
         if (o->idle_timeout_ms) {
+                /* Absent on the wire: the daemon's default; 0: none. */
                 cs.has_idle_timeout_ms = 1;
-                cs.idle_timeout_ms = o->idle_timeout_ms;
+                cs.idle_timeout_ms =
+                        o->idle_timeout_ms == SBX_IDLE_TIMEOUT_NONE ? 0 : o->idle_timeout_ms;
         }
         if (o->n_labels) {
                 Sbx__V1__Label *labels = pool_calloc(&pool, o->n_labels, sizeof(*labels));

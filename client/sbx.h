@@ -201,8 +201,11 @@ struct sbx_label {
 struct sbx_create_opts {
         const char *id;             /* NULL: the daemon generates one */
         struct sbx_policy policy;   /* start from sbx_policy_init() */
-        uint64_t timeout_ms;        /* 0: the daemon's default lifetime */
-        uint64_t idle_timeout_ms;   /* 0: none */
+        uint64_t timeout_ms;        /* 0: the daemon's default lifetime (a day) */
+        /* End the sandbox after this long with no request and no running command. 0: the
+         * daemon's default (an hour, sbxd --default-idle-timeout); SBX_IDLE_TIMEOUT_NONE:
+         * no idle timeout. */
+        uint64_t idle_timeout_ms;
         const struct sbx_label *labels;
         size_t n_labels;
         const char *const *env;     /* "K=V" */
@@ -213,6 +216,10 @@ struct sbx_create_opts {
         size_t n_share_gids;
         int keep_workspace;
 };
+
+/* sbx_create_opts.idle_timeout_ms: no idle timeout at all (the sandbox lives to its
+ * deadline however long it sits unused). */
+#define SBX_IDLE_TIMEOUT_NONE UINT64_MAX
 
 /* Fills o with the defaults (sbx_policy_init for the policy, everything else zero). */
 void sbx_create_opts_init(struct sbx_create_opts *o);

@@ -760,8 +760,8 @@ static void on_set_timeout(struct conn *c, const Sbx__V1__Request *req) {
                                                                             : st->timeout_ms));
         if (r < 0) {
                 conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
-                                 "timeout %llu ms goes beyond the daemon's maximum sandbox lifetime "
-                                 "of %llu ms from creation",
+                                 "timeout %llu ms is more than the longest a sandbox may be given "
+                                 "at once, %llu ms from now (sbxd --max-sandbox-timeout)",
                                  (unsigned long long)st->timeout_ms,
                                  (unsigned long long)c->d->cfg->max_sandbox_lifetime_ms);
                 return;

@@ -629,6 +629,40 @@ START_TEST(messages_name_what_to_do) {
 }
 END_TEST
 
+/* ---- lifetimes through libsbx -------------------------------------------------------- */
+
+/* idle_timeout_ms 0 is the daemon's default idle timeout, SBX_IDLE_TIMEOUT_NONE none at
+ * all (the wire's 0); set_timeout beyond the daemon's maximum says the bound from now. */
+START_TEST(idle_timeout_default_and_none) {
+        const char *flags[] = {"--default-idle-timeout", "77", NULL};
+        struct it_daemon d;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        ck_assert_uint_eq(sb->idle_timeout_ms, 77000);
+        sbx_sandbox_free(sb);
+        o.idle_timeout_ms = SBX_IDLE_TIMEOUT_NONE;
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        ck_assert_uint_eq(sb->idle_timeout_ms, 0);
+        ck_assert_int_eq(sbx_set_timeout(c, sb->id, 8ull * 24 * 3600 * 1000, NULL),
+                         SBX_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(sbx_error_message(c), "from now"), "%s", sbx_error_message(c));
+        ck_assert_int_eq(sbx_set_timeout(c, sb->id, 6ull * 24 * 3600 * 1000, NULL), SBX_OK);
+        sbx_sandbox_free(sb);
+        o.idle_timeout_ms = 5000;
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        ck_assert_uint_eq(sb->idle_timeout_ms, 5000);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("results");
         TCase *tc = tcase_create("results");
@@ -644,6 +678,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, ended_sandbox_is_sandbox_ended_not_unavailable);
         tcase_add_test(tc, misuse_reports_its_own_error);
         tcase_add_test(tc, messages_name_what_to_do);
+        tcase_add_test(tc, idle_timeout_default_and_none);
         suite_add_tcase(s, tc);
         return s;
 }

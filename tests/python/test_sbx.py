@@ -633,6 +633,11 @@ class SandboxTest(DaemonTest):
         with self.assertRaises(sbx.SandboxEnded):
             sb.run("true")
         sb.terminate()
+        # idle_timeout: None is the daemon's default (an hour), 0 none at all.
+        for idle, want in ((None, 3600 * 1000), (0, 0), (5, 5000)):
+            s2 = self.client.create(idle_timeout=idle)
+            self.addCleanup(s2.terminate)
+            self.assertEqual(s2.info().idle_timeout_ms, want, f"idle_timeout={idle}")
 
     # -- run --
 

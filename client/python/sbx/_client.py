@@ -469,9 +469,10 @@ class Client:
 
         Args:
             policy: the :class:`SandboxPolicy` (default: read-only, no network).
-            timeout: its lifetime in seconds (``None``: the daemon's default, 300 s);
+            timeout: its lifetime in seconds (``None``: the daemon's default, a day);
                 :meth:`Sandbox.set_timeout` moves it.
-            idle_timeout: end it after this many seconds without a request.
+            idle_timeout: end it after this many seconds with no request and no running
+                command (``None``: the daemon's default, an hour; ``0``: never).
             id: its ID (1 to 64 of ``A-Z a-z 0-9 . _ -``; IDs are never reused);
                 ``None``: the daemon makes one.
             labels: key/value labels to find it by (:meth:`list`).
@@ -504,7 +505,9 @@ class Client:
             o.id = _enc(id)
         _policy_to_c(p, o.policy, keep)
         o.timeout_ms = _ms(timeout, "timeout")
-        o.idle_timeout_ms = _ms(idle_timeout, "idle_timeout")
+        o.idle_timeout_ms = (
+            L.IDLE_TIMEOUT_NONE if idle_timeout == 0 else _ms(idle_timeout, "idle_timeout")
+        )
         if labels:
             arr = (L.Label * len(labels))()
             for i, (k, v) in enumerate(labels.items()):
