@@ -88,6 +88,12 @@ static void json_limits(struct json *j, const struct sbx_limits *l) {
         json_end_object(j);
 }
 
+/* Whether the sandbox has an idle timeout (SBX_IDLE_TIMEOUT_NONE and 0 say it has none). */
+static bool has_idle_timeout(const struct sbx_sandbox *s) {
+        return s->idle_timeout_ms && s->idle_timeout_ms != SBX_IDLE_TIMEOUT_NONE &&
+               s->idle_timeout_ms <= (uint64_t)INT64_MAX;
+}
+
 static void json_sandbox(struct json *j, const struct sbx_sandbox *s) {
         const struct sbx_policy *p = &s->policy;
 
@@ -101,7 +107,7 @@ static void json_sandbox(struct json *j, const struct sbx_sandbox *s) {
         json_time(j, "created", s->created_unix_ms);
         json_time(j, "deadline", s->deadline_unix_ms);
         json_key(j, "idle_timeout");
-        if (s->idle_timeout_ms)
+        if (has_idle_timeout(s))
                 json_ms_as_secs(j, (int64_t)s->idle_timeout_ms);
         else
                 json_null(j);
@@ -193,6 +199,20 @@ static void print_strv_line(const struct sbx_strv *s) {
         }
 }
 
+/* A duration for people: "45 s", "5 min", "1.5 h". */
+static void format_duration(char *buf, size_t len, int64_t ms) {
+        double secs = (double)ms / 1000.0;
+
+        if (secs < 120)
+                snprintf(buf, len, "%.3g s", secs);
+        else if (ms % (3600 * 1000) == 0)
+                snprintf(buf, len, "%lld h", (long long)(ms / (3600 * 1000)));
+        else if (secs < 2 * 3600)
+                snprintf(buf, len, "%.3g min", secs / 60);
+        else
+                snprintf(buf, len, "%.3g h", secs / 3600);
+}
+
 /* Human form of a sandbox: aligned "key: value" lines. */
 static void print_sandbox(const struct sbx_sandbox *s) {
         const struct sbx_policy *p = &s->policy;
@@ -220,10 +240,13 @@ static void print_sandbox(const struct sbx_sandbox *s) {
         else
                 printf("%s\n", s->deadline_unix_ms ? t : "-");
         KEY("idle_timeout");
-        if (s->idle_timeout_ms)
-                printf("%.3gs\n", (double)s->idle_timeout_ms / 1000.0);
-        else
+        if (has_idle_timeout(s)) {
+                char d[32];
+                format_duration(d, sizeof(d), (int64_t)s->idle_timeout_ms);
+                printf("%s\n", d);
+        } else {
                 printf("none\n");
+        }
         if (s->ended_unix_ms || s->end_reason) {
                 cli_format_iso(t, sizeof(t), s->ended_unix_ms, true);
                 KEY("ended");
@@ -319,20 +342,6 @@ static void print_sandbox(const struct sbx_sandbox *s) {
 #undef KEY
 }
 
-/* A duration for people: "45 s", "5 min", "1.5 h". */
-static void format_duration(char *buf, size_t len, int64_t ms) {
-        double secs = (double)ms / 1000.0;
-
-        if (secs < 120)
-                snprintf(buf, len, "%.3g s", secs);
-        else if (ms % (3600 * 1000) == 0)
-                snprintf(buf, len, "%lld h", (long long)(ms / (3600 * 1000)));
-        else if (secs < 2 * 3600)
-                snprintf(buf, len, "%.3g min", secs / 60);
-        else
-                snprintf(buf, len, "%.3g h", secs / 3600);
-}
-
 /* "sbx: sandbox ID ends at ISO (in 5 min), or after 30 min without use; `sbx set-timeout
  * ID SECS` to change" on stderr (the idle part only when it can come first): what a
  * person at a terminal should know of a sandbox's lifetime (create and set-timeout
@@ -349,7 +358,7 @@ static void print_deadline(const struct sbx_sandbox *s) {
         fputs("sbx: sandbox ", stderr);
         cli_put_text(stderr, s->id);
         fprintf(stderr, " ends at %s (in %s)", iso, left);
-        if (s->idle_timeout_ms && (int64_t)s->idle_timeout_ms < left_ms) {
+        if (has_idle_timeout(s) && (int64_t)s->idle_timeout_ms < left_ms) {
                 format_duration(idle, sizeof(idle), (int64_t)s->idle_timeout_ms);
                 fprintf(stderr, ", or after %s without use", idle);
         }
@@ -607,8 +616,16 @@ static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_creat
                                                      "expected seconds, e.g. 300 or 0.5");
                         break;
                 case C_IDLE:
-                        if (cli_parse_secs_ms(a, &o->idle_timeout_ms) < 0)
-                                return cli_bad_value(cmd, "--idle-timeout", a, "expected seconds");
+                        /* 0 (or none): no idle timeout at all; without the option the
+                         * daemon's default applies. */
+                        if (strcmp(a, "none") == 0)
+                                o->idle_timeout_ms = SBX_IDLE_TIMEOUT_NONE;
+                        else if (cli_parse_secs_ms(a, &o->idle_timeout_ms) < 0)
+                                return cli_bad_value(cmd, "--idle-timeout", a,
+                                                     "expected seconds, or 0 (none) for no idle "
+                                                     "timeout");
+                        else if (o->idle_timeout_ms == 0)
+                                o->idle_timeout_ms = SBX_IDLE_TIMEOUT_NONE;
                         break;
                 case C_NETWORK:
                         if (strcmp(a, "none") == 0)

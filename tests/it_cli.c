@@ -895,6 +895,20 @@ START_TEST(create_tells_deadline_on_a_terminal) {
         ck_assert_int_eq(sbx(&d, NULL, NULL, &err, b), 0);
         ck_assert_str_eq(err, "");
         free(err);
+        /* --idle-timeout 0: no idle timeout at all (without it, the daemon's default). */
+        {
+                const char *z[] = {"create", "--id", "noidle", "--idle-timeout", "0", NULL};
+                const char *i[] = {"info", "--json", "noidle", NULL};
+                const char *t[] = {"info", "--json", "tty", NULL};
+                char *out;
+                ck_assert_int_eq(sbx(&d, NULL, NULL, NULL, z), 0);
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, i), 0);
+                has(out, "\"idle_timeout\":null");
+                free(out);
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, t), 0);
+                has(out, "\"idle_timeout\":120,");
+                free(out);
+        }
         stop(&d, c);
 }
 END_TEST
