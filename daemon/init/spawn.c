@@ -34,6 +34,7 @@
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "caps.h"
@@ -325,4 +326,20 @@ int spawn_start(const struct spawn_spec *spec, pid_t *ret_pid, struct spawn_fail
         /* The child has called execve or exited: a failure is written by now. */
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         return fail->err != 0 ? 1 : 0;
+}
+
+int spawn_call(int (*fn)(void *), void *arg) {
+        pid_t pid;
+        int st;
+
+        if (!child_stack)
+                return -EINVAL;
+        pid = clone(fn, child_stack + child_stack_map, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+        if (pid < 0)
+                return -errno;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

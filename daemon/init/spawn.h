@@ -60,4 +60,12 @@ int spawn_prepare_parent(void);
  * spawn_prepare_parent, single-threaded. */
 int spawn_start(const struct spawn_spec *spec, pid_t *ret_pid, struct spawn_failure *fail);
 
+/* Runs fn(arg) in a child the way spawn_start runs a command (sharing PID 1's memory, on
+ * the same stack, PID 1 asleep meanwhile), waits for it and reaps it: work that must be
+ * done with a command's credentials, which fn takes on itself with raw system calls and,
+ * like the command child, without anything that allocates or takes a lock. Returns fn's
+ * return value (the child's exit status; 128 + N when killed by signal N), or -errno
+ * when the child could not be started. Same conditions as spawn_start. */
+int spawn_call(int (*fn)(void *), void *arg);
+
 #endif

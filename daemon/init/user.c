@@ -1,11 +1,12 @@
 /* user.c: the sandbox user's entries in the view's /etc/passwd and /etc/group.
  *
- * The sequence (user_install): a child process with the commands' credentials reads the
- * view's two files and sends them over a pipe (so that PID 1, root of the view, copies
- * nothing a command could not read itself; the host's tree is detached by then, so no
- * symlink can lead out of the view); each is composed with the entry first, written to
- * a private tmpfs staged at STAGE_DIR and bound read-only over the view's file; the
- * staging mount is detached. PID 1 keeps a descriptor of each staged file: a warm
+ * The sequence (user_install): a child with the commands' credentials, started as a
+ * command is (spawn_call: sharing PID 1's memory, no copy of it), reads the view's two
+ * files into PID 1's buffers (so that PID 1, root of the view, copies nothing a command
+ * could not read itself; the host's tree is detached by then, so no symlink can lead out
+ * of the view); each is composed with the entry first, written to a private tmpfs
+ * staged at STAGE_DIR and bound read-only over the view's file; the staging mount is
+ * detached. PID 1 keeps a descriptor of each staged file: a warm
  * sandbox is claimed under another uid after its view was built, and user_rename()
  * then rewrites the entry through it (the read-only bind shows the new text at once;
  * nothing else can reach the staged files). Owns those two descriptors for the life of
@@ -14,33 +15,38 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "caps.h"
+#include "spawn.h"
 
 /* Where the composed files are written, in the root tmpfs while it is still writable. */
 #define STAGE_DIR "/.sbx-user"
 
-/* The two files, in the order the reader sends them. */
+/* The two files (the reader's buffers, the staged files and their descriptors are in
+ * this order). */
 static const char *const files[] = {"/etc/passwd", "/etc/group"};
 #define N_FILES 2
 
 /* PID 1's descriptors of the staged files (-1: none), for user_rename. */
 static int staged_fd[N_FILES] = {-1, -1};
 
-/* What the reader sends for each file: a positive errno (0: read) and the length of the
- * bytes that follow. */
-struct read_header {
-        int32_t err;
-        uint32_t len;
+/* What the reader child fills in, in PID 1's memory (spawn_call): for each file a
+ * positive errno (0: read) and the bytes, in buffers of USER_MAX_FILE_BYTES + 1 mapped
+ * by PID 1 (pages are committed only where written). */
+struct reader_arg {
+        const struct user_config *cfg;
+        char *buf[N_FILES];
+        size_t len[N_FILES];
+        int err[N_FILES];
 };
 
 char *user_compose(bool passwd, const char *host, size_t len, uid_t uid, gid_t gid,
@@ -87,106 +93,72 @@ static int write_all(int fd, const void *p, size_t n) {
         return 0;
 }
 
-static int read_all(int fd, void *p, size_t n) {
-        char *c = p;
+/* The reader child (spawn_call: it shares PID 1's memory, so raw system calls only):
+ * becomes the commands' user (no supplementary groups unless rootless, no
+ * capabilities), then reads each file into its buffer. A file that is not regular (a
+ * hidden one is /dev/null) reads as empty, as it would for a command. Returns 0, or 1
+ * before reading anything when it could not drop what PID 1 holds. */
+static int reader(void *p) {
+        struct reader_arg *a = p;
+        const struct user_config *cfg = a->cfg;
+        size_t i;
 
-        while (n > 0) {
-                ssize_t r = read(fd, c, n);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r <= 0)
-                        return -1;
-                c += r;
-                n -= (size_t)r;
+        if ((!cfg->keep_groups && syscall(SYS_setgroups, 0, NULL) < 0) ||
+            syscall(SYS_setresgid, cfg->gid, cfg->gid, cfg->gid) < 0 ||
+            syscall(SYS_setresuid, cfg->uid, cfg->uid, cfg->uid) < 0 || caps_clear() < 0)
+                return 1;
+        for (i = 0; i < N_FILES; i++) {
+                struct stat st;
+                ssize_t n = 0;
+                size_t got = 0;
+                int fd = open(files[i], O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+                if (fd < 0 || fstat(fd, &st) < 0) {
+                        a->err[i] = errno;
+                } else if (S_ISDIR(st.st_mode)) {
+                        a->err[i] = EISDIR;
+                } else if (S_ISREG(st.st_mode)) {
+                        size_t room = USER_MAX_FILE_BYTES + 1;
+                        while (got < room && ((n = read(fd, a->buf[i] + got, room - got)) > 0 ||
+                                              (n < 0 && errno == EINTR)))
+                                got += n > 0 ? (size_t)n : 0;
+                        if (n < 0)
+                                a->err[i] = errno;
+                        else if (got > USER_MAX_FILE_BYTES)
+                                a->err[i] = EFBIG;
+                        else
+                                a->len[i] = got;
+                }
+                if (fd >= 0)
+                        close(fd);
         }
         return 0;
 }
 
-/* The reader child: becomes the commands' user (no supplementary groups unless
- * rootless, no capabilities), then sends each file. A file that is not regular (a
- * hidden one is /dev/null) reads as empty, as it would for a command. Exits 0, or 1
- * before reading anything when it could not drop what PID 1 holds. */
-static void __attribute__((noreturn)) reader(const struct user_config *cfg, int out) {
-        static char buf[USER_MAX_FILE_BYTES + 1];
+/* Reads the files with the commands' credentials into a (buffers mapped here, unmapped
+ * by unmap_buffers). Returns 0, or -errno when the child could not be run or gave up. */
+static int read_as_user(struct reader_arg *a) {
         size_t i;
+        int r;
 
-        if ((!cfg->keep_groups && setgroups(0, NULL) < 0) ||
-            setresgid(cfg->gid, cfg->gid, cfg->gid) < 0 ||
-            setresuid(cfg->uid, cfg->uid, cfg->uid) < 0 || caps_clear() < 0)
-                _exit(1);
         for (i = 0; i < N_FILES; i++) {
-                struct read_header h = {0, 0};
-                struct stat st;
-                ssize_t n = 0;
-                int fd = open(files[i], O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-
-                if (fd < 0 || fstat(fd, &st) < 0)
-                        h.err = errno;
-                else if (S_ISDIR(st.st_mode))
-                        h.err = EISDIR;
-                else if (S_ISREG(st.st_mode)) {
-                        size_t got = 0;
-                        while (got < sizeof(buf) &&
-                               ((n = read(fd, buf + got, sizeof(buf) - got)) > 0 ||
-                                (n < 0 && errno == EINTR)))
-                                got += n > 0 ? (size_t)n : 0;
-                        if (n < 0)
-                                h.err = errno;
-                        else if (got > USER_MAX_FILE_BYTES)
-                                h.err = EFBIG;
-                        else
-                                h.len = (uint32_t)got;
+                a->buf[i] = mmap(NULL, USER_MAX_FILE_BYTES + 1, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                if (a->buf[i] == MAP_FAILED) {
+                        a->buf[i] = NULL;
+                        return -errno;
                 }
-                if (fd >= 0)
-                        close(fd);
-                if (write_all(out, &h, sizeof(h)) < 0 || write_all(out, buf, h.len) < 0)
-                        _exit(1);
         }
-        _exit(0);
+        r = spawn_call(reader, a);
+        return r < 0 ? r : r > 0 ? -EPERM : 0;
 }
 
-/* Reads the files through a reader child into text[i] (allocated, len[i] bytes) or
- * errs[i] (a positive errno; EACCES when a command may not read it, which it then sees
- * nothing of). Returns 0, or -errno when the child could not be run or gave up. */
-static int read_as_user(const struct user_config *cfg, char *text[N_FILES], size_t len[N_FILES],
-                        int errs[N_FILES]) {
-        int p[2], status, r = 0;
-        pid_t pid;
+static void unmap_buffers(struct reader_arg *a) {
         size_t i;
 
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return -errno;
-        pid = fork();
-        if (pid < 0) {
-                r = -errno;
-                close(p[0]);
-                close(p[1]);
-                return r;
-        }
-        if (pid == 0) {
-                close(p[0]);
-                reader(cfg, p[1]);
-        }
-        close(p[1]);
-        for (i = 0; i < N_FILES && r == 0; i++) {
-                struct read_header h;
-                if (read_all(p[0], &h, sizeof(h)) < 0 || h.len > USER_MAX_FILE_BYTES) {
-                        r = -EPROTO;
-                        break;
-                }
-                errs[i] = h.err;
-                text[i] = malloc(h.len + 1);
-                if (!text[i])
-                        r = -ENOMEM;
-                else if (h.len && read_all(p[0], text[i], h.len) < 0)
-                        r = -EPROTO;
-                else
-                        len[i] = h.len;
-        }
-        close(p[0]);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                ;
-        return r;
+        for (i = 0; i < N_FILES; i++)
+                if (a->buf[i])
+                        munmap(a->buf[i], USER_MAX_FILE_BYTES + 1);
 }
 
 /* Writes the composed text of file i into the staging directory and keeps a descriptor
@@ -243,11 +215,12 @@ static int bind_over(size_t i, bool own_etc, struct util_err *err, struct util_w
 }
 
 int user_install(const struct user_config *cfg, struct util_err *err, struct util_warnings *warn) {
-        char *text[N_FILES] = {NULL, NULL}, *out[N_FILES] = {NULL, NULL};
-        size_t len[N_FILES] = {0, 0}, out_len[N_FILES] = {0, 0}, i, total = 0;
-        int errs[N_FILES] = {0, 0}, r;
+        struct reader_arg a = {.cfg = cfg};
+        char *out[N_FILES] = {NULL, NULL};
+        size_t out_len[N_FILES] = {0, 0}, i, total = 0;
+        int r;
         const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
-        bool own_etc = false, staged = false;
+        bool own_etc = false, made = false, staged = false;
         struct stat st;
         char opts[64];
 
@@ -257,7 +230,7 @@ int user_install(const struct user_config *cfg, struct util_err *err, struct uti
                         return util_fail(err, errno, NULL, "mkdir /etc");
                 own_etc = true;
         }
-        r = read_as_user(cfg, text, len, errs);
+        r = read_as_user(&a);
         if (r < 0) {
                 util_warn(warn,
                           "cannot read /etc/passwd as the sandbox user (%s): it has no "
@@ -268,14 +241,14 @@ int user_install(const struct user_config *cfg, struct util_err *err, struct uti
         }
         for (i = 0; i < N_FILES; i++) {
                 /* One a command may not read shows it nothing: only the entry is left. */
-                if (errs[i] == EACCES || errs[i] == EPERM || (own_etc && errs[i] == ENOENT))
-                        errs[i] = 0, len[i] = 0;
-                if (errs[i]) {
+                if (a.err[i] == EACCES || a.err[i] == EPERM || (own_etc && a.err[i] == ENOENT))
+                        a.err[i] = 0, a.len[i] = 0;
+                if (a.err[i]) {
                         util_warn(warn, "%s: %s; the sandbox user has no name there", files[i],
-                                  strerror(errs[i]));
+                                  strerror(a.err[i]));
                         continue;
                 }
-                out[i] = user_compose(i == 0, text[i], len[i], cfg->uid, cfg->gid, shell,
+                out[i] = user_compose(i == 0, a.buf[i], a.len[i], cfg->uid, cfg->gid, shell,
                                       &out_len[i]);
                 if (!out[i]) {
                         r = util_fail(err, ENOMEM, NULL, "compose %s", files[i]);
@@ -291,6 +264,7 @@ int user_install(const struct user_config *cfg, struct util_err *err, struct uti
                 r = util_fail(err, errno, NULL, "mkdir " STAGE_DIR);
                 goto out;
         }
+        made = true;
         if (mount("sbx-user", STAGE_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0) {
                 r = util_fail(err, errno, NULL, "mount a tmpfs on " STAGE_DIR);
                 goto out;
@@ -308,12 +282,11 @@ int user_install(const struct user_config *cfg, struct util_err *err, struct uti
 out:
         if (staged && umount2(STAGE_DIR, MNT_DETACH) < 0 && r == 0)
                 r = util_fail(err, errno, NULL, "detach " STAGE_DIR);
-        if (staged && rmdir(STAGE_DIR) < 0 && r == 0)
+        if (made && rmdir(STAGE_DIR) < 0 && r == 0)
                 r = util_fail(err, errno, NULL, "rmdir " STAGE_DIR);
-        for (i = 0; i < N_FILES; i++) {
-                free(text[i]);
+        for (i = 0; i < N_FILES; i++)
                 free(out[i]);
-        }
+        unmap_buffers(&a);
         return r;
 }
 
