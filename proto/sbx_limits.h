@@ -63,8 +63,6 @@
 #define SBX_WARM_REFILL_DELAY_MS 10u
 /* The periodic sweep behind the precise timers (deadlines, idle, retention). */
 #define SBX_SWEEP_INTERVAL_MS 5000u
-#define SBX_DEFAULT_SANDBOX_TIMEOUT_MS (300u * 1000u)
-#define SBX_DEFAULT_MAX_SANDBOX_LIFETIME_MS (24ull * 3600u * 1000u)
 #define SBX_MAX_LABELS 64u
 #define SBX_LABEL_MAX_BYTES 256u
 #define SBX_MAX_POLICY_PATHS 256u
