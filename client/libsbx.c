@@ -1650,7 +1650,10 @@ static enum sbx_code empty_call(sbx_client *c, Sbx__V1__Request *req) {
         return rc;
 }
 
-enum sbx_code sbx_cancel(sbx_client *c, const char *id, const char *command_id) {
+/* CancelCommand: without a signal the kill, else that signal (the daemon judges which
+ * signals it forwards). */
+static enum sbx_code cancel_command(sbx_client *c, const char *id, const char *command_id,
+                                    bool with_signal, int signo) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__CancelCommand cc = SBX__V1__CANCEL_COMMAND__INIT;
 
@@ -1663,30 +1666,19 @@ enum sbx_code sbx_cancel(sbx_client *c, const char *id, const char *command_id) 
                 return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
         cc.sandbox_id = unconst(id);
         cc.command_id = unconst(command_id);
+        cc.has_signal = with_signal;
+        cc.signal = signo;
         req.body_case = SBX__V1__REQUEST__BODY_CANCEL_COMMAND;
         req.cancel_command = &cc;
         return empty_call(c, &req);
 }
 
-enum sbx_code sbx_signal(sbx_client *c, const char *id, const char *command_id, int signo) {
-        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
-        Sbx__V1__CancelCommand cc = SBX__V1__CANCEL_COMMAND__INIT;
+enum sbx_code sbx_cancel(sbx_client *c, const char *id, const char *command_id) {
+        return cancel_command(c, id, command_id, false, 0);
+}
 
-        if (!c)
-                return SBX_INVALID_ARGUMENT;
-        clear_error(c);
-        if (check_id(c, id) != SBX_OK)
-                return SBX_INVALID_ARGUMENT;
-        if (!command_id || !*command_id)
-                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
-        /* The daemon judges the signal: it knows which it forwards. */
-        cc.sandbox_id = unconst(id);
-        cc.command_id = unconst(command_id);
-        cc.has_signal = 1;
-        cc.signal = signo;
-        req.body_case = SBX__V1__REQUEST__BODY_CANCEL_COMMAND;
-        req.cancel_command = &cc;
-        return empty_call(c, &req);
+enum sbx_code sbx_signal(sbx_client *c, const char *id, const char *command_id, int signo) {
+        return cancel_command(c, id, command_id, true, signo);
 }
 
 /* ---- files ---------------------------------------------------------------------------- */
