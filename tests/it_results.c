@@ -187,7 +187,8 @@ START_TEST(signal_choices_and_kill_escalation) {
                 usleep(20000);
         }
         for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-                ck_assert_int_eq(sbx_signal(c, id, b.command_id, refused[i]), SBX_INVALID_ARGUMENT);
+                ck_assert_msg(sbx_signal(c, id, b.command_id, refused[i]) == SBX_INVALID_ARGUMENT,
+                              "signal %d was not refused: %s", refused[i], sbx_error_message(c));
                 ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "SIGINT"));
         }
         ck_assert_int_eq(sbx_signal(c, id, b.command_id, SIGTERM), SBX_OK);
