@@ -1,4 +1,4 @@
-/* limits.h: every protocol and resource bound of sbxd as one named constant.
+/* sbx_limits.h: every protocol and resource bound of sbxd as one named constant.
  *
  * Shared by the daemon, the init helper, libsbx and the tests, so that a limit means
  * the same thing on both ends of a socket. Sizes end in _BYTES, times in _MS/_USEC.

@@ -9,8 +9,9 @@
  * inspect (clone3 and openat2 take their flags and mode in memory, out of a filter's
  * reach). Syscalls of a non-native architecture (i386 through int 0x80, x32) kill the
  * process. Owns nothing once filter_build returns: the program belongs to the caller
- * (PID 1, see main.c), and the command child loads it last (spawn.c). Compare nsjail's
- * seccomp policy, bubblewrap's --seccomp and Nix's build sandbox. */
+ * (PID 1, see main.c), which loads it on itself once before it serves; every command
+ * inherits it. Compare nsjail's seccomp policy, bubblewrap's --seccomp and Nix's build
+ * sandbox. */
 #include "filter.h"
 
 #include <errno.h>
@@ -365,7 +366,7 @@ int filter_build(struct sock_fprog *ret_prog) {
         r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
         if (r < 0)
                 goto out;
-        /* The command child sets no_new_privs itself, right before loading. */
+        /* PID 1 sets no_new_privs itself, right before it loads the program. */
         r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
         if (r < 0)
                 goto out;

@@ -150,7 +150,7 @@ static int enter_sandbox(int argc, char **argv) {
                 return 0;
         if (argc < 2 || argc > 3 || strcmp(argv[0], "--pidfd") != 0 ||
             (argc == 3 && strcmp(argv[2], "--userns") != 0)) {
-                util_log(3, "--reapply: unexpected arguments");
+                util_log(UTIL_LOG_ERR, "--reapply: unexpected arguments");
                 return -EINVAL;
         }
         errno = 0;
@@ -161,7 +161,7 @@ static int enter_sandbox(int argc, char **argv) {
                 flags |= CLONE_NEWUSER;
         if (setns((int)fd, flags) < 0) {
                 int e = errno;
-                util_log(3, "--reapply: setns into the sandbox: %s", strerror(e));
+                util_log(UTIL_LOG_ERR, "--reapply: setns into the sandbox: %s", strerror(e));
                 return -e;
         }
         close((int)fd);
@@ -387,81 +387,178 @@ static void send_ready(int chan, struct util_err *err, struct util_warnings *war
         m.ready = &ready;
         r = initmsg_send(chan, &m.base, NULL, 0);
         if (r < 0)
-                util_log(3, "send Ready: %s", strerror(-r));
+                util_log(UTIL_LOG_ERR, "send Ready: %s", strerror(-r));
 }
 
 /* Reports a setup failure to the daemon and to the log. Returns the exit code. */
 static int setup_failed(int chan, struct util_err *err, pid_t host_pid) {
-        util_log(3, "setup failed: %s", err->text);
+        util_log(UTIL_LOG_ERR, "setup failed: %s", err->text);
         send_ready(chan, err, NULL, host_pid);
         return 1;
 }
 
-/* PID 1. Returns its exit code. */
-static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd) {
-        static struct sock_fprog filter;
-        struct util_warnings warn;
-        struct util_err err;
-        struct serve_config cfg;
-        struct mnt_config mc;
-        struct mnt_object objs[SBX_MAX_POLICY_PATHS + 1];
-        struct mnt_file files[SBX_MAX_POLICY_PATHS];
-        struct user_config user;
-        struct pollfd pfd;
+/* Step 1: dies with stage 0, and learns its own pid in the daemon's PID namespace.
+ * PR_SET_PDEATHSIG is armed before looking at the pipe: stage 0 keeps its end open
+ * until it exits, so POLLHUP afterwards means it is already gone and the signal was
+ * missed. Returns 0 with *ret_host_pid, 1 when stage 0 is gone (nobody to tell), or
+ * -errno with err set. */
+static int tie_to_stage0(int pidpipe, int32_t *ret_host_pid, struct util_err *err) {
+        struct pollfd pfd = {.fd = pidpipe, .events = POLLIN};
         int32_t host_pid = 0;
         ssize_t n;
-        int r, sigfd;
 
-        memset(&warn, 0, sizeof(warn));
-        memset(&err, 0, sizeof(err));
-        memset(&cfg, 0, sizeof(cfg));
-        cfg.adopt_fd = adopt_fd;
-        cfg.adopt_grace_ms = s->has_adopt_grace_ms ? s->adopt_grace_ms : 0;
-
-        /* 1. Die with stage 0. Armed before looking at the pipe: stage 0 keeps its end
-         * open until it exits, so POLLHUP afterwards means it is already gone and
-         * the signal was missed. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
-                util_fail(&err, errno, NULL, "PR_SET_PDEATHSIG");
-                return setup_failed(chan, &err, 0);
-        }
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return util_fail(err, errno, NULL, "PR_SET_PDEATHSIG");
         do
                 n = read(pidpipe, &host_pid, sizeof(host_pid));
         while (n < 0 && errno == EINTR);
         if (n != sizeof(host_pid))
                 return 1; /* Stage 0 died before telling us; the daemon sees its exit. */
-        pfd = (struct pollfd){.fd = pidpipe, .events = POLLIN};
         if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLHUP))
                 return 1;
         close(pidpipe);
+        *ret_host_pid = host_pid;
+        return 0;
+}
 
-        /* 2. Signals: default dispositions, SIGCHLD blocked and read through a signalfd;
-         * the bounding set and the securebits every command inherits; the commands'
-         * stack. */
-        r = spawn_prepare_parent();
-        if (r < 0) {
-                util_fail(&err, r, NULL, "prepare to start commands");
-                return setup_failed(chan, &err, host_pid);
-        }
+/* Step 2: signals at their default dispositions, SIGCHLD blocked and read through a
+ * signalfd (*ret_sigfd); the bounding set and the securebits every command inherits;
+ * the commands' stack. Returns 0 or -errno with err set. */
+static int prepare_commands(int *ret_sigfd, struct util_err *err) {
+        int r = spawn_prepare_parent(), sigfd;
+
+        if (r < 0)
+                return util_fail(err, r, NULL, "prepare to start commands");
         sigfd = serve_signals_init();
-        if (sigfd < 0) {
-                util_fail(&err, sigfd, NULL, "signalfd for SIGCHLD");
-                return setup_failed(chan, &err, host_pid);
-        }
+        if (sigfd < 0)
+                return util_fail(err, sigfd, NULL, "signalfd for SIGCHLD");
         umask(022);
+        *ret_sigfd = sigfd;
+        return 0;
+}
 
-        /* 3. The seccomp filter, built once; commands load it last. */
-        if (filter_supported() == 0) {
-                r = filter_build(&filter);
-                if (r < 0) {
-                        util_fail(&err, r, NULL, "build the seccomp filter");
-                        return setup_failed(chan, &err, host_pid);
-                }
-                cfg.filter = &filter;
-        } else {
-                util_warn(&warn, "seccomp: this kernel cannot load filters (needs "
-                                 "CONFIG_SECCOMP_FILTER); commands run without one");
+/* Step 3: builds the seccomp filter into *prog, or warns that this kernel cannot load
+ * one (prog stays empty). Returns 0 or -errno with err set. */
+static int build_filter(struct sock_fprog *prog, struct util_err *err,
+                        struct util_warnings *warn) {
+        int r;
+
+        if (filter_supported() < 0) {
+                util_warn(warn, "seccomp: this kernel cannot load filters (needs "
+                                "CONFIG_SECCOMP_FILTER); commands run without one");
+                return 0;
         }
+        r = filter_build(prog);
+        return r < 0 ? util_fail(err, r, NULL, "build the seccomp filter") : 0;
+}
+
+/* What step 5 hands to mnt_build_view: the config and the arrays it points into. */
+struct view_config {
+        struct mnt_config mc;
+        struct mnt_object objs[SBX_MAX_POLICY_PATHS + 1];
+        struct mnt_file files[SBX_MAX_POLICY_PATHS];
+        struct user_config user;
+};
+
+/* Fills vc from Setup s (validated), pointing into s. */
+static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *vc) {
+        struct mnt_config *mc = &vc->mc;
+        size_t i;
+
+        memset(vc, 0, sizeof(*vc));
+        mc->root_dir = s->root_dir;
+        mc->workspace_dir = s->workspace_dir;
+        mc->writable_paths = s->writable_paths;
+        mc->n_writable_paths = s->n_writable_paths;
+        mc->denied_read_paths = s->denied_read_paths;
+        mc->n_denied_read_paths = s->n_denied_read_paths;
+        mc->denied_write_paths = s->denied_write_paths;
+        mc->n_denied_write_paths = s->n_denied_write_paths;
+        mc->protected_paths = s->protected_paths;
+        mc->n_protected_paths = s->n_protected_paths;
+        mc->tmp_bytes = s->has_tmp_bytes ? s->tmp_bytes : 0;
+        fill_objects(s, mc, vc->objs);
+        mc->idmap = !(s->has_rootless && s->rootless) && s->has_owner_uid && s->has_owner_gid;
+        mc->owner_uid = s->owner_uid;
+        mc->owner_gid = s->owner_gid;
+        mc->run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
+        mc->run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
+        mc->cgroup_v1_controllers = s->cgroup_v1_controllers;
+        mc->n_cgroup_v1_controllers = s->n_cgroup_v1_controllers;
+        mc->protected_mkdirs = s->protected_mkdirs;
+        mc->n_protected_mkdirs = s->n_protected_mkdirs;
+        for (i = 0; i < s->n_protected_files && i < SBX_MAX_POLICY_PATHS; i++) {
+                const Sbx__Init__V1__MadeFile *f = s->protected_files[i];
+                vc->files[i].path = f->path;
+                vc->files[i].content = f->content.data;
+                vc->files[i].len = f->has_content ? f->content.len : 0;
+        }
+        mc->protected_files = vc->files;
+        mc->n_protected_files = s->n_protected_files;
+        vc->user.keep_groups = s->has_rootless && s->rootless;
+        vc->user.uid = vc->user.keep_groups ? 0 : mc->run_uid; /* rootless: see step 7 */
+        vc->user.gid = vc->user.keep_groups ? 0 : mc->run_gid;
+        mc->user = &vc->user;
+}
+
+/* Step 6: loads prog (when built) on PID 1 itself, once: every command inherits it
+ * across clone and execve. Loading it per command cost a copy, a check and a JIT
+ * compilation of the program each time (about 0.2 ms). PID 1 needs none of the calls
+ * it denies from here on (poll, the channel, clone without namespace flags, wait4,
+ * kill, accept4), and each command still drops its uid and capabilities and sets
+ * no_new_privs itself before execve. Returns 0 or -errno with err set. */
+static int load_filter(const struct sock_fprog *prog, struct util_err *err) {
+        int r;
+
+        if (!prog->filter)
+                return 0;
+        r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : filter_load(prog);
+        return r < 0 ? util_fail(err, r, NULL, "load the seccomp filter") : 0;
+}
+
+/* Step 7's configuration of the service loop. */
+static void serve_config_fill(const Sbx__Init__V1__Setup *s, int adopt_fd, int32_t host_pid,
+                              struct serve_config *cfg) {
+        memset(cfg, 0, sizeof(*cfg));
+        cfg->adopt_fd = adopt_fd;
+        cfg->adopt_grace_ms = s->has_adopt_grace_ms ? s->adopt_grace_ms : 0;
+        if (s->has_rootless && s->rootless) {
+                /* The only mapped ids of our user namespace. */
+                cfg->run_uid = 0;
+                cfg->run_gid = 0;
+                cfg->rootless = true;
+        } else {
+                cfg->run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
+                cfg->run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
+        }
+        cfg->host_pid = host_pid;
+}
+
+/* PID 1: the checklist. Returns its exit code. */
+static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd) {
+        static struct sock_fprog filter;
+        static struct view_config vc;
+        struct util_warnings warn;
+        struct util_err err;
+        struct serve_config cfg;
+        int32_t host_pid = 0;
+        int r, sigfd = -1;
+
+        memset(&warn, 0, sizeof(warn));
+        memset(&err, 0, sizeof(err));
+
+        /* 1. Die with stage 0. */
+        r = tie_to_stage0(pidpipe, &host_pid, &err);
+        if (r != 0)
+                return r > 0 ? 1 : setup_failed(chan, &err, 0);
+
+        /* 2. Signals, the bounding set and securebits, the commands' stack. */
+        if (prepare_commands(&sigfd, &err) < 0)
+                return setup_failed(chan, &err, host_pid);
+
+        /* 3. The seccomp filter, built once. */
+        if (build_filter(&filter, &err, &warn) < 0)
+                return setup_failed(chan, &err, host_pid);
 
         /* 4. Host name and network. */
         if (ns_set_hostname(s->hostname, &err) < 0)
@@ -470,72 +567,20 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
                 return setup_failed(chan, &err, host_pid);
 
         /* 5. The view. */
-        memset(&mc, 0, sizeof(mc));
-        mc.root_dir = s->root_dir;
-        mc.workspace_dir = s->workspace_dir;
-        mc.writable_paths = s->writable_paths;
-        mc.n_writable_paths = s->n_writable_paths;
-        mc.denied_read_paths = s->denied_read_paths;
-        mc.n_denied_read_paths = s->n_denied_read_paths;
-        mc.denied_write_paths = s->denied_write_paths;
-        mc.n_denied_write_paths = s->n_denied_write_paths;
-        mc.protected_paths = s->protected_paths;
-        mc.n_protected_paths = s->n_protected_paths;
-        mc.tmp_bytes = s->has_tmp_bytes ? s->tmp_bytes : 0;
-        fill_objects(s, &mc, objs);
-        mc.idmap = !(s->has_rootless && s->rootless) && s->has_owner_uid && s->has_owner_gid;
-        mc.owner_uid = s->owner_uid;
-        mc.owner_gid = s->owner_gid;
-        mc.run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
-        mc.run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
-        mc.cgroup_v1_controllers = s->cgroup_v1_controllers;
-        mc.n_cgroup_v1_controllers = s->n_cgroup_v1_controllers;
-        mc.protected_mkdirs = s->protected_mkdirs;
-        mc.n_protected_mkdirs = s->n_protected_mkdirs;
-        for (size_t i = 0; i < s->n_protected_files && i < SBX_MAX_POLICY_PATHS; i++) {
-                files[i].path = s->protected_files[i]->path;
-                files[i].content = s->protected_files[i]->content.data;
-                files[i].len = s->protected_files[i]->has_content ? s->protected_files[i]->content.len : 0;
-        }
-        mc.protected_files = files;
-        mc.n_protected_files = s->n_protected_files;
-        user.keep_groups = s->has_rootless && s->rootless;
-        user.uid = user.keep_groups ? 0 : mc.run_uid; /* rootless: see step 7 */
-        user.gid = user.keep_groups ? 0 : mc.run_gid;
-        mc.user = &user;
-        if (mnt_build_view(&mc, &err, &warn) < 0)
+        view_config_fill(s, &vc);
+        if (mnt_build_view(&vc.mc, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
 
-        /* 6. The filter, loaded here, once: every command inherits it across fork and
-         * execve. Loading it per command cost a copy, a check and a JIT compilation of
-         * the program each time (about 0.2 ms). PID 1 needs none of the calls it
-         * denies from here on (poll, the channel, fork without namespace flags, wait4,
-         * kill, accept4), and each command still drops its uid and capabilities and sets
-         * no_new_privs itself before execve. */
-        if (cfg.filter) {
-                r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : filter_load(cfg.filter);
-                if (r < 0) {
-                        util_fail(&err, r, NULL, "load the seccomp filter");
-                        return setup_failed(chan, &err, host_pid);
-                }
-                cfg.filter = NULL;
-        }
+        /* 6. The filter, loaded here, once, for every command. */
+        if (load_filter(&filter, &err) < 0)
+                return setup_failed(chan, &err, host_pid);
 
         /* 7. Ready, then serve. */
         send_ready(chan, NULL, &warn, host_pid);
-        if (s->has_rootless && s->rootless) {
-                /* The only mapped ids of our user namespace. */
-                cfg.run_uid = 0;
-                cfg.run_gid = 0;
-                cfg.rootless = true;
-        } else {
-                cfg.run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
-                cfg.run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
-        }
-        cfg.host_pid = host_pid;
+        serve_config_fill(s, adopt_fd, host_pid, &cfg);
         r = serve_run(chan, sigfd, &cfg);
         if (r < 0) {
-                util_log(3, "init channel: %s", strerror(-r));
+                util_log(UTIL_LOG_ERR, "init channel: %s", strerror(-r));
                 return 2;
         }
         return 0;
@@ -589,12 +634,12 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
          * write end stays open until we exit (see pid1()). */
         host_pid = (int32_t)pid;
         if (write(p[1], &host_pid, sizeof(host_pid)) != (ssize_t)sizeof(host_pid)) {
-                util_log(3, "pass PID 1's pid: %s", strerror(errno));
+                util_log(UTIL_LOG_ERR, "pass PID 1's pid: %s", strerror(errno));
                 kill(pid, SIGKILL);
         }
         while (waitpid(pid, &status, 0) < 0) {
                 if (errno != EINTR) {
-                        util_log(3, "wait for PID 1: %s", strerror(errno));
+                        util_log(UTIL_LOG_ERR, "wait for PID 1: %s", strerror(errno));
                         return 1;
                 }
         }
@@ -621,11 +666,11 @@ int main(int argc, char **argv) {
                         return r == -EINVAL ? 2 : 1;
                 r = mnt_reapply(strcmp(argv[2], "hide") == 0, argv[3], &bare, &err);
                 if (r < 0) {
-                        util_log(3, "%s", err.text);
+                        util_log(UTIL_LOG_ERR, "%s", err.text);
                         return 1;
                 }
                 if (r > 0 && (r = kill_holders(&bare)) > 0)
-                        util_log(4, "%s: killed %d process(es) that opened it before it was "
+                        util_log(UTIL_LOG_WARNING, "%s: killed %d process(es) that opened it before it was "
                                     "covered again",
                                  argv[3], r);
                 return 0;
@@ -636,16 +681,16 @@ int main(int argc, char **argv) {
         }
         r = sanitize_fds(chan);
         if (r < 0) {
-                util_log(3, "--fd %d: not an init channel (%s)", chan, strerror(-r));
+                util_log(UTIL_LOG_ERR, "--fd %d: not an init channel (%s)", chan, strerror(-r));
                 return 2;
         }
         /* Hold nothing of the daemon's current directory. */
         if (chdir("/") < 0) {
-                util_log(3, "chdir /: %s", strerror(errno));
+                util_log(UTIL_LOG_ERR, "chdir /: %s", strerror(errno));
                 return 1;
         }
         if (read_setup(chan, &m, &sf, &err) < 0) {
-                util_log(3, "%s", err.text);
+                util_log(UTIL_LOG_ERR, "%s", err.text);
                 send_ready(chan, &err, NULL, 0);
                 return 1;
         }

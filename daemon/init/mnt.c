@@ -1084,6 +1084,54 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
         return 0;
 }
 
+/* Step 9's denials, over the permissions: denied_write_paths, the protected names and
+ * the placeholders made for them read-only, then denied_read_paths hidden. */
+static int apply_denials(const struct mnt_config *cfg, struct util_err *err,
+                         struct util_warnings *warn) {
+        size_t i;
+        int r;
+
+        r = apply_read_only(cfg->denied_write_paths, cfg->n_denied_write_paths, "denied_write_path",
+                            err, warn);
+        if (r == 0)
+                r = apply_read_only(cfg->protected_paths, cfg->n_protected_paths, "protected_path",
+                                    err, warn);
+        if (r == 0)
+                r = apply_read_only(cfg->protected_mkdirs, cfg->n_protected_mkdirs,
+                                    "protected_path", err, warn);
+        for (i = 0; r == 0 && i < cfg->n_protected_files; i++) {
+                char *const one[] = {(char *)(uintptr_t)cfg->protected_files[i].path};
+                r = apply_read_only(one, 1, "protected_path", err, warn);
+        }
+        if (r == 0)
+                r = apply_hidden(cfg->denied_read_paths, cfg->n_denied_read_paths, err, warn);
+        return r;
+}
+
+/* Step 10: lets go of the host's tree (src is closed and emptied first). */
+static int drop_old_root(struct sources *src, struct util_err *err) {
+        sources_close(src);
+        memset(src, 0, sizeof(*src));
+        src->root_fd = src->ws_fd = src->userns_fd = -1;
+        if (umount2(OLDROOT, MNT_DETACH) < 0)
+                return util_fail(err, errno, NULL, "detach the old root");
+        if (rmdir(OLDROOT) < 0)
+                return util_fail(err, errno, NULL, "rmdir " OLDROOT);
+        return 0;
+}
+
+/* Step 12: the root and /dev read-only. */
+static int freeze_view(struct util_err *err) {
+        int r = mnt_set_attr("/dev", MNT_RDONLY, false);
+
+        if (r < 0)
+                return util_fail(err, r, NULL, "make /dev read-only");
+        r = mnt_set_attr("/", RO_ATTRS, false);
+        if (r < 0)
+                return util_fail(err, r, NULL, "make / read-only");
+        return 0;
+}
+
 int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
         struct sources src = {.root_fd = -1, .ws_fd = -1, .userns_fd = -1,
                               .n = cfg->n_writable_paths};
@@ -1096,73 +1144,32 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
 
         /* 2. Open the host objects while the host's / is still our root. */
         r = open_sources(cfg, &src, err);
-        if (r < 0)
-                goto out;
 
         /* 3. The new root, a tmpfs, with the host's tree at /.sbx-oldroot. */
-        r = pivot_to_tmpfs(err);
-        if (r < 0)
-                goto out;
+        if (r == 0)
+                r = pivot_to_tmpfs(err);
 
-        /* 4-8. */
-        r = build_base(cfg, &src, err, warn);
-        if (r < 0)
-                goto out;
+        /* 4-8. /proc, the read-only root, /sys, /dev, /tmp, /run, /workspace. */
+        if (r == 0)
+                r = build_base(cfg, &src, err, warn);
 
         /* 9. Permissions, then denials over them. */
-        r = bind_writable(cfg, &src, err, warn);
-        if (r < 0)
-                goto out;
-        r = apply_read_only(cfg->denied_write_paths, cfg->n_denied_write_paths, "denied_write_path",
-                            err, warn);
         if (r == 0)
-                r = apply_read_only(cfg->protected_paths, cfg->n_protected_paths, "protected_path",
-                                    err, warn);
+                r = bind_writable(cfg, &src, err, warn);
         if (r == 0)
-                r = apply_read_only(cfg->protected_mkdirs, cfg->n_protected_mkdirs,
-                                    "protected_path", err, warn);
-        for (size_t i = 0; r == 0 && i < cfg->n_protected_files; i++) {
-                char *const one[] = {(char *)(uintptr_t)cfg->protected_files[i].path};
-                r = apply_read_only(one, 1, "protected_path", err, warn);
-        }
-        if (r == 0)
-                r = apply_hidden(cfg->denied_read_paths, cfg->n_denied_read_paths, err, warn);
-        if (r < 0)
-                goto out;
+                r = apply_denials(cfg, err, warn);
 
         /* 10. Let go of the host's tree. */
-        sources_close(&src);
-        memset(&src, 0, sizeof(src));
-        src.root_fd = src.ws_fd = src.userns_fd = -1;
-        if (umount2(OLDROOT, MNT_DETACH) < 0) {
-                r = util_fail(err, errno, NULL, "detach the old root");
-                goto out;
-        }
-        if (rmdir(OLDROOT) < 0) {
-                r = util_fail(err, errno, NULL, "rmdir " OLDROOT);
-                goto out;
-        }
+        if (r == 0)
+                r = drop_old_root(&src, err);
 
         /* 11. The commands' user gets a name, from what the view holds now. */
-        if (cfg->user) {
+        if (r == 0 && cfg->user)
                 r = user_install(cfg->user, err, warn);
-                if (r < 0)
-                        goto out;
-        }
 
         /* 12. Freeze the root and /dev. */
-        r = mnt_set_attr("/dev", MNT_RDONLY, false);
-        if (r < 0) {
-                r = util_fail(err, r, NULL, "make /dev read-only");
-                goto out;
-        }
-        r = mnt_set_attr("/", RO_ATTRS, false);
-        if (r < 0) {
-                r = util_fail(err, r, NULL, "make / read-only");
-                goto out;
-        }
-        r = 0;
-out:
+        if (r == 0)
+                r = freeze_view(err);
         sources_close(&src);
         return r;
 }

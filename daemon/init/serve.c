@@ -50,7 +50,7 @@ static void send_msg(Sbx__Init__V1__FromInit *m) {
                 return;
         r = initmsg_send(chan_fd, &m->base, NULL, 0);
         if (r < 0) {
-                util_log(3, "send to daemon: %s", strerror(-r));
+                util_log(UTIL_LOG_ERR, "send to daemon: %s", strerror(-r));
                 chan_err = r;
         }
 }
@@ -196,62 +196,82 @@ static uint64_t own_hard_limit(int resource) {
         return hard[resource];
 }
 
-static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
-        struct spawn_rlimit rl[RLIM_NLIMITS];
-        struct spawn_failure fail;
-        struct spawn_spec spec;
-        char **argv = NULL, **envp = NULL, *cwd = NULL, text[SPAWN_WHAT_BYTES + 128];
-        size_t n_cg = s->has_n_cgroup_fds ? s->n_cgroup_fds : 0, i;
-        int err = 0, r;
-        struct cmd *c;
-        pid_t pid;
+/* The text of a refused Start (StartFailed.error). */
+#define START_TEXT_BYTES (SPAWN_WHAT_BYTES + 128)
 
-        if (!s->has_command_id) {
-                util_log(4, "ignoring a Start without command_id");
-                close_fds(fds, nfds);
-                return;
-        }
-        text[0] = '\0';
+/* Checks a Start's counts against what came with it and against the table: 0, or a
+ * positive errno with the reason in text. */
+static int check_start(const Sbx__Init__V1__Start *s, size_t nfds, size_t n_cg, char *text) {
         if (n_cg > SBX_INIT_MAX_FDS - 3 || nfds != 3 + n_cg) {
-                err = EINVAL;
-                snprintf(text, sizeof(text), "invalid Start: %zu descriptors, expected %zu", nfds,
-                         (size_t)3 + n_cg);
-        } else if (find_id(s->command_id)) {
-                err = EEXIST;
-                snprintf(text, sizeof(text), "invalid Start: command id %llu is in use",
+                snprintf(text, START_TEXT_BYTES, "invalid Start: %zu descriptors, expected %zu",
+                         nfds, (size_t)3 + n_cg);
+                return EINVAL;
+        }
+        if (find_id(s->command_id)) {
+                snprintf(text, START_TEXT_BYTES, "invalid Start: command id %llu is in use",
                          (unsigned long long)s->command_id);
-        } else if (n_cmds >= SERVE_MAX_COMMANDS) {
-                err = EAGAIN;
-                snprintf(text, sizeof(text), "too many commands in this sandbox (%u)",
+                return EEXIST;
+        }
+        if (n_cmds >= SERVE_MAX_COMMANDS) {
+                snprintf(text, START_TEXT_BYTES, "too many commands in this sandbox (%u)",
                          SERVE_MAX_COMMANDS);
-        } else if (s->n_argv == 0 || s->n_argv > SBX_MAX_ARGV || s->n_envp > SBX_MAX_ENV ||
-                   s->n_rlimits > RLIM_NLIMITS) {
-                err = s->n_argv == 0 ? EINVAL : E2BIG;
-                snprintf(text, sizeof(text), "invalid Start: %zu argv, %zu envp, %zu rlimits",
+                return EAGAIN;
+        }
+        if (s->n_argv == 0 || s->n_argv > SBX_MAX_ARGV || s->n_envp > SBX_MAX_ENV ||
+            s->n_rlimits > RLIM_NLIMITS) {
+                snprintf(text, START_TEXT_BYTES, "invalid Start: %zu argv, %zu envp, %zu rlimits",
                          s->n_argv, s->n_envp, s->n_rlimits);
+                return s->n_argv == 0 ? EINVAL : E2BIG;
         }
-        if (!err && (!(argv = dup_strv(s->argv, s->n_argv, &err)) ||
-                     !(envp = dup_strv(s->envp, s->n_envp, &err))))
-                snprintf(text, sizeof(text), "invalid Start: argv or envp %s",
+        return 0;
+}
+
+/* The strings of one Start as C strings (freed by start_strings_free). */
+struct start_strings {
+        char **argv, **envp, *cwd;
+};
+
+static void start_strings_free(struct start_strings *ss) {
+        free_strv(ss->argv);
+        free_strv(ss->envp);
+        free(ss->cwd);
+}
+
+/* Copies argv, envp and cwd (default /workspace) out of s: 0, or a positive errno with
+ * the reason in text. */
+static int copy_strings(const Sbx__Init__V1__Start *s, struct start_strings *ss, char *text) {
+        int err = 0;
+
+        if (!(ss->argv = dup_strv(s->argv, s->n_argv, &err)) ||
+            !(ss->envp = dup_strv(s->envp, s->n_envp, &err))) {
+                snprintf(text, START_TEXT_BYTES, "invalid Start: argv or envp %s",
                          err == EINVAL ? "holds a NUL byte" : "out of memory");
-        if (!err) {
-                if (s->has_cwd && s->cwd.len > 0)
-                        cwd = dup_bytes(&s->cwd, &err);
-                else
-                        cwd = strdup("/workspace");
-                if (!cwd) {
-                        err = err ? err : ENOMEM;
-                        snprintf(text, sizeof(text), "invalid Start: cwd %s",
-                                 err == EINVAL ? "holds a NUL byte" : "out of memory");
-                }
+                return err;
         }
-        for (i = 0; !err && i < s->n_rlimits; i++) {
+        if (s->has_cwd && s->cwd.len > 0)
+                ss->cwd = dup_bytes(&s->cwd, &err);
+        else
+                ss->cwd = strdup("/workspace");
+        if (!ss->cwd) {
+                err = err ? err : ENOMEM;
+                snprintf(text, START_TEXT_BYTES, "invalid Start: cwd %s",
+                         err == EINVAL ? "holds a NUL byte" : "out of memory");
+                return err;
+        }
+        return 0;
+}
+
+/* The rlimits of s into rl (s->n_rlimits <= RLIM_NLIMITS of them): 0, or a positive
+ * errno with the reason in text. */
+static int copy_rlimits(const Sbx__Init__V1__Start *s, struct spawn_rlimit *rl, char *text) {
+        size_t i;
+
+        for (i = 0; i < s->n_rlimits; i++) {
                 const Sbx__Init__V1__Rlimit *l = s->rlimits[i];
                 if (!l->has_resource || l->resource < 0 || l->resource >= RLIM_NLIMITS) {
-                        err = EINVAL;
-                        snprintf(text, sizeof(text), "invalid Start: rlimit resource %d",
+                        snprintf(text, START_TEXT_BYTES, "invalid Start: rlimit resource %d",
                                  l->has_resource ? l->resource : -1);
-                        break;
+                        return EINVAL;
                 }
                 rl[i].resource = l->resource;
                 rl[i].soft = l->has_soft ? l->soft : UINT64_MAX;
@@ -259,51 +279,61 @@ static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
                 if (!l->has_hard && rl[i].soft > rl[i].hard)
                         rl[i].soft = rl[i].hard; /* never above the limit it keeps */
         }
-        if (err) {
-                send_start_failed(s->command_id, err, text);
-                goto out;
-        }
+        return 0;
+}
 
-        memset(&spec, 0, sizeof(spec));
-        spec.argv = argv;
-        spec.envp = envp;
-        spec.cwd = cwd;
-        spec.rlimits = rl;
-        spec.n_rlimits = s->n_rlimits;
-        spec.stdio[0] = fds[0];
-        spec.stdio[1] = fds[1];
-        spec.stdio[2] = fds[2];
-        spec.cgroup_fds = fds + 3;
-        spec.n_cgroup_fds = n_cg;
-        spec.cgroup_v2 = s->has_cgroup_v2 && s->cgroup_v2;
-        spec.uid = config->run_uid;
-        spec.gid = config->run_gid;
-        spec.keep_groups = config->rootless;
-        spec.filter = config->filter;
+/* Room for one more command in the table: 0 or ENOMEM. */
+static int reserve_cmd(void) {
+        size_t ncap = cap_cmds ? cap_cmds * 2 : 16;
+        struct cmd *n;
+
+        if (n_cmds < cap_cmds)
+                return 0;
+        n = realloc(cmds, ncap * sizeof(*n));
+        if (!n)
+                return ENOMEM;
+        cmds = n;
+        cap_cmds = ncap;
+        return 0;
+}
+
+/* Starts the command of s (validated) with the descriptors fds (stdio, then n_cg
+ * cgroups) and tracks it; a failure is answered with StartFailed. */
+static void start_one(const Sbx__Init__V1__Start *s, const struct start_strings *ss,
+                      const struct spawn_rlimit *rl, const int *fds, size_t n_cg) {
+        struct spawn_spec spec = {
+                .argv = ss->argv, .envp = ss->envp, .cwd = ss->cwd,
+                .rlimits = rl, .n_rlimits = s->n_rlimits,
+                .stdio = {fds[0], fds[1], fds[2]},
+                .cgroup_fds = fds + 3, .n_cgroup_fds = n_cg,
+                .cgroup_v2 = s->has_cgroup_v2 && s->cgroup_v2,
+                .uid = config->run_uid, .gid = config->run_gid,
+                .keep_groups = config->rootless,
+        };
+        char text[START_TEXT_BYTES];
+        struct spawn_failure fail;
+        struct cmd *c;
+        pid_t pid;
+        int r;
+
         /* Room in the table first: a started child must be tracked. */
-        if (n_cmds == cap_cmds) {
-                size_t ncap = cap_cmds ? cap_cmds * 2 : 16;
-                struct cmd *n = realloc(cmds, ncap * sizeof(*n));
-                if (!n) {
-                        snprintf(text, sizeof(text), "start: out of memory");
-                        send_start_failed(s->command_id, ENOMEM, text);
-                        goto out;
-                }
-                cmds = n;
-                cap_cmds = ncap;
+        if (reserve_cmd() != 0) {
+                snprintf(text, sizeof(text), "start: out of memory");
+                send_start_failed(s->command_id, ENOMEM, text);
+                return;
         }
         r = spawn_start(&spec, &pid, &fail);
         if (r < 0) {
                 snprintf(text, sizeof(text), "clone: %s", strerror(-r));
                 send_start_failed(s->command_id, -r, text);
-                goto out;
+                return;
         }
         if (r > 0) {
                 /* Its exit status (127), whenever reaped, belongs to nobody. */
                 fail.what[sizeof(fail.what) - 1] = '\0';
                 snprintf(text, sizeof(text), "%s: %s", fail.what, strerror(fail.err));
                 send_start_failed(s->command_id, fail.err, text);
-                goto out;
+                return;
         }
         /* Started: a message only when asked for (init.proto). */
         c = &cmds[n_cmds++];
@@ -311,12 +341,34 @@ static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
         c->pid = pid;
         if (s->has_ack && s->ack)
                 send_started(c);
-out:
-        /* The command has its own copies now (or never will). */
+}
+
+/* Start: checked and copied in steps, each of which may answer StartFailed; the
+ * descriptors are closed here whatever happens (the command has its own copies). */
+static void handle_start(const Sbx__Init__V1__Start *s, int *fds, size_t nfds) {
+        struct spawn_rlimit rl[RLIM_NLIMITS];
+        struct start_strings ss = {NULL, NULL, NULL};
+        char text[START_TEXT_BYTES];
+        size_t n_cg = s->has_n_cgroup_fds ? s->n_cgroup_fds : 0;
+        int err;
+
+        if (!s->has_command_id) {
+                util_log(UTIL_LOG_WARNING, "ignoring a Start without command_id");
+                close_fds(fds, nfds);
+                return;
+        }
+        text[0] = '\0';
+        err = check_start(s, nfds, n_cg, text);
+        if (!err)
+                err = copy_strings(s, &ss, text);
+        if (!err)
+                err = copy_rlimits(s, rl, text);
+        if (err)
+                send_start_failed(s->command_id, err, text);
+        else
+                start_one(s, &ss, rl, fds, n_cg);
         close_fds(fds, nfds);
-        free_strv(argv);
-        free_strv(envp);
-        free(cwd);
+        start_strings_free(&ss);
 }
 
 static void handle_signal(const Sbx__Init__V1__Signal *s) {
@@ -369,7 +421,7 @@ static void reap(int sigfd) {
  * commands run as, and the adoption socket it was created without. A failure is logged; the daemon's later requests go on. */
 static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds) {
         if (cl->hostname && sethostname(cl->hostname, strlen(cl->hostname)) < 0)
-                util_log(3, "claim: sethostname \"%s\": %s", cl->hostname, strerror(errno));
+                util_log(UTIL_LOG_ERR, "claim: sethostname \"%s\": %s", cl->hostname, strerror(errno));
         /* The client's id is the sandbox's name from here on, in our log lines too. */
         if (cl->hostname)
                 util_log_set_sandbox(cl->hostname);
@@ -380,7 +432,7 @@ static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds)
                 /* The name in /etc/passwd and /etc/group goes with the ids. */
                 r = user_rename(cl->run_uid, cl->run_gid);
                 if (r < 0)
-                        util_log(3, "claim: name uid %u in /etc/passwd: %s", (unsigned)cl->run_uid,
+                        util_log(UTIL_LOG_ERR, "claim: name uid %u in /etc/passwd: %s", (unsigned)cl->run_uid,
                                  strerror(-r));
         }
         if (cl->has_adoptable && cl->adoptable && *nfds == 1 && config->adopt_fd < 0) {
@@ -403,14 +455,14 @@ static int handle_channel(void) {
         if (r == -EAGAIN || r == -EINTR)
                 return 1;
         if (r == -EMSGSIZE) {
-                util_log(4, "ignoring an oversized packet from the daemon");
+                util_log(UTIL_LOG_WARNING, "ignoring an oversized packet from the daemon");
                 return 1;
         }
         if (r <= 0)
                 return r;
         m = sbx__init__v1__to_init__unpack(NULL, len, buf);
         if (!m) {
-                util_log(4, "ignoring a malformed message from the daemon");
+                util_log(UTIL_LOG_WARNING, "ignoring a malformed message from the daemon");
                 close_fds(fds, nfds);
                 return 1;
         }
@@ -427,7 +479,7 @@ static int handle_channel(void) {
                 handle_claim(m->claim, fds, &nfds);
                 break;
         default:
-                util_log(4, "ignoring an unexpected message (case %d)", (int)m->body_case);
+                util_log(UTIL_LOG_WARNING, "ignoring an unexpected message (case %d)", (int)m->body_case);
                 break;
         }
         close_fds(fds, nfds);
@@ -479,7 +531,7 @@ static int await_daemon(int sigfd) {
         }
         if (config->adopt_fd < 0)
                 return -1;
-        util_log(5, "the daemon is gone; waiting %u ms for a new one", config->adopt_grace_ms);
+        util_log(UTIL_LOG_NOTICE, "the daemon is gone; waiting %u ms for a new one", config->adopt_grace_ms);
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (;;) {
                 struct pollfd pfd[2] = {{.fd = config->adopt_fd, .events = POLLIN},
@@ -488,7 +540,7 @@ static int await_daemon(int sigfd) {
                 left = (long)config->adopt_grace_ms -
                        ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
                 if (left <= 0) {
-                        util_log(5, "no daemon came back; ending the sandbox");
+                        util_log(UTIL_LOG_NOTICE, "no daemon came back; ending the sandbox");
                         return -1;
                 }
                 if (poll(pfd, 2, (int)left) < 0 && errno != EINTR)
@@ -507,7 +559,7 @@ static int await_daemon(int sigfd) {
                                 close(fd);
                                 continue;
                         }
-                        util_log(5, "adopted by a new daemon");
+                        util_log(UTIL_LOG_NOTICE, "adopted by a new daemon");
                         return fd;
                 }
         }

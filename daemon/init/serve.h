@@ -5,7 +5,6 @@
 #ifndef SBX_INIT_SERVE_H
 #define SBX_INIT_SERVE_H
 
-#include <linux/filter.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -14,7 +13,6 @@ struct serve_config {
         uid_t run_uid; /* uid/gid every command runs as (0/0 when rootless). */
         gid_t run_gid;
         bool rootless;                   /* setgroups(2) is denied: keep the (unmapped) groups. */
-        const struct sock_fprog *filter; /* NULL: no seccomp (warned about in Ready). */
         int adopt_fd;                    /* listening socket for a new daemon, or -1 */
         unsigned adopt_grace_ms;         /* how long to wait for one */
         int32_t host_pid;                /* our pid in the daemon's PID namespace, for Ready */
@@ -26,8 +24,8 @@ struct serve_config {
  * the others sent from inside the sandbox. */
 int serve_signals_init(void);
 
-/* Serves the channel chan: Start forks a command (spawn.c) and answers Started or
- * StartFailed, Signal signals a command's process group, Claim renames the host and
+/* Serves the channel chan: Start starts a command (spawn.c) and answers StartFailed,
+ * or Started when the Start asks for it (ack), Signal signals a command's process group, Claim renames the host and
  * hands over the adoption socket (cfg is updated), and every child is reaped
  * with an Exited for command leaders. Unknown ids and malformed messages are ignored
  * (logged). When the channel ends and cfg->adopt_fd is a listening socket, waits up to

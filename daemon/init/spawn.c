@@ -15,11 +15,12 @@
  * setsid, join the command's cgroups, stdio onto 0/1/2, every other descriptor
  * close-on-exec, rlimits (RLIMIT_CORE 0 unless given), supplementary groups dropped,
  * setresgid/setresuid, every remaining capability cleared, chdir (as the command's
- * user, so a directory it may not enter fails here), no_new_privs, the seccomp filter
- * when one is given, then execve with a PATH search done by hand over the command's
- * own PATH. The empty bounding set and the locked securebits it inherits from PID 1
- * (spawn_prepare_parent). The first failure is written into the caller's struct
- * spawn_failure, which the child shares, before it exits with 127. */
+ * user, so a directory it may not enter fails here), no_new_privs, then execve with a
+ * PATH search done by hand over the command's own PATH. The empty bounding set and the
+ * locked securebits it inherits from PID 1 (spawn_prepare_parent), and the seccomp
+ * filter too: PID 1 loaded it on itself before it served (main.c), and the child loads
+ * nothing. The first failure is written into the caller's struct spawn_failure, which
+ * the child shares, before it exits with 127. */
 #include "spawn.h"
 
 #include <errno.h>
@@ -38,7 +39,6 @@
 #include <unistd.h>
 
 #include "caps.h"
-#include "filter.h"
 #include "sbx_limits.h"
 #include "util.h"
 
@@ -246,13 +246,10 @@ static int child(void *p) {
          * fails here, not later in its first relative open. */
         if (chdir(spec->cwd) < 0)
                 child_fail(fail, errno, "chdir", spec->cwd);
+        /* PID 1 set it already when it loaded the filter; not when this kernel has no
+         * seccomp, and the command needs it either way. */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 child_fail(fail, errno, "prctl", "PR_SET_NO_NEW_PRIVS");
-        if (spec->filter) {
-                r = filter_load(spec->filter);
-                if (r < 0)
-                        child_fail(fail, -r, "seccomp", "(load filter)");
-        }
         exec_search(spec, fail);
 }
 

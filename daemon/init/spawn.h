@@ -7,7 +7,6 @@
 #ifndef SBX_INIT_SPAWN_H
 #define SBX_INIT_SPAWN_H
 
-#include <linux/filter.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,7 +35,6 @@ struct spawn_spec {
         uid_t uid;
         gid_t gid;
         bool keep_groups; /* Rootless: setgroups(2) is denied in our user namespace. */
-        const struct sock_fprog *filter; /* NULL: no seccomp filter (kernel lacks it). */
 };
 
 /* What a failed child reports: a positive errno and the step with its object

@@ -1,7 +1,8 @@
 /* util.c: logging, setup error text, warnings and file helpers of the init helper.
  *
  * Owns only the sandbox id used as a log prefix (a copy). Called by every other module
- * of daemon/init; see util.h for the contracts. */
+ * of daemon/init, and (the descriptor and cgroup helpers only) by the command child;
+ * see util.h for the contracts. */
 #include "util.h"
 
 #include <errno.h>
@@ -29,15 +30,15 @@ void util_log_set_sandbox(const char *id) {
         snprintf(log_sandbox, sizeof(log_sandbox), "%s", id);
 }
 
-void util_log(int level, const char *fmt, ...) {
+void util_log(enum util_log_level level, const char *fmt, ...) {
         char line[1024];
         int saved = errno, n;
         va_list ap;
 
         if (log_sandbox[0])
-                n = snprintf(line, sizeof(line), "<%d>sbx-init sbx=%s: ", level, log_sandbox);
+                n = snprintf(line, sizeof(line), "<%d>sbx-init sbx=%s: ", (int)level, log_sandbox);
         else
-                n = snprintf(line, sizeof(line), "<%d>sbx-init: ", level);
+                n = snprintf(line, sizeof(line), "<%d>sbx-init: ", (int)level);
         if (n < 0 || (size_t)n >= sizeof(line))
                 n = 0;
         va_start(ap, fmt);

@@ -2,8 +2,12 @@
  *
  * Logging to the daemon's stderr with syslog level prefixes, the description of a
  * failed setup step that ends up in Ready.error, the list of Ready.warnings, and a few
- * file helpers. Nothing here allocates; every function may be called at any time from
- * stage 0 or PID 1 (not from a forked command child, which reports over its pipe). */
+ * file and descriptor helpers. Nothing here allocates. Every function may be called
+ * from stage 0 or PID 1. A command child (spawn.c), which shares PID 1's memory between
+ * clone and execve, may call only the three that make nothing but system calls:
+ * util_cloexec_from, util_cloexec_walk and util_join_cgroups. The others format text
+ * (stdio, strerror) and are not for the child, which reports its failure through
+ * struct spawn_failure instead. */
 #ifndef SBX_INIT_UTIL_H
 #define SBX_INIT_UTIL_H
 
@@ -28,12 +32,21 @@ struct util_warnings {
         char text[UTIL_MAX_WARNINGS][UTIL_WARNING_BYTES];
 };
 
+/* The syslog priorities of util_log's lines (the numbers journald reads, as the
+ * daemon's log.h). */
+enum util_log_level {
+        UTIL_LOG_ERR = 3,
+        UTIL_LOG_WARNING = 4,
+        UTIL_LOG_NOTICE = 5,
+};
+
 /* Names the sandbox in every later log line ("sbx=ID"). id may be NULL. */
 void util_log_set_sandbox(const char *id);
 
-/* Writes one line "<level>sbx-init sbx=ID: message" to stderr (level is a syslog
- * priority, 3 = error). Keeps errno. Only for real failures. */
-void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes one line "<level>sbx-init sbx=ID: message" to stderr. Keeps errno. Only for
+ * real failures and for the adoption steps (notices). Not in a command child. */
+void util_log(enum util_log_level level, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
 
 /* Records a failure in e: text becomes "<fmt...>: strerror(err)" followed by " (hint)"
  * when hint is not NULL. err is a positive or negative errno. Returns -|err| so that
@@ -57,11 +70,12 @@ int util_mkdir_p(const char *path, mode_t mode);
 int util_path_join(char *buf, size_t cap, const char *a, const char *b);
 
 /* Sets FD_CLOEXEC on every descriptor >= from (close_range(2) CLOSE_RANGE_CLOEXEC, or a
- * walk of /proc/self/fd on kernels before 5.11). Returns 0 or -errno. */
+ * walk of /proc/self/fd on kernels before 5.11). System calls only: a command child
+ * calls it before execve. Returns 0 or -errno. */
 int util_cloexec_from(int from);
 
 /* util_cloexec_from's way before Linux 5.11: walks /proc/self/fd with getdents64 into
- * a stack buffer (no allocation). Returns 0 or -errno. */
+ * a stack buffer (no allocation; safe in a command child). Returns 0 or -errno. */
 int util_cloexec_walk(int from);
 
 /* Returns 1 when path is absolute, at most SBX_PATH_MAX_BYTES long and has no "."
