@@ -48,6 +48,7 @@
 #include "sandbox_int.h"
 #include "sbxd.h"
 #include "store.h"
+#include "trash.h"
 
 #define SBXTAB_BUCKETS 4096u
 /* How long a sandbox's init may take to set up before the sandbox fails. */
@@ -459,289 +460,6 @@ void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *st) {
         info->enforcement = st->enf_ptrs;
 }
 
-/* Removes dirfd/name and everything below it without following symlinks. */
-static int rm_rf_at(int parent, const char *name, int depth) {
-        struct stat st;
-        int fd, r = 0;
-        DIR *d;
-        struct dirent *de;
-
-        if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
-                return 0;
-        if (errno != EISDIR && errno != EPERM)
-                return -errno;
-        if (depth > 256)
-                return -ELOOP;
-        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0) {
-                close(fd);
-                return -errno;
-        }
-        /* Make sure we can enter and delete even when the sandbox chmod'ed it. */
-        (void)fchmod(fd, 0700);
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        while ((de = readdir(d))) {
-                int rr;
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                rr = rm_rf_at(dirfd(d), de->d_name, depth + 1);
-                if (rr < 0 && r == 0)
-                        r = rr;
-        }
-        closedir(d);
-        if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-                r = -errno;
-        return r;
-}
-
-static int rm_rf(const char *path) {
-        return rm_rf_at(AT_FDCWD, path, 0);
-}
-
-/* A tree being deleted by an rm(1) child, off the event loop. Where pidfds exist (Linux
- * 5.3; not under valgrind) the child is started with posix_spawn (a vfork: the daemon's
- * page tables are not copied, which uv_spawn's fork did for every terminate, 1-3 ms of a
- * stalled loop) and reaped through its pidfd (libuv reaps only the children it spawned
- * itself); elsewhere through uv_spawn. Either way the loop never waits for rm. */
-struct remover {
-        union {
-                uv_poll_t poll;    /* pidfd >= 0 */
-                uv_process_t proc; /* pidfd < 0 */
-        } h;
-        int pidfd;
-        pid_t pid;
-        char *path;
-};
-
-static const char *rm_binary(void) {
-        static const char *const candidates[] = {"/usr/bin/rm", "/bin/rm"};
-        size_t i;
-        for (i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
-                if (access(candidates[i], X_OK) == 0)
-                        return candidates[i];
-        return NULL;
-}
-
-static void on_remover_closed(uv_handle_t *h) {
-        struct remover *rm = h->data;
-        if (rm->pidfd >= 0)
-                close(rm->pidfd);
-        free(rm->path);
-        free(rm);
-}
-
-static void remover_done(struct remover *rm, int ok, const char *how, int value) {
-        if (!ok)
-                log_warning("cannot remove %s completely (rm ended with %s %d)", rm->path, how,
-                            value);
-        uv_close(rm->pidfd >= 0 ? (uv_handle_t *)&rm->h.poll : (uv_handle_t *)&rm->h.proc,
-                 on_remover_closed);
-}
-
-static void on_remover_pidfd(uv_poll_t *h, int status, int events) {
-        struct remover *rm = h->data;
-        siginfo_t si;
-
-        memset(&si, 0, sizeof(si));
-        if (waitid(P_PIDFD, (id_t)rm->pidfd, &si, WEXITED | WNOHANG) < 0) {
-                int st;
-                if (errno == EINTR)
-                        return;
-                /* Linux 5.3 has pidfds but not P_PIDFD (5.4): wait by pid, which is
-                 * still ours (the child is a zombie until reaped here). */
-                if (errno == EINVAL && waitpid(rm->pid, &st, WNOHANG) == 0)
-                        return;
-                /* Anything else: there is nothing left to wait for. */
-                remover_done(rm, 1, "", 0);
-                return;
-        }
-        if (si.si_pid == 0)
-                return; /* not yet */
-        remover_done(rm, si.si_code == CLD_EXITED && si.si_status == 0,
-                     si.si_code == CLD_EXITED ? "status" : "signal", si.si_status);
-}
-
-static void on_remover_exit(uv_process_t *p, int64_t status, int term_signal) {
-        remover_done(p->data, status == 0 && term_signal == 0, term_signal ? "signal" : "status",
-                     term_signal ? term_signal : (int)status);
-}
-
-/* posix_spawn and a pidfd. Returns 0 (started, or already done and rm freed), 1 when
- * pidfds are missing (nothing was started), -errno when posix_spawn failed (rm is left
- * to the caller). */
-static int start_remover_pidfd(struct sbxd *d, struct remover *rm, const char *rm_bin,
-                               char **args) {
-        static int no_pidfd;
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_t attr;
-        sigset_t none, all;
-        int r, probe;
-
-        if (no_pidfd)
-                return 1;
-        /* Whether this kernel (or valgrind) has pidfds, asked once of our own pid. */
-        probe = (int)syscall(SYS_pidfd_open, getpid(), 0);
-        if (probe < 0) {
-                no_pidfd = 1;
-                return 1;
-        }
-        close(probe);
-        sigemptyset(&none);
-        sigfillset(&all);
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-        posix_spawnattr_init(&attr);
-        /* Default dispositions and an empty mask in the child, whatever libuv set up. */
-        posix_spawnattr_setsigdefault(&attr, &all);
-        posix_spawnattr_setsigmask(&attr, &none);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-        r = -posix_spawn(&rm->pid, rm_bin, &fa, &attr, args, environ);
-        posix_spawn_file_actions_destroy(&fa);
-        posix_spawnattr_destroy(&attr);
-        if (r < 0)
-                return r;
-        rm->pidfd = (int)syscall(SYS_pidfd_open, rm->pid, 0);
-        if (rm->pidfd < 0 || uv_poll_init(d->loop, &rm->h.poll, rm->pidfd) < 0) {
-                /* Cannot happen once the probe worked; rm has the tree to itself. */
-                if (rm->pidfd >= 0)
-                        close(rm->pidfd);
-                rm->pidfd = -1;
-                while (waitpid(rm->pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
-                free(rm->path);
-                free(rm);
-                return 0;
-        }
-        fcntl(rm->pidfd, F_SETFD, FD_CLOEXEC);
-        rm->h.poll.data = rm;
-        uv_poll_start(&rm->h.poll, UV_READABLE, on_remover_pidfd);
-        return 0;
-}
-
-/* uv_spawn. Returns 0, or -errno after which rm goes with its handle's close. */
-static int start_remover_uv(struct sbxd *d, struct remover *rm, const char *rm_bin,
-                            char **args) {
-        uv_process_options_t o;
-        uv_stdio_container_t stdio[3];
-        int r;
-
-        memset(&o, 0, sizeof(o));
-        memset(stdio, 0, sizeof(stdio));
-        stdio[0].flags = stdio[1].flags = UV_IGNORE;
-        stdio[2].flags = UV_INHERIT_FD;
-        stdio[2].data.fd = 2;
-        o.file = rm_bin;
-        o.args = args;
-        o.stdio = stdio;
-        o.stdio_count = 3;
-        o.exit_cb = on_remover_exit;
-        rm->h.proc.data = rm;
-        r = uv_spawn(d->loop, &rm->h.proc, &o);
-        if (r < 0)
-                /* A handle that failed to spawn must still be closed. */
-                uv_close((uv_handle_t *)&rm->h.proc, on_remover_closed);
-        return r;
-}
-
-/* Deletes the tree at path in a child process, so that a workspace of a million files
- * never stalls the loop; synchronously when no child can be started. The tree must not
- * be in use any more (its sandbox is gone). */
-static void remove_tree_later(struct sbxd *d, const char *path) {
-        const char *rm_bin = rm_binary();
-        struct remover *rm = rm_bin ? calloc(1, sizeof(*rm)) : NULL;
-        char *args[5];
-        int r = -ENOMEM;
-
-        if (rm && (rm->path = strdup(path))) {
-                rm->pidfd = -1;
-                args[0] = (char *)"rm";
-                args[1] = (char *)"-rf";
-                args[2] = (char *)"--one-file-system";
-                args[3] = rm->path;
-                args[4] = NULL;
-                r = start_remover_pidfd(d, rm, rm_bin, args);
-                if (r == 0)
-                        return;
-                if (r == 1) {
-                        r = start_remover_uv(d, rm, rm_bin, args);
-                        if (r == 0)
-                                return;
-                        rm = NULL; /* its handle's close frees it */
-                }
-        }
-        if (rm) {
-                free(rm->path);
-                free(rm);
-        }
-        r = rm_rf(path);
-        if (r < 0)
-                log_warning("cannot remove %s: %s", path, strerror(-r));
-}
-
-/* Removes what a sandbox left in its state directory (STATE/sandboxes/ID): the adoption
- * socket, the workspace unless keep (moved to STATE/trash at once), and the directory
- * itself when it is then empty. Returns the trash path to delete in the background
- * (remove_tree_later; the caller frees it), or NULL when there is none. */
-static char *remove_sandbox_dir(struct sbxd *d, const char *id, const char *workspace,
-                                int keep) {
-        char *dir = strdup(workspace), *slash, *later = NULL;
-        if (!dir)
-                return NULL;
-        slash = strrchr(dir, '/');
-        if (slash && slash != dir) {
-                *slash = '\0';
-                if (!keep) {
-                        char trash[SBX_PATH_MAX_BYTES + 128];
-                        snprintf(trash, sizeof(trash), "%s/trash/%s.%lld", d->cfg->state_dir, id,
-                                 (long long)sbxd_now_unix_ms());
-                        if (rename(workspace, trash) == 0) {
-                                later = strdup(trash);
-                                if (!later)
-                                        remove_tree_later(d, trash);
-                        } else {
-                                int r = rm_rf(workspace);
-                                if (r < 0)
-                                        log_warning("sbx=%s: cannot remove workspace %s: %s", id,
-                                                    workspace, strerror(-r));
-                        }
-                }
-                {
-                        char sock[SBX_PATH_MAX_BYTES + 16];
-                        snprintf(sock, sizeof(sock), "%s/init.sock", dir);
-                        (void)unlink(sock);
-                }
-                (void)rmdir(dir);
-        }
-        free(dir);
-        return later;
-}
-
-void sandbox_empty_trash(struct sbxd *d) {
-        char path[SBX_PATH_MAX_BYTES + 16];
-        DIR *dir;
-        struct dirent *de;
-        snprintf(path, sizeof(path), "%s/trash", d->cfg->state_dir);
-        if (mkdir(path, 0700) < 0 && errno != EEXIST)
-                return;
-        dir = opendir(path);
-        while (dir && (de = readdir(dir))) {
-                char sub[SBX_PATH_MAX_BYTES + 300];
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-                remove_tree_later(d, sub);
-        }
-        if (dir)
-                closedir(dir);
-}
-
 /* ---- freeing ------------------------------------------------------------------------ */
 
 static void sandbox_free(struct sandbox *sb) {
@@ -912,7 +630,7 @@ static void on_cleanup(uv_timer_t *t) {
                 sb->cg = NULL;
         }
         if (sb->trash) {
-                remove_tree_later(sb->d, sb->trash);
+                trash_remove_later(sb->d, sb->trash);
                 free(sb->trash);
                 sb->trash = NULL;
         }
@@ -929,7 +647,7 @@ static void finish_end(struct sandbox *sb) {
         command_end_all(sb, 0);
         release_init(sb);
         if (sb->workspace)
-                sb->trash = remove_sandbox_dir(sb->d, sb->id, sb->workspace,
+                sb->trash = trash_sandbox_dir(sb->d, sb->id, sb->workspace,
                                                sb->spec->has_keep_workspace &&
                                                        sb->spec->keep_workspace);
         sb->state = sb->end_state;
@@ -2236,7 +1954,6 @@ static void remove_unrecorded_dirs(struct sbxd *d) {
         dir = opendir(path);
         while (dir && (de = readdir(dir))) {
                 char ws[SBX_PATH_MAX_BYTES + 300];
-                char *later;
                 if (de->d_name[0] == '.')
                         continue;
                 if (strncmp(de->d_name, "~warm-", 6) != 0) {
@@ -2247,10 +1964,7 @@ static void remove_unrecorded_dirs(struct sbxd *d) {
                                    de->d_name);
                 }
                 snprintf(ws, sizeof(ws), "%s/%s/workspace", path, de->d_name);
-                later = remove_sandbox_dir(d, de->d_name, ws, 0);
-                if (later)
-                        remove_tree_later(d, later);
-                free(later);
+                trash_sandbox_dir_now(d, de->d_name, ws, 0);
         }
         if (dir)
                 closedir(dir);
@@ -2541,12 +2255,7 @@ int sandbox_recover(struct sbxd *d) {
                 if (d->cgroups->version != CGROUP_NONE)
                         cgroup_remove_tree(d->cgroups, x->cgroup_path ? x->cgroup_path : x->id);
                 if (x->workspace && strstr(x->workspace, "/sandboxes/"))
-                {
-                        char *later = remove_sandbox_dir(d, x->id, x->workspace, x->keep);
-                        if (later)
-                                remove_tree_later(d, later);
-                        free(later);
-                }
+                        trash_sandbox_dir_now(d, x->id, x->workspace, x->keep);
                 store_sandbox_set_state(d->store, x->id, "lost", now,
                                         "lost: the daemon stopped while it ran");
                 log_notice("sbx=%s: lost in a daemon restart (%s); %d running commands marked "
