@@ -57,6 +57,9 @@ static const char *const default_env[] = {"USER=" USER_NAME, "LOGNAME=" USER_NAM
 #define LIMIT_MAX_OPEN_FILES   1048576u
 #define LIMIT_MIN_TMP_BYTES    (64ull * 1024)
 
+/* The most uids, and the most gids, a sandbox may be shared with (check_lists). */
+#define SHARE_MAX 64u
+
 /* Home directories that are system directories: nobody's credentials live there, and
  * watching them would only cost (sync's home is /bin, nobody's /nonexistent). */
 static const char *const system_dirs[] = {"/",    "/bin", "/sbin", "/usr",  "/usr/bin",
@@ -893,15 +896,10 @@ static int check_limits(const Sbx__V1__Limits *lim, char *err, size_t errlen) {
         return 0;
 }
 
-/* The checks that need no host path: lifetime, labels, environment, sharing, network,
- * limits; fills their defaults into eff, pol and lim. */
-static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
-                       Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
-                       char *err, size_t errlen) {
-        uint64_t max = d->cfg->max_sandbox_lifetime_ms;
-        size_t i;
-        int r;
-
+/* The lifetime: timeout_ms (absent: the daemon's default; 0 is refused) capped at the
+ * daemon's maximum, and the idle timeout (absent: the daemon's default; 0: none). */
+static int check_lifetime(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
+                          Sbx__V1__CreateSandbox *eff, char *err, size_t errlen) {
         if (req->has_timeout_ms && req->timeout_ms == 0) {
                 snprintf(err, errlen, "timeout_ms must be greater than 0 (omit it for the default "
                                       "of %llu ms)",
@@ -910,13 +908,19 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
         }
         eff->has_timeout_ms = 1;
         eff->timeout_ms = req->has_timeout_ms ? req->timeout_ms : d->cfg->default_sandbox_timeout_ms;
-        if (eff->timeout_ms > max)
-                eff->timeout_ms = max;
-        /* Absent: the daemon's default idle timeout; 0: none. */
+        if (eff->timeout_ms > d->cfg->max_sandbox_lifetime_ms)
+                eff->timeout_ms = d->cfg->max_sandbox_lifetime_ms;
         if (!req->has_idle_timeout_ms) {
                 eff->has_idle_timeout_ms = 1;
                 eff->idle_timeout_ms = d->cfg->default_idle_timeout_ms;
         }
+        return 0;
+}
+
+/* The lists of the request itself: labels, env entries, the uids and gids shared. */
+static int check_lists(const Sbx__V1__CreateSandbox *req, char *err, size_t errlen) {
+        size_t i;
+
         if (req->n_labels > SBX_MAX_LABELS) {
                 snprintf(err, errlen, "too many labels (%zu, at most %u)", req->n_labels, SBX_MAX_LABELS);
                 return -EINVAL;
@@ -942,10 +946,19 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                         return -EINVAL;
                 }
         }
-        if (req->n_share_uids > 64 || req->n_share_gids > 64) {
-                snprintf(err, errlen, "at most 64 share_uids and 64 share_gids");
+        if (req->n_share_uids > SHARE_MAX || req->n_share_gids > SHARE_MAX) {
+                snprintf(err, errlen, "at most %u share_uids and %u share_gids", SHARE_MAX,
+                         SHARE_MAX);
                 return -EINVAL;
         }
+        return 0;
+}
+
+/* The policy's switches: network (none or full, default none), protect_defaults
+ * (default on) and inherit_environment (default default_inherit unless set, even to
+ * nothing), checked and filled into pol. req_pol is the request's (may be NULL). */
+static int fill_switches(const Sbx__V1__Policy *req_pol, Sbx__V1__Policy *pol, char *err,
+                         size_t errlen) {
         if (pol->has_network && pol->network != SBX__V1__NETWORK_MODE__NETWORK_NONE &&
             pol->network != SBX__V1__NETWORK_MODE__NETWORK_FULL) {
                 snprintf(err, errlen, "network must be none or full");
@@ -953,13 +966,12 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
         }
         pol->has_network = 1;
         pol->has_protect_defaults = 1;
-        if (!req->policy || !req->policy->has_protect_defaults)
+        if (!req_pol || !req_pol->has_protect_defaults)
                 pol->protect_defaults = 1;
-        if (!pol->has_inherit_environment_set || !pol->inherit_environment_set) {
-                if (pol->n_inherit_environment == 0) {
-                        pol->n_inherit_environment = sizeof(default_inherit) / sizeof(default_inherit[0]);
-                        pol->inherit_environment = default_inherit;
-                }
+        if ((!pol->has_inherit_environment_set || !pol->inherit_environment_set) &&
+            pol->n_inherit_environment == 0) {
+                pol->n_inherit_environment = PROTECT_N(default_inherit);
+                pol->inherit_environment = default_inherit;
         }
         pol->has_inherit_environment_set = 1;
         pol->inherit_environment_set = 1;
@@ -967,17 +979,19 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                 snprintf(err, errlen, "inherit_environment has too many names");
                 return -EINVAL;
         }
-        r = check_limits(lim, err, errlen);
-        if (r < 0)
-                return r;
+        return 0;
+}
+
+/* The limits every sandbox gets unless its policy sets them: /tmp's size, no core
+ * dumps, and a process limit. No sandbox without a process limit (a fork bomb would
+ * take every pid of the host), and none above the daemon's ceiling; as a default only
+ * where it holds (a pids cgroup, or RLIMIT_NPROC of a uid of the sandbox's own), not to
+ * warn of a limit nobody asked for. */
+static void fill_limits(struct sbxd *d, Sbx__V1__Limits *lim) {
         if (!lim->has_tmp_bytes) {
                 lim->has_tmp_bytes = 1;
                 lim->tmp_bytes = SBX_DEFAULT_TMP_BYTES;
         }
-        /* No sandbox without a process limit (a fork bomb would take every pid of the
-         * host), and none above the daemon's ceiling; as a default only where it holds (a
-         * pids cgroup, or RLIMIT_NPROC of a uid of the sandbox's own), not to warn of a
-         * limit nobody asked for. */
         if (d->cfg->max_processes &&
             ((!lim->has_processes &&
               (cgroup_env_has(d->cgroups, CG_PIDS) || !d->features.rootless)) ||
@@ -989,7 +1003,25 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                 lim->has_core_dumps = 1;
                 lim->core_dumps = 0;
         }
-        return 0;
+}
+
+/* The checks that need no host path, in the order their refusals are reported:
+ * lifetime, labels, environment, sharing, network, inherit_environment, limits; fills
+ * their defaults into eff, pol and lim. */
+static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
+                       Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
+                       char *err, size_t errlen) {
+        int r = check_lifetime(d, req, eff, err, errlen);
+
+        if (r == 0)
+                r = check_lists(req, err, errlen);
+        if (r == 0)
+                r = fill_switches(req->policy, pol, err, errlen);
+        if (r == 0)
+                r = check_limits(lim, err, errlen);
+        if (r == 0)
+                fill_limits(d, lim);
+        return r;
 }
 
 /* 1 when the inherit_environment pattern pat ("NAME", or "PREFIX*") takes the variable
@@ -1028,66 +1060,90 @@ static int add_default_env(Sbx__V1__CreateSandbox *eff, const Sbx__V1__Policy *p
         return 0;
 }
 
+/* The effective request while it is built: copies of the request's messages whose
+ * fields are replaced (defaults, canonical paths; eff.policy points to pol, pol.limits
+ * to lim), what was allocated for them (arena), and the host objects opened. */
+struct effective {
+        Sbx__V1__CreateSandbox eff;
+        Sbx__V1__Policy pol;
+        Sbx__V1__Limits lim;
+        struct policy_objects objs;
+        struct strs arena;
+        const char *req_root; /* root_dir as requested, for messages */
+};
+
+static void effective_init(struct effective *e, const Sbx__V1__CreateSandbox *req, char *id) {
+        static const Sbx__V1__Policy pol_init = SBX__V1__POLICY__INIT;
+        static const Sbx__V1__Limits lim_init = SBX__V1__LIMITS__INIT;
+
+        memset(e, 0, sizeof(*e));
+        e->eff = *req;
+        e->pol = req->policy ? *req->policy : pol_init;
+        e->lim = e->pol.limits ? *e->pol.limits : lim_init;
+        e->eff.id = id;
+        e->eff.policy = &e->pol;
+        e->pol.limits = &e->lim;
+        e->req_root = e->pol.root_dir && e->pol.root_dir[0] ? e->pol.root_dir : "/";
+}
+
+/* Opens root_dir and the writable paths for caller k, and resolves the denied paths
+ * as k sees them; each list is replaced by its canonical paths. */
+static int resolve_paths(struct sbxd *d, const struct caller *k, struct effective *e, char *err,
+                         size_t errlen) {
+        Sbx__V1__Policy *pol = &e->pol;
+        int r = open_root(d, k, pol, &e->objs, err, errlen);
+
+        if (r == 0)
+                r = open_writable(d, k, pol, &e->arena, &e->objs, err, errlen);
+        if (r == 0)
+                r = resolve_denied(d, k, "denied read path", strcmp(pol->root_dir, "/") == 0,
+                                   pol->denied_read_paths, pol->n_denied_read_paths, &e->arena,
+                                   &pol->denied_read_paths, err, errlen);
+        if (r == 0)
+                r = resolve_denied(d, k, "denied write path", strcmp(pol->root_dir, "/") == 0,
+                                   pol->denied_write_paths, pol->n_denied_write_paths, &e->arena,
+                                   &pol->denied_write_paths, err, errlen);
+        return r;
+}
+
+/* Packs eff into *ret_packed (malloc'd) and *ret_len. Returns 0 or -ENOMEM. */
+static int pack_effective(const Sbx__V1__CreateSandbox *eff, uint8_t **ret_packed,
+                          size_t *ret_len) {
+        size_t len = sbx__v1__create_sandbox__get_packed_size(eff);
+        uint8_t *buf = malloc(len ? len : 1);
+
+        if (!buf)
+                return -ENOMEM;
+        sbx__v1__create_sandbox__pack(eff, buf);
+        *ret_packed = buf;
+        *ret_len = len;
+        return 0;
+}
+
 int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id,
                      const struct caller *k, uint8_t **ret_packed, size_t *ret_len,
                      struct policy_objects *ret_objs, char *err, size_t errlen) {
-        Sbx__V1__CreateSandbox eff = *req;
-        Sbx__V1__Policy pol = SBX__V1__POLICY__INIT;
-        Sbx__V1__Limits lim = SBX__V1__LIMITS__INIT;
-        struct policy_objects objs;
-        struct strs arena = {0};
-        const char *req_root;
-        size_t len;
-        uint8_t *buf;
+        struct effective e;
         int r;
 
-        memset(&objs, 0, sizeof(objs));
-        if (req->policy)
-                pol = *req->policy;
-        if (pol.limits)
-                lim = *pol.limits;
-        eff.id = id;
-        eff.policy = &pol;
-        pol.limits = &lim;
-        req_root = pol.root_dir && pol.root_dir[0] ? pol.root_dir : "/";
-
-        r = check_plain(d, req, &eff, &pol, &lim, err, errlen);
+        effective_init(&e, req, id);
+        r = check_plain(d, req, &e.eff, &e.pol, &e.lim, err, errlen);
         if (r == 0)
-                r = add_default_env(&eff, &pol, &arena);
+                r = add_default_env(&e.eff, &e.pol, &e.arena);
         if (r == 0)
-                r = open_root(d, k, &pol, &objs, err, errlen);
+                r = resolve_paths(d, k, &e, err, errlen);
         if (r == 0)
-                r = open_writable(d, k, &pol, &arena, &objs, err, errlen);
+                r = check_view(d, &e.eff, e.req_root, err, errlen);
         if (r == 0)
-                r = resolve_denied(d, k, "denied read path", strcmp(pol.root_dir, "/") == 0,
-                                   pol.denied_read_paths, pol.n_denied_read_paths, &arena,
-                                   &pol.denied_read_paths, err, errlen);
-        if (r == 0)
-                r = resolve_denied(d, k, "denied write path", strcmp(pol.root_dir, "/") == 0,
-                                   pol.denied_write_paths, pol.n_denied_write_paths, &arena,
-                                   &pol.denied_write_paths, err, errlen);
-        if (r == 0)
-                r = check_view(d, &eff, req_root, err, errlen);
-        if (r < 0)
-                goto out;
-
-        len = sbx__v1__create_sandbox__get_packed_size(&eff);
-        buf = malloc(len ? len : 1);
-        if (!buf) {
-                r = -ENOMEM;
-                goto out;
+                r = pack_effective(&e.eff, ret_packed, ret_len);
+        if (r == 0) {
+                *ret_objs = e.objs;
+                memset(&e.objs, 0, sizeof(e.objs));
         }
-        sbx__v1__create_sandbox__pack(&eff, buf);
-        *ret_packed = buf;
-        *ret_len = len;
-        *ret_objs = objs;
-        memset(&objs, 0, sizeof(objs));
-        r = 0;
-out:
         if (r == -ENOMEM)
                 snprintf(err, errlen, "daemon out of memory");
-        policy_objects_clear(&objs);
-        strs_free(&arena);
+        policy_objects_clear(&e.objs);
+        strs_free(&e.arena);
         return r;
 }
 
@@ -1111,16 +1167,10 @@ static void host_object(Sbx__Init__V1__HostObject *o, const struct hostpath *h) 
         o->ino = (uint64_t)h->ino;
 }
 
-int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
-                      const struct policy_objects *objs, Sbx__Init__V1__Setup *setup,
-                      void **ret_mem) {
+/* The sandbox's own fields of Setup: names, directories, network, ids. */
+static void setup_basics(struct sbxd *d, struct sandbox *sb, Sbx__Init__V1__Setup *setup) {
         const Sbx__V1__Policy *pol = sb->spec->policy;
-        size_t n_shared = view->hidden_shared ? view->hidden_shared->n : 0, i, n;
-        struct setup_mem *m = calloc(1, sizeof(*m));
 
-        *ret_mem = m;
-        if (!m)
-                return -ENOMEM;
         setup->sandbox_id = sb->id;
         setup->root_dir = pol->root_dir ? pol->root_dir : (char *)"/";
         setup->workspace_dir = sb->workspace;
@@ -1140,6 +1190,20 @@ int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_vi
         setup->has_outer_uid = setup->has_outer_gid = 1;
         setup->outer_uid = d->euid;
         setup->outer_gid = d->egid;
+        /* Root mode: the owner's files in writable paths are the sandbox user's inside. */
+        if (!d->features.rootless && pol->n_writable_paths > 0 && sb->owner_uid != (uid_t)-1) {
+                setup->has_owner_uid = setup->has_owner_gid = 1;
+                setup->owner_uid = sb->owner_uid;
+                setup->owner_gid = sb->owner_gid;
+        }
+}
+
+/* What the view hides and keeps read-only: the hidden paths (the sandbox's own, then
+ * the shared credentials) into one array of m, the denied write paths, the protected
+ * names, the placeholder directories. Returns 0, -E2BIG or -ENOMEM. */
+static int setup_view_paths(const Sbx__V1__Policy *pol, const struct policy_view *view,
+                            struct setup_mem *m, Sbx__Init__V1__Setup *setup) {
+        size_t n_shared = view->hidden_shared ? view->hidden_shared->n : 0, i;
 
         if (view->hidden->n + n_shared > SBX_MAX_HIDDEN_PATHS)
                 return -E2BIG;
@@ -1158,53 +1222,90 @@ int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_vi
         setup->protected_paths = view->protected_paths->v;
         setup->n_protected_mkdirs = view->made_dirs->n;
         setup->protected_mkdirs = view->made_dirs->v;
-        if (view->made_files->n) {
-                m->files = calloc(view->made_files->n, sizeof(*m->files));
-                m->file_ptrs = calloc(view->made_files->n, sizeof(*m->file_ptrs));
-                if (!m->files || !m->file_ptrs)
-                        return -ENOMEM;
-                for (i = 0; i < view->made_files->n; i++) {
-                        const char *content = placeholder_content(view->made_files->v[i]);
-                        sbx__init__v1__made_file__init(&m->files[i]);
-                        m->files[i].path = view->made_files->v[i];
-                        m->files[i].has_content = 1;
-                        m->files[i].content.data = (uint8_t *)(uintptr_t)(content ? content : "");
-                        m->files[i].content.len = content ? strlen(content) : 0;
-                        m->file_ptrs[i] = &m->files[i];
-                }
-                setup->n_protected_files = view->made_files->n;
-                setup->protected_files = m->file_ptrs;
+        return 0;
+}
+
+/* The placeholder files of the view, each with its content. Returns 0 or -ENOMEM. */
+static int setup_made_files(const struct pathset *made, struct setup_mem *m,
+                            Sbx__Init__V1__Setup *setup) {
+        size_t i;
+
+        if (!made->n)
+                return 0;
+        m->files = calloc(made->n, sizeof(*m->files));
+        m->file_ptrs = calloc(made->n, sizeof(*m->file_ptrs));
+        if (!m->files || !m->file_ptrs)
+                return -ENOMEM;
+        for (i = 0; i < made->n; i++) {
+                const char *content = placeholder_content(made->v[i]);
+                sbx__init__v1__made_file__init(&m->files[i]);
+                m->files[i].path = made->v[i];
+                m->files[i].has_content = 1;
+                m->files[i].content.data = (uint8_t *)(uintptr_t)(content ? content : "");
+                m->files[i].content.len = content ? strlen(content) : 0;
+                m->file_ptrs[i] = &m->files[i];
         }
+        setup->n_protected_files = made->n;
+        setup->protected_files = m->file_ptrs;
+        return 0;
+}
+
+/* The identities of the host objects opened for the request (objs may be NULL).
+ * Returns 0 or -ENOMEM. */
+static int setup_objects(const struct policy_objects *objs, struct setup_mem *m,
+                         Sbx__Init__V1__Setup *setup) {
+        size_t i;
 
         if (objs && objs->root.path) {
                 host_object(&m->root_obj, &objs->root);
                 setup->root_object = &m->root_obj;
         }
-        if (objs && objs->n_writable) {
-                m->objs = calloc(objs->n_writable, sizeof(*m->objs));
-                m->obj_ptrs = calloc(objs->n_writable, sizeof(*m->obj_ptrs));
-                if (!m->objs || !m->obj_ptrs)
-                        return -ENOMEM;
-                for (i = 0; i < objs->n_writable; i++) {
-                        host_object(&m->objs[i], &objs->writable[i]);
-                        m->obj_ptrs[i] = &m->objs[i];
-                }
-                setup->n_writable_objects = objs->n_writable;
-                setup->writable_objects = m->obj_ptrs;
+        if (!objs || !objs->n_writable)
+                return 0;
+        m->objs = calloc(objs->n_writable, sizeof(*m->objs));
+        m->obj_ptrs = calloc(objs->n_writable, sizeof(*m->obj_ptrs));
+        if (!m->objs || !m->obj_ptrs)
+                return -ENOMEM;
+        for (i = 0; i < objs->n_writable; i++) {
+                host_object(&m->objs[i], &objs->writable[i]);
+                m->obj_ptrs[i] = &m->objs[i];
         }
-        /* Root mode: the owner's files in writable paths are the sandbox user's inside. */
-        if (!d->features.rootless && pol->n_writable_paths > 0 && sb->owner_uid != (uid_t)-1) {
-                setup->has_owner_uid = setup->has_owner_gid = 1;
-                setup->owner_uid = sb->owner_uid;
-                setup->owner_gid = sb->owner_gid;
-        }
+        setup->n_writable_objects = objs->n_writable;
+        setup->writable_objects = m->obj_ptrs;
+        return 0;
+}
+
+/* cgroup v1: the controllers the sandbox's group has, which init mounts in its view. */
+static void setup_cgroup_names(struct sbxd *d, struct sandbox *sb, struct setup_mem *m,
+                               Sbx__Init__V1__Setup *setup) {
+        size_t i, n;
+
         for (i = 0, n = 0; sb->cg && d->cgroups->version == CGROUP_V1 && i < CG_N; i++)
                 if (sb->cg->path[i])
                         if ((m->cg_names[n] = strdup(cgroup_v1_name((enum cgroup_ctrl)i))))
                                 n++;
         setup->n_cgroup_v1_controllers = n;
         setup->cgroup_v1_controllers = m->cg_names;
-        return 0;
+}
+
+int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
+                      const struct policy_objects *objs, Sbx__Init__V1__Setup *setup,
+                      void **ret_mem) {
+        struct setup_mem *m = calloc(1, sizeof(*m));
+        int r;
+
+        *ret_mem = m;
+        if (!m)
+                return -ENOMEM;
+        setup_basics(d, sb, setup);
+        r = setup_view_paths(sb->spec->policy, view, m, setup);
+        if (r == 0)
+                r = setup_made_files(view->made_files, m, setup);
+        if (r == 0)
+                r = setup_objects(objs, m, setup);
+        if (r == 0)
+                setup_cgroup_names(d, sb, m, setup);
+        return r;
 }
 
 void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem) {
