@@ -355,7 +355,7 @@ static void on_started(void *userdata, const char *command_id) {
                 json_key(&j, "command_id");
                 json_string(&j, command_id);
                 json_key(&j, "outcome");
-                json_string(&j, "running");
+                json_string(&j, sbx_outcome_name(SBX_OUTCOME_RUNNING));
                 json_end_object(&j);
                 (void)json_finish(&j);
         } else if (f->print_id) {

@@ -1218,7 +1218,7 @@ int cmd_list(struct cli *cli, int argc, char **argv) {
  * SBX_OUTCOME_RUNNING sent no outcome for one). */
 static const char *record_outcome(const struct sbx_command_record *r) {
         if (r->outcome == SBX_OUTCOME_UNSPECIFIED && !r->ended_unix_ms)
-                return "running";
+                return sbx_outcome_name(SBX_OUTCOME_RUNNING);
         return sbx_outcome_name(r->outcome);
 }
 

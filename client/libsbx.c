@@ -105,6 +105,50 @@ int sbx_errno(const sbx_client *c) {
         return c ? c->err : ENOMEM;
 }
 
+/* ---- enums: libsbx's values are the wire's ---------------------------------------------- */
+
+/* The enums of sbx.h carry the numbers of sbx.proto's, so that a value crosses by a
+ * range-checked cast (the *_from_wire functions below); these keep the two equal. The
+ * names of the values are spelled once, in libsbx_types.c. */
+#define SAME_VALUE(a, b) _Static_assert((int)(a) == (int)(b), #a " is not " #b)
+SAME_VALUE(SBX_STATE_UNSPECIFIED, SBX__V1__SANDBOX_STATE__SANDBOX_STATE_UNSPECIFIED);
+SAME_VALUE(SBX_STATE_CREATING, SBX__V1__SANDBOX_STATE__CREATING);
+SAME_VALUE(SBX_STATE_READY, SBX__V1__SANDBOX_STATE__READY);
+SAME_VALUE(SBX_STATE_TERMINATING, SBX__V1__SANDBOX_STATE__TERMINATING);
+SAME_VALUE(SBX_STATE_TERMINATED, SBX__V1__SANDBOX_STATE__TERMINATED);
+SAME_VALUE(SBX_STATE_EXPIRED, SBX__V1__SANDBOX_STATE__EXPIRED);
+SAME_VALUE(SBX_STATE_FAILED, SBX__V1__SANDBOX_STATE__FAILED);
+SAME_VALUE(SBX_STATE_LOST, SBX__V1__SANDBOX_STATE__LOST);
+SAME_VALUE(SBX_OUTCOME_UNSPECIFIED, SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED);
+SAME_VALUE(SBX_OUTCOME_EXITED, SBX__V1__OUTCOME__EXITED);
+SAME_VALUE(SBX_OUTCOME_SIGNALED, SBX__V1__OUTCOME__SIGNALED);
+SAME_VALUE(SBX_OUTCOME_TIMED_OUT, SBX__V1__OUTCOME__TIMED_OUT);
+SAME_VALUE(SBX_OUTCOME_OUT_OF_MEMORY, SBX__V1__OUTCOME__OUT_OF_MEMORY);
+SAME_VALUE(SBX_OUTCOME_CANCELLED, SBX__V1__OUTCOME__CANCELLED);
+SAME_VALUE(SBX_OUTCOME_SANDBOX_ENDED, SBX__V1__OUTCOME__SANDBOX_ENDED);
+SAME_VALUE(SBX_OUTCOME_START_FAILED, SBX__V1__OUTCOME__START_FAILED);
+SAME_VALUE(SBX_OUTCOME_UNKNOWN, SBX__V1__OUTCOME__UNKNOWN);
+SAME_VALUE(SBX_OUTCOME_RUNNING, SBX__V1__OUTCOME__RUNNING);
+SAME_VALUE(SBX_FILE_UNKNOWN, SBX__V1__FILE_TYPE__FILE_TYPE_UNKNOWN);
+SAME_VALUE(SBX_FILE_BLOCK_DEVICE, SBX__V1__FILE_TYPE__BLOCK_DEVICE);
+SAME_VALUE(SBX_NETWORK_NONE, SBX__V1__NETWORK_MODE__NETWORK_NONE);
+SAME_VALUE(SBX_NETWORK_FULL, SBX__V1__NETWORK_MODE__NETWORK_FULL);
+SAME_VALUE(SBX_OK, SBX__V1__CODE__OK);
+SAME_VALUE(SBX_SANDBOX_ENDED, SBX__V1__CODE__ENDED);
+
+static enum sbx_state state_from_wire(int v) {
+        return v >= 0 && v <= SBX_STATE_LOST ? (enum sbx_state)v : SBX_STATE_UNSPECIFIED;
+}
+
+/* A result's outcome goes up to UNKNOWN; a history record's up to RUNNING. */
+static enum sbx_outcome outcome_from_wire(int v, enum sbx_outcome last) {
+        return v >= 0 && v <= (int)last ? (enum sbx_outcome)v : SBX_OUTCOME_UNSPECIFIED;
+}
+
+static enum sbx_file_type file_type_from_wire(int v) {
+        return v >= 0 && v <= SBX_FILE_BLOCK_DEVICE ? (enum sbx_file_type)v : SBX_FILE_UNKNOWN;
+}
+
 /* ---- small helpers ------------------------------------------------------------------ */
 
 /* protobuf-c's message structs hold `char *` and `uint8_t *` even in fields that packing
@@ -825,9 +869,7 @@ static struct sbx_sandbox *sandbox_from_proto(const Sbx__V1__SandboxInfo *in) {
         if (!s)
                 return NULL;
         sbx_policy_init(&s->policy);
-        s->state = (int)in->state >= 0 && (int)in->state <= SBX__V1__SANDBOX_STATE__LOST
-                           ? (enum sbx_state)in->state
-                           : SBX_STATE_UNSPECIFIED;
+        s->state = state_from_wire((int)in->state);
         s->owner_uid = in->owner_uid;
         s->created_unix_ms = in->created_unix_ms;
         s->deadline_unix_ms = in->deadline_unix_ms;
@@ -867,9 +909,7 @@ static struct sbx_result *result_from_proto(const Sbx__V1__CommandResult *in) {
 
         if (!r)
                 return NULL;
-        r->outcome = (int)in->outcome >= 0 && (int)in->outcome <= SBX__V1__OUTCOME__UNKNOWN
-                             ? (enum sbx_outcome)in->outcome
-                             : SBX_OUTCOME_UNSPECIFIED;
+        r->outcome = outcome_from_wire((int)in->outcome, SBX_OUTCOME_UNKNOWN);
         r->has_exit_code = in->has_exit_code;
         r->exit_code = in->exit_code;
         r->has_signal = in->has_signal;
@@ -907,9 +947,7 @@ static struct sbx_result *result_from_proto(const Sbx__V1__CommandResult *in) {
 
 static bool file_info_from_proto(struct sbx_file_info *out, const Sbx__V1__FileInfo *in) {
         memset(out, 0, sizeof(*out));
-        out->type = (int)in->type >= 0 && (int)in->type <= SBX__V1__FILE_TYPE__BLOCK_DEVICE
-                            ? (enum sbx_file_type)in->type
-                            : SBX_FILE_UNKNOWN;
+        out->type = file_type_from_wire((int)in->type);
         out->size = in->size;
         out->mode = in->mode;
         out->mtime_unix_ms = in->mtime_unix_ms;
@@ -925,9 +963,7 @@ static bool record_from_proto(struct sbx_command_record *out, const Sbx__V1__Com
         out->caller_pid = in->caller_pid;
         out->started_unix_ms = in->started_unix_ms;
         out->ended_unix_ms = in->ended_unix_ms;
-        out->outcome = (int)in->outcome >= 0 && (int)in->outcome <= SBX__V1__OUTCOME__RUNNING
-                               ? (enum sbx_outcome)in->outcome
-                               : SBX_OUTCOME_UNSPECIFIED;
+        out->outcome = outcome_from_wire((int)in->outcome, SBX_OUTCOME_RUNNING);
         out->has_exit_code = in->has_exit_code;
         out->exit_code = in->exit_code;
         out->has_signal = in->has_signal;

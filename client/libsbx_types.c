@@ -15,45 +15,70 @@
 #include <string.h>
 #include <unistd.h>
 
+/* ---- the names of the enums: the one table of each ------------------------------------- */
+
+/* Each value's name, keyed by the value itself (never by position), as the daemon, the
+ * sbx tool, the MCP server and the Python binding print it; those all take it from
+ * here (the binding checks its enums against these at load time). */
+static const char *const code_names[] = {
+        [SBX_OK] = "OK",
+        [SBX_INVALID_ARGUMENT] = "INVALID_ARGUMENT",
+        [SBX_NOT_FOUND] = "NOT_FOUND",
+        [SBX_ALREADY_EXISTS] = "ALREADY_EXISTS",
+        [SBX_PERMISSION_DENIED] = "PERMISSION_DENIED",
+        [SBX_RESOURCE_EXHAUSTED] = "RESOURCE_EXHAUSTED",
+        [SBX_FAILED_PRECONDITION] = "FAILED_PRECONDITION",
+        [SBX_READ_ONLY] = "READ_ONLY",
+        [SBX_TOO_LARGE] = "TOO_LARGE",
+        [SBX_UNAVAILABLE] = "UNAVAILABLE",
+        [SBX_UNIMPLEMENTED] = "UNIMPLEMENTED",
+        [SBX_INTERNAL] = "INTERNAL",
+        [SBX_SANDBOX_ENDED] = "SANDBOX_ENDED",
+};
+
+static const char *const state_names[] = {
+        [SBX_STATE_UNSPECIFIED] = "unspecified",
+        [SBX_STATE_CREATING] = "creating",
+        [SBX_STATE_READY] = "ready",
+        [SBX_STATE_TERMINATING] = "terminating",
+        [SBX_STATE_TERMINATED] = "terminated",
+        [SBX_STATE_EXPIRED] = "expired",
+        [SBX_STATE_FAILED] = "failed",
+        [SBX_STATE_LOST] = "lost",
+};
+
+static const char *const outcome_names[] = {
+        [SBX_OUTCOME_UNSPECIFIED] = "unspecified",
+        [SBX_OUTCOME_EXITED] = "exited",
+        [SBX_OUTCOME_SIGNALED] = "signaled",
+        [SBX_OUTCOME_TIMED_OUT] = "timed_out",
+        [SBX_OUTCOME_OUT_OF_MEMORY] = "out_of_memory",
+        [SBX_OUTCOME_CANCELLED] = "cancelled",
+        [SBX_OUTCOME_SANDBOX_ENDED] = "sandbox_ended",
+        [SBX_OUTCOME_START_FAILED] = "start_failed",
+        [SBX_OUTCOME_UNKNOWN] = "unknown",
+        [SBX_OUTCOME_RUNNING] = "running",
+};
+
+#define NAMES_N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* names[value], or fallback for a value without a name. */
+static const char *name_of(const char *const *names, size_t n, int value, const char *fallback) {
+        if (value < 0 || (size_t)value >= n || !names[value])
+                return fallback;
+        return names[value];
+}
+
 const char *sbx_code_name(int code) {
-        static const char *const names[] = {
-                "OK",
-                "INVALID_ARGUMENT",
-                "NOT_FOUND",
-                "ALREADY_EXISTS",
-                "PERMISSION_DENIED",
-                "RESOURCE_EXHAUSTED",
-                "FAILED_PRECONDITION",
-                "READ_ONLY",
-                "TOO_LARGE",
-                "UNAVAILABLE",
-                "UNIMPLEMENTED",
-                "INTERNAL",
-                "SANDBOX_ENDED",
-        };
-        if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
-                return "UNKNOWN";
-        return names[code];
+        return name_of(code_names, NAMES_N(code_names), code, "UNKNOWN");
 }
 
 const char *sbx_state_name(int state) {
-        static const char *const names[] = {
-                "unspecified", "creating", "ready",  "terminating",
-                "terminated",  "expired",  "failed", "lost",
-        };
-        if (state < 0 || (size_t)state >= sizeof(names) / sizeof(names[0]))
-                return "unknown";
-        return names[state];
+        return name_of(state_names, NAMES_N(state_names), state, "unknown");
 }
 
 const char *sbx_outcome_name(int outcome) {
-        static const char *const names[] = {
-                "unspecified", "exited",        "signaled",     "timed_out", "out_of_memory",
-                "cancelled",   "sandbox_ended", "start_failed", "unknown",   "running",
-        };
-        if (outcome < 0 || (size_t)outcome >= sizeof(names) / sizeof(names[0]))
-                return "unknown";
-        return names[outcome];
+        return name_of(outcome_names, NAMES_N(outcome_names), outcome, "unknown");
 }
 
 /* An environment variable, or NULL when it is unset or empty (an empty SBX_SOCKET or

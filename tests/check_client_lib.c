@@ -1324,6 +1324,34 @@ START_TEST(test_names) {
 }
 END_TEST
 
+/* Each value of each enum has a name of its own (one table per enum, keyed by value):
+ * a value added to sbx.h without a name, or two values sharing one, fails here. */
+static void assert_named(const char *(*name)(int), int first, int last, const char *fallback,
+                         int fallback_value) {
+        for (int v = first; v <= last; v++) {
+                const char *n = name(v);
+                ck_assert_ptr_nonnull(n);
+                ck_assert_msg(v == fallback_value || strcmp(n, fallback) != 0,
+                              "value %d has no name", v);
+                for (int w = first; w < v; w++)
+                        ck_assert_msg(strcmp(n, name(w)) != 0, "values %d and %d are both '%s'",
+                                      w, v, n);
+        }
+        ck_assert_str_eq(name(last + 1), fallback);
+}
+
+START_TEST(test_names_complete) {
+        assert_named(sbx_code_name, SBX_OK, SBX_SANDBOX_ENDED, "UNKNOWN", -1);
+        assert_named(sbx_state_name, SBX_STATE_UNSPECIFIED, SBX_STATE_LOST, "unknown", -1);
+        assert_named(sbx_outcome_name, SBX_OUTCOME_UNSPECIFIED, SBX_OUTCOME_RUNNING, "unknown",
+                     SBX_OUTCOME_UNKNOWN);
+        ck_assert_str_eq(sbx_state_name(SBX_STATE_CREATING), "creating");
+        ck_assert_str_eq(sbx_state_name(SBX_STATE_TERMINATING), "terminating");
+        ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_SANDBOX_ENDED), "sandbox_ended");
+        ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_OUT_OF_MEMORY), "out_of_memory");
+}
+END_TEST
+
 /* ---- the default socket path ----------------------------------------------------------------- */
 
 /* Restores an environment variable on scope exit of the test body. */
@@ -1405,6 +1433,7 @@ static Suite *make_suite(void) {
         tcase_add_test(local, test_connect_fails);
         tcase_add_test(local, test_invalid_arguments);
         tcase_add_test(local, test_names);
+        tcase_add_test(local, test_names_complete);
         tcase_add_test(local, test_default_socket_path);
         suite_add_tcase(s, local);
         return s;
