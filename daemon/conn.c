@@ -8,9 +8,9 @@
  * large or undecodable gets one error response, then the connection is shut down.
  *
  * Writing: conn_send packs a response and holds it in the daemon's queue of replies;
- * conn_release_held() writes them in order once the records they may report are
- * committed (main.c calls it at the end of each loop turn). A connection shut down
- * while replies are held shuts down after they are written.
+ * turn.c calls conn_release_held() once the records they may report are committed, at
+ * the end of each loop turn (turn.h). A connection shut down while replies are held
+ * shuts down after they are written.
  *
  * Admission: conn_start reads the peer's credentials (SO_PEERCRED) and supplementary
  * groups (SO_PEERGROUPS), then asks server_admit(); a refused connection gets one status
@@ -237,6 +237,10 @@ failed:
         }
         if (c->shutdown_wanted && c->held == 0)
                 start_shutdown(c);
+}
+
+int conn_replies_held(const struct sbxd *d) {
+        return d->held_head != NULL;
 }
 
 void conn_release_held(struct sbxd *d) {

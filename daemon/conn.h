@@ -56,13 +56,16 @@ struct conn {
  * be read (the caller closes it). */
 int conn_start(struct conn *c);
 
-/* Packs resp and holds it until conn_release_held. Returns 0, -EPIPE when the
- * connection is closed (the response is dropped), -EMSGSIZE/-ENOMEM when it cannot be
- * encoded. Never blocks. */
+/* Packs resp and holds it until the end of the loop turn (turn.h). Returns 0, -EPIPE
+ * when the connection is closed (the response is dropped), -EMSGSIZE/-ENOMEM when it
+ * cannot be encoded. Never blocks. */
 int conn_send(struct conn *c, const Sbx__V1__Response *resp);
 
-/* Writes every held reply, in the order they were sent. main.c calls it at the end of
- * each loop turn, after committing the records they may report (store_commit). */
+/* 1 when replies of d's connections are held, waiting for the end of the turn. */
+int conn_replies_held(const struct sbxd *d);
+
+/* Writes every held reply of d's connections, in the order they were sent. Called only
+ * by turn.c, once the records they may report are committed. */
 void conn_release_held(struct sbxd *d);
 
 /* Sends a response with only a status (and the request id). */

@@ -28,90 +28,17 @@
 #include "sandbox.h"
 #include "sbxd.h"
 #include "server.h"
-#include "conn.h"
 #include "store.h"
+#include "turn.h"
 
 static struct sbxd D;
 static struct server S;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t sweep_timer;
-static uv_prepare_t turn_prepare;
-static uv_check_t turn_check;
-static uv_timer_t batch_timer;
-static uv_work_t checkpoint_work;
+static struct turn T;
 
 static void on_sweep(uv_timer_t *t) {
         sbxtab_sweep(D.sandboxes);
-}
-
-/* Commits the open batch of command records; a failure loses the batch, says so. */
-static void commit_records(void) {
-        uv_timer_stop(&batch_timer);
-        if (store_commit(D.store) < 0)
-                log_err("cannot commit command records (they are lost): %s",
-                        store_last_error(D.store));
-}
-
-/* Batches whose commit failed inside another write (store_take_lost). */
-static void report_lost_records(void) {
-        char why[512];
-        unsigned lost = store_take_lost(D.store, why, sizeof(why));
-        if (lost)
-                log_err("%u batches of command records were lost: %s", lost, why);
-}
-
-static void on_batch_timer(uv_timer_t *t) {
-        commit_records();
-        conn_release_held(&D);
-}
-
-/* Checkpoints run on libuv's thread pool: their fsyncs never stall the loop. */
-static void run_checkpoint(uv_work_t *w) {
-        *(int *)w->data = store_checkpoint_run(D.store);
-}
-
-static void on_checkpoint_done(uv_work_t *w, int status) {
-        /* status < 0: cancelled before it ran, which is no failure. */
-        const char *err = store_checkpoint_end(D.store, status < 0 ? 0 : *(int *)w->data);
-        if (err)
-                log_warning("records: %s (the WAL keeps them; retried later)", err);
-}
-
-static void maybe_checkpoint(void) {
-        static int result;
-        if (!store_checkpoint_wanted(D.store))
-                return;
-        store_checkpoint_begin(D.store);
-        checkpoint_work.data = &result;
-        if (uv_queue_work(D.loop, &checkpoint_work, run_checkpoint, on_checkpoint_done) < 0)
-                (void)store_checkpoint_end(D.store, 0);
-}
-
-/* The end of a loop turn (before the loop waits, and after it handled I/O): replies
- * go out once the records they may report are committed. A batch that no reply waits
- * for stays open up to SBX_RECORD_BATCH_MS, so that a command that ends soon shares
- * one commit with its start. */
-static void end_of_turn(void) {
-        report_lost_records();
-        if (store_pending(D.store)) {
-                if (!D.held_head && !D.shutting_down) {
-                        if (!uv_is_active((uv_handle_t *)&batch_timer))
-                                uv_timer_start(&batch_timer, on_batch_timer,
-                                               SBX_RECORD_BATCH_MS, 0);
-                        return;
-                }
-                commit_records();
-        }
-        conn_release_held(&D);
-        maybe_checkpoint();
-}
-
-static void on_turn_prepare(uv_prepare_t *h) {
-        end_of_turn();
-}
-
-static void on_turn_check(uv_check_t *h) {
-        end_of_turn();
 }
 
 static void detect_features(struct sbxd *d) {
@@ -146,12 +73,9 @@ static void detect_features(struct sbxd *d) {
 static void on_shutdown_done(void *ud) {
         log_info("all sandboxes ended; closing the records");
         guard_stop(&D);
-        commit_records();
-        conn_release_held(&D);
+        turn_flush(&T);
         server_close_all(&S);
-        uv_close((uv_handle_t *)&turn_prepare, NULL);
-        uv_close((uv_handle_t *)&turn_check, NULL);
-        uv_close((uv_handle_t *)&batch_timer, NULL);
+        turn_stop(&T);
         uv_close((uv_handle_t *)&sweep_timer, NULL);
         uv_close((uv_handle_t *)&sig_term, NULL);
         uv_close((uv_handle_t *)&sig_int, NULL);
@@ -389,15 +313,8 @@ int main(int argc, char **argv) {
                 goto out;
         }
 
-        /* Unreferenced like the sweep: they never keep the loop alive. */
-        uv_prepare_init(&loop, &turn_prepare);
-        uv_check_init(&loop, &turn_check);
-        uv_timer_init(&loop, &batch_timer);
-        uv_unref((uv_handle_t *)&turn_prepare);
-        uv_unref((uv_handle_t *)&turn_check);
-        uv_unref((uv_handle_t *)&batch_timer);
-        uv_prepare_start(&turn_prepare, on_turn_prepare);
-        uv_check_start(&turn_check, on_turn_check);
+        /* Commit before reply, at the end of every turn (turn.h). */
+        turn_start(&T, &D);
         uv_timer_init(&loop, &sweep_timer);
         /* Unreferenced: the sweep alone never keeps the loop alive. */
         uv_unref((uv_handle_t *)&sweep_timer);

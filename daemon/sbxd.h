@@ -43,7 +43,7 @@ struct sbxd {
         uint64_t nofile_soft;       /* RLIMIT_NOFILE soft limit sbxd started with: commands' default */
         int command_cgroups;        /* each command gets a cgroup of its own (see config) */
         int shutting_down;
-        struct write_req *held_head; /* replies waiting for their records' commit (conn.c) */
+        struct write_req *held_head; /* replies held for the end of the turn (conn.c, turn.h) */
         struct write_req *held_tail;
 };
 
