@@ -384,8 +384,8 @@ __attribute__((format(printf, 3, 4))) static enum sbx_code protocol_fail(sbx_cli
         return code;
 }
 
-/* One request and how to wait for its answer. */
-struct call {
+/* One request and how to wait for its answer: what call() exchanges with the daemon. */
+struct exchange {
         Sbx__V1__Request *req;            /* body set by the caller; request_id set by call() */
         Sbx__V1__Response__BodyCase want; /* body of the final reply */
         bool body_optional;               /* the final reply may carry no body (or Empty) */
@@ -412,7 +412,7 @@ static enum sbx_code do_connect(sbx_client *c);
 #define INPUT_CHUNK_BYTES (64u * 1024u)
 
 /* Sends one CommandInput for k's command: data (may be empty) and eof. */
-static int send_input(sbx_client *c, struct call *k, const uint8_t *data, size_t len, bool eof,
+static int send_input(sbx_client *c, struct exchange *k, const uint8_t *data, size_t len, bool eof,
                       int64_t deadline) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__CommandInput in = SBX__V1__COMMAND_INPUT__INIT;
@@ -443,7 +443,7 @@ static int send_input(sbx_client *c, struct call *k, const uint8_t *data, size_t
 
 /* Waits for bytes from the daemon like recv_some, meanwhile feeding k->stdin_fd to the
  * command once it has started (at most INPUT_WINDOW inputs unanswered). */
-static int recv_or_feed(sbx_client *c, struct call *k, int64_t deadline) {
+static int recv_or_feed(sbx_client *c, struct exchange *k, int64_t deadline) {
         for (;;) {
                 struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN},
                                       {.fd = k->stdin_fd, .events = POLLIN}};
@@ -473,35 +473,53 @@ static int recv_or_feed(sbx_client *c, struct call *k, int64_t deadline) {
         }
 }
 
-/* Sends k->req and waits for its final Response. On SBX_OK *ret is the reply (free with
- * sbx__v1__response__free_unpacked). On a non-OK status *ret is set only when
- * k->keep_error_body and the reply has the wanted body; otherwise it is NULL. */
-static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret) {
-        uint8_t *buf;
-        size_t len;
-        int64_t start, deadline;
-        uint64_t id, wait_ms;
-        bool fresh = false, waited = false;
-        int r;
-
-        *ret = NULL;
+/* Before a call: connects when there is no connection (*ret_fresh says it was made
+ * now), clears the last error, and gives back the room a large reply took (nothing is
+ * in flight between calls). */
+static enum sbx_code call_begin(sbx_client *c, bool *ret_fresh) {
+        *ret_fresh = false;
         if (c->fd < 0 && !c->connecting) {
                 enum sbx_code rc = do_connect(c);
                 if (rc != SBX_OK)
                         return rc;
-                fresh = true;
+                *ret_fresh = true;
         }
         clear_error(c);
-        /* Between calls nothing is in flight: give back the room a large reply took. */
         if (frame_reader_pending(&c->reader) == 0 && c->reader.cap > READER_KEEP_BYTES) {
                 uint32_t max = c->reader.max_frame_bytes;
                 frame_reader_free(&c->reader);
                 frame_reader_init(&c->reader, max);
         }
+        return SBX_OK;
+}
 
-        id = ++c->last_request_id;
+/* How long one call may wait: the call timeout plus the exchange's extra, from now. */
+struct call_wait {
+        uint64_t ms;      /* 0: forever */
+        int64_t deadline; /* -1: none */
+};
+
+static struct call_wait call_wait_from_now(const sbx_client *c, const struct exchange *k) {
+        struct call_wait w = {0, -1};
+
+        w.ms = c->call_timeout_ms ? c->call_timeout_ms + k->extra_ms : 0;
+        w.deadline = w.ms ? now_ms() + (int64_t)(w.ms > INT64_MAX / 4 ? INT64_MAX / 4 : w.ms) : -1;
+        return w;
+}
+
+/* Numbers k's request (*ret_id), packs it and sends it within the wait w it sets. A
+ * connection the daemon closed while it sat idle (it restarted, or let us go) is made again once,
+ * unless it was made for this call (fresh): the daemon never saw a whole request, so
+ * saying it again on a new connection cannot run it twice. */
+static enum sbx_code send_request(sbx_client *c, struct exchange *k, bool fresh,
+                                  struct call_wait *w, uint64_t *ret_id) {
+        uint8_t *buf;
+        size_t len;
+        int r;
+
+        *ret_id = ++c->last_request_id;
         k->req->has_request_id = 1;
-        k->req->request_id = id;
+        k->req->request_id = *ret_id;
         r = frame_pack(&k->req->base, c->max_send_bytes, &buf, &len);
         if (r == -EMSGSIZE)
                 return fail(c, SBX_TOO_LARGE, EMSGSIZE,
@@ -510,153 +528,212 @@ static enum sbx_code call(sbx_client *c, struct call *k, Sbx__V1__Response **ret
                             protobuf_c_message_get_packed_size(&k->req->base), c->max_send_bytes);
         if (r < 0)
                 return fail_oom(c);
-
-        start = now_ms();
-        wait_ms = c->call_timeout_ms ? c->call_timeout_ms + k->extra_ms : 0;
-        deadline =
-                wait_ms ? start + (int64_t)(wait_ms > INT64_MAX / 4 ? INT64_MAX / 4 : wait_ms) : -1;
-        r = send_all(c, buf, len, deadline);
+        *w = call_wait_from_now(c, k);
+        r = send_all(c, buf, len, w->deadline);
         if ((r == -EPIPE || r == -ECONNRESET) && !fresh && !c->connecting) {
-                /* The daemon closed this connection while it sat idle (it restarted, or
-                 * let us go). It never saw a whole request, so saying it again on a new
-                 * connection cannot run it twice. Once. */
                 enum sbx_code rc = do_connect(c);
                 if (rc != SBX_OK) {
                         free(buf);
                         return rc;
                 }
                 clear_error(c);
-                r = send_all(c, buf, len, deadline);
+                r = send_all(c, buf, len, w->deadline);
         }
         free(buf);
         /* A daemon that refuses a connection (a per-user cap, say) answers with one
          * status of request id 0 and closes, which the write may already see: read what
          * it said before calling the connection lost. */
         if (r < 0 && r != -EPIPE && r != -ECONNRESET)
-                return transport_fail(c, -r, wait_ms);
+                return transport_fail(c, -r, w->ms);
+        return SBX_OK;
+}
 
-        for (;;) {
-                const uint8_t *payload;
-                size_t plen;
-                Sbx__V1__Response *resp;
-                int code;
-                const char *msg;
+/* Reads the next Response into *ret, receiving (and feeding stdin) as needed. *waited
+ * says the first wait for the reply has been made. SBX_OK, or the failure (the
+ * connection is closed then). */
+static enum sbx_code read_reply(sbx_client *c, struct exchange *k, const struct call_wait *w,
+                                bool *waited, Sbx__V1__Response **ret) {
+        const uint8_t *payload;
+        size_t plen;
+        int r;
 
-                r = frame_reader_next(&c->reader, &payload, &plen);
+        while ((r = frame_reader_next(&c->reader, &payload, &plen)) == 0) {
+                /* Right after the request the reply is not there yet: wait for it first
+                 * instead of a recv that finds nothing. */
+                r = k->feeding || *waited ? 0 : wait_fd(c->fd, POLLIN, w->deadline);
+                *waited = true;
+                if (r == 0)
+                        r = k->feeding ? recv_or_feed(c, k, w->deadline)
+                                       : recv_some(c, w->deadline);
                 if (r < 0)
-                        return protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
-                                             c->reader.max_frame_bytes);
-                if (r == 0) {
-                        /* Right after the request the reply is not there yet: wait for
-                         * it first instead of a recv that finds nothing. */
-                        r = k->feeding || waited ? 0 : wait_fd(c->fd, POLLIN, deadline);
-                        waited = true;
-                        if (r == 0)
-                                r = k->feeding ? recv_or_feed(c, k, deadline)
-                                               : recv_some(c, deadline);
-                        if (r < 0)
-                                return transport_fail(c, -r, wait_ms);
-                        continue;
-                }
-                resp = sbx__v1__response__unpack(NULL, plen, payload);
-                if (!resp)
-                        return protocol_fail(c, EBADMSG,
-                                             "a reply of %zu bytes that does not decode as "
-                                             "sbx.v1.Response",
-                                             plen);
-                code = resp->status && resp->status->has_code ? (int)resp->status->code : SBX_OK;
-                msg = resp->status && resp->status->message && *resp->status->message
-                              ? resp->status->message
-                              : NULL;
-                if (k->feeding && resp->has_request_id && resp->request_id > id &&
-                    resp->request_id <= c->last_request_id) {
-                        /* The answer to one of our CommandInputs. A refusal (the command
-                         * has ended, say) stops the feeding; the result still comes. */
-                        if (k->inputs_in_flight > 0)
-                                k->inputs_in_flight--;
-                        if (code != SBX_OK)
-                                k->stdin_done = true;
-                        sbx__v1__response__free_unpacked(resp, NULL);
-                        continue;
-                }
-                if (!resp->has_request_id || resp->request_id != id) {
-                        uint64_t other = resp->request_id;
-                        if (other == 0 && code != SBX_OK) {
-                                /* A connection-level error; the daemon closes after it. */
-                                enum sbx_code lc =
-                                        code > LAST_CODE ? SBX_INTERNAL : (enum sbx_code)code;
-                                fail(c, lc, 0, "%s",
-                                     msg ? msg : "sbxd closed the connection with an error");
-                                sbx__v1__response__free_unpacked(resp, NULL);
-                                disconnect(c);
-                                return lc;
-                        }
-                        sbx__v1__response__free_unpacked(resp, NULL);
-                        return protocol_fail(c, EPROTO,
-                                             "a reply for request %llu while request %llu was the "
-                                             "only one in flight",
-                                             (unsigned long long)other, (unsigned long long)id);
-                }
+                        return transport_fail(c, -r, w->ms);
+        }
+        if (r < 0)
+                return protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
+                                     c->reader.max_frame_bytes);
+        *ret = sbx__v1__response__unpack(NULL, plen, payload);
+        if (!*ret)
+                return protocol_fail(c, EBADMSG,
+                                     "a reply of %zu bytes that does not decode as "
+                                     "sbx.v1.Response",
+                                     plen);
+        return SBX_OK;
+}
 
-                if (code < SBX_OK || code > LAST_CODE) {
-                        fail(c, SBX_INTERNAL, 0, "sbxd answered with unknown status code %d: %s",
-                             code, msg ? msg : "(no message)");
-                        sbx__v1__response__free_unpacked(resp, NULL);
-                        return SBX_INTERNAL;
-                }
-                if (code != SBX_OK) {
-                        if (msg)
-                                fail(c, (enum sbx_code)code, 0, "%s", msg);
-                        else
-                                fail(c, (enum sbx_code)code, 0,
-                                     "sbxd answered %s without a message", sbx_code_name(code));
-                        if (k->keep_error_body && resp->body_case == k->want)
-                                *ret = resp;
-                        else
-                                sbx__v1__response__free_unpacked(resp, NULL);
-                        return (enum sbx_code)code;
-                }
+/* take_reply's answer for a reply that does not end the call. */
+#define REPLY_MORE (-1)
 
-                if (resp->body_case == SBX__V1__RESPONSE__BODY_OUTPUT &&
-                    k->want == SBX__V1__RESPONSE__BODY_COMMAND_RESULT) {
-                        const Sbx__V1__OutputChunk *o = resp->output;
-                        if (k->on_output && o && o->has_data && o->data.len > 0 &&
-                            (o->stream == SBX__V1__STREAM__STDOUT ||
-                             o->stream == SBX__V1__STREAM__STDERR))
-                                k->on_output(k->output_userdata, (enum sbx_stream)o->stream,
-                                             o->offset, o->data.data, o->data.len);
-                        sbx__v1__response__free_unpacked(resp, NULL);
-                        continue;
-                }
-                if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_STARTED &&
-                    k->want == SBX__V1__RESPONSE__BODY_COMMAND_RESULT) {
-                        const char *cid = resp->command_started
-                                                  ? resp->command_started->command_id
-                                                  : NULL;
-                        if (k->feeding && !k->command_id && cid) {
-                                k->command_id = strdup(cid);
-                                if (!k->command_id)
-                                        k->stdin_done = true;
-                        }
-                        if (k->on_started && !k->started_told && cid) {
-                                k->started_told = true;
-                                k->on_started(k->userdata, cid);
-                        }
-                        sbx__v1__response__free_unpacked(resp, NULL);
-                        continue;
-                }
-                if (resp->body_case != k->want &&
-                    !(k->body_optional && (resp->body_case == SBX__V1__RESPONSE__BODY__NOT_SET ||
-                                           resp->body_case == SBX__V1__RESPONSE__BODY_EMPTY))) {
-                        int got = (int)resp->body_case;
-                        sbx__v1__response__free_unpacked(resp, NULL);
-                        return protocol_fail(c, EPROTO,
-                                             "a reply with body field %d where field %d was "
-                                             "expected",
-                                             got, (int)k->want);
-                }
+/* A reply's status code (SBX_OK when it has none) and message (NULL when empty). */
+static int reply_code(const Sbx__V1__Response *resp, const char **ret_msg) {
+        *ret_msg = resp->status && resp->status->message && *resp->status->message
+                           ? resp->status->message
+                           : NULL;
+        return resp->status && resp->status->has_code ? (int)resp->status->code : SBX_OK;
+}
+
+/* The answer to one of our CommandInputs (fed while request id ran): handled and freed,
+ * true. A refusal (the command has ended, say) stops the feeding; the result still
+ * comes. */
+static bool take_input_answer(sbx_client *c, struct exchange *k, uint64_t id,
+                              Sbx__V1__Response *resp, int code) {
+        if (!k->feeding || !resp->has_request_id || resp->request_id <= id ||
+            resp->request_id > c->last_request_id)
+                return false;
+        if (k->inputs_in_flight > 0)
+                k->inputs_in_flight--;
+        if (code != SBX_OK)
+                k->stdin_done = true;
+        sbx__v1__response__free_unpacked(resp, NULL);
+        return true;
+}
+
+/* A reply for another request than id (freed): a connection-level error (request id
+ * 0), after which the daemon closes, or a protocol error. Returns the code. */
+static enum sbx_code foreign_reply(sbx_client *c, uint64_t id, Sbx__V1__Response *resp, int code,
+                                   const char *msg) {
+        uint64_t other = resp->request_id;
+
+        if (other == 0 && code != SBX_OK) {
+                enum sbx_code lc = code > LAST_CODE ? SBX_INTERNAL : (enum sbx_code)code;
+                fail(c, lc, 0, "%s", msg ? msg : "sbxd closed the connection with an error");
+                sbx__v1__response__free_unpacked(resp, NULL);
+                disconnect(c);
+                return lc;
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        return protocol_fail(c, EPROTO,
+                             "a reply for request %llu while request %llu was the only one in "
+                             "flight",
+                             (unsigned long long)other, (unsigned long long)id);
+}
+
+/* The final reply with a status that is not OK: recorded as the failure; the reply goes
+ * to *ret when k keeps an error's body and it has the one wanted, else it is freed. */
+static enum sbx_code status_reply(sbx_client *c, const struct exchange *k, Sbx__V1__Response *resp,
+                                  int code, const char *msg, Sbx__V1__Response **ret) {
+        if (code < SBX_OK || code > LAST_CODE) {
+                fail(c, SBX_INTERNAL, 0, "sbxd answered with unknown status code %d: %s", code,
+                     msg ? msg : "(no message)");
+                sbx__v1__response__free_unpacked(resp, NULL);
+                return SBX_INTERNAL;
+        }
+        if (msg)
+                fail(c, (enum sbx_code)code, 0, "%s", msg);
+        else
+                fail(c, (enum sbx_code)code, 0, "sbxd answered %s without a message",
+                     sbx_code_name(code));
+        if (k->keep_error_body && resp->body_case == k->want)
                 *ret = resp;
-                return SBX_OK;
+        else
+                sbx__v1__response__free_unpacked(resp, NULL);
+        return (enum sbx_code)code;
+}
+
+/* The progress of a RunCommand before its result: an output chunk (to on_output) or
+ * CommandStarted (to on_started, and its id for feeding stdin). Handled and freed,
+ * true; false for any other reply. */
+static bool take_progress(struct exchange *k, Sbx__V1__Response *resp) {
+        const char *cid;
+
+        if (k->want != SBX__V1__RESPONSE__BODY_COMMAND_RESULT)
+                return false;
+        if (resp->body_case == SBX__V1__RESPONSE__BODY_OUTPUT) {
+                const Sbx__V1__OutputChunk *o = resp->output;
+                if (k->on_output && o && o->has_data && o->data.len > 0 &&
+                    (o->stream == SBX__V1__STREAM__STDOUT || o->stream == SBX__V1__STREAM__STDERR))
+                        k->on_output(k->output_userdata, (enum sbx_stream)o->stream, o->offset,
+                                     o->data.data, o->data.len);
+        } else if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_STARTED) {
+                cid = resp->command_started ? resp->command_started->command_id : NULL;
+                if (k->feeding && !k->command_id && cid) {
+                        k->command_id = strdup(cid);
+                        if (!k->command_id)
+                                k->stdin_done = true;
+                }
+                if (k->on_started && !k->started_told && cid) {
+                        k->started_told = true;
+                        k->on_started(k->userdata, cid);
+                }
+        } else {
+                return false;
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        return true;
+}
+
+/* Takes one reply to request id (owned from here): REPLY_MORE when the call goes on,
+ * else its code, with *ret the final reply as call() describes. */
+static int take_reply(sbx_client *c, struct exchange *k, uint64_t id, Sbx__V1__Response *resp,
+                      Sbx__V1__Response **ret) {
+        const char *msg;
+        int code = reply_code(resp, &msg), got;
+
+        if (take_input_answer(c, k, id, resp, code))
+                return REPLY_MORE;
+        if (!resp->has_request_id || resp->request_id != id)
+                return foreign_reply(c, id, resp, code, msg);
+        if (code != SBX_OK)
+                return status_reply(c, k, resp, code, msg, ret);
+        if (take_progress(k, resp))
+                return REPLY_MORE;
+        if (resp->body_case != k->want &&
+            !(k->body_optional && (resp->body_case == SBX__V1__RESPONSE__BODY__NOT_SET ||
+                                   resp->body_case == SBX__V1__RESPONSE__BODY_EMPTY))) {
+                got = (int)resp->body_case;
+                sbx__v1__response__free_unpacked(resp, NULL);
+                return protocol_fail(c, EPROTO,
+                                     "a reply with body field %d where field %d was expected", got,
+                                     (int)k->want);
+        }
+        *ret = resp;
+        return SBX_OK;
+}
+
+/* Sends k->req and waits for its final Response. On SBX_OK *ret is the reply (free with
+ * sbx__v1__response__free_unpacked). On a non-OK status *ret is set only when
+ * k->keep_error_body and the reply has the wanted body; otherwise it is NULL. */
+static enum sbx_code call(sbx_client *c, struct exchange *k, Sbx__V1__Response **ret) {
+        struct call_wait w = {0, -1};
+        bool fresh, waited = false;
+        enum sbx_code rc;
+        uint64_t id;
+        int r;
+
+        *ret = NULL;
+        rc = call_begin(c, &fresh);
+        if (rc != SBX_OK)
+                return rc;
+        rc = send_request(c, k, fresh, &w, &id);
+        if (rc != SBX_OK)
+                return rc;
+        for (;;) {
+                Sbx__V1__Response *resp;
+                rc = read_reply(c, k, &w, &waited, &resp);
+                if (rc != SBX_OK)
+                        return rc;
+                r = take_reply(c, k, id, resp, ret);
+                if (r != REPLY_MORE)
+                        return (enum sbx_code)r;
         }
 }
 
@@ -1005,18 +1082,13 @@ static enum sbx_code connect_fail(sbx_client *c, int err) {
 }
 
 /* Connects c->fd and says Hello. On failure the socket is closed and the error set. */
-static enum sbx_code do_connect(sbx_client *c) {
+/* Connects a new Unix socket to c->socket_path, as c->fd with the default frame
+ * limits. */
+static enum sbx_code open_socket(sbx_client *c) {
         struct sockaddr_un sa;
         size_t plen = strlen(c->socket_path);
-        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
-        Sbx__V1__Hello hello = SBX__V1__HELLO__INIT;
-        Sbx__V1__Response *resp;
-        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HELLO};
-        uint64_t saved_timeout;
-        enum sbx_code rc;
         int fd;
 
-        disconnect(c);
         memset(&sa, 0, sizeof(sa));
         sa.sun_family = AF_UNIX;
         if (plen == 0 || plen >= sizeof(sa.sun_path))
@@ -1036,7 +1108,41 @@ static enum sbx_code do_connect(sbx_client *c) {
         c->fd = fd;
         c->max_send_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
         c->reader.max_frame_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
+        return SBX_OK;
+}
 
+/* Keeps the Hello reply resp (freed here) and takes the daemon's frame limit. */
+static enum sbx_code take_hello(sbx_client *c, Sbx__V1__Response *resp) {
+        sbx_hello_free(c->hello);
+        c->hello = resp->hello ? hello_from_proto(resp->hello) : NULL;
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!c->hello) {
+                disconnect(c);
+                return fail_oom(c);
+        }
+        if (c->hello->max_frame_bytes >= SBX_MIN_MAX_FRAME_BYTES) {
+                uint64_t m = c->hello->max_frame_bytes;
+                c->max_send_bytes = m > UINT32_MAX ? UINT32_MAX : (uint32_t)m;
+                if (m > c->reader.max_frame_bytes)
+                        c->reader.max_frame_bytes = m > MAX_ACCEPTED_FRAME_BYTES
+                                                            ? MAX_ACCEPTED_FRAME_BYTES
+                                                            : (uint32_t)m;
+        }
+        return SBX_OK;
+}
+
+static enum sbx_code do_connect(sbx_client *c) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__Hello hello = SBX__V1__HELLO__INIT;
+        Sbx__V1__Response *resp;
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HELLO};
+        uint64_t saved_timeout;
+        enum sbx_code rc;
+
+        disconnect(c);
+        rc = open_socket(c);
+        if (rc != SBX_OK)
+                return rc;
         hello.has_protocol_version = 1;
         hello.protocol_version = SBX_PROTOCOL_VERSION;
         hello.client_name = c->client_name;
@@ -1060,22 +1166,7 @@ static enum sbx_code do_connect(sbx_client *c) {
                 disconnect(c);
                 return rc;
         }
-        sbx_hello_free(c->hello);
-        c->hello = resp->hello ? hello_from_proto(resp->hello) : NULL;
-        sbx__v1__response__free_unpacked(resp, NULL);
-        if (!c->hello) {
-                disconnect(c);
-                return fail_oom(c);
-        }
-        if (c->hello->max_frame_bytes >= SBX_MIN_MAX_FRAME_BYTES) {
-                uint64_t m = c->hello->max_frame_bytes;
-                c->max_send_bytes = m > UINT32_MAX ? UINT32_MAX : (uint32_t)m;
-                if (m > c->reader.max_frame_bytes)
-                        c->reader.max_frame_bytes = m > MAX_ACCEPTED_FRAME_BYTES
-                                                            ? MAX_ACCEPTED_FRAME_BYTES
-                                                            : (uint32_t)m;
-        }
-        return SBX_OK;
+        return take_hello(c, resp);
 }
 
 enum sbx_code sbx_connect(const char *socket_path, const char *client_name, sbx_client **ret) {
@@ -1168,29 +1259,11 @@ static enum sbx_code finish_sandbox(sbx_client *c, enum sbx_code rc, Sbx__V1__Re
         return rc;
 }
 
-enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct sbx_sandbox **ret) {
-        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
-        Sbx__V1__CreateSandbox cs = SBX__V1__CREATE_SANDBOX__INIT;
-        Sbx__V1__Policy pol = SBX__V1__POLICY__INIT;
-        Sbx__V1__Limits lim = SBX__V1__LIMITS__INIT;
-        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX};
-        struct sbx_create_opts defaults;
-        const struct sbx_policy *p;
-        const struct sbx_limits *l;
-        Sbx__V1__Response *resp;
-        struct pool pool = {0};
-        enum sbx_code rc;
+/* Checks what the daemon cannot check for us: the id's form, no NULL in a list, the
+ * network mode, the form of env entries. */
+static enum sbx_code check_create_opts(sbx_client *c, const struct sbx_create_opts *o) {
+        const struct sbx_policy *p = &o->policy;
 
-        if (!c || !ret)
-                return null_arg(c, __func__, "ret");
-        *ret = NULL;
-        clear_error(c);
-        if (!o) {
-                sbx_create_opts_init(&defaults);
-                o = &defaults;
-        }
-        p = &o->policy;
-        l = &p->limits;
         if (o->id && check_id(c, o->id) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (!strv_valid(&p->writable_paths) || !strv_valid(&p->denied_read_paths) ||
@@ -1206,89 +1279,138 @@ enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct 
                         return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
                                     "environment entry '%.80s' is not of the form NAME=VALUE",
                                     o->env[i]);
+        return SBX_OK;
+}
 
-        pol.n_writable_paths = p->writable_paths.n;
-        pol.writable_paths = p->writable_paths.v;
-        pol.n_denied_read_paths = p->denied_read_paths.n;
-        pol.denied_read_paths = p->denied_read_paths.v;
-        pol.n_denied_write_paths = p->denied_write_paths.n;
-        pol.denied_write_paths = p->denied_write_paths.v;
-        pol.has_network = 1;
-        pol.network = p->network == SBX_NETWORK_FULL ? SBX__V1__NETWORK_MODE__NETWORK_FULL
-                                                     : SBX__V1__NETWORK_MODE__NETWORK_NONE;
-        pol.has_protect_defaults = 1;
-        pol.protect_defaults = !!p->protect_defaults;
-        pol.n_inherit_environment = p->inherit_environment.n;
-        pol.inherit_environment = p->inherit_environment.v;
+/* The limits of l into lim, or nothing when none is set (pol->limits stays NULL). */
+static void limits_to_proto(const struct sbx_limits *l, Sbx__V1__Limits *lim,
+                            Sbx__V1__Policy *pol) {
+        if (!l->set)
+                return;
+        lim->has_memory_bytes = !!(l->set & SBX_LIMIT_MEMORY);
+        lim->memory_bytes = l->memory_bytes;
+        lim->has_cpu_seconds = !!(l->set & SBX_LIMIT_CPU_SECONDS);
+        lim->cpu_seconds = l->cpu_seconds;
+        lim->has_cpu_percent = !!(l->set & SBX_LIMIT_CPU_PERCENT);
+        lim->cpu_percent = l->cpu_percent;
+        lim->has_processes = !!(l->set & SBX_LIMIT_PROCESSES);
+        lim->processes = l->processes;
+        lim->has_file_size_bytes = !!(l->set & SBX_LIMIT_FILE_SIZE);
+        lim->file_size_bytes = l->file_size_bytes;
+        lim->has_open_files = !!(l->set & SBX_LIMIT_OPEN_FILES);
+        lim->open_files = l->open_files;
+        lim->has_core_dumps = !!(l->set & SBX_LIMIT_CORE_DUMPS);
+        lim->core_dumps = !!l->core_dumps;
+        lim->has_tmp_bytes = !!(l->set & SBX_LIMIT_TMP);
+        lim->tmp_bytes = l->tmp_bytes;
+        pol->limits = lim;
+}
+
+/* The policy p into pol and lim (pointing at p's strings). */
+static void policy_to_proto(const struct sbx_policy *p, Sbx__V1__Policy *pol,
+                            Sbx__V1__Limits *lim) {
+        pol->n_writable_paths = p->writable_paths.n;
+        pol->writable_paths = p->writable_paths.v;
+        pol->n_denied_read_paths = p->denied_read_paths.n;
+        pol->denied_read_paths = p->denied_read_paths.v;
+        pol->n_denied_write_paths = p->denied_write_paths.n;
+        pol->denied_write_paths = p->denied_write_paths.v;
+        pol->has_network = 1;
+        pol->network = p->network == SBX_NETWORK_FULL ? SBX__V1__NETWORK_MODE__NETWORK_FULL
+                                                      : SBX__V1__NETWORK_MODE__NETWORK_NONE;
+        pol->has_protect_defaults = 1;
+        pol->protect_defaults = !!p->protect_defaults;
+        pol->n_inherit_environment = p->inherit_environment.n;
+        pol->inherit_environment = p->inherit_environment.v;
         if (p->inherit_environment_set) {
-                pol.has_inherit_environment_set = 1;
-                pol.inherit_environment_set = 1;
+                pol->has_inherit_environment_set = 1;
+                pol->inherit_environment_set = 1;
         }
-        pol.root_dir = p->root_dir;
-        if (l->set) {
-                lim.has_memory_bytes = !!(l->set & SBX_LIMIT_MEMORY);
-                lim.memory_bytes = l->memory_bytes;
-                lim.has_cpu_seconds = !!(l->set & SBX_LIMIT_CPU_SECONDS);
-                lim.cpu_seconds = l->cpu_seconds;
-                lim.has_cpu_percent = !!(l->set & SBX_LIMIT_CPU_PERCENT);
-                lim.cpu_percent = l->cpu_percent;
-                lim.has_processes = !!(l->set & SBX_LIMIT_PROCESSES);
-                lim.processes = l->processes;
-                lim.has_file_size_bytes = !!(l->set & SBX_LIMIT_FILE_SIZE);
-                lim.file_size_bytes = l->file_size_bytes;
-                lim.has_open_files = !!(l->set & SBX_LIMIT_OPEN_FILES);
-                lim.open_files = l->open_files;
-                lim.has_core_dumps = !!(l->set & SBX_LIMIT_CORE_DUMPS);
-                lim.core_dumps = !!l->core_dumps;
-                lim.has_tmp_bytes = !!(l->set & SBX_LIMIT_TMP);
-                lim.tmp_bytes = l->tmp_bytes;
-                pol.limits = &lim;
-        }
+        pol->root_dir = p->root_dir;
+        limits_to_proto(&p->limits, lim, pol);
+}
 
-        cs.id = unconst(o->id);
-        cs.policy = &pol;
+/* The labels of o into cs, allocated from pool (pool->oom on failure). */
+static enum sbx_code labels_to_proto(sbx_client *c, const struct sbx_create_opts *o,
+                                     Sbx__V1__CreateSandbox *cs, struct pool *pool) {
+        Sbx__V1__Label *labels;
+
+        if (!o->n_labels)
+                return SBX_OK;
+        labels = pool_calloc(pool, o->n_labels, sizeof(*labels));
+        cs->labels = pool_calloc(pool, o->n_labels, sizeof(*cs->labels));
+        if (!labels || !cs->labels)
+                return SBX_OK;
+        for (size_t i = 0; i < o->n_labels; i++) {
+                if (!o->labels[i].key || !o->labels[i].value)
+                        return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                                    "label %zu has no key or no value", i);
+                sbx__v1__label__init(&labels[i]);
+                labels[i].key = o->labels[i].key;
+                labels[i].value = o->labels[i].value;
+                cs->labels[i] = &labels[i];
+        }
+        cs->n_labels = o->n_labels;
+        return SBX_OK;
+}
+
+/* The rest of o into cs: id, lifetime, idle timeout, env, sharing, keep_workspace. */
+static void create_to_proto(const struct sbx_create_opts *o, Sbx__V1__CreateSandbox *cs) {
+        cs->id = unconst(o->id);
         if (o->timeout_ms) {
-                cs.has_timeout_ms = 1;
-                cs.timeout_ms = o->timeout_ms;
+                cs->has_timeout_ms = 1;
+                cs->timeout_ms = o->timeout_ms;
         }
         if (o->idle_timeout_ms) {
                 /* Absent on the wire: the daemon's default; 0: none. */
-                cs.has_idle_timeout_ms = 1;
-                cs.idle_timeout_ms =
+                cs->has_idle_timeout_ms = 1;
+                cs->idle_timeout_ms =
                         o->idle_timeout_ms == SBX_IDLE_TIMEOUT_NONE ? 0 : o->idle_timeout_ms;
         }
-        if (o->n_labels) {
-                Sbx__V1__Label *labels = pool_calloc(&pool, o->n_labels, sizeof(*labels));
-                cs.labels = pool_calloc(&pool, o->n_labels, sizeof(*cs.labels));
-                if (labels && cs.labels) {
-                        for (size_t i = 0; i < o->n_labels; i++) {
-                                if (!o->labels[i].key || !o->labels[i].value) {
-                                        pool_free(&pool);
-                                        return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
-                                                    "label %zu has no key or no value", i);
-                                }
-                                sbx__v1__label__init(&labels[i]);
-                                labels[i].key = o->labels[i].key;
-                                labels[i].value = o->labels[i].value;
-                                cs.labels[i] = &labels[i];
-                        }
-                        cs.n_labels = o->n_labels;
-                }
-        }
-        cs.n_env = o->n_env;
-        cs.env = unconst_v(o->env);
-        cs.n_share_uids = o->n_share_uids;
-        cs.share_uids = (uint32_t *)(uintptr_t)o->share_uids;
-        cs.n_share_gids = o->n_share_gids;
-        cs.share_gids = (uint32_t *)(uintptr_t)o->share_gids;
+        cs->n_env = o->n_env;
+        cs->env = unconst_v(o->env);
+        cs->n_share_uids = o->n_share_uids;
+        cs->share_uids = (uint32_t *)(uintptr_t)o->share_uids;
+        cs->n_share_gids = o->n_share_gids;
+        cs->share_gids = (uint32_t *)(uintptr_t)o->share_gids;
         if (o->keep_workspace) {
-                cs.has_keep_workspace = 1;
-                cs.keep_workspace = 1;
+                cs->has_keep_workspace = 1;
+                cs->keep_workspace = 1;
         }
-        if (pool.oom) {
+}
+
+enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct sbx_sandbox **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CreateSandbox cs = SBX__V1__CREATE_SANDBOX__INIT;
+        Sbx__V1__Policy pol = SBX__V1__POLICY__INIT;
+        Sbx__V1__Limits lim = SBX__V1__LIMITS__INIT;
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX};
+        struct sbx_create_opts defaults;
+        Sbx__V1__Response *resp;
+        struct pool pool = {0};
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return null_arg(c, __func__, "ret");
+        *ret = NULL;
+        clear_error(c);
+        if (!o) {
+                sbx_create_opts_init(&defaults);
+                o = &defaults;
+        }
+        rc = check_create_opts(c, o);
+        if (rc != SBX_OK)
+                return rc;
+        policy_to_proto(&o->policy, &pol, &lim);
+        cs.policy = &pol;
+        rc = labels_to_proto(c, o, &cs, &pool);
+        if (rc == SBX_OK && pool.oom)
+                rc = fail_oom(c);
+        if (rc != SBX_OK) {
                 pool_free(&pool);
-                return fail_oom(c);
+                return rc;
         }
+        create_to_proto(o, &cs);
         req.body_case = SBX__V1__REQUEST__BODY_CREATE_SANDBOX;
         req.create_sandbox = &cs;
         rc = call(c, &k, &resp);
@@ -1302,7 +1424,7 @@ static enum sbx_code id_call(sbx_client *c, const char *id, bool terminate,
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__GetSandbox get = SBX__V1__GET_SANDBOX__INIT;
         Sbx__V1__Terminate term = SBX__V1__TERMINATE__INIT;
-        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX};
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX};
         Sbx__V1__Response *resp;
         enum sbx_code rc;
 
@@ -1341,7 +1463,7 @@ enum sbx_code sbx_set_timeout(sbx_client *c, const char *id, uint64_t timeout_ms
                               struct sbx_sandbox **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__SetTimeout st = SBX__V1__SET_TIMEOUT__INIT;
-        struct call k = {
+        struct exchange k = {
                 .req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX, .body_optional = !ret};
         Sbx__V1__Response *resp;
         enum sbx_code rc;
@@ -1362,13 +1484,66 @@ enum sbx_code sbx_set_timeout(sbx_client *c, const char *id, uint64_t timeout_ms
         return finish_sandbox(c, rc, resp, ret);
 }
 
+/* The filters of opts into ls, allocated from pool (pool->oom on failure). */
+static void list_opts_to_proto(const struct sbx_list_opts *opts, Sbx__V1__ListSandboxes *ls,
+                               struct pool *pool) {
+        if (opts->n_labels) {
+                Sbx__V1__Label *labels = pool_calloc(pool, opts->n_labels, sizeof(*labels));
+                ls->labels = pool_calloc(pool, opts->n_labels, sizeof(*ls->labels));
+                for (size_t i = 0; labels && ls->labels && i < opts->n_labels; i++) {
+                        sbx__v1__label__init(&labels[i]);
+                        labels[i].key = opts->labels[i].key;
+                        labels[i].value = opts->labels[i].value;
+                        ls->labels[i] = &labels[i];
+                }
+                ls->n_labels = opts->n_labels;
+        }
+        if (opts->n_states) {
+                ls->states = pool_calloc(pool, opts->n_states, sizeof(*ls->states));
+                for (size_t i = 0; ls->states && i < opts->n_states; i++)
+                        ls->states[i] = (Sbx__V1__SandboxState)opts->states[i];
+                ls->n_states = opts->n_states;
+        }
+        ls->has_owner_uid = !!opts->has_owner_uid;
+        ls->owner_uid = opts->owner_uid;
+        ls->has_include_ended = !!opts->include_ended;
+        ls->include_ended = !!opts->include_ended;
+        ls->has_limit = opts->limit > 0;
+        ls->limit = opts->limit;
+}
+
+/* The list of a ListSandboxes reply (lr may be NULL: empty), or NULL when out of
+ * memory. */
+static struct sbx_sandbox_list *list_from_proto(const Sbx__V1__ListSandboxesReply *lr) {
+        struct sbx_sandbox_list *out = calloc(1, sizeof(*out));
+
+        if (!out)
+                return NULL;
+        if (lr && lr->n_sandboxes) {
+                out->v = calloc(lr->n_sandboxes, sizeof(*out->v));
+                if (!out->v) {
+                        free(out);
+                        return NULL;
+                }
+                out->n = lr->n_sandboxes;
+                for (size_t i = 0; i < out->n; i++) {
+                        out->v[i] = sandbox_from_proto(lr->sandboxes[i]);
+                        if (!out->v[i]) {
+                                sbx_sandbox_list_free(out);
+                                return NULL;
+                        }
+                }
+        }
+        out->truncated = lr && lr->truncated;
+        return out;
+}
+
 enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
                        struct sbx_sandbox_list **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__ListSandboxes ls = SBX__V1__LIST_SANDBOXES__INIT;
-        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_LIST_SANDBOXES};
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_LIST_SANDBOXES};
         Sbx__V1__Response *resp;
-        const Sbx__V1__ListSandboxesReply *lr;
         struct sbx_sandbox_list *out;
         struct pool pool = {0};
         enum sbx_code rc;
@@ -1377,38 +1552,13 @@ enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
                 return null_arg(c, __func__, "ret");
         *ret = NULL;
         clear_error(c);
-        if (opts) {
-                if ((opts->n_labels && !opts->labels) || (opts->n_states && !opts->states))
-                        return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
-                                    "a NULL array in the list options");
-                if (opts->n_labels) {
-                        Sbx__V1__Label *labels =
-                                pool_calloc(&pool, opts->n_labels, sizeof(*labels));
-                        ls.labels = pool_calloc(&pool, opts->n_labels, sizeof(*ls.labels));
-                        for (size_t i = 0; labels && ls.labels && i < opts->n_labels; i++) {
-                                sbx__v1__label__init(&labels[i]);
-                                labels[i].key = opts->labels[i].key;
-                                labels[i].value = opts->labels[i].value;
-                                ls.labels[i] = &labels[i];
-                        }
-                        ls.n_labels = opts->n_labels;
-                }
-                if (opts->n_states) {
-                        ls.states = pool_calloc(&pool, opts->n_states, sizeof(*ls.states));
-                        for (size_t i = 0; ls.states && i < opts->n_states; i++)
-                                ls.states[i] = (Sbx__V1__SandboxState)opts->states[i];
-                        ls.n_states = opts->n_states;
-                }
-                ls.has_owner_uid = !!opts->has_owner_uid;
-                ls.owner_uid = opts->owner_uid;
-                ls.has_include_ended = !!opts->include_ended;
-                ls.include_ended = !!opts->include_ended;
-                ls.has_limit = opts->limit > 0;
-                ls.limit = opts->limit;
-                if (pool.oom) {
-                        pool_free(&pool);
-                        return fail_oom(c);
-                }
+        if (opts && ((opts->n_labels && !opts->labels) || (opts->n_states && !opts->states)))
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "a NULL array in the list options");
+        if (opts)
+                list_opts_to_proto(opts, &ls, &pool);
+        if (pool.oom) {
+                pool_free(&pool);
+                return fail_oom(c);
         }
         req.body_case = SBX__V1__REQUEST__BODY_LIST_SANDBOXES;
         req.list_sandboxes = &ls;
@@ -1416,27 +1566,7 @@ enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
         pool_free(&pool);
         if (rc != SBX_OK)
                 return rc;
-        lr = resp->list_sandboxes;
-        out = calloc(1, sizeof(*out));
-        if (out && lr && lr->n_sandboxes) {
-                out->v = calloc(lr->n_sandboxes, sizeof(*out->v));
-                if (out->v) {
-                        out->n = lr->n_sandboxes;
-                        for (size_t i = 0; i < out->n; i++) {
-                                out->v[i] = sandbox_from_proto(lr->sandboxes[i]);
-                                if (!out->v[i]) {
-                                        sbx_sandbox_list_free(out);
-                                        out = NULL;
-                                        break;
-                                }
-                        }
-                } else {
-                        free(out);
-                        out = NULL;
-                }
-        }
-        if (out)
-                out->truncated = lr && lr->truncated;
+        out = list_from_proto(resp->list_sandboxes);
         sbx__v1__response__free_unpacked(resp, NULL);
         if (!out)
                 return fail_oom(c);
@@ -1523,22 +1653,15 @@ static int take_collected(struct collected *k, int i, uint8_t **data, size_t *le
         return 0;
 }
 
-enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
-                       struct sbx_result **ret) {
-        struct collected col;
-        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
-        Sbx__V1__RunCommand rc_msg = SBX__V1__RUN_COMMAND__INIT;
-        struct call k = {.req = &req,
-                         .want = SBX__V1__RESPONSE__BODY_COMMAND_RESULT,
-                         .keep_error_body = true};
-        Sbx__V1__Response *resp;
-        struct pool pool = {0};
-        enum sbx_code rc;
+static void collected_free(struct collected *k) {
+        free(k->b[1]);
+        free(k->b[2]);
+        k->b[1] = k->b[2] = NULL;
+}
 
-        if (!c || !ret)
-                return null_arg(c, __func__, "ret");
-        *ret = NULL;
-        clear_error(c);
+/* Checks the command options: the sandbox id, exactly one of argv and shell, no NULL
+ * in a list, a descriptor for streamed stdin. */
+static enum sbx_code check_exec_opts(sbx_client *c, const char *id, const struct sbx_exec_opts *o) {
         if (check_id(c, id) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (!o)
@@ -1553,132 +1676,170 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
         if (o->stdin_stream && o->stdin_fd < 0)
                 return fail(c, SBX_INVALID_ARGUMENT, EBADF,
                             "stdin_stream is set but stdin_fd is %d, not a descriptor", o->stdin_fd);
+        return SBX_OK;
+}
 
-        rc_msg.sandbox_id = unconst(id);
-        rc_msg.n_argv = o->argc;
-        rc_msg.argv = unconst_v(o->argv);
-        rc_msg.shell = unconst(o->shell);
-        rc_msg.cwd = unconst(o->cwd);
-        if (o->n_env) {
-                Sbx__V1__EnvVar *vars = pool_calloc(&pool, o->n_env, sizeof(*vars));
-                rc_msg.env = pool_calloc(&pool, o->n_env, sizeof(*rc_msg.env));
-                for (size_t i = 0; vars && rc_msg.env && i < o->n_env; i++) {
-                        const char *eq = strchr(o->env[i], '=');
-                        if (!eq || eq == o->env[i]) {
-                                pool_free(&pool);
-                                return fail(
-                                        c, SBX_INVALID_ARGUMENT, EINVAL,
-                                        "environment entry '%.80s' is not of the form NAME=VALUE",
-                                        o->env[i]);
-                        }
-                        sbx__v1__env_var__init(&vars[i]);
-                        vars[i].name =
-                                pool_take(&pool, strndup(o->env[i], (size_t)(eq - o->env[i])));
-                        vars[i].value = unconst(eq + 1);
-                        rc_msg.env[i] = &vars[i];
-                }
-                rc_msg.n_env = o->n_env;
+/* The "NAME=VALUE" entries of o->env as EnvVars of run, from pool (pool->oom on
+ * failure). */
+static enum sbx_code env_to_proto(sbx_client *c, const struct sbx_exec_opts *o,
+                                  Sbx__V1__RunCommand *run, struct pool *pool) {
+        Sbx__V1__EnvVar *vars;
+
+        if (!o->n_env)
+                return SBX_OK;
+        vars = pool_calloc(pool, o->n_env, sizeof(*vars));
+        run->env = pool_calloc(pool, o->n_env, sizeof(*run->env));
+        for (size_t i = 0; vars && run->env && i < o->n_env; i++) {
+                const char *eq = strchr(o->env[i], '=');
+                if (!eq || eq == o->env[i])
+                        return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                                    "environment entry '%.80s' is not of the form NAME=VALUE",
+                                    o->env[i]);
+                sbx__v1__env_var__init(&vars[i]);
+                vars[i].name = pool_take(pool, strndup(o->env[i], (size_t)(eq - o->env[i])));
+                vars[i].value = unconst(eq + 1);
+                run->env[i] = &vars[i];
         }
+        run->n_env = o->n_env;
+        return SBX_OK;
+}
+
+/* The rest of o into run: the command, stdin, the timeout (the default when none) and
+ * the output caps. Streaming is asked for with on_output, and for streamed stdin and
+ * on_started, which need the command's id before the result. */
+static void run_to_proto(const char *id, const struct sbx_exec_opts *o, Sbx__V1__RunCommand *run) {
+        run->sandbox_id = unconst(id);
+        run->n_argv = o->argc;
+        run->argv = unconst_v(o->argv);
+        run->shell = unconst(o->shell);
+        run->cwd = unconst(o->cwd);
         if (o->stdin_data) {
-                rc_msg.has_stdin = 1;
-                rc_msg.stdin.data = (uint8_t *)(uintptr_t)o->stdin_data;
-                rc_msg.stdin.len = o->stdin_len;
+                run->has_stdin = 1;
+                run->stdin.data = (uint8_t *)(uintptr_t)o->stdin_data;
+                run->stdin.len = o->stdin_len;
         }
-        rc_msg.has_timeout_ms = 1;
-        rc_msg.timeout_ms = o->timeout_ms ? o->timeout_ms : SBX_DEFAULT_COMMAND_TIMEOUT_MS;
+        run->has_timeout_ms = 1;
+        run->timeout_ms = o->timeout_ms ? o->timeout_ms : SBX_DEFAULT_COMMAND_TIMEOUT_MS;
         if (o->max_stdout_bytes) {
-                rc_msg.has_max_stdout_bytes = 1;
-                rc_msg.max_stdout_bytes = o->max_stdout_bytes;
+                run->has_max_stdout_bytes = 1;
+                run->max_stdout_bytes = o->max_stdout_bytes;
         }
         if (o->max_stderr_bytes) {
-                rc_msg.has_max_stderr_bytes = 1;
-                rc_msg.max_stderr_bytes = o->max_stderr_bytes;
+                run->has_max_stderr_bytes = 1;
+                run->max_stderr_bytes = o->max_stderr_bytes;
         }
-        if (o->on_output) {
-                rc_msg.has_stream = 1;
-                rc_msg.stream = 1;
-        }
-        memset(&col, 0, sizeof(col));
         if (o->stdin_stream) {
-                rc_msg.has_stdin_stream = 1;
-                rc_msg.stdin_stream = 1;
-                k.feeding = true;
-                k.stdin_fd = o->stdin_fd;
-                k.sandbox_id = id;
+                run->has_stdin_stream = 1;
+                run->stdin_stream = 1;
         }
-        /* Streamed stdin and on_started need the command's id, which only streaming mode
-         * tells before the result; without on_output the library collects the output.
-         * Without streaming, output comes in chunks too when it does not fit one frame
-         * with the result (output_in_chunks): it is collected the same way. */
-        if (o->stdin_stream || o->on_started) {
-                rc_msg.has_stream = 1;
-                rc_msg.stream = 1;
+        if (o->on_output || o->stdin_stream || o->on_started) {
+                run->has_stream = 1;
+                run->stream = 1;
         }
-        col.limit[1] = o->max_stdout_bytes ? o->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
-        col.limit[2] = o->max_stderr_bytes ? o->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
-        if (pool.oom) {
-                pool_free(&pool);
-                return fail_oom(c);
+}
+
+/* How call() runs it: the wait (the command's timeout on top of the call timeout),
+ * streamed stdin, the callbacks. Without on_output the library collects the output into
+ * col: streamed for stdin or on_started, or in chunks when it does not fit one frame
+ * with the result (output_in_chunks). */
+static void exec_exchange(const char *id, const struct sbx_exec_opts *o,
+                          const Sbx__V1__RunCommand *run, struct exchange *k,
+                          struct collected *col) {
+        memset(col, 0, sizeof(*col));
+        col->limit[1] = o->max_stdout_bytes ? o->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
+        col->limit[2] = o->max_stderr_bytes ? o->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
+        if (o->stdin_stream) {
+                k->feeding = true;
+                k->stdin_fd = o->stdin_fd;
+                k->sandbox_id = id;
         }
-        req.body_case = SBX__V1__REQUEST__BODY_RUN_COMMAND;
-        req.run_command = &rc_msg;
-        k.extra_ms = rc_msg.timeout_ms + EXEC_GRACE_MS;
-        k.on_output = o->on_output;
-        k.output_userdata = o->userdata;
-        k.on_started = o->on_started;
-        k.userdata = o->userdata;
+        k->extra_ms = run->timeout_ms + EXEC_GRACE_MS;
+        k->on_output = o->on_output;
+        k->output_userdata = o->userdata;
+        k->on_started = o->on_started;
+        k->userdata = o->userdata;
         if (!o->on_output) {
-                k.on_output = collect_output;
-                k.output_userdata = &col;
+                k->on_output = collect_output;
+                k->output_userdata = col;
         }
-        rc = call(c, &k, &resp);
-        pool_free(&pool);
-        free(k.command_id);
-        if (!resp) {
-                free(col.b[1]);
-                free(col.b[2]);
-                return rc;
-        }
-        /* Here rc is SBX_OK, or the status of a command that never started whose result
-         * came along; either way the result is the caller's. */
-        if (resp->command_result) {
-                *ret = result_from_proto(resp->command_result);
-                if (!*ret || col.oom) {
-                        sbx_result_free(*ret);
-                        *ret = NULL;
-                        free(col.b[1]);
-                        free(col.b[2]);
-                        sbx__v1__response__free_unpacked(resp, NULL);
-                        return fail_oom(c);
-                }
-                /* With output_in_chunks, the daemon's kept tails: its counts and
-                 * truncation flags stand. */
-                bool chunks = resp->command_result->output_in_chunks;
-                int t_out = (*ret)->stdout_truncated, t_err = (*ret)->stderr_truncated;
-                if (take_collected(&col, 1, &(*ret)->stdout_data, &(*ret)->stdout_len,
-                                   chunks ? &t_out : &(*ret)->stdout_truncated) < 0 ||
-                    take_collected(&col, 2, &(*ret)->stderr_data, &(*ret)->stderr_len,
-                                   chunks ? &t_err : &(*ret)->stderr_truncated) < 0) {
-                        sbx_result_free(*ret);
-                        *ret = NULL;
-                        free(col.b[1]);
-                        free(col.b[2]);
-                        sbx__v1__response__free_unpacked(resp, NULL);
-                        return fail_oom(c);
-                }
-        } else {
-                free(col.b[1]);
-                free(col.b[2]);
+}
+
+/* The result of a RunCommand reply resp (freed here) into *ret, with the output col
+ * collected. rc is SBX_OK, or the status of a command that never started whose result
+ * came along; either way the result is the caller's. */
+static enum sbx_code exec_result(sbx_client *c, enum sbx_code rc, Sbx__V1__Response *resp,
+                                 struct collected *col, struct sbx_result **ret) {
+        const Sbx__V1__CommandResult *cr = resp->command_result;
+        int t_out, t_err;
+
+        if (!cr) {
+                collected_free(col);
                 sbx__v1__response__free_unpacked(resp, NULL);
                 return protocol_fail(c, EPROTO, "a RunCommand reply without its result");
         }
+        *ret = result_from_proto(cr);
+        /* With output_in_chunks, the daemon's kept tails: its counts and truncation flags
+         * stand. */
+        if (*ret) {
+                t_out = (*ret)->stdout_truncated;
+                t_err = (*ret)->stderr_truncated;
+        }
+        if (!*ret || col->oom ||
+            take_collected(col, 1, &(*ret)->stdout_data, &(*ret)->stdout_len,
+                           cr->output_in_chunks ? &t_out : &(*ret)->stdout_truncated) < 0 ||
+            take_collected(col, 2, &(*ret)->stderr_data, &(*ret)->stderr_len,
+                           cr->output_in_chunks ? &t_err : &(*ret)->stderr_truncated) < 0) {
+                sbx_result_free(*ret);
+                *ret = NULL;
+                rc = fail_oom(c);
+        }
+        collected_free(col);
         sbx__v1__response__free_unpacked(resp, NULL);
         return rc;
 }
 
+enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
+                       struct sbx_result **ret) {
+        struct collected col;
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__RunCommand run = SBX__V1__RUN_COMMAND__INIT;
+        struct exchange k = {.req = &req,
+                             .want = SBX__V1__RESPONSE__BODY_COMMAND_RESULT,
+                             .keep_error_body = true};
+        Sbx__V1__Response *resp;
+        struct pool pool = {0};
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return null_arg(c, __func__, "ret");
+        *ret = NULL;
+        clear_error(c);
+        rc = check_exec_opts(c, id, o);
+        if (rc == SBX_OK)
+                rc = env_to_proto(c, o, &run, &pool);
+        if (rc == SBX_OK && pool.oom)
+                rc = fail_oom(c);
+        if (rc != SBX_OK) {
+                pool_free(&pool);
+                return rc;
+        }
+        run_to_proto(id, o, &run);
+        exec_exchange(id, o, &run, &k, &col);
+        req.body_case = SBX__V1__REQUEST__BODY_RUN_COMMAND;
+        req.run_command = &run;
+        rc = call(c, &k, &resp);
+        pool_free(&pool);
+        free(k.command_id);
+        if (!resp) {
+                collected_free(&col);
+                return rc;
+        }
+        return exec_result(c, rc, resp, &col, ret);
+}
+
 /* Sends a request whose answer has no body of interest (Empty). */
 static enum sbx_code empty_call(sbx_client *c, Sbx__V1__Request *req) {
-        struct call k = {.req = req, .want = SBX__V1__RESPONSE__BODY_EMPTY, .body_optional = true};
+        struct exchange k = {.req = req, .want = SBX__V1__RESPONSE__BODY_EMPTY, .body_optional = true};
         Sbx__V1__Response *resp;
         enum sbx_code rc = call(c, &k, &resp);
         if (rc == SBX_OK)
@@ -1723,7 +1884,7 @@ enum sbx_code sbx_read(sbx_client *c, const char *id, const char *path, uint64_t
                        uint64_t limit, struct sbx_read_result **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__ReadFile rf = SBX__V1__READ_FILE__INIT;
-        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_READ_FILE};
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_READ_FILE};
         Sbx__V1__Response *resp;
         struct sbx_read_result *out;
         enum sbx_code rc;
@@ -1767,7 +1928,7 @@ enum sbx_code sbx_write(sbx_client *c, const char *id, const char *path, const v
                         size_t len, uint32_t mode, unsigned flags) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__WriteFile wf = SBX__V1__WRITE_FILE__INIT;
-        struct call k = {
+        struct exchange k = {
                 .req = &req, .want = SBX__V1__RESPONSE__BODY_WRITE_FILE, .body_optional = true};
         Sbx__V1__Response *resp;
         enum sbx_code rc;
@@ -1807,7 +1968,7 @@ enum sbx_code sbx_list_dir(sbx_client *c, const char *id, const char *path, uint
                            struct sbx_dir_list **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__ListDirectory ld = SBX__V1__LIST_DIRECTORY__INIT;
-        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_LIST_DIRECTORY};
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_LIST_DIRECTORY};
         Sbx__V1__Response *resp;
         const Sbx__V1__ListDirectoryReply *lr;
         struct sbx_dir_list *out;
@@ -1855,7 +2016,7 @@ enum sbx_code sbx_stat(sbx_client *c, const char *id, const char *path,
                        struct sbx_file_info **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__Stat st = SBX__V1__STAT__INIT;
-        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_STAT};
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_STAT};
         Sbx__V1__Response *resp;
         struct sbx_file_info *out;
         enum sbx_code rc;
@@ -1933,7 +2094,7 @@ enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uin
                           struct sbx_history **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__GetHistory gh = SBX__V1__GET_HISTORY__INIT;
-        struct call k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HISTORY};
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HISTORY};
         Sbx__V1__Response *resp;
         const Sbx__V1__GetHistoryReply *hr;
         struct sbx_history *out;
