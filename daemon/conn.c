@@ -1,22 +1,25 @@
-/* conn.c: one client connection of sbxd; see conn.h.
+/* conn.c: one client connection of sbxd, its transport; see conn.h.
  *
  * Reading: bytes go straight into the connection's frame reader; each complete frame
- * goes to rpc_dispatch(). Reading pauses while the connection has
- * SBX_MAX_INFLIGHT_PER_CONN requests in flight or more than
+ * goes to the frame handler (the server wires rpc_dispatch). Reading pauses while the
+ * connection has SBX_MAX_INFLIGHT_PER_CONN requests in flight or more than
  * SBX_CONN_WRITE_HIGH_WATER_BYTES of unsent responses, so a client that pipelines
- * without reading cannot make the daemon buffer without bound. A frame that is too
- * large or undecodable gets one error response, then the connection is shut down.
+ * without reading cannot make the daemon buffer without bound. Frames that arrive while
+ * requests finish are processed from the loop (the kick timer), never inside the
+ * request that finished, so requests never nest. A frame that is too large gets one
+ * error response, then the connection is shut down; so does one the frame handler
+ * refuses.
  *
  * Writing: conn_send packs a response and holds it in the daemon's queue of replies;
- * turn.c calls conn_release_held() once the records they may report are committed, at
- * the end of each loop turn (turn.h). A connection shut down while replies are held
- * shuts down after they are written.
+ * turn.c calls conn_release_held() once the records they may report are committed, and
+ * a run of replies to one connection goes out in one write. A connection shut down
+ * while replies are held shuts down after they are written.
  *
- * Admission: conn_start reads the peer's credentials (SO_PEERCRED) and supplementary
- * groups (SO_PEERGROUPS), then asks server_admit(); a refused connection gets one status
- * frame with request id 0 and is shut down without a request being read.
+ * Admission: conn_serve reads the peer's credentials (SO_PEERCRED) and supplementary
+ * groups (SO_PEERGROUPS, or /proc on older kernels), then asks the admit handler.
  *
- * Lifetime: the server owns the connection; requests answered later hold references.
+ * Lifetime: the owner (the server) holds the first reference; each request answered
+ * later holds one (struct conn_call), and so does each batch of replies being written.
  * The memory is freed when the handle is closed and the last reference is gone. */
 #include "conn.h"
 
@@ -29,9 +32,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "rpc.h"
 #include "sbxd.h"
-#include "server.h"
 
 struct write_req {
         uv_write_t req;
@@ -68,7 +69,8 @@ static void on_kick_closed(uv_handle_t *h) {
 
 static void on_close(uv_handle_t *h) {
         struct conn *c = h->data;
-        server_forget(c->server, c);
+        if (c->handlers && c->handlers->closed)
+                c->handlers->closed(c->handlers_ud, c);
         if (c->kick_inited)
                 uv_close((uv_handle_t *)&c->kick, on_kick_closed);
         else
@@ -83,11 +85,19 @@ void conn_unref(struct conn *c) {
 }
 
 void conn_close(struct conn *c) {
+        struct conn_call *k, *next;
+
         if (c->closed)
                 return;
         c->closed = 1;
         c->reading = 0;
-        rpc_conn_closed(c);
+        if (c->handlers && c->handlers->closing)
+                c->handlers->closing(c->handlers_ud, c);
+        for (k = c->open_calls; k; k = next) {
+                next = k->next;
+                if (k->on_closing)
+                        k->on_closing(k);
+        }
         log_debug("conn=%llu closed (uid=%u pid=%d)", (unsigned long long)c->id,
                   (unsigned)c->uid, (int)c->pid);
         uv_close((uv_handle_t *)&c->pipe, on_close);
@@ -125,6 +135,20 @@ static void shutdown_after_writes(struct conn *c) {
                 start_shutdown(c);
 }
 
+/* The write queue drained after it went over the high-water mark: the owner, then
+ * every open call, hear it (a paused stream reads its command's output again). */
+static void drained(struct conn *c) {
+        struct conn_call *k, *next;
+
+        if (c->handlers && c->handlers->drained)
+                c->handlers->drained(c->handlers_ud, c);
+        for (k = c->open_calls; k; k = next) {
+                next = k->next;
+                if (k->on_drained)
+                        k->on_drained(k);
+        }
+}
+
 /* A batch of replies (a chain through next, the first holding the uv_write_t) is
  * written: each held a reference to the connection. */
 static void batch_written(struct write_req *w, int status) {
@@ -148,7 +172,7 @@ static void batch_written(struct write_req *w, int status) {
                 if (c->congested &&
                     c->write_queued_bytes <= SBX_CONN_WRITE_HIGH_WATER_BYTES / 2) {
                         c->congested = 0;
-                        rpc_conn_drained(c);
+                        drained(c);
                 }
         }
         while (refs-- > 0)
@@ -338,8 +362,8 @@ static void process_frames(struct conn *c) {
                         shutdown_after_writes(c);
                         return;
                 }
-                if (rpc_dispatch(c, payload, len) < 0) {
-                        /* rpc already answered with the reason. */
+                if (c->handlers->frame(c->handlers_ud, c, payload, len) < 0) {
+                        /* The handler already answered with the reason. */
                         shutdown_after_writes(c);
                         return;
                 }
@@ -508,18 +532,15 @@ static void format_groups(const struct conn *c, char *buf, size_t len) {
                 snprintf(buf + used, len - used, "%s)", c->n_groups > 16 ? ",..." : "");
 }
 
-int conn_start(struct conn *c) {
+/* Reads the peer's credentials and supplementary groups into c. Returns 0 or -errno. */
+static int read_peer(struct conn *c) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
-        char why[512], groups[200];
-        uv_os_fd_t fd;
-        int r;
+        char groups[200];
+        int fd = conn_fd(c), r;
 
-        c->pipe.data = c;
-        frame_reader_init(&c->reader, c->d->cfg->max_frame_bytes);
-        if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 ||
-            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-                return -errno ? -errno : -EIO;
+        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return fd < 0 ? fd : -errno;
         c->uid = cred.uid;
         c->gid = cred.gid;
         c->pid = cred.pid;
@@ -529,23 +550,137 @@ int conn_start(struct conn *c) {
         r = peer_groups(fd, &cred, &c->groups, &c->n_groups);
         if (r < 0)
                 return r;
-        if (uv_timer_init(c->d->loop, &c->kick) == 0) {
-                c->kick.data = c;
-                c->kick_inited = 1;
-        }
         if (log_enabled(LOG_LEVEL_DEBUG)) {
                 format_groups(c, groups, sizeof(groups));
                 log_debug("conn=%llu accepted (uid=%u gid=%u pid=%d groups=%s)",
                           (unsigned long long)c->id, (unsigned)c->uid, (unsigned)c->gid,
                           (int)c->pid, groups);
         }
-        r = server_admit(c->server, c, why, sizeof(why));
-        if (r < 0) {
-                conn_send_status(c, 0, rpc_code_from_errno(r), "%s", why);
+        return 0;
+}
+
+int conn_serve(struct conn *c) {
+        int r;
+
+        c->pipe.data = c;
+        frame_reader_init(&c->reader, c->d->cfg->max_frame_bytes);
+        r = read_peer(c);
+        if (r < 0)
+                return r;
+        if (uv_timer_init(c->d->loop, &c->kick) == 0) {
+                c->kick.data = c;
+                c->kick_inited = 1;
+        }
+        if (c->handlers->admit && c->handlers->admit(c->handlers_ud, c) < 0) {
+                /* The handler answered the refusal. */
                 shutdown_after_writes(c);
                 return 0;
         }
         c->admitted = 1;
         update_reading(c);
         return 0;
+}
+
+int conn_new(struct sbxd *d, uint64_t id, const struct conn_handlers *handlers, void *ud,
+             struct conn **ret) {
+        struct conn *c = calloc(1, sizeof(*c));
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        c->d = d;
+        c->id = id;
+        c->handlers = handlers;
+        c->handlers_ud = ud;
+        c->refs = 1; /* the owner's */
+        r = uv_pipe_init(d->loop, &c->pipe, 0);
+        if (r < 0) {
+                free(c);
+                return r;
+        }
+        c->pipe.data = c;
+        *ret = c;
+        return 0;
+}
+
+int conn_accept(struct conn *c, uv_stream_t *listener) {
+        return uv_accept(listener, (uv_stream_t *)&c->pipe);
+}
+
+int conn_open(struct conn *c, int fd) {
+        return uv_pipe_open(&c->pipe, fd);
+}
+
+/* ---- who it is ---------------------------------------------------------------------- */
+
+uint64_t conn_id(const struct conn *c) {
+        return c->id;
+}
+
+struct sbxd *conn_daemon(const struct conn *c) {
+        return c->d;
+}
+
+void conn_peer(const struct conn *c, struct conn_peer *ret) {
+        ret->uid = c->uid;
+        ret->gid = c->gid;
+        ret->pid = c->pid;
+        ret->groups = c->groups;
+        ret->n_groups = c->n_groups;
+}
+
+int conn_fd(const struct conn *c) {
+        uv_os_fd_t fd;
+        if (uv_fileno((const uv_handle_t *)&c->pipe, &fd) < 0)
+                return -EBADF;
+        return fd;
+}
+
+int conn_is_closed(const struct conn *c) {
+        return c->closed;
+}
+
+int conn_is_served(const struct conn *c) {
+        return c->admitted && !c->closed;
+}
+
+const char *conn_client_name(const struct conn *c) {
+        return c->client_name[0] ? c->client_name : NULL;
+}
+
+int conn_set_client_name(struct conn *c, const char *name) {
+        if (strlen(name) > SBX_CLIENT_NAME_MAX_BYTES)
+                return -ENAMETOOLONG;
+        snprintf(c->client_name, sizeof(c->client_name), "%s", name);
+        return 0;
+}
+
+/* ---- requests answered later -------------------------------------------------------- */
+
+void conn_call_begin(struct conn *c, struct conn_call *call, conn_call_cb on_closing,
+                     conn_call_cb on_drained) {
+        call->conn = conn_ref(c);
+        call->on_closing = on_closing;
+        call->on_drained = on_drained;
+        call->prev = NULL;
+        call->next = c->open_calls;
+        if (c->open_calls)
+                c->open_calls->prev = call;
+        c->open_calls = call;
+        conn_request_begin(c);
+}
+
+void conn_call_end(struct conn_call *call) {
+        struct conn *c = call->conn;
+
+        if (call->prev)
+                call->prev->next = call->next;
+        else
+                c->open_calls = call->next;
+        if (call->next)
+                call->next->prev = call->prev;
+        call->next = call->prev = NULL;
+        call->conn = NULL;
+        conn_request_done(c);
+        conn_unref(c);
 }

@@ -1,10 +1,13 @@
-/* conn.h: one client connection: its peer credentials, its frame reader, its write
- * queue with backpressure, and its count of requests in flight.
+/* conn.h: one client connection of sbxd, the daemon's transport: its peer's
+ * credentials, its frame reader, its write queue with backpressure, and the requests
+ * it has in flight.
  *
- * Owned by the server's connection list. Objects that answer a request later (a
- * running command, a sandbox being created) hold a reference (conn_ref) and send with
- * conn_send(), which silently drops responses once the connection is closed. Frames
- * read are handed to rpc_dispatch(). */
+ * A connection knows neither the server nor the request layer: it reaches them only
+ * through the handlers its owner gave to conn_new() (admission, each frame read, its
+ * closing, its drained write queue, its end). The server creates connections and
+ * keeps them in its list; the request layer answers on them with conn_send() and keeps
+ * a request it answers later as a struct conn_call, which holds a reference. Replies
+ * are not written at once: they wait for the end of the loop turn (turn.h). */
 #ifndef SBX_CONN_H
 #define SBX_CONN_H
 
@@ -20,12 +23,64 @@
 struct sbxd;
 struct server;
 struct call;
+struct conn;
+struct conn_call;
 
+/* What the owner of a connection hears from it; ud is conn_new's. frame is required,
+ * the others may be NULL. */
+struct conn_handlers {
+        /* The peer's credentials are read (conn_peer): return 0 to serve it, or a
+         * negative value after answering the refusal (a status with request id 0):
+         * the connection is then shut down once that answer is written, without a
+         * request being read. NULL: every peer is served. */
+        int (*admit)(void *ud, struct conn *c);
+        /* One complete frame (its payload, valid during the call). Return 0 to go on
+         * reading, or a negative value after answering why the frame is refused: the
+         * connection is then shut down once the answers are written. Never called
+         * inside another call of frame on the same connection, nor from conn_call_end. */
+        int (*frame)(void *ud, struct conn *c, const uint8_t *payload, size_t len);
+        /* The connection is closing (conn_close), before the open calls hear it. */
+        void (*closing)(void *ud, struct conn *c);
+        /* Its queue of unsent replies drained below half SBX_CONN_WRITE_HIGH_WATER_BYTES
+         * after it went over, before the open calls hear it. */
+        void (*drained)(void *ud, struct conn *c);
+        /* Its handle is closed (the connection stays allocated while references are
+         * held): the owner drops it from its list. */
+        void (*closed)(void *ud, struct conn *c);
+};
+
+/* Who is on the other end, as the kernel said at accept (SO_PEERCRED, SO_PEERGROUPS).
+ * groups belongs to the connection and lives as long as it does. */
+struct conn_peer {
+        uid_t uid;
+        gid_t gid;
+        pid_t pid;
+        const gid_t *groups;
+        size_t n_groups;
+};
+
+/* A request answered later, as its connection keeps it: embed one in the object that
+ * will answer (libuv style) and find that object again with its address. While open it
+ * holds a reference to the connection and counts towards SBX_MAX_INFLIGHT_PER_CONN. */
+typedef void (*conn_call_cb)(struct conn_call *call);
+struct conn_call {
+        struct conn *conn;              /* set by conn_call_begin, NULL after conn_call_end */
+        conn_call_cb on_closing;        /* the connection closes while the call is open */
+        conn_call_cb on_drained;        /* its replies drained: a paused stream may go on */
+        struct conn_call *next, *prev;  /* conn.c's */
+};
+
+/* The connection. Its fields are conn.c's: use the functions below. Until wave 2 of
+ * issue 17, rpc.c still reads d, id, uid, gid, pid, groups, n_groups, client_name,
+ * closed and calls, and tests/fuzz/fuzz_dispatch.c builds one by hand (d, server,
+ * refs, id, pipe, next, prev) and starts it with conn_start(). */
 struct conn {
         uv_pipe_t pipe;
         struct sbxd *d;
-        struct server *server;
-        struct conn *next, *prev;      /* the server's list */
+        const struct conn_handlers *handlers;
+        void *handlers_ud;
+        struct server *server;         /* unused by conn.c; the fuzz harness sets it */
+        struct conn *next, *prev;      /* the owner's list (server.c's links) */
         struct frame_reader reader;
         uint64_t id;                   /* for log lines: conn=N */
         uid_t uid;                     /* SO_PEERCRED at accept */
@@ -36,30 +91,88 @@ struct conn {
         char client_name[SBX_CLIENT_NAME_MAX_BYTES + 1];
         size_t write_queued_bytes;
         unsigned inflight;             /* requests answered later */
-        struct call *calls;            /* those requests (owned by rpc) */
+        struct call *calls;            /* rpc.c's list of them (until wave 2) */
+        struct conn_call *open_calls;  /* those kept with conn_call_begin */
         unsigned refs;
         int reading;
         int closed;                    /* uv_close called; sends are dropped */
-        int admitted;                  /* passed server_admit: counts towards its uid's cap */
+        int admitted;                  /* the admit handler said yes */
         uv_timer_t kick;               /* resumes frame processing from the loop */
         int kick_inited;
         int read_eof;
         unsigned held;                 /* replies in the daemon's held queue */
         int shutdown_wanted;           /* shut down once those are written */
-        int congested;                 /* went over the high-water mark; rpc hears when it drains */
+        int congested;                 /* went over the high-water mark; hears when it drains */
 };
 
-/* Starts an accepted connection (already in c->pipe): reads the peer's credentials and
- * supplementary groups, asks server_admit() whether it may be served, then serves it,
- * or answers the refusal with one status (request id 0) and closes it. Called by the
- * server. Returns 0 (served or refused), or -errno when the peer's credentials cannot
- * be read (the caller closes it). */
+/* ---- life --------------------------------------------------------------------------- */
+
+/* Creates a connection of daemon d, numbered id (conn=N in the log), whose handle is
+ * initialised on d->loop but holds no socket yet: give it one with conn_accept or
+ * conn_open, then conn_serve. handlers (static storage) and ud are its owner's. The
+ * one reference returned is the owner's. Returns 0 with *ret, or -ENOMEM, or a libuv
+ * error. */
+int conn_new(struct sbxd *d, uint64_t id, const struct conn_handlers *handlers, void *ud,
+             struct conn **ret);
+
+/* Accepts the next connection of listener into c. Returns 0 or a libuv error. */
+int conn_accept(struct conn *c, uv_stream_t *listener);
+
+/* Takes over fd, a connected Unix stream socket (tests and the fuzz harness). Returns 0
+ * or a libuv error; fd stays the caller's on failure. */
+int conn_open(struct conn *c, int fd);
+
+/* Reads the peer's credentials and supplementary groups, asks the admit handler, then
+ * reads requests; or, refused, shuts the connection down once the refusal is written.
+ * Call once, after conn_accept or conn_open. Returns 0 (served or refused), or -errno
+ * when the peer's credentials cannot be read (the caller closes it). */
+int conn_serve(struct conn *c);
+
+/* The old name of the last steps for a connection built by hand with c->server set:
+ * serves it with the server's handlers. Defined in server.c for the fuzz harness, until
+ * it calls server_serve_fd (wave 2 of issue 17). */
 int conn_start(struct conn *c);
+
+/* Closes the connection (idempotent): the closing handler and every open call hear
+ * it; sends are dropped from now on. In-flight work keeps its references. */
+void conn_close(struct conn *c);
+
+struct conn *conn_ref(struct conn *c);
+/* Drops a reference; frees the connection when the last one goes after close. Accepts
+ * NULL. */
+void conn_unref(struct conn *c);
+
+/* ---- who it is ---------------------------------------------------------------------- */
+
+uint64_t conn_id(const struct conn *c);
+struct sbxd *conn_daemon(const struct conn *c);
+/* Fills *ret with the peer's credentials (read by conn_serve). */
+void conn_peer(const struct conn *c, struct conn_peer *ret);
+/* The fd of the connection's socket, or -EBADF before it has one. */
+int conn_fd(const struct conn *c);
+/* 1 once closed (conn_close): sends are dropped. */
+int conn_is_closed(const struct conn *c);
+/* 1 while it counts towards its uid's cap: admitted and not closed. */
+int conn_is_served(const struct conn *c);
+/* The name the client gave in Hello, or NULL. */
+const char *conn_client_name(const struct conn *c);
+/* Keeps name (at most SBX_CLIENT_NAME_MAX_BYTES) as the client's name. Returns 0, or
+ * -ENAMETOOLONG (the old name stays). */
+int conn_set_client_name(struct conn *c, const char *name);
+
+/* ---- replies ------------------------------------------------------------------------ */
 
 /* Packs resp and holds it until the end of the loop turn (turn.h). Returns 0, -EPIPE
  * when the connection is closed (the response is dropped), -EMSGSIZE/-ENOMEM when it
  * cannot be encoded. Never blocks. */
 int conn_send(struct conn *c, const Sbx__V1__Response *resp);
+
+/* Sends a response with only a status (and the request id). */
+int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+/* 1 when the write queue is over the high-water mark (streamers should pause). */
+int conn_congested(const struct conn *c);
 
 /* 1 when replies of d's connections are held, waiting for the end of the turn. */
 int conn_replies_held(const struct sbxd *d);
@@ -68,24 +181,21 @@ int conn_replies_held(const struct sbxd *d);
  * by turn.c, once the records they may report are committed. */
 void conn_release_held(struct sbxd *d);
 
-/* Sends a response with only a status (and the request id). */
-int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
+/* ---- requests answered later -------------------------------------------------------- */
 
-/* A request that was answered later is complete: lets the connection read more. */
-void conn_request_done(struct conn *c);
+/* Opens call on c: links it into c's open calls, takes a reference to c, and counts it
+ * towards SBX_MAX_INFLIGHT_PER_CONN (reading pauses at the cap). on_closing and
+ * on_drained may be NULL; each may end the call it is given, and no other. */
+void conn_call_begin(struct conn *c, struct conn_call *call, conn_call_cb on_closing,
+                     conn_call_cb on_drained);
 
-/* Marks a request as answered later (counts towards SBX_MAX_INFLIGHT_PER_CONN). */
+/* Ends call: unlinks it, lets its connection read more (frames already received are
+ * processed from the loop, never inside this call), and drops the reference. */
+void conn_call_end(struct conn_call *call);
+
+/* The old form of conn_call_begin/end for rpc.c's own list (c->calls), until wave 2:
+ * counts a request answered later, and its end. */
 void conn_request_begin(struct conn *c);
-
-/* 1 when the write queue is over the high-water mark (streamers should pause). */
-int conn_congested(const struct conn *c);
-
-struct conn *conn_ref(struct conn *c);
-/* Drops a reference; frees the connection when the last one goes after close. */
-void conn_unref(struct conn *c);
-
-/* Closes the connection (idempotent). In-flight work keeps its references. */
-void conn_close(struct conn *c);
+void conn_request_done(struct conn *c);
 
 #endif

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "rpc.h"
 #include "sandbox.h"
 #include "sbxd.h"
 
@@ -80,48 +81,6 @@ static int socket_is_live(const char *path) {
                 return 0;
         /* EACCES and friends: something is there that we cannot judge; do not touch it. */
         return -errno;
-}
-
-static void on_connection(uv_stream_t *listener, int status) {
-        struct server *s = listener->data;
-        struct conn *c;
-        int r;
-
-        if (status < 0) {
-                log_warning("accept failed: %s", uv_strerror(status));
-                return;
-        }
-        c = calloc(1, sizeof(*c));
-        if (!c) {
-                log_err("out of memory accepting a connection");
-                return;
-        }
-        c->d = s->d;
-        c->server = s;
-        c->refs = 1; /* the server's */
-        c->id = ++s->next_conn_id;
-        if (uv_pipe_init(s->d->loop, &c->pipe, 0) < 0) {
-                free(c);
-                return;
-        }
-        c->pipe.data = c;
-        c->next = s->conns;
-        if (s->conns)
-                s->conns->prev = c;
-        s->conns = c;
-        s->n_conns++;
-        if (uv_accept(listener, (uv_stream_t *)&c->pipe) < 0) {
-                conn_close(c);
-                return;
-        }
-        /* conn_start asks server_admit, and answers a refusal itself. */
-        r = conn_start(c);
-        if (r < 0) {
-                log_warning("conn=%llu: cannot read the peer's credentials and groups (%s); "
-                            "closing",
-                            (unsigned long long)c->id, strerror(-r));
-                conn_close(c);
-        }
 }
 
 /* 1 when the process behind pidfd has exited (a pidfd polls readable then). */
@@ -203,102 +162,143 @@ static int peer_pidns(int sock, pid_t pid, dev_t *ret_dev, ino_t *ret_ino) {
 /* Connections of uid being served: admitted and not closed. */
 static unsigned uid_connections(const struct server *s, uid_t uid) {
         const struct conn *c;
+        struct conn_peer peer;
         unsigned n = 0;
 
-        for (c = s->conns; c; c = c->next)
-                if (c->admitted && !c->closed && c->uid == uid)
+        for (c = s->conns; c; c = c->next) {
+                conn_peer(c, &peer);
+                if (conn_is_served(c) && peer.uid == uid)
                         n++;
+        }
         return n;
 }
 
-int server_admit(struct server *s, const struct conn *c, char *why, size_t whylen) {
-        static const char sandboxed[] = "connections from sandboxed processes are refused";
-        struct sbxd *d = s->d;
-        uv_os_fd_t fd;
-        dev_t dev = 0;
-        ino_t ino = 0;
-        unsigned n;
-        int r;
+static const char sandboxed[] = "connections from sandboxed processes are refused";
 
-        if (s->n_conns > SBX_MAX_CONNECTIONS) {
-                snprintf(why, whylen,
-                         "sbxd has %u connections open, its maximum; close idle clients",
-                         SBX_MAX_CONNECTIONS);
-                r = -EAGAIN;
-                goto refused;
-        }
+/* Admission by uid: a rootless daemon serves only its own uid and root, and a root
+ * daemon none of its sandboxes' uids. Returns 0 or -EPERM with the reason in why. */
+static int admit_uid(const struct sbxd *d, uid_t uid, char *why, size_t whylen) {
         /* A rootless daemon has no rights but its own user's: serving another user
          * would lend that user those rights. Root may use it, as it may use anything
          * of that user's anyway. */
-        if (d->euid != 0 && c->uid != d->euid && c->uid != 0) {
+        if (d->euid != 0 && uid != d->euid && uid != 0) {
                 snprintf(why, whylen,
                          "this sbxd runs as uid %u without privileges and serves only that user",
                          (unsigned)d->euid);
-                r = -EPERM;
-                goto refused;
+                return -EPERM;
         }
         /* The commands of a root daemon's sandboxes run as SBX_UID_BASE + slot. */
-        if (d->euid == 0 && c->uid >= SBX_UID_BASE && c->uid - SBX_UID_BASE < SBX_UID_COUNT) {
+        if (d->euid == 0 && uid >= SBX_UID_BASE && uid - SBX_UID_BASE < SBX_UID_COUNT) {
                 snprintf(why, whylen, "%s", sandboxed);
-                r = -EPERM;
-                goto refused;
+                return -EPERM;
         }
-        /* Any process of a sandbox, in every mode (a rootless daemon's sandboxed
-         * processes have its own uid). Decisions where the namespace cannot be read:
-         * - -EACCES/-EPERM, a process the daemon may not inspect, is served: the daemon
-         *   may always inspect its sandboxes' processes (root with CAP_SYS_PTRACE; a
-         *   rootless daemon owns its sandboxes' user namespace), so the peer is none of
-         *   them; refusing would lock out every user of a root daemon that runs without
-         *   CAP_SYS_PTRACE (a container) and root from a rootless one.
-         * - -ENOENT, pid 0 without a pidfd (a kernel before 5.3), is served in every mode:
-         *   the peer is not visible in the daemon's PID namespace, so it is in none
-         *   below it, and every sandbox's is below it.
-         * - -ESRCH, a peer whose process is gone, is refused in every mode: the
-         *   connection is then used by a process the daemon cannot tell anything of
-         *   (one that inherited or was passed the socket, possibly inside a sandbox),
-         *   while a real client stays until it is answered. A rootless daemon has no
-         *   other line of defence, and a root daemon loses nothing by it.
-         * - Anything else (out of fds or memory) is refused: the check could not run. */
-        r = uv_fileno((const uv_handle_t *)&c->pipe, &fd) < 0 ? -EBADF
-                                                              : peer_pidns(fd, c->pid, &dev, &ino);
+        return 0;
+}
+
+/* Admission by PID namespace: no process of a sandbox, in every mode (a rootless
+ * daemon's sandboxed processes have its own uid). Returns 0, -EPERM or -EAGAIN with the
+ * reason in why. Decisions where the namespace cannot be read:
+ * - -EACCES/-EPERM, a process the daemon may not inspect, is served: the daemon may
+ *   always inspect its sandboxes' processes (root with CAP_SYS_PTRACE; a rootless
+ *   daemon owns its sandboxes' user namespace), so the peer is none of them; refusing
+ *   would lock out every user of a root daemon that runs without CAP_SYS_PTRACE (a
+ *   container) and root from a rootless one.
+ * - -ENOENT, pid 0 without a pidfd (a kernel before 5.3), is served in every mode: the
+ *   peer is not visible in the daemon's PID namespace, so it is in none below it, and
+ *   every sandbox's is below it.
+ * - -ESRCH, a peer whose process is gone, is refused in every mode: the connection is
+ *   then used by a process the daemon cannot tell anything of (one that inherited or
+ *   was passed the socket, possibly inside a sandbox), while a real client stays until
+ *   it is answered. A rootless daemon has no other line of defence, and a root daemon
+ *   loses nothing by it.
+ * - Anything else (out of fds or memory) is refused: the check could not run. */
+static int admit_pidns(const struct sbxd *d, const struct conn *c, pid_t pid, char *why,
+                       size_t whylen) {
+        int fd = conn_fd(c);
+        dev_t dev = 0;
+        ino_t ino = 0;
+        int r = fd < 0 ? -EBADF : peer_pidns(fd, pid, &dev, &ino);
+
         if (r == 0 && d->sandboxes && sbxtab_is_sandbox_pidns(d->sandboxes, dev, ino)) {
                 snprintf(why, whylen, "%s", sandboxed);
-                r = -EPERM;
-                goto refused;
+                return -EPERM;
         }
         if (r == -ESRCH) {
                 snprintf(why, whylen,
                          "the connecting process (pid %d) is gone: sbxd cannot tell where the "
                          "connection is used from; connect from the process that sends the "
                          "requests",
-                         (int)c->pid);
-                r = -EPERM;
-                goto refused;
+                         (int)pid);
+                return -EPERM;
         }
         if (r < 0 && r != -EACCES && r != -EPERM && r != -ENOENT) {
                 snprintf(why, whylen,
                          "sbxd cannot check where the connection comes from (%s); try again",
                          strerror(-r));
-                r = -EAGAIN;
-                goto refused;
+                return -EAGAIN;
         }
-        n = uid_connections(s, c->uid);
-        if (n >= d->cfg->max_connections_per_uid) {
+        return 0;
+}
+
+int server_admit(struct server *s, const struct conn *c, char *why, size_t whylen) {
+        const struct sbxd *d = s->d;
+        struct conn_peer peer;
+        unsigned n;
+        int r = 0;
+
+        conn_peer(c, &peer);
+        if (s->n_conns > SBX_MAX_CONNECTIONS) {
+                snprintf(why, whylen,
+                         "sbxd has %u connections open, its maximum; close idle clients",
+                         SBX_MAX_CONNECTIONS);
+                r = -EAGAIN;
+        }
+        if (r == 0)
+                r = admit_uid(d, peer.uid, why, whylen);
+        if (r == 0)
+                r = admit_pidns(d, c, peer.pid, why, whylen);
+        if (r == 0 && (n = uid_connections(s, peer.uid)) >= d->cfg->max_connections_per_uid) {
                 snprintf(why, whylen,
                          "uid %u has %u connections open, the daemon's maximum per user "
                          "(--max-connections-per-uid %u); close idle clients",
-                         (unsigned)c->uid, n, d->cfg->max_connections_per_uid);
+                         (unsigned)peer.uid, n, d->cfg->max_connections_per_uid);
                 r = -EAGAIN;
-                goto refused;
         }
-        return 0;
-refused:
-        log_warning("conn=%llu refused (uid=%u pid=%d): %s", (unsigned long long)c->id,
-                    (unsigned)c->uid, (int)c->pid, why);
+        if (r < 0)
+                log_warning("conn=%llu refused (uid=%u pid=%d): %s",
+                            (unsigned long long)conn_id(c), (unsigned)peer.uid, (int)peer.pid,
+                            why);
         return r;
 }
 
-void server_forget(struct server *s, struct conn *c) {
+/* ---- the connections' handlers ------------------------------------------------------- */
+
+static int on_admit(void *ud, struct conn *c) {
+        char why[512];
+        int r = server_admit(ud, c, why, sizeof(why));
+
+        if (r < 0)
+                conn_send_status(c, 0, rpc_code_from_errno(r), "%s", why);
+        return r;
+}
+
+static int on_frame(void *ud, struct conn *c, const uint8_t *payload, size_t len) {
+        return rpc_dispatch(c, payload, len);
+}
+
+static void on_closing(void *ud, struct conn *c) {
+        rpc_conn_closed(c);
+}
+
+static void on_drained(void *ud, struct conn *c) {
+        rpc_conn_drained(c);
+}
+
+/* The connection's handle is closed: it leaves the list (its memory goes with its last
+ * reference). */
+static void on_closed(void *ud, struct conn *c) {
+        struct server *s = ud;
+
         if (c->prev)
                 c->prev->next = c->next;
         else if (s->conns == c)
@@ -307,6 +307,85 @@ void server_forget(struct server *s, struct conn *c) {
                 c->next->prev = c->prev;
         c->next = c->prev = NULL;
         s->n_conns--;
+}
+
+static const struct conn_handlers handlers = {
+        .admit = on_admit,
+        .frame = on_frame,
+        .closing = on_closing,
+        .drained = on_drained,
+        .closed = on_closed,
+};
+
+/* A new connection of s, in its list, without a socket yet. Returns 0 with *ret, or
+ * -ENOMEM (logged) or a libuv error. */
+static int add_conn(struct server *s, struct conn **ret) {
+        struct conn *c;
+        int r = conn_new(s->d, ++s->next_conn_id, &handlers, s, &c);
+
+        if (r < 0) {
+                if (r == -ENOMEM)
+                        log_err("out of memory accepting a connection");
+                return r;
+        }
+        c->next = s->conns;
+        if (s->conns)
+                s->conns->prev = c;
+        s->conns = c;
+        s->n_conns++;
+        *ret = c;
+        return 0;
+}
+
+/* Serves c, which has its socket: conn_serve asks server_admit, and answers a refusal
+ * itself. */
+static void serve(struct conn *c) {
+        int r = conn_serve(c);
+
+        if (r < 0) {
+                log_warning("conn=%llu: cannot read the peer's credentials and groups (%s); "
+                            "closing",
+                            (unsigned long long)conn_id(c), strerror(-r));
+                conn_close(c);
+        }
+}
+
+static void on_connection(uv_stream_t *listener, int status) {
+        struct server *s = listener->data;
+        struct conn *c;
+
+        if (status < 0) {
+                log_warning("accept failed: %s", uv_strerror(status));
+                return;
+        }
+        if (add_conn(s, &c) < 0)
+                return;
+        if (conn_accept(c, listener) < 0) {
+                conn_close(c);
+                return;
+        }
+        serve(c);
+}
+
+int server_serve_fd(struct server *s, int fd) {
+        struct conn *c;
+        int r = add_conn(s, &c);
+
+        if (r < 0)
+                return r;
+        r = conn_open(c, fd);
+        if (r < 0) {
+                conn_close(c);
+                return r;
+        }
+        serve(c);
+        return 0;
+}
+
+int conn_start(struct conn *c) {
+        c->handlers = &handlers;
+        c->handlers_ud = c->server;
+        return conn_serve(c);
 }
 
 int server_lock_file(const char *path) {

@@ -1,7 +1,9 @@
-/* server.h: the listening Unix socket of sbxd and the list of its connections.
+/* server.h: the listening Unix socket of sbxd, the list of its connections, and who
+ * may connect.
  *
- * Owns the listening handle and every struct conn. Called by main() at start-up and
- * shutdown. */
+ * Owns the listening handle, the locks next to the socket, and the first reference of
+ * every connection (conn.h), whose handlers it wires to the request layer (rpc.h).
+ * Called by main() at start-up and shutdown. */
 #ifndef SBX_SERVER_H
 #define SBX_SERVER_H
 
@@ -12,7 +14,7 @@
 struct server {
         uv_pipe_t listener;
         struct sbxd *d;
-        struct conn *conns;          /* doubly linked list */
+        struct conn *conns;          /* doubly linked through conn->next/prev (ours) */
         unsigned n_conns;
         uint64_t next_conn_id;
         int listening;
@@ -41,17 +43,24 @@ int server_adopt(struct server *s, struct sbxd *d, int fd, const char **ret_path
  * when the socket's group cannot be set. */
 int server_set_group(struct server *s, gid_t gid);
 
-/* Decides whether the connection c, whose peer credentials conn_start has read, may be
+/* Decides whether the connection c, whose peer credentials conn_serve has read, may be
  * served. Refused are: a connection over SBX_MAX_CONNECTIONS (-EAGAIN); for a rootless
  * daemon, a uid other than its own and root (-EPERM); a peer running in one of the
  * daemon's sandboxes (-EPERM), or whose process is gone before it could be checked
  * (-EPERM); a uid that already holds --max-connections-per-uid connections (-EAGAIN).
  * Returns 0, or the -errno with a message for the client in why (whylen bytes), and
- * logs the refusal. Called by conn_start only. */
+ * logs the refusal. Asked by every connection of s before it is served (its admit
+ * handler answers the refusal). */
 int server_admit(struct server *s, const struct conn *c, char *why, size_t whylen);
 
 /* Starts accepting connections (clients block in connect() until then). */
 int server_listen(struct server *s);
+
+/* Serves fd, a connected Unix stream socket, as a connection accepted by s: admitted,
+ * then read (tests and the fuzz harness, which have no listener). Returns 0 (served or
+ * refused; a peer whose credentials cannot be read is closed), or -ENOMEM or a libuv
+ * error: fd is then still the caller's. */
+int server_serve_fd(struct server *s, int fd);
 
 /* Creates path (mode) and its missing parents (0755), like mkdir -p. Returns 0 or
  * -errno. Used for the socket's and the state's directories. */
@@ -69,8 +78,5 @@ void server_release(struct server *s);
 
 /* Closes every connection and the listener. */
 void server_close_all(struct server *s);
-
-/* Called by conn when a connection's handle is closed and freed. */
-void server_forget(struct server *s, struct conn *c);
 
 #endif
