@@ -65,6 +65,8 @@ struct exec_state {
         size_t n_env;
         const char *stdin_path;
         bool shell, json, no_stdin, print_id;
+        char *shell_text; /* --shell: the words joined, owned */
+        int in_fd;        /* --stdin's file, owned when > STDIN_FILENO; -1: none */
 };
 
 /* Applies one option. 0 or an exit status. */
@@ -664,153 +666,179 @@ static char *join_words(char **w, int n) {
         return s;
 }
 
+/* Options may also sit between the ID and "--" (`exec ID --json -- ls`): parses those
+ * of *words (up to the "--", with the ID standing in as argv[0]) and moves *words past
+ * the "--". 0 or an exit status. */
+static int options_before_dashdash(struct cli *cli, struct exec_state *st, char *cmd,
+                                   char ***words, int *nwords) {
+        char **w = *words, *saved;
+        const char *pos = NULL;
+        int m = -1, sub_next, status;
+        bool sub_dd;
+
+        for (int i = 0; i < *nwords; i++)
+                if (strcmp(w[i], "--") == 0) {
+                        m = i;
+                        break;
+                }
+        if (m == 0) {
+                *words = w + 1;
+                *nwords -= 1;
+                return 0;
+        }
+        if (m < 0 || w[0][0] != '-')
+                return 0;
+        saved = w[-1];
+        w[-1] = cmd;
+        status = parse_opts(cli, st, m + 1, w - 1, &pos, &sub_next, &sub_dd);
+        w[-1] = saved;
+        if (!status && pos)
+                status = cli_usage_error("unexpected argument '%s' before '--' for sbx exec", pos);
+        if (status)
+                return status;
+        *words = w + m + 1;
+        *nwords -= m + 1;
+        return 0;
+}
+
+/* The command: argv as given, or with --shell the words joined into one string. */
+static int exec_set_command(struct exec_state *st, char **words, int nwords) {
+        if (st->shell) {
+                st->shell_text = join_words(words, nwords);
+                if (!st->shell_text)
+                        return cli_error(SBX_INTERNAL, "out of memory");
+                st->o.shell = st->shell_text;
+        } else {
+                st->o.argv = (const char *const *)words;
+                st->o.argc = (size_t)nwords;
+        }
+        st->o.env = st->env;
+        st->o.n_env = st->n_env;
+        return 0;
+}
+
+/* The command's stdin: --stdin's file (or our stdin for "-"), else our own stdin when
+ * it is forwarded by default, streamed either way. 0 or an exit status. */
+static int exec_set_stdin(struct exec_state *st) {
+        int fd;
+
+        if (st->stdin_path) {
+                fd = open_stdin_opt(st->stdin_path);
+                if (fd < 0)
+                        return -fd;
+                st->in_fd = fd;
+                st->o.stdin_stream = 1;
+                st->o.stdin_fd = fd;
+        } else if (!st->no_stdin && stdin_forwarded_by_default()) {
+                st->o.stdin_stream = 1;
+                st->o.stdin_fd = STDIN_FILENO;
+        }
+        return 0;
+}
+
+/* The whole command line of exec into st: its options, the sandbox ID (*ret_id), the
+ * command and its stdin. 0, -1 (help shown) or an exit status. */
+static int parse_exec_line(struct cli *cli, struct exec_state *st, int argc, char **argv,
+                           const char **ret_id) {
+        char **words;
+        int nwords, next = 0, status;
+        bool dashdash = false;
+
+        status = parse_opts(cli, st, argc, argv, ret_id, &next, &dashdash);
+        if (status)
+                return status;
+        if (!*ret_id)
+                return cli_usage_error(
+                        "sbx exec needs a sandbox ID and a command: sbx exec ID -- ARGV...");
+        words = argv + next;
+        nwords = argc - next;
+        if (!dashdash && nwords > 0) {
+                status = options_before_dashdash(cli, st, argv[0], &words, &nwords);
+                if (status)
+                        return status;
+        }
+        if (nwords == 0)
+                return cli_usage_error(
+                        "sbx exec needs a command after the sandbox ID: sbx exec %s -- ARGV...",
+                        *ret_id);
+        if (st->stdin_path && st->no_stdin)
+                return cli_usage_error("sbx exec takes --stdin or -n (--no-stdin), not both");
+        status = exec_set_command(st, words, nwords);
+        return status ? status : exec_set_stdin(st);
+}
+
+/* What sbx exec prints and the status it exits with, for the reply (rc, r) to the
+ * command of st in sandbox id. */
+static int exec_report(sbx_client *c, enum sbx_code rc, const struct sbx_result *r,
+                       const struct exec_state *st, const struct run *run, const char *id) {
+        struct json j;
+        int status;
+
+        if (!r)
+                return cli_client_error(c, rc);
+        /* A result may come with a failure status when the command never started. */
+        if (rc != SBX_OK && r->outcome != SBX_OUTCOME_START_FAILED)
+                return cli_client_error(c, rc);
+        if (r->has_owner_uid)
+                cli_warn_not_owner(id, r->owner_uid);
+        if (st->json) {
+                json_init(&j, stdout);
+                json_result(&j, r);
+                return json_finish(&j) < 0 ? cli_error(SBX_INTERNAL, "cannot write to stdout: %s",
+                                                       strerror(errno))
+                                           : 0;
+        }
+        /* A daemon that does not stream puts the output into the result instead. */
+        if (!run->ss.chunks[SBX_STDOUT] && r->stdout_len)
+                cli_write_all(STDOUT_FILENO, r->stdout_data, r->stdout_len);
+        if (!run->ss.chunks[SBX_STDERR] && r->stderr_len)
+                cli_write_all(STDERR_FILENO, r->stderr_data, r->stderr_len);
+        if (r->outcome == SBX_OUTCOME_START_FAILED)
+                return start_failed(r, id, st->o.cwd);
+        say_ending(r, st->o.timeout_ms ? st->o.timeout_ms : SBX_DEFAULT_COMMAND_TIMEOUT_MS,
+                   run->fw->cancelled_by_us, run->fw->first);
+        status = result_status(r);
+        return status < 0 ? no_status_error(r) : status;
+}
+
 int cmd_exec(struct cli *cli, int argc, char **argv) {
         struct exec_state st;
         struct forwarder fw;
         struct run run = {.fw = &fw};
         struct sbx_result *r = NULL;
         const char *id = NULL;
-        char **words;
-        int nwords, next = 0, status, in_fd = -1;
-        bool dashdash = false;
-        char *shell = NULL;
         sbx_client *c = NULL;
         enum sbx_code rc;
+        int status;
 
         memset(&st, 0, sizeof(st));
         memset(&fw, 0, sizeof(fw));
         sbx_exec_opts_init(&st.o);
+        st.in_fd = -1;
         st.env = calloc((size_t)argc, sizeof(*st.env));
         if (!st.env)
                 return cli_error(SBX_INTERNAL, "out of memory");
-        status = parse_opts(cli, &st, argc, argv, &id, &next, &dashdash);
-        if (status)
-                goto out;
-        if (!id) {
-                status = cli_usage_error(
-                        "sbx exec needs a sandbox ID and a command: sbx exec ID -- ARGV...");
-                goto out;
-        }
-        words = argv + next;
-        nwords = argc - next;
-        if (!dashdash && nwords > 0) {
-                /* Options may also sit between the ID and "--": `exec ID --json -- ls`. */
-                int m = -1;
-                for (int i = 0; i < nwords; i++)
-                        if (strcmp(words[i], "--") == 0) {
-                                m = i;
-                                break;
-                        }
-                if (m > 0 && words[0][0] == '-') {
-                        /* Parse words[0..m) with words[-1] (the ID) standing in as argv[0]. */
-                        const char *pos = NULL;
-                        int sub_next;
-                        bool sub_dd;
-                        char *saved = words[-1];
-                        words[-1] = argv[0];
-                        status = parse_opts(cli, &st, m + 1, words - 1, &pos, &sub_next, &sub_dd);
-                        words[-1] = saved;
-                        if (!status && pos)
-                                status = cli_usage_error(
-                                        "unexpected argument '%s' before '--' for sbx exec", pos);
-                        if (status)
-                                goto out;
-                        words += m + 1;
-                        nwords -= m + 1;
-                } else if (m == 0) {
-                        words++;
-                        nwords--;
-                }
-        }
-        if (nwords == 0) {
-                status = cli_usage_error(
-                        "sbx exec needs a command after the sandbox ID: sbx exec %s -- ARGV...",
-                        id);
-                goto out;
-        }
-        if (st.stdin_path && st.no_stdin) {
-                status = cli_usage_error("sbx exec takes --stdin or -n (--no-stdin), not both");
-                goto out;
-        }
-        if (st.shell) {
-                shell = join_words(words, nwords);
-                if (!shell) {
-                        status = cli_error(SBX_INTERNAL, "out of memory");
-                        goto out;
-                }
-                st.o.shell = shell;
-        } else {
-                st.o.argv = (const char *const *)words;
-                st.o.argc = (size_t)nwords;
-        }
-        st.o.env = st.env;
-        st.o.n_env = st.n_env;
-        if (st.stdin_path) {
-                int fd = open_stdin_opt(st.stdin_path);
-                if (fd < 0) {
-                        status = -fd;
-                        goto out;
-                }
-                in_fd = fd;
-                st.o.stdin_stream = 1;
-                st.o.stdin_fd = fd;
-        } else if (!st.no_stdin && stdin_forwarded_by_default()) {
-                st.o.stdin_stream = 1;
-                st.o.stdin_fd = STDIN_FILENO;
-        }
+        status = parse_exec_line(cli, &st, argc, argv, &id);
         if (!st.json)
                 st.o.on_output = on_output;
         st.o.on_started = on_started;
         st.o.userdata = &run;
-        if ((status = cli_connect(cli, &c)))
-                goto out;
-
-        fw.print_id = st.print_id;
-        fw.json = st.json;
-        fflush(stdout);
-        forwarder_start(&fw, cli, id);
-        rc = sbx_exec(c, id, &st.o, &r);
-        forwarder_stop(&fw);
-        if (!r) {
-                status = cli_client_error(c, rc);
-                goto out;
+        if (!status)
+                status = cli_connect(cli, &c);
+        if (!status) {
+                fw.print_id = st.print_id;
+                fw.json = st.json;
+                fflush(stdout);
+                forwarder_start(&fw, cli, id);
+                rc = sbx_exec(c, id, &st.o, &r);
+                forwarder_stop(&fw);
+                status = exec_report(c, rc, r, &st, &run, id);
         }
-        /* A result may come with a failure status when the command never started. */
-        if (rc != SBX_OK && r->outcome != SBX_OUTCOME_START_FAILED) {
-                status = cli_client_error(c, rc);
-                goto out;
-        }
-        if (r->has_owner_uid)
-                cli_warn_not_owner(id, r->owner_uid);
-        if (st.json) {
-                struct json j;
-                json_init(&j, stdout);
-                json_result(&j, r);
-                status = json_finish(&j) < 0 ? cli_error(SBX_INTERNAL, "cannot write to stdout: %s",
-                                                         strerror(errno))
-                                             : 0;
-                goto out;
-        }
-        /* A daemon that does not stream puts the output into the result instead. */
-        if (!run.ss.chunks[SBX_STDOUT] && r->stdout_len)
-                cli_write_all(STDOUT_FILENO, r->stdout_data, r->stdout_len);
-        if (!run.ss.chunks[SBX_STDERR] && r->stderr_len)
-                cli_write_all(STDERR_FILENO, r->stderr_data, r->stderr_len);
-        if (r->outcome == SBX_OUTCOME_START_FAILED) {
-                status = start_failed(r, id, st.o.cwd);
-                goto out;
-        }
-        say_ending(r, st.o.timeout_ms ? st.o.timeout_ms : SBX_DEFAULT_COMMAND_TIMEOUT_MS,
-                   fw.cancelled_by_us, fw.first);
-        status = result_status(r);
-        if (status < 0)
-                status = no_status_error(r);
-out:
         sbx_result_free(r);
         sbx_close(c);
-        free(shell);
-        if (in_fd > STDIN_FILENO)
-                close(in_fd);
+        free(st.shell_text);
+        if (st.in_fd > STDIN_FILENO)
+                close(st.in_fd);
         free(st.env);
         return status < 0 ? 0 : status;
 }

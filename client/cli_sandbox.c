@@ -573,16 +573,9 @@ static const struct cli_opt create_opts[] = {
         {NULL, false, 0},
 };
 
-/* Parses the options of create into o (pointing into st). 0, or an exit status. */
-static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_create_opts *o,
-                        struct create_state *st, bool *json) {
-        struct sbx_limits *l = &o->policy.limits;
-        struct cli_opts p;
-        const char *cmd = argv[0];
+/* Room in st for what argc arguments can add. 0 or an exit status. */
+static int create_state_alloc(struct create_state *st, int argc) {
         size_t n = (size_t)argc;
-        uint64_t v;
-        double d;
-        int k;
 
         st->writable = calloc(n, sizeof(char *));
         st->deny_read = calloc(n, sizeof(char *));
@@ -594,137 +587,180 @@ static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_creat
         if (!st->writable || !st->deny_read || !st->deny_write || !st->env || !st->paths ||
             !st->labels || !st->share_uids)
                 return cli_error(SBX_INTERNAL, "out of memory");
+        return 0;
+}
 
+/* --timeout and --idle-timeout (0 or none: no idle timeout at all; without the option
+ * the daemon's default applies). 0, or an exit status. */
+static int create_lifetime(int k, const char *cmd, const char *a, struct sbx_create_opts *o) {
+        if (k == C_TIMEOUT) {
+                if (cli_parse_secs_ms(a, &o->timeout_ms) < 0)
+                        return cli_bad_value(cmd, "--timeout", a,
+                                             "expected seconds, e.g. 300 or 0.5");
+                return 0;
+        }
+        if (strcmp(a, "none") == 0)
+                o->idle_timeout_ms = SBX_IDLE_TIMEOUT_NONE;
+        else if (cli_parse_secs_ms(a, &o->idle_timeout_ms) < 0)
+                return cli_bad_value(cmd, "--idle-timeout", a,
+                                     "expected seconds, or 0 (none) for no idle timeout");
+        else if (o->idle_timeout_ms == 0)
+                o->idle_timeout_ms = SBX_IDLE_TIMEOUT_NONE;
+        return 0;
+}
+
+/* A count option of at least 1 (--cpu-percent, --processes, --open-files) into *ret,
+ * with bit added to *set. 0, or an exit status. */
+static int count_value(const char *cmd, const char *opt, const char *a, const char *what,
+                       uint32_t *ret, unsigned *set, unsigned bit) {
+        uint64_t v;
+
+        if (cli_parse_uint(a, UINT32_MAX, &v) < 0 || v == 0)
+                return cli_bad_value(cmd, opt, a, what);
+        *ret = (uint32_t)v;
+        *set |= bit;
+        return 0;
+}
+
+/* One limit option into l (its value and its bit of l->set). 0, or an exit status. */
+static int create_limit(int k, const char *cmd, const char *a, struct sbx_limits *l) {
+        double d;
+
+        switch (k) {
+        case C_MEMORY:
+                if (cli_parse_bytes(a, &l->memory_bytes) < 0 || !l->memory_bytes)
+                        return cli_bad_value(cmd, "--memory", a, "expected bytes, e.g. 512M or 2G");
+                l->set |= SBX_LIMIT_MEMORY;
+                return 0;
+        case C_CPU_SECONDS:
+                if (cli_parse_double(a, &d) < 0 || d <= 0)
+                        return cli_bad_value(cmd, "--cpu-seconds", a, "expected seconds > 0");
+                l->cpu_seconds = d;
+                l->set |= SBX_LIMIT_CPU_SECONDS;
+                return 0;
+        case C_CPU_PERCENT:
+                return count_value(cmd, "--cpu-percent", a,
+                                   "expected a percentage of one CPU, e.g. 50 or 200",
+                                   &l->cpu_percent, &l->set, SBX_LIMIT_CPU_PERCENT);
+        case C_PROCESSES:
+                return count_value(cmd, "--processes", a, "expected a count > 0", &l->processes,
+                                   &l->set, SBX_LIMIT_PROCESSES);
+        case C_FILE_SIZE:
+                if (cli_parse_bytes(a, &l->file_size_bytes) < 0)
+                        return cli_bad_value(cmd, "--file-size", a, "expected bytes, e.g. 100M");
+                l->set |= SBX_LIMIT_FILE_SIZE;
+                return 0;
+        case C_OPEN_FILES:
+                return count_value(cmd, "--open-files", a, "expected a count > 0", &l->open_files,
+                                   &l->set, SBX_LIMIT_OPEN_FILES);
+        default: /* C_TMP_SIZE */
+                if (cli_parse_bytes(a, &l->tmp_bytes) < 0 || !l->tmp_bytes)
+                        return cli_bad_value(cmd, "--tmp-size", a, "expected bytes, e.g. 256M");
+                l->set |= SBX_LIMIT_TMP;
+                return 0;
+        }
+}
+
+/* --network none|full. 0, or an exit status. */
+static int create_network(const char *cmd, const char *a, struct sbx_policy *pol) {
+        if (strcmp(a, "none") == 0)
+                pol->network = SBX_NETWORK_NONE;
+        else if (strcmp(a, "full") == 0)
+                pol->network = SBX_NETWORK_FULL;
+        else
+                return cli_bad_value(cmd, "--network", a, "expected none or full");
+        return 0;
+}
+
+/* --root DIR, made absolute. 0, or an exit status. */
+static int create_root(const char *a, struct sbx_create_opts *o, struct create_state *st) {
+        char *r = absolute(a);
+
+        if (!r)
+                return cli_error(SBX_INTERNAL, "cannot make '%s' absolute: %s", a, strerror(errno));
+        st->paths[st->n_paths++] = r;
+        o->policy.root_dir = r;
+        return 0;
+}
+
+/* One option k of create with its value a. 0, or an exit status. */
+static int create_option(int k, const char *cmd, const char *a, struct sbx_create_opts *o,
+                         struct create_state *st, bool *json) {
+        uint64_t v;
+
+        switch (k) {
+        case C_ID:
+                o->id = a;
+                return 0;
+        case C_TIMEOUT:
+        case C_IDLE:
+                return create_lifetime(k, cmd, a, o);
+        case C_NETWORK:
+                return create_network(cmd, a, &o->policy);
+        case C_WRITABLE:
+                return add_path(st, st->writable, &st->n_writable, a);
+        case C_DENY_READ:
+                return add_path(st, st->deny_read, &st->n_deny_read, a);
+        case C_DENY_WRITE:
+                return add_path(st, st->deny_write, &st->n_deny_write, a);
+        case C_NO_PROTECT:
+                o->policy.protect_defaults = 0;
+                return 0;
+        case C_ENV:
+                if (!kv_ok(a))
+                        return cli_bad_value(cmd, "--env", a, "expected NAME=VALUE");
+                st->env[st->n_env++] = (char *)(uintptr_t)a;
+                return 0;
+        case C_MEMORY:
+        case C_CPU_SECONDS:
+        case C_CPU_PERCENT:
+        case C_PROCESSES:
+        case C_FILE_SIZE:
+        case C_OPEN_FILES:
+        case C_TMP_SIZE:
+                return create_limit(k, cmd, a, &o->policy.limits);
+        case C_ROOT:
+                return create_root(a, o, st);
+        case C_LABEL:
+                return add_label(st->labels, &st->n_labels, cmd, a);
+        case C_JSON:
+                *json = true;
+                return 0;
+        case C_SHARE_UID:
+                if (cli_parse_uint(a, UINT32_MAX - 1, &v) < 0)
+                        return cli_bad_value(cmd, "--share-uid", a, "expected a numeric uid");
+                st->share_uids[st->n_share_uids++] = (uint32_t)v;
+                return 0;
+        case C_KEEP:
+                o->keep_workspace = 1;
+                return 0;
+        default:
+                return cli_error(SBX_INTERNAL, "unhandled option %d", k);
+        }
+}
+
+/* Parses the options of create into o (pointing into st). 0, or an exit status (-1
+ * after --help). */
+static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_create_opts *o,
+                        struct create_state *st, bool *json) {
+        const char *cmd = argv[0];
+        struct cli_opts p;
+        int k, rc;
+
+        rc = create_state_alloc(st, argc);
+        if (rc)
+                return rc;
         cli_opts_init(&p, cli, argc, argv, create_opts);
         while ((k = cli_opts_next(&p)) != CLI_OPT_END) {
-                const char *a = p.arg;
-                int rc = 0;
-                switch (k) {
-                case CLI_OPT_ERR:
+                if (k == CLI_OPT_ERR)
                         return CLI_EXIT_ERROR;
-                case CLI_OPT_HELP:
+                if (k == CLI_OPT_HELP) {
                         cli_usage(stdout, cmd);
                         return -1;
-                case CLI_OPT_POS:
-                        return cli_usage_error("unexpected argument '%s' for sbx create", a);
-                case C_ID:
-                        o->id = a;
-                        break;
-                case C_TIMEOUT:
-                        if (cli_parse_secs_ms(a, &o->timeout_ms) < 0)
-                                return cli_bad_value(cmd, "--timeout", a,
-                                                     "expected seconds, e.g. 300 or 0.5");
-                        break;
-                case C_IDLE:
-                        /* 0 (or none): no idle timeout at all; without the option the
-                         * daemon's default applies. */
-                        if (strcmp(a, "none") == 0)
-                                o->idle_timeout_ms = SBX_IDLE_TIMEOUT_NONE;
-                        else if (cli_parse_secs_ms(a, &o->idle_timeout_ms) < 0)
-                                return cli_bad_value(cmd, "--idle-timeout", a,
-                                                     "expected seconds, or 0 (none) for no idle "
-                                                     "timeout");
-                        else if (o->idle_timeout_ms == 0)
-                                o->idle_timeout_ms = SBX_IDLE_TIMEOUT_NONE;
-                        break;
-                case C_NETWORK:
-                        if (strcmp(a, "none") == 0)
-                                o->policy.network = SBX_NETWORK_NONE;
-                        else if (strcmp(a, "full") == 0)
-                                o->policy.network = SBX_NETWORK_FULL;
-                        else
-                                return cli_bad_value(cmd, "--network", a, "expected none or full");
-                        break;
-                case C_WRITABLE:
-                        rc = add_path(st, st->writable, &st->n_writable, a);
-                        break;
-                case C_DENY_READ:
-                        rc = add_path(st, st->deny_read, &st->n_deny_read, a);
-                        break;
-                case C_DENY_WRITE:
-                        rc = add_path(st, st->deny_write, &st->n_deny_write, a);
-                        break;
-                case C_NO_PROTECT:
-                        o->policy.protect_defaults = 0;
-                        break;
-                case C_ENV:
-                        if (!kv_ok(a))
-                                return cli_bad_value(cmd, "--env", a, "expected NAME=VALUE");
-                        st->env[st->n_env++] = (char *)(uintptr_t)a;
-                        break;
-                case C_MEMORY:
-                        if (cli_parse_bytes(a, &l->memory_bytes) < 0 || !l->memory_bytes)
-                                return cli_bad_value(cmd, "--memory", a,
-                                                     "expected bytes, e.g. 512M or 2G");
-                        l->set |= SBX_LIMIT_MEMORY;
-                        break;
-                case C_CPU_SECONDS:
-                        if (cli_parse_double(a, &d) < 0 || d <= 0)
-                                return cli_bad_value(cmd, "--cpu-seconds", a,
-                                                     "expected seconds > 0");
-                        l->cpu_seconds = d;
-                        l->set |= SBX_LIMIT_CPU_SECONDS;
-                        break;
-                case C_CPU_PERCENT:
-                        if (cli_parse_uint(a, UINT32_MAX, &v) < 0 || v == 0)
-                                return cli_bad_value(
-                                        cmd, "--cpu-percent", a,
-                                        "expected a percentage of one CPU, e.g. 50 or 200");
-                        l->cpu_percent = (uint32_t)v;
-                        l->set |= SBX_LIMIT_CPU_PERCENT;
-                        break;
-                case C_PROCESSES:
-                        if (cli_parse_uint(a, UINT32_MAX, &v) < 0 || v == 0)
-                                return cli_bad_value(cmd, "--processes", a, "expected a count > 0");
-                        l->processes = (uint32_t)v;
-                        l->set |= SBX_LIMIT_PROCESSES;
-                        break;
-                case C_FILE_SIZE:
-                        if (cli_parse_bytes(a, &l->file_size_bytes) < 0)
-                                return cli_bad_value(cmd, "--file-size", a,
-                                                     "expected bytes, e.g. 100M");
-                        l->set |= SBX_LIMIT_FILE_SIZE;
-                        break;
-                case C_OPEN_FILES:
-                        if (cli_parse_uint(a, UINT32_MAX, &v) < 0 || v == 0)
-                                return cli_bad_value(cmd, "--open-files", a,
-                                                     "expected a count > 0");
-                        l->open_files = (uint32_t)v;
-                        l->set |= SBX_LIMIT_OPEN_FILES;
-                        break;
-                case C_TMP_SIZE:
-                        if (cli_parse_bytes(a, &l->tmp_bytes) < 0 || !l->tmp_bytes)
-                                return cli_bad_value(cmd, "--tmp-size", a,
-                                                     "expected bytes, e.g. 256M");
-                        l->set |= SBX_LIMIT_TMP;
-                        break;
-                case C_ROOT: {
-                        char *r = absolute(a);
-                        if (!r)
-                                return cli_error(SBX_INTERNAL, "cannot make '%s' absolute: %s", a,
-                                                 strerror(errno));
-                        st->paths[st->n_paths++] = r;
-                        o->policy.root_dir = r;
-                        break;
                 }
-                case C_LABEL:
-                        rc = add_label(st->labels, &st->n_labels, cmd, a);
-                        break;
-                case C_JSON:
-                        *json = true;
-                        break;
-                case C_SHARE_UID:
-                        if (cli_parse_uint(a, UINT32_MAX - 1, &v) < 0)
-                                return cli_bad_value(cmd, "--share-uid", a,
-                                                     "expected a numeric uid");
-                        st->share_uids[st->n_share_uids++] = (uint32_t)v;
-                        break;
-                case C_KEEP:
-                        o->keep_workspace = 1;
-                        break;
-                default:
-                        return cli_error(SBX_INTERNAL, "unhandled option %d", k);
-                }
+                if (k == CLI_OPT_POS)
+                        return cli_usage_error("unexpected argument '%s' for sbx create", p.arg);
+                rc = create_option(k, cmd, p.arg, o, st, json);
                 if (rc)
                         return rc;
         }
