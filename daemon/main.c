@@ -1,27 +1,26 @@
-/* main.c: sbxd's entry point: configuration, start-up checks, the loop, shutdown.
+/* main.c: sbxd's entry point: the start-up checklist, the loop, and shutdown.
  *
- * Start-up order: flags; state directory; the records (and reconciliation of what a
- * previous daemon left); host features and cgroups; then the socket, last, so that a
- * client that can connect is served at once. SIGTERM/SIGINT stop accepting, end every
- * sandbox in order (recording why), close the records and remove the socket. */
+ * main() reads as the list of its steps; each step logs its own failure. Start-up order:
+ * flags; the process's limits; the state directory (and its lock); the records; the
+ * socket (bound or adopted, not yet listening); cgroups, host features and the guard;
+ * the sandbox table and the reconciliation of what a previous daemon left; then
+ * listening, last, so that a client that can connect is served at once. SIGTERM/SIGINT
+ * stop accepting, end every sandbox in order (recording why) or leave them for the next
+ * daemon (--keep-sandboxes), write the last replies, and let the loop end; shut_down()
+ * then takes down what was set up, in reverse order. */
 #include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#include <linux/landlock.h>
-#include <linux/openat2.h>
 
 #include "cgroup.h"
 #include "config.h"
+#include "hostfeat.h"
 #include "guard.h"
 #include "log.h"
 #include "notify.h"
@@ -31,45 +30,27 @@
 #include "store.h"
 #include "turn.h"
 
+/* Everything main() sets up; shut_down() takes it down. */
+static struct config cfg;
 static struct sbxd D;
 static struct server S;
+static struct turn T;
+static uv_loop_t loop;
+static int loop_ready;
+static int state_lock = -1;
+static gid_t socket_gid = (gid_t)-1;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t sweep_timer;
-static struct turn T;
 
+/* ---- the loop's own work ----------------------------------------------------------- */
+
+/* Every SBX_SWEEP_INTERVAL_MS: the sandbox table's housekeeping. */
 static void on_sweep(uv_timer_t *t) {
         sbxtab_sweep(D.sandboxes);
 }
 
-static void detect_features(struct sbxd *d) {
-        struct features *f = &d->features;
-        struct open_how how;
-        FILE *fp;
-        long v = 0;
-        int fd;
-
-        f->rootless = d->euid != 0;
-        fp = fopen("/proc/sys/user/max_user_namespaces", "re");
-        if (fp) {
-                if (fscanf(fp, "%ld", &v) != 1)
-                        v = 0;
-                fclose(fp);
-        }
-        f->user_namespaces = v > 0;
-        f->seccomp = access("/proc/sys/kernel/seccomp/actions_avail", R_OK) == 0;
-        v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-        f->landlock_abi = v > 0 ? (uint32_t)v : 0;
-        memset(&how, 0, sizeof(how));
-        how.flags = O_PATH | O_CLOEXEC;
-        how.resolve = RESOLVE_IN_ROOT;
-        fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
-        f->openat2 = fd >= 0;
-        if (fd >= 0)
-                close(fd);
-        snprintf(f->cgroup_version, sizeof(f->cgroup_version), "%s",
-                 cgroup_version_name(d->cgroups->version));
-}
-
+/* Every sandbox has ended (or been left running): the last replies go out, then every
+ * handle closes, and the loop ends. */
 static void on_shutdown_done(void *ud) {
         log_info("all sandboxes ended; closing the records");
         guard_stop(&D);
@@ -104,52 +85,12 @@ static void on_signal(uv_signal_t *h, int signum) {
                 sbxtab_shutdown(D.sandboxes, on_shutdown_done, NULL);
 }
 
-/* A name for this state directory's cgroups: stable across restarts, distinct between
- * daemons with different state directories. */
-static void cgroup_base_name(const char *state_dir, char *out, size_t len) {
-        unsigned h = 2166136261u;
-        const char *s;
-        for (s = state_dir; *s; s++)
-                h = (h ^ (unsigned char)*s) * 16777619u;
-        snprintf(out, len, "sbxd-%08x", h);
-}
+/* ---- start-up steps: each returns 0, or -1 after logging why ----------------------- */
 
-/* Creates the state directory and takes its lock. Returns the lock fd or -1 (logged). */
-static int prepare_state_dir(const struct config *cfg) {
-        char *path = NULL;
-        int r = server_mkdir_p(cfg->state_dir, 0700);
-
-        if (r == 0) {
-                if (asprintf(&path, "%s/sandboxes", cfg->state_dir) < 0)
-                        return -1;
-                r = server_mkdir_p(path, 0711);
-                free(path);
-        }
-        if (r < 0) {
-                log_err("cannot create the state directory %s: %s (pass --state-dir DIR)",
-                        cfg->state_dir, strerror(-r));
-                return -1;
-        }
-        if (asprintf(&path, "%s/lock", cfg->state_dir) < 0)
-                return -1;
-        /* One daemon per state directory: held until exit. */
-        r = server_lock_file(path);
-        free(path);
-        if (r < 0)
-                log_err("cannot lock the state directory %s: %s", cfg->state_dir,
-                        r == -EADDRINUSE ? "another sbxd uses it; stop it or pass --state-dir"
-                                         : strerror(-r));
-        return r < 0 ? -1 : r;
-}
-
-int main(int argc, char **argv) {
-        struct config cfg;
-        char err[512], base[32];
-        char *db_path = NULL;
-        const char *cg_root, *cg_self;
-        uv_loop_t loop;
-        gid_t socket_gid = (gid_t)-1;
-        int r, status = 1, state_lock = -1, loop_ready = 0;
+/* Step 1: the flags. Returns -1 to go on, or the exit status: 0 after --help or
+ * --version, 1 out of memory, 2 a bad flag (said on stderr: there is no log yet). */
+static int parse_flags(int argc, char **argv) {
+        char err[512];
 
         if (config_init(&cfg, geteuid()) < 0) {
                 fprintf(stderr, "sbxd: out of memory\n");
@@ -168,6 +109,14 @@ int main(int argc, char **argv) {
                 config_free(&cfg);
                 return 0;
         }
+        return -1;
+}
+
+/* Step 2: the process: log level, signals, allocator, umask, the fd limit; and the
+ * context object. */
+static void prepare_process(void) {
+        struct rlimit rl;
+
         log_set_level(cfg.log_level);
         signal(SIGPIPE, SIG_IGN);
         /* Responses (output chunks of 64 KiB, file data) are allocated and freed at a
@@ -176,25 +125,28 @@ int main(int argc, char **argv) {
         mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
         mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
         umask(022);
-
         memset(&D, 0, sizeof(D));
         memset(&S, 0, sizeof(S));
-        {
-                /* Room for many sandboxes' pipes and sockets; commands get back the soft
-                 * limit we started with (unless their policy sets open_files). */
-                struct rlimit rl;
-                if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-                        D.nofile_soft = rl.rlim_cur;
-                        if (rl.rlim_cur < rl.rlim_max) {
-                                rl.rlim_cur = rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max;
-                                (void)setrlimit(RLIMIT_NOFILE, &rl);
-                        }
+        S.lock_fd = -1;
+        /* Room for many sandboxes' pipes and sockets; commands get back the soft limit
+         * we started with (unless their policy sets open_files). */
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+                D.nofile_soft = rl.rlim_cur;
+                if (rl.rlim_cur < rl.rlim_max) {
+                        rl.rlim_cur = rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max;
+                        (void)setrlimit(RLIMIT_NOFILE, &rl);
                 }
         }
-        S.lock_fd = -1;
         D.cfg = &cfg;
         D.euid = geteuid();
         D.egid = getegid();
+}
+
+/* Step 3: what the flags name on this host: --socket-group's gid and the init helper. */
+static int check_flags(void) {
+        char why[1024];
+        int r;
+
         if (cfg.socket_group) {
                 /* Looked up once, here: NSS may block, and never runs in the loop. */
                 r = config_resolve_group(cfg.socket_group, &socket_gid);
@@ -202,88 +154,149 @@ int main(int argc, char **argv) {
                         log_err("--socket-group %s: %s", cfg.socket_group,
                                 r == -ENOENT ? "no such group (pass a group name or a gid)"
                                              : strerror(-r));
-                        goto out;
+                        return -1;
                 }
         }
         if (access(cfg.init_path, X_OK) < 0) {
-                char why[1024];
                 config_explain_init(&cfg, why, sizeof(why));
                 log_err("%s", why);
-                goto out;
+                return -1;
         }
-        state_lock = prepare_state_dir(&cfg);
-        if (state_lock < 0)
-                goto out;
-        if (asprintf(&db_path, "%s/sbxd.db", cfg.state_dir) < 0) {
-                db_path = NULL;
-                goto out;
+        return 0;
+}
+
+/* Step 4: creates the state directory and takes its lock (kept in state_lock). */
+static int prepare_state_dir(void) {
+        char *path = NULL;
+        int r = server_mkdir_p(cfg.state_dir, 0700);
+
+        if (r == 0) {
+                if (asprintf(&path, "%s/sandboxes", cfg.state_dir) < 0)
+                        return -1;
+                r = server_mkdir_p(path, 0711);
+                free(path);
         }
-        r = store_open(db_path, &D.store);
         if (r < 0) {
+                log_err("cannot create the state directory %s: %s (pass --state-dir DIR)",
+                        cfg.state_dir, strerror(-r));
+                return -1;
+        }
+        if (asprintf(&path, "%s/lock", cfg.state_dir) < 0)
+                return -1;
+        /* One daemon per state directory: held until exit. */
+        r = server_lock_file(path);
+        free(path);
+        if (r < 0)
+                log_err("cannot lock the state directory %s: %s", cfg.state_dir,
+                        r == -EADDRINUSE ? "another sbxd uses it; stop it or pass --state-dir"
+                                         : strerror(-r));
+        if (r < 0)
+                return -1;
+        state_lock = r;
+        return 0;
+}
+
+/* Step 5: the records, and the loop. */
+static int open_store(void) {
+        char *db_path;
+        int r;
+
+        if (asprintf(&db_path, "%s/sbxd.db", cfg.state_dir) < 0)
+                return -1;
+        r = store_open(db_path, &D.store);
+        if (r < 0)
                 log_err("cannot open the records %s: %s", db_path,
                         r == -EPROTO ? "written by a newer sbxd; upgrade sbxd" : strerror(-r));
-                goto out;
-        }
-        if (uv_loop_init(&loop) < 0)
-                goto out;
+        free(db_path);
+        if (r < 0 || uv_loop_init(&loop) < 0)
+                return -1;
         loop_ready = 1;
         D.loop = &loop;
-        r = notify_listen_fd();
-        if (r > 0) {
-                const char *path = NULL;
-                r = server_adopt(&S, &D, r, &path);
-                if (r == 0 && strcmp(path, cfg.socket_path) != 0) {
-                        free(cfg.socket_path);
-                        cfg.socket_path = strdup(path);
-                        if (!cfg.socket_path)
-                                goto out;
-                }
-                if (r == 0 && cfg.socket_group)
-                        log_notice("--socket-group %s ignored: the socket came from the service "
-                                   "manager, which sets its group (SocketGroup= in sbxd.socket)",
-                                   cfg.socket_group);
-        } else if (r == 0) {
-                r = server_bind(&S, &D, cfg.socket_path);
-                if (r == 0 && cfg.socket_group) {
-                        r = server_set_group(&S, socket_gid);
-                        if (r < 0) {
-                                log_err("cannot give the socket %s to group %s: %s",
-                                        cfg.socket_path, cfg.socket_group, strerror(-r));
-                                goto out;
-                        }
-                }
-        } else {
+        return 0;
+}
+
+/* The socket passed by socket activation (fd): its path becomes cfg.socket_path. */
+static int adopt_socket(int fd) {
+        const char *path = NULL;
+        int r = server_adopt(&S, &D, fd, &path);
+
+        if (r < 0)
+                return r;
+        if (strcmp(path, cfg.socket_path) != 0) {
+                free(cfg.socket_path);
+                cfg.socket_path = strdup(path);
+                if (!cfg.socket_path)
+                        return -ENOMEM;
+        }
+        if (cfg.socket_group)
+                log_notice("--socket-group %s ignored: the socket came from the service "
+                           "manager, which sets its group (SocketGroup= in sbxd.socket)",
+                           cfg.socket_group);
+        return 0;
+}
+
+/* Step 6: the socket, bound (or adopted) but not listening yet. */
+static int take_socket(void) {
+        int r = notify_listen_fd();
+
+        if (r < 0) {
                 log_err("the socket passed by the service manager is not a listening Unix stream "
                         "socket: %s",
                         strerror(-r));
-                goto out;
+                return -1;
         }
-        if (r < 0) {
-                if (r == -EADDRINUSE)
-                        log_err("another sbxd is already serving %s; stop it first or pass --socket",
-                                cfg.socket_path);
-                else
-                        log_err("cannot listen on %s: %s", cfg.socket_path, strerror(-r));
-                goto out;
+        if (r > 0) {
+                r = adopt_socket(r);
+        } else {
+                r = server_bind(&S, &D, cfg.socket_path);
+                if (r == 0 && cfg.socket_group && (r = server_set_group(&S, socket_gid)) < 0) {
+                        log_err("cannot give the socket %s to group %s: %s", cfg.socket_path,
+                                cfg.socket_group, strerror(-r));
+                        return -1;
+                }
         }
+        if (r == -EADDRINUSE)
+                log_err("another sbxd is already serving %s; stop it first or pass --socket",
+                        cfg.socket_path);
+        else if (r < 0)
+                log_err("cannot listen on %s: %s", cfg.socket_path, strerror(-r));
+        if (r < 0)
+                return -1;
         D.server = &S;
+        return 0;
+}
+
+/* A name for this state directory's cgroups: stable across restarts, distinct between
+ * daemons with different state directories. */
+static void cgroup_base_name(const char *state_dir, char *out, size_t len) {
+        unsigned h = 2166136261u;
+        const char *s;
+        for (s = state_dir; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        snprintf(out, len, "sbxd-%08x", h);
+}
+
+/* Step 7: the host: our cgroups, what the kernel allows, the guard over hidden paths. */
+static int examine_host(void) {
+        const char *cg_root = getenv("SBXD_CGROUP_ROOT"), *cg_self = getenv("SBXD_CGROUP_SELF");
+        char base[32];
+        int r;
+
         cgroup_base_name(cfg.state_dir, base, sizeof(base));
         /* Where cgroups are mounted and which are ours: the kernel's answer, unless a
          * test points the daemon at another mount (the v2 tests on a hybrid host). */
-        cg_root = getenv("SBXD_CGROUP_ROOT");
-        cg_self = getenv("SBXD_CGROUP_SELF");
         r = cgroup_env_new(cg_root ? cg_root : "/sys/fs/cgroup",
                            cg_self ? cg_self : "/proc/self/cgroup", base, getpid(), &D.cgroups);
         if (r < 0) {
                 log_err("cannot examine cgroups: %s", strerror(-r));
-                goto out;
+                return -1;
         }
         for (int i = 0; i < CG_N; i++)
                 if (D.cgroups->base[i])
                         log_debug("cgroups under %s", D.cgroups->base[i]);
         if (D.cgroups->v2_base)
                 log_debug("cgroups under %s", D.cgroups->v2_base);
-        detect_features(&D);
+        hostfeat_detect(D.euid, cgroup_version_name(D.cgroups->version), &D.features);
         r = guard_start(&D, cfg.init_path);
         if (r < 0)
                 log_warning("cannot watch hidden and read-only paths for changes on the host "
@@ -297,22 +310,33 @@ int main(int argc, char **argv) {
         D.command_cgroups = cfg.command_cgroups == CONFIG_CGROUPS_ON ||
                             (cfg.command_cgroups == CONFIG_CGROUPS_AUTO &&
                              D.cgroups->version == CGROUP_V2);
-        if (sbxtab_new(&D, &D.sandboxes) < 0)
-                goto out;
+        return 0;
+}
 
-        /* Reconcile after taking the socket's lock (so a second daemon never touches the
-         * first one's sandboxes) and before listening (so that every client, from the
-         * first, sees reconciled records). */
+/* Step 8: the sandbox table, and what a previous daemon left. Reconciled after taking
+ * the socket's lock (so a second daemon never touches the first one's sandboxes) and
+ * before listening (so that every client, from the first, sees reconciled records). */
+static int recover(void) {
+        int r;
+
+        if (sbxtab_new(&D, &D.sandboxes) < 0)
+                return -1;
         sandbox_empty_trash(&D);
         r = sandbox_recover(&D);
         if (r < 0)
                 log_err("cannot reconcile the records: %s", strerror(-r));
-        r = server_listen(&S);
+        return 0;
+}
+
+/* Step 9: listening, and the loop's own work: the end of each turn, the sweep, the warm
+ * pool, the signals. Tells the service manager it is ready. */
+static int listen_and_start(void) {
+        int r = server_listen(&S);
+
         if (r < 0) {
                 log_err("cannot listen on %s: %s", cfg.socket_path, uv_strerror(r));
-                goto out;
+                return -1;
         }
-
         /* Commit before reply, at the end of every turn (turn.h). */
         turn_start(&T, &D);
         uv_timer_init(&loop, &sweep_timer);
@@ -327,7 +351,6 @@ int main(int argc, char **argv) {
         uv_signal_start(&sig_int, on_signal, SIGINT);
         uv_signal_init(&loop, &sig_hup);
         uv_signal_start(&sig_hup, on_hangup, SIGHUP);
-
         log_notice("sbxd %s listening on %s%s, state in %s (cgroup %s%s, %s, seccomp %s)",
                    SBX_VERSION, cfg.socket_path, S.activated ? " (socket-activated)" : "",
                    cfg.state_dir, D.features.cgroup_version,
@@ -336,14 +359,18 @@ int main(int argc, char **argv) {
         r = notify_send("READY=1\nSTATUS=serving");
         if (r < 0)
                 log_warning("cannot notify the service manager: %s", strerror(-r));
+        return 0;
+}
 
-        uv_run(&loop, UV_RUN_DEFAULT);
-        status = 0;
-        log_notice("stopped");
-out:
-        /* Every path ends here: what was set up is taken down in reverse order. */
+/* ---- the end ----------------------------------------------------------------------- */
+
+/* Takes down what was set up, in reverse order; served says whether the loop ran (a
+ * socket bound but never served is closed and removed here). */
+static void shut_down(int served) {
+        int r;
+
         D.store = store_close(D.store);
-        if (status != 0 && S.path) {
+        if (!served && S.path) {
                 /* Bound but never served: close and remove the socket (ours only). */
                 if (S.listener.loop && !uv_is_closing((uv_handle_t *)&S.listener))
                         uv_close((uv_handle_t *)&S.listener, NULL);
@@ -365,7 +392,23 @@ out:
         }
         if (state_lock >= 0)
                 close(state_lock);
-        free(db_path);
         config_free(&cfg);
+}
+
+int main(int argc, char **argv) {
+        int status = parse_flags(argc, argv);
+
+        if (status >= 0)
+                return status;
+        prepare_process();
+        status = 1;
+        if (check_flags() == 0 && prepare_state_dir() == 0 && open_store() == 0 &&
+            take_socket() == 0 && examine_host() == 0 && recover() == 0 &&
+            listen_and_start() == 0) {
+                uv_run(&loop, UV_RUN_DEFAULT); /* until the signal's shutdown ends it */
+                log_notice("stopped");
+                status = 0;
+        }
+        shut_down(status == 0);
         return status;
 }

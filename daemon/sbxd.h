@@ -1,7 +1,10 @@
-/* sbxd.h: the daemon's one context object, created by main() and handed to every
- * module that needs the loop, the configuration, the records or the sandbox table.
+/* sbxd.h: the daemon's one context object, struct sbxd, which main() builds and hands to
+ * every module that needs the loop, the configuration, the records or the sandbox
+ * table; and the daemon's clock.
  *
- * Everything in it is owned by main() and lives as long as the loop runs. */
+ * main() owns the struct and everything it points to, and fills it before the loop
+ * runs; it lives as long as the loop. Each field says which module writes it; the
+ * others only read it. */
 #ifndef SBX_SBXD_H
 #define SBX_SBXD_H
 
@@ -10,39 +13,29 @@
 #include <uv.h>
 
 #include "config.h"
+#include "hostfeat.h"
 
 struct store;
 struct write_req;
 struct server;
 struct sbxtab;
 struct cgroup_env;
-
-/* What this host allows, detected once at start-up (reported by Hello). */
-struct features {
-        char cgroup_version[8]; /* "v2", "v1", "none" */
-        int user_namespaces;
-        int rootless;
-        int seccomp;
-        uint32_t landlock_abi;
-        int openat2;
-};
-
 struct guard;
 
 struct sbxd {
         uv_loop_t *loop;
-        struct config *cfg;
-        struct store *store;
-        struct server *server;
-        struct sbxtab *sandboxes;
-        struct cgroup_env *cgroups;
-        struct guard *guard;        /* hidden and read-only paths kept covered (guard.h) */
-        struct features features;
+        struct config *cfg;          /* the flags, read-only after start-up */
+        struct store *store;         /* the records (store.h) */
+        struct server *server;       /* the listening socket and its connections (server.h) */
+        struct sbxtab *sandboxes;    /* the live sandboxes (sandbox.h) */
+        struct cgroup_env *cgroups;  /* where this daemon's cgroups live (cgroup.h) */
+        struct guard *guard;         /* hidden and read-only paths kept covered (guard.c) */
+        struct features features;    /* what this host allows, probed at start-up */
         uid_t euid;
         gid_t egid;
-        uint64_t nofile_soft;       /* RLIMIT_NOFILE soft limit sbxd started with: commands' default */
-        int command_cgroups;        /* each command gets a cgroup of its own (see config) */
-        int shutting_down;
+        uint64_t nofile_soft;        /* RLIMIT_NOFILE soft limit at start: commands' default */
+        int command_cgroups;         /* each command gets a cgroup of its own (see config) */
+        int shutting_down;           /* set by main() on SIGTERM/SIGINT: no new work */
         struct write_req *held_head; /* replies held for the end of the turn (conn.c, turn.h) */
         struct write_req *held_tail;
 };

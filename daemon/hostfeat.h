@@ -1,0 +1,26 @@
+/* hostfeat.h: what this host allows sandboxes to use (user namespaces, seccomp,
+ * Landlock, openat2, the cgroup version), probed once at start-up.
+ *
+ * main() fills d->features with hostfeat_detect() before the daemon serves; the request
+ * layer reports it in the Hello reply. Nothing here logs. */
+#ifndef SBX_HOSTFEAT_H
+#define SBX_HOSTFEAT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct features {
+        char cgroup_version[8]; /* "v2", "v1", "none" */
+        int user_namespaces;
+        int rootless;
+        int seccomp;
+        uint32_t landlock_abi;
+        int openat2;
+};
+
+/* Probes the kernel for a daemon running as euid whose cgroups are of cgroup_version
+ * (cgroup_version_name()), and fills *ret. Never fails: what cannot be probed is
+ * reported as missing. */
+void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *ret);
+
+#endif
