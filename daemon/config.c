@@ -10,6 +10,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,121 +290,140 @@ const char *config_usage(void) {
                "it is sbxd's own (ignored with socket activation: use SocketGroup=).\n";
 }
 
-int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size_t errlen) {
-        int i;
+/* Flags whose value is a number in [min, max]. */
+static const struct {
+        const char *name;
+        size_t offset; /* of the uint32_t in struct config */
+        uint32_t min, max;
+} u32_flags[] = {
+        {"--max-sandboxes", offsetof(struct config, max_sandboxes), 1, 100000},
+        {"--max-commands", offsetof(struct config, max_commands_per_sandbox), 1, 4096},
+        {"--max-sandboxes-per-uid", offsetof(struct config, max_sandboxes_per_uid), 1, 100000},
+        {"--max-commands-per-uid", offsetof(struct config, max_commands_per_uid), 1, 1000000},
+        {"--max-connections-per-uid", offsetof(struct config, max_connections_per_uid), 1,
+         SBX_MAX_CONNECTIONS},
+        {"--max-processes", offsetof(struct config, max_processes), 0, 4194304},
+        {"--warm", offsetof(struct config, warm), 0, SBX_MAX_WARM_SANDBOXES},
+        {"--retention-days", offsetof(struct config, retention_days), 0, 100000},
+        {"--max-frame-bytes", offsetof(struct config, max_frame_bytes), SBX_MIN_MAX_FRAME_BYTES,
+         1024u * 1024u * 1024u},
+};
 
-        for (i = 1; i < argc; i++) {
-                const char *a = argv[i];
-                const char *v = NULL;
-                const char *eq;
-                char name[64];
-                int r = 0;
+/* Flags whose value is a duration in seconds (config_parse_seconds), under their names
+ * and the older ones they replaced. */
+static const struct {
+        const char *name;
+        size_t offset; /* of the uint64_t milliseconds in struct config */
+} seconds_flags[] = {
+        {"--default-sandbox-timeout", offsetof(struct config, default_sandbox_timeout_ms)},
+        {"--default-timeout", offsetof(struct config, default_sandbox_timeout_ms)},
+        {"--default-idle-timeout", offsetof(struct config, default_idle_timeout_ms)},
+        {"--max-sandbox-timeout", offsetof(struct config, max_sandbox_lifetime_ms)},
+        {"--max-lifetime", offsetof(struct config, max_sandbox_lifetime_ms)},
+        {"--max-command-timeout", offsetof(struct config, max_command_timeout_ms)},
+};
 
-                if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-                        cfg->show_help = 1;
-                        continue;
-                }
-                if (strcmp(a, "--version") == 0) {
-                        cfg->show_version = 1;
-                        continue;
-                }
-                if (strcmp(a, "--keep-sandboxes") == 0) {
-                        cfg->keep_sandboxes = 1;
-                        continue;
-                }
-                if (strncmp(a, "--", 2) != 0) {
-                        snprintf(err, errlen, "unexpected argument '%s' (see sbxd --help)", a);
+/* The flags with a value of their own kind: paths, a group, a choice, a level. Returns
+ * as apply_flag does; -ENOENT when name is none of them. */
+static int apply_special_flag(struct config *cfg, const char *name, const char *v, char *err,
+                              size_t errlen) {
+        if (strcmp(name, "--socket") == 0) {
+                if (v[0] != '/' || strlen(v) >= 108) {
+                        snprintf(err, errlen,
+                                 "--socket needs an absolute path shorter than 108 bytes");
                         return -EINVAL;
                 }
-                /* --name=value or --name value */
-                eq = strchr(a, '=');
-                if (eq) {
-                        size_t n = (size_t)(eq - a);
-                        if (n >= sizeof(name))
-                                n = sizeof(name) - 1;
-                        memcpy(name, a, n);
-                        name[n] = '\0';
-                        v = eq + 1;
-                } else {
-                        snprintf(name, sizeof(name), "%s", a);
-                        if (i + 1 >= argc) {
-                                snprintf(err, errlen, "option %s needs a value (see sbxd --help)", a);
-                                return -EINVAL;
-                        }
-                        v = argv[++i];
-                }
-
-                if (strcmp(name, "--socket") == 0) {
-                        if (v[0] != '/' || strlen(v) >= 108) {
-                                snprintf(err, errlen, "--socket needs an absolute path shorter than 108 bytes");
-                                return -EINVAL;
-                        }
-                        r = replace_str(&cfg->socket_path, v);
-                } else if (strcmp(name, "--state-dir") == 0) {
-                        if (v[0] != '/') {
-                                snprintf(err, errlen, "--state-dir needs an absolute path");
-                                return -EINVAL;
-                        }
-                        r = replace_str(&cfg->state_dir, v);
-                } else if (strcmp(name, "--init") == 0) {
-                        r = replace_str(&cfg->init_path, v);
-                } else if (strcmp(name, "--max-sandboxes") == 0) {
-                        r = parse_u32(v, 1, 100000, &cfg->max_sandboxes);
-                } else if (strcmp(name, "--max-commands") == 0) {
-                        r = parse_u32(v, 1, 4096, &cfg->max_commands_per_sandbox);
-                } else if (strcmp(name, "--max-sandboxes-per-uid") == 0) {
-                        r = parse_u32(v, 1, 100000, &cfg->max_sandboxes_per_uid);
-                } else if (strcmp(name, "--max-commands-per-uid") == 0) {
-                        r = parse_u32(v, 1, 1000000, &cfg->max_commands_per_uid);
-                } else if (strcmp(name, "--max-connections-per-uid") == 0) {
-                        r = parse_u32(v, 1, SBX_MAX_CONNECTIONS, &cfg->max_connections_per_uid);
-                } else if (strcmp(name, "--socket-group") == 0) {
-                        r = group_arg_valid(v) ? replace_str(&cfg->socket_group, v) : -EINVAL;
-                } else if (strcmp(name, "--adopt-grace") == 0) {
-                        r = config_parse_seconds(v, &cfg->adopt_grace_ms);
-                        if (r == 0 && cfg->adopt_grace_ms > UINT32_MAX)
-                                r = -EINVAL;
-                } else if (strcmp(name, "--command-cgroups") == 0) {
-                        if (strcmp(v, "auto") == 0)
-                                cfg->command_cgroups = CONFIG_CGROUPS_AUTO;
-                        else if (strcmp(v, "on") == 0)
-                                cfg->command_cgroups = CONFIG_CGROUPS_ON;
-                        else if (strcmp(v, "off") == 0)
-                                cfg->command_cgroups = CONFIG_CGROUPS_OFF;
-                        else
-                                r = -EINVAL;
-                } else if (strcmp(name, "--max-processes") == 0) {
-                        r = parse_u32(v, 0, 4194304, &cfg->max_processes);
-                } else if (strcmp(name, "--warm") == 0) {
-                        r = parse_u32(v, 0, SBX_MAX_WARM_SANDBOXES, &cfg->warm);
-                } else if (strcmp(name, "--retention-days") == 0) {
-                        r = parse_u32(v, 0, 100000, &cfg->retention_days);
-                } else if (strcmp(name, "--max-frame-bytes") == 0) {
-                        r = parse_u32(v, SBX_MIN_MAX_FRAME_BYTES, 1024u * 1024u * 1024u,
-                                      &cfg->max_frame_bytes);
-                } else if (strcmp(name, "--log-level") == 0) {
-                        r = log_parse_level(v, &cfg->log_level);
-                } else if (strcmp(name, "--default-sandbox-timeout") == 0 ||
-                           strcmp(name, "--default-timeout") == 0) {
-                        r = config_parse_seconds(v, &cfg->default_sandbox_timeout_ms);
-                } else if (strcmp(name, "--default-idle-timeout") == 0) {
-                        r = config_parse_seconds(v, &cfg->default_idle_timeout_ms);
-                } else if (strcmp(name, "--max-sandbox-timeout") == 0 ||
-                           strcmp(name, "--max-lifetime") == 0) {
-                        r = config_parse_seconds(v, &cfg->max_sandbox_lifetime_ms);
-                } else if (strcmp(name, "--max-command-timeout") == 0) {
-                        r = config_parse_seconds(v, &cfg->max_command_timeout_ms);
-                } else {
-                        snprintf(err, errlen, "unknown option %s (see sbxd --help)", name);
-                        return -EINVAL;
-                }
-                if (r == -ENOMEM)
-                        return r;
-                if (r < 0) {
-                        snprintf(err, errlen, "bad value '%s' for %s (see sbxd --help)", v, name);
-                        return -EINVAL;
-                }
+                return replace_str(&cfg->socket_path, v);
         }
+        if (strcmp(name, "--state-dir") == 0) {
+                if (v[0] != '/') {
+                        snprintf(err, errlen, "--state-dir needs an absolute path");
+                        return -EINVAL;
+                }
+                return replace_str(&cfg->state_dir, v);
+        }
+        if (strcmp(name, "--init") == 0)
+                return replace_str(&cfg->init_path, v);
+        if (strcmp(name, "--socket-group") == 0)
+                return group_arg_valid(v) ? replace_str(&cfg->socket_group, v) : -EINVAL;
+        if (strcmp(name, "--adopt-grace") == 0) {
+                int r = config_parse_seconds(v, &cfg->adopt_grace_ms);
+                return r == 0 && cfg->adopt_grace_ms > UINT32_MAX ? -EINVAL : r;
+        }
+        if (strcmp(name, "--command-cgroups") == 0) {
+                if (strcmp(v, "auto") == 0)
+                        cfg->command_cgroups = CONFIG_CGROUPS_AUTO;
+                else if (strcmp(v, "on") == 0)
+                        cfg->command_cgroups = CONFIG_CGROUPS_ON;
+                else if (strcmp(v, "off") == 0)
+                        cfg->command_cgroups = CONFIG_CGROUPS_OFF;
+                else
+                        return -EINVAL;
+                return 0;
+        }
+        if (strcmp(name, "--log-level") == 0)
+                return log_parse_level(v, &cfg->log_level);
+        return -ENOENT;
+}
+
+/* Applies the flag name with its value v. Returns 0; -ENOENT for an unknown flag;
+ * -ENOMEM; or -EINVAL for a bad value, with a reason in err when the flag has one of its
+ * own (the caller says "bad value" otherwise). */
+static int apply_flag(struct config *cfg, const char *name, const char *v, char *err,
+                      size_t errlen) {
+        size_t i;
+
+        for (i = 0; i < sizeof(u32_flags) / sizeof(u32_flags[0]); i++)
+                if (strcmp(name, u32_flags[i].name) == 0)
+                        return parse_u32(v, u32_flags[i].min, u32_flags[i].max,
+                                         (uint32_t *)((char *)cfg + u32_flags[i].offset));
+        for (i = 0; i < sizeof(seconds_flags) / sizeof(seconds_flags[0]); i++)
+                if (strcmp(name, seconds_flags[i].name) == 0)
+                        return config_parse_seconds(
+                                v, (uint64_t *)((char *)cfg + seconds_flags[i].offset));
+        return apply_special_flag(cfg, name, v, err, errlen);
+}
+
+/* Splits argv[*i], "--name=value" or "--name" followed by its value in the next
+ * argument (then *i moves past it), into name (namelen bytes) and *ret_value. Returns 0,
+ * or -EINVAL with the reason in err when the value is missing. */
+static int split_flag(int argc, char **argv, int *i, char *name, size_t namelen,
+                      const char **ret_value, char *err, size_t errlen) {
+        const char *a = argv[*i], *eq = strchr(a, '=');
+
+        if (eq) {
+                size_t n = (size_t)(eq - a);
+                if (n >= namelen)
+                        n = namelen - 1;
+                memcpy(name, a, n);
+                name[n] = '\0';
+                *ret_value = eq + 1;
+                return 0;
+        }
+        snprintf(name, namelen, "%s", a);
+        if (*i + 1 >= argc) {
+                snprintf(err, errlen, "option %s needs a value (see sbxd --help)", a);
+                return -EINVAL;
+        }
+        *ret_value = argv[++*i];
+        return 0;
+}
+
+/* The flags without a value. Returns 1 when a is one of them (applied), 0 otherwise. */
+static int apply_switch(struct config *cfg, const char *a) {
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+                cfg->show_help = 1;
+        else if (strcmp(a, "--version") == 0)
+                cfg->show_version = 1;
+        else if (strcmp(a, "--keep-sandboxes") == 0)
+                cfg->keep_sandboxes = 1;
+        else
+                return 0;
+        return 1;
+}
+
+/* What no single flag can check: the timeouts' relations. Returns 0 or -EINVAL. */
+static int check_timeouts(struct config *cfg, char *err, size_t errlen) {
         if (cfg->default_sandbox_timeout_ms == 0 || cfg->max_sandbox_lifetime_ms == 0 ||
             cfg->max_command_timeout_ms == 0) {
                 snprintf(err, errlen,
@@ -415,4 +435,40 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
         if (cfg->default_sandbox_timeout_ms > cfg->max_sandbox_lifetime_ms)
                 cfg->default_sandbox_timeout_ms = cfg->max_sandbox_lifetime_ms;
         return 0;
+}
+
+int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size_t errlen) {
+        int i;
+
+        for (i = 1; i < argc; i++) {
+                const char *v = NULL;
+                char name[64];
+                int r;
+
+                if (apply_switch(cfg, argv[i]))
+                        continue;
+                if (strncmp(argv[i], "--", 2) != 0) {
+                        snprintf(err, errlen, "unexpected argument '%s' (see sbxd --help)",
+                                 argv[i]);
+                        return -EINVAL;
+                }
+                if (split_flag(argc, argv, &i, name, sizeof(name), &v, err, errlen) < 0)
+                        return -EINVAL;
+                if (errlen)
+                        err[0] = '\0';
+                r = apply_flag(cfg, name, v, err, errlen);
+                if (r == -ENOENT) {
+                        snprintf(err, errlen, "unknown option %s (see sbxd --help)", name);
+                        return -EINVAL;
+                }
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0) {
+                        if (errlen && !err[0])
+                                snprintf(err, errlen, "bad value '%s' for %s (see sbxd --help)", v,
+                                         name);
+                        return -EINVAL;
+                }
+        }
+        return check_timeouts(cfg, err, errlen);
 }
