@@ -28,7 +28,9 @@
 
 #include "cgroup.h"
 #include "command.h"
+#include "initchan.h"
 #include "log.h"
+#include "quota.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
 #include "store.h"
@@ -157,7 +159,7 @@ static void command_free(struct command *cmd) {
         free(cmd->client_name);
         free(cmd->start_error);
         free(cmd);
-        sandbox_handle_closed(sb); /* the command held the sandbox */
+        sb->hooks->release(sb); /* the command held the sandbox */
 }
 
 static void on_closed(uv_handle_t *h) {
@@ -418,7 +420,7 @@ static void on_watch_due(uv_timer_t *t) {
         int piling;
 
         if (!cmd->exited && !cmd->finished)
-                sandbox_take_init_messages(cmd->sb);
+                initchan_take_pending(&cmd->sb->chan);
         if (cmd->exited || cmd->finished)
                 return;
         piling = output_piling_up(cmd);
@@ -626,14 +628,7 @@ static void finish(struct command *cmd) {
         }
         rr.n_limits_hit = n_hits;
         rr.limits_hit = hits;
-        for (i = 0; i < LIM_N; i++) {
-                sbx__v1__limit_enforcement__init(&enf[i]);
-                enf[i].limit = limit_names[i];
-                enf[i].has_enforcement = 1;
-                enf[i].enforcement = sb->enforcement[i];
-                enf_ptrs[i] = &enf[i];
-        }
-        rr.n_enforcement = LIM_N;
+        rr.n_enforcement = enforce_report(sb->enforcement, enf, enf_ptrs);
         rr.enforcement = enf_ptrs;
         res.resources = &rr;
 
@@ -677,6 +672,7 @@ static void finish(struct command *cmd) {
         if (cmd->started || cmd->start_failed || cmd->exited)
                 sb->n_running--;
         list_remove(cmd);
+        quota_drop(sb->quota, QUOTA_COMMANDS, cmd->caller_uid);
         cmd->cbs.done(cmd->ud, &res);
         free(out_data[0]);
         free(out_data[1]);
@@ -689,8 +685,8 @@ static void finish(struct command *cmd) {
         }
         close_handle(cmd, (uv_handle_t *)&cmd->timer);
         close_handle(cmd, (uv_handle_t *)&cmd->drain);
-        if (sb->state == SBX__V1__SANDBOX_STATE__READY && sb->n_running == 0)
-                sandbox_touch(sb);
+        if (sb->n_running == 0)
+                sb->hooks->idle(sb);
 }
 
 static void on_drained(uv_timer_t *t) {
@@ -775,7 +771,7 @@ static void send_kill(struct command *cmd) {
         s.cont = 1;
         msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SIGNAL;
         msg.signal = &s;
-        sandbox_send_init(cmd->sb, &msg, NULL, 0);
+        initchan_send(&cmd->sb->chan, &msg, NULL, 0);
         /* And every process the command started that is still in its own cgroup,
          * including ones that left its process group. */
         if (cmd->cg)
@@ -796,7 +792,7 @@ static void on_timeout(uv_timer_t *t) {
         log_err("sbx=%s cmd=%s: init did not reap the command %u ms after SIGKILL; ending the "
                 "sandbox",
                 cmd->sb->id, cmd->id, COMMAND_KILL_GUARD_MS);
-        sandbox_terminate(cmd->sb, "failed: init did not stop a command", NULL, NULL);
+        cmd->sb->hooks->fail(cmd->sb, "failed: init did not stop a command");
 }
 
 int sandbox_cancel(struct sandbox *sb, const char *command_id) {
@@ -852,7 +848,7 @@ int command_signal(struct sandbox *sb, const char *command_id, int signo) {
         msg.signal = &s;
         log_debug("sbx=%s cmd=%s: forwarding signal %d", sb->id, cmd->id, signo);
         /* A failed send ends the sandbox, which ends the command: nothing to report. */
-        (void)sandbox_send_init(sb, &msg, NULL, 0);
+        (void)initchan_send(&sb->chan, &msg, NULL, 0);
         return 0;
 }
 
@@ -1083,15 +1079,16 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         size_t n_cg_fds = 0;
         int in_pipe[2] = {-1, -1};
         uint64_t max_out;
+        unsigned mine;
         size_t i;
         int r;
 
-        if (sb->state == SBX__V1__SANDBOX_STATE__CREATING) {
+        if (sb->view.state == SBX__V1__SANDBOX_STATE__CREATING) {
                 snprintf(err, errlen, "sandbox '%s' is not ready (still creating); wait for it",
                          sb->id);
                 return -ESHUTDOWN;
         }
-        if (sb->state != SBX__V1__SANDBOX_STATE__READY) {
+        if (sb->view.state != SBX__V1__SANDBOX_STATE__READY) {
                 /* -ENODEV is SANDBOX_ENDED on the wire: terminal. */
                 snprintf(err, errlen, "sandbox '%s' is ending; create a new one", sb->id);
                 return -ENODEV;
@@ -1136,25 +1133,20 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                          sb->id, sb->n_running);
                 return -EBUSY;
         }
-        {
-                /* The per-uid quota counts the caller's commands in every sandbox. */
-                struct sandbox *o;
-                struct command *k;
-                unsigned mine = 0;
-                for (o = sb; o->prev; o = o->prev)
-                        ;
-                for (; o; o = o->next)
-                        for (k = o->commands; k; k = k->next)
-                                mine += k->caller_uid == caller->uid && !k->finished;
-                if (mine >= d->cfg->max_commands_per_uid) {
+        /* The per-uid quota counts the caller's commands in every sandbox. */
+        r = quota_take(sb->quota, QUOTA_COMMANDS, caller->uid, d->cfg->max_commands_per_uid, &mine);
+        if (r < 0) {
+                if (r == -ENOMEM)
+                        snprintf(err, errlen, "daemon out of memory");
+                else
                         snprintf(err, errlen, "uid %u already runs %u commands, its quota "
                                               "(--max-commands-per-uid); wait for some to finish",
                                  (unsigned)caller->uid, mine);
-                        return -EAGAIN;
-                }
+                return r;
         }
         r = build_env(sb, req, &env);
         if (r < 0 || env.n > SBX_MAX_ENV) {
+                quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
                 env_free(&env);
                 snprintf(err, errlen, r == -EINVAL ? "env names must be non-empty and contain no '='"
                                                    : "cannot build the environment");
@@ -1163,6 +1155,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
 
         cmd = calloc(1, sizeof(*cmd));
         if (!cmd) {
+                quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
                 env_free(&env);
                 snprintf(err, errlen, "daemon out of memory");
                 return -ENOMEM;
@@ -1311,7 +1304,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         uv_timer_init(d->loop, &cmd->drain);
         cmd->timer.data = cmd->drain.data = cmd;
         cmd->handles = 2;
-        sb->handles_open++; /* the sandbox outlives its commands' handles */
+        sb->hooks->hold(sb); /* the sandbox outlives its commands' handles */
         if (sb->commands) {
                 struct command *o;
                 for (o = sb->commands; o; o = o->next)
@@ -1380,7 +1373,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
          * finishes this command later (its init is alive: the sandbox is ready), so cmd
          * stays valid here. init answers only a failure (StartFailed), and handles a
          * later Signal after this Start (init.proto): sent is started. */
-        r = sandbox_send_init(sb, &msg, child_fds, 3 + n_cg_fds);
+        r = initchan_send(&sb->chan, &msg, child_fds, 3 + n_cg_fds);
         if (r >= 0)
                 cmd->started = 1;
         for (i = 0; i < 3 + n_cg_fds; i++)
@@ -1428,6 +1421,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         return 0;
 
 fail_alloc:
+        quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
         for (i = 0; cmd->argv && i < cmd->argc; i++)
                 free(cmd->argv[i]);
         free(cmd->argv);

@@ -1,7 +1,7 @@
 /* files.c: the file operations of a sandbox; see files.h.
  *
  * Every walk over path components is done by openat2(2) from the sandbox's own root
- * (sb->root_fd, an O_PATH of its "/" in its mount namespace) with RESOLVE_IN_ROOT |
+ * (its view's root_fd, an O_PATH of its "/" in its mount namespace) with RESOLVE_IN_ROOT |
  * RESOLVE_NO_MAGICLINKS: "..", absolute symlinks and links planted by sandboxed code
  * (to /etc/shadow, to ../../.., to /proc/self/root/...) all resolve inside the
  * sandbox's root and can never reach the host's, and /proc magic links are refused.
@@ -26,7 +26,10 @@
  * twice: lexically (the normalized path is at or below a denied_read path) and by
  * identity (what was opened lives on one of the mounts that hide those paths, by mount
  * id from statx(2), or by device and inode on kernels without it), which catches the
- * symlinks and ".." that lead there. Owns nothing between calls; called by rpc.c. */
+ * symlinks and ".." that lead there. A sandbox is seen through its struct sandbox_view
+ * (sandbox_view.h), never the whole struct sandbox; what is kept between calls (the
+ * hiding mounts, found once per view generation) lives in that view's files_cache and
+ * goes with the sandbox. Called by rpc.c. */
 #include "files.h"
 
 #include <dirent.h>
@@ -47,7 +50,8 @@
 
 #include "creds.h"
 #include "policy.h"
-#include "sandbox_int.h"
+#include "sandbox.h"
+#include "sandbox_view.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
 
@@ -82,7 +86,7 @@ struct files_cache {
 
 /* One operation in progress. */
 struct fctx {
-        struct sandbox *sb;
+        struct sandbox_view *v; /* the sandbox's, for the length of the operation */
         const char *op;   /* verb for messages: "read", "write", ... */
         const char *path; /* as requested */
         char *err;
@@ -111,7 +115,7 @@ static int fail(struct fctx *fx, int r, const char *fmt, ...) {
 /* A message for -errno r about what (a path in the sandbox). Returns r, or the errno the
  * rpc layer should see for it (-EINVAL for "is a directory", "is a mount point"). */
 static int fail_errno(struct fctx *fx, int r, const char *what) {
-        const char *id = fx->sb->id;
+        const char *id = fx->v->id;
 
         switch (-r) {
         case ENOENT:
@@ -186,7 +190,7 @@ static int fail_hidden(struct fctx *fx) {
         return fail(fx, -ENOENT,
                     "'%.1024s' not found in sandbox '%s': its policy hides that path "
                     "(denied_read_paths)",
-                    fx->path, fx->sb->id);
+                    fx->path, fx->v->id);
 }
 
 static const char *type_phrase(mode_t m) {
@@ -245,8 +249,8 @@ static void normalize(const char *in, char *out) {
 }
 
 /* 1 when the normalized path norm is one of the sandbox's hidden paths or below one. */
-static int lexically_hidden(const struct sandbox *sb, const char *norm) {
-        const struct pathset *sets[2] = {sb->hidden, sb->hidden_shared};
+static int lexically_hidden(const struct sandbox_view *v, const char *norm) {
+        const struct pathset *sets[2] = {v->hidden, v->hidden_shared};
         char h[ABS_MAX];
         size_t i, n, k;
 
@@ -378,10 +382,11 @@ static int ro_wins(int dfd, const char *name, int r) {
 /* Appends to c the mount that hides path, if one does. A denied path that is not the
  * root of a mount was not hidden by one (it did not exist when the sandbox was made):
  * the lexical check covers it, and the mount it lies on must not count as hidden. */
-static void find_hiding_mount(const struct sandbox *sb, const char *path, struct files_cache *c) {
+static void find_hiding_mount(const struct sandbox_view *v, const char *path,
+                              struct files_cache *c) {
         struct hidden_mount *h = &c->v[c->n];
         struct statx stx;
-        int fd = in_root_open(sb->root_fd, path, O_PATH), r;
+        int fd = in_root_open(v->root_fd, path, O_PATH), r;
 
         if (fd < 0)
                 return;
@@ -402,32 +407,27 @@ static void find_hiding_mount(const struct sandbox *sb, const char *path, struct
  * credentials change, so that every one is found), once per view generation: the
  * view changes only when the guard mounts in it (guard.h). */
 static int hidden_mounts_load(struct fctx *fx) {
-        struct sandbox *sb = fx->sb;
-        const struct pathset *sets[2] = {sb->hidden, sb->hidden_shared};
-        struct files_cache *c = sb->files_cache;
+        struct sandbox_view *v = fx->v;
+        const struct pathset *sets[2] = {v->hidden, v->hidden_shared};
+        struct files_cache *c = v->files_cache;
         size_t n = 0, i, k;
 
-        if (c && c->generation == sb->view_generation) {
+        if (c && c->generation == v->generation) {
                 fx->hidden = c;
                 return 0;
         }
         for (k = 0; k < 2; k++)
                 n += sets[k] ? sets[k]->n : 0;
-        free(sb->files_cache);
-        sb->files_cache = c = calloc(1, sizeof(*c) + (n ? n : 1) * sizeof(c->v[0]));
+        free(v->files_cache);
+        v->files_cache = c = calloc(1, sizeof(*c) + (n ? n : 1) * sizeof(c->v[0]));
         if (!c)
                 return -ENOMEM;
-        c->generation = sb->view_generation;
+        c->generation = v->generation;
         for (k = 0; k < 2; k++)
                 for (i = 0; sets[k] && i < sets[k]->n; i++)
-                        find_hiding_mount(sb, sets[k]->v[i], c);
+                        find_hiding_mount(v, sets[k]->v[i], c);
         fx->hidden = c;
         return 0;
-}
-
-void files_forget(struct sandbox *sb) {
-        free(sb->files_cache);
-        sb->files_cache = NULL;
 }
 
 /* 1 when the object described by stx lies on a mount that hides a denied path. */
@@ -453,31 +453,31 @@ static int is_hidden(const struct fctx *fx, const struct statx *stx) {
  * credentials. end() must follow, whatever this returns. */
 static int begin(struct fctx *fx, struct sandbox *sb, const char *op, const char *path, char *err,
                  size_t errlen) {
-        Sbx__V1__SandboxState state = sandbox_state(sb);
+        struct sandbox_view *v = sandbox_view(sb);
         size_t len;
         int r;
 
         memset(fx, 0, sizeof(*fx));
-        fx->sb = sb;
+        fx->v = v;
         fx->op = op;
         fx->path = path ? path : "";
         fx->err = err;
         fx->errlen = errlen;
         if (err && errlen)
                 err[0] = '\0';
-        if (state == SBX__V1__SANDBOX_STATE__CREATING ||
-            (state == SBX__V1__SANDBOX_STATE__READY && sb->root_fd < 0))
+        if (v->state == SBX__V1__SANDBOX_STATE__CREATING ||
+            (v->state == SBX__V1__SANDBOX_STATE__READY && v->root_fd < 0))
                 return fail(fx, -ESHUTDOWN,
                             "sandbox '%s' is not ready yet; wait until its creation has finished",
-                            sb->id);
-        if (state != SBX__V1__SANDBOX_STATE__READY || sb->root_fd < 0)
-                return fail(fx, -ENODEV, "sandbox '%s' is ending; create a new one", sb->id);
-        if (!sb->d->features.openat2)
+                            v->id);
+        if (v->state != SBX__V1__SANDBOX_STATE__READY || v->root_fd < 0)
+                return fail(fx, -ENODEV, "sandbox '%s' is ending; create a new one", v->id);
+        if (!v->d->features.openat2)
                 return fail(fx, -ENOSYS,
                             "this kernel has no openat2(2) (Linux 5.6 or later), which file "
                             "operations need to resolve paths safely; use a command (cat, ls) "
                             "in sandbox '%s' instead",
-                            sb->id);
+                            v->id);
         if (!path || !path[0])
                 return fail(fx, -EINVAL, "path is required");
         len = strlen(path);
@@ -489,15 +489,15 @@ static int begin(struct fctx *fx, struct sandbox *sb, const char *op, const char
         else
                 snprintf(fx->abs, sizeof(fx->abs), "/workspace/%s", path);
         normalize(fx->abs, fx->norm);
-        if (lexically_hidden(sb, fx->norm))
+        if (lexically_hidden(v, fx->norm))
                 return fail_hidden(fx);
         r = hidden_mounts_load(fx);
         if (r < 0)
                 return fail(fx, r, "daemon out of memory");
-        r = creds_enter(&fx->cr, sb->run_uid, sb->run_gid, NULL, 0);
+        r = creds_enter(&fx->cr, v->run_uid, v->run_gid, NULL, 0);
         if (r < 0)
                 return fail(fx, r, "cannot take the credentials of the user of sandbox '%s': %s",
-                            sb->id, strerror(-r));
+                            v->id, strerror(-r));
         return 0;
 }
 
@@ -508,7 +508,7 @@ static void end(struct fctx *fx) {
 
 /* Opens the requested path itself (a final symlink followed) as O_PATH. */
 static int open_final(struct fctx *fx, int *ret_fd, struct statx *ret) {
-        int fd = in_root_open(fx->sb->root_fd, fx->abs, O_PATH), r;
+        int fd = in_root_open(fx->v->root_fd, fx->abs, O_PATH), r;
 
         if (fd < 0)
                 return fail_errno(fx, fd, fx->path);
@@ -529,11 +529,11 @@ static int open_final(struct fctx *fx, int *ret_fd, struct statx *ret) {
  * does not exist. */
 static int open_dir(struct fctx *fx, const char *dir, const char *hint, int *ret_fd) {
         struct statx stx;
-        int fd = in_root_open(fx->sb->root_fd, dir, O_PATH | O_DIRECTORY), r;
+        int fd = in_root_open(fx->v->root_fd, dir, O_PATH | O_DIRECTORY), r;
 
         if (fd == -ENOENT || fd == -ENOTDIR)
                 return fail(fx, fd, "directory '%.1024s' of '%.1024s' not found in sandbox '%s'%s",
-                            dir, fx->path, fx->sb->id, hint);
+                            dir, fx->path, fx->v->id, hint);
         if (fd < 0)
                 return fail_errno(fx, fd, dir);
         r = fd_statx(fd, &stx);
@@ -558,7 +558,7 @@ static int make_dirs(struct fctx *fx, const char *dir, int *ret_fd, int *ret_cre
         size_t plen = 0;
         int fd, created = 0;
 
-        fd = in_root_open(fx->sb->root_fd, "/", O_PATH | O_DIRECTORY);
+        fd = in_root_open(fx->v->root_fd, "/", O_PATH | O_DIRECTORY);
         if (fd < 0)
                 return fail_errno(fx, fd, "/");
         while (*p) {
@@ -586,7 +586,7 @@ static int make_dirs(struct fctx *fx, const char *dir, int *ret_fd, int *ret_cre
                 memcpy(name, s, n);
                 name[n] = '\0';
                 created = 0;
-                nfd = in_root_open(fx->sb->root_fd, prefix, O_PATH | O_DIRECTORY);
+                nfd = in_root_open(fx->v->root_fd, prefix, O_PATH | O_DIRECTORY);
                 if (nfd == -ENOENT && strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
                         if (mkdirat(fd, name, 0755) == 0) {
                                 created = 1;
@@ -595,7 +595,7 @@ static int make_dirs(struct fctx *fx, const char *dir, int *ret_fd, int *ret_cre
                                 close(fd);
                                 return fail_errno(fx, e, prefix);
                         }
-                        nfd = in_root_open(fx->sb->root_fd, prefix, O_PATH | O_DIRECTORY);
+                        nfd = in_root_open(fx->v->root_fd, prefix, O_PATH | O_DIRECTORY);
                 }
                 close(fd);
                 if (nfd < 0)
@@ -640,12 +640,12 @@ static int resolve_entry(struct fctx *fx, int follow, int mkparents, int *ret_df
                         return fail(fx, r,
                                     "'%.1024s' does not name an entry in sandbox '%s' (it is '/' "
                                     "or ends in '.' or '..'); give the entry's own path",
-                                    cur, fx->sb->id);
+                                    cur, fx->v->id);
                 if (r < 0)
                         return fail_errno(fx, r, cur);
                 if (hops > 0) {
                         normalize(cur, norm);
-                        if (lexically_hidden(fx->sb, norm))
+                        if (lexically_hidden(fx->v, norm))
                                 return fail_hidden(fx);
                 }
                 if (mkparents && hops == 0)
@@ -726,7 +726,7 @@ static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t ma
         if (!S_ISREG(stx.stx_mode)) {
                 close(pfd);
                 return fail(fx, -EINVAL, "'%.1024s' in sandbox '%s' is %s; %s", fx->path,
-                            fx->sb->id, type_phrase(stx.stx_mode),
+                            fx->v->id, type_phrase(stx.stx_mode),
                             S_ISDIR(stx.stx_mode) ? "list it with ListDirectory (sbx ls)"
                                                   : "only regular files can be read");
         }
@@ -737,7 +737,7 @@ static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t ma
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
                 close(fd);
                 return fail(fx, -EINVAL, "'%.1024s' in sandbox '%s' changed while it was opened",
-                            fx->path, fx->sb->id);
+                            fx->path, fx->v->id);
         }
         size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
         remaining = size > offset ? size - offset : 0;
@@ -749,7 +749,7 @@ static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t ma
                                     "more than the %llu a read without a limit returns; page "
                                     "through it with offset and limit (sbx read --offset N "
                                     "--limit N)",
-                                    fx->path, fx->sb->id, (unsigned long long)remaining,
+                                    fx->path, fx->v->id, (unsigned long long)remaining,
                                     (unsigned long long)offset, (unsigned long long)max_read_bytes);
                 }
                 want = max_read_bytes;
@@ -889,7 +889,7 @@ static int write_in_place(struct fctx *fx, int dfd, const char *name, int trunc,
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
                 close(fd);
                 return fail(fx, -EINVAL, "'%.1024s' in sandbox '%s' is not a regular file",
-                            fx->path, fx->sb->id);
+                            fx->path, fx->v->id);
         }
         r = write_all(fd, data, len);
         if (r == 0 && fstat(fd, &st) < 0)
@@ -968,7 +968,7 @@ static int do_write(struct fctx *fx, const uint8_t *data, size_t len, uint32_t m
                 r = fail(fx, -EINVAL,
                          "'%.1024s' in sandbox '%s' is %s; only regular files can be "
                          "written",
-                         fx->path, fx->sb->id, type_phrase(stx.stx_mode));
+                         fx->path, fx->v->id, type_phrase(stx.stx_mode));
         else if (flags & FILES_WRITE_APPEND)
                 r = write_in_place(fx, dfd, name, 0, data, len, mode, ret_size);
         else if (exists && is_mount_root(&stx))
@@ -1185,7 +1185,7 @@ int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
         if (r == 0 && !S_ISDIR(stx.stx_mode)) {
                 close(pfd);
                 r = fail(&fx, -EINVAL, "'%.1024s' in sandbox '%s' is %s, not a directory",
-                         fx.path, fx.sb->id,
+                         fx.path, fx.v->id,
                          S_ISREG(stx.stx_mode) ? "a regular file" : type_phrase(stx.stx_mode));
         } else if (r == 0) {
                 fd = reopen(pfd, O_RDONLY | O_DIRECTORY);
@@ -1409,7 +1409,7 @@ static int do_mkdir(struct fctx *fx, uint32_t mode, int parents) {
                                         return fail(fx, -EEXIST,
                                                     "'%.1024s' exists in sandbox '%s' and is %s, "
                                                     "not a directory",
-                                                    fx->path, fx->sb->id,
+                                                    fx->path, fx->v->id,
                                                     S_ISREG(stx.stx_mode)
                                                             ? "a regular file"
                                                             : type_phrase(stx.stx_mode));
@@ -1427,7 +1427,7 @@ static int do_mkdir(struct fctx *fx, uint32_t mode, int parents) {
         if (exists) {
                 close(dfd);
                 return fail(fx, -EEXIST, "'%.1024s' already exists in sandbox '%s'%s", fx->path,
-                            fx->sb->id,
+                            fx->v->id,
                             S_ISDIR(stx.stx_mode)
                                     ? " (pass parents to accept an existing directory)"
                                     : "");
@@ -1569,7 +1569,7 @@ static int do_remove(struct fctx *fx, int recursive) {
                 return fail(fx, -EINVAL,
                             "refusing to remove '%.1024s' of sandbox '%s': the root and "
                             "/workspace stay; remove what is inside them",
-                            fx->path, fx->sb->id);
+                            fx->path, fx->v->id);
         r = resolve_entry(fx, 0, 0, &dfd, name, &stx, &exists);
         if (r < 0)
                 return r;
@@ -1578,10 +1578,10 @@ static int do_remove(struct fctx *fx, int recursive) {
                 return fail_errno(fx, -ENOENT, fx->path);
         }
         /* The same two, reached another way (a symlinked parent, say). */
-        r = fd_statx(fx->sb->root_fd, &root);
+        r = fd_statx(fx->v->root_fd, &root);
         if (r == 0 && same_inode(&stx, &root))
                 r = -EINVAL;
-        wfd = in_root_open(fx->sb->root_fd, "/workspace", O_PATH | O_DIRECTORY);
+        wfd = in_root_open(fx->v->root_fd, "/workspace", O_PATH | O_DIRECTORY);
         if (r == 0 && wfd >= 0 && fd_statx(wfd, &ws) == 0 && same_inode(&stx, &ws))
                 r = -EINVAL;
         if (wfd >= 0)
@@ -1591,7 +1591,7 @@ static int do_remove(struct fctx *fx, int recursive) {
                 return fail(fx, -EINVAL,
                             "refusing to remove '%.1024s' of sandbox '%s': it is the root or "
                             "/workspace, which stay",
-                            fx->path, fx->sb->id);
+                            fx->path, fx->v->id);
         }
         if (is_mount_root(&stx))
                 r = -EBUSY; /* /proc, /tmp, a writable path: the kernel would refuse at the
@@ -1611,7 +1611,7 @@ static int do_remove(struct fctx *fx, int recursive) {
                 return fail(fx, r,
                             "'%.1024s' in sandbox '%s' is nested more than %d directories deep; "
                             "remove it with a command (rm -rf)",
-                            fx->path, fx->sb->id, REMOVE_MAX_DEPTH);
+                            fx->path, fx->v->id, REMOVE_MAX_DEPTH);
         if (r < 0 && recursive && fx->failed[0] && strcmp(fx->failed, name) != 0) {
                 char what[ABS_MAX + NAME_MAX + 16];
                 snprintf(what, sizeof(what), "%.1024s (at entry '%s')", fx->path, fx->failed);

@@ -5,8 +5,9 @@
  * would resolve it (a relative path is relative to /workspace), with the sandbox
  * user's credentials; a path the policy hides is "not found"; FIFOs, sockets and
  * devices are refused; nothing waits on anything the sandbox controls. Called by the
- * rpc layer on the event loop thread, for a sandbox it found in the table. Owns nothing
- * between calls.
+ * rpc layer on the event loop thread, for a sandbox it found in the table; of the sandbox
+ * only its view (sandbox_view.h) is used. Owns nothing between calls but a cache of the
+ * view's hiding mounts, kept in the view and freed with the sandbox.
  *
  * Every function returns 0 on success or -errno, and on failure writes a one-line
  * message into err (errlen bytes) that names the path and the sandbox and says what to
@@ -26,10 +27,6 @@
 #include "sbx.pb-c.h"
 
 struct sandbox;
-
-/* Frees what the file operations keep about sb's view (the mounts that hide its
- * denied paths, found once and again when the guard mounts in it). At sb's end. */
-void files_forget(struct sandbox *sb);
 
 /* What a ReadFile answers. data is malloc()ed (NULL when len is 0); free it with
  * files_read_result_clear. */

@@ -18,7 +18,7 @@
 
 #include "log.h"
 #include "policy.h"
-#include "sandbox_int.h"
+#include "sandbox_view.h"
 #include "sbxd.h"
 
 /* IN_ATTRIB: a listed credential (or its directory) whose permissions change may
@@ -35,10 +35,10 @@
 
 enum guard_kind { GUARD_HIDE, GUARD_READ_ONLY };
 
-/* One watched path: of one sandbox, or (sb NULL) of the shared credential sets. */
+/* One watched path: of one sandbox, or (sv NULL) of the shared credential sets. */
 struct guard_path {
         struct guard_path *next;
-        struct sandbox *sb;
+        struct sandbox_view *sv;
         int wd;               /* the watch of its directory */
         enum guard_kind kind;
         char *path;           /* on the host */
@@ -51,7 +51,7 @@ struct guard_path {
 /* A sandbox that keeps the shared credential paths hidden (its root is the host's). */
 struct guard_sub {
         struct guard_sub *next;
-        struct sandbox *sb;
+        struct sandbox_view *sv;
 };
 
 /* A helper running `sbx-init --reapply`, reaped through its pidfd. */
@@ -60,7 +60,7 @@ struct guard_helper {
         struct guard *g;
         uv_poll_t poll;
         int pidfd;
-        struct sandbox *sb; /* NULL once the sandbox is gone */
+        struct sandbox_view *sv; /* NULL once the sandbox is gone */
         enum guard_kind kind;
         char *path;         /* in the sandbox's view */
         int again;          /* the path changed again while it ran: look once more */
@@ -107,7 +107,7 @@ static void on_helper_closed(uv_handle_t *h) {
         free(k);
 }
 
-static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, char *path);
+static void reapply(struct guard *g, struct sandbox_view *sv, enum guard_kind kind, char *path);
 
 static void helper_unlink(struct guard_helper *k) {
         struct guard_helper **pp;
@@ -130,49 +130,49 @@ static void on_helper_exit(uv_poll_t *p, int status, int events) {
         else
                 log_err("%s: could not cover it again (helper status %d)", k->what, si.si_status);
         /* The view has a new mount: the file operations' picture of it is stale. */
-        if (k->sb)
-                k->sb->view_generation++;
+        if (k->sv)
+                k->sv->generation++;
         helper_unlink(k);
         uv_poll_stop(p);
         /* Changed again meanwhile (one helper per path at a time: a host renaming in a
          * loop must not fork a helper per event): look once more. */
-        if (k->again && k->sb && k->sb->state == SBX__V1__SANDBOX_STATE__READY &&
-            k->sb->init_pid > 0 && !covered(k->sb->init_pid, k->path))
-                reapply(k->g, k->sb, k->kind, k->path);
+        if (k->again && k->sv && k->sv->state == SBX__V1__SANDBOX_STATE__READY &&
+            k->sv->init_pid > 0 && !covered(k->sv->init_pid, k->path))
+                reapply(k->g, k->sv, k->kind, k->path);
         uv_close((uv_handle_t *)p, on_helper_closed);
 }
 
-/* Runs `sbx-init --reapply KIND PATH --pidfd 3 [--userns]` for path of sb's view. The
+/* Runs `sbx-init --reapply KIND PATH --pidfd 3 [--userns]` for path of sv's view. The
  * helper is executed from the host's binary before it enters the sandbox's namespaces
  * (it does that itself, through the pidfd of PID 1), so nothing it loads (its dynamic
  * loader, its libraries) comes from a view that sandboxed code may shape. */
-static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, char *path) {
+static void reapply(struct guard *g, struct sandbox_view *sv, enum guard_kind kind, char *path) {
         char *argv[] = {(char *)"sbx-init", (char *)"--reapply",
                         (char *)(kind == GUARD_HIDE ? "hide" : "read-only"), path,
-                        (char *)"--pidfd", (char *)"3", sb->d->features.rootless ? (char *)"--userns" : NULL,
+                        (char *)"--pidfd", (char *)"3", sv->d->features.rootless ? (char *)"--userns" : NULL,
                         NULL};
         char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
         struct guard_helper *k;
-        int pidfd = sb->init_pidfd;
+        int pidfd = sv->init_pidfd;
         pid_t pid;
 
         for (k = g->helpers; k; k = k->next)
-                if (k->sb == sb && strcmp(k->path, path) == 0) {
+                if (k->sv == sv && strcmp(k->path, path) == 0) {
                         k->again = 1; /* it looks again when it is done */
                         return;
                 }
         k = calloc(1, sizeof(*k));
         if (!k || !(k->path = strdup(path)) ||
-            asprintf(&k->what, "sbx=%s: %s %s changed on the host", sb->id,
+            asprintf(&k->what, "sbx=%s: %s %s changed on the host", sv->id,
                      kind == GUARD_HIDE ? "hidden path" : "read-only path", path) < 0) {
                 if (k)
                         free(k->path);
                 free(k);
-                log_err("sbx=%s: cannot cover %s again: out of memory", sb->id, path);
+                log_err("sbx=%s: cannot cover %s again: out of memory", sv->id, path);
                 return;
         }
         k->kind = kind;
-        sb->view_generation++;
+        sv->generation++;
         pid = fork();
         if (pid == 0) {
                 /* Only system calls here: the daemon has threads. dup2 onto the same
@@ -183,7 +183,7 @@ static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, c
                 _exit(127);
         }
         if (pid < 0 || (k->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0 ||
-            uv_poll_init(sb->d->loop, &k->poll, k->pidfd) < 0) {
+            uv_poll_init(sv->d->loop, &k->poll, k->pidfd) < 0) {
                 log_err("%s: cannot start a helper: %s", k->what, strerror(errno));
                 if (pid > 0)
                         (void)waitpid(pid, NULL, 0);
@@ -196,21 +196,21 @@ static void reapply(struct guard *g, struct sandbox *sb, enum guard_kind kind, c
         }
         fcntl(k->pidfd, F_SETFD, FD_CLOEXEC);
         k->g = g;
-        k->sb = sb;
+        k->sv = sv;
         k->next = g->helpers;
         g->helpers = k;
         k->poll.data = k;
         uv_poll_start(&k->poll, UV_READABLE, on_helper_exit);
 }
 
-/* Covers gp again in sb when sb is up and the path lies bare. */
-static void check(struct guard *g, struct sandbox *sb, struct guard_path *gp) {
-        const Sbx__V1__Policy *pol = sb->spec ? sb->spec->policy : NULL;
+/* Covers gp again in sv when sv is up and the path lies bare. */
+static void check(struct guard *g, struct sandbox_view *sv, struct guard_path *gp) {
+        const Sbx__V1__Policy *pol = sv->policy;
         char *view = gp->view ? gp->view : gp->path;
         size_t i, n;
 
-        if (sb->state != SBX__V1__SANDBOX_STATE__READY || sb->init_pid <= 0 || sb->init_pidfd < 0 ||
-            covered(sb->init_pid, view))
+        if (sv->state != SBX__V1__SANDBOX_STATE__READY || sv->init_pid <= 0 || sv->init_pidfd < 0 ||
+            covered(sv->init_pid, view))
                 return;
         /* Replaced on the host in a directory the sandbox may write: until it is covered
          * again, sandboxed code can rename its own file there (or write into the host's
@@ -223,11 +223,11 @@ static void check(struct guard *g, struct sandbox *sb, struct guard_path *gp) {
                                     "write beside it: check its content before the host uses it "
                                     "(sandboxed code may have put its own there before it was "
                                     "covered again)",
-                                    sb->id, gp->path);
+                                    sv->id, gp->path);
                         break;
                 }
         }
-        reapply(g, sb, gp->kind, view);
+        reapply(g, sv, gp->kind, view);
 }
 
 /* A shared path changed: every sandbox that keeps the shared paths hidden looks (a
@@ -236,7 +236,7 @@ static void check_shared(struct guard *g, struct guard_path *gp) {
         struct guard_sub *s;
 
         for (s = g->subs; s; s = s->next)
-                check(g, s->sb, gp);
+                check(g, s->sv, gp);
 }
 
 static void advance(struct guard *g, struct guard_path *old);
@@ -321,14 +321,14 @@ static void on_events(uv_poll_t *p, int status, int events) {
                         for (gp = g->paths; gp; gp = gp->next) {
                                 if (gp->pending || gp->wd != ev->wd)
                                         continue;
-                                if ((ev->mask & IN_ATTRIB) && !gp->sb &&
+                                if ((ev->mask & IN_ATTRIB) && !gp->sv &&
                                     (!ev->len || strcmp(gp->name, ev->name) == 0))
                                         policy_shared_changed();
                                 if (!(ev->mask & (IN_CREATE | IN_MOVED_TO)) ||
                                     !(ev->len && strcmp(gp->name, ev->name) == 0))
                                         continue;
-                                if (gp->sb) {
-                                        check(g, gp->sb, gp);
+                                if (gp->sv) {
+                                        check(g, gp->sv, gp);
                                 } else {
                                         policy_shared_changed();
                                         check_shared(g, gp);
@@ -370,11 +370,11 @@ fail:
         return r;
 }
 
-/* Watches host (absolute) for sb (NULL: shared), seen at view in the sandbox (NULL:
+/* Watches host (absolute) for sv (NULL: shared), seen at view in the sandbox (NULL:
  * the same): the directory holding it, or when that is missing, the nearest ancestor
  * that exists, for the next missing directory to appear (pending). Returns the entry,
  * or NULL when nothing can be watched. */
-static struct guard_path *add_path(struct guard *g, struct sandbox *sb, enum guard_kind kind,
+static struct guard_path *add_path(struct guard *g, struct sandbox_view *sv, enum guard_kind kind,
                                    const char *host, const char *view) {
         struct guard_path *gp;
         char *slash, *cut = NULL;
@@ -404,7 +404,7 @@ static struct guard_path *add_path(struct guard *g, struct sandbox *sb, enum gua
         if (wd < 0) {
                 if (errno != ENOENT && errno != ENOTDIR)
                         log_warning("sbx=%s: cannot watch the directory of %s: %s",
-                                    sb ? sb->id : "-", host, strerror(errno));
+                                    sv ? sv->id : "-", host, strerror(errno));
                 free(gp->view);
                 free(gp->path);
                 free(gp);
@@ -424,7 +424,7 @@ static struct guard_path *add_path(struct guard *g, struct sandbox *sb, enum gua
         } else {
                 gp->name = slash + 1;
         }
-        gp->sb = sb;
+        gp->sv = sv;
         gp->wd = wd;
         gp->kind = kind;
         gp->next = g->paths;
@@ -432,17 +432,17 @@ static struct guard_path *add_path(struct guard *g, struct sandbox *sb, enum gua
         return gp;
 }
 
-/* Watches the view paths of set for sb, at root + path on the host. */
-static void add_set(struct guard *g, struct sandbox *sb, enum guard_kind kind, const char *root,
+/* Watches the view paths of set for sv, at root + path on the host. */
+static void add_set(struct guard *g, struct sandbox_view *sv, enum guard_kind kind, const char *root,
                     char *const *v, size_t n) {
         char host[PATH_MAX];
         size_t i;
 
         for (i = 0; i < n; i++) {
                 if (strcmp(root, "/") == 0) {
-                        (void)add_path(g, sb, kind, v[i], NULL);
+                        (void)add_path(g, sv, kind, v[i], NULL);
                 } else if ((size_t)snprintf(host, sizeof(host), "%s%s", root, v[i]) < sizeof(host)) {
-                        (void)add_path(g, sb, kind, host, v[i]);
+                        (void)add_path(g, sv, kind, host, v[i]);
                 }
         }
 }
@@ -456,7 +456,7 @@ void guard_share(struct sbxd *d, struct pathset *set) {
                 return;
         for (i = 0; i < set->n; i++) {
                 for (gp = g->paths; gp; gp = gp->next)
-                        if (!gp->sb && strcmp(gp->path, set->v[i]) == 0)
+                        if (!gp->sv && strcmp(gp->path, set->v[i]) == 0)
                                 break;
                 if (gp)
                         continue;
@@ -470,24 +470,24 @@ void guard_share(struct sbxd *d, struct pathset *set) {
         g->shared = pathset_ref(set);
 }
 
-void guard_watch(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
+void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
                  const char *root, char *const *denied_write, size_t n_denied_write) {
         struct guard *g = d->guard;
 
         if (!g)
                 return;
-        add_set(g, sb, GUARD_HIDE, root, view->hidden->v, view->hidden->n);
-        add_set(g, sb, GUARD_READ_ONLY, root, denied_write, n_denied_write);
+        add_set(g, sv, GUARD_HIDE, root, view->hidden->v, view->hidden->n);
+        add_set(g, sv, GUARD_READ_ONLY, root, denied_write, n_denied_write);
         /* Names inside writable paths: host paths, bound at the same path. */
-        add_set(g, sb, GUARD_READ_ONLY, "/", view->protected_paths->v, view->protected_paths->n);
-        add_set(g, sb, GUARD_READ_ONLY, "/", view->made_dirs->v, view->made_dirs->n);
-        add_set(g, sb, GUARD_READ_ONLY, "/", view->made_files->v, view->made_files->n);
-        add_set(g, sb, GUARD_HIDE, root, view->watched->v, view->watched->n);
+        add_set(g, sv, GUARD_READ_ONLY, "/", view->protected_paths->v, view->protected_paths->n);
+        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_dirs->v, view->made_dirs->n);
+        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_files->v, view->made_files->n);
+        add_set(g, sv, GUARD_HIDE, root, view->watched->v, view->watched->n);
         if (view->watched_shared) {
                 struct guard_sub *s = calloc(1, sizeof(*s));
                 guard_share(d, view->watched_shared);
                 if (s) {
-                        s->sb = sb;
+                        s->sv = sv;
                         s->next = g->subs;
                         g->subs = s;
                 }
@@ -519,19 +519,19 @@ static void advance(struct guard *g, struct guard_path *old) {
         if (!*pp)
                 return;
         *pp = old->next;
-        gp = add_path(g, old->sb, old->kind, old->path, old->view);
+        gp = add_path(g, old->sv, old->kind, old->path, old->view);
         free_path(g, old);
         if (!gp || gp->pending)
                 return;
-        if (gp->sb) {
-                check(g, gp->sb, gp);
+        if (gp->sv) {
+                check(g, gp->sv, gp);
         } else {
                 policy_shared_changed();
                 check_shared(g, gp);
         }
 }
 
-void guard_forget(struct sbxd *d, struct sandbox *sb) {
+void guard_forget(struct sbxd *d, struct sandbox_view *sv) {
         struct guard *g = d->guard;
         struct guard_path **pp, *gp;
         struct guard_sub **sp, *x;
@@ -540,10 +540,10 @@ void guard_forget(struct sbxd *d, struct sandbox *sb) {
         if (!g)
                 return;
         for (k = g->helpers; k; k = k->next)
-                if (k->sb == sb)
-                        k->sb = NULL;
+                if (k->sv == sv)
+                        k->sv = NULL;
         for (pp = &g->paths; (gp = *pp);) {
-                if (gp->sb != sb) {
+                if (gp->sv != sv) {
                         pp = &gp->next;
                         continue;
                 }
@@ -551,7 +551,7 @@ void guard_forget(struct sbxd *d, struct sandbox *sb) {
                 free_path(g, gp);
         }
         for (sp = &g->subs; (x = *sp);) {
-                if (x->sb == sb) {
+                if (x->sv == sv) {
                         *sp = x->next;
                         free(x);
                 } else {
@@ -590,7 +590,7 @@ void guard_stop(struct sbxd *d) {
         g->shared = NULL;
         /* Helpers still running close their own handles; they no longer name a guard. */
         for (k = g->helpers; k; k = k->next)
-                k->sb = NULL;
+                k->sv = NULL;
         g->helpers = NULL;
         uv_poll_stop(&g->poll);
         uv_close((uv_handle_t *)&g->poll, on_guard_closed);

@@ -25,17 +25,18 @@
 #include <stddef.h>
 
 struct sbxd;
-struct sandbox;
+struct sandbox_view;
 struct policy_view;
 
 /* Starts the guard (an inotify descriptor on d's loop). init_path: the sbx-init binary
  * its helpers run. Returns 0 or -errno; the daemon runs without it on failure. */
 int guard_start(struct sbxd *d, const char *init_path);
 
-/* Watches the view of sb (policy.h; its hidden_shared set is kept referenced) and its
- * policy's denied_write_paths, which are paths of the view below root (canonical; "/"
- * for the host's). */
-void guard_watch(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
+/* Watches the view of the sandbox sv (policy.h; its hidden_shared set is kept
+ * referenced) and its policy's denied_write_paths, which are paths of the view below
+ * root (canonical; "/" for the host's). The guard keeps sv (sandbox_view.h: it reads its
+ * state and init, and bumps its generation when it mounts) until guard_forget. */
+void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
                  const char *root, char *const *denied_write, size_t n_denied_write);
 
 /* Watches every path of set, the shared credential list (policy.h), for the sandboxes
@@ -44,8 +45,8 @@ void guard_watch(struct sbxd *d, struct sandbox *sb, const struct policy_view *v
 struct pathset;
 void guard_share(struct sbxd *d, struct pathset *set);
 
-/* Forgets every path of sb. */
-void guard_forget(struct sbxd *d, struct sandbox *sb);
+/* Forgets every path of the sandbox sv, and sv itself (at the sandbox's end). */
+void guard_forget(struct sbxd *d, struct sandbox_view *sv);
 
 /* Stops watching; helpers still running finish on their own. */
 void guard_stop(struct sbxd *d);

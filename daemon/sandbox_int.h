@@ -1,44 +1,56 @@
-/* sandbox_int.h: the parts of struct sandbox and struct command shared by sandbox.c,
- * policy.c and command.c. Not for other modules: they use sandbox.h. */
+/* sandbox_int.h: struct sandbox, shared by the sandbox modules and no others: the
+ * lifecycle (sandbox.c), the table (sbxtab.c), the warm pool (warm.c), recovery
+ * (recover.c) and the commands (command.c). policy.c still reads a few fields to fill
+ * a sandbox's Setup (policy_fill_setup), until it is given them otherwise. The file
+ * operations and the guard see a struct sandbox_view (sandbox_view.h); everyone else
+ * uses the verbs of sandbox.h.
+ *
+ * Who writes what: the lifecycle owns every field but these: the table or the pool
+ * owns hnext/next/prev, uid_slot, gone/gone_ud and warm*; the command module owns
+ * commands, n_running, next_command and commands_run. */
 #ifndef SBX_SANDBOX_INT_H
 #define SBX_SANDBOX_INT_H
 
+#include "enforce.h"
+#include "initchan.h"
 #include "sandbox.h"
+#include "sandbox_view.h"
 
 struct pathset;
-struct files_cache;
+struct quota;
 
 struct end_waiter {
         sandbox_ended_cb cb;
         void *ud;
 };
 
-/* Indexes of the limits in enforcement reports, and their names. */
-enum limit_kind {
-        LIM_MEMORY = 0,
-        LIM_CPU_SECONDS,
-        LIM_CPU_PERCENT,
-        LIM_PROCESSES,
-        LIM_FILE_SIZE,
-        LIM_OPEN_FILES,
-        LIM_CORE_DUMPS,
-        LIM_TMP,
-        LIM_N
+/* How a sandbox's commands reach the sandbox: given by the lifecycle (sandbox.c) when it
+ * makes the sandbox, so that command.c never calls up into it. */
+struct sandbox_hooks {
+        /* A command holds the sandbox's memory until it has released it. */
+        void (*hold)(struct sandbox *sb);
+        void (*release)(struct sandbox *sb);
+        /* The last running command has finished (for the idle timeout). */
+        void (*idle)(struct sandbox *sb);
+        /* init did not do what it must (reason "failed: ..."): the sandbox ends. */
+        void (*fail)(struct sandbox *sb, const char *reason);
 };
-extern char *const limit_names[LIM_N];
 
 struct sandbox {
         struct sbxd *d;
-        struct sbxtab *tab;
-        struct sandbox *hnext;          /* hash chain */
-        struct sandbox *next, *prev;    /* list of all */
+        const struct sandbox_hooks *hooks;
+        struct sandbox *hnext;          /* the table's hash chain */
+        struct sandbox *next, *prev;    /* the list of its owner: the table or the warm pool */
+        /* Its owner's: called once the sandbox has ended and is about to be freed. */
+        void (*gone)(void *ud, struct sandbox *sb);
+        void *gone_ud;
         char id[SBX_ID_MAX_BYTES + 1];
         char cg_name[SBX_ID_MAX_BYTES + 1]; /* its cgroup's name: the id it was created with */
-        int warm;                       /* set up ahead for --warm, not yet claimed (sandbox.c) */
+        struct sandbox_view view;       /* state, init, root, user, hidden paths (see there) */
+        int warm;                       /* set up ahead for --warm, not yet claimed (warm.c) */
         int warm_given_up;              /* ended to make room for a client, not failed */
         uint8_t *setup_key;             /* warm: its Setup without identity, to match requests */
         size_t setup_key_len;
-        Sbx__V1__SandboxState state;
         uid_t owner_uid;
         gid_t owner_gid;                /* the creator's gid (root mode: owns idmapped writes) */
         Sbx__V1__CreateSandbox *spec;   /* effective request, owned (unpacked copy) */
@@ -51,32 +63,17 @@ struct sandbox {
         uv_process_t proc;              /* stage 0 of the init helper */
         int proc_spawned;
         int proc_exited;
-        int64_t proc_exit_status;
-        int proc_term_signal;
-        int chan_fd;
-        uv_poll_t chan_poll;
-        int chan_poll_active;
-        struct init_out *outq;          /* messages init's channel could not take yet */
-        struct init_out *outq_tail;
-        unsigned outq_n;
-        int chan_poll_inited;
+        struct initchan chan;           /* to init */
         int adopted;                    /* taken over from a previous daemon: init is not our child */
         uv_poll_t pidfd_poll;           /* adopted: PID 1's pidfd, readable once it exited */
         int pidfd_poll_inited;
-        pid_t init_pid;                 /* host pid of PID 1, once Ready */
-        int init_pidfd;
-        int root_fd;                    /* O_PATH of the sandbox's "/" (its mount namespace), once Ready */
         dev_t pidns_dev;                /* its PID namespace (of /proc/PID/ns/pid), once Ready; 0: unknown */
         ino_t pidns_ino;
-        struct pathset *hidden;         /* the hidden paths of its view (policy.h), for files.c */
-        struct pathset *hidden_shared;  /* and every path of the shared credential list; may be NULL */
-        unsigned view_generation;       /* bumped when the guard mounts in its view */
         struct pathset *made_dirs;      /* placeholders its view keeps (policy.h) */
         struct pathset *made_files;
         int left_running;               /* detached for the next daemon (--keep-sandboxes) */
-        struct files_cache *files_cache; /* files.c's picture of the view, or NULL */
         int uid_slot;                   /* -1 when none */
-        uid_t run_uid;
+        uid_t run_uid;                  /* as view.run_uid (policy.c reads these) */
         gid_t run_gid;
         char *workspace;
         struct cgroup *cg;
@@ -85,6 +82,7 @@ struct sandbox {
         char **warnings;
         size_t n_warnings;
         int isolated;
+        struct quota *quota;            /* the table's, for the commands' per-uid quota */
         struct command *commands;
         unsigned n_running;
         uint64_t next_command;
@@ -98,30 +96,94 @@ struct sandbox {
         int ending;
         int ended;          /* the end is recorded and answered; on_cleanup is due */
         char *trash;        /* the workspace in STATE/trash, for on_cleanup to delete */
-        int handles_open;               /* uv handles not yet closed */
-        int freed_from_table;
+        int handles_open;   /* uv handles and commands still holding the sandbox */
+        int retired;        /* out of its owner's list: freed once handles_open is 0 */
         struct caller creator;          /* pid and client name at creation */
         char creator_name[SBX_CLIENT_NAME_MAX_BYTES + 1];
 };
 
+/* ---- for the sandbox modules (sandbox.c) -------------------------------------------- */
+
+/* A new sandbox object, in no list, for id, owning a copy of the packed effective spec
+ * (len bytes). Its timers and channel are initialised; its state is CREATING. NULL when
+ * out of memory. */
+struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8_t *packed, size_t len,
+                              uid_t owner, int64_t created_ms);
+
+/* Frees a sandbox from sandbox_alloc that never got further (its timers are closed
+ * first; the memory goes once they are). */
+void sandbox_discard(struct sandbox *sb);
+
+/* Replaces sb's effective spec (taken over) and notes its policy in the view. */
+void sandbox_set_spec(struct sandbox *sb, Sbx__V1__CreateSandbox *spec);
+
+/* Sets the user sb's commands and file operations run as. */
+void sandbox_set_run_ids(struct sandbox *sb, uid_t uid, gid_t gid);
+
+/* Notes caller as sb's creator (its name copied; not its groups, the connection's). */
+void sandbox_set_creator(struct sandbox *sb, const struct caller *caller);
+
 /* Adds a warning (copied). Returns 0 or -ENOMEM. */
 int sandbox_warn(struct sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* command.c: the init channel delivered a message about a command. */
+/* Decides how sb's limits are enforced (enforce.h), on its cgroup, with warnings. */
+void sandbox_apply_limits(struct sandbox *sb);
+
+/* The adoption socket: a listening SOCK_SEQPACKET socket in sb's state directory (0600;
+ * the directory is hidden in every sandbox) that init keeps, so that a restarted daemon
+ * can reconnect to it. Returns the fd, or -1 (logged). */
+int sandbox_adopt_listen(struct sandbox *sb);
+
+/* Opens the state directory of workspace (its parent) as an O_PATH fd and writes
+ * "/proc/self/fd/N/init.sock" into buf: a path of bounded length whatever the state
+ * directory's, for bind(2) and connect(2). Returns the fd or -errno. */
+int sandbox_adopt_path(const char *workspace, char *buf, size_t len);
+
+/* Keeps what the view hides and the placeholders it made (policy.h) for the file
+ * operations, and has the guard cover them when the host changes them. */
+struct policy_view;
+void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view);
+
+/* Starts setting up a new sandbox already in its owner's list (cold or warm): workspace,
+ * cgroup, limits, the init helper and its Setup. objs (policy.h) is taken over. A
+ * failure fails the sandbox (its end answers its creator). */
+struct policy_objects;
+void sandbox_start(struct sandbox *sb, struct policy_objects *objs);
+
+/* Its Setup without what differs between sandboxes of one policy (init.proto): the key
+ * a warm sandbox is matched by. *ret is malloc()ed. 0 or -ENOMEM. */
+int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *ret_len);
+
+/* The key a request of effective spec would have: its Setup built as for a new
+ * sandbox. 0 or -errno. */
+int sandbox_request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **ret,
+                        size_t *ret_len);
+
+/* Takes over a sandbox whose init a previous daemon left (recover.c): chan_fd its
+ * adoption connection, pid and pidfd its PID 1 (verified). Watches both and arms its
+ * timer. sb must be in the table already. */
+void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd);
+
+/* Arms sb's one timer to the nearest of its deadline and its idle limit. */
+void sandbox_arm_timer(struct sandbox *sb);
+
+/* The checks of sb's timer, now (the periodic sweep: should a timer have been missed). */
+void sandbox_check_timer(struct sandbox *sb);
+
+/* Ends sb with final_state and reason (a no-op once it is ending). */
+void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const char *reason);
+
+/* Lets go of sb without ending it: its init waits for the next daemon (adoption), its
+ * record stays "ready", its running commands end as "unknown". */
+void sandbox_leave(struct sandbox *sb);
+
+/* ---- command.c: what the sandbox tells its commands ----------------------------------- */
+
+/* The init channel delivered a message about a command. */
 void command_on_start_failed(struct sandbox *sb, uint64_t command_id, int err, const char *msg);
 void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex);
-/* command.c: the sandbox ended; every command still running ends with SANDBOX_ENDED, or
- * with UNKNOWN when the daemon leaves the sandbox to the next one (unknown != 0). */
+/* The sandbox ended; every command still running ends with SANDBOX_ENDED, or with
+ * UNKNOWN when the daemon leaves the sandbox to the next one (unknown != 0). */
 void command_end_all(struct sandbox *sb, int unknown);
-
-/* sandbox.c: sends a message to init; -errno on failure (the sandbox is then failed). */
-int sandbox_send_init(struct sandbox *sb, const Sbx__Init__V1__ToInit *msg, const int *fds,
-                      size_t nfds);
-/* sandbox.c: handles what init has sent and the loop has not read yet, without
- * waiting (a timer that fires after a long loop turn runs before the loop reads
- * messages that arrived meanwhile). May finish commands, or end the sandbox. */
-void sandbox_take_init_messages(struct sandbox *sb);
-/* sandbox.c: a handle owned by the sandbox was closed. */
-void sandbox_handle_closed(struct sandbox *sb);
 
 #endif

@@ -1,0 +1,442 @@
+/* sbxtab.c: the sandbox table; see sbxtab.h.
+ *
+ * A hash of the live sandboxes by id over a list of all of them; the warm pool keeps
+ * its sandboxes apart until one is claimed. A creation passes its checks here (in the
+ * order a client would want to hear them: shutting down, the id, the owner's quota, the
+ * daemon's maximum, the policy), then either claims a warm sandbox or records a new one
+ * and hands it to the lifecycle to set up. Every sandbox the table takes is given
+ * table_gone as its owner's callback: that is how its end comes back here. */
+#include "sbxtab.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgroup.h"
+#include "log.h"
+#include "policy.h"
+#include "quota.h"
+#include "sandbox_int.h"
+#include "sbxd.h"
+#include "sbxid.h"
+#include "store.h"
+#include "uidslot.h"
+#include "warm.h"
+
+#define SBXTAB_BUCKETS 4096u
+/* How often old records are pruned (--retention-days), at most. */
+#define SBXTAB_PRUNE_INTERVAL_MS (3600 * 1000)
+
+struct sbxtab {
+        struct sbxd *d;
+        struct sandbox *buckets[SBXTAB_BUCKETS]; /* by id */
+        struct sandbox *all;
+        unsigned count;
+        struct warm_pool *warm;
+        struct uidslots *slots;
+        struct quota *quota;
+        void (*shutdown_done)(void *ud);
+        void *shutdown_ud;
+        int64_t last_prune_ms;
+};
+
+static unsigned hash_id(const char *s) {
+        unsigned h = 2166136261u;
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        return h % SBXTAB_BUCKETS;
+}
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+/* Calls the shutdown's done once nothing is left, warm sandboxes included. */
+static void maybe_done(struct sbxtab *t) {
+        if (t->count == 0 && warm_count(t->warm) == 0 && t->shutdown_done) {
+                void (*done)(void *) = t->shutdown_done;
+                t->shutdown_done = NULL;
+                done(t->shutdown_ud);
+        }
+}
+
+static int pool_has_room(void *ud) {
+        struct sbxtab *t = ud;
+        return t->count + warm_count(t->warm) < t->d->cfg->max_sandboxes;
+}
+
+static void pool_gone(void *ud) {
+        maybe_done(ud);
+}
+
+int sbxtab_new(struct sbxd *d, struct sbxtab **ret) {
+        struct sbxtab *t = calloc(1, sizeof(*t));
+        struct warm_owner owner = {.has_room = pool_has_room, .gone = pool_gone, .ud = t};
+
+        if (!t)
+                return -ENOMEM;
+        t->d = d;
+        if (uidslot_new(&t->slots) < 0 || quota_new(&t->quota) < 0 ||
+            warm_new(d, &owner, &t->warm) < 0) {
+                sbxtab_free(t);
+                return -ENOMEM;
+        }
+        *ret = t;
+        return 0;
+}
+
+void sbxtab_free(struct sbxtab *t) {
+        if (!t)
+                return;
+        warm_free(t->warm);
+        uidslot_free(t->slots);
+        quota_free(t->quota);
+        free(t);
+}
+
+struct sandbox *sbxtab_find(struct sbxtab *t, const char *id) {
+        struct sandbox *sb;
+        for (sb = t->buckets[hash_id(id)]; sb; sb = sb->hnext)
+                if (strcmp(sb->id, id) == 0)
+                        return sb;
+        return NULL;
+}
+
+unsigned sbxtab_count(const struct sbxtab *t) {
+        return t->count;
+}
+
+struct uidslots *sbxtab_uidslots(struct sbxtab *t) {
+        return t->slots;
+}
+
+int sbxtab_is_sandbox_pidns(const struct sbxtab *t, dev_t dev, ino_t ino) {
+        const struct sandbox *sb;
+        for (sb = t->all; sb; sb = sb->next)
+                if (sb->pidns_ino != 0 && sb->pidns_ino == ino && sb->pidns_dev == dev)
+                        return 1;
+        return warm_has_pidns(t->warm, dev, ino);
+}
+
+int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), void *ud) {
+        struct sandbox *sb, *next;
+        for (sb = t->all; sb; sb = next) {
+                int r;
+                next = sb->next;
+                r = cb(sb, ud);
+                if (r)
+                        return r;
+        }
+        return 0;
+}
+
+/* sb has ended: out of the table, its uid slot and its owner's quota given back. */
+static void table_gone(void *ud, struct sandbox *sb) {
+        struct sbxtab *t = ud;
+        struct sandbox **pp;
+
+        for (pp = &t->buckets[hash_id(sb->id)]; *pp; pp = &(*pp)->hnext)
+                if (*pp == sb) {
+                        *pp = sb->hnext;
+                        break;
+                }
+        if (sb->prev)
+                sb->prev->next = sb->next;
+        else
+                t->all = sb->next;
+        if (sb->next)
+                sb->next->prev = sb->prev;
+        t->count--;
+        uidslot_release(t->slots, sb->uid_slot);
+        sb->uid_slot = -1;
+        quota_drop(t->quota, QUOTA_SANDBOXES, sb->owner_uid);
+        /* Room for the pool again (it stops at --max-sandboxes). */
+        warm_schedule(t->warm, SBX_WARM_REFILL_DELAY_MS);
+        maybe_done(t);
+}
+
+/* Takes sb into the table: listed, findable by id, and told to report its end here.
+ * Its owner's quota was taken by the caller. */
+static void table_take(struct sbxtab *t, struct sandbox *sb) {
+        unsigned h = hash_id(sb->id);
+
+        sb->prev = NULL;
+        sb->next = t->all;
+        if (t->all)
+                t->all->prev = sb;
+        t->all = sb;
+        t->count++;
+        sb->hnext = t->buckets[h];
+        t->buckets[h] = sb;
+        sb->gone = table_gone;
+        sb->gone_ud = t;
+        sb->quota = t->quota;
+}
+
+void sbxtab_adopt(struct sbxtab *t, struct sandbox *sb) {
+        /* Counted whatever the quota says now: it was counted when it was created. */
+        (void)quota_take(t->quota, QUOTA_SANDBOXES, sb->owner_uid, UINT_MAX, NULL);
+        table_take(t, sb);
+}
+
+/* ---- creation ----------------------------------------------------------------------- */
+
+/* The id the request asks for (checked), or a generated one, into id. 0 or -EINVAL. */
+static int pick_id(const Sbx__V1__CreateSandbox *req, char *id, size_t len, char *err,
+                   size_t errlen) {
+        if (!req->id || !req->id[0]) {
+                sbxid_generate(id, len);
+                return 0;
+        }
+        if (!sbxid_valid(req->id)) {
+                snprintf(err, errlen, "invalid sandbox id '%.80s': use 1 to %u of [A-Za-z0-9._-]",
+                         req->id, SBX_ID_MAX_BYTES);
+                return -EINVAL;
+        }
+        snprintf(id, len, "%s", req->id);
+        return 0;
+}
+
+/* The checks before anything is made: the daemon is serving, id was never used, and
+ * neither the caller's quota nor the daemon's maximum is reached. On 0, one sandbox of
+ * the caller's quota is taken. -errno with err. */
+static int admit(struct sbxtab *t, const char *id, const struct caller *caller, char *err,
+                 size_t errlen) {
+        struct sbxd *d = t->d;
+        unsigned owned;
+
+        if (sbxtab_find(t, id) || store_sandbox_exists(d->store, id) > 0) {
+                snprintf(err, errlen, "sandbox id '%s' is already used (ids are never reused; pick "
+                                      "another or omit it)", id);
+                return -EEXIST;
+        }
+        if (quota_take(t->quota, QUOTA_SANDBOXES, caller->uid, d->cfg->max_sandboxes_per_uid,
+                       &owned) < 0) {
+                snprintf(err, errlen, "uid %u already owns %u sandboxes, its quota "
+                                      "(--max-sandboxes-per-uid); terminate some first",
+                         (unsigned)caller->uid, owned);
+                return -EAGAIN;
+        }
+        if (t->count >= d->cfg->max_sandboxes) {
+                quota_drop(t->quota, QUOTA_SANDBOXES, caller->uid);
+                snprintf(err, errlen, "sbxd already runs %u sandboxes, its maximum "
+                                      "(--max-sandboxes); terminate some first",
+                         t->count);
+                return -EAGAIN;
+        }
+        return 0;
+}
+
+/* The record of a new sandbox, written before anything is made. 0 or -errno with err. */
+static int record_new(struct sandbox *sb, const uint8_t *packed, size_t packed_len,
+                      const struct caller *caller, char *err, size_t errlen) {
+        struct sbxd *d = sb->d;
+        struct store_sandbox rec;
+        int r;
+
+        memset(&rec, 0, sizeof(rec));
+        rec.id = sb->id;
+        rec.owner_uid = sb->owner_uid;
+        rec.state = "creating";
+        rec.created_ms = sb->created_ms;
+        rec.deadline_ms = sb->deadline_ms;
+        rec.idle_timeout_ms = sb->idle_timeout_ms;
+        rec.spec = packed;
+        rec.spec_len = packed_len;
+        rec.run_uid = sb->run_uid;
+        rec.caller_pid = (uint32_t)caller->pid;
+        rec.client_name = caller->client_name;
+        rec.workspace_dir = sb->workspace;
+        rec.cgroup_path = d->cgroups->version != CGROUP_NONE ? sb->cg_name : "";
+        r = store_sandbox_insert(d->store, &rec);
+        if (r < 0)
+                snprintf(err, errlen, "cannot record sandbox '%s': %s", sb->id,
+                         r == -EEXIST ? "id already used" : store_last_error(d->store));
+        return r;
+}
+
+/* Commands run as a uid of their own per sandbox (root mode: a slot of the owner's) or
+ * as the mapped user (rootless). 0 or -errno with err. */
+static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t errlen) {
+        int slot;
+
+        if (t->d->features.rootless) {
+                sandbox_set_run_ids(sb, 0, 0);
+                return 0;
+        }
+        slot = uidslot_alloc(t->slots, t->d->store, sb->owner_uid, err, errlen);
+        if (slot < 0)
+                return slot;
+        sb->uid_slot = slot;
+        sandbox_set_run_ids(sb, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot);
+        return 0;
+}
+
+/* A new sandbox for the effective request packed (taken over, as objs is): recorded,
+ * in the table, and being set up; cb answers once it is ready or has failed. 0, or
+ * -errno with err when nothing was made. */
+static int create_cold(struct sbxtab *t, const char *id, uint8_t *packed, size_t packed_len,
+                       struct policy_objects *objs, const struct caller *caller,
+                       sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
+        struct sandbox *sb = sandbox_alloc(t->d, id, packed, packed_len, caller->uid,
+                                           sbxd_now_unix_ms());
+        int r = -ENOMEM;
+
+        if (sb) {
+                sb->owner_gid = caller->gid;
+                sb->deadline_ms = sb->created_ms + (int64_t)sb->spec->timeout_ms;
+                sandbox_set_creator(sb, caller);
+                r = assign_uid(t, sb, err, errlen);
+                if (r == 0)
+                        r = record_new(sb, packed, packed_len, caller, err, errlen);
+        } else {
+                snprintf(err, errlen, "daemon out of memory");
+        }
+        free(packed);
+        if (r < 0) {
+                policy_objects_clear(objs);
+                if (sb) {
+                        uidslot_release(t->slots, sb->uid_slot);
+                        sandbox_discard(sb);
+                }
+                return r;
+        }
+        table_take(t, sb);
+        sb->create_cb = cb;
+        sb->create_ud = ud;
+        sandbox_start(sb, objs);
+        return 0;
+}
+
+/* Claims a warm sandbox for the request when one matches. 1 (cb answers), 0 (none), or
+ * -errno with err. */
+static int create_warm(struct sbxtab *t, const char *id, const uint8_t *packed,
+                       size_t packed_len, const struct caller *caller, sandbox_ready_cb cb,
+                       void *ud, char *err, size_t errlen) {
+        struct sandbox *sb;
+        int r = warm_claim(t->warm, t->slots, id, packed, packed_len, caller, &sb, err, errlen);
+        if (r <= 0)
+                return r;
+        table_take(t, sb);
+        warm_finish_claim(t->warm, sb, cb, ud);
+        return 1;
+}
+
+/* After admit: the effective policy, then a warm sandbox or a cold one. */
+static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, char *id,
+                           const struct caller *caller, sandbox_ready_cb cb, void *ud,
+                           char *err, size_t errlen) {
+        struct policy_objects objs;
+        uint8_t *packed = NULL;
+        size_t packed_len = 0;
+        int r;
+
+        memset(&objs, 0, sizeof(objs));
+        r = policy_effective(t->d, req, id, caller, &packed, &packed_len, &objs, err, errlen);
+        if (r < 0)
+                return r;
+        r = create_warm(t, id, packed, packed_len, caller, cb, ud, err, errlen);
+        if (r != 0) {
+                free(packed);
+                policy_objects_clear(&objs);
+                return r < 0 ? r : 0;
+        }
+        /* A warm sandbox that is not used counts against --max-sandboxes: give one up
+         * when this one would not fit otherwise. */
+        if (!pool_has_room(t))
+                warm_give_up_one(t->warm);
+        return create_cold(t, id, packed, packed_len, &objs, caller, cb, ud, err, errlen);
+}
+
+int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,
+                   sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
+        struct sbxtab *t = d->sandboxes;
+        char id[SBX_ID_MAX_BYTES + 1];
+        int r;
+
+        if (d->shutting_down) {
+                snprintf(err, errlen, "sbxd is shutting down; try again when it is back");
+                return -ESHUTDOWN;
+        }
+        r = pick_id(req, id, sizeof(id), err, errlen);
+        if (r == 0)
+                r = admit(t, id, caller, err, errlen);
+        if (r < 0)
+                return r;
+        r = create_admitted(t, req, id, caller, cb, ud, err, errlen);
+        if (r < 0)
+                quota_drop(t->quota, QUOTA_SANDBOXES, caller->uid);
+        return r;
+}
+
+/* ---- all sandboxes at once ---------------------------------------------------------- */
+
+static int sweep_one(struct sandbox *sb, void *ud) {
+        sandbox_check_timer(sb);
+        return 0;
+}
+
+/* Prunes the records of sandboxes ended more than --retention-days ago, at most hourly. */
+static void prune_records(struct sbxtab *t) {
+        struct sbxd *d = t->d;
+        int64_t now = sbxd_now_unix_ms();
+        int n;
+
+        if (d->cfg->retention_days == 0 || now - t->last_prune_ms < SBXTAB_PRUNE_INTERVAL_MS)
+                return;
+        n = store_prune(d->store, now - (int64_t)d->cfg->retention_days * 24 * 3600 * 1000);
+        t->last_prune_ms = now;
+        if (n > 0)
+                log_info("pruned the records of %d sandboxes ended more than %u days ago", n,
+                         d->cfg->retention_days);
+        else if (n < 0)
+                log_warning("cannot prune old records: %s", store_last_error(d->store));
+}
+
+void sbxtab_sweep(struct sbxtab *t) {
+        sbxtab_foreach(t, sweep_one, NULL);
+        prune_records(t);
+}
+
+static int shutdown_one(struct sandbox *sb, void *ud) {
+        sandbox_terminate(sb, "shutdown", NULL, NULL);
+        return 0;
+}
+
+void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud) {
+        warm_stop(t->warm);
+        if (t->count == 0 && warm_count(t->warm) == 0) {
+                done(ud);
+                return;
+        }
+        t->shutdown_done = done;
+        t->shutdown_ud = ud;
+        sbxtab_foreach(t, shutdown_one, NULL);
+        warm_end_all(t->warm);
+}
+
+/* A ready sandbox is left to the next daemon; any other ends. */
+static int detach_one(struct sandbox *sb, void *ud) {
+        if (sb->view.state == SBX__V1__SANDBOX_STATE__READY)
+                sandbox_leave(sb);
+        else
+                sandbox_terminate(sb, "shutdown", NULL, NULL);
+        return 0;
+}
+
+void sbxtab_detach_all(struct sbxtab *t, void (*done)(void *ud), void *ud) {
+        warm_stop(t->warm);
+        sbxtab_foreach(t, detach_one, NULL);
+        /* Warm ones are nobody's: they end (the next daemon makes its own). */
+        warm_end_all(t->warm);
+        if (t->count == 0 && warm_count(t->warm) == 0) {
+                done(ud);
+        } else {
+                t->shutdown_done = done;
+                t->shutdown_ud = ud;
+        }
+}
+
+void sbxtab_warm_start(struct sbxtab *t) {
+        warm_schedule(t->warm, 0);
+}

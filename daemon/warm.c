@@ -1,0 +1,438 @@
+/* warm.c: the warm pool (--warm); see warm.h.
+ *
+ * Creating a sandbox costs 5-15 ms, most of it waiting: the cgroup move of stage 0 waits
+ * for an RCU grace period on cgroup v1, then the network namespace and the mounts. So
+ * the daemon keeps --warm sandboxes of the default policy set up ahead. A create whose
+ * Setup (what init builds the sandbox from) equals a warm one's but for its identity
+ * claims it: the sandbox takes the client's id (its state directory is renamed; its
+ * cgroup keeps its name, recorded as cgroup_path), limits, deadline and owner, init
+ * takes the id as host name and the adoption socket (Claim), and the record is written.
+ * The pool is topped up SBX_WARM_REFILL_DELAY_MS later, off the client's way; after a
+ * warm sandbox failed, not before SBX_WARM_RETRY_MS. */
+#include "warm.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "policy.h"
+#include "sandbox_int.h"
+#include "sbxd.h"
+#include "sbxid.h"
+#include "store.h"
+#include "uidslot.h"
+
+struct warm_pool {
+        struct sbxd *d;
+        struct warm_owner owner;
+        struct sandbox *all;     /* warm sandboxes: setting up or ready, unclaimed */
+        unsigned n;
+        uv_timer_t refill;       /* tops the pool up */
+        int refill_inited;       /* 0 not yet, 1 live, 2 closed for good */
+        uint64_t retry_at;       /* uv_now() before which no new warm one */
+};
+
+/* A claim in progress: the names a warm sandbox takes, and what to undo. */
+struct claim {
+        Sbx__V1__CreateSandbox *spec; /* the request's effective spec, unpacked */
+        char *old_dir, *new_dir, *new_ws;
+};
+
+int warm_new(struct sbxd *d, const struct warm_owner *owner, struct warm_pool **ret) {
+        struct warm_pool *p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        p->d = d;
+        p->owner = *owner;
+        *ret = p;
+        return 0;
+}
+
+void warm_free(struct warm_pool *p) {
+        free(p);
+}
+
+unsigned warm_count(const struct warm_pool *p) {
+        return p->n;
+}
+
+int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino) {
+        const struct sandbox *sb;
+        for (sb = p->all; sb; sb = sb->next)
+                if (sb->pidns_ino != 0 && sb->pidns_ino == ino && sb->pidns_dev == dev)
+                        return 1;
+        return 0;
+}
+
+/* ---- the pool's list ---------------------------------------------------------------- */
+
+static void unlink_warm(struct warm_pool *p, struct sandbox *sb) {
+        if (sb->prev)
+                sb->prev->next = sb->next;
+        else
+                p->all = sb->next;
+        if (sb->next)
+                sb->next->prev = sb->prev;
+        sb->next = sb->prev = NULL;
+        p->n--;
+}
+
+/* A warm sandbox has ended: it failed (the pool then waits before it tries again), was
+ * given up for room, or the daemon is stopping. */
+static void pool_gone(void *ud, struct sandbox *sb) {
+        struct warm_pool *p = ud;
+
+        unlink_warm(p, sb);
+        if (!sb->warm_given_up)
+                p->retry_at = uv_now(p->d->loop) + SBX_WARM_RETRY_MS;
+        warm_schedule(p, SBX_WARM_REFILL_DELAY_MS);
+        p->owner.gone(p->owner.ud);
+}
+
+static void link_warm(struct warm_pool *p, struct sandbox *sb) {
+        sb->prev = NULL;
+        sb->next = p->all;
+        if (p->all)
+                p->all->prev = sb;
+        p->all = sb;
+        p->n++;
+        sb->gone = pool_gone;
+        sb->gone_ud = p;
+}
+
+/* ---- topping up --------------------------------------------------------------------- */
+
+/* One more warm sandbox of the default policy, owned by the daemon. 0 or -errno. */
+static int warm_create(struct warm_pool *p) {
+        Sbx__V1__CreateSandbox req = SBX__V1__CREATE_SANDBOX__INIT;
+        struct sbxd *d = p->d;
+        struct caller k = {.uid = d->euid, .gid = d->egid, .pid = getpid(), .client_name = "sbxd"};
+        char id[SBX_ID_MAX_BYTES + 1], gen[SBX_ID_MAX_BYTES + 1], err[512];
+        struct policy_objects objs;
+        struct sandbox *sb = NULL;
+        uint8_t *packed = NULL;
+        size_t packed_len = 0;
+        int r;
+
+        memset(&objs, 0, sizeof(objs));
+        /* '~' is not allowed in client ids: no request can name a warm sandbox. A
+         * generated id (time and randomness) keeps the pools of two daemons apart: a
+         * claimed sandbox keeps its cgroup's name across restarts. */
+        sbxid_generate(gen, sizeof(gen));
+        snprintf(id, sizeof(id), "~warm-%.40s", gen);
+        r = policy_effective(d, &req, id, &k, &packed, &packed_len, &objs, err, sizeof(err));
+        if (r == 0 && !(sb = sandbox_alloc(d, id, packed, packed_len, (uid_t)-1, sbxd_now_unix_ms()))) {
+                snprintf(err, sizeof(err), "daemon out of memory");
+                policy_objects_clear(&objs);
+                r = -ENOMEM;
+        }
+        free(packed);
+        if (r < 0) {
+                log_warning("cannot set up a warm sandbox: %s", err);
+                return r;
+        }
+        sb->owner_gid = (gid_t)-1;
+        sb->warm = 1;
+        sb->deadline_ms = INT64_MAX; /* none until it is claimed */
+        sandbox_set_creator(sb, &k);
+        /* It gets its uid when it is claimed, from its owner's (Claim). */
+        if (d->features.rootless)
+                sandbox_set_run_ids(sb, 0, 0);
+        else
+                sandbox_set_run_ids(sb, SBX_WARM_RUN_ID, SBX_WARM_RUN_ID);
+        link_warm(p, sb);
+        sandbox_start(sb, &objs);
+        return 0;
+}
+
+static void on_refill(uv_timer_t *h) {
+        struct warm_pool *p = h->data;
+        struct sbxd *d = p->d;
+        uint64_t now = uv_now(d->loop);
+
+        if (d->shutting_down)
+                return;
+        if (now < p->retry_at) {
+                uv_timer_start(&p->refill, on_refill, p->retry_at - now, 0);
+                return;
+        }
+        while (p->n < d->cfg->warm && p->owner.has_room(p->owner.ud))
+                if (warm_create(p) < 0) {
+                        p->retry_at = now + SBX_WARM_RETRY_MS;
+                        uv_timer_start(&p->refill, on_refill, SBX_WARM_RETRY_MS, 0);
+                        return;
+                }
+}
+
+void warm_schedule(struct warm_pool *p, uint64_t delay_ms) {
+        if (p->d->cfg->warm == 0 || p->d->shutting_down || p->refill_inited == 2)
+                return;
+        if (!p->refill_inited) {
+                if (uv_timer_init(p->d->loop, &p->refill) < 0)
+                        return;
+                p->refill.data = p;
+                uv_unref((uv_handle_t *)&p->refill); /* never keeps the loop alive */
+                p->refill_inited = 1;
+        }
+        if (!uv_is_active((uv_handle_t *)&p->refill))
+                uv_timer_start(&p->refill, on_refill, delay_ms, 0);
+}
+
+void warm_stop(struct warm_pool *p) {
+        if (p->refill_inited == 1) {
+                uv_timer_stop(&p->refill);
+                uv_close((uv_handle_t *)&p->refill, NULL);
+                p->refill_inited = 2; /* closed: never again */
+        }
+}
+
+void warm_end_all(struct warm_pool *p) {
+        struct sandbox *sb, *next;
+        for (sb = p->all; sb; sb = next) {
+                next = sb->next;
+                sandbox_terminate(sb, "shutdown", NULL, NULL);
+        }
+}
+
+void warm_give_up_one(struct warm_pool *p) {
+        struct sandbox *sb;
+        for (sb = p->all; sb; sb = sb->next)
+                if (!sb->ending) {
+                        sb->warm_given_up = 1;
+                        sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED, "room for a client");
+                        return;
+                }
+}
+
+/* ---- claiming ----------------------------------------------------------------------- */
+
+/* Whether a warm sandbox's init has gone in a way the loop has not handled yet (its
+ * pidfd or channel says so): a claim passes over it. */
+static int init_gone(const struct sandbox *sb) {
+        struct pollfd pf[2] = {{.fd = sb->chan.fd, .events = 0},
+                               {.fd = sb->view.init_pidfd, .events = POLLIN}};
+        nfds_t n = sb->view.init_pidfd >= 0 ? 2 : 1;
+
+        if (sb->chan.fd < 0)
+                return 1;
+        if (poll(pf, n, 0) <= 0)
+                return 0;
+        return (pf[0].revents & (POLLHUP | POLLERR)) || (n == 2 && (pf[1].revents & POLLIN));
+}
+
+static int claimable(const struct sandbox *sb) {
+        return sb->view.state == SBX__V1__SANDBOX_STATE__READY && !sb->ending;
+}
+
+/* A ready warm sandbox whose Setup the request's (spec) would equal, or NULL. */
+static struct sandbox *find_match(struct warm_pool *p, Sbx__V1__CreateSandbox *spec) {
+        struct sandbox *sb;
+        uint8_t *key = NULL;
+        size_t key_len = 0;
+
+        for (sb = p->all; sb && !claimable(sb); sb = sb->next)
+                ;
+        if (!sb || sandbox_request_key(p->d, spec, &key, &key_len) < 0)
+                return NULL;
+        for (sb = p->all; sb; sb = sb->next)
+                if (claimable(sb) && sb->setup_key_len == key_len &&
+                    memcmp(sb->setup_key, key, key_len) == 0 && !init_gone(sb))
+                        break;
+        free(key);
+        return sb;
+}
+
+static void claim_clear(struct claim *c) {
+        if (c->spec)
+                sbx__v1__create_sandbox__free_unpacked(c->spec, NULL);
+        free(c->old_dir);
+        free(c->new_dir);
+        free(c->new_ws);
+        memset(c, 0, sizeof(*c));
+}
+
+/* The state directory sb has (old_dir) and the one it takes for id. 0 or -ENOMEM. */
+static int claim_names(struct warm_pool *p, struct sandbox *sb, const char *id, struct claim *c) {
+        char *slash;
+
+        c->old_dir = strdup(sb->workspace);
+        slash = c->old_dir ? strrchr(c->old_dir, '/') : NULL;
+        if (!slash ||
+            asprintf(&c->new_dir, "%s/sandboxes/%s", p->d->cfg->state_dir, id) < 0) {
+                c->new_dir = NULL;
+                return -ENOMEM;
+        }
+        *slash = '\0';
+        if (asprintf(&c->new_ws, "%s/workspace", c->new_dir) < 0) {
+                c->new_ws = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Gives back the uid a claim took (root mode): sb is the daemon's again. */
+static void unclaim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox *sb) {
+        if (sb->uid_slot < 0)
+                return;
+        uidslot_release(slots, sb->uid_slot);
+        sb->uid_slot = -1;
+        sandbox_set_run_ids(sb, SBX_WARM_RUN_ID, SBX_WARM_RUN_ID);
+        if (chown(sb->workspace, p->d->euid, p->d->egid) < 0)
+                log_warning("sbx=%s: chown %s: %s", sb->id, sb->workspace, strerror(errno));
+}
+
+/* Its uid from the owner's slots (root mode), and its workspace theirs. 0 or -1. */
+static int claim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox *sb,
+                     uid_t owner) {
+        char err[256];
+        int slot;
+
+        if (p->d->features.rootless)
+                return 0;
+        slot = uidslot_alloc(slots, p->d->store, owner, err, sizeof(err));
+        if (slot < 0) {
+                log_warning("sbx=%s: cannot claim: %s", sb->id, err);
+                return -1;
+        }
+        if (chown(sb->workspace, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot) < 0) {
+                log_warning("sbx=%s: cannot claim: chown %s: %s", sb->id, sb->workspace,
+                            strerror(errno));
+                uidslot_release(slots, slot);
+                return -1;
+        }
+        sb->uid_slot = slot;
+        sandbox_set_run_ids(sb, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot);
+        return 0;
+}
+
+/* The record of the claimed sandbox, as the client's; its times become the record's.
+ * 0 or -errno with err (nothing changed). */
+static int record_claim(struct warm_pool *p, struct sandbox *sb, const char *id,
+                        const uint8_t *packed, size_t packed_len, const struct caller *caller,
+                        const struct claim *c, char *err, size_t errlen) {
+        struct store_sandbox rec;
+        int r;
+
+        memset(&rec, 0, sizeof(rec));
+        rec.id = id;
+        rec.owner_uid = caller->uid;
+        rec.state = "ready";
+        rec.created_ms = sbxd_now_unix_ms();
+        rec.deadline_ms = rec.created_ms + (int64_t)c->spec->timeout_ms;
+        rec.idle_timeout_ms = c->spec->has_idle_timeout_ms ? c->spec->idle_timeout_ms : 0;
+        rec.spec = packed;
+        rec.spec_len = packed_len;
+        rec.init_pid = sb->view.init_pid;
+        rec.workspace_dir = c->new_ws;
+        rec.cgroup_path = sb->cg ? sb->cg_name : "";
+        rec.run_uid = sb->run_uid;
+        rec.caller_pid = (uint32_t)caller->pid;
+        rec.client_name = caller->client_name;
+        r = store_sandbox_insert(p->d->store, &rec);
+        if (r < 0) {
+                snprintf(err, errlen, "cannot record sandbox '%s': %s", id,
+                         r == -EEXIST ? "id already used" : store_last_error(p->d->store));
+                return r;
+        }
+        sb->created_ms = rec.created_ms;
+        sb->deadline_ms = rec.deadline_ms;
+        sb->idle_timeout_ms = rec.idle_timeout_ms;
+        return 0;
+}
+
+/* It is the client's sandbox from here on: out of the pool, with the client's id,
+ * workspace path, spec, owner and limits. */
+static void become_clients(struct warm_pool *p, struct sandbox *sb, const char *id,
+                           const struct caller *caller, struct claim *c) {
+        log_info("sbx=%s: claimed %s for uid %u (init pid %d, uid %u)", id, sb->id,
+                 (unsigned)caller->uid, (int)sb->view.init_pid, (unsigned)sb->run_uid);
+        unlink_warm(p, sb);
+        sb->warm = 0;
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        free(sb->workspace);
+        sb->workspace = c->new_ws;
+        c->new_ws = NULL;
+        sandbox_set_spec(sb, c->spec);
+        c->spec = NULL;
+        free(sb->setup_key);
+        sb->setup_key = NULL;
+        sb->setup_key_len = 0;
+        sb->owner_uid = caller->uid;
+        sb->owner_gid = caller->gid;
+        sandbox_set_creator(sb, caller);
+        sandbox_apply_limits(sb);
+}
+
+int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id,
+               const uint8_t *packed, size_t packed_len, const struct caller *caller,
+               struct sandbox **ret, char *err, size_t errlen) {
+        struct claim c = {0};
+        struct sandbox *sb;
+        int r = 0;
+
+        if (!p->all || !(c.spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed)))
+                return 0;
+        sb = find_match(p, c.spec);
+        if (!sb || claim_names(p, sb, id, &c) < 0 || claim_uid(p, slots, sb, caller->uid) < 0)
+                goto out;
+        if (rename(c.old_dir, c.new_dir) < 0) {
+                log_warning("sbx=%s: cannot claim: rename %s: %s", sb->id, c.old_dir,
+                            strerror(errno));
+                unclaim_uid(p, slots, sb);
+                goto out;
+        }
+        r = record_claim(p, sb, id, packed, packed_len, caller, &c, err, errlen);
+        if (r < 0) {
+                (void)rename(c.new_dir, c.old_dir);
+                unclaim_uid(p, slots, sb);
+                goto out;
+        }
+        become_clients(p, sb, id, caller, &c);
+        *ret = sb;
+        r = 1;
+out:
+        claim_clear(&c);
+        return r;
+}
+
+void warm_finish_claim(struct warm_pool *p, struct sandbox *sb,
+                       void (*cb)(void *ud, struct sandbox *sb, int err, const char *msg),
+                       void *ud) {
+        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Claim claim = SBX__INIT__V1__CLAIM__INIT;
+        int grace = p->d->cfg->adopt_grace_ms != 0;
+        int adopt_fd = grace ? sandbox_adopt_listen(sb) : -1, r;
+
+        claim.hostname = sb->id;
+        if (!p->d->features.rootless) {
+                claim.has_run_uid = claim.has_run_gid = 1;
+                claim.run_uid = sb->run_uid;
+                claim.run_gid = sb->run_gid;
+        }
+        if (adopt_fd >= 0) {
+                claim.has_adoptable = claim.has_adopt_grace_ms = 1;
+                claim.adoptable = 1;
+                claim.adopt_grace_ms = (uint32_t)p->d->cfg->adopt_grace_ms;
+        } else if (grace) {
+                sandbox_warn(sb, "this sandbox cannot be re-adopted by a restarted daemon");
+        }
+        msg.body_case = SBX__INIT__V1__TO_INIT__BODY_CLAIM;
+        msg.claim = &claim;
+        sb->create_cb = cb;
+        sb->create_ud = ud;
+        r = initchan_send(&sb->chan, &msg, adopt_fd >= 0 ? &adopt_fd : NULL, adopt_fd >= 0 ? 1 : 0);
+        if (adopt_fd >= 0)
+                close(adopt_fd); /* init holds it now */
+        warm_schedule(p, SBX_WARM_REFILL_DELAY_MS);
+        if (r < 0)
+                return; /* the sandbox fails, and answers the client when it has ended */
+        sandbox_touch(sb);
+        sandbox_arm_timer(sb);
+        /* Answered at once (the reply goes out after the record's commit). */
+        sb->create_cb = NULL;
+        cb(ud, sb, 0, NULL);
+}

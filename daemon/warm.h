@@ -1,0 +1,75 @@
+/* warm.h: the warm pool (sbxd --warm N): sandboxes of the default policy set up ahead
+ * of any request, so that a create whose setup matches one takes it in about a
+ * millisecond instead of setting one up.
+ *
+ * The pool owns its warm sandboxes (unrecorded, not findable by id, without deadline or
+ * adoption socket, owned by nobody) until one is claimed: then the table owns it. Sits
+ * between the table (which calls it) and the lifecycle; it reaches the table only
+ * through the callbacks given to warm_new. Loop thread only. */
+#ifndef SBX_WARM_H
+#define SBX_WARM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "caller.h"
+
+struct sbxd;
+struct sandbox;
+struct uidslots;
+struct warm_pool;
+
+/* What the pool asks of the table that owns it. */
+struct warm_owner {
+        /* 1 while another sandbox fits under --max-sandboxes (warm ones count). */
+        int (*has_room)(void *ud);
+        /* A warm sandbox has ended and left the pool. */
+        void (*gone)(void *ud);
+        void *ud;
+};
+
+/* An empty pool; nothing is set up before warm_schedule. Returns 0 or -ENOMEM. */
+int warm_new(struct sbxd *d, const struct warm_owner *owner, struct warm_pool **ret);
+
+/* Frees the pool, which must be empty and stopped. Accepts NULL. */
+void warm_free(struct warm_pool *p);
+
+/* How many warm sandboxes there are (setting up or ready, unclaimed). */
+unsigned warm_count(const struct warm_pool *p);
+
+/* Tops the pool up delay_ms from now (unless a top-up is due sooner, or the daemon has
+ * no --warm, or the pool was stopped). */
+void warm_schedule(struct warm_pool *p, uint64_t delay_ms);
+
+/* Stops topping the pool up, for good (shutdown). */
+void warm_stop(struct warm_pool *p);
+
+/* Ends every warm sandbox (shutdown, detach). */
+void warm_end_all(struct warm_pool *p);
+
+/* Ends one warm sandbox to make room for a client's, if there is one. */
+void warm_give_up_one(struct warm_pool *p);
+
+/* 1 when dev:ino is the PID namespace of a warm sandbox (sbxtab_is_sandbox_pidns). */
+int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino);
+
+/* Looks for a ready warm sandbox whose setup equals the one of the effective request
+ * packed (packed_len bytes, copied): found, it becomes the client's sandbox id (its
+ * state directory renamed, a uid from slots in root mode, its record written, its
+ * limits, deadline and owner the request's) and leaves the pool; the caller takes it
+ * into the table and then calls warm_finish_claim. Returns 1 with *ret set, 0 when
+ * none matches or the claim could not be made (the request goes on cold), or -errno
+ * with err when the record cannot be written (the request fails). */
+int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id,
+               const uint8_t *packed, size_t packed_len, const struct caller *caller,
+               struct sandbox **ret, char *err, size_t errlen);
+
+/* The second half of a claim, once sb is in the table: init takes the id as host name
+ * and the adoption socket (Claim), the deadline is armed and cb answers at once. When
+ * the Claim cannot be sent the sandbox fails and cb answers once it has ended. */
+void warm_finish_claim(struct warm_pool *p, struct sandbox *sb,
+                       void (*cb)(void *ud, struct sandbox *sb, int err, const char *msg),
+                       void *ud);
+
+#endif
