@@ -211,60 +211,17 @@ static int apply_opt(struct cli *cli, struct mcp_env *env, struct mcp_opts *o, i
         return 0;
 }
 
-/* Splits argv into the server's own options and the flags of `sbx create`, which are
- * handed to create's own parser as they are (it reports what is wrong with them).
- * 0, -1 (help shown) or an exit status. */
-static int parse_args(struct cli *cli, int argc, char **argv, struct mcp_env *env,
-                      struct mcp_opts *o) {
-        o->create_argv = calloc((size_t)argc + 5, sizeof(char *));
-        if (!o->create_argv)
-                return cli_error(SBX_INTERNAL, "out of memory");
-        o->create_argv[o->create_argc++] = argv[0];
-        for (int i = 1; i < argc; i++) {
-                const char *w = argv[i], *name, *eq;
-                size_t nlen;
-                int k, r;
+/* The index in mcp_opts_spec of the option named by the nlen bytes of name, or -1. */
+static int mcp_opt_index(const char *name, size_t nlen) {
+        for (int k = 0; mcp_opts_spec[k].name; k++)
+                if (strlen(mcp_opts_spec[k].name) == nlen &&
+                    strncmp(mcp_opts_spec[k].name, name, nlen) == 0)
+                        return k;
+        return -1;
+}
 
-                if (strcmp(w, "-h") == 0 || strcmp(w, "--help") == 0) {
-                        cli_usage(stdout, "mcp");
-                        return -1;
-                }
-                if (strncmp(w, "--", 2) != 0 || !w[2]) {
-                        o->create_argv[o->create_argc++] = argv[i];
-                        continue;
-                }
-                name = w + 2;
-                eq = strchr(name, '=');
-                nlen = eq ? (size_t)(eq - name) : strlen(name);
-                for (k = 0; mcp_opts_spec[k].name; k++)
-                        if (strlen(mcp_opts_spec[k].name) == nlen &&
-                            strncmp(mcp_opts_spec[k].name, name, nlen) == 0)
-                                break;
-                if (!mcp_opts_spec[k].name) {
-                        if (nlen == 4 && strncmp(name, "json", 4) == 0)
-                                return cli_usage_error("sbx mcp takes no --json: it speaks "
-                                                       "JSON-RPC on stdout");
-                        if (nlen == 7 && strncmp(name, "timeout", 7) == 0)
-                                o->timeout_given = true;
-                        o->create_argv[o->create_argc++] = argv[i];
-                        continue;
-                }
-                if (!mcp_opts_spec[k].has_arg) {
-                        if (eq)
-                                return cli_usage_error("option --%s of sbx mcp takes no value",
-                                                       mcp_opts_spec[k].name);
-                        r = apply_opt(cli, env, o, k, NULL);
-                } else if (eq) {
-                        r = apply_opt(cli, env, o, k, eq + 1);
-                } else if (i + 1 < argc) {
-                        r = apply_opt(cli, env, o, k, argv[++i]);
-                } else {
-                        return cli_usage_error("option --%s of sbx mcp needs a value",
-                                               mcp_opts_spec[k].name);
-                }
-                if (r)
-                        return r;
-        }
+/* The options that go together badly, once all are read. 0 or an exit status. */
+static int check_combination(const struct mcp_env *env, const struct mcp_opts *o) {
         if (o->sandbox && o->create_argc > 1)
                 return cli_usage_error("'%s' is a flag for the sandbox sbx mcp creates; with "
                                        "--sandbox the sandbox exists already",
@@ -276,6 +233,54 @@ static int parse_args(struct cli *cli, int argc, char **argv, struct mcp_env *en
                 return cli_usage_error("--default-command-timeout is longer than "
                                        "--max-command-timeout");
         return 0;
+}
+
+/* Splits argv into the server's own options and the flags of `sbx create`, which are
+ * handed to create's own parser as they are (it reports what is wrong with them).
+ * 0, -1 (help shown) or an exit status. */
+static int parse_args(struct cli *cli, int argc, char **argv, struct mcp_env *env,
+                      struct mcp_opts *o) {
+        o->create_argv = calloc((size_t)argc + 5, sizeof(char *));
+        if (!o->create_argv)
+                return cli_error(SBX_INTERNAL, "out of memory");
+        o->create_argv[o->create_argc++] = argv[0];
+        for (int i = 1; i < argc; i++) {
+                const char *w = argv[i], *name = w + 2, *eq;
+                size_t nlen;
+                int k, r;
+
+                if (strcmp(w, "-h") == 0 || strcmp(w, "--help") == 0) {
+                        cli_usage(stdout, "mcp");
+                        return -1;
+                }
+                if (strncmp(w, "--", 2) != 0 || !w[2]) {
+                        o->create_argv[o->create_argc++] = argv[i];
+                        continue;
+                }
+                eq = strchr(name, '=');
+                nlen = eq ? (size_t)(eq - name) : strlen(name);
+                k = mcp_opt_index(name, nlen);
+                if (k < 0) {
+                        if (nlen == 4 && strncmp(name, "json", 4) == 0)
+                                return cli_usage_error("sbx mcp takes no --json: it speaks "
+                                                       "JSON-RPC on stdout");
+                        if (nlen == 7 && strncmp(name, "timeout", 7) == 0)
+                                o->timeout_given = true;
+                        o->create_argv[o->create_argc++] = argv[i];
+                        continue;
+                }
+                if (!mcp_opts_spec[k].has_arg && eq)
+                        return cli_usage_error("option --%s of sbx mcp takes no value",
+                                               mcp_opts_spec[k].name);
+                if (mcp_opts_spec[k].has_arg && !eq && i + 1 >= argc)
+                        return cli_usage_error("option --%s of sbx mcp needs a value",
+                                               mcp_opts_spec[k].name);
+                r = apply_opt(cli, env, o, k,
+                              !mcp_opts_spec[k].has_arg ? NULL : eq ? eq + 1 : argv[++i]);
+                if (r)
+                        return r;
+        }
+        return check_combination(env, o);
 }
 
 /* ---- the sandbox ---------------------------------------------------------------------------- */
@@ -996,18 +1001,62 @@ static int setup_signals(int sig[2]) {
         return 0;
 }
 
+/* The server before its options: this server's default limits, no descriptors. */
+static void server_init(struct server *s) {
+        memset(s, 0, sizeof(*s));
+        s->wake[0] = s->wake[1] = -1;
+        s->env.default_timeout_ms = MCP_DEFAULT_COMMAND_TIMEOUT_MS;
+        s->env.max_timeout_ms = MCP_DEFAULT_MAX_COMMAND_TIMEOUT_MS;
+        s->env.max_output_bytes = MCP_DEFAULT_MAX_OUTPUT_BYTES;
+        s->env.max_output_lines = MCP_DEFAULT_MAX_OUTPUT_LINES;
+        s->env.max_read_bytes = MCP_DEFAULT_MAX_READ_BYTES;
+}
+
+/* The sandbox served: the one created now (owned; with a lease unless --timeout was
+ * given: a deadline the server keeps moving on), or the one named by --sandbox. 0 or an
+ * exit status. */
+static int take_sandbox(struct cli *cli, struct server *s, struct mcp_opts *o) {
+        char timeout[32];
+
+        if (!s->env.owned) {
+                s->sandbox_id = strdup(o->sandbox);
+                return s->sandbox_id ? 0 : cli_error(SBX_INTERNAL, "out of memory");
+        }
+        if (!o->timeout_given) {
+                snprintf(timeout, sizeof(timeout), "%u", MCP_LEASE_MS / 1000u);
+                o->create_argv[o->create_argc++] = (char *)"--timeout";
+                o->create_argv[o->create_argc++] = timeout;
+                s->env.lease = true;
+                s->lease_due_ms = now_ms() + MCP_LEASE_RENEW_MS;
+        }
+        return create_owned(cli, o, &s->sandbox_id);
+}
+
+/* Releases what the server holds, and the stop signals' handlers and pipe sig. */
+static void server_free(struct server *s, int sig[2]) {
+        sbx_close(s->c);
+        free(s->sandbox_id);
+        free(s->buf);
+        for (int i = 0; i < 2; i++) {
+                if (s->wake[i] >= 0)
+                        close(s->wake[i]);
+        }
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        signal_wfd = -1;
+        for (int i = 0; i < 2; i++)
+                if (sig[i] >= 0)
+                        close(sig[i]);
+        pthread_mutex_destroy(&s->lock);
+}
+
 int cmd_mcp(struct cli *cli, int argc, char **argv) {
         struct server s;
         struct mcp_opts o = {0};
         int sig[2] = {-1, -1}, status;
 
-        memset(&s, 0, sizeof(s));
-        s.wake[0] = s.wake[1] = -1;
-        s.env.default_timeout_ms = MCP_DEFAULT_COMMAND_TIMEOUT_MS;
-        s.env.max_timeout_ms = MCP_DEFAULT_MAX_COMMAND_TIMEOUT_MS;
-        s.env.max_output_bytes = MCP_DEFAULT_MAX_OUTPUT_BYTES;
-        s.env.max_output_lines = MCP_DEFAULT_MAX_OUTPUT_LINES;
-        s.env.max_read_bytes = MCP_DEFAULT_MAX_READ_BYTES;
+        server_init(&s);
         status = parse_args(cli, argc, argv, &s.env, &o);
         if (status) {
                 free(o.create_argv);
@@ -1022,26 +1071,9 @@ int cmd_mcp(struct cli *cli, int argc, char **argv) {
                 status = cli_error(SBX_INTERNAL, "cannot set up: %s", strerror(errno));
                 goto out;
         }
-        if (s.env.owned) {
-                char timeout[32];
-                if (!o.timeout_given) {
-                        /* The lease: a deadline the server keeps moving on. */
-                        snprintf(timeout, sizeof(timeout), "%u", MCP_LEASE_MS / 1000u);
-                        o.create_argv[o.create_argc++] = (char *)"--timeout";
-                        o.create_argv[o.create_argc++] = timeout;
-                        s.env.lease = true;
-                        s.lease_due_ms = now_ms() + MCP_LEASE_RENEW_MS;
-                }
-                status = create_owned(cli, &o, &s.sandbox_id);
-                if (status)
-                        goto out;
-        } else {
-                s.sandbox_id = strdup(o.sandbox);
-                if (!s.sandbox_id) {
-                        status = cli_error(SBX_INTERNAL, "out of memory");
-                        goto out;
-                }
-        }
+        status = take_sandbox(cli, &s, &o);
+        if (status)
+                goto out;
         s.env.sandbox_id = s.sandbox_id;
         status = cli_connect(cli, &s.c);
         if (status) {
@@ -1063,21 +1095,7 @@ int cmd_mcp(struct cli *cli, int argc, char **argv) {
 out:
         if (s.jobs)
                 _exit(status); /* threads that would not end still use what is below */
-        sbx_close(s.c);
-        free(s.sandbox_id);
-        free(s.buf);
+        server_free(&s, sig);
         free(o.create_argv);
-        for (int i = 0; i < 2; i++) {
-                if (s.wake[i] >= 0)
-                        close(s.wake[i]);
-        }
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        signal_wfd = -1;
-        for (int i = 0; i < 2; i++)
-                if (sig[i] >= 0)
-                        close(sig[i]);
-        pthread_mutex_destroy(&s.lock);
         return status;
 }

@@ -687,23 +687,87 @@ static void run_args_free(struct run_args *a) {
         free(a->argv);
 }
 
+/* 'argv': 1 to MCP_MAX_ARGV strings without NUL, the program first, into a->o. */
+static int read_argv(json_t *argv, struct run_args *a, struct argmsg *m) {
+        size_t n = json_is_array(argv) ? json_array_size(argv) : 0;
+
+        if (!json_is_array(argv) || n == 0 || n > MCP_MAX_ARGV)
+                return bad_arg(m, "'argv' must be a list of 1 to %u strings, the program first",
+                               MCP_MAX_ARGV);
+        a->argv = calloc(n, sizeof(*a->argv));
+        if (!a->argv)
+                return bad_arg(m, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                json_t *w = json_array_get(argv, i);
+                if (!json_is_string(w) || strlen(json_string_value(w)) != json_string_length(w))
+                        return bad_arg(m,
+                                       "'argv' must hold strings without NUL characters; item "
+                                       "%zu does not",
+                                       i);
+                a->argv[i] = json_string_value(w);
+        }
+        if (!a->argv[0][0])
+                return bad_arg(m, "'argv' starts with an empty program name");
+        a->o.argv = a->argv;
+        a->o.argc = n;
+        return 0;
+}
+
+/* 'env': an object of names to string values, as "NAME=VALUE" entries of a->o. */
+static int read_env(json_t *envo, struct run_args *a, struct argmsg *m) {
+        const char *key;
+        json_t *v;
+
+        if (!json_is_object(envo) || json_object_size(envo) > MCP_MAX_ENV)
+                return bad_arg(m, "'env' must be an object of names to string values");
+        a->env = calloc(json_object_size(envo) + 1, sizeof(*a->env));
+        if (!a->env)
+                return bad_arg(m, "out of memory");
+        json_object_foreach(envo, key, v) {
+                if (!json_is_string(v) || !*key || strchr(key, '=') ||
+                    strlen(json_string_value(v)) != json_string_length(v))
+                        return bad_arg(m,
+                                       "'env' entry '%.64s' must have a name without '=' and a "
+                                       "string value without NUL",
+                                       key);
+                if (asprintf(&a->env[a->n_env], "%s=%s", key, json_string_value(v)) < 0)
+                        return bad_arg(m, "out of memory");
+                a->n_env++;
+        }
+        a->o.env = (const char *const *)a->env;
+        a->o.n_env = a->n_env;
+        return 0;
+}
+
+/* 'timeout_seconds' (to may be NULL): the server's default, or what is asked (kept in
+ * a->asked_ms) up to the server's maximum. */
+static int read_timeout(const struct mcp_env *env, json_t *to, struct run_args *a,
+                        struct argmsg *m) {
+        double s;
+
+        a->o.timeout_ms = env->default_timeout_ms;
+        if (!to)
+                return 0;
+        s = json_number_value(to);
+        if (!json_is_number(to) || !(s > 0) || !isfinite(s))
+                return bad_arg(m, "'timeout_seconds' must be a number of seconds > 0");
+        a->asked_ms = s * 1000.0 > 9.0e15 ? (uint64_t)9e15 : (uint64_t)ceil(s * 1000.0);
+        a->o.timeout_ms = a->asked_ms < env->max_timeout_ms ? a->asked_ms : env->max_timeout_ms;
+        return 0;
+}
+
 static int read_run_args(struct mcp_call *k, json_t *args, struct run_args *a, struct argmsg *m) {
         static const char *const known[] = {"command", "argv", "timeout_seconds", "cwd", "env",
                                             "stdin",   NULL};
-        const struct mcp_env *env = k->env;
         json_t *argv = json_object_get(args, "argv"), *envo = json_object_get(args, "env");
-        json_t *to = json_object_get(args, "timeout_seconds");
         const char *in = NULL;
         size_t stdin_len = 0;
-        int r;
 
         sbx_exec_opts_init(&a->o);
         if (check_keys(args, known, m) < 0 ||
             arg_str(args, "command", false, &a->o.shell, NULL, m) < 0 ||
-            arg_path(args, "cwd", &a->o.cwd, m) < 0)
-                return -1;
-        r = arg_str(args, "stdin", true, &in, &stdin_len, m);
-        if (r < 0)
+            arg_path(args, "cwd", &a->o.cwd, m) < 0 ||
+            arg_str(args, "stdin", true, &in, &stdin_len, m) < 0)
                 return -1;
         a->o.stdin_data = in;
         a->o.stdin_len = stdin_len;
@@ -715,79 +779,22 @@ static int read_run_args(struct mcp_call *k, json_t *args, struct run_args *a, s
                                   "'argv', such as [\"ls\", \"-la\"]");
         if (a->o.shell && !a->o.shell[0])
                 return bad_arg(m, "'command' is empty");
-        if (argv) {
-                size_t n = json_is_array(argv) ? json_array_size(argv) : 0;
-                if (!json_is_array(argv) || n == 0 || n > MCP_MAX_ARGV)
-                        return bad_arg(m,
-                                       "'argv' must be a list of 1 to %u strings, the program "
-                                       "first",
-                                       MCP_MAX_ARGV);
-                a->argv = calloc(n, sizeof(*a->argv));
-                if (!a->argv)
-                        return bad_arg(m, "out of memory");
-                for (size_t i = 0; i < n; i++) {
-                        json_t *w = json_array_get(argv, i);
-                        if (!json_is_string(w) ||
-                            strlen(json_string_value(w)) != json_string_length(w))
-                                return bad_arg(m,
-                                               "'argv' must hold strings without NUL "
-                                               "characters; item %zu does not",
-                                               i);
-                        a->argv[i] = json_string_value(w);
-                }
-                if (!a->argv[0][0])
-                        return bad_arg(m, "'argv' starts with an empty program name");
-                a->o.argv = a->argv;
-                a->o.argc = n;
-        }
-        if (envo) {
-                const char *key;
-                json_t *v;
-                if (!json_is_object(envo) || json_object_size(envo) > MCP_MAX_ENV)
-                        return bad_arg(m, "'env' must be an object of names to string values");
-                a->env = calloc(json_object_size(envo) + 1, sizeof(*a->env));
-                if (!a->env)
-                        return bad_arg(m, "out of memory");
-                json_object_foreach(envo, key, v) {
-                        if (!json_is_string(v) || !*key || strchr(key, '=') ||
-                            strlen(json_string_value(v)) != json_string_length(v))
-                                return bad_arg(m,
-                                               "'env' entry '%.64s' must have a name without "
-                                               "'=' and a string value without NUL",
-                                               key);
-                        if (asprintf(&a->env[a->n_env], "%s=%s", key, json_string_value(v)) < 0)
-                                return bad_arg(m, "out of memory");
-                        a->n_env++;
-                }
-                a->o.env = (const char *const *)a->env;
-                a->o.n_env = a->n_env;
-        }
-        a->o.timeout_ms = env->default_timeout_ms;
-        if (to) {
-                double s = json_number_value(to);
-                if (!json_is_number(to) || !(s > 0) || !isfinite(s))
-                        return bad_arg(m, "'timeout_seconds' must be a number of seconds > 0");
-                a->asked_ms = s * 1000.0 > 9.0e15 ? (uint64_t)9e15 : (uint64_t)ceil(s * 1000.0);
-                a->o.timeout_ms =
-                        a->asked_ms < env->max_timeout_ms ? a->asked_ms : env->max_timeout_ms;
-        }
-        a->o.max_stdout_bytes = a->o.max_stderr_bytes = env->max_output_bytes;
+        if (argv && read_argv(argv, a, m) < 0)
+                return -1;
+        if (envo && read_env(envo, a, m) < 0)
+                return -1;
+        if (read_timeout(k->env, json_object_get(args, "timeout_seconds"), a, m) < 0)
+                return -1;
+        a->o.max_stdout_bytes = a->o.max_stderr_bytes = k->env->max_output_bytes;
         return 0;
 }
 
-/* The status lines after the output: how the command ended, and why it was cut short. */
-static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_result *r,
-                       const struct run_args *a) {
-        char dur[32], lim[32], asked[32];
+/* The line that says how the command ended (dur: how long it ran; lim: its timeout). */
+static void put_ending(FILE *f, const struct mcp_call *k, const struct sbx_result *r,
+                       const char *dur, const char *lim) {
         const char *sig = r->has_signal ? sigabbrev_np(r->signal) : NULL;
+        char most[32];
 
-        if (r->duration < 0.0005)
-                snprintf(dur, sizeof(dur), "less than 1 ms");
-        else if (r->duration < 1)
-                snprintf(dur, sizeof(dur), "%.0f ms", r->duration * 1000.0);
-        else
-                snprintf(dur, sizeof(dur), "%.2f s", r->duration);
-        fmt_secs(lim, sizeof(lim), a->o.timeout_ms);
         switch (r->outcome) {
         case SBX_OUTCOME_EXITED:
                 fprintf(f, "[exit code %d after %s]\n", r->has_exit_code ? r->exit_code : -1, dur);
@@ -799,12 +806,12 @@ static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_resul
                                 sig ? " (SIG" : "", sig ? sig : "", sig ? ")" : "", dur);
                         break;
                 }
-                fmt_secs(asked, sizeof(asked), k->env->max_timeout_ms);
+                fmt_secs(most, sizeof(most), k->env->max_timeout_ms);
                 fprintf(f,
                         "[timed out: killed after %s s (timeout_seconds); give a larger "
                         "timeout_seconds (at most %s), or start it in the background with "
                         "nohup and look at it later]\n",
-                        lim, asked);
+                        lim, most);
                 break;
         case SBX_OUTCOME_OUT_OF_MEMORY:
                 fprintf(f, "[killed: out of memory (the sandbox's memory limit) after %s]\n", dur);
@@ -826,6 +833,21 @@ static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_resul
                 fprintf(f, "[ended: %s]\n", sbx_outcome_name(r->outcome));
                 break;
         }
+}
+
+/* The status lines after the output: how the command ended, and why it was cut short. */
+static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_result *r,
+                       const struct run_args *a) {
+        char dur[32], lim[32], asked[32];
+
+        if (r->duration < 0.0005)
+                snprintf(dur, sizeof(dur), "less than 1 ms");
+        else if (r->duration < 1)
+                snprintf(dur, sizeof(dur), "%.0f ms", r->duration * 1000.0);
+        else
+                snprintf(dur, sizeof(dur), "%.2f s", r->duration);
+        fmt_secs(lim, sizeof(lim), a->o.timeout_ms);
+        put_ending(f, k, r, dur, lim);
         if (r->limits_hit.n) {
                 fputs("[limits hit:", f);
                 for (size_t i = 0; i < r->limits_hit.n; i++) {
@@ -853,17 +875,63 @@ static json_t *strv_json(const struct sbx_strv *s) {
         return a;
 }
 
+/* run_command's structuredContent for r (jout and jerr, the shown tails, are taken
+ * over). NULL when out of memory. */
+static json_t *run_structured(const struct sbx_result *r, const struct run_args *a,
+                              const struct tail *out, const struct tail *err, json_t *jout,
+                              json_t *jerr) {
+        bool timed_out = r->timed_out || r->outcome == SBX_OUTCOME_TIMED_OUT;
+
+        return json_pack("{s:s,s:s,s:o,s:o,s:b,s:f,s:f,s:o*,s:o*,s:b,s:b,s:I,s:I,s:o*,s:o*}",
+                         "command_id", r->command_id, "outcome", sbx_outcome_name(r->outcome),
+                         "exit_code", r->has_exit_code ? json_integer(r->exit_code) : json_null(),
+                         "signal", r->has_signal ? json_integer(r->signal) : json_null(),
+                         "timed_out", timed_out, "timeout_seconds",
+                         (double)a->o.timeout_ms / 1000.0, "duration_seconds", r->duration,
+                         "stdout", jout, "stderr", jerr, "stdout_truncated", out->dropped > 0,
+                         "stderr_truncated", err->dropped > 0, "stdout_bytes",
+                         (json_int_t)out->total, "stderr_bytes", (json_int_t)err->total,
+                         "limits_hit", strv_json(&r->limits_hit), "warnings",
+                         strv_json(&r->warnings));
+}
+
+/* The result of a command that ran (or could not start): the tails of its output and
+ * the status lines as text, and run_structured; an error result unless it exited 0. */
+static json_t *run_result(struct mcp_call *k, const struct sbx_result *r,
+                          const struct run_args *a) {
+        struct tail out, err;
+        char *text = NULL;
+        size_t text_len = 0;
+        json_t *st, *jout, *jerr;
+        bool is_error;
+        FILE *f;
+
+        cut_tail(r->stdout_data, r->stdout_len, r->stdout_bytes, k->env->max_output_bytes,
+                 k->env->max_output_lines, &out);
+        cut_tail(r->stderr_data, r->stderr_len, r->stderr_bytes, k->env->max_output_bytes,
+                 k->env->max_output_lines, &err);
+        f = open_memstream(&text, &text_len);
+        if (!f)
+                return out_of_memory(k);
+        jout = put_stream(f, "stdout", &out);
+        jerr = put_stream(f, "stderr", &err);
+        put_status(f, k, r, a);
+        is_error = !(r->outcome == SBX_OUTCOME_EXITED && r->has_exit_code && r->exit_code == 0);
+        st = run_structured(r, a, &out, &err, jout, jerr);
+        if (!st) {
+                fclose(f);
+                free(text);
+                return out_of_memory(k);
+        }
+        return stream_result(k, f, &text, &text_len, st, is_error);
+}
+
 static json_t *run_command(struct mcp_call *k, json_t *args) {
         struct run_args a = {0};
         struct argmsg m = {""};
         struct sbx_result *r = NULL;
-        struct tail out, err;
-        json_t *st = NULL, *res = NULL, *jout, *jerr;
+        json_t *res = NULL;
         enum sbx_code rc;
-        char *text = NULL;
-        size_t text_len = 0;
-        FILE *f;
-        bool timed_out, is_error;
 
         if (read_run_args(k, args, &a, &m) < 0) {
                 res = bad_args(k, "run_command", &m);
@@ -888,37 +956,7 @@ static json_t *run_command(struct mcp_call *k, json_t *args) {
                              k->env->sandbox_id);
                 goto out;
         }
-        cut_tail(r->stdout_data, r->stdout_len, r->stdout_bytes, k->env->max_output_bytes,
-                 k->env->max_output_lines, &out);
-        cut_tail(r->stderr_data, r->stderr_len, r->stderr_bytes, k->env->max_output_bytes,
-                 k->env->max_output_lines, &err);
-        f = open_memstream(&text, &text_len);
-        if (!f) {
-                res = out_of_memory(k);
-                goto out;
-        }
-        jout = put_stream(f, "stdout", &out);
-        jerr = put_stream(f, "stderr", &err);
-        put_status(f, k, r, &a);
-        timed_out = r->timed_out || r->outcome == SBX_OUTCOME_TIMED_OUT;
-        is_error = !(r->outcome == SBX_OUTCOME_EXITED && r->has_exit_code && r->exit_code == 0);
-        st = json_pack("{s:s,s:s,s:o,s:o,s:b,s:f,s:f,s:o*,s:o*,s:b,s:b,s:I,s:I,s:o*,s:o*}",
-                       "command_id", r->command_id, "outcome", sbx_outcome_name(r->outcome),
-                       "exit_code", r->has_exit_code ? json_integer(r->exit_code) : json_null(),
-                       "signal", r->has_signal ? json_integer(r->signal) : json_null(), "timed_out",
-                       timed_out, "timeout_seconds", (double)a.o.timeout_ms / 1000.0,
-                       "duration_seconds", r->duration, "stdout", jout, "stderr", jerr,
-                       "stdout_truncated", out.dropped > 0, "stderr_truncated", err.dropped > 0,
-                       "stdout_bytes", (json_int_t)out.total, "stderr_bytes", (json_int_t)err.total,
-                       "limits_hit", strv_json(&r->limits_hit), "warnings",
-                       strv_json(&r->warnings));
-        if (!st) {
-                fclose(f);
-                free(text);
-                res = out_of_memory(k);
-                goto out;
-        }
-        res = stream_result(k, f, &text, &text_len, st, is_error);
+        res = run_result(k, r, &a);
 out:
         sbx_result_free(r);
         run_args_free(&a);
@@ -943,124 +981,232 @@ static bool looks_binary(const uint8_t *d, size_t len) {
         return cli_utf8_invalid_bytes(d, n) * 10 > n;
 }
 
-/* Reads the text file path whole into w (at most env->max_read_bytes). NULL when it did
- * (free w->data); else the result or error that says why not. */
-static json_t *read_whole(struct mcp_call *k, const char *tool, const char *path, struct whole *w) {
+/* Checks that path is a file read_file or edit_file (tool) can take whole: a regular
+ * file (or a link to one) of at most env->max_read_bytes. Sets w->mode, the mode to keep
+ * when it is written back (a link's own is not the file's). Returns 0 when it can, else
+ * -1 with *ret the result or error that says why not (NULL for an error of the call
+ * itself, in k->err_code). */
+static int check_whole(struct mcp_call *k, const char *tool, const char *path, struct whole *w,
+                       json_t **ret) {
         const uint64_t max = k->env->max_read_bytes;
         struct sbx_file_info *fi = NULL;
-        uint64_t off = 0;
-        size_t cap = 0;
         enum sbx_code rc;
+        uint64_t size;
         char q[512];
 
-        memset(w, 0, sizeof(*w));
         rc = sbx_stat(k->c, k->env->sandbox_id, path, &fi);
         if (rc != SBX_OK)
-                return call_failed(k, rc);
-        /* The mode to keep when the file is written back: a link's own is not the file's. */
+                return *ret = call_failed(k, rc), -1;
         w->mode = fi->type == SBX_FILE_REGULAR ? fi->mode & 01777 : 0;
+        size = fi->type == SBX_FILE_REGULAR ? fi->size : 0;
         if (fi->is_dir) {
                 sbx_file_info_free(fi);
-                return tool_error(k, "'%s' is a directory; list it with list_directory", path);
+                return *ret = tool_error(k, "'%s' is a directory; list it with list_directory",
+                                         path),
+                       -1;
         }
         if (fi->type != SBX_FILE_REGULAR && fi->type != SBX_FILE_SYMLINK) {
                 sbx_file_info_free(fi);
-                return tool_error(k, "'%s' is not a regular file; %s reads regular files", path,
-                                  tool);
-        }
-        if (fi->type == SBX_FILE_REGULAR && fi->size > max) {
-                uint64_t size = fi->size;
-                sbx_file_info_free(fi);
-                sh_quote(q, sizeof(q), path);
-                return tool_error(k,
-                                  "'%s' is %llu bytes, more than %s takes (%llu bytes); look at "
-                                  "parts of it with run_command: `sed -n '1,200p' %s` for lines, "
-                                  "`head -c 65536 %s` or `tail -c 65536 %s` for bytes, `grep -n "
-                                  "PATTERN %s` to find a place, `wc -l %s` to count its lines",
-                                  path, (unsigned long long)size, tool, (unsigned long long)max, q,
-                                  q, q, q, q);
+                return *ret = tool_error(k, "'%s' is not a regular file; %s reads regular files",
+                                         path, tool),
+                       -1;
         }
         sbx_file_info_free(fi);
+        if (size <= max)
+                return 0;
+        sh_quote(q, sizeof(q), path);
+        *ret = tool_error(k,
+                          "'%s' is %llu bytes, more than %s takes (%llu bytes); look at parts "
+                          "of it with run_command: `sed -n '1,200p' %s` for lines, `head -c "
+                          "65536 %s` or `tail -c 65536 %s` for bytes, `grep -n PATTERN %s` to "
+                          "find a place, `wc -l %s` to count its lines",
+                          path, (unsigned long long)size, tool, (unsigned long long)max, q, q, q,
+                          q, q);
+        return -1;
+}
+
+/* Appends r's bytes to w (NUL-terminated; *cap is w->data's room). 0 or -ENOMEM. */
+static int whole_append(struct whole *w, size_t *cap, const struct sbx_read_result *r) {
+        if (w->len + r->len + 1 > *cap) {
+                size_t ncap = (w->len + r->len + 1) * 2;
+                uint8_t *nd = realloc(w->data, ncap);
+                if (!nd)
+                        return -ENOMEM;
+                w->data = nd;
+                *cap = ncap;
+        }
+        memcpy(w->data + w->len, r->data, r->len);
+        w->len += r->len;
+        w->data[w->len] = 0;
+        return 0;
+}
+
+/* Reads path page by page into w->data (NUL-terminated, at most env->max_read_bytes).
+ * Returns 0, or -1 with *ret as check_whole's (w->data freed then). */
+static int read_pages(struct mcp_call *k, const char *path, struct whole *w, json_t **ret) {
+        const uint64_t max = k->env->max_read_bytes;
+        uint64_t off = 0;
+        size_t cap = 0;
+        bool done;
+
         for (;;) {
                 struct sbx_read_result *r = NULL;
                 uint64_t want = max + 1 - w->len;
-                if (want > CLI_READ_PAGE_BYTES)
-                        want = CLI_READ_PAGE_BYTES;
-                rc = sbx_read(k->c, k->env->sandbox_id, path, off, want, &r);
+                enum sbx_code rc = sbx_read(k->c, k->env->sandbox_id, path, off,
+                                            want > CLI_READ_PAGE_BYTES ? CLI_READ_PAGE_BYTES : want,
+                                            &r);
                 if (rc != SBX_OK) {
-                        free(w->data);
-                        w->data = NULL;
-                        return call_failed(k, rc);
+                        *ret = call_failed(k, rc);
+                        goto failed;
                 }
-                if (w->len + r->len + 1 > cap) {
-                        size_t ncap = (w->len + r->len + 1) * 2;
-                        uint8_t *nd = realloc(w->data, ncap);
-                        if (!nd) {
-                                sbx_read_result_free(r);
-                                free(w->data);
-                                w->data = NULL;
-                                return out_of_memory(k);
-                        }
-                        w->data = nd;
-                        cap = ncap;
-                }
-                memcpy(w->data + w->len, r->data, r->len);
-                w->len += r->len;
-                w->data[w->len] = 0;
-                off = r->next_offset > off ? r->next_offset : off + r->len;
-                if (r->eof || r->len == 0) {
+                if (whole_append(w, &cap, r) < 0) {
                         sbx_read_result_free(r);
-                        break;
+                        *ret = out_of_memory(k);
+                        goto failed;
                 }
+                off = r->next_offset > off ? r->next_offset : off + r->len;
+                done = r->eof || r->len == 0;
                 sbx_read_result_free(r);
+                if (done)
+                        break;
                 if (w->len > max) {
-                        free(w->data);
-                        w->data = NULL;
-                        return tool_error(k,
-                                          "'%s' grew past %llu bytes while it was read; look "
-                                          "at parts of it with run_command",
+                        *ret = tool_error(k,
+                                          "'%s' grew past %llu bytes while it was read; look at "
+                                          "parts of it with run_command",
                                           path, (unsigned long long)max);
+                        goto failed;
                 }
         }
-        if (!w->data) {
-                w->data = malloc(1);
-                if (!w->data)
-                        return out_of_memory(k);
-                w->data[0] = 0;
-        }
-        if (looks_binary(w->data, w->len)) {
-                bool nul = memchr(w->data, 0, w->len) != NULL;
-                free(w->data);
-                w->data = NULL;
-                sh_quote(q, sizeof(q), path);
-                return tool_error(k,
-                                  "'%s' looks binary (%s), and %s handles text; look at it with "
-                                  "run_command: `file %s`, `xxd %s | head -n 32`, or `base64 %s` "
-                                  "for its bytes",
-                                  path, nul ? "it holds NUL bytes" : "much of it is not UTF-8",
-                                  tool, q, q, q);
-        }
-        return NULL;
+        if (!w->data && !(w->data = calloc(1, 1)))
+                return *ret = out_of_memory(k), -1;
+        return 0;
+failed:
+        free(w->data);
+        w->data = NULL;
+        return -1;
+}
+
+/* Reads the text file path whole into w (at most env->max_read_bytes). NULL when it did
+ * (free w->data); else the result or error that says why not. */
+static json_t *read_whole(struct mcp_call *k, const char *tool, const char *path, struct whole *w) {
+        json_t *why = NULL;
+        char q[512];
+        bool nul;
+
+        memset(w, 0, sizeof(*w));
+        if (check_whole(k, tool, path, w, &why) < 0 || read_pages(k, path, w, &why) < 0)
+                return why;
+        if (!looks_binary(w->data, w->len))
+                return NULL;
+        nul = memchr(w->data, 0, w->len) != NULL;
+        free(w->data);
+        w->data = NULL;
+        sh_quote(q, sizeof(q), path);
+        return tool_error(k,
+                          "'%s' looks binary (%s), and %s handles text; look at it with "
+                          "run_command: `file %s`, `xxd %s | head -n 32`, or `base64 %s` for its "
+                          "bytes",
+                          path, nul ? "it holds NUL bytes" : "much of it is not UTF-8", tool, q, q,
+                          q);
 }
 
 /* ---- read_file ------------------------------------------------------------------------------ */
 
+/* Lines of s: its newlines, and one more for a last line without one. */
+static size_t count_lines(const char *s, size_t len) {
+        size_t n = 0;
+        for (size_t i = 0; i < len; i++)
+                n += s[i] == '\n';
+        return n + (len && s[len - 1] != '\n');
+}
+
+/* A page of a text file: lines [offset, offset + n) of its total, bytes [pos, end) of
+ * its data. A first line longer than a page is cut on a character boundary (long_line,
+ * line_len its whole length). */
+struct page {
+        uint64_t offset;
+        size_t total, pos, end, n, line_len;
+        bool long_line;
+};
+
+/* Finds the page of w from line p->offset (before the end) of at most limit lines and
+ * max_bytes bytes. */
+static void find_page(const struct whole *w, uint64_t limit, uint64_t max_bytes,
+                      struct page *p) {
+        for (uint64_t i = 0; i < p->offset; i++) {
+                const uint8_t *nl = memchr(w->data + p->pos, '\n', w->len - p->pos);
+                p->pos = nl ? (size_t)(nl - w->data) + 1 : w->len;
+        }
+        p->end = p->pos;
+        while (p->n < limit && p->end < w->len) {
+                const uint8_t *nl = memchr(w->data + p->end, '\n', w->len - p->end);
+                size_t line_end = nl ? (size_t)(nl - w->data) + 1 : w->len;
+                if (line_end - p->pos > max_bytes) {
+                        if (p->n == 0) {
+                                /* One line longer than a page: its head, on a character
+                                 * boundary. */
+                                p->line_len = line_end - p->pos;
+                                p->end = p->pos + (size_t)max_bytes;
+                                while (p->end > p->pos && (w->data[p->end] & 0xC0) == 0x80)
+                                        p->end--;
+                                p->long_line = true;
+                                p->n = 1;
+                        }
+                        break;
+                }
+                p->end = line_end;
+                p->n++;
+        }
+}
+
+/* The note after a page: a cut line, where the page is and how to read on, or the end. */
+static void put_page_note(FILE *f, const char *path, const struct page *p) {
+        unsigned long long first = (unsigned long long)p->offset + 1;
+        size_t shown = p->end - p->pos;
+        char q[512];
+
+        sh_quote(q, sizeof(q), path);
+        if (p->long_line)
+                fprintf(f,
+                        "[... line %llu is %zu bytes long; only its first %zu bytes are shown. "
+                        "See the rest with run_command, e.g. `sed -n '%llup' %s | cut -b "
+                        "%zu-%zu`; read on with offset=%llu ...]\n",
+                        first, p->line_len, shown, first, q, shown + 1, 2 * shown, first);
+        else if (p->offset + p->n < p->total)
+                fprintf(f, "[... lines %llu-%llu of %zu shown; read on with offset=%llu ...]\n",
+                        first, (unsigned long long)(p->offset + p->n), p->total,
+                        (unsigned long long)(p->offset + p->n));
+        else if (p->offset > 0)
+                fprintf(f, "[lines %llu-%zu of %zu: the end of the file]\n", first, p->total,
+                        p->total);
+}
+
+/* read_file's structuredContent (content taken over). NULL when out of memory. */
+static json_t *page_structured(const char *path, json_t *content, const struct page *p,
+                               size_t size) {
+        bool more = p->offset + p->n < p->total;
+
+        return json_pack("{s:s,s:o,s:I,s:I,s:I,s:o,s:I}", "path", path, "content", content,
+                         "offset", (json_int_t)p->offset, "lines", (json_int_t)p->n,
+                         "total_lines", (json_int_t)p->total, "next_offset",
+                         more ? json_integer((json_int_t)(p->offset + p->n)) : json_null(),
+                         "size_bytes", (json_int_t)size);
+}
+
 static json_t *read_file(struct mcp_call *k, json_t *args) {
         static const char *const known[] = {"path", "offset", "limit", NULL};
-        const uint64_t max_bytes = k->env->max_output_bytes;
         struct argmsg m = {""};
+        struct page pg = {0};
         struct whole w;
         const char *path = NULL;
-        uint64_t offset = 0, limit = k->env->max_output_lines;
-        size_t total = 0, pos = 0, end, n = 0, i, line_len = 0;
-        bool long_line = false;
-        char *text = NULL, q[512];
+        uint64_t limit = k->env->max_output_lines;
+        char *text = NULL;
         size_t text_len = 0;
         json_t *res, *st, *content;
         FILE *f;
 
         if (check_keys(args, known, &m) < 0 || arg_path(args, "path", &path, &m) < 0 ||
-            arg_uint(args, "offset", 0, &offset, &m) < 0 ||
+            arg_uint(args, "offset", 0, &pg.offset, &m) < 0 ||
             arg_uint(args, "limit", 1, &limit, &m) < 0)
                 return bad_args(k, "read_file", &m);
         if (!path) {
@@ -1071,41 +1217,16 @@ static json_t *read_file(struct mcp_call *k, json_t *args) {
                 limit = k->env->max_output_lines;
         if ((res = read_whole(k, "read_file", path, &w)) || k->err_code)
                 return res;
-        for (i = 0; i < w.len; i++)
-                total += w.data[i] == '\n';
-        if (w.len && w.data[w.len - 1] != '\n')
-                total++;
-        if (offset > 0 && offset >= total) {
+        pg.total = count_lines((const char *)w.data, w.len);
+        if (pg.offset > 0 && pg.offset >= pg.total) {
                 free(w.data);
                 return tool_error(k, "offset %llu is past the end of '%s', which has %zu line%s",
-                                  (unsigned long long)offset, path, total, total == 1 ? "" : "s");
+                                  (unsigned long long)pg.offset, path, pg.total,
+                                  pg.total == 1 ? "" : "s");
         }
-        for (i = 0; i < offset; i++) {
-                const uint8_t *nl = memchr(w.data + pos, '\n', w.len - pos);
-                pos = nl ? (size_t)(nl - w.data) + 1 : w.len;
-        }
-        end = pos;
-        while (n < limit && end < w.len) {
-                const uint8_t *nl = memchr(w.data + end, '\n', w.len - end);
-                size_t line_end = nl ? (size_t)(nl - w.data) + 1 : w.len;
-                if (line_end - pos > max_bytes) {
-                        if (n == 0) {
-                                /* One line longer than a page: its head, on a character
-                                 * boundary. */
-                                line_len = line_end - pos;
-                                end = pos + (size_t)max_bytes;
-                                while (end > pos && (w.data[end] & 0xC0) == 0x80)
-                                        end--;
-                                long_line = true;
-                                n = 1;
-                        }
-                        break;
-                }
-                end = line_end;
-                n++;
-        }
+        find_page(&w, limit, k->env->max_output_bytes, &pg);
         f = open_memstream(&text, &text_len);
-        content = cli_json_text(w.data + pos, end - pos);
+        content = cli_json_text(w.data + pg.pos, pg.end - pg.pos);
         if (!f || !content) {
                 if (f)
                         fclose(f);
@@ -1118,30 +1239,11 @@ static json_t *read_file(struct mcp_call *k, json_t *args) {
                 fputs("[the file is empty]\n", f);
         } else {
                 fputs(json_string_value(content), f);
-                if (end > pos && w.data[end - 1] != '\n')
+                if (pg.end > pg.pos && w.data[pg.end - 1] != '\n')
                         fputc('\n', f);
         }
-        sh_quote(q, sizeof(q), path);
-        if (long_line)
-                fprintf(f,
-                        "[... line %llu is %zu bytes long; only its first %zu bytes are shown. "
-                        "See the rest with run_command, e.g. `sed -n '%llup' %s | cut -b "
-                        "%zu-%zu`; read on with offset=%llu ...]\n",
-                        (unsigned long long)offset + 1, line_len, end - pos,
-                        (unsigned long long)offset + 1, q, end - pos + 1, 2 * (end - pos),
-                        (unsigned long long)offset + 1);
-        else if (offset + n < total)
-                fprintf(f, "[... lines %llu-%llu of %zu shown; read on with offset=%llu ...]\n",
-                        (unsigned long long)offset + 1, (unsigned long long)(offset + n), total,
-                        (unsigned long long)(offset + n));
-        else if (offset > 0)
-                fprintf(f, "[lines %llu-%zu of %zu: the end of the file]\n",
-                        (unsigned long long)offset + 1, total, total);
-        st = json_pack("{s:s,s:o,s:I,s:I,s:I,s:o,s:I}", "path", path, "content", content, "offset",
-                       (json_int_t)offset, "lines", (json_int_t)n, "total_lines", (json_int_t)total,
-                       "next_offset",
-                       offset + n < total ? json_integer((json_int_t)(offset + n)) : json_null(),
-                       "size_bytes", (json_int_t)w.len);
+        put_page_note(f, path, &pg);
+        st = page_structured(path, content, &pg, w.len);
         free(w.data);
         if (!st) {
                 fclose(f);
@@ -1158,13 +1260,6 @@ static enum sbx_code put_file(struct mcp_call *k, const char *path, const void *
                               uint32_t mode) {
         return sbx_write(k->c, k->env->sandbox_id, path, data, len, mode & 01777,
                          SBX_WRITE_CREATE_PARENTS);
-}
-
-static size_t count_lines(const char *s, size_t len) {
-        size_t n = 0;
-        for (size_t i = 0; i < len; i++)
-                n += s[i] == '\n';
-        return n + (len && s[len - 1] != '\n');
 }
 
 static json_t *write_file(struct mcp_call *k, json_t *args) {
@@ -1228,86 +1323,109 @@ static size_t count_occurrences(const uint8_t *hay, size_t len, const char *need
         return n;
 }
 
-static json_t *edit_file(struct mcp_call *k, json_t *args) {
+/* What edit_file replaces: old (old_len bytes, not empty) by new (new_len), once, or
+ * every time with all. */
+struct edit {
+        const char *path, *old_s, *new_s;
+        size_t old_len, new_len;
+        bool all;
+};
+
+/* Reads edit_file's arguments into e. 0, or a bad-arguments result or error in *ret. */
+static int edit_args(struct mcp_call *k, json_t *args, struct edit *e, json_t **ret) {
         static const char *const known[] = {"path", "old_string", "new_string", "replace_all",
                                             NULL};
         struct argmsg m = {""};
-        struct whole w;
-        const char *path = NULL, *old_s = NULL, *new_s = NULL;
-        size_t old_len = 0, new_len = 0, count, out_len;
-        bool all = false;
-        uint8_t *out, *o;
-        const uint8_t *p, *end;
-        enum sbx_code rc;
-        json_t *res;
 
-        if (check_keys(args, known, &m) < 0 || arg_path(args, "path", &path, &m) < 0 ||
-            arg_str(args, "old_string", true, &old_s, &old_len, &m) < 0 ||
-            arg_str(args, "new_string", true, &new_s, &new_len, &m) < 0 ||
-            arg_bool(args, "replace_all", &all, &m) < 0)
-                return bad_args(k, "edit_file", &m);
-        if (!path || !old_s || !new_s) {
+        if (check_keys(args, known, &m) < 0 || arg_path(args, "path", &e->path, &m) < 0 ||
+            arg_str(args, "old_string", true, &e->old_s, &e->old_len, &m) < 0 ||
+            arg_str(args, "new_string", true, &e->new_s, &e->new_len, &m) < 0 ||
+            arg_bool(args, "replace_all", &e->all, &m) < 0)
+                return *ret = bad_args(k, "edit_file", &m), -1;
+        if (!e->path || !e->old_s || !e->new_s) {
                 snprintf(m.text, sizeof(m.text),
                          "'path', 'old_string' and 'new_string' are required");
-                return bad_args(k, "edit_file", &m);
+                return *ret = bad_args(k, "edit_file", &m), -1;
         }
-        if (!old_len)
-                return tool_error(k, "old_string is empty; to write a whole file use write_file");
-        if (old_len == new_len && memcmp(old_s, new_s, old_len) == 0)
-                return tool_error(k, "old_string and new_string are the same; nothing to change");
-        if ((res = read_whole(k, "edit_file", path, &w)) || k->err_code)
-                return res;
-        count = count_occurrences(w.data, w.len, old_s, old_len);
-        if (count == 0) {
-                free(w.data);
-                return tool_error(k,
-                                  "old_string was not found in '%s'; it must match the file "
-                                  "exactly, whitespace and indentation included (read_file "
-                                  "shows the current text)",
-                                  path);
-        }
-        if (count > 1 && !all) {
-                free(w.data);
-                return tool_error(k,
-                                  "old_string occurs %zu times in '%s'; take in more of the "
-                                  "lines around it to make it unique, or set replace_all to "
-                                  "true to replace all %zu",
-                                  count, path, count);
-        }
-        if (new_len > old_len && (new_len - old_len) > (SIZE_MAX - w.len) / count) {
-                free(w.data);
-                return out_of_memory(k);
-        }
-        out_len = w.len - count * old_len + count * new_len;
-        out = malloc(out_len + 1);
-        if (!out) {
-                free(w.data);
-                return out_of_memory(k);
-        }
-        for (p = w.data, end = w.data + w.len, o = out; p < end;) {
-                const uint8_t *hit = (size_t)(end - p) >= old_len
-                                             ? memmem(p, (size_t)(end - p), old_s, old_len)
+        if (!e->old_len)
+                return *ret = tool_error(k, "old_string is empty; to write a whole file use "
+                                            "write_file"),
+                       -1;
+        if (e->old_len == e->new_len && memcmp(e->old_s, e->new_s, e->old_len) == 0)
+                return *ret = tool_error(k, "old_string and new_string are the same; nothing to "
+                                            "change"),
+                       -1;
+        return 0;
+}
+
+/* w's text with each of the count occurrences of e's old string replaced (malloc'd,
+ * NUL-terminated, *ret_len bytes), or NULL when out of memory. */
+static uint8_t *replace_text(const struct whole *w, const struct edit *e, size_t count,
+                             size_t *ret_len) {
+        const uint8_t *p = w->data, *end = w->data + w->len;
+        uint8_t *out, *o;
+
+        if (e->new_len > e->old_len && (e->new_len - e->old_len) > (SIZE_MAX - w->len) / count)
+                return NULL;
+        *ret_len = w->len - count * e->old_len + count * e->new_len;
+        out = malloc(*ret_len + 1);
+        for (o = out; out && p < end;) {
+                const uint8_t *hit = (size_t)(end - p) >= e->old_len
+                                             ? memmem(p, (size_t)(end - p), e->old_s, e->old_len)
                                              : NULL;
                 size_t keep = hit ? (size_t)(hit - p) : (size_t)(end - p);
                 memcpy(o, p, keep);
                 o += keep;
                 if (!hit)
                         break;
-                memcpy(o, new_s, new_len);
-                o += new_len;
-                p = hit + old_len;
+                memcpy(o, e->new_s, e->new_len);
+                o += e->new_len;
+                p = hit + e->old_len;
         }
+        return out;
+}
+
+static json_t *edit_file(struct mcp_call *k, json_t *args) {
+        struct edit e = {0};
+        struct whole w;
+        size_t count, out_len = 0;
+        uint8_t *out;
+        enum sbx_code rc;
+        json_t *res = NULL;
+        char msg[1200];
+
+        if (edit_args(k, args, &e, &res) < 0)
+                return res;
+        if ((res = read_whole(k, "edit_file", e.path, &w)) || k->err_code)
+                return res;
+        count = count_occurrences(w.data, w.len, e.old_s, e.old_len);
+        if (count == 0) {
+                free(w.data);
+                return tool_error(k,
+                                  "old_string was not found in '%s'; it must match the file "
+                                  "exactly, whitespace and indentation included (read_file "
+                                  "shows the current text)",
+                                  e.path);
+        }
+        if (count > 1 && !e.all) {
+                free(w.data);
+                return tool_error(k,
+                                  "old_string occurs %zu times in '%s'; take in more of the "
+                                  "lines around it to make it unique, or set replace_all to "
+                                  "true to replace all %zu",
+                                  count, e.path, count);
+        }
+        out = replace_text(&w, &e, count, &out_len);
         free(w.data);
-        rc = put_file(k, path, out, out_len, w.mode);
+        if (!out)
+                return out_of_memory(k);
+        rc = put_file(k, e.path, out, out_len, w.mode);
         free(out);
         if (rc != SBX_OK)
                 return call_failed(k, rc);
-        {
-                char msg[1200];
-                snprintf(msg, sizeof(msg), "Replaced %zu occurrence%s in %s (now %zu bytes).",
-                         count, count == 1 ? "" : "s", path, out_len);
-                res = make_result(k, msg, strlen(msg), NULL, false);
-        }
+        snprintf(msg, sizeof(msg), "Replaced %zu occurrence%s in %s (now %zu bytes).", count,
+                 count == 1 ? "" : "s", e.path, out_len);
+        res = make_result(k, msg, strlen(msg), NULL, false);
         return res ? res : out_of_memory(k);
 }
 
@@ -1318,6 +1436,44 @@ static int cmp_entries(const void *a, const void *b) {
                       ((const struct sbx_file_info *)b)->name);
 }
 
+/* One entry of a listing: a line of text ("name/" for a directory, "-> target" for a
+ * link) and an object of entries. */
+static void put_entry(FILE *f, json_t *entries, const struct sbx_file_info *e) {
+        json_t *target = e->symlink_target
+                                 ? cli_json_text(e->symlink_target, strlen(e->symlink_target))
+                                 : json_null();
+
+        cli_put_text(f, e->name);
+        if (e->is_dir)
+                fputc('/', f);
+        if (e->type == SBX_FILE_SYMLINK && e->symlink_target) {
+                fputs(" -> ", f);
+                cli_put_text(f, e->symlink_target);
+        }
+        fputc('\n', f);
+        json_array_append_new(entries,
+                              json_pack("{s:o,s:s,s:I,s:b,s:o}", "name",
+                                        cli_json_text(e->name, strlen(e->name)), "type",
+                                        cli_file_type_name(e->type), "size", (json_int_t)e->size,
+                                        "is_dir", e->is_dir, "symlink_target", target));
+}
+
+/* The note after a listing: empty, or cut and how to see the rest. */
+static void put_list_note(FILE *f, const char *path, const struct sbx_dir_list *l) {
+        char q[512];
+
+        if (!l->n)
+                fputs("[the directory is empty]\n", f);
+        if (!l->truncated)
+                return;
+        sh_quote(q, sizeof(q), path);
+        fprintf(f,
+                "[... cut at %zu entries (the first by name); list a narrower part with "
+                "run_command, e.g. `ls -A %s | tail -n +%zu | head -n 100` or `find %s "
+                "-maxdepth 1 -name 'PATTERN'` ...]\n",
+                l->n, q, l->n + 1, q);
+}
+
 static json_t *list_directory(struct mcp_call *k, json_t *args) {
         static const char *const known[] = {"path", NULL};
         struct argmsg m = {""};
@@ -1325,7 +1481,7 @@ static json_t *list_directory(struct mcp_call *k, json_t *args) {
         struct sbx_dir_list *l = NULL;
         uint64_t limit = k->env->max_output_lines;
         enum sbx_code rc;
-        char *text = NULL, q[512];
+        char *text = NULL;
         size_t text_len = 0;
         json_t *entries, *st;
         FILE *f;
@@ -1349,36 +1505,9 @@ static json_t *list_directory(struct mcp_call *k, json_t *args) {
                 sbx_dir_list_free(l);
                 return out_of_memory(k);
         }
-        for (size_t i = 0; i < l->n; i++) {
-                const struct sbx_file_info *e = &l->v[i];
-                cli_put_text(f, e->name);
-                if (e->is_dir)
-                        fputc('/', f);
-                if (e->type == SBX_FILE_SYMLINK && e->symlink_target) {
-                        fputs(" -> ", f);
-                        cli_put_text(f, e->symlink_target);
-                }
-                fputc('\n', f);
-                json_array_append_new(entries,
-                                      json_pack("{s:o,s:s,s:I,s:b,s:o}", "name",
-                                                cli_json_text(e->name, strlen(e->name)), "type",
-                                                cli_file_type_name(e->type), "size", (json_int_t)e->size,
-                                                "is_dir", e->is_dir, "symlink_target",
-                                                e->symlink_target
-                                                        ? cli_json_text(e->symlink_target,
-                                                                        strlen(e->symlink_target))
-                                                        : json_null()));
-        }
-        if (!l->n)
-                fputs("[the directory is empty]\n", f);
-        if (l->truncated) {
-                sh_quote(q, sizeof(q), path);
-                fprintf(f,
-                        "[... cut at %zu entries (the first by name); list a narrower part with "
-                        "run_command, e.g. `ls -A %s | tail -n +%zu | head -n 100` or `find %s "
-                        "-maxdepth 1 -name 'PATTERN'` ...]\n",
-                        l->n, q, l->n + 1, q);
-        }
+        for (size_t i = 0; i < l->n; i++)
+                put_entry(f, entries, &l->v[i]);
+        put_list_note(f, path, l);
         st = json_pack("{s:s,s:o,s:b}", "path", path, "entries", entries, "truncated",
                        l->truncated);
         sbx_dir_list_free(l);
@@ -1426,35 +1555,12 @@ static void put_strv_line(FILE *f, const char *key, const struct sbx_strv *s, co
         fputc('\n', f);
 }
 
-static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
-        static const char *const known[] = {NULL};
-        const struct mcp_env *env = k->env;
-        struct argmsg m = {""};
-        struct sbx_sandbox *sb = NULL;
-        enum sbx_code rc;
-        char *text = NULL, iso[64], a[32], b[32];
-        size_t text_len = 0;
-        int64_t left_ms = 0;
-        json_t *st, *server;
-        FILE *f;
-        bool live;
+/* The lines about the sandbox itself: its id and mode, state, deadline (*left_ms, and
+ * iso its time), idle timeout, owner. */
+static void put_identity(FILE *f, const struct mcp_env *env, const struct sbx_sandbox *sb,
+                         int64_t *left_ms, char *iso, size_t iso_size) {
+        char a[32];
 
-        if (check_keys(args, known, &m) < 0)
-                return bad_args(k, "sandbox_info", &m);
-        rc = sbx_get(k->c, env->sandbox_id, &sb);
-        if (rc != SBX_OK)
-                return call_failed(k, rc);
-        live = sb->state == SBX_STATE_READY || sb->state == SBX_STATE_CREATING;
-        if (!live) {
-                sbx_sandbox_free(sb);
-                sandbox_live(k);
-                return k->err_code ? NULL : tool_error(k, "the sandbox is not live");
-        }
-        f = open_memstream(&text, &text_len);
-        if (!f) {
-                sbx_sandbox_free(sb);
-                return out_of_memory(k);
-        }
         fputs("sandbox: ", f);
         cli_put_text(f, sb->id);
         fprintf(f, " (%s)\n",
@@ -1464,10 +1570,10 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
                              "server stops");
         fprintf(f, "state: %s\n", sbx_state_name(sb->state));
         if (sb->deadline_unix_ms) {
-                left_ms = sb->deadline_unix_ms - cli_now_unix_ms();
-                cli_format_iso(iso, sizeof(iso), sb->deadline_unix_ms, false);
+                *left_ms = sb->deadline_unix_ms - cli_now_unix_ms();
+                cli_format_iso(iso, iso_size, sb->deadline_unix_ms, false);
                 fprintf(f, "deadline: %s (in %lld s)%s\n", iso,
-                        (long long)(left_ms > 0 ? (left_ms + 999) / 1000 : 0),
+                        (long long)(*left_ms > 0 ? (*left_ms + 999) / 1000 : 0),
                         env->lease ? "; this server moves it on while it runs" : "");
         }
         if (sb->idle_timeout_ms) {
@@ -1478,47 +1584,54 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
                 sb->owner_uid == (uint32_t)geteuid() ? " (this server's user)"
                                                      : " (not this server's user: its owner sees "
                                                        "and can change what runs here)");
-        fprintf(f, "network: %s\n", sb->policy.network == SBX_NETWORK_FULL ? "full" : "none");
+}
+
+/* The line of the limits a policy sets ("none" without any). */
+static void put_limits_line(FILE *f, const struct sbx_limits *l) {
+        fputs("limits:", f);
+        if (!l->set)
+                fputs(" none", f);
+        if (l->set & SBX_LIMIT_MEMORY)
+                fprintf(f, " memory=%llu bytes", (unsigned long long)l->memory_bytes);
+        if (l->set & SBX_LIMIT_CPU_SECONDS)
+                fprintf(f, " cpu=%g s", l->cpu_seconds);
+        if (l->set & SBX_LIMIT_CPU_PERCENT)
+                fprintf(f, " cpu_percent=%u", l->cpu_percent);
+        if (l->set & SBX_LIMIT_PROCESSES)
+                fprintf(f, " processes=%u", l->processes);
+        if (l->set & SBX_LIMIT_FILE_SIZE)
+                fprintf(f, " file_size=%llu bytes", (unsigned long long)l->file_size_bytes);
+        if (l->set & SBX_LIMIT_OPEN_FILES)
+                fprintf(f, " open_files=%u", l->open_files);
+        if (l->set & SBX_LIMIT_TMP)
+                fprintf(f, " tmp=%llu bytes", (unsigned long long)l->tmp_bytes);
+        fputc('\n', f);
+}
+
+/* The lines of the policy: network, what is writable, what is hidden, the limits. */
+static void put_policy_lines(FILE *f, const struct sbx_policy *pol) {
+        fprintf(f, "network: %s\n", pol->network == SBX_NETWORK_FULL ? "full" : "none");
         fputs("writable: /workspace, /tmp", f);
-        for (size_t i = 0; i < sb->policy.writable_paths.n; i++) {
+        for (size_t i = 0; i < pol->writable_paths.n; i++) {
                 fputs(", ", f);
-                cli_put_text(f, sb->policy.writable_paths.v[i]);
+                cli_put_text(f, pol->writable_paths.v[i]);
         }
         fputs(" (everything else is read-only)\n", f);
         fputs("hidden (cannot be read): ", f);
-        if (sb->policy.protect_defaults)
+        if (pol->protect_defaults)
                 fputs("the host's credentials and secrets (protect_defaults)", f);
-        for (size_t i = 0; i < sb->policy.denied_read_paths.n; i++) {
-                fputs(i || sb->policy.protect_defaults ? ", " : "", f);
-                cli_put_text(f, sb->policy.denied_read_paths.v[i]);
+        for (size_t i = 0; i < pol->denied_read_paths.n; i++) {
+                fputs(i || pol->protect_defaults ? ", " : "", f);
+                cli_put_text(f, pol->denied_read_paths.v[i]);
         }
-        fputs(!sb->policy.protect_defaults && !sb->policy.denied_read_paths.n ? "nothing\n" : "\n",
-              f);
-        {
-                const struct sbx_limits *l = &sb->policy.limits;
-                fputs("limits:", f);
-                if (!l->set)
-                        fputs(" none", f);
-                if (l->set & SBX_LIMIT_MEMORY)
-                        fprintf(f, " memory=%llu bytes", (unsigned long long)l->memory_bytes);
-                if (l->set & SBX_LIMIT_CPU_SECONDS)
-                        fprintf(f, " cpu=%g s", l->cpu_seconds);
-                if (l->set & SBX_LIMIT_CPU_PERCENT)
-                        fprintf(f, " cpu_percent=%u", l->cpu_percent);
-                if (l->set & SBX_LIMIT_PROCESSES)
-                        fprintf(f, " processes=%u", l->processes);
-                if (l->set & SBX_LIMIT_FILE_SIZE)
-                        fprintf(f, " file_size=%llu bytes", (unsigned long long)l->file_size_bytes);
-                if (l->set & SBX_LIMIT_OPEN_FILES)
-                        fprintf(f, " open_files=%u", l->open_files);
-                if (l->set & SBX_LIMIT_TMP)
-                        fprintf(f, " tmp=%llu bytes", (unsigned long long)l->tmp_bytes);
-                fputc('\n', f);
-        }
-        fprintf(f, "isolated: %s\n", sb->isolated ? "yes" : "no (see the warnings)");
-        put_strv_line(f, "warnings", &sb->warnings, "none");
-        fprintf(f, "commands: %llu run, %u running\n", (unsigned long long)sb->commands_run,
-                sb->running_commands);
+        fputs(!pol->protect_defaults && !pol->denied_read_paths.n ? "nothing\n" : "\n", f);
+        put_limits_line(f, &pol->limits);
+}
+
+/* The line of this server's own limits. */
+static void put_server_line(FILE *f, const struct mcp_env *env) {
+        char a[32], b[32];
+
         fmt_secs(a, sizeof(a), env->default_timeout_ms);
         fmt_secs(b, sizeof(b), env->max_timeout_ms);
         fprintf(f,
@@ -1527,15 +1640,19 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
                 "%llu lines; read_file reads files up to %llu bytes\n",
                 a, b, (unsigned long long)env->max_output_bytes,
                 (unsigned long long)env->max_output_lines, (unsigned long long)env->max_read_bytes);
-        if (sb->deadline_unix_ms)
-                cli_format_iso(iso, sizeof(iso), sb->deadline_unix_ms, false);
-        server = json_pack("{s:f,s:f,s:I,s:I,s:I}", "default_timeout_seconds",
-                           (double)env->default_timeout_ms / 1000.0, "max_timeout_seconds",
-                           (double)env->max_timeout_ms / 1000.0, "max_output_bytes",
-                           (json_int_t)env->max_output_bytes, "max_output_lines",
-                           (json_int_t)env->max_output_lines, "max_read_bytes",
-                           (json_int_t)env->max_read_bytes);
-        st = json_pack(
+}
+
+/* sandbox_info's structuredContent (iso: the deadline's time). NULL when out of memory. */
+static json_t *info_structured(const struct mcp_env *env, const struct sbx_sandbox *sb,
+                               int64_t left_ms, const char *iso) {
+        json_t *server = json_pack(
+                "{s:f,s:f,s:I,s:I,s:I}", "default_timeout_seconds",
+                (double)env->default_timeout_ms / 1000.0, "max_timeout_seconds",
+                (double)env->max_timeout_ms / 1000.0, "max_output_bytes",
+                (json_int_t)env->max_output_bytes, "max_output_lines",
+                (json_int_t)env->max_output_lines, "max_read_bytes", (json_int_t)env->max_read_bytes);
+
+        return json_pack(
                 "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:b,s:o,s:o,s:b,s:o,s:I,s:I,s:o}", "id", sb->id,
                 "state", sbx_state_name(sb->state), "mode", env->owned ? "owned" : "attached",
                 "owner_uid", (json_int_t)sb->owner_uid, "deadline",
@@ -1548,6 +1665,43 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
                 "isolated", sb->isolated, "warnings", strv_json(&sb->warnings), "commands_run",
                 (json_int_t)sb->commands_run, "running_commands", (json_int_t)sb->running_commands,
                 "server", server);
+}
+
+static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
+        static const char *const known[] = {NULL};
+        const struct mcp_env *env = k->env;
+        struct argmsg m = {""};
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code rc;
+        char *text = NULL, iso[64] = "";
+        size_t text_len = 0;
+        int64_t left_ms = 0;
+        json_t *st;
+        FILE *f;
+
+        if (check_keys(args, known, &m) < 0)
+                return bad_args(k, "sandbox_info", &m);
+        rc = sbx_get(k->c, env->sandbox_id, &sb);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        if (sb->state != SBX_STATE_READY && sb->state != SBX_STATE_CREATING) {
+                sbx_sandbox_free(sb);
+                sandbox_live(k);
+                return k->err_code ? NULL : tool_error(k, "the sandbox is not live");
+        }
+        f = open_memstream(&text, &text_len);
+        if (!f) {
+                sbx_sandbox_free(sb);
+                return out_of_memory(k);
+        }
+        put_identity(f, env, sb, &left_ms, iso, sizeof(iso));
+        put_policy_lines(f, &sb->policy);
+        fprintf(f, "isolated: %s\n", sb->isolated ? "yes" : "no (see the warnings)");
+        put_strv_line(f, "warnings", &sb->warnings, "none");
+        fprintf(f, "commands: %llu run, %u running\n", (unsigned long long)sb->commands_run,
+                sb->running_commands);
+        put_server_line(f, env);
+        st = info_structured(env, sb, left_ms, iso);
         sbx_sandbox_free(sb);
         if (!st) {
                 fclose(f);
