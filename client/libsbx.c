@@ -1330,26 +1330,34 @@ static void policy_to_proto(const struct sbx_policy *p, Sbx__V1__Policy *pol,
         limits_to_proto(&p->limits, lim, pol);
 }
 
-/* The labels of o into cs, allocated from pool (pool->oom on failure). */
+/* The n labels of v as wire Labels (pointing at v's strings), allocated from pool;
+ * pool->oom when that failed. */
+static Sbx__V1__Label **labels_to_wire(struct pool *pool, const struct sbx_label *v, size_t n) {
+        Sbx__V1__Label *labels = pool_calloc(pool, n, sizeof(*labels));
+        Sbx__V1__Label **ptrs = pool_calloc(pool, n, sizeof(*ptrs));
+
+        for (size_t i = 0; labels && ptrs && i < n; i++) {
+                sbx__v1__label__init(&labels[i]);
+                labels[i].key = v[i].key;
+                labels[i].value = v[i].value;
+                ptrs[i] = &labels[i];
+        }
+        return ptrs;
+}
+
+/* The labels of o into cs, allocated from pool (pool->oom on failure, reported by the
+ * caller); each must have a key and a value. */
 static enum sbx_code labels_to_proto(sbx_client *c, const struct sbx_create_opts *o,
                                      Sbx__V1__CreateSandbox *cs, struct pool *pool) {
-        Sbx__V1__Label *labels;
-
         if (!o->n_labels)
                 return SBX_OK;
-        labels = pool_calloc(pool, o->n_labels, sizeof(*labels));
-        cs->labels = pool_calloc(pool, o->n_labels, sizeof(*cs->labels));
-        if (!labels || !cs->labels)
+        cs->labels = labels_to_wire(pool, o->labels, o->n_labels);
+        if (pool->oom)
                 return SBX_OK;
-        for (size_t i = 0; i < o->n_labels; i++) {
+        for (size_t i = 0; i < o->n_labels; i++)
                 if (!o->labels[i].key || !o->labels[i].value)
                         return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
                                     "label %zu has no key or no value", i);
-                sbx__v1__label__init(&labels[i]);
-                labels[i].key = o->labels[i].key;
-                labels[i].value = o->labels[i].value;
-                cs->labels[i] = &labels[i];
-        }
         cs->n_labels = o->n_labels;
         return SBX_OK;
 }
@@ -1488,14 +1496,7 @@ enum sbx_code sbx_set_timeout(sbx_client *c, const char *id, uint64_t timeout_ms
 static void list_opts_to_proto(const struct sbx_list_opts *opts, Sbx__V1__ListSandboxes *ls,
                                struct pool *pool) {
         if (opts->n_labels) {
-                Sbx__V1__Label *labels = pool_calloc(pool, opts->n_labels, sizeof(*labels));
-                ls->labels = pool_calloc(pool, opts->n_labels, sizeof(*ls->labels));
-                for (size_t i = 0; labels && ls->labels && i < opts->n_labels; i++) {
-                        sbx__v1__label__init(&labels[i]);
-                        labels[i].key = opts->labels[i].key;
-                        labels[i].value = opts->labels[i].value;
-                        ls->labels[i] = &labels[i];
-                }
+                ls->labels = labels_to_wire(pool, opts->labels, opts->n_labels);
                 ls->n_labels = opts->n_labels;
         }
         if (opts->n_states) {

@@ -59,7 +59,12 @@ class Code(enum.IntEnum):
 
 
 class _Named(enum.IntEnum):
-    """An enum printed by its lowercase name, as the daemon and ``sbx`` print it."""
+    """An enum printed by its lowercase name, as the daemon and ``sbx`` print it.
+
+    Members are looked up by value, never by position. Their names are libsbx's
+    (``sbx_state_name``, ``sbx_outcome_name``: the one table of each, in
+    libsbx_types.c); ``_lib`` checks every member against them when it loads libsbx.
+    """
 
     def __str__(self) -> str:
         return self.name.lower()
