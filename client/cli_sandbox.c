@@ -94,9 +94,38 @@ static bool has_idle_timeout(const struct sbx_sandbox *s) {
                s->idle_timeout_ms <= (uint64_t)INT64_MAX;
 }
 
-static void json_sandbox(struct json *j, const struct sbx_sandbox *s) {
-        const struct sbx_policy *p = &s->policy;
+/* The "policy" object of a sandbox's JSON. */
+static void json_policy(struct json *j, const struct sbx_policy *p) {
+        json_begin_object(j);
+        json_key(j, "writable_paths");
+        json_strv(j, &p->writable_paths);
+        json_key(j, "denied_read_paths");
+        json_strv(j, &p->denied_read_paths);
+        json_key(j, "denied_write_paths");
+        json_strv(j, &p->denied_write_paths);
+        json_key(j, "network");
+        json_string(j, p->network == SBX_NETWORK_FULL ? "full" : "none");
+        json_key(j, "protect_defaults");
+        json_bool(j, p->protect_defaults);
+        json_key(j, "inherit_environment");
+        json_strv(j, &p->inherit_environment);
+        json_key(j, "root_dir");
+        json_string(j, p->root_dir);
+        json_key(j, "limits");
+        json_limits(j, &p->limits);
+        json_end_object(j);
+}
 
+/* key: an array of the n ids of v. */
+static void json_ids(struct json *j, const char *key, const uint32_t *v, size_t n) {
+        json_key(j, key);
+        json_begin_array(j);
+        for (size_t i = 0; i < n; i++)
+                json_uint(j, v[i]);
+        json_end_array(j);
+}
+
+static void json_sandbox(struct json *j, const struct sbx_sandbox *s) {
         json_begin_object(j);
         json_key(j, "id");
         json_string(j, s->id);
@@ -125,43 +154,16 @@ static void json_sandbox(struct json *j, const struct sbx_sandbox *s) {
                 json_string(j, s->labels[i].value);
         }
         json_end_object(j);
-
         json_key(j, "policy");
-        json_begin_object(j);
-        json_key(j, "writable_paths");
-        json_strv(j, &p->writable_paths);
-        json_key(j, "denied_read_paths");
-        json_strv(j, &p->denied_read_paths);
-        json_key(j, "denied_write_paths");
-        json_strv(j, &p->denied_write_paths);
-        json_key(j, "network");
-        json_string(j, p->network == SBX_NETWORK_FULL ? "full" : "none");
-        json_key(j, "protect_defaults");
-        json_bool(j, p->protect_defaults);
-        json_key(j, "inherit_environment");
-        json_strv(j, &p->inherit_environment);
-        json_key(j, "root_dir");
-        json_string(j, p->root_dir);
-        json_key(j, "limits");
-        json_limits(j, &p->limits);
-        json_end_object(j);
-
+        json_policy(j, &s->policy);
         json_key(j, "enforcement");
         json_enforcement(j, s->enforcement, s->n_enforcement);
         json_key(j, "running_commands");
         json_uint(j, s->running_commands);
         json_key(j, "commands_run");
         json_uint(j, s->commands_run);
-        json_key(j, "share_uids");
-        json_begin_array(j);
-        for (size_t i = 0; i < s->n_share_uids; i++)
-                json_uint(j, s->share_uids[i]);
-        json_end_array(j);
-        json_key(j, "share_gids");
-        json_begin_array(j);
-        for (size_t i = 0; i < s->n_share_gids; i++)
-                json_uint(j, s->share_gids[i]);
-        json_end_array(j);
+        json_ids(j, "share_uids", s->share_uids, s->n_share_uids);
+        json_ids(j, "share_gids", s->share_gids, s->n_share_gids);
         json_end_object(j);
 }
 
@@ -213,35 +215,46 @@ static void format_duration(char *buf, size_t len, int64_t ms) {
                 snprintf(buf, len, "%.3g h", secs / 3600);
 }
 
-/* Human form of a sandbox: aligned "key: value" lines. */
-static void print_sandbox(const struct sbx_sandbox *s) {
-        const struct sbx_policy *p = &s->policy;
-        const struct sbx_limits *l = &p->limits;
-        char t[64], left[32];
-        const int w = 20;
+/* The key of a line of print_sandbox: "key:" padded to one column. */
+static void key(const char *k) {
+        char b[32];
 
-#define KEY(k) printf("%-*s ", w, k ":")
-        KEY("id");
+        snprintf(b, sizeof(b), "%s:", k);
+        printf("%-20s ", b);
+}
+
+/* key: the strings of s, comma-separated ("-" for none). */
+static void print_strv_key(const char *k, const struct sbx_strv *s) {
+        key(k);
+        print_strv_line(s);
+        putchar('\n');
+}
+
+/* The lines of a sandbox's life: id, state, owner, created, deadline, idle timeout,
+ * and how it ended. */
+static void print_lifetime(const struct sbx_sandbox *s) {
+        char t[64], left[32], d[32];
+
+        key("id");
         cli_put_text(stdout, s->id);
         putchar('\n');
-        KEY("state");
+        key("state");
         printf("%s\n", sbx_state_name(s->state));
-        KEY("owner_uid");
+        key("owner_uid");
         printf("%u%s\n", s->owner_uid,
                s->owner_uid == (uint32_t)geteuid() ? " (you)" : " (not you: shared with you)");
         cli_format_iso(t, sizeof(t), s->created_unix_ms, true);
-        KEY("created");
+        key("created");
         printf("%s\n", s->created_unix_ms ? t : "-");
         cli_format_iso(t, sizeof(t), s->deadline_unix_ms, true);
         format_left(left, sizeof(left), s);
-        KEY("deadline");
+        key("deadline");
         if (s->deadline_unix_ms && sandbox_live(s))
                 printf("%s (%s left)\n", t, left);
         else
                 printf("%s\n", s->deadline_unix_ms ? t : "-");
-        KEY("idle_timeout");
+        key("idle_timeout");
         if (has_idle_timeout(s)) {
-                char d[32];
                 format_duration(d, sizeof(d), (int64_t)s->idle_timeout_ms);
                 printf("%s\n", d);
         } else {
@@ -249,53 +262,21 @@ static void print_sandbox(const struct sbx_sandbox *s) {
         }
         if (s->ended_unix_ms || s->end_reason) {
                 cli_format_iso(t, sizeof(t), s->ended_unix_ms, true);
-                KEY("ended");
+                key("ended");
                 printf("%s\n", s->ended_unix_ms ? t : "-");
-                KEY("end_reason");
+                key("end_reason");
                 cli_put_text(stdout, s->end_reason);
                 putchar('\n');
         }
-        KEY("isolated");
-        printf("%s\n", s->isolated ? "yes" : "no");
-        KEY("running_commands");
-        printf("%u\n", s->running_commands);
-        KEY("commands_run");
-        printf("%llu\n", (unsigned long long)s->commands_run);
-        KEY("labels");
-        if (!s->n_labels)
-                fputs("-", stdout);
-        for (size_t i = 0; i < s->n_labels; i++) {
-                if (i)
-                        fputs(", ", stdout);
-                cli_put_text(stdout, s->labels[i].key);
-                putchar('=');
-                cli_put_text(stdout, s->labels[i].value);
-        }
-        putchar('\n');
-        KEY("network");
-        printf("%s\n", p->network == SBX_NETWORK_FULL ? "full" : "none");
-        KEY("protect_defaults");
-        printf("%s\n", p->protect_defaults ? "yes" : "no");
-        KEY("writable_paths");
-        print_strv_line(&p->writable_paths);
-        putchar('\n');
-        KEY("denied_read_paths");
-        print_strv_line(&p->denied_read_paths);
-        putchar('\n');
-        KEY("denied_write_paths");
-        print_strv_line(&p->denied_write_paths);
-        putchar('\n');
-        KEY("inherit_environment");
-        print_strv_line(&p->inherit_environment);
-        putchar('\n');
-        KEY("root_dir");
-        cli_put_text(stdout, p->root_dir ? p->root_dir : "/ (the host's)");
-        putchar('\n');
-        KEY("limits");
-        {
-                const char *sep = "";
-                if (!l->set)
-                        fputs("none", stdout);
+}
+
+/* The limits line: each limit set, "none" without any. */
+static void print_limits(const struct sbx_limits *l) {
+        const char *sep = "";
+
+        key("limits");
+        if (!l->set)
+                fputs("none", stdout);
 #define LIMIT(bit, fmt, ...)                                                                       \
         do {                                                                                       \
                 if (l->set & (bit)) {                                                              \
@@ -303,43 +284,87 @@ static void print_sandbox(const struct sbx_sandbox *s) {
                         sep = " ";                                                                 \
                 }                                                                                  \
         } while (0)
-                LIMIT(SBX_LIMIT_MEMORY, "memory=%llu", (unsigned long long)l->memory_bytes);
-                LIMIT(SBX_LIMIT_CPU_SECONDS, "cpu_seconds=%g", l->cpu_seconds);
-                LIMIT(SBX_LIMIT_CPU_PERCENT, "cpu_percent=%u", l->cpu_percent);
-                LIMIT(SBX_LIMIT_PROCESSES, "processes=%u", l->processes);
-                LIMIT(SBX_LIMIT_FILE_SIZE, "file_size=%llu",
-                      (unsigned long long)l->file_size_bytes);
-                LIMIT(SBX_LIMIT_OPEN_FILES, "open_files=%u", l->open_files);
-                LIMIT(SBX_LIMIT_CORE_DUMPS, "core_dumps=%s", l->core_dumps ? "yes" : "no");
-                LIMIT(SBX_LIMIT_TMP, "tmp=%llu", (unsigned long long)l->tmp_bytes);
+        LIMIT(SBX_LIMIT_MEMORY, "memory=%llu", (unsigned long long)l->memory_bytes);
+        LIMIT(SBX_LIMIT_CPU_SECONDS, "cpu_seconds=%g", l->cpu_seconds);
+        LIMIT(SBX_LIMIT_CPU_PERCENT, "cpu_percent=%u", l->cpu_percent);
+        LIMIT(SBX_LIMIT_PROCESSES, "processes=%u", l->processes);
+        LIMIT(SBX_LIMIT_FILE_SIZE, "file_size=%llu", (unsigned long long)l->file_size_bytes);
+        LIMIT(SBX_LIMIT_OPEN_FILES, "open_files=%u", l->open_files);
+        LIMIT(SBX_LIMIT_CORE_DUMPS, "core_dumps=%s", l->core_dumps ? "yes" : "no");
+        LIMIT(SBX_LIMIT_TMP, "tmp=%llu", (unsigned long long)l->tmp_bytes);
 #undef LIMIT
-                putchar('\n');
-        }
-        KEY("enforcement");
-        if (!s->n_enforcement)
+        putchar('\n');
+}
+
+/* The policy's lines: network, protect_defaults, the path lists, root_dir, limits. */
+static void print_policy(const struct sbx_policy *p) {
+        key("network");
+        printf("%s\n", p->network == SBX_NETWORK_FULL ? "full" : "none");
+        key("protect_defaults");
+        printf("%s\n", p->protect_defaults ? "yes" : "no");
+        print_strv_key("writable_paths", &p->writable_paths);
+        print_strv_key("denied_read_paths", &p->denied_read_paths);
+        print_strv_key("denied_write_paths", &p->denied_write_paths);
+        print_strv_key("inherit_environment", &p->inherit_environment);
+        key("root_dir");
+        cli_put_text(stdout, p->root_dir ? p->root_dir : "/ (the host's)");
+        putchar('\n');
+        print_limits(&p->limits);
+}
+
+/* key: the n "K=V" pairs of v (pair() reads the key or the value of the i-th),
+ * comma-separated ("-" for none). */
+static void print_pairs(const char *k, size_t n, const char *(*pair)(const void *v, size_t i,
+                                                                     bool value),
+                        const void *v) {
+        key(k);
+        if (!n)
                 fputs("-", stdout);
-        for (size_t i = 0; i < s->n_enforcement; i++) {
+        for (size_t i = 0; i < n; i++) {
                 if (i)
                         fputs(", ", stdout);
-                cli_put_text(stdout, s->enforcement[i].limit);
+                cli_put_text(stdout, pair(v, i, false));
                 putchar('=');
-                cli_put_text(stdout, s->enforcement[i].enforcement);
+                cli_put_text(stdout, pair(v, i, true));
         }
         putchar('\n');
-        KEY("warnings");
-        print_strv_line(&s->warnings);
+}
+
+static const char *label_pair(const void *v, size_t i, bool value) {
+        const struct sbx_label *l = &((const struct sbx_label *)v)[i];
+        return value ? l->value : l->key;
+}
+
+static const char *enforcement_pair(const void *v, size_t i, bool value) {
+        const struct sbx_enforcement *e = &((const struct sbx_enforcement *)v)[i];
+        return value ? e->enforcement : e->limit;
+}
+
+/* key: the n ids of v, comma-separated. */
+static void print_ids(const char *k, const uint32_t *v, size_t n) {
+        key(k);
+        for (size_t i = 0; i < n; i++)
+                printf("%s%u", i ? ", " : "", v[i]);
         putchar('\n');
+}
+
+/* Human form of a sandbox: aligned "key: value" lines. */
+static void print_sandbox(const struct sbx_sandbox *s) {
+        print_lifetime(s);
+        key("isolated");
+        printf("%s\n", s->isolated ? "yes" : "no");
+        key("running_commands");
+        printf("%u\n", s->running_commands);
+        key("commands_run");
+        printf("%llu\n", (unsigned long long)s->commands_run);
+        print_pairs("labels", s->n_labels, label_pair, s->labels);
+        print_policy(&s->policy);
+        print_pairs("enforcement", s->n_enforcement, enforcement_pair, s->enforcement);
+        print_strv_key("warnings", &s->warnings);
         if (s->n_share_uids || s->n_share_gids) {
-                KEY("share_uids");
-                for (size_t i = 0; i < s->n_share_uids; i++)
-                        printf("%s%u", i ? ", " : "", s->share_uids[i]);
-                putchar('\n');
-                KEY("share_gids");
-                for (size_t i = 0; i < s->n_share_gids; i++)
-                        printf("%s%u", i ? ", " : "", s->share_gids[i]);
-                putchar('\n');
+                print_ids("share_uids", s->share_uids, s->n_share_uids);
+                print_ids("share_gids", s->share_gids, s->n_share_gids);
         }
-#undef KEY
 }
 
 /* "sbx: sandbox ID ends at ISO (in 5 min), or after 30 min without use; `sbx set-timeout
@@ -1008,26 +1033,35 @@ static int bulk_select(sbx_client *c, struct sbx_list_opts *lo, struct bulk *b, 
 
 enum { T_JSON, T_ALL, T_LABEL };
 
-int cmd_terminate(struct cli *cli, int argc, char **argv) {
+/* The command line of terminate: IDs, or --all and --label filters. */
+struct terminate_args {
+        struct sbx_label *labels;
+        const char **ids;
+        size_t n_labels, n_ids;
+        bool json, all;
+};
+
+static void terminate_args_free(struct terminate_args *a) {
+        for (size_t i = 0; i < a->n_labels; i++)
+                free(a->labels[i].key);
+        free(a->labels);
+        free(a->ids);
+}
+
+/* Parses terminate's command line into a (allocated here). 0, -1 (help shown) or an
+ * exit status. */
+static int parse_terminate(struct cli *cli, int argc, char **argv, struct terminate_args *a) {
         static const struct cli_opt opts[] = {[T_JSON] = {"json", false, 0},
                                               [T_ALL] = {"all", false, 0},
                                               [T_LABEL] = {"label", true, 0},
                                               {NULL, false, 0}};
-        struct sbx_label *labels = calloc((size_t)argc, sizeof(*labels));
-        const char **ids = calloc((size_t)argc, sizeof(*ids));
-        size_t n_labels = 0, n_ids = 0;
-        struct sbx_list_opts lo = {0};
-        struct bulk b = {0};
         struct cli_opts p;
-        bool json = false, all = false, print;
-        sbx_client *c = NULL;
         int k, status = 0;
 
-        if (!labels || !ids) {
-                free(labels);
-                free(ids);
+        a->labels = calloc((size_t)argc, sizeof(*a->labels));
+        a->ids = calloc((size_t)argc, sizeof(*a->ids));
+        if (!a->labels || !a->ids)
                 return cli_error(SBX_INTERNAL, "out of memory");
-        }
         cli_opts_init(&p, cli, argc, argv, opts);
         while (!status && (k = cli_opts_next(&p)) != CLI_OPT_END) {
                 if (k == CLI_OPT_ERR)
@@ -1035,84 +1069,101 @@ int cmd_terminate(struct cli *cli, int argc, char **argv) {
                 else if (k == CLI_OPT_HELP)
                         status = -1;
                 else if (k == CLI_OPT_POS)
-                        ids[n_ids++] = p.arg;
+                        a->ids[a->n_ids++] = p.arg;
                 else if (k == T_JSON)
-                        json = true;
+                        a->json = true;
                 else if (k == T_ALL)
-                        all = true;
+                        a->all = true;
                 else
-                        status = add_label(labels, &n_labels, argv[0], p.arg);
+                        status = add_label(a->labels, &a->n_labels, argv[0], p.arg);
         }
         if (status == -1)
                 cli_usage(stdout, argv[0]);
-        else if (!status && n_ids && (all || n_labels))
+        else if (!status && a->n_ids && (a->all || a->n_labels))
                 status = cli_usage_error("sbx terminate takes sandbox IDs or --all / --label, "
                                          "not both");
-        else if (!status && !n_ids && !all && !n_labels)
+        else if (!status && !a->n_ids && !a->all && !a->n_labels)
                 status = cli_usage_error("sbx terminate needs a sandbox ID, --label K=V or --all");
+        return status;
+}
+
+/* terminate --json: {"terminated": [IDS], "failed": [{"id", "error": {code, message}}]}. */
+static int json_bulk(const struct bulk *b) {
+        struct json j;
+
+        json_init(&j, stdout);
+        json_begin_object(&j);
+        json_key(&j, "terminated");
+        json_begin_array(&j);
+        for (size_t i = 0; i < b->n_done; i++)
+                json_string(&j, b->done[i]);
+        json_end_array(&j);
+        json_key(&j, "failed");
+        json_begin_array(&j);
+        for (size_t i = 0; i < b->n_failed; i++) {
+                json_begin_object(&j);
+                json_key(&j, "id");
+                json_string(&j, b->failed[i].id);
+                json_key(&j, "error");
+                json_begin_object(&j);
+                json_key(&j, "code");
+                json_string(&j, sbx_code_name(b->failed[i].code));
+                json_key(&j, "message");
+                json_string(&j, b->failed[i].message);
+                json_end_object(&j);
+                json_end_object(&j);
+        }
+        json_end_array(&j);
+        json_end_object(&j);
+        return finish_json(&j);
+}
+
+/* Terminates the sandboxes a names (each ID once, or those --all and --label select)
+ * into b, printing each when print. 0 or an exit status. */
+static int terminate_many(sbx_client *c, const struct terminate_args *a, struct bulk *b,
+                          bool print) {
+        struct sbx_list_opts lo = {0};
+
+        if (!a->n_ids) {
+                lo.labels = a->labels;
+                lo.n_labels = a->n_labels;
+                return bulk_select(c, &lo, b, print);
+        }
+        for (size_t i = 0; i < a->n_ids && !b->oom; i++)
+                if (!bulk_has(b, a->ids[i]))
+                        bulk_one(c, b, a->ids[i], print);
+        return b->oom ? cli_error(SBX_INTERNAL, "out of memory") : 0;
+}
+
+int cmd_terminate(struct cli *cli, int argc, char **argv) {
+        struct terminate_args a = {0};
+        struct bulk b = {0};
+        sbx_client *c = NULL;
+        enum sbx_code rc;
+        int status;
+
+        status = parse_terminate(cli, argc, argv, &a);
         if (!status)
                 status = cli_connect(cli, &c);
-        /* One ID without --json: the classic form, silent on success. */
-        print = !json && !(n_ids == 1 && !all && !n_labels);
-        if (!status && n_ids == 1 && !json) {
-                enum sbx_code rc = sbx_terminate(c, ids[0], NULL);
+        if (!status && a.n_ids == 1 && !a.json) {
+                /* One ID without --json: the classic form, silent on success. */
+                rc = sbx_terminate(c, a.ids[0], NULL);
                 if (rc != SBX_OK)
                         status = cli_client_error(c, rc);
-                goto out;
-        }
-        if (!status && n_ids) {
-                for (size_t i = 0; i < n_ids && !b.oom; i++)
-                        if (!bulk_has(&b, ids[i]))
-                                bulk_one(c, &b, ids[i], print);
-                if (b.oom)
-                        status = cli_error(SBX_INTERNAL, "out of memory");
         } else if (!status) {
-                lo.labels = labels;
-                lo.n_labels = n_labels;
-                status = bulk_select(c, &lo, &b, print);
-        }
-        if (status)
-                goto out;
-        if (json) {
-                struct json j;
-                json_init(&j, stdout);
-                json_begin_object(&j);
-                json_key(&j, "terminated");
-                json_begin_array(&j);
-                for (size_t i = 0; i < b.n_done; i++)
-                        json_string(&j, b.done[i]);
-                json_end_array(&j);
-                json_key(&j, "failed");
-                json_begin_array(&j);
-                for (size_t i = 0; i < b.n_failed; i++) {
-                        json_begin_object(&j);
-                        json_key(&j, "id");
-                        json_string(&j, b.failed[i].id);
-                        json_key(&j, "error");
-                        json_begin_object(&j);
-                        json_key(&j, "code");
-                        json_string(&j, sbx_code_name(b.failed[i].code));
-                        json_key(&j, "message");
-                        json_string(&j, b.failed[i].message);
-                        json_end_object(&j);
-                        json_end_object(&j);
+                status = terminate_many(c, &a, &b, !a.json);
+                if (!status && a.json) {
+                        status = json_bulk(&b);
+                } else if (!status) {
+                        printf("terminated %zu sandbox%s", b.n_done, b.n_done == 1 ? "" : "es");
+                        if (b.n_failed)
+                                printf(", %zu failed", b.n_failed);
+                        putchar('\n');
                 }
-                json_end_array(&j);
-                json_end_object(&j);
-                status = finish_json(&j);
-        } else {
-                printf("terminated %zu sandbox%s", b.n_done, b.n_done == 1 ? "" : "es");
-                if (b.n_failed)
-                        printf(", %zu failed", b.n_failed);
-                putchar('\n');
+                if (!status && b.n_failed)
+                        status = CLI_EXIT_ERROR;
         }
-        if (!status && b.n_failed)
-                status = CLI_EXIT_ERROR;
-out:
-        for (size_t i = 0; i < n_labels; i++)
-                free(labels[i].key);
-        free(labels);
-        free(ids);
+        terminate_args_free(&a);
         bulk_free(&b);
         sbx_close(c);
         return status < 0 ? 0 : status;
@@ -1154,6 +1205,59 @@ int cmd_set_timeout(struct cli *cli, int argc, char **argv) {
 
 /* ---- list -------------------------------------------------------------------------------- */
 
+/* One row of list's table for s: ID, STATE, OWNER, CREATED, DEADLINE (time left),
+ * LABELS. */
+static void list_row(struct table *t, const struct sbx_sandbox *s) {
+        char owner[16], created[64], left[32], *lab = NULL;
+        size_t lab_len = 0;
+        FILE *f = open_memstream(&lab, &lab_len);
+        const char *row[6];
+
+        snprintf(owner, sizeof(owner), "%u", s->owner_uid);
+        cli_format_iso(created, sizeof(created), s->created_unix_ms, false);
+        format_left(left, sizeof(left), s);
+        for (size_t m = 0; f && m < s->n_labels; m++)
+                fprintf(f, "%s%s=%s", m ? "," : "", s->labels[m].key, s->labels[m].value);
+        if (f)
+                fclose(f);
+        row[0] = s->id;
+        row[1] = sbx_state_name(s->state);
+        row[2] = owner;
+        row[3] = s->created_unix_ms ? created : "-";
+        row[4] = left;
+        row[5] = lab && *lab ? lab : "-";
+        table_add(t, row);
+        free(lab);
+}
+
+/* list's output: a JSON array of sandboxes, or a table. 0 or an exit status. */
+static int print_list(const struct sbx_sandbox_list *l, bool json) {
+        static const char *const head[] = {"ID", "STATE", "OWNER", "CREATED", "DEADLINE", "LABELS"};
+        struct table t = {.ncol = 6};
+        struct json j;
+        int status = 0;
+
+        if (json) {
+                json_init(&j, stdout);
+                json_begin_array(&j);
+                for (size_t i = 0; i < l->n; i++)
+                        json_sandbox(&j, l->v[i]);
+                json_end_array(&j);
+                return finish_json(&j);
+        }
+        table_add(&t, head);
+        for (size_t i = 0; i < l->n; i++)
+                list_row(&t, l->v[i]);
+        if (t.oom)
+                status = cli_error(SBX_INTERNAL, "out of memory");
+        else
+                table_print(&t);
+        table_free(&t);
+        if (l->truncated)
+                cli_warn("the list was cut at %zu sandboxes", l->n);
+        return status;
+}
+
 int cmd_list(struct cli *cli, int argc, char **argv) {
         static const struct cli_opt opts[] = {
                 {"json", false, 0}, {"all", false, 0}, {"label", true, 0}, {NULL, false, 0}};
@@ -1192,53 +1296,7 @@ int cmd_list(struct cli *cli, int argc, char **argv) {
                 lo.labels = labels;
                 lo.n_labels = n_labels;
                 rc = sbx_list(c, &lo, &l);
-                if (rc != SBX_OK)
-                        status = cli_client_error(c, rc);
-        }
-        if (!status && json) {
-                struct json j;
-                json_init(&j, stdout);
-                json_begin_array(&j);
-                for (size_t i = 0; i < l->n; i++)
-                        json_sandbox(&j, l->v[i]);
-                json_end_array(&j);
-                status = finish_json(&j);
-        } else if (!status) {
-                struct table t = {.ncol = 6};
-                static const char *const head[] = {"ID",      "STATE",    "OWNER",
-                                                   "CREATED", "DEADLINE", "LABELS"};
-                table_add(&t, head);
-                for (size_t i = 0; i < l->n; i++) {
-                        const struct sbx_sandbox *s = l->v[i];
-                        char owner[16], created[64], left[32], *lab = NULL;
-                        size_t lab_len = 0;
-                        FILE *f = open_memstream(&lab, &lab_len);
-                        const char *row[6];
-
-                        snprintf(owner, sizeof(owner), "%u", s->owner_uid);
-                        cli_format_iso(created, sizeof(created), s->created_unix_ms, false);
-                        format_left(left, sizeof(left), s);
-                        for (size_t m = 0; f && m < s->n_labels; m++)
-                                fprintf(f, "%s%s=%s", m ? "," : "", s->labels[m].key,
-                                        s->labels[m].value);
-                        if (f)
-                                fclose(f);
-                        row[0] = s->id;
-                        row[1] = sbx_state_name(s->state);
-                        row[2] = owner;
-                        row[3] = s->created_unix_ms ? created : "-";
-                        row[4] = left;
-                        row[5] = lab && *lab ? lab : "-";
-                        table_add(&t, row);
-                        free(lab);
-                }
-                if (t.oom)
-                        status = cli_error(SBX_INTERNAL, "out of memory");
-                else
-                        table_print(&t);
-                table_free(&t);
-                if (l->truncated)
-                        cli_warn("the list was cut at %zu sandboxes", l->n);
+                status = rc != SBX_OK ? cli_client_error(c, rc) : print_list(l, json);
         }
         for (size_t i = 0; i < n_labels; i++)
                 free(labels[i].key);
@@ -1297,12 +1355,100 @@ static void json_record(struct json *j, const struct sbx_command_record *r) {
         json_end_object(j);
 }
 
+/* Every page of sandbox id's history, following next_after_seq until a page says there
+ * is no more, into *pages (n of them; each freed by the caller). 0 or an exit status. */
+static int history_pages(sbx_client *c, const char *id, struct sbx_history ***pages,
+                         size_t *n) {
+        uint64_t after = 0, next;
+
+        for (;;) {
+                struct sbx_history *h = NULL, **np;
+                enum sbx_code rc = sbx_history(c, id, after, SBX_MAX_HISTORY_LIMIT, &h);
+                if (rc != SBX_OK)
+                        return cli_client_error(c, rc);
+                np = realloc(*pages, (*n + 1) * sizeof(**pages));
+                if (!np) {
+                        sbx_history_free(h);
+                        return cli_error(SBX_INTERNAL, "out of memory");
+                }
+                *pages = np;
+                np[(*n)++] = h;
+                next = h->next_after_seq ? h->next_after_seq : (h->n ? h->v[h->n - 1].seq : 0);
+                /* A daemon that caps pages below what we ask may not say `truncated`;
+                 * a full default-sized page is worth one more (possibly empty) call. */
+                if (h->n == 0 || next <= after ||
+                    (!h->truncated && h->n < SBX_DEFAULT_HISTORY_LIMIT))
+                        return 0;
+                after = next;
+        }
+}
+
+/* One row of history's table for r: SEQ, STARTED, DURATION, OUTCOME, EXIT, ARGV. */
+static void history_row(struct table *t, const struct sbx_command_record *r) {
+        char seq[24], started[64], dur[32], ex[24], *av = NULL;
+        size_t av_len = 0;
+        FILE *f = open_memstream(&av, &av_len);
+        const char *row[6];
+
+        snprintf(seq, sizeof(seq), "%llu", (unsigned long long)r->seq);
+        cli_format_iso(started, sizeof(started), r->started_unix_ms, false);
+        if (r->ended_unix_ms || r->duration > 0)
+                snprintf(dur, sizeof(dur), "%.3fs", r->duration);
+        else
+                snprintf(dur, sizeof(dur), "-");
+        if (r->has_exit_code)
+                snprintf(ex, sizeof(ex), "%d", r->exit_code);
+        else if (r->has_signal)
+                snprintf(ex, sizeof(ex), "sig %d", r->signal);
+        else
+                snprintf(ex, sizeof(ex), "-");
+        for (size_t m = 0; f && m < r->argv.n; m++)
+                fprintf(f, "%s%s", m ? " " : "", r->argv.v[m]);
+        if (f)
+                fclose(f);
+        row[0] = seq;
+        row[1] = r->started_unix_ms ? started : "-";
+        row[2] = dur;
+        row[3] = record_outcome(r);
+        row[4] = ex;
+        row[5] = av ? av : "";
+        table_add(t, row);
+        free(av);
+}
+
+/* history's output: a JSON array of records, or a table. 0 or an exit status. */
+static int print_history(struct sbx_history *const *pages, size_t n_pages, bool json) {
+        static const char *const head[] = {"SEQ", "STARTED", "DURATION", "OUTCOME", "EXIT", "ARGV"};
+        struct table t = {.ncol = 6};
+        struct json j;
+        int status = 0;
+
+        if (json) {
+                json_init(&j, stdout);
+                json_begin_array(&j);
+                for (size_t pg = 0; pg < n_pages; pg++)
+                        for (size_t i = 0; i < pages[pg]->n; i++)
+                                json_record(&j, &pages[pg]->v[i]);
+                json_end_array(&j);
+                return finish_json(&j);
+        }
+        table_add(&t, head);
+        for (size_t pg = 0; pg < n_pages; pg++)
+                for (size_t i = 0; i < pages[pg]->n; i++)
+                        history_row(&t, &pages[pg]->v[i]);
+        if (t.oom)
+                status = cli_error(SBX_INTERNAL, "out of memory");
+        else
+                table_print(&t);
+        table_free(&t);
+        return status;
+}
+
 int cmd_history(struct cli *cli, int argc, char **argv) {
         const char *id;
         bool json = false;
         struct sbx_history **pages = NULL;
         size_t n_pages = 0;
-        uint64_t after = 0;
         sbx_client *c;
         int status = parse_simple(cli, argc, argv, json_only_opts, 1, &id, &json);
 
@@ -1310,84 +1456,9 @@ int cmd_history(struct cli *cli, int argc, char **argv) {
                 return status < 0 ? 0 : status;
         if ((status = cli_connect(cli, &c)))
                 return status;
-        /* Every page, following next_after_seq until a page says there is no more. */
-        for (;;) {
-                struct sbx_history *h = NULL, **np;
-                uint64_t next;
-                enum sbx_code rc = sbx_history(c, id, after, SBX_MAX_HISTORY_LIMIT, &h);
-                if (rc != SBX_OK) {
-                        status = cli_client_error(c, rc);
-                        break;
-                }
-                np = realloc(pages, (n_pages + 1) * sizeof(*pages));
-                if (!np) {
-                        sbx_history_free(h);
-                        status = cli_error(SBX_INTERNAL, "out of memory");
-                        break;
-                }
-                pages = np;
-                pages[n_pages++] = h;
-                next = h->next_after_seq ? h->next_after_seq : (h->n ? h->v[h->n - 1].seq : 0);
-                /* A daemon that caps pages below what we ask may not say `truncated`;
-                 * a full default-sized page is worth one more (possibly empty) call. */
-                if (h->n == 0 || next <= after ||
-                    (!h->truncated && h->n < SBX_DEFAULT_HISTORY_LIMIT))
-                        break;
-                after = next;
-        }
-        if (!status && json) {
-                struct json j;
-                json_init(&j, stdout);
-                json_begin_array(&j);
-                for (size_t pg = 0; pg < n_pages; pg++)
-                        for (size_t i = 0; i < pages[pg]->n; i++)
-                                json_record(&j, &pages[pg]->v[i]);
-                json_end_array(&j);
-                status = finish_json(&j);
-        } else if (!status) {
-                struct table t = {.ncol = 6};
-                static const char *const head[] = {"SEQ",     "STARTED", "DURATION",
-                                                   "OUTCOME", "EXIT",    "ARGV"};
-                table_add(&t, head);
-                for (size_t pg = 0; pg < n_pages; pg++)
-                        for (size_t i = 0; i < pages[pg]->n; i++) {
-                                const struct sbx_command_record *r = &pages[pg]->v[i];
-                                char seq[24], started[64], dur[32], ex[24], *av = NULL;
-                                size_t av_len = 0;
-                                FILE *f = open_memstream(&av, &av_len);
-                                const char *row[6];
-
-                                snprintf(seq, sizeof(seq), "%llu", (unsigned long long)r->seq);
-                                cli_format_iso(started, sizeof(started), r->started_unix_ms, false);
-                                if (r->ended_unix_ms || r->duration > 0)
-                                        snprintf(dur, sizeof(dur), "%.3fs", r->duration);
-                                else
-                                        snprintf(dur, sizeof(dur), "-");
-                                if (r->has_exit_code)
-                                        snprintf(ex, sizeof(ex), "%d", r->exit_code);
-                                else if (r->has_signal)
-                                        snprintf(ex, sizeof(ex), "sig %d", r->signal);
-                                else
-                                        snprintf(ex, sizeof(ex), "-");
-                                for (size_t m = 0; f && m < r->argv.n; m++)
-                                        fprintf(f, "%s%s", m ? " " : "", r->argv.v[m]);
-                                if (f)
-                                        fclose(f);
-                                row[0] = seq;
-                                row[1] = r->started_unix_ms ? started : "-";
-                                row[2] = dur;
-                                row[3] = record_outcome(r);
-                                row[4] = ex;
-                                row[5] = av ? av : "";
-                                table_add(&t, row);
-                                free(av);
-                        }
-                if (t.oom)
-                        status = cli_error(SBX_INTERNAL, "out of memory");
-                else
-                        table_print(&t);
-                table_free(&t);
-        }
+        status = history_pages(c, id, &pages, &n_pages);
+        if (!status)
+                status = print_history(pages, n_pages, json);
         for (size_t pg = 0; pg < n_pages; pg++)
                 sbx_history_free(pages[pg]);
         free(pages);
