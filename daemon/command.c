@@ -30,7 +30,10 @@
 #include "command.h"
 #include "initchan.h"
 #include "log.h"
+#include "outbuf.h"
+#include "outcome.h"
 #include "quota.h"
+#include "rlimits.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
 #include "store.h"
@@ -45,21 +48,13 @@ extern char **environ;
 /* Most bytes of stdin queued by CommandInput and not yet taken by the command. */
 #define COMMAND_MAX_PENDING_INPUT_BYTES (16u * 1024u * 1024u)
 
-enum kill_reason { KILL_NONE = 0, KILL_TIMEOUT, KILL_CANCEL, KILL_SANDBOX_ENDED, KILL_DAEMON_LEFT };
-
 struct outstream {
         uv_pipe_t pipe;
         int fd;      /* the read end (non-blocking), while open is set */
         int open;
         int watched; /* pipe is initialised on fd (and owns it) */
         int reading;
-        uint8_t *buf;
-        size_t cap;    /* allocated */
-        size_t limit;  /* the most kept */
-        size_t len;    /* kept */
-        size_t head;   /* ring mode: next write position */
-        uint64_t total;
-        int truncated;
+        struct outbuf kept; /* the tail kept (and every byte counted) */
 };
 
 struct input_req {
@@ -95,7 +90,7 @@ struct command {
         int started, exited, start_failed, finished;
         int wait_status;
         int64_t utime_usec, stime_usec, maxrss_kib;
-        enum kill_reason kill;
+        enum command_kill kill;
         int start_errno;
         char *start_error;
         uint64_t start_hr;
@@ -146,7 +141,7 @@ static void command_free(struct command *cmd) {
         size_t i;
         struct sandbox *sb = cmd->sb;
         for (i = 0; i < 2; i++)
-                free(cmd->out[i].buf);
+                outbuf_free(&cmd->out[i].kept);
         if (cmd->cg) {
                 /* Empty unless a detached process lives on; then the sandbox's end
                  * removes the directory with the rest of its tree. */
@@ -174,86 +169,6 @@ static void close_handle(struct command *cmd, uv_handle_t *h) {
 }
 
 /* ---- output ------------------------------------------------------------------------- */
-
-static void keep_tail(struct outstream *o, const uint8_t *p, size_t n) {
-        o->total += n;
-        if (o->limit == 0) {
-                o->truncated = o->total > 0;
-                return;
-        }
-        if (n >= o->limit) {
-                /* The chunk alone fills the cap: keep its end. */
-                if (o->cap < o->limit) {
-                        uint8_t *nb = realloc(o->buf, o->limit);
-                        if (!nb)
-                                return;
-                        o->buf = nb;
-                        o->cap = o->limit;
-                }
-                memcpy(o->buf, p + n - o->limit, o->limit);
-                o->len = o->limit;
-                o->head = 0;
-                o->truncated = 1;
-                return;
-        }
-        if (o->len + n <= o->limit) {
-                if (o->len + n > o->cap) {
-                        size_t nc = o->cap ? o->cap : 4096;
-                        uint8_t *nb;
-                        while (nc < o->len + n)
-                                nc *= 2;
-                        if (nc > o->limit)
-                                nc = o->limit;
-                        nb = realloc(o->buf, nc);
-                        if (!nb)
-                                return;
-                        o->buf = nb;
-                        o->cap = nc;
-                }
-                memcpy(o->buf + o->len, p, n);
-                o->len += n;
-                o->head = o->len % o->limit;
-                return;
-        }
-        /* Ring mode: the buffer is (or becomes) exactly limit bytes. */
-        if (o->cap < o->limit) {
-                uint8_t *nb = realloc(o->buf, o->limit);
-                if (!nb)
-                        return;
-                o->buf = nb;
-                o->cap = o->limit;
-        }
-        o->truncated = 1;
-        while (n > 0) {
-                size_t room = o->limit - o->head;
-                size_t k = n < room ? n : room;
-                memcpy(o->buf + o->head, p, k);
-                o->head = (o->head + k) % o->limit;
-                if (o->len < o->limit)
-                        o->len = o->len + k > o->limit ? o->limit : o->len + k;
-                p += k;
-                n -= k;
-        }
-}
-
-/* The kept bytes in order, in a new buffer. */
-static uint8_t *kept_bytes(const struct outstream *o, size_t *ret_len) {
-        uint8_t *r = malloc(o->len ? o->len : 1);
-        if (!r) {
-                *ret_len = 0;
-                return NULL;
-        }
-        if (o->len == 0) {
-                /* nothing kept (o->buf may be NULL) */
-        } else if (o->len < o->limit || o->head == 0) {
-                memcpy(r, o->buf, o->len);
-        } else {
-                memcpy(r, o->buf + o->head, o->limit - o->head);
-                memcpy(r + o->limit - o->head, o->buf, o->head);
-        }
-        *ret_len = o->len;
-        return r;
-}
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         static char slab[64 * 1024];
@@ -305,13 +220,12 @@ static int watch_stream(struct command *cmd, int idx) {
 static void take_output(struct command *cmd, int idx, uint8_t *data, size_t n) {
         struct outstream *o = &cmd->out[idx];
         if (cmd->stream) {
-                uint64_t off = o->total;
-                o->total += (uint64_t)n;
+                uint64_t off = outbuf_count(&o->kept, n);
                 cmd->cbs.output(cmd->ud, cmd->id,
                                 idx == 0 ? SBX__V1__STREAM__STDOUT : SBX__V1__STREAM__STDERR, off,
                                 data, n);
         } else {
-                keep_tail(o, data, n);
+                outbuf_take(&o->kept, data, n);
         }
 }
 
@@ -440,24 +354,10 @@ static void on_watch_due(uv_timer_t *t) {
 
 /* ---- completion --------------------------------------------------------------------- */
 
-static int has_limit(const struct sandbox *sb, int which) {
-        const Sbx__V1__Limits *l = sb->spec->policy->limits;
-        if (!l)
-                return 0;
-        switch (which) {
-        case LIM_CPU_SECONDS:
-                return l->has_cpu_seconds;
-        case LIM_FILE_SIZE:
-                return l->has_file_size_bytes;
-        default:
-                return 0;
-        }
-}
-
 /* OOM kills and refused forks so far: in the command's own group where it has one
  * (where the event happened: v1's pids.events, v2's pids.events.local and
  * memory.events), else in the sandbox's. */
-static void count_events(struct command *cmd, uint64_t *ret_oom, uint64_t *ret_pids) {
+static void count_events(const struct command *cmd, uint64_t *ret_oom, uint64_t *ret_pids) {
         /* A command with a group of its own is counted there alone: the sandbox's group
          * also counts its neighbours. */
         struct cgroup *groups[2] = {cmd->cg ? NULL : cmd->sb->cg, cmd->cg};
@@ -508,175 +408,150 @@ static void record_start(struct command *cmd) {
                         store_last_error(st));
 }
 
-static void finish(struct command *cmd) {
-        struct sandbox *sb = cmd->sb;
-        Sbx__V1__CommandResult res = SBX__V1__COMMAND_RESULT__INIT;
-        Sbx__V1__ResourceReport rr = SBX__V1__RESOURCE_REPORT__INIT;
+/* The result of a command and what it points to, while it is delivered. */
+struct result {
+        Sbx__V1__CommandResult res;
+        Sbx__V1__ResourceReport rr;
         Sbx__V1__LimitEnforcement enf[LIM_N];
         Sbx__V1__LimitEnforcement *enf_ptrs[LIM_N];
-        char *hits[6];
-        size_t n_hits = 0, out_len[2] = {0, 0};
-        uint8_t *out_data[2] = {NULL, NULL};
-        char limits_hit[128] = "";
-        struct store_command sc;
-        uint64_t now_oom = 0, now_pids = 0;
-        int i, sig = 0;
-        double cpu = (double)(cmd->utime_usec + cmd->stime_usec) / 1e6;
+        struct outcome oc;
+        double cpu_seconds;
+        uint8_t *out_data[2]; /* the kept output, malloc()ed */
+};
 
-        if (cmd->finished)
-                return;
-        cmd->finished = 1;
-        uv_timer_stop(&cmd->timer);
-        uv_timer_stop(&cmd->drain);
+/* What is known of cmd now, for outcome_classify. */
+static void gather_facts(const struct command *cmd, double cpu, struct outcome_facts *f) {
+        const Sbx__V1__Limits *l = cmd->sb->spec->policy->limits;
+        uint64_t now_oom = 0, now_pids = 0;
 
         count_events(cmd, &now_oom, &now_pids);
-        res.command_id = cmd->id;
-        res.sandbox_id = sb->id;
-        res.has_outcome = 1;
-        if (cmd->start_failed) {
-                res.outcome = SBX__V1__OUTCOME__START_FAILED;
-                res.start_error = cmd->start_error;
-                res.has_start_errno = 1;
-                res.start_errno = cmd->start_errno;
-        } else if (cmd->kill == KILL_DAEMON_LEFT) {
-                res.outcome = SBX__V1__OUTCOME__UNKNOWN;
-        } else if (!cmd->exited || cmd->kill == KILL_SANDBOX_ENDED) {
-                res.outcome = SBX__V1__OUTCOME__SANDBOX_ENDED;
-        } else {
-                if (WIFSIGNALED(cmd->wait_status))
-                        sig = WTERMSIG(cmd->wait_status);
-                /* The OOM killer chose the leader, or a child whose death the leader (a
-                 * shell) passed on as 128+SIGKILL. */
-                if (now_oom > cmd->oom_before && cmd->kill != KILL_TIMEOUT && cmd->kill != KILL_CANCEL &&
-                    (sig == SIGKILL ||
-                     (WIFEXITED(cmd->wait_status) && WEXITSTATUS(cmd->wait_status) == 128 + SIGKILL))) {
-                        res.outcome = SBX__V1__OUTCOME__OUT_OF_MEMORY;
-                        hits[n_hits++] = "memory";
-                } else if (cmd->kill == KILL_TIMEOUT) {
-                        res.outcome = SBX__V1__OUTCOME__TIMED_OUT;
-                        hits[n_hits++] = "timeout";
-                } else if (cmd->kill == KILL_CANCEL) {
-                        res.outcome = SBX__V1__OUTCOME__CANCELLED;
-                } else if (sig) {
-                        res.outcome = SBX__V1__OUTCOME__SIGNALED;
-                } else {
-                        res.outcome = SBX__V1__OUTCOME__EXITED;
-                        res.has_exit_code = 1;
-                        res.exit_code = WEXITSTATUS(cmd->wait_status);
-                }
-                if (sig) {
-                        res.has_signal = 1;
-                        res.signal = sig;
-                }
-                /* A shell reports a child killed by signal N as exit code 128+N: count the
-                 * limit signals of its children too. */
-                int child_sig = res.has_exit_code && res.exit_code > 128 && res.exit_code < 128 + 65
-                                        ? res.exit_code - 128
-                                        : 0;
-                if ((sig == SIGXCPU || child_sig == SIGXCPU ||
-                     (sig == SIGKILL && cmd->cpu_limit > 0 && cpu >= cmd->cpu_limit)) &&
-                    has_limit(sb, LIM_CPU_SECONDS))
-                        hits[n_hits++] = "cpu";
-                if ((sig == SIGXFSZ || child_sig == SIGXFSZ) && has_limit(sb, LIM_FILE_SIZE))
-                        hits[n_hits++] = "file_size";
-        }
+        memset(f, 0, sizeof(*f));
+        f->start_failed = cmd->start_failed;
+        f->exited = cmd->exited;
+        f->wait_status = cmd->wait_status;
+        f->kill = cmd->kill;
+        f->oom_killed = now_oom > cmd->oom_before;
         /* The sandbox's counters count every command: a refused fork is this command's
          * only if nothing else ran meanwhile (or its own group counted it). */
-        if (now_pids > cmd->pids_before && (!cmd->overlapped || cmd->cg))
-                hits[n_hits++] = "processes";
-        res.has_timed_out = 1;
-        res.timed_out = res.outcome == SBX__V1__OUTCOME__TIMED_OUT;
+        f->forks_refused = now_pids > cmd->pids_before && (!cmd->overlapped || cmd->cg);
+        f->output_truncated = cmd->out[0].kept.truncated || cmd->out[1].kept.truncated;
+        f->cpu_seconds = cpu;
+        f->has_cpu_limit = l && l->has_cpu_seconds;
+        f->cpu_limit = cmd->cpu_limit;
+        f->has_file_size_limit = l && l->has_file_size_bytes;
+}
 
-        for (i = 0; i < 2; i++) {
+/* The outcome and the output of r's result. */
+static void fill_result(struct command *cmd, struct result *r) {
+        Sbx__V1__CommandResult *res = &r->res;
+        struct sandbox *sb = cmd->sb;
+        size_t len[2] = {0, 0};
+        int i;
+
+        res->command_id = cmd->id;
+        res->sandbox_id = sb->id;
+        res->has_outcome = 1;
+        res->outcome = r->oc.outcome;
+        if (cmd->start_failed) {
+                res->start_error = cmd->start_error;
+                res->has_start_errno = 1;
+                res->start_errno = cmd->start_errno;
+        }
+        res->has_exit_code = r->oc.has_exit_code;
+        res->exit_code = r->oc.exit_code;
+        res->has_signal = r->oc.has_signal;
+        res->signal = r->oc.signal;
+        res->has_timed_out = 1;
+        res->timed_out = res->outcome == SBX__V1__OUTCOME__TIMED_OUT;
+        for (i = 0; i < 2; i++)
                 if (!cmd->stream)
-                        out_data[i] = kept_bytes(&cmd->out[i], &out_len[i]);
-        }
-        if (cmd->out[0].truncated || cmd->out[1].truncated)
-                hits[n_hits++] = "output";
-        res.has_stdout = res.has_stderr = 1;
-        res.stdout.data = out_data[0];
-        res.stdout.len = out_len[0];
-        res.stderr.data = out_data[1];
-        res.stderr.len = out_len[1];
-        res.has_stdout_truncated = res.has_stderr_truncated = 1;
-        res.stdout_truncated = cmd->out[0].truncated;
-        res.stderr_truncated = cmd->out[1].truncated;
-        res.has_stdout_bytes = res.has_stderr_bytes = 1;
-        res.stdout_bytes = cmd->out[0].total;
-        res.stderr_bytes = cmd->out[1].total;
-        res.has_duration = 1;
-        res.duration = (double)(uv_hrtime() - cmd->start_hr) / 1e9;
-        res.has_isolated = 1;
-        res.isolated = sb->isolated;
-        res.n_warnings = sb->n_warnings;
-        res.warnings = sb->warnings;
-        res.has_owner_uid = 1;
-        res.owner_uid = sb->owner_uid;
+                        r->out_data[i] = outbuf_bytes(&cmd->out[i].kept, &len[i]);
+        res->has_stdout = res->has_stderr = 1;
+        res->stdout.data = r->out_data[0];
+        res->stdout.len = len[0];
+        res->stderr.data = r->out_data[1];
+        res->stderr.len = len[1];
+        res->has_stdout_truncated = res->has_stderr_truncated = 1;
+        res->stdout_truncated = cmd->out[0].kept.truncated;
+        res->stderr_truncated = cmd->out[1].kept.truncated;
+        res->has_stdout_bytes = res->has_stderr_bytes = 1;
+        res->stdout_bytes = cmd->out[0].kept.total;
+        res->stderr_bytes = cmd->out[1].kept.total;
+        res->has_duration = 1;
+        res->duration = (double)(uv_hrtime() - cmd->start_hr) / 1e9;
+        res->has_isolated = 1;
+        res->isolated = sb->isolated;
+        res->n_warnings = sb->n_warnings;
+        res->warnings = sb->warnings;
+        res->has_owner_uid = 1;
+        res->owner_uid = sb->owner_uid;
+}
 
-        rr.has_cpu_seconds = 1;
-        rr.cpu_seconds = cpu;
-        rr.has_peak_memory_bytes = 1;
-        rr.peak_memory_bytes = (uint64_t)cmd->maxrss_kib * 1024u;
-        rr.peak_memory_source = (char *)"rusage";
-        {
-                uint64_t peak;
-                if (cmd->cg && cgroup_peak_memory(cmd->cg, &peak) == 0 && peak > 0) {
-                        rr.peak_memory_bytes = peak;
-                        rr.peak_memory_source = sb->d->cgroups->version == CGROUP_V2 ? (char *)"cgroup_v2"
-                                                                                      : (char *)"cgroup_v1";
-                }
-        }
-        rr.n_limits_hit = n_hits;
-        rr.limits_hit = hits;
-        rr.n_enforcement = enforce_report(sb->enforcement, enf, enf_ptrs);
-        rr.enforcement = enf_ptrs;
-        res.resources = &rr;
+/* The resource report of r's result: cpu, peak memory, limits hit, enforcement. */
+static void fill_resources(struct command *cmd, struct result *r) {
+        Sbx__V1__ResourceReport *rr = &r->rr;
+        struct sandbox *sb = cmd->sb;
+        uint64_t peak;
 
-        for (i = 0; i < (int)n_hits; i++) {
-                if (i)
-                        strcat(limits_hit, ",");
-                strcat(limits_hit, hits[i]);
+        rr->has_cpu_seconds = 1;
+        rr->cpu_seconds = r->cpu_seconds;
+        rr->has_peak_memory_bytes = 1;
+        rr->peak_memory_bytes = (uint64_t)cmd->maxrss_kib * 1024u;
+        rr->peak_memory_source = (char *)"rusage";
+        if (cmd->cg && cgroup_peak_memory(cmd->cg, &peak) == 0 && peak > 0) {
+                rr->peak_memory_bytes = peak;
+                rr->peak_memory_source = sb->d->cgroups->version == CGROUP_V2 ? (char *)"cgroup_v2"
+                                                                              : (char *)"cgroup_v1";
         }
+        rr->n_limits_hit = r->oc.n_hits;
+        rr->limits_hit = r->oc.hits;
+        rr->n_enforcement = enforce_report(sb->enforcement, r->enf, r->enf_ptrs);
+        rr->enforcement = r->enf_ptrs;
+        r->res.resources = rr;
+}
+
+/* Writes cmd's end into the records: the whole command when its start was not written
+ * yet, else its end. */
+static void record_end(struct command *cmd, const struct result *r) {
+        struct store *st = cmd->sb->d->store;
+        char outcome[32], hits[128];
+        struct store_command sc;
+
+        outcome_name(r->res.outcome, outcome, sizeof(outcome));
+        outcome_hits_text(&r->oc, hits, sizeof(hits));
         start_fields(cmd, &sc);
         sc.ended_ms = sbxd_now_unix_ms();
-        {
-                const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
-                        &sbx__v1__outcome__descriptor, (int)res.outcome);
-                static char lower[32];
-                size_t k;
-                for (k = 0; v && v->name[k] && k + 1 < sizeof(lower); k++)
-                        lower[k] = (char)(v->name[k] >= 'A' && v->name[k] <= 'Z' ? v->name[k] + 32
-                                                                                 : v->name[k]);
-                lower[k] = '\0';
-                sc.outcome = lower;
-        }
-        sc.has_exit_code = res.has_exit_code;
-        sc.exit_code = res.exit_code;
-        sc.has_signal = res.has_signal;
-        sc.signal = res.signal;
-        sc.duration = res.duration;
-        sc.cpu_seconds = cpu;
-        sc.peak_memory_bytes = rr.peak_memory_bytes;
-        sc.stdout_bytes = res.stdout_bytes;
-        sc.stderr_bytes = res.stderr_bytes;
-        sc.stdout_truncated = res.stdout_truncated;
-        sc.stderr_truncated = res.stderr_truncated;
-        sc.limits_hit = limits_hit;
+        sc.outcome = outcome;
+        sc.has_exit_code = r->res.has_exit_code;
+        sc.exit_code = r->res.exit_code;
+        sc.has_signal = r->res.has_signal;
+        sc.signal = r->res.signal;
+        sc.duration = r->res.duration;
+        sc.cpu_seconds = r->cpu_seconds;
+        sc.peak_memory_bytes = r->rr.peak_memory_bytes;
+        sc.stdout_bytes = r->res.stdout_bytes;
+        sc.stderr_bytes = r->res.stderr_bytes;
+        sc.stdout_truncated = r->res.stdout_truncated;
+        sc.stderr_truncated = r->res.stderr_truncated;
+        sc.limits_hit = hits;
         sc.start_error = cmd->start_error;
-        if ((cmd->recorded ? store_command_finish(sb->d->store, &sc)
-                           : store_command_insert_ended(sb->d->store, &sc)) < 0)
-                log_err("sbx=%s cmd=%s: cannot record its result: %s", sb->id, cmd->id,
-                        store_last_error(sb->d->store));
-        log_debug("sbx=%s cmd=%s: %s", sb->id, cmd->id, sc.outcome);
+        if ((cmd->recorded ? store_command_finish(st, &sc) : store_command_insert_ended(st, &sc)) < 0)
+                log_err("sbx=%s cmd=%s: cannot record its result: %s", cmd->sb->id, cmd->id,
+                        store_last_error(st));
+        log_debug("sbx=%s cmd=%s: %s", cmd->sb->id, cmd->id, outcome);
+}
 
+/* cmd leaves its sandbox: no longer running, no longer counted, no longer findable. */
+static void unlink_command(struct command *cmd) {
+        struct sandbox *sb = cmd->sb;
         if (cmd->started || cmd->start_failed || cmd->exited)
                 sb->n_running--;
         list_remove(cmd);
         quota_drop(sb->quota, QUOTA_COMMANDS, cmd->caller_uid);
-        cmd->cbs.done(cmd->ud, &res);
-        free(out_data[0]);
-        free(out_data[1]);
+}
 
+/* Closes what cmd still has open; it frees itself once its handles are closed. */
+static void close_all(struct command *cmd) {
         stream_closed(cmd, 0);
         stream_closed(cmd, 1);
         if (cmd->in_inited) {
@@ -685,6 +560,36 @@ static void finish(struct command *cmd) {
         }
         close_handle(cmd, (uv_handle_t *)&cmd->timer);
         close_handle(cmd, (uv_handle_t *)&cmd->drain);
+}
+
+/* The end of cmd, once: classify the outcome, fill the result and its resources, record
+ * the end, answer, and let go. */
+static void finish(struct command *cmd) {
+        struct sandbox *sb = cmd->sb;
+        struct outcome_facts f;
+        struct result r;
+
+        if (cmd->finished)
+                return;
+        cmd->finished = 1;
+        uv_timer_stop(&cmd->timer);
+        uv_timer_stop(&cmd->drain);
+
+        memset(&r, 0, sizeof(r));
+        sbx__v1__command_result__init(&r.res);
+        sbx__v1__resource_report__init(&r.rr);
+        r.cpu_seconds = (double)(cmd->utime_usec + cmd->stime_usec) / 1e6;
+        gather_facts(cmd, r.cpu_seconds, &f);
+        outcome_classify(&f, &r.oc);
+        fill_result(cmd, &r);
+        fill_resources(cmd, &r);
+        record_end(cmd, &r);
+
+        unlink_command(cmd);
+        cmd->cbs.done(cmd->ud, &r.res);
+        free(r.out_data[0]);
+        free(r.out_data[1]);
+        close_all(cmd);
         if (sb->n_running == 0)
                 sb->hooks->idle(sb);
 }
@@ -1062,27 +967,46 @@ static int open_out(struct command *cmd, int idx, int *ret_child_fd) {
         return 0;
 }
 
-int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
-                const struct command_callbacks *cbs, void *ud, char *ret_command_id, char *err,
-                size_t errlen) {
-        struct sbxd *d = sb->d;
-        const Sbx__V1__Limits *lim = sb->spec->policy->limits;
-        struct command *cmd;
-        struct envv env = {0};
-        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
-        Sbx__Init__V1__Start start = SBX__INIT__V1__START__INIT;
-        Sbx__Init__V1__Rlimit rl[5], *rlp[5];
-        size_t n_rl = 0;
-        ProtobufCBinaryData *argv_b = NULL, *env_b = NULL;
-        int child_fds[3 + SBX_INIT_MAX_FDS] = {-1, -1, -1};
-        int *cg_fds = child_fds + 3;
-        size_t n_cg_fds = 0;
-        int in_pipe[2] = {-1, -1};
-        uint64_t max_out;
-        unsigned mine;
-        size_t i;
-        int r;
+/* The Start message being built for a command, with what it points to. */
+struct start {
+        Sbx__Init__V1__ToInit msg;
+        Sbx__Init__V1__Start start;
+        struct envv env;
+        ProtobufCBinaryData *argv_b, *env_b;
+        struct rlimits rl;
+        int fds[3 + SBX_INIT_MAX_FDS]; /* stdin, stdout, stderr, then the cgroup's; owned */
+        size_t n_cg_fds;
+};
 
+static void start_init(struct start *s) {
+        size_t i;
+        memset(s, 0, sizeof(*s));
+        sbx__init__v1__to_init__init(&s->msg);
+        sbx__init__v1__start__init(&s->start);
+        for (i = 0; i < sizeof(s->fds) / sizeof(s->fds[0]); i++)
+                s->fds[i] = -1;
+}
+
+/* Closes the descriptors s still owns (the shared /dev/null stays open). */
+static void start_close_fds(struct start *s) {
+        size_t i;
+        for (i = 0; i < 3 + s->n_cg_fds; i++)
+                if (s->fds[i] >= 0 && s->fds[i] != null_fd)
+                        close(s->fds[i]);
+        for (i = 0; i < 3 + s->n_cg_fds; i++)
+                s->fds[i] = -1;
+}
+
+static void start_clear(struct start *s) {
+        start_close_fds(s);
+        free(s->argv_b);
+        free(s->env_b);
+        env_free(&s->env);
+}
+
+/* The checks of a RunCommand that need nothing but sb and req. 0 or -errno with err. */
+static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, char *err,
+                    size_t errlen) {
         if (sb->view.state == SBX__V1__SANDBOX_STATE__CREATING) {
                 snprintf(err, errlen, "sandbox '%s' is not ready (still creating); wait for it",
                          sb->id);
@@ -1127,59 +1051,78 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 snprintf(err, errlen, "cwd is too long");
                 return -EINVAL;
         }
-        if (sb->n_running >= d->cfg->max_commands_per_sandbox) {
+        if (sb->n_running >= sb->d->cfg->max_commands_per_sandbox) {
                 snprintf(err, errlen, "sandbox '%s' already runs %u commands, its maximum; wait for "
                                       "one to finish",
                          sb->id, sb->n_running);
                 return -EBUSY;
         }
-        /* The per-uid quota counts the caller's commands in every sandbox. */
-        r = quota_take(sb->quota, QUOTA_COMMANDS, caller->uid, d->cfg->max_commands_per_uid, &mine);
-        if (r < 0) {
-                if (r == -ENOMEM)
-                        snprintf(err, errlen, "daemon out of memory");
-                else
-                        snprintf(err, errlen, "uid %u already runs %u commands, its quota "
-                                              "(--max-commands-per-uid); wait for some to finish",
-                                 (unsigned)caller->uid, mine);
-                return r;
-        }
-        r = build_env(sb, req, &env);
-        if (r < 0 || env.n > SBX_MAX_ENV) {
-                quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
-                env_free(&env);
-                snprintf(err, errlen, r == -EINVAL ? "env names must be non-empty and contain no '='"
-                                                   : "cannot build the environment");
-                return r < 0 ? r : -EINVAL;
-        }
+        return 0;
+}
 
-        cmd = calloc(1, sizeof(*cmd));
-        if (!cmd) {
-                quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
-                env_free(&env);
+/* One command of caller's quota (--max-commands-per-uid, over every sandbox). 0 or
+ * -errno with err. */
+static int take_quota(struct sandbox *sb, const struct caller *caller, char *err, size_t errlen) {
+        unsigned mine = 0;
+        int r = quota_take(sb->quota, QUOTA_COMMANDS, caller->uid,
+                           sb->d->cfg->max_commands_per_uid, &mine);
+        if (r == -ENOMEM)
                 snprintf(err, errlen, "daemon out of memory");
+        else if (r < 0)
+                snprintf(err, errlen, "uid %u already runs %u commands, its quota "
+                                      "(--max-commands-per-uid); wait for some to finish",
+                         (unsigned)caller->uid, mine);
+        return r;
+}
+
+/* Frees a command that never got its handles (nothing of it was sent or recorded). */
+static void command_discard(struct command *cmd) {
+        size_t i;
+        for (i = 0; cmd->argv && i < cmd->argc; i++)
+                free(cmd->argv[i]);
+        free(cmd->argv);
+        free(cmd->cwd);
+        free(cmd->client_name);
+        free(cmd);
+}
+
+/* The argv a command runs: req's, or /bin/sh -c req->shell. 0 or -ENOMEM. */
+static int copy_argv(struct command *cmd, const Sbx__V1__RunCommand *req) {
+        size_t i;
+
+        cmd->argc = req->shell ? 3 : req->n_argv;
+        cmd->argv = calloc(cmd->argc, sizeof(char *));
+        if (!cmd->argv)
                 return -ENOMEM;
+        for (i = 0; i < cmd->argc; i++) {
+                const char *a = req->shell ? (i == 0 ? "/bin/sh" : i == 1 ? "-c" : req->shell)
+                                           : req->argv[i];
+                cmd->argv[i] = strdup(a);
+                if (!cmd->argv[i])
+                        return -ENOMEM;
         }
+        return 0;
+}
+
+/* A new command of sb for req, numbered, with its caps, timeout, argv and cwd; in no
+ * list yet. NULL when out of memory. */
+static struct command *command_new(struct sandbox *sb, const Sbx__V1__RunCommand *req,
+                                   const struct caller *caller) {
+        struct command *cmd = calloc(1, sizeof(*cmd));
+        uint64_t max_cmd = sb->d->cfg->max_command_timeout_ms;
+
+        if (!cmd)
+                return NULL;
         cmd->sb = sb;
         cmd->caller_uid = caller->uid;
         cmd->caller_pid = caller->pid;
-        cmd->num = ++sb->next_command;
-        snprintf(cmd->id, sizeof(cmd->id), "c-%llu", (unsigned long long)cmd->num);
-        memcpy(ret_command_id, cmd->id, sizeof(cmd->id));
-        cmd->cbs = *cbs;
-        cmd->ud = ud;
         cmd->stream = req->has_stream && req->stream;
-        /* Checked above: at most SBX_MAX_OUTPUT_BYTES. */
-        max_out = req->has_max_stdout_bytes ? req->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
-        cmd->out[0].limit = (size_t)max_out;
-        max_out = req->has_max_stderr_bytes ? req->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
-        cmd->out[1].limit = (size_t)max_out;
-        cmd->timeout_ms = req->timeout_ms > d->cfg->max_command_timeout_ms ? d->cfg->max_command_timeout_ms
-                                                                           : req->timeout_ms;
-        cmd->argc = req->shell ? 3 : req->n_argv;
-        cmd->argv = calloc(cmd->argc, sizeof(char *));
-        argv_b = calloc(cmd->argc, sizeof(*argv_b));
-        env_b = calloc(env.n ? env.n : 1, sizeof(*env_b));
+        /* Checked by validate: at most SBX_MAX_OUTPUT_BYTES. */
+        outbuf_init(&cmd->out[0].kept, (size_t)(req->has_max_stdout_bytes ? req->max_stdout_bytes
+                                                                          : SBX_DEFAULT_MAX_OUTPUT_BYTES));
+        outbuf_init(&cmd->out[1].kept, (size_t)(req->has_max_stderr_bytes ? req->max_stderr_bytes
+                                                                          : SBX_DEFAULT_MAX_OUTPUT_BYTES));
+        cmd->timeout_ms = req->timeout_ms > max_cmd ? max_cmd : req->timeout_ms;
         if (req->cwd && req->cwd[0] == '/')
                 cmd->cwd = strdup(req->cwd);
         else if (asprintf(&cmd->cwd, "/workspace%s%s", req->cwd && req->cwd[0] ? "/" : "",
@@ -1187,130 +1130,108 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 cmd->cwd = NULL;
         if (caller->client_name)
                 cmd->client_name = strdup(caller->client_name);
-        if (!cmd->argv || !argv_b || !env_b || !cmd->cwd ||
-            (caller->client_name && !cmd->client_name)) {
-                r = -ENOMEM;
-                goto fail_alloc;
+        if (copy_argv(cmd, req) < 0 || !cmd->cwd || (caller->client_name && !cmd->client_name)) {
+                command_discard(cmd);
+                return NULL;
         }
-        for (i = 0; i < cmd->argc; i++) {
-                const char *a = req->shell ? (i == 0 ? "/bin/sh" : i == 1 ? "-c" : req->shell)
-                                           : req->argv[i];
-                cmd->argv[i] = strdup(a);
-                if (!cmd->argv[i]) {
-                        r = -ENOMEM;
-                        goto fail_alloc;
-                }
-                argv_b[i].data = (uint8_t *)cmd->argv[i];
-                argv_b[i].len = strlen(cmd->argv[i]);
-        }
-        for (i = 0; i < env.n; i++) {
-                env_b[i].data = (uint8_t *)env.v[i];
-                env_b[i].len = strlen(env.v[i]);
-        }
+        cmd->num = ++sb->next_command;
+        snprintf(cmd->id, sizeof(cmd->id), "c-%llu", (unsigned long long)cmd->num);
+        return cmd;
+}
 
-        /* Per-command rlimits. */
-        if (lim && lim->has_cpu_seconds) {
-                uint64_t s = (uint64_t)ceil(lim->cpu_seconds);
+/* The environment, argv and rlimits of cmd's Start, and its size checked. 0 or -errno
+ * with err. */
+static int build_start(struct command *cmd, const Sbx__V1__RunCommand *req, struct start *s,
+                       char *err, size_t errlen) {
+        struct sandbox *sb = cmd->sb;
+        const Sbx__V1__Limits *lim = sb->spec->policy->limits;
+        size_t i;
+        int r = build_env(sb, req, &s->env);
+
+        if (r < 0 || s->env.n > SBX_MAX_ENV) {
+                snprintf(err, errlen, r == -EINVAL ? "env names must be non-empty and contain no '='"
+                                                   : "cannot build the environment");
+                return r < 0 ? r : -EINVAL;
+        }
+        s->argv_b = calloc(cmd->argc, sizeof(*s->argv_b));
+        s->env_b = calloc(s->env.n ? s->env.n : 1, sizeof(*s->env_b));
+        if (!s->argv_b || !s->env_b) {
+                snprintf(err, errlen, "daemon out of memory");
+                return -ENOMEM;
+        }
+        for (i = 0; i < cmd->argc; i++)
+                s->argv_b[i] = (ProtobufCBinaryData){.len = strlen(cmd->argv[i]), .data = (uint8_t *)cmd->argv[i]};
+        for (i = 0; i < s->env.n; i++)
+                s->env_b[i] = (ProtobufCBinaryData){.len = strlen(s->env.v[i]), .data = (uint8_t *)s->env.v[i]};
+        if (rlimits_for_command(&s->rl, lim, sb->enforcement[LIM_PROCESSES], sb->d->nofile_soft) < 0) {
+                snprintf(err, errlen, "too many rlimits for one command");
+                return -E2BIG;
+        }
+        if (lim && lim->has_cpu_seconds)
                 cmd->cpu_limit = lim->cpu_seconds;
-                sbx__init__v1__rlimit__init(&rl[n_rl]);
-                rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
-                rl[n_rl].resource = RLIMIT_CPU;
-                rl[n_rl].soft = s;
-                rl[n_rl].hard = s + 1;
-                n_rl++;
-        }
-        if (lim && lim->has_file_size_bytes) {
-                sbx__init__v1__rlimit__init(&rl[n_rl]);
-                rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
-                rl[n_rl].resource = RLIMIT_FSIZE;
-                rl[n_rl].soft = rl[n_rl].hard = lim->file_size_bytes;
-                n_rl++;
-        }
-        if (lim && lim->has_open_files) {
-                sbx__init__v1__rlimit__init(&rl[n_rl]);
-                rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
-                rl[n_rl].resource = RLIMIT_NOFILE;
-                rl[n_rl].soft = rl[n_rl].hard = lim->open_files;
-                n_rl++;
-        } else if (d->nofile_soft) {
-                /* The soft limit sbxd started with, not the one it raised for itself; the
-                 * hard limit stays, so a program may raise it as it could outside. */
-                sbx__init__v1__rlimit__init(&rl[n_rl]);
-                rl[n_rl].has_resource = rl[n_rl].has_soft = 1;
-                rl[n_rl].resource = RLIMIT_NOFILE;
-                rl[n_rl].soft = d->nofile_soft;
-                n_rl++;
-        }
-        sbx__init__v1__rlimit__init(&rl[n_rl]);
-        rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
-        rl[n_rl].resource = RLIMIT_CORE;
-        rl[n_rl].soft = rl[n_rl].hard = (lim && lim->has_core_dumps && lim->core_dumps) ? RLIM_INFINITY : 0;
-        n_rl++;
-        if (lim && lim->has_processes && sb->enforcement[LIM_PROCESSES] == SBX__V1__ENFORCEMENT__RLIMIT) {
-                sbx__init__v1__rlimit__init(&rl[n_rl]);
-                rl[n_rl].has_resource = rl[n_rl].has_soft = rl[n_rl].has_hard = 1;
-                rl[n_rl].resource = RLIMIT_NPROC;
-                rl[n_rl].soft = rl[n_rl].hard = lim->processes;
-                n_rl++;
-        }
-        for (i = 0; i < n_rl; i++)
-                rlp[i] = &rl[i];
-
-        start.has_command_id = 1;
-        start.command_id = cmd->num;
-        start.n_argv = cmd->argc;
-        start.argv = argv_b;
-        start.n_envp = env.n;
-        start.envp = env_b;
-        start.has_cwd = 1;
-        start.cwd.data = (uint8_t *)cmd->cwd;
-        start.cwd.len = strlen(cmd->cwd);
-        start.n_rlimits = n_rl;
-        start.rlimits = rlp;
-        start.has_n_cgroup_fds = 1;
-        start.n_cgroup_fds = 0;
-        msg.body_case = SBX__INIT__V1__TO_INIT__BODY_START;
-        msg.start = &start;
-        if (sbx__init__v1__to_init__get_packed_size(&msg) > SBX_INIT_MAX_MSG_BYTES) {
+        s->start.has_command_id = 1;
+        s->start.command_id = cmd->num;
+        s->start.n_argv = cmd->argc;
+        s->start.argv = s->argv_b;
+        s->start.n_envp = s->env.n;
+        s->start.envp = s->env_b;
+        s->start.has_cwd = 1;
+        s->start.cwd = (ProtobufCBinaryData){.len = strlen(cmd->cwd), .data = (uint8_t *)cmd->cwd};
+        s->start.n_rlimits = s->rl.n;
+        s->start.rlimits = s->rl.ptrs;
+        s->start.has_n_cgroup_fds = 1;
+        s->start.n_cgroup_fds = 0;
+        s->msg.body_case = SBX__INIT__V1__TO_INIT__BODY_START;
+        s->msg.start = &s->start;
+        if (sbx__init__v1__to_init__get_packed_size(&s->msg) > SBX_INIT_MAX_MSG_BYTES) {
                 snprintf(err, errlen, "argv and environment exceed %u bytes; pass large input "
                                       "through stdin or a file",
                          SBX_INIT_MAX_MSG_BYTES);
-                r = -EMSGSIZE;
-                goto fail_alloc;
+                return -EMSGSIZE;
         }
+        return 0;
+}
 
-        if (sb->cg && d->command_cgroups) {
-                char rel[SBX_ID_MAX_BYTES + 40];
-                snprintf(rel, sizeof(rel), "%s/%s", sb->cg_name, cmd->id);
-                r = cgroup_create(d->cgroups, rel, 1, &cmd->cg);
-                if (r == 0) {
-                        int v2 = 0;
-                        r = cgroup_join_fds(cmd->cg, cg_fds, SBX_INIT_MAX_FDS - 3, &v2);
-                        if (r >= 0) {
-                                n_cg_fds = (size_t)r;
-                                start.n_cgroup_fds = (uint32_t)n_cg_fds;
-                                start.has_cgroup_v2 = 1;
-                                start.cgroup_v2 = v2;
-                        }
+/* A cgroup of cmd's own below the sandbox's, where commands get one: the child joins it
+ * through the descriptors added to s. Without one it is bounded by the sandbox's. */
+static void join_own_cgroup(struct command *cmd, struct start *s) {
+        struct sandbox *sb = cmd->sb;
+        char rel[SBX_ID_MAX_BYTES + 40];
+        int r, v2 = 0;
+
+        if (!sb->cg || !sb->d->command_cgroups)
+                return;
+        snprintf(rel, sizeof(rel), "%s/%s", sb->cg_name, cmd->id);
+        r = cgroup_create(sb->d->cgroups, rel, 1, &cmd->cg);
+        if (r == 0) {
+                r = cgroup_join_fds(cmd->cg, s->fds + 3, SBX_INIT_MAX_FDS - 3, &v2);
+                if (r >= 0) {
+                        s->n_cg_fds = (size_t)r;
+                        s->start.n_cgroup_fds = (uint32_t)s->n_cg_fds;
+                        s->start.has_cgroup_v2 = 1;
+                        s->start.cgroup_v2 = v2;
                 }
-                if (r < 0)
-                        log_warning("sbx=%s cmd=%s: no cgroup of its own (%s); it is bounded by the "
-                                    "sandbox's",
-                                    sb->id, cmd->id, strerror(-r));
-                r = 0;
         }
-        /* Handles: the command now owns them and frees itself once they are closed. */
+        if (r < 0)
+                log_warning("sbx=%s cmd=%s: no cgroup of its own (%s); it is bounded by the "
+                            "sandbox's",
+                            sb->id, cmd->id, strerror(-r));
+}
+
+/* cmd joins its sandbox: it owns its two timers from now on (and frees itself once its
+ * handles are closed), holds the sandbox, and is listed, counted and timed. */
+static void command_link(struct command *cmd) {
+        struct sandbox *sb = cmd->sb;
+        struct sbxd *d = sb->d;
+        struct command *o;
+
         uv_timer_init(d->loop, &cmd->timer);
         uv_timer_init(d->loop, &cmd->drain);
         cmd->timer.data = cmd->drain.data = cmd;
         cmd->handles = 2;
         sb->hooks->hold(sb); /* the sandbox outlives its commands' handles */
-        if (sb->commands) {
-                struct command *o;
-                for (o = sb->commands; o; o = o->next)
-                        o->overlapped = 1;
-                cmd->overlapped = 1;
-        }
+        for (o = sb->commands; o; o = o->next)
+                o->overlapped = cmd->overlapped = 1;
         cmd->next = sb->commands;
         if (sb->commands)
                 sb->commands->prev = cmd;
@@ -1320,86 +1241,78 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         cmd->start_hr = uv_hrtime();
         cmd->started_ms = sbxd_now_unix_ms();
         count_events(cmd, &cmd->oom_before, &cmd->pids_before);
+}
 
-        r = open_out(cmd, 0, &child_fds[1]);
+/* The command's stdin: a pipe when it is given input (now or streamed), else the
+ * shared /dev/null. Its read end goes into *ret_fd. 0 or -errno. */
+static int open_in(struct command *cmd, const Sbx__V1__RunCommand *req, int *ret_fd) {
+        int p[2];
+
+        if (!(req->has_stdin && req->stdin.len > 0) && !(req->has_stdin_stream && req->stdin_stream)) {
+                *ret_fd = dev_null();
+                return *ret_fd < 0 ? *ret_fd : 0;
+        }
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        if (uv_pipe_init(cmd->sb->d->loop, &cmd->in, 0) < 0) {
+                close(p[0]);
+                close(p[1]);
+                return -EIO;
+        }
+        cmd->in.data = cmd;
+        cmd->handles++;
+        if (uv_pipe_open(&cmd->in, p[1]) < 0) {
+                close_handle(cmd, (uv_handle_t *)&cmd->in);
+                close(p[0]);
+                close(p[1]);
+                return -EIO;
+        }
+        cmd->in_inited = 1;
+        *ret_fd = p[0];
+        return 0;
+}
+
+/* The three pipes of cmd (the child's ends into s). 0 or -errno. */
+static int open_stdio(struct command *cmd, const Sbx__V1__RunCommand *req, struct start *s) {
+        int r = open_out(cmd, 0, &s->fds[1]);
         if (r == 0)
-                r = open_out(cmd, 1, &child_fds[2]);
-        if (r == 0) {
-                if ((req->has_stdin && req->stdin.len > 0) || (req->has_stdin_stream && req->stdin_stream)) {
-                        if (pipe2(in_pipe, O_CLOEXEC) < 0) {
-                                r = -errno;
-                        } else if (uv_pipe_init(d->loop, &cmd->in, 0) < 0) {
-                                r = -EIO;
-                                close(in_pipe[0]);
-                        } else if (uv_pipe_open(&cmd->in, in_pipe[1]) < 0) {
-                                r = -EIO;
-                                cmd->handles++;
-                                cmd->in.data = cmd;
-                                close_handle(cmd, (uv_handle_t *)&cmd->in);
-                                close(in_pipe[0]);
-                        } else {
-                                cmd->in.data = cmd;
-                                cmd->in_inited = 1;
-                                cmd->handles++;
-                                child_fds[0] = in_pipe[0];
-                                in_pipe[1] = -1;
-                        }
-                } else {
-                        child_fds[0] = dev_null();
-                        if (child_fds[0] < 0)
-                                r = child_fds[0];
-                }
-        }
-        if (r < 0) {
-                snprintf(err, errlen, "cannot set up the command's pipes: %s", strerror(-r));
-                for (i = 0; i < 3 + n_cg_fds; i++)
-                        if (child_fds[i] >= 0 && child_fds[i] != null_fd)
-                                close(child_fds[i]);
-                if (in_pipe[1] >= 0)
-                        close(in_pipe[1]);
-                cmd->start_failed = 1;
-                cmd->start_errno = -r;
-                cmd->start_error = strdup(err);
-                free(argv_b);
-                free(env_b);
-                env_free(&env);
-                /* Report it as a result: the command object is fully set up now. */
-                finish(cmd);
-                return 0;
-        }
+                r = open_out(cmd, 1, &s->fds[2]);
+        if (r == 0)
+                r = open_in(cmd, req, &s->fds[0]);
+        return r;
+}
 
+/* Sends Start (init holds the child's descriptors then; ours are closed), records a
+ * streamed command's start and tells its client. 0, or -errno when the send failed (the
+ * sandbox is failing; its end finishes cmd as sandbox_ended, so cmd stays valid). */
+static int send_start(struct command *cmd, struct start *s) {
         /* Start first: the record and the rest are written while init starts the
-         * command on the other CPU. A failed send starts the sandbox's end, which
-         * finishes this command later (its init is alive: the sandbox is ready), so cmd
-         * stays valid here. init answers only a failure (StartFailed), and handles a
-         * later Signal after this Start (init.proto): sent is started. */
-        r = initchan_send(&sb->chan, &msg, child_fds, 3 + n_cg_fds);
+         * command on the other CPU. init answers only a failure (StartFailed), and
+         * handles a later Signal after this Start (init.proto): sent is started. */
+        int r = initchan_send(&cmd->sb->chan, &s->msg, s->fds, 3 + s->n_cg_fds);
+
         if (r >= 0)
                 cmd->started = 1;
-        for (i = 0; i < 3 + n_cg_fds; i++)
-                if (child_fds[i] != null_fd)
-                        close(child_fds[i]);
+        start_close_fds(s);
         /* A streamed command is recorded at once (its client is told it started);
          * another one at the first look at its output, or whole when it ends before
-         * that (SBX_RECORD_START_DELAY_MS). */
-        if (cmd->stream)
+         * that (SBX_RECORD_START_DELAY_MS). Stream mode: CommandStarted goes out before
+         * any output can (the command id is what a client needs for CommandInput and
+         * CancelCommand): output is read on a later loop turn. */
+        if (cmd->stream) {
                 record_start(cmd);
-        /* Stream mode: CommandStarted goes out before any output can (the command id is
-         * what a client needs for CommandInput and CancelCommand): output is read on a
-         * later loop turn. */
-        if (cmd->stream)
                 cmd->cbs.started(cmd->ud, cmd->id);
-        free(argv_b);
-        free(env_b);
-        env_free(&env);
-        if (r < 0) {
-                /* The sandbox is failing; its end finishes this command as sandbox_ended. */
-                return 0;
         }
-        if (req->has_stdin && req->stdin.len > 0) {
-                if (queue_input(cmd, req->stdin.data, req->stdin.len, NULL, NULL) < 0)
-                        close_stdin(cmd);
-        }
+        return r;
+}
+
+/* A started command's stdin (what RunCommand gave, then closed unless streamed) and its
+ * timers: the timeout, and the output (read as it comes when streamed, else looked at
+ * later, see SBX_OUTPUT_WATCH_BYTES). */
+static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
+        if (req->has_stdin && req->stdin.len > 0 &&
+            queue_input(cmd, req->stdin.data, req->stdin.len, NULL, NULL) < 0)
+                close_stdin(cmd);
         if (cmd->in_inited && !(req->has_stdin_stream && req->stdin_stream)) {
                 cmd->in_eof_wanted = 1;
                 if (cmd->in_pending == 0)
@@ -1407,32 +1320,75 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         }
         /* The loop's clock is cached per iteration: refresh it, or the timeout would be
          * counted from the start of this iteration and fire early. */
-        uv_update_time(d->loop);
-        if (cmd->stream)
+        uv_update_time(cmd->sb->d->loop);
+        if (cmd->stream) {
                 update_stream_reading(cmd);
-        else {
+        } else {
                 cmd->watch_delay_ms = SBX_OUTPUT_WATCH_DELAY_MS;
                 uv_timer_start(&cmd->drain, on_watch_due, cmd->watch_delay_ms, 0);
         }
         uv_timer_start(&cmd->timer, on_timeout, cmd->timeout_ms, 0);
         if (cmd->timeout_ms < req->timeout_ms)
-                log_debug("sbx=%s cmd=%s: timeout capped to %llu ms", sb->id, cmd->id,
+                log_debug("sbx=%s cmd=%s: timeout capped to %llu ms", cmd->sb->id, cmd->id,
                           (unsigned long long)cmd->timeout_ms);
-        return 0;
+}
 
-fail_alloc:
-        quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
-        for (i = 0; cmd->argv && i < cmd->argc; i++)
-                free(cmd->argv[i]);
-        free(cmd->argv);
-        free(cmd->cwd);
-        free(cmd->client_name);
-        free(cmd);
-        free(argv_b);
-        free(env_b);
-        env_free(&env);
-        if (r == -ENOMEM)
+/* The pipes could not be made: the command is set up enough to end with a result of
+ * its own, START_FAILED with why, rather than an error. */
+static void fail_locally(struct command *cmd, struct start *s, int r, char *err, size_t errlen) {
+        snprintf(err, errlen, "cannot set up the command's pipes: %s", strerror(-r));
+        start_close_fds(s);
+        cmd->start_failed = 1;
+        cmd->start_errno = -r;
+        cmd->start_error = strdup(err);
+        finish(cmd);
+}
+
+/* sandbox_run once the request is valid and counted against the caller's quota. */
+static int run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
+               const struct command_callbacks *cbs, void *ud, char *ret_command_id, char *err,
+               size_t errlen) {
+        struct command *cmd = command_new(sb, req, caller);
+        struct start s;
+        int r;
+
+        if (!cmd) {
                 snprintf(err, errlen, "daemon out of memory");
-        sb->next_command--;
+                return -ENOMEM;
+        }
+        memcpy(ret_command_id, cmd->id, sizeof(cmd->id));
+        cmd->cbs = *cbs;
+        cmd->ud = ud;
+        start_init(&s);
+        r = build_start(cmd, req, &s, err, errlen);
+        if (r < 0) {
+                start_clear(&s);
+                command_discard(cmd);
+                sb->next_command--;
+                return r;
+        }
+        join_own_cgroup(cmd, &s);
+        command_link(cmd);
+        r = open_stdio(cmd, req, &s);
+        if (r < 0)
+                fail_locally(cmd, &s, r, err, errlen);
+        else if (send_start(cmd, &s) >= 0)
+                arm_command(cmd, req);
+        start_clear(&s);
+        return 0;
+}
+
+int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
+                const struct command_callbacks *cbs, void *ud, char *ret_command_id, char *err,
+                size_t errlen) {
+        int r = validate(sb, req, err, errlen);
+
+        if (r == 0)
+                r = take_quota(sb, caller, err, errlen);
+        if (r < 0)
+                return r;
+        r = run(sb, req, caller, cbs, ud, ret_command_id, err, errlen);
+        if (r < 0)
+                quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
         return r;
 }

@@ -1,0 +1,115 @@
+/* outbuf.c: the kept tail of an output stream; see outbuf.h. */
+#include "outbuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void outbuf_init(struct outbuf *o, size_t limit) {
+        memset(o, 0, sizeof(*o));
+        o->limit = limit;
+}
+
+/* Makes the buffer exactly limit bytes (ring mode). 0, or -1 when out of memory. */
+static int grow_to_limit(struct outbuf *o) {
+        uint8_t *nb;
+        if (o->cap >= o->limit)
+                return 0;
+        nb = realloc(o->buf, o->limit);
+        if (!nb)
+                return -1;
+        o->buf = nb;
+        o->cap = o->limit;
+        return 0;
+}
+
+/* Appends n bytes that fit under the limit. */
+static void append(struct outbuf *o, const uint8_t *p, size_t n) {
+        if (o->len + n > o->cap) {
+                size_t nc = o->cap ? o->cap : 4096;
+                uint8_t *nb;
+                while (nc < o->len + n)
+                        nc *= 2;
+                if (nc > o->limit)
+                        nc = o->limit;
+                nb = realloc(o->buf, nc);
+                if (!nb)
+                        return;
+                o->buf = nb;
+                o->cap = nc;
+        }
+        memcpy(o->buf + o->len, p, n);
+        o->len += n;
+        o->head = o->len % o->limit;
+}
+
+/* Writes n bytes into the ring, over the oldest. */
+static void ring_write(struct outbuf *o, const uint8_t *p, size_t n) {
+        while (n > 0) {
+                size_t room = o->limit - o->head;
+                size_t k = n < room ? n : room;
+                memcpy(o->buf + o->head, p, k);
+                o->head = (o->head + k) % o->limit;
+                if (o->len < o->limit)
+                        o->len = o->len + k > o->limit ? o->limit : o->len + k;
+                p += k;
+                n -= k;
+        }
+}
+
+void outbuf_take(struct outbuf *o, const uint8_t *p, size_t n) {
+        o->total += n;
+        if (o->limit == 0) {
+                o->truncated = o->total > 0;
+                return;
+        }
+        if (n >= o->limit) {
+                /* The chunk alone fills the cap: keep its end. */
+                if (grow_to_limit(o) < 0)
+                        return;
+                memcpy(o->buf, p + n - o->limit, o->limit);
+                o->len = o->limit;
+                o->head = 0;
+                o->truncated = 1;
+                return;
+        }
+        if (n == 0)
+                return; /* (an empty append would move a full ring's head to 0) */
+        if (o->len + n <= o->limit) {
+                append(o, p, n);
+                return;
+        }
+        if (grow_to_limit(o) < 0)
+                return;
+        o->truncated = 1;
+        ring_write(o, p, n);
+}
+
+uint64_t outbuf_count(struct outbuf *o, size_t n) {
+        uint64_t off = o->total;
+        o->total += (uint64_t)n;
+        return off;
+}
+
+uint8_t *outbuf_bytes(const struct outbuf *o, size_t *ret_len) {
+        uint8_t *r = malloc(o->len ? o->len : 1);
+        if (!r) {
+                *ret_len = 0;
+                return NULL;
+        }
+        if (o->len == 0) {
+                /* nothing kept (o->buf may be NULL) */
+        } else if (o->len < o->limit || o->head == 0) {
+                memcpy(r, o->buf, o->len);
+        } else {
+                memcpy(r, o->buf + o->head, o->limit - o->head);
+                memcpy(r + o->limit - o->head, o->buf, o->head);
+        }
+        *ret_len = o->len;
+        return r;
+}
+
+void outbuf_free(struct outbuf *o) {
+        free(o->buf);
+        o->buf = NULL;
+        o->cap = o->len = o->head = 0;
+}
