@@ -246,99 +246,114 @@ static void own_cgroup(char *buf, size_t len) {
         fclose(f);
 }
 
+/* The controllers sbxd uses, and their v1 hierarchies. */
+static const char *const cgroup_need[] = {"memory", "cpu", "pids"};
+
+/* cgroup v2 with every controller: whether this user can make groups (root: the
+ * hierarchy is writable; another user: its own cgroup is delegated to it). */
+static void check_cgroup_v2_access(struct doctor *d, bool root, const char *controllers) {
+        char path[1200], cg[1024];
+
+        if (root) {
+                if (access("/sys/fs/cgroup", W_OK) < 0)
+                        add(d, WARN, "cgroup",
+                            "give the container a writable cgroup (docker run "
+                            "--cgroupns=private "
+                            "--privileged, or -v /sys/fs/cgroup:/sys/fs/cgroup:rw) or run "
+                            "sbxd on the host",
+                            "cgroup v2 (%s), but /sys/fs/cgroup is not writable: %s", controllers,
+                            strerror(errno));
+                else
+                        add(d, OK, "cgroup", NULL, "cgroup v2 at /sys/fs/cgroup (controllers: %s)",
+                            controllers);
+                return;
+        }
+        own_cgroup(cg, sizeof(cg));
+        snprintf(path, sizeof(path), "/sys/fs/cgroup%s", cg);
+        if (*cg && access(path, W_OK) == 0)
+                add(d, OK, "cgroup", NULL,
+                    "cgroup v2, delegated to this user at %s (controllers: %s)", path, controllers);
+        else
+                add(d, WARN, "cgroup",
+                    "run sbxd with a delegated cgroup: systemd-run --user -p Delegate=yes "
+                    "sbxd (or "
+                    "Delegate=yes in its user unit)",
+                    "cgroup v2 (%s), but %s is not writable by this user: limits fall back "
+                    "to rlimits",
+                    controllers, *cg ? path : "this process's cgroup");
+}
+
+/* cgroup v2: the controllers sbxd needs are enabled, then check_cgroup_v2_access. */
+static void check_cgroup_v2(struct doctor *d, bool root) {
+        char controllers[512], missing[64] = "";
+
+        if (read_line("/sys/fs/cgroup/cgroup.controllers", controllers, sizeof(controllers)) < 0)
+                controllers[0] = 0;
+        for (size_t i = 0; i < sizeof(cgroup_need) / sizeof(cgroup_need[0]); i++)
+                if (!has_word(controllers, cgroup_need[i])) {
+                        strcat(missing, " ");
+                        strcat(missing, cgroup_need[i]);
+                }
+        if (*missing) {
+                add(d, WARN, "cgroup",
+                    "enable the controllers: echo '+memory +cpu +pids' > "
+                    "/sys/fs/cgroup/cgroup.subtree_control "
+                    "(on systemd hosts they are on by default)",
+                    "cgroup v2, but the controllers%s are missing (have: %s)", missing,
+                    *controllers ? controllers : "none");
+                return;
+        }
+        check_cgroup_v2_access(d, root, controllers);
+}
+
+/* Legacy or hybrid: one hierarchy per controller under a tmpfs, writable by root. */
+static void check_cgroup_v1(struct doctor *d, bool root) {
+        char missing[64] = "", dir[64];
+
+        for (size_t i = 0; i < sizeof(cgroup_need) / sizeof(cgroup_need[0]); i++) {
+                struct stat st;
+                snprintf(dir, sizeof(dir), "/sys/fs/cgroup/%s", cgroup_need[i]);
+                if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                        strcat(missing, " ");
+                        strcat(missing, cgroup_need[i]);
+                }
+        }
+        if (*missing)
+                add(d, WARN, "cgroup",
+                    "mount the v1 hierarchies (e.g. mount -t cgroup -o memory none "
+                    "/sys/fs/cgroup/memory), "
+                    "or boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2",
+                    "cgroup v1, but the hierarchies%s are missing", missing);
+        else if (!root || access("/sys/fs/cgroup/memory", W_OK) < 0)
+                add(d, WARN, "cgroup",
+                    root ? "give the container writable cgroups (docker run --privileged) "
+                           "or run sbxd on the host"
+                         : "run sbxd as root, or boot with "
+                           "systemd.unified_cgroup_hierarchy=1 and delegate "
+                           "a cgroup (systemd-run --user -p Delegate=yes sbxd)",
+                    "cgroup v1 hierarchies (memory, cpu, pids) are not writable %s: limits "
+                    "fall back to "
+                    "rlimits",
+                    root ? "(read-only mount?)" : "by this user");
+        else
+                add(d, OK, "cgroup", NULL,
+                    "cgroup v1 hierarchies (memory, cpu, pids) at /sys/fs/cgroup; cgroup "
+                    "v2 "
+                    "(systemd.unified_cgroup_hierarchy=1) is preferred");
+}
+
 static void check_cgroup(struct doctor *d, bool root) {
         struct statfs sf;
-        char controllers[512], path[1200], cg[1024];
-        const char *need[] = {"memory", "cpu", "pids"};
-        char missing[64] = "";
 
         if (statfs("/sys/fs/cgroup", &sf) < 0) {
                 add(d, WARN, "cgroup", "mount -t cgroup2 none /sys/fs/cgroup",
                     "/sys/fs/cgroup is missing: limits fall back to rlimits (%s)", strerror(errno));
                 return;
         }
-        if (sf.f_type == CGROUP2_SUPER_MAGIC) {
-                if (read_line("/sys/fs/cgroup/cgroup.controllers", controllers,
-                              sizeof(controllers)) < 0)
-                        controllers[0] = 0;
-                for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
-                        if (!has_word(controllers, need[i])) {
-                                strcat(missing, " ");
-                                strcat(missing, need[i]);
-                        }
-                if (*missing) {
-                        add(d, WARN, "cgroup",
-                            "enable the controllers: echo '+memory +cpu +pids' > "
-                            "/sys/fs/cgroup/cgroup.subtree_control "
-                            "(on systemd hosts they are on by default)",
-                            "cgroup v2, but the controllers%s are missing (have: %s)", missing,
-                            *controllers ? controllers : "none");
-                        return;
-                }
-                if (root) {
-                        if (access("/sys/fs/cgroup", W_OK) < 0)
-                                add(d, WARN, "cgroup",
-                                    "give the container a writable cgroup (docker run "
-                                    "--cgroupns=private "
-                                    "--privileged, or -v /sys/fs/cgroup:/sys/fs/cgroup:rw) or run "
-                                    "sbxd on the host",
-                                    "cgroup v2 (%s), but /sys/fs/cgroup is not writable: %s",
-                                    controllers, strerror(errno));
-                        else
-                                add(d, OK, "cgroup", NULL,
-                                    "cgroup v2 at /sys/fs/cgroup (controllers: %s)", controllers);
-                        return;
-                }
-                own_cgroup(cg, sizeof(cg));
-                snprintf(path, sizeof(path), "/sys/fs/cgroup%s", cg);
-                if (*cg && access(path, W_OK) == 0)
-                        add(d, OK, "cgroup", NULL,
-                            "cgroup v2, delegated to this user at %s (controllers: %s)", path,
-                            controllers);
-                else
-                        add(d, WARN, "cgroup",
-                            "run sbxd with a delegated cgroup: systemd-run --user -p Delegate=yes "
-                            "sbxd (or "
-                            "Delegate=yes in its user unit)",
-                            "cgroup v2 (%s), but %s is not writable by this user: limits fall back "
-                            "to rlimits",
-                            controllers, *cg ? path : "this process's cgroup");
-                return;
-        }
-        /* Legacy or hybrid: one hierarchy per controller under a tmpfs. */
-        {
-                const char *dirs[] = {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu",
-                                      "/sys/fs/cgroup/pids"};
-                for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-                        struct stat st;
-                        if (stat(dirs[i], &st) < 0 || !S_ISDIR(st.st_mode)) {
-                                strcat(missing, " ");
-                                strcat(missing, need[i]);
-                        }
-                }
-                if (*missing)
-                        add(d, WARN, "cgroup",
-                            "mount the v1 hierarchies (e.g. mount -t cgroup -o memory none "
-                            "/sys/fs/cgroup/memory), "
-                            "or boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2",
-                            "cgroup v1, but the hierarchies%s are missing", missing);
-                else if (!root || access("/sys/fs/cgroup/memory", W_OK) < 0)
-                        add(d, WARN, "cgroup",
-                            root ? "give the container writable cgroups (docker run --privileged) "
-                                   "or run sbxd on the host"
-                                 : "run sbxd as root, or boot with "
-                                   "systemd.unified_cgroup_hierarchy=1 and delegate "
-                                   "a cgroup (systemd-run --user -p Delegate=yes sbxd)",
-                            "cgroup v1 hierarchies (memory, cpu, pids) are not writable %s: limits "
-                            "fall back to "
-                            "rlimits",
-                            root ? "(read-only mount?)" : "by this user");
-                else
-                        add(d, OK, "cgroup", NULL,
-                            "cgroup v1 hierarchies (memory, cpu, pids) at /sys/fs/cgroup; cgroup "
-                            "v2 "
-                            "(systemd.unified_cgroup_hierarchy=1) is preferred");
-        }
+        if (sf.f_type == CGROUP2_SUPER_MAGIC)
+                check_cgroup_v2(d, root);
+        else
+                check_cgroup_v1(d, root);
 }
 
 static void check_seccomp(struct doctor *d) {

@@ -733,74 +733,134 @@ static int upload(sbx_client *c, const char *host, const struct stat *st, const 
 }
 
 static int download(sbx_client *c, const char *id, const char *rpath,
-                    const struct sbx_file_info *info, const char *host, int depth) {
-        if (info->is_dir) {
-                struct sbx_dir_list *l = NULL;
-                enum sbx_code rc;
-                int status = 0;
+                    const struct sbx_file_info *info, const char *host, int depth);
 
-                if (depth > CP_MAX_DEPTH)
-                        return cli_error(SBX_INVALID_ARGUMENT,
-                                         "'%s' is nested more than %d directories deep", rpath,
-                                         CP_MAX_DEPTH);
-                if (mkdir(host, (info->mode & 0777) | 0700) < 0) {
-                        struct stat st;
-                        if (errno != EEXIST || lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
-                                return cli_error(SBX_INVALID_ARGUMENT,
-                                                 "cannot create directory '%s': %s", host,
-                                                 strerror(errno == EEXIST ? ENOTDIR : errno));
-                }
-                rc = sbx_list_dir(c, id, rpath, SBX_MAX_LIST_LIMIT, &l);
-                if (rc != SBX_OK)
-                        return cli_client_error(c, rc);
-                if (l->truncated)
-                        cli_warn("'%s' has more than %zu entries; only those were copied", rpath,
-                                 l->n);
-                for (size_t i = 0; !status && i < l->n; i++) {
-                        const struct sbx_file_info *f = &l->v[i];
-                        char *hp, *rp;
-                        if (!safe_name(f->name)) {
-                                cli_warn("skipping an entry of '%s' with an unsafe name", rpath);
-                                continue;
-                        }
-                        if (!f->is_dir && f->type != SBX_FILE_REGULAR) {
-                                cli_warn("skipping '%s/%s': cp copies regular files and "
-                                         "directories only",
-                                         rpath, f->name);
-                                continue;
-                        }
-                        hp = join(host, f->name);
-                        rp = join(rpath, f->name);
-                        if (!hp || !rp)
-                                status = cli_error(SBX_INTERNAL, "out of memory");
-                        else
-                                status = download(c, id, rp, f, hp, depth + 1);
-                        free(hp);
-                        free(rp);
-                }
-                sbx_dir_list_free(l);
-                return status;
+/* Copies the directory rpath of sandbox id (its entries, at most SBX_MAX_LIST_LIMIT)
+ * into host, made when missing. 0 or an exit status. */
+static int download_dir(sbx_client *c, const char *id, const char *rpath,
+                        const struct sbx_file_info *info, const char *host, int depth) {
+        struct sbx_dir_list *l = NULL;
+        enum sbx_code rc;
+        int status = 0;
+
+        if (depth > CP_MAX_DEPTH)
+                return cli_error(SBX_INVALID_ARGUMENT,
+                                 "'%s' is nested more than %d directories deep", rpath,
+                                 CP_MAX_DEPTH);
+        if (mkdir(host, (info->mode & 0777) | 0700) < 0) {
+                struct stat st;
+                if (errno != EEXIST || lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+                        return cli_error(SBX_INVALID_ARGUMENT, "cannot create directory '%s': %s",
+                                         host, strerror(errno == EEXIST ? ENOTDIR : errno));
         }
-        {
-                int fd = open(host,
-                              O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (depth ? O_NOFOLLOW : 0),
-                              info->mode & 0777 ? info->mode & 0777 : 0644);
-                int status;
-                if (fd < 0)
-                        return cli_error(SBX_INVALID_ARGUMENT, "cannot create '%s': %s", host,
-                                         strerror(errno));
-                status = read_to_fd(c, id, rpath, 0, 0, fd, host);
-                if (close(fd) < 0 && !status)
-                        status = cli_error(SBX_INTERNAL, "cannot write '%s': %s", host,
-                                           strerror(errno));
-                return status;
+        rc = sbx_list_dir(c, id, rpath, SBX_MAX_LIST_LIMIT, &l);
+        if (rc != SBX_OK)
+                return cli_client_error(c, rc);
+        if (l->truncated)
+                cli_warn("'%s' has more than %zu entries; only those were copied", rpath, l->n);
+        for (size_t i = 0; !status && i < l->n; i++) {
+                const struct sbx_file_info *f = &l->v[i];
+                char *hp, *rp;
+                if (!safe_name(f->name)) {
+                        cli_warn("skipping an entry of '%s' with an unsafe name", rpath);
+                        continue;
+                }
+                if (!f->is_dir && f->type != SBX_FILE_REGULAR) {
+                        cli_warn("skipping '%s/%s': cp copies regular files and directories only",
+                                 rpath, f->name);
+                        continue;
+                }
+                hp = join(host, f->name);
+                rp = join(rpath, f->name);
+                if (!hp || !rp)
+                        status = cli_error(SBX_INTERNAL, "out of memory");
+                else
+                        status = download(c, id, rp, f, hp, depth + 1);
+                free(hp);
+                free(rp);
         }
+        sbx_dir_list_free(l);
+        return status;
+}
+
+static int download(sbx_client *c, const char *id, const char *rpath,
+                    const struct sbx_file_info *info, const char *host, int depth) {
+        int fd, status;
+
+        if (info->is_dir)
+                return download_dir(c, id, rpath, info, host, depth);
+        fd = open(host, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (depth ? O_NOFOLLOW : 0),
+                  info->mode & 0777 ? info->mode & 0777 : 0644);
+        if (fd < 0)
+                return cli_error(SBX_INVALID_ARGUMENT, "cannot create '%s': %s", host,
+                                 strerror(errno));
+        status = read_to_fd(c, id, rpath, 0, 0, fd, host);
+        if (close(fd) < 0 && !status)
+                status = cli_error(SBX_INTERNAL, "cannot write '%s': %s", host, strerror(errno));
+        return status;
+}
+
+/* cp from the host path src to path of sandbox id (into it when it is a directory).
+ * 0 or an exit status. */
+static int cp_up(sbx_client *c, const char *src, const char *id, const char *path) {
+        struct sbx_file_info *fi = NULL;
+        enum sbx_code rc;
+        bool is_dir = false;
+        struct stat st;
+        char *target;
+        int status;
+
+        if (stat(src, &st) < 0)
+                return cli_error(errno == ENOENT ? SBX_NOT_FOUND : SBX_INVALID_ARGUMENT,
+                                 "cannot stat '%s': %s", src, strerror(errno));
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+                return cli_error(SBX_INVALID_ARGUMENT, "'%s' is not a regular file or a directory",
+                                 src);
+        rc = sbx_stat(c, id, path, &fi);
+        if (rc == SBX_OK)
+                is_dir = fi->is_dir;
+        sbx_file_info_free(fi);
+        if (rc != SBX_OK && rc != SBX_NOT_FOUND)
+                return cli_client_error(c, rc);
+        target = target_path(src, path, is_dir);
+        if (!target)
+                return cli_error(SBX_INTERNAL, "out of memory");
+        status = upload(c, src, &st, id, target, 0);
+        free(target);
+        return status;
+}
+
+/* cp from path of sandbox id to the host path dst (into it when it is a directory).
+ * 0 or an exit status. */
+static int cp_down(sbx_client *c, const char *id, const char *path, const char *dst) {
+        struct sbx_file_info *fi = NULL;
+        enum sbx_code rc = sbx_stat(c, id, path, &fi);
+        struct stat st;
+        char *target;
+        int status;
+
+        if (rc != SBX_OK)
+                return cli_client_error(c, rc);
+        if (!fi->is_dir && fi->type != SBX_FILE_REGULAR) {
+                sbx_file_info_free(fi);
+                return cli_error(SBX_INVALID_ARGUMENT,
+                                 "'%s' in sandbox '%s' is not a regular file or a directory", path,
+                                 id);
+        }
+        target = target_path(path, dst, stat(dst, &st) == 0 && S_ISDIR(st.st_mode));
+        if (!target)
+                status = cli_error(SBX_INTERNAL, "out of memory");
+        else
+                status = download(c, id, path, fi, target, 0);
+        free(target);
+        sbx_file_info_free(fi);
+        return status;
 }
 
 int cmd_cp(struct cli *cli, int argc, char **argv) {
         static const struct cli_opt opts[] = {{NULL, false, 0}};
         const char *pos[2], *src_path, *dst_path;
-        char *src_id = NULL, *dst_id = NULL, *target = NULL;
+        char *src_id = NULL, *dst_id = NULL;
         bool src_remote, dst_remote;
         size_t npos;
         sbx_client *c = NULL;
@@ -810,74 +870,19 @@ int cmd_cp(struct cli *cli, int argc, char **argv) {
                 return status < 0 ? 0 : status;
         src_remote = parse_remote(pos[0], &src_id, &src_path);
         dst_remote = parse_remote(pos[1], &dst_id, &dst_path);
-        if (src_remote == dst_remote) {
+        if (src_remote == dst_remote)
                 status = cli_usage_error(
                         src_remote
                                 ? "sbx cp copies between the host and a sandbox, not between two "
                                   "sandboxes; copy through the host"
                                 : "one side of sbx cp must be ID:PATH, the other a host path");
-                goto out;
+        if (!status)
+                status = cli_connect(cli, &c);
+        if (!status) {
+                cli_check_owner(c, dst_remote ? dst_id : src_id);
+                status = dst_remote ? cp_up(c, pos[0], dst_id, dst_path)
+                                    : cp_down(c, src_id, src_path, pos[1]);
         }
-        if ((status = cli_connect(cli, &c)))
-                goto out;
-        cli_check_owner(c, dst_remote ? dst_id : src_id);
-        if (dst_remote) {
-                struct stat st;
-                struct sbx_file_info *fi = NULL;
-                enum sbx_code rc;
-                bool is_dir = false;
-
-                if (stat(pos[0], &st) < 0) {
-                        status = cli_error(errno == ENOENT ? SBX_NOT_FOUND : SBX_INVALID_ARGUMENT,
-                                           "cannot stat '%s': %s", pos[0], strerror(errno));
-                        goto out;
-                }
-                if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-                        status = cli_error(SBX_INVALID_ARGUMENT,
-                                           "'%s' is not a regular file or a directory", pos[0]);
-                        goto out;
-                }
-                rc = sbx_stat(c, dst_id, dst_path, &fi);
-                if (rc == SBX_OK)
-                        is_dir = fi->is_dir;
-                sbx_file_info_free(fi);
-                if (rc != SBX_OK && rc != SBX_NOT_FOUND) {
-                        status = cli_client_error(c, rc);
-                        goto out;
-                }
-                target = target_path(pos[0], dst_path, is_dir);
-                if (!target) {
-                        status = cli_error(SBX_INTERNAL, "out of memory");
-                        goto out;
-                }
-                status = upload(c, pos[0], &st, dst_id, target, 0);
-        } else {
-                struct stat st;
-                struct sbx_file_info *fi = NULL;
-                enum sbx_code rc = sbx_stat(c, src_id, src_path, &fi);
-
-                if (rc != SBX_OK) {
-                        status = cli_client_error(c, rc);
-                        goto out;
-                }
-                if (!fi->is_dir && fi->type != SBX_FILE_REGULAR) {
-                        status = cli_error(
-                                SBX_INVALID_ARGUMENT,
-                                "'%s' in sandbox '%s' is not a regular file or a directory",
-                                src_path, src_id);
-                        sbx_file_info_free(fi);
-                        goto out;
-                }
-                target = target_path(src_path, pos[1],
-                                     stat(pos[1], &st) == 0 && S_ISDIR(st.st_mode));
-                if (!target)
-                        status = cli_error(SBX_INTERNAL, "out of memory");
-                else
-                        status = download(c, src_id, src_path, fi, target, 0);
-                sbx_file_info_free(fi);
-        }
-out:
-        free(target);
         free(src_id);
         free(dst_id);
         sbx_close(c);
