@@ -297,6 +297,53 @@ static int bind_fd(int fd, const char *dst, unsigned attrs) {
         return bind_mount(src, dst, attrs);
 }
 
+/* Copies the symlink efd (an O_PATH descriptor of it, closed here) to dst. */
+static int copy_symlink(int efd, const char *dst, struct util_err *err) {
+        char target[SBX_PATH_MAX_BYTES + 1];
+        ssize_t n = readlinkat(efd, "", target, sizeof(target) - 1);
+
+        close(efd);
+        if (n < 0)
+                return util_fail(err, errno, NULL, "readlink %s", dst);
+        target[n] = '\0';
+        if (symlink(target, dst) < 0)
+                return util_fail(err, errno, NULL, "symlink %s", dst);
+        return 0;
+}
+
+/* Puts the entry name of the root_dir directory dfd at dst in the new root: opened
+ * without following a symlink, a symlink is copied, a directory or a regular file is
+ * bound read-only from that descriptor, anything else is left out. */
+static int bind_root_entry(int dfd, const char *name, const char *dst, const char *root,
+                           struct util_err *err) {
+        struct stat st;
+        int efd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), r;
+
+        if (efd < 0 || fstat(efd, &st) < 0) {
+                r = util_fail(err, errno, NULL, "stat %s of root_dir %s", dst, root);
+                if (efd >= 0)
+                        close(efd);
+                return r;
+        }
+        if (S_ISLNK(st.st_mode))
+                return copy_symlink(efd, dst, err);
+        if (S_ISDIR(st.st_mode)) {
+                r = mkdir(dst, 0755) < 0 ? -errno : 0;
+        } else if (S_ISREG(st.st_mode)) {
+                r = make_file(dst, 0644);
+        } else {
+                close(efd);
+                return 0; /* Sockets, fifos, devices at the top: left out. */
+        }
+        if (r < 0) {
+                close(efd);
+                return util_fail(err, r, NULL, "create mount point %s", dst);
+        }
+        r = bind_fd(efd, dst, RO_ATTRS);
+        close(efd);
+        return r < 0 ? util_fail(err, r, NULL, "bind %s read-only", dst) : 0;
+}
+
 /* Binds each top-level entry of the host directory root_fd (O_PATH) read-only into
  * the new root, and copies the top-level symlinks (/bin -> usr/bin and the like). Each
  * entry is opened without following a symlink and mounted from that descriptor, so
@@ -316,55 +363,12 @@ static int bind_root_entries(int root_fd, const char *root, struct util_err *err
                         close(dfd);
                 return r;
         }
-        while ((de = readdir(d))) {
-                struct stat st;
-                int efd;
-
+        while (r == 0 && (de = readdir(d))) {
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
                     is_own_entry(de->d_name) || strlen(de->d_name) >= sizeof(dst) - 2)
                         continue;
                 snprintf(dst, sizeof(dst), "/%s", de->d_name);
-                efd = openat(dirfd(d), de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-                if (efd < 0 || fstat(efd, &st) < 0) {
-                        r = util_fail(err, errno, NULL, "stat %s of root_dir %s", dst, root);
-                        if (efd >= 0)
-                                close(efd);
-                        break;
-                }
-                if (S_ISLNK(st.st_mode)) {
-                        char target[SBX_PATH_MAX_BYTES + 1];
-                        ssize_t n = readlinkat(efd, "", target, sizeof(target) - 1);
-                        close(efd);
-                        if (n < 0) {
-                                r = util_fail(err, errno, NULL, "readlink %s", dst);
-                                break;
-                        }
-                        target[n] = '\0';
-                        if (symlink(target, dst) < 0) {
-                                r = util_fail(err, errno, NULL, "symlink %s", dst);
-                                break;
-                        }
-                        continue;
-                }
-                if (S_ISDIR(st.st_mode))
-                        r = mkdir(dst, 0755) < 0 ? -errno : 0;
-                else if (S_ISREG(st.st_mode))
-                        r = make_file(dst, 0644);
-                else {
-                        close(efd);
-                        continue; /* Sockets, fifos, devices at the top: left out. */
-                }
-                if (r < 0) {
-                        close(efd);
-                        r = util_fail(err, r, NULL, "create mount point %s", dst);
-                        break;
-                }
-                r = bind_fd(efd, dst, RO_ATTRS);
-                close(efd);
-                if (r < 0) {
-                        r = util_fail(err, r, NULL, "bind %s read-only", dst);
-                        break;
-                }
+                r = bind_root_entry(dirfd(d), de->d_name, dst, root, err);
         }
         closedir(d);
         return r;

@@ -214,15 +214,74 @@ static int bind_over(size_t i, bool own_etc, struct util_err *err, struct util_w
         return 0;
 }
 
+/* Composes each file from what the sandbox user could read of it (a) into out[i]
+ * (out_len[i] bytes; *total of all). One it may not read shows it nothing: only the
+ * entry is left (so is a missing one in an /etc of our own); another failure leaves
+ * that file out with a warning. Returns 0 or -errno with err set. */
+static int compose_all(const struct user_config *cfg, struct reader_arg *a, bool own_etc,
+                       char *out[N_FILES], size_t out_len[N_FILES], size_t *total,
+                       struct util_err *err, struct util_warnings *warn) {
+        const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+        size_t i;
+
+        for (i = 0; i < N_FILES; i++) {
+                if (a->err[i] == EACCES || a->err[i] == EPERM || (own_etc && a->err[i] == ENOENT))
+                        a->err[i] = 0, a->len[i] = 0;
+                if (a->err[i]) {
+                        util_warn(warn, "%s: %s; the sandbox user has no name there", files[i],
+                                  strerror(a->err[i]));
+                        continue;
+                }
+                out[i] = user_compose(i == 0, a->buf[i], a->len[i], cfg->uid, cfg->gid, shell,
+                                      &out_len[i]);
+                if (!out[i])
+                        return util_fail(err, ENOMEM, NULL, "compose %s", files[i]);
+                *total += out_len[i];
+        }
+        return 0;
+}
+
+/* Writes the composed files into a staging tmpfs of their own (with room for a rename
+ * to the longest ids, user_rename), binds each over its file (bind_over), then lets go
+ * of the staging directory. Returns 0 or -errno with err set. */
+static int install_composed(char *const out[N_FILES], const size_t out_len[N_FILES],
+                            size_t total, bool own_etc, struct util_err *err,
+                            struct util_warnings *warn) {
+        bool staged = false;
+        char opts[64];
+        size_t i;
+        int r = 0;
+
+        snprintf(opts, sizeof(opts), "mode=0755,size=%zu,nr_inodes=16", total + 64 * 1024);
+        if (mkdir(STAGE_DIR, 0700) < 0)
+                return util_fail(err, errno, NULL, "mkdir " STAGE_DIR);
+        if (mount("sbx-user", STAGE_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+                r = util_fail(err, errno, NULL, "mount a tmpfs on " STAGE_DIR);
+        else
+                staged = true;
+        for (i = 0; staged && i < N_FILES && r == 0; i++) {
+                if (!out[i])
+                        continue;
+                r = stage(i, out[i], out_len[i]);
+                if (r < 0)
+                        r = util_fail(err, r, NULL, "write the sandbox user's %s", files[i]);
+                else
+                        r = bind_over(i, own_etc, err, warn);
+        }
+        if (staged && umount2(STAGE_DIR, MNT_DETACH) < 0 && r == 0)
+                r = util_fail(err, errno, NULL, "detach " STAGE_DIR);
+        if (rmdir(STAGE_DIR) < 0 && r == 0)
+                r = util_fail(err, errno, NULL, "rmdir " STAGE_DIR);
+        return r;
+}
+
 int user_install(const struct user_config *cfg, struct util_err *err, struct util_warnings *warn) {
         struct reader_arg a = {.cfg = cfg};
         char *out[N_FILES] = {NULL, NULL};
         size_t out_len[N_FILES] = {0, 0}, i, total = 0;
-        int r;
-        const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
-        bool own_etc = false, made = false, staged = false;
+        bool own_etc = false;
         struct stat st;
-        char opts[64];
+        int r;
 
         /* A tree without /etc (a static binary and little else) gets one of its own. */
         if (stat("/etc", &st) < 0 && errno == ENOENT) {
@@ -237,53 +296,11 @@ int user_install(const struct user_config *cfg, struct util_err *err, struct uti
                           "name (whoami fails)",
                           strerror(-r));
                 r = 0;
-                goto out;
+        } else {
+                r = compose_all(cfg, &a, own_etc, out, out_len, &total, err, warn);
         }
-        for (i = 0; i < N_FILES; i++) {
-                /* One a command may not read shows it nothing: only the entry is left. */
-                if (a.err[i] == EACCES || a.err[i] == EPERM || (own_etc && a.err[i] == ENOENT))
-                        a.err[i] = 0, a.len[i] = 0;
-                if (a.err[i]) {
-                        util_warn(warn, "%s: %s; the sandbox user has no name there", files[i],
-                                  strerror(a.err[i]));
-                        continue;
-                }
-                out[i] = user_compose(i == 0, a.buf[i], a.len[i], cfg->uid, cfg->gid, shell,
-                                      &out_len[i]);
-                if (!out[i]) {
-                        r = util_fail(err, ENOMEM, NULL, "compose %s", files[i]);
-                        goto out;
-                }
-                total += out_len[i];
-        }
-        if (!out[0] && !out[1])
-                goto out;
-        /* Room for the files and for a rename to the longest ids (user_rename). */
-        snprintf(opts, sizeof(opts), "mode=0755,size=%zu,nr_inodes=16", total + 64 * 1024);
-        if (mkdir(STAGE_DIR, 0700) < 0) {
-                r = util_fail(err, errno, NULL, "mkdir " STAGE_DIR);
-                goto out;
-        }
-        made = true;
-        if (mount("sbx-user", STAGE_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0) {
-                r = util_fail(err, errno, NULL, "mount a tmpfs on " STAGE_DIR);
-                goto out;
-        }
-        staged = true;
-        for (i = 0; i < N_FILES && r == 0; i++) {
-                if (!out[i])
-                        continue;
-                r = stage(i, out[i], out_len[i]);
-                if (r < 0)
-                        r = util_fail(err, r, NULL, "write the sandbox user's %s", files[i]);
-                else
-                        r = bind_over(i, own_etc, err, warn);
-        }
-out:
-        if (staged && umount2(STAGE_DIR, MNT_DETACH) < 0 && r == 0)
-                r = util_fail(err, errno, NULL, "detach " STAGE_DIR);
-        if (made && rmdir(STAGE_DIR) < 0 && r == 0)
-                r = util_fail(err, errno, NULL, "rmdir " STAGE_DIR);
+        if (r == 0 && (out[0] || out[1]))
+                r = install_composed(out, out_len, total, own_etc, err, warn);
         for (i = 0; i < N_FILES; i++)
                 free(out[i]);
         unmap_buffers(&a);
