@@ -564,6 +564,54 @@ static int next_short(struct cli_opts *p) {
         return CLI_OPT_ERR;
 }
 
+/* --socket PATH (or --socket=PATH; eq is the '=' or NULL), which every command takes.
+ * 0, or CLI_OPT_ERR after a usage error. */
+static int take_socket(struct cli_opts *p, const char *eq) {
+        if (eq) {
+                p->cli->socket_path = eq + 1;
+        } else if (p->i < p->argc) {
+                p->cli->socket_path = p->argv[p->i++];
+        } else {
+                opts_error(p);
+                cli_usage_error("option --socket of sbx %s needs a value", p->cmd);
+                return CLI_OPT_ERR;
+        }
+        return 0;
+}
+
+/* The long option named by the nlen bytes of name (its value after eq, the '=', or in
+ * the next word): its index in p->spec, or CLI_OPT_ERR after a usage error. */
+static int next_long(struct cli_opts *p, const char *name, size_t nlen, const char *eq) {
+        for (int k = 0; p->spec[k].name; k++) {
+                const struct cli_opt *o = &p->spec[k];
+                if (strlen(o->name) != nlen || strncmp(o->name, name, nlen) != 0)
+                        continue;
+                if (!o->has_arg) {
+                        if (eq) {
+                                opts_error(p);
+                                cli_usage_error("option --%s of sbx %s takes no value", o->name,
+                                                p->cmd);
+                                return CLI_OPT_ERR;
+                        }
+                        p->arg = NULL;
+                        return opts_found(p, k);
+                }
+                if (eq) {
+                        p->arg = eq + 1;
+                } else if (p->i < p->argc) {
+                        p->arg = p->argv[p->i++];
+                } else {
+                        opts_error(p);
+                        cli_usage_error("option --%s of sbx %s needs a value", o->name, p->cmd);
+                        return CLI_OPT_ERR;
+                }
+                return opts_found(p, k);
+        }
+        opts_error(p);
+        cli_usage_error("unknown option '--%.*s' for sbx %s", (int)nlen, name, p->cmd);
+        return CLI_OPT_ERR;
+}
+
 int cli_opts_next(struct cli_opts *p) {
         for (;;) {
                 const char *w, *name, *eq;
@@ -593,47 +641,10 @@ int cli_opts_next(struct cli_opts *p) {
                 name = w + 2;
                 eq = strchr(name, '=');
                 nlen = eq ? (size_t)(eq - name) : strlen(name);
-                if (nlen == 6 && strncmp(name, "socket", 6) == 0) {
-                        if (eq) {
-                                p->cli->socket_path = eq + 1;
-                        } else if (p->i < p->argc) {
-                                p->cli->socket_path = p->argv[p->i++];
-                        } else {
-                                opts_error(p);
-                                cli_usage_error("option --socket of sbx %s needs a value", p->cmd);
-                                return CLI_OPT_ERR;
-                        }
-                        continue;
-                }
-                for (int k = 0; p->spec[k].name; k++) {
-                        const struct cli_opt *o = &p->spec[k];
-                        if (strlen(o->name) != nlen || strncmp(o->name, name, nlen) != 0)
-                                continue;
-                        if (!o->has_arg) {
-                                if (eq) {
-                                        opts_error(p);
-                                        cli_usage_error("option --%s of sbx %s takes no value",
-                                                        o->name, p->cmd);
-                                        return CLI_OPT_ERR;
-                                }
-                                p->arg = NULL;
-                                return opts_found(p, k);
-                        }
-                        if (eq) {
-                                p->arg = eq + 1;
-                        } else if (p->i < p->argc) {
-                                p->arg = p->argv[p->i++];
-                        } else {
-                                opts_error(p);
-                                cli_usage_error("option --%s of sbx %s needs a value", o->name,
-                                                p->cmd);
-                                return CLI_OPT_ERR;
-                        }
-                        return opts_found(p, k);
-                }
-                opts_error(p);
-                cli_usage_error("unknown option '--%.*s' for sbx %s", (int)nlen, name, p->cmd);
-                return CLI_OPT_ERR;
+                if (nlen != 6 || strncmp(name, "socket", 6) != 0)
+                        return next_long(p, name, nlen, eq);
+                if (take_socket(p, eq) < 0)
+                        return CLI_OPT_ERR;
         }
 }
 

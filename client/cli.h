@@ -211,6 +211,10 @@ void json_bool(struct json *j, bool v);
 void json_null(struct json *j);
 /* v when has, else null. */
 void json_int_or_null(struct json *j, int has, int64_t v);
+/* An array of the strings of s. */
+void json_strv(struct json *j, const struct sbx_strv *s);
+/* An object of each limit's enforcement: {"memory": "cgroup_v2", ...}. */
+void json_enforcement(struct json *j, const struct sbx_enforcement *e, size_t n);
 /* Prints the document and a newline, and frees it. Returns 0, or -EIO when writing
  * failed (-ENOMEM when memory ran out while it was built); errno says why. */
 int json_finish(struct json *j);

@@ -491,15 +491,50 @@ static void check_daemon(struct doctor *d, const struct sbx_hello *h) {
             h->seccomp ? "yes" : "no", h->landlock_abi, h->openat2 ? "yes" : "no");
 }
 
+/* The name of each check level, keyed by enum level. */
+static const char *const level_names[] = {[OK] = "ok", [WARN] = "warn", [FAIL] = "fail"};
+
+/* doctor --json: an array of {status, name, detail, fix}. */
+static void print_checks_json(const struct doctor *d) {
+        struct json j;
+
+        json_init(&j, stdout);
+        json_begin_array(&j);
+        for (size_t i = 0; i < d->n; i++) {
+                json_begin_object(&j);
+                json_key(&j, "status");
+                json_string(&j, level_names[d->v[i].level]);
+                json_key(&j, "name");
+                json_string(&j, d->v[i].name);
+                json_key(&j, "detail");
+                json_string(&j, d->v[i].detail);
+                json_key(&j, "fix");
+                json_string(&j, d->v[i].fix[0] ? d->v[i].fix : NULL);
+                json_end_object(&j);
+        }
+        json_end_array(&j);
+        json_finish(&j);
+}
+
+/* One line per check: "level  name  detail; fix: what to do". */
+static void print_checks(const struct doctor *d) {
+        for (size_t i = 0; i < d->n; i++) {
+                const struct check *c = &d->v[i];
+                printf("%-4s  %-15s  %s", level_names[c->level], c->name, c->detail);
+                if (c->fix[0])
+                        printf("; fix: %s", c->fix);
+                putchar('\n');
+        }
+}
+
 int cmd_doctor(struct cli *cli, int argc, char **argv) {
-        static const char *const names[] = {"ok", "warn", "fail"};
         static const struct cli_opt opts[] = {{"json", false, 0}, {NULL, false, 0}};
         /* Static, not heap: the userns probe forks, and its child must own nothing. */
         static struct doctor doc;
         struct doctor *d = &doc;
         struct sbx_hello *h = NULL;
         struct cli_opts p;
-        bool json = false, failed = false, root = geteuid() == 0;
+        bool json = false, root = geteuid() == 0;
         int k;
 
         cli_opts_init(&p, cli, argc, argv, opts);
@@ -526,38 +561,14 @@ int cmd_doctor(struct cli *cli, int argc, char **argv) {
         if (h)
                 check_daemon(d, h);
         sbx_hello_free(h);
-
-        if (json) {
-                struct json j;
-                json_init(&j, stdout);
-                json_begin_array(&j);
-                for (size_t i = 0; i < d->n; i++) {
-                        json_begin_object(&j);
-                        json_key(&j, "status");
-                        json_string(&j, names[d->v[i].level]);
-                        json_key(&j, "name");
-                        json_string(&j, d->v[i].name);
-                        json_key(&j, "detail");
-                        json_string(&j, d->v[i].detail);
-                        json_key(&j, "fix");
-                        json_string(&j, d->v[i].fix[0] ? d->v[i].fix : NULL);
-                        json_end_object(&j);
-                }
-                json_end_array(&j);
-                json_finish(&j);
-        }
-        for (size_t i = 0; i < d->n; i++) {
-                const struct check *c = &d->v[i];
-                if (c->level == FAIL)
-                        failed = true;
-                if (json)
-                        continue;
-                printf("%-4s  %-15s  %s", names[c->level], c->name, c->detail);
-                if (c->fix[0])
-                        printf("; fix: %s", c->fix);
-                putchar('\n');
-        }
-        return failed ? 1 : 0;
+        if (json)
+                print_checks_json(d);
+        else
+                print_checks(d);
+        for (size_t i = 0; i < d->n; i++)
+                if (d->v[i].level == FAIL)
+                        return 1;
+        return 0;
 }
 
 int cmd_version(struct cli *cli, int argc, char **argv) {

@@ -397,6 +397,23 @@ static int result_status(const struct sbx_result *r) {
         return -1;
 }
 
+/* The "resources" object of a result: peak memory, CPU time, limits hit and how each
+ * limit was enforced. */
+static void json_resources(struct json *j, const struct sbx_result *r) {
+        json_begin_object(j);
+        json_key(j, "peak_memory_bytes");
+        json_uint(j, r->peak_memory_bytes);
+        json_key(j, "peak_memory_source");
+        json_string(j, r->peak_memory_source);
+        json_key(j, "cpu_seconds");
+        json_double(j, r->cpu_seconds, 6);
+        json_key(j, "limits_hit");
+        json_strv(j, &r->limits_hit);
+        json_key(j, "enforcement");
+        json_enforcement(j, r->enforcement, r->n_enforcement);
+        json_end_object(j);
+}
+
 static void json_result(struct json *j, const struct sbx_result *r) {
         json_begin_object(j);
         json_key(j, "sandbox_id");
@@ -428,31 +445,9 @@ static void json_result(struct json *j, const struct sbx_result *r) {
         json_key(j, "isolated");
         json_bool(j, r->isolated);
         json_key(j, "warnings");
-        json_begin_array(j);
-        for (size_t i = 0; i < r->warnings.n; i++)
-                json_string(j, r->warnings.v[i]);
-        json_end_array(j);
+        json_strv(j, &r->warnings);
         json_key(j, "resources");
-        json_begin_object(j);
-        json_key(j, "peak_memory_bytes");
-        json_uint(j, r->peak_memory_bytes);
-        json_key(j, "peak_memory_source");
-        json_string(j, r->peak_memory_source);
-        json_key(j, "cpu_seconds");
-        json_double(j, r->cpu_seconds, 6);
-        json_key(j, "limits_hit");
-        json_begin_array(j);
-        for (size_t i = 0; i < r->limits_hit.n; i++)
-                json_string(j, r->limits_hit.v[i]);
-        json_end_array(j);
-        json_key(j, "enforcement");
-        json_begin_object(j);
-        for (size_t i = 0; i < r->n_enforcement; i++) {
-                json_key(j, r->enforcement[i].limit);
-                json_string(j, r->enforcement[i].enforcement);
-        }
-        json_end_object(j);
-        json_end_object(j);
+        json_resources(j, r);
         json_key(j, "start_error");
         json_string(j, r->start_error);
         json_key(j, "owner_uid");

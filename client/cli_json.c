@@ -374,6 +374,22 @@ void json_int_or_null(struct json *j, int has, int64_t v) {
                 json_null(j);
 }
 
+void json_strv(struct json *j, const struct sbx_strv *s) {
+        json_begin_array(j);
+        for (size_t i = 0; i < s->n; i++)
+                json_string(j, s->v[i]);
+        json_end_array(j);
+}
+
+void json_enforcement(struct json *j, const struct sbx_enforcement *e, size_t n) {
+        json_begin_object(j);
+        for (size_t i = 0; i < n; i++) {
+                json_key(j, e[i].limit);
+                json_string(j, e[i].enforcement);
+        }
+        json_end_object(j);
+}
+
 int json_finish(struct json *j) {
         int r;
 

@@ -16,13 +16,6 @@
 
 /* ---- rendering ----------------------------------------------------------------------- */
 
-static void json_strv(struct json *j, const struct sbx_strv *s) {
-        json_begin_array(j);
-        for (size_t i = 0; i < s->n; i++)
-                json_string(j, s->v[i]);
-        json_end_array(j);
-}
-
 /* A timestamp as two keys: NAME (Unix seconds, or null when 0) and NAME_at (ISO). */
 static void json_time(struct json *j, const char *name, int64_t ms) {
         char key[64], iso[64];
@@ -40,15 +33,6 @@ static void json_time(struct json *j, const char *name, int64_t ms) {
         } else {
                 json_null(j);
         }
-}
-
-static void json_enforcement(struct json *j, const struct sbx_enforcement *e, size_t n) {
-        json_begin_object(j);
-        for (size_t i = 0; i < n; i++) {
-                json_key(j, e[i].limit);
-                json_string(j, e[i].enforcement);
-        }
-        json_end_object(j);
 }
 
 static void json_limits(struct json *j, const struct sbx_limits *l) {
