@@ -664,8 +664,8 @@ static char *join_words(char **w, int n) {
 /* Options may also sit between the ID and "--" (`exec ID --json -- ls`): parses those
  * of *words (up to the "--", with the ID standing in as argv[0]) and moves *words past
  * the "--". 0 or an exit status. */
-static int options_before_dashdash(struct cli *cli, struct exec_state *st, char *cmd,
-                                   char ***words, int *nwords) {
+static int options_before_dashdash(struct cli *cli, struct exec_state *st, char *cmd, char ***words,
+                                   int *nwords) {
         char **w = *words, *saved;
         const char *pos = NULL;
         int m = -1, sub_next, status;

@@ -276,7 +276,9 @@ static int parse_args(struct cli *cli, int argc, char **argv, struct mcp_env *en
                         return cli_usage_error("option --%s of sbx mcp needs a value",
                                                mcp_opts_spec[k].name);
                 r = apply_opt(cli, env, o, k,
-                              !mcp_opts_spec[k].has_arg ? NULL : eq ? eq + 1 : argv[++i]);
+                              !mcp_opts_spec[k].has_arg ? NULL
+                              : eq                      ? eq + 1
+                                                        : argv[++i]);
                 if (r)
                         return r;
         }

@@ -882,17 +882,16 @@ static json_t *run_structured(const struct sbx_result *r, const struct run_args 
                               json_t *jerr) {
         bool timed_out = r->timed_out || r->outcome == SBX_OUTCOME_TIMED_OUT;
 
-        return json_pack("{s:s,s:s,s:o,s:o,s:b,s:f,s:f,s:o*,s:o*,s:b,s:b,s:I,s:I,s:o*,s:o*}",
-                         "command_id", r->command_id, "outcome", sbx_outcome_name(r->outcome),
-                         "exit_code", r->has_exit_code ? json_integer(r->exit_code) : json_null(),
-                         "signal", r->has_signal ? json_integer(r->signal) : json_null(),
-                         "timed_out", timed_out, "timeout_seconds",
-                         (double)a->o.timeout_ms / 1000.0, "duration_seconds", r->duration,
-                         "stdout", jout, "stderr", jerr, "stdout_truncated", out->dropped > 0,
-                         "stderr_truncated", err->dropped > 0, "stdout_bytes",
-                         (json_int_t)out->total, "stderr_bytes", (json_int_t)err->total,
-                         "limits_hit", strv_json(&r->limits_hit), "warnings",
-                         strv_json(&r->warnings));
+        return json_pack(
+                "{s:s,s:s,s:o,s:o,s:b,s:f,s:f,s:o*,s:o*,s:b,s:b,s:I,s:I,s:o*,s:o*}", "command_id",
+                r->command_id, "outcome", sbx_outcome_name(r->outcome), "exit_code",
+                r->has_exit_code ? json_integer(r->exit_code) : json_null(), "signal",
+                r->has_signal ? json_integer(r->signal) : json_null(), "timed_out", timed_out,
+                "timeout_seconds", (double)a->o.timeout_ms / 1000.0, "duration_seconds",
+                r->duration, "stdout", jout, "stderr", jerr, "stdout_truncated", out->dropped > 0,
+                "stderr_truncated", err->dropped > 0, "stdout_bytes", (json_int_t)out->total,
+                "stderr_bytes", (json_int_t)err->total, "limits_hit", strv_json(&r->limits_hit),
+                "warnings", strv_json(&r->warnings));
 }
 
 /* The result of a command that ran (or could not start): the tails of its output and
@@ -1020,8 +1019,8 @@ static int check_whole(struct mcp_call *k, const char *tool, const char *path, s
                           "of it with run_command: `sed -n '1,200p' %s` for lines, `head -c "
                           "65536 %s` or `tail -c 65536 %s` for bytes, `grep -n PATTERN %s` to "
                           "find a place, `wc -l %s` to count its lines",
-                          path, (unsigned long long)size, tool, (unsigned long long)max, q, q, q,
-                          q, q);
+                          path, (unsigned long long)size, tool, (unsigned long long)max, q, q, q, q,
+                          q);
         return -1;
 }
 
@@ -1052,9 +1051,9 @@ static int read_pages(struct mcp_call *k, const char *path, struct whole *w, jso
         for (;;) {
                 struct sbx_read_result *r = NULL;
                 uint64_t want = max + 1 - w->len;
-                enum sbx_code rc = sbx_read(k->c, k->env->sandbox_id, path, off,
-                                            want > CLI_READ_PAGE_BYTES ? CLI_READ_PAGE_BYTES : want,
-                                            &r);
+                enum sbx_code rc =
+                        sbx_read(k->c, k->env->sandbox_id, path, off,
+                                 want > CLI_READ_PAGE_BYTES ? CLI_READ_PAGE_BYTES : want, &r);
                 if (rc != SBX_OK) {
                         *ret = call_failed(k, rc);
                         goto failed;
@@ -1131,8 +1130,7 @@ struct page {
 
 /* Finds the page of w from line p->offset (before the end) of at most limit lines and
  * max_bytes bytes. */
-static void find_page(const struct whole *w, uint64_t limit, uint64_t max_bytes,
-                      struct page *p) {
+static void find_page(const struct whole *w, uint64_t limit, uint64_t max_bytes, struct page *p) {
         for (uint64_t i = 0; i < p->offset; i++) {
                 const uint8_t *nl = memchr(w->data + p->pos, '\n', w->len - p->pos);
                 p->pos = nl ? (size_t)(nl - w->data) + 1 : w->len;
@@ -1187,8 +1185,8 @@ static json_t *page_structured(const char *path, json_t *content, const struct p
         bool more = p->offset + p->n < p->total;
 
         return json_pack("{s:s,s:o,s:I,s:I,s:I,s:o,s:I}", "path", path, "content", content,
-                         "offset", (json_int_t)p->offset, "lines", (json_int_t)p->n,
-                         "total_lines", (json_int_t)p->total, "next_offset",
+                         "offset", (json_int_t)p->offset, "lines", (json_int_t)p->n, "total_lines",
+                         (json_int_t)p->total, "next_offset",
                          more ? json_integer((json_int_t)(p->offset + p->n)) : json_null(),
                          "size_bytes", (json_int_t)size);
 }
@@ -1645,12 +1643,12 @@ static void put_server_line(FILE *f, const struct mcp_env *env) {
 /* sandbox_info's structuredContent (iso: the deadline's time). NULL when out of memory. */
 static json_t *info_structured(const struct mcp_env *env, const struct sbx_sandbox *sb,
                                int64_t left_ms, const char *iso) {
-        json_t *server = json_pack(
-                "{s:f,s:f,s:I,s:I,s:I}", "default_timeout_seconds",
-                (double)env->default_timeout_ms / 1000.0, "max_timeout_seconds",
-                (double)env->max_timeout_ms / 1000.0, "max_output_bytes",
-                (json_int_t)env->max_output_bytes, "max_output_lines",
-                (json_int_t)env->max_output_lines, "max_read_bytes", (json_int_t)env->max_read_bytes);
+        json_t *server = json_pack("{s:f,s:f,s:I,s:I,s:I}", "default_timeout_seconds",
+                                   (double)env->default_timeout_ms / 1000.0, "max_timeout_seconds",
+                                   (double)env->max_timeout_ms / 1000.0, "max_output_bytes",
+                                   (json_int_t)env->max_output_bytes, "max_output_lines",
+                                   (json_int_t)env->max_output_lines, "max_read_bytes",
+                                   (json_int_t)env->max_read_bytes);
 
         return json_pack(
                 "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:b,s:o,s:o,s:b,s:o,s:I,s:I,s:o}", "id", sb->id,

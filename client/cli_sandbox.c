@@ -298,9 +298,8 @@ static void print_policy(const struct sbx_policy *p) {
 
 /* key: the n "K=V" pairs of v (pair() reads the key or the value of the i-th),
  * comma-separated ("-" for none). */
-static void print_pairs(const char *k, size_t n, const char *(*pair)(const void *v, size_t i,
-                                                                     bool value),
-                        const void *v) {
+static void print_pairs(const char *k, size_t n,
+                        const char *(*pair)(const void *v, size_t i, bool value), const void *v) {
         key(k);
         if (!n)
                 fputs("-", stdout);
@@ -1341,8 +1340,7 @@ static void json_record(struct json *j, const struct sbx_command_record *r) {
 
 /* Every page of sandbox id's history, following next_after_seq until a page says there
  * is no more, into *pages (n of them; each freed by the caller). 0 or an exit status. */
-static int history_pages(sbx_client *c, const char *id, struct sbx_history ***pages,
-                         size_t *n) {
+static int history_pages(sbx_client *c, const char *id, struct sbx_history ***pages, size_t *n) {
         uint64_t after = 0, next;
 
         for (;;) {

@@ -196,8 +196,8 @@ static enum sbx_code null_arg(sbx_client *c, const char *fn, const char *what) {
         if (!c)
                 return SBX_INVALID_ARGUMENT;
         return fail(c, SBX_INVALID_ARGUMENT, EINVAL,
-                    "%s() was given NULL for %s; pass the address of a pointer for the result",
-                    fn, what);
+                    "%s() was given NULL for %s; pass the address of a pointer for the result", fn,
+                    what);
 }
 
 /* Checks the sandbox ID argument of a call; fills the error on c when it is bad. */
@@ -392,15 +392,15 @@ struct exchange {
         bool keep_error_body;             /* a non-OK status with a `want` body: hand it over */
         uint64_t extra_ms;                /* added to the call timeout (RunCommand) */
         sbx_output_cb on_output;
-        sbx_started_cb on_started;        /* called once, at CommandStarted */
-        void *userdata;                   /* of on_started (on_output may have its own) */
+        sbx_started_cb on_started; /* called once, at CommandStarted */
+        void *userdata;            /* of on_started (on_output may have its own) */
         void *output_userdata;
         bool started_told;
         /* Streamed stdin (RunCommand with stdin_stream): */
-        bool feeding;                     /* stdin_fd is fed to the command */
+        bool feeding; /* stdin_fd is fed to the command */
         int stdin_fd;
         const char *sandbox_id;
-        char *command_id;                 /* from CommandStarted */
+        char *command_id; /* from CommandStarted */
         bool stdin_done;
         unsigned inputs_in_flight;
 };
@@ -408,7 +408,7 @@ struct exchange {
 static enum sbx_code do_connect(sbx_client *c);
 
 /* How many CommandInput requests may wait for their answers at once. */
-#define INPUT_WINDOW 4u
+#define INPUT_WINDOW      4u
 #define INPUT_CHUNK_BYTES (64u * 1024u)
 
 /* Sends one CommandInput for k's command: data (may be empty) and eof. */
@@ -1628,8 +1628,7 @@ static void collect_output(void *ud, enum sbx_stream stream, uint64_t offset, co
 
 /* Moves collected stream i into the result's buffer (its bytes in order, NUL-terminated).
  * 0, or -ENOMEM (the result keeps what it had). */
-static int take_collected(struct collected *k, int i, uint8_t **data, size_t *len,
-                          int *truncated) {
+static int take_collected(struct collected *k, int i, uint8_t **data, size_t *len, int *truncated) {
         uint8_t *b = k->b[i];
         size_t n = k->len[i], h = k->head[i];
 
@@ -1676,7 +1675,8 @@ static enum sbx_code check_exec_opts(sbx_client *c, const char *id, const struct
                 return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "a NULL entry in the command options");
         if (o->stdin_stream && o->stdin_fd < 0)
                 return fail(c, SBX_INVALID_ARGUMENT, EBADF,
-                            "stdin_stream is set but stdin_fd is %d, not a descriptor", o->stdin_fd);
+                            "stdin_stream is set but stdin_fd is %d, not a descriptor",
+                            o->stdin_fd);
         return SBX_OK;
 }
 
@@ -1840,7 +1840,8 @@ enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts
 
 /* Sends a request whose answer has no body of interest (Empty). */
 static enum sbx_code empty_call(sbx_client *c, Sbx__V1__Request *req) {
-        struct exchange k = {.req = req, .want = SBX__V1__RESPONSE__BODY_EMPTY, .body_optional = true};
+        struct exchange k = {
+                .req = req, .want = SBX__V1__RESPONSE__BODY_EMPTY, .body_optional = true};
         Sbx__V1__Response *resp;
         enum sbx_code rc = call(c, &k, &resp);
         if (rc == SBX_OK)

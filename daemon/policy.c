@@ -62,9 +62,9 @@ static const char *const default_env[] = {"USER=" USER_NAME, "LOGNAME=" USER_NAM
 
 /* Home directories that are system directories: nobody's credentials live there, and
  * watching them would only cost (sync's home is /bin, nobody's /nonexistent). */
-static const char *const system_dirs[] = {"/",    "/bin", "/sbin", "/usr",  "/usr/bin",
+static const char *const system_dirs[] = {"/",         "/bin", "/sbin", "/usr", "/usr/bin",
                                           "/usr/sbin", "/dev", "/proc", "/sys", "/run",
-                                          "/var/run", "/tmp", "/etc", "/var", "/root"};
+                                          "/var/run",  "/tmp", "/etc",  "/var", "/root"};
 
 /* The parts of a repository's .git that git would follow if sandboxed code created
  * them: made when missing (placeholders, owned by the owner) so that they can be kept
@@ -72,8 +72,8 @@ static const char *const system_dirs[] = {"/",    "/bin", "/sbin", "/usr",  "/us
  * Empty directories mean nothing to git; a commondir of "." names the repository's own
  * git directory (git reads it and goes on exactly as without it) and an empty
  * config.worktree adds no setting. */
-static const char *const git_dirs[] = {"hooks", "info", "worktrees", "modules", "remotes",
-                                       "branches"};
+static const char *const git_dirs[] = {"hooks",   "info",    "worktrees",
+                                       "modules", "remotes", "branches"};
 static const struct {
         const char *name, *content;
 } git_files[] = {{"commondir", ".\n"}, {"config.worktree", ""}};
@@ -587,8 +587,7 @@ static void add_translated(struct strs *s, const char *root, char *const *list, 
  * read-only too (placeholders, see git_dirs). A placeholder that a live sandbox made,
  * or that an earlier daemon left, is made (and removed) again rather than taken for
  * the owner's. */
-static void add_protected(const char *w, struct strs *prot, struct strs *dirs,
-                          struct strs *files) {
+static void add_protected(const char *w, struct strs *prot, struct strs *dirs, struct strs *files) {
         char p[PATH_MAX];
         struct stat st;
         size_t i;
@@ -705,7 +704,8 @@ void policy_objects_clear(struct policy_objects *o) {
 
 static int check_count(const char *what, size_t n, char *err, size_t errlen) {
         if (n > SBX_MAX_POLICY_PATHS) {
-                snprintf(err, errlen, "too many %s (%zu, at most %u)", what, n, SBX_MAX_POLICY_PATHS);
+                snprintf(err, errlen, "too many %s (%zu, at most %u)", what, n,
+                         SBX_MAX_POLICY_PATHS);
                 return -EINVAL;
         }
         return 0;
@@ -730,8 +730,9 @@ static int resolve_denied(struct sbxd *d, const struct caller *k, const char *wh
                 struct hostpath h;
                 char e[256];
                 if (!in[i] || in[i][0] != '/' || strlen(in[i]) >= SBX_PATH_MAX_BYTES) {
-                        snprintf(err, errlen, "%s '%.200s' must be an absolute path shorter than %u "
-                                              "bytes",
+                        snprintf(err, errlen,
+                                 "%s '%.200s' must be an absolute path shorter than %u "
+                                 "bytes",
                                  what, in[i] ? in[i] : "", SBX_PATH_MAX_BYTES);
                         return -EINVAL;
                 }
@@ -774,14 +775,16 @@ static int open_writable(struct sbxd *d, const struct caller *k, Sbx__V1__Policy
                         return r;
                 objs->n_writable++;
                 if (strcmp(h->path, "/") == 0) {
-                        snprintf(err, errlen, "writable path '%.200s' is the host's root: the whole "
-                                              "host cannot be writable",
+                        snprintf(err, errlen,
+                                 "writable path '%.200s' is the host's root: the whole "
+                                 "host cannot be writable",
                                  pol->writable_paths[i]);
                         return -EINVAL;
                 }
                 if (!S_ISDIR(h->mode) && !S_ISREG(h->mode)) {
-                        snprintf(err, errlen, "writable path '%.200s' is neither a directory nor a "
-                                              "regular file",
+                        snprintf(err, errlen,
+                                 "writable path '%.200s' is neither a directory nor a "
+                                 "regular file",
                                  pol->writable_paths[i]);
                         return -EINVAL;
                 }
@@ -901,13 +904,15 @@ static int check_limits(const Sbx__V1__Limits *lim, char *err, size_t errlen) {
 static int check_lifetime(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                           Sbx__V1__CreateSandbox *eff, char *err, size_t errlen) {
         if (req->has_timeout_ms && req->timeout_ms == 0) {
-                snprintf(err, errlen, "timeout_ms must be greater than 0 (omit it for the default "
-                                      "of %llu ms)",
+                snprintf(err, errlen,
+                         "timeout_ms must be greater than 0 (omit it for the default "
+                         "of %llu ms)",
                          (unsigned long long)d->cfg->default_sandbox_timeout_ms);
                 return -EINVAL;
         }
         eff->has_timeout_ms = 1;
-        eff->timeout_ms = req->has_timeout_ms ? req->timeout_ms : d->cfg->default_sandbox_timeout_ms;
+        eff->timeout_ms =
+                req->has_timeout_ms ? req->timeout_ms : d->cfg->default_sandbox_timeout_ms;
         if (eff->timeout_ms > d->cfg->max_sandbox_lifetime_ms)
                 eff->timeout_ms = d->cfg->max_sandbox_lifetime_ms;
         if (!req->has_idle_timeout_ms) {
@@ -922,15 +927,17 @@ static int check_lists(const Sbx__V1__CreateSandbox *req, char *err, size_t errl
         size_t i;
 
         if (req->n_labels > SBX_MAX_LABELS) {
-                snprintf(err, errlen, "too many labels (%zu, at most %u)", req->n_labels, SBX_MAX_LABELS);
+                snprintf(err, errlen, "too many labels (%zu, at most %u)", req->n_labels,
+                         SBX_MAX_LABELS);
                 return -EINVAL;
         }
         for (i = 0; i < req->n_labels; i++) {
                 const Sbx__V1__Label *l = req->labels[i];
                 if (!l->key || !l->key[0] || strlen(l->key) > SBX_LABEL_MAX_BYTES ||
                     (l->value && strlen(l->value) > SBX_LABEL_MAX_BYTES)) {
-                        snprintf(err, errlen, "label %zu: the key must be 1 to %u bytes and the value "
-                                              "at most %u",
+                        snprintf(err, errlen,
+                                 "label %zu: the key must be 1 to %u bytes and the value "
+                                 "at most %u",
                                  i, SBX_LABEL_MAX_BYTES, SBX_LABEL_MAX_BYTES);
                         return -EINVAL;
                 }
@@ -1180,7 +1187,7 @@ static void setup_basics(struct sbxd *d, struct sandbox *sb, Sbx__Init__V1__Setu
         setup->network_none = pol->network != SBX__V1__NETWORK_MODE__NETWORK_FULL;
         setup->has_tmp_bytes = 1;
         setup->tmp_bytes = pol->limits && pol->limits->has_tmp_bytes ? pol->limits->tmp_bytes
-                                                                      : SBX_DEFAULT_TMP_BYTES;
+                                                                     : SBX_DEFAULT_TMP_BYTES;
         setup->has_run_uid = setup->has_run_gid = 1;
         setup->run_uid = sb->run_uid;
         setup->run_gid = sb->run_gid;

@@ -1334,8 +1334,8 @@ static void assert_named(const char *(*name)(int), int first, int last, const ch
                 ck_assert_msg(v == fallback_value || strcmp(n, fallback) != 0,
                               "value %d has no name", v);
                 for (int w = first; w < v; w++)
-                        ck_assert_msg(strcmp(n, name(w)) != 0, "values %d and %d are both '%s'",
-                                      w, v, n);
+                        ck_assert_msg(strcmp(n, name(w)) != 0, "values %d and %d are both '%s'", w,
+                                      v, n);
         }
         ck_assert_str_eq(name(last + 1), fallback);
 }

@@ -165,8 +165,8 @@ static char err[1024];
 /* policy_effective for caller k. On success the effective request is unpacked into
  * *ret (free with sbx__v1__create_sandbox__free_unpacked) and the objects into *objs
  * (may be NULL: cleared here). Returns what policy_effective returned. */
-static int effective_as(const struct caller *k, const struct req *r,
-                        Sbx__V1__CreateSandbox **ret, struct policy_objects *objs) {
+static int effective_as(const struct caller *k, const struct req *r, Sbx__V1__CreateSandbox **ret,
+                        struct policy_objects *objs) {
         struct policy_objects o;
         uint8_t *packed = NULL;
         size_t len = 0;
@@ -731,8 +731,7 @@ static const struct refusal refusals[] = {
          "too many denied write path (257, at most 256)", 0},
         {"denied relative", mk_denied_relative, EINVAL,
          "denied read path 'relative/path' must be an absolute path shorter than 4096 bytes", 0},
-        {"denied write long", mk_denied_write_long, EINVAL,
-         "denied write path '/aaaa", 1},
+        {"denied write long", mk_denied_write_long, EINVAL, "denied write path '/aaaa", 1},
         /* hostpath.c refuses the host's root first (the daemon's directories lie
          * below it), before policy.c's own "the whole host cannot be writable". */
         {"writable host root", mk_writable_host_root, EPERM,

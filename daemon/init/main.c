@@ -2,15 +2,15 @@
  *
  * The daemon runs `sbx-init --fd N` with N its end of a SOCK_SEQPACKET socketpair
  * (init.proto), stdin and stdout on /dev/null and stderr its own. Stage 0 (this
- * process) reads Setup, joins the sandbox's cgroup, enters a new user namespace of its own when rootless, unshares
- * the other namespaces and forks PID 1 of the new PID namespace; it hands PID 1 its
- * host pid over a pipe (PID 1 cannot see it), keeps that pipe's write end until it dies
- * so PID 1 can tell it is there, closes its copy of the channel, waits for PID 1 and
- * exits with its status. PID 1 ties its life to stage 0 (PR_SET_PDEATHSIG), names the
- * host, brings up loopback, builds the seccomp filter and the view, answers Ready with
- * its host pid, then serves the channel (serve.c) until end of stream, when its exit
- * ends every process of the sandbox. Owns the Setup message and the filter for the
- * life of the process. The checklist reads top to bottom in pid1(), nsjail style. */
+ * process) reads Setup, joins the sandbox's cgroup, enters a new user namespace of its own when
+ * rootless, unshares the other namespaces and forks PID 1 of the new PID namespace; it hands PID 1
+ * its host pid over a pipe (PID 1 cannot see it), keeps that pipe's write end until it dies so PID
+ * 1 can tell it is there, closes its copy of the channel, waits for PID 1 and exits with its
+ * status. PID 1 ties its life to stage 0 (PR_SET_PDEATHSIG), names the host, brings up loopback,
+ * builds the seccomp filter and the view, answers Ready with its host pid, then serves the channel
+ * (serve.c) until end of stream, when its exit ends every process of the sandbox. Owns the Setup
+ * message and the filter for the life of the process. The checklist reads top to bottom in pid1(),
+ * nsjail style. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -122,7 +122,8 @@ static int kill_holders(const struct stat *bare) {
                                 continue;
                         snprintf(p, sizeof(p), "/proc/%s", de->d_name);
                         pfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                        if (pfd >= 0 && syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) {
+                        if (pfd >= 0 &&
+                            syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) {
                                 if (killed < 256)
                                         done[killed] = atol(de->d_name);
                                 found++;
@@ -327,14 +328,16 @@ static int validate_setup(const Sbx__Init__V1__Setup *s, struct util_err *err) {
                         r = util_fail(err, EINVAL, NULL, "Setup: protected_file %zu", i);
         }
         if (r == 0 && s->n_writable_objects && s->n_writable_objects != s->n_writable_paths)
-                r = util_fail(err, EINVAL, NULL, "Setup: %zu writable_objects for %zu writable_paths",
+                r = util_fail(err, EINVAL, NULL,
+                              "Setup: %zu writable_objects for %zu writable_paths",
                               s->n_writable_objects, s->n_writable_paths);
         if (r == 0 && s->n_cgroup_v1_controllers > 8)
                 r = util_fail(err, E2BIG, NULL, "Setup: %zu cgroup_v1_controllers",
                               s->n_cgroup_v1_controllers);
         for (size_t i = 0; r == 0 && i < s->n_cgroup_v1_controllers; i++) {
                 const char *c = s->cgroup_v1_controllers[i];
-                if (!c || !c[0] || strlen(c) > 32 || strspn(c, "abcdefghijklmnopqrstuvwxyz_") != strlen(c))
+                if (!c || !c[0] || strlen(c) > 32 ||
+                    strspn(c, "abcdefghijklmnopqrstuvwxyz_") != strlen(c))
                         r = util_fail(err, EINVAL, NULL, "Setup: cgroup_v1_controller \"%.40s\"",
                                       c ? c : "");
         }
@@ -439,8 +442,7 @@ static int prepare_commands(int *ret_sigfd, struct util_err *err) {
 
 /* Step 3: builds the seccomp filter into *prog, or warns that this kernel cannot load
  * one (prog stays empty). Returns 0 or -errno with err set. */
-static int build_filter(struct sock_fprog *prog, struct util_err *err,
-                        struct util_warnings *warn) {
+static int build_filter(struct sock_fprog *prog, struct util_err *err, struct util_warnings *warn) {
         int r;
 
         if (filter_supported() < 0) {
@@ -598,8 +600,7 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
         /* The cgroup first: before the cgroup namespace is made (its root is the group
          * we are in then) and before anything is forked (children stay where they are
          * born). */
-        r = util_join_cgroups(sf->cgroup_fds, sf->n_cgroup_fds,
-                              s->has_cgroup_v2 && s->cgroup_v2);
+        r = util_join_cgroups(sf->cgroup_fds, sf->n_cgroup_fds, s->has_cgroup_v2 && s->cgroup_v2);
         setup_fds_close_cgroups(sf);
         if (r < 0) {
                 util_fail(&err, -r, NULL, "join the sandbox's cgroup");
@@ -670,8 +671,9 @@ int main(int argc, char **argv) {
                         return 1;
                 }
                 if (r > 0 && (r = kill_holders(&bare)) > 0)
-                        util_log(UTIL_LOG_WARNING, "%s: killed %d process(es) that opened it before it was "
-                                    "covered again",
+                        util_log(UTIL_LOG_WARNING,
+                                 "%s: killed %d process(es) that opened it before it was "
+                                 "covered again",
                                  argv[3], r);
                 return 0;
         }

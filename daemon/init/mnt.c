@@ -49,10 +49,10 @@ struct mnt_attr_arg {
         uint64_t propagation;
         uint64_t userns_fd;
 };
-#define ATTR_RDONLY 0x1u /* MOUNT_ATTR_RDONLY */
-#define ATTR_NOSUID 0x2u /* MOUNT_ATTR_NOSUID */
-#define ATTR_NODEV  0x4u /* MOUNT_ATTR_NODEV */
-#define ATTR_NOEXEC 0x8u /* MOUNT_ATTR_NOEXEC */
+#define ATTR_RDONLY 0x1u      /* MOUNT_ATTR_RDONLY */
+#define ATTR_NOSUID 0x2u      /* MOUNT_ATTR_NOSUID */
+#define ATTR_NODEV  0x4u      /* MOUNT_ATTR_NODEV */
+#define ATTR_NOEXEC 0x8u      /* MOUNT_ATTR_NOEXEC */
 #define ATTR_IDMAP  0x100000u /* MOUNT_ATTR_IDMAP */
 
 /* open_tree(2) and move_mount(2) (Linux 5.2), for idmapped mounts. */
@@ -578,8 +578,7 @@ static int bind_idmapped(int fd, const char *dst, int userns_fd) {
  * placeholder is the owner's from its creation on (no chown by name that a swap could
  * redirect), and nothing is made where the owner may not write (nor could the sandbox,
  * which has the owner's rights there and no more). 0, or -errno with err. */
-static int make_placeholder(const char *p, const void *content, size_t len,
-                            struct util_err *err) {
+static int make_placeholder(const char *p, const void *content, size_t len, struct util_err *err) {
         char parent[SBX_PATH_MAX_BYTES + 1], *slash;
         struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                                .resolve = RESOLVE_NO_SYMLINKS};
@@ -630,16 +629,17 @@ static int make_placeholders(const struct mnt_config *cfg, struct util_err *err)
                 setfsuid(cfg->owner_uid);
                 if ((uid_t)setfsuid((uid_t)-1) != cfg->owner_uid ||
                     (gid_t)setfsgid((gid_t)-1) != cfg->owner_gid)
-                        return util_fail(err, EPERM, NULL, "take the owner's identity for the "
-                                                           "placeholders");
+                        return util_fail(err, EPERM, NULL,
+                                         "take the owner's identity for the "
+                                         "placeholders");
         }
         for (i = 0; r == 0 && i < cfg->n_protected_mkdirs; i++)
                 r = make_placeholder(cfg->protected_mkdirs[i], NULL, 0, err);
         for (i = 0; r == 0 && i < cfg->n_protected_files; i++)
-                r = make_placeholder(cfg->protected_files[i].path,
-                                     cfg->protected_files[i].content ? cfg->protected_files[i].content
-                                                                     : "",
-                                     cfg->protected_files[i].len, err);
+                r = make_placeholder(
+                        cfg->protected_files[i].path,
+                        cfg->protected_files[i].content ? cfg->protected_files[i].content : "",
+                        cfg->protected_files[i].len, err);
         if (cfg->idmap) {
                 setfsuid(0);
                 setfsgid(0);
@@ -654,9 +654,9 @@ static int make_placeholders(const struct mnt_config *cfg, struct util_err *err)
  * /proc/self/mountinfo. 0, or -ENOENT when no hierarchy has it. */
 static int find_v1_hierarchy(const char *controller, char *opts, size_t opts_len, char *name,
                              size_t name_len) {
-        static const char *const known[] = {"cpuset", "cpu", "cpuacct", "blkio", "memory",
-                                            "devices", "freezer", "net_cls", "net_prio",
-                                            "perf_event", "hugetlb", "pids", "rdma", "misc"};
+        static const char *const known[] = {
+                "cpuset",  "cpu",      "cpuacct",    "blkio",   "memory", "devices", "freezer",
+                "net_cls", "net_prio", "perf_event", "hugetlb", "pids",   "rdma",    "misc"};
         FILE *f = fopen("/proc/self/mountinfo", "re");
         char *line = NULL;
         size_t cap = 0;
@@ -886,8 +886,8 @@ int mnt_reapply(bool hide, const char *path, struct stat *ret_bare, struct util_
  * still our root (descriptors of this mount namespace, valid after the pivot). */
 struct sources {
         int root_fd;
-        int ws_fd;    /* -1: no workspace_dir */
-        int *w_fd;    /* one per writable path */
+        int ws_fd; /* -1: no workspace_dir */
+        int *w_fd; /* one per writable path */
         bool *w_dir;
         int userns_fd; /* the idmap user namespace, -1: none */
         size_t n;
@@ -942,8 +942,8 @@ static int open_sources(const struct mnt_config *cfg, struct sources *src, struc
 
 /* Steps 4 to 8: the sandbox's own /proc, the read-only root, /sys, /dev, /tmp, /run and
  * /workspace. */
-static int build_base(const struct mnt_config *cfg, const struct sources *src,
-                      struct util_err *err, struct util_warnings *warn) {
+static int build_base(const struct mnt_config *cfg, const struct sources *src, struct util_err *err,
+                      struct util_warnings *warn) {
         uint64_t tmp_bytes = cfg->tmp_bytes ? cfg->tmp_bytes : SBX_DEFAULT_TMP_BYTES;
         const char *root_dir = cfg->root_dir && cfg->root_dir[0] ? cfg->root_dir : "/";
         char opts[64];
@@ -1031,8 +1031,9 @@ static int make_reachable(const char *w, struct skeletons *sk, struct util_err *
                         if (strcmp(sk->path[k], p) == 0)
                                 return 0;
                 if (sk->n == MAX_SKELETONS)
-                        return util_fail(err, E2BIG, NULL, "writable path %s: more than %u "
-                                                           "private directories above writable paths",
+                        return util_fail(err, E2BIG, NULL,
+                                         "writable path %s: more than %u "
+                                         "private directories above writable paths",
                                          w, MAX_SKELETONS);
                 if (mount("sbx-skeleton", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                           "mode=0755,size=64k") < 0)
@@ -1055,8 +1056,9 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
                 src->userns_fd = make_idmap_userns(cfg->owner_uid, cfg->owner_gid, cfg->run_uid,
                                                    cfg->run_gid);
                 if (src->userns_fd < 0)
-                        util_warn(warn, "writable paths: cannot make an id mapping (%s): files "
-                                        "the sandbox writes there belong to uid %u on the host",
+                        util_warn(warn,
+                                  "writable paths: cannot make an id mapping (%s): files "
+                                  "the sandbox writes there belong to uid %u on the host",
                                   strerror(-src->userns_fd), (unsigned)cfg->run_uid);
         }
         sk.n = 0;
@@ -1069,11 +1071,13 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
                 if (r < 0)
                         return util_fail(err, r, "it must exist in root_dir",
                                          "writable path %s: mount point", dst);
-                r = src->userns_fd >= 0 ? bind_idmapped(src->w_fd[i], dst, src->userns_fd) : -EINVAL;
+                r = src->userns_fd >= 0 ? bind_idmapped(src->w_fd[i], dst, src->userns_fd)
+                                        : -EINVAL;
                 if (r < 0 && src->userns_fd >= 0)
-                        util_warn(warn, "writable path %s: its filesystem cannot map ids (%s): "
-                                        "files the sandbox writes there belong to uid %u on the "
-                                        "host, and yours there are not its own",
+                        util_warn(warn,
+                                  "writable path %s: its filesystem cannot map ids (%s): "
+                                  "files the sandbox writes there belong to uid %u on the "
+                                  "host, and yours there are not its own",
                                   dst, strerror(-r), (unsigned)cfg->run_uid);
                 if (r < 0)
                         r = bind_fd(src->w_fd[i], dst, MNT_NOSUID | MNT_NODEV);
@@ -1083,7 +1087,8 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
         for (i = 0; i < sk.n; i++) {
                 r = mnt_set_attr(sk.path[i], MNT_RDONLY, false);
                 if (r < 0)
-                        return util_fail(err, r, NULL, "make the skeleton %s read-only", sk.path[i]);
+                        return util_fail(err, r, NULL, "make the skeleton %s read-only",
+                                         sk.path[i]);
         }
         return 0;
 }
@@ -1137,8 +1142,8 @@ static int freeze_view(struct util_err *err) {
 }
 
 int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
-        struct sources src = {.root_fd = -1, .ws_fd = -1, .userns_fd = -1,
-                              .n = cfg->n_writable_paths};
+        struct sources src = {
+                .root_fd = -1, .ws_fd = -1, .userns_fd = -1, .n = cfg->n_writable_paths};
         int r;
 
         /* 1. Nothing we mount propagates to the host, nothing the host mounts later

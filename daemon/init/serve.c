@@ -302,12 +302,17 @@ static int reserve_cmd(void) {
 static void start_one(const Sbx__Init__V1__Start *s, const struct start_strings *ss,
                       const struct spawn_rlimit *rl, const int *fds, size_t n_cg) {
         struct spawn_spec spec = {
-                .argv = ss->argv, .envp = ss->envp, .cwd = ss->cwd,
-                .rlimits = rl, .n_rlimits = s->n_rlimits,
+                .argv = ss->argv,
+                .envp = ss->envp,
+                .cwd = ss->cwd,
+                .rlimits = rl,
+                .n_rlimits = s->n_rlimits,
                 .stdio = {fds[0], fds[1], fds[2]},
-                .cgroup_fds = fds + 3, .n_cgroup_fds = n_cg,
+                .cgroup_fds = fds + 3,
+                .n_cgroup_fds = n_cg,
                 .cgroup_v2 = s->has_cgroup_v2 && s->cgroup_v2,
-                .uid = config->run_uid, .gid = config->run_gid,
+                .uid = config->run_uid,
+                .gid = config->run_gid,
                 .keep_groups = config->rootless,
         };
         char text[START_TEXT_BYTES];
@@ -418,10 +423,12 @@ static void reap(int sigfd) {
 }
 
 /* A warm sandbox is claimed: the client's id as host name, the uid of its owner's its
- * commands run as, and the adoption socket it was created without. A failure is logged; the daemon's later requests go on. */
+ * commands run as, and the adoption socket it was created without. A failure is logged; the
+ * daemon's later requests go on. */
 static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds) {
         if (cl->hostname && sethostname(cl->hostname, strlen(cl->hostname)) < 0)
-                util_log(UTIL_LOG_ERR, "claim: sethostname \"%s\": %s", cl->hostname, strerror(errno));
+                util_log(UTIL_LOG_ERR, "claim: sethostname \"%s\": %s", cl->hostname,
+                         strerror(errno));
         /* The client's id is the sandbox's name from here on, in our log lines too. */
         if (cl->hostname)
                 util_log_set_sandbox(cl->hostname);
@@ -432,8 +439,8 @@ static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds)
                 /* The name in /etc/passwd and /etc/group goes with the ids. */
                 r = user_rename(cl->run_uid, cl->run_gid);
                 if (r < 0)
-                        util_log(UTIL_LOG_ERR, "claim: name uid %u in /etc/passwd: %s", (unsigned)cl->run_uid,
-                                 strerror(-r));
+                        util_log(UTIL_LOG_ERR, "claim: name uid %u in /etc/passwd: %s",
+                                 (unsigned)cl->run_uid, strerror(-r));
         }
         if (cl->has_adoptable && cl->adoptable && *nfds == 1 && config->adopt_fd < 0) {
                 config->adopt_fd = fds[0];
@@ -479,7 +486,8 @@ static int handle_channel(void) {
                 handle_claim(m->claim, fds, &nfds);
                 break;
         default:
-                util_log(UTIL_LOG_WARNING, "ignoring an unexpected message (case %d)", (int)m->body_case);
+                util_log(UTIL_LOG_WARNING, "ignoring an unexpected message (case %d)",
+                         (int)m->body_case);
                 break;
         }
         close_fds(fds, nfds);
@@ -531,7 +539,8 @@ static int await_daemon(int sigfd) {
         }
         if (config->adopt_fd < 0)
                 return -1;
-        util_log(UTIL_LOG_NOTICE, "the daemon is gone; waiting %u ms for a new one", config->adopt_grace_ms);
+        util_log(UTIL_LOG_NOTICE, "the daemon is gone; waiting %u ms for a new one",
+                 config->adopt_grace_ms);
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (;;) {
                 struct pollfd pfd[2] = {{.fd = config->adopt_fd, .events = POLLIN},

@@ -1,7 +1,8 @@
 /* serve.h: PID 1's service loop over the init channel, once the view is built.
  *
  * main.c calls spawn_prepare_parent() and serve_signals_init() first thing in
- * PID 1 (before setup forks anything), then, after Ready, serve_run() until the daemon goes away. */
+ * PID 1 (before setup forks anything), then, after Ready, serve_run() until the daemon goes away.
+ */
 #ifndef SBX_INIT_SERVE_H
 #define SBX_INIT_SERVE_H
 
@@ -12,10 +13,10 @@
 struct serve_config {
         uid_t run_uid; /* uid/gid every command runs as (0/0 when rootless). */
         gid_t run_gid;
-        bool rootless;                   /* setgroups(2) is denied: keep the (unmapped) groups. */
-        int adopt_fd;                    /* listening socket for a new daemon, or -1 */
-        unsigned adopt_grace_ms;         /* how long to wait for one */
-        int32_t host_pid;                /* our pid in the daemon's PID namespace, for Ready */
+        bool rootless;           /* setgroups(2) is denied: keep the (unmapped) groups. */
+        int adopt_fd;            /* listening socket for a new daemon, or -1 */
+        unsigned adopt_grace_ms; /* how long to wait for one */
+        int32_t host_pid;        /* our pid in the daemon's PID namespace, for Ready */
 };
 
 /* Returns a signalfd (non-blocking, close-on-exec) that reports SIGCHLD, or -errno.
@@ -25,8 +26,8 @@ struct serve_config {
 int serve_signals_init(void);
 
 /* Serves the channel chan: Start starts a command (spawn.c) and answers StartFailed,
- * or Started when the Start asks for it (ack), Signal signals a command's process group, Claim renames the host and
- * hands over the adoption socket (cfg is updated), and every child is reaped
+ * or Started when the Start asks for it (ack), Signal signals a command's process group, Claim
+ * renames the host and hands over the adoption socket (cfg is updated), and every child is reaped
  * with an Exited for command leaders. Unknown ids and malformed messages are ignored
  * (logged). When the channel ends and cfg->adopt_fd is a listening socket, waits up to
  * cfg->adopt_grace_ms for a new daemon and serves it (live re-adoption). Returns 0 at

@@ -166,7 +166,8 @@ static const char *env_path(char *const *envp) {
 /* execvpe(3) without its allocation and its /bin/sh fallback for ENOEXEC: try each
  * PATH entry, skip the ones where the file is missing or not searchable, remember an
  * EACCES, stop at any other error. */
-static void __attribute__((noreturn)) exec_search(const struct spawn_spec *spec, struct spawn_failure *fail) {
+static void __attribute__((noreturn))
+exec_search(const struct spawn_spec *spec, struct spawn_failure *fail) {
         const char *file = spec->argv[0], *p;
         char buf[SBX_PATH_MAX_BYTES + 1];
         size_t flen = strlen(file);

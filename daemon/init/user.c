@@ -244,9 +244,8 @@ static int compose_all(const struct user_config *cfg, struct reader_arg *a, bool
 /* Writes the composed files into a staging tmpfs of their own (with room for a rename
  * to the longest ids, user_rename), binds each over its file (bind_over), then lets go
  * of the staging directory. Returns 0 or -errno with err set. */
-static int install_composed(char *const out[N_FILES], const size_t out_len[N_FILES],
-                            size_t total, bool own_etc, struct util_err *err,
-                            struct util_warnings *warn) {
+static int install_composed(char *const out[N_FILES], const size_t out_len[N_FILES], size_t total,
+                            bool own_etc, struct util_err *err, struct util_warnings *warn) {
         bool staged = false;
         char opts[64];
         size_t i;
