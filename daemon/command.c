@@ -2,7 +2,7 @@
  *
  * The daemon makes the command's pipes and hands the child ends to the sandbox's init
  * (Start over the channel); output flows from the command straight into the daemon.
- * Each stream keeps at most its cap, and past the cap the tail (a ring buffer), while
+ * Each stream keeps at most its cap, and past the cap the tail (outbuf.h), while
  * counting every byte. In stream mode chunks are forwarded as they come and reading
  * pauses while the client's connection is congested. Otherwise output is read when
  * init reports the exit, and the loop watches the pipes only once output piles up in
@@ -12,8 +12,14 @@
  * A command completes when its leader has exited (init's Exited), never on pipe EOF:
  * after the exit the pipes are drained for SBX_DRAIN_AFTER_EXIT_MS, then closed. A
  * timeout or a cancel sends SIGCONT+SIGKILL to the process group through init, and the
- * result is reported only when init reports the leader reaped. Every command is
- * recorded in the store when it starts and when it ends. Called by sandbox.c. */
+ * result is reported only when init reports the leader reaped; the outcome follows the
+ * rules of outcome.h. Every command is recorded in the store when it starts (or some
+ * milliseconds later, SBX_RECORD_START_DELAY_MS) and when it ends.
+ *
+ * Owns each command (listed in its sandbox) until its handles are closed. Called by
+ * rpc.c (command.h) and by the sandbox for what init reports and for its end
+ * (sandbox_int.h); it reaches the sandbox only through the hooks the sandbox gave it,
+ * and init through the sandbox's channel (initchan.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

@@ -708,18 +708,13 @@ void files_read_result_clear(struct files_read_result *r) {
         memset(r, 0, sizeof(*r));
 }
 
-static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t max_read_bytes,
-                   uint64_t max_reply_bytes, struct files_read_result *ret) {
+/* Opens the requested path for reading: a regular file, still one once reopened. The
+ * descriptor into *ret_fd and its size into *ret_size. 0 or -errno (message written). */
+static int open_regular(struct fctx *fx, int *ret_fd, uint64_t *ret_size) {
         struct statx stx;
         struct stat st;
-        uint64_t size, remaining, want;
-        uint8_t *buf = NULL;
-        size_t len = 0, alloc;
-        int pfd, fd, r, eof = 0;
+        int pfd, fd, r;
 
-        if (offset > INT64_MAX)
-                return fail(fx, -EINVAL, "offset %llu is beyond any file",
-                            (unsigned long long)offset);
         r = open_final(fx, &pfd, &stx);
         if (r < 0)
                 return r;
@@ -739,11 +734,19 @@ static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t ma
                 return fail(fx, -EINVAL, "'%.1024s' in sandbox '%s' changed while it was opened",
                             fx->path, fx->v->id);
         }
-        size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
-        remaining = size > offset ? size - offset : 0;
+        *ret_fd = fd;
+        *ret_size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+        return 0;
+}
+
+/* How many bytes one read returns at most: limit, or without one everything left
+ * (refused past max_read_bytes), never more than max_reply_bytes. 0 or -EFBIG. */
+static int read_amount(struct fctx *fx, uint64_t offset, uint64_t remaining, uint64_t limit,
+                       uint64_t max_read_bytes, uint64_t max_reply_bytes, uint64_t *ret_want) {
+        uint64_t want = limit;
+
         if (limit == 0) {
-                if (remaining > max_read_bytes) {
-                        close(fd);
+                if (remaining > max_read_bytes)
                         return fail(fx, -EFBIG,
                                     "'%.1024s' in sandbox '%s' has %llu bytes from offset %llu, "
                                     "more than the %llu a read without a limit returns; page "
@@ -751,30 +754,33 @@ static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t ma
                                     "--limit N)",
                                     fx->path, fx->v->id, (unsigned long long)remaining,
                                     (unsigned long long)offset, (unsigned long long)max_read_bytes);
-                }
                 want = max_read_bytes;
-        } else {
-                want = limit;
         }
         if (want > max_reply_bytes)
                 want = max_reply_bytes;
         if (want > SIZE_MAX / 2)
                 want = SIZE_MAX / 2;
+        *ret_want = want;
+        return 0;
+}
+
+/* Reads at most want bytes of fd from offset into a new buffer (*ret_buf, *ret_len; NULL
+ * when none). A file whose size is known is read to that size; one that says 0 (procfs)
+ * is read until pread says the end, growing the buffer up to want. *ret_eof: the end was
+ * reached. 0 or -errno (nothing returned). */
+static int read_at(int fd, uint64_t offset, uint64_t size, uint64_t want, uint8_t **ret_buf,
+                   size_t *ret_len, int *ret_eof) {
+        uint64_t remaining = size > offset ? size - offset : 0;
+        size_t len = 0, alloc;
+        uint8_t *buf = NULL;
+        int eof = 0;
+
         alloc = (size_t)(remaining > 0 ? (remaining < want ? remaining : want)
                                        : (want < READ_PROBE_BYTES ? want : READ_PROBE_BYTES));
-        if (alloc > 0) {
-                buf = malloc(alloc);
-                if (!buf) {
-                        close(fd);
-                        return fail_errno(fx, -ENOMEM, fx->path);
-                }
-        }
-        /* A file whose size is known is read to that size; one that says 0 (procfs) is read
-         * until pread says the end, growing the buffer up to the limit. */
-        for (;;) {
+        if (alloc > 0 && !(buf = malloc(alloc)))
+                return -ENOMEM;
+        while (len < want) {
                 ssize_t n;
-                if (len >= want)
-                        break;
                 if (size > 0 && offset + len >= size) {
                         eof = 1;
                         break;
@@ -784,8 +790,7 @@ static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t ma
                         uint8_t *nb = realloc(buf, na);
                         if (!nb) {
                                 free(buf);
-                                close(fd);
-                                return fail_errno(fx, -ENOMEM, fx->path);
+                                return -ENOMEM;
                         }
                         buf = nb;
                         alloc = na;
@@ -794,10 +799,9 @@ static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t ma
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0) {
-                        r = -errno;
+                        int r = -errno;
                         free(buf);
-                        close(fd);
-                        return fail_errno(fx, r, fx->path);
+                        return r;
                 }
                 if (n == 0) {
                         eof = 1;
@@ -805,13 +809,39 @@ static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t ma
                 }
                 len += (size_t)n;
         }
-        close(fd);
-        if (size > 0 && offset + len >= size)
-                eof = 1;
         if (len == 0) {
                 free(buf);
                 buf = NULL;
         }
+        *ret_buf = buf;
+        *ret_len = len;
+        *ret_eof = eof || (size > 0 && offset + len >= size);
+        return 0;
+}
+
+static int do_read(struct fctx *fx, uint64_t offset, uint64_t limit, uint64_t max_read_bytes,
+                   uint64_t max_reply_bytes, struct files_read_result *ret) {
+        uint64_t size = 0, want = 0;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        int fd = -1, r, eof = 0;
+
+        if (offset > INT64_MAX)
+                return fail(fx, -EINVAL, "offset %llu is beyond any file",
+                            (unsigned long long)offset);
+        r = open_regular(fx, &fd, &size);
+        if (r < 0)
+                return r;
+        r = read_amount(fx, offset, size > offset ? size - offset : 0, limit, max_read_bytes,
+                        max_reply_bytes, &want);
+        if (r == 0) {
+                r = read_at(fd, offset, size, want, &buf, &len, &eof);
+                if (r < 0)
+                        r = fail_errno(fx, r, fx->path);
+        }
+        close(fd);
+        if (r < 0)
+                return r;
         ret->data = buf;
         ret->len = len;
         ret->next_offset = offset + len;
@@ -1467,16 +1497,18 @@ static void note_failed(struct fctx *fx, const char *name) {
 
 /* Removes the directory name of dfd and everything in it, never following a symlink and
  * never entering another mount than top's (a mount point inside stops it with -EBUSY). */
-static int rm_tree(struct fctx *fx, int dfd, const char *name, const struct statx *top, int depth) {
+static int rm_tree(struct fctx *fx, int dfd, const char *name, const struct statx *top, int depth);
+
+/* Opens dfd/name to empty it: a directory on top's mount, not followed. The stream, or
+ * NULL with *ret_r: 0 when there is nothing to empty (gone, or no longer a directory
+ * and unlinked), else -errno. */
+static DIR *open_subdir(struct fctx *fx, int dfd, const char *name, const struct statx *top,
+                        int *ret_r) {
         struct statx stx;
         DIR *d;
-        int fd, r, pass;
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        int r;
 
-        if (depth > REMOVE_MAX_DEPTH) {
-                note_failed(fx, name);
-                return -E2BIG;
-        }
-        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) {
                 r = -errno;
                 if (r == -ENOTDIR || r == -ELOOP) /* no longer a directory */
@@ -1485,7 +1517,8 @@ static int rm_tree(struct fctx *fx, int dfd, const char *name, const struct stat
                         r = 0;
                 if (r < 0)
                         note_failed(fx, name);
-                return r;
+                *ret_r = r;
+                return NULL;
         }
         r = fd_statx(fd, &stx);
         if (r == 0 && !same_mount(&stx, top))
@@ -1493,51 +1526,73 @@ static int rm_tree(struct fctx *fx, int dfd, const char *name, const struct stat
         if (r < 0) {
                 close(fd);
                 note_failed(fx, name);
-                return r;
+                *ret_r = r;
+                return NULL;
         }
         d = fdopendir(fd);
         if (!d) {
-                r = -errno;
+                *ret_r = -errno;
                 close(fd);
-                return r;
         }
+        return d;
+}
+
+/* Removes the entry e of the directory d (a tree, or anything else). 0 or -errno. */
+static int rm_entry(struct fctx *fx, DIR *d, const struct dirent *e, const struct statx *top,
+                    int depth) {
+        int isdir = e->d_type == DT_DIR, r;
+
+        if (e->d_type == DT_UNKNOWN) {
+                struct statx est;
+                r = entry_statx(dirfd(d), e->d_name, &est);
+                if (r == -ENOENT)
+                        return 0;
+                isdir = r == 0 && S_ISDIR(est.stx_mode);
+        }
+        if (isdir)
+                return rm_tree(fx, dirfd(d), e->d_name, top, depth + 1);
+        r = unlinkat(dirfd(d), e->d_name, 0) < 0 ? -errno : 0;
+        if (r == -EISDIR) /* became a directory meanwhile */
+                r = rm_tree(fx, dirfd(d), e->d_name, top, depth + 1);
+        return r;
+}
+
+/* One pass over the entries of d, removing each. 0, or -errno at the first that failed
+ * (noted). */
+static int rm_entries(struct fctx *fx, DIR *d, const struct statx *top, int depth) {
+        for (;;) {
+                struct dirent *e;
+                int r;
+
+                errno = 0;
+                e = readdir(d);
+                if (!e)
+                        return errno ? -errno : 0;
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                r = rm_entry(fx, d, e, top, depth);
+                if (r < 0 && r != -ENOENT) {
+                        note_failed(fx, e->d_name);
+                        return r;
+                }
+        }
+}
+
+static int rm_tree(struct fctx *fx, int dfd, const char *name, const struct statx *top, int depth) {
+        DIR *d;
+        int r = 0, pass;
+
+        if (depth > REMOVE_MAX_DEPTH) {
+                note_failed(fx, name);
+                return -E2BIG;
+        }
+        d = open_subdir(fx, dfd, name, top, &r);
+        if (!d)
+                return r;
         /* Entries removed while the directory is read may make readdir skip some: read it
          * again until rmdir succeeds, a few times at most (something may keep filling it). */
         for (pass = 0; pass < 4; pass++) {
-                for (;;) {
-                        struct dirent *e;
-                        int isdir;
-
-                        errno = 0;
-                        e = readdir(d);
-                        if (!e) {
-                                r = errno ? -errno : 0;
-                                break;
-                        }
-                        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                                continue;
-                        isdir = e->d_type == DT_DIR;
-                        if (e->d_type == DT_UNKNOWN) {
-                                struct statx est;
-                                r = entry_statx(dirfd(d), e->d_name, &est);
-                                if (r == -ENOENT)
-                                        continue;
-                                isdir = r == 0 && S_ISDIR(est.stx_mode);
-                        }
-                        if (isdir) {
-                                r = rm_tree(fx, dirfd(d), e->d_name, top, depth + 1);
-                        } else {
-                                r = unlinkat(dirfd(d), e->d_name, 0) < 0 ? -errno : 0;
-                                if (r == -EISDIR) /* became a directory meanwhile */
-                                        r = rm_tree(fx, dirfd(d), e->d_name, top, depth + 1);
-                        }
-                        if (r == -ENOENT)
-                                r = 0;
-                        if (r < 0) {
-                                note_failed(fx, e->d_name);
-                                break;
-                        }
-                }
+                r = rm_entries(fx, d, top, depth);
                 if (r < 0)
                         break;
                 if (unlinkat(dfd, name, AT_REMOVEDIR) == 0) {

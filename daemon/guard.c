@@ -1,4 +1,6 @@
-/* guard.c: re-covers hidden and read-only paths the host replaced or created (guard.h). */
+/* guard.c: re-covers hidden and read-only paths the host replaced or created (guard.h).
+ * A sandbox is known here by its struct sandbox_view (sandbox_view.h), held from
+ * guard_watch to guard_forget. */
 #include "guard.h"
 
 #include <errno.h>

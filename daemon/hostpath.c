@@ -229,16 +229,65 @@ void hostpath_clear(struct hostpath *h) {
         memset(h, 0, sizeof(*h));
 }
 
+/* Opens path as the caller k (every directory on the way must be searchable by them,
+ * and a symlink leads only where they could follow it) and checks they may use it as
+ * want says. The O_PATH descriptor into *ret_fd (also on failure, when opened: the
+ * caller closes it) and its stat into *st. 0 or -errno. */
+static int open_as_caller(const struct caller *k, const char *path, enum hostpath_access want,
+                          int *ret_fd, struct stat *st) {
+        struct creds cr = {0};
+        int r = creds_enter(&cr, k->uid, k->gid, k->groups, k->n_groups), mode;
+
+        *ret_fd = -1;
+        if (r == 0) {
+                *ret_fd = open(path, O_PATH | O_CLOEXEC);
+                r = *ret_fd < 0 ? -errno : fstat(*ret_fd, st) < 0 ? -errno : 0;
+                mode = r == 0 ? wanted_mode(want, st->st_mode) : 0;
+                if (r == 0 && want == HOSTPATH_ROOT && !S_ISDIR(st->st_mode))
+                        r = -ENOTDIR;
+                if (r == 0 && mode)
+                        r = may(*ret_fd, st, k, mode);
+        }
+        creds_leave(&cr);
+        return r;
+}
+
+/* The message for open_as_caller's failure r. Returns r (-EACCES for -EPERM too). */
+static int open_error(int r, const char *what, const char *path, const struct caller *k,
+                      enum hostpath_access want, char *err, size_t errlen) {
+        switch (-r) {
+        case ENOENT:
+                snprintf(err, errlen, "%s '%.200s' does not exist on the host; create it first",
+                         what, path);
+                return r;
+        case EACCES:
+        case EPERM:
+                snprintf(err, errlen,
+                         "%s '%.200s': permission denied: you (uid %u) may not %s it on the "
+                         "host, and the daemon does not lend you its rights",
+                         what, path, (unsigned)k->uid, access_words(want));
+                return -EACCES;
+        case EROFS:
+                snprintf(err, errlen, "%s '%.200s' is on a read-only filesystem", what, path);
+                return r;
+        case ENOTDIR:
+                snprintf(err, errlen, "%s '%.200s' is not a directory", what, path);
+                return r;
+        default:
+                snprintf(err, errlen, "%s '%.200s': %s", what, path, strerror(-r));
+                return r;
+        }
+}
+
 int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, const char *path,
                   enum hostpath_access want, struct hostpath *ret, char *err, size_t errlen) {
-        struct creds cr = {0};
         struct own_dir own[2];
         char link[64], canon[PATH_MAX], *paths[2] = {NULL, NULL};
         const char *hit;
         struct stat st;
         size_t n_own;
         ssize_t n;
-        int fd = -1, r, mode;
+        int fd, r;
 
         memset(ret, 0, sizeof(*ret));
         if (!path || path[0] != '/') {
@@ -250,46 +299,11 @@ int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, cons
                 snprintf(err, errlen, "%s is longer than %u bytes", what, SBX_PATH_MAX_BYTES);
                 return -EINVAL;
         }
-        /* As the caller: every directory on the way must be searchable by them, and a
-         * symlink leads only where they could follow it. */
-        r = creds_enter(&cr, k->uid, k->gid, k->groups, k->n_groups);
-        if (r == 0) {
-                fd = open(path, O_PATH | O_CLOEXEC);
-                r = fd < 0 ? -errno : fstat(fd, &st) < 0 ? -errno : 0;
-                mode = r == 0 ? wanted_mode(want, st.st_mode) : 0;
-                if (r == 0 && want == HOSTPATH_ROOT && !S_ISDIR(st.st_mode))
-                        r = -ENOTDIR;
-                if (r == 0 && mode)
-                        r = may(fd, &st, k, mode);
-        }
-        creds_leave(&cr);
+        r = open_as_caller(k, path, want, &fd, &st);
         if (r < 0) {
-                switch (-r) {
-                case ENOENT:
-                        snprintf(err, errlen, "%s '%.200s' does not exist on the host; create it first",
-                                 what, path);
-                        break;
-                case EACCES:
-                case EPERM:
-                        snprintf(err, errlen,
-                                 "%s '%.200s': permission denied: you (uid %u) may not %s it on the "
-                                 "host, and the daemon does not lend you its rights",
-                                 what, path, (unsigned)k->uid, access_words(want));
-                        r = -EACCES;
-                        break;
-                case EROFS:
-                        snprintf(err, errlen, "%s '%.200s' is on a read-only filesystem", what, path);
-                        break;
-                case ENOTDIR:
-                        snprintf(err, errlen, "%s '%.200s' is not a directory", what, path);
-                        break;
-                default:
-                        snprintf(err, errlen, "%s '%.200s': %s", what, path, strerror(-r));
-                        break;
-                }
                 if (fd >= 0)
                         close(fd);
-                return r;
+                return open_error(r, what, path, k, want, err, errlen);
         }
         n_own = own_dirs(d, own, paths);
         hit = daemons_above(fd, own);
@@ -302,24 +316,23 @@ int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, cons
             (n > 10 && strcmp(canon + n - 10, " (deleted)") == 0)) {
                 snprintf(err, errlen, "%s '%.200s' cannot be named on the host (%s)", what, path,
                          n < 0 ? strerror(errno) : "outside the daemon's mount namespace");
-                free(paths[0]);
-                free(paths[1]);
-                return -EINVAL;
-        }
-        if (!hit && want != HOSTPATH_LOOKUP)
-                hit = daemons_mounted_below(canon, own, n_own);
-        if (hit) {
-                snprintf(err, errlen,
-                         "%s '%.200s' is the daemon's own directory %.200s, lies below it or "
-                         "holds a mount of it: refused to every caller (sandboxes never reach "
-                         "sbxd's state, records or socket)",
-                         what, path, hit);
-                free(paths[0]);
-                free(paths[1]);
-                return -EPERM;
+                r = -EINVAL;
+        } else {
+                if (!hit && want != HOSTPATH_LOOKUP)
+                        hit = daemons_mounted_below(canon, own, n_own);
+                if (hit) {
+                        snprintf(err, errlen,
+                                 "%s '%.200s' is the daemon's own directory %.200s, lies below "
+                                 "it or holds a mount of it: refused to every caller (sandboxes "
+                                 "never reach sbxd's state, records or socket)",
+                                 what, path, hit);
+                        r = -EPERM;
+                }
         }
         free(paths[0]);
         free(paths[1]);
+        if (r < 0)
+                return r;
         ret->path = strdup(canon);
         if (!ret->path) {
                 snprintf(err, errlen, "daemon out of memory");

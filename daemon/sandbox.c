@@ -34,7 +34,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -57,12 +56,6 @@
 
 static void fail_sandbox(struct sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void finish_end(struct sandbox *sb);
-
-int64_t sbxd_now_unix_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- what others may ask of a sandbox ----------------------------------------------- */
 
@@ -190,6 +183,31 @@ void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *st) {
 }
 
 /* ---- the object --------------------------------------------------------------------- */
+
+void sandbox_list_add(struct sandbox **head, struct sandbox *sb) {
+        sb->prev = NULL;
+        sb->next = *head;
+        if (*head)
+                (*head)->prev = sb;
+        *head = sb;
+}
+
+void sandbox_list_del(struct sandbox **head, struct sandbox *sb) {
+        if (sb->prev)
+                sb->prev->next = sb->next;
+        else
+                *head = sb->next;
+        if (sb->next)
+                sb->next->prev = sb->prev;
+        sb->next = sb->prev = NULL;
+}
+
+int sandbox_list_has_pidns(const struct sandbox *sb, dev_t dev, ino_t ino) {
+        for (; sb; sb = sb->next)
+                if (sb->pidns_ino != 0 && sb->pidns_ino == ino && sb->pidns_dev == dev)
+                        return 1;
+        return 0;
+}
 
 static void sandbox_free(struct sandbox *sb) {
         size_t i;

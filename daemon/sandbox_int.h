@@ -123,6 +123,13 @@ void sandbox_set_run_ids(struct sandbox *sb, uid_t uid, gid_t gid);
 /* Notes caller as sb's creator (its name copied; not its groups, the connection's). */
 void sandbox_set_creator(struct sandbox *sb, const struct caller *caller);
 
+/* The lists of sandboxes their owners keep (the table's, the pool's), through
+ * next/prev: sb at the head of *head; sb out of *head; whether one of the list runs in
+ * the PID namespace dev:ino. */
+void sandbox_list_add(struct sandbox **head, struct sandbox *sb);
+void sandbox_list_del(struct sandbox **head, struct sandbox *sb);
+int sandbox_list_has_pidns(const struct sandbox *head, dev_t dev, ino_t ino);
+
 /* Adds a warning (copied). Returns 0 or -ENOMEM. */
 int sandbox_warn(struct sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

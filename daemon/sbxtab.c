@@ -111,11 +111,7 @@ struct uidslots *sbxtab_uidslots(struct sbxtab *t) {
 }
 
 int sbxtab_is_sandbox_pidns(const struct sbxtab *t, dev_t dev, ino_t ino) {
-        const struct sandbox *sb;
-        for (sb = t->all; sb; sb = sb->next)
-                if (sb->pidns_ino != 0 && sb->pidns_ino == ino && sb->pidns_dev == dev)
-                        return 1;
-        return warm_has_pidns(t->warm, dev, ino);
+        return sandbox_list_has_pidns(t->all, dev, ino) || warm_has_pidns(t->warm, dev, ino);
 }
 
 int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), void *ud) {
@@ -140,12 +136,7 @@ static void table_gone(void *ud, struct sandbox *sb) {
                         *pp = sb->hnext;
                         break;
                 }
-        if (sb->prev)
-                sb->prev->next = sb->next;
-        else
-                t->all = sb->next;
-        if (sb->next)
-                sb->next->prev = sb->prev;
+        sandbox_list_del(&t->all, sb);
         t->count--;
         uidslot_release(t->slots, sb->uid_slot);
         sb->uid_slot = -1;
@@ -160,11 +151,7 @@ static void table_gone(void *ud, struct sandbox *sb) {
 static void table_take(struct sbxtab *t, struct sandbox *sb) {
         unsigned h = hash_id(sb->id);
 
-        sb->prev = NULL;
-        sb->next = t->all;
-        if (t->all)
-                t->all->prev = sb;
-        t->all = sb;
+        sandbox_list_add(&t->all, sb);
         t->count++;
         sb->hnext = t->buckets[h];
         t->buckets[h] = sb;

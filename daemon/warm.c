@@ -61,23 +61,13 @@ unsigned warm_count(const struct warm_pool *p) {
 }
 
 int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino) {
-        const struct sandbox *sb;
-        for (sb = p->all; sb; sb = sb->next)
-                if (sb->pidns_ino != 0 && sb->pidns_ino == ino && sb->pidns_dev == dev)
-                        return 1;
-        return 0;
+        return sandbox_list_has_pidns(p->all, dev, ino);
 }
 
 /* ---- the pool's list ---------------------------------------------------------------- */
 
 static void unlink_warm(struct warm_pool *p, struct sandbox *sb) {
-        if (sb->prev)
-                sb->prev->next = sb->next;
-        else
-                p->all = sb->next;
-        if (sb->next)
-                sb->next->prev = sb->prev;
-        sb->next = sb->prev = NULL;
+        sandbox_list_del(&p->all, sb);
         p->n--;
 }
 
@@ -94,11 +84,7 @@ static void pool_gone(void *ud, struct sandbox *sb) {
 }
 
 static void link_warm(struct warm_pool *p, struct sandbox *sb) {
-        sb->prev = NULL;
-        sb->next = p->all;
-        if (p->all)
-                p->all->prev = sb;
-        p->all = sb;
+        sandbox_list_add(&p->all, sb);
         p->n++;
         sb->gone = pool_gone;
         sb->gone_ud = p;
