@@ -451,6 +451,19 @@ static void table_free(struct table *t) {
         free(t->cells);
 }
 
+/* Prints t, unless memory ran out while it was filled, and frees it. 0 or an exit
+ * status. */
+static int table_finish(struct table *t) {
+        int status = 0;
+
+        if (t->oom)
+                status = cli_error(SBX_INTERNAL, "out of memory");
+        else
+                table_print(t);
+        table_free(t);
+        return status;
+}
+
 /* ---- create ---------------------------------------------------------------------------- */
 
 /* path made absolute against the current directory, without resolving symlinks (a
@@ -1213,29 +1226,30 @@ static void list_row(struct table *t, const struct sbx_sandbox *s) {
         free(lab);
 }
 
+/* list --json: an array of sandboxes. 0 or an exit status. */
+static int json_list(const struct sbx_sandbox_list *l) {
+        struct json j;
+
+        json_init(&j, stdout);
+        json_begin_array(&j);
+        for (size_t i = 0; i < l->n; i++)
+                json_sandbox(&j, l->v[i]);
+        json_end_array(&j);
+        return finish_json(&j);
+}
+
 /* list's output: a JSON array of sandboxes, or a table. 0 or an exit status. */
 static int print_list(const struct sbx_sandbox_list *l, bool json) {
         static const char *const head[] = {"ID", "STATE", "OWNER", "CREATED", "DEADLINE", "LABELS"};
         struct table t = {.ncol = 6};
-        struct json j;
-        int status = 0;
+        int status;
 
-        if (json) {
-                json_init(&j, stdout);
-                json_begin_array(&j);
-                for (size_t i = 0; i < l->n; i++)
-                        json_sandbox(&j, l->v[i]);
-                json_end_array(&j);
-                return finish_json(&j);
-        }
+        if (json)
+                return json_list(l);
         table_add(&t, head);
         for (size_t i = 0; i < l->n; i++)
                 list_row(&t, l->v[i]);
-        if (t.oom)
-                status = cli_error(SBX_INTERNAL, "out of memory");
-        else
-                table_print(&t);
-        table_free(&t);
+        status = table_finish(&t);
         if (l->truncated)
                 cli_warn("the list was cut at %zu sandboxes", l->n);
         return status;
@@ -1398,32 +1412,31 @@ static void history_row(struct table *t, const struct sbx_command_record *r) {
         free(av);
 }
 
+/* history --json: an array of the records of every page. 0 or an exit status. */
+static int json_history(struct sbx_history *const *pages, size_t n_pages) {
+        struct json j;
+
+        json_init(&j, stdout);
+        json_begin_array(&j);
+        for (size_t pg = 0; pg < n_pages; pg++)
+                for (size_t i = 0; i < pages[pg]->n; i++)
+                        json_record(&j, &pages[pg]->v[i]);
+        json_end_array(&j);
+        return finish_json(&j);
+}
+
 /* history's output: a JSON array of records, or a table. 0 or an exit status. */
 static int print_history(struct sbx_history *const *pages, size_t n_pages, bool json) {
         static const char *const head[] = {"SEQ", "STARTED", "DURATION", "OUTCOME", "EXIT", "ARGV"};
         struct table t = {.ncol = 6};
-        struct json j;
-        int status = 0;
 
-        if (json) {
-                json_init(&j, stdout);
-                json_begin_array(&j);
-                for (size_t pg = 0; pg < n_pages; pg++)
-                        for (size_t i = 0; i < pages[pg]->n; i++)
-                                json_record(&j, &pages[pg]->v[i]);
-                json_end_array(&j);
-                return finish_json(&j);
-        }
+        if (json)
+                return json_history(pages, n_pages);
         table_add(&t, head);
         for (size_t pg = 0; pg < n_pages; pg++)
                 for (size_t i = 0; i < pages[pg]->n; i++)
                         history_row(&t, &pages[pg]->v[i]);
-        if (t.oom)
-                status = cli_error(SBX_INTERNAL, "out of memory");
-        else
-                table_print(&t);
-        table_free(&t);
-        return status;
+        return table_finish(&t);
 }
 
 int cmd_history(struct cli *cli, int argc, char **argv) {
