@@ -1175,12 +1175,14 @@ static void host_object(Sbx__Init__V1__HostObject *o, const struct hostpath *h) 
 }
 
 /* The sandbox's own fields of Setup: names, directories, network, ids. */
-static void setup_basics(struct sbxd *d, struct sandbox *sb, Sbx__Init__V1__Setup *setup) {
+static void setup_basics(struct sbxd *d, const struct policy_sandbox *sb,
+                         Sbx__Init__V1__Setup *setup) {
         const Sbx__V1__Policy *pol = sb->spec->policy;
 
-        setup->sandbox_id = sb->id;
+        /* Setup's strings are only read when it is packed. */
+        setup->sandbox_id = (char *)(uintptr_t)sb->id;
         setup->root_dir = pol->root_dir ? pol->root_dir : (char *)"/";
-        setup->workspace_dir = sb->workspace;
+        setup->workspace_dir = (char *)(uintptr_t)sb->workspace;
         setup->n_writable_paths = pol->n_writable_paths;
         setup->writable_paths = pol->writable_paths;
         setup->has_network_none = 1;
@@ -1191,7 +1193,7 @@ static void setup_basics(struct sbxd *d, struct sandbox *sb, Sbx__Init__V1__Setu
         setup->has_run_uid = setup->has_run_gid = 1;
         setup->run_uid = sb->run_uid;
         setup->run_gid = sb->run_gid;
-        setup->hostname = sb->id;
+        setup->hostname = (char *)(uintptr_t)sb->id;
         setup->has_rootless = 1;
         setup->rootless = d->features.rootless;
         setup->has_outer_uid = setup->has_outer_gid = 1;
@@ -1283,7 +1285,7 @@ static int setup_objects(const struct policy_objects *objs, struct setup_mem *m,
 }
 
 /* cgroup v1: the controllers the sandbox's group has, which init mounts in its view. */
-static void setup_cgroup_names(struct sbxd *d, struct sandbox *sb, struct setup_mem *m,
+static void setup_cgroup_names(struct sbxd *d, const struct policy_sandbox *sb, struct setup_mem *m,
                                Sbx__Init__V1__Setup *setup) {
         size_t i, n;
 
@@ -1295,9 +1297,8 @@ static void setup_cgroup_names(struct sbxd *d, struct sandbox *sb, struct setup_
         setup->cgroup_v1_controllers = m->cg_names;
 }
 
-int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
-                      const struct policy_objects *objs, Sbx__Init__V1__Setup *setup,
-                      void **ret_mem) {
+int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, const struct policy_view *view,
+                 const struct policy_objects *objs, Sbx__Init__V1__Setup *setup, void **ret_mem) {
         struct setup_mem *m = calloc(1, sizeof(*m));
         int r;
 
@@ -1313,6 +1314,23 @@ int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_vi
         if (r == 0)
                 setup_cgroup_names(d, sb, m, setup);
         return r;
+}
+
+int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
+                      const struct policy_objects *objs, Sbx__Init__V1__Setup *setup,
+                      void **ret_mem) {
+        const struct policy_sandbox ps = {
+                .id = sb->id,
+                .workspace = sb->workspace,
+                .spec = sb->spec,
+                .run_uid = sb->run_uid,
+                .owner_uid = sb->owner_uid,
+                .run_gid = sb->run_gid,
+                .owner_gid = sb->owner_gid,
+                .cg = sb->cg,
+        };
+
+        return policy_setup(d, &ps, view, objs, setup, ret_mem);
 }
 
 void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem) {

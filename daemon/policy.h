@@ -24,6 +24,7 @@
 struct sbxd;
 struct sandbox;
 struct caller;
+struct cgroup;
 
 /* An immutable, reference-counted list of paths (strings owned). */
 struct pathset {
@@ -64,13 +65,14 @@ void policy_share_now(struct sbxd *d);
 /* What a sandbox's view hides and keeps read-only (view paths), for Setup, the file
  * operations (a hidden path is "not found") and the guard (guard.h). */
 struct policy_view {
-        struct pathset *hidden;        /* the daemon's, the policy's, root-dir translations */
-        struct pathset *hidden_shared; /* the credentials a sandbox could read, shared; may be NULL */
-        struct pathset *watched_shared; /* every credential path, shared; may be NULL */
-        struct pathset *watched;       /* below a root_dir: every credential path in its view */
+        struct pathset *hidden; /* the daemon's, the policy's, root-dir translations */
+        struct pathset
+                *hidden_shared; /* the credentials a sandbox could read, shared; may be NULL */
+        struct pathset *watched_shared;  /* every credential path, shared; may be NULL */
+        struct pathset *watched;         /* below a root_dir: every credential path in its view */
         struct pathset *protected_paths; /* protected names inside writable paths (read-only) */
-        struct pathset *made_dirs;     /* placeholders made, then read-only (protected_mkdirs) */
-        struct pathset *made_files;    /* the same for files (protected_files) */
+        struct pathset *made_dirs;       /* placeholders made, then read-only (protected_mkdirs) */
+        struct pathset *made_files;      /* the same for files (protected_files) */
 };
 void policy_view_clear(struct policy_view *v);
 
@@ -88,9 +90,25 @@ void policy_release_made(const struct pathset *made);
  * -ENOMEM. */
 int policy_view_build(struct sbxd *d, const Sbx__V1__CreateSandbox *spec, struct policy_view *ret);
 
+/* What a sandbox's Setup takes of the sandbox itself (pointing into it). */
+struct policy_sandbox {
+        const char *id;
+        const char *workspace;              /* host directory bound at /workspace */
+        const Sbx__V1__CreateSandbox *spec; /* the effective request */
+        uid_t run_uid, owner_uid;           /* owner_uid (uid_t)-1: unknown */
+        gid_t run_gid, owner_gid;
+        const struct cgroup *cg; /* the sandbox's group; may be NULL */
+};
+
 /* Fills setup from sb's spec and view, and the identities of objs (may be NULL: no
  * objects, as for a sandbox being adopted). The strings and arrays point into sb, view
- * and objs, or are allocated into *ret_mem, freed by policy_free_setup. */
+ * and objs, or are allocated into *ret_mem, freed by policy_free_setup (also after a
+ * failure). Returns 0, -E2BIG when the view hides more than SBX_MAX_HIDDEN_PATHS, or
+ * -ENOMEM. */
+int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, const struct policy_view *view,
+                 const struct policy_objects *objs, Sbx__Init__V1__Setup *setup, void **ret_mem);
+/* policy_setup for the sandbox sb (its fields read through sandbox_int.h: the sandbox
+ * layer may call policy_setup with a struct policy_sandbox of its own instead). */
 int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
                       const struct policy_objects *objs, Sbx__Init__V1__Setup *setup,
                       void **ret_mem);

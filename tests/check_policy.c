@@ -11,15 +11,17 @@
  * sandbox hides, the host's root, a root inside a credential), and the view that
  * policy_view_build() makes of an effective request (the daemon's directories, the
  * denied paths, the credentials under $HOME, the protected names and placeholders of
- * a repository in a writable path). Each test case gets a fresh temporary tree, made
- * and removed from the runner's process; $HOME points into it so that the credentials
- * found are the tree's. Runs as root (hostpath.c takes the caller's identity); as
- * another user the tests that need root say so and pass. */
+ * a repository in a writable path), and the Setup that policy_setup() fills from it
+ * (and its one refusal, a view that hides too much). Each test case gets a fresh temporary tree,
+ * made and removed from the runner's process; $HOME points into it so that the credentials found
+ * are the tree's. Runs as root (hostpath.c takes the caller's identity); as another user the tests
+ * that need root say so and pass. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -996,6 +998,143 @@ START_TEST(placeholders_released) {
 }
 END_TEST
 
+/* ---- Setup ------------------------------------------------------------------------------ */
+
+/* The Setup of an effective request: the sandbox's own fields, the view's hidden,
+ * read-only and placeholder paths, the objects' identities, the owner in root mode,
+ * the cgroup v1 controllers. */
+START_TEST(setup_filled) {
+        static struct req r;
+        static char *w[1], *dw[1];
+        Sbx__V1__CreateSandbox *e;
+        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        struct policy_objects o;
+        struct policy_view v;
+        struct cgroup cg;
+        struct policy_sandbox ps;
+        void *mem = NULL;
+        struct stat st;
+
+        if (!need_root("setup_filled"))
+                return;
+        daemon_setup(0);
+        req_init(&r);
+        w[0] = strdup(tmp("repo"));
+        dw[0] = strdup(tmp("repo/.bashrc"));
+        r.pol.n_writable_paths = 1;
+        r.pol.writable_paths = w;
+        r.pol.n_denied_write_paths = 1;
+        r.pol.denied_write_paths = dw;
+        r.lim.has_tmp_bytes = 1;
+        r.lim.tmp_bytes = 1u << 20;
+        ck_assert_int_eq(effective_as(&root_caller, &r, &e, &o), 0);
+        ck_assert_int_eq(policy_view_build(&ctx, e, &v), 0);
+        memset(&cg, 0, sizeof(cg));
+        cg.path[CG_PIDS] = (char *)"/sys/fs/cgroup/pids/x";
+        cgroups.version = CGROUP_V1;
+        ps = (struct policy_sandbox){.id = id,
+                                     .workspace = tmp("ws"),
+                                     .spec = e,
+                                     .run_uid = 2100000001,
+                                     .run_gid = 2100000001,
+                                     .owner_uid = 1000,
+                                     .owner_gid = 1001,
+                                     .cg = &cg};
+        ck_assert_int_eq(policy_setup(&ctx, &ps, &v, &o, &setup, &mem), 0);
+        ck_assert_str_eq(setup.sandbox_id, id);
+        ck_assert_str_eq(setup.hostname, id);
+        ck_assert_str_eq(setup.root_dir, "/");
+        ck_assert_str_eq(setup.workspace_dir, tmp("ws"));
+        ck_assert(setup.has_network_none && setup.network_none);
+        ck_assert_uint_eq(setup.tmp_bytes, 1u << 20);
+        ck_assert_uint_eq(setup.run_uid, 2100000001);
+        ck_assert(setup.has_rootless && !setup.rootless);
+        ck_assert(setup.has_owner_uid && setup.owner_uid == 1000 && setup.owner_gid == 1001);
+        ck_assert_uint_eq(setup.n_writable_paths, 1);
+        ck_assert_str_eq(setup.writable_paths[0], tmp("repo"));
+        ck_assert_uint_eq(setup.n_writable_objects, 1);
+        ck_assert_int_eq(stat(tmp("repo"), &st), 0);
+        ck_assert(setup.writable_objects[0]->dev == st.st_dev &&
+                  setup.writable_objects[0]->ino == st.st_ino);
+        ck_assert_ptr_null(setup.root_object);
+        ck_assert(has_str(setup.denied_read_paths, setup.n_denied_read_paths, tmp("state")));
+        ck_assert(has_str(setup.denied_read_paths, setup.n_denied_read_paths, tmp("home/.aws")));
+        ck_assert_uint_eq(setup.n_denied_read_paths, v.hidden->n + v.hidden_shared->n);
+        ck_assert_uint_eq(setup.n_denied_write_paths, 1);
+        ck_assert(has_str(setup.protected_paths, setup.n_protected_paths, tmp("repo/.git/config")));
+        ck_assert(
+                has_str(setup.protected_mkdirs, setup.n_protected_mkdirs, tmp("repo/.git/hooks")));
+        ck_assert_uint_eq(setup.n_protected_files, 2);
+        for (size_t i = 0; i < setup.n_protected_files; i++) {
+                const Sbx__Init__V1__MadeFile *f = setup.protected_files[i];
+                bool commondir = strcmp(f->path, tmp("repo/.git/commondir")) == 0;
+                ck_assert(commondir || strcmp(f->path, tmp("repo/.git/config.worktree")) == 0);
+                ck_assert_uint_eq(f->content.len, commondir ? 2 : 0);
+        }
+        ck_assert_uint_eq(setup.n_cgroup_v1_controllers, 1);
+        ck_assert_str_eq(setup.cgroup_v1_controllers[0], "pids");
+        policy_free_setup(&setup, mem);
+
+        /* An owner unknown (an adopted sandbox), or rootless: no owner ids. */
+        ps.owner_uid = (uid_t)-1;
+        setup = (Sbx__Init__V1__Setup)SBX__INIT__V1__SETUP__INIT;
+        ck_assert_int_eq(policy_setup(&ctx, &ps, &v, NULL, &setup, &mem), 0);
+        ck_assert(!setup.has_owner_uid && !setup.rootless);
+        ck_assert_uint_eq(setup.n_writable_objects, 0);
+        policy_free_setup(&setup, mem);
+        ps.owner_uid = 1000;
+        ctx.features.rootless = 1;
+        setup = (Sbx__Init__V1__Setup)SBX__INIT__V1__SETUP__INIT;
+        ck_assert_int_eq(policy_setup(&ctx, &ps, &v, NULL, &setup, &mem), 0);
+        ck_assert(!setup.has_owner_uid && setup.rootless);
+        policy_free_setup(&setup, mem);
+        policy_view_clear(&v);
+        policy_objects_clear(&o);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+}
+END_TEST
+
+/* A view hiding more than SBX_MAX_HIDDEN_PATHS is refused (-E2BIG), and what was
+ * allocated is freed by policy_free_setup all the same. */
+START_TEST(setup_too_many_hidden) {
+        static struct req r;
+        Sbx__V1__CreateSandbox *e;
+        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        struct policy_view v;
+        struct policy_sandbox ps;
+        struct pathset *many_hidden;
+        void *mem = NULL;
+
+        daemon_setup(0);
+        req_init(&r);
+        r.pol.has_protect_defaults = 1;
+        r.pol.protect_defaults = 0;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_int_eq(policy_view_build(&ctx, e, &v), 0);
+        many_hidden = calloc(1, sizeof(*many_hidden));
+        ck_assert_ptr_nonnull(many_hidden);
+        many_hidden->refs = 1;
+        many_hidden->n = SBX_MAX_HIDDEN_PATHS + 1;
+        many_hidden->v = calloc(many_hidden->n, sizeof(char *));
+        for (size_t i = 0; i < many_hidden->n; i++)
+                many_hidden->v[i] = strdup("/hidden");
+        pathset_unref(v.hidden);
+        v.hidden = many_hidden;
+        ps = (struct policy_sandbox){
+                .id = id, .workspace = "/ws", .spec = e, .owner_uid = (uid_t)-1};
+        ck_assert_int_eq(policy_setup(&ctx, &ps, &v, NULL, &setup, &mem), -E2BIG);
+        policy_free_setup(&setup, mem);
+        many_hidden->n = SBX_MAX_HIDDEN_PATHS;
+        setup = (Sbx__Init__V1__Setup)SBX__INIT__V1__SETUP__INIT;
+        ck_assert_int_eq(policy_setup(&ctx, &ps, &v, NULL, &setup, &mem), 0);
+        ck_assert_uint_eq(setup.n_denied_read_paths, SBX_MAX_HIDDEN_PATHS);
+        policy_free_setup(&setup, mem);
+        many_hidden->n = SBX_MAX_HIDDEN_PATHS + 1; /* all of them freed */
+        policy_view_clear(&v);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+}
+END_TEST
+
 /* ---- the suite -------------------------------------------------------------------------- */
 
 static void add_case(Suite *s, const char *name, const TTest *t) {
@@ -1021,6 +1160,8 @@ static Suite *make_suite(void) {
         add_case(s, "view_writable", view_of_writable_paths);
         add_case(s, "view_root_dir", view_below_root_dir);
         add_case(s, "placeholders", placeholders_released);
+        add_case(s, "setup", setup_filled);
+        add_case(s, "setup_too_many_hidden", setup_too_many_hidden);
         tc = tcase_create("refusals");
         tcase_set_timeout(tc, TEST_TIMEOUT_SECS);
         tcase_add_unchecked_fixture(tc, tmpdir_setup, tmpdir_teardown);
