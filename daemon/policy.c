@@ -6,7 +6,10 @@
  * sandbox and reported back to clients. The view (what is hidden and read-only) is
  * built from it when the sandbox is set up; the credentials of protect.h are expanded
  * for every home once, and again only when /etc/passwd, /home or the daemon's $HOME
- * change. Called by sandbox.c. */
+ * change; placeholders made in writable repositories are counted by the sandboxes that
+ * hold them and removed with the last. Called by the sandbox modules (sandbox.c,
+ * warm.c, recover.c, sbxtab.c) and the guard (guard.c); tests/check_policy.c calls
+ * it directly. */
 #include "policy.h"
 
 #include <dirent.h>
