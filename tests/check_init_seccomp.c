@@ -1,7 +1,8 @@
 /* check_init_seccomp.c: the default seccomp filter of sandboxed commands (filter.c).
  *
- * Each probe runs in a forked child that loads the filter exactly as a command child
- * does (no_new_privs, then filter_load) and then tries one thing. Every denied call is
+ * Each probe runs in a forked child that loads the filter exactly as PID 1 does before
+ * it serves (no_new_privs, then filter_load; every command inherits it from there) and
+ * then tries one thing. Every denied call is
  * chosen so that it would fail differently, or succeed harmlessly, without the filter
  * (the tests run as root): a mount on a missing path gives ENOENT, not EPERM. The
  * setuid and setgid probes work in a temporary directory (the "setid" fixture) and make
