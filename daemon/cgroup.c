@@ -237,7 +237,8 @@ int cgroup_env_new_with(const char *root, const char *self_cgroup_file, const ch
                 }
                 for (i = 0; i < CG_N; i++) {
                         char *tok, *save = NULL;
-                        for (tok = strtok_r(c1 + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+                        for (tok = strtok_r(c1 + 1, ",", &save); tok;
+                             tok = strtok_r(NULL, ",", &save))
                                 if (strcmp(tok, v1_names[i]) == 0 && !v1_own[i])
                                         v1_own[i] = strdup(c2 + 1);
                 }
@@ -612,8 +613,7 @@ int cgroup_pids_max_events(struct cgroup *g, uint64_t *ret) {
         /* v2: pids.events counts at the group whose limit was hit; pids.events.local
          * (Linux 6.2+) at the group whose process tried to fork. */
         if (g->v2_path)
-                return read_counter(&g->pids_fd, g->v2_path, "pids.events.local", "max", ret) ==
-                                       0
+                return read_counter(&g->pids_fd, g->v2_path, "pids.events.local", "max", ret) == 0
                                ? 0
                                : read_counter(&g->pids_fd, g->v2_path, "pids.events", "max", ret);
         if (g->path[CG_PIDS])

@@ -56,7 +56,7 @@ extern char **environ;
 
 struct outstream {
         uv_pipe_t pipe;
-        int fd;      /* the read end (non-blocking), while open is set */
+        int fd; /* the read end (non-blocking), while open is set */
         int open;
         int watched; /* pipe is initialised on fd (and owns it) */
         int reading;
@@ -78,8 +78,8 @@ struct command {
         uid_t caller_uid;
         pid_t caller_pid;
         char *client_name;
-        int recorded;                   /* its start is in the store */
-        int overlapped;                 /* another command of the sandbox ran meanwhile */
+        int recorded;   /* its start is in the store */
+        int overlapped; /* another command of the sandbox ran meanwhile */
         uint64_t num;
         char id[32];
         struct command_callbacks cbs;
@@ -91,7 +91,7 @@ struct command {
         int in_eof_wanted;
         size_t in_pending;
         uv_timer_t timer;
-        uv_timer_t drain;               /* also the next look at the output (on_watch_due) */
+        uv_timer_t drain; /* also the next look at the output (on_watch_due) */
         unsigned watch_delay_ms;
         int started, exited, start_failed, finished;
         int wait_status;
@@ -103,7 +103,7 @@ struct command {
         int64_t started_ms;
         uint64_t timeout_ms;
         uint64_t oom_before, pids_before; /* sandbox group + command group */
-        struct cgroup *cg;              /* the command's own group, below the sandbox's */
+        struct cgroup *cg;                /* the command's own group, below the sandbox's */
         double cpu_limit;
         char **argv;
         size_t argc;
@@ -268,7 +268,7 @@ static void drain_now(struct command *cmd) {
                         if (n < 0 && errno == EINTR)
                                 continue;
                         if (n < 0 && errno == EAGAIN)
-                                break; /* empty now; a background process holds it */
+                                break;         /* empty now; a background process holds it */
                         stream_closed(cmd, i); /* end of stream */
                 }
         }
@@ -310,8 +310,8 @@ static void watch_output(struct command *cmd) {
         for (i = 0; i < 2; i++) {
                 int r = watch_stream(cmd, i);
                 if (r < 0) {
-                        log_err("sbx=%s cmd=%s: cannot watch its output: %s", cmd->sb->id,
-                                cmd->id, uv_strerror(r));
+                        log_err("sbx=%s cmd=%s: cannot watch its output: %s", cmd->sb->id, cmd->id,
+                                uv_strerror(r));
                         stream_closed(cmd, i);
                 }
         }
@@ -541,7 +541,8 @@ static void record_end(struct command *cmd, const struct result *r) {
         sc.stderr_truncated = r->res.stderr_truncated;
         sc.limits_hit = hits;
         sc.start_error = cmd->start_error;
-        if ((cmd->recorded ? store_command_finish(st, &sc) : store_command_insert_ended(st, &sc)) < 0)
+        if ((cmd->recorded ? store_command_finish(st, &sc) : store_command_insert_ended(st, &sc)) <
+            0)
                 log_err("sbx=%s cmd=%s: cannot record its result: %s", cmd->sb->id, cmd->id,
                         store_last_error(st));
         log_debug("sbx=%s cmd=%s: %s", cmd->sb->id, cmd->id, outcome);
@@ -917,11 +918,13 @@ static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, s
                 if (strncmp(e->v[i], "PATH=", 5) == 0)
                         have_path = 1;
         if (r == 0 && !have_path)
-                r = env_put(e, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 4);
+                r = env_put(e, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                            4);
         if (r == 0)
                 r = env_put(e, "HOME=/workspace", 4);
         for (i = 0; i < sb->spec->n_env && r == 0; i++)
-                r = env_put(e, sb->spec->env[i], (size_t)(strchr(sb->spec->env[i], '=') - sb->spec->env[i]));
+                r = env_put(e, sb->spec->env[i],
+                            (size_t)(strchr(sb->spec->env[i], '=') - sb->spec->env[i]));
         for (i = 0; i < req->n_env && r == 0; i++) {
                 const Sbx__V1__EnvVar *v = req->env[i];
                 char *kv;
@@ -1033,8 +1036,9 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
                 return -EINVAL;
         }
         if (!req->has_timeout_ms || req->timeout_ms == 0) {
-                snprintf(err, errlen, "timeout_ms is required and must be greater than 0 (sbx and "
-                                      "libsbx default to 60000)");
+                snprintf(err, errlen,
+                         "timeout_ms is required and must be greater than 0 (sbx and "
+                         "libsbx default to 60000)");
                 return -EINVAL;
         }
         if (req->has_stdin && req->stdin.len > SBX_MAX_STDIN_BYTES) {
@@ -1058,8 +1062,9 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
                 return -EINVAL;
         }
         if (sb->n_running >= sb->d->cfg->max_commands_per_sandbox) {
-                snprintf(err, errlen, "sandbox '%s' already runs %u commands, its maximum; wait for "
-                                      "one to finish",
+                snprintf(err, errlen,
+                         "sandbox '%s' already runs %u commands, its maximum; wait for "
+                         "one to finish",
                          sb->id, sb->n_running);
                 return -EBUSY;
         }
@@ -1070,13 +1075,14 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
  * -errno with err. */
 static int take_quota(struct sandbox *sb, const struct caller *caller, char *err, size_t errlen) {
         unsigned mine = 0;
-        int r = quota_take(sb->quota, QUOTA_COMMANDS, caller->uid,
-                           sb->d->cfg->max_commands_per_uid, &mine);
+        int r = quota_take(sb->quota, QUOTA_COMMANDS, caller->uid, sb->d->cfg->max_commands_per_uid,
+                           &mine);
         if (r == -ENOMEM)
                 snprintf(err, errlen, "daemon out of memory");
         else if (r < 0)
-                snprintf(err, errlen, "uid %u already runs %u commands, its quota "
-                                      "(--max-commands-per-uid); wait for some to finish",
+                snprintf(err, errlen,
+                         "uid %u already runs %u commands, its quota "
+                         "(--max-commands-per-uid); wait for some to finish",
                          (unsigned)caller->uid, mine);
         return r;
 }
@@ -1101,7 +1107,9 @@ static int copy_argv(struct command *cmd, const Sbx__V1__RunCommand *req) {
         if (!cmd->argv)
                 return -ENOMEM;
         for (i = 0; i < cmd->argc; i++) {
-                const char *a = req->shell ? (i == 0 ? "/bin/sh" : i == 1 ? "-c" : req->shell)
+                const char *a = req->shell ? (i == 0   ? "/bin/sh"
+                                              : i == 1 ? "-c"
+                                                       : req->shell)
                                            : req->argv[i];
                 cmd->argv[i] = strdup(a);
                 if (!cmd->argv[i])
@@ -1124,10 +1132,12 @@ static struct command *command_new(struct sandbox *sb, const Sbx__V1__RunCommand
         cmd->caller_pid = caller->pid;
         cmd->stream = req->has_stream && req->stream;
         /* Checked by validate: at most SBX_MAX_OUTPUT_BYTES. */
-        outbuf_init(&cmd->out[0].kept, (size_t)(req->has_max_stdout_bytes ? req->max_stdout_bytes
-                                                                          : SBX_DEFAULT_MAX_OUTPUT_BYTES));
-        outbuf_init(&cmd->out[1].kept, (size_t)(req->has_max_stderr_bytes ? req->max_stderr_bytes
-                                                                          : SBX_DEFAULT_MAX_OUTPUT_BYTES));
+        outbuf_init(&cmd->out[0].kept,
+                    (size_t)(req->has_max_stdout_bytes ? req->max_stdout_bytes
+                                                       : SBX_DEFAULT_MAX_OUTPUT_BYTES));
+        outbuf_init(&cmd->out[1].kept,
+                    (size_t)(req->has_max_stderr_bytes ? req->max_stderr_bytes
+                                                       : SBX_DEFAULT_MAX_OUTPUT_BYTES));
         cmd->timeout_ms = req->timeout_ms > max_cmd ? max_cmd : req->timeout_ms;
         if (req->cwd && req->cwd[0] == '/')
                 cmd->cwd = strdup(req->cwd);
@@ -1155,8 +1165,9 @@ static int build_start(struct command *cmd, const Sbx__V1__RunCommand *req, stru
         int r = build_env(sb, req, &s->env);
 
         if (r < 0 || s->env.n > SBX_MAX_ENV) {
-                snprintf(err, errlen, r == -EINVAL ? "env names must be non-empty and contain no '='"
-                                                   : "cannot build the environment");
+                snprintf(err, errlen,
+                         r == -EINVAL ? "env names must be non-empty and contain no '='"
+                                      : "cannot build the environment");
                 return r < 0 ? r : -EINVAL;
         }
         s->argv_b = calloc(cmd->argc, sizeof(*s->argv_b));
@@ -1166,10 +1177,13 @@ static int build_start(struct command *cmd, const Sbx__V1__RunCommand *req, stru
                 return -ENOMEM;
         }
         for (i = 0; i < cmd->argc; i++)
-                s->argv_b[i] = (ProtobufCBinaryData){.len = strlen(cmd->argv[i]), .data = (uint8_t *)cmd->argv[i]};
+                s->argv_b[i] = (ProtobufCBinaryData){.len = strlen(cmd->argv[i]),
+                                                     .data = (uint8_t *)cmd->argv[i]};
         for (i = 0; i < s->env.n; i++)
-                s->env_b[i] = (ProtobufCBinaryData){.len = strlen(s->env.v[i]), .data = (uint8_t *)s->env.v[i]};
-        if (rlimits_for_command(&s->rl, lim, sb->enforcement[LIM_PROCESSES], sb->d->nofile_soft) < 0) {
+                s->env_b[i] = (ProtobufCBinaryData){.len = strlen(s->env.v[i]),
+                                                    .data = (uint8_t *)s->env.v[i]};
+        if (rlimits_for_command(&s->rl, lim, sb->enforcement[LIM_PROCESSES], sb->d->nofile_soft) <
+            0) {
                 snprintf(err, errlen, "too many rlimits for one command");
                 return -E2BIG;
         }
@@ -1190,8 +1204,9 @@ static int build_start(struct command *cmd, const Sbx__V1__RunCommand *req, stru
         s->msg.body_case = SBX__INIT__V1__TO_INIT__BODY_START;
         s->msg.start = &s->start;
         if (sbx__init__v1__to_init__get_packed_size(&s->msg) > SBX_INIT_MAX_MSG_BYTES) {
-                snprintf(err, errlen, "argv and environment exceed %u bytes; pass large input "
-                                      "through stdin or a file",
+                snprintf(err, errlen,
+                         "argv and environment exceed %u bytes; pass large input "
+                         "through stdin or a file",
                          SBX_INIT_MAX_MSG_BYTES);
                 return -EMSGSIZE;
         }
@@ -1254,7 +1269,8 @@ static void command_link(struct command *cmd) {
 static int open_in(struct command *cmd, const Sbx__V1__RunCommand *req, int *ret_fd) {
         int p[2];
 
-        if (!(req->has_stdin && req->stdin.len > 0) && !(req->has_stdin_stream && req->stdin_stream)) {
+        if (!(req->has_stdin && req->stdin.len > 0) &&
+            !(req->has_stdin_stream && req->stdin_stream)) {
                 *ret_fd = dev_null();
                 return *ret_fd < 0 ? *ret_fd : 0;
         }

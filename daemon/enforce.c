@@ -3,9 +3,8 @@
 
 #include "cgroup.h"
 
-char *const limit_names[LIM_N] = {"memory",     "cpu_seconds", "cpu_percent",
-                                  "processes",  "file_size",   "open_files",
-                                  "core_dumps", "tmp"};
+char *const limit_names[LIM_N] = {"memory",    "cpu_seconds", "cpu_percent", "processes",
+                                  "file_size", "open_files",  "core_dumps",  "tmp"};
 
 static void warn(struct enforcement *e, const char *msg) {
         if (e->n_warnings < ENFORCE_MAX_WARNINGS)
@@ -45,7 +44,9 @@ void enforce_apply(const Sbx__V1__Limits *l, struct cgroup *cg, int cg_version, 
                 if (enforced & (1 << CG_PIDS))
                         e->how[LIM_PROCESSES] = cg_kind;
                 else if (!rootless)
-                        e->how[LIM_PROCESSES] = SBX__V1__ENFORCEMENT__RLIMIT; /* RLIMIT_NPROC of the sandbox's own uid */
+                        e->how[LIM_PROCESSES] =
+                                SBX__V1__ENFORCEMENT__RLIMIT; /* RLIMIT_NPROC of the sandbox's own
+                                                                 uid */
                 else
                         warn(e, "process limit not enforced: no usable pids cgroup and no "
                                 "per-sandbox uid in rootless mode");

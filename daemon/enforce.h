@@ -35,7 +35,7 @@ extern char *const limit_names[LIM_N];
 /* What enforce_apply decided. */
 struct enforcement {
         Sbx__V1__Enforcement how[LIM_N];
-        int cg_enforced;                        /* bit per enum cgroup_ctrl that holds */
+        int cg_enforced;                            /* bit per enum cgroup_ctrl that holds */
         const char *warnings[ENFORCE_MAX_WARNINGS]; /* static strings: what is not enforced */
         size_t n_warnings;
 };

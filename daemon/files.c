@@ -87,8 +87,8 @@ struct files_cache {
 /* One operation in progress. */
 struct fctx {
         struct sandbox_view *v; /* the sandbox's, for the length of the operation */
-        const char *op;   /* verb for messages: "read", "write", ... */
-        const char *path; /* as requested */
+        const char *op;         /* verb for messages: "read", "write", ... */
+        const char *path;       /* as requested */
         char *err;
         size_t errlen;
         char abs[ABS_MAX];  /* absolute, walked from the sandbox's root */
@@ -720,8 +720,8 @@ static int open_regular(struct fctx *fx, int *ret_fd, uint64_t *ret_size) {
                 return r;
         if (!S_ISREG(stx.stx_mode)) {
                 close(pfd);
-                return fail(fx, -EINVAL, "'%.1024s' in sandbox '%s' is %s; %s", fx->path,
-                            fx->v->id, type_phrase(stx.stx_mode),
+                return fail(fx, -EINVAL, "'%.1024s' in sandbox '%s' is %s; %s", fx->path, fx->v->id,
+                            type_phrase(stx.stx_mode),
                             S_ISDIR(stx.stx_mode) ? "list it with ListDirectory (sbx ls)"
                                                   : "only regular files can be read");
         }
@@ -1214,8 +1214,8 @@ int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
                 r = open_final(&fx, &pfd, &stx);
         if (r == 0 && !S_ISDIR(stx.stx_mode)) {
                 close(pfd);
-                r = fail(&fx, -EINVAL, "'%.1024s' in sandbox '%s' is %s, not a directory",
-                         fx.path, fx.v->id,
+                r = fail(&fx, -EINVAL, "'%.1024s' in sandbox '%s' is %s, not a directory", fx.path,
+                         fx.v->id,
                          S_ISREG(stx.stx_mode) ? "a regular file" : type_phrase(stx.stx_mode));
         } else if (r == 0) {
                 fd = reopen(pfd, O_RDONLY | O_DIRECTORY);
@@ -1228,8 +1228,9 @@ int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
         if (r == 0 && !(job->dir = fdopendir(fd)))
                 r = fail_errno(&fx, -errno, fx.path);
         if (r == 0) {
-                job->names.cap = limit == 0 ? SBX_DEFAULT_LIST_LIMIT
-                                            : (limit > SBX_MAX_LIST_LIMIT ? SBX_MAX_LIST_LIMIT : limit);
+                job->names.cap =
+                        limit == 0 ? SBX_DEFAULT_LIST_LIMIT
+                                   : (limit > SBX_MAX_LIST_LIMIT ? SBX_MAX_LIST_LIMIT : limit);
                 *ret = job;
         } else {
                 if (fd >= 0 && !(job && job->dir))
@@ -1332,8 +1333,7 @@ out:
 }
 
 int files_list_finish(struct files_list_job *job, struct sandbox *sb, const char *path,
-                      uint64_t max_reply_bytes, struct files_list *ret, char *err,
-                      size_t errlen) {
+                      uint64_t max_reply_bytes, struct files_list *ret, char *err, size_t errlen) {
         struct fctx fx;
         int r;
 

@@ -86,8 +86,7 @@ int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
                     struct files_list_job **ret, char *err, size_t errlen);
 void files_list_scan(struct files_list_job *job);
 int files_list_finish(struct files_list_job *job, struct sandbox *sb, const char *path,
-                      uint64_t max_reply_bytes, struct files_list *ret, char *err,
-                      size_t errlen);
+                      uint64_t max_reply_bytes, struct files_list *ret, char *err, size_t errlen);
 void files_list_job_free(struct files_list_job *job);
 
 /* Frees what files_list_finish allocated and zeroes l. Accepts a zeroed l. */

@@ -25,8 +25,8 @@
 
 /* IN_ATTRIB: a listed credential (or its directory) whose permissions change may
  * become readable to sandboxes: the shared list is looked at again (policy.h). */
-#define GUARD_EVENTS (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | \
-                      IN_ONLYDIR)
+#define GUARD_EVENTS                                                                               \
+        (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -41,13 +41,13 @@ enum guard_kind { GUARD_HIDE, GUARD_READ_ONLY };
 struct guard_path {
         struct guard_path *next;
         struct sandbox_view *sv;
-        int wd;               /* the watch of its directory */
+        int wd; /* the watch of its directory */
         enum guard_kind kind;
-        char *path;           /* on the host */
-        const char *name;     /* the name watched for in wd: path's last component, or
-                               * (pending) the next component below wd's directory */
-        char *view;           /* in the sandbox's view; NULL: the same as path */
-        char *pending;        /* its directory is missing: the name awaited in an ancestor */
+        char *path;       /* on the host */
+        const char *name; /* the name watched for in wd: path's last component, or
+                           * (pending) the next component below wd's directory */
+        char *view;       /* in the sandbox's view; NULL: the same as path */
+        char *pending;    /* its directory is missing: the name awaited in an ancestor */
 };
 
 /* A sandbox that keeps the shared credential paths hidden (its root is the host's). */
@@ -64,8 +64,8 @@ struct guard_helper {
         int pidfd;
         struct sandbox_view *sv; /* NULL once the sandbox is gone */
         enum guard_kind kind;
-        char *path;         /* in the sandbox's view */
-        int again;          /* the path changed again while it ran: look once more */
+        char *path; /* in the sandbox's view */
+        int again;  /* the path changed again while it ran: look once more */
         char *what;
 };
 
@@ -75,9 +75,9 @@ struct guard {
         int exe_fd; /* the sbx-init binary, O_PATH */
         uv_poll_t poll;
         struct guard_path *paths;
-        struct guard_sub *subs;    /* sandboxes that keep the shared paths hidden */
-        int homes_wd, etc_wd;      /* /home and /etc (passwd): new homes, -1 when unwatched */
-        struct pathset *shared;    /* the last shared set watched (its paths are) */
+        struct guard_sub *subs; /* sandboxes that keep the shared paths hidden */
+        int homes_wd, etc_wd;   /* /home and /etc (passwd): new homes, -1 when unwatched */
+        struct pathset *shared; /* the last shared set watched (its paths are) */
         struct guard_helper *helpers;
 };
 
@@ -149,9 +149,13 @@ static void on_helper_exit(uv_poll_t *p, int status, int events) {
  * (it does that itself, through the pidfd of PID 1), so nothing it loads (its dynamic
  * loader, its libraries) comes from a view that sandboxed code may shape. */
 static void reapply(struct guard *g, struct sandbox_view *sv, enum guard_kind kind, char *path) {
-        char *argv[] = {(char *)"sbx-init", (char *)"--reapply",
-                        (char *)(kind == GUARD_HIDE ? "hide" : "read-only"), path,
-                        (char *)"--pidfd", (char *)"3", sv->d->features.rootless ? (char *)"--userns" : NULL,
+        char *argv[] = {(char *)"sbx-init",
+                        (char *)"--reapply",
+                        (char *)(kind == GUARD_HIDE ? "hide" : "read-only"),
+                        path,
+                        (char *)"--pidfd",
+                        (char *)"3",
+                        sv->d->features.rootless ? (char *)"--userns" : NULL,
                         NULL};
         char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
         struct guard_helper *k;
@@ -435,15 +439,16 @@ static struct guard_path *add_path(struct guard *g, struct sandbox_view *sv, enu
 }
 
 /* Watches the view paths of set for sv, at root + path on the host. */
-static void add_set(struct guard *g, struct sandbox_view *sv, enum guard_kind kind, const char *root,
-                    char *const *v, size_t n) {
+static void add_set(struct guard *g, struct sandbox_view *sv, enum guard_kind kind,
+                    const char *root, char *const *v, size_t n) {
         char host[PATH_MAX];
         size_t i;
 
         for (i = 0; i < n; i++) {
                 if (strcmp(root, "/") == 0) {
                         (void)add_path(g, sv, kind, v[i], NULL);
-                } else if ((size_t)snprintf(host, sizeof(host), "%s%s", root, v[i]) < sizeof(host)) {
+                } else if ((size_t)snprintf(host, sizeof(host), "%s%s", root, v[i]) <
+                           sizeof(host)) {
                         (void)add_path(g, sv, kind, host, v[i]);
                 }
         }

@@ -312,8 +312,7 @@ int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, cons
         close(fd);
         if (n > 0)
                 canon[n] = '\0';
-        if (n <= 0 || canon[0] != '/' ||
-            (n > 10 && strcmp(canon + n - 10, " (deleted)") == 0)) {
+        if (n <= 0 || canon[0] != '/' || (n > 10 && strcmp(canon + n - 10, " (deleted)") == 0)) {
                 snprintf(err, errlen, "%s '%.200s' cannot be named on the host (%s)", what, path,
                          n < 0 ? strerror(errno) : "outside the daemon's mount namespace");
                 r = -EINVAL;

@@ -35,8 +35,8 @@ enum hostpath_access {
 
 /* A path opened for a caller. */
 struct hostpath {
-        char *path;  /* canonical (symlinks resolved), in the daemon's mount namespace; owned */
-        dev_t dev;   /* the object's identity, for init to find it again */
+        char *path; /* canonical (symlinks resolved), in the daemon's mount namespace; owned */
+        dev_t dev;  /* the object's identity, for init to find it again */
         ino_t ino;
         mode_t mode; /* its type and permission bits */
 };

@@ -37,11 +37,11 @@ struct initchan_ops {
 };
 
 struct initchan {
-        int fd;               /* non-blocking once watched; -1 when none */
+        int fd; /* non-blocking once watched; -1 when none */
         uv_poll_t poll;
-        int poll_inited;      /* poll is a live handle (closed by initchan_close) */
-        int poll_active;      /* reading (and writing the queue) through the loop */
-        int stopped;          /* the owner is ending: no more reading, failures not reported */
+        int poll_inited;       /* poll is a live handle (closed by initchan_close) */
+        int poll_active;       /* reading (and writing the queue) through the loop */
+        int stopped;           /* the owner is ending: no more reading, failures not reported */
         struct init_out *outq; /* messages the socket could not take yet, in order */
         struct init_out *outq_tail;
         unsigned outq_n;

@@ -77,7 +77,8 @@ void outcome_name(Sbx__V1__Outcome o, char *buf, size_t len) {
         if (len == 0)
                 return;
         for (k = 0; v && v->name[k] && k + 1 < len; k++)
-                buf[k] = (char)(v->name[k] >= 'A' && v->name[k] <= 'Z' ? v->name[k] + 32 : v->name[k]);
+                buf[k] = (char)(v->name[k] >= 'A' && v->name[k] <= 'Z' ? v->name[k] + 32
+                                                                       : v->name[k]);
         buf[k] = '\0';
 }
 

@@ -22,16 +22,16 @@ enum command_kill {
 
 /* What is known of a command when it ends. */
 struct outcome_facts {
-        int start_failed;        /* init (or the daemon) could not start it */
-        int exited;              /* init reported its leader reaped */
-        int wait_status;         /* the leader's, as waitpid(2) gives it (when exited) */
+        int start_failed; /* init (or the daemon) could not start it */
+        int exited;       /* init reported its leader reaped */
+        int wait_status;  /* the leader's, as waitpid(2) gives it (when exited) */
         enum command_kill kill;
-        int oom_killed;          /* the OOM killer struck in its group while it ran */
-        int forks_refused;       /* its group refused a fork while it ran (and the count
-                                  * is its own: its own group, or nothing else ran) */
-        int output_truncated;    /* a stream went past its cap */
-        double cpu_seconds;      /* user + system of the leader and its reaped children */
-        int has_cpu_limit;       /* the policy's cpu_seconds, when it has one */
+        int oom_killed;       /* the OOM killer struck in its group while it ran */
+        int forks_refused;    /* its group refused a fork while it ran (and the count
+                               * is its own: its own group, or nothing else ran) */
+        int output_truncated; /* a stream went past its cap */
+        double cpu_seconds;   /* user + system of the leader and its reaped children */
+        int has_cpu_limit;    /* the policy's cpu_seconds, when it has one */
         double cpu_limit;
         int has_file_size_limit; /* the policy has file_size_bytes */
 };

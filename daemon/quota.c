@@ -60,8 +60,7 @@ static struct quota_uid *get(struct quota *q, uid_t uid) {
         return u;
 }
 
-int quota_take(struct quota *q, enum quota_kind kind, uid_t uid, unsigned max,
-               unsigned *ret_have) {
+int quota_take(struct quota *q, enum quota_kind kind, uid_t uid, unsigned max, unsigned *ret_have) {
         struct quota_uid *u = get(q, uid);
         if (!u)
                 return -ENOMEM;

@@ -26,8 +26,7 @@ struct quota *quota_free(struct quota *q);
 /* Counts one more of kind for uid, unless uid already has max: then -EAGAIN, with the
  * count it has in *ret_have (may be NULL). -ENOMEM when uid's counter cannot be made
  * (its first sandbox or command). Each 0 must be matched by one quota_drop. */
-int quota_take(struct quota *q, enum quota_kind kind, uid_t uid, unsigned max,
-               unsigned *ret_have);
+int quota_take(struct quota *q, enum quota_kind kind, uid_t uid, unsigned max, unsigned *ret_have);
 
 /* Counts one fewer of kind for uid (one taken earlier). */
 void quota_drop(struct quota *q, enum quota_kind kind, uid_t uid);

@@ -110,8 +110,8 @@ static int collect_orphan(const struct store_sandbox *rec, void *ud) {
         o->id = strdup(rec->id);
         o->state = strdup(rec->state);
         o->workspace = rec->workspace_dir ? strdup(rec->workspace_dir) : NULL;
-        o->cgroup_path = strdup(rec->cgroup_path && rec->cgroup_path[0] ? rec->cgroup_path
-                                                                        : rec->id);
+        o->cgroup_path =
+                strdup(rec->cgroup_path && rec->cgroup_path[0] ? rec->cgroup_path : rec->id);
         o->spec = malloc(rec->spec_len ? rec->spec_len : 1);
         if (o->spec)
                 memcpy(o->spec, rec->spec, rec->spec_len);

@@ -47,8 +47,8 @@ int rlimits_for_command(struct rlimits *l, const Sbx__V1__Limits *lim,
                 /* The soft limit sbxd started with, not the one it raised for itself; the
                  * hard limit stays, so a program may raise it as it could outside. */
                 r |= rlimits_add(l, RLIMIT_NOFILE, nofile_soft, 0, 0);
-        r |= rlimits_add(l, RLIMIT_CORE, lim->has_core_dumps && lim->core_dumps ? RLIM_INFINITY : 0, 1,
-                         lim->has_core_dumps && lim->core_dumps ? RLIM_INFINITY : 0);
+        r |= rlimits_add(l, RLIMIT_CORE, lim->has_core_dumps && lim->core_dumps ? RLIM_INFINITY : 0,
+                         1, lim->has_core_dumps && lim->core_dumps ? RLIM_INFINITY : 0);
         if (lim->has_processes && processes_how == SBX__V1__ENFORCEMENT__RLIMIT)
                 r |= rlimits_add(l, RLIMIT_NPROC, lim->processes, 1, lim->processes);
         return r < 0 ? -ENOSPC : 0;

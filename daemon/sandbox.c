@@ -54,7 +54,8 @@
 /* Most warnings of Ready kept. */
 #define SANDBOX_MAX_INIT_WARNINGS 64u
 
-static void fail_sandbox(struct sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_sandbox(struct sandbox *sb, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
 static void finish_end(struct sandbox *sb);
 
 /* ---- what others may ask of a sandbox ----------------------------------------------- */
@@ -275,7 +276,8 @@ struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8_t *pac
         if (!sb)
                 return NULL;
         spec = sbx__v1__create_sandbox__unpack(NULL, len, packed);
-        if (!spec || asprintf(&sb->workspace, "%s/sandboxes/%s/workspace", d->cfg->state_dir, id) < 0) {
+        if (!spec ||
+            asprintf(&sb->workspace, "%s/sandboxes/%s/workspace", d->cfg->state_dir, id) < 0) {
                 if (spec)
                         sbx__v1__create_sandbox__free_unpacked(spec, NULL);
                 free(sb);
@@ -352,7 +354,8 @@ static void on_timer(uv_timer_t *t) {
         if (sb->view.state == SBX__V1__SANDBOX_STATE__CREATING) {
                 /* Setup is bounded too: an init that hangs before Ready must not hold
                  * the creator, its quota and its uid forever. */
-                if (now >= sb->deadline_ms || uv_now(sb->d->loop) - sb->last_activity >= SANDBOX_SETUP_TIMEOUT_MS)
+                if (now >= sb->deadline_ms ||
+                    uv_now(sb->d->loop) - sb->last_activity >= SANDBOX_SETUP_TIMEOUT_MS)
                         fail_sandbox(sb, "its init did not finish setting up within %u ms",
                                      SANDBOX_SETUP_TIMEOUT_MS);
                 else
@@ -382,7 +385,8 @@ void sandbox_arm_timer(struct sandbox *sb) {
 
         if (sb->idle_timeout_ms) {
                 uint64_t idle_for = uv_now(sb->d->loop) - sb->last_activity;
-                uint64_t idle_due = idle_for >= sb->idle_timeout_ms ? 0 : sb->idle_timeout_ms - idle_for;
+                uint64_t idle_due =
+                        idle_for >= sb->idle_timeout_ms ? 0 : sb->idle_timeout_ms - idle_for;
                 /* While a command runs the sandbox is not idle: look again later. */
                 if (sb->n_running > 0)
                         idle_due = sb->idle_timeout_ms;
@@ -473,7 +477,8 @@ static void record_end(struct sandbox *sb) {
                          : store_sandbox_set_state(sb->d->store, sb->id, state_name(sb->view.state),
                                                    sbxd_now_unix_ms(), sb->end_reason);
         if (r < 0)
-                log_err("sbx=%s: cannot record its end: %s", sb->id, store_last_error(sb->d->store));
+                log_err("sbx=%s: cannot record its end: %s", sb->id,
+                        store_last_error(sb->d->store));
         if (sb->warm)
                 log_debug("sbx=%s: ended (%s)", sb->id, sb->end_reason);
         else
@@ -505,9 +510,9 @@ static void finish_end(struct sandbox *sb) {
         command_end_all(sb, 0);
         release_init(sb);
         if (sb->workspace)
-                sb->trash = trash_sandbox_dir(sb->d, sb->id, sb->workspace,
-                                              sb->spec->has_keep_workspace &&
-                                                      sb->spec->keep_workspace);
+                sb->trash =
+                        trash_sandbox_dir(sb->d, sb->id, sb->workspace,
+                                          sb->spec->has_keep_workspace && sb->spec->keep_workspace);
         sb->view.state = sb->end_state;
         record_end(sb);
         answer_end(sb);
@@ -561,7 +566,8 @@ void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const ch
                 return;
         }
         kill_init(sb);
-        uv_timer_start(&sb->kill_timer, on_kill_timer, SANDBOX_KILL_GRACE_MS, SANDBOX_KILL_GRACE_MS);
+        uv_timer_start(&sb->kill_timer, on_kill_timer, SANDBOX_KILL_GRACE_MS,
+                       SANDBOX_KILL_GRACE_MS);
 }
 
 int sandbox_terminate(struct sandbox *sb, const char *reason, sandbox_ended_cb cb, void *ud) {
@@ -845,11 +851,11 @@ int sandbox_adopt_listen(struct sandbox *sb) {
 /* The Setup message being built for a new sandbox, with what it refers to. */
 struct setup_msg {
         Sbx__Init__V1__Setup setup;
-        void *mem;                      /* policy_fill_setup's */
+        void *mem; /* policy_fill_setup's */
         struct policy_view view;
-        int fds[SBX_INIT_MAX_FDS];      /* what Setup carries (init.proto), owned */
+        int fds[SBX_INIT_MAX_FDS]; /* what Setup carries (init.proto), owned */
         size_t n_fds;
-        size_t n_cg_fds;                /* of which the cgroup's (stage 0 joins through them) */
+        size_t n_cg_fds; /* of which the cgroup's (stage 0 joins through them) */
         int cg_v2;
 };
 
@@ -885,7 +891,8 @@ static int make_dirs(struct sandbox *sb) {
         free(sbdir);
         if (r < 0)
                 return r;
-        r = mkdir_owned(sb->workspace, 0755, own ? d->euid : sb->run_uid, own ? d->egid : sb->run_gid);
+        r = mkdir_owned(sb->workspace, 0755, own ? d->euid : sb->run_uid,
+                        own ? d->egid : sb->run_gid);
         if (r < 0) {
                 fail_sandbox(sb, "cannot create workspace %s: %s", sb->workspace, strerror(-r));
                 return -1;
@@ -903,8 +910,9 @@ static void make_cgroup(struct sandbox *sb) {
                  * has children (init's leaf, commands' leaves), never processes. */
                 r = cgroup_create(cgs, sb->cg_name, cgs->version != CGROUP_V2, &sb->cg);
                 if (r < 0)
-                        sandbox_warn(sb, "no cgroup for this sandbox (%s): limits fall back to "
-                                         "rlimits",
+                        sandbox_warn(sb,
+                                     "no cgroup for this sandbox (%s): limits fall back to "
+                                     "rlimits",
                                      strerror(-r));
         } else {
                 sandbox_warn(sb, "no usable cgroups on this host: memory, cpu_percent and "
@@ -943,7 +951,8 @@ static int spawn_helper(struct sandbox *sb, int child_fd, char *err, size_t errl
         /* Even a handle that failed to spawn was initialised: it must be closed. */
         hold(sb);
         if (r < 0) {
-                snprintf(err, errlen, "cannot start the init helper %s: %s (reinstall sbxd or pass --init)",
+                snprintf(err, errlen,
+                         "cannot start the init helper %s: %s (reinstall sbxd or pass --init)",
                          sb->d->cfg->init_path, uv_strerror(r));
                 uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
                 return r;
@@ -1154,7 +1163,8 @@ void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd) {
         sb->view.state = SBX__V1__SANDBOX_STATE__READY;
         sb->view.init_pid = pid;
         sb->view.init_pidfd = pidfd;
-        if (d->cgroups->version != CGROUP_NONE && cgroup_attach(d->cgroups, sb->cg_name, &sb->cg) < 0)
+        if (d->cgroups->version != CGROUP_NONE &&
+            cgroup_attach(d->cgroups, sb->cg_name, &sb->cg) < 0)
                 sandbox_warn(sb, "its cgroup was not found after the daemon restarted");
         sandbox_apply_limits(sb);
         if (policy_view_build(d, sb->spec, &view) == 0) {

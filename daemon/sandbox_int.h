@@ -39,50 +39,50 @@ struct sandbox_hooks {
 struct sandbox {
         struct sbxd *d;
         const struct sandbox_hooks *hooks;
-        struct sandbox *hnext;          /* the table's hash chain */
-        struct sandbox *next, *prev;    /* the list of its owner: the table or the warm pool */
+        struct sandbox *hnext;       /* the table's hash chain */
+        struct sandbox *next, *prev; /* the list of its owner: the table or the warm pool */
         /* Its owner's: called once the sandbox has ended and is about to be freed. */
         void (*gone)(void *ud, struct sandbox *sb);
         void *gone_ud;
         char id[SBX_ID_MAX_BYTES + 1];
         char cg_name[SBX_ID_MAX_BYTES + 1]; /* its cgroup's name: the id it was created with */
-        struct sandbox_view view;       /* state, init, root, user, hidden paths (see there) */
-        int warm;                       /* set up ahead for --warm, not yet claimed (warm.c) */
-        int warm_given_up;              /* ended to make room for a client, not failed */
-        uint8_t *setup_key;             /* warm: its Setup without identity, to match requests */
+        struct sandbox_view view;           /* state, init, root, user, hidden paths (see there) */
+        int warm;                           /* set up ahead for --warm, not yet claimed (warm.c) */
+        int warm_given_up;                  /* ended to make room for a client, not failed */
+        uint8_t *setup_key; /* warm: its Setup without identity, to match requests */
         size_t setup_key_len;
         uid_t owner_uid;
-        gid_t owner_gid;                /* the creator's gid (root mode: owns idmapped writes) */
-        Sbx__V1__CreateSandbox *spec;   /* effective request, owned (unpacked copy) */
+        gid_t owner_gid;              /* the creator's gid (root mode: owns idmapped writes) */
+        Sbx__V1__CreateSandbox *spec; /* effective request, owned (unpacked copy) */
         int64_t created_ms;
         int64_t deadline_ms;
         uint64_t idle_timeout_ms;
-        uint64_t last_activity;         /* uv_now() of the last request */
-        uv_timer_t timer;               /* deadline or idle, whichever is first */
-        uv_timer_t kill_timer;          /* guards the end: init must go within bounds */
-        uv_process_t proc;              /* stage 0 of the init helper */
+        uint64_t last_activity; /* uv_now() of the last request */
+        uv_timer_t timer;       /* deadline or idle, whichever is first */
+        uv_timer_t kill_timer;  /* guards the end: init must go within bounds */
+        uv_process_t proc;      /* stage 0 of the init helper */
         int proc_spawned;
         int proc_exited;
-        struct initchan chan;           /* to init */
-        int adopted;                    /* taken over from a previous daemon: init is not our child */
-        uv_poll_t pidfd_poll;           /* adopted: PID 1's pidfd, readable once it exited */
+        struct initchan chan; /* to init */
+        int adopted;          /* taken over from a previous daemon: init is not our child */
+        uv_poll_t pidfd_poll; /* adopted: PID 1's pidfd, readable once it exited */
         int pidfd_poll_inited;
-        dev_t pidns_dev;                /* its PID namespace (of /proc/PID/ns/pid), once Ready; 0: unknown */
+        dev_t pidns_dev; /* its PID namespace (of /proc/PID/ns/pid), once Ready; 0: unknown */
         ino_t pidns_ino;
-        struct pathset *made_dirs;      /* placeholders its view keeps (policy.h) */
+        struct pathset *made_dirs; /* placeholders its view keeps (policy.h) */
         struct pathset *made_files;
-        int left_running;               /* detached for the next daemon (--keep-sandboxes) */
-        int uid_slot;                   /* -1 when none */
-        uid_t run_uid;                  /* as view.run_uid (policy.c reads these) */
+        int left_running; /* detached for the next daemon (--keep-sandboxes) */
+        int uid_slot;     /* -1 when none */
+        uid_t run_uid;    /* as view.run_uid (policy.c reads these) */
         gid_t run_gid;
         char *workspace;
         struct cgroup *cg;
-        int cg_enforced;                /* bit per enum cgroup_ctrl */
+        int cg_enforced; /* bit per enum cgroup_ctrl */
         Sbx__V1__Enforcement enforcement[LIM_N];
         char **warnings;
         size_t n_warnings;
         int isolated;
-        struct quota *quota;            /* the table's, for the commands' per-uid quota */
+        struct quota *quota; /* the table's, for the commands' per-uid quota */
         struct command *commands;
         unsigned n_running;
         uint64_t next_command;
@@ -94,11 +94,11 @@ struct sandbox {
         char *end_reason;
         Sbx__V1__SandboxState end_state;
         int ending;
-        int ended;          /* the end is recorded and answered; on_cleanup is due */
-        char *trash;        /* the workspace in STATE/trash, for on_cleanup to delete */
-        int handles_open;   /* uv handles and commands still holding the sandbox */
-        int retired;        /* out of its owner's list: freed once handles_open is 0 */
-        struct caller creator;          /* pid and client name at creation */
+        int ended;             /* the end is recorded and answered; on_cleanup is due */
+        char *trash;           /* the workspace in STATE/trash, for on_cleanup to delete */
+        int handles_open;      /* uv handles and commands still holding the sandbox */
+        int retired;           /* out of its owner's list: freed once handles_open is 0 */
+        struct caller creator; /* pid and client name at creation */
         char creator_name[SBX_CLIENT_NAME_MAX_BYTES + 1];
 };
 

@@ -17,20 +17,20 @@ struct sbxd;
 struct pathset;
 
 struct sandbox_view {
-        const char *id;                 /* the sandbox's id (its storage) */
+        const char *id; /* the sandbox's id (its storage) */
         struct sbxd *d;
-        Sbx__V1__SandboxState state;    /* the sandbox's state */
-        pid_t init_pid;                 /* host pid of PID 1, once Ready; 0 before */
-        int init_pidfd;                 /* a pidfd of PID 1, once Ready; -1 when none */
-        int root_fd;                    /* O_PATH of its "/" (its mount namespace), once Ready */
-        uid_t run_uid;                  /* the sandbox user, as whom files are touched */
+        Sbx__V1__SandboxState state; /* the sandbox's state */
+        pid_t init_pid;              /* host pid of PID 1, once Ready; 0 before */
+        int init_pidfd;              /* a pidfd of PID 1, once Ready; -1 when none */
+        int root_fd;                 /* O_PATH of its "/" (its mount namespace), once Ready */
+        uid_t run_uid;               /* the sandbox user, as whom files are touched */
         gid_t run_gid;
-        struct pathset *hidden;         /* the hidden paths of its view (policy.h); may be NULL */
-        struct pathset *hidden_shared;  /* and every path of the shared credential list */
-        const Sbx__V1__Policy *policy;  /* its effective policy */
-        unsigned generation;            /* bumped by the guard when it mounts in the view */
-        void *files_cache;              /* files.c's picture of the view: one malloc()ed
-                                         * block, or NULL; freed with the sandbox */
+        struct pathset *hidden;        /* the hidden paths of its view (policy.h); may be NULL */
+        struct pathset *hidden_shared; /* and every path of the shared credential list */
+        const Sbx__V1__Policy *policy; /* its effective policy */
+        unsigned generation;           /* bumped by the guard when it mounts in the view */
+        void *files_cache;             /* files.c's picture of the view: one malloc()ed
+                                        * block, or NULL; freed with the sandbox */
 };
 
 #endif

@@ -193,21 +193,25 @@ static int admit(struct sbxtab *t, const char *id, const struct caller *caller, 
         unsigned owned;
 
         if (sbxtab_find(t, id) || store_sandbox_exists(d->store, id) > 0) {
-                snprintf(err, errlen, "sandbox id '%s' is already used (ids are never reused; pick "
-                                      "another or omit it)", id);
+                snprintf(err, errlen,
+                         "sandbox id '%s' is already used (ids are never reused; pick "
+                         "another or omit it)",
+                         id);
                 return -EEXIST;
         }
         if (quota_take(t->quota, QUOTA_SANDBOXES, caller->uid, d->cfg->max_sandboxes_per_uid,
                        &owned) < 0) {
-                snprintf(err, errlen, "uid %u already owns %u sandboxes, its quota "
-                                      "(--max-sandboxes-per-uid); terminate some first",
+                snprintf(err, errlen,
+                         "uid %u already owns %u sandboxes, its quota "
+                         "(--max-sandboxes-per-uid); terminate some first",
                          (unsigned)caller->uid, owned);
                 return -EAGAIN;
         }
         if (t->count >= d->cfg->max_sandboxes) {
                 quota_drop(t->quota, QUOTA_SANDBOXES, caller->uid);
-                snprintf(err, errlen, "sbxd already runs %u sandboxes, its maximum "
-                                      "(--max-sandboxes); terminate some first",
+                snprintf(err, errlen,
+                         "sbxd already runs %u sandboxes, its maximum "
+                         "(--max-sandboxes); terminate some first",
                          t->count);
                 return -EAGAIN;
         }
@@ -265,8 +269,8 @@ static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t er
 static int create_cold(struct sbxtab *t, const char *id, uint8_t *packed, size_t packed_len,
                        struct policy_objects *objs, const struct caller *caller,
                        sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
-        struct sandbox *sb = sandbox_alloc(t->d, id, packed, packed_len, caller->uid,
-                                           sbxd_now_unix_ms());
+        struct sandbox *sb =
+                sandbox_alloc(t->d, id, packed, packed_len, caller->uid, sbxd_now_unix_ms());
         int r = -ENOMEM;
 
         if (sb) {
@@ -297,9 +301,9 @@ static int create_cold(struct sbxtab *t, const char *id, uint8_t *packed, size_t
 
 /* Claims a warm sandbox for the request when one matches. 1 (cb answers), 0 (none), or
  * -errno with err. */
-static int create_warm(struct sbxtab *t, const char *id, const uint8_t *packed,
-                       size_t packed_len, const struct caller *caller, sandbox_ready_cb cb,
-                       void *ud, char *err, size_t errlen) {
+static int create_warm(struct sbxtab *t, const char *id, const uint8_t *packed, size_t packed_len,
+                       const struct caller *caller, sandbox_ready_cb cb, void *ud, char *err,
+                       size_t errlen) {
         struct sandbox *sb;
         int r = warm_claim(t->warm, t->slots, id, packed, packed_len, caller, &sb, err, errlen);
         if (r <= 0)
@@ -311,8 +315,8 @@ static int create_warm(struct sbxtab *t, const char *id, const uint8_t *packed,
 
 /* After admit: the effective policy, then a warm sandbox or a cold one. */
 static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, char *id,
-                           const struct caller *caller, sandbox_ready_cb cb, void *ud,
-                           char *err, size_t errlen) {
+                           const struct caller *caller, sandbox_ready_cb cb, void *ud, char *err,
+                           size_t errlen) {
         struct policy_objects objs;
         uint8_t *packed = NULL;
         size_t packed_len = 0;

@@ -192,8 +192,7 @@ static int start_remover_pidfd(struct sbxd *d, struct remover *rm, const char *r
 }
 
 /* uv_spawn. Returns 0, or -errno after which rm goes with its handle's close. */
-static int start_remover_uv(struct sbxd *d, struct remover *rm, const char *rm_bin,
-                            char **args) {
+static int start_remover_uv(struct sbxd *d, struct remover *rm, const char *rm_bin, char **args) {
         uv_process_options_t o;
         uv_stdio_container_t stdio[3];
         int r;
@@ -306,4 +305,3 @@ void sandbox_empty_trash(struct sbxd *d) {
         if (dir)
                 closedir(dir);
 }
-

@@ -90,8 +90,9 @@ int uidslot_alloc(struct uidslots *u, struct store *st, uid_t owner, char *err, 
         if (fresh == SBX_UID_COUNT && u->seen < SBX_UID_COUNT)
                 fresh = u->seen;
         if (fresh == SBX_UID_COUNT) {
-                snprintf(err, errlen, "no sandbox uid is left for uid %u (each of the %u uids "
-                                      "belongs to one owner for good); end some sandboxes",
+                snprintf(err, errlen,
+                         "no sandbox uid is left for uid %u (each of the %u uids "
+                         "belongs to one owner for good); end some sandboxes",
                          (unsigned)owner, SBX_UID_COUNT);
                 return -EAGAIN;
         }

@@ -29,11 +29,11 @@
 struct warm_pool {
         struct sbxd *d;
         struct warm_owner owner;
-        struct sandbox *all;     /* warm sandboxes: setting up or ready, unclaimed */
+        struct sandbox *all; /* warm sandboxes: setting up or ready, unclaimed */
         unsigned n;
-        uv_timer_t refill;       /* tops the pool up */
-        int refill_inited;       /* 0 not yet, 1 live, 2 closed for good */
-        uint64_t retry_at;       /* uv_now() before which no new warm one */
+        uv_timer_t refill; /* tops the pool up */
+        int refill_inited; /* 0 not yet, 1 live, 2 closed for good */
+        uint64_t retry_at; /* uv_now() before which no new warm one */
 };
 
 /* A claim in progress: the names a warm sandbox takes, and what to undo. */
@@ -111,7 +111,8 @@ static int warm_create(struct warm_pool *p) {
         sbxid_generate(gen, sizeof(gen));
         snprintf(id, sizeof(id), "~warm-%.40s", gen);
         r = policy_effective(d, &req, id, &k, &packed, &packed_len, &objs, err, sizeof(err));
-        if (r == 0 && !(sb = sandbox_alloc(d, id, packed, packed_len, (uid_t)-1, sbxd_now_unix_ms()))) {
+        if (r == 0 &&
+            !(sb = sandbox_alloc(d, id, packed, packed_len, (uid_t)-1, sbxd_now_unix_ms()))) {
                 snprintf(err, sizeof(err), "daemon out of memory");
                 policy_objects_clear(&objs);
                 r = -ENOMEM;
@@ -247,8 +248,7 @@ static int claim_names(struct warm_pool *p, struct sandbox *sb, const char *id, 
 
         c->old_dir = strdup(sb->workspace);
         slash = c->old_dir ? strrchr(c->old_dir, '/') : NULL;
-        if (!slash ||
-            asprintf(&c->new_dir, "%s/sandboxes/%s", p->d->cfg->state_dir, id) < 0) {
+        if (!slash || asprintf(&c->new_dir, "%s/sandboxes/%s", p->d->cfg->state_dir, id) < 0) {
                 c->new_dir = NULL;
                 return -ENOMEM;
         }
@@ -272,8 +272,7 @@ static void unclaim_uid(struct warm_pool *p, struct uidslots *slots, struct sand
 }
 
 /* Its uid from the owner's slots (root mode), and its workspace theirs. 0 or -1. */
-static int claim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox *sb,
-                     uid_t owner) {
+static int claim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox *sb, uid_t owner) {
         char err[256];
         int slot;
 
@@ -284,7 +283,8 @@ static int claim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox
                 log_warning("sbx=%s: cannot claim: %s", sb->id, err);
                 return -1;
         }
-        if (chown(sb->workspace, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot) < 0) {
+        if (chown(sb->workspace, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot) <
+            0) {
                 log_warning("sbx=%s: cannot claim: chown %s: %s", sb->id, sb->workspace,
                             strerror(errno));
                 uidslot_release(slots, slot);
@@ -353,9 +353,9 @@ static void become_clients(struct warm_pool *p, struct sandbox *sb, const char *
         sandbox_apply_limits(sb);
 }
 
-int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id,
-               const uint8_t *packed, size_t packed_len, const struct caller *caller,
-               struct sandbox **ret, char *err, size_t errlen) {
+int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id, const uint8_t *packed,
+               size_t packed_len, const struct caller *caller, struct sandbox **ret, char *err,
+               size_t errlen) {
         struct claim c = {0};
         struct sandbox *sb;
         int r = 0;

@@ -61,9 +61,9 @@ int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino);
  * into the table and then calls warm_finish_claim. Returns 1 with *ret set, 0 when
  * none matches or the claim could not be made (the request goes on cold), or -errno
  * with err when the record cannot be written (the request fails). */
-int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id,
-               const uint8_t *packed, size_t packed_len, const struct caller *caller,
-               struct sandbox **ret, char *err, size_t errlen);
+int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id, const uint8_t *packed,
+               size_t packed_len, const struct caller *caller, struct sandbox **ret, char *err,
+               size_t errlen);
 
 /* The second half of a claim, once sb is in the table: init takes the id as host name
  * and the adoption socket (Claim), the deadline is armed and cb answers at once. When

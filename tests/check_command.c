@@ -121,8 +121,8 @@ START_TEST(outcome_out_of_memory) {
 END_TEST
 
 START_TEST(outcome_cpu_and_file_size) {
-        struct outcome_facts f = {.exited = 1, .wait_status = SIGXCPU, .has_cpu_limit = 1,
-                                  .cpu_limit = 1.0};
+        struct outcome_facts f = {
+                .exited = 1, .wait_status = SIGXCPU, .has_cpu_limit = 1, .cpu_limit = 1.0};
         struct outcome oc = classify(&f);
         ck_assert_int_eq(oc.outcome, SBX__V1__OUTCOME__SIGNALED);
         ck_assert_uint_eq(oc.n_hits, 1);
@@ -168,8 +168,11 @@ START_TEST(outcome_without_exit) {
 END_TEST
 
 START_TEST(outcome_hits_in_order) {
-        struct outcome_facts f = {.exited = 1, .wait_status = SIGKILL, .kill = KILL_TIMEOUT,
-                                  .forks_refused = 1, .output_truncated = 1};
+        struct outcome_facts f = {.exited = 1,
+                                  .wait_status = SIGKILL,
+                                  .kill = KILL_TIMEOUT,
+                                  .forks_refused = 1,
+                                  .output_truncated = 1};
         struct outcome oc = classify(&f);
         char text[128];
 
@@ -337,7 +340,8 @@ START_TEST(rlimits_without_limits) {
         struct rlimits l;
         const Sbx__Init__V1__Rlimit *r;
 
-        ck_assert_int_eq(rlimits_for_command(&l, NULL, SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE, 1024), 0);
+        ck_assert_int_eq(
+                rlimits_for_command(&l, NULL, SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE, 1024), 0);
         ck_assert_uint_eq(l.n, 2);
         r = find_rlimit(&l, RLIMIT_CORE);
         ck_assert_ptr_nonnull(r);
@@ -350,7 +354,8 @@ START_TEST(rlimits_without_limits) {
         ck_assert_uint_eq(r->soft, 1024);
         ck_assert(!r->has_hard);
 
-        ck_assert_int_eq(rlimits_for_command(&l, NULL, SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE, 0), 0);
+        ck_assert_int_eq(rlimits_for_command(&l, NULL, SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE, 0),
+                         0);
         ck_assert_uint_eq(l.n, 1);
         ck_assert_ptr_null(find_rlimit(&l, RLIMIT_NOFILE));
 }
@@ -569,7 +574,8 @@ static void spin(struct rig *g, const int *flag, int ms) {
         while (!*flag) {
                 uv_run(&g->loop, UV_RUN_NOWAIT);
                 clock_gettime(CLOCK_MONOTONIC, &t);
-                ck_assert_msg((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms,
+                ck_assert_msg((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 <
+                                      ms,
                               "nothing happened within %d ms", ms);
                 if (!*flag)
                         usleep(1000);
@@ -606,7 +612,8 @@ static Sbx__Init__V1__ToInit *read_from_daemon(struct rig *g, int *fds, size_t *
                 uv_run(&g->loop, UV_RUN_NOWAIT);
                 usleep(1000);
         }
-        ck_assert_int_eq(initmsg_recv(g->init_fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, nfds), 1);
+        ck_assert_int_eq(
+                initmsg_recv(g->init_fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, nfds), 1);
         return sbx__init__v1__to_init__unpack(NULL, len, buf);
 }
 
@@ -658,7 +665,8 @@ static const struct command_callbacks cbs = {
         .started = cb_started, .output = cb_output, .congested = cb_congested, .done = cb_done};
 
 static struct caller me(void) {
-        struct caller k = {.uid = getuid(), .gid = getgid(), .pid = getpid(), .client_name = "check"};
+        struct caller k = {
+                .uid = getuid(), .gid = getgid(), .pid = getpid(), .client_name = "check"};
         return k;
 }
 
