@@ -1,6 +1,10 @@
 /* libsbx_types.c: the plain-data half of libsbx: enum names, option initialisers, the
  * free functions of every result struct, and the default socket path.
  *
+ * The names of the status codes, sandbox states and command outcomes are spelled here
+ * only, one table per enum keyed by value: the sbx tool, `sbx mcp` and the Python
+ * binding print what sbx_code_name, sbx_state_name and sbx_outcome_name return.
+ *
  * Nothing here talks to the daemon or touches protobuf; everything is declared in
  * sbx.h. The result structs freed here are built by libsbx.c, which allocates every
  * string and array with malloc so that free() is the one way to release them. Free
