@@ -96,8 +96,7 @@ static const struct mcp_tool tools[] = {
                 .output_schema =
                         "{\"type\":\"object\",\"properties\":{"
                         "\"command_id\":{\"type\":\"string\"},"
-                        "\"outcome\":{\"type\":\"string\",\"description\":\"exited, signaled, "
-                        "timed_out, out_of_memory, cancelled, start_failed or unknown\"},"
+                        "\"outcome\":{\"type\":\"string\",\"description\":\"{OUTCOMES}\"},"
                         "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
                         "\"signal\":{\"type\":[\"integer\",\"null\"]},"
                         "\"timed_out\":{\"type\":\"boolean\"},"
@@ -280,9 +279,29 @@ static void fmt_secs(char *buf, size_t len, uint64_t ms) {
         }
 }
 
+/* The outcomes a run_command result can have, by their libsbx names: "exited, ...,
+ * start_failed or unknown" (a sandbox that ended under the command is an error of the
+ * call, not a result). */
+static void result_outcomes(char *buf, size_t len) {
+        static const enum sbx_outcome v[] = {
+                SBX_OUTCOME_EXITED,        SBX_OUTCOME_SIGNALED,  SBX_OUTCOME_TIMED_OUT,
+                SBX_OUTCOME_OUT_OF_MEMORY, SBX_OUTCOME_CANCELLED, SBX_OUTCOME_START_FAILED,
+                SBX_OUTCOME_UNKNOWN,
+        };
+        size_t n = sizeof(v) / sizeof(v[0]), o = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < n && o < len; i++)
+                o += (size_t)snprintf(buf + o, len - o, "%s%s",
+                                      i == 0      ? ""
+                                      : i + 1 < n ? ", "
+                                                  : " or ",
+                                      sbx_outcome_name(v[i]));
+}
+
 /* template with {DEFAULT_TIMEOUT}, {MAX_TIMEOUT}, {MAX_OUTPUT_BYTES},
- * {MAX_OUTPUT_LINES} and {MAX_READ_BYTES} filled in. A new string, NULL when memory
- * runs out. */
+ * {MAX_OUTPUT_LINES}, {MAX_READ_BYTES} and {OUTCOMES} filled in. A new string, NULL
+ * when memory runs out. */
 static char *expand(const char *tmpl, const struct mcp_env *env) {
         char *out = NULL;
         size_t len = 0;
@@ -291,7 +310,7 @@ static char *expand(const char *tmpl, const struct mcp_env *env) {
         if (!f)
                 return NULL;
         for (const char *p = tmpl; *p; p++) {
-                char v[64];
+                char v[256];
                 const char *end = *p == '{' ? strchr(p, '}') : NULL;
                 size_t n = end ? (size_t)(end - p - 1) : 0;
                 v[0] = 0;
@@ -305,6 +324,8 @@ static char *expand(const char *tmpl, const struct mcp_env *env) {
                         snprintf(v, sizeof(v), "%llu", (unsigned long long)env->max_output_lines);
                 else if (end && n == 14 && strncmp(p + 1, "MAX_READ_BYTES", n) == 0)
                         snprintf(v, sizeof(v), "%llu", (unsigned long long)env->max_read_bytes);
+                else if (end && n == 8 && strncmp(p + 1, "OUTCOMES", n) == 0)
+                        result_outcomes(v, sizeof(v));
                 if (v[0]) {
                         fputs(v, f);
                         p = end;
@@ -1715,6 +1736,7 @@ static json_t *describe(const struct mcp_tool *t, const struct mcp_env *env, con
         bool v2025_06 = strcmp(version, "2025-06-18") >= 0;
         bool v2025_03 = strcmp(version, "2025-03-26") >= 0;
         char *desc = expand(t->description, env), *in = expand(t->input_schema, env);
+        char *out_schema = t->output_schema ? expand(t->output_schema, env) : NULL;
         json_error_t e;
         json_t *o = NULL, *schema = in ? json_loads(in, 0, &e) : NULL;
 
@@ -1724,7 +1746,7 @@ static json_t *describe(const struct mcp_tool *t, const struct mcp_env *env, con
         if (o && v2025_06) {
                 json_object_set_new(o, "title", json_string(t->title));
                 if (t->output_schema) {
-                        json_t *out = json_loads(t->output_schema, 0, &e);
+                        json_t *out = out_schema ? json_loads(out_schema, 0, &e) : NULL;
                         if (!out) {
                                 json_decref(o);
                                 o = NULL;
@@ -1743,6 +1765,7 @@ static json_t *describe(const struct mcp_tool *t, const struct mcp_env *env, con
         json_decref(schema);
         free(desc);
         free(in);
+        free(out_schema);
         return o;
 }
 
