@@ -18,9 +18,11 @@
  * Admission: conn_serve reads the peer's credentials (SO_PEERCRED) and supplementary
  * groups (SO_PEERGROUPS, or /proc on older kernels), then asks the admit handler.
  *
- * Lifetime: the owner (the server) holds the first reference; each request answered
- * later holds one (struct conn_call), and so does each batch of replies being written.
- * The memory is freed when the handle is closed and the last reference is gone. */
+ * Lifetime: the handle holds the first reference until it is closed; each request
+ * answered later holds one (struct conn_call), and so does each batch of replies being
+ * written. The owner (the server) keeps the connection in its list until the closed
+ * handler. The memory is freed when the handle is closed and the last reference is
+ * gone. */
 #include "conn.h"
 
 #include <errno.h>
@@ -592,7 +594,7 @@ int conn_new(struct sbxd *d, uint64_t id, const struct conn_handlers *handlers, 
         c->id = id;
         c->handlers = handlers;
         c->handlers_ud = ud;
-        c->refs = 1; /* the owner's */
+        c->refs = 1; /* the handle's: dropped once it is closed (on_close) */
         r = uv_pipe_init(d->loop, &c->pipe, 0);
         if (r < 0) {
                 free(c);
@@ -611,7 +613,7 @@ int conn_open(struct conn *c, int fd) {
         return uv_pipe_open(&c->pipe, fd);
 }
 
-/* ---- who it is ---------------------------------------------------------------------- */
+/* ---- who it is --------------------------------------------------------------------- */
 
 uint64_t conn_id(const struct conn *c) {
         return c->id;
@@ -655,7 +657,7 @@ int conn_set_client_name(struct conn *c, const char *name) {
         return 0;
 }
 
-/* ---- requests answered later -------------------------------------------------------- */
+/* ---- requests answered later ------------------------------------------------------- */
 
 void conn_call_begin(struct conn *c, struct conn_call *call, conn_call_cb on_closing,
                      conn_call_cb on_drained) {

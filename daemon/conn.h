@@ -110,8 +110,10 @@ struct conn {
 /* Creates a connection of daemon d, numbered id (conn=N in the log), whose handle is
  * initialised on d->loop but holds no socket yet: give it one with conn_accept or
  * conn_open, then conn_serve. handlers (static storage) and ud are its owner's. The
- * one reference returned is the owner's. Returns 0 with *ret, or -ENOMEM, or a libuv
- * error. */
+ * connection holds its first reference itself and drops it once its handle is closed
+ * (conn_close, or the peer going away), after the closed handler: the owner keeps it
+ * in a list until then and takes no reference of its own. Returns 0 with *ret, or
+ * -ENOMEM, or a libuv error. */
 int conn_new(struct sbxd *d, uint64_t id, const struct conn_handlers *handlers, void *ud,
              struct conn **ret);
 
@@ -133,8 +135,9 @@ int conn_serve(struct conn *c);
  * it calls server_serve_fd (wave 2 of issue 17). */
 int conn_start(struct conn *c);
 
-/* Closes the connection (idempotent): the closing handler and every open call hear
- * it; sends are dropped from now on. In-flight work keeps its references. */
+/* Closes the connection (idempotent): the closing handler, then every open call, hear
+ * it; sends are dropped from now on. In-flight work keeps its references; the memory
+ * goes with the last one. */
 void conn_close(struct conn *c);
 
 struct conn *conn_ref(struct conn *c);

@@ -6,11 +6,12 @@
  * write but a command record is a single autocommitted statement, so a write that
  * returned 0 is in the WAL and survives a SIGKILL of the daemon (synchronous=NORMAL:
  * only power loss may cost the last commits); command records join a batch that
- * store_commit commits (store.h). Rows handed to callbacks are first copied out of SQLite in small
- * batches and the statement is reset before any callback runs, so a callback may call
- * back into the store (to update the row it was given, say) and such a write commits at
- * once instead of waiting for the walk to end. Called from the rpc and sandbox layers
- * on the event loop thread; see store.h for the contracts. Never logs.
+ * store_commit commits (store.h). Rows handed to callbacks are first copied out of
+ * SQLite in small batches and the statement is reset before any callback runs, so a
+ * callback may call back into the store (to update the row it was given, say) and such
+ * a write commits at once instead of waiting for the walk to end. Called from the rpc
+ * and sandbox layers, and by main() and turn.c to open, commit and checkpoint, on the
+ * event loop thread; see store.h for the contracts. Never logs.
  *
  * Checkpoints (copying the WAL into the database, with two fsyncs) do not run on the
  * loop's connection, where each one stalled every client for the length of the fsyncs

@@ -6,7 +6,9 @@
  * batched command records: every one that was committed, see store_commit). The
  * schema is versioned with PRAGMA user_version and upgraded by ordered migrations.
  *
- * Called only from the rpc and sandbox layers, on the event loop thread. Functions
+ * Records are read and written by the rpc and sandbox layers; main() opens and closes
+ * the store, and turn.c commits batches and starts checkpoints. Everything runs on the
+ * event loop thread but store_checkpoint_run (a thread-pool thread). Functions
  * return 0 (or a count) on success and -errno on failure: -ENOENT no such row (or no
  * such sandbox for a row that refers to one), -EEXIST a constraint was violated, -ENOSPC
  * the disk is full, -ENOMEM out of memory, -EBUSY another connection holds the database
@@ -128,11 +130,11 @@ struct store_command {
 /* Command records are batched: store_command_insert and store_command_finish write
  * into an open transaction (opening it when there is none) and return before it is
  * committed; store_commit commits it. Every other write commits the open batch first
- * (a failure of that commit is counted for store_take_lost) and then commits itself. The daemon
- * commits before it sends any reply (so a reply never reports what a crash could still
- * lose) and at most SBX_RECORD_BATCH_MS after a command record was written: one commit
- * serves a command's start and end when it ends quickly, and every command that ends
- * in the same loop iteration. */
+ * (a failure of that commit is counted for store_take_lost) and then commits itself.
+ * The daemon (turn.c) commits before it sends any reply (so a reply never reports what
+ * a crash could still lose) and at most SBX_RECORD_BATCH_MS after a command record was
+ * written: one commit serves a command's start and end when it ends quickly, and every
+ * command that ends in the same loop iteration. */
 
 /* Commits the open batch of command records, if any. Returns 0, or -errno when the
  * commit failed: the batch is then rolled back and lost (store_last_error says why). */
