@@ -6,11 +6,17 @@
  * --socket-group the socket (and its directory, when it is the daemon's own) is given
  * to that group before the daemon listens.
  *
- * Admission (server_admit, asked by conn_start once the peer's credentials are read):
- * the total connection cap; a rootless daemon serves only its own uid and root; no
- * process of a sandbox is served (by uid for a root daemon's commands, and by PID
+ * Connections: each accepted socket becomes a struct conn (conn_new) whose handlers
+ * are the ones below: admission asks server_admit, each frame goes to rpc_dispatch,
+ * closing and draining go to rpc, and a closed handle leaves the list. The list is
+ * linked through the connections' next/prev, which only this file touches.
+ *
+ * Admission (server_admit, asked by each connection once the peer's credentials are
+ * read): the total connection cap; a rootless daemon serves only its own uid and root;
+ * no process of a sandbox is served (by uid for a root daemon's commands, and by PID
  * namespace in every mode); then the per-uid cap, by a scan of the open connections
- * (at most SBX_MAX_CONNECTIONS). */
+ * (at most SBX_MAX_CONNECTIONS). A refusal is answered with one status (request id 0)
+ * before any request is read. */
 #include "server.h"
 
 #include <dirent.h>
@@ -382,6 +388,9 @@ int server_serve_fd(struct server *s, int fd) {
         return 0;
 }
 
+/* For a connection built by hand, linked into c->server's list (the fuzz harness): the
+ * server's handlers, then served (conn.h). Goes when tests/fuzz/fuzz_dispatch.c calls
+ * server_serve_fd. */
 int conn_start(struct conn *c) {
         c->handlers = &handlers;
         c->handlers_ud = c->server;
