@@ -86,20 +86,27 @@ void conn_unref(struct conn *c) {
                 conn_free(c);
 }
 
-void conn_close(struct conn *c) {
+/* Tells every open call of c that c is closing (closing != 0) or drained; each may end
+ * itself (and only itself) meanwhile. */
+static void tell_calls(struct conn *c, int closing) {
         struct conn_call *k, *next;
 
+        for (k = c->open_calls; k; k = next) {
+                conn_call_cb cb = closing ? k->on_closing : k->on_drained;
+                next = k->next;
+                if (cb)
+                        cb(k);
+        }
+}
+
+void conn_close(struct conn *c) {
         if (c->closed)
                 return;
         c->closed = 1;
         c->reading = 0;
         if (c->handlers && c->handlers->closing)
                 c->handlers->closing(c->handlers_ud, c);
-        for (k = c->open_calls; k; k = next) {
-                next = k->next;
-                if (k->on_closing)
-                        k->on_closing(k);
-        }
+        tell_calls(c, 1);
         log_debug("conn=%llu closed (uid=%u pid=%d)", (unsigned long long)c->id,
                   (unsigned)c->uid, (int)c->pid);
         uv_close((uv_handle_t *)&c->pipe, on_close);
@@ -140,15 +147,9 @@ static void shutdown_after_writes(struct conn *c) {
 /* The write queue drained after it went over the high-water mark: the owner, then
  * every open call, hear it (a paused stream reads its command's output again). */
 static void drained(struct conn *c) {
-        struct conn_call *k, *next;
-
         if (c->handlers && c->handlers->drained)
                 c->handlers->drained(c->handlers_ud, c);
-        for (k = c->open_calls; k; k = next) {
-                next = k->next;
-                if (k->on_drained)
-                        k->on_drained(k);
-        }
+        tell_calls(c, 0);
 }
 
 /* A batch of replies (a chain through next, the first holding the uv_write_t) is
