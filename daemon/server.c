@@ -1,5 +1,4 @@
-/* server.c: the listening socket of sbxd, its connection list, and who may connect;
- * see server.h.
+/* server.c: the listening socket of sbxd and its connection list; see server.h.
  *
  * Start-up refuses to steal the socket of a live daemon: it first connects to the
  * path, and only when nothing answers (ECONNREFUSED) removes the stale file. With
@@ -11,42 +10,31 @@
  * closing and draining go to rpc, and a closed handle leaves the list. The list is
  * linked through the connections' next/prev, which only this file touches.
  *
- * Admission (server_admit, asked by each connection once the peer's credentials are
- * read): the total connection cap; a rootless daemon serves only its own uid and root;
- * no process of a sandbox is served (by uid for a root daemon's commands, and by PID
- * namespace in every mode); then the per-uid cap, by a scan of the open connections
- * (at most SBX_MAX_CONNECTIONS). A refusal is answered with one status (request id 0)
- * before any request is read. */
+ * Admission: server_admit counts the connections open and the peer's uid's served
+ * ones (a scan of the list, at most SBX_MAX_CONNECTIONS), lets admit.c decide, and logs
+ * a refusal, which the connection's admit handler answers with one status (request id
+ * 0) before any request is read. */
 #include "server.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "log.h"
 #include "rpc.h"
-#include "sandbox.h"
 #include "sbxd.h"
 
 /* How long a lock held by a dying daemon's child is waited for at start-up. */
 #define SERVER_LOCK_WAIT_MS 2000
 
-#ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77 /* Linux 6.5: a pidfd of the process that connected */
-#endif
-#ifndef PIDFD_GET_PID_NAMESPACE
-#define PIDFD_GET_PID_NAMESPACE _IO(0xFF, 5) /* Linux 6.11, <linux/pidfd.h> */
-#endif
 
 int server_mkdir_p(const char *path, mode_t mode) {
         char buf[SBX_PATH_MAX_BYTES];
@@ -89,82 +77,6 @@ static int socket_is_live(const char *path) {
         return -errno;
 }
 
-/* 1 when the process behind pidfd has exited (a pidfd polls readable then). */
-static int pidfd_exited(int pidfd) {
-        struct pollfd p = {.fd = pidfd, .events = POLLIN};
-        return poll(&p, 1, 0) > 0;
-}
-
-/* The PID namespace of the peer on sock (pid: from SO_PEERCRED, 0 when it is not
- * visible here), as the device and inode of its nsfs file, which is what
- * sbxtab_is_sandbox_pidns() compares. Returns 0; -ESRCH when the peer's process is
- * gone, before or while it was looked at; -EACCES when the daemon may not inspect it
- * (ptrace read access, as for /proc/PID/ns); -ENOENT when there is nothing to look at
- * (pid 0 and no pidfd); or another -errno. */
-static int peer_pidns(int sock, pid_t pid, dev_t *ret_dev, ino_t *ret_ino) {
-        socklen_t len = sizeof(int);
-        struct stat st;
-        char path[64];
-        int pidfd = -1, nsfd, r;
-
-        /* SO_PEERPIDFD names the very process that connected, whatever its pid now.
-         * Where it is missing (ENOPROTOOPT), pidfd_open (Linux 5.3) names the process
-         * that has the pid now: the peer, unless it exited and its pid was reused
-         * between connect() and here. Either pins the pid, so that /proc/PID below is
-         * that process as long as the pidfd does not report an exit. The kernel
-         * answers ESRCH or EINVAL (pidfd_prepare) when the peer has been reaped. */
-        if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
-                if (errno == ESRCH || errno == EINVAL)
-                        return -ESRCH;
-                pidfd = -1;
-                if (pid > 0) {
-                        pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-                        if (pidfd < 0 && errno == ESRCH)
-                                return -ESRCH;
-                }
-        }
-        if (pidfd >= 0) {
-                /* Linux 6.11 tells the namespace from the pidfd itself: no /proc, no pid. */
-                nsfd = ioctl(pidfd, PIDFD_GET_PID_NAMESPACE, 0);
-                if (nsfd >= 0) {
-                        r = fstat(nsfd, &st) < 0 ? -errno : 0;
-                        close(nsfd);
-                        close(pidfd);
-                        if (r == 0) {
-                                *ret_dev = st.st_dev;
-                                *ret_ino = st.st_ino;
-                        }
-                        return r;
-                }
-                r = -errno;
-                if (r == -ESRCH || r == -EACCES || r == -EPERM) {
-                        close(pidfd);
-                        return r;
-                }
-                /* ENOTTY or EINVAL: an older kernel; /proc below. */
-        }
-        if (pid <= 0) {
-                if (pidfd >= 0)
-                        close(pidfd);
-                return -ENOENT;
-        }
-        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
-        r = stat(path, &st) < 0 ? -errno : 0;
-        if (r == -ENOENT)
-                r = -ESRCH;
-        /* Exited after connect(): the pid may have been reused, and the stat seen
-         * another process. */
-        if (r == 0 && pidfd >= 0 && pidfd_exited(pidfd))
-                r = -ESRCH;
-        if (pidfd >= 0)
-                close(pidfd);
-        if (r == 0) {
-                *ret_dev = st.st_dev;
-                *ret_ino = st.st_ino;
-        }
-        return r;
-}
-
 /* Connections of uid being served: admitted and not closed. */
 static unsigned uid_connections(const struct server *s, uid_t uid) {
         const struct conn *c;
@@ -179,97 +91,12 @@ static unsigned uid_connections(const struct server *s, uid_t uid) {
         return n;
 }
 
-static const char sandboxed[] = "connections from sandboxed processes are refused";
-
-/* Admission by uid: a rootless daemon serves only its own uid and root, and a root
- * daemon none of its sandboxes' uids. Returns 0 or -EPERM with the reason in why. */
-static int admit_uid(const struct sbxd *d, uid_t uid, char *why, size_t whylen) {
-        /* A rootless daemon has no rights but its own user's: serving another user
-         * would lend that user those rights. Root may use it, as it may use anything
-         * of that user's anyway. */
-        if (d->euid != 0 && uid != d->euid && uid != 0) {
-                snprintf(why, whylen,
-                         "this sbxd runs as uid %u without privileges and serves only that user",
-                         (unsigned)d->euid);
-                return -EPERM;
-        }
-        /* The commands of a root daemon's sandboxes run as SBX_UID_BASE + slot. */
-        if (d->euid == 0 && uid >= SBX_UID_BASE && uid - SBX_UID_BASE < SBX_UID_COUNT) {
-                snprintf(why, whylen, "%s", sandboxed);
-                return -EPERM;
-        }
-        return 0;
-}
-
-/* Admission by PID namespace: no process of a sandbox, in every mode (a rootless
- * daemon's sandboxed processes have its own uid). Returns 0, -EPERM or -EAGAIN with the
- * reason in why. Decisions where the namespace cannot be read:
- * - -EACCES/-EPERM, a process the daemon may not inspect, is served: the daemon may
- *   always inspect its sandboxes' processes (root with CAP_SYS_PTRACE; a rootless
- *   daemon owns its sandboxes' user namespace), so the peer is none of them; refusing
- *   would lock out every user of a root daemon that runs without CAP_SYS_PTRACE (a
- *   container) and root from a rootless one.
- * - -ENOENT, pid 0 without a pidfd (a kernel before 5.3), is served in every mode: the
- *   peer is not visible in the daemon's PID namespace, so it is in none below it, and
- *   every sandbox's is below it.
- * - -ESRCH, a peer whose process is gone, is refused in every mode: the connection is
- *   then used by a process the daemon cannot tell anything of (one that inherited or
- *   was passed the socket, possibly inside a sandbox), while a real client stays until
- *   it is answered. A rootless daemon has no other line of defence, and a root daemon
- *   loses nothing by it.
- * - Anything else (out of fds or memory) is refused: the check could not run. */
-static int admit_pidns(const struct sbxd *d, const struct conn *c, pid_t pid, char *why,
-                       size_t whylen) {
-        int fd = conn_fd(c);
-        dev_t dev = 0;
-        ino_t ino = 0;
-        int r = fd < 0 ? -EBADF : peer_pidns(fd, pid, &dev, &ino);
-
-        if (r == 0 && d->sandboxes && sbxtab_is_sandbox_pidns(d->sandboxes, dev, ino)) {
-                snprintf(why, whylen, "%s", sandboxed);
-                return -EPERM;
-        }
-        if (r == -ESRCH) {
-                snprintf(why, whylen,
-                         "the connecting process (pid %d) is gone: sbxd cannot tell where the "
-                         "connection is used from; connect from the process that sends the "
-                         "requests",
-                         (int)pid);
-                return -EPERM;
-        }
-        if (r < 0 && r != -EACCES && r != -EPERM && r != -ENOENT) {
-                snprintf(why, whylen,
-                         "sbxd cannot check where the connection comes from (%s); try again",
-                         strerror(-r));
-                return -EAGAIN;
-        }
-        return 0;
-}
-
 int server_admit(struct server *s, const struct conn *c, char *why, size_t whylen) {
-        const struct sbxd *d = s->d;
         struct conn_peer peer;
-        unsigned n;
-        int r = 0;
+        int r;
 
         conn_peer(c, &peer);
-        if (s->n_conns > SBX_MAX_CONNECTIONS) {
-                snprintf(why, whylen,
-                         "sbxd has %u connections open, its maximum; close idle clients",
-                         SBX_MAX_CONNECTIONS);
-                r = -EAGAIN;
-        }
-        if (r == 0)
-                r = admit_uid(d, peer.uid, why, whylen);
-        if (r == 0)
-                r = admit_pidns(d, c, peer.pid, why, whylen);
-        if (r == 0 && (n = uid_connections(s, peer.uid)) >= d->cfg->max_connections_per_uid) {
-                snprintf(why, whylen,
-                         "uid %u has %u connections open, the daemon's maximum per user "
-                         "(--max-connections-per-uid %u); close idle clients",
-                         (unsigned)peer.uid, n, d->cfg->max_connections_per_uid);
-                r = -EAGAIN;
-        }
+        r = admit_connection(s->d, c, s->n_conns, uid_connections(s, peer.uid), why, whylen);
         if (r < 0)
                 log_warning("conn=%llu refused (uid=%u pid=%d): %s",
                             (unsigned long long)conn_id(c), (unsigned)peer.uid, (int)peer.pid,

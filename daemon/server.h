@@ -1,5 +1,5 @@
-/* server.h: the listening Unix socket of sbxd, the list of its connections, and who
- * may connect.
+/* server.h: the listening Unix socket of sbxd and the list of its connections, each
+ * admitted (admit.h) before it is served.
  *
  * Owns the listening handle, the locks next to the socket, and the first reference of
  * every connection (conn.h), whose handlers it wires to the request layer (rpc.h).
@@ -43,14 +43,11 @@ int server_adopt(struct server *s, struct sbxd *d, int fd, const char **ret_path
  * when the socket's group cannot be set. */
 int server_set_group(struct server *s, gid_t gid);
 
-/* Decides whether the connection c, whose peer credentials conn_serve has read, may be
- * served. Refused are: a connection over SBX_MAX_CONNECTIONS (-EAGAIN); for a rootless
- * daemon, a uid other than its own and root (-EPERM); a peer running in one of the
- * daemon's sandboxes (-EPERM), or whose process is gone before it could be checked
- * (-EPERM); a uid that already holds --max-connections-per-uid connections (-EAGAIN).
- * Returns 0, or the -errno with a message for the client in why (whylen bytes), and
- * logs the refusal. Asked by every connection of s before it is served (its admit
- * handler answers the refusal). */
+/* Decides whether the connection c of s, whose peer credentials conn_serve has read,
+ * may be served: admit_connection() (admit.h) with the connections open and those its
+ * uid is served on. Returns 0, or the -errno with a message for the client in why
+ * (whylen bytes), and logs the refusal. Asked by every connection of s before it is
+ * served (its admit handler answers the refusal). */
 int server_admit(struct server *s, const struct conn *c, char *why, size_t whylen);
 
 /* Starts accepting connections (clients block in connect() until then). */
