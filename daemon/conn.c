@@ -16,7 +16,7 @@
  * while replies are held shuts down after they are written.
  *
  * Admission: conn_serve reads the peer's credentials (SO_PEERCRED) and supplementary
- * groups (SO_PEERGROUPS, or /proc on older kernels), then asks the admit handler.
+ * groups (peercred.h), then asks the admit handler.
  *
  * Lifetime: the handle holds the first reference until it is closed; each request
  * answered later holds one (struct conn_call), and so does each batch of replies being
@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "peercred.h"
 #include "sbxd.h"
 
 struct write_req {
@@ -408,133 +409,6 @@ static void update_reading(struct conn *c) {
         }
 }
 
-/* The supplementary groups of cred's process from the "Groups:" line of
- * /proc/PID/status, for kernels before 4.13 (no SO_PEERGROUPS). These are its groups
- * now, not at connect(); the file must show cred's effective uid, so that a pid reused
- * by another user's process is not taken for the peer. Returns 0 with a malloc'ed array
- * (NULL when empty), -ESRCH when the process is gone or another one, -E2BIG above
- * SBX_MAX_PEER_GROUPS, or another -errno. */
-static int proc_groups(const struct ucred *cred, gid_t **ret, size_t *ret_n) {
-        char path[64], *line = NULL;
-        size_t cap = 0, n = 0, room = 0;
-        gid_t *g = NULL;
-        int uid_ok = 0, found = 0, r = 0;
-        FILE *f;
-
-        if (cred->pid <= 0)
-                return -ESRCH; /* not visible in our PID namespace */
-        snprintf(path, sizeof(path), "/proc/%d/status", (int)cred->pid);
-        f = fopen(path, "re");
-        if (!f)
-                return errno == ENOENT ? -ESRCH : -errno;
-        while (r == 0 && !found && getline(&line, &cap, f) > 0) {
-                unsigned long real, eff;
-                char *p, *end;
-
-                if (sscanf(line, "Uid: %lu %lu", &real, &eff) == 2) {
-                        uid_ok = eff == cred->uid;
-                        continue;
-                }
-                if (strncmp(line, "Groups:", 7) != 0)
-                        continue;
-                found = 1;
-                for (p = line + 7;; p = end) {
-                        unsigned long v;
-                        while (*p == ' ' || *p == '\t')
-                                p++;
-                        if (*p == '\n' || *p == '\0')
-                                break;
-                        errno = 0;
-                        v = strtoul(p, &end, 10);
-                        if (end == p || errno || v >= (gid_t)-1) {
-                                r = -EBADMSG;
-                                break;
-                        }
-                        if (n == room) {
-                                gid_t *ng;
-                                if (room >= SBX_MAX_PEER_GROUPS) {
-                                        r = -E2BIG;
-                                        break;
-                                }
-                                room = room ? room * 2 : 32;
-                                ng = realloc(g, room * sizeof(*g));
-                                if (!ng) {
-                                        r = -ENOMEM;
-                                        break;
-                                }
-                                g = ng;
-                        }
-                        g[n++] = (gid_t)v;
-                }
-        }
-        free(line);
-        fclose(f);
-        if (r == 0 && (!found || !uid_ok))
-                r = -ESRCH;
-        if (r < 0) {
-                free(g);
-                return r;
-        }
-        *ret = g;
-        *ret_n = n;
-        return 0;
-}
-
-/* The supplementary groups of the peer on fd into a malloc'ed array (NULL when it has
- * none): SO_PEERGROUPS (Linux 4.13), the groups it had at connect(), else
- * proc_groups(). Returns 0, -E2BIG above SBX_MAX_PEER_GROUPS, or another -errno. */
-static int peer_groups(int fd, const struct ucred *cred, gid_t **ret, size_t *ret_n) {
-        socklen_t len = 32 * sizeof(gid_t);
-        gid_t *g = NULL;
-        int tries, err;
-
-        /* On ERANGE the kernel writes the size it needs into len. The groups of a
-         * connection are fixed at connect(), so one retry suffices; a few are allowed. */
-        for (tries = 0; tries < 4; tries++) {
-                gid_t *n;
-                if (len > SBX_MAX_PEER_GROUPS * sizeof(gid_t)) {
-                        free(g);
-                        return -E2BIG;
-                }
-                n = realloc(g, len ? len : sizeof(gid_t));
-                if (!n) {
-                        free(g);
-                        return -ENOMEM;
-                }
-                g = n;
-                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0) {
-                        *ret_n = len / sizeof(gid_t);
-                        if (*ret_n == 0) {
-                                free(g);
-                                g = NULL;
-                        }
-                        *ret = g;
-                        return 0;
-                }
-                if (errno != ERANGE)
-                        break;
-        }
-        err = tries < 4 ? errno : EAGAIN;
-        free(g);
-        if (err == ENOPROTOOPT)
-                return proc_groups(cred, ret, ret_n);
-        return -err;
-}
-
-/* "N(g1,g2,...)" for the log: the count and the first groups. */
-static void format_groups(const struct conn *c, char *buf, size_t len) {
-        size_t i, used;
-        int n = snprintf(buf, len, "%zu(", c->n_groups);
-
-        used = n > 0 ? (size_t)n : 0;
-        for (i = 0; i < c->n_groups && i < 16 && used < len; i++) {
-                n = snprintf(buf + used, len - used, "%s%u", i ? "," : "", (unsigned)c->groups[i]);
-                used += n > 0 ? (size_t)n : 0;
-        }
-        if (used < len)
-                snprintf(buf + used, len - used, "%s)", c->n_groups > 16 ? ",..." : "");
-}
-
 /* Reads the peer's credentials and supplementary groups into c. Returns 0 or -errno. */
 static int read_peer(struct conn *c) {
         struct ucred cred;
@@ -550,11 +424,11 @@ static int read_peer(struct conn *c) {
         /* Without its groups the daemon cannot act with the caller's rights (a group can
          * deny as well as grant: mode 0604), so a peer whose groups cannot be read is not
          * served. */
-        r = peer_groups(fd, &cred, &c->groups, &c->n_groups);
+        r = peercred_groups(fd, &cred, &c->groups, &c->n_groups);
         if (r < 0)
                 return r;
         if (log_enabled(LOG_LEVEL_DEBUG)) {
-                format_groups(c, groups, sizeof(groups));
+                peercred_format_groups(c->groups, c->n_groups, groups, sizeof(groups));
                 log_debug("conn=%llu accepted (uid=%u gid=%u pid=%d groups=%s)",
                           (unsigned long long)c->id, (unsigned)c->uid, (unsigned)c->gid,
                           (int)c->pid, groups);
