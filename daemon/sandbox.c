@@ -1036,9 +1036,20 @@ static void add_adoption(struct sandbox *sb, struct setup_msg *m) {
 /* What init builds the sandbox from: its view of the host, kept for the file operations
  * and the guard, and for a warm sandbox the key requests are matched by. 0, or -1. */
 static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m) {
+        const struct policy_sandbox ps = {
+                .id = sb->id,
+                .workspace = sb->workspace,
+                .spec = sb->spec,
+                .run_uid = sb->run_uid,
+                .owner_uid = sb->owner_uid,
+                .run_gid = sb->run_gid,
+                .owner_gid = sb->owner_gid,
+                .cg = sb->cg,
+        };
         int r = policy_view_build(sb->d, sb->spec, &m->view);
+
         if (r == 0)
-                r = policy_fill_setup(sb->d, sb, &m->view, objs, &m->setup, &m->mem);
+                r = policy_setup(sb->d, &ps, &m->view, objs, &m->setup, &m->mem);
         if (r < 0) {
                 fail_sandbox(sb, "cannot build its setup: %s", strerror(-r));
                 return -1;
@@ -1130,20 +1141,17 @@ int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *
 
 int sandbox_request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **ret,
                         size_t *ret_len) {
+        /* As for a warm sandbox: no owner, no identity (the key leaves it out). */
+        const struct policy_sandbox ps = {.id = "", .spec = spec, .owner_uid = (uid_t)-1};
         Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
         struct policy_view view;
-        struct sandbox tmp;
         void *mem = NULL;
         int r;
 
-        memset(&tmp, 0, sizeof(tmp));
-        tmp.d = d;
-        tmp.spec = spec;
-        tmp.owner_uid = (uid_t)-1;
         r = policy_view_build(d, spec, &view);
         if (r < 0)
                 return r;
-        r = policy_fill_setup(d, &tmp, &view, NULL, &setup, &mem);
+        r = policy_setup(d, &ps, &view, NULL, &setup, &mem);
         if (r == 0)
                 r = sandbox_setup_key(&setup, ret, ret_len);
         policy_free_setup(&setup, mem);
