@@ -463,12 +463,12 @@ static char *many[SBX_MAX_ENV + 1];
 static Sbx__V1__Label labels[SBX_MAX_LABELS + 1], *label_ptrs[SBX_MAX_LABELS + 1];
 static uint32_t ids[65];
 
-/* n strings "/tmp/dN" (absolute, missing: only their count matters). */
+/* n strings "/nonexistent/dN" (absolute, missing: only their count matters). */
 static char **many_paths(size_t n) {
-        static char store[SBX_MAX_ENV + 1][32];
+        static char store[SBX_MAX_ENV + 1][48];
         size_t i;
         for (i = 0; i < n; i++) {
-                snprintf(store[i], sizeof(store[i]), "/nonexistent/d%zu", i);
+                snprintf(store[i], sizeof(store[i]), "/nonexistent/d%u", (unsigned)i);
                 many[i] = store[i];
         }
         return many;
