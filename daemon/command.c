@@ -36,6 +36,7 @@
 #include "command.h"
 #include "initchan.h"
 #include "log.h"
+#include "names.h"
 #include "outbuf.h"
 #include "outcome.h"
 #include "quota.h"
@@ -520,14 +521,13 @@ static void fill_resources(struct command *cmd, struct result *r) {
  * yet, else its end. */
 static void record_end(struct command *cmd, const struct result *r) {
         struct store *st = cmd->sb->d->store;
-        char outcome[32], hits[128];
+        char hits[128];
         struct store_command sc;
 
-        outcome_name(r->res.outcome, outcome, sizeof(outcome));
         outcome_hits_text(&r->oc, hits, sizeof(hits));
         start_fields(cmd, &sc);
         sc.ended_ms = sbxd_now_unix_ms();
-        sc.outcome = outcome;
+        sc.outcome = names_outcome(r->res.outcome);
         sc.has_exit_code = r->res.has_exit_code;
         sc.exit_code = r->res.exit_code;
         sc.has_signal = r->res.has_signal;
@@ -545,7 +545,7 @@ static void record_end(struct command *cmd, const struct result *r) {
             0)
                 log_err("sbx=%s cmd=%s: cannot record its result: %s", cmd->sb->id, cmd->id,
                         store_last_error(st));
-        log_debug("sbx=%s cmd=%s: %s", cmd->sb->id, cmd->id, outcome);
+        log_debug("sbx=%s cmd=%s: %s", cmd->sb->id, cmd->id, sc.outcome);
 }
 
 /* cmd leaves its sandbox: no longer running, no longer counted, no longer findable. */

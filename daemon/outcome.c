@@ -69,19 +69,6 @@ void outcome_classify(const struct outcome_facts *f, struct outcome *oc) {
                 hit(oc, "output");
 }
 
-void outcome_name(Sbx__V1__Outcome o, char *buf, size_t len) {
-        const ProtobufCEnumValue *v =
-                protobuf_c_enum_descriptor_get_value(&sbx__v1__outcome__descriptor, (int)o);
-        size_t k;
-
-        if (len == 0)
-                return;
-        for (k = 0; v && v->name[k] && k + 1 < len; k++)
-                buf[k] = (char)(v->name[k] >= 'A' && v->name[k] <= 'Z' ? v->name[k] + 32
-                                                                       : v->name[k]);
-        buf[k] = '\0';
-}
-
 void outcome_hits_text(const struct outcome *oc, char *buf, size_t len) {
         size_t i, o = 0;
 

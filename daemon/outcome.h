@@ -52,10 +52,6 @@ struct outcome {
 /* Decides the outcome of a command from f. */
 void outcome_classify(const struct outcome_facts *f, struct outcome *ret);
 
-/* The lowercase name of o as the records keep it ("exited", "timed_out", ...) into buf
- * (len bytes); "" for a value the schema does not know. */
-void outcome_name(Sbx__V1__Outcome o, char *buf, size_t len);
-
 /* The limits hit, comma-separated ("timeout,output"), into buf (len bytes); cut at len. */
 void outcome_hits_text(const struct outcome *oc, char *buf, size_t len);
 

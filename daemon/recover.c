@@ -27,6 +27,7 @@
 #include "cgroup.h"
 #include "initmsg.h"
 #include "log.h"
+#include "names.h"
 #include "policy.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
@@ -283,7 +284,7 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         int fd, pidfd;
 
         if (!d->cfg->adopt_grace_ms || !o->workspace || o->init_pid <= 0 ||
-            strcmp(o->state, "ready") != 0)
+            strcmp(o->state, names_state(SBX__V1__SANDBOX_STATE__READY)) != 0)
                 return -ENOTSUP;
         fd = connect_init(o);
         if (fd < 0)
@@ -322,7 +323,7 @@ static void declare_lost(struct sbxd *d, const struct orphan *o, int why, int n,
                 cgroup_remove_tree(d->cgroups, o->cgroup_path ? o->cgroup_path : o->id);
         if (o->workspace && strstr(o->workspace, "/sandboxes/"))
                 trash_sandbox_dir_now(d, o->id, o->workspace, o->keep);
-        store_sandbox_set_state(d->store, o->id, "lost", now,
+        store_sandbox_set_state(d->store, o->id, names_state(SBX__V1__SANDBOX_STATE__LOST), now,
                                 "lost: the daemon stopped while it ran");
         log_notice("sbx=%s: lost in a daemon restart (%s); %d running commands marked "
                    "unknown, leftovers removed",

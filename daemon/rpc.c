@@ -16,6 +16,7 @@
 #include "command.h"
 #include "conn.h"
 #include "files.h"
+#include "names.h"
 #include "sbx_limits.h"
 #include "log.h"
 #include "sandbox.h"
@@ -275,16 +276,6 @@ static void send_empty(struct conn *c, uint64_t rid) {
 
 /* ---- records of ended sandboxes ------------------------------------------------------ */
 
-static Sbx__V1__SandboxState state_from_name(const char *s) {
-        static const char *names[] = {"", "creating", "ready", "terminating", "terminated",
-                                      "expired", "failed", "lost"};
-        size_t i;
-        for (i = 1; i < sizeof(names) / sizeof(names[0]); i++)
-                if (s && strcmp(s, names[i]) == 0)
-                        return (Sbx__V1__SandboxState)i;
-        return SBX__V1__SANDBOX_STATE__SANDBOX_STATE_UNSPECIFIED;
-}
-
 /* A SandboxInfo built from a record; free with record_info_free. */
 struct record_info {
         Sbx__V1__SandboxInfo info;
@@ -304,7 +295,7 @@ static int record_to_info(const struct store_sandbox *sb, void *ud) {
                 return -ENOMEM;
         ri->info.id = ri->id;
         ri->info.has_state = 1;
-        ri->info.state = state_from_name(sb->state);
+        ri->info.state = names_state_parse(sb->state);
         ri->info.has_owner_uid = 1;
         ri->info.owner_uid = sb->owner_uid;
         ri->info.has_created_unix_ms = 1;
@@ -933,19 +924,6 @@ static char *hist_strdup(struct history_ctx *h, const char *s) {
         return s ? hist_track(h, strdup(s)) : NULL;
 }
 
-static Sbx__V1__Outcome outcome_from_name(const char *s) {
-        const ProtobufCEnumValue *v;
-        char upper[32];
-        size_t i;
-        if (!s)
-                return SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED;
-        for (i = 0; s[i] && i + 1 < sizeof(upper); i++)
-                upper[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 32 : s[i]);
-        upper[i] = '\0';
-        v = protobuf_c_enum_descriptor_get_value_by_name(&sbx__v1__outcome__descriptor, upper);
-        return v ? (Sbx__V1__Outcome)v->value : SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED;
-}
-
 static int history_row(const struct store_command *sc, void *ud) {
         struct history_ctx *h = ud;
         Sbx__V1__CommandRecord *r = &h->recs[h->n];
@@ -972,7 +950,7 @@ static int history_row(const struct store_command *sc, void *ud) {
         r->ended_unix_ms = sc->ended_ms;
         if (sc->outcome) {
                 r->has_outcome = 1;
-                r->outcome = outcome_from_name(sc->outcome);
+                r->outcome = names_outcome_parse(sc->outcome);
         } else if (sc->ended_ms == 0) {
                 /* Not ended: a daemon that restarts marks what it lost as unknown. */
                 r->has_outcome = 1;

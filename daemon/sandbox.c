@@ -39,6 +39,7 @@
 #include "cgroup.h"
 #include "guard.h"
 #include "log.h"
+#include "names.h"
 #include "policy.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
@@ -95,29 +96,6 @@ Sbx__V1__SandboxState sandbox_state(const struct sandbox *sb) {
 
 struct sandbox_view *sandbox_view(struct sandbox *sb) {
         return &sb->view;
-}
-
-static const char *state_name(Sbx__V1__SandboxState s) {
-        switch (s) {
-        case SBX__V1__SANDBOX_STATE__CREATING:
-                return "creating";
-        case SBX__V1__SANDBOX_STATE__READY:
-                return "ready";
-        case SBX__V1__SANDBOX_STATE__TERMINATING:
-                return "terminating";
-        case SBX__V1__SANDBOX_STATE__TERMINATED:
-                return "terminated";
-        case SBX__V1__SANDBOX_STATE__EXPIRED:
-                return "expired";
-        case SBX__V1__SANDBOX_STATE__FAILED:
-                return "failed";
-        case SBX__V1__SANDBOX_STATE__LOST:
-                return "lost";
-        case SBX__V1__SANDBOX_STATE__SANDBOX_STATE_UNSPECIFIED:
-        case _SBX__V1__SANDBOX_STATE_IS_INT_SIZE:
-                break;
-        }
-        return "unknown";
 }
 
 int sandbox_access_allowed(uid_t owner, const Sbx__V1__CreateSandbox *spec,
@@ -474,7 +452,7 @@ static void on_cleanup(uv_timer_t *t) {
 /* Writes the end of sb into the records (a warm sandbox has none) and the log. */
 static void record_end(struct sandbox *sb) {
         int r = sb->warm ? 0
-                         : store_sandbox_set_state(sb->d->store, sb->id, state_name(sb->view.state),
+                         : store_sandbox_set_state(sb->d->store, sb->id, names_state(sb->view.state),
                                                    sbxd_now_unix_ms(), sb->end_reason);
         if (r < 0)
                 log_err("sbx=%s: cannot record its end: %s", sb->id,
@@ -558,7 +536,7 @@ void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const ch
         sb->end_reason = strdup(reason);
         sb->view.state = SBX__V1__SANDBOX_STATE__TERMINATING;
         if (!sb->warm)
-                (void)store_sandbox_set_state(sb->d->store, sb->id, "terminating", 0, NULL);
+                (void)store_sandbox_set_state(sb->d->store, sb->id, names_state(SBX__V1__SANDBOX_STATE__TERMINATING), 0, NULL);
         uv_timer_stop(&sb->timer);
         initchan_stop(&sb->chan);
         if ((!sb->proc_spawned && !sb->adopted) || sb->proc_exited) {
@@ -742,7 +720,7 @@ static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready) {
                 return;
         }
         (void)store_sandbox_set_init_pid(sb->d->store, sb->id, sb->view.init_pid);
-        (void)store_sandbox_set_state(sb->d->store, sb->id, "ready", 0, NULL);
+        (void)store_sandbox_set_state(sb->d->store, sb->id, names_state(SBX__V1__SANDBOX_STATE__READY), 0, NULL);
         sandbox_touch(sb);
         sandbox_arm_timer(sb);
         log_info("sbx=%s: ready (init pid %d, uid %u)", sb->id, (int)sb->view.init_pid,

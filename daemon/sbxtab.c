@@ -16,6 +16,7 @@
 
 #include "cgroup.h"
 #include "log.h"
+#include "names.h"
 #include "policy.h"
 #include "quota.h"
 #include "sandbox_int.h"
@@ -228,7 +229,7 @@ static int record_new(struct sandbox *sb, const uint8_t *packed, size_t packed_l
         memset(&rec, 0, sizeof(rec));
         rec.id = sb->id;
         rec.owner_uid = sb->owner_uid;
-        rec.state = "creating";
+        rec.state = names_state(SBX__V1__SANDBOX_STATE__CREATING);
         rec.created_ms = sb->created_ms;
         rec.deadline_ms = sb->deadline_ms;
         rec.idle_timeout_ms = sb->idle_timeout_ms;

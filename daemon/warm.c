@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "names.h"
 #include "policy.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
@@ -306,7 +307,7 @@ static int record_claim(struct warm_pool *p, struct sandbox *sb, const char *id,
         memset(&rec, 0, sizeof(rec));
         rec.id = id;
         rec.owner_uid = caller->uid;
-        rec.state = "ready";
+        rec.state = names_state(SBX__V1__SANDBOX_STATE__READY);
         rec.created_ms = sbxd_now_unix_ms();
         rec.deadline_ms = rec.created_ms + (int64_t)c->spec->timeout_ms;
         rec.idle_timeout_ms = c->spec->has_idle_timeout_ms ? c->spec->idle_timeout_ms : 0;
