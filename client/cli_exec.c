@@ -389,6 +389,7 @@ static int result_status(const struct sbx_result *r) {
                 return 137; /* 128 + SIGKILL, as a shell reports a killed command */
         case SBX_OUTCOME_START_FAILED:
         case SBX_OUTCOME_SANDBOX_ENDED:
+        case SBX_OUTCOME_QUEUE_TIMEOUT:
         case SBX_OUTCOME_UNKNOWN:
         case SBX_OUTCOME_RUNNING:
         case SBX_OUTCOME_UNSPECIFIED:
@@ -475,6 +476,7 @@ static int no_status_error(const struct sbx_result *r) {
                         "sbxd restarted while command %s ran in sandbox '%s'; its outcome is "
                         "unknown (see `sbx history %s`)",
                         r->command_id, r->sandbox_id, r->sandbox_id);
+        case SBX_OUTCOME_QUEUE_TIMEOUT:
         case SBX_OUTCOME_EXITED:
         case SBX_OUTCOME_SIGNALED:
         case SBX_OUTCOME_TIMED_OUT:
@@ -610,6 +612,7 @@ static void say_ending(const struct sbx_result *r, uint64_t timeout_ms, bool can
         case SBX_OUTCOME_EXITED:
         case SBX_OUTCOME_START_FAILED:
         case SBX_OUTCOME_SANDBOX_ENDED:
+        case SBX_OUTCOME_QUEUE_TIMEOUT:
         case SBX_OUTCOME_UNKNOWN:
         case SBX_OUTCOME_RUNNING:
         case SBX_OUTCOME_UNSPECIFIED:

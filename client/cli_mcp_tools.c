@@ -849,6 +849,7 @@ static void put_ending(FILE *f, const struct mcp_call *k, const struct sbx_resul
                 fputs("[the outcome is unknown: sbxd restarted while the command ran]\n", f);
                 break;
         case SBX_OUTCOME_SANDBOX_ENDED:
+        case SBX_OUTCOME_QUEUE_TIMEOUT:
         case SBX_OUTCOME_UNSPECIFIED:
         case SBX_OUTCOME_RUNNING: /* only in history records, never in a result */
                 fprintf(f, "[ended: %s]\n", sbx_outcome_name(r->outcome));

@@ -41,6 +41,9 @@
 /* Extra wait for a RunCommand reply on top of the call timeout and the command's own
  * timeout: the daemon reports a timeout only after the command verifiably stopped. */
 #define EXEC_GRACE_MS 2000u
+/* The wait for a slot allowed for when RunCommand gives no queue_timeout_ms: the
+ * daemon's default (sbxd --queue-timeout, RunCommand.queue_timeout_ms in sbx.proto). */
+#define EXEC_DEFAULT_QUEUE_WAIT_MS 60000u
 /* A reader buffer larger than this is released between calls. */
 #define READER_KEEP_BYTES (4u * 1024u * 1024u)
 /* The highest status code this library knows (a higher one is reported as INTERNAL). */
@@ -129,6 +132,7 @@ SAME_VALUE(SBX_OUTCOME_SANDBOX_ENDED, SBX__V1__OUTCOME__SANDBOX_ENDED);
 SAME_VALUE(SBX_OUTCOME_START_FAILED, SBX__V1__OUTCOME__START_FAILED);
 SAME_VALUE(SBX_OUTCOME_UNKNOWN, SBX__V1__OUTCOME__UNKNOWN);
 SAME_VALUE(SBX_OUTCOME_RUNNING, SBX__V1__OUTCOME__RUNNING);
+SAME_VALUE(SBX_OUTCOME_QUEUE_TIMEOUT, SBX__V1__OUTCOME__QUEUE_TIMEOUT);
 SAME_VALUE(SBX_FILE_UNKNOWN, SBX__V1__FILE_TYPE__FILE_TYPE_UNKNOWN);
 SAME_VALUE(SBX_FILE_BLOCK_DEVICE, SBX__V1__FILE_TYPE__BLOCK_DEVICE);
 SAME_VALUE(SBX_NETWORK_NONE, SBX__V1__NETWORK_MODE__NETWORK_NONE);
@@ -140,9 +144,12 @@ static enum sbx_state state_from_wire(int v) {
         return v >= 0 && v <= SBX_STATE_LOST ? (enum sbx_state)v : SBX_STATE_UNSPECIFIED;
 }
 
-/* A result's outcome goes up to UNKNOWN; a history record's up to RUNNING. */
-static enum sbx_outcome outcome_from_wire(int v, enum sbx_outcome last) {
-        return v >= 0 && v <= (int)last ? (enum sbx_outcome)v : SBX_OUTCOME_UNSPECIFIED;
+/* An outcome this library knows; RUNNING only in a history record (record true), never
+ * in a result. */
+static enum sbx_outcome outcome_from_wire(int v, bool record) {
+        if (v < 0 || v > SBX_OUTCOME_QUEUE_TIMEOUT || (v == SBX_OUTCOME_RUNNING && !record))
+                return SBX_OUTCOME_UNSPECIFIED;
+        return (enum sbx_outcome)v;
 }
 
 static enum sbx_file_type file_type_from_wire(int v) {
@@ -393,7 +400,8 @@ struct exchange {
         uint64_t extra_ms;                /* added to the call timeout (RunCommand) */
         sbx_output_cb on_output;
         sbx_started_cb on_started; /* called once, at CommandStarted */
-        void *userdata;            /* of on_started (on_output may have its own) */
+        sbx_queued_cb on_queued;   /* called at each CommandQueued */
+        void *userdata;            /* of on_started and on_queued (on_output may have its own) */
         void *output_userdata;
         bool started_told;
         /* Streamed stdin (RunCommand with stdin_stream): */
@@ -649,15 +657,20 @@ static enum sbx_code status_reply(sbx_client *c, const struct exchange *k, Sbx__
         return (enum sbx_code)code;
 }
 
-/* The progress of a RunCommand before its result: an output chunk (to on_output) or
- * CommandStarted (to on_started, and its id for feeding stdin). Handled and freed,
- * true; false for any other reply. */
+/* The progress of a RunCommand before its result: an output chunk (to on_output),
+ * CommandQueued (to on_queued) or CommandStarted (to on_started, and its id for feeding
+ * stdin). Handled and freed, true; false for any other reply. */
 static bool take_progress(struct exchange *k, Sbx__V1__Response *resp) {
+        const Sbx__V1__CommandQueued *q;
         const char *cid;
 
         if (k->want != SBX__V1__RESPONSE__BODY_COMMAND_RESULT)
                 return false;
-        if (resp->body_case == SBX__V1__RESPONSE__BODY_OUTPUT) {
+        if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_QUEUED) {
+                q = resp->command_queued;
+                if (k->on_queued && !k->started_told && q && q->command_id)
+                        k->on_queued(k->userdata, q->command_id, q->ahead);
+        } else if (resp->body_case == SBX__V1__RESPONSE__BODY_OUTPUT) {
                 const Sbx__V1__OutputChunk *o = resp->output;
                 if (k->on_output && o && o->has_data && o->data.len > 0 &&
                     (o->stream == SBX__V1__STREAM__STDOUT || o->stream == SBX__V1__STREAM__STDERR))
@@ -916,6 +929,14 @@ static bool policy_from_proto(struct sbx_policy *out, const Sbx__V1__Policy *in)
                         o->set |= SBX_LIMIT_TMP;
                         o->tmp_bytes = l->tmp_bytes;
                 }
+                if (l->has_commands) {
+                        o->set |= SBX_LIMIT_COMMANDS;
+                        o->commands = l->commands;
+                }
+                if (l->has_queued_commands) {
+                        o->set |= SBX_LIMIT_QUEUED_COMMANDS;
+                        o->queued_commands = l->queued_commands;
+                }
         }
         return dup_strv(&out->writable_paths, in->writable_paths, in->n_writable_paths) &&
                dup_strv(&out->denied_read_paths, in->denied_read_paths, in->n_denied_read_paths) &&
@@ -955,6 +976,7 @@ static struct sbx_sandbox *sandbox_from_proto(const Sbx__V1__SandboxInfo *in) {
         s->isolated = in->isolated;
         s->running_commands = in->running_commands;
         s->commands_run = in->commands_run;
+        s->queued_commands = in->queued_commands;
 
         ok = dup_str_nn(&s->id, in->id) && dup_str(&s->end_reason, in->end_reason);
         if (ok && in->n_labels > 0) {
@@ -986,7 +1008,7 @@ static struct sbx_result *result_from_proto(const Sbx__V1__CommandResult *in) {
 
         if (!r)
                 return NULL;
-        r->outcome = outcome_from_wire((int)in->outcome, SBX_OUTCOME_UNKNOWN);
+        r->outcome = outcome_from_wire((int)in->outcome, false);
         r->has_exit_code = in->has_exit_code;
         r->exit_code = in->exit_code;
         r->has_signal = in->has_signal;
@@ -1001,6 +1023,7 @@ static struct sbx_result *result_from_proto(const Sbx__V1__CommandResult *in) {
         r->start_errno = in->start_errno;
         r->has_owner_uid = in->has_owner_uid;
         r->owner_uid = in->owner_uid;
+        r->queued_ms = in->queued_ms;
         ok = dup_str_nn(&r->command_id, in->command_id) &&
              dup_str_nn(&r->sandbox_id, in->sandbox_id) &&
              dup_bytes(&r->stdout_data, &r->stdout_len, &in->stdout) &&
@@ -1040,7 +1063,7 @@ static bool record_from_proto(struct sbx_command_record *out, const Sbx__V1__Com
         out->caller_pid = in->caller_pid;
         out->started_unix_ms = in->started_unix_ms;
         out->ended_unix_ms = in->ended_unix_ms;
-        out->outcome = outcome_from_wire((int)in->outcome, SBX_OUTCOME_RUNNING);
+        out->outcome = outcome_from_wire((int)in->outcome, true);
         out->has_exit_code = in->has_exit_code;
         out->exit_code = in->exit_code;
         out->has_signal = in->has_signal;
@@ -1051,6 +1074,7 @@ static bool record_from_proto(struct sbx_command_record *out, const Sbx__V1__Com
         out->stderr_bytes = in->stderr_bytes;
         out->stdout_truncated = in->stdout_truncated;
         out->stderr_truncated = in->stderr_truncated;
+        out->queued_ms = in->queued_ms;
         return dup_str_nn(&out->command_id, in->command_id) &&
                dup_strv(&out->argv, in->argv, in->n_argv) && dup_str_nn(&out->cwd, in->cwd) &&
                dup_str_nn(&out->client_name, in->client_name);
@@ -1303,6 +1327,10 @@ static void limits_to_proto(const struct sbx_limits *l, Sbx__V1__Limits *lim,
         lim->core_dumps = !!l->core_dumps;
         lim->has_tmp_bytes = !!(l->set & SBX_LIMIT_TMP);
         lim->tmp_bytes = l->tmp_bytes;
+        lim->has_commands = !!(l->set & SBX_LIMIT_COMMANDS);
+        lim->commands = l->commands;
+        lim->has_queued_commands = !!(l->set & SBX_LIMIT_QUEUED_COMMANDS);
+        lim->queued_commands = l->queued_commands;
         pol->limits = lim;
 }
 
@@ -1705,9 +1733,10 @@ static enum sbx_code env_to_proto(sbx_client *c, const struct sbx_exec_opts *o,
         return SBX_OK;
 }
 
-/* The rest of o into run: the command, stdin, the timeout (the default when none) and
- * the output caps. Streaming is asked for with on_output, and for streamed stdin and
- * on_started, which need the command's id before the result. */
+/* The rest of o into run: the command, stdin, the timeout (the default when none), the
+ * wait for a slot (absent when not given) and the output caps. Streaming is asked for
+ * with on_output, and for streamed stdin, on_started and on_queued, which need the
+ * command's id before the result. */
 static void run_to_proto(const char *id, const struct sbx_exec_opts *o, Sbx__V1__RunCommand *run) {
         run->sandbox_id = unconst(id);
         run->n_argv = o->argc;
@@ -1729,23 +1758,29 @@ static void run_to_proto(const char *id, const struct sbx_exec_opts *o, Sbx__V1_
                 run->has_max_stderr_bytes = 1;
                 run->max_stderr_bytes = o->max_stderr_bytes;
         }
+        if (o->has_queue_timeout) {
+                run->has_queue_timeout_ms = 1;
+                run->queue_timeout_ms = o->queue_timeout_ms;
+        }
         if (o->stdin_stream) {
                 run->has_stdin_stream = 1;
                 run->stdin_stream = 1;
         }
-        if (o->on_output || o->stdin_stream || o->on_started) {
+        if (o->on_output || o->stdin_stream || o->on_started || o->on_queued) {
                 run->has_stream = 1;
                 run->stream = 1;
         }
 }
 
-/* How call() runs it: the wait (the command's timeout on top of the call timeout),
- * streamed stdin, the callbacks. Without on_output the library collects the output into
+/* How call() runs it: the wait (the command's timeout and the wait for a slot on top of
+ * the call timeout), streamed stdin, the callbacks. Without on_output the library collects the output into
  * col: streamed for stdin or on_started, or in chunks when it does not fit one frame
  * with the result (output_in_chunks). */
 static void exec_exchange(const char *id, const struct sbx_exec_opts *o,
                           const Sbx__V1__RunCommand *run, struct exchange *k,
                           struct collected *col) {
+        uint64_t queue_ms;
+
         memset(col, 0, sizeof(*col));
         col->limit[1] = o->max_stdout_bytes ? o->max_stdout_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
         col->limit[2] = o->max_stderr_bytes ? o->max_stderr_bytes : SBX_DEFAULT_MAX_OUTPUT_BYTES;
@@ -1754,10 +1789,14 @@ static void exec_exchange(const char *id, const struct sbx_exec_opts *o,
                 k->stdin_fd = o->stdin_fd;
                 k->sandbox_id = id;
         }
-        k->extra_ms = run->timeout_ms + EXEC_GRACE_MS;
+        queue_ms = run->has_queue_timeout_ms ? run->queue_timeout_ms : EXEC_DEFAULT_QUEUE_WAIT_MS;
+        if (queue_ms > UINT64_MAX / 4)
+                queue_ms = UINT64_MAX / 4; /* the sum below must not wrap */
+        k->extra_ms = run->timeout_ms + EXEC_GRACE_MS + queue_ms;
         k->on_output = o->on_output;
         k->output_userdata = o->userdata;
         k->on_started = o->on_started;
+        k->on_queued = o->on_queued;
         k->userdata = o->userdata;
         if (!o->on_output) {
                 k->on_output = collect_output;

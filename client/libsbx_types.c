@@ -62,6 +62,7 @@ static const char *const outcome_names[] = {
         [SBX_OUTCOME_START_FAILED] = "start_failed",
         [SBX_OUTCOME_UNKNOWN] = "unknown",
         [SBX_OUTCOME_RUNNING] = "running",
+        [SBX_OUTCOME_QUEUE_TIMEOUT] = "queue_timeout",
 };
 
 #define NAMES_N(a) (sizeof(a) / sizeof((a)[0]))

@@ -40,7 +40,9 @@
  * Timeouts: sbx_connect waits at most 30 s for the Hello reply while no call timeout is
  * set. With a call timeout set, sbx_exec waits for the call timeout plus the command's
  * timeout plus a 2 s grace (the daemon reports a timeout only once the command has
- * stopped). A call that times out fails with SBX_UNAVAILABLE and sbx_errno() ETIMEDOUT.
+ * stopped), plus the wait for a slot: queue_timeout_ms when given, else 60 s (the
+ * daemon's default --queue-timeout; a daemon set to wait longer needs queue_timeout_ms
+ * given, or no call timeout). A call that times out fails with SBX_UNAVAILABLE and sbx_errno() ETIMEDOUT.
  * A request larger than the daemon's frame limit (from Hello) fails with SBX_TOO_LARGE
  * before anything is sent, and the connection stays usable. */
 #ifndef SBX_H
@@ -149,6 +151,8 @@ enum {
         SBX_LIMIT_OPEN_FILES = 1u << 5,
         SBX_LIMIT_CORE_DUMPS = 1u << 6,
         SBX_LIMIT_TMP = 1u << 7,
+        SBX_LIMIT_COMMANDS = 1u << 8,
+        SBX_LIMIT_QUEUED_COMMANDS = 1u << 9,
 };
 
 struct sbx_limits {
@@ -161,6 +165,12 @@ struct sbx_limits {
         uint32_t open_files;
         int core_dumps;
         uint64_t tmp_bytes;
+        /* Commands running at once in the sandbox; more wait for a slot (see
+         * sbx_exec_opts.queue_timeout_ms). Default and maximum: sbxd --max-commands. */
+        uint32_t commands;
+        /* Commands waiting for a slot at once; past it sbx_exec is SBX_RESOURCE_EXHAUSTED.
+         * Default and maximum: sbxd --max-queued. */
+        uint32_t queued_commands;
 };
 
 struct sbx_strv {
@@ -251,6 +261,7 @@ struct sbx_sandbox {
         size_t n_share_uids;
         uint32_t *share_gids;
         size_t n_share_gids;
+        uint32_t queued_commands; /* commands waiting for a slot */
 };
 
 enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct sbx_sandbox **ret);
@@ -297,8 +308,13 @@ enum sbx_outcome {
         /* Only in history records (sbx_history), never in a result: the command has not
          * ended yet (its ended_unix_ms is 0). */
         SBX_OUTCOME_RUNNING = 9,
+        /* It waited for a slot longer than its queue timeout and never ran (queued_ms
+         * says how long; duration is 0). A command cancelled while it waits is CANCELLED,
+         * one whose sandbox ends while it waits SANDBOX_ENDED. */
+        SBX_OUTCOME_QUEUE_TIMEOUT = 10,
 };
-/* "exited", "signaled", "timed_out", ..., "running"; "unknown" for other values. */
+/* "exited", "signaled", "timed_out", ..., "running", "queue_timeout"; "unknown" for
+ * other values. */
 const char *sbx_outcome_name(int outcome);
 
 enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
@@ -311,6 +327,13 @@ typedef void (*sbx_output_cb)(void *userdata, enum sbx_stream stream, uint64_t o
  * copy it), before any output: from then on another thread or process can cancel it or
  * send it a signal (sbx_cancel, sbx_signal) on a client of its own. */
 typedef void (*sbx_started_cb)(void *userdata, const char *command_id);
+
+/* Called when the command waits for a slot (the sandbox runs its maximum of commands at
+ * once, or the caller's uid does), with its ID (valid during the call: copy it) and how
+ * many commands of the sandbox wait before it; before on_started. From then on
+ * sbx_cancel on a client of its own ends the wait (the command never runs; its result
+ * says CANCELLED). May be called again when the daemon tells a new position. */
+typedef void (*sbx_queued_cb)(void *userdata, const char *command_id, uint32_t ahead);
 
 struct sbx_exec_opts {
         const char *const *argv;  /* program and arguments; exclusive with shell */
@@ -341,6 +364,19 @@ struct sbx_exec_opts {
          * for a command that never started (the result says START_FAILED) nor when the
          * call fails before the daemon took the command. */
         sbx_started_cb on_started;
+        /* How long the command may wait for a slot when the sandbox (or the caller's uid)
+         * runs its maximum of commands at once, in milliseconds; used only when
+         * has_queue_timeout is non-zero. Without it, the daemon's default (sbxd
+         * --queue-timeout, 60 s); 0: never wait (over the cap the result says
+         * QUEUE_TIMEOUT at once). A command still waiting at this bound never runs: its
+         * result says SBX_OUTCOME_QUEUE_TIMEOUT. The command's own timeout_ms counts from
+         * its start, not from the request. Only a full queue is SBX_RESOURCE_EXHAUSTED. */
+        int has_queue_timeout;
+        uint64_t queue_timeout_ms;
+        /* Non-NULL: called (with userdata) when the command waits for a slot, on the
+         * thread that called sbx_exec. The command is then run in streaming mode, as for
+         * on_started. Not called for a command that starts at once. */
+        sbx_queued_cb on_queued;
 };
 
 void sbx_exec_opts_init(struct sbx_exec_opts *o);
@@ -377,6 +413,10 @@ struct sbx_result {
          * (its owner sees and can change what is run and written there). */
         int has_owner_uid;
         uint32_t owner_uid;
+        /* Milliseconds it waited for a slot before it started (or until it ended, when it
+         * never started: QUEUE_TIMEOUT, or CANCELLED or SANDBOX_ENDED while it waited); 0
+         * when it did not wait. */
+        uint64_t queued_ms;
 };
 
 /* Runs a command in sandbox id and waits for its result. */
@@ -489,6 +529,7 @@ struct sbx_command_record {
         uint64_t stderr_bytes;
         int stdout_truncated;
         int stderr_truncated;
+        uint64_t queued_ms; /* as sbx_result.queued_ms */
 };
 
 struct sbx_history {

@@ -1222,6 +1222,259 @@ START_TEST(test_files_and_lists) {
 }
 END_TEST
 
+/* ---- a command that waits for a slot: CommandQueued, queue_timeout_ms, queued_ms ------------ */
+
+static int send_queued(struct pconn *pc, uint64_t id, const char *cid, uint32_t ahead) {
+        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
+        Sbx__V1__CommandQueued q = SBX__V1__COMMAND_QUEUED__INIT;
+        q.command_id = (char *)(uintptr_t)cid;
+        q.sandbox_id = (char *)"box";
+        q.has_ahead = 1;
+        q.ahead = ahead;
+        resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_QUEUED;
+        resp.command_queued = &q;
+        return pc_ok(pc, id, &resp, 0) ? 0 : 1;
+}
+
+/* The result of command cid: outcome, and the milliseconds it waited. */
+static int send_waited(struct pconn *pc, uint64_t id, const char *cid, Sbx__V1__Outcome outcome,
+                       uint64_t queued_ms) {
+        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
+        Sbx__V1__CommandResult res = SBX__V1__COMMAND_RESULT__INIT;
+        res.command_id = (char *)(uintptr_t)cid;
+        res.sandbox_id = (char *)"box";
+        res.has_outcome = 1;
+        res.outcome = outcome;
+        if (outcome == SBX__V1__OUTCOME__EXITED) {
+                res.has_exit_code = 1;
+                res.exit_code = 0;
+        }
+        res.has_queued_ms = 1;
+        res.queued_ms = queued_ms;
+        resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_RESULT;
+        resp.command_result = &res;
+        return pc_ok(pc, id, &resp, 0) ? 0 : 1;
+}
+
+static int script_exec_queued(int lfd) {
+        struct pconn pc;
+        Sbx__V1__Request *req;
+        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
+        Sbx__V1__CommandStarted cs = SBX__V1__COMMAND_STARTED__INIT;
+        const Sbx__V1__RunCommand *run;
+        uint64_t id;
+        bool ok;
+        int rc = pc_hello(lfd, &pc, 0);
+
+        if (rc)
+                return rc;
+        /* 1: on_queued asks for a stream; queue_timeout_ms as given. Two positions, a
+         * wait longer than the call timeout, the command's and the grace together (but
+         * not than those and the queue timeout), the start, the result. */
+        req = pc_recv(&pc);
+        PEER_EXPECT(req);
+        run = req->run_command;
+        ok = req->body_case == SBX__V1__REQUEST__BODY_RUN_COMMAND && run->has_stream &&
+             run->stream && run->has_queue_timeout_ms && run->queue_timeout_ms == 1500 &&
+             run->timeout_ms == 100;
+        id = req->request_id;
+        sbx__v1__request__free_unpacked(req, NULL);
+        PEER_EXPECT(ok);
+        PEER_EXPECT(send_queued(&pc, id, "c-3", 2) == 0);
+        PEER_EXPECT(send_queued(&pc, id, "c-3", 0) == 0);
+        usleep(2500 * 1000);
+        cs.command_id = (char *)"c-3";
+        cs.sandbox_id = (char *)"box";
+        resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_STARTED;
+        resp.command_started = &cs;
+        PEER_EXPECT(pc_ok(&pc, id, &resp, 0));
+        PEER_EXPECT(send_waited(&pc, id, "c-3", SBX__V1__OUTCOME__EXITED, 420) == 0);
+
+        /* 2: queue_timeout_ms 0 (never wait) is sent as given, not as absent; no
+         * callback, no stream; it never ran. */
+        req = pc_recv(&pc);
+        PEER_EXPECT(req);
+        run = req->run_command;
+        ok = req->body_case == SBX__V1__REQUEST__BODY_RUN_COMMAND && !run->stream &&
+             run->has_queue_timeout_ms && run->queue_timeout_ms == 0;
+        id = req->request_id;
+        sbx__v1__request__free_unpacked(req, NULL);
+        PEER_EXPECT(ok);
+        PEER_EXPECT(send_waited(&pc, id, "c-4", SBX__V1__OUTCOME__QUEUE_TIMEOUT, 0) == 0);
+
+        /* 3: without has_queue_timeout the field is absent (the daemon's default). A
+         * CommandQueued without on_queued is taken and dropped. RUNNING is no result
+         * outcome: it reads as unspecified. */
+        req = pc_recv(&pc);
+        PEER_EXPECT(req);
+        run = req->run_command;
+        ok = req->body_case == SBX__V1__REQUEST__BODY_RUN_COMMAND && run->stream &&
+             !run->has_queue_timeout_ms;
+        id = req->request_id;
+        sbx__v1__request__free_unpacked(req, NULL);
+        PEER_EXPECT(ok);
+        PEER_EXPECT(send_queued(&pc, id, "c-5", 7) == 0);
+        PEER_EXPECT(send_waited(&pc, id, "c-5", SBX__V1__OUTCOME__RUNNING, 9) == 0);
+
+        /* 4: GetHistory: a record that timed out waiting. */
+        req = pc_recv(&pc);
+        PEER_EXPECT(req);
+        ok = req->body_case == SBX__V1__REQUEST__BODY_GET_HISTORY;
+        id = req->request_id;
+        sbx__v1__request__free_unpacked(req, NULL);
+        PEER_EXPECT(ok);
+        {
+                Sbx__V1__GetHistoryReply hr = SBX__V1__GET_HISTORY_REPLY__INIT;
+                Sbx__V1__CommandRecord r1 = SBX__V1__COMMAND_RECORD__INIT, *rs[] = {&r1};
+                r1.has_seq = 1;
+                r1.seq = 4;
+                r1.command_id = (char *)"c-4";
+                r1.has_outcome = 1;
+                r1.outcome = SBX__V1__OUTCOME__QUEUE_TIMEOUT;
+                r1.has_queued_ms = 1;
+                r1.queued_ms = 60000;
+                hr.n_commands = 1;
+                hr.commands = rs;
+                resp.body_case = SBX__V1__RESPONSE__BODY_HISTORY;
+                resp.history = &hr;
+                PEER_EXPECT(pc_ok(&pc, id, &resp, 0));
+        }
+
+        /* 5: CreateSandbox with the command caps; the reply echoes them and a queue. */
+        req = pc_recv(&pc);
+        PEER_EXPECT(req);
+        {
+                const Sbx__V1__Limits *l = req->body_case == SBX__V1__REQUEST__BODY_CREATE_SANDBOX &&
+                                                           req->create_sandbox->policy
+                                                   ? req->create_sandbox->policy->limits
+                                                   : NULL;
+                ok = l && l->has_commands && l->commands == 2 && l->has_queued_commands &&
+                     l->queued_commands == 5 && !l->has_memory_bytes;
+        }
+        id = req->request_id;
+        sbx__v1__request__free_unpacked(req, NULL);
+        PEER_EXPECT(ok);
+        {
+                Sbx__V1__SandboxInfo info = SBX__V1__SANDBOX_INFO__INIT;
+                Sbx__V1__Policy pol = SBX__V1__POLICY__INIT;
+                Sbx__V1__Limits lim = SBX__V1__LIMITS__INIT;
+                lim.has_commands = 1;
+                lim.commands = 2;
+                lim.has_queued_commands = 1;
+                lim.queued_commands = 5;
+                pol.limits = &lim;
+                info.id = (char *)"q";
+                info.policy = &pol;
+                info.has_running_commands = 1;
+                info.running_commands = 2;
+                info.has_queued_commands = 1;
+                info.queued_commands = 3;
+                resp.body_case = SBX__V1__RESPONSE__BODY_SANDBOX;
+                resp.sandbox = &info;
+                PEER_EXPECT(pc_ok(&pc, id, &resp, 0));
+        }
+        pc_wait_eof(&pc);
+        pc_close(&pc);
+        return 0;
+}
+
+/* What the callbacks of a queued command saw, in order. */
+struct queue_seen {
+        char log[128];
+};
+
+static void log_queued(void *userdata, const char *command_id, uint32_t ahead) {
+        struct queue_seen *q = userdata;
+        size_t used = strlen(q->log);
+        snprintf(q->log + used, sizeof(q->log) - used, "queued %s %u;", command_id, ahead);
+}
+
+static void log_started(void *userdata, const char *command_id) {
+        struct queue_seen *q = userdata;
+        size_t used = strlen(q->log);
+        snprintf(q->log + used, sizeof(q->log) - used, "started %s;", command_id);
+}
+
+START_TEST(test_exec_queued) {
+        struct peer p;
+        sbx_client *c;
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        struct sbx_history *h = NULL;
+        struct sbx_sandbox *s = NULL;
+        struct sbx_create_opts co;
+        struct queue_seen seen = {{0}};
+        enum sbx_code rc;
+
+        peer_start(&p, script_exec_queued);
+        c = connect_ok(&p);
+        /* 100 ms + 100 ms + the 2 s grace: the peer's 2.5 s in the queue is within the
+         * call's wait only with the queue timeout added. */
+        sbx_set_call_timeout_ms(c, 100);
+        sbx_exec_opts_init(&o);
+        ck_assert_int_eq(o.has_queue_timeout, 0);
+        ck_assert_ptr_null(o.on_queued);
+        o.shell = "true";
+        o.timeout_ms = 100;
+        o.has_queue_timeout = 1;
+        o.queue_timeout_ms = 1500;
+        o.on_queued = log_queued;
+        o.on_started = log_started;
+        o.userdata = &seen;
+        rc = sbx_exec(c, "box", &o, &r);
+        ck_assert_msg(rc == SBX_OK, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        ck_assert_str_eq(seen.log, "queued c-3 2;queued c-3 0;started c-3;");
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_uint_eq(r->queued_ms, 420);
+        sbx_result_free(r);
+
+        sbx_exec_opts_init(&o);
+        o.shell = "true";
+        o.has_queue_timeout = 1;
+        o.queue_timeout_ms = 0;
+        rc = sbx_exec(c, "box", &o, &r);
+        ck_assert_int_eq(rc, SBX_OK);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_QUEUE_TIMEOUT);
+        ck_assert_str_eq(sbx_outcome_name(r->outcome), "queue_timeout");
+        ck_assert_int_eq(r->has_exit_code, 0);
+        ck_assert_uint_eq(r->queued_ms, 0);
+        sbx_result_free(r);
+
+        sbx_exec_opts_init(&o);
+        o.shell = "true";
+        o.on_started = log_started;
+        o.userdata = &seen;
+        seen.log[0] = 0;
+        rc = sbx_exec(c, "box", &o, &r);
+        ck_assert_int_eq(rc, SBX_OK);
+        ck_assert_str_eq(seen.log, "");
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_UNSPECIFIED);
+        ck_assert_uint_eq(r->queued_ms, 9);
+        sbx_result_free(r);
+
+        ck_assert_int_eq(sbx_history(c, "box", 0, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 1);
+        ck_assert_int_eq(h->v[0].outcome, SBX_OUTCOME_QUEUE_TIMEOUT);
+        ck_assert_uint_eq(h->v[0].queued_ms, 60000);
+        sbx_history_free(h);
+
+        sbx_create_opts_init(&co);
+        co.policy.limits.set = SBX_LIMIT_COMMANDS | SBX_LIMIT_QUEUED_COMMANDS;
+        co.policy.limits.commands = 2;
+        co.policy.limits.queued_commands = 5;
+        ck_assert_int_eq(sbx_create(c, &co, &s), SBX_OK);
+        ck_assert_uint_eq(s->policy.limits.set, SBX_LIMIT_COMMANDS | SBX_LIMIT_QUEUED_COMMANDS);
+        ck_assert_uint_eq(s->policy.limits.commands, 2);
+        ck_assert_uint_eq(s->policy.limits.queued_commands, 5);
+        ck_assert_uint_eq(s->running_commands, 2);
+        ck_assert_uint_eq(s->queued_commands, 3);
+        sbx_sandbox_free(s);
+
+        sbx_close(c);
+        ck_assert_int_eq(peer_wait(&p), 0);
+}
+END_TEST
+
 /* ---- local failures: no daemon, bad arguments, NULLs ---------------------------------------- */
 
 START_TEST(test_connect_fails) {
@@ -1319,7 +1572,9 @@ START_TEST(test_names) {
         ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_TIMED_OUT), "timed_out");
         ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_START_FAILED), "start_failed");
         ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_RUNNING), "running");
-        ck_assert_str_eq(sbx_outcome_name(10), "unknown");
+        ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_QUEUE_TIMEOUT), "queue_timeout");
+        ck_assert_int_eq(SBX_OUTCOME_QUEUE_TIMEOUT, 10);
+        ck_assert_str_eq(sbx_outcome_name(11), "unknown");
         ck_assert_str_eq(sbx_outcome_name(42), "unknown");
 }
 END_TEST
@@ -1343,8 +1598,8 @@ static void assert_named(const char *(*name)(int), int first, int last, const ch
 START_TEST(test_names_complete) {
         assert_named(sbx_code_name, SBX_OK, SBX_SANDBOX_ENDED, "UNKNOWN", -1);
         assert_named(sbx_state_name, SBX_STATE_UNSPECIFIED, SBX_STATE_LOST, "unknown", -1);
-        assert_named(sbx_outcome_name, SBX_OUTCOME_UNSPECIFIED, SBX_OUTCOME_RUNNING, "unknown",
-                     SBX_OUTCOME_UNKNOWN);
+        assert_named(sbx_outcome_name, SBX_OUTCOME_UNSPECIFIED, SBX_OUTCOME_QUEUE_TIMEOUT,
+                     "unknown", SBX_OUTCOME_UNKNOWN);
         ck_assert_str_eq(sbx_state_name(SBX_STATE_CREATING), "creating");
         ck_assert_str_eq(sbx_state_name(SBX_STATE_TERMINATING), "terminating");
         ck_assert_str_eq(sbx_outcome_name(SBX_OUTCOME_SANDBOX_ENDED), "sandbox_ended");
@@ -1426,6 +1681,7 @@ static Suite *make_suite(void) {
         tcase_add_test(peer, test_exec_stream);
         tcase_add_test(peer, test_exec_waits_for_command_timeout);
         tcase_add_test(peer, test_files_and_lists);
+        tcase_add_test(peer, test_exec_queued);
         suite_add_tcase(s, peer);
 
         tcase_add_unchecked_fixture(local, tmpdir_setup, tmpdir_teardown);

@@ -205,7 +205,7 @@ class LayoutTest(unittest.TestCase):
         fields = _lib.ExecOpts._fields_
 
         class Shorter(ctypes.Structure):  # 8 bytes less (one int alone hides in padding)
-            _fields_ = fields[:-2]
+            _fields_ = fields[:-1]
 
         class Longer(ctypes.Structure):
             _fields_ = fields + [("extra", ctypes.c_uint64)]

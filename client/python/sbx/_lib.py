@@ -81,6 +81,8 @@ class Limits(Structure):
         ("open_files", c_uint32),
         ("core_dumps", c_int),
         ("tmp_bytes", c_uint64),
+        ("commands", c_uint32),
+        ("queued_commands", c_uint32),
     ]
 
 
@@ -151,6 +153,7 @@ class Sandbox(Structure):
         ("n_share_uids", c_size_t),
         ("share_gids", POINTER(c_uint32)),
         ("n_share_gids", c_size_t),
+        ("queued_commands", c_uint32),
     ]
 
 
@@ -177,6 +180,9 @@ OutputCallback = CFUNCTYPE(None, c_void_p, c_int, c_uint64, c_void_p, c_size_t)
 # void (*)(void *userdata, const char *command_id)
 StartedCallback = CFUNCTYPE(None, c_void_p, c_char_p)
 
+# void (*)(void *userdata, const char *command_id, uint32_t ahead)
+QueuedCallback = CFUNCTYPE(None, c_void_p, c_char_p, c_uint32)
+
 
 class ExecOpts(Structure):
     _fields_ = [
@@ -196,6 +202,9 @@ class ExecOpts(Structure):
         ("stdin_stream", c_int),
         ("stdin_fd", c_int),
         ("on_started", StartedCallback),
+        ("has_queue_timeout", c_int),
+        ("queue_timeout_ms", c_uint64),
+        ("on_queued", QueuedCallback),
     ]
 
 
@@ -230,6 +239,7 @@ class Result(Structure):
         ("start_errno", c_int),
         ("has_owner_uid", c_int),
         ("owner_uid", c_uint32),
+        ("queued_ms", c_uint64),
     ]
 
 
@@ -281,6 +291,7 @@ class CommandRecord(Structure):
         ("stderr_bytes", c_uint64),
         ("stdout_truncated", c_int),
         ("stderr_truncated", c_int),
+        ("queued_ms", c_uint64),
     ]
 
 
@@ -324,6 +335,8 @@ LIMIT_FILE_SIZE = 1 << 4
 LIMIT_OPEN_FILES = 1 << 5
 LIMIT_CORE_DUMPS = 1 << 6
 LIMIT_TMP = 1 << 7
+LIMIT_COMMANDS = 1 << 8
+LIMIT_QUEUED_COMMANDS = 1 << 9
 
 IDLE_TIMEOUT_NONE = (1 << 64) - 1  # SBX_IDLE_TIMEOUT_NONE: no idle timeout
 

@@ -106,6 +106,9 @@ class Outcome(_Named):
     UNKNOWN = 8
     #: Only in :meth:`Sandbox.history`: the command has not ended yet.
     RUNNING = 9
+    #: It waited for a slot longer than its ``queue_timeout`` and never ran
+    #: (``queued_ms`` says how long).
+    QUEUE_TIMEOUT = 10
 
 
 class NetworkMode(_Named):
