@@ -50,7 +50,7 @@ extern char **environ;
 /* After a kill, init must report the leader reaped within this long. */
 #define COMMAND_KILL_GUARD_MS 5000u
 /* While a streaming client is congested, look again this often (its connection also
- * says when it has drained: sandbox_resume_output). */
+ * says when it has drained: command_resume_output). */
 #define COMMAND_RESUME_POLL_MS 10u
 /* Most bytes of stdin queued by CommandInput and not yet taken by the command. */
 #define COMMAND_MAX_PENDING_INPUT_BYTES (16u * 1024u * 1024u)
@@ -136,12 +136,16 @@ static struct command *find(struct sandbox *sb, uint64_t num) {
         return NULL;
 }
 
-static struct command *find_by_id(struct sandbox *sb, const char *id) {
+struct command *command_find(struct sandbox *sb, const char *command_id) {
         struct command *c;
         for (c = sb->commands; c; c = c->next)
-                if (strcmp(c->id, id) == 0)
+                if (!c->finished && strcmp(c->id, command_id ? command_id : "") == 0)
                         return c;
         return NULL;
+}
+
+const char *command_id(const struct command *cmd) {
+        return cmd->id;
 }
 
 static void command_free(struct command *cmd) {
@@ -707,19 +711,15 @@ static void on_timeout(uv_timer_t *t) {
         cmd->sb->hooks->fail(cmd->sb, "failed: init did not stop a command");
 }
 
-int sandbox_cancel(struct sandbox *sb, const char *command_id) {
-        struct command *cmd = find_by_id(sb, command_id);
-        if (!cmd || cmd->finished)
-                return -ENOENT;
-        if (cmd->kill != KILL_NONE || cmd->exited || cmd->start_failed)
-                return 0;
+void command_cancel(struct command *cmd) {
+        if (cmd->finished || cmd->kill != KILL_NONE || cmd->exited || cmd->start_failed)
+                return;
         cmd->kill = KILL_CANCEL;
         /* Not started: its Start never reached init (the sandbox is failing). */
         if (cmd->started) {
                 send_kill(cmd);
                 uv_timer_start(&cmd->timer, on_timeout, COMMAND_KILL_GUARD_MS, 0);
         }
-        return 0;
 }
 
 int command_signal_allowed(int signo) {
@@ -737,14 +737,13 @@ int command_signal_allowed(int signo) {
         }
 }
 
-int command_signal(struct sandbox *sb, const char *command_id, int signo) {
+int command_signal(struct command *cmd, int signo) {
         Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
         Sbx__Init__V1__Signal s = SBX__INIT__V1__SIGNAL__INIT;
-        struct command *cmd = find_by_id(sb, command_id);
 
         if (!command_signal_allowed(signo) || signo == SIGKILL)
                 return -EINVAL;
-        if (!cmd || cmd->finished)
+        if (cmd->finished)
                 return -ENOENT;
         /* Exited (its group may live on: it is no longer the command's), never started
          * (its Start did not reach init), or being killed already: nothing to do. */
@@ -758,9 +757,9 @@ int command_signal(struct sandbox *sb, const char *command_id, int signo) {
         s.signal = signo;
         msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SIGNAL;
         msg.signal = &s;
-        log_debug("sbx=%s cmd=%s: forwarding signal %d", sb->id, cmd->id, signo);
+        log_debug("sbx=%s cmd=%s: forwarding signal %d", cmd->sb->id, cmd->id, signo);
         /* A failed send ends the sandbox, which ends the command: nothing to report. */
-        (void)initchan_send(&sb->chan, &msg, NULL, 0);
+        (void)initchan_send(&cmd->sb->chan, &msg, NULL, 0);
         return 0;
 }
 
@@ -771,13 +770,9 @@ void command_record_running(struct sandbox *sb) {
                         record_start(cmd);
 }
 
-int sandbox_resume_output(struct sandbox *sb, const char *command_id) {
-        struct command *cmd = find_by_id(sb, command_id);
-        if (!cmd || cmd->finished)
-                return -ENOENT;
-        if (cmd->stream && !cmd->exited)
+void command_resume_output(struct command *cmd) {
+        if (!cmd->finished && cmd->stream && !cmd->exited)
                 update_stream_reading(cmd);
-        return 0;
 }
 
 /* ---- stdin -------------------------------------------------------------------------- */
@@ -834,11 +829,10 @@ static int queue_input(struct command *cmd, const uint8_t *data, size_t len, com
         return 0;
 }
 
-int sandbox_command_input(struct sandbox *sb, const char *command_id, const uint8_t *data,
-                          size_t len, int eof, command_input_cb cb, void *ud) {
-        struct command *cmd = find_by_id(sb, command_id);
+int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
+                  command_input_cb cb, void *ud) {
         int r;
-        if (!cmd || cmd->finished)
+        if (cmd->finished)
                 return -ENOENT;
         if (!cmd->in_inited || cmd->in_eof_wanted)
                 return -EPIPE;
@@ -1366,9 +1360,9 @@ static void fail_locally(struct command *cmd, struct start *s, int r, char *err,
         finish(cmd);
 }
 
-/* sandbox_run once the request is valid and counted against the caller's quota. */
+/* command_run once the request is valid and counted against the caller's quota. */
 static int run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
-               const struct command_callbacks *cbs, void *ud, char *ret_command_id, char *err,
+               const struct command_callbacks *cbs, void *ud, struct command **ret, char *err,
                size_t errlen) {
         struct command *cmd = command_new(sb, req, caller);
         struct start s;
@@ -1378,7 +1372,6 @@ static int run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct 
                 snprintf(err, errlen, "daemon out of memory");
                 return -ENOMEM;
         }
-        memcpy(ret_command_id, cmd->id, sizeof(cmd->id));
         cmd->cbs = *cbs;
         cmd->ud = ud;
         start_init(&s);
@@ -1391,6 +1384,7 @@ static int run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct 
         }
         join_own_cgroup(cmd, &s);
         command_link(cmd);
+        *ret = cmd;
         r = open_stdio(cmd, req, &s);
         if (r < 0)
                 fail_locally(cmd, &s, r, err, errlen);
@@ -1400,8 +1394,8 @@ static int run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct 
         return 0;
 }
 
-int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
-                const struct command_callbacks *cbs, void *ud, char *ret_command_id, char *err,
+int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
+                const struct command_callbacks *cbs, void *ud, struct command **ret, char *err,
                 size_t errlen) {
         int r = validate(sb, req, err, errlen);
 
@@ -1409,7 +1403,7 @@ int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 r = take_quota(sb, caller, err, errlen);
         if (r < 0)
                 return r;
-        r = run(sb, req, caller, cbs, ud, ret_command_id, err, errlen);
+        r = run(sb, req, caller, cbs, ud, ret, err, errlen);
         if (r < 0)
                 quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
         return r;

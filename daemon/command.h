@@ -1,12 +1,13 @@
 /* command.h: the commands of a sandbox, as the request layer sees them: starting one
- * (RunCommand), cancelling it, forwarding a signal, feeding its stdin, resuming its
- * streamed output, and making the ones still running visible in the records. Each
- * command ends with exactly one result, given to the callbacks it was started with.
+ * (RunCommand), finding one by its id, cancelling it, forwarding a signal, feeding its
+ * stdin, resuming its streamed output, and making the ones still running visible in the
+ * records. Each command ends with exactly one result, given to the callbacks it was
+ * started with.
  *
  * Implemented in command.c, called by rpc.c on the loop thread for a sandbox it found in
- * the table. (sandbox_run, sandbox_cancel, sandbox_resume_output and
- * sandbox_command_input carry the sandbox prefix for their callers; wave 2 renames them
- * command_run, command_cancel, command_resume_output, command_input.) */
+ * the table. A struct command is command.c's: its starter keeps the pointer command_run
+ * gave until its done callback has returned, and anyone else finds it by id
+ * (command_find) and uses it within the same loop turn. */
 #ifndef SBX_COMMAND_H
 #define SBX_COMMAND_H
 
@@ -30,47 +31,55 @@ struct command_callbacks {
         void (*done)(void *ud, Sbx__V1__CommandResult *result);
 };
 
-/* Starts req in sb. Returns 0 when cbs->done will be called later (the command's id is
- * then in ret_command_id, at least 32 bytes), or -errno with a reason in err: -EINVAL bad
+struct command;
+
+/* Starts req in sb. Returns 0 when cbs->done will be called later (*ret is then the
+ * command, valid until done has returned), or -errno with a reason in err: -EINVAL bad
  * request, -EMSGSIZE stdin, argv or environment too large, -EBUSY too many commands
  * running (the per-sandbox bound), -EAGAIN the caller's --max-commands-per-uid,
  * -ESHUTDOWN the sandbox is not ready yet, -ENODEV it is ending, -ENOMEM. A command that
- * cannot get its pipes is still started: its result says START_FAILED. */
-int sandbox_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
-                const struct command_callbacks *cbs, void *ud, char *ret_command_id, char *err,
+ * cannot get its pipes is still started: its result says START_FAILED (done may then be
+ * called before command_run returns; *ret is set before). */
+int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
+                const struct command_callbacks *cbs, void *ud, struct command **ret, char *err,
                 size_t errlen);
 
-/* Kills the command's process group; its result becomes CANCELLED. 0 (also when it had
- * already exited or was being killed), -ENOENT unknown or finished. */
-int sandbox_cancel(struct sandbox *sb, const char *command_id);
+/* The command of sb with this id ("c-N") that has not finished, or NULL. */
+struct command *command_find(struct sandbox *sb, const char *command_id);
+
+/* cmd's id, "c-N" (valid as long as cmd). */
+const char *command_id(const struct command *cmd);
+
+/* Kills cmd's process group; its result becomes CANCELLED. Nothing to do when it has
+ * already exited, is being killed or has finished. */
+void command_cancel(struct command *cmd);
 
 /* The client of a streamed command has room again: read its output now (without
- * waiting for the next look). -ENOENT: unknown or finished. */
-int sandbox_resume_output(struct sandbox *sb, const char *command_id);
+ * waiting for the next look). */
+void command_resume_output(struct command *cmd);
 
-/* Called once input given to sandbox_command_input has reached the command's pipe
- * (err 0), or could not (-EPIPE: the command ended or closed its stdin). */
+/* Called once input given to command_input has reached the command's pipe (err 0), or
+ * could not (-EPIPE: the command ended or closed its stdin). */
 typedef void (*command_input_cb)(void *ud, int err);
 
-/* Writes data to a running command's stdin (started with stdin_stream); closes it on eof.
- * Returns 1 when cb will be called once the data is in the pipe (the caller answers
- * then, which paces a client to what the command consumes), 0 when there was nothing
- * to wait for (cb is not called), -ENOENT unknown command, -EPIPE stdin already closed,
- * -EAGAIN too much input queued. */
-int sandbox_command_input(struct sandbox *sb, const char *command_id, const uint8_t *data,
-                          size_t len, int eof, command_input_cb cb, void *ud);
+/* Writes data to cmd's stdin (started with stdin_stream); closes it on eof. Returns 1
+ * when cb will be called once the data is in the pipe (the caller answers then, which
+ * paces a client to what the command consumes), 0 when there was nothing to wait for
+ * (cb is not called), -ENOENT finished, -EPIPE stdin already closed, -EAGAIN too much
+ * input queued. */
+int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
+                  command_input_cb cb, void *ud);
 
 /* 1 when signo may be sent with CancelCommand.signal: SIGHUP, SIGINT, SIGQUIT, SIGKILL,
  * SIGUSR1, SIGUSR2 or SIGTERM (what a terminal, a supervisor or a user sends; never a
  * stop or a fault signal). */
 int command_signal_allowed(int signo);
 
-/* Delivers signo (see command_signal_allowed; not SIGKILL, which is sandbox_cancel's) to
- * the process group of the running command command_id of sb, through init, and nothing
- * else: the command's result says how it then ends. Returns 0 when it was sent or when
- * the command has already exited (nothing is left to signal), -ENOENT for an unknown or
- * finished command, -EINVAL for a signal not allowed. */
-int command_signal(struct sandbox *sb, const char *command_id, int signo);
+/* Delivers signo (see command_signal_allowed; not SIGKILL, which is command_cancel's) to
+ * cmd's process group, through init, and nothing else: the command's result says how it
+ * then ends. Returns 0 when it was sent or when the command has already exited (nothing
+ * is left to signal), -ENOENT for a finished command, -EINVAL for a signal not allowed. */
+int command_signal(struct command *cmd, int signo);
 
 /* Writes the start of every command of sb that is running but not yet in the records
  * (a command is recorded some milliseconds after its start, see

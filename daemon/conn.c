@@ -307,7 +307,7 @@ int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, co
         return conn_send(c, &resp);
 }
 
-void conn_request_begin(struct conn *c) {
+static void inflight_begin(struct conn *c) {
         c->inflight++;
 }
 
@@ -320,7 +320,7 @@ static void on_kick(uv_timer_t *t) {
         conn_unref(c);
 }
 
-void conn_request_done(struct conn *c) {
+static void inflight_done(struct conn *c) {
         if (c->inflight > 0)
                 c->inflight--;
         if (c->closed)
@@ -544,7 +544,7 @@ void conn_call_begin(struct conn *c, struct conn_call *call, conn_call_cb on_clo
         if (c->open_calls)
                 c->open_calls->prev = call;
         c->open_calls = call;
-        conn_request_begin(c);
+        inflight_begin(c);
 }
 
 void conn_call_end(struct conn_call *call) {
@@ -558,6 +558,6 @@ void conn_call_end(struct conn_call *call) {
                 call->next->prev = call->prev;
         call->next = call->prev = NULL;
         call->conn = NULL;
-        conn_request_done(c);
+        inflight_done(c);
         conn_unref(c);
 }

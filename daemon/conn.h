@@ -22,7 +22,6 @@
 
 struct sbxd;
 struct server;
-struct call;
 struct conn;
 struct conn_call;
 
@@ -70,16 +69,13 @@ struct conn_call {
         struct conn_call *next, *prev;  /* conn.c's */
 };
 
-/* The connection. Its fields are conn.c's: use the functions below. Until wave 2 of
- * issue 17, rpc.c still reads d, id, uid, gid, pid, groups, n_groups, client_name,
- * closed and calls, and tests/fuzz/fuzz_dispatch.c builds one by hand (d, server,
- * refs, id, pipe, next, prev) and starts it with conn_start(). */
+/* The connection. Its fields are conn.c's (but next and prev, its owner's list links):
+ * use the functions below. */
 struct conn {
         uv_pipe_t pipe;
         struct sbxd *d;
         const struct conn_handlers *handlers;
         void *handlers_ud;
-        struct server *server;         /* unused by conn.c; the fuzz harness sets it */
         struct conn *next, *prev;      /* the owner's list (server.c's links) */
         struct frame_reader reader;
         uint64_t id;                   /* for log lines: conn=N */
@@ -91,7 +87,6 @@ struct conn {
         char client_name[SBX_CLIENT_NAME_MAX_BYTES + 1];
         size_t write_queued_bytes;
         unsigned inflight;             /* requests answered later */
-        struct call *calls;            /* rpc.c's list of them (until wave 2) */
         struct conn_call *open_calls;  /* those kept with conn_call_begin */
         unsigned refs;
         int reading;
@@ -129,11 +124,6 @@ int conn_open(struct conn *c, int fd);
  * Call once, after conn_accept or conn_open. Returns 0 (served or refused), or -errno
  * when the peer's credentials cannot be read (the caller closes it). */
 int conn_serve(struct conn *c);
-
-/* The old name of the last steps for a connection built by hand with c->server set:
- * serves it with the server's handlers. Defined in server.c for the fuzz harness, until
- * it calls server_serve_fd (wave 2 of issue 17). */
-int conn_start(struct conn *c);
 
 /* Closes the connection (idempotent): the closing handler, then every open call, hear
  * it; sends are dropped from now on. In-flight work keeps its references; the memory
@@ -195,10 +185,5 @@ void conn_call_begin(struct conn *c, struct conn_call *call, conn_call_cb on_clo
 /* Ends call: unlinks it, lets its connection read more (frames already received are
  * processed from the loop, never inside this call), and drops the reference. */
 void conn_call_end(struct conn_call *call);
-
-/* The old form of conn_call_begin/end for rpc.c's own list (c->calls), until wave 2:
- * counts a request answered later, and its end. */
-void conn_request_begin(struct conn *c);
-void conn_request_done(struct conn *c);
 
 #endif

@@ -23,80 +23,65 @@
 #include "sbxd.h"
 #include "store.h"
 
-/* A request answered later. */
+/* A request answered later: its connection keeps it open (conn_call_begin) until it is
+ * answered. A RunCommand's call holds its command until the result: the command is
+ * cancelled when the connection closes, and resumes its streamed output when the
+ * connection has room again. */
 struct call {
-        struct conn *conn;
-        struct call *next, *prev;  /* the connection's calls in flight */
+        struct conn_call cc;
         uint64_t request_id;
         int stream;
-        /* A RunCommand: its command, cancelled if the client goes away. */
-        char sandbox_id[SBX_ID_MAX_BYTES + 1];
-        char command_id[32];
+        struct command *cmd; /* a RunCommand's, until its result */
 };
+
+static struct call *call_of(struct conn_call *cc) {
+        return (struct call *)((char *)cc - offsetof(struct call, cc));
+}
+
+static struct conn *call_conn(const struct call *k) {
+        return k->cc.conn;
+}
+
+static void call_closing(struct conn_call *cc) {
+        struct call *k = call_of(cc);
+        /* Nobody is left to receive the command's result: stop it (it ends as cancelled
+         * and is recorded; processes that detached themselves live on). */
+        if (k->cmd) {
+                log_debug("conn=%llu closed: cancelling cmd=%s",
+                          (unsigned long long)conn_id(call_conn(k)), command_id(k->cmd));
+                command_cancel(k->cmd);
+        }
+}
+
+static void call_drained(struct conn_call *cc) {
+        struct call *k = call_of(cc);
+        if (k->cmd && k->stream)
+                command_resume_output(k->cmd);
+}
 
 static struct call *call_new(struct conn *c, uint64_t request_id) {
         struct call *k = calloc(1, sizeof(*k));
         if (!k)
                 return NULL;
-        k->conn = conn_ref(c);
         k->request_id = request_id;
-        k->next = c->calls;
-        if (c->calls)
-                c->calls->prev = k;
-        c->calls = k;
-        conn_request_begin(c);
+        conn_call_begin(c, &k->cc, call_closing, call_drained);
         return k;
 }
 
 static void call_free(struct call *k) {
-        struct conn *c = k->conn;
-        if (k->prev)
-                k->prev->next = k->next;
-        else if (c->calls == k)
-                c->calls = k->next;
-        if (k->next)
-                k->next->prev = k->prev;
-        conn_request_done(c);
-        conn_unref(c);
+        conn_call_end(&k->cc);
         free(k);
 }
 
-void rpc_conn_closed(struct conn *c) {
-        struct call *k, *next;
-        /* Nobody is left to receive these commands' results: stop them (each ends as
-         * cancelled and is recorded; processes that detached themselves live on). */
-        for (k = c->calls; k; k = next) {
-                struct sandbox *sb;
-                next = k->next;
-                if (!k->command_id[0])
-                        continue;
-                sb = sbxtab_find(c->d->sandboxes, k->sandbox_id);
-                if (sb && sandbox_cancel(sb, k->command_id) == 0)
-                        log_debug("conn=%llu closed: cancelled sbx=%s cmd=%s",
-                                  (unsigned long long)c->id, k->sandbox_id, k->command_id);
-        }
-}
-
-void rpc_conn_drained(struct conn *c) {
-        struct call *k, *next;
-        for (k = c->calls; k; k = next) {
-                struct sandbox *sb;
-                next = k->next;
-                if (!k->stream || !k->command_id[0])
-                        continue;
-                sb = sbxtab_find(c->d->sandboxes, k->sandbox_id);
-                if (sb)
-                        (void)sandbox_resume_output(sb, k->command_id);
-        }
-}
-
 static void caller_of(const struct conn *c, struct caller *ret) {
-        ret->uid = c->uid;
-        ret->gid = c->gid;
-        ret->pid = c->pid;
-        ret->client_name = c->client_name[0] ? c->client_name : NULL;
-        ret->groups = c->groups;
-        ret->n_groups = c->n_groups;
+        struct conn_peer p;
+        conn_peer(c, &p);
+        ret->uid = p.uid;
+        ret->gid = p.gid;
+        ret->pid = p.pid;
+        ret->client_name = conn_client_name(c);
+        ret->groups = p.groups;
+        ret->n_groups = p.n_groups;
 }
 
 /* ---- errors -------------------------------------------------------------------------- */
@@ -349,36 +334,59 @@ static int record_visible(struct conn *c, const char *id) {
 
         caller_of(c, &k);
         memset(&ri, 0, sizeof(ri));
-        r = store_sandbox_get(c->d->store, id, record_to_info, &ri);
+        r = store_sandbox_get(conn_daemon(c)->store, id, record_to_info, &ri);
         ok = r == 0 && record_may_access(&ri, &k);
         record_info_free(&ri);
         return ok;
 }
 
-/* Finds the live sandbox id for caller, answering the request itself when it cannot be
- * used (not found, ended, not allowed: another user's is "not found"). Returns NULL when
- * it answered. */
-static struct sandbox *lookup(struct conn *c, uint64_t rid, const char *id) {
-        struct caller k;
-        struct sandbox *sb;
+/* Where a sandbox stands for a caller: live and theirs to use, ended and on record for
+ * them to see, or neither: not found and another user's get the one same answer. */
+enum seen {
+        SEEN_NONE,
+        SEEN_LIVE,
+        SEEN_ENDED,
+};
 
-        caller_of(c, &k);
+/* Finds sandbox id for the caller of c (*ret: the live sandbox), answering the request
+ * itself when id is missing (INVALID_ARGUMENT) or SEEN_NONE (NOT_FOUND). Returns the
+ * enum seen, or -1 when it answered. */
+static int find_sandbox(struct conn *c, uint64_t rid, const char *id, struct sandbox **ret) {
+        struct sandbox *sb;
+        struct caller k;
+
+        *ret = NULL;
         if (!id || !id[0]) {
                 conn_send_status(c, rid, SBX__V1__CODE__INVALID_ARGUMENT,
                                  "sandbox_id is required");
-                return NULL;
+                return -1;
         }
-        sb = sbxtab_find(c->d->sandboxes, id);
+        caller_of(c, &k);
+        sb = sbxtab_find(conn_daemon(c)->sandboxes, id);
         if (sb && sandbox_may_access(sb, &k)) {
+                *ret = sb;
+                return SEEN_LIVE;
+        }
+        if (!sb && record_visible(c, id))
+                return SEEN_ENDED;
+        send_not_found(c, rid, id);
+        return -1;
+}
+
+/* find_sandbox for a request that needs it live (an ended one is answered ENDED); the
+ * use counts as activity (idle timeout). NULL when it answered. */
+static struct sandbox *lookup(struct conn *c, uint64_t rid, const char *id) {
+        struct sandbox *sb;
+        int seen = find_sandbox(c, rid, id, &sb);
+
+        if (seen == SEEN_LIVE) {
                 sandbox_touch(sb);
                 return sb;
         }
-        if (!sb && record_visible(c, id))
+        if (seen == SEEN_ENDED)
                 conn_send_status(c, rid, SBX__V1__CODE__ENDED,
                                  "sandbox '%s' has ended; see `sbx info %s` and create a new one",
                                  id, id);
-        else
-                send_not_found(c, rid, id);
         return NULL;
 }
 
@@ -390,28 +398,26 @@ static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
                 "cancel_command", "read_file",      "write_file",  "list_directory",
                 "stat",           "make_directory", "remove",      "terminate",
                 "list_sandboxes", "get_sandbox",    "set_timeout", "get_history"};
-        struct features *f = &c->d->features;
+        struct features *f = &conn_daemon(c)->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
         Sbx__V1__Features feat = SBX__V1__FEATURES__INIT;
         const char *name = req->hello->client_name;
+        struct conn_peer peer;
 
-        if (name) {
-                if (strlen(name) > SBX_CLIENT_NAME_MAX_BYTES) {
-                        conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
-                                         "client_name is longer than %u bytes",
-                                         SBX_CLIENT_NAME_MAX_BYTES);
-                        return;
-                }
-                snprintf(c->client_name, sizeof(c->client_name), "%s", name);
+        if (name && conn_set_client_name(c, name) < 0) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "client_name is longer than %u bytes", SBX_CLIENT_NAME_MAX_BYTES);
+                return;
         }
+        conn_peer(c, &peer);
         response_init(&resp, req->request_id);
         hr.has_protocol_version = 1;
         hr.protocol_version = SBX_PROTOCOL_VERSION;
         hr.daemon_version = (char *)SBX_VERSION;
         hr.has_peer_uid = 1;
-        hr.peer_uid = c->uid;
-        feat.cgroup_version = c->d->features.cgroup_version;
+        hr.peer_uid = peer.uid;
+        feat.cgroup_version = conn_daemon(c)->features.cgroup_version;
         feat.has_user_namespaces = feat.has_rootless = feat.has_seccomp = 1;
         feat.user_namespaces = f->user_namespaces;
         feat.rootless = f->rootless;
@@ -421,7 +427,7 @@ static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
         feat.has_openat2 = 1;
         feat.openat2 = f->openat2;
         feat.has_max_frame_bytes = 1;
-        feat.max_frame_bytes = c->d->cfg->max_frame_bytes;
+        feat.max_frame_bytes = conn_daemon(c)->cfg->max_frame_bytes;
         feat.n_implemented = sizeof(implemented) / sizeof(implemented[0]);
         feat.implemented = implemented;
         hr.features = &feat;
@@ -433,11 +439,11 @@ static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
 static void create_done(void *ud, struct sandbox *sb, int err, const char *msg) {
         struct call *k = ud;
         if (err < 0) {
-                send_errno(k->conn, k->request_id, err, msg);
+                send_errno(call_conn(k), k->request_id, err, msg);
         } else {
                 struct sandbox_info_store st;
                 sandbox_fill_info(sb, &st);
-                send_sandbox_info(k->conn, k->request_id, &st.info);
+                send_sandbox_info(call_conn(k), k->request_id, &st.info);
         }
         call_free(k);
 }
@@ -454,7 +460,7 @@ static void on_create(struct conn *c, const Sbx__V1__Request *req) {
                 send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
                 return;
         }
-        r = sandbox_create(c->d, req->create_sandbox, &k, create_done, call, err, sizeof(err));
+        r = sandbox_create(conn_daemon(c), req->create_sandbox, &k, create_done, call, err, sizeof(err));
         if (r < 0) {
                 send_errno(c, req->request_id, r, err);
                 call_free(call);
@@ -472,7 +478,7 @@ static void cmd_started(void *ud, char *command_id) {
         cs.command_id = command_id;
         resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_STARTED;
         resp.command_started = &cs;
-        conn_send(k->conn, &resp);
+        conn_send(call_conn(k), &resp);
 }
 
 static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
@@ -491,12 +497,12 @@ static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint6
         oc.data.len = len;
         resp.body_case = SBX__V1__RESPONSE__BODY_OUTPUT;
         resp.output = &oc;
-        conn_send(k->conn, &resp);
+        conn_send(call_conn(k), &resp);
 }
 
 static int cmd_congested(void *ud) {
         struct call *k = ud;
-        return !k->conn->closed && conn_congested(k->conn);
+        return !conn_is_closed(call_conn(k)) && conn_congested(call_conn(k));
 }
 
 /* Room an OutputChunk response takes in a frame besides its data (ids, offset, tags). */
@@ -506,7 +512,7 @@ static int cmd_congested(void *ud) {
  * responses before it (proto: CommandResult.output_in_chunks), and takes it out of the
  * result. */
 static void send_output_in_chunks(struct call *k, Sbx__V1__CommandResult *res) {
-        uint64_t frame = k->conn->d->cfg->max_frame_bytes;
+        uint64_t frame = conn_daemon(call_conn(k))->cfg->max_frame_bytes;
         size_t piece = frame > (uint64_t)SBX_RESULT_PIECE_BYTES + CHUNK_HEADROOM_BYTES
                                ? SBX_RESULT_PIECE_BYTES
                                : (size_t)(frame - CHUNK_HEADROOM_BYTES);
@@ -531,8 +537,9 @@ static void send_output_in_chunks(struct call *k, Sbx__V1__CommandResult *res) {
 
 static void cmd_done(void *ud, Sbx__V1__CommandResult *result) {
         struct call *k = ud;
+        k->cmd = NULL; /* it is finished: nothing of it may be used after this call */
         Sbx__V1__Response resp;
-        uint64_t frame = k->conn->d->cfg->max_frame_bytes;
+        uint64_t frame = conn_daemon(call_conn(k))->cfg->max_frame_bytes;
 
         response_init(&resp, k->request_id);
         resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_RESULT;
@@ -542,8 +549,8 @@ static void cmd_done(void *ud, Sbx__V1__CommandResult *result) {
         if (result->stdout.len + result->stderr.len + 2 * CHUNK_HEADROOM_BYTES >= frame &&
             protobuf_c_message_get_packed_size(&resp.base) > frame)
                 send_output_in_chunks(k, result);
-        if (conn_send(k->conn, &resp) == -EMSGSIZE)
-                conn_send_status(k->conn, k->request_id, SBX__V1__CODE__TOO_LARGE,
+        if (conn_send(call_conn(k), &resp) == -EMSGSIZE)
+                conn_send_status(call_conn(k), k->request_id, SBX__V1__CODE__TOO_LARGE,
                                  "command %s: its result does not fit in one frame (%llu bytes) "
                                  "even without its output; raise sbxd --max-frame-bytes",
                                  result->command_id, (unsigned long long)frame);
@@ -574,8 +581,7 @@ static void on_run(struct conn *c, const Sbx__V1__Request *req) {
                 return;
         }
         call->stream = rc->has_stream && rc->stream;
-        snprintf(call->sandbox_id, sizeof(call->sandbox_id), "%s", sandbox_id(sb));
-        r = sandbox_run(sb, rc, &k, &cmd_callbacks, call, call->command_id, err, sizeof(err));
+        r = command_run(sb, rc, &k, &cmd_callbacks, call, &call->cmd, err, sizeof(err));
         if (r < 0) {
                 send_errno(c, req->request_id, r, err);
                 call_free(call);
@@ -585,20 +591,32 @@ static void on_run(struct conn *c, const Sbx__V1__Request *req) {
 static void input_done(void *ud, int err) {
         struct call *k = ud;
         if (err < 0)
-                conn_send_status(k->conn, k->request_id, SBX__V1__CODE__FAILED_PRECONDITION,
+                conn_send_status(call_conn(k), k->request_id, SBX__V1__CODE__FAILED_PRECONDITION,
                                  "the command's stdin closed before it took this input (it "
                                  "ended, or closed its stdin)");
         else
-                send_empty(k->conn, k->request_id);
+                send_empty(call_conn(k), k->request_id);
         call_free(k);
+}
+
+/* The running command id of sb, or NULL after answering NOT_FOUND. */
+static struct command *find_command(struct conn *c, uint64_t rid, struct sandbox *sb,
+                                    const char *id) {
+        struct command *cmd = command_find(sb, id);
+        if (!cmd)
+                conn_send_status(c, rid, SBX__V1__CODE__NOT_FOUND,
+                                 "command '%s' is not running in sandbox '%s'", id ? id : "",
+                                 sandbox_id(sb));
+        return cmd;
 }
 
 static void on_input(struct conn *c, const Sbx__V1__Request *req) {
         const Sbx__V1__CommandInput *in = req->command_input;
         struct sandbox *sb = lookup(c, req->request_id, in->sandbox_id);
+        struct command *cmd = sb ? find_command(c, req->request_id, sb, in->command_id) : NULL;
         struct call *call;
         int r;
-        if (!sb)
+        if (!cmd)
                 return;
         call = call_new(c, req->request_id);
         if (!call) {
@@ -607,16 +625,11 @@ static void on_input(struct conn *c, const Sbx__V1__Request *req) {
         }
         /* Answered once the data is in the command's pipe: a client that waits for the
          * answer (libsbx keeps a few in flight) is paced by what the command reads. */
-        r = sandbox_command_input(sb, in->command_id ? in->command_id : "", in->data.data,
-                                  in->has_data ? in->data.len : 0, in->has_eof && in->eof,
-                                  input_done, call);
+        r = command_input(cmd, in->data.data, in->has_data ? in->data.len : 0,
+                          in->has_eof && in->eof, input_done, call);
         if (r > 0)
                 return;
-        if (r == -ENOENT)
-                conn_send_status(c, req->request_id, SBX__V1__CODE__NOT_FOUND,
-                                 "command '%s' is not running in sandbox '%s'",
-                                 in->command_id ? in->command_id : "", in->sandbox_id);
-        else if (r == -EPIPE)
+        if (r == -EPIPE)
                 conn_send_status(c, req->request_id, SBX__V1__CODE__FAILED_PRECONDITION,
                                  "stdin of command '%s' is closed (start it with stdin_stream)",
                                  in->command_id);
@@ -631,10 +644,8 @@ static void on_input(struct conn *c, const Sbx__V1__Request *req) {
  * cancelled; with another allowed signal only that signal is forwarded (proto). */
 static void on_cancel(struct conn *c, const Sbx__V1__Request *req) {
         const Sbx__V1__CancelCommand *cc = req->cancel_command;
-        const char *cmd_id = cc->command_id ? cc->command_id : "";
-        int forward = cc->has_signal && cc->signal != SIGKILL;
+        struct command *cmd;
         struct sandbox *sb;
-        int r;
 
         if (cc->has_signal && !command_signal_allowed(cc->signal)) {
                 conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
@@ -645,15 +656,14 @@ static void on_cancel(struct conn *c, const Sbx__V1__Request *req) {
                 return;
         }
         sb = lookup(c, req->request_id, cc->sandbox_id);
-        if (!sb)
+        cmd = sb ? find_command(c, req->request_id, sb, cc->command_id) : NULL;
+        if (!cmd)
                 return;
-        r = forward ? command_signal(sb, cmd_id, cc->signal) : sandbox_cancel(sb, cmd_id);
-        if (r < 0)
-                conn_send_status(c, req->request_id, SBX__V1__CODE__NOT_FOUND,
-                                 "command '%s' is not running in sandbox '%s'",
-                                 cc->command_id ? cc->command_id : "", cc->sandbox_id);
+        if (cc->has_signal && cc->signal != SIGKILL)
+                (void)command_signal(cmd, cc->signal); /* allowed, and cmd not finished */
         else
-                send_empty(c, req->request_id);
+                command_cancel(cmd);
+        send_empty(c, req->request_id);
 }
 
 /* Answers with the record of an ended sandbox (or NOT_FOUND). */
@@ -664,7 +674,7 @@ static void send_record(struct conn *c, uint64_t rid, const char *id) {
 
         memset(&ri, 0, sizeof(ri));
         caller_of(c, &k);
-        r = store_sandbox_get(c->d->store, id, record_to_info, &ri);
+        r = store_sandbox_get(conn_daemon(c)->store, id, record_to_info, &ri);
         if (r == -ENOENT || (r == 0 && !record_may_access(&ri, &k)))
                 send_not_found(c, rid, id);
         else if (r < 0)
@@ -676,7 +686,7 @@ static void send_record(struct conn *c, uint64_t rid, const char *id) {
 
 static void terminate_done(void *ud, struct sandbox *sb) {
         struct call *k = ud;
-        send_record(k->conn, k->request_id, sandbox_id(sb));
+        send_record(call_conn(k), k->request_id, sandbox_id(sb));
         call_free(k);
 }
 
@@ -684,24 +694,15 @@ static void on_terminate(struct conn *c, const Sbx__V1__Request *req) {
         const char *id = req->terminate->sandbox_id;
         struct sandbox *sb;
         struct call *call;
-        struct caller k;
+        int seen = find_sandbox(c, req->request_id, id, &sb);
 
-        caller_of(c, &k);
-        if (!id || !id[0]) {
-                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
-                                 "sandbox_id is required");
-                return;
-        }
-        sb = sbxtab_find(c->d->sandboxes, id);
-        if (!sb) {
+        if (seen == SEEN_ENDED) {
                 /* Terminating an ended sandbox is not an error: report its final state. */
                 send_record(c, req->request_id, id);
                 return;
         }
-        if (!sandbox_may_access(sb, &k)) {
-                send_not_found(c, req->request_id, id);
+        if (seen != SEEN_LIVE)
                 return;
-        }
         call = call_new(c, req->request_id);
         if (!call) {
                 send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
@@ -713,22 +714,13 @@ static void on_terminate(struct conn *c, const Sbx__V1__Request *req) {
 static void on_get(struct conn *c, const Sbx__V1__Request *req) {
         const char *id = req->get_sandbox->sandbox_id;
         struct sandbox *sb;
-        struct caller k;
+        int seen = find_sandbox(c, req->request_id, id, &sb);
 
-        caller_of(c, &k);
-        if (!id || !id[0]) {
-                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
-                                 "sandbox_id is required");
-                return;
-        }
-        sb = sbxtab_find(c->d->sandboxes, id);
-        if (sb && sandbox_may_access(sb, &k)) {
+        if (seen == SEEN_LIVE) {
                 struct sandbox_info_store st;
                 sandbox_fill_info(sb, &st);
                 send_sandbox_info(c, req->request_id, &st.info);
-        } else if (sb) {
-                send_not_found(c, req->request_id, id);
-        } else {
+        } else if (seen == SEEN_ENDED) {
                 send_record(c, req->request_id, id);
         }
 }
@@ -754,7 +746,7 @@ static void on_set_timeout(struct conn *c, const Sbx__V1__Request *req) {
                                  "timeout %llu ms is more than the longest a sandbox may be given "
                                  "at once, %llu ms from now (sbxd --max-sandbox-timeout)",
                                  (unsigned long long)st->timeout_ms,
-                                 (unsigned long long)c->d->cfg->max_sandbox_lifetime_ms);
+                                 (unsigned long long)conn_daemon(c)->cfg->max_sandbox_lifetime_ms);
                 return;
         }
         sandbox_fill_info(sb, &is);
@@ -855,7 +847,7 @@ static void on_list(struct conn *c, const Sbx__V1__Request *req) {
 
         memset(&lc, 0, sizeof(lc));
         lc.q = q;
-        lc.tab = c->d->sandboxes;
+        lc.tab = conn_daemon(c)->sandboxes;
         caller_of(c, &lc.k);
         lc.limit = q->has_limit && q->limit > 0 && q->limit < 10000 ? q->limit : 1000;
         for (i = 0; i < q->n_states; i++)
@@ -868,9 +860,9 @@ static void on_list(struct conn *c, const Sbx__V1__Request *req) {
                 send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
                 goto out;
         }
-        sbxtab_foreach(c->d->sandboxes, list_live, &lc);
+        sbxtab_foreach(conn_daemon(c)->sandboxes, list_live, &lc);
         if (want_records && !lc.truncated) {
-                int r = store_sandbox_foreach(c->d->store, 0, q->has_owner_uid, q->owner_uid, 0,
+                int r = store_sandbox_foreach(conn_daemon(c)->store, 0, q->has_owner_uid, q->owner_uid, 0,
                                               list_record, &lc);
                 if (r < 0) {
                         send_errno(c, req->request_id, r, "cannot read the sandbox records");
@@ -978,8 +970,8 @@ static int history_row(const struct store_command *sc, void *ud) {
 static void on_history(struct conn *c, const Sbx__V1__Request *req) {
         const Sbx__V1__GetHistory *q = req->get_history;
         struct history_ctx h;
-        struct record_info ri;
-        struct caller k;
+        struct sandbox *live;
+        int seen;
         Sbx__V1__Response resp;
         Sbx__V1__GetHistoryReply reply = SBX__V1__GET_HISTORY_REPLY__INIT;
         uint32_t limit = q->has_limit && q->limit > 0 ? q->limit : SBX_DEFAULT_HISTORY_LIMIT;
@@ -988,26 +980,12 @@ static void on_history(struct conn *c, const Sbx__V1__Request *req) {
 
         if (limit > SBX_MAX_HISTORY_LIMIT)
                 limit = SBX_MAX_HISTORY_LIMIT;
-        if (!q->sandbox_id || !q->sandbox_id[0]) {
-                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
-                                 "sandbox_id is required");
+        seen = find_sandbox(c, req->request_id, q->sandbox_id, &live);
+        if (seen < 0)
                 return;
-        }
-        caller_of(c, &k);
-        memset(&ri, 0, sizeof(ri));
-        r = store_sandbox_get(c->d->store, q->sandbox_id, record_to_info, &ri);
-        if (r == -ENOENT || (r == 0 && !record_may_access(&ri, &k))) {
-                record_info_free(&ri);
-                send_not_found(c, req->request_id, q->sandbox_id);
-                return;
-        }
-        record_info_free(&ri);
-        {
-                /* Its commands started a moment ago are not in the records yet. */
-                struct sandbox *live = sbxtab_find(c->d->sandboxes, q->sandbox_id);
-                if (live && sandbox_may_access(live, &k))
-                        command_record_running(live);
-        }
+        /* Its commands started a moment ago are not in the records yet. */
+        if (live)
+                command_record_running(live);
         memset(&h, 0, sizeof(h));
         /* One more than asked, to know whether the page is the last. */
         h.recs = calloc(limit + 1, sizeof(*h.recs));
@@ -1016,7 +994,7 @@ static void on_history(struct conn *c, const Sbx__V1__Request *req) {
                 send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
                 goto out;
         }
-        r = store_history(c->d->store, q->sandbox_id, q->has_after_seq ? q->after_seq : 0,
+        r = store_history(conn_daemon(c)->store, q->sandbox_id, q->has_after_seq ? q->after_seq : 0,
                           limit + 1, history_row, &h);
         if (r < 0) {
                 send_errno(c, req->request_id, r, "cannot read the command records");
@@ -1049,7 +1027,7 @@ out:
 #define FILE_ERR_BYTES 4096u
 
 static uint64_t file_reply_budget(const struct conn *c) {
-        uint64_t frame = c->d->cfg->max_frame_bytes;
+        uint64_t frame = conn_daemon(c)->cfg->max_frame_bytes;
         return frame > FILE_REPLY_HEADROOM_BYTES ? frame - FILE_REPLY_HEADROOM_BYTES : 0;
 }
 
@@ -1079,11 +1057,11 @@ static void file_record(struct conn *c, const char *sandbox_id, const char *op, 
         rec.caller_pid = (int32_t)k.pid;
         rec.client_name = k.client_name;
         rec.time_ms = sbxd_now_unix_ms();
-        r = store_fileop_insert(c->d->store, &rec);
+        r = store_fileop_insert(conn_daemon(c)->store, &rec);
         if (r < 0)
                 log_warning("sbx=%s conn=%llu: cannot record the file operation %s: %s", sandbox_id,
-                            (unsigned long long)c->id, op,
-                            r == -EIO ? store_last_error(c->d->store) : strerror(-r));
+                            (unsigned long long)conn_id(c), op,
+                            r == -EIO ? store_last_error(conn_daemon(c)->store) : strerror(-r));
 }
 
 /* lookup() for a file request; a refusal of a sandbox that exists (or existed) is recorded
@@ -1094,9 +1072,9 @@ static struct sandbox *file_lookup(struct conn *c, uint64_t rid, const char *id,
         struct sandbox *sb = lookup(c, rid, id);
 
         if (!sb && id && id[0]) {
-                if (sbxtab_find(c->d->sandboxes, id))
+                if (sbxtab_find(conn_daemon(c)->sandboxes, id))
                         file_record(c, id, op, path, 0, SBX__V1__CODE__PERMISSION_DENIED);
-                else if (store_sandbox_exists(c->d->store, id) > 0)
+                else if (store_sandbox_exists(conn_daemon(c)->store, id) > 0)
                         file_record(c, id, op, path, 0, SBX__V1__CODE__ENDED);
         }
         return sb;
@@ -1210,7 +1188,7 @@ static void list_scan(uv_work_t *req) {
 
 static void list_done(uv_work_t *req, int status) {
         struct list_work *w = req->data;
-        struct conn *c = w->call->conn;
+        struct conn *c = call_conn(w->call);
         uint64_t rid = w->call->request_id;
         Sbx__V1__ListDirectoryReply reply = SBX__V1__LIST_DIRECTORY_REPLY__INIT;
         Sbx__V1__Code code = SBX__V1__CODE__OK;
@@ -1288,7 +1266,7 @@ static void on_list_directory(struct conn *c, const Sbx__V1__Request *req) {
                 w->work.data = w;
         }
         if (!w || !w->sandbox_id || !w->path || !w->call ||
-            uv_queue_work(c->d->loop, &w->work, list_scan, list_done) < 0) {
+            uv_queue_work(conn_daemon(c)->loop, &w->work, list_scan, list_done) < 0) {
                 if (w)
                         list_work_free(w);
                 else
@@ -1390,8 +1368,10 @@ int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {
 
         r = wire_validate(&sbx__v1__request__descriptor, payload, len, 0, err, sizeof(err));
         if (r == -EBADMSG) {
-                log_info("conn=%llu uid=%u: %s; closing", (unsigned long long)c->id,
-                         (unsigned)c->uid, err);
+                struct conn_peer peer;
+                conn_peer(c, &peer);
+                log_info("conn=%llu uid=%u: %s; closing", (unsigned long long)conn_id(c),
+                         (unsigned)peer.uid, err);
                 conn_send_status(c, 0, SBX__V1__CODE__INVALID_ARGUMENT,
                                  "%s; the connection is closed", err);
                 return -EBADMSG;
@@ -1415,7 +1395,7 @@ int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {
         for (i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
                 if (handlers[i].body == req->body_case) {
                         if (log_enabled(LOG_LEVEL_DEBUG))
-                                log_debug("conn=%llu req=%llu body=%d", (unsigned long long)c->id,
+                                log_debug("conn=%llu req=%llu body=%d", (unsigned long long)conn_id(c),
                                           (unsigned long long)req->request_id, (int)req->body_case);
                         handlers[i].fn(c, req);
                         goto out;

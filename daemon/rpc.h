@@ -19,14 +19,6 @@ struct conn;
  * shuts the connection down). */
 int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len);
 
-/* The connection c is closing: commands it started and still waits for are cancelled.
- * Called by conn_close() before the handle goes. */
-void rpc_conn_closed(struct conn *c);
-
-/* The connection c drained its queue of replies below half its high-water mark: the
- * commands streaming to it may read their output again. Called by conn.c. */
-void rpc_conn_drained(struct conn *c);
-
 /* The wire code for a -errno from the layers below. */
 Sbx__V1__Code rpc_code_from_errno(int err);
 

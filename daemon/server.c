@@ -7,7 +7,8 @@
  *
  * Connections: each accepted socket becomes a struct conn (conn_new) whose handlers
  * are the ones below: admission asks server_admit, each frame goes to rpc_dispatch,
- * closing and draining go to rpc, and a closed handle leaves the list. The list is
+ * and a closed handle leaves the list. (The request layer hears a connection close or
+ * drain through the calls it keeps open on it, conn_call_begin.) The list is
  * linked through the connections' next/prev, which only this file touches.
  *
  * Admission: server_admit counts the connections open and the peer's uid's served
@@ -119,14 +120,6 @@ static int on_frame(void *ud, struct conn *c, const uint8_t *payload, size_t len
         return rpc_dispatch(c, payload, len);
 }
 
-static void on_closing(void *ud, struct conn *c) {
-        rpc_conn_closed(c);
-}
-
-static void on_drained(void *ud, struct conn *c) {
-        rpc_conn_drained(c);
-}
-
 /* The connection's handle is closed: it leaves the list (its memory goes with its last
  * reference). */
 static void on_closed(void *ud, struct conn *c) {
@@ -145,8 +138,6 @@ static void on_closed(void *ud, struct conn *c) {
 static const struct conn_handlers handlers = {
         .admit = on_admit,
         .frame = on_frame,
-        .closing = on_closing,
-        .drained = on_drained,
         .closed = on_closed,
 };
 
@@ -213,15 +204,6 @@ int server_serve_fd(struct server *s, int fd) {
         }
         serve(c);
         return 0;
-}
-
-/* For a connection built by hand, linked into c->server's list (the fuzz harness): the
- * server's handlers, then served (conn.h). Goes when tests/fuzz/fuzz_dispatch.c calls
- * server_serve_fd. */
-int conn_start(struct conn *c) {
-        c->handlers = &handlers;
-        c->handlers_ud = c->server;
-        return conn_serve(c);
 }
 
 int server_lock_file(const char *path) {

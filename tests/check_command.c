@@ -717,8 +717,8 @@ static Sbx__V1__RunCommand echo_request(void) {
 static int run_expect(struct rig *g, Sbx__V1__RunCommand *rc, char *err, size_t errlen) {
         struct caller k = me();
         struct seen s = {0};
-        char id[32];
-        return sandbox_run(g->sb, rc, &k, &cbs, &s, id, err, errlen);
+        struct command *cmd = NULL;
+        return command_run(g->sb, rc, &k, &cbs, &s, &cmd, err, errlen);
 }
 
 START_TEST(run_refuses_bad_requests) {
@@ -784,12 +784,13 @@ END_TEST
 static uint64_t take_start(struct rig *g, Sbx__V1__RunCommand *rc, struct seen *s, int *fds) {
         Sbx__Init__V1__ToInit *m;
         struct caller k = me();
-        char id[32], err[512];
+        struct command *cmd = NULL;
+        char err[512];
         size_t nfds = 0;
         uint64_t num;
 
-        ck_assert_int_eq(sandbox_run(g->sb, rc, &k, &cbs, s, id, err, sizeof(err)), 0);
-        ck_assert_str_eq(id, "c-1");
+        ck_assert_int_eq(command_run(g->sb, rc, &k, &cbs, s, &cmd, err, sizeof(err)), 0);
+        ck_assert_str_eq(command_id(cmd), "c-1");
         m = read_from_daemon(g, fds, &nfds);
         ck_assert_ptr_nonnull(m);
         ck_assert_int_eq(m->body_case, SBX__INIT__V1__TO_INIT__BODY_START);

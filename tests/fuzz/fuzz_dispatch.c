@@ -418,26 +418,9 @@ static void on_peer(uv_poll_t *h, int status, int events) {
                 peer_read(p);
 }
 
-/* A connection on fd, set up as server.c's on_connection does. */
-static struct conn *conn_on(int fd) {
-        static uint64_t next_id;
-        struct conn *c = calloc(1, sizeof(*c));
-        assert(c);
-        c->d = &D;
-        c->server = &S;
-        c->refs = 1; /* the server's */
-        c->id = ++next_id;
-        assert(uv_pipe_init(&loop, &c->pipe, 0) == 0);
-        c->pipe.data = c;
-        assert(uv_pipe_open(&c->pipe, fd) == 0);
-        c->next = S.conns;
-        if (S.conns)
-                S.conns->prev = c;
-        S.conns = c;
-        S.n_conns++;
-        if (conn_start(c) < 0)
-                conn_close(c);
-        return c;
+/* A connection on fd, served as the daemon serves an accepted one. */
+static void conn_on(int fd) {
+        assert(server_serve_fd(&S, fd) == 0);
 }
 
 /* Turns records [len16][payload] into frames. Returns the stream (free()) in *ret. */
