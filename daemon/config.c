@@ -112,6 +112,9 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_processes = SBX_DEFAULT_MAX_PROCESSES;
         cfg->max_command_timeout_ms = SBX_DEFAULT_MAX_COMMAND_TIMEOUT_MS;
         cfg->max_commands_per_sandbox = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
+        cfg->max_queued_per_sandbox = SBX_DEFAULT_MAX_QUEUED_PER_SANDBOX;
+        cfg->max_queued_total = SBX_DEFAULT_MAX_QUEUED_TOTAL;
+        cfg->queue_timeout_ms = SBX_DEFAULT_QUEUE_TIMEOUT_MS;
         cfg->max_sandboxes_per_uid = SBX_DEFAULT_MAX_SANDBOXES_PER_UID;
         cfg->max_commands_per_uid = SBX_DEFAULT_MAX_COMMANDS_PER_UID;
         cfg->max_connections_per_uid = SBX_DEFAULT_MAX_CONNECTIONS_PER_UID;
@@ -269,7 +272,8 @@ const char *config_usage(void) {
                "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
                "            [--adopt-grace SECS] [--keep-sandboxes] [--command-cgroups auto|on|off]\n"
                "            [--warm N] [--max-processes N] [--max-connections-per-uid N]\n"
-               "            [--socket-group GROUP]\n"
+               "            [--socket-group GROUP] [--max-queued N] [--max-queued-total N]\n"
+               "            [--queue-timeout SECS]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -287,7 +291,13 @@ const char *config_usage(void) {
                "--max-connections-per-uid: connections one user (root too) may hold open at once\n"
                "(default 128, at most 1024). --socket-group: the socket's group (a name or gid),\n"
                "whose members may connect; the socket's directory becomes searchable for it when\n"
-               "it is sbxd's own (ignored with socket activation: use SocketGroup=).\n";
+               "it is sbxd's own (ignored with socket activation: use SocketGroup=).\n"
+               "A sandbox runs at most --max-commands commands at once (default 16, at most\n"
+               "4096), a user --max-commands-per-uid over all sandboxes (default 1024); a command\n"
+               "over either cap waits for a slot in its sandbox's queue, at most --max-queued in a\n"
+               "sandbox (default 64; 0: no queue) and --max-queued-total over the daemon (default\n"
+               "1024): past them it is refused. It waits at most --queue-timeout when the request\n"
+               "says nothing (default 60 s; 0: never wait), never past --max-command-timeout.\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -300,6 +310,9 @@ static const struct {
         {"--max-commands", offsetof(struct config, max_commands_per_sandbox), 1, 4096},
         {"--max-sandboxes-per-uid", offsetof(struct config, max_sandboxes_per_uid), 1, 100000},
         {"--max-commands-per-uid", offsetof(struct config, max_commands_per_uid), 1, 1000000},
+        {"--max-queued", offsetof(struct config, max_queued_per_sandbox), 0,
+         SBX_MAX_QUEUED_PER_SANDBOX},
+        {"--max-queued-total", offsetof(struct config, max_queued_total), 0, SBX_MAX_QUEUED_TOTAL},
         {"--max-connections-per-uid", offsetof(struct config, max_connections_per_uid), 1,
          SBX_MAX_CONNECTIONS},
         {"--max-processes", offsetof(struct config, max_processes), 0, 4194304},
@@ -321,6 +334,7 @@ static const struct {
         {"--max-sandbox-timeout", offsetof(struct config, max_sandbox_lifetime_ms)},
         {"--max-lifetime", offsetof(struct config, max_sandbox_lifetime_ms)},
         {"--max-command-timeout", offsetof(struct config, max_command_timeout_ms)},
+        {"--queue-timeout", offsetof(struct config, queue_timeout_ms)},
 };
 
 /* The flags with a value of their own kind: paths, a group, a choice, a level. Returns
@@ -434,6 +448,10 @@ static int check_timeouts(struct config *cfg, char *err, size_t errlen) {
         }
         if (cfg->default_sandbox_timeout_ms > cfg->max_sandbox_lifetime_ms)
                 cfg->default_sandbox_timeout_ms = cfg->max_sandbox_lifetime_ms;
+        /* A request's queue_timeout_ms is capped by --max-command-timeout; so is the
+         * default it gets when it gives none. */
+        if (cfg->queue_timeout_ms > cfg->max_command_timeout_ms)
+                cfg->queue_timeout_ms = cfg->max_command_timeout_ms;
         return 0;
 }
 

@@ -33,7 +33,10 @@ struct config {
         uint64_t default_idle_timeout_ms;    /* idle timeout when the creator gives none; 0: none */
         uint64_t max_sandbox_lifetime_ms;    /* the longest lifetime given at once, from then on */
         uint64_t max_command_timeout_ms;
-        uint32_t max_commands_per_sandbox;
+        uint32_t max_commands_per_sandbox; /* running at once in a sandbox, and a policy's cap */
+        uint32_t max_queued_per_sandbox;  /* commands waiting for a slot in a sandbox; 0: no queue */
+        uint32_t max_queued_total;        /* commands waiting for a slot over the daemon */
+        uint64_t queue_timeout_ms;        /* a request's wait for a slot when it gives none; 0: none */
         uint32_t max_sandboxes_per_uid;   /* live sandboxes one uid may own */
         uint32_t max_commands_per_uid;    /* commands one uid may run at once, all sandboxes */
         uint32_t max_connections_per_uid; /* connections one uid may hold open at once */

@@ -237,6 +237,60 @@ START_TEST(bad_flags) {
 }
 END_TEST
 
+/* The command queue (issue 22): a sandbox's commands over the running cap wait, at most
+ * --max-queued in a sandbox (0: none) and --max-queued-total over the daemon, each
+ * --queue-timeout by default (0: never wait; never past --max-command-timeout). */
+START_TEST(queue_flags) {
+        struct config c;
+        char err[256];
+        char *argv[] = {"sbxd", "--max-queued", "0", "--max-queued-total=0", "--queue-timeout",
+                        "0", NULL};
+        char *top[] = {"sbxd", "--max-queued=65536", "--max-queued-total", "1000000",
+                       "--queue-timeout", "2.5", NULL};
+        char *capped[] = {"sbxd", "--queue-timeout", "600", "--max-command-timeout", "30", NULL};
+
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_uint_eq(c.max_queued_per_sandbox, 64);
+        ck_assert_uint_eq(c.max_queued_total, 1024);
+        ck_assert_uint_eq(c.queue_timeout_ms, 60000);
+        ck_assert_uint_eq(SBX_DEFAULT_MAX_QUEUED_PER_SANDBOX, 64);
+        ck_assert_uint_eq(SBX_DEFAULT_MAX_QUEUED_TOTAL, 1024);
+        ck_assert_uint_eq(SBX_DEFAULT_QUEUE_TIMEOUT_MS, 60000);
+        ck_assert_uint_eq(c.max_commands_per_sandbox, SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX);
+        ck_assert_int_eq(config_parse_args(&c, 6, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_queued_per_sandbox, 0);
+        ck_assert_uint_eq(c.max_queued_total, 0);
+        ck_assert_uint_eq(c.queue_timeout_ms, 0);
+        ck_assert_int_eq(config_parse_args(&c, 6, top, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_queued_per_sandbox, 65536);
+        ck_assert_uint_eq(c.max_queued_total, 1000000);
+        ck_assert_uint_eq(c.queue_timeout_ms, 2500);
+        config_free(&c);
+
+        /* A default wait above the longest a request may ask for is lowered to it. */
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 5, capped, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.queue_timeout_ms, 30000);
+        config_free(&c);
+
+        expect_bad("--max-queued", "65537");
+        expect_bad("--max-queued", "-1");
+        expect_bad("--max-queued", "many");
+        expect_bad("--max-queued", "");
+        expect_bad("--max-queued-total", "1000001");
+        expect_bad("--max-queued-total", "-1");
+        expect_bad("--max-queued-total", "1k");
+        expect_bad("--queue-timeout", "-1");
+        expect_bad("--queue-timeout", "soon");
+        expect_bad("--queue-timeout", "inf");
+        expect_bad("--queue-timeout", NULL);
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--max-queued N"));
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--max-queued-total N"));
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--queue-timeout SECS"));
+}
+END_TEST
+
 START_TEST(connection_flags) {
         struct config c;
         char err[256];
@@ -350,6 +404,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, lifetime_flags);
         tcase_add_test(tc, service_flags);
         tcase_add_test(tc, connection_flags);
+        tcase_add_test(tc, queue_flags);
         tcase_add_test(tc, socket_group_lookup);
         tcase_add_test(tc, seconds);
         tcase_add_test(tc, log_levels);
