@@ -30,18 +30,22 @@ static const struct command commands[] = {
          "       [--writable PATH]... [--deny-read PATH]... [--deny-write PATH]...\n"
          "       [--no-protect-defaults] [--env K=V]... [--memory BYTES] [--cpu-seconds N]\n"
          "       [--cpu-percent N] [--processes N] [--file-size BYTES] [--open-files N]\n"
-         "       [--tmp-size BYTES] [--root DIR] [--label K=V]... [--share-uid N]...\n"
-         "       [--keep-workspace] [--json]",
+         "       [--tmp-size BYTES] [--max-commands N] [--max-queued N] [--root DIR]\n"
+         "       [--label K=V]... [--share-uid N]... [--keep-workspace] [--json]",
          "create a sandbox and print its ID (--json: the sandbox object)"},
         {"exec", cmd_exec,
-         "exec [--timeout SECS] [--cwd DIR] [--env K=V]... [--stdin FILE|- | -n|--no-stdin]\n"
-         "     [--max-output BYTES] [--shell] [--print-id] [--json] ID -- ARGV...",
+         "exec [--timeout SECS] [--queue-timeout SECS] [--cwd DIR] [--env K=V]...\n"
+         "     [--stdin FILE|- | -n|--no-stdin] [--max-output BYTES] [--shell] [--print-id]\n"
+         "     [--json] ID -- ARGV...",
          "run a command; exits with its status (128+N signal N, 124 timed out, 125 sbx\n"
-         "      error or bad --cwd, 126 cannot execute, 127 not found, 137 out of memory or\n"
-         "      cancelled); --json prints the result instead. stdin is forwarded unless it\n"
-         "      is a terminal (-n: never); Ctrl-C, SIGTERM and SIGHUP are forwarded to the\n"
-         "      command (a second one kills it); --print-id prints the command's ID as it\n"
-         "      starts (on stderr; with --json as a first JSON line)"},
+         "      error, bad --cwd or no slot within --queue-timeout, 126 cannot execute, 127\n"
+         "      not found, 137 out of memory or cancelled); --json prints the result instead.\n"
+         "      A command over the sandbox's --max-commands waits for a slot (--queue-timeout,\n"
+         "      default the daemon's 60 s; 0: never wait). stdin is forwarded unless it is a\n"
+         "      terminal (-n: never); Ctrl-C, SIGTERM and SIGHUP are forwarded to the\n"
+         "      command (a second one kills it; while it waits for a slot, the first one\n"
+         "      cancels it); --print-id prints the command's ID as it starts (on stderr;\n"
+         "      with --json as a first JSON line)"},
         {"cancel", cmd_cancel, "cancel [--signal SIG] ID COMMAND_ID",
          "kill a running command (its result becomes cancelled), or with --signal send\n"
          "      it INT, TERM, HUP, QUIT, USR1, USR2 or KILL"},
@@ -218,6 +222,8 @@ static const struct {
         {"pass parents", "pass -p (--parents)", false},
         {"timeout_ms", "--timeout", false},
         {"idle_timeout_ms", "--idle-timeout", false},
+        {"queue_timeout_ms", "--queue-timeout", false},
+        {"queued_commands", "--max-queued", false},
         {"max_stdout_bytes", "--max-output", false},
         {"max_stderr_bytes", "--max-output", false},
         {"stdin_stream", "--stdin", false},

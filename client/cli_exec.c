@@ -3,19 +3,23 @@
  * Without --json the command's output streams to our stdout and stderr as it arrives
  * and sbx exits with the command's status: its exit code, 128+N for signal N, 124 timed
  * out, 126 cannot execute, 127 not found, 137 out of memory or cancelled, and 125 when
- * sbx, the daemon or the sandbox failed (a missing --cwd, sandbox_ended, unknown). An
- * ending that is not an exit (a timeout, a signal, out of memory, a cancel) is also said
- * in one line on stderr, "sbx: command c-4 timed out after 60 s (killed)", and a command
- * that could not start in the "sbx: CODE: message" form. With --json the result is
- * printed as one JSON object (keys: sandbox_id, command_id, outcome, exit_code, signal,
+ * sbx, the daemon or the sandbox failed or the command never ran (a missing --cwd,
+ * sandbox_ended, queue_timeout, unknown). An ending that is not an exit (a timeout, a
+ * signal, out of memory, a cancel) is also said in one line on stderr, "sbx: command c-4
+ * timed out after 60 s (killed)", and a command that could not start or never got a
+ * slot in the "sbx: CODE: message" form. A command that waits for a slot (the sandbox
+ * runs its maximum of commands at once) says so on stderr when that is a terminal,
+ * "sbx: waiting for a slot in sandbox ID (N ahead)". With --json the result is printed
+ * as one JSON object (keys: sandbox_id, command_id, outcome, exit_code, signal,
  * timed_out, stdout, stderr, stdout_truncated, stderr_truncated, stdout_bytes,
- * stderr_bytes, duration, isolated, warnings, resources, start_error, owner_uid,
- * stdout_base64, stderr_base64) and sbx exits 0 unless sbx itself failed.
+ * stderr_bytes, duration, queued_ms, isolated, warnings, resources, start_error,
+ * owner_uid, stdout_base64, stderr_base64) and sbx exits 0 unless sbx itself failed.
  *
  * Standard input is forwarded when it is not a terminal (as ssh does; -n turns it off).
  * SIGINT, SIGTERM, SIGHUP and SIGQUIT of sbx are forwarded to the command's process
  * group; a second one, or SIGNAL_GRACE_MS without an ending, kills the command (a
- * cancel), and a third one ends sbx itself. A thread of its own waits for those signals
+ * cancel), and a third one ends sbx itself. While the command waits for a slot the
+ * first one cancels it (it never runs). A thread of its own waits for those signals
  * (blocked everywhere else) and talks to the daemon on a client of its own, since the
  * client of the call is busy until the result comes. */
 #include "cli.h"
@@ -44,6 +48,7 @@ enum {
         E_JSON,
         E_NO_STDIN,
         E_PRINT_ID,
+        E_QUEUE_TIMEOUT,
 };
 
 static const struct cli_opt exec_opts[] = {
@@ -56,6 +61,7 @@ static const struct cli_opt exec_opts[] = {
         [E_JSON] = {"json", false, 0},
         [E_NO_STDIN] = {"no-stdin", false, 'n'},
         [E_PRINT_ID] = {"print-id", false, 0},
+        [E_QUEUE_TIMEOUT] = {"queue-timeout", true, 0},
         {NULL, false, 0},
 };
 
@@ -78,6 +84,12 @@ static int apply_opt(struct exec_state *st, int k, const char *a) {
                 if (cli_parse_secs_ms(a, &st->o.timeout_ms) < 0)
                         return cli_bad_value("exec", "--timeout", a,
                                              "expected seconds, e.g. 10 or 0.5");
+                break;
+        case E_QUEUE_TIMEOUT:
+                if (cli_parse_secs_ms(a, &st->o.queue_timeout_ms) < 0)
+                        return cli_bad_value("exec", "--queue-timeout", a,
+                                             "expected seconds, e.g. 30 or 0.5, or 0 (never wait)");
+                st->o.has_queue_timeout = 1;
                 break;
         case E_CWD:
                 st->o.cwd = a;
@@ -155,6 +167,8 @@ struct forwarder;
 struct run {
         struct stream_state ss;
         struct forwarder *fw;
+        const char *sandbox_id;
+        bool said_waiting; /* "waiting for a slot" was printed */
 };
 
 static void on_output(void *userdata, enum sbx_stream stream, uint64_t offset, const void *data,
@@ -194,6 +208,7 @@ struct forwarder {
         bool thread_started;
         pthread_mutex_t mu; /* guards what follows */
         char command_id[SBX_ID_MAX_BYTES + 1];
+        bool started; /* command_id runs; else it waits for a slot (or is not known yet) */
         bool done;
         bool print_id, json; /* the main thread prints the ID at start (--print-id) */
         /* Only the thread: */
@@ -258,7 +273,7 @@ static void *forward_main(void *arg) {
         for (;;) {
                 char id[sizeof(f->command_id)];
                 siginfo_t si;
-                bool done;
+                bool done, started;
                 int sig;
 
                 if (f->kill_at) {
@@ -275,6 +290,7 @@ static void *forward_main(void *arg) {
                         continue; /* EINTR */
                 pthread_mutex_lock(&f->mu);
                 done = f->done;
+                started = f->started;
                 memcpy(id, f->command_id, sizeof(id));
                 pthread_mutex_unlock(&f->mu);
                 if (done)
@@ -299,6 +315,12 @@ static void *forward_main(void *arg) {
                 }
                 if (!id[0] && f->want == SIGKILL && sig == 0)
                         die_by(f->first); /* the grace ran out before it started */
+                if (id[0] && !started && f->want && f->want != SIGKILL) {
+                        /* It waits for a slot: nothing runs to take the signal, so the
+                         * wait ends (a cancel; it never runs). */
+                        f->want = SIGKILL;
+                        f->kill_at = 0;
+                }
                 if (id[0] && f->want && f->want != f->sent)
                         forward_send(f, id);
         }
@@ -338,14 +360,36 @@ static void forwarder_stop(struct forwarder *f) {
         f->thread_started = false;
 }
 
+/* Tells the forwarder the command's ID, and whether it runs (else it waits for a slot). */
+static void forwarder_tell(struct forwarder *f, const char *command_id, bool started) {
+        pthread_mutex_lock(&f->mu);
+        snprintf(f->command_id, sizeof(f->command_id), "%s", command_id);
+        f->started = started;
+        pthread_mutex_unlock(&f->mu);
+}
+
+/* on_queued: the command waits for a slot. Its ID goes to the forwarder (a signal then
+ * cancels it), and a person at a terminal is told once why nothing happens yet. */
+static void on_queued(void *userdata, const char *command_id, uint32_t ahead) {
+        struct run *run = userdata;
+
+        forwarder_tell(run->fw, command_id, false);
+        if (run->fw->thread_started)
+                pthread_kill(run->fw->thread, run->fw->wake); /* a signal may wait for the ID */
+        if (!run->said_waiting && isatty(STDERR_FILENO)) {
+                run->said_waiting = true;
+                fflush(stdout);
+                fprintf(stderr, "sbx: waiting for a slot in sandbox %s (%u ahead)\n",
+                        run->sandbox_id, ahead);
+        }
+}
+
 /* on_started: the command runs. Its ID goes to the forwarder, and with --print-id to
  * stderr (with --json: a first JSON line on stdout). */
 static void on_started(void *userdata, const char *command_id) {
         struct forwarder *f = ((struct run *)userdata)->fw;
 
-        pthread_mutex_lock(&f->mu);
-        snprintf(f->command_id, sizeof(f->command_id), "%s", command_id);
-        pthread_mutex_unlock(&f->mu);
+        forwarder_tell(f, command_id, true);
         if (f->thread_started)
                 pthread_kill(f->thread, f->wake); /* a signal may wait for the ID */
         if (f->print_id && f->json) {
@@ -443,6 +487,8 @@ static void json_result(struct json *j, const struct sbx_result *r) {
         json_uint(j, r->stderr_bytes);
         json_key(j, "duration");
         json_double(j, r->duration, 6);
+        json_key(j, "queued_ms");
+        json_uint(j, r->queued_ms);
         json_key(j, "isolated");
         json_bool(j, r->isolated);
         json_key(j, "warnings");
@@ -477,6 +523,12 @@ static int no_status_error(const struct sbx_result *r) {
                         "unknown (see `sbx history %s`)",
                         r->command_id, r->sandbox_id, r->sandbox_id);
         case SBX_OUTCOME_QUEUE_TIMEOUT:
+                return cli_error(SBX_RESOURCE_EXHAUSTED,
+                                 "command %s waited %.3g s for a slot in sandbox '%s' and never "
+                                 "ran (the sandbox runs its maximum of commands at once; see "
+                                 "`sbx info %s`); try again, or wait longer with --queue-timeout",
+                                 r->command_id, (double)r->queued_ms / 1000.0, r->sandbox_id,
+                                 r->sandbox_id);
         case SBX_OUTCOME_EXITED:
         case SBX_OUTCOME_SIGNALED:
         case SBX_OUTCOME_TIMED_OUT:
@@ -573,8 +625,8 @@ static void limits_text(char *buf, size_t len, const struct sbx_result *r) {
 }
 
 /* The one line on stderr for an ending that is not an exit (plain sbx exec). */
-static void say_ending(const struct sbx_result *r, uint64_t timeout_ms, bool cancelled_by_us,
-                       int first_signal) {
+static void say_ending(const struct sbx_result *r, uint64_t timeout_ms, bool never_ran,
+                       bool cancelled_by_us, int first_signal) {
         char lim[256], nb[16], secs[32];
         const char *cid = r->command_id && *r->command_id ? r->command_id : "?";
 
@@ -603,7 +655,12 @@ static void say_ending(const struct sbx_result *r, uint64_t timeout_ms, bool can
                         cid, (double)r->peak_memory_bytes / (1024.0 * 1024.0), lim);
                 break;
         case SBX_OUTCOME_CANCELLED:
-                if (cancelled_by_us)
+                if (never_ran)
+                        fprintf(stderr,
+                                "sbx: command %s was cancelled while it waited for a slot (it "
+                                "never ran)\n",
+                                cid);
+                else if (cancelled_by_us)
                         fprintf(stderr, "sbx: command %s was killed after SIG%s (cancelled)\n", cid,
                                 sig_name(first_signal, nb, sizeof(nb)));
                 else
@@ -794,7 +851,7 @@ static int exec_report(sbx_client *c, enum sbx_code rc, const struct sbx_result 
         if (r->outcome == SBX_OUTCOME_START_FAILED)
                 return start_failed(r, id, st->o.cwd);
         say_ending(r, st->o.timeout_ms ? st->o.timeout_ms : SBX_DEFAULT_COMMAND_TIMEOUT_MS,
-                   run->fw->cancelled_by_us, run->fw->first);
+                   !run->fw->started, run->fw->cancelled_by_us, run->fw->first);
         status = result_status(r);
         return status < 0 ? no_status_error(r) : status;
 }
@@ -820,7 +877,9 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
         if (!st.json)
                 st.o.on_output = on_output;
         st.o.on_started = on_started;
+        st.o.on_queued = on_queued;
         st.o.userdata = &run;
+        run.sandbox_id = id;
         if (!status)
                 status = cli_connect(cli, &c);
         if (!status) {

@@ -5,8 +5,9 @@
  * Owns nothing past one command. The JSON sandbox object (create --json, info --json,
  * list --json) has the keys id, state, owner_uid, created, created_at, deadline,
  * deadline_at, idle_timeout, ended, ended_at, end_reason, isolated, warnings, labels,
- * policy, enforcement, running_commands, commands_run, share_uids, share_gids; times
- * are Unix seconds with fractions plus ISO-8601 UTC strings. */
+ * policy, enforcement, running_commands, queued_commands, commands_run, share_uids,
+ * share_gids; times are Unix seconds with fractions plus ISO-8601 UTC strings. A
+ * history record's JSON has queued_ms, the milliseconds it waited for a slot. */
 #include "cli.h"
 
 #include <errno.h>
@@ -68,6 +69,14 @@ static void json_limits(struct json *j, const struct sbx_limits *l) {
         if (l->set & SBX_LIMIT_TMP) {
                 json_key(j, "tmp_bytes");
                 json_uint(j, l->tmp_bytes);
+        }
+        if (l->set & SBX_LIMIT_COMMANDS) {
+                json_key(j, "commands");
+                json_uint(j, l->commands);
+        }
+        if (l->set & SBX_LIMIT_QUEUED_COMMANDS) {
+                json_key(j, "queued_commands");
+                json_uint(j, l->queued_commands);
         }
         json_end_object(j);
 }
@@ -144,6 +153,8 @@ static void json_sandbox(struct json *j, const struct sbx_sandbox *s) {
         json_enforcement(j, s->enforcement, s->n_enforcement);
         json_key(j, "running_commands");
         json_uint(j, s->running_commands);
+        json_key(j, "queued_commands");
+        json_uint(j, s->queued_commands);
         json_key(j, "commands_run");
         json_uint(j, s->commands_run);
         json_ids(j, "share_uids", s->share_uids, s->n_share_uids);
@@ -276,6 +287,8 @@ static void print_limits(const struct sbx_limits *l) {
         LIMIT(SBX_LIMIT_OPEN_FILES, "open_files=%u", l->open_files);
         LIMIT(SBX_LIMIT_CORE_DUMPS, "core_dumps=%s", l->core_dumps ? "yes" : "no");
         LIMIT(SBX_LIMIT_TMP, "tmp=%llu", (unsigned long long)l->tmp_bytes);
+        LIMIT(SBX_LIMIT_COMMANDS, "commands=%u", l->commands);
+        LIMIT(SBX_LIMIT_QUEUED_COMMANDS, "queued_commands=%u", l->queued_commands);
 #undef LIMIT
         putchar('\n');
 }
@@ -338,6 +351,8 @@ static void print_sandbox(const struct sbx_sandbox *s) {
         printf("%s\n", s->isolated ? "yes" : "no");
         key("running_commands");
         printf("%u\n", s->running_commands);
+        key("queued_commands");
+        printf("%u\n", s->queued_commands);
         key("commands_run");
         printf("%llu\n", (unsigned long long)s->commands_run);
         print_pairs("labels", s->n_labels, label_pair, s->labels);
@@ -567,6 +582,8 @@ enum {
         C_SHARE_UID,
         C_TMP_SIZE,
         C_KEEP,
+        C_MAX_COMMANDS,
+        C_MAX_QUEUED,
 };
 
 static const struct cli_opt create_opts[] = {
@@ -591,6 +608,8 @@ static const struct cli_opt create_opts[] = {
         [C_SHARE_UID] = {"share-uid", true, 0},
         [C_TMP_SIZE] = {"tmp-size", true, 0},
         [C_KEEP] = {"keep-workspace", false, 0},
+        [C_MAX_COMMANDS] = {"max-commands", true, 0},
+        [C_MAX_QUEUED] = {"max-queued", true, 0},
         {NULL, false, 0},
 };
 
@@ -645,6 +664,7 @@ static int count_value(const char *cmd, const char *opt, const char *a, const ch
 
 /* One limit option into l (its value and its bit of l->set). 0, or an exit status. */
 static int create_limit(int k, const char *cmd, const char *a, struct sbx_limits *l) {
+        uint64_t v;
         double d;
 
         switch (k) {
@@ -674,6 +694,18 @@ static int create_limit(int k, const char *cmd, const char *a, struct sbx_limits
         case C_OPEN_FILES:
                 return count_value(cmd, "--open-files", a, "expected a count > 0", &l->open_files,
                                    &l->set, SBX_LIMIT_OPEN_FILES);
+        case C_MAX_COMMANDS:
+                return count_value(cmd, "--max-commands", a,
+                                   "expected a count > 0 of commands running at once",
+                                   &l->commands, &l->set, SBX_LIMIT_COMMANDS);
+        case C_MAX_QUEUED:
+                /* 0 is a queue of none: over --max-commands a command is turned away. */
+                if (cli_parse_uint(a, UINT32_MAX, &v) < 0)
+                        return cli_bad_value(cmd, "--max-queued", a,
+                                             "expected a count of commands waiting at once");
+                l->queued_commands = (uint32_t)v;
+                l->set |= SBX_LIMIT_QUEUED_COMMANDS;
+                return 0;
         default: /* C_TMP_SIZE */
                 if (cli_parse_bytes(a, &l->tmp_bytes) < 0 || !l->tmp_bytes)
                         return cli_bad_value(cmd, "--tmp-size", a, "expected bytes, e.g. 256M");
@@ -739,6 +771,8 @@ static int create_option(int k, const char *cmd, const char *a, struct sbx_creat
         case C_FILE_SIZE:
         case C_OPEN_FILES:
         case C_TMP_SIZE:
+        case C_MAX_COMMANDS:
+        case C_MAX_QUEUED:
                 return create_limit(k, cmd, a, &o->policy.limits);
         case C_ROOT:
                 return create_root(a, o, st);
@@ -1339,6 +1373,8 @@ static void json_record(struct json *j, const struct sbx_command_record *r) {
         json_int_or_null(j, r->has_signal, r->signal);
         json_key(j, "duration");
         json_double(j, r->duration, 6);
+        json_key(j, "queued_ms");
+        json_uint(j, r->queued_ms);
         json_key(j, "peak_memory_bytes");
         json_uint(j, r->peak_memory_bytes);
         json_key(j, "stdout_bytes");
@@ -1379,15 +1415,20 @@ static int history_pages(sbx_client *c, const char *id, struct sbx_history ***pa
         }
 }
 
-/* One row of history's table for r: SEQ, STARTED, DURATION, OUTCOME, EXIT, ARGV. */
+/* One row of history's table for r: SEQ, STARTED, WAITED (for a slot), DURATION,
+ * OUTCOME, EXIT, ARGV. */
 static void history_row(struct table *t, const struct sbx_command_record *r) {
-        char seq[24], started[64], dur[32], ex[24], *av = NULL;
+        char seq[24], started[64], waited[32], dur[32], ex[24], *av = NULL;
         size_t av_len = 0;
         FILE *f = open_memstream(&av, &av_len);
-        const char *row[6];
+        const char *row[7];
 
         snprintf(seq, sizeof(seq), "%llu", (unsigned long long)r->seq);
         cli_format_iso(started, sizeof(started), r->started_unix_ms, false);
+        if (r->queued_ms)
+                snprintf(waited, sizeof(waited), "%.3fs", (double)r->queued_ms / 1000.0);
+        else
+                snprintf(waited, sizeof(waited), "-");
         if (r->ended_unix_ms || r->duration > 0)
                 snprintf(dur, sizeof(dur), "%.3fs", r->duration);
         else
@@ -1404,10 +1445,11 @@ static void history_row(struct table *t, const struct sbx_command_record *r) {
                 fclose(f);
         row[0] = seq;
         row[1] = r->started_unix_ms ? started : "-";
-        row[2] = dur;
-        row[3] = record_outcome(r);
-        row[4] = ex;
-        row[5] = av ? av : "";
+        row[2] = waited;
+        row[3] = dur;
+        row[4] = record_outcome(r);
+        row[5] = ex;
+        row[6] = av ? av : "";
         table_add(t, row);
         free(av);
 }
@@ -1427,8 +1469,9 @@ static int json_history(struct sbx_history *const *pages, size_t n_pages) {
 
 /* history's output: a JSON array of records, or a table. 0 or an exit status. */
 static int print_history(struct sbx_history *const *pages, size_t n_pages, bool json) {
-        static const char *const head[] = {"SEQ", "STARTED", "DURATION", "OUTCOME", "EXIT", "ARGV"};
-        struct table t = {.ncol = 6};
+        static const char *const head[] = {"SEQ",     "STARTED", "WAITED", "DURATION",
+                                           "OUTCOME", "EXIT",    "ARGV"};
+        struct table t = {.ncol = 7};
 
         if (json)
                 return json_history(pages, n_pages);

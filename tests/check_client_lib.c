@@ -5,12 +5,15 @@
  * them, and answers with hand-built Response frames (well-formed, split into single
  * bytes, for the wrong request, undecodable, cut off, or never). The child exits 0 when
  * everything it received was as expected; the test asserts that, and what the library
- * returned. This tests the library's framing, matching and decoding; tests against a
- * real sbxd live in the integration suite. The temporary directory is created and
+ * returned. This tests the library's framing, matching and decoding, and (test_tool_*)
+ * what the sbx tool of this build ($BUILD/sbx) sends and prints for replies no real
+ * daemon can be made to give on cue; tests against a real sbxd live in the integration
+ * suite. The temporary directory is created and
  * removed by an unchecked fixture, so it goes away even when a test fails; each peer
  * also arms alarm() so that it never outlives a failed test. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1475,6 +1478,290 @@ START_TEST(test_exec_queued) {
 }
 END_TEST
 
+/* ---- the sbx tool against the scripted peer: a command that waits for a slot ------------- */
+
+/* The sbx tool of this build ($BUILD/sbx, as tests/run.sh sets BUILD). */
+static void sbx_path(char *buf, size_t len) {
+        const char *b = getenv("BUILD");
+        snprintf(buf, len, "%s/sbx", b && *b ? b : "build");
+}
+
+/* Reads fd to its end into a new NUL-terminated string (EIO, a pty whose other side
+ * closed, is the end too). */
+static char *read_to_end(int fd) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        char b[4096];
+        ssize_t n;
+
+        ck_assert_ptr_nonnull(f);
+        while ((n = read(fd, b, sizeof(b))) != 0) {
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        break;
+                fwrite(b, 1, (size_t)n, f);
+        }
+        fclose(f);
+        return buf;
+}
+
+/* Runs `sbx --socket SOCK ARGS...` (args ends with NULL) with stdin /dev/null, its
+ * stderr a pseudo-terminal when err_tty, and returns its exit status with *out and *err
+ * (free them) what it printed. */
+static int run_sbx(const char *sock, bool err_tty, char **out, char **err, const char *const *args) {
+        char path[256], *argv[32];
+        int op[2], ep[2] = {-1, -1}, status;
+        size_t n = 0;
+        pid_t pid;
+
+        sbx_path(path, sizeof(path));
+        ck_assert_msg(access(path, X_OK) == 0, "no sbx tool at %s (set BUILD)", path);
+        argv[n++] = path;
+        argv[n++] = (char *)"--socket";
+        argv[n++] = (char *)(uintptr_t)sock;
+        for (; *args && n < sizeof(argv) / sizeof(argv[0]) - 1; args++)
+                argv[n++] = (char *)(uintptr_t)*args;
+        argv[n] = NULL;
+        ck_assert_int_eq(pipe2(op, O_CLOEXEC), 0);
+        if (err_tty) {
+                ep[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+                ck_assert_int_ge(ep[0], 0);
+                ck_assert_int_eq(grantpt(ep[0]), 0);
+                ck_assert_int_eq(unlockpt(ep[0]), 0);
+                ep[1] = open(ptsname(ep[0]), O_RDWR | O_NOCTTY | O_CLOEXEC);
+        } else {
+                ck_assert_int_eq(pipe2(ep, O_CLOEXEC), 0);
+        }
+        ck_assert_int_ge(ep[1], 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                int nul = open("/dev/null", O_RDONLY);
+                if (nul < 0 || dup2(nul, 0) < 0 || dup2(op[1], 1) < 0 || dup2(ep[1], 2) < 0)
+                        _exit(99);
+                execv(path, argv);
+                _exit(98);
+        }
+        close(op[1]);
+        close(ep[1]);
+        *out = read_to_end(op[0]);
+        *err = read_to_end(ep[0]);
+        close(op[0]);
+        close(ep[0]);
+        while (waitpid(pid, &status, 0) < 0)
+                ck_assert_int_eq(errno, EINTR);
+        ck_assert_msg(WIFEXITED(status), "sbx ended by signal %d", WTERMSIG(status));
+        return WEXITSTATUS(status);
+}
+
+/* The next request on a fresh connection of the tool (after its Hello): *ret (free it),
+ * or a failure exit code. */
+static int tool_request(int lfd, struct pconn *pc, Sbx__V1__Request__BodyCase want,
+                        Sbx__V1__Request **ret) {
+        int rc = pc_hello(lfd, pc, 0);
+
+        if (rc)
+                return rc;
+        *ret = pc_recv(pc);
+        PEER_EXPECT(*ret);
+        PEER_EXPECT((*ret)->body_case == want);
+        return 0;
+}
+
+/* Ends one connection of the tool. */
+static void tool_done(struct pconn *pc, Sbx__V1__Request *req) {
+        sbx__v1__request__free_unpacked(req, NULL);
+        pc_wait_eof(pc);
+        pc_close(pc);
+}
+
+static int script_tool_queue(int lfd) {
+        struct pconn pc;
+        Sbx__V1__Request *req;
+        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
+        const Sbx__V1__RunCommand *run;
+        int rc;
+
+        /* 1: exec --queue-timeout 2.5: queued, then timed out in the queue. */
+        if ((rc = tool_request(lfd, &pc, SBX__V1__REQUEST__BODY_RUN_COMMAND, &req)))
+                return rc;
+        run = req->run_command;
+        PEER_EXPECT(run->stream && run->has_queue_timeout_ms && run->queue_timeout_ms == 2500);
+        PEER_EXPECT(send_queued(&pc, req->request_id, "c-8", 3) == 0);
+        PEER_EXPECT(send_waited(&pc, req->request_id, "c-8", SBX__V1__OUTCOME__QUEUE_TIMEOUT,
+                                2500) == 0);
+        tool_done(&pc, req);
+
+        /* 2: exec --json --queue-timeout 0 (never wait): sent as given. */
+        if ((rc = tool_request(lfd, &pc, SBX__V1__REQUEST__BODY_RUN_COMMAND, &req)))
+                return rc;
+        run = req->run_command;
+        PEER_EXPECT(run->has_queue_timeout_ms && run->queue_timeout_ms == 0);
+        PEER_EXPECT(send_waited(&pc, req->request_id, "c-9", SBX__V1__OUTCOME__QUEUE_TIMEOUT,
+                                0) == 0);
+        tool_done(&pc, req);
+
+        /* 3: exec without --queue-timeout (absent), a stderr that is no terminal: it
+         * waited 1.5 s, ran, and exited 0. */
+        if ((rc = tool_request(lfd, &pc, SBX__V1__REQUEST__BODY_RUN_COMMAND, &req)))
+                return rc;
+        PEER_EXPECT(!req->run_command->has_queue_timeout_ms);
+        PEER_EXPECT(send_queued(&pc, req->request_id, "c-10", 0) == 0);
+        {
+                Sbx__V1__CommandStarted cs = SBX__V1__COMMAND_STARTED__INIT;
+                cs.command_id = (char *)"c-10";
+                cs.sandbox_id = (char *)"box";
+                resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_STARTED;
+                resp.command_started = &cs;
+                PEER_EXPECT(pc_ok(&pc, req->request_id, &resp, 0));
+        }
+        PEER_EXPECT(send_waited(&pc, req->request_id, "c-10", SBX__V1__OUTCOME__EXITED, 1500) ==
+                    0);
+        tool_done(&pc, req);
+
+        /* 4 and 5: history, as a table and as JSON. */
+        for (int i = 0; i < 2; i++) {
+                Sbx__V1__GetHistoryReply hr = SBX__V1__GET_HISTORY_REPLY__INIT;
+                Sbx__V1__CommandRecord r1 = SBX__V1__COMMAND_RECORD__INIT, *rs[] = {&r1};
+                static char *argv[] = {(char *)"true"};
+                if ((rc = tool_request(lfd, &pc, SBX__V1__REQUEST__BODY_GET_HISTORY, &req)))
+                        return rc;
+                r1.has_seq = 1;
+                r1.seq = 8;
+                r1.command_id = (char *)"c-8";
+                r1.n_argv = 1;
+                r1.argv = argv;
+                r1.has_outcome = 1;
+                r1.outcome = SBX__V1__OUTCOME__QUEUE_TIMEOUT;
+                r1.has_queued_ms = 1;
+                r1.queued_ms = 1234;
+                hr.n_commands = 1;
+                hr.commands = rs;
+                resp.body_case = SBX__V1__RESPONSE__BODY_HISTORY;
+                resp.history = &hr;
+                PEER_EXPECT(pc_ok(&pc, req->request_id, &resp, 0));
+                tool_done(&pc, req);
+        }
+
+        /* 6 and 7: create --max-commands 2 --max-queued 0 --json, then info: the caps and
+         * the queue. */
+        for (int i = 0; i < 2; i++) {
+                Sbx__V1__SandboxInfo info = SBX__V1__SANDBOX_INFO__INIT;
+                Sbx__V1__Policy pol = SBX__V1__POLICY__INIT;
+                Sbx__V1__Limits lim = SBX__V1__LIMITS__INIT;
+                if ((rc = tool_request(lfd, &pc,
+                                       i == 0 ? SBX__V1__REQUEST__BODY_CREATE_SANDBOX
+                                              : SBX__V1__REQUEST__BODY_GET_SANDBOX,
+                                       &req)))
+                        return rc;
+                if (i == 0) {
+                        const Sbx__V1__Limits *l = req->create_sandbox->policy
+                                                           ? req->create_sandbox->policy->limits
+                                                           : NULL;
+                        PEER_EXPECT(l && l->has_commands && l->commands == 2 &&
+                                    l->has_queued_commands && l->queued_commands == 0);
+                }
+                lim.has_commands = 1;
+                lim.commands = 2;
+                lim.has_queued_commands = 1;
+                lim.queued_commands = 0;
+                pol.limits = &lim;
+                info.id = (char *)"box";
+                info.has_state = 1;
+                info.state = SBX__V1__SANDBOX_STATE__READY;
+                info.policy = &pol;
+                info.has_queued_commands = 1;
+                info.queued_commands = 4;
+                resp.body_case = SBX__V1__RESPONSE__BODY_SANDBOX;
+                resp.sandbox = &info;
+                PEER_EXPECT(pc_ok(&pc, req->request_id, &resp, 0));
+                tool_done(&pc, req);
+        }
+        return 0;
+}
+
+/* Asserts that hay holds needle. */
+#define HAS(hay, needle)                                                                           \
+        ck_assert_msg(strstr((hay), (needle)) != NULL, "'%s' not in '%s'", (needle), (hay))
+
+START_TEST(test_tool_queue) {
+        static const char *const bad_q[] = {"exec", "--queue-timeout", "-1", "box", "--", "true",
+                                            NULL};
+        static const char *const bad_max[] = {"create", "--max-commands", "0", NULL};
+        static const char *const timed_out[] = {"exec", "--queue-timeout", "2.5", "box", "--",
+                                                "true", NULL};
+        static const char *const never[] = {"exec", "--json", "--queue-timeout", "0", "box", "--",
+                                            "true", NULL};
+        static const char *const waited[] = {"exec", "box", "--", "true", NULL};
+        static const char *const hist[] = {"history", "box", NULL};
+        static const char *const hist_json[] = {"history", "--json", "box", NULL};
+        static const char *const create[] = {"create", "--max-commands", "2", "--max-queued", "0",
+                                             "--json", NULL};
+        static const char *const info[] = {"info", "box", NULL};
+        struct peer p;
+        char *out, *err;
+
+        peer_start(&p, script_tool_queue);
+        /* Bad values are refused before anything is sent. */
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, bad_q), 125);
+        HAS(err, "--queue-timeout");
+        free(out);
+        free(err);
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, bad_max), 125);
+        HAS(err, "--max-commands");
+        free(out);
+        free(err);
+
+        /* A terminal on stderr is told of the wait; a command that never got a slot is an
+         * error of sbx, 125, like one whose sandbox ended. */
+        ck_assert_int_eq(run_sbx(p.path, true, &out, &err, timed_out), 125);
+        HAS(err, "sbx: waiting for a slot in sandbox box (3 ahead)");
+        HAS(err, "RESOURCE_EXHAUSTED: command c-8 waited 2.5 s for a slot in sandbox 'box' and "
+                 "never ran");
+        ck_assert_str_eq(out, "");
+        free(out);
+        free(err);
+
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, never), 0);
+        HAS(out, "\"outcome\":\"queue_timeout\"");
+        HAS(out, "\"queued_ms\":0,");
+        free(out);
+        free(err);
+
+        /* No terminal: no word of the wait. */
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, waited), 0);
+        ck_assert_str_eq(err, "");
+        free(out);
+        free(err);
+
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, hist), 0);
+        HAS(out, "WAITED");
+        HAS(out, "1.234s");
+        HAS(out, "queue_timeout");
+        free(out);
+        free(err);
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, hist_json), 0);
+        HAS(out, "\"outcome\":\"queue_timeout\"");
+        HAS(out, "\"queued_ms\":1234,");
+        free(out);
+        free(err);
+
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, create), 0);
+        HAS(out, "\"commands\":2,\"queued_commands\":0}");
+        HAS(out, "\"queued_commands\":4,");
+        free(out);
+        free(err);
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, info), 0);
+        HAS(out, "commands=2 queued_commands=0");
+        HAS(out, "queued_commands:");
+        free(out);
+        free(err);
+        ck_assert_int_eq(peer_wait(&p), 0);
+}
+END_TEST
+
 /* ---- local failures: no daemon, bad arguments, NULLs ---------------------------------------- */
 
 START_TEST(test_connect_fails) {
@@ -1682,6 +1969,7 @@ static Suite *make_suite(void) {
         tcase_add_test(peer, test_exec_waits_for_command_timeout);
         tcase_add_test(peer, test_files_and_lists);
         tcase_add_test(peer, test_exec_queued);
+        tcase_add_test(peer, test_tool_queue);
         suite_add_tcase(s, peer);
 
         tcase_add_unchecked_fixture(local, tmpdir_setup, tmpdir_teardown);
