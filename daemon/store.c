@@ -175,6 +175,10 @@ static const char *const migrations[] = {
         "INSERT INTO uid_owners SELECT run_uid, "
         "  CASE WHEN count(DISTINCT owner_uid) = 1 THEN min(owner_uid) END "
         "  FROM sandboxes WHERE run_uid != 0 GROUP BY run_uid;",
+        /* 4 -> 5: how long a command waited for a slot before it started (or until it
+         * ended, when it never started): a command over its sandbox's running cap waits
+         * in a queue. Records of before waited for nothing: 0. */
+        "ALTER TABLE commands ADD COLUMN queued_ms INTEGER NOT NULL DEFAULT 0;",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,
@@ -208,7 +212,7 @@ enum sandbox_col {
         "sandbox_id, command_id, argv, cwd, caller_uid, caller_pid, client_name, "                 \
         "started_ms, ended_ms, outcome, exit_code, signal, duration, cpu_seconds, "                \
         "peak_memory_bytes, stdout_bytes, stderr_bytes, stdout_truncated, "                        \
-        "stderr_truncated, limits_hit, start_error, seq"
+        "stderr_truncated, limits_hit, start_error, seq, queued_ms"
 
 enum command_col {
         CMD_SANDBOX_ID,
@@ -233,6 +237,7 @@ enum command_col {
         CMD_LIMITS_HIT,
         CMD_START_ERROR,
         CMD_SEQ,
+        CMD_QUEUED_MS,
 };
 
 /* The prepared statements, by purpose. The walking queries take the key of the last row
@@ -290,19 +295,20 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_SB_LIST_LIVE_OWNER] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE owner_uid = ?4 "
                                   "AND state IN " LIVE_STATES " AND" SB_LIST_TAIL,
         [ST_CMD_INSERT] = "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
-                          "caller_pid, client_name, started_ms, seq) "
-                          "VALUES (?1, ?2, ?4, ?5, ?6, ?7, ?8, ?9, ?3)",
+                          "caller_pid, client_name, started_ms, queued_ms, seq) "
+                          "VALUES (?1, ?2, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?3)",
         [ST_CMD_INSERT_ENDED] =
                 "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
                 "caller_pid, client_name, started_ms, ended_ms, outcome, exit_code, signal, "
                 "duration, cpu_seconds, peak_memory_bytes, stdout_bytes, stderr_bytes, "
-                "stdout_truncated, stderr_truncated, limits_hit, start_error, seq) "
+                "stdout_truncated, stderr_truncated, limits_hit, start_error, queued_ms, seq) "
                 "VALUES (?1, ?2, ?17, ?18, ?19, ?20, ?21, ?22, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                "?11, ?12, ?13, ?14, ?15, ?16, ?3)",
+                "?11, ?12, ?13, ?14, ?15, ?16, ?23, ?3)",
         [ST_CMD_FINISH] = "UPDATE commands SET ended_ms = ?4, outcome = ?5, exit_code = ?6, "
                           "signal = ?7, duration = ?8, cpu_seconds = ?9, peak_memory_bytes = ?10, "
                           "stdout_bytes = ?11, stderr_bytes = ?12, stdout_truncated = ?13, "
-                          "stderr_truncated = ?14, limits_hit = ?15, start_error = ?16 "
+                          "stderr_truncated = ?14, limits_hit = ?15, start_error = ?16, "
+                          "queued_ms = ?17 "
                           "WHERE sandbox_id = ?1 AND seq = ?3 AND command_id = ?2",
         [ST_CMD_MARK_ONE] = "UPDATE commands SET outcome = 'unknown', ended_ms = ?2 "
                             "WHERE sandbox_id = ?1 AND outcome IS NULL",
@@ -752,6 +758,7 @@ static int command_row_load(struct store *s, sqlite3_stmt *st, struct command_ro
         row->c.stdout_truncated = sqlite3_column_int(st, CMD_STDOUT_TRUNCATED) != 0;
         row->c.stderr_truncated = sqlite3_column_int(st, CMD_STDERR_TRUNCATED) != 0;
         row->c.seq = (uint64_t)sqlite3_column_int64(st, CMD_SEQ);
+        row->c.queued_ms = (uint64_t)sqlite3_column_int64(st, CMD_QUEUED_MS);
         *ret = row;
         return 0;
 }
@@ -1302,7 +1309,8 @@ static int argv_pack(const char *const *argv, size_t argc, char **ret, size_t *r
 }
 
 /* The three command statements bind sandbox_id, command_id and seq at 1, 2, 3, the end
- * fields at 4..16 and the start fields after them (at 4 when there are no end fields). */
+ * fields at 4..16 and the start fields after them (at 4 when there are no end fields);
+ * ST_CMD_FINISH binds queued_ms, the one start field it writes again, at 17. */
 #define CMD_END_FIRST 4
 #define CMD_END_LAST 16
 
@@ -1321,6 +1329,7 @@ static int bind_command_start(struct store *s, struct binder *b, int first,
         bind_int64(b, first + 3, c->caller_pid);
         bind_text(b, first + 4, c->client_name);
         bind_int64(b, first + 5, c->started_ms);
+        bind_uint64(b, first + 6, c->queued_ms);
         return 0;
 }
 
@@ -1418,6 +1427,7 @@ int store_command_finish(struct store *s, const struct store_command *c) {
                 return r;
         }
         bind_command_end(&b, c);
+        bind_uint64(&b, CMD_END_LAST + 1, c->queued_ms);
         r = stmt_exec(s, &b, "recording a command's end");
         if (r == 0)
                 return fail(s, -ENOENT, "no command %s (seq %llu) in sandbox %s",

@@ -28,7 +28,7 @@
 struct store;
 
 /* The schema version this build writes (PRAGMA user_version after migrations). */
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 /* Opens (creating when absent, mode 0600) the database file at path, sets WAL mode, busy
  * timeout and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database
@@ -107,6 +107,12 @@ struct store_command {
         int32_t caller_pid;
         const char *client_name;
         int64_t started_ms;
+        /* Milliseconds it waited for a slot before it started (or until it ended, when it
+         * never started); 0: it did not wait (and for the records of schemas before 5).
+         * Known at the start, so written by store_command_insert and _insert_ended, and
+         * by store_command_finish again (give it the same value, or the one known by
+         * then); read back by store_history. */
+        uint64_t queued_ms;
         /* End fields: written by store_command_finish, read back by store_history. */
         int64_t ended_ms;           /* 0 while running */
         const char *outcome;        /* "exited", "signaled", ..., "unknown"; NULL while running */
@@ -168,8 +174,8 @@ unsigned store_take_lost(struct store *s, char *why, size_t len);
  * sandbox_id was recorded; -EINVAL: a field is missing or seq is 0. */
 int store_command_insert(struct store *s, const struct store_command *c);
 
-/* Records how a command ended (the end fields of c, found by sandbox_id + seq, with
- * that command_id). -ENOENT: no such command. */
+/* Records how a command ended (the end fields of c and its queued_ms, found by
+ * sandbox_id + seq, with that command_id). -ENOENT: no such command. */
 int store_command_finish(struct store *s, const struct store_command *c);
 
 /* Records a command that has already ended, start and end fields in one row: what

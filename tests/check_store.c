@@ -220,6 +220,7 @@ struct seen_command {
         char outcome[32];
         int has_outcome;
         int64_t ended_ms;
+        uint64_t queued_ms;
 };
 
 struct history {
@@ -244,6 +245,7 @@ static int history_cb(const struct store_command *c, void *userdata) {
         e->has_outcome = c->outcome != NULL;
         snprintf(e->outcome, sizeof(e->outcome), "%s", c->outcome ? c->outcome : "");
         e->ended_ms = c->ended_ms;
+        e->queued_ms = c->queued_ms;
         if (h->stop_after && (int)h->n == h->stop_after)
                 return 99;
         return 0;
@@ -361,6 +363,21 @@ static const char commands_before_3[] =
         "  (40, 'gone', 'c-1', X'7400', 1, 2, 100, 0, NULL, NULL),"
         "  (50, 'a', 'c-12', X'7400', 1, 2, 100, 0, NULL, NULL);";
 
+/* The commands table of schemas 3 and 4, as released (schema 5 added queued_ms). */
+static const char commands_schema_4[] =
+        "DROP TABLE commands;"
+        "CREATE TABLE commands ("
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  seq INTEGER NOT NULL, command_id TEXT NOT NULL, argv BLOB NOT NULL, cwd TEXT,"
+        "  caller_uid INTEGER NOT NULL, caller_pid INTEGER NOT NULL, client_name TEXT,"
+        "  started_ms INTEGER NOT NULL, ended_ms INTEGER NOT NULL DEFAULT 0, outcome TEXT,"
+        "  exit_code INTEGER, signal INTEGER, duration REAL NOT NULL DEFAULT 0,"
+        "  cpu_seconds REAL NOT NULL DEFAULT 0, peak_memory_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stdout_bytes INTEGER NOT NULL DEFAULT 0, stderr_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  stdout_truncated INTEGER NOT NULL DEFAULT 0,"
+        "  stderr_truncated INTEGER NOT NULL DEFAULT 0, limits_hit TEXT, start_error TEXT,"
+        "  UNIQUE (sandbox_id, seq));";
+
 /* A database of schema 1 (the first release) or 2 is upgraded in place: every record
  * kept, numbered within its sandbox in its old order, and served by the new key. */
 START_TEST(test_upgrade_from_1_and_2) {
@@ -446,7 +463,7 @@ static int collect_uid(uint32_t run_uid, int64_t owner, void *ud) {
 /* Schema 3 -> 4: the uids of the records become their owners' for good; a uid that
  * served two owners is retired (owner -1). Then uids are bound one owner each. */
 START_TEST(test_uid_owners) {
-        char path[128];
+        char path[128], sql[2048];
         int64_t got[16] = {0};
         struct store *s;
         struct store_sandbox sb;
@@ -469,7 +486,9 @@ START_TEST(test_uid_owners) {
         sb.run_uid = 0; /* rootless: no uid of its own */
         ck_assert_int_eq(store_sandbox_insert(s, &sb), 0);
         store_close(s);
-        raw_exec(path, "DROP TABLE uid_owners; PRAGMA user_version = 3;");
+        snprintf(sql, sizeof(sql), "%s DROP TABLE uid_owners; PRAGMA user_version = 3;",
+                 commands_schema_4);
+        raw_exec(path, sql);
 
         s = open_ok(path);
         ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
@@ -1178,7 +1197,8 @@ START_TEST(test_command_insert_ended) {
         static const char cols[] = "sandbox_id, argv, cwd, caller_uid, caller_pid, client_name, "
                                    "started_ms, ended_ms, outcome, exit_code, signal, duration, "
                                    "cpu_seconds, peak_memory_bytes, stdout_bytes, stderr_bytes, "
-                                   "stdout_truncated, stderr_truncated, limits_hit, start_error";
+                                   "stdout_truncated, stderr_truncated, limits_hit, start_error, "
+                                   "queued_ms";
         char path[128], sql[1024];
         struct store *s;
         struct store_command c;
@@ -1205,6 +1225,7 @@ START_TEST(test_command_insert_ended) {
                 c.stdout_bytes = 7;
                 c.stderr_truncated = 1;
                 c.limits_hit = variant ? "" : "output";
+                c.queued_ms = variant ? 0 : 2500;
                 if (variant) {
                         c.outcome = "start_failed";
                         c.has_exit_code = 0;
@@ -1228,6 +1249,11 @@ START_TEST(test_command_insert_ended) {
                          "outcome IS NOT NULL AND argv = X'2F62696E2F6563686F006120620000'",
                          one, two);
                 ck_assert_int_eq(raw_int(path, sql), 2);
+                snprintf(sql, sizeof(sql),
+                         "SELECT count(*) FROM commands WHERE command_id IN ('%s', '%s') AND "
+                         "queued_ms = %d",
+                         one, two, variant ? 0 : 2500);
+                ck_assert_int_eq(raw_int(path, sql), 2);
         }
         /* The errors of store_command_insert. */
         c.command_id = "one-0";
@@ -1242,6 +1268,147 @@ START_TEST(test_command_insert_ended) {
         ck_assert_int_eq(store_command_insert_ended(s, &c), -EINVAL);
         ck_assert_int_eq(store_commit(s), 0);
         ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM commands"), 4);
+        store_close(s);
+}
+END_TEST
+
+/* How long a command waited for a slot (issue 22): written with its start, again with
+ * its end, in one row with both, and read back; a command that never started (its
+ * wait ended it) has its wait too. */
+START_TEST(test_command_queued_ms) {
+        static const char *const argv[] = {"true"};
+        char path[128];
+        struct store *s;
+        struct store_command c;
+        struct command_copy k;
+        struct history h;
+
+        tmp_path(path, sizeof(path), "state.db");
+        s = open_ok(path);
+        insert_sandbox(s, "sb", 1000, "ready", 1);
+        /* No wait: 0. */
+        insert_command(s, "sb", "plain");
+        /* A wait known at the start, kept by an end that says the same. */
+        c = finished("sb", "waited", 0);
+        c.argv = argv;
+        c.argc = 1;
+        c.started_ms = 5000;
+        c.queued_ms = 1234;
+        ck_assert_int_eq(store_command_insert(s, &c), 0);
+        ck_assert_int_eq(store_commit(s), 0);
+        ck_assert_uint_eq(command_read(s, "sb", "waited").c.queued_ms, 1234);
+        ck_assert_int_eq(command_read(s, "sb", "waited").has_outcome, 0);
+        ck_assert_int_eq(finish_committed(s, &c), 0);
+        /* The end writes what it is given. */
+        c = finished("sb", "plain", 0);
+        c.queued_ms = 7;
+        ck_assert_int_eq(finish_committed(s, &c), 0);
+        /* Waited, never ran: one row, start and end. */
+        c = finished("sb", "timed-out", 0);
+        c.argv = argv;
+        c.argc = 1;
+        c.outcome = "queue_timeout";
+        c.has_exit_code = 0;
+        c.duration = 0;
+        c.queued_ms = 60000;
+        ck_assert_int_eq(store_command_insert_ended(s, &c), 0);
+        /* A large value goes through the signed column unchanged. */
+        c = finished("sb", "huge", 0);
+        c.argv = argv;
+        c.argc = 1;
+        c.queued_ms = (1ull << 62) + 5;
+        ck_assert_int_eq(store_command_insert_ended(s, &c), 0);
+        ck_assert_int_eq(store_commit(s), 0);
+        store_close(s);
+
+        s = open_ok(path);
+        k = command_read(s, "sb", "plain");
+        ck_assert_uint_eq(k.c.queued_ms, 7);
+        k = command_read(s, "sb", "waited");
+        ck_assert_uint_eq(k.c.queued_ms, 1234);
+        ck_assert_str_eq(k.outcome, "exited");
+        k = command_read(s, "sb", "timed-out");
+        ck_assert_uint_eq(k.c.queued_ms, 60000);
+        ck_assert_str_eq(k.outcome, "queue_timeout");
+        ck_assert_double_eq(k.c.duration, 0);
+        k = command_read(s, "sb", "huge");
+        ck_assert_uint_eq(k.c.queued_ms, (1ull << 62) + 5);
+        h = history_all(s, "sb");
+        ck_assert_uint_eq(h.n, 4);
+        ck_assert_uint_eq(h.v[0].queued_ms, 7);
+        ck_assert_uint_eq(h.v[1].queued_ms, 1234);
+        history_free(&h);
+        ck_assert_int_eq(raw_int(path, "SELECT sum(queued_ms = 0) FROM commands"), 0);
+        store_close(s);
+}
+END_TEST
+
+/* Schema 4 -> 5: the commands table gains queued_ms in place; the records of before
+ * keep every field and read 0 (they never waited); new ones record their wait. */
+START_TEST(test_upgrade_from_4) {
+        char path[128], sql[4096];
+        struct store *s;
+        struct store_command c;
+        struct command_copy k;
+        struct history h;
+
+        tmp_path(path, sizeof(path), "state-4.db");
+        s = open_ok(path);
+        insert_sandbox(s, "a", 1000, "ready", 1);
+        store_close(s);
+        snprintf(sql, sizeof(sql),
+                 "%s"
+                 "INSERT INTO commands (sandbox_id, seq, command_id, argv, cwd, caller_uid, "
+                 "  caller_pid, client_name, started_ms, ended_ms, outcome, exit_code, duration, "
+                 "  stdout_bytes, limits_hit) VALUES "
+                 "  ('a', 1, 'c-1', X'7400', '/workspace', 1000, 2, 'old', 100, 150, 'exited', "
+                 "   3, 0.05, 12, ''),"
+                 "  ('a', 2, 'c-2', X'7400', NULL, 1000, 2, NULL, 200, 0, NULL, NULL, 0, 0, "
+                 "   NULL);"
+                 "PRAGMA user_version = 4;",
+                 commands_schema_4);
+        raw_exec(path, sql);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM pragma_table_info('commands') "
+                                       "WHERE name = 'queued_ms'"),
+                         0);
+
+        s = open_ok(path);
+        ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM pragma_table_info('commands') "
+                                       "WHERE name = 'queued_ms' AND \"notnull\" = 1 AND "
+                                       "dflt_value = '0'"),
+                         1);
+        k = command_read(s, "a", "c-1");
+        ck_assert_uint_eq(k.c.queued_ms, 0);
+        ck_assert_uint_eq(k.c.seq, 1);
+        ck_assert_str_eq(k.outcome, "exited");
+        ck_assert_int_eq(k.c.exit_code, 3);
+        ck_assert_int_eq(k.c.started_ms, 100);
+        ck_assert_int_eq(k.c.ended_ms, 150);
+        ck_assert_uint_eq(k.c.stdout_bytes, 12);
+        k = command_read(s, "a", "c-2");
+        ck_assert_uint_eq(k.c.queued_ms, 0);
+        ck_assert_int_eq(k.has_outcome, 0);
+
+        /* The records go on: the running one ends with its wait, a new one starts. */
+        c = finished_at("a", "c-2", 2, 0);
+        c.queued_ms = 40;
+        ck_assert_int_eq(finish_committed(s, &c), 0);
+        c = finished_at("a", "c-3", 3, 0);
+        c.queued_ms = 90;
+        ck_assert_int_eq(insert_committed(s, &c), 0);
+        h = history_all(s, "a");
+        ck_assert_uint_eq(h.n, 3);
+        ck_assert_uint_eq(h.v[0].queued_ms, 0);
+        ck_assert_uint_eq(h.v[1].queued_ms, 40);
+        ck_assert_uint_eq(h.v[2].queued_ms, 90);
+        history_free(&h);
+        ck_assert_int_eq(store_integrity_check(s), 0);
+        store_close(s);
+
+        /* Opened again: nothing left to migrate. */
+        s = open_ok(path);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM commands"), 3);
         store_close(s);
 }
 END_TEST
@@ -2146,6 +2313,8 @@ static Suite *make_suite(void) {
         ADD_TEST(s, test_prune, 30);
         ADD_TEST(s, test_command_batch, 30);
         ADD_TEST(s, test_command_insert_ended, 30);
+        ADD_TEST(s, test_command_queued_ms, 30);
+        ADD_TEST(s, test_upgrade_from_4, 30);
         ADD_TEST(s, test_checkpoint_off_loop, 120);
         ADD_TEST(s, test_crash_sigkill, 120);
         ADD_TEST(s, test_fault_malloc_transient, 600);
