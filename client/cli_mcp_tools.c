@@ -74,7 +74,11 @@ static const struct mcp_tool tools[] = {
                         "lines (a cut is marked), and a status line: the exit code, a "
                         "timeout or a signal. A non-zero exit comes back as an error result "
                         "with the output, to read what failed and try again. Nothing is "
-                        "interactive: stdin is empty unless `stdin` gives text.",
+                        "interactive: stdin is empty unless `stdin` gives text. When the "
+                        "sandbox already runs its maximum of commands at once (other agents "
+                        "may share it), the command waits for a slot, up to "
+                        "queue_timeout_seconds; one that gets none never runs (outcome "
+                        "queue_timeout).",
                 .input_schema =
                         "{\"type\":\"object\",\"properties\":{"
                         "\"command\":{\"type\":\"string\",\"description\":\"A shell command "
@@ -91,7 +95,11 @@ static const struct mcp_tool tools[] = {
                         "\"string\"},\"description\":\"Environment variables for this command "
                         "only, e.g. {\\\"DEBUG\\\": \\\"1\\\"}.\"},"
                         "\"stdin\":{\"type\":\"string\",\"description\":\"Text given to the "
-                        "command on its standard input. Default: none.\"}},"
+                        "command on its standard input. Default: none.\"},"
+                        "\"queue_timeout_seconds\":{\"type\":\"number\",\"minimum\":0,"
+                        "\"description\":\"How long the command may wait for a slot when the "
+                        "sandbox already runs its maximum of commands at once. Default: the "
+                        "daemon's (60 s); 0: do not wait.\"}},"
                         "\"additionalProperties\":false}",
                 .output_schema =
                         "{\"type\":\"object\",\"properties\":{"
@@ -102,6 +110,8 @@ static const struct mcp_tool tools[] = {
                         "\"timed_out\":{\"type\":\"boolean\"},"
                         "\"timeout_seconds\":{\"type\":\"number\"},"
                         "\"duration_seconds\":{\"type\":\"number\"},"
+                        "\"queued_ms\":{\"type\":\"integer\",\"description\":\"Milliseconds "
+                        "it waited for a slot\"},"
                         "\"stdout\":{\"type\":\"string\",\"description\":\"The tail shown\"},"
                         "\"stderr\":{\"type\":\"string\",\"description\":\"The tail shown\"},"
                         "\"stdout_truncated\":{\"type\":\"boolean\"},"
@@ -280,13 +290,13 @@ static void fmt_secs(char *buf, size_t len, uint64_t ms) {
 }
 
 /* The outcomes a run_command result can have, by their libsbx names: "exited, ...,
- * start_failed or unknown" (a sandbox that ended under the command is an error of the
+ * queue_timeout or unknown" (a sandbox that ended under the command is an error of the
  * call, not a result). */
 static void result_outcomes(char *buf, size_t len) {
         static const enum sbx_outcome v[] = {
                 SBX_OUTCOME_EXITED,        SBX_OUTCOME_SIGNALED,  SBX_OUTCOME_TIMED_OUT,
                 SBX_OUTCOME_OUT_OF_MEMORY, SBX_OUTCOME_CANCELLED, SBX_OUTCOME_START_FAILED,
-                SBX_OUTCOME_UNKNOWN,
+                SBX_OUTCOME_QUEUE_TIMEOUT, SBX_OUTCOME_UNKNOWN,
         };
         size_t n = sizeof(v) / sizeof(v[0]), o = 0;
 
@@ -777,9 +787,26 @@ static int read_timeout(const struct mcp_env *env, json_t *to, struct run_args *
         return 0;
 }
 
+/* 'queue_timeout_seconds' (q may be NULL: the daemon's default): how long the command
+ * may wait for a slot, 0 for not at all. */
+static int read_queue_timeout(json_t *q, struct run_args *a, struct argmsg *m) {
+        double s;
+
+        if (!q)
+                return 0;
+        s = json_number_value(q);
+        if (!json_is_number(q) || !(s >= 0) || !isfinite(s))
+                return bad_arg(m, "'queue_timeout_seconds' must be a number of seconds >= 0 "
+                                  "(0: do not wait for a slot)");
+        a->o.has_queue_timeout = 1;
+        a->o.queue_timeout_ms = s * 1000.0 > 9.0e15 ? (uint64_t)9e15 : (uint64_t)ceil(s * 1000.0);
+        return 0;
+}
+
 static int read_run_args(struct mcp_call *k, json_t *args, struct run_args *a, struct argmsg *m) {
-        static const char *const known[] = {"command", "argv", "timeout_seconds", "cwd", "env",
-                                            "stdin",   NULL};
+        static const char *const known[] = {"command", "argv",  "timeout_seconds",
+                                            "cwd",     "env",   "stdin",
+                                            "queue_timeout_seconds", NULL};
         json_t *argv = json_object_get(args, "argv"), *envo = json_object_get(args, "env");
         const char *in = NULL;
         size_t stdin_len = 0;
@@ -804,7 +831,8 @@ static int read_run_args(struct mcp_call *k, json_t *args, struct run_args *a, s
                 return -1;
         if (envo && read_env(envo, a, m) < 0)
                 return -1;
-        if (read_timeout(k->env, json_object_get(args, "timeout_seconds"), a, m) < 0)
+        if (read_timeout(k->env, json_object_get(args, "timeout_seconds"), a, m) < 0 ||
+            read_queue_timeout(json_object_get(args, "queue_timeout_seconds"), a, m) < 0)
                 return -1;
         a->o.max_stdout_bytes = a->o.max_stderr_bytes = k->env->max_output_bytes;
         return 0;
@@ -848,8 +876,14 @@ static void put_ending(FILE *f, const struct mcp_call *k, const struct sbx_resul
         case SBX_OUTCOME_UNKNOWN:
                 fputs("[the outcome is unknown: sbxd restarted while the command ran]\n", f);
                 break;
-        case SBX_OUTCOME_SANDBOX_ENDED:
         case SBX_OUTCOME_QUEUE_TIMEOUT:
+                fprintf(f,
+                        "[did not run: no slot within %.3g s (queue_timeout_seconds); the "
+                        "sandbox runs its maximum of commands at once. Try again later, or give "
+                        "a larger queue_timeout_seconds]\n",
+                        (double)r->queued_ms / 1000.0);
+                break;
+        case SBX_OUTCOME_SANDBOX_ENDED:
         case SBX_OUTCOME_UNSPECIFIED:
         case SBX_OUTCOME_RUNNING: /* only in history records, never in a result */
                 fprintf(f, "[ended: %s]\n", sbx_outcome_name(r->outcome));
@@ -870,6 +904,9 @@ static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_resul
                 snprintf(dur, sizeof(dur), "%.2f s", r->duration);
         fmt_secs(lim, sizeof(lim), a->o.timeout_ms);
         put_ending(f, k, r, dur, lim);
+        if (r->queued_ms && r->outcome != SBX_OUTCOME_QUEUE_TIMEOUT)
+                fprintf(f, "[waited %.3g s for a slot first: other commands ran in the sandbox]\n",
+                        (double)r->queued_ms / 1000.0);
         if (r->limits_hit.n) {
                 fputs("[limits hit:", f);
                 for (size_t i = 0; i < r->limits_hit.n; i++) {
@@ -905,12 +942,12 @@ static json_t *run_structured(const struct sbx_result *r, const struct run_args 
         bool timed_out = r->timed_out || r->outcome == SBX_OUTCOME_TIMED_OUT;
 
         return json_pack(
-                "{s:s,s:s,s:o,s:o,s:b,s:f,s:f,s:o*,s:o*,s:b,s:b,s:I,s:I,s:o*,s:o*}", "command_id",
-                r->command_id, "outcome", sbx_outcome_name(r->outcome), "exit_code",
+                "{s:s,s:s,s:o,s:o,s:b,s:f,s:f,s:I,s:o*,s:o*,s:b,s:b,s:I,s:I,s:o*,s:o*}",
+                "command_id", r->command_id, "outcome", sbx_outcome_name(r->outcome), "exit_code",
                 r->has_exit_code ? json_integer(r->exit_code) : json_null(), "signal",
                 r->has_signal ? json_integer(r->signal) : json_null(), "timed_out", timed_out,
                 "timeout_seconds", (double)a->o.timeout_ms / 1000.0, "duration_seconds",
-                r->duration, "stdout", jout, "stderr", jerr, "stdout_truncated", out->dropped > 0,
+                r->duration, "queued_ms", (json_int_t)r->queued_ms, "stdout", jout, "stderr", jerr, "stdout_truncated", out->dropped > 0,
                 "stderr_truncated", err->dropped > 0, "stdout_bytes", (json_int_t)out->total,
                 "stderr_bytes", (json_int_t)err->total, "limits_hit", strv_json(&r->limits_hit),
                 "warnings", strv_json(&r->warnings));
@@ -1561,6 +1598,10 @@ static json_t *limits_json(const struct sbx_limits *l) {
                 json_object_set_new(o, "open_files", json_integer(l->open_files));
         if (l->set & SBX_LIMIT_TMP)
                 json_object_set_new(o, "tmp_bytes", json_integer((json_int_t)l->tmp_bytes));
+        if (l->set & SBX_LIMIT_COMMANDS)
+                json_object_set_new(o, "commands", json_integer(l->commands));
+        if (l->set & SBX_LIMIT_QUEUED_COMMANDS)
+                json_object_set_new(o, "queued_commands", json_integer(l->queued_commands));
         return o;
 }
 
@@ -1625,6 +1666,10 @@ static void put_limits_line(FILE *f, const struct sbx_limits *l) {
                 fprintf(f, " open_files=%u", l->open_files);
         if (l->set & SBX_LIMIT_TMP)
                 fprintf(f, " tmp=%llu bytes", (unsigned long long)l->tmp_bytes);
+        if (l->set & SBX_LIMIT_COMMANDS)
+                fprintf(f, " commands=%u at once", l->commands);
+        if (l->set & SBX_LIMIT_QUEUED_COMMANDS)
+                fprintf(f, " queued_commands=%u", l->queued_commands);
         fputc('\n', f);
 }
 
@@ -1673,7 +1718,7 @@ static json_t *info_structured(const struct mcp_env *env, const struct sbx_sandb
                                    (json_int_t)env->max_read_bytes);
 
         return json_pack(
-                "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:b,s:o,s:o,s:b,s:o,s:I,s:I,s:o}", "id", sb->id,
+                "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:b,s:o,s:o,s:b,s:o,s:I,s:I,s:I,s:o}", "id", sb->id,
                 "state", sbx_state_name(sb->state), "mode", env->owned ? "owned" : "attached",
                 "owner_uid", (json_int_t)sb->owner_uid, "deadline",
                 sb->deadline_unix_ms ? json_string(iso) : json_null(), "seconds_left",
@@ -1684,7 +1729,7 @@ static json_t *info_structured(const struct mcp_env *env, const struct sbx_sandb
                 strv_json(&sb->policy.writable_paths), "limits", limits_json(&sb->policy.limits),
                 "isolated", sb->isolated, "warnings", strv_json(&sb->warnings), "commands_run",
                 (json_int_t)sb->commands_run, "running_commands", (json_int_t)sb->running_commands,
-                "server", server);
+                "queued_commands", (json_int_t)sb->queued_commands, "server", server);
 }
 
 static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
@@ -1718,8 +1763,8 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
         put_policy_lines(f, &sb->policy);
         fprintf(f, "isolated: %s\n", sb->isolated ? "yes" : "no (see the warnings)");
         put_strv_line(f, "warnings", &sb->warnings, "none");
-        fprintf(f, "commands: %llu run, %u running\n", (unsigned long long)sb->commands_run,
-                sb->running_commands);
+        fprintf(f, "commands: %llu run, %u running, %u waiting for a slot\n",
+                (unsigned long long)sb->commands_run, sb->running_commands, sb->queued_commands);
         put_server_line(f, env);
         st = info_structured(env, sb, left_ms, iso);
         sbx_sandbox_free(sb);

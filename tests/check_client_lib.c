@@ -1507,12 +1507,13 @@ static char *read_to_end(int fd) {
         return buf;
 }
 
-/* Runs `sbx --socket SOCK ARGS...` (args ends with NULL) with stdin /dev/null, its
- * stderr a pseudo-terminal when err_tty, and returns its exit status with *out and *err
- * (free them) what it printed. */
-static int run_sbx(const char *sock, bool err_tty, char **out, char **err, const char *const *args) {
+/* Runs `sbx --socket SOCK ARGS...` (args ends with NULL) with stdin the text in (NULL:
+ * /dev/null; at most a pipe's buffer), its stderr a pseudo-terminal when err_tty, and
+ * returns its exit status with *out and *err (free them) what it printed. */
+static int run_sbx_in(const char *sock, const char *in, bool err_tty, char **out, char **err,
+                      const char *const *args) {
         char path[256], *argv[32];
-        int op[2], ep[2] = {-1, -1}, status;
+        int ip[2] = {-1, -1}, op[2], ep[2] = {-1, -1}, status;
         size_t n = 0;
         pid_t pid;
 
@@ -1525,6 +1526,8 @@ static int run_sbx(const char *sock, bool err_tty, char **out, char **err, const
                 argv[n++] = (char *)(uintptr_t)*args;
         argv[n] = NULL;
         ck_assert_int_eq(pipe2(op, O_CLOEXEC), 0);
+        if (in)
+                ck_assert_int_eq(pipe2(ip, O_CLOEXEC), 0);
         if (err_tty) {
                 ep[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
                 ck_assert_int_ge(ep[0], 0);
@@ -1538,7 +1541,7 @@ static int run_sbx(const char *sock, bool err_tty, char **out, char **err, const
         pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
-                int nul = open("/dev/null", O_RDONLY);
+                int nul = in ? ip[0] : open("/dev/null", O_RDONLY);
                 if (nul < 0 || dup2(nul, 0) < 0 || dup2(op[1], 1) < 0 || dup2(ep[1], 2) < 0)
                         _exit(99);
                 execv(path, argv);
@@ -1546,6 +1549,11 @@ static int run_sbx(const char *sock, bool err_tty, char **out, char **err, const
         }
         close(op[1]);
         close(ep[1]);
+        if (in) {
+                close(ip[0]);
+                ck_assert_int_eq(write(ip[1], in, strlen(in)), (ssize_t)strlen(in));
+                close(ip[1]);
+        }
         *out = read_to_end(op[0]);
         *err = read_to_end(ep[0]);
         close(op[0]);
@@ -1554,6 +1562,10 @@ static int run_sbx(const char *sock, bool err_tty, char **out, char **err, const
                 ck_assert_int_eq(errno, EINTR);
         ck_assert_msg(WIFEXITED(status), "sbx ended by signal %d", WTERMSIG(status));
         return WEXITSTATUS(status);
+}
+
+static int run_sbx(const char *sock, bool err_tty, char **out, char **err, const char *const *args) {
+        return run_sbx_in(sock, NULL, err_tty, out, err, args);
 }
 
 /* The next request on a fresh connection of the tool (after its Hello): *ret (free it),
@@ -1756,6 +1768,70 @@ START_TEST(test_tool_queue) {
         ck_assert_int_eq(run_sbx(p.path, false, &out, &err, info), 0);
         HAS(out, "commands=2 queued_commands=0");
         HAS(out, "queued_commands:");
+        free(out);
+        free(err);
+        ck_assert_int_eq(peer_wait(&p), 0);
+}
+END_TEST
+
+/* sbx mcp attached to "box": its GetSandbox on the main connection, then run_command's
+ * RunCommand on a connection of its own, which never gets a slot. */
+static int script_tool_mcp(int lfd) {
+        struct pconn main_pc, pc;
+        Sbx__V1__Request *req;
+        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
+        Sbx__V1__SandboxInfo info = SBX__V1__SANDBOX_INFO__INIT;
+        int rc;
+
+        if ((rc = tool_request(lfd, &main_pc, SBX__V1__REQUEST__BODY_GET_SANDBOX, &req)))
+                return rc;
+        info.id = (char *)"box";
+        info.has_state = 1;
+        info.state = SBX__V1__SANDBOX_STATE__READY;
+        info.has_owner_uid = 1;
+        info.owner_uid = (uint32_t)geteuid();
+        resp.body_case = SBX__V1__RESPONSE__BODY_SANDBOX;
+        resp.sandbox = &info;
+        PEER_EXPECT(pc_ok(&main_pc, req->request_id, &resp, 0));
+        sbx__v1__request__free_unpacked(req, NULL);
+
+        if ((rc = tool_request(lfd, &pc, SBX__V1__REQUEST__BODY_RUN_COMMAND, &req)))
+                return rc;
+        PEER_EXPECT(req->run_command->has_queue_timeout_ms &&
+                    req->run_command->queue_timeout_ms == 250);
+        PEER_EXPECT(send_waited(&pc, req->request_id, "c-2", SBX__V1__OUTCOME__QUEUE_TIMEOUT,
+                                250) == 0);
+        tool_done(&pc, req);
+        pc_wait_eof(&main_pc);
+        pc_close(&main_pc);
+        return 0;
+}
+
+START_TEST(test_tool_mcp_queue) {
+        static const char *const mcp[] = {"mcp", "--sandbox", "box", NULL};
+        static const char *const in =
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{"
+                "\"name\":\"check\",\"version\":\"1\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+                "\"run_command\",\"arguments\":{\"command\":\"true\",\"queue_timeout_seconds\":"
+                "0.25}}}\n";
+        struct peer p;
+        char *out, *err;
+
+        peer_start(&p, script_tool_mcp);
+        ck_assert_int_eq(run_sbx_in(p.path, in, false, &out, &err, mcp), 0);
+        /* tools/list: the input, and the outcome from the one table of names. */
+        HAS(out, "\"queue_timeout_seconds\":{\"type\":\"number\"");
+        HAS(out, "start_failed, queue_timeout or unknown");
+        HAS(out, "\"queued_ms\":{\"type\":\"integer\"");
+        /* The result: an error result that says why, with queued_ms. */
+        HAS(out, "[did not run: no slot within 0.25 s (queue_timeout_seconds)");
+        HAS(out, "\"outcome\":\"queue_timeout\"");
+        HAS(out, "\"queued_ms\":250");
+        HAS(out, "\"isError\":true");
         free(out);
         free(err);
         ck_assert_int_eq(peer_wait(&p), 0);
@@ -1970,6 +2046,7 @@ static Suite *make_suite(void) {
         tcase_add_test(peer, test_files_and_lists);
         tcase_add_test(peer, test_exec_queued);
         tcase_add_test(peer, test_tool_queue);
+        tcase_add_test(peer, test_tool_mcp_queue);
         suite_add_tcase(s, peer);
 
         tcase_add_unchecked_fixture(local, tmpdir_setup, tmpdir_teardown);
