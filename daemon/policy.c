@@ -1015,9 +1015,42 @@ static void fill_limits(struct sbxd *d, Sbx__V1__Limits *lim) {
         }
 }
 
+/* The command caps of the sandbox (issue 22): commands running at once (1 to the
+ * daemon's --max-commands) and commands waiting for a slot (0, no queue, to its
+ * --max-queued), each the daemon's when absent. The daemon enforces them (command.c);
+ * init never sees them, so they are no part of Setup and never keep a warm sandbox
+ * from serving a request. Returns 0 or -EINVAL, naming the field, its value and the
+ * daemon's flag. */
+static int fill_command_caps(struct sbxd *d, Sbx__V1__Limits *lim, char *err, size_t errlen) {
+        uint32_t max_run = d->cfg->max_commands_per_sandbox;
+        uint32_t max_queued = d->cfg->max_queued_per_sandbox;
+        char bound[64];
+
+        if (lim->has_commands && lim->commands < 1)
+                return limit_error(err, errlen, "commands", lim->commands, "", 1, "1");
+        if (lim->has_commands && lim->commands > max_run) {
+                snprintf(bound, sizeof(bound), "%u (sbxd --max-commands)", (unsigned)max_run);
+                return limit_error(err, errlen, "commands", lim->commands, "", 0, bound);
+        }
+        if (lim->has_queued_commands && lim->queued_commands > max_queued) {
+                snprintf(bound, sizeof(bound), "%u (sbxd --max-queued)", (unsigned)max_queued);
+                return limit_error(err, errlen, "queued_commands", lim->queued_commands, "", 0,
+                                   bound);
+        }
+        if (!lim->has_commands) {
+                lim->has_commands = 1;
+                lim->commands = max_run;
+        }
+        if (!lim->has_queued_commands) {
+                lim->has_queued_commands = 1;
+                lim->queued_commands = max_queued;
+        }
+        return 0;
+}
+
 /* The checks that need no host path, in the order their refusals are reported:
- * lifetime, labels, environment, sharing, network, inherit_environment, limits; fills
- * their defaults into eff, pol and lim. */
+ * lifetime, labels, environment, sharing, network, inherit_environment, limits, the
+ * command caps; fills their defaults into eff, pol and lim. */
 static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                        Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
                        char *err, size_t errlen) {
@@ -1029,6 +1062,8 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                 r = fill_switches(req->policy, pol, err, errlen);
         if (r == 0)
                 r = check_limits(lim, err, errlen);
+        if (r == 0)
+                r = fill_command_caps(d, lim, err, errlen);
         if (r == 0)
                 fill_limits(d, lim);
         return r;

@@ -33,6 +33,7 @@
 #include "config.h"
 #include "policy.h"
 #include "sandbox.h"
+#include "sandbox_int.h" /* sandbox_request_key: the warm pool's key */
 #include "sbx_limits.h"
 #include "sbxd.h"
 #include "testutil.h"
@@ -260,6 +261,10 @@ START_TEST(defaults_filled) {
         ck_assert(l->has_processes && l->processes == MAX_PROCESSES);
         ck_assert(!l->has_memory_bytes && !l->has_cpu_seconds && !l->has_cpu_percent);
         ck_assert(!l->has_file_size_bytes && !l->has_open_files);
+        /* The command caps: the daemon's --max-commands and --max-queued. */
+        ck_assert(l->has_commands && l->commands == SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX);
+        ck_assert(l->has_queued_commands &&
+                  l->queued_commands == SBX_DEFAULT_MAX_QUEUED_PER_SANDBOX);
         sbx__v1__create_sandbox__free_unpacked(e, NULL);
 }
 END_TEST
@@ -616,6 +621,21 @@ static void mk_tmp(struct req *r) {
         r->lim.tmp_bytes = 64 * 1024 - 1;
 }
 
+static void mk_commands_zero(struct req *r) {
+        r->lim.has_commands = 1;
+        r->lim.commands = 0;
+}
+
+static void mk_commands_high(struct req *r) {
+        r->lim.has_commands = 1;
+        r->lim.commands = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX + 1;
+}
+
+static void mk_queued_high(struct req *r) {
+        r->lim.has_queued_commands = 1;
+        r->lim.queued_commands = SBX_DEFAULT_MAX_QUEUED_PER_SANDBOX + 1;
+}
+
 static void mk_too_many_writable(struct req *r) {
         r->pol.n_writable_paths = SBX_MAX_POLICY_PATHS + 1;
         r->pol.writable_paths = many_paths(SBX_MAX_POLICY_PATHS + 1);
@@ -725,6 +745,11 @@ static const struct refusal refusals[] = {
         {"open_files high", mk_open_files_high, EINVAL,
          "open_files 1048577 is above the maximum of 1048576", 0},
         {"tmp", mk_tmp, EINVAL, "tmp 65535 bytes is below the minimum of 64 KiB", 0},
+        {"commands zero", mk_commands_zero, EINVAL, "commands 0 is below the minimum of 1", 0},
+        {"commands high", mk_commands_high, EINVAL,
+         "commands 17 is above the maximum of 16 (sbxd --max-commands)", 0},
+        {"queued_commands high", mk_queued_high, EINVAL,
+         "queued_commands 65 is above the maximum of 64 (sbxd --max-queued)", 0},
         {"writable count", mk_too_many_writable, EINVAL,
          "too many writable paths (257, at most 256)", 0},
         {"denied read count", mk_too_many_denied_read, EINVAL,
@@ -821,6 +846,10 @@ START_TEST(bounds_allowed) {
         r.lim.open_files = 8;
         r.lim.has_tmp_bytes = 1;
         r.lim.tmp_bytes = 64 * 1024;
+        r.lim.has_commands = 1;
+        r.lim.commands = 1;
+        r.lim.has_queued_commands = 1;
+        r.lim.queued_commands = 0;
         set_labels(&r, SBX_MAX_LABELS);
         r.cs.n_share_uids = 64;
         r.cs.share_uids = ids;
@@ -829,8 +858,95 @@ START_TEST(bounds_allowed) {
         sbx__v1__create_sandbox__free_unpacked(e, NULL);
         r.lim.open_files = 1048576;
         r.lim.cpu_percent = 1;
+        r.lim.commands = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
+        r.lim.queued_commands = SBX_DEFAULT_MAX_QUEUED_PER_SANDBOX;
         ck_assert_int_eq(effective(&r, &e), 0);
         sbx__v1__create_sandbox__free_unpacked(e, NULL);
+}
+END_TEST
+
+/* The command caps follow the daemon's flags: absent, its --max-commands and
+ * --max-queued; given, kept up to them (--max-queued 0: no queue, and none asked for
+ * is refused). */
+START_TEST(command_caps) {
+        static struct req r;
+        Sbx__V1__CreateSandbox *e;
+
+        daemon_setup(0);
+        cfg.max_commands_per_sandbox = 4;
+        cfg.max_queued_per_sandbox = 0;
+        req_init(&r);
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert(e->policy->limits->has_commands && e->policy->limits->commands == 4);
+        ck_assert(e->policy->limits->has_queued_commands &&
+                  e->policy->limits->queued_commands == 0);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+
+        r.lim.has_commands = 1;
+        r.lim.commands = 3;
+        r.lim.has_queued_commands = 1;
+        r.lim.queued_commands = 0;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_uint_eq(e->policy->limits->commands, 3);
+        ck_assert(e->policy->limits->has_queued_commands &&
+                  e->policy->limits->queued_commands == 0);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+
+        r.lim.commands = 5;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "commands 5 is above the maximum of 4 (sbxd --max-commands)");
+        r.lim.commands = 4;
+        r.lim.queued_commands = 1;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "queued_commands 1 is above the maximum of 0 (sbxd --max-queued)");
+
+        cfg.max_queued_per_sandbox = SBX_MAX_QUEUED_PER_SANDBOX;
+        r.lim.queued_commands = SBX_MAX_QUEUED_PER_SANDBOX;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_uint_eq(e->policy->limits->queued_commands, SBX_MAX_QUEUED_PER_SANDBOX);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+}
+END_TEST
+
+/* The command caps are the daemon's alone: init never sees them. Requests that differ
+ * only in them have one warm pool key (sandbox_request_key, the Setup a warm sandbox is
+ * matched by), that of the default policy the pool is made of: neither cap keeps a
+ * warm sandbox from serving a request. */
+START_TEST(command_caps_warm_key) {
+        static struct req r;
+        Sbx__V1__CreateSandbox *e;
+        uint8_t *key[3] = {NULL};
+        size_t len[3] = {0};
+
+        daemon_setup(0);
+        req_init(&r);
+        r.cs.policy = NULL; /* as warm.c asks for the pool's sandboxes */
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_int_eq(sandbox_request_key(&ctx, e, &key[0], &len[0]), 0);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+
+        req_init(&r);
+        r.lim.has_commands = 1;
+        r.lim.commands = 1;
+        r.lim.has_queued_commands = 1;
+        r.lim.queued_commands = 0;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_uint_eq(e->policy->limits->commands, 1);
+        ck_assert_int_eq(sandbox_request_key(&ctx, e, &key[1], &len[1]), 0);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+
+        r.lim.commands = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
+        r.lim.queued_commands = 7;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_int_eq(sandbox_request_key(&ctx, e, &key[2], &len[2]), 0);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+
+        for (int i = 1; i < 3; i++) {
+                ck_assert_uint_eq(len[i], len[0]);
+                ck_assert(memcmp(key[i], key[0], len[0]) == 0);
+        }
+        for (int i = 0; i < 3; i++)
+                free(key[i]);
 }
 END_TEST
 
@@ -1155,6 +1271,8 @@ static Suite *make_suite(void) {
         add_case(s, "environment", environment_defaults_yield);
         add_case(s, "host_paths", host_paths_canonical);
         add_case(s, "bounds", bounds_allowed);
+        add_case(s, "command_caps", command_caps);
+        add_case(s, "command_caps_warm_key", command_caps_warm_key);
         add_case(s, "caller", caller_rights);
         add_case(s, "view_hides", view_hides);
         add_case(s, "view_writable", view_of_writable_paths);
