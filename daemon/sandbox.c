@@ -152,6 +152,8 @@ void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *st) {
         info->running_commands = sb->n_running;
         info->has_commands_run = 1;
         info->commands_run = sb->commands_run;
+        info->has_queued_commands = 1;
+        info->queued_commands = sb->n_queued;
         info->n_share_uids = sb->spec->n_share_uids;
         info->share_uids = sb->spec->share_uids;
         info->n_share_gids = sb->spec->n_share_gids;
