@@ -330,13 +330,21 @@ class ErrorMappingTest(unittest.TestCase):
         r = sbx.Result(exit_code=None, stdout="", stderr="", outcome=sbx.Outcome.SANDBOX_ENDED)
         with self.assertRaises(sbx.SandboxEnded):
             r.check()
+        r = sbx.Result(exit_code=None, stdout="", stderr="", outcome=sbx.Outcome.QUEUE_TIMEOUT,
+                       queued_ms=60000, sandbox="s", command_id="c-7")
+        with self.assertRaisesRegex(sbx.CommandFailed, "c-7 never ran: no slot in sandbox 's' within 60 s"):
+            r.check()
         ok = sbx.Result(exit_code=0, stdout="", stderr="", outcome=sbx.Outcome.EXITED)
         self.assertIs(ok.check(), ok)
 
 
 class FakeDaemon:
     """A socket that answers like a daemon that is not sbxd: 'unimplemented' answers
-    every request with UNIMPLEMENTED; 'garbage' with a frame that does not decode."""
+    every request with UNIMPLEMENTED; 'garbage' with a frame that does not decode;
+    'queue' answers a RunCommand as a sandbox at its command cap does: CommandQueued
+    (when streamed) and a QUEUE_TIMEOUT result that waited queue_timeout_ms (777 when
+    absent), and every other request (Hello) with UNIMPLEMENTED. ``runs`` keeps the
+    fields of each RunCommand."""
 
     def __init__(self, path: str, mode: str) -> None:
         self.path, self.mode = path, mode
@@ -344,6 +352,7 @@ class FakeDaemon:
         self.srv.bind(path)
         self.srv.listen(4)
         self.stopping = False
+        self.runs: list = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -368,7 +377,59 @@ class FakeDaemon:
                 break
         return n
 
-    def _reply(self, rid: int) -> bytes:
+    @staticmethod
+    def _fields(b: bytes) -> dict:
+        """The fields of a protobuf message: number -> int (varint) or bytes (length
+        delimited); the last one of a number wins."""
+        out, i = {}, 0
+        while i < len(b):
+            key, i = FakeDaemon._read_varint(b, i)
+            if key & 7 == 0:
+                out[key >> 3], i = FakeDaemon._read_varint(b, i)
+            elif key & 7 == 2:
+                n, i = FakeDaemon._read_varint(b, i)
+                out[key >> 3], i = b[i:i + n], i + n
+            else:
+                raise ValueError(f"wire type {key & 7}")
+        return out
+
+    @staticmethod
+    def _read_varint(b: bytes, i: int) -> tuple:
+        n, shift = 0, 0
+        while True:
+            n |= (b[i] & 0x7F) << shift
+            shift += 7
+            i += 1
+            if not b[i - 1] & 0x80:
+                return n, i
+
+    def _msg(self, *fields: tuple) -> bytes:
+        out = b""
+        for num, v in fields:
+            if isinstance(v, int):
+                out += self._varint(num << 3) + self._varint(v)
+            else:
+                out += self._varint(num << 3 | 2) + self._varint(len(v)) + v
+        return out
+
+    def _frame(self, payload: bytes) -> bytes:
+        return struct.pack(">I", len(payload)) + payload
+
+    def _queue_replies(self, rid: int, run: dict) -> bytes:
+        self.runs.append(run)
+        waited = run.get(12, 777)
+        out = b""
+        if run.get(10):  # stream: CommandQueued first
+            q = self._msg((1, b"c-1"), (2, run.get(1, b"")), (3, 2))
+            out += self._frame(self._msg((1, rid), (22, q)))
+        res = self._msg((1, b"c-1"), (2, run.get(1, b"")), (3, 10), (21, waited))
+        return out + self._frame(self._msg((1, rid), (2, self._msg((1, 0))), (14, res)))
+
+    def _reply(self, rid: int, payload: bytes = b"") -> bytes:
+        if self.mode == "queue":
+            req = self._fields(payload)
+            if 12 in req:  # RunCommand
+                return self._queue_replies(rid, self._fields(req[12]))
         if self.mode == "garbage":
             payload = b"\xff\xff\xff\xff"
         else:
@@ -396,7 +457,7 @@ class FakeDaemon:
                     while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">I", buf[:4])[0]:
                         n = struct.unpack(">I", buf[:4])[0]
                         payload, buf = buf[4:4 + n], buf[4 + n:]
-                        conn.sendall(self._reply(self._request_id(payload)))
+                        conn.sendall(self._reply(self._request_id(payload), payload))
 
     def close(self) -> None:
         self.stopping = True
@@ -428,6 +489,37 @@ class FakeDaemonTest(unittest.TestCase):
         with self.assertRaisesRegex(sbx.Internal, "does not decode") as cm:
             sbx.Client(fake.path)
         self.assertEqual(cm.exception.errno, errno.EBADMSG)
+
+    def test_queue_timeout_and_on_queued(self) -> None:
+        fake = FakeDaemon(os.path.join(self.dir, "s"), "queue")
+        self.addCleanup(fake.close)
+        seen = []
+        with sbx.Client(fake.path) as c:
+            sb = sbx.Sandbox(c, "box")  # attach() would ask the fake for it
+            r = sb.run("true", queue_timeout=2.5, on_queued=lambda cid, ahead: seen.append((cid, ahead)))
+            self.assertEqual(seen, [("c-1", 2)])
+            self.assertEqual(r.outcome, sbx.Outcome.QUEUE_TIMEOUT)
+            self.assertEqual(str(r.outcome), "queue_timeout")
+            self.assertEqual(r.queued_ms, 2500)
+            self.assertIsNone(r.exit_code)
+            self.assertFalse(r.succeeded)
+            with self.assertRaisesRegex(sbx.CommandFailed, "never ran: no slot in sandbox 'box' within 2.5 s"):
+                r.check()
+            # 0: never wait, sent as given; without on_queued nothing asks for a stream.
+            r = sb.run("true", queue_timeout=0)
+            self.assertEqual(r.queued_ms, 0)
+            # Absent: the daemon's default.
+            r = sb.run("true")
+            self.assertEqual(r.queued_ms, 777)
+            with self.assertRaises(ValueError):
+                sb.run("true", queue_timeout=-1)
+            # An exception of on_queued comes back once the call is over.
+            def boom(cid: str, ahead: int) -> None:
+                raise KeyError(cid)
+            with self.assertRaises(KeyError):
+                sb.run("true", on_queued=boom)
+        self.assertEqual([(run.get(12), run.get(10)) for run in fake.runs],
+                         [(2500, 1), (0, None), (None, None), (None, 1)])
 
     def test_unavailable_when_nothing_listens(self) -> None:
         with self.assertRaises(sbx.Unavailable) as cm:
@@ -663,6 +755,13 @@ class SandboxTest(DaemonTest):
         self.assertTrue(r.succeeded)
         with self.assertRaises(ValueError):
             self.sb.run([])
+
+    def test_queue_timeout_with_a_free_slot(self) -> None:
+        r = self.sb.run("echo hi", queue_timeout=5, on_queued=lambda cid, ahead: self.fail("queued"))
+        self.assertTrue(r.succeeded)
+        self.assertEqual(r.queued_ms, 0)
+        self.assertEqual(self.sb.info().queued_commands, 0)
+        self.assertEqual(self.sb.history()[-1].queued_ms, 0)
 
     def test_output_bytes_and_invalid_utf8(self) -> None:
         r = self.sb.run(r"printf 'ok\377\n'; printf '\376' >&2")

@@ -23,7 +23,10 @@ Main types:
   ``stdout``/``stderr`` (str, invalid UTF-8 replaced) and ``stdout_bytes``/
   ``stderr_bytes`` (raw), ``timed_out``, truncation flags, ``duration``, ``isolated``,
   ``warnings``, ``resources`` (:class:`ResourceReport` with ``limits_hit``),
-  ``outcome``, ``signal``, ``owner_uid``.
+  ``outcome``, ``signal``, ``owner_uid``, ``queued_ms`` (how long it waited for a
+  slot: a sandbox runs ``ResourceLimits.commands`` commands at once and the others wait,
+  up to ``run(..., queue_timeout=SECS)``; one that gets none ends as
+  ``Outcome.QUEUE_TIMEOUT`` and never ran).
 * :class:`SandboxPolicy` with :class:`ResourceLimits` and :class:`NetworkMode` -- the
   boundary, as ``SandboxPolicy.workspace_write("/src/project")``.
 

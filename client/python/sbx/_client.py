@@ -158,6 +158,12 @@ def _policy_to_c(p: SandboxPolicy, out: L.Policy, keep: List[Any]) -> None:
     if lim.tmp_bytes is not None:
         cl.set |= L.LIMIT_TMP
         cl.tmp_bytes = int(lim.tmp_bytes)
+    if lim.commands is not None:
+        cl.set |= L.LIMIT_COMMANDS
+        cl.commands = int(lim.commands)
+    if lim.queued_commands is not None:
+        cl.set |= L.LIMIT_QUEUED_COMMANDS
+        cl.queued_commands = int(lim.queued_commands)
     if p.root_dir is not None:
         b = _enc(p.root_dir)
         keep.append(b)
@@ -187,6 +193,8 @@ def _policy_from_c(c: L.Policy) -> SandboxPolicy:
             open_files=given(L.LIMIT_OPEN_FILES, int(lim.open_files)),
             core_dumps=given(L.LIMIT_CORE_DUMPS, bool(lim.core_dumps)),
             tmp_bytes=given(L.LIMIT_TMP, int(lim.tmp_bytes)),
+            commands=given(L.LIMIT_COMMANDS, int(lim.commands)),
+            queued_commands=given(L.LIMIT_QUEUED_COMMANDS, int(lim.queued_commands)),
         ),
         root_dir=_dec_opt(c.root_dir),
     )
@@ -210,6 +218,7 @@ def _sandbox_from_c(s: L.Sandbox) -> SandboxInfo:
         warnings=_strv(s.warnings),
         enforcement=_enforcement(s.enforcement, s.n_enforcement),
         running_commands=int(s.running_commands),
+        queued_commands=int(s.queued_commands),
         commands_run=int(s.commands_run),
         share_uids=_u32s(s.share_uids, s.n_share_uids),
         share_gids=_u32s(s.share_gids, s.n_share_gids),
@@ -309,6 +318,7 @@ def _result_from_c(r: L.Result, col: Optional[_Collector]) -> Result:
         start_error=_dec_opt(r.start_error),
         start_errno=int(r.start_errno),
         owner_uid=int(r.owner_uid) if r.has_owner_uid else None,
+        queued_ms=int(r.queued_ms),
     )
 
 
@@ -340,7 +350,8 @@ class Client:
     ``Client()`` connects to the default socket (see :func:`default_socket_path`);
     ``Client("/path/sbxd.sock")`` to another. ``call_timeout`` (seconds; ``None``: wait
     forever) bounds each wait for the daemon; a run waits for that plus the command's own
-    timeout plus 2 s. ``client_name`` is recorded by the daemon with each operation.
+    timeout plus 2 s, plus its ``queue_timeout`` (60 s, the daemon's default, when not
+    given). ``client_name`` is recorded by the daemon with each operation.
 
     Thread safety: one libsbx client is not thread-safe, so each Client holds a lock and
     runs one call at a time; a thread calling while another thread's ``run`` is in
@@ -701,6 +712,8 @@ class Sandbox:
         max_output_bytes: Optional[int] = None,
         on_output: Optional[OutputCallback] = None,
         on_started: Optional[Callable[[str], None]] = None,
+        queue_timeout: Optional[float] = None,
+        on_queued: Optional[Callable[[str, int], None]] = None,
         check: bool = False,
     ) -> Result:
         """Runs a command in the sandbox and returns its :class:`Result` once it ended.
@@ -724,6 +737,18 @@ class Sandbox:
                 before any output, on this thread: from then on another thread can
                 :meth:`cancel` it or send it a :meth:`signal` through another Client.
                 An exception it raises is re-raised by run after the command ended.
+            queue_timeout: seconds the command may wait for a slot when the sandbox
+                already runs its maximum of commands at once (``ResourceLimits.commands``;
+                other clients may share the sandbox). ``None``: the daemon's default (60
+                s); ``0``: do not wait. A command that gets no slot in time never runs:
+                its result's ``outcome`` is :attr:`Outcome.QUEUE_TIMEOUT`. ``timeout``
+                counts from the start, not from the call. Only a full queue raises
+                (:class:`ResourceExhausted`).
+            on_queued: ``on_queued(command_id, ahead)`` called when the command waits
+                for a slot, with the number of commands that wait before it, on this
+                thread, before ``on_started``; from then on :meth:`cancel` (through
+                another Client) ends the wait. An exception it raises is re-raised by
+                run after the command ended.
             check: raise instead of returning a result that did not succeed:
                 :class:`Timeout`, :class:`SandboxEnded` or :class:`CommandFailed`.
 
@@ -785,6 +810,21 @@ class Sandbox:
             started_cb = L.StartedCallback(_started)
             keep.append(started_cb)
             o.on_started = started_cb
+        if queue_timeout is not None:
+            o.has_queue_timeout = 1
+            o.queue_timeout_ms = _ms(queue_timeout, "queue_timeout")
+        if on_queued is not None:
+            user_queued = on_queued
+
+            def _queued(_ud: Any, command_id: bytes, ahead: int) -> None:
+                try:
+                    user_queued(_dec(command_id), int(ahead))
+                except BaseException as e:  # noqa: BLE001 - re-raised below
+                    started_error.append(e)
+
+            queued_cb = L.QueuedCallback(_queued)
+            keep.append(queued_cb)
+            o.on_queued = queued_cb
         ret = POINTER(L.Result)()
         with self.client._locked() as c:
             code = self.client._lib.sbx_exec(c, self._bid, byref(o), byref(ret))
@@ -847,6 +887,7 @@ class Sandbox:
                     stderr_total_bytes=int(r.stderr_bytes),
                     stdout_truncated=bool(r.stdout_truncated),
                     stderr_truncated=bool(r.stderr_truncated),
+                    queued_ms=int(r.queued_ms),
                 )
                 for r in (h.v[i] for i in range(h.n))
             )

@@ -156,7 +156,8 @@ class CommandError(SbxError):
 
 
 class CommandFailed(CommandError):
-    """The command exited non-zero, was killed by a signal, or did not start."""
+    """The command exited non-zero, was killed by a signal, did not start, or never got
+    a slot (:attr:`Outcome.QUEUE_TIMEOUT`)."""
 
 
 class Timeout(CommandError, TimeoutError):

@@ -158,6 +158,10 @@ class ResourceLimits:
         open_files: open files per process.
         core_dumps: whether a crash may write a core file.
         tmp_bytes: size of the sandbox's private /tmp.
+        commands: commands running at once; more wait for a slot (``run``'s
+            ``queue_timeout``). Default and maximum: sbxd ``--max-commands``.
+        queued_commands: commands waiting for a slot at once; past it ``run`` raises
+            :class:`ResourceExhausted`. Default and maximum: sbxd ``--max-queued``.
     """
 
     memory_bytes: Optional[int] = None
@@ -168,6 +172,8 @@ class ResourceLimits:
     open_files: Optional[int] = None
     core_dumps: Optional[bool] = None
     tmp_bytes: Optional[int] = None
+    commands: Optional[int] = None
+    queued_commands: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -321,6 +327,8 @@ class Result:
         start_errno: the errno of that failure (0 otherwise).
         owner_uid: the uid of the sandbox's owner (``None`` from an older daemon); not
             yours in a sandbox shared with you, whose owner sees everything run there.
+        queued_ms: milliseconds it waited for a slot before it started (or until it
+            ended, when it never started); 0 when it did not wait.
     """
 
     exit_code: Optional[int]
@@ -344,6 +352,7 @@ class Result:
     start_error: Optional[str] = None
     start_errno: int = 0
     owner_uid: Optional[int] = None
+    queued_ms: int = 0
 
     @property
     def succeeded(self) -> bool:
@@ -370,6 +379,8 @@ class Result:
             raise SandboxEnded(f"sandbox '{self.sandbox}' ended while command {self.command_id} ran", result=self)
         if self.outcome == Outcome.START_FAILED:
             why = f"did not start: {self.start_error}"
+        elif self.outcome == Outcome.QUEUE_TIMEOUT:
+            why = f"never ran: no slot in sandbox '{self.sandbox}' within {self.queued_ms / 1000:.3g} s"
         elif self.outcome == Outcome.EXITED:
             why = f"exited with status {self.exit_code}"
         elif self.signal is not None:
@@ -410,6 +421,8 @@ class SandboxInfo:
     commands_run: int
     share_uids: Tuple[int, ...]
     share_gids: Tuple[int, ...]
+    #: Commands waiting for a slot (the sandbox runs ``policy.limits.commands``).
+    queued_commands: int = 0
 
     @property
     def ended(self) -> bool:
@@ -467,7 +480,8 @@ class ReadChunk:
 @dataclass(frozen=True)
 class CommandRecord:
     """One command of a sandbox's history (``struct sbx_command_record``);
-    ``ended_unix_ms`` is 0 while it runs."""
+    ``ended_unix_ms`` is 0 while it runs; ``queued_ms`` is how long it waited for a
+    slot."""
 
     seq: int
     command_id: str
@@ -487,6 +501,7 @@ class CommandRecord:
     stderr_total_bytes: int
     stdout_truncated: bool
     stderr_truncated: bool
+    queued_ms: int = 0
 
     @property
     def running(self) -> bool:
