@@ -1,13 +1,15 @@
 /* inproc.h: an sbxd core in the test's own process, for the unit suites of the layers
- * above the sandboxes (check_conn, check_server, check_turn), and the client's end of a
- * connection to it.
+ * above the sandboxes (check_conn, check_server, check_turn, check_rpc), and the
+ * client's end of a connection to it.
  *
  * The core is what sbxd's main() builds, minus the sandboxes: a configuration from
  * config_init(), a temporary state directory with a real store, a uv loop, and the
  * end-of-turn hooks that commit the records and then write the held replies (turn.h),
- * and a timer that keeps the loop alive as the daemon's listener does. No sandbox table
- * and no cgroups: nothing here starts a sandbox. core_free() proves the loop closed
- * cleanly (every handle, every connection gone) and removes the directory.
+ * and a timer that keeps the loop alive as the daemon's listener does. No cgroups, and
+ * no sandbox table unless core_add_sandboxes() gives it an empty one (the request layer
+ * looks every sandbox id up there): nothing here starts a sandbox. core_free() proves
+ * the loop closed cleanly (every handle, every connection gone, the table empty) and
+ * removes the directory.
  * The fuzz harness (tests/fuzz/fuzz_dispatch.c) builds the same core by hand.
  *
  * A peer is the client's end of a socket, nonblocking, read frame by frame while the
@@ -34,6 +36,7 @@
 #include "log.h"
 #include "sbx.pb-c.h"
 #include "sbxd.h"
+#include "sbxtab.h"
 #include "store.h"
 #include "turn.h"
 
@@ -80,6 +83,14 @@ static inline void core_init(struct core *k) {
         ck_assert_int_eq(uv_timer_start(&k->listener, on_listener, 60000, 60000), 0);
 }
 
+/* Gives the core an empty sandbox table, as sbxd's main() does (without cgroups, and
+ * with no warm pool: cfg.warm is 0), so that the request layer (rpc.c) can look ids up:
+ * an id not in it is answered from the records in the store. core_free() frees it. */
+static inline void core_add_sandboxes(struct core *k) {
+        ck_assert_ptr_null(k->d.sandboxes);
+        ck_assert_int_eq(sbxtab_new(&k->d, &k->d.sandboxes), 0);
+}
+
 /* Runs the loop without blocking, n times. */
 static inline void core_turns(struct core *k, int n) {
         while (n-- > 0)
@@ -117,6 +128,11 @@ static inline void core_free(struct core *k) {
         for (i = 0; i < 100 && uv_loop_alive(&k->loop); i++)
                 uv_run(&k->loop, UV_RUN_NOWAIT);
         ck_assert_int_eq(uv_loop_close(&k->loop), 0);
+        if (k->d.sandboxes) {
+                ck_assert_uint_eq(sbxtab_count(k->d.sandboxes), 0);
+                sbxtab_free(k->d.sandboxes);
+                k->d.sandboxes = NULL;
+        }
         k->d.store = store_close(k->d.store);
         config_free(&k->cfg);
         {
