@@ -804,9 +804,8 @@ static int read_queue_timeout(json_t *q, struct run_args *a, struct argmsg *m) {
 }
 
 static int read_run_args(struct mcp_call *k, json_t *args, struct run_args *a, struct argmsg *m) {
-        static const char *const known[] = {"command", "argv",  "timeout_seconds",
-                                            "cwd",     "env",   "stdin",
-                                            "queue_timeout_seconds", NULL};
+        static const char *const known[] = {"command", "argv",  "timeout_seconds",       "cwd",
+                                            "env",     "stdin", "queue_timeout_seconds", NULL};
         json_t *argv = json_object_get(args, "argv"), *envo = json_object_get(args, "env");
         const char *in = NULL;
         size_t stdin_len = 0;
@@ -947,10 +946,10 @@ static json_t *run_structured(const struct sbx_result *r, const struct run_args 
                 r->has_exit_code ? json_integer(r->exit_code) : json_null(), "signal",
                 r->has_signal ? json_integer(r->signal) : json_null(), "timed_out", timed_out,
                 "timeout_seconds", (double)a->o.timeout_ms / 1000.0, "duration_seconds",
-                r->duration, "queued_ms", (json_int_t)r->queued_ms, "stdout", jout, "stderr", jerr, "stdout_truncated", out->dropped > 0,
-                "stderr_truncated", err->dropped > 0, "stdout_bytes", (json_int_t)out->total,
-                "stderr_bytes", (json_int_t)err->total, "limits_hit", strv_json(&r->limits_hit),
-                "warnings", strv_json(&r->warnings));
+                r->duration, "queued_ms", (json_int_t)r->queued_ms, "stdout", jout, "stderr", jerr,
+                "stdout_truncated", out->dropped > 0, "stderr_truncated", err->dropped > 0,
+                "stdout_bytes", (json_int_t)out->total, "stderr_bytes", (json_int_t)err->total,
+                "limits_hit", strv_json(&r->limits_hit), "warnings", strv_json(&r->warnings));
 }
 
 /* The result of a command that ran (or could not start): the tails of its output and

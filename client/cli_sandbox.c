@@ -696,8 +696,8 @@ static int create_limit(int k, const char *cmd, const char *a, struct sbx_limits
                                    &l->set, SBX_LIMIT_OPEN_FILES);
         case C_MAX_COMMANDS:
                 return count_value(cmd, "--max-commands", a,
-                                   "expected a count > 0 of commands running at once",
-                                   &l->commands, &l->set, SBX_LIMIT_COMMANDS);
+                                   "expected a count > 0 of commands running at once", &l->commands,
+                                   &l->set, SBX_LIMIT_COMMANDS);
         case C_MAX_QUEUED:
                 /* 0 is a queue of none: over --max-commands a command is turned away. */
                 if (cli_parse_uint(a, UINT32_MAX, &v) < 0)

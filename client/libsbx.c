@@ -1773,8 +1773,8 @@ static void run_to_proto(const char *id, const struct sbx_exec_opts *o, Sbx__V1_
 }
 
 /* How call() runs it: the wait (the command's timeout and the wait for a slot on top of
- * the call timeout), streamed stdin, the callbacks. Without on_output the library collects the output into
- * col: streamed for stdin or on_started, or in chunks when it does not fit one frame
+ * the call timeout), streamed stdin, the callbacks. Without on_output the library collects the
+ * output into col: streamed for stdin or on_started, or in chunks when it does not fit one frame
  * with the result (output_in_chunks). */
 static void exec_exchange(const char *id, const struct sbx_exec_opts *o,
                           const Sbx__V1__RunCommand *run, struct exchange *k,

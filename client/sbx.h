@@ -42,9 +42,9 @@
  * timeout plus a 2 s grace (the daemon reports a timeout only once the command has
  * stopped), plus the wait for a slot: queue_timeout_ms when given, else 60 s (the
  * daemon's default --queue-timeout; a daemon set to wait longer needs queue_timeout_ms
- * given, or no call timeout). A call that times out fails with SBX_UNAVAILABLE and sbx_errno() ETIMEDOUT.
- * A request larger than the daemon's frame limit (from Hello) fails with SBX_TOO_LARGE
- * before anything is sent, and the connection stays usable. */
+ * given, or no call timeout). A call that times out fails with SBX_UNAVAILABLE and
+ * sbx_errno() ETIMEDOUT. A request larger than the daemon's frame limit (from Hello)
+ * fails with SBX_TOO_LARGE before anything is sent, and the connection stays usable. */
 #ifndef SBX_H
 #define SBX_H
 

@@ -1347,10 +1347,11 @@ static int script_exec_queued(int lfd) {
         req = pc_recv(&pc);
         PEER_EXPECT(req);
         {
-                const Sbx__V1__Limits *l = req->body_case == SBX__V1__REQUEST__BODY_CREATE_SANDBOX &&
-                                                           req->create_sandbox->policy
-                                                   ? req->create_sandbox->policy->limits
-                                                   : NULL;
+                const Sbx__V1__Limits *l =
+                        req->body_case == SBX__V1__REQUEST__BODY_CREATE_SANDBOX &&
+                                        req->create_sandbox->policy
+                                ? req->create_sandbox->policy->limits
+                                : NULL;
                 ok = l && l->has_commands && l->commands == 2 && l->has_queued_commands &&
                      l->queued_commands == 5 && !l->has_memory_bytes;
         }
@@ -1564,7 +1565,8 @@ static int run_sbx_in(const char *sock, const char *in, bool err_tty, char **out
         return WEXITSTATUS(status);
 }
 
-static int run_sbx(const char *sock, bool err_tty, char **out, char **err, const char *const *args) {
+static int run_sbx(const char *sock, bool err_tty, char **out, char **err,
+                   const char *const *args) {
         return run_sbx_in(sock, NULL, err_tty, out, err, args);
 }
 
@@ -1611,8 +1613,8 @@ static int script_tool_queue(int lfd) {
                 return rc;
         run = req->run_command;
         PEER_EXPECT(run->has_queue_timeout_ms && run->queue_timeout_ms == 0);
-        PEER_EXPECT(send_waited(&pc, req->request_id, "c-9", SBX__V1__OUTCOME__QUEUE_TIMEOUT,
-                                0) == 0);
+        PEER_EXPECT(send_waited(&pc, req->request_id, "c-9", SBX__V1__OUTCOME__QUEUE_TIMEOUT, 0) ==
+                    0);
         tool_done(&pc, req);
 
         /* 3: exec without --queue-timeout (absent), a stderr that is no terminal: it
@@ -1629,8 +1631,7 @@ static int script_tool_queue(int lfd) {
                 resp.command_started = &cs;
                 PEER_EXPECT(pc_ok(&pc, req->request_id, &resp, 0));
         }
-        PEER_EXPECT(send_waited(&pc, req->request_id, "c-10", SBX__V1__OUTCOME__EXITED, 1500) ==
-                    0);
+        PEER_EXPECT(send_waited(&pc, req->request_id, "c-10", SBX__V1__OUTCOME__EXITED, 1500) == 0);
         tool_done(&pc, req);
 
         /* 4 and 5: history, as a table and as JSON. */
@@ -1702,15 +1703,15 @@ START_TEST(test_tool_queue) {
         static const char *const bad_q[] = {"exec", "--queue-timeout", "-1", "box", "--", "true",
                                             NULL};
         static const char *const bad_max[] = {"create", "--max-commands", "0", NULL};
-        static const char *const timed_out[] = {"exec", "--queue-timeout", "2.5", "box", "--",
-                                                "true", NULL};
+        static const char *const timed_out[] = {
+                "exec", "--queue-timeout", "2.5", "box", "--", "true", NULL};
         static const char *const never[] = {"exec", "--json", "--queue-timeout", "0", "box", "--",
                                             "true", NULL};
         static const char *const waited[] = {"exec", "box", "--", "true", NULL};
         static const char *const hist[] = {"history", "box", NULL};
         static const char *const hist_json[] = {"history", "--json", "box", NULL};
-        static const char *const create[] = {"create", "--max-commands", "2", "--max-queued", "0",
-                                             "--json", NULL};
+        static const char *const create[] = {"create", "--max-commands", "2", "--max-queued",
+                                             "0",      "--json",         NULL};
         static const char *const info[] = {"info", "box", NULL};
         struct peer p;
         char *out, *err;
