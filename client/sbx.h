@@ -367,10 +367,11 @@ struct sbx_exec_opts {
         /* How long the command may wait for a slot when the sandbox (or the caller's uid)
          * runs its maximum of commands at once, in milliseconds; used only when
          * has_queue_timeout is non-zero. Without it, the daemon's default (sbxd
-         * --queue-timeout, 60 s); 0: never wait (over the cap the result says
-         * QUEUE_TIMEOUT at once). A command still waiting at this bound never runs: its
+         * --queue-timeout, 60 s); 0: never wait (over the cap sbx_exec is
+         * SBX_RESOURCE_EXHAUSTED at once). A command still waiting at this bound never runs: its
          * result says SBX_OUTCOME_QUEUE_TIMEOUT. The command's own timeout_ms counts from
-         * its start, not from the request. Only a full queue is SBX_RESOURCE_EXHAUSTED. */
+         * its start, not from the request. Otherwise only a full queue is
+         * SBX_RESOURCE_EXHAUSTED. */
         int has_queue_timeout;
         uint64_t queue_timeout_ms;
         /* Non-NULL: called (with userdata) when the command waits for a slot, on the

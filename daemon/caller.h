@@ -5,6 +5,7 @@
 #define SBX_CALLER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* The groups belong to the connection and are valid during the call only. */
@@ -15,6 +16,7 @@ struct caller {
         const char *client_name;
         const gid_t *groups; /* supplementary groups */
         size_t n_groups;
+        uint64_t conn_id;    /* its connection (0: none), whose commands take turns in a queue */
 };
 
 #endif

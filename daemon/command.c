@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "cmdqueue.h"
 #include "command.h"
 #include "initchan.h"
 #include "log.h"
@@ -75,7 +76,13 @@ struct input_req {
 
 struct command {
         struct sandbox *sb;
-        struct command *next, *prev;
+        struct command *next, *prev; /* sb->commands, once it holds a slot */
+        struct cmdq_entry wait;      /* sb->queue, while queued */
+        int queued;                  /* waits for a slot: holds none, not started */
+        int holds_slot;              /* counted in sb->n_running and its caller's quota */
+        uint64_t queued_hr;          /* when it began to wait */
+        uint64_t queued_ms;          /* how long it waited */
+        Sbx__V1__RunCommand *req;    /* a queued command's request, until it starts */
         uid_t caller_uid;
         pid_t caller_pid;
         char *client_name;
@@ -136,11 +143,21 @@ static struct command *find(struct sandbox *sb, uint64_t num) {
         return NULL;
 }
 
+static struct command *of_entry(struct cmdq_entry *e) {
+        return (struct command *)((char *)e - offsetof(struct command, wait));
+}
+
 struct command *command_find(struct sandbox *sb, const char *command_id) {
+        const char *id = command_id ? command_id : "";
+        struct cmdq_entry *e;
         struct command *c;
+
         for (c = sb->commands; c; c = c->next)
-                if (!c->finished && strcmp(c->id, command_id ? command_id : "") == 0)
+                if (!c->finished && strcmp(c->id, id) == 0)
                         return c;
+        for (e = sb->queue.head; e; e = e->next)
+                if (strcmp(of_entry(e)->id, id) == 0)
+                        return of_entry(e);
         return NULL;
 }
 
@@ -164,6 +181,8 @@ static void command_free(struct command *cmd) {
         free(cmd->cwd);
         free(cmd->client_name);
         free(cmd->start_error);
+        if (cmd->req)
+                sbx__v1__run_command__free_unpacked(cmd->req, NULL);
         free(cmd);
         sb->hooks->release(sb); /* the command held the sandbox */
 }
@@ -399,8 +418,10 @@ static void start_fields(const struct command *cmd, struct store_command *sc) {
         sc->caller_uid = cmd->caller_uid;
         sc->caller_pid = cmd->caller_pid;
         sc->client_name = cmd->client_name;
-        sc->started_ms = cmd->started_ms;
+        /* One that never started: when it left the queue. */
+        sc->started_ms = cmd->queued ? sbxd_now_unix_ms() : cmd->started_ms;
         sc->seq = cmd->num;
+        sc->queued_ms = cmd->queued_ms;
 }
 
 /* Writes the record of cmd's start (it joins the batch, committed before any reply or
@@ -435,12 +456,16 @@ static void gather_facts(const struct command *cmd, double cpu, struct outcome_f
         const Sbx__V1__Limits *l = cmd->sb->spec->policy->limits;
         uint64_t now_oom = 0, now_pids = 0;
 
-        count_events(cmd, &now_oom, &now_pids);
         memset(f, 0, sizeof(*f));
+        f->kill = cmd->kill;
+        if (cmd->queued) {
+                f->never_started = 1;
+                return;
+        }
+        count_events(cmd, &now_oom, &now_pids);
         f->start_failed = cmd->start_failed;
         f->exited = cmd->exited;
         f->wait_status = cmd->wait_status;
-        f->kill = cmd->kill;
         f->oom_killed = now_oom > cmd->oom_before;
         /* The sandbox's counters count every command: a refused fork is this command's
          * only if nothing else ran meanwhile (or its own group counted it). */
@@ -489,7 +514,9 @@ static void fill_result(struct command *cmd, struct result *r) {
         res->stdout_bytes = cmd->out[0].kept.total;
         res->stderr_bytes = cmd->out[1].kept.total;
         res->has_duration = 1;
-        res->duration = (double)(uv_hrtime() - cmd->start_hr) / 1e9;
+        res->duration = cmd->queued ? 0 : (double)(uv_hrtime() - cmd->start_hr) / 1e9;
+        res->has_queued_ms = 1;
+        res->queued_ms = cmd->queued_ms;
         res->has_isolated = 1;
         res->isolated = sb->isolated;
         res->n_warnings = sb->n_warnings;
@@ -552,13 +579,20 @@ static void record_end(struct command *cmd, const struct result *r) {
         log_debug("sbx=%s cmd=%s: %s", cmd->sb->id, cmd->id, sc.outcome);
 }
 
-/* cmd leaves its sandbox: no longer running, no longer counted, no longer findable. */
+static void unqueue(struct command *cmd, int to_start);
+
+/* cmd leaves its sandbox: no longer running or waiting, no longer counted, no longer
+ * findable. */
 static void unlink_command(struct command *cmd) {
         struct sandbox *sb = cmd->sb;
-        if (cmd->started || cmd->start_failed || cmd->exited)
+        if (cmd->queued)
+                unqueue(cmd, 0);
+        if (cmd->holds_slot) {
+                cmd->holds_slot = 0;
                 sb->n_running--;
+                quota_drop(sb->quota, QUOTA_COMMANDS, cmd->caller_uid);
+        }
         list_remove(cmd);
-        quota_drop(sb->quota, QUOTA_COMMANDS, cmd->caller_uid);
 }
 
 /* Closes what cmd still has open; it frees itself once its handles are closed. */
@@ -575,8 +609,11 @@ static void close_all(struct command *cmd) {
 
 /* The end of cmd, once: classify the outcome, fill the result and its resources, record
  * the end, answer, and let go. */
+static void dispatch_waiting(struct sbxd *d);
+
 static void finish(struct command *cmd) {
         struct sandbox *sb = cmd->sb;
+        int freed_slot = cmd->holds_slot;
         struct outcome_facts f;
         struct result r;
 
@@ -585,6 +622,8 @@ static void finish(struct command *cmd) {
         cmd->finished = 1;
         uv_timer_stop(&cmd->timer);
         uv_timer_stop(&cmd->drain);
+        if (cmd->queued)
+                cmd->queued_ms = (uv_hrtime() - cmd->queued_hr) / 1000000u;
 
         memset(&r, 0, sizeof(r));
         sbx__v1__command_result__init(&r.res);
@@ -601,6 +640,10 @@ static void finish(struct command *cmd) {
         free(r.out_data[0]);
         free(r.out_data[1]);
         close_all(cmd);
+        /* Its slot, and one of its caller's quota, may start a waiting command (of this
+         * sandbox, or of its caller in another). */
+        if (freed_slot)
+                dispatch_waiting(sb->d);
         if (sb->n_running == 0)
                 sb->hooks->idle(sb);
 }
@@ -666,6 +709,12 @@ void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex) {
 }
 
 void command_end_all(struct sandbox *sb, int unknown) {
+        /* The waiting first: a slot the running free must not start them. */
+        while (sb->queue.head) {
+                struct command *cmd = of_entry(sb->queue.head);
+                cmd->kill = KILL_SANDBOX_ENDED;
+                finish(cmd);
+        }
         while (sb->commands) {
                 struct command *cmd = sb->commands;
                 /* One that had already exited (or failed to start) keeps its outcome. */
@@ -712,6 +761,12 @@ static void on_timeout(uv_timer_t *t) {
 }
 
 void command_cancel(struct command *cmd) {
+        if (cmd->queued) {
+                /* It never starts: its result now. */
+                cmd->kill = KILL_CANCEL;
+                finish(cmd);
+                return;
+        }
         if (cmd->finished || cmd->kill != KILL_NONE || cmd->exited || cmd->start_failed)
                 return;
         cmd->kill = KILL_CANCEL;
@@ -834,6 +889,8 @@ int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
         int r;
         if (cmd->finished)
                 return -ENOENT;
+        if (cmd->queued)
+                return -ESHUTDOWN;
         if (!cmd->in_inited || cmd->in_eof_wanted)
                 return -EPIPE;
         r = queue_input(cmd, data, len, cb, ud);
@@ -1055,30 +1112,90 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
                 snprintf(err, errlen, "cwd is too long");
                 return -EINVAL;
         }
-        if (sb->n_running >= sb->d->cfg->max_commands_per_sandbox) {
-                snprintf(err, errlen,
-                         "sandbox '%s' already runs %u commands, its maximum; wait for "
-                         "one to finish",
-                         sb->id, sb->n_running);
-                return -EBUSY;
-        }
         return 0;
 }
 
-/* One command of caller's quota (--max-commands-per-uid, over every sandbox). 0 or
- * -errno with err. */
-static int take_quota(struct sandbox *sb, const struct caller *caller, char *err, size_t errlen) {
+/* ---- slots and the queue ------------------------------------------------------------ */
+
+/* A cap of sb's policy (has: it gives one), at most the daemon's (max): a sandbox
+ * recorded by an older daemon has none, and one re-adopted after a restart with lower
+ * flags may have more. */
+static unsigned policy_cap(int has, uint32_t v, uint32_t max) {
+        return has && v < max ? v : max;
+}
+
+/* The most commands sb runs at once (Limits.commands, sbxd --max-commands). */
+static unsigned max_running(const struct sandbox *sb) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        unsigned n = policy_cap(l && l->has_commands, l ? l->commands : 0,
+                                sb->d->cfg->max_commands_per_sandbox);
+        return n ? n : 1;
+}
+
+/* The most commands of sb that wait for a slot at once (Limits.queued_commands, sbxd
+ * --max-queued). */
+static unsigned max_queued(const struct sandbox *sb) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        return policy_cap(l && l->has_queued_commands, l ? l->queued_commands : 0,
+                          sb->d->cfg->max_queued_per_sandbox);
+}
+
+/* A slot for a command of uid in sb: room under sb's maximum, and one of uid's quota
+ * (--max-commands-per-uid, over every sandbox), taken (command_link counts the slot,
+ * unlink_command gives both back). 0, or -EBUSY (sb is full) or -EAGAIN (uid's quota)
+ * or -ENOMEM, with err. */
+static int take_slot(struct sandbox *sb, uid_t uid, char *err, size_t errlen) {
         unsigned mine = 0;
-        int r = quota_take(sb->quota, QUOTA_COMMANDS, caller->uid, sb->d->cfg->max_commands_per_uid,
-                           &mine);
+        int r;
+
+        if (sb->n_running >= max_running(sb)) {
+                snprintf(err, errlen,
+                         "sandbox '%s' already runs %u commands, its maximum (Limits.commands); "
+                         "wait for one to finish, or let the command wait for a slot "
+                         "(queue_timeout_ms)",
+                         sb->id, sb->n_running);
+                return -EBUSY;
+        }
+        r = quota_take(sb->quota, QUOTA_COMMANDS, uid, sb->d->cfg->max_commands_per_uid, &mine);
         if (r == -ENOMEM)
                 snprintf(err, errlen, "daemon out of memory");
         else if (r < 0)
                 snprintf(err, errlen,
-                         "uid %u already runs %u commands, its quota "
-                         "(--max-commands-per-uid); wait for some to finish",
-                         (unsigned)caller->uid, mine);
+                         "uid %u already runs %u commands, its quota (sbxd "
+                         "--max-commands-per-uid); wait for some to finish, or let the command "
+                         "wait for a slot (queue_timeout_ms)",
+                         (unsigned)uid, mine);
         return r;
+}
+
+/* How long a command of req may wait for a slot: its queue_timeout_ms, or the daemon's
+ * --queue-timeout, at most --max-command-timeout. 0: not at all. */
+static uint64_t queue_wait_ms(const struct sandbox *sb, const Sbx__V1__RunCommand *req) {
+        const struct config *cfg = sb->d->cfg;
+        uint64_t w = req->has_queue_timeout_ms ? req->queue_timeout_ms : cfg->queue_timeout_ms;
+        return w > cfg->max_command_timeout_ms ? cfg->max_command_timeout_ms : w;
+}
+
+/* Room for one more waiting command of sb, or -EBUSY naming the bound that is full. */
+static int queue_room(const struct sandbox *sb, char *err, size_t errlen) {
+        const struct sbxd *d = sb->d;
+
+        if (sb->n_queued >= max_queued(sb)) {
+                snprintf(err, errlen,
+                         "sandbox '%s' already has %u commands waiting for a slot, its maximum "
+                         "(Limits.queued_commands, sbxd --max-queued); try again once some "
+                         "have started",
+                         sb->id, sb->n_queued);
+                return -EBUSY;
+        }
+        if (d->n_queued >= d->cfg->max_queued_total) {
+                snprintf(err, errlen,
+                         "the daemon already has %u commands waiting for a slot, its maximum "
+                         "(sbxd --max-queued-total); try again once some have started",
+                         d->n_queued);
+                return -EBUSY;
+        }
+        return 0;
 }
 
 /* Frees a command that never got its handles (nothing of it was sent or recorded). */
@@ -1233,31 +1350,37 @@ static void join_own_cgroup(struct command *cmd, struct start *s) {
                             sb->id, cmd->id, strerror(-r));
 }
 
-/* cmd joins its sandbox: it owns its two timers from now on (and frees itself once its
- * handles are closed), holds the sandbox, and is listed, counted and timed. */
-static void command_link(struct command *cmd) {
+/* cmd owns its two timers from now on (and frees itself once its handles are closed),
+ * and holds its sandbox. */
+static void command_attach(struct command *cmd) {
         struct sandbox *sb = cmd->sb;
-        struct sbxd *d = sb->d;
-        struct command *o;
 
-        uv_timer_init(d->loop, &cmd->timer);
-        uv_timer_init(d->loop, &cmd->drain);
+        uv_timer_init(sb->d->loop, &cmd->timer);
+        uv_timer_init(sb->d->loop, &cmd->drain);
         cmd->timer.data = cmd->drain.data = cmd;
         cmd->handles = 2;
         sb->hooks->hold(sb); /* the sandbox outlives its commands' handles */
+}
+
+/* cmd, attached and holding a slot (take_slot), joins its sandbox's running commands:
+ * listed, counted and timed. */
+static void command_link(struct command *cmd) {
+        struct sandbox *sb = cmd->sb;
+        struct command *o;
+
         for (o = sb->commands; o; o = o->next)
                 o->overlapped = cmd->overlapped = 1;
         cmd->next = sb->commands;
         if (sb->commands)
                 sb->commands->prev = cmd;
         sb->commands = cmd;
+        cmd->holds_slot = 1;
         sb->n_running++;
         sb->commands_run++;
         cmd->start_hr = uv_hrtime();
         cmd->started_ms = sbxd_now_unix_ms();
         count_events(cmd, &cmd->oom_before, &cmd->pids_before);
 }
-
 /* The command's stdin: a pipe when it is given input (now or streamed), else the
  * shared /dev/null. Its read end goes into *ret_fd. 0 or -errno. */
 static int open_in(struct command *cmd, const Sbx__V1__RunCommand *req, int *ret_fd) {
@@ -1349,10 +1472,12 @@ static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
                           (unsigned long long)cmd->timeout_ms);
 }
 
-/* The pipes could not be made: the command is set up enough to end with a result of
- * its own, START_FAILED with why, rather than an error. */
-static void fail_locally(struct command *cmd, struct start *s, int r, char *err, size_t errlen) {
-        snprintf(err, errlen, "cannot set up the command's pipes: %s", strerror(-r));
+/* cmd could not be started (what: why; r: -errno): it is set up enough to end with a
+ * result of its own, START_FAILED with why, rather than an error. */
+static void fail_locally(struct command *cmd, struct start *s, int r, const char *what) {
+        char err[256];
+
+        snprintf(err, sizeof(err), "%s: %s", what, strerror(-r));
         start_close_fds(s);
         cmd->start_failed = 1;
         cmd->start_errno = -r;
@@ -1360,51 +1485,211 @@ static void fail_locally(struct command *cmd, struct start *s, int r, char *err,
         finish(cmd);
 }
 
-/* command_run once the request is valid and counted against the caller's quota. */
-static int run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
-               const struct command_callbacks *cbs, void *ud, struct command **ret, char *err,
-               size_t errlen) {
-        struct command *cmd = command_new(sb, req, caller);
-        struct start s;
+/* Starts cmd, attached, holding a slot, with s built from req: its own cgroup, its
+ * place among the running, its pipes, Start, its stdin and timers. */
+static void launch(struct command *cmd, const Sbx__V1__RunCommand *req, struct start *s) {
         int r;
 
-        if (!cmd) {
-                snprintf(err, errlen, "daemon out of memory");
-                return -ENOMEM;
-        }
-        cmd->cbs = *cbs;
-        cmd->ud = ud;
-        start_init(&s);
-        r = build_start(cmd, req, &s, err, errlen);
-        if (r < 0) {
-                start_clear(&s);
-                command_discard(cmd);
-                sb->next_command--;
-                return r;
-        }
-        join_own_cgroup(cmd, &s);
+        join_own_cgroup(cmd, s);
         command_link(cmd);
-        *ret = cmd;
-        r = open_stdio(cmd, req, &s);
+        r = open_stdio(cmd, req, s);
         if (r < 0)
-                fail_locally(cmd, &s, r, err, errlen);
-        else if (send_start(cmd, &s) >= 0)
+                fail_locally(cmd, s, r, "cannot set up the command's pipes");
+        else if (send_start(cmd, s) >= 0)
                 arm_command(cmd, req);
+}
+
+/* Keeps a copy of req in cmd for its start, later. 0 or -ENOMEM. */
+static int keep_request(struct command *cmd, const Sbx__V1__RunCommand *req) {
+        size_t len = sbx__v1__run_command__get_packed_size(req);
+        uint8_t *buf = malloc(len ? len : 1);
+
+        if (!buf)
+                return -ENOMEM;
+        sbx__v1__run_command__pack(req, buf);
+        cmd->req = sbx__v1__run_command__unpack(NULL, len, buf);
+        free(buf);
+        return cmd->req ? 0 : -ENOMEM;
+}
+
+static void on_queue_timeout(uv_timer_t *t) {
+        struct command *cmd = t->data;
+
+        log_debug("sbx=%s cmd=%s: no slot within its queue timeout; it does not run",
+                  cmd->sb->id, cmd->id);
+        cmd->kill = KILL_QUEUE_TIMEOUT;
+        finish(cmd);
+}
+
+/* cmd, attached, waits for a slot in its sandbox's queue for at most wait_ms, taking
+ * turns with the other commands of owner's connection; a streamed command's client is
+ * told how many wait before it. */
+static void enqueue(struct command *cmd, uint64_t owner, uint64_t wait_ms) {
+        struct sandbox *sb = cmd->sb;
+        struct sbxd *d = sb->d;
+
+        cmd->queued = 1;
+        cmd->queued_hr = uv_hrtime();
+        cmdq_push(&sb->queue, &cmd->wait, owner);
+        if (sb->n_queued++ == 0) {
+                sb->waiting_prev = NULL;
+                sb->waiting_next = d->waiting;
+                if (d->waiting)
+                        d->waiting->waiting_prev = sb;
+                d->waiting = sb;
+        }
+        d->n_queued++;
+        uv_update_time(d->loop);
+        uv_timer_start(&cmd->timer, on_queue_timeout, wait_ms, 0);
+        log_debug("sbx=%s cmd=%s: waits for a slot (%u ahead)", sb->id, cmd->id,
+                  cmdq_ahead(&sb->queue, &cmd->wait));
+        if (cmd->stream && cmd->cbs.queued)
+                cmd->cbs.queued(cmd->ud, cmd->id, cmdq_ahead(&sb->queue, &cmd->wait));
+}
+
+/* cmd leaves its sandbox's queue, to start (to_start) or not at all. */
+static void unqueue(struct command *cmd, int to_start) {
+        struct sandbox *sb = cmd->sb;
+        struct sbxd *d = sb->d;
+
+        if (to_start)
+                cmdq_take(&sb->queue, &cmd->wait);
+        else
+                cmdq_remove(&sb->queue, &cmd->wait);
+        cmd->queued = 0;
+        d->n_queued--;
+        if (--sb->n_queued == 0) {
+                if (sb->waiting_prev)
+                        sb->waiting_prev->waiting_next = sb->waiting_next;
+                else
+                        d->waiting = sb->waiting_next;
+                if (sb->waiting_next)
+                        sb->waiting_next->waiting_prev = sb->waiting_prev;
+                sb->waiting_next = sb->waiting_prev = NULL;
+        }
+}
+
+/* A waiting command whose caller's quota has room (its sandbox's is checked apart). */
+static int quota_allows(const struct cmdq_entry *e, void *ud) {
+        const struct command *cmd =
+                (const struct command *)((const char *)e - offsetof(struct command, wait));
+        const struct sandbox *sb = cmd->sb;
+
+        (void)ud;
+        return quota_count(sb->quota, QUOTA_COMMANDS, cmd->caller_uid) <
+               sb->d->cfg->max_commands_per_uid;
+}
+
+/* The waiting command cmd has its slot: it starts with the request it kept. */
+static void start_queued(struct command *cmd) {
+        Sbx__V1__RunCommand *req = cmd->req;
+        struct start s;
+        char err[512];
+        int r;
+
+        uv_timer_stop(&cmd->timer);
+        cmd->queued_ms = (uv_hrtime() - cmd->queued_hr) / 1000000u;
+        cmd->req = NULL;
+        start_init(&s);
+        /* Checked when it was queued: only the daemon's memory can fail it now. */
+        r = build_start(cmd, req, &s, err, sizeof(err));
+        if (r < 0) {
+                join_own_cgroup(cmd, &s);
+                command_link(cmd);
+                fail_locally(cmd, &s, r, "cannot build the command's start");
+        } else {
+                launch(cmd, req, &s);
+        }
         start_clear(&s);
-        return 0;
+        sbx__v1__run_command__free_unpacked(req, NULL);
+}
+
+/* Starts the waiting commands of sb that may start now, in their turns. */
+static void dispatch(struct sandbox *sb) {
+        char err[256];
+
+        while (sb->view.state == SBX__V1__SANDBOX_STATE__READY && !sb->ending &&
+               sb->n_running < max_running(sb)) {
+                struct cmdq_entry *e = cmdq_first(&sb->queue, quota_allows, NULL);
+                struct command *cmd;
+
+                if (!e || take_slot(sb, of_entry(e)->caller_uid, err, sizeof(err)) < 0)
+                        return;
+                cmd = of_entry(e);
+                unqueue(cmd, 1);
+                log_debug("sbx=%s cmd=%s: starts after waiting %llu ms for a slot", sb->id,
+                          cmd->id, (unsigned long long)((uv_hrtime() - cmd->queued_hr) / 1000000u));
+                start_queued(cmd);
+        }
+}
+
+/* A slot (and one of its caller's quota) freed: the waiting commands of every sandbox
+ * that may start now start. Not reentrant: a slot freed while it runs (a start that
+ * failed at once) makes it look again. */
+static void dispatch_waiting(struct sbxd *d) {
+        if (d->dispatching) {
+                d->dispatch_again = 1;
+                return;
+        }
+        d->dispatching = 1;
+        do {
+                struct sandbox *sb, *next;
+
+                d->dispatch_again = 0;
+                for (sb = d->waiting; sb; sb = next) {
+                        next = sb->waiting_next;
+                        dispatch(sb);
+                }
+        } while (d->dispatch_again);
+        d->dispatching = 0;
 }
 
 int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
                 const struct command_callbacks *cbs, void *ud, struct command **ret, char *err,
                 size_t errlen) {
-        int r = validate(sb, req, err, errlen);
+        uint64_t wait_ms = queue_wait_ms(sb, req);
+        struct command *cmd;
+        struct start s;
+        int r, slot;
 
-        if (r == 0)
-                r = take_quota(sb, caller, err, errlen);
+        r = validate(sb, req, err, errlen);
         if (r < 0)
                 return r;
-        r = run(sb, req, caller, cbs, ud, ret, err, errlen);
-        if (r < 0)
-                quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
-        return r;
+        /* A slot now, or a place in the queue when the command may wait for one. */
+        r = take_slot(sb, caller->uid, err, errlen);
+        slot = r == 0;
+        if (r == -ENOMEM || (r < 0 && wait_ms == 0) || (!slot && (r = queue_room(sb, err, errlen)) < 0))
+                return r;
+        cmd = command_new(sb, req, caller);
+        r = cmd ? 0 : -ENOMEM;
+        if (cmd) {
+                cmd->cbs = *cbs;
+                cmd->ud = ud;
+                start_init(&s);
+                /* Checked now, also for a command that waits: its start can only run out
+                 * of memory later. */
+                r = build_start(cmd, req, &s, err, errlen);
+                if (r == 0 && !slot && (r = keep_request(cmd, req)) < 0)
+                        snprintf(err, errlen, "daemon out of memory");
+                if (r < 0) {
+                        start_clear(&s);
+                        command_discard(cmd);
+                        sb->next_command--;
+                }
+        } else {
+                snprintf(err, errlen, "daemon out of memory");
+        }
+        if (r < 0) {
+                if (slot)
+                        quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
+                return r;
+        }
+        *ret = cmd;
+        command_attach(cmd);
+        if (slot)
+                launch(cmd, req, &s);
+        else
+                enqueue(cmd, caller->conn_id, wait_ms);
+        start_clear(&s);
+        return 0;
 }

@@ -20,6 +20,8 @@
 struct sandbox;
 
 struct command_callbacks {
+        /* Stream mode: the command waits for a slot, ahead others before it (may be NULL). */
+        void (*queued)(void *ud, char *command_id, unsigned ahead);
         /* Stream mode: the command has started. */
         void (*started)(void *ud, char *command_id);
         /* Stream mode: a chunk of output. */
@@ -33,25 +35,32 @@ struct command_callbacks {
 
 struct command;
 
-/* Starts req in sb. Returns 0 when cbs->done will be called later (*ret is then the
- * command, valid until done has returned), or -errno with a reason in err: -EINVAL bad
- * request, -EMSGSIZE stdin, argv or environment too large, -EBUSY too many commands
- * running (the per-sandbox bound), -EAGAIN the caller's --max-commands-per-uid,
- * -ESHUTDOWN the sandbox is not ready yet, -ENODEV it is ending, -ENOMEM. A command that
+/* Starts req in sb, or queues it when sb runs its maximum of commands (Limits.commands)
+ * or the caller its quota (--max-commands-per-uid): it then waits for a slot for at most
+ * req's queue_timeout_ms (or --queue-timeout), taking turns with other connections'
+ * commands (cmdqueue.h), and ends QUEUE_TIMEOUT, CANCELLED or SANDBOX_ENDED if it never
+ * starts. Returns 0 when cbs->done will be called later (*ret is then the command,
+ * valid until done has returned), or -errno with a reason in err: -EINVAL bad request,
+ * -EMSGSIZE stdin, argv or environment too large, -EBUSY sb runs its maximum and the
+ * command may not wait (queue_timeout_ms 0) or its queue, or the daemon's, is full,
+ * -EAGAIN the caller's quota and it may not wait, -ESHUTDOWN the sandbox is not ready
+ * yet, -ENODEV it is ending, -ENOMEM. A command that
  * cannot get its pipes is still started: its result says START_FAILED (done may then be
  * called before command_run returns; *ret is set before). */
 int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
                 const struct command_callbacks *cbs, void *ud, struct command **ret, char *err,
                 size_t errlen);
 
-/* The command of sb with this id ("c-N") that has not finished, or NULL. */
+/* The command of sb with this id ("c-N") that has not finished (running or waiting for
+ * a slot), or NULL. */
 struct command *command_find(struct sandbox *sb, const char *command_id);
 
 /* cmd's id, "c-N" (valid as long as cmd). */
 const char *command_id(const struct command *cmd);
 
-/* Kills cmd's process group; its result becomes CANCELLED. Nothing to do when it has
- * already exited, is being killed or has finished. */
+/* Kills cmd's process group; its result becomes CANCELLED. A command waiting for a slot
+ * never starts: its result comes at once. Nothing to do when it has already exited, is
+ * being killed or has finished. */
 void command_cancel(struct command *cmd);
 
 /* The client of a streamed command has room again: read its output now (without
@@ -65,8 +74,8 @@ typedef void (*command_input_cb)(void *ud, int err);
 /* Writes data to cmd's stdin (started with stdin_stream); closes it on eof. Returns 1
  * when cb will be called once the data is in the pipe (the caller answers then, which
  * paces a client to what the command consumes), 0 when there was nothing to wait for
- * (cb is not called), -ENOENT finished, -EPIPE stdin already closed, -EAGAIN too much
- * input queued. */
+ * (cb is not called), -ENOENT finished, -ESHUTDOWN still waiting for a slot, -EPIPE
+ * stdin already closed, -EAGAIN too much input queued. */
 int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
                   command_input_cb cb, void *ud);
 

@@ -53,8 +53,23 @@ static void classify_exit(const struct outcome_facts *f, struct outcome *oc) {
                 hit(oc, "file_size");
 }
 
+/* The outcome of a command that left the queue without starting: why it left. Nothing
+ * ran, so no limit was hit. */
+static void classify_never_started(const struct outcome_facts *f, struct outcome *oc) {
+        if (f->kill == KILL_QUEUE_TIMEOUT)
+                oc->outcome = SBX__V1__OUTCOME__QUEUE_TIMEOUT;
+        else if (f->kill == KILL_CANCEL)
+                oc->outcome = SBX__V1__OUTCOME__CANCELLED;
+        else /* its sandbox ended, or the daemon left it */
+                oc->outcome = SBX__V1__OUTCOME__SANDBOX_ENDED;
+}
+
 void outcome_classify(const struct outcome_facts *f, struct outcome *oc) {
         memset(oc, 0, sizeof(*oc));
+        if (f->never_started) {
+                classify_never_started(f, oc);
+                return;
+        }
         if (f->start_failed)
                 oc->outcome = SBX__V1__OUTCOME__START_FAILED;
         else if (f->kill == KILL_DAEMON_LEFT)

@@ -18,11 +18,13 @@ enum command_kill {
         KILL_CANCEL,        /* a client's CancelCommand */
         KILL_SANDBOX_ENDED, /* the sandbox ended while it ran */
         KILL_DAEMON_LEFT,   /* the daemon left the sandbox to the next one (--keep-sandboxes) */
+        KILL_QUEUE_TIMEOUT, /* it waited for a slot past its queue_timeout_ms */
 };
 
 /* What is known of a command when it ends. */
 struct outcome_facts {
-        int start_failed; /* init (or the daemon) could not start it */
+        int never_started; /* it waited for a slot and left the queue without starting */
+        int start_failed;  /* init (or the daemon) could not start it */
         int exited;       /* init reported its leader reaped */
         int wait_status;  /* the leader's, as waitpid(2) gives it (when exited) */
         enum command_kill kill;

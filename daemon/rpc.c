@@ -82,6 +82,7 @@ static void caller_of(const struct conn *c, struct caller *ret) {
         ret->client_name = conn_client_name(c);
         ret->groups = p.groups;
         ret->n_groups = p.n_groups;
+        ret->conn_id = conn_id(c);
 }
 
 /* ---- errors -------------------------------------------------------------------------- */
@@ -468,6 +469,20 @@ static void on_create(struct conn *c, const Sbx__V1__Request *req) {
 }
 
 /* RunCommand: the callbacks turn command events into responses. */
+static void cmd_queued(void *ud, char *command_id, unsigned ahead) {
+        struct call *k = ud;
+        Sbx__V1__Response resp;
+        Sbx__V1__CommandQueued cq = SBX__V1__COMMAND_QUEUED__INIT;
+
+        response_init(&resp, k->request_id);
+        cq.command_id = command_id;
+        cq.has_ahead = 1;
+        cq.ahead = ahead;
+        resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_QUEUED;
+        resp.command_queued = &cq;
+        conn_send(call_conn(k), &resp);
+}
+
 static void cmd_started(void *ud, char *command_id) {
         struct call *k = ud;
         Sbx__V1__Response resp;
@@ -558,6 +573,7 @@ static void cmd_done(void *ud, Sbx__V1__CommandResult *result) {
 }
 
 static const struct command_callbacks cmd_callbacks = {
+        .queued = cmd_queued,
         .started = cmd_started,
         .output = cmd_output,
         .congested = cmd_congested,
@@ -632,6 +648,11 @@ static void on_input(struct conn *c, const Sbx__V1__Request *req) {
         if (r == -EPIPE)
                 conn_send_status(c, req->request_id, SBX__V1__CODE__FAILED_PRECONDITION,
                                  "stdin of command '%s' is closed (start it with stdin_stream)",
+                                 in->command_id);
+        else if (r == -ESHUTDOWN)
+                conn_send_status(c, req->request_id, SBX__V1__CODE__FAILED_PRECONDITION,
+                                 "command '%s' is waiting for a slot; send its input once it "
+                                 "has started (CommandStarted)",
                                  in->command_id);
         else if (r < 0)
                 send_errno(c, req->request_id, r, "cannot queue input for the command");
@@ -727,17 +748,18 @@ static void on_get(struct conn *c, const Sbx__V1__Request *req) {
 
 static void on_set_timeout(struct conn *c, const Sbx__V1__Request *req) {
         const Sbx__V1__SetTimeout *st = req->set_timeout;
-        struct sandbox *sb = lookup(c, req->request_id, st->sandbox_id);
         struct sandbox_info_store is;
+        struct sandbox *sb;
         int r;
 
-        if (!sb)
-                return;
         if (!st->has_timeout_ms) {
                 conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
                                  "timeout_ms is required");
                 return;
         }
+        sb = lookup(c, req->request_id, st->sandbox_id);
+        if (!sb)
+                return;
         r = sandbox_set_deadline(sb, sbxd_now_unix_ms() + (int64_t)(st->timeout_ms > INT32_MAX * 1000ull
                                                                             ? INT32_MAX * 1000ull
                                                                             : st->timeout_ms));
@@ -798,19 +820,21 @@ static int info_matches(struct list_ctx *lc, const Sbx__V1__SandboxInfo *info, i
         return live || (q->has_include_ended && q->include_ended);
 }
 
+/* Visibility and the filters first: only a sandbox that would be listed makes the
+ * reply truncated (and says nothing of the others). */
 static int list_live(struct sandbox *sb, void *ud) {
         struct list_ctx *lc = ud;
         struct sandbox_info_store *st;
         if (!sandbox_may_access(sb, &lc->k))
                 return 0;
+        st = &lc->live[lc->n_live < lc->limit ? lc->n_live : lc->limit];
+        sandbox_fill_info(sb, st);
+        if (!info_matches(lc, &st->info, 1))
+                return 0;
         if (lc->n >= lc->limit) {
                 lc->truncated = 1;
                 return 1;
         }
-        st = &lc->live[lc->n_live];
-        sandbox_fill_info(sb, st);
-        if (!info_matches(lc, &st->info, 1))
-                return 0;
         lc->n_live++;
         lc->infos[lc->n++] = &st->info;
         return 0;
@@ -821,16 +845,17 @@ static int list_record(const struct store_sandbox *sb, void *ud) {
         struct record_info *ri;
         if (sbxtab_find(lc->tab, sb->id))
                 return 0; /* listed live */
-        if (lc->n >= lc->limit) {
-                lc->truncated = 1;
-                return 1;
-        }
-        ri = &lc->recs[lc->n_recs];
+        ri = &lc->recs[lc->n_recs < lc->limit ? lc->n_recs : lc->limit];
         memset(ri, 0, sizeof(*ri));
         if (record_to_info(sb, ri) < 0 || !record_may_access(ri, &lc->k) ||
             !info_matches(lc, &ri->info, 0)) {
                 record_info_free(ri);
                 return 0;
+        }
+        if (lc->n >= lc->limit) {
+                record_info_free(ri);
+                lc->truncated = 1;
+                return 1;
         }
         lc->n_recs++;
         lc->infos[lc->n++] = &ri->info;
@@ -853,9 +878,10 @@ static void on_list(struct conn *c, const Sbx__V1__Request *req) {
         for (i = 0; i < q->n_states; i++)
                 if (q->states[i] >= SBX__V1__SANDBOX_STATE__TERMINATED)
                         want_records = 1;
+        /* One more of each than the limit: the one that tells the list is cut. */
         lc.infos = calloc(lc.limit, sizeof(*lc.infos));
-        lc.live = calloc(lc.limit, sizeof(*lc.live));
-        lc.recs = want_records ? calloc(lc.limit, sizeof(*lc.recs)) : NULL;
+        lc.live = calloc(lc.limit + 1, sizeof(*lc.live));
+        lc.recs = want_records ? calloc(lc.limit + 1, sizeof(*lc.recs)) : NULL;
         if (!lc.infos || !lc.live || (want_records && !lc.recs)) {
                 send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
                 goto out;

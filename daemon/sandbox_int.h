@@ -7,10 +7,11 @@
  *
  * Who writes what: the lifecycle owns every field but these: the table or the pool
  * owns hnext/next/prev, uid_slot, gone/gone_ud and warm*; the command module owns
- * commands, n_running, next_command and commands_run. */
+ * commands, n_running, next_command, commands_run, queue, n_queued and waiting_*. */
 #ifndef SBX_SANDBOX_INT_H
 #define SBX_SANDBOX_INT_H
 
+#include "cmdqueue.h"
 #include "enforce.h"
 #include "initchan.h"
 #include "sandbox.h"
@@ -87,6 +88,9 @@ struct sandbox {
         unsigned n_running;
         uint64_t next_command;
         uint64_t commands_run;
+        struct cmdq queue;       /* commands waiting for a slot (RunCommand.queue_timeout_ms) */
+        unsigned n_queued;       /* how many: queue.n, as SandboxInfo.queued_commands says */
+        struct sandbox *waiting_next, *waiting_prev; /* d->waiting, while queue is not empty */
         sandbox_ready_cb create_cb;
         void *create_ud;
         struct end_waiter *waiters;

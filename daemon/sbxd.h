@@ -36,6 +36,10 @@ struct sbxd {
         uint64_t nofile_soft;        /* RLIMIT_NOFILE soft limit at start: commands' default */
         int command_cgroups;         /* each command gets a cgroup of its own (see config) */
         int shutting_down;           /* set by main() on SIGTERM/SIGINT: no new work */
+        struct sandbox *waiting;     /* sandboxes with commands waiting for a slot (command.c) */
+        unsigned n_queued;           /* those commands, all sandboxes (--max-queued-total) */
+        int dispatching;             /* command.c is starting waiting commands */
+        int dispatch_again;          /* a slot freed meanwhile: look at the queues again */
         struct write_req *held_head; /* replies held for the end of the turn (conn.c, turn.h) */
         struct write_req *held_tail;
 };

@@ -541,6 +541,10 @@ struct seen {
         uint64_t out_total;
         int out_truncated;
         char hits[128];
+        int queued;      /* the queued callback was called */
+        unsigned ahead;  /* what it said */
+        uint64_t queued_ms;
+        double duration;
 };
 
 static void on_gone(void *ud, struct sandbox *sb) {
@@ -665,6 +669,12 @@ static void send_exited(struct rig *g, uint64_t id, int wait_status) {
         send_to_daemon(g, &m);
 }
 
+static void cb_queued(void *ud, char *id, unsigned ahead) {
+        struct seen *s = ud;
+        s->queued = 1;
+        s->ahead = ahead;
+}
+
 static void cb_started(void *ud, char *id) {
 }
 
@@ -689,13 +699,18 @@ static void cb_done(void *ud, Sbx__V1__CommandResult *res) {
         memcpy(s->out, res->stdout.data, s->out_len);
         s->out_total = res->stdout_bytes;
         s->out_truncated = res->stdout_truncated;
+        s->queued_ms = res->queued_ms;
+        s->duration = res->duration;
         for (i = 0; res->resources && i < res->resources->n_limits_hit; i++)
                 snprintf(s->hits + strlen(s->hits), sizeof(s->hits) - strlen(s->hits), "%s%s",
                          i ? "," : "", res->resources->limits_hit[i]);
 }
 
-static const struct command_callbacks cbs = {
-        .started = cb_started, .output = cb_output, .congested = cb_congested, .done = cb_done};
+static const struct command_callbacks cbs = {.queued = cb_queued,
+                                            .started = cb_started,
+                                            .output = cb_output,
+                                            .congested = cb_congested,
+                                            .done = cb_done};
 
 static struct caller me(void) {
         struct caller k = {
@@ -761,11 +776,27 @@ START_TEST(run_refuses_bad_requests) {
         ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -ENODEV);
         g.sb->view.state = SBX__V1__SANDBOX_STATE__READY;
 
+        /* A full sandbox, for a command that may not wait for a slot. */
+        rc.has_queue_timeout_ms = 1;
+        rc.queue_timeout_ms = 0;
         g.sb->n_running = g.cfg.max_commands_per_sandbox;
         ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EBUSY);
+        ck_assert_ptr_nonnull(strstr(err, "already runs 4 commands, its maximum"));
+        /* One that may wait, with no room in the queue (--max-queued 0). */
+        rc.has_queue_timeout_ms = 0;
+        g.cfg.max_queued_per_sandbox = 0;
+        ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EBUSY);
+        ck_assert_ptr_nonnull(strstr(err, "already has 0 commands waiting for a slot"));
+        ck_assert_ptr_nonnull(strstr(err, "--max-queued"));
+        g.cfg.max_queued_per_sandbox = 8;
+        g.cfg.max_queued_total = 0;
+        ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EBUSY);
+        ck_assert_ptr_nonnull(strstr(err, "--max-queued-total"));
+        g.cfg.max_queued_total = 100;
         g.sb->n_running = 0;
 
         /* The caller's quota, counted over every sandbox. */
+        rc.has_queue_timeout_ms = 1;
         ck_assert_int_eq(quota_take(g.quota, QUOTA_COMMANDS, getuid(), 10, NULL), 0);
         ck_assert_int_eq(quota_take(g.quota, QUOTA_COMMANDS, getuid(), 10, NULL), 0);
         ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EAGAIN);
@@ -779,6 +810,43 @@ START_TEST(run_refuses_bad_requests) {
         rig_down(&g);
 }
 END_TEST
+
+/* Reads the next Start the daemon sent init, closes its descriptors, returns its id. */
+static uint64_t read_start(struct rig *g) {
+        Sbx__Init__V1__ToInit *m;
+        int fds[SBX_INIT_MAX_FDS];
+        size_t nfds = 0, i;
+        uint64_t num;
+
+        m = read_from_daemon(g, fds, &nfds);
+        ck_assert_ptr_nonnull(m);
+        ck_assert_int_eq(m->body_case, SBX__INIT__V1__TO_INIT__BODY_START);
+        num = m->start->command_id;
+        sbx__init__v1__to_init__free_unpacked(m, NULL);
+        for (i = 0; i < nfds; i++)
+                close(fds[i]);
+        return num;
+}
+
+/* 1 when the daemon sent init nothing within a few loop turns. */
+static int nothing_sent(struct rig *g) {
+        struct pollfd p = {.fd = g->init_fd, .events = POLLIN};
+        int i;
+        for (i = 0; i < 20; i++) {
+                uv_run(&g->loop, UV_RUN_NOWAIT);
+                usleep(1000);
+        }
+        return poll(&p, 1, 0) == 0;
+}
+
+/* Runs rc as caller (conn: its connection, for turns); *ret: the command. */
+static void run_as(struct rig *g, Sbx__V1__RunCommand *rc, uint64_t conn, struct seen *s,
+                   struct command **ret) {
+        struct caller k = me();
+        char err[512];
+        k.conn_id = conn;
+        ck_assert_msg(command_run(g->sb, rc, &k, &cbs, s, ret, err, sizeof(err)) == 0, "%s", err);
+}
 
 /* Starts rc, reads its Start as init would: the message and stdin, stdout, stderr. */
 static uint64_t take_start(struct rig *g, Sbx__V1__RunCommand *rc, struct seen *s, int *fds) {
@@ -920,6 +988,91 @@ START_TEST(run_ends_with_its_sandbox) {
 }
 END_TEST
 
+/* Over the caller's quota (2 in the rig), a command waits; it is told so, starts when
+ * a slot frees, and its result says how long it waited. Its id is the next one at once,
+ * and it is found by it while it waits. */
+START_TEST(queue_waits_for_a_slot) {
+        struct rig g;
+        struct seen s[3] = {{0}};
+        struct command *cmd[3];
+        Sbx__V1__RunCommand rc = echo_request();
+        uint64_t first;
+
+        rig_up(&g);
+        run_as(&g, &rc, 1, &s[0], &cmd[0]);
+        first = read_start(&g);
+        run_as(&g, &rc, 1, &s[1], &cmd[1]);
+        (void)read_start(&g);
+        rc.has_stream = 1;
+        rc.stream = 1;
+        run_as(&g, &rc, 2, &s[2], &cmd[2]);
+        ck_assert(s[2].queued);
+        ck_assert_uint_eq(s[2].ahead, 0);
+        ck_assert_str_eq(command_id(cmd[2]), "c-3");
+        ck_assert_ptr_eq(command_find(g.sb, "c-3"), cmd[2]);
+        ck_assert_uint_eq(g.sb->n_queued, 1);
+        ck_assert_uint_eq(g.d.n_queued, 1);
+        ck_assert(nothing_sent(&g));
+        usleep(30 * 1000);
+        send_exited(&g, first, 0);
+        spin(&g, &s[0].done, 2000);
+        ck_assert_uint_eq(read_start(&g), 3);
+        ck_assert_uint_eq(g.sb->n_queued, 0);
+        ck_assert_uint_eq(g.d.n_queued, 0);
+        ck_assert_ptr_null(g.d.waiting);
+        ck_assert_uint_eq(g.sb->n_running, 2);
+        send_exited(&g, 3, 0);
+        spin(&g, &s[2].done, 2000);
+        ck_assert_int_eq(s[2].outcome, SBX__V1__OUTCOME__EXITED);
+        ck_assert_uint_ge(s[2].queued_ms, 25);
+        ck_assert_uint_eq(s[0].queued_ms, 0);
+        rig_down(&g);
+        ck_assert_int_eq(s[1].outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
+}
+END_TEST
+
+/* A command that waits longer than its queue_timeout_ms never runs; one cancelled while
+ * it waits ends at once; those still waiting when the sandbox ends end with it, and
+ * the slots its end frees start none of them. Each is recorded. */
+START_TEST(queue_timeout_cancel_and_end) {
+        struct rig g;
+        struct seen s[6] = {{0}};
+        struct command *cmd[6];
+        Sbx__V1__RunCommand rc = echo_request();
+        int i;
+
+        rig_up(&g);
+        for (i = 0; i < 2; i++) {
+                run_as(&g, &rc, 1, &s[i], &cmd[i]);
+                (void)read_start(&g);
+        }
+        rc.has_queue_timeout_ms = 1;
+        rc.queue_timeout_ms = 40;
+        run_as(&g, &rc, 1, &s[2], &cmd[2]);
+        rc.queue_timeout_ms = 60000;
+        run_as(&g, &rc, 1, &s[3], &cmd[3]);
+        run_as(&g, &rc, 1, &s[4], &cmd[4]);
+        ck_assert_uint_eq(g.sb->n_queued, 3);
+        spin(&g, &s[2].done, 2000);
+        ck_assert_int_eq(s[2].outcome, SBX__V1__OUTCOME__QUEUE_TIMEOUT);
+        ck_assert_uint_ge(s[2].queued_ms, 35);
+        ck_assert(s[2].duration == 0);
+        ck_assert_uint_eq(g.sb->n_queued, 2);
+
+        command_cancel(cmd[3]);
+        ck_assert(s[3].done);
+        ck_assert_int_eq(s[3].outcome, SBX__V1__OUTCOME__CANCELLED);
+        ck_assert_ptr_null(command_find(g.sb, "c-4"));
+        ck_assert(nothing_sent(&g));
+        ck_assert_uint_eq(quota_count(g.quota, QUOTA_COMMANDS, getuid()), 2);
+
+        rig_down(&g);
+        ck_assert_int_eq(s[4].outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
+        ck_assert_int_eq(s[0].outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
+        ck_assert_uint_eq(g.d.n_queued, 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("command");
         TCase *pure = tcase_create("pure");
@@ -951,6 +1104,8 @@ static Suite *make_suite(void) {
         tcase_add_test(run, run_start_failed);
         tcase_add_test(run, run_timeout_kills_then_waits_for_the_leader);
         tcase_add_test(run, run_ends_with_its_sandbox);
+        tcase_add_test(run, queue_waits_for_a_slot);
+        tcase_add_test(run, queue_timeout_cancel_and_end);
         tcase_set_timeout(run, 20);
         suite_add_tcase(s, run);
         return s;

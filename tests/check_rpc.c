@@ -1037,22 +1037,38 @@ END_TEST
 START_TEST(set_timeout_without_timeout) {
         struct wbuf b;
         struct peer p;
+        const char *ids[] = {"nosuch", "mine", NULL};
+        uint64_t rid = 1;
+        size_t i;
 
         begin();
         record("mine", me, "terminated", 1000, NULL, NULL, 0);
         open_caller(&p);
+        /* Without timeout_ms the request is refused for what it is, before any lookup. */
+        for (i = 0; i < 3; i++, rid++) {
+                memset(&b, 0, sizeof(b));
+                if (ids[i])
+                        w_str(&b, 1, ids[i]);
+                send_body(&p, rid, F_SET_TIMEOUT, &b);
+                expect_status(&p, rid, SBX__V1__CODE__INVALID_ARGUMENT, "timeout_ms is required",
+                              NULL);
+        }
+        /* With it, the lookup answers. */
         memset(&b, 0, sizeof(b));
         w_str(&b, 1, "nosuch");
-        send_body(&p, 1, F_SET_TIMEOUT, &b);
-        expect_status(&p, 1, SBX__V1__CODE__NOT_FOUND, "sandbox 'nosuch' not found", NULL);
+        w_uint(&b, 2, 60000);
+        send_body(&p, rid, F_SET_TIMEOUT, &b);
+        expect_status(&p, rid++, SBX__V1__CODE__NOT_FOUND, "sandbox 'nosuch' not found", NULL);
         memset(&b, 0, sizeof(b));
         w_str(&b, 1, "mine");
-        send_body(&p, 2, F_SET_TIMEOUT, &b);
-        expect_status(&p, 2, SBX__V1__CODE__ENDED, "sandbox 'mine' has ended", NULL);
+        w_uint(&b, 2, 60000);
+        send_body(&p, rid, F_SET_TIMEOUT, &b);
+        expect_status(&p, rid++, SBX__V1__CODE__ENDED, "sandbox 'mine' has ended", NULL);
         memset(&b, 0, sizeof(b));
-        send_body(&p, 3, F_SET_TIMEOUT, &b);
-        expect_status(&p, 3, SBX__V1__CODE__INVALID_ARGUMENT, "sandbox_id is required", NULL);
-        expect_served(&p, 4);
+        w_uint(&b, 2, 60000);
+        send_body(&p, rid, F_SET_TIMEOUT, &b);
+        expect_status(&p, rid++, SBX__V1__CODE__INVALID_ARGUMENT, "sandbox_id is required", NULL);
+        expect_served(&p, rid);
         end(&p, 1);
 }
 END_TEST
@@ -1172,6 +1188,19 @@ START_TEST(list_records_filtered) {
         expect_list(&p[0], 11, &q, "e d", 1);
         q.limit = 4;
         expect_list(&p[0], 12, &q, "e d b a", 0);
+        /* Cut only by one that would have been listed: not by an older record that does
+         * not match, nor by one the caller may not see. */
+        q.key = "env";
+        q.value = "dev";
+        q.limit = 1;
+        expect_list(&p[0], 15, &q, "b", 0);
+        q.value = "prod";
+        expect_list(&p[0], 16, &q, "d", 1);
+        q.key = q.value = NULL;
+        q.has_owner = 1;
+        q.owner = other;
+        expect_list(&p[0], 17, &q, "d", 0);
+        q.has_owner = 0;
 
         /* Root sees every record. */
         if (geteuid() == 0) {

@@ -740,9 +740,10 @@ class Sandbox:
             queue_timeout: seconds the command may wait for a slot when the sandbox
                 already runs its maximum of commands at once (``ResourceLimits.commands``;
                 other clients may share the sandbox). ``None``: the daemon's default (60
-                s); ``0``: do not wait. A command that gets no slot in time never runs:
-                its result's ``outcome`` is :attr:`Outcome.QUEUE_TIMEOUT`. ``timeout``
-                counts from the start, not from the call. Only a full queue raises
+                s); ``0``: do not wait (no free slot raises :class:`ResourceExhausted` at
+                once). A command that gets no slot in time never runs: its result's
+                ``outcome`` is :attr:`Outcome.QUEUE_TIMEOUT`. ``timeout`` counts from the
+                start, not from the call. Otherwise only a full queue raises
                 (:class:`ResourceExhausted`).
             on_queued: ``on_queued(command_id, ahead)`` called when the command waits
                 for a slot, with the number of commands that wait before it, on this

@@ -1,0 +1,441 @@
+/* it_queue.c: integration tests of a shared sandbox taking bursts (issue 22), against a
+ * real sbxd: commands over the sandbox's running cap wait for a slot in a queue instead
+ * of failing; only a full queue is refused, naming its bound; a command that waits past
+ * its queue_timeout_ms never runs; cancel, a client that goes away and Terminate end
+ * waiting commands without running them; and one client flooding the queue does not
+ * starve another of the same sandbox. Streamed requests see CommandQueued first.
+ *
+ * The burst goes through libsbx as agents use it; the rest speaks the raw protocol, to
+ * see each response in order. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "itutil.h"
+#include "sbx_limits.h"
+#include "testutil.h"
+
+/* ---- a raw connection ------------------------------------------------------------- */
+
+struct raw {
+        int fd;
+        struct frame_reader fr;
+        uint64_t next_id;
+};
+
+static void raw_open(struct raw *r, struct it_daemon *d) {
+        r->fd = it_raw_connect(d);
+        frame_reader_init(&r->fr, SBX_DEFAULT_MAX_FRAME_BYTES);
+        r->next_id = 1;
+}
+
+static void raw_close(struct raw *r) {
+        if (r->fd >= 0)
+                close(r->fd);
+        r->fd = -1;
+        frame_reader_free(&r->fr);
+}
+
+/* Sends a RunCommand of shell in sandbox sb; wait_ms < 0: no queue_timeout_ms. Returns
+ * its request id. */
+static uint64_t raw_run(struct raw *r, char *sb, char *shell, int stream,
+                        long wait_ms) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__RunCommand rc = SBX__V1__RUN_COMMAND__INIT;
+
+        rc.sandbox_id = sb;
+        rc.shell = shell;
+        rc.has_timeout_ms = 1;
+        rc.timeout_ms = 60000;
+        rc.has_stream = stream;
+        rc.stream = stream;
+        if (wait_ms >= 0) {
+                rc.has_queue_timeout_ms = 1;
+                rc.queue_timeout_ms = (uint64_t)wait_ms;
+        }
+        req.has_request_id = 1;
+        req.request_id = r->next_id++;
+        req.body_case = SBX__V1__REQUEST__BODY_RUN_COMMAND;
+        req.run_command = &rc;
+        it_raw_send(r->fd, &req);
+        return req.request_id;
+}
+
+static uint64_t raw_cancel(struct raw *r, char *sb, char *command_id) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CancelCommand cc = SBX__V1__CANCEL_COMMAND__INIT;
+
+        cc.sandbox_id = sb;
+        cc.command_id = command_id;
+        req.has_request_id = 1;
+        req.request_id = r->next_id++;
+        req.body_case = SBX__V1__REQUEST__BODY_CANCEL_COMMAND;
+        req.cancel_command = &cc;
+        it_raw_send(r->fd, &req);
+        return req.request_id;
+}
+
+static uint64_t raw_simple(struct raw *r, Sbx__V1__Request__BodyCase body, char *sb) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__Terminate t = SBX__V1__TERMINATE__INIT;
+        Sbx__V1__GetSandbox g = SBX__V1__GET_SANDBOX__INIT;
+
+        req.has_request_id = 1;
+        req.request_id = r->next_id++;
+        req.body_case = body;
+        if (body == SBX__V1__REQUEST__BODY_TERMINATE) {
+                t.sandbox_id = sb;
+                req.terminate = &t;
+        } else {
+                g.sandbox_id = sb;
+                req.get_sandbox = &g;
+        }
+        it_raw_send(r->fd, &req);
+        return req.request_id;
+}
+
+/* The next response for request rid of the kind body (any kind: 0), skipping the
+ * others (freed); fails the test after timeout_ms. */
+static Sbx__V1__Response *raw_expect(struct raw *r, uint64_t rid, int body, int timeout_ms) {
+        double until = it_now_ms() + timeout_ms;
+
+        for (;;) {
+                int left = (int)(until - it_now_ms());
+                Sbx__V1__Response *resp;
+
+                ck_assert_msg(left > 0, "no response %d to request %llu within %d ms", body,
+                              (unsigned long long)rid, timeout_ms);
+                resp = it_raw_read(r->fd, &r->fr, left);
+                ck_assert_msg(resp, "the daemon closed the connection waiting for request %llu",
+                              (unsigned long long)rid);
+                if (resp->request_id == rid &&
+                    (body == 0 || (int)resp->body_case == body || resp->status->code != 0))
+                        return resp;
+                sbx__v1__response__free_unpacked(resp, NULL);
+        }
+}
+
+/* The CommandResult of request rid (its status OK). */
+static Sbx__V1__Response *raw_result(struct raw *r, uint64_t rid, int timeout_ms) {
+        Sbx__V1__Response *resp =
+                raw_expect(r, rid, SBX__V1__RESPONSE__BODY_COMMAND_RESULT, timeout_ms);
+        ck_assert_msg(resp->status->code == 0, "request %llu: %d %s", (unsigned long long)rid,
+                      resp->status->code, resp->status->message);
+        return resp;
+}
+
+static void free_resp(Sbx__V1__Response *resp) {
+        sbx__v1__response__free_unpacked(resp, NULL);
+}
+
+/* The shell's output of `shell` in sandbox sb (libsbx). */
+static char *sh_out(struct it_daemon *d, const char *sb, const char *shell) {
+        sbx_client *c = it_connect(d);
+        struct sbx_result *res = it_sh(c, sb, 20000, shell);
+        char *out = strndup((const char *)res->stdout_data, res->stdout_len);
+        sbx_result_free(res);
+        sbx_close(c);
+        return out;
+}
+
+static char *make_sandbox(struct it_daemon *d, const char *id) {
+        sbx_client *c = it_connect(d);
+        char *got = it_create(c, id);
+        sbx_close(c);
+        return got;
+}
+
+/* ---- a burst of many agents ------------------------------------------------------- */
+
+#define CLIENTS 32
+#define PER_CLIENT 10
+#define BURST_CAP 4
+
+struct agent {
+        struct it_daemon *d;
+        int ok, failed, max_seen;
+        char why[256];
+};
+
+/* Each command counts the commands running beside it (markers in the workspace) while
+ * it runs, and says the count. */
+static const char *count_neighbours =
+        "t=/workspace/run.$$; : > $t; n=$(ls /workspace | grep -c '^run\\.'); sleep 0.05; "
+        "rm -f $t; echo $n";
+
+static void *agent_run(void *arg) {
+        struct agent *a = arg;
+        sbx_client *c = NULL;
+        enum sbx_code code = sbx_connect(a->d->sock, "agent", &c);
+        int i;
+
+        for (i = 0; i < PER_CLIENT && code == SBX_OK; i++) {
+                struct sbx_exec_opts o;
+                struct sbx_result *res = NULL;
+
+                sbx_exec_opts_init(&o);
+                o.shell = count_neighbours;
+                o.timeout_ms = 60000;
+                code = sbx_exec(c, "burst", &o, &res);
+                if (code != SBX_OK) {
+                        snprintf(a->why, sizeof(a->why), "%s: %s", sbx_code_name(code),
+                                 sbx_error_message(c));
+                } else if (res->outcome != SBX_OUTCOME_EXITED || res->exit_code != 0) {
+                        snprintf(a->why, sizeof(a->why), "outcome %s exit %d",
+                                 sbx_outcome_name(res->outcome), res->exit_code);
+                        a->failed++;
+                } else {
+                        int n = atoi((const char *)res->stdout_data);
+                        a->ok++;
+                        if (n > a->max_seen)
+                                a->max_seen = n;
+                }
+                sbx_result_free(res);
+        }
+        if (code != SBX_OK)
+                a->failed++;
+        sbx_close(c);
+        return NULL;
+}
+
+/* 32 clients x 10 short commands in one sandbox of cap 4: every one served, none
+ * turned away, never more than 4 running at once, and the waits on record. */
+START_TEST(burst_all_served) {
+        const char *flags[] = {"--max-commands", "4", NULL};
+        struct agent a[CLIENTS];
+        pthread_t t[CLIENTS];
+        struct it_daemon d;
+        int i, ok = 0, max_seen = 0;
+        double t0;
+
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "burst"));
+        t0 = it_now_ms();
+        for (i = 0; i < CLIENTS; i++) {
+                memset(&a[i], 0, sizeof(a[i]));
+                a[i].d = &d;
+                ck_assert_int_eq(pthread_create(&t[i], NULL, agent_run, &a[i]), 0);
+        }
+        for (i = 0; i < CLIENTS; i++) {
+                pthread_join(t[i], NULL);
+                ck_assert_msg(a[i].failed == 0, "client %d: %s", i, a[i].why);
+                ok += a[i].ok;
+                if (a[i].max_seen > max_seen)
+                        max_seen = a[i].max_seen;
+        }
+        ck_assert_int_eq(ok, CLIENTS * PER_CLIENT);
+        ck_assert_int_ge(max_seen, 1);
+        ck_assert_int_le(max_seen, BURST_CAP);
+        /* 320 commands of 50 ms, 4 at a time, take at least 4 s; far less than a minute. */
+        ck_assert_double_lt(it_now_ms() - t0, 60000);
+        ck_assert_int_ge(it_db_int(&d, "SELECT count(*) FROM commands WHERE queued_ms > 0"), 1);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome = 'exited'"),
+                         CLIENTS * PER_CLIENT);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Cap 1, queue of 2: two requests wait (told 0 and 1 ahead), the third is refused
+ * naming the bound; GetSandbox counts them; one cancelled while it waits never starts;
+ * Terminate ends the one still waiting with the sandbox. */
+START_TEST(full_queue_cancel_and_terminate) {
+        const char *flags[] = {"--max-commands", "1", "--max-queued", "2", NULL};
+        Sbx__V1__Response *resp;
+        struct it_daemon d;
+        uint64_t busy, b, c, full, rid;
+        char b_id[64];
+        struct raw r;
+
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "q"));
+        raw_open(&r, &d);
+        busy = raw_run(&r, "q", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+
+        b = raw_run(&r, "q", "touch /workspace/b-ran", 1, -1);
+        resp = raw_expect(&r, b, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000);
+        ck_assert_int_eq(resp->status->code, 0);
+        ck_assert_uint_eq(resp->command_queued->ahead, 0);
+        snprintf(b_id, sizeof(b_id), "%s", resp->command_queued->command_id);
+        free_resp(resp);
+        c = raw_run(&r, "q", "touch /workspace/c-ran", 1, -1);
+        resp = raw_expect(&r, c, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000);
+        ck_assert_uint_eq(resp->command_queued->ahead, 1);
+        free_resp(resp);
+
+        full = raw_run(&r, "q", "true", 0, -1);
+        resp = raw_expect(&r, full, 0, 10000);
+        ck_assert_int_eq(resp->status->code, SBX__V1__CODE__RESOURCE_EXHAUSTED);
+        ck_assert_ptr_nonnull(strstr(resp->status->message, "already has 2 commands waiting"));
+        ck_assert_ptr_nonnull(strstr(resp->status->message, "--max-queued"));
+        free_resp(resp);
+
+        rid = raw_simple(&r, SBX__V1__REQUEST__BODY_GET_SANDBOX, "q");
+        resp = raw_expect(&r, rid, SBX__V1__RESPONSE__BODY_SANDBOX, 10000);
+        ck_assert_uint_eq(resp->sandbox->queued_commands, 2);
+        ck_assert_uint_eq(resp->sandbox->running_commands, 1);
+        free_resp(resp);
+
+        /* Cancelled while waiting: its result at once, CANCELLED, never started. */
+        rid = raw_cancel(&r, "q", b_id);
+        resp = raw_expect(&r, b, 0, 10000);
+        ck_assert_int_eq(resp->body_case, SBX__V1__RESPONSE__BODY_COMMAND_RESULT);
+        ck_assert_int_eq(resp->command_result->outcome, SBX__V1__OUTCOME__CANCELLED);
+        ck_assert(resp->command_result->duration == 0);
+        free_resp(resp);
+        free_resp(raw_expect(&r, rid, SBX__V1__RESPONSE__BODY_EMPTY, 10000));
+
+        /* Terminate: the running one and the waiting one end with the sandbox. */
+        rid = raw_simple(&r, SBX__V1__REQUEST__BODY_TERMINATE, "q");
+        resp = raw_result(&r, c, 20000);
+        ck_assert_int_eq(resp->command_result->outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
+        ck_assert(resp->command_result->duration == 0);
+        free_resp(resp);
+        resp = raw_result(&r, busy, 20000);
+        ck_assert_int_eq(resp->command_result->outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
+        free_resp(resp);
+        free_resp(raw_expect(&r, rid, SBX__V1__RESPONSE__BODY_SANDBOX, 20000));
+        raw_close(&r);
+        /* Neither ever ran (their records say so). */
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE sandbox_id = 'q' "
+                                       "AND command_id IN ('c-2', 'c-3') AND duration = 0"),
+                         2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A command that waits longer than its queue_timeout_ms ends QUEUE_TIMEOUT after about
+ * that long and never runs, while the command in its way goes on. */
+START_TEST(queue_timeout_never_runs) {
+        const char *flags[] = {"--max-commands", "1", NULL};
+        Sbx__V1__Response *resp;
+        struct it_daemon d;
+        uint64_t busy, late;
+        struct raw r;
+        double t0, took;
+        char *out;
+
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "qt"));
+        raw_open(&r, &d);
+        busy = raw_run(&r, "qt", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        t0 = it_now_ms();
+        late = raw_run(&r, "qt", "touch /workspace/late-ran", 0, 300);
+        resp = raw_result(&r, late, 10000);
+        took = it_now_ms() - t0;
+        ck_assert_int_eq(resp->command_result->outcome, SBX__V1__OUTCOME__QUEUE_TIMEOUT);
+        ck_assert_uint_ge(resp->command_result->queued_ms, 280);
+        ck_assert_double_ge(took, 280);
+        ck_assert_double_lt(took, 5000);
+        free_resp(resp);
+        /* 0: never wait, the old refusal at once. */
+        late = raw_run(&r, "qt", "true", 0, 0);
+        resp = raw_expect(&r, late, 0, 10000);
+        ck_assert_int_eq(resp->status->code, SBX__V1__CODE__RESOURCE_EXHAUSTED);
+        ck_assert_ptr_nonnull(strstr(resp->status->message, "its maximum (Limits.commands)"));
+        free_resp(resp);
+        raw_close(&r); /* cancels the sleep */
+        out = sh_out(&d, "qt", "test -e /workspace/late-ran; echo $?");
+        ck_assert_str_eq(out, "1\n");
+        free(out);
+        ck_assert_int_eq(
+                it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome = 'queue_timeout' "
+                              "AND queued_ms >= 280"),
+                1);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A client that goes away while its command waits: the command never runs, and is
+ * recorded cancelled. */
+START_TEST(disconnect_while_queued) {
+        const char *flags[] = {"--max-commands", "1", NULL};
+        Sbx__V1__Response *resp;
+        struct it_daemon d;
+        uint64_t busy, gone;
+        struct raw r1, r2;
+        char *out;
+        int i;
+
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "qd"));
+        raw_open(&r1, &d);
+        busy = raw_run(&r1, "qd", "sleep 1", 1, -1);
+        free_resp(raw_expect(&r1, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        raw_open(&r2, &d);
+        gone = raw_run(&r2, "qd", "touch /workspace/gone-ran", 1, -1);
+        free_resp(raw_expect(&r2, gone, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
+        raw_close(&r2);
+        resp = raw_result(&r1, busy, 10000);
+        ck_assert_int_eq(resp->command_result->outcome, SBX__V1__OUTCOME__EXITED);
+        free_resp(resp);
+        raw_close(&r1);
+        out = sh_out(&d, "qd", "sleep 0.2; test -e /workspace/gone-ran; echo $?");
+        ck_assert_str_eq(out, "1\n");
+        free(out);
+        for (i = 0; i < 50 && it_db_int(&d, "SELECT count(*) FROM commands WHERE command_id = "
+                                            "'c-2' AND outcome = 'cancelled'") != 1;
+             i++)
+                usleep(20000);
+        ck_assert_int_lt(i, 50);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Cap 1: client A queues 20 commands at once, then client B one. B's starts after at
+ * most one of A's waiting commands (the bound cmdqueue.h states), not after all of
+ * them. The order is read from a log the commands append to. */
+START_TEST(flood_does_not_starve) {
+        const char *flags[] = {"--max-commands", "1", NULL};
+        uint64_t a[20], b;
+        struct it_daemon d;
+        struct raw ra, rb;
+        char *log, *line;
+        int i, pos = -1, n = 0;
+
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "qf"));
+        raw_open(&ra, &d);
+        raw_open(&rb, &d);
+        for (i = 0; i < 20; i++)
+                a[i] = raw_run(&ra, "qf", "echo A >> /workspace/log; sleep 0.05", 0, -1);
+        /* A's requests are read and queued before B's arrives. */
+        usleep(300 * 1000);
+        b = raw_run(&rb, "qf", "echo B >> /workspace/log", 0, -1);
+        free_resp(raw_result(&rb, b, 20000));
+        for (i = 0; i < 20; i++)
+                free_resp(raw_result(&ra, a[i], 20000));
+        raw_close(&ra);
+        raw_close(&rb);
+        log = sh_out(&d, "qf", "cat /workspace/log");
+        for (line = strtok(log, "\n"); line; line = strtok(NULL, "\n"), n++)
+                if (strcmp(line, "B") == 0)
+                        pos = n;
+        free(log);
+        ck_assert_int_eq(n, 21);
+        /* A's first (running or done when B came), at most one more of A's, then B. */
+        ck_assert_msg(pos >= 0 && pos <= 2 + 300 / 50, "B ran in position %d of 21", pos);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("queue");
+        TCase *tc = tcase_create("queue");
+
+        tcase_add_checked_fixture(tc, it_fixture_setup, it_fixture_teardown);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, burst_all_served);
+        tcase_add_test(tc, full_queue_cancel_and_terminate);
+        tcase_add_test(tc, queue_timeout_never_runs);
+        tcase_add_test(tc, disconnect_while_queued);
+        tcase_add_test(tc, flood_does_not_starve);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
