@@ -696,7 +696,8 @@ static void cb_done(void *ud, Sbx__V1__CommandResult *res) {
         s->signal = res->signal;
         s->start_errno = res->start_errno;
         s->out_len = res->stdout.len < sizeof(s->out) ? res->stdout.len : sizeof(s->out) - 1;
-        memcpy(s->out, res->stdout.data, s->out_len);
+        if (s->out_len)
+                memcpy(s->out, res->stdout.data, s->out_len);
         s->out_total = res->stdout_bytes;
         s->out_truncated = res->stdout_truncated;
         s->queued_ms = res->queued_ms;

@@ -443,6 +443,7 @@ START_TEST(host_paths_canonical) {
         sbx__v1__create_sandbox__free_unpacked(e, NULL);
 
         /* root_dir "/" is the host's root: no object. */
+        free(r.pol.root_dir);
         r.pol.root_dir = (char *)"/";
         ck_assert_int_eq(effective_as(&root_caller, &r, &e, &o), 0);
         ck_assert_str_eq(e->policy->root_dir, "/");
