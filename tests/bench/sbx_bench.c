@@ -4,6 +4,8 @@
  *   roundtrip   `true` in an existing sandbox through libsbx vs posix_spawn + waitpid
  *   lifecycle   create + first command + terminate vs `bwrap --unshare-all ... true`
  *   concurrent  commands/s from 8 client threads vs 8 threads posix_spawn'ing true
+ *   burst       64 clients each run `true` at once in one shared sandbox (over its cap of
+ *               16: the rest wait for a slot) vs 64 threads each posix_spawn'ing true
  *   idle        N idle sandboxes: creation, daemon RSS and fds, latency at 1 vs N
  *   stdout      `head -c 1G /dev/zero` streamed through sbxd vs a plain pipe
  *   files       64 MiB written and read with WriteFile/ReadFile vs `cat` through a pipe
@@ -1162,6 +1164,106 @@ static void case_concurrent(void) {
         samples_free(&b);
 }
 
+/* ---- burst: many agents, one sandbox -------------------------------------------------- */
+
+#define BURST 64
+
+struct burster {
+        pthread_t thread;
+        sbx_client *c;
+        const char *id;
+        long errors;
+};
+
+static pthread_barrier_t burst_go, burst_done;
+static volatile int burst_bare, burst_stop;
+
+/* Each round: wait for the go, run one command (bare or in the shared sandbox), report. */
+static void *burster_main(void *arg) {
+        struct burster *w = arg;
+        for (;;) {
+                pthread_barrier_wait(&burst_go);
+                if (__atomic_load_n(&burst_stop, __ATOMIC_RELAXED))
+                        return NULL;
+                if ((__atomic_load_n(&burst_bare, __ATOMIC_RELAXED) ? spawn_true()
+                                                                    : exec_true(w->c, w->id)) < 0)
+                        w->errors++;
+                pthread_barrier_wait(&burst_done);
+        }
+}
+
+/* One round: every burster at once; returns its wall time in ms. */
+static double burst_round(int bare) {
+        double t0;
+        __atomic_store_n(&burst_bare, bare, __ATOMIC_RELAXED);
+        pthread_barrier_wait(&burst_go);
+        t0 = bench_now_ms();
+        pthread_barrier_wait(&burst_done);
+        return bench_now_ms() - t0;
+}
+
+/* 64 clients, each with its own connection, run `true` at the same moment in one
+ * sandbox: 16 start (the default --max-commands), the others wait in its queue and
+ * start as slots free. Against 64 threads spawning `true` at once. None may be turned
+ * away (the errors row). */
+static void case_burst(void) {
+        int reps = opt.quick ? 5 : 20, i;
+        struct burster ws[BURST];
+        struct samples s = {0}, b = {0};
+        struct bench_row *r;
+        sbx_client *owner = bench_connect(&main_daemon);
+        char *id = owner ? create_sandbox(owner, "bench-burst") : NULL;
+        long errors = id ? 0 : 1;
+
+        memset(ws, 0, sizeof(ws));
+        for (i = 0; id && i < BURST; i++) {
+                ws[i].c = bench_connect(&main_daemon);
+                ws[i].id = id;
+                if (!ws[i].c)
+                        errors++;
+        }
+        if (errors)
+                goto out;
+        bench_log("burst: %d clients x %d rounds, one sandbox", BURST, reps);
+        burst_stop = 0;
+        pthread_barrier_init(&burst_go, NULL, BURST + 1);
+        pthread_barrier_init(&burst_done, NULL, BURST + 1);
+        for (i = 0; i < BURST; i++)
+                pthread_create(&ws[i].thread, NULL, burster_main, &ws[i]);
+        (void)burst_round(1); /* warm both sides */
+        (void)burst_round(0);
+        for (i = 0; i < reps; i++) {
+                samples_add(&b, burst_round(1));
+                samples_add(&s, burst_round(0));
+        }
+        __atomic_store_n(&burst_stop, 1, __ATOMIC_RELAXED);
+        pthread_barrier_wait(&burst_go);
+        for (i = 0; i < BURST; i++) {
+                pthread_join(ws[i].thread, NULL);
+                errors += ws[i].errors;
+        }
+        pthread_barrier_destroy(&burst_go);
+        pthread_barrier_destroy(&burst_done);
+        r = bench_row_add("burst", "64 at once, median", "ms", samples_median(&s),
+                          samples_median(&b), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "one sandbox, 16 run at once; %d rounds", reps);
+        bench_row_add("burst", "64 at once, p99", "ms", samples_pct(&s, 99), samples_pct(&b, 99),
+                      CMP_NONE, 0);
+out:
+        if (errors) {
+                r = bench_row_add("burst", "errors", "count", (double)errors, NAN, CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "commands turned away or failed; see stderr");
+        }
+        for (i = 0; i < BURST; i++)
+                sbx_close(ws[i].c);
+        if (id)
+                terminate_sandbox(owner, id);
+        free(id);
+        sbx_close(owner);
+        samples_free(&s);
+        samples_free(&b);
+}
+
 /* ---- nocgroup: a diagnostic ----------------------------------------------------------- */
 
 /* roundtrip and concurrent again against a daemon that finds no cgroups: the difference
@@ -1725,7 +1827,7 @@ out:
 static void usage(void) {
         fputs("usage: sbx_bench [--quick] [--json PATH] [--only NAME[,NAME...]] [--sandboxes N] "
               "[--keep]\n"
-              "cases: roundtrip lifecycle concurrent idle stdout files nocgroup\n",
+              "cases: roundtrip lifecycle concurrent idle stdout files burst nocgroup\n",
               stderr);
 }
 
@@ -1739,8 +1841,9 @@ static void raise_nofile(void) {
 }
 
 int main(int argc, char **argv) {
-        static const char *const names[] = {"roundtrip", "concurrent", "lifecycle", "stdout",
-                                            "files",     "idle",       "nocgroup"};
+        static const char *const names[] = {"roundtrip", "concurrent", "lifecycle",
+                                            "stdout",    "files",      "burst",
+                                            "idle",      "nocgroup"};
         double t0 = bench_now_ms();
         struct utsname u;
         char title[512], date[64], cpu[256];
@@ -1778,11 +1881,11 @@ int main(int argc, char **argv) {
         chmod(base_dir, 0755);
         uname(&u);
         strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
-        for (i = 0; i < 5; i++)
+        for (i = 0; i < 6; i++)
                 need_main |= wanted(names[i]);
         if (need_main && bench_daemon_start(&main_daemon, base_dir, "main", NULL) < 0)
                 return 1;
-        for (i = 0; i < 7; i++) {
+        for (i = 0; i < 8; i++) {
                 if (!wanted(names[i]))
                         continue;
                 if (strcmp(names[i], "roundtrip") == 0)
@@ -1797,6 +1900,8 @@ int main(int argc, char **argv) {
                         case_stdout();
                 else if (strcmp(names[i], "files") == 0)
                         case_files();
+                else if (strcmp(names[i], "burst") == 0)
+                        case_burst();
                 else if (strcmp(names[i], "nocgroup") == 0)
                         case_nocgroup();
         }
