@@ -348,6 +348,7 @@ int guard_start(struct sbxd *d, const char *init_path) {
         struct guard *g = calloc(1, sizeof(*g));
         int r;
 
+        policy_on_shared(NULL);
         if (!g)
                 return -ENOMEM;
         g->d = d;
@@ -366,6 +367,7 @@ int guard_start(struct sbxd *d, const char *init_path) {
         uv_poll_start(&g->poll, UV_READABLE, on_events);
         uv_unref((uv_handle_t *)&g->poll); /* it never keeps the loop alive */
         d->guard = g;
+        policy_on_shared(guard_share);
         return 0;
 fail:
         if (g->fd >= 0)

@@ -28,7 +28,6 @@
 
 #include "cgroup.h"
 #include "creds.h"
-#include "guard.h"
 #include "init/user.h"
 #include "protect.h"
 #include "sandbox_int.h"
@@ -349,6 +348,12 @@ static struct {
         int stale; /* the guard saw a listed path or its directory change */
 } shared;
 
+static policy_shared_cb on_shared;
+
+void policy_on_shared(policy_shared_cb cb) {
+        on_shared = cb;
+}
+
 void policy_shared_changed(void) {
         shared.stale = 1;
 }
@@ -553,7 +558,8 @@ static int shared_secrets(struct sbxd *d) {
         shared.rootless = rootless;
         shared.stale = 0;
         /* Sandboxes made before keep the new paths hidden too. */
-        guard_share(d, shared.all);
+        if (on_shared)
+                on_shared(d, shared.all);
         free(shared.env_home);
         shared.env_home = env_home ? strdup(env_home) : NULL;
         return shared.all && shared.exposed ? 0 : -ENOMEM;

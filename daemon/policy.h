@@ -58,9 +58,15 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
  * host (created, replaced, its permissions changed): the list is expanded again before
  * the next sandbox is set up. Called by the guard. */
 void policy_shared_changed(void);
-/* Expands the shared credential list anew now (a new home appeared) and has the guard
- * watch and cover its new paths in the live sandboxes (guard_share). */
+/* Expands the shared credential list anew now (a new home appeared); the one
+ * policy_on_shared named hears the new list. */
 void policy_share_now(struct sbxd *d);
+
+/* Who hears each new expansion of the shared credential list, all its paths (the
+ * guard, which covers the new ones in the live sandboxes: guard_share): a hook, so that
+ * the policy module does not call the guard that calls it. NULL: nobody. */
+typedef void (*policy_shared_cb)(struct sbxd *d, struct pathset *all);
+void policy_on_shared(policy_shared_cb cb);
 
 /* What a sandbox's view hides and keeps read-only (view paths), for Setup, the file
  * operations (a hidden path is "not found") and the guard (guard.h). */
