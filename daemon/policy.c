@@ -30,7 +30,7 @@
 #include "creds.h"
 #include "init/user.h"
 #include "protect.h"
-#include "sandbox_int.h"
+#include "sbx_limits.h"
 #include "sbxd.h"
 
 /* Environment variables passed in from the daemon's own environment by default:
@@ -1200,7 +1200,7 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
 
 /* ---- Setup ----------------------------------------------------------------------------- */
 
-/* What policy_fill_setup allocated. */
+/* What policy_setup allocated. */
 struct setup_mem {
         char **denied;
         Sbx__Init__V1__HostObject root_obj;
@@ -1358,23 +1358,6 @@ int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, const struct p
         if (r == 0)
                 setup_cgroup_names(d, sb, m, setup);
         return r;
-}
-
-int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
-                      const struct policy_objects *objs, Sbx__Init__V1__Setup *setup,
-                      void **ret_mem) {
-        const struct policy_sandbox ps = {
-                .id = sb->id,
-                .workspace = sb->workspace,
-                .spec = sb->spec,
-                .run_uid = sb->run_uid,
-                .owner_uid = sb->owner_uid,
-                .run_gid = sb->run_gid,
-                .owner_gid = sb->owner_gid,
-                .cg = sb->cg,
-        };
-
-        return policy_setup(d, &ps, view, objs, setup, ret_mem);
 }
 
 void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem) {

@@ -4,7 +4,7 @@
  * policy_effective() validates a request for a caller: defaults filled in, the
  * lifetime capped, every bound checked, and every host path the request names opened
  * with the caller's rights (hostpath.h), canonicalised, and kept by identity for init
- * (struct policy_objects). policy_fill_setup() expands the view: what is hidden (the
+ * (struct policy_objects). policy_setup() expands the view: what is hidden (the
  * daemon's own directories always; the policy's denied paths; with protect_defaults
  * the credentials of protect.h under every home) and what is kept read-only, all as
  * paths inside the sandbox's view (translated below root_dir for a sandbox with one).
@@ -113,11 +113,6 @@ struct policy_sandbox {
  * -ENOMEM. */
 int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, const struct policy_view *view,
                  const struct policy_objects *objs, Sbx__Init__V1__Setup *setup, void **ret_mem);
-/* policy_setup for the sandbox sb (its fields read through sandbox_int.h: the sandbox
- * layer may call policy_setup with a struct policy_sandbox of its own instead). */
-int policy_fill_setup(struct sbxd *d, struct sandbox *sb, const struct policy_view *view,
-                      const struct policy_objects *objs, Sbx__Init__V1__Setup *setup,
-                      void **ret_mem);
 void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem);
 
 #endif

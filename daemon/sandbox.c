@@ -831,7 +831,7 @@ int sandbox_adopt_listen(struct sandbox *sb) {
 /* The Setup message being built for a new sandbox, with what it refers to. */
 struct setup_msg {
         Sbx__Init__V1__Setup setup;
-        void *mem; /* policy_fill_setup's */
+        void *mem; /* policy_setup's */
         struct policy_view view;
         int fds[SBX_INIT_MAX_FDS]; /* what Setup carries (init.proto), owned */
         size_t n_fds;

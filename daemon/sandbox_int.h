@@ -2,8 +2,7 @@
  * lifecycle (sandbox.c), the table (sbxtab.c), the warm pool (warm.c), recovery
  * (recover.c) and the commands (command.c). The file operations and the guard see a
  * struct sandbox_view (sandbox_view.h), the policy module a struct policy_sandbox
- * (policy.h; policy.c's policy_fill_setup, which no sandbox module calls any more, is
- * the last reader outside them); everyone else uses the verbs of sandbox.h.
+ * (policy.h); everyone else uses the verbs of sandbox.h.
  *
  * Who writes what: the lifecycle owns every field but these: the table or the pool
  * owns hnext/next/prev, uid_slot, gone/gone_ud and warm*; the command module owns
