@@ -254,7 +254,9 @@ START_TEST(quotas) {
         sbx_create_opts_init(&o);
         ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_RESOURCE_EXHAUSTED);
         ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "quota"));
-        /* Two commands of this uid run (in two sandboxes); a third is refused. */
+        /* Two commands of this uid run (in two sandboxes); a third that may not wait is
+         * refused, and one that may waits for a slot of the uid's quota, which the end of
+         * a command in either sandbox frees. */
         {
                 pid_t k1 = fork(), k2;
                 if (k1 == 0) {
@@ -272,7 +274,15 @@ START_TEST(quotas) {
                 sbx_exec_opts_init(&eo);
                 eo.argv = argv;
                 eo.argc = 1;
+                eo.has_queue_timeout = 1;
+                eo.queue_timeout_ms = 0;
                 ck_assert_int_eq(sbx_exec(c, a, &eo, &r), SBX_RESOURCE_EXHAUSTED);
+                ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "--max-commands-per-uid"));
+                eo.has_queue_timeout = 0;
+                ck_assert_int_eq(sbx_exec(c, a, &eo, &r), SBX_OK);
+                ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+                ck_assert_uint_ge(r->queued_ms, 300);
+                sbx_result_free(r);
                 waitpid(k1, NULL, 0);
                 waitpid(k2, NULL, 0);
         }
