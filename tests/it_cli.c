@@ -913,6 +913,190 @@ START_TEST(create_tells_deadline_on_a_terminal) {
 }
 END_TEST
 
+/* ---- issue 22: a command that waits for a slot, as sbx shows it ---------------------------- */
+
+/* The queued_commands of sandbox id (libsbx). */
+static uint32_t queued_of(sbx_client *c, const char *id) {
+        struct sbx_sandbox *s = NULL;
+        uint32_t n;
+
+        ck_assert_int_eq(sbx_get(c, id, &s), SBX_OK);
+        n = s->queued_commands;
+        sbx_sandbox_free(s);
+        return n;
+}
+
+/* Waits (10 s at most) until sandbox id has want commands waiting for a slot. */
+static void wait_queued(sbx_client *c, const char *id, uint32_t want) {
+        double t0 = it_now_ms();
+        uint32_t n;
+
+        while ((n = queued_of(c, id)) != want && it_now_ms() - t0 < 10000)
+                usleep(20000);
+        ck_assert_msg(n == want, "sandbox %s: %u commands waiting, not %u", id, n, want);
+}
+
+/* A pseudo-terminal: its master into *m, its slave into *s. */
+static void open_pty(int *m, int *s) {
+        *m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        ck_assert_int_ge(*m, 0);
+        ck_assert_int_eq(grantpt(*m), 0);
+        ck_assert_int_eq(unlockpt(*m), 0);
+        *s = open(ptsname(*m), O_RDWR | O_NOCTTY | O_CLOEXEC);
+        ck_assert_int_ge(*s, 0);
+}
+
+/* Everything the master m has to read (200 ms of quiet ends it); freed by the caller. */
+static char *drain_pty(int m) {
+        struct pollfd f = {.fd = m, .events = POLLIN};
+        char *buf = NULL;
+        size_t len = 0;
+
+        while (poll(&f, 1, 200) > 0 && drain_some(m, &buf, &len) > 0)
+                ;
+        return buf ? buf : calloc(1, 1);
+}
+
+/* Against a real sbxd --max-commands 1 whose one slot a sleep holds: --queue-timeout
+ * 0.3 ends 125 after about that long with its message, and 0 is refused at once
+ * (RESOURCE_EXHAUSTED, 125); the waiting line goes to a terminal and not to a pipe;
+ * SIGINT ends a waiting sbx exec 137 and its command never runs; sbx info counts the
+ * waiting command, sbx history shows those that never ran. */
+START_TEST(queue_timeout_interrupt_and_info) {
+        const char *flags[] = {"--max-commands", "1", NULL};
+        struct it_daemon d;
+        sbx_client *c = start(&d, "qc", flags);
+        const char *hold[] = {"exec", "--print-id", "qc", "--", "sleep", "30", NULL};
+        struct proc holder, p;
+        char *out, *err, *tty, hid[64];
+        double t0, took;
+        int rc, m, s;
+
+        spawn_sbx(&d, -1, -1, hold, &holder);
+        ck_assert_msg(wait_stderr(&holder, "\n", 10000), "no ID: '%s'",
+                      holder.ebuf ? holder.ebuf : "");
+        ck_assert_int_eq(sscanf(holder.ebuf, "%63[^\n]", hid), 1);
+
+        /* Waits 0.3 s, never runs: 125 and why, no waiting line on a pipe. */
+        {
+                const char *a[] = {"exec", "--queue-timeout", "0.3",         "qc", "--",
+                                   "sh",   "-c",              "touch /workspace/late", NULL};
+                t0 = it_now_ms();
+                rc = sbx(&d, NULL, &out, &err, a);
+                took = it_now_ms() - t0;
+                ck_assert_msg(rc == 125, "status %d, stderr '%s'", rc, err);
+                ck_assert_msg(took >= 280 && took < 5000, "took %.0f ms", took);
+                ck_assert_str_eq(out, "");
+                has(err, "sbx: RESOURCE_EXHAUSTED: command c-");
+                has(err, " waited 0.3 s for a slot in sandbox 'qc' and never ran");
+                has(err, "--queue-timeout");
+                hasnt(err, "waiting for a slot");
+                free(out);
+                free(err);
+        }
+        /* 0: refused at once, the refusal in the CLI's words. */
+        {
+                const char *a[] = {"exec", "--queue-timeout", "0", "qc", "--", "true", NULL};
+                t0 = it_now_ms();
+                rc = sbx(&d, NULL, &out, &err, a);
+                ck_assert_msg(rc == 125, "status %d, stderr '%s'", rc, err);
+                ck_assert_msg(it_now_ms() - t0 < 3000, "took %.0f ms", it_now_ms() - t0);
+                has(err, "sbx: RESOURCE_EXHAUSTED: sandbox 'qc' already runs 1 commands");
+                has(err, "--queue-timeout");
+                free(out);
+                free(err);
+        }
+        {
+                const char *a[] = {"exec", "--json", "--queue-timeout", "0",
+                                   "qc",   "--",     "true",            NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, &err, a), 125);
+                has(out, "{\"error\":{\"code\":\"RESOURCE_EXHAUSTED\"");
+                free(out);
+                free(err);
+        }
+        /* With --json the result of one that never got a slot is printed, outcome and
+         * wait included, and sbx exits 0 (the result carries the status). */
+        {
+                const char *a[] = {"exec", "--json", "--queue-timeout", "0.2",
+                                   "qc",   "--",     "true",            NULL};
+                rc = sbx(&d, NULL, &out, &err, a);
+                ck_assert_msg(rc == 0, "status %d, stdout '%s'", rc, out);
+                has(out, "\"outcome\":\"queue_timeout\"");
+                hasnt(out, "\"queued_ms\":0,");
+                free(out);
+                free(err);
+        }
+        /* A terminal on stderr hears of the wait (once), a pipe did not (above). */
+        {
+                const char *a[] = {"exec", "--queue-timeout", "0.5", "qc", "--", "true", NULL};
+                open_pty(&m, &s);
+                spawn_sbx(&d, -1, s, a, &p);
+                close(s);
+                rc = finish(&p);
+                tty = drain_pty(m);
+                close(m);
+                ck_assert_msg(rc == 125, "status %d, terminal '%s'", rc, tty);
+                ck_assert_msg(strstr(tty, "sbx: waiting for a slot in sandbox qc (0 ahead)"),
+                              "terminal: '%s'", tty);
+                ck_assert_msg(strstr(tty, "never ran"), "terminal: '%s'", tty);
+                free(tty);
+                proc_free(&p);
+        }
+        /* SIGINT while it waits: 137, cancelled, and the command never runs. sbx info
+         * counts it meanwhile. */
+        {
+                const char *a[] = {"exec", "qc", "--", "touch", "/workspace/marker", NULL};
+                const char *i[] = {"info", "qc", NULL};
+                const char *ij[] = {"info", "--json", "qc", NULL};
+                spawn_sbx(&d, -1, -1, a, &p);
+                wait_queued(c, "qc", 1);
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, i), 0);
+                ck_assert_msg(strstr(out, "queued_commands:     1\n") &&
+                                      strstr(out, "running_commands:    1\n"),
+                              "%s", out);
+                free(out);
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, ij), 0);
+                has(out, "\"queued_commands\":1");
+                has(out, "\"running_commands\":1");
+                free(out);
+                t0 = it_now_ms();
+                kill(p.pid, SIGINT);
+                rc = finish(&p);
+                ck_assert_msg(rc == 137, "status %d, stderr '%s'", rc, p.ebuf);
+                ck_assert_msg(it_now_ms() - t0 < 5000, "took %.0f ms", it_now_ms() - t0);
+                has(p.ebuf, " was cancelled while it waited for a slot (it never ran)");
+                proc_free(&p);
+                ck_assert_uint_eq(queued_of(c, "qc"), 0);
+        }
+        /* The slot frees: nothing that waited runs now. */
+        ck_assert_int_eq(sbx_cancel(c, "qc", hid), SBX_OK);
+        ck_assert_int_eq(finish(&holder), 137);
+        proc_free(&holder);
+        {
+                struct sbx_result *r = it_sh(c, "qc", 10000,
+                                             "sleep 0.3; ls /workspace/marker /workspace/late "
+                                             "2>/dev/null | wc -l");
+                ck_assert_str_eq((char *)r->stdout_data, "0\n");
+                sbx_result_free(r);
+        }
+        /* The history shows them, with the WAITED column. */
+        {
+                const char *h[] = {"history", "qc", NULL};
+                const char *hj[] = {"history", "--json", "qc", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, h), 0);
+                has(out, "WAITED");
+                has(out, "queue_timeout");
+                has(out, "cancelled");
+                free(out);
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, hj), 0);
+                has(out, "\"outcome\":\"queue_timeout\"");
+                has(out, "\"queued_ms\":");
+                free(out);
+        }
+        stop(&d, c);
+}
+END_TEST
+
 /* ---- help ---------------------------------------------------------------------------------- */
 
 START_TEST(help_names_every_command) {
@@ -961,6 +1145,7 @@ static Suite *make_suite(void) {
                 {"messages_in_cli_words", messages_in_cli_words},
                 {"create_tells_deadline_on_a_terminal", create_tells_deadline_on_a_terminal},
                 {"help_names_every_command", help_names_every_command},
+                {"queue_timeout_interrupt_and_info", queue_timeout_interrupt_and_info},
         };
 
         /* One TCase per test: each gets its own base directory from the fixture. */
