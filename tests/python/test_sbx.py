@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, os.pardir, os.pardir))
@@ -1189,6 +1189,111 @@ class DaemonFailureTest(DaemonTest):
         self.assertEqual(self.client.get(sb.id).state, sbx.State.TERMINATED)
         with self.client.create() as sb2:  # the same Client, reconnected
             self.assertEqual(sb2.run("echo back").stdout, "back\n")
+
+
+# ---- waiting for a slot, against a real daemon (issue 22) ------------------------------
+
+
+class QueueTest(DaemonTest):
+    """run(queue_timeout=, on_queued=) in a sandbox of one slot that a sleep holds."""
+
+    def setUp(self) -> None:
+        self.sb = self.client.create(id=self.uid("q"), timeout=300,
+                                     limits=sbx.ResourceLimits(commands=1))
+        self.addCleanup(self.sb.terminate)
+        self.assertEqual(self.sb.info().policy.limits.commands, 1)
+        # The holder: a sleep on a Client of its own, on another thread.
+        self.holder_id: List[str] = []
+        started = threading.Event()
+        self.holder_client = sbx.Client(self.daemon.sock, client_name="holder")
+        self.addCleanup(self.holder_client.close)
+        holder = self.holder_client.attach(self.sb.id)
+
+        def hold() -> None:
+            holder.run("sleep 30", timeout=60,
+                       on_started=lambda cid: (self.holder_id.append(cid), started.set()))
+
+        t = threading.Thread(target=hold, daemon=True)
+        t.start()
+        self.addCleanup(t.join, 20)
+        self.addCleanup(self.release)
+        self.assertTrue(started.wait(10), "the holder did not start")
+
+    def release(self) -> None:
+        """Cancels the holder (on a Client of its own: this may run in a callback of
+        self.client's run)."""
+        if self.holder_id:
+            with sbx.Client(self.daemon.sock) as c:
+                try:
+                    c.attach(self.sb.id).cancel(self.holder_id.pop())
+                except sbx.NotFound:
+                    pass
+
+    def test_queue_timeout_never_runs(self) -> None:
+        seen: List[Tuple[str, int]] = []
+        t0 = time.monotonic()
+        r = self.sb.run("touch /workspace/late", queue_timeout=0.3,
+                        on_queued=lambda cid, ahead: seen.append((cid, ahead)),
+                        on_started=lambda cid: self.fail("it started"))
+        took = time.monotonic() - t0
+        self.assertEqual(len(seen), 1)
+        self.assertEqual(seen[0][1], 0)
+        self.assertEqual(seen[0][0], r.command_id)
+        self.assertEqual(r.outcome, sbx.Outcome.QUEUE_TIMEOUT)
+        self.assertGreaterEqual(r.queued_ms, 280)
+        self.assertGreaterEqual(took, 0.28)
+        self.assertLess(took, 5)
+        self.assertIsNone(r.exit_code)
+        self.assertFalse(r.succeeded)
+        self.assertEqual(r.duration, 0)
+        with self.assertRaisesRegex(sbx.CommandFailed, "never ran: no slot in sandbox"):
+            r.check()
+        # 0: no wait at all, refused at once.
+        t0 = time.monotonic()
+        with self.assertRaisesRegex(sbx.ResourceExhausted, "Limits.commands") as cm:
+            self.sb.run("true", queue_timeout=0)
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertEqual(cm.exception.code, sbx.Code.RESOURCE_EXHAUSTED)
+        self.release()
+        self.assertEqual(self.sb.run("test -e /workspace/late; echo $?").stdout, "1\n")
+
+    def test_waits_then_runs_and_is_cancelled_while_waiting(self) -> None:
+        # One that waits, then runs once the holder is cancelled from its on_queued.
+        seen: List[Tuple[str, int]] = []
+
+        def queued(cid: str, ahead: int) -> None:
+            seen.append((cid, ahead))
+            with sbx.Client(self.daemon.sock) as other:  # not the waiting Client
+                self.assertEqual(other.get(self.sb.id).queued_commands, 1)
+            time.sleep(0.1)
+            self.release()
+
+        r = self.sb.run("echo ran", queue_timeout=10, on_queued=queued)
+        self.assertEqual(r.outcome, sbx.Outcome.EXITED)
+        self.assertEqual(r.stdout, "ran\n")
+        self.assertEqual(len(seen), 1)
+        self.assertGreaterEqual(r.queued_ms, 90)
+        self.assertLess(r.queued_ms, 5000)
+        self.assertEqual(self.sb.info().queued_commands, 0)
+        # A new holder, and one cancelled while it waits: CANCELLED, never ran.
+        started = threading.Event()
+        holder = self.holder_client.attach(self.sb.id)
+        t = threading.Thread(target=lambda: holder.run(
+            "sleep 30", on_started=lambda cid: (self.holder_id.append(cid), started.set())),
+            daemon=True)
+        t.start()
+        self.addCleanup(t.join, 20)
+        self.assertTrue(started.wait(10))
+
+        def cancel_me(cid: str, ahead: int) -> None:
+            with sbx.Client(self.daemon.sock) as other:
+                other.attach(self.sb.id).cancel(cid)
+
+        r = self.sb.run("touch /workspace/cancelled", queue_timeout=10, on_queued=cancel_me)
+        self.assertEqual(r.outcome, sbx.Outcome.CANCELLED)
+        self.assertEqual(r.duration, 0)
+        self.release()
+        self.assertEqual(self.sb.run("test -e /workspace/cancelled; echo $?").stdout, "1\n")
 
 
 if __name__ == "__main__":
