@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "itutil.h"
+#include "sbx_limits.h"
 #include "testutil.h"
 
 /* ---- a server as a subprocess ------------------------------------------------------------ */
@@ -973,6 +974,103 @@ START_TEST(two_servers_share_a_sandbox) {
 }
 END_TEST
 
+/* Holds a slot of sandbox id: a streamed `sleep 30` on a raw connection, once it has
+ * started. Returns the connection (closing it cancels the sleep). */
+static int hold_slot(struct it_daemon *d, const char *id) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__RunCommand rc = SBX__V1__RUN_COMMAND__INIT;
+        struct frame_reader fr;
+        int fd = it_raw_connect(d);
+
+        rc.sandbox_id = (char *)(uintptr_t)id;
+        rc.shell = (char *)"sleep 30";
+        rc.has_timeout_ms = rc.has_stream = 1;
+        rc.timeout_ms = 60000;
+        rc.stream = 1;
+        req.has_request_id = 1;
+        req.request_id = 1;
+        req.body_case = SBX__V1__REQUEST__BODY_RUN_COMMAND;
+        req.run_command = &rc;
+        it_raw_send(fd, &req);
+        frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
+        for (;;) {
+                Sbx__V1__Response *resp = it_raw_read(fd, &fr, 10000);
+                int body;
+                ck_assert_msg(resp, "the holder's sleep did not start");
+                ck_assert_int_eq(resp->status->code, 0);
+                body = resp->body_case;
+                sbx__v1__response__free_unpacked(resp, NULL);
+                if (body == SBX__V1__RESPONSE__BODY_COMMAND_STARTED)
+                        break;
+        }
+        frame_reader_free(&fr);
+        return fd;
+}
+
+/* run_command's queue_timeout_seconds against a real sbxd whose one slot is held: the
+ * command never runs, its result says so (isError, outcome queue_timeout, queued_ms);
+ * 0 is the refusal at once; once the slot frees it runs, and a wait is reported. */
+START_TEST(run_command_queue_timeout) {
+        const char *flags[] = {"--max-commands", "1", NULL};
+        struct it_daemon d;
+        sbx_client *c;
+        struct mcp m;
+        json_t *r, *st;
+        double t0, took;
+        char *id;
+        int holder;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        id = it_create(c, "qbox");
+        attach(&m, &d, id, NULL);
+        holder = hold_slot(&d, id);
+
+        t0 = it_now_ms();
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:f}", "command", "touch /workspace/late",
+                               "queue_timeout_seconds", 0.3));
+        took = it_now_ms() - t0;
+        ck_assert_msg(took >= 280 && took < 5000, "took %.0f ms", took);
+        ck_assert(is_error(r));
+        ck_text_has(r, "[did not run: no slot within 0.3 s (queue_timeout_seconds)");
+        st = structured_of(r);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "outcome")), "queue_timeout");
+        ck_assert_int_ge(json_integer_value(json_object_get(st, "queued_ms")), 280);
+        ck_assert(json_is_null(json_object_get(st, "exit_code")));
+        json_decref(r);
+
+        /* 0: not at all; an error result naming the cap, at once. */
+        t0 = it_now_ms();
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:i}", "command", "true", "queue_timeout_seconds", 0));
+        ck_assert_double_lt(it_now_ms() - t0, 3000);
+        ck_assert(is_error(r));
+        ck_text_has(r, "RESOURCE_EXHAUSTED");
+        json_decref(r);
+
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:i}", "command", "true", "queue_timeout_seconds", -1));
+        ck_assert(is_error(r));
+        ck_text_has(r, "queue_timeout_seconds");
+        json_decref(r);
+
+        /* The slot frees: the next command runs, and the late one never did. */
+        close(holder);
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:i}", "command", "test -e /workspace/late; echo $?",
+                               "queue_timeout_seconds", 10));
+        ck_assert(!is_error(r));
+        ck_text_has(r, "1\n");
+        json_decref(r);
+
+        ck_assert_int_eq(mcp_close(&m, 10000), 0);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* Owned mode: a sandbox made with create's flags, terminated with everything in it when
  * stdin closes or on SIGTERM; --keep leaves it. Usage errors and help. */
 START_TEST(owned_mode_leaves_nothing_behind) {
@@ -1248,6 +1346,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, cancellation_kills_the_command);
         tcase_add_test(tc, file_tools);
         tcase_add_test(tc, two_servers_share_a_sandbox);
+        tcase_add_test(tc, run_command_queue_timeout);
         tcase_add_test(tc, owned_mode_leaves_nothing_behind);
         tcase_add_test(tc, ended_sandbox_and_gone_daemon_are_protocol_errors);
         tcase_add_test(tc, typescript_sdk_client);
