@@ -423,9 +423,181 @@ START_TEST(flood_does_not_starve) {
 }
 END_TEST
 
+/* ---- robustness of the queue (issue 22) ------------------------------------------------ */
+
+/* A client that pipelines 200 RunCommands into a sandbox of one slot and goes away: 64
+ * wait (--max-queued), the rest are refused naming the bound; once it is gone none of
+ * them runs, each is recorded cancelled, nothing is counted as waiting any more, and the
+ * sandbox serves the next client at once. */
+START_TEST(pipelined_flood_then_disconnect) {
+        const char *flags[] = {"--max-commands", "1", NULL};
+        struct it_daemon d;
+        Sbx__V1__Response *resp;
+        uint64_t busy, rid;
+        struct raw r;
+        sbx_client *c;
+        struct sbx_sandbox *s = NULL;
+        int i, refused = 0, queued = 0;
+        char *out;
+
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "qp"));
+        raw_open(&r, &d);
+        busy = raw_run(&r, "qp", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        for (i = 0; i < 200; i++)
+                raw_run(&r, "qp", "touch /workspace/flood-ran", 1, 60000);
+        /* Each is answered: queued, or refused. */
+        for (rid = busy + 1; rid <= busy + 200; rid++) {
+                resp = raw_expect(&r, rid, 0, 10000);
+                if (resp->status->code == SBX__V1__CODE__RESOURCE_EXHAUSTED) {
+                        refused++;
+                        ck_assert_ptr_nonnull(strstr(resp->status->message, "--max-queued"));
+                } else {
+                        ck_assert_int_eq(resp->body_case,
+                                         SBX__V1__RESPONSE__BODY_COMMAND_QUEUED);
+                        queued++;
+                }
+                free_resp(resp);
+        }
+        ck_assert_int_eq(queued, 64);
+        ck_assert_int_eq(refused, 136);
+        raw_close(&r);
+        c = it_connect(&d);
+        for (i = 0; i < 250; i++) {
+                ck_assert_int_eq(sbx_get(c, "qp", &s), SBX_OK);
+                if (s->queued_commands == 0 && s->running_commands == 0)
+                        break;
+                sbx_sandbox_free(s);
+                s = NULL;
+                usleep(20000);
+        }
+        ck_assert_msg(s, "commands still counted 5 s after their client left");
+        sbx_sandbox_free(s);
+        sbx_close(c);
+        out = sh_out(&d, "qp", "test -e /workspace/flood-ran; echo $?");
+        ck_assert_str_eq(out, "1\n");
+        free(out);
+        for (i = 0; i < 100 && it_db_int(&d, "SELECT count(*) FROM commands WHERE sandbox_id = "
+                                             "'qp' AND outcome = 'cancelled' AND duration = 0 "
+                                             "AND command_id != 'c-1'") != 64;
+             i++)
+                usleep(50000);
+        ck_assert_int_lt(i, 100);
+        ck_assert(it_db_ok(&d));
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The deadline reached with a full queue: every waiting command ends SANDBOX_ENDED
+ * without running, the running one too, and the records say so. */
+START_TEST(deadline_with_a_full_queue) {
+        const char *flags[] = {"--max-commands", "1", "--max-queued", "3", NULL};
+        Sbx__V1__Response *resp;
+        struct it_daemon d;
+        uint64_t busy, w[3];
+        struct sbx_sandbox *s = NULL;
+        sbx_client *c;
+        struct raw r;
+        int i;
+
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "qe"));
+        raw_open(&r, &d);
+        busy = raw_run(&r, "qe", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        for (i = 0; i < 3; i++) {
+                w[i] = raw_run(&r, "qe", "touch /workspace/e-ran", 1, 60000);
+                free_resp(raw_expect(&r, w[i], SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
+        }
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_set_timeout(c, "qe", 500, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        for (i = 0; i < 3; i++) {
+                resp = raw_result(&r, w[i], 10000);
+                ck_assert_int_eq(resp->command_result->outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
+                ck_assert(resp->command_result->duration == 0);
+                ck_assert_uint_ge(resp->command_result->queued_ms, 300);
+                free_resp(resp);
+        }
+        resp = raw_result(&r, busy, 10000);
+        ck_assert_int_eq(resp->command_result->outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
+        free_resp(resp);
+        raw_close(&r);
+        ck_assert_int_eq(sbx_get(c, "qe", &s), SBX_OK);
+        ck_assert_int_eq(s->state, SBX_STATE_EXPIRED);
+        ck_assert_uint_eq(s->queued_commands, 0);
+        sbx_sandbox_free(s);
+        sbx_close(c);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE sandbox_id = 'qe' "
+                                       "AND outcome = 'sandbox_ended' AND duration = 0 AND "
+                                       "queued_ms >= 300"),
+                         3);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The daemon killed (SIGKILL) with commands waiting: the sandbox is re-adopted by the
+ * next daemon, the waiting commands never run there, the new daemon's commands get ids
+ * of their own (none reused from a recorded command), and the queue works again. */
+START_TEST(restart_with_commands_waiting) {
+        const char *flags[] = {"--max-commands", "1", NULL};
+        struct it_daemon d;
+        uint64_t busy, w;
+        struct sbx_history *h = NULL;
+        sbx_client *c;
+        struct raw r;
+        char *out;
+        size_t i, j;
+
+        if (getenv("SBX_VALGRIND"))
+                return; /* adoption needs pidfds */
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "qr"));
+        raw_open(&r, &d);
+        busy = raw_run(&r, "qr", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        w = raw_run(&r, "qr", "touch /workspace/r-ran", 1, 60000);
+        free_resp(raw_expect(&r, w, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
+        usleep(300 * 1000); /* the sleep's start is in the records */
+        it_daemon_kill(&d);
+        raw_close(&r);
+        it_daemon_restart(&d, flags);
+        out = sh_out(&d, "qr", "sleep 0.3; test -e /workspace/r-ran; echo $?");
+        ck_assert_str_eq(out, "1\n");
+        free(out);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_history(c, "qr", 0, 100, &h), SBX_OK);
+        for (i = 0; i < h->n; i++)
+                for (j = i + 1; j < h->n; j++)
+                        ck_assert_msg(strcmp(h->v[i].command_id, h->v[j].command_id) != 0,
+                                      "two records of %s", h->v[i].command_id);
+        for (i = 0; i < h->n; i++)
+                ck_assert_int_ne(h->v[i].outcome, SBX_OUTCOME_RUNNING);
+        sbx_history_free(h);
+        sbx_close(c);
+        /* The queue of the new daemon. */
+        raw_open(&r, &d);
+        busy = raw_run(&r, "qr", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        w = raw_run(&r, "qr", "true", 1, 60000);
+        free_resp(raw_expect(&r, w, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
+        raw_close(&r);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("queue");
         TCase *tc = tcase_create("queue");
+        struct {
+                const char *name;
+                const TTest *t;
+        } more[] = {
+                {"pipelined_flood_then_disconnect", pipelined_flood_then_disconnect},
+                {"deadline_with_a_full_queue", deadline_with_a_full_queue},
+                {"restart_with_commands_waiting", restart_with_commands_waiting},
+        };
 
         tcase_add_checked_fixture(tc, it_fixture_setup, it_fixture_teardown);
         tcase_set_timeout(tc, 120);
@@ -435,6 +607,15 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, disconnect_while_queued);
         tcase_add_test(tc, flood_does_not_starve);
         suite_add_tcase(s, tc);
+        /* One TCase each, with an unchecked fixture: a failed test's daemon and directory
+         * are cleaned up too. */
+        for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+                TCase *t = tcase_create(more[i].name);
+                tcase_add_unchecked_fixture(t, it_fixture_setup, it_fixture_teardown);
+                tcase_set_timeout(t, 120);
+                tcase_add_test(t, more[i].t);
+                suite_add_tcase(s, t);
+        }
         return s;
 }
 
