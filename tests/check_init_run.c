@@ -1095,6 +1095,88 @@ START_TEST(test_cgroups) {
 }
 END_TEST
 
+/* Sends a spare's Join with n of the descriptors fds (the claimed count is want). */
+static void send_join(struct box *b, const int *fds, size_t n, uint32_t want) {
+        Sbx__Init__V1__ToInit m = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Join j = SBX__INIT__V1__JOIN__INIT;
+
+        j.has_n_cgroup_fds = j.has_cgroup_v2 = 1;
+        j.n_cgroup_fds = want;
+        j.cgroup_v2 = false;
+        m.body_case = SBX__INIT__V1__TO_INIT__BODY_JOIN;
+        m.join = &j;
+        send_to_init(b->chan, &m, fds, n);
+}
+
+/* 1 when /proc/pid/cgroup names dir's last component. */
+static int in_cgroup(pid_t pid, const char *dir) {
+        char path[64], buf[4096];
+        ssize_t n;
+        int fd;
+
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        return strstr(buf, strrchr(dir, '/') + 1) != NULL;
+}
+
+/* A spare: stage 0 joins the cgroup Join names before Setup comes (the daemon keeps
+ * spares so that a create does not wait for the join), and the sandbox is set up from
+ * the Setup that follows as any other. A Join whose descriptors do not match its count,
+ * or a Setup that names cgroup descriptors after a Join, fails the setup. */
+START_TEST(test_spare_join) {
+        char procs[PATH_MAX + 16];
+        Sbx__Init__V1__FromInit *r;
+        struct setup_opts o;
+        struct box b;
+        int fd, i;
+
+        if (access("/sys/fs/cgroup/pids/cgroup.procs", W_OK) != 0)
+                return; /* no writable v1 pids hierarchy here */
+        memset(&o, 0, sizeof(o));
+        ck_assert_int_eq(mkdir(cg_v1, 0755), 0);
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg_v1);
+        fd = open(procs, O_WRONLY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+
+        box_spawn(&b, false);
+        box_workspace(&b, NOBODY);
+        send_join(&b, &fd, 1, 1);
+        for (i = 0; i < 200 && !in_cgroup(b.stage0, cg_v1); i++)
+                usleep(5 * 1000);
+        ck_assert_msg(in_cgroup(b.stage0, cg_v1), "stage 0 did not join %s before Setup", cg_v1);
+        r = box_setup_raw(&b, &o);
+        ck_assert_msg(r->ready->ok, "Ready not ok after Join: %s", r->ready->error);
+        sbx__init__v1__from_init__free_unpacked(r, NULL);
+        close(b.chan);
+        ck_assert_int_ne(wait_stage0(&b, 5000), -1);
+
+        /* Two descriptors for a count of one. */
+        box_spawn(&b, false);
+        box_workspace(&b, NOBODY);
+        {
+                int two[2] = {fd, fd};
+                send_join(&b, two, 2, 1);
+        }
+        r = recv_msg(b.chan, MSG_TIMEOUT_MS);
+        ck_assert_int_eq(r->body_case, SBX__INIT__V1__FROM_INIT__BODY_READY);
+        ck_assert(!r->ready->ok);
+        ck_assert_msg(strstr(r->ready->error, "Join came with 2 descriptors"), "%s",
+                      r->ready->error);
+        sbx__init__v1__from_init__free_unpacked(r, NULL);
+        ck_assert_int_ne(wait_stage0(&b, 5000), -1);
+        close(b.chan);
+        close(fd);
+        for (i = 0; i < 100 && rmdir(cg_v1) < 0 && errno == EBUSY; i++)
+                usleep(10 * 1000);
+        ck_assert_int_eq(access(cg_v1, F_OK), -1);
+}
+END_TEST
+
 START_TEST(test_rootless) {
         const char *echo[] = {"echo", "hi", NULL};
         const char *idu[] = {"id", "-u", NULL};
@@ -1180,6 +1262,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_bad_setup);
         tcase_add_test(tc, test_tools);
         tcase_add_test(tc, test_cgroups);
+        tcase_add_test(tc, test_spare_join);
         tcase_add_test(tc, test_root_dir);
         tcase_add_test(tc, test_rootless);
         suite_add_tcase(s, tc);

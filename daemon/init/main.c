@@ -220,11 +220,14 @@ static int sanitize_fds(int chan) {
         return 0;
 }
 
-/* The descriptors that come with Setup: the adoption socket and the cgroup's. */
+/* The descriptors that come with Setup: the adoption socket and the cgroup's; or, for a
+ * spare, whether the cgroup was joined before Setup came (Join) and how that went. */
 struct setup_fds {
         int adopt_fd; /* -1: none */
         int cgroup_fds[SBX_INIT_MAX_FDS];
         size_t n_cgroup_fds;
+        bool joined;     /* a Join came first */
+        int join_errno;  /* its failure (reported once Setup has come), or 0 */
 };
 
 static void setup_fds_close_cgroups(struct setup_fds *f) {
@@ -232,28 +235,74 @@ static void setup_fds_close_cgroups(struct setup_fds *f) {
                 close(f->cgroup_fds[--f->n_cgroup_fds]);
 }
 
-/* Reads the first packet, which must be Setup, with the descriptors it names. */
-static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fds *sf,
-                      struct util_err *err) {
-        static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
-        int fds[SBX_INIT_MAX_FDS];
-        size_t len = 0, nfds = 0, i, want = 0, at = 0;
-        Sbx__Init__V1__ToInit *m;
-        int r;
+/* One packet and the descriptors it brought (*nfds of them, into fds). 0, or -errno
+ * with err. */
+static int recv_packet(int chan, uint8_t *buf, size_t cap, Sbx__Init__V1__ToInit **ret_msg,
+                       int *fds, size_t *nfds, struct util_err *err) {
+        size_t len = 0;
+        int r = initmsg_recv(chan, buf, cap, fds, SBX_INIT_MAX_FDS, &len, nfds);
 
-        r = initmsg_recv(chan, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds);
         if (r == 0)
                 return util_fail(err, EPIPE, NULL, "read Setup: end of stream");
         if (r < 0)
                 return util_fail(err, r, NULL, "read Setup");
-        m = sbx__init__v1__to_init__unpack(NULL, len, buf);
-        if (m && m->body_case == SBX__INIT__V1__TO_INIT__BODY_SETUP && m->setup) {
+        *ret_msg = sbx__init__v1__to_init__unpack(NULL, len, buf);
+        if (!*ret_msg) {
+                for (size_t i = 0; i < *nfds; i++)
+                        close(fds[i]);
+                return util_fail(err, EBADMSG, NULL, "decode Setup");
+        }
+        return 0;
+}
+
+/* A spare's Join (m, with nfds descriptors): the cgroup is joined now, first thing and
+ * before anything is forked; a failure is kept for Setup's answer. 0, or -errno with
+ * err when the packet is not a Join that init can take. */
+static int take_join(const Sbx__Init__V1__ToInit *m, int *fds, size_t nfds, struct setup_fds *sf,
+                     struct util_err *err) {
+        const Sbx__Init__V1__Join *j = m->join;
+        size_t want = j->has_n_cgroup_fds ? j->n_cgroup_fds : 0;
+        int r = nfds == want ? util_join_cgroups(fds, nfds, j->has_cgroup_v2 && j->cgroup_v2) : 0;
+
+        for (size_t i = 0; i < nfds; i++)
+                close(fds[i]);
+        if (nfds != want)
+                return util_fail(err, EPROTO, NULL, "Join came with %zu descriptors, not %zu",
+                                 nfds, want);
+        sf->joined = true;
+        sf->join_errno = r < 0 ? -r : 0;
+        return 0;
+}
+
+/* Reads Setup, the first packet (or the second, after a spare's Join), with the
+ * descriptors it names. */
+static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fds *sf,
+                      struct util_err *err) {
+        static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
+        int fds[SBX_INIT_MAX_FDS];
+        size_t nfds = 0, i, want = 0, at = 0;
+        Sbx__Init__V1__ToInit *m;
+        bool cg_twice = false;
+        int r;
+
+        r = recv_packet(chan, buf, sizeof(buf), &m, fds, &nfds, err);
+        if (r == 0 && m->body_case == SBX__INIT__V1__TO_INIT__BODY_JOIN && m->join) {
+                r = take_join(m, fds, nfds, sf, err);
+                sbx__init__v1__to_init__free_unpacked(m, NULL);
+                if (r == 0)
+                        r = recv_packet(chan, buf, sizeof(buf), &m, fds, &nfds, err);
+        }
+        if (r < 0)
+                return r;
+        if (m->body_case == SBX__INIT__V1__TO_INIT__BODY_SETUP && m->setup) {
                 const Sbx__Init__V1__Setup *s = m->setup;
                 int adoptable = s->has_adoptable && s->adoptable;
                 size_t n_cg = s->has_n_cgroup_fds ? s->n_cgroup_fds : 0;
 
+                /* After a Join, the cgroup is joined already: Setup brings none. */
+                cg_twice = sf->joined && n_cg > 0;
                 want = (adoptable ? 1u : 0u) + n_cg;
-                if (nfds == want) {
+                if (nfds == want && !cg_twice) {
                         if (adoptable) {
                                 sf->adopt_fd = fds[at];
                                 fds[at++] = -1;
@@ -267,11 +316,13 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fd
         for (i = 0; i < nfds; i++)
                 if (fds[i] >= 0)
                         close(fds[i]);
-        if (!m)
-                return util_fail(err, EBADMSG, NULL, "decode Setup");
         if (m->body_case != SBX__INIT__V1__TO_INIT__BODY_SETUP || !m->setup) {
                 sbx__init__v1__to_init__free_unpacked(m, NULL);
                 return util_fail(err, EPROTO, NULL, "first message is not Setup");
+        }
+        if (cg_twice) {
+                sbx__init__v1__to_init__free_unpacked(m, NULL);
+                return util_fail(err, EPROTO, NULL, "Setup names cgroup descriptors after Join");
         }
         if (nfds != want) {
                 sbx__init__v1__to_init__free_unpacked(m, NULL);
@@ -600,7 +651,9 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
         /* The cgroup first: before the cgroup namespace is made (its root is the group
          * we are in then) and before anything is forked (children stay where they are
          * born). */
-        r = util_join_cgroups(sf->cgroup_fds, sf->n_cgroup_fds, s->has_cgroup_v2 && s->cgroup_v2);
+        r = sf->joined ? -sf->join_errno
+                       : util_join_cgroups(sf->cgroup_fds, sf->n_cgroup_fds,
+                                           s->has_cgroup_v2 && s->cgroup_v2);
         setup_fds_close_cgroups(sf);
         if (r < 0) {
                 util_fail(&err, -r, NULL, "join the sandbox's cgroup");
