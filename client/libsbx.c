@@ -1,8 +1,9 @@
 /* libsbx.c: the connection and the calls of libsbx, and the conversion between the
  * sbx.v1 wire messages and the plain structs of sbx.h.
  *
- * Owns each sbx_client: its socket, its frame reader, the copy of the daemon's Hello
- * reply and the message of the last failure. A call builds one Request on the stack
+ * Owns each sbx_client: its socket (or, for an ssh:// URL, its end of the pipe to an ssh
+ * child, libsbx_ssh.c), its frame reader, the copy of the daemon's Hello reply and the
+ * message of the last failure. A call builds one Request on the stack
  * (pointing at the caller's strings, copying only what must be reshaped), sends it as
  * one frame, and reads frames until the Response with its request_id arrives; streamed
  * output of a RunCommand goes to the caller's callback on the way. Results are deep
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "libsbx_ssh.h"
 #include "sbx.pb-c.h"
 #include "sbx_limits.h"
 
@@ -50,10 +52,18 @@
 #define LAST_CODE SBX_SANDBOX_ENDED
 /* The largest frame we accept from a daemon that announces a larger maximum. */
 #define MAX_ACCEPTED_FRAME_BYTES (1024u * 1024u * 1024u)
+/* ssh:// links: how long ssh may take to exit once the connection ended (its exit
+ * status and last stderr line make the error message), and once we closed our end (it
+ * ends the remote `sbx dial-stdio` cleanly) before it is terminated. */
+#define SSH_EXIT_WAIT_MS   2000
+#define SSH_CLOSE_GRACE_MS 1000
+/* How long ssh may take to exit after the remote side wrote text instead of a reply. */
+#define SSH_GARBAGE_WAIT_MS 300
 
 struct sbx_client {
         int fd; /* -1 while not connected */
-        char *socket_path;
+        char *socket_path;       /* a socket path, or an ssh:// URL */
+        struct ssh_link ssh;     /* the ssh child of an ssh:// connection */
         char *client_name;
         uint64_t last_request_id;
         uint64_t call_timeout_ms; /* 0: wait forever */
@@ -283,26 +293,55 @@ static void pool_free(struct pool *p) {
 
 /* ---- transport ---------------------------------------------------------------------- */
 
+/* Closes the connection; an ssh child sees its end and exits (else it is ended). */
 static void disconnect(sbx_client *c) {
         if (c->fd >= 0)
                 close(c->fd);
         c->fd = -1;
+        ssh_link_close(&c->ssh, SSH_CLOSE_GRACE_MS);
         frame_reader_free(&c->reader);
         frame_reader_init(&c->reader, c->reader.max_frame_bytes);
 }
 
-/* Waits until fd is ready for events or the deadline passes. 0, -ETIMEDOUT or -errno. */
-static int wait_fd(int fd, short events, int64_t deadline) {
+/* poll() on p[0..n) (n <= 2) until one is ready or the deadline passes. Over ssh, ssh's
+ * stderr is polled too and drained whenever it has something, so that ssh never blocks
+ * on a full pipe and its last words are at hand for an error. Returns the number of p
+ * ready, 0 at the deadline, or -errno; EINTR is retried. */
+static int poll_conn(sbx_client *c, struct pollfd *p, nfds_t n, int64_t deadline) {
+        struct pollfd all[3];
+
         for (;;) {
-                struct pollfd pfd = {.fd = fd, .events = events};
-                int n = poll(&pfd, 1, poll_timeout(deadline));
-                if (n > 0)
-                        return 0; /* ready, or an error the next send/recv reports */
-                if (n == 0)
-                        return -ETIMEDOUT;
-                if (errno != EINTR)
-                        return -errno;
+                nfds_t m = n;
+                int r;
+
+                memcpy(all, p, n * sizeof(*p));
+                if (c->ssh.err_fd >= 0)
+                        all[m++] = (struct pollfd){.fd = c->ssh.err_fd, .events = POLLIN};
+                r = poll(all, m, poll_timeout(deadline));
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0)
+                        return r < 0 ? -errno : 0;
+                if (m > n && all[n].revents) {
+                        ssh_link_drain(&c->ssh);
+                        r--;
+                }
+                if (r > 0) {
+                        for (nfds_t i = 0; i < n; i++)
+                                p[i].revents = all[i].revents;
+                        return r;
+                }
         }
+}
+
+/* Waits until c->fd is ready for events or the deadline passes. 0, -ETIMEDOUT or -errno. */
+static int wait_fd(sbx_client *c, short events, int64_t deadline) {
+        struct pollfd pfd = {.fd = c->fd, .events = events};
+        int n = poll_conn(c, &pfd, 1, deadline);
+
+        if (n > 0)
+                return 0; /* ready, or an error the next send/recv reports */
+        return n == 0 ? -ETIMEDOUT : n;
 }
 
 static int send_all(sbx_client *c, const uint8_t *buf, size_t len, int64_t deadline) {
@@ -316,7 +355,7 @@ static int send_all(sbx_client *c, const uint8_t *buf, size_t len, int64_t deadl
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                        int r = wait_fd(c->fd, POLLOUT, deadline);
+                        int r = wait_fd(c, POLLOUT, deadline);
                         if (r < 0)
                                 return r;
                         continue;
@@ -347,16 +386,67 @@ static int recv_some(sbx_client *c, int64_t deadline) {
                         continue;
                 if (errno != EAGAIN && errno != EWOULDBLOCK)
                         return -errno;
-                r = wait_fd(c->fd, POLLIN, deadline);
+                r = wait_fd(c, POLLIN, deadline);
                 if (r < 0)
                         return r;
         }
 }
 
+/* The failure of an ssh:// connection, in ssh's words (why, freed here): ssh could not
+ * connect or log in, the remote side has no sbx, the remote sbx found no daemon. */
+static enum sbx_code ssh_fail(sbx_client *c, int err, uint64_t waited_ms, char *why) {
+        enum sbx_code code;
+
+        if (err == ETIMEDOUT)
+                code = fail(c, SBX_UNAVAILABLE, err,
+                            "sbxd at %s did not answer within %llu ms (the call timeout); the "
+                            "connection was closed; %s",
+                            c->socket_path, (unsigned long long)waited_ms, why);
+        else
+                code = fail(c, SBX_UNAVAILABLE, err, "%s sbxd at %s: %s",
+                            c->connecting ? "cannot reach" : "lost the connection to",
+                            c->socket_path, why);
+        free(why);
+        return code;
+}
+
+/* Text where the Hello reply should be, over ssh: something on the remote side wrote on
+ * stdout before (or instead of) `sbx dial-stdio`: a login shell's message, a startup
+ * file's echo, a forced command. Quotes the start of it; closes the connection. */
+static enum sbx_code ssh_garbage_fail(sbx_client *c) {
+        const uint8_t *b = c->reader.buf + c->reader.start;
+        size_t n = frame_reader_pending(&c->reader);
+        char text[81], *why;
+        size_t k = 0;
+        enum sbx_code code;
+
+        for (size_t i = 0; i < n && k < sizeof(text) - 1; i++)
+                text[k++] = b[i] >= ' ' && b[i] < 0x7F ? (char)b[i] : ' ';
+        while (k > 0 && text[k - 1] == ' ')
+                k--;
+        text[k] = 0;
+        why = ssh_link_explain(&c->ssh, SSH_GARBAGE_WAIT_MS);
+        disconnect(c);
+        code = fail(c, SBX_UNAVAILABLE, EPROTO,
+                    "cannot reach sbxd at %s: the remote side wrote '%s' instead of sbxd's "
+                    "protocol (the login shell or its startup files write on stdout, or the "
+                    "account runs another command; the ssh session must run `sbx dial-stdio` "
+                    "and print nothing else)%s%s",
+                    c->socket_path, text, why ? "; " : "", why ? why : "");
+        free(why);
+        return code;
+}
+
 /* A failure of the connection itself: closes it and describes err. */
 static enum sbx_code transport_fail(sbx_client *c, int err, uint64_t waited_ms) {
         enum sbx_code code = SBX_UNAVAILABLE;
+        char *why = NULL;
+
+        if (c->ssh.pid && err != ENOMEM)
+                why = ssh_link_explain(&c->ssh, err == ETIMEDOUT ? 0 : SSH_EXIT_WAIT_MS);
         disconnect(c);
+        if (why)
+                return ssh_fail(c, err, waited_ms, why);
         if (err == ENOMEM)
                 return fail_oom(c);
         if (err == ETIMEDOUT)
@@ -458,11 +548,9 @@ static int recv_or_feed(sbx_client *c, struct exchange *k, int64_t deadline) {
                 nfds_t n = (k->command_id && !k->stdin_done && k->inputs_in_flight < INPUT_WINDOW)
                                    ? 2
                                    : 1;
-                int r = poll(p, n, poll_timeout(deadline));
-                if (r < 0 && errno == EINTR)
-                        continue;
+                int r = poll_conn(c, p, n, deadline);
                 if (r < 0)
-                        return -errno;
+                        return r;
                 if (r == 0)
                         return -ETIMEDOUT;
                 if (n == 2 && p[1].revents) {
@@ -568,7 +656,7 @@ static enum sbx_code read_reply(sbx_client *c, struct exchange *k, const struct 
         while ((r = frame_reader_next(&c->reader, &payload, &plen)) == 0) {
                 /* Right after the request the reply is not there yet: wait for it first
                  * instead of a recv that finds nothing. */
-                r = k->feeding || *waited ? 0 : wait_fd(c->fd, POLLIN, w->deadline);
+                r = k->feeding || *waited ? 0 : wait_fd(c, POLLIN, w->deadline);
                 *waited = true;
                 if (r == 0)
                         r = k->feeding ? recv_or_feed(c, k, w->deadline)
@@ -576,6 +664,8 @@ static enum sbx_code read_reply(sbx_client *c, struct exchange *k, const struct 
                 if (r < 0)
                         return transport_fail(c, -r, w->ms);
         }
+        if (r < 0 && c->ssh.pid && c->connecting)
+                return ssh_garbage_fail(c);
         if (r < 0)
                 return protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
                                      c->reader.max_frame_bytes);
@@ -1105,10 +1195,24 @@ static enum sbx_code connect_fail(sbx_client *c, int err) {
                     strerror(err), hint);
 }
 
-/* Connects c->fd and says Hello. On failure the socket is closed and the error set. */
-/* Connects a new Unix socket to c->socket_path, as c->fd with the default frame
- * limits. */
-static enum sbx_code open_socket(sbx_client *c) {
+/* Starts ssh for the ssh:// URL c->socket_path (libsbx_ssh.c); its end of the pipe
+ * becomes c->fd. */
+static enum sbx_code open_ssh(sbx_client *c, int *ret_fd) {
+        char *msg = NULL;
+        int r = ssh_link_open(&c->ssh, c->socket_path, ret_fd, &msg);
+        enum sbx_code code;
+
+        if (r == 0)
+                return SBX_OK;
+        if (!msg)
+                return fail_oom(c);
+        code = fail(c, r == -EINVAL ? SBX_INVALID_ARGUMENT : SBX_UNAVAILABLE, -r, "%s", msg);
+        free(msg);
+        return code;
+}
+
+/* Connects a new Unix socket to the path c->socket_path: *ret_fd. */
+static enum sbx_code open_unix(sbx_client *c, int *ret_fd) {
         struct sockaddr_un sa;
         size_t plen = strlen(c->socket_path);
         int fd;
@@ -1129,6 +1233,18 @@ static enum sbx_code open_socket(sbx_client *c) {
                 close(fd);
                 return connect_fail(c, err);
         }
+        *ret_fd = fd;
+        return SBX_OK;
+}
+
+/* Connects to c->socket_path, a Unix socket or an ssh:// URL, as c->fd with the default
+ * frame limits. On failure nothing is left open and the error is set. */
+static enum sbx_code open_socket(sbx_client *c) {
+        int fd = -1;
+        enum sbx_code rc = ssh_link_is_url(c->socket_path) ? open_ssh(c, &fd) : open_unix(c, &fd);
+
+        if (rc != SBX_OK)
+                return rc;
         c->fd = fd;
         c->max_send_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
         c->reader.max_frame_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
@@ -1204,6 +1320,7 @@ enum sbx_code sbx_connect(const char *socket_path, const char *client_name, sbx_
         if (!c)
                 return SBX_INTERNAL;
         c->fd = -1;
+        ssh_link_init(&c->ssh);
         frame_reader_init(&c->reader, SBX_DEFAULT_MAX_FRAME_BYTES);
         c->max_send_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
         if (!socket_path) {
@@ -1229,6 +1346,7 @@ void sbx_close(sbx_client *c) {
                 return;
         if (c->fd >= 0)
                 close(c->fd);
+        ssh_link_close(&c->ssh, SSH_CLOSE_GRACE_MS);
         frame_reader_free(&c->reader);
         sbx_hello_free(c->hello);
         free(c->socket_path);
