@@ -77,6 +77,9 @@ static const struct command commands[] = {
         {"doctor", cmd_doctor, "doctor [--json]",
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},
+        {"dial-stdio", cmd_dial_stdio, "dial-stdio",
+         "connect stdin and stdout to the daemon's socket until either side ends: what\n"
+         "      a client with --socket ssh://HOST runs on HOST through ssh"},
         {"mcp", cmd_mcp,
          "mcp [--sandbox ID | [CREATE OPTIONS] [--keep]] [--default-command-timeout SECS]\n"
          "    [--max-command-timeout SECS] [--max-output-bytes BYTES] [--max-output-lines N]\n"
@@ -112,7 +115,9 @@ void cli_usage(FILE *f, const char *cmd) {
                 fprintf(f, "  sbx %s\n      %s\n", commands[i].synopsis, commands[i].summary);
         fputs("  sbx help [COMMAND]\n\n"
               "Socket: --socket PATH, else $SBX_SOCKET, else /run/sbxd/sbxd.sock for root and\n"
-              "$XDG_RUNTIME_DIR/sbxd/sbxd.sock otherwise.\n"
+              "$XDG_RUNTIME_DIR/sbxd/sbxd.sock otherwise. A daemon on another machine:\n"
+              "ssh://[user@]host[:port][/path/to/socket] as PATH (ssh runs `sbx dial-stdio`\n"
+              "there; SBX_SSH, SBX_SSH_OPTS, SBX_SSH_REMOTE_SBX: see sbx(1)).\n"
               "BYTES take K, M, G suffixes (powers of 1024); SECS take fractions (0.5).\n"
               "Errors print one line \"sbx: CODE: message\" on stderr and exit with status 125;\n"
               "with --json also {\"error\":{\"code\":CODE,\"message\":...}} on stdout.\n",
@@ -348,6 +353,25 @@ void cli_warn(const char *fmt, ...) {
         free(m);
 }
 
+/* The uid the daemon knows this process by, once a Hello said it (over ssh:// that is
+ * the remote ssh user's, not ours); until then geteuid(). */
+static uint32_t self_uid;
+static bool self_uid_known;
+
+static void learn_self_uid(sbx_client *c) {
+        struct sbx_hello *h = NULL;
+
+        if (!self_uid_known && sbx_hello(c, &h) == SBX_OK) {
+                self_uid = h->peer_uid;
+                self_uid_known = true;
+        }
+        sbx_hello_free(h);
+}
+
+uint32_t cli_self_uid(void) {
+        return self_uid_known ? self_uid : (uint32_t)geteuid();
+}
+
 int cli_connect(const struct cli *cli, sbx_client **ret) {
         sbx_client *c = NULL;
         enum sbx_code rc = sbx_connect(cli->socket_path, CLI_CLIENT_NAME, &c);
@@ -362,14 +386,15 @@ int cli_connect(const struct cli *cli, sbx_client **ret) {
                 return CLI_EXIT_ERROR;
         }
         sbx_set_call_timeout_ms(c, CLI_CALL_TIMEOUT_MS);
+        learn_self_uid(c);
         *ret = c;
         return 0;
 }
 
 void cli_warn_not_owner(const char *id, uint32_t owner_uid) {
-        uid_t me = geteuid();
+        uint32_t me = cli_self_uid();
 
-        if (owner_uid == (uint32_t)me)
+        if (owner_uid == me)
                 return;
         fprintf(stderr,
                 "sbx: warning: sandbox '%s' belongs to uid %u, not to you (uid %u): it was shared "

@@ -4,7 +4,7 @@
  * help), cli_json.c (JSON through jansson, bytes rendered as valid UTF-8),
  * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_exec.c
  * (exec, cancel), cli_files.c (read, write, ls, stat, mkdir, rm, cp), cli_doctor.c (doctor,
- * version) and cli_mcp.c with cli_mcp_tools.c (mcp, the Model Context Protocol server). Each
+ * version), cli_dial.c (dial-stdio, the remote end of ssh:// sockets) and cli_mcp.c with cli_mcp_tools.c (mcp, the Model Context Protocol server). Each
  * command is a function `int cmd_NAME(struct cli *, int argc, char **argv)` that
  * returns the process exit status; argv[0] is the command's name. Everything talks to
  * the daemon through libsbx only. */
@@ -72,6 +72,11 @@ __attribute__((format(printf, 1, 2))) void cli_warn(const char *fmt, ...);
 /* Connects to the daemon (--socket or the default), sets the tool's call timeout.
  * Returns 0 and *ret, or prints the error and returns CLI_EXIT_ERROR. */
 int cli_connect(const struct cli *cli, sbx_client **ret);
+
+/* The uid the daemon knows this process by: the peer_uid of the first Hello that
+ * cli_connect saw (over an ssh:// socket, the remote ssh user's uid), else geteuid().
+ * What "you" means wherever sbx compares a sandbox's owner with the caller. */
+uint32_t cli_self_uid(void);
 
 /* Warns on stderr when the sandbox id belongs to another uid than the caller's (it was
  * shared with them: its owner sees and can change what they do there). */
@@ -265,6 +270,7 @@ int cmd_rm(struct cli *cli, int argc, char **argv);
 int cmd_cancel(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_version(struct cli *cli, int argc, char **argv);
+int cmd_dial_stdio(struct cli *cli, int argc, char **argv);
 int cmd_mcp(struct cli *cli, int argc, char **argv);
 
 /* Writes data to a sandbox file: in one atomic WriteFile when it fits a frame, else the

@@ -439,6 +439,9 @@ static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hel
                 }
                 p = path;
         }
+        /* A daemon on another machine (ssh://): only the connection can tell. */
+        if (strncmp(p, "ssh://", 6) == 0)
+                goto connect;
         if (stat(p, &st) < 0) {
                 if (errno == ENOENT)
                         add(d, WARN, "socket",
@@ -457,6 +460,7 @@ static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hel
                     "%s exists but is not a socket", p);
                 return;
         }
+connect:
         rc = sbx_connect(p, CLI_CLIENT_NAME, &c);
         if (rc == SBX_OK)
                 rc = sbx_hello(c, ret_hello);

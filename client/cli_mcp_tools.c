@@ -1641,7 +1641,7 @@ static void put_identity(FILE *f, const struct mcp_env *env, const struct sbx_sa
                 fprintf(f, "idle timeout: %s s\n", a);
         }
         fprintf(f, "owner: uid %u%s\n", sb->owner_uid,
-                sb->owner_uid == (uint32_t)geteuid() ? " (this server's user)"
+                sb->owner_uid == cli_self_uid() ? " (this server's user)"
                                                      : " (not this server's user: its owner sees "
                                                        "and can change what runs here)");
 }

@@ -237,7 +237,7 @@ static void print_lifetime(const struct sbx_sandbox *s) {
         printf("%s\n", sbx_state_name(s->state));
         key("owner_uid");
         printf("%u%s\n", s->owner_uid,
-               s->owner_uid == (uint32_t)geteuid() ? " (you)" : " (not you: shared with you)");
+               s->owner_uid == cli_self_uid() ? " (you)" : " (not you: shared with you)");
         cli_format_iso(t, sizeof(t), s->created_unix_ms, true);
         key("created");
         printf("%s\n", s->created_unix_ms ? t : "-");
@@ -1035,7 +1035,7 @@ static void bulk_free(struct bulk *b) {
  * page, until a listing shows none left that was not tried. 0 or an exit status. */
 static int bulk_select(sbx_client *c, struct sbx_list_opts *lo, struct bulk *b, bool print) {
         lo->has_owner_uid = 1;
-        lo->owner_uid = (uint32_t)geteuid();
+        lo->owner_uid = cli_self_uid();
         lo->limit = SBX_MAX_LIST_LIMIT;
         for (;;) {
                 struct sbx_sandbox_list *l = NULL;
