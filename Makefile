@@ -75,7 +75,7 @@ ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BU
 	$(addprefix $(BUILD)/man/,$(MANPAGES))
 
 .PHONY: all deps run check unit integration asan valgrind format install uninstall clean analyze \
-	bench fuzz load tests mcp-node mcp-node-pkgs check-mcp check-python
+	bench fuzz load tests mcp-node mcp-node-pkgs check-mcp check-python ssh-test-pkgs
 all: $(ALL_BINS)
 
 # ---- dependencies -----------------------------------------------------------------
@@ -98,6 +98,16 @@ deps:
 # Extra tools some targets need: clang and its fuzzer runtime, the static analysers.
 FUZZ_PKGS := clang libclang-rt-14-dev
 ANALYZE_PKGS := cppcheck clang-tidy
+
+# tests/it_ssh.c starts an OpenSSH server of its own (its own config, host key and port
+# on 127.0.0.1) and reaches sbxd through it with the ssh client: the suites that run it
+# install both. Debian's openssh-server package also enables its own ssh.service on a
+# machine that runs systemd; the tests never use that one (`systemctl disable --now ssh`
+# turns it off again).
+SSH_TEST_PKGS := openssh-server openssh-client
+
+ssh-test-pkgs:
+	$(call install_pkgs,$(SSH_TEST_PKGS))
 
 # ---- generated protobuf code --------------------------------------------------------
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
@@ -252,7 +262,7 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c
 tests: $(ALL_BINS) $(UNIT_TESTS) $(IT_TESTS) $(TEST_HELPERS)
 
 # `make check`: dependencies, a warnings-as-errors build, then every test.
-check: deps mcp-node
+check: deps mcp-node ssh-test-pkgs
 	$(MAKE) --no-print-directory WERROR=-Werror tests
 	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS) $(IT_TESTS) tests/python/run.py
 
@@ -266,17 +276,17 @@ check-python: deps
 unit: tests
 	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS)
 
-integration: tests
+integration: tests ssh-test-pkgs
 	BUILD=$(BUILD) tests/run.sh $(IT_TESTS)
 
 # ASan + UBSan over the whole suite (leak checking on). The init helper stays unsanitized.
-asan: deps
+asan: deps ssh-test-pkgs
 	$(MAKE) --no-print-directory BUILD=build/asan WERROR=-Werror OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" tests
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  BUILD=build/asan tests/run.sh $(patsubst $(BUILD)/%,build/asan/%,$(UNIT_TESTS) $(IT_TESTS))
 
-valgrind: deps
+valgrind: deps ssh-test-pkgs
 	$(MAKE) --no-print-directory BUILD=build/vg OPT="-O0 -g" tests
 	SBX_VALGRIND=1 BUILD=build/vg tests/run.sh $(patsubst $(BUILD)/%,build/vg/%,$(UNIT_TESTS) $(IT_TESTS))
 
