@@ -175,7 +175,8 @@ int cmd_dial_stdio(struct cli *cli, int argc, char **argv) {
         r = copy_both_ways(fd);
         close(fd);
         if (r < 0)
-                return cli_error(SBX_UNAVAILABLE, "sbx dial-stdio: copying between %s and stdio: %s",
-                                 path, strerror(-r));
+                return cli_error(SBX_UNAVAILABLE,
+                                 "sbx dial-stdio: copying between %s and stdio: %s", path,
+                                 strerror(-r));
         return 0;
 }

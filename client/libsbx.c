@@ -61,9 +61,9 @@
 #define SSH_GARBAGE_WAIT_MS 300
 
 struct sbx_client {
-        int fd; /* -1 while not connected */
-        char *socket_path;       /* a socket path, or an ssh:// URL */
-        struct ssh_link ssh;     /* the ssh child of an ssh:// connection */
+        int fd;              /* -1 while not connected */
+        char *socket_path;   /* a socket path, or an ssh:// URL */
+        struct ssh_link ssh; /* the ssh child of an ssh:// connection */
         char *client_name;
         uint64_t last_request_id;
         uint64_t call_timeout_ms; /* 0: wait forever */

@@ -113,8 +113,8 @@ static int parse_url(const char *url, struct ssh_url *u, char **ret_msg) {
                 u->port = colon + 1;
                 errno = 0;
                 port = strtoul(u->port, &end, 10);
-                if (!*u->port || *end || *u->port == '-' || *u->port == '+' || errno ||
-                    port < 1 || port > 65535)
+                if (!*u->port || *end || *u->port == '-' || *u->port == '+' || errno || port < 1 ||
+                    port > 65535)
                         return url_error(ret_msg, url, "the port is not a number from 1 to 65535");
         }
         if (!plain_word(host))
@@ -176,7 +176,8 @@ static char *shell_word(const char *s) {
         bool plain = *s != 0;
 
         for (const char *p = s; *p; p++) {
-                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-",
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,."
+                            "/-",
                             *p))
                         plain = false;
                 n += *p == '\'' ? 4 : 1;
@@ -365,9 +366,8 @@ int ssh_link_open(struct ssh_link *l, const char *url, int *ret_fd, char **ret_m
                 r = build_argv(&u, &a, ret_msg);
         if (r == 0) {
                 r = spawn_ssh(l, a.v, ret_fd);
-                if (r < 0 && asprintf(ret_msg,
-                                      "cannot reach sbxd at %s: cannot start %s: %s%s", url,
-                                      a.v[0], strerror(-r),
+                if (r < 0 && asprintf(ret_msg, "cannot reach sbxd at %s: cannot start %s: %s%s",
+                                      url, a.v[0], strerror(-r),
                                       r == -ENOENT ? " (install OpenSSH's client: apt-get install "
                                                      "openssh-client; or set SBX_SSH to the "
                                                      "ssh program)"

@@ -18,9 +18,9 @@
 #define SSH_LINK_TAIL_BYTES 2048u
 
 struct ssh_link {
-        pid_t pid;    /* the ssh child, 0 when there is none */
-        int err_fd;   /* read end of its stderr (non-blocking), -1 once at its end */
-        bool reaped;  /* waited for: status is its wait status (-1: reaped by someone else) */
+        pid_t pid;   /* the ssh child, 0 when there is none */
+        int err_fd;  /* read end of its stderr (non-blocking), -1 once at its end */
+        bool reaped; /* waited for: status is its wait status (-1: reaped by someone else) */
         int status;
         size_t tail_len;
         char tail[SSH_LINK_TAIL_BYTES];

@@ -86,8 +86,8 @@ static int run_quiet(const char *const *argv) {
 }
 
 static void keygen(const char *path) {
-        const char *argv[] = {"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sbx-it",
-                              "-f", path, NULL};
+        const char *argv[] = {"ssh-keygen", "-q",     "-t", "ed25519", "-N", "",
+                              "-C",         "sbx-it", "-f", path,      NULL};
         ck_assert_msg(run_quiet(argv) == 0, "ssh-keygen -f %s failed", path);
 }
 
@@ -228,7 +228,8 @@ static void sshd_start(struct sshd *s, const struct it_daemon *d) {
                          "KbdInteractiveAuthentication no\n"
                          "UseDNS no\n"
                          "LogLevel VERBOSE\n"
-                         "SetEnv PATH=%s:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n",
+                         "SetEnv "
+                         "PATH=%s:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n",
                          s->port, s->dir, s->dir, it_base_dir(), bin);
                 write_file(cfg, text);
                 if (sshd_try(s, cfg))
@@ -257,9 +258,9 @@ static void sshd_start(struct sshd *s, const struct it_daemon *d) {
         use_client_config(s, "ssh_config");
         unsetenv("SBX_SSH");
         unsetenv("SBX_SSH_REMOTE_SBX");
-        ck_assert_int_lt(snprintf(s->url, sizeof(s->url), "ssh://root@127.0.0.1:%d%.500s",
-                                  s->port, d->sock),
-                         (int)sizeof(s->url));
+        ck_assert_int_lt(
+                snprintf(s->url, sizeof(s->url), "ssh://root@127.0.0.1:%d%.500s", s->port, d->sock),
+                (int)sizeof(s->url));
 }
 
 static void sshd_stop(struct sshd *s) {
@@ -318,8 +319,8 @@ static char *connect_fails(const char *url, enum sbx_code want, const char *cons
         ms = it_now_ms() - t0;
         ck_assert_ptr_nonnull(c);
         msg = strdup(sbx_error_message(c));
-        ck_assert_msg(rc == want, "%s: %s, not %s: %s", url, sbx_code_name(rc),
-                      sbx_code_name(want), msg);
+        ck_assert_msg(rc == want, "%s: %s, not %s: %s", url, sbx_code_name(rc), sbx_code_name(want),
+                      msg);
         ck_assert_msg(ms < FAIL_WITHIN_MS, "the failure took %.0f ms: %s", ms, msg);
         for (; needles && *needles; needles++)
                 ck_assert_msg(strstr(msg, *needles), "'%s' not in: %s", *needles, msg);
@@ -433,7 +434,8 @@ START_TEST(cli_over_ssh) {
         sshd_start(&s, &d);
         remote = d;
         memcpy(remote.sock, s.url, sizeof(s.url)); /* it_sbx sets SBX_SOCKET to it */
-        rc = it_sbx(&remote, NULL, 0, &out, &err, (const char *[]){"create", "--id", "cli-ssh", NULL});
+        rc = it_sbx(&remote, NULL, 0, &out, &err,
+                    (const char *[]){"create", "--id", "cli-ssh", NULL});
         ck_assert_msg(rc == 0, "create: %d %s", rc, err);
         free(out);
         free(err);
@@ -482,7 +484,7 @@ START_TEST(cli_over_ssh) {
         unsetenv("SBX_SSH_REMOTE_SBX");
         ck_assert_int_eq(rc, 125);
         ck_assert_msg(strncmp(err, "sbx: UNAVAILABLE: ", 18) == 0 && strstr(err, "no sbx on the "
-                                                                                  "remote side"),
+                                                                                 "remote side"),
                       "%s", err);
         ck_assert_ptr_eq(strchr(err, '\n'), err + strlen(err) - 1);
         free(out);
@@ -644,13 +646,12 @@ START_TEST(failures_are_clear) {
         use_client_config(&s, "ssh_config_wrong_host");
         free(connect_fails(s.url, SBX_UNAVAILABLE,
                            (const char *[]){"cannot reach sbxd at ssh://", "exit status 255",
-                                            "Host key verification failed", "known_hosts",
-                                            NULL}));
+                                            "Host key verification failed", "known_hosts", NULL}));
         /* The server does not accept our key. */
         use_client_config(&s, "ssh_config_wrong_key");
-        free(connect_fails(s.url, SBX_UNAVAILABLE,
-                           (const char *[]){"exit status 255", "Permission denied",
-                                            "BatchMode", NULL}));
+        free(connect_fails(
+                s.url, SBX_UNAVAILABLE,
+                (const char *[]){"exit status 255", "Permission denied", "BatchMode", NULL}));
         use_client_config(&s, "ssh_config");
         /* No sbx on the remote side. */
         setenv("SBX_SSH_REMOTE_SBX", "sbx-not-installed-here", 1);
@@ -667,8 +668,7 @@ START_TEST(failures_are_clear) {
                                             "no-such.sock", NULL}));
         /* Nothing listens at the port. */
         snprintf(url, sizeof(url), "ssh://root@127.0.0.1:%d%s", free_port(), d.sock);
-        free(connect_fails(url, SBX_UNAVAILABLE,
-                           (const char *[]){"Connection refused", NULL}));
+        free(connect_fails(url, SBX_UNAVAILABLE, (const char *[]){"Connection refused", NULL}));
         /* The remote "sbx" prints text instead of speaking the protocol. */
         setenv("SBX_SSH_REMOTE_SBX", "echo", 1);
         free(connect_fails(s.url, SBX_UNAVAILABLE,
@@ -723,8 +723,7 @@ START_TEST(python_over_ssh) {
 
         it_daemon_start(&d, NULL);
         sshd_start(&s, &d);
-        snprintf(bad, sizeof(bad), "ssh://root@127.0.0.1:%d%s/none.sock", s.port,
-                 it_base_dir());
+        snprintf(bad, sizeof(bad), "ssh://root@127.0.0.1:%d%s/none.sock", s.port, it_base_dir());
         ck_assert_ptr_nonnull(realpath(".", root));
         snprintf(pypath, sizeof(pypath), "%s/client/python", root);
         ck_assert_ptr_nonnull(realpath(it_build_dir(), lib));
@@ -763,7 +762,8 @@ START_TEST(mcp_over_ssh) {
                 "{\"name\":\"it\",\"version\":\"1\"}}}\n"
                 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
                 "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
-                "{\"name\":\"run_command\",\"arguments\":{\"command\":\"echo mcp-over-$((6*7))\"}}}\n";
+                "{\"name\":\"run_command\",\"arguments\":{\"command\":\"echo "
+                "mcp-over-$((6*7))\"}}}\n";
         struct it_daemon d, remote;
         struct sshd s;
         sbx_client *local;
@@ -837,7 +837,7 @@ START_TEST(latency_of_the_ssh_path) {
         sbx_close(c);
         remote = d;
         memcpy(remote.sock, s.url, sizeof(s.url)); /* it_sbx sets SBX_SOCKET to it */
-        (void)exec_true_ms(d.sock, 2, false); /* warm up */
+        (void)exec_true_ms(d.sock, 2, false);      /* warm up */
         lk = exec_true_ms(d.sock, n, false);
         lp = exec_true_ms(d.sock, n, true);
         sk = exec_true_ms(s.url, n, false);
