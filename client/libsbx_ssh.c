@@ -241,9 +241,10 @@ static int add_user_opts(struct argv *a, char **ret_msg) {
 }
 
 /* ssh [SBX_SSH_OPTS] -o BatchMode=yes -T -x -a [-l USER] [-p PORT] -- HOST 'sbx dial-stdio ...'.
- * The user's options come first: for ssh the first value of an option wins, so that
- * "-o BatchMode=no" there lets ssh ask for a passphrase. No agent or X11 forwarding and
- * no terminal: the remote side is a byte pipe to sbxd. */
+ * The user's options come first: for ssh the first value of an option wins, so that an
+ * -o there overrides ours ("-o BatchMode=no" lets an SSH_ASKPASS program ask for a
+ * passphrase; ssh cannot read the terminal from its own process group). No agent or X11
+ * forwarding and no terminal: the remote side is a byte pipe to sbxd. */
 static int build_argv(const struct ssh_url *u, struct argv *a, char **ret_msg) {
         int r;
 
@@ -482,8 +483,8 @@ static const char *ssh_hint(const char *line) {
                        "then record it, e.g. by running ssh to the host once by hand)";
         if (strstr(line, "Permission denied"))
                 return " (ssh could not log in without asking: sbx runs ssh with BatchMode=yes, "
-                       "so use a key from ssh-agent or one without a passphrase named by "
-                       "IdentityFile in ~/.ssh/config, or set SBX_SSH_OPTS='-o BatchMode=no')";
+                       "so use a key from ssh-agent, or one without a passphrase named by "
+                       "IdentityFile in ~/.ssh/config)";
         if (strstr(line, "Could not resolve hostname"))
                 return " (check the host name of the ssh:// URL)";
         return "";

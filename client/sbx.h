@@ -81,16 +81,34 @@ const char *sbx_code_name(int code);
 
 typedef struct sbx_client sbx_client;
 
-/* Writes the default socket path into buf: $SBX_SOCKET, else /run/sbxd/sbxd.sock for
- * root, else $XDG_RUNTIME_DIR/sbxd/sbxd.sock (or /run/user/UID/sbxd/sbxd.sock); when that
- * does not exist but the caller may use the system daemon's /run/sbxd/sbxd.sock (as a
- * member of group sbxd), that one. Returns 0, or -ENAMETOOLONG when it does not fit. */
+/* Writes the default socket path into buf: $SBX_SOCKET (a path, or an ssh:// URL: see
+ * sbx_connect), else /run/sbxd/sbxd.sock for root, else $XDG_RUNTIME_DIR/sbxd/sbxd.sock
+ * (or /run/user/UID/sbxd/sbxd.sock); when that does not exist but the caller may use
+ * the system daemon's /run/sbxd/sbxd.sock (as a member of group sbxd), that one. Returns
+ * 0, or -ENAMETOOLONG when it does not fit. */
 int sbx_default_socket_path(char *buf, size_t len);
 
 /* Connects to the daemon at socket_path (NULL: the default) and says Hello with
  * client_name (NULL: "libsbx"). On success *ret is a new client. On failure *ret is
  * still a client (closed to the daemon) so that sbx_error_message() can say why, or NULL
- * when memory ran out; free it with sbx_close(). */
+ * when memory ran out; free it with sbx_close().
+ *
+ * A daemon on another machine: socket_path (or $SBX_SOCKET) may be a URL
+ * ssh://[user@]host[:port][/path/to/socket]. The client then starts the system's ssh
+ * ($SBX_SSH, default "ssh" on PATH) as
+ *     ssh [$SBX_SSH_OPTS] -o BatchMode=yes -T -x -a [-l user] [-p port] -- host \
+ *         'sbx dial-stdio [--socket /path/to/socket]'
+ * ($SBX_SSH_OPTS split at white space and first, so that its -o options win; the remote
+ * program is $SBX_SSH_REMOTE_SBX, default "sbx"), with a socketpair as its stdin and
+ * stdout and in a process group of its own, and speaks the protocol over the pipe;
+ * every call works as over a Unix socket. The daemon sees the ssh user as the peer. A
+ * URL that does not parse is SBX_INVALID_ARGUMENT; a failure of ssh (unreachable host,
+ * host key, authentication, no sbx or no daemon on the remote side, text from the
+ * remote shell) is SBX_UNAVAILABLE with ssh's exit status and last stderr line in the
+ * message. The client owns that ssh process: it is reaped when the connection ends,
+ * and sbx_close() gives it 1 s to end by itself before it terminates it (by its pid).
+ * A SIGCHLD handler of the application that reaps every child loses only ssh's exit
+ * status for the message. */
 enum sbx_code sbx_connect(const char *socket_path, const char *client_name, sbx_client **ret);
 
 /* Closes the connection and frees the client. Accepts NULL. */

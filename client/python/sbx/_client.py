@@ -332,9 +332,10 @@ def _ms(seconds: Optional[float], what: str) -> int:
 
 
 def default_socket_path() -> str:
-    """The socket libsbx uses when none is given: ``$SBX_SOCKET``, else
-    ``/run/sbxd/sbxd.sock`` for root, else ``$XDG_RUNTIME_DIR/sbxd/sbxd.sock`` (or the
-    system daemon's socket for a member of group sbxd without a daemon of their own)."""
+    """The socket libsbx uses when none is given: ``$SBX_SOCKET`` (a path or an
+    ``ssh://`` URL), else ``/run/sbxd/sbxd.sock`` for root, else
+    ``$XDG_RUNTIME_DIR/sbxd/sbxd.sock`` (or the system daemon's socket for a member of
+    group sbxd without a daemon of their own)."""
     buf = ctypes.create_string_buffer(4096)
     if L.lib().sbx_default_socket_path(buf, len(buf)) < 0:
         raise OSError("the default socket path is too long")
@@ -348,7 +349,11 @@ class Client:
     """A connection to sbxd.
 
     ``Client()`` connects to the default socket (see :func:`default_socket_path`);
-    ``Client("/path/sbxd.sock")`` to another. ``call_timeout`` (seconds; ``None``: wait
+    ``Client("/path/sbxd.sock")`` to another; ``Client("ssh://user@host")`` (or
+    ``ssh://[user@]host[:port][/path/to/socket]``) to the daemon of another machine, through
+    the system's ssh running ``sbx dial-stdio`` there, as libsbx does for every client
+    (``SBX_SSH``, ``SBX_SSH_OPTS``, ``SBX_SSH_REMOTE_SBX``: see sbx(1), REMOTE DAEMONS).
+    The connection, and that ssh process, are kept until :meth:`close`. ``call_timeout`` (seconds; ``None``: wait
     forever) bounds each wait for the daemon; a run waits for that plus the command's own
     timeout plus 2 s, plus its ``queue_timeout`` (60 s, the daemon's default, when not
     given). ``client_name`` is recorded by the daemon with each operation.
