@@ -512,10 +512,13 @@ static void json_result(struct json *j, const struct sbx_result *r) {
 static int no_status_error(const struct sbx_result *r) {
         switch (r->outcome) {
         case SBX_OUTCOME_SANDBOX_ENDED:
+                /* A command that never started has a duration of exactly 0 (sbx.proto). */
                 return cli_error(SBX_SANDBOX_ENDED,
-                                 "sandbox '%s' ended (terminated or expired) while command %s ran; "
+                                 "sandbox '%s' ended (terminated or expired) while command %s %s; "
                                  "see `sbx info %s`",
-                                 r->sandbox_id, r->command_id, r->sandbox_id);
+                                 r->sandbox_id, r->command_id,
+                                 r->duration == 0 ? "waited for a slot (it never ran)" : "ran",
+                                 r->sandbox_id);
         case SBX_OUTCOME_UNKNOWN:
                 return cli_error(
                         SBX_UNAVAILABLE,

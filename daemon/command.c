@@ -22,6 +22,7 @@
  * and init through the sandbox's channel (initchan.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -709,10 +710,12 @@ void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex) {
 }
 
 void command_end_all(struct sandbox *sb, int unknown) {
-        /* The waiting first: a slot the running free must not start them. */
+        /* The waiting first: a slot the running free must not start them. When the
+         * daemon leaves the sandbox to the next one (unknown), they never ran and never
+         * will: cancelled, not ended with a sandbox that lives on. */
         while (sb->queue.head) {
                 struct command *cmd = of_entry(sb->queue.head);
-                cmd->kill = KILL_SANDBOX_ENDED;
+                cmd->kill = unknown ? KILL_CANCEL : KILL_SANDBOX_ENDED;
                 finish(cmd);
         }
         while (sb->commands) {
@@ -1176,9 +1179,11 @@ static uint64_t queue_wait_ms(const struct sandbox *sb, const Sbx__V1__RunComman
         return w > cfg->max_command_timeout_ms ? cfg->max_command_timeout_ms : w;
 }
 
-/* Room for one more waiting command of sb, or -EBUSY naming the bound that is full. */
-static int queue_room(const struct sandbox *sb, char *err, size_t errlen) {
+/* Room for one more waiting command of uid in sb, or -EBUSY naming the bound that is
+ * full. */
+static int queue_room(const struct sandbox *sb, uid_t uid, char *err, size_t errlen) {
         const struct sbxd *d = sb->d;
+        unsigned mine = quota_count(sb->quota, QUOTA_QUEUED, uid);
 
         if (sb->n_queued >= max_queued(sb)) {
                 snprintf(err, errlen,
@@ -1193,6 +1198,14 @@ static int queue_room(const struct sandbox *sb, char *err, size_t errlen) {
                          "the daemon already has %u commands waiting for a slot, its maximum "
                          "(sbxd --max-queued-total); try again once some have started",
                          d->n_queued);
+                return -EBUSY;
+        }
+        if (mine >= d->cfg->max_queued_per_uid) {
+                snprintf(err, errlen,
+                         "uid %u already has %u commands waiting for a slot, its share of the "
+                         "daemon's queue (sbxd --max-queued-per-uid); try again once some have "
+                         "started",
+                         (unsigned)uid, mine);
                 return -EBUSY;
         }
         return 0;
@@ -1521,6 +1534,31 @@ static void on_queue_timeout(uv_timer_t *t) {
         finish(cmd);
 }
 
+/* The sandboxes with waiting commands (d->waiting) are kept in the order they began
+ * to wait, and one that was just served goes to the back: when a slot of a uid's quota
+ * frees, the sandboxes of that uid take turns in the order they have waited. */
+static void waiting_remove(struct sbxd *d, struct sandbox *sb) {
+        if (sb->waiting_prev)
+                sb->waiting_prev->waiting_next = sb->waiting_next;
+        else
+                d->waiting = sb->waiting_next;
+        if (sb->waiting_next)
+                sb->waiting_next->waiting_prev = sb->waiting_prev;
+        sb->waiting_next = sb->waiting_prev = NULL;
+}
+
+static void waiting_append(struct sbxd *d, struct sandbox *sb) {
+        struct sandbox **at = &d->waiting, *last = NULL;
+
+        while (*at) {
+                last = *at;
+                at = &(*at)->waiting_next;
+        }
+        sb->waiting_prev = last;
+        sb->waiting_next = NULL;
+        *at = sb;
+}
+
 /* cmd, attached, waits for a slot in its sandbox's queue for at most wait_ms, taking
  * turns with the other commands of owner's connection; a streamed command's client is
  * told how many wait before it. */
@@ -1531,13 +1569,10 @@ static void enqueue(struct command *cmd, uint64_t owner, uint64_t wait_ms) {
         cmd->queued = 1;
         cmd->queued_hr = uv_hrtime();
         cmdq_push(&sb->queue, &cmd->wait, owner);
-        if (sb->n_queued++ == 0) {
-                sb->waiting_prev = NULL;
-                sb->waiting_next = d->waiting;
-                if (d->waiting)
-                        d->waiting->waiting_prev = sb;
-                d->waiting = sb;
-        }
+        /* Counted in its uid's share; queue_room saw room for it. */
+        (void)quota_take(sb->quota, QUOTA_QUEUED, cmd->caller_uid, UINT_MAX, NULL);
+        if (sb->n_queued++ == 0)
+                waiting_append(d, sb);
         d->n_queued++;
         uv_update_time(d->loop);
         uv_timer_start(&cmd->timer, on_queue_timeout, wait_ms, 0);
@@ -1557,16 +1592,10 @@ static void unqueue(struct command *cmd, int to_start) {
         else
                 cmdq_remove(&sb->queue, &cmd->wait);
         cmd->queued = 0;
+        quota_drop(sb->quota, QUOTA_QUEUED, cmd->caller_uid);
         d->n_queued--;
-        if (--sb->n_queued == 0) {
-                if (sb->waiting_prev)
-                        sb->waiting_prev->waiting_next = sb->waiting_next;
-                else
-                        d->waiting = sb->waiting_next;
-                if (sb->waiting_next)
-                        sb->waiting_next->waiting_prev = sb->waiting_prev;
-                sb->waiting_next = sb->waiting_prev = NULL;
-        }
+        if (--sb->n_queued == 0)
+                waiting_remove(d, sb);
 }
 
 /* A waiting command whose caller's quota has room (its sandbox's is checked apart). */
@@ -1604,8 +1633,10 @@ static void start_queued(struct command *cmd) {
         sbx__v1__run_command__free_unpacked(req, NULL);
 }
 
-/* Starts the waiting commands of sb that may start now, in their turns. */
-static void dispatch(struct sandbox *sb) {
+/* Starts the waiting commands of sb that may start now, in their turns. Returns how
+ * many started. */
+static unsigned dispatch(struct sandbox *sb) {
+        unsigned started = 0;
         char err[256];
 
         while (sb->view.state == SBX__V1__SANDBOX_STATE__READY && !sb->ending &&
@@ -1614,13 +1645,15 @@ static void dispatch(struct sandbox *sb) {
                 struct command *cmd;
 
                 if (!e || take_slot(sb, of_entry(e)->caller_uid, err, sizeof(err)) < 0)
-                        return;
+                        return started;
                 cmd = of_entry(e);
                 unqueue(cmd, 1);
                 log_debug("sbx=%s cmd=%s: starts after waiting %llu ms for a slot", sb->id,
                           cmd->id, (unsigned long long)((uv_hrtime() - cmd->queued_hr) / 1000000u));
                 start_queued(cmd);
+                started++;
         }
+        return started;
 }
 
 /* A slot (and one of its caller's quota) freed: the waiting commands of every sandbox
@@ -1638,7 +1671,10 @@ static void dispatch_waiting(struct sbxd *d) {
                 d->dispatch_again = 0;
                 for (sb = d->waiting; sb; sb = next) {
                         next = sb->waiting_next;
-                        dispatch(sb);
+                        if (dispatch(sb) > 0 && sb->n_queued > 0 && next) {
+                                waiting_remove(d, sb);
+                                waiting_append(d, sb);
+                        }
                 }
         } while (d->dispatch_again);
         d->dispatching = 0;
@@ -1658,7 +1694,8 @@ int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         /* A slot now, or a place in the queue when the command may wait for one. */
         r = take_slot(sb, caller->uid, err, errlen);
         slot = r == 0;
-        if (r == -ENOMEM || (r < 0 && wait_ms == 0) || (!slot && (r = queue_room(sb, err, errlen)) < 0))
+        if (r == -ENOMEM || (r < 0 && wait_ms == 0) ||
+            (!slot && (r = queue_room(sb, caller->uid, err, errlen)) < 0))
                 return r;
         cmd = command_new(sb, req, caller);
         r = cmd ? 0 : -ENOMEM;

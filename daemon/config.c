@@ -114,6 +114,7 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_commands_per_sandbox = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
         cfg->max_queued_per_sandbox = SBX_DEFAULT_MAX_QUEUED_PER_SANDBOX;
         cfg->max_queued_total = SBX_DEFAULT_MAX_QUEUED_TOTAL;
+        cfg->max_queued_per_uid = SBX_DEFAULT_MAX_QUEUED_PER_UID;
         cfg->queue_timeout_ms = SBX_DEFAULT_QUEUE_TIMEOUT_MS;
         cfg->max_sandboxes_per_uid = SBX_DEFAULT_MAX_SANDBOXES_PER_UID;
         cfg->max_commands_per_uid = SBX_DEFAULT_MAX_COMMANDS_PER_UID;
@@ -273,7 +274,7 @@ const char *config_usage(void) {
                "            [--adopt-grace SECS] [--keep-sandboxes] [--command-cgroups auto|on|off]\n"
                "            [--warm N] [--max-processes N] [--max-connections-per-uid N]\n"
                "            [--socket-group GROUP] [--max-queued N] [--max-queued-total N]\n"
-               "            [--queue-timeout SECS]\n"
+               "            [--max-queued-per-uid N] [--queue-timeout SECS]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -296,7 +297,8 @@ const char *config_usage(void) {
                "4096), a user --max-commands-per-uid over all sandboxes (default 1024); a command\n"
                "over either cap waits for a slot in its sandbox's queue, at most --max-queued in a\n"
                "sandbox (default 64; 0: no queue) and --max-queued-total over the daemon (default\n"
-               "1024): past them it is refused. It waits at most --queue-timeout when the request\n"
+               "1024), of which one user holds at most --max-queued-per-uid (default 256): past\n"
+               "them it is refused. It waits at most --queue-timeout when the request\n"
                "says nothing (default 60 s; 0: never wait), never past --max-command-timeout.\n";
 }
 
@@ -313,6 +315,8 @@ static const struct {
         {"--max-queued", offsetof(struct config, max_queued_per_sandbox), 0,
          SBX_MAX_QUEUED_PER_SANDBOX},
         {"--max-queued-total", offsetof(struct config, max_queued_total), 0, SBX_MAX_QUEUED_TOTAL},
+        {"--max-queued-per-uid", offsetof(struct config, max_queued_per_uid), 0,
+         SBX_MAX_QUEUED_TOTAL},
         {"--max-connections-per-uid", offsetof(struct config, max_connections_per_uid), 1,
          SBX_MAX_CONNECTIONS},
         {"--max-processes", offsetof(struct config, max_processes), 0, 4194304},

@@ -36,6 +36,7 @@ struct config {
         uint32_t max_commands_per_sandbox; /* running at once in a sandbox, and a policy's cap */
         uint32_t max_queued_per_sandbox;  /* commands waiting for a slot in a sandbox; 0: no queue */
         uint32_t max_queued_total;        /* commands waiting for a slot over the daemon */
+        uint32_t max_queued_per_uid;      /* of those, one uid's, all sandboxes */
         uint64_t queue_timeout_ms;        /* a request's wait for a slot when it gives none; 0: none */
         uint32_t max_sandboxes_per_uid;   /* live sandboxes one uid may own */
         uint32_t max_commands_per_uid;    /* commands one uid may run at once, all sandboxes */

@@ -12,6 +12,7 @@
 enum quota_kind {
         QUOTA_SANDBOXES = 0, /* live sandboxes (creating to retired) a uid owns */
         QUOTA_COMMANDS,      /* commands a uid started that have no result yet */
+        QUOTA_QUEUED,        /* commands of a uid waiting for a slot, all sandboxes */
         QUOTA_N
 };
 

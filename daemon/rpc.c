@@ -988,6 +988,8 @@ static int history_row(const struct store_command *sc, void *ud) {
         r->has_stdout_truncated = r->has_stderr_truncated = 1;
         r->stdout_truncated = sc->stdout_truncated;
         r->stderr_truncated = sc->stderr_truncated;
+        r->has_queued_ms = 1;
+        r->queued_ms = sc->queued_ms;
         h->ptrs[h->n++] = r;
         h->last_seq = sc->seq;
         return 0;

@@ -84,13 +84,16 @@
 /* A command over its sandbox's (or its uid's) running cap waits in its sandbox's FIFO
  * queue for a slot: at most this many commands wait in one sandbox (sbxd --max-queued,
  * a policy's Limits.queued_commands at most that; 0: no queue) and this many over the
- * daemon (sbxd --max-queued-total); past either bound RunCommand is RESOURCE_EXHAUSTED.
+ * daemon (sbxd --max-queued-total), of which one uid holds at most
+ * SBX_DEFAULT_MAX_QUEUED_PER_UID (sbxd --max-queued-per-uid, so that one user cannot
+ * fill the daemon's queue); past any bound RunCommand is RESOURCE_EXHAUSTED.
  * A request without queue_timeout_ms waits at most SBX_DEFAULT_QUEUE_TIMEOUT_MS (sbxd
  * --queue-timeout; 0: never wait), then ends QUEUE_TIMEOUT without running. */
 #define SBX_DEFAULT_MAX_QUEUED_PER_SANDBOX 64u
 #define SBX_DEFAULT_MAX_QUEUED_TOTAL 1024u
+#define SBX_DEFAULT_MAX_QUEUED_PER_UID 256u
 #define SBX_DEFAULT_QUEUE_TIMEOUT_MS (60u * 1000u)
-/* The most sbxd --max-queued and --max-queued-total may be. */
+/* The most sbxd --max-queued and --max-queued-total (and --max-queued-per-uid) may be. */
 #define SBX_MAX_QUEUED_PER_SANDBOX 65536u
 #define SBX_MAX_QUEUED_TOTAL 1000000u
 #define SBX_MAX_ARGV 4096u

@@ -246,7 +246,7 @@ START_TEST(queue_flags) {
         char *argv[] = {"sbxd", "--max-queued", "0", "--max-queued-total=0", "--queue-timeout",
                         "0", NULL};
         char *top[] = {"sbxd", "--max-queued=65536", "--max-queued-total", "1000000",
-                       "--queue-timeout", "2.5", NULL};
+                       "--queue-timeout", "2.5", "--max-queued-per-uid", "7", NULL};
         char *capped[] = {"sbxd", "--queue-timeout", "600", "--max-command-timeout", "30", NULL};
 
         clear_env();
@@ -254,6 +254,7 @@ START_TEST(queue_flags) {
         ck_assert_uint_eq(c.max_queued_per_sandbox, 64);
         ck_assert_uint_eq(c.max_queued_total, 1024);
         ck_assert_uint_eq(c.queue_timeout_ms, 60000);
+        ck_assert_uint_eq(c.max_queued_per_uid, 256);
         ck_assert_uint_eq(SBX_DEFAULT_MAX_QUEUED_PER_SANDBOX, 64);
         ck_assert_uint_eq(SBX_DEFAULT_MAX_QUEUED_TOTAL, 1024);
         ck_assert_uint_eq(SBX_DEFAULT_QUEUE_TIMEOUT_MS, 60000);
@@ -262,7 +263,8 @@ START_TEST(queue_flags) {
         ck_assert_uint_eq(c.max_queued_per_sandbox, 0);
         ck_assert_uint_eq(c.max_queued_total, 0);
         ck_assert_uint_eq(c.queue_timeout_ms, 0);
-        ck_assert_int_eq(config_parse_args(&c, 6, top, err, sizeof(err)), 0);
+        ck_assert_int_eq(config_parse_args(&c, 8, top, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_queued_per_uid, 7);
         ck_assert_uint_eq(c.max_queued_per_sandbox, 65536);
         ck_assert_uint_eq(c.max_queued_total, 1000000);
         ck_assert_uint_eq(c.queue_timeout_ms, 2500);
@@ -281,12 +283,15 @@ START_TEST(queue_flags) {
         expect_bad("--max-queued-total", "1000001");
         expect_bad("--max-queued-total", "-1");
         expect_bad("--max-queued-total", "1k");
+        expect_bad("--max-queued-per-uid", "1000001");
+        expect_bad("--max-queued-per-uid", "x");
         expect_bad("--queue-timeout", "-1");
         expect_bad("--queue-timeout", "soon");
         expect_bad("--queue-timeout", "inf");
         expect_bad("--queue-timeout", NULL);
         ck_assert_ptr_nonnull(strstr(config_usage(), "--max-queued N"));
         ck_assert_ptr_nonnull(strstr(config_usage(), "--max-queued-total N"));
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--max-queued-per-uid N"));
         ck_assert_ptr_nonnull(strstr(config_usage(), "--queue-timeout SECS"));
 }
 END_TEST

@@ -1097,6 +1097,34 @@ START_TEST(queue_timeout_interrupt_and_info) {
 }
 END_TEST
 
+/* A command whose sandbox is terminated while it waits for a slot never ran, and sbx
+ * exec says so (not "while command c-N ran"). */
+START_TEST(sandbox_ended_while_waiting_says_it_never_ran) {
+        const char *flags[] = {"--max-commands", "1", NULL};
+        struct it_daemon d;
+        sbx_client *c = start(&d, "qe", flags);
+        const char *hold[] = {"exec", "--print-id", "qe", "--", "sleep", "30", NULL};
+        const char *a[] = {"exec", "qe", "--", "true", NULL};
+        struct proc holder, p;
+        int rc;
+
+        spawn_sbx(&d, -1, -1, hold, &holder);
+        ck_assert_msg(wait_stderr(&holder, "\n", 10000), "no ID");
+        spawn_sbx(&d, -1, -1, a, &p);
+        wait_queued(c, "qe", 1);
+        ck_assert_int_eq(sbx_terminate(c, "qe", NULL), SBX_OK);
+        rc = finish(&p);
+        ck_assert_int_eq(rc, 125);
+        has(p.ebuf, "sbx: SANDBOX_ENDED: sandbox 'qe' ended");
+        hasnt(p.ebuf, " ran; ");
+        has(p.ebuf, "never ran");
+        proc_free(&p);
+        ck_assert_int_eq(finish(&holder), 125);
+        proc_free(&holder);
+        stop(&d, c);
+}
+END_TEST
+
 /* ---- help ---------------------------------------------------------------------------------- */
 
 START_TEST(help_names_every_command) {
@@ -1146,6 +1174,8 @@ static Suite *make_suite(void) {
                 {"create_tells_deadline_on_a_terminal", create_tells_deadline_on_a_terminal},
                 {"help_names_every_command", help_names_every_command},
                 {"queue_timeout_interrupt_and_info", queue_timeout_interrupt_and_info},
+                {"sandbox_ended_while_waiting_says_it_never_ran",
+                 sandbox_ended_while_waiting_says_it_never_ran},
         };
 
         /* One TCase per test: each gets its own base directory from the fixture. */

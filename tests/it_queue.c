@@ -7,11 +7,16 @@
  *
  * The burst goes through libsbx as agents use it; the rest speaks the raw protocol, to
  * see each response in order. */
+#include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
+#include <stdint.h>
 
 #include "frame.h"
 #include "itutil.h"
@@ -587,6 +592,288 @@ START_TEST(restart_with_commands_waiting) {
 }
 END_TEST
 
+/* ---- red team (issue 22): tests of problems found; each names what it shows ----------- */
+
+/* A sandbox of our own with idle_timeout_ms (0: none). */
+static void make_idle_sandbox(struct it_daemon *d, const char *id, uint64_t idle_ms) {
+        sbx_client *c = it_connect(d);
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+
+        sbx_create_opts_init(&o);
+        o.id = id;
+        o.idle_timeout_ms = idle_ms;
+        ck_assert_int_eq(sbx_create(c, &o, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        sbx_close(c);
+}
+
+/* GetHistory's records carry queued_ms (the WAITED column of `sbx history`, queued_ms
+ * of `sbx history --json` and of Python's CommandRecord), as the records hold it. */
+START_TEST(history_records_carry_queued_ms) {
+        const char *flags[] = {"--max-commands", "1", NULL};
+        Sbx__V1__Response *resp;
+        struct sbx_history *h = NULL;
+        struct it_daemon d;
+        uint64_t busy, late;
+        sbx_client *c;
+        struct raw r;
+        size_t i;
+        int seen = 0;
+
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "qh"));
+        raw_open(&r, &d);
+        busy = raw_run(&r, "qh", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        late = raw_run(&r, "qh", "true", 0, 300);
+        resp = raw_result(&r, late, 10000);
+        ck_assert_int_eq(resp->command_result->outcome, SBX__V1__OUTCOME__QUEUE_TIMEOUT);
+        ck_assert_uint_ge(resp->command_result->queued_ms, 280);
+        free_resp(resp);
+        raw_close(&r);
+        /* In the records... */
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE command_id = 'c-2' "
+                                       "AND queued_ms >= 280"),
+                         1);
+        /* ... and in the history read through the daemon. */
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_history(c, "qh", 0, 100, &h), SBX_OK);
+        for (i = 0; i < h->n; i++)
+                if (strcmp(h->v[i].command_id, "c-2") == 0) {
+                        seen = 1;
+                        ck_assert_int_eq(h->v[i].outcome, SBX_OUTCOME_QUEUE_TIMEOUT);
+                        ck_assert_msg(h->v[i].queued_ms >= 280,
+                                      "history says c-2 waited %llu ms; its record says >= 280",
+                                      (unsigned long long)h->v[i].queued_ms);
+                }
+        ck_assert(seen);
+        sbx_history_free(h);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A sandbox whose command waits for a slot of its uid's quota is not idle: its idle
+ * timeout (1 s here) does not end it while the command waits (2.5 s). */
+START_TEST(idle_timeout_spares_a_waiting_command) {
+        const char *flags[] = {"--max-commands-per-uid", "1", NULL};
+        Sbx__V1__Response *resp;
+        struct it_daemon d;
+        uint64_t busy, waiting;
+        struct raw r;
+
+        it_daemon_start(&d, flags);
+        make_idle_sandbox(&d, "qx", 0);
+        make_idle_sandbox(&d, "qi", 1000);
+        raw_open(&r, &d);
+        busy = raw_run(&r, "qx", "sleep 2.5", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        waiting = raw_run(&r, "qi", "echo ran", 1, 20000);
+        resp = raw_expect(&r, waiting, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000);
+        ck_assert_int_eq(resp->status->code, 0);
+        free_resp(resp);
+        free_resp(raw_result(&r, busy, 20000)); /* it ends first */
+        resp = raw_result(&r, waiting, 20000);
+        ck_assert_msg(resp->command_result->outcome == SBX__V1__OUTCOME__EXITED,
+                      "the waiting command ended %d (SANDBOX_ENDED is %d): its sandbox's idle "
+                      "timeout ended it while it waited",
+                      resp->command_result->outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
+        ck_assert_uint_ge(resp->command_result->queued_ms, 1500);
+        free_resp(resp);
+        raw_close(&r);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* First come, first served across the sandboxes of one uid: with --max-commands-per-uid
+ * 1, a command of sandbox qa that waited first starts first when the uid's slot frees,
+ * before the three of qb queued after it. */
+START_TEST(uid_quota_serves_sandboxes_in_order) {
+        const char *flags[] = {"--max-commands-per-uid", "1", NULL};
+        uint64_t busy, a, b[3];
+        struct it_daemon d;
+        struct raw r1, r2;
+        int i;
+
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "qx"));
+        free(make_sandbox(&d, "qa"));
+        free(make_sandbox(&d, "qb"));
+        raw_open(&r1, &d);
+        raw_open(&r2, &d);
+        busy = raw_run(&r1, "qx", "sleep 0.5", 1, -1);
+        free_resp(raw_expect(&r1, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        a = raw_run(&r1, "qa", "true", 1, 30000);
+        free_resp(raw_expect(&r1, a, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
+        for (i = 0; i < 3; i++) {
+                b[i] = raw_run(&r2, "qb", "sleep 0.3", 1, 30000);
+                free_resp(raw_expect(&r2, b[i], SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
+        }
+        free_resp(raw_result(&r1, busy, 20000));
+        free_resp(raw_result(&r1, a, 20000));
+        for (i = 0; i < 3; i++)
+                free_resp(raw_result(&r2, b[i], 20000));
+        raw_close(&r1);
+        raw_close(&r2);
+        /* qa's command waited first: it starts before any of qb's. */
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE sandbox_id = 'qb' "
+                                       "AND started_ms < (SELECT started_ms FROM commands WHERE "
+                                       "sandbox_id = 'qa')"),
+                         0);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+#define OTHER_UID 3291u
+#define SOCK_GID  3290u
+
+/* In a child running as OTHER_UID (a member of the socket's group): creates sandbox id,
+ * holds its one slot with a sleep and queues n commands, then writes a byte to ready
+ * and waits for done to close (its connection closing then ends all of them). */
+static pid_t flood_as_other(struct it_daemon *d, const char *id, int n, int ready, int done,
+                            int done_w) {
+        pid_t pid = fork();
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                gid_t g = SOCK_GID;
+                struct sbx_create_opts o;
+                struct sbx_sandbox *s = NULL;
+                sbx_client *c = NULL;
+                Sbx__V1__Response *resp;
+                struct raw r;
+                char ch;
+                int i;
+
+                close(done_w);
+                if (setgroups(1, &g) < 0 || setresgid(OTHER_UID, OTHER_UID, OTHER_UID) < 0 ||
+                    setresuid(OTHER_UID, OTHER_UID, OTHER_UID) < 0)
+                        _exit(2);
+                if (sbx_connect(d->sock, "flood", &c) != SBX_OK)
+                        _exit(3);
+                sbx_create_opts_init(&o);
+                o.id = id;
+                if (sbx_create(c, &o, &s) != SBX_OK) {
+                        fprintf(stderr, "flood: create: %s\n", sbx_error_message(c));
+                        _exit(4);
+                }
+                raw_open(&r, d);
+                resp = raw_expect(&r, raw_run(&r, (char *)(uintptr_t)id, "sleep 30", 1, -1),
+                                  SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000);
+                if (resp->status->code != 0)
+                        _exit(5);
+                free_resp(resp);
+                for (i = 0; i < n; i++) {
+                        resp = raw_expect(&r, raw_run(&r, (char *)(uintptr_t)id, "true", 1, 60000),
+                                          0, 10000);
+                        if (resp->status->code != 0) {
+                                fprintf(stderr, "flood: %s\n", resp->status->message);
+                                _exit(6);
+                        }
+                        free_resp(resp);
+                }
+                if (write(ready, "x", 1) != 1)
+                        _exit(7);
+                (void)!read(done, &ch, 1);
+                _exit(0);
+        }
+        return pid;
+}
+
+/* One user cannot fill the daemon's queue: with --max-queued-total 4 and
+ * --max-queued-per-uid 3, uid 3291 queues its 3 commands in a sandbox of its own, and
+ * root's command in another sandbox still waits instead of being refused. */
+START_TEST(queued_share_per_uid) {
+        const char *flags[] = {"--max-commands",       "1", "--max-queued-total", "4",
+                               "--max-queued-per-uid", "3", "--socket-group",     "3290",
+                               NULL};
+        Sbx__V1__Response *resp;
+        struct it_daemon d;
+        int ready[2], done[2], st;
+        uint64_t busy, mine;
+        struct raw r;
+        pid_t pid;
+        char ch;
+
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(done, O_CLOEXEC), 0);
+        pid = flood_as_other(&d, "theirs", 3, ready[1], done[0], done[1]);
+        close(ready[1]);
+        close(done[0]);
+        if (read(ready[0], &ch, 1) != 1) {
+                waitpid(pid, &st, 0);
+                ck_abort_msg("uid %u could not queue its commands (status %d)", OTHER_UID, st);
+        }
+        free(make_sandbox(&d, "mine"));
+        raw_open(&r, &d);
+        busy = raw_run(&r, "mine", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        mine = raw_run(&r, "mine", "true", 1, 60000);
+        resp = raw_expect(&r, mine, 0, 10000);
+        close(done[1]);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(resp->status->code == 0 &&
+                              resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_QUEUED,
+                      "root's command in its own sandbox: %d %s", resp->status->code,
+                      resp->status->message ? resp->status->message : "");
+        free_resp(resp);
+        raw_close(&r);
+        close(ready[0]);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* sbxd --keep-sandboxes stopped (SIGTERM) with a command waiting: the sandbox lives on
+ * for the next daemon, so the waiting command, which never ran, ends CANCELLED (not
+ * SANDBOX_ENDED, which a client takes for the end of the sandbox); the running command
+ * beside it is UNKNOWN ("sbxd restarted"). */
+START_TEST(keep_sandboxes_stop_cancels_waiting_commands) {
+        const char *flags[] = {"--max-commands", "1", "--keep-sandboxes", NULL};
+        Sbx__V1__Response *resp;
+        struct it_daemon d;
+        struct sbx_sandbox *s = NULL;
+        uint64_t busy, w;
+        sbx_client *c;
+        struct raw r;
+        int outcome;
+
+        if (getenv("SBX_VALGRIND"))
+                return; /* adoption needs pidfds */
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "qk"));
+        raw_open(&r, &d);
+        busy = raw_run(&r, "qk", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        w = raw_run(&r, "qk", "touch /workspace/k-ran", 1, 60000);
+        free_resp(raw_expect(&r, w, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
+        kill(d.pid, SIGTERM);
+        resp = raw_result(&r, w, 20000);
+        outcome = resp->command_result->outcome;
+        free_resp(resp);
+        raw_close(&r);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        it_daemon_restart(&d, flags);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_get(c, "qk", &s), SBX_OK);
+        ck_assert_int_eq(s->state, SBX_STATE_READY); /* it did not end */
+        sbx_sandbox_free(s);
+        sbx_close(c);
+        ck_assert_msg(outcome == SBX__V1__OUTCOME__CANCELLED,
+                      "the waiting command ended %d, not CANCELLED; its sandbox lives on",
+                      outcome);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE sandbox_id = 'qk' "
+                                       "AND outcome = 'sandbox_ended'"),
+                         0);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE sandbox_id = 'qk' "
+                                       "AND command_id = 'c-2' AND outcome = 'cancelled' AND "
+                                       "duration = 0"),
+                         1);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("queue");
         TCase *tc = tcase_create("queue");
@@ -597,6 +884,15 @@ static Suite *make_suite(void) {
                 {"pipelined_flood_then_disconnect", pipelined_flood_then_disconnect},
                 {"deadline_with_a_full_queue", deadline_with_a_full_queue},
                 {"restart_with_commands_waiting", restart_with_commands_waiting},
+                {"history_records_carry_queued_ms", history_records_carry_queued_ms},
+                {"idle_timeout_spares_a_waiting_command",
+                 idle_timeout_spares_a_waiting_command},
+                {"uid_quota_serves_sandboxes_in_order",
+                 uid_quota_serves_sandboxes_in_order},
+                {"queued_share_per_uid",
+                 queued_share_per_uid},
+                {"keep_sandboxes_stop_cancels_waiting_commands",
+                 keep_sandboxes_stop_cancels_waiting_commands},
         };
 
         tcase_add_checked_fixture(tc, it_fixture_setup, it_fixture_teardown);
