@@ -46,6 +46,7 @@ struct config {
         uint64_t adopt_grace_ms;          /* how long an orphaned init waits for a new daemon; 0: no re-adoption */
         int keep_sandboxes;               /* on SIGTERM, leave sandboxes running for the next daemon */
         uint32_t warm;                    /* sandboxes of the default policy kept set up ahead */
+        uint32_t spares;                  /* init helpers kept in a cgroup of their own ahead */
         int command_cgroups;              /* CONFIG_CGROUPS_AUTO, _ON or _OFF */
         int show_help;
         int show_version;

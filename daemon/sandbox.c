@@ -1061,7 +1061,8 @@ static int send_setup(struct sandbox *sb, struct setup_msg *m) {
                 close(m->fds[--m->n_fds]);
         if (r < 0)
                 return -1; /* the channel failed the sandbox */
-        if (watch_chan(sb) < 0) {
+        /* A spare's channel is watched from its Join on. */
+        if (!sb->prepared && watch_chan(sb) < 0) {
                 fail_sandbox(sb, "cannot watch its init channel");
                 return -1;
         }
@@ -1072,11 +1073,57 @@ static int send_setup(struct sandbox *sb, struct setup_msg *m) {
 static int start_steps(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m) {
         if (make_dirs(sb) < 0)
                 return -1;
-        make_cgroup(sb);
-        if (spawn_init(sb) < 0 || add_cgroup_fds(sb, m) < 0 || build_setup(sb, objs, m) < 0)
+        if (sb->prepared) {
+                /* A spare: its cgroup is made and joined; it takes the request's limits. */
+                sandbox_apply_limits(sb);
+        } else {
+                make_cgroup(sb);
+                if (spawn_init(sb) < 0 || add_cgroup_fds(sb, m) < 0)
+                        return -1;
+        }
+        if (build_setup(sb, objs, m) < 0)
                 return -1;
         add_adoption(sb, m);
         return send_setup(sb, m);
+}
+
+/* Sends a spare's Join: the descriptors of its cgroup, which stage 0 joins at once. 0,
+ * or -1 (sb failed). */
+static int send_join(struct sandbox *sb, struct setup_msg *m) {
+        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Join join = SBX__INIT__V1__JOIN__INIT;
+        int r;
+
+        join.has_n_cgroup_fds = join.has_cgroup_v2 = 1;
+        join.n_cgroup_fds = (uint32_t)m->n_cg_fds;
+        join.cgroup_v2 = m->cg_v2;
+        msg.body_case = SBX__INIT__V1__TO_INIT__BODY_JOIN;
+        msg.join = &join;
+        r = initchan_send(&sb->chan, &msg, m->fds, m->n_fds);
+        while (m->n_fds > 0)
+                close(m->fds[--m->n_fds]);
+        if (r < 0)
+                return -1;
+        if (watch_chan(sb) < 0) {
+                fail_sandbox(sb, "cannot watch its init channel");
+                return -1;
+        }
+        return 0;
+}
+
+int sandbox_prepare(struct sandbox *sb) {
+        struct setup_msg m = {.setup = SBX__INIT__V1__SETUP__INIT};
+        int r = -1;
+
+        make_cgroup(sb);
+        if (spawn_init(sb) == 0 && add_cgroup_fds(sb, &m) == 0 && send_join(sb, &m) == 0) {
+                sb->prepared = 1;
+                log_debug("sbx=%s: spare started (init pid %d)", sb->id, (int)sb->proc.pid);
+                r = 0;
+        }
+        while (m.n_fds > 0)
+                close(m.fds[--m.n_fds]);
+        return r;
 }
 
 void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {

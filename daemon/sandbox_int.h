@@ -49,6 +49,8 @@ struct sandbox {
         struct sandbox_view view;           /* state, init, root, user, hidden paths (see there) */
         int warm;                           /* set up ahead for --warm, not yet claimed (warm.c) */
         int warm_given_up;                  /* ended to make room for a client, not failed */
+        int spare;                          /* a spare of the pool: no request yet (warm.c) */
+        int prepared;                       /* its init joined its cgroup before Setup (Join) */
         uint8_t *setup_key; /* warm: its Setup without identity, to match requests */
         size_t setup_key_len;
         uid_t owner_uid;
@@ -155,10 +157,16 @@ struct policy_view;
 void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view);
 
 /* Starts setting up a new sandbox already in its owner's list (cold or warm): workspace,
- * cgroup, limits, the init helper and its Setup. objs (policy.h) is taken over. A
- * failure fails the sandbox (its end answers its creator). */
+ * cgroup, limits, the init helper and its Setup; for a spare prepared earlier, the
+ * workspace, the request's limits and Setup. objs (policy.h) is taken over. A failure
+ * fails the sandbox (its end answers its creator). */
 struct policy_objects;
 void sandbox_start(struct sandbox *sb, struct policy_objects *objs);
+
+/* Makes sb a spare (warm.c): its cgroup, and the init helper's stage 0, which joins it
+ * at once (Join) and waits for the Setup sandbox_start sends when a request takes sb.
+ * 0, or -1 (sb failed: its end follows). */
+int sandbox_prepare(struct sandbox *sb);
 
 /* Its Setup without what differs between sandboxes of one policy (init.proto): the key
  * a warm sandbox is matched by. *ret is malloc()ed. 0 or -ENOMEM. */

@@ -264,15 +264,18 @@ static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t er
         return 0;
 }
 
-/* A new sandbox for the effective request packed (taken over, as objs is): recorded,
- * in the table, and being set up; cb answers once it is ready or has failed. 0, or
- * -errno with err when nothing was made. */
+/* A new sandbox for the effective request packed (taken over, as objs is): a spare of
+ * the pool when there is one, else a new one; recorded, in the table, and being set up;
+ * cb answers once it is ready or has failed. 0, or -errno with err when nothing was
+ * made. */
 static int create_cold(struct sbxtab *t, const char *id, uint8_t *packed, size_t packed_len,
                        struct policy_objects *objs, const struct caller *caller,
                        sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
-        struct sandbox *sb =
-                sandbox_alloc(t->d, id, packed, packed_len, caller->uid, sbxd_now_unix_ms());
+        struct sandbox *sb = warm_take_spare(t->warm, id, packed, packed_len, caller->uid);
         int r = -ENOMEM;
+
+        if (!sb)
+                sb = sandbox_alloc(t->d, id, packed, packed_len, caller->uid, sbxd_now_unix_ms());
 
         if (sb) {
                 sb->owner_gid = caller->gid;
@@ -289,7 +292,11 @@ static int create_cold(struct sbxtab *t, const char *id, uint8_t *packed, size_t
                 policy_objects_clear(objs);
                 if (sb) {
                         uidslot_release(t->slots, sb->uid_slot);
-                        sandbox_discard(sb);
+                        sb->uid_slot = -1;
+                        if (sb->prepared)
+                                warm_drop_spare(t->warm, sb);
+                        else
+                                sandbox_discard(sb);
                 }
                 return r;
         }
@@ -334,8 +341,8 @@ static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, 
                 return r < 0 ? r : 0;
         }
         /* A warm sandbox that is not used counts against --max-sandboxes: give one up
-         * when this one would not fit otherwise. */
-        if (!pool_has_room(t))
+         * when this one would not fit otherwise (a spare it takes makes no new one). */
+        if (!pool_has_room(t) && !warm_has_spare(t->warm))
                 warm_give_up_one(t->warm);
         return create_cold(t, id, packed, packed_len, &objs, caller, cb, ud, err, errlen);
 }

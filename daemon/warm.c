@@ -8,7 +8,13 @@
  * cgroup keeps its name, recorded as cgroup_path), limits, deadline and owner, init
  * takes the id as host name and the adoption socket (Claim), and the record is written.
  * The pool is topped up SBX_WARM_REFILL_DELAY_MS later, off the client's way; after a
- * warm sandbox failed, not before SBX_WARM_RETRY_MS. */
+ * warm sandbox failed, not before SBX_WARM_RETRY_MS.
+ *
+ * The pool also keeps --spares spares: a sandbox of no request yet whose cgroup is made
+ * and whose init's stage 0 has joined it (Join), waiting for a Setup. A create that no
+ * warm sandbox matches takes one (warm_take_spare) and is set up from there: the cgroup
+ * move, the longest wait of a cold setup on v1, was done ahead. Spares need cgroups:
+ * without them there is nothing to do ahead. */
 #include "warm.h"
 
 #include <errno.h>
@@ -18,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "log.h"
 #include "names.h"
 #include "policy.h"
@@ -30,8 +37,9 @@
 struct warm_pool {
         struct sbxd *d;
         struct warm_owner owner;
-        struct sandbox *all; /* warm sandboxes: setting up or ready, unclaimed */
+        struct sandbox *all; /* warm sandboxes (setting up or ready, unclaimed) and spares */
         unsigned n;
+        unsigned n_spares;   /* of them, spares */
         uv_timer_t refill; /* tops the pool up */
         int refill_inited; /* 0 not yet, 1 live, 2 closed for good */
         uint64_t retry_at; /* uv_now() before which no new warm one */
@@ -70,6 +78,8 @@ int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino) {
 static void unlink_warm(struct warm_pool *p, struct sandbox *sb) {
         sandbox_list_del(&p->all, sb);
         p->n--;
+        if (sb->spare)
+                p->n_spares--;
 }
 
 /* A warm sandbox has ended: it failed (the pool then waits before it tries again), was
@@ -87,14 +97,17 @@ static void pool_gone(void *ud, struct sandbox *sb) {
 static void link_warm(struct warm_pool *p, struct sandbox *sb) {
         sandbox_list_add(&p->all, sb);
         p->n++;
+        if (sb->spare)
+                p->n_spares++;
         sb->gone = pool_gone;
         sb->gone_ud = p;
 }
 
 /* ---- topping up --------------------------------------------------------------------- */
 
-/* One more warm sandbox of the default policy, owned by the daemon. 0 or -errno. */
-static int warm_create(struct warm_pool *p) {
+/* One more warm sandbox of the default policy (or, spare, a spare: set up later for
+ * whatever request takes it), owned by the daemon. 0 or -errno. */
+static int warm_create(struct warm_pool *p, int spare) {
         Sbx__V1__CreateSandbox req = SBX__V1__CREATE_SANDBOX__INIT;
         struct sbxd *d = p->d;
         struct caller k = {.uid = d->euid, .gid = d->egid, .pid = getpid(), .client_name = "sbxd"};
@@ -110,7 +123,7 @@ static int warm_create(struct warm_pool *p) {
          * generated id (time and randomness) keeps the pools of two daemons apart: a
          * claimed sandbox keeps its cgroup's name across restarts. */
         sbxid_generate(gen, sizeof(gen));
-        snprintf(id, sizeof(id), "~warm-%.40s", gen);
+        snprintf(id, sizeof(id), "%s%.40s", spare ? "~spare-" : "~warm-", gen);
         r = policy_effective(d, &req, id, &k, &packed, &packed_len, &objs, err, sizeof(err));
         if (r == 0 &&
             !(sb = sandbox_alloc(d, id, packed, packed_len, (uid_t)-1, sbxd_now_unix_ms()))) {
@@ -125,6 +138,7 @@ static int warm_create(struct warm_pool *p) {
         }
         sb->owner_gid = (gid_t)-1;
         sb->warm = 1;
+        sb->spare = spare;
         sb->deadline_ms = INT64_MAX; /* none until it is claimed */
         sandbox_set_creator(sb, &k);
         /* It gets its uid when it is claimed, from its owner's (Claim). */
@@ -133,9 +147,21 @@ static int warm_create(struct warm_pool *p) {
         else
                 sandbox_set_run_ids(sb, SBX_WARM_RUN_ID, SBX_WARM_RUN_ID);
         link_warm(p, sb);
-        sandbox_start(sb, &objs);
+        if (spare) {
+                policy_objects_clear(&objs); /* the default policy names no host path */
+                (void)sandbox_prepare(sb);   /* a failure ends it, which tells the pool */
+        } else {
+                sandbox_start(sb, &objs);
+        }
         return 0;
 }
+
+/* How many spares the pool keeps: none without cgroups (nothing to do ahead). */
+static unsigned spares_wanted(const struct warm_pool *p) {
+        return p->d->cgroups->version == CGROUP_NONE ? 0 : p->d->cfg->spares;
+}
+
+static int give_up(struct warm_pool *p, int spares_only);
 
 static void on_refill(uv_timer_t *h) {
         struct warm_pool *p = h->data;
@@ -148,8 +174,15 @@ static void on_refill(uv_timer_t *h) {
                 uv_timer_start(&p->refill, on_refill, p->retry_at - now, 0);
                 return;
         }
-        while (p->n < d->cfg->warm && p->owner.has_room(p->owner.ud))
-                if (warm_create(p) < 0) {
+        /* Warm sandboxes first (a create they match takes about a millisecond), then
+         * spares: a warm one wanted and no room ends a spare, and is made once the
+         * spare has gone (pool_gone schedules the next top-up). */
+        if (p->n - p->n_spares < d->cfg->warm && p->n_spares > 0 &&
+            !p->owner.has_room(p->owner.ud))
+                give_up(p, 1);
+        while (p->owner.has_room(p->owner.ud) &&
+               (p->n - p->n_spares < d->cfg->warm || p->n_spares < spares_wanted(p)))
+                if (warm_create(p, p->n - p->n_spares >= d->cfg->warm) < 0) {
                         p->retry_at = now + SBX_WARM_RETRY_MS;
                         uv_timer_start(&p->refill, on_refill, SBX_WARM_RETRY_MS, 0);
                         return;
@@ -157,7 +190,8 @@ static void on_refill(uv_timer_t *h) {
 }
 
 void warm_schedule(struct warm_pool *p, uint64_t delay_ms) {
-        if (p->d->cfg->warm == 0 || p->d->shutting_down || p->refill_inited == 2)
+        if ((p->d->cfg->warm == 0 && spares_wanted(p) == 0) || p->d->shutting_down ||
+            p->refill_inited == 2)
                 return;
         if (!p->refill_inited) {
                 if (uv_timer_init(p->d->loop, &p->refill) < 0)
@@ -186,14 +220,24 @@ void warm_end_all(struct warm_pool *p) {
         }
 }
 
-void warm_give_up_one(struct warm_pool *p) {
-        struct sandbox *sb;
+/* Ends one sandbox of the pool to make room, a spare first (spares_only: only a
+ * spare). 1 when one was ended. */
+static int give_up(struct warm_pool *p, int spares_only) {
+        struct sandbox *sb, *pick = NULL;
+
         for (sb = p->all; sb; sb = sb->next)
-                if (!sb->ending) {
-                        sb->warm_given_up = 1;
-                        sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED, "room for a client");
-                        return;
-                }
+                if (!sb->ending && (!pick || (sb->spare && !pick->spare)))
+                        pick = sb;
+        if (!pick || (spares_only && !pick->spare))
+                return 0;
+        pick->warm_given_up = 1;
+        sandbox_end(pick, SBX__V1__SANDBOX_STATE__TERMINATED,
+                    pick->spare ? "room for a warm sandbox or a client" : "room for a client");
+        return 1;
+}
+
+void warm_give_up_one(struct warm_pool *p) {
+        (void)give_up(p, 0);
 }
 
 /* ---- claiming ----------------------------------------------------------------------- */
@@ -422,4 +466,62 @@ void warm_finish_claim(struct warm_pool *p, struct sandbox *sb,
         /* Answered at once (the reply goes out after the record's commit). */
         sb->create_cb = NULL;
         cb(ud, sb, 0, NULL);
+}
+
+/* ---- spares ------------------------------------------------------------------------- */
+
+/* A spare stage 0 passes over: ending, not prepared (its Join was not sent), or gone. */
+static int spare_usable(const struct sandbox *sb) {
+        return sb->spare && sb->prepared && !sb->ending && !init_gone(sb);
+}
+
+int warm_has_spare(const struct warm_pool *p) {
+        const struct sandbox *sb;
+        for (sb = p->all; sb; sb = sb->next)
+                if (spare_usable(sb))
+                        return 1;
+        return 0;
+}
+
+struct sandbox *warm_take_spare(struct warm_pool *p, const char *id, const uint8_t *packed,
+                                size_t packed_len, uid_t owner) {
+        Sbx__V1__CreateSandbox *spec;
+        struct sandbox *sb = NULL, *o;
+        char *ws = NULL;
+
+        /* The oldest (the list is newest first): the likeliest to have joined already. */
+        for (o = p->all; o; o = o->next)
+                if (spare_usable(o))
+                        sb = o;
+        if (!sb)
+                return NULL;
+        spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed);
+        if (!spec || asprintf(&ws, "%s/sandboxes/%s/workspace", p->d->cfg->state_dir, id) < 0) {
+                if (spec)
+                        sbx__v1__create_sandbox__free_unpacked(spec, NULL);
+                return NULL;
+        }
+        log_debug("sbx=%s: takes the spare %s (init pid %d)", id, sb->id, (int)sb->proc.pid);
+        unlink_warm(p, sb);
+        sb->spare = sb->warm = 0;
+        sb->gone = NULL;
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        free(sb->workspace);
+        sb->workspace = ws;
+        sandbox_set_spec(sb, spec);
+        sb->owner_uid = owner;
+        sb->created_ms = sbxd_now_unix_ms();
+        sb->idle_timeout_ms = spec->has_idle_timeout_ms ? spec->idle_timeout_ms : 0;
+        warm_schedule(p, SBX_WARM_REFILL_DELAY_MS);
+        return sb;
+}
+
+static void dropped_gone(void *ud, struct sandbox *sb) {
+}
+
+void warm_drop_spare(struct warm_pool *p, struct sandbox *sb) {
+        sb->warm = 1; /* unrecorded: its end writes nothing */
+        sb->gone = dropped_gone;
+        sb->gone_ud = p;
+        sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED, "its create failed");
 }

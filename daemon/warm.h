@@ -1,6 +1,7 @@
 /* warm.h: the warm pool (sbxd --warm N): sandboxes of the default policy set up ahead
  * of any request, so that a create whose setup matches one takes it in about a
- * millisecond instead of setting one up.
+ * millisecond instead of setting one up; and its spares (sbxd --spares N), init helpers
+ * already in a cgroup of their own, for the creates no warm sandbox matches.
  *
  * The pool owns its warm sandboxes (unrecorded, not findable by id, without deadline or
  * adoption socket, owned by nobody) until one is claimed: then the table owns it. Sits
@@ -35,7 +36,7 @@ int warm_new(struct sbxd *d, const struct warm_owner *owner, struct warm_pool **
 /* Frees the pool, which must be empty and stopped. Accepts NULL. */
 void warm_free(struct warm_pool *p);
 
-/* How many warm sandboxes there are (setting up or ready, unclaimed). */
+/* How many warm sandboxes and spares there are (setting up or ready, unclaimed). */
 unsigned warm_count(const struct warm_pool *p);
 
 /* Tops the pool up delay_ms from now (unless a top-up is due sooner, or the daemon has
@@ -48,7 +49,8 @@ void warm_stop(struct warm_pool *p);
 /* Ends every warm sandbox (shutdown, detach). */
 void warm_end_all(struct warm_pool *p);
 
-/* Ends one warm sandbox to make room for a client's, if there is one. */
+/* Ends one sandbox of the pool (a spare first) to make room for a client's, if there is
+ * one. */
 void warm_give_up_one(struct warm_pool *p);
 
 /* 1 when dev:ino is the PID namespace of a warm sandbox (sbxtab_is_sandbox_pidns). */
@@ -64,6 +66,21 @@ int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino);
 int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id, const uint8_t *packed,
                size_t packed_len, const struct caller *caller, struct sandbox **ret, char *err,
                size_t errlen);
+
+/* A spare for the request packed (the effective one, packed_len bytes, copied) for
+ * owner: it leaves the pool with the client's id, workspace path and spec, and the
+ * caller goes on as with a sandbox it allocated (sandbox_alloc: the record, the table,
+ * sandbox_start), or gives it back to warm_drop_spare when that fails before
+ * sandbox_start. NULL when there is none to take (or no memory): the create goes on
+ * cold. */
+struct sandbox *warm_take_spare(struct warm_pool *p, const char *id, const uint8_t *packed,
+                                size_t packed_len, uid_t owner);
+
+/* 1 when warm_take_spare would find a spare. */
+int warm_has_spare(const struct warm_pool *p);
+
+/* Ends a spare warm_take_spare gave, whose create failed before sandbox_start. */
+void warm_drop_spare(struct warm_pool *p, struct sandbox *sb);
 
 /* The second half of a claim, once sb is in the table: init takes the id as host name
  * and the adoption socket (Claim), the deadline is armed and cb answers at once. When

@@ -57,6 +57,12 @@
  * cgroup move that waits for an RCU grace period on v1: 5-15 ms). */
 #define SBX_DEFAULT_WARM_SANDBOXES 2u
 #define SBX_MAX_WARM_SANDBOXES     64u
+/* Spares (--spares): a stage 0 of the init helper started ahead of any request, in a
+ * cgroup of its own that it has joined already, waiting for the Setup of any policy.
+ * A create the warm pool cannot serve (a writable path, a root dir, full network) takes
+ * one and is spared the cgroup move, the longest wait of a cold setup on v1. */
+#define SBX_DEFAULT_SPARES 2u
+#define SBX_MAX_SPARES     64u
 /* After a warm sandbox failed to set up, the pool waits this long before it tries again. */
 #define SBX_WARM_RETRY_MS (5u * 1000u)
 /* How long after a claim the pool is topped up: the client's next requests go first. */

@@ -682,6 +682,95 @@ START_TEST(warm_pool) {
 }
 END_TEST
 
+/* The pid of the nth (0-based) spare the log says was started, or -1. */
+static pid_t spare_pid(const struct it_daemon *d, int nth) {
+        const char *mark = ": spare started (init pid ";
+        char line[2048];
+        FILE *f = fopen(d->log, "re");
+        pid_t pid = -1;
+        while (f && fgets(line, sizeof(line), f)) {
+                const char *p = strstr(line, mark);
+                if (p && nth-- == 0) {
+                        pid = (pid_t)atoi(p + strlen(mark));
+                        break;
+                }
+        }
+        if (f)
+                fclose(f);
+        return pid;
+}
+
+static int wait_log(const struct it_daemon *d, const char *needle, int want) {
+        double t0 = it_now_ms();
+        while (log_count(d, needle) < want && it_now_ms() - t0 < 15000)
+                usleep(20000);
+        return log_count(d, needle);
+}
+
+/* --spares: a create no warm sandbox matches (a writable path, limits) takes a spare,
+ * an init helper already in a cgroup of its own, and is the client's in every way: its
+ * writable path, its limits enforced in that cgroup (a memory hog is OUT_OF_MEMORY), its
+ * record naming the cgroup. A spare whose init died is passed over; the pool is topped
+ * up; nothing of it is recorded or left behind. */
+START_TEST(spares) {
+        const char *flags[] = {"--warm", "0", "--spares", "2", NULL};
+        const char *hog[] = {"python3", "-c", "b = [bytearray(1 << 20) for _ in range(1024)]",
+                             NULL};
+        char rw[700], path[800];
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_result *r;
+        const char *roots[1];
+        struct it_daemon d;
+        sbx_client *c;
+        pid_t dead;
+
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(wait_log(&d, ": spare started", 2), 2);
+        /* The first spare's init dies: the create passes over it. */
+        dead = spare_pid(&d, 0);
+        ck_assert_int_gt(dead, 1);
+        ck_assert_int_eq(kill(dead, SIGKILL), 0); /* started by this test's daemon */
+        while (!exited(dead))
+                usleep(1000);
+        snprintf(rw, sizeof(rw), "%s/rw-spare", it_base_dir());
+        ck_assert_int_eq(mkdir(rw, 0777), 0);
+        ck_assert_int_eq(chmod(rw, 0777), 0);
+        roots[0] = rw;
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        o.id = "from-spare";
+        sbx_policy_workspace_write(&o.policy, roots, 1, SBX_NETWORK_NONE);
+        o.policy.limits.set |= SBX_LIMIT_MEMORY | SBX_LIMIT_PROCESSES;
+        o.policy.limits.memory_bytes = 64u << 20;
+        o.policy.limits.processes = 64;
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "create: %s", sbx_error_message(c));
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(log_count(&d, "sbx=from-spare: takes the spare ~spare-"), 1);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE id = 'from-spare' "
+                                       "AND cgroup_path LIKE '~spare-%'"),
+                         1);
+        snprintf(path, sizeof(path), "echo hi > %s/f; hostname", rw);
+        r = it_sh(c, "from-spare", 10000, path);
+        ck_assert_int_eq(r->exit_code, 0);
+        ck_assert_str_eq((char *)r->stdout_data, "from-spare\n");
+        sbx_result_free(r);
+        snprintf(path, sizeof(path), "%s/f", rw);
+        ck_assert_int_eq(access(path, F_OK), 0);
+        r = it_exec(c, "from-spare", 30000, hog);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_OUT_OF_MEMORY);
+        sbx_result_free(r);
+        /* Topped up: a spare replaces the one taken and the one that died. */
+        ck_assert_int_ge(wait_log(&d, ": spare started", 4), 4);
+        ck_assert_int_eq(sbx_terminate(c, "from-spare", NULL), SBX_OK);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert(it_db_ok(&d));
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE id LIKE '~%'"), 0);
+}
+END_TEST
+
 /* At --max-sandboxes the pool cannot refill; it does once a sandbox ends. */
 START_TEST(warm_pool_at_capacity) {
         const char *flags[] = {"--warm", "1", "--max-sandboxes", "2", NULL};
@@ -1211,6 +1300,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, warm_pool);
         tcase_add_test(tc, warm_pool_dead_init_not_claimed);
         tcase_add_test(tc, warm_pool_at_capacity);
+        tcase_add_test(tc, spares);
         tcase_add_test(tc, readoption_after_sigkill);
         tcase_add_test(tc, keep_sandboxes_on_sigterm);
         tcase_add_test(tc, orphan_grace_expires);
