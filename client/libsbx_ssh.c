@@ -283,6 +283,30 @@ static int above_stdio(int fd) {
         return nfd;
 }
 
+/* 0 when prog can be run (a path with a '/', else found on PATH as posix_spawnp looks),
+ * else -errno. posix_spawnp says the same, but only when its child could report the
+ * failed exec (under valgrind, say, it cannot, and the child exits 127 as if the remote
+ * side had no sbx). */
+static int find_program(const char *prog) {
+        const char *path = getenv("PATH"), *p;
+
+        if (strchr(prog, '/'))
+                return access(prog, X_OK) == 0 ? 0 : -errno;
+        if (!path || !*path)
+                path = "/bin:/usr/bin"; /* glibc's default for execvp */
+        for (p = path;;) {
+                size_t n = strcspn(p, ":");
+                char buf[PATH_MAX];
+                int k = n ? snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, p, prog)
+                          : snprintf(buf, sizeof(buf), "%s", prog); /* "": the cwd */
+                if (k > 0 && (size_t)k < sizeof(buf) && access(buf, X_OK) == 0)
+                        return 0;
+                if (!p[n])
+                        return -ENOENT;
+                p += n + 1;
+        }
+}
+
 static int spawn_ssh(struct ssh_link *l, char **argv, int *ret_fd) {
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t at;
@@ -290,6 +314,8 @@ static int spawn_ssh(struct ssh_link *l, char **argv, int *ret_fd) {
         int sv[2] = {-1, -1}, ep[2] = {-1, -1}, r = 0;
         pid_t pid;
 
+        if ((r = find_program(argv[0])) < 0)
+                return r;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
         if (pipe2(ep, O_CLOEXEC) < 0) {

@@ -499,7 +499,6 @@ END_TEST
 START_TEST(client_going_away_cancels) {
         struct it_daemon d;
         struct sshd s;
-        struct sbx_read_result *rr = NULL;
         sbx_client *local;
         pid_t child;
         int i, st;
@@ -517,20 +516,16 @@ START_TEST(client_going_away_cancels) {
                 if (sbx_connect(s.url, "it_ssh-child", &c) != SBX_OK)
                         _exit(3);
                 sbx_exec_opts_init(&o);
-                o.shell = "touch /workspace/started; exec sleep 77.25";
+                o.shell = "exec sleep 77.25";
                 o.timeout_ms = 60000;
                 sbx_exec(c, "gone", &o, &r);
                 _exit(4);
         }
-        for (i = 0; i < 400; i++) {
-                if (sbx_read(local, "gone", "/workspace/started", 0, 0, &rr) == SBX_OK)
-                        break;
+        for (i = 0; i < 400 && it_count_procs("sleep 77.25") != 1; i++) {
                 ck_assert_int_eq(waitpid(child, &st, WNOHANG), 0);
                 usleep(50000);
         }
-        sbx_read_result_free(rr);
         ck_assert_int_lt(i, 400);
-        ck_assert_int_eq(it_count_procs("sleep 77.25"), 1);
         kill(child, SIGKILL);
         ck_assert_int_eq(waitpid(child, &st, 0), child);
         for (i = 0; i < 200 && it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome = "
@@ -721,6 +716,12 @@ START_TEST(python_over_ssh) {
         ssize_t n, got = 0;
         pid_t pid;
 
+#ifdef __SANITIZE_ADDRESS__
+        /* A sanitized libsbx.so cannot be loaded into python3 without the ASan runtime
+         * first (the Python suite is left out of make asan for the same reason). */
+        fprintf(stderr, "it_ssh: python_over_ssh skipped in a sanitized build\n");
+        return;
+#endif
         it_daemon_start(&d, NULL);
         sshd_start(&s, &d);
         snprintf(bad, sizeof(bad), "ssh://root@127.0.0.1:%d%s/none.sock", s.port, it_base_dir());
