@@ -1623,8 +1623,9 @@ START_TEST(test_many_sandboxes_no_leak) {
         struct it_daemon d;
         char *ids[MANY], sbdir[700];
         int i, n_inits, n_bases, mounts_before, mounts_after, alive;
-        /* No warm pool: every init, group and directory below is one of these. */
-        const char *flags[] = {"--warm", "0", NULL};
+        /* No warm pool and no spares: every init, group and directory below is one of
+         * these. */
+        const char *flags[] = {"--warm", "0", "--spares", "0", NULL};
         double t0;
         sbx_client *c;
 

@@ -878,8 +878,8 @@ START_TEST(mixed_load) {
         char log[700], sbdir[700], names[1024];
         /* The warm pool is claimed from and refilled all along (most creates are of the
          * default policy); its sandboxes are the daemon's own and stay. */
-        const char *extra[] = {"--log-level", "info", "--warm", "2", NULL};
-        const int warm = 2;
+        const char *extra[] = {"--log-level", "info", "--warm", "2", "--spares", "2", NULL};
+        const int warm = 2 + 2; /* the pool: warm sandboxes and spares, each one process */
         sbx_client *c;
         struct sbx_sandbox_list *l = NULL;
         long rss;
@@ -970,8 +970,9 @@ START_TEST(mixed_load) {
         t0 = it_now_ms();
         while ((kids = children_of(d.pid)) > warm && it_now_ms() - t0 < 10000)
                 usleep(50000);
-        ck_assert_msg(kids <= warm, "%d processes still under the daemon (%d warm sandboxes)",
-                      kids, warm);
+        ck_assert_msg(kids <= warm,
+                      "%d processes still under the daemon (%d warm sandboxes and spares)", kids,
+                      warm);
         groups = cgroup_leftovers(d.state);
         ck_assert_msg(groups == 0, "%d sandbox cgroups left", groups);
 

@@ -1649,7 +1649,10 @@ static void case_idle(void) {
         int n = host_room(opt.sandboxes > 0 ? opt.sandboxes : opt.quick ? 100 : 1000);
         int lat_n = opt.quick ? 60 : 200, done = 0, st, leftovers = 0, warm = 0;
         char max[32], sandboxes_dir[500];
-        const char *extra[] = {"--max-sandboxes", max, "--max-sandboxes-per-uid", max, NULL};
+        /* No spares: what is left after the terminates is counted as leftovers, but for
+         * the warm pool's (named ~warm-*). */
+        const char *extra[] = {"--max-sandboxes", max, "--max-sandboxes-per-uid", max,
+                               "--spares",        "0", NULL};
         struct bench_daemon d;
         sbx_client *c = NULL;
         char *lat_id = NULL;
