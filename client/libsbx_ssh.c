@@ -201,15 +201,18 @@ static char *shell_word(const char *s) {
         return out;
 }
 
-/* "sbx dial-stdio [--socket PATH]" with the remote program of SBX_SSH_REMOTE_SBX. */
+/* "sbx dial-stdio [--socket PATH]" with the remote program of SBX_SSH_REMOTE_SBX; a
+ * leading "~/" there is left to the remote shell (the remote home). */
 static char *remote_command(const struct ssh_url *u) {
-        char *prog = shell_word(env_or("SBX_SSH_REMOTE_SBX", "sbx"));
+        const char *remote = env_or("SBX_SSH_REMOTE_SBX", "sbx");
+        bool home = strncmp(remote, "~/", 2) == 0 && remote[2];
+        char *prog = shell_word(home ? remote + 2 : remote);
         char *path = u->path ? shell_word(u->path) : NULL;
         char *cmd = NULL;
 
         if (prog && (path || !u->path) &&
-            asprintf(&cmd, "%s dial-stdio%s%s", prog, path ? " --socket " : "", path ? path : "") <
-                    0)
+            asprintf(&cmd, "%s%s dial-stdio%s%s", home ? "~/" : "", prog, path ? " --socket " : "",
+                     path ? path : "") < 0)
                 cmd = NULL;
         free(prog);
         free(path);

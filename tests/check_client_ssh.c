@@ -166,6 +166,13 @@ START_TEST(test_command_line) {
         ck_assert_str_eq(args, "-o\nBatchMode=yes\n-T\n-x\n-a\n--\nhost.example\nsbx dial-stdio\n");
         free(args);
         use_fake("refused");
+        setenv("SBX_SSH_REMOTE_SBX", "~/bin/sbx", 1);
+        connect_fails("ssh://u@h/run/sbxd/sbxd.sock", SBX_UNAVAILABLE, NULL, NULL);
+        args = slurp("args");
+        ck_assert_str_eq(args, "-o\nBatchMode=yes\n-T\n-x\n-a\n-l\nu\n--\nh\n"
+                               "~/bin/sbx dial-stdio --socket /run/sbxd/sbxd.sock\n");
+        free(args);
+        use_fake("refused");
         connect_fails("ssh://[::1]:22/", SBX_UNAVAILABLE, NULL, NULL);
         args = slurp("args");
         ck_assert_str_eq(args, "-o\nBatchMode=yes\n-T\n-x\n-a\n-p\n22\n--\n::1\nsbx dial-stdio\n");
