@@ -1271,6 +1271,8 @@ static enum sbx_code take_hello(sbx_client *c, Sbx__V1__Response *resp) {
         return SBX_OK;
 }
 
+/* Connects c->fd (a Unix socket, or a pipe to ssh) and says Hello. On failure the
+ * connection is closed and the error set. */
 static enum sbx_code do_connect(sbx_client *c) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__Hello hello = SBX__V1__HELLO__INIT;
