@@ -488,6 +488,10 @@ struct exchange {
         bool body_optional;               /* the final reply may carry no body (or Empty) */
         bool keep_error_body;             /* a non-OK status with a `want` body: hand it over */
         uint64_t extra_ms;                /* added to the call timeout (RunCommand) */
+        /* The request's one large bytes field (WriteFile's data), sent from where it is
+         * rather than copied into the frame; NULL: none. */
+        const uint8_t *ext;
+        size_t ext_len;
         sbx_output_cb on_output;
         sbx_started_cb on_started; /* called once, at CommandStarted */
         sbx_queued_cb on_queued;   /* called at each CommandQueued */
@@ -607,16 +611,48 @@ static struct call_wait call_wait_from_now(const sbx_client *c, const struct exc
  * connection the daemon closed while it sat idle (it restarted, or let us go) is made again once,
  * unless it was made for this call (fresh): the daemon never saw a whole request, so
  * saying it again on a new connection cannot run it twice. */
+/* A packed request: one buffer, or (a large ext) head, ext where it is, tail. */
+struct packed_request {
+        struct frame_split sp;
+};
+
+/* Below this a field is copied into the frame as any: one send beats three. */
+#define SPLIT_MIN_BYTES (64u * 1024u)
+
+static int pack_request(sbx_client *c, const struct exchange *k, struct packed_request *p) {
+        const uint8_t *ext = k->ext && k->ext_len >= SPLIT_MIN_BYTES ? k->ext : NULL;
+        int r;
+
+        memset(p, 0, sizeof(*p));
+        if (ext)
+                return frame_pack_split(&k->req->base, c->max_send_bytes, ext, k->ext_len, &p->sp);
+        r = frame_pack(&k->req->base, c->max_send_bytes, &p->sp.head, &p->sp.head_len);
+        return r;
+}
+
+static int send_packed(sbx_client *c, const struct packed_request *p, int64_t deadline) {
+        int r = send_all(c, p->sp.head, p->sp.head_len, deadline);
+        if (r == 0 && p->sp.ext)
+                r = send_all(c, p->sp.ext, p->sp.ext_len, deadline);
+        if (r == 0 && p->sp.tail_len)
+                r = send_all(c, p->sp.tail, p->sp.tail_len, deadline);
+        return r;
+}
+
+static void packed_request_free(struct packed_request *p) {
+        free(p->sp.head);
+        free(p->sp.tail);
+}
+
 static enum sbx_code send_request(sbx_client *c, struct exchange *k, bool fresh,
                                   struct call_wait *w, uint64_t *ret_id) {
-        uint8_t *buf;
-        size_t len;
+        struct packed_request pk;
         int r;
 
         *ret_id = ++c->last_request_id;
         k->req->has_request_id = 1;
         k->req->request_id = *ret_id;
-        r = frame_pack(&k->req->base, c->max_send_bytes, &buf, &len);
+        r = pack_request(c, k, &pk);
         if (r == -EMSGSIZE)
                 return fail(c, SBX_TOO_LARGE, EMSGSIZE,
                             "the request is %zu bytes, more than sbxd accepts in one frame (%u "
@@ -625,17 +661,17 @@ static enum sbx_code send_request(sbx_client *c, struct exchange *k, bool fresh,
         if (r < 0)
                 return fail_oom(c);
         *w = call_wait_from_now(c, k);
-        r = send_all(c, buf, len, w->deadline);
+        r = send_packed(c, &pk, w->deadline);
         if ((r == -EPIPE || r == -ECONNRESET) && !fresh && !c->connecting) {
                 enum sbx_code rc = do_connect(c);
                 if (rc != SBX_OK) {
-                        free(buf);
+                        packed_request_free(&pk);
                         return rc;
                 }
                 clear_error(c);
-                r = send_all(c, buf, len, w->deadline);
+                r = send_packed(c, &pk, w->deadline);
         }
-        free(buf);
+        packed_request_free(&pk);
         /* A daemon that refuses a connection (a per-user cap, say) answers with one
          * status of request id 0 and closes, which the write may already see: read what
          * it said before calling the connection lost. */
@@ -868,6 +904,26 @@ static bool dup_strv(struct sbx_strv *dst, char *const *v, size_t n) {
         for (size_t i = 0; i < n; i++)
                 if (!dup_str_nn(&dst->v[i], v[i]))
                         return false;
+        return true;
+}
+
+/* Takes b's bytes (unpacked by protobuf-c with the default allocator) into *dst,
+ * NUL-terminated as dup_bytes leaves them, without copying them when realloc can grow
+ * the block in place (a large one is mmapped: mremap); b is left empty, so that the
+ * message's free leaves them alone. */
+static bool take_bytes(uint8_t **dst, size_t *dst_len, ProtobufCBinaryData *b) {
+        size_t n = b->data ? b->len : 0;
+        uint8_t *p = n ? realloc(b->data, n + 1) : malloc(1);
+
+        if (!p)
+                return false;
+        if (n) {
+                b->data = NULL;
+                b->len = 0;
+        }
+        p[n] = 0;
+        *dst = p;
+        *dst_len = n;
         return true;
 }
 
@@ -2069,11 +2125,12 @@ enum sbx_code sbx_read(sbx_client *c, const char *id, const char *path, uint64_t
                 return rc;
         out = calloc(1, sizeof(*out));
         if (out) {
-                const Sbx__V1__ReadFileReply *r = resp->read_file;
+                Sbx__V1__ReadFileReply *r = resp->read_file;
                 out->size = r->size;
                 out->next_offset = r->has_next_offset ? r->next_offset : offset + r->data.len;
                 out->eof = r->eof;
-                if (!dup_bytes(&out->data, &out->len, &r->data)) {
+                /* The data is taken, not copied: a read of 16 MiB is one copy less. */
+                if (!take_bytes(&out->data, &out->len, &r->data)) {
                         free(out);
                         out = NULL;
                 }
@@ -2119,6 +2176,8 @@ enum sbx_code sbx_write(sbx_client *c, const char *id, const char *path, const v
         wf.append = !!(flags & SBX_WRITE_APPEND);
         req.body_case = SBX__V1__REQUEST__BODY_WRITE_FILE;
         req.write_file = &wf;
+        k.ext = wf.data.data; /* sent from the caller's buffer, not copied */
+        k.ext_len = len;
         rc = call(c, &k, &resp);
         if (rc == SBX_OK)
                 sbx__v1__response__free_unpacked(resp, NULL);

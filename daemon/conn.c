@@ -40,8 +40,11 @@
 struct write_req {
         uv_write_t req;
         struct conn *conn;
-        uint8_t *buf;
-        size_t len;
+        uint8_t *buf;           /* the frame, or its head when ext is set */
+        size_t buf_len;
+        uint8_t *ext, *tail;    /* conn_send_taking: the data, then the rest of the frame */
+        size_t ext_len, tail_len;
+        size_t len;             /* the whole frame */
         struct write_req *next; /* the daemon's queue of held replies, then the batch */
 };
 
@@ -163,6 +166,8 @@ static void batch_written(struct write_req *w, int status) {
                 struct write_req *next = w->next;
                 c->write_queued_bytes -= w->len;
                 free(w->buf);
+                free(w->ext);
+                free(w->tail);
                 free(w);
                 refs++;
                 w = next;
@@ -187,21 +192,10 @@ static void on_write(uv_write_t *req, int status) {
         batch_written((struct write_req *)req, status);
 }
 
-int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
+/* Holds w (its frame packed) for the end of the turn. */
+static void hold_reply(struct conn *c, struct write_req *w) {
         struct sbxd *d = c->d;
-        struct write_req *w;
-        int r;
 
-        if (c->closed)
-                return -EPIPE;
-        w = calloc(1, sizeof(*w));
-        if (!w)
-                return -ENOMEM;
-        r = frame_pack(&resp->base, d->cfg->max_frame_bytes, &w->buf, &w->len);
-        if (r < 0) {
-                free(w);
-                return r;
-        }
         w->conn = conn_ref(c);
         c->write_queued_bytes += w->len;
         c->held++;
@@ -214,6 +208,51 @@ int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
                 c->congested = 1;
                 update_reading(c);
         }
+}
+
+int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
+        struct write_req *w;
+        int r;
+
+        if (c->closed)
+                return -EPIPE;
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        r = frame_pack(&resp->base, c->d->cfg->max_frame_bytes, &w->buf, &w->len);
+        if (r < 0) {
+                free(w);
+                return r;
+        }
+        w->buf_len = w->len;
+        hold_reply(c, w);
+        return 0;
+}
+
+int conn_send_taking(struct conn *c, const Sbx__V1__Response *resp, uint8_t *data, size_t len) {
+        struct frame_split sp;
+        struct write_req *w = c->closed ? NULL : calloc(1, sizeof(*w));
+        int r = c->closed ? -EPIPE : -ENOMEM;
+
+        if (w)
+                r = frame_pack_split(&resp->base, c->d->cfg->max_frame_bytes, data, len, &sp);
+        if (!w || r < 0) {
+                free(w);
+                free(data);
+                return r;
+        }
+        w->buf = sp.head;
+        w->buf_len = sp.head_len;
+        w->tail = sp.tail;
+        w->tail_len = sp.tail_len;
+        if (sp.ext) {
+                w->ext = data; /* taken: freed once written */
+                w->ext_len = len;
+        } else {
+                free(data); /* an empty field: nothing of it is written */
+        }
+        w->len = w->buf_len + w->ext_len + w->tail_len;
+        hold_reply(c, w);
         return 0;
 }
 
@@ -221,23 +260,29 @@ int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
  * in one write; the queue no longer has them. */
 static void write_batch(struct write_req *first, unsigned n) {
         struct conn *c = first->conn;
-        uv_buf_t bufs[CONN_WRITE_BATCH];
+        uv_buf_t bufs[3 * CONN_WRITE_BATCH];
         struct write_req *w;
-        unsigned i = 0;
+        unsigned i = 0, nb = 0;
         int r = -EPIPE;
 
-        for (w = first; w; w = w->next)
-                bufs[i++] = uv_buf_init((char *)w->buf, (unsigned)w->len);
+        /* A reply is one buffer, or three (head, the data it took, tail). */
+        for (w = first; w; w = w->next) {
+                bufs[nb++] = uv_buf_init((char *)w->buf, (unsigned)w->buf_len);
+                if (w->ext)
+                        bufs[nb++] = uv_buf_init((char *)w->ext, (unsigned)w->ext_len);
+                if (w->tail_len)
+                        bufs[nb++] = uv_buf_init((char *)w->tail, (unsigned)w->tail_len);
+        }
         c->held -= n;
         if (!c->closed && uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) == 0) {
                 /* Nothing queued before: write now, and queue only what the socket did
                  * not take (a request queued first costs a poll registration). */
-                int done = uv_try_write((uv_stream_t *)&c->pipe, bufs, n);
+                int done = uv_try_write((uv_stream_t *)&c->pipe, bufs, nb);
                 size_t left = done > 0 ? (size_t)done : 0;
                 i = 0;
-                while (i < n && left >= bufs[i].len)
+                while (i < nb && left >= bufs[i].len)
                         left -= bufs[i++].len;
-                if (i == n) {
+                if (i == nb) {
                         int shutdown_now = c->shutdown_wanted && c->held == 0;
                         conn_ref(c);
                         batch_written(first, 0);
@@ -252,9 +297,9 @@ static void write_batch(struct write_req *first, unsigned n) {
                 }
                 bufs[i].base += left;
                 bufs[i].len -= left;
-                r = uv_write(&first->req, (uv_stream_t *)&c->pipe, bufs + i, n - i, on_write);
+                r = uv_write(&first->req, (uv_stream_t *)&c->pipe, bufs + i, nb - i, on_write);
         } else if (!c->closed) {
-                r = uv_write(&first->req, (uv_stream_t *)&c->pipe, bufs, n, on_write);
+                r = uv_write(&first->req, (uv_stream_t *)&c->pipe, bufs, nb, on_write);
         }
 failed:
         if (r < 0) {

@@ -160,6 +160,12 @@ int conn_set_client_name(struct conn *c, const char *name);
  * cannot be encoded. Never blocks. */
 int conn_send(struct conn *c, const Sbx__V1__Response *resp);
 
+/* conn_send for a response one bytes field of which is data (len bytes, malloc()ed):
+ * conn takes data and writes it from where it is, without copying it into the frame
+ * (a ReadFile reply of 16 MiB), and frees it once written, or at once on failure or
+ * when the connection is closed. Returns as conn_send. */
+int conn_send_taking(struct conn *c, const Sbx__V1__Response *resp, uint8_t *data, size_t len);
+
 /* Sends a response with only a status (and the request id). */
 int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));

@@ -1144,7 +1144,9 @@ static void on_read_file(struct conn *c, const Sbx__V1__Request *req) {
         reply.eof = res.eof;
         resp.body_case = SBX__V1__RESPONSE__BODY_READ_FILE;
         resp.read_file = &reply;
-        if (conn_send(c, &resp) == -EMSGSIZE) {
+        /* The data goes out from the buffer it was read into (conn takes it). */
+        res.data = NULL;
+        if (conn_send_taking(c, &resp, reply.data.data, reply.data.len) == -EMSGSIZE) {
                 code = SBX__V1__CODE__TOO_LARGE;
                 conn_send_status(c, req->request_id, code,
                                  "'%s' in sandbox '%s': the data does not fit in one frame; read "

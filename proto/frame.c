@@ -118,6 +118,70 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **ret_payload, size_
         return 1;
 }
 
+/* The packer's output for frame_pack_split: what comes before ext goes to part 0, what
+ * comes after to part 1, and ext itself nowhere. */
+struct split_buffer {
+        ProtobufCBuffer base;
+        const uint8_t *ext;
+        size_t ext_len;
+        uint8_t *out[2];
+        size_t len[2], cap[2];
+        int part;
+        int failed;
+};
+
+static void split_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
+        struct split_buffer *s = (struct split_buffer *)b;
+        int p = s->part;
+
+        if (p == 0 && data == s->ext && len == s->ext_len && len > 0) {
+                s->part = 1;
+                return;
+        }
+        if (s->failed)
+                return;
+        if (s->len[p] + len > s->cap[p]) {
+                size_t nc = (s->len[p] + len) * 2;
+                uint8_t *nb = realloc(s->out[p], nc);
+                if (!nb) {
+                        s->failed = 1;
+                        return;
+                }
+                s->out[p] = nb;
+                s->cap[p] = nc;
+        }
+        memcpy(s->out[p] + s->len[p], data, len);
+        s->len[p] += len;
+}
+
+int frame_pack_split(const ProtobufCMessage *msg, uint32_t max_frame_bytes, const uint8_t *ext,
+                     size_t ext_len, struct frame_split *ret) {
+        size_t len = protobuf_c_message_get_packed_size(msg);
+        struct split_buffer s = {.base = {split_append}, .ext = ext, .ext_len = ext_len};
+        uint8_t header[SBX_FRAME_HEADER_BYTES];
+
+        memset(ret, 0, sizeof(*ret));
+        if (len > max_frame_bytes)
+                return -EMSGSIZE;
+        frame_header_put(header, (uint32_t)len);
+        split_append(&s.base, sizeof(header), header);
+        protobuf_c_message_pack_to_buffer(msg, &s.base);
+        if (s.failed) {
+                free(s.out[0]);
+                free(s.out[1]);
+                return -ENOMEM;
+        }
+        ret->head = s.out[0];
+        ret->head_len = s.len[0];
+        ret->tail = s.out[1];
+        ret->tail_len = s.len[1];
+        if (s.part == 1) {
+                ret->ext = ext;
+                ret->ext_len = ext_len;
+        }
+        return 0;
+}
+
 int frame_pack(const ProtobufCMessage *msg, uint32_t max_frame_bytes, uint8_t **ret_buf,
                size_t *ret_len) {
         size_t len = protobuf_c_message_get_packed_size(msg);

@@ -50,6 +50,24 @@ size_t frame_reader_pending(const struct frame_reader *r);
 int frame_pack(const ProtobufCMessage *msg, uint32_t max_frame_bytes, uint8_t **ret_buf,
                size_t *ret_len);
 
+/* A frame packed around one large bytes field of its message that is not copied: the
+ * frame is head, then ext (ext_len bytes, where the field's data is), then tail. When
+ * the packer did not meet ext as one piece (an empty field), ext is NULL and head holds
+ * the whole frame. head and tail are the caller's to free(). */
+struct frame_split {
+        uint8_t *head, *tail;
+        size_t head_len, tail_len;
+        const uint8_t *ext;
+        size_t ext_len;
+};
+
+/* Encodes msg as one frame as frame_pack does, but for the bytes of the field whose data
+ * is ext (ext_len bytes), which are left where they are (a ReadFile reply's data, a
+ * WriteFile request's): the frame goes out as three pieces and ext is never copied.
+ * Returns 0, -EMSGSIZE or -ENOMEM (nothing to free then). */
+int frame_pack_split(const ProtobufCMessage *msg, uint32_t max_frame_bytes, const uint8_t *ext,
+                     size_t ext_len, struct frame_split *ret);
+
 /* Writes the 4-byte header for a payload of len bytes. */
 void frame_header_put(uint8_t out[4], uint32_t len);
 

@@ -63,13 +63,18 @@ static void open_call(struct conn *c) {
 }
 
 /* Answers with reply_bytes of data in a ReadFileReply: a big reply. */
+/* A big reply to frame rid, its data a pattern of rid: every other one sent with
+ * conn_send_taking (the data is written from where it is, in three pieces). */
 static void send_big(struct conn *c, uint64_t rid) {
         Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
         Sbx__V1__Status st = SBX__V1__STATUS__INIT;
         Sbx__V1__ReadFileReply rf = SBX__V1__READ_FILE_REPLY__INIT;
-        uint8_t *data = calloc(1, F.reply_bytes);
+        uint8_t *data = malloc(F.reply_bytes);
+        size_t i;
 
         ck_assert_ptr_nonnull(data);
+        for (i = 0; i < F.reply_bytes; i++)
+                data[i] = (uint8_t)(rid * 31 + i);
         resp.has_request_id = 1;
         resp.request_id = rid;
         st.has_code = 1;
@@ -78,8 +83,13 @@ static void send_big(struct conn *c, uint64_t rid) {
         rf.has_data = 1;
         rf.data.data = data;
         rf.data.len = F.reply_bytes;
+        rf.has_eof = rf.eof = 1; /* a field after the data: the frame has a tail */
         resp.body_case = SBX__V1__RESPONSE__BODY_READ_FILE;
         resp.read_file = &rf;
+        if (rid % 2) {
+                ck_assert_int_eq(conn_send_taking(c, &resp, data, F.reply_bytes), 0);
+                return;
+        }
         ck_assert_int_eq(conn_send(c, &resp), 0);
         free(data);
 }
@@ -386,8 +396,15 @@ static int read_responses(void *ud) {
         Sbx__V1__Response *r;
 
         while (peer_next(s->p, &r)) {
+                size_t i;
                 ck_assert_int_eq(r->body_case, SBX__V1__RESPONSE__BODY_READ_FILE);
                 ck_assert_uint_eq(r->read_file->data.len, F.reply_bytes);
+                ck_assert(r->read_file->eof);
+                for (i = 0; i < F.reply_bytes; i++)
+                        if (r->read_file->data.data[i] != (uint8_t)(r->request_id * 31 + i))
+                                break;
+                ck_assert_msg(i == F.reply_bytes, "reply %llu differs at byte %zu",
+                              (unsigned long long)r->request_id, i);
                 sbx__v1__response__free_unpacked(r, NULL);
                 s->responses++;
         }

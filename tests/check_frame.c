@@ -212,6 +212,68 @@ START_TEST(prepare_commit_reads_in_place) {
 }
 END_TEST
 
+/* frame_pack_split: head + ext + tail is exactly frame_pack's frame, ext is the caller's
+ * own memory (not copied), and an empty field leaves the whole frame in head. */
+START_TEST(pack_split_leaves_the_data_in_place) {
+        static uint8_t data[300000];
+        Sbx__V1__Response r = SBX__V1__RESPONSE__INIT;
+        Sbx__V1__ReadFileReply f = SBX__V1__READ_FILE_REPLY__INIT;
+        Sbx__V1__Status st = SBX__V1__STATUS__INIT;
+        struct frame_split sp;
+        uint8_t *whole, *joined;
+        size_t whole_len, i;
+
+        for (i = 0; i < sizeof(data); i++)
+                data[i] = (uint8_t)(i * 7);
+        st.has_code = 1;
+        r.has_request_id = 1;
+        r.request_id = 99;
+        r.status = &st;
+        f.has_data = f.has_size = f.has_next_offset = f.has_eof = 1;
+        f.data.data = data;
+        f.data.len = sizeof(data);
+        f.size = 1u << 30;
+        f.next_offset = sizeof(data);
+        r.body_case = SBX__V1__RESPONSE__BODY_READ_FILE;
+        r.read_file = &f;
+
+        ck_assert_int_eq(frame_pack(&r.base, SBX_DEFAULT_MAX_FRAME_BYTES, &whole, &whole_len), 0);
+        ck_assert_int_eq(frame_pack_split(&r.base, SBX_DEFAULT_MAX_FRAME_BYTES, data,
+                                          sizeof(data), &sp),
+                         0);
+        ck_assert_ptr_eq(sp.ext, data);
+        ck_assert_uint_eq(sp.ext_len, sizeof(data));
+        ck_assert_uint_lt(sp.head_len, 64);
+        ck_assert_uint_gt(sp.tail_len, 0); /* size, next_offset, eof come after the data */
+        ck_assert_uint_eq(sp.head_len + sp.ext_len + sp.tail_len, whole_len);
+        joined = malloc(whole_len);
+        memcpy(joined, sp.head, sp.head_len);
+        memcpy(joined + sp.head_len, sp.ext, sp.ext_len);
+        memcpy(joined + sp.head_len + sp.ext_len, sp.tail, sp.tail_len);
+        ck_assert(memcmp(joined, whole, whole_len) == 0);
+        free(joined);
+        free(whole);
+        free(sp.head);
+        free(sp.tail);
+
+        /* Too large: refused, nothing to free. */
+        ck_assert_int_eq(frame_pack_split(&r.base, 1000, data, sizeof(data), &sp), -EMSGSIZE);
+        ck_assert_ptr_null(sp.head);
+
+        /* An empty field: the whole frame in head. */
+        f.data.len = 0;
+        ck_assert_int_eq(frame_pack(&r.base, SBX_DEFAULT_MAX_FRAME_BYTES, &whole, &whole_len), 0);
+        ck_assert_int_eq(frame_pack_split(&r.base, SBX_DEFAULT_MAX_FRAME_BYTES, data, 0, &sp), 0);
+        ck_assert_ptr_null(sp.ext);
+        ck_assert_uint_eq(sp.head_len + sp.tail_len, whole_len);
+        ck_assert_uint_eq(sp.tail_len, 0);
+        ck_assert(memcmp(sp.head, whole, whole_len) == 0);
+        free(whole);
+        free(sp.head);
+        free(sp.tail);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("frame");
         TCase *tc = tcase_create("frame");
@@ -225,6 +287,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, garbage_payload_does_not_decode_as_valid);
         tcase_add_test(tc, pack_refuses_oversize);
         tcase_add_test(tc, prepare_commit_reads_in_place);
+        tcase_add_test(tc, pack_split_leaves_the_data_in_place);
         suite_add_tcase(s, tc);
         return s;
 }
