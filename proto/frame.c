@@ -138,7 +138,7 @@ static void split_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
                 s->part = 1;
                 return;
         }
-        if (s->failed)
+        if (s->failed || len == 0)
                 return;
         if (s->len[p] + len > s->cap[p]) {
                 size_t nc = (s->len[p] + len) * 2;

@@ -260,8 +260,9 @@ START_TEST(pack_split_leaves_the_data_in_place) {
         ck_assert_int_eq(frame_pack_split(&r.base, 1000, data, sizeof(data), &sp), -EMSGSIZE);
         ck_assert_ptr_null(sp.head);
 
-        /* An empty field: the whole frame in head. */
+        /* An empty field (no buffer at all): the whole frame in head. */
         f.data.len = 0;
+        f.data.data = NULL;
         ck_assert_int_eq(frame_pack(&r.base, SBX_DEFAULT_MAX_FRAME_BYTES, &whole, &whole_len), 0);
         ck_assert_int_eq(frame_pack_split(&r.base, SBX_DEFAULT_MAX_FRAME_BYTES, data, 0, &sp), 0);
         ck_assert_ptr_null(sp.ext);

@@ -745,6 +745,9 @@ int main(int argc, char **argv) {
                 return 1;
         }
         if (read_setup(chan, &m, &sf, &err) < 0) {
+                /* A spare whose daemon went away before it had a use for it. */
+                if (sf.joined && err.err == EPIPE)
+                        return 0;
                 util_log(UTIL_LOG_ERR, "%s", err.text);
                 send_ready(chan, &err, NULL, 0);
                 return 1;
