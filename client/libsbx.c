@@ -481,6 +481,9 @@ __attribute__((format(printf, 3, 4))) static enum sbx_code protocol_fail(sbx_cli
         return code;
 }
 
+/* How responses are unpacked (see alloc_plus_one). */
+static ProtobufCAllocator unpack_allocator;
+
 /* One request and how to wait for its answer: what call() exchanges with the daemon. */
 struct exchange {
         Sbx__V1__Request *req;            /* body set by the caller; request_id set by call() */
@@ -705,7 +708,7 @@ static enum sbx_code read_reply(sbx_client *c, struct exchange *k, const struct 
         if (r < 0)
                 return protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
                                      c->reader.max_frame_bytes);
-        *ret = sbx__v1__response__unpack(NULL, plen, payload);
+        *ret = sbx__v1__response__unpack(&unpack_allocator, plen, payload);
         if (!*ret)
                 return protocol_fail(c, EBADMSG,
                                      "a reply of %zu bytes that does not decode as "
@@ -907,13 +910,27 @@ static bool dup_strv(struct sbx_strv *dst, char *const *v, size_t n) {
         return true;
 }
 
-/* Takes b's bytes (unpacked by protobuf-c with the default allocator) into *dst,
- * NUL-terminated as dup_bytes leaves them, without copying them when realloc can grow
- * the block in place (a large one is mmapped: mremap); b is left empty, so that the
- * message's free leaves them alone. */
+/* Responses are unpacked with malloc, one byte more than asked for each block: a
+ * bytes field's data can then be NUL-terminated in place (take_bytes), and the message
+ * is freed as any (free_unpacked with the default allocator, free()). */
+static void *alloc_plus_one(void *ud, size_t size) {
+        (void)ud;
+        return malloc(size + 1);
+}
+
+static void free_block(void *ud, void *p) {
+        (void)ud;
+        free(p);
+}
+
+static ProtobufCAllocator unpack_allocator = {alloc_plus_one, free_block, NULL};
+
+/* Takes b's bytes (unpacked with unpack_allocator) into *dst, NUL-terminated as
+ * dup_bytes leaves them, without copying them; b is left empty, so that the message's
+ * free leaves them alone. */
 static bool take_bytes(uint8_t **dst, size_t *dst_len, ProtobufCBinaryData *b) {
         size_t n = b->data ? b->len : 0;
-        uint8_t *p = n ? realloc(b->data, n + 1) : malloc(1);
+        uint8_t *p = n ? b->data : malloc(1);
 
         if (!p)
                 return false;
