@@ -925,9 +925,8 @@ static void free_block(void *ud, void *p) {
 
 static ProtobufCAllocator unpack_allocator = {alloc_plus_one, free_block, NULL};
 
-/* Takes b's bytes (unpacked with unpack_allocator) into *dst, NUL-terminated as
- * dup_bytes leaves them, without copying them; b is left empty, so that the message's
- * free leaves them alone. */
+/* Takes b's bytes (unpacked with unpack_allocator) into *dst, NUL-terminated, without
+ * copying them; b is left empty, so that the message's free leaves them alone. */
 static bool take_bytes(uint8_t **dst, size_t *dst_len, ProtobufCBinaryData *b) {
         size_t n = b->data ? b->len : 0;
         uint8_t *p = n ? b->data : malloc(1);
@@ -940,18 +939,6 @@ static bool take_bytes(uint8_t **dst, size_t *dst_len, ProtobufCBinaryData *b) {
         }
         p[n] = 0;
         *dst = p;
-        *dst_len = n;
-        return true;
-}
-
-static bool dup_bytes(uint8_t **dst, size_t *dst_len, const ProtobufCBinaryData *b) {
-        size_t n = b->data ? b->len : 0;
-        *dst = malloc(n + 1);
-        if (!*dst)
-                return false;
-        if (n)
-                memcpy(*dst, b->data, n);
-        (*dst)[n] = 0;
         *dst_len = n;
         return true;
 }
@@ -1164,7 +1151,8 @@ static struct sbx_sandbox *sandbox_from_proto(const Sbx__V1__SandboxInfo *in) {
         return s;
 }
 
-static struct sbx_result *result_from_proto(const Sbx__V1__CommandResult *in) {
+/* The result in (its output taken, not copied: in is freed after this). */
+static struct sbx_result *result_from_proto(Sbx__V1__CommandResult *in) {
         struct sbx_result *r = calloc(1, sizeof(*r));
         const Sbx__V1__ResourceReport *rr = in->resources;
         bool ok;
@@ -1189,8 +1177,8 @@ static struct sbx_result *result_from_proto(const Sbx__V1__CommandResult *in) {
         r->queued_ms = in->queued_ms;
         ok = dup_str_nn(&r->command_id, in->command_id) &&
              dup_str_nn(&r->sandbox_id, in->sandbox_id) &&
-             dup_bytes(&r->stdout_data, &r->stdout_len, &in->stdout) &&
-             dup_bytes(&r->stderr_data, &r->stderr_len, &in->stderr) &&
+             take_bytes(&r->stdout_data, &r->stdout_len, &in->stdout) &&
+             take_bytes(&r->stderr_data, &r->stderr_len, &in->stderr) &&
              dup_strv(&r->warnings, in->warnings, in->n_warnings) &&
              dup_str(&r->start_error, in->start_error);
         if (ok && rr) {
@@ -2002,7 +1990,7 @@ static void exec_exchange(const char *id, const struct sbx_exec_opts *o,
  * came along; either way the result is the caller's. */
 static enum sbx_code exec_result(sbx_client *c, enum sbx_code rc, Sbx__V1__Response *resp,
                                  struct collected *col, struct sbx_result **ret) {
-        const Sbx__V1__CommandResult *cr = resp->command_result;
+        Sbx__V1__CommandResult *cr = resp->command_result;
         int t_out, t_err;
 
         if (!cr) {
