@@ -1634,10 +1634,15 @@ static void start_queued(struct command *cmd) {
 }
 
 /* Starts the waiting commands of sb that may start now, in their turns. Returns how
- * many started. */
+ * many started. Nothing starts once the daemon is stopping: a slot freed by a sandbox
+ * that ends (or is left to the next daemon) must not start a command elsewhere that
+ * its own end would kill (or leave unknown) a moment later. */
 static unsigned dispatch(struct sandbox *sb) {
         unsigned started = 0;
         char err[256];
+
+        if (sb->d->shutting_down)
+                return 0;
 
         while (sb->view.state == SBX__V1__SANDBOX_STATE__READY && !sb->ending &&
                sb->n_running < max_running(sb)) {

@@ -874,6 +874,49 @@ START_TEST(keep_sandboxes_stop_cancels_waiting_commands) {
 }
 END_TEST
 
+/* sbxd --keep-sandboxes stopped (SIGTERM) with a command of sandbox kqa waiting for its
+ * uid's slot (--max-commands-per-uid 1), held by a command of kqx: leaving kqx ends its
+ * running command, which frees the uid's slot, and dispatch_waiting then starts kqa's
+ * waiting command in the middle of the detach (kqa is still READY and not ending). It
+ * runs, unwatched, in a sandbox left to the next daemon, and its client is told UNKNOWN
+ * instead of CANCELLED. kqa is created first so that the table (newest first) leaves kqx
+ * before it. */
+START_TEST(keep_sandboxes_stop_starts_no_waiting_command) {
+        const char *flags[] = {"--max-commands-per-uid", "1", "--keep-sandboxes", NULL};
+        Sbx__V1__Response *resp;
+        struct it_daemon d;
+        uint64_t busy, w;
+        struct raw r;
+        int outcome;
+        char *out;
+
+        if (getenv("SBX_VALGRIND"))
+                return; /* adoption needs pidfds */
+        it_daemon_start(&d, flags);
+        free(make_sandbox(&d, "kqa"));
+        free(make_sandbox(&d, "kqx"));
+        raw_open(&r, &d);
+        busy = raw_run(&r, "kqx", "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        w = raw_run(&r, "kqa", "touch /workspace/kq-ran", 1, 60000);
+        free_resp(raw_expect(&r, w, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
+        kill(d.pid, SIGTERM);
+        resp = raw_result(&r, w, 20000);
+        outcome = resp->command_result->outcome;
+        free_resp(resp);
+        raw_close(&r);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        it_daemon_restart(&d, flags);
+        out = sh_out(&d, "kqa", "sleep 0.3; test -e /workspace/kq-ran; echo $?");
+        ck_assert_msg(strcmp(out, "1\n") == 0,
+                      "the command that waited for a slot ran during the daemon's stop");
+        free(out);
+        ck_assert_msg(outcome == SBX__V1__OUTCOME__CANCELLED,
+                      "the waiting command ended %d, not CANCELLED", outcome);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("queue");
         TCase *tc = tcase_create("queue");
@@ -893,6 +936,8 @@ static Suite *make_suite(void) {
                  queued_share_per_uid},
                 {"keep_sandboxes_stop_cancels_waiting_commands",
                  keep_sandboxes_stop_cancels_waiting_commands},
+                {"keep_sandboxes_stop_starts_no_waiting_command",
+                 keep_sandboxes_stop_starts_no_waiting_command},
         };
 
         tcase_add_checked_fixture(tc, it_fixture_setup, it_fixture_teardown);
