@@ -876,11 +876,10 @@ END_TEST
 
 /* sbxd --keep-sandboxes stopped (SIGTERM) with a command of sandbox kqa waiting for its
  * uid's slot (--max-commands-per-uid 1), held by a command of kqx: leaving kqx ends its
- * running command, which frees the uid's slot, and dispatch_waiting then starts kqa's
- * waiting command in the middle of the detach (kqa is still READY and not ending). It
- * runs, unwatched, in a sandbox left to the next daemon, and its client is told UNKNOWN
- * instead of CANCELLED. kqa is created first so that the table (newest first) leaves kqx
- * before it. */
+ * running command and frees the uid's slot, which must not start kqa's waiting command
+ * in the middle of the detach (it would run unwatched in a sandbox left to the next
+ * daemon, its client told UNKNOWN): it ends CANCELLED, never run. kqa is created first
+ * so that the table (newest first) leaves kqx before it. */
 START_TEST(keep_sandboxes_stop_starts_no_waiting_command) {
         const char *flags[] = {"--max-commands-per-uid", "1", "--keep-sandboxes", NULL};
         Sbx__V1__Response *resp;
