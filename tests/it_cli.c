@@ -988,7 +988,9 @@ START_TEST(queue_timeout_interrupt_and_info) {
                 ck_assert_msg(took >= 280 && took < 5000, "took %.0f ms", took);
                 ck_assert_str_eq(out, "");
                 has(err, "sbx: RESOURCE_EXHAUSTED: command c-");
-                has(err, " waited 0.3 s for a slot in sandbox 'qc' and never ran");
+                /* The wait as measured: 0.3 s, or a little more on a busy machine. */
+                has(err, " waited 0.");
+                has(err, " s for a slot in sandbox 'qc' and never ran");
                 has(err, "--queue-timeout");
                 hasnt(err, "waiting for a slot");
                 free(out);
