@@ -1033,7 +1033,9 @@ START_TEST(run_command_queue_timeout) {
         took = it_now_ms() - t0;
         ck_assert_msg(took >= 280 && took < 5000, "took %.0f ms", took);
         ck_assert(is_error(r));
-        ck_text_has(r, "[did not run: no slot within 0.3 s (queue_timeout_seconds)");
+        /* The wait as measured: 0.3 s, or a little more on a busy machine. */
+        ck_text_has(r, "[did not run: no slot within 0.");
+        ck_text_has(r, " s (queue_timeout_seconds)");
         st = structured_of(r);
         ck_assert_str_eq(json_string_value(json_object_get(st, "outcome")), "queue_timeout");
         ck_assert_int_ge(json_integer_value(json_object_get(st, "queued_ms")), 280);
