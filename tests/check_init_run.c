@@ -1127,7 +1127,7 @@ static int in_cgroup(pid_t pid, const char *dir) {
 /* A spare: stage 0 joins the cgroup Join names before Setup comes (the daemon keeps
  * spares so that a create does not wait for the join), and the sandbox is set up from
  * the Setup that follows as any other. A Join whose descriptors do not match its count,
- * or a Setup that names cgroup descriptors after a Join, fails the setup. */
+ * or whose join fails, is answered at once with a failed Ready. */
 START_TEST(test_spare_join) {
         char procs[PATH_MAX + 16];
         Sbx__Init__V1__FromInit *r;
@@ -1166,6 +1166,23 @@ START_TEST(test_spare_join) {
         ck_assert_int_eq(r->body_case, SBX__INIT__V1__FROM_INIT__BODY_READY);
         ck_assert(!r->ready->ok);
         ck_assert_msg(strstr(r->ready->error, "Join came with 2 descriptors"), "%s",
+                      r->ready->error);
+        sbx__init__v1__from_init__free_unpacked(r, NULL);
+        ck_assert_int_ne(wait_stage0(&b, 5000), -1);
+        close(b.chan);
+
+        /* A join that fails is answered at once, before any Setup. */
+        box_spawn(&b, false);
+        {
+                int bad = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+                ck_assert_int_ge(bad, 0);
+                send_join(&b, &bad, 1, 1);
+                close(bad);
+        }
+        r = recv_msg(b.chan, MSG_TIMEOUT_MS);
+        ck_assert_int_eq(r->body_case, SBX__INIT__V1__FROM_INIT__BODY_READY);
+        ck_assert(!r->ready->ok);
+        ck_assert_msg(strstr(r->ready->error, "join the sandbox's cgroup"), "%s",
                       r->ready->error);
         sbx__init__v1__from_init__free_unpacked(r, NULL);
         ck_assert_int_ne(wait_stage0(&b, 5000), -1);

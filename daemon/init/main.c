@@ -226,8 +226,7 @@ struct setup_fds {
         int adopt_fd; /* -1: none */
         int cgroup_fds[SBX_INIT_MAX_FDS];
         size_t n_cgroup_fds;
-        bool joined;     /* a Join came first */
-        int join_errno;  /* its failure (reported once Setup has come), or 0 */
+        bool joined;     /* a Join came first, and the cgroup is joined */
 };
 
 static void setup_fds_close_cgroups(struct setup_fds *f) {
@@ -256,8 +255,9 @@ static int recv_packet(int chan, uint8_t *buf, size_t cap, Sbx__Init__V1__ToInit
 }
 
 /* A spare's Join (m, with nfds descriptors): the cgroup is joined now, first thing and
- * before anything is forked; a failure is kept for Setup's answer. 0, or -errno with
- * err when the packet is not a Join that init can take. */
+ * before anything is forked. 0, or -errno with err when the packet is not a Join that
+ * init can take or the join failed (init then answers Ready with the error and exits,
+ * and the daemon replaces the spare before a create takes it). */
 static int take_join(const Sbx__Init__V1__ToInit *m, int *fds, size_t nfds, struct setup_fds *sf,
                      struct util_err *err) {
         const Sbx__Init__V1__Join *j = m->join;
@@ -269,8 +269,9 @@ static int take_join(const Sbx__Init__V1__ToInit *m, int *fds, size_t nfds, stru
         if (nfds != want)
                 return util_fail(err, EPROTO, NULL, "Join came with %zu descriptors, not %zu",
                                  nfds, want);
+        if (r < 0)
+                return util_fail(err, -r, NULL, "join the sandbox's cgroup");
         sf->joined = true;
-        sf->join_errno = r < 0 ? -r : 0;
         return 0;
 }
 
@@ -651,7 +652,7 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
         /* The cgroup first: before the cgroup namespace is made (its root is the group
          * we are in then) and before anything is forked (children stay where they are
          * born). */
-        r = sf->joined ? -sf->join_errno
+        r = sf->joined ? 0
                        : util_join_cgroups(sf->cgroup_fds, sf->n_cgroup_fds,
                                            s->has_cgroup_v2 && s->cgroup_v2);
         setup_fds_close_cgroups(sf);
