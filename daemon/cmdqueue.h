@@ -19,7 +19,7 @@ struct cmdq_entry {
         struct cmdq_entry *next, *prev; /* arrival order (cmdqueue.c's) */
         uint64_t owner;                 /* who queued it: owners take turns */
         uint64_t turn;
-        uint64_t seq;                   /* its arrival */
+        uint64_t seq; /* its arrival */
 };
 
 struct cmdq {

@@ -1528,8 +1528,8 @@ static int keep_request(struct command *cmd, const Sbx__V1__RunCommand *req) {
 static void on_queue_timeout(uv_timer_t *t) {
         struct command *cmd = t->data;
 
-        log_debug("sbx=%s cmd=%s: no slot within its queue timeout; it does not run",
-                  cmd->sb->id, cmd->id);
+        log_debug("sbx=%s cmd=%s: no slot within its queue timeout; it does not run", cmd->sb->id,
+                  cmd->id);
         cmd->kill = KILL_QUEUE_TIMEOUT;
         finish(cmd);
 }
@@ -1653,8 +1653,8 @@ static unsigned dispatch(struct sandbox *sb) {
                         return started;
                 cmd = of_entry(e);
                 unqueue(cmd, 1);
-                log_debug("sbx=%s cmd=%s: starts after waiting %llu ms for a slot", sb->id,
-                          cmd->id, (unsigned long long)((uv_hrtime() - cmd->queued_hr) / 1000000u));
+                log_debug("sbx=%s cmd=%s: starts after waiting %llu ms for a slot", sb->id, cmd->id,
+                          (unsigned long long)((uv_hrtime() - cmd->queued_hr) / 1000000u));
                 start_queued(cmd);
                 started++;
         }

@@ -40,9 +40,9 @@
 struct write_req {
         uv_write_t req;
         struct conn *conn;
-        uint8_t *buf;           /* the frame, or its head when ext is set */
+        uint8_t *buf; /* the frame, or its head when ext is set */
         size_t buf_len;
-        uint8_t *ext, *tail;    /* conn_send_taking: the data, then the rest of the frame */
+        uint8_t *ext, *tail; /* conn_send_taking: the data, then the rest of the frame */
         size_t ext_len, tail_len;
         size_t len;             /* the whole frame */
         struct write_req *next; /* the daemon's queue of held replies, then the batch */
@@ -111,8 +111,8 @@ void conn_close(struct conn *c) {
         if (c->handlers && c->handlers->closing)
                 c->handlers->closing(c->handlers_ud, c);
         tell_calls(c, 1);
-        log_debug("conn=%llu closed (uid=%u pid=%d)", (unsigned long long)c->id,
-                  (unsigned)c->uid, (int)c->pid);
+        log_debug("conn=%llu closed (uid=%u pid=%d)", (unsigned long long)c->id, (unsigned)c->uid,
+                  (int)c->pid);
         uv_close((uv_handle_t *)&c->pipe, on_close);
 }
 
@@ -178,8 +178,7 @@ static void batch_written(struct write_req *w, int status) {
                 conn_close(c);
         } else if (!c->closed) {
                 update_reading(c);
-                if (c->congested &&
-                    c->write_queued_bytes <= SBX_CONN_WRITE_HIGH_WATER_BYTES / 2) {
+                if (c->congested && c->write_queued_bytes <= SBX_CONN_WRITE_HIGH_WATER_BYTES / 2) {
                         c->congested = 0;
                         drained(c);
                 }
@@ -334,7 +333,8 @@ void conn_release_held(struct sbxd *d) {
         }
 }
 
-int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, const char *fmt, ...) {
+int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, const char *fmt,
+                     ...) {
         Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
         Sbx__V1__Status st = SBX__V1__STATUS__INIT;
         char msg[1024];

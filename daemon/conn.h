@@ -63,10 +63,10 @@ struct conn_peer {
  * holds a reference to the connection and counts towards SBX_MAX_INFLIGHT_PER_CONN. */
 typedef void (*conn_call_cb)(struct conn_call *call);
 struct conn_call {
-        struct conn *conn;              /* set by conn_call_begin, NULL after conn_call_end */
-        conn_call_cb on_closing;        /* the connection closes while the call is open */
-        conn_call_cb on_drained;        /* its replies drained: a paused stream may go on */
-        struct conn_call *next, *prev;  /* conn.c's */
+        struct conn *conn;             /* set by conn_call_begin, NULL after conn_call_end */
+        conn_call_cb on_closing;       /* the connection closes while the call is open */
+        conn_call_cb on_drained;       /* its replies drained: a paused stream may go on */
+        struct conn_call *next, *prev; /* conn.c's */
 };
 
 /* The connection. Its fields are conn.c's (but next and prev, its owner's list links):
@@ -76,28 +76,28 @@ struct conn {
         struct sbxd *d;
         const struct conn_handlers *handlers;
         void *handlers_ud;
-        struct conn *next, *prev;      /* the owner's list (server.c's links) */
+        struct conn *next, *prev; /* the owner's list (server.c's links) */
         struct frame_reader reader;
-        uint64_t id;                   /* for log lines: conn=N */
-        uid_t uid;                     /* SO_PEERCRED at accept */
+        uint64_t id; /* for log lines: conn=N */
+        uid_t uid;   /* SO_PEERCRED at accept */
         gid_t gid;
         pid_t pid;
-        gid_t *groups;                 /* supplementary groups at accept (SO_PEERGROUPS), owned */
+        gid_t *groups; /* supplementary groups at accept (SO_PEERGROUPS), owned */
         size_t n_groups;
         char client_name[SBX_CLIENT_NAME_MAX_BYTES + 1];
         size_t write_queued_bytes;
-        unsigned inflight;             /* requests answered later */
-        struct conn_call *open_calls;  /* those kept with conn_call_begin */
+        unsigned inflight;            /* requests answered later */
+        struct conn_call *open_calls; /* those kept with conn_call_begin */
         unsigned refs;
         int reading;
-        int closed;                    /* uv_close called; sends are dropped */
-        int admitted;                  /* the admit handler said yes */
-        uv_timer_t kick;               /* resumes frame processing from the loop */
+        int closed;      /* uv_close called; sends are dropped */
+        int admitted;    /* the admit handler said yes */
+        uv_timer_t kick; /* resumes frame processing from the loop */
         int kick_inited;
         int read_eof;
-        unsigned held;                 /* replies in the daemon's held queue */
-        int shutdown_wanted;           /* shut down once those are written */
-        int congested;                 /* went over the high-water mark; hears when it drains */
+        unsigned held;       /* replies in the daemon's held queue */
+        int shutdown_wanted; /* shut down once those are written */
+        int congested;       /* went over the high-water mark; hears when it drains */
 };
 
 /* ---- life --------------------------------------------------------------------------- */

@@ -313,9 +313,9 @@ static int examine_host(void) {
          * on cgroup v1 every move into one waits for an RCU grace period (milliseconds
          * when the system is quiet, cgroup_threadgroup_rwsem) and every removal of a
          * memory cgroup reparents its pages: auto keeps it to cgroup v2. */
-        D.command_cgroups = cfg.command_cgroups == CONFIG_CGROUPS_ON ||
-                            (cfg.command_cgroups == CONFIG_CGROUPS_AUTO &&
-                             D.cgroups->version == CGROUP_V2);
+        D.command_cgroups =
+                cfg.command_cgroups == CONFIG_CGROUPS_ON ||
+                (cfg.command_cgroups == CONFIG_CGROUPS_AUTO && D.cgroups->version == CGROUP_V2);
         return 0;
 }
 
@@ -327,8 +327,8 @@ static int recover(void) {
 
         if (sbxtab_new(&D, &D.sandboxes) < 0)
                 return -1;
-        sandbox_empty_trash(&D);
-        r = sandbox_recover(&D);
+        trash_empty(&D);
+        r = recover_sandboxes(&D);
         if (r < 0)
                 log_err("cannot reconcile the records: %s", strerror(-r));
         return 0;

@@ -356,7 +356,7 @@ static int remove_if_stale(const char *name, void *ud) {
         return 0;
 }
 
-int sandbox_recover(struct sbxd *d) {
+int recover_sandboxes(struct sbxd *d) {
         struct orphan_list l = {0};
         int64_t now = sbxd_now_unix_ms();
         size_t i;

@@ -12,8 +12,7 @@ struct sbxd;
  * marked unknown. A ready one whose init still waits on its adoption socket is adopted
  * (same id, deadline re-armed from its absolute time, background processes untouched);
  * any other is marked lost and its init, cgroups and workspace are removed, as are
- * state directories and cgroups no record owns. Returns the number adopted, or -errno.
- * (Named for the callers above; wave 2: recover_sandboxes.) */
-int sandbox_recover(struct sbxd *d);
+ * state directories and cgroups no record owns. Returns the number adopted, or -errno. */
+int recover_sandboxes(struct sbxd *d);
 
 #endif

@@ -209,8 +209,8 @@ static int wire_validate(const ProtobufCMessageDescriptor *desc, const uint8_t *
                         if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p))
                                 goto bad;
                         if (f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)n)) {
-                                snprintf(err, errlen, "field %s of %s contains a NUL byte",
-                                         f->name, desc->name);
+                                snprintf(err, errlen, "field %s of %s contains a NUL byte", f->name,
+                                         desc->name);
                                 return -EINVAL;
                         }
                         if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
@@ -358,8 +358,7 @@ static int find_sandbox(struct conn *c, uint64_t rid, const char *id, struct san
 
         *ret = NULL;
         if (!id || !id[0]) {
-                conn_send_status(c, rid, SBX__V1__CODE__INVALID_ARGUMENT,
-                                 "sandbox_id is required");
+                conn_send_status(c, rid, SBX__V1__CODE__INVALID_ARGUMENT, "sandbox_id is required");
                 return -1;
         }
         caller_of(c, &k);
@@ -461,7 +460,8 @@ static void on_create(struct conn *c, const Sbx__V1__Request *req) {
                 send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
                 return;
         }
-        r = sandbox_create(conn_daemon(c), req->create_sandbox, &k, create_done, call, err, sizeof(err));
+        r = sbxtab_create(conn_daemon(c), req->create_sandbox, &k, create_done, call, err,
+                          sizeof(err));
         if (r < 0) {
                 send_errno(c, req->request_id, r, err);
                 call_free(call);
@@ -760,9 +760,10 @@ static void on_set_timeout(struct conn *c, const Sbx__V1__Request *req) {
         sb = lookup(c, req->request_id, st->sandbox_id);
         if (!sb)
                 return;
-        r = sandbox_set_deadline(sb, sbxd_now_unix_ms() + (int64_t)(st->timeout_ms > INT32_MAX * 1000ull
-                                                                            ? INT32_MAX * 1000ull
-                                                                            : st->timeout_ms));
+        r = sandbox_set_deadline(sb,
+                                 sbxd_now_unix_ms() + (int64_t)(st->timeout_ms > INT32_MAX * 1000ull
+                                                                        ? INT32_MAX * 1000ull
+                                                                        : st->timeout_ms));
         if (r < 0) {
                 conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
                                  "timeout %llu ms is more than the longest a sandbox may be given "
@@ -888,8 +889,8 @@ static void on_list(struct conn *c, const Sbx__V1__Request *req) {
         }
         sbxtab_foreach(conn_daemon(c)->sandboxes, list_live, &lc);
         if (want_records && !lc.truncated) {
-                int r = store_sandbox_foreach(conn_daemon(c)->store, 0, q->has_owner_uid, q->owner_uid, 0,
-                                              list_record, &lc);
+                int r = store_sandbox_foreach(conn_daemon(c)->store, 0, q->has_owner_uid,
+                                              q->owner_uid, 0, list_record, &lc);
                 if (r < 0) {
                         send_errno(c, req->request_id, r, "cannot read the sandbox records");
                         goto out;
@@ -1363,7 +1364,6 @@ static void on_remove(struct conn *c, const Sbx__V1__Request *req) {
         file_record(c, q->sandbox_id, "remove", q->path, 0, SBX__V1__CODE__OK);
 }
 
-
 /* ---- dispatch ------------------------------------------------------------------------ */
 
 typedef void (*handler_fn)(struct conn *c, const Sbx__V1__Request *req);
@@ -1425,7 +1425,8 @@ int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {
         for (i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
                 if (handlers[i].body == req->body_case) {
                         if (log_enabled(LOG_LEVEL_DEBUG))
-                                log_debug("conn=%llu req=%llu body=%d", (unsigned long long)conn_id(c),
+                                log_debug("conn=%llu req=%llu body=%d",
+                                          (unsigned long long)conn_id(c),
                                           (unsigned long long)req->request_id, (int)req->body_case);
                         handlers[i].fn(c, req);
                         goto out;

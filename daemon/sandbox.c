@@ -454,9 +454,10 @@ static void on_cleanup(uv_timer_t *t) {
 
 /* Writes the end of sb into the records (a warm sandbox has none) and the log. */
 static void record_end(struct sandbox *sb) {
-        int r = sb->warm ? 0
-                         : store_sandbox_set_state(sb->d->store, sb->id, names_state(sb->view.state),
-                                                   sbxd_now_unix_ms(), sb->end_reason);
+        int r = sb->warm
+                        ? 0
+                        : store_sandbox_set_state(sb->d->store, sb->id, names_state(sb->view.state),
+                                                  sbxd_now_unix_ms(), sb->end_reason);
         if (r < 0)
                 log_err("sbx=%s: cannot record its end: %s", sb->id,
                         store_last_error(sb->d->store));
@@ -539,7 +540,9 @@ void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const ch
         sb->end_reason = strdup(reason);
         sb->view.state = SBX__V1__SANDBOX_STATE__TERMINATING;
         if (!sb->warm)
-                (void)store_sandbox_set_state(sb->d->store, sb->id, names_state(SBX__V1__SANDBOX_STATE__TERMINATING), 0, NULL);
+                (void)store_sandbox_set_state(sb->d->store, sb->id,
+                                              names_state(SBX__V1__SANDBOX_STATE__TERMINATING), 0,
+                                              NULL);
         uv_timer_stop(&sb->timer);
         initchan_stop(&sb->chan);
         if ((!sb->proc_spawned && !sb->adopted) || sb->proc_exited) {
@@ -723,7 +726,8 @@ static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready) {
                 return;
         }
         (void)store_sandbox_set_init_pid(sb->d->store, sb->id, sb->view.init_pid);
-        (void)store_sandbox_set_state(sb->d->store, sb->id, names_state(SBX__V1__SANDBOX_STATE__READY), 0, NULL);
+        (void)store_sandbox_set_state(sb->d->store, sb->id,
+                                      names_state(SBX__V1__SANDBOX_STATE__READY), 0, NULL);
         sandbox_touch(sb);
         sandbox_arm_timer(sb);
         log_info("sbx=%s: ready (init pid %d, uid %u)", sb->id, (int)sb->view.init_pid,

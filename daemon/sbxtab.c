@@ -347,8 +347,8 @@ static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, 
         return create_cold(t, id, packed, packed_len, &objs, caller, cb, ud, err, errlen);
 }
 
-int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,
-                   sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
+int sbxtab_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,
+                  sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
         struct sbxtab *t = d->sandboxes;
         char id[SBX_ID_MAX_BYTES + 1];
         int r;

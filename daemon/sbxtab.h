@@ -44,9 +44,8 @@ int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), vo
  * claimed when there is one, else a new one is made. Returns 0 when cb will be called
  * later (sometimes before this returns, for a claim), or -errno with a one-line reason
  * in err (cb is then never called): -EINVAL bad request, -EEXIST the id was used,
- * -EAGAIN a quota or the daemon's sandbox limit, -ESHUTDOWN the daemon is stopping.
- * (Named for the callers above; wave 2: sbxtab_create.) */
-int sandbox_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,
+ * -EAGAIN a quota or the daemon's sandbox limit, -ESHUTDOWN the daemon is stopping. */
+int sbxtab_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,
                    void (*cb)(void *ud, struct sandbox *sb, int err, const char *msg), void *ud,
                    char *err, size_t errlen);
 

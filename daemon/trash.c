@@ -287,7 +287,7 @@ void trash_sandbox_dir_now(struct sbxd *d, const char *id, const char *workspace
         free(later);
 }
 
-void sandbox_empty_trash(struct sbxd *d) {
+void trash_empty(struct sbxd *d) {
         char path[SBX_PATH_MAX_BYTES + 16];
         DIR *dir;
         struct dirent *de;

@@ -26,7 +26,7 @@ char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, i
 void trash_sandbox_dir_now(struct sbxd *d, const char *id, const char *workspace, int keep);
 
 /* At start-up: creates STATE/trash and starts deleting what an earlier daemon left
- * there. (Named for the sandbox layer that main calls; wave 2: trash_empty.) */
-void sandbox_empty_trash(struct sbxd *d);
+ * there. */
+void trash_empty(struct sbxd *d);
 
 #endif

@@ -39,7 +39,7 @@ struct warm_pool {
         struct warm_owner owner;
         struct sandbox *all; /* warm sandboxes (setting up or ready, unclaimed) and spares */
         unsigned n;
-        unsigned n_spares;   /* of them, spares */
+        unsigned n_spares; /* of them, spares */
         uv_timer_t refill; /* tops the pool up */
         int refill_inited; /* 0 not yet, 1 live, 2 closed for good */
         uint64_t retry_at; /* uv_now() before which no new warm one */
@@ -177,8 +177,7 @@ static void on_refill(uv_timer_t *h) {
         /* Warm sandboxes first (a create they match takes about a millisecond), then
          * spares: a warm one wanted and no room ends a spare, and is made once the
          * spare has gone (pool_gone schedules the next top-up). */
-        if (p->n - p->n_spares < d->cfg->warm && p->n_spares > 0 &&
-            !p->owner.has_room(p->owner.ud))
+        if (p->n - p->n_spares < d->cfg->warm && p->n_spares > 0 && !p->owner.has_room(p->owner.ud))
                 give_up(p, 1);
         while (p->owner.has_room(p->owner.ud) &&
                (p->n - p->n_spares < d->cfg->warm || p->n_spares < spares_wanted(p)))

@@ -162,8 +162,8 @@ static void read_objects(struct graph *g) {
                 ck_assert_int_eq(pclose(f), 0);
         }
         closedir(dp);
-        ck_assert_msg(g->n > 20 && n_defs > 100, "only %d modules, %zu symbols in %s", g->n,
-                      n_defs, dir);
+        ck_assert_msg(g->n > 20 && n_defs > 100, "only %d modules, %zu symbols in %s", g->n, n_defs,
+                      dir);
         for (i = 0; i < n_uses; i++)
                 for (j = 0; j < n_defs; j++)
                         if (strcmp(uses[i].name, defs[j].name) == 0) {

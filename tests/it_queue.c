@@ -46,8 +46,7 @@ static void raw_close(struct raw *r) {
 
 /* Sends a RunCommand of shell in sandbox sb; wait_ms < 0: no queue_timeout_ms. Returns
  * its request id. */
-static uint64_t raw_run(struct raw *r, char *sb, char *shell, int stream,
-                        long wait_ms) {
+static uint64_t raw_run(struct raw *r, char *sb, char *shell, int stream, long wait_ms) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__RunCommand rc = SBX__V1__RUN_COMMAND__INIT;
 
@@ -155,9 +154,9 @@ static char *make_sandbox(struct it_daemon *d, const char *id) {
 
 /* ---- a burst of many agents ------------------------------------------------------- */
 
-#define CLIENTS 32
+#define CLIENTS    32
 #define PER_CLIENT 10
-#define BURST_CAP 4
+#define BURST_CAP  4
 
 struct agent {
         struct it_daemon *d;
@@ -347,10 +346,10 @@ START_TEST(queue_timeout_never_runs) {
         out = sh_out(&d, "qt", "test -e /workspace/late-ran; echo $?");
         ck_assert_str_eq(out, "1\n");
         free(out);
-        ck_assert_int_eq(
-                it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome = 'queue_timeout' "
-                              "AND queued_ms >= 280"),
-                1);
+        ck_assert_int_eq(it_db_int(&d,
+                                   "SELECT count(*) FROM commands WHERE outcome = 'queue_timeout' "
+                                   "AND queued_ms >= 280"),
+                         1);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
 END_TEST
@@ -459,8 +458,7 @@ START_TEST(pipelined_flood_then_disconnect) {
                         refused++;
                         ck_assert_ptr_nonnull(strstr(resp->status->message, "--max-queued"));
                 } else {
-                        ck_assert_int_eq(resp->body_case,
-                                         SBX__V1__RESPONSE__BODY_COMMAND_QUEUED);
+                        ck_assert_int_eq(resp->body_case, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED);
                         queued++;
                 }
                 free_resp(resp);
@@ -785,8 +783,14 @@ static pid_t flood_as_other(struct it_daemon *d, const char *id, int n, int read
  * --max-queued-per-uid 3, uid 3291 queues its 3 commands in a sandbox of its own, and
  * root's command in another sandbox still waits instead of being refused. */
 START_TEST(queued_share_per_uid) {
-        const char *flags[] = {"--max-commands",       "1", "--max-queued-total", "4",
-                               "--max-queued-per-uid", "3", "--socket-group",     "3290",
+        const char *flags[] = {"--max-commands",
+                               "1",
+                               "--max-queued-total",
+                               "4",
+                               "--max-queued-per-uid",
+                               "3",
+                               "--socket-group",
+                               "3290",
                                NULL};
         Sbx__V1__Response *resp;
         struct it_daemon d;
@@ -861,8 +865,7 @@ START_TEST(keep_sandboxes_stop_cancels_waiting_commands) {
         sbx_sandbox_free(s);
         sbx_close(c);
         ck_assert_msg(outcome == SBX__V1__OUTCOME__CANCELLED,
-                      "the waiting command ended %d, not CANCELLED; its sandbox lives on",
-                      outcome);
+                      "the waiting command ended %d, not CANCELLED; its sandbox lives on", outcome);
         ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE sandbox_id = 'qk' "
                                        "AND outcome = 'sandbox_ended'"),
                          0);
@@ -927,12 +930,9 @@ static Suite *make_suite(void) {
                 {"deadline_with_a_full_queue", deadline_with_a_full_queue},
                 {"restart_with_commands_waiting", restart_with_commands_waiting},
                 {"history_records_carry_queued_ms", history_records_carry_queued_ms},
-                {"idle_timeout_spares_a_waiting_command",
-                 idle_timeout_spares_a_waiting_command},
-                {"uid_quota_serves_sandboxes_in_order",
-                 uid_quota_serves_sandboxes_in_order},
-                {"queued_share_per_uid",
-                 queued_share_per_uid},
+                {"idle_timeout_spares_a_waiting_command", idle_timeout_spares_a_waiting_command},
+                {"uid_quota_serves_sandboxes_in_order", uid_quota_serves_sandboxes_in_order},
+                {"queued_share_per_uid", queued_share_per_uid},
                 {"keep_sandboxes_stop_cancels_waiting_commands",
                  keep_sandboxes_stop_cancels_waiting_commands},
                 {"keep_sandboxes_stop_starts_no_waiting_command",

@@ -226,7 +226,7 @@ struct setup_fds {
         int adopt_fd; /* -1: none */
         int cgroup_fds[SBX_INIT_MAX_FDS];
         size_t n_cgroup_fds;
-        bool joined;     /* a Join came first, and the cgroup is joined */
+        bool joined; /* a Join came first, and the cgroup is joined */
 };
 
 static void setup_fds_close_cgroups(struct setup_fds *f) {
@@ -267,8 +267,8 @@ static int take_join(const Sbx__Init__V1__ToInit *m, int *fds, size_t nfds, stru
         for (size_t i = 0; i < nfds; i++)
                 close(fds[i]);
         if (nfds != want)
-                return util_fail(err, EPROTO, NULL, "Join came with %zu descriptors, not %zu",
-                                 nfds, want);
+                return util_fail(err, EPROTO, NULL, "Join came with %zu descriptors, not %zu", nfds,
+                                 want);
         if (r < 0)
                 return util_fail(err, -r, NULL, "join the sandbox's cgroup");
         sf->joined = true;
