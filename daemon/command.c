@@ -1633,37 +1633,34 @@ static void start_queued(struct command *cmd) {
         sbx__v1__run_command__free_unpacked(req, NULL);
 }
 
-/* Starts the waiting commands of sb that may start now, in their turns. Returns how
- * many started. Nothing starts once the daemon is stopping: a slot freed by a sandbox
- * that ends (or is left to the next daemon) must not start a command elsewhere that
- * its own end would kill (or leave unknown) a moment later. */
-static unsigned dispatch(struct sandbox *sb) {
-        unsigned started = 0;
+/* Starts the waiting command of sb whose turn it is, if it may start now. Returns 1
+ * when one started. Nothing starts once the daemon is stopping: a slot freed by a
+ * sandbox that ends (or is left to the next daemon) must not start a command elsewhere
+ * that its own end would kill (or leave unknown) a moment later. */
+static int dispatch_one(struct sandbox *sb) {
+        struct cmdq_entry *e;
+        struct command *cmd;
         char err[256];
 
-        if (sb->d->shutting_down)
+        if (sb->d->shutting_down || sb->view.state != SBX__V1__SANDBOX_STATE__READY || sb->ending ||
+            sb->n_running >= max_running(sb))
                 return 0;
-
-        while (sb->view.state == SBX__V1__SANDBOX_STATE__READY && !sb->ending &&
-               sb->n_running < max_running(sb)) {
-                struct cmdq_entry *e = cmdq_first(&sb->queue, quota_allows, NULL);
-                struct command *cmd;
-
-                if (!e || take_slot(sb, of_entry(e)->caller_uid, err, sizeof(err)) < 0)
-                        return started;
-                cmd = of_entry(e);
-                unqueue(cmd, 1);
-                log_debug("sbx=%s cmd=%s: starts after waiting %llu ms for a slot", sb->id, cmd->id,
-                          (unsigned long long)((uv_hrtime() - cmd->queued_hr) / 1000000u));
-                start_queued(cmd);
-                started++;
-        }
-        return started;
+        e = cmdq_first(&sb->queue, quota_allows, NULL);
+        if (!e || take_slot(sb, of_entry(e)->caller_uid, err, sizeof(err)) < 0)
+                return 0;
+        cmd = of_entry(e);
+        unqueue(cmd, 1);
+        log_debug("sbx=%s cmd=%s: starts after waiting %llu ms for a slot", sb->id, cmd->id,
+                  (unsigned long long)((uv_hrtime() - cmd->queued_hr) / 1000000u));
+        start_queued(cmd);
+        return 1;
 }
 
 /* A slot (and one of its caller's quota) freed: the waiting commands of every sandbox
- * that may start now start. Not reentrant: a slot freed while it runs (a start that
- * failed at once) makes it look again. */
+ * that may start now start, one per sandbox per visit, a sandbox that was served going
+ * to the back of the list (so two slots of a uid freed together go to two of its
+ * sandboxes, in the order they have waited). Not reentrant: a slot freed while it runs
+ * (a start that failed at once) makes it look again. */
 static void dispatch_waiting(struct sbxd *d) {
         if (d->dispatching) {
                 d->dispatch_again = 1;
@@ -1676,7 +1673,11 @@ static void dispatch_waiting(struct sbxd *d) {
                 d->dispatch_again = 0;
                 for (sb = d->waiting; sb; sb = next) {
                         next = sb->waiting_next;
-                        if (dispatch(sb) > 0 && sb->n_queued > 0 && next) {
+                        if (!dispatch_one(sb))
+                                continue;
+                        /* Another pass: this one may have more to start. */
+                        d->dispatch_again = 1;
+                        if (sb->n_queued > 0 && next) {
                                 waiting_remove(d, sb);
                                 waiting_append(d, sb);
                         }
