@@ -829,36 +829,47 @@ START_TEST(queued_share_per_uid) {
 }
 END_TEST
 
+/* Stops a --keep-sandboxes daemon d (flags) with SIGTERM while shell waits for a slot in
+ * sandbox waiting, which a `sleep 30` in holder keeps from it; then restarts d. Returns
+ * the waiting command's outcome, as its client was told. */
+static int stop_with_one_waiting(struct it_daemon *d, const char *const *flags, char *holder,
+                                 char *waiting, char *shell) {
+        Sbx__V1__Response *resp;
+        uint64_t busy, w;
+        struct raw r;
+        int outcome;
+
+        raw_open(&r, d);
+        busy = raw_run(&r, holder, "sleep 30", 1, -1);
+        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
+        w = raw_run(&r, waiting, shell, 1, 60000);
+        free_resp(raw_expect(&r, w, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
+        kill(d->pid, SIGTERM);
+        resp = raw_result(&r, w, 20000);
+        outcome = resp->command_result->outcome;
+        free_resp(resp);
+        raw_close(&r);
+        ck_assert_int_eq(it_daemon_stop(d), 0);
+        it_daemon_restart(d, flags);
+        return outcome;
+}
+
 /* sbxd --keep-sandboxes stopped (SIGTERM) with a command waiting: the sandbox lives on
  * for the next daemon, so the waiting command, which never ran, ends CANCELLED (not
  * SANDBOX_ENDED, which a client takes for the end of the sandbox); the running command
  * beside it is UNKNOWN ("sbxd restarted"). */
 START_TEST(keep_sandboxes_stop_cancels_waiting_commands) {
         const char *flags[] = {"--max-commands", "1", "--keep-sandboxes", NULL};
-        Sbx__V1__Response *resp;
         struct it_daemon d;
         struct sbx_sandbox *s = NULL;
-        uint64_t busy, w;
         sbx_client *c;
-        struct raw r;
         int outcome;
 
         if (getenv("SBX_VALGRIND"))
                 return; /* adoption needs pidfds */
         it_daemon_start(&d, flags);
         free(make_sandbox(&d, "qk"));
-        raw_open(&r, &d);
-        busy = raw_run(&r, "qk", "sleep 30", 1, -1);
-        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
-        w = raw_run(&r, "qk", "touch /workspace/k-ran", 1, 60000);
-        free_resp(raw_expect(&r, w, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
-        kill(d.pid, SIGTERM);
-        resp = raw_result(&r, w, 20000);
-        outcome = resp->command_result->outcome;
-        free_resp(resp);
-        raw_close(&r);
-        ck_assert_int_eq(it_daemon_stop(&d), 0);
-        it_daemon_restart(&d, flags);
+        outcome = stop_with_one_waiting(&d, flags, "qk", "qk", "touch /workspace/k-ran");
         c = it_connect(&d);
         ck_assert_int_eq(sbx_get(c, "qk", &s), SBX_OK);
         ck_assert_int_eq(s->state, SBX_STATE_READY); /* it did not end */
@@ -885,10 +896,7 @@ END_TEST
  * so that the table (newest first) leaves kqx before it. */
 START_TEST(keep_sandboxes_stop_starts_no_waiting_command) {
         const char *flags[] = {"--max-commands-per-uid", "1", "--keep-sandboxes", NULL};
-        Sbx__V1__Response *resp;
         struct it_daemon d;
-        uint64_t busy, w;
-        struct raw r;
         int outcome;
         char *out;
 
@@ -897,18 +905,7 @@ START_TEST(keep_sandboxes_stop_starts_no_waiting_command) {
         it_daemon_start(&d, flags);
         free(make_sandbox(&d, "kqa"));
         free(make_sandbox(&d, "kqx"));
-        raw_open(&r, &d);
-        busy = raw_run(&r, "kqx", "sleep 30", 1, -1);
-        free_resp(raw_expect(&r, busy, SBX__V1__RESPONSE__BODY_COMMAND_STARTED, 10000));
-        w = raw_run(&r, "kqa", "touch /workspace/kq-ran", 1, 60000);
-        free_resp(raw_expect(&r, w, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000));
-        kill(d.pid, SIGTERM);
-        resp = raw_result(&r, w, 20000);
-        outcome = resp->command_result->outcome;
-        free_resp(resp);
-        raw_close(&r);
-        ck_assert_int_eq(it_daemon_stop(&d), 0);
-        it_daemon_restart(&d, flags);
+        outcome = stop_with_one_waiting(&d, flags, "kqx", "kqa", "touch /workspace/kq-ran");
         out = sh_out(&d, "kqa", "sleep 0.3; test -e /workspace/kq-ran; echo $?");
         ck_assert_msg(strcmp(out, "1\n") == 0,
                       "the command that waited for a slot ran during the daemon's stop");
