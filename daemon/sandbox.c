@@ -248,6 +248,11 @@ static const struct sandbox_hooks hooks = {
 
 static const struct initchan_ops chan_ops;
 
+char *sandbox_workspace_path(const struct sbxd *d, const char *id) {
+        char *ws;
+        return asprintf(&ws, "%s/sandboxes/%s/workspace", d->cfg->state_dir, id) < 0 ? NULL : ws;
+}
+
 struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8_t *packed, size_t len,
                               uid_t owner, int64_t created_ms) {
         struct sandbox *sb = calloc(1, sizeof(*sb));
@@ -256,8 +261,7 @@ struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8_t *pac
         if (!sb)
                 return NULL;
         spec = sbx__v1__create_sandbox__unpack(NULL, len, packed);
-        if (!spec ||
-            asprintf(&sb->workspace, "%s/sandboxes/%s/workspace", d->cfg->state_dir, id) < 0) {
+        if (!spec || !(sb->workspace = sandbox_workspace_path(d, id))) {
                 if (spec)
                         sbx__v1__create_sandbox__free_unpacked(spec, NULL);
                 free(sb);

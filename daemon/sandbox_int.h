@@ -109,6 +109,10 @@ struct sandbox {
 
 /* ---- for the sandbox modules (sandbox.c) -------------------------------------------- */
 
+/* STATE/sandboxes/ID/workspace, the workspace of sandbox id (free()); NULL when out of
+ * memory. */
+char *sandbox_workspace_path(const struct sbxd *d, const char *id);
+
 /* A new sandbox object, in no list, for id, owning a copy of the packed effective spec
  * (len bytes). Its timers and channel are initialised; its state is CREATING. NULL when
  * out of memory. */

@@ -288,19 +288,14 @@ static void claim_clear(struct claim *c) {
 
 /* The state directory sb has (old_dir) and the one it takes for id. 0 or -ENOMEM. */
 static int claim_names(struct warm_pool *p, struct sandbox *sb, const char *id, struct claim *c) {
-        char *slash;
-
         c->old_dir = strdup(sb->workspace);
-        slash = c->old_dir ? strrchr(c->old_dir, '/') : NULL;
-        if (!slash || asprintf(&c->new_dir, "%s/sandboxes/%s", p->d->cfg->state_dir, id) < 0) {
-                c->new_dir = NULL;
+        c->new_ws = sandbox_workspace_path(p->d, id);
+        c->new_dir = c->new_ws ? strdup(c->new_ws) : NULL;
+        if (!c->old_dir || !c->new_dir)
                 return -ENOMEM;
-        }
-        *slash = '\0';
-        if (asprintf(&c->new_ws, "%s/workspace", c->new_dir) < 0) {
-                c->new_ws = NULL;
-                return -ENOMEM;
-        }
+        /* The state directories: the workspaces' parents. */
+        *strrchr(c->old_dir, '/') = '\0';
+        *strrchr(c->new_dir, '/') = '\0';
         return 0;
 }
 
@@ -374,24 +369,31 @@ static int record_claim(struct warm_pool *p, struct sandbox *sb, const char *id,
         return 0;
 }
 
+/* sb (warm or a spare) leaves the pool as sandbox id of owner: its id, workspace path
+ * ws and spec (both taken) are the client's from here on. */
+static void take_identity(struct warm_pool *p, struct sandbox *sb, const char *id, char *ws,
+                          Sbx__V1__CreateSandbox *spec, uid_t owner) {
+        unlink_warm(p, sb);
+        sb->warm = sb->spare = 0;
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        free(sb->workspace);
+        sb->workspace = ws;
+        sandbox_set_spec(sb, spec);
+        sb->owner_uid = owner;
+}
+
 /* It is the client's sandbox from here on: out of the pool, with the client's id,
  * workspace path, spec, owner and limits. */
 static void become_clients(struct warm_pool *p, struct sandbox *sb, const char *id,
                            const struct caller *caller, struct claim *c) {
         log_info("sbx=%s: claimed %s for uid %u (init pid %d, uid %u)", id, sb->id,
                  (unsigned)caller->uid, (int)sb->view.init_pid, (unsigned)sb->run_uid);
-        unlink_warm(p, sb);
-        sb->warm = 0;
-        snprintf(sb->id, sizeof(sb->id), "%s", id);
-        free(sb->workspace);
-        sb->workspace = c->new_ws;
+        take_identity(p, sb, id, c->new_ws, c->spec, caller->uid);
         c->new_ws = NULL;
-        sandbox_set_spec(sb, c->spec);
         c->spec = NULL;
         free(sb->setup_key);
         sb->setup_key = NULL;
         sb->setup_key_len = 0;
-        sb->owner_uid = caller->uid;
         sb->owner_gid = caller->gid;
         sandbox_set_creator(sb, caller);
         sandbox_apply_limits(sb);
@@ -486,7 +488,7 @@ struct sandbox *warm_take_spare(struct warm_pool *p, const char *id, const uint8
                                 size_t packed_len, uid_t owner) {
         Sbx__V1__CreateSandbox *spec;
         struct sandbox *sb = NULL, *o;
-        char *ws = NULL;
+        char *ws;
 
         /* The oldest (the list is newest first): the likeliest to have joined already. */
         for (o = p->all; o; o = o->next)
@@ -495,20 +497,16 @@ struct sandbox *warm_take_spare(struct warm_pool *p, const char *id, const uint8
         if (!sb)
                 return NULL;
         spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed);
-        if (!spec || asprintf(&ws, "%s/sandboxes/%s/workspace", p->d->cfg->state_dir, id) < 0) {
+        ws = sandbox_workspace_path(p->d, id);
+        if (!spec || !ws) {
                 if (spec)
                         sbx__v1__create_sandbox__free_unpacked(spec, NULL);
+                free(ws);
                 return NULL;
         }
         log_debug("sbx=%s: takes the spare %s (init pid %d)", id, sb->id, (int)sb->proc.pid);
-        unlink_warm(p, sb);
-        sb->spare = sb->warm = 0;
+        take_identity(p, sb, id, ws, spec, owner);
         sb->gone = NULL;
-        snprintf(sb->id, sizeof(sb->id), "%s", id);
-        free(sb->workspace);
-        sb->workspace = ws;
-        sandbox_set_spec(sb, spec);
-        sb->owner_uid = owner;
         sb->created_ms = sbxd_now_unix_ms();
         sb->idle_timeout_ms = spec->has_idle_timeout_ms ? spec->idle_timeout_ms : 0;
         warm_schedule(p, SBX_WARM_REFILL_DELAY_MS);
