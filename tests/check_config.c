@@ -215,6 +215,9 @@ START_TEST(bad_flags) {
         expect_bad("--warm", "-1");
         expect_bad("--warm", "65");
         expect_bad("--warm", "two");
+        expect_bad("--spares", "-1");
+        expect_bad("--spares", "65");
+        expect_bad("--spares", "some");
         expect_bad("--max-processes", "-1");
         expect_bad("--max-processes", "4194305");
         expect_bad("--max-processes", "many");
@@ -354,15 +357,18 @@ START_TEST(service_flags) {
         char err[256];
         char *argv[] = {"sbxd", "--keep-sandboxes", "--adopt-grace", "2.5", "--command-cgroups",
                         "on", "--max-sandboxes-per-uid", "3", "--retention-days", "0",
-                        "--warm", "0", "--max-processes", "0", NULL};
+                        "--warm", "0", "--max-processes", "0", "--spares", "5", NULL};
         clear_env();
         ck_assert_int_eq(config_init(&c, 0), 0);
         ck_assert_uint_eq(c.adopt_grace_ms, 60000);
         ck_assert_int_eq(c.command_cgroups, CONFIG_CGROUPS_AUTO);
         ck_assert_uint_eq(c.warm, SBX_DEFAULT_WARM_SANDBOXES);
+        ck_assert_uint_eq(c.spares, SBX_DEFAULT_SPARES);
+        ck_assert_uint_eq(SBX_DEFAULT_SPARES, 2);
         ck_assert_uint_eq(c.max_processes, SBX_DEFAULT_MAX_PROCESSES);
-        ck_assert_int_eq(config_parse_args(&c, 14, argv, err, sizeof(err)), 0);
+        ck_assert_int_eq(config_parse_args(&c, 16, argv, err, sizeof(err)), 0);
         ck_assert_uint_eq(c.warm, 0);
+        ck_assert_uint_eq(c.spares, 5);
         ck_assert_uint_eq(c.max_processes, 0);
         ck_assert(c.keep_sandboxes);
         ck_assert_uint_eq(c.adopt_grace_ms, 2500);
