@@ -1074,6 +1074,33 @@ START_TEST(queue_timeout_cancel_and_end) {
 }
 END_TEST
 
+/* A queue_timeout_ms past any bound (UINT64_MAX) waits no longer than
+ * --max-command-timeout. */
+START_TEST(queue_timeout_is_capped) {
+        struct rig g;
+        struct seen s[3] = {{0}};
+        struct command *cmd[3];
+        Sbx__V1__RunCommand rc = echo_request();
+        int i;
+
+        rig_up(&g);
+        g.cfg.max_command_timeout_ms = 80;
+        rc.timeout_ms = 50;
+        for (i = 0; i < 2; i++) {
+                run_as(&g, &rc, 1, &s[i], &cmd[i]);
+                (void)read_start(&g);
+        }
+        rc.has_queue_timeout_ms = 1;
+        rc.queue_timeout_ms = UINT64_MAX;
+        run_as(&g, &rc, 1, &s[2], &cmd[2]);
+        spin(&g, &s[2].done, 2000);
+        ck_assert_int_eq(s[2].outcome, SBX__V1__OUTCOME__QUEUE_TIMEOUT);
+        ck_assert_uint_ge(s[2].queued_ms, 70);
+        ck_assert_uint_lt(s[2].queued_ms, 1000);
+        rig_down(&g);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("command");
         TCase *pure = tcase_create("pure");
@@ -1107,6 +1134,7 @@ static Suite *make_suite(void) {
         tcase_add_test(run, run_ends_with_its_sandbox);
         tcase_add_test(run, queue_waits_for_a_slot);
         tcase_add_test(run, queue_timeout_cancel_and_end);
+        tcase_add_test(run, queue_timeout_is_capped);
         tcase_set_timeout(run, 20);
         suite_add_tcase(s, run);
         return s;
