@@ -624,13 +624,11 @@ struct packed_request {
 
 static int pack_request(sbx_client *c, const struct exchange *k, struct packed_request *p) {
         const uint8_t *ext = k->ext && k->ext_len >= SPLIT_MIN_BYTES ? k->ext : NULL;
-        int r;
 
         memset(p, 0, sizeof(*p));
         if (ext)
                 return frame_pack_split(&k->req->base, c->max_send_bytes, ext, k->ext_len, &p->sp);
-        r = frame_pack(&k->req->base, c->max_send_bytes, &p->sp.head, &p->sp.head_len);
-        return r;
+        return frame_pack(&k->req->base, c->max_send_bytes, &p->sp.head, &p->sp.head_len);
 }
 
 static int send_packed(sbx_client *c, const struct packed_request *p, int64_t deadline) {

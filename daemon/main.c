@@ -44,11 +44,16 @@ static uv_timer_t sweep_timer;
 
 /* ---- the loop's own work ----------------------------------------------------------- */
 
+/* Freed heap memory above this is given back at a sweep; less is kept for reuse. */
+#define SWEEP_TRIM_ABOVE_BYTES (4u * 1024u * 1024u)
+
 /* Every SBX_SWEEP_INTERVAL_MS: the sandbox table's housekeeping, and the heap memory
- * kept for reuse since (see prepare_process) given back. */
+ * kept for reuse since (see prepare_process) given back when there is much of it (a
+ * trim walks the heap: not every sweep of an idle daemon). */
 static void on_sweep(uv_timer_t *t) {
         sbxtab_sweep(D.sandboxes);
-        (void)malloc_trim(0);
+        if (mallinfo2().fordblks > SWEEP_TRIM_ABOVE_BYTES)
+                (void)malloc_trim(0);
 }
 
 /* Every sandbox has ended (or been left running): the last replies go out, then every
