@@ -82,6 +82,24 @@ static uint64_t raw_cancel(struct raw *r, char *sb, char *command_id) {
         return req.request_id;
 }
 
+/* Sends a CommandInput of data to command_id in sandbox sb. Returns its request id. */
+static uint64_t raw_input(struct raw *r, char *sb, char *command_id, const char *data) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CommandInput in = SBX__V1__COMMAND_INPUT__INIT;
+
+        in.sandbox_id = sb;
+        in.command_id = command_id;
+        in.has_data = 1;
+        in.data.data = (uint8_t *)(uintptr_t)data;
+        in.data.len = strlen(data);
+        req.has_request_id = 1;
+        req.request_id = r->next_id++;
+        req.body_case = SBX__V1__REQUEST__BODY_COMMAND_INPUT;
+        req.command_input = &in;
+        it_raw_send(r->fd, &req);
+        return req.request_id;
+}
+
 static uint64_t raw_simple(struct raw *r, Sbx__V1__Request__BodyCase body, char *sb) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__Terminate t = SBX__V1__TERMINATE__INIT;
@@ -268,6 +286,13 @@ START_TEST(full_queue_cancel_and_terminate) {
         c = raw_run(&r, "q", "touch /workspace/c-ran", 1, -1);
         resp = raw_expect(&r, c, SBX__V1__RESPONSE__BODY_COMMAND_QUEUED, 10000);
         ck_assert_uint_eq(resp->command_queued->ahead, 1);
+        free_resp(resp);
+
+        /* Input for a command that waits is refused, saying when to send it. */
+        rid = raw_input(&r, "q", b_id, "early");
+        resp = raw_expect(&r, rid, 0, 10000);
+        ck_assert_int_eq(resp->status->code, SBX__V1__CODE__FAILED_PRECONDITION);
+        ck_assert_ptr_nonnull(strstr(resp->status->message, "is waiting for a slot"));
         free_resp(resp);
 
         full = raw_run(&r, "q", "true", 0, -1);
