@@ -950,6 +950,8 @@ static const char *enforcement_name(int e) {
                 return "cgroup_v1";
         case SBX__V1__ENFORCEMENT__RLIMIT:
                 return "rlimit";
+        case SBX__V1__ENFORCEMENT__PROXY:
+                return "proxy";
         default:
                 return "none";
         }
