@@ -476,6 +476,66 @@ START_TEST(proxy_latency) {
 }
 END_TEST
 
+/* A daemon killed with SIGKILL and restarted re-adopts the sandbox; init hands the
+ * proxy's listener over again and the proxy works, numbering records on. */
+START_TEST(readopted_proxy_works) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test", NULL};
+        struct sbx_connections *h;
+        char *out;
+
+        if (getenv("SBX_VALGRIND")) /* adoption needs pidfds */
+                return;
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "ad", hosts, NULL);
+        out = sh_out(c, "ad", "curl -sS -m 10 http://allowed.test/before");
+        ck_assert_msg(strstr(out, "hello-egress /before"), "%s", out);
+        free(out);
+        sbx_close(c);
+        it_daemon_kill(&d);
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        out = sh_out(c, "ad", "curl -sS -m 10 http://allowed.test/after; curl -s -o /dev/null "
+                              "-w '%{http_code}' http://other.test/");
+        ck_assert_msg(strstr(out, "hello-egress /after") && strstr(out, "403"), "%s", out);
+        free(out);
+        h = records(c, "ad");
+        ck_assert_uint_eq(h->n, 3);
+        ck_assert_uint_eq(h->v[0].seq, 1);
+        ck_assert_uint_eq(h->v[2].seq, 3);
+        ck_assert(h->v[1].allowed && !h->v[2].allowed);
+        sbx_connections_free(h);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A rootless daemon (nobody): init makes the listener inside the sandbox's namespace
+ * (which the daemon could not enter) and hands it over; the rules hold the same. */
+START_TEST(rootless_daemon) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test", NULL};
+        char *out;
+
+        it_daemon_start_as(&d, 65534, 65534, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "rl", hosts, NULL);
+        out = sh_out(c, "rl", "curl -sS -m 10 http://allowed.test/rootless; curl -s -o /dev/null "
+                              "-w '%{http_code}' http://other.test/; curl -sS -k -m 10 "
+                              "https://allowed.test/tls; curl -s -m 5 --noproxy '*' "
+                              "http://203.0.113.10/ || echo direct-failed");
+        ck_assert_msg(strstr(out, "hello-egress /rootless") && strstr(out, "403") &&
+                              strstr(out, "hello-egress /tls") && strstr(out, "direct-failed"),
+                      "%s", out);
+        free(out);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("egress");
         TCase *tc = tcase_create("egress");
@@ -487,6 +547,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, bad_policies_refused);
         tcase_add_test(tc, flood_and_terminate);
         tcase_add_test(tc, proxy_latency);
+        tcase_add_test(tc, readopted_proxy_works);
+        tcase_add_test(tc, rootless_daemon);
         suite_add_tcase(s, tc);
         return s;
 }
