@@ -28,9 +28,9 @@
 #include "sbxd.h"
 #include "store.h"
 
-#define RELAY_BUF_BYTES   65536u
-#define REASON_BYTES      400u
-#define METHOD_MAX_BYTES  16u
+#define RELAY_BUF_BYTES  65536u
+#define REASON_BYTES     400u
+#define METHOD_MAX_BYTES 16u
 
 enum phase { PH_HEAD, PH_RESOLVE, PH_CONNECT, PH_RELAY, PH_ANSWER };
 
@@ -59,8 +59,8 @@ struct econn {
         int allowed;
         int64_t started_ms;
         uint64_t sent, received;
-        int eof[2], paused[2]; /* [0] the client (sandbox) side, [1] upstream */
-        int shut_done;         /* half-closes passed on (uv_shutdown done) */
+        int eof[2], paused[2];     /* [0] the client (sandbox) side, [1] upstream */
+        int shut_done;             /* half-closes passed on (uv_shutdown done) */
         char reason[REASON_BYTES]; /* why it was refused or failed, for its record */
 };
 
@@ -275,8 +275,8 @@ static int send_to(struct econn *c, int to, char *base, size_t len) {
         w->c = c;
         w->to = to;
         w->base = base;
-        r = uv_write(&w->req, to == 0 ? (uv_stream_t *)&c->upstream : (uv_stream_t *)&c->client,
-                     &b, 1, on_written);
+        r = uv_write(&w->req, to == 0 ? (uv_stream_t *)&c->upstream : (uv_stream_t *)&c->client, &b,
+                     1, on_written);
         if (r < 0) {
                 free(base);
                 free(w);
@@ -495,8 +495,8 @@ static const char *address_refusal(struct econn *c, const struct sockaddr *sa, c
         if (k == EGRESS_PUBLIC)
                 return NULL;
         egressrule_addr_text(sa, a, sizeof(a));
-        snprintf(why, len, "%s resolves to %s, a %s address no allowed_cidrs entry covers",
-                 c->host, a, egressrule_class_name(k));
+        snprintf(why, len, "%s resolves to %s, a %s address no allowed_cidrs entry covers", c->host,
+                 a, egressrule_class_name(k));
         return why;
 }
 

@@ -33,12 +33,12 @@ struct egress;
 #define SBX_EGRESS_PORT 3128u
 
 /* Bounds. */
-#define EGRESS_HEAD_MAX_BYTES   16384u /* a request head, CONNECT or HTTP */
-#define EGRESS_HEAD_TIMEOUT_MS  10000u /* to send it */
+#define EGRESS_HEAD_MAX_BYTES     16384u /* a request head, CONNECT or HTTP */
+#define EGRESS_HEAD_TIMEOUT_MS    10000u /* to send it */
 #define EGRESS_CONNECT_TIMEOUT_MS 10000u
-#define EGRESS_IDLE_TIMEOUT_MS  300000u /* nothing either way for this long: closed */
-#define EGRESS_MAX_OPEN         64u     /* open connections per sandbox */
-#define EGRESS_QUEUE_HIGH_BYTES (256u * 1024u) /* stop reading the other side above */
+#define EGRESS_IDLE_TIMEOUT_MS    300000u        /* nothing either way for this long: closed */
+#define EGRESS_MAX_OPEN           64u            /* open connections per sandbox */
+#define EGRESS_QUEUE_HIGH_BYTES   (256u * 1024u) /* stop reading the other side above */
 
 /* Starts the proxy of sandbox id on fd (a socket init handed over: taken, closed on
  * failure) with pol's allowed_hosts and allowed_cidrs (copied). Checks that fd is a

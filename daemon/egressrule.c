@@ -41,7 +41,7 @@ static int parse_port(const char *s, size_t len, unsigned *ret) {
 /* Checks a name of len bytes: labels of [A-Za-z0-9_-], 1..63 bytes, the whole at most
  * 253, the last label not all digits. NULL when good, else why. */
 static const char *name_problem(const char *s, size_t len) {
-        size_t i, label = 0, last_start = 0;
+        size_t i, label = 0;
         int last_digits = 1;
 
         if (len == 0)
@@ -54,7 +54,6 @@ static const char *name_problem(const char *s, size_t len) {
                         if (label == 0)
                                 return "empty label";
                         label = 0;
-                        last_start = i + 1;
                         last_digits = 1;
                         continue;
                 }
@@ -67,7 +66,6 @@ static const char *name_problem(const char *s, size_t len) {
         }
         if (label == 0)
                 return "empty label";
-        (void)last_start;
         if (last_digits)
                 return "an IP address (use allowed_cidrs)";
         return NULL;
@@ -207,7 +205,8 @@ bad_prefix:
         return -EINVAL;
 bad:
         if (err && errlen)
-                snprintf(err, errlen, "allowed CIDR \"%.80s\": not an IPv4 or IPv6 address[/prefix]",
+                snprintf(err, errlen,
+                         "allowed CIDR \"%.80s\": not an IPv4 or IPv6 address[/prefix]",
                          in ? in : "");
         return -EINVAL;
 }
@@ -291,8 +290,9 @@ static enum egressrule_class classify6(const uint8_t *a) {
         static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
 
         if (memcmp(a, zero, 15) == 0)
-                return a[15] == 0 ? EGRESS_UNSPECIFIED : a[15] == 1 ? EGRESS_LOOPBACK
-                                                                    : EGRESS_RESERVED;
+                return a[15] == 0   ? EGRESS_UNSPECIFIED
+                       : a[15] == 1 ? EGRESS_LOOPBACK
+                                    : EGRESS_RESERVED;
         if (memcmp(a, zero, 12) == 0)
                 return EGRESS_RESERVED; /* IPv4-compatible ::a.b.c.d, deprecated */
         if (memcmp(a, nat64, 12) == 0)
@@ -402,9 +402,10 @@ int egressrule_split_authority(const char *auth, size_t len, char *host, size_t 
 }
 
 void egressrule_addr_text(const struct sockaddr *sa, char *out, size_t len) {
-        const void *a = sa->sa_family == AF_INET
-                                ? (const void *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr
-                                : (const void *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        const void *a =
+                sa->sa_family == AF_INET
+                        ? (const void *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr
+                        : (const void *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
 
         if (!inet_ntop(sa->sa_family, a, out, (socklen_t)len))
                 snprintf(out, len, "?");

@@ -53,13 +53,18 @@ static const char http_server[] =
         "class H(http.server.BaseHTTPRequestHandler):\n"
         "  def do_GET(self):\n"
         "    b=('hello-egress '+self.path+' '+str(self.server.server_address[0])+'\\n').encode()\n"
-        "    self.send_response(200);self.send_header('Content-Length',str(len(b)));self.end_headers();self.wfile.write(b)\n"
+        "    "
+        "self.send_response(200);self.send_header('Content-Length',str(len(b)));self.end_headers();"
+        "self.wfile.write(b)\n"
         "  def log_message(self,*a):pass\n"
         "import threading\n"
         "for a in ('203.0.113.10','10.9.9.9'):\n"
-        "  s=http.server.ThreadingHTTPServer((a,80),H);threading.Thread(target=s.serve_forever).start()\n"
+        "  "
+        "s=http.server.ThreadingHTTPServer((a,80),H);threading.Thread(target=s.serve_forever)."
+        "start()\n"
         "t=http.server.ThreadingHTTPServer(('203.0.113.10',443),H)\n"
-        "import ssl;c=ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER);c.load_cert_chain('cert.pem','key.pem')\n"
+        "import "
+        "ssl;c=ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER);c.load_cert_chain('cert.pem','key.pem')\n"
         "t.socket=c.wrap_socket(t.socket,server_side=True);t.serve_forever()\n";
 
 /* The namespace of the whole program (before any test forks). */
@@ -149,8 +154,8 @@ static struct sbx_connections *records(sbx_client *c, const char *id) {
 }
 
 /* The record of host (the last), or NULL. */
-static const struct sbx_connection_record *find(const struct sbx_connections *h,
-                                                 const char *host, unsigned port) {
+static const struct sbx_connection_record *find(const struct sbx_connections *h, const char *host,
+                                                unsigned port) {
         const struct sbx_connection_record *r = NULL;
 
         for (size_t i = 0; i < h->n; i++)
@@ -180,9 +185,10 @@ START_TEST(allowed_http_and_https) {
                         proxy = strcmp(s->enforcement[i].enforcement, "proxy") == 0;
         ck_assert_msg(proxy, "enforcement lists network=proxy");
         sbx_sandbox_free(s);
-        out = sh_out(c, "ok", "echo $HTTP_PROXY $https_proxy $NO_PROXY; "
-                              "curl -sS -m 10 http://allowed.test/plain; "
-                              "curl -sS -k -m 10 https://allowed.test/tls");
+        out = sh_out(c, "ok",
+                     "echo $HTTP_PROXY $https_proxy $NO_PROXY; "
+                     "curl -sS -m 10 http://allowed.test/plain; "
+                     "curl -sS -k -m 10 https://allowed.test/tls");
         ck_assert_msg(strstr(out, "http://127.0.0.1:3128 http://127.0.0.1:3128 localhost"), "%s",
                       out);
         ck_assert_msg(strstr(out, "hello-egress /plain 203.0.113.10"), "%s", out);
@@ -212,8 +218,8 @@ END_TEST
 START_TEST(refused_names_addresses_and_ports) {
         struct it_daemon d;
         sbx_client *c;
-        const char *hosts[] = {"allowed.test", "*.wild.test", "private.test", "loop.test",
-                               "ports.test:8080", NULL};
+        const char *hosts[] = {"allowed.test", "*.wild.test",     "private.test",
+                               "loop.test",    "ports.test:8080", NULL};
         const char *cidrs[] = {"10.9.9.0/24", NULL};
         struct sbx_connections *h;
         const struct sbx_connection_record *r;
@@ -234,7 +240,8 @@ START_TEST(refused_names_addresses_and_ports) {
         ck_assert_msg(strstr(out, "http://wild.test/ 403"), "%s", out); /* not *.wild.test */
         ck_assert_msg(strstr(out, "http://x.wild.test/ 200"), "%s", out);
         ck_assert_msg(strstr(out, "http://ports.test/ 403"), "%s", out); /* only :8080 */
-        ck_assert_msg(strstr(out, "http://ports.test:8080/ 502"), "%s", out); /* allowed; no server */
+        ck_assert_msg(strstr(out, "http://ports.test:8080/ 502"), "%s",
+                      out); /* allowed; no server */
         /* curl reports a refused CONNECT as 403 (or 000 on some versions). */
         ck_assert_msg(strstr(out, "https://other.test/ 403") ||
                               strstr(out, "https://other.test/ 000"),
@@ -258,9 +265,10 @@ START_TEST(refused_names_addresses_and_ports) {
 
         /* A CIDR lifts the refusal of the private address and allows literals in it. */
         create_allowlist(c, "cidr", hosts, cidrs);
-        out = sh_out(c, "cidr", "curl -sS -m 10 http://private.test/p; curl -sS -m 10 "
-                                "http://10.9.9.9/q; curl -s -o /dev/null -w '%{http_code}' "
-                                "http://203.0.113.10/");
+        out = sh_out(c, "cidr",
+                     "curl -sS -m 10 http://private.test/p; curl -sS -m 10 "
+                     "http://10.9.9.9/q; curl -s -o /dev/null -w '%{http_code}' "
+                     "http://203.0.113.10/");
         ck_assert_msg(strstr(out, "hello-egress /p 10.9.9.9"), "%s", out);
         ck_assert_msg(strstr(out, "hello-egress /q 10.9.9.9"), "%s", out);
         ck_assert_msg(strstr(out, "403"), "%s", out);
@@ -325,28 +333,30 @@ START_TEST(bad_policies_refused) {
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 const char *args[] = {"create", bad[i][0], bad[i][1], bad[i][2], bad[i][3], NULL};
                 rc = it_sbx(&d, NULL, 0, &out, &err, args);
-                ck_assert_msg(rc != 0 && strstr(err, "INVALID_ARGUMENT"), "%s %s: %d %s",
-                              bad[i][0], bad[i][1], rc, err);
+                ck_assert_msg(rc != 0 && strstr(err, "INVALID_ARGUMENT"), "%s %s: %d %s", bad[i][0],
+                              bad[i][1], rc, err);
                 free(out);
                 free(err);
         }
-        rc = it_sbx(&d, NULL, 0, &out, &err,
-                    (const char *[]){"create", "--network", "none", "--allow-host", "x.test", NULL});
+        rc = it_sbx(
+                &d, NULL, 0, &out, &err,
+                (const char *[]){"create", "--network", "none", "--allow-host", "x.test", NULL});
         ck_assert_msg(strstr(err, "need network allowlist"), "%s", err);
         free(out);
         free(err);
         /* Too long a name. */
         memset(name, 'a', 260);
         name[260] = '\0';
-        rc = it_sbx(&d, NULL, 0, &out, &err, (const char *[]){"create", "--allow-host", name, NULL});
+        rc = it_sbx(&d, NULL, 0, &out, &err,
+                    (const char *[]){"create", "--allow-host", name, NULL});
         ck_assert_msg(rc != 0 && strstr(err, "253"), "%s", err);
         free(out);
         free(err);
         /* Host bits are cleared, names lowercased: the effective policy says so. */
         rc = it_sbx(&d, NULL, 0, &out, &err,
                     (const char *[]){"create", "--id", "norm", "--allow-cidr", "10.1.2.3/8",
-                                     "--allow-host", "PyPI.org:8443", "--allow-cidr",
-                                     "2001:db8::1", NULL});
+                                     "--allow-host", "PyPI.org:8443", "--allow-cidr", "2001:db8::1",
+                                     NULL});
         ck_assert_int_eq(rc, 0);
         free(out);
         free(err);
@@ -497,8 +507,9 @@ START_TEST(readopted_proxy_works) {
         it_daemon_kill(&d);
         it_daemon_restart(&d, NULL);
         c = it_connect(&d);
-        out = sh_out(c, "ad", "curl -sS -m 10 http://allowed.test/after; curl -s -o /dev/null "
-                              "-w '%{http_code}' http://other.test/");
+        out = sh_out(c, "ad",
+                     "curl -sS -m 10 http://allowed.test/after; curl -s -o /dev/null "
+                     "-w '%{http_code}' http://other.test/");
         ck_assert_msg(strstr(out, "hello-egress /after") && strstr(out, "403"), "%s", out);
         free(out);
         h = records(c, "ad");
@@ -523,10 +534,11 @@ START_TEST(rootless_daemon) {
         it_daemon_start_as(&d, 65534, 65534, NULL);
         c = it_connect(&d);
         create_allowlist(c, "rl", hosts, NULL);
-        out = sh_out(c, "rl", "curl -sS -m 10 http://allowed.test/rootless; curl -s -o /dev/null "
-                              "-w '%{http_code}' http://other.test/; curl -sS -k -m 10 "
-                              "https://allowed.test/tls; curl -s -m 5 --noproxy '*' "
-                              "http://203.0.113.10/ || echo direct-failed");
+        out = sh_out(c, "rl",
+                     "curl -sS -m 10 http://allowed.test/rootless; curl -s -o /dev/null "
+                     "-w '%{http_code}' http://other.test/; curl -sS -k -m 10 "
+                     "https://allowed.test/tls; curl -s -m 5 --noproxy '*' "
+                     "http://203.0.113.10/ || echo direct-failed");
         ck_assert_msg(strstr(out, "hello-egress /rootless") && strstr(out, "403") &&
                               strstr(out, "hello-egress /tls") && strstr(out, "direct-failed"),
                       "%s", out);
