@@ -249,6 +249,8 @@ static const struct {
         {"share_uids", "--share-uid", false},
         {"share_gids", "--share-gid", false},
         {"keep_workspace", "--keep-workspace", false},
+        {"allowed_hosts", "--allow-host", false},
+        {"allowed_cidrs", "--allow-cidr", false},
         {"(limit)", "(--limit)", false},
         {"memory", "--memory", true},
         {"processes", "--processes", true},
