@@ -27,7 +27,8 @@ struct command {
 static const struct command commands[] = {
         {"create", cmd_create,
          "create [--id ID] [--timeout SECS] [--idle-timeout SECS|0]\n"
-         "       [--network none|full|allowlist] [--allow-host HOST[:PORT]]... [--allow-cidr CIDR]...\n"
+         "       [--network none|full|allowlist] [--allow-host HOST[:PORT]]... [--allow-cidr "
+         "CIDR]...\n"
          "       [--writable PATH]... [--deny-read PATH]... [--deny-write PATH]...\n"
          "       [--no-protect-defaults] [--env K=V]... [--memory BYTES] [--cpu-seconds N]\n"
          "       [--cpu-percent N] [--processes N] [--file-size BYTES] [--open-files N]\n"

@@ -1742,15 +1742,15 @@ static json_t *info_structured(const struct mcp_env *env, const struct sbx_sandb
 
         return json_pack(
                 "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:o,s:o,s:b,s:o,s:o,s:b,s:o,s:I,s:I,s:I,s:o}", "id",
-                sb->id,
-                "state", sbx_state_name(sb->state), "mode", env->owned ? "owned" : "attached",
-                "owner_uid", (json_int_t)sb->owner_uid, "deadline",
-                sb->deadline_unix_ms ? json_string(iso) : json_null(), "seconds_left",
+                sb->id, "state", sbx_state_name(sb->state), "mode",
+                env->owned ? "owned" : "attached", "owner_uid", (json_int_t)sb->owner_uid,
+                "deadline", sb->deadline_unix_ms ? json_string(iso) : json_null(), "seconds_left",
                 sb->deadline_unix_ms ? json_real((double)(left_ms > 0 ? left_ms : 0) / 1000.0)
                                      : json_null(),
                 "network", network_word(sb->policy.network), "allowed_hosts",
                 strv_json(&sb->policy.allowed_hosts), "allowed_cidrs",
-                strv_json(&sb->policy.allowed_cidrs), "protect_defaults", sb->policy.protect_defaults, "writable_paths",
+                strv_json(&sb->policy.allowed_cidrs), "protect_defaults",
+                sb->policy.protect_defaults, "writable_paths",
                 strv_json(&sb->policy.writable_paths), "limits", limits_json(&sb->policy.limits),
                 "isolated", sb->isolated, "warnings", strv_json(&sb->warnings), "commands_run",
                 (json_int_t)sb->commands_run, "running_commands", (json_int_t)sb->running_commands,

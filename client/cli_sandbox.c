@@ -525,7 +525,7 @@ struct create_state {
         size_t n_writable, n_deny_read, n_deny_write, n_env, n_paths;
         char **allow_host, **allow_cidr; /* --allow-host, --allow-cidr (argv's strings) */
         size_t n_allow_host, n_allow_cidr;
-        bool network_set;                /* --network given: --allow-* imply no mode */
+        bool network_set; /* --network given: --allow-* imply no mode */
         struct sbx_label *labels;
         size_t n_labels;
         uint32_t *share_uids;
@@ -647,8 +647,8 @@ static int create_state_alloc(struct create_state *st, int argc) {
         st->share_uids = calloc(n, sizeof(uint32_t));
         st->allow_host = calloc(n, sizeof(char *));
         st->allow_cidr = calloc(n, sizeof(char *));
-        if (!st->allow_host || !st->allow_cidr || !st->writable || !st->deny_read || !st->deny_write || !st->env || !st->paths ||
-            !st->labels || !st->share_uids)
+        if (!st->allow_host || !st->allow_cidr || !st->writable || !st->deny_read ||
+            !st->deny_write || !st->env || !st->paths || !st->labels || !st->share_uids)
                 return cli_error(SBX_INTERNAL, "out of memory");
         return 0;
 }
@@ -1603,7 +1603,7 @@ static void connection_row(struct table *t, const struct sbx_connection_record *
 
 /* history --connections: every page of the proxy's records, as a table or JSON array. */
 static int history_connections(struct cli *cli, const char *id, bool json) {
-        static const char *const head[] = {"SEQ",     "STARTED", "VERDICT", "METHOD", "HOST",
+        static const char *const head[] = {"SEQ",     "STARTED", "VERDICT",  "METHOD", "HOST",
                                            "ADDRESS", "SENT",    "RECEIVED", "REASON"};
         struct table t = {.ncol = 9};
         struct json j;

@@ -577,11 +577,11 @@ struct sbx_connection_record {
         int64_t ended_unix_ms; /* 0 while open */
         char *host;            /* as the sandbox asked; NULL when it named none */
         uint32_t port;
-        char *address;         /* the address connected to or refused; may be NULL */
+        char *address; /* the address connected to or refused; may be NULL */
         int allowed;
-        char *reason;          /* why refused or why it failed; may be NULL */
-        char *method;          /* "CONNECT", "GET", ...; may be NULL */
-        uint64_t bytes_sent;   /* sandbox -> host */
+        char *reason;        /* why refused or why it failed; may be NULL */
+        char *method;        /* "CONNECT", "GET", ...; may be NULL */
+        uint64_t bytes_sent; /* sandbox -> host */
         uint64_t bytes_received;
 };
 

@@ -506,12 +506,14 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         const struct addrinfo *ai;
 
         c->gai_active = 0;
-        if (c->closing) {
+        if (c->closing || c->phase != PH_RESOLVE) {
+                /* Closed, or answered already (the lookup timed out). */
                 uv_freeaddrinfo(res);
                 conn_unref(c);
                 return;
         }
         conn_unref(c); /* the request's reference; c's handles keep it */
+        uv_timer_stop(&c->timer);
         if (status < 0) {
                 snprintf(why, sizeof(why), "cannot resolve %s: %s", c->host, uv_strerror(status));
                 answer(c, 502, "Bad Gateway", why);
@@ -623,6 +625,19 @@ static const char *parse_head(struct econn *c) {
         return NULL;
 }
 
+/* A lookup that takes longer than a connect may: 504. The lookup itself cannot be
+ * stopped once a thread runs it; its answer is then dropped (on_resolved). */
+static void on_resolve_timeout(uv_timer_t *t) {
+        struct econn *c = t->data;
+        char why[REASON_BYTES];
+
+        if (c->gai_active)
+                uv_cancel((uv_req_t *)&c->gai);
+        snprintf(why, sizeof(why), "resolving %s timed out after %u ms", c->host,
+                 EGRESS_CONNECT_TIMEOUT_MS);
+        answer(c, 504, "Gateway Timeout", why);
+}
+
 /* Judges the parsed request: a literal inside allowed_cidrs is connected to; a name in
  * allowed_hosts is resolved; anything else is refused. */
 static void judge(struct econn *c) {
@@ -666,6 +681,7 @@ static void judge(struct econn *c) {
         }
         c->gai_active = 1;
         c->handles++;
+        uv_timer_start(&c->timer, on_resolve_timeout, EGRESS_CONNECT_TIMEOUT_MS, 0);
 }
 
 static void head_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {

@@ -1111,10 +1111,10 @@ static int check_allowlist(Sbx__V1__Policy *pol, struct strs *arena, char *err, 
 
 /* The proxy's address for the commands of an allowlist sandbox, unless the creator sets
  * the name (a command's own env overrides it too). Loopback itself goes around it. */
-static const char *const proxy_env[] = {
-        "HTTP_PROXY=" PROXY_URL,  "HTTPS_PROXY=" PROXY_URL, "ALL_PROXY=" PROXY_URL,
-        "http_proxy=" PROXY_URL,  "https_proxy=" PROXY_URL, "all_proxy=" PROXY_URL,
-        "NO_PROXY=" PROXY_BYPASS, "no_proxy=" PROXY_BYPASS};
+static const char *const proxy_env[] = {"HTTP_PROXY=" PROXY_URL,  "HTTPS_PROXY=" PROXY_URL,
+                                        "ALL_PROXY=" PROXY_URL,   "http_proxy=" PROXY_URL,
+                                        "https_proxy=" PROXY_URL, "all_proxy=" PROXY_URL,
+                                        "NO_PROXY=" PROXY_BYPASS, "no_proxy=" PROXY_BYPASS};
 
 /* The checks that need no host path, in the order their refusals are reported:
  * lifetime, labels, environment, sharing, network, inherit_environment, limits, the

@@ -739,8 +739,9 @@ void sandbox_start_egress(struct sandbox *sb, int fd) {
         r = egress_start(sb->d, sb->id, pol, fd, &sb->egress);
         if (r < 0) {
                 sb->egress = NULL;
-                sandbox_warn(sb, "network allowlist: the proxy could not start (%s): no "
-                                 "connection leaves the sandbox",
+                sandbox_warn(sb,
+                             "network allowlist: the proxy could not start (%s): no "
+                             "connection leaves the sandbox",
                              strerror(-r));
         }
 }

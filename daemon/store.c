@@ -1655,8 +1655,8 @@ static void connection_row_point(struct connection_row *r, const char *sandbox_i
         r->c.method = r->has_method ? r->method : NULL;
 }
 
-int store_connections(struct store *s, const char *sandbox_id, uint64_t after_seq,
-                      uint32_t limit, store_connection_cb cb, void *userdata) {
+int store_connections(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
+                      store_connection_cb cb, void *userdata) {
         enum { ROWS = 64 };
         struct connection_row *rows;
         uint32_t delivered = 0;

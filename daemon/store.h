@@ -201,16 +201,16 @@ int store_history(struct store *s, const char *sandbox_id, uint64_t after_seq, u
 /* One connection the proxy allowed or refused (sbx.proto ConnectionRecord). */
 struct store_connection {
         const char *sandbox_id;
-        uint64_t seq;         /* number within the sandbox, from 1, the proxy's */
+        uint64_t seq; /* number within the sandbox, from 1, the proxy's */
         int64_t started_ms;
-        int64_t ended_ms;     /* 0 while open */
-        const char *host;     /* as asked; may be NULL (a request that named none) */
+        int64_t ended_ms; /* 0 while open */
+        const char *host; /* as asked; may be NULL (a request that named none) */
         uint32_t port;
-        const char *address;  /* the address connected to or refused; may be NULL */
+        const char *address; /* the address connected to or refused; may be NULL */
         int allowed;
-        const char *reason;   /* why refused or why it failed; may be NULL */
-        const char *method;   /* "CONNECT", "GET", ...; may be NULL */
-        uint64_t bytes_sent;  /* sandbox -> host */
+        const char *reason;  /* why refused or why it failed; may be NULL */
+        const char *method;  /* "CONNECT", "GET", ...; may be NULL */
+        uint64_t bytes_sent; /* sandbox -> host */
         uint64_t bytes_received;
 };
 
@@ -235,8 +235,8 @@ int store_connections_reset(struct store *s, const char *sandbox_id, int64_t end
  * during the call only; cb may use the store; non-zero from cb stops and is returned).
  * Returns the number passed to cb, or -errno. */
 typedef int (*store_connection_cb)(const struct store_connection *c, void *userdata);
-int store_connections(struct store *s, const char *sandbox_id, uint64_t after_seq,
-                      uint32_t limit, store_connection_cb cb, void *userdata);
+int store_connections(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
+                      store_connection_cb cb, void *userdata);
 
 /* ---- file operations ---------------------------------------------------------------- */
 

@@ -1198,11 +1198,12 @@ START_TEST(owned_allowlist_sandbox) {
                          "registry.test");
         ck_assert_str_eq(json_string_value(json_array_get(json_object_get(st, "allowed_cidrs"), 0)),
                          "192.0.2.0/24");
-        ck_text_has(r, "allowed hosts (through the proxy in HTTP_PROXY/HTTPS_PROXY): registry.test");
+        ck_text_has(r,
+                    "allowed hosts (through the proxy in HTTP_PROXY/HTTPS_PROXY): registry.test");
         json_decref(r);
-        r = mcp_tool(&m, "run_command",
-                     json_pack("{s:s}", "command",
-                               "curl -s -w ' %{http_code}' http://other.test/"));
+        r = mcp_tool(
+                &m, "run_command",
+                json_pack("{s:s}", "command", "curl -s -w ' %{http_code}' http://other.test/"));
         ck_text_has(r, "other.test port 80 is not in allowed_hosts");
         ck_text_has(r, " 403");
         json_decref(r);

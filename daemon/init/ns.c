@@ -109,8 +109,7 @@ int ns_proxy_listen(unsigned port, struct util_err *err) {
             bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
                 int e = errno;
                 close(fd);
-                return util_fail(err, e, NULL, "listen on 127.0.0.1:%u for the egress proxy",
-                                 port);
+                return util_fail(err, e, NULL, "listen on 127.0.0.1:%u for the egress proxy", port);
         }
         return fd;
 }

@@ -2,7 +2,8 @@
  *
  * Stage 0 calls ns_enter_user() (rootless only) then ns_unshare_sandbox(), and forks
  * PID 1, which calls ns_set_hostname() and, with its own network namespace,
- * ns_loopback_up() and, for NETWORK_ALLOWLIST, ns_proxy_listen(). Each verb returns 0 or -errno and describes a failure in err. */
+ * ns_loopback_up() and, for NETWORK_ALLOWLIST, ns_proxy_listen(). Each verb returns 0 or -errno and
+ * describes a failure in err. */
 #ifndef SBX_INIT_NS_H
 #define SBX_INIT_NS_H
 
