@@ -52,6 +52,12 @@ static const char http_server[] =
         "import http.server,sys\n"
         "class H(http.server.BaseHTTPRequestHandler):\n"
         "  def do_GET(self):\n"
+        "    if self.path=='/big':\n"
+        "      "
+        "n=20*1024*1024;self.send_response(200);self.send_header('Content-Length',str(n));self.end_"
+        "headers()\n"
+        "      for i in range(n//65536): self.wfile.write(b'x'*65536)\n"
+        "      return\n"
         "    b=('hello-egress '+self.path+' '+str(self.server.server_address[0])+'\\n').encode()\n"
         "    "
         "self.send_response(200);self.send_header('Content-Length',str(len(b)));self.end_headers();"
@@ -548,6 +554,83 @@ START_TEST(rootless_daemon) {
 }
 END_TEST
 
+/* The peak resident memory of pid (VmHWM), in KiB. */
+static long peak_kib(pid_t pid) {
+        char path[64], line[256];
+        long v = -1;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        f = fopen(path, "r");
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "VmHWM: %ld", &v) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        return v;
+}
+
+/* Inside: a request head over 16 KiB, and one that never ends. */
+static const char hostile[] =
+        "/usr/bin/python3 -c \"\nimport socket,time\n"
+        "s=socket.create_connection(('127.0.0.1',3128))\n"
+        "s.sendall(b'GET http://allowed.test/ HTTP/1.1\\r\\nX: '+b'a'*20000)\n"
+        "print(s.recv(200).split(b' ')[1].decode())\n"
+        "s=socket.create_connection(('127.0.0.1',3128));t=time.time()\n"
+        "s.sendall(b'GET http://allowed.test/ HTTP/1.1\\r\\n')\n"
+        "d=s.recv(200);print(d.split(b' ')[1].decode(), int(time.time()-t))\n"
+        "s=socket.create_connection(('127.0.0.1',3128))\n"
+        "s.sendall(b'BREW coffee:pot HTCPCP/1.0\\r\\n\\r\\n');print(s.recv(200).split(b' "
+        "')[1].decode())\"";
+
+/* Hostile or heavy clients: an oversized head (431), a head that never completes (408
+ * after 10 s), garbage (400), and 20 MiB through the proxy to a slow reader, counted. */
+START_TEST(hostile_and_heavy_clients) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test", NULL};
+        struct sbx_connections *h;
+        const struct sbx_connection_record *r;
+        char *out;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "ho", hosts, NULL);
+        {
+                struct sbx_result *x = it_sh(c, "ho", 60000, hostile);
+                out = strdup((char *)x->stdout_data);
+                if (!strstr(out, "400"))
+                        fprintf(stderr, "hostile: %s\n", (char *)x->stderr_data);
+                sbx_result_free(x);
+        }
+        /* 408 after the 10 s bound (9 or 10 whole seconds). */
+        ck_assert_msg(strncmp(out, "431\n408 10\n", 11) == 0 ||
+                              strncmp(out, "431\n408 9\n", 10) == 0,
+                      "%s", out);
+        ck_assert_msg(strstr(out, "\n400\n"), "%s", out);
+        free(out);
+        /* A slow reader: the proxy holds at most its queue (the daemon's peak memory does
+         * not grow by the 20 MiB the host sends at once), and the count is exact. */
+        long before = peak_kib(d.pid);
+        out = sh_out(c, "ho",
+                     "curl -sS -m 60 --limit-rate 4M -o /dev/null -w '%{size_download}' "
+                     "http://allowed.test/big");
+        ck_assert_str_eq(out, "20971520");
+        free(out);
+        ck_assert_msg(before > 0 && peak_kib(d.pid) - before < 8 * 1024,
+                      "the daemon's peak memory grew from %ld to %ld KiB", before, peak_kib(d.pid));
+        h = records(c, "ho");
+        r = find(h, "allowed.test", 80);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_uint_gt(r->bytes_received, 20971520);
+        ck_assert_uint_lt(r->bytes_received, 20971520 + 4096);
+        ck_assert_uint_ge(h->n, 4);
+        sbx_connections_free(h);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("egress");
         TCase *tc = tcase_create("egress");
@@ -561,6 +644,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, proxy_latency);
         tcase_add_test(tc, readopted_proxy_works);
         tcase_add_test(tc, rootless_daemon);
+        tcase_add_test(tc, hostile_and_heavy_clients);
         suite_add_tcase(s, tc);
         return s;
 }
