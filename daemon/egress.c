@@ -24,6 +24,7 @@
 
 #include "egressrule.h"
 #include "log.h"
+#include "socks5.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
 #include "store.h"
@@ -51,7 +52,10 @@ struct econn {
         char method[METHOD_MAX_BYTES], host[EGRESS_NAME_MAX_BYTES + 3], addr[64];
         unsigned port;
         int is_connect;
-        char *out; /* the rewritten head of a plain HTTP request */
+        int socks;         /* a SOCKS5 client (its first byte was 5) */
+        int socks_stage;   /* 0: greeting, 1: request, 2: parsed */
+        uint8_t socks_rep; /* the reply code of a refused request, or 0 */
+        char *out;         /* the rewritten head of a plain HTTP request */
         size_t out_len;
         struct sockaddr_storage dest;
         uint64_t seq;
@@ -299,10 +303,38 @@ static int send_copy(struct econn *c, int to, const char *data, size_t len) {
 /* Answers the client with an HTTP status and a one-line reason, records c (refused
  * unless allowed says it was a failure after an allowed verdict) and closes it once the
  * answer is written. */
+/* The SOCKS5 answer for what would be HTTP status code (a refusal or a failure). */
+static size_t socks_answer(const struct econn *c, int code, char *buf) {
+        uint8_t rep = c->socks_rep                                  ? c->socks_rep
+                      : code == 403                                 ? SOCKS5_NOT_ALLOWED
+                      : code == 504                                 ? SOCKS5_TTL_EXPIRED
+                      : code == 502 && strstr(c->reason, "refused") ? SOCKS5_REFUSED
+                      : code == 502                                 ? SOCKS5_HOST_UNREACH
+                                                                    : SOCKS5_FAILURE;
+
+        if (c->socks_stage == 0) {
+                /* No method we take: "no acceptable methods". */
+                buf[0] = SOCKS5_VERSION;
+                buf[1] = (char)0xff;
+                return 2;
+        }
+        socks5_reply(rep, (uint8_t *)buf);
+        return SOCKS5_REPLY_BYTES;
+}
+
 static void answer(struct econn *c, int code, const char *status, const char *reason) {
         char buf[512];
         int n;
 
+        if (c->socks) {
+                snprintf(c->reason, sizeof(c->reason), "%s", reason);
+                c->phase = PH_ANSWER;
+                uv_read_stop((uv_stream_t *)&c->client);
+                uv_timer_start(&c->timer, on_head_timeout, EGRESS_HEAD_TIMEOUT_MS, 0);
+                n = (int)socks_answer(c, code, buf);
+                (void)send_copy(c, 1, buf, (size_t)n);
+                return;
+        }
         n = snprintf(buf, sizeof(buf),
                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\nX-Sbx-Egress: %s\r\n\r\n%s\n",
@@ -405,7 +437,12 @@ static void start_relay(struct econn *c) {
         c->last_ms = uv_now(c->eg->d->loop);
         uv_timer_start(&c->timer, on_idle, EGRESS_IDLE_TIMEOUT_MS, 0);
         record_open(c);
-        if (c->is_connect) {
+        if (c->socks) {
+                uint8_t ok[SOCKS5_REPLY_BYTES];
+                socks5_reply(SOCKS5_OK, ok);
+                if (send_copy(c, 1, (const char *)ok, sizeof(ok)) < 0)
+                        return;
+        } else if (c->is_connect) {
                 if (send_copy(c, 1, established, sizeof(established) - 1) < 0)
                         return;
         } else {
@@ -690,6 +727,45 @@ static void head_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         *buf = uv_buf_init(c->head + c->head_len, (unsigned)(sizeof(c->head) - 1 - c->head_len));
 }
 
+/* A SOCKS5 client's greeting and CONNECT request, as far as they have come: the greeting
+ * is answered ("no authentication"), the request judged like CONNECT. */
+static void socks_head(struct econn *c) {
+        static const char no_auth[] = {SOCKS5_VERSION, 0};
+        int ok = 0, r;
+
+        snprintf(c->method, sizeof(c->method), "SOCKS5");
+        if (c->socks_stage == 0) {
+                r = socks5_greeting((const uint8_t *)c->head, c->head_len, &ok);
+                if (r == 0)
+                        return;
+                if (r < 0 || !ok) {
+                        answer(c, 400, "",
+                               r < 0 ? "malformed SOCKS5 greeting"
+                                     : "SOCKS5 without \"no authentication\"");
+                        return;
+                }
+                if (send_copy(c, 1, no_auth, sizeof(no_auth)) < 0)
+                        return;
+                memmove(c->head, c->head + r, c->head_len - (size_t)r);
+                c->head_len -= (size_t)r;
+                c->socks_stage = 1;
+        }
+        r = socks5_request((const uint8_t *)c->head, c->head_len, c->host, sizeof(c->host),
+                           &c->port, &c->socks_rep);
+        if (r == 0)
+                return;
+        if (r < 0) {
+                answer(c, 400, "", "malformed or unsupported SOCKS5 request (CONNECT only)");
+                return;
+        }
+        c->socks_stage = 2;
+        c->is_connect = 1;
+        c->head_end = (size_t)r;
+        uv_read_stop((uv_stream_t *)&c->client);
+        uv_timer_stop(&c->timer);
+        judge(c);
+}
+
 static void on_head(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         struct econn *c = s->data;
         const char *end;
@@ -705,6 +781,12 @@ static void on_head(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         }
         c->head_len += (size_t)nread;
         c->head[c->head_len] = '\0';
+        /* SOCKS5 (version byte 5) on the same port: no HTTP method starts so. */
+        if (c->socks || c->head[0] == SOCKS5_VERSION) {
+                c->socks = 1;
+                socks_head(c);
+                return;
+        }
         end = memmem(c->head, c->head_len, "\r\n\r\n", 4);
         if (!end) {
                 if (c->head_len >= sizeof(c->head) - 1)

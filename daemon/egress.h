@@ -8,8 +8,8 @@
  * in the view, no setns from the daemon (which a rootless daemon could not do). PID 1
  * keeps its own copy of the listener and hands it to a daemon that adopts the sandbox.
  *
- * The proxy reads a bounded request head (CONNECT host:port, or a plain HTTP request in
- * absolute form), judges it with egressrule.h against the sandbox's allowed_hosts and
+ * The proxy reads a bounded request head (CONNECT host:port, a plain HTTP request in
+ * absolute form, or a SOCKS5 CONNECT: socks5.h), judges it with egressrule.h against the sandbox's allowed_hosts and
  * allowed_cidrs, resolves names itself (uv_getaddrinfo, off the loop) and connects to
  * the one address it checked, never to a private, loopback, link-local, multicast or
  * reserved address no allowed_cidrs entry covers. It then relays bytes both ways with

@@ -631,6 +631,49 @@ START_TEST(hostile_and_heavy_clients) {
 }
 END_TEST
 
+/* SOCKS5 on the same port: names resolved by the proxy (socks5h) go through the same
+ * rules; an address the client resolved itself is a literal (refused without a CIDR);
+ * UDP ASSOCIATE (DNS over SOCKS) is refused. */
+START_TEST(socks5_clients) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test", NULL};
+        struct sbx_connections *h;
+        const struct sbx_connection_record *r;
+        char *out;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "so", hosts, NULL);
+        out = sh_out(c, "so",
+                     "curl -sS -m 10 -x socks5h://127.0.0.1:3128 http://allowed.test/socks; "
+                     "curl -sS -k -m 10 -x socks5h://127.0.0.1:3128 https://allowed.test/stls; "
+                     "curl -s -m 10 -x socks5h://127.0.0.1:3128 http://other.test/ || echo "
+                     "other-refused; curl -s -m 10 -x socks5://127.0.0.1:3128 "
+                     "http://allowed.test/ || echo local-refused; /usr/bin/python3 -c \""
+                     "import socket;s=socket.create_connection(('127.0.0.1',3128));"
+                     "s.sendall(bytes([5,1,0]));print(list(s.recv(2)));"
+                     "s.sendall(bytes([5,3,0,1,8,8,8,8,0,53]));print(list(s.recv(10))[:2])\"");
+        ck_assert_msg(strstr(out, "hello-egress /socks 203.0.113.10"), "%s", out);
+        ck_assert_msg(strstr(out, "hello-egress /stls 203.0.113.10"), "%s", out);
+        ck_assert_msg(strstr(out, "other-refused"), "%s", out);
+        ck_assert_msg(strstr(out, "local-refused"), "%s", out);
+        ck_assert_msg(strstr(out, "[5, 0]\n[5, 7]"), "%s", out); /* command not supported */
+        free(out);
+        h = records(c, "so");
+        r = find(h, "allowed.test", 80);
+        ck_assert_msg(r && r->allowed && strcmp(r->method, "SOCKS5") == 0 && r->bytes_received > 0,
+                      "socks record");
+        r = find(h, "other.test", 80);
+        ck_assert_msg(r && !r->allowed && strstr(r->reason, "allowed_hosts"), "refused record");
+        r = find(h, "203.0.113.10", 80);
+        ck_assert_msg(r && !r->allowed && strstr(r->reason, "allowed_cidrs"), "literal record");
+        sbx_connections_free(h);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("egress");
         TCase *tc = tcase_create("egress");
@@ -645,6 +688,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, readopted_proxy_works);
         tcase_add_test(tc, rootless_daemon);
         tcase_add_test(tc, hostile_and_heavy_clients);
+        tcase_add_test(tc, socks5_clients);
         suite_add_tcase(s, tc);
         return s;
 }
