@@ -450,7 +450,8 @@ START_TEST(flood_and_terminate) {
 END_TEST
 
 /* The added latency of one request through the proxy (a new connection each, as curl
- * makes) against the same request made directly on loopback, printed. */
+ * makes) against the same request made directly on loopback, printed: the median of
+ * 300 (the machine is shared; a mean follows its neighbours' load). */
 static const char timing[] =
         "/usr/bin/python3 -c \"\nimport socket,time,os\n"
         "def one(proxy):\n"
@@ -458,9 +459,9 @@ static const char timing[] =
         " t='http://allowed.test/t' if proxy else '/t'\n"
         " s.sendall(('GET '+t+' HTTP/1.0\\r\\nHost: allowed.test\\r\\n\\r\\n').encode())\n"
         " while s.recv(4096): pass\n s.close()\n"
-        "p=os.environ.get('P')=='1';n=200\n"
-        "t0=time.perf_counter()\nfor i in range(n): one(p)\n"
-        "print('%.1f'%((time.perf_counter()-t0)/n*1e6))\"";
+        "p=os.environ.get('P')=='1';ts=[]\n"
+        "for i in range(300):\n t0=time.perf_counter();one(p);ts.append(time.perf_counter()-t0)\n"
+        "ts.sort();print('%.1f'%(ts[len(ts)//2]*1e6))\"";
 
 START_TEST(proxy_latency) {
         struct it_daemon d;
