@@ -955,10 +955,6 @@ int egress_start(struct sbxd *d, const char *id, const Sbx__V1__Policy *pol, int
         return 0;
 }
 
-unsigned egress_open(const struct egress *eg) {
-        return eg ? eg->n_open : 0;
-}
-
 void egress_close(struct egress *eg, const char *reason) {
         if (!eg || eg->closing)
                 return;

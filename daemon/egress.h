@@ -52,9 +52,6 @@ int egress_start(struct sbxd *d, const char *id, const Sbx__V1__Policy *pol, int
  * policy). 0 or -ENOMEM (then the old ones stay). */
 int egress_set_policy(struct egress *eg, const char *id, const Sbx__V1__Policy *pol);
 
-/* How many connections are open (accepted and not yet closed). */
-unsigned egress_open(const struct egress *eg);
-
 /* Stops accepting and closes every connection (each record ended with reason); the
  * memory goes once the loop has closed the handles. eg must not be used after.
  * Accepts NULL. */
