@@ -618,8 +618,12 @@ START_TEST(hostile_and_heavy_clients) {
                      "http://allowed.test/big");
         ck_assert_str_eq(out, "20971520");
         free(out);
-        ck_assert_msg(before > 0 && peak_kib(d.pid) - before < 8 * 1024,
-                      "the daemon's peak memory grew from %ld to %ld KiB", before, peak_kib(d.pid));
+        /* Not under a sanitizer (`make asan`: ASan keeps freed memory in quarantine, so
+         * the peak grows with everything relayed) nor valgrind. */
+        if (!getenv("ASAN_OPTIONS") && !getenv("SBX_VALGRIND"))
+                ck_assert_msg(before > 0 && peak_kib(d.pid) - before < 8 * 1024,
+                              "the daemon's peak memory grew from %ld to %ld KiB", before,
+                              peak_kib(d.pid));
         h = records(c, "ho");
         r = find(h, "allowed.test", 80);
         ck_assert_ptr_nonnull(r);
