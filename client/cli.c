@@ -26,7 +26,9 @@ struct command {
 
 static const struct command commands[] = {
         {"create", cmd_create,
-         "create [--id ID] [--timeout SECS] [--idle-timeout SECS|0] [--network none|full]\n"
+         "create [--id ID] [--timeout SECS] [--idle-timeout SECS|0]\n"
+         "       [--network none|full|allowlist] [--allow-host HOST[:PORT]]... [--allow-cidr "
+         "CIDR]...\n"
          "       [--writable PATH]... [--deny-read PATH]... [--deny-write PATH]...\n"
          "       [--no-protect-defaults] [--env K=V]... [--memory BYTES] [--cpu-seconds N]\n"
          "       [--cpu-percent N] [--processes N] [--file-size BYTES] [--open-files N]\n"
@@ -73,7 +75,9 @@ static const struct command commands[] = {
         {"info", cmd_info, "info [--json] ID", "show a sandbox"},
         {"set-timeout", cmd_set_timeout, "set-timeout [--json] ID SECS",
          "move a sandbox's deadline to SECS from now"},
-        {"history", cmd_history, "history [--json] ID", "list the commands a sandbox ran and runs"},
+        {"history", cmd_history, "history [--json] [--connections] ID",
+         "list the commands a sandbox ran and runs (--connections: what its network\n"
+         "      allowlist proxy allowed and refused)"},
         {"doctor", cmd_doctor, "doctor [--json]",
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},
@@ -246,6 +250,8 @@ static const struct {
         {"share_uids", "--share-uid", false},
         {"share_gids", "--share-gid", false},
         {"keep_workspace", "--keep-workspace", false},
+        {"allowed_hosts", "--allow-host", false},
+        {"allowed_cidrs", "--allow-cidr", false},
         {"(limit)", "(--limit)", false},
         {"memory", "--memory", true},
         {"processes", "--processes", true},

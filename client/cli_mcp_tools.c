@@ -248,7 +248,10 @@ static const struct mcp_tool tools[] = {
                         "network, resource limits), warnings about what could not be "
                         "isolated, and the limits this server puts on commands and reads. "
                         "Look here before running something that needs the network or "
-                        "writes outside /workspace.",
+                        "writes outside /workspace. With network \"allowlist\" only the "
+                        "allowed_hosts (and allowed_cidrs) are reachable, through the HTTP "
+                        "proxy that HTTP_PROXY/HTTPS_PROXY name; anything else is refused "
+                        "with 403.",
                 .input_schema = "{\"type\":\"object\",\"properties\":{},"
                                 "\"additionalProperties\":false}",
                 .output_schema =
@@ -260,7 +263,12 @@ static const struct mcp_tool tools[] = {
                         "\"owner_uid\":{\"type\":\"integer\"},"
                         "\"deadline\":{\"type\":[\"string\",\"null\"]},"
                         "\"seconds_left\":{\"type\":[\"number\",\"null\"]},"
-                        "\"network\":{\"type\":\"string\"},"
+                        "\"network\":{\"type\":\"string\",\"description\":\"none, full "
+                        "or allowlist\"},"
+                        "\"allowed_hosts\":{\"type\":\"array\",\"items\":{\"type\":"
+                        "\"string\"}},"
+                        "\"allowed_cidrs\":{\"type\":\"array\",\"items\":{\"type\":"
+                        "\"string\"}},"
                         "\"protect_defaults\":{\"type\":\"boolean\"},"
                         "\"writable_paths\":{\"type\":\"array\",\"items\":{\"type\":"
                         "\"string\"}},"
@@ -1673,8 +1681,24 @@ static void put_limits_line(FILE *f, const struct sbx_limits *l) {
 }
 
 /* The lines of the policy: network, what is writable, what is hidden, the limits. */
+static const char *network_word(enum sbx_network n) {
+        return n == SBX_NETWORK_FULL ? "full" : n == SBX_NETWORK_ALLOWLIST ? "allowlist" : "none";
+}
+
 static void put_policy_lines(FILE *f, const struct sbx_policy *pol) {
-        fprintf(f, "network: %s\n", pol->network == SBX_NETWORK_FULL ? "full" : "none");
+        fprintf(f, "network: %s\n", network_word(pol->network));
+        if (pol->network == SBX_NETWORK_ALLOWLIST) {
+                fputs("allowed hosts (through the proxy in HTTP_PROXY/HTTPS_PROXY): ", f);
+                for (size_t i = 0; i < pol->allowed_hosts.n; i++) {
+                        fputs(i ? ", " : "", f);
+                        cli_put_text(f, pol->allowed_hosts.v[i]);
+                }
+                for (size_t i = 0; i < pol->allowed_cidrs.n; i++) {
+                        fputs(i || pol->allowed_hosts.n ? ", " : "", f);
+                        cli_put_text(f, pol->allowed_cidrs.v[i]);
+                }
+                fputs(pol->allowed_hosts.n || pol->allowed_cidrs.n ? "\n" : "none\n", f);
+        }
         fputs("writable: /workspace, /tmp", f);
         for (size_t i = 0; i < pol->writable_paths.n; i++) {
                 fputs(", ", f);
@@ -1717,14 +1741,16 @@ static json_t *info_structured(const struct mcp_env *env, const struct sbx_sandb
                                    (json_int_t)env->max_read_bytes);
 
         return json_pack(
-                "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:b,s:o,s:o,s:b,s:o,s:I,s:I,s:I,s:o}", "id", sb->id,
-                "state", sbx_state_name(sb->state), "mode", env->owned ? "owned" : "attached",
-                "owner_uid", (json_int_t)sb->owner_uid, "deadline",
-                sb->deadline_unix_ms ? json_string(iso) : json_null(), "seconds_left",
+                "{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:o,s:o,s:b,s:o,s:o,s:b,s:o,s:I,s:I,s:I,s:o}", "id",
+                sb->id, "state", sbx_state_name(sb->state), "mode",
+                env->owned ? "owned" : "attached", "owner_uid", (json_int_t)sb->owner_uid,
+                "deadline", sb->deadline_unix_ms ? json_string(iso) : json_null(), "seconds_left",
                 sb->deadline_unix_ms ? json_real((double)(left_ms > 0 ? left_ms : 0) / 1000.0)
                                      : json_null(),
-                "network", sb->policy.network == SBX_NETWORK_FULL ? "full" : "none",
-                "protect_defaults", sb->policy.protect_defaults, "writable_paths",
+                "network", network_word(sb->policy.network), "allowed_hosts",
+                strv_json(&sb->policy.allowed_hosts), "allowed_cidrs",
+                strv_json(&sb->policy.allowed_cidrs), "protect_defaults",
+                sb->policy.protect_defaults, "writable_paths",
                 strv_json(&sb->policy.writable_paths), "limits", limits_json(&sb->policy.limits),
                 "isolated", sb->isolated, "warnings", strv_json(&sb->warnings), "commands_run",
                 (json_int_t)sb->commands_run, "running_commands", (json_int_t)sb->running_commands,

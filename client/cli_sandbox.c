@@ -87,6 +87,10 @@ static bool has_idle_timeout(const struct sbx_sandbox *s) {
                s->idle_timeout_ms <= (uint64_t)INT64_MAX;
 }
 
+static const char *network_name(enum sbx_network n) {
+        return n == SBX_NETWORK_FULL ? "full" : n == SBX_NETWORK_ALLOWLIST ? "allowlist" : "none";
+}
+
 /* The "policy" object of a sandbox's JSON. */
 static void json_policy(struct json *j, const struct sbx_policy *p) {
         json_begin_object(j);
@@ -97,7 +101,11 @@ static void json_policy(struct json *j, const struct sbx_policy *p) {
         json_key(j, "denied_write_paths");
         json_strv(j, &p->denied_write_paths);
         json_key(j, "network");
-        json_string(j, p->network == SBX_NETWORK_FULL ? "full" : "none");
+        json_string(j, network_name(p->network));
+        json_key(j, "allowed_hosts");
+        json_strv(j, &p->allowed_hosts);
+        json_key(j, "allowed_cidrs");
+        json_strv(j, &p->allowed_cidrs);
         json_key(j, "protect_defaults");
         json_bool(j, p->protect_defaults);
         json_key(j, "inherit_environment");
@@ -296,7 +304,11 @@ static void print_limits(const struct sbx_limits *l) {
 /* The policy's lines: network, protect_defaults, the path lists, root_dir, limits. */
 static void print_policy(const struct sbx_policy *p) {
         key("network");
-        printf("%s\n", p->network == SBX_NETWORK_FULL ? "full" : "none");
+        printf("%s\n", network_name(p->network));
+        if (p->network == SBX_NETWORK_ALLOWLIST) {
+                print_strv_key("allowed_hosts", &p->allowed_hosts);
+                print_strv_key("allowed_cidrs", &p->allowed_cidrs);
+        }
         key("protect_defaults");
         printf("%s\n", p->protect_defaults ? "yes" : "no");
         print_strv_key("writable_paths", &p->writable_paths);
@@ -511,6 +523,9 @@ static bool kv_ok(const char *s) {
 struct create_state {
         char **writable, **deny_read, **deny_write, **env, **paths;
         size_t n_writable, n_deny_read, n_deny_write, n_env, n_paths;
+        char **allow_host, **allow_cidr; /* --allow-host, --allow-cidr (argv's strings) */
+        size_t n_allow_host, n_allow_cidr;
+        bool network_set; /* --network given: --allow-* imply no mode */
         struct sbx_label *labels;
         size_t n_labels;
         uint32_t *share_uids;
@@ -529,6 +544,8 @@ static void create_state_free(struct create_state *st) {
         free(st->paths);
         free(st->labels);
         free(st->share_uids);
+        free(st->allow_host);
+        free(st->allow_cidr);
 }
 
 /* Makes path absolute, remembers the copy for freeing, and appends it to v. */
@@ -584,6 +601,8 @@ enum {
         C_KEEP,
         C_MAX_COMMANDS,
         C_MAX_QUEUED,
+        C_ALLOW_HOST,
+        C_ALLOW_CIDR,
 };
 
 static const struct cli_opt create_opts[] = {
@@ -610,6 +629,8 @@ static const struct cli_opt create_opts[] = {
         [C_KEEP] = {"keep-workspace", false, 0},
         [C_MAX_COMMANDS] = {"max-commands", true, 0},
         [C_MAX_QUEUED] = {"max-queued", true, 0},
+        [C_ALLOW_HOST] = {"allow-host", true, 0},
+        [C_ALLOW_CIDR] = {"allow-cidr", true, 0},
         {NULL, false, 0},
 };
 
@@ -624,8 +645,10 @@ static int create_state_alloc(struct create_state *st, int argc) {
         st->paths = calloc(n, sizeof(char *));
         st->labels = calloc(n, sizeof(*st->labels));
         st->share_uids = calloc(n, sizeof(uint32_t));
-        if (!st->writable || !st->deny_read || !st->deny_write || !st->env || !st->paths ||
-            !st->labels || !st->share_uids)
+        st->allow_host = calloc(n, sizeof(char *));
+        st->allow_cidr = calloc(n, sizeof(char *));
+        if (!st->allow_host || !st->allow_cidr || !st->writable || !st->deny_read ||
+            !st->deny_write || !st->env || !st->paths || !st->labels || !st->share_uids)
                 return cli_error(SBX_INTERNAL, "out of memory");
         return 0;
 }
@@ -714,14 +737,16 @@ static int create_limit(int k, const char *cmd, const char *a, struct sbx_limits
         }
 }
 
-/* --network none|full. 0, or an exit status. */
+/* --network none|full|allowlist. 0, or an exit status. */
 static int create_network(const char *cmd, const char *a, struct sbx_policy *pol) {
         if (strcmp(a, "none") == 0)
                 pol->network = SBX_NETWORK_NONE;
         else if (strcmp(a, "full") == 0)
                 pol->network = SBX_NETWORK_FULL;
+        else if (strcmp(a, "allowlist") == 0)
+                pol->network = SBX_NETWORK_ALLOWLIST;
         else
-                return cli_bad_value(cmd, "--network", a, "expected none or full");
+                return cli_bad_value(cmd, "--network", a, "expected none, full or allowlist");
         return 0;
 }
 
@@ -749,7 +774,14 @@ static int create_option(int k, const char *cmd, const char *a, struct sbx_creat
         case C_IDLE:
                 return create_lifetime(k, cmd, a, o);
         case C_NETWORK:
+                st->network_set = true;
                 return create_network(cmd, a, &o->policy);
+        case C_ALLOW_HOST:
+                st->allow_host[st->n_allow_host++] = (char *)(uintptr_t)a;
+                return 0;
+        case C_ALLOW_CIDR:
+                st->allow_cidr[st->n_allow_cidr++] = (char *)(uintptr_t)a;
+                return 0;
         case C_WRITABLE:
                 return add_path(st, st->writable, &st->n_writable, a);
         case C_DENY_READ:
@@ -822,6 +854,12 @@ static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_creat
         o->policy.writable_paths = (struct sbx_strv){st->writable, st->n_writable};
         o->policy.denied_read_paths = (struct sbx_strv){st->deny_read, st->n_deny_read};
         o->policy.denied_write_paths = (struct sbx_strv){st->deny_write, st->n_deny_write};
+        o->policy.allowed_hosts = (struct sbx_strv){st->allow_host, st->n_allow_host};
+        o->policy.allowed_cidrs = (struct sbx_strv){st->allow_cidr, st->n_allow_cidr};
+        /* --allow-host and --allow-cidr imply --network allowlist; with another --network
+         * the daemon says they need it. */
+        if (!st->network_set && (st->n_allow_host || st->n_allow_cidr))
+                o->policy.network = SBX_NETWORK_ALLOWLIST;
         o->env = (const char *const *)st->env;
         o->n_env = st->n_env;
         o->labels = st->labels;
@@ -1482,16 +1520,147 @@ static int print_history(struct sbx_history *const *pages, size_t n_pages, bool 
         return table_finish(&t);
 }
 
+/* history's options: --json, and --connections for the proxy's records of an allowlist
+ * sandbox instead of its commands. 0, -1 after --help, or an exit status. */
+static int parse_history(struct cli *cli, int argc, char **argv, const char **id, bool *json,
+                         bool *conns) {
+        static const struct cli_opt spec[] = {
+                {"json", false, 0}, {"connections", false, 0}, {NULL, false, 0}};
+        struct cli_opts p;
+        size_t got = 0;
+        int k;
+
+        cli_opts_init(&p, cli, argc, argv, spec);
+        while ((k = cli_opts_next(&p)) != CLI_OPT_END) {
+                if (k == CLI_OPT_ERR)
+                        return CLI_EXIT_ERROR;
+                if (k == CLI_OPT_HELP) {
+                        cli_usage(stdout, argv[0]);
+                        return -1;
+                }
+                if (k == CLI_OPT_POS) {
+                        if (got == 1)
+                                return cli_usage_error("unexpected argument '%s' for sbx history",
+                                                       p.arg);
+                        *id = p.arg;
+                        got++;
+                        continue;
+                }
+                if (k == 0)
+                        *json = true;
+                else
+                        *conns = true;
+        }
+        return got ? 0 : cli_usage_error("sbx history needs 1 argument");
+}
+
+static void json_connection(struct json *j, const struct sbx_connection_record *r) {
+        json_begin_object(j);
+        json_key(j, "seq");
+        json_uint(j, r->seq);
+        json_time(j, "started", r->started_unix_ms);
+        json_time(j, "ended", r->ended_unix_ms);
+        json_key(j, "host");
+        json_string(j, r->host);
+        json_key(j, "port");
+        json_uint(j, r->port);
+        json_key(j, "address");
+        json_string(j, r->address);
+        json_key(j, "allowed");
+        json_bool(j, r->allowed);
+        json_key(j, "reason");
+        json_string(j, r->reason);
+        json_key(j, "method");
+        json_string(j, r->method);
+        json_key(j, "bytes_sent");
+        json_uint(j, r->bytes_sent);
+        json_key(j, "bytes_received");
+        json_uint(j, r->bytes_received);
+        json_end_object(j);
+}
+
+/* One row: SEQ, STARTED, VERDICT, METHOD, HOST:PORT, ADDRESS, SENT, RECEIVED, REASON. */
+static void connection_row(struct table *t, const struct sbx_connection_record *r) {
+        char seq[24], started[64], hp[300], sent[24], recv[24];
+        const char *row[9];
+
+        snprintf(seq, sizeof(seq), "%llu", (unsigned long long)r->seq);
+        cli_format_iso(started, sizeof(started), r->started_unix_ms, false);
+        snprintf(hp, sizeof(hp), "%s:%u", r->host ? r->host : "-", r->port);
+        snprintf(sent, sizeof(sent), "%llu", (unsigned long long)r->bytes_sent);
+        snprintf(recv, sizeof(recv), "%llu", (unsigned long long)r->bytes_received);
+        row[0] = seq;
+        row[1] = started;
+        row[2] = r->allowed ? "allowed" : "refused";
+        row[3] = r->method ? r->method : "-";
+        row[4] = hp;
+        row[5] = r->address ? r->address : "-";
+        row[6] = sent;
+        row[7] = recv;
+        row[8] = r->reason ? r->reason : (r->ended_unix_ms ? "" : "(open)");
+        table_add(t, row);
+}
+
+/* history --connections: every page of the proxy's records, as a table or JSON array. */
+static int history_connections(struct cli *cli, const char *id, bool json) {
+        static const char *const head[] = {"SEQ",     "STARTED", "VERDICT",  "METHOD", "HOST",
+                                           "ADDRESS", "SENT",    "RECEIVED", "REASON"};
+        struct table t = {.ncol = 9};
+        struct json j;
+        uint64_t after = 0;
+        sbx_client *c;
+        int status;
+
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        if (json) {
+                json_init(&j, stdout);
+                json_begin_array(&j);
+        } else {
+                table_add(&t, head);
+        }
+        for (;;) {
+                struct sbx_connections *h = NULL;
+                enum sbx_code rc = sbx_connections(c, id, after, SBX_MAX_HISTORY_LIMIT, &h);
+                if (rc != SBX_OK) {
+                        status = cli_client_error(c, rc);
+                        break;
+                }
+                for (size_t i = 0; i < h->n; i++) {
+                        if (json)
+                                json_connection(&j, &h->v[i]);
+                        else
+                                connection_row(&t, &h->v[i]);
+                }
+                if (h->n == 0 || !h->truncated || h->next_after_seq <= after) {
+                        sbx_connections_free(h);
+                        break;
+                }
+                after = h->next_after_seq;
+                sbx_connections_free(h);
+        }
+        sbx_close(c);
+        if (json) {
+                json_end_array(&j);
+                int js = finish_json(&j);
+                return status ? status : js;
+        }
+        int ts = table_finish(&t);
+        return status ? status : ts;
+}
+
 int cmd_history(struct cli *cli, int argc, char **argv) {
-        const char *id;
-        bool json = false;
+        const char *id = NULL;
+        bool json = false, conns = false;
         struct sbx_history **pages = NULL;
         size_t n_pages = 0;
         sbx_client *c;
-        int status = parse_simple(cli, argc, argv, json_only_opts, 1, &id, &json);
+        int status = parse_history(cli, argc, argv, &id, &json, &conns);
 
         if (status)
                 return status < 0 ? 0 : status;
+        if (conns)
+                return history_connections(cli, id, json);
         if ((status = cli_connect(cli, &c)))
                 return status;
         status = history_pages(c, id, &pages, &n_pages);

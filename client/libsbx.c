@@ -147,6 +147,7 @@ SAME_VALUE(SBX_FILE_UNKNOWN, SBX__V1__FILE_TYPE__FILE_TYPE_UNKNOWN);
 SAME_VALUE(SBX_FILE_BLOCK_DEVICE, SBX__V1__FILE_TYPE__BLOCK_DEVICE);
 SAME_VALUE(SBX_NETWORK_NONE, SBX__V1__NETWORK_MODE__NETWORK_NONE);
 SAME_VALUE(SBX_NETWORK_FULL, SBX__V1__NETWORK_MODE__NETWORK_FULL);
+SAME_VALUE(SBX_NETWORK_ALLOWLIST, SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST);
 SAME_VALUE(SBX_OK, SBX__V1__CODE__OK);
 SAME_VALUE(SBX_SANDBOX_ENDED, SBX__V1__CODE__ENDED);
 
@@ -949,6 +950,8 @@ static const char *enforcement_name(int e) {
                 return "cgroup_v1";
         case SBX__V1__ENFORCEMENT__RLIMIT:
                 return "rlimit";
+        case SBX__V1__ENFORCEMENT__PROXY:
+                return "proxy";
         default:
                 return "none";
         }
@@ -1039,7 +1042,9 @@ static bool policy_from_proto(struct sbx_policy *out, const Sbx__V1__Policy *in)
         if (!in)
                 return true;
         out->network = in->network == SBX__V1__NETWORK_MODE__NETWORK_FULL ? SBX_NETWORK_FULL
-                                                                          : SBX_NETWORK_NONE;
+                       : in->network == SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST
+                               ? SBX_NETWORK_ALLOWLIST
+                               : SBX_NETWORK_NONE;
         out->protect_defaults = in->protect_defaults;
         out->inherit_environment_set = in->inherit_environment_set;
         l = in->limits;
@@ -1092,6 +1097,8 @@ static bool policy_from_proto(struct sbx_policy *out, const Sbx__V1__Policy *in)
                         in->n_denied_write_paths) &&
                dup_strv(&out->inherit_environment, in->inherit_environment,
                         in->n_inherit_environment) &&
+               dup_strv(&out->allowed_hosts, in->allowed_hosts, in->n_allowed_hosts) &&
+               dup_strv(&out->allowed_cidrs, in->allowed_cidrs, in->n_allowed_cidrs) &&
                dup_str(&out->root_dir, in->root_dir);
 }
 
@@ -1471,10 +1478,12 @@ static enum sbx_code check_create_opts(sbx_client *c, const struct sbx_create_op
                 return SBX_INVALID_ARGUMENT;
         if (!strv_valid(&p->writable_paths) || !strv_valid(&p->denied_read_paths) ||
             !strv_valid(&p->denied_write_paths) || !strv_valid(&p->inherit_environment) ||
+            !strv_valid(&p->allowed_hosts) || !strv_valid(&p->allowed_cidrs) ||
             !strs_valid(o->env, o->n_env) || (o->n_labels && !o->labels) ||
             (o->n_share_uids && !o->share_uids) || (o->n_share_gids && !o->share_gids))
                 return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "a NULL entry in the sandbox options");
-        if (p->network != SBX_NETWORK_NONE && p->network != SBX_NETWORK_FULL)
+        if (p->network != SBX_NETWORK_NONE && p->network != SBX_NETWORK_FULL &&
+            p->network != SBX_NETWORK_ALLOWLIST)
                 return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "unknown network mode %d",
                             (int)p->network);
         for (size_t i = 0; i < o->n_env; i++)
@@ -1523,8 +1532,11 @@ static void policy_to_proto(const struct sbx_policy *p, Sbx__V1__Policy *pol,
         pol->n_denied_write_paths = p->denied_write_paths.n;
         pol->denied_write_paths = p->denied_write_paths.v;
         pol->has_network = 1;
-        pol->network = p->network == SBX_NETWORK_FULL ? SBX__V1__NETWORK_MODE__NETWORK_FULL
-                                                      : SBX__V1__NETWORK_MODE__NETWORK_NONE;
+        pol->network = (Sbx__V1__NetworkMode)p->network; /* the same values (SAME_VALUE) */
+        pol->n_allowed_hosts = p->allowed_hosts.n;
+        pol->allowed_hosts = p->allowed_hosts.v;
+        pol->n_allowed_cidrs = p->allowed_cidrs.n;
+        pol->allowed_cidrs = p->allowed_cidrs.v;
         pol->has_protect_defaults = 1;
         pol->protect_defaults = !!p->protect_defaults;
         pol->n_inherit_environment = p->inherit_environment.n;
@@ -2312,6 +2324,85 @@ enum sbx_code sbx_remove(sbx_client *c, const char *id, const char *path, int re
 }
 
 /* ---- history -------------------------------------------------------------------------- */
+
+static bool connection_from_proto(struct sbx_connection_record *o,
+                                  const Sbx__V1__ConnectionRecord *r) {
+        o->seq = r->seq;
+        o->started_unix_ms = r->started_unix_ms;
+        o->ended_unix_ms = r->has_ended_unix_ms ? r->ended_unix_ms : 0;
+        o->port = r->port;
+        o->allowed = r->allowed;
+        o->bytes_sent = r->bytes_sent;
+        o->bytes_received = r->bytes_received;
+        return dup_str(&o->host, r->host) && dup_str(&o->address, r->address) &&
+               dup_str(&o->reason, r->reason) && dup_str(&o->method, r->method);
+}
+
+void sbx_connections_free(struct sbx_connections *h) {
+        if (!h)
+                return;
+        for (size_t i = 0; i < h->n; i++) {
+                free(h->v[i].host);
+                free(h->v[i].address);
+                free(h->v[i].reason);
+                free(h->v[i].method);
+        }
+        free(h->v);
+        free(h);
+}
+
+enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
+                              struct sbx_connections **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__GetHistory gh = SBX__V1__GET_HISTORY__INIT;
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HISTORY};
+        Sbx__V1__Response *resp;
+        const Sbx__V1__GetHistoryReply *hr;
+        struct sbx_connections *out;
+        bool ok;
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return null_arg(c, __func__, "ret");
+        *ret = NULL;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        gh.sandbox_id = unconst(id);
+        gh.has_after_seq = after_seq > 0;
+        gh.after_seq = after_seq;
+        gh.has_limit = limit > 0;
+        gh.limit = limit;
+        gh.has_kind = 1;
+        gh.kind = SBX__V1__HISTORY_KIND__HISTORY_CONNECTIONS;
+        req.body_case = SBX__V1__REQUEST__BODY_GET_HISTORY;
+        req.get_history = &gh;
+        rc = call(c, &k, &resp);
+        if (rc != SBX_OK)
+                return rc;
+        hr = resp->history;
+        out = calloc(1, sizeof(*out));
+        ok = out != NULL;
+        if (ok && hr->n_connections) {
+                out->v = calloc(hr->n_connections, sizeof(*out->v));
+                ok = out->v != NULL;
+                for (size_t i = 0; ok && i < hr->n_connections; i++) {
+                        out->n = i + 1;
+                        ok = connection_from_proto(&out->v[i], hr->connections[i]);
+                }
+        }
+        if (ok) {
+                out->next_after_seq = hr->next_after_seq;
+                out->truncated = hr->truncated;
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!ok) {
+                sbx_connections_free(out);
+                return fail_oom(c);
+        }
+        *ret = out;
+        return SBX_OK;
+}
 
 enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
                           struct sbx_history **ret) {

@@ -189,6 +189,8 @@ static void policy_clear(struct sbx_policy *p) {
         strv_clear(&p->denied_read_paths);
         strv_clear(&p->denied_write_paths);
         strv_clear(&p->inherit_environment);
+        strv_clear(&p->allowed_hosts);
+        strv_clear(&p->allowed_cidrs);
         free(p->root_dir);
         p->root_dir = NULL;
 }

@@ -144,7 +144,10 @@ void sbx_hello_free(struct sbx_hello *h);
 
 /* ---- Sandboxes -------------------------------------------------------------------- */
 
-enum sbx_network { SBX_NETWORK_NONE = 0, SBX_NETWORK_FULL = 1 };
+/* ALLOWLIST: no network but the daemon's filtering proxy (HTTP_PROXY and friends in
+ * every command's environment), which connects only to allowed_hosts and allowed_cidrs
+ * and records every connection (sbx_connections). */
+enum sbx_network { SBX_NETWORK_NONE = 0, SBX_NETWORK_FULL = 1, SBX_NETWORK_ALLOWLIST = 2 };
 
 enum sbx_state {
         SBX_STATE_UNSPECIFIED = 0,
@@ -206,6 +209,10 @@ struct sbx_policy {
         int inherit_environment_set; /* use inherit_environment even when empty */
         struct sbx_limits limits;
         char *root_dir; /* NULL: the host's / */
+        /* SBX_NETWORK_ALLOWLIST: "pypi.org", "*.npmjs.org", optionally ":PORT" (default
+         * 80 and 443), and address ranges ("203.0.113.0/24", "2001:db8::1"). */
+        struct sbx_strv allowed_hosts;
+        struct sbx_strv allowed_cidrs;
 };
 
 /* Fills p with the defaults: network none, protect_defaults on, nothing writable. */
@@ -562,6 +569,35 @@ struct sbx_history {
 enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
                           struct sbx_history **ret);
 void sbx_history_free(struct sbx_history *h);
+
+/* One connection an allowlist sandbox's proxy allowed or refused (its records). */
+struct sbx_connection_record {
+        uint64_t seq;
+        int64_t started_unix_ms;
+        int64_t ended_unix_ms; /* 0 while open */
+        char *host;            /* as the sandbox asked; NULL when it named none */
+        uint32_t port;
+        char *address; /* the address connected to or refused; may be NULL */
+        int allowed;
+        char *reason;        /* why refused or why it failed; may be NULL */
+        char *method;        /* "CONNECT", "GET", ...; may be NULL */
+        uint64_t bytes_sent; /* sandbox -> host */
+        uint64_t bytes_received;
+};
+
+struct sbx_connections {
+        struct sbx_connection_record *v;
+        size_t n;
+        uint64_t next_after_seq;
+        int truncated;
+};
+
+/* Connections of sandbox id's proxy from the records (GetHistory kind
+ * HISTORY_CONNECTIONS), oldest first, after seq after_seq; limit 0: the daemon's
+ * default page (100). */
+enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
+                              struct sbx_connections **ret);
+void sbx_connections_free(struct sbx_connections *h);
 
 #ifdef __cplusplus
 }

@@ -167,11 +167,14 @@ int initchan_send(struct initchan *ch, const Sbx__Init__V1__ToInit *msg, const i
 /* ---- receiving ---------------------------------------------------------------------- */
 
 /* Hands one decoded message to the owner. */
-static void dispatch(struct initchan *ch, const Sbx__Init__V1__FromInit *m) {
+static void dispatch(struct initchan *ch, const Sbx__Init__V1__FromInit *m, int *fd) {
         switch (m->body_case) {
         case SBX__INIT__V1__FROM_INIT__BODY_READY:
-                if (!ch->stopped)
-                        ch->ops->ready(ch->ud, m->ready);
+                if (!ch->stopped) {
+                        int given = *fd;
+                        *fd = -1;
+                        ch->ops->ready(ch->ud, m->ready, given);
+                }
                 break;
         case SBX__INIT__V1__FROM_INIT__BODY_STARTED:
                 break; /* obsolete (init.proto): an older init adopted after an upgrade */
@@ -196,6 +199,7 @@ static int take_packet(struct initchan *ch) {
         int fds[SBX_INIT_MAX_FDS];
         Sbx__Init__V1__FromInit *m;
         size_t len, nfds, i;
+        int passed = -1;
         int r = initmsg_recv(ch->fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds);
 
         if (r <= 0) {
@@ -203,14 +207,21 @@ static int take_packet(struct initchan *ch) {
                         fail(ch, "bad packet from its init: %s", strerror(-r));
                 return r;
         }
-        for (i = 0; i < nfds; i++)
-                close(fds[i]); /* init never sends descriptors */
         m = sbx__init__v1__from_init__unpack(NULL, len, buf);
+        /* Only Ready saying proxy_listener carries a descriptor (one); any other is
+         * closed unseen. */
+        if (m && m->body_case == SBX__INIT__V1__FROM_INIT__BODY_READY &&
+            m->ready->has_proxy_listener && m->ready->proxy_listener && nfds == 1)
+                passed = fds[--nfds];
+        for (i = 0; i < nfds; i++)
+                close(fds[i]);
         if (!m) {
                 fail(ch, "undecodable message from its init");
                 return -EBADMSG;
         }
-        dispatch(ch, m);
+        dispatch(ch, m, &passed);
+        if (passed >= 0)
+                close(passed);
         sbx__init__v1__from_init__free_unpacked(m, NULL);
         return 1;
 }

@@ -23,8 +23,9 @@ struct init_out;
  * valid during the call only; a callback may stop or close the channel. */
 struct initchan_ops {
         /* init sent Ready (its setup is done, or failed: ready->ok says). Only while the
-         * channel has not been stopped. */
-        void (*ready)(void *ud, const Sbx__Init__V1__Ready *ready);
+         * channel has not been stopped. fd: the one descriptor Ready carried when it says
+         * so (proxy_listener), which the callee owns from now on, or -1. */
+        void (*ready)(void *ud, const Sbx__Init__V1__Ready *ready, int fd);
         /* A command could not be started (init.proto StartFailed). */
         void (*start_failed)(void *ud, uint64_t command_id, int err, const char *msg);
         /* A command's leader was reaped (init.proto Exited). */

@@ -28,6 +28,8 @@
 
 #include "cgroup.h"
 #include "creds.h"
+#include "egress.h"
+#include "egressrule.h"
 #include "init/user.h"
 #include "protect.h"
 #include "sbx_limits.h"
@@ -48,6 +50,10 @@ static char *default_inherit[] = {"LANG", "LC_*", "TZ"};
  * the committer's when none is configured (their name then comes from the entry's
  * GECOS field). Not GIT_AUTHOR_NAME and its kin: those would override a
  * `git config user.name` made inside. The .invalid domain reaches nobody (RFC 2606). */
+#define PROXY_URL    "http://127.0.0.1:3128" /* SBX_EGRESS_PORT */
+#define PROXY_BYPASS "localhost,127.0.0.1,::1"
+_Static_assert(SBX_EGRESS_PORT == 3128, "PROXY_URL names SBX_EGRESS_PORT");
+
 static const char *const default_env[] = {"USER=" USER_NAME, "LOGNAME=" USER_NAME,
                                           "EMAIL=" USER_NAME "@sbxd.invalid"};
 
@@ -970,14 +976,15 @@ static int check_lists(const Sbx__V1__CreateSandbox *req, char *err, size_t errl
         return 0;
 }
 
-/* The policy's switches: network (none or full, default none), protect_defaults
+/* The policy's switches: network (none, full or allowlist, default none), protect_defaults
  * (default on) and inherit_environment (default default_inherit unless set, even to
  * nothing), checked and filled into pol. req_pol is the request's (may be NULL). */
 static int fill_switches(const Sbx__V1__Policy *req_pol, Sbx__V1__Policy *pol, char *err,
                          size_t errlen) {
         if (pol->has_network && pol->network != SBX__V1__NETWORK_MODE__NETWORK_NONE &&
-            pol->network != SBX__V1__NETWORK_MODE__NETWORK_FULL) {
-                snprintf(err, errlen, "network must be none or full");
+            pol->network != SBX__V1__NETWORK_MODE__NETWORK_FULL &&
+            pol->network != SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST) {
+                snprintf(err, errlen, "network must be none, full or allowlist");
                 return -EINVAL;
         }
         pol->has_network = 1;
@@ -1054,18 +1061,75 @@ static int fill_command_caps(struct sbxd *d, Sbx__V1__Limits *lim, char *err, si
         return 0;
 }
 
+/* NETWORK_ALLOWLIST's lists, only with network allowlist: each allowed_hosts entry is
+ * validated and replaced by its normal form (egressrule.h: lowercase, no IP literals),
+ * each allowed_cidrs entry by its normal form "ADDRESS/PREFIX" (host bits below the
+ * prefix are cleared, not refused: "10.1.2.3/8" becomes "10.0.0.0/8"); at most
+ * EGRESS_MAX_HOSTS and EGRESS_MAX_CIDRS entries. The arrays go into arena. */
+static int check_allowlist(Sbx__V1__Policy *pol, struct strs *arena, char *err, size_t errlen) {
+        char **hosts, **cidrs;
+        size_t i;
+
+        if (pol->network != SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST) {
+                if (pol->n_allowed_hosts == 0 && pol->n_allowed_cidrs == 0)
+                        return 0;
+                snprintf(err, errlen, "allowed_hosts and allowed_cidrs need network allowlist");
+                return -EINVAL;
+        }
+        if (pol->n_allowed_hosts > EGRESS_MAX_HOSTS || pol->n_allowed_cidrs > EGRESS_MAX_CIDRS) {
+                snprintf(err, errlen, "at most %u allowed hosts and %u allowed CIDRs",
+                         EGRESS_MAX_HOSTS, EGRESS_MAX_CIDRS);
+                return -EINVAL;
+        }
+        hosts = calloc(pol->n_allowed_hosts + 1, sizeof(*hosts));
+        cidrs = calloc(pol->n_allowed_cidrs + 1, sizeof(*cidrs));
+        if (!strs_add(arena, (char *)hosts) || !strs_add(arena, (char *)cidrs))
+                return -ENOMEM;
+        for (i = 0; i < pol->n_allowed_hosts; i++) {
+                char buf[EGRESS_PATTERN_MAX_BYTES];
+                int r = egressrule_host_normalize(pol->allowed_hosts[i], buf, sizeof(buf), err,
+                                                  errlen);
+                if (r < 0)
+                        return r;
+                if (!(hosts[i] = strs_add(arena, strdup(buf))))
+                        return -ENOMEM;
+        }
+        for (i = 0; i < pol->n_allowed_cidrs; i++) {
+                struct egressrule_cidr c;
+                char buf[EGRESS_CIDR_MAX_BYTES];
+                int r = egressrule_cidr_parse(pol->allowed_cidrs[i], &c, err, errlen);
+                if (r < 0)
+                        return r;
+                egressrule_cidr_format(&c, buf, sizeof(buf));
+                if (!(cidrs[i] = strs_add(arena, strdup(buf))))
+                        return -ENOMEM;
+        }
+        pol->allowed_hosts = hosts;
+        pol->allowed_cidrs = cidrs;
+        return 0;
+}
+
+/* The proxy's address for the commands of an allowlist sandbox, unless the creator sets
+ * the name (a command's own env overrides it too). Loopback itself goes around it. */
+static const char *const proxy_env[] = {"HTTP_PROXY=" PROXY_URL,  "HTTPS_PROXY=" PROXY_URL,
+                                        "ALL_PROXY=" PROXY_URL,   "http_proxy=" PROXY_URL,
+                                        "https_proxy=" PROXY_URL, "all_proxy=" PROXY_URL,
+                                        "NO_PROXY=" PROXY_BYPASS, "no_proxy=" PROXY_BYPASS};
+
 /* The checks that need no host path, in the order their refusals are reported:
  * lifetime, labels, environment, sharing, network, inherit_environment, limits, the
  * command caps; fills their defaults into eff, pol and lim. */
 static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                        Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
-                       char *err, size_t errlen) {
+                       struct strs *arena, char *err, size_t errlen) {
         int r = check_lifetime(d, req, eff, err, errlen);
 
         if (r == 0)
                 r = check_lists(req, err, errlen);
         if (r == 0)
                 r = fill_switches(req->policy, pol, err, errlen);
+        if (r == 0)
+                r = check_allowlist(pol, arena, err, errlen);
         if (r == 0)
                 r = check_limits(lim, err, errlen);
         if (r == 0)
@@ -1085,11 +1149,12 @@ static int inherits(const char *pat, const char *kv) {
         return n == name && strncmp(kv, pat, n) == 0;
 }
 
-/* Adds to eff's env each entry of default_env whose name the creator neither sets in env
- * nor inherits from the daemon. The array is allocated into arena. Returns 0 or -ENOMEM. */
+/* Adds to eff's env each entry of default_env (n_def of them) whose name the creator
+ * neither sets in env nor inherits from the daemon. The array is allocated into arena.
+ * Returns 0 or -ENOMEM. */
 static int add_default_env(Sbx__V1__CreateSandbox *eff, const Sbx__V1__Policy *pol,
-                           struct strs *arena) {
-        size_t n_def = sizeof(default_env) / sizeof(default_env[0]), i, j, n = eff->n_env;
+                           struct strs *arena, const char *const *defs, size_t n_def) {
+        size_t i, j, n = eff->n_env;
         char **env = calloc(n + n_def + 1, sizeof(*env));
 
         if (!env || !strs_add(arena, (char *)env))
@@ -1097,14 +1162,14 @@ static int add_default_env(Sbx__V1__CreateSandbox *eff, const Sbx__V1__Policy *p
         for (i = 0; i < n; i++)
                 env[i] = eff->env[i];
         for (i = 0; i < n_def; i++) {
-                size_t name = strcspn(default_env[i], "=") + 1;
+                size_t name = strcspn(defs[i], "=") + 1;
                 int given = 0;
                 for (j = 0; j < eff->n_env && !given; j++)
-                        given = strncmp(eff->env[j], default_env[i], name) == 0;
+                        given = strncmp(eff->env[j], defs[i], name) == 0;
                 for (j = 0; j < pol->n_inherit_environment && !given; j++)
-                        given = inherits(pol->inherit_environment[j], default_env[i]);
+                        given = inherits(pol->inherit_environment[j], defs[i]);
                 if (!given)
-                        env[n++] = (char *)(uintptr_t)default_env[i];
+                        env[n++] = (char *)(uintptr_t)defs[i];
         }
         eff->env = env;
         eff->n_env = n;
@@ -1178,9 +1243,13 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
         int r;
 
         effective_init(&e, req, id);
-        r = check_plain(d, req, &e.eff, &e.pol, &e.lim, err, errlen);
+        r = check_plain(d, req, &e.eff, &e.pol, &e.lim, &e.arena, err, errlen);
         if (r == 0)
-                r = add_default_env(&e.eff, &e.pol, &e.arena);
+                r = add_default_env(&e.eff, &e.pol, &e.arena, default_env,
+                                    sizeof(default_env) / sizeof(default_env[0]));
+        if (r == 0 && e.pol.network == SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST)
+                r = add_default_env(&e.eff, &e.pol, &e.arena, proxy_env,
+                                    sizeof(proxy_env) / sizeof(proxy_env[0]));
         if (r == 0)
                 r = resolve_paths(d, k, &e, err, errlen);
         if (r == 0)
@@ -1231,6 +1300,11 @@ static void setup_basics(struct sbxd *d, const struct policy_sandbox *sb,
         setup->writable_paths = pol->writable_paths;
         setup->has_network_none = 1;
         setup->network_none = pol->network != SBX__V1__NETWORK_MODE__NETWORK_FULL;
+        if (pol->network == SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST) {
+                /* init makes the proxy's listener in the sandbox's namespace (egress.h). */
+                setup->has_proxy_port = 1;
+                setup->proxy_port = SBX_EGRESS_PORT;
+        }
         setup->has_tmp_bytes = 1;
         setup->tmp_bytes = pol->limits && pol->limits->has_tmp_bytes ? pol->limits->tmp_bytes
                                                                      : SBX_DEFAULT_TMP_BYTES;

@@ -204,8 +204,9 @@ static int connect_init(const struct orphan *o) {
 }
 
 /* Reads init's greeting (Ready naming its host pid) from fd and pins that pid, which
- * must be o's init. The pidfd, or -errno. */
-static int take_greeting(int fd, const struct orphan *o, pid_t *ret_pid) {
+ * must be o's init. The pidfd, or -errno. *ret_proxy_fd: the egress proxy's listener
+ * the greeting carried (Ready.proxy_listener; the caller's), or -1. */
+static int take_greeting(int fd, const struct orphan *o, pid_t *ret_pid, int *ret_proxy_fd) {
         static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
         Sbx__Init__V1__FromInit *m = NULL;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -216,10 +217,14 @@ static int take_greeting(int fd, const struct orphan *o, pid_t *ret_pid) {
         r = poll(&pfd, 1, RECOVER_GREETING_TIMEOUT_MS) == 1
                     ? initmsg_recv(fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds)
                     : -ETIMEDOUT;
+        *ret_proxy_fd = -1;
         if (r > 0) {
+                m = sbx__init__v1__from_init__unpack(NULL, len, buf);
+                if (m && m->body_case == SBX__INIT__V1__FROM_INIT__BODY_READY &&
+                    m->ready->has_proxy_listener && m->ready->proxy_listener && nfds == 1)
+                        *ret_proxy_fd = fds[--nfds];
                 while (nfds > 0)
                         close(fds[--nfds]);
-                m = sbx__init__v1__from_init__unpack(NULL, len, buf);
         }
         if (!m || m->body_case != SBX__INIT__V1__FROM_INIT__BODY_READY || !m->ready->ok ||
             !m->ready->has_init_host_pid) {
@@ -238,6 +243,10 @@ static int take_greeting(int fd, const struct orphan *o, pid_t *ret_pid) {
         }
         if (pidfd >= 0)
                 close(pidfd);
+        if (r < 0 && *ret_proxy_fd >= 0) {
+                close(*ret_proxy_fd);
+                *ret_proxy_fd = -1;
+        }
         if (m)
                 sbx__init__v1__from_init__free_unpacked(m, NULL);
         return r;
@@ -281,7 +290,7 @@ static struct sandbox *revive(struct sbxd *d, struct orphan *o) {
 static int adopt_one(struct sbxd *d, struct orphan *o) {
         struct sandbox *sb;
         pid_t pid = 0;
-        int fd, pidfd;
+        int fd, pidfd, proxy_fd = -1;
 
         if (!d->cfg->adopt_grace_ms || !o->workspace || o->init_pid <= 0 ||
             strcmp(o->state, names_state(SBX__V1__SANDBOX_STATE__READY)) != 0)
@@ -289,14 +298,16 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         fd = connect_init(o);
         if (fd < 0)
                 return fd;
-        pidfd = take_greeting(fd, o, &pid);
+        pidfd = take_greeting(fd, o, &pid, &proxy_fd);
         if (pidfd < 0 || !(sb = revive(d, o))) {
                 if (pidfd >= 0)
                         close(pidfd);
+                if (proxy_fd >= 0)
+                        close(proxy_fd);
                 close(fd);
                 return pidfd < 0 ? pidfd : -ENOMEM;
         }
-        sandbox_adopted(sb, fd, pid, pidfd);
+        sandbox_adopted(sb, fd, pid, pidfd, proxy_fd);
         return 0;
 }
 

@@ -916,6 +916,8 @@ out:
 struct history_ctx {
         Sbx__V1__CommandRecord *recs;
         Sbx__V1__CommandRecord **ptrs;
+        Sbx__V1__ConnectionRecord *crecs; /* HISTORY_CONNECTIONS */
+        Sbx__V1__ConnectionRecord **cptrs;
         char **strings; /* everything allocated, freed at the end */
         size_t n, n_strings, cap_strings;
         uint64_t last_seq;
@@ -996,6 +998,66 @@ static int history_row(const struct store_command *sc, void *ud) {
         return 0;
 }
 
+/* One ConnectionRecord of the reply from a stored connection. */
+static int connection_row(const struct store_connection *sc, void *ud) {
+        struct history_ctx *h = ud;
+        Sbx__V1__ConnectionRecord *r = &h->crecs[h->n];
+
+        sbx__v1__connection_record__init(r);
+        r->has_seq = 1;
+        r->seq = sc->seq;
+        r->has_started_unix_ms = 1;
+        r->started_unix_ms = sc->started_ms;
+        r->has_ended_unix_ms = sc->ended_ms != 0;
+        r->ended_unix_ms = sc->ended_ms;
+        r->host = hist_strdup(h, sc->host);
+        r->has_port = sc->port != 0;
+        r->port = sc->port;
+        r->address = hist_strdup(h, sc->address);
+        r->has_allowed = 1;
+        r->allowed = sc->allowed;
+        r->reason = hist_strdup(h, sc->reason);
+        r->method = hist_strdup(h, sc->method);
+        r->has_bytes_sent = r->has_bytes_received = 1;
+        r->bytes_sent = sc->bytes_sent;
+        r->bytes_received = sc->bytes_received;
+        h->cptrs[h->n++] = r;
+        return 0;
+}
+
+/* GetHistory with kind HISTORY_CONNECTIONS: the proxy's records, paged as commands. */
+static void history_connections(struct conn *c, const Sbx__V1__Request *req, uint32_t limit,
+                                struct history_ctx *h) {
+        const Sbx__V1__GetHistory *q = req->get_history;
+        Sbx__V1__Response resp;
+        Sbx__V1__GetHistoryReply reply = SBX__V1__GET_HISTORY_REPLY__INIT;
+        int r;
+
+        h->crecs = calloc(limit + 1, sizeof(*h->crecs));
+        h->cptrs = calloc(limit + 1, sizeof(*h->cptrs));
+        if (!h->crecs || !h->cptrs) {
+                send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
+                return;
+        }
+        r = store_connections(conn_daemon(c)->store, q->sandbox_id,
+                              q->has_after_seq ? q->after_seq : 0, limit + 1, connection_row, h);
+        if (r < 0) {
+                send_errno(c, req->request_id, r, "cannot read the connection records");
+                return;
+        }
+        response_init(&resp, req->request_id);
+        reply.has_truncated = 1;
+        reply.truncated = h->n > limit;
+        reply.n_connections = h->n > limit ? limit : h->n;
+        reply.connections = h->cptrs;
+        reply.has_next_after_seq = 1;
+        reply.next_after_seq = reply.n_connections ? h->cptrs[reply.n_connections - 1]->seq
+                                                   : (q->has_after_seq ? q->after_seq : 0);
+        resp.body_case = SBX__V1__RESPONSE__BODY_HISTORY;
+        resp.history = &reply;
+        conn_send(c, &resp);
+}
+
 static void on_history(struct conn *c, const Sbx__V1__Request *req) {
         const Sbx__V1__GetHistory *q = req->get_history;
         struct history_ctx h;
@@ -1016,6 +1078,15 @@ static void on_history(struct conn *c, const Sbx__V1__Request *req) {
         if (live)
                 command_record_running(live);
         memset(&h, 0, sizeof(h));
+        if (q->has_kind && q->kind == SBX__V1__HISTORY_KIND__HISTORY_CONNECTIONS) {
+                history_connections(c, req, limit, &h);
+                goto out;
+        }
+        if (q->has_kind && q->kind != SBX__V1__HISTORY_KIND__HISTORY_COMMANDS) {
+                conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "unknown history kind %d", (int)q->kind);
+                goto out;
+        }
         /* One more than asked, to know whether the page is the last. */
         h.recs = calloc(limit + 1, sizeof(*h.recs));
         h.ptrs = calloc(limit + 1, sizeof(*h.ptrs));
@@ -1046,6 +1117,8 @@ out:
         free(h.strings);
         free(h.recs);
         free(h.ptrs);
+        free(h.crecs);
+        free(h.cptrs);
 }
 
 /* ---- files ------------------------------------------------------------------------- */
@@ -1396,7 +1469,6 @@ static const struct {
 static const char *unimplemented_field(const Sbx__V1__Request *req) {
         const Sbx__V1__RunCommand *run = req->run_command;
         const Sbx__V1__CommandInput *in = req->command_input;
-        const Sbx__V1__GetHistory *h = req->get_history;
         const Sbx__V1__Policy *pol = NULL;
 
         if (req->body_case == SBX__V1__REQUEST__BODY_ATTACH_COMMAND)
@@ -1410,16 +1482,10 @@ static const char *unimplemented_field(const Sbx__V1__Request *req) {
         if (req->body_case == SBX__V1__REQUEST__BODY_COMMAND_INPUT &&
             (in->has_rows || in->has_cols))
                 return "command_input.rows/cols";
-        if (req->body_case == SBX__V1__REQUEST__BODY_GET_HISTORY && h->has_kind &&
-            h->kind != SBX__V1__HISTORY_KIND__HISTORY_COMMANDS)
-                return "get_history.kind";
         if (req->body_case == SBX__V1__REQUEST__BODY_CREATE_SANDBOX)
                 pol = req->create_sandbox->policy;
         if (!pol)
                 return NULL;
-        if ((pol->has_network && pol->network == SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST) ||
-            pol->n_allowed_hosts || pol->n_allowed_cidrs)
-                return "policy.network allowlist (allowed_hosts, allowed_cidrs)";
         if (pol->limits && (pol->limits->has_disk_bytes || pol->limits->has_disk_inodes))
                 return "policy.limits.disk_bytes/disk_inodes";
         return NULL;

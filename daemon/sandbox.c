@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "egress.h"
 #include "guard.h"
 #include "log.h"
 #include "names.h"
@@ -161,6 +162,18 @@ void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *st) {
         info->end_reason = sb->end_reason;
         info->n_enforcement = enforce_report(sb->enforcement, st->enf, st->enf_ptrs);
         info->enforcement = st->enf_ptrs;
+        if (sb->spec->policy &&
+            sb->spec->policy->network == SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST) {
+                /* The proxy, once running; before (or if it could not start) nothing
+                 * leaves the sandbox at all. */
+                Sbx__V1__LimitEnforcement *e = &st->enf[info->n_enforcement];
+                sbx__v1__limit_enforcement__init(e);
+                e->limit = (char *)"network";
+                e->has_enforcement = 1;
+                e->enforcement = sb->egress ? SBX__V1__ENFORCEMENT__PROXY
+                                            : SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE;
+                st->enf_ptrs[info->n_enforcement++] = e;
+        }
 }
 
 /* ---- the object --------------------------------------------------------------------- */
@@ -301,6 +314,8 @@ void sandbox_set_spec(struct sandbox *sb, Sbx__V1__CreateSandbox *spec) {
                 sbx__v1__create_sandbox__free_unpacked(sb->spec, NULL);
         sb->spec = spec;
         sb->view.policy = spec->policy;
+        if (sb->egress && egress_set_policy(sb->egress, sb->id, spec->policy) < 0)
+                sandbox_warn(sb, "network allowlist: out of memory for the new rules");
 }
 
 void sandbox_set_run_ids(struct sandbox *sb, uid_t uid, gid_t gid) {
@@ -549,6 +564,8 @@ void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const ch
                                               NULL);
         uv_timer_stop(&sb->timer);
         initchan_stop(&sb->chan);
+        egress_close(sb->egress, "the sandbox ended");
+        sb->egress = NULL;
         if ((!sb->proc_spawned && !sb->adopted) || sb->proc_exited) {
                 finish_end(sb);
                 return;
@@ -625,6 +642,8 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
 void sandbox_leave(struct sandbox *sb) {
         sb->left_running = 1;
         command_end_all(sb, 1);
+        egress_close(sb->egress, "the daemon stopped");
+        sb->egress = NULL;
         release_init(sb);
         if (sb->cg) {
                 cgroup_forget(sb->cg); /* it stays, for the next daemon */
@@ -707,9 +726,35 @@ static int pin_init(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
         return 0;
 }
 
-static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready) {
+void sandbox_start_egress(struct sandbox *sb, int fd) {
+        const Sbx__V1__Policy *pol = sb->spec ? sb->spec->policy : NULL;
+        int r;
+
+        if (fd < 0)
+                return;
+        if (sb->egress || !pol || pol->network != SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST) {
+                close(fd);
+                return;
+        }
+        r = egress_start(sb->d, sb->id, pol, fd, &sb->egress);
+        if (r < 0) {
+                sb->egress = NULL;
+                sandbox_warn(sb,
+                             "network allowlist: the proxy could not start (%s): no "
+                             "connection leaves the sandbox",
+                             strerror(-r));
+        }
+}
+
+static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready, int fd) {
         struct sandbox *sb = ud;
         size_t i;
+
+        if (sb->view.state != SBX__V1__SANDBOX_STATE__CREATING || !ready->has_ok || !ready->ok) {
+                if (fd >= 0)
+                        close(fd);
+                fd = -1;
+        }
 
         if (sb->view.state != SBX__V1__SANDBOX_STATE__CREATING) {
                 fail_sandbox(sb, "its init sent Ready twice");
@@ -719,8 +764,12 @@ static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready) {
                 fail_sandbox(sb, "%s", ready->error ? ready->error : "init setup failed");
                 return;
         }
-        if (pin_init(sb, ready) < 0)
+        if (pin_init(sb, ready) < 0) {
+                if (fd >= 0)
+                        close(fd);
                 return;
+        }
+        sandbox_start_egress(sb, fd);
         for (i = 0; i < ready->n_warnings && i < SANDBOX_MAX_INIT_WARNINGS; i++)
                 sandbox_warn(sb, "%s", ready->warnings[i]);
         sb->view.state = SBX__V1__SANDBOX_STATE__READY;
@@ -1197,7 +1246,7 @@ int sandbox_request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **
 
 /* ---- adoption ----------------------------------------------------------------------- */
 
-void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd) {
+void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int proxy_fd) {
         struct sbxd *d = sb->d;
         struct policy_view view;
 
@@ -1217,6 +1266,7 @@ void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd) {
         }
         (void)open_root(sb, pid);
         (void)watch_chan(sb);
+        sandbox_start_egress(sb, proxy_fd);
         if (uv_poll_init(d->loop, &sb->pidfd_poll, pidfd) == 0) {
                 sb->pidfd_poll.data = sb;
                 hold(sb);

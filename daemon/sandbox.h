@@ -51,8 +51,8 @@ struct sandbox_view *sandbox_view(struct sandbox *sb);
  * sandbox. The strings point into sb and stay valid until sb changes. */
 struct sandbox_info_store {
         Sbx__V1__SandboxInfo info;
-        Sbx__V1__LimitEnforcement enf[LIM_N];
-        Sbx__V1__LimitEnforcement *enf_ptrs[LIM_N];
+        Sbx__V1__LimitEnforcement enf[LIM_N + 1]; /* + "network" of an allowlist */
+        Sbx__V1__LimitEnforcement *enf_ptrs[LIM_N + 1];
 };
 void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *store);
 

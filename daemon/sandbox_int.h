@@ -66,6 +66,7 @@ struct sandbox {
         int proc_spawned;
         int proc_exited;
         struct initchan chan; /* to init */
+        struct egress *egress; /* NETWORK_ALLOWLIST's proxy (egress.h), once Ready; or NULL */
         int adopted;          /* taken over from a previous daemon: init is not our child */
         uv_poll_t pidfd_poll; /* adopted: PID 1's pidfd, readable once it exited */
         int pidfd_poll_inited;
@@ -183,8 +184,13 @@ int sandbox_request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **
 
 /* Takes over a sandbox whose init a previous daemon left (recover.c): chan_fd its
  * adoption connection, pid and pidfd its PID 1 (verified). Watches both and arms its
- * timer. sb must be in the table already. */
-void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd);
+ * timer, and its egress proxy on proxy_fd (taken; -1: none). sb must be in the table
+ * already. */
+void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int proxy_fd);
+
+/* Starts sb's egress proxy on the listener its init handed over (fd, taken; -1: none).
+ * A sandbox whose policy is not NETWORK_ALLOWLIST gets none (fd is closed). */
+void sandbox_start_egress(struct sandbox *sb, int fd);
 
 /* Arms sb's one timer to the nearest of its deadline and its idle limit. */
 void sandbox_arm_timer(struct sandbox *sb);

@@ -179,6 +179,22 @@ static const char *const migrations[] = {
          * ended, when it never started): a command over its sandbox's running cap waits
          * in a queue. Records of before waited for nothing: 0. */
         "ALTER TABLE commands ADD COLUMN queued_ms INTEGER NOT NULL DEFAULT 0;",
+        /* 5 -> 6: the connections NETWORK_ALLOWLIST's proxy allowed or refused. */
+        "CREATE TABLE connections ("
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  seq INTEGER NOT NULL,"
+        "  started_ms INTEGER NOT NULL,"
+        "  ended_ms INTEGER NOT NULL DEFAULT 0,"
+        "  host TEXT,"
+        "  port INTEGER NOT NULL DEFAULT 0,"
+        "  address TEXT,"
+        "  allowed INTEGER NOT NULL,"
+        "  reason TEXT,"
+        "  method TEXT,"
+        "  bytes_sent INTEGER NOT NULL DEFAULT 0,"
+        "  bytes_received INTEGER NOT NULL DEFAULT 0,"
+        "  UNIQUE (sandbox_id, seq)"
+        ");",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,
@@ -259,6 +275,11 @@ enum stmt_id {
         ST_CMD_MARK_ONE,
         ST_CMD_MARK_ALL,
         ST_CMD_HISTORY,
+        ST_CONN_INSERT,
+        ST_CONN_FINISH,
+        ST_CONN_RESET,
+        ST_CONN_LAST,
+        ST_CONN_HISTORY,
         ST_FOP_INSERT,
         ST_FOP_COUNT,
         ST_PRUNE,
@@ -316,6 +337,17 @@ static const char *const stmt_sql[ST_COUNT] = {
                             "WHERE outcome IS NULL",
         [ST_CMD_HISTORY] = "SELECT " COMMAND_COLS " FROM commands "
                            "WHERE sandbox_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        [ST_CONN_INSERT] = "INSERT INTO connections (sandbox_id, seq, started_ms, ended_ms, host, "
+                           "port, address, allowed, reason, method, bytes_sent, bytes_received) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        [ST_CONN_FINISH] = "UPDATE connections SET ended_ms = ?3, reason = ?4, bytes_sent = ?5, "
+                           "bytes_received = ?6 WHERE sandbox_id = ?1 AND seq = ?2",
+        [ST_CONN_RESET] = "UPDATE connections SET ended_ms = ?2, reason = coalesce(reason, ?3) "
+                          "WHERE sandbox_id = ?1 AND ended_ms = 0",
+        [ST_CONN_LAST] = "SELECT coalesce(max(seq), 0) FROM connections WHERE sandbox_id = ?1",
+        [ST_CONN_HISTORY] = "SELECT seq, started_ms, ended_ms, host, port, address, allowed, "
+                            "reason, method, bytes_sent, bytes_received FROM connections "
+                            "WHERE sandbox_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         [ST_FOP_INSERT] = "INSERT INTO fileops (sandbox_id, op, path, bytes, result, caller_uid, "
                           "caller_pid, client_name, time_ms) "
                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -1504,6 +1536,174 @@ int store_history(struct store *s, const char *sandbox_id, uint64_t after_seq, u
                 if (n < want || (limit && delivered >= limit))
                         return delivered > INT32_MAX ? INT32_MAX : (int)delivered;
         }
+}
+
+/* ---- connections ------------------------------------------------------------------- */
+
+int store_connection_insert(struct store *s, const struct store_connection *c) {
+        struct binder b = stmt_begin(s, ST_CONN_INSERT);
+        int r;
+
+        error_clear(s);
+        if (!c || !c->sandbox_id || c->seq == 0 || c->seq > INT64_MAX)
+                return fail(s, -EINVAL, "recording a connection: sandbox_id and seq are required");
+        r = batch_join(s);
+        if (r < 0)
+                return r;
+        bind_text(&b, 1, c->sandbox_id);
+        bind_uint64(&b, 2, c->seq);
+        bind_int64(&b, 3, c->started_ms);
+        bind_int64(&b, 4, c->ended_ms);
+        bind_text(&b, 5, c->host);
+        bind_int64(&b, 6, c->port);
+        bind_text(&b, 7, c->address);
+        bind_int64(&b, 8, c->allowed ? 1 : 0);
+        bind_text(&b, 9, c->reason);
+        bind_text(&b, 10, c->method);
+        bind_uint64(&b, 11, c->bytes_sent);
+        bind_uint64(&b, 12, c->bytes_received);
+        r = stmt_exec(s, &b, "recording a connection");
+        return r < 0 ? r : 0;
+}
+
+int store_connection_finish(struct store *s, const struct store_connection *c) {
+        struct binder b = stmt_begin(s, ST_CONN_FINISH);
+        int r;
+
+        error_clear(s);
+        if (!c || !c->sandbox_id)
+                return fail(s, -EINVAL, "recording a connection's end: no sandbox_id");
+        r = batch_join(s);
+        if (r < 0)
+                return r;
+        bind_text(&b, 1, c->sandbox_id);
+        bind_uint64(&b, 2, c->seq);
+        bind_int64(&b, 3, c->ended_ms);
+        bind_text(&b, 4, c->reason);
+        bind_uint64(&b, 5, c->bytes_sent);
+        bind_uint64(&b, 6, c->bytes_received);
+        r = stmt_exec(s, &b, "recording a connection's end");
+        if (r == 0)
+                return fail(s, -ENOENT, "no connection %llu in sandbox %s",
+                            (unsigned long long)c->seq, c->sandbox_id);
+        return r < 0 ? r : 0;
+}
+
+int store_connections_reset(struct store *s, const char *sandbox_id, int64_t ended_ms,
+                            const char *reason, uint64_t *ret_seq) {
+        struct binder b = stmt_begin(s, ST_CONN_RESET);
+        int rc, r;
+
+        error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
+        bind_text(&b, 1, sandbox_id);
+        bind_int64(&b, 2, ended_ms);
+        bind_text(&b, 3, reason);
+        r = stmt_exec(s, &b, "ending the connections of a gone proxy");
+        if (r < 0)
+                return r;
+        b = stmt_begin(s, ST_CONN_LAST);
+        bind_text(&b, 1, sandbox_id);
+        rc = b.rc == SQLITE_OK ? sqlite3_step(b.st) : b.rc;
+        if (rc == SQLITE_ROW) {
+                *ret_seq = (uint64_t)sqlite3_column_int64(b.st, 0);
+                r = 0;
+        } else {
+                r = sqlfail(s, rc, "reading the last connection's number");
+        }
+        stmt_done(b.st);
+        return r;
+}
+
+/* One connection row copied out of its statement (strings bounded by what the proxy
+ * writes: a host of 253 bytes, an address, a method, a one-line reason). */
+struct connection_row {
+        struct store_connection c;
+        char host[256], address[64], method[32], reason[256];
+        int has_host, has_address, has_method, has_reason;
+};
+
+static void copy_col(sqlite3_stmt *st, int col, char *dst, size_t len, int *has) {
+        const unsigned char *t = sqlite3_column_text(st, col);
+
+        *has = t != NULL;
+        snprintf(dst, len, "%s", t ? (const char *)t : "");
+}
+
+static void connection_row_load(sqlite3_stmt *st, struct connection_row *r) {
+        memset(r, 0, sizeof(*r));
+        r->c.seq = (uint64_t)sqlite3_column_int64(st, 0);
+        r->c.started_ms = sqlite3_column_int64(st, 1);
+        r->c.ended_ms = sqlite3_column_int64(st, 2);
+        copy_col(st, 3, r->host, sizeof(r->host), &r->has_host);
+        r->c.port = (uint32_t)sqlite3_column_int64(st, 4);
+        copy_col(st, 5, r->address, sizeof(r->address), &r->has_address);
+        r->c.allowed = sqlite3_column_int64(st, 6) != 0;
+        copy_col(st, 7, r->reason, sizeof(r->reason), &r->has_reason);
+        copy_col(st, 8, r->method, sizeof(r->method), &r->has_method);
+        r->c.bytes_sent = (uint64_t)sqlite3_column_int64(st, 9);
+        r->c.bytes_received = (uint64_t)sqlite3_column_int64(st, 10);
+}
+
+static void connection_row_point(struct connection_row *r, const char *sandbox_id) {
+        r->c.sandbox_id = sandbox_id;
+        r->c.host = r->has_host ? r->host : NULL;
+        r->c.address = r->has_address ? r->address : NULL;
+        r->c.reason = r->has_reason ? r->reason : NULL;
+        r->c.method = r->has_method ? r->method : NULL;
+}
+
+int store_connections(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
+                      store_connection_cb cb, void *userdata) {
+        enum { ROWS = 64 };
+        struct connection_row *rows;
+        uint32_t delivered = 0;
+        int r = 0;
+
+        error_clear(s);
+        if (!sandbox_id || !cb)
+                return fail(s, -EINVAL, "store_connections: sandbox_id and callback are required");
+        if (after_seq > INT64_MAX)
+                return 0;
+        rows = malloc(ROWS * sizeof(*rows));
+        if (!rows)
+                return fail(s, -ENOMEM, "reading connections: out of memory");
+        for (;;) {
+                struct binder b = stmt_begin(s, ST_CONN_HISTORY);
+                uint32_t want = ROWS;
+                size_t n = 0;
+                int rc;
+
+                if (limit && limit - delivered < want)
+                        want = limit - delivered;
+                bind_text(&b, 1, sandbox_id);
+                bind_int64(&b, 2, (int64_t)after_seq);
+                bind_int64(&b, 3, want);
+                rc = b.rc == SQLITE_OK ? sqlite3_step(b.st) : b.rc;
+                while (rc == SQLITE_ROW && n < want) {
+                        connection_row_load(b.st, &rows[n]);
+                        after_seq = rows[n++].c.seq;
+                        rc = sqlite3_step(b.st);
+                }
+                if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+                        r = sqlfail(s, rc, "reading connections");
+                stmt_done(b.st);
+                /* No statement is active from here on: cb may use the store. */
+                for (size_t i = 0; r == 0 && i < n; i++) {
+                        connection_row_point(&rows[i], sandbox_id);
+                        r = cb(&rows[i].c, userdata);
+                        if (r == 0)
+                                delivered++;
+                }
+                if (r != 0 || n < want || (limit && delivered >= limit))
+                        break;
+        }
+        free(rows);
+        if (r != 0)
+                return r;
+        return delivered > INT32_MAX ? INT32_MAX : (int)delivered;
 }
 
 /* ---- file operations ---------------------------------------------------------------- */

@@ -28,7 +28,7 @@
 struct store;
 
 /* The schema version this build writes (PRAGMA user_version after migrations). */
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 /* Opens (creating when absent, mode 0600) the database file at path, sets WAL mode, busy
  * timeout and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database
@@ -195,6 +195,48 @@ int store_commands_mark_unknown(struct store *s, const char *sandbox_id, int64_t
 typedef int (*store_command_cb)(const struct store_command *c, void *userdata);
 int store_history(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
                   store_command_cb cb, void *userdata);
+
+/* ---- connections (NETWORK_ALLOWLIST's proxy, schema 6) ------------------------------ */
+
+/* One connection the proxy allowed or refused (sbx.proto ConnectionRecord). */
+struct store_connection {
+        const char *sandbox_id;
+        uint64_t seq; /* number within the sandbox, from 1, the proxy's */
+        int64_t started_ms;
+        int64_t ended_ms; /* 0 while open */
+        const char *host; /* as asked; may be NULL (a request that named none) */
+        uint32_t port;
+        const char *address; /* the address connected to or refused; may be NULL */
+        int allowed;
+        const char *reason;  /* why refused or why it failed; may be NULL */
+        const char *method;  /* "CONNECT", "GET", ...; may be NULL */
+        uint64_t bytes_sent; /* sandbox -> host */
+        uint64_t bytes_received;
+};
+
+/* Records a connection (every field of c; ended_ms 0 while it is open). Joins the
+ * open batch of records as command records do (store_commit), so that the loop pays no
+ * commit per connection. -EEXIST: that seq is recorded already; -ENOENT: no sandbox
+ * sandbox_id; -EINVAL: seq 0 or no sandbox_id. */
+int store_connection_insert(struct store *s, const struct store_connection *c);
+
+/* Records how an open connection ended: ended_ms, reason, bytes (found by sandbox_id and
+ * seq). Joins the batch. -ENOENT: no such record. */
+int store_connection_finish(struct store *s, const struct store_connection *c);
+
+/* The highest seq recorded for sandbox_id (0: none), after marking every record of it
+ * still open as ended at ended_ms with reason (the proxy that had them is gone: a
+ * restarted daemon). Returns 0 with *ret_seq, or -errno. */
+int store_connections_reset(struct store *s, const char *sandbox_id, int64_t ended_ms,
+                            const char *reason, uint64_t *ret_seq);
+
+/* Calls cb for the connections of sandbox_id with seq > after_seq, oldest first, at
+ * most limit (0: no bound), as store_history does for commands (the struct is valid
+ * during the call only; cb may use the store; non-zero from cb stops and is returned).
+ * Returns the number passed to cb, or -errno. */
+typedef int (*store_connection_cb)(const struct store_connection *c, void *userdata);
+int store_connections(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
+                      store_connection_cb cb, void *userdata);
 
 /* ---- file operations ---------------------------------------------------------------- */
 

@@ -384,6 +384,53 @@ START_TEST(environment_defaults_yield) {
 }
 END_TEST
 
+/* NETWORK_ALLOWLIST: the lists normalised (names lowercased, host bits cleared), the
+ * proxy's variables added unless the creator sets one, and Setup asks init for the
+ * listener. */
+START_TEST(allowlist_effective) {
+        static struct req r;
+        static char *hosts[] = {"PyPI.org", "*.NPMjs.org:0443"};
+        static char *cidrs[] = {"10.1.2.3/8", "2001:db8::1"};
+        static char *env[] = {"https_proxy=http://mine:1"};
+        Sbx__V1__CreateSandbox *e;
+        int http = 0, https_mine = 0, https_ours = 0;
+
+        daemon_setup(0);
+        req_init(&r);
+        r.pol.has_network = 1;
+        r.pol.network = SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST;
+        r.pol.n_allowed_hosts = 2;
+        r.pol.allowed_hosts = hosts;
+        r.pol.n_allowed_cidrs = 2;
+        r.pol.allowed_cidrs = cidrs;
+        r.cs.n_env = 1;
+        r.cs.env = env;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_int_eq(e->policy->network, SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST);
+        ck_assert_uint_eq(e->policy->n_allowed_hosts, 2);
+        ck_assert_str_eq(e->policy->allowed_hosts[0], "pypi.org");
+        ck_assert_str_eq(e->policy->allowed_hosts[1], "*.npmjs.org:443");
+        ck_assert_str_eq(e->policy->allowed_cidrs[0], "10.0.0.0/8");
+        ck_assert_str_eq(e->policy->allowed_cidrs[1], "2001:db8::1/128");
+        for (size_t i = 0; i < e->n_env; i++) {
+                http += strcmp(e->env[i], "HTTP_PROXY=http://127.0.0.1:3128") == 0;
+                https_mine += strcmp(e->env[i], "https_proxy=http://mine:1") == 0;
+                https_ours += strncmp(e->env[i], "https_proxy=", 12) == 0;
+        }
+        ck_assert_int_eq(http, 1);
+        ck_assert_int_eq(https_mine, 1);
+        ck_assert_int_eq(https_ours, 1); /* the creator's, not ours too */
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+
+        /* Network none: no proxy variables. */
+        req_init(&r);
+        ck_assert_int_eq(effective(&r, &e), 0);
+        for (size_t i = 0; i < e->n_env; i++)
+                ck_assert_msg(!strstr(e->env[i], "PROXY"), "%s", e->env[i]);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+}
+END_TEST
+
 /* ---- the effective request: host paths -------------------------------------------------- */
 
 /* Writable paths and root_dir are opened for the caller and replaced by their
@@ -555,6 +602,39 @@ static void mk_share_gids(struct req *r) {
 static void mk_network(struct req *r) {
         r->pol.has_network = 1;
         r->pol.network = (Sbx__V1__NetworkMode)7;
+}
+
+static char *allow_one[] = {"pypi.org"};
+static char *allow_literal[] = {"10.0.0.1"};
+static char *allow_bad_cidr[] = {"10.0.0.0/33"};
+static char *allow_many[257];
+
+static void mk_hosts_no_allowlist(struct req *r) {
+        r->pol.n_allowed_hosts = 1;
+        r->pol.allowed_hosts = allow_one;
+}
+
+static void mk_host_literal(struct req *r) {
+        r->pol.has_network = 1;
+        r->pol.network = SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST;
+        r->pol.n_allowed_hosts = 1;
+        r->pol.allowed_hosts = allow_literal;
+}
+
+static void mk_too_many_hosts(struct req *r) {
+        for (size_t i = 0; i < 257; i++)
+                allow_many[i] = allow_one[0];
+        r->pol.has_network = 1;
+        r->pol.network = SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST;
+        r->pol.n_allowed_hosts = 257;
+        r->pol.allowed_hosts = allow_many;
+}
+
+static void mk_bad_cidr(struct req *r) {
+        r->pol.has_network = 1;
+        r->pol.network = SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST;
+        r->pol.n_allowed_cidrs = 1;
+        r->pol.allowed_cidrs = allow_bad_cidr;
 }
 
 static void mk_inherit(struct req *r) {
@@ -729,7 +809,15 @@ static const struct refusal refusals[] = {
         {"env no name", mk_env_no_name, EINVAL, "env entry '=value' is not NAME=VALUE", 0},
         {"share_uids", mk_share_uids, EINVAL, "at most 64 share_uids and 64 share_gids", 0},
         {"share_gids", mk_share_gids, EINVAL, "at most 64 share_uids and 64 share_gids", 0},
-        {"network", mk_network, EINVAL, "network must be none or full", 0},
+        {"network", mk_network, EINVAL, "network must be none, full or allowlist", 0},
+        {"hosts without allowlist", mk_hosts_no_allowlist, EINVAL,
+         "allowed_hosts and allowed_cidrs need network allowlist", 0},
+        {"host literal", mk_host_literal, EINVAL,
+         "allowed host \"10.0.0.1\": an IP address (use allowed_cidrs)", 0},
+        {"hosts count", mk_too_many_hosts, EINVAL,
+         "at most 256 allowed hosts and 256 allowed CIDRs", 0},
+        {"cidr prefix", mk_bad_cidr, EINVAL,
+         "allowed CIDR \"10.0.0.0/33\": the prefix must be 0..32", 0},
         {"inherit", mk_inherit, EINVAL, "inherit_environment has too many names", 0},
         {"memory", mk_memory, EINVAL, "memory 4194303 bytes is below the minimum of 4 MiB", 0},
         {"cpu high", mk_cpu_high, EINVAL, "cpu_seconds 1e+09 is above the maximum of 1e9", 0},
@@ -1270,6 +1358,7 @@ static Suite *make_suite(void) {
         add_case(s, "given", given_values_kept_or_capped);
         add_case(s, "processes", process_limit_where_it_holds);
         add_case(s, "environment", environment_defaults_yield);
+        add_case(s, "allowlist", allowlist_effective);
         add_case(s, "host_paths", host_paths_canonical);
         add_case(s, "bounds", bounds_allowed);
         add_case(s, "command_caps", command_caps);

@@ -336,6 +336,7 @@ END_TEST
 
 /* The commands table of schemas 1 and 2 (1 also had commands_unfinished), as released. */
 static const char commands_before_3[] =
+        "DROP TABLE connections;" /* schema 6 */
         "DROP TABLE uid_owners;"
         "DROP TABLE commands;"
         "CREATE TABLE commands ("
@@ -365,6 +366,7 @@ static const char commands_before_3[] =
 
 /* The commands table of schemas 3 and 4, as released (schema 5 added queued_ms). */
 static const char commands_schema_4[] =
+        "DROP TABLE connections;" /* schema 6 */
         "DROP TABLE commands;"
         "CREATE TABLE commands ("
         "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
@@ -2278,6 +2280,70 @@ START_TEST(test_command_batch) {
 }
 END_TEST
 
+/* Connection records (schema 6): inserted open or ended, finished, paged in seq order,
+ * reset after a restart (open ones ended), and gone with their sandbox. */
+struct conn_seen {
+        uint64_t seq[8];
+        int n;
+        char reason[64];
+        uint64_t sent;
+};
+
+static int collect_conn(const struct store_connection *c, void *ud) {
+        struct conn_seen *k = ud;
+
+        ck_assert_int_lt(k->n, 8);
+        k->seq[k->n++] = c->seq;
+        snprintf(k->reason, sizeof(k->reason), "%s", c->reason ? c->reason : "(null)");
+        k->sent = c->bytes_sent;
+        return 0;
+}
+
+START_TEST(test_connections) {
+        char path[128];
+        struct store *s;
+        struct store_connection c = {.sandbox_id = "a", .started_ms = 100, .host = "pypi.org",
+                                     .port = 443, .address = "203.0.113.1", .allowed = 1,
+                                     .method = "CONNECT"};
+        struct conn_seen k = {.n = 0};
+        uint64_t last = 99;
+
+        tmp_path(path, sizeof(path), "conn.db");
+        s = open_ok(path);
+        insert_sandbox(s, "a", 1000, "ready", 1);
+        for (c.seq = 1; c.seq <= 3; c.seq++)
+                ck_assert_int_eq(store_connection_insert(s, &c), 0);
+        ck_assert_int_eq(store_connection_insert(s, &c), 0); /* seq 4 */
+        c.seq = 4;
+        ck_assert_int_lt(store_connection_insert(s, &c), 0);   /* seq taken */
+        c.seq = 0;
+        ck_assert_int_eq(store_connection_insert(s, &c), -EINVAL);
+        c.seq = 2;
+        c.ended_ms = 200;
+        c.bytes_sent = 77;
+        c.reason = NULL;
+        ck_assert_int_eq(store_connection_finish(s, &c), 0);
+        c.seq = 9;
+        ck_assert_int_eq(store_connection_finish(s, &c), -ENOENT);
+        ck_assert_int_eq(store_commit(s), 0);
+        ck_assert_int_eq(store_connections(s, "a", 1, 2, collect_conn, &k), 2);
+        ck_assert_uint_eq(k.seq[0], 2);
+        ck_assert_uint_eq(k.seq[1], 3);
+        ck_assert_int_eq(store_connections(s, "a", 0, 0, collect_conn, &k), 4);
+        ck_assert_int_eq(store_connections_reset(s, "a", 300, "the daemon restarted", &last), 0);
+        ck_assert_uint_eq(last, 4);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM connections WHERE ended_ms = 0"), 0);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM connections WHERE ended_ms = 200"), 1);
+        ck_assert_int_eq(store_connections_reset(s, "b", 300, "x", &last), 0);
+        ck_assert_uint_eq(last, 0);
+        c.sandbox_id = "nobody";
+        c.seq = 1;
+        ck_assert_int_lt(store_connection_insert(s, &c), 0); /* no such sandbox */
+        ck_assert_int_eq(store_prune(s, INT64_MAX), 0);    /* "a" is live: kept */
+        store_close(s);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------ */
 
 /* Each test in its own test case: its own temporary directory, its own timeout. */
@@ -2315,6 +2381,7 @@ static Suite *make_suite(void) {
         ADD_TEST(s, test_command_insert_ended, 30);
         ADD_TEST(s, test_command_queued_ms, 30);
         ADD_TEST(s, test_upgrade_from_4, 30);
+        ADD_TEST(s, test_connections, 30);
         ADD_TEST(s, test_checkpoint_off_loop, 120);
         ADD_TEST(s, test_crash_sigkill, 120);
         ADD_TEST(s, test_fault_malloc_transient, 600);

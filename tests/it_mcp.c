@@ -1179,6 +1179,39 @@ START_TEST(owned_mode_leaves_nothing_behind) {
 }
 END_TEST
 
+/* `sbx mcp --allow-host` creates an allowlist sandbox: sandbox_info says so, and a
+ * command reaches the proxy, which refuses another host (no name is resolved). */
+START_TEST(owned_allowlist_sandbox) {
+        const char *owned[] = {"--allow-host", "Registry.test", "--allow-cidr", "192.0.2.0/24",
+                               NULL};
+        struct it_daemon d;
+        struct mcp m;
+        json_t *r, *st;
+
+        it_daemon_start(&d, NULL);
+        mcp_start(&m, &d, owned);
+        json_decref(mcp_handshake(&m, "2025-06-18"));
+        r = mcp_tool(&m, "sandbox_info", NULL);
+        st = structured_of(r);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "network")), "allowlist");
+        ck_assert_str_eq(json_string_value(json_array_get(json_object_get(st, "allowed_hosts"), 0)),
+                         "registry.test");
+        ck_assert_str_eq(json_string_value(json_array_get(json_object_get(st, "allowed_cidrs"), 0)),
+                         "192.0.2.0/24");
+        ck_text_has(r,
+                    "allowed hosts (through the proxy in HTTP_PROXY/HTTPS_PROXY): registry.test");
+        json_decref(r);
+        r = mcp_tool(
+                &m, "run_command",
+                json_pack("{s:s}", "command", "curl -s -w ' %{http_code}' http://other.test/"));
+        ck_text_has(r, "other.test port 80 is not in allowed_hosts");
+        ck_text_has(r, " 403");
+        json_decref(r);
+        ck_assert_int_eq(mcp_close(&m, 15000), 0);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A sandbox that has ended, or a daemon that is gone, is a JSON-RPC error telling the
  * client to stop (not a tool error to retry); the server still answers. */
 START_TEST(ended_sandbox_and_gone_daemon_are_protocol_errors) {
@@ -1350,6 +1383,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, two_servers_share_a_sandbox);
         tcase_add_test(tc, run_command_queue_timeout);
         tcase_add_test(tc, owned_mode_leaves_nothing_behind);
+        tcase_add_test(tc, owned_allowlist_sandbox);
         tcase_add_test(tc, ended_sandbox_and_gone_daemon_are_protocol_errors);
         tcase_add_test(tc, typescript_sdk_client);
         suite_add_tcase(s, tc);

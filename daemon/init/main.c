@@ -416,7 +416,8 @@ static void fill_objects(const Sbx__Init__V1__Setup *s, struct mnt_config *mc,
 }
 
 /* Sends Ready: ok when err is NULL or holds no error. host_pid <= 0 is left out. */
-static void send_ready(int chan, struct util_err *err, struct util_warnings *warn, pid_t host_pid) {
+static void send_ready(int chan, struct util_err *err, struct util_warnings *warn, pid_t host_pid,
+                       int proxy_fd) {
         Sbx__Init__V1__FromInit m = SBX__INIT__V1__FROM_INIT__INIT;
         Sbx__Init__V1__Ready ready = SBX__INIT__V1__READY__INIT;
         char *warnings[UTIL_MAX_WARNINGS];
@@ -438,9 +439,14 @@ static void send_ready(int chan, struct util_err *err, struct util_warnings *war
                 ready.has_init_host_pid = 1;
                 ready.init_host_pid = host_pid;
         }
+        if (ready.ok && proxy_fd >= 0) {
+                ready.has_proxy_listener = 1;
+                ready.proxy_listener = 1;
+        }
         m.body_case = SBX__INIT__V1__FROM_INIT__BODY_READY;
         m.ready = &ready;
-        r = initmsg_send(chan, &m.base, NULL, 0);
+        r = initmsg_send(chan, &m.base, ready.has_proxy_listener ? &proxy_fd : NULL,
+                         ready.has_proxy_listener ? 1 : 0);
         if (r < 0)
                 util_log(UTIL_LOG_ERR, "send Ready: %s", strerror(-r));
 }
@@ -448,7 +454,7 @@ static void send_ready(int chan, struct util_err *err, struct util_warnings *war
 /* Reports a setup failure to the daemon and to the log. Returns the exit code. */
 static int setup_failed(int chan, struct util_err *err, pid_t host_pid) {
         util_log(UTIL_LOG_ERR, "setup failed: %s", err->text);
-        send_ready(chan, err, NULL, host_pid);
+        send_ready(chan, err, NULL, host_pid, -1);
         return 1;
 }
 
@@ -572,8 +578,9 @@ static int load_filter(const struct sock_fprog *prog, struct util_err *err) {
 
 /* Step 7's configuration of the service loop. */
 static void serve_config_fill(const Sbx__Init__V1__Setup *s, int adopt_fd, int32_t host_pid,
-                              struct serve_config *cfg) {
+                              int proxy_fd, struct serve_config *cfg) {
         memset(cfg, 0, sizeof(*cfg));
+        cfg->proxy_fd = proxy_fd;
         cfg->adopt_fd = adopt_fd;
         cfg->adopt_grace_ms = s->has_adopt_grace_ms ? s->adopt_grace_ms : 0;
         if (s->has_rootless && s->rootless) {
@@ -596,7 +603,7 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         struct util_err err;
         struct serve_config cfg;
         int32_t host_pid = 0;
-        int r, sigfd = -1;
+        int r, sigfd = -1, proxy_fd = -1;
 
         memset(&warn, 0, sizeof(warn));
         memset(&err, 0, sizeof(err));
@@ -619,6 +626,14 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
                 return setup_failed(chan, &err, host_pid);
         if (s->has_network_none && s->network_none && ns_loopback_up(&err) < 0)
                 return setup_failed(chan, &err, host_pid);
+        /* The egress proxy's socket is made here, inside the sandbox's own network
+         * namespace, and handed to the daemon with Ready: no setns from the daemon
+         * (which a rootless one could not do), no relay process, no Unix socket bound
+         * into the view. */
+        if (s->has_proxy_port && s->proxy_port > 0 && s->proxy_port < 65536 &&
+            s->has_network_none && s->network_none &&
+            (proxy_fd = ns_proxy_listen(s->proxy_port, &err)) < 0)
+                return setup_failed(chan, &err, host_pid);
 
         /* 5. The view. */
         view_config_fill(s, &vc);
@@ -630,8 +645,8 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
                 return setup_failed(chan, &err, host_pid);
 
         /* 7. Ready, then serve. */
-        send_ready(chan, NULL, &warn, host_pid);
-        serve_config_fill(s, adopt_fd, host_pid, &cfg);
+        send_ready(chan, NULL, &warn, host_pid, proxy_fd);
+        serve_config_fill(s, adopt_fd, host_pid, proxy_fd, &cfg);
         r = serve_run(chan, sigfd, &cfg);
         if (r < 0) {
                 util_log(UTIL_LOG_ERR, "init channel: %s", strerror(-r));
@@ -750,7 +765,7 @@ int main(int argc, char **argv) {
                 if (sf.joined && err.err == EPIPE)
                         return 0;
                 util_log(UTIL_LOG_ERR, "%s", err.text);
-                send_ready(chan, &err, NULL, 0);
+                send_ready(chan, &err, NULL, 0, -1);
                 return 1;
         }
         util_log_set_sandbox(m->setup->sandbox_id);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,4 +92,24 @@ int ns_loopback_up(struct util_err *err) {
 out:
         close(fd);
         return r;
+}
+
+int ns_proxy_listen(unsigned port, struct util_err *err) {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        int fd, one = 1;
+
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return util_fail(err, errno, NULL, "socket for the egress proxy");
+        /* SO_REUSEADDR: nothing else of this fresh namespace has used the port, but a
+         * restarted setup must not trip over TIME_WAIT. The backlog holds what arrives
+         * while a daemon restarts (live re-adoption). */
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+                int e = errno;
+                close(fd);
+                return util_fail(err, e, NULL, "listen on 127.0.0.1:%u for the egress proxy", port);
+        }
+        return fd;
 }

@@ -2,7 +2,8 @@
  *
  * Stage 0 calls ns_enter_user() (rootless only) then ns_unshare_sandbox(), and forks
  * PID 1, which calls ns_set_hostname() and, with its own network namespace,
- * ns_loopback_up(). Each verb returns 0 or -errno and describes a failure in err. */
+ * ns_loopback_up() and, for NETWORK_ALLOWLIST, ns_proxy_listen(). Each verb returns 0 or -errno and
+ * describes a failure in err. */
 #ifndef SBX_INIT_NS_H
 #define SBX_INIT_NS_H
 
@@ -25,5 +26,10 @@ int ns_set_hostname(const char *name, struct util_err *err);
 
 /* Brings the loopback interface of the current network namespace up. */
 int ns_loopback_up(struct util_err *err);
+
+/* A listening TCP socket on 127.0.0.1:port of the current network namespace, for the
+ * daemon's egress proxy (init.proto Setup.proxy_port): close-on-exec, so that no
+ * command inherits it. Returns the fd or -errno. */
+int ns_proxy_listen(unsigned port, struct util_err *err);
 
 #endif

@@ -43,16 +43,20 @@ static int chan_fd = -1;
 static int chan_err; /* First failed send, as -errno. */
 static struct serve_config *config;
 
-static void send_msg(Sbx__Init__V1__FromInit *m) {
+static void send_msg_fds(Sbx__Init__V1__FromInit *m, const int *fds, size_t nfds) {
         int r;
 
         if (chan_err)
                 return;
-        r = initmsg_send(chan_fd, &m->base, NULL, 0);
+        r = initmsg_send(chan_fd, &m->base, fds, nfds);
         if (r < 0) {
                 util_log(UTIL_LOG_ERR, "send to daemon: %s", strerror(-r));
                 chan_err = r;
         }
+}
+
+static void send_msg(Sbx__Init__V1__FromInit *m) {
+        send_msg_fds(m, NULL, 0);
 }
 
 static void send_started(const struct cmd *c) {
@@ -517,9 +521,11 @@ static void send_adopted(void) {
         rd.ok = 1;
         rd.has_init_host_pid = 1;
         rd.init_host_pid = config->host_pid;
+        /* The egress proxy's listener again: the new daemon's proxy takes over. */
+        rd.has_proxy_listener = rd.proxy_listener = config->proxy_fd >= 0;
         m.body_case = SBX__INIT__V1__FROM_INIT__BODY_READY;
         m.ready = &rd;
-        send_msg(&m);
+        send_msg_fds(&m, &config->proxy_fd, config->proxy_fd >= 0 ? 1 : 0);
 }
 
 /* The daemon is gone. Kills the commands it started (each one's process group: their

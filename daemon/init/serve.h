@@ -17,6 +17,7 @@ struct serve_config {
         int adopt_fd;            /* listening socket for a new daemon, or -1 */
         unsigned adopt_grace_ms; /* how long to wait for one */
         int32_t host_pid;        /* our pid in the daemon's PID namespace, for Ready */
+        int proxy_fd;            /* the egress proxy's listener (kept for a new daemon), or -1 */
 };
 
 /* Returns a signalfd (non-blocking, close-on-exec) that reports SIGCHLD, or -errno.

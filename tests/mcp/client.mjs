@@ -144,4 +144,15 @@ r = await owned.callTool({ name: 'read_file', arguments: { path: '/workspace/sdk
 assert.equal(r.isError, true, 'the owned sandbox is not the attached one');
 await owned.close();
 console.log(`owned sandbox: ${ownedId}`);
+// An allowlist sandbox (`sbx mcp --allow-host ...`): sandbox_info names its hosts (the SDK
+// checks them against the outputSchema) and the proxy refuses another host.
+const allow = await connect(['mcp', '--allow-host', 'Registry.test'], 'sbx-it-mcp-allow');
+r = await allow.callTool({ name: 'sandbox_info', arguments: {} });
+assert.equal(r.structuredContent.network, 'allowlist');
+assert.deepEqual(r.structuredContent.allowed_hosts, ['registry.test']);
+r = await allow.callTool({ name: 'run_command',
+  arguments: { command: "curl -s -o /dev/null -w '%{http_code}' http://other.test/" } });
+assert.equal(r.structuredContent.stdout, '403');
+await allow.close();
+console.log('allowlist sandbox: ok');
 console.log('all checks passed');

@@ -624,6 +624,35 @@ class SandboxTest(DaemonTest):
                 self.assertEqual(f.read(), "from-sandbox\n")
         self.assertEqual(self.client.get(sid).state, sbx.State.TERMINATED)
 
+    def test_network_allowlist(self) -> None:
+        # No real host is reached: each request here is refused before any resolution.
+        with self.client.create(
+            allowed_hosts=["Registry.TEST", "*.mirror.test:8443"],
+            allowed_cidrs=["192.0.2.7/24"], id=self.uid("allow"),
+        ) as sb:
+            i = sb.info()
+            self.assertEqual(i.policy.network, sbx.NetworkMode.ALLOWLIST)
+            self.assertEqual(i.policy.allowed_hosts, ("registry.test", "*.mirror.test:8443"))
+            self.assertEqual(i.policy.allowed_cidrs, ("192.0.2.0/24",))
+            self.assertEqual(i.enforcement.get("network"), "proxy")
+            r = sb.run("echo $HTTPS_PROXY $all_proxy; for u in http://other.test/ "
+                       "http://198.51.100.1/; do curl -s -o /dev/null -w '%{http_code}\\n' $u; "
+                       "done")
+            self.assertEqual(r.stdout, "http://127.0.0.1:3128 http://127.0.0.1:3128\n403\n403\n",
+                             r.stderr)
+            conns = sb.connections()
+            self.assertEqual([(c.host, c.port, c.allowed) for c in conns],
+                             [("other.test", 80, False), ("198.51.100.1", 80, False)])
+            self.assertIn("allowed_hosts", conns[0].reason)
+            self.assertEqual(conns[1].address, "198.51.100.1")
+            self.assertEqual(conns[0].method, "GET")
+            page = sb.connections(after_seq=conns[0].seq, limit=1)
+            self.assertEqual([c.seq for c in page], [conns[1].seq])
+        with self.assertRaises(sbx.InvalidArgument):
+            self.client.create(allowed_hosts=["10.0.0.1"])
+        with self.assertRaises(sbx.InvalidArgument):
+            self.client.create(network=sbx.NetworkMode.NONE, allowed_hosts=["a.test"])
+
     def test_policy_helpers(self) -> None:
         p = sbx.SandboxPolicy.workspace_write("~/proj", self.base, network=sbx.NetworkMode.FULL)
         self.assertEqual(p.writable_paths, (os.path.expanduser("~/proj"), self.base))

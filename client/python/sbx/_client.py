@@ -33,6 +33,8 @@ from ._errors import NotFound, SandboxEnded, SbxError, error_from_code
 from ._types import (
     Code,
     CommandRecord,
+    ConnectionRecord,
+    Connections,
     DirectoryListing,
     FileInfo,
     FileType,
@@ -124,6 +126,12 @@ def _policy_to_c(p: SandboxPolicy, out: L.Policy, keep: List[Any]) -> None:
         sv.v = ctypes.cast(cs.ptr, POINTER(c_char_p)) if cs.n else None
         sv.n = cs.n
     out.network = int(NetworkMode(p.network))
+    for name in ("allowed_hosts", "allowed_cidrs"):
+        cs = _CStrings(getattr(p, name))
+        keep.append(cs)
+        sv = getattr(out, name)
+        sv.v = ctypes.cast(cs.ptr, POINTER(c_char_p)) if cs.n else None
+        sv.n = cs.n
     out.protect_defaults = 1 if p.protect_defaults else 0
     if p.inherit_environment is not None:
         cs = _CStrings(p.inherit_environment)
@@ -197,6 +205,8 @@ def _policy_from_c(c: L.Policy) -> SandboxPolicy:
             queued_commands=given(L.LIMIT_QUEUED_COMMANDS, int(lim.queued_commands)),
         ),
         root_dir=_dec_opt(c.root_dir),
+        allowed_hosts=_strv(c.allowed_hosts),
+        allowed_cidrs=_strv(c.allowed_cidrs),
     )
 
 
@@ -477,6 +487,8 @@ class Client:
         network: Optional[NetworkMode] = None,
         writable: Iterable[PathArg] = (),
         limits: Optional[ResourceLimits] = None,
+        allowed_hosts: Iterable[str] = (),
+        allowed_cidrs: Iterable[str] = (),
         share_uids: Iterable[int] = (),
         share_gids: Iterable[int] = (),
         keep_workspace: bool = False,
@@ -496,6 +508,8 @@ class Client:
             network: overrides ``policy.network``.
             writable: host paths added to ``policy.writable_paths``.
             limits: overrides ``policy.limits``.
+            allowed_hosts, allowed_cidrs: added to the policy's; either implies
+                ``network=NetworkMode.ALLOWLIST`` unless ``network`` says otherwise.
             share_uids, share_gids: users and groups that may use it too.
             keep_workspace: keep its /workspace on the host after it ends.
 
@@ -503,7 +517,10 @@ class Client:
         manager (``with client.create() as sb:``).
         """
         p = policy or SandboxPolicy()
-        if network is not None or writable or limits is not None:
+        hosts, cidrs = tuple(allowed_hosts), tuple(allowed_cidrs)
+        if network is None and (hosts or cidrs):
+            network = NetworkMode.ALLOWLIST
+        if network is not None or writable or limits is not None or hosts or cidrs:
             p = SandboxPolicy(
                 writable_paths=p.writable_paths + _paths(writable),
                 denied_write_paths=p.denied_write_paths,
@@ -513,6 +530,8 @@ class Client:
                 inherit_environment=p.inherit_environment,
                 limits=p.limits if limits is None else limits,
                 root_dir=p.root_dir,
+                allowed_hosts=p.allowed_hosts + hosts,
+                allowed_cidrs=p.allowed_cidrs + cidrs,
             )
         keep: List[Any] = []
         o = L.CreateOpts()
@@ -902,6 +921,41 @@ class Sandbox:
             return out
         finally:
             self.client._lib.sbx_history_free(ret)
+
+    def connections(self, *, after_seq: int = 0, limit: int = 0) -> Connections:
+        """The connections this (allowlist) sandbox's proxy allowed and refused, oldest
+        first, after sequence number ``after_seq``, at most ``limit`` (0: the daemon's
+        default)."""
+        ret = POINTER(L.Connections)()
+        with self.client._locked() as c:
+            code = self.client._lib.sbx_connections(
+                c, self._bid, int(after_seq), int(limit), byref(ret)
+            )
+            if code != Code.OK:
+                self.client._raise(code)
+        try:
+            h = ret.contents
+            out = Connections(
+                ConnectionRecord(
+                    seq=int(r.seq),
+                    started_unix_ms=int(r.started_unix_ms),
+                    ended_unix_ms=int(r.ended_unix_ms),
+                    host=_dec_opt(r.host),
+                    port=int(r.port),
+                    address=_dec_opt(r.address),
+                    allowed=bool(r.allowed),
+                    reason=_dec_opt(r.reason),
+                    method=_dec_opt(r.method),
+                    bytes_sent=int(r.bytes_sent),
+                    bytes_received=int(r.bytes_received),
+                )
+                for r in (h.v[i] for i in range(h.n))
+            )
+            out.next_after_seq = int(h.next_after_seq)
+            out.truncated = bool(h.truncated)
+            return out
+        finally:
+            self.client._lib.sbx_connections_free(ret)
 
     # -- files --
 

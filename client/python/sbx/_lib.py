@@ -101,6 +101,8 @@ class Policy(Structure):
         ("inherit_environment_set", c_int),
         ("limits", Limits),
         ("root_dir", c_char_p),
+        ("allowed_hosts", Strv),
+        ("allowed_cidrs", Strv),
     ]
 
 
@@ -304,6 +306,31 @@ class History(Structure):
     ]
 
 
+class ConnectionRecord(Structure):
+    _fields_ = [
+        ("seq", c_uint64),
+        ("started_unix_ms", c_int64),
+        ("ended_unix_ms", c_int64),
+        ("host", c_char_p),
+        ("port", c_uint32),
+        ("address", c_char_p),
+        ("allowed", c_int),
+        ("reason", c_char_p),
+        ("method", c_char_p),
+        ("bytes_sent", c_uint64),
+        ("bytes_received", c_uint64),
+    ]
+
+
+class Connections(Structure):
+    _fields_ = [
+        ("v", POINTER(ConnectionRecord)),
+        ("n", c_size_t),
+        ("next_after_seq", c_uint64),
+        ("truncated", c_int),
+    ]
+
+
 # Every struct above with its C name, for the layout test.
 STRUCTS = {
     "sbx_hello": Hello,
@@ -323,6 +350,8 @@ STRUCTS = {
     "sbx_dir_list": DirList,
     "sbx_command_record": CommandRecord,
     "sbx_history": History,
+    "sbx_connection_record": ConnectionRecord,
+    "sbx_connections": Connections,
 }
 
 # ---- constants (client/sbx.h) ---------------------------------------------------------
@@ -394,6 +423,8 @@ _PROTOTYPES = {
     "sbx_remove": (c_int, [_client_p, c_char_p, c_char_p, c_int]),
     "sbx_history": (c_int, [_client_p, c_char_p, c_uint64, c_uint32, _pp(History)]),
     "sbx_history_free": (None, [POINTER(History)]),
+    "sbx_connections": (c_int, [_client_p, c_char_p, c_uint64, c_uint32, _pp(Connections)]),
+    "sbx_connections_free": (None, [POINTER(Connections)]),
 }
 
 # ---- loading --------------------------------------------------------------------------

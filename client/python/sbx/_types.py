@@ -116,6 +116,9 @@ class NetworkMode(_Named):
 
     NONE = 0
     FULL = 1
+    #: Only through the daemon's filtering proxy, to ``allowed_hosts`` and
+    #: ``allowed_cidrs``; every connection is recorded (:meth:`Sandbox.connections`).
+    ALLOWLIST = 2
 
 
 class FileType(_Named):
@@ -197,6 +200,12 @@ class SandboxPolicy:
             gets; ``None`` leaves the daemon's default list.
         limits: :class:`ResourceLimits`.
         root_dir: a directory to use as the sandbox's ``/`` (``None``: the host's).
+        allowed_hosts: with :attr:`NetworkMode.ALLOWLIST`, the names the proxy connects
+            to: ``"pypi.org"``, ``"*.npmjs.org"`` (names below it), either with
+            ``":PORT"`` (default 80 and 443).
+        allowed_cidrs: with :attr:`NetworkMode.ALLOWLIST`, address ranges it may
+            connect to by address (``"203.0.113.0/24"``), which also lift the refusal
+            of private addresses a name resolves to.
     """
 
     writable_paths: Tuple[str, ...] = ()
@@ -207,9 +216,13 @@ class SandboxPolicy:
     inherit_environment: Optional[Tuple[str, ...]] = None
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     root_dir: Optional[str] = None
+    allowed_hosts: Tuple[str, ...] = ()
+    allowed_cidrs: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        set_(self, "allowed_hosts", tuple(self.allowed_hosts))
+        set_(self, "allowed_cidrs", tuple(self.allowed_cidrs))
         set_(self, "writable_paths", _paths(self.writable_paths))
         set_(self, "denied_write_paths", _paths(self.denied_write_paths))
         set_(self, "denied_read_paths", _paths(self.denied_read_paths))
@@ -506,6 +519,32 @@ class CommandRecord:
     @property
     def running(self) -> bool:
         return self.ended_unix_ms == 0
+
+
+@dataclass(frozen=True)
+class ConnectionRecord:
+    """One connection an allowlist sandbox's proxy allowed or refused
+    (``struct sbx_connection_record``); ``ended_unix_ms`` is 0 while it is open."""
+
+    seq: int
+    started_unix_ms: int
+    ended_unix_ms: int
+    host: Optional[str]
+    port: int
+    address: Optional[str]
+    allowed: bool
+    reason: Optional[str]
+    method: Optional[str]
+    bytes_sent: int
+    bytes_received: int
+
+
+class Connections(list[ConnectionRecord]):
+    """Connections oldest first; page on with ``after_seq=next_after_seq`` while
+    ``truncated``."""
+
+    next_after_seq: int = 0
+    truncated: bool = False
 
 
 class History(list[CommandRecord]):
