@@ -1550,7 +1550,7 @@ static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
         uv_update_time(cmd->sb->d->loop);
         if (cmd->stream) {
                 update_stream_reading(cmd);
-        } else if (cmd->background) {
+        } else if (cmd->background || cmd->watchers) {
                 /* Read as it comes: an attacher sees it at once. */
                 watch_output(cmd);
         } else {
