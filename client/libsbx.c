@@ -2543,6 +2543,14 @@ enum sbx_code sbx_attach(sbx_client *c, const char *id, const struct sbx_attach_
         c->call_timeout_ms = saved;
         if (!resp) {
                 collected_free(&col);
+                /* The wait ran out (the connection is closed; the command goes on): what
+                 * it has kept, and RUNNING, when the output is collected. */
+                if (o->follow && o->wait_ms && !o->on_output && rc == SBX_UNAVAILABLE &&
+                    sbx_errno(c) == ETIMEDOUT) {
+                        struct sbx_attach_opts now = *o;
+                        now.follow = 0;
+                        return sbx_attach(c, id, &now, ret);
+                }
                 return rc;
         }
         /* The one result that may say RUNNING: an attach without follow. */

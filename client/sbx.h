@@ -517,8 +517,10 @@ struct sbx_attach_opts {
         void *userdata;
         uint64_t max_output_bytes;
         /* With follow: how long to wait for the end, in milliseconds (0: as long as it
-         * takes). Past it sbx_attach answers SBX_TIMEOUT (and closes the connection; the
-         * command goes on). */
+         * takes). Past it the command goes on, and sbx_attach answers as without follow
+         * (its kept output and SBX_OUTCOME_RUNNING) when the output is collected, or with
+         * on_output SBX_UNAVAILABLE with sbx_errno() ETIMEDOUT (the connection is closed;
+         * the next call makes a new one). */
         uint64_t wait_ms;
 };
 
