@@ -661,6 +661,66 @@ START_TEST(signal_and_restart) {
 }
 END_TEST
 
+/* A flood of background commands is bounded by the caps every command has: the running
+ * ones by Limits.commands, the waiting ones by --max-queued; past both the request is
+ * RESOURCE_EXHAUSTED and nothing runs. Offsets beyond what was produced give no
+ * chunks. */
+START_TEST(flood_bounded_and_offsets) {
+        const char *flags[] = {"--max-commands", "2", "--max-queued", "2", NULL};
+        struct sbx_background *b = NULL;
+        struct sbx_attach_opts ao;
+        struct sbx_exec_opts o;
+        struct sbx_sandbox *s = NULL;
+        struct sbx_result *r = NULL;
+        struct it_daemon d;
+        size_t queued = 0, running = 0;
+        sbx_client *c;
+        char *first;
+        int i;
+
+        it_daemon_start(&d, flags);
+        make_sandbox(&d, "bgb");
+        c = it_connect(&d);
+        first = bg_start(c, "bgb", "echo 12345; sleep 30", 60000, 0);
+        sbx_exec_opts_init(&o);
+        o.shell = "sleep 30";
+        for (i = 0; i < 3; i++) {
+                ck_assert_int_eq(sbx_exec_background(c, "bgb", &o, &b), SBX_OK);
+                ck_assert_int_eq(b->queued, i > 0);
+                sbx_background_free(b);
+                b = NULL;
+        }
+        ck_assert_int_eq(sbx_exec_background(c, "bgb", &o, &b), SBX_RESOURCE_EXHAUSTED);
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "max-queued"));
+        ck_assert_ptr_null(b);
+        ck_assert_int_eq(sbx_get(c, "bgb", &s), SBX_OK);
+        for (size_t k = 0; k < s->n_commands; k++) {
+                queued += s->commands[k].state == SBX_COMMAND_QUEUED;
+                running += s->commands[k].state == SBX_COMMAND_RUNNING;
+        }
+        ck_assert_uint_eq(running, 2);
+        ck_assert_uint_eq(queued, 2);
+        sbx_sandbox_free(s);
+
+        usleep(200 * 1000);
+        memset(&ao, 0, sizeof(ao));
+        ao.command_id = first;
+        ao.stdout_offset = 1ull << 40;
+        ck_assert_int_eq(sbx_attach(c, "bgb", &ao, &r), SBX_OK);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_RUNNING);
+        ck_assert_uint_eq(r->stdout_len, 0);
+        ck_assert_uint_eq(r->stdout_bytes, 6);
+        sbx_result_free(r);
+        ao.stdout_offset = 3;
+        ck_assert_int_eq(sbx_attach(c, "bgb", &ao, &r), SBX_OK);
+        ck_assert_str_eq((char *)r->stdout_data, "45\n");
+        sbx_result_free(r);
+        free(first);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("background");
         struct {
@@ -677,6 +737,7 @@ static Suite *make_suite(void) {
                 {"other_users", other_users},
                 {"cli", cli},
                 {"signal_and_restart", signal_and_restart},
+                {"flood_bounded_and_offsets", flood_bounded_and_offsets},
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
