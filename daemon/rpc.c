@@ -399,7 +399,8 @@ static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
                 "hello",          "create_sandbox", "run_command", "command_input",
                 "cancel_command", "read_file",      "write_file",  "list_directory",
                 "stat",           "make_directory", "remove",      "terminate",
-                "list_sandboxes", "get_sandbox",    "set_timeout", "get_history"};
+                "list_sandboxes", "get_sandbox",    "set_timeout", "get_history",
+                "attach_command"};
         struct features *f = &conn_daemon(c)->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
