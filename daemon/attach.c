@@ -15,10 +15,10 @@
 #include "bgkept.h"
 #include "command.h"
 #include "conn.h"
-#include "log.h"
 #include "sandbox.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
+#include "sbxtab.h"
 
 /* Room an OutputChunk response takes in a frame besides its data. */
 #define ATTACH_CHUNK_HEADROOM_BYTES 1024u
@@ -30,7 +30,10 @@ struct attach {
         uint64_t rid;
         uint64_t next[2]; /* per stream: the offset of the first byte not sent yet */
         int lagging;      /* skipped output while congested: catch up from the kept */
+        int follow;
+        int deferred; /* asked while its connection was congested: starts once it drains */
         char command_id[32];
+        char sandbox_id[SBX_ID_MAX_BYTES + 1];
 };
 
 /* The most data one OutputChunk carries on c. */
@@ -192,55 +195,61 @@ static void on_closing(struct conn_call *cc) {
         attach_free(of_call(cc));
 }
 
-/* The connection has room again: a lagging attacher catches up from the kept output. */
+static void attach_start(struct attach *a, struct sandbox *sb);
+
+/* The connection has room again: a deferred attach starts (its sandbox found again by
+ * id: it may have ended meanwhile), a lagging one catches up from the kept output. */
 static void on_drained(struct conn_call *cc) {
         struct attach *a = of_call(cc);
+        struct conn *c = a->cc.conn;
+        struct sandbox *sb;
 
-        if (a->lagging && a->cmd && !send_kept(a, a->cc.conn, a->cmd, 0))
+        if (a->deferred) {
+                if (conn_congested(c))
+                        return;
+                a->deferred = 0;
+                sb = sbxtab_find(conn_daemon(c)->sandboxes, a->sandbox_id);
+                if (sb) {
+                        attach_start(a, sb);
+                        return;
+                }
+                conn_send_status(c, a->rid, SBX__V1__CODE__ENDED,
+                                 "sandbox '%s' has ended; see `sbx info %s`", a->sandbox_id,
+                                 a->sandbox_id);
+                attach_free(a);
+                return;
+        }
+        if (a->lagging && a->cmd && !send_kept(a, c, a->cmd, 0))
                 a->lagging = 0;
 }
 
 /* An ended background command: its kept output from the offsets, then its result. */
-static void attach_ended(struct conn *c, uint64_t rid, const Sbx__V1__AttachCommand *req,
-                         const uint8_t *packed, size_t len) {
+static void attach_ended(struct attach *a, struct conn *c, const uint8_t *packed, size_t len) {
         Sbx__V1__CommandResult *res = sbx__v1__command_result__unpack(NULL, len, packed);
-        uint64_t next[2] = {req->stdout_offset, req->stderr_offset};
 
         if (!res) {
-                conn_send_status(c, rid, SBX__V1__CODE__RESOURCE_EXHAUSTED, "daemon out of memory");
+                conn_send_status(c, a->rid, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+                                 "daemon out of memory");
                 return;
         }
         if (res->stdout.len <= res->stdout_bytes)
-                send_from(c, rid, res->command_id, 0, res->stdout_bytes - res->stdout.len,
-                          res->stdout.data, res->stdout.len, &next[0]);
+                send_from(c, a->rid, res->command_id, 0, res->stdout_bytes - res->stdout.len,
+                          res->stdout.data, res->stdout.len, &a->next[0]);
         if (res->stderr.len <= res->stderr_bytes)
-                send_from(c, rid, res->command_id, 1, res->stderr_bytes - res->stderr.len,
-                          res->stderr.data, res->stderr.len, &next[1]);
-        send_result(c, rid, res);
+                send_from(c, a->rid, res->command_id, 1, res->stderr_bytes - res->stderr.len,
+                          res->stderr.data, res->stderr.len, &a->next[1]);
+        send_result(c, a->rid, res);
         sbx__v1__command_result__free_unpacked(res, NULL);
 }
 
 /* A command running or waiting: its kept output, then the RUNNING result (no follow),
- * or from then on its output and result (follow). */
-static void attach_live(struct conn *c, uint64_t rid, struct command *cmd,
-                        const Sbx__V1__AttachCommand *req) {
-        struct attach *a = calloc(1, sizeof(*a));
-        int follow = req->has_follow && req->follow;
-
-        if (!a) {
-                conn_send_status(c, rid, SBX__V1__CODE__RESOURCE_EXHAUSTED, "daemon out of memory");
-                return;
-        }
-        a->rid = rid;
-        a->next[0] = req->stdout_offset;
-        a->next[1] = req->stderr_offset;
-        snprintf(a->command_id, sizeof(a->command_id), "%s", command_id(cmd));
-        conn_call_begin(c, &a->cc, on_closing, on_drained);
-        if (!follow) {
+ * or from then on its output and result (follow: a stays). */
+static void attach_live(struct attach *a, struct conn *c, struct command *cmd) {
+        if (!a->follow) {
                 Sbx__V1__CommandResult res;
                 (void)send_kept(a, c, cmd, 1);
                 command_running_result(cmd, &res);
-                send_result(c, rid, &res);
+                send_result(c, a->rid, &res);
                 attach_free(a);
                 return;
         }
@@ -250,25 +259,52 @@ static void attach_live(struct conn *c, uint64_t rid, struct command *cmd,
         command_watch_add(cmd, &a->w);
 }
 
-void attach_command(struct conn *c, uint64_t rid, struct sandbox *sb,
-                    const Sbx__V1__AttachCommand *req) {
-        const char *id = req->command_id ? req->command_id : "";
-        struct command *cmd = command_find(sb, id);
+/* Answers a (its connection has room) for sb. */
+static void attach_start(struct attach *a, struct sandbox *sb) {
+        struct conn *c = a->cc.conn;
+        struct command *cmd = command_find(sb, a->command_id);
         const uint8_t *packed;
         size_t len;
 
         if (cmd) {
-                attach_live(c, rid, cmd, req);
+                attach_live(a, c, cmd);
                 return;
         }
-        packed = command_ended_result(sb, id, &len);
-        if (packed) {
-                attach_ended(c, rid, req, packed, len);
+        packed = command_ended_result(sb, a->command_id, &len);
+        if (packed)
+                attach_ended(a, c, packed, len);
+        else
+                conn_send_status(c, a->rid, SBX__V1__CODE__NOT_FOUND,
+                                 "command '%s' not found in sandbox '%s': it is not running, and "
+                                 "is not one of the last %u background commands that ended "
+                                 "there (see `sbx history %s`)",
+                                 a->command_id, a->sandbox_id, SBX_KEPT_BACKGROUND_RESULTS,
+                                 a->sandbox_id);
+        attach_free(a);
+}
+
+void attach_command(struct conn *c, uint64_t rid, struct sandbox *sb,
+                    const Sbx__V1__AttachCommand *req) {
+        struct attach *a = calloc(1, sizeof(*a));
+
+        if (!a) {
+                conn_send_status(c, rid, SBX__V1__CODE__RESOURCE_EXHAUSTED, "daemon out of memory");
                 return;
         }
-        conn_send_status(c, rid, SBX__V1__CODE__NOT_FOUND,
-                         "command '%s' not found in sandbox '%s': it is not running, and is "
-                         "not one of the last %u background commands that ended there (see "
-                         "`sbx history %s`)",
-                         id, sandbox_id(sb), SBX_KEPT_BACKGROUND_RESULTS, sandbox_id(sb));
+        a->rid = rid;
+        a->follow = req->has_follow && req->follow;
+        a->next[0] = req->stdout_offset;
+        a->next[1] = req->stderr_offset;
+        snprintf(a->command_id, sizeof(a->command_id), "%s",
+                 req->command_id ? req->command_id : "");
+        snprintf(a->sandbox_id, sizeof(a->sandbox_id), "%s", sandbox_id(sb));
+        conn_call_begin(c, &a->cc, on_closing, on_drained);
+        /* Each answer may queue a command's whole kept output (at most two caps): one
+         * more waits until the connection has drained, so that a client that pipelines
+         * attaches without reading holds the daemon's memory to one at a time. */
+        if (conn_congested(c)) {
+                a->deferred = 1;
+                return;
+        }
+        attach_start(a, sb);
 }

@@ -721,6 +721,59 @@ START_TEST(flood_bounded_and_offsets) {
 }
 END_TEST
 
+/* A client that pipelines many attaches to a command that kept 16 MiB, and reads none
+ * of the answers, holds the daemon's memory to about one answer: the next attach waits
+ * until its connection drains. */
+START_TEST(pipelined_attaches_bounded) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__AttachCommand ac = SBX__V1__ATTACH_COMMAND__INIT;
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+        struct sbx_result *r;
+        struct it_daemon d;
+        sbx_client *c;
+        long before, after;
+        int fd, i;
+
+        it_daemon_start(&d, NULL);
+        make_sandbox(&d, "bgc");
+        c = it_connect(&d);
+        sbx_exec_opts_init(&o);
+        o.shell = "head -c 16777216 /dev/zero";
+        o.max_stdout_bytes = 16u << 20;
+        ck_assert_int_eq(sbx_exec_background(c, "bgc", &o, &b), SBX_OK);
+        r = attach(c, "bgc", b->command_id, 1);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_uint_eq(r->stdout_len, 16u << 20);
+        sbx_result_free(r);
+        before = daemon_peak_kib(&d);
+
+        fd = it_raw_connect(&d);
+        req.has_request_id = 1;
+        req.body_case = SBX__V1__REQUEST__BODY_ATTACH_COMMAND;
+        req.attach_command = &ac;
+        ac.sandbox_id = "bgc";
+        ac.command_id = b->command_id;
+        for (i = 0; i < 100; i++) {
+                req.request_id = (uint64_t)i + 1;
+                it_raw_send(fd, &req);
+        }
+        sleep(2);
+        after = daemon_peak_kib(&d);
+        fprintf(stderr, "100 pipelined attaches of 16 MiB, unread: daemon peak %ld -> %ld KiB\n",
+                before, after);
+        ck_assert_int_lt(after - before, 96 * 1024);
+        close(fd);
+        /* The daemon serves on. */
+        r = attach(c, "bgc", b->command_id, 0);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        sbx_result_free(r);
+        sbx_background_free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("background");
         struct {
@@ -738,6 +791,7 @@ static Suite *make_suite(void) {
                 {"cli", cli},
                 {"signal_and_restart", signal_and_restart},
                 {"flood_bounded_and_offsets", flood_bounded_and_offsets},
+                {"pipelined_attaches_bounded", pipelined_attaches_bounded},
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
