@@ -268,8 +268,7 @@ int cli_result_status(const struct sbx_result *r);
 void cli_json_result(struct json *j, const struct sbx_result *r);
 /* cli_bg.c: sbx exec --background: starts o in sandbox id, prints its command ID (json: an
  * object with command_id). Returns the exit status. */
-int cli_exec_background(struct cli *cli, const char *id, const struct sbx_exec_opts *o,
-                        bool json);
+int cli_exec_background(struct cli *cli, const char *id, const struct sbx_exec_opts *o, bool json);
 /* cli_bg.c: SandboxInfo.commands, as JSON (an array) and as lines of sbx info. */
 void cli_json_commands(struct json *j, const struct sbx_command_info *v, size_t n);
 void cli_print_commands(const struct sbx_command_info *v, size_t n);

@@ -74,8 +74,8 @@ struct exec_state {
         const char *stdin_path;
         bool shell, json, no_stdin, print_id;
         bool background, timeout_given; /* --background; --timeout was given */
-        char *shell_text; /* --shell: the words joined, owned */
-        int in_fd;        /* --stdin's file, owned when > STDIN_FILENO; -1: none */
+        char *shell_text;               /* --shell: the words joined, owned */
+        int in_fd;                      /* --stdin's file, owned when > STDIN_FILENO; -1: none */
 };
 
 /* Applies one option. 0 or an exit status. */

@@ -61,24 +61,24 @@ static json_t *command_output(struct mcp_call *k, json_t *args);
 #define RUN_OUTPUT_SCHEMA                                                                          \
         "{\"type\":\"object\",\"properties\":{"                                                    \
         "\"command_id\":{\"type\":\"string\"},"                                                    \
-        "\"outcome\":{\"type\":\"string\",\"description\":\"{OUTCOMES}\"},"                          \
-        "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"                                           \
-        "\"signal\":{\"type\":[\"integer\",\"null\"]},"                                              \
-        "\"timed_out\":{\"type\":\"boolean\"},"                                                     \
-        "\"timeout_seconds\":{\"type\":\"number\"},"                                                \
-        "\"duration_seconds\":{\"type\":\"number\"},"                                               \
-        "\"queued_ms\":{\"type\":\"integer\",\"description\":\"Milliseconds "                         \
+        "\"outcome\":{\"type\":\"string\",\"description\":\"{OUTCOMES}\"},"                        \
+        "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"                                         \
+        "\"signal\":{\"type\":[\"integer\",\"null\"]},"                                            \
+        "\"timed_out\":{\"type\":\"boolean\"},"                                                    \
+        "\"timeout_seconds\":{\"type\":\"number\"},"                                               \
+        "\"duration_seconds\":{\"type\":\"number\"},"                                              \
+        "\"queued_ms\":{\"type\":\"integer\",\"description\":\"Milliseconds "                      \
         "it waited for a slot\"},"                                                                 \
-        "\"stdout\":{\"type\":\"string\",\"description\":\"The tail shown\"},"                         \
-        "\"stderr\":{\"type\":\"string\",\"description\":\"The tail shown\"},"                         \
-        "\"stdout_truncated\":{\"type\":\"boolean\"},"                                              \
-        "\"stderr_truncated\":{\"type\":\"boolean\"},"                                              \
-        "\"stdout_bytes\":{\"type\":\"integer\",\"description\":\"All the "                           \
+        "\"stdout\":{\"type\":\"string\",\"description\":\"The tail shown\"},"                     \
+        "\"stderr\":{\"type\":\"string\",\"description\":\"The tail shown\"},"                     \
+        "\"stdout_truncated\":{\"type\":\"boolean\"},"                                             \
+        "\"stderr_truncated\":{\"type\":\"boolean\"},"                                             \
+        "\"stdout_bytes\":{\"type\":\"integer\",\"description\":\"All the "                        \
         "command wrote\"},"                                                                        \
-        "\"stderr_bytes\":{\"type\":\"integer\"},"                                                  \
-        "\"limits_hit\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"                         \
-        "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"                          \
-        "\"required\":[\"outcome\",\"exit_code\",\"timed_out\",\"stdout\","                            \
+        "\"stderr_bytes\":{\"type\":\"integer\"},"                                                 \
+        "\"limits_hit\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"                     \
+        "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"                      \
+        "\"required\":[\"outcome\",\"exit_code\",\"timed_out\",\"stdout\","                        \
         "\"stderr\"]}"
 
 static const struct mcp_tool tools[] = {
@@ -151,16 +151,15 @@ static const struct mcp_tool tools[] = {
                         "it to end first (at most {MAX_TIMEOUT}); `stop: true` kills it first "
                         "and reports how it ended. The sandbox keeps the last 16 ended "
                         "background commands; an older or unknown id is an error.",
-                .input_schema =
-                        "{\"type\":\"object\",\"properties\":{"
-                        "\"command_id\":{\"type\":\"string\",\"description\":\"The "
-                        "command_id run_command returned, e.g. c-3.\"},"
-                        "\"wait_seconds\":{\"type\":\"number\",\"minimum\":0,"
-                        "\"description\":\"Wait up to this many seconds for it to end. "
-                        "Default 0: answer at once.\"},"
-                        "\"stop\":{\"type\":\"boolean\",\"description\":\"Kill it first "
-                        "(SIGKILL to its process group). Default false.\"}},"
-                        "\"required\":[\"command_id\"],\"additionalProperties\":false}",
+                .input_schema = "{\"type\":\"object\",\"properties\":{"
+                                "\"command_id\":{\"type\":\"string\",\"description\":\"The "
+                                "command_id run_command returned, e.g. c-3.\"},"
+                                "\"wait_seconds\":{\"type\":\"number\",\"minimum\":0,"
+                                "\"description\":\"Wait up to this many seconds for it to end. "
+                                "Default 0: answer at once.\"},"
+                                "\"stop\":{\"type\":\"boolean\",\"description\":\"Kill it first "
+                                "(SIGKILL to its process group). Default false.\"}},"
+                                "\"required\":[\"command_id\"],\"additionalProperties\":false}",
                 .output_schema = RUN_OUTPUT_SCHEMA,
                 .hints = 0,
                 .threaded = true,
@@ -1063,11 +1062,11 @@ static json_t *run_background(struct mcp_call *k, struct run_args *a) {
         res = text ? make_result(k, text, strlen(text),
                                  json_pack("{s:s,s:s,s:n,s:n,s:b,s:f,s:s,s:s,s:I,s:I}",
                                            "command_id", b->command_id, "outcome",
-                                           b->queued ? "queued" : "running", "exit_code",
-                                           "signal", "timed_out", 0, "timeout_seconds",
-                                           (double)a->o.timeout_ms / 1000.0, "stdout", "",
-                                           "stderr", "", "stdout_bytes", (json_int_t)0,
-                                           "stderr_bytes", (json_int_t)0),
+                                           b->queued ? "queued" : "running", "exit_code", "signal",
+                                           "timed_out", 0, "timeout_seconds",
+                                           (double)a->o.timeout_ms / 1000.0, "stdout", "", "stderr",
+                                           "", "stdout_bytes", (json_int_t)0, "stderr_bytes",
+                                           (json_int_t)0),
                                  false)
                    : out_of_memory(k);
         free(text);
@@ -1116,7 +1115,8 @@ out:
         return res;
 }
 
-/* ---- command_output --------------------------------------------------------------------------- */
+/* ---- command_output ---------------------------------------------------------------------------
+ */
 
 /* command_output: a background command's kept output and status, after waiting (up to
  * wait_seconds) for its end, or killing it (stop). */

@@ -2431,8 +2431,9 @@ static enum sbx_code background_answer(sbx_client *c, Sbx__V1__Response *resp,
                 sbx_background_free(b);
                 sbx__v1__response__free_unpacked(resp, NULL);
                 return cid ? fail_oom(c)
-                           : protocol_fail(c, EPROTO, "a background RunCommand reply without "
-                                                      "its command ID");
+                           : protocol_fail(c, EPROTO,
+                                           "a background RunCommand reply without "
+                                           "its command ID");
         }
         sbx__v1__response__free_unpacked(resp, NULL);
         *ret = b;
@@ -2554,8 +2555,8 @@ enum sbx_code sbx_attach(sbx_client *c, const char *id, const struct sbx_attach_
                 return rc;
         }
         /* The one result that may say RUNNING: an attach without follow. */
-        running = resp->command_result &&
-                  resp->command_result->outcome == SBX__V1__OUTCOME__RUNNING;
+        running =
+                resp->command_result && resp->command_result->outcome == SBX__V1__OUTCOME__RUNNING;
         rc = exec_result(c, rc, resp, &col, ret);
         if (*ret && running)
                 (*ret)->outcome = SBX_OUTCOME_RUNNING;

@@ -259,9 +259,9 @@ struct sbx_enforcement {
 
 enum sbx_command_state {
         SBX_COMMAND_STATE_UNSPECIFIED = 0,
-        SBX_COMMAND_QUEUED = 1,  /* waiting for a slot */
+        SBX_COMMAND_QUEUED = 1, /* waiting for a slot */
         SBX_COMMAND_RUNNING = 2,
-        SBX_COMMAND_ENDED = 3,   /* a background command that ended; outcome says how */
+        SBX_COMMAND_ENDED = 3, /* a background command that ended; outcome says how */
 };
 /* "queued", "running", "ended"; "unknown" for other values. */
 const char *sbx_command_state_name(int state);

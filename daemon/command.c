@@ -94,9 +94,9 @@ struct command {
         char id[32];
         struct command_callbacks cbs;
         void *ud;
-        int requester; /* cbs and ud may be used (a background command forgets them) */
-        int background;              /* RunCommand.background */
-        int await_ack;               /* background: its requester waits for init's Started */
+        int requester;  /* cbs and ud may be used (a background command forgets them) */
+        int background; /* RunCommand.background */
+        int await_ack;  /* background: its requester waits for init's Started */
         struct command_watch *watchers; /* AttachCommand with follow */
         int stream;
         struct outstream out[2];
@@ -608,8 +608,8 @@ static void keep_ended(struct command *cmd, const struct result *r) {
         e.outcome = r->res.outcome;
         e.has_exit_code = r->res.has_exit_code;
         e.exit_code = r->res.exit_code;
-        if (bgkept_add(&cmd->sb->bg_ended, &e, (const char *const *)cmd->argv, cmd->argc,
-                       &r->res) < 0)
+        if (bgkept_add(&cmd->sb->bg_ended, &e, (const char *const *)cmd->argv, cmd->argc, &r->res) <
+            0)
                 log_err("sbx=%s cmd=%s: out of memory keeping its result; it cannot be "
                         "attached to",
                         cmd->sb->id, cmd->id);
@@ -1864,9 +1864,8 @@ void command_running_result(struct command *cmd, Sbx__V1__CommandResult *res) {
         res->stdout_truncated = cmd->out[0].kept.truncated;
         res->stderr_truncated = cmd->out[1].kept.truncated;
         res->has_duration = 1;
-        res->duration = cmd->queued || !cmd->start_hr
-                                ? 0
-                                : (double)(uv_hrtime() - cmd->start_hr) / 1e9;
+        res->duration =
+                cmd->queued || !cmd->start_hr ? 0 : (double)(uv_hrtime() - cmd->start_hr) / 1e9;
         res->has_queued_ms = 1;
         res->queued_ms = cmd->queued ? (uv_hrtime() - cmd->queued_hr) / 1000000u : cmd->queued_ms;
         res->has_isolated = 1;
@@ -1875,8 +1874,7 @@ void command_running_result(struct command *cmd, Sbx__V1__CommandResult *res) {
         res->owner_uid = cmd->sb->owner_uid;
 }
 
-const uint8_t *command_ended_result(struct sandbox *sb, const char *command_id,
-                                    size_t *ret_len) {
+const uint8_t *command_ended_result(struct sandbox *sb, const char *command_id, size_t *ret_len) {
         const struct bgkept_entry *e = bgkept_find(&sb->bg_ended, command_id);
 
         *ret_len = e ? e->result_len : 0;

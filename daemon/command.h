@@ -131,8 +131,7 @@ void command_running_result(struct command *cmd, Sbx__V1__CommandResult *res);
 /* The packed CommandResult (with its kept output) of a background command of sb that
  * ended and is still kept (the last SBX_KEPT_BACKGROUND_RESULTS, see bgkept.h), or
  * NULL; *ret_len its size. Valid within the loop turn. */
-const uint8_t *command_ended_result(struct sandbox *sb, const char *command_id,
-                                    size_t *ret_len);
+const uint8_t *command_ended_result(struct sandbox *sb, const char *command_id, size_t *ret_len);
 
 /* The commands of sb for SandboxInfo.commands: running and waiting ones, then ended
  * background ones still kept, oldest first (by number). ret owns the array; the strings

@@ -32,7 +32,7 @@ struct call {
         struct conn_call cc;
         uint64_t request_id;
         int stream;
-        int background; /* answered once (started, queued or a result), then let go */
+        int background;      /* answered once (started, queued or a result), then let go */
         struct command *cmd; /* a RunCommand's, until its result */
 };
 
@@ -395,12 +395,12 @@ static struct sandbox *lookup(struct conn *c, uint64_t rid, const char *id) {
 /* ---- handlers ------------------------------------------------------------------------ */
 
 static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
-        static char *implemented[] = {
-                "hello",          "create_sandbox", "run_command", "command_input",
-                "cancel_command", "read_file",      "write_file",  "list_directory",
-                "stat",           "make_directory", "remove",      "terminate",
-                "list_sandboxes", "get_sandbox",    "set_timeout", "get_history",
-                "attach_command"};
+        static char *implemented[] = {"hello",          "create_sandbox", "run_command",
+                                      "command_input",  "cancel_command", "read_file",
+                                      "write_file",     "list_directory", "stat",
+                                      "make_directory", "remove",         "terminate",
+                                      "list_sandboxes", "get_sandbox",    "set_timeout",
+                                      "get_history",    "attach_command"};
         struct features *f = &conn_daemon(c)->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;

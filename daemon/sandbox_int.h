@@ -91,9 +91,9 @@ struct sandbox {
         unsigned n_running;
         uint64_t next_command;
         uint64_t commands_run;
-        struct cmdq queue;       /* commands waiting for a slot (RunCommand.queue_timeout_ms) */
-        unsigned n_queued;       /* how many: queue.n, as SandboxInfo.queued_commands says */
-        struct bgkept bg_ended;  /* ended background commands still attachable */
+        struct cmdq queue;      /* commands waiting for a slot (RunCommand.queue_timeout_ms) */
+        unsigned n_queued;      /* how many: queue.n, as SandboxInfo.queued_commands says */
+        struct bgkept bg_ended; /* ended background commands still attachable */
         struct sandbox *waiting_next, *waiting_prev; /* d->waiting, while queue is not empty */
         sandbox_ready_cb create_cb;
         void *create_ud;

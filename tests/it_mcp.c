@@ -1354,8 +1354,8 @@ START_TEST(background_command_and_output) {
 
         t0 = it_now_ms();
         r = mcp_tool(&m, "run_command",
-                     json_pack("{s:s,s:b}", "command",
-                               "echo serving; while :; do sleep 0.1; done", "background", 1));
+                     json_pack("{s:s,s:b}", "command", "echo serving; while :; do sleep 0.1; done",
+                               "background", 1));
         ck_assert_double_lt(it_now_ms() - t0, 3000);
         ck_assert(!is_error(r));
         st = structured_of(r);
@@ -1371,14 +1371,16 @@ START_TEST(background_command_and_output) {
         ck_assert(!is_error(r));
         ck_text_has(r, "[stdout]\nserving\n");
         ck_text_has(r, "[still running after ");
-        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")), "running");
+        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")),
+                         "running");
         json_decref(r);
 
         t0 = it_now_ms();
         r = mcp_tool(&m2, "command_output",
                      json_pack("{s:s,s:f}", "command_id", cmd, "wait_seconds", 0.5));
         ck_assert_double_ge(it_now_ms() - t0, 450);
-        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")), "running");
+        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")),
+                         "running");
         json_decref(r);
 
         r = mcp_tool(&m, "command_output", json_pack("{s:s,s:b}", "command_id", cmd, "stop", 1));
@@ -1390,9 +1392,9 @@ START_TEST(background_command_and_output) {
                          "serving\n");
         json_decref(r);
 
-        r = mcp_tool(&m, "run_command",
-                     json_pack("{s:s,s:b}", "command", "sleep 0.3; echo done; exit 5",
-                               "background", 1));
+        r = mcp_tool(
+                &m, "run_command",
+                json_pack("{s:s,s:b}", "command", "sleep 0.3; echo done; exit 5", "background", 1));
         snprintf(cmd, sizeof(cmd), "%s",
                  json_string_value(json_object_get(structured_of(r), "command_id")));
         json_decref(r);
@@ -1410,8 +1412,8 @@ START_TEST(background_command_and_output) {
         r = mcp_tool(&m, "command_output", json_pack("{}"));
         ck_assert(is_error(r));
         json_decref(r);
-        r = mcp_tool(&m, "run_command", json_pack("{s:[s],s:b}", "argv", "/no/such/program",
-                                                  "background", 1));
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:[s],s:b}", "argv", "/no/such/program", "background", 1));
         ck_assert(is_error(r));
         ck_text_has(r, "[could not start: ");
         json_decref(r);
