@@ -774,6 +774,57 @@ START_TEST(pipelined_attaches_bounded) {
 }
 END_TEST
 
+struct runner {
+        struct it_daemon *d;
+        struct sbx_result *r;
+};
+
+/* An ordinary command (not streamed) on a client of its own: c-1 of sandbox bgd. */
+static void *run_plain(void *arg) {
+        struct runner *w = arg;
+        sbx_client *c = it_connect(w->d);
+        w->r = it_sh(c, "bgd", 20000, "echo one; sleep 0.8; echo two; exit 2");
+        sbx_close(c);
+        return NULL;
+}
+
+/* Attach works on any running command: another client follows an ordinary one (its
+ * kept output, then the rest) and gets the same result as its requester; once ended it
+ * is not kept (only background ones are). */
+START_TEST(attach_to_an_ordinary_command) {
+        struct it_daemon d;
+        struct runner w = {&d, NULL};
+        struct sbx_result *r;
+        pthread_t t;
+        sbx_client *c;
+
+        it_daemon_start(&d, NULL);
+        make_sandbox(&d, "bgd");
+        pthread_create(&t, NULL, run_plain, &w);
+        usleep(300 * 1000);
+        c = it_connect(&d);
+        r = attach(c, "bgd", "c-1", 1);
+        pthread_join(t, NULL);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_int_eq(r->exit_code, 2);
+        ck_assert_str_eq((char *)r->stdout_data, "one\ntwo\n");
+        ck_assert_int_eq(w.r->exit_code, 2);
+        ck_assert_str_eq((char *)w.r->stdout_data, "one\ntwo\n");
+        sbx_result_free(r);
+        sbx_result_free(w.r);
+        /* Ended and not in the background: nothing is kept for it. */
+        {
+                struct sbx_attach_opts ao;
+                memset(&ao, 0, sizeof(ao));
+                ao.command_id = "c-1";
+                r = NULL;
+                ck_assert_int_eq(sbx_attach(c, "bgd", &ao, &r), SBX_NOT_FOUND);
+        }
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("background");
         struct {
@@ -792,6 +843,7 @@ static Suite *make_suite(void) {
                 {"signal_and_restart", signal_and_restart},
                 {"flood_bounded_and_offsets", flood_bounded_and_offsets},
                 {"pipelined_attaches_bounded", pipelined_attaches_bounded},
+                {"attach_to_an_ordinary_command", attach_to_an_ordinary_command},
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
