@@ -92,6 +92,7 @@ static void send_result(struct conn *c, uint64_t rid, Sbx__V1__CommandResult *re
         Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
         Sbx__V1__Status ok = SBX__V1__STATUS__INIT;
         ProtobufCBinaryData out = res->stdout, err = res->stderr;
+        protobuf_c_boolean had = res->has_output_in_chunks, in_chunks = res->output_in_chunks;
 
         ok.has_code = 1;
         ok.code = SBX__V1__CODE__OK;
@@ -103,8 +104,11 @@ static void send_result(struct conn *c, uint64_t rid, Sbx__V1__CommandResult *re
         resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_RESULT;
         resp.command_result = res;
         (void)conn_send(c, &resp);
+        /* res is the command's, also given to its other attachers: as it was. */
         res->stdout = out;
         res->stderr = err;
+        res->has_output_in_chunks = had;
+        res->output_in_chunks = in_chunks;
 }
 
 /* Sends what cmd kept of each stream from a->next[] on, while the connection has room
