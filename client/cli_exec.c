@@ -897,6 +897,9 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
         if (!st.env)
                 return cli_error(SBX_INTERNAL, "out of memory");
         status = parse_exec_line(cli, &st, argc, argv, &id);
+        if (!status && st.background && st.stdin_path)
+                status = cli_usage_error("sbx exec --background takes no --stdin: nothing "
+                                         "forwards it once sbx has left");
         if (!status && st.background) {
                 /* --timeout 0: until it exits or the sandbox ends. */
                 st.o.no_timeout = st.timeout_given && st.o.timeout_ms == 0;

@@ -594,6 +594,15 @@ START_TEST(cli) {
         ck_assert_ptr_nonnull(strstr(out, "\"background\":true"));
         free(out);
         free(err);
+        {
+                const char *a[] = {"exec", "--background", "--stdin", "-",
+                                   "bg9",  "--",           "cat",     NULL};
+                st = it_sbx(&d, "x", 1, &out, &err, a);
+        }
+        ck_assert_int_ne(st, 0);
+        ck_assert_ptr_nonnull(strstr(err, "takes no --stdin"));
+        free(out);
+        free(err);
         c = it_connect(&d);
         ck_assert_int_eq(sbx_cancel(c, "bg9", "c-2"), SBX_OK);
         sbx_close(c);
