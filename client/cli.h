@@ -260,6 +260,18 @@ int cmd_terminate(struct cli *cli, int argc, char **argv);
 int cmd_set_timeout(struct cli *cli, int argc, char **argv);
 int cmd_history(struct cli *cli, int argc, char **argv);
 int cmd_exec(struct cli *cli, int argc, char **argv);
+int cmd_attach(struct cli *cli, int argc, char **argv);
+struct json;
+/* cli_exec.c: the exit status sbx exec gives result r (printing why when it has none). */
+int cli_result_status(const struct sbx_result *r);
+/* cli_exec.c: result r as the JSON object sbx exec --json prints. */
+void cli_json_result(struct json *j, const struct sbx_result *r);
+/* cli_bg.c: sbx exec --background: starts o in sandbox id, prints its command ID (json: an
+ * object with command_id). Returns the exit status. */
+int cli_exec_background(struct cli *cli, const char *id, const struct sbx_exec_opts *o, bool json);
+/* cli_bg.c: SandboxInfo.commands, as JSON (an array) and as lines of sbx info. */
+void cli_json_commands(struct json *j, const struct sbx_command_info *v, size_t n);
+void cli_print_commands(const struct sbx_command_info *v, size_t n);
 int cmd_read(struct cli *cli, int argc, char **argv);
 int cmd_write(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);

@@ -49,6 +49,7 @@ enum {
         E_NO_STDIN,
         E_PRINT_ID,
         E_QUEUE_TIMEOUT,
+        E_BACKGROUND,
 };
 
 static const struct cli_opt exec_opts[] = {
@@ -62,6 +63,7 @@ static const struct cli_opt exec_opts[] = {
         [E_NO_STDIN] = {"no-stdin", false, 'n'},
         [E_PRINT_ID] = {"print-id", false, 0},
         [E_QUEUE_TIMEOUT] = {"queue-timeout", true, 0},
+        [E_BACKGROUND] = {"background", false, 0},
         {NULL, false, 0},
 };
 
@@ -71,8 +73,9 @@ struct exec_state {
         size_t n_env;
         const char *stdin_path;
         bool shell, json, no_stdin, print_id;
-        char *shell_text; /* --shell: the words joined, owned */
-        int in_fd;        /* --stdin's file, owned when > STDIN_FILENO; -1: none */
+        bool background, timeout_given; /* --background; --timeout was given */
+        char *shell_text;               /* --shell: the words joined, owned */
+        int in_fd;                      /* --stdin's file, owned when > STDIN_FILENO; -1: none */
 };
 
 /* Applies one option. 0 or an exit status. */
@@ -84,6 +87,7 @@ static int apply_opt(struct exec_state *st, int k, const char *a) {
                 if (cli_parse_secs_ms(a, &st->o.timeout_ms) < 0)
                         return cli_bad_value("exec", "--timeout", a,
                                              "expected seconds, e.g. 10 or 0.5");
+                st->timeout_given = true;
                 break;
         case E_QUEUE_TIMEOUT:
                 if (cli_parse_secs_ms(a, &st->o.queue_timeout_ms) < 0)
@@ -120,6 +124,9 @@ static int apply_opt(struct exec_state *st, int k, const char *a) {
                 break;
         case E_PRINT_ID:
                 st->print_id = true;
+                break;
+        case E_BACKGROUND:
+                st->background = true;
                 break;
         default:
                 return cli_error(SBX_INTERNAL, "unhandled option %d", k);
@@ -859,6 +866,19 @@ static int exec_report(sbx_client *c, enum sbx_code rc, const struct sbx_result 
         return status < 0 ? no_status_error(r) : status;
 }
 
+int cli_result_status(const struct sbx_result *r) {
+        int status;
+
+        if (r->outcome == SBX_OUTCOME_START_FAILED)
+                return start_failed(r, r->sandbox_id, NULL);
+        status = result_status(r);
+        return status < 0 ? no_status_error(r) : status;
+}
+
+void cli_json_result(struct json *j, const struct sbx_result *r) {
+        json_result(j, r);
+}
+
 int cmd_exec(struct cli *cli, int argc, char **argv) {
         struct exec_state st;
         struct forwarder fw;
@@ -877,6 +897,22 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
         if (!st.env)
                 return cli_error(SBX_INTERNAL, "out of memory");
         status = parse_exec_line(cli, &st, argc, argv, &id);
+        if (!status && st.background && st.stdin_path)
+                status = cli_usage_error("sbx exec --background takes no --stdin: nothing "
+                                         "forwards it once sbx has left");
+        if (!status && st.background) {
+                /* --timeout 0: until it exits or the sandbox ends. */
+                st.o.no_timeout = st.timeout_given && st.o.timeout_ms == 0;
+                /* Nobody forwards our stdin to it: it reads /dev/null (or what
+                 * sbx_send_input gives a client that keeps it open). */
+                st.o.stdin_stream = 0;
+                status = cli_exec_background(cli, id, &st.o, st.json);
+                free(st.shell_text);
+                if (st.in_fd > STDIN_FILENO)
+                        close(st.in_fd);
+                free(st.env);
+                return status;
+        }
         if (!st.json)
                 st.o.on_output = on_output;
         st.o.on_started = on_started;

@@ -1,5 +1,5 @@
-/* cli_mcp_tools.c: the tools of `sbx mcp`: run_command, read_file, write_file,
- * list_directory, edit_file and sandbox_info.
+/* cli_mcp_tools.c: the tools of `sbx mcp`: run_command (also in the background),
+ * command_output, read_file, write_file, list_directory, edit_file and sandbox_info.
  *
  * The names and semantics are the agent tool set's (the pydantic-ai-harness sandbox in
  * the seeds), with edit_file and sandbox_info added in the same style. Each tool has a
@@ -55,6 +55,31 @@ static json_t *write_file(struct mcp_call *k, json_t *args);
 static json_t *list_directory(struct mcp_call *k, json_t *args);
 static json_t *edit_file(struct mcp_call *k, json_t *args);
 static json_t *sandbox_info(struct mcp_call *k, json_t *args);
+static json_t *command_output(struct mcp_call *k, json_t *args);
+
+/* run_command's and command_output's structuredContent. */
+#define RUN_OUTPUT_SCHEMA                                                                          \
+        "{\"type\":\"object\",\"properties\":{"                                                    \
+        "\"command_id\":{\"type\":\"string\"},"                                                    \
+        "\"outcome\":{\"type\":\"string\",\"description\":\"{OUTCOMES}\"},"                        \
+        "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"                                         \
+        "\"signal\":{\"type\":[\"integer\",\"null\"]},"                                            \
+        "\"timed_out\":{\"type\":\"boolean\"},"                                                    \
+        "\"timeout_seconds\":{\"type\":\"number\"},"                                               \
+        "\"duration_seconds\":{\"type\":\"number\"},"                                              \
+        "\"queued_ms\":{\"type\":\"integer\",\"description\":\"Milliseconds "                      \
+        "it waited for a slot\"},"                                                                 \
+        "\"stdout\":{\"type\":\"string\",\"description\":\"The tail shown\"},"                     \
+        "\"stderr\":{\"type\":\"string\",\"description\":\"The tail shown\"},"                     \
+        "\"stdout_truncated\":{\"type\":\"boolean\"},"                                             \
+        "\"stderr_truncated\":{\"type\":\"boolean\"},"                                             \
+        "\"stdout_bytes\":{\"type\":\"integer\",\"description\":\"All the "                        \
+        "command wrote\"},"                                                                        \
+        "\"stderr_bytes\":{\"type\":\"integer\"},"                                                 \
+        "\"limits_hit\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"                     \
+        "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"                      \
+        "\"required\":[\"outcome\",\"exit_code\",\"timed_out\",\"stdout\","                        \
+        "\"stderr\"]}"
 
 static const struct mcp_tool tools[] = {
         {
@@ -78,7 +103,11 @@ static const struct mcp_tool tools[] = {
                         "sandbox already runs its maximum of commands at once (other agents "
                         "may share it), the command waits for a slot, up to "
                         "queue_timeout_seconds; one that gets none never runs (outcome "
-                        "queue_timeout).",
+                        "queue_timeout). With `background: true` (a dev server, a watcher, a "
+                        "long build) the call returns at once with the command's "
+                        "`command_id` (outcome running, or queued while it waits for a slot); "
+                        "the command runs on, its timeout still applies, and command_output "
+                        "reads what it printed, says how it ended, waits for it or stops it.",
                 .input_schema =
                         "{\"type\":\"object\",\"properties\":{"
                         "\"command\":{\"type\":\"string\",\"description\":\"A shell command "
@@ -99,33 +128,42 @@ static const struct mcp_tool tools[] = {
                         "\"queue_timeout_seconds\":{\"type\":\"number\",\"minimum\":0,"
                         "\"description\":\"How long the command may wait for a slot when the "
                         "sandbox already runs its maximum of commands at once. Default: the "
-                        "daemon's (60 s); 0: do not wait.\"}},"
+                        "daemon's (60 s); 0: do not wait.\"},"
+                        "\"background\":{\"type\":\"boolean\",\"description\":\"Start it "
+                        "and return its command_id at once; read it later with "
+                        "command_output. Default false.\"}},"
                         "\"additionalProperties\":false}",
-                .output_schema =
-                        "{\"type\":\"object\",\"properties\":{"
-                        "\"command_id\":{\"type\":\"string\"},"
-                        "\"outcome\":{\"type\":\"string\",\"description\":\"{OUTCOMES}\"},"
-                        "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
-                        "\"signal\":{\"type\":[\"integer\",\"null\"]},"
-                        "\"timed_out\":{\"type\":\"boolean\"},"
-                        "\"timeout_seconds\":{\"type\":\"number\"},"
-                        "\"duration_seconds\":{\"type\":\"number\"},"
-                        "\"queued_ms\":{\"type\":\"integer\",\"description\":\"Milliseconds "
-                        "it waited for a slot\"},"
-                        "\"stdout\":{\"type\":\"string\",\"description\":\"The tail shown\"},"
-                        "\"stderr\":{\"type\":\"string\",\"description\":\"The tail shown\"},"
-                        "\"stdout_truncated\":{\"type\":\"boolean\"},"
-                        "\"stderr_truncated\":{\"type\":\"boolean\"},"
-                        "\"stdout_bytes\":{\"type\":\"integer\",\"description\":\"All the "
-                        "command wrote\"},"
-                        "\"stderr_bytes\":{\"type\":\"integer\"},"
-                        "\"limits_hit\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
-                        "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
-                        "\"required\":[\"outcome\",\"exit_code\",\"timed_out\",\"stdout\","
-                        "\"stderr\"]}",
+                .output_schema = RUN_OUTPUT_SCHEMA,
                 .hints = HINT_DESTRUCTIVE,
                 .threaded = true,
                 .call = run_command,
+        },
+        {
+                .name = "command_output",
+                .title = "Read a background command's output and status",
+                .description =
+                        "Read what a command started with run_command `background: true` "
+                        "printed and how it stands: running (or queued), or how it ended "
+                        "(exit code, timeout, signal). Give its `command_id`. The result has a "
+                        "[stdout] and a [stderr] section, the tail of everything it printed "
+                        "so far (its last {MAX_OUTPUT_BYTES} bytes and {MAX_OUTPUT_LINES} "
+                        "lines), and a status line. `wait_seconds` waits up to that long for "
+                        "it to end first (at most {MAX_TIMEOUT}); `stop: true` kills it first "
+                        "and reports how it ended. The sandbox keeps the last 16 ended "
+                        "background commands; an older or unknown id is an error.",
+                .input_schema = "{\"type\":\"object\",\"properties\":{"
+                                "\"command_id\":{\"type\":\"string\",\"description\":\"The "
+                                "command_id run_command returned, e.g. c-3.\"},"
+                                "\"wait_seconds\":{\"type\":\"number\",\"minimum\":0,"
+                                "\"description\":\"Wait up to this many seconds for it to end. "
+                                "Default 0: answer at once.\"},"
+                                "\"stop\":{\"type\":\"boolean\",\"description\":\"Kill it first "
+                                "(SIGKILL to its process group). Default false.\"}},"
+                                "\"required\":[\"command_id\"],\"additionalProperties\":false}",
+                .output_schema = RUN_OUTPUT_SCHEMA,
+                .hints = 0,
+                .threaded = true,
+                .call = command_output,
         },
         {
                 .name = "read_file",
@@ -304,7 +342,7 @@ static void result_outcomes(char *buf, size_t len) {
         static const enum sbx_outcome v[] = {
                 SBX_OUTCOME_EXITED,        SBX_OUTCOME_SIGNALED,  SBX_OUTCOME_TIMED_OUT,
                 SBX_OUTCOME_OUT_OF_MEMORY, SBX_OUTCOME_CANCELLED, SBX_OUTCOME_START_FAILED,
-                SBX_OUTCOME_QUEUE_TIMEOUT, SBX_OUTCOME_UNKNOWN,
+                SBX_OUTCOME_QUEUE_TIMEOUT, SBX_OUTCOME_UNKNOWN,   SBX_OUTCOME_RUNNING,
         };
         size_t n = sizeof(v) / sizeof(v[0]), o = 0;
 
@@ -717,6 +755,8 @@ struct run_args {
         char **env; /* "K=V", owned */
         size_t n_env;
         uint64_t asked_ms; /* 0: not given */
+        bool background;   /* run_command's `background` */
+        bool attached;     /* command_output: its timeout is not known here */
 };
 
 static void run_args_free(struct run_args *a) {
@@ -812,8 +852,9 @@ static int read_queue_timeout(json_t *q, struct run_args *a, struct argmsg *m) {
 }
 
 static int read_run_args(struct mcp_call *k, json_t *args, struct run_args *a, struct argmsg *m) {
-        static const char *const known[] = {"command", "argv",  "timeout_seconds",       "cwd",
-                                            "env",     "stdin", "queue_timeout_seconds", NULL};
+        static const char *const known[] = {"command",    "argv",  "timeout_seconds",
+                                            "cwd",        "env",   "queue_timeout_seconds",
+                                            "background", "stdin", NULL};
         json_t *argv = json_object_get(args, "argv"), *envo = json_object_get(args, "env");
         const char *in = NULL;
         size_t stdin_len = 0;
@@ -822,7 +863,8 @@ static int read_run_args(struct mcp_call *k, json_t *args, struct run_args *a, s
         if (check_keys(args, known, m) < 0 ||
             arg_str(args, "command", false, &a->o.shell, NULL, m) < 0 ||
             arg_path(args, "cwd", &a->o.cwd, m) < 0 ||
-            arg_str(args, "stdin", true, &in, &stdin_len, m) < 0)
+            arg_str(args, "stdin", true, &in, &stdin_len, m) < 0 ||
+            arg_bool(args, "background", &a->background, m) < 0)
                 return -1;
         a->o.stdin_data = in;
         a->o.stdin_len = stdin_len;
@@ -864,7 +906,7 @@ static void put_ending(FILE *f, const struct mcp_call *k, const struct sbx_resul
                 }
                 fmt_secs(most, sizeof(most), k->env->max_timeout_ms);
                 fprintf(f,
-                        "[timed out: killed after %s s (timeout_seconds); give a larger "
+                        "[timed out: killed after %s (timeout_seconds); give a larger "
                         "timeout_seconds (at most %s), or start it in the background with "
                         "nohup and look at it later]\n",
                         lim, most);
@@ -890,9 +932,15 @@ static void put_ending(FILE *f, const struct mcp_call *k, const struct sbx_resul
                         "a larger queue_timeout_seconds]\n",
                         (double)r->queued_ms / 1000.0);
                 break;
+        case SBX_OUTCOME_RUNNING: /* a background command (command_output) */
+                fprintf(f,
+                        "[still running after %s: command %s runs in the background; call "
+                        "command_output again to read more, with wait_seconds to wait for its "
+                        "end, or stop: true to kill it]\n",
+                        dur, r->command_id);
+                break;
         case SBX_OUTCOME_SANDBOX_ENDED:
         case SBX_OUTCOME_UNSPECIFIED:
-        case SBX_OUTCOME_RUNNING: /* only in history records, never in a result */
                 fprintf(f, "[ended: %s]\n", sbx_outcome_name(r->outcome));
                 break;
         }
@@ -901,7 +949,7 @@ static void put_ending(FILE *f, const struct mcp_call *k, const struct sbx_resul
 /* The status lines after the output: how the command ended, and why it was cut short. */
 static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_result *r,
                        const struct run_args *a) {
-        char dur[32], lim[32], asked[32];
+        char dur[32], lim[32], asked[32], until[48];
 
         if (r->duration < 0.0005)
                 snprintf(dur, sizeof(dur), "less than 1 ms");
@@ -910,7 +958,12 @@ static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_resul
         else
                 snprintf(dur, sizeof(dur), "%.2f s", r->duration);
         fmt_secs(lim, sizeof(lim), a->o.timeout_ms);
-        put_ending(f, k, r, dur, lim);
+        /* command_output does not know the timeout the command was started with. */
+        if (a->attached)
+                snprintf(until, sizeof(until), "its timeout_seconds");
+        else
+                snprintf(until, sizeof(until), "%s s", lim);
+        put_ending(f, k, r, dur, until);
         if (r->queued_ms && r->outcome != SBX_OUTCOME_QUEUE_TIMEOUT)
                 fprintf(f, "[waited %.3g s for a slot first: other commands ran in the sandbox]\n",
                         (double)r->queued_ms / 1000.0);
@@ -981,7 +1034,8 @@ static json_t *run_result(struct mcp_call *k, const struct sbx_result *r,
         jout = put_stream(f, "stdout", &out);
         jerr = put_stream(f, "stderr", &err);
         put_status(f, k, r, a);
-        is_error = !(r->outcome == SBX_OUTCOME_EXITED && r->has_exit_code && r->exit_code == 0);
+        is_error = !(r->outcome == SBX_OUTCOME_EXITED && r->has_exit_code && r->exit_code == 0) &&
+                   r->outcome != SBX_OUTCOME_RUNNING;
         st = run_structured(r, a, &out, &err, jout, jerr);
         if (!st) {
                 fclose(f);
@@ -989,6 +1043,43 @@ static json_t *run_result(struct mcp_call *k, const struct sbx_result *r,
                 return out_of_memory(k);
         }
         return stream_result(k, f, &text, &text_len, st, is_error);
+}
+
+/* run_command with `background`: started, its id at once; or, when it never started,
+ * its result as for any command. */
+static json_t *run_background(struct mcp_call *k, struct run_args *a) {
+        struct sbx_background *b = NULL;
+        enum sbx_code rc = sbx_exec_background(k->c, k->env->sandbox_id, &a->o, &b);
+        char *text = NULL;
+        json_t *res;
+
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        if (b->result) {
+                res = run_result(k, b->result, a);
+                sbx_background_free(b);
+                return res;
+        }
+        if (asprintf(&text,
+                     "[started in the background as command %s%s; it runs on (its timeout: %g "
+                     "s). Read its output and status with command_output {\"command_id\": "
+                     "\"%s\"}, wait for it with wait_seconds, stop it with stop: true]\n",
+                     b->command_id, b->queued ? " (it waits for a slot first)" : "",
+                     (double)a->o.timeout_ms / 1000.0, b->command_id) < 0)
+                text = NULL;
+        res = text ? make_result(k, text, strlen(text),
+                                 json_pack("{s:s,s:s,s:n,s:n,s:b,s:f,s:s,s:s,s:I,s:I}",
+                                           "command_id", b->command_id, "outcome",
+                                           b->queued ? "queued" : "running", "exit_code", "signal",
+                                           "timed_out", 0, "timeout_seconds",
+                                           (double)a->o.timeout_ms / 1000.0, "stdout", "", "stderr",
+                                           "", "stdout_bytes", (json_int_t)0, "stderr_bytes",
+                                           (json_int_t)0),
+                                 false)
+                   : out_of_memory(k);
+        free(text);
+        sbx_background_free(b);
+        return res;
 }
 
 static json_t *run_command(struct mcp_call *k, json_t *args) {
@@ -1005,6 +1096,10 @@ static json_t *run_command(struct mcp_call *k, json_t *args) {
         /* Cancelled before it started: nothing to run (the server sends no answer). */
         if (call_cancelled(k)) {
                 res = tool_error(k, "cancelled before it started");
+                goto out;
+        }
+        if (a.background) {
+                res = run_background(k, &a);
                 goto out;
         }
         rc = sbx_exec(k->c, k->env->sandbox_id, &a.o, &r);
@@ -1025,6 +1120,58 @@ static json_t *run_command(struct mcp_call *k, json_t *args) {
 out:
         sbx_result_free(r);
         run_args_free(&a);
+        return res;
+}
+
+/* ---- command_output ---------------------------------------------------------------------------
+ */
+
+/* command_output: a background command's kept output and status, after waiting (up to
+ * wait_seconds) for its end, or killing it (stop). */
+static json_t *command_output(struct mcp_call *k, json_t *args) {
+        static const char *const known[] = {"command_id", "wait_seconds", "stop", NULL};
+        struct run_args a = {0};
+        struct sbx_attach_opts ao;
+        struct argmsg m = {""};
+        struct sbx_result *r = NULL;
+        json_t *w = json_object_get(args, "wait_seconds");
+        bool stop = false;
+        double secs = 0;
+        enum sbx_code rc;
+        json_t *res;
+
+        memset(&ao, 0, sizeof(ao));
+        if (check_keys(args, known, &m) < 0 ||
+            arg_str(args, "command_id", false, &ao.command_id, NULL, &m) < 0 ||
+            arg_bool(args, "stop", &stop, &m) < 0)
+                return bad_args(k, "command_output", &m);
+        if (!ao.command_id || !ao.command_id[0]) {
+                bad_arg(&m, "give 'command_id', as run_command returned it (e.g. \"c-3\")");
+                return bad_args(k, "command_output", &m);
+        }
+        if (w) {
+                secs = json_number_value(w);
+                if (!json_is_number(w) || !(secs >= 0) || !isfinite(secs)) {
+                        bad_arg(&m, "'wait_seconds' must be a number of seconds >= 0");
+                        return bad_args(k, "command_output", &m);
+                }
+        }
+        if (stop && (rc = sbx_cancel(k->c, k->env->sandbox_id, ao.command_id)) != SBX_OK &&
+            rc != SBX_NOT_FOUND) /* an ended one reports how it ended */
+                return call_failed(k, rc);
+        ao.wait_ms = secs * 1000.0 > (double)k->env->max_timeout_ms ? k->env->max_timeout_ms
+                                                                    : (uint64_t)ceil(secs * 1000.0);
+        /* A killed one ends as soon as init reaps it: wait for that. */
+        if (stop && ao.wait_ms < 10000)
+                ao.wait_ms = 10000;
+        ao.follow = ao.wait_ms > 0;
+        ao.max_output_bytes = k->env->max_output_bytes;
+        rc = sbx_attach(k->c, k->env->sandbox_id, &ao, &r);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        a.attached = true;
+        res = run_result(k, r, &a);
+        sbx_result_free(r);
         return res;
 }
 

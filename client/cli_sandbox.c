@@ -167,6 +167,8 @@ static void json_sandbox(struct json *j, const struct sbx_sandbox *s) {
         json_uint(j, s->commands_run);
         json_ids(j, "share_uids", s->share_uids, s->n_share_uids);
         json_ids(j, "share_gids", s->share_gids, s->n_share_gids);
+        json_key(j, "commands");
+        cli_json_commands(j, s->commands, s->n_commands);
         json_end_object(j);
 }
 
@@ -375,6 +377,7 @@ static void print_sandbox(const struct sbx_sandbox *s) {
                 print_ids("share_uids", s->share_uids, s->n_share_uids);
                 print_ids("share_gids", s->share_gids, s->n_share_gids);
         }
+        cli_print_commands(s->commands, s->n_commands);
 }
 
 /* "sbx: sandbox ID ends at ISO (in 5 min), or after 30 min without use; `sbx set-timeout
@@ -1413,6 +1416,8 @@ static void json_record(struct json *j, const struct sbx_command_record *r) {
         json_double(j, r->duration, 6);
         json_key(j, "queued_ms");
         json_uint(j, r->queued_ms);
+        json_key(j, "background");
+        json_bool(j, r->background);
         json_key(j, "peak_memory_bytes");
         json_uint(j, r->peak_memory_bytes);
         json_key(j, "stdout_bytes");

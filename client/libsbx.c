@@ -502,6 +502,9 @@ struct exchange {
         void *userdata;            /* of on_started and on_queued (on_output may have its own) */
         void *output_userdata;
         bool started_told;
+        /* RunCommand.background: the one reply is CommandStarted, CommandQueued or the
+         * result (want is COMMAND_STARTED). */
+        bool background_answer;
         /* Streamed stdin (RunCommand with stdin_stream): */
         bool feeding; /* stdin_fd is fed to the command */
         int stdin_fd;
@@ -838,6 +841,9 @@ static int take_reply(sbx_client *c, struct exchange *k, uint64_t id, Sbx__V1__R
         if (take_progress(k, resp))
                 return REPLY_MORE;
         if (resp->body_case != k->want &&
+            !(k->background_answer &&
+              (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_QUEUED ||
+               resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_RESULT)) &&
             !(k->body_optional && (resp->body_case == SBX__V1__RESPONSE__BODY__NOT_SET ||
                                    resp->body_case == SBX__V1__RESPONSE__BODY_EMPTY))) {
                 got = (int)resp->body_case;
@@ -1115,6 +1121,32 @@ static bool dup_u32s(uint32_t **dst, size_t *dst_n, const uint32_t *v, size_t n)
         return true;
 }
 
+/* SandboxInfo.commands into s. */
+static bool commands_from_proto(struct sbx_sandbox *s, const Sbx__V1__SandboxInfo *in) {
+        if (in->n_commands == 0)
+                return true;
+        s->commands = calloc(in->n_commands, sizeof(*s->commands));
+        if (!s->commands)
+                return false;
+        s->n_commands = in->n_commands;
+        for (size_t i = 0; i < in->n_commands; i++) {
+                const Sbx__V1__CommandInfo *ci = in->commands[i];
+                struct sbx_command_info *o = &s->commands[i];
+                o->state = (enum sbx_command_state)ci->state;
+                o->background = ci->background;
+                o->caller_uid = ci->caller_uid;
+                o->started_unix_ms = ci->started_unix_ms;
+                o->ended_unix_ms = ci->ended_unix_ms;
+                o->outcome = ci->has_outcome ? (int)outcome_from_wire((int)ci->outcome, true) : 0;
+                o->has_exit_code = ci->has_exit_code;
+                o->exit_code = ci->exit_code;
+                if (!dup_str_nn(&o->command_id, ci->command_id) ||
+                    !dup_strv(&o->argv, ci->argv, ci->n_argv))
+                        return false;
+        }
+        return true;
+}
+
 static struct sbx_sandbox *sandbox_from_proto(const Sbx__V1__SandboxInfo *in) {
         struct sbx_sandbox *s = calloc(1, sizeof(*s));
         bool ok;
@@ -1149,6 +1181,7 @@ static struct sbx_sandbox *sandbox_from_proto(const Sbx__V1__SandboxInfo *in) {
                                    in->n_enforcement);
         ok = ok && dup_u32s(&s->share_uids, &s->n_share_uids, in->share_uids, in->n_share_uids);
         ok = ok && dup_u32s(&s->share_gids, &s->n_share_gids, in->share_gids, in->n_share_gids);
+        ok = ok && commands_from_proto(s, in);
         if (!ok) {
                 sbx_sandbox_free(s);
                 return NULL;
@@ -1231,6 +1264,7 @@ static bool record_from_proto(struct sbx_command_record *out, const Sbx__V1__Com
         out->stdout_truncated = in->stdout_truncated;
         out->stderr_truncated = in->stderr_truncated;
         out->queued_ms = in->queued_ms;
+        out->background = in->background;
         return dup_str_nn(&out->command_id, in->command_id) &&
                dup_strv(&out->argv, in->argv, in->n_argv) && dup_str_nn(&out->cwd, in->cwd) &&
                dup_str_nn(&out->client_name, in->client_name);
@@ -2453,4 +2487,192 @@ enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uin
         }
         *ret = out;
         return SBX_OK;
+}
+
+/* ---- background commands (RunCommand.background, AttachCommand) ---------------------- */
+
+/* The one answer to a background RunCommand into *ret. */
+static enum sbx_code background_answer(sbx_client *c, Sbx__V1__Response *resp,
+                                       struct sbx_background **ret) {
+        struct sbx_background *b = calloc(1, sizeof(*b));
+        const char *cid = NULL;
+
+        if (!b) {
+                sbx__v1__response__free_unpacked(resp, NULL);
+                return fail_oom(c);
+        }
+        if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_STARTED && resp->command_started) {
+                cid = resp->command_started->command_id;
+        } else if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_QUEUED &&
+                   resp->command_queued) {
+                cid = resp->command_queued->command_id;
+                b->queued = 1;
+                b->ahead = resp->command_queued->ahead;
+        } else if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_RESULT &&
+                   resp->command_result) {
+                cid = resp->command_result->command_id;
+                b->result = result_from_proto(resp->command_result);
+                if (!b->result) {
+                        free(b);
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        return fail_oom(c);
+                }
+        }
+        if (!cid || !dup_str_nn(&b->command_id, cid)) {
+                sbx_background_free(b);
+                sbx__v1__response__free_unpacked(resp, NULL);
+                return cid ? fail_oom(c)
+                           : protocol_fail(c, EPROTO,
+                                           "a background RunCommand reply without "
+                                           "its command ID");
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        *ret = b;
+        return SBX_OK;
+}
+
+enum sbx_code sbx_exec_background(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
+                                  struct sbx_background **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__RunCommand run = SBX__V1__RUN_COMMAND__INIT;
+        struct exchange k = {.req = &req,
+                             .want = SBX__V1__RESPONSE__BODY_COMMAND_STARTED,
+                             .background_answer = true};
+        struct sbx_exec_opts bo;
+        Sbx__V1__Response *resp;
+        struct pool pool = {0};
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return null_arg(c, __func__, "ret");
+        *ret = NULL;
+        clear_error(c);
+        if (o) {
+                /* Nothing of this call reads stdin or streams: the command outlives it. */
+                bo = *o;
+                bo.stdin_fd = 0;
+                bo.on_output = NULL;
+                bo.on_started = NULL;
+                bo.on_queued = NULL;
+        }
+        rc = check_exec_opts(c, id, o ? &bo : NULL);
+        if (rc == SBX_OK)
+                rc = env_to_proto(c, &bo, &run, &pool);
+        if (rc == SBX_OK && pool.oom)
+                rc = fail_oom(c);
+        if (rc != SBX_OK) {
+                pool_free(&pool);
+                return rc;
+        }
+        run_to_proto(id, &bo, &run);
+        run.has_background = run.background = 1;
+        run.has_stream = run.stream = 0;
+        if (bo.no_timeout && bo.timeout_ms == 0)
+                run.timeout_ms = 0;
+        /* It answers once started, or at once when it waits: the wait for a slot is not
+         * part of this call. */
+        k.extra_ms = EXEC_GRACE_MS;
+        req.body_case = SBX__V1__REQUEST__BODY_RUN_COMMAND;
+        req.run_command = &run;
+        rc = call(c, &k, &resp);
+        pool_free(&pool);
+        if (rc != SBX_OK) {
+                if (resp)
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                return rc;
+        }
+        return background_answer(c, resp, ret);
+}
+
+/* How sbx_attach waits: forever, or o->wait_ms with follow, or the call timeout. */
+static void attach_exchange(const struct sbx_attach_opts *o, struct exchange *k,
+                            struct collected *col) {
+        memset(col, 0, sizeof(*col));
+        col->limit[1] = col->limit[2] =
+                o->max_output_bytes ? o->max_output_bytes : SBX_MAX_OUTPUT_BYTES;
+        k->on_output = o->on_output;
+        k->output_userdata = o->userdata;
+        if (!o->on_output) {
+                k->on_output = collect_output;
+                k->output_userdata = col;
+        }
+}
+
+enum sbx_code sbx_attach(sbx_client *c, const char *id, const struct sbx_attach_opts *o,
+                         struct sbx_result **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__AttachCommand ac = SBX__V1__ATTACH_COMMAND__INIT;
+        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_COMMAND_RESULT};
+        struct collected col;
+        Sbx__V1__Response *resp;
+        uint64_t saved;
+        enum sbx_code rc;
+        bool running;
+
+        if (!c || !ret)
+                return null_arg(c, __func__, "ret");
+        *ret = NULL;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (!o || !o->command_id || !*o->command_id)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
+        ac.sandbox_id = unconst(id);
+        ac.command_id = unconst(o->command_id);
+        ac.has_follow = ac.follow = o->follow != 0;
+        ac.has_stdout_offset = o->stdout_offset != 0;
+        ac.stdout_offset = o->stdout_offset;
+        ac.has_stderr_offset = o->stderr_offset != 0;
+        ac.stderr_offset = o->stderr_offset;
+        req.body_case = SBX__V1__REQUEST__BODY_ATTACH_COMMAND;
+        req.attach_command = &ac;
+        attach_exchange(o, &k, &col);
+        /* Following waits for the command's end: as long as asked. */
+        saved = c->call_timeout_ms;
+        if (o->follow)
+                c->call_timeout_ms = o->wait_ms;
+        rc = call(c, &k, &resp);
+        c->call_timeout_ms = saved;
+        if (!resp) {
+                collected_free(&col);
+                /* The wait ran out (the connection is closed; the command goes on): what
+                 * it has kept, and RUNNING, when the output is collected. */
+                if (o->follow && o->wait_ms && !o->on_output && rc == SBX_UNAVAILABLE &&
+                    sbx_errno(c) == ETIMEDOUT) {
+                        struct sbx_attach_opts now = *o;
+                        now.follow = 0;
+                        return sbx_attach(c, id, &now, ret);
+                }
+                return rc;
+        }
+        /* The one result that may say RUNNING: an attach without follow. */
+        running =
+                resp->command_result && resp->command_result->outcome == SBX__V1__OUTCOME__RUNNING;
+        rc = exec_result(c, rc, resp, &col, ret);
+        if (*ret && running)
+                (*ret)->outcome = SBX_OUTCOME_RUNNING;
+        return rc;
+}
+
+enum sbx_code sbx_send_input(sbx_client *c, const char *id, const char *command_id,
+                             const void *data, size_t len, int eof) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CommandInput in = SBX__V1__COMMAND_INPUT__INIT;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (!command_id || !*command_id || (len && !data))
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID or no data given");
+        in.sandbox_id = unconst(id);
+        in.command_id = unconst(command_id);
+        in.has_data = len > 0;
+        in.data.data = (uint8_t *)(uintptr_t)data;
+        in.data.len = len;
+        in.has_eof = in.eof = eof != 0;
+        req.body_case = SBX__V1__REQUEST__BODY_COMMAND_INPUT;
+        req.command_input = &in;
+        return empty_call(c, &req);
 }

@@ -210,7 +210,33 @@ void sbx_sandbox_free(struct sbx_sandbox *s) {
         enforcement_free(s->enforcement, s->n_enforcement);
         free(s->share_uids);
         free(s->share_gids);
+        for (size_t i = 0; s->commands && i < s->n_commands; i++) {
+                free(s->commands[i].command_id);
+                strv_clear(&s->commands[i].argv);
+        }
+        free(s->commands);
         free(s);
+}
+
+void sbx_background_free(struct sbx_background *b) {
+        if (!b)
+                return;
+        free(b->command_id);
+        sbx_result_free(b->result);
+        free(b);
+}
+
+const char *sbx_command_state_name(int state) {
+        switch (state) {
+        case SBX_COMMAND_QUEUED:
+                return "queued";
+        case SBX_COMMAND_RUNNING:
+                return "running";
+        case SBX_COMMAND_ENDED:
+                return "ended";
+        default:
+                return "unknown";
+        }
 }
 
 void sbx_sandbox_list_free(struct sbx_sandbox_list *l) {

@@ -264,6 +264,28 @@ struct sbx_enforcement {
         char *enforcement; /* "cgroup_v2", "cgroup_v1", "rlimit", "none" */
 };
 
+enum sbx_command_state {
+        SBX_COMMAND_STATE_UNSPECIFIED = 0,
+        SBX_COMMAND_QUEUED = 1, /* waiting for a slot */
+        SBX_COMMAND_RUNNING = 2,
+        SBX_COMMAND_ENDED = 3, /* a background command that ended; outcome says how */
+};
+/* "queued", "running", "ended"; "unknown" for other values. */
+const char *sbx_command_state_name(int state);
+
+struct sbx_command_info {
+        char *command_id;
+        struct sbx_strv argv;
+        enum sbx_command_state state;
+        int background;
+        uint32_t caller_uid;
+        int64_t started_unix_ms; /* 0 while queued */
+        int64_t ended_unix_ms;   /* SBX_COMMAND_ENDED only */
+        int outcome;             /* enum sbx_outcome, SBX_COMMAND_ENDED only */
+        int has_exit_code;
+        int exit_code;
+};
+
 struct sbx_sandbox {
         char *id;
         enum sbx_state state;
@@ -287,6 +309,10 @@ struct sbx_sandbox {
         uint32_t *share_gids;
         size_t n_share_gids;
         uint32_t queued_commands; /* commands waiting for a slot */
+        /* Its commands running or waiting, and its background commands that ended and
+         * can still be attached to (sbx_attach), oldest first (live sandboxes only). */
+        struct sbx_command_info *commands;
+        size_t n_commands;
 };
 
 enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct sbx_sandbox **ret);
@@ -330,8 +356,8 @@ enum sbx_outcome {
         SBX_OUTCOME_SANDBOX_ENDED = 6,
         SBX_OUTCOME_START_FAILED = 7,
         SBX_OUTCOME_UNKNOWN = 8,
-        /* Only in history records (sbx_history), never in a result: the command has not
-         * ended yet (its ended_unix_ms is 0). */
+        /* Only in history records (sbx_history) and in the result of sbx_attach without
+         * follow: the command has not ended yet (its ended_unix_ms is 0). */
         SBX_OUTCOME_RUNNING = 9,
         /* It waited for a slot longer than its queue timeout and never ran (queued_ms
          * says how long; duration is 0). A command cancelled while it waits is CANCELLED,
@@ -403,6 +429,9 @@ struct sbx_exec_opts {
          * thread that called sbx_exec. The command is then run in streaming mode, as for
          * on_started. Not called for a command that starts at once. */
         sbx_queued_cb on_queued;
+        /* sbx_exec_background only: timeout_ms 0 means no timeout at all (the command runs
+         * until it exits or the sandbox ends) instead of the library's default. */
+        int no_timeout;
 };
 
 void sbx_exec_opts_init(struct sbx_exec_opts *o);
@@ -457,6 +486,64 @@ struct sbx_result {
 enum sbx_code sbx_exec(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
                        struct sbx_result **ret);
 void sbx_result_free(struct sbx_result *r);
+
+/* What sbx_exec_background answers: the command's ID, and whether it waits for a slot
+ * (queued, with ahead commands before it), or, when it never started (a missing
+ * program: START_FAILED, or the sandbox ended while it started), its result. */
+struct sbx_background {
+        char *command_id;
+        int queued;
+        uint32_t ahead;
+        struct sbx_result *result; /* non-NULL: it never ran, or ended at once */
+};
+
+/* Starts a command in the background (RunCommand.background): it outlives this call and
+ * this client, and answers as soon as it has started (or waits for a slot). Its output is
+ * kept (the tail within max_stdout_bytes / max_stderr_bytes) for sbx_attach from any
+ * client that may use the sandbox; sbx_send_input (with stdin_stream), sbx_cancel and
+ * sbx_signal work on it from any such client. Its timeout_ms still applies (o->no_timeout:
+ * none, it runs until it exits or the sandbox ends). on_output, on_started, on_queued and
+ * stdin_fd are not used (stdin_stream only keeps its stdin open for sbx_send_input). The
+ * sandbox keeps the last 16 ended background commands for sbx_attach. */
+enum sbx_code sbx_exec_background(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
+                                  struct sbx_background **ret);
+void sbx_background_free(struct sbx_background *b);
+
+struct sbx_attach_opts {
+        const char *command_id;
+        /* 0: the output kept so far, then the result at once (outcome SBX_OUTCOME_RUNNING
+         * while the command has not ended). Non-zero: then what it prints, until it ends,
+         * and its final result. */
+        int follow;
+        uint64_t stdout_offset; /* send only output from these offsets on */
+        uint64_t stderr_offset;
+        /* Non-NULL: each chunk, in order per stream (offsets count everything the stream
+         * produced: a gap means bytes no longer kept). NULL: the output is collected into
+         * the result (at most max_output_bytes per stream, the tail; 0: 64 MiB). */
+        sbx_output_cb on_output;
+        void *userdata;
+        uint64_t max_output_bytes;
+        /* With follow: how long to wait for the end, in milliseconds (0: as long as it
+         * takes). Past it the command goes on, and sbx_attach answers as without follow
+         * (its kept output and SBX_OUTCOME_RUNNING) when the output is collected, or with
+         * on_output SBX_UNAVAILABLE with sbx_errno() ETIMEDOUT (the connection is closed;
+         * the next call makes a new one). */
+        uint64_t wait_ms;
+};
+
+/* Attaches to a command of sandbox id (a background one, running or ended and still
+ * kept, or any running one), from any client that may use the sandbox. On SBX_OK *ret
+ * is its result (outcome SBX_OUTCOME_RUNNING when it has not ended), with the output
+ * collected when o->on_output is NULL. SBX_NOT_FOUND for a command it does not know
+ * (or a sandbox the caller may not use). An attach that ends never stops the command. */
+enum sbx_code sbx_attach(sbx_client *c, const char *id, const struct sbx_attach_opts *o,
+                         struct sbx_result **ret);
+
+/* Writes data to the stdin of a running command started with stdin_stream (eof: then
+ * close it), from any client that may use the sandbox. SBX_FAILED_PRECONDITION when
+ * its stdin is closed, SBX_NOT_FOUND when it is not running. */
+enum sbx_code sbx_send_input(sbx_client *c, const char *id, const char *command_id,
+                             const void *data, size_t len, int eof);
 
 /* Asks the daemon to kill a running command (its process group gets SIGCONT and
  * SIGKILL, and every process still in its cgroup); its result, reported once it has
@@ -556,6 +643,7 @@ struct sbx_command_record {
         int stdout_truncated;
         int stderr_truncated;
         uint64_t queued_ms; /* as sbx_result.queued_ms */
+        int background;     /* started with sbx_exec_background */
 };
 
 struct sbx_history {

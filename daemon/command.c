@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bgkept.h"
 #include "cgroup.h"
 #include "cmdqueue.h"
 #include "command.h"
@@ -93,6 +94,10 @@ struct command {
         char id[32];
         struct command_callbacks cbs;
         void *ud;
+        int requester;  /* cbs and ud may be used (a background command forgets them) */
+        int background; /* RunCommand.background */
+        int await_ack;  /* background: its requester waits for init's Started */
+        struct command_watch *watchers; /* AttachCommand with follow */
         int stream;
         struct outstream out[2];
         uv_pipe_t in;
@@ -250,13 +255,19 @@ static int watch_stream(struct command *cmd, int idx) {
 /* Takes n bytes of output of stream idx: forwarded (stream mode) or kept (the tail). */
 static void take_output(struct command *cmd, int idx, uint8_t *data, size_t n) {
         struct outstream *o = &cmd->out[idx];
+        Sbx__V1__Stream stream = idx == 0 ? SBX__V1__STREAM__STDOUT : SBX__V1__STREAM__STDERR;
+        uint64_t off = o->kept.total;
+        struct command_watch *w, *next;
+
         if (cmd->stream) {
-                uint64_t off = outbuf_count(&o->kept, n);
-                cmd->cbs.output(cmd->ud, cmd->id,
-                                idx == 0 ? SBX__V1__STREAM__STDOUT : SBX__V1__STREAM__STDERR, off,
-                                data, n);
+                (void)outbuf_count(&o->kept, n);
+                cmd->cbs.output(cmd->ud, cmd->id, stream, off, data, n);
         } else {
                 outbuf_take(&o->kept, data, n);
+        }
+        for (w = cmd->watchers; w; w = next) {
+                next = w->next;
+                w->ops->output(w, stream, off, data, n);
         }
 }
 
@@ -423,6 +434,7 @@ static void start_fields(const struct command *cmd, struct store_command *sc) {
         sc->started_ms = cmd->queued ? sbxd_now_unix_ms() : cmd->started_ms;
         sc->seq = cmd->num;
         sc->queued_ms = cmd->queued_ms;
+        sc->background = cmd->background;
 }
 
 /* Writes the record of cmd's start (it joins the batch, committed before any reply or
@@ -582,6 +594,36 @@ static void record_end(struct command *cmd, const struct result *r) {
 
 static void unqueue(struct command *cmd, int to_start);
 
+/* An ended background command stays attachable (bgkept.h): its result, with the output
+ * it kept, and what SandboxInfo.commands says of it. */
+static void keep_ended(struct command *cmd, const struct result *r) {
+        struct bgkept_entry e;
+
+        memset(&e, 0, sizeof(e));
+        e.num = cmd->num;
+        snprintf(e.id, sizeof(e.id), "%s", cmd->id);
+        e.caller_uid = cmd->caller_uid;
+        e.started_ms = cmd->started_ms;
+        e.ended_ms = sbxd_now_unix_ms();
+        e.outcome = r->res.outcome;
+        e.has_exit_code = r->res.has_exit_code;
+        e.exit_code = r->res.exit_code;
+        if (bgkept_add(&cmd->sb->bg_ended, &e, (const char *const *)cmd->argv, cmd->argc, &r->res) <
+            0)
+                log_err("sbx=%s cmd=%s: out of memory keeping its result; it cannot be "
+                        "attached to",
+                        cmd->sb->id, cmd->id);
+}
+
+/* The attachers of cmd hear its result, each unlinked first. */
+static void tell_watchers(struct command *cmd, Sbx__V1__CommandResult *res) {
+        while (cmd->watchers) {
+                struct command_watch *w = cmd->watchers;
+                command_watch_remove(cmd, w);
+                w->ops->done(w, res);
+        }
+}
+
 /* cmd leaves its sandbox: no longer running or waiting, no longer counted, no longer
  * findable. */
 static void unlink_command(struct command *cmd) {
@@ -635,9 +677,13 @@ static void finish(struct command *cmd) {
         fill_result(cmd, &r);
         fill_resources(cmd, &r);
         record_end(cmd, &r);
+        if (cmd->background)
+                keep_ended(cmd, &r);
 
         unlink_command(cmd);
-        cmd->cbs.done(cmd->ud, &r.res);
+        if (cmd->requester)
+                cmd->cbs.done(cmd->ud, &r.res);
+        tell_watchers(cmd, &r.res);
         free(r.out_data[0]);
         free(r.out_data[1]);
         close_all(cmd);
@@ -725,6 +771,22 @@ void command_end_all(struct sandbox *sb, int unknown) {
                         cmd->kill = unknown ? KILL_DAEMON_LEFT : KILL_SANDBOX_ENDED;
                 drain_now(cmd);
                 finish(cmd);
+        }
+        /* Attachable until the sandbox ends. */
+        bgkept_clear(&sb->bg_ended);
+}
+
+void command_on_started(struct sandbox *sb, uint64_t num) {
+        struct command *cmd = find(sb, num);
+
+        /* Only a background command's Start asks for it; an older init answers every
+         * Start (init.proto): nothing to do. */
+        if (!cmd || !cmd->await_ack)
+                return;
+        cmd->await_ack = 0;
+        if (cmd->requester && cmd->cbs.started) {
+                cmd->cbs.started(cmd->ud, cmd->id);
+                cmd->requester = 0;
         }
 }
 
@@ -1089,10 +1151,12 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
                          SBX_MAX_ARGV);
                 return -EINVAL;
         }
-        if (!req->has_timeout_ms || req->timeout_ms == 0) {
+        if (!req->has_timeout_ms ||
+            (req->timeout_ms == 0 && !(req->has_background && req->background))) {
                 snprintf(err, errlen,
                          "timeout_ms is required and must be greater than 0 (sbx and "
-                         "libsbx default to 60000)");
+                         "libsbx default to 60000; only a background command may say 0, "
+                         "to run until it exits or the sandbox ends)");
                 return -EINVAL;
         }
         if (req->has_stdin && req->stdin.len > SBX_MAX_STDIN_BYTES) {
@@ -1254,7 +1318,10 @@ static struct command *command_new(struct sandbox *sb, const Sbx__V1__RunCommand
         cmd->sb = sb;
         cmd->caller_uid = caller->uid;
         cmd->caller_pid = caller->pid;
-        cmd->stream = req->has_stream && req->stream;
+        cmd->background = req->has_background && req->background;
+        /* A background command keeps its output for whoever attaches: never streamed. */
+        cmd->stream = req->has_stream && req->stream && !cmd->background;
+        cmd->requester = 1;
         /* Checked by validate: at most SBX_MAX_OUTPUT_BYTES. */
         outbuf_init(&cmd->out[0].kept,
                     (size_t)(req->has_max_stdout_bytes ? req->max_stdout_bytes
@@ -1325,6 +1392,9 @@ static int build_start(struct command *cmd, const Sbx__V1__RunCommand *req, stru
         s->start.rlimits = s->rl.ptrs;
         s->start.has_n_cgroup_fds = 1;
         s->start.n_cgroup_fds = 0;
+        /* A background command's requester is answered once it has started (or could
+         * not): init says so with Started. */
+        s->start.has_ack = s->start.ack = cmd->background && cmd->requester;
         s->msg.body_case = SBX__INIT__V1__TO_INIT__BODY_START;
         s->msg.start = &s->start;
         if (sbx__init__v1__to_init__get_packed_size(&s->msg) > SBX_INIT_MAX_MSG_BYTES) {
@@ -1445,7 +1515,12 @@ static int send_start(struct command *cmd, struct start *s) {
 
         if (r >= 0)
                 cmd->started = 1;
+        cmd->await_ack = r >= 0 && s->start.ack;
         start_close_fds(s);
+        /* A background command is recorded at once: it is listed and attachable from
+         * now on. */
+        if (cmd->background)
+                record_start(cmd);
         /* A streamed command is recorded at once (its client is told it started);
          * another one at the first look at its output, or whole when it ends before
          * that (SBX_RECORD_START_DELAY_MS). Stream mode: CommandStarted goes out before
@@ -1475,11 +1550,16 @@ static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
         uv_update_time(cmd->sb->d->loop);
         if (cmd->stream) {
                 update_stream_reading(cmd);
+        } else if (cmd->background || cmd->watchers) {
+                /* Read as it comes: an attacher sees it at once. */
+                watch_output(cmd);
         } else {
                 cmd->watch_delay_ms = SBX_OUTPUT_WATCH_DELAY_MS;
                 uv_timer_start(&cmd->drain, on_watch_due, cmd->watch_delay_ms, 0);
         }
-        uv_timer_start(&cmd->timer, on_timeout, cmd->timeout_ms, 0);
+        /* 0 (background only): until it exits or the sandbox ends. */
+        if (cmd->timeout_ms > 0)
+                uv_timer_start(&cmd->timer, on_timeout, cmd->timeout_ms, 0);
         if (cmd->timeout_ms < req->timeout_ms)
                 log_debug("sbx=%s cmd=%s: timeout capped to %llu ms", cmd->sb->id, cmd->id,
                           (unsigned long long)cmd->timeout_ms);
@@ -1580,6 +1660,11 @@ static void enqueue(struct command *cmd, uint64_t owner, uint64_t wait_ms) {
                   cmdq_ahead(&sb->queue, &cmd->wait));
         if (cmd->stream && cmd->cbs.queued)
                 cmd->cbs.queued(cmd->ud, cmd->id, cmdq_ahead(&sb->queue, &cmd->wait));
+        /* A background command's one answer: it waits. */
+        if (cmd->background && cmd->requester && cmd->cbs.queued) {
+                cmd->cbs.queued(cmd->ud, cmd->id, cmdq_ahead(&sb->queue, &cmd->wait));
+                cmd->requester = 0;
+        }
 }
 
 /* cmd leaves its sandbox's queue, to start (to_start) or not at all. */
@@ -1735,4 +1820,144 @@ int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 enqueue(cmd, caller->conn_id, wait_ms);
         start_clear(&s);
         return 0;
+}
+
+/* ---- attachers and listing (AttachCommand, SandboxInfo.commands) --------------------- */
+
+void command_watch_add(struct command *cmd, struct command_watch *w) {
+        w->prev = NULL;
+        w->next = cmd->watchers;
+        if (cmd->watchers)
+                cmd->watchers->prev = w;
+        cmd->watchers = w;
+        /* From now on its output is read as it comes (a command that is not streamed
+         * was looked at only now and then); a waiting one starts so when it starts. */
+        if (cmd->started && !cmd->exited && !cmd->finished)
+                watch_output(cmd);
+}
+
+void command_watch_remove(struct command *cmd, struct command_watch *w) {
+        if (w->prev)
+                w->prev->next = w->next;
+        else if (cmd->watchers == w)
+                cmd->watchers = w->next;
+        if (w->next)
+                w->next->prev = w->prev;
+        w->next = w->prev = NULL;
+}
+
+size_t command_kept_output(const struct command *cmd, int idx, uint64_t from, uint8_t *dst,
+                           size_t max, uint64_t *ret_first) {
+        return outbuf_copy(&cmd->out[idx ? 1 : 0].kept, from, dst, max, ret_first);
+}
+
+void command_running_result(struct command *cmd, Sbx__V1__CommandResult *res) {
+        sbx__v1__command_result__init(res);
+        res->command_id = cmd->id;
+        res->sandbox_id = cmd->sb->id;
+        res->has_outcome = 1;
+        res->outcome = SBX__V1__OUTCOME__RUNNING;
+        res->has_stdout_bytes = res->has_stderr_bytes = 1;
+        res->stdout_bytes = cmd->out[0].kept.total;
+        res->stderr_bytes = cmd->out[1].kept.total;
+        res->has_stdout_truncated = res->has_stderr_truncated = 1;
+        res->stdout_truncated = cmd->out[0].kept.truncated;
+        res->stderr_truncated = cmd->out[1].kept.truncated;
+        res->has_duration = 1;
+        res->duration =
+                cmd->queued || !cmd->start_hr ? 0 : (double)(uv_hrtime() - cmd->start_hr) / 1e9;
+        res->has_queued_ms = 1;
+        res->queued_ms = cmd->queued ? (uv_hrtime() - cmd->queued_hr) / 1000000u : cmd->queued_ms;
+        res->has_isolated = 1;
+        res->isolated = cmd->sb->isolated;
+        res->has_owner_uid = 1;
+        res->owner_uid = cmd->sb->owner_uid;
+}
+
+const uint8_t *command_ended_result(struct sandbox *sb, const char *command_id, size_t *ret_len) {
+        const struct bgkept_entry *e = bgkept_find(&sb->bg_ended, command_id);
+
+        *ret_len = e ? e->result_len : 0;
+        return e ? e->result : NULL;
+}
+
+/* The CommandInfo of a running or waiting command. */
+static void live_info(struct command *cmd, Sbx__V1__CommandInfo *ci) {
+        sbx__v1__command_info__init(ci);
+        ci->command_id = cmd->id;
+        ci->n_argv = cmd->argc;
+        ci->argv = cmd->argv;
+        ci->has_state = 1;
+        ci->state = cmd->queued ? SBX__V1__COMMAND_STATE__COMMAND_QUEUED
+                                : SBX__V1__COMMAND_STATE__COMMAND_RUNNING;
+        ci->has_background = 1;
+        ci->background = cmd->background;
+        ci->has_caller_uid = 1;
+        ci->caller_uid = cmd->caller_uid;
+        ci->has_started_unix_ms = !cmd->queued;
+        ci->started_unix_ms = cmd->started_ms;
+}
+
+/* The CommandInfo of an ended background command still kept. */
+static void ended_info(struct bgkept_entry *e, Sbx__V1__CommandInfo *ci) {
+        sbx__v1__command_info__init(ci);
+        ci->command_id = e->id;
+        ci->n_argv = e->argc;
+        ci->argv = e->argv;
+        ci->has_state = 1;
+        ci->state = SBX__V1__COMMAND_STATE__COMMAND_ENDED;
+        ci->has_background = ci->background = 1;
+        ci->has_caller_uid = 1;
+        ci->caller_uid = e->caller_uid;
+        ci->has_started_unix_ms = e->started_ms != 0;
+        ci->started_unix_ms = e->started_ms;
+        ci->has_ended_unix_ms = 1;
+        ci->ended_unix_ms = e->ended_ms;
+        ci->has_outcome = 1;
+        ci->outcome = e->outcome;
+        ci->has_exit_code = e->has_exit_code;
+        ci->exit_code = e->exit_code;
+}
+
+/* Oldest first: c-N by N. */
+static int by_number(const void *a, const void *b) {
+        const Sbx__V1__CommandInfo *x = a, *y = b;
+        unsigned long long nx = strtoull(x->command_id + 2, NULL, 10),
+                           ny = strtoull(y->command_id + 2, NULL, 10);
+        return nx < ny ? -1 : nx > ny;
+}
+
+int command_infos(struct sandbox *sb, struct command_infos *ret) {
+        size_t n = sb->bg_ended.n + sb->n_queued, i = 0;
+        struct bgkept_entry *e;
+        struct cmdq_entry *q;
+        struct command *c;
+
+        memset(ret, 0, sizeof(*ret));
+        for (c = sb->commands; c; c = c->next)
+                n++;
+        if (n == 0)
+                return 0;
+        ret->infos = calloc(n, sizeof(*ret->infos));
+        ret->ptrs = calloc(n, sizeof(*ret->ptrs));
+        if (!ret->infos || !ret->ptrs) {
+                command_infos_free(ret);
+                return -ENOMEM;
+        }
+        for (c = sb->commands; c && i < n; c = c->next)
+                live_info(c, &ret->infos[i++]);
+        for (q = sb->queue.head; q && i < n; q = q->next)
+                live_info(of_entry(q), &ret->infos[i++]);
+        for (e = sb->bg_ended.head; e && i < n; e = e->next)
+                ended_info(e, &ret->infos[i++]);
+        qsort(ret->infos, i, sizeof(*ret->infos), by_number);
+        for (ret->n = 0; ret->n < i; ret->n++)
+                ret->ptrs[ret->n] = &ret->infos[ret->n];
+        return 0;
+}
+
+void command_infos_free(struct command_infos *ci) {
+        free(ci->infos);
+        free(ci->ptrs);
+        memset(ci, 0, sizeof(*ci));
 }

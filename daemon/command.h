@@ -29,8 +29,27 @@ struct command_callbacks {
                        uint8_t *data, size_t len);
         /* Stream mode: 1 while the receiver cannot take more (reading the pipes pauses). */
         int (*congested)(void *ud);
-        /* Always, exactly once: the final result (valid during the call). */
+        /* Always, exactly once: the final result (valid during the call). A background
+         * command (RunCommand.background) calls exactly one of queued, started and done,
+         * then forgets its requester: ud is never used again (command_run). */
         void (*done)(void *ud, Sbx__V1__CommandResult *result);
+};
+
+/* An attacher of a running command (AttachCommand, attach.c): it hears every chunk of
+ * output read from now on and the result, whoever started the command. The memory is
+ * the attacher's; command.c links it. */
+struct command_watch;
+struct command_watch_ops {
+        /* A chunk of output, at offset within everything the stream produced. */
+        void (*output)(struct command_watch *w, Sbx__V1__Stream stream, uint64_t offset,
+                       uint8_t *data, size_t len);
+        /* The command ended (result valid during the call: its stdout and stderr are the
+         * kept tails, empty for a streamed command). w is unlinked before the call. */
+        void (*done)(struct command_watch *w, Sbx__V1__CommandResult *result);
+};
+struct command_watch {
+        struct command_watch *next, *prev; /* command.c's */
+        const struct command_watch_ops *ops;
 };
 
 struct command;
@@ -89,6 +108,42 @@ int command_signal_allowed(int signo);
  * then ends. Returns 0 when it was sent or when the command has already exited (nothing
  * is left to signal), -ENOENT for a finished command, -EINVAL for a signal not allowed. */
 int command_signal(struct command *cmd, int signo);
+
+/* Adds w to cmd's attachers: from now on cmd's output is read as it comes (never paused
+ * for an attacher: one that cannot keep up reads the kept tail later, see
+ * command_kept_output) and each chunk, then the result, goes to w. */
+void command_watch_add(struct command *cmd, struct command_watch *w);
+
+/* Removes w (the attacher went away); the command goes on. */
+void command_watch_remove(struct command *cmd, struct command_watch *w);
+
+/* Copies at most max bytes of what cmd kept of stream idx (0 stdout, 1 stderr) from
+ * offset from into dst; *ret_first: the offset of the first byte copied (the oldest
+ * byte kept when from is older). A streamed command keeps nothing (its client got its
+ * output). Returns the number of bytes copied. */
+size_t command_kept_output(const struct command *cmd, int idx, uint64_t from, uint8_t *dst,
+                           size_t max, uint64_t *ret_first);
+
+/* Fills res with what is known of cmd while it runs or waits: its ids, outcome RUNNING,
+ * the bytes produced so far, how long it has run and waited (no output). */
+void command_running_result(struct command *cmd, Sbx__V1__CommandResult *res);
+
+/* The packed CommandResult (with its kept output) of a background command of sb that
+ * ended and is still kept (the last SBX_KEPT_BACKGROUND_RESULTS, see bgkept.h), or
+ * NULL; *ret_len its size. Valid within the loop turn. */
+const uint8_t *command_ended_result(struct sandbox *sb, const char *command_id, size_t *ret_len);
+
+/* The commands of sb for SandboxInfo.commands: running and waiting ones, then ended
+ * background ones still kept, oldest first (by number). ret owns the array; the strings
+ * point into the commands (valid within the loop turn). Free with
+ * command_infos_free. 0 or -ENOMEM. */
+struct command_infos {
+        Sbx__V1__CommandInfo *infos;
+        Sbx__V1__CommandInfo **ptrs;
+        size_t n;
+};
+int command_infos(struct sandbox *sb, struct command_infos *ret);
+void command_infos_free(struct command_infos *ci);
 
 /* Writes the start of every command of sb that is running but not yet in the records
  * (a command is recorded some milliseconds after its start, see

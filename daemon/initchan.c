@@ -177,7 +177,11 @@ static void dispatch(struct initchan *ch, const Sbx__Init__V1__FromInit *m, int 
                 }
                 break;
         case SBX__INIT__V1__FROM_INIT__BODY_STARTED:
-                break; /* obsolete (init.proto): an older init adopted after an upgrade */
+                /* Asked for by a background command's Start; an older init sent it for
+                 * every Start, which the command module ignores. */
+                if (ch->ops->started)
+                        ch->ops->started(ch->ud, m->started->command_id);
+                break;
         case SBX__INIT__V1__FROM_INIT__BODY_START_FAILED:
                 ch->ops->start_failed(ch->ud, m->start_failed->command_id,
                                       m->start_failed->error_errno, m->start_failed->error);

@@ -28,6 +28,8 @@ struct initchan_ops {
         void (*ready)(void *ud, const Sbx__Init__V1__Ready *ready, int fd);
         /* A command could not be started (init.proto StartFailed). */
         void (*start_failed)(void *ud, uint64_t command_id, int err, const char *msg);
+        /* A command started with `ack` has started (init.proto Started); may be NULL. */
+        void (*started)(void *ud, uint64_t command_id);
         /* A command's leader was reaped (init.proto Exited). */
         void (*exited)(void *ud, const Sbx__Init__V1__Exited *ex);
         /* The channel failed: init misbehaved, went away, or cannot be written to. why is

@@ -113,3 +113,23 @@ void outbuf_free(struct outbuf *o) {
         o->buf = NULL;
         o->cap = o->len = o->head = 0;
 }
+
+size_t outbuf_copy(const struct outbuf *o, uint64_t from, uint8_t *dst, size_t max,
+                   uint64_t *ret_first) {
+        uint64_t first = o->total - o->len; /* the offset of the oldest byte kept */
+        size_t skip, n, start, k;
+
+        if (from < first)
+                from = first;
+        *ret_first = from;
+        if (from >= o->total)
+                return 0;
+        skip = (size_t)(from - first);
+        n = o->len - skip < max ? o->len - skip : max;
+        /* A full buffer is a ring whose oldest byte is at head; else it starts at 0. */
+        start = ((o->len == o->limit ? o->head : 0) + skip) % (o->limit ? o->limit : 1);
+        k = o->limit - start < n ? o->limit - start : n;
+        memcpy(dst, o->buf + start, k);
+        memcpy(dst + k, o->buf, n - k);
+        return n;
+}

@@ -35,6 +35,13 @@ uint64_t outbuf_count(struct outbuf *o, size_t n);
  * it), or NULL with *ret_len 0 when out of memory. */
 uint8_t *outbuf_bytes(const struct outbuf *o, size_t *ret_len);
 
+/* Copies at most max kept bytes from offset from (counted over everything taken) into
+ * dst, and sets *ret_first to the offset of the first byte copied: from, or the oldest
+ * byte still kept when from is older (the bytes between were not kept). Returns the
+ * number copied: 0 when nothing kept lies at or after from. */
+size_t outbuf_copy(const struct outbuf *o, uint64_t from, uint8_t *dst, size_t max,
+                   uint64_t *ret_first);
+
 /* Frees what o keeps; o may be taken again after outbuf_init. */
 void outbuf_free(struct outbuf *o);
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attach.h"
 #include "command.h"
 #include "conn.h"
 #include "files.h"
@@ -31,6 +32,7 @@ struct call {
         struct conn_call cc;
         uint64_t request_id;
         int stream;
+        int background;      /* answered once (started, queued or a result), then let go */
         struct command *cmd; /* a RunCommand's, until its result */
 };
 
@@ -46,7 +48,7 @@ static void call_closing(struct conn_call *cc) {
         struct call *k = call_of(cc);
         /* Nobody is left to receive the command's result: stop it (it ends as cancelled
          * and is recorded; processes that detached themselves live on). */
-        if (k->cmd) {
+        if (k->cmd && !k->background) {
                 log_debug("conn=%llu closed: cancelling cmd=%s",
                           (unsigned long long)conn_id(call_conn(k)), command_id(k->cmd));
                 command_cancel(k->cmd);
@@ -393,11 +395,12 @@ static struct sandbox *lookup(struct conn *c, uint64_t rid, const char *id) {
 /* ---- handlers ------------------------------------------------------------------------ */
 
 static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
-        static char *implemented[] = {
-                "hello",          "create_sandbox", "run_command", "command_input",
-                "cancel_command", "read_file",      "write_file",  "list_directory",
-                "stat",           "make_directory", "remove",      "terminate",
-                "list_sandboxes", "get_sandbox",    "set_timeout", "get_history"};
+        static char *implemented[] = {"hello",          "create_sandbox", "run_command",
+                                      "command_input",  "cancel_command", "read_file",
+                                      "write_file",     "list_directory", "stat",
+                                      "make_directory", "remove",         "terminate",
+                                      "list_sandboxes", "get_sandbox",    "set_timeout",
+                                      "get_history",    "attach_command"};
         struct features *f = &conn_daemon(c)->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
@@ -468,6 +471,15 @@ static void on_create(struct conn *c, const Sbx__V1__Request *req) {
         }
 }
 
+/* A background command's one answer went out: the command lives on without its
+ * request (command.h), which ends here. */
+static void background_answered(struct call *k) {
+        if (k->background) {
+                k->cmd = NULL;
+                call_free(k);
+        }
+}
+
 /* RunCommand: the callbacks turn command events into responses. */
 static void cmd_queued(void *ud, char *command_id, unsigned ahead) {
         struct call *k = ud;
@@ -481,19 +493,21 @@ static void cmd_queued(void *ud, char *command_id, unsigned ahead) {
         resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_QUEUED;
         resp.command_queued = &cq;
         conn_send(call_conn(k), &resp);
+        background_answered(k);
 }
 
 static void cmd_started(void *ud, char *command_id) {
         struct call *k = ud;
         Sbx__V1__Response resp;
         Sbx__V1__CommandStarted cs = SBX__V1__COMMAND_STARTED__INIT;
-        if (!k->stream)
+        if (!k->stream && !k->background)
                 return;
         response_init(&resp, k->request_id);
         cs.command_id = command_id;
         resp.body_case = SBX__V1__RESPONSE__BODY_COMMAND_STARTED;
         resp.command_started = &cs;
         conn_send(call_conn(k), &resp);
+        background_answered(k);
 }
 
 static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
@@ -596,7 +610,8 @@ static void on_run(struct conn *c, const Sbx__V1__Request *req) {
                 send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
                 return;
         }
-        call->stream = rc->has_stream && rc->stream;
+        call->background = rc->has_background && rc->background;
+        call->stream = rc->has_stream && rc->stream && !call->background;
         r = command_run(sb, rc, &k, &cmd_callbacks, call, &call->cmd, err, sizeof(err));
         if (r < 0) {
                 send_errno(c, req->request_id, r, err);
@@ -687,6 +702,15 @@ static void on_cancel(struct conn *c, const Sbx__V1__Request *req) {
         send_empty(c, req->request_id);
 }
 
+/* AttachCommand: any client that may use the sandbox follows any of its commands. */
+static void on_attach(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__AttachCommand *ac = req->attach_command;
+        struct sandbox *sb = lookup(c, req->request_id, ac->sandbox_id);
+
+        if (sb)
+                attach_command(c, req->request_id, sb, ac);
+}
+
 /* Answers with the record of an ended sandbox (or NOT_FOUND). */
 static void send_record(struct conn *c, uint64_t rid, const char *id) {
         struct record_info ri;
@@ -739,8 +763,15 @@ static void on_get(struct conn *c, const Sbx__V1__Request *req) {
 
         if (seen == SEEN_LIVE) {
                 struct sandbox_info_store st;
+                struct command_infos ci;
                 sandbox_fill_info(sb, &st);
+                /* Its commands (SandboxInfo.commands); without memory for them, none. */
+                if (command_infos(sb, &ci) == 0) {
+                        st.info.n_commands = ci.n;
+                        st.info.commands = ci.ptrs;
+                }
                 send_sandbox_info(c, req->request_id, &st.info);
+                command_infos_free(&ci);
         } else if (seen == SEEN_ENDED) {
                 send_record(c, req->request_id, id);
         }
@@ -993,6 +1024,8 @@ static int history_row(const struct store_command *sc, void *ud) {
         r->stderr_truncated = sc->stderr_truncated;
         r->has_queued_ms = 1;
         r->queued_ms = sc->queued_ms;
+        r->has_background = 1;
+        r->background = sc->background;
         h->ptrs[h->n++] = r;
         h->last_seq = sc->seq;
         return 0;
@@ -1461,6 +1494,7 @@ static const struct {
         {SBX__V1__REQUEST__BODY_GET_SANDBOX, on_get},
         {SBX__V1__REQUEST__BODY_SET_TIMEOUT, on_set_timeout},
         {SBX__V1__REQUEST__BODY_GET_HISTORY, on_history},
+        {SBX__V1__REQUEST__BODY_ATTACH_COMMAND, on_attach},
 };
 
 /* What sbx.proto already names but this daemon does not do yet (issue 20, part by part):
@@ -1471,11 +1505,7 @@ static const char *unimplemented_field(const Sbx__V1__Request *req) {
         const Sbx__V1__CommandInput *in = req->command_input;
         const Sbx__V1__Policy *pol = NULL;
 
-        if (req->body_case == SBX__V1__REQUEST__BODY_ATTACH_COMMAND)
-                return "attach_command";
         if (req->body_case == SBX__V1__REQUEST__BODY_RUN_COMMAND) {
-                if (run->has_background && run->background)
-                        return "run_command.background";
                 if ((run->has_tty && run->tty) || run->has_rows || run->has_cols)
                         return "run_command.tty";
         }

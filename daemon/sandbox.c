@@ -796,6 +796,10 @@ static void on_start_failed(void *ud, uint64_t command_id, int err, const char *
         command_on_start_failed(ud, command_id, err, msg);
 }
 
+static void on_started(void *ud, uint64_t command_id) {
+        command_on_started(ud, command_id);
+}
+
 static void on_exited(void *ud, const Sbx__Init__V1__Exited *ex) {
         command_on_exited(ud, ex);
 }
@@ -811,6 +815,7 @@ static void on_chan_closed(void *ud) {
 static const struct initchan_ops chan_ops = {
         .ready = on_ready,
         .start_failed = on_start_failed,
+        .started = on_started,
         .exited = on_exited,
         .failed = on_chan_failed,
         .handle_closed = on_chan_closed,

@@ -6,10 +6,12 @@
  *
  * Who writes what: the lifecycle owns every field but these: the table or the pool
  * owns hnext/next/prev, uid_slot, gone/gone_ud and warm*; the command module owns
- * commands, n_running, next_command, commands_run, queue, n_queued and waiting_*. */
+ * commands, n_running, next_command, commands_run, queue, n_queued, bg_ended and
+ * waiting_*. */
 #ifndef SBX_SANDBOX_INT_H
 #define SBX_SANDBOX_INT_H
 
+#include "bgkept.h"
 #include "cmdqueue.h"
 #include "enforce.h"
 #include "initchan.h"
@@ -90,8 +92,9 @@ struct sandbox {
         unsigned n_running;
         uint64_t next_command;
         uint64_t commands_run;
-        struct cmdq queue;       /* commands waiting for a slot (RunCommand.queue_timeout_ms) */
-        unsigned n_queued;       /* how many: queue.n, as SandboxInfo.queued_commands says */
+        struct cmdq queue;      /* commands waiting for a slot (RunCommand.queue_timeout_ms) */
+        unsigned n_queued;      /* how many: queue.n, as SandboxInfo.queued_commands says */
+        struct bgkept bg_ended; /* ended background commands still attachable */
         struct sandbox *waiting_next, *waiting_prev; /* d->waiting, while queue is not empty */
         sandbox_ready_cb create_cb;
         void *create_ud;
@@ -210,6 +213,8 @@ void sandbox_leave(struct sandbox *sb);
 /* The init channel delivered a message about a command. */
 void command_on_start_failed(struct sandbox *sb, uint64_t command_id, int err, const char *msg);
 void command_on_exited(struct sandbox *sb, const Sbx__Init__V1__Exited *ex);
+/* init answered Started for a Start that asked for it (a background command's). */
+void command_on_started(struct sandbox *sb, uint64_t command_id);
 /* The sandbox ended; every command still running ends with SANDBOX_ENDED, or with
  * UNKNOWN when the daemon leaves the sandbox to the next one (unknown != 0). */
 void command_end_all(struct sandbox *sb, int unknown);

@@ -1826,7 +1826,7 @@ START_TEST(test_tool_mcp_queue) {
         ck_assert_int_eq(run_sbx_in(p.path, in, false, &out, &err, mcp), 0);
         /* tools/list: the input, and the outcome from the one table of names. */
         HAS(out, "\"queue_timeout_seconds\":{\"type\":\"number\"");
-        HAS(out, "start_failed, queue_timeout or unknown");
+        HAS(out, "start_failed, queue_timeout, unknown or running");
         HAS(out, "\"queued_ms\":{\"type\":\"integer\"");
         /* The result: an error result that says why, with queued_ms. */
         HAS(out, "[did not run: no slot within 0.25 s (queue_timeout_seconds)");

@@ -806,8 +806,7 @@ static void check_hello(const Sbx__V1__Response *r, uid_t uid) {
         for (i = 0; i < rd->n_fields; i++) {
                 const ProtobufCFieldDescriptor *f = &rd->fields[i];
                 int found = 0;
-                /* attach_command is refused as UNIMPLEMENTED until issue 20's part 3. */
-                if (f->id == 1 || strcmp(f->name, "attach_command") == 0)
+                if (f->id == 1)
                         continue;
                 n_bodies++;
                 for (j = 0; j < h->features->n_implemented; j++)

@@ -1345,6 +1345,56 @@ START_TEST(test_command_queued_ms) {
 }
 END_TEST
 
+/* RunCommand.background (schema 7): written with the start, or with a whole row, kept by
+ * the end, read back; a database of schema 6 gains the column in place and its records
+ * read 0 (they did not run in the background). */
+START_TEST(test_command_background) {
+        static const char *const argv[] = {"true"};
+        char path[128];
+        struct store *s;
+        struct store_command c;
+
+        tmp_path(path, sizeof(path), "state.db");
+        s = open_ok(path);
+        insert_sandbox(s, "sb", 1000, "ready", 1);
+        insert_command(s, "sb", "plain");
+        c = finished_at("sb", "bg", 2, 0);
+        c.argv = argv;
+        c.argc = 1;
+        c.background = 1;
+        ck_assert_int_eq(insert_committed(s, &c), 0);
+        ck_assert_int_eq(command_read(s, "sb", "bg").c.background, 1);
+        ck_assert_int_eq(finish_committed(s, &c), 0);
+        c = finished_at("sb", "bg-whole", 3, 0);
+        c.argv = argv;
+        c.argc = 1;
+        c.background = 1;
+        ck_assert_int_eq(store_command_insert_ended(s, &c), 0);
+        ck_assert_int_eq(store_commit(s), 0);
+        store_close(s);
+
+        s = open_ok(path);
+        ck_assert_int_eq(command_read(s, "sb", "plain").c.background, 0);
+        ck_assert_int_eq(command_read(s, "sb", "bg").c.background, 1);
+        ck_assert_str_eq(command_read(s, "sb", "bg").outcome, "exited");
+        ck_assert_int_eq(command_read(s, "sb", "bg-whole").c.background, 1);
+        store_close(s);
+
+        /* Back to schema 6 as released (no column), then opened again. */
+        raw_exec(path, "ALTER TABLE commands DROP COLUMN background; PRAGMA user_version = 6;");
+        s = open_ok(path);
+        ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM pragma_table_info('commands') "
+                                       "WHERE name = 'background' AND \"notnull\" = 1 AND "
+                                       "dflt_value = '0'"),
+                         1);
+        ck_assert_int_eq(command_read(s, "sb", "bg").c.background, 0);
+        ck_assert_str_eq(command_read(s, "sb", "bg").outcome, "exited");
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM commands"), 3);
+        store_close(s);
+}
+END_TEST
+
 /* Schema 4 -> 5: the commands table gains queued_ms in place; the records of before
  * keep every field and read 0 (they never waited); new ones record their wait. */
 START_TEST(test_upgrade_from_4) {
@@ -2382,6 +2432,7 @@ static Suite *make_suite(void) {
         ADD_TEST(s, test_command_queued_ms, 30);
         ADD_TEST(s, test_upgrade_from_4, 30);
         ADD_TEST(s, test_connections, 30);
+        ADD_TEST(s, test_command_background, 30);
         ADD_TEST(s, test_checkpoint_off_loop, 120);
         ADD_TEST(s, test_crash_sigkill, 120);
         ADD_TEST(s, test_fault_malloc_transient, 600);

@@ -351,11 +351,11 @@ START_TEST(handshake_and_version_negotiation) {
                 json_decref(r);
 
                 list = mcp_ok(&m, "tools/list", NULL);
-                ck_assert_uint_eq(json_array_size(json_object_get(list, "tools")), 6);
-                for (size_t k = 0; k < 6; k++) {
-                        static const char *const names[] = {"run_command", "read_file",
-                                                            "write_file",  "list_directory",
-                                                            "edit_file",   "sandbox_info"};
+                ck_assert_uint_eq(json_array_size(json_object_get(list, "tools")), 7);
+                for (size_t k = 0; k < 7; k++) {
+                        static const char *const names[] = {
+                                "run_command", "read_file",    "write_file",    "list_directory",
+                                "edit_file",   "sandbox_info", "command_output"};
                         ck_assert_msg(has_tool(list, names[k], &t), "no tool %s", names[k]);
                         ck_assert_uint_gt(
                                 strlen(json_string_value(json_object_get(t, "description"))), 80);
@@ -1368,6 +1368,97 @@ START_TEST(typescript_sdk_client) {
 }
 END_TEST
 
+/* run_command with background returns the command id at once; command_output reads the
+ * kept output and status (running), waits for the end with wait_seconds (and answers
+ * running when the wait runs out), and stops it; a second server (another client) reads
+ * the same command; an unknown id is an error result. */
+START_TEST(background_command_and_output) {
+        struct it_daemon d;
+        struct mcp m, m2;
+        json_t *r, *st;
+        char *id, cmd[32];
+        double t0;
+        sbx_client *c;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        attach(&m, &d, id, NULL);
+
+        t0 = it_now_ms();
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:b}", "command", "echo serving; while :; do sleep 0.1; done",
+                               "background", 1));
+        ck_assert_double_lt(it_now_ms() - t0, 3000);
+        ck_assert(!is_error(r));
+        st = structured_of(r);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "outcome")), "running");
+        snprintf(cmd, sizeof(cmd), "%s", json_string_value(json_object_get(st, "command_id")));
+        ck_assert_msg(strncmp(cmd, "c-", 2) == 0, "command_id %s", cmd);
+        ck_text_has(r, "command_output");
+        json_decref(r);
+
+        usleep(300 * 1000);
+        attach(&m2, &d, id, NULL);
+        r = mcp_tool(&m2, "command_output", json_pack("{s:s}", "command_id", cmd));
+        ck_assert(!is_error(r));
+        ck_text_has(r, "[stdout]\nserving\n");
+        ck_text_has(r, "[still running after ");
+        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")),
+                         "running");
+        json_decref(r);
+
+        t0 = it_now_ms();
+        r = mcp_tool(&m2, "command_output",
+                     json_pack("{s:s,s:f}", "command_id", cmd, "wait_seconds", 0.5));
+        ck_assert_double_ge(it_now_ms() - t0, 450);
+        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")),
+                         "running");
+        json_decref(r);
+
+        r = mcp_tool(&m, "command_output", json_pack("{s:s,s:b}", "command_id", cmd, "stop", 1));
+        ck_assert(is_error(r));
+        ck_text_has(r, "[cancelled");
+        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")),
+                         "cancelled");
+        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "stdout")),
+                         "serving\n");
+        json_decref(r);
+
+        r = mcp_tool(
+                &m, "run_command",
+                json_pack("{s:s,s:b}", "command", "sleep 0.3; echo done; exit 5", "background", 1));
+        snprintf(cmd, sizeof(cmd), "%s",
+                 json_string_value(json_object_get(structured_of(r), "command_id")));
+        json_decref(r);
+        r = mcp_tool(&m, "command_output",
+                     json_pack("{s:s,s:i}", "command_id", cmd, "wait_seconds", 20));
+        ck_assert(is_error(r));
+        ck_text_has(r, "[stdout]\ndone\n");
+        ck_text_has(r, "[exit code 5");
+        json_decref(r);
+
+        r = mcp_tool(&m, "command_output", json_pack("{s:s}", "command_id", "c-999"));
+        ck_assert(is_error(r));
+        ck_text_has(r, "NOT_FOUND");
+        json_decref(r);
+        r = mcp_tool(&m, "command_output", json_pack("{}"));
+        ck_assert(is_error(r));
+        json_decref(r);
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:[s],s:b}", "argv", "/no/such/program", "background", 1));
+        ck_assert(is_error(r));
+        ck_text_has(r, "[could not start: ");
+        json_decref(r);
+
+        ck_assert_int_eq(mcp_close(&m, 10000), 0);
+        ck_assert_int_eq(mcp_close(&m2, 10000), 0);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("mcp");
         TCase *tc = tcase_create("mcp");
@@ -1386,6 +1477,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, owned_allowlist_sandbox);
         tcase_add_test(tc, ended_sandbox_and_gone_daemon_are_protocol_errors);
         tcase_add_test(tc, typescript_sdk_client);
+        tcase_add_test(tc, background_command_and_output);
         suite_add_tcase(s, tc);
         return s;
 }

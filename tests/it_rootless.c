@@ -460,6 +460,42 @@ START_TEST(test_rootless_user_has_a_name) {
 }
 END_TEST
 
+/* A background command under a rootless daemon: its id at once (init's Started ack
+ * works in a user namespace), it outlives its client, another client attaches to it and
+ * follows it to its end. */
+START_TEST(test_rootless_background) {
+        struct sbx_background *b = NULL;
+        struct sbx_attach_opts ao;
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        sbx_client *c;
+
+        c = start_rootless(&d);
+        sb = create_sb(&d, c, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = "echo up; sleep 0.5; echo down; exit 6";
+        ck_assert_int_eq(sbx_exec_background(c, sb->id, &o, &b), SBX_OK);
+        ck_assert_ptr_null(b->result);
+        sbx_close(c);
+        c = it_connect(&d);
+        memset(&ao, 0, sizeof(ao));
+        ao.command_id = b->command_id;
+        ao.follow = 1;
+        ck_assert_int_eq(sbx_attach(c, sb->id, &ao, &r), SBX_OK);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+        ck_assert_int_eq(r->exit_code, 6);
+        ck_assert_str_eq((char *)r->stdout_data, "up\ndown\n");
+        sbx_result_free(r);
+        sbx_background_free(b);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        stop_ok(&d);
+}
+END_TEST
+
 static TCase *add(Suite *s, const char *name, const TTest *test) {
         TCase *tc = tcase_create(name);
 
@@ -478,6 +514,7 @@ static Suite *make_suite(void) {
         add(s, "setsid_terminate", test_rootless_setsid_dies_at_terminate);
         add(s, "limits_warned", test_rootless_limits_warned);
         add(s, "user_has_a_name", test_rootless_user_has_a_name);
+        add(s, "background", test_rootless_background);
         tcase_add_unchecked_fixture(add(s, "replaced_secret",
                                         test_rootless_replaced_secret_hidden_again),
                                     secret_dir_setup, secret_dir_teardown);

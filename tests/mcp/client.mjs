@@ -47,8 +47,8 @@ console.log(`connected: @modelcontextprotocol/sdk ${sdkVersion} to ${server.name
 // tools/list: the tool set, each with a schema.
 const { tools } = await client.listTools();
 const names = tools.map((t) => t.name).sort();
-assert.deepEqual(names, ['edit_file', 'list_directory', 'read_file', 'run_command', 'sandbox_info',
-  'write_file']);
+assert.deepEqual(names, ['command_output', 'edit_file', 'list_directory', 'read_file', 'run_command',
+  'sandbox_info', 'write_file']);
 for (const t of tools) {
   assert.equal(t.inputSchema.type, 'object', `${t.name} inputSchema`);
   assert.ok(t.description.length > 80, `${t.name} description`);
@@ -68,6 +68,21 @@ assert.equal(r.isError, true);
 assert.equal(r.structuredContent.exit_code, 7);
 assert.match(textOf(r), /\[stderr\]\nbad\n\[exit code 7/);
 console.log('run_command (exit 7): ok');
+
+// A background command: its id at once, then command_output (both checked against the
+// outputSchema by the SDK): running, then waited for to its end.
+r = await client.callTool({
+  name: 'run_command', arguments: { command: 'echo bg started; sleep 0.5; echo bg done', background: true },
+});
+assert.ok(!r.isError, textOf(r));
+assert.equal(r.structuredContent.outcome, 'running');
+const bgId = r.structuredContent.command_id;
+assert.match(bgId, /^c-\d+$/);
+r = await client.callTool({ name: 'command_output', arguments: { command_id: bgId, wait_seconds: 20 } });
+assert.ok(!r.isError, textOf(r));
+assert.equal(r.structuredContent.outcome, 'exited');
+assert.equal(r.structuredContent.stdout, 'bg started\nbg done\n');
+console.log('run_command background, command_output: ok');
 
 // write_file creates parents; read_file reads it back; list_directory shows it.
 r = await client.callTool({

@@ -1223,6 +1223,76 @@ class DaemonFailureTest(DaemonTest):
 # ---- waiting for a slot, against a real daemon (issue 22) ------------------------------
 
 
+class BackgroundTest(DaemonTest):
+    """run(background=True) and the Command handle: E2B's commands.run(background=True)
+    and connect(pid), against a real daemon."""
+
+    def setUp(self) -> None:
+        self.sb = self.client.create(id=self.uid("bg"), timeout=300)
+        self.addCleanup(self.sb.terminate)
+
+    def test_outlives_its_client_attach_wait_kill(self) -> None:
+        t0 = time.monotonic()
+        with sbx.Client(self.daemon.sock) as first:
+            started = first.attach(self.sb.id).run(
+                "i=0; while :; do echo $i; i=$((i+1)); sleep 0.1; done", background=True)
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertIsInstance(started, sbx.Command)
+        self.assertTrue(started.command_id.startswith("c-"))
+        self.assertFalse(started.queued)
+        time.sleep(0.5)
+        # Its first Client is gone: another one connects to it by ID.
+        cmd = self.sb.command(started.command_id)
+        now = cmd.output()
+        self.assertEqual(now.outcome, sbx.Outcome.RUNNING)
+        self.assertTrue(now.stdout.startswith("0\n1\n2\n"), now.stdout)
+        info = self.sb.info()
+        listed = [c for c in info.commands if c.command_id == cmd.command_id]
+        self.assertEqual(len(listed), 1)
+        self.assertEqual(listed[0].state, sbx.CommandState.RUNNING)
+        self.assertTrue(listed[0].background)
+        # wait with a timeout: still running, the kept output.
+        r = cmd.wait(timeout=0.4)
+        self.assertEqual(r.outcome, sbx.Outcome.RUNNING)
+        # Follow with callbacks on one thread, kill from another Client.
+        chunks: List[bytes] = []
+
+        def kill_later() -> None:
+            time.sleep(0.5)
+            with sbx.Client(self.daemon.sock) as other:
+                other.attach(self.sb.id).command(cmd.command_id).kill()
+
+        killer = threading.Thread(target=kill_later)
+        killer.start()
+        r = cmd.attach(follow=True, on_stdout=chunks.append)
+        killer.join()
+        self.assertEqual(r.outcome, sbx.Outcome.CANCELLED)
+        self.assertTrue(b"".join(chunks).startswith(b"0\n1\n2\n3\n"))
+        self.assertEqual(r.stdout.encode(), b"".join(chunks))
+        ended = [c for c in self.sb.info().commands if c.command_id == cmd.command_id]
+        self.assertEqual(ended[0].state, sbx.CommandState.ENDED)
+        self.assertEqual(ended[0].outcome, sbx.Outcome.CANCELLED)
+        rec = next(h for h in self.sb.history() if h.command_id == cmd.command_id)
+        self.assertTrue(rec.background)
+
+    def test_stdin_timeout_and_start_failed(self) -> None:
+        cmd = self.sb.run("cat; exit 4", background=True, stdin_open=True)
+        cmd.send_stdin("hello ")
+        cmd.send_stdin(b"world", eof=True)
+        r = cmd.wait(timeout=10)
+        self.assertEqual((r.outcome, r.exit_code, r.stdout), (sbx.Outcome.EXITED, 4, "hello world"))
+        with self.assertRaises(sbx.NotFound):
+            cmd.send_stdin("more")
+        r = self.sb.run("sleep 30", background=True, timeout=0.3).wait(timeout=10)
+        self.assertEqual(r.outcome, sbx.Outcome.TIMED_OUT)
+        r = self.sb.run(["/no/such/program"], background=True).wait()
+        self.assertEqual(r.outcome, sbx.Outcome.START_FAILED)
+        with self.assertRaises(sbx.NotFound):
+            self.sb.command("c-999").output()
+        with self.assertRaises(ValueError):
+            self.sb.run("true", background=True, on_output=lambda s, d: None)
+
+
 class QueueTest(DaemonTest):
     """run(queue_timeout=, on_queued=) in a sandbox of one slot that a sleep holds."""
 

@@ -62,7 +62,7 @@ first use and checked against this binding's struct layouts; a mismatch raises
 """
 
 from . import _errors
-from ._client import Client, OutputCallback, Sandbox, default_socket_path
+from ._client import Client, Command, OutputCallback, Sandbox, default_socket_path
 from ._errors import (
     AlreadyExists,
     CommandError,
@@ -85,7 +85,9 @@ from ._errors import (
 from ._lib import LibraryError, library_path
 from ._types import (
     Code,
+    CommandInfo,
     CommandRecord,
+    CommandState,
     DirectoryListing,
     FileInfo,
     FileType,
@@ -115,6 +117,9 @@ Policy = SandboxPolicy
 __all__ = [
     "Client",
     "Sandbox",
+    "Command",
+    "CommandInfo",
+    "CommandState",
     "OutputCallback",
     "default_socket_path",
     "Result",

@@ -12,6 +12,7 @@ until the call has returned.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import threading
 from ctypes import POINTER, byref, c_char_p, c_int, c_uint32, c_void_p
@@ -32,9 +33,11 @@ from . import _lib as L
 from ._errors import NotFound, SandboxEnded, SbxError, error_from_code
 from ._types import (
     Code,
+    CommandInfo,
     CommandRecord,
     ConnectionRecord,
     Connections,
+    CommandState,
     DirectoryListing,
     FileInfo,
     FileType,
@@ -55,7 +58,7 @@ from ._types import (
     _paths,
 )
 
-__all__ = ["Client", "Sandbox", "OutputCallback", "default_socket_path"]
+__all__ = ["Client", "Sandbox", "Command", "OutputCallback", "default_socket_path"]
 
 #: ``on_output(stream, data)``: ``stream`` is ``"stdout"`` or ``"stderr"``, ``data`` the
 #: bytes of the chunk, in order per stream.
@@ -232,6 +235,24 @@ def _sandbox_from_c(s: L.Sandbox) -> SandboxInfo:
         commands_run=int(s.commands_run),
         share_uids=_u32s(s.share_uids, s.n_share_uids),
         share_gids=_u32s(s.share_gids, s.n_share_gids),
+        commands=tuple(_command_info_from_c(s.commands[i]) for i in range(s.n_commands))
+        if s.commands
+        else (),
+    )
+
+
+def _command_info_from_c(ci: L.CommandInfo) -> CommandInfo:
+    ended = ci.state == CommandState.ENDED
+    return CommandInfo(
+        command_id=_dec(ci.command_id),
+        argv=_strv(ci.argv),
+        state=CommandState(ci.state),
+        background=bool(ci.background),
+        caller_uid=int(ci.caller_uid),
+        started_unix_ms=int(ci.started_unix_ms),
+        ended_unix_ms=int(ci.ended_unix_ms),
+        outcome=Outcome(ci.outcome) if ended else None,
+        exit_code=int(ci.exit_code) if ci.has_exit_code else None,
     )
 
 
@@ -739,7 +760,9 @@ class Sandbox:
         queue_timeout: Optional[float] = None,
         on_queued: Optional[Callable[[str, int], None]] = None,
         check: bool = False,
-    ) -> Result:
+        background: bool = False,
+        stdin_open: bool = False,
+    ) -> Any:
         """Runs a command in the sandbox and returns its :class:`Result` once it ended.
 
         Args:
@@ -776,6 +799,17 @@ class Sandbox:
                 run after the command ended.
             check: raise instead of returning a result that did not succeed:
                 :class:`Timeout`, :class:`SandboxEnded` or :class:`CommandFailed`.
+            background: start the command and return a :class:`Command` handle at once
+                (as E2B's ``commands.run(background=True)``): it outlives this call and
+                this Client, keeps its output (the tail within ``max_output_bytes``) for
+                :meth:`Command.attach` / :meth:`Command.wait` from any Client that may
+                use the sandbox. ``timeout`` still applies; ``timeout=0``: none (it runs
+                until it exits or the sandbox ends). ``on_output``, ``on_started``,
+                ``on_queued``, ``check`` and a streamed ``stdin`` do not apply. A
+                program that cannot start returns a handle whose :meth:`Command.wait`
+                gives the ``START_FAILED`` result at once.
+            stdin_open: with ``background``: keep its stdin open for
+                :meth:`Command.send_stdin` (until ``eof=True``).
 
         A command that exits non-zero, times out or is killed is a result, not an
         exception (unless ``check``). Exceptions are for what kept it from being run:
@@ -850,6 +884,15 @@ class Sandbox:
             queued_cb = L.QueuedCallback(_queued)
             keep.append(queued_cb)
             o.on_queued = queued_cb
+        if background:
+            if col is not None or on_started or on_queued or o.stdin_stream:
+                raise ValueError(
+                    "run(background=True) takes no on_output, on_started, on_queued nor a "
+                    "streamed stdin: attach to the command for its output"
+                )
+            o.no_timeout = 1 if timeout == 0 else 0
+            o.stdin_stream = 1 if stdin_open else 0
+            return self._start_background(o)
         ret = POINTER(L.Result)()
         with self.client._locked() as c:
             code = self.client._lib.sbx_exec(c, self._bid, byref(o), byref(ret))
@@ -865,6 +908,24 @@ class Sandbox:
             raise col.error
         assert result is not None
         return result.check() if check else result
+
+    def _start_background(self, o: L.ExecOpts) -> "Command":
+        ret = POINTER(L.Background)()
+        with self.client._locked() as c:
+            code = self.client._lib.sbx_exec_background(c, self._bid, byref(o), byref(ret))
+            if code != Code.OK:
+                self.client._raise(code)
+        try:
+            b = ret.contents
+            result = _result_from_c(b.result.contents, None) if b.result else None
+            return Command(self, _dec(b.command_id), bool(b.queued), int(b.ahead), result)
+        finally:
+            self.client._lib.sbx_background_free(ret)
+
+    def command(self, command_id: str) -> "Command":
+        """A handle on a command of this sandbox by ID (as E2B's ``connect(pid)``): a
+        background one started by any client, or any running one."""
+        return Command(self, command_id, False, 0, None)
 
     def cancel(self, command_id: str) -> None:
         """Kills a running command (from another Client than the one waiting in its
@@ -913,6 +974,7 @@ class Sandbox:
                     stdout_truncated=bool(r.stdout_truncated),
                     stderr_truncated=bool(r.stderr_truncated),
                     queued_ms=int(r.queued_ms),
+                    background=bool(r.background),
                 )
                 for r in (h.v[i] for i in range(h.n))
             )
@@ -1052,3 +1114,116 @@ class Sandbox:
         """Removes a file or an empty directory; a directory with its contents when
         ``recursive`` (else :class:`FailedPrecondition` for a non-empty one)."""
         self.client._status_call(self.client._lib.sbx_remove, self._bid, _enc(path), 1 if recursive else 0)
+
+
+class Command:
+    """A command of a sandbox, by ID: what ``Sandbox.run(..., background=True)`` returns
+    (or ``Sandbox.command(id)``). Any Client that may use the sandbox can follow it, feed
+    it and stop it; the daemon keeps a background command's output (the tail) and, once
+    it ended, its result, for the sandbox's last 16 ended background commands."""
+
+    def __init__(
+        self, sandbox: Sandbox, command_id: str, queued: bool, ahead: int, result: Optional[Result]
+    ) -> None:
+        self.sandbox = sandbox
+        #: ``"c-N"``.
+        self.command_id = command_id
+        #: It waited for a slot when started (``ahead`` commands before it).
+        self.queued = queued
+        self.ahead = ahead
+        self._never_ran = result
+
+    def __repr__(self) -> str:
+        return f"<sbx.Command {self.command_id} of {self.sandbox.id}>"
+
+    def attach(
+        self,
+        *,
+        follow: bool = False,
+        on_stdout: Optional[Callable[[bytes], None]] = None,
+        on_stderr: Optional[Callable[[bytes], None]] = None,
+        timeout: Optional[float] = None,
+        stdout_offset: int = 0,
+        stderr_offset: int = 0,
+    ) -> Result:
+        """The output it kept (from the offsets, counted over all it printed), and with
+        ``follow`` what it prints until it ends, then its :class:`Result`. Without
+        ``follow``, or when ``timeout`` (seconds) runs out first, the result of a command
+        still running says ``outcome`` :attr:`Outcome.RUNNING` (the command goes on).
+        ``on_stdout`` / ``on_stderr`` get each chunk as it comes, on this thread."""
+        if self._never_ran is not None:
+            return self._never_ran
+        client = self.sandbox.client
+        o = L.AttachOpts()
+        o.command_id = _enc(self.command_id)
+        o.follow = 1 if follow else 0
+        o.stdout_offset, o.stderr_offset = int(stdout_offset), int(stderr_offset)
+        o.wait_ms = _ms(timeout, "timeout") if follow else 0
+        col = None
+        if on_stdout is not None or on_stderr is not None:
+
+            def user(stream: str, data: bytes) -> None:
+                fn = on_stdout if stream == "stdout" else on_stderr
+                if fn is not None:
+                    fn(data)
+
+            col = _Collector(user, L.SBX_MAX_OUTPUT_BYTES)
+            o.on_output = col.c_callback
+        ret = POINTER(L.Result)()
+        with client._locked() as c:
+            code = client._lib.sbx_attach(c, self.sandbox._bid, byref(o), byref(ret))
+            try:
+                result = _result_from_c(ret.contents, col) if ret else None
+            finally:
+                client._lib.sbx_result_free(ret)
+            if code != Code.OK:
+                timed_out = code == Code.UNAVAILABLE and client._lib.sbx_errno(c) == errno.ETIMEDOUT
+                if not (timed_out and col is not None):
+                    client._raise(code, result)
+        if result is None:  # the wait ran out while chunks went to the callbacks
+            return self.attach(follow=False)
+        if col is not None and col.error is not None:
+            raise col.error
+        return result
+
+    def output(self) -> Result:
+        """What it kept so far and where it stands (``Outcome.RUNNING`` while it runs)."""
+        return self.attach(follow=False)
+
+    def wait(
+        self,
+        timeout: Optional[float] = None,
+        *,
+        on_stdout: Optional[Callable[[bytes], None]] = None,
+        on_stderr: Optional[Callable[[bytes], None]] = None,
+    ) -> Result:
+        """Follows it to its end (at most ``timeout`` seconds) and returns its result,
+        with the output it kept."""
+        return self.attach(follow=True, timeout=timeout, on_stdout=on_stdout, on_stderr=on_stderr)
+
+    def send_stdin(self, data: Union[str, bytes], *, eof: bool = False) -> None:
+        """Writes data to its stdin (started with ``stdin_open=True``); ``eof`` then
+        closes it."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        buf = ctypes.create_string_buffer(bytes(data), len(data) or 1)
+        self.sandbox.client._status_call(
+            self.sandbox.client._lib.sbx_send_input,
+            self.sandbox._bid,
+            _enc(self.command_id),
+            ctypes.cast(buf, c_void_p),
+            len(data),
+            1 if eof else 0,
+        )
+
+    def close_stdin(self) -> None:
+        """Closes its stdin (end of file)."""
+        self.send_stdin(b"", eof=True)
+
+    def kill(self) -> None:
+        """Kills it (its result says ``cancelled``)."""
+        self.sandbox.cancel(self.command_id)
+
+    def signal(self, signo: int) -> None:
+        """Sends it a signal, as :meth:`Sandbox.signal`."""
+        self.sandbox.signal(self.command_id, signo)

@@ -132,6 +132,21 @@ class Enforcement(Structure):
     _fields_ = [("limit", c_char_p), ("enforcement", c_char_p)]
 
 
+class CommandInfo(Structure):
+    _fields_ = [
+        ("command_id", c_char_p),
+        ("argv", Strv),
+        ("state", c_int),
+        ("background", c_int),
+        ("caller_uid", c_uint32),
+        ("started_unix_ms", c_int64),
+        ("ended_unix_ms", c_int64),
+        ("outcome", c_int),
+        ("has_exit_code", c_int),
+        ("exit_code", c_int),
+    ]
+
+
 class Sandbox(Structure):
     _fields_ = [
         ("id", c_char_p),
@@ -156,6 +171,8 @@ class Sandbox(Structure):
         ("share_gids", POINTER(c_uint32)),
         ("n_share_gids", c_size_t),
         ("queued_commands", c_uint32),
+        ("commands", POINTER(CommandInfo)),
+        ("n_commands", c_size_t),
     ]
 
 
@@ -207,6 +224,7 @@ class ExecOpts(Structure):
         ("has_queue_timeout", c_int),
         ("queue_timeout_ms", c_uint64),
         ("on_queued", QueuedCallback),
+        ("no_timeout", c_int),
     ]
 
 
@@ -242,6 +260,28 @@ class Result(Structure):
         ("has_owner_uid", c_int),
         ("owner_uid", c_uint32),
         ("queued_ms", c_uint64),
+    ]
+
+
+class Background(Structure):
+    _fields_ = [
+        ("command_id", c_char_p),
+        ("queued", c_int),
+        ("ahead", c_uint32),
+        ("result", POINTER(Result)),
+    ]
+
+
+class AttachOpts(Structure):
+    _fields_ = [
+        ("command_id", c_char_p),
+        ("follow", c_int),
+        ("stdout_offset", c_uint64),
+        ("stderr_offset", c_uint64),
+        ("on_output", OutputCallback),
+        ("userdata", c_void_p),
+        ("max_output_bytes", c_uint64),
+        ("wait_ms", c_uint64),
     ]
 
 
@@ -294,6 +334,7 @@ class CommandRecord(Structure):
         ("stdout_truncated", c_int),
         ("stderr_truncated", c_int),
         ("queued_ms", c_uint64),
+        ("background", c_int),
     ]
 
 
@@ -352,6 +393,9 @@ STRUCTS = {
     "sbx_history": History,
     "sbx_connection_record": ConnectionRecord,
     "sbx_connections": Connections,
+    "sbx_command_info": CommandInfo,
+    "sbx_background": Background,
+    "sbx_attach_opts": AttachOpts,
 }
 
 # ---- constants (client/sbx.h) ---------------------------------------------------------
@@ -374,6 +418,8 @@ WRITE_APPEND = 1 << 1
 
 STDOUT = 1
 STDERR = 2
+
+SBX_MAX_OUTPUT_BYTES = 64 << 20  # the largest cap per stream (sbx_limits.h)
 
 # ---- prototypes -----------------------------------------------------------------------
 
@@ -412,6 +458,10 @@ _PROTOTYPES = {
     "sbx_result_free": (None, [POINTER(Result)]),
     "sbx_cancel": (c_int, [_client_p, c_char_p, c_char_p]),
     "sbx_signal": (c_int, [_client_p, c_char_p, c_char_p, c_int]),
+    "sbx_exec_background": (c_int, [_client_p, c_char_p, POINTER(ExecOpts), _pp(Background)]),
+    "sbx_background_free": (None, [POINTER(Background)]),
+    "sbx_attach": (c_int, [_client_p, c_char_p, POINTER(AttachOpts), _pp(Result)]),
+    "sbx_send_input": (c_int, [_client_p, c_char_p, c_char_p, c_void_p, c_size_t, c_int]),
     "sbx_read": (c_int, [_client_p, c_char_p, c_char_p, c_uint64, c_uint64, _pp(ReadResult)]),
     "sbx_read_result_free": (None, [POINTER(ReadResult)]),
     "sbx_write": (c_int, [_client_p, c_char_p, c_char_p, c_void_p, c_size_t, c_uint32, c_uint]),

@@ -104,11 +104,22 @@ class Outcome(_Named):
     SANDBOX_ENDED = 6
     START_FAILED = 7
     UNKNOWN = 8
-    #: Only in :meth:`Sandbox.history`: the command has not ended yet.
+    #: In :meth:`Sandbox.history`, and in what a background command's :meth:`Command.output`
+    #: says before its end: the command has not ended yet.
     RUNNING = 9
     #: It waited for a slot longer than its ``queue_timeout`` and never ran
     #: (``queued_ms`` says how long).
     QUEUE_TIMEOUT = 10
+
+
+class CommandState(_Named):
+    """Where a command of :attr:`SandboxInfo.commands` stands (``enum sbx_command_state``)."""
+
+    UNSPECIFIED = 0
+    QUEUED = 1
+    RUNNING = 2
+    #: A background command that ended (``outcome`` says how); it can still be attached.
+    ENDED = 3
 
 
 class NetworkMode(_Named):
@@ -409,6 +420,23 @@ class Result:
 
 
 @dataclass(frozen=True)
+class CommandInfo:
+    """A command of a live sandbox (``struct sbx_command_info``): running or waiting
+    for a slot, or a background command that ended and can still be attached to (the
+    last 16 per sandbox). ``outcome`` and ``exit_code`` are set once it ended."""
+
+    command_id: str
+    argv: Tuple[str, ...]
+    state: CommandState
+    background: bool
+    caller_uid: int
+    started_unix_ms: int
+    ended_unix_ms: int
+    outcome: Optional[Outcome]
+    exit_code: Optional[int]
+
+
+@dataclass(frozen=True)
 class SandboxInfo:
     """A sandbox as the daemon describes it (``struct sbx_sandbox``).
 
@@ -436,6 +464,9 @@ class SandboxInfo:
     share_gids: Tuple[int, ...]
     #: Commands waiting for a slot (the sandbox runs ``policy.limits.commands``).
     queued_commands: int = 0
+    #: Its commands running or waiting, and its ended background commands still kept,
+    #: oldest first (live sandboxes only).
+    commands: Tuple[CommandInfo, ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -515,6 +546,8 @@ class CommandRecord:
     stdout_truncated: bool
     stderr_truncated: bool
     queued_ms: int = 0
+    #: Started with ``run(..., background=True)``.
+    background: bool = False
 
     @property
     def running(self) -> bool:
