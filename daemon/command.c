@@ -41,6 +41,7 @@
 #include "names.h"
 #include "outbuf.h"
 #include "outcome.h"
+#include "devpts.h"
 #include "quota.h"
 #include "rlimits.h"
 #include "sandbox_int.h"
@@ -94,6 +95,8 @@ struct command {
         struct command_callbacks cbs;
         void *ud;
         int stream;
+        int tty;              /* RunCommand.tty: out[0] is the terminal's master */
+        uint8_t in_last_byte; /* tty: the last byte of input, for its end (tty_eof) */
         struct outstream out[2];
         uv_pipe_t in;
         int in_inited;
@@ -423,6 +426,7 @@ static void start_fields(const struct command *cmd, struct store_command *sc) {
         sc->started_ms = cmd->queued ? sbxd_now_unix_ms() : cmd->started_ms;
         sc->seq = cmd->num;
         sc->queued_ms = cmd->queued_ms;
+        sc->tty = cmd->tty;
 }
 
 /* Writes the record of cmd's start (it joins the batch, committed before any reply or
@@ -884,7 +888,41 @@ static int queue_input(struct command *cmd, const uint8_t *data, size_t len, com
                 return r == UV_EPIPE ? -EPIPE : r;
         }
         cmd->in_pending += len;
+        cmd->in_last_byte = data[len - 1];
         return 0;
+}
+
+/* The end of a terminal's input: the terminal stays open (its master is the output
+ * too), so the command is sent the end-of-file character instead, as typed: twice when
+ * a line is pending (the first only sends that line), so that its read returns 0. */
+static void tty_eof(struct command *cmd) {
+        uint8_t eofc[2];
+
+        if (!cmd->tty || !cmd->out[0].open)
+                return;
+        eofc[0] = eofc[1] = devpts_eof_char(cmd->out[0].fd);
+        (void)queue_input(cmd, eofc, cmd->in_last_byte && cmd->in_last_byte != '\n' ? 2 : 1,
+                          NULL, NULL);
+}
+
+int command_resize(struct command *cmd, unsigned rows, unsigned cols) {
+        if (cmd->finished)
+                return -ENOENT;
+        if (!cmd->tty)
+                return -ENOTTY;
+        if (rows == 0 || cols == 0 || rows > DEVPTS_MAX_DIM || cols > DEVPTS_MAX_DIM)
+                return -EINVAL;
+        if (cmd->queued) {
+                /* Sized so when it starts. */
+                cmd->req->has_rows = cmd->req->has_cols = 1;
+                cmd->req->rows = rows;
+                cmd->req->cols = cols;
+                return 0;
+        }
+        /* Its output is over (no terminal left to size), or it never started. */
+        if (!cmd->out[0].open)
+                return 0;
+        return devpts_resize(cmd->out[0].fd, rows, cols);
 }
 
 int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
@@ -900,6 +938,7 @@ int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
         if (r < 0)
                 return r;
         if (eof) {
+                tty_eof(cmd);
                 cmd->in_eof_wanted = 1;
                 if (cmd->in_pending == 0)
                         close_stdin(cmd);
@@ -1067,6 +1106,25 @@ static void start_clear(struct start *s) {
         env_free(&s->env);
 }
 
+/* A terminal's size: rows and cols only with tty, each from 1 to DEVPTS_MAX_DIM. 0 or
+ * -EINVAL with err. */
+static int validate_tty(const Sbx__V1__RunCommand *req, char *err, size_t errlen) {
+        int tty = req->has_tty && req->tty;
+
+        if (!tty && (req->has_rows || req->has_cols)) {
+                snprintf(err, errlen, "rows and cols size a terminal: give them with tty");
+                return -EINVAL;
+        }
+        if ((req->has_rows && (req->rows == 0 || req->rows > DEVPTS_MAX_DIM)) ||
+            (req->has_cols && (req->cols == 0 || req->cols > DEVPTS_MAX_DIM))) {
+                snprintf(err, errlen, "rows and cols must be 1 to %u (got %u x %u)", DEVPTS_MAX_DIM,
+                         req->has_rows ? (unsigned)req->rows : DEVPTS_DEFAULT_ROWS,
+                         req->has_cols ? (unsigned)req->cols : DEVPTS_DEFAULT_COLS);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 /* The checks of a RunCommand that need nothing but sb and req. 0 or -errno with err. */
 static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, char *err,
                     size_t errlen) {
@@ -1115,7 +1173,7 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
                 snprintf(err, errlen, "cwd is too long");
                 return -EINVAL;
         }
-        return 0;
+        return validate_tty(req, err, errlen);
 }
 
 /* ---- slots and the queue ------------------------------------------------------------ */
@@ -1255,6 +1313,7 @@ static struct command *command_new(struct sandbox *sb, const Sbx__V1__RunCommand
         cmd->caller_uid = caller->uid;
         cmd->caller_pid = caller->pid;
         cmd->stream = req->has_stream && req->stream;
+        cmd->tty = req->has_tty && req->tty;
         /* Checked by validate: at most SBX_MAX_OUTPUT_BYTES. */
         outbuf_init(&cmd->out[0].kept,
                     (size_t)(req->has_max_stdout_bytes ? req->max_stdout_bytes
@@ -1424,9 +1483,51 @@ static int open_in(struct command *cmd, const Sbx__V1__RunCommand *req, int *ret
         return 0;
 }
 
-/* The three pipes of cmd (the child's ends into s). 0 or -errno. */
+/* A terminal for cmd (RunCommand.tty) in its sandbox's devpts: the master is its
+ * output (stdout; stderr stays closed, empty) and, duplicated, its input when it is
+ * given any; the slave, three times, the child's stdio. 0 or -errno. */
+static int open_tty(struct command *cmd, const Sbx__V1__RunCommand *req, struct start *s) {
+        unsigned rows = req->has_rows ? req->rows : DEVPTS_DEFAULT_ROWS,
+                 cols = req->has_cols ? req->cols : DEVPTS_DEFAULT_COLS;
+        int master, slave, in = -1, r, i;
+
+        r = devpts_open(cmd->sb->view.root_fd, rows, cols, &master, &slave);
+        if (r < 0)
+                return r;
+        s->fds[0] = slave;
+        for (i = 1; i < 3; i++)
+                if ((s->fds[i] = fcntl(slave, F_DUPFD_CLOEXEC, 3)) < 0)
+                        r = -errno;
+        s->start.has_tty = s->start.tty = 1;
+        cmd->out[0].fd = master;
+        cmd->out[0].open = 1;
+        if (r == 0 && cmd->stream)
+                r = watch_stream(cmd, 0);
+        if (r == 0 && ((req->has_stdin && req->stdin.len > 0) ||
+                       (req->has_stdin_stream && req->stdin_stream))) {
+                /* A handle of its own (the loop watches each descriptor once). */
+                in = fcntl(master, F_DUPFD_CLOEXEC, 3);
+                r = in < 0 ? -errno : uv_pipe_init(cmd->sb->d->loop, &cmd->in, 0);
+                if (r == 0) {
+                        cmd->in.data = cmd;
+                        cmd->handles++;
+                        cmd->in_inited = 1;
+                        r = uv_pipe_open(&cmd->in, in);
+                        in = r < 0 ? in : -1;
+                }
+        }
+        if (in >= 0)
+                close(in);
+        return r;
+}
+
+/* The three pipes of cmd (the child's ends into s), or its terminal. 0 or -errno. */
 static int open_stdio(struct command *cmd, const Sbx__V1__RunCommand *req, struct start *s) {
-        int r = open_out(cmd, 0, &s->fds[1]);
+        int r;
+
+        if (cmd->tty)
+                return open_tty(cmd, req, s);
+        r = open_out(cmd, 0, &s->fds[1]);
         if (r == 0)
                 r = open_out(cmd, 1, &s->fds[2]);
         if (r == 0)
@@ -1466,6 +1567,7 @@ static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
             queue_input(cmd, req->stdin.data, req->stdin.len, NULL, NULL) < 0)
                 close_stdin(cmd);
         if (cmd->in_inited && !(req->has_stdin_stream && req->stdin_stream)) {
+                tty_eof(cmd);
                 cmd->in_eof_wanted = 1;
                 if (cmd->in_pending == 0)
                         close_stdin(cmd);
@@ -1476,6 +1578,10 @@ static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
         if (cmd->stream) {
                 update_stream_reading(cmd);
         } else {
+                /* A terminal's buffer (4 KiB) never reaches SBX_OUTPUT_WATCH_BYTES: read it
+                 * as it comes. The timer still records the start. */
+                if (cmd->tty)
+                        watch_output(cmd);
                 cmd->watch_delay_ms = SBX_OUTPUT_WATCH_DELAY_MS;
                 uv_timer_start(&cmd->drain, on_watch_due, cmd->watch_delay_ms, 0);
         }
@@ -1507,7 +1613,9 @@ static void launch(struct command *cmd, const Sbx__V1__RunCommand *req, struct s
         command_link(cmd);
         r = open_stdio(cmd, req, s);
         if (r < 0)
-                fail_locally(cmd, s, r, "cannot set up the command's pipes");
+                fail_locally(cmd, s, r,
+                             cmd->tty ? "cannot open the command's terminal in the sandbox's devpts"
+                                      : "cannot set up the command's pipes");
         else if (send_start(cmd, s) >= 0)
                 arm_command(cmd, req);
 }
