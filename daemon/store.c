@@ -179,6 +179,9 @@ static const char *const migrations[] = {
          * ended, when it never started): a command over its sandbox's running cap waits
          * in a queue. Records of before waited for nothing: 0. */
         "ALTER TABLE commands ADD COLUMN queued_ms INTEGER NOT NULL DEFAULT 0;",
+        /* 5 -> 6: whether a command ran on a terminal (RunCommand.tty). Records of before
+         * did not. */
+        "ALTER TABLE commands ADD COLUMN tty INTEGER NOT NULL DEFAULT 0;",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,
@@ -212,7 +215,7 @@ enum sandbox_col {
         "sandbox_id, command_id, argv, cwd, caller_uid, caller_pid, client_name, "                 \
         "started_ms, ended_ms, outcome, exit_code, signal, duration, cpu_seconds, "                \
         "peak_memory_bytes, stdout_bytes, stderr_bytes, stdout_truncated, "                        \
-        "stderr_truncated, limits_hit, start_error, seq, queued_ms"
+        "stderr_truncated, limits_hit, start_error, seq, queued_ms, tty"
 
 enum command_col {
         CMD_SANDBOX_ID,
@@ -238,6 +241,7 @@ enum command_col {
         CMD_START_ERROR,
         CMD_SEQ,
         CMD_QUEUED_MS,
+        CMD_TTY,
 };
 
 /* The prepared statements, by purpose. The walking queries take the key of the last row
@@ -295,15 +299,15 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_SB_LIST_LIVE_OWNER] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE owner_uid = ?4 "
                                   "AND state IN " LIVE_STATES " AND" SB_LIST_TAIL,
         [ST_CMD_INSERT] = "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
-                          "caller_pid, client_name, started_ms, queued_ms, seq) "
-                          "VALUES (?1, ?2, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?3)",
+                          "caller_pid, client_name, started_ms, queued_ms, tty, seq) "
+                          "VALUES (?1, ?2, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?3)",
         [ST_CMD_INSERT_ENDED] =
                 "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
                 "caller_pid, client_name, started_ms, ended_ms, outcome, exit_code, signal, "
                 "duration, cpu_seconds, peak_memory_bytes, stdout_bytes, stderr_bytes, "
-                "stdout_truncated, stderr_truncated, limits_hit, start_error, queued_ms, seq) "
+                "stdout_truncated, stderr_truncated, limits_hit, start_error, queued_ms, tty, seq) "
                 "VALUES (?1, ?2, ?17, ?18, ?19, ?20, ?21, ?22, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                "?11, ?12, ?13, ?14, ?15, ?16, ?23, ?3)",
+                "?11, ?12, ?13, ?14, ?15, ?16, ?23, ?24, ?3)",
         [ST_CMD_FINISH] = "UPDATE commands SET ended_ms = ?4, outcome = ?5, exit_code = ?6, "
                           "signal = ?7, duration = ?8, cpu_seconds = ?9, peak_memory_bytes = ?10, "
                           "stdout_bytes = ?11, stderr_bytes = ?12, stdout_truncated = ?13, "
@@ -759,6 +763,7 @@ static int command_row_load(struct store *s, sqlite3_stmt *st, struct command_ro
         row->c.stderr_truncated = sqlite3_column_int(st, CMD_STDERR_TRUNCATED) != 0;
         row->c.seq = (uint64_t)sqlite3_column_int64(st, CMD_SEQ);
         row->c.queued_ms = (uint64_t)sqlite3_column_int64(st, CMD_QUEUED_MS);
+        row->c.tty = sqlite3_column_int(st, CMD_TTY) != 0;
         *ret = row;
         return 0;
 }
@@ -1330,6 +1335,7 @@ static int bind_command_start(struct store *s, struct binder *b, int first,
         bind_text(b, first + 4, c->client_name);
         bind_int64(b, first + 5, c->started_ms);
         bind_uint64(b, first + 6, c->queued_ms);
+        bind_int64(b, first + 7, c->tty ? 1 : 0);
         return 0;
 }
 

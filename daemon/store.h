@@ -28,7 +28,7 @@
 struct store;
 
 /* The schema version this build writes (PRAGMA user_version after migrations). */
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 /* Opens (creating when absent, mode 0600) the database file at path, sets WAL mode, busy
  * timeout and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database
@@ -113,6 +113,8 @@ struct store_command {
          * by store_command_finish again (give it the same value, or the one known by
          * then); read back by store_history. */
         uint64_t queued_ms;
+        /* It ran on a terminal (RunCommand.tty): a start field, 0 for older records. */
+        int tty;
         /* End fields: written by store_command_finish, read back by store_history. */
         int64_t ended_ms;           /* 0 while running */
         const char *outcome;        /* "exited", "signaled", ..., "unknown"; NULL while running */
