@@ -1375,6 +1375,8 @@ static void json_record(struct json *j, const struct sbx_command_record *r) {
         json_double(j, r->duration, 6);
         json_key(j, "queued_ms");
         json_uint(j, r->queued_ms);
+        json_key(j, "tty");
+        json_bool(j, r->tty);
         json_key(j, "peak_memory_bytes");
         json_uint(j, r->peak_memory_bytes);
         json_key(j, "stdout_bytes");
