@@ -36,7 +36,7 @@ static const struct command commands[] = {
         {"exec", cmd_exec,
          "exec [--timeout SECS] [--queue-timeout SECS] [--cwd DIR] [--env K=V]...\n"
          "     [--stdin FILE|- | -n|--no-stdin] [--max-output BYTES] [--shell] [--print-id]\n"
-         "     [--json] ID -- ARGV...",
+         "     [-t|-tt] [--json] ID -- ARGV...",
          "run a command; exits with its status (128+N signal N, 124 timed out, 125 sbx\n"
          "      error, bad --cwd or no slot within --queue-timeout, 126 cannot execute, 127\n"
          "      not found, 137 out of memory or cancelled); --json prints the result instead.\n"
@@ -45,7 +45,9 @@ static const struct command commands[] = {
          "      terminal (-n: never); Ctrl-C, SIGTERM and SIGHUP are forwarded to the\n"
          "      command (a second one kills it; while it waits for a slot, the first one\n"
          "      cancels it); --print-id prints the command's ID as it starts (on stderr;\n"
-         "      with --json as a first JSON line)"},
+         "      with --json as a first JSON line); -t runs it on a terminal of the sandbox\n"
+         "      sized as ours, our terminal raw (Ctrl-C goes to the command), its size\n"
+         "      changes forwarded (-tt: a terminal even when stdin is none)"},
         {"cancel", cmd_cancel, "cancel [--signal SIG] ID COMMAND_ID",
          "kill a running command (its result becomes cancelled), or with --signal send\n"
          "      it INT, TERM, HUP, QUIT, USR1, USR2 or KILL"},

@@ -15,7 +15,7 @@
 #include "sbx_limits.h"
 
 /* The largest rows and cols a terminal may have (RunCommand, CommandInput). */
-#define DEVPTS_MAX_DIM SBX_MAX_TTY_DIM
+#define DEVPTS_MAX_DIM      SBX_MAX_TTY_DIM
 #define DEVPTS_DEFAULT_ROWS SBX_DEFAULT_TTY_ROWS
 #define DEVPTS_DEFAULT_COLS SBX_DEFAULT_TTY_COLS
 

@@ -166,7 +166,8 @@ static struct sbx_result *tty_run(sbx_client *c, const char *id, const char *she
 static void assert_exited(const struct sbx_result *r, int code) {
         ck_assert_msg(r->outcome == SBX_OUTCOME_EXITED && r->exit_code == code,
                       "outcome %s exit %d (want exit %d); stdout: %.300s",
-                      sbx_outcome_name(r->outcome), r->exit_code, code, (const char *)r->stdout_data);
+                      sbx_outcome_name(r->outcome), r->exit_code, code,
+                      (const char *)r->stdout_data);
 }
 
 /* ---- the terminal the command sees --------------------------------------------------- */
@@ -597,7 +598,7 @@ struct pty_run {
         unsigned short rows, cols;
         const char *input;
         int input_ms;
-        int sig, sig_ms;
+        int sig, sig_ms, sig_count; /* sig_count: how many times (0: once) */
         char out[8192];
         size_t len;
         struct termios before, after;
@@ -639,7 +640,11 @@ static void pty_sbx(struct it_daemon *d, struct pty_run *p) {
                         typed = 1;
                 }
                 if (p->sig && !signalled && it_now_ms() - t0 >= p->sig_ms) {
-                        kill(pid, p->sig);
+                        int i;
+                        for (i = 0; i < (p->sig_count ? p->sig_count : 1); i++) {
+                                kill(pid, p->sig);
+                                usleep(20 * 1000);
+                        }
                         signalled = 1;
                 }
                 if (waitpid(pid, &p->status, WNOHANG) == pid)
@@ -656,7 +661,8 @@ static void pty_sbx(struct it_daemon *d, struct pty_run *p) {
 }
 
 static void assert_same_termios(const struct pty_run *p) {
-        ck_assert_msg(p->before.c_lflag == p->after.c_lflag && p->before.c_iflag == p->after.c_iflag &&
+        ck_assert_msg(p->before.c_lflag == p->after.c_lflag &&
+                              p->before.c_iflag == p->after.c_iflag &&
                               p->before.c_oflag == p->after.c_oflag &&
                               p->before.c_cflag == p->after.c_cflag &&
                               memcmp(p->before.c_cc, p->after.c_cc, sizeof(p->before.c_cc)) == 0,
@@ -691,8 +697,8 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
                 assert_same_termios(&p);
         }
         {
-                const char *args[] = {"sbx", "exec", "-t", "--timeout", "1", id, "--", "sleep",
-                                      "30", NULL};
+                const char *args[] = {"sbx", "exec", "-t",    "--timeout", "1",
+                                      id,    "--",   "sleep", "30",        NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
@@ -717,6 +723,24 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
                 assert_same_termios(&p);
         }
         {
+                /* Three SIGTERMs to a command that ignores them: forwarded, then a cancel,
+                 * then sbx gives up (dies of SIGTERM) unless the result came first. */
+                const char *args[] = {
+                        "sbx", "exec", "-t", id, "--", "sh", "-c", "trap '' TERM; sleep 30", NULL};
+                memset(&p, 0, sizeof(p));
+                p.args = args;
+                p.rows = 24;
+                p.cols = 80;
+                p.sig = SIGTERM;
+                p.sig_ms = 1000;
+                p.sig_count = 3;
+                pty_sbx(&d, &p);
+                ck_assert_msg((WIFSIGNALED(p.status) && WTERMSIG(p.status) == SIGTERM) ||
+                                      (WIFEXITED(p.status) && WEXITSTATUS(p.status) == 137),
+                              "status %x: %s", p.status, p.out);
+                assert_same_termios(&p);
+        }
+        {
                 const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", "30", NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
@@ -731,8 +755,9 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
         }
         {
                 /* Typed input reaches a remote shell, raw (its own terminal echoes). */
-                const char *args[] = {"sbx", "exec", "-t", id, "--", "sh", "-c",
-                                      "read x; echo got-$x; exit 3", NULL};
+                const char *args[] = {"sbx", "exec", "-t", id,
+                                      "--",  "sh",   "-c", "read x; echo got-$x; exit 3",
+                                      NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
@@ -748,7 +773,7 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
         {
                 const char *args[] = {"exec", "-t", id, "--", "true", NULL};
                 st = it_sbx(&d, NULL, 0, NULL, &err, args);
-                ck_assert_int_eq(st, 2);
+                ck_assert_int_eq(st, 125);
                 ck_assert_msg(strstr(err, "terminal") && strstr(err, "-tt"), "stderr: %s", err);
                 free(err);
         }
