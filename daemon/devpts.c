@@ -45,15 +45,27 @@ static int find_ptmx(int root_fd) {
         return fd < 0 ? -errno : (int)fd;
 }
 
-/* 0 when pfd is devpts's ptmx node, -ENOTTY when not. */
+static int is_ptmx_node(const struct stat *st) {
+        return S_ISCHR(st->st_mode) && major(st->st_rdev) == PTMX_MAJOR &&
+               minor(st->st_rdev) == PTMX_MINOR;
+}
+
+/* The devpts instance of the daemon's own /dev/pts (the host's, in root mode), which a
+ * sandbox must never hand us: its ptys are the host's. 0 when there is none. */
+static dev_t own_devpts(void) {
+        struct stat st;
+
+        return stat("/dev/pts/ptmx", &st) == 0 && is_ptmx_node(&st) ? st.st_dev : 0;
+}
+
+/* 0 when pfd is the ptmx node of a devpts that is not the daemon's, -ENOTTY when not. */
 static int check_ptmx(int pfd) {
         struct statfs sfs;
         struct stat st;
 
         if (fstatfs(pfd, &sfs) < 0 || fstat(pfd, &st) < 0)
                 return -errno;
-        if (sfs.f_type != DEVPTS_SUPER_MAGIC || !S_ISCHR(st.st_mode) ||
-            major(st.st_rdev) != PTMX_MAJOR || minor(st.st_rdev) != PTMX_MINOR)
+        if (sfs.f_type != DEVPTS_SUPER_MAGIC || !is_ptmx_node(&st) || st.st_dev == own_devpts())
                 return -ENOTTY;
         return 0;
 }
@@ -64,7 +76,8 @@ int devpts_check_master(int fd) {
 
         if (fstat(fd, &st) < 0)
                 return -errno;
-        if (!S_ISCHR(st.st_mode) || ioctl(fd, TIOCGPTN, &n) < 0)
+        /* A master is an open ptmx; a slave (136+:N) answers TIOCGPTN too on some kernels. */
+        if (!is_ptmx_node(&st) || ioctl(fd, TIOCGPTN, &n) < 0)
                 return -ENOTTY;
         return 0;
 }

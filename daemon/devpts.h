@@ -20,15 +20,16 @@
 #define DEVPTS_DEFAULT_COLS SBX_DEFAULT_TTY_COLS
 
 /* Opens a new pty in the devpts of the tree whose root is root_fd ("dev/pts/ptmx",
- * resolved inside that root, no symlink followed), unlocked and sized rows x cols. On
+ * resolved inside that root, no symlink followed; never the daemon's own devpts, whose
+ * ptys are the host's), unlocked and sized rows x cols. On
  * success *ret_master is the master (non-blocking, close-on-exec, no controlling
  * terminal taken) and *ret_slave its slave (close-on-exec), both the caller's. Returns
  * 0, -ENOTTY when what is there is not a devpts ptmx or what opened is no pty master,
  * -ENOSYS without openat2 (Linux 5.6) or TIOCGPTPEER (Linux 4.13), or another -errno. */
 int devpts_open(int root_fd, unsigned rows, unsigned cols, int *ret_master, int *ret_slave);
 
-/* 0 when fd is a pty master (a character device that answers TIOCGPTN), else -ENOTTY
- * (or -errno of fstat). */
+/* 0 when fd is a pty master (an open ptmx node, 5:2, that answers TIOCGPTN), else
+ * -ENOTTY (or -errno of fstat). */
 int devpts_check_master(int fd);
 
 /* Sets the size of master's terminal: the foreground process group of its slave gets
