@@ -205,6 +205,9 @@ class ExecOpts(Structure):
         ("has_queue_timeout", c_int),
         ("queue_timeout_ms", c_uint64),
         ("on_queued", QueuedCallback),
+        ("tty", c_int),
+        ("rows", c_uint32),
+        ("cols", c_uint32),
     ]
 
 
@@ -292,6 +295,7 @@ class CommandRecord(Structure):
         ("stdout_truncated", c_int),
         ("stderr_truncated", c_int),
         ("queued_ms", c_uint64),
+        ("tty", c_int),
     ]
 
 
@@ -383,6 +387,7 @@ _PROTOTYPES = {
     "sbx_result_free": (None, [POINTER(Result)]),
     "sbx_cancel": (c_int, [_client_p, c_char_p, c_char_p]),
     "sbx_signal": (c_int, [_client_p, c_char_p, c_char_p, c_int]),
+    "sbx_resize": (c_int, [_client_p, c_char_p, c_char_p, c_uint32, c_uint32]),
     "sbx_read": (c_int, [_client_p, c_char_p, c_char_p, c_uint64, c_uint64, _pp(ReadResult)]),
     "sbx_read_result_free": (None, [POINTER(ReadResult)]),
     "sbx_write": (c_int, [_client_p, c_char_p, c_char_p, c_void_p, c_size_t, c_uint32, c_uint]),

@@ -502,6 +502,8 @@ class CommandRecord:
     stdout_truncated: bool
     stderr_truncated: bool
     queued_ms: int = 0
+    #: It ran on a terminal (``run(tty=True)``).
+    tty: bool = False
 
     @property
     def running(self) -> bool:
