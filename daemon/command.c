@@ -2,6 +2,9 @@
  *
  * The daemon makes the command's pipes and hands the child ends to the sandbox's init
  * (Start over the channel); output flows from the command straight into the daemon.
+ * A command with RunCommand.tty gets a pty of its sandbox's devpts instead (devpts.h):
+ * the slave goes to init three times, the master is read as stdout and written as
+ * stdin, and the end of its input is the terminal's end-of-file character.
  * Each stream keeps at most its cap, and past the cap the tail (outbuf.h), while
  * counting every byte. In stream mode chunks are forwarded as they come and reading
  * pauses while the client's connection is congested. Otherwise output is read when
@@ -36,12 +39,12 @@
 #include "cgroup.h"
 #include "cmdqueue.h"
 #include "command.h"
+#include "devpts.h"
 #include "initchan.h"
 #include "log.h"
 #include "names.h"
 #include "outbuf.h"
 #include "outcome.h"
-#include "devpts.h"
 #include "quota.h"
 #include "rlimits.h"
 #include "sandbox_int.h"
@@ -167,6 +170,10 @@ struct command *command_find(struct sandbox *sb, const char *command_id) {
 
 const char *command_id(const struct command *cmd) {
         return cmd->id;
+}
+
+int command_tty(const struct command *cmd) {
+        return cmd->tty;
 }
 
 static void command_free(struct command *cmd) {

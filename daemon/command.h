@@ -58,6 +58,9 @@ struct command *command_find(struct sandbox *sb, const char *command_id);
 /* cmd's id, "c-N" (valid as long as cmd). */
 const char *command_id(const struct command *cmd);
 
+/* 1 when cmd runs on a terminal (RunCommand.tty): CommandInfo.tty. */
+int command_tty(const struct command *cmd);
+
 /* Kills cmd's process group; its result becomes CANCELLED. A command waiting for a slot
  * never starts: its result comes at once. Nothing to do when it has already exited, is
  * being killed or has finished. */
