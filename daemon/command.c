@@ -60,6 +60,9 @@ extern char **environ;
 #define COMMAND_RESUME_POLL_MS 10u
 /* Most bytes of stdin queued by CommandInput and not yet taken by the command. */
 #define COMMAND_MAX_PENDING_INPUT_BYTES (16u * 1024u * 1024u)
+/* Reads of a terminal in a row that may return 0 before it counts as ended (see
+ * tty_zero_read). */
+#define TTY_ZERO_READS 1000u
 
 struct outstream {
         uv_pipe_t pipe;
@@ -67,7 +70,8 @@ struct outstream {
         int open;
         int watched; /* pipe is initialised on fd (and owns it) */
         int reading;
-        struct outbuf kept; /* the tail kept (and every byte counted) */
+        unsigned zero_reads; /* a terminal's reads in a row that returned 0 (tty_zero_read) */
+        struct outbuf kept;  /* the tail kept (and every byte counted) */
 };
 
 struct input_req {
@@ -270,10 +274,30 @@ static void take_output(struct command *cmd, int idx, uint8_t *data, size_t n) {
         }
 }
 
+/* A pty master's read returns 0 for a moment after the last slave closed while bytes
+ * are still on their way through the line discipline (seen on Linux 6.18: they are
+ * read right after); its end is EIO. So a 0 from a terminal is not its end: reading
+ * goes on (libuv stopped at what it took for an end of file), up to TTY_ZERO_READS in
+ * a row (a kernel whose 0 is an end of file after all). Returns 1 when the stream
+ * stays open. */
+static int tty_zero_read(struct command *cmd, int idx) {
+        struct outstream *o = &cmd->out[idx];
+
+        if (!cmd->tty || !o->watched || ++o->zero_reads > TTY_ZERO_READS)
+                return 0;
+        o->reading = 0;
+        update_stream_reading(cmd);
+        return 1;
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         struct command *cmd = s->data;
         int idx = (uv_pipe_t *)s == &cmd->out[0].pipe ? 0 : 1;
 
+        if (nread == UV_EOF && tty_zero_read(cmd, idx))
+                return;
+        if (nread > 0)
+                cmd->out[idx].zero_reads = 0;
         if (nread < 0) {
                 stream_closed(cmd, idx);
                 maybe_finish(cmd);
@@ -288,20 +312,22 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 /* Reads what the pipes hold right now, without waiting: the last output before they
  * are closed (the loop may not have polled them since the leader exited). A stream at
- * its end, or failing, is closed. Bounded, so it cannot stall the loop. */
+ * its end, or failing, is closed. Bounded, so it cannot stall the loop. A terminal gives
+ * at most one line discipline buffer (4 KiB, often less) per read while the kernel may
+ * still hold 64 KiB more in its flip buffers: it gets more rounds. */
 static void drain_now(struct command *cmd) {
         static uint8_t buf[64 * 1024];
         int i;
         for (i = 0; i < 2; i++) {
-                int rounds = 64;
+                int rounds = cmd->tty ? 1024 : 64;
                 while (cmd->out[i].open && rounds-- > 0) {
                         ssize_t n = read(cmd->out[i].fd, buf, sizeof(buf));
                         if (n > 0) {
                                 take_output(cmd, i, buf, (size_t)n);
                                 continue;
                         }
-                        if (n < 0 && errno == EINTR)
-                                continue;
+                        if ((n < 0 && errno == EINTR) || (n == 0 && cmd->tty))
+                                continue; /* a terminal's end is EIO (tty_zero_read) */
                         if (n < 0 && errno == EAGAIN)
                                 break;         /* empty now; a background process holds it */
                         stream_closed(cmd, i); /* end of stream */

@@ -535,6 +535,48 @@ START_TEST(tty_output_cap_and_timeout_hold) {
 }
 END_TEST
 
+/* Every byte printed arrives, with or without streaming, also the last ones: a pty
+ * master reads 0 for a moment after the last slave closed, before its last bytes (Linux
+ * 6.18), which is not its end. */
+START_TEST(tty_output_is_complete) {
+        static const char *cmds[] = {"exec head -c 3000000 /dev/zero", "head -c 100000 /dev/zero",
+                                     "head -c 2000000 /dev/zero | tr '\\0' y"};
+        static const uint64_t sizes[] = {3000000, 100000, 2000000};
+        struct it_daemon d;
+        struct sbx_result *r;
+        struct session s;
+        pthread_t th;
+        sbx_client *c;
+        char *id;
+        int round, i;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        for (round = 0; round < 4; round++)
+                for (i = 0; i < 3; i++) {
+                        r = tty_run(c, id, cmds[i], 0, 0, NULL, 4096, 30000);
+                        assert_exited(r, 0);
+                        ck_assert_msg(r->stdout_bytes == sizes[i], "`%s`: %llu bytes of %llu",
+                                      cmds[i], (unsigned long long)r->stdout_bytes,
+                                      (unsigned long long)sizes[i]);
+                        sbx_result_free(r);
+                        /* Streamed (and paced by this client, which reads slower). */
+                        s_start(&s, &th, &d, id, cmds[i], 0, 0, 30000);
+                        r = s_end(&s, th);
+                        assert_exited(r, 0);
+                        ck_assert_msg(r->stdout_bytes == sizes[i],
+                                      "streamed `%s`: %llu bytes of %llu", cmds[i],
+                                      (unsigned long long)r->stdout_bytes,
+                                      (unsigned long long)sizes[i]);
+                        sbx_result_free(r);
+                }
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A child left holding the terminal does not hold the result: the draining rules of
  * pipes (the result comes once the leader exited, after a short drain). */
 START_TEST(tty_children_left_holding_the_terminal) {
@@ -861,6 +903,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, tty_ctrl_c_interrupts);
         tcase_add_test(tc, tty_stdin_bytes_then_eof);
         tcase_add_test(tc, tty_output_cap_and_timeout_hold);
+        tcase_add_test(tc, tty_output_is_complete);
         tcase_add_test(tc, tty_children_left_holding_the_terminal);
         tcase_add_test(tc, tty_in_history);
         tcase_add_test(tc, cli_exec_t_on_a_real_terminal);
