@@ -641,6 +641,7 @@ struct pty_run {
         const char *input;
         int input_ms;
         int sig, sig_ms, sig_count; /* sig_count: how many times (0: once) */
+        int kill_daemon_ms;         /* SIGKILL the daemon then (0: never) */
         char out[8192];
         size_t len;
         struct termios before, after;
@@ -663,7 +664,7 @@ static void pty_sbx(struct it_daemon *d, struct pty_run *p) {
         char sbx[600];
         double t0;
         pid_t pid;
-        int m, done = 0, typed = 0, signalled = 0;
+        int m, done = 0, typed = 0, signalled = 0, daemon_killed = 0;
 
         snprintf(sbx, sizeof(sbx), "%s/sbx", it_build_dir());
         pid = forkpty(&m, NULL, NULL, &ws);
@@ -688,6 +689,10 @@ static void pty_sbx(struct it_daemon *d, struct pty_run *p) {
                                 usleep(20 * 1000);
                         }
                         signalled = 1;
+                }
+                if (p->kill_daemon_ms && !daemon_killed && it_now_ms() - t0 >= p->kill_daemon_ms) {
+                        it_daemon_kill(d);
+                        daemon_killed = 1;
                 }
                 if (waitpid(pid, &p->status, WNOHANG) == pid)
                         done = 1;
@@ -835,6 +840,33 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
 }
 END_TEST
 
+/* The daemon killed under sbx exec -t: sbx fails (125) and the terminal is as before. */
+START_TEST(cli_exec_t_daemon_gone) {
+        struct it_daemon d;
+        struct pty_run p;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        sbx_close(c);
+        {
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", "30", NULL};
+                memset(&p, 0, sizeof(p));
+                p.args = args;
+                p.rows = 24;
+                p.cols = 80;
+                p.kill_daemon_ms = 1000;
+                pty_sbx(&d, &p);
+                ck_assert_msg(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 125, "status %x: %s",
+                              p.status, p.out);
+                assert_same_termios(&p);
+        }
+        free(id);
+}
+END_TEST
+
 /* The size of the client's terminal follows its changes (SIGWINCH of sbx). */
 START_TEST(cli_exec_t_forwards_resizes) {
         struct it_daemon d;
@@ -908,6 +940,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, tty_in_history);
         tcase_add_test(tc, cli_exec_t_on_a_real_terminal);
         tcase_add_test(tc, cli_exec_t_forwards_resizes);
+        tcase_add_test(tc, cli_exec_t_daemon_gone);
         suite_add_tcase(s, tc);
         return s;
 }
