@@ -838,8 +838,8 @@ static int exec_set_stdin(struct exec_state *st) {
 
 /* -t: the command's terminal, sized as ours (or as our stdout, or the default), fed
  * from our stdin (unless -n or --stdin say otherwise). -t without a terminal on stdin is
- * an error, as ssh makes it a warning: raw input needs one; -tt goes on without. 0 or an
- * exit status. */
+ * an error (raw input needs one; ssh only warns), -tt goes on without. 0 or an exit
+ * status. */
 static int exec_set_tty(struct exec_state *st) {
         bool term = isatty(STDIN_FILENO);
 
