@@ -436,6 +436,40 @@ START_TEST(tty_interactive_shell) {
 }
 END_TEST
 
+/* Full-screen programs: top draws and quits on q; vi writes a file typed into it. */
+START_TEST(tty_full_screen_programs) {
+        struct it_daemon d;
+        struct sbx_result *r;
+        struct session s;
+        pthread_t th;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        s_start(&s, &th, &d, id, "TERM=xterm exec top -d 0.2", 30, 100, 30000);
+        ck_assert_msg(s_wait(&s, "load average"), "top drew: %.300s", s.out);
+        s_type(&s, "q");
+        r = s_end(&s, th);
+        assert_exited(r, 0);
+        sbx_result_free(r);
+        s_start(&s, &th, &d, id, "TERM=xterm exec vi -u NONE /workspace/v.txt", 30, 100, 30000);
+        ck_assert(s_wait(&s, NULL));
+        usleep(500 * 1000);
+        s_type(&s, "ihello from vi\x1b:wq\r");
+        r = s_end(&s, th);
+        assert_exited(r, 0);
+        sbx_result_free(r);
+        r = it_sh(c, id, 10000, "cat /workspace/v.txt");
+        ck_assert_str_eq((char *)r->stdout_data, "hello from vi\n");
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* Ctrl-C typed (byte 0x03) interrupts the foreground command through the line
  * discipline: SIGINT, not a kill by the daemon. */
 START_TEST(tty_ctrl_c_interrupts) {
@@ -932,6 +966,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, tty_resize_sends_sigwinch);
         tcase_add_test(tc, tty_python_repl);
         tcase_add_test(tc, tty_interactive_shell);
+        tcase_add_test(tc, tty_full_screen_programs);
         tcase_add_test(tc, tty_ctrl_c_interrupts);
         tcase_add_test(tc, tty_stdin_bytes_then_eof);
         tcase_add_test(tc, tty_output_cap_and_timeout_hold);
