@@ -5,7 +5,7 @@
  * (SIGWINCH reaches a shell's trap); a Python REPL and an interactive shell are driven
  * over streamed input; Ctrl-C typed (byte 0x03) interrupts the foreground command
  * through the line discipline; the output cap, the timeout and the draining rules hold
- * as for pipes; bad sizes are typed errors; the records say tty. The `sbx exec -t`
+ * as for pipes; top and vi work; bad sizes are typed errors; the records say tty. The `sbx exec -t`
  * cases drive the real sbx binary on a pty the test opens (forkpty): the size of the
  * client's terminal reaches the command, and the client terminal's settings are the
  * same after sbx ends (normally, at a remote timeout, and killed by SIGTERM) as before.
