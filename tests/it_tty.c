@@ -2,13 +2,14 @@
  *
  * A command on a tty sees a terminal of its sandbox's own devpts on stdin, stdout and
  * stderr, as its controlling terminal, with the size asked for; CommandInput resizes it
- * (SIGWINCH reaches a shell's trap); a Python REPL and an interactive shell are driven
- * over streamed input; Ctrl-C typed (byte 0x03) interrupts the foreground command
- * through the line discipline; the output cap, the timeout and the draining rules hold
- * as for pipes; top and vi work; bad sizes are typed errors; the records say tty. The `sbx exec -t`
- * cases drive the real sbx binary on a pty the test opens (forkpty): the size of the
- * client's terminal reaches the command, and the client terminal's settings are the
- * same after sbx ends (normally, at a remote timeout, and killed by SIGTERM) as before.
+ * (SIGWINCH reaches a shell's trap); a Python REPL, an interactive shell, top and vi are
+ * driven over streamed input; Ctrl-C typed (byte 0x03) interrupts the foreground
+ * command through the line discipline; the output cap, the timeout and the draining
+ * rules hold as for pipes, and every byte printed arrives; bad sizes are typed errors;
+ * the records say tty. The `sbx exec -t` cases drive the real sbx binary on a pty the
+ * test opens (forkpty): the size of the client's terminal reaches the command and
+ * follows its changes, and the client terminal's settings are the same after sbx ends
+ * (normally, at a remote timeout, by signals, with the daemon killed) as before.
  * Each test asserts an outcome and a bound. */
 #include <errno.h>
 #include <fcntl.h>
