@@ -55,6 +55,12 @@ static void s_started(void *ud, const char *command_id) {
         pthread_mutex_unlock(&s->mu);
 }
 
+/* A command that waits for a slot has its ID too (it can be resized while it waits). */
+static void s_queued(void *ud, const char *command_id, uint32_t ahead) {
+        (void)ahead;
+        s_started(ud, command_id);
+}
+
 static void s_output(void *ud, enum sbx_stream stream, uint64_t offset, const void *data,
                      size_t len) {
         struct session *s = ud;
@@ -103,6 +109,7 @@ static void s_start(struct session *s, pthread_t *th, struct it_daemon *d, const
         s->o.stdin_stream = 1;
         s->o.stdin_fd = s->in[0];
         s->o.on_started = s_started;
+        s->o.on_queued = s_queued;
         s->o.on_output = s_output;
         s->o.userdata = s;
         pthread_mutex_init(&s->mu, NULL);
@@ -365,6 +372,45 @@ START_TEST(tty_resize_sends_sigwinch) {
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_CANCELLED);
         sbx_result_free(r);
         free(id);
+        sbx_close(c2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A command that waits for a slot is resized before it starts: it starts with that
+ * size. */
+START_TEST(tty_resize_while_queued) {
+        struct it_daemon d;
+        struct sbx_create_opts co;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_result *r;
+        struct session a, b;
+        pthread_t ta, tb;
+        sbx_client *c, *c2;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        sbx_create_opts_init(&co);
+        co.policy.limits.set |= SBX_LIMIT_COMMANDS;
+        co.policy.limits.commands = 1;
+        ck_assert_int_eq(sbx_create(c, &co, &sb), SBX_OK);
+        s_start(&a, &ta, &d, sb->id, "echo ready; exec sleep 30", 0, 0, 30000);
+        ck_assert(s_wait(&a, "ready"));
+        s_start(&b, &tb, &d, sb->id, "stty size", 0, 0, 30000);
+        ck_assert(s_wait(&b, NULL)); /* its ID, from CommandQueued */
+        ck_assert_int_eq(sbx_resize(c2, sb->id, b.command_id, 11, 22), SBX_OK);
+        ck_assert_int_eq(sbx_cancel(c2, sb->id, a.command_id), SBX_OK);
+        r = s_end(&a, ta);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_CANCELLED);
+        sbx_result_free(r);
+        ck_assert_msg(s_wait(&b, "11 22"), "output: %s", b.out);
+        r = s_end(&b, tb);
+        assert_exited(r, 0);
+        ck_assert_uint_gt(r->queued_ms, 0);
+        sbx_result_free(r);
+        sbx_sandbox_free(sb);
         sbx_close(c2);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
@@ -965,6 +1011,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, tty_bad_sizes_are_typed_errors);
         tcase_add_test(tc, tty_resize_without_terminal_is_failed_precondition);
         tcase_add_test(tc, tty_resize_sends_sigwinch);
+        tcase_add_test(tc, tty_resize_while_queued);
         tcase_add_test(tc, tty_python_repl);
         tcase_add_test(tc, tty_interactive_shell);
         tcase_add_test(tc, tty_full_screen_programs);
