@@ -38,7 +38,7 @@ static const struct command commands[] = {
         {"exec", cmd_exec,
          "exec [--timeout SECS] [--queue-timeout SECS] [--cwd DIR] [--env K=V]...\n"
          "     [--stdin FILE|- | -n|--no-stdin] [--max-output BYTES] [--shell] [--print-id]\n"
-         "     [--background] [--json] ID -- ARGV...",
+         "     [--background|-t|-tt] [--json] ID -- ARGV...",
          "run a command; exits with its status (128+N signal N, 124 timed out, 125 sbx\n"
          "      error, bad --cwd or no slot within --queue-timeout, 126 cannot execute, 127\n"
          "      not found, 137 out of memory or cancelled); --json prints the result instead.\n"
@@ -47,10 +47,12 @@ static const struct command commands[] = {
          "      terminal (-n: never); Ctrl-C, SIGTERM and SIGHUP are forwarded to the\n"
          "      command (a second one kills it; while it waits for a slot, the first one\n"
          "      cancels it); --print-id prints the command's ID as it starts (on stderr;\n"
-         "      with --json as a first JSON line); --background: start it, print its ID\n"
-         "      at once (--json: an object with command_id) and leave it running (its\n"
-         "      output is kept for sbx attach; --timeout 0: until it exits or the sandbox\n"
-         "      ends)"},
+         "      with --json as a first JSON line); -t runs it on a terminal of the sandbox\n"
+         "      sized as ours, our terminal raw (Ctrl-C goes to the command), its size\n"
+         "      changes forwarded (-tt: a terminal even when stdin is none); --background:\n"
+         "      start it, print its ID at once (--json: an object with command_id) and\n"
+         "      leave it running (its output is kept for sbx attach; --timeout 0: until it\n"
+         "      exits or the sandbox ends)"},
         {"attach", cmd_attach, "attach [-f|--follow] [--json] ID COMMAND_ID",
          "write the output a command kept (a background one: sbx exec --background) to\n"
          "      stdout and stderr; --follow: then what it prints until it ends, and exit\n"

@@ -3,7 +3,8 @@
  * The tool is split by subject: cli.c (main, option parsing, number parsing, errors,
  * help), cli_json.c (JSON through jansson, bytes rendered as valid UTF-8),
  * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_exec.c
- * (exec, cancel), cli_files.c (read, write, ls, stat, mkdir, rm, cp), cli_doctor.c (doctor,
+ * (exec, cancel) with cli_tty.c (the client's terminal for exec -t), cli_files.c (read,
+ * write, ls, stat, mkdir, rm, cp), cli_doctor.c (doctor,
  * version), cli_dial.c (dial-stdio, the remote end of ssh:// sockets) and cli_mcp.c with cli_mcp_tools.c (mcp, the Model Context Protocol server). Each
  * command is a function `int cmd_NAME(struct cli *, int argc, char **argv)` that
  * returns the process exit status; argv[0] is the command's name. Everything talks to
@@ -272,6 +273,14 @@ int cli_exec_background(struct cli *cli, const char *id, const struct sbx_exec_o
 /* cli_bg.c: SandboxInfo.commands, as JSON (an array) and as lines of sbx info. */
 void cli_json_commands(struct json *j, const struct sbx_command_info *v, size_t n);
 void cli_print_commands(const struct sbx_command_info *v, size_t n);
+
+/* The client's terminal for sbx exec -t (cli_tty.c). cli_tty_raw saves fd's settings and
+ * switches it to raw mode (0 or -errno); cli_tty_restore puts them back, once, and is
+ * async-signal-safe (it also runs at exit). cli_tty_size reads fd's size, each at most
+ * SBX_MAX_TTY_DIM: 0, or -errno (-EINVAL when the terminal does not know it). */
+int cli_tty_raw(int fd);
+void cli_tty_restore(void);
+int cli_tty_size(int fd, uint32_t *ret_rows, uint32_t *ret_cols);
 int cmd_read(struct cli *cli, int argc, char **argv);
 int cmd_write(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);

@@ -143,6 +143,8 @@ void cli_json_commands(struct json *j, const struct sbx_command_info *v, size_t 
                 json_string(j, sbx_command_state_name(v[i].state));
                 json_key(j, "background");
                 json_bool(j, v[i].background);
+                json_key(j, "tty");
+                json_bool(j, v[i].tty);
                 json_key(j, "caller_uid");
                 json_uint(j, v[i].caller_uid);
                 json_key(j, "started_unix_ms");
@@ -163,8 +165,9 @@ void cli_json_commands(struct json *j, const struct sbx_command_info *v, size_t 
 
 void cli_print_commands(const struct sbx_command_info *v, size_t n) {
         for (size_t i = 0; i < n; i++) {
-                printf("%-20s %s %s%s", i ? "" : "commands:", v[i].command_id,
-                       sbx_command_state_name(v[i].state), v[i].background ? " background" : "");
+                printf("%-20s %s %s%s%s", i ? "" : "commands:", v[i].command_id,
+                       sbx_command_state_name(v[i].state), v[i].background ? " background" : "",
+                       v[i].tty ? " tty" : "");
                 if (v[i].state == SBX_COMMAND_ENDED) {
                         printf(" %s", sbx_outcome_name(v[i].outcome));
                         if (v[i].has_exit_code)

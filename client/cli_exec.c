@@ -21,7 +21,15 @@
  * cancel), and a third one ends sbx itself. While the command waits for a slot the
  * first one cancels it (it never runs). A thread of its own waits for those signals
  * (blocked everywhere else) and talks to the daemon on a client of its own, since the
- * client of the call is busy until the result comes. */
+ * client of the call is busy until the result comes.
+ *
+ * With -t the command runs on a terminal of its sandbox (RunCommand.tty) sized as ours,
+ * our stdin (which must be a terminal; -tt forces a terminal for the command without
+ * one) is streamed to it raw, our terminal is in raw mode until the call ends (Ctrl-C
+ * typed is the byte 0x03 there, interpreted by the command's terminal), the forwarder
+ * also takes SIGWINCH and sends our new size (CommandInput rows/cols), and the
+ * terminal's settings come back on every way out: the end of the call, exit(), and
+ * die_by (cli_tty.c). */
 #include "cli.h"
 
 #include <errno.h>
@@ -50,6 +58,7 @@ enum {
         E_PRINT_ID,
         E_QUEUE_TIMEOUT,
         E_BACKGROUND,
+        E_TTY,
 };
 
 static const struct cli_opt exec_opts[] = {
@@ -64,6 +73,7 @@ static const struct cli_opt exec_opts[] = {
         [E_PRINT_ID] = {"print-id", false, 0},
         [E_QUEUE_TIMEOUT] = {"queue-timeout", true, 0},
         [E_BACKGROUND] = {"background", false, 0},
+        [E_TTY] = {"tty", false, 't'},
         {NULL, false, 0},
 };
 
@@ -76,6 +86,7 @@ struct exec_state {
         bool background, timeout_given; /* --background; --timeout was given */
         char *shell_text;               /* --shell: the words joined, owned */
         int in_fd;                      /* --stdin's file, owned when > STDIN_FILENO; -1: none */
+        int tty;                        /* -t given this many times (-tt: a terminal without ours) */
 };
 
 /* Applies one option. 0 or an exit status. */
@@ -127,6 +138,9 @@ static int apply_opt(struct exec_state *st, int k, const char *a) {
                 break;
         case E_BACKGROUND:
                 st->background = true;
+                break;
+        case E_TTY:
+                st->tty++;
                 break;
         default:
                 return cli_error(SBX_INTERNAL, "unhandled option %d", k);
@@ -226,6 +240,9 @@ struct forwarder {
         int64_t kill_at; /* monotonic ms at which a signal sent becomes a kill; 0: none */
         /* Read by the main thread after the join: */
         bool cancelled_by_us;
+        /* -t: SIGWINCH is taken too, and our terminal's new size sent (winch_fd's). */
+        int winch_fd; /* -1: not forwarded */
+        bool winch_pending;
 };
 
 static int64_t mono_ms(void) {
@@ -238,6 +255,7 @@ static int64_t mono_ms(void) {
 static void die_by(int sig) {
         sigset_t one;
 
+        cli_tty_restore();
         fflush(stdout);
         signal(sig, SIG_DFL);
         sigemptyset(&one);
@@ -274,6 +292,22 @@ static void forward_send(struct forwarder *f, const char *id) {
         sbx_close(c);
 }
 
+/* Sends our terminal's size to the running command id (sbx exec -t), on a client of its
+ * own. A failure is no reason to stop: the next change tries again. */
+static void forward_size(struct forwarder *f, const char *id) {
+        uint32_t rows, cols;
+        sbx_client *c = NULL;
+
+        f->winch_pending = false;
+        if (cli_tty_size(f->winch_fd, &rows, &cols) < 0)
+                return;
+        if (sbx_connect(f->cli->socket_path, CLI_CLIENT_NAME, &c) == SBX_OK) {
+                sbx_set_call_timeout_ms(c, SIGNAL_CALL_TIMEOUT_MS);
+                (void)sbx_resize(c, f->sandbox_id, id, rows, cols);
+        }
+        sbx_close(c);
+}
+
 static void *forward_main(void *arg) {
         struct forwarder *f = arg;
 
@@ -302,6 +336,12 @@ static void *forward_main(void *arg) {
                 pthread_mutex_unlock(&f->mu);
                 if (done)
                         return NULL;
+                if (sig == SIGWINCH) {
+                        f->winch_pending = true;
+                        sig = f->wake; /* not a signal to forward */
+                }
+                if (f->winch_pending && id[0] && started)
+                        forward_size(f, id);
                 if (sig == 0) {
                         f->want = SIGKILL;
                         f->kill_at = 0;
@@ -347,6 +387,8 @@ static void forwarder_start(struct forwarder *f, const struct cli *cli, const ch
         for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
                 sigaddset(&f->set, sigs[i]);
         sigaddset(&f->set, f->wake);
+        if (f->winch_fd >= 0)
+                sigaddset(&f->set, SIGWINCH);
         /* Stays blocked until sbx exits: a signal that comes after the result must not
          * end sbx with another status than the command's. */
         pthread_sigmask(SIG_BLOCK, &f->set, NULL);
@@ -801,6 +843,29 @@ static int exec_set_stdin(struct exec_state *st) {
         return 0;
 }
 
+/* -t: the command's terminal, sized as ours (or as our stdout, or the default), fed
+ * from our stdin (unless -n or --stdin say otherwise). -t without a terminal on stdin is
+ * an error (raw input needs one; ssh only warns), -tt goes on without. 0 or an exit
+ * status. */
+static int exec_set_tty(struct exec_state *st) {
+        bool term = isatty(STDIN_FILENO);
+
+        if (!st->tty)
+                return 0;
+        if (!term && st->tty < 2)
+                return cli_usage_error("sbx exec -t needs a terminal on stdin (it is not one); "
+                                       "give -tt to run the command on a terminal anyway");
+        st->o.tty = 1;
+        if (cli_tty_size(STDIN_FILENO, &st->o.rows, &st->o.cols) < 0 &&
+            cli_tty_size(STDOUT_FILENO, &st->o.rows, &st->o.cols) < 0)
+                st->o.rows = st->o.cols = 0; /* the daemon's 24 x 80 */
+        if (!st->stdin_path && !st->no_stdin && fcntl(STDIN_FILENO, F_GETFD) >= 0) {
+                st->o.stdin_stream = 1;
+                st->o.stdin_fd = STDIN_FILENO;
+        }
+        return 0;
+}
+
 /* The whole command line of exec into st: its options, the sandbox ID (*ret_id), the
  * command and its stdin. 0, -1 (help shown) or an exit status. */
 static int parse_exec_line(struct cli *cli, struct exec_state *st, int argc, char **argv,
@@ -829,7 +894,9 @@ static int parse_exec_line(struct cli *cli, struct exec_state *st, int argc, cha
         if (st->stdin_path && st->no_stdin)
                 return cli_usage_error("sbx exec takes --stdin or -n (--no-stdin), not both");
         status = exec_set_command(st, words, nwords);
-        return status ? status : exec_set_stdin(st);
+        if (!status)
+                status = exec_set_stdin(st);
+        return status ? status : exec_set_tty(st);
 }
 
 /* What sbx exec prints and the status it exits with, for the reply (rc, r) to the
@@ -900,6 +967,10 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
         if (!status && st.background && st.stdin_path)
                 status = cli_usage_error("sbx exec --background takes no --stdin: nothing "
                                          "forwards it once sbx has left");
+        if (!status && st.background && st.tty)
+                status = cli_usage_error("sbx exec --background takes no -t: our terminal is "
+                                         "not there once sbx has left (sbx attach follows its "
+                                         "output)");
         if (!status && st.background) {
                 /* --timeout 0: until it exits or the sandbox ends. */
                 st.o.no_timeout = st.timeout_given && st.o.timeout_ms == 0;
@@ -924,9 +995,14 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
         if (!status) {
                 fw.print_id = st.print_id;
                 fw.json = st.json;
+                fw.winch_fd = st.o.tty && isatty(STDIN_FILENO) ? STDIN_FILENO : -1;
                 fflush(stdout);
                 forwarder_start(&fw, cli, id);
+                if (fw.winch_fd >= 0 && (status = cli_tty_raw(STDIN_FILENO)) < 0)
+                        cli_warn("cannot put the terminal in raw mode: %s", strerror(-status));
+                status = 0;
                 rc = sbx_exec(c, id, &st.o, &r);
+                cli_tty_restore();
                 forwarder_stop(&fw);
                 status = exec_report(c, rc, r, &st, &run, id);
         }

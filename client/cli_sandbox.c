@@ -7,7 +7,8 @@
  * deadline_at, idle_timeout, ended, ended_at, end_reason, isolated, warnings, labels,
  * policy, enforcement, running_commands, queued_commands, commands_run, share_uids,
  * share_gids; times are Unix seconds with fractions plus ISO-8601 UTC strings. A
- * history record's JSON has queued_ms, the milliseconds it waited for a slot. */
+ * history record's JSON has queued_ms, the milliseconds it waited for a slot, and tty,
+ * whether it ran on a terminal (sbx exec -t). */
 #include "cli.h"
 
 #include <errno.h>
@@ -1418,6 +1419,8 @@ static void json_record(struct json *j, const struct sbx_command_record *r) {
         json_uint(j, r->queued_ms);
         json_key(j, "background");
         json_bool(j, r->background);
+        json_key(j, "tty");
+        json_bool(j, r->tty);
         json_key(j, "peak_memory_bytes");
         json_uint(j, r->peak_memory_bytes);
         json_key(j, "stdout_bytes");

@@ -1134,6 +1134,7 @@ static bool commands_from_proto(struct sbx_sandbox *s, const Sbx__V1__SandboxInf
                 struct sbx_command_info *o = &s->commands[i];
                 o->state = (enum sbx_command_state)ci->state;
                 o->background = ci->background;
+                o->tty = ci->tty;
                 o->caller_uid = ci->caller_uid;
                 o->started_unix_ms = ci->started_unix_ms;
                 o->ended_unix_ms = ci->ended_unix_ms;
@@ -1265,6 +1266,7 @@ static bool record_from_proto(struct sbx_command_record *out, const Sbx__V1__Com
         out->stderr_truncated = in->stderr_truncated;
         out->queued_ms = in->queued_ms;
         out->background = in->background;
+        out->tty = in->tty;
         return dup_str_nn(&out->command_id, in->command_id) &&
                dup_strv(&out->argv, in->argv, in->n_argv) && dup_str_nn(&out->cwd, in->cwd) &&
                dup_str_nn(&out->client_name, in->client_name);
@@ -1991,6 +1993,13 @@ static void run_to_proto(const char *id, const struct sbx_exec_opts *o, Sbx__V1_
                 run->has_stdin_stream = 1;
                 run->stdin_stream = 1;
         }
+        /* rows/cols go as given, with tty or not: the daemon judges them. */
+        if (o->tty)
+                run->has_tty = run->tty = 1;
+        run->has_rows = o->rows != 0;
+        run->rows = o->rows;
+        run->has_cols = o->cols != 0;
+        run->cols = o->cols;
         if (o->on_output || o->stdin_stream || o->on_started || o->on_queued) {
                 run->has_stream = 1;
                 run->stream = 1;
@@ -2142,6 +2151,28 @@ enum sbx_code sbx_cancel(sbx_client *c, const char *id, const char *command_id) 
 
 enum sbx_code sbx_signal(sbx_client *c, const char *id, const char *command_id, int signo) {
         return cancel_command(c, id, command_id, true, signo);
+}
+
+enum sbx_code sbx_resize(sbx_client *c, const char *id, const char *command_id, uint32_t rows,
+                         uint32_t cols) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CommandInput in = SBX__V1__COMMAND_INPUT__INIT;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (!command_id || !*command_id)
+                return fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
+        in.sandbox_id = unconst(id);
+        in.command_id = unconst(command_id);
+        in.has_rows = in.has_cols = 1;
+        in.rows = rows;
+        in.cols = cols;
+        req.body_case = SBX__V1__REQUEST__BODY_COMMAND_INPUT;
+        req.command_input = &in;
+        return empty_call(c, &req);
 }
 
 /* ---- files ---------------------------------------------------------------------------- */

@@ -284,6 +284,7 @@ struct sbx_command_info {
         int outcome;             /* enum sbx_outcome, SBX_COMMAND_ENDED only */
         int has_exit_code;
         int exit_code;
+        int tty; /* it runs (ran) on a terminal (sbx_exec_opts.tty) */
 };
 
 struct sbx_sandbox {
@@ -432,6 +433,15 @@ struct sbx_exec_opts {
         /* sbx_exec_background only: timeout_ms 0 means no timeout at all (the command runs
          * until it exits or the sandbox ends) instead of the library's default. */
         int no_timeout;
+        /* Non-zero: run the command on a pseudo-terminal of the sandbox's own devpts: its
+         * stdin, stdout and stderr are the terminal, everything it prints comes as stdout
+         * (with the terminal's \r\n), and the end of stdin_data or of stdin_fd is the
+         * terminal's end-of-file character (^D). rows x cols its size (0: 24 x 80; at most
+         * 1000 each, else SBX_INVALID_ARGUMENT; given without tty, SBX_INVALID_ARGUMENT
+         * too); sbx_resize changes it. */
+        int tty;
+        uint32_t rows;
+        uint32_t cols;
 };
 
 void sbx_exec_opts_init(struct sbx_exec_opts *o);
@@ -562,6 +572,14 @@ enum sbx_code sbx_cancel(sbx_client *c, const char *id, const char *command_id);
  * (sbx_connect again, from another thread or a signal-handling loop). */
 enum sbx_code sbx_signal(sbx_client *c, const char *id, const char *command_id, int signo);
 
+/* Resizes the terminal of a running command started with tty (struct sbx_exec_opts) to
+ * rows x cols (1 to 1000 each, else SBX_INVALID_ARGUMENT); its foreground process group
+ * gets SIGWINCH. SBX_FAILED_PRECONDITION for a command without a terminal, SBX_NOT_FOUND
+ * when it is unknown or finished. As for sbx_signal, the command ID comes from on_started,
+ * and the call goes through another client than the one sbx_exec waits on. */
+enum sbx_code sbx_resize(sbx_client *c, const char *id, const char *command_id, uint32_t rows,
+                         uint32_t cols);
+
 /* ---- Files ------------------------------------------------------------------------ */
 
 struct sbx_read_result {
@@ -644,6 +662,7 @@ struct sbx_command_record {
         int stderr_truncated;
         uint64_t queued_ms; /* as sbx_result.queued_ms */
         int background;     /* started with sbx_exec_background */
+        int tty;            /* it ran on a terminal (sbx_exec_opts.tty) */
 };
 
 struct sbx_history {

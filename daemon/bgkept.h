@@ -32,6 +32,7 @@ struct bgkept_entry {
         Sbx__V1__Outcome outcome;
         int has_exit_code;
         int32_t exit_code;
+        int tty;
         uint8_t *result; /* packed Sbx__V1__CommandResult */
         size_t result_len;
 };

@@ -2,6 +2,9 @@
  *
  * The daemon makes the command's pipes and hands the child ends to the sandbox's init
  * (Start over the channel); output flows from the command straight into the daemon.
+ * A command with RunCommand.tty gets a pty of its sandbox's devpts instead (devpts.h):
+ * the slave goes to init three times, the master is read as stdout and written as
+ * stdin, and the end of its input is the terminal's end-of-file character.
  * Each stream keeps at most its cap, and past the cap the tail (outbuf.h), while
  * counting every byte. In stream mode chunks are forwarded as they come and reading
  * pauses while the client's connection is congested. Otherwise output is read when
@@ -37,6 +40,7 @@
 #include "cgroup.h"
 #include "cmdqueue.h"
 #include "command.h"
+#include "devpts.h"
 #include "initchan.h"
 #include "log.h"
 #include "names.h"
@@ -57,6 +61,9 @@ extern char **environ;
 #define COMMAND_RESUME_POLL_MS 10u
 /* Most bytes of stdin queued by CommandInput and not yet taken by the command. */
 #define COMMAND_MAX_PENDING_INPUT_BYTES (16u * 1024u * 1024u)
+/* Reads of a terminal in a row that may return 0 before it counts as ended (see
+ * tty_zero_read). */
+#define TTY_ZERO_READS 1000u
 
 struct outstream {
         uv_pipe_t pipe;
@@ -64,7 +71,8 @@ struct outstream {
         int open;
         int watched; /* pipe is initialised on fd (and owns it) */
         int reading;
-        struct outbuf kept; /* the tail kept (and every byte counted) */
+        unsigned zero_reads; /* a terminal's reads in a row that returned 0 (tty_zero_read) */
+        struct outbuf kept;  /* the tail kept (and every byte counted) */
 };
 
 struct input_req {
@@ -99,6 +107,8 @@ struct command {
         int await_ack;  /* background: its requester waits for init's Started */
         struct command_watch *watchers; /* AttachCommand with follow */
         int stream;
+        int tty;              /* RunCommand.tty: out[0] is the terminal's master */
+        uint8_t in_last_byte; /* tty: the last byte of input, for its end (tty_eof) */
         struct outstream out[2];
         uv_pipe_t in;
         int in_inited;
@@ -271,10 +281,30 @@ static void take_output(struct command *cmd, int idx, uint8_t *data, size_t n) {
         }
 }
 
+/* A pty master's read returns 0 for a moment after the last slave closed while bytes
+ * are still on their way through the line discipline (seen on Linux 6.18: they are
+ * read right after); its end is EIO. So a 0 from a terminal is not its end: reading
+ * goes on (libuv stopped at what it took for an end of file), up to TTY_ZERO_READS in
+ * a row (a kernel whose 0 is an end of file after all). Returns 1 when the stream
+ * stays open. */
+static int tty_zero_read(struct command *cmd, int idx) {
+        struct outstream *o = &cmd->out[idx];
+
+        if (!cmd->tty || !o->watched || ++o->zero_reads > TTY_ZERO_READS)
+                return 0;
+        o->reading = 0;
+        update_stream_reading(cmd);
+        return 1;
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         struct command *cmd = s->data;
         int idx = (uv_pipe_t *)s == &cmd->out[0].pipe ? 0 : 1;
 
+        if (nread == UV_EOF && tty_zero_read(cmd, idx))
+                return;
+        if (nread > 0)
+                cmd->out[idx].zero_reads = 0;
         if (nread < 0) {
                 stream_closed(cmd, idx);
                 maybe_finish(cmd);
@@ -289,20 +319,22 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 /* Reads what the pipes hold right now, without waiting: the last output before they
  * are closed (the loop may not have polled them since the leader exited). A stream at
- * its end, or failing, is closed. Bounded, so it cannot stall the loop. */
+ * its end, or failing, is closed. Bounded, so it cannot stall the loop. A terminal gives
+ * at most one line discipline buffer (4 KiB, often less) per read while the kernel may
+ * still hold 64 KiB more in its flip buffers: it gets more rounds. */
 static void drain_now(struct command *cmd) {
         static uint8_t buf[64 * 1024];
         int i;
         for (i = 0; i < 2; i++) {
-                int rounds = 64;
+                int rounds = cmd->tty ? 1024 : 64;
                 while (cmd->out[i].open && rounds-- > 0) {
                         ssize_t n = read(cmd->out[i].fd, buf, sizeof(buf));
                         if (n > 0) {
                                 take_output(cmd, i, buf, (size_t)n);
                                 continue;
                         }
-                        if (n < 0 && errno == EINTR)
-                                continue;
+                        if ((n < 0 && errno == EINTR) || (n == 0 && cmd->tty))
+                                continue; /* a terminal's end is EIO (tty_zero_read) */
                         if (n < 0 && errno == EAGAIN)
                                 break;         /* empty now; a background process holds it */
                         stream_closed(cmd, i); /* end of stream */
@@ -435,6 +467,7 @@ static void start_fields(const struct command *cmd, struct store_command *sc) {
         sc->seq = cmd->num;
         sc->queued_ms = cmd->queued_ms;
         sc->background = cmd->background;
+        sc->tty = cmd->tty;
 }
 
 /* Writes the record of cmd's start (it joins the batch, committed before any reply or
@@ -608,6 +641,7 @@ static void keep_ended(struct command *cmd, const struct result *r) {
         e.outcome = r->res.outcome;
         e.has_exit_code = r->res.has_exit_code;
         e.exit_code = r->res.exit_code;
+        e.tty = cmd->tty;
         if (bgkept_add(&cmd->sb->bg_ended, &e, (const char *const *)cmd->argv, cmd->argc, &r->res) <
             0)
                 log_err("sbx=%s cmd=%s: out of memory keeping its result; it cannot be "
@@ -946,7 +980,41 @@ static int queue_input(struct command *cmd, const uint8_t *data, size_t len, com
                 return r == UV_EPIPE ? -EPIPE : r;
         }
         cmd->in_pending += len;
+        cmd->in_last_byte = data[len - 1];
         return 0;
+}
+
+/* The end of a terminal's input: the terminal stays open (its master is the output
+ * too), so the command is sent the end-of-file character instead, as typed: twice when
+ * a line is pending (the first only sends that line), so that its read returns 0. */
+static void tty_eof(struct command *cmd) {
+        uint8_t eofc[2];
+
+        if (!cmd->tty || !cmd->out[0].open)
+                return;
+        eofc[0] = eofc[1] = devpts_eof_char(cmd->out[0].fd);
+        (void)queue_input(cmd, eofc, cmd->in_last_byte && cmd->in_last_byte != '\n' ? 2 : 1,
+                          NULL, NULL);
+}
+
+int command_resize(struct command *cmd, unsigned rows, unsigned cols) {
+        if (cmd->finished)
+                return -ENOENT;
+        if (!cmd->tty)
+                return -ENOTTY;
+        if (rows == 0 || cols == 0 || rows > DEVPTS_MAX_DIM || cols > DEVPTS_MAX_DIM)
+                return -EINVAL;
+        if (cmd->queued) {
+                /* Sized so when it starts. */
+                cmd->req->has_rows = cmd->req->has_cols = 1;
+                cmd->req->rows = rows;
+                cmd->req->cols = cols;
+                return 0;
+        }
+        /* Its output is over (no terminal left to size), or it never started. */
+        if (!cmd->out[0].open)
+                return 0;
+        return devpts_resize(cmd->out[0].fd, rows, cols);
 }
 
 int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
@@ -962,6 +1030,7 @@ int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
         if (r < 0)
                 return r;
         if (eof) {
+                tty_eof(cmd);
                 cmd->in_eof_wanted = 1;
                 if (cmd->in_pending == 0)
                         close_stdin(cmd);
@@ -1129,6 +1198,25 @@ static void start_clear(struct start *s) {
         env_free(&s->env);
 }
 
+/* A terminal's size: rows and cols only with tty, each from 1 to DEVPTS_MAX_DIM. 0 or
+ * -EINVAL with err. */
+static int validate_tty(const Sbx__V1__RunCommand *req, char *err, size_t errlen) {
+        int tty = req->has_tty && req->tty;
+
+        if (!tty && (req->has_rows || req->has_cols)) {
+                snprintf(err, errlen, "rows and cols size a terminal: give them with tty");
+                return -EINVAL;
+        }
+        if ((req->has_rows && (req->rows == 0 || req->rows > DEVPTS_MAX_DIM)) ||
+            (req->has_cols && (req->cols == 0 || req->cols > DEVPTS_MAX_DIM))) {
+                snprintf(err, errlen, "rows and cols must be 1 to %u (got %u x %u)", DEVPTS_MAX_DIM,
+                         req->has_rows ? (unsigned)req->rows : DEVPTS_DEFAULT_ROWS,
+                         req->has_cols ? (unsigned)req->cols : DEVPTS_DEFAULT_COLS);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 /* The checks of a RunCommand that need nothing but sb and req. 0 or -errno with err. */
 static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, char *err,
                     size_t errlen) {
@@ -1179,7 +1267,7 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
                 snprintf(err, errlen, "cwd is too long");
                 return -EINVAL;
         }
-        return 0;
+        return validate_tty(req, err, errlen);
 }
 
 /* ---- slots and the queue ------------------------------------------------------------ */
@@ -1322,6 +1410,7 @@ static struct command *command_new(struct sandbox *sb, const Sbx__V1__RunCommand
         /* A background command keeps its output for whoever attaches: never streamed. */
         cmd->stream = req->has_stream && req->stream && !cmd->background;
         cmd->requester = 1;
+        cmd->tty = req->has_tty && req->tty;
         /* Checked by validate: at most SBX_MAX_OUTPUT_BYTES. */
         outbuf_init(&cmd->out[0].kept,
                     (size_t)(req->has_max_stdout_bytes ? req->max_stdout_bytes
@@ -1494,9 +1583,51 @@ static int open_in(struct command *cmd, const Sbx__V1__RunCommand *req, int *ret
         return 0;
 }
 
-/* The three pipes of cmd (the child's ends into s). 0 or -errno. */
+/* A terminal for cmd (RunCommand.tty) in its sandbox's devpts: the master is its
+ * output (stdout; stderr stays closed, empty) and, duplicated, its input when it is
+ * given any; the slave, three times, the child's stdio. 0 or -errno. */
+static int open_tty(struct command *cmd, const Sbx__V1__RunCommand *req, struct start *s) {
+        unsigned rows = req->has_rows ? req->rows : DEVPTS_DEFAULT_ROWS,
+                 cols = req->has_cols ? req->cols : DEVPTS_DEFAULT_COLS;
+        int master, slave, in = -1, r, i;
+
+        r = devpts_open(cmd->sb->view.root_fd, rows, cols, &master, &slave);
+        if (r < 0)
+                return r;
+        s->fds[0] = slave;
+        for (i = 1; i < 3; i++)
+                if ((s->fds[i] = fcntl(slave, F_DUPFD_CLOEXEC, 3)) < 0)
+                        r = -errno;
+        s->start.has_tty = s->start.tty = 1;
+        cmd->out[0].fd = master;
+        cmd->out[0].open = 1;
+        if (r == 0 && cmd->stream)
+                r = watch_stream(cmd, 0);
+        if (r == 0 && ((req->has_stdin && req->stdin.len > 0) ||
+                       (req->has_stdin_stream && req->stdin_stream))) {
+                /* A handle of its own (the loop watches each descriptor once). */
+                in = fcntl(master, F_DUPFD_CLOEXEC, 3);
+                r = in < 0 ? -errno : uv_pipe_init(cmd->sb->d->loop, &cmd->in, 0);
+                if (r == 0) {
+                        cmd->in.data = cmd;
+                        cmd->handles++;
+                        cmd->in_inited = 1;
+                        r = uv_pipe_open(&cmd->in, in);
+                        in = r < 0 ? in : -1;
+                }
+        }
+        if (in >= 0)
+                close(in);
+        return r;
+}
+
+/* The three pipes of cmd (the child's ends into s), or its terminal. 0 or -errno. */
 static int open_stdio(struct command *cmd, const Sbx__V1__RunCommand *req, struct start *s) {
-        int r = open_out(cmd, 0, &s->fds[1]);
+        int r;
+
+        if (cmd->tty)
+                return open_tty(cmd, req, s);
+        r = open_out(cmd, 0, &s->fds[1]);
         if (r == 0)
                 r = open_out(cmd, 1, &s->fds[2]);
         if (r == 0)
@@ -1541,6 +1672,7 @@ static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
             queue_input(cmd, req->stdin.data, req->stdin.len, NULL, NULL) < 0)
                 close_stdin(cmd);
         if (cmd->in_inited && !(req->has_stdin_stream && req->stdin_stream)) {
+                tty_eof(cmd);
                 cmd->in_eof_wanted = 1;
                 if (cmd->in_pending == 0)
                         close_stdin(cmd);
@@ -1554,6 +1686,10 @@ static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
                 /* Read as it comes: an attacher sees it at once. */
                 watch_output(cmd);
         } else {
+                /* A terminal's buffer (4 KiB) never reaches SBX_OUTPUT_WATCH_BYTES: read it
+                 * as it comes. The timer still records the start. */
+                if (cmd->tty)
+                        watch_output(cmd);
                 cmd->watch_delay_ms = SBX_OUTPUT_WATCH_DELAY_MS;
                 uv_timer_start(&cmd->drain, on_watch_due, cmd->watch_delay_ms, 0);
         }
@@ -1587,7 +1723,9 @@ static void launch(struct command *cmd, const Sbx__V1__RunCommand *req, struct s
         command_link(cmd);
         r = open_stdio(cmd, req, s);
         if (r < 0)
-                fail_locally(cmd, s, r, "cannot set up the command's pipes");
+                fail_locally(cmd, s, r,
+                             cmd->tty ? "cannot open the command's terminal in the sandbox's devpts"
+                                      : "cannot set up the command's pipes");
         else if (send_start(cmd, s) >= 0)
                 arm_command(cmd, req);
 }
@@ -1892,6 +2030,8 @@ static void live_info(struct command *cmd, Sbx__V1__CommandInfo *ci) {
                                 : SBX__V1__COMMAND_STATE__COMMAND_RUNNING;
         ci->has_background = 1;
         ci->background = cmd->background;
+        ci->has_tty = 1;
+        ci->tty = cmd->tty;
         ci->has_caller_uid = 1;
         ci->caller_uid = cmd->caller_uid;
         ci->has_started_unix_ms = !cmd->queued;
@@ -1907,6 +2047,8 @@ static void ended_info(struct bgkept_entry *e, Sbx__V1__CommandInfo *ci) {
         ci->has_state = 1;
         ci->state = SBX__V1__COMMAND_STATE__COMMAND_ENDED;
         ci->has_background = ci->background = 1;
+        ci->has_tty = 1;
+        ci->tty = e->tty;
         ci->has_caller_uid = 1;
         ci->caller_uid = e->caller_uid;
         ci->has_started_unix_ms = e->started_ms != 0;

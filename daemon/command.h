@@ -98,6 +98,12 @@ typedef void (*command_input_cb)(void *ud, int err);
 int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
                   command_input_cb cb, void *ud);
 
+/* Resizes cmd's terminal (RunCommand.tty) to rows x cols, each 1 to DEVPTS_MAX_DIM (devpts.h):
+ * the command's foreground process group gets SIGWINCH. A command waiting for a slot
+ * starts with that size; one whose terminal is already closed is left alone. Returns 0,
+ * -ENOENT finished, -ENOTTY not started with tty, -EINVAL a bad size, or -errno. */
+int command_resize(struct command *cmd, unsigned rows, unsigned cols);
+
 /* 1 when signo may be sent with CancelCommand.signal: SIGHUP, SIGINT, SIGQUIT, SIGKILL,
  * SIGUSR1, SIGUSR2 or SIGTERM (what a terminal, a supervisor or a user sends; never a
  * stop or a fault signal). */

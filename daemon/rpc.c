@@ -641,14 +641,41 @@ static struct command *find_command(struct conn *c, uint64_t rid, struct sandbox
         return cmd;
 }
 
+/* CommandInput's rows/cols: resizes a tty command's terminal. 0, or -1 after answering
+ * (INVALID_ARGUMENT for a bad size, FAILED_PRECONDITION for a command without one). */
+static int input_resize(struct conn *c, uint64_t rid, const Sbx__V1__CommandInput *in,
+                        struct command *cmd) {
+        int r;
+
+        if (!in->has_rows && !in->has_cols)
+                return 0;
+        r = in->has_rows && in->has_cols ? command_resize(cmd, in->rows, in->cols) : -EINVAL;
+        if (r == -EINVAL)
+                conn_send_status(c, rid, SBX__V1__CODE__INVALID_ARGUMENT,
+                                 "rows and cols must be given together, each 1 to %u", SBX_MAX_TTY_DIM);
+        else if (r == -ENOTTY)
+                conn_send_status(c, rid, SBX__V1__CODE__FAILED_PRECONDITION,
+                                 "command '%s' has no terminal to resize (start it with tty)",
+                                 in->command_id);
+        else if (r < 0)
+                send_errno(c, rid, r, "cannot resize the command's terminal");
+        return r < 0 ? -1 : 0;
+}
+
 static void on_input(struct conn *c, const Sbx__V1__Request *req) {
         const Sbx__V1__CommandInput *in = req->command_input;
         struct sandbox *sb = lookup(c, req->request_id, in->sandbox_id);
         struct command *cmd = sb ? find_command(c, req->request_id, sb, in->command_id) : NULL;
         struct call *call;
         int r;
-        if (!cmd)
+        if (!cmd || input_resize(c, req->request_id, in, cmd) < 0)
                 return;
+        /* A resize alone touches no stdin (it may be closed, or never streamed). */
+        if ((in->has_rows || in->has_cols) && !(in->has_data && in->data.len > 0) &&
+            !(in->has_eof && in->eof)) {
+                send_empty(c, req->request_id);
+                return;
+        }
         call = call_new(c, req->request_id);
         if (!call) {
                 send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
@@ -1026,6 +1053,8 @@ static int history_row(const struct store_command *sc, void *ud) {
         r->queued_ms = sc->queued_ms;
         r->has_background = 1;
         r->background = sc->background;
+        r->has_tty = 1;
+        r->tty = sc->tty;
         h->ptrs[h->n++] = r;
         h->last_seq = sc->seq;
         return 0;
@@ -1501,17 +1530,8 @@ static const struct {
  * refused as UNIMPLEMENTED, naming the field, rather than accepted and ignored. Returns
  * the field's name, or NULL when the request asks for nothing of the kind. */
 static const char *unimplemented_field(const Sbx__V1__Request *req) {
-        const Sbx__V1__RunCommand *run = req->run_command;
-        const Sbx__V1__CommandInput *in = req->command_input;
         const Sbx__V1__Policy *pol = NULL;
 
-        if (req->body_case == SBX__V1__REQUEST__BODY_RUN_COMMAND) {
-                if ((run->has_tty && run->tty) || run->has_rows || run->has_cols)
-                        return "run_command.tty";
-        }
-        if (req->body_case == SBX__V1__REQUEST__BODY_COMMAND_INPUT &&
-            (in->has_rows || in->has_cols))
-                return "command_input.rows/cols";
         if (req->body_case == SBX__V1__REQUEST__BODY_CREATE_SANDBOX)
                 pol = req->create_sandbox->policy;
         if (!pol)

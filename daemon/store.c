@@ -198,6 +198,9 @@ static const char *const migrations[] = {
         /* 6 -> 7: whether the command ran in the background (RunCommand.background).
          * Records of before did not. */
         "ALTER TABLE commands ADD COLUMN background INTEGER NOT NULL DEFAULT 0;",
+        /* 7 -> 8: whether a command ran on a terminal (RunCommand.tty). Records of before
+         * did not. */
+        "ALTER TABLE commands ADD COLUMN tty INTEGER NOT NULL DEFAULT 0;",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,
@@ -231,7 +234,7 @@ enum sandbox_col {
         "sandbox_id, command_id, argv, cwd, caller_uid, caller_pid, client_name, "                 \
         "started_ms, ended_ms, outcome, exit_code, signal, duration, cpu_seconds, "                \
         "peak_memory_bytes, stdout_bytes, stderr_bytes, stdout_truncated, "                        \
-        "stderr_truncated, limits_hit, start_error, seq, queued_ms, background"
+        "stderr_truncated, limits_hit, start_error, seq, queued_ms, background, tty"
 
 enum command_col {
         CMD_SANDBOX_ID,
@@ -258,6 +261,7 @@ enum command_col {
         CMD_SEQ,
         CMD_QUEUED_MS,
         CMD_BACKGROUND,
+        CMD_TTY,
 };
 
 /* The prepared statements, by purpose. The walking queries take the key of the last row
@@ -320,16 +324,16 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_SB_LIST_LIVE_OWNER] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE owner_uid = ?4 "
                                   "AND state IN " LIVE_STATES " AND" SB_LIST_TAIL,
         [ST_CMD_INSERT] = "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
-                          "caller_pid, client_name, started_ms, queued_ms, background, seq) "
-                          "VALUES (?1, ?2, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?3)",
+                          "caller_pid, client_name, started_ms, queued_ms, background, tty, seq) "
+                          "VALUES (?1, ?2, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?3)",
         [ST_CMD_INSERT_ENDED] =
                 "INSERT INTO commands (sandbox_id, command_id, argv, cwd, caller_uid, "
                 "caller_pid, client_name, started_ms, ended_ms, outcome, exit_code, signal, "
                 "duration, cpu_seconds, peak_memory_bytes, stdout_bytes, stderr_bytes, "
                 "stdout_truncated, stderr_truncated, limits_hit, start_error, queued_ms, "
-                "background, seq) "
+                "background, tty, seq) "
                 "VALUES (?1, ?2, ?17, ?18, ?19, ?20, ?21, ?22, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                "?11, ?12, ?13, ?14, ?15, ?16, ?23, ?24, ?3)",
+                "?11, ?12, ?13, ?14, ?15, ?16, ?23, ?24, ?25, ?3)",
         [ST_CMD_FINISH] = "UPDATE commands SET ended_ms = ?4, outcome = ?5, exit_code = ?6, "
                           "signal = ?7, duration = ?8, cpu_seconds = ?9, peak_memory_bytes = ?10, "
                           "stdout_bytes = ?11, stderr_bytes = ?12, stdout_truncated = ?13, "
@@ -797,6 +801,7 @@ static int command_row_load(struct store *s, sqlite3_stmt *st, struct command_ro
         row->c.seq = (uint64_t)sqlite3_column_int64(st, CMD_SEQ);
         row->c.queued_ms = (uint64_t)sqlite3_column_int64(st, CMD_QUEUED_MS);
         row->c.background = sqlite3_column_int(st, CMD_BACKGROUND) != 0;
+        row->c.tty = sqlite3_column_int(st, CMD_TTY) != 0;
         *ret = row;
         return 0;
 }
@@ -1369,6 +1374,7 @@ static int bind_command_start(struct store *s, struct binder *b, int first,
         bind_int64(b, first + 5, c->started_ms);
         bind_uint64(b, first + 6, c->queued_ms);
         bind_int64(b, first + 7, c->background != 0);
+        bind_int64(b, first + 8, c->tty ? 1 : 0);
         return 0;
 }
 

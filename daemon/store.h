@@ -28,7 +28,7 @@
 struct store;
 
 /* The schema version this build writes (PRAGMA user_version after migrations). */
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
 /* Opens (creating when absent, mode 0600) the database file at path, sets WAL mode, busy
  * timeout and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database
@@ -117,6 +117,8 @@ struct store_command {
          * written by store_command_insert and _insert_ended, read back by
          * store_history. */
         int background;
+        /* It ran on a terminal (RunCommand.tty): a start field, 0 for older records. */
+        int tty;
         /* End fields: written by store_command_finish, read back by store_history. */
         int64_t ended_ms;           /* 0 while running */
         const char *outcome;        /* "exited", "signaled", ..., "unknown"; NULL while running */

@@ -123,6 +123,12 @@
 #define SBX_OUTPUT_WATCH_MAX_DELAY_MS 32u
 #define SBX_OUTPUT_WATCH_BYTES (16u * 1024u)
 
+/* Terminals (RunCommand.tty): the largest rows and cols, more than any screen and far
+ * less than the kernel's unsigned short, and the size of one when none is given. */
+#define SBX_MAX_TTY_DIM 1000u
+#define SBX_DEFAULT_TTY_ROWS 24u
+#define SBX_DEFAULT_TTY_COLS 80u
+
 /* Files. */
 #define SBX_DEFAULT_MAX_READ_BYTES (5u * 1024u * 1024u)
 #define SBX_DEFAULT_LIST_LIMIT 10000u

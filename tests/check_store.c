@@ -1345,7 +1345,7 @@ START_TEST(test_command_queued_ms) {
 }
 END_TEST
 
-/* RunCommand.background (schema 7): written with the start, or with a whole row, kept by
+/* RunCommand.background (schema 7) and tty (schema 8): written with the start, or with a whole row, kept by
  * the end, read back; a database of schema 6 gains the column in place and its records
  * read 0 (they did not run in the background). */
 START_TEST(test_command_background) {
@@ -1369,6 +1369,7 @@ START_TEST(test_command_background) {
         c.argv = argv;
         c.argc = 1;
         c.background = 1;
+        c.tty = 1; /* schema 8 */
         ck_assert_int_eq(store_command_insert_ended(s, &c), 0);
         ck_assert_int_eq(store_commit(s), 0);
         store_close(s);
@@ -1378,10 +1379,13 @@ START_TEST(test_command_background) {
         ck_assert_int_eq(command_read(s, "sb", "bg").c.background, 1);
         ck_assert_str_eq(command_read(s, "sb", "bg").outcome, "exited");
         ck_assert_int_eq(command_read(s, "sb", "bg-whole").c.background, 1);
+        ck_assert_int_eq(command_read(s, "sb", "bg-whole").c.tty, 1);
+        ck_assert_int_eq(command_read(s, "sb", "bg").c.tty, 0);
         store_close(s);
 
         /* Back to schema 6 as released (no column), then opened again. */
-        raw_exec(path, "ALTER TABLE commands DROP COLUMN background; PRAGMA user_version = 6;");
+        raw_exec(path, "ALTER TABLE commands DROP COLUMN tty; ALTER TABLE commands DROP COLUMN "
+                       "background; PRAGMA user_version = 6;");
         s = open_ok(path);
         ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
         ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM pragma_table_info('commands') "

@@ -506,6 +506,39 @@ static TCase *add(Suite *s, const char *name, const TTest *test) {
         return tc;
 }
 
+/* A command on a terminal (RunCommand.tty) in a rootless sandbox: a pty of the
+ * sandbox's own devpts (mounted in its user namespace), sized as asked, its controlling
+ * terminal, and a resize reaches it. */
+START_TEST(test_rootless_tty) {
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        sbx_client *c;
+
+        c = start_rootless(&d);
+        sb = create_sb(&d, c, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = "tty; stty size; test -t 0 -a -t 1 -a -t 2 && echo ALL; exec </dev/tty && "
+                  "echo CTTY";
+        o.tty = 1;
+        o.rows = 30;
+        o.cols = 100;
+        o.timeout_ms = CMD_MS;
+        ck_assert_int_eq(sbx_exec(c, sb->id, &o, &r), SBX_OK);
+        ck_assert_msg(r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0, "outcome %s: %s",
+                      sbx_outcome_name(r->outcome), r->start_error ? r->start_error : "-");
+        ck_assert_str_eq((char *)r->stdout_data, "/dev/pts/0\r\n30 100\r\nALL\r\nCTTY\r\n");
+        ck_assert_uint_eq(r->stderr_len, 0);
+        sbx_result_free(r);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        stop_ok(&d);
+}
+END_TEST
+
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("rootless");
 
@@ -515,6 +548,7 @@ static Suite *make_suite(void) {
         add(s, "limits_warned", test_rootless_limits_warned);
         add(s, "user_has_a_name", test_rootless_user_has_a_name);
         add(s, "background", test_rootless_background);
+        add(s, "tty", test_rootless_tty);
         tcase_add_unchecked_fixture(add(s, "replaced_secret",
                                         test_rootless_replaced_secret_hidden_again),
                                     secret_dir_setup, secret_dir_teardown);

@@ -318,6 +318,7 @@ static void start_one(const Sbx__Init__V1__Start *s, const struct start_strings 
                 .uid = config->run_uid,
                 .gid = config->run_gid,
                 .keep_groups = config->rootless,
+                .tty = s->has_tty && s->tty,
         };
         char text[START_TEXT_BYTES];
         struct spawn_failure fail;

@@ -12,7 +12,8 @@
  * Its setup, in order: signal mask emptied (PID 1 keeps every disposition at its
  * default, which inside its namespace means ignored: one call here instead of one per
  * signal),
- * setsid, join the command's cgroups, stdio onto 0/1/2, every other descriptor
+ * setsid, join the command's cgroups, stdio onto 0/1/2 (a terminal's slave, with
+ * RunCommand.tty, becomes the controlling terminal and the user's), every other descriptor
  * close-on-exec, rlimits (RLIMIT_CORE 0 unless given), supplementary groups dropped,
  * setresgid/setresuid, every remaining capability cleared, chdir (as the command's
  * user, so a directory it may not enter fails here), no_new_privs, then execve with a
@@ -32,6 +33,7 @@
 #include <sys/syscall.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -102,6 +104,17 @@ static void join_cgroups(const struct spawn_spec *spec, struct spawn_failure *fa
 
         if (r < 0)
                 child_fail(fail, -r, "join cgroup", spec->cgroup_v2 ? "(v2)" : "(v1)");
+}
+
+/* stdin is the slave of a pty the daemon opened in the sandbox's devpts: it becomes
+ * the controlling terminal of the session setsid() just made (its foreground process
+ * group is then the command's, so Ctrl-C typed reaches it), and it goes to the
+ * command's user, who may then reopen it by name (/dev/pts/N) as on a login. */
+static void take_terminal(const struct spawn_spec *spec, struct spawn_failure *fail) {
+        if (ioctl(0, TIOCSCTTY, 0) < 0)
+                child_fail(fail, errno, "ioctl TIOCSCTTY", "stdin");
+        if (fchown(0, spec->uid, spec->gid) < 0)
+                child_fail(fail, errno, "fchown", "the terminal");
 }
 
 static void apply_rlimits(const struct spawn_spec *spec, struct spawn_failure *fail) {
@@ -235,6 +248,8 @@ static int child(void *p) {
                                    i == 0   ? "stdin"
                                    : i == 1 ? "stdout"
                                             : "stderr");
+        if (spec->tty)
+                take_terminal(spec, fail);
         r = util_cloexec_from(3);
         if (r < 0)
                 child_fail(fail, -r, "close-on-exec", "descriptors >= 3");

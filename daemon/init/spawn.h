@@ -35,6 +35,7 @@ struct spawn_spec {
         uid_t uid;
         gid_t gid;
         bool keep_groups; /* Rootless: setgroups(2) is denied in our user namespace. */
+        bool tty; /* stdio is a terminal's slave: made the controlling terminal, owned by uid. */
 };
 
 /* What a failed child reports: a positive errno and the step with its object

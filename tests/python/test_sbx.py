@@ -204,8 +204,15 @@ class LayoutTest(unittest.TestCase):
         lib = _lib.lib()  # the real check passed on load
         fields = _lib.ExecOpts._fields_
 
-        class Shorter(ctypes.Structure):  # 8 bytes less (one int alone hides in padding)
-            _fields_ = fields[:-1]
+        # The last fields, as many as it takes to make it smaller (an int alone may hide
+        # in the padding).
+        cut = len(fields) - 1
+        while ctypes.sizeof(type("S", (ctypes.Structure,), {"_fields_": fields[:cut]})) == \
+                ctypes.sizeof(_lib.ExecOpts):
+            cut -= 1
+
+        class Shorter(ctypes.Structure):
+            _fields_ = fields[:cut]
 
         class Longer(ctypes.Structure):
             _fields_ = fields + [("extra", ctypes.c_uint64)]
@@ -1013,6 +1020,81 @@ class SandboxTest(DaemonTest):
 
         with self.assertRaisesRegex(KeyError, "from on_started"):
             self.sb.run("true", on_started=boom)
+
+    def test_tty_repl_resize_and_history(self) -> None:
+        r = self.sb.run("tty; stty size; test -t 0 -a -t 2 && echo ALL; echo e >&2",
+                        tty=True, rows=30, cols=90)
+        self.assertEqual((r.exit_code, r.stdout, r.stderr),
+                         (0, "/dev/pts/0\r\n30 90\r\nALL\r\ne\r\n", ""))
+        # A Python REPL on the terminal, typed into through a pipe as it prompts.
+        rfd, wfd = os.pipe()
+        self.addCleanup(os.close, rfd)
+        out: List[bytes] = []
+        started: List[str] = []
+        results: List[sbx.Result] = []
+        prompted = threading.Event()
+        sized = threading.Event()
+
+        def on_output(stream: str, data: bytes) -> None:
+            self.assertEqual(stream, "stdout")
+            out.append(data)
+            text = b"".join(out)
+            if b">>> " in text:
+                prompted.set()
+            if b"lines=50" in text:
+                sized.set()
+
+        def run() -> None:
+            results.append(self.sb.run("exec python3 -q", tty=True, stdin=rfd,
+                                       on_started=started.append, on_output=on_output))
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        try:
+            self.assertTrue(prompted.wait(10), b"".join(out))
+            os.write(wfd, b"print(6*7)\n")
+            with sbx.Client(self.daemon.sock) as other:
+                sb2 = other.attach(self.sb.id)
+                sb2.resize(started[0], 50, 132)
+                with self.assertRaises(sbx.InvalidArgument):
+                    sb2.resize(started[0], 0, 80)
+                os.write(wfd, b"import os; print(os.get_terminal_size())\n")
+                self.assertTrue(sized.wait(10), b"".join(out))
+                os.write(wfd, b"exit(7)\n")
+        finally:
+            os.close(wfd)
+            runner.join(30)
+        self.assertFalse(runner.is_alive())
+        self.assertEqual(results[0].exit_code, 7)
+        self.assertIn("\r\n42\r\n", results[0].stdout)
+        self.assertIn("columns=132, lines=50", results[0].stdout)
+        # Bad sizes, and a resize of a command without a terminal.
+        with self.assertRaisesRegex(sbx.InvalidArgument, "rows and cols"):
+            self.sb.run("true", tty=True, rows=5000)
+        with self.assertRaisesRegex(sbx.InvalidArgument, "tty"):
+            self.sb.run("true", rows=30, cols=90)
+        with self.assertRaises(ValueError):
+            self.sb.run("true", tty=True, cols=0)
+        ids: List[str] = []
+        done = threading.Event()
+
+        def pipe_cmd() -> None:
+            self.sb.run("sleep 2", on_started=ids.append)
+            done.set()
+
+        t = threading.Thread(target=pipe_cmd)
+        t.start()
+        deadline = time.monotonic() + 10
+        while not ids and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with sbx.Client(self.daemon.sock) as other:
+            with self.assertRaisesRegex(sbx.FailedPrecondition, "no terminal"):
+                other.attach(self.sb.id).resize(ids[0], 30, 90)
+        t.join(10)
+        recs = {h.command_id: h for h in self.sb.history()}
+        self.assertTrue(recs[r.command_id].tty)
+        self.assertTrue(recs[started[0]].tty)
+        self.assertFalse(recs[ids[0]].tty)
 
     # -- files --
 

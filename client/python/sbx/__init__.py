@@ -18,7 +18,9 @@ Main types:
   for parallel work.
 * :class:`Sandbox` -- a sandbox by ID: ``run``, ``read_file``, ``read_text``,
   ``read_chunk``, ``write_file``, ``list_directory``, ``stat``, ``exists``, ``mkdir``,
-  ``remove``, ``set_timeout``, ``terminate``, ``info``, ``history``, ``cancel``.
+  ``remove``, ``set_timeout``, ``terminate``, ``info``, ``history``, ``cancel``,
+  ``signal``, ``resize`` (``run(..., tty=True, rows=, cols=)`` runs a command on a
+  terminal of the sandbox: REPLs and interactive shells work).
 * :class:`Result` (alias ``SandboxResult``) -- what a command produced: ``exit_code``,
   ``stdout``/``stderr`` (str, invalid UTF-8 replaced) and ``stdout_bytes``/
   ``stderr_bytes`` (raw), ``timed_out``, truncation flags, ``duration``, ``isolated``,

@@ -253,6 +253,7 @@ def _command_info_from_c(ci: L.CommandInfo) -> CommandInfo:
         ended_unix_ms=int(ci.ended_unix_ms),
         outcome=Outcome(ci.outcome) if ended else None,
         exit_code=int(ci.exit_code) if ci.has_exit_code else None,
+        tty=bool(ci.tty),
     )
 
 
@@ -360,6 +361,16 @@ def _ms(seconds: Optional[float], what: str) -> int:
         raise ValueError(f"{what} must not be negative")
     ms = int(round(seconds * 1000))
     return ms if ms > 0 or seconds == 0 else 1
+
+
+def _dim(v: Optional[int], what: str) -> int:
+    """A terminal's rows or cols for libsbx: 0 for the default; the daemon judges the
+    range (1 to 1000), but a value that does not fit 32 bits cannot be sent."""
+    if v is None:
+        return 0
+    if not 0 < int(v) < 2**32:
+        raise ValueError(f"{what} must be a positive number of characters, not {v!r}")
+    return int(v)
 
 
 def default_socket_path() -> str:
@@ -762,6 +773,9 @@ class Sandbox:
         check: bool = False,
         background: bool = False,
         stdin_open: bool = False,
+        tty: bool = False,
+        rows: Optional[int] = None,
+        cols: Optional[int] = None,
     ) -> Any:
         """Runs a command in the sandbox and returns its :class:`Result` once it ended.
 
@@ -810,6 +824,12 @@ class Sandbox:
                 gives the ``START_FAILED`` result at once.
             stdin_open: with ``background``: keep its stdin open for
                 :meth:`Command.send_stdin` (until ``eof=True``).
+            tty: run the command on a pseudo-terminal of the sandbox's own devpts: its
+                stdin, stdout and stderr are the terminal (REPLs, ``bash -i``, ``top``
+                work), everything it prints comes as stdout (with ``\r\n``), and the end
+                of ``stdin`` is the terminal's end-of-file character (^D).
+            rows, cols: the terminal's size (default 24 x 80; 1 to 1000 each, else
+                :class:`InvalidArgument`); :meth:`resize` changes it while it runs.
 
         A command that exits non-zero, times out or is killed is a result, not an
         exception (unless ``check``). Exceptions are for what kept it from being run:
@@ -848,6 +868,8 @@ class Sandbox:
             fd = stdin if isinstance(stdin, int) else stdin.fileno()
             o.stdin_stream, o.stdin_fd = 1, int(fd)
         o.timeout_ms = _ms(timeout, "timeout")
+        o.tty = 1 if tty else 0
+        o.rows, o.cols = _dim(rows, "rows"), _dim(cols, "cols")
         if max_output_bytes is not None:
             if max_output_bytes <= 0:
                 raise ValueError("max_output_bytes must be positive")
@@ -943,6 +965,16 @@ class Sandbox:
             self.client._lib.sbx_signal, self._bid, _enc(command_id), int(signo)
         )
 
+    def resize(self, command_id: str, rows: int, cols: int) -> None:
+        """Resizes the terminal of a running command started with ``run(tty=True)``
+        to ``rows`` x ``cols`` (1 to 1000 each, else :class:`InvalidArgument`); its
+        foreground process group gets SIGWINCH. A command without a terminal raises
+        :class:`FailedPrecondition`. Like :meth:`signal`, call it from another Client
+        than the one waiting in ``run``."""
+        self.client._status_call(
+            self.client._lib.sbx_resize, self._bid, _enc(command_id), int(rows), int(cols)
+        )
+
     def history(self, *, after_seq: int = 0, limit: int = 0) -> History:
         """The commands this sandbox ran, oldest first, after sequence number
         ``after_seq``, at most ``limit`` (0: the daemon's default)."""
@@ -975,6 +1007,7 @@ class Sandbox:
                     stderr_truncated=bool(r.stderr_truncated),
                     queued_ms=int(r.queued_ms),
                     background=bool(r.background),
+                    tty=bool(r.tty),
                 )
                 for r in (h.v[i] for i in range(h.n))
             )

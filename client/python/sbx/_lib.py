@@ -144,6 +144,7 @@ class CommandInfo(Structure):
         ("outcome", c_int),
         ("has_exit_code", c_int),
         ("exit_code", c_int),
+        ("tty", c_int),
     ]
 
 
@@ -225,6 +226,9 @@ class ExecOpts(Structure):
         ("queue_timeout_ms", c_uint64),
         ("on_queued", QueuedCallback),
         ("no_timeout", c_int),
+        ("tty", c_int),
+        ("rows", c_uint32),
+        ("cols", c_uint32),
     ]
 
 
@@ -335,6 +339,7 @@ class CommandRecord(Structure):
         ("stderr_truncated", c_int),
         ("queued_ms", c_uint64),
         ("background", c_int),
+        ("tty", c_int),
     ]
 
 
@@ -462,6 +467,7 @@ _PROTOTYPES = {
     "sbx_background_free": (None, [POINTER(Background)]),
     "sbx_attach": (c_int, [_client_p, c_char_p, POINTER(AttachOpts), _pp(Result)]),
     "sbx_send_input": (c_int, [_client_p, c_char_p, c_char_p, c_void_p, c_size_t, c_int]),
+    "sbx_resize": (c_int, [_client_p, c_char_p, c_char_p, c_uint32, c_uint32]),
     "sbx_read": (c_int, [_client_p, c_char_p, c_char_p, c_uint64, c_uint64, _pp(ReadResult)]),
     "sbx_read_result_free": (None, [POINTER(ReadResult)]),
     "sbx_write": (c_int, [_client_p, c_char_p, c_char_p, c_void_p, c_size_t, c_uint32, c_uint]),

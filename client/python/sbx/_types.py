@@ -434,6 +434,8 @@ class CommandInfo:
     ended_unix_ms: int
     outcome: Optional[Outcome]
     exit_code: Optional[int]
+    #: It runs (ran) on a terminal (``run(tty=True)``).
+    tty: bool = False
 
 
 @dataclass(frozen=True)
@@ -548,6 +550,8 @@ class CommandRecord:
     queued_ms: int = 0
     #: Started with ``run(..., background=True)``.
     background: bool = False
+    #: It ran on a terminal (``run(tty=True)``).
+    tty: bool = False
 
     @property
     def running(self) -> bool:

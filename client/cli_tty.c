@@ -1,0 +1,69 @@
+/* cli_tty.c: the client's terminal for `sbx exec -t`: raw mode while the command runs,
+ * and the settings it had restored on every way out.
+ *
+ * cli_tty_raw saves the terminal's settings once and switches it to raw mode as ssh -t
+ * does (no echo, no line editing, no signals from keys: Ctrl-C travels to the command as
+ * the byte 0x03, no output processing: the command's own terminal already turns "\n"
+ * into "\r\n"). cli_tty_restore puts the saved settings back; it only calls tcsetattr,
+ * which is async-signal-safe, so that the paths that end sbx by a signal (cli_exec.c's
+ * die_by) can call it too, and it is registered with atexit for the paths that call
+ * exit(). Used by cli_exec.c only; a process has one terminal, so the state is global. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+static struct termios saved;
+static int saved_fd = -1; /* the terminal in raw mode, -1 when none */
+
+void cli_tty_restore(void) {
+        int fd = saved_fd;
+
+        if (fd < 0)
+                return;
+        /* TCSADRAIN: what the command printed last is shown before echo comes back. */
+        while (tcsetattr(fd, TCSADRAIN, &saved) < 0 && errno == EINTR)
+                ;
+        saved_fd = -1;
+}
+
+int cli_tty_raw(int fd) {
+        static bool registered;
+        struct termios raw;
+
+        if (saved_fd >= 0)
+                return 0;
+        if (tcgetattr(fd, &saved) < 0)
+                return -errno;
+        raw = saved;
+        raw.c_iflag |= IGNPAR;
+        raw.c_iflag &= ~(tcflag_t)(ISTRIP | INLCR | IGNCR | ICRNL | IXON | IXANY | IXOFF | IUCLC);
+        raw.c_lflag &= ~(tcflag_t)(ISIG | ICANON | ECHO | ECHOE | ECHOK | ECHONL | IEXTEN);
+        raw.c_oflag &= ~(tcflag_t)OPOST;
+        raw.c_cc[VMIN] = 1;
+        raw.c_cc[VTIME] = 0;
+        if (!registered && atexit(cli_tty_restore) == 0)
+                registered = true;
+        saved_fd = fd;
+        if (tcsetattr(fd, TCSADRAIN, &raw) < 0) {
+                int e = errno;
+                saved_fd = -1;
+                return -e;
+        }
+        return 0;
+}
+
+int cli_tty_size(int fd, uint32_t *ret_rows, uint32_t *ret_cols) {
+        struct winsize ws;
+
+        if (ioctl(fd, TIOCGWINSZ, &ws) < 0)
+                return -errno;
+        if (ws.ws_row == 0 || ws.ws_col == 0)
+                return -EINVAL; /* a terminal that does not know its size */
+        *ret_rows = ws.ws_row > SBX_MAX_TTY_DIM ? SBX_MAX_TTY_DIM : ws.ws_row;
+        *ret_cols = ws.ws_col > SBX_MAX_TTY_DIM ? SBX_MAX_TTY_DIM : ws.ws_col;
+        return 0;
+}
