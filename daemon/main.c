@@ -20,6 +20,7 @@
 
 #include "cgroup.h"
 #include "config.h"
+#include "disk.h"
 #include "hostfeat.h"
 #include "guard.h"
 #include "log.h"
@@ -287,6 +288,19 @@ static void cgroup_base_name(const char *state_dir, char *out, size_t len) {
         snprintf(out, len, "sbxd-%08x", h);
 }
 
+/* What enforces a sandbox's disk limit on this host. */
+static void examine_disk(void) {
+        struct disk_host dh;
+
+        disk_detect(D.features.rootless, &dh);
+        D.features.disk_mech = (int)disk_choose(&dh);
+        if (D.features.disk_mech == DISK_MECH_TMPFS)
+                log_info("disk limits: a tmpfs per sandbox, memory-backed (%s)",
+                         dh.rootless ? "rootless" : !dh.loop ? "no loop devices" : "no mke2fs");
+        else
+                log_debug("disk limits: an ext4 image per sandbox on a loop device");
+}
+
 /* Step 7: the host: our cgroups, what the kernel allows, the guard over hidden paths. */
 static int examine_host(void) {
         const char *cg_root = getenv("SBXD_CGROUP_ROOT"), *cg_self = getenv("SBXD_CGROUP_SELF");
@@ -308,6 +322,7 @@ static int examine_host(void) {
         if (D.cgroups->v2_base)
                 log_debug("cgroups under %s", D.cgroups->v2_base);
         hostfeat_detect(D.euid, cgroup_version_name(D.cgroups->version), &D.features);
+        examine_disk();
         r = guard_start(&D, cfg.init_path);
         if (r < 0)
                 log_warning("cannot watch hidden and read-only paths for changes on the host "
@@ -336,6 +351,8 @@ static int recover(void) {
         r = recover_sandboxes(&D);
         if (r < 0)
                 log_err("cannot reconcile the records: %s", strerror(-r));
+        if (D.features.disk_mech == DISK_MECH_IMAGE)
+                disk_sweep(cfg.state_dir);
         return 0;
 }
 

@@ -1420,8 +1420,6 @@ static const char *unimplemented_field(const Sbx__V1__Request *req) {
         if ((pol->has_network && pol->network == SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST) ||
             pol->n_allowed_hosts || pol->n_allowed_cidrs)
                 return "policy.network allowlist (allowed_hosts, allowed_cidrs)";
-        if (pol->limits && (pol->limits->has_disk_bytes || pol->limits->has_disk_inodes))
-                return "policy.limits.disk_bytes/disk_inodes";
         return NULL;
 }
 

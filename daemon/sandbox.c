@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "disk.h"
 #include "guard.h"
 #include "log.h"
 #include "names.h"
@@ -324,6 +325,8 @@ void sandbox_apply_limits(struct sandbox *sb) {
         enforce_apply(sb->spec->policy->limits, sb->cg, sb->d->cgroups->version,
                       sb->d->features.rootless, &e);
         memcpy(sb->enforcement, e.how, sizeof(sb->enforcement));
+        if (sb->spec->policy->limits && sb->spec->policy->limits->has_disk_bytes)
+                sb->enforcement[LIM_DISK] = disk_enforcement(sb->d->features.disk_mech);
         sb->cg_enforced = e.cg_enforced;
         for (i = 0; i < e.n_warnings; i++)
                 sandbox_warn(sb, "%s", e.warnings[i]);
@@ -495,7 +498,7 @@ static void finish_end(struct sandbox *sb) {
         initchan_drain(&sb->chan);
         command_end_all(sb, 0);
         release_init(sb);
-        if (sb->workspace)
+        if (sb->workspace && !sb->disk_busy)
                 sb->trash =
                         trash_sandbox_dir(sb->d, sb->id, sb->workspace,
                                           sb->spec->has_keep_workspace && sb->spec->keep_workspace);
@@ -1077,9 +1080,11 @@ static int send_setup(struct sandbox *sb, struct setup_msg *m) {
         return 0;
 }
 
-/* The steps of sandbox_start, in order. 0, or -1 at the first that failed the sandbox. */
-static int start_steps(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m) {
-        if (make_dirs(sb) < 0)
+/* The steps of sandbox_start, in order (dirs: make the directories, which a sandbox
+ * with a disk image has). 0, or -1 at the first that failed the sandbox. */
+static int start_steps(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m,
+                       int dirs) {
+        if (dirs && make_dirs(sb) < 0)
                 return -1;
         if (sb->prepared) {
                 /* A spare: its cgroup is made and joined; it takes the request's limits. */
@@ -1134,11 +1139,11 @@ int sandbox_prepare(struct sandbox *sb) {
         return r;
 }
 
-void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
+static void start_now(struct sandbox *sb, struct policy_objects *objs, int dirs) {
         struct setup_msg m = {.setup = SBX__INIT__V1__SETUP__INIT};
 
         /* Every failure goes through fail_sandbox, which records it and answers. */
-        if (start_steps(sb, objs, &m) == 0) {
+        if (start_steps(sb, objs, &m, dirs) == 0) {
                 sandbox_touch(sb); /* setup is timed from here */
                 uv_timer_start(&sb->timer, on_timer, SANDBOX_SETUP_CHECK_MS, 0);
                 if (sb->warm)
@@ -1153,6 +1158,76 @@ void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
         policy_free_setup(&m.setup, m.mem);
         policy_view_clear(&m.view);
         policy_objects_clear(objs);
+}
+
+/* A sandbox's start waiting for its disk image (disk.h), with what the start needs. */
+struct disk_start {
+        struct sandbox *sb;
+        struct policy_objects objs;
+};
+
+static void on_disk_made(void *ud, int r, const char *err) {
+        struct disk_start *ds = ud;
+        struct sandbox *sb = ds->sb;
+
+        sb->disk_busy = 0;
+        if (sb->ending) /* ended meanwhile: its end left the workspace to us */
+                trash_sandbox_dir_now(sb->d, sb->id, sb->workspace, 0);
+        else if (r < 0)
+                fail_sandbox(sb, "cannot make its disk (disk_bytes %llu): %s",
+                             (unsigned long long)sb->spec->policy->limits->disk_bytes, err);
+        else
+                start_now(sb, &ds->objs, 0);
+        policy_objects_clear(&ds->objs);
+        free(ds);
+        release(sb);
+}
+
+/* Makes the workspace's image off the loop, then starts sb (on_disk_made); objs is
+ * taken over. */
+static void start_with_image(struct sandbox *sb, struct policy_objects *objs) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        int own = sb->d->features.rootless || sb->warm;
+        struct disk_image_spec spec = {
+                .workspace = sb->workspace,
+                .bytes = l->disk_bytes,
+                .inodes = l->has_disk_inodes ? l->disk_inodes : 0,
+                .uid = own ? sb->d->euid : sb->run_uid,
+                .gid = own ? sb->d->egid : sb->run_gid,
+        };
+        struct disk_start *ds;
+        int r;
+
+        if (make_dirs(sb) < 0)
+                return;
+        ds = calloc(1, sizeof(*ds));
+        if (!ds) {
+                fail_sandbox(sb, "daemon out of memory");
+                return;
+        }
+        ds->sb = sb;
+        ds->objs = *objs;
+        memset(objs, 0, sizeof(*objs));
+        r = disk_image_start(sb->d->loop, &spec, on_disk_made, ds);
+        if (r < 0) {
+                policy_objects_clear(&ds->objs);
+                free(ds);
+                fail_sandbox(sb, "cannot start making its disk: %s", strerror(-r));
+                return;
+        }
+        hold(sb);
+        sb->disk_busy = 1;
+}
+
+void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+
+        if (l && l->has_disk_bytes && sb->d->features.disk_mech == DISK_MECH_IMAGE) {
+                start_with_image(sb, objs);
+                policy_objects_clear(objs);
+                return;
+        }
+        start_now(sb, objs, 1);
 }
 
 int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *ret_len) {

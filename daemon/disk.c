@@ -1,0 +1,443 @@
+/* disk.c: the workspace's size limit; see disk.h.
+ *
+ * Why an ext4 image: e2fsprogs is on every distribution, mke2fs formats a sparse file
+ * of any size in 10-20 ms (no journal: a workspace does not outlive its sandbox, so
+ * there is nothing to replay; lazy inode tables; no discard), and ext4 counts blocks and
+ * inodes exactly as a quota would, with ENOSPC at the limit. The image is sparse: it
+ * takes on the host only what the sandbox wrote. */
+#include "disk.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* Where mke2fs is looked for (the daemon's PATH is not trusted for it). */
+static const char *const mkfs_paths[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs", "/usr/bin/mke2fs",
+                                         NULL};
+
+/* Inodes ext4 keeps for itself (1-10, and lost+found's, which is removed). */
+#define EXT4_OWN_INODES 16u
+
+/* Free blocks below this count as full: ext4 keeps a few for its own metadata. */
+#define FULL_MARGIN_BYTES (64u * 1024u)
+
+/* How often a free loop device is asked for when another process takes it first. */
+#define LOOP_TRIES 8
+
+enum disk_mech disk_choose(const struct disk_host *h) {
+        if (!h->rootless && h->loop && h->mkfs)
+                return DISK_MECH_IMAGE;
+        return DISK_MECH_TMPFS;
+}
+
+Sbx__V1__Enforcement disk_enforcement(enum disk_mech mech) {
+        switch (mech) {
+        case DISK_MECH_IMAGE:
+                return SBX__V1__ENFORCEMENT__FILESYSTEM_IMAGE;
+        case DISK_MECH_TMPFS:
+                return SBX__V1__ENFORCEMENT__TMPFS_SIZE;
+        case DISK_MECH_NONE:
+        default:
+                return SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE;
+        }
+}
+
+/* The power of 1024 of unit u (its first letter), or -1. */
+static int unit_shift(char u) {
+        switch (tolower((unsigned char)u)) {
+        case 'k':
+                return 10;
+        case 'm':
+                return 20;
+        case 'g':
+                return 30;
+        case 't':
+                return 40;
+        default:
+                return -1;
+        }
+}
+
+int disk_parse_size(const char *s, uint64_t *ret) {
+        unsigned long long v;
+        const char *u;
+        char *end;
+        int shift = 0;
+
+        if (!s || !isdigit((unsigned char)s[0]))
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno)
+                return -EINVAL;
+        u = end;
+        if (*u && *u != 'b' && *u != 'B') {
+                shift = unit_shift(*u);
+                if (shift < 0)
+                        return -EINVAL;
+                u++;
+                if (*u == 'i' || *u == 'I')
+                        u++;
+        }
+        if (*u == 'b' || *u == 'B')
+                u++;
+        if (*u)
+                return -EINVAL;
+        if (shift && v > (UINT64_MAX >> shift))
+                return -EINVAL;
+        *ret = (uint64_t)v << shift;
+        return 0;
+}
+
+static const char *find_mkfs(void) {
+        size_t i;
+        for (i = 0; mkfs_paths[i]; i++)
+                if (access(mkfs_paths[i], X_OK) == 0)
+                        return mkfs_paths[i];
+        return NULL;
+}
+
+void disk_detect(int rootless, struct disk_host *ret) {
+        int fd;
+
+        memset(ret, 0, sizeof(*ret));
+        ret->rootless = rootless;
+        ret->mkfs = find_mkfs() != NULL;
+        if (!rootless) {
+                fd = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+                ret->loop = fd >= 0;
+                if (fd >= 0)
+                        close(fd);
+        }
+}
+
+/* ---- the image ------------------------------------------------------------------------ */
+
+/* workspace's directory/DISK_IMAGE_NAME into buf. 0 or -ENAMETOOLONG. */
+static int image_path(const char *workspace, char *buf, size_t len) {
+        const char *slash = strrchr(workspace, '/');
+        int n;
+
+        if (!slash)
+                return -EINVAL;
+        n = snprintf(buf, len, "%.*s/%s", (int)(slash - workspace), workspace, DISK_IMAGE_NAME);
+        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Runs mke2fs on path for spec. 0 or -errno with err. */
+static int run_mkfs(const struct disk_image_spec *spec, const char *path, char *err,
+                    size_t errlen) {
+        const char *mkfs = find_mkfs();
+        char ext[96], inodes[32], img_arg[4200];
+        char *argv[16];
+        char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+        posix_spawn_file_actions_t fa;
+        pid_t pid;
+        int n = 0, st, r;
+
+        if (!mkfs) {
+                snprintf(err, errlen, "mke2fs not found (install e2fsprogs)");
+                return -ENOENT;
+        }
+        snprintf(img_arg, sizeof(img_arg), "%s", path);
+        snprintf(ext, sizeof(ext), "lazy_itable_init=1,nodiscard,root_owner=%u:%u",
+                 (unsigned)spec->uid, (unsigned)spec->gid);
+        argv[n++] = (char *)"mke2fs";
+        argv[n++] = (char *)"-q";
+        argv[n++] = (char *)"-F";
+        argv[n++] = (char *)"-t";
+        argv[n++] = (char *)"ext4";
+        argv[n++] = (char *)"-m";
+        argv[n++] = (char *)"0";
+        argv[n++] = (char *)"-O";
+        argv[n++] = (char *)"^has_journal,^resize_inode";
+        argv[n++] = (char *)"-E";
+        argv[n++] = ext;
+        if (spec->inodes) {
+                snprintf(inodes, sizeof(inodes), "%llu",
+                         (unsigned long long)spec->inodes + EXT4_OWN_INODES);
+                argv[n++] = (char *)"-N";
+                argv[n++] = inodes;
+        }
+        argv[n++] = img_arg;
+        argv[n] = NULL;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        r = posix_spawn(&pid, mkfs, &fa, NULL, argv, envp);
+        posix_spawn_file_actions_destroy(&fa);
+        if (r != 0) {
+                snprintf(err, errlen, "cannot run %s: %s", mkfs, strerror(r));
+                return -r;
+        }
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR) {
+                        snprintf(err, errlen, "waitpid mke2fs: %s", strerror(errno));
+                        return -errno;
+                }
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                snprintf(err, errlen, "mke2fs failed for %llu bytes, %llu inodes (status %d)",
+                         (unsigned long long)spec->bytes, (unsigned long long)spec->inodes, st);
+                return -EIO;
+        }
+        return 0;
+}
+
+/* A loop device of its own for the image open as img_fd, detached by the kernel when
+ * its last user goes. Returns the device's open descriptor, its path in dev, or -errno. */
+static int attach_loop(int img_fd, const char *img, char *dev, size_t devlen) {
+        struct loop_config lc;
+        int ctl, i, r = -EBUSY;
+
+        ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+        if (ctl < 0)
+                return -errno;
+        for (i = 0; i < LOOP_TRIES && r == -EBUSY; i++) {
+                int n = ioctl(ctl, LOOP_CTL_GET_FREE), fd;
+                if (n < 0) {
+                        r = -errno;
+                        break;
+                }
+                snprintf(dev, devlen, "/dev/loop%d", n);
+                fd = open(dev, O_RDWR | O_CLOEXEC);
+                if (fd < 0) {
+                        r = -errno;
+                        break;
+                }
+                memset(&lc, 0, sizeof(lc));
+                lc.fd = (uint32_t)img_fd;
+                lc.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+                snprintf((char *)lc.info.lo_file_name, sizeof(lc.info.lo_file_name), "%.*s",
+                         (int)sizeof(lc.info.lo_file_name) - 1, img);
+                if (ioctl(fd, LOOP_CONFIGURE, &lc) == 0) {
+                        r = fd;
+                        break;
+                }
+                r = -errno; /* EBUSY: another process took it first */
+                close(fd);
+        }
+        close(ctl);
+        return r;
+}
+
+/* Formats the image at img (made, of spec->bytes) and mounts it on spec->workspace. 0 or
+ * -errno with err. */
+static int format_and_mount(const struct disk_image_spec *spec, const char *img, int img_fd,
+                            char *err, size_t errlen) {
+        char dev[32], lf[4200];
+        int r = run_mkfs(spec, img, err, errlen), loop_fd;
+
+        if (r < 0)
+                return r;
+        loop_fd = attach_loop(img_fd, img, dev, sizeof(dev));
+        if (loop_fd < 0) {
+                snprintf(err, errlen, "cannot attach %s to a loop device: %s", img,
+                         strerror(-loop_fd));
+                return loop_fd;
+        }
+        r = mount(dev, spec->workspace, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "");
+        if (r < 0) {
+                r = -errno;
+                snprintf(err, errlen, "cannot mount %s on %s: %s", dev, spec->workspace,
+                         strerror(errno));
+        } else {
+                snprintf(lf, sizeof(lf), "%s/lost+found", spec->workspace);
+                (void)rmdir(lf); /* an empty workspace, as without a limit */
+        }
+        /* Mounted, the filesystem holds the device; else this last close detaches it. */
+        close(loop_fd);
+        return r;
+}
+
+int disk_image_make(const struct disk_image_spec *spec, char *err, size_t errlen) {
+        char img[4200];
+        int fd, r = image_path(spec->workspace, img, sizeof(img));
+
+        if (r < 0) {
+                snprintf(err, errlen, "workspace path too long");
+                return r;
+        }
+        fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+                snprintf(err, errlen, "cannot create %s: %s", img, strerror(errno));
+                return -errno;
+        }
+        if (ftruncate(fd, (off_t)spec->bytes) < 0) {
+                r = -errno;
+                snprintf(err, errlen, "cannot size %s to %llu bytes: %s", img,
+                         (unsigned long long)spec->bytes, strerror(errno));
+        } else {
+                r = format_and_mount(spec, img, fd, err, errlen);
+        }
+        close(fd);
+        if (r < 0)
+                (void)unlink(img);
+        return r;
+}
+
+/* ---- made in the thread pool ---------------------------------------------------------- */
+
+struct disk_job {
+        uv_work_t work;
+        struct disk_image_spec spec;
+        char *workspace;
+        disk_image_cb cb;
+        void *ud;
+        int r;
+        char err[512];
+};
+
+static void job_work(uv_work_t *w) {
+        struct disk_job *j = w->data;
+        j->r = disk_image_make(&j->spec, j->err, sizeof(j->err));
+}
+
+static void job_done(uv_work_t *w, int status) {
+        struct disk_job *j = w->data;
+
+        if (status < 0 && j->r == 0) {
+                j->r = status == UV_ECANCELED ? -ECANCELED : -EIO;
+                snprintf(j->err, sizeof(j->err), "the disk image was not made: %s",
+                         uv_strerror(status));
+        }
+        j->cb(j->ud, j->r, j->err);
+        free(j->workspace);
+        free(j);
+}
+
+int disk_image_start(uv_loop_t *loop, const struct disk_image_spec *spec, disk_image_cb cb,
+                     void *ud) {
+        struct disk_job *j = calloc(1, sizeof(*j));
+        int r;
+
+        if (!j || !(j->workspace = strdup(spec->workspace))) {
+                free(j);
+                return -ENOMEM;
+        }
+        j->spec = *spec;
+        j->spec.workspace = j->workspace;
+        j->cb = cb;
+        j->ud = ud;
+        j->work.data = j;
+        r = uv_queue_work(loop, &j->work, job_work, job_done);
+        if (r < 0) {
+                free(j->workspace);
+                free(j);
+        }
+        return r;
+}
+
+/* ---- the end ------------------------------------------------------------------------- */
+
+/* 1 when path is a mount point (its device is not its parent's). */
+static int is_mount_point(const char *path) {
+        char parent[4200];
+        struct stat a, b;
+
+        if (snprintf(parent, sizeof(parent), "%s/..", path) >= (int)sizeof(parent))
+                return 0;
+        if (lstat(path, &a) < 0 || !S_ISDIR(a.st_mode) || stat(parent, &b) < 0)
+                return 0;
+        return a.st_dev != b.st_dev;
+}
+
+void disk_release(const char *workspace, int keep) {
+        char img[4200];
+
+        if (is_mount_point(workspace) && umount2(workspace, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+                log_warning("cannot unmount %s: %s", workspace, strerror(errno));
+        if (image_path(workspace, img, sizeof(img)) < 0)
+                return;
+        if (keep) {
+                if (access(img, F_OK) == 0)
+                        log_info("the workspace %s is kept as the ext4 image %s (mount -o loop "
+                                 "to read it)",
+                                 workspace, img);
+                return;
+        }
+        if (unlink(img) < 0 && errno != ENOENT)
+                log_warning("cannot remove %s: %s", img, strerror(errno));
+}
+
+/* Reads /sys/block/NAME/loop/backing_file into buf (its trailing newline cut). 0 or
+ * -errno. */
+static int backing_file(const char *name, char *buf, size_t len) {
+        char path[300];
+        ssize_t n;
+        int fd;
+
+        snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", name);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, len - 1);
+        close(fd);
+        if (n <= 0)
+                return -EIO;
+        buf[n] = '\0';
+        if (n > 0 && buf[n - 1] == '\n')
+                buf[n - 1] = '\0';
+        return 0;
+}
+
+/* 1 when the backing file f is an image of ours: DISK_IMAGE_NAME below state_dir. */
+static int ours(const char *state_dir, const char *f) {
+        size_t n = strlen(state_dir);
+        const char *base = strrchr(f, '/');
+        return strncmp(f, state_dir, n) == 0 && f[n] == '/' && base &&
+               strncmp(base + 1, DISK_IMAGE_NAME, strlen(DISK_IMAGE_NAME)) == 0;
+}
+
+void disk_sweep(const char *state_dir_given) {
+        char *state_dir = realpath(state_dir_given, NULL); /* as the kernel names files */
+        DIR *dir = state_dir ? opendir("/sys/block") : NULL;
+        struct dirent *de;
+        char f[4200], dev[300];
+
+        while (dir && (de = readdir(dir))) {
+                int fd;
+                if (strncmp(de->d_name, "loop", 4) != 0 ||
+                    backing_file(de->d_name, f, sizeof(f)) < 0 || !ours(state_dir, f))
+                        continue;
+                snprintf(dev, sizeof(dev), "/dev/%s", de->d_name);
+                fd = open(dev, O_RDONLY | O_CLOEXEC);
+                /* Still mounted (an adopted sandbox's namespace): the kernel only marks it
+                 * to detach when unmounted. */
+                if (fd >= 0 && ioctl(fd, LOOP_CLR_FD, 0) == 0)
+                        log_info("detached %s (%s), left by an earlier daemon", dev, f);
+                if (fd >= 0)
+                        close(fd);
+        }
+        if (dir)
+                closedir(dir);
+        free(state_dir);
+}
+
+int disk_full(int root_fd) {
+        struct statvfs s;
+        int fd = openat(root_fd, "workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r;
+
+        if (fd < 0)
+                return -errno;
+        r = fstatvfs(fd, &s);
+        close(fd);
+        if (r < 0)
+                return -errno;
+        if ((uint64_t)s.f_bavail * s.f_frsize < FULL_MARGIN_BYTES)
+                return 1;
+        return s.f_files > 0 && s.f_favail == 0;
+}
