@@ -1601,6 +1601,10 @@ static json_t *limits_json(const struct sbx_limits *l) {
                 json_object_set_new(o, "commands", json_integer(l->commands));
         if (l->set & SBX_LIMIT_QUEUED_COMMANDS)
                 json_object_set_new(o, "queued_commands", json_integer(l->queued_commands));
+        if (l->set & SBX_LIMIT_DISK)
+                json_object_set_new(o, "disk_bytes", json_integer((json_int_t)l->disk_bytes));
+        if (l->set & SBX_LIMIT_DISK_INODES)
+                json_object_set_new(o, "disk_inodes", json_integer((json_int_t)l->disk_inodes));
         return o;
 }
 
@@ -1669,6 +1673,10 @@ static void put_limits_line(FILE *f, const struct sbx_limits *l) {
                 fprintf(f, " commands=%u at once", l->commands);
         if (l->set & SBX_LIMIT_QUEUED_COMMANDS)
                 fprintf(f, " queued_commands=%u", l->queued_commands);
+        if (l->set & SBX_LIMIT_DISK)
+                fprintf(f, " disk=%llu bytes (/workspace)", (unsigned long long)l->disk_bytes);
+        if (l->set & SBX_LIMIT_DISK_INODES)
+                fprintf(f, " disk_inodes=%llu", (unsigned long long)l->disk_inodes);
         fputc('\n', f);
 }
 

@@ -171,6 +171,8 @@ enum {
         SBX_LIMIT_TMP = 1u << 7,
         SBX_LIMIT_COMMANDS = 1u << 8,
         SBX_LIMIT_QUEUED_COMMANDS = 1u << 9,
+        SBX_LIMIT_DISK = 1u << 10,
+        SBX_LIMIT_DISK_INODES = 1u << 11,
 };
 
 struct sbx_limits {
@@ -189,6 +191,10 @@ struct sbx_limits {
         /* Commands waiting for a slot at once; past it sbx_exec is SBX_RESOURCE_EXHAUSTED.
          * Default and maximum: sbxd --max-queued. */
         uint32_t queued_commands;
+        /* Size of /workspace in bytes, and its files (inodes): past them a write there
+         * fails with ENOSPC inside (limits_hit "disk"). Default: sbxd --default-disk. */
+        uint64_t disk_bytes;
+        uint64_t disk_inodes;
 };
 
 struct sbx_strv {
