@@ -1700,6 +1700,20 @@ static void put_policy_lines(FILE *f, const struct sbx_policy *pol) {
         put_limits_line(f, &pol->limits);
 }
 
+/* The line of the workspace's disk limit and what enforces it, when it has one. */
+static void put_disk_line(FILE *f, const struct sbx_sandbox *sb) {
+        const char *how = "none";
+
+        if (!(sb->policy.limits.set & SBX_LIMIT_DISK))
+                return;
+        for (size_t i = 0; i < sb->n_enforcement; i++)
+                if (strcmp(sb->enforcement[i].limit, "disk") == 0)
+                        how = sb->enforcement[i].enforcement;
+        fprintf(f, "disk: /workspace holds at most %llu bytes (disk=%s); a write past it fails "
+                   "with \"No space left on device\"\n",
+                (unsigned long long)sb->policy.limits.disk_bytes, how);
+}
+
 /* The line of this server's own limits. */
 static void put_server_line(FILE *f, const struct mcp_env *env) {
         char a[32], b[32];
@@ -1768,6 +1782,7 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
         }
         put_identity(f, env, sb, &left_ms, iso, sizeof(iso));
         put_policy_lines(f, &sb->policy);
+        put_disk_line(f, sb);
         fprintf(f, "isolated: %s\n", sb->isolated ? "yes" : "no (see the warnings)");
         put_strv_line(f, "warnings", &sb->warnings, "none");
         fprintf(f, "commands: %llu run, %u running, %u waiting for a slot\n",

@@ -260,7 +260,8 @@ void sbx_create_opts_init(struct sbx_create_opts *o);
 
 struct sbx_enforcement {
         char *limit;       /* "memory", "cpu_seconds", ... */
-        char *enforcement; /* "cgroup_v2", "cgroup_v1", "rlimit", "none" */
+        char *enforcement; /* "cgroup_v2", "cgroup_v1", "rlimit", "project_quota",
+                            * "filesystem_image", "tmpfs_size", "none" */
 };
 
 struct sbx_sandbox {
