@@ -11,7 +11,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/dqblk_xfs.h>
+#include <linux/fs.h>
 #include <linux/loop.h>
+#include <linux/quota.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +43,8 @@ static const char *const mkfs_paths[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs", "/u
 #define LOOP_TRIES 8
 
 enum disk_mech disk_choose(const struct disk_host *h) {
+        if (!h->rootless && h->prjquota)
+                return DISK_MECH_QUOTA;
         if (!h->rootless && h->loop && h->mkfs)
                 return DISK_MECH_IMAGE;
         return DISK_MECH_TMPFS;
@@ -46,6 +52,8 @@ enum disk_mech disk_choose(const struct disk_host *h) {
 
 Sbx__V1__Enforcement disk_enforcement(enum disk_mech mech) {
         switch (mech) {
+        case DISK_MECH_QUOTA:
+                return SBX__V1__ENFORCEMENT__PROJECT_QUOTA;
         case DISK_MECH_IMAGE:
                 return SBX__V1__ENFORCEMENT__FILESYSTEM_IMAGE;
         case DISK_MECH_TMPFS:
@@ -111,7 +119,25 @@ static const char *find_mkfs(void) {
         return NULL;
 }
 
-void disk_detect(int rootless, struct disk_host *ret) {
+static int quotactl_on(int fd, int cmd, uint32_t id, void *addr) {
+        return (int)syscall(SYS_quotactl_fd, fd, QCMD(cmd, PRJQUOTA), id, addr);
+}
+
+/* 1 when the filesystem of dir enforces project quota limits. */
+static int enforces_prjquota(const char *dir) {
+        struct fs_quota_statv st;
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r;
+
+        if (fd < 0)
+                return 0;
+        memset(&st, 0, sizeof(st));
+        st.qs_version = FS_QSTATV_VERSION1;
+        r = quotactl_on(fd, Q_XGETQSTATV, 0, &st);
+        close(fd);
+        return r == 0 && (st.qs_flags & FS_QUOTA_PDQ_ENFD);
+}
+
+void disk_detect(int rootless, const char *dir, struct disk_host *ret) {
         int fd;
 
         memset(ret, 0, sizeof(*ret));
@@ -122,7 +148,105 @@ void disk_detect(int rootless, struct disk_host *ret) {
                 ret->loop = fd >= 0;
                 if (fd >= 0)
                         close(fd);
+                ret->prjquota = dir && enforces_prjquota(dir);
         }
+}
+
+/* ---- the project quota ------------------------------------------------------------------ */
+
+/* 1 when project id is free on fd's filesystem (no limits, no usage), 0 when taken,
+ * -errno. */
+static int projid_free(int fd, uint32_t projid) {
+        struct if_dqblk q;
+
+        memset(&q, 0, sizeof(q));
+        if (quotactl_on(fd, Q_GETQUOTA, projid, &q) < 0)
+                return errno == ENOENT ? 1 : -errno; /* XFS: no such id yet */
+        return !q.dqb_bhardlimit && !q.dqb_bsoftlimit && !q.dqb_ihardlimit && !q.dqb_isoftlimit &&
+               !q.dqb_curspace && !q.dqb_curinodes;
+}
+
+/* A free project id of ours for the sandbox id, starting at its hash. -errno. */
+static int64_t find_projid(int fd, const char *id) {
+        uint32_t h = 2166136261u, i;
+        const char *c;
+
+        for (c = id; *c; c++)
+                h = (h ^ (unsigned char)*c) * 16777619u;
+        for (i = 0; i < DISK_PROJIDS; i++) {
+                uint32_t projid = DISK_PROJID_BASE + (h + i) % DISK_PROJIDS;
+                int r = projid_free(fd, projid);
+                if (r < 0)
+                        return r;
+                if (r)
+                        return projid;
+        }
+        return -ENOSPC;
+}
+
+/* Sets the hard limits of projid (0 and 0: none, the project freed). 0 or -errno. */
+static int set_limits(int fd, uint32_t projid, uint64_t bytes, uint64_t inodes) {
+        struct if_dqblk q;
+
+        memset(&q, 0, sizeof(q));
+        q.dqb_bhardlimit = (bytes + 1023) / 1024; /* in quota blocks of 1 KiB */
+        q.dqb_ihardlimit = inodes;
+        q.dqb_valid = QIF_LIMITS;
+        return quotactl_on(fd, Q_SETQUOTA, projid, &q) < 0 ? -errno : 0;
+}
+
+/* Gives fd (a directory) project id projid, inherited by what is made below it. */
+static int set_project(int fd, uint32_t projid) {
+        struct fsxattr fa;
+
+        if (ioctl(fd, FS_IOC_FSGETXATTR, &fa) < 0)
+                return -errno;
+        fa.fsx_projid = projid;
+        fa.fsx_xflags |= FS_XFLAG_PROJINHERIT;
+        return ioctl(fd, FS_IOC_FSSETXATTR, &fa) < 0 ? -errno : 0;
+}
+
+int disk_quota_apply(const char *workspace, const char *id, uint64_t bytes, uint64_t inodes,
+                     char *err, size_t errlen) {
+        int fd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r;
+        int64_t projid;
+
+        if (fd < 0) {
+                snprintf(err, errlen, "cannot open %s: %s", workspace, strerror(errno));
+                return -errno;
+        }
+        projid = find_projid(fd, id);
+        if (projid < 0) {
+                r = (int)projid;
+                snprintf(err, errlen, "no free project id for its quota: %s", strerror(-r));
+        } else if ((r = set_limits(fd, (uint32_t)projid, bytes, inodes ? inodes + 1 : 0)) < 0) {
+                /* +1: the workspace directory itself is one of the project's inodes */
+                snprintf(err, errlen, "cannot set the quota of project %lld: %s", (long long)projid,
+                         strerror(-r));
+        } else if ((r = set_project(fd, (uint32_t)projid)) < 0) {
+                snprintf(err, errlen, "cannot give %s project id %lld: %s", workspace,
+                         (long long)projid, strerror(-r));
+                (void)set_limits(fd, (uint32_t)projid, 0, 0);
+        }
+        close(fd);
+        return r;
+}
+
+/* Clears the limits of the project of workspace when it is one of ours. */
+static void quota_release(const char *workspace) {
+        int fd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r;
+        struct fsxattr fa;
+
+        if (fd < 0)
+                return;
+        if (ioctl(fd, FS_IOC_FSGETXATTR, &fa) == 0 && fa.fsx_projid >= DISK_PROJID_BASE &&
+            fa.fsx_projid - DISK_PROJID_BASE < DISK_PROJIDS) {
+                r = set_limits(fd, fa.fsx_projid, 0, 0);
+                if (r < 0)
+                        log_warning("cannot clear the quota of project %u (%s): %s", fa.fsx_projid,
+                                    workspace, strerror(-r));
+        }
+        close(fd);
 }
 
 /* ---- the image ------------------------------------------------------------------------ */
@@ -358,8 +482,12 @@ static int is_mount_point(const char *path) {
 void disk_release(const char *workspace, int keep) {
         char img[4200];
 
-        if (is_mount_point(workspace) && umount2(workspace, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-                log_warning("cannot unmount %s: %s", workspace, strerror(errno));
+        if (is_mount_point(workspace)) {
+                if (umount2(workspace, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+                        log_warning("cannot unmount %s: %s", workspace, strerror(errno));
+        } else {
+                quota_release(workspace);
+        }
         if (image_path(workspace, img, sizeof(img)) < 0)
                 return;
         if (keep) {

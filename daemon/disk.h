@@ -1,6 +1,10 @@
 /* disk.h: the size limit of a sandbox's /workspace (Limits.disk_bytes, disk_inodes) and
  * the means that enforces it on this host, chosen once at start-up:
  *
+ *   PROJECT_QUOTA     root, where the state directory's filesystem enforces project
+ *                     quotas (ext4 with the project feature mounted prjquota, XFS with
+ *                     pquota): a project id per workspace directory and a quota on it.
+ *                     The cheapest: a few syscalls at create, nothing to unmount.
  *   FILESYSTEM_IMAGE  root, with loop devices and mke2fs: a sparse ext4 image of the
  *                     limit's size per sandbox, STATE/sandboxes/ID/workspace.img,
  *                     attached to a loop device (autoclear) and mounted on the
@@ -38,15 +42,22 @@
 
 enum disk_mech {
         DISK_MECH_NONE = 0, /* no means: a disk limit is refused */
+        DISK_MECH_QUOTA,
         DISK_MECH_IMAGE,
         DISK_MECH_TMPFS,
 };
 
+/* The project ids the daemon gives workspaces: a range of its own, so that an id of
+ * another user of the filesystem is never taken or cleared. */
+#define DISK_PROJID_BASE 0x53420000u
+#define DISK_PROJIDS     65536u
+
 /* What the host offers, probed by disk_detect. */
 struct disk_host {
         int rootless;
-        int loop; /* /dev/loop-control can be opened read-write */
-        int mkfs; /* mke2fs is found */
+        int loop;     /* /dev/loop-control can be opened read-write */
+        int mkfs;     /* mke2fs is found */
+        int prjquota; /* the state directory's filesystem enforces project quotas */
 };
 
 /* The strongest means h offers. Pure. */
@@ -59,8 +70,16 @@ Sbx__V1__Enforcement disk_enforcement(enum disk_mech mech);
  * 1024, with or without "i"/"iB"/"B", any case). 0 or -EINVAL (empty, junk, overflow). */
 int disk_parse_size(const char *s, uint64_t *ret);
 
-/* Probes this host for a daemon (rootless or not). Never fails. */
-void disk_detect(int rootless, struct disk_host *ret);
+/* Probes this host for a daemon (rootless or not) whose workspaces are below dir.
+ * Never fails. */
+void disk_detect(int rootless, const char *dir, struct disk_host *ret);
+
+/* PROJECT_QUOTA: gives the workspace directory a project id of its own (from
+ * DISK_PROJID_BASE, starting at a hash of id; one with limits or usage is taken) with
+ * the project-inherit flag, and that project a hard limit of bytes and of inodes (0:
+ * none). Quick syscalls: called on the loop. 0 or -errno with err. */
+int disk_quota_apply(const char *workspace, const char *id, uint64_t bytes, uint64_t inodes,
+                     char *err, size_t errlen);
 
 /* What disk_image_start makes. The strings are copied. */
 struct disk_image_spec {
@@ -88,7 +107,9 @@ int disk_image_make(const struct disk_image_spec *spec, char *err, size_t errlen
 
 /* Ends what disk_image_make made for workspace: unmounts it (lazily: the sandbox's
  * namespace may still hold it; the loop device detaches itself when the last holder
- * goes) and removes the image unless keep. Harmless for a workspace without one. */
+ * goes) and removes the image unless keep; or clears the limits of its project quota
+ * (its files keep their project id, which is not given again while they take space).
+ * Harmless for a workspace without either. */
 void disk_release(const char *workspace, int keep);
 
 /* At start-up, after recovery: detaches every loop device whose backing file is below

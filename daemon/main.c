@@ -292,9 +292,11 @@ static void cgroup_base_name(const char *state_dir, char *out, size_t len) {
 static void examine_disk(void) {
         struct disk_host dh;
 
-        disk_detect(D.features.rootless, &dh);
+        disk_detect(D.features.rootless, cfg.state_dir, &dh);
         D.features.disk_mech = (int)disk_choose(&dh);
-        if (D.features.disk_mech == DISK_MECH_TMPFS)
+        if (D.features.disk_mech == DISK_MECH_QUOTA)
+                log_info("disk limits: a project quota per sandbox on %s", cfg.state_dir);
+        else if (D.features.disk_mech == DISK_MECH_TMPFS)
                 log_info("disk limits: a tmpfs per sandbox, memory-backed (%s)",
                          dh.rootless ? "rootless" : !dh.loop ? "no loop devices" : "no mke2fs");
         else

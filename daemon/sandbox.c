@@ -892,6 +892,21 @@ static int make_dirs(struct sandbox *sb) {
         return 0;
 }
 
+/* PROJECT_QUOTA: its workspace's project and quota (disk.h). 0, or -1 (sb failed). */
+static int apply_quota(struct sandbox *sb) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        char err[512];
+
+        if (!l || !l->has_disk_bytes || sb->d->features.disk_mech != DISK_MECH_QUOTA)
+                return 0;
+        if (disk_quota_apply(sb->workspace, sb->id, l->disk_bytes,
+                             l->has_disk_inodes ? l->disk_inodes : 0, err, sizeof(err)) < 0) {
+                fail_sandbox(sb, "cannot limit its disk: %s", err);
+                return -1;
+        }
+        return 0;
+}
+
 /* The sandbox's cgroup (a warning, not a failure, when there is none) and its limits. */
 static void make_cgroup(struct sandbox *sb) {
         struct cgroup_env *cgs = sb->d->cgroups;
@@ -1084,7 +1099,7 @@ static int send_setup(struct sandbox *sb, struct setup_msg *m) {
  * with a disk image has). 0, or -1 at the first that failed the sandbox. */
 static int start_steps(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m,
                        int dirs) {
-        if (dirs && make_dirs(sb) < 0)
+        if (dirs && (make_dirs(sb) < 0 || apply_quota(sb) < 0))
                 return -1;
         if (sb->prepared) {
                 /* A spare: its cgroup is made and joined; it takes the request's limits. */

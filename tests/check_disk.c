@@ -70,6 +70,12 @@ START_TEST(mechanism) {
         h.loop = 1;
         h.mkfs = 0;
         ck_assert_int_eq(disk_choose(&h), DISK_MECH_TMPFS);
+        /* Project quotas, where the filesystem enforces them, come first (as root). */
+        h.prjquota = 1;
+        ck_assert_int_eq(disk_choose(&h), DISK_MECH_QUOTA);
+        h.rootless = 1;
+        ck_assert_int_eq(disk_choose(&h), DISK_MECH_TMPFS);
+        ck_assert_int_eq(disk_enforcement(DISK_MECH_QUOTA), SBX__V1__ENFORCEMENT__PROJECT_QUOTA);
         ck_assert_int_eq(disk_enforcement(DISK_MECH_IMAGE), SBX__V1__ENFORCEMENT__FILESYSTEM_IMAGE);
         ck_assert_int_eq(disk_enforcement(DISK_MECH_TMPFS), SBX__V1__ENFORCEMENT__TMPFS_SIZE);
         ck_assert_int_eq(disk_enforcement(DISK_MECH_NONE), SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE);
@@ -94,7 +100,7 @@ static void tmp_teardown(void) {
 /* 1 when this process may make images (root with loop devices and mke2fs). */
 static int can_make_images(void) {
         struct disk_host h;
-        disk_detect(geteuid() != 0, &h);
+        disk_detect(geteuid() != 0, NULL, &h);
         if (disk_choose(&h) == DISK_MECH_IMAGE)
                 return 1;
         fprintf(stderr, "no loop devices, mke2fs or root here: the image test is skipped\n");

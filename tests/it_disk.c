@@ -615,6 +615,86 @@ START_TEST(test_disk_rootless_tmpfs) {
 }
 END_TEST
 
+/* ---- a project quota (ext4 with the project feature, mounted prjquota) ---------------- */
+
+static char prj_mnt[700];
+
+/* The state directory's filesystem: an ext4 image with project quotas, loop-mounted
+ * with prjquota below the test's base directory. 0, or -1 when this host cannot (no
+ * quota support in its kernel: then the test says so and passes). */
+static int mount_prjquota(void) {
+        char cmd[4000];
+
+        snprintf(prj_mnt, sizeof(prj_mnt), "%s/prj", it_base_dir());
+        snprintf(cmd, sizeof(cmd),
+                 "truncate -s 256M '%s.img' && mkfs.ext4 -q -O quota,project '%s.img' && "
+                 "mkdir '%s' && mount -o loop,prjquota '%s.img' '%s' 2>/dev/null",
+                 prj_mnt, prj_mnt, prj_mnt, prj_mnt, prj_mnt);
+        if (system(cmd) == 0)
+                return 0;
+        prj_mnt[0] = '\0';
+        ck_assert_msg(!getenv("SBX_REQUIRE_PRJQUOTA"),
+                      "cannot mount ext4 with prjquota here (SBX_REQUIRE_PRJQUOTA is set)");
+        fprintf(stderr, "*** SKIPPED: project_quota: this kernel cannot mount ext4 with "
+                        "prjquota (CONFIG_QUOTA) ***\n");
+        return -1;
+}
+
+static void prjquota_teardown(void) {
+        char cmd[800];
+
+        if (prj_mnt[0]) {
+                snprintf(cmd, sizeof(cmd), "umount -l '%s' 2>/dev/null", prj_mnt);
+                (void)!system(cmd);
+        }
+        it_fixture_teardown();
+}
+
+START_TEST(test_disk_project_quota) {
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        struct sbx_result *r;
+        char state[sizeof(d.state)];
+        const char *flags[] = {"--state-dir", state, NULL};
+        long size = -1;
+        int made = -1;
+        sbx_client *c;
+
+        if (mount_prjquota() < 0)
+                return;
+        ck_assert_uint_lt(strlen(prj_mnt) + 7, sizeof(state));
+        snprintf(state, sizeof(state), "%.590s/state", prj_mnt);
+        it_daemon_start(&d, flags);
+        snprintf(d.state, sizeof(d.state), "%s", state);
+        c = it_connect(&d);
+        sb = create_disk(c, 8 * MiB, 50, 0);
+        ck_assert_str_eq(enforced(sb, "disk"), "project_quota");
+        r = sh(c, sb->id,
+               "head -c 20M /dev/zero > /workspace/big 2>/tmp/err; echo $?; "
+               "stat -c %s /workspace/big; cat /tmp/err");
+        ck_assert_msg(sscanf((char *)r->stdout_data, "1\n%ld", &size) == 1, "%s",
+                      (char *)r->stdout_data);
+        ck_assert_msg(size > 0 && size <= (long)(8 * MiB), "%ld", size);
+        ck_assert_msg(strstr((char *)r->stdout_data, "Disk quota exceeded"), "%s",
+                      (char *)r->stdout_data);
+        ck_assert(has_hit(r, "disk"));
+        sbx_result_free(r);
+        r = sh(c, sb->id,
+               "rm /workspace/big; cd /workspace; i=0; while [ $i -lt 200 ] && touch f$i "
+               "2>/dev/null; do i=$((i+1)); done; echo $i; "
+               "chattr -P +A f1 2>/dev/null && echo chattr-worked");
+        ck_assert_int_eq(sscanf((char *)r->stdout_data, "%d", &made), 1);
+        ck_assert_msg(made == 50, "%d files with disk_inodes 50", made);
+        /* The project id and its inherit flag cannot be changed from inside. */
+        ck_assert_ptr_null(strstr((char *)r->stdout_data, "chattr-worked"));
+        sbx_result_free(r);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static TCase *add(Suite *s, const char *name, const TTest *test) {
         TCase *tc = tcase_create(name);
 
@@ -639,6 +719,13 @@ static Suite *make_suite(void) {
         add(s, "readopted", test_disk_readopted);
         add(s, "crash_cleaned", test_disk_crash_cleaned);
         add(s, "rootless_tmpfs", test_disk_rootless_tmpfs);
+        {
+                TCase *tc = tcase_create("project_quota");
+                tcase_add_unchecked_fixture(tc, it_fixture_setup, prjquota_teardown);
+                tcase_set_timeout(tc, 90);
+                tcase_add_test(tc, test_disk_project_quota);
+                suite_add_tcase(s, tc);
+        }
         return s;
 }
 
