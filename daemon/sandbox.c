@@ -1095,20 +1095,22 @@ static int send_setup(struct sandbox *sb, struct setup_msg *m) {
         return 0;
 }
 
-/* The steps of sandbox_start, in order (dirs: make the directories, which a sandbox
- * with a disk image has). 0, or -1 at the first that failed the sandbox. */
-static int start_steps(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m,
-                       int dirs) {
-        if (dirs && (make_dirs(sb) < 0 || apply_quota(sb) < 0))
+/* The first steps of sandbox_start: its directories (and quota), its cgroup and its
+ * init. 0, or -1 at the first that failed the sandbox. */
+static int start_spawn(struct sandbox *sb, struct setup_msg *m) {
+        if (make_dirs(sb) < 0 || apply_quota(sb) < 0)
                 return -1;
         if (sb->prepared) {
                 /* A spare: its cgroup is made and joined; it takes the request's limits. */
                 sandbox_apply_limits(sb);
-        } else {
-                make_cgroup(sb);
-                if (spawn_init(sb) < 0 || add_cgroup_fds(sb, m) < 0)
-                        return -1;
+                return 0;
         }
+        make_cgroup(sb);
+        return spawn_init(sb) < 0 || add_cgroup_fds(sb, m) < 0 ? -1 : 0;
+}
+
+/* The last: its Setup, sent. 0, or -1 (sb failed). */
+static int start_setup(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m) {
         if (build_setup(sb, objs, m) < 0)
                 return -1;
         add_adoption(sb, m);
@@ -1154,11 +1156,10 @@ int sandbox_prepare(struct sandbox *sb) {
         return r;
 }
 
-static void start_now(struct sandbox *sb, struct policy_objects *objs, int dirs) {
-        struct setup_msg m = {.setup = SBX__INIT__V1__SETUP__INIT};
-
-        /* Every failure goes through fail_sandbox, which records it and answers. */
-        if (start_steps(sb, objs, &m, dirs) == 0) {
+/* After the steps (ok: all done): sb's setup is timed from here; what they used goes. */
+static void start_done(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m,
+                       int ok) {
+        if (ok) {
                 sandbox_touch(sb); /* setup is timed from here */
                 uv_timer_start(&sb->timer, on_timer, SANDBOX_SETUP_CHECK_MS, 0);
                 if (sb->warm)
@@ -1168,38 +1169,49 @@ static void start_now(struct sandbox *sb, struct policy_objects *objs, int dirs)
                         log_info("sbx=%s: creating for uid %u (init pid %d)", sb->id,
                                  (unsigned)sb->owner_uid, (int)sb->proc.pid);
         }
-        while (m.n_fds > 0)
-                close(m.fds[--m.n_fds]);
-        policy_free_setup(&m.setup, m.mem);
-        policy_view_clear(&m.view);
+        while (m->n_fds > 0)
+                close(m->fds[--m->n_fds]);
+        policy_free_setup(&m->setup, m->mem);
+        policy_view_clear(&m->view);
         policy_objects_clear(objs);
 }
 
-/* A sandbox's start waiting for its disk image (disk.h), with what the start needs. */
+/* A sandbox's start waiting for its disk image (disk.h): what the last step needs. */
 struct disk_start {
         struct sandbox *sb;
         struct policy_objects objs;
+        struct setup_msg m;
+        uint64_t started; /* uv_now() when the image was asked for */
 };
 
 static void on_disk_made(void *ud, int r, const char *err) {
         struct disk_start *ds = ud;
         struct sandbox *sb = ds->sb;
+        int ok = 0;
 
         sb->disk_busy = 0;
-        if (sb->ending) /* ended meanwhile: its end left the workspace to us */
-                trash_sandbox_dir_now(sb->d, sb->id, sb->workspace, 0);
-        else if (r < 0)
+        log_debug("sbx=%s: disk image made in %llu ms", sb->id,
+                  (unsigned long long)(uv_now(sb->d->loop) - ds->started));
+        if (sb->ending) {
+                /* Ending meanwhile: once ended, its end left the workspace to us. */
+                if (sb->ended)
+                        trash_sandbox_dir_now(sb->d, sb->id, sb->workspace,
+                                              sb->spec->has_keep_workspace &&
+                                                      sb->spec->keep_workspace);
+        } else if (r < 0) {
                 fail_sandbox(sb, "cannot make its disk (disk_bytes %llu): %s",
                              (unsigned long long)sb->spec->policy->limits->disk_bytes, err);
-        else
-                start_now(sb, &ds->objs, 0);
-        policy_objects_clear(&ds->objs);
+        } else {
+                ok = start_setup(sb, &ds->objs, &ds->m) == 0;
+        }
+        start_done(sb, &ds->objs, &ds->m, ok);
         free(ds);
         release(sb);
 }
 
-/* Makes the workspace's image off the loop, then starts sb (on_disk_made); objs is
- * taken over. */
+/* Starts its init and makes the workspace's image meanwhile, off the loop; its Setup
+ * goes when the image is mounted (on_disk_made): init opens the workspace only then.
+ * objs is taken over. */
 static void start_with_image(struct sandbox *sb, struct policy_objects *objs) {
         const Sbx__V1__Limits *l = sb->spec->policy->limits;
         int own = sb->d->features.rootless || sb->warm;
@@ -1210,22 +1222,27 @@ static void start_with_image(struct sandbox *sb, struct policy_objects *objs) {
                 .uid = own ? sb->d->euid : sb->run_uid,
                 .gid = own ? sb->d->egid : sb->run_gid,
         };
-        struct disk_start *ds;
+        struct disk_start *ds = calloc(1, sizeof(*ds));
         int r;
 
-        if (make_dirs(sb) < 0)
-                return;
-        ds = calloc(1, sizeof(*ds));
         if (!ds) {
                 fail_sandbox(sb, "daemon out of memory");
+                policy_objects_clear(objs);
                 return;
         }
         ds->sb = sb;
         ds->objs = *objs;
         memset(objs, 0, sizeof(*objs));
+        ds->m.setup = (Sbx__Init__V1__Setup)SBX__INIT__V1__SETUP__INIT;
+        ds->started = uv_now(sb->d->loop);
+        if (start_spawn(sb, &ds->m) < 0) {
+                start_done(sb, &ds->objs, &ds->m, 0);
+                free(ds);
+                return;
+        }
         r = disk_image_start(sb->d->loop, &spec, on_disk_made, ds);
         if (r < 0) {
-                policy_objects_clear(&ds->objs);
+                start_done(sb, &ds->objs, &ds->m, 0);
                 free(ds);
                 fail_sandbox(sb, "cannot start making its disk: %s", strerror(-r));
                 return;
@@ -1236,13 +1253,16 @@ static void start_with_image(struct sandbox *sb, struct policy_objects *objs) {
 
 void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
         const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        struct setup_msg m = {.setup = SBX__INIT__V1__SETUP__INIT};
+        int ok;
 
         if (l && l->has_disk_bytes && sb->d->features.disk_mech == DISK_MECH_IMAGE) {
                 start_with_image(sb, objs);
-                policy_objects_clear(objs);
                 return;
         }
-        start_now(sb, objs, 1);
+        /* Every failure goes through fail_sandbox, which records it and answers. */
+        ok = start_spawn(sb, &m) == 0 && start_setup(sb, objs, &m) == 0;
+        start_done(sb, objs, &m, ok);
 }
 
 int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *ret_len) {
