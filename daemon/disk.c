@@ -360,10 +360,108 @@ static int attach_loop(int img_fd, const char *img, char *dev, size_t devlen) {
 
 /* Formats the image at img (made, of spec->bytes) and mounts it on spec->workspace. 0 or
  * -errno with err. */
+/* Copies the data of src (of size bytes) into dst at the same offsets, skipping its
+ * holes. 0 or -errno. */
+static int copy_sparse(int src, int dst, uint64_t size) {
+        off_t off = 0;
+
+        while ((uint64_t)off < size) {
+                off_t data = lseek(src, off, SEEK_DATA), hole, in, out;
+                if (data < 0)
+                        return errno == ENXIO ? 0 : -errno; /* only a hole is left */
+                hole = lseek(src, data, SEEK_HOLE);
+                if (hole < 0)
+                        return -errno;
+                in = out = data;
+                while (in < hole) {
+                        ssize_t n = copy_file_range(src, &in, dst, &out, (size_t)(hole - in), 0);
+                        if (n < 0)
+                                return -errno;
+                        if (n == 0)
+                                return -EIO;
+                }
+                off = hole;
+        }
+        return 0;
+}
+
+/* How many templates dir holds. */
+static int count_templates(const char *dir) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        int n = 0;
+
+        while (d && (de = readdir(d)))
+                n += de->d_name[0] != '.';
+        if (d)
+                closedir(d);
+        return n;
+}
+
+/* Formats a template for spec at tpl (through a temporary name: a concurrent maker's
+ * rename wins, both are the same). 0 or -errno with err. */
+static int make_template(const struct disk_image_spec *spec, const char *tpl, char *err,
+                         size_t errlen) {
+        struct disk_image_spec root_owned = *spec;
+        char tmp[4300];
+        int fd, r;
+
+        root_owned.uid = 0;
+        root_owned.gid = 0;
+        snprintf(tmp, sizeof(tmp), "%s.%d.%p", tpl, (int)getpid(), (void *)&root_owned);
+        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        r = ftruncate(fd, (off_t)spec->bytes) < 0 ? -errno : 0;
+        close(fd);
+        if (r == 0)
+                r = run_mkfs(&root_owned, tmp, err, errlen);
+        if (r == 0 && rename(tmp, tpl) < 0)
+                r = -errno;
+        if (r < 0)
+                (void)unlink(tmp);
+        return r;
+}
+
+/* Fills img_fd with the template of spec's size and inodes, made first when missing.
+ * 0; -ENOSPC when there are DISK_MAX_TEMPLATES of others; or -errno. */
+static int from_template(const struct disk_image_spec *spec, int img_fd, char *err, size_t errlen) {
+        char tpl[4200];
+        int fd, r;
+
+        if (mkdir(spec->templates, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        snprintf(tpl, sizeof(tpl), "%s/%llu-%llu.img", spec->templates,
+                 (unsigned long long)spec->bytes, (unsigned long long)spec->inodes);
+        fd = open(tpl, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno == ENOENT) {
+                if (count_templates(spec->templates) >= DISK_MAX_TEMPLATES)
+                        return -ENOSPC;
+                r = make_template(spec, tpl, err, errlen);
+                if (r < 0)
+                        return r;
+                fd = open(tpl, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        }
+        if (fd < 0)
+                return -errno;
+        r = copy_sparse(fd, img_fd, spec->bytes);
+        close(fd);
+        return r;
+}
+
+/* The filesystem of spec in img: a template's copy, else mke2fs. 0 or -errno. */
+static int format(const struct disk_image_spec *spec, const char *img, int img_fd, char *err,
+                  size_t errlen) {
+        if (spec->templates && from_template(spec, img_fd, err, errlen) == 0)
+                return 0;
+        err[0] = '\0';
+        return run_mkfs(spec, img, err, errlen);
+}
+
 static int format_and_mount(const struct disk_image_spec *spec, const char *img, int img_fd,
                             char *err, size_t errlen) {
         char dev[32], lf[4200];
-        int r = run_mkfs(spec, img, err, errlen), loop_fd;
+        int r = format(spec, img, img_fd, err, errlen), loop_fd;
 
         if (r < 0)
                 return r;
@@ -378,6 +476,10 @@ static int format_and_mount(const struct disk_image_spec *spec, const char *img,
                 r = -errno;
                 snprintf(err, errlen, "cannot mount %s on %s: %s", dev, spec->workspace,
                          strerror(errno));
+        } else if (chown(spec->workspace, spec->uid, spec->gid) < 0) {
+                r = -errno; /* a template's root is root's */
+                snprintf(err, errlen, "cannot chown %s: %s", spec->workspace, strerror(errno));
+                (void)umount2(spec->workspace, MNT_DETACH);
         } else {
                 snprintf(lf, sizeof(lf), "%s/lost+found", spec->workspace);
                 (void)rmdir(lf); /* an empty workspace, as without a limit */
@@ -419,6 +521,7 @@ struct disk_job {
         uv_work_t work;
         struct disk_image_spec spec;
         char *workspace;
+        char *templates;
         disk_image_cb cb;
         void *ud;
         int r;
@@ -440,6 +543,7 @@ static void job_done(uv_work_t *w, int status) {
         }
         j->cb(j->ud, j->r, j->err);
         free(j->workspace);
+        free(j->templates);
         free(j);
 }
 
@@ -448,18 +552,23 @@ int disk_image_start(uv_loop_t *loop, const struct disk_image_spec *spec, disk_i
         struct disk_job *j = calloc(1, sizeof(*j));
         int r;
 
-        if (!j || !(j->workspace = strdup(spec->workspace))) {
+        if (!j || !(j->workspace = strdup(spec->workspace)) ||
+            (spec->templates && !(j->templates = strdup(spec->templates)))) {
+                if (j)
+                        free(j->workspace);
                 free(j);
                 return -ENOMEM;
         }
         j->spec = *spec;
         j->spec.workspace = j->workspace;
+        j->spec.templates = j->templates;
         j->cb = cb;
         j->ud = ud;
         j->work.data = j;
         r = uv_queue_work(loop, &j->work, job_work, job_done);
         if (r < 0) {
                 free(j->workspace);
+                free(j->templates);
                 free(j);
         }
         return r;
@@ -530,6 +639,23 @@ static int ours(const char *state_dir, const char *f) {
                strncmp(base + 1, DISK_IMAGE_NAME, strlen(DISK_IMAGE_NAME)) == 0;
 }
 
+/* Removes the files of STATE/DISK_TEMPLATES_DIR. */
+static void remove_templates(const char *state_dir) {
+        char path[4200];
+        DIR *d;
+        struct dirent *de;
+        int dfd;
+
+        snprintf(path, sizeof(path), "%s/%s", state_dir, DISK_TEMPLATES_DIR);
+        d = opendir(path);
+        dfd = d ? dirfd(d) : -1;
+        while (d && (de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        (void)unlinkat(dfd, de->d_name, 0);
+        if (d)
+                closedir(d);
+}
+
 void disk_sweep(const char *state_dir_given) {
         char *state_dir = realpath(state_dir_given, NULL); /* as the kernel names files */
         DIR *dir = state_dir ? opendir("/sys/block") : NULL;
@@ -552,6 +678,7 @@ void disk_sweep(const char *state_dir_given) {
         }
         if (dir)
                 closedir(dir);
+        remove_templates(state_dir_given);
         free(state_dir);
 }
 

@@ -88,7 +88,15 @@ struct disk_image_spec {
         uint64_t inodes; /* 0: mke2fs's default for that size */
         uid_t uid;       /* the owner of the new filesystem's root */
         gid_t gid;
+        /* Where formatted images are kept by size and inodes (made 0700 when missing),
+         * each copied (sparsely: its metadata, about 1 MiB) into every image of that
+         * size instead of running mke2fs again; NULL: mke2fs every time. */
+        const char *templates;
 };
+
+/* The directory of the templates, below the state directory; most kept at once. */
+#define DISK_TEMPLATES_DIR "disk-templates"
+#define DISK_MAX_TEMPLATES 8
 
 /* Called on the loop when the image is made and mounted (r 0) or not (r -errno, err a
  * one-line reason). */
@@ -114,7 +122,8 @@ void disk_release(const char *workspace, int keep);
 
 /* At start-up, after recovery: detaches every loop device whose backing file is below
  * state_dir (one a crash left attached; one still mounted, by an adopted sandbox's
- * namespace, is only marked to detach when unmounted, which the kernel does). */
+ * namespace, is only marked to detach when unmounted, which the kernel does), and
+ * removes the templates (an upgraded mke2fs makes them anew). */
 void disk_sweep(const char *state_dir);
 
 /* 1 when the /workspace of a sandbox whose root (its mount namespace's /) is open as

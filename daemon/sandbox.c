@@ -1223,8 +1223,12 @@ static void start_with_image(struct sandbox *sb, struct policy_objects *objs) {
                 .gid = own ? sb->d->egid : sb->run_gid,
         };
         struct disk_start *ds = calloc(1, sizeof(*ds));
+        char templates[SBX_PATH_MAX_BYTES + 32];
         int r;
 
+        snprintf(templates, sizeof(templates), "%s/%s", sb->d->cfg->state_dir,
+                 DISK_TEMPLATES_DIR);
+        spec.templates = templates;
         if (!ds) {
                 fail_sandbox(sb, "daemon out of memory");
                 policy_objects_clear(objs);
