@@ -92,7 +92,7 @@ static void tmp_setup(void) {
 static void tmp_teardown(void) {
         char cmd[200];
         /* Whatever a failed test left: its mount first. */
-        snprintf(cmd, sizeof(cmd), "umount -l %s/?/workspace 2>/dev/null; rm -rf %s", tmpdir,
+        snprintf(cmd, sizeof(cmd), "umount -l %s/*/workspace 2>/dev/null; rm -rf %s", tmpdir,
                  tmpdir);
         (void)!system(cmd);
 }
@@ -195,6 +195,57 @@ START_TEST(image_kept) {
 }
 END_TEST
 
+/* Images of a size made before are copies of a template: each is its own (what one
+ * sandbox wrote is not in the next), owned as asked; past DISK_MAX_TEMPLATES other
+ * sizes are formatted directly, still right. */
+START_TEST(image_from_template) {
+        char ws[128], tpl[128], path[320], err[512] = "";
+        struct disk_image_spec spec;
+        struct stat st;
+        int i;
+
+        if (!can_make_images())
+                return;
+        snprintf(tpl, sizeof(tpl), "%s/templates", tmpdir);
+        for (i = 0; i < 2; i++) {
+                snprintf(path, sizeof(path), "%s/t%d", tmpdir, i);
+                ck_assert_int_eq(mkdir(path, 0755), 0);
+                snprintf(ws, sizeof(ws), "%s/t%d/workspace", tmpdir, i);
+                ck_assert_int_eq(mkdir(ws, 0755), 0);
+                spec = (struct disk_image_spec){.workspace = ws,
+                                                .bytes = 3u << 20,
+                                                .uid = 1000u + (unsigned)i,
+                                                .gid = 2000,
+                                                .templates = tpl};
+                ck_assert_msg(disk_image_make(&spec, err, sizeof(err)) == 0, "%s", err);
+                ck_assert_int_eq(stat(ws, &st), 0);
+                ck_assert_uint_eq(st.st_uid, 1000u + (unsigned)i);
+                snprintf(path, sizeof(path), "%s/mine", ws);
+                ck_assert_int_eq(access(path, F_OK), -1); /* the first one's file */
+                ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0644)), 0);
+                disk_release(ws, 0);
+        }
+        snprintf(path, sizeof(path), "%s/3145728-0.img", tpl);
+        ck_assert_int_eq(access(path, F_OK), 0);
+        for (i = 0; i < DISK_MAX_TEMPLATES; i++) {
+                snprintf(path, sizeof(path), "%s/filler%d", tpl, i);
+                ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0600)), 0);
+        }
+        snprintf(path, sizeof(path), "%s/t2", tmpdir);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        snprintf(ws, sizeof(ws), "%s/t2/workspace", tmpdir);
+        ck_assert_int_eq(mkdir(ws, 0755), 0);
+        spec = (struct disk_image_spec){
+                .workspace = ws, .bytes = 5u << 20, .uid = 7, .gid = 7, .templates = tpl};
+        ck_assert_msg(disk_image_make(&spec, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(stat(ws, &st), 0);
+        ck_assert_uint_eq(st.st_uid, 7);
+        snprintf(path, sizeof(path), "%s/5242880-0.img", tpl);
+        ck_assert_int_eq(access(path, F_OK), -1);
+        disk_release(ws, 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("disk");
         TCase *tc = tcase_create("pure");
@@ -206,6 +257,7 @@ static Suite *make_suite(void) {
         tcase_add_unchecked_fixture(tc, tmp_setup, tmp_teardown);
         tcase_add_test(tc, image_made_and_released);
         tcase_add_test(tc, image_kept);
+        tcase_add_test(tc, image_from_template);
         suite_add_tcase(s, tc);
         return s;
 }
