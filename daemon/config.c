@@ -280,6 +280,7 @@ const char *config_usage(void) {
                "            [--socket-group GROUP] [--max-queued N] [--max-queued-total N]\n"
                "            [--max-queued-per-uid N] [--queue-timeout SECS]\n"
                "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
+               "            [--disk-via auto|quota|image|tmpfs]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -311,7 +312,8 @@ const char *config_usage(void) {
                "--default-disk: the size of /workspace of a sandbox whose policy sets no\n"
                "disk_bytes (e.g. 2G; default none), --default-disk-inodes its files (default:\n"
                "what the filesystem gives), --max-disk the largest a policy may ask (default\n"
-               "16T). Enforced by a filesystem image per sandbox (root) or a tmpfs (rootless).\n";
+               "16T). Enforced by the strongest means of the host (--disk-via auto): a project\n"
+               "quota, a filesystem image per sandbox (root), or a tmpfs (memory).\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -368,6 +370,16 @@ static int apply_disk_flag(struct config *cfg, const char *name, const char *v, 
                 }
                 *(name[2] == 'd' ? &cfg->default_disk_bytes : &cfg->max_disk_bytes) = n;
                 return 0;
+        }
+        if (strcmp(name, "--disk-via") == 0) {
+                static const char *const names[] = {"auto", "quota", "image", "tmpfs"};
+                for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                        if (strcmp(v, names[i]) == 0) {
+                                cfg->disk_via = (int)i; /* enum disk_mech's order (disk.h) */
+                                return 0;
+                        }
+                snprintf(err, errlen, "--disk-via needs auto, quota, image or tmpfs");
+                return -EINVAL;
         }
         if (strcmp(name, "--default-disk-inodes") == 0) {
                 char *end;

@@ -51,6 +51,7 @@ struct config {
         uint64_t default_disk_bytes;      /* a sandbox's disk_bytes when it gives none; 0: none */
         uint64_t default_disk_inodes;     /* its disk_inodes when it gives none; 0: none */
         uint64_t max_disk_bytes;          /* the most disk_bytes a sandbox may ask for */
+        int disk_via;                     /* enum disk_mech; DISK_MECH_NONE: the strongest */
         int show_help;
         int show_version;
 };

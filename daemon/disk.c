@@ -50,6 +50,20 @@ enum disk_mech disk_choose(const struct disk_host *h) {
         return DISK_MECH_TMPFS;
 }
 
+int disk_allows(const struct disk_host *h, enum disk_mech mech) {
+        switch (mech) {
+        case DISK_MECH_QUOTA:
+                return !h->rootless && h->prjquota;
+        case DISK_MECH_IMAGE:
+                return !h->rootless && h->loop && h->mkfs;
+        case DISK_MECH_TMPFS:
+                return 1;
+        case DISK_MECH_NONE:
+        default:
+                return 0;
+        }
+}
+
 Sbx__V1__Enforcement disk_enforcement(enum disk_mech mech) {
         switch (mech) {
         case DISK_MECH_QUOTA:

@@ -63,6 +63,9 @@ struct disk_host {
 /* The strongest means h offers. Pure. */
 enum disk_mech disk_choose(const struct disk_host *h);
 
+/* 1 when h offers mech. Pure. */
+int disk_allows(const struct disk_host *h, enum disk_mech mech);
+
 /* The Enforcement the sandbox reports for mech (ENFORCEMENT_NONE for none). */
 Sbx__V1__Enforcement disk_enforcement(enum disk_mech mech);
 

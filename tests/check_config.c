@@ -416,6 +416,26 @@ START_TEST(disk_flags) {
         expect_bad("--default-disk-inodes", "4294967297");
         expect_bad("--default-disk-inodes", "-5");
         expect_bad("--default-disk-inodes", "1e6");
+        expect_bad("--disk-via", "loop");
+        expect_bad("--disk-via", "");
+
+        {
+                char *via[] = {"sbxd", "--disk-via", "tmpfs", NULL};
+                ck_assert_int_eq(config_init(&c, 0), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_NONE);
+                ck_assert_int_eq(config_parse_args(&c, 3, via, err, sizeof(err)), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_TMPFS);
+                via[2] = "image";
+                ck_assert_int_eq(config_parse_args(&c, 3, via, err, sizeof(err)), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_IMAGE);
+                via[2] = "quota";
+                ck_assert_int_eq(config_parse_args(&c, 3, via, err, sizeof(err)), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_QUOTA);
+                via[2] = "auto";
+                ck_assert_int_eq(config_parse_args(&c, 3, via, err, sizeof(err)), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_NONE);
+                config_free(&c);
+        }
 }
 END_TEST
 

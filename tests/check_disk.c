@@ -70,6 +70,13 @@ START_TEST(mechanism) {
         h.loop = 1;
         h.mkfs = 0;
         ck_assert_int_eq(disk_choose(&h), DISK_MECH_TMPFS);
+        /* What --disk-via may ask for. */
+        h = (struct disk_host){.loop = 1, .mkfs = 1};
+        ck_assert(disk_allows(&h, DISK_MECH_IMAGE) && disk_allows(&h, DISK_MECH_TMPFS));
+        ck_assert(!disk_allows(&h, DISK_MECH_QUOTA) && !disk_allows(&h, DISK_MECH_NONE));
+        h.rootless = 1;
+        ck_assert(!disk_allows(&h, DISK_MECH_IMAGE) && disk_allows(&h, DISK_MECH_TMPFS));
+        h = (struct disk_host){.loop = 1, .mkfs = 1};
         /* Project quotas, where the filesystem enforces them, come first (as root). */
         h.prjquota = 1;
         ck_assert_int_eq(disk_choose(&h), DISK_MECH_QUOTA);

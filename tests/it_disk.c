@@ -615,6 +615,60 @@ START_TEST(test_disk_rootless_tmpfs) {
 }
 END_TEST
 
+/* --disk-via tmpfs as root (as on a host without loop devices): init's tmpfs, owned by
+ * the sandbox's user, also for a warm sandbox made ahead with --default-disk and then
+ * claimed (its tmpfs is chowned to the claimer's uid inside its namespace); a means the
+ * host lacks stops sbxd at start-up. */
+START_TEST(test_disk_tmpfs_as_root) {
+        const char *flags[] = {"--disk-via", "tmpfs", "--default-disk", "4M", "--warm", "1", NULL};
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        struct sbx_result *r;
+        char cmd[2000];
+        long size = -1;
+        sbx_client *c;
+        double t0;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        /* Let the warm sandbox be made, so that this create is served by it. */
+        t0 = it_now_ms();
+        while (it_count_procs("sbx-init") < 1 && it_now_ms() - t0 < 5000)
+                usleep(20000);
+        usleep(300000);
+        sb = create_disk(c, 0, 0, 0);
+        ck_assert_str_eq(enforced(sb, "disk"), "tmpfs_size");
+        ck_assert_uint_eq(sb->policy.limits.disk_bytes, 4 * MiB);
+        r = sh(c, sb->id,
+               "head -c 10M /dev/zero > /workspace/big 2>/dev/null; echo $?; "
+               "stat -c %s /workspace/big; stat -f -c %T /workspace; "
+               "[ \"$(stat -c %u /workspace)\" = \"$(id -u)\" ] && echo mine");
+        ck_assert_msg(sscanf((char *)r->stdout_data, "1\n%ld", &size) == 1, "%s",
+                      (char *)r->stdout_data);
+        ck_assert_msg(size > 0 && size <= (long)(4 * MiB), "%ld", size);
+        ck_assert_msg(strstr((char *)r->stdout_data, "tmpfs\nmine\n"), "%s",
+                      (char *)r->stdout_data);
+        ck_assert(has_hit(r, "disk"));
+        sbx_result_free(r);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
+        /* Nothing on the host: the tmpfs was the sandbox's own. */
+        ck_assert_int_eq(mounts_below(&d), 0);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+
+        /* A means this host does not have: sbxd says so and exits. */
+        snprintf(cmd, sizeof(cmd),
+                 "timeout 20 %s/sbxd --socket '%s/q.sock' --state-dir '%s/q' --disk-via quota "
+                 "2>'%s/q.err'",
+                 it_build_dir(), it_base_dir(), it_base_dir(), it_base_dir());
+        ck_assert_int_ne(system(cmd), 0);
+        snprintf(cmd, sizeof(cmd), "grep -q 'disk-via: this host cannot' '%s/q.err'",
+                 it_base_dir());
+        ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* ---- a project quota (ext4 with the project feature, mounted prjquota) ---------------- */
 
 static char prj_mnt[700];
@@ -719,6 +773,7 @@ static Suite *make_suite(void) {
         add(s, "readopted", test_disk_readopted);
         add(s, "crash_cleaned", test_disk_crash_cleaned);
         add(s, "rootless_tmpfs", test_disk_rootless_tmpfs);
+        add(s, "tmpfs_as_root", test_disk_tmpfs_as_root);
         {
                 TCase *tc = tcase_create("project_quota");
                 tcase_add_unchecked_fixture(tc, it_fixture_setup, prjquota_teardown);
