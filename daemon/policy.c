@@ -1104,10 +1104,13 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
         }
         if (d->features.disk_mech == DISK_MECH_TMPFS && req->has_keep_workspace &&
             req->keep_workspace) {
+                int asked = req->policy && req->policy->limits &&
+                            req->policy->limits->has_disk_bytes;
                 snprintf(err, errlen,
-                         "keep_workspace cannot be combined with a disk limit on this host: its "
-                         "/workspace is a tmpfs (rootless or no loop devices), which ends with "
-                         "the sandbox");
+                         "keep_workspace cannot be combined with a disk limit%s on this host: "
+                         "its /workspace is a tmpfs (rootless or no loop devices), which ends "
+                         "with the sandbox",
+                         asked ? "" : " (sbxd --default-disk gives every sandbox one)");
                 return -EINVAL;
         }
         return 0;
