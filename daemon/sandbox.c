@@ -1253,6 +1253,9 @@ static void start_with_image(struct sandbox *sb, struct policy_objects *objs) {
         }
         hold(sb);
         sb->disk_busy = 1;
+        /* Setup is timed from here: a sweep meanwhile must see a fresh start, and an
+         * image that never comes fails the sandbox in time. */
+        sandbox_touch(sb);
 }
 
 void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {

@@ -571,6 +571,52 @@ START_TEST(test_disk_crash_cleaned) {
 }
 END_TEST
 
+/* A sandbox whose image is still being made when the daemon's sweep (every 5 s) looks
+ * at the sandboxes being created is not failed as a setup that took too long: large
+ * images (about 15 TiB, ~0.5-1 s each: mke2fs writes ~200 MiB of metadata; each of
+ * another size, so that no template is copied) are created one after another for
+ * longer than a sweep's interval. The state directory is in /dev/shm, so that this
+ * metadata is memory, freed at each terminate. */
+static char shm_state[128];
+
+static void shm_setup(void) {
+        const char *base;
+
+        it_fixture_setup();
+        base = strrchr(it_base_dir(), '/');
+        snprintf(shm_state, sizeof(shm_state), "/dev/shm/it_disk-%s", base ? base + 1 : "x");
+        ck_assert_int_eq(mkdir(shm_state, 0700), 0);
+}
+
+static void shm_teardown(void) {
+        char cmd[200];
+
+        it_fixture_teardown();
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shm_state);
+        (void)!system(cmd);
+}
+
+START_TEST(test_disk_slow_image_survives_the_sweep) {
+        struct it_daemon d;
+        const char *flags[] = {"--state-dir", shm_state, "--warm", "0", NULL};
+        sbx_client *c;
+        double t0;
+        int n = 0;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        t0 = it_now_ms();
+        while (it_now_ms() - t0 < 6000 || n < 2) {
+                struct sbx_sandbox *sb = create_disk(c, (15ull << 40) - ((uint64_t)n << 30), 0, 0);
+                terminate_ok(c, sb->id);
+                sbx_sandbox_free(sb);
+                n++;
+        }
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* ---- rootless: a tmpfs ------------------------------------------------------------------ */
 
 START_TEST(test_disk_rootless_tmpfs) {
@@ -774,6 +820,13 @@ static Suite *make_suite(void) {
         add(s, "crash_cleaned", test_disk_crash_cleaned);
         add(s, "rootless_tmpfs", test_disk_rootless_tmpfs);
         add(s, "tmpfs_as_root", test_disk_tmpfs_as_root);
+        {
+                TCase *tc = tcase_create("slow_image_survives_the_sweep");
+                tcase_add_unchecked_fixture(tc, shm_setup, shm_teardown);
+                tcase_set_timeout(tc, 90);
+                tcase_add_test(tc, test_disk_slow_image_survives_the_sweep);
+                suite_add_tcase(s, tc);
+        }
         {
                 TCase *tc = tcase_create("project_quota");
                 tcase_add_unchecked_fixture(tc, it_fixture_setup, prjquota_teardown);
