@@ -125,7 +125,7 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->adopt_grace_ms = SBX_DEFAULT_ADOPT_GRACE_MS;
         cfg->warm = SBX_DEFAULT_WARM_SANDBOXES;
         cfg->spares = SBX_DEFAULT_SPARES;
-        cfg->max_disk_bytes = DISK_MAX_BYTES;
+        cfg->max_disk_bytes = DISK_DEFAULT_MAX_BYTES;
 
         env = getenv("SBX_SOCKET");
         if (env && env[0])
@@ -312,7 +312,7 @@ const char *config_usage(void) {
                "--default-disk: the size of /workspace of a sandbox whose policy sets no\n"
                "disk_bytes (e.g. 2G; default none), --default-disk-inodes its files (default:\n"
                "what the filesystem gives), --max-disk the largest a policy may ask (default\n"
-               "16T). Enforced by the strongest means of the host (--disk-via auto): a project\n"
+               "1T, at most 16T). Enforced by the strongest means of the host (--disk-via auto): a project\n"
                "quota, a filesystem image per sandbox (root), or a tmpfs (memory).\n";
 }
 

@@ -393,7 +393,7 @@ START_TEST(disk_flags) {
         ck_assert_int_eq(config_init(&c, 0), 0);
         ck_assert_uint_eq(c.default_disk_bytes, 0);
         ck_assert_uint_eq(c.default_disk_inodes, 0);
-        ck_assert_uint_eq(c.max_disk_bytes, DISK_MAX_BYTES);
+        ck_assert_uint_eq(c.max_disk_bytes, 1ull << 40);
         ck_assert_int_eq(config_parse_args(&c, 6, argv, err, sizeof(err)), 0);
         ck_assert_uint_eq(c.default_disk_bytes, 2ull << 30);
         ck_assert_uint_eq(c.default_disk_inodes, 10000);

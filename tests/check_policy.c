@@ -1274,8 +1274,8 @@ START_TEST(disk_limit) {
         ck_assert_str_eq(err, "disk 1048575 bytes is below the minimum of 1 MiB");
         r.lim.disk_bytes = cfg.max_disk_bytes + 1;
         ck_assert_int_eq(effective(&r, NULL), -EINVAL);
-        ck_assert_str_eq(err, "disk 17592186044417 bytes is above the maximum of "
-                              "17592186044416 bytes (sbxd --max-disk)");
+        ck_assert_str_eq(err, "disk 1099511627777 bytes is above the maximum of "
+                              "1099511627776 bytes (sbxd --max-disk)");
         r.lim.disk_bytes = 4 * DISK_MIN_BYTES;
         r.lim.has_disk_inodes = 1;
         r.lim.disk_inodes = 15;

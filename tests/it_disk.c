@@ -598,7 +598,7 @@ static void shm_teardown(void) {
 
 START_TEST(test_disk_slow_image_survives_the_sweep) {
         struct it_daemon d;
-        const char *flags[] = {"--state-dir", shm_state, "--warm", "0", NULL};
+        const char *flags[] = {"--state-dir", shm_state, "--warm", "0", "--max-disk", "16T", NULL};
         sbx_client *c;
         double t0;
         int n = 0;
