@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -617,6 +618,68 @@ START_TEST(test_disk_slow_image_survives_the_sweep) {
 }
 END_TEST
 
+/* Terminate while the image is still being made (a 15 TiB one, ~0.5-1 s): the create
+ * fails saying the sandbox ended, the terminate answers, and the image that comes after
+ * is unmounted and removed with the rest. */
+struct bg_create {
+        struct it_daemon *d;
+        enum sbx_code code;
+        char msg[512];
+};
+
+static void *create_in_background(void *arg) {
+        struct bg_create *b = arg;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        sbx_client *c = it_connect(b->d);
+
+        sbx_create_opts_init(&o);
+        o.id = "racing-image";
+        o.policy.limits.set |= SBX_LIMIT_DISK;
+        o.policy.limits.disk_bytes = 15ull << 40;
+        b->code = sbx_create(c, &o, &sb);
+        snprintf(b->msg, sizeof(b->msg), "%s", b->code ? sbx_error_message(c) : "");
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        return NULL;
+}
+
+START_TEST(test_disk_terminated_while_image_made) {
+        struct it_daemon d;
+        const char *flags[] = {"--state-dir", shm_state, "--warm", "0", "--max-disk", "16T", NULL};
+        struct bg_create b = {.d = &d};
+        struct sbx_sandbox *sb = NULL;
+        pthread_t th;
+        sbx_client *c;
+        enum sbx_code code;
+        char img[300];
+        double t0;
+
+        it_daemon_start(&d, flags);
+        snprintf(d.state, sizeof(d.state), "%s", shm_state);
+        c = it_connect(&d);
+        ck_assert_int_eq(pthread_create(&th, NULL, create_in_background, &b), 0);
+        /* Until the daemon has it (creating), then end it. */
+        t0 = it_now_ms();
+        while ((code = sbx_get(c, "racing-image", &sb)) != SBX_OK && it_now_ms() - t0 < 5000)
+                usleep(2000);
+        ck_assert_int_eq(code, SBX_OK);
+        ck_assert_int_eq(sb->state, SBX_STATE_CREATING);
+        sbx_sandbox_free(sb);
+        terminate_ok(c, "racing-image");
+        /* Ended and answered while its image is still being made (had it been made,
+         * the end would have removed it before answering). */
+        snprintf(img, sizeof(img), "%s/sandboxes/racing-image/workspace.img", shm_state);
+        ck_assert_msg(access(img, F_OK) == 0, "the image was made before the terminate");
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_msg(b.code != SBX_OK && strstr(b.msg, "could not be created"), "%s: %s",
+                      sbx_code_name(b.code), b.msg);
+        assert_nothing_left(&d, 10000);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* ---- rootless: a tmpfs ------------------------------------------------------------------ */
 
 START_TEST(test_disk_rootless_tmpfs) {
@@ -825,6 +888,11 @@ static Suite *make_suite(void) {
                 tcase_add_unchecked_fixture(tc, shm_setup, shm_teardown);
                 tcase_set_timeout(tc, 90);
                 tcase_add_test(tc, test_disk_slow_image_survives_the_sweep);
+                suite_add_tcase(s, tc);
+                tc = tcase_create("terminated_while_image_made");
+                tcase_add_unchecked_fixture(tc, shm_setup, shm_teardown);
+                tcase_set_timeout(tc, 90);
+                tcase_add_test(tc, test_disk_terminated_while_image_made);
                 suite_add_tcase(s, tc);
         }
         {
