@@ -1709,8 +1709,9 @@ static void put_disk_line(FILE *f, const struct sbx_sandbox *sb) {
         for (size_t i = 0; i < sb->n_enforcement; i++)
                 if (strcmp(sb->enforcement[i].limit, "disk") == 0)
                         how = sb->enforcement[i].enforcement;
-        fprintf(f, "disk: /workspace holds at most %llu bytes (disk=%s); a write past it fails "
-                   "with \"No space left on device\"\n",
+        fprintf(f,
+                "disk: /workspace holds at most %llu bytes (disk=%s); a write past it fails "
+                "with \"No space left on device\"\n",
                 (unsigned long long)sb->policy.limits.disk_bytes, how);
 }
 

@@ -312,8 +312,9 @@ const char *config_usage(void) {
                "--default-disk: the size of /workspace of a sandbox whose policy sets no\n"
                "disk_bytes (e.g. 2G; default none), --default-disk-inodes its files (default:\n"
                "what the filesystem gives), --max-disk the largest a policy may ask (default\n"
-               "1T, at most 16T). Enforced by the strongest means of the host (--disk-via auto): a project\n"
-               "quota, a filesystem image per sandbox (root), or a tmpfs (memory).\n";
+               "1T, at most 16T). Enforced by the strongest means of the host (--disk-via\n"
+               "auto): a project quota, a filesystem image per sandbox (root), or a tmpfs\n"
+               "(memory).\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -364,8 +365,8 @@ static int apply_disk_flag(struct config *cfg, const char *name, const char *v, 
 
         if (strcmp(name, "--default-disk") == 0 || strcmp(name, "--max-disk") == 0) {
                 if (disk_parse_size(v, &n) < 0 || n < DISK_MIN_BYTES || n > DISK_MAX_BYTES) {
-                        snprintf(err, errlen,
-                                 "%s needs a size from 1M to 16T (e.g. 2G), not '%s'", name, v);
+                        snprintf(err, errlen, "%s needs a size from 1M to 16T (e.g. 2G), not '%s'",
+                                 name, v);
                         return -EINVAL;
                 }
                 *(name[2] == 'd' ? &cfg->default_disk_bytes : &cfg->max_disk_bytes) = n;
@@ -387,8 +388,8 @@ static int apply_disk_flag(struct config *cfg, const char *name, const char *v, 
                 n = strtoull(v, &end, 10);
                 if (!isdigit((unsigned char)v[0]) || errno || *end || n < DISK_MIN_INODES ||
                     n > DISK_MAX_INODES) {
-                        snprintf(err, errlen, "--default-disk-inodes needs a number from 16 to "
-                                              "4294967296");
+                        snprintf(err, errlen,
+                                 "--default-disk-inodes needs a number from 16 to 4294967296");
                         return -EINVAL;
                 }
                 cfg->default_disk_inodes = n;

@@ -30,13 +30,13 @@
 #include "sbx.pb-c.h"
 
 /* The bounds of Limits.disk_bytes and disk_inodes (policy.c checks them). */
-#define DISK_MIN_BYTES  (1024ull * 1024u)
-#define DISK_MAX_BYTES  (16ull << 40) /* 16 TiB: the most sbxd --max-disk may say */
+#define DISK_MIN_BYTES (1024ull * 1024u)
+#define DISK_MAX_BYTES (16ull << 40) /* 16 TiB: the most sbxd --max-disk may say */
 /* The default of sbxd --max-disk: an image's metadata takes about 1/70000 of its size
  * on the host (15 MiB for 1 TiB) even when nothing is written. */
 #define DISK_DEFAULT_MAX_BYTES (1ull << 40)
-#define DISK_MIN_INODES 16ull
-#define DISK_MAX_INODES (1ull << 32) /* ext4's most */
+#define DISK_MIN_INODES        16ull
+#define DISK_MAX_INODES        (1ull << 32) /* ext4's most */
 /* At most one inode per this many bytes of disk_bytes (what ext4 of 1K blocks holds). */
 #define DISK_BYTES_PER_INODE 2048u
 

@@ -1093,19 +1093,19 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
                                    " bytes", 0, bound);
         }
         if (lim->has_disk_inodes && lim->disk_inodes < DISK_MIN_INODES)
-                return limit_error(err, errlen, "disk_inodes",
-                                   (unsigned long long)lim->disk_inodes, "", 1, "16");
+                return limit_error(err, errlen, "disk_inodes", (unsigned long long)lim->disk_inodes,
+                                   "", 1, "16");
         if (lim->has_disk_inodes && lim->disk_inodes > lim->disk_bytes / DISK_BYTES_PER_INODE) {
                 snprintf(bound, sizeof(bound), "%llu (one per %u bytes of disk)",
                          (unsigned long long)(lim->disk_bytes / DISK_BYTES_PER_INODE),
                          DISK_BYTES_PER_INODE);
-                return limit_error(err, errlen, "disk_inodes",
-                                   (unsigned long long)lim->disk_inodes, "", 0, bound);
+                return limit_error(err, errlen, "disk_inodes", (unsigned long long)lim->disk_inodes,
+                                   "", 0, bound);
         }
         if (d->features.disk_mech == DISK_MECH_TMPFS && req->has_keep_workspace &&
             req->keep_workspace) {
-                int asked = req->policy && req->policy->limits &&
-                            req->policy->limits->has_disk_bytes;
+                int asked =
+                        req->policy && req->policy->limits && req->policy->limits->has_disk_bytes;
                 snprintf(err, errlen,
                          "keep_workspace cannot be combined with a disk limit%s on this host: "
                          "its /workspace is a tmpfs (rootless or no loop devices), which ends "

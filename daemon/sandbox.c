@@ -1226,8 +1226,7 @@ static void start_with_image(struct sandbox *sb, struct policy_objects *objs) {
         char templates[SBX_PATH_MAX_BYTES + 32];
         int r;
 
-        snprintf(templates, sizeof(templates), "%s/%s", sb->d->cfg->state_dir,
-                 DISK_TEMPLATES_DIR);
+        snprintf(templates, sizeof(templates), "%s/%s", sb->d->cfg->state_dir, DISK_TEMPLATES_DIR);
         spec.templates = templates;
         if (!ds) {
                 fail_sandbox(sb, "daemon out of memory");

@@ -385,8 +385,8 @@ END_TEST
 START_TEST(disk_flags) {
         struct config c;
         char err[256];
-        char *argv[] = {"sbxd", "--default-disk", "2G", "--default-disk-inodes", "10000",
-                        "--max-disk=100GiB", NULL};
+        char *argv[] = {"sbxd",  "--default-disk",    "2G", "--default-disk-inodes",
+                        "10000", "--max-disk=100GiB", NULL};
         char *over[] = {"sbxd", "--default-disk", "2G", "--max-disk", "1G", NULL};
 
         clear_env();

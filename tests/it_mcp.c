@@ -1307,7 +1307,8 @@ START_TEST(owned_sandbox_with_a_disk_limit) {
         ck_assert_msg(disk, "no \"disk\" in limits_hit: %s", text_of(r));
         ck_text_has(r, "No space left on device");
         json_decref(r);
-        json_decref(mcp_tool(&m, "run_command", json_pack("{s:s}", "command", "rm /workspace/big")));
+        json_decref(
+                mcp_tool(&m, "run_command", json_pack("{s:s}", "command", "rm /workspace/big")));
 
         big = malloc(5u << 20);
         memset(big, 'x', 5u << 20);

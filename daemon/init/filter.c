@@ -236,8 +236,8 @@ static int add_ioctl_rules(scmp_filter_ctx ctx) {
         /* And the inode flags and project id (chattr): a file given another project id,
          * or a directory without the project-inherit flag, would leave the workspace's
          * project quota (the disk limit, disk.h). */
-        static const unsigned long cmds[] = {TIOCSTI, TIOCLINUX, FS_IOC_SETFLAGS,
-                                             FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR};
+        static const unsigned long cmds[] = {TIOCSTI, TIOCLINUX, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS,
+                                             FS_IOC_FSSETXATTR};
         size_t i;
         int r;
 
