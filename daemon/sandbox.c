@@ -318,6 +318,28 @@ void sandbox_set_creator(struct sandbox *sb, const struct caller *caller) {
         sb->creator.n_groups = 0;
 }
 
+/* What its disk limit means beyond ENOSPC, said once: a tmpfs is memory and ends with
+ * the sandbox; a kept image is a file. */
+static void warn_disk(struct sandbox *sb) {
+        if (sb->disk_warned || sb->warm)
+                return;
+        sb->disk_warned = 1;
+        if (sb->d->features.disk_mech == DISK_MECH_TMPFS)
+                sandbox_warn(sb,
+                             "disk limit: /workspace is a tmpfs of %llu bytes (%s): what it "
+                             "holds is memory, and it ends with the sandbox",
+                             (unsigned long long)sb->spec->policy->limits->disk_bytes,
+                             sb->d->features.rootless ? "a rootless daemon"
+                                                      : "no loop devices here, or --disk-via");
+        else if (sb->d->features.disk_mech == DISK_MECH_IMAGE && sb->spec->has_keep_workspace &&
+                 sb->spec->keep_workspace)
+                sandbox_warn(sb,
+                             "keep_workspace: /workspace is a filesystem image, kept as the "
+                             "file %.*s/%s after the sandbox (mount -o loop or debugfs reads it)",
+                             (int)(strrchr(sb->workspace, '/') - sb->workspace), sb->workspace,
+                             DISK_IMAGE_NAME);
+}
+
 void sandbox_apply_limits(struct sandbox *sb) {
         struct enforcement e;
         size_t i;
@@ -325,8 +347,10 @@ void sandbox_apply_limits(struct sandbox *sb) {
         enforce_apply(sb->spec->policy->limits, sb->cg, sb->d->cgroups->version,
                       sb->d->features.rootless, &e);
         memcpy(sb->enforcement, e.how, sizeof(sb->enforcement));
-        if (sb->spec->policy->limits && sb->spec->policy->limits->has_disk_bytes)
+        if (sb->spec->policy->limits && sb->spec->policy->limits->has_disk_bytes) {
                 sb->enforcement[LIM_DISK] = disk_enforcement(sb->d->features.disk_mech);
+                warn_disk(sb);
+        }
         sb->cg_enforced = e.cg_enforced;
         for (i = 0; i < e.n_warnings; i++)
                 sandbox_warn(sb, "%s", e.warnings[i]);

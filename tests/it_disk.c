@@ -89,6 +89,14 @@ static const char *enforced(const struct sbx_sandbox *sb, const char *limit) {
         return "none";
 }
 
+/* 1 when one of sb's warnings has needle. */
+static int warned(const struct sbx_sandbox *sb, const char *needle) {
+        for (size_t i = 0; i < sb->warnings.n; i++)
+                if (strstr(sb->warnings.v[i], needle))
+                        return 1;
+        return 0;
+}
+
 static int has_hit(const struct sbx_result *r, const char *limit) {
         for (size_t i = 0; i < r->limits_hit.n; i++)
                 if (strcmp(r->limits_hit.v[i], limit) == 0)
@@ -200,6 +208,7 @@ START_TEST(test_disk_enospc) {
         sb = create_disk(c, 8 * MiB, 0, 0);
         ck_assert_str_ne(enforced(sb, "disk"), "none");
         ck_assert_uint_eq(sb->policy.limits.disk_bytes, 8 * MiB);
+        ck_assert(!warned(sb, "disk") && !warned(sb, "workspace")); /* nothing to add */
         r = sh(c, sb->id,
                "head -c 20M /dev/zero > /workspace/big 2>/tmp/err; echo $?; "
                "stat -c %s /workspace/big; cat /tmp/err");
@@ -482,6 +491,8 @@ START_TEST(test_disk_keep_workspace) {
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         sb = create_disk(c, 4 * MiB, 0, 1);
+        ck_assert_msg(warned(sb, "kept as the file") && warned(sb, "workspace.img"),
+                      "no warning says where the workspace is kept");
         r = sh(c, sb->id, "echo kept > /workspace/f");
         sbx_result_free(r);
         snprintf(img, sizeof(img), "%s/sandboxes/%s/workspace.img", d.state, sb->id);
@@ -695,6 +706,8 @@ START_TEST(test_disk_rootless_tmpfs) {
         c = it_connect(&d);
         sb = create_disk(c, 4 * MiB, 64, 0);
         ck_assert_str_eq(enforced(sb, "disk"), "tmpfs_size");
+        ck_assert(warned(sb, "is a tmpfs of 4194304 bytes (a rootless daemon): what it holds "
+                             "is memory"));
         r = sh(c, sb->id,
                "head -c 10M /dev/zero > /workspace/big 2>/dev/null; echo $?; "
                "stat -c %s /workspace/big; stat -f -c %T /workspace");
@@ -748,6 +761,7 @@ START_TEST(test_disk_tmpfs_as_root) {
         sb = create_disk(c, 0, 0, 0);
         ck_assert_str_eq(enforced(sb, "disk"), "tmpfs_size");
         ck_assert_uint_eq(sb->policy.limits.disk_bytes, 4 * MiB);
+        ck_assert(warned(sb, "what it holds is memory"));
         r = sh(c, sb->id,
                "head -c 10M /dev/zero > /workspace/big 2>/dev/null; echo $?; "
                "stat -c %s /workspace/big; stat -f -c %T /workspace; "
