@@ -33,6 +33,7 @@ static const struct command commands[] = {
          "       [--no-protect-defaults] [--env K=V]... [--memory BYTES] [--cpu-seconds N]\n"
          "       [--cpu-percent N] [--processes N] [--file-size BYTES] [--open-files N]\n"
          "       [--tmp-size BYTES] [--max-commands N] [--max-queued N] [--root DIR]\n"
+         "       [--disk BYTES] [--disk-inodes N]\n"
          "       [--label K=V]... [--share-uid N]... [--keep-workspace] [--json]",
          "create a sandbox and print its ID (--json: the sandbox object)"},
         {"exec", cmd_exec,
@@ -252,6 +253,8 @@ static const struct {
         {"file_size", "--file-size", false},
         {"open_files", "--open-files", false},
         {"tmp_bytes", "--tmp-size", false},
+        {"disk_bytes", "--disk", false},
+        {"disk_inodes", "--disk-inodes", false},
         {"writable_paths", "--writable", false},
         {"denied_read_paths", "--deny-read", false},
         {"denied_write_paths", "--deny-write", false},
@@ -265,6 +268,7 @@ static const struct {
         {"memory", "--memory", true},
         {"processes", "--processes", true},
         {"tmp", "--tmp-size", true},
+        {"disk", "--disk", true},
 };
 
 static bool is_digit(char ch) {

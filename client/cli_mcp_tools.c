@@ -1756,6 +1756,10 @@ static json_t *limits_json(const struct sbx_limits *l) {
                 json_object_set_new(o, "commands", json_integer(l->commands));
         if (l->set & SBX_LIMIT_QUEUED_COMMANDS)
                 json_object_set_new(o, "queued_commands", json_integer(l->queued_commands));
+        if (l->set & SBX_LIMIT_DISK)
+                json_object_set_new(o, "disk_bytes", json_integer((json_int_t)l->disk_bytes));
+        if (l->set & SBX_LIMIT_DISK_INODES)
+                json_object_set_new(o, "disk_inodes", json_integer((json_int_t)l->disk_inodes));
         return o;
 }
 
@@ -1824,6 +1828,10 @@ static void put_limits_line(FILE *f, const struct sbx_limits *l) {
                 fprintf(f, " commands=%u at once", l->commands);
         if (l->set & SBX_LIMIT_QUEUED_COMMANDS)
                 fprintf(f, " queued_commands=%u", l->queued_commands);
+        if (l->set & SBX_LIMIT_DISK)
+                fprintf(f, " disk=%llu bytes (/workspace)", (unsigned long long)l->disk_bytes);
+        if (l->set & SBX_LIMIT_DISK_INODES)
+                fprintf(f, " disk_inodes=%llu", (unsigned long long)l->disk_inodes);
         fputc('\n', f);
 }
 
@@ -1861,6 +1869,21 @@ static void put_policy_lines(FILE *f, const struct sbx_policy *pol) {
         }
         fputs(!pol->protect_defaults && !pol->denied_read_paths.n ? "nothing\n" : "\n", f);
         put_limits_line(f, &pol->limits);
+}
+
+/* The line of the workspace's disk limit and what enforces it, when it has one. */
+static void put_disk_line(FILE *f, const struct sbx_sandbox *sb) {
+        const char *how = "none";
+
+        if (!(sb->policy.limits.set & SBX_LIMIT_DISK))
+                return;
+        for (size_t i = 0; i < sb->n_enforcement; i++)
+                if (strcmp(sb->enforcement[i].limit, "disk") == 0)
+                        how = sb->enforcement[i].enforcement;
+        fprintf(f,
+                "disk: /workspace holds at most %llu bytes (disk=%s); a write past it fails "
+                "with \"No space left on device\"\n",
+                (unsigned long long)sb->policy.limits.disk_bytes, how);
 }
 
 /* The line of this server's own limits. */
@@ -1933,6 +1956,7 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
         }
         put_identity(f, env, sb, &left_ms, iso, sizeof(iso));
         put_policy_lines(f, &sb->policy);
+        put_disk_line(f, sb);
         fprintf(f, "isolated: %s\n", sb->isolated ? "yes" : "no (see the warnings)");
         put_strv_line(f, "warnings", &sb->warnings, "none");
         fprintf(f, "commands: %llu run, %u running, %u waiting for a slot\n",

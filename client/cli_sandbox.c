@@ -79,6 +79,14 @@ static void json_limits(struct json *j, const struct sbx_limits *l) {
                 json_key(j, "queued_commands");
                 json_uint(j, l->queued_commands);
         }
+        if (l->set & SBX_LIMIT_DISK) {
+                json_key(j, "disk_bytes");
+                json_uint(j, l->disk_bytes);
+        }
+        if (l->set & SBX_LIMIT_DISK_INODES) {
+                json_key(j, "disk_inodes");
+                json_uint(j, l->disk_inodes);
+        }
         json_end_object(j);
 }
 
@@ -300,6 +308,8 @@ static void print_limits(const struct sbx_limits *l) {
         LIMIT(SBX_LIMIT_TMP, "tmp=%llu", (unsigned long long)l->tmp_bytes);
         LIMIT(SBX_LIMIT_COMMANDS, "commands=%u", l->commands);
         LIMIT(SBX_LIMIT_QUEUED_COMMANDS, "queued_commands=%u", l->queued_commands);
+        LIMIT(SBX_LIMIT_DISK, "disk=%llu", (unsigned long long)l->disk_bytes);
+        LIMIT(SBX_LIMIT_DISK_INODES, "disk_inodes=%llu", (unsigned long long)l->disk_inodes);
 #undef LIMIT
         putchar('\n');
 }
@@ -607,6 +617,8 @@ enum {
         C_MAX_QUEUED,
         C_ALLOW_HOST,
         C_ALLOW_CIDR,
+        C_DISK,
+        C_DISK_INODES,
 };
 
 static const struct cli_opt create_opts[] = {
@@ -635,6 +647,8 @@ static const struct cli_opt create_opts[] = {
         [C_MAX_QUEUED] = {"max-queued", true, 0},
         [C_ALLOW_HOST] = {"allow-host", true, 0},
         [C_ALLOW_CIDR] = {"allow-cidr", true, 0},
+        [C_DISK] = {"disk", true, 0},
+        [C_DISK_INODES] = {"disk-inodes", true, 0},
         {NULL, false, 0},
 };
 
@@ -725,6 +739,19 @@ static int create_limit(int k, const char *cmd, const char *a, struct sbx_limits
                 return count_value(cmd, "--max-commands", a,
                                    "expected a count > 0 of commands running at once", &l->commands,
                                    &l->set, SBX_LIMIT_COMMANDS);
+        case C_DISK:
+                if (cli_parse_bytes(a, &l->disk_bytes) < 0 || !l->disk_bytes)
+                        return cli_bad_value(cmd, "--disk", a,
+                                             "expected the size of /workspace, e.g. 2G");
+                l->set |= SBX_LIMIT_DISK;
+                return 0;
+        case C_DISK_INODES:
+                if (cli_parse_uint(a, UINT64_MAX, &v) < 0 || !v)
+                        return cli_bad_value(cmd, "--disk-inodes", a,
+                                             "expected a count > 0 of files in /workspace");
+                l->disk_inodes = v;
+                l->set |= SBX_LIMIT_DISK_INODES;
+                return 0;
         case C_MAX_QUEUED:
                 /* 0 is a queue of none: over --max-commands a command is turned away. */
                 if (cli_parse_uint(a, UINT32_MAX, &v) < 0)
@@ -809,6 +836,8 @@ static int create_option(int k, const char *cmd, const char *a, struct sbx_creat
         case C_TMP_SIZE:
         case C_MAX_COMMANDS:
         case C_MAX_QUEUED:
+        case C_DISK:
+        case C_DISK_INODES:
                 return create_limit(k, cmd, a, &o->policy.limits);
         case C_ROOT:
                 return create_root(a, o, st);

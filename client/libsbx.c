@@ -958,6 +958,12 @@ static const char *enforcement_name(int e) {
                 return "rlimit";
         case SBX__V1__ENFORCEMENT__PROXY:
                 return "proxy";
+        case SBX__V1__ENFORCEMENT__PROJECT_QUOTA:
+                return "project_quota";
+        case SBX__V1__ENFORCEMENT__FILESYSTEM_IMAGE:
+                return "filesystem_image";
+        case SBX__V1__ENFORCEMENT__TMPFS_SIZE:
+                return "tmpfs_size";
         default:
                 return "none";
         }
@@ -1095,6 +1101,14 @@ static bool policy_from_proto(struct sbx_policy *out, const Sbx__V1__Policy *in)
                 if (l->has_queued_commands) {
                         o->set |= SBX_LIMIT_QUEUED_COMMANDS;
                         o->queued_commands = l->queued_commands;
+                }
+                if (l->has_disk_bytes) {
+                        o->set |= SBX_LIMIT_DISK;
+                        o->disk_bytes = l->disk_bytes;
+                }
+                if (l->has_disk_inodes) {
+                        o->set |= SBX_LIMIT_DISK_INODES;
+                        o->disk_inodes = l->disk_inodes;
                 }
         }
         return dup_strv(&out->writable_paths, in->writable_paths, in->n_writable_paths) &&
@@ -1555,6 +1569,10 @@ static void limits_to_proto(const struct sbx_limits *l, Sbx__V1__Limits *lim,
         lim->commands = l->commands;
         lim->has_queued_commands = !!(l->set & SBX_LIMIT_QUEUED_COMMANDS);
         lim->queued_commands = l->queued_commands;
+        lim->has_disk_bytes = !!(l->set & SBX_LIMIT_DISK);
+        lim->disk_bytes = l->disk_bytes;
+        lim->has_disk_inodes = !!(l->set & SBX_LIMIT_DISK_INODES);
+        lim->disk_inodes = l->disk_inodes;
         pol->limits = lim;
 }
 

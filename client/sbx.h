@@ -174,6 +174,8 @@ enum {
         SBX_LIMIT_TMP = 1u << 7,
         SBX_LIMIT_COMMANDS = 1u << 8,
         SBX_LIMIT_QUEUED_COMMANDS = 1u << 9,
+        SBX_LIMIT_DISK = 1u << 10,
+        SBX_LIMIT_DISK_INODES = 1u << 11,
 };
 
 struct sbx_limits {
@@ -192,6 +194,10 @@ struct sbx_limits {
         /* Commands waiting for a slot at once; past it sbx_exec is SBX_RESOURCE_EXHAUSTED.
          * Default and maximum: sbxd --max-queued. */
         uint32_t queued_commands;
+        /* Size of /workspace in bytes, and its files (inodes): past them a write there
+         * fails with ENOSPC inside (limits_hit "disk"). Default: sbxd --default-disk. */
+        uint64_t disk_bytes;
+        uint64_t disk_inodes;
 };
 
 struct sbx_strv {
@@ -261,7 +267,8 @@ void sbx_create_opts_init(struct sbx_create_opts *o);
 
 struct sbx_enforcement {
         char *limit;       /* "memory", "cpu_seconds", ... */
-        char *enforcement; /* "cgroup_v2", "cgroup_v1", "rlimit", "none" */
+        char *enforcement; /* "cgroup_v2", "cgroup_v1", "rlimit", "project_quota",
+                            * "filesystem_image", "tmpfs_size", "none" */
 };
 
 enum sbx_command_state {

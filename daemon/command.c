@@ -41,6 +41,7 @@
 #include "cmdqueue.h"
 #include "command.h"
 #include "devpts.h"
+#include "disk.h"
 #include "initchan.h"
 #include "log.h"
 #include "names.h"
@@ -521,6 +522,8 @@ static void gather_facts(const struct command *cmd, double cpu, struct outcome_f
         f->has_cpu_limit = l && l->has_cpu_seconds;
         f->cpu_limit = cmd->cpu_limit;
         f->has_file_size_limit = l && l->has_file_size_bytes;
+        f->disk_full = l && l->has_disk_bytes && cmd->sb->view.root_fd >= 0 &&
+                       disk_full(cmd->sb->view.root_fd) == 1;
 }
 
 /* The outcome and the output of r's result. */

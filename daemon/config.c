@@ -6,6 +6,7 @@
  * and ${XDG_STATE_HOME:-~/.local/state}/sbxd otherwise. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <grp.h>
 #include <limits.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "disk.h"
 #include "pathcheck.h"
 #include "sbx_limits.h"
 
@@ -123,6 +125,7 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->adopt_grace_ms = SBX_DEFAULT_ADOPT_GRACE_MS;
         cfg->warm = SBX_DEFAULT_WARM_SANDBOXES;
         cfg->spares = SBX_DEFAULT_SPARES;
+        cfg->max_disk_bytes = DISK_DEFAULT_MAX_BYTES;
 
         env = getenv("SBX_SOCKET");
         if (env && env[0])
@@ -276,6 +279,8 @@ const char *config_usage(void) {
                "            [--warm N] [--spares N] [--max-processes N] [--max-connections-per-uid N]\n"
                "            [--socket-group GROUP] [--max-queued N] [--max-queued-total N]\n"
                "            [--max-queued-per-uid N] [--queue-timeout SECS]\n"
+               "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
+               "            [--disk-via auto|quota|image|tmpfs]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -303,7 +308,13 @@ const char *config_usage(void) {
                "sandbox (default 64; 0: no queue) and --max-queued-total over the daemon (default\n"
                "1024), of which one user holds at most --max-queued-per-uid (default 256): past\n"
                "them it is refused. It waits at most --queue-timeout when the request\n"
-               "says nothing (default 60 s; 0: never wait), never past --max-command-timeout.\n";
+               "says nothing (default 60 s; 0: never wait), never past --max-command-timeout.\n"
+               "--default-disk: the size of /workspace of a sandbox whose policy sets no\n"
+               "disk_bytes (e.g. 2G; default none), --default-disk-inodes its files (default:\n"
+               "what the filesystem gives), --max-disk the largest a policy may ask (default\n"
+               "1T, at most 16T). Enforced by the strongest means of the host (--disk-via\n"
+               "auto): a project quota, a filesystem image per sandbox (root), or a tmpfs\n"
+               "(memory).\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -346,6 +357,47 @@ static const struct {
         {"--queue-timeout", offsetof(struct config, queue_timeout_ms)},
 };
 
+/* --default-disk, --default-disk-inodes and --max-disk (disk.h's bounds). Returns as
+ * apply_flag does; -ENOENT when name is none of them. */
+static int apply_disk_flag(struct config *cfg, const char *name, const char *v, char *err,
+                           size_t errlen) {
+        uint64_t n;
+
+        if (strcmp(name, "--default-disk") == 0 || strcmp(name, "--max-disk") == 0) {
+                if (disk_parse_size(v, &n) < 0 || n < DISK_MIN_BYTES || n > DISK_MAX_BYTES) {
+                        snprintf(err, errlen, "%s needs a size from 1M to 16T (e.g. 2G), not '%s'",
+                                 name, v);
+                        return -EINVAL;
+                }
+                *(name[2] == 'd' ? &cfg->default_disk_bytes : &cfg->max_disk_bytes) = n;
+                return 0;
+        }
+        if (strcmp(name, "--disk-via") == 0) {
+                static const char *const names[] = {"auto", "quota", "image", "tmpfs"};
+                for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                        if (strcmp(v, names[i]) == 0) {
+                                cfg->disk_via = (int)i; /* enum disk_mech's order (disk.h) */
+                                return 0;
+                        }
+                snprintf(err, errlen, "--disk-via needs auto, quota, image or tmpfs");
+                return -EINVAL;
+        }
+        if (strcmp(name, "--default-disk-inodes") == 0) {
+                char *end;
+                errno = 0;
+                n = strtoull(v, &end, 10);
+                if (!isdigit((unsigned char)v[0]) || errno || *end || n < DISK_MIN_INODES ||
+                    n > DISK_MAX_INODES) {
+                        snprintf(err, errlen,
+                                 "--default-disk-inodes needs a number from 16 to 4294967296");
+                        return -EINVAL;
+                }
+                cfg->default_disk_inodes = n;
+                return 0;
+        }
+        return -ENOENT;
+}
+
 /* The flags with a value of their own kind: paths, a group, a choice, a level. Returns
  * as apply_flag does; -ENOENT when name is none of them. */
 static int apply_special_flag(struct config *cfg, const char *name, const char *v, char *err,
@@ -386,7 +438,7 @@ static int apply_special_flag(struct config *cfg, const char *name, const char *
         }
         if (strcmp(name, "--log-level") == 0)
                 return log_parse_level(v, &cfg->log_level);
-        return -ENOENT;
+        return apply_disk_flag(cfg, name, v, err, errlen);
 }
 
 /* Applies the flag name with its value v. Returns 0; -ENOENT for an unknown flag;
@@ -461,6 +513,10 @@ static int check_timeouts(struct config *cfg, char *err, size_t errlen) {
          * default it gets when it gives none. */
         if (cfg->queue_timeout_ms > cfg->max_command_timeout_ms)
                 cfg->queue_timeout_ms = cfg->max_command_timeout_ms;
+        if (cfg->default_disk_bytes > cfg->max_disk_bytes) {
+                snprintf(err, errlen, "--default-disk is above --max-disk");
+                return -EINVAL;
+        }
         return 0;
 }
 

@@ -48,6 +48,10 @@ struct config {
         uint32_t warm;                    /* sandboxes of the default policy kept set up ahead */
         uint32_t spares;                  /* init helpers kept in a cgroup of their own ahead */
         int command_cgroups;              /* CONFIG_CGROUPS_AUTO, _ON or _OFF */
+        uint64_t default_disk_bytes;      /* a sandbox's disk_bytes when it gives none; 0: none */
+        uint64_t default_disk_inodes;     /* its disk_inodes when it gives none; 0: none */
+        uint64_t max_disk_bytes;          /* the most disk_bytes a sandbox may ask for */
+        int disk_via;                     /* enum disk_mech; DISK_MECH_NONE: the strongest */
         int show_help;
         int show_version;
 };

@@ -3,8 +3,9 @@
 
 #include "cgroup.h"
 
-char *const limit_names[LIM_N] = {"memory",    "cpu_seconds", "cpu_percent", "processes",
-                                  "file_size", "open_files",  "core_dumps",  "tmp"};
+char *const limit_names[LIM_N] = {"memory",     "cpu_seconds", "cpu_percent",
+                                  "processes",  "file_size",   "open_files",
+                                  "core_dumps", "tmp",         "disk"};
 
 static void warn(struct enforcement *e, const char *msg) {
         if (e->n_warnings < ENFORCE_MAX_WARNINGS)

@@ -23,6 +23,7 @@ enum limit_kind {
         LIM_OPEN_FILES,
         LIM_CORE_DUMPS,
         LIM_TMP,
+        LIM_DISK, /* set by the sandbox (disk.h decides), NONE here */
         LIM_N
 };
 

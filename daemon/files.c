@@ -112,6 +112,13 @@ static int fail(struct fctx *fx, int r, const char *fmt, ...) {
         return r;
 }
 
+/* 1 when fx's path is in the sandbox's /workspace and that has a disk limit. */
+static int in_limited_workspace(const struct fctx *fx) {
+        const Sbx__V1__Policy *pol = fx->v->policy;
+        return pol && pol->limits && pol->limits->has_disk_bytes &&
+               strncmp(fx->norm, "/workspace/", 11) == 0;
+}
+
 /* A message for -errno r about what (a path in the sandbox). Returns r, or the errno the
  * rpc layer should see for it (-EINVAL for "is a directory", "is a mount point"). */
 static int fail_errno(struct fctx *fx, int r, const char *what) {
@@ -146,6 +153,16 @@ static int fail_errno(struct fctx *fx, int r, const char *what) {
                             what, id);
         case ENOSPC:
         case EDQUOT:
+                if (in_limited_workspace(fx))
+                        return fail(fx, r,
+                                    "no space left to %s '%.1024s' in sandbox '%s': its "
+                                    "/workspace is at its disk limit (disk_bytes %llu%s); remove "
+                                    "files there, or create the sandbox with a larger disk "
+                                    "(sbx create --disk SIZE)",
+                                    fx->op, what, id,
+                                    (unsigned long long)fx->v->policy->limits->disk_bytes,
+                                    fx->v->policy->limits->has_disk_inodes ? ", or disk_inodes"
+                                                                           : "");
                 return fail(fx, r,
                             "no space left to %s '%.1024s' in sandbox '%s' (disk, quota or the "
                             "size of /tmp)",

@@ -16,6 +16,7 @@ struct features {
         int seccomp;
         uint32_t landlock_abi;
         int openat2;
+        int disk_mech; /* enum disk_mech (disk.h): what enforces disk limits here */
 };
 
 /* Probes the kernel for a daemon running as euid whose cgroups are of cgroup_version

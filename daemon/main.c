@@ -20,6 +20,7 @@
 
 #include "cgroup.h"
 #include "config.h"
+#include "disk.h"
 #include "hostfeat.h"
 #include "guard.h"
 #include "log.h"
@@ -287,6 +288,36 @@ static void cgroup_base_name(const char *state_dir, char *out, size_t len) {
         snprintf(out, len, "sbxd-%08x", h);
 }
 
+/* What enforces a sandbox's disk limit on this host. */
+static int examine_disk(void) {
+        struct disk_host dh;
+
+        disk_detect(D.features.rootless, cfg.state_dir, &dh);
+        D.features.disk_mech = (int)disk_choose(&dh);
+        if (cfg.disk_via != DISK_MECH_NONE && cfg.disk_via != D.features.disk_mech) {
+                if (!disk_allows(&dh, (enum disk_mech)cfg.disk_via)) {
+                        log_err("--disk-via: this host cannot (%s, %s, %s)",
+                                dh.rootless ? "rootless" : "root",
+                                dh.prjquota ? "project quotas" : "no project quotas",
+                                dh.loop && dh.mkfs ? "loop devices and mke2fs"
+                                                   : "no loop devices or mke2fs");
+                        return -1;
+                }
+                D.features.disk_mech = cfg.disk_via;
+        }
+        if (D.features.disk_mech == DISK_MECH_QUOTA)
+                log_info("disk limits: a project quota per sandbox on %s", cfg.state_dir);
+        else if (D.features.disk_mech == DISK_MECH_TMPFS)
+                log_info("disk limits: a tmpfs per sandbox, memory-backed (%s)",
+                         cfg.disk_via == DISK_MECH_TMPFS ? "--disk-via tmpfs"
+                         : dh.rootless                   ? "rootless"
+                         : !dh.loop                      ? "no loop devices"
+                                                         : "no mke2fs");
+        else
+                log_debug("disk limits: an ext4 image per sandbox on a loop device");
+        return 0;
+}
+
 /* Step 7: the host: our cgroups, what the kernel allows, the guard over hidden paths. */
 static int examine_host(void) {
         const char *cg_root = getenv("SBXD_CGROUP_ROOT"), *cg_self = getenv("SBXD_CGROUP_SELF");
@@ -308,6 +339,8 @@ static int examine_host(void) {
         if (D.cgroups->v2_base)
                 log_debug("cgroups under %s", D.cgroups->v2_base);
         hostfeat_detect(D.euid, cgroup_version_name(D.cgroups->version), &D.features);
+        if (examine_disk() < 0)
+                return -1;
         r = guard_start(&D, cfg.init_path);
         if (r < 0)
                 log_warning("cannot watch hidden and read-only paths for changes on the host "
@@ -336,6 +369,8 @@ static int recover(void) {
         r = recover_sandboxes(&D);
         if (r < 0)
                 log_err("cannot reconcile the records: %s", strerror(-r));
+        if (!D.features.rootless) /* images an earlier daemon (any --disk-via) left */
+                disk_sweep(cfg.state_dir);
         return 0;
 }
 

@@ -82,6 +82,8 @@ void outcome_classify(const struct outcome_facts *f, struct outcome *oc) {
                 hit(oc, "processes");
         if (f->output_truncated)
                 hit(oc, "output");
+        if (f->disk_full)
+                hit(oc, "disk");
 }
 
 void outcome_hits_text(const struct outcome *oc, char *buf, size_t len) {

@@ -36,10 +36,12 @@ struct outcome_facts {
         int has_cpu_limit;    /* the policy's cpu_seconds, when it has one */
         double cpu_limit;
         int has_file_size_limit; /* the policy has file_size_bytes */
+        int disk_full;           /* the policy has disk_bytes and /workspace is full at the end */
 };
 
-/* Most limits one result can name: memory or timeout, cpu, file_size, processes, output. */
-#define OUTCOME_MAX_HITS 6
+/* Most limits one result can name: memory or timeout, cpu, file_size, processes, output,
+ * disk. */
+#define OUTCOME_MAX_HITS 7
 
 struct outcome {
         Sbx__V1__Outcome outcome;

@@ -30,6 +30,7 @@
 #include "creds.h"
 #include "egress.h"
 #include "egressrule.h"
+#include "disk.h"
 #include "init/user.h"
 #include "protect.h"
 #include "sbx_limits.h"
@@ -1116,6 +1117,67 @@ static const char *const proxy_env[] = {"HTTP_PROXY=" PROXY_URL,  "HTTPS_PROXY="
                                         "https_proxy=" PROXY_URL, "all_proxy=" PROXY_URL,
                                         "NO_PROXY=" PROXY_BYPASS, "no_proxy=" PROXY_BYPASS};
 
+/* The default disk limit of the daemon (--default-disk, --default-disk-inodes) where
+ * the policy sets none. */
+static void fill_disk_defaults(struct sbxd *d, Sbx__V1__Limits *lim) {
+        if (!lim->has_disk_bytes && d->cfg->default_disk_bytes) {
+                lim->has_disk_bytes = 1;
+                lim->disk_bytes = d->cfg->default_disk_bytes;
+        }
+        if (lim->has_disk_bytes && !lim->has_disk_inodes && d->cfg->default_disk_inodes &&
+            d->cfg->default_disk_inodes <= lim->disk_bytes / DISK_BYTES_PER_INODE) {
+                lim->has_disk_inodes = 1;
+                lim->disk_inodes = d->cfg->default_disk_inodes;
+        }
+}
+
+/* The size limit of /workspace (disk.h) with the daemon's defaults: 1 MiB to
+ * --max-disk, 16 inodes to one per DISK_BYTES_PER_INODE bytes, and on a host where only
+ * a tmpfs enforces it (which ends with the sandbox) no keep_workspace. 0 or -EINVAL. */
+static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1__Limits *lim,
+                     char *err, size_t errlen) {
+        char bound[96];
+
+        fill_disk_defaults(d, lim);
+        if (lim->has_disk_inodes && !lim->has_disk_bytes) {
+                snprintf(err, errlen, "disk_inodes needs disk_bytes (sbx create --disk SIZE)");
+                return -EINVAL;
+        }
+        if (!lim->has_disk_bytes)
+                return 0;
+        if (lim->disk_bytes < DISK_MIN_BYTES)
+                return limit_error(err, errlen, "disk", (unsigned long long)lim->disk_bytes,
+                                   " bytes", 1, "1 MiB");
+        if (lim->disk_bytes > d->cfg->max_disk_bytes) {
+                snprintf(bound, sizeof(bound), "%llu bytes (sbxd --max-disk)",
+                         (unsigned long long)d->cfg->max_disk_bytes);
+                return limit_error(err, errlen, "disk", (unsigned long long)lim->disk_bytes,
+                                   " bytes", 0, bound);
+        }
+        if (lim->has_disk_inodes && lim->disk_inodes < DISK_MIN_INODES)
+                return limit_error(err, errlen, "disk_inodes", (unsigned long long)lim->disk_inodes,
+                                   "", 1, "16");
+        if (lim->has_disk_inodes && lim->disk_inodes > lim->disk_bytes / DISK_BYTES_PER_INODE) {
+                snprintf(bound, sizeof(bound), "%llu (one per %u bytes of disk)",
+                         (unsigned long long)(lim->disk_bytes / DISK_BYTES_PER_INODE),
+                         DISK_BYTES_PER_INODE);
+                return limit_error(err, errlen, "disk_inodes", (unsigned long long)lim->disk_inodes,
+                                   "", 0, bound);
+        }
+        if (d->features.disk_mech == DISK_MECH_TMPFS && req->has_keep_workspace &&
+            req->keep_workspace) {
+                int asked =
+                        req->policy && req->policy->limits && req->policy->limits->has_disk_bytes;
+                snprintf(err, errlen,
+                         "keep_workspace cannot be combined with a disk limit%s on this host: "
+                         "its /workspace is a tmpfs (rootless or no loop devices), which ends "
+                         "with the sandbox",
+                         asked ? "" : " (sbxd --default-disk gives every sandbox one)");
+                return -EINVAL;
+        }
+        return 0;
+}
+
 /* The checks that need no host path, in the order their refusals are reported:
  * lifetime, labels, environment, sharing, network, inherit_environment, limits, the
  * command caps; fills their defaults into eff, pol and lim. */
@@ -1134,6 +1196,8 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                 r = check_limits(lim, err, errlen);
         if (r == 0)
                 r = fill_command_caps(d, lim, err, errlen);
+        if (r == 0)
+                r = fill_disk(d, req, lim, err, errlen);
         if (r == 0)
                 fill_limits(d, lim);
         return r;
@@ -1308,6 +1372,14 @@ static void setup_basics(struct sbxd *d, const struct policy_sandbox *sb,
         setup->has_tmp_bytes = 1;
         setup->tmp_bytes = pol->limits && pol->limits->has_tmp_bytes ? pol->limits->tmp_bytes
                                                                      : SBX_DEFAULT_TMP_BYTES;
+        if (pol->limits && pol->limits->has_disk_bytes) {
+                setup->has_workspace_bytes = setup->has_workspace_inodes = 1;
+                setup->workspace_bytes = pol->limits->disk_bytes;
+                setup->workspace_inodes =
+                        pol->limits->has_disk_inodes ? pol->limits->disk_inodes : 0;
+                setup->has_workspace_tmpfs = 1;
+                setup->workspace_tmpfs = d->features.disk_mech == DISK_MECH_TMPFS;
+        }
         setup->has_run_uid = setup->has_run_gid = 1;
         setup->run_uid = sb->run_uid;
         setup->run_gid = sb->run_gid;

@@ -1526,21 +1526,6 @@ static const struct {
         {SBX__V1__REQUEST__BODY_ATTACH_COMMAND, on_attach},
 };
 
-/* What sbx.proto already names but this daemon does not do yet (issue 20, part by part):
- * refused as UNIMPLEMENTED, naming the field, rather than accepted and ignored. Returns
- * the field's name, or NULL when the request asks for nothing of the kind. */
-static const char *unimplemented_field(const Sbx__V1__Request *req) {
-        const Sbx__V1__Policy *pol = NULL;
-
-        if (req->body_case == SBX__V1__REQUEST__BODY_CREATE_SANDBOX)
-                pol = req->create_sandbox->policy;
-        if (!pol)
-                return NULL;
-        if (pol->limits && (pol->limits->has_disk_bytes || pol->limits->has_disk_inodes))
-                return "policy.limits.disk_bytes/disk_inodes";
-        return NULL;
-}
-
 int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {
         Sbx__V1__Request *req;
         char err[256];
@@ -1571,12 +1556,6 @@ int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {
         if (r < 0) {
                 /* Well-formed but with a bad string: answer this request only. */
                 conn_send_status(c, req->request_id, SBX__V1__CODE__INVALID_ARGUMENT, "%s", err);
-                goto out;
-        }
-        if (unimplemented_field(req)) {
-                conn_send_status(c, req->request_id, SBX__V1__CODE__UNIMPLEMENTED,
-                                 "%s: UNIMPLEMENTED in this sbxd %s", unimplemented_field(req),
-                                 SBX_VERSION);
                 goto out;
         }
         for (i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)

@@ -38,6 +38,7 @@
 
 #include "cgroup.h"
 #include "egress.h"
+#include "disk.h"
 #include "guard.h"
 #include "log.h"
 #include "names.h"
@@ -332,6 +333,28 @@ void sandbox_set_creator(struct sandbox *sb, const struct caller *caller) {
         sb->creator.n_groups = 0;
 }
 
+/* What its disk limit means beyond ENOSPC, said once: a tmpfs is memory and ends with
+ * the sandbox; a kept image is a file. */
+static void warn_disk(struct sandbox *sb) {
+        if (sb->disk_warned || sb->warm)
+                return;
+        sb->disk_warned = 1;
+        if (sb->d->features.disk_mech == DISK_MECH_TMPFS)
+                sandbox_warn(sb,
+                             "disk limit: /workspace is a tmpfs of %llu bytes (%s): what it "
+                             "holds is memory, and it ends with the sandbox",
+                             (unsigned long long)sb->spec->policy->limits->disk_bytes,
+                             sb->d->features.rootless ? "a rootless daemon"
+                                                      : "no loop devices here, or --disk-via");
+        else if (sb->d->features.disk_mech == DISK_MECH_IMAGE && sb->spec->has_keep_workspace &&
+                 sb->spec->keep_workspace)
+                sandbox_warn(sb,
+                             "keep_workspace: /workspace is a filesystem image, kept as the "
+                             "file %.*s/%s after the sandbox (mount -o loop or debugfs reads it)",
+                             (int)(strrchr(sb->workspace, '/') - sb->workspace), sb->workspace,
+                             DISK_IMAGE_NAME);
+}
+
 void sandbox_apply_limits(struct sandbox *sb) {
         struct enforcement e;
         size_t i;
@@ -339,6 +362,10 @@ void sandbox_apply_limits(struct sandbox *sb) {
         enforce_apply(sb->spec->policy->limits, sb->cg, sb->d->cgroups->version,
                       sb->d->features.rootless, &e);
         memcpy(sb->enforcement, e.how, sizeof(sb->enforcement));
+        if (sb->spec->policy->limits && sb->spec->policy->limits->has_disk_bytes) {
+                sb->enforcement[LIM_DISK] = disk_enforcement(sb->d->features.disk_mech);
+                warn_disk(sb);
+        }
         sb->cg_enforced = e.cg_enforced;
         for (i = 0; i < e.n_warnings; i++)
                 sandbox_warn(sb, "%s", e.warnings[i]);
@@ -510,7 +537,7 @@ static void finish_end(struct sandbox *sb) {
         initchan_drain(&sb->chan);
         command_end_all(sb, 0);
         release_init(sb);
-        if (sb->workspace)
+        if (sb->workspace && !sb->disk_busy)
                 sb->trash =
                         trash_sandbox_dir(sb->d, sb->id, sb->workspace,
                                           sb->spec->has_keep_workspace && sb->spec->keep_workspace);
@@ -943,6 +970,21 @@ static int make_dirs(struct sandbox *sb) {
         return 0;
 }
 
+/* PROJECT_QUOTA: its workspace's project and quota (disk.h). 0, or -1 (sb failed). */
+static int apply_quota(struct sandbox *sb) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        char err[512];
+
+        if (!l || !l->has_disk_bytes || sb->d->features.disk_mech != DISK_MECH_QUOTA)
+                return 0;
+        if (disk_quota_apply(sb->workspace, sb->id, l->disk_bytes,
+                             l->has_disk_inodes ? l->disk_inodes : 0, err, sizeof(err)) < 0) {
+                fail_sandbox(sb, "cannot limit its disk: %s", err);
+                return -1;
+        }
+        return 0;
+}
+
 /* The sandbox's cgroup (a warning, not a failure, when there is none) and its limits. */
 static void make_cgroup(struct sandbox *sb) {
         struct cgroup_env *cgs = sb->d->cgroups;
@@ -1131,18 +1173,22 @@ static int send_setup(struct sandbox *sb, struct setup_msg *m) {
         return 0;
 }
 
-/* The steps of sandbox_start, in order. 0, or -1 at the first that failed the sandbox. */
-static int start_steps(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m) {
-        if (make_dirs(sb) < 0)
+/* The first steps of sandbox_start: its directories (and quota), its cgroup and its
+ * init. 0, or -1 at the first that failed the sandbox. */
+static int start_spawn(struct sandbox *sb, struct setup_msg *m) {
+        if (make_dirs(sb) < 0 || apply_quota(sb) < 0)
                 return -1;
         if (sb->prepared) {
                 /* A spare: its cgroup is made and joined; it takes the request's limits. */
                 sandbox_apply_limits(sb);
-        } else {
-                make_cgroup(sb);
-                if (spawn_init(sb) < 0 || add_cgroup_fds(sb, m) < 0)
-                        return -1;
+                return 0;
         }
+        make_cgroup(sb);
+        return spawn_init(sb) < 0 || add_cgroup_fds(sb, m) < 0 ? -1 : 0;
+}
+
+/* The last: its Setup, sent. 0, or -1 (sb failed). */
+static int start_setup(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m) {
         if (build_setup(sb, objs, m) < 0)
                 return -1;
         add_adoption(sb, m);
@@ -1188,11 +1234,10 @@ int sandbox_prepare(struct sandbox *sb) {
         return r;
 }
 
-void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
-        struct setup_msg m = {.setup = SBX__INIT__V1__SETUP__INIT};
-
-        /* Every failure goes through fail_sandbox, which records it and answers. */
-        if (start_steps(sb, objs, &m) == 0) {
+/* After the steps (ok: all done): sb's setup is timed from here; what they used goes. */
+static void start_done(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m,
+                       int ok) {
+        if (ok) {
                 sandbox_touch(sb); /* setup is timed from here */
                 uv_timer_start(&sb->timer, on_timer, SANDBOX_SETUP_CHECK_MS, 0);
                 if (sb->warm)
@@ -1202,11 +1247,106 @@ void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
                         log_info("sbx=%s: creating for uid %u (init pid %d)", sb->id,
                                  (unsigned)sb->owner_uid, (int)sb->proc.pid);
         }
-        while (m.n_fds > 0)
-                close(m.fds[--m.n_fds]);
-        policy_free_setup(&m.setup, m.mem);
-        policy_view_clear(&m.view);
+        while (m->n_fds > 0)
+                close(m->fds[--m->n_fds]);
+        policy_free_setup(&m->setup, m->mem);
+        policy_view_clear(&m->view);
         policy_objects_clear(objs);
+}
+
+/* A sandbox's start waiting for its disk image (disk.h): what the last step needs. */
+struct disk_start {
+        struct sandbox *sb;
+        struct policy_objects objs;
+        struct setup_msg m;
+        uint64_t started; /* uv_now() when the image was asked for */
+};
+
+static void on_disk_made(void *ud, int r, const char *err) {
+        struct disk_start *ds = ud;
+        struct sandbox *sb = ds->sb;
+        int ok = 0;
+
+        sb->disk_busy = 0;
+        log_debug("sbx=%s: disk image made in %llu ms", sb->id,
+                  (unsigned long long)(uv_now(sb->d->loop) - ds->started));
+        if (sb->ending) {
+                /* Ending meanwhile: once ended, its end left the workspace to us. */
+                if (sb->ended)
+                        trash_sandbox_dir_now(sb->d, sb->id, sb->workspace,
+                                              sb->spec->has_keep_workspace &&
+                                                      sb->spec->keep_workspace);
+        } else if (r < 0) {
+                fail_sandbox(sb, "cannot make its disk (disk_bytes %llu): %s",
+                             (unsigned long long)sb->spec->policy->limits->disk_bytes, err);
+        } else {
+                ok = start_setup(sb, &ds->objs, &ds->m) == 0;
+        }
+        start_done(sb, &ds->objs, &ds->m, ok);
+        free(ds);
+        release(sb);
+}
+
+/* Starts its init and makes the workspace's image meanwhile, off the loop; its Setup
+ * goes when the image is mounted (on_disk_made): init opens the workspace only then.
+ * objs is taken over. */
+static void start_with_image(struct sandbox *sb, struct policy_objects *objs) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        int own = sb->d->features.rootless || sb->warm;
+        struct disk_image_spec spec = {
+                .workspace = sb->workspace,
+                .bytes = l->disk_bytes,
+                .inodes = l->has_disk_inodes ? l->disk_inodes : 0,
+                .uid = own ? sb->d->euid : sb->run_uid,
+                .gid = own ? sb->d->egid : sb->run_gid,
+        };
+        struct disk_start *ds = calloc(1, sizeof(*ds));
+        char templates[SBX_PATH_MAX_BYTES + 32];
+        int r;
+
+        snprintf(templates, sizeof(templates), "%s/%s", sb->d->cfg->state_dir, DISK_TEMPLATES_DIR);
+        spec.templates = templates;
+        if (!ds) {
+                fail_sandbox(sb, "daemon out of memory");
+                policy_objects_clear(objs);
+                return;
+        }
+        ds->sb = sb;
+        ds->objs = *objs;
+        memset(objs, 0, sizeof(*objs));
+        ds->m.setup = (Sbx__Init__V1__Setup)SBX__INIT__V1__SETUP__INIT;
+        ds->started = uv_now(sb->d->loop);
+        if (start_spawn(sb, &ds->m) < 0) {
+                start_done(sb, &ds->objs, &ds->m, 0);
+                free(ds);
+                return;
+        }
+        r = disk_image_start(sb->d->loop, &spec, on_disk_made, ds);
+        if (r < 0) {
+                start_done(sb, &ds->objs, &ds->m, 0);
+                free(ds);
+                fail_sandbox(sb, "cannot start making its disk: %s", strerror(-r));
+                return;
+        }
+        hold(sb);
+        sb->disk_busy = 1;
+        /* Setup is timed from here: a sweep meanwhile must see a fresh start, and an
+         * image that never comes fails the sandbox in time. */
+        sandbox_touch(sb);
+}
+
+void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        struct setup_msg m = {.setup = SBX__INIT__V1__SETUP__INIT};
+        int ok;
+
+        if (l && l->has_disk_bytes && sb->d->features.disk_mech == DISK_MECH_IMAGE) {
+                start_with_image(sb, objs);
+                return;
+        }
+        /* Every failure goes through fail_sandbox, which records it and answers. */
+        ok = start_spawn(sb, &m) == 0 && start_setup(sb, objs, &m) == 0;
+        start_done(sb, objs, &m, ok);
 }
 
 int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *ret_len) {

@@ -105,6 +105,9 @@ struct sandbox {
         int ending;
         int ended;             /* the end is recorded and answered; on_cleanup is due */
         char *trash;           /* the workspace in STATE/trash, for on_cleanup to delete */
+        int disk_busy;         /* its disk image is being made: its end leaves the workspace
+                                * to the image's callback */
+        int disk_warned;       /* what its disk limit means is in its warnings */
         int handles_open;      /* uv handles and commands still holding the sandbox */
         int retired;           /* out of its owner's list: freed once handles_open is 0 */
         struct caller creator; /* pid and client name at creation */

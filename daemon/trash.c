@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "disk.h"
 #include "log.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
@@ -251,6 +252,8 @@ char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, i
         char *dir = strdup(workspace), *slash, *later = NULL;
         if (!dir)
                 return NULL;
+        /* A disk-limited workspace is a mounted image first (disk.h). */
+        disk_release(workspace, keep);
         slash = strrchr(dir, '/');
         if (slash && slash != dir) {
                 *slash = '\0';

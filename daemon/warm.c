@@ -18,6 +18,7 @@
 #include "warm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +300,14 @@ static int claim_names(struct warm_pool *p, struct sandbox *sb, const char *id, 
         return 0;
 }
 
+/* The same chown of /workspace as the sandbox sees it, which is not the host directory
+ * when it is a tmpfs of its own (a disk limit without loop devices, disk.h). 0 or -1. */
+static int chown_inside(struct sandbox *sb, uid_t uid, gid_t gid) {
+        if (sb->view.root_fd < 0)
+                return 0;
+        return fchownat(sb->view.root_fd, "workspace", uid, gid, AT_SYMLINK_NOFOLLOW);
+}
+
 /* Gives back the uid a claim took (root mode): sb is the daemon's again. */
 static void unclaim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox *sb) {
         if (sb->uid_slot < 0)
@@ -306,7 +315,8 @@ static void unclaim_uid(struct warm_pool *p, struct uidslots *slots, struct sand
         uidslot_release(slots, sb->uid_slot);
         sb->uid_slot = -1;
         sandbox_set_run_ids(sb, SBX_WARM_RUN_ID, SBX_WARM_RUN_ID);
-        if (chown(sb->workspace, p->d->euid, p->d->egid) < 0)
+        if (chown(sb->workspace, p->d->euid, p->d->egid) < 0 ||
+            chown_inside(sb, p->d->euid, p->d->egid) < 0)
                 log_warning("sbx=%s: chown %s: %s", sb->id, sb->workspace, strerror(errno));
 }
 
@@ -323,7 +333,8 @@ static int claim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox
                 return -1;
         }
         if (chown(sb->workspace, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot) <
-            0) {
+                    0 ||
+            chown_inside(sb, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot) < 0) {
                 log_warning("sbx=%s: cannot claim: chown %s: %s", sb->id, sb->workspace,
                             strerror(errno));
                 uidslot_release(slots, slot);

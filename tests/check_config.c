@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "disk.h"
 #include "sbx_limits.h"
 #include "testutil.h"
 
@@ -379,6 +380,65 @@ START_TEST(service_flags) {
 }
 END_TEST
 
+/* The disk limit's flags (issue 20): sizes with units, their bounds, and
+ * --default-disk not above --max-disk. */
+START_TEST(disk_flags) {
+        struct config c;
+        char err[256];
+        char *argv[] = {"sbxd",  "--default-disk",    "2G", "--default-disk-inodes",
+                        "10000", "--max-disk=100GiB", NULL};
+        char *over[] = {"sbxd", "--default-disk", "2G", "--max-disk", "1G", NULL};
+
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_uint_eq(c.default_disk_bytes, 0);
+        ck_assert_uint_eq(c.default_disk_inodes, 0);
+        ck_assert_uint_eq(c.max_disk_bytes, 1ull << 40);
+        ck_assert_int_eq(config_parse_args(&c, 6, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.default_disk_bytes, 2ull << 30);
+        ck_assert_uint_eq(c.default_disk_inodes, 10000);
+        ck_assert_uint_eq(c.max_disk_bytes, 100ull << 30);
+        config_free(&c);
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 5, over, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "--default-disk is above --max-disk");
+        config_free(&c);
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--default-disk SIZE"));
+
+        expect_bad("--default-disk", "0");
+        expect_bad("--default-disk", "1023K");
+        expect_bad("--default-disk", "17T");
+        expect_bad("--default-disk", "2X");
+        expect_bad("--default-disk", "-1G");
+        expect_bad("--default-disk", "");
+        expect_bad("--max-disk", "huge");
+        expect_bad("--default-disk-inodes", "15");
+        expect_bad("--default-disk-inodes", "4294967297");
+        expect_bad("--default-disk-inodes", "-5");
+        expect_bad("--default-disk-inodes", "1e6");
+        expect_bad("--disk-via", "loop");
+        expect_bad("--disk-via", "");
+
+        {
+                char *via[] = {"sbxd", "--disk-via", "tmpfs", NULL};
+                ck_assert_int_eq(config_init(&c, 0), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_NONE);
+                ck_assert_int_eq(config_parse_args(&c, 3, via, err, sizeof(err)), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_TMPFS);
+                via[2] = "image";
+                ck_assert_int_eq(config_parse_args(&c, 3, via, err, sizeof(err)), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_IMAGE);
+                via[2] = "quota";
+                ck_assert_int_eq(config_parse_args(&c, 3, via, err, sizeof(err)), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_QUOTA);
+                via[2] = "auto";
+                ck_assert_int_eq(config_parse_args(&c, 3, via, err, sizeof(err)), 0);
+                ck_assert_int_eq(c.disk_via, DISK_MECH_NONE);
+                config_free(&c);
+        }
+}
+END_TEST
+
 START_TEST(seconds) {
         uint64_t ms;
         ck_assert_int_eq(config_parse_seconds("0.2", &ms), 0);
@@ -418,6 +478,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, queue_flags);
         tcase_add_test(tc, socket_group_lookup);
         tcase_add_test(tc, seconds);
+        tcase_add_test(tc, disk_flags);
         tcase_add_test(tc, log_levels);
         tcase_add_test(tc, init_out_of_reach_explained);
         suite_add_tcase(s, tc);

@@ -185,6 +185,12 @@ static int probe_sockets_and_ioctls(void) {
         EXPECT_ERRNO(ioctl(0, TIOCSTI, &c), EPERM);
         EXPECT_ERRNO(ioctl(0, TIOCLINUX, &c), EPERM);
         EXPECT_ERRNO(syscall(SYS_ioctl, 0, (1UL << 32) | TIOCSTI, &c), EPERM);
+        /* chattr and the project id: out of the workspace's project quota (disk.h).
+         * <linux/fs.h> clashes with <sys/mount.h>: FS_IOC_SETFLAGS, its 32-bit form and
+         * FS_IOC_FSSETXATTR by value. */
+        EXPECT_ERRNO(ioctl(0, _IOW('f', 2, long), &c), EPERM);
+        EXPECT_ERRNO(ioctl(0, _IOW('f', 2, int), &c), EPERM);
+        EXPECT_ERRNO(ioctl(0, 0x401c5820ul, &c), EPERM);
         return 0;
 }
 

@@ -31,6 +31,7 @@
 
 #include "cgroup.h"
 #include "config.h"
+#include "disk.h"
 #include "policy.h"
 #include "sandbox.h"
 #include "sandbox_int.h" /* sandbox_request_key: the warm pool's key */
@@ -1340,6 +1341,84 @@ START_TEST(setup_too_many_hidden) {
 }
 END_TEST
 
+/* The disk limit (issue 20): its bounds, named in the refusal; the daemon's defaults
+ * where the policy sets none (a policy's own wins); keep_workspace refused where only a
+ * tmpfs enforces it; and Setup carries it (in the warm pool's key, and as init's tmpfs
+ * where that is the means). */
+START_TEST(disk_limit) {
+        static struct req r;
+        Sbx__V1__CreateSandbox *e;
+        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        struct policy_sandbox ps;
+        struct policy_view v;
+        void *mem = NULL;
+
+        daemon_setup(0);
+        ctx.features.disk_mech = DISK_MECH_IMAGE;
+        req_init(&r);
+        r.lim.has_disk_bytes = 1;
+        r.lim.disk_bytes = DISK_MIN_BYTES - 1;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "disk 1048575 bytes is below the minimum of 1 MiB");
+        r.lim.disk_bytes = cfg.max_disk_bytes + 1;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "disk 1099511627777 bytes is above the maximum of "
+                              "1099511627776 bytes (sbxd --max-disk)");
+        r.lim.disk_bytes = 4 * DISK_MIN_BYTES;
+        r.lim.has_disk_inodes = 1;
+        r.lim.disk_inodes = 15;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "disk_inodes 15 is below the minimum of 16");
+        r.lim.disk_inodes = 2049;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "disk_inodes 2049 is above the maximum of 2048 (one per 2048 bytes "
+                              "of disk)");
+        r.lim.has_disk_bytes = 0;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "disk_inodes needs disk_bytes (sbx create --disk SIZE)");
+
+        /* The daemon's defaults, where the policy sets none. */
+        r.lim.has_disk_inodes = 0;
+        cfg.default_disk_bytes = 2 * DISK_MIN_BYTES;
+        cfg.default_disk_inodes = 100;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert(e->policy->limits->has_disk_bytes &&
+                  e->policy->limits->disk_bytes == 2 * DISK_MIN_BYTES);
+        ck_assert(e->policy->limits->has_disk_inodes && e->policy->limits->disk_inodes == 100);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+        r.lim.has_disk_bytes = 1;
+        r.lim.disk_bytes = 8 * DISK_MIN_BYTES;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_uint_eq(e->policy->limits->disk_bytes, 8 * DISK_MIN_BYTES);
+
+        /* Setup: an image is the daemon's; init is told of the limit (the warm key). */
+        ck_assert_int_eq(policy_view_build(&ctx, e, &v), 0);
+        ps = (struct policy_sandbox){
+                .id = id, .workspace = "/ws", .spec = e, .owner_uid = (uid_t)-1};
+        ck_assert_int_eq(policy_setup(&ctx, &ps, &v, NULL, &setup, &mem), 0);
+        ck_assert(setup.has_workspace_bytes && setup.workspace_bytes == 8 * DISK_MIN_BYTES);
+        ck_assert(setup.has_workspace_tmpfs && !setup.workspace_tmpfs);
+        policy_free_setup(&setup, mem);
+        /* Where only a tmpfs can hold it, init makes that tmpfs. */
+        ctx.features.disk_mech = DISK_MECH_TMPFS;
+        setup = (Sbx__Init__V1__Setup)SBX__INIT__V1__SETUP__INIT;
+        ck_assert_int_eq(policy_setup(&ctx, &ps, &v, NULL, &setup, &mem), 0);
+        ck_assert(setup.has_workspace_tmpfs && setup.workspace_tmpfs);
+        ck_assert_uint_eq(setup.workspace_inodes, 100);
+        policy_free_setup(&setup, mem);
+        policy_view_clear(&v);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+
+        /* A tmpfs ends with its sandbox: keep_workspace is refused with a limit. */
+        r.cs.has_keep_workspace = r.cs.keep_workspace = 1;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_msg(strstr(err, "keep_workspace cannot be combined with a disk limit"), "%s",
+                      err);
+        ctx.features.disk_mech = DISK_MECH_IMAGE;
+        ck_assert_int_eq(effective(&r, NULL), 0);
+}
+END_TEST
+
 /* ---- the suite -------------------------------------------------------------------------- */
 
 static void add_case(Suite *s, const char *name, const TTest *t) {
@@ -1370,6 +1449,7 @@ static Suite *make_suite(void) {
         add_case(s, "placeholders", placeholders_released);
         add_case(s, "setup", setup_filled);
         add_case(s, "setup_too_many_hidden", setup_too_many_hidden);
+        add_case(s, "disk_limit", disk_limit);
         tc = tcase_create("refusals");
         tcase_set_timeout(tc, TEST_TIMEOUT_SECS);
         tcase_add_unchecked_fixture(tc, tmpdir_setup, tmpdir_teardown);

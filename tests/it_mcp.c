@@ -1306,6 +1306,56 @@ static void skip_or_fail(const char *why) {
 }
 
 /* tests/mcp/client.mjs drives `sbx mcp` with the SDK's Client and StdioClientTransport. */
+/* `sbx mcp --disk 4M --disk-inodes 64`: the sandbox it creates has the disk limit,
+ * sandbox_info says it and what enforces it, a command writing past it names "disk" in
+ * limits_hit, and write_file past it is a tool error naming the limit. */
+START_TEST(owned_sandbox_with_a_disk_limit) {
+        const char *owned[] = {"--disk", "4M", "--disk-inodes", "64", NULL};
+        struct it_daemon d;
+        struct mcp m;
+        json_t *r, *st, *hits;
+        char *big;
+        bool disk = false;
+
+        it_daemon_start(&d, NULL);
+        mcp_start(&m, &d, owned);
+        json_decref(mcp_handshake(&m, "2025-06-18"));
+        r = mcp_tool(&m, "sandbox_info", NULL);
+        st = structured_of(r);
+        ck_assert_int_eq(
+                json_integer_value(json_object_get(json_object_get(st, "limits"), "disk_bytes")),
+                4 * 1024 * 1024);
+        ck_assert_int_eq(
+                json_integer_value(json_object_get(json_object_get(st, "limits"), "disk_inodes")),
+                64);
+        ck_text_has(r, "disk=4194304 bytes (/workspace)");
+        ck_text_has(r, "disk=filesystem_image");
+        json_decref(r);
+
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s}", "command", "head -c 10M /dev/zero > /workspace/big"));
+        hits = json_object_get(structured_of(r), "limits_hit");
+        for (size_t i = 0; i < json_array_size(hits); i++)
+                disk |= strcmp(json_string_value(json_array_get(hits, i)), "disk") == 0;
+        ck_assert_msg(disk, "no \"disk\" in limits_hit: %s", text_of(r));
+        ck_text_has(r, "No space left on device");
+        json_decref(r);
+        json_decref(
+                mcp_tool(&m, "run_command", json_pack("{s:s}", "command", "rm /workspace/big")));
+
+        big = malloc(5u << 20);
+        memset(big, 'x', 5u << 20);
+        big[(5u << 20) - 1] = '\0';
+        r = mcp_tool(&m, "write_file", json_pack("{s:s,s:s}", "path", "huge", "content", big));
+        free(big);
+        ck_assert(is_error(r));
+        ck_text_has(r, "disk limit");
+        json_decref(r);
+        ck_assert_int_eq(mcp_close(&m, 15000), 0);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(typescript_sdk_client) {
         struct it_daemon d;
         sbx_client *c;
@@ -1478,6 +1528,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, ended_sandbox_and_gone_daemon_are_protocol_errors);
         tcase_add_test(tc, typescript_sdk_client);
         tcase_add_test(tc, background_command_and_output);
+        tcase_add_test(tc, owned_sandbox_with_a_disk_limit);
         suite_add_tcase(s, tc);
         return s;
 }

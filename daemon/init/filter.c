@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -232,7 +233,11 @@ static int add_socket_rules(scmp_filter_ctx ctx) {
 }
 
 static int add_ioctl_rules(scmp_filter_ctx ctx) {
-        static const unsigned long cmds[] = {TIOCSTI, TIOCLINUX};
+        /* And the inode flags and project id (chattr): a file given another project id,
+         * or a directory without the project-inherit flag, would leave the workspace's
+         * project quota (the disk limit, disk.h). */
+        static const unsigned long cmds[] = {TIOCSTI, TIOCLINUX, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS,
+                                             FS_IOC_FSSETXATTR};
         size_t i;
         int r;
 

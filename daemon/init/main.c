@@ -543,6 +543,12 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
         mc->owner_gid = s->owner_gid;
         mc->run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
         mc->run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
+        if (s->has_workspace_tmpfs && s->workspace_tmpfs) {
+                mc->workspace_tmpfs_bytes = s->has_workspace_bytes ? s->workspace_bytes : 0;
+                mc->workspace_tmpfs_inodes = s->has_workspace_inodes ? s->workspace_inodes : 0;
+                mc->workspace_uid = s->has_rootless && s->rootless ? (uid_t)-1 : mc->run_uid;
+                mc->workspace_gid = s->has_rootless && s->rootless ? (gid_t)-1 : mc->run_gid;
+        }
         mc->cgroup_v1_controllers = s->cgroup_v1_controllers;
         mc->n_cgroup_v1_controllers = s->n_cgroup_v1_controllers;
         mc->protected_mkdirs = s->protected_mkdirs;

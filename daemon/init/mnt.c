@@ -940,6 +940,23 @@ static int open_sources(const struct mnt_config *cfg, struct sources *src, struc
         return r;
 }
 
+/* /workspace as a tmpfs of the disk limit's size and inodes, the commands' user's: the
+ * limit where the daemon can neither make a filesystem image nor set a project quota. */
+static int workspace_tmpfs(const struct mnt_config *cfg, struct util_err *err) {
+        char opts[128];
+        int n = snprintf(opts, sizeof(opts), "mode=0755,size=%llu",
+                         (unsigned long long)cfg->workspace_tmpfs_bytes);
+
+        if (cfg->workspace_tmpfs_inodes)
+                snprintf(opts + n, sizeof(opts) - (size_t)n, ",nr_inodes=%llu",
+                         (unsigned long long)cfg->workspace_tmpfs_inodes);
+        if (mount("sbx-workspace", "/workspace", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return util_fail(err, errno, NULL, "mount tmpfs on /workspace (%s)", opts);
+        if (chown("/workspace", cfg->workspace_uid, cfg->workspace_gid) < 0)
+                return util_fail(err, errno, NULL, "chown /workspace");
+        return 0;
+}
+
 /* Steps 4 to 8: the sandbox's own /proc, the read-only root, /sys, /dev, /tmp, /run and
  * /workspace. */
 static int build_base(const struct mnt_config *cfg, const struct sources *src, struct util_err *err,
@@ -987,6 +1004,8 @@ static int build_base(const struct mnt_config *cfg, const struct sources *src, s
         /* 8. /workspace, read-write. */
         if (mkdir("/workspace", 0755) < 0)
                 return util_fail(err, errno, NULL, "mkdir /workspace");
+        if (cfg->workspace_tmpfs_bytes)
+                return workspace_tmpfs(cfg, err);
         if (src->ws_fd >= 0) {
                 r = bind_fd(src->ws_fd, "/workspace", MNT_NOSUID | MNT_NODEV);
                 if (r < 0)

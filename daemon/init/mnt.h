@@ -41,6 +41,13 @@ struct mnt_config {
         char *const *protected_paths;
         size_t n_protected_paths;
         uint64_t tmp_bytes; /* Size of /tmp and /dev/shm; 0: SBX_DEFAULT_TMP_BYTES. */
+        /* /workspace is a tmpfs of this size and inode count (0: none), instead of a
+         * bind of workspace_dir (the disk limit's TMPFS_SIZE), then owned by these ids
+         * ((uid_t)-1: the mounter's, as rootless). */
+        uint64_t workspace_tmpfs_bytes;
+        uint64_t workspace_tmpfs_inodes;
+        uid_t workspace_uid;
+        gid_t workspace_gid;
         /* What root_dir and each writable path must be (NULL: not checked). */
         const struct mnt_object *root_object;
         const struct mnt_object *writable_objects; /* n_writable_paths of them */

@@ -888,6 +888,25 @@ class SandboxTest(DaemonTest):
         self.assertGreater(r.resources.peak_memory_bytes, 0)
         self.assertIn(r.resources.peak_memory_source, ("rusage", "cgroup_v1", "cgroup_v2"))
 
+    def test_disk_limit(self) -> None:
+        """disk_bytes/disk_inodes: reported with what enforces them; a write past the
+        size fails inside and write_file raises ResourceExhausted naming the limit."""
+        with self.assertRaisesRegex(sbx.InvalidArgument, "minimum of 1 MiB"):
+            self.client.create(limits=sbx.ResourceLimits(disk_bytes=4096))
+        with self.client.create(limits=sbx.ResourceLimits(disk_bytes=4 << 20, disk_inodes=64)) as sb:
+            i = sb.info()
+            self.assertEqual(i.policy.limits.disk_bytes, 4 << 20)
+            self.assertEqual(i.policy.limits.disk_inodes, 64)
+            self.assertIn(i.enforcement.get("disk"), ("filesystem_image", "tmpfs_size"))
+            r = sb.run("head -c 10M /dev/zero > big; echo $?; stat -c %s big")
+            code, size = r.stdout.split()
+            self.assertEqual(code, "1", r.stderr)
+            self.assertLessEqual(int(size), 4 << 20)
+            self.assertIn("disk", r.limits_hit)
+            sb.run("rm big")
+            with self.assertRaisesRegex(sbx.ResourceExhausted, "disk limit"):
+                sb.write_file("/workspace/huge", b"\0" * (5 << 20))
+
     def test_streaming(self) -> None:
         chunks: List[tuple] = []
         times: List[float] = []

@@ -175,6 +175,12 @@ def _policy_to_c(p: SandboxPolicy, out: L.Policy, keep: List[Any]) -> None:
     if lim.queued_commands is not None:
         cl.set |= L.LIMIT_QUEUED_COMMANDS
         cl.queued_commands = int(lim.queued_commands)
+    if lim.disk_bytes is not None:
+        cl.set |= L.LIMIT_DISK
+        cl.disk_bytes = int(lim.disk_bytes)
+    if lim.disk_inodes is not None:
+        cl.set |= L.LIMIT_DISK_INODES
+        cl.disk_inodes = int(lim.disk_inodes)
     if p.root_dir is not None:
         b = _enc(p.root_dir)
         keep.append(b)
@@ -206,6 +212,8 @@ def _policy_from_c(c: L.Policy) -> SandboxPolicy:
             tmp_bytes=given(L.LIMIT_TMP, int(lim.tmp_bytes)),
             commands=given(L.LIMIT_COMMANDS, int(lim.commands)),
             queued_commands=given(L.LIMIT_QUEUED_COMMANDS, int(lim.queued_commands)),
+            disk_bytes=given(L.LIMIT_DISK, int(lim.disk_bytes)),
+            disk_inodes=given(L.LIMIT_DISK_INODES, int(lim.disk_inodes)),
         ),
         root_dir=_dec_opt(c.root_dir),
         allowed_hosts=_strv(c.allowed_hosts),

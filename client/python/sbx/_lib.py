@@ -83,6 +83,8 @@ class Limits(Structure):
         ("tmp_bytes", c_uint64),
         ("commands", c_uint32),
         ("queued_commands", c_uint32),
+        ("disk_bytes", c_uint64),
+        ("disk_inodes", c_uint64),
     ]
 
 
@@ -415,6 +417,8 @@ LIMIT_CORE_DUMPS = 1 << 6
 LIMIT_TMP = 1 << 7
 LIMIT_COMMANDS = 1 << 8
 LIMIT_QUEUED_COMMANDS = 1 << 9
+LIMIT_DISK = 1 << 10
+LIMIT_DISK_INODES = 1 << 11
 
 IDLE_TIMEOUT_NONE = (1 << 64) - 1  # SBX_IDLE_TIMEOUT_NONE: no idle timeout
 

@@ -176,6 +176,12 @@ class ResourceLimits:
             ``queue_timeout``). Default and maximum: sbxd ``--max-commands``.
         queued_commands: commands waiting for a slot at once; past it ``run`` raises
             :class:`ResourceExhausted`. Default and maximum: sbxd ``--max-queued``.
+        disk_bytes: size of /workspace; past it a write there fails with ENOSPC
+            inside and ``write_file`` raises :class:`ResourceExhausted` (``limits_hit``
+            names "disk"). Default: sbxd ``--default-disk``; ``enforcement["disk"]``
+            says what holds it.
+        disk_inodes: files and directories in /workspace at once (needs
+            ``disk_bytes``). Default: sbxd ``--default-disk-inodes``.
     """
 
     memory_bytes: Optional[int] = None
@@ -188,6 +194,8 @@ class ResourceLimits:
     tmp_bytes: Optional[int] = None
     commands: Optional[int] = None
     queued_commands: Optional[int] = None
+    disk_bytes: Optional[int] = None
+    disk_inodes: Optional[int] = None
 
 
 @dataclass(frozen=True)
