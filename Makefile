@@ -20,7 +20,7 @@ PKG_CONFIG ?= pkg-config
 # the sbx tool (--json and `sbx mcp`); why jansson is said in client/cli_json.c.
 DEPS_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
 	libseccomp-dev libsqlite3-dev check util-linux procps iproute2 python3 git \
-	bubblewrap libjansson-dev
+	bubblewrap libjansson-dev e2fsprogs
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
 	-Wcast-qual -Wformat=2 -Wswitch-enum -Wundef -Wvla -Wno-unused-parameter
@@ -75,7 +75,7 @@ ALL_BINS := $(BUILD)/sbxd $(BUILD)/sbx-init $(BUILD)/sbx $(BUILD)/libsbx.so $(BU
 	$(addprefix $(BUILD)/man/,$(MANPAGES))
 
 .PHONY: all deps run check unit integration asan valgrind format install uninstall clean analyze \
-	bench fuzz load tests mcp-node mcp-node-pkgs check-mcp check-python ssh-test-pkgs
+	bench fuzz load tests mcp-node mcp-node-pkgs check-mcp check-python test-pkgs
 all: $(ALL_BINS)
 
 # ---- dependencies -----------------------------------------------------------------
@@ -105,9 +105,11 @@ ANALYZE_PKGS := cppcheck clang-tidy
 # machine that runs systemd; the tests never use that one (`systemctl disable --now ssh`
 # turns it off again).
 SSH_TEST_PKGS := openssh-server openssh-client
+# tests/it_egress.c: curl inside sandboxes, openssl for its TLS server's throwaway key.
+TEST_PKGS := $(SSH_TEST_PKGS) curl openssl
 
-ssh-test-pkgs:
-	$(call install_pkgs,$(SSH_TEST_PKGS))
+test-pkgs:
+	$(call install_pkgs,$(TEST_PKGS))
 
 # ---- generated protobuf code --------------------------------------------------------
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
@@ -262,7 +264,7 @@ $(BUILD)/tests/helpers/%: tests/helpers/%.c
 tests: $(ALL_BINS) $(UNIT_TESTS) $(IT_TESTS) $(TEST_HELPERS)
 
 # `make check`: dependencies, a warnings-as-errors build, then every test.
-check: deps mcp-node ssh-test-pkgs
+check: deps mcp-node test-pkgs
 	$(MAKE) --no-print-directory WERROR=-Werror tests
 	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS) $(IT_TESTS) tests/python/run.py
 
@@ -276,17 +278,17 @@ check-python: deps
 unit: tests
 	BUILD=$(BUILD) tests/run.sh $(UNIT_TESTS)
 
-integration: tests ssh-test-pkgs
+integration: tests test-pkgs
 	BUILD=$(BUILD) tests/run.sh $(IT_TESTS)
 
 # ASan + UBSan over the whole suite (leak checking on). The init helper stays unsanitized.
-asan: deps ssh-test-pkgs
+asan: deps test-pkgs
 	$(MAKE) --no-print-directory BUILD=build/asan WERROR=-Werror OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" tests
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  BUILD=build/asan tests/run.sh $(patsubst $(BUILD)/%,build/asan/%,$(UNIT_TESTS) $(IT_TESTS))
 
-valgrind: deps ssh-test-pkgs
+valgrind: deps test-pkgs
 	$(MAKE) --no-print-directory BUILD=build/vg OPT="-O0 -g" tests
 	SBX_VALGRIND=1 BUILD=build/vg tests/run.sh $(patsubst $(BUILD)/%,build/vg/%,$(UNIT_TESTS) $(IT_TESTS))
 
