@@ -2434,11 +2434,31 @@ void sbx_connections_free(struct sbx_connections *h) {
         free(h);
 }
 
-enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
-                              struct sbx_connections **ret) {
+/* Asks for a page of sandbox id's records of this kind: *resp has the history body. */
+static enum sbx_code history_page(sbx_client *c, const char *id, uint64_t after_seq,
+                                  uint32_t limit, Sbx__V1__HistoryKind kind,
+                                  Sbx__V1__Response **resp) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__GetHistory gh = SBX__V1__GET_HISTORY__INIT;
         struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HISTORY};
+
+        clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        gh.sandbox_id = unconst(id);
+        gh.has_after_seq = after_seq > 0;
+        gh.after_seq = after_seq;
+        gh.has_limit = limit > 0;
+        gh.limit = limit;
+        gh.has_kind = kind != SBX__V1__HISTORY_KIND__HISTORY_COMMANDS;
+        gh.kind = kind;
+        req.body_case = SBX__V1__REQUEST__BODY_GET_HISTORY;
+        req.get_history = &gh;
+        return call(c, &k, resp);
+}
+
+enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
+                              struct sbx_connections **ret) {
         Sbx__V1__Response *resp;
         const Sbx__V1__GetHistoryReply *hr;
         struct sbx_connections *out;
@@ -2448,19 +2468,8 @@ enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq,
         if (!c || !ret)
                 return null_arg(c, __func__, "ret");
         *ret = NULL;
-        clear_error(c);
-        if (check_id(c, id) != SBX_OK)
-                return SBX_INVALID_ARGUMENT;
-        gh.sandbox_id = unconst(id);
-        gh.has_after_seq = after_seq > 0;
-        gh.after_seq = after_seq;
-        gh.has_limit = limit > 0;
-        gh.limit = limit;
-        gh.has_kind = 1;
-        gh.kind = SBX__V1__HISTORY_KIND__HISTORY_CONNECTIONS;
-        req.body_case = SBX__V1__REQUEST__BODY_GET_HISTORY;
-        req.get_history = &gh;
-        rc = call(c, &k, &resp);
+        rc = history_page(c, id, after_seq, limit, SBX__V1__HISTORY_KIND__HISTORY_CONNECTIONS,
+                          &resp);
         if (rc != SBX_OK)
                 return rc;
         hr = resp->history;
@@ -2489,9 +2498,6 @@ enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq,
 
 enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
                           struct sbx_history **ret) {
-        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
-        Sbx__V1__GetHistory gh = SBX__V1__GET_HISTORY__INIT;
-        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HISTORY};
         Sbx__V1__Response *resp;
         const Sbx__V1__GetHistoryReply *hr;
         struct sbx_history *out;
@@ -2501,17 +2507,7 @@ enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uin
         if (!c || !ret)
                 return null_arg(c, __func__, "ret");
         *ret = NULL;
-        clear_error(c);
-        if (check_id(c, id) != SBX_OK)
-                return SBX_INVALID_ARGUMENT;
-        gh.sandbox_id = unconst(id);
-        gh.has_after_seq = after_seq > 0;
-        gh.after_seq = after_seq;
-        gh.has_limit = limit > 0;
-        gh.limit = limit;
-        req.body_case = SBX__V1__REQUEST__BODY_GET_HISTORY;
-        req.get_history = &gh;
-        rc = call(c, &k, &resp);
+        rc = history_page(c, id, after_seq, limit, SBX__V1__HISTORY_KIND__HISTORY_COMMANDS, &resp);
         if (rc != SBX_OK)
                 return rc;
         hr = resp->history;
