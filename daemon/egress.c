@@ -29,7 +29,14 @@
 #include "sbxd.h"
 #include "store.h"
 
-#define RELAY_BUF_BYTES  65536u
+#define RELAY_BUF_BYTES 65536u
+/* A read at most this big is copied into a buffer of its size before it is queued: a
+ * peer that sends a byte at a time must not make each queued byte hold a whole relay
+ * buffer. */
+#define RELAY_COPY_BYTES 4096u
+/* What a queued write costs besides its data (its request, the allocator's headers),
+ * counted against EGRESS_QUEUE_HIGH_BYTES with the data. */
+#define WRITE_COST_BYTES 256u
 #define REASON_BYTES     400u
 #define METHOD_MAX_BYTES 16u
 
@@ -63,8 +70,9 @@ struct econn {
         int allowed;
         int64_t started_ms;
         uint64_t sent, received;
-        int eof[2], paused[2];     /* [0] the client (sandbox) side, [1] upstream */
-        int shut_done;             /* half-closes passed on (uv_shutdown done) */
+        int eof[2], paused[2]; /* [0] the client (sandbox) side, [1] upstream */
+        size_t queued[2];      /* memory held by writes queued to [0] upstream, [1] the client */
+        int shut_done;         /* half-closes passed on (uv_shutdown done) */
         char reason[REASON_BYTES]; /* why it was refused or failed, for its record */
 };
 
@@ -87,6 +95,7 @@ struct wreq {
         struct econn *c;
         int to; /* 0: to upstream, 1: to the client */
         char *base;
+        size_t cost; /* counted in c->queued[to] until written */
 };
 
 static void conn_close(struct econn *c, const char *reason);
@@ -247,6 +256,7 @@ static void on_written(uv_write_t *req, int status) {
         struct econn *c = w->c;
         int to = w->to;
 
+        c->queued[to] -= w->cost;
         free(w->base);
         free(w);
         if (c->closing)
@@ -260,7 +270,7 @@ static void on_written(uv_write_t *req, int status) {
                 return;
         }
         /* The writer's side drained: its source may send again. */
-        if (side(c, to == 0 ? 1 : 0)->write_queue_size <= EGRESS_QUEUE_HIGH_BYTES / 2)
+        if (c->queued[to] <= EGRESS_QUEUE_HIGH_BYTES / 2)
                 resume(c, to == 0 ? 0 : 1);
 }
 
@@ -279,13 +289,16 @@ static int send_to(struct econn *c, int to, char *base, size_t len) {
         w->c = c;
         w->to = to;
         w->base = base;
+        w->cost = len + sizeof(*w) + WRITE_COST_BYTES;
         r = uv_write(&w->req, to == 0 ? (uv_stream_t *)&c->upstream : (uv_stream_t *)&c->client, &b,
                      1, on_written);
         if (r < 0) {
                 free(base);
                 free(w);
                 conn_close(c, "write failed");
+                return r;
         }
+        c->queued[to] += w->cost;
         return r;
 }
 
@@ -384,9 +397,16 @@ static void relay(struct econn *c, int from, ssize_t nread, const uv_buf_t *buf)
                 else
                         c->received += (uint64_t)nread;
                 /* send_to's "to" is 0 for upstream, 1 for the client. */
-                if (send_to(c, from == 0 ? 0 : 1, buf->base, (size_t)nread) < 0)
+                if ((size_t)nread <= RELAY_COPY_BYTES) {
+                        int r = send_copy(c, from == 0 ? 0 : 1, buf->base, (size_t)nread);
+                        free(buf->base);
+                        if (r < 0)
+                                return;
+                } else if (send_to(c, from == 0 ? 0 : 1, buf->base, (size_t)nread) < 0) {
                         return;
-                if (side(c, to)->write_queue_size > EGRESS_QUEUE_HIGH_BYTES) {
+                }
+                /* Bounded by the memory the queued writes hold, not their bytes only. */
+                if (c->queued[from == 0 ? 0 : 1] > EGRESS_QUEUE_HIGH_BYTES) {
                         uv_read_stop(side(c, from));
                         c->paused[from] = 1;
                 }

@@ -1,0 +1,229 @@
+/* it_redteam20.c: hostile sandboxes against issue 20's egress proxy and background
+ * commands, against a real sbxd. Like it_egress, the program first moves into a network
+ * and mount namespace of its own with test servers on documentation and private
+ * addresses and its own /etc/hosts; nothing reaches a real external host. Each case is a
+ * route a hostile sandbox or local user tried: one that was open is fixed in the daemon
+ * and kept here so that it stays closed. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "itutil.h"
+#include "sbx.h"
+#include "testutil.h"
+
+static char dir[] = "/tmp/sbx-red20-XXXXXX";
+static pid_t servers[4];
+static int n_servers;
+
+static void sh_or_die(const char *cmd) {
+        if (system(cmd) != 0) {
+                fprintf(stderr, "it_redteam20: setup failed: %s\n", cmd);
+                exit(2);
+        }
+}
+
+/* A server process (python3 CODE), dying with this program. */
+static void start_server(const char *code) {
+        pid_t p = fork();
+
+        if (p == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (chdir(dir) < 0)
+                        _exit(127);
+                execl("/usr/bin/python3", "python3", "-c", code, (char *)NULL);
+                _exit(127);
+        }
+        servers[n_servers++] = p;
+}
+
+/* An HTTP server on 203.0.113.10:80 and 10.9.9.9:80 naming the address it answered on,
+ * and a sink on 203.0.113.10:9000 that takes connections and never reads them. */
+static const char servers_code[] =
+        "import http.server,threading,socket,time\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "  def do_GET(self):\n"
+        "    b=('hello '+str(self.server.server_address[0])+'\\n').encode()\n"
+        "    self.send_response(200);self.send_header('Content-Length',str(len(b)))\n"
+        "    self.end_headers();self.wfile.write(b)\n"
+        "  def log_message(self,*a):pass\n"
+        "for a in ('203.0.113.10','10.9.9.9'):\n"
+        "  s=http.server.ThreadingHTTPServer((a,80),H)\n"
+        "  threading.Thread(target=s.serve_forever,daemon=True).start()\n"
+        "k=socket.socket();k.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+        "k.setsockopt(socket.SOL_SOCKET,socket.SO_RCVBUF,4096)\n"
+        "k.bind(('203.0.113.10',9000));k.listen(64);held=[]\n"
+        "while True:\n"
+        "  held.append(k.accept()[0])\n";
+
+static void make_world(void) {
+        char cmd[512];
+        FILE *f;
+
+        if (!mkdtemp(dir))
+                exit(2);
+        if (unshare(CLONE_NEWNET | CLONE_NEWNS) < 0) {
+                perror("it_redteam20: unshare(net, mount)");
+                exit(2);
+        }
+        sh_or_die("mount --make-rprivate / && ip link set lo up mtu 1500 && "
+                  "ip addr add 203.0.113.10/32 dev lo && ip addr add 10.9.9.9/32 dev lo");
+        snprintf(cmd, sizeof(cmd), "%s/hosts", dir);
+        f = fopen(cmd, "w");
+        if (!f)
+                exit(2);
+        fprintf(f, "127.0.0.1 localhost\n203.0.113.10 allowed.test\n10.9.9.9 private.test\n"
+                   "127.0.0.2 loop.test\n");
+        fclose(f);
+        snprintf(cmd, sizeof(cmd), "mount --bind %s/hosts /etc/hosts", dir);
+        sh_or_die(cmd);
+        start_server(servers_code);
+        for (int i = 0; i < 100; i++) {
+                if (system("python3 -c \"import socket;socket.create_connection(('203.0.113.10',"
+                           "9000),0.2)\" 2>/dev/null") == 0)
+                        return;
+                usleep(100 * 1000);
+        }
+        fprintf(stderr, "it_redteam20: the test servers did not come up\n");
+        exit(2);
+}
+
+static void end_world(void) {
+        char cmd[256];
+
+        for (int i = 0; i < n_servers; i++) {
+                kill(servers[i], SIGKILL);
+                waitpid(servers[i], NULL, 0);
+        }
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0)
+                fprintf(stderr, "it_redteam20: could not remove %s\n", dir);
+}
+
+/* Creates an allowlist sandbox id with hosts and cidrs (NULL-terminated). */
+static void create_allowlist(sbx_client *c, const char *id, const char **hosts,
+                             const char **cidrs) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        size_t nh = 0, nc = 0;
+
+        while (hosts && hosts[nh])
+                nh++;
+        while (cidrs && cidrs[nc])
+                nc++;
+        sbx_create_opts_init(&o);
+        o.id = id;
+        o.policy.network = SBX_NETWORK_ALLOWLIST;
+        o.policy.allowed_hosts = (struct sbx_strv){(char **)(uintptr_t)hosts, nh};
+        o.policy.allowed_cidrs = (struct sbx_strv){(char **)(uintptr_t)cidrs, nc};
+        ck_assert_msg(sbx_create(c, &o, &s) == SBX_OK, "create: %s", sbx_error_message(c));
+        sbx_sandbox_free(s);
+}
+
+/* stdout of a shell command in sandbox id (freed by the caller). */
+static char *sh_out(sbx_client *c, const char *id, uint64_t ms, const char *shell) {
+        struct sbx_result *r = it_sh(c, id, ms, shell);
+        char *out = strdup((char *)r->stdout_data);
+
+        if (r->stderr_data && r->stderr_len)
+                fprintf(stderr, "it_redteam20 stderr: %.2000s\n", (char *)r->stderr_data);
+        sbx_result_free(r);
+        return out;
+}
+
+/* The resident memory of pid (VmRSS), in KiB. */
+static long rss_kib(pid_t pid) {
+        char path[64], line[256];
+        long v = -1;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        f = fopen(path, "r");
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "VmRSS: %ld", &v) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        return v;
+}
+
+/* Tunnels to a host that never reads (its kernel buffers filled first: the loopback MTU
+ * of 1500 keeps them small), then fed a byte at a time: the proxy's queue towards
+ * the host was bounded in bytes (256 KiB) while each read held a whole 64 KiB buffer,
+ * so tiny writes made the daemon hold about a page per byte queued (tens of MiB for a
+ * few KiB sent, per connection, 64 connections per sandbox). */
+static const char trickle[] = "/usr/bin/python3 -c \"\n"
+                              "import socket,time\n"
+                              "ss=[]\n"
+                              "for i in range(4):\n"
+                              "  s=socket.create_connection(('127.0.0.1',3128))\n"
+                              "  s.setsockopt(socket.IPPROTO_TCP,socket.TCP_NODELAY,1)\n"
+                              "  s.sendall(b'CONNECT 203.0.113.10:9000 HTTP/1.1\\r\\n\\r\\n')\n"
+                              "  assert s.recv(100).startswith(b'HTTP/1.1 200'),'tunnel'\n"
+                              "  for j in range(12): s.sendall(b'x'*16384); time.sleep(0.01)\n"
+                              "  ss.append(s)\n"
+                              "time.sleep(0.3)\n"
+                              "s.setblocking(False)\n"
+                              "n=0;t=time.time()\n"
+                              "while n<20000 and time.time()-t<40:\n"
+                              "  for s in ss:\n"
+                              "    try: s.send(b'y'); n+=1\n"
+                              "    except BlockingIOError: pass\n"
+                              "  time.sleep(0.00002)\n"
+                              "print(n)\"";
+
+START_TEST(tiny_writes_to_a_stalled_host) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *cidrs[] = {"203.0.113.10/32", NULL};
+        long before, after;
+        char *out;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "tr", NULL, cidrs);
+        before = rss_kib(d.pid);
+        out = sh_out(c, "tr", 90000, trickle);
+        after = rss_kib(d.pid);
+        fprintf(stderr, "tiny_writes: sent %d bytes, daemon RSS %ld -> %ld KiB\n", atoi(out),
+                before, after);
+        ck_assert_int_gt(atoi(out), 1000);
+        if (!getenv("ASAN_OPTIONS") && !getenv("SBX_VALGRIND"))
+                ck_assert_msg(after - before < 16 * 1024,
+                              "the daemon's memory grew from %ld to %ld KiB", before, after);
+        free(out);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("redteam20");
+        TCase *tc = tcase_create("redteam20");
+        tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
+        tcase_set_timeout(tc, 180);
+        tcase_add_test(tc, tiny_writes_to_a_stalled_host);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr;
+        int nf;
+
+        make_world();
+        sr = srunner_create(make_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        nf = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        end_world();
+        return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
