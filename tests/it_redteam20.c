@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "itutil.h"
+#include "sbx_limits.h"
 #include "sbx.h"
 #include "testutil.h"
 
@@ -64,6 +65,16 @@ static const char servers_code[] =
         "while True:\n"
         "  held.append(k.accept()[0])\n";
 
+/* A name server on 10.9.9.9:53 that takes every query and never answers: the names
+ * under *.slow.test (not in /etc/hosts) resolve for as long as the resolver waits. */
+static const char deaf_dns_code[] =
+        "import socket,time\n"
+        "u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);u.bind(('10.9.9.9',53))\n"
+        "t=socket.socket();t.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+        "t.bind(('10.9.9.9',53));t.listen(64);held=[]\n"
+        "while True:\n"
+        "  u.recvfrom(4096)\n";
+
 static void make_world(void) {
         char cmd[512];
         FILE *f;
@@ -83,9 +94,19 @@ static void make_world(void) {
         fprintf(f, "127.0.0.1 localhost\n203.0.113.10 allowed.test\n10.9.9.9 private.test\n"
                    "127.0.0.2 loop.test\n");
         fclose(f);
-        snprintf(cmd, sizeof(cmd), "mount --bind %s/hosts /etc/hosts", dir);
+        snprintf(cmd, sizeof(cmd), "%s/resolv.conf", dir);
+        f = fopen(cmd, "w");
+        if (!f)
+                exit(2);
+        fprintf(f, "nameserver 10.9.9.9\n");
+        fclose(f);
+        snprintf(cmd, sizeof(cmd),
+                 "mount --bind %s/hosts /etc/hosts && mount --bind %s/resolv.conf "
+                 "/etc/resolv.conf",
+                 dir, dir);
         sh_or_die(cmd);
         start_server(servers_code);
+        start_server(deaf_dns_code);
         for (int i = 0; i < 100; i++) {
                 if (system("python3 -c \"import socket;socket.create_connection(('203.0.113.10',"
                            "9000),0.2)\" 2>/dev/null") == 0)
@@ -205,12 +226,159 @@ START_TEST(tiny_writes_to_a_stalled_host) {
 }
 END_TEST
 
+/* Names that never resolve (a wildcard lets the sandbox pick any number of them), 60
+ * lookups kept under way: each holds a libuv worker thread for the resolver's whole
+ * wait (the 10 s timeout answers the client, the thread stays). Held: libuv runs at
+ * most half its threads on such slow work, so ListDirectory of another sandbox
+ * (the same thread pool) is not delayed. (Other sandboxes' own lookups still wait
+ * behind these: see the red team's report.) */
+static const char deaf_names[] =
+        "/usr/bin/python3 -c \"\n"
+        "import socket,time,selectors\n"
+        "sel=selectors.DefaultSelector();n=0\n"
+        "def one():\n"
+        "  global n\n"
+        "  s=socket.create_connection(('127.0.0.1',3128));n+=1\n"
+        "  s.sendall(('CONNECT n%d.slow.test:443 HTTP/1.1\\r\\n\\r\\n'%n).encode())\n"
+        "  sel.register(s,selectors.EVENT_READ)\n"
+        "for i in range(60): one()\n"
+        "print('sent',flush=True);t=time.time()\n"
+        "while time.time()-t<40:\n"
+        "  for k,e in sel.select(1):\n"
+        "    sel.unregister(k.fileobj);k.fileobj.close();one()\n"
+        "\"";
+
+START_TEST(lookups_that_never_answer) {
+        struct it_daemon d;
+        sbx_client *c, *c2;
+        const char *hosts[] = {"*.slow.test", NULL};
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+        struct sbx_dir_list *l = NULL;
+        struct sbx_create_opts co;
+        struct sbx_sandbox *s = NULL;
+        double t0, worst = 0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        create_allowlist(c, "dn", hosts, NULL);
+        /* Another sandbox, whose files are listed meanwhile. */
+        sbx_create_opts_init(&co);
+        co.id = "other";
+        ck_assert_int_eq(sbx_create(c2, &co, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        sbx_exec_opts_init(&o);
+        o.shell = deaf_names;
+        o.timeout_ms = 60000;
+        ck_assert_int_eq(sbx_exec_background(c, "dn", &o, &b), SBX_OK);
+        sbx_background_free(b);
+        usleep(1500 * 1000); /* the lookups are under way */
+        for (int i = 0; i < 5; i++) {
+                t0 = it_now_ms();
+                ck_assert_int_eq(sbx_list_dir(c2, "other", "/", 0, &l), SBX_OK);
+                sbx_dir_list_free(l);
+                if (it_now_ms() - t0 > worst)
+                        worst = it_now_ms() - t0;
+                usleep(500 * 1000);
+        }
+        fprintf(stderr, "lookups_that_never_answer: the slowest ListDirectory took %.0f ms\n",
+                worst);
+        ck_assert_msg(worst < 2000, "ListDirectory waited %.0f ms for the lookups", worst);
+        sbx_close(c2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Many attachers on one connection that does not read, attached before the command
+ * printed: each lags once the connection is congested, and at the command's end each
+ * queued its whole missed tail at once (two caps each, whatever the congestion): 100
+ * attachers of a command that printed 1 MiB on each stream made the daemon hold 200
+ * MiB for one connection (a user has 128 connections; the caps go up to 64 MiB). Every
+ * attacher must still get all of it once the client reads. */
+#define N_ATTACH 100
+START_TEST(lagging_attachers_at_the_end) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_create_opts co;
+        struct sbx_sandbox *s = NULL;
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__AttachCommand ac = SBX__V1__ATTACH_COMMAND__INIT;
+        struct frame_reader fr;
+        uint64_t got[N_ATTACH + 1][2];
+        int results = 0, fd;
+        long before, after;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        sbx_create_opts_init(&co);
+        co.id = "at";
+        ck_assert_int_eq(sbx_create(c, &co, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        sbx_exec_opts_init(&o);
+        o.shell = "sleep 2; head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2; sleep 1";
+        o.timeout_ms = 60000;
+        ck_assert_int_eq(sbx_exec_background(c, "at", &o, &b), SBX_OK);
+        before = rss_kib(d.pid);
+        fd = it_raw_connect(&d);
+        req.has_request_id = 1;
+        req.body_case = SBX__V1__REQUEST__BODY_ATTACH_COMMAND;
+        req.attach_command = &ac;
+        ac.sandbox_id = "at";
+        ac.command_id = b->command_id;
+        ac.has_follow = ac.follow = 1;
+        for (int i = 1; i <= N_ATTACH; i++) {
+                req.request_id = (uint64_t)i;
+                it_raw_send(fd, &req);
+        }
+        /* The command prints and ends; nothing is read meanwhile. */
+        usleep(5000 * 1000);
+        after = rss_kib(d.pid);
+        fprintf(stderr, "lagging_attachers: daemon RSS %ld -> %ld KiB\n", before, after);
+        if (!getenv("ASAN_OPTIONS") && !getenv("SBX_VALGRIND"))
+                ck_assert_msg(after - before < 48 * 1024,
+                              "the daemon's memory grew from %ld to %ld KiB", before, after);
+        /* Every attacher gets all of the output and the result. */
+        memset(got, 0, sizeof(got));
+        frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
+        while (results < N_ATTACH) {
+                Sbx__V1__Response *r = it_raw_read(fd, &fr, 20000);
+                ck_assert_ptr_nonnull(r);
+                ck_assert_uint_le(r->request_id, N_ATTACH);
+                if (r->body_case == SBX__V1__RESPONSE__BODY_OUTPUT)
+                        got[r->request_id][r->output->stream == SBX__V1__STREAM__STDERR] +=
+                                r->output->data.len;
+                else if (r->body_case == SBX__V1__RESPONSE__BODY_COMMAND_RESULT)
+                        results++;
+                else
+                        ck_abort_msg("attacher %llu: status %d %s",
+                                     (unsigned long long)r->request_id,
+                                     r->status ? (int)r->status->code : -1,
+                                     r->status && r->status->message ? r->status->message : "");
+                sbx__v1__response__free_unpacked(r, NULL);
+        }
+        for (int i = 1; i <= N_ATTACH; i++)
+                ck_assert_msg(got[i][0] == 1048576 && got[i][1] == 1048576,
+                              "attacher %d got %llu and %llu bytes", i,
+                              (unsigned long long)got[i][0], (unsigned long long)got[i][1]);
+        close(fd);
+        sbx_background_free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("redteam20");
         TCase *tc = tcase_create("redteam20");
         tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
         tcase_set_timeout(tc, 180);
         tcase_add_test(tc, tiny_writes_to_a_stalled_host);
+        tcase_add_test(tc, lookups_that_never_answer);
+        tcase_add_test(tc, lagging_attachers_at_the_end);
         suite_add_tcase(s, tc);
         return s;
 }
