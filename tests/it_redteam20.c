@@ -371,6 +371,85 @@ START_TEST(lagging_attachers_at_the_end) {
 }
 END_TEST
 
+/* Tricks to reach a private, loopback or link-local address or a port not allowed:
+ * address literals in every spelling (decimal, octal, hex, short, IPv4-mapped, NAT64,
+ * 6to4, zone ids, brackets around names), trailing dots, percent-encoding, user
+ * information and ports in the authority, a second request in the same connection,
+ * and SOCKS5 with each address type. Held: the script prints LEAK for any that got
+ * through. */
+static const char probes[] =
+        "cat > /tmp/probe.py <<'PYEOF'\n"
+        "import socket,struct\n"
+        "def http(raw):\n"
+        "    s=socket.create_connection(('127.0.0.1',3128));s.settimeout(15);s.sendall(raw);d=b''\n"
+        "    try:\n"
+        "        while True:\n"
+        "            x=s.recv(65536)\n"
+        "            if not x or d.startswith(b'HTTP/1.1 200 Connection'): break\n"
+        "            d+=x\n"
+        "    except OSError: pass\n"
+        "    s.close();return d\n"
+        "bad=['127.0.0.1','[::1]','[::ffff:127.0.0.1]','[::ffff:10.9.9.9]','[::ffff:a09:909]','"
+        "2130706433','0x7f.1','127.1',\n"
+        " '0177.0.0.1','0x7f000001','allowed.test.','allowed.test%2e','[fe80::1%25lo]','[64:ff9b::"
+        "a09:909]','[2002:a09:909::]',\n"
+        " 'private.test','PRIVATE.test','loop.test','localhost','[private.test]','[::]','0.0.0.0','"
+        "10.9.9.9','169.254.169.254','a'*300]\n"
+        "for h in bad:\n"
+        "    for p in ('80','0080','+80','80@10.9.9.9:80'):\n"
+        "        d=http(('CONNECT %s:%s HTTP/1.1\\r\\n\\r\\n'%(h,p)).encode())\n"
+        "        if not (d.startswith(b'HTTP/1.1 40')): print('LEAK CONNECT',h[:40],p,d[:40])\n"
+        "for t in ('allowed.test:22','ALLOWED.TEST:8080'):\n"
+        "    d=http(('CONNECT %s HTTP/1.1\\r\\n\\r\\n'%t).encode())\n"
+        "    if not d.startswith(b'HTTP/1.1 403'): print('LEAK CONNECT',t,d[:40])\n"
+        "for g in "
+        "['allowed.test:80@10.9.9.9','10.9.9.9','private.test','loop.test','allowed.test#@10.9.9.9'"
+        ",\n"
+        "          "
+        "'allowed.test\\\\@10.9.9.9','allowed.test:80:80','[::ffff:10.9.9.9]','allowed.test:22']:\n"
+        "    d=http(('GET http://%s/ HTTP/1.1\\r\\nHost: 10.9.9.9\\r\\n\\r\\n'%g).encode())\n"
+        "    if not d.startswith(b'HTTP/1.1 40') or b'hello' in d: print('LEAK GET',g,d[:40])\n"
+        "d=http(b'GET http://allowed.test/ HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\nGET "
+        "http://10.9.9.9/ HTTP/1.1\\r\\nHost: 10.9.9.9\\r\\n\\r\\n')\n"
+        "if b'hello 10' in d or b'hello 203' not in d: print('LEAK SMUGGLE',d[-60:])\n"
+        "def socks(atyp,addr,port=80):\n"
+        "    s=socket.create_connection(('127.0.0.1',3128));s.settimeout(15)\n"
+        "    s.sendall(bytes([5,1,0]));s.recv(2)\n"
+        "    a=bytes([len(addr)])+addr if atyp==3 else addr\n"
+        "    s.sendall(bytes([5,1,0,atyp])+a+struct.pack('>H',port));r=s.recv(10);s.close();return "
+        "r[1:2]\n"
+        "for atyp,a,p in "
+        "[(1,socket.inet_aton('127.0.0.1'),80),(4,socket.inet_pton(socket.AF_INET6,'::ffff:10.9.9."
+        "9'),80),\n"
+        "    "
+        "(4,socket.inet_pton(socket.AF_INET6,'::1'),80),(3,b'127.0.0.1',80),(3,b'[::1]',80),(3,b'"
+        "private.test',80),\n"
+        "    (3,b'allowed.test',22),(3,b'2130706433',80),(3,b'allowed.test:80',80)]:\n"
+        "    r=socks(atyp,a,p)\n"
+        "    if r!=b'\\x02': print('LEAK SOCKS',atyp,a,p,r)\n"
+        "if socks(3,b'allowed.test')!=b'\\x00': print('allowed SOCKS failed')\n"
+        "print('DONE')\n"
+        "PYEOF\n"
+        "/usr/bin/python3 /tmp/probe.py\n";
+
+START_TEST(address_and_authority_tricks) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test", "private.test", "loop.test", "localhost", NULL};
+        char *out;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "pr", hosts, NULL);
+        out = sh_out(c, "pr", 120000, probes);
+        ck_assert_msg(strstr(out, "DONE") && !strstr(out, "LEAK") && !strstr(out, "failed"), "%s",
+                      out);
+        free(out);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("redteam20");
         TCase *tc = tcase_create("redteam20");
@@ -378,6 +457,7 @@ static Suite *make_suite(void) {
         tcase_set_timeout(tc, 180);
         tcase_add_test(tc, tiny_writes_to_a_stalled_host);
         tcase_add_test(tc, lookups_that_never_answer);
+        tcase_add_test(tc, address_and_authority_tricks);
         tcase_add_test(tc, lagging_attachers_at_the_end);
         suite_add_tcase(s, tc);
         return s;
