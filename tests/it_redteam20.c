@@ -5,6 +5,7 @@
  * route a hostile sandbox or local user tried: one that was open is fixed in the daemon
  * and kept here so that it stays closed. */
 #include <errno.h>
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -457,6 +458,90 @@ START_TEST(address_and_authority_tricks) {
 }
 END_TEST
 
+/* Another local user: the proxy's records and the background commands of a sandbox it
+ * was not shared with are NOT_FOUND, the same as a sandbox that does not exist
+ * (history of connections, attach, stdin, cancel); one shared with it works. Held. */
+#define RT_SOCK_GRP 3100u
+#define RT_OTHER    3102u
+
+/* In a child as RT_OTHER: the codes of GetHistory(connections), AttachCommand,
+ * CommandInput and CancelCommand on cmd of sb, as one number (each code 0..31). */
+static int other_user_codes(struct it_daemon *d, const char *sb, const char *cmd) {
+        pid_t pid = fork();
+        int st;
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                gid_t g = RT_SOCK_GRP;
+                struct sbx_attach_opts ao;
+                struct sbx_result *r = NULL;
+                struct sbx_connections *h = NULL;
+                sbx_client *c = NULL;
+                int a, b, i, k;
+                if (setgroups(1, &g) < 0 || setresgid(RT_OTHER, RT_OTHER, RT_OTHER) < 0 ||
+                    setresuid(RT_OTHER, RT_OTHER, RT_OTHER) < 0)
+                        _exit(120);
+                if (sbx_connect(d->sock, "red-test", &c) != SBX_OK)
+                        _exit(121);
+                memset(&ao, 0, sizeof(ao));
+                ao.command_id = cmd;
+                a = (int)sbx_connections(c, sb, 0, 0, &h);
+                b = (int)sbx_attach(c, sb, &ao, &r);
+                i = (int)sbx_send_input(c, sb, cmd, "x", 1, 0);
+                k = (int)sbx_signal(c, sb, cmd, SIGUSR1);
+                _exit(a == b && b == i && i == k ? (a & 0x7f) : 125);
+        }
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert(WIFEXITED(st));
+        return WEXITSTATUS(st);
+}
+
+START_TEST(other_users_records_and_commands) {
+        const char *flags[] = {"--socket-group", "3100", NULL};
+        const char *hosts[] = {"allowed.test", NULL};
+        const uint32_t share[] = {RT_OTHER};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        struct sbx_exec_opts eo;
+        struct sbx_background *b1 = NULL, *b2 = NULL;
+        struct it_daemon d;
+        sbx_client *c;
+        char *out;
+
+        if (geteuid() != 0)
+                return;
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        create_allowlist(c, "mine", hosts, NULL);
+        sbx_create_opts_init(&o);
+        o.id = "ours";
+        o.policy.network = SBX_NETWORK_ALLOWLIST;
+        o.policy.allowed_hosts = (struct sbx_strv){(char **)(uintptr_t)hosts, 1};
+        o.share_uids = share;
+        o.n_share_uids = 1;
+        ck_assert_int_eq(sbx_create(c, &o, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        for (int i = 0; i < 2; i++) {
+                out = sh_out(c, i ? "ours" : "mine", 30000, "curl -sS http://allowed.test/");
+                ck_assert_str_eq(out, "hello 203.0.113.10\n");
+                free(out);
+        }
+        sbx_exec_opts_init(&eo);
+        eo.shell = "trap '' USR1; cat >/dev/null";
+        eo.stdin_stream = 1;
+        eo.timeout_ms = 60000;
+        ck_assert_int_eq(sbx_exec_background(c, "mine", &eo, &b1), SBX_OK);
+        ck_assert_int_eq(sbx_exec_background(c, "ours", &eo, &b2), SBX_OK);
+        ck_assert_int_eq(other_user_codes(&d, "mine", b1->command_id), SBX_NOT_FOUND);
+        ck_assert_int_eq(other_user_codes(&d, "nosuch", b1->command_id), SBX_NOT_FOUND);
+        ck_assert_int_eq(other_user_codes(&d, "ours", b2->command_id), SBX_OK);
+        sbx_background_free(b1);
+        sbx_background_free(b2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("redteam20");
         TCase *tc = tcase_create("redteam20");
@@ -465,6 +550,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, tiny_writes_to_a_stalled_host);
         tcase_add_test(tc, lookups_that_never_answer);
         tcase_add_test(tc, address_and_authority_tricks);
+        tcase_add_test(tc, other_users_records_and_commands);
         tcase_add_test(tc, lagging_attachers_at_the_end);
         suite_add_tcase(s, tc);
         return s;
