@@ -372,6 +372,7 @@ START_TEST(lagging_attachers_at_the_end) {
                 ck_assert_msg(got[i][0] == 1048576 && got[i][1] == 1048576,
                               "attacher %d got %llu and %llu bytes", i,
                               (unsigned long long)got[i][0], (unsigned long long)got[i][1]);
+        frame_reader_free(&fr);
         close(fd);
         sbx_background_free(b);
         sbx_close(c);
