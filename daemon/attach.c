@@ -173,12 +173,26 @@ static void on_output(struct command_watch *w, Sbx__V1__Stream stream, uint64_t 
 }
 
 /* The command ended: what is left of its kept output (the result's tails), then the
- * result. */
+ * result. On a congested connection, the tails of a background command wait until it
+ * drains (they are kept, and sent from there as for an ended command), and those of
+ * another are skipped: each attacher queueing its whole tail at once would hold two
+ * caps per attacher of the connection. */
 static void on_done(struct command_watch *w, Sbx__V1__CommandResult *res) {
         struct attach *a = of_watch(w);
         struct conn *c = a->cc.conn;
+        struct sandbox *sb;
+        size_t len;
 
         a->cmd = NULL; /* unlinked by the command */
+        if (conn_congested(c)) {
+                sb = sbxtab_find(conn_daemon(c)->sandboxes, a->sandbox_id);
+                if (sb && command_ended_result(sb, a->command_id, &len)) {
+                        a->deferred = 1;
+                        return;
+                }
+                a->next[0] = res->stdout_bytes;
+                a->next[1] = res->stderr_bytes;
+        }
         if (res->stdout.len <= res->stdout_bytes)
                 send_from(c, a->rid, a->command_id, 0, res->stdout_bytes - res->stdout.len,
                           res->stdout.data, res->stdout.len, &a->next[0]);

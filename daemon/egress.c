@@ -29,9 +29,22 @@
 #include "sbxd.h"
 #include "store.h"
 
-#define RELAY_BUF_BYTES  65536u
-#define REASON_BYTES     400u
-#define METHOD_MAX_BYTES 16u
+#define RELAY_BUF_BYTES 65536u
+/* A read at most this big is copied into a buffer of its size before it is queued: a
+ * peer that sends a byte at a time must not make each queued byte hold a whole relay
+ * buffer. */
+#define RELAY_COPY_BYTES 4096u
+/* What a queued write costs besides its data (its request, the allocator's headers),
+ * counted against EGRESS_QUEUE_HIGH_BYTES with the data. */
+#define WRITE_COST_BYTES 256u
+/* Name lookups of one sandbox under way at once; the others wait their turn (their
+ * resolve timeout runs meanwhile). A lookup holds one of libuv's threads for as long as
+ * the resolver waits, and libuv gives such slow work only half of its threads (2 of 4):
+ * one sandbox looking up names that never answer must not hold them all, or every
+ * other sandbox's proxy waits behind it. */
+#define LOOKUPS_PER_SANDBOX 1u
+#define REASON_BYTES        400u
+#define METHOD_MAX_BYTES    16u
 
 enum phase { PH_HEAD, PH_RESOLVE, PH_CONNECT, PH_RELAY, PH_ANSWER };
 
@@ -45,6 +58,8 @@ struct econn {
         uv_shutdown_t shut[2]; /* [0] upstream's write side, [1] the client's */
         int handles;           /* open handles and requests in flight: freed at 0 */
         int upstream_open, gai_active, closing;
+        int lookup_waiting;        /* in its egress's queue of lookups */
+        struct econn *lookup_next; /* the next in that queue */
         enum phase phase;
         uint64_t last_ms; /* uv_now of the last byte either way */
         char head[EGRESS_HEAD_MAX_BYTES];
@@ -63,8 +78,9 @@ struct econn {
         int allowed;
         int64_t started_ms;
         uint64_t sent, received;
-        int eof[2], paused[2];     /* [0] the client (sandbox) side, [1] upstream */
-        int shut_done;             /* half-closes passed on (uv_shutdown done) */
+        int eof[2], paused[2]; /* [0] the client (sandbox) side, [1] upstream */
+        size_t queued[2];      /* memory held by writes queued to [0] upstream, [1] the client */
+        int shut_done;         /* half-closes passed on (uv_shutdown done) */
         char reason[REASON_BYTES]; /* why it was refused or failed, for its record */
 };
 
@@ -78,7 +94,9 @@ struct egress {
         int closing;
         struct econn *conns;
         unsigned n_open;
-        unsigned n_mem; /* connections not yet freed */
+        unsigned n_mem;     /* connections not yet freed */
+        unsigned n_lookups; /* name lookups under way (LOOKUPS_PER_SANDBOX) */
+        struct econn *lookups_head, *lookups_tail; /* connections waiting to look up */
         uint64_t next_seq;
 };
 
@@ -87,10 +105,12 @@ struct wreq {
         struct econn *c;
         int to; /* 0: to upstream, 1: to the client */
         char *base;
+        size_t cost; /* counted in c->queued[to] until written */
 };
 
 static void conn_close(struct econn *c, const char *reason);
 static void on_head_timeout(uv_timer_t *t);
+static void lookup_unqueue(struct econn *c);
 
 /* ---- the rules ---------------------------------------------------------------------- */
 
@@ -217,6 +237,7 @@ static void conn_close(struct econn *c, const char *reason) {
         if (c->next)
                 c->next->prev = c->prev;
         eg->n_open--;
+        lookup_unqueue(c);
         if (c->gai_active)
                 uv_cancel((uv_req_t *)&c->gai);
         uv_close((uv_handle_t *)&c->client, on_handle_closed);
@@ -247,6 +268,7 @@ static void on_written(uv_write_t *req, int status) {
         struct econn *c = w->c;
         int to = w->to;
 
+        c->queued[to] -= w->cost;
         free(w->base);
         free(w);
         if (c->closing)
@@ -260,7 +282,7 @@ static void on_written(uv_write_t *req, int status) {
                 return;
         }
         /* The writer's side drained: its source may send again. */
-        if (side(c, to == 0 ? 1 : 0)->write_queue_size <= EGRESS_QUEUE_HIGH_BYTES / 2)
+        if (c->queued[to] <= EGRESS_QUEUE_HIGH_BYTES / 2)
                 resume(c, to == 0 ? 0 : 1);
 }
 
@@ -279,13 +301,16 @@ static int send_to(struct econn *c, int to, char *base, size_t len) {
         w->c = c;
         w->to = to;
         w->base = base;
+        w->cost = len + sizeof(*w) + WRITE_COST_BYTES;
         r = uv_write(&w->req, to == 0 ? (uv_stream_t *)&c->upstream : (uv_stream_t *)&c->client, &b,
                      1, on_written);
         if (r < 0) {
                 free(base);
                 free(w);
                 conn_close(c, "write failed");
+                return r;
         }
+        c->queued[to] += w->cost;
         return r;
 }
 
@@ -384,9 +409,16 @@ static void relay(struct econn *c, int from, ssize_t nread, const uv_buf_t *buf)
                 else
                         c->received += (uint64_t)nread;
                 /* send_to's "to" is 0 for upstream, 1 for the client. */
-                if (send_to(c, from == 0 ? 0 : 1, buf->base, (size_t)nread) < 0)
+                if ((size_t)nread <= RELAY_COPY_BYTES) {
+                        int r = send_copy(c, from == 0 ? 0 : 1, buf->base, (size_t)nread);
+                        free(buf->base);
+                        if (r < 0)
+                                return;
+                } else if (send_to(c, from == 0 ? 0 : 1, buf->base, (size_t)nread) < 0) {
                         return;
-                if (side(c, to)->write_queue_size > EGRESS_QUEUE_HIGH_BYTES) {
+                }
+                /* Bounded by the memory the queued writes hold, not their bytes only. */
+                if (c->queued[from == 0 ? 0 : 1] > EGRESS_QUEUE_HIGH_BYTES) {
                         uv_read_stop(side(c, from));
                         c->paused[from] = 1;
                 }
@@ -537,12 +569,16 @@ static const char *address_refusal(struct econn *c, const struct sockaddr *sa, c
         return why;
 }
 
+static void lookup_next(struct egress *eg);
+
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
         struct econn *c = req->data;
         char why[REASON_BYTES] = "";
         const struct addrinfo *ai;
 
         c->gai_active = 0;
+        c->eg->n_lookups--;
+        lookup_next(c->eg); /* before c (and with it eg) may go */
         if (c->closing || c->phase != PH_RESOLVE) {
                 /* Closed, or answered already (the lookup timed out). */
                 uv_freeaddrinfo(res);
@@ -670,19 +706,71 @@ static void on_resolve_timeout(uv_timer_t *t) {
 
         if (c->gai_active)
                 uv_cancel((uv_req_t *)&c->gai);
+        lookup_unqueue(c);
         snprintf(why, sizeof(why), "resolving %s timed out after %u ms", c->host,
                  EGRESS_CONNECT_TIMEOUT_MS);
         answer(c, 504, "Gateway Timeout", why);
+}
+
+/* Starts resolving c's host (off the loop, on libuv's threads). */
+static void lookup_start(struct econn *c) {
+        struct addrinfo hints;
+        char why[REASON_BYTES];
+        char port[8];
+        int r;
+
+        memset(&hints, 0, sizeof(hints));
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV;
+        snprintf(port, sizeof(port), "%u", c->port);
+        c->gai.data = c;
+        r = uv_getaddrinfo(c->eg->d->loop, &c->gai, on_resolved, c->host, port, &hints);
+        if (r < 0) {
+                snprintf(why, sizeof(why), "cannot resolve %s: %s", c->host, uv_strerror(r));
+                answer(c, 502, "Bad Gateway", why);
+                return;
+        }
+        c->gai_active = 1;
+        c->handles++;
+        c->eg->n_lookups++;
+}
+
+/* c no longer waits to look up its name (it was answered or closed). */
+static void lookup_unqueue(struct econn *c) {
+        struct egress *eg = c->eg;
+        struct econn **p;
+
+        if (!c->lookup_waiting)
+                return;
+        c->lookup_waiting = 0;
+        for (p = &eg->lookups_head; *p; p = &(*p)->lookup_next)
+                if (*p == c) {
+                        *p = c->lookup_next;
+                        break;
+                }
+        if (eg->lookups_tail == c) {
+                eg->lookups_tail = NULL;
+                for (struct econn *k = eg->lookups_head; k; k = k->lookup_next)
+                        eg->lookups_tail = k;
+        }
+        c->lookup_next = NULL;
+}
+
+/* A lookup ended: the next waiting connections start theirs. */
+static void lookup_next(struct egress *eg) {
+        while (!eg->closing && eg->n_lookups < LOOKUPS_PER_SANDBOX && eg->lookups_head) {
+                struct econn *c = eg->lookups_head;
+                lookup_unqueue(c);
+                lookup_start(c);
+        }
 }
 
 /* Judges the parsed request: a literal inside allowed_cidrs is connected to; a name in
  * allowed_hosts is resolved; anything else is refused. */
 static void judge(struct econn *c) {
         struct egress *eg = c->eg;
-        struct addrinfo hints;
         char why[REASON_BYTES];
-        char port[8];
-        int r;
 
         if (egressrule_literal(c->host, c->port, &c->dest)) {
                 egressrule_addr_text((struct sockaddr *)&c->dest, c->addr, sizeof(c->addr));
@@ -703,22 +791,18 @@ static void judge(struct econn *c) {
                 answer(c, 403, "Forbidden", why);
                 return;
         }
-        memset(&hints, 0, sizeof(hints));
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_NUMERICSERV;
-        snprintf(port, sizeof(port), "%u", c->port);
-        c->gai.data = c;
         c->phase = PH_RESOLVE;
-        r = uv_getaddrinfo(eg->d->loop, &c->gai, on_resolved, c->host, port, &hints);
-        if (r < 0) {
-                snprintf(why, sizeof(why), "cannot resolve %s: %s", c->host, uv_strerror(r));
-                answer(c, 502, "Bad Gateway", why);
+        uv_timer_start(&c->timer, on_resolve_timeout, EGRESS_CONNECT_TIMEOUT_MS, 0);
+        if (eg->n_lookups >= LOOKUPS_PER_SANDBOX) {
+                c->lookup_waiting = 1;
+                if (eg->lookups_tail)
+                        eg->lookups_tail->lookup_next = c;
+                else
+                        eg->lookups_head = c;
+                eg->lookups_tail = c;
                 return;
         }
-        c->gai_active = 1;
-        c->handles++;
-        uv_timer_start(&c->timer, on_resolve_timeout, EGRESS_CONNECT_TIMEOUT_MS, 0);
+        lookup_start(c);
 }
 
 static void head_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {

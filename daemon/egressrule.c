@@ -271,6 +271,8 @@ int egressrule_cidrs_cover(char *const *cidrs, size_t n, const struct sockaddr *
 static enum egressrule_class classify4(const uint8_t *a) {
         if (a[0] == 0)
                 return EGRESS_UNSPECIFIED;
+        if ((a[0] == 192 && a[1] == 0 && a[2] == 0) || (a[0] == 198 && (a[1] & 0xfe) == 18))
+                return EGRESS_RESERVED; /* IETF protocol assignments, benchmarking */
         if (a[0] == 127)
                 return EGRESS_LOOPBACK;
         if (a[0] == 10 || (a[0] == 172 && (a[1] & 0xf0) == 16) || (a[0] == 192 && a[1] == 168) ||
@@ -297,6 +299,18 @@ static enum egressrule_class classify6(const uint8_t *a) {
                 return EGRESS_RESERVED; /* IPv4-compatible ::a.b.c.d, deprecated */
         if (memcmp(a, nat64, 12) == 0)
                 return classify4(a + 12);
+        /* Forms a translator on the host's network carries to an IPv4 address inside
+         * them, wherever it sits: NAT64 for local use (64:ff9b:1::/48), SIIT's
+         * IPv4-translated ::ffff:0:a.b.c.d, Teredo (2001::/32); and discard-only
+         * 100::/64. */
+        if (memcmp(a, nat64, 4) == 0 && a[4] == 0 && a[5] == 1)
+                return EGRESS_RESERVED;
+        if (memcmp(a, zero, 8) == 0 && a[8] == 0xff && a[9] == 0xff && a[10] == 0 && a[11] == 0)
+                return EGRESS_RESERVED;
+        if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0)
+                return EGRESS_RESERVED;
+        if (a[0] == 0x01 && a[1] == 0 && memcmp(a + 2, zero, 6) == 0)
+                return EGRESS_RESERVED;
         if (a[0] == 0x20 && a[1] == 0x02)
                 return classify4(a + 2); /* 6to4 */
         if ((a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0xc0))
