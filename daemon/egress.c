@@ -43,6 +43,13 @@
  * one sandbox looking up names that never answer must not hold them all, or every
  * other sandbox's proxy waits behind it. */
 #define LOOKUPS_PER_SANDBOX 1u
+/* Connections a sandbox's proxy takes per second, and at most in a burst: past them it
+ * takes the next one only when the rate allows (the sandbox's connect waits in the
+ * listening socket's backlog meanwhile; nothing is refused). Every connection is a
+ * record on the daemon's disk, shared by every user: a sandbox that connects in a loop
+ * must not grow the records faster than this. */
+#define ACCEPTS_PER_SECOND 100u
+#define ACCEPT_BURST       200u
 #define REASON_BYTES        400u
 #define METHOD_MAX_BYTES    16u
 
@@ -98,6 +105,10 @@ struct egress {
         unsigned n_lookups; /* name lookups under way (LOOKUPS_PER_SANDBOX) */
         struct econn *lookups_head, *lookups_tail; /* connections waiting to look up */
         uint64_t next_seq;
+        uv_timer_t pace;      /* takes a connection left waiting for the rate */
+        int pace_open;
+        double tokens;        /* connections it may take now (ACCEPTS_PER_SECOND) */
+        uint64_t tokens_ms;   /* uv_now when tokens was counted */
 };
 
 struct wreq {
@@ -202,7 +213,7 @@ static void egress_free(struct egress *eg) {
 }
 
 static void egress_maybe_free(struct egress *eg) {
-        if (eg->closing && !eg->listener_open && eg->n_mem == 0)
+        if (eg->closing && !eg->listener_open && !eg->pace_open && eg->n_mem == 0)
                 egress_free(eg);
 }
 
@@ -931,12 +942,60 @@ static void refuse_over_cap(struct egress *eg) {
                             store_last_error(eg->d->store));
 }
 
+/* Whether the rate allows eg to take a connection now (then counted). */
+static int take_token(struct egress *eg) {
+        uint64_t now = uv_now(eg->d->loop);
+
+        eg->tokens += (double)(now - eg->tokens_ms) * ACCEPTS_PER_SECOND / 1000.0;
+        if (eg->tokens > ACCEPT_BURST)
+                eg->tokens = ACCEPT_BURST;
+        eg->tokens_ms = now;
+        if (eg->tokens < 1.0)
+                return 0;
+        eg->tokens -= 1.0;
+        return 1;
+}
+
+static void accept_one(struct egress *eg);
+
+/* A connection waited for the rate. */
+static void on_pace(uv_timer_t *t) {
+        struct egress *eg = t->data;
+
+        if (eg->closing)
+                return;
+        if (!take_token(eg)) {
+                uv_timer_start(&eg->pace, on_pace, 1000 / ACCEPTS_PER_SECOND, 0);
+                return;
+        }
+        accept_one(eg);
+}
+
+/* A connection came. Left unaccepted, libuv holds it and stops watching the listener
+ * until uv_accept: the rate holds back the sandbox's next connects too. */
 static void on_accept(uv_stream_t *s, int status) {
         struct egress *eg = s->data;
-        struct econn *c;
 
         if (status < 0 || eg->closing)
                 return;
+        if (!take_token(eg)) {
+                uv_timer_start(&eg->pace, on_pace, 1000 / ACCEPTS_PER_SECOND, 0);
+                return;
+        }
+        accept_one(eg);
+}
+
+static void on_pace_closed(uv_handle_t *h) {
+        struct egress *eg = h->data;
+
+        eg->pace_open = 0;
+        egress_maybe_free(eg);
+}
+
+static void accept_one(struct egress *eg) {
+        uv_stream_t *s = (uv_stream_t *)&eg->listener;
+        struct econn *c;
+
         if (eg->n_open >= EGRESS_MAX_OPEN) {
                 refuse_over_cap(eg);
                 return;
@@ -1035,6 +1094,11 @@ int egress_start(struct sbxd *d, const char *id, const Sbx__V1__Policy *pol, int
                 uv_close((uv_handle_t *)&eg->listener, on_listener_closed);
                 return r;
         }
+        uv_timer_init(d->loop, &eg->pace);
+        eg->pace.data = eg;
+        eg->pace_open = 1;
+        eg->tokens = ACCEPT_BURST;
+        eg->tokens_ms = uv_now(d->loop);
         *ret = eg;
         return 0;
 }
@@ -1045,5 +1109,6 @@ void egress_close(struct egress *eg, const char *reason) {
         eg->closing = 1;
         while (eg->conns)
                 conn_close(eg->conns, reason);
+        uv_close((uv_handle_t *)&eg->pace, on_pace_closed);
         uv_close((uv_handle_t *)&eg->listener, on_listener_closed);
 }

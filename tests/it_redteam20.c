@@ -543,6 +543,58 @@ START_TEST(other_users_records_and_commands) {
 }
 END_TEST
 
+/* Connections in a loop: each is a record on the daemon's shared disk, so the proxy
+ * takes them at a bounded rate (ACCEPTS_PER_SECOND after a burst of ACCEPT_BURST)
+ * without refusing or losing one: 500 refused CONNECTs in a row take at least the time
+ * the rate gives the 300 past the burst, a burst of 150 does not wait, and every one is
+ * recorded. */
+static const char connect_loop[] = "/usr/bin/python3 -c \"\n"
+                                   "import socket, sys, time\n"
+                                   "t = time.monotonic()\n"
+                                   "for i in range(int(sys.argv[1])):\n"
+                                   "    s = socket.create_connection(('127.0.0.1', 3128))\n"
+                                   "    s.sendall(b'CONNECT other.test:443 HTTP/1.1\\r\\n\\r\\n')\n"
+                                   "    assert s.recv(100).startswith(b'HTTP/1.1 403')\n"
+                                   "    s.close()\n"
+                                   "print(int((time.monotonic() - t) * 1000))\n"
+                                   "\" ";
+
+START_TEST(connection_loop_is_paced) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test", NULL};
+        char cmd[1024], *out;
+        long burst_ms, loop_ms;
+        int recorded = 0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "pace", hosts, NULL);
+        snprintf(cmd, sizeof(cmd), "%s150", connect_loop);
+        out = sh_out(c, "pace", 60000, cmd);
+        burst_ms = atol(out);
+        free(out);
+        usleep(2500 * 1000); /* the burst comes back */
+        snprintf(cmd, sizeof(cmd), "%s500", connect_loop);
+        out = sh_out(c, "pace", 60000, cmd);
+        loop_ms = atol(out);
+        free(out);
+        fprintf(stderr, "connection_loop_is_paced: 150 connections in %ld ms, 500 in %ld ms\n",
+                burst_ms, loop_ms);
+        ck_assert_msg(burst_ms > 0 && burst_ms < 2000, "a burst of 150 took %ld ms", burst_ms);
+        ck_assert_msg(loop_ms >= 2500, "500 connections in %ld ms: not paced", loop_ms);
+        for (int i = 0; i < 100 && recorded < 650; i++) {
+                recorded = it_db_int(&d, "SELECT count(*) FROM connections WHERE sandbox_id = "
+                                         "'pace' AND allowed = 0");
+                if (recorded < 650)
+                        usleep(100 * 1000);
+        }
+        ck_assert_int_eq(recorded, 650);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("redteam20");
         TCase *tc = tcase_create("redteam20");
@@ -553,6 +605,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, address_and_authority_tricks);
         tcase_add_test(tc, other_users_records_and_commands);
         tcase_add_test(tc, lagging_attachers_at_the_end);
+        tcase_add_test(tc, connection_loop_is_paced);
         suite_add_tcase(s, tc);
         return s;
 }
