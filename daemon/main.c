@@ -136,6 +136,12 @@ static void prepare_process(void) {
          * (malloc_trim). */
         mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
         mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
+        /* libuv's thread pool (4 threads by default) gives name lookups, which wait as
+         * long as a resolver does, at most half of it: the allowlist proxies of several
+         * sandboxes looking up names that never answer (one lookup at a time each,
+         * egress.c) would hold those two and keep every other proxy waiting. 16 threads
+         * (created when first needed) give lookups 8. An administrator's setting stays. */
+        setenv("UV_THREADPOOL_SIZE", "16", 0);
         umask(022);
         memset(&D, 0, sizeof(D));
         memset(&S, 0, sizeof(S));

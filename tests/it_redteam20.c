@@ -543,6 +543,51 @@ START_TEST(other_users_records_and_commands) {
 }
 END_TEST
 
+/* Four sandboxes (of one user or several) looking up names that never answer hold one
+ * of libuv's lookup threads each: sbxd has enough (UV_THREADPOOL_SIZE 16 gives lookups
+ * 8) that another sandbox's proxy still answers at once. */
+START_TEST(deaf_lookups_of_four_sandboxes) {
+        struct it_daemon d;
+        sbx_client *c, *c2;
+        const char *hosts[] = {"*.slow.test", NULL};
+        const char *victim_hosts[] = {"allowed.test", NULL};
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+        double t0, worst = 0;
+        char id[16], *out;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        create_allowlist(c2, "victim", victim_hosts, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = deaf_names;
+        o.timeout_ms = 60000;
+        for (int i = 0; i < 4; i++) {
+                snprintf(id, sizeof(id), "deaf%d", i);
+                create_allowlist(c, id, hosts, NULL);
+                ck_assert_int_eq(sbx_exec_background(c, id, &o, &b), SBX_OK);
+                sbx_background_free(b);
+        }
+        usleep(1500 * 1000); /* their lookups are under way */
+        for (int i = 0; i < 3; i++) {
+                t0 = it_now_ms();
+                out = sh_out(c2, "victim", 60000, "curl -sS -m 30 http://allowed.test/ 2>&1");
+                ck_assert_str_eq(out, "hello 203.0.113.10\n");
+                free(out);
+                if (it_now_ms() - t0 > worst)
+                        worst = it_now_ms() - t0;
+                usleep(300 * 1000);
+        }
+        fprintf(stderr, "deaf_lookups_of_four_sandboxes: the slowest request took %.0f ms\n",
+                worst);
+        ck_assert_msg(worst < 3000, "the other sandbox's request waited %.0f ms", worst);
+        sbx_close(c2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* Connections in a loop: each is a record on the daemon's shared disk, so the proxy
  * takes them at a bounded rate (ACCEPTS_PER_SECOND after a burst of ACCEPT_BURST)
  * without refusing or losing one: 500 refused CONNECTs in a row take at least the time
@@ -606,6 +651,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, other_users_records_and_commands);
         tcase_add_test(tc, lagging_attachers_at_the_end);
         tcase_add_test(tc, connection_loop_is_paced);
+        tcase_add_test(tc, deaf_lookups_of_four_sandboxes);
         suite_add_tcase(s, tc);
         return s;
 }
