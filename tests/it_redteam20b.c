@@ -1,0 +1,134 @@
+/* it_redteam20b.c: routes found by the second red team of issue 20 (terminals and the
+ * disk limit), each a test that failed before its fix.
+ *
+ * pty_count_bounded_per_sandbox: every devpts instance but the host's draws from one
+ * kernel pool (kernel.pty.max less kernel.pty.reserve, 3072 by default); a sandbox's
+ * devpts without max= let one sandbox open them all, after which no other sandbox (nor
+ * container) of any user could get a terminal. Each sandbox's devpts now holds at most
+ * SBX_SANDBOX_PTYS, and another sandbox still gets its terminal meanwhile. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "itutil.h"
+#include "sbx_limits.h"
+#include "testutil.h"
+
+#define CMD_MS 60000u
+
+/* How many ptys the holder tries to open: more than a sandbox may hold. */
+#define PTY_TRIES 400
+
+/* A tty command in id; returns its result (caller frees). */
+static struct sbx_result *tty_sh(sbx_client *c, const char *id, const char *shell) {
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        enum sbx_code code;
+
+        sbx_exec_opts_init(&o);
+        o.shell = shell;
+        o.tty = 1;
+        o.timeout_ms = CMD_MS;
+        code = sbx_exec(c, id, &o, &r);
+        ck_assert_msg(code == SBX_OK, "tty exec: %s: %s", sbx_code_name(code), sbx_error_message(c));
+        return r;
+}
+
+START_TEST(pty_count_bounded_per_sandbox) {
+        struct it_daemon d;
+        struct sbx_result *r, *t;
+        char *a, *b, shell[1024];
+        int opened = -1;
+        sbx_client *c, *c2;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        a = it_create(c, NULL);
+        b = it_create(c2, NULL);
+        /* Opens ptmx until it fails (or PTY_TRIES), says how many, then holds them until
+         * /tmp/go appears so that another sandbox asks for a terminal meanwhile. */
+        snprintf(shell, sizeof(shell),
+                 "exec python3 -c '\n"
+                 "import os, resource, time\n"
+                 "h = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+                 "resource.setrlimit(resource.RLIMIT_NOFILE, (min(h, 4096), h))\n"
+                 "fds = []\n"
+                 "try:\n"
+                 "    while len(fds) < %d:\n"
+                 "        fds.append(os.open(\"/dev/ptmx\", os.O_RDWR | os.O_NOCTTY))\n"
+                 "except OSError as e:\n"
+                 "    print(e)\n"
+                 "open(\"/tmp/n\", \"w\").write(str(len(fds)))\n"
+                 "for i in range(300):\n"
+                 "    if os.path.exists(\"/tmp/go\"):\n"
+                 "        break\n"
+                 "    time.sleep(0.1)\n"
+                 "'",
+                 PTY_TRIES);
+        /* The holder runs in a child process, on a client of its own. */
+        {
+                pid_t pid = fork();
+                ck_assert_int_ge(pid, 0);
+                if (pid == 0) {
+                        sbx_client *hc = it_connect(&d);
+                        struct sbx_result *hr = it_sh(hc, a, CMD_MS, shell);
+                        _exit(hr->outcome == SBX_OUTCOME_EXITED ? 0 : 1);
+                }
+                /* Wait for the holder to have opened what it could. */
+                for (int i = 0; i < 300; i++) {
+                        struct sbx_result *p = it_sh(c, a, CMD_MS, "cat /tmp/n 2>/dev/null");
+                        int done = sscanf((char *)p->stdout_data, "%d", &opened) == 1;
+                        sbx_result_free(p);
+                        if (done)
+                                break;
+                        usleep(100000);
+                }
+                ck_assert_msg(opened >= 0, "the holder never said how many ptys it opened");
+
+                /* Meanwhile another sandbox (another client) still gets a terminal. */
+                t = tty_sh(c2, b, "tty");
+                ck_assert_msg(t->outcome == SBX_OUTCOME_EXITED && t->exit_code == 0,
+                              "a tty in the other sandbox: %s (%s)", sbx_outcome_name(t->outcome),
+                              t->start_error ? t->start_error : (char *)t->stdout_data);
+                ck_assert_msg(strstr((char *)t->stdout_data, "/dev/pts/"), "tty: %s",
+                              (char *)t->stdout_data);
+                sbx_result_free(t);
+
+                r = it_sh(c, a, CMD_MS, "touch /tmp/go");
+                sbx_result_free(r);
+                int st = 0;
+                ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder status %x", st);
+        }
+        ck_assert_msg(opened <= (int)SBX_SANDBOX_PTYS,
+                      "one sandbox held %d ptys (at most %u allowed)", opened, SBX_SANDBOX_PTYS);
+        ck_assert_msg(opened >= (int)SBX_SANDBOX_PTYS - 1, "only %d ptys could be opened", opened);
+
+        /* Its ptys closed, the sandbox gets a terminal again. */
+        t = tty_sh(c, a, "tty");
+        ck_assert_msg(t->outcome == SBX_OUTCOME_EXITED && t->exit_code == 0, "tty again: %s",
+                      sbx_outcome_name(t->outcome));
+        sbx_result_free(t);
+        free(a);
+        free(b);
+        sbx_close(c2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("redteam20b");
+        TCase *tc = tcase_create("redteam20b");
+        tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, pty_count_bounded_per_sandbox);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
