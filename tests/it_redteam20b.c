@@ -5,8 +5,19 @@
  * kernel pool (kernel.pty.max less kernel.pty.reserve, 3072 by default); a sandbox's
  * devpts without max= let one sandbox open them all, after which no other sandbox (nor
  * container) of any user could get a terminal. Each sandbox's devpts now holds at most
- * SBX_SANDBOX_PTYS, and another sandbox still gets its terminal meanwhile. */
+ * SBX_SANDBOX_PTYS, and another sandbox still gets its terminal meanwhile.
+ *
+ * cli_exec_t_stdout_closed_restores_terminal: `sbx exec -t ID -- cmd | head -1` (stdin
+ * the terminal, stdout a pipe whose reader ends): the next write of sbx raised SIGPIPE,
+ * whose default action ended sbx with its terminal left raw (no echo, no line editing)
+ * for the user's shell. sbx now restores the terminal first, then ends by SIGPIPE as a
+ * pipeline's writer does. */
 #include <errno.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdint.h>
+#include <termios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,12 +132,88 @@ START_TEST(pty_count_bounded_per_sandbox) {
 }
 END_TEST
 
+/* sbx exec -t on a new pty, its stdout a pipe nobody reads: sbx must end on its own and
+ * leave the pty's settings as they were. */
+START_TEST(cli_exec_t_stdout_closed_restores_terminal) {
+        struct winsize ws = {.ws_row = 24, .ws_col = 80};
+        struct termios before, after;
+        struct it_daemon d;
+        sbx_client *c;
+        char *id, sbx[600], buf[4096];
+        int m, status = 0, done = 0;
+        double t0;
+        pid_t pid;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        snprintf(sbx, sizeof(sbx), "%s/sbx", it_build_dir());
+        pid = forkpty(&m, NULL, NULL, &ws);
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                int p[2];
+                if (pipe(p) < 0)
+                        _exit(126);
+                close(p[0]); /* `| head -c0`: the reader is gone */
+                dup2(p[1], STDOUT_FILENO);
+                close(p[1]);
+                signal(SIGPIPE, SIG_DFL);
+                setenv("SBX_SOCKET", d.sock, 1);
+                execl(sbx, "sbx", "exec", "-t", id, "--", "sh", "-c",
+                      "sleep 0.5; while :; do echo y; sleep 0.01; done", (char *)NULL);
+                _exit(127);
+        }
+        ck_assert_int_eq(tcgetattr(m, &before), 0);
+        t0 = it_now_ms();
+        while (!done && it_now_ms() - t0 < 20000) {
+                struct pollfd pf = {.fd = m, .events = POLLIN};
+                if (poll(&pf, 1, 50) > 0 && read(m, buf, sizeof(buf)) < 0)
+                        usleep(10000);
+                if (waitpid(pid, &status, WNOHANG) == pid)
+                        done = 1;
+        }
+        if (!done) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                close(m);
+                ck_abort_msg("sbx did not end within 20 s with its stdout closed");
+        }
+        ck_assert_int_eq(tcgetattr(m, &after), 0);
+        close(m);
+        ck_assert_msg(before.c_lflag == after.c_lflag && before.c_iflag == after.c_iflag &&
+                              before.c_oflag == after.c_oflag,
+                      "terminal left changed (status %x): lflag %o -> %o, iflag %o -> %o, "
+                      "oflag %o -> %o",
+                      status, before.c_lflag, after.c_lflag, before.c_iflag, after.c_iflag,
+                      before.c_oflag, after.c_oflag);
+        ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE, "status %x", status);
+        /* The command was ended too: no y-printer left in the sandbox. */
+        {
+                struct sbx_result *r = NULL;
+                for (int i = 0; i < 100; i++) {
+                        r = it_sh(c, id, CMD_MS, "ps -eo args | grep -c '^sh -c sleep' || true");
+                        if (strcmp((char *)r->stdout_data, "0\n") == 0)
+                                break;
+                        sbx_result_free(r);
+                        r = NULL;
+                        usleep(100000);
+                }
+                ck_assert_msg(r, "the command still runs after sbx ended");
+                sbx_result_free(r);
+        }
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("redteam20b");
         TCase *tc = tcase_create("redteam20b");
         tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, pty_count_bounded_per_sandbox);
+        tcase_add_test(tc, cli_exec_t_stdout_closed_restores_terminal);
         suite_add_tcase(s, tc);
         return s;
 }
