@@ -5,7 +5,8 @@
  * kernel pool (kernel.pty.max less kernel.pty.reserve, 3072 by default); a sandbox's
  * devpts without max= let one sandbox open them all, after which no other sandbox (nor
  * container) of any user could get a terminal. Each sandbox's devpts now holds at most
- * SBX_SANDBOX_PTYS, and another sandbox still gets its terminal meanwhile.
+ * SBX_SANDBOX_PTYS (a tty command past them fails to start, saying why), and another
+ * sandbox still gets its terminal meanwhile.
  *
  * cli_exec_t_stdout_closed_restores_terminal: `sbx exec -t ID -- cmd | head -1` (stdin
  * the terminal, stdout a pipe whose reader ends): the next write of sbx raised SIGPIPE,
@@ -44,7 +45,8 @@ static struct sbx_result *tty_sh(sbx_client *c, const char *id, const char *shel
         o.tty = 1;
         o.timeout_ms = CMD_MS;
         code = sbx_exec(c, id, &o, &r);
-        ck_assert_msg(code == SBX_OK, "tty exec: %s: %s", sbx_code_name(code), sbx_error_message(c));
+        ck_assert_msg(code == SBX_OK, "tty exec: %s: %s", sbx_code_name(code),
+                      sbx_error_message(c));
         return r;
 }
 
@@ -109,6 +111,23 @@ START_TEST(pty_count_bounded_per_sandbox) {
                               (char *)t->stdout_data);
                 sbx_result_free(t);
 
+                /* In the full sandbox itself a terminal is a clear, typed error. */
+                {
+                        struct sbx_exec_opts o;
+                        struct sbx_result *fr = NULL;
+                        enum sbx_code code;
+                        sbx_exec_opts_init(&o);
+                        o.shell = "tty";
+                        o.tty = 1;
+                        o.timeout_ms = CMD_MS;
+                        code = sbx_exec(c, a, &o, &fr);
+                        ck_assert_msg(code == SBX_OK && fr->outcome == SBX_OUTCOME_START_FAILED &&
+                                              fr->start_error &&
+                                              strstr(fr->start_error, "No space left"),
+                                      "a tty past the sandbox's ptys: %s, %s", sbx_code_name(code),
+                                      fr && fr->start_error ? fr->start_error : "-");
+                        sbx_result_free(fr);
+                }
                 r = it_sh(c, a, CMD_MS, "touch /tmp/go");
                 sbx_result_free(r);
                 int st = 0;
