@@ -11,7 +11,9 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
@@ -28,6 +30,26 @@ void cli_tty_restore(void) {
         while (tcsetattr(fd, TCSADRAIN, &saved) < 0 && errno == EINTR)
                 ;
         saved_fd = -1;
+}
+
+/* SIGPIPE (stdout a pipe whose reader ended: `sbx exec -t ... | head -1`) ends sbx as it
+ * would have, once the terminal is restored: its default action skips atexit. */
+static void on_sigpipe(int sig) {
+        cli_tty_restore();
+        signal(sig, SIG_DFL);
+        raise(sig); /* blocked in its handler: delivered, by default, when it returns */
+}
+
+/* Catches SIGPIPE with on_sigpipe when it has its default action (not when ignored). */
+static void catch_sigpipe(void) {
+        struct sigaction sa, old;
+
+        if (sigaction(SIGPIPE, NULL, &old) < 0 || old.sa_handler != SIG_DFL)
+                return;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_sigpipe;
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGPIPE, &sa, NULL);
 }
 
 int cli_tty_raw(int fd) {
@@ -47,6 +69,7 @@ int cli_tty_raw(int fd) {
         raw.c_cc[VTIME] = 0;
         if (!registered && atexit(cli_tty_restore) == 0)
                 registered = true;
+        catch_sigpipe();
         saved_fd = fd;
         if (tcsetattr(fd, TCSADRAIN, &raw) < 0) {
                 int e = errno;

@@ -129,6 +129,11 @@
 #define SBX_DEFAULT_TTY_ROWS 24u
 #define SBX_DEFAULT_TTY_COLS 80u
 
+/* The ptys a sandbox's devpts holds at once (its max= option): every devpts but the
+ * host's draws from one kernel pool (kernel.pty.max less kernel.pty.reserve, 3072 by
+ * default), which one sandbox could otherwise empty for every other user. */
+#define SBX_SANDBOX_PTYS 64u
+
 /* Files. */
 #define SBX_DEFAULT_MAX_READ_BYTES (5u * 1024u * 1024u)
 #define SBX_DEFAULT_LIST_LIMIT 10000u

@@ -4,8 +4,8 @@
  * reach the kernel's more dangerous or namespace-changing interfaces, and any mode with
  * S_ISUID or S_ISGID given to chmod, to open with O_CREAT or O_TMPFILE, or to mknod (a
  * setuid file left in a writable path runs as the sandbox's uid for whoever on the host
- * executes it); these fail with EPERM. clone3, openat2, fchmodat2, io_uring and the new
- * mount API fail with ENOSYS so that libc and runtimes fall back to calls the filter can
+ * executes it); these fail with EPERM. clone3, openat2, fchmodat2, file_setattr, io_uring and the
+ * new mount API fail with ENOSYS so that libc and runtimes fall back to calls the filter can
  * inspect (clone3 and openat2 take their flags and mode in memory, out of a filter's
  * reach). Syscalls of a non-native architecture (i386 through int 0x80, x32) kill the
  * process. Owns nothing once filter_build returns: the program belongs to the caller
@@ -52,9 +52,11 @@ static const char *const eperm_syscalls[] = {
 static const char *const enosys_syscalls[] = {
         "clone3",
         "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+        "open_tree_attr",
         "io_uring_setup", "io_uring_enter", "io_uring_register",
         "openat2",   /* mode in memory: openat carries it in a register */
         "fchmodat2", /* fchmodat plus flags: glibc falls back to fchmodat */
+        "file_setattr", /* chattr's FS_IOC_FSSETXATTR by path: tools fall back to the ioctl */
         NULL,
 };
 
@@ -132,12 +134,30 @@ static const uint64_t open_create_flags[] = {O_CREAT, O_TMPFILE & ~O_DIRECTORY};
 #elif !defined(__alpha__) && !defined(__mips__)
 #define FCHMODAT2_NR 452
 #endif
+/* open_tree_attr (Linux 6.15) and file_setattr (6.17, which sets what FS_IOC_FSSETXATTR
+ * sets: a project id, the inherit flag), likewise. */
+#if defined(__NR_open_tree_attr)
+#define OPEN_TREE_ATTR_NR __NR_open_tree_attr
+#elif !defined(__alpha__) && !defined(__mips__)
+#define OPEN_TREE_ATTR_NR 467
+#endif
+#if defined(__NR_file_setattr)
+#define FILE_SETATTR_NR __NR_file_setattr
+#elif !defined(__alpha__) && !defined(__mips__)
+#define FILE_SETATTR_NR 469
+#endif
 static const struct {
         const char *name;
         int nr;
 } newer_syscalls[] = {
 #ifdef FCHMODAT2_NR
         {"fchmodat2", FCHMODAT2_NR},
+#endif
+#ifdef OPEN_TREE_ATTR_NR
+        {"open_tree_attr", OPEN_TREE_ATTR_NR},
+#endif
+#ifdef FILE_SETATTR_NR
+        {"file_setattr", FILE_SETATTR_NR},
 #endif
         {NULL, 0},
 };

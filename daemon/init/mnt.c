@@ -438,9 +438,10 @@ static int setup_dev(uint64_t shm_bytes, struct util_err *err, struct util_warni
         if (mkdir("/dev/pts", 0755) < 0)
                 return util_fail(err, errno, NULL, "mkdir /dev/pts");
         /* A private devpts instance: ptys of other sandboxes and of the host stay
-         * invisible. No gid= option: gid 5 may be unmapped in a user namespace. */
-        if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-                  "newinstance,ptmxmode=0666,mode=620") < 0)
+         * invisible. No gid= option: gid 5 may be unmapped in a user namespace. max=:
+         * every instance but the host's draws from one kernel pool (sbx_limits.h). */
+        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=620,max=%u", SBX_SANDBOX_PTYS);
+        if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
                 return util_fail(err, errno, "needs CONFIG_DEVPTS_MULTIPLE_INSTANCES before 4.7",
                                  "mount devpts on /dev/pts");
         if (mkdir("/dev/shm", 01777) < 0)
