@@ -280,7 +280,7 @@ const char *config_usage(void) {
                "            [--socket-group GROUP] [--max-queued N] [--max-queued-total N]\n"
                "            [--max-queued-per-uid N] [--queue-timeout SECS]\n"
                "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
-               "            [--disk-via auto|quota|image|tmpfs]\n"
+               "            [--disk-via auto|quota|image|tmpfs] [--disk-overcommit]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -314,7 +314,9 @@ const char *config_usage(void) {
                "what the filesystem gives), --max-disk the largest a policy may ask (default\n"
                "1T, at most 16T). Enforced by the strongest means of the host (--disk-via\n"
                "auto): a project quota, a filesystem image per sandbox (root), or a tmpfs\n"
-               "(memory).\n";
+               "(memory). A limit larger than the space free on the state directory's\n"
+               "filesystem is refused unless --disk-overcommit (thin provisioning: the images\n"
+               "then may fill that filesystem before their limits).\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -492,6 +494,8 @@ static int apply_switch(struct config *cfg, const char *a) {
                 cfg->show_version = 1;
         else if (strcmp(a, "--keep-sandboxes") == 0)
                 cfg->keep_sandboxes = 1;
+        else if (strcmp(a, "--disk-overcommit") == 0)
+                cfg->disk_overcommit = 1;
         else
                 return 0;
         return 1;

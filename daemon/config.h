@@ -52,6 +52,7 @@ struct config {
         uint64_t default_disk_inodes;     /* its disk_inodes when it gives none; 0: none */
         uint64_t max_disk_bytes;          /* the most disk_bytes a sandbox may ask for */
         int disk_via;                     /* enum disk_mech; DISK_MECH_NONE: the strongest */
+        int disk_overcommit;              /* allow disk_bytes above the free space */
         int show_help;
         int show_version;
 };

@@ -94,6 +94,15 @@ static int unit_shift(char u) {
         }
 }
 
+int disk_free_bytes(const char *dir, uint64_t *ret) {
+        struct statvfs v;
+
+        if (statvfs(dir, &v) < 0)
+                return -errno;
+        *ret = (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
+        return 0;
+}
+
 int disk_parse_size(const char *s, uint64_t *ret) {
         unsigned long long v;
         const char *u;

@@ -72,6 +72,10 @@ int disk_allows(const struct disk_host *h, enum disk_mech mech);
 /* The Enforcement the sandbox reports for mech (ENFORCEMENT_NONE for none). */
 Sbx__V1__Enforcement disk_enforcement(enum disk_mech mech);
 
+/* The bytes an unprivileged writer may still take on dir's filesystem (statvfs
+ * f_bavail), into *ret. 0 or -errno. */
+int disk_free_bytes(const char *dir, uint64_t *ret);
+
 /* Parses a size: a whole number of bytes with an optional unit K, M, G or T (powers of
  * 1024, with or without "i"/"iB"/"B", any case). 0 or -EINVAL (empty, junk, overflow). */
 int disk_parse_size(const char *s, uint64_t *ret);

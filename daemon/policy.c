@@ -1164,6 +1164,24 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
                 return limit_error(err, errlen, "disk_inodes", (unsigned long long)lim->disk_inodes,
                                    "", 0, bound);
         }
+        if ((d->features.disk_mech == DISK_MECH_IMAGE || d->features.disk_mech == DISK_MECH_QUOTA) &&
+            !d->cfg->disk_overcommit) {
+                /* Images are sparse and quotas promise what the filesystem may not have:
+                 * a limit larger than what is free there would let the sandbox fill the
+                 * host's disk instead of its own. (Several limits together may still
+                 * promise more than is free: README, "Disk limit".) */
+                uint64_t free_bytes;
+                if (disk_free_bytes(d->cfg->state_dir, &free_bytes) == 0 &&
+                    lim->disk_bytes > free_bytes) {
+                        snprintf(err, errlen,
+                                 "disk %llu bytes is more than the %llu bytes free on the "
+                                 "filesystem of sbxd's state directory (%s): ask for less, or "
+                                 "free space there (or start sbxd with --disk-overcommit)",
+                                 (unsigned long long)lim->disk_bytes,
+                                 (unsigned long long)free_bytes, d->cfg->state_dir);
+                        return -ENOSPC;
+                }
+        }
         if (d->features.disk_mech == DISK_MECH_TMPFS && req->has_keep_workspace &&
             req->keep_workspace) {
                 int asked =

@@ -388,8 +388,14 @@ START_TEST(disk_flags) {
         char *argv[] = {"sbxd",  "--default-disk",    "2G", "--default-disk-inodes",
                         "10000", "--max-disk=100GiB", NULL};
         char *over[] = {"sbxd", "--default-disk", "2G", "--max-disk", "1G", NULL};
+        char *thin[] = {"sbxd", "--disk-overcommit", NULL};
 
         clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(c.disk_overcommit, 0);
+        ck_assert_int_eq(config_parse_args(&c, 2, thin, err, sizeof(err)), 0);
+        ck_assert_int_eq(c.disk_overcommit, 1);
+        config_free(&c);
         ck_assert_int_eq(config_init(&c, 0), 0);
         ck_assert_uint_eq(c.default_disk_bytes, 0);
         ck_assert_uint_eq(c.default_disk_inodes, 0);

@@ -391,6 +391,38 @@ START_TEST(test_disk_bad_values) {
 }
 END_TEST
 
+/* A limit larger than what is free where the images (or quota'd directories) live would
+ * let the sandbox fill the host's disk instead of its own: RESOURCE_EXHAUSTED, saying
+ * what is free. */
+START_TEST(test_disk_more_than_free) {
+        const char *flags[] = {"--max-disk", "16T", NULL};
+        struct it_daemon d;
+        struct statvfs v;
+        uint64_t free_bytes;
+        sbx_client *c;
+        char msg[512];
+
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(statvfs(d.dir, &v), 0);
+        free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
+        if (free_bytes + (1ull << 30) > (16ull << 40) - (1ull << 20)) {
+                fprintf(stderr, "it_disk more_than_free: SKIPPED (%llu bytes free)\n",
+                        (unsigned long long)free_bytes);
+        } else {
+                c = it_connect(&d);
+                ck_assert_int_eq(
+                        create_refused(c, free_bytes + (1ull << 30), 0, 0, msg, sizeof(msg)),
+                        SBX_RESOURCE_EXHAUSTED);
+                ck_assert_msg(strstr(msg, "bytes free on the filesystem of sbxd's state "
+                                          "directory"),
+                              "%s", msg);
+                sbx_close(c);
+        }
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        assert_nothing_left(&d, 3000);
+}
+END_TEST
+
 /* `sbx create --disk 8M --disk-inodes 64 --json` and `sbx info` show the limit and
  * what enforces it. */
 START_TEST(test_disk_cli) {
@@ -610,7 +642,8 @@ static void shm_teardown(void) {
 
 START_TEST(test_disk_slow_image_survives_the_sweep) {
         struct it_daemon d;
-        const char *flags[] = {"--state-dir", shm_state, "--warm", "0", "--max-disk", "16T", NULL};
+        const char *flags[] = {"--state-dir", shm_state,           "--warm", "0", "--max-disk",
+                               "16T",         "--disk-overcommit", NULL};
         sbx_client *c;
         double t0;
         int n = 0;
@@ -657,7 +690,8 @@ static void *create_in_background(void *arg) {
 
 START_TEST(test_disk_terminated_while_image_made) {
         struct it_daemon d;
-        const char *flags[] = {"--state-dir", shm_state, "--warm", "0", "--max-disk", "16T", NULL};
+        const char *flags[] = {"--state-dir", shm_state,           "--warm", "0", "--max-disk",
+                               "16T",         "--disk-overcommit", NULL};
         struct bg_create b = {.d = &d};
         struct sbx_sandbox *sb = NULL;
         pthread_t th;
@@ -890,6 +924,7 @@ static Suite *make_suite(void) {
         add(s, "write_file", test_disk_write_file);
         add(s, "default", test_disk_default);
         add(s, "bad_values", test_disk_bad_values);
+        add(s, "more_than_free", test_disk_more_than_free);
         add(s, "cli", test_disk_cli);
         add(s, "cleanup", test_disk_cleanup);
         add(s, "keep_workspace", test_disk_keep_workspace);
