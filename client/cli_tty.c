@@ -7,10 +7,13 @@
  * into "\r\n"). cli_tty_restore puts the saved settings back; it only calls tcsetattr,
  * which is async-signal-safe, so that the paths that end sbx by a signal (cli_exec.c's
  * die_by) can call it too, and it is registered with atexit for the paths that call
- * exit(). Used by cli_exec.c only; a process has one terminal, so the state is global. */
+ * exit(). Used by cli_exec.c only; a process has one terminal, so the state is global.
+ * A stop from outside (SIGTSTP: in raw mode Ctrl-Z is only a byte for the command) puts
+ * the settings back before sbx stops, and SIGCONT makes the terminal raw again. */
 #include "cli.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-static struct termios saved;
+static struct termios saved, raw_mode;
 static int saved_fd = -1; /* the terminal in raw mode, -1 when none */
 
 void cli_tty_restore(void) {
@@ -40,16 +43,49 @@ static void on_sigpipe(int sig) {
         raise(sig); /* blocked in its handler: delivered, by default, when it returns */
 }
 
-/* Catches SIGPIPE with on_sigpipe when it has its default action (not when ignored). */
-static void catch_sigpipe(void) {
+/* Catches sig with fn when it has its default action (not when ignored). */
+static void catch_default(int sig, void (*fn)(int)) {
         struct sigaction sa, old;
 
-        if (sigaction(SIGPIPE, NULL, &old) < 0 || old.sa_handler != SIG_DFL)
+        if (sigaction(sig, NULL, &old) < 0 || old.sa_handler != SIG_DFL)
                 return;
         memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_sigpipe;
+        sa.sa_handler = fn;
         sigemptyset(&sa.sa_mask);
-        (void)sigaction(SIGPIPE, &sa, NULL);
+        sa.sa_flags = SA_RESTART;
+        (void)sigaction(sig, &sa, NULL);
+}
+
+/* SIGCONT: sbx goes on after a stop (a SIGSTOP, or the SIGTSTP below), perhaps after the
+ * shell put its own settings on the terminal meanwhile: raw mode again, as ssh -t does. */
+static void on_sigcont(int sig) {
+        int e = errno;
+
+        (void)sig;
+        if (saved_fd >= 0)
+                (void)tcsetattr(saved_fd, TCSADRAIN, &raw_mode);
+        errno = e;
+}
+
+/* SIGTSTP from outside (in raw mode Ctrl-Z is only a byte for the command): the
+ * terminal as it was, then the stop itself; on_sigcont makes it raw again. */
+static void on_sigtstp(int sig) {
+        int e = errno, fd = saved_fd;
+        sigset_t one;
+
+        if (fd >= 0)
+                (void)tcsetattr(fd, TCSADRAIN, &saved);
+        signal(sig, SIG_DFL);
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        (void)raise(sig);
+        (void)pthread_sigmask(SIG_UNBLOCK, &one, NULL); /* it stops here until SIGCONT */
+        (void)pthread_sigmask(SIG_BLOCK, &one, NULL);
+        signal(sig, on_sigtstp);
+        /* Raw again (also when the kernel dropped the stop: an orphaned process group). */
+        if (fd >= 0 && saved_fd >= 0)
+                (void)tcsetattr(fd, TCSADRAIN, &raw_mode);
+        errno = e;
 }
 
 int cli_tty_raw(int fd) {
@@ -69,7 +105,10 @@ int cli_tty_raw(int fd) {
         raw.c_cc[VTIME] = 0;
         if (!registered && atexit(cli_tty_restore) == 0)
                 registered = true;
-        catch_sigpipe();
+        catch_default(SIGPIPE, on_sigpipe);
+        catch_default(SIGTSTP, on_sigtstp);
+        catch_default(SIGCONT, on_sigcont);
+        raw_mode = raw;
         saved_fd = fd;
         if (tcsetattr(fd, TCSADRAIN, &raw) < 0) {
                 int e = errno;

@@ -1019,6 +1019,115 @@ START_TEST(cli_exec_t_daemon_gone) {
 }
 END_TEST
 
+
+/* The state letter of pid in /proc (R, S, T, ...), or 0. */
+static char proc_state(pid_t pid) {
+        char path[64], buf[512], *p;
+        FILE *f;
+        size_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        p = strrchr(buf, ')');
+        return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* sbx exec -t stopped from outside (SIGTSTP; in raw mode Ctrl-Z is only a byte): the
+ * terminal has its settings back while sbx is stopped, raw again once it goes on
+ * (SIGCONT), and the same as before at the end. sbx runs as a job of its own in the
+ * foreground of the pty, as a shell with job control runs it (a stop signal to a
+ * process group without such a parent is dropped by the kernel). */
+START_TEST(cli_exec_t_stopped_and_continued) {
+        struct winsize ws = {.ws_row = 24, .ws_col = 80};
+        struct termios before, stopped, resumed, after;
+        struct it_daemon d;
+        struct pty_run p;
+        sbx_client *c;
+        char *id, sbx[600];
+        int m, pids[2], status;
+        pid_t shell, job = 0;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        snprintf(sbx, sizeof(sbx), "%s/sbx", it_build_dir());
+        ck_assert_int_eq(pipe(pids), 0);
+        shell = forkpty(&m, NULL, NULL, &ws);
+        ck_assert_int_ge(shell, 0);
+        if (shell == 0) {
+                /* The "shell": sbx in a process group of its own, in the foreground. */
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sh", "-c",
+                                      "sleep 2; echo done", NULL};
+                pid_t j = fork();
+                if (j == 0) {
+                        setpgid(0, 0);
+                        setenv("SBX_SOCKET", d.sock, 1);
+                        execv(sbx, (char *const *)(uintptr_t)args);
+                        _exit(127);
+                }
+                setpgid(j, j);
+                signal(SIGTTOU, SIG_IGN);
+                tcsetpgrp(0, j);
+                (void)!write(pids[1], &j, sizeof(j));
+                while (waitpid(j, &status, 0) < 0 && errno == EINTR)
+                        ;
+                _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        }
+        close(pids[1]);
+        ck_assert_int_eq(read(pids[0], &job, sizeof(job)), (ssize_t)sizeof(job));
+        close(pids[0]);
+        ck_assert_int_eq(tcgetattr(m, &before), 0);
+        memset(&p, 0, sizeof(p));
+        /* Raw once it runs. */
+        t0 = it_now_ms();
+        do {
+                read_some(m, &p, 50);
+                ck_assert_int_eq(tcgetattr(m, &resumed), 0);
+        } while ((resumed.c_lflag & ICANON) && it_now_ms() - t0 < 10000);
+        ck_assert_msg(!(resumed.c_lflag & ICANON), "sbx exec -t did not make the terminal raw");
+        usleep(200 * 1000);
+        ck_assert_int_eq(kill(job, SIGTSTP), 0);
+        t0 = it_now_ms();
+        while (proc_state(job) != 'T' && it_now_ms() - t0 < 5000)
+                read_some(m, &p, 20);
+        ck_assert_msg(proc_state(job) == 'T', "sbx did not stop (state %c)", proc_state(job));
+        ck_assert_int_eq(tcgetattr(m, &stopped), 0);
+        ck_assert_msg(stopped.c_lflag == before.c_lflag && stopped.c_iflag == before.c_iflag &&
+                              stopped.c_oflag == before.c_oflag,
+                      "stopped sbx left the terminal raw: lflag %o (before %o)", stopped.c_lflag,
+                      before.c_lflag);
+        ck_assert_int_eq(kill(job, SIGCONT), 0);
+        t0 = it_now_ms();
+        do {
+                read_some(m, &p, 20);
+                ck_assert_int_eq(tcgetattr(m, &resumed), 0);
+        } while ((resumed.c_lflag & ICANON) && it_now_ms() - t0 < 5000);
+        ck_assert_msg(!(resumed.c_lflag & ICANON), "sbx went on without raw mode");
+        t0 = it_now_ms();
+        while (waitpid(shell, &status, WNOHANG) != shell && it_now_ms() - t0 < 20000)
+                read_some(m, &p, 50);
+        read_some(m, &p, 100);
+        ck_assert_int_eq(tcgetattr(m, &after), 0);
+        close(m);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %x: %s", status,
+                      p.out);
+        ck_assert_msg(strstr(p.out, "done"), "output: %s", p.out);
+        ck_assert_msg(after.c_lflag == before.c_lflag && after.c_iflag == before.c_iflag &&
+                              after.c_oflag == before.c_oflag,
+                      "terminal settings changed: lflag %o -> %o", before.c_lflag,
+                      after.c_lflag);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* The size of the client's terminal follows its changes (SIGWINCH of sbx). */
 START_TEST(cli_exec_t_forwards_resizes) {
         struct it_daemon d;
@@ -1096,6 +1205,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, cli_exec_t_on_a_real_terminal);
         tcase_add_test(tc, cli_exec_t_forwards_resizes);
         tcase_add_test(tc, cli_exec_t_daemon_gone);
+        tcase_add_test(tc, cli_exec_t_stopped_and_continued);
         suite_add_tcase(s, tc);
         return s;
 }
