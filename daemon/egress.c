@@ -48,6 +48,9 @@
  * listening socket's backlog meanwhile; nothing is refused). Every connection is a
  * record on the daemon's disk, shared by every user: a sandbox that connects in a loop
  * must not grow the records faster than this. */
+/* How often the records of open connections get their bytes so far: what a daemon
+ * killed without a chance to finish them leaves on record. */
+#define PROGRESS_MS 10000u
 #define ACCEPTS_PER_SECOND 100u
 #define ACCEPT_BURST       200u
 #define REASON_BYTES        400u
@@ -82,6 +85,7 @@ struct econn {
         struct sockaddr_storage dest;
         uint64_t seq;
         int recorded; /* inserted open: finished at close */
+        uint64_t rec_sent, rec_received; /* the bytes its open record says */
         int allowed;
         int64_t started_ms;
         uint64_t sent, received;
@@ -106,7 +110,8 @@ struct egress {
         struct econn *lookups_head, *lookups_tail; /* connections waiting to look up */
         uint64_t next_seq;
         uv_timer_t pace;      /* takes a connection left waiting for the rate */
-        int pace_open;
+        uv_timer_t progress;  /* PROGRESS_MS: open records get their bytes */
+        int timers_open;      /* pace and progress, until their close callbacks */
         double tokens;        /* connections it may take now (ACCEPTS_PER_SECOND) */
         uint64_t tokens_ms;   /* uv_now when tokens was counted */
 };
@@ -213,7 +218,7 @@ static void egress_free(struct egress *eg) {
 }
 
 static void egress_maybe_free(struct egress *eg) {
-        if (eg->closing && !eg->listener_open && !eg->pace_open && eg->n_mem == 0)
+        if (eg->closing && !eg->listener_open && eg->timers_open == 0 && eg->n_mem == 0)
                 egress_free(eg);
 }
 
@@ -985,11 +990,28 @@ static void on_accept(uv_stream_t *s, int status) {
         accept_one(eg);
 }
 
-static void on_pace_closed(uv_handle_t *h) {
+static void on_timer_closed(uv_handle_t *h) {
         struct egress *eg = h->data;
 
-        eg->pace_open = 0;
+        eg->timers_open--;
         egress_maybe_free(eg);
+}
+
+/* PROGRESS_MS: the open records whose bytes moved are brought up to date (ended_ms 0:
+ * still open), in the batch of records. */
+static void on_progress(uv_timer_t *t) {
+        struct egress *eg = t->data;
+        struct store_connection r;
+
+        for (struct econn *c = eg->conns; c; c = c->next) {
+                if (!c->recorded || (c->sent == c->rec_sent && c->received == c->rec_received))
+                        continue;
+                record_fill(c, &r, NULL);
+                if (store_connection_finish(eg->d->store, &r) == 0) {
+                        c->rec_sent = c->sent;
+                        c->rec_received = c->received;
+                }
+        }
 }
 
 static void accept_one(struct egress *eg) {
@@ -1096,7 +1118,10 @@ int egress_start(struct sbxd *d, const char *id, const Sbx__V1__Policy *pol, int
         }
         uv_timer_init(d->loop, &eg->pace);
         eg->pace.data = eg;
-        eg->pace_open = 1;
+        uv_timer_init(d->loop, &eg->progress);
+        eg->progress.data = eg;
+        eg->timers_open = 2;
+        uv_timer_start(&eg->progress, on_progress, PROGRESS_MS, PROGRESS_MS);
         eg->tokens = ACCEPT_BURST;
         eg->tokens_ms = uv_now(d->loop);
         *ret = eg;
@@ -1109,6 +1134,7 @@ void egress_close(struct egress *eg, const char *reason) {
         eg->closing = 1;
         while (eg->conns)
                 conn_close(eg->conns, reason);
-        uv_close((uv_handle_t *)&eg->pace, on_pace_closed);
+        uv_close((uv_handle_t *)&eg->pace, on_timer_closed);
+        uv_close((uv_handle_t *)&eg->progress, on_timer_closed);
         uv_close((uv_handle_t *)&eg->listener, on_listener_closed);
 }

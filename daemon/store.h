@@ -227,7 +227,8 @@ struct store_connection {
 int store_connection_insert(struct store *s, const struct store_connection *c);
 
 /* Records how an open connection ended: ended_ms, reason, bytes (found by sandbox_id and
- * seq). Joins the batch. -ENOENT: no such record. */
+ * seq); with ended_ms 0 (and no reason) only its bytes so far, the connection still
+ * open. Joins the batch. -ENOENT: no such record. */
 int store_connection_finish(struct store *s, const struct store_connection *c);
 
 /* The highest seq recorded for sandbox_id (0: none), after marking every record of it

@@ -588,6 +588,52 @@ START_TEST(deaf_lookups_of_four_sandboxes) {
 }
 END_TEST
 
+/* A tunnel still open when the daemon is killed: its record keeps the bytes that had
+ * gone through by the last progress tick (every 10 s), not 0. */
+static const char held_tunnel[] = "/usr/bin/python3 -c \"\n"
+                                  "import socket, time\n"
+                                  "s = socket.create_connection(('127.0.0.1', 3128))\n"
+                                  "s.sendall(b'CONNECT allowed.test:9000 HTTP/1.1\\r\\n\\r\\n')\n"
+                                  "assert s.recv(100).startswith(b'HTTP/1.1 200')\n"
+                                  "s.sendall(b'x' * 1000)\n"
+                                  "time.sleep(120)\n"
+                                  "\"";
+
+START_TEST(open_tunnel_bytes_survive_a_crash) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test:9000", NULL};
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+        struct sbx_connections *h = NULL;
+
+        if (getenv("SBX_VALGRIND")) /* adoption needs pidfds */
+                return;
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "held", hosts, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = held_tunnel;
+        o.timeout_ms = 150000;
+        ck_assert_int_eq(sbx_exec_background(c, "held", &o, &b), SBX_OK);
+        sbx_background_free(b);
+        usleep(12000 * 1000); /* past one progress tick */
+        sbx_close(c);
+        it_daemon_kill(&d);
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_connections(c, "held", 0, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 1);
+        ck_assert(h->v[0].allowed);
+        ck_assert_msg(h->v[0].bytes_sent == 1000, "bytes sent on record: %llu",
+                      (unsigned long long)h->v[0].bytes_sent);
+        ck_assert(h->v[0].ended_unix_ms > 0); /* ended by the restart */
+        sbx_connections_free(h);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* Connections in a loop: each is a record on the daemon's shared disk, so the proxy
  * takes them at a bounded rate (ACCEPTS_PER_SECOND after a burst of ACCEPT_BURST)
  * without refusing or losing one: 500 refused CONNECTs in a row take at least the time
@@ -652,6 +698,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, lagging_attachers_at_the_end);
         tcase_add_test(tc, connection_loop_is_paced);
         tcase_add_test(tc, deaf_lookups_of_four_sandboxes);
+        tcase_add_test(tc, open_tunnel_bytes_survive_a_crash);
         suite_add_tcase(s, tc);
         return s;
 }
