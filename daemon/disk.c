@@ -15,6 +15,7 @@
 #include <linux/fs.h>
 #include <linux/loop.h>
 #include <linux/quota.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,12 +612,39 @@ static int is_mount_point(const char *path) {
         return a.st_dev != b.st_dev;
 }
 
+static void *close_on_thread(void *arg) {
+        close((int)(intptr_t)arg);
+        return NULL;
+}
+
+/* Closes fd on a thread of its own (or here when none can be made). */
+static void close_elsewhere(int fd) {
+        pthread_attr_t a;
+        pthread_t t;
+        int r;
+
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        r = pthread_create(&t, &a, close_on_thread, (void *)(intptr_t)fd);
+        pthread_attr_destroy(&a);
+        if (r != 0)
+                close(fd);
+}
+
 void disk_release(const char *workspace, int keep) {
         char img[4200];
 
         if (is_mount_point(workspace)) {
+                /* The last reference to the image's filesystem shuts it down, writing back
+                 * what the sandbox left dirty through the loop device (2.5 GB written:
+                 * 2.7 s) on the thread that drops it: not the event loop. An O_PATH
+                 * descriptor keeps the filesystem alive past the unmount, and a thread of
+                 * its own closes it. */
+                int hold = open(workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (umount2(workspace, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
                         log_warning("cannot unmount %s: %s", workspace, strerror(errno));
+                if (hold >= 0)
+                        close_elsewhere(hold);
         } else {
                 quota_release(workspace);
         }
