@@ -34,7 +34,17 @@ struct attach {
         int deferred; /* asked while its connection was congested: starts once it drains */
         char command_id[32];
         char sandbox_id[SBX_ID_MAX_BYTES + 1];
+        int64_t sandbox_created_ms; /* which sandbox of that id (an id may come again) */
 };
+
+/* The sandbox a attaches to, found again by id: NULL when it ended (or the id now names
+ * another sandbox, made after that one's record was pruned, which the caller may not
+ * be allowed to see). */
+static struct sandbox *find_again(struct attach *a, struct conn *c) {
+        struct sandbox *sb = sbxtab_find(conn_daemon(c)->sandboxes, a->sandbox_id);
+
+        return sb && sandbox_created_ms(sb) == a->sandbox_created_ms ? sb : NULL;
+}
 
 /* The most data one OutputChunk carries on c. */
 static size_t piece_bytes(const struct conn *c) {
@@ -185,7 +195,7 @@ static void on_done(struct command_watch *w, Sbx__V1__CommandResult *res) {
 
         a->cmd = NULL; /* unlinked by the command */
         if (conn_congested(c)) {
-                sb = sbxtab_find(conn_daemon(c)->sandboxes, a->sandbox_id);
+                sb = find_again(a, c);
                 if (sb && command_ended_result(sb, a->command_id, &len)) {
                         a->deferred = 1;
                         return;
@@ -226,7 +236,7 @@ static void on_drained(struct conn_call *cc) {
                 if (conn_congested(c))
                         return;
                 a->deferred = 0;
-                sb = sbxtab_find(conn_daemon(c)->sandboxes, a->sandbox_id);
+                sb = find_again(a, c);
                 if (sb) {
                         attach_start(a, sb);
                         return;
@@ -316,6 +326,7 @@ void attach_command(struct conn *c, uint64_t rid, struct sandbox *sb,
         snprintf(a->command_id, sizeof(a->command_id), "%s",
                  req->command_id ? req->command_id : "");
         snprintf(a->sandbox_id, sizeof(a->sandbox_id), "%s", sandbox_id(sb));
+        a->sandbox_created_ms = sandbox_created_ms(sb);
         conn_call_begin(c, &a->cc, on_closing, on_drained);
         /* Each answer may queue a command's whole kept output (at most two caps): one
          * more waits until the connection has drained, so that a client that pipelines

@@ -923,7 +923,7 @@ static void free_handle(uv_handle_t *h) {
 
 /* Over the cap: the connection is answered at once, without a connection object, and
  * recorded as refused. */
-static void refuse_over_cap(struct egress *eg) {
+static int refuse_over_cap(struct egress *eg) {
         static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
                                   "Content-Length: 32\r\n\r\ntoo many open proxy connections\n";
         struct store_connection r;
@@ -932,7 +932,7 @@ static void refuse_over_cap(struct egress *eg) {
 
         if (!t || uv_tcp_init(eg->d->loop, t) < 0) {
                 free(t);
-                return;
+                return -ENOMEM;
         }
         if (uv_accept((uv_stream_t *)&eg->listener, (uv_stream_t *)t) == 0)
                 (void)uv_try_write((uv_stream_t *)t, &b, 1);
@@ -945,6 +945,7 @@ static void refuse_over_cap(struct egress *eg) {
         if (store_connection_insert(eg->d->store, &r) < 0)
                 log_warning("sbx=%s: recording a refused connection: %s", eg->id,
                             store_last_error(eg->d->store));
+        return 0;
 }
 
 /* Whether the rate allows eg to take a connection now (then counted). */
@@ -1019,13 +1020,14 @@ static void accept_one(struct egress *eg) {
         struct econn *c;
 
         if (eg->n_open >= EGRESS_MAX_OPEN) {
-                refuse_over_cap(eg);
+                if (refuse_over_cap(eg) < 0)
+                        goto retry;
                 return;
         }
         c = calloc(1, sizeof(*c));
         if (!c || uv_tcp_init(eg->d->loop, &c->client) < 0) {
                 free(c);
-                return;
+                goto retry;
         }
         c->eg = eg;
         c->client.data = c;
@@ -1048,6 +1050,11 @@ static void accept_one(struct egress *eg) {
         uv_tcp_nodelay(&c->client, 1);
         uv_timer_start(&c->timer, on_head_timeout, EGRESS_HEAD_TIMEOUT_MS, 0);
         uv_read_start((uv_stream_t *)&c->client, head_alloc, on_head);
+        return;
+retry:
+        /* Out of memory: libuv holds the connection (and watches the listener no more)
+         * until uv_accept, so it is taken again soon rather than never. */
+        uv_timer_start(&eg->pace, on_pace, 100, 0);
 }
 
 /* ---- the proxy ---------------------------------------------------------------------- */

@@ -315,8 +315,13 @@ void sandbox_set_spec(struct sandbox *sb, Sbx__V1__CreateSandbox *spec) {
                 sbx__v1__create_sandbox__free_unpacked(sb->spec, NULL);
         sb->spec = spec;
         sb->view.policy = spec->policy;
-        if (sb->egress && egress_set_policy(sb->egress, sb->id, spec->policy) < 0)
-                sandbox_warn(sb, "network allowlist: out of memory for the new rules");
+        if (sb->egress && egress_set_policy(sb->egress, sb->id, spec->policy) < 0) {
+                /* Fail closed: never the rules (and records) of the policy it was made for. */
+                egress_close(sb->egress, "the daemon ran out of memory");
+                sb->egress = NULL;
+                sandbox_warn(sb, "network allowlist: out of memory for the new rules; the proxy "
+                                 "is closed (no network)");
+        }
 }
 
 void sandbox_set_run_ids(struct sandbox *sb, uid_t uid, gid_t gid) {
