@@ -18,34 +18,12 @@
 #include <unistd.h>
 
 #include "itutil.h"
+#include "networld.h"
 #include "sbx_limits.h"
 #include "sbx.h"
 #include "testutil.h"
 
-static char dir[] = "/tmp/sbx-red20-XXXXXX";
-static pid_t servers[4];
-static int n_servers;
-
-static void sh_or_die(const char *cmd) {
-        if (system(cmd) != 0) {
-                fprintf(stderr, "it_redteam20: setup failed: %s\n", cmd);
-                exit(2);
-        }
-}
-
-/* A server process (python3 CODE), dying with this program. */
-static void start_server(const char *code) {
-        pid_t p = fork();
-
-        if (p == 0) {
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                if (chdir(dir) < 0)
-                        _exit(127);
-                execl("/usr/bin/python3", "python3", "-c", code, (char *)NULL);
-                _exit(127);
-        }
-        servers[n_servers++] = p;
-}
+static struct networld W;
 
 /* An HTTP server on 203.0.113.10:80 and 10.9.9.9:80 naming the address it answered on,
  * and a sink on 203.0.113.10:9000 that takes connections and never reads them. */
@@ -77,77 +55,13 @@ static const char deaf_dns_code[] =
         "  u.recvfrom(4096)\n";
 
 static void make_world(void) {
-        char cmd[512];
-        FILE *f;
-
-        if (!mkdtemp(dir))
-                exit(2);
-        if (unshare(CLONE_NEWNET | CLONE_NEWNS) < 0) {
-                perror("it_redteam20: unshare(net, mount)");
-                exit(2);
-        }
-        sh_or_die("mount --make-rprivate / && ip link set lo up mtu 1500 && "
-                  "ip addr add 203.0.113.10/32 dev lo && ip addr add 10.9.9.9/32 dev lo");
-        snprintf(cmd, sizeof(cmd), "%s/hosts", dir);
-        f = fopen(cmd, "w");
-        if (!f)
-                exit(2);
-        fprintf(f, "127.0.0.1 localhost\n203.0.113.10 allowed.test\n10.9.9.9 private.test\n"
-                   "127.0.0.2 loop.test\n");
-        fclose(f);
-        snprintf(cmd, sizeof(cmd), "%s/resolv.conf", dir);
-        f = fopen(cmd, "w");
-        if (!f)
-                exit(2);
-        fprintf(f, "nameserver 10.9.9.9\n");
-        fclose(f);
-        snprintf(cmd, sizeof(cmd),
-                 "mount --bind %s/hosts /etc/hosts && mount --bind %s/resolv.conf "
-                 "/etc/resolv.conf",
-                 dir, dir);
-        sh_or_die(cmd);
-        start_server(servers_code);
-        start_server(deaf_dns_code);
-        for (int i = 0; i < 100; i++) {
-                if (system("python3 -c \"import socket;socket.create_connection(('203.0.113.10',"
-                           "9000),0.2)\" 2>/dev/null") == 0)
-                        return;
-                usleep(100 * 1000);
-        }
-        fprintf(stderr, "it_redteam20: the test servers did not come up\n");
-        exit(2);
-}
-
-static void end_world(void) {
-        char cmd[256];
-
-        for (int i = 0; i < n_servers; i++) {
-                kill(servers[i], SIGKILL);
-                waitpid(servers[i], NULL, 0);
-        }
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        if (system(cmd) != 0)
-                fprintf(stderr, "it_redteam20: could not remove %s\n", dir);
-}
-
-/* Creates an allowlist sandbox id with hosts and cidrs (NULL-terminated). */
-static void create_allowlist(sbx_client *c, const char *id, const char **hosts,
-                             const char **cidrs) {
-        struct sbx_create_opts o;
-        struct sbx_sandbox *s = NULL;
-        size_t nh = 0, nc = 0;
-
-        while (hosts && hosts[nh])
-                nh++;
-        while (cidrs && cidrs[nc])
-                nc++;
-        sbx_create_opts_init(&o);
-        o.id = id;
-        o.policy.network = SBX_NETWORK_ALLOWLIST;
-        o.policy.allowed_hosts = (struct sbx_strv){(char **)(uintptr_t)hosts, nh};
-        o.policy.allowed_cidrs = (struct sbx_strv){(char **)(uintptr_t)cidrs, nc};
-        ck_assert_msg(sbx_create(c, &o, &s) == SBX_OK, "create: %s", sbx_error_message(c));
-        sbx_sandbox_free(s);
+        networld_make(&W, "it_redteam20",
+                      "127.0.0.1 localhost\n203.0.113.10 allowed.test\n10.9.9.9 private.test\n"
+                      "127.0.0.2 loop.test\n",
+                      "nameserver 10.9.9.9\n", NULL);
+        networld_server(&W, servers_code);
+        networld_server(&W, deaf_dns_code);
+        networld_wait(&W, 9000);
 }
 
 /* stdout of a shell command in sandbox id (freed by the caller). */
@@ -712,6 +626,6 @@ int main(void) {
         srunner_run_all(sr, CK_NORMAL);
         nf = srunner_ntests_failed(sr);
         srunner_free(sr);
-        end_world();
+        networld_end(&W);
         return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
