@@ -33,12 +33,10 @@
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
-/* Creates a sandbox with a disk limit of bytes and inodes (0: none given) and keep;
- * returns it (caller frees), failing the test with the daemon's message. */
-static struct sbx_sandbox *create_disk(sbx_client *c, uint64_t bytes, uint64_t inodes, int keep) {
+/* sbx_create with a disk limit of bytes and inodes (0: none given) and keep. */
+static enum sbx_code try_create(sbx_client *c, uint64_t bytes, uint64_t inodes, int keep,
+                                struct sbx_sandbox **sb) {
         struct sbx_create_opts o;
-        struct sbx_sandbox *sb = NULL;
-        enum sbx_code code;
 
         sbx_create_opts_init(&o);
         if (bytes) {
@@ -50,7 +48,15 @@ static struct sbx_sandbox *create_disk(sbx_client *c, uint64_t bytes, uint64_t i
                 o.policy.limits.disk_inodes = inodes;
         }
         o.keep_workspace = keep;
-        code = sbx_create(c, &o, &sb);
+        return sbx_create(c, &o, sb);
+}
+
+/* Creates a sandbox with these limits; returns it (caller frees), failing the test with
+ * the daemon's message. */
+static struct sbx_sandbox *create_disk(sbx_client *c, uint64_t bytes, uint64_t inodes, int keep) {
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code code = try_create(c, bytes, inodes, keep, &sb);
+
         ck_assert_msg(code == SBX_OK, "create with disk %llu: %s: %s", (unsigned long long)bytes,
                       sbx_code_name(code), sbx_error_message(c));
         ck_assert_int_eq(sb->state, SBX_STATE_READY);
@@ -60,21 +66,9 @@ static struct sbx_sandbox *create_disk(sbx_client *c, uint64_t bytes, uint64_t i
 /* The code of a create with these limits that must fail; its message into msg. */
 static enum sbx_code create_refused(sbx_client *c, uint64_t bytes, uint64_t inodes, int keep,
                                     char *msg, size_t len) {
-        struct sbx_create_opts o;
         struct sbx_sandbox *sb = NULL;
-        enum sbx_code code;
+        enum sbx_code code = try_create(c, bytes, inodes, keep, &sb);
 
-        sbx_create_opts_init(&o);
-        if (bytes) {
-                o.policy.limits.set |= SBX_LIMIT_DISK;
-                o.policy.limits.disk_bytes = bytes;
-        }
-        if (inodes) {
-                o.policy.limits.set |= SBX_LIMIT_DISK_INODES;
-                o.policy.limits.disk_inodes = inodes;
-        }
-        o.keep_workspace = keep;
-        code = sbx_create(c, &o, &sb);
         ck_assert_msg(code != SBX_OK, "create with disk %llu inodes %llu was accepted",
                       (unsigned long long)bytes, (unsigned long long)inodes);
         snprintf(msg, len, "%s", sbx_error_message(c));

@@ -620,14 +620,6 @@ static Suite *make_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr;
-        int nf;
-
         make_world();
-        sr = srunner_create(make_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        nf = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        networld_end(&W);
-        return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return networld_run(&W, make_suite());
 }

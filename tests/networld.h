@@ -122,6 +122,19 @@ static void networld_end(struct networld *w) {
                 fprintf(stderr, "%s: could not remove %s\n", w->name, w->dir);
 }
 
+/* The program's main after networld_make: runs suite, leaves the world, and exits as
+ * Check's runner says. */
+static int networld_run(struct networld *w, Suite *suite) {
+        SRunner *sr = srunner_create(suite);
+        int nf;
+
+        srunner_run_all(sr, CK_NORMAL);
+        nf = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        networld_end(w);
+        return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
 /* Creates an allowlist sandbox id with hosts and cidrs (NULL-terminated). */
 static void create_allowlist(sbx_client *c, const char *id, const char **hosts,
                              const char **cidrs) {
