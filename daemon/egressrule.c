@@ -116,7 +116,8 @@ int egressrule_host_normalize(const char *in, char *out, size_t outlen, char *er
         return 0;
 }
 
-int egressrule_host_match(const char *pattern, const char *host, unsigned port) {
+/* One pattern of egressrule_hosts_allow. */
+static int host_match(const char *pattern, const char *host, unsigned port) {
         const char *colon = strchr(pattern, ':');
         size_t plen = colon ? (size_t)(colon - pattern) : strlen(pattern);
         size_t hlen = strlen(host);
@@ -140,7 +141,7 @@ int egressrule_hosts_allow(char *const *patterns, size_t n, const char *host, un
         if (egressrule_name_check(host) < 0)
                 return 0;
         for (i = 0; i < n; i++)
-                if (egressrule_host_match(patterns[i], host, port))
+                if (host_match(patterns[i], host, port))
                         return 1;
         return 0;
 }

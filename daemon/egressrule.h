@@ -51,12 +51,9 @@ int egressrule_host_normalize(const char *in, char *out, size_t outlen, char *er
  * without '*' and port. 0 or -EINVAL. */
 int egressrule_name_check(const char *name);
 
-/* 1 when the normalised pattern allows host (a checked name, any case) on port: the
- * same name, or for "*.suffix" a name that ends in ".suffix" with at least one label
- * before; on the pattern's port, or without one on 80 or 443. */
-int egressrule_host_match(const char *pattern, const char *host, unsigned port);
-
-/* 1 when one of n normalised patterns allows host on port. */
+/* 1 when one of n normalised patterns allows host (a checked name, any case) on port: a
+ * pattern allows the same name, or for "*.suffix" a name that ends in ".suffix" with at
+ * least one label before; on the pattern's port, or without one on 80 or 443. */
 int egressrule_hosts_allow(char *const *patterns, size_t n, const char *host, unsigned port);
 
 /* Parses an allowed_cidrs entry ("203.0.113.0/24", "2001:db8::/32", "10.1.2.3": a
