@@ -383,10 +383,23 @@ static int recover(void) {
 /* Step 9: listening, and the loop's own work: the end of each turn, the sweep, the warm
  * pool, the signals. Tells the service manager it is ready. */
 static int listen_and_start(void) {
-        int r = server_listen(&S);
+        int r;
 
+        /* Taken before listening: a client that can connect may signal sbxd at once (a
+         * SIGTERM between listen and here used to kill it by the default action, while
+         * the warm pool was being started). Handled once the loop runs. */
+        uv_signal_init(&loop, &sig_term);
+        uv_signal_init(&loop, &sig_int);
+        uv_signal_start(&sig_term, on_signal, SIGTERM);
+        uv_signal_start(&sig_int, on_signal, SIGINT);
+        uv_signal_init(&loop, &sig_hup);
+        uv_signal_start(&sig_hup, on_hangup, SIGHUP);
+        r = server_listen(&S);
         if (r < 0) {
                 log_err("cannot listen on %s: %s", cfg.socket_path, uv_strerror(r));
+                uv_close((uv_handle_t *)&sig_term, NULL);
+                uv_close((uv_handle_t *)&sig_int, NULL);
+                uv_close((uv_handle_t *)&sig_hup, NULL);
                 return -1;
         }
         /* Commit before reply, at the end of every turn (turn.h). */
@@ -397,12 +410,6 @@ static int listen_and_start(void) {
         uv_timer_start(&sweep_timer, on_sweep, SBX_SWEEP_INTERVAL_MS, SBX_SWEEP_INTERVAL_MS);
         sbxtab_sweep(D.sandboxes);
         sbxtab_warm_start(D.sandboxes);
-        uv_signal_init(&loop, &sig_term);
-        uv_signal_init(&loop, &sig_int);
-        uv_signal_start(&sig_term, on_signal, SIGTERM);
-        uv_signal_start(&sig_int, on_signal, SIGINT);
-        uv_signal_init(&loop, &sig_hup);
-        uv_signal_start(&sig_hup, on_hangup, SIGHUP);
         log_notice("sbxd %s listening on %s%s, state in %s (cgroup %s%s, %s, seccomp %s)",
                    SBX_VERSION, cfg.socket_path, S.activated ? " (socket-activated)" : "",
                    cfg.state_dir, D.features.cgroup_version,
