@@ -481,6 +481,19 @@ static int read_peer(struct conn *c) {
         return 0;
 }
 
+/* Asks for SBX_CONN_SNDBUF_BYTES of kernel send buffer (never shrinks one set larger;
+ * a failure leaves the default: slower, not wrong). */
+static void grow_send_buffer(struct conn *c) {
+        int want = (int)SBX_CONN_SNDBUF_BYTES, have = 0, fd = conn_fd(c);
+        socklen_t len = sizeof(have);
+
+        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &have, &len) < 0 || have >= want)
+                return;
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)) < 0)
+                log_debug("conn=%llu: cannot grow its send buffer: %s", (unsigned long long)c->id,
+                          strerror(errno));
+}
+
 int conn_serve(struct conn *c) {
         int r;
 
@@ -489,6 +502,7 @@ int conn_serve(struct conn *c) {
         r = read_peer(c);
         if (r < 0)
                 return r;
+        grow_send_buffer(c);
         if (uv_timer_init(c->d->loop, &c->kick) == 0) {
                 c->kick.data = c;
                 c->kick_inited = 1;
