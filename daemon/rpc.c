@@ -510,9 +510,10 @@ static void cmd_started(void *ud, char *command_id) {
         background_answered(k);
 }
 
-static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
-                       uint8_t *data, size_t len) {
-        struct call *k = ud;
+/* An OutputChunk of a streamed command: copied into its frame, or (taking) sent from
+ * data itself, which the connection then owns. */
+static void send_output(struct call *k, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
+                        uint8_t *data, size_t len, int taking) {
         Sbx__V1__Response resp;
         Sbx__V1__OutputChunk oc = SBX__V1__OUTPUT_CHUNK__INIT;
         response_init(&resp, k->request_id);
@@ -526,7 +527,20 @@ static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint6
         oc.data.len = len;
         resp.body_case = SBX__V1__RESPONSE__BODY_OUTPUT;
         resp.output = &oc;
-        conn_send(call_conn(k), &resp);
+        if (taking)
+                conn_send_taking(call_conn(k), &resp, data, len);
+        else
+                conn_send(call_conn(k), &resp);
+}
+
+static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
+                       uint8_t *data, size_t len) {
+        send_output(ud, command_id, stream, offset, data, len, 0);
+}
+
+static void cmd_output_taking(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
+                              uint8_t *data, size_t len) {
+        send_output(ud, command_id, stream, offset, data, len, 1);
 }
 
 static int cmd_congested(void *ud) {
@@ -590,6 +604,7 @@ static const struct command_callbacks cmd_callbacks = {
         .queued = cmd_queued,
         .started = cmd_started,
         .output = cmd_output,
+        .output_taking = cmd_output_taking,
         .congested = cmd_congested,
         .done = cmd_done,
 };
@@ -652,7 +667,8 @@ static int input_resize(struct conn *c, uint64_t rid, const Sbx__V1__CommandInpu
         r = in->has_rows && in->has_cols ? command_resize(cmd, in->rows, in->cols) : -EINVAL;
         if (r == -EINVAL)
                 conn_send_status(c, rid, SBX__V1__CODE__INVALID_ARGUMENT,
-                                 "rows and cols must be given together, each 1 to %u", SBX_MAX_TTY_DIM);
+                                 "rows and cols must be given together, each 1 to %u",
+                                 SBX_MAX_TTY_DIM);
         else if (r == -ENOTTY)
                 conn_send_status(c, rid, SBX__V1__CODE__FAILED_PRECONDITION,
                                  "command '%s' has no terminal to resize (start it with tty)",

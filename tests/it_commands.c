@@ -212,7 +212,8 @@ START_TEST(memory_hog_is_out_of_memory) {
         sbx_client *c;
         char *id;
         struct sbx_result *r;
-        const char *hog[] = {"python3", "-c", "b = [bytearray(1 << 20) for _ in range(1024)]", NULL};
+        const char *hog[] = {"python3", "-c", "b = [bytearray(1 << 20) for _ in range(1024)]",
+                             NULL};
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
@@ -294,9 +295,12 @@ START_TEST(output_read_at_exit_is_whole) {
                         struct sbx_result *r;
                         size_t j;
 
-                        ck_assert_int_ge(asprintf(&cmd, "%shead -c %u /dev/zero | tr '\\0' a; "
-                                              "head -c %u /dev/zero | tr '\\0' b >&2; printf END",
-                                              before[k], sizes[i], sizes[i]), 0);
+                        ck_assert_int_ge(
+                                asprintf(&cmd,
+                                         "%shead -c %u /dev/zero | tr '\\0' a; "
+                                         "head -c %u /dev/zero | tr '\\0' b >&2; printf END",
+                                         before[k], sizes[i], sizes[i]),
+                                0);
                         r = it_sh(c, id, 30000, cmd);
 
                         ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
@@ -398,13 +402,32 @@ struct chunks {
         size_t bytes;
 };
 
-static void on_output(void *ud, enum sbx_stream stream, uint64_t offset, const void *data, size_t len) {
+static void on_output(void *ud, enum sbx_stream stream, uint64_t offset, const void *data,
+                      size_t len) {
         struct chunks *k = ud;
         if (offset != k->next[stream])
                 k->in_order = 0;
         k->next[stream] = offset + len;
         k->bytes += len;
         k->n++;
+}
+
+/* stdout and stderr as streamed, each put together at its offsets. */
+struct copy_back {
+        uint8_t *buf[2];
+        size_t len[2];
+};
+
+static void copy_output(void *ud, enum sbx_stream stream, uint64_t offset, const void *data,
+                        size_t len) {
+        struct copy_back *b = ud;
+        int i = stream == SBX_STDERR;
+        uint8_t *nb = realloc(b->buf[i], offset + len);
+        ck_assert_ptr_nonnull(nb);
+        memcpy(nb + offset, data, len);
+        b->buf[i] = nb;
+        if (offset + len > b->len[i])
+                b->len[i] = offset + len;
 }
 
 START_TEST(streaming_and_stdin) {
@@ -448,6 +471,29 @@ START_TEST(streaming_and_stdin) {
         ck_assert_uint_eq(r->stdout_len, 1u << 20);
         ck_assert_int_eq(memcmp(r->stdout_data, in, 1u << 20), 0);
         sbx_result_free(r);
+        /* Streamed output byte for byte, on both streams: chunks are sent from the
+         * buffer they were read into, which must never be reused while queued. */
+        {
+                struct copy_back b = {{NULL, NULL}, {0, 0}};
+                const char *both[] = {"sh", "-c", "cat > both.bin; cat both.bin; cat both.bin >&2",
+                                      NULL};
+                sbx_exec_opts_init(&o);
+                o.argv = both;
+                o.argc = 3;
+                o.stdin_data = in;
+                o.stdin_len = 1u << 20;
+                o.timeout_ms = 20000;
+                o.on_output = copy_output;
+                o.userdata = &b;
+                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+                ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
+                for (i = 0; i < 2; i++) {
+                        ck_assert_uint_eq(b.len[i], 1u << 20);
+                        ck_assert_int_eq(memcmp(b.buf[i], in, 1u << 20), 0);
+                        free(b.buf[i]);
+                }
+                sbx_result_free(r);
+        }
         /* Streamed stdin: a slow producer of 3 MB (more than fits in any buffer on the
          * way), fed as it writes, then end of file. */
         {
@@ -506,8 +552,8 @@ static void *run_one(void *arg) {
         int i;
         if (sbx_connect(ru->d->sock, "thread", &c) != SBX_OK)
                 return NULL;
-        snprintf(script, sizeof(script), "for i in $(seq 1 200); do echo runner-%d-$i; done; sleep 1",
-                 ru->n);
+        snprintf(script, sizeof(script),
+                 "for i in $(seq 1 200); do echo runner-%d-$i; done; sleep 1", ru->n);
         sbx_exec_opts_init(&o);
         o.shell = script;
         o.timeout_ms = 30000;
@@ -517,8 +563,10 @@ static void *run_one(void *arg) {
                 ru->outcome = r->outcome;
                 ru->ok = 1;
                 for (i = 1; i <= 200 && ru->ok; i++) {
-                        size_t len = (size_t)snprintf(want, sizeof(want), "runner-%d-%d\n", ru->n, i);
-                        if (off + len > r->stdout_len || memcmp(r->stdout_data + off, want, len) != 0)
+                        size_t len =
+                                (size_t)snprintf(want, sizeof(want), "runner-%d-%d\n", ru->n, i);
+                        if (off + len > r->stdout_len ||
+                            memcmp(r->stdout_data + off, want, len) != 0)
                                 ru->ok = 0;
                         off += len;
                 }
@@ -718,7 +766,6 @@ START_TEST(daemon_maximum_timeout_and_records) {
 }
 END_TEST
 
-
 /* A client that vanishes mid-command: nobody can receive the result, so the command is
  * stopped (recorded as cancelled) and none of its processes stays behind. */
 START_TEST(vanishing_client_cancels_its_command) {
@@ -777,7 +824,6 @@ START_TEST(vanishing_client_cancels_its_command) {
 }
 END_TEST
 
-
 /* Init's channel may fill up (a throttled sandbox reading slowly, large commands): the
  * daemon queues, and every command still runs. */
 START_TEST(full_init_channel_queues) {
@@ -833,7 +879,6 @@ START_TEST(full_init_channel_queues) {
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
 END_TEST
-
 
 /* A fork that the sandbox's process limit refuses is charged to the command that tried,
  * not to a command that merely ran at the same time. */
