@@ -912,7 +912,7 @@ static int exec_report(sbx_client *c, enum sbx_code rc, const struct sbx_result 
         if (rc != SBX_OK && r->outcome != SBX_OUTCOME_START_FAILED)
                 return cli_client_error(c, rc);
         if (r->has_owner_uid)
-                cli_warn_not_owner(id, r->owner_uid);
+                cli_warn_not_owner(c, id, r->owner_uid);
         if (st->json) {
                 json_init(&j, stdout);
                 json_result(&j, r);
