@@ -15,7 +15,8 @@
  * stderr_bytes, duration, queued_ms, isolated, warnings, resources, start_error,
  * owner_uid, stdout_base64, stderr_base64) and sbx exits 0 unless sbx itself failed.
  *
- * Standard input is forwarded when it is not a terminal (as ssh does; -n turns it off).
+ * Standard input is forwarded when it is neither a terminal (as ssh does; -n turns it
+ * off) nor /dev/null (the command gets the daemon's /dev/null).
  * SIGINT, SIGTERM, SIGHUP and SIGQUIT of sbx are forwarded to the command's process
  * group; a second one, or SIGNAL_GRACE_MS without an ending, kills the command (a
  * cancel), and a third one ends sbx itself. While the command waits for a slot the
@@ -38,6 +39,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -745,10 +748,19 @@ static int open_stdin_opt(const char *path) {
         return fd;
 }
 
+/* Whether fd is /dev/null (on Linux always the character device 1:3). */
+static bool is_dev_null(int fd) {
+        struct stat st;
+        return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+}
+
 /* Whether our own stdin is forwarded without --stdin: when it is open and not a
- * terminal (a pipe, a file, /dev/null), as ssh does. */
+ * terminal (a pipe, a file), as ssh does. /dev/null is not forwarded: the command gets
+ * the daemon's own /dev/null instead of a pipe that streams nothing, which spares a
+ * CommandInput with the end of file and the daemon a pipe. */
 static bool stdin_forwarded_by_default(void) {
-        return fcntl(STDIN_FILENO, F_GETFD) >= 0 && !isatty(STDIN_FILENO);
+        return fcntl(STDIN_FILENO, F_GETFD) >= 0 && !isatty(STDIN_FILENO) &&
+               !is_dev_null(STDIN_FILENO);
 }
 
 /* Joins words with single spaces (for --shell). NULL when memory runs out. */
@@ -848,10 +860,11 @@ static int exec_set_stdin(struct exec_state *st) {
  * an error (raw input needs one; ssh only warns), -tt goes on without. 0 or an exit
  * status. */
 static int exec_set_tty(struct exec_state *st) {
-        bool term = isatty(STDIN_FILENO);
+        bool term;
 
         if (!st->tty)
                 return 0;
+        term = isatty(STDIN_FILENO);
         if (!term && st->tty < 2)
                 return cli_usage_error("sbx exec -t needs a terminal on stdin (it is not one); "
                                        "give -tt to run the command on a terminal anyway");

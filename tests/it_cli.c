@@ -608,6 +608,24 @@ START_TEST(stdin_forwarded) {
                 has(err, "sbx: INVALID_ARGUMENT: ");
                 free(err);
         }
+        /* /dev/null is not streamed: the command gets /dev/null itself, not a pipe. */
+        {
+                const char *a[] = {"exec",
+                                   "i",
+                                   "--",
+                                   "sh",
+                                   "-c",
+                                   "if [ -p /dev/stdin ]; then echo pipe; fi; "
+                                   "readlink /proc/self/fd/0",
+                                   NULL};
+                spawn_sbx(&d, -1, -1, a, &p);
+                ck_assert_int_eq(finish(&p), 0);
+                ck_assert_str_eq(p.obuf, "/dev/null\n");
+                proc_free(&p);
+                ck_assert_int_eq(sbx(&d, "", &out, NULL, a), 0);
+                has(out, "pipe\n");
+                free(out);
+        }
         /* A stdin that never closes: a command that does not read it ends sbx at once... */
         ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
         {
