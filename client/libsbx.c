@@ -76,6 +76,9 @@ struct sbx_client {
         uint64_t hello_id;       /* a Hello sent whose reply is not read yet; 0: none */
         int64_t hello_deadline;  /* when that reply is overdue; -1: never */
         uint64_t hello_wait_ms;  /* and the wait it stands for, for the message */
+        int watch_fd;            /* libsbx_set_watch: polled with the connection; -1: none */
+        libsbx_watch_cb on_watch;
+        void *watch_userdata;
         char *message;           /* last failure, NULL after success */
         bool message_oom;        /* the last failure's message could not be allocated */
         int err;
@@ -312,25 +315,36 @@ static void disconnect(sbx_client *c) {
 
 /* poll() on p[0..n) (n <= 2) until one is ready or the deadline passes. Over ssh, ssh's
  * stderr is polled too and drained whenever it has something, so that ssh never blocks
- * on a full pipe and its last words are at hand for an error. Returns the number of p
- * ready, 0 at the deadline, or -errno; EINTR is retried. */
+ * on a full pipe and its last words are at hand for an error; the watched fd
+ * (libsbx_set_watch) too, and its callback called whenever it is ready. Returns the
+ * number of p ready, 0 at the deadline, or -errno; EINTR is retried. */
 static int poll_conn(sbx_client *c, struct pollfd *p, nfds_t n, int64_t deadline) {
-        struct pollfd all[3];
+        struct pollfd all[4];
 
         for (;;) {
-                nfds_t m = n;
+                nfds_t m = n, ssh_at = 0, watch_at = 0;
                 int r;
 
                 memcpy(all, p, n * sizeof(*p));
-                if (c->ssh.err_fd >= 0)
+                if (c->ssh.err_fd >= 0) {
+                        ssh_at = m;
                         all[m++] = (struct pollfd){.fd = c->ssh.err_fd, .events = POLLIN};
+                }
+                if (c->watch_fd >= 0) {
+                        watch_at = m;
+                        all[m++] = (struct pollfd){.fd = c->watch_fd, .events = POLLIN};
+                }
                 r = poll(all, m, poll_timeout(deadline));
                 if (r < 0 && errno == EINTR)
                         continue;
                 if (r <= 0)
                         return r < 0 ? -errno : 0;
-                if (m > n && all[n].revents) {
+                if (ssh_at && all[ssh_at].revents) {
                         ssh_link_drain(&c->ssh);
+                        r--;
+                }
+                if (watch_at && all[watch_at].revents) {
+                        c->on_watch(c->watch_userdata);
                         r--;
                 }
                 if (r > 0) {
@@ -1502,6 +1516,7 @@ static enum sbx_code connect_new(const char *socket_path, const char *client_nam
         if (!c)
                 return SBX_INTERNAL;
         c->fd = -1;
+        c->watch_fd = -1;
         c->defer_hello = defer_hello;
         ssh_link_init(&c->ssh);
         frame_reader_init(&c->reader, SBX_DEFAULT_MAX_FRAME_BYTES);
@@ -1545,6 +1560,12 @@ void sbx_close(sbx_client *c) {
         free(c->client_name);
         free(c->message);
         free(c);
+}
+
+void libsbx_set_watch(sbx_client *c, int fd, libsbx_watch_cb on_ready, void *userdata) {
+        c->watch_fd = on_ready ? fd : -1;
+        c->on_watch = on_ready;
+        c->watch_userdata = userdata;
 }
 
 void sbx_set_call_timeout_ms(sbx_client *c, uint64_t ms) {

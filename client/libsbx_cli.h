@@ -16,4 +16,15 @@
 enum sbx_code libsbx_connect_pipelined(const char *socket_path, const char *client_name,
                                        sbx_client **ret);
 
+/* Called when the watched fd is ready to read (see libsbx_set_watch). */
+typedef void (*libsbx_watch_cb)(void *userdata);
+
+/* While a call on c waits for the daemon (or for room to send, or for stdin), fd is
+ * polled too and on_ready(userdata) called, on the calling thread, whenever it is
+ * ready to read; on_ready must make it not ready (read what it has), and must not call
+ * into c (another client is fine). A single-threaded program so handles signals that
+ * arrive during a call (a signalfd) without a thread of its own. fd -1 or on_ready NULL:
+ * nothing watched. */
+void libsbx_set_watch(sbx_client *c, int fd, libsbx_watch_cb on_ready, void *userdata);
+
 #endif

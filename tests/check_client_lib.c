@@ -717,6 +717,62 @@ START_TEST(test_pipelined_hello) {
 }
 END_TEST
 
+/* A watched fd (libsbx_set_watch) is served while a call waits: the peer answers a
+ * second after the request, and the callback has run long before. */
+static int script_watch(int lfd) {
+        struct pconn pc;
+        uint64_t id = 2; /* the Hello was 1 */
+        int rc = pc_hello(lfd, &pc, 0);
+
+        if (rc)
+                return rc;
+        PEER_EXPECT(pc_recv_cancel(&pc, id) == 0);
+        sleep(1); /* the watch callback runs meanwhile */
+        PEER_EXPECT(pc_status(&pc, id, SBX__V1__CODE__OK, NULL));
+        pc_wait_eof(&pc);
+        pc_close(&pc);
+        return 0;
+}
+
+struct watch_seen {
+        int fd;
+        int calls;
+        int64_t at_ms;
+};
+
+static void on_watch_ready(void *userdata) {
+        struct watch_seen *w = userdata;
+        char b;
+
+        ck_assert_int_eq(read(w->fd, &b, 1), 1);
+        w->calls++;
+        w->at_ms = mono_ms();
+}
+
+START_TEST(test_watch_during_call) {
+        struct peer p;
+        struct watch_seen w = {0};
+        sbx_client *c;
+        int fds[2];
+        int64_t t0;
+
+        ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+        w.fd = fds[0];
+        peer_start(&p, script_watch);
+        c = connect_ok(&p);
+        libsbx_set_watch(c, fds[0], on_watch_ready, &w);
+        ck_assert_int_eq(write(fds[1], "x", 1), 1);
+        t0 = mono_ms();
+        ck_assert_int_eq(sbx_cancel(c, "box", "c-9"), SBX_OK);
+        ck_assert_int_eq(w.calls, 1);
+        ck_assert_int_lt(w.at_ms - t0, 500); /* at once, not when the reply came */
+        sbx_close(c);
+        close(fds[0]);
+        close(fds[1]);
+        ck_assert_int_eq(peer_wait(&p), 0);
+}
+END_TEST
+
 /* ---- the daemon drops an idle connection: the next call reconnects by itself --------------- */
 
 static int script_idle_close(int lfd) {
@@ -2132,6 +2188,7 @@ static Suite *make_suite(void) {
         tcase_add_test(peer, test_protocol_violations);
         tcase_add_test(peer, test_close_mid_reply);
         tcase_add_test(peer, test_pipelined_hello);
+        tcase_add_test(peer, test_watch_during_call);
         tcase_add_test(peer, test_reconnect_after_idle_close);
         tcase_add_test(peer, test_call_timeout);
         tcase_add_test(peer, test_exec_stream);

@@ -477,15 +477,33 @@ END_TEST
 
 /* ---- 5: signals of sbx reach the command ------------------------------------------------ */
 
+/* The number of threads of process pid (its /proc status), 0 when unknown. */
+static int threads_of(pid_t pid) {
+        char path[64], line[256];
+        int n = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        f = fopen(path, "re");
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "Threads: %d", &n) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        return n;
+}
+
 /* Runs shell in sandbox id through sbx exec --print-id, sends sbx the signals in sigs
  * (0-terminated) once it runs, 300 ms apart (the first 300 ms after the start, time for
- * the shell to set its traps); its exit status, output in *p. */
+ * the shell to set its traps); its exit status, output in *p. sbx must wait for those
+ * signals on its one thread (a thread of its own cost 0.5 ms of each sbx exec). */
 static int exec_and_signal(struct it_daemon *d, const char *id, const char *shell, const int *sigs,
                            struct proc *p) {
         const char *a[] = {"exec", "--print-id", id, "--", "sh", "-c", shell, NULL};
 
         spawn_sbx(d, -1, -1, a, p);
         ck_assert_msg(wait_stderr(p, "\n", 10000), "no ID: '%s'", p->ebuf ? p->ebuf : "");
+        ck_assert_int_eq(threads_of(p->pid), 1);
         for (; *sigs; sigs++) {
                 usleep(300000);
                 kill(p->pid, *sigs);
