@@ -373,27 +373,24 @@ void cli_warn(const char *fmt, ...) {
 }
 
 /* The uid the daemon knows this process by, once a Hello said it (over ssh:// that is
- * the remote ssh user's, not ours); until then geteuid(). */
+ * the remote ssh user's, not ours). */
 static uint32_t self_uid;
 static bool self_uid_known;
 
-static void learn_self_uid(sbx_client *c) {
+uint32_t cli_self_uid(sbx_client *c) {
         struct sbx_hello *h = NULL;
 
-        if (!self_uid_known && sbx_hello(c, &h) == SBX_OK) {
+        if (!self_uid_known && c && sbx_hello(c, &h) == SBX_OK) {
                 self_uid = h->peer_uid;
                 self_uid_known = true;
         }
         sbx_hello_free(h);
-}
-
-uint32_t cli_self_uid(void) {
         return self_uid_known ? self_uid : (uint32_t)geteuid();
 }
 
 int cli_connect(const struct cli *cli, sbx_client **ret) {
         sbx_client *c = NULL;
-        enum sbx_code rc = sbx_connect(cli->socket_path, CLI_CLIENT_NAME, &c);
+        enum sbx_code rc = libsbx_connect_pipelined(cli->socket_path, CLI_CLIENT_NAME, &c);
 
         *ret = NULL;
         if (rc != SBX_OK) {
@@ -405,13 +402,12 @@ int cli_connect(const struct cli *cli, sbx_client **ret) {
                 return CLI_EXIT_ERROR;
         }
         sbx_set_call_timeout_ms(c, CLI_CALL_TIMEOUT_MS);
-        learn_self_uid(c);
         *ret = c;
         return 0;
 }
 
-void cli_warn_not_owner(const char *id, uint32_t owner_uid) {
-        uint32_t me = cli_self_uid();
+void cli_warn_not_owner(sbx_client *c, const char *id, uint32_t owner_uid) {
+        uint32_t me = cli_self_uid(c);
 
         if (owner_uid == me)
                 return;
@@ -425,7 +421,7 @@ void cli_check_owner(sbx_client *c, const char *id) {
         struct sbx_sandbox *sb = NULL;
 
         if (sbx_get(c, id, &sb) == SBX_OK && sb)
-                cli_warn_not_owner(id, sb->owner_uid);
+                cli_warn_not_owner(c, id, sb->owner_uid);
         sbx_sandbox_free(sb);
 }
 

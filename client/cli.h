@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "sbx_limits.h"
+#include "libsbx_cli.h"
 #include "sbx.h"
 
 /* The exit status of every failure of sbx itself or of the daemon (SPEC). */
@@ -71,17 +72,21 @@ char *cli_cli_words(const char *msg);
 __attribute__((format(printf, 1, 2))) void cli_warn(const char *fmt, ...);
 
 /* Connects to the daemon (--socket or the default), sets the tool's call timeout.
- * Returns 0 and *ret, or prints the error and returns CLI_EXIT_ERROR. */
+ * Returns 0 and *ret, or prints the error and returns CLI_EXIT_ERROR. The Hello is
+ * pipelined (libsbx_connect_pipelined): a daemon that refuses the connection is
+ * reported by the first call, as any failure of a call is. */
 int cli_connect(const struct cli *cli, sbx_client **ret);
 
-/* The uid the daemon knows this process by: the peer_uid of the first Hello that
- * cli_connect saw (over an ssh:// socket, the remote ssh user's uid), else geteuid().
- * What "you" means wherever sbx compares a sandbox's owner with the caller. */
-uint32_t cli_self_uid(void);
+/* The uid the daemon knows this process by: the peer_uid of the first Hello answered
+ * (over an ssh:// socket, the remote ssh user's uid), read on c now when it was not yet;
+ * else geteuid(). What "you" means wherever sbx compares a sandbox's owner with the
+ * caller. */
+uint32_t cli_self_uid(sbx_client *c);
 
-/* Warns on stderr when the sandbox id belongs to another uid than the caller's (it was
- * shared with them: its owner sees and can change what they do there). */
-void cli_warn_not_owner(const char *id, uint32_t owner_uid);
+/* Warns on stderr when the sandbox id belongs to another uid than the caller's (as
+ * cli_self_uid(c) says; it was shared with them: its owner sees and can change what they
+ * do there). */
+void cli_warn_not_owner(sbx_client *c, const char *id, uint32_t owner_uid);
 /* Looks sandbox id up and warns as cli_warn_not_owner; a failed lookup is left to the
  * request that follows, which reports it. */
 void cli_check_owner(sbx_client *c, const char *id);

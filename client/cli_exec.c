@@ -15,13 +15,16 @@
  * stderr_bytes, duration, queued_ms, isolated, warnings, resources, start_error,
  * owner_uid, stdout_base64, stderr_base64) and sbx exits 0 unless sbx itself failed.
  *
- * Standard input is forwarded when it is not a terminal (as ssh does; -n turns it off).
+ * Standard input is forwarded when it is neither a terminal (as ssh does; -n turns it
+ * off) nor /dev/null (the command gets the daemon's /dev/null).
  * SIGINT, SIGTERM, SIGHUP and SIGQUIT of sbx are forwarded to the command's process
  * group; a second one, or SIGNAL_GRACE_MS without an ending, kills the command (a
  * cancel), and a third one ends sbx itself. While the command waits for a slot the
- * first one cancels it (it never runs). A thread of its own waits for those signals
- * (blocked everywhere else) and talks to the daemon on a client of its own, since the
- * client of the call is busy until the result comes.
+ * first one cancels it (it never runs). Those signals are blocked and read from a
+ * signalfd that libsbx polls with the connection while the call waits, and sent to the
+ * daemon on a client of their own, since the client of the call is busy until the result
+ * comes. No thread: making one cost about 0.5 ms of a 2.5 ms `sbx exec true` on a busy
+ * two-core machine.
  *
  * With -t the command runs on a terminal of its sandbox (RunCommand.tty) sized as ours,
  * our stdin (which must be a terminal; -tt forces a terminal for the command without
@@ -34,10 +37,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -216,40 +222,29 @@ static const char *sig_name(int sig, char *buf, size_t len) {
         return buf;
 }
 
-/* The forwarder: a thread that takes SIGINT, SIGTERM, SIGHUP and SIGQUIT of sbx (blocked in
- * every thread, so only its sigwaitinfo sees them) and sends them to the running command
- * through a client of its own. The main thread tells it the command's ID (started), and
- * that the call is over (done), with the wake signal. */
+/* The forwarder: SIGINT, SIGTERM, SIGHUP and SIGQUIT of sbx are blocked and read from a
+ * signalfd that libsbx polls while sbx_exec waits (libsbx_set_watch), so they are taken
+ * on this one thread, between frames, and sent to the running command through a client
+ * of its own (the call's client is busy until the result comes). on_started and
+ * on_queued tell it the command's ID; SIGALRM from the grace timer (setitimer) turns a
+ * signal sent into a kill. */
 struct forwarder {
         const struct cli *cli;
         const char *sandbox_id;
-        sigset_t set; /* the forwarded signals and the wake signal */
-        int wake;     /* SIGRTMIN: wakes the thread */
-        pthread_t thread;
-        bool thread_started;
-        pthread_mutex_t mu; /* guards what follows */
+        sigset_t set; /* the forwarded signals, SIGALRM, and SIGWINCH with -t */
+        int sfd;      /* the signalfd of set; -1: the signals keep their default action */
         char command_id[SBX_ID_MAX_BYTES + 1];
-        bool started; /* command_id runs; else it waits for a slot (or is not known yet) */
-        bool done;
-        bool print_id, json; /* the main thread prints the ID at start (--print-id) */
-        /* Only the thread: */
-        int want;        /* the signal the command should have had; SIGKILL: cancel */
-        int sent;        /* what was sent (0: nothing) */
-        int first;       /* the first signal sbx got */
-        unsigned count;  /* signals sbx got */
-        int64_t kill_at; /* monotonic ms at which a signal sent becomes a kill; 0: none */
-        /* Read by the main thread after the join: */
+        bool started;        /* command_id runs; else it waits for a slot (or is not known yet) */
+        bool print_id, json; /* on_started prints the ID (--print-id) */
+        int want;            /* the signal the command should have had; SIGKILL: cancel */
+        int sent;            /* what was sent (0: nothing) */
+        int first;           /* the first signal sbx got */
+        unsigned count;      /* signals sbx got */
         bool cancelled_by_us;
         /* -t: SIGWINCH is taken too, and our terminal's new size sent (winch_fd's). */
         int winch_fd; /* -1: not forwarded */
         bool winch_pending;
 };
-
-static int64_t mono_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Ends sbx as signal sig would have, had it not been caught. */
 static void die_by(int sig) {
@@ -260,7 +255,7 @@ static void die_by(int sig) {
         signal(sig, SIG_DFL);
         sigemptyset(&one);
         sigaddset(&one, sig);
-        pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+        sigprocmask(SIG_UNBLOCK, &one, NULL);
         raise(sig);
         _exit(128 + sig);
 }
@@ -308,113 +303,107 @@ static void forward_size(struct forwarder *f, const char *id) {
         sbx_close(c);
 }
 
-static void *forward_main(void *arg) {
-        struct forwarder *f = arg;
-
-        for (;;) {
-                char id[sizeof(f->command_id)];
-                siginfo_t si;
-                bool done, started;
-                int sig;
-
-                if (f->kill_at) {
-                        int64_t left = f->kill_at - mono_ms();
-                        struct timespec ts = {.tv_sec = left > 0 ? left / 1000 : 0,
-                                              .tv_nsec = left > 0 ? (left % 1000) * 1000000 : 0};
-                        sig = sigtimedwait(&f->set, &si, &ts);
-                        if (sig < 0 && errno == EAGAIN)
-                                sig = 0; /* the grace period is over */
-                } else {
-                        sig = sigwaitinfo(&f->set, &si);
-                }
-                if (sig < 0)
-                        continue; /* EINTR */
-                pthread_mutex_lock(&f->mu);
-                done = f->done;
-                started = f->started;
-                memcpy(id, f->command_id, sizeof(id));
-                pthread_mutex_unlock(&f->mu);
-                if (done)
-                        return NULL;
-                if (sig == SIGWINCH) {
-                        f->winch_pending = true;
-                        sig = f->wake; /* not a signal to forward */
-                }
-                if (f->winch_pending && id[0] && started)
-                        forward_size(f, id);
-                if (sig == 0) {
-                        f->want = SIGKILL;
-                        f->kill_at = 0;
-                } else if (sig != f->wake) {
-                        f->count++;
-                        if (f->count == 1) {
-                                f->first = sig;
-                                f->want = sig;
-                                f->kill_at = mono_ms() + SIGNAL_GRACE_MS;
-                        } else if (f->count == 2) {
-                                f->want = SIGKILL;
-                                f->kill_at = 0;
-                        }
-                        /* A third one, or a kill while the command has not started (the
-                         * daemon may be stuck): sbx gives up waiting. */
-                        if (f->count >= 3 || (f->count == 2 && !id[0]))
-                                die_by(f->first);
-                }
-                if (!id[0] && f->want == SIGKILL && sig == 0)
-                        die_by(f->first); /* the grace ran out before it started */
-                if (id[0] && !started && f->want && f->want != SIGKILL) {
-                        /* It waits for a slot: nothing runs to take the signal, so the
-                         * wait ends (a cancel; it never runs). */
-                        f->want = SIGKILL;
-                        f->kill_at = 0;
-                }
-                if (id[0] && f->want && f->want != f->sent)
-                        forward_send(f, id);
-        }
+/* Arms the grace timer for ms (0: disarms it); SIGALRM when it runs out. */
+static void grace_timer(unsigned ms) {
+        struct itimerval t = {.it_value = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000}};
+        (void)setitimer(ITIMER_REAL, &t, NULL);
 }
 
-/* Blocks the forwarded signals in this thread (and so in every thread it starts) and
- * starts the forwarder. Without it (no thread could be made) the signals keep their
- * default action: sbx dies and the command runs to its end. */
-static void forwarder_start(struct forwarder *f, const struct cli *cli, const char *sandbox_id) {
-        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+/* Sends what is due once the command's ID is known: our terminal's new size, and the
+ * signal wanted. A command that waits for a slot has nothing running to take a signal,
+ * so the wait ends instead (a cancel; it never runs). */
+static void forward_pending(struct forwarder *f) {
+        const char *id = f->command_id;
+
+        if (f->winch_pending && id[0] && f->started)
+                forward_size(f, id);
+        if (id[0] && !f->started && f->want && f->want != SIGKILL) {
+                f->want = SIGKILL;
+                grace_timer(0);
+        }
+        if (id[0] && f->want && f->want != f->sent)
+                forward_send(f, id);
+}
+
+/* One signal sbx got (code: its ssi_code). The first is forwarded and starts the
+ * grace; a second, or the grace run out, kills the command; a third one, or a kill
+ * while the command has not started (the daemon may be stuck), ends sbx. */
+static void forward_take(struct forwarder *f, int sig, int code) {
+        if (sig == SIGWINCH) {
+                f->winch_pending = true;
+        } else if (sig == SIGALRM) {
+                if (code != SI_KERNEL)
+                        die_by(sig); /* not our timer: what SIGALRM would have done */
+                if (f->count != 1)
+                        return; /* disarmed meanwhile */
+                if (!f->command_id[0])
+                        die_by(f->first); /* the grace ran out before it started */
+                f->want = SIGKILL;
+        } else {
+                f->count++;
+                if (f->count == 1) {
+                        f->first = sig;
+                        f->want = sig;
+                        grace_timer(SIGNAL_GRACE_MS);
+                } else if (f->count == 2) {
+                        f->want = SIGKILL;
+                        grace_timer(0);
+                }
+                if (f->count >= 3 || (f->count == 2 && !f->command_id[0]))
+                        die_by(f->first);
+        }
+        forward_pending(f);
+}
+
+/* libsbx's watch callback: takes every signal queued on the signalfd. */
+static void forward_ready(void *userdata) {
+        struct forwarder *f = userdata;
+        struct signalfd_siginfo si;
+
+        while (read(f->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                forward_take(f, (int)si.ssi_signo, si.ssi_code);
+}
+
+/* Blocks the forwarded signals and has libsbx watch them on c. Without a signalfd the
+ * signals keep their default action: sbx dies and the command runs to its end. */
+static void forwarder_start(struct forwarder *f, const struct cli *cli, const char *sandbox_id,
+                            sbx_client *c) {
+        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM};
 
         f->cli = cli;
         f->sandbox_id = sandbox_id;
-        f->wake = SIGRTMIN;
-        pthread_mutex_init(&f->mu, NULL);
         sigemptyset(&f->set);
         for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
                 sigaddset(&f->set, sigs[i]);
-        sigaddset(&f->set, f->wake);
         if (f->winch_fd >= 0)
                 sigaddset(&f->set, SIGWINCH);
         /* Stays blocked until sbx exits: a signal that comes after the result must not
          * end sbx with another status than the command's. */
-        pthread_sigmask(SIG_BLOCK, &f->set, NULL);
-        f->thread_started = pthread_create(&f->thread, NULL, forward_main, f) == 0;
-        if (!f->thread_started)
-                pthread_sigmask(SIG_UNBLOCK, &f->set, NULL);
-}
-
-/* Tells the forwarder the call is over and waits for it. */
-static void forwarder_stop(struct forwarder *f) {
-        if (!f->thread_started)
+        sigprocmask(SIG_BLOCK, &f->set, NULL);
+        f->sfd = signalfd(-1, &f->set, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (f->sfd < 0) {
+                sigprocmask(SIG_UNBLOCK, &f->set, NULL);
                 return;
-        pthread_mutex_lock(&f->mu);
-        f->done = true;
-        pthread_mutex_unlock(&f->mu);
-        pthread_kill(f->thread, f->wake);
-        pthread_join(f->thread, NULL);
-        f->thread_started = false;
+        }
+        libsbx_set_watch(c, f->sfd, forward_ready, f);
 }
 
-/* Tells the forwarder the command's ID, and whether it runs (else it waits for a slot). */
+/* The call is over: nothing is forwarded any more. */
+static void forwarder_stop(struct forwarder *f, sbx_client *c) {
+        if (f->sfd < 0)
+                return;
+        libsbx_set_watch(c, -1, NULL, NULL);
+        grace_timer(0);
+        close(f->sfd);
+        f->sfd = -1;
+}
+
+/* Tells the forwarder the command's ID, and whether it runs (else it waits for a slot),
+ * and sends what waited for it. */
 static void forwarder_tell(struct forwarder *f, const char *command_id, bool started) {
-        pthread_mutex_lock(&f->mu);
         snprintf(f->command_id, sizeof(f->command_id), "%s", command_id);
         f->started = started;
-        pthread_mutex_unlock(&f->mu);
+        forward_pending(f);
 }
 
 /* on_queued: the command waits for a slot. Its ID goes to the forwarder (a signal then
@@ -423,8 +412,6 @@ static void on_queued(void *userdata, const char *command_id, uint32_t ahead) {
         struct run *run = userdata;
 
         forwarder_tell(run->fw, command_id, false);
-        if (run->fw->thread_started)
-                pthread_kill(run->fw->thread, run->fw->wake); /* a signal may wait for the ID */
         if (!run->said_waiting && isatty(STDERR_FILENO)) {
                 run->said_waiting = true;
                 fflush(stdout);
@@ -439,8 +426,6 @@ static void on_started(void *userdata, const char *command_id) {
         struct forwarder *f = ((struct run *)userdata)->fw;
 
         forwarder_tell(f, command_id, true);
-        if (f->thread_started)
-                pthread_kill(f->thread, f->wake); /* a signal may wait for the ID */
         if (f->print_id && f->json) {
                 struct json j;
                 json_init(&j, stdout);
@@ -745,10 +730,19 @@ static int open_stdin_opt(const char *path) {
         return fd;
 }
 
+/* Whether fd is /dev/null (on Linux always the character device 1:3). */
+static bool is_dev_null(int fd) {
+        struct stat st;
+        return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+}
+
 /* Whether our own stdin is forwarded without --stdin: when it is open and not a
- * terminal (a pipe, a file, /dev/null), as ssh does. */
+ * terminal (a pipe, a file), as ssh does. /dev/null is not forwarded: the command gets
+ * the daemon's own /dev/null instead of a pipe that streams nothing, which spares a
+ * CommandInput with the end of file and the daemon a pipe. */
 static bool stdin_forwarded_by_default(void) {
-        return fcntl(STDIN_FILENO, F_GETFD) >= 0 && !isatty(STDIN_FILENO);
+        return fcntl(STDIN_FILENO, F_GETFD) >= 0 && !isatty(STDIN_FILENO) &&
+               !is_dev_null(STDIN_FILENO);
 }
 
 /* Joins words with single spaces (for --shell). NULL when memory runs out. */
@@ -848,10 +842,11 @@ static int exec_set_stdin(struct exec_state *st) {
  * an error (raw input needs one; ssh only warns), -tt goes on without. 0 or an exit
  * status. */
 static int exec_set_tty(struct exec_state *st) {
-        bool term = isatty(STDIN_FILENO);
+        bool term;
 
         if (!st->tty)
                 return 0;
+        term = isatty(STDIN_FILENO);
         if (!term && st->tty < 2)
                 return cli_usage_error("sbx exec -t needs a terminal on stdin (it is not one); "
                                        "give -tt to run the command on a terminal anyway");
@@ -912,7 +907,7 @@ static int exec_report(sbx_client *c, enum sbx_code rc, const struct sbx_result 
         if (rc != SBX_OK && r->outcome != SBX_OUTCOME_START_FAILED)
                 return cli_client_error(c, rc);
         if (r->has_owner_uid)
-                cli_warn_not_owner(id, r->owner_uid);
+                cli_warn_not_owner(c, id, r->owner_uid);
         if (st->json) {
                 json_init(&j, stdout);
                 json_result(&j, r);
@@ -958,6 +953,7 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
 
         memset(&st, 0, sizeof(st));
         memset(&fw, 0, sizeof(fw));
+        fw.sfd = -1;
         sbx_exec_opts_init(&st.o);
         st.in_fd = -1;
         st.env = calloc((size_t)argc, sizeof(*st.env));
@@ -997,13 +993,13 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
                 fw.json = st.json;
                 fw.winch_fd = st.o.tty && isatty(STDIN_FILENO) ? STDIN_FILENO : -1;
                 fflush(stdout);
-                forwarder_start(&fw, cli, id);
+                forwarder_start(&fw, cli, id, c);
                 if (fw.winch_fd >= 0 && (status = cli_tty_raw(STDIN_FILENO)) < 0)
                         cli_warn("cannot put the terminal in raw mode: %s", strerror(-status));
                 status = 0;
                 rc = sbx_exec(c, id, &st.o, &r);
                 cli_tty_restore();
-                forwarder_stop(&fw);
+                forwarder_stop(&fw, c);
                 status = exec_report(c, rc, r, &st, &run, id);
         }
         sbx_result_free(r);

@@ -318,7 +318,7 @@ static int check_attached(struct server *s) {
                                    "sandbox '%s' is %s; attach to a live sandbox (sbx list)",
                                    s->env.sandbox_id, sbx_state_name(sb->state));
         else
-                cli_warn_not_owner(s->env.sandbox_id, sb->owner_uid);
+                cli_warn_not_owner(s->c, s->env.sandbox_id, sb->owner_uid);
         sbx_sandbox_free(sb);
         return status;
 }

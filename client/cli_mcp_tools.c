@@ -1776,8 +1776,9 @@ static void put_strv_line(FILE *f, const char *key, const struct sbx_strv *s, co
 
 /* The lines about the sandbox itself: its id and mode, state, deadline (*left_ms, and
  * iso its time), idle timeout, owner. */
-static void put_identity(FILE *f, const struct mcp_env *env, const struct sbx_sandbox *sb,
-                         int64_t *left_ms, char *iso, size_t iso_size) {
+static void put_identity(FILE *f, sbx_client *c, const struct mcp_env *env,
+                         const struct sbx_sandbox *sb, int64_t *left_ms, char *iso,
+                         size_t iso_size) {
         char a[32];
 
         fputs("sandbox: ", f);
@@ -1800,9 +1801,9 @@ static void put_identity(FILE *f, const struct mcp_env *env, const struct sbx_sa
                 fprintf(f, "idle timeout: %s s\n", a);
         }
         fprintf(f, "owner: uid %u%s\n", sb->owner_uid,
-                sb->owner_uid == cli_self_uid() ? " (this server's user)"
-                                                     : " (not this server's user: its owner sees "
-                                                       "and can change what runs here)");
+                sb->owner_uid == cli_self_uid(c) ? " (this server's user)"
+                                                 : " (not this server's user: its owner sees "
+                                                   "and can change what runs here)");
 }
 
 /* The line of the limits a policy sets ("none" without any). */
@@ -1954,7 +1955,7 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
                 sbx_sandbox_free(sb);
                 return out_of_memory(k);
         }
-        put_identity(f, env, sb, &left_ms, iso, sizeof(iso));
+        put_identity(f, k->c, env, sb, &left_ms, iso, sizeof(iso));
         put_policy_lines(f, &sb->policy);
         put_disk_line(f, sb);
         fprintf(f, "isolated: %s\n", sb->isolated ? "yes" : "no (see the warnings)");

@@ -246,7 +246,7 @@ static void print_strv_key(const char *k, const struct sbx_strv *s) {
 
 /* The lines of a sandbox's life: id, state, owner, created, deadline, idle timeout,
  * and how it ended. */
-static void print_lifetime(const struct sbx_sandbox *s) {
+static void print_lifetime(sbx_client *c, const struct sbx_sandbox *s) {
         char t[64], left[32], d[32];
 
         key("id");
@@ -256,7 +256,7 @@ static void print_lifetime(const struct sbx_sandbox *s) {
         printf("%s\n", sbx_state_name(s->state));
         key("owner_uid");
         printf("%u%s\n", s->owner_uid,
-               s->owner_uid == cli_self_uid() ? " (you)" : " (not you: shared with you)");
+               s->owner_uid == cli_self_uid(c) ? " (you)" : " (not you: shared with you)");
         cli_format_iso(t, sizeof(t), s->created_unix_ms, true);
         key("created");
         printf("%s\n", s->created_unix_ms ? t : "-");
@@ -370,8 +370,8 @@ static void print_ids(const char *k, const uint32_t *v, size_t n) {
 }
 
 /* Human form of a sandbox: aligned "key: value" lines. */
-static void print_sandbox(const struct sbx_sandbox *s) {
-        print_lifetime(s);
+static void print_sandbox(sbx_client *c, const struct sbx_sandbox *s) {
+        print_lifetime(c, s);
         key("isolated");
         printf("%s\n", s->isolated ? "yes" : "no");
         key("running_commands");
@@ -1002,9 +1002,9 @@ int cmd_info(struct cli *cli, int argc, char **argv) {
                 json_init(&j, stdout);
                 json_sandbox(&j, s);
                 status = finish_json(&j);
-                cli_warn_not_owner(id, s->owner_uid);
+                cli_warn_not_owner(c, id, s->owner_uid);
         } else {
-                print_sandbox(s);
+                print_sandbox(c, s);
         }
         sbx_sandbox_free(s);
         sbx_close(c);
@@ -1106,7 +1106,7 @@ static void bulk_free(struct bulk *b) {
  * page, until a listing shows none left that was not tried. 0 or an exit status. */
 static int bulk_select(sbx_client *c, struct sbx_list_opts *lo, struct bulk *b, bool print) {
         lo->has_owner_uid = 1;
-        lo->owner_uid = cli_self_uid();
+        lo->owner_uid = cli_self_uid(c);
         lo->limit = SBX_MAX_LIST_LIMIT;
         for (;;) {
                 struct sbx_sandbox_list *l = NULL;

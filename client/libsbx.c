@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "libsbx_cli.h"
 #include "libsbx_ssh.h"
 #include "sbx.pb-c.h"
 #include "sbx_limits.h"
@@ -71,6 +72,13 @@ struct sbx_client {
         struct frame_reader reader;
         struct sbx_hello *hello; /* NULL until a Hello was answered */
         bool connecting;         /* inside do_connect: the Hello call must not recurse */
+        bool defer_hello;        /* libsbx_connect_pipelined: a Hello's reply is read late */
+        uint64_t hello_id;       /* a Hello sent whose reply is not read yet; 0: none */
+        int64_t hello_deadline;  /* when that reply is overdue; -1: never */
+        uint64_t hello_wait_ms;  /* and the wait it stands for, for the message */
+        int watch_fd;            /* libsbx_set_watch: polled with the connection; -1: none */
+        libsbx_watch_cb on_watch;
+        void *watch_userdata;
         char *message;           /* last failure, NULL after success */
         bool message_oom;        /* the last failure's message could not be allocated */
         int err;
@@ -299,6 +307,7 @@ static void disconnect(sbx_client *c) {
         if (c->fd >= 0)
                 close(c->fd);
         c->fd = -1;
+        c->hello_id = 0;
         ssh_link_close(&c->ssh, SSH_CLOSE_GRACE_MS);
         frame_reader_free(&c->reader);
         frame_reader_init(&c->reader, c->reader.max_frame_bytes);
@@ -306,25 +315,36 @@ static void disconnect(sbx_client *c) {
 
 /* poll() on p[0..n) (n <= 2) until one is ready or the deadline passes. Over ssh, ssh's
  * stderr is polled too and drained whenever it has something, so that ssh never blocks
- * on a full pipe and its last words are at hand for an error. Returns the number of p
- * ready, 0 at the deadline, or -errno; EINTR is retried. */
+ * on a full pipe and its last words are at hand for an error; the watched fd
+ * (libsbx_set_watch) too, and its callback called whenever it is ready. Returns the
+ * number of p ready, 0 at the deadline, or -errno; EINTR is retried. */
 static int poll_conn(sbx_client *c, struct pollfd *p, nfds_t n, int64_t deadline) {
-        struct pollfd all[3];
+        struct pollfd all[4];
 
         for (;;) {
-                nfds_t m = n;
+                nfds_t m = n, ssh_at = 0, watch_at = 0;
                 int r;
 
                 memcpy(all, p, n * sizeof(*p));
-                if (c->ssh.err_fd >= 0)
+                if (c->ssh.err_fd >= 0) {
+                        ssh_at = m;
                         all[m++] = (struct pollfd){.fd = c->ssh.err_fd, .events = POLLIN};
+                }
+                if (c->watch_fd >= 0) {
+                        watch_at = m;
+                        all[m++] = (struct pollfd){.fd = c->watch_fd, .events = POLLIN};
+                }
                 r = poll(all, m, poll_timeout(deadline));
                 if (r < 0 && errno == EINTR)
                         continue;
                 if (r <= 0)
                         return r < 0 ? -errno : 0;
-                if (m > n && all[n].revents) {
+                if (ssh_at && all[ssh_at].revents) {
                         ssh_link_drain(&c->ssh);
+                        r--;
+                }
+                if (watch_at && all[watch_at].revents) {
+                        c->on_watch(c->watch_userdata);
                         r--;
                 }
                 if (r > 0) {
@@ -515,6 +535,7 @@ struct exchange {
 };
 
 static enum sbx_code do_connect(sbx_client *c);
+static enum sbx_code hello_finish(sbx_client *c);
 
 /* How many CommandInput requests may wait for their answers at once. */
 #define INPUT_WINDOW      4u
@@ -581,10 +602,11 @@ static int recv_or_feed(sbx_client *c, struct exchange *k, int64_t deadline) {
 }
 
 /* Before a call: connects when there is no connection (*ret_fresh says it was made
- * now), clears the last error, and gives back the room a large reply took (nothing is
- * in flight between calls). */
+ * now, or that its pipelined Hello is not answered yet), clears the last error, and gives back the
+ * room a large reply took (nothing is in flight between calls). */
 static enum sbx_code call_begin(sbx_client *c, bool *ret_fresh) {
-        *ret_fresh = false;
+        /* A connection whose Hello is not answered yet never sat idle. */
+        *ret_fresh = c->hello_id != 0;
         if (c->fd < 0 && !c->connecting) {
                 enum sbx_code rc = do_connect(c);
                 if (rc != SBX_OK)
@@ -658,6 +680,13 @@ static enum sbx_code send_request(sbx_client *c, struct exchange *k, bool fresh,
         k->req->has_request_id = 1;
         k->req->request_id = *ret_id;
         r = pack_request(c, k, &pk);
+        if (r == -EMSGSIZE && c->hello_id) {
+                /* Larger than the default frame: the Hello's reply may allow it. */
+                enum sbx_code rc = hello_finish(c);
+                if (rc != SBX_OK)
+                        return rc;
+                r = pack_request(c, k, &pk);
+        }
         if (r == -EMSGSIZE)
                 return fail(c, SBX_TOO_LARGE, EMSGSIZE,
                             "the request is %zu bytes, more than sbxd accepts in one frame (%u "
@@ -856,32 +885,46 @@ static int take_reply(sbx_client *c, struct exchange *k, uint64_t id, Sbx__V1__R
         return SBX_OK;
 }
 
-/* Sends k->req and waits for its final Response. On SBX_OK *ret is the reply (free with
- * sbx__v1__response__free_unpacked). On a non-OK status *ret is set only when
- * k->keep_error_body and the reply has the wanted body; otherwise it is NULL. */
-static enum sbx_code call(sbx_client *c, struct exchange *k, Sbx__V1__Response **ret) {
-        struct call_wait w = {0, -1};
-        bool fresh, waited = false;
+/* Reads the replies to request id, sent within the wait w, until its final one (as
+ * call() describes). */
+static enum sbx_code await_reply(sbx_client *c, struct exchange *k, uint64_t id,
+                                 const struct call_wait *w, Sbx__V1__Response **ret) {
+        bool waited = false;
         enum sbx_code rc;
-        uint64_t id;
         int r;
 
-        *ret = NULL;
-        rc = call_begin(c, &fresh);
-        if (rc != SBX_OK)
-                return rc;
-        rc = send_request(c, k, fresh, &w, &id);
-        if (rc != SBX_OK)
-                return rc;
         for (;;) {
                 Sbx__V1__Response *resp;
-                rc = read_reply(c, k, &w, &waited, &resp);
+                rc = read_reply(c, k, w, &waited, &resp);
                 if (rc != SBX_OK)
                         return rc;
                 r = take_reply(c, k, id, resp, ret);
                 if (r != REPLY_MORE)
                         return (enum sbx_code)r;
         }
+}
+
+/* Sends k->req and waits for its final Response. On SBX_OK *ret is the reply (free with
+ * sbx__v1__response__free_unpacked). On a non-OK status *ret is set only when
+ * k->keep_error_body and the reply has the wanted body; otherwise it is NULL. The reply
+ * of a Hello sent before (libsbx_connect_pipelined) is read first: the request went out
+ * behind it without waiting for it, and the daemon answers in order. */
+static enum sbx_code call(sbx_client *c, struct exchange *k, Sbx__V1__Response **ret) {
+        struct call_wait w = {0, -1};
+        bool fresh;
+        enum sbx_code rc;
+        uint64_t id;
+
+        *ret = NULL;
+        rc = call_begin(c, &fresh);
+        if (rc != SBX_OK)
+                return rc;
+        rc = send_request(c, k, fresh, &w, &id);
+        if (rc == SBX_OK && c->hello_id)
+                rc = hello_finish(c);
+        if (rc != SBX_OK)
+                return rc;
+        return await_reply(c, k, id, &w, ret);
 }
 
 /* ---- conversions from the wire ------------------------------------------------------ */
@@ -1387,14 +1430,15 @@ static enum sbx_code take_hello(sbx_client *c, Sbx__V1__Response *resp) {
         return SBX_OK;
 }
 
-/* Connects c->fd (a Unix socket, or a pipe to ssh) and says Hello. On failure the
- * connection is closed and the error set. */
-static enum sbx_code do_connect(sbx_client *c) {
+/* Connects c->fd (a Unix socket, or a pipe to ssh) and sends Hello; its reply is
+ * c->hello_id's, due by c->hello_deadline. On failure the connection is closed and the
+ * error set. */
+static enum sbx_code hello_send(sbx_client *c) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__Hello hello = SBX__V1__HELLO__INIT;
-        Sbx__V1__Response *resp;
         struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HELLO};
-        uint64_t saved_timeout;
+        struct call_wait w;
+        uint64_t saved_timeout, id;
         enum sbx_code rc;
 
         disconnect(c);
@@ -1410,11 +1454,34 @@ static enum sbx_code do_connect(sbx_client *c) {
         if (!saved_timeout)
                 c->call_timeout_ms = CONNECT_HELLO_TIMEOUT_MS;
         c->connecting = true;
-        rc = call(c, &k, &resp);
+        rc = send_request(c, &k, true, &w, &id);
         c->connecting = false;
         c->call_timeout_ms = saved_timeout;
+        if (rc != SBX_OK) {
+                disconnect(c);
+                return rc;
+        }
+        c->hello_id = id;
+        c->hello_deadline = w.deadline;
+        c->hello_wait_ms = w.ms;
+        return SBX_OK;
+}
+
+/* Reads the reply to the Hello that hello_send sent. On failure the connection is
+ * closed and the error set; a daemon without Hello is still a daemon (c->hello stays
+ * NULL, and sbx_hello() says so). */
+static enum sbx_code hello_finish(sbx_client *c) {
+        struct exchange k = {.want = SBX__V1__RESPONSE__BODY_HELLO};
+        struct call_wait w = {c->hello_wait_ms, c->hello_deadline};
+        Sbx__V1__Response *resp = NULL;
+        uint64_t id = c->hello_id;
+        enum sbx_code rc;
+
+        c->hello_id = 0;
+        c->connecting = true;
+        rc = await_reply(c, &k, id, &w, &resp);
+        c->connecting = false;
         if (rc == SBX_UNIMPLEMENTED && c->fd >= 0) {
-                /* A daemon without Hello is still a daemon; sbx_hello() says so. */
                 sbx_hello_free(c->hello);
                 c->hello = NULL;
                 clear_error(c);
@@ -1427,7 +1494,18 @@ static enum sbx_code do_connect(sbx_client *c) {
         return take_hello(c, resp);
 }
 
-enum sbx_code sbx_connect(const char *socket_path, const char *client_name, sbx_client **ret) {
+/* Connects and says Hello; unless the client pipelines it, waits for the reply. */
+static enum sbx_code do_connect(sbx_client *c) {
+        enum sbx_code rc = hello_send(c);
+
+        if (rc == SBX_OK && !c->defer_hello)
+                rc = hello_finish(c);
+        return rc;
+}
+
+/* sbx_connect, and with defer_hello the Hello's reply is read only when needed. */
+static enum sbx_code connect_new(const char *socket_path, const char *client_name, bool defer_hello,
+                                 sbx_client **ret) {
         sbx_client *c;
         char path[SBX_PATH_MAX_BYTES];
 
@@ -1438,6 +1516,8 @@ enum sbx_code sbx_connect(const char *socket_path, const char *client_name, sbx_
         if (!c)
                 return SBX_INTERNAL;
         c->fd = -1;
+        c->watch_fd = -1;
+        c->defer_hello = defer_hello;
         ssh_link_init(&c->ssh);
         frame_reader_init(&c->reader, SBX_DEFAULT_MAX_FRAME_BYTES);
         c->max_send_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
@@ -1459,6 +1539,15 @@ enum sbx_code sbx_connect(const char *socket_path, const char *client_name, sbx_
         return do_connect(c);
 }
 
+enum sbx_code sbx_connect(const char *socket_path, const char *client_name, sbx_client **ret) {
+        return connect_new(socket_path, client_name, false, ret);
+}
+
+enum sbx_code libsbx_connect_pipelined(const char *socket_path, const char *client_name,
+                                       sbx_client **ret) {
+        return connect_new(socket_path, client_name, true, ret);
+}
+
 void sbx_close(sbx_client *c) {
         if (!c)
                 return;
@@ -1471,6 +1560,12 @@ void sbx_close(sbx_client *c) {
         free(c->client_name);
         free(c->message);
         free(c);
+}
+
+void libsbx_set_watch(sbx_client *c, int fd, libsbx_watch_cb on_ready, void *userdata) {
+        c->watch_fd = on_ready ? fd : -1;
+        c->on_watch = on_ready;
+        c->watch_userdata = userdata;
 }
 
 void sbx_set_call_timeout_ms(sbx_client *c, uint64_t ms) {
@@ -1486,6 +1581,11 @@ enum sbx_code sbx_hello(sbx_client *c, struct sbx_hello **ret) {
         *ret = NULL;
         if (!c->hello && c->fd < 0) {
                 rc = do_connect(c);
+                if (rc != SBX_OK)
+                        return rc;
+        }
+        if (c->hello_id) {
+                rc = hello_finish(c);
                 if (rc != SBX_OK)
                         return rc;
         }

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "testutil.h"
 
 #include "frame.h"
+#include "libsbx_cli.h"
 #include "sbx.h"
 #include "sbx.pb-c.h"
 #include "sbx_limits.h"
@@ -183,26 +185,28 @@ static bool pc_ok(struct pconn *pc, uint64_t id, Sbx__V1__Response *resp, size_t
         return pc_send(pc, resp, chunk);
 }
 
-/* Accepts a connection and answers its Hello (announcing max_frame, 0: not at all).
- * Returns 0 or a failure exit code. */
-static int pc_hello(int lfd, struct pconn *pc, uint64_t max_frame) {
-        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
-        Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
-        Sbx__V1__Features f = SBX__V1__FEATURES__INIT;
-        static char *impl[] = {(char *)"hello", (char *)"run_command"};
-        Sbx__V1__Request *req;
+/* Receives the client's first request, which must be a valid Hello: its id. */
+static int pc_recv_hello(struct pconn *pc, uint64_t *ret_id) {
+        Sbx__V1__Request *req = pc_recv(pc);
         bool ok;
 
-        PEER_EXPECT(pc_accept(lfd, pc));
-        req = pc_recv(pc);
         PEER_EXPECT(req);
         ok = req->body_case == SBX__V1__REQUEST__BODY_HELLO && req->hello->has_protocol_version &&
              req->hello->protocol_version == SBX_PROTOCOL_VERSION && req->has_request_id &&
              req->request_id != 0;
-        if (!ok) {
-                sbx__v1__request__free_unpacked(req, NULL);
-                PEER_EXPECT(!"a valid Hello first");
-        }
+        *ret_id = req->request_id;
+        sbx__v1__request__free_unpacked(req, NULL);
+        PEER_EXPECT(ok); /* a valid Hello first */
+        return 0;
+}
+
+/* Sends the Hello reply to request id (announcing max_frame, 0: not at all). */
+static bool pc_hello_reply(struct pconn *pc, uint64_t id, uint64_t max_frame) {
+        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
+        Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
+        Sbx__V1__Features f = SBX__V1__FEATURES__INIT;
+        static char *impl[] = {(char *)"hello", (char *)"run_command"};
+
         hr.has_protocol_version = 1;
         hr.protocol_version = 1;
         hr.daemon_version = (char *)"9.9.9";
@@ -225,9 +229,17 @@ static int pc_hello(int lfd, struct pconn *pc, uint64_t max_frame) {
         hr.features = &f;
         resp.body_case = SBX__V1__RESPONSE__BODY_HELLO;
         resp.hello = &hr;
-        ok = pc_ok(pc, req->request_id, &resp, 0);
-        sbx__v1__request__free_unpacked(req, NULL);
-        PEER_EXPECT(ok);
+        return pc_ok(pc, id, &resp, 0);
+}
+
+/* Accepts a connection and answers its Hello (announcing max_frame, 0: not at all).
+ * Returns 0 or a failure exit code. */
+static int pc_hello(int lfd, struct pconn *pc, uint64_t max_frame) {
+        uint64_t id;
+
+        PEER_EXPECT(pc_accept(lfd, pc));
+        PEER_EXPECT(pc_recv_hello(pc, &id) == 0);
+        PEER_EXPECT(pc_hello_reply(pc, id, max_frame));
         return 0;
 }
 
@@ -623,6 +635,141 @@ START_TEST(test_close_mid_reply) {
         ck_assert_int_eq(sbx_get(c, "box", &s), SBX_UNAVAILABLE);
         ck_assert_int_ne(sbx_errno(c), 0);
         sbx_close(c);
+}
+END_TEST
+
+/* ---- a pipelined Hello (the sbx tool's connect) --------------------------------------------- */
+
+/* Whether the client sent more than the Hello within ms, without an answer to it. */
+static bool pc_more_within(struct pconn *pc, int ms) {
+        struct pollfd p = {.fd = pc->fd, .events = POLLIN};
+        return frame_reader_pending(&pc->r) > 0 || poll(&p, 1, ms) == 1;
+}
+
+/* Expects a CancelCommand for box/c-9 as request want_id: 0 or a failure exit code. */
+static int pc_recv_cancel(struct pconn *pc, uint64_t want_id) {
+        Sbx__V1__Request *req = pc_recv(pc);
+        bool ok;
+
+        PEER_EXPECT(req);
+        ok = req->body_case == SBX__V1__REQUEST__BODY_CANCEL_COMMAND && req->has_request_id &&
+             req->request_id == want_id && strcmp(req->cancel_command->command_id, "c-9") == 0;
+        sbx__v1__request__free_unpacked(req, NULL);
+        PEER_EXPECT(ok);
+        return 0;
+}
+
+/* Connection 1: the call comes before the Hello is answered; then the Hello's reply and
+ * the call's. Connection 2: a daemon without Hello (UNIMPLEMENTED), which still serves.
+ * Connection 3: a daemon that refuses the connection (request id 0) and hangs up. */
+static int script_pipelined(int lfd) {
+        struct pconn pc;
+        uint64_t id;
+
+        PEER_EXPECT(pc_accept(lfd, &pc));
+        PEER_EXPECT(pc_recv_hello(&pc, &id) == 0);
+        PEER_EXPECT(pc_more_within(&pc, 2000));
+        PEER_EXPECT(pc_recv_cancel(&pc, id + 1) == 0);
+        PEER_EXPECT(pc_hello_reply(&pc, id, 0));
+        PEER_EXPECT(pc_status(&pc, id + 1, SBX__V1__CODE__OK, NULL));
+        pc_wait_eof(&pc);
+        pc_close(&pc);
+
+        PEER_EXPECT(pc_accept(lfd, &pc));
+        PEER_EXPECT(pc_recv_hello(&pc, &id) == 0);
+        PEER_EXPECT(pc_recv_cancel(&pc, id + 1) == 0);
+        PEER_EXPECT(pc_status(&pc, id, SBX__V1__CODE__UNIMPLEMENTED, "unknown request"));
+        PEER_EXPECT(pc_status(&pc, id + 1, SBX__V1__CODE__OK, NULL));
+        pc_wait_eof(&pc);
+        pc_close(&pc);
+
+        PEER_EXPECT(pc_accept(lfd, &pc));
+        PEER_EXPECT(pc_recv_hello(&pc, &id) == 0);
+        PEER_EXPECT(pc_status(&pc, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED, "too many connections"));
+        pc_close(&pc);
+        return 0;
+}
+
+START_TEST(test_pipelined_hello) {
+        struct peer p;
+        sbx_client *c = NULL;
+        struct sbx_hello *h = NULL;
+
+        peer_start(&p, script_pipelined);
+        ck_assert_int_eq(libsbx_connect_pipelined(p.path, "check-client", &c), SBX_OK);
+        ck_assert_int_eq(sbx_cancel(c, "box", "c-9"), SBX_OK);
+        ck_assert_int_eq(sbx_hello(c, &h), SBX_OK);
+        ck_assert_uint_eq(h->peer_uid, 1234);
+        sbx_hello_free(h);
+        sbx_close(c);
+
+        ck_assert_int_eq(libsbx_connect_pipelined(p.path, "check-client", &c), SBX_OK);
+        ck_assert_int_eq(sbx_cancel(c, "box", "c-9"), SBX_OK);
+        ck_assert_int_eq(sbx_hello(c, &h), SBX_UNIMPLEMENTED);
+        sbx_close(c);
+
+        /* What sbx_connect would have said, the first call says. */
+        ck_assert_int_eq(libsbx_connect_pipelined(p.path, "check-client", &c), SBX_OK);
+        ck_assert_int_eq(sbx_cancel(c, "box", "c-9"), SBX_RESOURCE_EXHAUSTED);
+        ck_assert_str_eq(sbx_error_message(c), "too many connections");
+        sbx_close(c);
+        ck_assert_int_eq(peer_wait(&p), 0);
+}
+END_TEST
+
+/* A watched fd (libsbx_set_watch) is served while a call waits: the peer answers a
+ * second after the request, and the callback has run long before. */
+static int script_watch(int lfd) {
+        struct pconn pc;
+        uint64_t id = 2; /* the Hello was 1 */
+        int rc = pc_hello(lfd, &pc, 0);
+
+        if (rc)
+                return rc;
+        PEER_EXPECT(pc_recv_cancel(&pc, id) == 0);
+        sleep(1); /* the watch callback runs meanwhile */
+        PEER_EXPECT(pc_status(&pc, id, SBX__V1__CODE__OK, NULL));
+        pc_wait_eof(&pc);
+        pc_close(&pc);
+        return 0;
+}
+
+struct watch_seen {
+        int fd;
+        int calls;
+        int64_t at_ms;
+};
+
+static void on_watch_ready(void *userdata) {
+        struct watch_seen *w = userdata;
+        char b;
+
+        ck_assert_int_eq(read(w->fd, &b, 1), 1);
+        w->calls++;
+        w->at_ms = mono_ms();
+}
+
+START_TEST(test_watch_during_call) {
+        struct peer p;
+        struct watch_seen w = {0};
+        sbx_client *c;
+        int fds[2];
+        int64_t t0;
+
+        ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+        w.fd = fds[0];
+        peer_start(&p, script_watch);
+        c = connect_ok(&p);
+        libsbx_set_watch(c, fds[0], on_watch_ready, &w);
+        ck_assert_int_eq(write(fds[1], "x", 1), 1);
+        t0 = mono_ms();
+        ck_assert_int_eq(sbx_cancel(c, "box", "c-9"), SBX_OK);
+        ck_assert_int_eq(w.calls, 1);
+        ck_assert_int_lt(w.at_ms - t0, 500); /* at once, not when the reply came */
+        sbx_close(c);
+        close(fds[0]);
+        close(fds[1]);
+        ck_assert_int_eq(peer_wait(&p), 0);
 }
 END_TEST
 
@@ -2040,6 +2187,8 @@ static Suite *make_suite(void) {
         tcase_add_test(peer, test_error_status);
         tcase_add_test(peer, test_protocol_violations);
         tcase_add_test(peer, test_close_mid_reply);
+        tcase_add_test(peer, test_pipelined_hello);
+        tcase_add_test(peer, test_watch_during_call);
         tcase_add_test(peer, test_reconnect_after_idle_close);
         tcase_add_test(peer, test_call_timeout);
         tcase_add_test(peer, test_exec_stream);

@@ -477,15 +477,33 @@ END_TEST
 
 /* ---- 5: signals of sbx reach the command ------------------------------------------------ */
 
+/* The number of threads of process pid (its /proc status), 0 when unknown. */
+static int threads_of(pid_t pid) {
+        char path[64], line[256];
+        int n = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        f = fopen(path, "re");
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "Threads: %d", &n) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        return n;
+}
+
 /* Runs shell in sandbox id through sbx exec --print-id, sends sbx the signals in sigs
  * (0-terminated) once it runs, 300 ms apart (the first 300 ms after the start, time for
- * the shell to set its traps); its exit status, output in *p. */
+ * the shell to set its traps); its exit status, output in *p. sbx must wait for those
+ * signals on its one thread (a thread of its own cost 0.5 ms of each sbx exec). */
 static int exec_and_signal(struct it_daemon *d, const char *id, const char *shell, const int *sigs,
                            struct proc *p) {
         const char *a[] = {"exec", "--print-id", id, "--", "sh", "-c", shell, NULL};
 
         spawn_sbx(d, -1, -1, a, p);
         ck_assert_msg(wait_stderr(p, "\n", 10000), "no ID: '%s'", p->ebuf ? p->ebuf : "");
+        ck_assert_int_eq(threads_of(p->pid), 1);
         for (; *sigs; sigs++) {
                 usleep(300000);
                 kill(p->pid, *sigs);
@@ -607,6 +625,24 @@ START_TEST(stdin_forwarded) {
                 ck_assert_int_eq(sbx(&d, "x", NULL, &err, a), 125);
                 has(err, "sbx: INVALID_ARGUMENT: ");
                 free(err);
+        }
+        /* /dev/null is not streamed: the command gets /dev/null itself, not a pipe. */
+        {
+                const char *a[] = {"exec",
+                                   "i",
+                                   "--",
+                                   "sh",
+                                   "-c",
+                                   "if [ -p /dev/stdin ]; then echo pipe; fi; "
+                                   "readlink /proc/self/fd/0",
+                                   NULL};
+                spawn_sbx(&d, -1, -1, a, &p);
+                ck_assert_int_eq(finish(&p), 0);
+                ck_assert_str_eq(p.obuf, "/dev/null\n");
+                proc_free(&p);
+                ck_assert_int_eq(sbx(&d, "", &out, NULL, a), 0);
+                has(out, "pipe\n");
+                free(out);
         }
         /* A stdin that never closes: a command that does not read it ends sbx at once... */
         ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
