@@ -587,6 +587,42 @@ START_TEST(signals_forwarded) {
 }
 END_TEST
 
+/* An interrupt reaches the command while sbx is stuck writing its output to a reader
+ * that does not read (`sbx exec ... | less` on a screen): the write is interrupted, the
+ * signal sent, and the write goes on. */
+START_TEST(signal_reaches_command_while_output_stalls) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "s", NULL);
+        const char *a[] = {"exec", "--print-id", "s", "--", "yes", NULL};
+        struct proc p;
+        double t0;
+        int gone = 0;
+
+        spawn_sbx(&d, -1, -1, a, &p);
+        /* The ID comes on stderr; stdout is never read, so sbx soon waits in a write. */
+        t0 = it_now_ms();
+        while ((!p.ebuf || !strchr(p.ebuf, '\n')) && it_now_ms() - t0 < 10000) {
+                struct pollfd f = {.fd = p.err, .events = POLLIN};
+                if (poll(&f, 1, 50) > 0 && !drain_some(p.err, &p.ebuf, &p.elen))
+                        break;
+        }
+        ck_assert_msg(p.ebuf && strchr(p.ebuf, '\n'), "no ID: '%s'", p.ebuf ? p.ebuf : "");
+        usleep(500000);
+        kill(p.pid, SIGINT);
+        for (t0 = it_now_ms(); !gone && it_now_ms() - t0 < 5000; usleep(100000)) {
+                struct sbx_result *r = it_sh(c, "s", 10000, "ps -e -o args= | grep -c '^yes'");
+                gone = strcmp((char *)r->stdout_data, "0\n") == 0;
+                sbx_result_free(r);
+        }
+        ck_assert_msg(gone, "yes still runs 5 s after sbx got SIGINT");
+        close(p.out); /* sbx's next write fails: it ends */
+        p.out = -1;
+        (void)finish(&p);
+        proc_free(&p);
+        stop(&d, c);
+}
+END_TEST
+
 /* ---- 6: piped stdin is forwarded, a stdin that never closes does not hang ------------------ */
 
 START_TEST(stdin_forwarded) {
@@ -1015,8 +1051,8 @@ START_TEST(queue_timeout_interrupt_and_info) {
 
         /* Waits 0.3 s, never runs: 125 and why, no waiting line on a pipe. */
         {
-                const char *a[] = {"exec", "--queue-timeout", "0.3",         "qc", "--",
-                                   "sh",   "-c",              "touch /workspace/late", NULL};
+                const char *a[] = {"exec", "--queue-timeout",       "0.3", "qc", "--", "sh",
+                                   "-c",   "touch /workspace/late", NULL};
                 t0 = it_now_ms();
                 rc = sbx(&d, NULL, &out, &err, a);
                 took = it_now_ms() - t0;
@@ -1045,8 +1081,8 @@ START_TEST(queue_timeout_interrupt_and_info) {
                 free(err);
         }
         {
-                const char *a[] = {"exec", "--json", "--queue-timeout", "0",
-                                   "qc",   "--",     "true",            NULL};
+                const char *a[] = {"exec", "--json", "--queue-timeout", "0", "qc", "--",
+                                   "true", NULL};
                 ck_assert_int_eq(sbx(&d, NULL, &out, &err, a), 125);
                 has(out, "{\"error\":{\"code\":\"RESOURCE_EXHAUSTED\"");
                 free(out);
@@ -1055,8 +1091,8 @@ START_TEST(queue_timeout_interrupt_and_info) {
         /* With --json the result of one that never got a slot is printed, outcome and
          * wait included, and sbx exits 0 (the result carries the status). */
         {
-                const char *a[] = {"exec", "--json", "--queue-timeout", "0.2",
-                                   "qc",   "--",     "true",            NULL};
+                const char *a[] = {"exec", "--json", "--queue-timeout", "0.2", "qc", "--",
+                                   "true", NULL};
                 rc = sbx(&d, NULL, &out, &err, a);
                 ck_assert_msg(rc == 0, "status %d, stdout '%s'", rc, out);
                 has(out, "\"outcome\":\"queue_timeout\"");
@@ -1204,6 +1240,8 @@ static Suite *make_suite(void) {
                 {"abnormal_endings_say_so", abnormal_endings_say_so},
                 {"print_id_cancel_and_running_history", print_id_cancel_and_running_history},
                 {"signals_forwarded", signals_forwarded},
+                {"signal_reaches_command_while_output_stalls",
+                 signal_reaches_command_while_output_stalls},
                 {"stdin_forwarded", stdin_forwarded},
                 {"binary_output_in_json", binary_output_in_json},
                 {"stat_mkdir_rm", stat_mkdir_rm},
