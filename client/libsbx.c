@@ -657,8 +657,18 @@ static int pack_request(sbx_client *c, const struct exchange *k, struct packed_r
         return frame_pack(&k->req->base, c->max_send_bytes, &p->sp.head, &p->sp.head_len);
 }
 
+/* From this size on a request's data is sent through a kernel send buffer of
+ * GROW_SNDBUF_BYTES (the host's net.core.wmem_max caps it) instead of the default
+ * 208 KiB, which woke the daemon and us every ~200 KiB of a large WriteFile. */
+#define GROW_SNDBUF_AT_BYTES (1u << 20)
+#define GROW_SNDBUF_BYTES (4 << 20)
+
 static int send_packed(sbx_client *c, const struct packed_request *p, int64_t deadline) {
         int r = send_all(c, p->sp.head, p->sp.head_len, deadline);
+        if (p->sp.ext_len >= GROW_SNDBUF_AT_BYTES) {
+                int want = GROW_SNDBUF_BYTES;
+                (void)setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
+        }
         if (r == 0 && p->sp.ext)
                 r = send_all(c, p->sp.ext, p->sp.ext_len, deadline);
         if (r == 0 && p->sp.tail_len)
