@@ -44,6 +44,8 @@ CPPFLAGS_ALL = -D_GNU_SOURCE -Iproto -I$(BUILD)/gen -Idaemon -Iclient \
 CFLAGS_ALL = -std=gnu11 $(OPT) $(WARN) $(WERROR) $(HARDEN) $(PKG_CFLAGS) $(JANSSON_CFLAGS) \
 	$(CPPFLAGS_ALL)
 LDFLAGS_ALL = -pie -Wl,-z,relro,-z,now
+# Still position independent (ASLR) and fully read-only after relocation.
+STATIC_LDFLAGS = -static-pie -Wl,-z,relro,-z,now
 
 LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp -lm
 LIBS_INIT = -lprotobuf-c -lseccomp
@@ -153,8 +155,11 @@ $(BUILD)/obj-init/daemon/init/%.o: daemon/init/%.c $(PROTO_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
+# sbx-init is linked statically (static-pie) for the reasons sbx is (below), and one
+# more: each idle sandbox keeps two of it, and the pages a dynamic loader dirties
+# (relocated tables of libc, libprotobuf-c, libseccomp) are private to each process.
 $(BUILD)/sbx-init: $(INIT_BIN_OBJS)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS_INIT)
+	$(CC) $(STATIC_LDFLAGS) -o $@ $^ $(LIBS_INIT)
 
 $(BUILD)/libsbx.so: $(LIBSBX_OBJS) client/libsbx.map
 	$(CC) $(SANITIZE) -shared -Wl,-soname,libsbx.so.0 -Wl,--version-script=client/libsbx.map \
@@ -168,8 +173,15 @@ $(BUILD)/libsbx.a: $(LIBSBX_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 # The MCP server (cli_mcp.c) runs each command on a thread of its own: -pthread.
+# sbx is a process per command, so it is linked statically (static-pie: still ASLR and
+# full RELRO): no dynamic loader, no libraries to map and relocate at each start. That
+# took `sbx exec ID -- true` from 2.11 to 1.85 ms (medians of 300, interleaved). It
+# uses nothing of glibc that needs shared objects at run time (no NSS, no iconv, no
+# locales). A sanitized or valgrind build links it dynamically (CLI_STATIC=).
+CLI_STATIC ?= $(if $(SANITIZE),,yes)
+CLI_LDFLAGS = $(if $(CLI_STATIC),$(STATIC_LDFLAGS),$(LDFLAGS_ALL))
 $(BUILD)/sbx: $(call obj,$(CLI_SRCS)) $(BUILD)/libsbx.a
-	$(CC) $(SANITIZE) $(LDFLAGS_ALL) -pthread -o $@ $(call obj,$(CLI_SRCS)) $(BUILD)/libsbx.a \
+	$(CC) $(SANITIZE) $(CLI_LDFLAGS) -pthread -o $@ $(call obj,$(CLI_SRCS)) $(BUILD)/libsbx.a \
 	  -lprotobuf-c $(JANSSON_LIBS) -lm
 
 $(BUILD)/sbx.pc: client/sbx.pc.in
@@ -289,7 +301,7 @@ asan: deps test-pkgs
 	  BUILD=build/asan tests/run.sh $(patsubst $(BUILD)/%,build/asan/%,$(UNIT_TESTS) $(IT_TESTS))
 
 valgrind: deps test-pkgs
-	$(MAKE) --no-print-directory BUILD=build/vg OPT="-O0 -g" tests
+	$(MAKE) --no-print-directory BUILD=build/vg OPT="-O0 -g" CLI_STATIC= tests
 	SBX_VALGRIND=1 BUILD=build/vg tests/run.sh $(patsubst $(BUILD)/%,build/vg/%,$(UNIT_TESTS) $(IT_TESTS))
 
 # ---- benchmarks, fuzzing, load -------------------------------------------------------

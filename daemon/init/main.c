@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -653,6 +654,9 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         /* 7. Ready, then serve. */
         send_ready(chan, NULL, &warn, host_pid, proxy_fd);
         serve_config_fill(s, adopt_fd, host_pid, proxy_fd, &cfg);
+        /* Building the view and the filter left most of the heap free: give it back,
+         * since an idle sandbox keeps this process for its whole life. */
+        malloc_trim(0);
         r = serve_run(chan, sigfd, &cfg);
         if (r < 0) {
                 util_log(UTIL_LOG_ERR, "init channel: %s", strerror(-r));
@@ -713,6 +717,7 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                 util_log(UTIL_LOG_ERR, "pass PID 1's pid: %s", strerror(errno));
                 kill(pid, SIGKILL);
         }
+        malloc_trim(0); /* from now on it only waits: its free heap goes back */
         while (waitpid(pid, &status, 0) < 0) {
                 if (errno != EINTR) {
                         util_log(UTIL_LOG_ERR, "wait for PID 1: %s", strerror(errno));
