@@ -79,8 +79,8 @@ struct sbx_client {
         int watch_fd;            /* libsbx_set_watch: polled with the connection; -1: none */
         libsbx_watch_cb on_watch;
         void *watch_userdata;
-        char *message;           /* last failure, NULL after success */
-        bool message_oom;        /* the last failure's message could not be allocated */
+        char *message;    /* last failure, NULL after success */
+        bool message_oom; /* the last failure's message could not be allocated */
         int err;
 };
 
@@ -661,7 +661,7 @@ static int pack_request(sbx_client *c, const struct exchange *k, struct packed_r
  * GROW_SNDBUF_BYTES (the host's net.core.wmem_max caps it) instead of the default
  * 208 KiB, which woke the daemon and us every ~200 KiB of a large WriteFile. */
 #define GROW_SNDBUF_AT_BYTES (1u << 20)
-#define GROW_SNDBUF_BYTES (4 << 20)
+#define GROW_SNDBUF_BYTES    (4 << 20)
 
 static int send_packed(sbx_client *c, const struct packed_request *p, int64_t deadline) {
         int r = send_all(c, p->sp.head, p->sp.head_len, deadline);
@@ -2545,9 +2545,8 @@ void sbx_connections_free(struct sbx_connections *h) {
 }
 
 /* Asks for a page of sandbox id's records of this kind: *resp has the history body. */
-static enum sbx_code history_page(sbx_client *c, const char *id, uint64_t after_seq,
-                                  uint32_t limit, Sbx__V1__HistoryKind kind,
-                                  Sbx__V1__Response **resp) {
+static enum sbx_code history_page(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
+                                  Sbx__V1__HistoryKind kind, Sbx__V1__Response **resp) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__GetHistory gh = SBX__V1__GET_HISTORY__INIT;
         struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HISTORY};
