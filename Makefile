@@ -18,7 +18,7 @@ PKG_CONFIG ?= pkg-config
 
 # Debian packages the build, the tests and `make run` need. libjansson-dev: the JSON of
 # the sbx tool (--json and `sbx mcp`); why jansson is said in client/cli_json.c.
-DEPS_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
+DEPS_PKGS := gcc libc6-dev make pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
 	libseccomp-dev libsqlite3-dev check util-linux procps iproute2 python3 git \
 	bubblewrap libjansson-dev e2fsprogs
 
