@@ -198,7 +198,9 @@ struct run {
         bool said_waiting; /* "waiting for a slot" was printed */
 };
 
+struct forwarder;
 static void forward_ready(void *userdata);
+static void forward_if_caught(struct forwarder *f);
 
 /* Writes the command's output; a signal that interrupts the write (our reader does not
  * read) is forwarded before the write goes on. */
@@ -211,6 +213,7 @@ static void on_output(void *userdata, enum sbx_stream stream, uint64_t offset, c
 
         (void)offset;
         ss->chunks[stream == SBX_STDERR ? SBX_STDERR : SBX_STDOUT]++;
+        forward_if_caught(run->fw); /* output that never pauses must not hold a signal */
         while (len > 0) {
                 ssize_t n = write(fd, p, len);
                 if (n < 0 && errno != EINTR) {
@@ -248,7 +251,8 @@ static const char *sig_name(int sig, char *buf, size_t len) {
 struct forwarder {
         const struct cli *cli;
         const char *sandbox_id;
-        int sfd; /* the read end of the signals' pipe; -1: default actions */
+        int sfd;      /* the read end of the signals' pipe; -1: default actions */
+        sigset_t set; /* the signals caught */
         char command_id[SBX_ID_MAX_BYTES + 1];
         bool started;        /* command_id runs; else it waits for a slot (or is not known yet) */
         bool print_id, json; /* on_started prints the ID (--print-id) */
@@ -341,7 +345,7 @@ static void forward_pending(struct forwarder *f) {
                 forward_send(f, id);
 }
 
-/* One signal sbx got (code: its ssi_code). The first is forwarded and starts the
+/* One signal sbx got (code: its si_code). The first is forwarded and starts the
  * grace; a second, or the grace run out, kills the command; a third one, or a kill
  * while the command has not started (the daemon may be stuck), ends sbx. */
 static void forward_take(struct forwarder *f, int sig, int code) {
@@ -378,6 +382,8 @@ struct caught {
 
 /* The write end of the signals' pipe (non-blocking); -1 once the call is over. */
 static volatile sig_atomic_t caught_fd = -1;
+/* Set by the handler: the pipe has something (a cheap look before each output chunk). */
+static volatile sig_atomic_t caught_pending;
 
 /* The forwarded signals' handler: queues the signal (async-signal-safe: one write). A
  * signal after the call is dropped: it must not end sbx with another status than the
@@ -387,8 +393,10 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
         int saved = errno;
 
         (void)uc;
-        if (caught_fd >= 0)
+        if (caught_fd >= 0) {
                 (void)!write(caught_fd, &k, sizeof(k));
+                caught_pending = 1;
+        }
         errno = saved;
 }
 
@@ -400,8 +408,22 @@ static void forward_ready(void *userdata) {
 
         if (f->sfd < 0)
                 return;
+        caught_pending = 0; /* before reading: one caught meanwhile sets it again */
         while (read(f->sfd, &k, sizeof(k)) == (ssize_t)sizeof(k))
                 forward_take(f, k.sig, k.code);
+}
+
+static void forward_if_caught(struct forwarder *f) {
+        if (caught_pending)
+                forward_ready(f);
+}
+
+/* Blocks (hold) or unblocks the forwarded signals around stdio output during the call:
+ * a caught signal would interrupt it (the handlers do not restart system calls) and
+ * stdio would lose what it was writing. Held ones are taken when unblocked. */
+static void forward_hold(struct forwarder *f, bool hold) {
+        if (f->sfd >= 0)
+                sigprocmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &f->set, NULL);
 }
 
 /* Catches the forwarded signals and has libsbx watch them on c. Without a pipe the
@@ -422,18 +444,24 @@ static void forwarder_start(struct forwarder *f, const struct cli *cli, const ch
         sa.sa_sigaction = on_signal;
         sa.sa_flags = SA_SIGINFO;
         sigfillset(&sa.sa_mask);
+        sigemptyset(&f->set);
         for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-                if (sigs[i] != SIGWINCH || f->winch_fd >= 0)
+                if (sigs[i] != SIGWINCH || f->winch_fd >= 0) {
                         sigaction(sigs[i], &sa, NULL);
+                        sigaddset(&f->set, sigs[i]);
+                }
         libsbx_set_watch(c, f->sfd, forward_ready, f);
 }
 
-/* The call is over: nothing is forwarded any more (the handlers stay: see on_signal). */
+/* The call is over: nothing is forwarded any more. The signals stay blocked until sbx
+ * exits: one that comes after the result must neither end sbx with another status
+ * than the command's nor interrupt the writing of the result. */
 static void forwarder_stop(struct forwarder *f, sbx_client *c) {
         int w = caught_fd;
 
         if (f->sfd < 0)
                 return;
+        sigprocmask(SIG_BLOCK, &f->set, NULL);
         libsbx_set_watch(c, -1, NULL, NULL);
         grace_timer(0);
         caught_fd = -1;
@@ -458,9 +486,11 @@ static void on_queued(void *userdata, const char *command_id, uint32_t ahead) {
         forwarder_tell(run->fw, command_id, false);
         if (!run->said_waiting && isatty(STDERR_FILENO)) {
                 run->said_waiting = true;
+                forward_hold(run->fw, true);
                 fflush(stdout);
                 fprintf(stderr, "sbx: waiting for a slot in sandbox %s (%u ahead)\n",
                         run->sandbox_id, ahead);
+                forward_hold(run->fw, false);
         }
 }
 
@@ -470,6 +500,7 @@ static void on_started(void *userdata, const char *command_id) {
         struct forwarder *f = ((struct run *)userdata)->fw;
 
         forwarder_tell(f, command_id, true);
+        forward_hold(f, true);
         if (f->print_id && f->json) {
                 struct json j;
                 json_init(&j, stdout);
@@ -487,6 +518,7 @@ static void on_started(void *userdata, const char *command_id) {
                 cli_put_text(stderr, command_id);
                 fputc('\n', stderr);
         }
+        forward_hold(f, false);
 }
 
 /* ---- results ------------------------------------------------------------------------------ */

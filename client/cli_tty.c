@@ -91,6 +91,7 @@ static void on_sigtstp(int sig) {
 int cli_tty_raw(int fd) {
         static bool registered;
         struct termios raw;
+        int r;
 
         if (saved_fd >= 0)
                 return 0;
@@ -110,7 +111,9 @@ int cli_tty_raw(int fd) {
         catch_default(SIGCONT, on_sigcont);
         raw_mode = raw;
         saved_fd = fd;
-        if (tcsetattr(fd, TCSADRAIN, &raw) < 0) {
+        while ((r = tcsetattr(fd, TCSADRAIN, &raw)) < 0 && errno == EINTR)
+                ; /* a signal sbx exec forwards (SIGWINCH) came meanwhile */
+        if (r < 0) {
                 int e = errno;
                 saved_fd = -1;
                 return -e;

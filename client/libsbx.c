@@ -389,6 +389,13 @@ static int send_all(sbx_client *c, const uint8_t *buf, size_t len, int64_t deadl
 /* Receives what is there into the frame reader, waiting for at least one byte.
  * 0, -ECONNRESET when the daemon closed the connection, -ETIMEDOUT, -ENOMEM or -errno. */
 static int recv_some(sbx_client *c, int64_t deadline) {
+        /* Replies that keep coming never make the wait below poll: the watched fd is
+         * looked at here too, or a reader slower than the daemon never hears it. */
+        if (c->watch_fd >= 0) {
+                struct pollfd w = {.fd = c->watch_fd, .events = POLLIN};
+                if (poll(&w, 1, 0) > 0)
+                        c->on_watch(c->watch_userdata);
+        }
         for (;;) {
                 uint8_t *dst;
                 size_t room;

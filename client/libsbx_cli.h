@@ -23,7 +23,7 @@ typedef void (*libsbx_watch_cb)(void *userdata);
  * polled too and on_ready(userdata) called, on the calling thread, whenever it is
  * ready to read; on_ready must make it not ready (read what it has), and must not call
  * into c (another client is fine). A single-threaded program so handles signals that
- * arrive during a call (a signalfd) without a thread of its own. fd -1 or on_ready NULL:
+ * arrive during a call (a self-pipe) without a thread of its own. fd -1 or on_ready NULL:
  * nothing watched. */
 void libsbx_set_watch(sbx_client *c, int fd, libsbx_watch_cb on_ready, void *userdata);
 

@@ -623,6 +623,44 @@ START_TEST(signal_reaches_command_while_output_stalls) {
 }
 END_TEST
 
+/* An interrupt reaches the command while its output never pauses: sbx reads reply
+ * after reply without waiting (the socket always has more), and the signal is taken
+ * between them, not when the output ends. */
+START_TEST(signal_reaches_command_while_output_floods) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, "s", NULL);
+        const char *a[] = {"exec", "s", "--", "yes", NULL};
+        char buf[65536];
+        struct proc p;
+        double t0;
+        int st = -1;
+
+        spawn_sbx(&d, -1, -1, a, &p);
+        for (t0 = it_now_ms(); it_now_ms() - t0 < 20000;) {
+                struct pollfd f = {.fd = p.out, .events = POLLIN};
+                pid_t w;
+                if (poll(&f, 1, 50) > 0 && read(p.out, buf, sizeof(buf)) == 0)
+                        break;
+                if (p.pid > 0 && it_now_ms() - t0 > 500 && kill(p.pid, 0) == 0 && !p.obuf) {
+                        kill(p.pid, SIGINT);
+                        p.obuf = strdup("signalled"); /* once */
+                }
+                w = waitpid(p.pid, &st, WNOHANG);
+                if (w == p.pid)
+                        break;
+        }
+        ck_assert_msg(it_now_ms() - t0 < 10000, "sbx still ran %.0f ms after SIGINT",
+                      it_now_ms() - t0 - 500);
+        if (st == -1) /* its output ended first: it is exiting */
+                ck_assert_int_eq(waitpid(p.pid, &st, 0), p.pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGINT, "status 0x%x", st);
+        close(p.out);
+        close(p.err);
+        proc_free(&p);
+        stop(&d, c);
+}
+END_TEST
+
 /* ---- 6: piped stdin is forwarded, a stdin that never closes does not hang ------------------ */
 
 START_TEST(stdin_forwarded) {
@@ -1242,6 +1280,8 @@ static Suite *make_suite(void) {
                 {"signals_forwarded", signals_forwarded},
                 {"signal_reaches_command_while_output_stalls",
                  signal_reaches_command_while_output_stalls},
+                {"signal_reaches_command_while_output_floods",
+                 signal_reaches_command_while_output_floods},
                 {"stdin_forwarded", stdin_forwarded},
                 {"binary_output_in_json", binary_output_in_json},
                 {"stat_mkdir_rm", stat_mkdir_rm},
