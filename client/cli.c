@@ -388,9 +388,11 @@ uint32_t cli_self_uid(sbx_client *c) {
         return self_uid_known ? self_uid : (uint32_t)geteuid();
 }
 
-int cli_connect(const struct cli *cli, sbx_client **ret) {
+static int connect_as(const struct cli *cli, bool pipelined, sbx_client **ret) {
         sbx_client *c = NULL;
-        enum sbx_code rc = libsbx_connect_pipelined(cli->socket_path, CLI_CLIENT_NAME, &c);
+        enum sbx_code rc = pipelined
+                                   ? libsbx_connect_pipelined(cli->socket_path, CLI_CLIENT_NAME, &c)
+                                   : sbx_connect(cli->socket_path, CLI_CLIENT_NAME, &c);
 
         *ret = NULL;
         if (rc != SBX_OK) {
@@ -404,6 +406,14 @@ int cli_connect(const struct cli *cli, sbx_client **ret) {
         sbx_set_call_timeout_ms(c, CLI_CALL_TIMEOUT_MS);
         *ret = c;
         return 0;
+}
+
+int cli_connect(const struct cli *cli, sbx_client **ret) {
+        return connect_as(cli, true, ret);
+}
+
+int cli_connect_kept(const struct cli *cli, sbx_client **ret) {
+        return connect_as(cli, false, ret);
 }
 
 void cli_warn_not_owner(sbx_client *c, const char *id, uint32_t owner_uid) {

@@ -5,10 +5,10 @@
  * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_exec.c
  * (exec, cancel) with cli_tty.c (the client's terminal for exec -t), cli_files.c (read,
  * write, ls, stat, mkdir, rm, cp), cli_doctor.c (doctor,
- * version), cli_dial.c (dial-stdio, the remote end of ssh:// sockets) and cli_mcp.c with cli_mcp_tools.c (mcp, the Model Context Protocol server). Each
- * command is a function `int cmd_NAME(struct cli *, int argc, char **argv)` that
- * returns the process exit status; argv[0] is the command's name. Everything talks to
- * the daemon through libsbx only. */
+ * version), cli_dial.c (dial-stdio, the remote end of ssh:// sockets) and cli_mcp.c with
+ * cli_mcp_tools.c (mcp, the Model Context Protocol server). Each command is a function `int
+ * cmd_NAME(struct cli *, int argc, char **argv)` that returns the process exit status; argv[0] is
+ * the command's name. Everything talks to the daemon through libsbx only. */
 #ifndef SBX_CLI_H
 #define SBX_CLI_H
 
@@ -76,6 +76,10 @@ __attribute__((format(printf, 1, 2))) void cli_warn(const char *fmt, ...);
  * pipelined (libsbx_connect_pipelined): a daemon that refuses the connection is
  * reported by the first call, as any failure of a call is. */
 int cli_connect(const struct cli *cli, sbx_client **ret);
+/* cli_connect for a client kept for long (sbx mcp): the Hello is answered before it
+ * returns, so that a daemon restarted before the first call is met by the one
+ * reconnect a call makes on a connection that sat idle. */
+int cli_connect_kept(const struct cli *cli, sbx_client **ret);
 
 /* The uid the daemon knows this process by: the peer_uid of the first Hello answered
  * (over an ssh:// socket, the remote ssh user's uid), read on c now when it was not yet;

@@ -1077,7 +1077,7 @@ int cmd_mcp(struct cli *cli, int argc, char **argv) {
         if (status)
                 goto out;
         s.env.sandbox_id = s.sandbox_id;
-        status = cli_connect(cli, &s.c);
+        status = cli_connect_kept(cli, &s.c);
         if (status) {
                 if (s.env.owned)
                         note("sandbox '%s' was created but cannot be ended from here: end it "
