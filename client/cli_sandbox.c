@@ -1105,6 +1105,14 @@ static void bulk_free(struct bulk *b) {
 /* Terminates the caller's own live sandboxes that carry every label of lo, page by
  * page, until a listing shows none left that was not tried. 0 or an exit status. */
 static int bulk_select(sbx_client *c, struct sbx_list_opts *lo, struct bulk *b, bool print) {
+        struct sbx_hello *h = NULL;
+        enum sbx_code hrc = sbx_hello(c, &h);
+
+        /* Who "you" are is the daemon's word (over ssh://, the remote user), never a
+         * guess: without it nothing is selected. */
+        sbx_hello_free(h);
+        if (hrc != SBX_OK)
+                return cli_client_error(c, hrc);
         lo->has_owner_uid = 1;
         lo->owner_uid = cli_self_uid(c);
         lo->limit = SBX_MAX_LIST_LIMIT;
