@@ -950,10 +950,10 @@ int cmd_create(struct cli *cli, int argc, char **argv) {
 
 static const struct cli_opt json_only_opts[] = {{"json", false, 0}, {NULL, false, 0}};
 
-/* Parses "[--json] POS..." with exactly npos positionals into pos. 0, -1 (help shown)
- * or an exit status. */
+/* Parses flags (spec: options without a value) and exactly npos positionals into pos;
+ * flags[k] is set for spec[k] given. 0, -1 (help shown) or an exit status. */
 static int parse_simple(struct cli *cli, int argc, char **argv, const struct cli_opt *spec,
-                        size_t npos, const char **pos, bool *json) {
+                        size_t npos, const char **pos, bool *flags) {
         struct cli_opts p;
         size_t got = 0;
         int k;
@@ -973,8 +973,7 @@ static int parse_simple(struct cli *cli, int argc, char **argv, const struct cli
                         pos[got++] = p.arg;
                         continue;
                 }
-                if (json)
-                        *json = true; /* the only option these commands take */
+                flags[k] = true;
         }
         if (got < npos)
                 return cli_usage_error("sbx %s needs %zu argument%s", argv[0], npos,
@@ -1565,40 +1564,6 @@ static int print_history(struct sbx_history *const *pages, size_t n_pages, bool 
         return table_finish(&t);
 }
 
-/* history's options: --json, and --connections for the proxy's records of an allowlist
- * sandbox instead of its commands. 0, -1 after --help, or an exit status. */
-static int parse_history(struct cli *cli, int argc, char **argv, const char **id, bool *json,
-                         bool *conns) {
-        static const struct cli_opt spec[] = {
-                {"json", false, 0}, {"connections", false, 0}, {NULL, false, 0}};
-        struct cli_opts p;
-        size_t got = 0;
-        int k;
-
-        cli_opts_init(&p, cli, argc, argv, spec);
-        while ((k = cli_opts_next(&p)) != CLI_OPT_END) {
-                if (k == CLI_OPT_ERR)
-                        return CLI_EXIT_ERROR;
-                if (k == CLI_OPT_HELP) {
-                        cli_usage(stdout, argv[0]);
-                        return -1;
-                }
-                if (k == CLI_OPT_POS) {
-                        if (got == 1)
-                                return cli_usage_error("unexpected argument '%s' for sbx history",
-                                                       p.arg);
-                        *id = p.arg;
-                        got++;
-                        continue;
-                }
-                if (k == 0)
-                        *json = true;
-                else
-                        *conns = true;
-        }
-        return got ? 0 : cli_usage_error("sbx history needs 1 argument");
-}
-
 static void json_connection(struct json *j, const struct sbx_connection_record *r) {
         json_begin_object(j);
         json_key(j, "seq");
@@ -1694,17 +1659,24 @@ static int history_connections(struct cli *cli, const char *id, bool json) {
         return status ? status : ts;
 }
 
+/* history's flags: --json, and --connections for the proxy's records of an allowlist
+ * sandbox instead of its commands. */
+enum { HISTORY_JSON, HISTORY_CONNECTIONS };
+static const struct cli_opt history_opts[] = {
+        {"json", false, 0}, {"connections", false, 0}, {NULL, false, 0}};
+
 int cmd_history(struct cli *cli, int argc, char **argv) {
         const char *id = NULL;
-        bool json = false, conns = false;
+        bool flags[2] = {false, false};
         struct sbx_history **pages = NULL;
         size_t n_pages = 0;
         sbx_client *c;
-        int status = parse_history(cli, argc, argv, &id, &json, &conns);
+        int status = parse_simple(cli, argc, argv, history_opts, 1, &id, flags);
+        bool json = flags[HISTORY_JSON];
 
         if (status)
                 return status < 0 ? 0 : status;
-        if (conns)
+        if (flags[HISTORY_CONNECTIONS])
                 return history_connections(cli, id, json);
         if ((status = cli_connect(cli, &c)))
                 return status;

@@ -952,6 +952,21 @@ START_TEST(messages_in_cli_words) {
                 has(err, "sbx: INVALID_ARGUMENT: --memory 256 bytes is below the minimum of 4 MiB");
                 free(err);
         }
+        /* history's flags and its one argument (--connections shares the parser). */
+        {
+                const char *none[] = {"history", "--connections", NULL};
+                const char *two[] = {"history", "--connections", "w", "x", NULL};
+                const char *bogus[] = {"history", "--bogus", "w", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, none), 125);
+                has(err, "sbx history needs 1 argument");
+                free(err);
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, two), 125);
+                has(err, "unexpected argument 'x' for sbx history");
+                free(err);
+                ck_assert_int_eq(sbx(&d, NULL, NULL, &err, bogus), 125);
+                has(err, "--bogus");
+                free(err);
+        }
         /* With no daemon, doctor's fix names what works from a source tree too. */
         {
                 const char *a[] = {"doctor", "--socket", "/nonexistent/sbxd.sock", NULL};
