@@ -2573,6 +2573,35 @@ static enum sbx_code history_page(sbx_client *c, const char *id, uint64_t after_
         return call(c, &k, resp);
 }
 
+/* A history page's n records (in: its messages) converted by conv into a new array of
+ * elem-byte entries (*ret_v); *ret_n counts the entries begun, so that the page's free
+ * undoes a failure half way. false when out of memory. */
+static bool page_from_proto(void **ret_v, size_t *ret_n, size_t elem, void *const *in, size_t n,
+                            bool (*conv)(void *out, const void *in)) {
+        uint8_t *v;
+
+        if (n == 0)
+                return true;
+        v = calloc(n, elem);
+        if (!v)
+                return false;
+        *ret_v = v;
+        for (size_t i = 0; i < n; i++) {
+                *ret_n = i + 1;
+                if (!conv(v + i * elem, in[i]))
+                        return false;
+        }
+        return true;
+}
+
+static bool record_conv(void *out, const void *in) {
+        return record_from_proto(out, in);
+}
+
+static bool connection_conv(void *out, const void *in) {
+        return connection_from_proto(out, in);
+}
+
 enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
                               struct sbx_connections **ret) {
         Sbx__V1__Response *resp;
@@ -2590,15 +2619,9 @@ enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq,
                 return rc;
         hr = resp->history;
         out = calloc(1, sizeof(*out));
-        ok = out != NULL;
-        if (ok && hr->n_connections) {
-                out->v = calloc(hr->n_connections, sizeof(*out->v));
-                ok = out->v != NULL;
-                for (size_t i = 0; ok && i < hr->n_connections; i++) {
-                        out->n = i + 1;
-                        ok = connection_from_proto(&out->v[i], hr->connections[i]);
-                }
-        }
+        ok = out &&
+             page_from_proto((void **)&out->v, &out->n, sizeof(*out->v),
+                             (void *const *)hr->connections, hr->n_connections, connection_conv);
         if (ok) {
                 out->next_after_seq = hr->next_after_seq;
                 out->truncated = hr->truncated;
@@ -2628,15 +2651,8 @@ enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uin
                 return rc;
         hr = resp->history;
         out = calloc(1, sizeof(*out));
-        ok = out != NULL;
-        if (ok && hr->n_commands) {
-                out->v = calloc(hr->n_commands, sizeof(*out->v));
-                ok = out->v != NULL;
-                for (size_t i = 0; ok && i < hr->n_commands; i++) {
-                        out->n = i + 1;
-                        ok = record_from_proto(&out->v[i], hr->commands[i]);
-                }
-        }
+        ok = out && page_from_proto((void **)&out->v, &out->n, sizeof(*out->v),
+                                    (void *const *)hr->commands, hr->n_commands, record_conv);
         if (ok) {
                 out->next_after_seq = hr->next_after_seq;
                 out->truncated = hr->truncated;
