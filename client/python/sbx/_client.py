@@ -714,6 +714,51 @@ class _Locked:
 # ---- Sandbox --------------------------------------------------------------------------
 
 
+
+def _command_record(r) -> CommandRecord:
+    """One entry of a libsbx history page as the binding's record."""
+    return CommandRecord(
+        seq=int(r.seq),
+        command_id=_dec(r.command_id),
+        argv=_strv(r.argv),
+        cwd=_dec(r.cwd),
+        caller_uid=int(r.caller_uid),
+        caller_pid=int(r.caller_pid),
+        client_name=_dec(r.client_name),
+        started_unix_ms=int(r.started_unix_ms),
+        ended_unix_ms=int(r.ended_unix_ms),
+        outcome=Outcome(r.outcome),
+        exit_code=_exit_code(r.has_exit_code, r.exit_code, r.has_signal, r.signal),
+        signal=int(r.signal) if r.has_signal else None,
+        duration=float(r.duration),
+        peak_memory_bytes=int(r.peak_memory_bytes),
+        stdout_total_bytes=int(r.stdout_bytes),
+        stderr_total_bytes=int(r.stderr_bytes),
+        stdout_truncated=bool(r.stdout_truncated),
+        stderr_truncated=bool(r.stderr_truncated),
+        queued_ms=int(r.queued_ms),
+        background=bool(r.background),
+        tty=bool(r.tty),
+    )
+
+
+def _connection_record(r) -> ConnectionRecord:
+    """One entry of a libsbx connections page as the binding's record."""
+    return ConnectionRecord(
+        seq=int(r.seq),
+        started_unix_ms=int(r.started_unix_ms),
+        ended_unix_ms=int(r.ended_unix_ms),
+        host=_dec_opt(r.host),
+        port=int(r.port),
+        address=_dec_opt(r.address),
+        allowed=bool(r.allowed),
+        reason=_dec_opt(r.reason),
+        method=_dec_opt(r.method),
+        bytes_sent=int(r.bytes_sent),
+        bytes_received=int(r.bytes_received),
+    )
+
+
 class Sandbox:
     """A handle on one sandbox, by ID, through a :class:`Client`.
 
@@ -986,79 +1031,46 @@ class Sandbox:
     def history(self, *, after_seq: int = 0, limit: int = 0) -> History:
         """The commands this sandbox ran, oldest first, after sequence number
         ``after_seq``, at most ``limit`` (0: the daemon's default)."""
-        ret = POINTER(L.History)()
-        with self.client._locked() as c:
-            code = self.client._lib.sbx_history(c, self._bid, int(after_seq), int(limit), byref(ret))
-            if code != Code.OK:
-                self.client._raise(code)
-        try:
-            h = ret.contents
-            out = History(
-                CommandRecord(
-                    seq=int(r.seq),
-                    command_id=_dec(r.command_id),
-                    argv=_strv(r.argv),
-                    cwd=_dec(r.cwd),
-                    caller_uid=int(r.caller_uid),
-                    caller_pid=int(r.caller_pid),
-                    client_name=_dec(r.client_name),
-                    started_unix_ms=int(r.started_unix_ms),
-                    ended_unix_ms=int(r.ended_unix_ms),
-                    outcome=Outcome(r.outcome),
-                    exit_code=_exit_code(r.has_exit_code, r.exit_code, r.has_signal, r.signal),
-                    signal=int(r.signal) if r.has_signal else None,
-                    duration=float(r.duration),
-                    peak_memory_bytes=int(r.peak_memory_bytes),
-                    stdout_total_bytes=int(r.stdout_bytes),
-                    stderr_total_bytes=int(r.stderr_bytes),
-                    stdout_truncated=bool(r.stdout_truncated),
-                    stderr_truncated=bool(r.stderr_truncated),
-                    queued_ms=int(r.queued_ms),
-                    background=bool(r.background),
-                    tty=bool(r.tty),
-                )
-                for r in (h.v[i] for i in range(h.n))
-            )
-            out.next_after_seq = int(h.next_after_seq)
-            out.truncated = bool(h.truncated)
-            return out
-        finally:
-            self.client._lib.sbx_history_free(ret)
+        return self._page(
+            L.History,
+            self.client._lib.sbx_history,
+            self.client._lib.sbx_history_free,
+            History,
+            _command_record,
+            after_seq,
+            limit,
+        )
 
     def connections(self, *, after_seq: int = 0, limit: int = 0) -> Connections:
         """The connections this (allowlist) sandbox's proxy allowed and refused, oldest
         first, after sequence number ``after_seq``, at most ``limit`` (0: the daemon's
         default)."""
-        ret = POINTER(L.Connections)()
+        return self._page(
+            L.Connections,
+            self.client._lib.sbx_connections,
+            self.client._lib.sbx_connections_free,
+            Connections,
+            _connection_record,
+            after_seq,
+            limit,
+        )
+
+    def _page(self, struct, call, free, page_cls, record, after_seq: int, limit: int):
+        """One page of records (sbx_history, sbx_connections): each entry made by
+        ``record``, gathered in a ``page_cls`` with its paging fields."""
+        ret = POINTER(struct)()
         with self.client._locked() as c:
-            code = self.client._lib.sbx_connections(
-                c, self._bid, int(after_seq), int(limit), byref(ret)
-            )
+            code = call(c, self._bid, int(after_seq), int(limit), byref(ret))
             if code != Code.OK:
                 self.client._raise(code)
         try:
             h = ret.contents
-            out = Connections(
-                ConnectionRecord(
-                    seq=int(r.seq),
-                    started_unix_ms=int(r.started_unix_ms),
-                    ended_unix_ms=int(r.ended_unix_ms),
-                    host=_dec_opt(r.host),
-                    port=int(r.port),
-                    address=_dec_opt(r.address),
-                    allowed=bool(r.allowed),
-                    reason=_dec_opt(r.reason),
-                    method=_dec_opt(r.method),
-                    bytes_sent=int(r.bytes_sent),
-                    bytes_received=int(r.bytes_received),
-                )
-                for r in (h.v[i] for i in range(h.n))
-            )
+            out = page_cls(record(h.v[i]) for i in range(h.n))
             out.next_after_seq = int(h.next_after_seq)
             out.truncated = bool(h.truncated)
             return out
         finally:
-            self.client._lib.sbx_connections_free(ret)
+            free(ret)
 
     # -- files --
 
