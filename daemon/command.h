@@ -24,13 +24,10 @@ struct command_callbacks {
         void (*queued)(void *ud, char *command_id, unsigned ahead);
         /* Stream mode: the command has started. */
         void (*started)(void *ud, char *command_id);
-        /* Stream mode: a chunk of output (valid during the call). */
+        /* Stream mode: a chunk of output. taken: data is malloc()ed and the callee's
+         * (sent from where it was read, without a copy); else valid during the call. */
         void (*output)(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
-                       uint8_t *data, size_t len);
-        /* Stream mode, may be NULL: as output, but data is malloc()ed and taken (sent
-         * from where it was read, without a copy). */
-        void (*output_taking)(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
-                              uint8_t *data, size_t len);
+                       uint8_t *data, size_t len, int taken);
         /* Stream mode: 1 while the receiver cannot take more (reading the pipes pauses). */
         int (*congested)(void *ud);
         /* Always, exactly once: the final result (valid during the call). A background

@@ -510,10 +510,11 @@ static void cmd_started(void *ud, char *command_id) {
         background_answered(k);
 }
 
-/* An OutputChunk of a streamed command: copied into its frame, or (taking) sent from
+/* An OutputChunk of a streamed command: copied into its frame, or (taken) sent from
  * data itself, which the connection then owns. */
-static void send_output(struct call *k, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
-                        uint8_t *data, size_t len, int taking) {
+static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
+                       uint8_t *data, size_t len, int taken) {
+        struct call *k = ud;
         Sbx__V1__Response resp;
         Sbx__V1__OutputChunk oc = SBX__V1__OUTPUT_CHUNK__INIT;
         response_init(&resp, k->request_id);
@@ -527,20 +528,10 @@ static void send_output(struct call *k, char *command_id, Sbx__V1__Stream stream
         oc.data.len = len;
         resp.body_case = SBX__V1__RESPONSE__BODY_OUTPUT;
         resp.output = &oc;
-        if (taking)
+        if (taken)
                 conn_send_taking(call_conn(k), &resp, data, len);
         else
                 conn_send(call_conn(k), &resp);
-}
-
-static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
-                       uint8_t *data, size_t len) {
-        send_output(ud, command_id, stream, offset, data, len, 0);
-}
-
-static void cmd_output_taking(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
-                              uint8_t *data, size_t len) {
-        send_output(ud, command_id, stream, offset, data, len, 1);
 }
 
 static int cmd_congested(void *ud) {
@@ -571,7 +562,7 @@ static void send_output_in_chunks(struct call *k, Sbx__V1__CommandResult *res) {
                 uint64_t first = s[i].total >= len ? s[i].total - len : 0;
                 for (size_t off = 0; off < len; off += piece)
                         cmd_output(k, res->command_id, s[i].stream, first + off,
-                                   s[i].data->data + off, len - off < piece ? len - off : piece);
+                                   s[i].data->data + off, len - off < piece ? len - off : piece, 0);
                 s[i].data->len = 0;
         }
         res->has_output_in_chunks = 1;
@@ -604,7 +595,6 @@ static const struct command_callbacks cmd_callbacks = {
         .queued = cmd_queued,
         .started = cmd_started,
         .output = cmd_output,
-        .output_taking = cmd_output_taking,
         .congested = cmd_congested,
         .done = cmd_done,
 };

@@ -45,8 +45,9 @@
 /* The kernel send buffer asked for on each client connection (the host's
  * net.core.wmem_max caps it). With the default (208 KiB) a large ReadFile reply or a
  * fast command's output took a wakeup of the daemon and of the client every ~200 KiB:
- * 4 MiB made 1 GiB of streamed stdout 25-35% faster (make bench, stdout). At most this
- * much more per connection stays in the kernel while a client does not read. */
+ * 4 MiB made 1 GiB of streamed stdout 25-35% faster (make bench, stdout). A client
+ * that does not read keeps up to twice this in the kernel (its accounting doubles the
+ * size asked for), besides SBX_CONN_WRITE_HIGH_WATER_BYTES queued in the daemon. */
 #define SBX_CONN_SNDBUF_BYTES (4u * 1024u * 1024u)
 #define SBX_CLIENT_NAME_MAX_BYTES 128u
 

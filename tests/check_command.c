@@ -541,8 +541,8 @@ struct seen {
         uint64_t out_total;
         int out_truncated;
         char hits[128];
-        int queued;      /* the queued callback was called */
-        unsigned ahead;  /* what it said */
+        int queued;     /* the queued callback was called */
+        unsigned ahead; /* what it said */
         uint64_t queued_ms;
         double duration;
 };
@@ -679,7 +679,9 @@ static void cb_started(void *ud, char *id) {
 }
 
 static void cb_output(void *ud, char *id, Sbx__V1__Stream s, uint64_t off, uint8_t *data,
-                      size_t len) {
+                      size_t len, int taken) {
+        if (taken)
+                free(data);
 }
 
 static int cb_congested(void *ud) {
@@ -708,10 +710,10 @@ static void cb_done(void *ud, Sbx__V1__CommandResult *res) {
 }
 
 static const struct command_callbacks cbs = {.queued = cb_queued,
-                                            .started = cb_started,
-                                            .output = cb_output,
-                                            .congested = cb_congested,
-                                            .done = cb_done};
+                                             .started = cb_started,
+                                             .output = cb_output,
+                                             .congested = cb_congested,
+                                             .done = cb_done};
 
 static struct caller me(void) {
         struct caller k = {
