@@ -894,7 +894,12 @@ static int list_live(struct sandbox *sb, void *ud) {
                 return 0;
         st = &lc->live[lc->n_live < lc->limit ? lc->n_live : lc->limit];
         sandbox_fill_info(sb, st);
-        if (!info_matches(lc, &st->info, 1))
+        /* A sandbox whose end is answered stays in the table until its cleanup is done,
+         * and is listed as the ended one it is. */
+        if (!info_matches(lc, &st->info,
+                          st->info.state == SBX__V1__SANDBOX_STATE__CREATING ||
+                                  st->info.state == SBX__V1__SANDBOX_STATE__READY ||
+                                  st->info.state == SBX__V1__SANDBOX_STATE__TERMINATING))
                 return 0;
         if (lc->n >= lc->limit) {
                 lc->truncated = 1;

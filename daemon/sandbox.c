@@ -464,6 +464,15 @@ static void release_init(struct sandbox *sb) {
         sb->view.init_pidfd = sb->view.root_fd = -1;
 }
 
+/* Tells the owner, once, that sb no longer counts as one of its sandboxes (over). */
+static void tell_over(struct sandbox *sb) {
+        if (sb->over_told)
+                return;
+        sb->over_told = 1;
+        if (sb->over)
+                sb->over(sb->gone_ud, sb);
+}
+
 /* Closes the remaining handles, tells the owner (which takes sb out of its list) and
  * frees sb once every handle is closed. sb must not be used after this. */
 static void retire(struct sandbox *sb) {
@@ -474,15 +483,16 @@ static void retire(struct sandbox *sb) {
         if (sb->proc_spawned)
                 uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
         sb->retired = 1;
+        tell_over(sb);
         sb->gone(sb->gone_ud, sb);
         if (sb->handles_open == 0)
                 sandbox_free(sb);
 }
 
-/* The second half of the end, one loop turn after the first, so that the replies the
- * first half queued go out before it: the cgroup (kill anything that escaped into it
- * from outside the namespace, then remove it, commands' groups first; about 0.8 ms on
- * cgroup v1) and the start of the workspace's deletion. */
+/* The last part of the end, one loop turn after stage 0's exit, so that the replies
+ * settle_end may have queued in that turn go out before it: the cgroup (kill anything
+ * that escaped into it from outside the namespace, then remove it, commands' groups
+ * first; about 0.8 ms on cgroup v1) and the start of the workspace's deletion. */
 static void on_cleanup(uv_timer_t *t) {
         struct sandbox *sb = t->data;
         int r;
@@ -536,12 +546,19 @@ static void answer_end(struct sandbox *sb) {
         sb->n_waiters = 0;
 }
 
-/* Stage 0 has exited: nothing of the sandbox runs any more. Moves its workspace away,
- * records the end and answers everyone waiting, then leaves the cgroup to on_cleanup. */
-static void finish_end(struct sandbox *sb) {
+/* Nothing of the sandbox runs any more: moves its workspace away (unmounting a disk
+ * image first), records the end and answers everyone waiting. Called when PID 1 has
+ * exited (on_pid1_exit), or from finish_end when that was not seen first. PID 1 of a
+ * PID namespace exits only after every other process of it has been reaped, so this is
+ * as final as stage 0's exit, which comes later: the last reference to the mount and
+ * network namespaces goes with stage 0, and their teardown (most of a terminate's
+ * millisecond) is then the kernel's business, not the client's wait. */
+static void settle_end(struct sandbox *sb) {
+        if (sb->answered)
+                return;
+        sb->answered = 1;
         initchan_drain(&sb->chan);
         command_end_all(sb, 0);
-        release_init(sb);
         if (sb->workspace && !sb->disk_busy)
                 sb->trash =
                         trash_sandbox_dir(sb->d, sb->id, sb->workspace,
@@ -549,9 +566,39 @@ static void finish_end(struct sandbox *sb) {
         sb->view.state = sb->end_state;
         record_end(sb);
         answer_end(sb);
+        tell_over(sb);
+}
+
+/* Stage 0 has exited: settles the end if PID 1's exit was not seen first, lets go of
+ * init (only now: until stage 0 has exited, PID 1's pid is safe to signal) and leaves
+ * the cgroup to on_cleanup. */
+static void finish_end(struct sandbox *sb) {
+        settle_end(sb);
+        release_init(sb);
         sb->ended = 1;
         uv_timer_stop(&sb->kill_timer);
         uv_timer_start(&sb->timer, on_cleanup, 0, 0);
+}
+
+/* PID 1's pidfd turned readable: PID 1, and so every process of the sandbox, is gone. */
+static void on_pid1_exit(uv_poll_t *h, int status, int events) {
+        struct sandbox *sb = h->data;
+        uv_poll_stop(h);
+        if (status == 0)
+                settle_end(sb);
+}
+
+/* Watches PID 1's pidfd while the sandbox ends, to answer as soon as it has exited
+ * rather than when stage 0 has (see settle_end). Without a pidfd (before Ready, an old
+ * kernel) stage 0's exit settles the end. An adopted sandbox's pidfd is watched already. */
+static void watch_pid1_exit(struct sandbox *sb) {
+        if (!sb->proc_spawned || sb->view.init_pidfd < 0 || sb->pidfd_poll_inited ||
+            uv_poll_init(sb->d->loop, &sb->pidfd_poll, sb->view.init_pidfd) < 0)
+                return;
+        sb->pidfd_poll.data = sb;
+        hold(sb);
+        sb->pidfd_poll_inited = 1;
+        uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pid1_exit);
 }
 
 static void kill_init(struct sandbox *sb) {
@@ -603,12 +650,13 @@ void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const ch
                 return;
         }
         kill_init(sb);
+        watch_pid1_exit(sb);
         uv_timer_start(&sb->kill_timer, on_kill_timer, SANDBOX_KILL_GRACE_MS,
                        SANDBOX_KILL_GRACE_MS);
 }
 
 int sandbox_terminate(struct sandbox *sb, const char *reason, sandbox_ended_cb cb, void *ud) {
-        if (sb->ended) {
+        if (sb->answered) {
                 /* Over already, only its cleanup is left. */
                 if (cb)
                         cb(ud, sb);
@@ -1276,8 +1324,8 @@ static void on_disk_made(void *ud, int r, const char *err) {
         log_debug("sbx=%s: disk image made in %llu ms", sb->id,
                   (unsigned long long)(uv_now(sb->d->loop) - ds->started));
         if (sb->ending) {
-                /* Ending meanwhile: once ended, its end left the workspace to us. */
-                if (sb->ended)
+                /* Ending meanwhile: once answered, its end left the workspace to us. */
+                if (sb->answered)
                         trash_sandbox_dir_now(sb->d, sb->id, sb->workspace,
                                               sb->spec->has_keep_workspace &&
                                                       sb->spec->keep_workspace);

@@ -5,7 +5,7 @@
  * (policy.h); everyone else uses the verbs of sandbox.h.
  *
  * Who writes what: the lifecycle owns every field but these: the table or the pool
- * owns hnext/next/prev, uid_slot, gone/gone_ud and warm*; the command module owns
+ * owns hnext/next/prev, uid_slot, over/gone/gone_ud and warm*; the command module owns
  * commands, n_running, next_command, commands_run, queue, n_queued, bg_ended and
  * waiting_*. */
 #ifndef SBX_SANDBOX_INT_H
@@ -43,9 +43,13 @@ struct sandbox {
         const struct sandbox_hooks *hooks;
         struct sandbox *hnext;       /* the table's hash chain */
         struct sandbox *next, *prev; /* the list of its owner: the table or the warm pool */
-        /* Its owner's: called once the sandbox has ended and is about to be freed. */
+        /* Its owner's: over (may be NULL) once nothing of the sandbox runs and its end is
+         * answered, or just before gone when it leaves without ending; gone once it has
+         * ended and is about to be freed (its cgroup and workspace dealt with). */
+        void (*over)(void *ud, struct sandbox *sb);
         void (*gone)(void *ud, struct sandbox *sb);
         void *gone_ud;
+        int over_told;
         char id[SBX_ID_MAX_BYTES + 1];
         char cg_name[SBX_ID_MAX_BYTES + 1]; /* its cgroup's name: the id it was created with */
         struct sandbox_view view;           /* state, init, root, user, hidden paths (see there) */
@@ -70,7 +74,8 @@ struct sandbox {
         struct initchan chan; /* to init */
         struct egress *egress; /* NETWORK_ALLOWLIST's proxy (egress.h), once Ready; or NULL */
         int adopted;          /* taken over from a previous daemon: init is not our child */
-        uv_poll_t pidfd_poll; /* adopted: PID 1's pidfd, readable once it exited */
+        uv_poll_t pidfd_poll; /* PID 1's pidfd, readable once it exited: watched when
+                               * adopted, and while ending */
         int pidfd_poll_inited;
         dev_t pidns_dev; /* its PID namespace (of /proc/PID/ns/pid), once Ready; 0: unknown */
         ino_t pidns_ino;
@@ -103,7 +108,8 @@ struct sandbox {
         char *end_reason;
         Sbx__V1__SandboxState end_state;
         int ending;
-        int ended;             /* the end is recorded and answered; on_cleanup is due */
+        int answered;          /* every process gone, workspace moved, end recorded, answered */
+        int ended;             /* and stage 0 has exited: on_cleanup is due */
         char *trash;           /* the workspace in STATE/trash, for on_cleanup to delete */
         int disk_busy;         /* its disk image is being made: its end leaves the workspace
                                 * to the image's callback */

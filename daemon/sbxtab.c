@@ -5,7 +5,9 @@
  * order a client would want to hear them: shutting down, the id, the owner's quota, the
  * daemon's maximum, the policy), then either claims a warm sandbox or records a new one
  * and hands it to the lifecycle to set up. Every sandbox the table takes is given
- * table_gone as its owner's callback: that is how its end comes back here. */
+ * table_over and table_gone as its owner's callbacks: that is how its end comes back
+ * here, in two steps (its quota and place as soon as nothing of it runs; its uid slot and
+ * entry once its init helper has exited and its cgroup is removed). */
 #include "sbxtab.h"
 
 #include <errno.h>
@@ -34,7 +36,8 @@ struct sbxtab {
         struct sbxd *d;
         struct sandbox *buckets[SBXTAB_BUCKETS]; /* by id */
         struct sandbox *all;
-        unsigned count;
+        unsigned count; /* in the table: until gone */
+        unsigned live;  /* of them, not yet over: what --max-sandboxes counts */
         struct warm_pool *warm;
         struct uidslots *slots;
         struct quota *quota;
@@ -63,7 +66,7 @@ static void maybe_done(struct sbxtab *t) {
 
 static int pool_has_room(void *ud) {
         struct sbxtab *t = ud;
-        return t->count + warm_count(t->warm) < t->d->cfg->max_sandboxes;
+        return t->live + warm_count(t->warm) < t->d->cfg->max_sandboxes;
 }
 
 static void pool_gone(void *ud) {
@@ -127,7 +130,19 @@ int sbxtab_foreach(struct sbxtab *t, int (*cb)(struct sandbox *sb, void *ud), vo
         return 0;
 }
 
-/* sb has ended: out of the table, its uid slot and its owner's quota given back. */
+/* Nothing of sb runs any more: its owner's quota and its place under --max-sandboxes are
+ * given back (a client that terminates one at its quota may create the next at once). */
+static void table_over(void *ud, struct sandbox *sb) {
+        struct sbxtab *t = ud;
+
+        t->live--;
+        quota_drop(t->quota, QUOTA_SANDBOXES, sb->owner_uid);
+        /* Room for the pool again (it stops at --max-sandboxes). */
+        warm_schedule(t->warm, SBX_WARM_REFILL_DELAY_MS);
+}
+
+/* sb has ended and is cleaned up: out of the table, its uid slot given back (only now:
+ * the next sandbox to run as that uid must not meet anything of this one). */
 static void table_gone(void *ud, struct sandbox *sb) {
         struct sbxtab *t = ud;
         struct sandbox **pp;
@@ -141,9 +156,6 @@ static void table_gone(void *ud, struct sandbox *sb) {
         t->count--;
         uidslot_release(t->slots, sb->uid_slot);
         sb->uid_slot = -1;
-        quota_drop(t->quota, QUOTA_SANDBOXES, sb->owner_uid);
-        /* Room for the pool again (it stops at --max-sandboxes). */
-        warm_schedule(t->warm, SBX_WARM_REFILL_DELAY_MS);
         maybe_done(t);
 }
 
@@ -154,8 +166,10 @@ static void table_take(struct sbxtab *t, struct sandbox *sb) {
 
         sandbox_list_add(&t->all, sb);
         t->count++;
+        t->live++;
         sb->hnext = t->buckets[h];
         t->buckets[h] = sb;
+        sb->over = table_over;
         sb->gone = table_gone;
         sb->gone_ud = t;
         sb->quota = t->quota;
@@ -208,12 +222,12 @@ static int admit(struct sbxtab *t, const char *id, const struct caller *caller, 
                          (unsigned)caller->uid, owned);
                 return -EAGAIN;
         }
-        if (t->count >= d->cfg->max_sandboxes) {
+        if (t->live >= d->cfg->max_sandboxes) {
                 quota_drop(t->quota, QUOTA_SANDBOXES, caller->uid);
                 snprintf(err, errlen,
                          "sbxd already runs %u sandboxes, its maximum "
                          "(--max-sandboxes); terminate some first",
-                         t->count);
+                         t->live);
                 return -EAGAIN;
         }
         return 0;

@@ -529,6 +529,7 @@ static void dropped_gone(void *ud, struct sandbox *sb) {
 
 void warm_drop_spare(struct warm_pool *p, struct sandbox *sb) {
         sb->warm = 1; /* unrecorded: its end writes nothing */
+        sb->over = NULL;
         sb->gone = dropped_gone;
         sb->gone_ud = p;
         sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED, "its create failed");

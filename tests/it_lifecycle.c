@@ -1117,6 +1117,59 @@ START_TEST(large_workspace_removed_in_background) {
 }
 END_TEST
 
+/* Terminate answers once nothing of the sandbox runs (PID 1 has exited, so its PID
+ * namespace is empty), before the kernel has torn the namespaces down with stage 0's
+ * exit. So, when it returns: its place under the owner's quota is free at once (a quota
+ * of 1: the next create comes right after the reply), no process of it is left (not even
+ * ones that left its session and ignore SIGTERM), and its kept workspace no longer
+ * changes. Ten times in a row. */
+START_TEST(terminate_answers_once_nothing_runs) {
+        struct it_daemon d;
+        const char *flags[] = {"--max-sandboxes-per-uid", "1", NULL};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL, *next = NULL;
+        sbx_client *c;
+        int round;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        o.keep_workspace = 1;
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        for (round = 0; round < 10; round++) {
+                struct sbx_result *r;
+                struct stat st1, st2;
+                char path[700];
+                enum sbx_code code;
+
+                r = it_sh(c, sb->id, 10000,
+                          "for i in 1 2 3 4; do (setsid sh -c 'trap \"\" TERM HUP; while :; do "
+                          "echo x >> /workspace/f; done # mark-7731' &); done; sleep 0.05");
+                ck_assert_int_eq(r->exit_code, 0);
+                sbx_result_free(r);
+                ck_assert_int_eq(it_count_procs("mark-7731"), 4);
+                ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);
+                code = sbx_create(c, &o, &next);
+                ck_assert_msg(code == SBX_OK, "round %d: create right after terminate: %s", round,
+                              sbx_error_message(c));
+                ck_assert_int_eq(it_count_procs("mark-7731"), 0);
+                snprintf(path, sizeof(path), "%s/sandboxes/%s/workspace/f", d.state, sb->id);
+                ck_assert_int_eq(stat(path, &st1), 0);
+                usleep(20000);
+                ck_assert_int_eq(stat(path, &st2), 0);
+                ck_assert_int_gt(st1.st_size, 0);
+                ck_assert_int_eq(st1.st_size, st2.st_size);
+                sbx_sandbox_free(sb);
+                sb = next;
+                next = NULL;
+        }
+        ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A limit out of range is refused with a message that names that limit, its value and
  * the bound it crosses, and no other limit (issue 16, item 11). */
 START_TEST(limit_errors_name_one_limit) {
@@ -1306,6 +1359,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, orphan_grace_expires);
         tcase_add_test(tc, list_filters);
         tcase_add_test(tc, large_workspace_removed_in_background);
+        tcase_add_test(tc, terminate_answers_once_nothing_runs);
         tcase_add_test(tc, limit_errors_name_one_limit);
         tcase_add_test(tc, default_lifetimes);
         tcase_add_test(tc, set_timeout_counts_from_now);
