@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -876,6 +877,123 @@ static void add_pair_rows(const char *name, const char *what, struct samples *s,
         bench_row_add(name, m, "ms", samples_pct(s, 99), samples_pct(b, 99), cmp99, target99);
 }
 
+/* ---- the floor: a spawn through two relays -------------------------------------------- */
+
+/* The least the architecture adds, without isolation or records: the bench writes a
+ * byte to a relay process (in the daemon's place, an epoll loop), which passes it to a
+ * spawner process (in PID 1's place) over a SOCK_SEQPACKET pair, which spawns /bin/true,
+ * waits for it and answers back the same way. Two Unix-socket round trips and four
+ * wakeups more than a bare spawn, as a command through sbxd has. One spawner per client,
+ * as one sandbox per client in the concurrent case. */
+#define FLOOR_MAX 8
+
+struct floor_relay {
+        pid_t relay, spawners[FLOOR_MAX];
+        int fds[FLOOR_MAX]; /* the bench's end, one per client */
+        int n;
+};
+
+static struct floor_relay floor_relay = {.relay = -1};
+
+static void __attribute__((noreturn)) floor_spawner(int fd) {
+        char b;
+        while (read(fd, &b, 1) == 1) {
+                int st = bench_spawn_wait(argv_true, -2, -2);
+                if (write(fd, &st, sizeof(st)) != (ssize_t)sizeof(st))
+                        break;
+        }
+        _exit(0);
+}
+
+static void __attribute__((noreturn)) floor_relay_loop(const int *cl, const int *sp, int n) {
+        struct epoll_event ev, evs[2 * FLOOR_MAX];
+        int ep = epoll_create1(EPOLL_CLOEXEC), i;
+
+        for (i = 0; i < 2 * n; i++) {
+                ev.events = EPOLLIN;
+                ev.data.u32 = (uint32_t)i;
+                if (epoll_ctl(ep, EPOLL_CTL_ADD, i < n ? cl[i] : sp[i - n], &ev) < 0)
+                        _exit(1);
+        }
+        for (;;) {
+                int k = epoll_wait(ep, evs, 2 * FLOOR_MAX, -1), j;
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        _exit(1);
+                for (j = 0; j < k; j++) {
+                        int u = (int)evs[j].data.u32;
+                        int from = u < n ? cl[u] : sp[u - n], to = u < n ? sp[u] : cl[u - n];
+                        char buf[16];
+                        ssize_t m = read(from, buf, sizeof(buf));
+                        if (m <= 0 || write(to, buf, (size_t)m) != m)
+                                _exit(0);
+                }
+        }
+}
+
+/* Starts the relay and n spawners (processes of ours, killed by pid at floor_stop). */
+static int floor_start(int n) {
+        struct floor_relay *f = &floor_relay;
+        int cl[FLOOR_MAX], sp[FLOOR_MAX], spend[FLOOR_MAX], i, a[2], b[2];
+
+        f->n = 0;
+        for (i = 0; i < n; i++) {
+                if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a) < 0)
+                        return -1;
+                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, b) < 0) {
+                        close(a[0]);
+                        close(a[1]);
+                        return -1;
+                }
+                f->fds[i] = a[0];
+                cl[i] = a[1];
+                sp[i] = b[0];
+                spend[i] = b[1];
+                f->spawners[i] = fork();
+                if (f->spawners[i] == 0)
+                        floor_spawner(spend[i]);
+                f->n++;
+        }
+        f->relay = fork();
+        if (f->relay == 0)
+                floor_relay_loop(cl, sp, n);
+        for (i = 0; i < n; i++) {
+                close(cl[i]);
+                close(sp[i]);
+                close(spend[i]);
+        }
+        return f->relay > 0 ? 0 : -1;
+}
+
+/* One `true` through the floor's relay, client i. */
+static int floor_true(int i) {
+        char b = 1;
+        int st = -1;
+        if (write(floor_relay.fds[i], &b, 1) != 1 ||
+            read(floor_relay.fds[i], &st, sizeof(st)) != (ssize_t)sizeof(st))
+                return -1;
+        return st == 0 ? 0 : -1;
+}
+
+static void floor_stop(void) {
+        struct floor_relay *f = &floor_relay;
+        int i;
+        for (i = 0; i < f->n; i++) {
+                close(f->fds[i]);
+                if (f->spawners[i] > 0) {
+                        kill(f->spawners[i], SIGKILL);
+                        waitpid(f->spawners[i], NULL, 0);
+                }
+        }
+        if (f->relay > 0) {
+                kill(f->relay, SIGKILL);
+                waitpid(f->relay, NULL, 0);
+        }
+        f->relay = -1;
+        f->n = 0;
+}
+
 /* ---- roundtrip ---------------------------------------------------------------------- */
 
 /* n runs of `true` in a sandbox of d and n bare spawns, interleaved (which goes first
@@ -945,10 +1063,32 @@ static int measure_roundtrip(const struct bench_daemon *d, const char *sandbox, 
         return errors;
 }
 
+/* n `true` through the floor and n bare spawns, interleaved, after warm runs of each. */
+static int measure_floor(int n, int warm, struct samples *s, struct samples *b) {
+        int i, errors = 0;
+        if (floor_start(1) < 0) {
+                floor_stop();
+                return 1;
+        }
+        for (i = -warm; i < n; i++) {
+                double t0 = bench_now_ms(), t1, t2;
+                errors += floor_true(0) < 0;
+                t1 = bench_now_ms();
+                errors += spawn_true() < 0;
+                t2 = bench_now_ms();
+                if (i >= 0) {
+                        samples_add(s, t1 - t0);
+                        samples_add(b, t2 - t1);
+                }
+        }
+        floor_stop();
+        return errors;
+}
+
 static void case_roundtrip(void) {
         int n = opt.quick ? 60 : 300, warm = opt.quick ? 10 : 30, n_gap = opt.quick ? 10 : 40;
         int errors;
-        struct samples s = {0}, b = {0}, sg = {0}, bg = {0};
+        struct samples s = {0}, b = {0}, sg = {0}, bg = {0}, fs = {0}, fb = {0};
         struct cpu_use cpu = {-1, -1, -1};
         struct bench_row *r;
 
@@ -959,6 +1099,12 @@ static void case_roundtrip(void) {
                           cpu.bench_ms, CMP_NONE, 0);
         snprintf(r->note, sizeof(r->note), "daemon %.3f + sandbox init and command %.3f",
                  cpu.daemon_ms, cpu.sandbox_ms);
+        bench_log("roundtrip: %d spawns through two relays (the floor) vs %d bare", n, n);
+        errors += measure_floor(n, warm, &fs, &fb);
+        r = bench_row_add("roundtrip", "floor: true via 2 relays", "ms", samples_median(&fs),
+                          samples_median(&fb), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note),
+                 "diagnostic: the least two Unix-socket round trips add (no isolation)");
         /* An agent thinks between commands: the same with 50 ms pauses (cgroup v1
          * migrations then pay a full RCU grace period each). */
         bench_log("roundtrip: %d commands 50 ms apart", n_gap);
@@ -975,6 +1121,8 @@ static void case_roundtrip(void) {
         samples_free(&b);
         samples_free(&sg);
         samples_free(&bg);
+        samples_free(&fs);
+        samples_free(&fb);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------- */
@@ -1290,7 +1438,8 @@ struct worker {
         pthread_t thread;
         sbx_client *c;
         char *id;
-        int bare;
+        int index;
+        enum { RUN_SBX, RUN_BARE, RUN_FLOOR } how;
         long count;
         long errors;
 };
@@ -1302,7 +1451,9 @@ static void *worker_main(void *arg) {
         struct worker *w = arg;
         pthread_barrier_wait(&start_barrier);
         while (!__atomic_load_n(&stop_workers, __ATOMIC_RELAXED)) {
-                int r = w->bare ? spawn_true() : exec_true(w->c, w->id);
+                int r = w->how == RUN_BARE    ? spawn_true()
+                        : w->how == RUN_FLOOR ? floor_true(w->index)
+                                              : exec_true(w->c, w->id);
                 if (r < 0)
                         w->errors++;
                 else
@@ -1312,14 +1463,15 @@ static void *worker_main(void *arg) {
 }
 
 /* Runs the workers for seconds; returns commands per second. */
-static double run_workers(struct worker *ws, int bare, double seconds, long *errors) {
+static double run_workers(struct worker *ws, int how, double seconds, long *errors) {
         double t0, t1;
         long total = 0;
         int i;
         stop_workers = 0;
         pthread_barrier_init(&start_barrier, NULL, WORKERS + 1);
         for (i = 0; i < WORKERS; i++) {
-                ws[i].bare = bare;
+                ws[i].how = how;
+                ws[i].index = i;
                 ws[i].count = 0;
                 ws[i].errors = 0;
                 pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
@@ -1338,10 +1490,12 @@ static double run_workers(struct worker *ws, int bare, double seconds, long *err
         return (double)total / ((t1 - t0) / 1000.0);
 }
 
-/* reps alternations of the bare spawner and of sbxd (one client and sandbox per thread
- * on d), seconds each; commands/s go into b and s. Returns the errors. */
+/* reps alternations of the bare spawner, of sbxd (one client and sandbox per thread on
+ * d) and, with f, of the floor (one spawner per thread), seconds each; commands/s go into
+ * b, s and f. Returns the errors. */
 static long measure_concurrent(const struct bench_daemon *d, const char *prefix, int reps,
-                               double seconds, struct samples *s, struct samples *b) {
+                               double seconds, struct samples *s, struct samples *b,
+                               struct samples *f) {
         struct worker ws[WORKERS];
         long errors = 0;
         int i;
@@ -1358,11 +1512,18 @@ static long measure_concurrent(const struct bench_daemon *d, const char *prefix,
                 }
                 exec_true(ws[i].c, ws[i].id); /* warm */
         }
+        if (f && floor_start(WORKERS) < 0) {
+                errors++;
+                goto out;
+        }
         for (i = 0; i < reps; i++) {
-                samples_add(b, run_workers(ws, 1, seconds, &errors));
-                samples_add(s, run_workers(ws, 0, seconds, &errors));
+                samples_add(b, run_workers(ws, RUN_BARE, seconds, &errors));
+                samples_add(s, run_workers(ws, RUN_SBX, seconds, &errors));
+                if (f)
+                        samples_add(f, run_workers(ws, RUN_FLOOR, seconds, &errors));
         }
 out:
+        floor_stop();
         for (i = 0; i < WORKERS; i++) {
                 if (ws[i].id)
                         terminate_sandbox(ws[i].c, ws[i].id);
@@ -1375,17 +1536,21 @@ out:
 static void case_concurrent(void) {
         int reps = opt.quick ? 1 : 3;
         double seconds = opt.quick ? 1.5 : 4.0;
-        struct samples s = {0}, b = {0};
+        struct samples s = {0}, b = {0}, f = {0};
         struct bench_row *r;
         long errors;
 
         bench_log("concurrent: %d threads, %d x %.1f s each side, one client and sandbox per "
                   "thread",
                   WORKERS, reps, seconds);
-        errors = measure_concurrent(&main_daemon, "bench-conc", reps, seconds, &s, &b);
+        errors = measure_concurrent(&main_daemon, "bench-conc", reps, seconds, &s, &b, &f);
         r = bench_row_add("concurrent", "8 threads", "cmds/s", samples_median(&s),
                           samples_median(&b), CMP_RATIO_GE, 0.90);
         snprintf(r->note, sizeof(r->note), "median of %d runs of %.1f s", reps, seconds);
+        r = bench_row_add("concurrent", "floor: 8 threads via a relay", "cmds/s",
+                          samples_median(&f), samples_median(&b), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note),
+                 "diagnostic: one relay, a spawner per thread (no isolation)");
         if (errors) {
                 r = bench_row_add("concurrent", "errors", "count", (double)errors, NAN,
                                   CMP_VALUE_LT, 1);
@@ -1393,6 +1558,7 @@ static void case_concurrent(void) {
         }
         samples_free(&s);
         samples_free(&b);
+        samples_free(&f);
 }
 
 /* ---- burst: many agents, one sandbox -------------------------------------------------- */
@@ -1531,7 +1697,7 @@ static void case_nocgroup(void) {
         snprintf(r->note, sizeof(r->note), "diagnostic: create %.3f, first true %.3f, end %.3f",
                  samples_median(&lc.create), samples_median(&lc.first), samples_median(&lc.end));
         lifecycle_free(&lc);
-        errors += measure_concurrent(&d, "nocg-conc", 1, opt.quick ? 1.5 : 3.0, &cs, &cb);
+        errors += measure_concurrent(&d, "nocg-conc", 1, opt.quick ? 1.5 : 3.0, &cs, &cb, NULL);
         r = bench_row_add("nocgroup", "8 threads", "cmds/s", samples_median(&cs),
                           samples_median(&cb), CMP_NONE, 0);
         snprintf(r->note, sizeof(r->note), "diagnostic: no cgroups (no limits enforced)");
