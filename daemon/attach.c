@@ -43,7 +43,9 @@ struct attach {
 static struct sandbox *find_again(struct attach *a, struct conn *c) {
         struct sandbox *sb = sbxtab_find(conn_daemon(c)->sandboxes, a->sandbox_id);
 
-        return sb && sandbox_created_ms(sb) == a->sandbox_created_ms ? sb : NULL;
+        return sb && !sandbox_is_over(sb) && sandbox_created_ms(sb) == a->sandbox_created_ms
+                       ? sb
+                       : NULL;
 }
 
 /* The most data one OutputChunk carries on c. */

@@ -365,6 +365,8 @@ static int find_sandbox(struct conn *c, uint64_t rid, const char *id, struct san
         }
         caller_of(c, &k);
         sb = sbxtab_find(conn_daemon(c)->sandboxes, id);
+        if (sb && sandbox_is_over(sb))
+                sb = NULL; /* ended: its record answers */
         if (sb && sandbox_may_access(sb, &k)) {
                 *ret = sb;
                 return SEEN_LIVE;
@@ -890,16 +892,11 @@ static int info_matches(struct list_ctx *lc, const Sbx__V1__SandboxInfo *info, i
 static int list_live(struct sandbox *sb, void *ud) {
         struct list_ctx *lc = ud;
         struct sandbox_info_store *st;
-        if (!sandbox_may_access(sb, &lc->k))
-                return 0;
+        if (sandbox_is_over(sb) || !sandbox_may_access(sb, &lc->k))
+                return 0; /* an ended one is listed from its record */
         st = &lc->live[lc->n_live < lc->limit ? lc->n_live : lc->limit];
         sandbox_fill_info(sb, st);
-        /* A sandbox whose end is answered stays in the table until its cleanup is done,
-         * and is listed as the ended one it is. */
-        if (!info_matches(lc, &st->info,
-                          st->info.state == SBX__V1__SANDBOX_STATE__CREATING ||
-                                  st->info.state == SBX__V1__SANDBOX_STATE__READY ||
-                                  st->info.state == SBX__V1__SANDBOX_STATE__TERMINATING))
+        if (!info_matches(lc, &st->info, 1))
                 return 0;
         if (lc->n >= lc->limit) {
                 lc->truncated = 1;
@@ -913,7 +910,8 @@ static int list_live(struct sandbox *sb, void *ud) {
 static int list_record(const struct store_sandbox *sb, void *ud) {
         struct list_ctx *lc = ud;
         struct record_info *ri;
-        if (sbxtab_find(lc->tab, sb->id))
+        struct sandbox *live = sbxtab_find(lc->tab, sb->id);
+        if (live && !sandbox_is_over(live))
                 return 0; /* listed live */
         ri = &lc->recs[lc->n_recs < lc->limit ? lc->n_recs : lc->limit];
         memset(ri, 0, sizeof(*ri));
@@ -1247,7 +1245,8 @@ static struct sandbox *file_lookup(struct conn *c, uint64_t rid, const char *id,
         struct sandbox *sb = lookup(c, rid, id);
 
         if (!sb && id && id[0]) {
-                if (sbxtab_find(conn_daemon(c)->sandboxes, id))
+                struct sandbox *other = sbxtab_find(conn_daemon(c)->sandboxes, id);
+                if (other && !sandbox_is_over(other))
                         file_record(c, id, op, path, 0, SBX__V1__CODE__PERMISSION_DENIED);
                 else if (store_sandbox_exists(conn_daemon(c)->store, id) > 0)
                         file_record(c, id, op, path, 0, SBX__V1__CODE__ENDED);

@@ -96,6 +96,10 @@ Sbx__V1__SandboxState sandbox_state(const struct sandbox *sb) {
         return sb->view.state;
 }
 
+int sandbox_is_over(const struct sandbox *sb) {
+        return sb->answered;
+}
+
 struct sandbox_view *sandbox_view(struct sandbox *sb) {
         return &sb->view;
 }
@@ -588,11 +592,29 @@ static void on_pid1_exit(uv_poll_t *h, int status, int events) {
                 settle_end(sb);
 }
 
+/* 1 when sb's workspace is a filesystem mounted on the host (a disk image, disk.h): its
+ * st_dev is not its directory's. */
+static int workspace_mounted(const struct sandbox *sb) {
+        char parent[SBX_PATH_MAX_BYTES + 8];
+        struct stat a, b;
+
+        if (!sb->workspace)
+                return 0;
+        snprintf(parent, sizeof(parent), "%s/..", sb->workspace);
+        return lstat(sb->workspace, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+}
+
 /* Watches PID 1's pidfd while the sandbox ends, to answer as soon as it has exited
  * rather than when stage 0 has (see settle_end). Without a pidfd (before Ready, an old
- * kernel) stage 0's exit settles the end. An adopted sandbox's pidfd is watched already. */
+ * kernel) stage 0's exit settles the end. An adopted sandbox's pidfd is watched already.
+ * So is a sandbox whose workspace is a mounted disk image: the sandbox's own mount of
+ * the image goes with stage 0, and the host's release of it (disk_release) must come
+ * after, as the last reference, whose writeback of what was left dirty (seconds for
+ * gigabytes) then runs on a thread of the daemon; released earlier, stage 0's exit would
+ * do that writeback, with the owner's quota already given back. */
 static void watch_pid1_exit(struct sandbox *sb) {
         if (!sb->proc_spawned || sb->view.init_pidfd < 0 || sb->pidfd_poll_inited ||
+            workspace_mounted(sb) ||
             uv_poll_init(sb->d->loop, &sb->pidfd_poll, sb->view.init_pidfd) < 0)
                 return;
         sb->pidfd_poll.data = sb;
@@ -624,8 +646,12 @@ static void kill_init(struct sandbox *sb) {
 
 static void on_kill_timer(uv_timer_t *t) {
         struct sandbox *sb = t->data;
-        log_err("sbx=%s: init did not exit %u ms after SIGKILL; still waiting", sb->id,
-                SANDBOX_KILL_GRACE_MS);
+        if (sb->answered)
+                log_warning("sbx=%s: stage 0 has not exited %u ms after its PID 1; still waiting",
+                            sb->id, SANDBOX_KILL_GRACE_MS);
+        else
+                log_err("sbx=%s: init did not exit %u ms after SIGKILL; still waiting", sb->id,
+                        SANDBOX_KILL_GRACE_MS);
         kill_init(sb);
 }
 
@@ -792,6 +818,10 @@ static int pin_init(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
                 return -1;
         }
         if (pid <= 0 || is_child_of(pid, sb->proc.pid) != 1) {
+                /* Not ours: never signalled or watched (the end waits for stage 0). */
+                if (sb->view.init_pidfd >= 0)
+                        close(sb->view.init_pidfd);
+                sb->view.init_pidfd = -1;
                 fail_sandbox(sb, "its init reported a pid (%d) that is not its own", (int)pid);
                 return -1;
         }

@@ -43,6 +43,9 @@ const char *sandbox_id(const struct sandbox *sb);
 /* When it was created (Unix ms): with its address, tells it from a later one of its id. */
 int64_t sandbox_created_ms(const struct sandbox *sb);
 Sbx__V1__SandboxState sandbox_state(const struct sandbox *sb);
+/* 1 once nothing of sb runs and its end is recorded (Terminate answered): it stays in
+ * the table until its cleanup is done, but requests see it as the ended one on record. */
+int sandbox_is_over(const struct sandbox *sb);
 
 /* What the file operations may know of sb (sandbox_view.h), valid while sb lives. */
 struct sandbox_view *sandbox_view(struct sandbox *sb);

@@ -1121,13 +1121,14 @@ END_TEST
  * namespace is empty), before the kernel has torn the namespaces down with stage 0's
  * exit. So, when it returns: its place under the owner's quota is free at once (a quota
  * of 1: the next create comes right after the reply), no process of it is left (not even
- * ones that left its session and ignore SIGTERM), and its kept workspace no longer
- * changes. Ten times in a row. */
+ * ones that left its session and ignore SIGTERM), requests see the ended sandbox on
+ * record (GetSandbox with its end, SetTimeout SANDBOX_ENDED) even while its cleanup may
+ * still run, and its kept workspace no longer changes. Ten times in a row. */
 START_TEST(terminate_answers_once_nothing_runs) {
         struct it_daemon d;
         const char *flags[] = {"--max-sandboxes-per-uid", "1", NULL};
         struct sbx_create_opts o;
-        struct sbx_sandbox *sb = NULL, *next = NULL;
+        struct sbx_sandbox *sb = NULL, *next = NULL, *info = NULL;
         sbx_client *c;
         int round;
 
@@ -1152,6 +1153,15 @@ START_TEST(terminate_answers_once_nothing_runs) {
                 code = sbx_create(c, &o, &next);
                 ck_assert_msg(code == SBX_OK, "round %d: create right after terminate: %s", round,
                               sbx_error_message(c));
+                /* While its cleanup may still run, it is the ended sandbox on record. */
+                ck_assert_int_eq(sbx_get(c, sb->id, &info), SBX_OK);
+                ck_assert_int_eq(info->state, SBX_STATE_TERMINATED);
+                ck_assert_int_gt(info->ended_unix_ms, 0);
+                sbx_sandbox_free(info);
+                info = NULL;
+                ck_assert_int_eq(sbx_set_timeout(c, sb->id, 100000, NULL), SBX_SANDBOX_ENDED);
+                /* One place under the quota was given back, not two. */
+                ck_assert_int_eq(sbx_create(c, &o, &info), SBX_RESOURCE_EXHAUSTED);
                 ck_assert_int_eq(it_count_procs("mark-7731"), 0);
                 snprintf(path, sizeof(path), "%s/sandboxes/%s/workspace/f", d.state, sb->id);
                 ck_assert_int_eq(stat(path, &st1), 0);
