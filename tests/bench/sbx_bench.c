@@ -1063,23 +1063,30 @@ static int measure_roundtrip(const struct bench_daemon *d, const char *sandbox, 
         return errors;
 }
 
-/* n `true` through the floor and n bare spawns, interleaved, after warm runs of each. */
-static int measure_floor(int n, int warm, struct samples *s, struct samples *b) {
+/* n `true` through the floor and n bare spawns, interleaved, after warm runs of each;
+ * with gap_ms, each run follows a pause. */
+static int measure_floor(int n, int warm, double gap_ms, struct samples *s, struct samples *b) {
         int i, errors = 0;
         if (floor_start(1) < 0) {
                 floor_stop();
                 return 1;
         }
         for (i = -warm; i < n; i++) {
-                double t0 = bench_now_ms(), t1, t2;
+                double t0, t1;
+                if (gap_ms > 0)
+                        usleep((useconds_t)(gap_ms * 1000));
+                t0 = bench_now_ms();
                 errors += floor_true(0) < 0;
                 t1 = bench_now_ms();
-                errors += spawn_true() < 0;
-                t2 = bench_now_ms();
-                if (i >= 0) {
+                if (i >= 0)
                         samples_add(s, t1 - t0);
-                        samples_add(b, t2 - t1);
-                }
+                if (gap_ms > 0)
+                        usleep((useconds_t)(gap_ms * 1000));
+                t0 = bench_now_ms();
+                errors += spawn_true() < 0;
+                t1 = bench_now_ms();
+                if (i >= 0)
+                        samples_add(b, t1 - t0);
         }
         floor_stop();
         return errors;
@@ -1088,7 +1095,8 @@ static int measure_floor(int n, int warm, struct samples *s, struct samples *b) 
 static void case_roundtrip(void) {
         int n = opt.quick ? 60 : 300, warm = opt.quick ? 10 : 30, n_gap = opt.quick ? 10 : 40;
         int errors;
-        struct samples s = {0}, b = {0}, sg = {0}, bg = {0}, fs = {0}, fb = {0};
+        struct samples s = {0}, b = {0}, sg = {0}, bg = {0}, fs = {0}, fb = {0}, fsg = {0},
+                       fbg = {0};
         struct cpu_use cpu = {-1, -1, -1};
         struct bench_row *r;
 
@@ -1100,7 +1108,7 @@ static void case_roundtrip(void) {
         snprintf(r->note, sizeof(r->note), "daemon %.3f + sandbox init and command %.3f",
                  cpu.daemon_ms, cpu.sandbox_ms);
         bench_log("roundtrip: %d spawns through two relays (the floor) vs %d bare", n, n);
-        errors += measure_floor(n, warm, &fs, &fb);
+        errors += measure_floor(n, warm, 0, &fs, &fb);
         r = bench_row_add("roundtrip", "floor: true via 2 relays", "ms", samples_median(&fs),
                           samples_median(&fb), CMP_NONE, 0);
         snprintf(r->note, sizeof(r->note),
@@ -1113,6 +1121,10 @@ static void case_roundtrip(void) {
         r = bench_row_add("roundtrip", "true 50ms apart median", "ms", samples_median(&sg),
                           samples_median(&bg), CMP_RATIO_LE, 1.5);
         snprintf(r->note, sizeof(r->note), "commands 50 ms apart, as an agent issues them");
+        errors += measure_floor(n_gap, 2, 50, &fsg, &fbg);
+        r = bench_row_add("roundtrip", "floor: 50ms apart via 2 relays", "ms",
+                          samples_median(&fsg), samples_median(&fbg), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: the floor, 50 ms apart");
         if (errors) {
                 r = bench_row_add("roundtrip", "errors", "count", errors, NAN, CMP_VALUE_LT, 1);
                 snprintf(r->note, sizeof(r->note), "see stderr");
@@ -1123,6 +1135,8 @@ static void case_roundtrip(void) {
         samples_free(&bg);
         samples_free(&fs);
         samples_free(&fb);
+        samples_free(&fsg);
+        samples_free(&fbg);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------- */
