@@ -96,20 +96,6 @@ static int fd_count(pid_t pid) {
         return dir_entries(p, NULL, 0);
 }
 
-static long rss_kib(pid_t pid) {
-        char p[64], line[256];
-        long v = -1;
-        FILE *f;
-        snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
-        f = fopen(p, "re");
-        while (f && fgets(line, sizeof(line), f))
-                if (strncmp(line, "VmRSS:", 6) == 0)
-                        v = strtol(line + 6, NULL, 10);
-        if (f)
-                fclose(f);
-        return v;
-}
-
 /* 1 when pid runs with AddressSanitizer (its freed memory sits in a quarantine of up
  * to 256 MiB, so its RSS says nothing about leaks; LeakSanitizer checks at exit). */
 static int sanitized(pid_t pid) {
@@ -855,7 +841,7 @@ static void warm_up(struct it_daemon *d, struct baseline *b) {
         sbx_close(c);
         usleep(200000);
         b->fds = fd_count(d->pid);
-        b->rss_kib = rss_kib(d->pid);
+        b->rss_kib = it_proc_status(d->pid, "VmRSS");
         ck_assert_int_gt(b->fds, 0);
         ck_assert_int_gt(b->rss_kib, 0);
 }
@@ -979,7 +965,7 @@ START_TEST(mixed_load) {
         /* Descriptors and memory back near the baseline. */
         fds = settle_fds(d.pid, b.fds + 2, 10000);
         ck_assert_msg(fds <= b.fds + 2, "daemon has %d fds open, %d after warm-up", fds, b.fds);
-        rss = rss_kib(d.pid);
+        rss = it_proc_status(d.pid, "VmRSS");
         ck_assert_msg(rss <= b.rss_kib * 2 + 16 * 1024 + (sanitized(d.pid) ? 320 * 1024 : 0),
                       "daemon RSS %ld KiB, %ld KiB after warm-up", rss, b.rss_kib);
         fprintf(stderr, "it_load: fds %d (baseline %d), RSS %ld KiB (baseline %ld KiB)\n", fds,

@@ -75,22 +75,6 @@ static char *sh_out(sbx_client *c, const char *id, uint64_t ms, const char *shel
         return out;
 }
 
-/* The resident memory of pid (VmRSS), in KiB. */
-static long rss_kib(pid_t pid) {
-        char path[64], line[256];
-        long v = -1;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-        f = fopen(path, "r");
-        while (f && fgets(line, sizeof(line), f))
-                if (sscanf(line, "VmRSS: %ld", &v) == 1)
-                        break;
-        if (f)
-                fclose(f);
-        return v;
-}
-
 /* Tunnels to a host that never reads (its kernel buffers filled first: the loopback MTU
  * of 1500 keeps them small), then fed a byte at a time: the proxy's queue towards
  * the host was bounded in bytes (256 KiB) while each read held a whole 64 KiB buffer,
@@ -126,9 +110,9 @@ START_TEST(tiny_writes_to_a_stalled_host) {
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         create_allowlist(c, "tr", NULL, cidrs);
-        before = rss_kib(d.pid);
+        before = it_proc_status(d.pid, "VmRSS");
         out = sh_out(c, "tr", 90000, trickle);
-        after = rss_kib(d.pid);
+        after = it_proc_status(d.pid, "VmRSS");
         fprintf(stderr, "tiny_writes: sent %d bytes, daemon RSS %ld -> %ld KiB\n", atoi(out),
                 before, after);
         ck_assert_int_gt(atoi(out), 1000);
@@ -244,7 +228,7 @@ START_TEST(lagging_attachers_at_the_end) {
         o.shell = "sleep 2; head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2; sleep 1";
         o.timeout_ms = 60000;
         ck_assert_int_eq(sbx_exec_background(c, "at", &o, &b), SBX_OK);
-        before = rss_kib(d.pid);
+        before = it_proc_status(d.pid, "VmRSS");
         fd = it_raw_connect(&d);
         req.has_request_id = 1;
         req.body_case = SBX__V1__REQUEST__BODY_ATTACH_COMMAND;
@@ -258,7 +242,7 @@ START_TEST(lagging_attachers_at_the_end) {
         }
         /* The command prints and ends; nothing is read meanwhile. */
         usleep(5000 * 1000);
-        after = rss_kib(d.pid);
+        after = it_proc_status(d.pid, "VmRSS");
         fprintf(stderr, "lagging_attachers: daemon RSS %ld -> %ld KiB\n", before, after);
         if (!getenv("ASAN_OPTIONS") && !getenv("SBX_VALGRIND"))
                 ck_assert_msg(after - before < 48 * 1024,

@@ -558,6 +558,24 @@ int it_count_procs(const char *needle) {
         return scan_procs(needle, NULL, NULL);
 }
 
+long it_proc_status(pid_t pid, const char *field) {
+        char path[64], line[256];
+        size_t fl = strlen(field);
+        long v = -1;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        f = fopen(path, "re");
+        while (f && fgets(line, sizeof(line), f))
+                if (strncmp(line, field, fl) == 0 && line[fl] == ':') {
+                        v = strtol(line + fl + 1, NULL, 10);
+                        break;
+                }
+        if (f)
+                fclose(f);
+        return v;
+}
+
 pid_t it_find_proc(const char *start, const char *needle) {
         pid_t pid = -1;
         return scan_procs(needle, start, &pid) > 0 ? pid : -1;

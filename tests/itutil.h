@@ -99,6 +99,10 @@ int it_db_ok(const struct it_daemon *d);
 /* Count of processes on the host whose command line contains needle (from /proc). */
 int it_count_procs(const char *needle);
 
+/* The number in field of /proc/PID/status ("VmRSS" in KiB, "Threads"...), or -1 when
+ * pid or the field is not there. */
+long it_proc_status(pid_t pid, const char *field);
+
 /* The host pid of a process whose command line starts with start and contains needle
  * (the last one /proc lists), or -1. */
 pid_t it_find_proc(const char *start, const char *needle);

@@ -194,25 +194,6 @@ static int bench_spawn_wait(char *const argv[], int in_fd, int out_fd) {
         return st;
 }
 
-static long status_field_kib(pid_t pid, const char *field) {
-        char p[64], line[256];
-        size_t fl = strlen(field);
-        long v = -1;
-        FILE *f;
-        snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
-        f = fopen(p, "re");
-        if (!f)
-                return -1;
-        while (fgets(line, sizeof(line), f))
-                if (strncmp(line, field, fl) == 0 && line[fl] == ':') {
-                        v = strtol(line + fl + 1, NULL, 10);
-                        break;
-                }
-        fclose(f);
-        return v;
-}
-
-/* VmRSS of pid in KiB, or -1. */
 /* MemAvailable of /proc/meminfo, KiB; -1 when unreadable. */
 static long bench_mem_available_kib(void) {
         char line[256];
@@ -227,8 +208,9 @@ static long bench_mem_available_kib(void) {
         return v;
 }
 
+/* VmRSS of pid in KiB, or -1. */
 static long bench_rss_kib(pid_t pid) {
-        return status_field_kib(pid, "VmRSS");
+        return it_proc_status(pid, "VmRSS");
 }
 
 /* Open descriptors of pid, or -1. */
