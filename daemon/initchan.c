@@ -189,6 +189,10 @@ static void dispatch(struct initchan *ch, const Sbx__Init__V1__FromInit *m, int 
         case SBX__INIT__V1__FROM_INIT__BODY_EXITED:
                 ch->ops->exited(ch->ud, m->exited);
                 break;
+        case SBX__INIT__V1__FROM_INIT__BODY_BUILT:
+                if (!ch->stopped)
+                        ch->ops->built(ch->ud);
+                break;
         case SBX__INIT__V1__FROM_INIT__BODY__NOT_SET:
         case _SBX__INIT__V1__FROM_INIT__BODY__CASE_IS_INT_SIZE:
                 fail(ch, "empty message from its init");

@@ -26,6 +26,9 @@ struct initchan_ops {
          * channel has not been stopped. fd: the one descriptor Ready carried when it says
          * so (proxy_listener), which the callee owns from now on, or -1. */
         void (*ready)(void *ud, const Sbx__Init__V1__Ready *ready, int fd);
+        /* A spare's base is built (init.proto Built). Only while the channel has not
+         * been stopped. */
+        void (*built)(void *ud);
         /* A command could not be started (init.proto StartFailed). */
         void (*start_failed)(void *ud, uint64_t command_id, int err, const char *msg);
         /* A command started with `ack` has started (init.proto Started); may be NULL. */

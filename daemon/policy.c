@@ -1369,27 +1369,39 @@ static void host_object(Sbx__Init__V1__HostObject *o, const struct hostpath *h) 
         o->ino = (uint64_t)h->ino;
 }
 
+/* The fields of Setup a spare's base is built from (init.proto Setup.prebuild): the
+ * root, the network namespace, the size of /tmp, rootless and the daemon's ids. */
+static void setup_base(const struct sbxd *d, const Sbx__V1__Policy *pol,
+                       Sbx__Init__V1__Setup *setup) {
+        /* Setup's strings are only read when it is packed. */
+        setup->root_dir = pol->root_dir && pol->root_dir[0] ? pol->root_dir : (char *)"/";
+        setup->has_network_none = 1;
+        setup->network_none = pol->network != SBX__V1__NETWORK_MODE__NETWORK_FULL;
+        setup->has_tmp_bytes = 1;
+        setup->tmp_bytes = pol->limits && pol->limits->has_tmp_bytes ? pol->limits->tmp_bytes
+                                                                     : SBX_DEFAULT_TMP_BYTES;
+        setup->has_rootless = 1;
+        setup->rootless = d->features.rootless;
+        setup->has_outer_uid = setup->has_outer_gid = 1;
+        setup->outer_uid = d->euid;
+        setup->outer_gid = d->egid;
+}
+
 /* The sandbox's own fields of Setup: names, directories, network, ids. */
 static void setup_basics(struct sbxd *d, const struct policy_sandbox *sb,
                          Sbx__Init__V1__Setup *setup) {
         const Sbx__V1__Policy *pol = sb->spec->policy;
 
-        /* Setup's strings are only read when it is packed. */
+        setup_base(d, pol, setup);
         setup->sandbox_id = (char *)(uintptr_t)sb->id;
-        setup->root_dir = pol->root_dir ? pol->root_dir : (char *)"/";
         setup->workspace_dir = (char *)(uintptr_t)sb->workspace;
         setup->n_writable_paths = pol->n_writable_paths;
         setup->writable_paths = pol->writable_paths;
-        setup->has_network_none = 1;
-        setup->network_none = pol->network != SBX__V1__NETWORK_MODE__NETWORK_FULL;
         if (pol->network == SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST) {
                 /* init makes the proxy's listener in the sandbox's namespace (egress.h). */
                 setup->has_proxy_port = 1;
                 setup->proxy_port = SBX_EGRESS_PORT;
         }
-        setup->has_tmp_bytes = 1;
-        setup->tmp_bytes = pol->limits && pol->limits->has_tmp_bytes ? pol->limits->tmp_bytes
-                                                                     : SBX_DEFAULT_TMP_BYTES;
         if (pol->limits && pol->limits->has_disk_bytes) {
                 setup->has_workspace_bytes = setup->has_workspace_inodes = 1;
                 setup->workspace_bytes = pol->limits->disk_bytes;
@@ -1402,11 +1414,6 @@ static void setup_basics(struct sbxd *d, const struct policy_sandbox *sb,
         setup->run_uid = sb->run_uid;
         setup->run_gid = sb->run_gid;
         setup->hostname = (char *)(uintptr_t)sb->id;
-        setup->has_rootless = 1;
-        setup->rootless = d->features.rootless;
-        setup->has_outer_uid = setup->has_outer_gid = 1;
-        setup->outer_uid = d->euid;
-        setup->outer_gid = d->egid;
         /* Root mode: the owner's files in writable paths are the sandbox user's inside. */
         if (!d->features.rootless && pol->n_writable_paths > 0 && sb->owner_uid != (uid_t)-1) {
                 setup->has_owner_uid = setup->has_owner_gid = 1;
@@ -1522,6 +1529,37 @@ int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, const struct p
         if (r == 0)
                 setup_cgroup_names(d, sb, m, setup);
         return r;
+}
+
+int policy_setup_base(struct sbxd *d, const struct policy_sandbox *sb, Sbx__Init__V1__Setup *setup,
+                      void **ret_mem) {
+        struct setup_mem *m = calloc(1, sizeof(*m));
+
+        *ret_mem = m;
+        if (!m)
+                return -ENOMEM;
+        setup_base(d, sb->spec->policy, setup);
+        setup->sandbox_id = (char *)(uintptr_t)sb->id;
+        setup->has_prebuild = setup->prebuild = 1;
+        setup_cgroup_names(d, sb, m, setup);
+        return 0;
+}
+
+int policy_fits_base(const struct sbxd *d, const Sbx__V1__CreateSandbox *base,
+                     const Sbx__V1__CreateSandbox *spec) {
+        Sbx__Init__V1__Setup a = SBX__INIT__V1__SETUP__INIT, b = SBX__INIT__V1__SETUP__INIT;
+        const Sbx__V1__Limits *lim = spec->policy ? spec->policy->limits : NULL;
+
+        if (!base->policy || !spec->policy)
+                return 0;
+        setup_base(d, base->policy, &a);
+        setup_base(d, spec->policy, &b);
+        /* A disk image is mounted on the workspace on the host, after the base was
+         * built: its mount is not in the host's tree the spare kept. */
+        if (lim && lim->has_disk_bytes && d->features.disk_mech == DISK_MECH_IMAGE)
+                return 0;
+        return strcmp(a.root_dir, "/") == 0 && strcmp(b.root_dir, "/") == 0 &&
+               a.network_none == b.network_none && a.tmp_bytes == b.tmp_bytes;
 }
 
 void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem) {

@@ -115,4 +115,16 @@ int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, const struct p
                  const struct policy_objects *objs, Sbx__Init__V1__Setup *setup, void **ret_mem);
 void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem);
 
+/* The base of a spare built ahead for sb (init.proto Setup.prebuild: the fields every
+ * sandbox built on it shares, from sb's spec, the default policy), with the same
+ * ownership rules as policy_setup (freed by policy_free_setup). 0 or -ENOMEM. */
+int policy_setup_base(struct sbxd *d, const struct policy_sandbox *sb, Sbx__Init__V1__Setup *setup,
+                      void **ret_mem);
+
+/* 1 when a sandbox of the effective request spec can be built on the base of a spare
+ * whose effective request is base: the same root (the host's /), network namespace
+ * and /tmp, and no workspace the daemon mounts on the host (a disk image). */
+int policy_fits_base(const struct sbxd *d, const Sbx__V1__CreateSandbox *base,
+                     const Sbx__V1__CreateSandbox *spec);
+
 #endif

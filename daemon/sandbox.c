@@ -902,6 +902,18 @@ static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready, int fd) {
         }
 }
 
+/* A spare's base is built: a create whose policy fits it may take it now (warm.c). */
+static void on_built(void *ud) {
+        struct sandbox *sb = ud;
+
+        if (!sb->spare || !sb->building || sb->built) {
+                fail_sandbox(sb, "its init sent Built unasked");
+                return;
+        }
+        sb->built = 1;
+        log_debug("sbx=%s: spare built (init pid %d)", sb->id, (int)sb->proc.pid);
+}
+
 static void on_start_failed(void *ud, uint64_t command_id, int err, const char *msg) {
         command_on_start_failed(ud, command_id, err, msg);
 }
@@ -924,6 +936,7 @@ static void on_chan_closed(void *ud) {
 
 static const struct initchan_ops chan_ops = {
         .ready = on_ready,
+        .built = on_built,
         .start_failed = on_start_failed,
         .started = on_started,
         .exited = on_exited,
@@ -1302,14 +1315,38 @@ static int send_join(struct sandbox *sb, struct setup_msg *m) {
         return 0;
 }
 
-int sandbox_prepare(struct sandbox *sb) {
+/* Sends a spare built ahead the base of its view (init.proto Setup.prebuild). 0, or -1
+ * (sb failed). */
+static int send_base(struct sandbox *sb) {
+        const struct policy_sandbox ps = {.id = sb->id, .spec = sb->spec, .cg = sb->cg};
+        Sbx__Init__V1__ToInit msg = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Setup setup = SBX__INIT__V1__SETUP__INIT;
+        void *mem = NULL;
+        int r = policy_setup_base(sb->d, &ps, &setup, &mem);
+
+        if (r < 0) {
+                policy_free_setup(&setup, mem);
+                fail_sandbox(sb, "cannot build its base: %s", strerror(-r));
+                return -1;
+        }
+        msg.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
+        msg.setup = &setup;
+        r = initchan_send(&sb->chan, &msg, NULL, 0);
+        policy_free_setup(&setup, mem);
+        return r < 0 ? -1 : 0; /* the channel failed the sandbox */
+}
+
+int sandbox_prepare(struct sandbox *sb, int build) {
         struct setup_msg m = {.setup = SBX__INIT__V1__SETUP__INIT};
         int r = -1;
 
         make_cgroup(sb);
-        if (spawn_init(sb) == 0 && add_cgroup_fds(sb, &m) == 0 && send_join(sb, &m) == 0) {
+        if (spawn_init(sb) == 0 && add_cgroup_fds(sb, &m) == 0 && send_join(sb, &m) == 0 &&
+            (!build || send_base(sb) == 0)) {
                 sb->prepared = 1;
-                log_debug("sbx=%s: spare started (init pid %d)", sb->id, (int)sb->proc.pid);
+                sb->building = build;
+                log_debug("sbx=%s: spare started%s (init pid %d)", sb->id,
+                          build ? ", building its base" : "", (int)sb->proc.pid);
                 r = 0;
         }
         while (m.n_fds > 0)

@@ -57,6 +57,9 @@ struct sandbox {
         int warm_given_up;                  /* ended to make room for a client, not failed */
         int spare;                          /* a spare of the pool: no request yet (warm.c) */
         int prepared;                       /* its init joined its cgroup before Setup (Join) */
+        int building;                       /* a spare whose base is built ahead (prebuild) */
+        int built;                          /* ... and is: it said Built */
+        uint64_t mounts_gen;                /* the pool's mount generation when it was made */
         uint8_t *setup_key; /* warm: its Setup without identity, to match requests */
         size_t setup_key_len;
         uid_t owner_uid;
@@ -181,9 +184,10 @@ struct policy_objects;
 void sandbox_start(struct sandbox *sb, struct policy_objects *objs);
 
 /* Makes sb a spare (warm.c): its cgroup, and the init helper's stage 0, which joins it
- * at once (Join) and waits for the Setup sandbox_start sends when a request takes sb.
- * 0, or -1 (sb failed: its end follows). */
-int sandbox_prepare(struct sandbox *sb);
+ * at once (Join) and waits for the Setup sandbox_start sends when a request takes sb;
+ * with build, its base is built ahead too (init.proto Setup.prebuild), and sb->built
+ * is set once init says so. 0, or -1 (sb failed: its end follows). */
+int sandbox_prepare(struct sandbox *sb, int build);
 
 /* Its Setup without what differs between sandboxes of one policy (init.proto): the key
  * a warm sandbox is matched by. *ret is malloc()ed. 0 or -ENOMEM. */

@@ -278,14 +278,14 @@ static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t er
         return 0;
 }
 
-/* A new sandbox for the effective request packed (taken over, as objs is): a spare of
- * the pool when there is one, else a new one; recorded, in the table, and being set up;
- * cb answers once it is ready or has failed. 0, or -errno with err when nothing was
+/* A new sandbox for the effective request packed (taken over, as objs is): sb, a spare
+ * of the pool taken for it, or else a new one; recorded, in the table, and being set
+ * up; cb answers once it is ready or has failed. 0, or -errno with err when nothing was
  * made. */
-static int create_cold(struct sbxtab *t, const char *id, uint8_t *packed, size_t packed_len,
-                       struct policy_objects *objs, const struct caller *caller,
-                       sandbox_ready_cb cb, void *ud, char *err, size_t errlen) {
-        struct sandbox *sb = warm_take_spare(t->warm, id, packed, packed_len, caller->uid);
+static int create_cold(struct sbxtab *t, struct sandbox *sb, const char *id, uint8_t *packed,
+                       size_t packed_len, struct policy_objects *objs,
+                       const struct caller *caller, sandbox_ready_cb cb, void *ud, char *err,
+                       size_t errlen) {
         int r = -ENOMEM;
 
         if (!sb)
@@ -342,6 +342,7 @@ static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, 
         struct policy_objects objs;
         uint8_t *packed = NULL;
         size_t packed_len = 0;
+        struct sandbox *spare;
         int r;
 
         memset(&objs, 0, sizeof(objs));
@@ -356,9 +357,10 @@ static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, 
         }
         /* A warm sandbox that is not used counts against --max-sandboxes: give one up
          * when this one would not fit otherwise (a spare it takes makes no new one). */
-        if (!pool_has_room(t) && !warm_has_spare(t->warm))
+        spare = warm_take_spare(t->warm, id, packed, packed_len, caller->uid);
+        if (!spare && !pool_has_room(t))
                 warm_give_up_one(t->warm);
-        return create_cold(t, id, packed, packed_len, &objs, caller, cb, ud, err, errlen);
+        return create_cold(t, spare, id, packed, packed_len, &objs, caller, cb, ud, err, errlen);
 }
 
 int sbxtab_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struct caller *caller,

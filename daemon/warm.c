@@ -14,7 +14,20 @@
  * and whose init's stage 0 has joined it (Join), waiting for a Setup. A create that no
  * warm sandbox matches takes one (warm_take_spare) and is set up from there: the cgroup
  * move, the longest wait of a cold setup on v1, was done ahead. Spares need cgroups:
- * without them there is nothing to do ahead. */
+ * without them there is nothing to do ahead.
+ *
+ * All spares but one (when there are two or more) are built ahead too: their init has
+ * made the namespaces and the view's base (init.proto Setup.prebuild: the sandbox's
+ * /proc, the read-only host root, /sys, /dev, /tmp) and answered Built. A create whose
+ * policy fits that base (policy_fits_base: the host's /, no full network, the default
+ * /tmp, no disk image) takes a built one, and its init only adds the policy's own part
+ * (workspace, writable paths, denials, user): a cold policy in a third of the time.
+ * The others (a root_dir, full network) take the plain one. A built spare keeps a copy
+ * of the host's mount table from when it was made: once the daemon's mount table has
+ * changed since (a poll of /proc/self/mountinfo says so), a writable path on a new
+ * mount would not be in it, and it would keep a filesystem the host unmounted alive,
+ * so such a spare is ended: as soon as the loop sees the change, or when a create
+ * would take it. For SBX_SPARE_REBUILD_MS after that, new spares are plain. */
 #include "warm.h"
 
 #include <errno.h>
@@ -44,6 +57,11 @@ struct warm_pool {
         uv_timer_t refill; /* tops the pool up */
         int refill_inited; /* 0 not yet, 1 live, 2 closed for good */
         uint64_t retry_at; /* uv_now() before which no new warm one */
+        int mounts_fd;       /* /proc/self/mountinfo, polled for changes; -1: not open */
+        uint64_t mounts_gen; /* how many changes were seen */
+        uv_poll_t mounts_poll;
+        int mounts_poll_inited; /* 0 not yet, 1 live, 2 closed for good */
+        uint64_t build_after;   /* uv_now() before which new spares are plain */
 };
 
 /* A claim in progress: the names a warm sandbox takes, and what to undo. */
@@ -58,12 +76,83 @@ int warm_new(struct sbxd *d, const struct warm_owner *owner, struct warm_pool **
                 return -ENOMEM;
         p->d = d;
         p->owner = *owner;
+        p->mounts_fd = -1;
         *ret = p;
         return 0;
 }
 
 void warm_free(struct warm_pool *p) {
+        if (p && p->mounts_fd >= 0)
+                close(p->mounts_fd);
         free(p);
+}
+
+/* The generation of the daemon's mount table: one more each time a poll of
+ * /proc/self/mountinfo reports a change (the kernel reports each change to the next
+ * poll only, without waiting). Without the file, every call is a new generation (no
+ * built spare is ever taken). */
+static uint64_t mounts_gen(struct warm_pool *p) {
+        struct pollfd pfd;
+
+        if (p->mounts_fd < 0)
+                p->mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        if (p->mounts_fd < 0)
+                return ++p->mounts_gen;
+        pfd.fd = p->mounts_fd;
+        pfd.events = POLLPRI;
+        pfd.revents = 0;
+        if (poll(&pfd, 1, 0) != 0)
+                p->mounts_gen++;
+        return p->mounts_gen;
+}
+
+/* Ends the built spares made before the mount generation gen (see the top of this
+ * file). */
+static void end_stale(struct warm_pool *p, uint64_t gen) {
+        struct sandbox *sb;
+        int n = 0;
+
+        for (sb = p->all; sb; sb = sb->next) {
+                if (!sb->spare || !sb->building || sb->ending || sb->mounts_gen == gen)
+                        continue;
+                sb->warm_given_up = 1; /* not a failure: no wait before the next */
+                sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED,
+                            "the host's mounts changed since it was built");
+                n++;
+        }
+        if (n > 0) {
+                log_debug("the host's mounts changed: %d built spare(s) ended", n);
+                p->build_after = uv_now(p->d->loop) + SBX_SPARE_REBUILD_MS;
+        }
+}
+
+/* The loop saw the daemon's mount table change. */
+static void on_mounts(uv_poll_t *h, int status, int events) {
+        struct warm_pool *p = h->data;
+
+        if (status < 0) {
+                /* Not watched any more; a create still polls before it takes a spare. */
+                log_warning("watching the host's mounts: %s", uv_strerror(status));
+                uv_poll_stop(h);
+                return;
+        }
+        /* The poll that reported it consumed it: a new generation. */
+        end_stale(p, ++p->mounts_gen);
+}
+
+/* Watches the mount table from the first spare on. */
+static void watch_mounts(struct warm_pool *p) {
+        if (p->mounts_poll_inited)
+                return;
+        (void)mounts_gen(p); /* opens the file */
+        if (p->mounts_fd < 0)
+                return;
+        if (uv_poll_init(p->d->loop, &p->mounts_poll, p->mounts_fd) < 0)
+                return;
+        p->mounts_poll.data = p;
+        p->mounts_poll_inited = 1;
+        uv_unref((uv_handle_t *)&p->mounts_poll); /* never keeps the loop alive */
+        (void)uv_poll_start(&p->mounts_poll, UV_PRIORITIZED, on_mounts);
 }
 
 unsigned warm_count(const struct warm_pool *p) {
@@ -106,6 +195,21 @@ static void link_warm(struct warm_pool *p, struct sandbox *sb) {
 
 /* ---- topping up --------------------------------------------------------------------- */
 
+/* 1 when the next spare is to be built ahead: all but one plain spare when the pool
+ * keeps two or more (see the top of this file). */
+static int spare_to_build(const struct warm_pool *p) {
+        const struct sandbox *sb;
+
+        if (uv_now(p->d->loop) < p->build_after)
+                return 0;
+        if (p->d->cfg->spares < 2)
+                return 1;
+        for (sb = p->all; sb; sb = sb->next)
+                if (sb->spare && !sb->building && !sb->ending)
+                        return 1;
+        return 0;
+}
+
 /* One more warm sandbox of the default policy (or, spare, a spare: set up later for
  * whatever request takes it), owned by the daemon. 0 or -errno. */
 static int warm_create(struct warm_pool *p, int spare) {
@@ -117,7 +221,7 @@ static int warm_create(struct warm_pool *p, int spare) {
         struct sandbox *sb = NULL;
         uint8_t *packed = NULL;
         size_t packed_len = 0;
-        int r;
+        int r, build;
 
         memset(&objs, 0, sizeof(objs));
         /* '~' is not allowed in client ids: no request can name a warm sandbox. A
@@ -147,10 +251,13 @@ static int warm_create(struct warm_pool *p, int spare) {
                 sandbox_set_run_ids(sb, 0, 0);
         else
                 sandbox_set_run_ids(sb, SBX_WARM_RUN_ID, SBX_WARM_RUN_ID);
+        build = spare && spare_to_build(p); /* before sb is in the list */
         link_warm(p, sb);
         if (spare) {
                 policy_objects_clear(&objs); /* the default policy names no host path */
-                (void)sandbox_prepare(sb);   /* a failure ends it, which tells the pool */
+                watch_mounts(p);
+                sb->mounts_gen = mounts_gen(p);
+                (void)sandbox_prepare(sb, build); /* a failure ends it, which tells the pool */
         } else {
                 sandbox_start(sb, &objs);
         }
@@ -164,6 +271,20 @@ static unsigned spares_wanted(const struct warm_pool *p) {
 
 static int give_up(struct warm_pool *p, int spares_only);
 
+/* Ends the plain spares beyond the one the pool wants (spare_to_build): they were made
+ * while built ones could not be, and built ones replace them. */
+static void trim_plain(struct warm_pool *p) {
+        unsigned keep = p->d->cfg->spares >= 2 ? 1 : 0, n = 0;
+        struct sandbox *sb;
+
+        for (sb = p->all; sb; sb = sb->next) {
+                if (!sb->spare || sb->building || sb->ending || n++ < keep)
+                        continue;
+                sb->warm_given_up = 1;
+                sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED, "a built spare replaces it");
+        }
+}
+
 static void on_refill(uv_timer_t *h) {
         struct warm_pool *p = h->data;
         struct sbxd *d = p->d;
@@ -175,6 +296,10 @@ static void on_refill(uv_timer_t *h) {
                 uv_timer_start(&p->refill, on_refill, p->retry_at - now, 0);
                 return;
         }
+        /* Plain spares made while the host's mounts changed make room for built ones
+         * once that is over. */
+        if (now >= p->build_after)
+                trim_plain(p);
         /* Warm sandboxes first (a create they match takes about a millisecond), then
          * spares: a warm one wanted and no room ends a spare, and is made once the
          * spare has gone (pool_gone schedules the next top-up). */
@@ -187,6 +312,8 @@ static void on_refill(uv_timer_t *h) {
                         uv_timer_start(&p->refill, on_refill, SBX_WARM_RETRY_MS, 0);
                         return;
                 }
+        if (now < p->build_after)
+                uv_timer_start(&p->refill, on_refill, p->build_after - now, 0);
 }
 
 void warm_schedule(struct warm_pool *p, uint64_t delay_ms) {
@@ -205,6 +332,11 @@ void warm_schedule(struct warm_pool *p, uint64_t delay_ms) {
 }
 
 void warm_stop(struct warm_pool *p) {
+        if (p->mounts_poll_inited == 1) {
+                uv_poll_stop(&p->mounts_poll);
+                uv_close((uv_handle_t *)&p->mounts_poll, NULL);
+                p->mounts_poll_inited = 2;
+        }
         if (p->refill_inited == 1) {
                 uv_timer_stop(&p->refill);
                 uv_close((uv_handle_t *)&p->refill, NULL);
@@ -487,35 +619,44 @@ static int spare_usable(const struct sandbox *sb) {
         return sb->spare && sb->prepared && !sb->ending && !init_gone(sb);
 }
 
-int warm_has_spare(const struct warm_pool *p) {
-        const struct sandbox *sb;
-        for (sb = p->all; sb; sb = sb->next)
-                if (spare_usable(sb))
-                        return 1;
-        return 0;
+/* The spare for a request of effective spec: the oldest built one whose base it fits
+ * (the list is newest first), else the oldest plain one, else NULL. Built spares made
+ * before the daemon's mount table changed are ended first (pool_gone tops the pool
+ * up). */
+static struct sandbox *pick_spare(struct warm_pool *p, const Sbx__V1__CreateSandbox *spec) {
+        struct sandbox *built = NULL, *plain = NULL, *o;
+
+        end_stale(p, mounts_gen(p));
+        for (o = p->all; o; o = o->next) {
+                if (!spare_usable(o))
+                        continue;
+                if (!o->building)
+                        plain = o;
+                else if (o->built && policy_fits_base(p->d, o->spec, spec))
+                        built = o;
+        }
+        return built ? built : plain;
 }
 
 struct sandbox *warm_take_spare(struct warm_pool *p, const char *id, const uint8_t *packed,
                                 size_t packed_len, uid_t owner) {
         Sbx__V1__CreateSandbox *spec;
-        struct sandbox *sb = NULL, *o;
+        struct sandbox *sb;
         char *ws;
 
-        /* The oldest (the list is newest first): the likeliest to have joined already. */
-        for (o = p->all; o; o = o->next)
-                if (spare_usable(o))
-                        sb = o;
-        if (!sb)
+        if (!p->all)
                 return NULL;
         spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed);
-        ws = sandbox_workspace_path(p->d, id);
-        if (!spec || !ws) {
+        sb = spec ? pick_spare(p, spec) : NULL;
+        ws = sb ? sandbox_workspace_path(p->d, id) : NULL;
+        if (!sb || !ws) {
                 if (spec)
                         sbx__v1__create_sandbox__free_unpacked(spec, NULL);
                 free(ws);
                 return NULL;
         }
-        log_debug("sbx=%s: takes the spare %s (init pid %d)", id, sb->id, (int)sb->proc.pid);
+        log_debug("sbx=%s: takes the %s spare %s (init pid %d)", id,
+                  sb->building ? "built" : "plain", sb->id, (int)sb->proc.pid);
         take_identity(p, sb, id, ws, spec, owner);
         sb->gone = NULL;
         sb->created_ms = sbxd_now_unix_ms();

@@ -1,7 +1,8 @@
 /* warm.h: the warm pool (sbxd --warm N): sandboxes of the default policy set up ahead
  * of any request, so that a create whose setup matches one takes it in about a
  * millisecond instead of setting one up; and its spares (sbxd --spares N), init helpers
- * already in a cgroup of their own, for the creates no warm sandbox matches.
+ * already in a cgroup of their own, most with the namespaces and the view's base built,
+ * for the creates no warm sandbox matches.
  *
  * The pool owns its warm sandboxes (unrecorded, not findable by id, without deadline or
  * adoption socket, owned by nobody) until one is claimed: then the table owns it. Sits
@@ -68,16 +69,14 @@ int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id, cons
                size_t errlen);
 
 /* A spare for the request packed (the effective one, packed_len bytes, copied) for
- * owner: it leaves the pool with the client's id, workspace path and spec, and the
- * caller goes on as with a sandbox it allocated (sandbox_alloc: the record, the table,
+ * owner: one built ahead whose base the request fits, else a plain one (warm.c). It
+ * leaves the pool with the client's id, workspace path and spec, and the caller goes
+ * on as with a sandbox it allocated (sandbox_alloc: the record, the table,
  * sandbox_start), or gives it back to warm_drop_spare when that fails before
  * sandbox_start. NULL when there is none to take (or no memory): the create goes on
  * cold. */
 struct sandbox *warm_take_spare(struct warm_pool *p, const char *id, const uint8_t *packed,
                                 size_t packed_len, uid_t owner);
-
-/* 1 when warm_take_spare would find a spare. */
-int warm_has_spare(const struct warm_pool *p);
 
 /* Ends a spare warm_take_spare gave, whose create failed before sandbox_start. */
 void warm_drop_spare(struct warm_pool *p, struct sandbox *sb);

@@ -67,9 +67,14 @@
 /* Spares (--spares): a stage 0 of the init helper started ahead of any request, in a
  * cgroup of its own that it has joined already, waiting for the Setup of any policy.
  * A create the warm pool cannot serve (a writable path, a root dir, full network) takes
- * one and is spared the cgroup move, the longest wait of a cold setup on v1. */
+ * one and is spared the cgroup move, the longest wait of a cold setup on v1. All but
+ * one are built further ahead (namespaces and the view's base, see warm.c). */
 #define SBX_DEFAULT_SPARES 2u
 #define SBX_MAX_SPARES     64u
+/* After the host's mounts changed and built spares were ended for it, new spares are
+ * plain ones for this long: a host that mounts all the time does not make the pool
+ * rebuild its spares all the time. */
+#define SBX_SPARE_REBUILD_MS 1000u
 /* After a warm sandbox failed to set up, the pool waits this long before it tries again. */
 #define SBX_WARM_RETRY_MS (5u * 1000u)
 /* How long after a claim the pool is topped up: the client's next requests go first. */

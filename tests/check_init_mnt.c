@@ -232,32 +232,71 @@ START_TEST(test_reapply) {
 }
 END_TEST
 
-static int mount_count(void) {
+/* 1 when the mount table of this process has a mount on path (its mount point field is
+ * path exactly, as in the view, where a writable path is mounted at its own name). */
+static int mounted_at(const char *path) {
         FILE *f = fopen("/proc/self/mountinfo", "re");
-        int n = 0, ch;
+        char *line = NULL, mp[4096];
+        size_t cap = 0;
+        int hit = 0;
 
-        if (!f)
-                return -1;
-        while ((ch = fgetc(f)) != EOF)
-                n += ch == '\n';
-        fclose(f);
-        return n;
+        while (f && !hit && getline(&line, &cap, f) > 0)
+                hit = sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 && strcmp(mp, path) == 0;
+        free(line);
+        if (f)
+                fclose(f);
+        return hit;
+}
+
+/* Builds the view of cfg in a child of its own mount and PID namespaces (PID 1 there, as
+ * in a sandbox; the view goes away with it). want_ok: the build must succeed and w be a
+ * directory in it; else it must fail saying the path changed, with nothing mounted at
+ * w. 0 when it went as wanted. */
+static int build_in_child(const struct mnt_config *cfg, const char *w, int want_ok) {
+        struct util_warnings warn;
+        struct util_err err;
+        int status;
+        pid_t pid = fork();
+
+        CHECK(pid >= 0);
+        if (pid == 0) {
+                /* A PID namespace per view: one dies with its PID 1. */
+                if (unshare(CLONE_NEWPID) < 0 || (pid = fork()) < 0)
+                        _exit(6);
+                if (pid > 0)
+                        _exit(waitpid(pid, &status, 0) == pid && WIFEXITED(status)
+                                      ? WEXITSTATUS(status)
+                                      : 7);
+                memset(&err, 0, sizeof(err));
+                memset(&warn, 0, sizeof(warn));
+                if (unshare(CLONE_NEWNS) < 0)
+                        _exit(3);
+                if (mnt_build_view(cfg, &err, &warn) < 0) {
+                        if (want_ok)
+                                fprintf(stderr, "control: %s\n", err.text);
+                        _exit(want_ok || !strstr(err.text, "changed") ? 1 : mounted_at(w) ? 4 : 0);
+                }
+                {
+                        struct stat in;
+                        _exit(!want_ok ? 5 : stat(w, &in) == 0 && S_ISDIR(in.st_mode) ? 0 : 2);
+                }
+        }
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        return 0;
 }
 
 /* mnt_build_view mounts a writable path only when it is the object the daemon opened
  * for the caller: another object at that name (its device and inode differ), or the
- * same object reached through a symlink on the way, is refused before anything is
- * mounted or made, with an error that says it changed. The object itself is mounted. */
+ * same object reached through a symlink on the way, is refused with an error that says
+ * it changed, before anything is mounted there or a placeholder is made for it. The
+ * object itself is mounted. */
 static int body_writable_changed(void) {
         char w[200], git[220], hooks[240], real[200], realw[220], link[200], viasym[220];
         struct mnt_object obj;
         struct mnt_config cfg;
-        struct util_err err;
-        struct util_warnings warn;
         struct stat st;
         char *wp[1], *mk[1];
-        int before;
-        pid_t pid;
 
         CHECK(unshare(CLONE_NEWNS) == 0);
         CHECK(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0);
@@ -269,8 +308,6 @@ static int body_writable_changed(void) {
         CHECK(mkdir(git, 0755) == 0);
         CHECK(stat(w, &st) == 0);
         memset(&cfg, 0, sizeof(cfg));
-        memset(&err, 0, sizeof(err));
-        memset(&warn, 0, sizeof(warn));
         wp[0] = w;
         mk[0] = hooks;
         cfg.writable_paths = wp;
@@ -282,11 +319,7 @@ static int body_writable_changed(void) {
         /* Another object at that name. */
         obj.dev = st.st_dev;
         obj.ino = st.st_ino + 1000;
-        before = mount_count();
-        CHECK(before > 0);
-        CHECK(mnt_build_view(&cfg, &err, &warn) < 0);
-        CHECK(strstr(err.text, "changed") != NULL);
-        CHECK(mount_count() == before);
+        CHECK(build_in_child(&cfg, w, 0) == 0);
         CHECK(access(hooks, F_OK) < 0 && errno == ENOENT);
 
         /* The object checked, but through a symlink. */
@@ -302,32 +335,11 @@ static int body_writable_changed(void) {
         obj.ino = st.st_ino;
         wp[0] = viasym;
         cfg.n_protected_mkdirs = 0;
-        memset(&err, 0, sizeof(err));
-        CHECK(mnt_build_view(&cfg, &err, &warn) < 0);
-        CHECK(strstr(err.text, "changed") != NULL);
-        CHECK(mount_count() == before);
+        CHECK(build_in_child(&cfg, viasym, 0) == 0);
 
-        /* Control: the object by its own name is mounted (in a PID namespace of its own,
-         * as PID 1 builds the view; the view goes away with it). */
+        /* Control: the object by its own name is mounted. */
         wp[0] = realw;
-        CHECK(unshare(CLONE_NEWPID) == 0);
-        pid = fork();
-        CHECK(pid >= 0);
-        if (pid == 0) {
-                struct stat in;
-                memset(&err, 0, sizeof(err));
-                if (mnt_build_view(&cfg, &err, &warn) < 0) {
-                        fprintf(stderr, "control: %s\n", err.text);
-                        _exit(1);
-                }
-                _exit(stat(realw, &in) == 0 && S_ISDIR(in.st_mode) ? 0 : 2);
-        }
-        {
-                int status;
-                CHECK(waitpid(pid, &status, 0) == pid);
-                CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        }
-        return 0;
+        return build_in_child(&cfg, realw, 1);
 }
 
 START_TEST(test_writable_changed_is_refused) {

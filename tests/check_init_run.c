@@ -62,6 +62,11 @@ static void fixture_setup(void) {
 }
 
 static void fixture_teardown(void) {
+        char late[sizeof(base_dir) + 8];
+
+        /* test_prebuilt_spare's mount, if it failed half-way. */
+        snprintf(late, sizeof(late), "%s/late", base_dir);
+        (void)umount2(late, MNT_DETACH);
         nftw(base_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
         rmdir(cg_v1);
         rmdir(cg_v2);
@@ -90,6 +95,12 @@ struct setup_opts {
         const char *const *denied_read;
         const char *const *denied_write;
         const char *const *protected_paths;
+        /* A spare built ahead: a base Setup first (prebuild), Built awaited, then between
+         * (may be NULL) runs, then the Setup above. */
+        bool prebuild;
+        void (*between)(struct box *b);
+        /* The writable paths' identities (stat now) go with Setup, as the daemon's. */
+        bool objects;
 };
 
 static const char *init_binary(void) {
@@ -163,28 +174,58 @@ static void box_workspace(struct box *b, uid_t owner) {
         ck_assert_int_eq(chown(b->ws, owner, owner), 0);
 }
 
-/* Sends Setup and returns Ready (the caller frees it). */
-static Sbx__Init__V1__FromInit *box_setup_raw(struct box *b, const struct setup_opts *o) {
+/* The fields of Setup a spare's base is built from (init.proto Setup.prebuild). */
+static void setup_base(Sbx__Init__V1__Setup *s, const struct setup_opts *o, bool network_full) {
+        s->root_dir = unconst(o->root_dir ? o->root_dir : "/");
+        s->has_network_none = 1;
+        s->network_none = !network_full;
+        s->has_tmp_bytes = 1;
+        s->tmp_bytes = 16 * 1024 * 1024;
+        s->has_rootless = 1;
+        s->rootless = o->rootless;
+        if (o->rootless) {
+                s->has_outer_uid = s->has_outer_gid = 1;
+                s->outer_uid = s->outer_gid = NOBODY;
+        }
+}
+
+/* A spare's first steps: the base Setup (of a network-isolated sandbox), then Built. */
+static void box_prebuild(struct box *b, const struct setup_opts *o) {
         Sbx__Init__V1__ToInit m = SBX__INIT__V1__TO_INIT__INIT;
         Sbx__Init__V1__Setup s = SBX__INIT__V1__SETUP__INIT;
         Sbx__Init__V1__FromInit *r;
 
+        s.sandbox_id = (char *)"~spare-test";
+        setup_base(&s, o, false);
+        s.has_prebuild = s.prebuild = 1;
+        m.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
+        m.setup = &s;
+        send_to_init(b->chan, &m, NULL, 0);
+        r = recv_msg(b->chan, MSG_TIMEOUT_MS);
+        ck_assert_msg(r->body_case == SBX__INIT__V1__FROM_INIT__BODY_BUILT, "not Built: %s",
+                      r->body_case == SBX__INIT__V1__FROM_INIT__BODY_READY && r->ready->error
+                              ? r->ready->error
+                              : "?");
+        sbx__init__v1__from_init__free_unpacked(r, NULL);
+}
+
+/* Sends Setup and returns Ready (the caller frees it). */
+static Sbx__Init__V1__FromInit *box_setup_raw(struct box *b, const struct setup_opts *o) {
+        Sbx__Init__V1__ToInit m = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Setup s = SBX__INIT__V1__SETUP__INIT;
+        Sbx__Init__V1__HostObject objs[8], *obj_ptrs[8];
+        Sbx__Init__V1__FromInit *r;
+
+        if (o->prebuild)
+                box_prebuild(b, o);
+        if (o->between)
+                o->between(b);
         s.sandbox_id = (char *)"test";
-        s.root_dir = unconst(o->root_dir ? o->root_dir : "/");
+        setup_base(&s, o, o->network_full);
         s.workspace_dir = b->ws;
-        s.has_network_none = 1;
-        s.network_none = !o->network_full;
-        s.has_tmp_bytes = 1;
-        s.tmp_bytes = 16 * 1024 * 1024;
         s.has_run_uid = s.has_run_gid = 1;
         s.run_uid = s.run_gid = o->rootless ? 0 : NOBODY;
         s.hostname = (char *)HOSTNAME;
-        s.has_rootless = 1;
-        s.rootless = o->rootless;
-        if (o->rootless) {
-                s.has_outer_uid = s.has_outer_gid = 1;
-                s.outer_uid = s.outer_gid = NOBODY;
-        }
         s.n_writable_paths = count(o->writable);
         s.writable_paths = unconst(o->writable);
         s.n_denied_read_paths = count(o->denied_read);
@@ -193,6 +234,17 @@ static Sbx__Init__V1__FromInit *box_setup_raw(struct box *b, const struct setup_
         s.denied_write_paths = unconst(o->denied_write);
         s.n_protected_paths = count(o->protected_paths);
         s.protected_paths = unconst(o->protected_paths);
+        for (size_t i = 0; o->objects && i < s.n_writable_paths && i < 8; i++) {
+                struct stat st;
+                ck_assert_int_eq(stat(s.writable_paths[i], &st), 0);
+                sbx__init__v1__host_object__init(&objs[i]);
+                objs[i].has_dev = objs[i].has_ino = 1;
+                objs[i].dev = st.st_dev;
+                objs[i].ino = st.st_ino;
+                obj_ptrs[i] = &objs[i];
+                s.n_writable_objects = i + 1;
+                s.writable_objects = obj_ptrs;
+        }
         m.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
         m.setup = &s;
         send_to_init(b->chan, &m, NULL, 0);
@@ -679,6 +731,8 @@ START_TEST(test_mount_propagation) {
 }
 END_TEST
 
+/* Run twice: set up at once, and as a spare built ahead (Setup.prebuild), whose view
+ * gets the same paths after its base was built. */
 START_TEST(test_policy_paths) {
         char rw[PATH_MAX], ro[PATH_MAX + 16], hid[PATH_MAX + 16], hidf[PATH_MAX + 16],
                 prot[PATH_MAX + 16], script[4 * PATH_MAX], buf[64];
@@ -687,7 +741,7 @@ START_TEST(test_policy_paths) {
         struct box b;
 
         /* A writable host directory, with a read-only and two hidden things inside. */
-        snprintf(rw, sizeof(rw), "%s/rw", base_dir);
+        snprintf(rw, sizeof(rw), "%s/rw%d", base_dir, _i);
         ck_assert_int_eq(mkdir(rw, 0777), 0);
         ck_assert_int_eq(chmod(rw, 0777), 0);
         snprintf(ro, sizeof(ro), "%s/ro", rw);
@@ -721,6 +775,8 @@ START_TEST(test_policy_paths) {
         o.denied_read = denied_read;
         o.denied_write = denied_write;
         o.protected_paths = protected_paths;
+        o.objects = true;
+        o.prebuild = _i == 1;
         box_open(&b, &o);
 
         snprintf(script, sizeof(script), "echo w > %s/file && cat %s/file", rw, rw);
@@ -1207,6 +1263,7 @@ START_TEST(test_rootless) {
         memset(&o, 0, sizeof(o));
         o.rootless = true;
         o.denied_read = denied;
+        o.prebuild = _i == 1; /* run twice: the second time as a spare built ahead */
         box_open(&b, &o);
         run_ok(&b, 1, echo, &res);
         ck_assert_str_eq(res.out, "hi\n");
@@ -1228,6 +1285,82 @@ START_TEST(test_rootless) {
         /* uid 0 without capabilities cannot remount or unshare its way out. */
         ck_assert_int_ne(sh(&b, 7, "mount -o remount,rw / || unshare -r true", &res), 0);
         box_close(&b);
+}
+END_TEST
+
+static char late_dir[PATH_MAX];
+
+/* The host mounts a tmpfs after a spare's base was built. */
+static void mount_late(struct box *b) {
+        (void)b;
+        ck_assert_int_eq(mount("sbx-init-test-late", late_dir, "tmpfs", 0, "size=64k"), 0);
+}
+
+/* Sends a Setup with the given failure expected in Ready, and reaps stage 0. */
+static void expect_setup_failure(struct box *b, const struct setup_opts *o, const char *what) {
+        Sbx__Init__V1__FromInit *r = box_setup_raw(b, o);
+
+        ck_assert_msg(!r->ready->ok && r->ready->error && strstr(r->ready->error, what),
+                      "Ready %s: %s, not \"%s\"", r->ready->ok ? "ok" : "failed",
+                      r->ready->error ? r->ready->error : "", what);
+        sbx__init__v1__from_init__free_unpacked(r, NULL);
+        ck_assert_int_ne(wait_stage0(b, 5000), -1);
+        close(b->chan);
+}
+
+/* A spare built ahead (Setup.prebuild): PID 1 builds the view's base and answers Built,
+ * and the sandbox's own Setup must build on that base (a full network namespace where
+ * the base made none is refused); it comes with no second Join; a writable path on a
+ * mount the host made after the base is not in the host's tree the spare kept, and is
+ * refused by its identity, never mounted. A built spare whose daemon goes away exits
+ * quietly. */
+START_TEST(test_prebuilt_spare) {
+        const char *writable[] = {late_dir, NULL};
+        struct setup_opts o;
+        struct box b;
+        int status;
+
+        memset(&o, 0, sizeof(o));
+        o.prebuild = true;
+        o.network_full = true;
+        box_spawn(&b, false);
+        box_workspace(&b, NOBODY);
+        expect_setup_failure(&b, &o, "does not build on the spare's base");
+
+        snprintf(late_dir, sizeof(late_dir), "%s/late", base_dir);
+        ck_assert_int_eq(mkdir(late_dir, 0755), 0);
+        memset(&o, 0, sizeof(o));
+        o.prebuild = true;
+        o.between = mount_late;
+        o.writable = writable;
+        o.objects = true;
+        box_spawn(&b, false);
+        box_workspace(&b, NOBODY);
+        expect_setup_failure(&b, &o, "is not what the daemon checked");
+        ck_assert_int_eq(umount2(late_dir, MNT_DETACH), 0);
+        ck_assert_int_eq(rmdir(late_dir), 0);
+
+        memset(&o, 0, sizeof(o));
+        box_spawn(&b, false);
+        box_workspace(&b, NOBODY);
+        box_prebuild(&b, &o);
+        send_join(&b, NULL, 0, 0);
+        {
+                Sbx__Init__V1__FromInit *r = recv_msg(b.chan, MSG_TIMEOUT_MS);
+                ck_assert_int_eq(r->body_case, SBX__INIT__V1__FROM_INIT__BODY_READY);
+                ck_assert_msg(!r->ready->ok && strstr(r->ready->error, "not Setup"), "%s",
+                              r->ready->error ? r->ready->error : "ok");
+                sbx__init__v1__from_init__free_unpacked(r, NULL);
+        }
+        ck_assert_int_ne(wait_stage0(&b, 5000), -1);
+        close(b.chan);
+
+        box_spawn(&b, false);
+        box_prebuild(&b, &o);
+        close(b.chan);
+        status = wait_stage0(&b, 5000);
+        ck_assert_msg(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "stage 0 of a built spare whose daemon left: status 0x%x", status);
 }
 END_TEST
 
@@ -1269,7 +1402,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_identity_and_hostname);
         tcase_add_test(tc, test_filesystem_view);
         tcase_add_test(tc, test_mount_propagation);
-        tcase_add_test(tc, test_policy_paths);
+        tcase_add_loop_test(tc, test_policy_paths, 0, 2);
         tcase_add_test(tc, test_network_none);
         tcase_add_test(tc, test_signal);
         tcase_add_test(tc, test_start_without_ack);
@@ -1281,7 +1414,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_cgroups);
         tcase_add_test(tc, test_spare_join);
         tcase_add_test(tc, test_root_dir);
-        tcase_add_test(tc, test_rootless);
+        tcase_add_loop_test(tc, test_rootless, 0, 2);
+        tcase_add_test(tc, test_prebuilt_spare);
         suite_add_tcase(s, tc);
         return s;
 }

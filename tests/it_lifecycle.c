@@ -4,10 +4,12 @@
  * a SIGKILLed daemon with running work reconciled by the next one. */
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -682,9 +684,11 @@ START_TEST(warm_pool) {
 }
 END_TEST
 
-/* The pid of the nth (0-based) spare the log says was started, or -1. */
-static pid_t spare_pid(const struct it_daemon *d, int nth) {
-        const char *mark = ": spare started (init pid ";
+/* The pid of the nth (0-based) spare of a kind (built: built ahead) the log says was
+ * started, or -1. */
+static pid_t spare_pid(const struct it_daemon *d, int built, int nth) {
+        const char *mark = built ? ": spare started, building its base (init pid "
+                                 : ": spare started (init pid ";
         char line[2048];
         FILE *f = fopen(d->log, "re");
         pid_t pid = -1;
@@ -707,67 +711,187 @@ static int wait_log(const struct it_daemon *d, const char *needle, int want) {
         return log_count(d, needle);
 }
 
+/* Creates id with dir writable, network none or full, and 64 MiB and 64 processes. */
+static void create_rw(sbx_client *c, const char *id, const char *dir, int full_network) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        const char *roots[1] = {dir};
+
+        sbx_create_opts_init(&o);
+        o.id = id;
+        sbx_policy_workspace_write(&o.policy, roots, 1,
+                                   full_network ? SBX_NETWORK_FULL : SBX_NETWORK_NONE);
+        o.policy.limits.set |= SBX_LIMIT_MEMORY | SBX_LIMIT_PROCESSES;
+        o.policy.limits.memory_bytes = 64u << 20;
+        o.policy.limits.processes = 64;
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "create %s: %s", id, sbx_error_message(c));
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        sbx_sandbox_free(sb);
+}
+
+/* id writes dir/name and says its host name; the file is on the host. */
+static void writes_there(sbx_client *c, const char *id, const char *dir, const char *name) {
+        char cmd[900];
+        struct sbx_result *r;
+
+        snprintf(cmd, sizeof(cmd), "echo hi > %s/%s; hostname", dir, name);
+        r = it_sh(c, id, 10000, cmd);
+        ck_assert_int_eq(r->exit_code, 0);
+        snprintf(cmd, sizeof(cmd), "%s\n", id);
+        ck_assert_str_eq((char *)r->stdout_data, cmd);
+        sbx_result_free(r);
+        snprintf(cmd, sizeof(cmd), "%s/%s", dir, name);
+        ck_assert_int_eq(access(cmd, F_OK), 0);
+}
+
 /* --spares: a create no warm sandbox matches (a writable path, limits) takes a spare,
  * an init helper already in a cgroup of its own, and is the client's in every way: its
  * writable path, its limits enforced in that cgroup (a memory hog is OUT_OF_MEMORY), its
- * record naming the cgroup. A spare whose init died is passed over; the pool is topped
- * up; nothing of it is recorded or left behind. */
+ * record naming the cgroup. Of two spares one is built ahead (namespaces and the view's
+ * base): a network-isolated policy on the host's / takes it, one with full network the
+ * plain one. A spare whose init died is passed over; the pool is topped up; nothing of
+ * it is recorded or left behind. */
 START_TEST(spares) {
         const char *flags[] = {"--warm", "0", "--spares", "2", NULL};
         const char *hog[] = {"python3", "-c", "b = [bytearray(1 << 20) for _ in range(1024)]",
                              NULL};
-        char rw[700], path[800];
-        struct sbx_create_opts o;
-        struct sbx_sandbox *sb = NULL;
+        char rw[700];
         struct sbx_result *r;
-        const char *roots[1];
         struct it_daemon d;
         sbx_client *c;
         pid_t dead;
 
         it_daemon_start(&d, flags);
         ck_assert_int_eq(wait_log(&d, ": spare started", 2), 2);
-        /* The first spare's init dies: the create passes over it. */
-        dead = spare_pid(&d, 0);
+        ck_assert_int_eq(wait_log(&d, ": spare built", 1), 1);
+        snprintf(rw, sizeof(rw), "%s/rw-spare", it_base_dir());
+        ck_assert_int_eq(mkdir(rw, 0777), 0);
+        ck_assert_int_eq(chmod(rw, 0777), 0);
+        c = it_connect(&d);
+
+        /* The built one. */
+        create_rw(c, "from-built", rw, 0);
+        ck_assert_int_eq(log_count(&d, "sbx=from-built: takes the built spare ~spare-"), 1);
+        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE id = 'from-built' "
+                                       "AND cgroup_path LIKE '~spare-%'"),
+                         1);
+        writes_there(c, "from-built", rw, "f1");
+        r = it_exec(c, "from-built", 30000, hog);
+        ck_assert_int_eq(r->outcome, SBX_OUTCOME_OUT_OF_MEMORY);
+        sbx_result_free(r);
+        r = it_sh(c, "from-built", 10000, "ls /.sbx-oldroot 2>&1; ls /proc/1/root/ | wc -l");
+        ck_assert_ptr_nonnull(strstr((char *)r->stdout_data, "No such file or directory"));
+        sbx_result_free(r);
+
+        /* Full network: the plain one. */
+        create_rw(c, "from-plain", rw, 1);
+        ck_assert_int_eq(log_count(&d, "sbx=from-plain: takes the plain spare ~spare-"), 1);
+        writes_there(c, "from-plain", rw, "f2");
+
+        /* Topped up (one spare for each taken): the built spare's init dies before a
+         * create takes it, and the create passes over it to the plain one. */
+        ck_assert_int_eq(wait_log(&d, ": spare started", 4), 4);
+        ck_assert_int_eq(wait_log(&d, ": spare built", 2), 2);
+        dead = spare_pid(&d, 1, 1);
         ck_assert_int_gt(dead, 1);
         ck_assert_int_eq(kill(dead, SIGKILL), 0); /* started by this test's daemon */
         while (!exited(dead))
                 usleep(1000);
-        snprintf(rw, sizeof(rw), "%s/rw-spare", it_base_dir());
-        ck_assert_int_eq(mkdir(rw, 0777), 0);
-        ck_assert_int_eq(chmod(rw, 0777), 0);
-        roots[0] = rw;
-        c = it_connect(&d);
-        sbx_create_opts_init(&o);
-        o.id = "from-spare";
-        sbx_policy_workspace_write(&o.policy, roots, 1, SBX_NETWORK_NONE);
-        o.policy.limits.set |= SBX_LIMIT_MEMORY | SBX_LIMIT_PROCESSES;
-        o.policy.limits.memory_bytes = 64u << 20;
-        o.policy.limits.processes = 64;
-        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "create: %s", sbx_error_message(c));
-        ck_assert_int_eq(sb->state, SBX_STATE_READY);
-        sbx_sandbox_free(sb);
-        ck_assert_int_eq(log_count(&d, "sbx=from-spare: takes the spare ~spare-"), 1);
-        ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE id = 'from-spare' "
-                                       "AND cgroup_path LIKE '~spare-%'"),
-                         1);
-        snprintf(path, sizeof(path), "echo hi > %s/f; hostname", rw);
-        r = it_sh(c, "from-spare", 10000, path);
-        ck_assert_int_eq(r->exit_code, 0);
-        ck_assert_str_eq((char *)r->stdout_data, "from-spare\n");
-        sbx_result_free(r);
-        snprintf(path, sizeof(path), "%s/f", rw);
-        ck_assert_int_eq(access(path, F_OK), 0);
-        r = it_exec(c, "from-spare", 30000, hog);
-        ck_assert_int_eq(r->outcome, SBX_OUTCOME_OUT_OF_MEMORY);
-        sbx_result_free(r);
-        /* Topped up: a spare replaces the one taken and the one that died. */
-        ck_assert_int_ge(wait_log(&d, ": spare started", 4), 4);
-        ck_assert_int_eq(sbx_terminate(c, "from-spare", NULL), SBX_OK);
+        create_rw(c, "after-dead", rw, 0);
+        ck_assert_int_eq(log_count(&d, "sbx=after-dead: takes the plain spare ~spare-"), 1);
+        writes_there(c, "after-dead", rw, "f3");
+        ck_assert_int_eq(sbx_terminate(c, "from-built", NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, "from-plain", NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, "after-dead", NULL), SBX_OK);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
         ck_assert(it_db_ok(&d));
         ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE id LIKE '~%'"), 0);
+}
+END_TEST
+
+/* How many processes have a mount of source in their mount table. */
+static int procs_mounting(const char *source) {
+        char path[300], *line = NULL;
+        struct dirent *de;
+        size_t cap = 0;
+        DIR *dir = opendir("/proc");
+        int n = 0;
+
+        while (dir && (de = readdir(dir))) {
+                FILE *f;
+                int hit = 0;
+                if (de->d_name[0] < '1' || de->d_name[0] > '9')
+                        continue;
+                snprintf(path, sizeof(path), "/proc/%s/mountinfo", de->d_name);
+                f = fopen(path, "re");
+                while (f && !hit && getline(&line, &cap, f) > 0)
+                        hit = strstr(line, source) != NULL;
+                if (f)
+                        fclose(f);
+                n += hit;
+        }
+        free(line);
+        if (dir)
+                closedir(dir);
+        return n;
+}
+
+/* A spare built ahead keeps a copy of the host's mount table from when it was built.
+ * After the host mounts a filesystem, a create with a writable path on it must still
+ * get that filesystem (the spare is ended, not taken: its copy lacks the mount, and its
+ * init would refuse the path by its identity); after the host unmounts one, no spare
+ * keeps it alive. The test runs in a mount namespace of its own, which the daemon
+ * inherits, so nothing it mounts is left on the host. */
+START_TEST(spares_follow_host_mounts) {
+        const char *flags[] = {"--warm", "0", "--spares", "2", NULL};
+        char late[700], source[64], path[800];
+        struct sbx_result *r;
+        struct it_daemon d;
+        sbx_client *c;
+        double t0;
+        int n;
+
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        snprintf(late, sizeof(late), "%s/late", it_base_dir());
+        ck_assert_int_eq(mkdir(late, 0777), 0);
+        snprintf(source, sizeof(source), "sbx-it-late-%d", (int)getpid());
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(wait_log(&d, ": spare built", 1), 1);
+
+        /* Mounted after the spare was built. */
+        ck_assert_int_eq(mount(source, late, "tmpfs", 0, "size=1m,mode=0777"), 0);
+        snprintf(path, sizeof(path), "%s/from-host", late);
+        {
+                FILE *f = fopen(path, "we");
+                ck_assert_ptr_nonnull(f);
+                fputs("on the new mount\n", f);
+                fclose(f);
+        }
+        c = it_connect(&d);
+        create_rw(c, "late-mount", late, 0);
+        snprintf(path, sizeof(path), "cat %s/from-host", late);
+        r = it_sh(c, "late-mount", 10000, path);
+        ck_assert_int_eq(r->exit_code, 0);
+        ck_assert_str_eq((char *)r->stdout_data, "on the new mount\n");
+        sbx_result_free(r);
+        writes_there(c, "late-mount", late, "from-sandbox");
+        ck_assert_int_ge(log_count(&d, "the host's mounts changed"), 1);
+        ck_assert_int_eq(sbx_terminate(c, "late-mount", NULL), SBX_OK);
+
+        /* Spares built with it mounted, then it is unmounted: none keeps it. */
+        n = log_count(&d, ": spare built");
+        ck_assert_int_gt(wait_log(&d, ": spare built", n + 1), n);
+        ck_assert_int_ge(procs_mounting(source), 1);
+        ck_assert_int_eq(umount(late), 0);
+        t0 = it_now_ms();
+        while ((n = procs_mounting(source)) > 0 && it_now_ms() - t0 < 3000)
+                usleep(20000);
+        ck_assert_msg(n == 0, "%d process(es) still have %s mounted 3 s after its unmount", n,
+                      source);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
 END_TEST
 
@@ -1364,6 +1488,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, warm_pool_dead_init_not_claimed);
         tcase_add_test(tc, warm_pool_at_capacity);
         tcase_add_test(tc, spares);
+        tcase_add_test(tc, spares_follow_host_mounts);
         tcase_add_test(tc, readoption_after_sigkill);
         tcase_add_test(tc, keep_sandboxes_on_sigterm);
         tcase_add_test(tc, orphan_grace_expires);

@@ -6,9 +6,11 @@
  * rootless, unshares the other namespaces and forks PID 1 of the new PID namespace; it hands PID 1
  * its host pid over a pipe (PID 1 cannot see it), keeps that pipe's write end until it dies so PID
  * 1 can tell it is there, closes its copy of the channel, waits for PID 1 and exits with its
- * status. PID 1 ties its life to stage 0 (PR_SET_PDEATHSIG), names the host, brings up loopback,
- * builds the seccomp filter and the view, answers Ready with its host pid, then serves the channel
- * (serve.c) until end of stream, when its exit ends every process of the sandbox. Owns the Setup
+ * status. PID 1 ties its life to stage 0 (PR_SET_PDEATHSIG), builds the seccomp filter, brings up
+ * loopback, builds the view's base, names the host, builds the rest of the view, answers Ready
+ * with its host pid, then serves the channel (serve.c) until end of stream, when its exit ends
+ * every process of the sandbox. A spare built ahead (Setup.prebuild) stops after the view's base,
+ * answers Built, and goes on when the Setup of the sandbox it becomes arrives. Owns the Setup
  * message and the filter for the life of the process. The checklist reads top to bottom in pid1(),
  * nsjail style. */
 #include <dirent.h>
@@ -288,7 +290,9 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fd
         int r;
 
         r = recv_packet(chan, buf, sizeof(buf), &m, fds, &nfds, err);
-        if (r == 0 && m->body_case == SBX__INIT__V1__TO_INIT__BODY_JOIN && m->join) {
+        /* One Join at most, first (a built spare's PID 1 reads its Setup here too). */
+        if (r == 0 && m->body_case == SBX__INIT__V1__TO_INIT__BODY_JOIN && m->join &&
+            !sf->joined) {
                 r = take_join(m, fds, nfds, sf, err);
                 sbx__init__v1__to_init__free_unpacked(m, NULL);
                 if (r == 0)
@@ -513,7 +517,8 @@ static int build_filter(struct sock_fprog *prog, struct util_err *err, struct ut
         return r < 0 ? util_fail(err, r, NULL, "build the seccomp filter") : 0;
 }
 
-/* What step 5 hands to mnt_build_view: the config and the arrays it points into. */
+/* What steps 5 and 7 hand to mnt_view_base and mnt_view_finish: the config and the
+ * arrays it points into. */
 struct view_config {
         struct mnt_config mc;
         struct mnt_object objs[SBX_MAX_POLICY_PATHS + 1];
@@ -563,12 +568,12 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
         mc->protected_files = vc->files;
         mc->n_protected_files = s->n_protected_files;
         vc->user.keep_groups = s->has_rootless && s->rootless;
-        vc->user.uid = vc->user.keep_groups ? 0 : mc->run_uid; /* rootless: see step 7 */
+        vc->user.uid = vc->user.keep_groups ? 0 : mc->run_uid; /* rootless: see step 9 */
         vc->user.gid = vc->user.keep_groups ? 0 : mc->run_gid;
         mc->user = &vc->user;
 }
 
-/* Step 6: loads prog (when built) on PID 1 itself, once: every command inherits it
+/* Step 8: loads prog (when built) on PID 1 itself, once: every command inherits it
  * across clone and execve. Loading it per command cost a copy, a check and a JIT
  * compilation of the program each time (about 0.2 ms). PID 1 needs none of the calls
  * it denies from here on (poll, the channel, clone without namespace flags, wait4,
@@ -583,7 +588,7 @@ static int load_filter(const struct sock_fprog *prog, struct util_err *err) {
         return r < 0 ? util_fail(err, r, NULL, "load the seccomp filter") : 0;
 }
 
-/* Step 7's configuration of the service loop. */
+/* Step 9's configuration of the service loop. */
 static void serve_config_fill(const Sbx__Init__V1__Setup *s, int adopt_fd, int32_t host_pid,
                               int proxy_fd, struct serve_config *cfg) {
         memset(cfg, 0, sizeof(*cfg));
@@ -602,13 +607,66 @@ static void serve_config_fill(const Sbx__Init__V1__Setup *s, int adopt_fd, int32
         cfg->host_pid = host_pid;
 }
 
+/* 1 when the two Setups build the same base (what a spare builds ahead, init.proto
+ * Setup.prebuild). */
+static bool same_base(const Sbx__Init__V1__Setup *a, const Sbx__Init__V1__Setup *b) {
+        const char *ra = a->root_dir && a->root_dir[0] ? a->root_dir : "/";
+        const char *rb = b->root_dir && b->root_dir[0] ? b->root_dir : "/";
+        size_t i;
+
+        if ((a->has_rootless && a->rootless) != (b->has_rootless && b->rootless) ||
+            a->outer_uid != b->outer_uid || a->outer_gid != b->outer_gid ||
+            (a->has_network_none && a->network_none) != (b->has_network_none && b->network_none) ||
+            (a->has_tmp_bytes ? a->tmp_bytes : 0) != (b->has_tmp_bytes ? b->tmp_bytes : 0) ||
+            strcmp(ra, "/") != 0 || strcmp(rb, "/") != 0 || a->root_object || b->root_object ||
+            a->n_cgroup_v1_controllers != b->n_cgroup_v1_controllers)
+                return false;
+        for (i = 0; i < a->n_cgroup_v1_controllers; i++)
+                if (strcmp(a->cgroup_v1_controllers[i], b->cgroup_v1_controllers[i]) != 0)
+                        return false;
+        return true;
+}
+
+/* A spare built ahead: its base is done. Tells the daemon (Built) and waits for the
+ * sandbox's own Setup, which must build on that base; *ret_msg (kept for PID 1's life)
+ * and *adopt_fd (its adoption socket, -1: none) on success. Returns 0, 1 when the
+ * daemon went away without a use for the spare, or -errno with err. */
+static int await_own_setup(int chan, const Sbx__Init__V1__Setup *base,
+                           Sbx__Init__V1__ToInit **ret_msg, int *adopt_fd, struct util_err *err) {
+        Sbx__Init__V1__FromInit built_msg = SBX__INIT__V1__FROM_INIT__INIT;
+        Sbx__Init__V1__Built built = SBX__INIT__V1__BUILT__INIT;
+        struct setup_fds sf = {.adopt_fd = -1, .joined = true};
+        const Sbx__Init__V1__Setup *s;
+        int r;
+
+        built_msg.body_case = SBX__INIT__V1__FROM_INIT__BODY_BUILT;
+        built_msg.built = &built;
+        r = initmsg_send(chan, &built_msg.base, NULL, 0);
+        if (r < 0)
+                return r == -EPIPE ? 1 : util_fail(err, -r, NULL, "send Built");
+        r = read_setup(chan, ret_msg, &sf, err);
+        if (r < 0)
+                return err->err == EPIPE ? 1 : r;
+        s = (*ret_msg)->setup;
+        *adopt_fd = sf.adopt_fd;
+        util_log_set_sandbox(s->sandbox_id);
+        r = validate_setup(s, err);
+        if (r == 0 && s->has_prebuild && s->prebuild)
+                r = util_fail(err, EPROTO, NULL, "a second Setup with prebuild");
+        if (r == 0 && !same_base(base, s))
+                r = util_fail(err, EPROTO, NULL, "Setup does not build on the spare's base");
+        return r;
+}
+
 /* PID 1: the checklist. Returns its exit code. */
 static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd) {
         static struct sock_fprog filter;
         static struct view_config vc;
+        Sbx__Init__V1__ToInit *own = NULL;
         struct util_warnings warn;
         struct util_err err;
         struct serve_config cfg;
+        struct mnt_host host = {.fd = -1};
         int32_t host_pid = 0;
         int r, sigfd = -1, proxy_fd = -1;
 
@@ -628,30 +686,44 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         if (build_filter(&filter, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
 
-        /* 4. Host name and network. */
-        if (ns_set_hostname(s->hostname, &err) < 0)
-                return setup_failed(chan, &err, host_pid);
+        /* 4. The network. */
         if (s->has_network_none && s->network_none && ns_loopback_up(&err) < 0)
                 return setup_failed(chan, &err, host_pid);
-        /* The egress proxy's socket is made here, inside the sandbox's own network
-         * namespace, and handed to the daemon with Ready: no setns from the daemon
-         * (which a rootless one could not do), no relay process, no Unix socket bound
-         * into the view. */
+
+        /* 5. The view's base. */
+        view_config_fill(s, &vc);
+        if (mnt_view_base(&vc.mc, &host, &err, &warn) < 0)
+                return setup_failed(chan, &err, host_pid);
+
+        /* A spare built ahead waits here for the Setup of the sandbox it becomes. */
+        if (s->has_prebuild && s->prebuild) {
+                r = await_own_setup(chan, s, &own, &adopt_fd, &err);
+                if (r != 0)
+                        return r > 0 ? 0 : setup_failed(chan, &err, host_pid);
+                s = own->setup;
+                view_config_fill(s, &vc);
+        }
+
+        /* 6. Host name, and the egress proxy's socket: made here, inside the sandbox's
+         * own network namespace, and handed to the daemon with Ready: no setns from the
+         * daemon (which a rootless one could not do), no relay process, no Unix socket
+         * bound into the view. */
+        if (ns_set_hostname(s->hostname, &err) < 0)
+                return setup_failed(chan, &err, host_pid);
         if (s->has_proxy_port && s->proxy_port > 0 && s->proxy_port < 65536 &&
             s->has_network_none && s->network_none &&
             (proxy_fd = ns_proxy_listen(s->proxy_port, &err)) < 0)
                 return setup_failed(chan, &err, host_pid);
 
-        /* 5. The view. */
-        view_config_fill(s, &vc);
-        if (mnt_build_view(&vc.mc, &err, &warn) < 0)
+        /* 7. The rest of the view: the sandbox's own paths. */
+        if (mnt_view_finish(&vc.mc, &host, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
 
-        /* 6. The filter, loaded here, once, for every command. */
+        /* 8. The filter, loaded here, once, for every command. */
         if (load_filter(&filter, &err) < 0)
                 return setup_failed(chan, &err, host_pid);
 
-        /* 7. Ready, then serve. */
+        /* 9. Ready, then serve. */
         send_ready(chan, NULL, &warn, host_pid, proxy_fd);
         serve_config_fill(s, adopt_fd, host_pid, proxy_fd, &cfg);
         /* Building the view and the filter left most of the heap free: give it back,

@@ -457,25 +457,39 @@ static int setup_dev(uint64_t shm_bytes, struct util_err *err, struct util_warni
         return 0;
 }
 
-/* Opens the host path (before the pivot) as O_PATH into *ret_fd. With obj, the
- * path is canonical (the daemon's): it is opened without following any symlink and
- * must be that very object, else the host changed it between the daemon's check (with
- * the caller's rights) and now, and nothing is mounted. */
-static int open_host(const char *what, const char *path, const struct mnt_object *obj,
-                     bool want_dir, int *ret_fd, struct util_err *err) {
-        struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
-        struct stat st;
-        int fd = -1;
+/* Opens path, a host path, in the host's tree host (AT_FDCWD-free: resolved beneath
+ * host->fd, the host's /, with RESOLVE_IN_ROOT, before the pivot and after it alike),
+ * with flags and the extra resolve flags. On a kernel without openat2 (Linux < 5.6),
+ * fallback says whether a plain open of the same name may do (the identity of what it
+ * found decides then). Returns the descriptor or -errno. */
+static int host_open(const struct mnt_host *host, const char *path, int flags, uint64_t resolve,
+                     bool fallback) {
+        struct open_how how = {.flags = (uint64_t)flags, .resolve = RESOLVE_IN_ROOT | resolve};
+        char old[SBX_PATH_MAX_BYTES + sizeof(OLDROOT) + 1];
+        int fd = (int)syscall(SYS_openat2, host->fd, path, &how, sizeof(how));
 
-        if (obj) {
-                fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-                if (fd < 0 && errno == ENOSYS)
-                        fd = open(path, O_PATH | O_CLOEXEC); /* Linux < 5.6: the identity decides */
-        } else {
-                fd = open(path, O_PATH | O_CLOEXEC);
-        }
+        if (fd >= 0 || errno != ENOSYS || !fallback)
+                return fd < 0 ? -errno : fd;
+        /* After the pivot the host's / is OLDROOT. */
+        if ((size_t)snprintf(old, sizeof(old), "%s%s", host->pivoted ? OLDROOT : "", path) >=
+            sizeof(old))
+                return -ENAMETOOLONG;
+        fd = open(old, flags);
+        return fd < 0 ? -errno : fd;
+}
+
+/* Opens the host path as O_PATH into *ret_fd. With obj, the path is canonical (the
+ * daemon's): it is opened without following any symlink and must be that very object,
+ * else the host changed it between the daemon's check (with the caller's rights) and
+ * now, and nothing is mounted. */
+static int open_host(const struct mnt_host *host, const char *what, const char *path,
+                     const struct mnt_object *obj, bool want_dir, int *ret_fd,
+                     struct util_err *err) {
+        struct stat st;
+        int fd = host_open(host, path, O_PATH | O_CLOEXEC, obj ? RESOLVE_NO_SYMLINKS : 0, true);
+
         if (fd < 0)
-                return util_fail(err, errno,
+                return util_fail(err, -fd,
                                  obj ? "it changed on the host while the sandbox was being created"
                                      : NULL,
                                  "%s %s", what, path);
@@ -573,16 +587,15 @@ static int bind_idmapped(int fd, const char *dst, int userns_fd) {
         return r;
 }
 
-/* Makes the placeholder path (a host path, before the pivot) when it is missing: a
+/* Makes the placeholder path (a host path, in host) when it is missing: a
  * directory (content NULL, 0755) or a file with content (0644), in its parent opened
  * without following symlinks. The caller holds the owner's filesystem identity, so the
  * placeholder is the owner's from its creation on (no chown by name that a swap could
  * redirect), and nothing is made where the owner may not write (nor could the sandbox,
  * which has the owner's rights there and no more). 0, or -errno with err. */
-static int make_placeholder(const char *p, const void *content, size_t len, struct util_err *err) {
+static int make_placeholder(const struct mnt_host *host, const char *p, const void *content,
+                            size_t len, struct util_err *err) {
         char parent[SBX_PATH_MAX_BYTES + 1], *slash;
-        struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                               .resolve = RESOLVE_NO_SYMLINKS};
         const char *name;
         int pfd, fd, r = 0;
 
@@ -591,9 +604,9 @@ static int make_placeholder(const char *p, const void *content, size_t len, stru
                 return util_fail(err, EINVAL, NULL, "protected placeholder %s", p);
         *slash = '\0';
         name = slash + 1;
-        pfd = (int)syscall(SYS_openat2, AT_FDCWD, parent, &how, sizeof(how));
+        pfd = host_open(host, parent, O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_NO_SYMLINKS, false);
         if (pfd < 0)
-                return util_fail(err, errno, "its repository changed while the sandbox was set up",
+                return util_fail(err, -pfd, "its repository changed while the sandbox was set up",
                                  "protected placeholder %s", p);
         if (!content) {
                 r = mkdirat(pfd, name, 0755) < 0 ? -errno : 0;
@@ -617,7 +630,8 @@ static int make_placeholder(const char *p, const void *content, size_t len, stru
  * if sandboxed code created them), so that they can be kept read-only: in root mode
  * with the owner's filesystem identity and no supplementary group (the sandbox's rights
  * there), rootless as the daemon's user, which is the owner. */
-static int make_placeholders(const struct mnt_config *cfg, struct util_err *err) {
+static int make_placeholders(const struct mnt_config *cfg, const struct mnt_host *host,
+                             struct util_err *err) {
         size_t i;
         int r = 0;
 
@@ -635,10 +649,10 @@ static int make_placeholders(const struct mnt_config *cfg, struct util_err *err)
                                          "placeholders");
         }
         for (i = 0; r == 0 && i < cfg->n_protected_mkdirs; i++)
-                r = make_placeholder(cfg->protected_mkdirs[i], NULL, 0, err);
+                r = make_placeholder(host, cfg->protected_mkdirs[i], NULL, 0, err);
         for (i = 0; r == 0 && i < cfg->n_protected_files; i++)
                 r = make_placeholder(
-                        cfg->protected_files[i].path,
+                        host, cfg->protected_files[i].path,
                         cfg->protected_files[i].content ? cfg->protected_files[i].content : "",
                         cfg->protected_files[i].len, err);
         if (cfg->idmap) {
@@ -883,10 +897,9 @@ int mnt_reapply(bool hide, const char *path, struct stat *ret_bare, struct util_
         return r < 0 ? r : 1;
 }
 
-/* The host objects the view is built from, opened in step 2 while the host's / is
- * still our root (descriptors of this mount namespace, valid after the pivot). */
+/* The host objects the sandbox's own part of the view is made from, opened in the host's
+ * tree (descriptors of this mount namespace, valid after the pivot). */
 struct sources {
-        int root_fd;
         int ws_fd; /* -1: no workspace_dir */
         int *w_fd; /* one per writable path */
         bool *w_dir;
@@ -897,8 +910,6 @@ struct sources {
 static void sources_close(struct sources *src) {
         size_t i;
 
-        if (src->root_fd >= 0)
-                close(src->root_fd);
         if (src->ws_fd >= 0)
                 close(src->ws_fd);
         for (i = 0; src->w_fd && i < src->n; i++)
@@ -908,27 +919,42 @@ static void sources_close(struct sources *src) {
                 close(src->userns_fd);
         free(src->w_fd);
         free(src->w_dir);
+        memset(src, 0, sizeof(*src));
+        src->ws_fd = src->userns_fd = -1;
 }
 
-/* Step 2: opens root_dir, the workspace and each writable path, checking the objects
- * the daemon opened for the caller. */
-static int open_sources(const struct mnt_config *cfg, struct sources *src, struct util_err *err) {
+/* Step 2: the host's / and root_dir, while the host's / is still our root (root_dir
+ * checked against the object the daemon opened for the caller). */
+static int open_root(const struct mnt_config *cfg, struct mnt_host *host, int *ret_root_fd,
+                     struct util_err *err) {
         const char *root_dir = cfg->root_dir && cfg->root_dir[0] ? cfg->root_dir : "/";
-        size_t i;
-        int r;
 
+        host->fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (host->fd < 0)
+                return util_fail(err, errno, NULL, "open the host's /");
+        return open_host(host, "root_dir", root_dir, cfg->root_object, true, ret_root_fd, err);
+}
+
+/* Step 8: opens the workspace and each writable path in the host's tree, checking the
+ * objects the daemon opened for the caller, and makes the placeholders. */
+static int open_sources(const struct mnt_config *cfg, const struct mnt_host *host,
+                        struct sources *src, struct util_err *err) {
+        size_t i;
+        int r = 0;
+
+        src->n = cfg->n_writable_paths;
         src->w_fd = calloc(src->n + 1, sizeof(*src->w_fd));
         src->w_dir = calloc(src->n + 1, sizeof(*src->w_dir));
         if (!src->w_fd || !src->w_dir)
                 return util_fail(err, ENOMEM, NULL, "open writable paths");
         for (i = 0; i < src->n; i++)
                 src->w_fd[i] = -1;
-        r = open_host("root_dir", root_dir, cfg->root_object, true, &src->root_fd, err);
-        if (r == 0 && cfg->workspace_dir && cfg->workspace_dir[0])
-                r = open_host("workspace_dir", cfg->workspace_dir, NULL, true, &src->ws_fd, err);
+        if (cfg->workspace_dir && cfg->workspace_dir[0] && !cfg->workspace_tmpfs_bytes)
+                r = open_host(host, "workspace_dir", cfg->workspace_dir, NULL, true, &src->ws_fd,
+                              err);
         for (i = 0; r == 0 && i < src->n; i++) {
                 struct stat st;
-                r = open_host("writable path", cfg->writable_paths[i],
+                r = open_host(host, "writable path", cfg->writable_paths[i],
                               cfg->writable_objects ? &cfg->writable_objects[i] : NULL, false,
                               &src->w_fd[i], err);
                 if (r == 0 && fstat(src->w_fd[i], &st) < 0)
@@ -937,7 +963,7 @@ static int open_sources(const struct mnt_config *cfg, struct sources *src, struc
                         src->w_dir[i] = S_ISDIR(st.st_mode);
         }
         if (r == 0)
-                r = make_placeholders(cfg, err);
+                r = make_placeholders(cfg, host, err);
         return r;
 }
 
@@ -958,9 +984,9 @@ static int workspace_tmpfs(const struct mnt_config *cfg, struct util_err *err) {
         return 0;
 }
 
-/* Steps 4 to 8: the sandbox's own /proc, the read-only root, /sys, /dev, /tmp, /run and
- * /workspace. */
-static int build_base(const struct mnt_config *cfg, const struct sources *src, struct util_err *err,
+/* Steps 4 to 7: the sandbox's own /proc, the read-only root (root_fd), /sys, /dev,
+ * /tmp, /run and the mount point /workspace. */
+static int build_base(const struct mnt_config *cfg, int root_fd, struct util_err *err,
                       struct util_warnings *warn) {
         uint64_t tmp_bytes = cfg->tmp_bytes ? cfg->tmp_bytes : SBX_DEFAULT_TMP_BYTES;
         const char *root_dir = cfg->root_dir && cfg->root_dir[0] ? cfg->root_dir : "/";
@@ -974,7 +1000,7 @@ static int build_base(const struct mnt_config *cfg, const struct sources *src, s
                 return r;
 
         /* 5. The read-only root. */
-        r = bind_root_entries(src->root_fd, root_dir, err);
+        r = bind_root_entries(root_fd, root_dir, err);
         if (r < 0)
                 return r;
 
@@ -1001,10 +1027,16 @@ static int build_base(const struct mnt_config *cfg, const struct sources *src, s
                 return util_fail(err, errno, NULL, "mount tmpfs on /tmp (%s)", opts);
         if (mkdir("/run", 0755) < 0)
                 return util_fail(err, errno, NULL, "mkdir /run");
-
-        /* 8. /workspace, read-write. */
         if (mkdir("/workspace", 0755) < 0)
                 return util_fail(err, errno, NULL, "mkdir /workspace");
+        return 0;
+}
+
+/* Step 8's mount: /workspace, read-write. */
+static int mount_workspace(const struct mnt_config *cfg, const struct sources *src,
+                           struct util_err *err) {
+        int r;
+
         if (cfg->workspace_tmpfs_bytes)
                 return workspace_tmpfs(cfg, err);
         if (src->ws_fd >= 0) {
@@ -1138,10 +1170,9 @@ static int apply_denials(const struct mnt_config *cfg, struct util_err *err,
 }
 
 /* Step 10: lets go of the host's tree (src is closed and emptied first). */
-static int drop_old_root(struct sources *src, struct util_err *err) {
+static int drop_old_root(struct sources *src, struct mnt_host *host, struct util_err *err) {
         sources_close(src);
-        memset(src, 0, sizeof(*src));
-        src->root_fd = src->ws_fd = src->userns_fd = -1;
+        mnt_host_close(host);
         if (umount2(OLDROOT, MNT_DETACH) < 0)
                 return util_fail(err, errno, NULL, "detach the old root");
         if (rmdir(OLDROOT) < 0)
@@ -1161,26 +1192,50 @@ static int freeze_view(struct util_err *err) {
         return 0;
 }
 
-int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
-        struct sources src = {
-                .root_fd = -1, .ws_fd = -1, .userns_fd = -1, .n = cfg->n_writable_paths};
-        int r;
+void mnt_host_close(struct mnt_host *host) {
+        if (host->fd >= 0)
+                close(host->fd);
+        host->fd = -1;
+}
 
+int mnt_view_base(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
+                  struct util_warnings *warn) {
+        int r, root_fd = -1;
+
+        host->fd = -1;
+        host->pivoted = false;
         /* 1. Nothing we mount propagates to the host, nothing the host mounts later
          * propagates to us. */
         if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0)
                 return util_fail(err, errno, NULL, "make every mount private");
 
-        /* 2. Open the host objects while the host's / is still our root. */
-        r = open_sources(cfg, &src, err);
+        /* 2. The host's / and root_dir, while the host's / is still our root. */
+        r = open_root(cfg, host, &root_fd, err);
 
         /* 3. The new root, a tmpfs, with the host's tree at /.sbx-oldroot. */
         if (r == 0)
                 r = pivot_to_tmpfs(err);
-
-        /* 4-8. /proc, the read-only root, /sys, /dev, /tmp, /run, /workspace. */
         if (r == 0)
-                r = build_base(cfg, &src, err, warn);
+                host->pivoted = true;
+
+        /* 4-7. /proc, the read-only root, /sys, /dev, /tmp, /run. */
+        if (r == 0)
+                r = build_base(cfg, root_fd, err, warn);
+        if (root_fd >= 0)
+                close(root_fd);
+        return r;
+}
+
+int mnt_view_finish(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
+                    struct util_warnings *warn) {
+        struct sources src = {.ws_fd = -1, .userns_fd = -1};
+        int r;
+
+        /* 8. The workspace and the writable paths, opened in the host's tree;
+         * /workspace, read-write. */
+        r = open_sources(cfg, host, &src, err);
+        if (r == 0)
+                r = mount_workspace(cfg, &src, err);
 
         /* 9. Permissions, then denials over them. */
         if (r == 0)
@@ -1190,7 +1245,7 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
 
         /* 10. Let go of the host's tree. */
         if (r == 0)
-                r = drop_old_root(&src, err);
+                r = drop_old_root(&src, host, err);
 
         /* 11. The commands' user gets a name, from what the view holds now. */
         if (r == 0 && cfg->user)
@@ -1200,5 +1255,15 @@ int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct ut
         if (r == 0)
                 r = freeze_view(err);
         sources_close(&src);
+        return r;
+}
+
+int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
+        struct mnt_host host;
+        int r = mnt_view_base(cfg, &host, err, warn);
+
+        if (r == 0)
+                r = mnt_view_finish(cfg, &host, err, warn);
+        mnt_host_close(&host);
         return r;
 }

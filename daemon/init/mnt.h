@@ -106,6 +106,32 @@ struct mnt_config {
  * namespace is left half-built and the caller must give up (exit). */
 int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn);
 
+/* The host's tree, held between the two halves of mnt_build_view: a descriptor of the
+ * host's / (after the pivot, of what is attached at /.sbx-oldroot), beneath which the
+ * host paths of the second half are resolved (RESOLVE_IN_ROOT). */
+struct mnt_host {
+        int fd;
+        bool pivoted;
+};
+
+/* mnt_build_view in two halves, for a spare built ahead (init.proto Setup.prebuild):
+ * mnt_view_base makes the new root with /proc, the read-only root, /sys, /dev, /tmp and
+ * /run, and keeps the host's tree in *host (it uses root_dir, root_object, tmp_bytes and
+ * cgroup_v1_controllers of cfg); mnt_view_finish, maybe much later and with a cfg whose
+ * fields the base used are the same, does the rest: /workspace, the writable paths
+ * (opened in the host's tree kept, by identity as ever), the denials, lets go of the
+ * host's tree (closing *host), the user and the freeze. A mount the host made after
+ * the base is not in the tree kept: a writable path there is refused by its identity
+ * (the daemon does not give such a spare a request, see its warm.c). Both return 0 or
+ * -errno with err as mnt_build_view does. */
+int mnt_view_base(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
+                  struct util_warnings *warn);
+int mnt_view_finish(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
+                    struct util_warnings *warn);
+
+/* Closes what *host holds (may be called twice). */
+void mnt_host_close(struct mnt_host *host);
+
 /* Mounts over path again as mnt_build_view did (hide: hidden, else read-only with its
  * parents pinned) when path exists and is no longer covered: the host replaced it (a
  * rename over it takes the mount with the old file) or created it after the view was
