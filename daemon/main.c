@@ -211,6 +211,11 @@ static int prepare_state_dir(void) {
         if (r < 0)
                 return -1;
         state_lock = r;
+        /* Where disk images are mounted, as the kernel names it (init.proto). */
+        if (asprintf(&path, "%s/sandboxes", cfg.state_dir) >= 0) {
+                D.sandboxes_dir = realpath(path, NULL);
+                free(path);
+        }
         return 0;
 }
 
@@ -451,6 +456,7 @@ static void shut_down(int served) {
         }
         if (state_lock >= 0)
                 close(state_lock);
+        free(D.sandboxes_dir);
         config_free(&cfg);
 }
 

@@ -387,6 +387,9 @@ static void on_timer(uv_timer_t *t) {
         int64_t now = sbxd_now_unix_ms();
 
         if (sb->view.state == SBX__V1__SANDBOX_STATE__CREATING) {
+                /* A spare waits for a create as long as it takes, once built. */
+                if (sb->spare && (!sb->building || sb->built))
+                        return;
                 /* Setup is bounded too: an init that hangs before Ready must not hold
                  * the creator, its quota and its uid forever. */
                 if (now >= sb->deadline_ms ||
@@ -1345,6 +1348,12 @@ int sandbox_prepare(struct sandbox *sb, int build) {
             (!build || send_base(sb) == 0)) {
                 sb->prepared = 1;
                 sb->building = build;
+                /* Building is bounded as any setup (a hung mount on the host): it is
+                 * timed until Built. */
+                if (build) {
+                        sandbox_touch(sb);
+                        uv_timer_start(&sb->timer, on_timer, SANDBOX_SETUP_CHECK_MS, 0);
+                }
                 log_debug("sbx=%s: spare started%s (init pid %d)", sb->id,
                           build ? ", building its base" : "", (int)sb->proc.pid);
                 r = 0;

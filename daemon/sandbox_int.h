@@ -59,7 +59,7 @@ struct sandbox {
         int prepared;                       /* its init joined its cgroup before Setup (Join) */
         int building;                       /* a spare whose base is built ahead (prebuild) */
         int built;                          /* ... and is: it said Built */
-        uint64_t mounts_gen;                /* the pool's mount generation when it was made */
+        uint64_t host_gen;                  /* pool: the host's generation when made (warm.c) */
         uint8_t *setup_key; /* warm: its Setup without identity, to match requests */
         size_t setup_key_len;
         uid_t owner_uid;

@@ -33,6 +33,7 @@ struct sbxd {
         struct features features;    /* what this host allows, probed at start-up */
         uid_t euid;
         gid_t egid;
+        char *sandboxes_dir;         /* STATE/sandboxes, canonical (realpath); NULL: unknown */
         uint64_t nofile_soft;        /* RLIMIT_NOFILE soft limit at start: commands' default */
         int command_cgroups;         /* each command gets a cgroup of its own (see config) */
         int shutting_down;           /* set by main() on SIGTERM/SIGINT: no new work */

@@ -22,12 +22,17 @@
  * policy fits that base (policy_fits_base: the host's /, no full network, the default
  * /tmp, no disk image) takes a built one, and its init only adds the policy's own part
  * (workspace, writable paths, denials, user): a cold policy in a third of the time.
- * The others (a root_dir, full network) take the plain one. A built spare keeps a copy
- * of the host's mount table from when it was made: once the daemon's mount table has
- * changed since (a poll of /proc/self/mountinfo says so), a writable path on a new
- * mount would not be in it, and it would keep a filesystem the host unmounted alive,
- * so such a spare is ended: as soon as the loop sees the change, or when a create
- * would take it. For SBX_SPARE_REBUILD_MS after that, new spares are plain. */
+ * The others (a root_dir, full network) take the plain one.
+ *
+ * A warm sandbox or a built spare keeps a copy of the host's mount table and of the
+ * top-level entries of / from when it was made. Once either has changed (hostwatch.h),
+ * it is no longer the sandbox a create makes now: a directory the host covered with a
+ * mount would show its old content, a writable path on a new mount would not be there,
+ * a filesystem the host unmounted would be kept alive. So it is ended: as soon as the
+ * loop sees the change, or when a create would take it (the change may come in the
+ * same loop turn). For SBX_SPARE_REBUILD_MS after that, no warm sandbox is made and
+ * spares are plain (then replaced): a host that mounts all the time makes the pool
+ * rebuild at most once a second. Without the watch (or openat2) no spare is built. */
 #include "warm.h"
 
 #include <errno.h>
@@ -39,6 +44,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "hostwatch.h"
 #include "log.h"
 #include "names.h"
 #include "policy.h"
@@ -57,11 +63,9 @@ struct warm_pool {
         uv_timer_t refill; /* tops the pool up */
         int refill_inited; /* 0 not yet, 1 live, 2 closed for good */
         uint64_t retry_at; /* uv_now() before which no new warm one */
-        int mounts_fd;       /* /proc/self/mountinfo, polled for changes; -1: not open */
-        uint64_t mounts_gen; /* how many changes were seen */
-        uv_poll_t mounts_poll;
-        int mounts_poll_inited; /* 0 not yet, 1 live, 2 closed for good */
-        uint64_t build_after;   /* uv_now() before which new spares are plain */
+        struct hostwatch *watch; /* from the first spare on; NULL: none yet */
+        int watch_failed;        /* the host cannot be watched: no spare is built */
+        uint64_t build_after;    /* uv_now() before which new spares are plain */
 };
 
 /* A claim in progress: the names a warm sandbox takes, and what to undo. */
@@ -76,83 +80,50 @@ int warm_new(struct sbxd *d, const struct warm_owner *owner, struct warm_pool **
                 return -ENOMEM;
         p->d = d;
         p->owner = *owner;
-        p->mounts_fd = -1;
         *ret = p;
         return 0;
 }
 
 void warm_free(struct warm_pool *p) {
-        if (p && p->mounts_fd >= 0)
-                close(p->mounts_fd);
         free(p);
 }
 
-/* The generation of the daemon's mount table: one more each time a poll of
- * /proc/self/mountinfo reports a change (the kernel reports each change to the next
- * poll only, without waiting). Without the file, every call is a new generation (no
- * built spare is ever taken). */
-static uint64_t mounts_gen(struct warm_pool *p) {
-        struct pollfd pfd;
-
-        if (p->mounts_fd < 0)
-                p->mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-        if (p->mounts_fd < 0)
-                return ++p->mounts_gen;
-        pfd.fd = p->mounts_fd;
-        pfd.events = POLLPRI;
-        pfd.revents = 0;
-        if (poll(&pfd, 1, 0) != 0)
-                p->mounts_gen++;
-        return p->mounts_gen;
-}
-
-/* Ends the built spares made before the mount generation gen (see the top of this
- * file). */
+/* Ends the warm sandboxes and built spares made before the host's generation gen (see
+ * the top of this file). */
 static void end_stale(struct warm_pool *p, uint64_t gen) {
         struct sandbox *sb;
         int n = 0;
 
         for (sb = p->all; sb; sb = sb->next) {
-                if (!sb->spare || !sb->building || sb->ending || sb->mounts_gen == gen)
+                if ((sb->spare && !sb->building) || sb->ending || sb->host_gen == gen)
                         continue;
                 sb->warm_given_up = 1; /* not a failure: no wait before the next */
                 sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED,
-                            "the host's mounts changed since it was built");
+                            "the host changed since it was built");
                 n++;
         }
         if (n > 0) {
-                log_debug("the host's mounts changed: %d built spare(s) ended", n);
+                log_debug("the host's mounts or / changed: %d warm sandbox(es) and built "
+                          "spare(s) ended",
+                          n);
                 p->build_after = uv_now(p->d->loop) + SBX_SPARE_REBUILD_MS;
         }
 }
 
-/* The loop saw the daemon's mount table change. */
-static void on_mounts(uv_poll_t *h, int status, int events) {
-        struct warm_pool *p = h->data;
+/* The loop saw the host change (hostwatch.h). */
+static void on_host_changed(void *ud) {
+        struct warm_pool *p = ud;
 
-        if (status < 0) {
-                /* Not watched any more; a create still polls before it takes a spare. */
-                log_warning("watching the host's mounts: %s", uv_strerror(status));
-                uv_poll_stop(h);
-                return;
-        }
-        /* The poll that reported it consumed it: a new generation. */
-        end_stale(p, ++p->mounts_gen);
+        end_stale(p, hostwatch_gen(p->watch));
 }
 
-/* Watches the mount table from the first spare on. */
-static void watch_mounts(struct warm_pool *p) {
-        if (p->mounts_poll_inited)
-                return;
-        (void)mounts_gen(p); /* opens the file */
-        if (p->mounts_fd < 0)
-                return;
-        if (uv_poll_init(p->d->loop, &p->mounts_poll, p->mounts_fd) < 0)
-                return;
-        p->mounts_poll.data = p;
-        p->mounts_poll_inited = 1;
-        uv_unref((uv_handle_t *)&p->mounts_poll); /* never keeps the loop alive */
-        (void)uv_poll_start(&p->mounts_poll, UV_PRIORITIZED, on_mounts);
+/* The host's generation now, watching it from the first call on; 0 when it cannot be
+ * watched. */
+static uint64_t host_gen(struct warm_pool *p) {
+        if (!p->watch && !p->watch_failed &&
+            hostwatch_start(p->d, on_host_changed, p, &p->watch) < 0)
+                p->watch_failed = 1;
+        return p->watch ? hostwatch_gen(p->watch) : 0;
 }
 
 unsigned warm_count(const struct warm_pool *p) {
@@ -200,7 +171,9 @@ static void link_warm(struct warm_pool *p, struct sandbox *sb) {
 static int spare_to_build(const struct warm_pool *p) {
         const struct sandbox *sb;
 
-        if (uv_now(p->d->loop) < p->build_after)
+        /* A built spare's init opens host paths in the tree it kept (openat2), and must
+         * be ended when the host changes. */
+        if (uv_now(p->d->loop) < p->build_after || p->watch_failed || !p->d->features.openat2)
                 return 0;
         if (p->d->cfg->spares < 2)
                 return 1;
@@ -251,12 +224,11 @@ static int warm_create(struct warm_pool *p, int spare) {
                 sandbox_set_run_ids(sb, 0, 0);
         else
                 sandbox_set_run_ids(sb, SBX_WARM_RUN_ID, SBX_WARM_RUN_ID);
+        sb->host_gen = host_gen(p);         /* starts the watch before spare_to_build */
         build = spare && spare_to_build(p); /* before sb is in the list */
         link_warm(p, sb);
         if (spare) {
                 policy_objects_clear(&objs); /* the default policy names no host path */
-                watch_mounts(p);
-                sb->mounts_gen = mounts_gen(p);
                 (void)sandbox_prepare(sb, build); /* a failure ends it, which tells the pool */
         } else {
                 sandbox_start(sb, &objs);
@@ -289,6 +261,7 @@ static void on_refill(uv_timer_t *h) {
         struct warm_pool *p = h->data;
         struct sbxd *d = p->d;
         uint64_t now = uv_now(d->loop);
+        unsigned warm = d->cfg->warm;
 
         if (d->shutting_down)
                 return;
@@ -296,18 +269,21 @@ static void on_refill(uv_timer_t *h) {
                 uv_timer_start(&p->refill, on_refill, p->retry_at - now, 0);
                 return;
         }
-        /* Plain spares made while the host's mounts changed make room for built ones
-         * once that is over. */
-        if (now >= p->build_after)
+        /* While the host changes (see the top of this file) no warm sandbox is made,
+         * and spares are plain; after that, plain spares beyond the one wanted make
+         * room for built ones. */
+        if (now < p->build_after)
+                warm = 0;
+        else
                 trim_plain(p);
         /* Warm sandboxes first (a create they match takes about a millisecond), then
          * spares: a warm one wanted and no room ends a spare, and is made once the
          * spare has gone (pool_gone schedules the next top-up). */
-        if (p->n - p->n_spares < d->cfg->warm && p->n_spares > 0 && !p->owner.has_room(p->owner.ud))
+        if (p->n - p->n_spares < warm && p->n_spares > 0 && !p->owner.has_room(p->owner.ud))
                 give_up(p, 1);
         while (p->owner.has_room(p->owner.ud) &&
-               (p->n - p->n_spares < d->cfg->warm || p->n_spares < spares_wanted(p)))
-                if (warm_create(p, p->n - p->n_spares >= d->cfg->warm) < 0) {
+               (p->n - p->n_spares < warm || p->n_spares < spares_wanted(p)))
+                if (warm_create(p, p->n - p->n_spares >= warm) < 0) {
                         p->retry_at = now + SBX_WARM_RETRY_MS;
                         uv_timer_start(&p->refill, on_refill, SBX_WARM_RETRY_MS, 0);
                         return;
@@ -327,16 +303,16 @@ void warm_schedule(struct warm_pool *p, uint64_t delay_ms) {
                 uv_unref((uv_handle_t *)&p->refill); /* never keeps the loop alive */
                 p->refill_inited = 1;
         }
-        if (!uv_is_active((uv_handle_t *)&p->refill))
+        /* A top-up due later (the end of a rebuild window) comes sooner. */
+        if (!uv_is_active((uv_handle_t *)&p->refill) ||
+            uv_timer_get_due_in(&p->refill) > delay_ms)
                 uv_timer_start(&p->refill, on_refill, delay_ms, 0);
 }
 
 void warm_stop(struct warm_pool *p) {
-        if (p->mounts_poll_inited == 1) {
-                uv_poll_stop(&p->mounts_poll);
-                uv_close((uv_handle_t *)&p->mounts_poll, NULL);
-                p->mounts_poll_inited = 2;
-        }
+        hostwatch_stop(p->watch);
+        p->watch = NULL;
+        p->watch_failed = 1; /* never again */
         if (p->refill_inited == 1) {
                 uv_timer_stop(&p->refill);
                 uv_close((uv_handle_t *)&p->refill, NULL);
@@ -369,6 +345,12 @@ static int give_up(struct warm_pool *p, int spares_only) {
 }
 
 void warm_give_up_one(struct warm_pool *p) {
+        const struct sandbox *sb;
+
+        /* One already ending makes the room. */
+        for (sb = p->all; sb; sb = sb->next)
+                if (sb->ending)
+                        return;
         (void)give_up(p, 0);
 }
 
@@ -551,6 +533,7 @@ int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id, cons
 
         if (!p->all || !(c.spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed)))
                 return 0;
+        end_stale(p, host_gen(p)); /* none made before the host changed */
         sb = find_match(p, c.spec);
         if (!sb || claim_names(p, sb, id, &c) < 0 || claim_uid(p, slots, sb, caller->uid) < 0)
                 goto out;
@@ -626,7 +609,7 @@ static int spare_usable(const struct sandbox *sb) {
 static struct sandbox *pick_spare(struct warm_pool *p, const Sbx__V1__CreateSandbox *spec) {
         struct sandbox *built = NULL, *plain = NULL, *o;
 
-        end_stale(p, mounts_gen(p));
+        end_stale(p, host_gen(p));
         for (o = p->all; o; o = o->next) {
                 if (!spare_usable(o))
                         continue;

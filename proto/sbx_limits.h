@@ -71,9 +71,9 @@
  * one are built further ahead (namespaces and the view's base, see warm.c). */
 #define SBX_DEFAULT_SPARES 2u
 #define SBX_MAX_SPARES     64u
-/* After the host's mounts changed and built spares were ended for it, new spares are
- * plain ones for this long: a host that mounts all the time does not make the pool
- * rebuild its spares all the time. */
+/* After the host's mounts or / changed and pool sandboxes were ended for it (warm.c),
+ * no warm sandbox is made and new spares are plain for this long: a host that mounts
+ * all the time does not make the pool rebuild all the time. */
 #define SBX_SPARE_REBUILD_MS 1000u
 /* After a warm sandbox failed to set up, the pool waits this long before it tries again. */
 #define SBX_WARM_RETRY_MS (5u * 1000u)

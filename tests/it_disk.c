@@ -532,6 +532,60 @@ START_TEST(test_disk_cleanup) {
 }
 END_TEST
 
+/* A spare built while another sandbox's image is mounted holds none of it: once that
+ * sandbox ends, its loop device goes, also when keep_workspace keeps its directory
+ * (whose removal would otherwise detach the mount everywhere): init detached the mounts
+ * below the sandboxes directory from the host's tree the spare keeps. And the daemon's
+ * own image mounts and unmounts do not end the built spares (they are not the host
+ * changing). */
+START_TEST(test_disk_spare_holds_no_image) {
+        const char *flags[] = {"--warm", "0", "--spares", "2", NULL};
+        const char *roots[1];
+        struct sbx_create_opts o;
+        struct sbx_sandbox *a, *b = NULL;
+        struct it_daemon d;
+        char rw[700];
+        sbx_client *c;
+        double t0;
+        int built;
+
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(it_wait_log(&d, ": spare built", 1), 1);
+        c = it_connect(&d);
+        a = create_disk(c, 4 * MiB, 0, 1);
+        if (strcmp(enforced(a, "disk"), "filesystem_image") != 0) {
+                sbx_sandbox_free(a);
+                sbx_close(c);
+                ck_assert_int_eq(it_daemon_stop(&d), 0);
+                return; /* no image here */
+        }
+        ck_assert_int_eq(loops_below(&d), 1);
+        /* b takes the built spare; the one built next sees a's image mounted. */
+        snprintf(rw, sizeof(rw), "%s/rw-image", it_base_dir());
+        ck_assert_int_eq(mkdir(rw, 0777), 0);
+        roots[0] = rw;
+        sbx_create_opts_init(&o);
+        sbx_policy_workspace_write(&o.policy, roots, 1, SBX_NETWORK_NONE);
+        ck_assert_msg(sbx_create(c, &o, &b) == SBX_OK, "create: %s", sbx_error_message(c));
+        ck_assert_int_eq(it_log_count(&d, ": takes the built spare"), 1);
+        ck_assert_int_eq(it_wait_log(&d, ": spare built", 2), 2);
+        terminate_ok(c, a->id);
+        t0 = it_now_ms();
+        while (loops_below(&d) > 0 && it_now_ms() - t0 < 10000)
+                usleep(20000);
+        ck_assert_msg(loops_below(&d) == 0, "the image's loop device is still attached 10 s after "
+                                            "its sandbox ended");
+        built = it_log_count(&d, ": spare built");
+        ck_assert_int_eq(it_log_count(&d, "the host's mounts or / changed"), 0);
+        ck_assert_int_eq(built, 2); /* none rebuilt for the daemon's own mounts */
+        terminate_ok(c, b->id);
+        sbx_sandbox_free(a);
+        sbx_sandbox_free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* keep_workspace keeps the files as the image next to the workspace directory, no longer
  * mounted nor attached; its content is what the sandbox wrote. */
 START_TEST(test_disk_keep_workspace) {
@@ -953,6 +1007,7 @@ static Suite *make_suite(void) {
         add(s, "release_off_the_loop", test_disk_release_off_the_loop);
         add(s, "cli", test_disk_cli);
         add(s, "cleanup", test_disk_cleanup);
+        add(s, "spare_holds_no_image", test_disk_spare_holds_no_image);
         add(s, "keep_workspace", test_disk_keep_workspace);
         add(s, "readopted", test_disk_readopted);
         add(s, "crash_cleaned", test_disk_crash_cleaned);

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "frame.h"
 #include "itutil.h"
 #include "sbx_limits.h"
 #include "testutil.h"
@@ -488,24 +489,9 @@ static int wait_warm(const struct it_daemon *d, int want) {
         return count_warm(d);
 }
 
-/* How many lines of the daemon's log (at debug level in tests) hold needle. */
-static int log_count(const struct it_daemon *d, const char *needle) {
-        char line[2048];
-        FILE *f = fopen(d->log, "re");
-        int n = 0;
-        while (f && fgets(line, sizeof(line), f))
-                n += strstr(line, needle) != NULL;
-        if (f)
-                fclose(f);
-        return n;
-}
-
 /* Waits until want warm sandboxes have become ready since the log began. */
 static int wait_warm_ready(const struct it_daemon *d, int want) {
-        double t0 = it_now_ms();
-        while (log_count(d, ": warm and ready") < want && it_now_ms() - t0 < 15000)
-                usleep(20000);
-        return log_count(d, ": warm and ready");
+        return it_wait_log(d, ": warm and ready", want);
 }
 
 /* The init pids of the warm sandboxes that became ready, from the log; returns how many
@@ -612,7 +598,7 @@ START_TEST(warm_pool) {
         ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
         ck_assert_int_eq(sb->state, SBX_STATE_READY);
         sbx_sandbox_free(sb);
-        ck_assert_int_eq(log_count(&d, "sbx=pool-a: claimed ~warm-"), 1);
+        ck_assert_int_eq(it_log_count(&d, "sbx=pool-a: claimed ~warm-"), 1);
         ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE id = 'pool-a' AND "
                                        "state = 'ready' AND init_pid > 0"),
                          1);
@@ -637,7 +623,7 @@ START_TEST(warm_pool) {
         o.policy.network = SBX_NETWORK_FULL;
         ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
         sbx_sandbox_free(sb);
-        ck_assert_int_eq(log_count(&d, "sbx=pool-b: claimed"), 0);
+        ck_assert_int_eq(it_log_count(&d, "sbx=pool-b: claimed"), 0);
         r = it_exec(c, "pool-b", 10000, hostname);
         ck_assert_str_eq((char *)r->stdout_data, "pool-b\n");
         sbx_result_free(r);
@@ -662,7 +648,7 @@ START_TEST(warm_pool) {
                 while (access(ghost, F_OK) == 0 && it_now_ms() - t0 < 15000)
                         usleep(20000);
                 ck_assert_msg(access(ghost, F_OK) < 0, "%s is still there", ghost);
-                ck_assert_int_eq(log_count(&d, "sbx=ghost: removing its state directory"), 1);
+                ck_assert_int_eq(it_log_count(&d, "sbx=ghost: removing its state directory"), 1);
                 c = it_connect(&d);
                 ck_assert_int_eq(sbx_get(c, "pool-a", &sb), SBX_OK);
                 ck_assert_int_eq(sb->state, SBX_STATE_READY);
@@ -702,13 +688,6 @@ static pid_t spare_pid(const struct it_daemon *d, int built, int nth) {
         if (f)
                 fclose(f);
         return pid;
-}
-
-static int wait_log(const struct it_daemon *d, const char *needle, int want) {
-        double t0 = it_now_ms();
-        while (log_count(d, needle) < want && it_now_ms() - t0 < 15000)
-                usleep(20000);
-        return log_count(d, needle);
 }
 
 /* Creates id with dir writable, network none or full, and 64 MiB and 64 processes. */
@@ -762,8 +741,8 @@ START_TEST(spares) {
         pid_t dead;
 
         it_daemon_start(&d, flags);
-        ck_assert_int_eq(wait_log(&d, ": spare started", 2), 2);
-        ck_assert_int_eq(wait_log(&d, ": spare built", 1), 1);
+        ck_assert_int_eq(it_wait_log(&d, ": spare started", 2), 2);
+        ck_assert_int_eq(it_wait_log(&d, ": spare built", 1), 1);
         snprintf(rw, sizeof(rw), "%s/rw-spare", it_base_dir());
         ck_assert_int_eq(mkdir(rw, 0777), 0);
         ck_assert_int_eq(chmod(rw, 0777), 0);
@@ -771,7 +750,7 @@ START_TEST(spares) {
 
         /* The built one. */
         create_rw(c, "from-built", rw, 0);
-        ck_assert_int_eq(log_count(&d, "sbx=from-built: takes the built spare ~spare-"), 1);
+        ck_assert_int_eq(it_log_count(&d, "sbx=from-built: takes the built spare ~spare-"), 1);
         ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM sandboxes WHERE id = 'from-built' "
                                        "AND cgroup_path LIKE '~spare-%'"),
                          1);
@@ -785,20 +764,20 @@ START_TEST(spares) {
 
         /* Full network: the plain one. */
         create_rw(c, "from-plain", rw, 1);
-        ck_assert_int_eq(log_count(&d, "sbx=from-plain: takes the plain spare ~spare-"), 1);
+        ck_assert_int_eq(it_log_count(&d, "sbx=from-plain: takes the plain spare ~spare-"), 1);
         writes_there(c, "from-plain", rw, "f2");
 
         /* Topped up (one spare for each taken): the built spare's init dies before a
          * create takes it, and the create passes over it to the plain one. */
-        ck_assert_int_eq(wait_log(&d, ": spare started", 4), 4);
-        ck_assert_int_eq(wait_log(&d, ": spare built", 2), 2);
+        ck_assert_int_eq(it_wait_log(&d, ": spare started", 4), 4);
+        ck_assert_int_eq(it_wait_log(&d, ": spare built", 2), 2);
         dead = spare_pid(&d, 1, 1);
         ck_assert_int_gt(dead, 1);
         ck_assert_int_eq(kill(dead, SIGKILL), 0); /* started by this test's daemon */
         while (!exited(dead))
                 usleep(1000);
         create_rw(c, "after-dead", rw, 0);
-        ck_assert_int_eq(log_count(&d, "sbx=after-dead: takes the plain spare ~spare-"), 1);
+        ck_assert_int_eq(it_log_count(&d, "sbx=after-dead: takes the plain spare ~spare-"), 1);
         writes_there(c, "after-dead", rw, "f3");
         ck_assert_int_eq(sbx_terminate(c, "from-built", NULL), SBX_OK);
         ck_assert_int_eq(sbx_terminate(c, "from-plain", NULL), SBX_OK);
@@ -810,42 +789,75 @@ START_TEST(spares) {
 }
 END_TEST
 
+/* 1 when the file has a line containing needle. */
+static int file_has(const char *path, const char *needle) {
+        char *line = NULL;
+        size_t cap = 0;
+        int hit = 0;
+        FILE *f = fopen(path, "re");
+
+        while (f && !hit && getline(&line, &cap, f) > 0)
+                hit = strstr(line, needle) != NULL;
+        free(line);
+        if (f)
+                fclose(f);
+        return hit;
+}
+
 /* How many processes have a mount of source in their mount table. */
 static int procs_mounting(const char *source) {
-        char path[300], *line = NULL;
+        char path[300];
         struct dirent *de;
-        size_t cap = 0;
         DIR *dir = opendir("/proc");
         int n = 0;
 
         while (dir && (de = readdir(dir))) {
-                FILE *f;
-                int hit = 0;
                 if (de->d_name[0] < '1' || de->d_name[0] > '9')
                         continue;
                 snprintf(path, sizeof(path), "/proc/%s/mountinfo", de->d_name);
-                f = fopen(path, "re");
-                while (f && !hit && getline(&line, &cap, f) > 0)
-                        hit = strstr(line, source) != NULL;
-                if (f)
-                        fclose(f);
-                n += hit;
+                n += file_has(path, source);
         }
-        free(line);
         if (dir)
                 closedir(dir);
         return n;
 }
 
-/* A spare built ahead keeps a copy of the host's mount table from when it was built.
- * After the host mounts a filesystem, a create with a writable path on it must still
- * get that filesystem (the spare is ended, not taken: its copy lacks the mount, and its
- * init would refuse the path by its identity); after the host unmounts one, no spare
- * keeps it alive. The test runs in a mount namespace of its own, which the daemon
- * inherits, so nothing it mounts is left on the host. */
-START_TEST(spares_follow_host_mounts) {
+/* A top-level directory the host gains while the test runs (removed by the fixture if
+ * the test fails half-way). */
+static void top_entry(char *buf, size_t len) {
+        const char *base = strrchr(it_base_dir(), '/');
+        snprintf(buf, len, "/.sbx-it-top-%s", base ? base + 1 : "x");
+}
+
+/* A host directory a sandbox can read (the test's base directory is below /tmp, which
+ * every sandbox has of its own), removed by the fixture if the test fails half-way. */
+static void cover_dir(char *buf, size_t len) {
+        const char *base = strrchr(it_base_dir(), '/');
+        snprintf(buf, len, "/var/tmp/.sbx-it-cover-%s", base ? base + 1 : "x");
+}
+
+static void lifecycle_teardown(void) {
+        char p[300], f[320];
+
+        top_entry(p, sizeof(p));
+        (void)rmdir(p);
+        cover_dir(p, sizeof(p));
+        snprintf(f, sizeof(f), "%s/f", p);
+        (void)unlink(f);
+        (void)rmdir(p);
+        it_fixture_teardown();
+}
+
+/* A spare built ahead keeps a copy of the host's mount table and top-level entries from
+ * when it was built. After the host mounts a filesystem, a create with a writable path
+ * on it must still get that filesystem (the spare is ended, not taken: its copy lacks
+ * the mount, and its init would refuse the path by its identity); after the host
+ * unmounts one, no spare keeps it alive; after / gains an entry, a new sandbox shows it.
+ * The test runs in a mount namespace of its own, which the daemon inherits, so nothing
+ * it mounts is left on the host. */
+START_TEST(spares_follow_the_host) {
         const char *flags[] = {"--warm", "0", "--spares", "2", NULL};
-        char late[700], source[64], path[800];
+        char late[700], source[64], path[800], cmd[900];
         struct sbx_result *r;
         struct it_daemon d;
         sbx_client *c;
@@ -858,7 +870,7 @@ START_TEST(spares_follow_host_mounts) {
         ck_assert_int_eq(mkdir(late, 0777), 0);
         snprintf(source, sizeof(source), "sbx-it-late-%d", (int)getpid());
         it_daemon_start(&d, flags);
-        ck_assert_int_eq(wait_log(&d, ": spare built", 1), 1);
+        ck_assert_int_eq(it_wait_log(&d, ": spare built", 1), 1);
 
         /* Mounted after the spare was built. */
         ck_assert_int_eq(mount(source, late, "tmpfs", 0, "size=1m,mode=0777"), 0);
@@ -877,21 +889,166 @@ START_TEST(spares_follow_host_mounts) {
         ck_assert_str_eq((char *)r->stdout_data, "on the new mount\n");
         sbx_result_free(r);
         writes_there(c, "late-mount", late, "from-sandbox");
-        ck_assert_int_ge(log_count(&d, "the host's mounts changed"), 1);
+        ck_assert_int_ge(it_log_count(&d, "the host's mounts or / changed"), 1);
         ck_assert_int_eq(sbx_terminate(c, "late-mount", NULL), SBX_OK);
 
-        /* Spares built with it mounted, then it is unmounted: none keeps it. */
-        n = log_count(&d, ": spare built");
-        ck_assert_int_gt(wait_log(&d, ": spare built", n + 1), n);
-        ck_assert_int_ge(procs_mounting(source), 1);
+        /* A spare built with it mounted holds it; it is unmounted: none keeps it. */
+        n = it_log_count(&d, ": spare built");
+        ck_assert_int_gt(it_wait_log(&d, ": spare built", n + 1), n);
+        {
+                pid_t spare = spare_pid(&d, 1, it_log_count(&d, ": spare started, building") - 1);
+                char mi[64];
+                ck_assert_int_gt(spare, 1);
+                snprintf(mi, sizeof(mi), "/proc/%d/mountinfo", (int)spare);
+                ck_assert_msg(file_has(mi, source), "the built spare %d lacks %s", (int)spare,
+                              source);
+        }
         ck_assert_int_eq(umount(late), 0);
         t0 = it_now_ms();
         while ((n = procs_mounting(source)) > 0 && it_now_ms() - t0 < 3000)
                 usleep(20000);
         ck_assert_msg(n == 0, "%d process(es) still have %s mounted 3 s after its unmount", n,
                       source);
+
+        /* A new top-level entry: the built spares (made again once the host is quiet)
+         * go; a sandbox made now shows it. */
+        n = it_log_count(&d, ": spare built");
+        ck_assert_int_gt(it_wait_log(&d, ": spare built", n + 1), n);
+        n = it_log_count(&d, "the host's mounts or / changed");
+        top_entry(path, sizeof(path));
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        ck_assert_int_gt(it_wait_log(&d, "the host's mounts or / changed", n + 1), n);
+        create_rw(c, "new-top", late, 0);
+        snprintf(cmd, sizeof(cmd), "test -d %s", path);
+        r = it_sh(c, "new-top", 10000, cmd);
+        ck_assert_int_eq(r->exit_code, 0);
+        sbx_result_free(r);
+        ck_assert_int_eq(rmdir(path), 0);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Writes text into dir/f on the host. */
+static void put_file(const char *dir, const char *text) {
+        char path[800];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/f", dir);
+        f = fopen(path, "we");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+        ck_assert_int_eq(chmod(path, 0644), 0); /* for the sandbox's user */
+}
+
+/* What id reads of dir/f. */
+static void reads(sbx_client *c, const char *id, const char *dir, const char *want) {
+        char cmd[800];
+        struct sbx_result *r;
+
+        snprintf(cmd, sizeof(cmd), "cat %s/f", dir);
+        r = it_sh(c, id, 10000, cmd);
+        ck_assert_msg(r->exit_code == 0 && strcmp((char *)r->stdout_data, want) == 0,
+                      "%s reads \"%s\" (exit %d: %s)", id, (char *)r->stdout_data,
+                      r->exit_code, (char *)r->stderr_data);
+        sbx_result_free(r);
+}
+
+/* Creates id (the default policy) over a raw connection while the daemon is stopped,
+ * its first byte before change() and the rest after it: when the daemon goes on, the
+ * request is the first thing its loop reads, in the same turn as the change. */
+static void create_across(struct it_daemon *d, const char *id, void (*change)(const char *dir),
+                          const char *dir) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__CreateSandbox cs = SBX__V1__CREATE_SANDBOX__INIT;
+        Sbx__V1__Response *resp;
+        struct frame_reader fr;
+        uint8_t *buf;
+        size_t len;
+        int fd = it_raw_connect(d);
+
+        cs.id = (char *)(uintptr_t)id;
+        req.has_request_id = 1;
+        req.request_id = 1;
+        req.body_case = SBX__V1__REQUEST__BODY_CREATE_SANDBOX;
+        req.create_sandbox = &cs;
+        ck_assert_int_eq(frame_pack(&req.base, SBX_DEFAULT_MAX_FRAME_BYTES, &buf, &len), 0);
+        ck_assert_int_eq(kill(d->pid, SIGSTOP), 0); /* our daemon */
+        it_raw_write(fd, buf, 1);
+        change(dir);
+        it_raw_write(fd, buf + 1, len - 1);
+        ck_assert_int_eq(kill(d->pid, SIGCONT), 0);
+        free(buf);
+        frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
+        resp = it_raw_read(fd, &fr, 15000);
+        ck_assert_msg(resp->status && resp->status->code == SBX__V1__CODE__OK, "create %s: %s", id,
+                      resp->status && resp->status->message ? resp->status->message : "?");
+        sbx__v1__response__free_unpacked(resp, NULL);
+        frame_reader_free(&fr);
+        close(fd);
+}
+
+static void cover(const char *dir) {
+        ck_assert_int_eq(mount("sbx-it-cover", dir, "tmpfs", 0, "size=64k,mode=0755"), 0);
+        put_file(dir, "new\n");
+}
+
+static void uncover(const char *dir) {
+        ck_assert_int_eq(umount(dir), 0);
+}
+
+/* A sandbox made from the pool shows the host as it is when the create comes, as a cold
+ * one does: a directory the host covered with a mount after a warm sandbox or a built
+ * spare was made shows what the mount holds. Also when the mount and the create reach
+ * the daemon in the same loop turn (the daemon is stopped while both happen). The test
+ * runs in a mount namespace of its own, which the daemon inherits. */
+START_TEST(pool_sees_host_changes) {
+        const char *warm_flags[] = {"--warm", "1", "--spares", "0", NULL};
+        const char *spare_flags[] = {"--warm", "0", "--spares", "2", NULL};
+        char dir[700], id[32];
+        struct it_daemon d;
+        sbx_client *c;
+        int round;
+
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        cover_dir(dir, sizeof(dir));
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        put_file(dir, "old\n");
+
+        /* A warm sandbox, made before the mount. */
+        it_daemon_start(&d, warm_flags);
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 1), 1);
+        cover(dir);
+        c = it_connect(&d);
+        ck_assert_ptr_nonnull(it_create(c, "after-cover"));
+        reads(c, "after-cover", dir, "new\n");
+        ck_assert_int_eq(sbx_terminate(c, "after-cover", NULL), SBX_OK);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        uncover(dir);
+
+        /* Built spares, the mount and the create in one loop turn. */
+        it_daemon_start(&d, spare_flags);
+        c = it_connect(&d);
+        for (round = 0; round < 4; round++) {
+                int n = it_log_count(&d, ": spare built");
+                ck_assert_int_gt(it_wait_log(&d, ": spare built", n + 1), n);
+                usleep(SBX_SPARE_REBUILD_MS * 1000 + 200000); /* none made in a window */
+                snprintf(id, sizeof(id), "same-turn-%d", round);
+                create_across(&d, id, round % 2 == 0 ? cover : uncover, dir);
+                reads(c, id, dir, round % 2 == 0 ? "new\n" : "old\n");
+                ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        }
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        {
+                char f[800];
+                snprintf(f, sizeof(f), "%.700s/f", dir);
+                ck_assert_int_eq(unlink(f), 0);
+        }
+        ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
 
@@ -916,8 +1073,8 @@ START_TEST(warm_pool_at_capacity) {
                 if (i == 0)
                         ck_assert_int_eq(wait_warm_ready(&d, 2), 2);
         }
-        ck_assert_int_eq(log_count(&d, "sbx=cap-a: claimed"), 1);
-        ck_assert_int_eq(log_count(&d, "sbx=cap-b: claimed"), 1);
+        ck_assert_int_eq(it_log_count(&d, "sbx=cap-a: claimed"), 1);
+        ck_assert_int_eq(it_log_count(&d, "sbx=cap-b: claimed"), 1);
         /* Full: two client sandboxes, no warm one. */
         usleep(200000);
         ck_assert_int_eq(count_warm(&d), 0);
@@ -927,7 +1084,7 @@ START_TEST(warm_pool_at_capacity) {
         o.id = ids[2];
         ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
         sbx_sandbox_free(sb);
-        ck_assert_int_eq(log_count(&d, "sbx=cap-c: claimed"), 1);
+        ck_assert_int_eq(it_log_count(&d, "sbx=cap-c: claimed"), 1);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
@@ -1474,7 +1631,7 @@ END_TEST
 static Suite *make_suite(void) {
         Suite *s = suite_create("lifecycle");
         TCase *tc = tcase_create("lifecycle");
-        tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
+        tcase_add_unchecked_fixture(tc, it_fixture_setup, lifecycle_teardown);
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, deadline_ends_sandbox);
         tcase_add_test(tc, idle_timeout_and_busy_sandbox);
@@ -1488,7 +1645,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, warm_pool_dead_init_not_claimed);
         tcase_add_test(tc, warm_pool_at_capacity);
         tcase_add_test(tc, spares);
-        tcase_add_test(tc, spares_follow_host_mounts);
+        tcase_add_test(tc, spares_follow_the_host);
+        tcase_add_test(tc, pool_sees_host_changes);
         tcase_add_test(tc, readoption_after_sigkill);
         tcase_add_test(tc, keep_sandboxes_on_sigterm);
         tcase_add_test(tc, orphan_grace_expires);

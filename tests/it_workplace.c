@@ -109,19 +109,6 @@ static int has_warning(const struct sbx_sandbox *sb, const char *needle) {
         return 0;
 }
 
-/* How many lines of the daemon's log (at debug level in tests) hold needle. */
-static int log_count(const struct it_daemon *d, const char *needle) {
-        char line[2048];
-        FILE *f = fopen(d->log, "re");
-        int n = 0;
-
-        while (f && fgets(line, sizeof(line), f))
-                n += strstr(line, needle) != NULL;
-        if (f)
-                fclose(f);
-        return n;
-}
-
 /* The checks of a sandbox's user, in a daemon started with flags; with warm, once a warm
  * sandbox is ready, so that the create claims it (the log says so). */
 static void check_user(const char *const *flags, int warm) {
@@ -132,14 +119,11 @@ static void check_user(const char *const *flags, int warm) {
         const char *who[] = {"exec", NULL, "--", "whoami", NULL};
 
         it_daemon_start(&d, flags);
-        if (warm) {
-                double t0 = it_now_ms();
-                while (log_count(&d, ": warm and ready") < 1 && it_now_ms() - t0 < 15000)
-                        usleep(20000);
-        }
+        if (warm)
+                (void)it_wait_log(&d, ": warm and ready", 1);
         c = it_connect(&d);
         id = it_create(c, NULL);
-        ck_assert_int_eq(log_count(&d, ": claimed ~warm-"), warm ? 1 : 0);
+        ck_assert_int_eq(it_log_count(&d, ": claimed ~warm-"), warm ? 1 : 0);
 
         /* whoami through the sbx tool, as the newcomer ran it. */
         who[1] = id;

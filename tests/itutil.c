@@ -625,3 +625,23 @@ struct sbx_result *it_sh(sbx_client *c, const char *id, uint64_t timeout_ms, con
                       sbx_error_message(c));
         return r;
 }
+
+int it_log_count(const struct it_daemon *d, const char *needle) {
+        char line[2048];
+        FILE *f = fopen(d->log, "re");
+        int n = 0;
+
+        while (f && fgets(line, sizeof(line), f))
+                n += strstr(line, needle) != NULL;
+        if (f)
+                fclose(f);
+        return n;
+}
+
+int it_wait_log(const struct it_daemon *d, const char *needle, int want) {
+        double t0 = it_now_ms();
+
+        while (it_log_count(d, needle) < want && it_now_ms() - t0 < 15000)
+                usleep(20000);
+        return it_log_count(d, needle);
+}

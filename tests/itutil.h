@@ -103,6 +103,12 @@ int it_count_procs(const char *needle);
  * pid or the field is not there. */
 long it_proc_status(pid_t pid, const char *field);
 
+/* How many lines of d's log (at debug level in tests) hold needle. */
+int it_log_count(const struct it_daemon *d, const char *needle);
+
+/* Waits up to 15 s for want such lines; returns how many there are then. */
+int it_wait_log(const struct it_daemon *d, const char *needle, int want);
+
 /* The host pid of a process whose command line starts with start and contains needle
  * (the last one /proc lists), or -1. */
 pid_t it_find_proc(const char *start, const char *needle);

@@ -360,6 +360,9 @@ static int validate_setup(const Sbx__Init__V1__Setup *s, struct util_err *err) {
         if (s->workspace_dir && s->workspace_dir[0] && !util_path_ok(s->workspace_dir))
                 return util_fail(err, EINVAL, NULL, "Setup: workspace_dir \"%.200s\"",
                                  s->workspace_dir);
+        if (s->sandboxes_dir && s->sandboxes_dir[0] && !util_path_ok(s->sandboxes_dir))
+                return util_fail(err, EINVAL, NULL, "Setup: sandboxes_dir \"%.200s\"",
+                                 s->sandboxes_dir);
         if (s->hostname && strlen(s->hostname) > HOSTNAME_MAX_BYTES)
                 return util_fail(err, EINVAL, NULL, "Setup: hostname longer than %u bytes",
                                  HOSTNAME_MAX_BYTES);
@@ -555,6 +558,7 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
                 mc->workspace_uid = s->has_rootless && s->rootless ? (uid_t)-1 : mc->run_uid;
                 mc->workspace_gid = s->has_rootless && s->rootless ? (gid_t)-1 : mc->run_gid;
         }
+        mc->sandboxes_dir = s->sandboxes_dir;
         mc->cgroup_v1_controllers = s->cgroup_v1_controllers;
         mc->n_cgroup_v1_controllers = s->n_cgroup_v1_controllers;
         mc->protected_mkdirs = s->protected_mkdirs;
@@ -619,6 +623,7 @@ static bool same_base(const Sbx__Init__V1__Setup *a, const Sbx__Init__V1__Setup 
             (a->has_network_none && a->network_none) != (b->has_network_none && b->network_none) ||
             (a->has_tmp_bytes ? a->tmp_bytes : 0) != (b->has_tmp_bytes ? b->tmp_bytes : 0) ||
             strcmp(ra, "/") != 0 || strcmp(rb, "/") != 0 || a->root_object || b->root_object ||
+            strcmp(a->sandboxes_dir ? a->sandboxes_dir : "", b->sandboxes_dir ? b->sandboxes_dir : "") ||
             a->n_cgroup_v1_controllers != b->n_cgroup_v1_controllers)
                 return false;
         for (i = 0; i < a->n_cgroup_v1_controllers; i++)

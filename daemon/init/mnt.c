@@ -7,8 +7,9 @@
  * sandbox's own /proc, /sys, /dev, /tmp, /run and /workspace are added; the policy's
  * writable, read-only and hidden paths are applied in that order (a denial beats a
  * permission), resolved by the kernel in the new view exactly as a command would
- * resolve them; the old root is detached and the new root made read-only. Owns the
- * resolved host paths until mnt_build_view returns. Called by main.c (PID 1). */
+ * resolve them; the old root is detached and the new root made read-only. A spare built
+ * ahead does it in two halves (mnt_view_base, mnt_view_finish), holding the host's tree
+ * in between. Called by main.c (PID 1). */
 #include "mnt.h"
 
 #include <dirent.h>
@@ -457,17 +458,22 @@ static int setup_dev(uint64_t shm_bytes, struct util_err *err, struct util_warni
         return 0;
 }
 
-/* Opens path, a host path, in the host's tree host (AT_FDCWD-free: resolved beneath
- * host->fd, the host's /, with RESOLVE_IN_ROOT, before the pivot and after it alike),
- * with flags and the extra resolve flags. On a kernel without openat2 (Linux < 5.6),
- * fallback says whether a plain open of the same name may do (the identity of what it
- * found decides then). Returns the descriptor or -errno. */
+/* Opens path, a host path, in the host's tree host (resolved beneath host->fd, the
+ * host's /, with RESOLVE_IN_ROOT, before the pivot and after it alike), with flags and
+ * the extra resolve flags. On a kernel without openat2 (Linux < 5.6), fallback says
+ * whether a plain open of the same name may do: there a one-shot view opens its host
+ * paths before the pivot (mnt_build_view), and the daemon builds no spares ahead.
+ * Returns the descriptor or -errno. */
 static int host_open(const struct mnt_host *host, const char *path, int flags, uint64_t resolve,
                      bool fallback) {
         struct open_how how = {.flags = (uint64_t)flags, .resolve = RESOLVE_IN_ROOT | resolve};
         char old[SBX_PATH_MAX_BYTES + sizeof(OLDROOT) + 1];
-        int fd = (int)syscall(SYS_openat2, host->fd, path, &how, sizeof(how));
+        int fd, tries = 0;
 
+        /* RESOLVE_IN_ROOT answers EAGAIN when a rename on the host raced a "..": again. */
+        do
+                fd = (int)syscall(SYS_openat2, host->fd, path, &how, sizeof(how));
+        while (fd < 0 && errno == EAGAIN && ++tries < 16);
         if (fd >= 0 || errno != ENOSYS || !fallback)
                 return fd < 0 ? -errno : fd;
         /* After the pivot the host's / is OLDROOT. */
@@ -935,8 +941,8 @@ static int open_root(const struct mnt_config *cfg, struct mnt_host *host, int *r
         return open_host(host, "root_dir", root_dir, cfg->root_object, true, ret_root_fd, err);
 }
 
-/* Step 8: opens the workspace and each writable path in the host's tree, checking the
- * objects the daemon opened for the caller, and makes the placeholders. */
+/* Opens the workspace and each writable path in the host's tree, checking the objects
+ * the daemon opened for the caller, and makes the placeholders. */
 static int open_sources(const struct mnt_config *cfg, const struct mnt_host *host,
                         struct sources *src, struct util_err *err) {
         size_t i;
@@ -1198,54 +1204,82 @@ void mnt_host_close(struct mnt_host *host) {
         host->fd = -1;
 }
 
-int mnt_view_base(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
-                  struct util_warnings *warn) {
-        int r, root_fd = -1;
+/* The mounts strictly below dir (canonical, in this mount namespace's terms) and below
+ * OLDROOT's copy of it, detached: other sandboxes' disk images on the daemon's
+ * sandboxes directory, which neither the view (hidden there anyway) nor the host's
+ * tree a spare keeps may hold alive once the daemon unmounts them. The host's tree
+ * keeps the mount on own (the sandbox's own workspace, NULL: none), which /workspace
+ * is bound from. */
+static void detach_below(const char *dir, const char *own) {
+        char old[SBX_PATH_MAX_BYTES + sizeof(OLDROOT) + 1],
+                keep[SBX_PATH_MAX_BYTES + sizeof(OLDROOT) + 1], *line = NULL;
+        size_t cap = 0;
+        FILE *f;
 
+        if ((size_t)snprintf(old, sizeof(old), OLDROOT "%s", dir) >= sizeof(old) ||
+            (size_t)snprintf(keep, sizeof(keep), OLDROOT "%s", own ? own : "") >= sizeof(keep))
+                return;
+        f = fopen("/proc/self/mountinfo", "re");
+        /* Parents come first: one detached takes its submounts with it, and the
+         * umount2 of those then fails harmlessly. */
+        while (f && getline(&line, &cap, f) > 0) {
+                struct mountinfo_line m;
+                if (mountinfo_parse(line, &m) == 0 && strcmp(m.point, keep) != 0 &&
+                    (below(dir, m.point) || below(old, m.point)))
+                        (void)umount2(m.point, MNT_DETACH);
+        }
+        free(line);
+        if (f)
+                fclose(f);
+}
+
+/* Steps 1 and 2: every mount private; the host's / and root_dir opened while the
+ * host's / is still our root. */
+static int open_host_tree(const struct mnt_config *cfg, struct mnt_host *host, int *ret_root_fd,
+                          struct util_err *err) {
         host->fd = -1;
         host->pivoted = false;
         /* 1. Nothing we mount propagates to the host, nothing the host mounts later
          * propagates to us. */
         if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0)
                 return util_fail(err, errno, NULL, "make every mount private");
+        return open_root(cfg, host, ret_root_fd, err);
+}
 
-        /* 2. The host's / and root_dir, while the host's / is still our root. */
-        r = open_root(cfg, host, &root_fd, err);
+/* Steps 3 to 7: the new root with the host's tree at /.sbx-oldroot (what lies below
+ * the daemon's sandboxes directory let go of), /proc, the read-only root, /sys, /dev,
+ * /tmp, /run. Closes root_fd. */
+static int pivot_and_base(const struct mnt_config *cfg, struct mnt_host *host, int root_fd,
+                          struct util_err *err, struct util_warnings *warn) {
+        int r = pivot_to_tmpfs(err);
 
-        /* 3. The new root, a tmpfs, with the host's tree at /.sbx-oldroot. */
-        if (r == 0)
-                r = pivot_to_tmpfs(err);
         if (r == 0)
                 host->pivoted = true;
-
-        /* 4-7. /proc, the read-only root, /sys, /dev, /tmp, /run. */
         if (r == 0)
                 r = build_base(cfg, root_fd, err, warn);
+        if (r == 0 && cfg->sandboxes_dir && cfg->sandboxes_dir[0])
+                detach_below(cfg->sandboxes_dir, cfg->workspace_dir);
         if (root_fd >= 0)
                 close(root_fd);
         return r;
 }
 
-int mnt_view_finish(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
-                    struct util_warnings *warn) {
-        struct sources src = {.ws_fd = -1, .userns_fd = -1};
-        int r;
-
-        /* 8. The workspace and the writable paths, opened in the host's tree;
-         * /workspace, read-write. */
-        r = open_sources(cfg, host, &src, err);
-        if (r == 0)
-                r = mount_workspace(cfg, &src, err);
+/* Steps 8 to 12, from the sources opened: /workspace, the writable paths, the denials,
+ * the host's tree let go of, the user, the freeze. */
+static int finish_view(const struct mnt_config *cfg, struct mnt_host *host, struct sources *src,
+                       struct util_err *err, struct util_warnings *warn) {
+        /* 8. /workspace, read-write. */
+        int r = mount_workspace(cfg, src, err);
 
         /* 9. Permissions, then denials over them. */
         if (r == 0)
-                r = bind_writable(cfg, &src, err, warn);
+                r = bind_writable(cfg, src, err, warn);
         if (r == 0)
                 r = apply_denials(cfg, err, warn);
 
         /* 10. Let go of the host's tree. */
         if (r == 0)
-                r = drop_old_root(&src, host, err);
+                r = drop_old_root(src, host, err);
 
         /* 11. The commands' user gets a name, from what the view holds now. */
         if (r == 0 && cfg->user)
@@ -1254,16 +1288,44 @@ int mnt_view_finish(const struct mnt_config *cfg, struct mnt_host *host, struct 
         /* 12. Freeze the root and /dev. */
         if (r == 0)
                 r = freeze_view(err);
+        return r;
+}
+
+int mnt_view_base(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
+                  struct util_warnings *warn) {
+        int root_fd = -1, r = open_host_tree(cfg, host, &root_fd, err);
+
+        return r < 0 ? r : pivot_and_base(cfg, host, root_fd, err, warn);
+}
+
+int mnt_view_finish(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
+                    struct util_warnings *warn) {
+        struct sources src = {.ws_fd = -1, .userns_fd = -1};
+        /* The workspace and the writable paths, opened in the host's tree kept. */
+        int r = open_sources(cfg, host, &src, err);
+
+        if (r == 0)
+                r = finish_view(cfg, host, &src, err, warn);
         sources_close(&src);
         return r;
 }
 
 int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
+        struct sources src = {.ws_fd = -1, .userns_fd = -1};
         struct mnt_host host;
-        int r = mnt_view_base(cfg, &host, err, warn);
+        int root_fd = -1, r = open_host_tree(cfg, &host, &root_fd, err);
 
+        /* In one go, the workspace and the writable paths are opened before the pivot,
+         * by the names the host gives them now. */
         if (r == 0)
-                r = mnt_view_finish(cfg, &host, err, warn);
+                r = open_sources(cfg, &host, &src, err);
+        if (r == 0)
+                r = pivot_and_base(cfg, &host, root_fd, err, warn);
+        else if (root_fd >= 0)
+                close(root_fd);
+        if (r == 0)
+                r = finish_view(cfg, &host, &src, err, warn);
+        sources_close(&src);
         mnt_host_close(&host);
         return r;
 }

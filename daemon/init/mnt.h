@@ -66,6 +66,9 @@ struct mnt_config {
         size_t n_protected_files;
         /* The commands' user, given a name in the view (user.h); NULL: none. */
         const struct user_config *user;
+        /* The daemon's sandboxes directory (canonical; NULL: none): the mounts below it
+         * (other sandboxes' disk images) are detached from the view and the host's tree. */
+        const char *sandboxes_dir;
 };
 
 /* Builds the view and makes it the root of the calling process (and of every process
@@ -116,8 +119,8 @@ struct mnt_host {
 
 /* mnt_build_view in two halves, for a spare built ahead (init.proto Setup.prebuild):
  * mnt_view_base makes the new root with /proc, the read-only root, /sys, /dev, /tmp and
- * /run, and keeps the host's tree in *host (it uses root_dir, root_object, tmp_bytes and
- * cgroup_v1_controllers of cfg); mnt_view_finish, maybe much later and with a cfg whose
+ * /run, and keeps the host's tree in *host (it uses root_dir, root_object, tmp_bytes,
+ * cgroup_v1_controllers and sandboxes_dir of cfg); mnt_view_finish, maybe much later and with a cfg whose
  * fields the base used are the same, does the rest: /workspace, the writable paths
  * (opened in the host's tree kept, by identity as ever), the denials, lets go of the
  * host's tree (closing *host), the user and the freeze. A mount the host made after
