@@ -1022,7 +1022,7 @@ START_TEST(pool_sees_host_changes) {
         ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 1), 1);
         cover(dir);
         c = it_connect(&d);
-        ck_assert_ptr_nonnull(it_create(c, "after-cover"));
+        free(it_create(c, "after-cover")); /* (it fails the test when it cannot) */
         reads(c, "after-cover", dir, "new\n");
         ck_assert_int_eq(sbx_terminate(c, "after-cover", NULL), SBX_OK);
         sbx_close(c);
