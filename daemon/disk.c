@@ -552,9 +552,19 @@ struct disk_job {
         char err[512];
 };
 
+/* The daemon's own mounts and unmounts of images, begun and done (any thread). */
+static _Atomic uint64_t mounts_begun, mounts_done;
+
+void disk_mount_ops(uint64_t *begun, uint64_t *done) {
+        *done = mounts_done; /* first: a job between the two reads shows as in flight */
+        *begun = mounts_begun;
+}
+
 static void job_work(uv_work_t *w) {
         struct disk_job *j = w->data;
+        mounts_begun++;
         j->r = disk_image_make(&j->spec, j->err, sizeof(j->err));
+        mounts_done++;
 }
 
 static void job_done(uv_work_t *w, int status) {
@@ -635,6 +645,7 @@ void disk_release(const char *workspace, int keep) {
         char img[4200];
 
         if (is_mount_point(workspace)) {
+                mounts_begun++;
                 /* The last reference to the image's filesystem shuts it down, writing back
                  * what the sandbox left dirty through the loop device (2.5 GB written:
                  * 2.7 s) on the thread that drops it: not the event loop. An O_PATH
@@ -645,6 +656,7 @@ void disk_release(const char *workspace, int keep) {
                         log_warning("cannot unmount %s: %s", workspace, strerror(errno));
                 if (hold >= 0)
                         close_elsewhere(hold);
+                mounts_done++;
         } else {
                 quota_release(workspace);
         }

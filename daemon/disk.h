@@ -130,6 +130,10 @@ int disk_image_make(const struct disk_image_spec *spec, char *err, size_t errlen
  * Harmless for a workspace without either. */
 void disk_release(const char *workspace, int keep);
 
+/* How many mounts and unmounts of images this daemon has begun and done so far (any
+ * thread): hostwatch.c tells its own changes of the mount table from the host's. */
+void disk_mount_ops(uint64_t *begun, uint64_t *done);
+
 /* At start-up, after recovery: detaches every loop device whose backing file is below
  * state_dir (one a crash left attached; one still mounted, by an adopted sandbox's
  * namespace, is only marked to detach when unmounted, which the kernel does), and

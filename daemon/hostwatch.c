@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "disk.h"
 #include "log.h"
 #include "sbxd.h"
 
@@ -35,7 +36,9 @@ struct hostwatch {
         uv_poll_t mounts_poll, root_poll;
         int open_handles; /* polls not closed yet */
         uint64_t gen;
-        uint64_t sig; /* of the mount table, less the daemon's own images */
+        uint64_t events; /* changes seen, also back to what was (hostwatch.h) */
+        uint64_t own_done; /* disk_mount_ops' count at the last look */
+        uint64_t sig;    /* of the mount table, less the daemon's own images */
 };
 
 /* 1 when the mount point field of a mountinfo line (the fifth) is strictly below dir. */
@@ -146,18 +149,35 @@ int hostwatch_start(struct sbxd *d, void (*changed)(void *ud), void *ud, struct 
                 return r;
         }
         w->sig = signature(w);
+        {
+                uint64_t begun;
+                disk_mount_ops(&begun, &w->own_done);
+        }
         *ret = w;
         return 0;
 }
 
-uint64_t hostwatch_gen(struct hostwatch *w) {
+uint64_t hostwatch_gen(struct hostwatch *w, uint64_t *ret_events) {
         struct pollfd pfd = {.fd = w->check_fd, .events = POLLPRI};
+        uint64_t begun, done;
         /* What inotify has stays readable until read. */
         int changed = drain_root(w);
 
-        if (poll(&pfd, 1, 0) != 0)
-                changed |= mounts_changed(w);
+        w->events += changed != 0;
+        disk_mount_ops(&begun, &done);
+        if (poll(&pfd, 1, 0) != 0) {
+                int moved = mounts_changed(w);
+                /* A report that leaves the table as it was (less the daemon's images)
+                 * is an event, unless the daemon's own image mounts were at work since
+                 * the last look: which of the two it was cannot be told. */
+                if (moved || (begun == done && done == w->own_done))
+                        w->events++;
+                changed |= moved;
+        }
+        w->own_done = done;
         w->gen += changed != 0;
+        if (ret_events)
+                *ret_events = w->events;
         return w->gen;
 }
 

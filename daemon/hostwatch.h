@@ -22,8 +22,11 @@ struct hostwatch;
 int hostwatch_start(struct sbxd *d, void (*changed)(void *ud), void *ud, struct hostwatch **ret);
 
 /* The generation now: looks for changes not yet seen first (reads the mount table and
- * what inotify has, without waiting, and without calling changed). */
-uint64_t hostwatch_gen(struct hostwatch *w);
+ * what inotify has, without waiting, and without calling changed). *ret_events (may be
+ * NULL): how many times the host was seen to change at all, also back to what it was
+ * (a mount and its unmount between two looks leave the same table: no new generation,
+ * but a sandbox that copied the table in between holds the mount). */
+uint64_t hostwatch_gen(struct hostwatch *w, uint64_t *ret_events);
 
 /* Stops watching and closes its handles (the memory goes once they are closed).
  * Accepts NULL. */

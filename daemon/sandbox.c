@@ -889,6 +889,8 @@ static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready, int fd) {
         if (sb->warm) {
                 /* Waits in the pool, unrecorded and without a deadline, for a claim. */
                 log_debug("sbx=%s: warm and ready (init pid %d)", sb->id, (int)sb->view.init_pid);
+                if (sb->pool_ready)
+                        sb->pool_ready(sb->gone_ud, sb);
                 return;
         }
         (void)store_sandbox_set_init_pid(sb->d->store, sb->id, sb->view.init_pid);
@@ -915,6 +917,8 @@ static void on_built(void *ud) {
         }
         sb->built = 1;
         log_debug("sbx=%s: spare built (init pid %d)", sb->id, (int)sb->proc.pid);
+        if (sb->pool_ready)
+                sb->pool_ready(sb->gone_ud, sb);
 }
 
 static void on_start_failed(void *ud, uint64_t command_id, int err, const char *msg) {

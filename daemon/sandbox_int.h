@@ -49,6 +49,8 @@ struct sandbox {
         void (*over)(void *ud, struct sandbox *sb);
         void (*gone)(void *ud, struct sandbox *sb);
         void *gone_ud;
+        /* The pool's (may be NULL): a warm sandbox is ready, or a spare built. */
+        void (*pool_ready)(void *ud, struct sandbox *sb);
         int over_told;
         char id[SBX_ID_MAX_BYTES + 1];
         char cg_name[SBX_ID_MAX_BYTES + 1]; /* its cgroup's name: the id it was created with */
@@ -60,6 +62,7 @@ struct sandbox {
         int building;                       /* a spare whose base is built ahead (prebuild) */
         int built;                          /* ... and is: it said Built */
         uint64_t host_gen;                  /* pool: the host's generation when made (warm.c) */
+        uint64_t host_events;               /* ... and how many changes it had seen */
         uint8_t *setup_key; /* warm: its Setup without identity, to match requests */
         size_t setup_key_len;
         uid_t owner_uid;

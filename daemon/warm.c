@@ -30,9 +30,12 @@
  * mount would show its old content, a writable path on a new mount would not be there,
  * a filesystem the host unmounted would be kept alive. So it is ended: as soon as the
  * loop sees the change, or when a create would take it (the change may come in the
- * same loop turn). For SBX_SPARE_REBUILD_MS after that, no warm sandbox is made and
- * spares are plain (then replaced): a host that mounts all the time makes the pool
- * rebuild at most once a second. Without the watch (or openat2) no spare is built. */
+ * same loop turn), or when it becomes ready after any change while it was set up (a
+ * mount and its unmount leave the table as it was, but its copy may hold the mount;
+ * not told apart from the daemon's own image mounts, during which it is missed). For
+ * SBX_SPARE_REBUILD_MS after that, no warm sandbox is made and spares are plain (then
+ * replaced): a host that mounts all the time makes the pool rebuild at most once a
+ * second. Without the watch (or openat2) no spare is built. */
 #include "warm.h"
 
 #include <errno.h>
@@ -88,6 +91,14 @@ void warm_free(struct warm_pool *p) {
         free(p);
 }
 
+/* Ends a pool sandbox that is not the host as it is now; nothing is made ahead for
+ * SBX_SPARE_REBUILD_MS (a host that changes all the time costs a rebuild a second). */
+static void end_stale_one(struct warm_pool *p, struct sandbox *sb, const char *why) {
+        sb->warm_given_up = 1; /* not a failure: no wait before the next */
+        sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED, why);
+        p->build_after = uv_now(p->d->loop) + SBX_SPARE_REBUILD_MS;
+}
+
 /* Ends the warm sandboxes and built spares made before the host's generation gen (see
  * the top of this file). */
 static void end_stale(struct warm_pool *p, uint64_t gen) {
@@ -97,16 +108,28 @@ static void end_stale(struct warm_pool *p, uint64_t gen) {
         for (sb = p->all; sb; sb = sb->next) {
                 if ((sb->spare && !sb->building) || sb->ending || sb->host_gen == gen)
                         continue;
-                sb->warm_given_up = 1; /* not a failure: no wait before the next */
-                sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED,
-                            "the host changed since it was built");
+                end_stale_one(p, sb, "the host changed since it was built");
                 n++;
         }
-        if (n > 0) {
+        if (n > 0)
                 log_debug("the host's mounts or / changed: %d warm sandbox(es) and built "
                           "spare(s) ended",
                           n);
-                p->build_after = uv_now(p->d->loop) + SBX_SPARE_REBUILD_MS;
+}
+
+/* A warm sandbox is ready or a spare built: it copied the host's mount table at some
+ * moment since it was made, so any change seen since then, even one undone already (a
+ * mount and its unmount), may be in its copy and not in the host's: it goes. */
+static void on_pool_ready(void *ud, struct sandbox *sb) {
+        struct warm_pool *p = ud;
+        uint64_t events = 0;
+
+        if (!p->watch)
+                return;
+        (void)hostwatch_gen(p->watch, &events);
+        if (events != sb->host_events && !sb->ending) {
+                log_debug("sbx=%s: the host changed while it was set up", sb->id);
+                end_stale_one(p, sb, "the host changed while it was set up");
         }
 }
 
@@ -114,16 +137,16 @@ static void end_stale(struct warm_pool *p, uint64_t gen) {
 static void on_host_changed(void *ud) {
         struct warm_pool *p = ud;
 
-        end_stale(p, hostwatch_gen(p->watch));
+        end_stale(p, hostwatch_gen(p->watch, NULL));
 }
 
-/* The host's generation now, watching it from the first call on; 0 when it cannot be
- * watched. */
-static uint64_t host_gen(struct warm_pool *p) {
+/* The host's generation now (and, events not NULL, the changes seen: hostwatch.h),
+ * watching it from the first call on; 0 when it cannot be watched. */
+static uint64_t host_gen(struct warm_pool *p, uint64_t *events) {
         if (!p->watch && !p->watch_failed &&
             hostwatch_start(p->d, on_host_changed, p, &p->watch) < 0)
                 p->watch_failed = 1;
-        return p->watch ? hostwatch_gen(p->watch) : 0;
+        return p->watch ? hostwatch_gen(p->watch, events) : 0;
 }
 
 unsigned warm_count(const struct warm_pool *p) {
@@ -162,6 +185,7 @@ static void link_warm(struct warm_pool *p, struct sandbox *sb) {
                 p->n_spares++;
         sb->gone = pool_gone;
         sb->gone_ud = p;
+        sb->pool_ready = on_pool_ready;
 }
 
 /* ---- topping up --------------------------------------------------------------------- */
@@ -224,7 +248,7 @@ static int warm_create(struct warm_pool *p, int spare) {
                 sandbox_set_run_ids(sb, 0, 0);
         else
                 sandbox_set_run_ids(sb, SBX_WARM_RUN_ID, SBX_WARM_RUN_ID);
-        sb->host_gen = host_gen(p);         /* starts the watch before spare_to_build */
+        sb->host_gen = host_gen(p, &sb->host_events); /* the watch, before spare_to_build */
         build = spare && spare_to_build(p); /* before sb is in the list */
         link_warm(p, sb);
         if (spare) {
@@ -500,6 +524,7 @@ static void take_identity(struct warm_pool *p, struct sandbox *sb, const char *i
                           Sbx__V1__CreateSandbox *spec, uid_t owner) {
         unlink_warm(p, sb);
         sb->warm = sb->spare = 0;
+        sb->pool_ready = NULL;
         snprintf(sb->id, sizeof(sb->id), "%s", id);
         free(sb->workspace);
         sb->workspace = ws;
@@ -533,7 +558,7 @@ int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id, cons
 
         if (!p->all || !(c.spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed)))
                 return 0;
-        end_stale(p, host_gen(p)); /* none made before the host changed */
+        end_stale(p, host_gen(p, NULL)); /* none made before the host changed */
         sb = find_match(p, c.spec);
         if (!sb || claim_names(p, sb, id, &c) < 0 || claim_uid(p, slots, sb, caller->uid) < 0)
                 goto out;
@@ -609,7 +634,7 @@ static int spare_usable(const struct sandbox *sb) {
 static struct sandbox *pick_spare(struct warm_pool *p, const Sbx__V1__CreateSandbox *spec) {
         struct sandbox *built = NULL, *plain = NULL, *o;
 
-        end_stale(p, host_gen(p));
+        end_stale(p, host_gen(p, NULL));
         for (o = p->all; o; o = o->next) {
                 if (!spare_usable(o))
                         continue;

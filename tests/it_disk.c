@@ -586,6 +586,29 @@ START_TEST(test_disk_spare_holds_no_image) {
 }
 END_TEST
 
+/* With --default-disk every warm sandbox mounts an image of its own while it is set up:
+ * that change of the daemon's mount table is its own, not the host's, and the warm
+ * sandbox is claimed, not ended as one that copied a passing mount. */
+START_TEST(test_disk_default_warm_claimed) {
+        const char *flags[] = {"--default-disk", "4M", "--warm", "1", "--spares", "0", NULL};
+        struct it_daemon d;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 1), 1);
+        usleep(1500 * 1000); /* an ended one would be gone by now */
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        ck_assert_int_eq(it_log_count(&d, ": claimed ~warm-"), 1);
+        ck_assert_int_eq(it_log_count(&d, "the host changed"), 0);
+        terminate_ok(c, id);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* keep_workspace keeps the files as the image next to the workspace directory, no longer
  * mounted nor attached; its content is what the sandbox wrote. */
 START_TEST(test_disk_keep_workspace) {
@@ -1008,6 +1031,7 @@ static Suite *make_suite(void) {
         add(s, "cli", test_disk_cli);
         add(s, "cleanup", test_disk_cleanup);
         add(s, "spare_holds_no_image", test_disk_spare_holds_no_image);
+        add(s, "default_warm_claimed", test_disk_default_warm_claimed);
         add(s, "keep_workspace", test_disk_keep_workspace);
         add(s, "readopted", test_disk_readopted);
         add(s, "crash_cleaned", test_disk_crash_cleaned);

@@ -1052,6 +1052,105 @@ START_TEST(pool_sees_host_changes) {
 }
 END_TEST
 
+/* The pid of a child of parent named sbx-init, other than not, or -1. */
+static pid_t init_child(pid_t parent, pid_t not) {
+        struct dirent *de;
+        DIR *dir = opendir("/proc");
+        pid_t found = -1;
+
+        while (dir && found < 0 && (de = readdir(dir))) {
+                char path[300], buf[512], *p;
+                FILE *f;
+                long ppid;
+                if (de->d_name[0] < '1' || de->d_name[0] > '9')
+                        continue;
+                snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+                f = fopen(path, "re");
+                if (!f)
+                        continue;
+                if (fgets(buf, sizeof(buf), f) && strstr(buf, "(sbx-init)") &&
+                    (p = strrchr(buf, ')')) && sscanf(p + 1, " %*c %ld", &ppid) == 1 &&
+                    ppid == (long)parent && atoi(de->d_name) != (int)not)
+                        found = (pid_t)atoi(de->d_name);
+                fclose(f);
+        }
+        if (dir)
+                closedir(dir);
+        return found;
+}
+
+/* 1 when pid is in the mount namespace this process is in. */
+static int same_mnt_ns(pid_t pid) {
+        char path[64];
+        struct stat a, b;
+
+        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+        return stat(path, &a) == 0 && stat("/proc/self/ns/mnt", &b) == 0 && a.st_ino == b.st_ino;
+}
+
+/* A warm sandbox being set up while the host mounts a filesystem and unmounts it again
+ * copies the table in between: the table reads as before once it is ready, but its copy
+ * holds the mount. It is ended when it is ready, not claimed. The daemon is stopped
+ * while the host mounts and unmounts, so that the new warm sandbox's init copies the
+ * table in between (its cgroup join takes milliseconds on v1); a round where it copied
+ * it before the mount is tried again. */
+START_TEST(warm_copy_of_a_passing_mount) {
+        const char *flags[] = {"--warm", "1", "--spares", "0", NULL};
+        char dir[700];
+        struct it_daemon d;
+        sbx_client *c;
+        int round, caught = 0, ready = 0;
+
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        cover_dir(dir, sizeof(dir));
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        put_file(dir, "old\n");
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        for (round = 0; round < 10 && !caught; round++) {
+                char id[32], mi[64];
+                pid_t warm = -1, old = -1;
+                int i;
+                usleep(SBX_SPARE_REBUILD_MS * 1000 + 200000); /* one is made and ready */
+                ready = it_log_count(&d, ": warm and ready");
+                old = init_child(d.pid, -1);
+                snprintf(id, sizeof(id), "passing-%d", round);
+                free(it_create(c, id)); /* claims the warm one: a new one is set up */
+                for (i = 0; i < 2000 && (warm = init_child(d.pid, old)) < 0; i++)
+                        usleep(500);
+                if (warm < 0 || !same_mnt_ns(warm))
+                        goto next;
+                ck_assert_int_eq(kill(d.pid, SIGSTOP), 0); /* our daemon */
+                cover(dir);
+                for (i = 0; i < 2000 && same_mnt_ns(warm); i++)
+                        usleep(500);
+                snprintf(mi, sizeof(mi), "/proc/%d/mountinfo", (int)warm);
+                caught = file_has(mi, "sbx-it-cover");
+                uncover(dir);
+                ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+        next:
+                ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        }
+        ck_assert_msg(caught, "no warm sandbox copied the mount in 10 rounds");
+        /* Once it is ready it is ended; a create then is cold (none is made for a
+         * second) and shows the host's table. */
+        ck_assert_int_gt(it_wait_log(&d, ": warm and ready", ready + 1), ready);
+        free(it_create(c, "after-passing"));
+        reads(c, "after-passing", dir, "old\n");
+        ck_assert_int_ge(it_log_count(&d, "the host changed while it was set up"), 1);
+        ck_assert_int_eq(sbx_terminate(c, "after-passing", NULL), SBX_OK);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        {
+                char f[800];
+                snprintf(f, sizeof(f), "%.700s/f", dir);
+                ck_assert_int_eq(unlink(f), 0);
+        }
+        ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 /* At --max-sandboxes the pool cannot refill; it does once a sandbox ends. */
 START_TEST(warm_pool_at_capacity) {
         const char *flags[] = {"--warm", "1", "--max-sandboxes", "2", NULL};
@@ -1647,6 +1746,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, spares);
         tcase_add_test(tc, spares_follow_the_host);
         tcase_add_test(tc, pool_sees_host_changes);
+        tcase_add_test(tc, warm_copy_of_a_passing_mount);
         tcase_add_test(tc, readoption_after_sigkill);
         tcase_add_test(tc, keep_sandboxes_on_sigterm);
         tcase_add_test(tc, orphan_grace_expires);
