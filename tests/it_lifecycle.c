@@ -989,6 +989,24 @@ static void create_across(struct it_daemon *d, const char *id, void (*change)(co
         close(fd);
 }
 
+/* In a mount namespace of this test's own (the daemon inherits it, and nothing it
+ * mounts is left on the host), the host directory cover_dir holding f = "old". */
+static void cover_begin(char *dir, size_t len) {
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        cover_dir(dir, len);
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        put_file(dir, "old\n");
+}
+
+static void cover_end(const char *dir) {
+        char f[800];
+
+        snprintf(f, sizeof(f), "%.700s/f", dir);
+        ck_assert_int_eq(unlink(f), 0);
+        ck_assert_int_eq(rmdir(dir), 0);
+}
+
 static void cover(const char *dir) {
         ck_assert_int_eq(mount("sbx-it-cover", dir, "tmpfs", 0, "size=64k,mode=0755"), 0);
         put_file(dir, "new\n");
@@ -1011,11 +1029,7 @@ START_TEST(pool_sees_host_changes) {
         sbx_client *c;
         int round;
 
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
-        cover_dir(dir, sizeof(dir));
-        ck_assert_int_eq(mkdir(dir, 0755), 0);
-        put_file(dir, "old\n");
+        cover_begin(dir, sizeof(dir));
 
         /* A warm sandbox, made before the mount. */
         it_daemon_start(&d, warm_flags);
@@ -1043,12 +1057,7 @@ START_TEST(pool_sees_host_changes) {
         }
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
-        {
-                char f[800];
-                snprintf(f, sizeof(f), "%.700s/f", dir);
-                ck_assert_int_eq(unlink(f), 0);
-        }
-        ck_assert_int_eq(rmdir(dir), 0);
+        cover_end(dir);
 }
 END_TEST
 
@@ -1101,11 +1110,7 @@ START_TEST(warm_copy_of_a_passing_mount) {
         sbx_client *c;
         int round, caught = 0, ready = 0;
 
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
-        cover_dir(dir, sizeof(dir));
-        ck_assert_int_eq(mkdir(dir, 0755), 0);
-        put_file(dir, "old\n");
+        cover_begin(dir, sizeof(dir));
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         for (round = 0; round < 10 && !caught; round++) {
@@ -1142,12 +1147,7 @@ START_TEST(warm_copy_of_a_passing_mount) {
         ck_assert_int_eq(sbx_terminate(c, "after-passing", NULL), SBX_OK);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
-        {
-                char f[800];
-                snprintf(f, sizeof(f), "%.700s/f", dir);
-                ck_assert_int_eq(unlink(f), 0);
-        }
-        ck_assert_int_eq(rmdir(dir), 0);
+        cover_end(dir);
 }
 END_TEST
 
