@@ -101,6 +101,7 @@ struct setup_opts {
         void (*between)(struct box *b);
         /* The writable paths' identities (stat now) go with Setup, as the daemon's. */
         bool objects;
+        const char *sandboxes_dir; /* NULL: none */
 };
 
 static const char *init_binary(void) {
@@ -177,6 +178,7 @@ static void box_workspace(struct box *b, uid_t owner) {
 /* The fields of Setup a spare's base is built from (init.proto Setup.prebuild). */
 static void setup_base(Sbx__Init__V1__Setup *s, const struct setup_opts *o, bool network_full) {
         s->root_dir = unconst(o->root_dir ? o->root_dir : "/");
+        s->sandboxes_dir = unconst(o->sandboxes_dir);
         s->has_network_none = 1;
         s->network_none = !network_full;
         s->has_tmp_bytes = 1;
@@ -1061,6 +1063,18 @@ START_TEST(test_bad_setup) {
         ck_assert(!r->ready->ok);
         ck_assert_int_eq(r->ready->error_errno, ENOENT);
         ck_assert_msg(strstr(r->ready->error, "/sbx/no/such/writable"), "%s", r->ready->error);
+        sbx__init__v1__from_init__free_unpacked(r, NULL);
+        ck_assert_int_ne(wait_stage0(&b, 5000), -1);
+        close(b.chan);
+
+        /* The daemon's sandboxes directory must be a clean absolute path. */
+        memset(&o, 0, sizeof(o));
+        o.sandboxes_dir = "var/lib/../sbxd";
+        box_spawn(&b, false);
+        box_workspace(&b, NOBODY);
+        r = box_setup_raw(&b, &o);
+        ck_assert(!r->ready->ok);
+        ck_assert_msg(strstr(r->ready->error, "sandboxes_dir"), "%s", r->ready->error);
         sbx__init__v1__from_init__free_unpacked(r, NULL);
         ck_assert_int_ne(wait_stage0(&b, 5000), -1);
         close(b.chan);
