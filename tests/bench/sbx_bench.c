@@ -50,6 +50,7 @@
 
 #include "itutil.h"
 #include "sbx.h"
+#include "sbx_limits.h"
 
 extern char **environ;
 
@@ -1994,60 +1995,107 @@ static double stdout_sbx(sbx_client *c, const char *id, uint64_t size) {
         return ok ? size / MIB / ((t1 - t0) / 1000.0) : -1;
 }
 
-/* MiB/s of the same read from a plain pipe, 64 KiB at a time, or -1. */
-static double stdout_pipe(uint64_t size) {
-        static char buf[64 * 1024];
-        char n[32];
-        char *argv[] = {"head", "-c", n, "/dev/zero", NULL};
-        int p[2], st;
+/* A one-way channel into fds: [0] to read, [1] to write. A pipe, or with relay a Unix
+ * stream socket pair whose writing end has the daemon's send buffer (conn.c), as a
+ * byte through sbxd meets one. 0 or -1. */
+static int bench_channel(int relay, int fds[2]) {
+        int want = (int)SBX_CONN_SNDBUF_BYTES;
+        if (!relay)
+                return pipe2(fds, O_CLOEXEC);
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
+                return -1;
+        (void)setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
+        return 0;
+}
+
+/* Reads fd to its end, 64 KiB at a time; with data, compares what comes with it (*same
+ * is cleared on a difference). The count of bytes read. */
+static uint64_t bench_drain(int fd, const uint8_t *data, uint64_t size, int *same) {
+        static uint8_t buf[64 * 1024];
         uint64_t got = 0;
-        pid_t pid;
-        double t0, t1;
         ssize_t k;
+        while ((k = read(fd, buf, sizeof(buf))) > 0 || (k < 0 && errno == EINTR)) {
+                if (k <= 0)
+                        continue;
+                if (data && (got + (uint64_t)k > size || memcmp(buf, data + got, (size_t)k)))
+                        *same = 0;
+                got += (uint64_t)k;
+        }
+        return got;
+}
+
+/* MiB/s of the same read from a plain pipe, 64 KiB at a time, or -1. With relay, the
+ * floor instead: head's pipe is relayed by `cat` into a Unix socket the bench reads,
+ * one hop more as sbxd has, without framing, records or isolation. */
+static double stdout_pipe(uint64_t size, int relay) {
+        char n[32];
+        char *argv[] = {"head", "-c", n, "/dev/zero", NULL}, *cat[] = {"cat", NULL};
+        int p[2], q[2], st, cst = 0, same = 1;
+        uint64_t got;
+        pid_t pid, cpid = -1;
+        double t0, t1;
         snprintf(n, sizeof(n), "%llu", (unsigned long long)size);
         t0 = bench_now_ms();
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -1;
-        if (bench_spawn(argv, -1, p[1], &pid) < 0) {
+        if (bench_channel(relay, q) < 0) {
                 close(p[0]);
                 close(p[1]);
                 return -1;
         }
-        close(p[1]);
-        while ((k = read(p[0], buf, sizeof(buf))) > 0 || (k < 0 && errno == EINTR))
-                if (k > 0)
-                        got += (uint64_t)k;
+        if (bench_spawn(argv, -1, relay ? p[1] : q[1], &pid) < 0) {
+                pid = -1;
+        } else if (relay && bench_spawn(cat, p[0], q[1], &cpid) < 0) {
+                kill(pid, SIGKILL);
+                cpid = -1;
+        }
         close(p[0]);
-        waitpid(pid, &st, 0);
+        close(p[1]);
+        close(q[1]);
+        got = pid > 0 ? bench_drain(q[0], NULL, size, &same) : 0;
+        close(q[0]);
+        if (pid > 0)
+                waitpid(pid, &st, 0);
+        if (cpid > 0)
+                waitpid(cpid, &cst, 0);
         t1 = bench_now_ms();
-        return got == size && st == 0 ? size / MIB / ((t1 - t0) / 1000.0) : -1;
+        if (pid < 0 || (relay && cpid < 0))
+                return -1;
+        return got == size && st == 0 && cst == 0 ? size / MIB / ((t1 - t0) / 1000.0) : -1;
 }
 
 static void case_stdout(void) {
         uint64_t size = opt.quick ? 64ull << 20 : 1ull << 30;
         int reps = opt.quick ? 2 : 3, i, errors = 0;
-        struct samples s = {0}, b = {0};
+        struct samples s = {0}, b = {0}, f = {0};
         sbx_client *c = bench_connect(&main_daemon);
         char *id = c ? create_sandbox(c, "bench-stdout") : NULL;
         struct bench_row *r;
 
-        bench_log("stdout: %d x %llu MiB streamed through sbxd vs a plain pipe", reps,
-                  (unsigned long long)(size >> 20));
+        bench_log("stdout: %d x %llu MiB streamed through sbxd vs a plain pipe, and through a "
+                  "relay (the floor)",
+                  reps, (unsigned long long)(size >> 20));
         if (!id)
                 goto out;
         for (i = 0; i < reps; i++) {
-                double x = stdout_pipe(size), y = stdout_sbx(c, id, size);
-                if (x < 0 || y < 0) {
+                double x = stdout_pipe(size, 0), y = stdout_sbx(c, id, size),
+                       z = stdout_pipe(size, 1);
+                if (x < 0 || y < 0 || z < 0) {
                         errors++;
                         continue;
                 }
                 samples_add(&b, x);
                 samples_add(&s, y);
+                samples_add(&f, z);
         }
         r = bench_row_add("stdout", "streamed head -c", "MiB/s", samples_median(&s),
                           samples_median(&b), CMP_RATIO_GE, 0.8);
         snprintf(r->note, sizeof(r->note), "%llu MiB, median of %d",
                  (unsigned long long)(size >> 20), (int)s.n);
+        r = bench_row_add("stdout", "floor: via a relay", "MiB/s", samples_median(&f),
+                          samples_median(&b), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note),
+                 "diagnostic: the pipe relayed by cat into a Unix socket (no framing, isolation)");
         if (errors) {
                 r = bench_row_add("stdout", "errors", "count", errors, NAN, CMP_VALUE_LT, 1);
                 snprintf(r->note, sizeof(r->note), "see stderr");
@@ -2058,6 +2106,7 @@ out:
         sbx_close(c);
         samples_free(&s);
         samples_free(&b);
+        samples_free(&f);
 }
 
 /* ---- files -------------------------------------------------------------------------- */
@@ -2099,21 +2148,26 @@ static enum sbx_code files_sbx_read(sbx_client *c, const char *id, const uint8_t
         return SBX_OK;
 }
 
-/* `cat > path` fed from a pipe; returns MiB/s or -1. */
-static double files_pipe_write(const char *path, const uint8_t *data, size_t size) {
+/* `cat > path` fed from a pipe; returns MiB/s or -1. With relay, the floor: fed from a
+ * Unix socket instead, as sbxd is. */
+static double files_pipe_write(const char *path, const uint8_t *data, size_t size, int relay) {
         char *argv[] = {"cat", NULL};
-        int p[2], out, st;
+        int p[2], out, st = -1;
         size_t off = 0;
         pid_t pid;
         double t0 = bench_now_ms(), t1;
         out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (out < 0 || pipe2(p, O_CLOEXEC) < 0)
+        if (out < 0)
                 return -1;
+        if (bench_channel(relay, p) < 0) {
+                close(out);
+                return -1;
+        }
         if (bench_spawn(argv, p[0], out, &pid) < 0)
-                return -1;
+                pid = -1;
         close(p[0]);
         close(out);
-        while (off < size) {
+        while (pid > 0 && off < size) {
                 ssize_t k = write(p[1], data + off, size - off);
                 if (k < 0 && errno == EINTR)
                         continue;
@@ -2122,34 +2176,30 @@ static double files_pipe_write(const char *path, const uint8_t *data, size_t siz
                 off += (size_t)k;
         }
         close(p[1]);
-        waitpid(pid, &st, 0);
+        if (pid > 0)
+                waitpid(pid, &st, 0);
         t1 = bench_now_ms();
         return off == size && st == 0 ? size / MIB / ((t1 - t0) / 1000.0) : -1;
 }
 
-/* `cat path` read through a pipe; returns MiB/s or -1. */
-static double files_pipe_read(char *path, const uint8_t *data, size_t size) {
-        static uint8_t buf[64 * 1024];
+/* `cat path` read through a pipe; returns MiB/s or -1. With relay, the floor: through a
+ * Unix socket instead, as from sbxd. */
+static double files_pipe_read(char *path, const uint8_t *data, size_t size, int relay) {
         char *argv[] = {"cat", path, NULL};
-        int p[2], st, same = 1;
-        size_t got = 0;
+        int p[2], st = -1, same = 1;
+        uint64_t got = 0;
         pid_t pid;
-        ssize_t k;
         double t0 = bench_now_ms(), t1;
-        if (pipe2(p, O_CLOEXEC) < 0)
+        if (bench_channel(relay, p) < 0)
                 return -1;
         if (bench_spawn(argv, -1, p[1], &pid) < 0)
-                return -1;
+                pid = -1;
         close(p[1]);
-        while ((k = read(p[0], buf, sizeof(buf))) > 0 || (k < 0 && errno == EINTR)) {
-                if (k <= 0)
-                        continue;
-                if (got + (size_t)k > size || memcmp(buf, data + got, (size_t)k) != 0)
-                        same = 0;
-                got += (size_t)k;
-        }
+        if (pid > 0)
+                got = bench_drain(p[0], data, size, &same);
         close(p[0]);
-        waitpid(pid, &st, 0);
+        if (pid > 0)
+                waitpid(pid, &st, 0);
         t1 = bench_now_ms();
         return same && got == size && st == 0 ? size / MIB / ((t1 - t0) / 1000.0) : -1;
 }
@@ -2159,13 +2209,14 @@ static void case_files(void) {
         int reps = opt.quick ? 2 : 3, k, errors = 0, mismatch = 0, unimpl = 0;
         uint8_t *data = malloc(size);
         char path[400];
-        struct samples sw = {0}, sr = {0}, bw = {0}, br = {0};
+        struct samples sw = {0}, sr = {0}, bw = {0}, br = {0}, fw = {0}, fr = {0};
         sbx_client *c = bench_connect(&main_daemon);
         char *id = c ? create_sandbox(c, "bench-files") : NULL;
         struct bench_row *r;
 
-        bench_log("files: %d x %zu MiB written and read through sbxd vs cat through a pipe", reps,
-                  size >> 20);
+        bench_log("files: %d x %zu MiB written and read through sbxd vs cat through a pipe, and "
+                  "through a Unix socket (the floor)",
+                  reps, size >> 20);
         if (!id || !data)
                 goto out;
         /* Not all zeroes, not compressible by accident: a cheap LCG. */
@@ -2173,18 +2224,18 @@ static void case_files(void) {
                 data[i] = (uint8_t)((i * 2654435761u) >> 13);
         snprintf(path, sizeof(path), "%s/bench.bin", base_dir);
         for (k = 0; k < reps && !unimpl; k++) {
+                struct samples *into[4] = {&bw, &br, &fw, &fr};
                 double t0, t1, t2, x;
                 enum sbx_code code;
-                x = files_pipe_write(path, data, size);
-                if (x < 0)
-                        errors++;
-                else
-                        samples_add(&bw, x);
-                x = files_pipe_read(path, data, size);
-                if (x < 0)
-                        errors++;
-                else
-                        samples_add(&br, x);
+                int j;
+                for (j = 0; j < 4; j++) {
+                        x = j % 2 ? files_pipe_read(path, data, size, j / 2)
+                                  : files_pipe_write(path, data, size, j / 2);
+                        if (x < 0)
+                                errors++;
+                        else
+                                samples_add(into[j], x);
+                }
                 t0 = bench_now_ms();
                 code = files_sbx_write(c, id, data, size);
                 t1 = bench_now_ms();
@@ -2209,9 +2260,15 @@ static void case_files(void) {
         r->unimplemented = unimpl;
         snprintf(r->note, sizeof(r->note), "%zu MiB in %u MiB pieces", size >> 20,
                  FILE_PIECE_BYTES >> 20);
+        r = bench_row_add("files", "floor: write via a socket", "MiB/s", samples_median(&fw),
+                          samples_median(&bw), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: cat fed from a Unix socket");
         r = bench_row_add("files", "ReadFile, pieces", "MiB/s", samples_median(&sr),
                           samples_median(&br), CMP_RATIO_GE, 0.50);
         r->unimplemented = unimpl;
+        r = bench_row_add("files", "floor: read via a socket", "MiB/s", samples_median(&fr),
+                          samples_median(&br), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: cat into a Unix socket");
         if (errors || mismatch) {
                 r = bench_row_add("files", "errors", "count", errors + mismatch, NAN, CMP_VALUE_LT,
                                   1);
@@ -2227,6 +2284,8 @@ out:
         samples_free(&sr);
         samples_free(&bw);
         samples_free(&br);
+        samples_free(&fw);
+        samples_free(&fr);
 }
 
 /* ---- main --------------------------------------------------------------------------- */
