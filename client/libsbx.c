@@ -47,7 +47,10 @@
 /* The wait for a slot allowed for when RunCommand gives no queue_timeout_ms: the
  * daemon's default (sbxd --queue-timeout, RunCommand.queue_timeout_ms in sbx.proto). */
 #define EXEC_DEFAULT_QUEUE_WAIT_MS 60000u
-/* A reader buffer larger than this is released between calls. */
+/* A reader buffer larger than this is released before a call when the call before it
+ * read no frame larger than this: calls in a row that need the room (files read in
+ * pieces) keep it, instead of each growing a fresh one and faulting its pages in
+ * (which cost two thirds of a 16 MiB ReadFile). */
 #define READER_KEEP_BYTES (4u * 1024u * 1024u)
 /* The highest status code this library knows (a higher one is reported as INTERNAL). */
 #define LAST_CODE SBX_SANDBOX_ENDED
@@ -70,6 +73,7 @@ struct sbx_client {
         uint64_t call_timeout_ms; /* 0: wait forever */
         uint32_t max_send_bytes;  /* the daemon's frame maximum, from Hello */
         struct frame_reader reader;
+        size_t reader_used; /* the largest frame read since the last call began */
         struct sbx_hello *hello; /* NULL until a Hello was answered */
         bool connecting;         /* inside do_connect: the Hello call must not recurse */
         bool defer_hello;        /* libsbx_connect_pipelined: a Hello's reply is read late */
@@ -311,6 +315,10 @@ static void disconnect(sbx_client *c) {
         ssh_link_close(&c->ssh, SSH_CLOSE_GRACE_MS);
         frame_reader_free(&c->reader);
         frame_reader_init(&c->reader, c->reader.max_frame_bytes);
+}
+
+size_t libsbx_reply_room(const sbx_client *c) {
+        return c ? c->reader.cap : 0;
 }
 
 /* poll() on p[0..n) (n <= 2) until one is ready or the deadline passes. Over ssh, ssh's
@@ -621,11 +629,13 @@ static enum sbx_code call_begin(sbx_client *c, bool *ret_fresh) {
                 *ret_fresh = true;
         }
         clear_error(c);
-        if (frame_reader_pending(&c->reader) == 0 && c->reader.cap > READER_KEEP_BYTES) {
+        if (frame_reader_pending(&c->reader) == 0 && c->reader.cap > READER_KEEP_BYTES &&
+            c->reader_used <= READER_KEEP_BYTES) {
                 uint32_t max = c->reader.max_frame_bytes;
                 frame_reader_free(&c->reader);
                 frame_reader_init(&c->reader, max);
         }
+        c->reader_used = 0;
         return SBX_OK;
 }
 
@@ -756,6 +766,8 @@ static enum sbx_code read_reply(sbx_client *c, struct exchange *k, const struct 
         if (r < 0)
                 return protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
                                      c->reader.max_frame_bytes);
+        if (plen > c->reader_used)
+                c->reader_used = plen;
         *ret = sbx__v1__response__unpack(&unpack_allocator, plen, payload);
         if (!*ret)
                 return protocol_fail(c, EBADMSG,

@@ -1372,6 +1372,65 @@ START_TEST(test_files_and_lists) {
 }
 END_TEST
 
+/* ---- the reply buffer: kept while the calls need it ------------------------------------------ */
+
+#define ROOM_BIG_BYTES (6u * 1024u * 1024u)
+
+/* Answers four ReadFiles: two of ROOM_BIG_BYTES, then two of 3 bytes. */
+static int script_reply_room(int lfd) {
+        static uint8_t big[ROOM_BIG_BYTES];
+        struct pconn pc;
+        int rc = pc_hello(lfd, &pc, 16u * 1024u * 1024u), i;
+        if (rc)
+                return rc;
+        for (i = 0; i < 4; i++) {
+                Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
+                Sbx__V1__ReadFileReply rr = SBX__V1__READ_FILE_REPLY__INIT;
+                Sbx__V1__Request *req = pc_recv(&pc);
+                uint64_t id;
+                PEER_EXPECT(req && req->body_case == SBX__V1__REQUEST__BODY_READ_FILE);
+                id = req->request_id;
+                sbx__v1__request__free_unpacked(req, NULL);
+                rr.has_data = 1;
+                rr.data.data = i < 2 ? big : (uint8_t *)"abc";
+                rr.data.len = i < 2 ? sizeof(big) : 3;
+                resp.body_case = SBX__V1__RESPONSE__BODY_READ_FILE;
+                resp.read_file = &rr;
+                PEER_EXPECT(pc_ok(&pc, id, &resp, 0));
+        }
+        pc_wait_eof(&pc);
+        pc_close(&pc);
+        return 0;
+}
+
+/* A large reply's buffer is kept while the calls need it (a file read in pieces grows
+ * no fresh one per piece: faulting its pages in was two thirds of a 16 MiB ReadFile),
+ * and given back before the call after one that did not need it. */
+START_TEST(test_reply_room) {
+        /* After each call: kept, kept, kept (the call before it needed the room), given
+         * back (the call before it did not). */
+        static const int kept[] = {1, 1, 1, 0};
+        struct peer p;
+        sbx_client *c;
+        int i;
+
+        peer_start(&p, script_reply_room);
+        c = connect_ok(&p);
+        for (i = 0; i < 4; i++) {
+                struct sbx_read_result *rd = NULL;
+                ck_assert_int_eq(sbx_read(c, "box", "f", 0, 0, &rd), SBX_OK);
+                ck_assert_uint_eq(rd->len, i < 2 ? ROOM_BIG_BYTES : 3);
+                sbx_read_result_free(rd);
+                if (kept[i])
+                        ck_assert_uint_ge(libsbx_reply_room(c), ROOM_BIG_BYTES);
+                else
+                        ck_assert_uint_lt(libsbx_reply_room(c), 4u * 1024u * 1024u);
+        }
+        sbx_close(c);
+        ck_assert_int_eq(peer_wait(&p), 0);
+}
+END_TEST
+
 /* ---- a command that waits for a slot: CommandQueued, queue_timeout_ms, queued_ms ------------ */
 
 static int send_queued(struct pconn *pc, uint64_t id, const char *cid, uint32_t ahead) {
@@ -2194,6 +2253,7 @@ static Suite *make_suite(void) {
         tcase_add_test(peer, test_exec_stream);
         tcase_add_test(peer, test_exec_waits_for_command_timeout);
         tcase_add_test(peer, test_files_and_lists);
+        tcase_add_test(peer, test_reply_room);
         tcase_add_test(peer, test_exec_queued);
         tcase_add_test(peer, test_tool_queue);
         tcase_add_test(peer, test_tool_mcp_queue);
