@@ -73,7 +73,7 @@ struct sbx_client {
         uint64_t call_timeout_ms; /* 0: wait forever */
         uint32_t max_send_bytes;  /* the daemon's frame maximum, from Hello */
         struct frame_reader reader;
-        size_t reader_used; /* the largest frame read since the last call began */
+        size_t reader_used;      /* the largest frame read since the last call began */
         struct sbx_hello *hello; /* NULL until a Hello was answered */
         bool connecting;         /* inside do_connect: the Hello call must not recurse */
         bool defer_hello;        /* libsbx_connect_pipelined: a Hello's reply is read late */
