@@ -855,6 +855,19 @@ static void lifecycle_teardown(void) {
  * unmounts one, no spare keeps it alive; after / gains an entry, a new sandbox shows it.
  * The test runs in a mount namespace of its own, which the daemon inherits, so nothing
  * it mounts is left on the host. */
+/* Writes text into dir/name on the host, readable by the sandbox's user. */
+static void put_file(const char *dir, const char *name, const char *text) {
+        char path[800];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(path, "we");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+        ck_assert_int_eq(chmod(path, 0644), 0);
+}
+
 START_TEST(spares_follow_the_host) {
         const char *flags[] = {"--warm", "0", "--spares", "2", NULL};
         char late[700], source[64], path[800], cmd[900];
@@ -874,13 +887,7 @@ START_TEST(spares_follow_the_host) {
 
         /* Mounted after the spare was built. */
         ck_assert_int_eq(mount(source, late, "tmpfs", 0, "size=1m,mode=0777"), 0);
-        snprintf(path, sizeof(path), "%s/from-host", late);
-        {
-                FILE *f = fopen(path, "we");
-                ck_assert_ptr_nonnull(f);
-                fputs("on the new mount\n", f);
-                fclose(f);
-        }
+        put_file(late, "from-host", "on the new mount\n");
         c = it_connect(&d);
         create_rw(c, "late-mount", late, 0);
         snprintf(path, sizeof(path), "cat %s/from-host", late);
@@ -928,19 +935,6 @@ START_TEST(spares_follow_the_host) {
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
 END_TEST
-
-/* Writes text into dir/f on the host. */
-static void put_file(const char *dir, const char *text) {
-        char path[800];
-        FILE *f;
-
-        snprintf(path, sizeof(path), "%s/f", dir);
-        f = fopen(path, "we");
-        ck_assert_ptr_nonnull(f);
-        fputs(text, f);
-        fclose(f);
-        ck_assert_int_eq(chmod(path, 0644), 0); /* for the sandbox's user */
-}
 
 /* What id reads of dir/f. */
 static void reads(sbx_client *c, const char *id, const char *dir, const char *want) {
@@ -996,7 +990,7 @@ static void cover_begin(char *dir, size_t len) {
         ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
         cover_dir(dir, len);
         ck_assert_int_eq(mkdir(dir, 0755), 0);
-        put_file(dir, "old\n");
+        put_file(dir, "f", "old\n");
 }
 
 static void cover_end(const char *dir) {
@@ -1009,7 +1003,7 @@ static void cover_end(const char *dir) {
 
 static void cover(const char *dir) {
         ck_assert_int_eq(mount("sbx-it-cover", dir, "tmpfs", 0, "size=64k,mode=0755"), 0);
-        put_file(dir, "new\n");
+        put_file(dir, "f", "new\n");
 }
 
 static void uncover(const char *dir) {
