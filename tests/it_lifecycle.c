@@ -134,7 +134,10 @@ START_TEST(set_timeout_shortens_and_extends) {
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         a = create_with(c, 10000, 0, NULL, 0);
-        b = create_with(c, 1000, 0, NULL, 0);
+        /* 2 s: enough that the CLI call below ends before it on a busy machine (with 1 s
+         * it once did not), short enough that b being READY at the end (3 s on) shows
+         * the extension. */
+        b = create_with(c, 2000, 0, NULL, 0);
         /* Through the CLI: a ends half a second from now. */
         cli[1] = a;
         ck_assert_int_eq(it_sbx(&d, NULL, 0, NULL, NULL, cli), 0);
@@ -147,7 +150,7 @@ START_TEST(set_timeout_shortens_and_extends) {
         sb = wait_end(c, a, 4000);
         ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
         sbx_sandbox_free(sb);
-        usleep(1500000);
+        usleep(2500000);
         sb = get(c, b);
         ck_assert_int_eq(sb->state, SBX_STATE_READY);
         sbx_sandbox_free(sb);
