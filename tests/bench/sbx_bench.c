@@ -2110,17 +2110,20 @@ static uint64_t bench_drain(int fd, const uint8_t *data, uint64_t size, int *sam
 static double stdout_pipe(uint64_t size, int relay) {
         char n[32];
         char *argv[] = {"head", "-c", n, "/dev/zero", NULL}, *cat[] = {"cat", NULL};
-        int p[2], q[2], st, cst = 0, same = 1;
+        int p[2] = {-1, -1}, q[2], st, cst = 0, same = 1;
         uint64_t got;
         pid_t pid, cpid = -1;
         double t0, t1;
         snprintf(n, sizeof(n), "%llu", (unsigned long long)size);
         t0 = bench_now_ms();
-        if (pipe2(p, O_CLOEXEC) < 0)
+        /* head's own pipe: q itself, or with relay one more that cat reads. */
+        if (relay && pipe2(p, O_CLOEXEC) < 0)
                 return -1;
         if (bench_channel(relay, q) < 0) {
-                close(p[0]);
-                close(p[1]);
+                if (relay) {
+                        close(p[0]);
+                        close(p[1]);
+                }
                 return -1;
         }
         if (bench_spawn(argv, -1, relay ? p[1] : q[1], &pid) < 0) {
@@ -2129,8 +2132,10 @@ static double stdout_pipe(uint64_t size, int relay) {
                 kill(pid, SIGKILL);
                 cpid = -1;
         }
-        close(p[0]);
-        close(p[1]);
+        if (relay) {
+                close(p[0]);
+                close(p[1]);
+        }
         close(q[1]);
         got = pid > 0 ? bench_drain(q[0], NULL, size, &same) : 0;
         close(q[0]);
