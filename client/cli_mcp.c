@@ -950,10 +950,12 @@ static void stop(struct server *s, int sig_rfd) {
         for (;;) {
                 if (hurry && !give_up) {
                         give_up = now_ms() + MCP_STOP_WAIT_MS;
-                        /* Terminating an owned sandbox ends its commands with it. */
-                        terminate_owned(s);
+                        /* Cancelled before an owned sandbox is terminated (which ends its
+                         * commands with it), so that no call the termination ends is
+                         * answered: after a signal, no call in flight is. */
                         for (struct job *j = s->jobs; j; j = j->next)
                                 cancel_job(s, j);
+                        terminate_owned(s);
                 }
                 reap_jobs(s);
                 if (!s->jobs)
