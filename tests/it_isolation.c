@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sched.h>
@@ -463,8 +464,8 @@ START_TEST(test_secrets_unreadable) {
         struct it_daemon d;
         struct sbx_create_opts o;
         struct sbx_read_result *rr = NULL;
-        char head[17], *home_like, *key, *token, *a, *b, *ctl, *cmd;
-        char *deny[2];
+        char head[17], *home_like, *key, *token, *other, *a, *b, *ctl, *cmd;
+        char *deny[3];
         struct run r;
         double t0 = it_now_ms();
         ssize_t n;
@@ -489,6 +490,11 @@ START_TEST(test_secrets_unreadable) {
         put_file(key, secret, 0644);
         token = xasprintf("%s/token.txt", host_dir);
         put_file(token, secret, 0644);
+        other = xasprintf("%s/other", host_dir);
+        mkdir_mode(other, 0755);
+        cmd = xasprintf("%s/key", other);
+        put_file(cmd, secret, 0644);
+        free(cmd);
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
@@ -512,6 +518,11 @@ START_TEST(test_secrets_unreadable) {
         ck_assert_str_eq(r.out, "");
         run_free(&r);
         free(cmd);
+        cmd = xasprintf("stat -c %%d:%%i /root %s/.ssh | uniq | wc -l", home_dir);
+        r = sh(c, a, cmd);
+        ck_assert_str_eq(r.out, "1\n"); /* the same empty filesystem */
+        run_free(&r);
+        free(cmd);
         /* The file API sees what a command sees. */
         if (sbx_read(c, a, "/etc/shadow", 0, 0, &rr) == SBX_OK) {
                 ck_assert_msg(rr->len == 0 || !memmem(rr->data, rr->len, head, strlen(head)),
@@ -533,13 +544,24 @@ START_TEST(test_secrets_unreadable) {
         o.id = "sec-b";
         deny[0] = home_like;
         deny[1] = token;
+        deny[2] = other;
         o.policy.denied_read_paths.v = deny;
-        o.policy.denied_read_paths.n = 2;
+        o.policy.denied_read_paths.n = 3;
         b = create_with(c, &o);
         cmd = xasprintf("cat %s %s; grep -rs -- '%s' %s", key, token, secret, host_dir);
         r = sh(c, b, cmd);
         ck_assert_msg(strstr(r.out, secret) == NULL, "a denied_read_path leaked: %s", r.out);
         ck_assert_str_eq(r.out, "");
+        run_free(&r);
+        free(cmd);
+        /* The hidden directories show one empty filesystem (one for all of them, not one
+         * each: each costs the host memory), read-only: nothing can be put in either. */
+        cmd = xasprintf("find %s %s -mindepth 1 | wc -l; stat -c %%d:%%i %s %s | uniq | wc -l; "
+                        "touch %s/x || mkdir %s/d || echo refused",
+                        home_like, other, home_like, other, other, home_like);
+        r = sh(c, b, cmd);
+        ck_assert_str_eq(r.out, "0\n1\nrefused\n");
+        ck_assert_msg(strstr(r.err, "Read-only"), "%s", r.err);
         run_free(&r);
         free(cmd);
 
@@ -568,10 +590,89 @@ START_TEST(test_secrets_unreadable) {
         free(home_like);
         free(key);
         free(token);
+        free(other);
 }
 END_TEST
 
 /* ---- paths the host changes later ----------------------------------------------------- */
+
+/* Makes and removes a directory and a file as fast as it can until told to stop. */
+struct flipper {
+        const char *dir, *file, *ro;
+        volatile int stop;
+        long flips;
+};
+
+static void *flip_paths(void *arg) {
+        struct flipper *f = arg;
+        while (!f->stop) {
+                int fd;
+                (void)mkdir(f->dir, 0755);
+                (void)mkdir(f->ro, 0755);
+                fd = open(f->file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                if (fd >= 0)
+                        close(fd);
+                (void)rmdir(f->dir);
+                (void)rmdir(f->ro);
+                (void)unlink(f->file);
+                f->flips++;
+        }
+        return NULL;
+}
+
+/* A hidden or read-only path the host removes while a sandbox is made (a user deleting
+ * their ~/.ssh while someone else creates) is as if it had never been there: the create
+ * succeeds (it failed INTERNAL when the path went between init's look and its mount). */
+START_TEST(test_paths_removed_while_created) {
+        struct it_daemon d;
+        struct sbx_create_opts o;
+        struct flipper f = {0};
+        pthread_t th;
+        char *deny_read[2], *deny_write[1];
+        const char *flags[] = {"--warm", "0", NULL};
+        sbx_client *c;
+        int i, failed = 0;
+
+        deny_read[0] = xasprintf("%s/flip-dir", host_dir);
+        deny_read[1] = xasprintf("%s/flip-file", host_dir);
+        deny_write[0] = xasprintf("%s/flip-ro", host_dir);
+        f.dir = deny_read[0];
+        f.file = deny_read[1];
+        f.ro = deny_write[0];
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        ck_assert_int_eq(pthread_create(&th, NULL, flip_paths, &f), 0);
+        for (i = 0; i < 60; i++) {
+                struct sbx_sandbox *sb = NULL;
+                enum sbx_code code;
+
+                sbx_create_opts_init(&o);
+                o.policy.denied_read_paths.v = deny_read;
+                o.policy.denied_read_paths.n = 2;
+                o.policy.denied_write_paths.v = deny_write;
+                o.policy.denied_write_paths.n = 1;
+                code = sbx_create(c, &o, &sb);
+                if (code != SBX_OK) {
+                        fprintf(stderr, "it_isolation: create %d: %s: %s\n", i,
+                                sbx_code_name(code), sbx_error_message(c));
+                        failed++;
+                        continue;
+                }
+                terminate_ok(c, sb->id);
+                sbx_sandbox_free(sb);
+        }
+        f.stop = 1;
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        fprintf(stderr, "it_isolation: 60 creates beside %ld flips of the host's paths\n",
+                f.flips);
+        ck_assert_int_eq(failed, 0);
+        sbx_close(c);
+        stop_ok(&d);
+        for (i = 0; i < 2; i++)
+                free(deny_read[i]);
+        free(deny_write[0]);
+}
+END_TEST
 
 /* Runs shell in id every 20 ms until its stdout contains none of needle (returns 1) or 5
  * s have passed (returns 0). */
@@ -1875,6 +1976,7 @@ static Suite *make_suite(void) {
         add(s, "secrets", test_secrets_unreadable, 90, 1, 1);
         add(s, "writes", test_writes_confined, 90, 1, 0);
         add(s, "host_changes", test_host_changes_covered_again, 90, 1, 0);
+        add(s, "removed_while_created", test_paths_removed_while_created, 90, 1, 0);
         add(s, "tmp", test_tmp_private_and_limited, 90, 0, 0);
         add(s, "network_none", test_network_none_blocks_host, 90, 0, 0);
         add(s, "network_lo", test_network_none_loopback_up, 90, 0, 0);

@@ -36,6 +36,10 @@
 /* Where the host's tree hangs while the view is built (inside the new root). */
 #define OLDROOT_NAME ".sbx-oldroot"
 #define OLDROOT      "/" OLDROOT_NAME
+/* Where the empty tmpfs hidden directories share is mounted while they are bound from it
+ * (inside the new root, which only this namespace reaches). */
+#define HIDDEN_NAME ".sbx-hidden"
+#define HIDDEN      "/" HIDDEN_NAME
 
 /* The mount_setattr(2) interface (Linux 5.12), spelt out for older headers. */
 #ifndef SYS_mount_setattr
@@ -73,8 +77,8 @@ struct mnt_attr_arg {
 #define RO_ATTRS (MNT_RDONLY | MNT_NOSUID | MNT_NODEV)
 
 /* Top-level entries of root_dir that the sandbox replaces with its own. */
-static const char *const own_entries[] = {"proc", "dev",       "sys",        "tmp",
-                                          "run",  "workspace", OLDROOT_NAME, NULL};
+static const char *const own_entries[] = {"proc",      "dev",        "sys",       "tmp", "run",
+                                          "workspace", OLDROOT_NAME, HIDDEN_NAME, NULL};
 
 /* Device nodes bound from the host into /dev. */
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
@@ -755,6 +759,16 @@ static int unreachable(int err) {
         return err == ENOENT || err == ENOTDIR || err == EACCES;
 }
 
+/* 1 when a mount on a policy path failed (r) because the host removed or replaced the
+ * path or a parent after it was looked at: a host's rmdir or unlink also detaches this
+ * namespace's mounts on it. The path is then looked at again (apply_list). */
+static int host_raced(int r) {
+        return r == -ENOENT || r == -ENOTDIR;
+}
+
+/* How many times a policy path is looked at again before the create fails. */
+#define HOST_RACE_TRIES 8
+
 /* The mount path lies on (its id), or 0 when the kernel cannot say. */
 static uint64_t mount_of(const char *path) {
         struct statx stx;
@@ -787,7 +801,8 @@ static int on_parent_mount(const char *path) {
  * removed, so sandboxed code cannot move a protected path's parent aside and put one of
  * its own in its place (a .git of its own with hooks and config for the host's git to
  * run, a conf/ with its own settings), which the read-only mount on the path alone did
- * not prevent. Outermost first, so that each bind carries the ones below it. */
+ * not prevent. Outermost first, so that each bind carries the ones below it. Returns 0 or
+ * a negative errno (err filled unless host_raced). */
 static int pin_ancestors(const char *path, const char *what, struct util_err *err) {
         char dir[SBX_PATH_MAX_BYTES + 1];
         size_t top = 0, len;
@@ -810,6 +825,8 @@ static int pin_ancestors(const char *path, const char *what, struct util_err *er
                 memcpy(dir, path, top);
                 dir[top] = '\0';
                 r = bind_mount(dir, dir, 0);
+                if (r < 0 && host_raced(r))
+                        return r;
                 if (r < 0)
                         return util_fail(err, r, NULL, "%s %s: pin %s", what, path, dir);
                 slash = strchr(path + top + 1, '/');
@@ -818,71 +835,144 @@ static int pin_ancestors(const char *path, const char *what, struct util_err *er
         return 0;
 }
 
-/* Re-binds each existing path of list read-only (denied_write_paths, protected_paths),
- * its parents pinned. */
-static int apply_read_only(char *const *list, size_t n, const char *what, struct util_err *err,
-                           struct util_warnings *warn) {
+/* One path of a policy list: 0 done (or nothing to do), -EAGAIN when the host removed or
+ * replaced it meanwhile (look again), another negative errno with err filled. */
+typedef int apply_one_fn(const char *p, const char *what, int *shared_fd, struct util_err *err,
+                         struct util_warnings *warn);
+
+/* Applies one to each path of list, each looked at again while the host races it (up to
+ * HOST_RACE_TRIES times: then the create fails, saying so). *shared_fd is one's to keep
+ * between paths. */
+static int apply_list(char *const *list, size_t n, const char *what, apply_one_fn *one,
+                      int *shared_fd, struct util_err *err, struct util_warnings *warn) {
+        int r = 0, tries;
         size_t i;
+
+        for (i = 0; r == 0 && i < n; i++) {
+                tries = 0;
+                do
+                        r = one(list[i], what, shared_fd, err, warn);
+                while (r == -EAGAIN && ++tries < HOST_RACE_TRIES);
+                if (r == -EAGAIN)
+                        r = util_fail(err, r, NULL,
+                                      "%s %s: removed or replaced on the host %d times while the "
+                                      "sandbox was made; try again",
+                                      what, list[i], HOST_RACE_TRIES);
+        }
+        return r;
+}
+
+/* The start of each apply_one_fn: 1 when p is there to mount on (st filled, its parents
+ * pinned), 0 when there is nothing to do, or a negative errno. Its parents are pinned
+ * too: a parent moved aside in a writable path would take the mount along and leave the
+ * name bare for the host's next version of the file. */
+static int prepare_one(const char *p, const char *what, const char *not_done, struct stat *st,
+                       struct util_err *err, struct util_warnings *warn) {
         int r;
 
-        for (i = 0; i < n; i++) {
-                struct stat st;
+        if (stat(p, st) < 0) {
+                if (!unreachable(errno))
+                        util_warn(warn, "%s %s: %s; %s", what, p, strerror(errno), not_done);
+                return 0;
+        }
+        r = pin_ancestors(p, what, err);
+        if (r < 0)
+                return host_raced(r) ? -EAGAIN : r;
+        return 1;
+}
 
-                if (stat(list[i], &st) < 0) {
-                        if (unreachable(errno))
-                                continue;
-                        util_warn(warn, "%s %s: %s; not made read-only", what, list[i],
-                                  strerror(errno));
-                        continue;
-                }
-                r = pin_ancestors(list[i], what, err);
-                if (r < 0)
-                        return r;
-                r = bind_mount(list[i], list[i], RO_ATTRS);
-                if (r < 0)
-                        return util_fail(err, r, NULL, "%s %s: bind read-only", what, list[i]);
+/* The end of each apply_one_fn: r of its mount, with the step named for an error. */
+static int finish_one(int r, const char *p, const char *what, const char *step,
+                      struct util_err *err) {
+        if (r >= 0)
+                return 0;
+        if (host_raced(r))
+                return -EAGAIN;
+        return util_fail(err, r, NULL, "%s %s: %s", what, p, step);
+}
+
+/* Re-binds an existing path read-only (denied_write_paths, protected_paths). */
+static int read_only_one(const char *p, const char *what, int *shared_fd, struct util_err *err,
+                         struct util_warnings *warn) {
+        struct stat st;
+        int r = prepare_one(p, what, "not made read-only", &st, err, warn);
+
+        if (r <= 0)
+                return r;
+        return finish_one(bind_mount(p, p, RO_ATTRS), p, what, "bind read-only", err);
+}
+
+/* Mounts the empty tmpfs hidden directories share at HIDDEN and opens it (*ret_fd). */
+static int shared_empty_tmpfs(int *ret_fd) {
+        if (mkdir(HIDDEN, 0700) < 0)
+                return -errno;
+        if (mount("sbx-hidden", HIDDEN, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=0755,size=4k") < 0 ||
+            (*ret_fd = open(HIDDEN, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+                int r = -errno;
+                (void)umount2(HIDDEN, MNT_DETACH);
+                (void)rmdir(HIDDEN);
+                return r;
         }
         return 0;
 }
 
-static int apply_hidden(char *const *list, size_t n, struct util_err *err,
-                        struct util_warnings *warn) {
-        size_t i;
-        int r;
+/* Hides a path: a directory under an empty read-only tmpfs, a file under /dev/null.
+ * Unless *shared_fd is -2, the directories share one tmpfs (*shared_fd, made at the
+ * first): a filesystem costs the host a superblock and its shrinker, whose share of
+ * every memory cgroup's shrinker table grows with all the filesystems alive, so one per
+ * hidden directory of each sandbox would add up. It is read-only as a filesystem, so no
+ * bind of it can be written. */
+static int hide_one(const char *p, const char *what, int *shared_fd, struct util_err *err,
+                    struct util_warnings *warn) {
+        struct stat st;
+        int r = prepare_one(p, what, "not hidden", &st, err, warn);
 
-        for (i = 0; i < n; i++) {
-                const char *p = list[i];
-                struct stat st;
-
-                if (stat(p, &st) < 0) {
-                        if (unreachable(errno))
-                                continue;
-                        util_warn(warn, "denied_read_path %s: %s; not hidden", p, strerror(errno));
-                        continue;
-                }
-                /* Its parents pinned too: a parent moved aside in a writable path would
-                 * take the mount along and leave the name bare for the host's next
-                 * version of the file. */
-                r = pin_ancestors(p, "denied_read_path", err);
-                if (r < 0)
-                        return r;
-                if (S_ISDIR(st.st_mode)) {
-                        if (mount("sbx-hidden", p, "tmpfs",
-                                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                                  "mode=0755,size=4k") < 0)
-                                return util_fail(err, errno, NULL,
-                                                 "denied_read_path %s: mount empty tmpfs", p);
-                        continue;
-                }
+        if (r <= 0)
+                return r;
+        if (!S_ISDIR(st.st_mode)) {
                 /* Reads give nothing; writes vanish (a device ignores MS_RDONLY). */
-                if (mount("/dev/null", p, "none", MS_BIND, NULL) < 0)
-                        return util_fail(err, errno, NULL, "denied_read_path %s: bind /dev/null",
-                                         p);
-                r = mnt_set_attr(p, MNT_RDONLY | MNT_NOSUID | MNT_NOEXEC, false);
-                if (r < 0)
-                        return util_fail(err, r, NULL, "denied_read_path %s: read-only", p);
+                r = mount("/dev/null", p, "none", MS_BIND, NULL) < 0 ? -errno : 0;
+                if (r == 0)
+                        r = mnt_set_attr(p, MNT_RDONLY | MNT_NOSUID | MNT_NOEXEC, false);
+                return finish_one(r, p, what, "bind /dev/null", err);
         }
-        return 0;
+        if (*shared_fd == -1) {
+                r = shared_empty_tmpfs(shared_fd);
+                if (r < 0)
+                        return util_fail(err, r, NULL, "%s %s: mount empty tmpfs at %s", what, p,
+                                         HIDDEN);
+        }
+        if (*shared_fd >= 0)
+                r = bind_fd(*shared_fd, p, MNT_RDONLY | MNT_NOSUID | MNT_NODEV | MNT_NOEXEC);
+        else
+                r = mount("sbx-hidden", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          "mode=0755,size=4k") < 0
+                            ? -errno
+                            : 0;
+        return finish_one(r, p, what, "mount empty tmpfs", err);
+}
+
+static int apply_read_only(char *const *list, size_t n, const char *what, struct util_err *err,
+                           struct util_warnings *warn) {
+        int none = -2;
+        return apply_list(list, n, what, read_only_one, &none, err, warn);
+}
+
+/* Hides each path of list; share: the directories under one tmpfs (while the view is
+ * built: its root is still writable). */
+static int apply_hidden(char *const *list, size_t n, bool share, struct util_err *err,
+                        struct util_warnings *warn) {
+        int shared_fd = share ? -1 : -2;
+        int r = apply_list(list, n, "denied_read_path", hide_one, &shared_fd, err, warn);
+
+        if (shared_fd >= 0) {
+                close(shared_fd);
+                /* The binds keep the filesystem; its first mount point goes. */
+                if (umount2(HIDDEN, MNT_DETACH) < 0 || rmdir(HIDDEN) < 0)
+                        r = r < 0 ? r : util_fail(err, errno, NULL, "remove %s", HIDDEN);
+        }
+        return r;
 }
 
 int mnt_reapply(bool hide, const char *path, struct stat *ret_bare, struct util_err *err) {
@@ -898,7 +988,7 @@ int mnt_reapply(bool hide, const char *path, struct stat *ret_bare, struct util_
                 return 0;
         strcpy(own, path);
         memset(&warn, 0, sizeof(warn));
-        r = hide ? apply_hidden(list, 1, err, &warn)
+        r = hide ? apply_hidden(list, 1, false, err, &warn)
                  : apply_read_only(list, 1, "read-only path", err, &warn);
         return r < 0 ? r : 1;
 }
@@ -1171,7 +1261,7 @@ static int apply_denials(const struct mnt_config *cfg, struct util_err *err,
                 r = apply_read_only(one, 1, "protected_path", err, warn);
         }
         if (r == 0)
-                r = apply_hidden(cfg->denied_read_paths, cfg->n_denied_read_paths, err, warn);
+                r = apply_hidden(cfg->denied_read_paths, cfg->n_denied_read_paths, true, err, warn);
         return r;
 }
 
