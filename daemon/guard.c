@@ -215,8 +215,12 @@ static void check(struct guard *g, struct sandbox_view *sv, struct guard_path *g
         char *view = gp->view ? gp->view : gp->path;
         size_t i, n;
 
-        if (sv->state != SBX__V1__SANDBOX_STATE__READY || sv->init_pid <= 0 || sv->init_pidfd < 0 ||
-            covered(sv->init_pid, view))
+        if (sv->state != SBX__V1__SANDBOX_STATE__READY || sv->init_pid <= 0 ||
+            sv->init_pidfd < 0) {
+                sv->guard_missed = 1; /* guard_ready looks */
+                return;
+        }
+        if (covered(sv->init_pid, view))
                 return;
         /* Replaced on the host in a directory the sandbox may write: until it is covered
          * again, sandboxed code can rename its own file there (or write into the host's
@@ -501,6 +505,22 @@ void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_vi
                         g->subs = s;
                 }
         }
+}
+
+void guard_ready(struct sbxd *d, struct sandbox_view *sv, int adopted) {
+        struct guard *g = d->guard;
+        struct guard_path *gp;
+        struct guard_sub *s;
+        int shared = 0;
+
+        if (!g || !(sv->guard_missed || adopted))
+                return;
+        sv->guard_missed = 0;
+        for (s = g->subs; s && !shared; s = s->next)
+                shared = s->sv == sv;
+        for (gp = g->paths; gp; gp = gp->next)
+                if (gp->sv == sv || (!gp->sv && shared))
+                        check(g, sv, gp);
 }
 
 static void free_path(struct guard *g, struct guard_path *gp) {

@@ -886,6 +886,7 @@ static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready, int fd) {
         for (i = 0; i < ready->n_warnings && i < SANDBOX_MAX_INIT_WARNINGS; i++)
                 sandbox_warn(sb, "%s", ready->warnings[i]);
         sb->view.state = SBX__V1__SANDBOX_STATE__READY;
+        guard_ready(sb->d, &sb->view, 0);
         if (sb->warm) {
                 /* Waits in the pool, unrecorded and without a deadline, for a claim. */
                 log_debug("sbx=%s: warm and ready (init pid %d)", sb->id, (int)sb->view.init_pid);
@@ -1542,6 +1543,8 @@ void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int 
                 sandbox_keep_view(sb, &view);
                 policy_view_clear(&view);
         }
+        /* What the host changed while no daemon watched. */
+        guard_ready(d, &sb->view, 1);
         (void)open_root(sb, pid);
         (void)watch_chan(sb);
         sandbox_start_egress(sb, proxy_fd);
