@@ -760,10 +760,15 @@ static int unreachable(int err) {
 }
 
 /* 1 when a mount on a policy path failed (r) because the host removed or replaced the
- * path or a parent after it was looked at: a host's rmdir or unlink also detaches this
- * namespace's mounts on it. The path is then looked at again (apply_list). */
-static int host_raced(int r) {
-        return r == -ENOENT || r == -ENOTDIR;
+ * path or a parent after it was looked at (as st): it is gone or another object now (a
+ * host's rmdir or unlink also detaches this namespace's mounts on it). The path is then
+ * looked at again (apply_list). Anything else (no /dev/null to bind, say) is a failure. */
+static int host_raced(int r, const char *path, const struct stat *st) {
+        struct stat now;
+
+        if (r != -ENOENT && r != -ENOTDIR)
+                return 0;
+        return stat(path, &now) < 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino;
 }
 
 /* How many times a policy path is looked at again before the create fails. */
@@ -802,7 +807,7 @@ static int on_parent_mount(const char *path) {
  * its own in its place (a .git of its own with hooks and config for the host's git to
  * run, a conf/ with its own settings), which the read-only mount on the path alone did
  * not prevent. Outermost first, so that each bind carries the ones below it. Returns 0 or
- * a negative errno (err filled unless host_raced). */
+ * a negative errno (err filled unless ENOENT or ENOTDIR). */
 static int pin_ancestors(const char *path, const char *what, struct util_err *err) {
         char dir[SBX_PATH_MAX_BYTES + 1];
         size_t top = 0, len;
@@ -825,8 +830,8 @@ static int pin_ancestors(const char *path, const char *what, struct util_err *er
                 memcpy(dir, path, top);
                 dir[top] = '\0';
                 r = bind_mount(dir, dir, 0);
-                if (r < 0 && host_raced(r))
-                        return r;
+                if (r < 0 && (r == -ENOENT || r == -ENOTDIR))
+                        return r; /* the caller tells a race from a failure */
                 if (r < 0)
                         return util_fail(err, r, NULL, "%s %s: pin %s", what, path, dir);
                 slash = strchr(path + top + 1, '/');
@@ -876,17 +881,19 @@ static int prepare_one(const char *p, const char *what, const char *not_done, st
                 return 0;
         }
         r = pin_ancestors(p, what, err);
-        if (r < 0)
-                return host_raced(r) ? -EAGAIN : r;
-        return 1;
+        if (r == -ENOENT || r == -ENOTDIR)
+                return host_raced(r, p, st) ? -EAGAIN
+                                            : util_fail(err, r, NULL, "%s %s: pin", what, p);
+        return r < 0 ? r : 1;
 }
 
-/* The end of each apply_one_fn: r of its mount, with the step named for an error. */
-static int finish_one(int r, const char *p, const char *what, const char *step,
-                      struct util_err *err) {
+/* The end of each apply_one_fn: r of its mount on p (looked at as st), with the step
+ * named for an error. */
+static int finish_one(int r, const char *p, const struct stat *st, const char *what,
+                      const char *step, struct util_err *err) {
         if (r >= 0)
                 return 0;
-        if (host_raced(r))
+        if (host_raced(r, p, st))
                 return -EAGAIN;
         return util_fail(err, r, NULL, "%s %s: %s", what, p, step);
 }
@@ -899,7 +906,7 @@ static int read_only_one(const char *p, const char *what, int *shared_fd, struct
 
         if (r <= 0)
                 return r;
-        return finish_one(bind_mount(p, p, RO_ATTRS), p, what, "bind read-only", err);
+        return finish_one(bind_mount(p, p, RO_ATTRS), p, &st, what, "bind read-only", err);
 }
 
 /* Mounts the empty tmpfs hidden directories share at HIDDEN and opens it (*ret_fd). */
@@ -935,7 +942,7 @@ static int hide_one(const char *p, const char *what, int *shared_fd, struct util
                 r = mount("/dev/null", p, "none", MS_BIND, NULL) < 0 ? -errno : 0;
                 if (r == 0)
                         r = mnt_set_attr(p, MNT_RDONLY | MNT_NOSUID | MNT_NOEXEC, false);
-                return finish_one(r, p, what, "bind /dev/null", err);
+                return finish_one(r, p, &st, what, "bind /dev/null", err);
         }
         if (*shared_fd == -1) {
                 r = shared_empty_tmpfs(shared_fd);
@@ -950,7 +957,7 @@ static int hide_one(const char *p, const char *what, int *shared_fd, struct util
                           "mode=0755,size=4k") < 0
                             ? -errno
                             : 0;
-        return finish_one(r, p, what, "mount empty tmpfs", err);
+        return finish_one(r, p, &st, what, "mount empty tmpfs", err);
 }
 
 static int apply_read_only(char *const *list, size_t n, const char *what, struct util_err *err,
