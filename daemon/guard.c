@@ -48,6 +48,16 @@ struct guard_path {
                            * (pending) the next component below wd's directory */
         char *view;       /* in the sandbox's view; NULL: the same as path */
         char *pending;    /* its directory is missing: the name awaited in an ancestor */
+        int on_change;    /* a credential below a root_dir, hidden only when the sandbox
+                           * could read it: looked at when it changes, not on adoption */
+};
+
+/* A path the guard saw change while its sandbox was not ready (looked at on ready). */
+struct guard_missed {
+        struct guard_missed *next;
+        struct sandbox_view *sv;
+        enum guard_kind kind;
+        char *path, *view; /* as in guard_path; view may be NULL */
 };
 
 /* A sandbox that keeps the shared credential paths hidden (its root is the host's). */
@@ -76,6 +86,7 @@ struct guard {
         uv_poll_t poll;
         struct guard_path *paths;
         struct guard_sub *subs; /* sandboxes that keep the shared paths hidden */
+        struct guard_missed *missed;
         int homes_wd, etc_wd;   /* /home and /etc (passwd): new homes, -1 when unwatched */
         struct pathset *shared; /* the last shared set watched (its paths are) */
         struct guard_helper *helpers;
@@ -209,17 +220,43 @@ static void reapply(struct guard *g, struct sandbox_view *sv, enum guard_kind ki
         uv_poll_start(&k->poll, UV_READABLE, on_helper_exit);
 }
 
-/* Covers gp again in sv when sv is up and the path lies bare. */
-static void check(struct guard *g, struct sandbox_view *sv, struct guard_path *gp) {
-        const Sbx__V1__Policy *pol = sv->policy;
-        char *view = gp->view ? gp->view : gp->path;
-        size_t i, n;
+/* Remembers that path changed while sv was not ready (once per path). */
+static void miss(struct guard *g, struct sandbox_view *sv, const struct guard_path *gp) {
+        struct guard_missed *m;
 
-        if (sv->state != SBX__V1__SANDBOX_STATE__READY || sv->init_pid <= 0 ||
-            sv->init_pidfd < 0) {
-                sv->guard_missed = 1; /* guard_ready looks */
+        for (m = g->missed; m; m = m->next)
+                if (m->sv == sv && strcmp(m->path, gp->path) == 0)
+                        return;
+        m = calloc(1, sizeof(*m));
+        if (!m || !(m->path = strdup(gp->path)) || (gp->view && !(m->view = strdup(gp->view)))) {
+                if (m)
+                        free(m->path);
+                free(m);
+                log_warning("sbx=%s: out of memory: %s changed while it was set up and will not "
+                            "be looked at when it is ready",
+                            sv->id, gp->path);
                 return;
         }
+        m->sv = sv;
+        m->kind = gp->kind;
+        m->next = g->missed;
+        g->missed = m;
+}
+
+static void missed_free(struct guard_missed *m) {
+        free(m->path);
+        free(m->view);
+        free(m);
+}
+
+/* Covers path (of kind, seen at view in the sandbox; NULL: the same) again in sv when
+ * the path lies bare; when sv is not ready yet, remembers it for guard_ready. */
+static void check_path(struct guard *g, struct sandbox_view *sv, enum guard_kind kind, char *path,
+                       char *view_path) {
+        const Sbx__V1__Policy *pol = sv->policy;
+        char *view = view_path ? view_path : path;
+        size_t i, n;
+
         if (covered(sv->init_pid, view))
                 return;
         /* Replaced on the host in a directory the sandbox may write: until it is covered
@@ -228,16 +265,27 @@ static void check(struct guard *g, struct sandbox_view *sv, struct guard_path *g
          * files are its owner's, idmapped): the operator is told. */
         for (i = 0; pol && i < pol->n_writable_paths; i++) {
                 n = strlen(pol->writable_paths[i]);
-                if (strncmp(pol->writable_paths[i], gp->path, n) == 0 && gp->path[n] == '/') {
+                if (strncmp(pol->writable_paths[i], path, n) == 0 && path[n] == '/') {
                         log_warning("sbx=%s: %s was replaced on the host while this sandbox may "
                                     "write beside it: check its content before the host uses it "
                                     "(sandboxed code may have put its own there before it was "
                                     "covered again)",
-                                    sv->id, gp->path);
+                                    sv->id, path);
                         break;
                 }
         }
-        reapply(g, sv, gp->kind, view);
+        reapply(g, sv, kind, view);
+}
+
+/* Covers gp again in sv when sv is up and the path lies bare. */
+static void check(struct guard *g, struct sandbox_view *sv, struct guard_path *gp) {
+        if (sv->state == SBX__V1__SANDBOX_STATE__CREATING) {
+                miss(g, sv, gp);
+                return;
+        }
+        if (sv->state != SBX__V1__SANDBOX_STATE__READY || sv->init_pid <= 0 || sv->init_pidfd < 0)
+                return;
+        check_path(g, sv, gp->kind, gp->path, gp->view);
 }
 
 /* A shared path changed: every sandbox that keeps the shared paths hidden looks (a
@@ -446,17 +494,20 @@ static struct guard_path *add_path(struct guard *g, struct sandbox_view *sv, enu
 
 /* Watches the view paths of set for sv, at root + path on the host. */
 static void add_set(struct guard *g, struct sandbox_view *sv, enum guard_kind kind,
-                    const char *root, char *const *v, size_t n) {
+                    const char *root, char *const *v, size_t n, int on_change) {
+        struct guard_path *gp;
         char host[PATH_MAX];
         size_t i;
 
         for (i = 0; i < n; i++) {
-                if (strcmp(root, "/") == 0) {
-                        (void)add_path(g, sv, kind, v[i], NULL);
-                } else if ((size_t)snprintf(host, sizeof(host), "%s%s", root, v[i]) <
-                           sizeof(host)) {
-                        (void)add_path(g, sv, kind, host, v[i]);
-                }
+                if (strcmp(root, "/") == 0)
+                        gp = add_path(g, sv, kind, v[i], NULL);
+                else if ((size_t)snprintf(host, sizeof(host), "%s%s", root, v[i]) < sizeof(host))
+                        gp = add_path(g, sv, kind, host, v[i]);
+                else
+                        gp = NULL;
+                if (gp)
+                        gp->on_change = on_change;
         }
 }
 
@@ -489,13 +540,13 @@ void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_vi
 
         if (!g)
                 return;
-        add_set(g, sv, GUARD_HIDE, root, view->hidden->v, view->hidden->n);
-        add_set(g, sv, GUARD_READ_ONLY, root, denied_write, n_denied_write);
+        add_set(g, sv, GUARD_HIDE, root, view->hidden->v, view->hidden->n, 0);
+        add_set(g, sv, GUARD_READ_ONLY, root, denied_write, n_denied_write, 0);
         /* Names inside writable paths: host paths, bound at the same path. */
-        add_set(g, sv, GUARD_READ_ONLY, "/", view->protected_paths->v, view->protected_paths->n);
-        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_dirs->v, view->made_dirs->n);
-        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_files->v, view->made_files->n);
-        add_set(g, sv, GUARD_HIDE, root, view->watched->v, view->watched->n);
+        add_set(g, sv, GUARD_READ_ONLY, "/", view->protected_paths->v, view->protected_paths->n, 0);
+        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_dirs->v, view->made_dirs->n, 0);
+        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_files->v, view->made_files->n, 0);
+        add_set(g, sv, GUARD_HIDE, root, view->watched->v, view->watched->n, 1);
         if (view->watched_shared) {
                 struct guard_sub *s = calloc(1, sizeof(*s));
                 guard_share(d, view->watched_shared);
@@ -509,17 +560,23 @@ void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_vi
 
 void guard_ready(struct sbxd *d, struct sandbox_view *sv, int adopted) {
         struct guard *g = d->guard;
+        struct guard_missed **mp, *m;
         struct guard_path *gp;
-        struct guard_sub *s;
-        int shared = 0;
 
-        if (!g || !(sv->guard_missed || adopted))
+        if (!g)
                 return;
-        sv->guard_missed = 0;
-        for (s = g->subs; s && !shared; s = s->next)
-                shared = s->sv == sv;
-        for (gp = g->paths; gp; gp = gp->next)
-                if (gp->sv == sv || (!gp->sv && shared))
+        for (mp = &g->missed; (m = *mp);) {
+                if (m->sv != sv) {
+                        mp = &m->next;
+                        continue;
+                }
+                *mp = m->next;
+                check_path(g, sv, m->kind, m->path, m->view);
+                missed_free(m);
+        }
+        /* Adopted: what init covered of its own may have been replaced meanwhile. */
+        for (gp = g->paths; adopted && gp; gp = gp->next)
+                if (gp->sv == sv && !gp->pending && !gp->on_change)
                         check(g, sv, gp);
 }
 
@@ -549,6 +606,8 @@ static void advance(struct guard *g, struct guard_path *old) {
                 return;
         *pp = old->next;
         gp = add_path(g, old->sv, old->kind, old->path, old->view);
+        if (gp)
+                gp->on_change = old->on_change;
         free_path(g, old);
         if (!gp || gp->pending)
                 return;
@@ -562,6 +621,7 @@ static void advance(struct guard *g, struct guard_path *old) {
 
 void guard_forget(struct sbxd *d, struct sandbox_view *sv) {
         struct guard *g = d->guard;
+        struct guard_missed **mp, *m;
         struct guard_path **pp, *gp;
         struct guard_sub **sp, *x;
         struct guard_helper *k;
@@ -571,6 +631,14 @@ void guard_forget(struct sbxd *d, struct sandbox_view *sv) {
         for (k = g->helpers; k; k = k->next)
                 if (k->sv == sv)
                         k->sv = NULL;
+        for (mp = &g->missed; (m = *mp);) {
+                if (m->sv == sv) {
+                        *mp = m->next;
+                        missed_free(m);
+                } else {
+                        mp = &m->next;
+                }
+        }
         for (pp = &g->paths; (gp = *pp);) {
                 if (gp->sv != sv) {
                         pp = &gp->next;
@@ -598,6 +666,7 @@ static void on_guard_closed(uv_handle_t *h) {
 
 void guard_stop(struct sbxd *d) {
         struct guard *g = d->guard;
+        struct guard_missed *m;
         struct guard_path *gp;
         struct guard_sub *s;
         struct guard_helper *k;
@@ -614,6 +683,10 @@ void guard_stop(struct sbxd *d) {
         while ((s = g->subs)) {
                 g->subs = s->next;
                 free(s);
+        }
+        while ((m = g->missed)) {
+                g->missed = m->next;
+                missed_free(m);
         }
         pathset_unref(g->shared);
         g->shared = NULL;

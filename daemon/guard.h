@@ -45,11 +45,12 @@ void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_vi
 struct pathset;
 void guard_share(struct sbxd *d, struct pathset *set);
 
-/* sv is ready (and re-adopted, when adopted): the guard covers what lay bare. A change
- * of one of its paths that the guard saw while sv was set up (after init looked at the
- * path, maybe) could not be acted on then, and no later event tells of it: when there
- * was one, or when adopted (no daemon watched meanwhile), every path of sv is looked
- * at (a few milliseconds for the default policy's ~550). */
+/* sv is ready, or re-adopted (adopted): the guard covers what lies bare. A change of one
+ * of its paths that the guard saw while sv was set up (after init looked at the path,
+ * maybe) could not be acted on then, and no later event tells of it: those paths are
+ * looked at now. An adopted sandbox's own paths are all looked at (no daemon watched
+ * meanwhile), but not the credentials it shares with others or those below its
+ * root_dir, which its init hid only where it could read them. */
 void guard_ready(struct sbxd *d, struct sandbox_view *sv, int adopted);
 
 /* Forgets every path of the sandbox sv, and sv itself (at the sandbox's end). */

@@ -29,8 +29,6 @@ struct sandbox_view {
         struct pathset *hidden_shared; /* and every path of the shared credential list */
         const Sbx__V1__Policy *policy; /* its effective policy */
         unsigned generation;           /* bumped by the guard when it mounts in the view */
-        int guard_missed;              /* the guard saw one of its paths change before it
-                                        * was ready (guard_ready looks at them all) */
         void *files_cache;             /* files.c's picture of the view: one malloc()ed
                                         * block, or NULL; freed with the sandbox */
 };

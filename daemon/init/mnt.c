@@ -760,15 +760,22 @@ static int unreachable(int err) {
 }
 
 /* 1 when a mount on a policy path failed (r) because the host removed or replaced the
- * path or a parent after it was looked at (as st): it is gone or another object now (a
- * host's rmdir or unlink also detaches this namespace's mounts on it). The path is then
- * looked at again (apply_list). Anything else (no /dev/null to bind, say) is a failure. */
+ * path or a parent after it was looked at (as st): it is gone, another object or changed
+ * now (a host's rmdir or unlink also detaches this namespace's mounts on it). The path
+ * is then looked at again (apply_list). Anything else (no /dev/null to bind, say) is a
+ * failure. */
 static int host_raced(int r, const char *path, const struct stat *st) {
         struct stat now;
 
-        if (r != -ENOENT && r != -ENOTDIR)
+        /* EINVAL: made read-only after it was mounted on, the name was no mount's root
+         * any more: the host's new object. */
+        if (r != -ENOENT && r != -ENOTDIR && r != -EINVAL)
                 return 0;
-        return stat(path, &now) < 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino;
+        /* The time of the last change too: a name removed and made again can get the
+         * same inode number at once (ext4 does). */
+        return stat(path, &now) < 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino ||
+               now.st_ctim.tv_sec != st->st_ctim.tv_sec ||
+               now.st_ctim.tv_nsec != st->st_ctim.tv_nsec;
 }
 
 /* How many times a policy path is looked at again before the create fails. */
