@@ -249,8 +249,14 @@ static void missed_free(struct guard_missed *m) {
         free(m);
 }
 
-/* Covers path (of kind, seen at view in the sandbox; NULL: the same) again in sv when
- * the path lies bare; when sv is not ready yet, remembers it for guard_ready. */
+/* 1 when sv is ready, with an init to cover paths in. */
+static int up(const struct sandbox_view *sv) {
+        return sv->state == SBX__V1__SANDBOX_STATE__READY && sv->init_pid > 0 &&
+               sv->init_pidfd >= 0;
+}
+
+/* Covers path (of kind, seen at view in the sandbox; NULL: the same) again in sv (up)
+ * when the path lies bare. */
 static void check_path(struct guard *g, struct sandbox_view *sv, enum guard_kind kind, char *path,
                        char *view_path) {
         const Sbx__V1__Policy *pol = sv->policy;
@@ -277,15 +283,15 @@ static void check_path(struct guard *g, struct sandbox_view *sv, enum guard_kind
         reapply(g, sv, kind, view);
 }
 
-/* Covers gp again in sv when sv is up and the path lies bare. */
+/* Covers gp again in sv when sv is up and the path lies bare; while sv is being created,
+ * remembers gp for guard_ready. */
 static void check(struct guard *g, struct sandbox_view *sv, struct guard_path *gp) {
         if (sv->state == SBX__V1__SANDBOX_STATE__CREATING) {
                 miss(g, sv, gp);
                 return;
         }
-        if (sv->state != SBX__V1__SANDBOX_STATE__READY || sv->init_pid <= 0 || sv->init_pidfd < 0)
-                return;
-        check_path(g, sv, gp->kind, gp->path, gp->view);
+        if (up(sv))
+                check_path(g, sv, gp->kind, gp->path, gp->view);
 }
 
 /* A shared path changed: every sandbox that keeps the shared paths hidden looks (a
@@ -571,7 +577,8 @@ void guard_ready(struct sbxd *d, struct sandbox_view *sv, int adopted) {
                         continue;
                 }
                 *mp = m->next;
-                check_path(g, sv, m->kind, m->path, m->view);
+                if (up(sv))
+                        check_path(g, sv, m->kind, m->path, m->view);
                 missed_free(m);
         }
         /* Adopted: what init covered of its own may have been replaced meanwhile. */
