@@ -52,6 +52,25 @@ struct core {
 static inline void on_listener(uv_timer_t *t) {
 }
 
+/* Each core's directory is named after the test program's own process, the runner,
+ * which forks each test: the runner removes them all when it exits, also the ones a
+ * failed test left (Check ends it with _exit, before its core_free). */
+static pid_t inproc_runner;
+
+__attribute__((constructor)) static void inproc_note_runner(void) {
+        inproc_runner = getpid();
+}
+
+__attribute__((destructor)) static void inproc_remove_dirs(void) {
+        char cmd[96];
+
+        if (getpid() != inproc_runner)
+                return;
+        snprintf(cmd, sizeof(cmd), "rm -rf /tmp/sbx-inproc.%d.*", (int)inproc_runner);
+        if (system(cmd) != 0)
+                fprintf(stderr, "inproc: cannot remove /tmp/sbx-inproc.%d.*\n", (int)inproc_runner);
+}
+
 /* Builds the core. Quiet unless SBX_TEST_LOG=debug (or another level) is set. */
 static inline void core_init(struct core *k) {
         const char *level = getenv("SBX_TEST_LOG");
@@ -62,7 +81,7 @@ static inline void core_init(struct core *k) {
         if (level)
                 ck_assert_int_eq(log_parse_level(level, &lv), 0);
         log_set_level(lv);
-        snprintf(k->dir, sizeof(k->dir), "/tmp/sbx-inproc.XXXXXX");
+        snprintf(k->dir, sizeof(k->dir), "/tmp/sbx-inproc.%d.XXXXXX", (int)inproc_runner);
         ck_assert_ptr_nonnull(mkdtemp(k->dir));
         ck_assert_int_eq(config_init(&k->cfg, geteuid()), 0);
         free(k->cfg.state_dir);
