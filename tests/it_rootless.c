@@ -425,6 +425,51 @@ START_TEST(test_rootless_replaced_secret_hidden_again) {
 }
 END_TEST
 
+/* Hidden directories rootless: empty, read-only, one filesystem for all of them (init
+ * mounts it in the sandbox's own user namespace and binds it on each). */
+START_TEST(test_rootless_hidden_directories) {
+        struct sbx_create_opts o;
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        char *dirs[2], *cmd, *out;
+        sbx_client *c;
+        int i, rc;
+
+        ck_assert_str_ne(secret_dir, "");
+        for (i = 0; i < 2; i++) {
+                FILE *f;
+                dirs[i] = xasprintf("%s/h%d", secret_dir, i);
+                ck_assert_int_eq(mkdir(dirs[i], 0755), 0);
+                cmd = xasprintf("%s/key", dirs[i]);
+                f = fopen(cmd, "w");
+                ck_assert_ptr_nonnull(f);
+                fputs("sekrit\n", f);
+                fclose(f);
+                ck_assert_int_eq(chmod(cmd, 0644), 0);
+                free(cmd);
+        }
+        c = start_rootless(&d);
+        sbx_create_opts_init(&o);
+        o.policy.denied_read_paths.v = dirs;
+        o.policy.denied_read_paths.n = 2;
+        sb = create_sb(&d, c, &o);
+        cmd = xasprintf(
+                "cat %s/key %s/key 2>/dev/null; find %s %s -mindepth 1 | wc -l; "
+                "stat -c %%d:%%i %s %s | uniq | wc -l; touch %s/x 2>/dev/null || echo refused",
+                dirs[0], dirs[1], dirs[0], dirs[1], dirs[0], dirs[1], dirs[1]);
+        out = sh_out(c, sb->id, cmd, &rc);
+        ck_assert_str_eq(out, "0\n1\nrefused\n");
+        free(out);
+        free(cmd);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        stop_ok(&d);
+        for (i = 0; i < 2; i++)
+                free(dirs[i]);
+}
+END_TEST
+
 /* The sandbox user has a name rootless too: uid 0 of the sandbox's user namespace is
  * "sandbox" (its entry first, so that getpwuid finds it), with home /workspace, while
  * the host's "root" entry stays for the tools that look root up by name; git commits
@@ -538,7 +583,6 @@ START_TEST(test_rootless_tty) {
 }
 END_TEST
 
-
 static Suite *make_suite(void) {
         Suite *s = suite_create("rootless");
 
@@ -549,8 +593,10 @@ static Suite *make_suite(void) {
         add(s, "user_has_a_name", test_rootless_user_has_a_name);
         add(s, "background", test_rootless_background);
         add(s, "tty", test_rootless_tty);
-        tcase_add_unchecked_fixture(add(s, "replaced_secret",
-                                        test_rootless_replaced_secret_hidden_again),
+        tcase_add_unchecked_fixture(
+                add(s, "replaced_secret", test_rootless_replaced_secret_hidden_again),
+                secret_dir_setup, secret_dir_teardown);
+        tcase_add_unchecked_fixture(add(s, "hidden_directories", test_rootless_hidden_directories),
                                     secret_dir_setup, secret_dir_teardown);
         return s;
 }
