@@ -3,12 +3,15 @@
  * The checks, in order: the total connection cap; a rootless daemon serves only its own
  * uid and root; no process of a sandbox is served (by uid for a root daemon's
  * commands, and by PID namespace in every mode, from a pidfd of the peer where the
- * kernel gives one); then the per-uid cap. Each refusal comes with a message for the
+ * kernel gives one: a sandbox of this daemon's or of any other sbxd's on the host,
+ * pidns.h); then the per-uid cap. Each refusal comes with a message for the
  * client. Owns nothing; called by server.c (server_admit) once a connection's peer
  * credentials are read. Never logs: the server logs refusals. */
 #include "admit.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "pidns.h"
 #include "sandbox.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
@@ -37,16 +41,14 @@ static int pidfd_exited(int pidfd) {
 }
 
 /* The PID namespace of the peer on sock (pid: from SO_PEERCRED, 0 when it is not
- * visible here), as the device and inode of its nsfs file, which is what
- * sbxtab_is_sandbox_pidns() compares. Returns 0; -ESRCH when the peer's process is
+ * visible here), as an nsfs descriptor. Returns it; -ESRCH when the peer's process is
  * gone, before or while it was looked at; -EACCES when the daemon may not inspect it
  * (ptrace read access, as for /proc/PID/ns); -ENOENT when there is nothing to look at
  * (pid 0 and no pidfd); or another -errno. */
-static int peer_pidns(int sock, pid_t pid, dev_t *ret_dev, ino_t *ret_ino) {
+static int peer_pidns(int sock, pid_t pid) {
         socklen_t len = sizeof(int);
-        struct stat st;
         char path[64];
-        int pidfd = -1, nsfd, r;
+        int pidfd = -1, nsfd;
 
         /* SO_PEERPIDFD names the very process that connected, whatever its pid now.
          * Where it is missing (ENOPROTOOPT), pidfd_open (Linux 5.3) names the process
@@ -67,20 +69,10 @@ static int peer_pidns(int sock, pid_t pid, dev_t *ret_dev, ino_t *ret_ino) {
         if (pidfd >= 0) {
                 /* Linux 6.11 tells the namespace from the pidfd itself: no /proc, no pid. */
                 nsfd = ioctl(pidfd, PIDFD_GET_PID_NAMESPACE, 0);
-                if (nsfd >= 0) {
-                        r = fstat(nsfd, &st) < 0 ? -errno : 0;
-                        close(nsfd);
+                if (nsfd >= 0 || (errno != ENOTTY && errno != EINVAL)) {
+                        nsfd = nsfd >= 0 ? nsfd : -errno;
                         close(pidfd);
-                        if (r == 0) {
-                                *ret_dev = st.st_dev;
-                                *ret_ino = st.st_ino;
-                        }
-                        return r;
-                }
-                r = -errno;
-                if (r == -ESRCH || r == -EACCES || r == -EPERM) {
-                        close(pidfd);
-                        return r;
+                        return nsfd;
                 }
                 /* ENOTTY or EINVAL: an older kernel; /proc below. */
         }
@@ -90,20 +82,21 @@ static int peer_pidns(int sock, pid_t pid, dev_t *ret_dev, ino_t *ret_ino) {
                 return -ENOENT;
         }
         snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
-        r = stat(path, &st) < 0 ? -errno : 0;
-        if (r == -ENOENT)
-                r = -ESRCH;
-        /* Exited after connect(): the pid may have been reused, and the stat seen
+        nsfd = open(path, O_RDONLY | O_CLOEXEC);
+        nsfd = nsfd >= 0 ? nsfd : errno == ENOENT ? -ESRCH : -errno;
+        /* Exited after connect(): the pid may have been reused, and the open found
          * another process. */
-        if (r == 0 && pidfd >= 0 && pidfd_exited(pidfd))
-                r = -ESRCH;
+        if (nsfd >= 0 && pidfd >= 0 && pidfd_exited(pidfd)) {
+                close(nsfd);
+                nsfd = -ESRCH;
+        }
         if (pidfd >= 0)
                 close(pidfd);
-        if (r == 0) {
-                *ret_dev = st.st_dev;
-                *ret_ino = st.st_ino;
-        }
-        return r;
+        return nsfd;
+}
+
+static bool is_our_sandbox(const void *ctx, dev_t dev, ino_t ino) {
+        return ctx && sbxtab_is_sandbox_pidns(ctx, dev, ino);
 }
 
 static const char sandboxed[] = "connections from sandboxed processes are refused";
@@ -128,31 +121,39 @@ static int admit_uid(const struct sbxd *d, uid_t uid, char *why, size_t whylen) 
         return 0;
 }
 
-/* Admission by PID namespace: no process of a sandbox, in every mode (a rootless
- * daemon's sandboxed processes have its own uid). Returns 0, -EPERM or -EAGAIN with the
- * reason in why. Decisions where the namespace cannot be read:
- * - -EACCES/-EPERM, a process the daemon may not inspect, is served: the daemon may
- *   always inspect its sandboxes' processes (root with CAP_SYS_PTRACE; a rootless
- *   daemon owns its sandboxes' user namespace), so the peer is none of them; refusing
- *   would lock out every user of a root daemon that runs without CAP_SYS_PTRACE (a
- *   container) and root from a rootless one.
- * - -ENOENT, pid 0 without a pidfd (a kernel before 5.3), is served in every mode: the
- *   peer is not visible in the daemon's PID namespace, so it is in none below it, and
- *   every sandbox's is below it.
- * - -ESRCH, a peer whose process is gone, is refused in every mode: the connection is
- *   then used by a process the daemon cannot tell anything of (one that inherited or
- *   was passed the socket, possibly inside a sandbox), while a real client stays until
- *   it is answered. A rootless daemon has no other line of defence, and a root daemon
- *   loses nothing by it.
+/* Admission by PID namespace: no process of any sandbox, this daemon's or another
+ * sbxd's on the host, root or rootless (a rootless sandbox's processes have their
+ * user's uid and may have the socket's group). The peer's namespace and each between
+ * it and the daemon's own are looked at (pidns.h): one of this daemon's sandboxes, or
+ * one whose PID 1 is sbx-init, refuses. Returns 0, -EPERM or -EAGAIN with the reason
+ * in why. Decisions where the namespace cannot be read:
+ * - -EACCES/-EPERM for the peer itself, a process the daemon may not inspect, is
+ *   served: the daemon may always inspect its sandboxes' processes (root with
+ *   CAP_SYS_PTRACE; a rootless daemon owns its sandboxes' user namespace), and those
+ *   of another daemon's sandboxes it may not inspect run under other uids, which
+ *   admit_uid refuses for a rootless daemon; refusing would lock out every user of a
+ *   root daemon that runs without CAP_SYS_PTRACE (a container) and root from a
+ *   rootless one.
+ * - -ENOENT, pid 0 without a pidfd (a kernel before 5.3), and a namespace not below
+ *   the daemon's own (PIDNS_OUTSIDE: the daemon runs in a container, the client
+ *   outside it) are served: nothing above such a peer can be seen from here.
+ * - -ESRCH, a peer (or its namespace's PID 1) that is gone, is refused in every mode:
+ *   the connection is then used by a process the daemon cannot tell anything of (one
+ *   that inherited or was passed the socket, possibly inside a sandbox), while a real
+ *   client stays until it is answered.
+ * - A namespace between the peer and the daemon whose PID 1 cannot be looked at
+ *   (hidepid, or no right to read its command line) is refused: it may be a sandbox.
  * - Anything else (out of fds or memory) is refused: the check could not run. */
 static int admit_pidns(const struct sbxd *d, const struct conn *c, pid_t pid, char *why,
                        size_t whylen) {
-        int fd = conn_fd(c);
-        dev_t dev = 0;
-        ino_t ino = 0;
-        int r = fd < 0 ? -EBADF : peer_pidns(fd, pid, &dev, &ino);
+        enum pidns_verdict v = PIDNS_FREE;
+        int fd = conn_fd(c), nsfd, r;
 
-        if (r == 0 && d->sandboxes && sbxtab_is_sandbox_pidns(d->sandboxes, dev, ino)) {
+        nsfd = fd < 0 ? -EBADF : peer_pidns(fd, pid);
+        r = nsfd < 0 ? nsfd : pidns_sandboxed(nsfd, is_our_sandbox, d->sandboxes, &v);
+        if (nsfd >= 0)
+                close(nsfd);
+        if (r == 0 && v == PIDNS_SANDBOXED) {
                 snprintf(why, whylen, "%s", sandboxed);
                 return -EPERM;
         }
@@ -162,6 +163,14 @@ static int admit_pidns(const struct sbxd *d, const struct conn *c, pid_t pid, ch
                          "connection is used from; connect from the process that sends the "
                          "requests",
                          (int)pid);
+                return -EPERM;
+        }
+        if (nsfd >= 0 && (r == -ENOENT || r == -EACCES)) {
+                snprintf(why, whylen,
+                         "sbxd cannot tell whether the connecting process (pid %d) runs in a "
+                         "sandbox: the first process of a PID namespace it is in is hidden "
+                         "from the daemon (%s)",
+                         (int)pid, strerror(-r));
                 return -EPERM;
         }
         if (r < 0 && r != -EACCES && r != -EPERM && r != -ENOENT) {

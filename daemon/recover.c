@@ -28,6 +28,7 @@
 #include "initmsg.h"
 #include "log.h"
 #include "names.h"
+#include "pidns.h"
 #include "policy.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
@@ -154,37 +155,10 @@ static int count_commands(const struct store_command *c, void *ud) {
 
 /* ---- adoption ----------------------------------------------------------------------- */
 
-/* Reads /proc/PID/name into buf (len bytes, NUL-terminated). The bytes read, or -1. */
-static ssize_t read_proc(pid_t pid, const char *name, char *buf, size_t len) {
-        char path[64];
-        ssize_t n;
-        int fd;
-
-        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -1;
-        n = read(fd, buf, len - 1);
-        close(fd);
-        if (n >= 0)
-                buf[n] = '\0';
-        return n;
-}
-
-/* 1 when pid is a sandbox init: PID 1 of a PID namespace of its own (NSpid "pid 1")
- * running sbx-init. The record's pid may have been reused by anything since. */
+/* 1 when pid is a sandbox init. The record's pid may have been reused by anything
+ * since. */
 static int is_sbx_init(pid_t pid) {
-        char buf[4096];
-        const char *p;
-        long outer = 0, inner = 0, extra = 0;
-
-        if (read_proc(pid, "status", buf, sizeof(buf)) <= 0)
-                return 0;
-        p = strstr(buf, "\nNSpid:");
-        if (!p || sscanf(p + 8, "%ld %ld %ld", &outer, &inner, &extra) != 2 || outer != pid ||
-            inner != 1)
-                return 0;
-        return read_proc(pid, "cmdline", buf, sizeof(buf)) >= 8 && strncmp(buf, "sbx-init", 8) == 0;
+        return pidns_is_sbx_init(pid) == 1;
 }
 
 /* Connects to the adoption socket of o's init. The socket, or -errno. */

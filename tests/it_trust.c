@@ -1297,6 +1297,33 @@ static char *evil_frames_hex(char *evil_id) {
         return hex;
 }
 
+/* The end of a Python client script whose socket s is connected (it prints
+ * "connected"): sends the frames given in hex, then prints what came back as
+ * "reply HEX", after "timeout" when the daemon kept the connection open 5 s. */
+static char *exchange_script(const char *hex) {
+        return xasprintf("print('connected')\n"
+                         "try:\n"
+                         "    s.sendall(binascii.unhexlify('%s'))\n"
+                         "except OSError as e:\n"
+                         "    print('send-failed', e.errno)\n"
+                         "s.settimeout(5)\n"
+                         "buf = b''\n"
+                         "while True:\n"
+                         "    try:\n"
+                         "        d = s.recv(65536)\n"
+                         "    except socket.timeout:\n"
+                         "        print('timeout')\n"
+                         "        break\n"
+                         "    except OSError as e:\n"
+                         "        print('recv-failed', e.errno)\n"
+                         "        break\n"
+                         "    if not d:\n"
+                         "        break\n"
+                         "    buf += d\n"
+                         "print('reply', binascii.hexlify(buf).decode())\n",
+                         hex);
+}
+
 /* Checks what a sandboxed client got on the daemon's socket (the "reply HEX" line of
  * out): nothing but a refusal (PERMISSION_DENIED) and the end of the stream. */
 static void assert_refused(const char *out, const char *where) {
@@ -1327,9 +1354,7 @@ static void assert_refused(const char *out, const char *where) {
                 ck_assert_ptr_nonnull(resp);
                 frames++;
                 ck_assert_msg(resp->body_case != SBX__V1__RESPONSE__BODY_HELLO,
-                              "%s: a sandboxed process got a Hello answer through a passed "
-                              "descriptor of the daemon's socket",
-                              where);
+                              "%s: a sandboxed process got a Hello answer", where);
                 ck_assert_msg(resp->body_case != SBX__V1__RESPONSE__BODY_SANDBOX,
                               "%s: a sandboxed process created a sandbox", where);
                 ck_assert_msg(resp->status &&
@@ -1353,7 +1378,7 @@ static void daemon_unreachable(struct it_daemon *d, sbx_client *c, char *w, cons
         struct sbx_create_opts o;
         struct sbx_sandbox *sb = NULL;
         struct sbx_result *r;
-        char *wv[1] = {w}, *probe, *pass, *script, *hex, evil[64];
+        char *wv[1] = {w}, *probe, *pass, *script, *hex, *exchange, evil[64];
         const char *argv[4] = {"/usr/bin/python3", "-c", NULL, NULL};
         enum sbx_code code;
         pid_t passer;
@@ -1402,6 +1427,7 @@ static void daemon_unreachable(struct it_daemon *d, sbx_client *c, char *w, cons
         pass = xasprintf("%s/pass.sock", w);
         passer = pass_fd_once(pass, d->sock);
         hex = evil_frames_hex(evil);
+        exchange = exchange_script(hex);
         script = xasprintf("import binascii, socket\n"
                            "c = socket.socket(socket.AF_UNIX)\n"
                            "c.connect('%s')\n"
@@ -1413,27 +1439,8 @@ static void daemon_unreachable(struct it_daemon *d, sbx_client *c, char *w, cons
                            "except OSError as e:\n"
                            "    print('connect-failed', e.errno)\n"
                            "    raise SystemExit(0)\n"
-                           "print('connected')\n"
-                           "try:\n"
-                           "    s.sendall(binascii.unhexlify('%s'))\n"
-                           "except OSError as e:\n"
-                           "    print('send-failed', e.errno)\n"
-                           "s.settimeout(5)\n"
-                           "buf = b''\n"
-                           "while True:\n"
-                           "    try:\n"
-                           "        d = s.recv(65536)\n"
-                           "    except socket.timeout:\n"
-                           "        print('timeout')\n"
-                           "        break\n"
-                           "    except OSError as e:\n"
-                           "        print('recv-failed', e.errno)\n"
-                           "        break\n"
-                           "    if not d:\n"
-                           "        break\n"
-                           "    buf += d\n"
-                           "print('reply', binascii.hexlify(buf).decode())\n",
-                           pass, hex);
+                           "%s",
+                           pass, exchange);
         argv[2] = script;
         r = it_exec(c, sb->id, CMD_MS, argv);
         ck_assert_msg(r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0, "%s: fd client: %s %s",
@@ -1456,6 +1463,7 @@ static void daemon_unreachable(struct it_daemon *d, sbx_client *c, char *w, cons
         free(probe);
         free(pass);
         free(hex);
+        free(exchange);
         free(script);
 }
 
@@ -1492,6 +1500,74 @@ START_TEST(test_daemon_unreachable_rootless) {
         sbx_close(c);
         stop_ok(&d);
         free(w);
+}
+END_TEST
+
+/* From a sandbox of c's (a rootless daemon's, whose commands keep its user's groups,
+ * the socket group among them: setgroups is denied in a user namespace), another
+ * daemon's socket by path: a Hello and a CreateSandbox get nothing, and other (a client
+ * of that daemon) finds no sandbox made. */
+static void other_daemon_unreachable(sbx_client *c, const char *id, const char *sock,
+                                     sbx_client *other, const char *where) {
+        const char *argv[4] = {"/usr/bin/python3", "-c", NULL, NULL};
+        char evil[64], *hex, *exchange, *script;
+        struct sbx_sandbox *e = NULL;
+        struct sbx_result *r;
+
+        snprintf(evil, sizeof(evil), "t-evil-%d", (int)getpid());
+        hex = evil_frames_hex(evil);
+        exchange = exchange_script(hex);
+        script = xasprintf("import binascii, os, socket\n"
+                           "print('groups', os.getgroups())\n"
+                           "s = socket.socket(socket.AF_UNIX)\n"
+                           "try:\n"
+                           "    s.connect('%s')\n"
+                           "except OSError as e:\n"
+                           "    print('connect-failed', e.errno)\n"
+                           "    raise SystemExit(0)\n"
+                           "%s",
+                           sock, exchange);
+        argv[2] = script;
+        r = it_exec(c, id, CMD_MS, argv);
+        ck_assert_msg(r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0, "%s: client: %s %s",
+                      where, r->stdout_data, r->stderr_data);
+        assert_refused((char *)r->stdout_data, where);
+        sbx_result_free(r);
+        ck_assert_msg(sbx_get(other, evil, &e) == SBX_NOT_FOUND, "%s: sandbox %s was created",
+                      where, evil);
+        sbx_sandbox_free(e);
+        free(hex);
+        free(exchange);
+        free(script);
+}
+
+/* A rootless sandbox of a member of the socket group reaches neither a root daemon
+ * whose socket is outside /run nor a second rootless daemon of the same user: each
+ * refuses a process of any sbxd's sandbox, not only of its own (before, the root
+ * daemon served it as ALICE, who could then make her home writable to a sandbox). */
+START_TEST(test_other_daemons_unreachable) {
+        const gid_t groups[1] = {SOCK_GRP};
+        struct it_daemon root_d, a, b;
+        sbx_client *rc, *ac, *bc;
+        char *id;
+
+        start_shared(&root_d, NULL);
+        it_daemon_start_groups(&a, ALICE, ALICE, groups, 1, NULL);
+        it_daemon_start_groups(&b, ALICE, ALICE, groups, 1, NULL);
+        rc = it_connect(&root_d);
+        ac = it_connect(&a);
+        bc = it_connect(&b);
+        id = it_create(ac, NULL);
+        other_daemon_unreachable(ac, id, root_d.sock, rc, "root daemon from a rootless sandbox");
+        other_daemon_unreachable(ac, id, b.sock, bc, "rootless daemon from another's sandbox");
+        ck_assert_int_eq(sbx_terminate(ac, id, NULL), SBX_OK);
+        free(id);
+        sbx_close(bc);
+        sbx_close(ac);
+        sbx_close(rc);
+        stop_ok(&b);
+        stop_ok(&a);
+        stop_ok(&root_d);
 }
 END_TEST
 
@@ -2859,6 +2935,7 @@ static Suite *make_suite(void) {
         add(s, "setuid", test_no_setuid_planted, 120);
         add(s, "daemon_root", test_daemon_unreachable_root, 120);
         add(s, "daemon_rootless", test_daemon_unreachable_rootless, 120);
+        add(s, "other_daemons", test_other_daemons_unreachable, 120);
         add(s, "credentials_root", test_credentials_hidden_root, 120);
         add(s, "credentials_rootless", test_credentials_hidden_rootless, 120);
         add(s, "credentials_later", test_credentials_created_later, 120);

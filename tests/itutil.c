@@ -28,6 +28,8 @@ static char base_dir[256];
 /* The HOME of the next daemon started as another user (it_daemon_start_home); NULL: its
  * own directory. */
 static const char *spawn_home;
+static const gid_t *spawn_groups; /* it_daemon_start_groups: the daemon's groups */
+static size_t spawn_n_groups;
 
 const char *it_build_dir(void) {
         const char *b = getenv("BUILD");
@@ -263,7 +265,8 @@ static void spawn(struct it_daemon *d, const char *const *extra) {
                 if (fd >= 0)
                         dup2(fd, 2);
                 if (d->uid != 0) {
-                        if (setgroups(0, NULL) < 0 || setresgid(d->gid, d->gid, d->gid) < 0 ||
+                        if (setgroups(spawn_n_groups, spawn_groups) < 0 ||
+                            setresgid(d->gid, d->gid, d->gid) < 0 ||
                             setresuid(d->uid, d->uid, d->uid) < 0)
                                 _exit(126);
                         /* PDEATHSIG is cleared by the uid change; set it again. */
@@ -326,6 +329,15 @@ void it_daemon_start_home(struct it_daemon *d, uid_t uid, gid_t gid, const char 
         spawn_home = home;
         it_daemon_start_as(d, uid, gid, extra);
         spawn_home = NULL;
+}
+
+void it_daemon_start_groups(struct it_daemon *d, uid_t uid, gid_t gid, const gid_t *groups,
+                            size_t n_groups, const char *const *extra) {
+        spawn_groups = groups;
+        spawn_n_groups = n_groups;
+        it_daemon_start_as(d, uid, gid, extra);
+        spawn_groups = NULL;
+        spawn_n_groups = 0;
 }
 
 void it_daemon_restart(struct it_daemon *d, const char *const *extra) {

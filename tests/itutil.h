@@ -55,6 +55,11 @@ void it_daemon_start_as(struct it_daemon *d, uid_t uid, gid_t gid, const char *c
 void it_daemon_start_home(struct it_daemon *d, uid_t uid, gid_t gid, const char *home,
                           const char *const *extra);
 
+/* As it_daemon_start_as, with the supplementary groups groups[0..n_groups-1] (none
+ * otherwise): a member of a root daemon's socket group running a rootless one. */
+void it_daemon_start_groups(struct it_daemon *d, uid_t uid, gid_t gid, const gid_t *groups,
+                            size_t n_groups, const char *const *extra);
+
 /* Starts it again on the same socket and state (after a stop or kill). */
 void it_daemon_restart(struct it_daemon *d, const char *const *extra);
 
