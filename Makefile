@@ -107,8 +107,9 @@ ANALYZE_PKGS := cppcheck clang-tidy
 # machine that runs systemd; the tests never use that one (`systemctl disable --now ssh`
 # turns it off again).
 SSH_TEST_PKGS := openssh-server openssh-client
-# tests/it_egress.c: curl inside sandboxes, openssl for its TLS server's throwaway key.
-TEST_PKGS := $(SSH_TEST_PKGS) curl openssl
+# tests/it_egress.c: curl inside sandboxes, openssl for its TLS server's throwaway key;
+# tests/it_rootless.c: newgidmap (uidmap), with which rootless sandboxes drop groups.
+TEST_PKGS := $(SSH_TEST_PKGS) curl openssl uidmap
 
 test-pkgs:
 	$(call install_pkgs,$(TEST_PKGS))

@@ -7,7 +7,10 @@
 #include "hostfeat.h"
 
 #include <fcntl.h>
+#include <pwd.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -43,7 +46,28 @@ static int openat2_works(void) {
         return 1;
 }
 
+uint32_t hostfeat_subgid(const char *path, uid_t uid, const char *name) {
+        FILE *f = fopen(path, "re");
+        char line[512], who[256];
+        uint32_t found = 0;
+
+        while (f && !found && fgets(line, sizeof(line), f)) {
+                unsigned long start, count;
+                char *end;
+                if (sscanf(line, "%255[^:\n]:%lu:%lu", who, &start, &count) != 3 || count == 0 ||
+                    start == 0 || start > UINT32_MAX - 1)
+                        continue;
+                if ((name && strcmp(who, name) == 0) ||
+                    (strtoul(who, &end, 10) == (unsigned long)uid && *end == '\0' && end != who))
+                        found = (uint32_t)start;
+        }
+        if (f)
+                fclose(f);
+        return found;
+}
+
 void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *ret) {
+        struct passwd *pw;
         long v;
 
         ret->rootless = euid != 0;
@@ -53,4 +77,9 @@ void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *re
         ret->landlock_abi = v > 0 ? (uint32_t)v : 0;
         ret->openat2 = openat2_works();
         snprintf(ret->cgroup_version, sizeof(ret->cgroup_version), "%s", cgroup_version);
+        /* A rootless sandbox drops the user's groups through newgidmap with one of these
+         * (init.proto Setup.outer_subgid). */
+        pw = ret->rootless ? getpwuid(euid) : NULL;
+        ret->subgid = ret->rootless ? hostfeat_subgid("/etc/subgid", euid, pw ? pw->pw_name : NULL)
+                                    : 0;
 }

@@ -17,11 +17,17 @@ struct features {
         uint32_t landlock_abi;
         int openat2;
         int disk_mech; /* enum disk_mech (disk.h): what enforces disk limits here */
+        uint32_t subgid; /* rootless: the user's first subordinate gid (/etc/subgid), or 0 */
 };
 
 /* Probes the kernel for a daemon running as euid whose cgroups are of cgroup_version
  * (cgroup_version_name()), and fills *ret. Never fails: what cannot be probed is
  * reported as missing. */
 void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *ret);
+
+/* The first subordinate gid of the user uid (whose login name is name, may be NULL) in
+ * the subgid(5) file path: the start of the first line "NAME:START:COUNT" or
+ * "UID:START:COUNT" with a COUNT of at least 1. 0 when there is none (or no file). */
+uint32_t hostfeat_subgid(const char *path, uid_t uid, const char *name);
 
 #endif

@@ -1385,6 +1385,8 @@ static void setup_base(const struct sbxd *d, const Sbx__V1__Policy *pol,
         setup->has_outer_uid = setup->has_outer_gid = 1;
         setup->outer_uid = d->euid;
         setup->outer_gid = d->egid;
+        setup->has_outer_subgid = d->features.subgid != 0;
+        setup->outer_subgid = d->features.subgid;
         /* Disk images are mounted there: no sandbox holds another's (init.proto). */
         if (d->features.disk_mech == DISK_MECH_IMAGE)
                 setup->sandboxes_dir = d->sandboxes_dir;

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -541,6 +543,82 @@ START_TEST(test_rootless_background) {
 }
 END_TEST
 
+/* A rootless sandbox drops the daemon user's supplementary groups where newgidmap and
+ * a range of the user's in /etc/subgid let it: a file readable through one of them is
+ * out of reach and nothing is warned; without the range they stay (setgroups is denied
+ * in a user namespace the user maps alone), with a warning saying what to do. Before,
+ * they always stayed, unsaid: a sandbox of a member of a root daemon's socket group
+ * could reach that daemon. The /etc/subgid the daemon and newgidmap read is the test's
+ * own, bound over the host's in a mount namespace of the test's process (gone with
+ * it). */
+START_TEST(test_rootless_groups_dropped) {
+        const gid_t groups[1] = {3190};
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        char *subgid = NULL, *secret = NULL, *cmd, *out;
+        sbx_client *c;
+        FILE *f;
+        int rc;
+
+        ck_assert_msg(access("/usr/bin/newgidmap", X_OK) == 0,
+                      "newgidmap is missing: `make test-pkgs` installs uidmap");
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        ck_assert_int_ge(asprintf(&subgid, "%s/subgid", it_base_dir()), 0);
+        ck_assert_int_ge(asprintf(&secret, "%s/group-secret", it_base_dir()), 0);
+        f = fopen(subgid, "w");
+        ck_assert_ptr_nonnull(f);
+        fclose(f);
+        ck_assert_int_eq(mount(subgid, "/etc/subgid", NULL, MS_BIND, NULL), 0);
+        f = fopen(secret, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("GROUP-SECRET\n", f);
+        fclose(f);
+        ck_assert_int_eq(chown(secret, 0, groups[0]), 0);
+        ck_assert_int_eq(chmod(secret, 0640), 0);
+        ck_assert_int_ge(asprintf(&cmd, "id -G; cat %s 2>&1; true", secret), 0);
+
+        /* No range: the group stays (unmapped inside, so 65534), with a warning. */
+        it_daemon_start_groups(&d, NOBODY, NOBODY, groups, 1, NULL);
+        c = it_connect(&d);
+        sb = create_sb(&d, c, NULL);
+        ck_assert_msg(warned(&sb->warnings, "supplementary groups", "/etc/subgid"),
+                      "kept groups are not warned (%zu warnings)", sb->warnings.n);
+        out = sh_out(c, sb->id, cmd, &rc);
+        ck_assert_msg(strcmp(out, "0 65534\nGROUP-SECRET\n") == 0, "groups kept: %s", out);
+        free(out);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        stop_ok(&d);
+
+        /* A range: the groups go, and nothing is warned. */
+        f = fopen("/etc/subgid", "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("nobody:1300000:65536\n", f);
+        fclose(f);
+        it_daemon_start_groups(&d, NOBODY, NOBODY, groups, 1, NULL);
+        c = it_connect(&d);
+        sb = create_sb(&d, c, NULL);
+        if (sb->warnings.n)
+                dump_warnings(&sb->warnings);
+        ck_assert_msg(!warned(&sb->warnings, "supplementary groups", ""),
+                      "groups warned although dropped");
+        out = sh_out(c, sb->id, cmd, &rc);
+        ck_assert_msg(strncmp(out, "0\n", 2) == 0 && strstr(out, "Permission denied") &&
+                              !strstr(out, "GROUP-SECRET"),
+                      "groups not dropped: %s", out);
+        free(out);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        stop_ok(&d);
+        free(cmd);
+        free(subgid);
+        free(secret);
+}
+END_TEST
+
 static TCase *add(Suite *s, const char *name, const TTest *test) {
         TCase *tc = tcase_create(name);
 
@@ -585,6 +663,7 @@ END_TEST
 
 static Suite *make_suite(void) {
         Suite *s = suite_create("rootless");
+        TCase *tc;
 
         add(s, "create_and_run", test_rootless_create_and_run);
         add(s, "confined", test_rootless_confined);
@@ -593,6 +672,12 @@ static Suite *make_suite(void) {
         add(s, "user_has_a_name", test_rootless_user_has_a_name);
         add(s, "background", test_rootless_background);
         add(s, "tty", test_rootless_tty);
+        /* Under /var/tmp: the sandbox's /tmp is its own. */
+        tc = tcase_create("groups_dropped");
+        tcase_add_unchecked_fixture(tc, it_fixture_setup_var, it_fixture_teardown);
+        tcase_set_timeout(tc, 90);
+        tcase_add_test(tc, test_rootless_groups_dropped);
+        suite_add_tcase(s, tc);
         tcase_add_unchecked_fixture(
                 add(s, "replaced_secret", test_rootless_replaced_secret_hidden_again),
                 secret_dir_setup, secret_dir_teardown);

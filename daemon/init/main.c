@@ -620,6 +620,7 @@ static bool same_base(const Sbx__Init__V1__Setup *a, const Sbx__Init__V1__Setup 
 
         if ((a->has_rootless && a->rootless) != (b->has_rootless && b->rootless) ||
             a->outer_uid != b->outer_uid || a->outer_gid != b->outer_gid ||
+            a->outer_subgid != b->outer_subgid ||
             (a->has_network_none && a->network_none) != (b->has_network_none && b->network_none) ||
             (a->has_tmp_bytes ? a->tmp_bytes : 0) != (b->has_tmp_bytes ? b->tmp_bytes : 0) ||
             strcmp(ra, "/") != 0 || strcmp(rb, "/") != 0 || a->root_object || b->root_object ||
@@ -664,6 +665,10 @@ static int await_own_setup(int chan, const Sbx__Init__V1__Setup *base,
 }
 
 /* PID 1: the checklist. Returns its exit code. */
+/* Set by stage 0 before it forks PID 1: the sandbox's processes keep the daemon's
+ * supplementary groups (rootless, where they could not be dropped). */
+static bool groups_kept;
+
 static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd) {
         static struct sock_fprog filter;
         static struct view_config vc;
@@ -690,6 +695,11 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         /* 3. The seccomp filter, built once. */
         if (build_filter(&filter, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
+        if (groups_kept)
+                util_warn(&warn, "commands keep the daemon user's supplementary groups, and what "
+                                 "each may reach on the host (a daemon's socket group too); to "
+                                 "drop them, install uidmap and give the user a range in "
+                                 "/etc/subgid");
 
         /* 4. The network. */
         if (s->has_network_none && s->network_none && ns_loopback_up(&err) < 0)
@@ -765,7 +775,8 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
         if (s->has_rootless && s->rootless) {
                 uid_t uid = s->has_outer_uid ? s->outer_uid : geteuid();
                 gid_t gid = s->has_outer_gid ? s->outer_gid : getegid();
-                if (ns_enter_user(uid, gid, &err) < 0)
+                gid_t subgid = s->has_outer_subgid ? s->outer_subgid : 0;
+                if (ns_enter_user(uid, gid, subgid, &groups_kept, &err) < 0)
                         return setup_failed(chan, &err, 0);
         }
         if (ns_unshare_sandbox(s->has_network_none && s->network_none, &err) < 0)
