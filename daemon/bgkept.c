@@ -11,6 +11,7 @@ static void entry_free(struct bgkept_entry *e) {
                 free(e->argv[i]);
         free(e->argv);
         free(e->result);
+        (void)quota_hold_to(&e->hold, 0);
         free(e);
 }
 
@@ -43,16 +44,26 @@ static void drop_oldest(struct bgkept *k) {
 }
 
 int bgkept_add(struct bgkept *k, const struct bgkept_entry *src, const char *const *argv,
-               size_t argc, const Sbx__V1__CommandResult *res) {
+               size_t argc, const Sbx__V1__CommandResult *res, const struct quota_bound *b) {
         struct bgkept_entry *e = malloc(sizeof(*e));
+        int r;
 
         if (!e)
                 return -ENOMEM;
         *e = *src;
         e->next = NULL;
+        e->argc = 0;
+        e->argv = NULL;
+        e->result = NULL;
+        e->result_len = sbx__v1__command_result__get_packed_size(res);
+        e->hold = (struct quota_hold){.b = b, .uid = src->caller_uid};
+        r = quota_hold_to(&e->hold, e->result_len);
+        if (r < 0) {
+                free(e);
+                return r;
+        }
         e->argc = argc;
         e->argv = argv_copy(argv, argc);
-        e->result_len = sbx__v1__command_result__get_packed_size(res);
         e->result = malloc(e->result_len ? e->result_len : 1);
         if (!e->argv || !e->result) {
                 e->argc = e->argv ? argc : 0;

@@ -4,15 +4,17 @@
  *
  * Bounded: at most SBX_KEPT_BACKGROUND_RESULTS of them, and at most
  * SBX_KEPT_BACKGROUND_BYTES of packed results together; past either the oldest are
- * forgotten (the newest always stays). Their records stay in the history. Pure memory:
- * used by command.c, which clears the list when its sandbox ends. An all-zero struct
- * bgkept is empty. */
+ * forgotten (the newest always stays). Their records stay in the history. Each result's
+ * bytes are held for the uid that ran it (quota.h QUOTA_BUFFERED) while it is kept. Pure
+ * memory: used by command.c, which clears the list when its sandbox ends. An all-zero
+ * struct bgkept is empty. */
 #ifndef SBX_BGKEPT_H
 #define SBX_BGKEPT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quota.h"
 #include "sbx.pb-c.h"
 
 /* The most ended background commands a sandbox keeps for AttachCommand. */
@@ -35,6 +37,7 @@ struct bgkept_entry {
         int tty;
         uint8_t *result; /* packed Sbx__V1__CommandResult */
         size_t result_len;
+        struct quota_hold hold; /* result_len, held for caller_uid */
 };
 
 struct bgkept {
@@ -44,10 +47,11 @@ struct bgkept {
 };
 
 /* Keeps the end of a background command: res packed (with its output), its argv copied,
- * and the rest of e's fields as given (e->next, argv, result are set here). Forgets the
- * oldest past the bounds. 0 or -ENOMEM (nothing kept). */
+ * and the rest of e's fields as given (e->next, argv, result, hold are set here), its
+ * bytes held for e->caller_uid against b (may be NULL). Forgets the oldest past the
+ * bounds. 0; -ENOMEM, or -EDQUOT or -ENOSPC when b refuses the bytes (nothing kept). */
 int bgkept_add(struct bgkept *k, const struct bgkept_entry *e, const char *const *argv, size_t argc,
-               const Sbx__V1__CommandResult *res);
+               const Sbx__V1__CommandResult *res, const struct quota_bound *b);
 
 /* The kept command with this id, or NULL. */
 const struct bgkept_entry *bgkept_find(const struct bgkept *k, const char *id);

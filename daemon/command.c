@@ -87,7 +87,8 @@ struct input_req {
         struct command *cmd;
         uint8_t *data;
         size_t len;
-        command_input_cb cb; /* NULL for the stdin given with RunCommand */
+        struct quota_hold hold; /* len, held for its sender */
+        command_input_cb cb;    /* NULL for the stdin given with RunCommand */
         void *ud;
 };
 
@@ -118,6 +119,7 @@ struct command {
         uint8_t in_last_byte; /* tty: the last byte of input, for its end (tty_eof) */
         struct outstream out[2];
         uv_pipe_t in;
+        struct quota_hold stdin_hold; /* RunCommand.stdin, held for the caller until written */
         int in_inited;
         int in_eof_wanted;
         size_t in_pending;
@@ -208,6 +210,7 @@ static void command_free(struct command *cmd) {
         free(cmd->start_error);
         if (cmd->req)
                 sbx__v1__run_command__free_unpacked(cmd->req, NULL);
+        (void)quota_hold_to(&cmd->stdin_hold, 0);
         free(cmd);
         sb->hooks->release(sb); /* the command held the sandbox */
 }
@@ -523,6 +526,8 @@ struct result {
         struct outcome oc;
         double cpu_seconds;
         uint8_t *out_data[2]; /* the kept output, malloc()ed */
+        char **warnings;  /* the sandbox's and the command's own, malloc()ed (not the strings) */
+        char cut[2][300]; /* why a stream's kept output was cut short (the budget) */
 };
 
 /* What is known of cmd now, for outcome_classify. */
@@ -554,6 +559,37 @@ static void gather_facts(const struct command *cmd, double cpu, struct outcome_f
 }
 
 /* The outcome and the output of r's result. */
+/* The result's warnings: the sandbox's, and a stream's kept output cut short by its
+ * caller's budget (the tail is kept, up to what the stream had when it was refused). */
+static void fill_warnings(const struct command *cmd, struct result *r) {
+        struct sandbox *sb = cmd->sb;
+        size_t n = sb->n_warnings, i;
+
+        r->res.n_warnings = sb->n_warnings;
+        r->res.warnings = sb->warnings;
+        for (i = 0; i < 2; i++) {
+                const struct outbuf *o = &cmd->out[i].kept;
+                char why[200];
+                if (!o->refused)
+                        continue;
+                quota_explain_buffered(&sb->d->buffered, cmd->caller_uid, o->refused, why,
+                                       sizeof(why));
+                snprintf(r->cut[i], sizeof(r->cut[i]), "%s: only the last %zu bytes were kept: %s",
+                         i ? "stderr" : "stdout", o->len, why);
+        }
+        if (!r->cut[0][0] && !r->cut[1][0])
+                return;
+        r->warnings = calloc(n + 2, sizeof(char *));
+        if (!r->warnings)
+                return;
+        memcpy(r->warnings, sb->warnings, n * sizeof(char *));
+        for (i = 0; i < 2; i++)
+                if (r->cut[i][0])
+                        r->warnings[n++] = r->cut[i];
+        r->res.n_warnings = n;
+        r->res.warnings = r->warnings;
+}
+
 static void fill_result(struct command *cmd, struct result *r) {
         Sbx__V1__CommandResult *res = &r->res;
         struct sandbox *sb = cmd->sb;
@@ -595,8 +631,7 @@ static void fill_result(struct command *cmd, struct result *r) {
         res->queued_ms = cmd->queued_ms;
         res->has_isolated = 1;
         res->isolated = sb->isolated;
-        res->n_warnings = sb->n_warnings;
-        res->warnings = sb->warnings;
+        fill_warnings(cmd, r);
         res->has_owner_uid = 1;
         res->owner_uid = sb->owner_uid;
 }
@@ -660,7 +695,11 @@ static void unqueue(struct command *cmd, int to_start);
 /* An ended background command stays attachable (bgkept.h): its result, with the output
  * it kept, and what SandboxInfo.commands says of it. */
 static void keep_ended(struct command *cmd, const struct result *r) {
+        const struct quota_bound *b = &cmd->sb->d->buffered;
+        Sbx__V1__CommandResult bare;
         struct bgkept_entry e;
+        char why[200], **warnings;
+        int k;
 
         memset(&e, 0, sizeof(e));
         e.num = cmd->num;
@@ -672,8 +711,27 @@ static void keep_ended(struct command *cmd, const struct result *r) {
         e.has_exit_code = r->res.has_exit_code;
         e.exit_code = r->res.exit_code;
         e.tty = cmd->tty;
-        if (bgkept_add(&cmd->sb->bg_ended, &e, (const char *const *)cmd->argv, cmd->argc, &r->res) <
-            0)
+        k = bgkept_add(&cmd->sb->bg_ended, &e, (const char *const *)cmd->argv, cmd->argc, &r->res,
+                       b);
+        if (k == -EDQUOT || k == -ENOSPC) {
+                /* Over its caller's budget: kept without its output, saying so. */
+                bare = r->res;
+                bare.stdout.len = bare.stderr.len = 0;
+                bare.stdout_truncated = bare.stdout_bytes > 0;
+                bare.stderr_truncated = bare.stderr_bytes > 0;
+                quota_explain_buffered(b, cmd->caller_uid, k, why, sizeof(why));
+                warnings = calloc(bare.n_warnings + 1, sizeof(char *));
+                k = -ENOMEM;
+                if (warnings) {
+                        memcpy(warnings, bare.warnings, bare.n_warnings * sizeof(char *));
+                        warnings[bare.n_warnings++] = why;
+                        bare.warnings = warnings;
+                        k = bgkept_add(&cmd->sb->bg_ended, &e, (const char *const *)cmd->argv,
+                                       cmd->argc, &bare, NULL);
+                        free(warnings);
+                }
+        }
+        if (k < 0)
                 log_err("sbx=%s cmd=%s: out of memory keeping its result; it cannot be "
                         "attached to",
                         cmd->sb->id, cmd->id);
@@ -741,6 +799,10 @@ static void finish(struct command *cmd) {
         fill_result(cmd, &r);
         fill_resources(cmd, &r);
         record_end(cmd, &r);
+        /* The result has its copy of the kept output: the streams' memory goes back
+         * before a background command's result is held for its caller instead. */
+        outbuf_free(&cmd->out[0].kept);
+        outbuf_free(&cmd->out[1].kept);
         if (cmd->background)
                 keep_ended(cmd, &r);
 
@@ -750,6 +812,7 @@ static void finish(struct command *cmd) {
         tell_watchers(cmd, &r.res);
         free(r.out_data[0]);
         free(r.out_data[1]);
+        free(r.warnings);
         close_all(cmd);
         /* Its slot, and one of its caller's quota, may start a waiting command (of this
          * sandbox, or of its caller in another). */
@@ -975,13 +1038,16 @@ static void on_input_written(uv_write_t *req, int status) {
         if (w->cb)
                 w->cb(w->ud, status < 0 ? -EPIPE : 0);
         free(w->data);
+        (void)quota_hold_to(&w->hold, 0);
         free(w);
         if (status < 0 || (cmd->in_eof_wanted && cmd->in_pending == 0))
                 close_stdin(cmd);
 }
 
-static int queue_input(struct command *cmd, const uint8_t *data, size_t len, command_input_cb cb,
-                       void *ud) {
+/* Queues len bytes of data for cmd's stdin, held for uid, or by held when given (the
+ * hold is then moved to the write). */
+static int queue_input(struct command *cmd, uid_t uid, struct quota_hold *held, const uint8_t *data,
+                       size_t len, command_input_cb cb, void *ud) {
         struct input_req *w;
         uv_buf_t b;
         int r;
@@ -992,10 +1058,17 @@ static int queue_input(struct command *cmd, const uint8_t *data, size_t len, com
         w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
-        w->data = malloc(len);
+        w->hold = (struct quota_hold){.b = &cmd->sb->d->buffered, .uid = uid};
+        if (held) {
+                w->hold = *held;
+                held->held = 0;
+        }
+        r = quota_hold_to(&w->hold, len);
+        w->data = r < 0 ? NULL : malloc(len);
         if (!w->data) {
+                (void)quota_hold_to(&w->hold, 0);
                 free(w);
-                return -ENOMEM;
+                return r < 0 ? r : -ENOMEM;
         }
         memcpy(w->data, data, len);
         w->len = len;
@@ -1006,6 +1079,7 @@ static int queue_input(struct command *cmd, const uint8_t *data, size_t len, com
         r = uv_write(&w->req, (uv_stream_t *)&cmd->in, &b, 1, on_input_written);
         if (r < 0) {
                 free(w->data);
+                (void)quota_hold_to(&w->hold, 0);
                 free(w);
                 return r == UV_EPIPE ? -EPIPE : r;
         }
@@ -1023,8 +1097,8 @@ static void tty_eof(struct command *cmd) {
         if (!cmd->tty || !cmd->out[0].open)
                 return;
         eofc[0] = eofc[1] = devpts_eof_char(cmd->out[0].fd);
-        (void)queue_input(cmd, eofc, cmd->in_last_byte && cmd->in_last_byte != '\n' ? 2 : 1, NULL,
-                          NULL);
+        (void)queue_input(cmd, cmd->caller_uid, NULL, eofc,
+                          cmd->in_last_byte && cmd->in_last_byte != '\n' ? 2 : 1, NULL, NULL);
 }
 
 int command_resize(struct command *cmd, unsigned rows, unsigned cols) {
@@ -1047,7 +1121,7 @@ int command_resize(struct command *cmd, unsigned rows, unsigned cols) {
         return devpts_resize(cmd->out[0].fd, rows, cols);
 }
 
-int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
+int command_input(struct command *cmd, uid_t uid, const uint8_t *data, size_t len, int eof,
                   command_input_cb cb, void *ud) {
         int r;
         if (cmd->finished)
@@ -1056,7 +1130,7 @@ int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
                 return -ESHUTDOWN;
         if (!cmd->in_inited || cmd->in_eof_wanted)
                 return -EPIPE;
-        r = queue_input(cmd, data, len, cb, ud);
+        r = queue_input(cmd, uid, NULL, data, len, cb, ud);
         if (r < 0)
                 return r;
         if (eof) {
@@ -1401,6 +1475,7 @@ static void command_discard(struct command *cmd) {
         free(cmd->argv);
         free(cmd->cwd);
         free(cmd->client_name);
+        (void)quota_hold_to(&cmd->stdin_hold, 0);
         free(cmd);
 }
 
@@ -1448,6 +1523,9 @@ static struct command *command_new(struct sandbox *sb, const Sbx__V1__RunCommand
         outbuf_init(&cmd->out[1].kept,
                     (size_t)(req->has_max_stderr_bytes ? req->max_stderr_bytes
                                                        : SBX_DEFAULT_MAX_OUTPUT_BYTES));
+        /* What it keeps is held for its caller (--max-buffered-per-uid). */
+        outbuf_charge(&cmd->out[0].kept, &sb->d->buffered, cmd->caller_uid);
+        outbuf_charge(&cmd->out[1].kept, &sb->d->buffered, cmd->caller_uid);
         cmd->timeout_ms = req->timeout_ms > max_cmd ? max_cmd : req->timeout_ms;
         if (req->cwd && req->cwd[0] == '/')
                 cmd->cwd = strdup(req->cwd);
@@ -1699,7 +1777,8 @@ static int send_start(struct command *cmd, struct start *s) {
  * later, see SBX_OUTPUT_WATCH_BYTES). */
 static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
         if (req->has_stdin && req->stdin.len > 0 &&
-            queue_input(cmd, req->stdin.data, req->stdin.len, NULL, NULL) < 0)
+            queue_input(cmd, cmd->caller_uid, &cmd->stdin_hold, req->stdin.data, req->stdin.len,
+                        NULL, NULL) < 0)
                 close_stdin(cmd);
         if (cmd->in_inited && !(req->has_stdin_stream && req->stdin_stream)) {
                 tty_eof(cmd);
@@ -1939,6 +2018,27 @@ static void dispatch_waiting(struct sbxd *d) {
         d->dispatching = 0;
 }
 
+/* RunCommand.stdin is held for the caller from now until it is in the command's pipe.
+ * 0, or -EDQUOT or -ENOSPC with err. */
+static int hold_stdin(struct command *cmd, const Sbx__V1__RunCommand *req, char *err,
+                      size_t errlen) {
+        char why[200];
+        int r;
+
+        if (!req->has_stdin || req->stdin.len == 0)
+                return 0;
+        cmd->stdin_hold = (struct quota_hold){.b = &cmd->sb->d->buffered, .uid = cmd->caller_uid};
+        r = quota_hold_to(&cmd->stdin_hold, req->stdin.len);
+        if (r < 0) {
+                quota_explain_buffered(cmd->stdin_hold.b, cmd->caller_uid, r, why, sizeof(why));
+                snprintf(err, errlen,
+                         "stdin of %zu bytes cannot be held for the command: %s; stream it "
+                         "with stdin_stream, or wait for your other commands to end",
+                         req->stdin.len, why);
+        }
+        return r;
+}
+
 int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct caller *caller,
                 const struct command_callbacks *cbs, void *ud, struct command **ret, char *err,
                 size_t errlen) {
@@ -1965,6 +2065,8 @@ int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
                 /* Checked now, also for a command that waits: its start can only run out
                  * of memory later. */
                 r = build_start(cmd, req, &s, err, errlen);
+                if (r == 0)
+                        r = hold_stdin(cmd, req, err, errlen);
                 if (r == 0 && !slot && (r = keep_request(cmd, req)) < 0)
                         snprintf(err, errlen, "daemon out of memory");
                 if (r < 0) {

@@ -91,12 +91,14 @@ void command_resume_output(struct command *cmd);
  * could not (-EPIPE: the command ended or closed its stdin). */
 typedef void (*command_input_cb)(void *ud, int err);
 
-/* Writes data to cmd's stdin (started with stdin_stream); closes it on eof. Returns 1
- * when cb will be called once the data is in the pipe (the caller answers then, which
- * paces a client to what the command consumes), 0 when there was nothing to wait for
- * (cb is not called), -ENOENT finished, -ESHUTDOWN still waiting for a slot, -EPIPE
- * stdin already closed, -EAGAIN too much input queued. */
-int command_input(struct command *cmd, const uint8_t *data, size_t len, int eof,
+/* Writes data to cmd's stdin (started with stdin_stream); closes it on eof. What waits
+ * for the pipe is held for uid, the sender (--max-buffered-per-uid). Returns 1 when cb
+ * will be called once the data is in the pipe (the caller answers then, which paces a
+ * client to what the command consumes), 0 when there was nothing to wait for (cb is not
+ * called), -ENOENT finished, -ESHUTDOWN still waiting for a slot, -EPIPE stdin already
+ * closed, -EAGAIN too much input queued for the command, -EDQUOT or -ENOSPC over the
+ * sender's or everyone's budget (quota_explain_buffered says which). */
+int command_input(struct command *cmd, uid_t uid, const uint8_t *data, size_t len, int eof,
                   command_input_cb cb, void *ud);
 
 /* Resizes cmd's terminal (RunCommand.tty) to rows x cols, each 1 to DEVPTS_MAX_DIM (devpts.h):

@@ -101,6 +101,18 @@ static char *default_init_path(void) {
         return strdup(SBX_LIBEXECDIR "/sbx-init");
 }
 
+/* The per-uid bounds: as given, or a share of their totals. */
+static void derive_shares(struct config *cfg) {
+        uint32_t share = cfg->max_sandboxes / SBX_DEFAULT_SANDBOXES_PER_UID_SHARE;
+
+        cfg->max_sandboxes_per_uid = share ? share : 1;
+        if (cfg->max_sandboxes_per_uid_flag)
+                cfg->max_sandboxes_per_uid = cfg->max_sandboxes_per_uid_flag;
+        cfg->max_buffered_per_uid = cfg->max_buffered_bytes / SBX_DEFAULT_BUFFERED_PER_UID_SHARE;
+        if (cfg->max_buffered_per_uid_flag)
+                cfg->max_buffered_per_uid = cfg->max_buffered_per_uid_flag;
+}
+
 int config_init(struct config *cfg, uid_t euid) {
         const char *env;
 
@@ -118,7 +130,9 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_queued_total = SBX_DEFAULT_MAX_QUEUED_TOTAL;
         cfg->max_queued_per_uid = SBX_DEFAULT_MAX_QUEUED_PER_UID;
         cfg->queue_timeout_ms = SBX_DEFAULT_QUEUE_TIMEOUT_MS;
-        cfg->max_sandboxes_per_uid = SBX_DEFAULT_MAX_SANDBOXES_PER_UID;
+        cfg->max_buffered_bytes = SBX_DEFAULT_MAX_BUFFERED_BYTES;
+        derive_shares(cfg);
+        cfg->frame_timeout_ms = SBX_DEFAULT_FRAME_TIMEOUT_MS;
         cfg->max_commands_per_uid = SBX_DEFAULT_MAX_COMMANDS_PER_UID;
         cfg->max_connections_per_uid = SBX_DEFAULT_MAX_CONNECTIONS_PER_UID;
         cfg->retention_days = SBX_DEFAULT_RETENTION_DAYS;
@@ -281,6 +295,8 @@ const char *config_usage(void) {
                "            [--max-queued-per-uid N] [--queue-timeout SECS]\n"
                "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
                "            [--disk-via auto|quota|image|tmpfs] [--disk-overcommit]\n"
+               "            [--max-buffered SIZE] [--max-buffered-per-uid SIZE]\n"
+               "            [--frame-timeout SECS]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -317,7 +333,16 @@ const char *config_usage(void) {
                "auto): a project quota, a filesystem image per sandbox (root), or a tmpfs\n"
                "(memory). A limit larger than the space free on the state directory's\n"
                "filesystem is refused unless --disk-overcommit (thin provisioning: the images\n"
-               "then may fill that filesystem before their limits).\n";
+               "then may fill that filesystem before their limits).\n"
+               "One user owns at most --max-sandboxes-per-uid sandboxes (default a quarter of\n"
+               "--max-sandboxes). The daemon holds at most --max-buffered of memory for its\n"
+               "clients (default 2G: the output commands keep, ended background commands'\n"
+               "results, stdin not yet taken, requests partly received), one user at most\n"
+               "--max-buffered-per-uid of it (default a quarter; at least twice\n"
+               "--max-frame-bytes). Past it a command's kept output is cut to what it has\n"
+               "(the tail is kept, and the result says so) and a request is refused\n"
+               "RESOURCE_EXHAUSTED. A request must arrive whole within --frame-timeout of its\n"
+               "first byte (default 60 s), or its connection is closed.\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -328,7 +353,7 @@ static const struct {
 } u32_flags[] = {
         {"--max-sandboxes", offsetof(struct config, max_sandboxes), 1, 100000},
         {"--max-commands", offsetof(struct config, max_commands_per_sandbox), 1, 4096},
-        {"--max-sandboxes-per-uid", offsetof(struct config, max_sandboxes_per_uid), 1, 100000},
+        {"--max-sandboxes-per-uid", offsetof(struct config, max_sandboxes_per_uid_flag), 1, 100000},
         {"--max-commands-per-uid", offsetof(struct config, max_commands_per_uid), 1, 1000000},
         {"--max-queued", offsetof(struct config, max_queued_per_sandbox), 0,
          SBX_MAX_QUEUED_PER_SANDBOX},
@@ -358,6 +383,7 @@ static const struct {
         {"--max-lifetime", offsetof(struct config, max_sandbox_lifetime_ms)},
         {"--max-command-timeout", offsetof(struct config, max_command_timeout_ms)},
         {"--queue-timeout", offsetof(struct config, queue_timeout_ms)},
+        {"--frame-timeout", offsetof(struct config, frame_timeout_ms)},
 };
 
 /* --default-disk, --default-disk-inodes and --max-disk (disk.h's bounds). Returns as
@@ -373,6 +399,16 @@ static int apply_disk_flag(struct config *cfg, const char *name, const char *v, 
                         return -EINVAL;
                 }
                 *(name[2] == 'd' ? &cfg->default_disk_bytes : &cfg->max_disk_bytes) = n;
+                return 0;
+        }
+        if (strcmp(name, "--max-buffered") == 0 || strcmp(name, "--max-buffered-per-uid") == 0) {
+                if (disk_parse_size(v, &n) < 0 || n < CONFIG_MIN_BUFFERED_BYTES ||
+                    n > CONFIG_MAX_BUFFERED_BYTES) {
+                        snprintf(err, errlen,
+                                 "%s needs a size from 16M to 1T (e.g. 512M), not '%s'", name, v);
+                        return -EINVAL;
+                }
+                *(name[14] == '-' ? &cfg->max_buffered_per_uid_flag : &cfg->max_buffered_bytes) = n;
                 return 0;
         }
         if (strcmp(name, "--disk-via") == 0) {
@@ -502,8 +538,9 @@ static int apply_switch(struct config *cfg, const char *a) {
         return 1;
 }
 
-/* What no single flag can check: the timeouts' relations. Returns 0 or -EINVAL. */
-static int check_timeouts(struct config *cfg, char *err, size_t errlen) {
+/* What no single flag can check: the timeouts' relations, and the per-uid shares of
+ * what was not given. Returns 0 or -EINVAL. */
+static int check_relations(struct config *cfg, char *err, size_t errlen) {
         if (cfg->default_sandbox_timeout_ms == 0 || cfg->max_sandbox_lifetime_ms == 0 ||
             cfg->max_command_timeout_ms == 0) {
                 snprintf(err, errlen,
@@ -520,6 +557,24 @@ static int check_timeouts(struct config *cfg, char *err, size_t errlen) {
                 cfg->queue_timeout_ms = cfg->max_command_timeout_ms;
         if (cfg->default_disk_bytes > cfg->max_disk_bytes) {
                 snprintf(err, errlen, "--default-disk is above --max-disk");
+                return -EINVAL;
+        }
+        if (cfg->frame_timeout_ms == 0) {
+                snprintf(err, errlen, "--frame-timeout must be greater than zero");
+                return -EINVAL;
+        }
+        derive_shares(cfg);
+        if (cfg->max_buffered_per_uid > cfg->max_buffered_bytes) {
+                snprintf(err, errlen, "--max-buffered-per-uid is above --max-buffered");
+                return -EINVAL;
+        }
+        /* One request of the largest size must fit a user's share, with room to spare
+         * for the output its commands keep meanwhile. */
+        if (cfg->max_buffered_per_uid < 2ull * cfg->max_frame_bytes) {
+                snprintf(err, errlen,
+                         "--max-buffered-per-uid (%llu bytes) must be at least twice "
+                         "--max-frame-bytes (%u): a user's largest request must fit",
+                         (unsigned long long)cfg->max_buffered_per_uid, cfg->max_frame_bytes);
                 return -EINVAL;
         }
         return 0;
@@ -558,5 +613,5 @@ int config_parse_args(struct config *cfg, int argc, char **argv, char *err, size
                         return -EINVAL;
                 }
         }
-        return check_timeouts(cfg, err, errlen);
+        return check_relations(cfg, err, errlen);
 }

@@ -38,7 +38,8 @@ struct config {
         uint32_t max_queued_total;        /* commands waiting for a slot over the daemon */
         uint32_t max_queued_per_uid;      /* of those, one uid's, all sandboxes */
         uint64_t queue_timeout_ms;        /* a request's wait for a slot when it gives none; 0: none */
-        uint32_t max_sandboxes_per_uid;   /* live sandboxes one uid may own */
+        uint32_t max_sandboxes_per_uid;   /* live sandboxes one uid may own: the flag, or a share */
+        uint32_t max_sandboxes_per_uid_flag; /* --max-sandboxes-per-uid as given; 0: not given */
         uint32_t max_commands_per_uid;    /* commands one uid may run at once, all sandboxes */
         uint32_t max_connections_per_uid; /* connections one uid may hold open at once */
         uint32_t max_processes;           /* processes of one sandbox without a limit, and the cap; 0: none */
@@ -53,6 +54,10 @@ struct config {
         uint64_t max_disk_bytes;          /* the most disk_bytes a sandbox may ask for */
         int disk_via;                     /* enum disk_mech; DISK_MECH_NONE: the strongest */
         int disk_overcommit;              /* allow disk_bytes above the free space */
+        uint64_t max_buffered_bytes;      /* memory held for clients, all uids (quota.h) */
+        uint64_t max_buffered_per_uid;    /* of it, one uid's: the flag, or a quarter */
+        uint64_t max_buffered_per_uid_flag; /* --max-buffered-per-uid as given; 0: not given */
+        uint64_t frame_timeout_ms;        /* the most a request may take to arrive whole */
         int show_help;
         int show_version;
 };
@@ -60,6 +65,10 @@ struct config {
 /* Fills cfg with the defaults for a daemon running as euid, reading $SBX_SOCKET,
  * $XDG_RUNTIME_DIR, $XDG_STATE_HOME and $HOME. Returns 0 or -ENOMEM. */
 int config_init(struct config *cfg, uid_t euid);
+
+/* --max-buffered and --max-buffered-per-uid's bounds. */
+#define CONFIG_MIN_BUFFERED_BYTES (16ull * 1024u * 1024u)
+#define CONFIG_MAX_BUFFERED_BYTES (1ull << 40)
 
 /* Applies the command-line flags (argv[0] is skipped). On a bad flag returns -EINVAL
  * and writes a one-line reason into err (errlen bytes). */

@@ -53,6 +53,7 @@ struct write_req {
 
 static void update_reading(struct conn *c);
 static void process_frames(struct conn *c);
+static void watch_reader(struct conn *c);
 
 int conn_congested(const struct conn *c) {
         return c->write_queued_bytes > SBX_CONN_WRITE_HIGH_WATER_BYTES;
@@ -65,6 +66,7 @@ struct conn *conn_ref(struct conn *c) {
 
 static void conn_free(struct conn *c) {
         frame_reader_free(&c->reader);
+        (void)quota_hold_to(&c->rhold, 0);
         free(c->groups);
         free(c);
 }
@@ -77,6 +79,15 @@ static void on_close(uv_handle_t *h) {
         struct conn *c = h->data;
         if (c->handlers && c->handlers->closed)
                 c->handlers->closed(c->handlers_ud, c);
+        /* The reader's memory goes back now: the connection may be kept a while by
+         * calls still in flight. */
+        frame_reader_free(&c->reader);
+        (void)quota_hold_to(&c->rhold, 0);
+        if (c->frame_timer_inited) {
+                c->frame_timer_inited = 0;
+                conn_ref(c);
+                uv_close((uv_handle_t *)&c->frame_timer, on_kick_closed);
+        }
         if (c->kick_inited)
                 uv_close((uv_handle_t *)&c->kick, on_kick_closed);
         else
@@ -141,6 +152,8 @@ static void shutdown_after_writes(struct conn *c) {
         if (c->closed)
                 return;
         c->read_eof = 1;
+        if (c->frame_timer_inited)
+                uv_timer_stop(&c->frame_timer);
         update_reading(c);
         if (c->held > 0)
                 c->shutdown_wanted = 1; /* conn_release_held starts it */
@@ -360,8 +373,10 @@ static void on_kick(uv_timer_t *t) {
         struct conn *c = t->data;
         conn_ref(c);
         process_frames(c);
-        if (!c->closed)
+        if (!c->closed) {
+                watch_reader(c);
                 update_reading(c);
+        }
         conn_unref(c);
 }
 
@@ -379,18 +394,61 @@ static void inflight_done(struct conn *c) {
                 uv_timer_start(&c->kick, on_kick, 0, 0);
 }
 
+/* Room for the next read: the reader's, which grows to hold the frame in progress,
+ * held for the peer (--max-buffered-per-uid). Refused, the read fails with ENOBUFS and
+ * c->refused says why. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         struct conn *c = h->data;
         uint8_t *p;
         size_t len;
+        int r;
 
-        if (frame_reader_prepare(&c->reader, &p, &len) < 0) {
-                buf->base = NULL;
-                buf->len = 0;
+        buf->base = NULL;
+        buf->len = 0;
+        if (frame_reader_prepare(&c->reader, &p, &len) < 0)
+                return;
+        r = quota_hold_to(&c->rhold, c->reader.cap);
+        if (r < 0) {
+                c->refused = r;
                 return;
         }
         buf->base = (char *)p;
         buf->len = len;
+}
+
+/* A frame begun did not arrive whole in time: its connection goes. */
+static void on_frame_timeout(uv_timer_t *t) {
+        struct conn *c = t->data;
+        double secs = (double)c->d->cfg->frame_timeout_ms / 1000.0;
+
+        if (c->closed || c->read_eof)
+                return;
+        log_info("conn=%llu uid=%u: a request not received whole within %g s; closing",
+                 (unsigned long long)c->id, (unsigned)c->uid, secs);
+        conn_send_status(c, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+                         "a request was not received whole within %g s of its first byte "
+                         "(the daemon's --frame-timeout); send each request at once",
+                         secs);
+        shutdown_after_writes(c);
+}
+
+/* After frames were taken: a partial frame at the head must arrive whole within
+ * --frame-timeout of when it began (the timer restarts for each new one); the buffer
+ * a large frame needed is given back once nothing is pending. */
+static void watch_reader(struct conn *c) {
+        if (frame_reader_partial(&c->reader)) {
+                if (c->frame_timer_inited && (!uv_is_active((uv_handle_t *)&c->frame_timer) ||
+                                              c->frame_timed != c->frames)) {
+                        c->frame_timed = c->frames;
+                        uv_timer_start(&c->frame_timer, on_frame_timeout,
+                                       c->d->cfg->frame_timeout_ms, 0);
+                }
+                return;
+        }
+        if (c->frame_timer_inited)
+                uv_timer_stop(&c->frame_timer);
+        frame_reader_trim(&c->reader);
+        (void)quota_hold_to(&c->rhold, c->reader.cap);
 }
 
 static void process_frames(struct conn *c) {
@@ -411,6 +469,7 @@ static void process_frames(struct conn *c) {
                         shutdown_after_writes(c);
                         return;
                 }
+                c->frames++;
                 if (c->handlers->frame(c->handlers_ud, c, payload, len) < 0) {
                         /* The handler already answered with the reason. */
                         shutdown_after_writes(c);
@@ -423,8 +482,23 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         struct conn *c = s->data;
 
         if (nread == UV_ENOBUFS) {
-                conn_send_status(c, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-                                 "daemon out of memory reading a request");
+                char why[200];
+                if (c->refused) {
+                        quota_explain_buffered(c->rhold.b, c->uid, c->refused, why, sizeof(why));
+                        log_info("conn=%llu uid=%u: a request's buffer of %zu bytes refused: %s; "
+                                 "closing",
+                                 (unsigned long long)c->id, (unsigned)c->uid, c->reader.cap, why);
+                        conn_send_status(c, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+                                         "cannot receive the request (it needs a buffer of %zu "
+                                         "bytes): %s; send smaller pieces, or wait for your "
+                                         "other requests and commands",
+                                         c->reader.cap, why);
+                } else {
+                        conn_send_status(c, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+                                         "daemon out of memory reading a request");
+                }
+                frame_reader_free(&c->reader);
+                (void)quota_hold_to(&c->rhold, 0);
                 shutdown_after_writes(c);
                 return;
         }
@@ -437,8 +511,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         frame_reader_commit(&c->reader, (size_t)nread);
         conn_ref(c);
         process_frames(c);
-        if (!c->closed)
+        if (!c->closed) {
+                watch_reader(c);
                 update_reading(c);
+        }
         conn_unref(c);
 }
 
@@ -502,10 +578,15 @@ int conn_serve(struct conn *c) {
         r = read_peer(c);
         if (r < 0)
                 return r;
+        c->rhold = (struct quota_hold){.b = &c->d->buffered, .uid = c->uid};
         grow_send_buffer(c);
         if (uv_timer_init(c->d->loop, &c->kick) == 0) {
                 c->kick.data = c;
                 c->kick_inited = 1;
+        }
+        if (uv_timer_init(c->d->loop, &c->frame_timer) == 0) {
+                c->frame_timer.data = c;
+                c->frame_timer_inited = 1;
         }
         if (c->handlers->admit && c->handlers->admit(c->handlers_ud, c) < 0) {
                 /* The handler answered the refusal. */

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "frame.h"
+#include "quota.h"
 #include "sbx_limits.h"
 #include "sbx.pb-c.h"
 
@@ -95,9 +96,15 @@ struct conn {
         uv_timer_t kick; /* resumes frame processing from the loop */
         int kick_inited;
         int read_eof;
-        unsigned held;       /* replies in the daemon's held queue */
-        int shutdown_wanted; /* shut down once those are written */
-        int congested;       /* went over the high-water mark; hears when it drains */
+        unsigned held;           /* replies in the daemon's held queue */
+        int shutdown_wanted;     /* shut down once those are written */
+        int congested;           /* went over the high-water mark; hears when it drains */
+        struct quota_hold rhold; /* the reader's buffer, held for the peer (QUOTA_BUFFERED) */
+        int refused;             /* the budget refused the reader more room: quota_hold_to's */
+        uv_timer_t frame_timer;  /* a frame begun must arrive whole (--frame-timeout) */
+        int frame_timer_inited;
+        uint64_t frames; /* frames taken; the timer runs for the one after frame_timed */
+        uint64_t frame_timed;
 };
 
 /* ---- life --------------------------------------------------------------------------- */

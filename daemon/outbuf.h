@@ -2,26 +2,36 @@
  * past the cap the tail (the end of a log is where the error is), while every byte is
  * counted.
  *
- * A plain buffer until the cap is reached, then a ring of exactly cap bytes. Pure
- * memory: used by command.c, tested by check_command. Nothing here logs. */
+ * A plain buffer until the cap is reached, then a ring of exactly cap bytes. The memory
+ * it takes may be counted against a uid's budget (quota.h): when the budget refuses
+ * more, the cap becomes what it has, and the tail is kept in that. Pure memory: used by
+ * command.c, tested by check_command. Nothing here logs. */
 #ifndef SBX_OUTBUF_H
 #define SBX_OUTBUF_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quota.h"
+
 struct outbuf {
         uint8_t *buf;
-        size_t cap;     /* allocated */
-        size_t limit;   /* the most kept (the cap); 0 keeps nothing */
-        size_t len;     /* kept */
-        size_t head;    /* ring mode: next write position */
-        uint64_t total; /* every byte taken or counted */
-        int truncated;  /* some bytes taken were not kept */
+        size_t cap;             /* allocated */
+        size_t limit;           /* the most kept (the cap); 0 keeps nothing */
+        size_t len;             /* kept */
+        size_t head;            /* ring mode: next write position */
+        uint64_t total;         /* every byte taken or counted */
+        int truncated;          /* some bytes taken were not kept */
+        struct quota_hold hold; /* the budget buf's memory is counted against */
+        int refused;            /* the budget's refusal (-EDQUOT, -ENOSPC) that cut limit, or 0 */
 };
 
-/* An empty buffer keeping at most limit bytes (nothing is allocated yet). */
+/* An empty buffer keeping at most limit bytes (nothing is allocated yet), its memory
+ * counted against nothing. */
 void outbuf_init(struct outbuf *o, size_t limit);
+
+/* Counts the memory o takes from now on against uid's share of b (may be NULL). */
+void outbuf_charge(struct outbuf *o, const struct quota_bound *b, uid_t uid);
 
 /* Takes n bytes of p: counted, and kept as far as the cap allows (the oldest go first).
  * When memory runs out the bytes are counted but not kept. */
@@ -42,7 +52,8 @@ uint8_t *outbuf_bytes(const struct outbuf *o, size_t *ret_len);
 size_t outbuf_copy(const struct outbuf *o, uint64_t from, uint8_t *dst, size_t max,
                    uint64_t *ret_first);
 
-/* Frees what o keeps; o may be taken again after outbuf_init. */
+/* Frees what o keeps, and gives its memory back to the budget; o may be taken again
+ * after outbuf_init. */
 void outbuf_free(struct outbuf *o);
 
 #endif

@@ -1,4 +1,4 @@
-/* quota.c: per-uid counts of sandboxes and commands; see quota.h.
+/* quota.c: per-uid counts of sandboxes, commands and held bytes; see quota.h.
  *
  * A small array of counters, one per uid that ever created a sandbox or ran a command
  * (a host has few): looked up by a linear scan, never shrunk, so that dropping never
@@ -6,16 +6,18 @@
 #include "quota.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct quota_uid {
         uid_t uid;
-        unsigned n[QUOTA_N];
+        uint64_t n[QUOTA_N];
 };
 
 struct quota {
         struct quota_uid *v;
         size_t n, cap;
+        uint64_t total[QUOTA_N];
 };
 
 int quota_new(struct quota **ret) {
@@ -65,20 +67,91 @@ int quota_take(struct quota *q, enum quota_kind kind, uid_t uid, unsigned max, u
         if (!u)
                 return -ENOMEM;
         if (ret_have)
-                *ret_have = u->n[kind];
+                *ret_have = (unsigned)u->n[kind];
         if (u->n[kind] >= max)
                 return -EAGAIN;
         u->n[kind]++;
+        q->total[kind]++;
         return 0;
 }
 
 void quota_drop(struct quota *q, enum quota_kind kind, uid_t uid) {
-        struct quota_uid *u = find(q, uid);
-        if (u && u->n[kind] > 0)
-                u->n[kind]--;
+        quota_sub(q, kind, uid, 1);
 }
 
 unsigned quota_count(const struct quota *q, enum quota_kind kind, uid_t uid) {
+        return (unsigned)quota_amount(q, kind, uid);
+}
+
+int quota_add(struct quota *q, enum quota_kind kind, uid_t uid, uint64_t n, uint64_t max,
+              uint64_t max_total) {
+        struct quota_uid *u = get(q, uid);
+        if (!u)
+                return -ENOMEM;
+        if (n > max || u->n[kind] > max - n)
+                return -EDQUOT;
+        if (n > max_total || q->total[kind] > max_total - n)
+                return -ENOSPC;
+        u->n[kind] += n;
+        q->total[kind] += n;
+        return 0;
+}
+
+void quota_sub(struct quota *q, enum quota_kind kind, uid_t uid, uint64_t n) {
+        struct quota_uid *u = find(q, uid);
+        if (!u)
+                return;
+        if (n > u->n[kind])
+                n = u->n[kind];
+        u->n[kind] -= n;
+        q->total[kind] -= n;
+}
+
+uint64_t quota_amount(const struct quota *q, enum quota_kind kind, uid_t uid) {
         const struct quota_uid *u = find(q, uid);
         return u ? u->n[kind] : 0;
+}
+
+uint64_t quota_total(const struct quota *q, enum quota_kind kind) {
+        return q->total[kind];
+}
+
+int quota_hold_to(struct quota_hold *h, uint64_t want) {
+        const struct quota_bound *b = h->b;
+        int r;
+
+        if (!b || !b->q || want == h->held) {
+                h->held = want;
+                return 0;
+        }
+        if (want < h->held) {
+                quota_sub(b->q, QUOTA_BUFFERED, h->uid, h->held - want);
+        } else {
+                r = quota_add(b->q, QUOTA_BUFFERED, h->uid, want - h->held, b->max, b->max_total);
+                if (r < 0)
+                        return r;
+        }
+        h->held = want;
+        return 0;
+}
+
+void quota_explain_buffered(const struct quota_bound *b, uid_t uid, int r, char *buf, size_t len) {
+        uint64_t mib = 1024u * 1024u;
+
+        if (r == -ENOSPC)
+                snprintf(buf, len,
+                         "the daemon holds %llu MiB for its clients, its bound "
+                         "(--max-buffered %llu MiB)",
+                         (unsigned long long)(b && b->q ? quota_total(b->q, QUOTA_BUFFERED) / mib
+                                                        : 0),
+                         (unsigned long long)(b ? b->max_total / mib : 0));
+        else
+                snprintf(buf, len,
+                         "uid %u has %llu MiB held by the daemon, its bound "
+                         "(--max-buffered-per-uid %llu MiB)",
+                         (unsigned)uid,
+                         (unsigned long long)(b && b->q ? quota_amount(b->q, QUOTA_BUFFERED, uid) /
+                                                                  mib
+                                                        : 0),
+                         (unsigned long long)(b ? b->max / mib : 0));
 }

@@ -1,18 +1,23 @@
-/* quota.h: the per-uid quotas of the daemon (--max-sandboxes-per-uid,
- * --max-commands-per-uid): how many sandboxes each uid owns and how many commands each
- * uid runs, counted as they come and go instead of by walking the table.
+/* quota.h: the per-uid quotas and budgets of the daemon (--max-sandboxes-per-uid,
+ * --max-commands-per-uid, --max-buffered-per-uid): how many sandboxes each uid owns,
+ * how many commands each uid runs, how many bytes the daemon holds for each uid, counted
+ * as they come and go instead of by walking the table, and in all.
  *
- * One struct quota belongs to the sandbox table; the table counts sandboxes, the
- * command module counts commands. Loop thread only; nothing here logs. */
+ * One struct quota belongs to the sandbox table, which makes it and puts it in struct
+ * sbxd (d->quota); the table counts sandboxes, the command module commands and kept
+ * output, the connections partly received requests. Loop thread only; nothing here
+ * logs. */
 #ifndef SBX_QUOTA_H
 #define SBX_QUOTA_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 enum quota_kind {
         QUOTA_SANDBOXES = 0, /* live sandboxes (creating to retired) a uid owns */
         QUOTA_COMMANDS,      /* commands a uid started that have no result yet */
         QUOTA_QUEUED,        /* commands of a uid waiting for a slot, all sandboxes */
+        QUOTA_BUFFERED,      /* bytes held for a uid: kept output, stdin, partial requests */
         QUOTA_N
 };
 
@@ -34,5 +39,42 @@ void quota_drop(struct quota *q, enum quota_kind kind, uid_t uid);
 
 /* How many of kind uid has now. */
 unsigned quota_count(const struct quota *q, enum quota_kind kind, uid_t uid);
+
+/* Counts n more of kind (bytes, for QUOTA_BUFFERED) for uid, unless uid would then have
+ * more than max, or all uids together more than max_total: then nothing is counted and
+ * the answer is -EDQUOT (uid's own bound) or -ENOSPC (everyone's). -ENOMEM when uid's
+ * counter cannot be made. Each 0 is matched by quota_sub of the same n. */
+int quota_add(struct quota *q, enum quota_kind kind, uid_t uid, uint64_t n, uint64_t max,
+              uint64_t max_total);
+
+/* Counts n fewer of kind for uid (counted earlier with quota_add). */
+void quota_sub(struct quota *q, enum quota_kind kind, uid_t uid, uint64_t n);
+
+/* How much of kind uid has (quota_add's count), and all uids together. */
+uint64_t quota_amount(const struct quota *q, enum quota_kind kind, uid_t uid);
+uint64_t quota_total(const struct quota *q, enum quota_kind kind);
+
+/* The bytes the daemon may hold for its clients (QUOTA_BUFFERED): one uid's bound and
+ * everyone's (--max-buffered-per-uid, --max-buffered). q NULL: nothing is counted. */
+struct quota_bound {
+        struct quota *q;
+        uint64_t max, max_total;
+};
+
+/* What one holder of memory for a uid (a kept stream, a connection's buffer) has
+ * counted of QUOTA_BUFFERED. b NULL: nothing is counted and every hold succeeds. */
+struct quota_hold {
+        const struct quota_bound *b;
+        uid_t uid;
+        uint64_t held;
+};
+
+/* Makes h hold want bytes: counts the difference, more or fewer. 0; or -EDQUOT or
+ * -ENOSPC (quota_add's) when more would pass a bound, h holding what it held. */
+int quota_hold_to(struct quota_hold *h, uint64_t want);
+
+/* One line on a refusal r of quota_hold_to (or quota_add of QUOTA_BUFFERED) for uid:
+ * which bound, its value and its flag, into buf. */
+void quota_explain_buffered(const struct quota_bound *b, uid_t uid, int r, char *buf, size_t len);
 
 #endif

@@ -670,10 +670,22 @@ static int input_resize(struct conn *c, uint64_t rid, const Sbx__V1__CommandInpu
         return r < 0 ? -1 : 0;
 }
 
+/* CommandInput over the sender's budget or everyone's (quota.h): which, and what to do. */
+static void input_refused(struct conn *c, uint64_t id, const char *command_id, uid_t uid, int r) {
+        char why[200];
+
+        quota_explain_buffered(&c->d->buffered, uid, r, why, sizeof(why));
+        conn_send_status(c, id, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+                         "input for command '%s' not queued: %s; send it again once the "
+                         "command has read what it has",
+                         command_id, why);
+}
+
 static void on_input(struct conn *c, const Sbx__V1__Request *req) {
         const Sbx__V1__CommandInput *in = req->command_input;
         struct sandbox *sb = lookup(c, req->request_id, in->sandbox_id);
         struct command *cmd = sb ? find_command(c, req->request_id, sb, in->command_id) : NULL;
+        struct conn_peer peer;
         struct call *call;
         int r;
         if (!cmd || input_resize(c, req->request_id, in, cmd) < 0)
@@ -691,7 +703,8 @@ static void on_input(struct conn *c, const Sbx__V1__Request *req) {
         }
         /* Answered once the data is in the command's pipe: a client that waits for the
          * answer (libsbx keeps a few in flight) is paced by what the command reads. */
-        r = command_input(cmd, in->data.data, in->has_data ? in->data.len : 0,
+        conn_peer(c, &peer);
+        r = command_input(cmd, peer.uid, in->data.data, in->has_data ? in->data.len : 0,
                           in->has_eof && in->eof, input_done, call);
         if (r > 0)
                 return;
@@ -704,6 +717,8 @@ static void on_input(struct conn *c, const Sbx__V1__Request *req) {
                                  "command '%s' is waiting for a slot; send its input once it "
                                  "has started (CommandStarted)",
                                  in->command_id);
+        else if (r == -EDQUOT || r == -ENOSPC)
+                input_refused(c, req->request_id, in->command_id, peer.uid, r);
         else if (r < 0)
                 send_errno(c, req->request_id, r, "cannot queue input for the command");
         else

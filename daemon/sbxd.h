@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "hostfeat.h"
+#include "quota.h"
 
 struct store;
 struct write_req;
@@ -28,6 +29,8 @@ struct sbxd {
         struct store *store;         /* the records (store.h) */
         struct server *server;       /* the listening socket and its connections (server.h) */
         struct sbxtab *sandboxes;    /* the live sandboxes (sandbox.h) */
+        struct quota *quota;         /* per-uid counts and budgets (quota.h; sbxtab.c makes it) */
+        struct quota_bound buffered; /* --max-buffered(-per-uid) over d->quota (sbxtab.c) */
         struct cgroup_env *cgroups;  /* where this daemon's cgroups live (cgroup.h) */
         struct guard *guard;         /* hidden and read-only paths kept covered (guard.c) */
         struct features features;    /* what this host allows, probed at start-up */

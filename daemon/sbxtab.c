@@ -85,6 +85,10 @@ int sbxtab_new(struct sbxd *d, struct sbxtab **ret) {
                 sbxtab_free(t);
                 return -ENOMEM;
         }
+        d->quota = t->quota;
+        d->buffered = (struct quota_bound){.q = t->quota,
+                                           .max = d->cfg->max_buffered_per_uid,
+                                           .max_total = d->cfg->max_buffered_bytes};
         *ret = t;
         return 0;
 }
@@ -94,6 +98,10 @@ void sbxtab_free(struct sbxtab *t) {
                 return;
         warm_free(t->warm);
         uidslot_free(t->slots);
+        if (t->d && t->d->quota == t->quota) {
+                t->d->quota = NULL;
+                t->d->buffered.q = NULL;
+        }
         quota_free(t->quota);
         free(t);
 }
@@ -218,8 +226,8 @@ static int admit(struct sbxtab *t, const char *id, const struct caller *caller, 
                        &owned) < 0) {
                 snprintf(err, errlen,
                          "uid %u already owns %u sandboxes, its quota "
-                         "(--max-sandboxes-per-uid); terminate some first",
-                         (unsigned)caller->uid, owned);
+                         "(--max-sandboxes-per-uid %u); terminate some first",
+                         (unsigned)caller->uid, owned, d->cfg->max_sandboxes_per_uid);
                 return -EAGAIN;
         }
         if (t->live >= d->cfg->max_sandboxes) {

@@ -41,6 +41,18 @@ size_t frame_reader_pending(const struct frame_reader *r) {
         return r->end - r->start;
 }
 
+int frame_reader_partial(const struct frame_reader *r) {
+        size_t have = r->end - r->start;
+
+        return have > 0 && (have < SBX_FRAME_HEADER_BYTES ||
+                            have - SBX_FRAME_HEADER_BYTES < header_get(r->buf + r->start));
+}
+
+void frame_reader_trim(struct frame_reader *r) {
+        if (r->start == r->end && r->cap > FRAME_MIN_BUFFER_BYTES)
+                frame_reader_free(r);
+}
+
 int frame_reader_prepare(struct frame_reader *r, uint8_t **ret_ptr, size_t *ret_len) {
         size_t want = FRAME_MIN_BUFFER_BYTES;
         size_t have = r->end - r->start;

@@ -45,6 +45,13 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **ret_payload, size_
 /* Bytes received but not yet returned as frames. */
 size_t frame_reader_pending(const struct frame_reader *r);
 
+/* 1 when the bytes pending begin a frame not yet received whole. */
+int frame_reader_partial(const struct frame_reader *r);
+
+/* Gives the buffer back when nothing is pending and it grew past its starting size
+ * (a large frame's room is not kept for an idle peer). */
+void frame_reader_trim(struct frame_reader *r);
+
 /* Encodes msg as one frame into a new buffer (*ret_buf, freed by the caller with free()).
  * Returns 0, -EMSGSIZE when the payload exceeds max_frame_bytes, or -ENOMEM. */
 int frame_pack(const ProtobufCMessage *msg, uint32_t max_frame_bytes, uint8_t **ret_buf,

@@ -54,7 +54,16 @@
 /* Sandboxes. */
 #define SBX_ID_MAX_BYTES 64u
 #define SBX_DEFAULT_MAX_SANDBOXES 1000u
-#define SBX_DEFAULT_MAX_SANDBOXES_PER_UID 1000u
+/* --max-sandboxes-per-uid when not given: a quarter of --max-sandboxes, so that one
+ * user leaves the others three quarters (at least 1). */
+#define SBX_DEFAULT_SANDBOXES_PER_UID_SHARE 4u
+/* --max-buffered: the memory the daemon holds for clients in all (kept output, kept
+ * background results, stdin not yet taken, partly received requests); of it one uid
+ * holds at most --max-buffered-per-uid, a quarter unless given. */
+#define SBX_DEFAULT_MAX_BUFFERED_BYTES (2ull * 1024u * 1024u * 1024u)
+#define SBX_DEFAULT_BUFFERED_PER_UID_SHARE 4u
+/* A request's frame must arrive whole within this from its first byte (--frame-timeout). */
+#define SBX_DEFAULT_FRAME_TIMEOUT_MS (60u * 1000u)
 #define SBX_DEFAULT_MAX_COMMANDS_PER_UID 1024u
 #define SBX_DEFAULT_RETENTION_DAYS 30u
 /* How long an init whose daemon is gone waits for a new one to adopt it. */

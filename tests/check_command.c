@@ -323,6 +323,98 @@ START_TEST(outbuf_ring_matches_a_reference) {
 }
 END_TEST
 
+/* Two streams of one uid against a budget of 8 KiB: the second is cut to what it has
+ * when the first holds most of it, keeps its tail in that, and says why; the other
+ * uid's stream is not cut; freeing gives the memory back. Then everyone's bound. */
+START_TEST(outbuf_budget_cuts_to_the_tail) {
+        enum { UID = 1000, OTHER = 1001 };
+        static uint8_t all[40000];
+        struct quota *q = NULL;
+        struct quota_bound b;
+        struct outbuf a, c, other;
+        size_t i, len;
+        uint8_t *k;
+
+        for (i = 0; i < sizeof(all); i++)
+                all[i] = (uint8_t)(i * 7);
+        ck_assert_int_eq(quota_new(&q), 0);
+        b = (struct quota_bound){.q = q, .max = 8192, .max_total = 1u << 20};
+        outbuf_init(&a, 1u << 20);
+        outbuf_init(&c, 1u << 20);
+        outbuf_init(&other, 1u << 20);
+        outbuf_charge(&a, &b, UID);
+        outbuf_charge(&c, &b, UID);
+        outbuf_charge(&other, &b, OTHER);
+        outbuf_take(&a, all, 4000); /* a 4096-byte buffer */
+        ck_assert_uint_eq(quota_amount(q, QUOTA_BUFFERED, UID), 4096);
+        ck_assert(!a.truncated && a.refused == 0);
+        outbuf_take(&c, all, 100);
+        ck_assert_uint_eq(quota_amount(q, QUOTA_BUFFERED, UID), 8192);
+        /* c would double to 8192: refused, so it keeps the last 4096 bytes. */
+        for (i = 100; i < 30000; i += 1000)
+                outbuf_take(&c, all + i, 1000);
+        ck_assert_int_eq(c.refused, -EDQUOT);
+        ck_assert(c.truncated);
+        ck_assert_uint_eq(c.cap, 4096);
+        ck_assert_uint_eq(c.total, 30100);
+        k = outbuf_bytes(&c, &len);
+        ck_assert_uint_eq(len, 4096);
+        ck_assert(memcmp(k, all + 30100 - 4096, len) == 0);
+        free(k);
+        ck_assert_uint_eq(quota_amount(q, QUOTA_BUFFERED, UID), 8192);
+        /* Another uid has a budget of its own. */
+        outbuf_take(&other, all, 8000);
+        ck_assert(!other.truncated && other.refused == 0);
+        ck_assert_uint_eq(quota_total(q, QUOTA_BUFFERED), 16384);
+        outbuf_free(&a);
+        outbuf_free(&c);
+        ck_assert_uint_eq(quota_amount(q, QUOTA_BUFFERED, UID), 0);
+        /* Everyone's bound: with 16 KiB in all, OTHER (8 KiB) leaves UID only 8 KiB even
+         * with a budget of 1 MiB of its own. */
+        b.max = 1u << 20;
+        b.max_total = 16384;
+        outbuf_init(&a, 1u << 20);
+        outbuf_charge(&a, &b, UID);
+        outbuf_take(&a, all, sizeof(all));
+        ck_assert_int_eq(a.refused, -ENOSPC);
+        ck_assert_uint_le(a.cap, 8192);
+        k = outbuf_bytes(&a, &len);
+        ck_assert_uint_eq(len, a.cap);
+        ck_assert(memcmp(k, all + sizeof(all) - len, len) == 0);
+        free(k);
+        outbuf_free(&a);
+        outbuf_free(&other);
+        ck_assert_uint_eq(quota_total(q, QUOTA_BUFFERED), 0);
+        quota_free(q);
+}
+END_TEST
+
+/* A stream whose very first buffer is refused keeps nothing and counts everything. */
+START_TEST(outbuf_budget_refuses_the_first_buffer) {
+        struct quota *q = NULL;
+        struct quota_bound b;
+        struct outbuf o;
+        size_t len;
+        uint8_t *k;
+
+        ck_assert_int_eq(quota_new(&q), 0);
+        b = (struct quota_bound){.q = q, .max = 1000, .max_total = 1000};
+        outbuf_init(&o, 65536);
+        outbuf_charge(&o, &b, 7);
+        outbuf_take(&o, (const uint8_t *)"hello", 5);
+        outbuf_take(&o, (const uint8_t *)"world", 5);
+        ck_assert_int_eq(o.refused, -EDQUOT);
+        ck_assert(o.truncated);
+        ck_assert_uint_eq(o.total, 10);
+        k = outbuf_bytes(&o, &len);
+        ck_assert_uint_eq(len, 0);
+        free(k);
+        ck_assert_uint_eq(quota_amount(q, QUOTA_BUFFERED, 7), 0);
+        outbuf_free(&o);
+        quota_free(q);
+}
+END_TEST
+
 START_TEST(outbuf_zero_cap_and_counting) {
         struct outbuf o;
         size_t len;
@@ -1120,6 +1212,8 @@ static Suite *make_suite(void) {
         tcase_add_test(pure, outbuf_keeps_the_tail);
         tcase_add_test(pure, outbuf_ring_matches_a_reference);
         tcase_add_test(pure, outbuf_zero_cap_and_counting);
+        tcase_add_test(pure, outbuf_budget_cuts_to_the_tail);
+        tcase_add_test(pure, outbuf_budget_refuses_the_first_buffer);
         tcase_add_test(pure, rlimits_bounded);
         tcase_add_test(pure, rlimits_without_limits);
         tcase_add_test(pure, rlimits_every_limit);

@@ -329,6 +329,70 @@ START_TEST(connection_flags) {
 }
 END_TEST
 
+/* Per-uid shares: --max-sandboxes-per-uid and --max-buffered-per-uid default to a
+ * quarter of their totals, given ones win, and the bad values are refused naming why. */
+START_TEST(share_flags) {
+        struct config c;
+        char err[256];
+        char *none[] = {"sbxd", NULL};
+        char *given[] = {"sbxd", "--max-sandboxes",
+                         "8",    "--max-buffered",
+                         "1G",   "--max-buffered-per-uid",
+                         "300M", "--frame-timeout",
+                         "2.5",  NULL};
+        char *small[] = {"sbxd", "--max-sandboxes",   "3",       "--max-buffered",
+                         "64M",  "--max-frame-bytes", "4194304", NULL};
+        struct {
+                char *argv[8];
+                const char *says;
+        } bad[] = {
+                {{"sbxd", "--max-buffered", "1k", NULL}, "from 16M to 1T"},
+                {{"sbxd", "--max-buffered", "2T", NULL}, "from 16M to 1T"},
+                {{"sbxd", "--max-buffered-per-uid", "x", NULL}, "from 16M to 1T"},
+                {{"sbxd", "--max-buffered", "100M", "--max-buffered-per-uid", "200M", NULL},
+                 "above --max-buffered"},
+                /* A quarter of 200M is below twice the 64M frame. */
+                {{"sbxd", "--max-buffered", "200M", NULL}, "twice --max-frame-bytes"},
+                {{"sbxd", "--frame-timeout", "0", NULL}, "--frame-timeout"},
+                {{"sbxd", "--frame-timeout", "-1", NULL}, "--frame-timeout"},
+        };
+        size_t i, n;
+
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 1, none, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_sandboxes_per_uid, 250);
+        ck_assert_uint_eq(c.max_buffered_bytes, 2ull << 30);
+        ck_assert_uint_eq(c.max_buffered_per_uid, 512ull << 20);
+        ck_assert_uint_eq(c.frame_timeout_ms, 60000);
+        config_free(&c);
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 9, given, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_sandboxes_per_uid, 2);
+        ck_assert_uint_eq(c.max_buffered_bytes, 1ull << 30);
+        ck_assert_uint_eq(c.max_buffered_per_uid, 300ull << 20);
+        ck_assert_uint_eq(c.frame_timeout_ms, 2500);
+        config_free(&c);
+        /* A share never rounds to nothing. */
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 7, small, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_sandboxes_per_uid, 1);
+        ck_assert_uint_eq(c.max_buffered_per_uid, 16ull << 20);
+        config_free(&c);
+        for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                for (n = 0; bad[i].argv[n]; n++)
+                        ;
+                ck_assert_int_eq(config_init(&c, 0), 0);
+                err[0] = '\0';
+                ck_assert_msg(config_parse_args(&c, (int)n, bad[i].argv, err, sizeof(err)) ==
+                                      -EINVAL,
+                              "case %zu accepted", i);
+                ck_assert_msg(strstr(err, bad[i].says), "case %zu: '%s'", i, err);
+                config_free(&c);
+        }
+}
+END_TEST
+
 START_TEST(socket_group_lookup) {
         gid_t gid = 7;
         /* Numbers are gids, whether a group has them or not. */
@@ -483,6 +547,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, connection_flags);
         tcase_add_test(tc, queue_flags);
         tcase_add_test(tc, socket_group_lookup);
+        tcase_add_test(tc, share_flags);
         tcase_add_test(tc, seconds);
         tcase_add_test(tc, disk_flags);
         tcase_add_test(tc, log_levels);

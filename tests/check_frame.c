@@ -167,6 +167,47 @@ START_TEST(garbage_payload_does_not_decode_as_valid) {
 }
 END_TEST
 
+/* A frame in progress is partial from its first byte to its last; the room a large
+ * frame needed is given back once it is taken, and a small buffer is kept. */
+START_TEST(partial_and_trim) {
+        struct frame_reader r;
+        const uint8_t *p;
+        uint8_t hdr[4], *big;
+        size_t len, n = 1u << 20;
+
+        frame_reader_init(&r, 4u << 20);
+        ck_assert(!frame_reader_partial(&r));
+        frame_header_put(hdr, (uint32_t)n);
+        ck_assert_int_eq(frame_reader_feed(&r, hdr, 2), 0);
+        ck_assert(frame_reader_partial(&r));
+        ck_assert_int_eq(frame_reader_feed(&r, hdr + 2, 2), 0);
+        ck_assert(frame_reader_partial(&r));
+        big = calloc(1, n);
+        ck_assert_int_eq(frame_reader_feed(&r, big, n - 1), 0);
+        ck_assert(frame_reader_partial(&r));
+        ck_assert_uint_ge(r.cap, n);
+        frame_reader_trim(&r); /* pending: kept */
+        ck_assert_uint_ge(r.cap, n);
+        ck_assert_int_eq(frame_reader_feed(&r, big, 1), 0);
+        ck_assert(!frame_reader_partial(&r));
+        ck_assert_int_eq(frame_reader_next(&r, &p, &len), 1);
+        ck_assert_uint_eq(len, n);
+        ck_assert(!frame_reader_partial(&r));
+        frame_reader_trim(&r);
+        ck_assert_uint_eq(r.cap, 0);
+        ck_assert_ptr_null(r.buf);
+        /* A small one's buffer stays. */
+        frame_header_put(hdr, 3);
+        ck_assert_int_eq(frame_reader_feed(&r, hdr, 4), 0);
+        ck_assert_int_eq(frame_reader_feed(&r, "abc", 3), 0);
+        ck_assert_int_eq(frame_reader_next(&r, &p, &len), 1);
+        frame_reader_trim(&r);
+        ck_assert_uint_gt(r.cap, 0);
+        free(big);
+        frame_reader_free(&r);
+}
+END_TEST
+
 START_TEST(pack_refuses_oversize) {
         Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
         Sbx__V1__ReadFileReply rf = SBX__V1__READ_FILE_REPLY__INIT;
@@ -289,6 +330,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, pack_refuses_oversize);
         tcase_add_test(tc, prepare_commit_reads_in_place);
         tcase_add_test(tc, pack_split_leaves_the_data_in_place);
+        tcase_add_test(tc, partial_and_trim);
         suite_add_tcase(s, tc);
         return s;
 }
