@@ -545,7 +545,7 @@ static void answer_end(struct sandbox *sb) {
                 sb->create_cb = NULL;
                 snprintf(msg, sizeof(msg), "sandbox '%s' could not be created: %s", sb->id,
                          sb->end_reason);
-                cb(sb->create_ud, sb, -EIO, msg);
+                cb(sb->create_ud, sb, sb->fail_errno ? sb->fail_errno : -EIO, msg);
         }
         for (i = 0; i < sb->n_waiters; i++)
                 if (sb->waiters[i].cb)
@@ -709,6 +709,14 @@ int sandbox_terminate(struct sandbox *sb, const char *reason, sandbox_ended_cb c
         return 0;
 }
 
+/* A step of the creation failed with err (-errno or a libuv error, which are the same
+ * numbers): one that says the daemon is out of a resource answers the creator so
+ * (RESOURCE_EXHAUSTED, try again), not as an internal failure. */
+static void note_failure(struct sandbox *sb, int err) {
+        if (err == -EMFILE || err == -ENFILE || err == -ENOMEM || err == -EAGAIN)
+                sb->fail_errno = err;
+}
+
 static void fail_sandbox(struct sandbox *sb, const char *fmt, ...) {
         char msg[512];
         char reason[600];
@@ -817,6 +825,7 @@ static int pin_init(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
 
         sb->view.init_pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
         if (pid > 0 && sb->view.init_pidfd < 0 && errno != ENOSYS) {
+                note_failure(sb, -errno);
                 fail_sandbox(sb, "pidfd_open(%d): %s", (int)pid, strerror(errno));
                 return -1;
         }
@@ -833,6 +842,7 @@ static int pin_init(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
                 fcntl(sb->view.init_pidfd, F_SETFD, FD_CLOEXEC);
         r = open_root(sb, pid);
         if (r < 0) {
+                note_failure(sb, r);
                 fail_sandbox(sb, "cannot open its root /proc/%d/root: %s", (int)pid, strerror(-r));
                 return -1;
         }
@@ -1054,6 +1064,7 @@ static int make_dirs(struct sandbox *sb) {
 
         if (!slash) {
                 free(sbdir);
+                note_failure(sb, -ENOMEM);
                 fail_sandbox(sb, "daemon out of memory");
                 return -1;
         }
@@ -1140,9 +1151,11 @@ static int spawn_helper(struct sandbox *sb, int child_fd, char *err, size_t errl
         /* Even a handle that failed to spawn was initialised: it must be closed. */
         hold(sb);
         if (r < 0) {
-                snprintf(err, errlen,
-                         "cannot start the init helper %s: %s (reinstall sbxd or pass --init)",
-                         sb->d->cfg->init_path, uv_strerror(r));
+                snprintf(err, errlen, "cannot start the init helper %s: %s (%s)",
+                         sb->d->cfg->init_path, uv_strerror(r),
+                         r == UV_EMFILE || r == UV_ENFILE || r == UV_ENOMEM || r == UV_EAGAIN
+                                 ? "the daemon is short of descriptors or memory; try again"
+                                 : "reinstall sbxd or pass --init");
                 uv_close((uv_handle_t *)&sb->proc, on_handle_closed);
                 return r;
         }
@@ -1157,6 +1170,7 @@ static int spawn_init(struct sandbox *sb) {
         char err[512];
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                note_failure(sb, -errno);
                 fail_sandbox(sb, "socketpair: %s", strerror(errno));
                 return -1;
         }
@@ -1166,6 +1180,7 @@ static int spawn_init(struct sandbox *sb) {
         r = spawn_helper(sb, sv[1], err, sizeof(err));
         close(sv[1]);
         if (r < 0) {
+                note_failure(sb, r);
                 fail_sandbox(sb, "%s", err);
                 return -1;
         }
@@ -1198,6 +1213,7 @@ static int add_cgroup_fds(struct sandbox *sb, struct setup_msg *m) {
         if (leaf)
                 cgroup_forget(leaf);
         if (r < 0) {
+                note_failure(sb, r);
                 fail_sandbox(sb, "cannot open its cgroup for its init: %s", strerror(-r));
                 return -1;
         }
@@ -1240,11 +1256,13 @@ static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct s
         if (r == 0)
                 r = policy_setup(sb->d, &ps, &m->view, objs, &m->setup, &m->mem);
         if (r < 0) {
+                note_failure(sb, r);
                 fail_sandbox(sb, "cannot build its setup: %s", strerror(-r));
                 return -1;
         }
         sandbox_keep_view(sb, &m->view);
         if (sb->warm && sandbox_setup_key(&m->setup, &sb->setup_key, &sb->setup_key_len) < 0) {
+                note_failure(sb, -ENOMEM);
                 fail_sandbox(sb, "daemon out of memory");
                 return -1;
         }
@@ -1441,6 +1459,7 @@ static void start_with_image(struct sandbox *sb, struct policy_objects *objs) {
         snprintf(templates, sizeof(templates), "%s/%s", sb->d->cfg->state_dir, DISK_TEMPLATES_DIR);
         spec.templates = templates;
         if (!ds) {
+                note_failure(sb, -ENOMEM);
                 fail_sandbox(sb, "daemon out of memory");
                 policy_objects_clear(objs);
                 return;

@@ -112,6 +112,7 @@ struct sandbox {
         struct end_waiter *waiters;
         size_t n_waiters;
         char *end_reason;
+        int fail_errno; /* a creation that failed for lack of a resource (-EMFILE, ...), else 0 */
         Sbx__V1__SandboxState end_state;
         int ending;
         int answered;          /* every process gone, workspace moved, end recorded, answered */

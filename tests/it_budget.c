@@ -26,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -652,6 +654,128 @@ START_TEST(test_sandboxes_share) {
 }
 END_TEST
 
+/* ---- a create that fails leaves nothing --------------------------------------------------- */
+
+static int open_fds(pid_t pid) {
+        char path[64];
+        struct dirent *de;
+        DIR *dir;
+        int n = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+        dir = opendir(path);
+        while (dir && (de = readdir(dir)))
+                n += de->d_name[0] != '.';
+        if (dir)
+                closedir(dir);
+        return n;
+}
+
+/* The names of what the daemon made under its cgroup bases and in its sandboxes
+ * directory, one "where name" line each. */
+static char *made(const struct it_daemon *d) {
+        char cmd[2048], *out = calloc(1, 65536);
+        size_t got = 0;
+        FILE *p;
+
+        snprintf(cmd, sizeof(cmd),
+                 "for b in $(sed -n 's/.*sbxd: cgroups under //p' '%s' | sort -u); do "
+                 "for e in \"$b\"/*; do [ -d \"$e\" ] && echo \"cgroup $(basename \"$e\")\"; "
+                 "done; done; ls '%s/sandboxes' 2>/dev/null | sed 's/^/dir /'",
+                 d->log, d->state);
+        p = popen(cmd, "re");
+        while (p && got < 65535 && fgets(out + got, (int)(65536 - got), p))
+                got = strlen(out);
+        if (p)
+                pclose(p);
+        return out;
+}
+
+/* The daemon runs out of descriptors at each step of a create and of a command in turn
+ * (its soft limit lowered one descriptor at a time above what it has open): every
+ * failure is a clear error, and once the limit is back nothing of a failed create is
+ * left (no cgroup, no directory, no descriptor), and creating works again. */
+START_TEST(test_out_of_descriptors) {
+        const char *flags[] = {"--warm", "1", "--spares", "1", NULL};
+        struct rlimit rl, low;
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        int base, extra, failed = 0, n;
+        char id[32], *left;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        free(it_create(c, "keep"));
+        usleep(500000); /* the pool refills */
+        ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, NULL, &rl), 0);
+        base = open_fds(d.pid);
+        for (extra = 1; extra <= 48; extra++) {
+                struct sbx_result *r = NULL;
+                enum sbx_code code;
+                snprintf(id, sizeof(id), "t-%d", extra);
+                low = rl;
+                low.rlim_cur = (rlim_t)(open_fds(d.pid) + extra);
+                ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &low, NULL), 0);
+                sb = NULL;
+                {
+                        struct sbx_create_opts o;
+                        sbx_create_opts_init(&o);
+                        o.id = id;
+                        code = sbx_create(c, &o, &sb);
+                }
+                if (code != SBX_OK) {
+                        failed++;
+                        /* Out of a resource, to try again: not an internal failure, nor a
+                         * hint to reinstall. */
+                        ck_assert_msg((code == SBX_RESOURCE_EXHAUSTED || code == SBX_UNAVAILABLE) &&
+                                              !strstr(sbx_error_message(c), "reinstall"),
+                                      "create at +%d: %s: %s", extra, sbx_code_name(code),
+                                      sbx_error_message(c));
+                        sbx_close(c);
+                        ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+                        c = it_connect(&d);
+                        continue;
+                }
+                sbx_sandbox_free(sb);
+                {
+                        struct sbx_exec_opts o;
+                        sbx_exec_opts_init(&o);
+                        o.shell = "true";
+                        o.timeout_ms = CMD_MS;
+                        (void)sbx_exec(c, id, &o, &r);
+                        sbx_result_free(r);
+                }
+                ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+                if (sbx_terminate(c, id, NULL) != SBX_OK) {
+                        sbx_close(c);
+                        c = it_connect(&d);
+                        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+                }
+        }
+        ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+        ck_assert_msg(failed > 0, "no create ran out of descriptors");
+        /* What is left: "keep", and the pool's own (at most one warm and one spare). */
+        for (n = 0; n < 100; n++) {
+                left = made(&d);
+                if (!strstr(left, " t-") && open_fds(d.pid) <= base + 2)
+                        break;
+                free(left);
+                left = NULL;
+                usleep(100000);
+        }
+        if (!left)
+                left = made(&d);
+        ck_assert_msg(!strstr(left, " t-"), "a failed create left: %s", left);
+        ck_assert_msg(open_fds(d.pid) <= base + 2, "descriptors %d, %d before", open_fds(d.pid),
+                      base);
+        free(left);
+        free(it_create(c, "after"));
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("budget");
         struct {
@@ -662,6 +786,7 @@ static Suite *make_suite(void) {
                 {"stdin", test_stdin},
                 {"partial_frames", test_partial_frames},
                 {"sandboxes_share", test_sandboxes_share},
+                {"out_of_descriptors", test_out_of_descriptors},
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
