@@ -120,9 +120,12 @@ void cgroup_env_free(struct cgroup_env *e) {
         int i;
         if (!e)
                 return;
-        for (i = 0; i < CG_N; i++)
+        for (i = 0; i < CG_N; i++) {
                 free(e->base[i]);
+                free(e->self[i]);
+        }
         free(e->v2_base);
+        free(e->v2_self);
         free(e);
 }
 
@@ -185,6 +188,8 @@ static int setup_v2(struct cgroup_env *e, const char *root, const char *own, con
         v2_enable(e->v2_base, &mask);
         e->v2_controllers = mask;
         e->version = CGROUP_V2;
+        e->v2_self = leaf;
+        leaf = NULL;
         r = 0;
 out:
         free(own_dir);
@@ -703,6 +708,78 @@ int cgroup_foreach_child(struct cgroup_env *e, int (*cb)(const char *name, void 
                         r = cb(de->d_name, ud);
         closedir(d);
         return r;
+}
+
+/* v1: the daemon's own group for controller c ("<base>.daemon", beside the base),
+ * made and joined by pid. 0 or -errno. */
+static int v1_self(struct cgroup_env *e, enum cgroup_ctrl c, pid_t pid) {
+        char pidbuf[32];
+        int r;
+
+        if (!e->base[c])
+                return -ENOENT;
+        if (!e->self[c]) {
+                if (asprintf(&e->self[c], "%s.daemon", e->base[c]) < 0) {
+                        e->self[c] = NULL;
+                        return -ENOMEM;
+                }
+                r = mkdir_p(e, e->self[c]);
+                if (r < 0)
+                        return r;
+        }
+        snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
+        return pid > 0 ? write_file(e->self[c], "cgroup.procs", pidbuf) : 0;
+}
+
+int cgroup_env_limit_self(struct cgroup_env *e, pid_t self_pid, uint64_t memory_max,
+                          uint64_t tasks_max) {
+        char v[32];
+        int r = 0;
+
+        if (e->version == CGROUP_V2) {
+                if ((memory_max && !(e->v2_controllers >> CG_MEMORY & 1)) ||
+                    (tasks_max && !(e->v2_controllers >> CG_PIDS & 1)) || !e->v2_self)
+                        return -ENOENT;
+        } else if (e->version != CGROUP_V1 || (memory_max && !e->base[CG_MEMORY]) ||
+                   (tasks_max && !e->base[CG_PIDS])) {
+                return -ENOENT;
+        }
+        if (memory_max) {
+                snprintf(v, sizeof(v), "%llu", (unsigned long long)memory_max);
+                r = e->version == CGROUP_V2 ? write_file(e->v2_self, "memory.max", v)
+                                            : v1_self(e, CG_MEMORY, self_pid);
+                if (r == 0 && e->version == CGROUP_V1)
+                        r = write_file(e->self[CG_MEMORY], "memory.limit_in_bytes", v);
+        }
+        if (r == 0 && tasks_max) {
+                snprintf(v, sizeof(v), "%llu", (unsigned long long)tasks_max);
+                r = e->version == CGROUP_V2 ? 0 : v1_self(e, CG_PIDS, self_pid);
+                if (r == 0)
+                        r = write_file(e->version == CGROUP_V2 ? e->v2_self : e->self[CG_PIDS],
+                                       "pids.max", v);
+        }
+        return r;
+}
+
+void cgroup_env_unlimit_self(struct cgroup_env *e, pid_t self_pid) {
+        char pidbuf[32], *own;
+        int i;
+
+        snprintf(pidbuf, sizeof(pidbuf), "%d", (int)self_pid);
+        for (i = 0; i < CG_N; i++) {
+                if (!e->self[i])
+                        continue;
+                /* The base's parent is the daemon's own group. */
+                own = strdup(e->base[i]);
+                if (own && strrchr(own, '/'))
+                        *strrchr(own, '/') = '\0';
+                if (own && self_pid > 0)
+                        (void)write_file(own, "cgroup.procs", pidbuf);
+                free(own);
+                (void)rmdir(e->self[i]);
+                free(e->self[i]);
+                e->self[i] = NULL;
+        }
 }
 
 void cgroup_env_remove_base(struct cgroup_env *e) {

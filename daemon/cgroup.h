@@ -26,6 +26,10 @@ struct cgroup_env {
         char *base[CG_N];
         char *v2_base;
         int v2_controllers; /* bit per enum cgroup_ctrl */
+        /* The daemon's own group, where cgroup_env_limit_self bounds it: v2 its leaf
+         * "<own>/daemon"; v1, per controller, "<own>/<base_name>.daemon" once made. */
+        char *v2_self;
+        char *self[CG_N];
         /* How group directories are made: mkdir(2), or in unit tests a function that
          * also lays out the control files the kernel would create. */
         int (*mkdir_fn)(const char *path, mode_t mode);
@@ -54,6 +58,18 @@ int cgroup_env_new_with(const char *root, const char *self_cgroup_file, const ch
                         pid_t self_pid, int (*mkdir_fn)(const char *path, mode_t mode),
                         struct cgroup_env **ret);
 void cgroup_env_free(struct cgroup_env *e);
+
+/* Bounds the daemon itself, apart from its sandboxes (whose groups are not below it):
+ * memory_max bytes (memory.max on v2, memory.limit_in_bytes on v1) and tasks_max tasks
+ * (pids.max), 0 for none. On v2 in its leaf; on v1 in a group "<base>.daemon" beside
+ * the base that self_pid (the daemon) is moved into. Returns 0; -ENOENT when the
+ * controller a bound needs is not there; or -errno of the write that failed. */
+int cgroup_env_limit_self(struct cgroup_env *e, pid_t self_pid, uint64_t memory_max,
+                          uint64_t tasks_max);
+
+/* Undoes cgroup_env_limit_self on v1 at exit: self_pid back to its own group, and the
+ * groups made for it removed. */
+void cgroup_env_unlimit_self(struct cgroup_env *e, pid_t self_pid);
 
 /* 1 when groups made in e get controller ctrl (a v1 hierarchy, or enabled on v2). */
 int cgroup_env_has(const struct cgroup_env *e, enum cgroup_ctrl ctrl);

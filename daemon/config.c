@@ -296,7 +296,7 @@ const char *config_usage(void) {
                "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
                "            [--disk-via auto|quota|image|tmpfs] [--disk-overcommit]\n"
                "            [--max-buffered SIZE] [--max-buffered-per-uid SIZE]\n"
-               "            [--frame-timeout SECS]\n"
+               "            [--frame-timeout SECS] [--daemon-memory-max SIZE] [--daemon-tasks-max N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -342,7 +342,9 @@ const char *config_usage(void) {
                "--max-frame-bytes). Past it a command's kept output is cut to what it has\n"
                "(the tail is kept, and the result says so) and a request is refused\n"
                "RESOURCE_EXHAUSTED. A request must arrive whole within --frame-timeout of its\n"
-               "first byte (default 60 s), or its connection is closed.\n";
+               "first byte (default 60 s), or its connection is closed.\n"
+               "--daemon-memory-max and --daemon-tasks-max bound the daemon itself in a cgroup\n"
+               "of its own, apart from its sandboxes' (default none; sbxd.service sets both).\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -366,6 +368,7 @@ static const struct {
         {"--warm", offsetof(struct config, warm), 0, SBX_MAX_WARM_SANDBOXES},
         {"--spares", offsetof(struct config, spares), 0, SBX_MAX_SPARES},
         {"--retention-days", offsetof(struct config, retention_days), 0, 100000},
+        {"--daemon-tasks-max", offsetof(struct config, daemon_tasks_max), 0, 4194304},
         {"--max-frame-bytes", offsetof(struct config, max_frame_bytes), SBX_MIN_MAX_FRAME_BYTES,
          1024u * 1024u * 1024u},
 };
@@ -399,6 +402,18 @@ static int apply_disk_flag(struct config *cfg, const char *name, const char *v, 
                         return -EINVAL;
                 }
                 *(name[2] == 'd' ? &cfg->default_disk_bytes : &cfg->max_disk_bytes) = n;
+                return 0;
+        }
+        if (strcmp(name, "--daemon-memory-max") == 0) {
+                if (strcmp(v, "0") != 0 &&
+                    (disk_parse_size(v, &n) < 0 || n < CONFIG_MIN_DAEMON_MEMORY_BYTES)) {
+                        snprintf(err, errlen,
+                                 "--daemon-memory-max needs a size of at least 64M (e.g. 4G), or "
+                                 "0 for none, not '%s'",
+                                 v);
+                        return -EINVAL;
+                }
+                cfg->daemon_memory_max = strcmp(v, "0") == 0 ? 0 : n;
                 return 0;
         }
         if (strcmp(name, "--max-buffered") == 0 || strcmp(name, "--max-buffered-per-uid") == 0) {

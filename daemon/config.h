@@ -58,6 +58,8 @@ struct config {
         uint64_t max_buffered_per_uid;    /* of it, one uid's: the flag, or a quarter */
         uint64_t max_buffered_per_uid_flag; /* --max-buffered-per-uid as given; 0: not given */
         uint64_t frame_timeout_ms;        /* the most a request may take to arrive whole */
+        uint64_t daemon_memory_max;       /* the daemon's own memory bound (cgroup); 0: none */
+        uint32_t daemon_tasks_max;        /* its own tasks bound (cgroup pids); 0: none */
         int show_help;
         int show_version;
 };
@@ -69,6 +71,8 @@ int config_init(struct config *cfg, uid_t euid);
 /* --max-buffered and --max-buffered-per-uid's bounds. */
 #define CONFIG_MIN_BUFFERED_BYTES (16ull * 1024u * 1024u)
 #define CONFIG_MAX_BUFFERED_BYTES (1ull << 40)
+/* --daemon-memory-max's least (a daemon bounded lower could not serve). */
+#define CONFIG_MIN_DAEMON_MEMORY_BYTES (64ull * 1024u * 1024u)
 
 /* Applies the command-line flags (argv[0] is skipped). On a bad flag returns -EINVAL
  * and writes a one-line reason into err (errlen bytes). */

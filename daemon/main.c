@@ -329,6 +329,30 @@ static int examine_disk(void) {
         return 0;
 }
 
+/* --daemon-memory-max and --daemon-tasks-max: the daemon in a cgroup of its own, apart
+ * from its sandboxes' (which a bound on the service's own cgroup would cap too). A
+ * bound that cannot be set is said, and the daemon serves without it. */
+static void limit_self(void) {
+        int r, i;
+
+        if (!cfg.daemon_memory_max && !cfg.daemon_tasks_max)
+                return;
+        r = cgroup_env_limit_self(D.cgroups, getpid(), cfg.daemon_memory_max,
+                                  cfg.daemon_tasks_max);
+        for (i = 0; i < CG_N; i++)
+                if (D.cgroups->self[i])
+                        log_debug("cgroups under %s", D.cgroups->self[i]);
+        if (r < 0)
+                log_warning("cannot bound the daemon itself (--daemon-memory-max, "
+                            "--daemon-tasks-max): %s; it runs without",
+                            r == -ENOENT ? "no delegated memory or pids cgroup controller"
+                                         : strerror(-r));
+        else
+                log_info("the daemon itself: memory at most %llu bytes, tasks at most %u (0: "
+                         "none)",
+                         (unsigned long long)cfg.daemon_memory_max, cfg.daemon_tasks_max);
+}
+
 /* Step 7: the host: our cgroups, what the kernel allows, the guard over hidden paths. */
 static int examine_host(void) {
         const char *cg_root = getenv("SBXD_CGROUP_ROOT"), *cg_self = getenv("SBXD_CGROUP_SELF");
@@ -349,6 +373,7 @@ static int examine_host(void) {
                         log_debug("cgroups under %s", D.cgroups->base[i]);
         if (D.cgroups->v2_base)
                 log_debug("cgroups under %s", D.cgroups->v2_base);
+        limit_self();
         hostfeat_detect(D.euid, cgroup_version_name(D.cgroups->version), &D.features);
         if (examine_disk() < 0)
                 return -1;
@@ -445,6 +470,7 @@ static void shut_down(int served) {
         free(S.path);
         sbxtab_free(D.sandboxes);
         if (D.cgroups) {
+                cgroup_env_unlimit_self(D.cgroups, getpid());
                 cgroup_env_remove_base(D.cgroups);
                 cgroup_env_free(D.cgroups);
         }

@@ -142,6 +142,17 @@ START_TEST(v2_fake_tree) {
         get(p, "cgroup.procs", buf, sizeof(buf));
         ck_assert_str_eq(buf, "4242");
         ck_assert_int_eq(e->v2_controllers, (1 << CG_MEMORY) | (1 << CG_PIDS) | (1 << CG_CPU));
+        /* The daemon's own bounds go on that leaf, never on its own group (whose
+         * subtree, the sandboxes' too, a bound there would cap). */
+        ck_assert_int_eq(cgroup_env_limit_self(e, 4242, 256u << 20, 500), 0);
+        get(p, "memory.max", buf, sizeof(buf));
+        ck_assert_str_eq(buf, "268435456");
+        get(p, "pids.max", buf, sizeof(buf));
+        ck_assert_str_eq(buf, "500");
+        get(own, "memory.max", buf, sizeof(buf));
+        ck_assert_str_eq(buf, "max\n");
+        get(own, "pids.max", buf, sizeof(buf));
+        ck_assert_str_eq(buf, "max\n");
 
         ck_assert_int_eq(cgroup_create(e, "sbx-a", 0, &g), 0);
         snprintf(p, sizeof(p), "%s/sbxd-t/sbx-a", own);
@@ -291,6 +302,33 @@ START_TEST(v1_fake_tree) {
                 if (g->path[i])
                         fake_empty(g->path[i]);
         ck_assert_int_eq(cgroup_destroy(g), 0);
+
+        /* The daemon's own bounds: a group "<base>.daemon" beside the base in the memory
+         * and pids hierarchies, which it joins; its own group and the base keep theirs.
+         * At exit it goes back to its own group and the groups go. */
+        ck_assert_int_eq(cgroup_env_limit_self(e, 4343, 128u << 20, 300), 0);
+        snprintf(p, sizeof(p), "%s/memory/process_api/abc/sbxd-t.daemon", root);
+        ck_assert_str_eq(e->self[CG_MEMORY], p);
+        get(p, "memory.limit_in_bytes", buf, sizeof(buf));
+        ck_assert_str_eq(buf, "134217728");
+        get(p, "cgroup.procs", buf, sizeof(buf));
+        ck_assert_str_eq(buf, "4343");
+        snprintf(p, sizeof(p), "%s/pids/sbxd-t.daemon", root);
+        get(p, "pids.max", buf, sizeof(buf));
+        ck_assert_str_eq(buf, "300");
+        get(e->base[CG_MEMORY], "memory.limit_in_bytes", buf, sizeof(buf));
+        ck_assert_str_eq(buf, "9223372036854771712\n");
+        ck_assert_ptr_null(e->self[CG_CPU]);
+        for (i = 0; i < CG_N; i++)
+                if (e->self[i])
+                        fake_empty(e->self[i]);
+        cgroup_env_unlimit_self(e, 4343);
+        snprintf(p, sizeof(p), "%s/memory/process_api/abc", root);
+        get(p, "cgroup.procs", buf, sizeof(buf));
+        ck_assert_str_eq(buf, "4343");
+        snprintf(p, sizeof(p), "%s/pids/sbxd-t.daemon", root);
+        ck_assert_int_eq(access(p, F_OK), -1);
+        ck_assert_ptr_null(e->self[CG_PIDS]);
         cgroup_env_free(e);
 }
 END_TEST
@@ -304,6 +342,10 @@ START_TEST(none_when_nothing_mounted) {
         ck_assert_int_eq(e->version, CGROUP_NONE);
         ck_assert_str_eq(cgroup_version_name(e->version), "none");
         ck_assert_int_eq(cgroup_create(e, "x", 0, &g), -EOPNOTSUPP);
+        /* Nothing to bound the daemon with: said, not pretended. */
+        ck_assert_int_eq(cgroup_env_limit_self(e, 1, 1u << 30, 0), -ENOENT);
+        ck_assert_int_eq(cgroup_env_limit_self(e, 1, 0, 100), -ENOENT);
+        cgroup_env_unlimit_self(e, 1);
         cgroup_env_free(e);
 }
 END_TEST

@@ -355,6 +355,10 @@ START_TEST(share_flags) {
                 {{"sbxd", "--max-buffered", "200M", NULL}, "twice --max-frame-bytes"},
                 {{"sbxd", "--frame-timeout", "0", NULL}, "--frame-timeout"},
                 {{"sbxd", "--frame-timeout", "-1", NULL}, "--frame-timeout"},
+                {{"sbxd", "--daemon-memory-max", "1M", NULL}, "at least 64M"},
+                {{"sbxd", "--daemon-memory-max", "lots", NULL}, "at least 64M"},
+                {{"sbxd", "--daemon-tasks-max", "-1", NULL}, "--daemon-tasks-max"},
+                {{"sbxd", "--daemon-tasks-max", "99999999", NULL}, "--daemon-tasks-max"},
         };
         size_t i, n;
 
@@ -365,7 +369,18 @@ START_TEST(share_flags) {
         ck_assert_uint_eq(c.max_buffered_bytes, 2ull << 30);
         ck_assert_uint_eq(c.max_buffered_per_uid, 512ull << 20);
         ck_assert_uint_eq(c.frame_timeout_ms, 60000);
+        ck_assert_uint_eq(c.daemon_memory_max, 0);
+        ck_assert_uint_eq(c.daemon_tasks_max, 0);
         config_free(&c);
+        {
+                char *bounds[] = {"sbxd", "--daemon-memory-max", "4G", "--daemon-tasks-max", "1024",
+                                  NULL};
+                ck_assert_int_eq(config_init(&c, 0), 0);
+                ck_assert_int_eq(config_parse_args(&c, 5, bounds, err, sizeof(err)), 0);
+                ck_assert_uint_eq(c.daemon_memory_max, 4ull << 30);
+                ck_assert_uint_eq(c.daemon_tasks_max, 1024);
+                config_free(&c);
+        }
         ck_assert_int_eq(config_init(&c, 0), 0);
         ck_assert_int_eq(config_parse_args(&c, 9, given, err, sizeof(err)), 0);
         ck_assert_uint_eq(c.max_sandboxes_per_uid, 2);

@@ -776,6 +776,87 @@ START_TEST(test_out_of_descriptors) {
 }
 END_TEST
 
+/* ---- the daemon's own bounds ------------------------------------------------------------- */
+
+/* The path of the daemon's group in controller ctrl, from /proc/PID/cgroup (v1). */
+static int own_group(pid_t pid, const char *ctrl, char *buf, size_t len) {
+        char path[64], line[512];
+        FILE *f;
+        int found = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+        f = fopen(path, "re");
+        while (f && !found && fgets(line, sizeof(line), f)) {
+                char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+                if (!b || (size_t)(b - a - 1) != strlen(ctrl) || strncmp(a + 1, ctrl, strlen(ctrl)))
+                        continue;
+                b[strcspn(b, "\n")] = '\0';
+                snprintf(buf, len, "/sys/fs/cgroup/%s%s", ctrl, b + 1);
+                found = 1;
+        }
+        if (f)
+                fclose(f);
+        return found;
+}
+
+static unsigned long long read_ull(const char *dir, const char *name) {
+        char path[1200];
+        unsigned long long v = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(path, "re");
+        if (f && fscanf(f, "%llu", &v) != 1)
+                v = 0;
+        if (f)
+                fclose(f);
+        return v;
+}
+
+/* --daemon-memory-max and --daemon-tasks-max bound the daemon in a group of its own
+ * (v1 here: "<base>.daemon" in memory and pids), not its sandboxes: one with a memory
+ * limit above the daemon's uses more than the daemon may. The group goes at exit. */
+START_TEST(test_daemon_bounds) {
+        const char *flags[] = {"--daemon-memory-max", "128M", "--daemon-tasks-max", "200", NULL};
+        char mem[700], pids[700];
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_result *r;
+        struct it_daemon d;
+        sbx_client *c;
+
+        if (access("/sys/fs/cgroup/memory/cgroup.procs", F_OK) != 0) {
+                fprintf(stderr, "it_budget daemon_bounds: no v1 memory hierarchy; the v2 path is "
+                                "tested in check_cgroup\n");
+                return;
+        }
+        it_daemon_start(&d, flags);
+        ck_assert(own_group(d.pid, "memory", mem, sizeof(mem)));
+        ck_assert(own_group(d.pid, "pids", pids, sizeof(pids)));
+        ck_assert_msg(strstr(mem, ".daemon") && strstr(pids, ".daemon"), "the daemon is in %s, %s",
+                      mem, pids);
+        ck_assert_uint_eq(read_ull(mem, "memory.limit_in_bytes"), 128ull * MIB);
+        ck_assert_uint_eq(read_ull(pids, "pids.max"), 200);
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        o.id = "big";
+        o.policy.limits.set = SBX_LIMIT_MEMORY;
+        o.policy.limits.memory_bytes = 512ull * MIB;
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        sbx_sandbox_free(sb);
+        r = it_sh(c, "big", CMD_MS,
+                  "python3 -c 'b = bytearray(256 << 20); b[::4096] = b\"x\" * (len(b) // 4096); "
+                  "print(len(b))'");
+        ck_assert_msg(r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0, "256 MiB in the sandbox: %s",
+                      r->stderr_data);
+        sbx_result_free(r);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert_msg(access(mem, F_OK) != 0 && access(pids, F_OK) != 0,
+                      "the daemon's own groups are left: %s %s", mem, pids);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("budget");
         struct {
@@ -787,6 +868,7 @@ static Suite *make_suite(void) {
                 {"partial_frames", test_partial_frames},
                 {"sandboxes_share", test_sandboxes_share},
                 {"out_of_descriptors", test_out_of_descriptors},
+                {"daemon_bounds", test_daemon_bounds},
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -555,7 +555,8 @@ START_TEST(units_verify_and_snippets_apply) {
         make_target("install", stage);
         text = read_file(path_of(stage, "usr/lib/systemd/system/sbxd.service"));
         ck_assert_msg(
-                strstr(text, "\nExecStart=/usr/sbin/sbxd --init /usr/libexec/sbxd/sbx-init\n"),
+                strstr(text, "\nExecStart=/usr/sbin/sbxd --init /usr/libexec/sbxd/sbx-init "
+                             "--daemon-memory-max 4G --daemon-tasks-max 1024\n"),
                 "the installed service does not name the installed programs:\n%s", text);
         ck_assert_msg(strstr(text, "\nType=notify\n") && strstr(text, "\nDelegate=yes\n") &&
                               strstr(text, "\nKillMode=mixed\n"),
