@@ -766,7 +766,7 @@ START_TEST(cancellation_kills_the_command) {
 END_TEST
 
 /* write_file, read_file (paging), edit_file and list_directory, their errors, and the
- * limits on reads and listings. */
+ * limits on reads, writes and listings. */
 START_TEST(file_tools) {
         const char *small[] = {"--max-read-bytes",
                                "1000",
@@ -779,7 +779,7 @@ START_TEST(file_tools) {
         sbx_client *c;
         struct mcp m, s;
         json_t *r, *st;
-        char *id;
+        char *id, big[1001];
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
@@ -906,7 +906,7 @@ START_TEST(file_tools) {
         json_decref(r);
 
         /* The limits: a file over --max-read-bytes, a line longer than a page, a listing
-         * over --max-output-lines. */
+         * over --max-output-lines, a write over --max-read-bytes. */
         json_decref(mcp_tool(&m, "run_command",
                              json_pack("{s:s}", "command",
                                        "seq 1 1000 > big.txt; head -c 200 /dev/zero | tr '\\0' y "
@@ -926,6 +926,18 @@ START_TEST(file_tools) {
         r = mcp_tool(&s, "list_directory", json_pack("{s:s}", "path", "ld"));
         ck_assert_ptr_nonnull(strstr(text_of(r), "a\nadir/\nb\n[... cut at 3 entries"));
         ck_assert(json_is_true(json_object_get(structured_of(r), "truncated")));
+        json_decref(r);
+        /* write_file writes as much as read_file reads, and no more. */
+        memset(big, 'w', sizeof(big));
+        r = mcp_tool(&s, "write_file",
+                     json_pack("{s:s,s:s%}", "path", "w.txt", "content", big, (size_t)1000));
+        ck_assert(!is_error(r));
+        ck_text_has(r, "Wrote 1000 bytes");
+        json_decref(r);
+        r = mcp_tool(&s, "write_file",
+                     json_pack("{s:s,s:s%}", "path", "w.txt", "content", big, (size_t)1001));
+        ck_assert(is_error(r));
+        ck_text_has(r, "'content' is 1001 bytes, more than write_file takes (1000 bytes");
         json_decref(r);
         ck_assert_int_eq(mcp_close(&s, 10000), 0);
 
