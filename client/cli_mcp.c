@@ -26,6 +26,12 @@
  * recorded is looked for again every MCP_CANCEL_RETRY_MS until the thread ends; one
  * not yet started is not started. A cancelled call gets no answer, as MCP asks.
  *
+ * Input. A line is at most 6 times --max-read-bytes and 64 KiB (the largest call a tool
+ * takes, however it is escaped), nests at most MCP_MAX_DEPTH deep and holds at most
+ * MCP_MAX_VALUES JSON values. A scan of the bytes as they arrive refuses a line past any
+ * of these before jansson parses it, keeps no more of it, and answers it with -32600
+ * naming the bound (and the request's id, when it finds it).
+ *
  * Stopping. When stdin closes, the calls in flight are answered (their commands run at
  * most to their timeouts), then the server exits 0; SIGTERM, SIGINT, SIGHUP or a closed
  * stdout stop it at once, cancelling what runs. An owned sandbox is then terminated. */
@@ -41,9 +47,26 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The longest message read (a write_file of a frame's worth of escaped text fits). */
-#define MCP_MAX_MESSAGE_BYTES (256u * 1024u * 1024u)
-#define MCP_READ_CHUNK_BYTES  (64u * 1024u)
+/* The most --max-read-bytes may be: the longest line read follows from it. */
+#define MCP_MAX_READ_BYTES_CEILING (16u * 1024u * 1024u)
+/* The longest line read is the largest message a tool takes: a write_file of
+ * --max-read-bytes of content, each byte of it escaped as the longest JSON escape of one
+ * byte ("\u0001", 6 bytes), and the rest of the call (the path, at most
+ * SBX_PATH_MAX_BYTES escaped the same way, the method, the id, _meta) in the envelope. */
+#define MCP_ESCAPED_BYTES_PER_BYTE 6u
+#define MCP_ENVELOPE_BYTES         (64u * 1024u)
+/* A line nested deeper, or holding more JSON values, is refused before jansson parses
+ * it (jansson takes 44-76 times the text for arrays of small values). A tool call nests
+ * 4 deep (5 in a batch) and holds at most about 5,200 values (a run_command of
+ * MCP_MAX_ARGV arguments and MCP_MAX_ENV variables). */
+#define MCP_MAX_DEPTH  64u
+#define MCP_MAX_VALUES 65536u
+_Static_assert(MCP_MAX_DEPTH <= 64, "struct line_scan keeps a bit per depth in 64 bits");
+/* The longest id (its JSON text) a refused line is answered with; a longer one is null. */
+#define MCP_MAX_ID_BYTES     256u
+#define MCP_READ_CHUNK_BYTES (64u * 1024u)
+/* A line buffer grown past this is freed once its line is done. */
+#define MCP_KEEP_BUFFER_BYTES (1024u * 1024u)
 /* Commands one server runs at once; one more is refused with a tool error. */
 #define MCP_MAX_RUNNING 8u
 /* How often a cancelled command that is not recorded yet is looked for again. */
@@ -58,6 +81,30 @@
 /* The protocol revisions the server speaks, newest first. */
 static const char *const protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
                                                 "2024-11-05"};
+
+/* Why a line is refused before it is parsed (LINE_OK: it is not). */
+enum line_refusal { LINE_OK, LINE_TOO_LONG, LINE_TOO_DEEP, LINE_TOO_MANY_VALUES };
+
+/* Where the scan is in finding the "id" of a line whose top level is an object. */
+enum id_search { ID_LOOKING, ID_IN_KEY, ID_KEY_READ, ID_IN_VALUE, ID_FOUND, ID_LOST };
+
+/* What the scan of the line read so far knows (scan_bytes): its bounds, and the id to
+ * answer a refused line with. Zeroed for each line. */
+struct line_scan {
+        size_t bytes;
+        size_t depth;     /* containers open */
+        uint64_t objects; /* bit d: the container at depth d + 1 is an object */
+        size_t values;
+        enum line_refusal refused; /* the first bound the line passed */
+        bool in_string, escaped;
+        bool seen_value; /* the first value of the line has started */
+        bool value_next; /* the next token starts a value (not a key) */
+        enum id_search id;
+        unsigned key_len; /* of the key at depth 1 being read */
+        bool key_is_id;   /* so far */
+        size_t id_len;
+        char id_text[MCP_MAX_ID_BYTES];
+};
 
 /* One tools/call running on a thread of its own. */
 struct job {
@@ -87,10 +134,11 @@ struct server {
         struct job *jobs;
         unsigned n_jobs;
         unsigned long calls;
-        /* stdin */
-        char *buf;
-        size_t len, cap, scanned;
-        bool discarding; /* the rest of an over-long line */
+        /* stdin: the line being read, kept unless it is refused */
+        size_t max_line_bytes;
+        char *line;
+        size_t line_len, line_cap;
+        struct line_scan scan;
         bool eof;
         /* stopping */
         int stop_signal;
@@ -198,9 +246,13 @@ static int apply_opt(struct cli *cli, struct mcp_env *env, struct mcp_opts *o, i
                 env->max_output_lines = v;
                 break;
         case O_MAX_READ_BYTES:
-                if (cli_parse_bytes(a, &env->max_read_bytes) < 0 || !env->max_read_bytes)
-                        return cli_bad_value("mcp", "--max-read-bytes", a,
-                                             "expected bytes > 0, e.g. 5M");
+                if (cli_parse_bytes(a, &env->max_read_bytes) < 0 || !env->max_read_bytes ||
+                    env->max_read_bytes > MCP_MAX_READ_BYTES_CEILING) {
+                        char what[64];
+                        snprintf(what, sizeof(what), "expected bytes > 0, at most %uM, e.g. 5M",
+                                 MCP_MAX_READ_BYTES_CEILING >> 20);
+                        return cli_bad_value("mcp", "--max-read-bytes", a, what);
+                }
                 break;
         case O_SOCKET:
                 cli->socket_path = a;
@@ -833,26 +885,261 @@ static void on_line(struct server *s, char *line, size_t len) {
         json_decref(m);
 }
 
-/* ---- the loop ----------------------------------------------------------------------------------
- */
+/* ---- the line scan ---------------------------------------------------------------------------
+ *
+ * Before jansson parses a line, one pass over its bytes, as they arrive, measures what
+ * parsing it would cost: its length, its nesting and its count of JSON values (each
+ * object, array, string that is not a key, number, true, false and null). A line past a
+ * bound is not kept, only scanned on to its newline for the "id" of its top-level object,
+ * so that its answer names the request. The scan follows strings and their escapes but
+ * does not check the grammar: jansson does that, on a line the scan found within the
+ * bounds (the scan's counts are exact for a valid line, and for the valid part of one
+ * that is not, where jansson stops). */
 
-/* Reads what stdin has and handles each complete line. */
-static void read_input(struct server *s) {
-        ssize_t n;
-        size_t start = 0;
+static void refuse(struct line_scan *l, enum line_refusal why) {
+        if (l->refused == LINE_OK)
+                l->refused = why;
+}
 
-        if (s->cap - s->len < MCP_READ_CHUNK_BYTES) {
-                size_t ncap = s->cap ? s->cap * 2 : 2 * MCP_READ_CHUNK_BYTES;
-                char *nb = realloc(s->buf, ncap);
+static bool in_object(const struct line_scan *l) {
+        return l->depth && l->depth <= MCP_MAX_DEPTH && ((l->objects >> (l->depth - 1)) & 1u);
+}
+
+static void keep_id_byte(struct line_scan *l, char c) {
+        if (l->id_len < sizeof(l->id_text))
+                l->id_text[l->id_len++] = c;
+        else
+                l->id = ID_LOST;
+}
+
+/* Takes byte c of a string (its opening quote was a token). */
+static void scan_in_string(struct line_scan *l, char c) {
+        bool closes = !l->escaped && c == '"';
+
+        if (l->id == ID_IN_VALUE)
+                keep_id_byte(l, c);
+        else if (l->id == ID_IN_KEY && !closes)
+                l->key_is_id = l->key_is_id && l->key_len < 2 && c == "id"[l->key_len++];
+        l->escaped = !l->escaped && c == '\\';
+        if (!closes)
+                return;
+        l->in_string = false;
+        if (l->id == ID_IN_VALUE)
+                l->id = ID_FOUND;
+        else if (l->id == ID_IN_KEY)
+                l->id = l->key_is_id && l->key_len == 2 ? ID_KEY_READ : ID_LOOKING;
+}
+
+/* A value starts with c (its first byte, not a space): it is counted, and it may be the
+ * id. */
+static void start_value(struct line_scan *l, char c) {
+        if (++l->values > MCP_MAX_VALUES)
+                refuse(l, LINE_TOO_MANY_VALUES);
+        if (l->id != ID_KEY_READ || l->depth != 1)
+                return;
+        l->id = c == '{' || c == '[' ? ID_LOST : ID_IN_VALUE;
+        if (l->id == ID_IN_VALUE)
+                keep_id_byte(l, c);
+}
+
+static void open_container(struct line_scan *l, bool object) {
+        uint64_t bit;
+
+        if (l->depth >= MCP_MAX_DEPTH) {
+                l->depth++; /* counted on, for the id at depth 1 */
+                refuse(l, LINE_TOO_DEEP);
+                return;
+        }
+        bit = 1ull << l->depth++;
+        l->objects = object ? l->objects | bit : l->objects & ~bit;
+        l->value_next = !object;
+}
+
+/* Takes byte c outside strings. */
+static void scan_token(struct line_scan *l, char c) {
+        bool value = l->value_next || !l->seen_value;
+
+        if (l->id == ID_IN_VALUE) { /* a number (or a word) as the id: up to its end */
+                if (!strchr(" \t\r,:[]{}\"", c)) {
+                        keep_id_byte(l, c);
+                        return;
+                }
+                l->id = ID_FOUND;
+        }
+        if (c == ' ' || c == '\t' || c == '\r')
+                return;
+        l->value_next = false;
+        if (value && c != ']' && c != '}') { /* not the end of an empty array */
+                l->seen_value = true;
+                start_value(l, c);
+        }
+        switch (c) {
+        case '{':
+        case '[':
+                open_container(l, c == '{');
+                break;
+        case '}':
+        case ']':
+                if (l->depth)
+                        l->depth--;
+                break;
+        case ':':
+                l->value_next = true;
+                break;
+        case ',':
+                l->value_next = l->depth && !in_object(l);
+                break;
+        case '"':
+                l->in_string = true;
+                if (!value && l->depth == 1 && in_object(l) && l->id == ID_LOOKING) {
+                        l->id = ID_IN_KEY;
+                        l->key_len = 0;
+                        l->key_is_id = true;
+                }
+                break;
+        default:
+                break;
+        }
+}
+
+/* Scans the next len bytes of a line (no newline among them). */
+static void scan_bytes(struct line_scan *l, const char *p, size_t len, size_t max_line_bytes) {
+        size_t i = 0;
+
+        l->bytes += len;
+        if (l->bytes > max_line_bytes)
+                refuse(l, LINE_TOO_LONG);
+        while (i < len) {
+                if (!l->in_string) {
+                        scan_token(l, p[i++]);
+                        continue;
+                }
+                /* Most of a long line is string: skip to its next quote or backslash. */
+                if (!l->escaped && l->id != ID_IN_KEY && l->id != ID_IN_VALUE)
+                        while (i < len && p[i] != '"' && p[i] != '\\')
+                                i++;
+                if (i < len)
+                        scan_in_string(l, p[i++]);
+        }
+}
+
+/* The id a refused line's answer names: that of its top-level object when the scan
+ * found a string or an integer, else NULL. A new reference. */
+static json_t *scanned_id(const struct line_scan *l) {
+        json_t *id;
+
+        if (l->id != ID_FOUND && !(l->id == ID_IN_VALUE && !l->in_string))
+                return NULL;
+        id = json_loadb(l->id_text, l->id_len, JSON_DECODE_ANY, NULL);
+        if (json_is_string(id) || json_is_integer(id))
+                return id;
+        json_decref(id);
+        return NULL;
+}
+
+/* Answers a line the scan refused. */
+static void refuse_line(struct server *s) {
+        json_t *id = scanned_id(&s->scan);
+
+        switch (s->scan.refused) {
+        case LINE_TOO_LONG:
+                reply_error(s, id, MCP_INVALID_REQUEST, NULL,
+                            "Invalid Request: a line longer than %zu bytes, the most this "
+                            "server reads (a write_file of %llu bytes of content, the most it "
+                            "writes, escaped); the line was skipped",
+                            s->max_line_bytes, (unsigned long long)s->env.max_read_bytes);
+                break;
+        case LINE_TOO_DEEP:
+                reply_error(s, id, MCP_INVALID_REQUEST, NULL,
+                            "Invalid Request: JSON nested more than %u deep, the most this "
+                            "server reads (a tool call nests 4 deep)",
+                            MCP_MAX_DEPTH);
+                break;
+        case LINE_TOO_MANY_VALUES:
+                reply_error(s, id, MCP_INVALID_REQUEST, NULL,
+                            "Invalid Request: more than %u JSON values in a line, the most this "
+                            "server reads",
+                            MCP_MAX_VALUES);
+                break;
+        case LINE_OK:
+                break;
+        }
+        json_decref(id);
+}
+
+/* Forgets the line read: its bytes (the buffer too, when it grew large) and its scan. */
+static void drop_line(struct server *s) {
+        s->line_len = 0;
+        if (s->line_cap > MCP_KEEP_BUFFER_BYTES) {
+                free(s->line);
+                s->line = NULL;
+                s->line_cap = 0;
+        }
+}
+
+/* Scans the next len bytes of the line and keeps them, unless the line is refused. */
+static void add_to_line(struct server *s, const char *p, size_t len) {
+        size_t need;
+
+        scan_bytes(&s->scan, p, len, s->max_line_bytes);
+        if (s->scan.refused != LINE_OK) {
+                drop_line(s);
+                return;
+        }
+        need = s->line_len + len; /* at most max_line_bytes: the scan refused more */
+        if (need > s->line_cap) {
+                size_t ncap = s->line_cap ? s->line_cap : 2 * MCP_READ_CHUNK_BYTES;
+                char *nb;
+                while (ncap < need)
+                        ncap *= 2;
+                if (ncap > s->max_line_bytes)
+                        ncap = s->max_line_bytes;
+                nb = realloc(s->line, ncap);
                 if (!nb) {
                         note("out of memory reading stdin");
                         s->eof = true;
                         return;
                 }
-                s->buf = nb;
-                s->cap = ncap;
+                s->line = nb;
+                s->line_cap = ncap;
         }
-        n = read(STDIN_FILENO, s->buf + s->len, s->cap - s->len);
+        memcpy(s->line + s->line_len, p, len);
+        s->line_len = need;
+}
+
+/* The line is complete: handles it, or answers its refusal. */
+static void end_line(struct server *s) {
+        if (s->scan.refused != LINE_OK)
+                refuse_line(s);
+        else
+                on_line(s, s->line, s->line_len);
+        drop_line(s);
+        memset(&s->scan, 0, sizeof(s->scan));
+}
+
+/* Takes len bytes read from stdin: lines and parts of lines. */
+static void take_input(struct server *s, const char *p, size_t len) {
+        while (len && !s->eof) {
+                const char *nl = memchr(p, '\n', len);
+                size_t part = nl ? (size_t)(nl - p) : len;
+
+                add_to_line(s, p, part);
+                if (!nl || s->eof)
+                        break;
+                end_line(s);
+                p += part + 1;
+                len -= part + 1;
+        }
+}
+
+/* ---- the loop ----------------------------------------------------------------------------------
+ */
+
+/* Reads what stdin has: each complete line is handled, or refused. */
+static void read_input(struct server *s) {
+        char chunk[MCP_READ_CHUNK_BYTES];
+        ssize_t n = read(STDIN_FILENO, chunk, sizeof(chunk));
+
         if (n < 0) {
                 if (errno == EINTR || errno == EAGAIN)
                         return;
@@ -862,37 +1149,11 @@ static void read_input(struct server *s) {
         }
         if (n == 0) {
                 s->eof = true;
-                if (s->len && !s->discarding) /* a last message without its newline */
-                        on_line(s, s->buf, s->len);
-                s->len = s->scanned = 0;
+                if (s->scan.bytes) /* a last message without its newline */
+                        end_line(s);
                 return;
         }
-        s->len += (size_t)n;
-        for (;;) {
-                char *nl = memchr(s->buf + s->scanned, '\n', s->len - s->scanned);
-                if (!nl)
-                        break;
-                if (s->discarding)
-                        s->discarding = false;
-                else
-                        on_line(s, s->buf + start, (size_t)(nl - (s->buf + start)));
-                start = (size_t)(nl - s->buf) + 1;
-                s->scanned = start;
-        }
-        if (start) {
-                memmove(s->buf, s->buf + start, s->len - start);
-                s->len -= start;
-                s->scanned -= start;
-        }
-        s->scanned = s->len;
-        if (s->len > MCP_MAX_MESSAGE_BYTES) {
-                if (!s->discarding)
-                        reply_error(s, NULL, MCP_PARSE_ERROR, NULL,
-                                    "Parse error: a message longer than %u bytes",
-                                    MCP_MAX_MESSAGE_BYTES);
-                s->discarding = true;
-                s->len = s->scanned = 0;
-        }
+        take_input(s, chunk, (size_t)n);
 }
 
 static int poll_timeout(const struct server *s) {
@@ -1040,7 +1301,7 @@ static int take_sandbox(struct cli *cli, struct server *s, struct mcp_opts *o) {
 static void server_free(struct server *s, int sig[2]) {
         sbx_close(s->c);
         free(s->sandbox_id);
-        free(s->buf);
+        free(s->line);
         for (int i = 0; i < 2; i++) {
                 if (s->wake[i] >= 0)
                         close(s->wake[i]);
@@ -1067,6 +1328,8 @@ int cmd_mcp(struct cli *cli, int argc, char **argv) {
                 return status < 0 ? 0 : status;
         }
         s.env.socket_path = cli->socket_path;
+        s.max_line_bytes =
+                MCP_ESCAPED_BYTES_PER_BYTE * (size_t)s.env.max_read_bytes + MCP_ENVELOPE_BYTES;
         s.env.keep = o.keep;
         s.env.owned = !o.sandbox;
         json_object_seed(0);

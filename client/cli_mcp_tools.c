@@ -211,6 +211,7 @@ static const struct mcp_tool tools[] = {
                                "replacing the file if it exists (its permission bits are kept) and "
                                "creating missing parent directories. The file is replaced "
                                "atomically: a reader sees the old content or the new, never a mix. "
+                               "The content is at most {MAX_READ_BYTES} bytes. "
                                "Relative paths are relative to /workspace. To change part of a "
                                "file, edit_file is shorter and safer.",
                 .input_schema =
@@ -1490,6 +1491,13 @@ static json_t *write_file(struct mcp_call *k, json_t *args) {
                 snprintf(m.text, sizeof(m.text), "'path' and 'content' are required");
                 return bad_args(k, "write_file", &m);
         }
+        if (len > k->env->max_read_bytes)
+                return tool_error(k,
+                                  "'content' is %zu bytes, more than write_file takes (%llu "
+                                  "bytes, as much as read_file reads); write the first part with "
+                                  "write_file and append the rest in parts with run_command "
+                                  "(command \"cat >> FILE\", the text as stdin)",
+                                  len, (unsigned long long)k->env->max_read_bytes);
         rc = sbx_stat(k->c, k->env->sandbox_id, path, &fi);
         if (rc == SBX_OK) {
                 existed = true;
@@ -1896,7 +1904,7 @@ static void put_server_line(FILE *f, const struct mcp_env *env) {
         fprintf(f,
                 "this server: commands time out after %s s unless timeout_seconds says "
                 "otherwise (at most %s s); each output stream is cut to its last %llu bytes and "
-                "%llu lines; read_file reads files up to %llu bytes\n",
+                "%llu lines; read_file reads, and write_file writes, files up to %llu bytes\n",
                 a, b, (unsigned long long)env->max_output_bytes,
                 (unsigned long long)env->max_output_lines, (unsigned long long)env->max_read_bytes);
 }

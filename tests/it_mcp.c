@@ -90,10 +90,22 @@ static const char *mcp_stderr(const struct mcp *m) {
         return text;
 }
 
+/* Writes the len bytes at p to the server's stdin. */
+static void mcp_write(struct mcp *m, const void *p, size_t len) {
+        const char *b = p;
+        while (len) {
+                ssize_t n = write(m->in, b, len);
+                ck_assert_msg(n > 0 || errno == EINTR, "write to sbx mcp: %s", strerror(errno));
+                if (n > 0) {
+                        b += n;
+                        len -= (size_t)n;
+                }
+        }
+}
+
 static void mcp_send_raw(struct mcp *m, const char *line) {
-        size_t len = strlen(line);
-        ck_assert_int_eq(write(m->in, line, len), (ssize_t)len);
-        ck_assert_int_eq(write(m->in, "\n", 1), 1);
+        mcp_write(m, line, strlen(line));
+        mcp_write(m, "\n", 1);
 }
 
 /* Sends message (taken) as one line. */
@@ -766,7 +778,7 @@ START_TEST(cancellation_kills_the_command) {
 END_TEST
 
 /* write_file, read_file (paging), edit_file and list_directory, their errors, and the
- * limits on reads and listings. */
+ * limits on reads, writes and listings. */
 START_TEST(file_tools) {
         const char *small[] = {"--max-read-bytes",
                                "1000",
@@ -779,7 +791,7 @@ START_TEST(file_tools) {
         sbx_client *c;
         struct mcp m, s;
         json_t *r, *st;
-        char *id;
+        char *id, big[1001];
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
@@ -906,7 +918,7 @@ START_TEST(file_tools) {
         json_decref(r);
 
         /* The limits: a file over --max-read-bytes, a line longer than a page, a listing
-         * over --max-output-lines. */
+         * over --max-output-lines, a write over --max-read-bytes. */
         json_decref(mcp_tool(&m, "run_command",
                              json_pack("{s:s}", "command",
                                        "seq 1 1000 > big.txt; head -c 200 /dev/zero | tr '\\0' y "
@@ -926,6 +938,18 @@ START_TEST(file_tools) {
         r = mcp_tool(&s, "list_directory", json_pack("{s:s}", "path", "ld"));
         ck_assert_ptr_nonnull(strstr(text_of(r), "a\nadir/\nb\n[... cut at 3 entries"));
         ck_assert(json_is_true(json_object_get(structured_of(r), "truncated")));
+        json_decref(r);
+        /* write_file writes as much as read_file reads, and no more. */
+        memset(big, 'w', sizeof(big));
+        r = mcp_tool(&s, "write_file",
+                     json_pack("{s:s,s:s%}", "path", "w.txt", "content", big, (size_t)1000));
+        ck_assert(!is_error(r));
+        ck_text_has(r, "Wrote 1000 bytes");
+        json_decref(r);
+        r = mcp_tool(&s, "write_file",
+                     json_pack("{s:s,s:s%}", "path", "w.txt", "content", big, (size_t)1001));
+        ck_assert(is_error(r));
+        ck_text_has(r, "'content' is 1001 bytes, more than write_file takes (1000 bytes");
         json_decref(r);
         ck_assert_int_eq(mcp_close(&s, 10000), 0);
 
@@ -1276,6 +1300,288 @@ START_TEST(ended_sandbox_and_gone_daemon_are_protocol_errors) {
 }
 END_TEST
 
+/* ---- lines the server refuses before parsing them ------------------------------------------ */
+
+/* The longest line read with --max-read-bytes N: 6 N (each byte of a write_file's content
+ * escaped as "\u0001") and 64 KiB for the rest of the call. */
+#define LINE_BOUND(n) (6u * (n) + 65536u)
+
+/* Sends one line: head, fill_len bytes of fill, tail (without its newline), written a
+ * piece at a time, so that a line of any length costs the test no more than a piece. */
+static void mcp_send_long(struct mcp *m, const char *head, char fill, size_t fill_len,
+                          const char *tail) {
+        static char piece[1 << 20];
+        memset(piece, fill, sizeof(piece));
+        mcp_write(m, head, strlen(head));
+        for (size_t left = fill_len; left;) {
+                size_t n = left < sizeof(piece) ? left : sizeof(piece);
+                mcp_write(m, piece, n);
+                left -= n;
+        }
+        mcp_send_raw(m, tail);
+}
+
+/* Reads the next answer, which must be the error code for request id (-1: a null id)
+ * with needle in its message. */
+static void expect_error(struct mcp *m, int id, int code, const char *needle) {
+        json_t *a = mcp_read(m, 120000), *err;
+        const char *msg;
+
+        ck_assert_msg(a, "no answer; stderr: %s", mcp_stderr(m));
+        err = json_object_get(a, "error");
+        msg = json_string_value(json_object_get(err, "message"));
+        ck_assert_msg(err && msg, "not an error: %s", json_dumps(a, JSON_COMPACT));
+        ck_assert_msg(strstr(msg, needle), "'%s' is not in: %s", needle, msg);
+        ck_assert_int_eq(json_integer_value(json_object_get(err, "code")), code);
+        if (id < 0)
+                ck_assert(json_is_null(json_object_get(a, "id")));
+        else
+                ck_assert_int_eq(id_of(a), id);
+        json_decref(a);
+}
+
+/* Reads the next answer, which must be the result for request id with needle in its
+ * text. */
+static void expect_result(struct mcp *m, int id, const char *needle) {
+        json_t *a = mcp_read(m, 120000);
+
+        ck_assert_msg(a, "no answer; stderr: %s", mcp_stderr(m));
+        ck_assert_int_eq(id_of(a), id);
+        ck_assert_msg(json_object_get(a, "result"), "not a result: %s",
+                      json_dumps(a, JSON_COMPACT));
+        ck_text_has(json_object_get(a, "result"), needle);
+        json_decref(a);
+}
+
+/* A tools/call answers as it should: the server went on serving. */
+static void still_serving(struct mcp *m) {
+        json_t *r = mcp_tool(m, "run_command", json_pack("{s:s}", "command", "echo serving"));
+        ck_assert(!is_error(r));
+        ck_text_has(r, "[stdout]\nserving\n");
+        json_decref(r);
+}
+
+/* The largest call a tool takes fits a line however it is escaped: a write_file of
+ * --max-read-bytes of content, every byte of it and of a long path escaped as \uXXXX.
+ * A line past the bound is skipped to its newline and answered with an error naming
+ * the bound and the request's id (found after the content), and the server goes on.
+ * --max-read-bytes is at most 16M. */
+START_TEST(largest_call_fits_and_longer_lines_are_skipped) {
+        const char *small[] = {"--max-read-bytes", "1000", NULL};
+        const char *too_big[] = {"mcp", "--sandbox", "x", "--max-read-bytes", "17M", NULL};
+        struct it_daemon d;
+        sbx_client *c;
+        struct mcp m;
+        char *id, *line, *err, bound[32];
+        size_t o = 0, cap = LINE_BOUND(1000u);
+        const char *path = "/workspace/";
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        attach(&m, &d, id, small);
+
+        line = malloc(cap + 1);
+        ck_assert_ptr_nonnull(line);
+        o += (size_t)snprintf(line + o, cap - o,
+                              "{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\","
+                              "\"params\":{\"name\":\"write_file\","
+                              "\"arguments\":{\"path\":\"");
+        for (size_t i = 0; i < strlen(path); i++)
+                o += (size_t)snprintf(line + o, cap - o, "\\u%04x", path[i]);
+        for (int dir = 0; dir < 15; dir++) /* 15 directories of 250 bytes: 3,776 bytes */
+                for (int i = 0; i < 251; i++)
+                        o += (size_t)snprintf(line + o, cap - o, "\\u%04x", i < 250 ? 'a' : '/');
+        o += (size_t)snprintf(line + o, cap - o, "\\u0066\",\"content\":\"");
+        for (int i = 0; i < 1000; i++)
+                o += (size_t)snprintf(line + o, cap - o, "\\u0001");
+        o += (size_t)snprintf(line + o, cap - o, "\"}},\"id\":500}");
+        ck_assert_uint_lt(o, cap - 1);
+        mcp_send_raw(&m, line);
+        expect_result(&m, 500, "Wrote 1000 bytes");
+
+        /* A line of exactly the bound is read (its content is too long for write_file); a
+         * line one byte longer is not. */
+        snprintf(bound, sizeof(bound), "%u bytes", LINE_BOUND(1000u));
+        for (int extra = 0; extra < 2; extra++) {
+                const char *head = "{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{"
+                                   "\"name\":\"write_file\",\"arguments\":{\"path\":\"f\","
+                                   "\"content\":\"";
+                const char *tail = "\"}},\"id\":501}";
+                mcp_send_long(&m, head, 'y',
+                              LINE_BOUND(1000u) + (size_t)extra - strlen(head) - strlen(tail),
+                              tail);
+                if (extra) {
+                        expect_error(&m, 501, -32600, bound);
+                } else {
+                        expect_result(&m, 501, "more than write_file takes");
+                }
+                still_serving(&m);
+        }
+        /* Not JSON at all, and ten times the bound, without a newline until the end. */
+        mcp_send_long(&m, "", 'x', 10 * (size_t)LINE_BOUND(1000u), "");
+        expect_error(&m, -1, -32600, bound);
+        still_serving(&m);
+        ck_assert_int_eq(mcp_close(&m, 10000), 0);
+
+        ck_assert_int_eq(it_sbx(&d, NULL, 0, NULL, &err, too_big), 125);
+        ck_assert_msg(strstr(err, "--max-read-bytes") && strstr(err, "at most 16M"), "%s", err);
+        free(err);
+        {
+                const char *most[] = {"mcp", "--sandbox", id, "--max-read-bytes", "16M", NULL};
+                ck_assert_int_eq(it_sbx(&d, NULL, 0, NULL, NULL, most), 0);
+        }
+        free(line);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Writes into buf the start of a run_command call with id and an argument "x" whose value
+ * is to follow; returns its length. */
+static size_t run_call_head(char *buf, int id) {
+        return (size_t)snprintf(buf, 4096,
+                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+                                "\"params\":{\"name\":\"run_command\",\"arguments\":{"
+                                "\"command\":\"true\",\"x\":",
+                                id);
+}
+
+/* A line nested deeper than 64, or holding more than 65536 JSON values, is refused with
+ * an error naming the bound and the request's id, before jansson parses it; the server
+ * goes on. At the bounds a line is parsed as any other. */
+START_TEST(deep_and_wide_lines_are_refused) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct mcp m;
+        char *id, *line = malloc(1u << 20);
+        size_t o;
+
+        ck_assert_ptr_nonnull(line);
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        attach(&m, &d, id, NULL);
+
+        /* The call is 3 deep where "x" is; 61 arrays make 64, 62 make 65. */
+        for (int arrays = 61; arrays <= 62; arrays++) {
+                o = run_call_head(line, 600 + arrays);
+                for (int i = 0; i < arrays; i++)
+                        line[o++] = '[';
+                for (int i = 0; i < arrays; i++)
+                        line[o++] = ']';
+                snprintf(line + o, 16, "}}}");
+                mcp_send_raw(&m, line);
+                if (arrays == 62) {
+                        expect_error(&m, 662, -32600, "nested more than 64 deep");
+                } else {
+                        expect_result(&m, 661, "unknown argument 'x'");
+                }
+                still_serving(&m);
+        }
+        /* Deeper than jansson's own limit, and never closed. */
+        o = run_call_head(line, 603);
+        memset(line + o, '[', 100000);
+        line[o + 100000] = 0;
+        mcp_send_raw(&m, line);
+        expect_error(&m, 603, -32600, "nested more than 64 deep");
+        still_serving(&m);
+
+        /* Values: the message, its "2.0", id, method, params, the tool's name, arguments,
+         * "true" and x's array are 9; then x's items. 65527 items make 65536 values; one
+         * more is refused. */
+        for (int items = 65527; items <= 65528; items++) {
+                o = run_call_head(line, items);
+                line[o++] = '[';
+                for (int i = 0; i < items; i++)
+                        o += (size_t)snprintf(line + o, 8, i ? ",1" : "1");
+                snprintf(line + o, 16, "]}}}");
+                mcp_send_raw(&m, line);
+                if (items == 65528) {
+                        expect_error(&m, items, -32600, "more than 65536 JSON values");
+                } else {
+                        expect_result(&m, items, "unknown argument 'x'");
+                }
+                still_serving(&m);
+        }
+        /* A batch of 70,000 empty objects: no id to answer with. */
+        o = 0;
+        line[o++] = '[';
+        for (int i = 0; i < 70000; i++)
+                o += (size_t)snprintf(line + o, 8, i ? ",{}" : "{}");
+        snprintf(line + o, 8, "]");
+        mcp_send_raw(&m, line);
+        expect_error(&m, -1, -32600, "more than 65536 JSON values");
+        still_serving(&m);
+
+        ck_assert_int_eq(mcp_close(&m, 10000), 0);
+        free(line);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* What refused lines cost: a 30 MB line [{},{},...] (10 million values; parsed whole it
+ * took 2.3 GB) is refused at its 65,537th value and leaves the server's peak memory
+ * (VmHWM) under 64 MiB; a 100 MB line (kept whole it would take 100 MB) is kept only up
+ * to the line bound, so the peak stays under 64 MiB and the bound. */
+START_TEST(refused_lines_cost_little_memory) {
+        const size_t n_objects = 10u * 1000u * 1000u;
+        const long bound_kib = (64l << 10) + (long)(LINE_BOUND(5u << 20) >> 10);
+        struct it_daemon d;
+        sbx_client *c;
+        struct mcp m;
+        char *id, *objects, *o;
+        long hwm_kib;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        attach(&m, &d, id, NULL);
+
+        objects = malloc(3 * n_objects + 2);
+        ck_assert_ptr_nonnull(objects);
+        o = objects;
+        *o++ = '[';
+        for (size_t i = 0; i < n_objects; i++) {
+                if (i)
+                        *o++ = ',';
+                *o++ = '{';
+                *o++ = '}';
+        }
+        *o++ = ']';
+        *o = 0;
+        ck_assert_uint_eq(strlen(objects), 30000001u);
+        mcp_send_raw(&m, objects);
+        free(objects);
+        expect_error(&m, -1, -32600, "more than 65536 JSON values");
+        still_serving(&m);
+        /* Refused at its 65,537th value: what came after was not kept. */
+        hwm_kib = it_proc_status(m.pid, "VmHWM");
+        printf("sbx mcp peak memory after the 30 MB array: VmHWM %ld KiB\n", hwm_kib);
+        ck_assert_msg(hwm_kib > 0 && hwm_kib < (64l << 10), "VmHWM %ld KiB", hwm_kib);
+
+        mcp_send_long(&m,
+                      "{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":"
+                      "\"write_file\",\"arguments\":{\"path\":\"big\",\"content\":\"",
+                      'x', 100u * 1000u * 1000u, "\"}},\"id\":700}");
+        expect_error(&m, 700, -32600, "a line longer than");
+        still_serving(&m);
+
+        hwm_kib = it_proc_status(m.pid, "VmHWM");
+        printf("sbx mcp peak memory after the refused lines: VmHWM %ld KiB (bound %ld KiB)\n",
+               hwm_kib, bound_kib);
+        ck_assert_int_gt(hwm_kib, 0);
+        ck_assert_msg(hwm_kib < bound_kib, "VmHWM %ld KiB, over %ld KiB", hwm_kib, bound_kib);
+        ck_assert_int_eq(mcp_close(&m, 10000), 0);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* ---- the official TypeScript SDK ------------------------------------------------------------ */
 
 /* The node_modules holding @modelcontextprotocol/sdk: $BUILD/mcp-node, else build/mcp-node. */
@@ -1535,6 +1841,9 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, typescript_sdk_client);
         tcase_add_test(tc, background_command_and_output);
         tcase_add_test(tc, owned_sandbox_with_a_disk_limit);
+        tcase_add_test(tc, largest_call_fits_and_longer_lines_are_skipped);
+        tcase_add_test(tc, deep_and_wide_lines_are_refused);
+        tcase_add_test(tc, refused_lines_cost_little_memory);
         suite_add_tcase(s, tc);
         return s;
 }
