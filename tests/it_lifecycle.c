@@ -1148,9 +1148,11 @@ START_TEST(warm_copy_of_a_passing_mount) {
 }
 END_TEST
 
-/* At --max-sandboxes the pool cannot refill; it does once a sandbox ends. */
+/* At --max-sandboxes the pool cannot refill; it does once a sandbox ends. (One user
+ * fills the daemon here: its share is raised to all of it.) */
 START_TEST(warm_pool_at_capacity) {
-        const char *flags[] = {"--warm", "1", "--max-sandboxes", "2", NULL};
+        const char *flags[] = {"--warm", "1", "--max-sandboxes", "2", "--max-sandboxes-per-uid", "2",
+                               NULL};
         struct sbx_create_opts o;
         struct sbx_sandbox *sb = NULL;
         struct it_daemon d;
