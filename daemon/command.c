@@ -582,7 +582,8 @@ static void fill_warnings(const struct command *cmd, struct result *r) {
         r->warnings = calloc(n + 2, sizeof(char *));
         if (!r->warnings)
                 return;
-        memcpy(r->warnings, sb->warnings, n * sizeof(char *));
+        if (n)
+                memcpy(r->warnings, sb->warnings, n * sizeof(char *));
         for (i = 0; i < 2; i++)
                 if (r->cut[i][0])
                         r->warnings[n++] = r->cut[i];
@@ -723,7 +724,9 @@ static void keep_ended(struct command *cmd, const struct result *r) {
                 warnings = calloc(bare.n_warnings + 1, sizeof(char *));
                 k = -ENOMEM;
                 if (warnings) {
-                        memcpy(warnings, bare.warnings, bare.n_warnings * sizeof(char *));
+                        if (bare.n_warnings)
+                                memcpy(warnings, bare.warnings,
+                                       bare.n_warnings * sizeof(char *));
                         warnings[bare.n_warnings++] = why;
                         bare.warnings = warnings;
                         k = bgkept_add(&cmd->sb->bg_ended, &e, (const char *const *)cmd->argv,

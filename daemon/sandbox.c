@@ -829,12 +829,20 @@ static int pin_init(struct sandbox *sb, const Sbx__Init__V1__Ready *ready) {
                 fail_sandbox(sb, "pidfd_open(%d): %s", (int)pid, strerror(errno));
                 return -1;
         }
-        if (pid <= 0 || is_child_of(pid, sb->proc.pid) != 1) {
-                /* Not ours: never signalled or watched (the end waits for stage 0). */
+        r = pid > 0 ? is_child_of(pid, sb->proc.pid) : 0;
+        if (r != 1) {
+                /* Not ours, or not known to be: never signalled or watched (the end waits
+                 * for stage 0). */
                 if (sb->view.init_pidfd >= 0)
                         close(sb->view.init_pidfd);
                 sb->view.init_pidfd = -1;
-                fail_sandbox(sb, "its init reported a pid (%d) that is not its own", (int)pid);
+                note_failure(sb, r);
+                if (r < 0)
+                        fail_sandbox(sb, "cannot check the pid its init reported (%d): %s",
+                                     (int)pid, strerror(-r));
+                else
+                        fail_sandbox(sb, "its init reported a pid (%d) that is not its own",
+                                     (int)pid);
                 return -1;
         }
         sb->view.init_pid = pid;
