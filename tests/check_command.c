@@ -446,6 +446,8 @@ START_TEST(enforce_without_cgroups) {
         ck_assert_int_eq(e.how[LIM_CPU_SECONDS], SBX__V1__ENFORCEMENT__RLIMIT);
         ck_assert_int_eq(e.how[LIM_CORE_DUMPS], SBX__V1__ENFORCEMENT__RLIMIT);
         ck_assert_int_eq(e.how[LIM_FILE_SIZE], SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE);
+        /* /tmp is a tmpfs of its size, always (it was reported as none). */
+        ck_assert_int_eq(e.how[LIM_TMP], SBX__V1__ENFORCEMENT__TMPFS_SIZE);
         ck_assert_uint_eq(e.n_warnings, 2); /* memory, cpu_percent */
         ck_assert_ptr_nonnull(strstr(e.warnings[0], "memory limit not enforced"));
 

@@ -53,7 +53,8 @@ static char *create_limited(sbx_client *c, uint64_t memory, uint32_t processes, 
 }
 
 /* A sandbox whose policy sets no process limit gets the daemon's (--max-processes): a
- * fork bomb there is held too; a policy asking more gets the ceiling. */
+ * fork bomb there is held too; a policy asking more is refused naming the ceiling (it
+ * was lowered to it silently). */
 START_TEST(default_process_limit) {
         const char *flags[] = {"--max-processes", "100", NULL};
         struct it_daemon d;
@@ -72,7 +73,16 @@ START_TEST(default_process_limit) {
         r = it_sh(c, id, 3000, "f() { f | f & }; f; sleep 1");
         ck_assert(has_hit(r, "processes"));
         sbx_result_free(r);
-        big = create_limited(c, 0, 5000, 0, 0);
+        {
+                struct sbx_create_opts o;
+                sbx_create_opts_init(&o);
+                o.policy.limits.set = SBX_LIMIT_PROCESSES;
+                o.policy.limits.processes = 5000;
+                ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_INVALID_ARGUMENT);
+                ck_assert_str_eq(sbx_error_message(c), "processes 5000 is above the maximum of "
+                                                       "100 (sbxd --max-processes)");
+        }
+        big = create_limited(c, 0, 100, 0, 0);
         ck_assert_int_eq(sbx_get(c, big, &sb), SBX_OK);
         ck_assert_uint_eq(sb->policy.limits.processes, 100);
         sbx_sandbox_free(sb);
