@@ -394,3 +394,35 @@ int bounds_check_sandbox(const struct bounds_ctx *c, const Sbx__V1__Limits *lim,
         }
         return 0;
 }
+
+int bounds_check_command(const struct config *cfg, const Sbx__V1__RunCommand *req, char *err,
+                         size_t errlen) {
+        struct limit_bound b = {.name = "timeout_ms",
+                                .unit = LIMIT_UNIT_MS,
+                                .floor = 1,
+                                .ceiling = cfg->max_command_timeout_ms,
+                                .ceiling_by = "sbxd --max-command-timeout"};
+        struct limit_bound out = {.name = "max_stdout_bytes",
+                                  .unit = LIMIT_UNIT_BYTES,
+                                  .ceiling = SBX_MAX_OUTPUT_BYTES,
+                                  .ceiling_by = "the most output kept per stream"};
+        int background = req->has_background && req->background, r = 0;
+
+        /* 0 is no timeout at all, for a background command only (command.c says so). */
+        if (req->has_timeout_ms && !(background && req->timeout_ms == 0))
+                r = bounds_check(&b, req->timeout_ms, err, errlen);
+        b.name = "queue_timeout_ms";
+        b.floor = 0;
+        if (r == 0 && req->has_queue_timeout_ms)
+                r = bounds_check(&b, req->queue_timeout_ms, err, errlen);
+        if (r == 0 && req->has_max_stdout_bytes)
+                r = bounds_check(&out, req->max_stdout_bytes, err, errlen);
+        out.name = "max_stderr_bytes";
+        if (r == 0 && req->has_max_stderr_bytes)
+                r = bounds_check(&out, req->max_stderr_bytes, err, errlen);
+        if (r < 0) {
+                size_t n = strnlen(err, errlen);
+                snprintf(err + n, errlen - n, "; nothing was run");
+        }
+        return r;
+}

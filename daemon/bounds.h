@@ -121,4 +121,11 @@ int bounds_check_sandbox(const struct bounds_ctx *c, const Sbx__V1__Limits *lim,
 void bounds_lifetime(const struct config *cfg, struct limit_bound *ret);
 void bounds_idle(const struct config *cfg, struct limit_bound *ret);
 
+/* Checks a RunCommand's timeout_ms (a given one: 1 ms to --max-command-timeout; 0, for
+ * a background command, is none), queue_timeout_ms (0 to --max-command-timeout),
+ * max_stdout_bytes and max_stderr_bytes (0 to SBX_MAX_OUTPUT_BYTES). 0, or -EINVAL
+ * with err (ending "; nothing was run"). An absent timeout_ms is the caller's to refuse. */
+int bounds_check_command(const struct config *cfg, const Sbx__V1__RunCommand *req, char *err,
+                         size_t errlen);
+
 #endif
