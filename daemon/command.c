@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "bgkept.h"
+#include "bounds.h"
 #include "cgroup.h"
 #include "cmdqueue.h"
 #include "command.h"
@@ -1359,17 +1360,9 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
                          SBX_MAX_STDIN_BYTES);
                 return -EMSGSIZE;
         }
-        if ((req->has_max_stdout_bytes && req->max_stdout_bytes > SBX_MAX_OUTPUT_BYTES) ||
-            (req->has_max_stderr_bytes && req->max_stderr_bytes > SBX_MAX_OUTPUT_BYTES)) {
-                int out = req->has_max_stdout_bytes && req->max_stdout_bytes > SBX_MAX_OUTPUT_BYTES;
-                snprintf(err, errlen,
-                         "%s %llu is more than the most output kept per stream, %u bytes (64 "
-                         "MiB); nothing was run",
-                         out ? "max_stdout_bytes" : "max_stderr_bytes",
-                         (unsigned long long)(out ? req->max_stdout_bytes : req->max_stderr_bytes),
-                         SBX_MAX_OUTPUT_BYTES);
+        /* The timeouts (at most --max-command-timeout) and the output caps: bounds.h. */
+        if (bounds_check_command(sb->d->cfg, req, err, errlen) < 0)
                 return -EINVAL;
-        }
         if (req->cwd && strlen(req->cwd) >= SBX_PATH_MAX_BYTES) {
                 snprintf(err, errlen, "cwd is too long");
                 return -EINVAL;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "disk.h"
+#include "bounds.h"
 #include "pathcheck.h"
 #include "sbx_limits.h"
 
@@ -140,6 +141,11 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->warm = SBX_DEFAULT_WARM_SANDBOXES;
         cfg->spares = SBX_DEFAULT_SPARES;
         cfg->max_disk_bytes = DISK_DEFAULT_MAX_BYTES;
+        /* A limit of memory or of /tmp (memory-backed) above the host's memory and swap
+         * would limit nothing; cpu_percent above its CPUs likewise. */
+        cfg->max_memory_bytes = bounds_host_memory();
+        cfg->max_tmp_bytes = cfg->max_memory_bytes;
+        cfg->max_cpu_percent = bounds_host_cpu_percent();
 
         env = getenv("SBX_SOCKET");
         if (env && env[0])
@@ -295,6 +301,7 @@ const char *config_usage(void) {
                "            [--max-queued-per-uid N] [--queue-timeout SECS]\n"
                "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
                "            [--disk-via auto|quota|image|tmpfs] [--disk-overcommit]\n"
+               "            [--max-memory SIZE] [--max-tmp SIZE] [--max-cpu-percent N]\n"
                "            [--max-buffered SIZE] [--max-buffered-per-uid SIZE]\n"
                "            [--frame-timeout SECS] [--daemon-memory-max SIZE] [--daemon-tasks-max N]\n"
                "\n"
@@ -303,8 +310,8 @@ const char *config_usage(void) {
                "A sandbox whose creator gives no timeouts lives --default-sandbox-timeout\n"
                "(default 86400 s, a day) and ends after --default-idle-timeout without a request\n"
                "or a running command (default 3600 s; 0: never idle). No timeout, at creation or\n"
-               "set later, reaches further than --max-sandbox-timeout from the moment it is given\n"
-               "(default 604800 s, a week).\n"
+               "set later, may reach further than --max-sandbox-timeout from the moment it is\n"
+               "given (default 604800 s, a week), nor an idle timeout be longer.\n"
                "Sandboxes outlive a crashed daemon for --adopt-grace (default 60 s; 0: they die\n"
                "with it) and a restarted daemon adopts them; --keep-sandboxes leaves them running\n"
                "on SIGTERM too, for an upgrade. --warm keeps N sandboxes of the default policy\n"
@@ -312,9 +319,13 @@ const char *config_usage(void) {
                "answered at once; --spares keeps N init helpers in cgroups of their own ahead\n"
                "(default 2; 0: none) for the creates that match none, which then skip the cgroup\n"
                "move (a wait of 5-15 ms on cgroup v1); all but one have their namespaces and the\n"
-               "base of their view built too. --max-processes: processes (and threads)\n"
-               "of a sandbox whose policy sets no limit, and the most one may set (default\n"
-               "4096; 0: no ceiling).\n"
+               "base of their view built too.\n"
+               "A policy's limits have ceilings; a request above one is refused, naming it.\n"
+               "--max-processes: processes (and threads) of a sandbox whose policy sets no\n"
+               "limit, and the most one may set (default 4096; 0: 4194304, the kernel's most).\n"
+               "--max-memory and --max-tmp: the most memory_bytes and tmp_bytes a policy may\n"
+               "set (default: the host's memory and swap; whole pages, at most 1024T).\n"
+               "--max-cpu-percent: the most cpu_percent (default 100 per CPU sbxd may use).\n"
                "--max-connections-per-uid: connections one user (root too) may hold open at once\n"
                "(default 128, at most 1024). --socket-group: the socket's group (a name or gid),\n"
                "whose members may connect; the socket's directory becomes searchable for it when\n"
@@ -325,13 +336,15 @@ const char *config_usage(void) {
                "sandbox (default 64; 0: no queue) and --max-queued-total over the daemon (default\n"
                "1024), of which one user holds at most --max-queued-per-uid (default 256): past\n"
                "them it is refused. It waits at most --queue-timeout when the request\n"
-               "says nothing (default 60 s; 0: never wait), never past --max-command-timeout.\n"
+               "says nothing (default 60 s; 0: never wait). A command's timeout and its wait\n"
+               "for a slot may be at most --max-command-timeout (default 86400 s): more is\n"
+               "refused.\n"
                "--default-disk: the size of /workspace of a sandbox whose policy sets no\n"
                "disk_bytes (e.g. 2G; default none), --default-disk-inodes its files (default:\n"
                "what the filesystem gives), --max-disk the largest a policy may ask (default\n"
-               "1T, at most 16T). Enforced by the strongest means of the host (--disk-via\n"
-               "auto): a project quota, a filesystem image per sandbox (root), or a tmpfs\n"
-               "(memory). A limit larger than the space free on the state directory's\n"
+               "1T, at most 16T; both whole 4K blocks). Enforced by the strongest means of the\n"
+               "host (--disk-via auto): a project quota, a filesystem image per sandbox (root),\n"
+               "or a tmpfs (memory). A limit larger than the space free on the state directory's\n"
                "filesystem is refused unless --disk-overcommit (thin provisioning: the images\n"
                "then may fill that filesystem before their limits).\n"
                "One user owns at most --max-sandboxes-per-uid sandboxes (default a quarter of\n"
@@ -364,7 +377,8 @@ static const struct {
          SBX_MAX_QUEUED_TOTAL},
         {"--max-connections-per-uid", offsetof(struct config, max_connections_per_uid), 1,
          SBX_MAX_CONNECTIONS},
-        {"--max-processes", offsetof(struct config, max_processes), 0, 4194304},
+        {"--max-processes", offsetof(struct config, max_processes), 0, SBX_MAX_PROCESSES},
+        {"--max-cpu-percent", offsetof(struct config, max_cpu_percent), 1, SBX_MAX_CPU_PERCENT},
         {"--warm", offsetof(struct config, warm), 0, SBX_MAX_WARM_SANDBOXES},
         {"--spares", offsetof(struct config, spares), 0, SBX_MAX_SPARES},
         {"--retention-days", offsetof(struct config, retention_days), 0, 100000},
@@ -389,21 +403,60 @@ static const struct {
         {"--frame-timeout", offsetof(struct config, frame_timeout_ms)},
 };
 
-/* --default-disk, --default-disk-inodes and --max-disk (disk.h's bounds). Returns as
- * apply_flag does; -ENOENT when name is none of them. */
+/* Flags whose value is a size (disk_parse_size): from min to max bytes, a whole number
+ * of step bytes (what the limit's mechanism counts in; 0: the page size). */
+static const struct {
+        const char *name;
+        size_t offset; /* of the uint64_t in struct config */
+        uint64_t min, max, step;
+        const char *range; /* min and max as the message says them */
+} size_flags[] = {
+        {"--default-disk", offsetof(struct config, default_disk_bytes), DISK_MIN_BYTES,
+         DISK_MAX_BYTES, 4096, "1M to 16T"},
+        {"--max-disk", offsetof(struct config, max_disk_bytes), DISK_MIN_BYTES, DISK_MAX_BYTES,
+         4096, "1M to 16T"},
+        {"--max-memory", offsetof(struct config, max_memory_bytes), SBX_MIN_MEMORY_BYTES,
+         SBX_MAX_MEMORY_BYTES, 0, "4M to 1024T"},
+        {"--max-tmp", offsetof(struct config, max_tmp_bytes), SBX_MIN_TMP_BYTES,
+         SBX_MAX_MEMORY_BYTES, 0, "64K to 1024T"},
+};
+
+/* The size flag name with its value v. Returns as apply_flag does; -ENOENT when name is
+ * none of them. */
+static int apply_size_flag(struct config *cfg, const char *name, const char *v, char *err,
+                           size_t errlen) {
+        long page = sysconf(_SC_PAGESIZE);
+        uint64_t n;
+        size_t i;
+
+        for (i = 0; i < sizeof(size_flags) / sizeof(size_flags[0]); i++) {
+                uint64_t step = size_flags[i].step ? size_flags[i].step
+                                                   : (page > 0 ? (uint64_t)page : 4096);
+                if (strcmp(name, size_flags[i].name) != 0)
+                        continue;
+                if (disk_parse_size(v, &n) < 0 || n < size_flags[i].min || n > size_flags[i].max ||
+                    n % step) {
+                        snprintf(err, errlen,
+                                 "%s needs a size from %s (e.g. 2G) that is a whole number of "
+                                 "%llu-byte blocks, not '%s'",
+                                 name, size_flags[i].range, (unsigned long long)step, v);
+                        return -EINVAL;
+                }
+                *(uint64_t *)(void *)((char *)cfg + size_flags[i].offset) = n;
+                return 0;
+        }
+        return -ENOENT;
+}
+
+/* --disk-via and --default-disk-inodes (disk.h's bounds). Returns as apply_flag does;
+ * -ENOENT when name is none of them. */
 static int apply_disk_flag(struct config *cfg, const char *name, const char *v, char *err,
                            size_t errlen) {
         uint64_t n;
+        int r = apply_size_flag(cfg, name, v, err, errlen);
 
-        if (strcmp(name, "--default-disk") == 0 || strcmp(name, "--max-disk") == 0) {
-                if (disk_parse_size(v, &n) < 0 || n < DISK_MIN_BYTES || n > DISK_MAX_BYTES) {
-                        snprintf(err, errlen, "%s needs a size from 1M to 16T (e.g. 2G), not '%s'",
-                                 name, v);
-                        return -EINVAL;
-                }
-                *(name[2] == 'd' ? &cfg->default_disk_bytes : &cfg->max_disk_bytes) = n;
-                return 0;
-        }
+        if (r != -ENOENT)
+                return r;
         if (strcmp(name, "--daemon-memory-max") == 0) {
                 if (strcmp(v, "0") != 0 &&
                     (disk_parse_size(v, &n) < 0 || n < CONFIG_MIN_DAEMON_MEMORY_BYTES)) {
@@ -553,8 +606,9 @@ static int apply_switch(struct config *cfg, const char *a) {
         return 1;
 }
 
-/* What no single flag can check: the timeouts' relations, and the per-uid shares of
- * what was not given. Returns 0 or -EINVAL. */
+/* What no single flag can check: the relations of the timeouts and of the disk flags,
+ * --max-processes's hole (1 and 2 are too few), and the per-uid shares of what was not
+ * given. Returns 0 or -EINVAL. */
 static int check_relations(struct config *cfg, char *err, size_t errlen) {
         if (cfg->default_sandbox_timeout_ms == 0 || cfg->max_sandbox_lifetime_ms == 0 ||
             cfg->max_command_timeout_ms == 0) {
@@ -566,12 +620,19 @@ static int check_relations(struct config *cfg, char *err, size_t errlen) {
         }
         if (cfg->default_sandbox_timeout_ms > cfg->max_sandbox_lifetime_ms)
                 cfg->default_sandbox_timeout_ms = cfg->max_sandbox_lifetime_ms;
-        /* A request's queue_timeout_ms is capped by --max-command-timeout; so is the
+        /* A request's queue_timeout_ms may be at most --max-command-timeout; so is the
          * default it gets when it gives none. */
         if (cfg->queue_timeout_ms > cfg->max_command_timeout_ms)
                 cfg->queue_timeout_ms = cfg->max_command_timeout_ms;
         if (cfg->default_disk_bytes > cfg->max_disk_bytes) {
                 snprintf(err, errlen, "--default-disk is above --max-disk");
+                return -EINVAL;
+        }
+        if (cfg->max_processes && cfg->max_processes < SBX_MIN_PROCESSES) {
+                snprintf(err, errlen,
+                         "--max-processes must be 0 (no ceiling) or at least %u: sbx-init's two "
+                         "processes and one command",
+                         SBX_MIN_PROCESSES);
                 return -EINVAL;
         }
         if (cfg->frame_timeout_ms == 0) {

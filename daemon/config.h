@@ -43,6 +43,9 @@ struct config {
         uint32_t max_commands_per_uid;    /* commands one uid may run at once, all sandboxes */
         uint32_t max_connections_per_uid; /* connections one uid may hold open at once */
         uint32_t max_processes;           /* processes of one sandbox without a limit, and the cap; 0: none */
+        uint64_t max_memory_bytes;        /* the most memory_bytes a policy may ask for */
+        uint64_t max_tmp_bytes;           /* the most tmp_bytes a policy may ask for */
+        uint32_t max_cpu_percent;         /* the most cpu_percent a policy may ask for */
         uint32_t retention_days;          /* records of sandboxes ended longer ago are pruned; 0 keeps all */
         uint64_t adopt_grace_ms;          /* how long an orphaned init waits for a new daemon; 0: no re-adoption */
         int keep_sandboxes;               /* on SIGTERM, leave sandboxes running for the next daemon */

@@ -65,7 +65,9 @@ void enforce_apply(const Sbx__V1__Limits *l, struct cgroup *cg, int cg_version, 
         if (l->has_open_files)
                 e->how[LIM_OPEN_FILES] = SBX__V1__ENFORCEMENT__RLIMIT;
         e->how[LIM_CORE_DUMPS] = SBX__V1__ENFORCEMENT__RLIMIT;
-        e->how[LIM_TMP] = SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE;
+        /* sbx-init mounts /tmp (and /dev/shm) as a tmpfs of exactly tmp_bytes, which
+         * bounds.h keeps a whole number of pages; without tmp_bytes, of its default. */
+        e->how[LIM_TMP] = SBX__V1__ENFORCEMENT__TMPFS_SIZE;
 }
 
 size_t enforce_report(const Sbx__V1__Enforcement how[LIM_N], Sbx__V1__LimitEnforcement *enf,

@@ -45,7 +45,7 @@ struct enforcement {
  * says how each is enforced: by cg (of cgroup version cg_version) where it took, by
  * rlimit where commands get one (the process limit only in root mode, where each
  * sandbox has a uid of its own: rootless says whether not), else not at all (with a
- * warning). Core dumps are always an rlimit, /tmp's size is never reported. */
+ * warning). Core dumps are always an rlimit, /tmp's size always the size of its tmpfs. */
 void enforce_apply(const Sbx__V1__Limits *l, struct cgroup *cg, int cg_version, int rootless,
                    struct enforcement *ret);
 

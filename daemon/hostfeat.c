@@ -3,7 +3,8 @@
  * Each probe asks the kernel the cheapest question that answers it: the user namespace
  * limit in /proc, seccomp's list of actions, Landlock's ABI version
  * (landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION), and whether openat2
- * resolves "/" with RESOLVE_IN_ROOT. Called by main() once, before the loop serves. */
+ * resolves "/" with RESOLVE_IN_ROOT; the bounds of limits that sbxd's own rlimits set
+ * (bounds.h). Called by main() once, before the loop serves. */
 #include "hostfeat.h"
 
 #include <fcntl.h>
@@ -82,4 +83,5 @@ void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *re
         pw = ret->rootless ? getpwuid(euid) : NULL;
         ret->subgid = ret->rootless ? hostfeat_subgid("/etc/subgid", euid, pw ? pw->pw_name : NULL)
                                     : 0;
+        bounds_host_probe(&ret->limits);
 }

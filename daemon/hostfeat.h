@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bounds.h"
+
 struct features {
         char cgroup_version[8]; /* "v2", "v1", "none" */
         int user_namespaces;
@@ -18,6 +20,7 @@ struct features {
         int openat2;
         int disk_mech; /* enum disk_mech (disk.h): what enforces disk limits here */
         uint32_t subgid; /* rootless: the user's first subordinate gid (/etc/subgid), or 0 */
+        struct bounds_host limits; /* the page size and sbxd's hard rlimits (bounds.h) */
 };
 
 /* Probes the kernel for a daemon running as euid whose cgroups are of cgroup_version

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bounds.h"
 #include "cgroup.h"
 #include "creds.h"
 #include "egress.h"
@@ -57,14 +58,6 @@ _Static_assert(SBX_EGRESS_PORT == 3128, "PROXY_URL names SBX_EGRESS_PORT");
 
 static const char *const default_env[] = {"USER=" USER_NAME, "LOGNAME=" USER_NAME,
                                           "EMAIL=" USER_NAME "@sbxd.invalid"};
-
-/* The bounds of the limits a policy may set (check_limits); the messages spell them. */
-#define LIMIT_MIN_MEMORY_BYTES (4ull * 1024 * 1024)
-#define LIMIT_MAX_CPU_SECONDS  1e9
-#define LIMIT_MAX_CPU_PERCENT  (100u * 1024)
-#define LIMIT_MIN_OPEN_FILES   8u
-#define LIMIT_MAX_OPEN_FILES   1048576u
-#define LIMIT_MIN_TMP_BYTES    (64ull * 1024)
 
 /* The most uids, and the most gids, a sandbox may be shared with (check_lists). */
 #define SHARE_MAX 64u
@@ -871,54 +864,23 @@ out:
         return r;
 }
 
-/* Writes "NAME VALUEUNIT is below the minimum of BOUND" (or above the maximum) into
- * err. Returns -EINVAL. */
-static int limit_error(char *err, size_t errlen, const char *name, unsigned long long value,
-                       const char *unit, int below, const char *bound) {
-        snprintf(err, errlen, "%s %llu%s is %s of %s", name, value, unit,
-                 below ? "below the minimum" : "above the maximum", bound);
-        return -EINVAL;
+/* Where the bounds of d's sandboxes' limits come from (bounds.h): its flags, its host,
+ * and whether RLIMIT_NPROC holds the process limit (no pids cgroup, root mode: each
+ * sandbox has a uid of its own), as enforce_apply will decide. */
+static void bound_sources(const struct sbxd *d, struct bounds_ctx *ret) {
+        ret->cfg = d->cfg;
+        ret->host = &d->features.limits;
+        ret->processes_by_rlimit = !cgroup_env_has(d->cgroups, CG_PIDS) && !d->features.rootless;
 }
 
-/* The bounds of each limit a policy may set. A request outside one is refused with a
- * message that names that limit, its value and the bound it crosses (never a list of
- * every range). Returns 0 or -EINVAL. */
-static int check_limits(const Sbx__V1__Limits *lim, char *err, size_t errlen) {
-        if (lim->has_memory_bytes && lim->memory_bytes < LIMIT_MIN_MEMORY_BYTES)
-                return limit_error(err, errlen, "memory", (unsigned long long)lim->memory_bytes,
-                                   " bytes", 1, "4 MiB");
-        if (lim->has_cpu_seconds &&
-            !(lim->cpu_seconds > 0 && lim->cpu_seconds < LIMIT_MAX_CPU_SECONDS)) {
-                snprintf(err, errlen, "cpu_seconds %g is %s", lim->cpu_seconds,
-                         lim->cpu_seconds >= LIMIT_MAX_CPU_SECONDS ? "above the maximum of 1e9"
-                         : lim->cpu_seconds <= 0                   ? "not above 0"
-                                                                   : "not a number");
-                return -EINVAL;
-        }
-        if (lim->has_cpu_percent && lim->cpu_percent < 1)
-                return limit_error(err, errlen, "cpu_percent", lim->cpu_percent, "", 1, "1");
-        if (lim->has_cpu_percent && lim->cpu_percent > LIMIT_MAX_CPU_PERCENT)
-                return limit_error(err, errlen, "cpu_percent", lim->cpu_percent, "", 0,
-                                   "102400 (1024 CPUs)");
-        if (lim->has_processes && lim->processes < 1)
-                return limit_error(err, errlen, "processes", lim->processes, "", 1, "1");
-        if (lim->has_file_size_bytes && lim->file_size_bytes < 1)
-                return limit_error(err, errlen, "file_size",
-                                   (unsigned long long)lim->file_size_bytes, " bytes", 1, "1 byte");
-        if (lim->has_open_files && lim->open_files < LIMIT_MIN_OPEN_FILES)
-                return limit_error(err, errlen, "open_files", lim->open_files, "", 1, "8");
-        if (lim->has_open_files && lim->open_files > LIMIT_MAX_OPEN_FILES)
-                return limit_error(err, errlen, "open_files", lim->open_files, "", 0, "1048576");
-        if (lim->has_tmp_bytes && lim->tmp_bytes < LIMIT_MIN_TMP_BYTES)
-                return limit_error(err, errlen, "tmp", (unsigned long long)lim->tmp_bytes, " bytes",
-                                   1, "64 KiB");
-        return 0;
-}
-
-/* The lifetime: timeout_ms (absent: the daemon's default; 0 is refused) capped at the
- * daemon's maximum, and the idle timeout (absent: the daemon's default; 0: none). */
+/* The lifetime: timeout_ms (absent: the daemon's default; 0 is refused) at most the
+ * daemon's maximum, and the idle timeout (absent: the daemon's default; 0: none) no
+ * longer. A value above the maximum is refused, never lowered. */
 static int check_lifetime(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                           Sbx__V1__CreateSandbox *eff, char *err, size_t errlen) {
+        struct limit_bound b;
+        int r;
+
         if (req->has_timeout_ms && req->timeout_ms == 0) {
                 snprintf(err, errlen,
                          "timeout_ms must be greater than 0 (omit it for the default "
@@ -926,11 +888,16 @@ static int check_lifetime(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                          (unsigned long long)d->cfg->default_sandbox_timeout_ms);
                 return -EINVAL;
         }
+        bounds_lifetime(d->cfg, &b);
+        if (req->has_timeout_ms && (r = bounds_check(&b, req->timeout_ms, err, errlen)) < 0)
+                return r;
+        bounds_idle(d->cfg, &b);
+        if (req->has_idle_timeout_ms && req->idle_timeout_ms &&
+            (r = bounds_check(&b, req->idle_timeout_ms, err, errlen)) < 0)
+                return r;
         eff->has_timeout_ms = 1;
         eff->timeout_ms =
                 req->has_timeout_ms ? req->timeout_ms : d->cfg->default_sandbox_timeout_ms;
-        if (eff->timeout_ms > d->cfg->max_sandbox_lifetime_ms)
-                eff->timeout_ms = d->cfg->max_sandbox_lifetime_ms;
         if (!req->has_idle_timeout_ms) {
                 eff->has_idle_timeout_ms = 1;
                 eff->idle_timeout_ms = d->cfg->default_idle_timeout_ms;
@@ -1006,60 +973,42 @@ static int fill_switches(const Sbx__V1__Policy *req_pol, Sbx__V1__Policy *pol, c
         return 0;
 }
 
-/* The limits every sandbox gets unless its policy sets them: /tmp's size, no core
- * dumps, and a process limit. No sandbox without a process limit (a fork bomb would
- * take every pid of the host), and none above the daemon's ceiling; as a default only
- * where it holds (a pids cgroup, or RLIMIT_NPROC of a uid of the sandbox's own), not to
- * warn of a limit nobody asked for. */
+/* The limits every sandbox gets unless its policy sets them: /tmp's size (at most the
+ * daemon's --max-tmp), no core dumps, a process limit, and the command caps (the
+ * daemon's --max-commands and --max-queued; command.c enforces those, init never sees
+ * them). No sandbox without a process limit (a fork bomb would take every pid of the
+ * host): its ceiling, as a default only where it holds (a pids cgroup, or RLIMIT_NPROC
+ * of a uid of the sandbox's own), not to warn of a limit nobody asked for. The
+ * request's own values were checked against their bounds (bounds.h): none is changed. */
 static void fill_limits(struct sbxd *d, Sbx__V1__Limits *lim) {
+        struct bounds_ctx c;
+        struct limit_bound b;
+
+        bound_sources(d, &c);
         if (!lim->has_tmp_bytes) {
                 lim->has_tmp_bytes = 1;
-                lim->tmp_bytes = SBX_DEFAULT_TMP_BYTES;
+                lim->tmp_bytes = SBX_DEFAULT_TMP_BYTES < d->cfg->max_tmp_bytes
+                                         ? SBX_DEFAULT_TMP_BYTES
+                                         : d->cfg->max_tmp_bytes;
         }
-        if (d->cfg->max_processes &&
-            ((!lim->has_processes &&
-              (cgroup_env_has(d->cgroups, CG_PIDS) || !d->features.rootless)) ||
-             (lim->has_processes && lim->processes > d->cfg->max_processes))) {
+        bounds_of(&c, LIMIT_PROCESSES, lim, &b);
+        if (d->cfg->max_processes && !lim->has_processes &&
+            (cgroup_env_has(d->cgroups, CG_PIDS) || !d->features.rootless)) {
                 lim->has_processes = 1;
-                lim->processes = d->cfg->max_processes;
+                lim->processes = (uint32_t)b.ceiling;
         }
         if (!lim->has_core_dumps) {
                 lim->has_core_dumps = 1;
                 lim->core_dumps = 0;
         }
-}
-
-/* The command caps of the sandbox (issue 22): commands running at once (1 to the
- * daemon's --max-commands) and commands waiting for a slot (0, no queue, to its
- * --max-queued), each the daemon's when absent. The daemon enforces them (command.c);
- * init never sees them, so they are no part of Setup and never keep a warm sandbox
- * from serving a request. Returns 0 or -EINVAL, naming the field, its value and the
- * daemon's flag. */
-static int fill_command_caps(struct sbxd *d, Sbx__V1__Limits *lim, char *err, size_t errlen) {
-        uint32_t max_run = d->cfg->max_commands_per_sandbox;
-        uint32_t max_queued = d->cfg->max_queued_per_sandbox;
-        char bound[64];
-
-        if (lim->has_commands && lim->commands < 1)
-                return limit_error(err, errlen, "commands", lim->commands, "", 1, "1");
-        if (lim->has_commands && lim->commands > max_run) {
-                snprintf(bound, sizeof(bound), "%u (sbxd --max-commands)", (unsigned)max_run);
-                return limit_error(err, errlen, "commands", lim->commands, "", 0, bound);
-        }
-        if (lim->has_queued_commands && lim->queued_commands > max_queued) {
-                snprintf(bound, sizeof(bound), "%u (sbxd --max-queued)", (unsigned)max_queued);
-                return limit_error(err, errlen, "queued_commands", lim->queued_commands, "", 0,
-                                   bound);
-        }
         if (!lim->has_commands) {
                 lim->has_commands = 1;
-                lim->commands = max_run;
+                lim->commands = d->cfg->max_commands_per_sandbox;
         }
         if (!lim->has_queued_commands) {
                 lim->has_queued_commands = 1;
-                lim->queued_commands = max_queued;
+                lim->queued_commands = d->cfg->max_queued_per_sandbox;
         }
-        return 0;
 }
 
 /* NETWORK_ALLOWLIST's lists, only with network allowlist: each allowed_hosts entry is
@@ -1131,39 +1080,14 @@ static void fill_disk_defaults(struct sbxd *d, Sbx__V1__Limits *lim) {
         }
 }
 
-/* The size limit of /workspace (disk.h) with the daemon's defaults: 1 MiB to
- * --max-disk, 16 inodes to one per DISK_BYTES_PER_INODE bytes, and on a host where only
- * a tmpfs enforces it (which ends with the sandbox) no keep_workspace. 0 or -EINVAL. */
+/* What the size limit of /workspace (disk.h) needs besides its bounds (bounds.h): no
+ * more than is free where images and quotas take it from, and on a host where only a
+ * tmpfs enforces it (which ends with the sandbox) no keep_workspace. 0, -ENOSPC or
+ * -EINVAL. */
 static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1__Limits *lim,
                      char *err, size_t errlen) {
-        char bound[96];
-
-        fill_disk_defaults(d, lim);
-        if (lim->has_disk_inodes && !lim->has_disk_bytes) {
-                snprintf(err, errlen, "disk_inodes needs disk_bytes (sbx create --disk SIZE)");
-                return -EINVAL;
-        }
         if (!lim->has_disk_bytes)
                 return 0;
-        if (lim->disk_bytes < DISK_MIN_BYTES)
-                return limit_error(err, errlen, "disk", (unsigned long long)lim->disk_bytes,
-                                   " bytes", 1, "1 MiB");
-        if (lim->disk_bytes > d->cfg->max_disk_bytes) {
-                snprintf(bound, sizeof(bound), "%llu bytes (sbxd --max-disk)",
-                         (unsigned long long)d->cfg->max_disk_bytes);
-                return limit_error(err, errlen, "disk", (unsigned long long)lim->disk_bytes,
-                                   " bytes", 0, bound);
-        }
-        if (lim->has_disk_inodes && lim->disk_inodes < DISK_MIN_INODES)
-                return limit_error(err, errlen, "disk_inodes", (unsigned long long)lim->disk_inodes,
-                                   "", 1, "16");
-        if (lim->has_disk_inodes && lim->disk_inodes > lim->disk_bytes / DISK_BYTES_PER_INODE) {
-                snprintf(bound, sizeof(bound), "%llu (one per %u bytes of disk)",
-                         (unsigned long long)(lim->disk_bytes / DISK_BYTES_PER_INODE),
-                         DISK_BYTES_PER_INODE);
-                return limit_error(err, errlen, "disk_inodes", (unsigned long long)lim->disk_inodes,
-                                   "", 0, bound);
-        }
         if ((d->features.disk_mech == DISK_MECH_IMAGE || d->features.disk_mech == DISK_MECH_QUOTA) &&
             !d->cfg->disk_overcommit) {
                 /* Images are sparse and quotas promise what the filesystem may not have:
@@ -1197,8 +1121,9 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
 }
 
 /* The checks that need no host path, in the order their refusals are reported:
- * lifetime, labels, environment, sharing, network, inherit_environment, limits, the
- * command caps; fills their defaults into eff, pol and lim. */
+ * lifetime, labels, environment, sharing, network, inherit_environment, the limits
+ * (with the daemon's default disk: bounds.h), the disk's room; fills their defaults
+ * into eff, pol and lim. */
 static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                        Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
                        struct strs *arena, char *err, size_t errlen) {
@@ -1210,10 +1135,12 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                 r = fill_switches(req->policy, pol, err, errlen);
         if (r == 0)
                 r = check_allowlist(pol, arena, err, errlen);
-        if (r == 0)
-                r = check_limits(lim, err, errlen);
-        if (r == 0)
-                r = fill_command_caps(d, lim, err, errlen);
+        if (r == 0) {
+                struct bounds_ctx c;
+                bound_sources(d, &c);
+                fill_disk_defaults(d, lim);
+                r = bounds_check_sandbox(&c, lim, err, errlen);
+        }
         if (r == 0)
                 r = fill_disk(d, req, lim, err, errlen);
         if (r == 0)

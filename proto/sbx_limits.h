@@ -97,15 +97,45 @@
  * protect_defaults that a sandbox could read), at most. */
 #define SBX_MAX_HIDDEN_PATHS 2048u
 #define SBX_PATH_MAX_BYTES 4096u
+/* The size of a sandbox's /tmp (and /dev/shm) when its policy gives none, or sbxd
+ * --max-tmp when that is less. */
 #define SBX_DEFAULT_TMP_BYTES (256ull * 1024u * 1024u)
+
+/* The floors of a sandbox's limits (Limits, checked by daemon/bounds.c), and the
+ * ceilings no flag of sbxd sets. The other ceilings are flags (--max-memory, --max-tmp,
+ * --max-cpu-percent, --max-processes, --max-disk, --max-commands, --max-queued), and
+ * none is ever more than the mechanism that enforces the limit holds on the host (the
+ * hard rlimits sbxd started with, which sbx-init cannot raise). */
+#define SBX_MIN_MEMORY_BYTES (4ull * 1024u * 1024u)
+#define SBX_MIN_TMP_BYTES    (64ull * 1024u)
+/* The most --max-memory and --max-tmp may say (1 PiB): far below what a cgroup's
+ * memory.max or a tmpfs's size= can count, so that neither ever overflows into "none". */
+#define SBX_MAX_MEMORY_BYTES (1ull << 50)
+/* RLIMIT_CPU counts whole seconds: at least one, and at most about 31 years (the hard
+ * limit is one more, and the kernel's count of nanoseconds stays far from overflow). */
+#define SBX_MIN_CPU_SECONDS 1u
+#define SBX_MAX_CPU_SECONDS 1000000000u
+/* The most --max-cpu-percent may say: 1024 CPUs (its default: 100 per CPU sbxd may run on). */
+#define SBX_MAX_CPU_PERCENT (100u * 1024u)
+/* sbx-init's own two processes (stage 0 and PID 1) and one command: fewer and no command
+ * can start (a pids cgroup counts every task of the sandbox). */
+#define SBX_MIN_PROCESSES 3u
+/* PID_MAX_LIMIT: the most pids.max holds, and so the most --max-processes may say. */
+#define SBX_MAX_PROCESSES  4194304u
+#define SBX_MIN_OPEN_FILES 8u
+/* fs.nr_open's default: RLIMIT_NOFILE cannot go past it. */
+#define SBX_MAX_OPEN_FILES 1048576u
+/* MAX_LFS_FILESIZE of a 64-bit kernel (LLONG_MAX): no file is larger, and RLIMIT_FSIZE
+ * above it (RLIM_INFINITY among them) would limit nothing. */
+#define SBX_MAX_FILE_SIZE_BYTES 9223372036854775807ull
 
 /* Commands. */
 #define SBX_DEFAULT_COMMAND_TIMEOUT_MS (60u * 1000u)
 #define SBX_DEFAULT_MAX_COMMAND_TIMEOUT_MS (24ull * 3600u * 1000u)
 
 /* Processes (and threads) of one sandbox when its policy names no limit, and the most it
- * may name (sbxd --max-processes; 0: no ceiling). A fork bomb in a sandbox without a
- * limit would otherwise take every pid of the host. */
+ * may name (sbxd --max-processes; 0: none but SBX_MAX_PROCESSES). A fork bomb in a
+ * sandbox without a limit would otherwise take every pid of the host. */
 #define SBX_DEFAULT_MAX_PROCESSES 4096u
 #define SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX 16u
 /* A command over its sandbox's (or its uid's) running cap waits in its sandbox's FIFO

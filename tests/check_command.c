@@ -538,6 +538,8 @@ START_TEST(enforce_without_cgroups) {
         ck_assert_int_eq(e.how[LIM_CPU_SECONDS], SBX__V1__ENFORCEMENT__RLIMIT);
         ck_assert_int_eq(e.how[LIM_CORE_DUMPS], SBX__V1__ENFORCEMENT__RLIMIT);
         ck_assert_int_eq(e.how[LIM_FILE_SIZE], SBX__V1__ENFORCEMENT__ENFORCEMENT_NONE);
+        /* /tmp is a tmpfs of its size, always (it was reported as none). */
+        ck_assert_int_eq(e.how[LIM_TMP], SBX__V1__ENFORCEMENT__TMPFS_SIZE);
         ck_assert_uint_eq(e.n_warnings, 2); /* memory, cpu_percent */
         ck_assert_ptr_nonnull(strstr(e.warnings[0], "memory limit not enforced"));
 
@@ -1168,24 +1170,54 @@ START_TEST(queue_timeout_cancel_and_end) {
 }
 END_TEST
 
-/* A queue_timeout_ms past any bound (UINT64_MAX) waits no longer than
- * --max-command-timeout. */
-START_TEST(queue_timeout_is_capped) {
+/* A timeout_ms or queue_timeout_ms past --max-command-timeout (UINT64_MAX among them)
+ * is refused, naming the flag and its value, and nothing runs or waits (both were
+ * lowered to the flag's value silently); at the flag's value, a command waits that
+ * long. An output cap past 64 MiB is refused likewise; 0 keeps nothing. */
+START_TEST(timeouts_above_the_maximum_are_refused) {
         struct rig g;
         struct seen s[3] = {{0}};
         struct command *cmd[3];
         Sbx__V1__RunCommand rc = echo_request();
+        char err[512];
         int i;
 
         rig_up(&g);
         g.cfg.max_command_timeout_ms = 80;
+        rc.timeout_ms = 81;
+        ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "timeout_ms 81 ms is above the maximum of 80 ms (sbxd "
+                              "--max-command-timeout); nothing was run");
+        rc.timeout_ms = UINT64_MAX;
+        ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "timeout_ms 18446744073709551615 ms is above"));
+        /* A background command's 0 is none at all, no timeout past the maximum. */
+        rc.timeout_ms = 0;
+        rc.has_background = rc.background = 1;
+        rc.has_queue_timeout_ms = 1;
+        rc.queue_timeout_ms = UINT64_MAX;
+        ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "queue_timeout_ms 18446744073709551615 ms is above the maximum of "
+                              "80 ms (sbxd --max-command-timeout); nothing was run");
+        rc = echo_request();
+        rc.timeout_ms = 80;
+        rc.has_max_stdout_bytes = 1;
+        rc.max_stdout_bytes = UINT64_MAX;
+        ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err,
+                         "max_stdout_bytes 18446744073709551615 bytes is above the maximum "
+                         "of 67108864 bytes (64 MiB, the most output kept per stream); nothing "
+                         "was run");
+        ck_assert_uint_eq(g.d.n_queued, 0);
+
+        rc = echo_request();
         rc.timeout_ms = 50;
         for (i = 0; i < 2; i++) {
                 run_as(&g, &rc, 1, &s[i], &cmd[i]);
                 (void)read_start(&g);
         }
         rc.has_queue_timeout_ms = 1;
-        rc.queue_timeout_ms = UINT64_MAX;
+        rc.queue_timeout_ms = 80;
         run_as(&g, &rc, 1, &s[2], &cmd[2]);
         spin(&g, &s[2].done, 2000);
         ck_assert_int_eq(s[2].outcome, SBX__V1__OUTCOME__QUEUE_TIMEOUT);
@@ -1230,7 +1262,7 @@ static Suite *make_suite(void) {
         tcase_add_test(run, run_ends_with_its_sandbox);
         tcase_add_test(run, queue_waits_for_a_slot);
         tcase_add_test(run, queue_timeout_cancel_and_end);
-        tcase_add_test(run, queue_timeout_is_capped);
+        tcase_add_test(run, timeouts_above_the_maximum_are_refused);
         tcase_set_timeout(run, 20);
         suite_add_tcase(s, run);
         return s;

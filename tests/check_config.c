@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -524,6 +526,68 @@ START_TEST(disk_flags) {
 }
 END_TEST
 
+/* The ceilings of a policy's memory, /tmp and cpu_percent: by default the host's memory
+ * and swap (whole pages) and 100 per CPU sbxd may run on; as flags, sizes of whole
+ * pages within the bounds (1 and 2 processes are too few for --max-processes). */
+START_TEST(limit_ceiling_flags) {
+        struct config c;
+        char err[256];
+        char *argv[] = {"sbxd",
+                        "--max-memory",
+                        "8G",
+                        "--max-tmp=64K",
+                        "--max-cpu-percent",
+                        "150",
+                        "--max-processes",
+                        "3",
+                        NULL};
+        char *few[] = {"sbxd", "--max-processes", "2", NULL};
+        struct sysinfo si;
+        cpu_set_t cpus;
+        uint64_t mem;
+        long page = sysconf(_SC_PAGESIZE);
+
+        clear_env();
+        ck_assert_int_eq(sysinfo(&si), 0);
+        mem = ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+        mem -= mem % (uint64_t)page;
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_uint_eq(c.max_memory_bytes, mem);
+        ck_assert_uint_eq(c.max_tmp_bytes, mem);
+        ck_assert_uint_eq(c.max_cpu_percent, 100u * (unsigned)CPU_COUNT(&cpus));
+        ck_assert_int_eq(config_parse_args(&c, 8, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_memory_bytes, 8ull << 30);
+        ck_assert_uint_eq(c.max_tmp_bytes, 64ull << 10);
+        ck_assert_uint_eq(c.max_cpu_percent, 150);
+        ck_assert_uint_eq(c.max_processes, 3);
+        ck_assert_int_eq(config_parse_args(&c, 3, few, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "--max-processes must be 0 (no ceiling) or at least 3: sbx-init's "
+                              "two processes and one command");
+        config_free(&c);
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--max-memory SIZE"));
+
+        expect_bad("--max-memory", "4095K");   /* below the floor */
+        expect_bad("--max-memory", "1025T");   /* above 1 PiB */
+        expect_bad("--max-memory", "4194305"); /* not whole pages */
+        expect_bad("--max-memory", "18446744073709551615");
+        expect_bad("--max-memory", "-1");
+        expect_bad("--max-memory", "lots");
+        expect_bad("--max-memory", "");
+        expect_bad("--max-tmp", "63K");
+        expect_bad("--max-tmp", "65537");
+        expect_bad("--max-tmp", "2000T");
+        expect_bad("--max-tmp", "0");
+        expect_bad("--max-cpu-percent", "0");
+        expect_bad("--max-cpu-percent", "102401");
+        expect_bad("--max-cpu-percent", "-100");
+        expect_bad("--max-cpu-percent", "1.5");
+        expect_bad("--max-processes", "1");
+        expect_bad("--max-disk", "1048577"); /* not whole 4 KiB blocks */
+        expect_bad("--default-disk", "1000001");
+}
+END_TEST
+
 START_TEST(seconds) {
         uint64_t ms;
         ck_assert_int_eq(config_parse_seconds("0.2", &ms), 0);
@@ -565,6 +629,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, share_flags);
         tcase_add_test(tc, seconds);
         tcase_add_test(tc, disk_flags);
+        tcase_add_test(tc, limit_ceiling_flags);
         tcase_add_test(tc, log_levels);
         tcase_add_test(tc, init_out_of_reach_explained);
         suite_add_tcase(s, tc);

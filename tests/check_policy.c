@@ -100,6 +100,9 @@ static const struct caller root_caller = {.uid = 0, .gid = 0, .client_name = "ch
 #define MAX_LIFETIME_MS    3600000u
 #define DEFAULT_IDLE_MS    600000u
 #define MAX_PROCESSES      4096u
+#define MAX_MEMORY_BYTES   (8ull << 30)
+#define MAX_TMP_BYTES      (2ull << 30)
+#define MAX_CPU_PERCENT    400u
 
 /* The daemon context of one test, in tmpdir: state and socket directories, $HOME with
  * credentials (.ssh private to its owner, .aws readable by others), a work directory
@@ -116,10 +119,20 @@ static void daemon_setup(int rootless) {
         cfg.max_processes = MAX_PROCESSES;
         memset(&cgroups, 0, sizeof(cgroups));
         cgroups.version = CGROUP_NONE;
+        /* The ceilings of memory, /tmp and cpu_percent that depend on the host, fixed. */
+        cfg.max_memory_bytes = MAX_MEMORY_BYTES;
+        cfg.max_tmp_bytes = MAX_TMP_BYTES;
+        cfg.max_cpu_percent = MAX_CPU_PERCENT;
         memset(&ctx, 0, sizeof(ctx));
         ctx.cfg = &cfg;
         ctx.cgroups = &cgroups;
         ctx.features.rootless = rootless;
+        /* A host whose hard rlimits bound nothing (limit_bounds sets some). */
+        ctx.features.limits = (struct bounds_host){.page_bytes = 4096,
+                                                   .cpu_hard = UINT64_MAX,
+                                                   .fsize_hard = UINT64_MAX,
+                                                   .nofile_hard = UINT64_MAX,
+                                                   .nproc_hard = UINT64_MAX};
         ctx.euid = geteuid();
         ctx.egid = getegid();
 
@@ -270,9 +283,11 @@ START_TEST(defaults_filled) {
 }
 END_TEST
 
-/* The lifetime is capped at the daemon's maximum; an idle timeout of 0 (none) and the
- * limits a request sets are kept as given. */
-START_TEST(given_values_kept_or_capped) {
+/* The lifetime at the daemon's maximum, an idle timeout of 0 (none) and the limits a
+ * request sets are kept as given; none above its ceiling is lowered: each is refused
+ * (the process limit above --max-processes was clamped silently, the lifetime above
+ * --max-sandbox-timeout lowered). */
+START_TEST(given_values_kept_or_refused) {
         static struct req r;
         Sbx__V1__CreateSandbox *e;
         const Sbx__V1__Limits *l;
@@ -280,7 +295,7 @@ START_TEST(given_values_kept_or_capped) {
         daemon_setup(0);
         req_init(&r);
         r.cs.has_timeout_ms = 1;
-        r.cs.timeout_ms = MAX_LIFETIME_MS + 1;
+        r.cs.timeout_ms = MAX_LIFETIME_MS;
         r.cs.has_idle_timeout_ms = 1;
         r.cs.idle_timeout_ms = 0;
         r.pol.has_network = 1;
@@ -290,7 +305,7 @@ START_TEST(given_values_kept_or_capped) {
         r.lim.has_memory_bytes = 1;
         r.lim.memory_bytes = 64u << 20;
         r.lim.has_cpu_seconds = 1;
-        r.lim.cpu_seconds = 2.5;
+        r.lim.cpu_seconds = 3;
         r.lim.has_processes = 1;
         r.lim.processes = 10;
         r.lim.has_tmp_bytes = 1;
@@ -304,17 +319,38 @@ START_TEST(given_values_kept_or_capped) {
         ck_assert(e->policy->has_protect_defaults && !e->policy->protect_defaults);
         l = e->policy->limits;
         ck_assert_uint_eq(l->memory_bytes, 64u << 20);
-        ck_assert(l->cpu_seconds == 2.5);
+        ck_assert(l->cpu_seconds == 3);
         ck_assert_uint_eq(l->processes, 10);
         ck_assert_uint_eq(l->tmp_bytes, 1u << 20);
         ck_assert(l->core_dumps);
         sbx__v1__create_sandbox__free_unpacked(e, NULL);
 
-        r.cs.timeout_ms = 1000;
-        r.lim.processes = MAX_PROCESSES + 1;
+        r.cs.timeout_ms = MAX_LIFETIME_MS + 1;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "timeout_ms 3600001 ms is above the maximum of 3600000 ms (sbxd "
+                              "--max-sandbox-timeout)");
+        r.cs.timeout_ms = UINT64_MAX;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        r.cs.timeout_ms = 1;
+        r.cs.idle_timeout_ms = MAX_LIFETIME_MS;
         ck_assert_int_eq(effective(&r, &e), 0);
-        ck_assert_uint_eq(e->timeout_ms, 1000);
-        ck_assert_uint_eq(e->policy->limits->processes, MAX_PROCESSES); /* the ceiling */
+        ck_assert_uint_eq(e->timeout_ms, 1);
+        ck_assert_uint_eq(e->idle_timeout_ms, MAX_LIFETIME_MS);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+        r.cs.idle_timeout_ms = UINT64_MAX;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "idle_timeout_ms 18446744073709551615 ms is above the maximum of "
+                              "3600000 ms (sbxd --max-sandbox-timeout)");
+        r.cs.idle_timeout_ms = 0;
+        /* Root mode with a pids cgroup: the ceiling is --max-processes's. */
+        cgroups.version = CGROUP_V2;
+        cgroups.v2_controllers = 1 << CG_PIDS;
+        r.lim.processes = MAX_PROCESSES + 1;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "processes 4097 is above the maximum of 4096 (sbxd --max-processes)");
+        r.lim.processes = MAX_PROCESSES;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_uint_eq(e->policy->limits->processes, MAX_PROCESSES);
         sbx__v1__create_sandbox__free_unpacked(e, NULL);
 }
 END_TEST
@@ -650,7 +686,7 @@ static void mk_memory(struct req *r) {
 
 static void mk_cpu_high(struct req *r) {
         r->lim.has_cpu_seconds = 1;
-        r->lim.cpu_seconds = 1e9;
+        r->lim.cpu_seconds = 2e9;
 }
 
 static void mk_cpu_zero(struct req *r) {
@@ -820,21 +856,23 @@ static const struct refusal refusals[] = {
         {"cidr prefix", mk_bad_cidr, EINVAL,
          "allowed CIDR \"10.0.0.0/33\": the prefix must be 0..32", 0},
         {"inherit", mk_inherit, EINVAL, "inherit_environment has too many names", 0},
-        {"memory", mk_memory, EINVAL, "memory 4194303 bytes is below the minimum of 4 MiB", 0},
-        {"cpu high", mk_cpu_high, EINVAL, "cpu_seconds 1e+09 is above the maximum of 1e9", 0},
-        {"cpu zero", mk_cpu_zero, EINVAL, "cpu_seconds 0 is not above 0", 0},
-        {"cpu negative", mk_cpu_negative, EINVAL, "cpu_seconds -1.5 is not above 0", 0},
+        {"memory", mk_memory, EINVAL,
+         "memory 4194303 bytes is below the minimum of 4194304 bytes (4 MiB)", 0},
+        {"cpu high", mk_cpu_high, EINVAL,
+         "cpu_seconds 2000000000 is above the maximum of 1000000000", 0},
+        {"cpu zero", mk_cpu_zero, EINVAL, "cpu_seconds 0 is below the minimum of 1", 0},
+        {"cpu negative", mk_cpu_negative, EINVAL, "cpu_seconds -1.5 is below the minimum of 1", 0},
         {"cpu nan", mk_cpu_nan, EINVAL, "cpu_seconds nan is not a number", 0},
         {"cpu_percent low", mk_cpu_percent_low, EINVAL, "cpu_percent 0 is below the minimum of 1",
          0},
         {"cpu_percent high", mk_cpu_percent_high, EINVAL,
-         "cpu_percent 102401 is above the maximum of 102400 (1024 CPUs)", 0},
-        {"processes", mk_processes, EINVAL, "processes 0 is below the minimum of 1", 0},
+         "cpu_percent 102401 is above the maximum of 400 (sbxd --max-cpu-percent)", 0},
+        {"processes", mk_processes, EINVAL, "processes 0 is below the minimum of 3", 0},
         {"file_size", mk_file_size, EINVAL, "file_size 0 bytes is below the minimum of 1 byte", 0},
         {"open_files low", mk_open_files_low, EINVAL, "open_files 7 is below the minimum of 8", 0},
         {"open_files high", mk_open_files_high, EINVAL,
-         "open_files 1048577 is above the maximum of 1048576", 0},
-        {"tmp", mk_tmp, EINVAL, "tmp 65535 bytes is below the minimum of 64 KiB", 0},
+         "open_files 1048577 is above the maximum of 1048576 (fs.nr_open's default)", 0},
+        {"tmp", mk_tmp, EINVAL, "tmp 65535 bytes is below the minimum of 65536 bytes (64 KiB)", 0},
         {"commands zero", mk_commands_zero, EINVAL, "commands 0 is below the minimum of 1", 0},
         {"commands high", mk_commands_high, EINVAL,
          "commands 17 is above the maximum of 16 (sbxd --max-commands)", 0},
@@ -915,43 +953,257 @@ START_TEST(refused) {
 }
 END_TEST
 
-/* Each limit's bound itself is allowed: the refusals above are off by one. */
-START_TEST(bounds_allowed) {
+/* Each limit of Limits with its floor and ceiling on a host with hard rlimits (as
+ * sbx-init inherits them) and the daemon flags of daemon_setup, spelled out here rather
+ * than read from bounds.h, so that a wrong bound there fails: the name, the unit, the
+ * step and what the refusal says of the ceiling. */
+static const struct bound_case {
+        const char *field; /* in Limits */
+        const char *name;  /* in messages */
+        const char *unit;  /* after a value: " bytes", "" */
+        uint64_t floor, ceiling;
+        const char *floor_says;   /* after "is below the minimum of " */
+        const char *ceiling_says; /* after "is above the maximum of " */
+        uint64_t step;            /* 0: any */
+        const char *step_says;    /* the refusal of floor + 1, after "NAME FLOOR+1UNIT " */
+} bound_cases[] = {
+        {"memory_bytes", "memory", " bytes", 4194304, MAX_MEMORY_BYTES, "4194304 bytes (4 MiB)",
+         "8589934592 bytes (8 GiB, sbxd --max-memory)", 4096,
+         "is not a whole number of pages of 4096 bytes, which a memory cgroup counts: it would "
+         "be 4194304 bytes; ask for that"},
+        {"cpu_percent", "cpu_percent", "", 1, MAX_CPU_PERCENT, "1", "400 (sbxd --max-cpu-percent)",
+         0, NULL},
+        {"processes", "processes", "", 3, 3000, "3", "3000 (sbxd's hard RLIMIT_NPROC)", 0, NULL},
+        {"file_size_bytes", "file_size", " bytes", 1, 5000000, "1 byte",
+         "5000000 bytes (sbxd's hard RLIMIT_FSIZE)", 0, NULL},
+        {"open_files", "open_files", "", 8, 20000, "8", "20000 (sbxd's hard RLIMIT_NOFILE)", 0,
+         NULL},
+        {"tmp_bytes", "tmp", " bytes", 65536, MAX_TMP_BYTES, "65536 bytes (64 KiB)",
+         "2147483648 bytes (2 GiB, sbxd --max-tmp)", 4096,
+         "is not a whole number of pages of 4096 bytes, which a tmpfs counts: it would be 69632 "
+         "bytes; ask for that"},
+        {"commands", "commands", "", 1, 16, "1", "16 (sbxd --max-commands)", 0, NULL},
+        {"queued_commands", "queued_commands", "", 0, 64, NULL, "64 (sbxd --max-queued)", 0, NULL},
+        {"disk_bytes", "disk", " bytes", 1048576, 1ull << 40, "1048576 bytes (1 MiB)",
+         "1099511627776 bytes (1 TiB, sbxd --max-disk)", 4096,
+         "is not a whole number of blocks of 4096 bytes, which the filesystem that enforces it "
+         "counts: ask for 1048576 bytes or 1052672 bytes"},
+        /* With disk_bytes 64 MiB (set below). */
+        {"disk_inodes", "disk_inodes", "", 16, 32768, "16", "32768 (one per 2048 bytes of disk)", 0,
+         NULL},
+};
+
+/* Sets the Limits field f of lim to v (through its descriptor: uint32 fields get v's
+ * low 32 bits, as a client's -1 arrives as 4294967295). */
+static void set_limit(Sbx__V1__Limits *lim, const char *f, uint64_t v) {
+        const ProtobufCFieldDescriptor *d =
+                protobuf_c_message_descriptor_get_field_by_name(&sbx__v1__limits__descriptor, f);
+        char *base = (char *)lim;
+        uint32_t v32 = (uint32_t)v;
+
+        ck_assert_ptr_nonnull(d);
+        *(protobuf_c_boolean *)(void *)(base + d->quantifier_offset) = 1;
+        if (d->type == PROTOBUF_C_TYPE_UINT64)
+                memcpy(base + d->offset, &v, sizeof(v));
+        else
+                memcpy(base + d->offset, &v32, sizeof(v32));
+}
+
+static uint64_t get_limit(const Sbx__V1__Limits *lim, const char *f) {
+        const ProtobufCFieldDescriptor *d =
+                protobuf_c_message_descriptor_get_field_by_name(&sbx__v1__limits__descriptor, f);
+        const char *base = (const char *)lim;
+        uint64_t v = 0;
+        uint32_t v32 = 0;
+
+        ck_assert(*(const protobuf_c_boolean *)(const void *)(base + d->quantifier_offset));
+        if (d->type == PROTOBUF_C_TYPE_UINT64) {
+                memcpy(&v, base + d->offset, sizeof(v));
+                return v;
+        }
+        memcpy(&v32, base + d->offset, sizeof(v32));
+        return v32;
+}
+
+/* The bounds' host: hard rlimits that are lower than the built-in ceilings. */
+static void bounding_host(void) {
+        ctx.features.limits.nproc_hard = 3000;
+        ctx.features.limits.fsize_hard = 5000000;
+        ctx.features.limits.nofile_hard = 20000;
+        ctx.features.disk_mech = DISK_MECH_TMPFS; /* no free space to compare */
+}
+
+/* v for the case's field alone is accepted, and the effective request (what GetSandbox
+ * shows) holds exactly v. */
+static void expect_kept(const struct bound_case *k, uint64_t v) {
+        static struct req r;
+        Sbx__V1__CreateSandbox *e;
+
+        req_init(&r);
+        if (strcmp(k->field, "disk_inodes") == 0)
+                set_limit(&r.lim, "disk_bytes", 64ull << 20);
+        set_limit(&r.lim, k->field, v);
+        ck_assert_msg(effective(&r, &e) == 0, "%s %llu refused: %s", k->field,
+                      (unsigned long long)v, err);
+        ck_assert_uint_eq(get_limit(e->policy->limits, k->field), v);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+}
+
+/* v for the case's field alone is refused, with want (a printf format of v). */
+static void expect_refused(const struct bound_case *k, uint64_t v, const char *fmt, ...) {
+        static struct req r;
+        char want[512], rest[400];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(rest, sizeof(rest), fmt, ap);
+        va_end(ap);
+        snprintf(want, sizeof(want), "%s %llu%s %s", k->name, (unsigned long long)v, k->unit, rest);
+        req_init(&r);
+        if (strcmp(k->field, "disk_inodes") == 0)
+                set_limit(&r.lim, "disk_bytes", 64ull << 20);
+        set_limit(&r.lim, k->field, v);
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_msg(strcmp(err, want) == 0, "%s: \"%s\", not \"%s\"", k->field, err, want);
+}
+
+/* Below the floor, at it, at the ceiling, above it, the largest value the wire carries
+ * (UINT64_MAX, or a uint32's -1) and a value between two steps. */
+START_TEST(limit_bounds) {
+        const struct bound_case *k = &bound_cases[_i];
+        uint64_t wire_max = strcmp(k->unit, " bytes") == 0 || strcmp(k->field, "disk_inodes") == 0
+                                    ? UINT64_MAX
+                                    : UINT32_MAX;
+
+        daemon_setup(0);
+        bounding_host();
+        if (k->floor > 0)
+                expect_refused(k, k->floor - 1, "is below the minimum of %s", k->floor_says);
+        expect_kept(k, k->floor);
+        expect_kept(k, k->ceiling);
+        expect_refused(k, k->ceiling + 1, "is above the maximum of %s", k->ceiling_says);
+        expect_refused(k, wire_max, "is above the maximum of %s", k->ceiling_says);
+        if (k->step)
+                expect_refused(k, k->floor + 1, "%s", k->step_says);
+}
+END_TEST
+
+/* cpu_seconds, the one limit that is not a whole number on the wire: RLIMIT_CPU counts
+ * whole seconds, from 1 to 1e9 (less on a host whose hard RLIMIT_CPU is lower); NaN,
+ * infinities, negatives, zero and 1e-300 are refused (1e-300 was accepted, and became a
+ * limit of 1 s while GetSandbox said 1e-300). */
+START_TEST(cpu_seconds_bounds) {
+        static const struct {
+                double v;
+                const char *err; /* NULL: kept as it is */
+        } cases[] = {
+                {1, NULL},
+                {1e9, NULL},
+                {0, "cpu_seconds 0 is below the minimum of 1"},
+                {-0.0, "cpu_seconds -0 is below the minimum of 1"},
+                {-1.5, "cpu_seconds -1.5 is below the minimum of 1"},
+                {1e-300, "cpu_seconds 1e-300 is below the minimum of 1"},
+                {0.999, "cpu_seconds 0.999 is below the minimum of 1"},
+                {1e9 + 1, "cpu_seconds 1000000001 is above the maximum of 1000000000"},
+                {1e300, "cpu_seconds 1e+300 is above the maximum of 1000000000"},
+                {INFINITY, "cpu_seconds inf is above the maximum of 1000000000"},
+                {-INFINITY, "cpu_seconds -inf is below the minimum of 1"},
+                {NAN, "cpu_seconds nan is not a number"},
+                {1.5, "cpu_seconds 1.5 is not a whole number of seconds, which RLIMIT_CPU counts: "
+                      "it would be 2; ask for that"},
+                {2.0000000000000004, "cpu_seconds 2.0000000000000004 is not a whole number of "
+                                     "seconds, which RLIMIT_CPU counts: it would be 3; ask for "
+                                     "that"},
+        };
+        static struct req r;
+        Sbx__V1__CreateSandbox *e;
+        size_t i;
+
+        daemon_setup(0);
+        for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                req_init(&r);
+                r.lim.has_cpu_seconds = 1;
+                r.lim.cpu_seconds = cases[i].v;
+                if (!cases[i].err) {
+                        ck_assert_msg(effective(&r, &e) == 0, "%g: %s", cases[i].v, err);
+                        ck_assert(e->policy->limits->cpu_seconds == cases[i].v);
+                        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+                        continue;
+                }
+                ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+                ck_assert_msg(strcmp(err, cases[i].err) == 0, "%g: \"%s\"", cases[i].v, err);
+        }
+        /* A hard RLIMIT_CPU of sbxd: a command is killed a second past its soft limit,
+         * which must stay below it. */
+        ctx.features.limits.cpu_hard = 100;
+        req_init(&r);
+        r.lim.has_cpu_seconds = 1;
+        r.lim.cpu_seconds = 99;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+        r.lim.cpu_seconds = 100;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "cpu_seconds 100 is above the maximum of 99 (a second below sbxd's "
+                              "hard RLIMIT_CPU)");
+}
+END_TEST
+
+/* The defaults stay within the bounds: /tmp's is --max-tmp where that is less than
+ * 256 MiB, the process limit the ceiling of its mechanism (RLIMIT_NPROC's when that is
+ * less than --max-processes). */
+START_TEST(defaults_within_bounds) {
         static struct req r;
         Sbx__V1__CreateSandbox *e;
 
         daemon_setup(0);
+        cfg.max_tmp_bytes = 1ull << 20;
+        ctx.features.limits.nproc_hard = 1000;
         req_init(&r);
-        r.lim.has_memory_bytes = 1;
-        r.lim.memory_bytes = 4 * 1024 * 1024;
-        r.lim.has_cpu_seconds = 1;
-        r.lim.cpu_seconds = 1e9 - 1;
-        r.lim.has_cpu_percent = 1;
-        r.lim.cpu_percent = 100 * 1024;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_uint_eq(e->policy->limits->tmp_bytes, 1ull << 20);
+        ck_assert_uint_eq(e->policy->limits->processes, 1000);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+        /* With a pids cgroup, RLIMIT_NPROC is no bound. */
+        cgroups.version = CGROUP_V2;
+        cgroups.v2_controllers = 1 << CG_PIDS;
+        cfg.max_tmp_bytes = MAX_TMP_BYTES;
+        ck_assert_int_eq(effective(&r, &e), 0);
+        ck_assert_uint_eq(e->policy->limits->tmp_bytes, SBX_DEFAULT_TMP_BYTES);
+        ck_assert_uint_eq(e->policy->limits->processes, MAX_PROCESSES);
+        sbx__v1__create_sandbox__free_unpacked(e, NULL);
+        /* --max-processes 0: the kernel's most, PID_MAX_LIMIT. */
+        cfg.max_processes = 0;
+        req_init(&r);
         r.lim.has_processes = 1;
-        r.lim.processes = 1;
-        r.lim.has_file_size_bytes = 1;
-        r.lim.file_size_bytes = 1;
-        r.lim.has_open_files = 1;
-        r.lim.open_files = 8;
-        r.lim.has_tmp_bytes = 1;
-        r.lim.tmp_bytes = 64 * 1024;
-        r.lim.has_commands = 1;
-        r.lim.commands = 1;
-        r.lim.has_queued_commands = 1;
-        r.lim.queued_commands = 0;
-        set_labels(&r, SBX_MAX_LABELS);
-        r.cs.n_share_uids = 64;
-        r.cs.share_uids = ids;
-        ck_assert_int_eq(effective(&r, &e), 0);
-        ck_assert_uint_eq(e->n_labels, SBX_MAX_LABELS);
-        sbx__v1__create_sandbox__free_unpacked(e, NULL);
-        r.lim.open_files = 1048576;
-        r.lim.cpu_percent = 1;
-        r.lim.commands = SBX_DEFAULT_MAX_COMMANDS_PER_SANDBOX;
-        r.lim.queued_commands = SBX_DEFAULT_MAX_QUEUED_PER_SANDBOX;
+        r.lim.processes = SBX_MAX_PROCESSES;
         ck_assert_int_eq(effective(&r, &e), 0);
         sbx__v1__create_sandbox__free_unpacked(e, NULL);
+        r.lim.processes = SBX_MAX_PROCESSES + 1;
+        ck_assert_int_eq(effective(&r, NULL), -EINVAL);
+        ck_assert_str_eq(err, "processes 4194305 is above the maximum of 4194304 (PID_MAX_LIMIT, "
+                              "the most pids a pids cgroup holds)");
+}
+END_TEST
+
+/* Every field of Limits with a number has a case above, and bounds.h a bound: a field
+ * added to sbx.proto without one fails here. */
+START_TEST(every_limit_bounded) {
+        const ProtobufCMessageDescriptor *m = &sbx__v1__limits__descriptor;
+        unsigned i, k;
+
+        for (i = 0; i < m->n_fields; i++) {
+                const ProtobufCFieldDescriptor *f = &m->fields[i];
+                int found = 0;
+                if (f->type == PROTOBUF_C_TYPE_BOOL)
+                        continue;
+                for (k = 0; k < sizeof(bound_cases) / sizeof(bound_cases[0]); k++)
+                        found |= strcmp(bound_cases[k].field, f->name) == 0;
+                found |= strcmp(f->name, "cpu_seconds") == 0; /* cpu_seconds_bounds */
+                ck_assert_msg(found, "Limits.%s has no bound case", f->name);
+                for (k = 0, found = 0; k < LIMIT_N; k++)
+                        found |= strcmp(bounds_fields[k], f->name) == 0;
+                ck_assert_msg(found, "Limits.%s has no bound in bounds.h", f->name);
+        }
 }
 END_TEST
 
@@ -1359,11 +1611,11 @@ START_TEST(disk_limit) {
         r.lim.has_disk_bytes = 1;
         r.lim.disk_bytes = DISK_MIN_BYTES - 1;
         ck_assert_int_eq(effective(&r, NULL), -EINVAL);
-        ck_assert_str_eq(err, "disk 1048575 bytes is below the minimum of 1 MiB");
+        ck_assert_str_eq(err, "disk 1048575 bytes is below the minimum of 1048576 bytes (1 MiB)");
         r.lim.disk_bytes = cfg.max_disk_bytes + 1;
         ck_assert_int_eq(effective(&r, NULL), -EINVAL);
         ck_assert_str_eq(err, "disk 1099511627777 bytes is above the maximum of "
-                              "1099511627776 bytes (sbxd --max-disk)");
+                              "1099511627776 bytes (1 TiB, sbxd --max-disk)");
         r.lim.disk_bytes = 4 * DISK_MIN_BYTES;
         r.lim.has_disk_inodes = 1;
         r.lim.disk_inodes = 15;
@@ -1434,12 +1686,14 @@ static Suite *make_suite(void) {
         TCase *tc;
 
         add_case(s, "defaults", defaults_filled);
-        add_case(s, "given", given_values_kept_or_capped);
+        add_case(s, "given", given_values_kept_or_refused);
         add_case(s, "processes", process_limit_where_it_holds);
         add_case(s, "environment", environment_defaults_yield);
         add_case(s, "allowlist", allowlist_effective);
         add_case(s, "host_paths", host_paths_canonical);
-        add_case(s, "bounds", bounds_allowed);
+        add_case(s, "cpu_seconds_bounds", cpu_seconds_bounds);
+        add_case(s, "defaults_within_bounds", defaults_within_bounds);
+        add_case(s, "every_limit_bounded", every_limit_bounded);
         add_case(s, "command_caps", command_caps);
         add_case(s, "command_caps_warm_key", command_caps_warm_key);
         add_case(s, "caller", caller_rights);
@@ -1450,6 +1704,12 @@ static Suite *make_suite(void) {
         add_case(s, "setup", setup_filled);
         add_case(s, "setup_too_many_hidden", setup_too_many_hidden);
         add_case(s, "disk_limit", disk_limit);
+        tc = tcase_create("limit_bounds");
+        tcase_set_timeout(tc, TEST_TIMEOUT_SECS);
+        tcase_add_unchecked_fixture(tc, tmpdir_setup, tmpdir_teardown);
+        tcase_add_loop_test(tc, limit_bounds, 0,
+                            (int)(sizeof(bound_cases) / sizeof(bound_cases[0])));
+        suite_add_tcase(s, tc);
         tc = tcase_create("refusals");
         tcase_set_timeout(tc, TEST_TIMEOUT_SECS);
         tcase_add_unchecked_fixture(tc, tmpdir_setup, tmpdir_teardown);

@@ -933,7 +933,9 @@ START_TEST(messages_in_cli_words) {
         {
                 const char *a[] = {"create", "--memory", "256", NULL};
                 ck_assert_int_eq(sbx(&d, NULL, NULL, &err, a), 125);
-                has(err, "sbx: INVALID_ARGUMENT: --memory 256 bytes is below the minimum of 4 MiB");
+                has(err, "sbx: INVALID_ARGUMENT: --memory 256 bytes is below the minimum of "
+                         "4194304 bytes (4 "
+                         "MiB)");
                 free(err);
         }
         /* history's flags and its one argument (--connections shares the parser). */

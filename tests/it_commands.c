@@ -53,7 +53,8 @@ static char *create_limited(sbx_client *c, uint64_t memory, uint32_t processes, 
 }
 
 /* A sandbox whose policy sets no process limit gets the daemon's (--max-processes): a
- * fork bomb there is held too; a policy asking more gets the ceiling. */
+ * fork bomb there is held too; a policy asking more is refused naming the ceiling (it
+ * was lowered to it silently). */
 START_TEST(default_process_limit) {
         const char *flags[] = {"--max-processes", "100", NULL};
         struct it_daemon d;
@@ -72,7 +73,16 @@ START_TEST(default_process_limit) {
         r = it_sh(c, id, 3000, "f() { f | f & }; f; sleep 1");
         ck_assert(has_hit(r, "processes"));
         sbx_result_free(r);
-        big = create_limited(c, 0, 5000, 0, 0);
+        {
+                struct sbx_create_opts o;
+                sbx_create_opts_init(&o);
+                o.policy.limits.set = SBX_LIMIT_PROCESSES;
+                o.policy.limits.processes = 5000;
+                ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_INVALID_ARGUMENT);
+                ck_assert_str_eq(sbx_error_message(c), "processes 5000 is above the maximum of "
+                                                       "100 (sbxd --max-processes)");
+        }
+        big = create_limited(c, 0, 100, 0, 0);
         ck_assert_int_eq(sbx_get(c, big, &sb), SBX_OK);
         ck_assert_uint_eq(sb->policy.limits.processes, 100);
         sbx_sandbox_free(sb);
@@ -706,7 +716,7 @@ static void *run_bg_exec(void *arg) {
         sbx_client *c = NULL;
         b->code = sbx_connect(b->d->sock, "itest", &c);
         if (b->code == SBX_OK)
-                b->r = it_exec(c, b->id, 60000, b->argv);
+                b->r = it_exec(c, b->id, 1000, b->argv); /* the daemon's maximum */
         sbx_close(c);
         return NULL;
 }
@@ -726,6 +736,21 @@ START_TEST(daemon_maximum_timeout_and_records) {
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         id = it_create(c, NULL);
+        /* More than the maximum is refused, naming it (it was lowered to it), and not
+         * recorded. */
+        {
+                struct sbx_exec_opts o;
+                sbx_exec_opts_init(&o);
+                o.argv = argv;
+                o.argc = 2;
+                o.timeout_ms = 60000;
+                r = NULL;
+                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_INVALID_ARGUMENT);
+                ck_assert_ptr_null(r);
+                ck_assert_ptr_nonnull(strstr(sbx_error_message(c),
+                                             "timeout_ms 60000 ms is above the maximum of 1000 ms "
+                                             "(sbxd --max-command-timeout)"));
+        }
         t0 = it_now_ms();
         bg = (struct bg_exec){.d = &d, .id = id, .argv = argv};
         ck_assert_int_eq(pthread_create(&th, NULL, run_bg_exec, &bg), 0);
@@ -749,7 +774,7 @@ START_TEST(daemon_maximum_timeout_and_records) {
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
         ck_assert_double_lt(it_now_ms() - t0, 3000);
         sbx_result_free(r);
-        r = it_sh(c, id, 5000, "exit 3");
+        r = it_sh(c, id, 1000, "exit 3");
         ck_assert_int_eq(r->exit_code, 3);
         sbx_result_free(r);
         ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);

@@ -350,7 +350,7 @@ START_TEST(test_disk_bad_values) {
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         ck_assert_int_eq(create_refused(c, 1000, 0, 0, msg, sizeof(msg)), SBX_INVALID_ARGUMENT);
-        ck_assert_msg(strstr(msg, "minimum of 1 MiB"), "%s", msg);
+        ck_assert_msg(strstr(msg, "minimum of 1048576 bytes (1 MiB)"), "%s", msg);
         ck_assert_int_eq(create_refused(c, 65 * MiB, 0, 0, msg, sizeof(msg)), SBX_INVALID_ARGUMENT);
         ck_assert_msg(strstr(msg, "--max-disk"), "%s", msg);
         ck_assert_int_eq(create_refused(c, UINT64_MAX, 0, 0, msg, sizeof(msg)),
@@ -375,8 +375,10 @@ START_TEST(test_disk_bad_values) {
                 const char *a[] = {"create", "--disk", "100K", NULL};
                 rc = it_sbx(&d, NULL, 0, &out, &err, a);
                 ck_assert_int_ne(rc, 0);
-                ck_assert_msg(strstr(err, "--disk 102400 bytes is below the minimum of 1 MiB"),
-                              "%s", err);
+                ck_assert_msg(
+                        strstr(err,
+                               "--disk 102400 bytes is below the minimum of 1048576 bytes (1 MiB)"),
+                        "%s", err);
                 free(out);
                 free(err);
         }

@@ -1568,18 +1568,19 @@ START_TEST(limit_errors_name_one_limit) {
                 double seconds;
                 const char *message;
         } cases[] = {
-                {SBX_LIMIT_MEMORY, 256, 0, "memory 256 bytes is below the minimum of 4 MiB"},
-                {SBX_LIMIT_CPU_SECONDS, 0, 0, "cpu_seconds 0 is not above 0"},
-                {SBX_LIMIT_CPU_SECONDS, 0, 2e9, "cpu_seconds 2e+09 is above the maximum of 1e9"},
+                {SBX_LIMIT_MEMORY, 256, 0,
+                 "memory 256 bytes is below the minimum of 4194304 bytes (4 MiB)"},
+                {SBX_LIMIT_CPU_SECONDS, 0, 0, "cpu_seconds 0 is below the minimum of 1"},
+                {SBX_LIMIT_CPU_SECONDS, 0, 2e9,
+                 "cpu_seconds 2000000000 is above the maximum of 1000000000"},
                 {SBX_LIMIT_CPU_PERCENT, 0, 0, "cpu_percent 0 is below the minimum of 1"},
-                {SBX_LIMIT_CPU_PERCENT, 200000, 0,
-                 "cpu_percent 200000 is above the maximum of 102400 (1024 CPUs)"},
-                {SBX_LIMIT_PROCESSES, 0, 0, "processes 0 is below the minimum of 1"},
+                {SBX_LIMIT_CPU_PERCENT, 200000, 0, "cpu_percent 200000 is above the maximum of "},
+                {SBX_LIMIT_PROCESSES, 0, 0, "processes 0 is below the minimum of 3"},
                 {SBX_LIMIT_FILE_SIZE, 0, 0, "file_size 0 bytes is below the minimum of 1 byte"},
                 {SBX_LIMIT_OPEN_FILES, 7, 0, "open_files 7 is below the minimum of 8"},
-                {SBX_LIMIT_OPEN_FILES, 2000000, 0,
-                 "open_files 2000000 is above the maximum of 1048576"},
-                {SBX_LIMIT_TMP, 1000, 0, "tmp 1000 bytes is below the minimum of 64 KiB"},
+                {SBX_LIMIT_OPEN_FILES, 2000000, 0, "open_files 2000000 is above the maximum of "},
+                {SBX_LIMIT_TMP, 1000, 0,
+                 "tmp 1000 bytes is below the minimum of 65536 bytes (64 KiB)"},
         };
         static const char *const names[] = {"memory",    "cpu_seconds", "cpu_percent", "processes",
                                             "file_size", "open_files",  "tmp"};

@@ -891,7 +891,7 @@ class SandboxTest(DaemonTest):
     def test_disk_limit(self) -> None:
         """disk_bytes/disk_inodes: reported with what enforces them; a write past the
         size fails inside and write_file raises ResourceExhausted naming the limit."""
-        with self.assertRaisesRegex(sbx.InvalidArgument, "minimum of 1 MiB"):
+        with self.assertRaisesRegex(sbx.InvalidArgument, r"minimum of 1048576 bytes \(1 MiB\)"):
             self.client.create(limits=sbx.ResourceLimits(disk_bytes=4096))
         with self.client.create(limits=sbx.ResourceLimits(disk_bytes=4 << 20, disk_inodes=64)) as sb:
             i = sb.info()
