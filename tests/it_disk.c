@@ -134,27 +134,10 @@ static int mounts_below(const struct it_daemon *d) {
 
 /* Loop devices whose backing file is below the state directory. */
 static int loops_below(const struct it_daemon *d) {
-        char state[PATH_MAX], path[600], back[PATH_MAX + 32];
-        DIR *dir = opendir("/sys/block");
-        struct dirent *de;
-        int n = 0;
+        char state[PATH_MAX];
 
         state_real(d, state);
-        while (dir && (de = readdir(dir))) {
-                FILE *f;
-                if (strncmp(de->d_name, "loop", 4) != 0)
-                        continue;
-                snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
-                f = fopen(path, "r");
-                if (!f)
-                        continue;
-                if (fgets(back, sizeof(back), f) && strncmp(back, state, strlen(state)) == 0)
-                        n++;
-                fclose(f);
-        }
-        if (dir)
-                closedir(dir);
-        return n;
+        return it_loops_below(state);
 }
 
 /* Files named workspace.img below the state directory. */

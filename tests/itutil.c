@@ -276,8 +276,11 @@ static void spawn(struct it_daemon *d, const char *const *extra) {
                 }
                 if (getenv("SBX_VALGRIND") && strcmp(getenv("SBX_VALGRIND"), "1") == 0) {
                         /* `make valgrind`: the daemon too, errors and definite leaks fatal. */
-                        char *vg[80] = {"valgrind", "-q", "--error-exitcode=99",
-                                        "--leak-check=full", "--errors-for-leak-kinds=definite",
+                        char *vg[80] = {"valgrind",
+                                        "-q",
+                                        "--error-exitcode=99",
+                                        "--leak-check=full",
+                                        "--errors-for-leak-kinds=definite",
                                         "--child-silent-after-fork=yes"};
                         size_t k = 6, j;
                         for (j = 0; args[j] && k < 78; j++)
@@ -564,6 +567,30 @@ static int scan_procs(const char *needle, const char *start, pid_t *ret_pid) {
         if (dir)
                 closedir(dir);
         return count;
+}
+
+int it_loops_below(const char *dir) {
+        char path[600], back[PATH_MAX + 32];
+        DIR *d = opendir("/sys/block");
+        struct dirent *de;
+        int n = 0;
+
+        while (d && (de = readdir(d))) {
+                FILE *f;
+                if (strncmp(de->d_name, "loop", 4) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
+                f = fopen(path, "r");
+                if (!f)
+                        continue;
+                if (fgets(back, sizeof(back), f) && strncmp(back, dir, strlen(dir)) == 0 &&
+                    back[strlen(dir)] == '/')
+                        n++;
+                fclose(f);
+        }
+        if (d)
+                closedir(d);
+        return n;
 }
 
 int it_count_procs(const char *needle) {
