@@ -1969,7 +1969,7 @@ START_TEST(test_other_disks_unseen) {
                                  &out),
                          0);
         c = it_connect(&d);
-        if (it_loops_below(state) == 0) {
+        if (it_loops_below(state, NULL, 0) == 0) {
                 fprintf(stderr, "it_isolation: no disk image here (rootless, no loop devices "
                                 "or no mke2fs): other_disks_unseen checks nothing\n");
                 terminate_ok(c, id);
@@ -2018,7 +2018,7 @@ START_TEST(test_other_disks_unseen_rootless) {
         o.policy.limits.set |= SBX_LIMIT_DISK;
         o.policy.limits.disk_bytes = 8u << 20;
         id = create_with(c, &o);
-        if (it_loops_below(state) == 0) {
+        if (it_loops_below(state, NULL, 0) == 0) {
                 fprintf(stderr, "it_isolation: no disk image here: other_disks_unseen_rootless "
                                 "checks nothing\n");
                 goto out;

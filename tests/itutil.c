@@ -569,7 +569,7 @@ static int scan_procs(const char *needle, const char *start, pid_t *ret_pid) {
         return count;
 }
 
-int it_loops_below(const char *dir) {
+int it_loops_below(const char *dir, char **files, int max) {
         char path[600], back[PATH_MAX + 32];
         DIR *d = opendir("/sys/block");
         struct dirent *de;
@@ -584,8 +584,12 @@ int it_loops_below(const char *dir) {
                 if (!f)
                         continue;
                 if (fgets(back, sizeof(back), f) && strncmp(back, dir, strlen(dir)) == 0 &&
-                    back[strlen(dir)] == '/')
+                    back[strlen(dir)] == '/') {
+                        back[strcspn(back, "\n")] = '\0';
+                        if (n < max)
+                                files[n] = strdup(back);
                         n++;
+                }
                 fclose(f);
         }
         if (d)
