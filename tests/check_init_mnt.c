@@ -512,6 +512,44 @@ START_TEST(test_no_loop_device) {
 }
 END_TEST
 
+/* In the view: /sys/dev/block is there, empty and read-only. */
+static int view_list_emptied(const void *unused) {
+        struct util_warnings warn;
+        struct util_err err;
+        int others;
+
+        (void)unused;
+        memset(&err, 0, sizeof(err));
+        memset(&warn, 0, sizeof(warn));
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        if (mnt_build_view(&(struct mnt_config){0}, &err, &warn) < 0) {
+                fprintf(stderr, "view: %s\n", err.text);
+                return 1;
+        }
+        CHECK(access("/sys/dev/block/loop9", F_OK) < 0 && errno == ENOENT);
+        CHECK(loop_entries("/sys/dev/block", &others) == 0 && others == 0);
+        CHECK(mkdir("/sys/dev/block/made-in-the-view", 0755) < 0 && errno == EROFS);
+        return 0;
+}
+
+/* A list PID 1 may not read but a command may search (here /sys/dev/block covered by a
+ * tmpfs of a uid the user namespace does not map, mode 0311, holding loop9) is not
+ * left as it is, where its entries could still be reached by name: the view has an
+ * empty copy. */
+static int body_unreadable_list(void) {
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        CHECK(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0);
+        CHECK(mount("sbx-mnt-test", "/sys/dev/block", "tmpfs", 0, "size=64k,mode=0311") == 0);
+        CHECK(mkdir("/sys/dev/block/loop9", 0755) == 0);
+        CHECK(chown("/sys/dev/block", 12345, 12345) == 0);
+        return in_userns(view_list_emptied);
+}
+
+START_TEST(test_unreadable_list_emptied) {
+        run_child(body_unreadable_list);
+}
+END_TEST
+
 START_TEST(test_fallback_missing_path) {
         ck_assert_int_eq(mnt_set_attr_fallback("/sbx/no/such/path", MNT_RDONLY, true), -ENOENT);
 }
@@ -596,6 +634,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_reapply);
         tcase_add_test(tc, test_writable_changed_is_refused);
         tcase_add_test(tc, test_no_loop_device);
+        tcase_add_test(tc, test_unreadable_list_emptied);
         suite_add_tcase(s, tc);
         tcase_add_unchecked_fixture(tp, fixture_setup, fixture_teardown);
         tcase_set_timeout(tp, 30);

@@ -757,6 +757,14 @@ static int setup_cgroupfs(const struct mnt_config *cfg, struct util_err *err) {
         return 0;
 }
 
+/* 1 when stat(2) of a policy path failed because the sandbox cannot reach it at all:
+ * missing, or behind a directory it may not search. PID 1 is root in the sandbox's
+ * user namespace (or on the host), so what it cannot search, no command can; the
+ * path needs no mount. */
+static int unreachable(int err) {
+        return err == ENOENT || err == ENOTDIR || err == EACCES;
+}
+
 /* ---- the block devices ---------------------------------------------------------------- */
 
 /* The directories of /sys and /proc that list block devices, each replaced in the view
@@ -818,15 +826,19 @@ static int loop_entry(int dfd, const char *name) {
 
 /* Makes LISTS/i a copy of the view's directory list without its loop devices' entries:
  * the other symlinks copied, the other directories bound read-only (what is in them is
- * the host's, live); then binds it over list. A list the host lacks is left out. */
+ * the host's, live); then binds it over list. A list the host lacks is left out; one
+ * PID 1 may not read gets an empty copy (a command could still reach an entry by its
+ * name through a directory it may search). */
 static int copy_device_list(const char *list, size_t i, struct util_err *err) {
         char copy[64], dst[300];
         struct dirent *de;
         int r = 0, dfd = open(list, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
 
-        if (!d) {
-                r = errno == ENOENT ? 0 : util_fail(err, errno, NULL, "open %s", list);
+        if (!d && (dfd >= 0 || errno != EACCES)) {
+                r = errno == ENOENT || errno == ENOTDIR
+                            ? 0
+                            : util_fail(err, errno, NULL, "open %s", list);
                 if (dfd >= 0)
                         close(dfd);
                 return r;
@@ -834,7 +846,7 @@ static int copy_device_list(const char *list, size_t i, struct util_err *err) {
         snprintf(copy, sizeof(copy), LISTS "/%zu", i);
         if (mkdir(copy, 0755) < 0)
                 r = util_fail(err, errno, NULL, "mkdir %s", copy);
-        while (r == 0 && (de = readdir(d))) {
+        while (r == 0 && d && (de = readdir(d))) {
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
                     strlen(de->d_name) >= sizeof(dst) - sizeof(copy) - 1 ||
                     loop_entry(dirfd(d), de->d_name))
@@ -844,7 +856,8 @@ static int copy_device_list(const char *list, size_t i, struct util_err *err) {
                 if (r == -ENOENT)
                         r = 0; /* the device went meanwhile */
         }
-        closedir(d);
+        if (d)
+                closedir(d);
         if (r == 0 && (r = bind_mount(copy, list, RO_ATTRS | MNT_NOEXEC)) < 0)
                 r = util_fail(err, r, NULL, "bind the copy of %s over it", list);
         return r;
@@ -865,7 +878,8 @@ static int loop_line(const char *line, int field) {
 }
 
 /* Makes LISTS/t->copy a copy of the table t->path without its loop devices' lines (see
- * device_tables), and binds it over the table. A table the host lacks is left out. */
+ * device_tables), and binds it over the table. A table the host lacks, or that no
+ * command could read, is left out. */
 static int copy_device_table(const struct device_table *t, struct util_err *err) {
         char copy[64], *line = NULL;
         size_t cap = 0;
@@ -873,7 +887,7 @@ static int copy_device_table(const struct device_table *t, struct util_err *err)
         int fd, r = 0;
 
         if (!in)
-                return errno == ENOENT ? 0 : util_fail(err, errno, NULL, "open %s", t->path);
+                return unreachable(errno) ? 0 : util_fail(err, errno, NULL, "open %s", t->path);
         snprintf(copy, sizeof(copy), LISTS "/%s", t->copy);
         fd = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
         if (fd < 0 || !(out = fdopen(fd, "we"))) {
@@ -920,14 +934,6 @@ static int hide_loop_devices(struct util_err *err) {
         if ((umount2(LISTS, MNT_DETACH) < 0 || rmdir(LISTS) < 0) && r == 0)
                 r = util_fail(err, errno, NULL, "remove " LISTS);
         return r;
-}
-
-/* 1 when stat(2) of a policy path failed because the sandbox cannot reach it at all:
- * missing, or behind a directory it may not search. PID 1 is root in the sandbox's
- * user namespace (or on the host), so what it cannot search, no command can; the
- * path needs no mount. */
-static int unreachable(int err) {
-        return err == ENOENT || err == ENOTDIR || err == EACCES;
 }
 
 /* 1 when a mount on a policy path failed (r) because the host removed or replaced the
