@@ -239,10 +239,11 @@ START_TEST(image_made_and_released) {
 END_TEST
 
 START_TEST(image_kept) {
-        char ws[128], img[128];
+        char ws[128], img[128], path[64], back[PATH_MAX + 32];
         struct disk_image_spec spec;
         struct stat st;
         char err[512] = "";
+        int hold;
 
         if (!can_make_images())
                 return;
@@ -252,11 +253,21 @@ START_TEST(image_kept) {
         /* A workspace with an image (its record) is never given a second one. */
         ck_assert_int_eq(disk_image_make(&spec, err, sizeof(err)), -EEXIST);
         ck_assert_int_eq(images(), 1);
-        /* Kept: the image itself in the record's place, nothing left in STATE/disks. */
+        /* Kept: the image itself in the record's place, nothing left in STATE/disks;
+         * its loop device, held attached here past the unmount (as a sandbox's namespace
+         * may), names the image's first name, removed, never the record's. */
+        hold = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(hold, 0);
         disk_release(ws, 1);
         ck_assert_int_eq(lstat(img, &st), 0);
         ck_assert(S_ISREG(st.st_mode));
         ck_assert_int_eq(images(), 0);
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", hold);
+        backing_file_of(path, back, sizeof(back));
+        ck_assert_msg(strstr(back, "/disks/") && strstr(back, ".img (deleted)") &&
+                              !strstr(back, "sandboxes"),
+                      "%s", back);
+        close(hold);
         /* A size mke2fs cannot format fails cleanly, with its reason. */
         unlink(img);
         spec.bytes = 4096;
