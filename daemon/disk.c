@@ -277,8 +277,8 @@ static void quota_release(const char *workspace) {
 /* ---- the image ------------------------------------------------------------------------ */
 
 /* An image's name: this many random bytes in hex, then ".img". */
-#define IMAGE_RANDOM_BYTES 16u
-#define IMAGE_NAME_BYTES   (2u * IMAGE_RANDOM_BYTES + 4u)
+#define IMAGE_RANDOM_BYTES ((size_t)16)
+#define IMAGE_NAME_BYTES   (2 * IMAGE_RANDOM_BYTES + 4)
 
 /* What a record of a workspace's image points to: the image's name after this. */
 #define RECORD_TARGET "../../" DISK_IMAGES_DIR "/"
@@ -288,7 +288,7 @@ static void quota_release(const char *workspace) {
 static int image_name_at(const char *s) {
         size_t i;
 
-        for (i = 0; i < 2u * IMAGE_RANDOM_BYTES; i++)
+        for (i = 0; i < 2 * IMAGE_RANDOM_BYTES; i++)
                 if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
                         return 0;
         return strncmp(s + i, ".img", 4) == 0 && (s[i + 4] == '\0' || s[i + 4] == ' ');
@@ -301,8 +301,9 @@ static int image_name(char *buf) {
         ssize_t n = getrandom(rnd, sizeof(rnd), 0);
         size_t i;
 
+        buf[0] = '\0';
         if (n != (ssize_t)sizeof(rnd))
-                return n < 0 ? -errno : -EIO;
+                return n < 0 && errno > 0 ? -errno : -EIO;
         for (i = 0; i < sizeof(rnd); i++)
                 snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
         memcpy(buf + 2 * i, ".img", 5);
@@ -883,12 +884,20 @@ static int cmp_names(const void *a, const void *b) {
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Frees the n names of v, and v. */
+static void free_names(char **v, size_t n) {
+        while (n)
+                free(v[--n]);
+        free(v);
+}
+
 /* The names of the images the records below STATE/sandboxes lead to, sorted, into
- * *ret (the caller frees each and the array). Their count, or -errno. */
+ * *ret (the caller frees them with free_names). Their count, or -errno. */
 static int recorded_images(const char *state_dir, char ***ret) {
         char path[4200], target[sizeof(RECORD_TARGET) + IMAGE_NAME_BYTES + 1], **v = NULL;
         size_t n = 0, cap = 0;
         struct dirent *de;
+        int r = 0;
         DIR *d;
 
         snprintf(path, sizeof(path), "%s/sandboxes", state_dir);
@@ -896,6 +905,7 @@ static int recorded_images(const char *state_dir, char ***ret) {
         if (!d)
                 return errno == ENOENT ? 0 : -errno;
         while ((de = readdir(d))) {
+                char *name;
                 ssize_t len;
                 if (de->d_name[0] == '.')
                         continue;
@@ -906,20 +916,22 @@ static int recorded_images(const char *state_dir, char ***ret) {
                 target[len] = '\0';
                 if (n == cap) {
                         char **w = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
-                        if (!w)
+                        if (!w) {
+                                r = -ENOMEM;
                                 break;
+                        }
                         v = w;
                 }
-                if (!(v[n] = strdup(target + strlen(RECORD_TARGET))))
+                if (!(name = strdup(target + strlen(RECORD_TARGET)))) {
+                        r = -ENOMEM;
                         break;
-                n++;
+                }
+                v[n++] = name;
         }
         closedir(d);
-        if (de) { /* out of memory: nothing may be taken for an orphan */
-                while (n)
-                        free(v[--n]);
-                free(v);
-                return -ENOMEM;
+        if (r < 0) { /* nothing may be taken for an orphan then */
+                free_names(v, n);
+                return r;
         }
         if (n)
                 qsort(v, n, sizeof(*v), cmp_names);
@@ -932,7 +944,7 @@ static int recorded_images(const char *state_dir, char ***ret) {
 static void remove_orphans(const char *state_dir) {
         char path[4200], **names = NULL;
         struct dirent *de;
-        int n = recorded_images(state_dir, &names), i;
+        int n = recorded_images(state_dir, &names);
         DIR *d;
 
         snprintf(path, sizeof(path), "%s/%s", state_dir, DISK_IMAGES_DIR);
@@ -947,9 +959,8 @@ static void remove_orphans(const char *state_dir) {
         }
         if (d)
                 closedir(d);
-        for (i = 0; i < n; i++)
-                free(names[i]);
-        free(names);
+        if (n > 0)
+                free_names(names, (size_t)n);
 }
 
 /* Removes the files of STATE/DISK_TEMPLATES_DIR. */
