@@ -438,6 +438,7 @@ static int view_without_loops(const void *unused) {
         CHECK(access(path, F_OK) < 0 && errno == ENOENT);
         snprintf(path, sizeof(path), "/sys/devices/virtual/block/%s/loop/backing_file", test_loop);
         CHECK(access(path, F_OK) < 0 && errno == ENOENT);
+        CHECK(access("/.sbx-lists", F_OK) < 0 && errno == ENOENT); /* where they were made */
         f = fopen("/proc/partitions", "re");
         CHECK(f != NULL);
         while (fgets(line, sizeof(line), f))
