@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -115,6 +116,23 @@ static void remove_test_cgroups(void) {
                 pclose(p);
 }
 
+/* A test that failed after it SIGKILLed its daemon leaves what that daemon mounted below
+ * the base directory (a disk image on a workspace directory, with its loop device):
+ * detached here (the loop device goes with its last user), before the directory is
+ * removed. */
+static void detach_test_mounts(void) {
+        char line[8192], point[4096];
+        size_t n = strlen(base_dir);
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1 &&
+                    strncmp(point, base_dir, n) == 0 && point[n] == '/')
+                        (void)umount2(point, MNT_DETACH);
+        if (f)
+                fclose(f);
+}
+
 void it_fixture_teardown(void) {
         char p[300], cmd[400];
         FILE *f;
@@ -146,6 +164,7 @@ void it_fixture_teardown(void) {
         if (f)
                 fclose(f);
         remove_test_cgroups();
+        detach_test_mounts();
         if (getenv("SBX_KEEP_TEST_DIRS")) {
                 fprintf(stderr, "itutil: kept %s\n", base_dir);
                 return;
