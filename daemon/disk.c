@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -275,15 +276,140 @@ static void quota_release(const char *workspace) {
 
 /* ---- the image ------------------------------------------------------------------------ */
 
-/* workspace's directory/DISK_IMAGE_NAME into buf. 0 or -ENAMETOOLONG. */
-static int image_path(const char *workspace, char *buf, size_t len) {
-        const char *slash = strrchr(workspace, '/');
-        int n;
+/* An image's name: this many random bytes in hex, then ".img". */
+#define IMAGE_RANDOM_BYTES ((size_t)16)
+#define IMAGE_NAME_BYTES   (2 * IMAGE_RANDOM_BYTES + 4)
 
-        if (!slash)
-                return -EINVAL;
-        n = snprintf(buf, len, "%.*s/%s", (int)(slash - workspace), workspace, DISK_IMAGE_NAME);
+/* What a record of a workspace's image points to: the image's name after this. */
+#define RECORD_TARGET "../../" DISK_IMAGES_DIR "/"
+
+/* 1 when s begins with an image's name (as image_name makes it) followed by end or
+ * (a loop device's backing file whose name was removed) " (deleted)". */
+static int image_name_at(const char *s) {
+        size_t i;
+
+        for (i = 0; i < 2 * IMAGE_RANDOM_BYTES; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return 0;
+        return strncmp(s + i, ".img", 4) == 0 && (s[i + 4] == '\0' || s[i + 4] == ' ');
+}
+
+/* A new image's name into buf (IMAGE_NAME_BYTES + 1 bytes): random, nothing of the
+ * sandbox's. 0 or -errno. */
+static int image_name(char *buf) {
+        unsigned char rnd[IMAGE_RANDOM_BYTES];
+        ssize_t n = getrandom(rnd, sizeof(rnd), 0);
+        size_t i;
+
+        buf[0] = '\0';
+        if (n != (ssize_t)sizeof(rnd))
+                return n < 0 && errno > 0 ? -errno : -EIO;
+        for (i = 0; i < sizeof(rnd); i++)
+                snprintf(buf + 2 * i, 3, "%02x", rnd[i]);
+        memcpy(buf + 2 * i, ".img", 5);
+        return 0;
+}
+
+/* The length of path without its last n components ("/a/b/c", 2: 2, "/a"), or -EINVAL
+ * when it has fewer. */
+static int parent_len(const char *path, int n) {
+        size_t len = strlen(path);
+
+        while (n-- > 0) {
+                while (len > 0 && path[len - 1] != '/')
+                        len--;
+                if (len <= 1)
+                        return -EINVAL;
+                len--; /* the slash */
+        }
+        return (int)len;
+}
+
+/* The record of workspace's image (workspace's directory/DISK_IMAGE_NAME) into buf. 0,
+ * -EINVAL or -ENAMETOOLONG. */
+static int record_path(const char *workspace, char *buf, size_t len) {
+        int dir = parent_len(workspace, 1), n;
+
+        if (dir < 0)
+                return dir;
+        n = snprintf(buf, len, "%.*s/%s", dir, workspace, DISK_IMAGE_NAME);
         return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* The image named name of workspace (STATE/sandboxes/ID/workspace: STATE/DISK_IMAGES_DIR/
+ * name, where its record's RECORD_TARGET leads) into buf; name "": the directory. 0,
+ * -EINVAL or -ENAMETOOLONG. */
+static int image_path(const char *workspace, const char *name, char *buf, size_t len) {
+        int state = parent_len(workspace, 3), n;
+
+        if (state < 0)
+                return state;
+        n = snprintf(buf, len, "%.*s/%s%s%s", state, workspace, DISK_IMAGES_DIR, name[0] ? "/" : "",
+                     name);
+        return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Names a new image for workspace: its record (a symlink, record) made first, so that
+ * an image never exists without one, and its path into img. 0 or -errno with err. */
+static int new_image(const char *workspace, char *record, size_t record_len, char *img,
+                     size_t img_len, char *err, size_t errlen) {
+        char name[IMAGE_NAME_BYTES + 1], target[sizeof(RECORD_TARGET) + IMAGE_NAME_BYTES];
+        int r = record_path(workspace, record, record_len);
+
+        if (r == 0)
+                r = image_path(workspace, "", img, img_len);
+        if (r < 0) {
+                snprintf(err, errlen, "workspace path %s: %s", workspace, strerror(-r));
+                return r;
+        }
+        if (mkdir(img, 0700) < 0 && errno != EEXIST) {
+                r = -errno;
+                snprintf(err, errlen, "cannot create %s: %s", img, strerror(errno));
+                return r;
+        }
+        r = image_name(name);
+        if (r == 0)
+                r = image_path(workspace, name, img, img_len);
+        if (r < 0) {
+                snprintf(err, errlen, "cannot name an image: %s", strerror(-r));
+                return r;
+        }
+        snprintf(target, sizeof(target), RECORD_TARGET "%s", name);
+        if (symlink(target, record) < 0) {
+                r = -errno;
+                snprintf(err, errlen, "cannot create %s: %s", record, strerror(errno));
+                return r;
+        }
+        return 0;
+}
+
+/* The image whose record is record (of workspace) into img: 1, an image named by
+ * new_image; 0, an older daemon's, the file record itself; -ENOENT, no record; -EINVAL,
+ * the record is no record of ours (never followed); -errno. */
+static int image_of(const char *workspace, const char *record, char *img, size_t img_len) {
+        char target[sizeof(RECORD_TARGET) + IMAGE_NAME_BYTES + 1];
+        struct stat st;
+        ssize_t n;
+        int r;
+
+        if (lstat(record, &st) < 0)
+                return -errno;
+        if (S_ISREG(st.st_mode)) {
+                snprintf(img, img_len, "%s", record);
+                return 0;
+        }
+        if (!S_ISLNK(st.st_mode))
+                return -EINVAL;
+        n = readlink(record, target, sizeof(target) - 1);
+        if (n < 0)
+                return -errno;
+        target[n] = '\0';
+        if (strncmp(target, RECORD_TARGET, strlen(RECORD_TARGET)) != 0 ||
+            !image_name_at(target + strlen(RECORD_TARGET)) ||
+            strlen(target + strlen(RECORD_TARGET)) != IMAGE_NAME_BYTES)
+                return -EINVAL;
+        r = image_path(workspace, target + strlen(RECORD_TARGET), img, img_len);
+        return r < 0 ? r : 1;
 }
 
 /* Runs mke2fs on path for spec. 0 or -errno with err. */
@@ -514,17 +640,18 @@ static int format_and_mount(const struct disk_image_spec *spec, const char *img,
 }
 
 int disk_image_make(const struct disk_image_spec *spec, char *err, size_t errlen) {
-        char img[4200];
-        int fd, r = image_path(spec->workspace, img, sizeof(img));
+        char img[4200], record[4200];
+        int fd, r = new_image(spec->workspace, record, sizeof(record), img, sizeof(img), err,
+                              errlen);
 
-        if (r < 0) {
-                snprintf(err, errlen, "workspace path too long");
+        if (r < 0)
                 return r;
-        }
         fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
+                r = -errno;
                 snprintf(err, errlen, "cannot create %s: %s", img, strerror(errno));
-                return -errno;
+                (void)unlink(record);
+                return r;
         }
         if (ftruncate(fd, (off_t)spec->bytes) < 0) {
                 r = -errno;
@@ -534,8 +661,10 @@ int disk_image_make(const struct disk_image_spec *spec, char *err, size_t errlen
                 r = format_and_mount(spec, img, fd, err, errlen);
         }
         close(fd);
-        if (r < 0)
+        if (r < 0) {
                 (void)unlink(img);
+                (void)unlink(record);
+        }
         return r;
 }
 
@@ -641,8 +770,60 @@ static void close_elsewhere(int fd) {
                 close(fd);
 }
 
-void disk_release(const char *workspace, int keep) {
+/* Puts the image img in the place of its record: a second name, then the first
+ * removed, so that its loop device (attached until the sandbox's last mount of it goes)
+ * goes on showing the image's own name, "(deleted)", never the record's, which names the
+ * sandbox. 0 or -errno (the record then still leads to the image). */
+static int keep_image(const char *img, const char *record) {
+        char tmp[4300];
+        int r = 0;
+
+        snprintf(tmp, sizeof(tmp), "%s.new", record);
+        (void)unlink(tmp); /* a crash's */
+        if (link(img, tmp) < 0)
+                return -errno;
+        if (rename(tmp, record) < 0) {
+                r = -errno;
+                (void)unlink(tmp);
+                return r;
+        }
+        if (unlink(img) < 0)
+                log_warning("cannot remove %s (kept as %s): %s", img, record, strerror(errno));
+        return 0;
+}
+
+/* The image end of disk_release: the image recorded at record removed with its record,
+ * or (keep) put in the record's place. */
+static void release_image(const char *workspace, const char *record, int keep) {
         char img[4200];
+        int r = image_of(workspace, record, img, sizeof(img));
+
+        if (r == -ENOENT)
+                return;
+        if (r < 0) {
+                log_warning("%s is no record of an image of the daemon's (%s): %s", record,
+                            strerror(-r), keep ? "left" : "removed, and not followed");
+                if (!keep)
+                        (void)unlink(record);
+                return;
+        }
+        if (keep) {
+                if (r == 1 && (r = keep_image(img, record)) < 0)
+                        log_warning("cannot put %s in the place of %s: %s", img, record,
+                                    strerror(-r));
+                log_info("the workspace %s is kept as the ext4 image %s (mount -o loop "
+                         "to read it)",
+                         workspace, record);
+                return;
+        }
+        if (r == 1 && unlink(img) < 0 && errno != ENOENT)
+                log_warning("cannot remove %s: %s", img, strerror(errno));
+        if (unlink(record) < 0 && errno != ENOENT)
+                log_warning("cannot remove %s: %s", record, strerror(errno));
+}
+
+void disk_release(const char *workspace, int keep) {
+        char record[4200];
 
         if (is_mount_point(workspace)) {
                 mounts_begun++;
@@ -660,17 +841,9 @@ void disk_release(const char *workspace, int keep) {
         } else {
                 quota_release(workspace);
         }
-        if (image_path(workspace, img, sizeof(img)) < 0)
+        if (record_path(workspace, record, sizeof(record)) < 0)
                 return;
-        if (keep) {
-                if (access(img, F_OK) == 0)
-                        log_info("the workspace %s is kept as the ext4 image %s (mount -o loop "
-                                 "to read it)",
-                                 workspace, img);
-                return;
-        }
-        if (unlink(img) < 0 && errno != ENOENT)
-                log_warning("cannot remove %s: %s", img, strerror(errno));
+        release_image(workspace, record, keep);
 }
 
 /* Reads /sys/block/NAME/loop/backing_file into buf (its trailing newline cut). 0 or
@@ -694,12 +867,100 @@ static int backing_file(const char *name, char *buf, size_t len) {
         return 0;
 }
 
-/* 1 when the backing file f is an image of ours: DISK_IMAGE_NAME below state_dir. */
+/* 1 when the backing file f is an image of ours: STATE/DISK_IMAGES_DIR/NAME, or an older
+ * daemon's DISK_IMAGE_NAME below state_dir (either maybe removed: " (deleted)"). */
 static int ours(const char *state_dir, const char *f) {
-        size_t n = strlen(state_dir);
+        size_t n = strlen(state_dir), d = strlen(DISK_IMAGES_DIR);
         const char *base = strrchr(f, '/');
-        return strncmp(f, state_dir, n) == 0 && f[n] == '/' && base &&
-               strncmp(base + 1, DISK_IMAGE_NAME, strlen(DISK_IMAGE_NAME)) == 0;
+
+        if (strncmp(f, state_dir, n) != 0 || f[n] != '/' || !base)
+                return 0;
+        if (strncmp(f + n + 1, DISK_IMAGES_DIR, d) == 0 && f + n + 1 + d == base)
+                return image_name_at(base + 1);
+        return strncmp(base + 1, DISK_IMAGE_NAME, strlen(DISK_IMAGE_NAME)) == 0;
+}
+
+static int cmp_names(const void *a, const void *b) {
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Frees the n names of v, and v. */
+static void free_names(char **v, size_t n) {
+        while (n)
+                free(v[--n]);
+        free(v);
+}
+
+/* The names of the images the records below STATE/sandboxes lead to, sorted, into
+ * *ret (the caller frees them with free_names). Their count, or -errno. */
+static int recorded_images(const char *state_dir, char ***ret) {
+        char path[4200], target[sizeof(RECORD_TARGET) + IMAGE_NAME_BYTES + 1], **v = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        int r = 0;
+        DIR *d;
+
+        snprintf(path, sizeof(path), "%s/sandboxes", state_dir);
+        d = opendir(path);
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        while ((de = readdir(d))) {
+                char *name;
+                ssize_t len;
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", de->d_name, DISK_IMAGE_NAME);
+                len = readlinkat(dirfd(d), path, target, sizeof(target) - 1);
+                if (len < (ssize_t)strlen(RECORD_TARGET))
+                        continue; /* none, or an older daemon's image */
+                target[len] = '\0';
+                if (n == cap) {
+                        char **w = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+                        if (!w) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        v = w;
+                }
+                if (!(name = strdup(target + strlen(RECORD_TARGET)))) {
+                        r = -ENOMEM;
+                        break;
+                }
+                v[n++] = name;
+        }
+        closedir(d);
+        if (r < 0) { /* nothing may be taken for an orphan then */
+                free_names(v, n);
+                return r;
+        }
+        if (n)
+                qsort(v, n, sizeof(*v), cmp_names);
+        *ret = v;
+        return (int)n;
+}
+
+/* Removes the images of STATE/DISK_IMAGES_DIR that no record leads to (a record a crash
+ * or a hand removed; an image is made after its record, removed before it). */
+static void remove_orphans(const char *state_dir) {
+        char path[4200], **names = NULL;
+        struct dirent *de;
+        int n = recorded_images(state_dir, &names);
+        DIR *d;
+
+        snprintf(path, sizeof(path), "%s/%s", state_dir, DISK_IMAGES_DIR);
+        d = n >= 0 ? opendir(path) : NULL;
+        while (d && (de = readdir(d))) {
+                const char *name = de->d_name;
+                if (strlen(name) != IMAGE_NAME_BYTES || !image_name_at(name) ||
+                    (n && bsearch(&name, names, (size_t)n, sizeof(*names), cmp_names)))
+                        continue;
+                if (unlinkat(dirfd(d), name, 0) == 0)
+                        log_info("removed %s/%s, an image no sandbox records", path, name);
+        }
+        if (d)
+                closedir(d);
+        if (n > 0)
+                free_names(names, (size_t)n);
 }
 
 /* Removes the files of STATE/DISK_TEMPLATES_DIR. */
@@ -741,6 +1002,7 @@ void disk_sweep(const char *state_dir_given) {
         }
         if (dir)
                 closedir(dir);
+        remove_orphans(state_dir_given);
         remove_templates(state_dir_given);
         free(state_dir);
 }

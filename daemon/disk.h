@@ -6,10 +6,11 @@
  *                     pquota): a project id per workspace directory and a quota on it.
  *                     The cheapest: a few syscalls at create, nothing to unmount.
  *   FILESYSTEM_IMAGE  root, with loop devices and mke2fs: a sparse ext4 image of the
- *                     limit's size per sandbox, STATE/sandboxes/ID/workspace.img,
- *                     attached to a loop device (autoclear) and mounted on the
- *                     sandbox's workspace directory before its init opens it. Made in
- *                     libuv's thread pool (mke2fs takes 10-20 ms), never on the loop.
+ *                     limit's size per sandbox, STATE/disks/NAME (NAME random, see
+ *                     DISK_IMAGES_DIR), attached to a loop device (autoclear) and
+ *                     mounted on the sandbox's workspace directory before its init
+ *                     opens it. Made in libuv's thread pool (mke2fs takes 10-20 ms),
+ *                     never on the loop.
  *   TMPFS_SIZE        otherwise (rootless, or no loop devices): init mounts a tmpfs of
  *                     the limit's size and inodes as /workspace in the sandbox's own
  *                     mount namespace. Memory-backed; it ends with the sandbox.
@@ -17,8 +18,8 @@
  * What the daemon leaves on the host is found by path, never by memory, so that a
  * restarted daemon cleans what a crashed one left: a mount on a workspace directory
  * under STATE/sandboxes, a loop device whose backing file is an image below the state
- * directory. Nothing else is touched. A leaf module: it knows no sandbox; the sandbox
- * and trash modules call it. */
+ * directory, an image no record leads to. Nothing else is touched. A leaf module: it
+ * knows no sandbox; the sandbox and trash modules call it. */
 #ifndef SBX_DISK_H
 #define SBX_DISK_H
 
@@ -40,7 +41,15 @@
 /* At most one inode per this many bytes of disk_bytes (what ext4 of 1K blocks holds). */
 #define DISK_BYTES_PER_INODE 2048u
 
-/* The name of a workspace's image file, next to it. */
+/* Where images are, below the state directory: STATE/DISK_IMAGES_DIR/NAME, NAME 32
+ * random hex digits and ".img". Every local user reads a loop device's backing file
+ * (/sys/block/loopN/loop/backing_file), so its path names nothing of the sandbox's. */
+#define DISK_IMAGES_DIR "disks"
+
+/* A workspace's record of its image, next to it (STATE/sandboxes/ID/DISK_IMAGE_NAME): a
+ * symlink to ../../DISK_IMAGES_DIR/NAME, which a restarted daemon reads to end what it
+ * adopts, and which keep_workspace replaces by the image itself. An older daemon's image
+ * is this file itself, and is read as such. */
 #define DISK_IMAGE_NAME "workspace.img"
 
 enum disk_mech {
@@ -112,7 +121,8 @@ struct disk_image_spec {
  * one-line reason). */
 typedef void (*disk_image_cb)(void *ud, int r, const char *err);
 
-/* Makes spec's image (workspace's directory/DISK_IMAGE_NAME), formats it, attaches it
+/* Makes spec's image (STATE/DISK_IMAGES_DIR/NAME, with its record DISK_IMAGE_NAME next to
+ * spec->workspace, which must be STATE/sandboxes/ID/workspace), formats it, attaches it
  * to a loop device and mounts it on spec->workspace, in libuv's thread pool; cb is
  * called on the loop afterwards, always (unless this returns an error). 0, -ENOMEM or
  * uv_queue_work's error. */
@@ -120,24 +130,28 @@ int disk_image_start(uv_loop_t *loop, const struct disk_image_spec *spec, disk_i
                      void *ud);
 
 /* The same, synchronously (the thread pool's part; the unit and integration tests).
- * 0 or -errno with err. Leaves nothing behind on failure. */
+ * 0 or -errno with err (-EEXIST: the workspace has a record already). Leaves nothing
+ * behind on failure. */
 int disk_image_make(const struct disk_image_spec *spec, char *err, size_t errlen);
 
 /* Ends what disk_image_make made for workspace: unmounts it (lazily: the sandbox's
  * namespace may still hold it; the loop device detaches itself when the last holder
- * goes) and removes the image unless keep; or clears the limits of its project quota
- * (its files keep their project id, which is not given again while they take space).
- * Harmless for a workspace without either. */
+ * goes) and removes the image and its record, or with keep puts the image in its
+ * record's place (STATE/sandboxes/ID/DISK_IMAGE_NAME; an older daemon's is there
+ * already); or clears the limits of its project quota (its files keep their project id,
+ * which is not given again while they take space). A record that is not one of ours is
+ * never followed. Harmless for a workspace without either. */
 void disk_release(const char *workspace, int keep);
 
 /* How many mounts and unmounts of images this daemon has begun and done so far (any
  * thread): hostwatch.c tells its own changes of the mount table from the host's. */
 void disk_mount_ops(uint64_t *begun, uint64_t *done);
 
-/* At start-up, after recovery: detaches every loop device whose backing file is below
- * state_dir (one a crash left attached; one still mounted, by an adopted sandbox's
- * namespace, is only marked to detach when unmounted, which the kernel does), and
- * removes the templates (an upgraded mke2fs makes them anew). */
+/* At start-up, after recovery: detaches every loop device whose backing file is an
+ * image below state_dir, of this daemon or an older one (one a crash left attached; one
+ * still mounted, by an adopted sandbox's namespace, is only marked to detach when
+ * unmounted, which the kernel does), removes the images of STATE/DISK_IMAGES_DIR that no
+ * record leads to, and removes the templates (an upgraded mke2fs makes them anew). */
 void disk_sweep(const char *state_dir);
 
 /* 1 when the /workspace of a sandbox whose root (its mount namespace's /) is open as

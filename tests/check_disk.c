@@ -4,7 +4,10 @@
  * host and the Enforcement it reports. As root with loop devices also the image itself:
  * made, mounted with the asked size and inodes and owner, full when it is full, and
  * gone (unmounted, its loop device detached, its file removed) when released; kept as a
- * file with keep. */
+ * file with keep. Its name, the loop device's backing file, names nothing of the
+ * sandbox's, and what records it is never followed elsewhere; the sweep at start-up
+ * removes the images no record leads to. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "disk.h"
@@ -99,9 +103,56 @@ static void tmp_setup(void) {
 static void tmp_teardown(void) {
         char cmd[200];
         /* Whatever a failed test left: its mount first. */
-        snprintf(cmd, sizeof(cmd), "umount -l %s/*/workspace 2>/dev/null; rm -rf %s", tmpdir,
-                 tmpdir);
+        snprintf(cmd, sizeof(cmd), "umount -l %s/sandboxes/*/workspace 2>/dev/null; rm -rf %s",
+                 tmpdir, tmpdir);
         (void)!system(cmd);
+}
+
+/* Makes tmpdir/sandboxes/name/workspace, as the daemon lays out a sandbox's (its state
+ * directory tmpdir), into ws; its record's path (next to it) into record. */
+static void make_workspace(const char *name, char *ws, size_t len, char *record,
+                           size_t record_len) {
+        char path[100];
+
+        snprintf(path, sizeof(path), "%s/sandboxes", tmpdir);
+        ck_assert(mkdir(path, 0755) == 0 || errno == EEXIST);
+        snprintf(path, sizeof(path), "%s/sandboxes/%s", tmpdir, name);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        snprintf(ws, len, "%s/workspace", path);
+        ck_assert_int_eq(mkdir(ws, 0755), 0);
+        snprintf(record, record_len, "%s/%s", path, DISK_IMAGE_NAME);
+}
+
+/* How many entries tmpdir/DISK_IMAGES_DIR has (0 when it does not exist). */
+static int images(void) {
+        char path[256];
+        struct dirent *de;
+        DIR *d;
+        int n = 0;
+
+        snprintf(path, sizeof(path), "%s/%s", tmpdir, DISK_IMAGES_DIR);
+        d = opendir(path);
+        while (d && (de = readdir(d)))
+                n += de->d_name[0] != '.';
+        if (d)
+                closedir(d);
+        return n;
+}
+
+/* The backing file of the loop device the filesystem of path is on, into buf. */
+static void backing_file_of(const char *path, char *buf, size_t len) {
+        char sys[128];
+        struct stat st;
+        FILE *f;
+
+        ck_assert_int_eq(stat(path, &st), 0);
+        snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file", major(st.st_dev),
+                 minor(st.st_dev));
+        f = fopen(sys, "r");
+        ck_assert_msg(f != NULL, "%s: %s", sys, strerror(errno));
+        ck_assert_ptr_nonnull(fgets(buf, (int)len, f));
+        buf[strcspn(buf, "\n")] = '\0';
+        fclose(f);
 }
 
 /* 1 when this process may make images (root with loop devices and mke2fs). */
@@ -115,21 +166,19 @@ static int can_make_images(void) {
 }
 
 START_TEST(image_made_and_released) {
-        char ws[128], img[128], path[320], other[128];
+        char ws[128], img[128], path[PATH_MAX + 200], other[128], real[PATH_MAX],
+                back[PATH_MAX + 32], target[128];
         struct disk_image_spec spec;
         struct statvfs sv;
         struct stat st;
         char err[512] = "";
+        ssize_t n;
         int fd;
 
         if (!can_make_images())
                 return;
         /* The workspace is "workspace" below a root, as disk_full looks for it. */
-        snprintf(ws, sizeof(ws), "%s/a/workspace", tmpdir);
-        snprintf(img, sizeof(img), "%s/a/%s", tmpdir, DISK_IMAGE_NAME);
-        snprintf(path, sizeof(path), "%s/a", tmpdir);
-        ck_assert_int_eq(mkdir(path, 0755), 0);
-        ck_assert_int_eq(mkdir(ws, 0755), 0);
+        make_workspace("a", ws, sizeof(ws), img, sizeof(img));
         spec = (struct disk_image_spec){
                 .workspace = ws, .bytes = 4u << 20, .inodes = 100, .uid = 4242, .gid = 4343};
         ck_assert_msg(disk_image_make(&spec, err, sizeof(err)) == 0, "%s", err);
@@ -146,9 +195,22 @@ START_TEST(image_made_and_released) {
         snprintf(path, sizeof(path), "%s/lost+found", ws);
         ck_assert_int_eq(access(path, F_OK), -1);
         ck_assert_int_eq(access(img, F_OK), 0);
+        /* The image is STATE/disks/NAME, NAME random; the sandbox's record leads there;
+         * the loop device's backing file names nothing of the sandbox's. */
+        ck_assert_int_eq(images(), 1);
+        n = readlink(img, target, sizeof(target) - 1);
+        ck_assert_int_gt(n, 0);
+        target[n] = '\0';
+        ck_assert_msg(strncmp(target, "../../disks/", 12) == 0 && strlen(target) == 12 + 36 &&
+                              strcmp(target + 12 + 32, ".img") == 0,
+                      "%s", target);
+        backing_file_of(ws, back, sizeof(back));
+        ck_assert_ptr_nonnull(realpath(tmpdir, real));
+        snprintf(path, sizeof(path), "%s/%s", real, target + 6);
+        ck_assert_str_eq(back, path);
 
         /* Full only when it is. */
-        snprintf(path, sizeof(path), "%s/a", tmpdir);
+        snprintf(path, sizeof(path), "%s/sandboxes/a", tmpdir);
         fd = open(path, O_PATH | O_DIRECTORY);
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(disk_full(fd), 0);
@@ -157,9 +219,9 @@ START_TEST(image_made_and_released) {
         ck_assert_int_eq(disk_full(fd), 1);
         close(fd);
         /* A "workspace" that is a symlink is not followed. */
-        snprintf(other, sizeof(other), "%s/b", tmpdir);
+        snprintf(other, sizeof(other), "%s/sandboxes/b", tmpdir);
         ck_assert_int_eq(mkdir(other, 0755), 0);
-        snprintf(path, sizeof(path), "%s/b/workspace", tmpdir);
+        snprintf(path, sizeof(path), "%s/sandboxes/b/workspace", tmpdir);
         ck_assert_int_eq(symlink(ws, path), 0);
         fd = open(other, O_PATH | O_DIRECTORY);
         ck_assert_int_lt(disk_full(fd), 0);
@@ -169,44 +231,129 @@ START_TEST(image_made_and_released) {
         disk_release(ws, 0);
         snprintf(path, sizeof(path), "%s/big", ws);
         ck_assert_int_eq(access(path, F_OK), -1);
-        ck_assert_int_eq(access(img, F_OK), -1);
+        ck_assert_int_eq(lstat(img, &st), -1);
+        ck_assert_int_eq(images(), 0);
         /* Harmless for a workspace without an image. */
         disk_release(ws, 0);
 }
 END_TEST
 
 START_TEST(image_kept) {
-        char ws[128], img[128];
+        char ws[128], img[128], path[64], back[PATH_MAX + 32];
         struct disk_image_spec spec;
+        struct stat st;
         char err[512] = "";
+        int hold;
 
         if (!can_make_images())
                 return;
-        snprintf(ws, sizeof(ws), "%s/c/workspace", tmpdir);
-        snprintf(img, sizeof(img), "%s/c/%s", tmpdir, DISK_IMAGE_NAME);
-        snprintf(err, sizeof(err), "%s/c", tmpdir);
-        ck_assert_int_eq(mkdir(err, 0755), 0);
-        ck_assert_int_eq(mkdir(ws, 0755), 0);
+        make_workspace("c", ws, sizeof(ws), img, sizeof(img));
         spec = (struct disk_image_spec){.workspace = ws, .bytes = 2u << 20};
         ck_assert_msg(disk_image_make(&spec, err, sizeof(err)) == 0, "%s", err);
-        /* An image of that name is never made twice. */
+        /* A workspace with an image (its record) is never given a second one. */
         ck_assert_int_eq(disk_image_make(&spec, err, sizeof(err)), -EEXIST);
+        ck_assert_int_eq(images(), 1);
+        /* Kept: the image itself in the record's place, nothing left in STATE/disks;
+         * its loop device, held attached here past the unmount (as a sandbox's namespace
+         * may), names the image's first name, removed, never the record's. */
+        hold = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(hold, 0);
         disk_release(ws, 1);
-        ck_assert_int_eq(access(img, F_OK), 0);
+        ck_assert_int_eq(lstat(img, &st), 0);
+        ck_assert(S_ISREG(st.st_mode));
+        ck_assert_int_eq(images(), 0);
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", hold);
+        backing_file_of(path, back, sizeof(back));
+        ck_assert_msg(strstr(back, "/disks/") && strstr(back, ".img (deleted)") &&
+                              !strstr(back, "sandboxes"),
+                      "%s", back);
+        close(hold);
         /* A size mke2fs cannot format fails cleanly, with its reason. */
         unlink(img);
         spec.bytes = 4096;
         ck_assert_int_lt(disk_image_make(&spec, err, sizeof(err)), 0);
         ck_assert_msg(strstr(err, "mke2fs failed"), "%s", err);
-        ck_assert_int_eq(access(img, F_OK), -1);
+        ck_assert_int_eq(lstat(img, &st), -1);
+        ck_assert_int_eq(images(), 0);
 }
+
+/* An older daemon's image is the file STATE/sandboxes/ID/workspace.img itself: released,
+ * it is removed; kept, it stays. A record that leads anywhere but to an image of
+ * STATE/disks (a name of another form, a way out) is never followed: removed on release,
+ * what it points to left alone. */
+START_TEST(image_records_read) {
+        char ws[128], img[128], victim[128], path[256];
+        struct stat st;
+        static const char *const bad[] = {"../../victim", "../../disks/../victim",
+                                          "../../disks/0123456789abcdef0123456789ABCDEF.img",
+                                          "../../disks/0123456789abcdef0123456789abcdef.img.x",
+                                          "/etc/passwd"};
+        size_t i;
+
+        make_workspace("old", ws, sizeof(ws), img, sizeof(img));
+        ck_assert_int_eq(close(open(img, O_CREAT | O_WRONLY, 0600)), 0);
+        disk_release(ws, 1);
+        ck_assert_int_eq(access(img, F_OK), 0);
+        disk_release(ws, 0);
+        ck_assert_int_eq(access(img, F_OK), -1);
+
+        snprintf(victim, sizeof(victim), "%s/victim", tmpdir);
+        ck_assert_int_eq(close(open(victim, O_CREAT | O_WRONLY, 0600)), 0);
+        snprintf(path, sizeof(path), "%s/disks", tmpdir);
+        ck_assert(mkdir(path, 0700) == 0 || errno == EEXIST);
+        snprintf(path, sizeof(path), "%s/disks/0123456789abcdef0123456789ABCDEF.img", tmpdir);
+        ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0600)), 0);
+        for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                ck_assert_int_eq(symlink(bad[i], img), 0);
+                disk_release(ws, 1);
+                ck_assert_int_eq(lstat(img, &st), 0); /* kept as it is */
+                ck_assert(S_ISLNK(st.st_mode));
+                disk_release(ws, 0);
+                ck_assert_msg(lstat(img, &st) == -1, "%s", bad[i]);
+                ck_assert_int_eq(access(victim, F_OK), 0);
+                ck_assert_int_eq(access(path, F_OK), 0);
+        }
+        unlink(path);
+        unlink(victim);
+}
+END_TEST
+
+/* The sweep at start-up removes the images of STATE/disks no record leads to, and
+ * nothing else there. */
+START_TEST(orphans_swept) {
+        static const char *const names[] = {"00000000000000000000000000000000.img",
+                                            "11111111111111111111111111111111.img", "notes.txt"};
+        char ws[128], record[128], path[256];
+        size_t i;
+
+        make_workspace("recorded", ws, sizeof(ws), record, sizeof(record));
+        ck_assert_int_eq(symlink("../../disks/11111111111111111111111111111111.img", record), 0);
+        snprintf(path, sizeof(path), "%s/disks", tmpdir);
+        ck_assert(mkdir(path, 0700) == 0 || errno == EEXIST);
+        for (i = 0; i < 3; i++) {
+                snprintf(path, sizeof(path), "%s/disks/%s", tmpdir, names[i]);
+                ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0600)), 0);
+        }
+        disk_sweep(tmpdir);
+        for (i = 0; i < 3; i++) {
+                snprintf(path, sizeof(path), "%s/disks/%s", tmpdir, names[i]);
+                ck_assert_msg(access(path, F_OK) == (i == 0 ? -1 : 0), "%s", names[i]);
+        }
+        disk_release(ws, 0);
+        ck_assert_int_eq(access(record, F_OK), -1);
+        snprintf(path, sizeof(path), "%s/disks/%s", tmpdir, names[1]);
+        ck_assert_int_eq(access(path, F_OK), -1);
+        snprintf(path, sizeof(path), "%s/disks/%s", tmpdir, names[2]);
+        unlink(path);
+}
+END_TEST
 END_TEST
 
 /* Images of a size made before are copies of a template: each is its own (what one
  * sandbox wrote is not in the next), owned as asked; past DISK_MAX_TEMPLATES other
  * sizes are formatted directly, still right. */
 START_TEST(image_from_template) {
-        char ws[128], tpl[128], path[320], err[512] = "";
+        char ws[128], tpl[128], path[320], rec[128], err[512] = "";
         struct disk_image_spec spec;
         struct stat st;
         int i;
@@ -215,10 +362,8 @@ START_TEST(image_from_template) {
                 return;
         snprintf(tpl, sizeof(tpl), "%s/templates", tmpdir);
         for (i = 0; i < 2; i++) {
-                snprintf(path, sizeof(path), "%s/t%d", tmpdir, i);
-                ck_assert_int_eq(mkdir(path, 0755), 0);
-                snprintf(ws, sizeof(ws), "%s/t%d/workspace", tmpdir, i);
-                ck_assert_int_eq(mkdir(ws, 0755), 0);
+                snprintf(rec, sizeof(rec), "t%d", i);
+                make_workspace(rec, ws, sizeof(ws), rec, sizeof(rec));
                 spec = (struct disk_image_spec){.workspace = ws,
                                                 .bytes = 3u << 20,
                                                 .uid = 1000u + (unsigned)i,
@@ -238,10 +383,7 @@ START_TEST(image_from_template) {
                 snprintf(path, sizeof(path), "%s/filler%d", tpl, i);
                 ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0600)), 0);
         }
-        snprintf(path, sizeof(path), "%s/t2", tmpdir);
-        ck_assert_int_eq(mkdir(path, 0755), 0);
-        snprintf(ws, sizeof(ws), "%s/t2/workspace", tmpdir);
-        ck_assert_int_eq(mkdir(ws, 0755), 0);
+        make_workspace("t2", ws, sizeof(ws), rec, sizeof(rec));
         spec = (struct disk_image_spec){
                 .workspace = ws, .bytes = 5u << 20, .uid = 7, .gid = 7, .templates = tpl};
         ck_assert_msg(disk_image_make(&spec, err, sizeof(err)) == 0, "%s", err);
@@ -265,6 +407,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, image_made_and_released);
         tcase_add_test(tc, image_kept);
         tcase_add_test(tc, image_from_template);
+        tcase_add_test(tc, image_records_read);
+        tcase_add_test(tc, orphans_swept);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -7,12 +7,15 @@
  * it whatever happened. The "locked" tests reproduce what a rootless sandbox meets:
  * mounts copied into a mount namespace of a less privileged user namespace keep their
  * flags locked, and a remount that would drop one fails with EPERM. Needs root. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/loop.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -248,42 +251,60 @@ static int mounted_at(const char *path) {
         return hit;
 }
 
-/* Builds the view of cfg in a child of its own mount and PID namespaces (PID 1 there, as
- * in a sandbox; the view goes away with it). want_ok: the build must succeed and w be a
- * directory in it; else it must fail saying the path changed, with nothing mounted at
- * w. 0 when it went as wanted. */
-static int build_in_child(const struct mnt_config *cfg, const char *w, int want_ok) {
-        struct util_warnings warn;
-        struct util_err err;
+/* Runs body(arg) as PID 1 of a new PID namespace, in a child (a view goes away with its
+ * PID 1); 0 when it returned 0. */
+static int as_pid1(int (*body)(const void *arg), const void *arg) {
         int status;
         pid_t pid = fork();
 
         CHECK(pid >= 0);
         if (pid == 0) {
-                /* A PID namespace per view: one dies with its PID 1. */
                 if (unshare(CLONE_NEWPID) < 0 || (pid = fork()) < 0)
                         _exit(6);
                 if (pid > 0)
                         _exit(waitpid(pid, &status, 0) == pid && WIFEXITED(status)
                                       ? WEXITSTATUS(status)
                                       : 7);
-                memset(&err, 0, sizeof(err));
-                memset(&warn, 0, sizeof(warn));
-                if (unshare(CLONE_NEWNS) < 0)
-                        _exit(3);
-                if (mnt_build_view(cfg, &err, &warn) < 0) {
-                        if (want_ok)
-                                fprintf(stderr, "control: %s\n", err.text);
-                        _exit(want_ok || !strstr(err.text, "changed") ? 1 : mounted_at(w) ? 4 : 0);
-                }
-                {
-                        struct stat in;
-                        _exit(!want_ok ? 5 : stat(w, &in) == 0 && S_ISDIR(in.st_mode) ? 0 : 2);
-                }
+                _exit(body(arg));
         }
         CHECK(waitpid(pid, &status, 0) == pid);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         return 0;
+}
+
+/* What build_in_child builds and expects. */
+struct build {
+        const struct mnt_config *cfg;
+        const char *w;
+        int want_ok;
+};
+
+static int build_view(const void *arg) {
+        const struct build *b = arg;
+        struct util_warnings warn;
+        struct util_err err;
+        struct stat in;
+
+        memset(&err, 0, sizeof(err));
+        memset(&warn, 0, sizeof(warn));
+        if (unshare(CLONE_NEWNS) < 0)
+                return 3;
+        if (mnt_build_view(b->cfg, &err, &warn) < 0) {
+                if (b->want_ok)
+                        fprintf(stderr, "control: %s\n", err.text);
+                return b->want_ok || !strstr(err.text, "changed") ? 1 : mounted_at(b->w) ? 4 : 0;
+        }
+        return !b->want_ok ? 5 : stat(b->w, &in) == 0 && S_ISDIR(in.st_mode) ? 0 : 2;
+}
+
+/* Builds the view of cfg in a child of its own mount and PID namespaces (PID 1 there, as
+ * in a sandbox; the view goes away with it). want_ok: the build must succeed and w be a
+ * directory in it; else it must fail saying the path changed, with nothing mounted at
+ * w. 0 when it went as wanted. */
+static int build_in_child(const struct mnt_config *cfg, const char *w, int want_ok) {
+        const struct build b = {cfg, w, want_ok};
+
+        return as_pid1(build_view, &b);
 }
 
 /* mnt_build_view mounts a writable path only when it is the object the daemon opened
@@ -344,6 +365,189 @@ static int body_writable_changed(void) {
 
 START_TEST(test_writable_changed_is_refused) {
         run_child(body_writable_changed);
+}
+END_TEST
+
+/* The lists of block devices the view replaces (mnt.c's device_lists). */
+static const char *const block_lists[] = {"/sys/devices/virtual/block",
+                                          "/sys/block",
+                                          "/sys/class/block",
+                                          "/sys/dev/block",
+                                          "/sys/fs/ext4",
+                                          "/proc/fs/ext4",
+                                          "/proc/fs/jbd2",
+                                          NULL};
+
+/* How many entries of the directory path are a loop device's (their name, or what a
+ * symlink points to, has "loop" in it), and into *others how many are not. -1 when
+ * path cannot be read. */
+static int loop_entries(const char *path, int *others) {
+        DIR *d = opendir(path);
+        struct dirent *de;
+        int n = 0;
+
+        *others = 0;
+        if (!d)
+                return -1;
+        while ((de = readdir(d))) {
+                char target[4096] = "";
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                (void)!readlinkat(dirfd(d), de->d_name, target, sizeof(target) - 1);
+                if (strstr(de->d_name, "loop") || strstr(target, "loop"))
+                        n++;
+                else
+                        (*others)++;
+        }
+        closedir(d);
+        return n;
+}
+
+/* The loop device the test attached (loopN) and how many other entries each list
+ * has on the host. */
+static char test_loop[32];
+static int host_others[8];
+
+/* Checks the view built (as PID 1): no list has the loop device, each still has the
+ * host's other entries and is read-only; /proc/partitions has no loop line,
+ * /proc/diskstats nothing. */
+static int view_without_loops(const void *unused) {
+        struct util_warnings warn;
+        struct util_err err;
+        char path[128], line[256];
+        FILE *f;
+        size_t i;
+        int others;
+
+        (void)unused;
+        memset(&err, 0, sizeof(err));
+        memset(&warn, 0, sizeof(warn));
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        if (mnt_build_view(&(struct mnt_config){0}, &err, &warn) < 0) {
+                fprintf(stderr, "view: %s\n", err.text);
+                return 1;
+        }
+        for (i = 0; block_lists[i]; i++) {
+                int loops = loop_entries(block_lists[i], &others);
+                CHECK(loops == 0 || (loops < 0 && host_others[i] < 0));
+                CHECK(loops < 0 || others == host_others[i]);
+                snprintf(path, sizeof(path), "%s/made-in-the-view", block_lists[i]);
+                CHECK(loops < 0 || (mkdir(path, 0755) < 0 && errno == EROFS));
+        }
+        snprintf(path, sizeof(path), "/sys/block/%s", test_loop);
+        CHECK(access(path, F_OK) < 0 && errno == ENOENT);
+        snprintf(path, sizeof(path), "/sys/devices/virtual/block/%s/loop/backing_file", test_loop);
+        CHECK(access(path, F_OK) < 0 && errno == ENOENT);
+        CHECK(access("/.sbx-lists", F_OK) < 0 && errno == ENOENT); /* where they were made */
+        f = fopen("/proc/partitions", "re");
+        CHECK(f != NULL);
+        while (fgets(line, sizeof(line), f))
+                CHECK(strstr(line, "loop") == NULL);
+        fclose(f);
+        f = fopen("/proc/diskstats", "re");
+        CHECK(f != NULL && fgets(line, sizeof(line), f) == NULL);
+        fclose(f);
+        return 0;
+}
+
+/* Runs body as PID 1 (as_pid1) in a new user namespace whose root is root (and whose
+ * PID namespace is then its own, as a rootless sandbox's), in a child. */
+static int in_userns(int (*body)(const void *arg)) {
+        int status;
+        pid_t pid = fork();
+
+        CHECK(pid >= 0);
+        if (pid == 0)
+                _exit(unshare(CLONE_NEWUSER) < 0 || write_id_maps() != 0 ? 8 : as_pid1(body, NULL));
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        return 0;
+}
+
+/* No loop device in the view's /sys and /proc (one attached to a file of this test's is
+ * there to be seen on the host), the host's other block devices still listed, the
+ * lists read-only; the same in a user namespace, where the host's mounts are locked (a
+ * rootless sandbox). */
+static int body_no_loop_device(void) {
+        char img[200], path[64];
+        struct loop_config lc;
+        int ctl, fd, n, img_fd, others, r;
+        size_t i;
+
+        snprintf(img, sizeof(img), "%s/img", dir);
+        img_fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        CHECK(img_fd >= 0 && ftruncate(img_fd, 1 << 20) == 0);
+        ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+        if (ctl < 0) {
+                fprintf(stderr, "no loop devices here: no_loop_device checks nothing\n");
+                unlink(img);
+                return 0;
+        }
+        n = ioctl(ctl, LOOP_CTL_GET_FREE);
+        close(ctl);
+        CHECK(n >= 0);
+        snprintf(test_loop, sizeof(test_loop), "loop%d", n);
+        snprintf(path, sizeof(path), "/dev/loop%d", n);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+        CHECK(fd >= 0);
+        memset(&lc, 0, sizeof(lc));
+        lc.fd = (uint32_t)img_fd;
+        lc.info.lo_flags = LO_FLAGS_AUTOCLEAR; /* detached at the last close */
+        CHECK(ioctl(fd, LOOP_CONFIGURE, &lc) == 0);
+        for (i = 0; block_lists[i]; i++)
+                host_others[i] = loop_entries(block_lists[i], &others) < 0 ? -1 : others;
+        snprintf(path, sizeof(path), "/sys/block/%s", test_loop);
+        r = access(path, F_OK) == 0 ? 0 : 1; /* the host shows it */
+        if (r == 0)
+                r = as_pid1(view_without_loops, NULL);
+        if (r == 0)
+                r = in_userns(view_without_loops);
+        close(fd);
+        close(img_fd);
+        unlink(img);
+        return r;
+}
+
+START_TEST(test_no_loop_device) {
+        run_child(body_no_loop_device);
+}
+END_TEST
+
+/* In the view: /sys/dev/block is there, empty and read-only. */
+static int view_list_emptied(const void *unused) {
+        struct util_warnings warn;
+        struct util_err err;
+        int others;
+
+        (void)unused;
+        memset(&err, 0, sizeof(err));
+        memset(&warn, 0, sizeof(warn));
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        if (mnt_build_view(&(struct mnt_config){0}, &err, &warn) < 0) {
+                fprintf(stderr, "view: %s\n", err.text);
+                return 1;
+        }
+        CHECK(access("/sys/dev/block/loop9", F_OK) < 0 && errno == ENOENT);
+        CHECK(loop_entries("/sys/dev/block", &others) == 0 && others == 0);
+        CHECK(mkdir("/sys/dev/block/made-in-the-view", 0755) < 0 && errno == EROFS);
+        return 0;
+}
+
+/* A list PID 1 may not read but a command may search (here /sys/dev/block covered by a
+ * tmpfs of a uid the user namespace does not map, mode 0311, holding loop9) is not
+ * left as it is, where its entries could still be reached by name: the view has an
+ * empty copy. */
+static int body_unreadable_list(void) {
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        CHECK(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0);
+        CHECK(mount("sbx-mnt-test", "/sys/dev/block", "tmpfs", 0, "size=64k,mode=0311") == 0);
+        CHECK(mkdir("/sys/dev/block/loop9", 0755) == 0);
+        CHECK(chown("/sys/dev/block", 12345, 12345) == 0);
+        return in_userns(view_list_emptied);
+}
+
+START_TEST(test_unreadable_list_emptied) {
+        run_child(body_unreadable_list);
 }
 END_TEST
 
@@ -430,6 +634,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_fallback_missing_path);
         tcase_add_test(tc, test_reapply);
         tcase_add_test(tc, test_writable_changed_is_refused);
+        tcase_add_test(tc, test_no_loop_device);
+        tcase_add_test(tc, test_unreadable_list_emptied);
         suite_add_tcase(s, tc);
         tcase_add_unchecked_fixture(tp, fixture_setup, fixture_teardown);
         tcase_set_timeout(tp, 30);

@@ -134,40 +134,20 @@ static int mounts_below(const struct it_daemon *d) {
 
 /* Loop devices whose backing file is below the state directory. */
 static int loops_below(const struct it_daemon *d) {
-        char state[PATH_MAX], path[600], back[PATH_MAX + 32];
-        DIR *dir = opendir("/sys/block");
-        struct dirent *de;
-        int n = 0;
+        char state[PATH_MAX];
 
         state_real(d, state);
-        while (dir && (de = readdir(dir))) {
-                FILE *f;
-                if (strncmp(de->d_name, "loop", 4) != 0)
-                        continue;
-                snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
-                f = fopen(path, "r");
-                if (!f)
-                        continue;
-                if (fgets(back, sizeof(back), f) && strncmp(back, state, strlen(state)) == 0)
-                        n++;
-                fclose(f);
-        }
-        if (dir)
-                closedir(dir);
-        return n;
+        return it_loops_below(state, NULL, 0);
 }
 
-/* Files named workspace.img below the state directory. */
-static int images_below(const struct it_daemon *d) {
-        char cmd[800], *out;
-        FILE *p;
-        int n = 0;
+/* How many lines the shell command cmd prints. */
+static int lines_of(const char *cmd) {
+        char *out = NULL;
         size_t cap = 0;
+        FILE *p = popen(cmd, "r");
+        int n = 0;
 
-        snprintf(cmd, sizeof(cmd), "find '%s' -name workspace.img 2>/dev/null", d->state);
-        p = popen(cmd, "r");
         ck_assert_ptr_nonnull(p);
-        out = NULL;
         while (getline(&out, &cap, p) > 0)
                 n++;
         free(out);
@@ -175,14 +155,36 @@ static int images_below(const struct it_daemon *d) {
         return n;
 }
 
+/* Images below the state directory: the files of STATE/disks, and files named
+ * workspace.img (kept, or an older daemon's). */
+static int images_below(const struct it_daemon *d) {
+        char cmd[1400];
+
+        snprintf(cmd, sizeof(cmd),
+                 "find '%s' -type f \\( -name workspace.img -o -path '%s/disks/*' \\) "
+                 "2>/dev/null",
+                 d->state, d->state);
+        return lines_of(cmd);
+}
+
+/* Records of images below the state directory (symlinks named workspace.img). */
+static int records_below(const struct it_daemon *d) {
+        char cmd[800];
+
+        snprintf(cmd, sizeof(cmd), "find '%s' -type l -name workspace.img 2>/dev/null", d->state);
+        return lines_of(cmd);
+}
+
 /* Waits up to ms for the host to hold nothing of the daemon's disks. */
 static void assert_nothing_left(const struct it_daemon *d, double ms) {
         double t0 = it_now_ms();
-        while ((mounts_below(d) || loops_below(d) || images_below(d)) && it_now_ms() - t0 < ms)
+        while ((mounts_below(d) || loops_below(d) || images_below(d) || records_below(d)) &&
+               it_now_ms() - t0 < ms)
                 usleep(20000);
         ck_assert_int_eq(mounts_below(d), 0);
         ck_assert_int_eq(loops_below(d), 0);
         ck_assert_int_eq(images_below(d), 0);
+        ck_assert_int_eq(records_below(d), 0);
 }
 
 /* ---- the limit holds -------------------------------------------------------------------- */
@@ -611,8 +613,9 @@ START_TEST(test_disk_default_warm_claimed) {
 }
 END_TEST
 
-/* keep_workspace keeps the files as the image next to the workspace directory, no longer
- * mounted nor attached; its content is what the sandbox wrote. */
+/* keep_workspace keeps the files as the image next to the workspace directory (in the
+ * place of its record), no longer mounted nor attached; its content is what the sandbox
+ * wrote. */
 START_TEST(test_disk_keep_workspace) {
         struct it_daemon d;
         struct sbx_sandbox *sb;
@@ -636,6 +639,9 @@ START_TEST(test_disk_keep_workspace) {
                 usleep(20000);
         ck_assert_int_eq(loops_below(&d), 0);
         ck_assert_msg(access(img, R_OK) == 0, "%s: %s", img, strerror(errno));
+        /* The image itself, not its record; nothing left in STATE/disks. */
+        ck_assert_int_eq(records_below(&d), 0);
+        ck_assert_int_eq(images_below(&d), 1);
         snprintf(cmd, sizeof(cmd), "debugfs -R 'cat /f' '%s' 2>/dev/null", img);
         p = popen(cmd, "r");
         ck_assert_ptr_nonnull(p);
@@ -648,11 +654,169 @@ START_TEST(test_disk_keep_workspace) {
 }
 END_TEST
 
+/* The image's file, and so its loop device's backing file (which every local user reads
+ * in /sys/block/loopN/loop/backing_file), names nothing of the sandbox's: it is
+ * STATE/disks/ and 32 random hex digits, another for each sandbox, and the sandbox's
+ * record STATE/sandboxes/ID/workspace.img leads to it. */
+START_TEST(test_disk_image_named_opaquely) {
+        char state[PATH_MAX], ids[2][64], record[1300], target[128], *files[2] = {NULL, NULL};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb;
+        struct it_daemon d;
+        sbx_client *c;
+        ssize_t n;
+        int i;
+
+        it_daemon_start(&d, NULL);
+        state_real(&d, state);
+        c = it_connect(&d);
+        for (i = 0; i < 2; i++) {
+                snprintf(ids[i], sizeof(ids[i]), "named-%d-%d", i, (int)getpid());
+                sbx_create_opts_init(&o);
+                o.id = ids[i];
+                o.policy.limits.set |= SBX_LIMIT_DISK;
+                o.policy.limits.disk_bytes = 4 * MiB;
+                ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+                if (strcmp(enforced(sb, "disk"), "filesystem_image") != 0) {
+                        sbx_sandbox_free(sb);
+                        sbx_close(c);
+                        ck_assert_int_eq(it_daemon_stop(&d), 0);
+                        return; /* no image here */
+                }
+                sbx_sandbox_free(sb);
+        }
+        ck_assert_int_eq(it_loops_below(state, files, 2), 2);
+        for (i = 0; i < 2; i++) {
+                const char *name = strrchr(files[i], '/') + 1;
+                ck_assert_msg(!strstr(files[i], "named-") && !strstr(files[i], "sandboxes"),
+                              "the backing file names the sandbox: %s", files[i]);
+                ck_assert_msg(strncmp(files[i], state, strlen(state)) == 0 &&
+                                      strncmp(files[i] + strlen(state), "/disks/", 7) == 0 &&
+                                      strlen(name) == 36 &&
+                                      strspn(name, "0123456789abcdef") == 32 &&
+                                      strcmp(name + 32, ".img") == 0,
+                              "%s", files[i]);
+        }
+        ck_assert_str_ne(files[0], files[1]);
+        for (i = 0; i < 2; i++) {
+                int has = 0;
+                snprintf(record, sizeof(record), "%s/sandboxes/%s/workspace.img", d.state, ids[i]);
+                n = readlink(record, target, sizeof(target) - 1);
+                ck_assert_msg(n > 0, "%s: %s", record, strerror(errno));
+                target[n] = '\0';
+                ck_assert_msg(strncmp(target, "../../disks/", 12) == 0, "%s", target);
+                for (int k = 0; k < 2; k++)
+                        has |= strcmp(strrchr(files[k], '/') + 1, target + 12) == 0;
+                ck_assert_msg(has, "%s leads to %s, no image attached", record, target);
+                terminate_ok(c, ids[i]);
+        }
+        assert_nothing_left(&d, 5000);
+        free(files[0]);
+        free(files[1]);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Creates a sandbox with a disk limit of 4 MiB on d (its id into id), then kills the
+ * daemon with SIGKILL. */
+static void create_then_kill(struct it_daemon *d, char *id, size_t len) {
+        sbx_client *c = it_connect(d);
+        struct sbx_sandbox *sb = create_disk(c, 4 * MiB, 0, 0);
+
+        snprintf(id, len, "%s", sb->id);
+        sbx_sandbox_free(sb);
+        sbx_close(c);
+        it_daemon_kill(d);
+}
+
+/* Puts sandbox id's image where an older daemon had it, STATE/sandboxes/ID/workspace.img
+ * (in its record's place: its loop device's backing file follows), while the daemon is
+ * down; checks the loop device shows that name now. */
+static void as_older_daemon(const struct it_daemon *d, const char *id) {
+        char record[1300], img[1400], target[128], state[PATH_MAX], *file = NULL;
+        ssize_t n;
+
+        snprintf(record, sizeof(record), "%s/sandboxes/%s/workspace.img", d->state, id);
+        n = readlink(record, target, sizeof(target) - 1);
+        ck_assert_msg(n > 12, "%s: %s", record, strerror(errno));
+        target[n] = '\0';
+        snprintf(img, sizeof(img), "%s/%s", d->state, target + 6); /* past "../../" */
+        ck_assert_msg(rename(img, record) == 0, "%s: %s", img, strerror(errno));
+        state_real(d, state);
+        ck_assert_int_ge(it_loops_below(state, &file, 1), 1);
+        free(file);
+}
+
+/* Images an older daemon made (the file STATE/sandboxes/ID/workspace.img itself, attached
+ * under that name) still work: an adopted sandbox's limit holds and its end removes the
+ * image and its loop device; one kept stays as it is; one whose sandbox died with the
+ * daemon goes at the next start. */
+START_TEST(test_disk_older_image_names) {
+        const char *lost[] = {"--adopt-grace", "0", NULL};
+        struct it_daemon d;
+        struct sbx_sandbox *a, *b;
+        struct sbx_result *r;
+        char kept[1300], ida[128], idb[128];
+        struct stat st;
+        sbx_client *c;
+
+        if (getenv("SBX_VALGRIND"))
+                return; /* adoption needs pidfds */
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        a = create_disk(c, 4 * MiB, 0, 0);
+        b = create_disk(c, 4 * MiB, 0, 1);
+        snprintf(ida, sizeof(ida), "%s", a->id);
+        snprintf(idb, sizeof(idb), "%s", b->id);
+        if (strcmp(enforced(a, "disk"), "filesystem_image") != 0) {
+                sbx_sandbox_free(a);
+                sbx_sandbox_free(b);
+                sbx_close(c);
+                ck_assert_int_eq(it_daemon_stop(&d), 0);
+                return; /* no image here */
+        }
+        sbx_sandbox_free(a);
+        sbx_sandbox_free(b);
+        r = sh(c, idb, "echo kept > /workspace/f");
+        sbx_result_free(r);
+        sbx_close(c);
+        it_daemon_kill(&d);
+        as_older_daemon(&d, ida);
+        as_older_daemon(&d, idb);
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        r = sh(c, ida, "head -c 10M /dev/zero > /workspace/big; echo $?");
+        ck_assert_str_eq((char *)r->stdout_data, "1\n");
+        ck_assert(has_hit(r, "disk"));
+        sbx_result_free(r);
+        terminate_ok(c, ida);
+        terminate_ok(c, idb);
+        snprintf(kept, sizeof(kept), "%s/sandboxes/%s/workspace.img", d.state, idb);
+        ck_assert_int_eq(lstat(kept, &st), 0);
+        ck_assert(S_ISREG(st.st_mode));
+        /* Once its loop device has gone, nothing but the kept image is left. */
+        for (int i = 0; i < 500 && loops_below(&d); i++)
+                usleep(20000);
+        ck_assert_int_eq(unlink(kept), 0);
+        assert_nothing_left(&d, 5000);
+
+        /* A sandbox of an older daemon that died with it. */
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        it_daemon_restart(&d, lost);
+        create_then_kill(&d, ida, sizeof(ida));
+        as_older_daemon(&d, ida);
+        it_daemon_restart(&d, lost);
+        assert_nothing_left(&d, 5000);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A daemon killed with SIGKILL and restarted adopts the sandbox: its limit still holds,
  * and its end cleans up. */
 START_TEST(test_disk_readopted) {
         struct it_daemon d;
-        struct sbx_sandbox *sb;
         struct sbx_result *r;
         char id[128];
         sbx_client *c;
@@ -660,12 +824,7 @@ START_TEST(test_disk_readopted) {
         if (getenv("SBX_VALGRIND"))
                 return; /* adoption needs pidfds */
         it_daemon_start(&d, NULL);
-        c = it_connect(&d);
-        sb = create_disk(c, 4 * MiB, 0, 0);
-        snprintf(id, sizeof(id), "%s", sb->id);
-        sbx_sandbox_free(sb);
-        sbx_close(c);
-        it_daemon_kill(&d);
+        create_then_kill(&d, id, sizeof(id));
         it_daemon_restart(&d, NULL);
         c = it_connect(&d);
         r = sh(c, id, "head -c 10M /dev/zero > /workspace/big; echo $?; stat -c %s /workspace/big");
@@ -1040,6 +1199,8 @@ static Suite *make_suite(void) {
         add(s, "spare_holds_no_image", test_disk_spare_holds_no_image);
         add(s, "default_warm_claimed", test_disk_default_warm_claimed);
         add(s, "keep_workspace", test_disk_keep_workspace);
+        add(s, "image_named_opaquely", test_disk_image_named_opaquely);
+        add(s, "older_image_names", test_disk_older_image_names);
         add(s, "readopted", test_disk_readopted);
         add(s, "crash_cleaned", test_disk_crash_cleaned);
         add(s, "rootless_tmpfs", test_disk_rootless_tmpfs);

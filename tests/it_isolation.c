@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1775,6 +1777,282 @@ START_TEST(test_two_sandboxes_apart) {
 }
 END_TEST
 
+/* ---- other sandboxes' disks ----------------------------------------------------------- */
+
+/* Users of a root daemon's socket group (raw uids, as in it_trust.c). */
+#define ALICE    3101u
+#define BOB      3102u
+#define SOCK_GRP 3100u
+
+/* In a child as uid (its gid the same, in SOCK_GRP), on d's socket: creates a sandbox
+ * (id, NULL: generated; disk_bytes 0: no disk limit; protect: protect_defaults) and runs
+ * shell there. What it printed goes to *ret_out (caller frees), after a first line
+ * "id ID\n"; the sandbox stays. Returns the command's exit code, or -1 when the child
+ * failed (its reason in *ret_out). */
+static int as_user(const struct it_daemon *d, uid_t uid, const char *id, uint64_t disk_bytes,
+                   int protect, const char *shell, char **ret_out) {
+        const gid_t groups[] = {SOCK_GRP};
+        char *out = NULL;
+        size_t len = 0, cap = 0;
+        int p[2], st;
+        pid_t parent = getpid(), pid;
+
+        ck_assert_int_eq(pipe(p), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                struct sbx_create_opts o;
+                struct sbx_exec_opts e;
+                struct sbx_sandbox *sb = NULL;
+                struct sbx_result *r = NULL;
+                sbx_client *c = NULL;
+                FILE *f = fdopen(p[1], "w");
+
+                close(p[0]);
+                if (!f || setgroups(1, groups) < 0 || setresgid(uid, uid, uid) < 0 ||
+                    setresuid(uid, uid, uid) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+                    getppid() != parent)
+                        _exit(120);
+                sbx_create_opts_init(&o);
+                o.id = id;
+                o.policy.protect_defaults = protect;
+                if (disk_bytes) {
+                        o.policy.limits.set |= SBX_LIMIT_DISK;
+                        o.policy.limits.disk_bytes = disk_bytes;
+                }
+                sbx_exec_opts_init(&e);
+                e.shell = shell;
+                e.timeout_ms = CMD_MS;
+                if (sbx_connect(d->sock, "it_isolation", &c) != SBX_OK ||
+                    sbx_create(c, &o, &sb) != SBX_OK) {
+                        fprintf(f, "FAILED: %s\n", c ? sbx_error_message(c) : "connect");
+                        _exit(121);
+                }
+                fprintf(f, "id %s\n", sb->id);
+                if (sbx_exec(c, sb->id, &e, &r) != SBX_OK || r->outcome != SBX_OUTCOME_EXITED) {
+                        fprintf(f, "FAILED: exec: %s\n", r ? "did not exit" : sbx_error_message(c));
+                        _exit(122);
+                }
+                fwrite(r->stdout_data, 1, r->stdout_len, f);
+                fclose(f);
+                _exit(r->exit_code);
+        }
+        close(p[1]);
+        for (;;) {
+                ssize_t n;
+                if (cap - len < 4096) {
+                        cap = cap ? cap * 2 : 65536;
+                        out = realloc(out, cap);
+                        ck_assert_ptr_nonnull(out);
+                }
+                n = read(p[0], out + len, cap - len - 1);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                len += (size_t)n;
+        }
+        close(p[0]);
+        out[len] = '\0';
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        *ret_out = out;
+        return WIFEXITED(st) && WEXITSTATUS(st) < 120 ? WEXITSTATUS(st) : -1;
+}
+
+/* Terminates, as root, the sandbox whose id is on out's first line (as_user's). */
+static void terminate_from(sbx_client *c, const char *out) {
+        char id[128];
+
+        ck_assert_msg(sscanf(out, "id %127s", id) == 1, "no sandbox: %s", out);
+        terminate_ok(c, id);
+}
+
+/* A block device of the host that is no loop device and not empty (its name into name,
+ * its size in sectors into size), 0 when there is none. */
+static int host_disk(char *name, size_t len, char *size, size_t size_len) {
+        DIR *d = opendir("/sys/block");
+        struct dirent *de;
+        int found = 0;
+
+        while (!found && d && (de = readdir(d))) {
+                char path[600];
+                FILE *f;
+                if (de->d_name[0] == '.' || strncmp(de->d_name, "loop", 4) == 0)
+                        continue;
+                snprintf(path, sizeof(path), "/sys/block/%s/size", de->d_name);
+                f = fopen(path, "r");
+                if (!f)
+                        continue;
+                found = fgets(size, (int)size_len, f) != NULL;
+                size[strcspn(size, "\n")] = '\0';
+                found = found && strcmp(size, "0") != 0; /* /proc/partitions lists none */
+                snprintf(name, len, "%s", de->d_name);
+                fclose(f);
+        }
+        if (d)
+                closedir(d);
+        return found;
+}
+
+/* What a command prints when it finds id or state (a path) in what lists block
+ * devices, or a loop device listed at all ("shows: ..." lines; with mountinfo, id in
+ * its mount table too); then "disk NAME SIZE N" for the host's disk (a block device
+ * that is no loop device; "": none): its size and its lines in /proc/partitions as the
+ * view shows them; last "checked". */
+static char *unseen_script(const char *id, const char *state, const char *disk, int mountinfo) {
+        char *mi = mountinfo ? xasprintf("grep -qF '%s' /proc/self/mountinfo && "
+                                         "echo 'shows: mountinfo'; ",
+                                         id)
+                             : strdup("");
+        char *s = xasprintf(
+                "grep -rlsF -e '%s' -e '%s' /sys/devices/virtual/block /sys/fs /proc/fs "
+                "/proc/diskstats /proc/partitions /sys/block/*/ /sys/class/block/*/ "
+                "/sys/dev/block/*/ | sed 's/^/shows: /'; "
+                "for l in /sys/block /sys/class/block /sys/dev/block /sys/devices/virtual/block "
+                "/sys/fs/ext4 /proc/fs/ext4 /proc/fs/jbd2; do "
+                "ls -l $l 2>/dev/null | grep -q loop && echo \"shows: a loop device in $l\"; "
+                "done; "
+                "grep -ls loop /proc/partitions /proc/diskstats | sed 's/^/shows: a loop in /'; "
+                "%s[ -z '%s' ] || echo \"disk %s $(cat /sys/block/%s/size) "
+                "$(grep -cw '%s' /proc/partitions)\"; echo checked",
+                id, state, mi, disk, disk, disk, disk);
+
+        free(mi);
+        return s;
+}
+
+/* 1 when line (with its newline) is one of text's lines. */
+static int has_line(const char *text, const char *line) {
+        size_t n = strlen(line);
+        const char *p;
+
+        for (p = text; (p = strstr(p, line)); p += n)
+                if (p == text || p[-1] == '\n')
+                        return 1;
+        return 0;
+}
+
+/* Asserts that out (a run of unseen_script, in the sandbox what) showed nothing and saw
+ * the host's disk (name, of size sectors; none when name is ""). */
+static void assert_unseen(const char *out, const char *what, const char *name, const char *size) {
+        char want[NAME_MAX + 64];
+
+        ck_assert_msg(has_line(out, "checked\n"), "%s: the check did not finish:\n%s", what, out);
+        ck_assert_msg(!strstr(out, "shows: "), "%s sees the disks of others:\n%s", what, out);
+        snprintf(want, sizeof(want), "disk %s %s 1\n", name, size);
+        ck_assert_msg(!name[0] || has_line(out, want), "%s does not see the host's disk (%s):\n%s",
+                      what, want, out);
+}
+
+/* A root daemon shared by two users: from BOB's sandboxes (default policy, and
+ * protect_defaults off) nothing that lists block devices in /sys or /proc names
+ * ALICE's sandbox, whose workspace is a disk image on a loop device, nor the daemon's
+ * state directory, nor lists a loop device at all (whose backing file, size, I/O
+ * counters and filesystem's writes they would show); their mount table does not name
+ * ALICE's sandbox either. The host's own disks are still there. ALICE's own sandbox
+ * sees no loop device either, and still its disk's size (df). */
+START_TEST(test_other_disks_unseen) {
+        const char *flags[] = {"--socket-group", "3100", NULL};
+        char state[PATH_MAX], id[64], disk[NAME_MAX + 1] = "", size[32] = "", *out = NULL, *script;
+        struct it_daemon d;
+        sbx_client *c;
+        int protect;
+
+        it_daemon_start(&d, flags);
+        ck_assert_ptr_nonnull(realpath(d.state, state));
+        (void)host_disk(disk, sizeof(disk), size, sizeof(size));
+        snprintf(id, sizeof(id), "alice-disk-%d", (int)getpid());
+        script = unseen_script(id, state, disk, 1);
+        ck_assert_int_eq(as_user(&d, ALICE, id, 8u << 20, 1,
+                                 "head -c 1M /dev/urandom > /workspace/f && sync && "
+                                 "df -k /workspace | tail -1",
+                                 &out),
+                         0);
+        c = it_connect(&d);
+        if (it_loops_below(state, NULL, 0) == 0) {
+                fprintf(stderr, "it_isolation: no disk image here (rootless, no loop devices "
+                                "or no mke2fs): other_disks_unseen checks nothing\n");
+                terminate_ok(c, id);
+                goto out;
+        }
+        /* Its own: the size of its disk, and no loop device either. */
+        ck_assert_msg(strstr(out, "/workspace"), "df in ALICE's sandbox: %s", out);
+        free(out);
+        ck_assert_int_eq(as_user(&d, ALICE, NULL, 0, 1, script, &out), 0);
+        assert_unseen(out, "another sandbox of ALICE's", disk, size);
+        terminate_from(c, out);
+        for (protect = 1; protect >= 0; protect--) {
+                free(out);
+                ck_assert_int_eq(as_user(&d, BOB, NULL, 0, protect, script, &out), 0);
+                assert_unseen(out, protect ? "BOB's sandbox" : "BOB's sandbox (protect off)", disk,
+                              size);
+                terminate_from(c, out);
+        }
+        terminate_ok(c, id);
+out:
+        free(out);
+        free(script);
+        sbx_close(c);
+        stop_ok(&d);
+}
+END_TEST
+
+/* The same from a sandbox of a rootless daemon on that host, with the default policy
+ * and protect_defaults off: /sys and /proc list no loop device, nothing there names
+ * the root daemon's sandbox or state directory. (Its mount table does: the root
+ * daemon's mount of the image on the workspace directory, STATE/sandboxes/ID/workspace,
+ * is in the host's mount table, which a rootless sandbox's view copies and may not
+ * detach: see README, "Disk limit".) */
+START_TEST(test_other_disks_unseen_rootless) {
+        char state[PATH_MAX], disk[NAME_MAX + 1] = "", size[32] = "", *script, *id;
+        struct it_daemon d, r;
+        struct sbx_create_opts o;
+        sbx_client *c, *rc;
+        int protect;
+
+        it_daemon_start(&d, NULL);
+        ck_assert_ptr_nonnull(realpath(d.state, state));
+        (void)host_disk(disk, sizeof(disk), size, sizeof(size));
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        o.policy.limits.set |= SBX_LIMIT_DISK;
+        o.policy.limits.disk_bytes = 8u << 20;
+        id = create_with(c, &o);
+        if (it_loops_below(state, NULL, 0) == 0) {
+                fprintf(stderr, "it_isolation: no disk image here: other_disks_unseen_rootless "
+                                "checks nothing\n");
+                goto out;
+        }
+        it_daemon_start_as(&r, 65534, 65534, NULL);
+        rc = it_connect(&r);
+        script = unseen_script(id, state, disk, 0);
+        for (protect = 1; protect >= 0; protect--) {
+                struct run run;
+                char *rid;
+                sbx_create_opts_init(&o);
+                o.policy.protect_defaults = protect;
+                rid = create_with(rc, &o);
+                run = sh(rc, rid, script);
+                assert_unseen(run.out,
+                              protect ? "a rootless sandbox"
+                                      : "a rootless sandbox "
+                                        "(protect off)",
+                              disk, size);
+                run_free(&run);
+                terminate_ok(rc, rid);
+                free(rid);
+        }
+        free(script);
+        sbx_close(rc);
+        stop_ok(&r);
+out:
+        terminate_ok(c, id);
+        free(id);
+        sbx_close(c);
+        stop_ok(&d);
+}
+END_TEST
+
 /* ---- detached processes -------------------------------------------------------------- */
 
 START_TEST(test_setsid_dies_at_terminate) {
@@ -2180,6 +2458,8 @@ static Suite *make_suite(void) {
         add(s, "work_threads", test_work_threads, 90, 0, 0);
         add(s, "work_make", test_work_make, 90, 0, 0);
         add(s, "two_sandboxes", test_two_sandboxes_apart, 120, 0, 0);
+        add(s, "other_disks_unseen", test_other_disks_unseen, 120, 0, 0);
+        add(s, "other_disks_unseen_rootless", test_other_disks_unseen_rootless, 120, 0, 0);
         add(s, "setsid_terminate", test_setsid_dies_at_terminate, 90, 0, 0);
         add(s, "setsid_deadline", test_setsid_dies_at_deadline, 90, 0, 0);
         add(s, "many", test_many_sandboxes_no_leak, 120, 0, 0);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -115,6 +116,23 @@ static void remove_test_cgroups(void) {
                 pclose(p);
 }
 
+/* A test that failed after it SIGKILLed its daemon leaves what that daemon mounted below
+ * the base directory (a disk image on a workspace directory, with its loop device):
+ * detached here (the loop device goes with its last user), before the directory is
+ * removed. */
+static void detach_test_mounts(void) {
+        char line[8192], point[4096];
+        size_t n = strlen(base_dir);
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1 &&
+                    strncmp(point, base_dir, n) == 0 && point[n] == '/')
+                        (void)umount2(point, MNT_DETACH);
+        if (f)
+                fclose(f);
+}
+
 void it_fixture_teardown(void) {
         char p[300], cmd[400];
         FILE *f;
@@ -146,6 +164,7 @@ void it_fixture_teardown(void) {
         if (f)
                 fclose(f);
         remove_test_cgroups();
+        detach_test_mounts();
         if (getenv("SBX_KEEP_TEST_DIRS")) {
                 fprintf(stderr, "itutil: kept %s\n", base_dir);
                 return;
@@ -276,8 +295,11 @@ static void spawn(struct it_daemon *d, const char *const *extra) {
                 }
                 if (getenv("SBX_VALGRIND") && strcmp(getenv("SBX_VALGRIND"), "1") == 0) {
                         /* `make valgrind`: the daemon too, errors and definite leaks fatal. */
-                        char *vg[80] = {"valgrind", "-q", "--error-exitcode=99",
-                                        "--leak-check=full", "--errors-for-leak-kinds=definite",
+                        char *vg[80] = {"valgrind",
+                                        "-q",
+                                        "--error-exitcode=99",
+                                        "--leak-check=full",
+                                        "--errors-for-leak-kinds=definite",
                                         "--child-silent-after-fork=yes"};
                         size_t k = 6, j;
                         for (j = 0; args[j] && k < 78; j++)
@@ -564,6 +586,34 @@ static int scan_procs(const char *needle, const char *start, pid_t *ret_pid) {
         if (dir)
                 closedir(dir);
         return count;
+}
+
+int it_loops_below(const char *dir, char **files, int max) {
+        char path[600], back[PATH_MAX + 32];
+        DIR *d = opendir("/sys/block");
+        struct dirent *de;
+        int n = 0;
+
+        while (d && (de = readdir(d))) {
+                FILE *f;
+                if (strncmp(de->d_name, "loop", 4) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
+                f = fopen(path, "r");
+                if (!f)
+                        continue;
+                if (fgets(back, sizeof(back), f) && strncmp(back, dir, strlen(dir)) == 0 &&
+                    back[strlen(dir)] == '/') {
+                        back[strcspn(back, "\n")] = '\0';
+                        if (n < max)
+                                files[n] = strdup(back);
+                        n++;
+                }
+                fclose(f);
+        }
+        if (d)
+                closedir(d);
+        return n;
 }
 
 int it_count_procs(const char *needle) {

@@ -104,6 +104,11 @@ int it_db_ok(const struct it_daemon *d);
 /* Count of processes on the host whose command line contains needle (from /proc). */
 int it_count_procs(const char *needle);
 
+/* Count of the host's loop devices whose backing file is below dir (canonical, as the
+ * kernel names files: realpath); the backing files of the first max of them into
+ * files[] (each freed by the caller; files may be NULL with max 0). */
+int it_loops_below(const char *dir, char **files, int max);
+
 /* The number in field of /proc/PID/status ("VmRSS" in KiB, "Threads"...), or -1 when
  * pid or the field is not there. */
 long it_proc_status(pid_t pid, const char *field);

@@ -40,6 +40,10 @@
  * (inside the new root, which only this namespace reaches). */
 #define HIDDEN_NAME ".sbx-hidden"
 #define HIDDEN      "/" HIDDEN_NAME
+/* Where the copies of the lists of block devices are made while the view is built
+ * (inside the new root too). */
+#define LISTS_NAME ".sbx-lists"
+#define LISTS      "/" LISTS_NAME
 
 /* The mount_setattr(2) interface (Linux 5.12), spelt out for older headers. */
 #ifndef SYS_mount_setattr
@@ -77,8 +81,8 @@ struct mnt_attr_arg {
 #define RO_ATTRS (MNT_RDONLY | MNT_NOSUID | MNT_NODEV)
 
 /* Top-level entries of root_dir that the sandbox replaces with its own. */
-static const char *const own_entries[] = {"proc",      "dev",        "sys",       "tmp", "run",
-                                          "workspace", OLDROOT_NAME, HIDDEN_NAME, NULL};
+static const char *const own_entries[] = {"proc",      "dev",        "sys",       "tmp",      "run",
+                                          "workspace", OLDROOT_NAME, HIDDEN_NAME, LISTS_NAME, NULL};
 
 /* Device nodes bound from the host into /dev. */
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
@@ -316,16 +320,17 @@ static int copy_symlink(int efd, const char *dst, struct util_err *err) {
         return 0;
 }
 
-/* Puts the entry name of the root_dir directory dfd at dst in the new root: opened
- * without following a symlink, a symlink is copied, a directory or a regular file is
- * bound read-only from that descriptor, anything else is left out. */
-static int bind_root_entry(int dfd, const char *name, const char *dst, const char *root,
+/* Puts the entry name of the directory dfd (from, for errors: root_dir, or a list of
+ * block devices) at dst: opened without following a symlink, a symlink is copied, a
+ * directory or a regular file is bound read-only from that descriptor, anything else is
+ * left out. */
+static int bind_root_entry(int dfd, const char *name, const char *dst, const char *from,
                            struct util_err *err) {
         struct stat st;
         int efd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), r;
 
         if (efd < 0 || fstat(efd, &st) < 0) {
-                r = util_fail(err, errno, NULL, "stat %s of root_dir %s", dst, root);
+                r = util_fail(err, errno, NULL, "stat %s of %s", dst, from);
                 if (efd >= 0)
                         close(efd);
                 return r;
@@ -355,11 +360,12 @@ static int bind_root_entry(int dfd, const char *name, const char *dst, const cha
  * that an entry swapped for a symlink in between is copied as a symlink, never
  * followed as root. */
 static int bind_root_entries(int root_fd, const char *root, struct util_err *err) {
-        char dst[300];
+        char dst[300], from[SBX_PATH_MAX_BYTES + 16];
         struct dirent *de;
         DIR *d;
         int r = 0, dfd;
 
+        snprintf(from, sizeof(from), "root_dir %s", root);
         dfd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         d = dfd < 0 ? NULL : fdopendir(dfd);
         if (!d) {
@@ -373,7 +379,7 @@ static int bind_root_entries(int root_fd, const char *root, struct util_err *err
                     is_own_entry(de->d_name) || strlen(de->d_name) >= sizeof(dst) - 2)
                         continue;
                 snprintf(dst, sizeof(dst), "/%s", de->d_name);
-                r = bind_root_entry(dirfd(d), de->d_name, dst, root, err);
+                r = bind_root_entry(dirfd(d), de->d_name, dst, from, err);
         }
         closedir(d);
         return r;
@@ -759,6 +765,177 @@ static int unreachable(int err) {
         return err == ENOENT || err == ENOTDIR || err == EACCES;
 }
 
+/* ---- the block devices ---------------------------------------------------------------- */
+
+/* The directories of /sys and /proc that list block devices, each replaced in the view
+ * by a read-only copy without the loop devices. A loop device shows the path of its
+ * backing file (loop/backing_file: another sandbox's disk image, in the daemon's state
+ * directory), its size and its I/O counters, and the ext4 filesystem on it how much was
+ * written to it (lifetime_write_kbytes) and its groups' use (mb_groups); the host's
+ * loop devices are no sandbox's business either. A copy is made when the view's base is:
+ * a device the host adds later is not in it (one another sandbox's disk adds least of
+ * all). */
+static const char *const device_lists[] = {
+        "/sys/devices/virtual/block", /* the loop devices themselves */
+        "/sys/block",
+        "/sys/class/block", /* symlinks to them */
+        "/sys/dev/block",
+        "/sys/fs/ext4", /* their filesystems */
+        "/proc/fs/ext4",
+        "/proc/fs/jbd2",
+        NULL};
+
+/* The tables of /proc that name block devices, replaced by a read-only copy: the lines
+ * whose name_field (counted from 0) is a loop device's are left out; name_field -1: none
+ * is copied (the table's counters are live, a copy would stand still; /sys/block/NAME/stat
+ * has each disk's), so it reads as empty, as a hidden file does. */
+static const struct device_table {
+        const char *path;
+        const char *copy; /* its name in LISTS */
+        int name_field;
+} device_tables[] = {
+        {"/proc/partitions", "partitions", 3},
+        {"/proc/diskstats", "diskstats", -1},
+};
+
+/* 1 when name begins as a loop device's does (loop3, its partition loop3p1, its ext4
+ * filesystem loop3, its journal loop3-8). */
+static int loop_name(const char *name) {
+        return strncmp(name, "loop", 4) == 0;
+}
+
+/* 1 when the entry name of the directory dfd is a loop device's: its name, or for a
+ * symlink the last part of what it points to (/sys/dev/block/7:3 ->
+ * ../../devices/virtual/block/loop3), is a loop device's; also a symlink too long to tell. */
+static int loop_entry(int dfd, const char *name) {
+        char target[PATH_MAX];
+        const char *last;
+        ssize_t n;
+
+        if (loop_name(name))
+                return 1;
+        n = readlinkat(dfd, name, target, sizeof(target));
+        if (n < 0)
+                return 0; /* no symlink */
+        if ((size_t)n >= sizeof(target))
+                return 1;
+        target[n] = '\0';
+        last = strrchr(target, '/');
+        return loop_name(last ? last + 1 : target);
+}
+
+/* Makes LISTS/i a copy of the view's directory list without its loop devices' entries:
+ * the other symlinks copied, the other directories bound read-only (what is in them is
+ * the host's, live); then binds it over list. A list the host lacks is left out; one
+ * PID 1 may not read gets an empty copy (a command could still reach an entry by its
+ * name through a directory it may search). */
+static int copy_device_list(const char *list, size_t i, struct util_err *err) {
+        char copy[64], dst[300];
+        struct dirent *de;
+        int r = 0, dfd = open(list, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+
+        if (!d && (dfd >= 0 || errno != EACCES)) {
+                r = errno == ENOENT || errno == ENOTDIR
+                            ? 0
+                            : util_fail(err, errno, NULL, "open %s", list);
+                if (dfd >= 0)
+                        close(dfd);
+                return r;
+        }
+        snprintf(copy, sizeof(copy), LISTS "/%zu", i);
+        if (mkdir(copy, 0755) < 0)
+                r = util_fail(err, errno, NULL, "mkdir %s", copy);
+        while (r == 0 && d && (de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+                    strlen(de->d_name) >= sizeof(dst) - sizeof(copy) - 1 ||
+                    loop_entry(dirfd(d), de->d_name))
+                        continue;
+                snprintf(dst, sizeof(dst), "%s/%s", copy, de->d_name);
+                r = bind_root_entry(dirfd(d), de->d_name, dst, list, err);
+                if (r == -ENOENT)
+                        r = 0; /* the device went meanwhile */
+        }
+        if (d)
+                closedir(d);
+        if (r == 0 && (r = bind_mount(copy, list, RO_ATTRS | MNT_NOEXEC)) < 0)
+                r = util_fail(err, r, NULL, "bind the copy of %s over it", list);
+        return r;
+}
+
+/* 1 when field (from 0) of the whitespace-separated line is a loop device's name. */
+static int loop_line(const char *line, int field) {
+        const char *p = line;
+        int i;
+
+        for (i = 0; i <= field; i++) {
+                p += strspn(p, " \t");
+                if (i == field)
+                        return loop_name(p);
+                p += strcspn(p, " \t\n");
+        }
+        return 0;
+}
+
+/* Makes LISTS/t->copy a copy of the table t->path without its loop devices' lines (see
+ * device_tables), and binds it over the table. A table the host lacks, or that no
+ * command could read, is left out. */
+static int copy_device_table(const struct device_table *t, struct util_err *err) {
+        char copy[64], *line = NULL;
+        size_t cap = 0;
+        FILE *in = fopen(t->path, "re"), *out = NULL;
+        int fd, r = 0;
+
+        if (!in)
+                return unreachable(errno) ? 0 : util_fail(err, errno, NULL, "open %s", t->path);
+        snprintf(copy, sizeof(copy), LISTS "/%s", t->copy);
+        fd = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (fd < 0 || !(out = fdopen(fd, "we"))) {
+                r = util_fail(err, errno, NULL, "create %s", copy);
+                if (fd >= 0)
+                        close(fd);
+        }
+        while (r == 0 && t->name_field >= 0 && getline(&line, &cap, in) > 0)
+                if (!loop_line(line, t->name_field))
+                        fputs(line, out);
+        free(line);
+        fclose(in);
+        if (out && fclose(out) != 0 && r == 0)
+                r = util_fail(err, errno, NULL, "write %s", copy);
+        if (r == 0 && (r = bind_mount(copy, t->path, RO_ATTRS | MNT_NOEXEC)) < 0)
+                r = util_fail(err, r, NULL, "bind the copy of %s over it", t->path);
+        return r;
+}
+
+/* Step 6's block devices: each of device_lists and device_tables replaced by its copy
+ * without the loop devices, the copies on one tmpfs (one filesystem for all, read-only
+ * once made), whose first mount point goes again. */
+static int hide_loop_devices(struct util_err *err) {
+        size_t i;
+        int r = 0;
+
+        if (mkdir(LISTS, 0700) < 0)
+                return util_fail(err, errno, NULL, "mkdir " LISTS);
+        if (mount("sbx-lists", LISTS, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=0755,size=64k") < 0) {
+                r = util_fail(err, errno, NULL, "mount tmpfs on " LISTS);
+                (void)rmdir(LISTS);
+                return r;
+        }
+        for (i = 0; r == 0 && device_lists[i]; i++)
+                r = copy_device_list(device_lists[i], i, err);
+        for (i = 0; r == 0 && i < sizeof(device_tables) / sizeof(device_tables[0]); i++)
+                r = copy_device_table(&device_tables[i], err);
+        /* Read-only as a filesystem: every bind of it. */
+        if (r == 0 && mount("none", LISTS, "none",
+                            MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                r = util_fail(err, errno, NULL, "make the copies of the device lists read-only");
+        /* The binds keep the filesystem; its first mount point goes. */
+        if ((umount2(LISTS, MNT_DETACH) < 0 || rmdir(LISTS) < 0) && r == 0)
+                r = util_fail(err, errno, NULL, "remove " LISTS);
+        return r;
+}
+
 /* 1 when a mount on a policy path failed (r) because the host removed or replaced the
  * path or a parent after it was looked at (as st): it is gone, another object or changed
  * now (a host's rmdir or unlink also detaches this namespace's mounts on it). The path
@@ -1116,13 +1293,16 @@ static int build_base(const struct mnt_config *cfg, int root_fd, struct util_err
 
         /* 6. /sys, read-only: the host's (a new sysfs would need a network namespace
          * owned by our user namespace, and shows the same devices anyway), with only the
-         * sandbox's own cgroups. */
+         * sandbox's own cgroups, and no loop device there or in /proc. */
         if (mkdir("/sys", 0555) < 0)
                 return util_fail(err, errno, NULL, "mkdir /sys");
         r = bind_mount(OLDROOT "/sys", "/sys", RO_ATTRS | MNT_NOEXEC);
         if (r < 0)
                 return util_fail(err, r, NULL, "bind /sys read-only");
         r = setup_cgroupfs(cfg, err);
+        if (r < 0)
+                return r;
+        r = hide_loop_devices(err);
         if (r < 0)
                 return r;
 

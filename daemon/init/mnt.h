@@ -81,6 +81,12 @@ struct mnt_config {
  *   /sys         the host's /sys, read-only, with an empty read-only /sys/fs/cgroup
  *                holding only the cgroup v1 hierarchies of cgroup_v1_controllers,
  *                each rooted at the sandbox's own group by its cgroup namespace;
+ *                no loop device, in /sys or /proc: the lists of block devices
+ *                (/sys/block, /sys/class/block, /sys/dev/block,
+ *                /sys/devices/virtual/block, /sys/fs/ext4, /proc/fs/ext4,
+ *                /proc/fs/jbd2) are read-only copies without them (the other entries
+ *                the host's, live; the devices the host adds later missing),
+ *                /proc/partitions a copy without their lines, /proc/diskstats empty;
  *   /dev         a read-only tmpfs with null, zero, full, random, urandom and tty bound
  *                from the host, a new devpts at /dev/pts, /dev/ptmx -> pts/ptmx, a
  *                tmpfs /dev/shm, and the fd, stdin, stdout and stderr symlinks;
