@@ -21,6 +21,7 @@ struct server;
 struct sbxtab;
 struct cgroup_env;
 struct guard;
+struct uidrange;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -30,6 +31,8 @@ struct sbxd {
         struct sbxtab *sandboxes;    /* the live sandboxes (sandbox.h) */
         struct cgroup_env *cgroups;  /* where this daemon's cgroups live (cgroup.h) */
         struct guard *guard;         /* hidden and read-only paths kept covered (guard.c) */
+        const struct uidrange *uids; /* root: the sandbox uids, reserved host-wide (uidrange.h);
+                                      * NULL: rootless (or a core without main, in tests) */
         struct features features;    /* what this host allows, probed at start-up */
         uid_t euid;
         gid_t egid;
