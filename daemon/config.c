@@ -281,6 +281,7 @@ const char *config_usage(void) {
                "            [--max-queued-per-uid N] [--queue-timeout SECS]\n"
                "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
                "            [--disk-via auto|quota|image|tmpfs] [--disk-overcommit]\n"
+               "            [--uid-base N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -317,7 +318,12 @@ const char *config_usage(void) {
                "auto): a project quota, a filesystem image per sandbox (root), or a tmpfs\n"
                "(memory). A limit larger than the space free on the state directory's\n"
                "filesystem is refused unless --disk-overcommit (thin provisioning: the images\n"
-               "then may fill that filesystem before their limits).\n";
+               "then may fill that filesystem before their limits).\n"
+               "As root, sandboxes run as uids of a range of 65536 reserved for this daemon\n"
+               "among the root sbxd of the host (in /var/lib/sbxd-uids, recorded in the state\n"
+               "directory and kept at every start): the first free one from 2100000000, or\n"
+               "--uid-base N (N to N+65535, N from 65536 to 4294901759), refused when it\n"
+               "overlaps another daemon's.\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -343,6 +349,7 @@ static const struct {
         {"--retention-days", offsetof(struct config, retention_days), 0, 100000},
         {"--max-frame-bytes", offsetof(struct config, max_frame_bytes), SBX_MIN_MAX_FRAME_BYTES,
          1024u * 1024u * 1024u},
+        {"--uid-base", offsetof(struct config, uid_base), SBX_UID_BASE_MIN, SBX_UID_BASE_MAX},
 };
 
 /* Flags whose value is a duration in seconds (config_parse_seconds), under their names

@@ -53,6 +53,7 @@ struct config {
         uint64_t max_disk_bytes;          /* the most disk_bytes a sandbox may ask for */
         int disk_via;                     /* enum disk_mech; DISK_MECH_NONE: the strongest */
         int disk_overcommit;              /* allow disk_bytes above the free space */
+        uint32_t uid_base;                /* --uid-base: the first sandbox uid (root); 0: any */
         int show_help;
         int show_version;
 };
