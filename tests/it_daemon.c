@@ -1021,9 +1021,28 @@ START_TEST(root_daemons_started_at_once_get_distinct_uids) {
 }
 END_TEST
 
+/* The line of `sbx doctor` (run against d) for the check name, kept; fails the test
+ * when there is none. */
+static char *doctor_line(struct it_daemon *d, const char *name) {
+        const char *args[] = {"doctor", NULL};
+        char *out = NULL, *line, want[64];
+        size_t n;
+
+        (void)it_sbx(d, NULL, 0, &out, NULL, args);
+        snprintf(want, sizeof(want), "  %s ", name);
+        line = strstr(out, want);
+        ck_assert_msg(line, "no %s check in:\n%s", name, out);
+        while (line > out && line[-1] != '\n')
+                line--;
+        n = strcspn(line, "\n");
+        line = strndup(line, n);
+        free(out);
+        return line;
+}
+
 /* A daemon keeps its range: killed, its range stays its state directory's (a fresh
  * daemon takes another, and refuses the killed one's sandbox uids, whose sandbox still
- * runs), and started again it takes the same range, says so (Hello), and
+ * runs), and started again it takes the same range, says so (Hello, sbx doctor), and
  * adopts its sandbox with its uid. A daemon that never gave a uid gives its range up
  * when it stops. */
 START_TEST(restart_keeps_the_uid_range) {
@@ -1033,13 +1052,21 @@ START_TEST(restart_keeps_the_uid_range) {
         struct sbx_result *r;
         sbx_client *c;
         uint32_t first, uid;
-        char *id, want[1024], reservation[300];
+        char *id, *line, want[1024], reservation[300];
 
         it_daemon_start(&a, flags);
         h = hello_of(&a);
         first = h->sandbox_uid_first;
         ck_assert_str_eq(h->uid_origin, "picked");
+        snprintf(want, sizeof(want), "sandbox uids: %u-%u, reserved in %s (the first free range",
+                 first, first + SBX_UID_COUNT - 1, h->uid_reservation);
         sbx_hello_free(h);
+        line = doctor_line(&a, "uids");
+        ck_assert_msg(strncmp(line, "ok", 2) == 0 && strstr(line, want), "%s", line);
+        snprintf(want, sizeof(want), "held by the sbxd of pid %d, state directory %s", (int)a.pid,
+                 a.state);
+        ck_assert_msg(strstr(line, want), "%s", line);
+        free(line);
         c = it_connect(&a);
         uid = new_sandbox_uid(c, &id);
         sbx_close(c);
@@ -1061,6 +1088,10 @@ START_TEST(restart_keeps_the_uid_range) {
         ck_assert_uint_eq(h->sandbox_uid_first, first);
         ck_assert_str_eq(h->uid_origin, "recorded");
         sbx_hello_free(h);
+        line = doctor_line(&a, "uids");
+        ck_assert_msg(strstr(line, "(the state directory's own record, from an earlier start)"),
+                      "%s", line);
+        free(line);
         c = it_connect(&a);
         r = it_sh(c, id, 30000, "id -u");
         ck_assert_uint_eq(strtoul((const char *)r->stdout_data, NULL, 10), uid);
