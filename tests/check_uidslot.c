@@ -139,7 +139,8 @@ START_TEST(load_reads_the_range_span_reads_all) {
 }
 END_TEST
 
-/* An adopted sandbox's slot is taken; the range ends at SBX_UID_COUNT. */
+/* An adopted sandbox's slot is taken: allocations pass it by; releasing no slot (-1)
+ * changes nothing. */
 START_TEST(taken_slots_are_skipped) {
         struct store *st = open_store();
         struct uidslots *u = NULL;
