@@ -554,6 +554,12 @@ class SandboxTest(DaemonTest):
         self.assertEqual(h.daemon_version, sbx.__version__)
         self.assertIn(h.cgroup_version, ("v1", "v2", "none"))
         self.assertEqual(h.peer_uid, os.getuid())
+        if h.rootless:
+            self.assertEqual((h.sandbox_uid_count, h.uid_reservation), (0, None))
+        else:
+            self.assertEqual(h.sandbox_uid_count, 65536)
+            self.assertEqual(h.uid_reservation, f"/var/lib/sbxd-uids/{h.sandbox_uid_first}")
+            self.assertIn(h.uid_origin, ("recorded", "picked", "flag"))
         self.assertGreaterEqual(h.max_frame_bytes, 1 << 20)
         self.assertIsInstance(h.implemented, tuple)
         old = os.environ.get("SBX_SOCKET")
