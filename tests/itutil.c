@@ -116,12 +116,7 @@ static void remove_test_cgroups(void) {
                 pclose(p);
 }
 
-/* The reservations of sandbox uid ranges that this test case's root daemons left in
- * /var/lib/sbxd-uids (daemon/uidrange.h: a file per range naming its daemon's state
- * directory, which keeps it while that directory records the range): removed with the
- * state directories, holding the directory's lock as a daemon does, and only those no
- * daemon holds (a daemon would remove them at its next start anyway). */
-static void remove_test_reservations(void) {
+void it_remove_reservations(const char *base) {
         char state[300], buf[1024];
         struct dirent *e;
         int dfd = open("/var/lib/sbxd-uids", O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd, i;
@@ -133,7 +128,7 @@ static void remove_test_reservations(void) {
                 usleep(20000);
         fd = i < 500 ? dup(dfd) : -1;
         dir = fd >= 0 ? fdopendir(fd) : NULL;
-        snprintf(state, sizeof(state), "\nstate %s/", base_dir);
+        snprintf(state, sizeof(state), "\nstate %s/", base);
         while (dir && (e = readdir(dir)) != NULL) {
                 struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
                 ssize_t n;
@@ -189,7 +184,7 @@ void it_fixture_teardown(void) {
                 fprintf(stderr, "itutil: kept %s\n", base_dir);
                 return;
         }
-        remove_test_reservations();
+        it_remove_reservations(base_dir);
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base_dir);
         if (system(cmd) != 0)
                 fprintf(stderr, "itutil: cannot remove %s\n", base_dir);

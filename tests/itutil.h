@@ -41,6 +41,14 @@ void it_fixture_setup_var(void);
 /* The base directory of the current test case. */
 const char *it_base_dir(void);
 
+/* Removes the reservations of sandbox uid ranges that root daemons with a state
+ * directory below base left in /var/lib/sbxd-uids (daemon/uidrange.h: a file per range
+ * naming its daemon's state directory, kept while that directory records the range),
+ * holding the directory's lock as a daemon does, and only those no daemon holds (a
+ * daemon would remove them at its next start anyway). it_fixture_teardown does it for
+ * the base directory before removing it. */
+void it_remove_reservations(const char *base);
+
 /* Starts sbxd on a fresh socket and state directory under the base directory with the
  * extra flags (NULL-terminated, may be NULL), and waits (10 s at most) until the socket
  * accepts. Fails the test when it does not come up. */
