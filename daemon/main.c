@@ -252,7 +252,9 @@ static int open_store(void) {
 /* Step 5b (root): the sandbox uids, reserved host-wide (uidrange.h): the range this
  * state directory's records bind or recorded, --uid-base's, or the first free one. */
 static int reserve_uids(void) {
-        struct uidrange_want w = {.dir = UIDRANGE_DIR, .flag_base = cfg.uid_base};
+        struct uidrange_want w = {.dir = UIDRANGE_DIR,
+                                  .flag_base = cfg.uid_base,
+                                  .legacy_state_dir = "/var/lib/sbxd"};
         char err[1024], *state = NULL;
         int r;
 

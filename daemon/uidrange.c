@@ -276,6 +276,36 @@ static void explain(const struct held *b, uint32_t base, char *err, size_t errle
                          (unsigned)base, (unsigned)(base + SBX_UID_COUNT - 1), how, state);
 }
 
+/* The range w->legacy_state_dir (the default state directory, not the daemon's own)
+ * owns, as a dormant reservation added to f when its file is missing (lost, or records
+ * from before ranges, which may bind uids of the first range): its record's, or the
+ * first when it has records (sbxd.db) but no record of a range. 0 or -ENOMEM. */
+static int add_legacy(struct found *f, const struct uidrange_want *w) {
+        char path[PATH_MAX];
+        uint32_t base = 0;
+        size_t i;
+        int r;
+
+        if (!w->legacy_state_dir || strcmp(w->legacy_state_dir, w->state_dir) == 0 ||
+            f->n == MAX_RESERVATIONS)
+                return 0;
+        r = read_record(w->legacy_state_dir, &base);
+        snprintf(path, sizeof(path), "%s/sbxd.db", w->legacy_state_dir);
+        if (r == -ENOENT && access(path, F_OK) == 0)
+                base = SBX_UID_BASE;
+        else if (r < 0)
+                return 0;
+        for (i = 0; i < f->n; i++)
+                if (f->v[i].base == base)
+                        return 0;
+        f->v[f->n] =
+                (struct held){.base = base, .dormant = 1, .state = strdup(w->legacy_state_dir)};
+        if (!f->v[f->n].state)
+                return -ENOMEM;
+        f->n++;
+        return 0;
+}
+
 /* The range to take: want when it is free, else (want 0) the first free one of the
  * SBX_UID_RANGES. 0 with *ret, or -errno with err. */
 static int choose(const struct found *f, uint32_t want, uint32_t *ret, char *err, size_t errlen) {
@@ -451,6 +481,8 @@ static int reserve_locked(int dfd, const struct uidrange_want *w, uint32_t want,
         int fd, r;
 
         r = list(dfd, w->state_dir, &f);
+        if (r == 0)
+                r = add_legacy(&f, w);
         if (r < 0) {
                 snprintf(err, errlen, "cannot read the reservations in %s: %s", w->dir,
                          strerror(-r));

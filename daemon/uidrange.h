@@ -58,13 +58,19 @@ struct uidrange_want {
         uint32_t flag_base;    /* --uid-base; 0: none */
         uint32_t bound_lo;     /* the lowest and highest uid its records bind to an */
         uint32_t bound_hi;     /* owner (uidslot_bound_span); both 0: none */
+        /* The state directory root daemons default to (/var/lib/sbxd); NULL: none. Its
+         * range is reserved for it even without a reservation file: the one it records,
+         * or, for records from before ranges (sbxd.db without a record), which may bind
+         * uids of the first range, the first. */
+        const char *legacy_state_dir;
 };
 
 /* Reserves a range for the daemon of w->state_dir, which holds that directory's lock,
  * and records it there. The range is the one the records bind uids of (a state
  * directory from before ranges existed has bound the first one), else --uid-base's,
  * else the one the state directory recorded, else the first of SBX_UID_RANGES from
- * SBX_UID_BASE that no live or dormant reservation overlaps. Returns 0 with *ret (freed
+ * SBX_UID_BASE that no live or dormant reservation overlaps (w->legacy_state_dir's
+ * range counts as one). Returns 0 with *ret (freed
  * by uidrange_release), or -errno with a one-line reason in err: -EADDRINUSE the range
  * wanted overlaps a live or dormant one (the message names its pid or state
  * directory), -EAGAIN no range is free, -EINVAL the records bind uids outside the

@@ -220,6 +220,49 @@ START_TEST(bound_uids_decide_the_range) {
 }
 END_TEST
 
+/* The default state directory owns its range even without a reservation file: with
+ * records from before ranges (no record of its range), which may bind uids of the
+ * first range, that one (another daemon picks past it, --uid-base may not overlap it,
+ * it takes it itself); with a record, the recorded one. */
+START_TEST(legacy_state_dir_keeps_the_first_range) {
+        char legacy[128], s1[128], s2[128], path[256], err[1024];
+        struct uidrange_want w = {.dir = resdir, .legacy_state_dir = legacy};
+        struct uidrange *a = NULL, *b = NULL;
+
+        state(legacy, sizeof(legacy), "legacy");
+        snprintf(path, sizeof(path), "%s/sbxd.db", legacy);
+        write_file(path, "");
+        w.state_dir = state(s1, sizeof(s1), "s1");
+        ck_assert_int_eq(uidrange_reserve(&w, &a, err, sizeof(err)), 0);
+        ck_assert_uint_eq(a->base, R1);
+        uidrange_release(a, 1);
+        w.flag_base = R0 + 10;
+        ck_assert_int_eq(uidrange_reserve(&w, &a, err, sizeof(err)), -EADDRINUSE);
+        ck_assert_msg(strstr(err, legacy) && strstr(err, "no sbxd runs on it"), "%s", err);
+        w.flag_base = 0;
+        /* The legacy directory itself, its records binding uids of the first range. */
+        w.state_dir = legacy;
+        w.bound_lo = R0 + 4;
+        w.bound_hi = R0 + 6;
+        ck_assert_int_eq(uidrange_reserve(&w, &a, err, sizeof(err)), 0);
+        ck_assert_uint_eq(a->base, R0);
+        uidrange_release(a, 1); /* forgets the record too: legacy again */
+        w.bound_lo = w.bound_hi = 0;
+        ck_assert_int_eq(uidrange_reserve(&w, &a, err, sizeof(err)), 0);
+        ck_assert_uint_eq(a->base, R0);
+        uidrange_release(a, 0); /* recorded now, and dormant */
+        w.state_dir = state(s2, sizeof(s2), "s2");
+        ck_assert_int_eq(uidrange_reserve(&w, &b, err, sizeof(err)), 0);
+        ck_assert_uint_eq(b->base, R1);
+        uidrange_release(b, 1);
+        snprintf(path, sizeof(path), "%s/%u", resdir, R0);
+        ck_assert_int_eq(unlink(path), 0); /* its reservation lost: the record still counts */
+        ck_assert_int_eq(uidrange_reserve(&w, &b, err, sizeof(err)), 0);
+        ck_assert_uint_eq(b->base, R1);
+        uidrange_release(b, 1);
+}
+END_TEST
+
 /* forget removes the reservation and the record: the range is free again. */
 START_TEST(forget_removes_both) {
         char s1[128], s2[128], path[256];
@@ -402,6 +445,7 @@ static Suite *make_suite(void) {
         ADD_TEST(s, stale_reservations_are_reused_and_removed);
         ADD_TEST(s, bound_uids_decide_the_range);
         ADD_TEST(s, forget_removes_both);
+        ADD_TEST(s, legacy_state_dir_keeps_the_first_range);
         ADD_TEST(s, concurrent_reservations_are_distinct);
         ADD_TEST(s, own_range_held_a_moment_is_waited_for);
         ADD_TEST(s, directory_and_records_must_be_roots);
