@@ -422,7 +422,10 @@ static void check_openat2(struct doctor *d) {
         }
 }
 
-static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hello **ret_hello) {
+/* The daemon's socket; *ret_hello its Hello when it answers, *ret_local whether it runs
+ * on this host (not ssh://). */
+static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hello **ret_hello,
+                         bool *ret_local) {
         char path[SBX_PATH_MAX_BYTES];
         struct stat st;
         sbx_client *c = NULL;
@@ -430,6 +433,7 @@ static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hel
         const char *p = cli->socket_path;
 
         *ret_hello = NULL;
+        *ret_local = false;
         if (!p) {
                 if (sbx_default_socket_path(path, sizeof(path)) < 0) {
                         add(d, FAIL, "socket",
@@ -442,6 +446,7 @@ static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hel
         /* A daemon on another machine (ssh://): only the connection can tell. */
         if (strncmp(p, "ssh://", 6) == 0)
                 goto connect;
+        *ret_local = true;
         if (stat(p, &st) < 0) {
                 if (errno == ENOENT)
                         add(d, WARN, "socket",
@@ -495,6 +500,85 @@ static void check_daemon(struct doctor *d, const struct sbx_hello *h) {
             h->seccomp ? "yes" : "no", h->landlock_abi, h->openat2 ? "yes" : "no");
 }
 
+/* Whether the reservation file path is held: root's, locked by a process, and naming
+ * the daemon that holds it, said in held (len bytes). Returns the level: WARN when it
+ * is not held, OK when it is or when only root may look (the file is root's alone). */
+static enum level reservation_held(const char *path, char *held, size_t len) {
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        char buf[PATH_MAX + 64], *state;
+        long pid = 0;
+        struct stat st;
+        ssize_t n;
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+                snprintf(held, len, "; only root may look at the reservation");
+                return OK;
+        }
+        if (fd < 0) {
+                snprintf(held, len, "; but %s: %s, and another root sbxd may take the range", path,
+                         strerror(errno));
+                return WARN;
+        }
+        if (fstat(fd, &st) < 0 || st.st_uid != 0 || fcntl(fd, F_OFD_GETLK, &l) < 0 ||
+            l.l_type == F_UNLCK || (n = pread(fd, buf, sizeof(buf) - 1, 0)) < 0) {
+                snprintf(held, len,
+                         "; but no process holds %s (or it is not root's): another root sbxd "
+                         "may take the range",
+                         path);
+                close(fd);
+                return WARN;
+        }
+        close(fd);
+        buf[n] = 0;
+        /* "pid PID\nstate STATE_DIR\n", written by the daemon (daemon/uidrange.c). */
+        state = strstr(buf, "\nstate ");
+        if (sscanf(buf, "pid %ld", &pid) == 1 && state) {
+                state += strlen("\nstate ");
+                state[strcspn(state, "\n")] = 0;
+                snprintf(held, len, "; held by the sbxd of pid %ld, state directory %s", pid,
+                         state);
+        }
+        return OK;
+}
+
+/* A root daemon's sandbox uids: the range, where it is reserved, and whether it is the
+ * one its state directory recorded before (origin); checked on this host when it is
+ * local (reservation_held). */
+static void check_uids(struct doctor *d, const struct sbx_hello *h, bool local) {
+        static const struct {
+                const char *origin, *says;
+        } origins[] = {
+                {"recorded", "the state directory's own record, from an earlier start"},
+                {"picked", "the first free range, picked at this start and recorded in the "
+                           "state directory"},
+                {"flag", "set by --uid-base at this start and recorded in the state directory"},
+        };
+        const char *says = h->uid_origin ? h->uid_origin : "";
+        char held[PATH_MAX + 128] = "";
+        enum level level = OK;
+
+        if (h->rootless) {
+                add(d, OK, "uids", NULL,
+                    "sandbox uids: the daemon user's own (rootless: no range is reserved)");
+                return;
+        }
+        if (!h->sandbox_uid_count) {
+                add(d, WARN, "uids", "upgrade sbxd",
+                    "the daemon does not say which sandbox uids it uses (a sbxd from before uid "
+                    "ranges: a second root sbxd on this host may give them to other owners)");
+                return;
+        }
+        for (size_t i = 0; i < sizeof(origins) / sizeof(origins[0]); i++)
+                if (strcmp(says, origins[i].origin) == 0)
+                        says = origins[i].says;
+        if (local)
+                level = reservation_held(h->uid_reservation, held, sizeof(held));
+        add(d, level, "uids", level == OK ? NULL : "restart sbxd: it reserves its range again",
+            "sandbox uids: %u-%u, reserved in %s (%s)%s", h->sandbox_uid_first,
+            h->sandbox_uid_first + (h->sandbox_uid_count - 1), h->uid_reservation, says, held);
+}
+
 /* The name of each check level, keyed by enum level. */
 static const char *const level_names[] = {[OK] = "ok", [WARN] = "warn", [FAIL] = "fail"};
 
@@ -538,7 +622,7 @@ int cmd_doctor(struct cli *cli, int argc, char **argv) {
         struct doctor *d = &doc;
         struct sbx_hello *h = NULL;
         struct cli_opts p;
-        bool json = false, root = geteuid() == 0;
+        bool json = false, root = geteuid() == 0, local = false;
         int k;
 
         cli_opts_init(&p, cli, argc, argv, opts);
@@ -561,9 +645,11 @@ int cmd_doctor(struct cli *cli, int argc, char **argv) {
         check_landlock(d);
         check_openat2(d);
         check_helper(d);
-        check_socket(d, cli, &h);
-        if (h)
+        check_socket(d, cli, &h, &local);
+        if (h) {
                 check_daemon(d, h);
+                check_uids(d, h, local);
+        }
         sbx_hello_free(h);
         if (json)
                 print_checks_json(d);

@@ -1060,6 +1060,16 @@ static bool dup_enforcement(struct sbx_enforcement **dst, size_t *dst_n,
         return true;
 }
 
+/* The sandbox uid range of u into h (nothing when u is NULL). false when out of memory. */
+static bool hello_uids(struct sbx_hello *h, const Sbx__V1__SandboxUids *u) {
+        if (!u || !u->count)
+                return true;
+        h->sandbox_uid_first = u->first;
+        h->sandbox_uid_count = u->count;
+        return dup_str_nn(&h->uid_reservation, u->reservation) &&
+               dup_str_nn(&h->uid_origin, u->origin);
+}
+
 static struct sbx_hello *hello_from_proto(const Sbx__V1__HelloReply *in) {
         struct sbx_hello *h = calloc(1, sizeof(*h));
         const Sbx__V1__Features *f = in->features;
@@ -1072,6 +1082,7 @@ static struct sbx_hello *hello_from_proto(const Sbx__V1__HelloReply *in) {
         ok = dup_str_nn(&h->daemon_version, in->daemon_version);
         ok = ok &&
              dup_str_nn(&h->cgroup_version, f && f->cgroup_version ? f->cgroup_version : "none");
+        ok = ok && hello_uids(h, in->sandbox_uids);
         if (ok && f) {
                 h->user_namespaces = f->user_namespaces;
                 h->rootless = f->rootless;
@@ -1102,11 +1113,13 @@ static struct sbx_hello *hello_copy(const struct sbx_hello *in) {
         if (!h)
                 return NULL;
         *h = *in;
-        h->daemon_version = h->cgroup_version = NULL;
+        h->daemon_version = h->cgroup_version = h->uid_reservation = h->uid_origin = NULL;
         h->implemented = NULL;
         h->n_implemented = 0;
         ok = dup_str_nn(&h->daemon_version, in->daemon_version) &&
-             dup_str_nn(&h->cgroup_version, in->cgroup_version);
+             dup_str_nn(&h->cgroup_version, in->cgroup_version) &&
+             dup_str(&h->uid_reservation, in->uid_reservation) &&
+             dup_str(&h->uid_origin, in->uid_origin);
         if (ok) {
                 ok = dup_strv(&s, in->implemented, in->n_implemented);
                 h->implemented = s.v; /* even when partial: sbx_hello_free frees it */

@@ -177,6 +177,8 @@ void sbx_hello_free(struct sbx_hello *h) {
                 return;
         free(h->daemon_version);
         free(h->cgroup_version);
+        free(h->uid_reservation);
+        free(h->uid_origin);
         for (size_t i = 0; h->implemented && i < h->n_implemented; i++)
                 free(h->implemented[i]);
         free(h->implemented);

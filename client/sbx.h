@@ -137,6 +137,15 @@ struct sbx_hello {
         uint32_t peer_uid;
         char **implemented;
         size_t n_implemented;
+        /* A root daemon's sandbox uids (count 0: a rootless daemon, or one from before
+         * ranges): first .. first + count - 1, reserved host-wide by the file
+         * uid_reservation; uid_origin "recorded" (the state directory's range from an
+         * earlier start), "picked" (the first free one, at this start) or "flag"
+         * (--uid-base). Both strings NULL when count is 0. */
+        uint32_t sandbox_uid_first;
+        uint32_t sandbox_uid_count;
+        char *uid_reservation;
+        char *uid_origin;
 };
 /* The daemon's reply to the Hello sent at connect time (a copy owned by the caller). */
 enum sbx_code sbx_hello(sbx_client *c, struct sbx_hello **ret);

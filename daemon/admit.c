@@ -1,10 +1,10 @@
 /* admit.c: who may connect to sbxd; see admit.h.
  *
  * The checks, in order: the total connection cap; a rootless daemon serves only its own
- * uid and root; no process of a sandbox is served (by uid for a root daemon's
- * commands, and by PID namespace in every mode, from a pidfd of the peer where the
- * kernel gives one: a sandbox of this daemon's or of any other sbxd's on the host,
- * pidns.h); then the per-uid cap. Each refusal comes with a message for the
+ * uid and root; no process of a sandbox is served (by uid for a root daemon: any root
+ * sbxd's sandbox uids on the host, uidrange.h; and by PID namespace in every mode, from
+ * a pidfd of the peer where the kernel gives one: a sandbox of this daemon's or of any
+ * other sbxd's on the host, pidns.h); then the per-uid cap. Each refusal comes with a message for the
  * client. Owns nothing; called by server.c (server_admit) once a connection's peer
  * credentials are read. Never logs: the server logs refusals. */
 #include "admit.h"
@@ -26,6 +26,7 @@
 #include "sandbox.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
+#include "uidrange.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77 /* Linux 6.5: a pidfd of the process that connected */
@@ -113,8 +114,9 @@ static int admit_uid(const struct sbxd *d, uid_t uid, char *why, size_t whylen) 
                          (unsigned)d->euid);
                 return -EPERM;
         }
-        /* The commands of a root daemon's sandboxes run as SBX_UID_BASE + slot. */
-        if (d->euid == 0 && uid >= SBX_UID_BASE && uid - SBX_UID_BASE < SBX_UID_COUNT) {
+        /* The commands of a root daemon's sandboxes run as uids of its range: this
+         * daemon's, or another root sbxd's on this host (uidrange.h). */
+        if (d->euid == 0 && uidrange_is_sandbox_uid(d->uids, uid)) {
                 snprintf(why, whylen, "%s", sandboxed);
                 return -EPERM;
         }

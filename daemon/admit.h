@@ -14,8 +14,9 @@ struct conn;
 /* Decides whether c may be served by daemon d, given the connections open (n_open,
  * c included) and the served connections of c's uid (n_of_uid, c not included).
  * Refused are: over SBX_MAX_CONNECTIONS open (-EAGAIN); for a rootless daemon, a uid
- * other than its own and root (-EPERM); a peer running in one of the daemon's sandboxes,
- * by uid or PID namespace (-EPERM), or whose process is gone before it could be checked
+ * other than its own and root (-EPERM); a peer running in one of the daemon's sandboxes
+ * or in another sbxd's, by uid (a root daemon: any root sbxd's sandbox uids, uidrange.h)
+ * or PID namespace (-EPERM), or whose process is gone before it could be checked
  * (-EPERM); a peer whose namespace cannot be checked for want of resources (-EAGAIN);
  * a uid that already holds --max-connections-per-uid connections (-EAGAIN). Returns 0,
  * or the -errno with a message for the client in why (whylen bytes). */

@@ -304,6 +304,7 @@ const char *config_usage(void) {
                "            [--max-memory SIZE] [--max-tmp SIZE] [--max-cpu-percent N]\n"
                "            [--max-buffered SIZE] [--max-buffered-per-uid SIZE]\n"
                "            [--frame-timeout SECS] [--daemon-memory-max SIZE] [--daemon-tasks-max N]\n"
+               "            [--uid-base N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -357,7 +358,12 @@ const char *config_usage(void) {
                "RESOURCE_EXHAUSTED. A request must arrive whole within --frame-timeout of its\n"
                "first byte (default 60 s), or its connection is closed.\n"
                "--daemon-memory-max and --daemon-tasks-max bound the daemon itself in a cgroup\n"
-               "of its own, apart from its sandboxes' (default none; sbxd.service sets both).\n";
+               "of its own, apart from its sandboxes' (default none; sbxd.service sets both).\n"
+               "As root, sandboxes run as uids of a range of 65536 reserved for this daemon\n"
+               "among the root sbxd of the host (in /var/lib/sbxd-uids, recorded in the state\n"
+               "directory and kept at every start): the first free one from 2100000000, or\n"
+               "--uid-base N (N to N+65535, N from 65536 to 4294901759), refused when it\n"
+               "overlaps another daemon's.\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -385,6 +391,7 @@ static const struct {
         {"--daemon-tasks-max", offsetof(struct config, daemon_tasks_max), 0, 4194304},
         {"--max-frame-bytes", offsetof(struct config, max_frame_bytes), SBX_MIN_MAX_FRAME_BYTES,
          1024u * 1024u * 1024u},
+        {"--uid-base", offsetof(struct config, uid_base), SBX_UID_BASE_MIN, SBX_UID_BASE_MAX},
 };
 
 /* Flags whose value is a duration in seconds (config_parse_seconds), under their names

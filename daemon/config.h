@@ -63,6 +63,7 @@ struct config {
         uint64_t frame_timeout_ms;        /* the most a request may take to arrive whole */
         uint64_t daemon_memory_max;       /* the daemon's own memory bound (cgroup); 0: none */
         uint32_t daemon_tasks_max;        /* its own tasks bound (cgroup pids); 0: none */
+        uint32_t uid_base;                /* --uid-base: the first sandbox uid (root); 0: any */
         int show_help;
         int show_version;
 };

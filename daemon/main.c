@@ -2,12 +2,14 @@
  *
  * main() reads as the list of its steps; each step logs its own failure. Start-up order:
  * flags; the process's limits; the state directory (and its lock); the records; the
- * socket (bound or adopted, not yet listening); cgroups, host features and the guard;
- * the sandbox table and the reconciliation of what a previous daemon left; then
- * listening, last, so that a client that can connect is served at once. SIGTERM/SIGINT
- * stop accepting, end every sandbox in order (recording why) or leave them for the next
- * daemon (--keep-sandboxes), write the last replies, and let the loop end; shut_down()
- * then takes down what was set up, in reverse order. */
+ * sandbox uids (root: a range reserved host-wide, uidrange.h); the socket (bound or
+ * adopted, not yet listening); cgroups, host features and the guard; the sandbox table
+ * and the reconciliation of what a previous daemon left; then listening, last, so that
+ * a client that can connect is served at once. SIGTERM/SIGINT stop accepting, end every
+ * sandbox in order (recording why) or leave them for the next daemon
+ * (--keep-sandboxes), write the last replies, and let the loop end; shut_down() then
+ * takes down what was set up, in reverse order (the uid range last but the state
+ * directory's lock: given up, and forgotten when no uid of it was ever given). */
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
@@ -30,6 +32,8 @@
 #include "server.h"
 #include "store.h"
 #include "turn.h"
+#include "uidrange.h"
+#include "uidslot.h"
 
 /* Everything main() sets up; shut_down() takes it down. */
 static struct config cfg;
@@ -39,6 +43,8 @@ static struct turn T;
 static uv_loop_t loop;
 static int loop_ready;
 static int state_lock = -1;
+static struct uidrange *uids;
+static int uids_bound; /* the records bound uids of the range at start-up */
 static gid_t socket_gid = (gid_t)-1;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t sweep_timer;
@@ -175,6 +181,11 @@ static int check_flags(void) {
                         return -1;
                 }
         }
+        if (cfg.uid_base && D.euid != 0) {
+                log_err("--uid-base: a rootless sbxd runs sandboxes as its own user and has no "
+                        "uid range; run it as root, or leave the flag out");
+                return -1;
+        }
         if (access(cfg.init_path, X_OK) < 0) {
                 config_explain_init(&cfg, why, sizeof(why));
                 log_err("%s", why);
@@ -235,6 +246,38 @@ static int open_store(void) {
                 return -1;
         loop_ready = 1;
         D.loop = &loop;
+        return 0;
+}
+
+/* Step 5b (root): the sandbox uids, reserved host-wide (uidrange.h): the range this
+ * state directory's records bind or recorded, --uid-base's, or the first free one. */
+static int reserve_uids(void) {
+        struct uidrange_want w = {.dir = UIDRANGE_DIR,
+                                  .flag_base = cfg.uid_base,
+                                  .legacy_state_dir = "/var/lib/sbxd"};
+        char err[1024], *state = NULL;
+        int r;
+
+        if (D.euid != 0)
+                return 0;
+        r = uidslot_bound_span(D.store, &w.bound_lo, &w.bound_hi);
+        if (r < 0) {
+                log_err("cannot read the owners of sandbox uids: %s", store_last_error(D.store));
+                return -1;
+        }
+        uids_bound = w.bound_lo != 0;
+        state = realpath(cfg.state_dir, NULL);
+        w.state_dir = state ? state : cfg.state_dir;
+        r = uidrange_reserve(&w, &uids, err, sizeof(err));
+        free(state);
+        if (r < 0) {
+                log_err("cannot reserve the sandbox uids: %s", err);
+                return -1;
+        }
+        D.uids = uids;
+        log_info("sandbox uids %u-%u, reserved in %s (%s)", (unsigned)uids->base,
+                 (unsigned)(uids->base + SBX_UID_COUNT - 1), uids->path,
+                 uidrange_origin_name(uids->origin));
         return 0;
 }
 
@@ -468,6 +511,8 @@ static void shut_down(int served) {
         }
         server_release(&S);
         free(S.path);
+        if (D.sandboxes && uidslot_any_given(sbxtab_uidslots(D.sandboxes)))
+                uids_bound = 1;
         sbxtab_free(D.sandboxes);
         if (D.cgroups) {
                 cgroup_env_unlimit_self(D.cgroups, getpid());
@@ -480,6 +525,8 @@ static void shut_down(int served) {
                 if (r < 0)
                         log_warning("loop closed with handles open: %s", uv_strerror(r));
         }
+        uids = uidrange_release(uids, !uids_bound);
+        D.uids = NULL;
         if (state_lock >= 0)
                 close(state_lock);
         free(D.sandboxes_dir);
@@ -494,7 +541,7 @@ int main(int argc, char **argv) {
         prepare_process();
         status = 1;
         if (check_flags() == 0 && prepare_state_dir() == 0 && open_store() == 0 &&
-            take_socket() == 0 && examine_host() == 0 && recover() == 0 &&
+            reserve_uids() == 0 && take_socket() == 0 && examine_host() == 0 && recover() == 0 &&
             listen_and_start() == 0) {
                 uv_run(&loop, UV_RUN_DEFAULT); /* until the signal's shutdown ends it */
                 log_notice("stopped");

@@ -231,6 +231,7 @@ static int take_greeting(int fd, const struct orphan *o, pid_t *ret_pid, int *re
  * memory. */
 static struct sandbox *revive(struct sbxd *d, struct orphan *o) {
         struct sandbox *sb = sandbox_alloc(d, o->id, o->spec, o->spec_len, o->owner, o->created_ms);
+        struct uidslots *slots = sbxtab_uidslots(d->sandboxes);
         if (!sb)
                 return NULL;
         sb->owner_gid = policy_passwd_gid(o->owner);
@@ -240,9 +241,9 @@ static struct sandbox *revive(struct sbxd *d, struct orphan *o) {
         o->workspace = NULL;
         if (d->features.rootless) {
                 sandbox_set_run_ids(sb, 0, 0);
-        } else if (o->run_uid >= SBX_UID_BASE && o->run_uid < SBX_UID_BASE + SBX_UID_COUNT) {
-                sb->uid_slot = (int)(o->run_uid - SBX_UID_BASE);
-                uidslot_take(sbxtab_uidslots(d->sandboxes), (unsigned)sb->uid_slot);
+        } else if (uidslot_slot_of(slots, o->run_uid) >= 0) {
+                sb->uid_slot = uidslot_slot_of(slots, o->run_uid);
+                uidslot_take(slots, (unsigned)sb->uid_slot);
                 sandbox_set_run_ids(sb, o->run_uid, o->run_uid);
         }
         if (o->cgroup_path)

@@ -23,6 +23,7 @@
 #include "sandbox.h"
 #include "sbxd.h"
 #include "store.h"
+#include "uidrange.h"
 
 /* A request answered later: its connection keeps it open (conn_call_begin) until it is
  * answered. A RunCommand's call holds its command until the result: the command is
@@ -407,6 +408,9 @@ static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
         Sbx__V1__Features feat = SBX__V1__FEATURES__INIT;
+        Sbx__V1__SandboxUids uids = SBX__V1__SANDBOX_UIDS__INIT;
+        const struct uidrange *range = conn_daemon(c)->uids;
+        char origin[16];
         const char *name = req->hello->client_name;
         struct conn_peer peer;
 
@@ -436,6 +440,15 @@ static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
         feat.n_implemented = sizeof(implemented) / sizeof(implemented[0]);
         feat.implemented = implemented;
         hr.features = &feat;
+        if (range) {
+                uids.has_first = uids.has_count = 1;
+                uids.first = range->base;
+                uids.count = SBX_UID_COUNT;
+                uids.reservation = range->path;
+                snprintf(origin, sizeof(origin), "%s", uidrange_origin_name(range->origin));
+                uids.origin = origin;
+                hr.sandbox_uids = &uids;
+        }
         resp.body_case = SBX__V1__RESPONSE__BODY_HELLO;
         resp.hello = &hr;
         conn_send(c, &resp);

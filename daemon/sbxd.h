@@ -22,6 +22,7 @@ struct server;
 struct sbxtab;
 struct cgroup_env;
 struct guard;
+struct uidrange;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -33,6 +34,8 @@ struct sbxd {
         struct quota_bound buffered; /* --max-buffered(-per-uid) over d->quota (sbxtab.c) */
         struct cgroup_env *cgroups;  /* where this daemon's cgroups live (cgroup.h) */
         struct guard *guard;         /* hidden and read-only paths kept covered (guard.c) */
+        const struct uidrange *uids; /* root: the sandbox uids, reserved host-wide (uidrange.h);
+                                      * NULL: rootless (or a core without main, in tests) */
         struct features features;    /* what this host allows, probed at start-up */
         uid_t euid;
         gid_t egid;

@@ -25,6 +25,7 @@
 #include "sbxd.h"
 #include "sbxid.h"
 #include "store.h"
+#include "uidrange.h"
 #include "uidslot.h"
 #include "warm.h"
 
@@ -80,7 +81,7 @@ int sbxtab_new(struct sbxd *d, struct sbxtab **ret) {
         if (!t)
                 return -ENOMEM;
         t->d = d;
-        if (uidslot_new(&t->slots) < 0 || quota_new(&t->quota) < 0 ||
+        if (uidslot_new(uidrange_base(d->uids), &t->slots) < 0 || quota_new(&t->quota) < 0 ||
             warm_new(d, &owner, &t->warm) < 0) {
                 sbxtab_free(t);
                 return -ENOMEM;
@@ -282,7 +283,8 @@ static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t er
         if (slot < 0)
                 return slot;
         sb->uid_slot = slot;
-        sandbox_set_run_ids(sb, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot);
+        sandbox_set_run_ids(sb, uidslot_uid(t->slots, (unsigned)slot),
+                            uidslot_uid(t->slots, (unsigned)slot));
         return 0;
 }
 

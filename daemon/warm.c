@@ -461,6 +461,7 @@ static void unclaim_uid(struct warm_pool *p, struct uidslots *slots, struct sand
 /* Its uid from the owner's slots (root mode), and its workspace theirs. 0 or -1. */
 static int claim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox *sb, uid_t owner) {
         char err[256];
+        uid_t uid;
         int slot;
 
         if (p->d->features.rootless)
@@ -470,16 +471,15 @@ static int claim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox
                 log_warning("sbx=%s: cannot claim: %s", sb->id, err);
                 return -1;
         }
-        if (chown(sb->workspace, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot) <
-                    0 ||
-            chown_inside(sb, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot) < 0) {
+        uid = uidslot_uid(slots, (unsigned)slot);
+        if (chown(sb->workspace, uid, uid) < 0 || chown_inside(sb, uid, uid) < 0) {
                 log_warning("sbx=%s: cannot claim: chown %s: %s", sb->id, sb->workspace,
                             strerror(errno));
                 uidslot_release(slots, slot);
                 return -1;
         }
         sb->uid_slot = slot;
-        sandbox_set_run_ids(sb, SBX_UID_BASE + (unsigned)slot, SBX_UID_BASE + (unsigned)slot);
+        sandbox_set_run_ids(sb, uid, uid);
         return 0;
 }
 

@@ -194,9 +194,18 @@
 #define SBX_DEFAULT_HISTORY_LIMIT 100u
 #define SBX_MAX_HISTORY_LIMIT 1000u
 
-/* Uids for sandboxed commands when the daemon runs as root: one per sandbox slot. */
+/* Uids for sandboxed commands when the daemon runs as root: one per sandbox slot, a
+ * range of SBX_UID_COUNT per daemon. Each root daemon on a host takes one of
+ * SBX_UID_RANGES ranges from SBX_UID_BASE (the first free one, reserved host-wide:
+ * daemon/uidrange.h), up to 2133554431: below 2^31, which some tools read as signed,
+ * and below systemd's foreign uid range (2147352576). --uid-base sets a range anywhere
+ * from SBX_UID_BASE_MIN (above the 16-bit uids of users and nobody) to the last uid
+ * below (uid_t)-1. */
 #define SBX_UID_BASE 2100000000u
 #define SBX_UID_COUNT 65536u
+#define SBX_UID_RANGES 512u
+#define SBX_UID_BASE_MIN 65536u
+#define SBX_UID_BASE_MAX (0xfffffffeu - SBX_UID_COUNT + 1u)
 /* The uid a warm sandbox names until it is claimed and gets its owner's (it runs no
  * command before). */
 #define SBX_WARM_RUN_ID 65534u

@@ -410,6 +410,33 @@ START_TEST(share_flags) {
 }
 END_TEST
 
+/* --uid-base: none by default; a uid from SBX_UID_BASE_MIN whose range of
+ * SBX_UID_COUNT ends below (uid_t)-1; anything else is refused, saying the flag. */
+START_TEST(uid_base_flag) {
+        static char bad[][16] = {"65535", "0", "-1", "4294901760", "4294967295",
+                                 "4294967296", "2100000000x", "", "abc"};
+        struct config c;
+        char err[256], *argv[] = {"sbxd", "--uid-base", "65536", NULL};
+        size_t i;
+
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_uint_eq(c.uid_base, 0);
+        ck_assert_int_eq(config_parse_args(&c, 3, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.uid_base, SBX_UID_BASE_MIN);
+        argv[2] = "4294901759";
+        ck_assert_int_eq(config_parse_args(&c, 3, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.uid_base, 4294901759u);
+        ck_assert_uint_eq(c.uid_base + SBX_UID_COUNT - 1, 4294967294u);
+        for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                argv[2] = bad[i];
+                ck_assert_int_eq(config_parse_args(&c, 3, argv, err, sizeof(err)), -EINVAL);
+                ck_assert_msg(strstr(err, "--uid-base"), "%s: %s", bad[i], err);
+        }
+        config_free(&c);
+}
+END_TEST
+
 START_TEST(socket_group_lookup) {
         gid_t gid = 7;
         /* Numbers are gids, whether a group has them or not. */
@@ -627,6 +654,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, queue_flags);
         tcase_add_test(tc, socket_group_lookup);
         tcase_add_test(tc, share_flags);
+        tcase_add_test(tc, uid_base_flag);
         tcase_add_test(tc, seconds);
         tcase_add_test(tc, disk_flags);
         tcase_add_test(tc, limit_ceiling_flags);

@@ -37,19 +37,11 @@ static size_t n_seen; /* seq_of's numbering starts anew with each test */
 
 static void tmpdir_setup(void) {
         n_seen = 0;
-        snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_store.XXXXXX");
-        ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-        remove(path);
-        return 0;
+        test_dir_make(tmpdir, sizeof(tmpdir), "check_store");
 }
 
 static void tmpdir_teardown(void) {
-        if (tmpdir[0])
-                nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-        tmpdir[0] = '\0';
+        test_dir_remove(tmpdir);
 }
 
 static const char *tmp_path(char *buf, size_t size, const char *name) {
@@ -2413,13 +2405,7 @@ END_TEST
 
 /* Each test in its own test case: its own temporary directory, its own timeout. */
 #define ADD_TEST(suite, fn, timeout_s)                                                             \
-        do {                                                                                       \
-                TCase *tc_ = tcase_create(#fn);                                                    \
-                tcase_add_unchecked_fixture(tc_, tmpdir_setup, tmpdir_teardown);                   \
-                tcase_set_timeout(tc_, (timeout_s));                                               \
-                tcase_add_test(tc_, fn);                                                           \
-                suite_add_tcase((suite), tc_);                                                     \
-        } while (0)
+        SBX_ADD_TEST_CASE(suite, fn, timeout_s, tmpdir_setup, tmpdir_teardown)
 
 static Suite *make_suite(void) {
         Suite *s = suite_create("store");

@@ -2,7 +2,8 @@
  * libsbx and sbx, pipelining from many clients, hostile and vanishing clients, the
  * socket's life (stale, taken, removed), shutdown, the records after a SIGKILL, and who
  * may connect (peer groups, the per-uid cap, sandboxed peers, a rootless daemon's
- * users, --socket-group). */
+ * users, --socket-group); the sandbox uid ranges of root daemons on one host (distinct
+ * when started at once, kept across restarts, --uid-base). */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -762,13 +763,13 @@ START_TEST(sandboxed_peers_are_refused) {
 
         it_daemon_start(&d, NULL);
         ck_assert_int_eq(chmod(d.sock, 0666), 0);
-        k = refused_client(&d, SBX_UID_BASE + 5, SBX__V1__CODE__PERMISSION_DENIED,
+        k = refused_client(&d, it_sandbox_uid_first(&d) + 5, SBX__V1__CODE__PERMISSION_DENIED,
                            "connections from sandboxed processes are refused");
         ck_assert_int_eq(child_status(k), 0);
-        /* Just below and above the range: ordinary users. */
+        /* Just below and above the ranges root daemons take: ordinary users. */
         k = hello_client(&d, SBX_UID_BASE - 1, NULL, 0);
         ck_assert_int_eq(child_status(k), 0);
-        k = hello_client(&d, SBX_UID_BASE + SBX_UID_COUNT, NULL, 0);
+        k = hello_client(&d, SBX_UID_BASE + SBX_UID_RANGES * SBX_UID_COUNT, NULL, 0);
         ck_assert_int_eq(child_status(k), 0);
 
         /* A root process that joined a sandbox's PID namespace. */
@@ -930,6 +931,249 @@ START_TEST(socket_group) {
 }
 END_TEST
 
+/* ---- sandbox uids across root daemons ------------------------------------------------ */
+
+enum { N_DAEMONS = 3, N_SANDBOXES = 2 };
+
+static const char sandboxed_refusal[] = "connections from sandboxed processes are refused";
+
+/* A new sandbox of c's daemon (left running; its id in *ret_id when asked, freed by the
+ * caller): the uid its commands run as (`id -u`). */
+static uint32_t new_sandbox_uid(sbx_client *c, char **ret_id) {
+        char *id = it_create(c, NULL), *end;
+        struct sbx_result *r = it_sh(c, id, 30000, "id -u");
+        unsigned long u = strtoul((const char *)r->stdout_data, &end, 10);
+
+        ck_assert_msg(r->exit_code == 0 && end != (const char *)r->stdout_data,
+                      "id -u: exit %d, '%s'", r->exit_code, (const char *)r->stdout_data);
+        sbx_result_free(r);
+        if (ret_id)
+                *ret_id = id;
+        else
+                free(id);
+        return (uint32_t)u;
+}
+
+/* d's Hello (freed by the caller). */
+static struct sbx_hello *hello_of(struct it_daemon *d) {
+        sbx_client *c = it_connect(d);
+        struct sbx_hello *h = NULL, *copy;
+
+        ck_assert_int_eq(sbx_hello(c, &h), SBX_OK);
+        copy = h;
+        sbx_close(c);
+        return copy;
+}
+
+static int ranges_overlap(uint32_t a, uint32_t b) {
+        return a < b ? b - a < SBX_UID_COUNT : a - b < SBX_UID_COUNT;
+}
+
+/* Root daemons started at once on different state directories (as test suites do)
+ * never give one uid to two sandboxes: each has a range of its own, which its Hello
+ * names, and each refuses connections from the others' sandbox uids. */
+START_TEST(root_daemons_started_at_once_get_distinct_uids) {
+        const char *flags[] = {"--warm", "0", "--spares", "0", NULL};
+        struct it_daemon d[N_DAEMONS];
+        uint32_t uids[N_DAEMONS][N_SANDBOXES], first[N_DAEMONS];
+        int i, j, k, l;
+
+        for (i = 0; i < N_DAEMONS; i++)
+                it_daemon_spawn_as(&d[i], 0, 0, flags);
+        for (i = 0; i < N_DAEMONS; i++) {
+                sbx_client *c;
+                it_daemon_wait_up(&d[i]);
+                ck_assert_int_eq(chmod(d[i].sock, 0666), 0);
+                c = it_connect(&d[i]);
+                for (j = 0; j < N_SANDBOXES; j++)
+                        uids[i][j] = new_sandbox_uid(c, NULL);
+                sbx_close(c);
+        }
+        for (i = 0; i < N_DAEMONS; i++)
+                for (j = 0; j < N_SANDBOXES; j++)
+                        for (k = 0; k < i; k++)
+                                for (l = 0; l < N_SANDBOXES; l++)
+                                        ck_assert_msg(uids[i][j] != uids[k][l],
+                                                      "daemons %d and %d both run a sandbox "
+                                                      "as uid %u",
+                                                      k, i, uids[i][j]);
+        for (i = 0; i < N_DAEMONS; i++) {
+                struct sbx_hello *h = hello_of(&d[i]);
+                ck_assert_uint_eq(h->sandbox_uid_count, SBX_UID_COUNT);
+                first[i] = h->sandbox_uid_first;
+                sbx_hello_free(h);
+                for (j = 0; j < N_SANDBOXES; j++)
+                        ck_assert(uids[i][j] - first[i] < SBX_UID_COUNT);
+                for (k = 0; k < i; k++)
+                        ck_assert_msg(!ranges_overlap(first[i], first[k]),
+                                      "ranges from %u and %u overlap", first[k], first[i]);
+        }
+        for (i = 0; i < N_DAEMONS; i++)
+                for (k = 0; k < N_DAEMONS; k++)
+                        if (k != i)
+                                ck_assert_int_eq(
+                                        child_status(refused_client(
+                                                &d[i], uids[k][1], SBX__V1__CODE__PERMISSION_DENIED,
+                                                sandboxed_refusal)),
+                                        0);
+        for (i = 0; i < N_DAEMONS; i++)
+                ck_assert_int_eq(it_daemon_stop(&d[i]), 0);
+}
+END_TEST
+
+/* The line of `sbx doctor` (run against d) for the check name, kept; fails the test
+ * when there is none. */
+static char *doctor_line(struct it_daemon *d, const char *name) {
+        const char *args[] = {"doctor", NULL};
+        char *out = NULL, *line, want[64];
+        size_t n;
+
+        (void)it_sbx(d, NULL, 0, &out, NULL, args);
+        snprintf(want, sizeof(want), "  %s ", name);
+        line = strstr(out, want);
+        ck_assert_msg(line, "no %s check in:\n%s", name, out);
+        while (line > out && line[-1] != '\n')
+                line--;
+        n = strcspn(line, "\n");
+        line = strndup(line, n);
+        free(out);
+        return line;
+}
+
+/* A daemon keeps its range: killed, its range stays its state directory's (a fresh
+ * daemon takes another, and refuses the killed one's sandbox uids, whose sandbox still
+ * runs), and started again it takes the same range, says so (Hello, sbx doctor), and
+ * adopts its sandbox with its uid. A daemon that never gave a uid gives its range up
+ * when it stops. */
+START_TEST(restart_keeps_the_uid_range) {
+        const char *flags[] = {"--warm", "1", "--spares", "0", NULL};
+        struct it_daemon a, b, e;
+        struct sbx_hello *h;
+        struct sbx_result *r;
+        sbx_client *c;
+        uint32_t first, uid;
+        char *id, *line, want[1024], reservation[300];
+
+        it_daemon_start(&a, flags);
+        h = hello_of(&a);
+        first = h->sandbox_uid_first;
+        ck_assert_str_eq(h->uid_origin, "picked");
+        snprintf(want, sizeof(want), "sandbox uids: %u-%u, reserved in %s (the first free range",
+                 first, first + SBX_UID_COUNT - 1, h->uid_reservation);
+        sbx_hello_free(h);
+        line = doctor_line(&a, "uids");
+        ck_assert_msg(strncmp(line, "ok", 2) == 0 && strstr(line, want), "%s", line);
+        snprintf(want, sizeof(want), "held by the sbxd of pid %d, state directory %s", (int)a.pid,
+                 a.state);
+        ck_assert_msg(strstr(line, want), "%s", line);
+        free(line);
+        c = it_connect(&a);
+        uid = new_sandbox_uid(c, &id);
+        sbx_close(c);
+        ck_assert(uid - first < SBX_UID_COUNT);
+
+        it_daemon_kill(&a);
+        it_daemon_start(&b, flags);
+        h = hello_of(&b);
+        ck_assert_msg(!ranges_overlap(h->sandbox_uid_first, first),
+                      "a fresh daemon took %u, the killed one's range", h->sandbox_uid_first);
+        sbx_hello_free(h);
+        ck_assert_int_eq(chmod(b.sock, 0666), 0);
+        ck_assert_int_eq(child_status(refused_client(&b, uid, SBX__V1__CODE__PERMISSION_DENIED,
+                                                     sandboxed_refusal)),
+                         0);
+
+        it_daemon_restart(&a, flags);
+        h = hello_of(&a);
+        ck_assert_uint_eq(h->sandbox_uid_first, first);
+        ck_assert_str_eq(h->uid_origin, "recorded");
+        sbx_hello_free(h);
+        line = doctor_line(&a, "uids");
+        ck_assert_msg(strstr(line, "(the state directory's own record, from an earlier start)"),
+                      "%s", line);
+        free(line);
+        c = it_connect(&a);
+        r = it_sh(c, id, 30000, "id -u");
+        ck_assert_uint_eq(strtoul((const char *)r->stdout_data, NULL, 10), uid);
+        sbx_result_free(r);
+        sbx_close(c);
+        free(id);
+        ck_assert_int_eq(it_daemon_stop(&a), 0);
+        ck_assert_int_eq(it_daemon_stop(&b), 0);
+
+        /* No uid given: nothing is kept. */
+        it_daemon_start(&e, flags);
+        h = hello_of(&e);
+        snprintf(reservation, sizeof(reservation), "%s", h->uid_reservation);
+        sbx_hello_free(h);
+        ck_assert_int_eq(access(reservation, F_OK), 0);
+        ck_assert_int_eq(it_daemon_stop(&e), 0);
+        ck_assert_int_eq(access(reservation, F_OK), -1);
+        snprintf(want, sizeof(want), "%s/uid-range", e.state);
+        ck_assert_int_eq(access(want, F_OK), -1);
+}
+END_TEST
+
+/* --uid-base: the daemon's sandboxes run from that uid (outside the ranges daemons pick
+ * from), every other root daemon refuses them too, and a daemon asking for a range that
+ * overlaps it is refused at start-up, naming the daemon that holds it. A rootless
+ * daemon has no range to set. */
+START_TEST(uid_base_sets_the_range) {
+        const char *fixed[] = {"--uid-base", "3000000000", "--warm", "0", "--spares", "0", NULL};
+        const char *overlap[] = {"--uid-base", "3000065535", NULL};
+        const char *flags[] = {"--warm", "0", "--spares", "0", NULL};
+        struct it_daemon a, b, x;
+        struct sbx_hello *h;
+        sbx_client *c;
+        uint32_t ua, ub;
+        char want[1024], *log;
+
+        it_daemon_start(&a, fixed);
+        it_daemon_start(&b, flags);
+        h = hello_of(&a);
+        ck_assert_uint_eq(h->sandbox_uid_first, 3000000000u);
+        ck_assert_str_eq(h->uid_origin, "flag");
+        sbx_hello_free(h);
+        c = it_connect(&a);
+        ua = new_sandbox_uid(c, NULL);
+        sbx_close(c);
+        ck_assert_uint_eq(ua, 3000000000u);
+        c = it_connect(&b);
+        ub = new_sandbox_uid(c, NULL);
+        sbx_close(c);
+        ck_assert_int_eq(chmod(a.sock, 0666), 0);
+        ck_assert_int_eq(chmod(b.sock, 0666), 0);
+        ck_assert_int_eq(child_status(refused_client(&b, ua + 7, SBX__V1__CODE__PERMISSION_DENIED,
+                                                     sandboxed_refusal)),
+                         0);
+        ck_assert_int_eq(child_status(refused_client(&a, ub, SBX__V1__CODE__PERMISSION_DENIED,
+                                                     sandboxed_refusal)),
+                         0);
+        /* Next to the range: an ordinary user, for both. */
+        ck_assert_int_eq(child_status(hello_client(&b, 3000000000u + SBX_UID_COUNT, NULL, 0)), 0);
+        ck_assert_int_eq(child_status(hello_client(&a, 2999999999u, NULL, 0)), 0);
+
+        it_daemon_spawn_as(&x, 0, 0, overlap);
+        ck_assert_int_eq(it_daemon_exit_status(&x), 1);
+        log = read_log(&x);
+        snprintf(want, sizeof(want),
+                 "sandbox uids 3000065535-3000131070 overlap 3000000000-3000065535, reserved by "
+                 "the sbxd of pid %d (state directory %s)",
+                 (int)a.pid, a.state);
+        ck_assert_msg(strstr(log, want), "no '%s' in:\n%s", want, log);
+        free(log);
+        ck_assert_int_eq(it_daemon_stop(&a), 0);
+        ck_assert_int_eq(it_daemon_stop(&b), 0);
+
+        it_daemon_spawn_as(&x, NOBODY, NOBODY, fixed);
+        ck_assert_int_eq(it_daemon_exit_status(&x), 1);
+        log = read_log(&x);
+        ck_assert_ptr_nonnull(strstr(log, "--uid-base: a rootless sbxd runs sandboxes as its own "
+                                          "user and has no uid range"));
+        free(log);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("daemon");
         TCase *tc = tcase_create("daemon");
@@ -948,6 +1192,9 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, sandboxed_peers_are_refused);
         tcase_add_test(tc, rootless_serves_only_its_user);
         tcase_add_test(tc, socket_group);
+        tcase_add_test(tc, root_daemons_started_at_once_get_distinct_uids);
+        tcase_add_test(tc, restart_keeps_the_uid_range);
+        tcase_add_test(tc, uid_base_sets_the_range);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -163,6 +163,7 @@ static void svc_teardown(void) {
         if (getenv("SBX_KEEP_TEST_DIRS")) {
                 fprintf(stderr, "it_service: kept %s\n", svc_dir);
         } else {
+                it_remove_reservations(svc_dir);
                 snprintf(cmd, sizeof(cmd), "rm -rf '%s'", svc_dir);
                 if (system(cmd) != 0)
                         fprintf(stderr, "it_service: cannot remove %s\n", svc_dir);

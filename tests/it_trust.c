@@ -998,8 +998,9 @@ static uid_t uid_cycle(const struct it_daemon *d, const struct who *w, int keep,
                       (unsigned)w->uid, acts[1].msg, acts[1].err);
         ck_assert_msg(acts[2].code == SBX_OK, "terminate: %s", acts[2].msg);
         u = strtoul(acts[1].out, &end, 10);
-        ck_assert_msg(end != acts[1].out && u >= SBX_UID_BASE && u < SBX_UID_BASE + SBX_UID_COUNT,
-                      "uid %s is not a sandbox uid", acts[1].out);
+        ck_assert_msg(end != acts[1].out && u >= it_sandbox_uid_first(d) &&
+                              u - it_sandbox_uid_first(d) < SBX_UID_COUNT,
+                      "uid %s is not a sandbox uid of the daemon", acts[1].out);
         if (ret_id)
                 *ret_id = strdup(acts[0].out);
         free(acts);

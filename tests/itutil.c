@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -133,6 +134,39 @@ static void detach_test_mounts(void) {
                 fclose(f);
 }
 
+void it_remove_reservations(const char *base) {
+        char state[300], buf[1024];
+        struct dirent *e;
+        int dfd = open("/var/lib/sbxd-uids", O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd, i;
+        DIR *dir;
+
+        if (dfd < 0)
+                return;
+        for (i = 0; i < 500 && flock(dfd, LOCK_EX | LOCK_NB) < 0; i++)
+                usleep(20000);
+        fd = i < 500 ? dup(dfd) : -1;
+        dir = fd >= 0 ? fdopendir(fd) : NULL;
+        snprintf(state, sizeof(state), "\nstate %s/", base);
+        while (dir && (e = readdir(dir)) != NULL) {
+                struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+                ssize_t n;
+                fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                n = read(fd, buf, sizeof(buf) - 1);
+                buf[n > 0 ? n : 0] = '\0';
+                if (n > 0 && strstr(buf, state) && fcntl(fd, F_OFD_GETLK, &l) == 0 &&
+                    l.l_type == F_UNLCK)
+                        (void)unlinkat(dfd, e->d_name, 0);
+                close(fd);
+        }
+        if (dir)
+                closedir(dir);
+        else
+                fprintf(stderr, "itutil: cannot look at /var/lib/sbxd-uids\n");
+        close(dfd);
+}
+
 void it_fixture_teardown(void) {
         char p[300], cmd[400];
         FILE *f;
@@ -169,6 +203,7 @@ void it_fixture_teardown(void) {
                 fprintf(stderr, "itutil: kept %s\n", base_dir);
                 return;
         }
+        it_remove_reservations(base_dir);
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base_dir);
         if (system(cmd) != 0)
                 fprintf(stderr, "itutil: cannot remove %s\n", base_dir);
@@ -250,12 +285,12 @@ static void daemon_binary(uid_t uid, gid_t gid, char *bin, size_t len) {
         snprintf(bin, len, "%s/sbxd", dir);
 }
 
+/* Starts d's daemon with the extra flags, without waiting for it. */
 static void spawn(struct it_daemon *d, const char *const *extra) {
         char *args[64];
         char bin[700];
         size_t n = 0;
         pid_t parent = getpid();
-        double t0;
 
         daemon_binary(d->uid, d->gid, bin, sizeof(bin));
         d->pid = fork();
@@ -312,7 +347,11 @@ static void spawn(struct it_daemon *d, const char *const *extra) {
                 _exit(127);
         }
         record_pid(d->pid);
-        t0 = it_now_ms();
+}
+
+void it_daemon_wait_up(struct it_daemon *d) {
+        double t0 = it_now_ms();
+
         while (!socket_accepts(d->sock)) {
                 int st;
                 if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
@@ -332,6 +371,11 @@ void it_daemon_start(struct it_daemon *d, const char *const *extra) {
 }
 
 void it_daemon_start_as(struct it_daemon *d, uid_t uid, gid_t gid, const char *const *extra) {
+        it_daemon_spawn_as(d, uid, gid, extra);
+        it_daemon_wait_up(d);
+}
+
+void it_daemon_spawn_as(struct it_daemon *d, uid_t uid, gid_t gid, const char *const *extra) {
         memset(d, 0, sizeof(*d));
         d->uid = uid;
         d->gid = gid;
@@ -364,6 +408,21 @@ void it_daemon_start_groups(struct it_daemon *d, uid_t uid, gid_t gid, const gid
 
 void it_daemon_restart(struct it_daemon *d, const char *const *extra) {
         spawn(d, extra);
+        it_daemon_wait_up(d);
+}
+
+int it_daemon_exit_status(struct it_daemon *d) {
+        int st = -1, i;
+
+        for (i = 0; i < 300; i++) {
+                if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+                        d->pid = 0;
+                        return WIFEXITED(st) ? WEXITSTATUS(st) : 256 + WTERMSIG(st);
+                }
+                usleep(50000);
+        }
+        ck_abort_msg("sbxd (pid %d) did not exit within 15 s", (int)d->pid);
+        return -1;
 }
 
 int it_daemon_stop(struct it_daemon *d) {
@@ -406,6 +465,22 @@ sbx_client *it_connect(struct it_daemon *d) {
         enum sbx_code code = sbx_connect(d->sock, "itest", &c);
         ck_assert_msg(code == SBX_OK, "connect: %s", c ? sbx_error_message(c) : "out of memory");
         return c;
+}
+
+uint32_t it_sandbox_uid_first(const struct it_daemon *d) {
+        struct sbx_hello *h = NULL;
+        sbx_client *c = NULL;
+        enum sbx_code code = sbx_connect(d->sock, "itest", &c);
+        uint32_t first;
+
+        ck_assert_msg(code == SBX_OK, "connect: %s", c ? sbx_error_message(c) : "out of memory");
+        ck_assert_int_eq(sbx_hello(c, &h), SBX_OK);
+        ck_assert_msg(h->sandbox_uid_count == SBX_UID_COUNT && h->uid_reservation,
+                      "the Hello names %u sandbox uids", h->sandbox_uid_count);
+        first = h->sandbox_uid_first;
+        sbx_hello_free(h);
+        sbx_close(c);
+        return first;
 }
 
 static char *read_all(int fd) {

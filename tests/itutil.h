@@ -41,6 +41,14 @@ void it_fixture_setup_var(void);
 /* The base directory of the current test case. */
 const char *it_base_dir(void);
 
+/* Removes the reservations of sandbox uid ranges that root daemons with a state
+ * directory below base left in /var/lib/sbxd-uids (daemon/uidrange.h: a file per range
+ * naming its daemon's state directory, kept while that directory records the range),
+ * holding the directory's lock as a daemon does, and only those no daemon holds (a
+ * daemon would remove them at its next start anyway). it_fixture_teardown does it for
+ * the base directory before removing it. */
+void it_remove_reservations(const char *base);
+
 /* Starts sbxd on a fresh socket and state directory under the base directory with the
  * extra flags (NULL-terminated, may be NULL), and waits (10 s at most) until the socket
  * accepts. Fails the test when it does not come up. */
@@ -60,6 +68,19 @@ void it_daemon_start_home(struct it_daemon *d, uid_t uid, gid_t gid, const char 
 void it_daemon_start_groups(struct it_daemon *d, uid_t uid, gid_t gid, const gid_t *groups,
                             size_t n_groups, const char *const *extra);
 
+/* As it_daemon_start_as, without waiting until the daemon listens: daemons started at
+ * once (then it_daemon_wait_up each), or one that is to fail at start-up (then
+ * it_daemon_exit_status). */
+void it_daemon_spawn_as(struct it_daemon *d, uid_t uid, gid_t gid, const char *const *extra);
+
+/* Waits (10 s at most) until d's socket accepts; fails the test, showing the log, when
+ * the daemon exits first. */
+void it_daemon_wait_up(struct it_daemon *d);
+
+/* Waits (15 s at most) for d's daemon to exit by itself; returns its exit code, or
+ * 256+N when killed by signal N. Fails the test when it does not exit. */
+int it_daemon_exit_status(struct it_daemon *d);
+
 /* Starts it again on the same socket and state (after a stop or kill). */
 void it_daemon_restart(struct it_daemon *d, const char *const *extra);
 
@@ -71,6 +92,10 @@ void it_daemon_kill(struct it_daemon *d);
 
 /* Connects with libsbx (fails the test on error). */
 sbx_client *it_connect(struct it_daemon *d);
+
+/* The first uid of the sandbox uid range a root daemon's Hello names (its sandboxes run
+ * as uids from there, SBX_UID_COUNT of them); fails the test when it names none. */
+uint32_t it_sandbox_uid_first(const struct it_daemon *d);
 
 /* Runs build/sbx with SBX_SOCKET set to d's socket, the given arguments
  * (NULL-terminated) and stdin_data (NULL: /dev/null). Stores the output (NUL-terminated,

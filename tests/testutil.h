@@ -1,4 +1,5 @@
-/* testutil.h: the common main() of every Check test program.
+/* testutil.h: the common main() of every Check test program, and a temporary
+ * directory per test case.
  *
  * Each test file defines `static Suite *make_suite(void)` and then says
  * SBX_TEST_MAIN(make_suite). Tests run in fork mode (each in its own process) with the
@@ -7,7 +8,43 @@
 #define SBX_TESTUTIL_H
 
 #include <check.h>
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+
+/* Makes a directory of its own for a test case, /tmp/NAME.XXXXXX, into dir (len
+ * bytes). Called from an unchecked fixture, in the runner's process: test_dir_remove,
+ * from the fixture's teardown, removes it even when the test failed. */
+static inline void test_dir_make(char *dir, size_t len, const char *name) {
+        snprintf(dir, len, "/tmp/%s.XXXXXX", name);
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static inline int test_dir_remove_entry(const char *path, const struct stat *st, int flag,
+                                        struct FTW *ftw) {
+        (void)st, (void)flag, (void)ftw;
+        remove(path);
+        return 0;
+}
+
+/* Removes dir and everything in it (not across mounts); then dir is "". Accepts "". */
+static inline void test_dir_remove(char *dir) {
+        if (dir[0])
+                nftw(dir, test_dir_remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+        dir[0] = '\0';
+}
+
+/* Adds the test fn to suite in a test case of its own, named after it, with the
+ * unchecked fixture setup/teardown (a directory of its own) and timeout_s. */
+#define SBX_ADD_TEST_CASE(suite, fn, timeout_s, setup, teardown)                                   \
+        do {                                                                                       \
+                TCase *tc_ = tcase_create(#fn);                                                    \
+                tcase_add_unchecked_fixture(tc_, (setup), (teardown));                             \
+                tcase_set_timeout(tc_, (timeout_s));                                               \
+                tcase_add_test(tc_, fn);                                                           \
+                suite_add_tcase((suite), tc_);                                                     \
+        } while (0)
 
 #define SBX_TEST_MAIN(make)                                                                \
         int main(void) {                                                                   \

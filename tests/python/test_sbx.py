@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import errno
+import fcntl
 import os
 import pydoc
 import shutil
@@ -141,6 +142,29 @@ class Daemon:
                         time.sleep(0.05)
 
 
+def _remove_reservations(base: str) -> None:
+    """The sandbox uid range reservations of the root daemons started under base, left
+    in /var/lib/sbxd-uids (a file per range naming its state directory, kept while that
+    directory records it: sbxd(8)), removed with base once those daemons have stopped;
+    under the directory's lock, as a daemon takes it."""
+    try:
+        dfd = os.open("/var/lib/sbxd-uids", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(dfd, fcntl.LOCK_EX)
+        for name in os.listdir(dfd):
+            try:
+                with open(os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd), "rb") as f:
+                    mine = f"\nstate {base}/".encode() in f.read(8192)
+                if mine:
+                    os.unlink(name, dir_fd=dfd)
+            except OSError:
+                pass
+    finally:
+        os.close(dfd)
+
+
 class DaemonTest(unittest.TestCase):
     """A test class with a daemon of its own (``cls.daemon``) and a Client on it."""
 
@@ -154,6 +178,7 @@ class DaemonTest(unittest.TestCase):
         cls.base = tempfile.mkdtemp(prefix="sbxd-py.", dir="/var/tmp")
         os.chmod(cls.base, 0o755)
         cls.addClassCleanup(shutil.rmtree, cls.base, True)
+        cls.addClassCleanup(_remove_reservations, cls.base)  # after the daemon stops (LIFO)
         cls.daemon = Daemon(cls.base, "d", cls.daemon_flags)
         cls.addClassCleanup(cls.daemon.stop)  # runs even when start() fails halfway
         cls.daemon.start()
@@ -554,6 +579,12 @@ class SandboxTest(DaemonTest):
         self.assertEqual(h.daemon_version, sbx.__version__)
         self.assertIn(h.cgroup_version, ("v1", "v2", "none"))
         self.assertEqual(h.peer_uid, os.getuid())
+        if h.rootless:
+            self.assertEqual((h.sandbox_uid_count, h.uid_reservation), (0, None))
+        else:
+            self.assertEqual(h.sandbox_uid_count, 65536)
+            self.assertEqual(h.uid_reservation, f"/var/lib/sbxd-uids/{h.sandbox_uid_first}")
+            self.assertIn(h.uid_origin, ("recorded", "picked", "flag"))
         self.assertGreaterEqual(h.max_frame_bytes, 1 << 20)
         self.assertIsInstance(h.implemented, tuple)
         old = os.environ.get("SBX_SOCKET")

@@ -509,6 +509,10 @@ class Client:
                 implemented=tuple(_dec(h.implemented[i]) for i in range(h.n_implemented))
                 if h.implemented
                 else (),
+                sandbox_uid_first=int(h.sandbox_uid_first),
+                sandbox_uid_count=int(h.sandbox_uid_count),
+                uid_reservation=_dec_opt(h.uid_reservation),
+                uid_origin=_dec_opt(h.uid_origin),
             )
         finally:
             self._lib.sbx_hello_free(ret)

@@ -67,6 +67,10 @@ class Hello(Structure):
         ("peer_uid", c_uint32),
         ("implemented", POINTER(c_char_p)),
         ("n_implemented", c_size_t),
+        ("sandbox_uid_first", c_uint32),
+        ("sandbox_uid_count", c_uint32),
+        ("uid_reservation", c_char_p),
+        ("uid_origin", c_char_p),
     ]
 
 

@@ -615,6 +615,14 @@ class Hello:
     max_frame_bytes: int
     peer_uid: int
     implemented: Tuple[str, ...]
+    #: A root daemon's sandbox uids: ``sandbox_uid_first`` to ``sandbox_uid_first +
+    #: sandbox_uid_count - 1``, reserved host-wide by the file ``uid_reservation``;
+    #: ``uid_origin`` is "recorded", "picked" or "flag" (see sbxd(8)). A count of 0 and
+    #: None for a rootless daemon.
+    sandbox_uid_first: int = 0
+    sandbox_uid_count: int = 0
+    uid_reservation: Optional[str] = None
+    uid_origin: Optional[str] = None
 
 
 def _env_list(env: Optional[Mapping[str, str]]) -> List[str]:
