@@ -394,26 +394,90 @@ static void inflight_done(struct conn *c) {
                 uv_timer_start(&c->kick, on_kick, 0, 0);
 }
 
+/* What of the reader's buffer is held for the peer: beyond its first
+ * FRAME_READER_MIN_BYTES, which every connection has (bounded by the connection caps),
+ * so that a user at the bound can still send small requests. */
+static uint64_t held_part(const struct conn *c) {
+        return c->reader.cap > FRAME_READER_MIN_BYTES ? c->reader.cap - FRAME_READER_MIN_BYTES : 0;
+}
+
+/* Where a skipped frame's bytes are read to and dropped (loop thread only). */
+static uint8_t skip_scratch[64u * 1024u];
+
+/* The frame at the head needs more room than the budget r gives: once its request_id is
+ * in (the first bytes of its payload), it is skipped, not kept: what the reader has of
+ * it is dropped, and the rest is read and dropped as it comes (skip_left); its answer
+ * goes out then. 1 when skipping starts; 0 when more of its first bytes must come in
+ * first (*ret_more: how many, at most). */
+static int start_skip(struct conn *c, int r, size_t *ret_more) {
+        const uint8_t *payload;
+        uint32_t len;
+        size_t have, need;
+
+        if (!frame_reader_head(&c->reader, &len, &payload, &have))
+                return 0; /* cannot be: only a known header makes the reader grow */
+        need = len < 16 ? len : 16;
+        if (have < need) {
+                *ret_more = need - have;
+                return 0;
+        }
+        c->skip_id = frame_request_id(payload, have);
+        c->skip_len = len;
+        c->skip_left = (uint64_t)len - have;
+        c->refused = r;
+        log_info("conn=%llu uid=%u: request %llu of %u bytes cannot be held; dropping it as it "
+                 "comes",
+                 (unsigned long long)c->id, (unsigned)c->uid, (unsigned long long)c->skip_id, len);
+        frame_reader_free(&c->reader);
+        (void)quota_hold_to(&c->rhold, 0);
+        return 1;
+}
+
 /* Room for the next read: the reader's, which grows to hold the frame in progress,
- * held for the peer (--max-buffered-per-uid). Refused, the read fails with ENOBUFS and
- * c->refused says why. */
+ * held for the peer (--max-buffered-per-uid); or, when the budget refuses that, a
+ * place to drop the frame's bytes (start_skip). */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         struct conn *c = h->data;
+        size_t len, more = 0;
         uint8_t *p;
-        size_t len;
         int r;
 
         buf->base = NULL;
         buf->len = 0;
-        if (frame_reader_prepare(&c->reader, &p, &len) < 0)
-                return;
-        r = quota_hold_to(&c->rhold, c->reader.cap);
-        if (r < 0) {
-                c->refused = r;
-                return;
+        if (!c->skip_left) {
+                if (frame_reader_prepare(&c->reader, &p, &len) < 0)
+                        return;
+                r = quota_hold_to(&c->rhold, held_part(c));
+                if (r == 0) {
+                        buf->base = (char *)p;
+                        buf->len = len;
+                        return;
+                }
+                if (!start_skip(c, r, &more)) {
+                        /* Only the few bytes that name the request, in the room there is. */
+                        buf->base = (char *)p;
+                        buf->len = more < len ? more : len;
+                        return;
+                }
         }
-        buf->base = (char *)p;
-        buf->len = len;
+        buf->base = (char *)skip_scratch;
+        buf->len = c->skip_left < sizeof(skip_scratch) ? (size_t)c->skip_left : sizeof(skip_scratch);
+}
+
+/* The last byte of a skipped frame came: its request is answered. */
+static void end_skip(struct conn *c) {
+        char why[200];
+
+        quota_explain_buffered(c->rhold.b, c->uid, c->refused, why, sizeof(why));
+        log_info("conn=%llu uid=%u: request %llu of %llu bytes refused unread: %s",
+                 (unsigned long long)c->id, (unsigned)c->uid, (unsigned long long)c->skip_id,
+                 (unsigned long long)c->skip_len, why);
+        c->frames++;
+        c->refused = 0;
+        conn_send_status(c, c->skip_id, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+                         "the request (%llu bytes) cannot be held: %s; it was not read; send "
+                         "smaller pieces, or wait for your other requests and commands to end",
+                         (unsigned long long)c->skip_len, why);
 }
 
 /* A frame begun did not arrive whole in time: its connection goes. */
@@ -436,7 +500,7 @@ static void on_frame_timeout(uv_timer_t *t) {
  * --frame-timeout of when it began (the timer restarts for each new one); the buffer
  * a large frame needed is given back once nothing is pending. */
 static void watch_reader(struct conn *c) {
-        if (frame_reader_partial(&c->reader)) {
+        if (frame_reader_partial(&c->reader) || c->skip_left) {
                 if (c->frame_timer_inited && (!uv_is_active((uv_handle_t *)&c->frame_timer) ||
                                               c->frame_timed != c->frames)) {
                         c->frame_timed = c->frames;
@@ -448,7 +512,7 @@ static void watch_reader(struct conn *c) {
         if (c->frame_timer_inited)
                 uv_timer_stop(&c->frame_timer);
         frame_reader_trim(&c->reader);
-        (void)quota_hold_to(&c->rhold, c->reader.cap);
+        (void)quota_hold_to(&c->rhold, held_part(c));
 }
 
 static void process_frames(struct conn *c) {
@@ -482,24 +546,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         struct conn *c = s->data;
 
         if (nread == UV_ENOBUFS) {
-                char why[200];
-                if (c->refused) {
-                        quota_explain_buffered(c->rhold.b, c->uid, c->refused, why, sizeof(why));
-                        log_info("conn=%llu uid=%u: a request's buffer of %zu bytes refused: %s; "
-                                 "closing",
-                                 (unsigned long long)c->id, (unsigned)c->uid, c->reader.cap, why);
-                        conn_send_status(c, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-                                         "cannot receive the request (it needs a buffer of %zu "
-                                         "bytes): %s; send smaller pieces, or wait for your "
-                                         "other requests and commands",
-                                         c->reader.cap, why);
-                } else {
-                        conn_send_status(c, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-                                         "daemon out of memory reading a request");
-                }
+                conn_send_status(c, 0, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+                                 "daemon out of memory reading a request");
                 frame_reader_free(&c->reader);
                 (void)quota_hold_to(&c->rhold, 0);
                 shutdown_after_writes(c);
+                return;
+        }
+        if (nread > 0 && buf->base == (char *)skip_scratch) {
+                c->skip_left -= (uint64_t)nread;
+                if (c->skip_left == 0)
+                        end_skip(c);
+                watch_reader(c);
                 return;
         }
         if (nread < 0) {

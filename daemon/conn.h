@@ -101,6 +101,8 @@ struct conn {
         int congested;           /* went over the high-water mark; hears when it drains */
         struct quota_hold rhold; /* the reader's buffer, held for the peer (QUOTA_BUFFERED) */
         int refused;             /* the budget refused the reader more room: quota_hold_to's */
+        uint64_t skip_left;      /* bytes of a refused frame still to read and drop */
+        uint64_t skip_id, skip_len; /* its request_id and length, for its answer */
         uv_timer_t frame_timer;  /* a frame begun must arrive whole (--frame-timeout) */
         int frame_timer_inited;
         uint64_t frames; /* frames taken; the timer runs for the one after frame_timed */

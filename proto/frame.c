@@ -10,8 +10,7 @@
 
 #include "sbx_limits.h"
 
-/* The buffer grows to hold one whole frame; this is the size it starts with. */
-#define FRAME_MIN_BUFFER_BYTES (64u * 1024u)
+#define FRAME_MIN_BUFFER_BYTES FRAME_READER_MIN_BYTES
 
 void frame_reader_init(struct frame_reader *r, uint32_t max_frame_bytes) {
         memset(r, 0, sizeof(*r));
@@ -51,6 +50,33 @@ int frame_reader_partial(const struct frame_reader *r) {
 void frame_reader_trim(struct frame_reader *r) {
         if (r->start == r->end && r->cap > FRAME_MIN_BUFFER_BYTES)
                 frame_reader_free(r);
+}
+
+int frame_reader_head(const struct frame_reader *r, uint32_t *ret_len, const uint8_t **ret_payload,
+                      size_t *ret_have) {
+        size_t have = r->end - r->start;
+
+        if (have < SBX_FRAME_HEADER_BYTES)
+                return 0;
+        *ret_len = header_get(r->buf + r->start);
+        *ret_payload = r->buf + r->start + SBX_FRAME_HEADER_BYTES;
+        *ret_have = have - SBX_FRAME_HEADER_BYTES;
+        return 1;
+}
+
+uint64_t frame_request_id(const uint8_t *p, size_t n) {
+        uint64_t v = 0;
+        size_t i;
+
+        /* Field 1, wire type 0 (varint): the tag byte 0x08, then at most 10 bytes. */
+        if (n < 2 || p[0] != 0x08)
+                return 0;
+        for (i = 1; i < n && i <= 10; i++) {
+                v |= (uint64_t)(p[i] & 0x7f) << (7 * (i - 1));
+                if (!(p[i] & 0x80))
+                        return v;
+        }
+        return 0;
 }
 
 int frame_reader_prepare(struct frame_reader *r, uint8_t **ret_ptr, size_t *ret_len) {

@@ -13,6 +13,9 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+/* The buffer grows to hold one whole frame; this is the size it starts with. */
+#define FRAME_READER_MIN_BYTES (64u * 1024u)
+
 struct frame_reader {
         uint8_t *buf;
         size_t start; /* first unconsumed byte */
@@ -51,6 +54,16 @@ int frame_reader_partial(const struct frame_reader *r);
 /* Gives the buffer back when nothing is pending and it grew past its starting size
  * (a large frame's room is not kept for an idle peer). */
 void frame_reader_trim(struct frame_reader *r);
+
+/* The frame at the head of what is pending, when its header is there: 1 with its
+ * payload's length in *ret_len and the bytes of it received so far (*ret_payload,
+ * *ret_have); else 0. */
+int frame_reader_head(const struct frame_reader *r, uint32_t *ret_len, const uint8_t **ret_payload,
+                      size_t *ret_have);
+
+/* The request_id of a Request whose payload begins with p (n bytes of it): protobuf-c
+ * writes field 1 first. 0 when those bytes do not begin with it. */
+uint64_t frame_request_id(const uint8_t *p, size_t n);
 
 /* Encodes msg as one frame into a new buffer (*ret_buf, freed by the caller with free()).
  * Returns 0, -EMSGSIZE when the payload exceeds max_frame_bytes, or -ENOMEM. */

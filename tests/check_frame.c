@@ -208,6 +208,37 @@ START_TEST(partial_and_trim) {
 }
 END_TEST
 
+/* The request_id of a frame not yet read whole, from its first bytes (what the daemon
+ * answers a request it drops unread with). */
+START_TEST(request_id_from_the_head) {
+        struct frame_reader r;
+        const uint8_t *p;
+        uint8_t *buf;
+        uint32_t len;
+        size_t n, have;
+
+        buf = pack_hello(300, "x", &n);
+        frame_reader_init(&r, 4u << 20);
+        ck_assert(!frame_reader_head(&r, &len, &p, &have));
+        ck_assert_int_eq(frame_reader_feed(&r, buf, 6), 0);
+        ck_assert(frame_reader_head(&r, &len, &p, &have));
+        ck_assert_uint_eq(len, n - 4);
+        ck_assert_uint_eq(have, 2);
+        ck_assert_uint_eq(frame_request_id(p, have), 0); /* 300 takes two bytes after the tag */
+        ck_assert_int_eq(frame_reader_feed(&r, buf + 6, 1), 0);
+        ck_assert(frame_reader_head(&r, &len, &p, &have));
+        ck_assert_uint_eq(frame_request_id(p, have), 300);
+        ck_assert_uint_eq(frame_request_id((const uint8_t *)"\x10\x01", 2), 0); /* field 2 */
+        ck_assert_uint_eq(frame_request_id((const uint8_t *)"\x08\x7f", 2), 127);
+        ck_assert_uint_eq(frame_request_id((const uint8_t *)"\x08\xff\xff\xff\xff\xff\xff\xff\xff"
+                                                            "\xff\xff\xff",
+                                           12),
+                          0); /* no end within 10 bytes */
+        free(buf);
+        frame_reader_free(&r);
+}
+END_TEST
+
 START_TEST(pack_refuses_oversize) {
         Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
         Sbx__V1__ReadFileReply rf = SBX__V1__READ_FILE_REPLY__INIT;
@@ -331,6 +362,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, prepare_commit_reads_in_place);
         tcase_add_test(tc, pack_split_leaves_the_data_in_place);
         tcase_add_test(tc, partial_and_trim);
+        tcase_add_test(tc, request_id_from_the_head);
         suite_add_tcase(s, tc);
         return s;
 }
