@@ -81,8 +81,10 @@ static void say(struct report *r, const char *fmt, ...) {
                                                                : sizeof(r->text) - r->len - 1;
 }
 
-/* Runs fn as BOB (groups: the socket group) in a child; returns what it reported. */
-static char *as_bob(void (*fn)(struct it_daemon *d, struct report *r), struct it_daemon *d) {
+/* Runs fn(d, arg) as BOB (groups: the socket group) in a child; returns what it
+ * reported. */
+static char *as_bob(void (*fn)(struct it_daemon *d, const char *arg, struct report *r),
+                    struct it_daemon *d, const char *arg) {
         const gid_t groups[1] = {SOCK_GRP};
         pid_t parent = getpid(), pid;
         struct report *r = calloc(1, sizeof(*r));
@@ -100,7 +102,7 @@ static char *as_bob(void (*fn)(struct it_daemon *d, struct report *r), struct it
                     getppid() != parent)
                         _exit(120);
                 signal(SIGPIPE, SIG_IGN);
-                fn(d, r);
+                fn(d, arg, r);
                 n = write(p[1], r->text, r->len);
                 _exit(n == (ssize_t)r->len ? 0 : 121);
         }
@@ -142,7 +144,8 @@ static int count_lines(const char *text, const char *word) {
 /* Six background commands printing 8 MiB each, kept up to 8 MiB each: more than his
  * 16 MiB share. Waits until all have ended, then reports each one's kept bytes, its
  * count, and whether its warnings name the bound. */
-static void bob_background(struct it_daemon *d, struct report *r) {
+static void bob_background(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
         char *ids[BG_N] = {0};
         sbx_client *c = bob_connect(d, r);
         struct sbx_create_opts co;
@@ -206,7 +209,8 @@ static void bob_background(struct it_daemon *d, struct report *r) {
 }
 
 /* After his sandbox ended: one command of 8 MiB keeps all of it again. */
-static void bob_after(struct it_daemon *d, struct report *r) {
+static void bob_after(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
         sbx_client *c = bob_connect(d, r);
         struct sbx_exec_opts o;
         struct sbx_result *res = NULL;
@@ -227,7 +231,8 @@ static void bob_after(struct it_daemon *d, struct report *r) {
         sbx_close(c);
 }
 
-static void bob_create_2(struct it_daemon *d, struct report *r) {
+/* Creates the sandbox arg. */
+static void bob_create(struct it_daemon *d, const char *arg, struct report *r) {
         sbx_client *c = bob_connect(d, r);
         struct sbx_create_opts co;
         struct sbx_sandbox *sb = NULL;
@@ -235,7 +240,7 @@ static void bob_create_2(struct it_daemon *d, struct report *r) {
         if (!c)
                 return;
         sbx_create_opts_init(&co);
-        co.id = "bob-2";
+        co.id = arg;
         if (sbx_create(c, &co, &sb) != SBX_OK)
                 say(r, "create-failed %s\n", sbx_error_message(c));
         sbx_sandbox_free(sb);
@@ -252,7 +257,7 @@ START_TEST(test_kept_output) {
         sbx_client *c;
 
         it_daemon_start(&d, small_flags);
-        rep = as_bob(bob_background, &d);
+        rep = as_bob(bob_background, &d, NULL);
         for (line = rep; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
                 int n;
                 if (sscanf(line, "result %63s kept %llu of %llu named %d", id, &kept, &total, &n) !=
@@ -286,10 +291,10 @@ START_TEST(test_kept_output) {
         sbx_result_free(res);
 
         /* BOB's share comes back with his sandbox. */
-        rep = as_bob(bob_create_2, &d);
+        rep = as_bob(bob_create, &d, "bob-2");
         ck_assert_msg(rep[0] == '\0', "%s", rep);
         free(rep);
-        rep = as_bob(bob_after, &d);
+        rep = as_bob(bob_after, &d, NULL);
         ck_assert_msg(strstr(rep, "again kept 8388608 truncated 0"), "after the end: %s", rep);
         free(rep);
         sbx_close(c);
@@ -304,7 +309,8 @@ END_TEST
 /* Background commands that never read their stdin of 3.5 MiB, which stays held until it
  * is written whole: three fit his 16 MiB share with the 3.5 MiB of the request being
  * received (3 x 3.5 + 3.5 + 3.5), the fourth is refused. */
-static void bob_stdin(struct it_daemon *d, struct report *r) {
+static void bob_stdin(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
         sbx_client *c = bob_connect(d, r);
         uint8_t *data = calloc(1, STDIN_BYTES);
         int i;
@@ -331,21 +337,6 @@ static void bob_stdin(struct it_daemon *d, struct report *r) {
         sbx_close(c);
 }
 
-static void bob_create_in(struct it_daemon *d, struct report *r) {
-        sbx_client *c = bob_connect(d, r);
-        struct sbx_create_opts co;
-        struct sbx_sandbox *sb = NULL;
-
-        if (!c)
-                return;
-        sbx_create_opts_init(&co);
-        co.id = "bob-in";
-        if (sbx_create(c, &co, &sb) != SBX_OK)
-                say(r, "create-failed %s\n", sbx_error_message(c));
-        sbx_sandbox_free(sb);
-        sbx_close(c);
-}
-
 START_TEST(test_stdin) {
         struct it_daemon d;
         struct sbx_exec_opts o;
@@ -355,10 +346,10 @@ START_TEST(test_stdin) {
         sbx_client *c;
 
         it_daemon_start(&d, small_flags);
-        rep = as_bob(bob_create_in, &d);
+        rep = as_bob(bob_create, &d, "bob-in");
         ck_assert_msg(rep[0] == '\0', "%s", rep);
         free(rep);
-        rep = as_bob(bob_stdin, &d);
+        rep = as_bob(bob_stdin, &d, NULL);
         ck_assert_msg(count_lines(rep, "started") == 3, "three fit his share: %s", rep);
         ck_assert_msg(count_lines(rep, "refused RESOURCE_EXHAUSTED") == 3 &&
                               strstr(rep, "--max-buffered-per-uid 16 MiB"),
@@ -438,7 +429,8 @@ static void read_answer(int fd, int ms, struct report *r) {
 
 /* Connections that each send the header of a frame of almost 4 MiB and 3 MiB of it,
  * then stall: their state within 1 s; then, past the frame timeout, each one's end. */
-static void bob_stall(struct it_daemon *d, struct report *r) {
+static void bob_stall(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
         static uint8_t body[3 * MIB];
         int fds[STALLED], i;
         uint8_t hdr[4];
@@ -483,7 +475,8 @@ static void bob_stall(struct it_daemon *d, struct report *r) {
 }
 
 /* A second round after the first timed out: his share is his again. */
-static void bob_stall_again(struct it_daemon *d, struct report *r) {
+static void bob_stall_again(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
         static uint8_t body[3 * MIB];
         uint8_t hdr[4];
         int fds[3], i;
@@ -526,7 +519,7 @@ START_TEST(test_partial_frames) {
         if (bob == 0) {
                 char *text;
                 close(p[0]);
-                text = as_bob(bob_stall, &d);
+                text = as_bob(bob_stall, &d, NULL);
                 (void)!write(p[1], text, strlen(text));
                 _exit(0);
         }
@@ -603,7 +596,7 @@ START_TEST(test_partial_frames) {
                       rep);
         free(rep);
         /* His share is his again. */
-        rep = as_bob(bob_stall_again, &d);
+        rep = as_bob(bob_stall_again, &d, NULL);
         ck_assert_msg(count_lines(rep, "again") == 3 && !strstr(rep, "--max-buffered"),
                       "after the timeout: %s", rep);
         free(rep);
@@ -614,7 +607,8 @@ END_TEST
 
 /* ---- sandboxes -------------------------------------------------------------------------- */
 
-static void bob_creates(struct it_daemon *d, struct report *r) {
+static void bob_creates(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
         sbx_client *c = bob_connect(d, r);
         int i;
 
@@ -642,7 +636,7 @@ START_TEST(test_sandboxes_share) {
         int i;
 
         it_daemon_start(&d, small_flags);
-        rep = as_bob(bob_creates, &d);
+        rep = as_bob(bob_creates, &d, NULL);
         ck_assert_msg(count_lines(rep, "created") == 2, "a quarter of 8: %s", rep);
         ck_assert_msg(count_lines(rep, "refused RESOURCE_EXHAUSTED") == 2 &&
                               strstr(rep, "--max-sandboxes-per-uid"),
