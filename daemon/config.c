@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "disk.h"
+#include "egressshare.h"
 #include "pathcheck.h"
 #include "sbx_limits.h"
 
@@ -296,7 +297,8 @@ const char *config_usage(void) {
                "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
                "            [--disk-via auto|quota|image|tmpfs] [--disk-overcommit]\n"
                "            [--max-buffered SIZE] [--max-buffered-per-uid SIZE]\n"
-               "            [--frame-timeout SECS]\n"
+               "            [--frame-timeout SECS] [--max-proxy-fds-per-uid N]\n"
+               "            [--max-lookups-per-uid N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -342,7 +344,14 @@ const char *config_usage(void) {
                "--max-frame-bytes). Past it a command's kept output is cut to what it has\n"
                "(the tail is kept, and the result says so) and a request is refused\n"
                "RESOURCE_EXHAUSTED. A request must arrive whole within --frame-timeout of its\n"
-               "first byte (default 60 s), or its connection is closed.\n";
+               "first byte (default 60 s), or its connection is closed.\n"
+               "The allowlist proxies hold at most the open-file limit less a reserve (a\n"
+               "quarter, at least 1024) in descriptors, two per connection; one user's\n"
+               "sandboxes at most --max-proxy-fds-per-uid of them (default a quarter): past\n"
+               "it a connection is answered 503. One user's proxies look up at most\n"
+               "--max-lookups-per-uid names at once (default a quarter of libuv's threads for\n"
+               "slow work, 2 of 8); the others wait their turn. Names in /etc/hosts are\n"
+               "answered without a lookup.\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -368,6 +377,10 @@ static const struct {
         {"--retention-days", offsetof(struct config, retention_days), 0, 100000},
         {"--max-frame-bytes", offsetof(struct config, max_frame_bytes), SBX_MIN_MAX_FRAME_BYTES,
          1024u * 1024u * 1024u},
+        {"--max-proxy-fds-per-uid", offsetof(struct config, max_proxy_fds_per_uid),
+         EGRESS_FDS_PER_CONNECTION, CONFIG_MAX_PROXY_FDS},
+        {"--max-lookups-per-uid", offsetof(struct config, max_lookups_per_uid), 1,
+         EGRESS_UV_THREADS_MAX},
 };
 
 /* Flags whose value is a duration in seconds (config_parse_seconds), under their names

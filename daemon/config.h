@@ -58,6 +58,8 @@ struct config {
         uint64_t max_buffered_per_uid;    /* of it, one uid's: the flag, or a quarter */
         uint64_t max_buffered_per_uid_flag; /* --max-buffered-per-uid as given; 0: not given */
         uint64_t frame_timeout_ms;        /* the most a request may take to arrive whole */
+        uint32_t max_proxy_fds_per_uid;   /* descriptors of one uid's proxy connections; 0: a share */
+        uint32_t max_lookups_per_uid;     /* name lookups of one uid's proxies at once; 0: a share */
         int show_help;
         int show_version;
 };
@@ -69,6 +71,9 @@ int config_init(struct config *cfg, uid_t euid);
 /* --max-buffered and --max-buffered-per-uid's bounds. */
 #define CONFIG_MIN_BUFFERED_BYTES (16ull * 1024u * 1024u)
 #define CONFIG_MAX_BUFFERED_BYTES (1ull << 40)
+
+/* --max-proxy-fds-per-uid's most (a value above the proxies' own bound is cut to it). */
+#define CONFIG_MAX_PROXY_FDS (1u << 30)
 
 /* Applies the command-line flags (argv[0] is skipped). On a bad flag returns -EINVAL
  * and writes a one-line reason into err (errlen bytes). */

@@ -22,6 +22,7 @@ struct server;
 struct sbxtab;
 struct cgroup_env;
 struct guard;
+struct egressshare;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -31,6 +32,7 @@ struct sbxd {
         struct sbxtab *sandboxes;    /* the live sandboxes (sandbox.h) */
         struct quota *quota;         /* per-uid counts and budgets (quota.h; sbxtab.c makes it) */
         struct quota_bound buffered; /* --max-buffered(-per-uid) over d->quota (sbxtab.c) */
+        struct egressshare *proxies; /* what the allowlist proxies share (egressshare.c) */
         struct cgroup_env *cgroups;  /* where this daemon's cgroups live (cgroup.h) */
         struct guard *guard;         /* hidden and read-only paths kept covered (guard.c) */
         struct features features;    /* what this host allows, probed at start-up */
