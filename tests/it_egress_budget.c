@@ -12,7 +12,8 @@
  *    answered 503 naming the bound, each sandbox keeps one record of its refusals and
  *    the daemon logs them once; meanwhile root creates a sandbox, runs a command and
  *    goes through its proxy, and the daemon's descriptors stay far from its limit; once
- *    BOB's tunnels close his budget is his again. --max-proxy-fds-per-uid sets the
+ *    BOB's tunnels close his budget is his again, and the record of a run of refusals
+ *    counts them all. --max-proxy-fds-per-uid sets the
  *    budget, --max-lookups-per-uid the turns;
  *  - lookups: with libuv's pool at 4 threads (2 for lookups, 1 per uid), BOB's three
  *    sandboxes look up names that never answer; root's request for a name of
@@ -281,6 +282,7 @@ static void bob_hold(struct it_daemon *d, struct report *r) {
 /* The holders end (their tunnels close); then one sandbox goes through its proxy again. */
 static void bob_release(struct it_daemon *d, struct report *r) {
         sbx_client *c = bob_client(d, r);
+        struct sbx_connections *h = NULL;
         struct sbx_result *res = NULL;
         char id[32];
 
@@ -297,6 +299,12 @@ static void bob_release(struct it_daemon *d, struct report *r) {
                     "exit 0; sleep 0.2; done; exit 1");
         say(r, "again %s\n", res->stdout_data ? (const char *)res->stdout_data : "");
         sbx_result_free(res);
+        /* The run of refusals ended with that connection: its record has their count. */
+        if (sbx_connections(c, "bob-h0", 0, 1000, &h) == SBX_OK)
+                for (size_t k = 0; k < h->n; k++)
+                        if (h->v[k].reason && strstr(h->v[k].reason, "--max-proxy-fds"))
+                                say(r, "record-after %s\n", h->v[k].reason);
+        sbx_connections_free(h);
         sbx_close(c);
 }
 
@@ -305,8 +313,8 @@ START_TEST(descriptors_per_uid) {
         const char *hosts[] = {"hosts.test", NULL};
         struct it_daemon d;
         struct sbx_result *res;
-        int held = 0, refused = 0, fds_before, fds_held, fds_root, named = 0;
-        char *rep, *line, *root_out;
+        int held = 0, refused = 0, fds_before, fds_held, fds_root, named = 0, refused_h0 = -1;
+        char *rep, *line, *root_out, counted[64];
         sbx_client *c;
 
         /* The daemon inherits it (and raises its soft limit to it): 128 for the proxies. */
@@ -338,6 +346,8 @@ START_TEST(descriptors_per_uid) {
                 if (sscanf(line, "sandbox %*s held %d refused %d", &h, &n) == 2) {
                         held += h;
                         refused += n;
+                        if (strncmp(line, "sandbox bob-h0 ", 15) == 0)
+                                refused_h0 = n;
                         named += strstr(line, "--max-proxy-fds-per-uid 32") != NULL;
                 }
         }
@@ -368,6 +378,9 @@ START_TEST(descriptors_per_uid) {
         /* BOB's tunnels end: his budget is his again, and the log says so once. */
         rep = as_bob(bob_release, &d);
         ck_assert_msg(strstr(rep, "again hello-egress /bob-again"), "%s", rep);
+        snprintf(counted, sizeof(counted), "(%d connections refused)", refused_h0);
+        ck_assert_msg(count_lines(rep, "record-after ") == 1 && strstr(rep, counted),
+                      "one record counts bob-h0's %d refusals: %s", refused_h0, rep);
         free(rep);
         ck_assert_int_eq(it_log_count(&d, "connections of uid 3202 again"), 1);
         for (int i = 0; i < HOLD_SANDBOXES; i++)
