@@ -229,7 +229,8 @@ $(DAEMON_UNIT_TESTS): $(BUILD)/tests/check_%: tests/check_%.c $(DAEMON_OBJS) tes
 	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
 	  $(DAEMON_OBJS) $(LIBS_DAEMON) $(CHECK_LIBS)
 
-$(BUILD)/tests/it_%: tests/it_%.c tests/itutil.c tests/itutil.h $(BUILD)/libsbx.a
+$(BUILD)/tests/it_%: tests/it_%.c tests/itutil.c tests/itutil.h tests/asbob.h tests/networld.h tests/testutil.h \
+  $(BUILD)/libsbx.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
 	  tests/itutil.c $(BUILD)/libsbx.a -lprotobuf-c -lsqlite3 $(IT_EXTRA_LIBS) $(CHECK_LIBS)

@@ -19,6 +19,7 @@
 
 #include "disk.h"
 #include "bounds.h"
+#include "egressshare.h"
 #include "pathcheck.h"
 #include "sbx_limits.h"
 
@@ -305,6 +306,7 @@ const char *config_usage(void) {
                "            [--max-buffered SIZE] [--max-buffered-per-uid SIZE]\n"
                "            [--frame-timeout SECS] [--daemon-memory-max SIZE] [--daemon-tasks-max N]\n"
                "            [--uid-base N]\n"
+               "            [--max-proxy-fds-per-uid N] [--max-lookups-per-uid N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -363,7 +365,14 @@ const char *config_usage(void) {
                "among the root sbxd of the host (in /var/lib/sbxd-uids, recorded in the state\n"
                "directory and kept at every start): the first free one from 2100000000, or\n"
                "--uid-base N (N to N+65535, N from 65536 to 4294901759), refused when it\n"
-               "overlaps another daemon's.\n";
+               "overlaps another daemon's.\n"
+               "The allowlist proxies hold at most the open-file limit less a reserve (a\n"
+               "quarter, at least 1024) in descriptors, two per connection; one user's\n"
+               "sandboxes at most --max-proxy-fds-per-uid of them (default a quarter): past\n"
+               "it a connection is answered 503. One user's proxies look up at most\n"
+               "--max-lookups-per-uid names at once (default a quarter of libuv's threads for\n"
+               "slow work, 2 of 8); the others wait their turn. Names in /etc/hosts are\n"
+               "answered without a lookup.\n";
 }
 
 /* Flags whose value is a number in [min, max]. */
@@ -392,6 +401,10 @@ static const struct {
         {"--max-frame-bytes", offsetof(struct config, max_frame_bytes), SBX_MIN_MAX_FRAME_BYTES,
          1024u * 1024u * 1024u},
         {"--uid-base", offsetof(struct config, uid_base), SBX_UID_BASE_MIN, SBX_UID_BASE_MAX},
+        {"--max-proxy-fds-per-uid", offsetof(struct config, max_proxy_fds_per_uid),
+         EGRESS_FDS_PER_CONNECTION, CONFIG_MAX_PROXY_FDS},
+        {"--max-lookups-per-uid", offsetof(struct config, max_lookups_per_uid), 1,
+         EGRESS_UV_THREADS_MAX},
 };
 
 /* Flags whose value is a duration in seconds (config_parse_seconds), under their names

@@ -64,6 +64,8 @@ struct config {
         uint64_t daemon_memory_max;       /* the daemon's own memory bound (cgroup); 0: none */
         uint32_t daemon_tasks_max;        /* its own tasks bound (cgroup pids); 0: none */
         uint32_t uid_base;                /* --uid-base: the first sandbox uid (root); 0: any */
+        uint32_t max_proxy_fds_per_uid;   /* descriptors of one uid's proxy connections; 0: a share */
+        uint32_t max_lookups_per_uid;     /* name lookups of one uid's proxies at once; 0: a share */
         int show_help;
         int show_version;
 };
@@ -77,6 +79,9 @@ int config_init(struct config *cfg, uid_t euid);
 #define CONFIG_MAX_BUFFERED_BYTES (1ull << 40)
 /* --daemon-memory-max's least (a daemon bounded lower could not serve). */
 #define CONFIG_MIN_DAEMON_MEMORY_BYTES (64ull * 1024u * 1024u)
+
+/* --max-proxy-fds-per-uid's most (a value above the proxies' own bound is cut to it). */
+#define CONFIG_MAX_PROXY_FDS (1u << 30)
 
 /* Applies the command-line flags (argv[0] is skipped). On a bad flag returns -EINVAL
  * and writes a one-line reason into err (errlen bytes). */

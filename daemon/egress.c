@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,8 @@
 #include <uv.h>
 
 #include "egressrule.h"
+#include "egressshare.h"
+#include "hostsfile.h"
 #include "log.h"
 #include "socks5.h"
 #include "sbx_limits.h"
@@ -37,12 +40,6 @@
 /* What a queued write costs besides its data (its request, the allocator's headers),
  * counted against EGRESS_QUEUE_HIGH_BYTES with the data. */
 #define WRITE_COST_BYTES 256u
-/* Name lookups of one sandbox under way at once; the others wait their turn (their
- * resolve timeout runs meanwhile). A lookup holds one of libuv's threads for as long as
- * the resolver waits, and libuv gives such slow work only half of its threads (2 of 4):
- * one sandbox looking up names that never answer must not hold them all, or every
- * other sandbox's proxy waits behind it. */
-#define LOOKUPS_PER_SANDBOX 1u
 /* Connections a sandbox's proxy takes per second, and at most in a burst: past them it
  * takes the next one only when the rate allows (the sandbox's connect waits in the
  * listening socket's backlog meanwhile; nothing is refused). Every connection is a
@@ -68,8 +65,9 @@ struct econn {
         uv_shutdown_t shut[2]; /* [0] upstream's write side, [1] the client's */
         int handles;           /* open handles and requests in flight: freed at 0 */
         int upstream_open, gai_active, closing;
-        int lookup_waiting;        /* in its egress's queue of lookups */
-        struct econn *lookup_next; /* the next in that queue */
+        struct egressshare_lookup lookup; /* its turn on libuv's threads (egressshare.h) */
+        uid_t uid;                        /* whose descriptors it holds (the owner's) */
+        int fds_held;                     /* counted in the owner's descriptor budget */
         enum phase phase;
         uint64_t last_ms; /* uv_now of the last byte either way */
         char head[EGRESS_HEAD_MAX_BYTES];
@@ -105,10 +103,16 @@ struct egress {
         int closing;
         struct econn *conns;
         unsigned n_open;
-        unsigned n_mem;     /* connections not yet freed */
-        unsigned n_lookups; /* name lookups under way (LOOKUPS_PER_SANDBOX) */
-        struct econn *lookups_head, *lookups_tail; /* connections waiting to look up */
+        unsigned n_mem;            /* connections not yet freed */
+        struct egressshare *share; /* the budgets all proxies share (a reference) */
+        uid_t owner;               /* the sandbox's: whose budgets its connections use */
         uint64_t next_seq;
+        /* Connections refused over the owner's descriptor budget since the proxy last
+         * took one: recorded once (over_seq), with their count, not once each. */
+        unsigned over_count, over_counted; /* refused; of them, what the record says */
+        uint64_t over_seq;
+        int64_t over_first_ms, over_last_ms;
+        char over_why[REASON_BYTES];
         uv_timer_t pace;      /* takes a connection left waiting for the rate */
         uv_timer_t progress;  /* PROGRESS_MS: open records get their bytes */
         int timers_open;      /* pace and progress, until their close callbacks */
@@ -126,7 +130,6 @@ struct wreq {
 
 static void conn_close(struct econn *c, const char *reason);
 static void on_head_timeout(uv_timer_t *t);
-static void lookup_unqueue(struct econn *c);
 
 /* ---- the rules ---------------------------------------------------------------------- */
 
@@ -147,7 +150,7 @@ static char **strv_copy(char *const *v, size_t n) {
         return out;
 }
 
-int egress_set_policy(struct egress *eg, const char *id, const Sbx__V1__Policy *pol) {
+int egress_set_policy(struct egress *eg, const char *id, uid_t owner, const Sbx__V1__Policy *pol) {
         char **h = strv_copy(pol ? pol->allowed_hosts : NULL, pol ? pol->n_allowed_hosts : 0);
         char **cd = strv_copy(pol ? pol->allowed_cidrs : NULL, pol ? pol->n_allowed_cidrs : 0);
 
@@ -163,6 +166,7 @@ int egress_set_policy(struct egress *eg, const char *id, const Sbx__V1__Policy *
         eg->cidrs = cd;
         eg->n_cidrs = pol ? pol->n_allowed_cidrs : 0;
         snprintf(eg->id, sizeof(eg->id), "%s", id);
+        eg->owner = owner;
         return 0;
 }
 
@@ -214,6 +218,8 @@ static void record_end(struct econn *c, const char *reason) {
 static void egress_free(struct egress *eg) {
         strv_free(eg->hosts, eg->n_hosts);
         strv_free(eg->cidrs, eg->n_cidrs);
+        if (eg->share)
+                egressshare_unref(eg->d);
         free(eg);
 }
 
@@ -253,7 +259,11 @@ static void conn_close(struct econn *c, const char *reason) {
         if (c->next)
                 c->next->prev = c->prev;
         eg->n_open--;
-        lookup_unqueue(c);
+        /* Its descriptors close now (uv_close closes them at once). */
+        if (c->fds_held)
+                egressshare_drop_fds(eg->share, c->uid);
+        c->fds_held = 0;
+        egressshare_lookup_cancel(eg->share, &c->lookup);
         if (c->gai_active)
                 uv_cancel((uv_req_t *)&c->gai);
         uv_close((uv_handle_t *)&c->client, on_handle_closed);
@@ -585,16 +595,46 @@ static const char *address_refusal(struct econn *c, const struct sockaddr *sa, c
         return why;
 }
 
-static void lookup_next(struct egress *eg);
+/* One address c's name has, in the order the resolver (or the hosts file) gave them:
+ * when c may connect to it, it becomes c->dest (with c's port) and 1 is returned; else
+ * the first refusal is kept in why (its address in c->addr) and 0 returned. */
+static int consider(struct econn *c, const struct sockaddr *sa, size_t salen, char *why,
+                    size_t len) {
+        char w[REASON_BYTES];
+
+        if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) || salen > sizeof(c->dest))
+                return 0;
+        if (!address_refusal(c, sa, w, sizeof(w))) {
+                memcpy(&c->dest, sa, salen);
+                ((struct sockaddr_in *)&c->dest)->sin_port = htons((uint16_t)c->port);
+                return 1;
+        }
+        if (!why[0]) {
+                snprintf(why, len, "%s", w);
+                egressrule_addr_text(sa, c->addr, sizeof(c->addr));
+        }
+        return 0;
+}
+
+/* The addresses were considered: connects to the one chosen, or refuses. */
+static void connect_chosen(struct econn *c, int chosen, const char *why) {
+        if (!chosen) {
+                answer(c, 403, "Forbidden", why[0] ? why : "no address to connect to");
+                return;
+        }
+        connect_dest(c);
+}
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
         struct econn *c = req->data;
         char why[REASON_BYTES] = "";
         const struct addrinfo *ai;
+        int chosen = 0;
 
         c->gai_active = 0;
-        c->eg->n_lookups--;
-        lookup_next(c->eg); /* before c (and with it eg) may go */
+        /* Its turn goes to the next lookup of any sandbox (c's egress, holding the share,
+         * stays until c goes). */
+        egressshare_lookup_done(c->eg->share, c->lookup.uid);
         if (c->closing || c->phase != PH_RESOLVE) {
                 /* Closed, or answered already (the lookup timed out). */
                 uv_freeaddrinfo(res);
@@ -608,27 +648,27 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                 answer(c, 502, "Bad Gateway", why);
                 return;
         }
-        /* The first address that may be used; the refusal of the first that may not. */
-        for (ai = res; ai; ai = ai->ai_next) {
-                char w[REASON_BYTES];
-                if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
-                        continue;
-                if (!address_refusal(c, ai->ai_addr, w, sizeof(w)))
-                        break;
-                if (!why[0]) {
-                        memcpy(why, w, sizeof(why));
-                        egressrule_addr_text(ai->ai_addr, c->addr, sizeof(c->addr));
-                }
-        }
-        if (!ai) {
-                uv_freeaddrinfo(res);
-                answer(c, 403, "Forbidden", why[0] ? why : "no address to connect to");
-                return;
-        }
-        memcpy(&c->dest, ai->ai_addr, ai->ai_addrlen);
-        ((struct sockaddr_in *)&c->dest)->sin_port = htons((uint16_t)c->port);
+        for (ai = res; ai && !chosen; ai = ai->ai_next)
+                chosen = consider(c, ai->ai_addr, ai->ai_addrlen, why, sizeof(why));
         uv_freeaddrinfo(res);
-        connect_dest(c);
+        connect_chosen(c, chosen, why);
+}
+
+/* Answers c from /etc/hosts when it names c's host (no thread, no wait): 1; else 0. */
+static int from_hosts_file(struct econn *c) {
+        struct sockaddr_storage a[HOSTSFILE_MAX_ADDRS];
+        char why[REASON_BYTES] = "";
+        size_t n = egressshare_hosts(c->eg->share, c->host, c->port, a, HOSTSFILE_MAX_ADDRS);
+        int chosen = 0;
+
+        if (n == 0)
+                return 0;
+        log_debug("sbx=%s: egress %s from /etc/hosts", c->eg->id, c->host);
+        for (size_t i = 0; i < n && !chosen; i++)
+                chosen =
+                        consider(c, (const struct sockaddr *)&a[i], sizeof(a[i]), why, sizeof(why));
+        connect_chosen(c, chosen, why);
+        return 1;
 }
 
 /* ---- the request head ---------------------------------------------------------------- */
@@ -714,22 +754,25 @@ static const char *parse_head(struct econn *c) {
         return NULL;
 }
 
-/* A lookup that takes longer than a connect may: 504. The lookup itself cannot be
- * stopped once a thread runs it; its answer is then dropped (on_resolved). */
+/* A lookup that takes longer than a connect may (waiting for its turn included): 504.
+ * The lookup itself cannot be stopped once a thread runs it; its answer is then dropped
+ * (on_resolved). */
 static void on_resolve_timeout(uv_timer_t *t) {
         struct econn *c = t->data;
         char why[REASON_BYTES];
 
         if (c->gai_active)
                 uv_cancel((uv_req_t *)&c->gai);
-        lookup_unqueue(c);
+        egressshare_lookup_cancel(c->eg->share, &c->lookup);
         snprintf(why, sizeof(why), "resolving %s timed out after %u ms", c->host,
                  EGRESS_CONNECT_TIMEOUT_MS);
         answer(c, 504, "Gateway Timeout", why);
 }
 
-/* Starts resolving c's host (off the loop, on libuv's threads). */
-static void lookup_start(struct econn *c) {
+/* Its turn came: starts resolving c's host (off the loop, on one of libuv's threads,
+ * which the turn holds until on_resolved). 0, or -errno when it could not (answered). */
+static int lookup_start(struct egressshare_lookup *l) {
+        struct econn *c = (struct econn *)(void *)((char *)l - offsetof(struct econn, lookup));
         struct addrinfo hints;
         char why[REASON_BYTES];
         char port[8];
@@ -745,41 +788,11 @@ static void lookup_start(struct econn *c) {
         if (r < 0) {
                 snprintf(why, sizeof(why), "cannot resolve %s: %s", c->host, uv_strerror(r));
                 answer(c, 502, "Bad Gateway", why);
-                return;
+                return r;
         }
         c->gai_active = 1;
         c->handles++;
-        c->eg->n_lookups++;
-}
-
-/* c no longer waits to look up its name (it was answered or closed). */
-static void lookup_unqueue(struct econn *c) {
-        struct egress *eg = c->eg;
-        struct econn **p;
-
-        if (!c->lookup_waiting)
-                return;
-        c->lookup_waiting = 0;
-        for (p = &eg->lookups_head; *p; p = &(*p)->lookup_next)
-                if (*p == c) {
-                        *p = c->lookup_next;
-                        break;
-                }
-        if (eg->lookups_tail == c) {
-                eg->lookups_tail = NULL;
-                for (struct econn *k = eg->lookups_head; k; k = k->lookup_next)
-                        eg->lookups_tail = k;
-        }
-        c->lookup_next = NULL;
-}
-
-/* A lookup ended: the next waiting connections start theirs. */
-static void lookup_next(struct egress *eg) {
-        while (!eg->closing && eg->n_lookups < LOOKUPS_PER_SANDBOX && eg->lookups_head) {
-                struct econn *c = eg->lookups_head;
-                lookup_unqueue(c);
-                lookup_start(c);
-        }
+        return 0;
 }
 
 /* Judges the parsed request: a literal inside allowed_cidrs is connected to; a name in
@@ -808,17 +821,14 @@ static void judge(struct econn *c) {
                 return;
         }
         c->phase = PH_RESOLVE;
-        uv_timer_start(&c->timer, on_resolve_timeout, EGRESS_CONNECT_TIMEOUT_MS, 0);
-        if (eg->n_lookups >= LOOKUPS_PER_SANDBOX) {
-                c->lookup_waiting = 1;
-                if (eg->lookups_tail)
-                        eg->lookups_tail->lookup_next = c;
-                else
-                        eg->lookups_head = c;
-                eg->lookups_tail = c;
+        if (from_hosts_file(c))
                 return;
-        }
-        lookup_start(c);
+        /* The timeout runs while the lookup waits for its turn too. */
+        uv_timer_start(&c->timer, on_resolve_timeout, EGRESS_CONNECT_TIMEOUT_MS, 0);
+        c->lookup.uid = c->uid;
+        c->lookup.start = lookup_start;
+        if (egressshare_lookup(eg->share, &c->lookup) < 0)
+                answer(c, 502, "Bad Gateway", "daemon out of memory");
 }
 
 static void head_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -921,14 +931,18 @@ static void free_handle(uv_handle_t *h) {
         free(h);
 }
 
-/* Over the cap: the connection is answered at once, without a connection object, and
- * recorded as refused. */
-static int refuse_over_cap(struct egress *eg) {
-        static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
-                                  "Content-Length: 32\r\n\r\ntoo many open proxy connections\n";
-        struct store_connection r;
+/* The connection waiting on the listener is answered 503 at once with why, without a
+ * connection object (its descriptor is closed before this returns). 0 or -ENOMEM (it
+ * is left waiting). */
+static int refuse_now(struct egress *eg, const char *why) {
+        char msg[REASON_BYTES + 256];
+        int n = snprintf(msg, sizeof(msg),
+                         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                         "Content-Length: %zu\r\nConnection: close\r\nX-Sbx-Egress: refused\r\n"
+                         "\r\n%s\n",
+                         strlen(why) + 1, why);
+        uv_buf_t b = uv_buf_init(msg, n > 0 && (size_t)n < sizeof(msg) ? (unsigned)n : 0);
         uv_tcp_t *t = malloc(sizeof(*t));
-        uv_buf_t b = uv_buf_init((char *)(uintptr_t)msg, sizeof(msg) - 1);
 
         if (!t || uv_tcp_init(eg->d->loop, t) < 0) {
                 free(t);
@@ -937,15 +951,79 @@ static int refuse_over_cap(struct egress *eg) {
         if (uv_accept((uv_stream_t *)&eg->listener, (uv_stream_t *)t) == 0)
                 (void)uv_try_write((uv_stream_t *)t, &b, 1);
         uv_close((uv_handle_t *)t, free_handle);
+        return 0;
+}
+
+/* Records a refused connection as seq, from started_ms to ended_ms: inserted, or (update)
+ * the record of seq brought up to date. */
+static void record_refused(struct egress *eg, uint64_t seq, int64_t started_ms, int64_t ended_ms,
+                           const char *reason, int update) {
+        struct store_connection r;
+        int rc;
+
         memset(&r, 0, sizeof(r));
         r.sandbox_id = eg->id;
-        r.seq = eg->next_seq++;
-        r.started_ms = r.ended_ms = sbxd_now_unix_ms();
-        r.reason = "too many open proxy connections";
-        if (store_connection_insert(eg->d->store, &r) < 0)
+        r.seq = seq;
+        r.started_ms = started_ms;
+        r.ended_ms = ended_ms;
+        r.reason = reason;
+        rc = update ? store_connection_finish(eg->d->store, &r)
+                    : store_connection_insert(eg->d->store, &r);
+        if (rc < 0)
                 log_warning("sbx=%s: recording a refused connection: %s", eg->id,
                             store_last_error(eg->d->store));
+}
+
+/* Over the sandbox's cap: refused and recorded, each. */
+static int refuse_over_cap(struct egress *eg) {
+        static const char why[] = "too many open proxy connections";
+        int64_t now = sbxd_now_unix_ms();
+
+        if (refuse_now(eg, why) < 0)
+                return -ENOMEM;
+        record_refused(eg, eg->next_seq++, now, now, why, 0);
         return 0;
+}
+
+/* The record of the current run of refusals over the budget, with their count so far
+ * (written again only when the count moved). */
+static void over_record(struct egress *eg) {
+        char reason[REASON_BYTES + 64];
+
+        if (eg->over_count == eg->over_counted)
+                return;
+        snprintf(reason, sizeof(reason), "%s (%u connections refused)", eg->over_why,
+                 eg->over_count);
+        record_refused(eg, eg->over_seq, eg->over_first_ms, eg->over_last_ms, reason,
+                       eg->over_counted > 0);
+        eg->over_counted = eg->over_count;
+}
+
+/* Over the owner's descriptor budget (why names it): refused; a run of such refusals is
+ * one record, which counts them, not one record each (a sandbox that connects in a loop
+ * meanwhile must not grow the records). */
+static int refuse_over_budget(struct egress *eg, const char *why) {
+        int64_t now = sbxd_now_unix_ms();
+
+        if (refuse_now(eg, why) < 0)
+                return -ENOMEM;
+        if (eg->over_count == 0) {
+                eg->over_seq = eg->next_seq++;
+                eg->over_first_ms = now;
+                snprintf(eg->over_why, sizeof(eg->over_why), "%s", why);
+        }
+        eg->over_count++;
+        eg->over_last_ms = now;
+        if (eg->over_count == 1)
+                over_record(eg);
+        return 0;
+}
+
+/* The proxy takes connections again: the run of refusals (if any) has its last count. */
+static void over_end(struct egress *eg) {
+        over_record(eg);
+        eg->over_count = 0;
+        eg->over_counted = 0;
 }
 
 /* Whether the rate allows eg to take a connection now (then counted). */
@@ -1004,6 +1082,7 @@ static void on_progress(uv_timer_t *t) {
         struct egress *eg = t->data;
         struct store_connection r;
 
+        over_record(eg);
         for (struct econn *c = eg->conns; c; c = c->next) {
                 if (!c->recorded || (c->sent == c->rec_sent && c->received == c->rec_received))
                         continue;
@@ -1017,26 +1096,44 @@ static void on_progress(uv_timer_t *t) {
 
 static void accept_one(struct egress *eg) {
         uv_stream_t *s = (uv_stream_t *)&eg->listener;
+        char why[REASON_BYTES];
         struct econn *c;
+        int r;
 
         if (eg->n_open >= EGRESS_MAX_OPEN) {
                 if (refuse_over_cap(eg) < 0)
                         goto retry;
                 return;
         }
+        /* Answered at once rather than left waiting in the backlog: the agent learns which
+         * bound it met (and that closing its idle connections helps) instead of a connect
+         * that hangs without a word until its own timeout. */
+        r = egressshare_take_fds(eg->share, eg->owner, eg->id, why, sizeof(why));
+        if (r == -ENOMEM)
+                goto retry;
+        if (r < 0) {
+                if (refuse_over_budget(eg, why) < 0)
+                        goto retry;
+                return;
+        }
+        over_end(eg);
         c = calloc(1, sizeof(*c));
         if (!c || uv_tcp_init(eg->d->loop, &c->client) < 0) {
+                egressshare_drop_fds(eg->share, eg->owner);
                 free(c);
                 goto retry;
         }
         c->eg = eg;
         c->client.data = c;
         c->handles = 1;
+        c->uid = eg->owner;
         eg->n_mem++;
         if (uv_accept(s, (uv_stream_t *)&c->client) < 0) {
+                egressshare_drop_fds(eg->share, c->uid);
                 uv_close((uv_handle_t *)&c->client, on_handle_closed);
                 return;
         }
+        c->fds_held = 1;
         uv_timer_init(eg->d->loop, &c->timer);
         c->timer.data = c;
         c->handles++;
@@ -1083,7 +1180,7 @@ static void on_listener_closed(uv_handle_t *h) {
         egress_maybe_free(eg);
 }
 
-int egress_start(struct sbxd *d, const char *id, const Sbx__V1__Policy *pol, int fd,
+int egress_start(struct sbxd *d, const char *id, uid_t owner, const Sbx__V1__Policy *pol, int fd,
                  struct egress **ret) {
         struct egress *eg;
         uint64_t last = 0;
@@ -1094,8 +1191,9 @@ int egress_start(struct sbxd *d, const char *id, const Sbx__V1__Policy *pol, int
                 return r;
         }
         eg = calloc(1, sizeof(*eg));
-        if (!eg || egress_set_policy(eg, id, pol) < 0) {
-                free(eg);
+        if (!eg || egress_set_policy(eg, id, owner, pol) < 0 || !(eg->share = egressshare_ref(d))) {
+                if (eg)
+                        egress_free(eg);
                 close(fd);
                 return -ENOMEM;
         }
@@ -1139,6 +1237,7 @@ void egress_close(struct egress *eg, const char *reason) {
         if (!eg || eg->closing)
                 return;
         eg->closing = 1;
+        over_record(eg);
         while (eg->conns)
                 conn_close(eg->conns, reason);
         uv_close((uv_handle_t *)&eg->pace, on_timer_closed);

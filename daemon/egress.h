@@ -9,12 +9,15 @@
  * keeps its own copy of the listener and hands it to a daemon that adopts the sandbox.
  *
  * The proxy reads a bounded request head (CONNECT host:port, a plain HTTP request in
- * absolute form, or a SOCKS5 CONNECT: socks5.h), judges it with egressrule.h against the sandbox's allowed_hosts and
- * allowed_cidrs, resolves names itself (uv_getaddrinfo, off the loop) and connects to
- * the one address it checked, never to a private, loopback, link-local, multicast or
- * reserved address no allowed_cidrs entry covers. It then relays bytes both ways with
- * backpressure, idle and connect timeouts and a per-sandbox cap on open connections.
- * Every connection allowed or refused is recorded (store_connection_*).
+ * absolute form, or a SOCKS5 CONNECT: socks5.h), judges it with egressrule.h against the sandbox's
+ * allowed_hosts and allowed_cidrs, resolves names itself (from /etc/hosts on the loop, else
+ * uv_getaddrinfo off the loop, taking turns with the other proxies of the same uid: egressshare.h)
+ * and connects to the one address it checked, never to a private, loopback, link-local, multicast
+ * or reserved address no allowed_cidrs entry covers. It then relays bytes both ways with
+ * backpressure, idle and connect timeouts, a per-sandbox cap on open connections and the owner's
+ * budget of descriptors (egressshare.h) over all its sandboxes. Every connection allowed or refused
+ * is recorded (store_connection_*), but a run of refusals over the owner's budget is one record
+ * that counts them.
  *
  * Owned by the sandbox (sandbox.c); called on the loop thread only. */
 #ifndef SBX_EGRESS_H
@@ -22,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sbx.pb-c.h"
 
@@ -40,17 +44,19 @@ struct egress;
 #define EGRESS_MAX_OPEN           64u            /* open connections per sandbox */
 #define EGRESS_QUEUE_HIGH_BYTES   (256u * 1024u) /* stop reading the other side above */
 
-/* Starts the proxy of sandbox id on fd (a socket init handed over: taken, closed on
- * failure) with pol's allowed_hosts and allowed_cidrs (copied). Checks that fd is a
- * listening TCP socket first (init is untrusted). Connection records continue after
- * the highest recorded seq of id (one left open by a previous daemon is marked ended).
- * Returns 0 with *ret, or -errno (-ENOTSOCK: fd is no listening TCP socket). */
-int egress_start(struct sbxd *d, const char *id, const Sbx__V1__Policy *pol, int fd,
+/* Starts the proxy of sandbox id of owner (whose budgets its connections use) on fd (a
+ * socket init handed over: taken, closed on failure) with pol's allowed_hosts and
+ * allowed_cidrs (copied). Checks that fd is a listening TCP socket first (init is
+ * untrusted). Connection records continue after the highest recorded seq of id (one
+ * left open by a previous daemon is marked ended). Returns 0 with *ret, or -errno
+ * (-ENOTSOCK: fd is no listening TCP socket). */
+int egress_start(struct sbxd *d, const char *id, uid_t owner, const Sbx__V1__Policy *pol, int fd,
                  struct egress **ret);
 
-/* Replaces the sandbox id and rules (a warm sandbox claimed under a client's id and
- * policy). 0 or -ENOMEM (then the old ones stay). */
-int egress_set_policy(struct egress *eg, const char *id, const Sbx__V1__Policy *pol);
+/* Replaces the sandbox id, owner and rules (a warm sandbox claimed under a client's id
+ * and policy; its connections made before keep the budget they were counted in). 0 or
+ * -ENOMEM (then the old ones stay). */
+int egress_set_policy(struct egress *eg, const char *id, uid_t owner, const Sbx__V1__Policy *pol);
 
 /* Stops accepting and closes every connection (each record ended with reason); the
  * memory goes once the loop has closed the handles. eg must not be used after.

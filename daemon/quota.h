@@ -1,12 +1,13 @@
 /* quota.h: the per-uid quotas and budgets of the daemon (--max-sandboxes-per-uid,
- * --max-commands-per-uid, --max-buffered-per-uid): how many sandboxes each uid owns,
- * how many commands each uid runs, how many bytes the daemon holds for each uid, counted
- * as they come and go instead of by walking the table, and in all.
+ * --max-commands-per-uid, --max-buffered-per-uid, --max-proxy-fds-per-uid): how many
+ * sandboxes each uid owns, how many commands each uid runs, how many bytes the daemon
+ * holds for each uid, how many descriptors the allowlist proxies of its sandboxes hold,
+ * counted as they come and go instead of by walking the table, and in all.
  *
  * One struct quota belongs to the sandbox table, which makes it and puts it in struct
  * sbxd (d->quota); the table counts sandboxes, the command module commands and kept
- * output, the connections partly received requests. Loop thread only; nothing here
- * logs. */
+ * output, the connections partly received requests, the proxies' shared state
+ * (egressshare.c) their descriptors. Loop thread only; nothing here logs. */
 #ifndef SBX_QUOTA_H
 #define SBX_QUOTA_H
 
@@ -18,6 +19,7 @@ enum quota_kind {
         QUOTA_COMMANDS,      /* commands a uid started that have no result yet */
         QUOTA_QUEUED,        /* commands of a uid waiting for a slot, all sandboxes */
         QUOTA_BUFFERED,      /* bytes held for a uid: kept output, stdin, partial requests */
+        QUOTA_PROXY_FDS,     /* descriptors of the proxy connections of a uid's sandboxes */
         QUOTA_N
 };
 

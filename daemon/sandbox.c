@@ -319,7 +319,7 @@ void sandbox_set_spec(struct sandbox *sb, Sbx__V1__CreateSandbox *spec) {
                 sbx__v1__create_sandbox__free_unpacked(sb->spec, NULL);
         sb->spec = spec;
         sb->view.policy = spec->policy;
-        if (sb->egress && egress_set_policy(sb->egress, sb->id, spec->policy) < 0) {
+        if (sb->egress && egress_set_policy(sb->egress, sb->id, sb->owner_uid, spec->policy) < 0) {
                 /* Fail closed: never the rules (and records) of the policy it was made for. */
                 egress_close(sb->egress, "the daemon ran out of memory");
                 sb->egress = NULL;
@@ -867,7 +867,7 @@ void sandbox_start_egress(struct sandbox *sb, int fd) {
                 close(fd);
                 return;
         }
-        r = egress_start(sb->d, sb->id, pol, fd, &sb->egress);
+        r = egress_start(sb->d, sb->id, sb->owner_uid, pol, fd, &sb->egress);
         if (r < 0) {
                 sb->egress = NULL;
                 sandbox_warn(sb,

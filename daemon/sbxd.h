@@ -23,6 +23,7 @@ struct sbxtab;
 struct cgroup_env;
 struct guard;
 struct uidrange;
+struct egressshare;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -32,6 +33,7 @@ struct sbxd {
         struct sbxtab *sandboxes;    /* the live sandboxes (sandbox.h) */
         struct quota *quota;         /* per-uid counts and budgets (quota.h; sbxtab.c makes it) */
         struct quota_bound buffered; /* --max-buffered(-per-uid) over d->quota (sbxtab.c) */
+        struct egressshare *proxies; /* what the allowlist proxies share (egressshare.c) */
         struct cgroup_env *cgroups;  /* where this daemon's cgroups live (cgroup.h) */
         struct guard *guard;         /* hidden and read-only paths kept covered (guard.c) */
         const struct uidrange *uids; /* root: the sandbox uids, reserved host-wide (uidrange.h);

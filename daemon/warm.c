@@ -528,8 +528,8 @@ static void take_identity(struct warm_pool *p, struct sandbox *sb, const char *i
         snprintf(sb->id, sizeof(sb->id), "%s", id);
         free(sb->workspace);
         sb->workspace = ws;
+        sb->owner_uid = owner; /* before the spec: its proxy takes the owner with the rules */
         sandbox_set_spec(sb, spec);
-        sb->owner_uid = owner;
 }
 
 /* It is the client's sandbox from here on: out of the pool, with the client's id,

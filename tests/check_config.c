@@ -437,6 +437,50 @@ START_TEST(uid_base_flag) {
 }
 END_TEST
 
+/* --max-proxy-fds-per-uid and --max-lookups-per-uid: not given, 0 (the proxies derive a
+ * share at start, egressshare.h); given, their value; bad values refused naming the flag. */
+START_TEST(proxy_flags) {
+        struct config c;
+        char err[256];
+        char *none[] = {"sbxd", NULL};
+        char *given[] = {"sbxd", "--max-proxy-fds-per-uid", "64", "--max-lookups-per-uid=3", NULL};
+        static char *bad[][2] = {
+                {"--max-proxy-fds-per-uid", "0"},
+                {"--max-proxy-fds-per-uid", "1"},
+                {"--max-proxy-fds-per-uid", "x"},
+                {"--max-proxy-fds-per-uid", "-2"},
+                {"--max-proxy-fds-per-uid", "1073741825"},
+                {"--max-proxy-fds-per-uid", ""},
+                {"--max-lookups-per-uid", "0"},
+                {"--max-lookups-per-uid", "1025"},
+                {"--max-lookups-per-uid", "2x"},
+        };
+
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 1, none, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_proxy_fds_per_uid, 0);
+        ck_assert_uint_eq(c.max_lookups_per_uid, 0);
+        config_free(&c);
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 4, given, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_proxy_fds_per_uid, 64);
+        ck_assert_uint_eq(c.max_lookups_per_uid, 3);
+        config_free(&c);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char *argv[] = {"sbxd", bad[i][0], bad[i][1], NULL};
+                ck_assert_int_eq(config_init(&c, 0), 0);
+                err[0] = '\0';
+                ck_assert_msg(config_parse_args(&c, 3, argv, err, sizeof(err)) == -EINVAL,
+                              "%s %s accepted", bad[i][0], bad[i][1]);
+                ck_assert_msg(strstr(err, bad[i][0]), "%s %s: '%s'", bad[i][0], bad[i][1], err);
+                config_free(&c);
+        }
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--max-proxy-fds-per-uid"));
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--max-lookups-per-uid"));
+}
+END_TEST
+
 START_TEST(socket_group_lookup) {
         gid_t gid = 7;
         /* Numbers are gids, whether a group has them or not. */
@@ -655,6 +699,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, socket_group_lookup);
         tcase_add_test(tc, share_flags);
         tcase_add_test(tc, uid_base_flag);
+        tcase_add_test(tc, proxy_flags);
         tcase_add_test(tc, seconds);
         tcase_add_test(tc, disk_flags);
         tcase_add_test(tc, limit_ceiling_flags);

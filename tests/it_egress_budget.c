@@ -1,0 +1,602 @@
+/* it_egress_budget.c: one user's allowlist proxies at their budgets leave the other
+ * users their proxies, creates and commands.
+ *
+ * The program lives in a network and mount namespace of its own (networld.h): its own
+ * /etc/hosts (hosts.test, web.test), its own /etc/resolv.conf naming a nameserver on
+ * 127.0.0.1:53 that the test runs: it answers dns.test and never answers a name under
+ * never.test (each query it sees is written to a file), an HTTP server on
+ * 203.0.113.10:80. A root daemon is shared by the socket group 3100; BOB (asbob.h) acts
+ * in a forked child, root is the other user.
+ *  - descriptors: with the daemon's open-file limit at 256 (128 for the proxies, 32 for
+ *    one uid), BOB's three sandboxes try 64 idle tunnels each: 16 are held, the others
+ *    answered 503 naming the bound, each sandbox keeps one record of its refusals and
+ *    the daemon logs them once; meanwhile root creates a sandbox, runs a command and
+ *    goes through its proxy, and the daemon's descriptors stay far from its limit; once
+ *    BOB's tunnels close his budget is his again, and the record of a run of refusals
+ *    counts them all. --max-proxy-fds-per-uid sets the
+ *    budget, --max-lookups-per-uid the turns;
+ *  - lookups: with libuv's pool at 4 threads (2 for lookups, 1 per uid), BOB's three
+ *    sandboxes look up names that never answer; root's request for a name of
+ *    /etc/hosts is answered within 1 s and his name from the nameserver within 5 s,
+ *    while each of BOB's requests still ends 504 after its own 10 s timeout, waiting
+ *    for its turn or not. */
+#include <dirent.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "asbob.h"
+#include "itutil.h"
+#include "networld.h"
+#include "sbx.h"
+#include "testutil.h"
+
+#define CMD_MS 60000u
+/* A call that takes longer fails the test (a daemon out of descriptors may never answer). */
+#define CALL_MS 30000u
+
+static struct networld W;
+
+static const char http_server[] =
+        "import http.server\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "  def do_GET(self):\n"
+        "    b=('hello-egress '+self.path+'\\n').encode()\n"
+        "    "
+        "self.send_response(200);self.send_header('Content-Length',str(len(b)));self.end_headers();"
+        "self.wfile.write(b)\n"
+        "  def log_message(self,*a):pass\n"
+        "http.server.ThreadingHTTPServer(('203.0.113.10',80),H).serve_forever()\n";
+
+/* A nameserver on 127.0.0.1:53: dns.test has 203.0.113.10 (and no IPv6 address); any
+ * other name is never answered. Every query's name and type goes to the file queries. */
+static const char dns_server[] =
+        "import socket,struct\n"
+        "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('127.0.0.1',53))\n"
+        "log=open('queries','a')\n"
+        "while True:\n"
+        "  q,a=s.recvfrom(1500);i=12;n=[]\n"
+        "  while i<len(q) and q[i]:\n"
+        "    n.append(q[i+1:i+1+q[i]].decode(errors='replace'));i+=1+q[i]\n"
+        "  name='.'.join(n).lower();t=struct.unpack('>H',q[i+1:i+3])[0];end=i+5\n"
+        "  log.write(name+' '+str(t)+'\\n');log.flush()\n"
+        "  if name!='dns.test': continue\n"
+        "  an=b'\\xc0\\x0c\\x00\\x01\\x00\\x01\\x00\\x00\\x00\\x3c\\x00\\x04'+socket.inet_aton("
+        "'203.0.113.10') if t==1 else b''\n"
+        "  h=q[:2]+b'\\x81\\x80'+q[4:6]+struct.pack('>HHH',1 if an else 0,0,0)\n"
+        "  s.sendto(h+q[12:end]+an,a)\n";
+
+/* The namespace of the whole program, before any test forks; waits for its servers. */
+static void make_world(void) {
+        struct addrinfo *ai = NULL;
+        int i;
+
+        networld_make(&W, "it_egress_budget",
+                      "127.0.0.1 localhost\n# the test's names\n"
+                      "203.0.113.10\thosts.test  web.test # both served\n",
+                      /* A name never answered holds a thread 15 s: past the proxy's 10 s. */
+                      "nameserver 127.0.0.1\noptions timeout:15 attempts:1\n", NULL);
+        networld_server(&W, http_server);
+        networld_server(&W, dns_server);
+        networld_wait(&W, 80);
+        for (i = 0; i < 100 && getaddrinfo("dns.test", "80", NULL, &ai) != 0; i++)
+                usleep(100 * 1000);
+        if (!ai) {
+                fprintf(stderr, "it_egress_budget: the test's nameserver did not come up\n");
+                exit(2);
+        }
+        freeaddrinfo(ai);
+}
+
+/* The descriptors pid has open. */
+static int daemon_fds(pid_t pid) {
+        char path[64];
+        struct dirent *de;
+        DIR *dir;
+        int n = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+        dir = opendir(path);
+        while (dir && (de = readdir(dir)))
+                n += de->d_name[0] != '.';
+        if (dir)
+                closedir(dir);
+        return n;
+}
+
+/* BOB's client, with CALL_MS per call. */
+static sbx_client *bob_client(struct it_daemon *d, struct report *r) {
+        sbx_client *c = bob_connect(d, r);
+
+        if (c)
+                sbx_set_call_timeout_ms(c, CALL_MS);
+        return c;
+}
+
+/* Creates allowlist sandbox id allowing hosts (NULL-terminated) for c's user; 0 or the
+ * error, said into r when r is not NULL. */
+static int create_as(sbx_client *c, struct report *r, const char *id, const char **hosts) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        size_t nh = 0;
+
+        while (hosts[nh])
+                nh++;
+        sbx_create_opts_init(&o);
+        o.id = id;
+        o.policy.network = SBX_NETWORK_ALLOWLIST;
+        o.policy.allowed_hosts = (struct sbx_strv){(char **)(uintptr_t)hosts, nh};
+        if (sbx_create(c, &o, &s) != SBX_OK) {
+                if (r)
+                        say(r, "create-failed %s %s\n", id, sbx_error_message(c));
+                return -1;
+        }
+        sbx_sandbox_free(s);
+        return 0;
+}
+
+/* Starts shell in the background in sandbox id and reports "cid ID COMMAND" (or why
+ * not) into r. */
+static void start_bg(sbx_client *c, struct report *r, const char *id, const char *shell) {
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+
+        sbx_exec_opts_init(&o);
+        o.shell = shell;
+        o.timeout_ms = 10 * CMD_MS;
+        if (sbx_exec_background(c, id, &o, &b) != SBX_OK || b->result)
+                say(r, "bg-failed %s %s\n", id, b ? "(ended at once)" : sbx_error_message(c));
+        else
+                say(r, "cid %s %s\n", id, b->command_id);
+        sbx_background_free(b);
+}
+
+/* The command ids a report gives (start_bg's lines) for sandboxes PREFIX0.. into ids
+ * (n of them; freed by the caller, NULL when missing). */
+static void take_ids(const char *rep, const char *prefix, char **ids, int n) {
+        char id[64], cid[128], want[64];
+
+        for (const char *p = rep; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+                for (int i = 0; i < n; i++) {
+                        snprintf(want, sizeof(want), "%s%d", prefix, i);
+                        if (sscanf(p, "cid %63s %127s", id, cid) == 2 && strcmp(id, want) == 0) {
+                                free(ids[i]);
+                                ids[i] = strdup(cid);
+                        }
+                }
+}
+
+/* The output so far of command cid of sandbox id (freed by the caller), and whether it
+ * ended in *ret_ended. */
+static char *output_of(sbx_client *c, const char *id, const char *cid, int *ret_ended) {
+        struct sbx_attach_opts a = {.command_id = cid, .max_output_bytes = 65536};
+        struct sbx_result *res = NULL;
+        char *out;
+
+        *ret_ended = 0;
+        if (sbx_attach(c, id, &a, &res) != SBX_OK)
+                return strdup("");
+        out = strdup(res->stdout_data ? (const char *)res->stdout_data : "");
+        *ret_ended = res->outcome != SBX_OUTCOME_RUNNING;
+        sbx_result_free(res);
+        return out;
+}
+
+/* ---- descriptors ------------------------------------------------------------------------ */
+
+#define HOLD_SANDBOXES 3
+#define HOLD_TRIES     64  /* each: the per-sandbox cap */
+#define NOFILE         256 /* the daemon's */
+#define FDS_ALL        128 /* the proxies': all less a reserve of half (a small limit) */
+#define FDS_PER_UID    32  /* a quarter of them: 16 tunnels */
+
+static const char *const fds_flags[] = {"--socket-group", "3100", "--warm", "0",
+                                        "--spares",       "0",    NULL};
+
+/* Inside: 64 tunnels to hosts.test through the proxy, one after the other, each kept
+ * when it is up; then "held N refused M | the body of a refusal", and it waits. */
+static const char holder[] =
+        "/usr/bin/python3 -c \"\nimport socket,time,sys\nss=[];ok=0;no=0;body=''\n"
+        "for i in range(64):\n"
+        " s=socket.create_connection(('127.0.0.1',3128));s.settimeout(20);d=b''\n"
+        " s.sendall(b'CONNECT hosts.test:80 HTTP/1.1\\r\\nHost: hosts.test:80\\r\\n\\r\\n')\n"
+        " try:\n"
+        "  while b'\\r\\n\\r\\n' not in d:\n"
+        "   x=s.recv(4096)\n"
+        "   if not x: break\n"
+        "   d+=x\n"
+        "  if d.startswith(b'HTTP/1.1 200'):\n"
+        "   ok+=1;ss.append(s);continue\n"
+        "  while True:\n"
+        "   x=s.recv(4096)\n"
+        "   if not x: break\n"
+        "   d+=x\n"
+        " except Exception: pass\n"
+        " no+=1;s.close()\n"
+        " if not body: body=d.decode(errors='replace').split('\\r\\n\\r\\n',1)[-1].strip()\n"
+        "print('held',ok,'refused',no,'|',body);sys.stdout.flush();time.sleep(600)\"";
+
+static char *hold_ids[HOLD_SANDBOXES];
+
+static void bob_create_holders(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
+        const char *hosts[] = {"hosts.test", NULL};
+        sbx_client *c = bob_client(d, r);
+        char id[32];
+
+        for (int i = 0; c && i < HOLD_SANDBOXES; i++) {
+                snprintf(id, sizeof(id), "bob-h%d", i);
+                (void)create_as(c, r, id, hosts);
+        }
+        if (c)
+                sbx_close(c);
+}
+
+/* Starts the holders, waits until each has said what it holds, and reports it with the
+ * records of each sandbox's refusals over the budget. */
+static void bob_hold(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
+        sbx_client *c = bob_client(d, r);
+        char id[32], *out[HOLD_SANDBOXES] = {0};
+        int done = 0, ended;
+        double t0 = it_now_ms();
+
+        if (!c)
+                return;
+        for (int i = 0; i < HOLD_SANDBOXES; i++) {
+                snprintf(id, sizeof(id), "bob-h%d", i);
+                start_bg(c, r, id, holder);
+        }
+        take_ids(r->text, "bob-h", hold_ids, HOLD_SANDBOXES);
+        while (done < HOLD_SANDBOXES && it_now_ms() - t0 < 60000) {
+                done = 0;
+                for (int i = 0; i < HOLD_SANDBOXES; i++) {
+                        snprintf(id, sizeof(id), "bob-h%d", i);
+                        free(out[i]);
+                        out[i] = hold_ids[i] ? output_of(c, id, hold_ids[i], &ended) : strdup("");
+                        done += strstr(out[i], "held") != NULL || ended || !hold_ids[i];
+                }
+                usleep(100 * 1000);
+        }
+        for (int i = 0; i < HOLD_SANDBOXES; i++) {
+                struct sbx_connections *h = NULL;
+                int records = 0;
+                snprintf(id, sizeof(id), "bob-h%d", i);
+                say(r, "sandbox %s %s", id, out[i][0] ? out[i] : "(nothing)\n");
+                if (sbx_connections(c, id, 0, 1000, &h) == SBX_OK) {
+                        for (size_t k = 0; k < h->n; k++)
+                                if (h->v[k].reason && strstr(h->v[k].reason, "--max-proxy-fds")) {
+                                        records++;
+                                        say(r, "record %s %s\n", id, h->v[k].reason);
+                                }
+                        say(r, "records %s %d of %zu\n", id, records, h->n);
+                }
+                sbx_connections_free(h);
+                free(out[i]);
+        }
+        sbx_close(c);
+}
+
+/* The holders end (their tunnels close); then one sandbox goes through its proxy again. */
+static void bob_release(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
+        sbx_client *c = bob_client(d, r);
+        struct sbx_connections *h = NULL;
+        struct sbx_result *res = NULL;
+        char id[32];
+
+        if (!c)
+                return;
+        for (int i = 0; i < HOLD_SANDBOXES; i++) {
+                snprintf(id, sizeof(id), "bob-h%d", i);
+                if (hold_ids[i] && sbx_cancel(c, id, hold_ids[i]) != SBX_OK)
+                        say(r, "cancel-failed %s %s\n", id, sbx_error_message(c));
+        }
+        /* The proxy sees each tunnel end a moment after its holder is gone. */
+        res = it_sh(c, "bob-h0", CMD_MS,
+                    "for i in $(seq 50); do curl -sS -m 10 http://hosts.test/bob-again && "
+                    "exit 0; sleep 0.2; done; exit 1");
+        say(r, "again %s\n", res->stdout_data ? (const char *)res->stdout_data : "");
+        sbx_result_free(res);
+        /* The run of refusals ended with that connection: its record has their count. */
+        if (sbx_connections(c, "bob-h0", 0, 1000, &h) == SBX_OK)
+                for (size_t k = 0; k < h->n; k++)
+                        if (h->v[k].reason && strstr(h->v[k].reason, "--max-proxy-fds"))
+                                say(r, "record-after %s\n", h->v[k].reason);
+        sbx_connections_free(h);
+        sbx_close(c);
+}
+
+START_TEST(descriptors_per_uid) {
+        struct rlimit rl = {NOFILE, NOFILE};
+        const char *hosts[] = {"hosts.test", NULL};
+        struct it_daemon d;
+        struct sbx_result *res;
+        int held = 0, refused = 0, fds_before, fds_held, fds_root, named = 0, refused_h0 = -1;
+        char *rep, *line, *root_out, counted[64];
+        sbx_client *c;
+
+        /* The daemon inherits it (and raises its soft limit to it): 128 for the proxies. */
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+        it_daemon_start(&d, fds_flags);
+        c = it_connect(&d);
+        sbx_set_call_timeout_ms(c, CALL_MS);
+        rep = as_bob(bob_create_holders, &d, NULL);
+        ck_assert_msg(rep[0] == '\0', "%s", rep);
+        free(rep);
+        fds_before = daemon_fds(d.pid);
+        rep = as_bob(bob_hold, &d, NULL);
+        fds_held = daemon_fds(d.pid);
+        take_ids(rep, "bob-h", hold_ids, HOLD_SANDBOXES);
+
+        /* Root meanwhile: a sandbox, a command, a request through its proxy. */
+        ck_assert_msg(create_as(c, NULL, "root-a", hosts) == 0, "root's create: %s (BOB: %s)",
+                      sbx_error_message(c), rep);
+        res = it_sh(c, "root-a", CMD_MS, "echo made; curl -sS -m 10 http://hosts.test/root");
+        root_out = strdup((char *)res->stdout_data);
+        ck_assert_msg(strstr(root_out, "made\nhello-egress /root"), "root: %s %s (BOB: %s)",
+                      root_out, (char *)res->stderr_data, rep);
+        sbx_result_free(res);
+        free(root_out);
+        fds_root = daemon_fds(d.pid);
+
+        for (line = rep; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+                int h, n;
+                if (sscanf(line, "sandbox %*s held %d refused %d", &h, &n) == 2) {
+                        held += h;
+                        refused += n;
+                        if (strncmp(line, "sandbox bob-h0 ", 15) == 0)
+                                refused_h0 = n;
+                        named += strstr(line, "--max-proxy-fds-per-uid 32") != NULL;
+                }
+        }
+        /* His budget, exactly: 32 descriptors, 16 tunnels; each refusal says why. */
+        ck_assert_msg(held == FDS_PER_UID / 2 && refused == HOLD_SANDBOXES * HOLD_TRIES - held,
+                      "held %d refused %d: %s", held, refused, rep);
+        ck_assert_msg(named == HOLD_SANDBOXES, "503 names the bound: %s", rep);
+        /* One record per sandbox for its run of refusals, not one per connection; one log
+         * line for them all. */
+        ck_assert_msg(count_lines(rep, "records bob-h0 1 ") == 1 &&
+                              count_lines(rep, "records bob-h1 1 ") == 1 &&
+                              count_lines(rep, "records bob-h2 1 ") == 1,
+                      "%s", rep);
+        ck_assert_int_eq(it_log_count(&d, "refuse new connections of uid 3202"), 1);
+        ck_assert_int_eq(it_log_count(&d, "at most 128 descriptors (open-file limit 256, 128 "
+                                          "kept for the rest), 32 per uid"),
+                         1);
+        /* BOB's tunnels hold his budget, his commands their pipes: no more; the daemon
+         * stays far from its limit. */
+        printf("it_egress_budget: the daemon's descriptors: %d, with BOB's tunnels %d, and "
+               "root's sandbox %d (limit %d)\n",
+               fds_before, fds_held, fds_root, NOFILE);
+        ck_assert_msg(fds_held - fds_before <= FDS_PER_UID + 8 * HOLD_SANDBOXES,
+                      "the daemon went from %d to %d descriptors: %s", fds_before, fds_held, rep);
+        ck_assert_msg(fds_root < FDS_ALL, "the daemon holds %d descriptors", fds_root);
+        free(rep);
+
+        /* BOB's tunnels end: his budget is his again, and the log says so once. */
+        rep = as_bob(bob_release, &d, NULL);
+        ck_assert_msg(strstr(rep, "again hello-egress /bob-again"), "%s", rep);
+        snprintf(counted, sizeof(counted), "(%d connections refused)", refused_h0);
+        ck_assert_msg(count_lines(rep, "record-after ") == 1 && strstr(rep, counted),
+                      "one record counts bob-h0's %d refusals: %s", refused_h0, rep);
+        free(rep);
+        ck_assert_int_eq(it_log_count(&d, "connections of uid 3202 again"), 1);
+        for (int i = 0; i < HOLD_SANDBOXES; i++)
+                free(hold_ids[i]);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The flags: BOB's budget is --max-proxy-fds-per-uid (4 tunnels of 8 descriptors) and
+ * his turns --max-lookups-per-uid, whatever the shares would be. */
+START_TEST(budget_flags) {
+        static const char *const flags[] = {"--socket-group",
+                                            "3100",
+                                            "--warm",
+                                            "0",
+                                            "--spares",
+                                            "0",
+                                            "--max-proxy-fds-per-uid",
+                                            "8",
+                                            "--max-lookups-per-uid",
+                                            "3",
+                                            NULL};
+        struct it_daemon d;
+        char *rep;
+
+        it_daemon_start(&d, flags);
+        rep = as_bob(bob_create_holders, &d, NULL);
+        ck_assert_msg(rep[0] == '\0', "%s", rep);
+        free(rep);
+        rep = as_bob(bob_hold, &d, NULL);
+        take_ids(rep, "bob-h", hold_ids, HOLD_SANDBOXES);
+        ck_assert_msg(strstr(rep, "--max-proxy-fds-per-uid 8)"), "%s", rep);
+        {
+                int held = 0, h;
+                for (const char *p = rep; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+                        if (sscanf(p, "sandbox %*s held %d", &h) == 1)
+                                held += h;
+                ck_assert_msg(held == 4, "held %d: %s", held, rep);
+        }
+        free(rep);
+        ck_assert_int_eq(it_log_count(&d, "descriptors (open-file limit"), 1);
+        ck_assert_int_eq(it_log_count(&d, "), 8 per uid; 8 name lookups under way, 3 per uid"), 1);
+        for (int i = 0; i < HOLD_SANDBOXES; i++)
+                free(hold_ids[i]);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* ---- lookups ---------------------------------------------------------------------------- */
+
+#define LOOKUP_SANDBOXES 3
+
+static const char *const lookup_flags[] = {"--socket-group", "3100", "--warm", "0",
+                                           "--spares",       "0",    NULL};
+
+static char *never_ids[LOOKUP_SANDBOXES];
+
+/* Three requests at once for names that are never answered: "CODE SECONDS" each. */
+static const char never[] =
+        "for i in 1 2 3; do curl -s -o /dev/null -m 40 -w '%{http_code} %{time_total}\\n' "
+        "http://n$i-$RANDOM.never.test/ & done; wait";
+
+static void bob_never(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
+        const char *hosts[] = {"*.never.test", NULL};
+        sbx_client *c = bob_client(d, r);
+        char id[32];
+
+        for (int i = 0; c && i < LOOKUP_SANDBOXES; i++) {
+                snprintf(id, sizeof(id), "bob-n%d", i);
+                if (create_as(c, r, id, hosts) == 0)
+                        start_bg(c, r, id, never);
+        }
+        if (c)
+                sbx_close(c);
+}
+
+/* Waits for BOB's commands, and reports what each request got. */
+static void bob_never_results(struct it_daemon *d, const char *arg, struct report *r) {
+        (void)arg;
+        sbx_client *c = bob_client(d, r);
+        char id[32], *out;
+        int ended = 0;
+
+        for (int i = 0; c && i < LOOKUP_SANDBOXES; i++) {
+                double t0 = it_now_ms();
+                snprintf(id, sizeof(id), "bob-n%d", i);
+                do {
+                        usleep(200 * 1000);
+                        out = never_ids[i] ? output_of(c, id, never_ids[i], &ended) : NULL;
+                        if (!ended)
+                                free(out);
+                } while (never_ids[i] && !ended && it_now_ms() - t0 < 60000);
+                say(r, "%s", ended ? out : "not-ended\n");
+                if (ended)
+                        free(out);
+        }
+        if (c)
+                sbx_close(c);
+}
+
+/* Names under never.test the nameserver was asked, over all types. */
+static int never_queries(void) {
+        char path[128], line[512];
+        int n = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/queries", W.dir);
+        f = fopen(path, "r");
+        while (f && fgets(line, sizeof(line), f))
+                n += strstr(line, ".never.test ") != NULL;
+        if (f)
+                fclose(f);
+        return n;
+}
+
+/* Root's request for url in sandbox id: "CODE SECONDS". */
+static char *root_request(sbx_client *c, const char *id, const char *url) {
+        char cmd[512];
+        struct sbx_result *res;
+        char *out;
+
+        snprintf(cmd, sizeof(cmd),
+                 "curl -s -o /dev/null -m 30 -w '%%{http_code} %%{time_total}' %s", url);
+        res = it_sh(c, id, CMD_MS, cmd);
+        out = strdup((char *)res->stdout_data);
+        sbx_result_free(res);
+        return out;
+}
+
+START_TEST(lookups_per_uid) {
+        const char *hosts[] = {"hosts.test", "dns.test", NULL};
+        struct it_daemon d;
+        double t_hosts = 99, t_dns = 99, t;
+        int code, lines = 0, timed_out = 0;
+        char *rep, *out, *line;
+        sbx_client *c;
+
+        /* libuv's default pool: 2 threads for lookups, 1 per uid. */
+        setenv("UV_THREADPOOL_SIZE", "4", 1);
+        it_daemon_start(&d, lookup_flags);
+        unsetenv("UV_THREADPOOL_SIZE");
+        c = it_connect(&d);
+        sbx_set_call_timeout_ms(c, CALL_MS);
+        create_allowlist(c, "root-l", hosts, NULL);
+        rep = as_bob(bob_never, &d, NULL);
+        ck_assert_msg(count_lines(rep, "cid bob-n") == LOOKUP_SANDBOXES, "%s", rep);
+        take_ids(rep, "bob-n", never_ids, LOOKUP_SANDBOXES);
+        free(rep);
+        /* BOB's lookups are on the nameserver (a thread waits for each). */
+        for (int i = 0; i < 200 && never_queries() == 0; i++)
+                usleep(50 * 1000);
+        ck_assert_int_gt(never_queries(), 0);
+        usleep(1000 * 1000); /* and the lookups of BOB's other sandboxes asked for theirs */
+
+        /* Root's name of /etc/hosts: no thread, no wait (the best of three tries: the
+         * machine is shared). */
+        for (int i = 0; i < 3 && t_hosts >= 1.0; i++) {
+                out = root_request(c, "root-l", "http://hosts.test/h");
+                ck_assert_msg(sscanf(out, "%d %lf", &code, &t) == 2 && code == 200,
+                              "hosts.test: %s", out);
+                t_hosts = t < t_hosts ? t : t_hosts;
+                free(out);
+        }
+        /* Root's name from the nameserver: a thread BOB's do not hold. */
+        out = root_request(c, "root-l", "http://dns.test/d");
+        ck_assert_msg(sscanf(out, "%d %lf", &code, &t_dns) == 2 && code == 200, "dns.test: %s",
+                      out);
+        free(out);
+        printf("it_egress_budget: root's requests while BOB's lookups hang: /etc/hosts %.3f s, "
+               "the nameserver %.3f s\n",
+               t_hosts, t_dns);
+        ck_assert_msg(t_hosts < 1.0, "hosts.test took %.3f s", t_hosts);
+        ck_assert_msg(t_dns < 5.0, "dns.test took %.3f s", t_dns);
+
+        /* BOB's requests each end 504 on their own timeout, waiting for a turn or not. */
+        rep = as_bob(bob_never_results, &d, NULL);
+        for (line = rep; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                if (sscanf(line, "%d %lf", &code, &t) == 2) {
+                        lines++;
+                        timed_out += code == 504 && t >= 9.0 && t < 20.0;
+                }
+        ck_assert_msg(lines == 3 * LOOKUP_SANDBOXES && timed_out == lines, "BOB's: %s", rep);
+        ck_assert_int_eq(it_log_count(&d, "2 name lookups under way, 1 per uid"), 1);
+        free(rep);
+        for (int i = 0; i < LOOKUP_SANDBOXES; i++)
+                free(never_ids[i]);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* One case each, so that CK_RUN_CASE runs one alone. */
+static void add_case(Suite *s, const char *name, const TTest *t) {
+        TCase *tc = tcase_create(name);
+
+        tcase_add_unchecked_fixture(tc, it_fixture_setup_var, it_fixture_teardown);
+        tcase_set_timeout(tc, 240);
+        tcase_add_test(tc, t);
+        suite_add_tcase(s, tc);
+}
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("egress_budget");
+
+        add_case(s, "descriptors", descriptors_per_uid);
+        add_case(s, "flags", budget_flags);
+        add_case(s, "lookups", lookups_per_uid);
+        return s;
+}
+
+int main(void) {
+        make_world();
+        return networld_run(&W, make_suite());
+}
