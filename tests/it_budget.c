@@ -69,7 +69,6 @@ static const char *const small_flags[] = {"--socket-group",
  * 16 MiB share. Waits until all have ended, then reports each one's kept bytes, its
  * count, and whether its warnings name the bound. */
 static void bob_background(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         char *ids[BG_N] = {0};
         sbx_client *c = bob_connect(d, r);
         struct sbx_create_opts co;
@@ -134,7 +133,6 @@ static void bob_background(struct it_daemon *d, const char *arg, struct report *
 
 /* After his sandbox ended: one command of 8 MiB keeps all of it again. */
 static void bob_after(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         sbx_client *c = bob_connect(d, r);
         struct sbx_exec_opts o;
         struct sbx_result *res = NULL;
@@ -234,7 +232,6 @@ END_TEST
  * is written whole: three fit his 16 MiB share with the 3.5 MiB of the request being
  * received (3 x 3.5 + 3.5 + 3.5), the fourth is refused. */
 static void bob_stdin(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         sbx_client *c = bob_connect(d, r);
         uint8_t *data = calloc(1, STDIN_BYTES);
         int i;
@@ -354,7 +351,6 @@ static void read_answer(int fd, int ms, struct report *r) {
 /* Connections that each send the header of a frame of almost 4 MiB and 3 MiB of it,
  * then stall: their state within 1 s; then, past the frame timeout, each one's end. */
 static void bob_stall(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         static uint8_t body[3 * MIB];
         int fds[STALLED], i;
         uint8_t hdr[4];
@@ -400,7 +396,6 @@ static void bob_stall(struct it_daemon *d, const char *arg, struct report *r) {
 
 /* A second round after the first timed out: his share is his again. */
 static void bob_stall_again(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         static uint8_t body[3 * MIB];
         uint8_t hdr[4];
         int fds[3], i;
@@ -532,7 +527,6 @@ END_TEST
 /* ---- sandboxes -------------------------------------------------------------------------- */
 
 static void bob_creates(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         sbx_client *c = bob_connect(d, r);
         int i;
 

@@ -223,7 +223,6 @@ static const char holder[] =
 static char *hold_ids[HOLD_SANDBOXES];
 
 static void bob_create_holders(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         const char *hosts[] = {"hosts.test", NULL};
         sbx_client *c = bob_client(d, r);
         char id[32];
@@ -239,7 +238,6 @@ static void bob_create_holders(struct it_daemon *d, const char *arg, struct repo
 /* Starts the holders, waits until each has said what it holds, and reports it with the
  * records of each sandbox's refusals over the budget. */
 static void bob_hold(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         sbx_client *c = bob_client(d, r);
         char id[32], *out[HOLD_SANDBOXES] = {0};
         int done = 0, ended;
@@ -283,7 +281,6 @@ static void bob_hold(struct it_daemon *d, const char *arg, struct report *r) {
 
 /* The holders end (their tunnels close); then one sandbox goes through its proxy again. */
 static void bob_release(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         sbx_client *c = bob_client(d, r);
         struct sbx_connections *h = NULL;
         struct sbx_result *res = NULL;
@@ -448,7 +445,6 @@ static const char never[] =
         "http://n$i-$RANDOM.never.test/ & done; wait";
 
 static void bob_never(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         const char *hosts[] = {"*.never.test", NULL};
         sbx_client *c = bob_client(d, r);
         char id[32];
@@ -464,7 +460,6 @@ static void bob_never(struct it_daemon *d, const char *arg, struct report *r) {
 
 /* Waits for BOB's commands, and reports what each request got. */
 static void bob_never_results(struct it_daemon *d, const char *arg, struct report *r) {
-        (void)arg;
         sbx_client *c = bob_client(d, r);
         char id[32], *out;
         int ended = 0;
