@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,6 +100,20 @@ static int count_lines(const char *text, const char *word) {
         for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
                 k += strncmp(p, word, n) == 0;
         return k;
+}
+
+/* A connection to the daemon's socket at path, without a word said on it: the fd, or
+ * -1. */
+static int bob_raw_connect(const char *path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                close(fd);
+                return -1;
+        }
+        return fd;
 }
 
 #endif

@@ -14,7 +14,11 @@
  *    frame hold at most his share (the next are refused naming the bound), the daemon's
  *    memory grows by no more, root creates and runs meanwhile, and --frame-timeout
  *    closes the stalled ones, after which BOB has his share again;
- *  - sandboxes: by default one uid owns at most a quarter of --max-sandboxes.
+ *  - sandboxes: by default one uid owns at most a quarter of --max-sandboxes;
+ *  - a create that runs out of descriptors at any step leaves nothing behind;
+ *  - the daemon's own bounds are in a cgroup of its own.
+ * The test of all the budgets at once (the bar) is it_egress_budget's, whose network
+ * world the allowlist budgets need.
  * Each test stops its daemon; the base directory (/var/tmp, so that BOB can reach it)
  * is removed by the fixture. */
 #include <errno.h>
@@ -298,18 +302,6 @@ END_TEST
 
 #define STALLED 12
 
-static int raw_connect(const char *path) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                close(fd);
-                return -1;
-        }
-        return fd;
-}
-
 /* Reads what came on fd within ms: "open" when nothing did, else the first status's
  * code and message, and "eof" when the daemon closed it. */
 static void read_answer(int fd, int ms, struct report *r) {
@@ -358,7 +350,7 @@ static void bob_stall(struct it_daemon *d, const char *arg, struct report *r) {
         frame_header_put(hdr, 4 * MIB - 8);
         for (i = 0; i < STALLED; i++) {
                 size_t done = 0;
-                fds[i] = raw_connect(d->sock);
+                fds[i] = bob_raw_connect(d->sock);
                 if (fds[i] < 0) {
                         say(r, "conn %d connect-failed\n", i);
                         continue;
@@ -402,7 +394,7 @@ static void bob_stall_again(struct it_daemon *d, const char *arg, struct report 
 
         frame_header_put(hdr, 4 * MIB - 8);
         for (i = 0; i < 3; i++) {
-                fds[i] = raw_connect(d->sock);
+                fds[i] = bob_raw_connect(d->sock);
                 if (fds[i] < 0 || send(fds[i], hdr, 4, MSG_NOSIGNAL) != 4 ||
                     send(fds[i], body, sizeof(body), MSG_NOSIGNAL) != (ssize_t)sizeof(body))
                         say(r, "again %d send-failed\n", i);
@@ -699,261 +691,6 @@ START_TEST(test_out_of_descriptors) {
 }
 END_TEST
 
-/* ---- one user at every budget ------------------------------------------------------------ */
-
-#define BAR_CONNS 8 /* --max-connections-per-uid in the bar's daemon */
-#define BAR_CMDS  6 /* --max-commands-per-uid */
-#define BAR_TRIES 7
-
-/* BOB at every budget at once, held until the test writes a byte on stop: his share of
- * sandboxes, commands running (each keeping output up to his buffered share), a
- * request stalled in the middle, and his connections. "ready" on ready when he is. */
-/* A Hello on c: its connection is made (libsbx connects at the first request). */
-static enum sbx_code hello(sbx_client *c) {
-        struct sbx_hello *h = NULL;
-        enum sbx_code code = sbx_hello(c, &h);
-
-        sbx_hello_free(h);
-        return code;
-}
-
-/* BOB's child says which step failed, and ends. */
-static void bar_fail(int ready, const char *step, sbx_client *c) {
-        char msg[600];
-        int n = snprintf(msg, sizeof(msg), "%s failed: %s", step, c ? sbx_error_message(c) : "-");
-        (void)!write(ready, msg, (size_t)n);
-        _exit(1);
-}
-
-static void bob_at_every_budget(struct it_daemon *d, int ready, int stop) {
-        const gid_t groups[1] = {SOCK_GRP};
-        static uint8_t body[3 * MIB];
-        sbx_client *c[BAR_CONNS] = {0};
-        struct sbx_create_opts co;
-        struct sbx_sandbox *sb = NULL;
-        uint8_t hdr[4];
-        int i, raw = -1, n_conn = 0;
-        char byte;
-
-        if (setgroups(1, groups) < 0 || setresgid(BOB, BOB, BOB) < 0 || setresuid(BOB, BOB, BOB) < 0)
-                _exit(120);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGPIPE, SIG_IGN);
-        if (sbx_connect(d->sock, "bob", &c[0]) != SBX_OK)
-                bar_fail(ready, "connect", NULL);
-        n_conn = 1;
-        /* His sandboxes: all of his share (2 of 8). */
-        for (i = 0; i < 2; i++) {
-                sbx_create_opts_init(&co);
-                co.id = i ? "bob-b" : "bob-a";
-                if (sbx_create(c[0], &co, &sb) != SBX_OK)
-                        bar_fail(ready, "create", c[0]);
-                sbx_sandbox_free(sb);
-        }
-        /* A request stalled in the middle. */
-        frame_header_put(hdr, 4 * MIB - 8);
-        raw = raw_connect(d->sock);
-        if (raw < 0 || send(raw, hdr, 4, MSG_NOSIGNAL) != 4 ||
-            send(raw, body, sizeof(body), MSG_NOSIGNAL) != (ssize_t)sizeof(body))
-                bar_fail(ready, "stalled request", NULL);
-        n_conn++;
-        /* His commands: all of his share, each printing into what it keeps, then
-         * waiting. */
-        for (i = 0; i < BAR_CMDS; i++) {
-                struct sbx_exec_opts o;
-                struct sbx_background *b = NULL;
-                sbx_exec_opts_init(&o);
-                o.shell = "head -c 8388608 /dev/zero; sleep 600";
-                o.max_stdout_bytes = 8 * MIB;
-                o.no_timeout = 1;
-                if (sbx_exec_background(c[0], i % 2 ? "bob-b" : "bob-a", &o, &b) != SBX_OK)
-                        bar_fail(ready, "command", c[0]);
-                sbx_background_free(b);
-        }
-        /* The rest of his connections but one (taken after the checks below). */
-        for (i = 1; n_conn < BAR_CONNS - 1 && i < BAR_CONNS - 1; i++, n_conn++)
-                if (sbx_connect(d->sock, "bob", &c[i]) != SBX_OK || hello(c[i]) != SBX_OK)
-                        bar_fail(ready, "connections", c[i]);
-        usleep(500000); /* his output reaches his share */
-        /* One more of each is refused, naming its bound. */
-        {
-                char rep[2048] = "";
-                size_t len = 0;
-                struct sbx_exec_opts o;
-                struct sbx_background *b = NULL;
-                sbx_client *extra = NULL;
-                enum sbx_code code;
-
-                sbx_create_opts_init(&co);
-                code = sbx_create(c[0], &co, &sb);
-                sbx_sandbox_free(sb);
-                if (code != SBX_RESOURCE_EXHAUSTED ||
-                    !strstr(sbx_error_message(c[0]), "--max-sandboxes-per-uid"))
-                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "create: %s; ",
-                                                sbx_error_message(c[0]));
-                sbx_exec_opts_init(&o);
-                o.shell = "true";
-                o.has_queue_timeout = 1;
-                o.queue_timeout_ms = 0;
-                code = sbx_exec_background(c[0], "bob-a", &o, &b);
-                sbx_background_free(b);
-                if (code != SBX_RESOURCE_EXHAUSTED)
-                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "command: %s; ",
-                                                sbx_error_message(c[0]));
-                sbx_exec_opts_init(&o);
-                o.shell = "wc -c";
-                o.stdin_data = body;
-                o.stdin_len = MIB;
-                b = NULL;
-                code = sbx_exec_background(c[0], "bob-a", &o, &b);
-                sbx_background_free(b);
-                if (code != SBX_RESOURCE_EXHAUSTED ||
-                    !strstr(sbx_error_message(c[0]), "--max-buffered"))
-                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "stdin: %s; ",
-                                                sbx_error_message(c[0]));
-                if (sbx_connect(d->sock, "bob", &c[BAR_CONNS - 1]) != SBX_OK ||
-                    hello(c[BAR_CONNS - 1]) != SBX_OK)
-                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "last connection; ");
-                code = sbx_connect(d->sock, "bob", &extra);
-                if (code == SBX_OK)
-                        code = hello(extra);
-                if (code == SBX_OK || !extra ||
-                    !strstr(sbx_error_message(extra), "--max-connections-per-uid"))
-                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "connection: %s %s; ",
-                                                sbx_code_name(code),
-                                                extra ? sbx_error_message(extra) : "-");
-                sbx_close(extra);
-                if (write(ready, len ? rep : "ok", len ? len : 2) <= 0)
-                        _exit(126);
-        }
-        (void)!read(stop, &byte, 1);
-        for (i = 0; i < BAR_CONNS; i++)
-                sbx_close(c[i]);
-        close(raw);
-        _exit(0);
-}
-
-/* The median of root's latency, in ms, over BAR_TRIES tries of each: a create (and its
- * terminate), a command, a file read, and a command on a terminal. */
-struct bar_times {
-        double create, exec, read, tty;
-};
-
-static double median(double *v, int n) {
-        for (int i = 1; i < n; i++)
-                for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-                        double t = v[j];
-                        v[j] = v[j - 1];
-                        v[j - 1] = t;
-                }
-        return v[n / 2];
-}
-
-static void root_times(struct it_daemon *d, struct bar_times *bt) {
-        double create[BAR_TRIES], exec[BAR_TRIES], rd[BAR_TRIES], tty[BAR_TRIES], t0;
-        sbx_client *c = it_connect(d);
-        int i;
-
-        for (i = 0; i < BAR_TRIES; i++) {
-                struct sbx_exec_opts o;
-                struct sbx_result *r = NULL;
-                struct sbx_read_result *rr = NULL;
-                char *id;
-
-                t0 = it_now_ms();
-                id = it_create(c, NULL);
-                create[i] = it_now_ms() - t0;
-                sbx_exec_opts_init(&o);
-                o.shell = "true";
-                o.timeout_ms = CMD_MS;
-                t0 = it_now_ms();
-                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
-                exec[i] = it_now_ms() - t0;
-                ck_assert_int_eq(r->exit_code, 0);
-                sbx_result_free(r);
-                ck_assert_int_eq(sbx_write(c, id, "f", "hello", 5, 0, 0), SBX_OK);
-                t0 = it_now_ms();
-                ck_assert_int_eq(sbx_read(c, id, "f", 0, 0, &rr), SBX_OK);
-                rd[i] = it_now_ms() - t0;
-                ck_assert_uint_eq(rr->len, 5);
-                sbx_read_result_free(rr);
-                sbx_exec_opts_init(&o);
-                o.shell = "tty >/dev/null";
-                o.tty = 1;
-                o.timeout_ms = CMD_MS;
-                r = NULL;
-                t0 = it_now_ms();
-                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
-                tty[i] = it_now_ms() - t0;
-                ck_assert_msg(r->exit_code == 0, "tty: %s", r->stdout_data);
-                sbx_result_free(r);
-                ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
-                free(id);
-        }
-        sbx_close(c);
-        bt->create = median(create, BAR_TRIES);
-        bt->exec = median(exec, BAR_TRIES);
-        bt->read = median(rd, BAR_TRIES);
-        bt->tty = median(tty, BAR_TRIES);
-}
-
-static struct it_daemon d_bar;
-
-/* The bar: while BOB sits at every budget at once, root's create, exec, read and exec -t
- * each succeed within twice their median on the idle daemon (and 25 ms: one scheduling
- * hiccup of this 2-CPU machine is that long). */
-START_TEST(test_one_user_at_every_budget) {
-        const char *flags[] = {"--socket-group", "3100", "--max-frame-bytes", "4194304",
-                               "--max-buffered", "64M", "--max-buffered-per-uid", "16M",
-                               "--max-sandboxes", "8", "--max-commands-per-uid", "6",
-                               "--max-connections-per-uid", "8", "--frame-timeout", "600",
-                               NULL};
-        struct bar_times idle, busy;
-        int ready[2], stop[2];
-        char said[2048];
-        ssize_t n;
-        pid_t bob;
-
-        it_daemon_start(&d_bar, flags);
-        root_times(&d_bar, &idle);
-        ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
-        ck_assert_int_eq(pipe2(stop, O_CLOEXEC), 0);
-        bob = fork();
-        ck_assert_int_ge(bob, 0);
-        if (bob == 0) {
-                close(ready[0]);
-                close(stop[1]);
-                bob_at_every_budget(&d_bar, ready[1], stop[0]);
-        }
-        close(ready[1]);
-        close(stop[0]);
-        n = read(ready[0], said, sizeof(said) - 1);
-        ck_assert_msg(n > 0, "BOB did not reach his budgets");
-        said[n] = '\0';
-        /* He is at them: one more of each was refused, naming its bound. */
-        ck_assert_msg(strcmp(said, "ok") == 0, "BOB past a budget: %s", said);
-        root_times(&d_bar, &busy);
-        fprintf(stderr,
-                "it_budget bar: idle create %.1f exec %.1f read %.1f tty %.1f ms; with BOB at "
-                "every budget %.1f %.1f %.1f %.1f ms\n",
-                idle.create, idle.exec, idle.read, idle.tty, busy.create, busy.exec, busy.read,
-                busy.tty);
-        ck_assert_msg(busy.create <= 2 * idle.create + 25, "create %.1f ms (idle %.1f)",
-                      busy.create, idle.create);
-        ck_assert_msg(busy.exec <= 2 * idle.exec + 25, "exec %.1f ms (idle %.1f)", busy.exec,
-                      idle.exec);
-        ck_assert_msg(busy.read <= 2 * idle.read + 25, "read %.1f ms (idle %.1f)", busy.read,
-                      idle.read);
-        ck_assert_msg(busy.tty <= 2 * idle.tty + 25, "exec -t %.1f ms (idle %.1f)", busy.tty,
-                      idle.tty);
-        ck_assert_int_eq(write(stop[1], "s", 1), 1);
-        ck_assert_int_eq(waitpid(bob, NULL, 0), bob);
-        close(ready[0]);
-        close(stop[1]);
-        ck_assert_int_eq(it_daemon_stop(&d_bar), 0);
-}
-END_TEST
-
 /* ---- the daemon's own bounds ------------------------------------------------------------- */
 
 /* The path of the daemon's group in controller ctrl, from /proc/PID/cgroup (v1). */
@@ -1047,7 +784,6 @@ static Suite *make_suite(void) {
                 {"sandboxes_share", test_sandboxes_share},
                 {"out_of_descriptors", test_out_of_descriptors},
                 {"daemon_bounds", test_daemon_bounds},
-                {"one_user_at_every_budget", test_one_user_at_every_budget},
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -19,7 +19,13 @@
  *    sandboxes look up names that never answer; root's request for a name of
  *    /etc/hosts is answered within 1 s and his name from the nameserver within 5 s,
  *    while each of BOB's requests still ends 504 after its own 10 s timeout, waiting
- *    for its turn or not. */
+ *    for its turn or not.  *  - one user at every budget (the issue's bar): BOB holds all his sandboxes, commands,
+ *    buffered memory (kept output and a request stalled in the middle), connections,
+ *    proxy descriptors and lookup threads at once, and one more of each is refused
+ *    naming its bound, while root's create, exec, read, exec -t and allowlisted HTTP
+ *    requests (a name of /etc/hosts, a name from the nameserver) stay within twice their
+ *    medians on the idle daemon.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
@@ -30,12 +36,14 @@
 #include <unistd.h>
 
 #include "asbob.h"
+#include "frame.h"
 #include "itutil.h"
 #include "networld.h"
 #include "sbx.h"
 #include "testutil.h"
 
 #define CMD_MS 60000u
+#define MIB    (1024u * 1024u)
 /* A call that takes longer fails the test (a daemon out of descriptors may never answer). */
 #define CALL_MS 30000u
 
@@ -572,6 +580,315 @@ START_TEST(lookups_per_uid) {
 }
 END_TEST
 
+/* ---- one user at every budget ------------------------------------------------------------ */
+
+#define BAR_CONNS 8 /* --max-connections-per-uid in the bar's daemon */
+#define BAR_CMDS  6 /* --max-commands-per-uid */
+#define BAR_TRIES 7
+
+/* A Hello on c: its connection is made (libsbx connects at the first request). */
+static enum sbx_code hello(sbx_client *c) {
+        struct sbx_hello *h = NULL;
+        enum sbx_code code = sbx_hello(c, &h);
+
+        sbx_hello_free(h);
+        return code;
+}
+
+/* BOB's child says which step failed, and ends. */
+static void bar_fail(int ready, const char *step, sbx_client *c) {
+        char msg[600];
+        int n = snprintf(msg, sizeof(msg), "%s failed: %s", step, c ? sbx_error_message(c) : "-");
+        (void)!write(ready, msg, (size_t)n);
+        _exit(1);
+}
+
+/* BOB at every budget at once, held until the test writes a byte on stop: his share of
+ * sandboxes (both allowlist sandboxes), commands running (one holding proxy tunnels up
+ * to his descriptor budget, one looking up names that are never answered with all his
+ * lookup threads, the others each keeping output up to his buffered share), a request
+ * stalled in the middle, and his connections. On ready: "ok" once he is there and one
+ * more of each was refused naming its bound, else what went wrong. */
+static void bob_at_every_budget(struct it_daemon *d, int ready, int stop) {
+        const gid_t groups[1] = {SOCK_GRP};
+        static uint8_t body[3 * MIB];
+        const char *hosts[] = {"hosts.test", "*.never.test", NULL};
+        sbx_client *c[BAR_CONNS] = {0};
+        char lookups[512], *holder_id = NULL, *out = NULL;
+        struct sbx_create_opts co;
+        struct sbx_sandbox *sb = NULL;
+        uint8_t hdr[4];
+        int i, raw = -1, n_conn = 0;
+        char byte;
+
+        if (setgroups(1, groups) < 0 || setresgid(BOB, BOB, BOB) < 0 || setresuid(BOB, BOB, BOB) < 0)
+                _exit(120);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGPIPE, SIG_IGN);
+        snprintf(lookups, sizeof(lookups), "while :; do %s; done", never);
+        if (sbx_connect(d->sock, "bob", &c[0]) != SBX_OK)
+                bar_fail(ready, "connect", NULL);
+        n_conn = 1;
+        /* His sandboxes: all of his share (2 of 8), allowlist ones. */
+        for (i = 0; i < 2; i++)
+                if (create_as(c[0], NULL, i ? "bob-b" : "bob-a", hosts) < 0)
+                        bar_fail(ready, "create", c[0]);
+        /* A request stalled in the middle. */
+        frame_header_put(hdr, 4 * MIB - 8);
+        raw = bob_raw_connect(d->sock);
+        if (raw < 0 || send(raw, hdr, 4, MSG_NOSIGNAL) != 4 ||
+            send(raw, body, sizeof(body), MSG_NOSIGNAL) != (ssize_t)sizeof(body))
+                bar_fail(ready, "stalled request", NULL);
+        n_conn++;
+        /* His commands: all of his share, each printing into what it keeps, then
+         * waiting. */
+        for (i = 0; i < BAR_CMDS; i++) {
+                struct sbx_exec_opts o;
+                struct sbx_background *b = NULL;
+                sbx_exec_opts_init(&o);
+                o.shell = i == 0 ? holder : i == 1 ? lookups : "head -c 8388608 /dev/zero; sleep 600";
+                o.max_stdout_bytes = 8 * MIB;
+                o.no_timeout = 1;
+                if (sbx_exec_background(c[0], i % 2 ? "bob-b" : "bob-a", &o, &b) != SBX_OK)
+                        bar_fail(ready, "command", c[0]);
+                if (i == 0)
+                        holder_id = strdup(b->command_id);
+                sbx_background_free(b);
+        }
+        /* The rest of his connections but one (taken after the checks below). */
+        for (i = 1; n_conn < BAR_CONNS - 1 && i < BAR_CONNS - 1; i++, n_conn++)
+                if (sbx_connect(d->sock, "bob", &c[i]) != SBX_OK || hello(c[i]) != SBX_OK)
+                        bar_fail(ready, "connections", c[i]);
+        usleep(500000); /* his output reaches his share */
+        /* His tunnels reach his descriptor budget (the holder says so once it has tried). */
+        {
+                double t0 = it_now_ms();
+                int ended = 0;
+                while (it_now_ms() - t0 < 60000) {
+                        free(out);
+                        out = output_of(c[0], "bob-a", holder_id, &ended);
+                        if (strstr(out, "held") || ended)
+                                break;
+                        usleep(100000);
+                }
+                /* His lookups' connections take some of the same budget. */
+                int held = 0, refused = 0;
+                if (sscanf(out, "held %d refused %d", &held, &refused) != 2 || held > 16 ||
+                    refused == 0 || !strstr(out, "--max-proxy-fds-per-uid 32"))
+                        bar_fail(ready, out, NULL);
+        }
+        /* One more of each is refused, naming its bound. */
+        {
+                char rep[2048] = "";
+                size_t len = 0;
+                struct sbx_exec_opts o;
+                struct sbx_background *b = NULL;
+                sbx_client *extra = NULL;
+                enum sbx_code code;
+
+                sbx_create_opts_init(&co);
+                code = sbx_create(c[0], &co, &sb);
+                sbx_sandbox_free(sb);
+                if (code != SBX_RESOURCE_EXHAUSTED ||
+                    !strstr(sbx_error_message(c[0]), "--max-sandboxes-per-uid"))
+                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "create: %s; ",
+                                                sbx_error_message(c[0]));
+                sbx_exec_opts_init(&o);
+                o.shell = "true";
+                o.has_queue_timeout = 1;
+                o.queue_timeout_ms = 0;
+                code = sbx_exec_background(c[0], "bob-a", &o, &b);
+                sbx_background_free(b);
+                if (code != SBX_RESOURCE_EXHAUSTED)
+                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "command: %s; ",
+                                                sbx_error_message(c[0]));
+                sbx_exec_opts_init(&o);
+                o.shell = "wc -c";
+                o.stdin_data = body;
+                o.stdin_len = MIB;
+                b = NULL;
+                code = sbx_exec_background(c[0], "bob-a", &o, &b);
+                sbx_background_free(b);
+                if (code != SBX_RESOURCE_EXHAUSTED ||
+                    !strstr(sbx_error_message(c[0]), "--max-buffered"))
+                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "stdin: %s; ",
+                                                sbx_error_message(c[0]));
+                if (sbx_connect(d->sock, "bob", &c[BAR_CONNS - 1]) != SBX_OK ||
+                    hello(c[BAR_CONNS - 1]) != SBX_OK)
+                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "last connection; ");
+                code = sbx_connect(d->sock, "bob", &extra);
+                if (code == SBX_OK)
+                        code = hello(extra);
+                if (code == SBX_OK || !extra ||
+                    !strstr(sbx_error_message(extra), "--max-connections-per-uid"))
+                        len += (size_t)snprintf(rep + len, sizeof(rep) - len, "connection: %s %s; ",
+                                                sbx_code_name(code),
+                                                extra ? sbx_error_message(extra) : "-");
+                sbx_close(extra);
+                if (write(ready, len ? rep : "ok", len ? len : 2) <= 0)
+                        _exit(126);
+        }
+        (void)!read(stop, &byte, 1);
+        for (i = 0; i < BAR_CONNS; i++)
+                sbx_close(c[i]);
+        close(raw);
+        _exit(0);
+}
+
+/* The median of root's latency, in ms, over BAR_TRIES tries of each: a create (and its
+ * terminate), a command, a file read, and a command on a terminal. */
+struct bar_times {
+        double create, exec, read, tty, http, dns;
+};
+
+static double median(double *v, int n) {
+        for (int i = 1; i < n; i++)
+                for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+                        double t = v[j];
+                        v[j] = v[j - 1];
+                        v[j - 1] = t;
+                }
+        return v[n / 2];
+}
+
+static void root_times(struct it_daemon *d, struct bar_times *bt) {
+        double create[BAR_TRIES], exec[BAR_TRIES], rd[BAR_TRIES], tty[BAR_TRIES],
+                http[BAR_TRIES], dns[BAR_TRIES], t0;
+        const char *hosts[] = {"hosts.test", "dns.test", NULL};
+        sbx_client *c = it_connect(d);
+        char *out;
+        int i;
+
+        static int round;
+        char web[32];
+
+        snprintf(web, sizeof(web), "root-web-%d", ++round);
+        if (create_as(c, NULL, web, hosts) < 0)
+                ck_abort_msg("%s: %s", web, sbx_error_message(c));
+
+        for (i = 0; i < BAR_TRIES; i++) {
+                struct sbx_exec_opts o;
+                struct sbx_result *r = NULL;
+                struct sbx_read_result *rr = NULL;
+                char *id;
+
+                t0 = it_now_ms();
+                id = it_create(c, NULL);
+                create[i] = it_now_ms() - t0;
+                sbx_exec_opts_init(&o);
+                o.shell = "true";
+                o.timeout_ms = CMD_MS;
+                t0 = it_now_ms();
+                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+                exec[i] = it_now_ms() - t0;
+                ck_assert_int_eq(r->exit_code, 0);
+                sbx_result_free(r);
+                ck_assert_int_eq(sbx_write(c, id, "f", "hello", 5, 0, 0), SBX_OK);
+                t0 = it_now_ms();
+                ck_assert_int_eq(sbx_read(c, id, "f", 0, 0, &rr), SBX_OK);
+                rd[i] = it_now_ms() - t0;
+                ck_assert_uint_eq(rr->len, 5);
+                sbx_read_result_free(rr);
+                sbx_exec_opts_init(&o);
+                o.shell = "tty >/dev/null";
+                o.tty = 1;
+                o.timeout_ms = CMD_MS;
+                r = NULL;
+                t0 = it_now_ms();
+                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+                tty[i] = it_now_ms() - t0;
+                ck_assert_msg(r->exit_code == 0, "tty: %s", r->stdout_data);
+                sbx_result_free(r);
+                ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+                free(id);
+                /* Through the allowlist proxy: a name of /etc/hosts, and one the
+                 * nameserver answers (a lookup thread). */
+                t0 = it_now_ms();
+                out = root_request(c, web, "http://hosts.test/bar");
+                http[i] = it_now_ms() - t0;
+                ck_assert_msg(strncmp(out, "200 ", 4) == 0, "hosts.test: %s", out);
+                free(out);
+                t0 = it_now_ms();
+                out = root_request(c, web, "http://dns.test/bar");
+                dns[i] = it_now_ms() - t0;
+                ck_assert_msg(strncmp(out, "200 ", 4) == 0, "dns.test: %s", out);
+                free(out);
+        }
+        ck_assert_int_eq(sbx_terminate(c, web, NULL), SBX_OK);
+        sbx_close(c);
+        bt->http = median(http, BAR_TRIES);
+        bt->dns = median(dns, BAR_TRIES);
+        bt->create = median(create, BAR_TRIES);
+        bt->exec = median(exec, BAR_TRIES);
+        bt->read = median(rd, BAR_TRIES);
+        bt->tty = median(tty, BAR_TRIES);
+}
+
+static struct it_daemon d_bar;
+
+/* The bar: while BOB sits at every budget at once, root's create, exec, read, exec -t and
+ * allowlisted HTTP requests (a name of /etc/hosts, a name the nameserver answers) each
+ * succeed within twice their median on the idle daemon (and 25 ms: one scheduling
+ * hiccup of this 2-CPU machine is that long). */
+START_TEST(test_one_user_at_every_budget) {
+        struct rlimit rl = {NOFILE, NOFILE};
+        const char *flags[] = {"--socket-group", "3100", "--max-frame-bytes", "4194304",
+                               "--max-buffered", "64M", "--max-buffered-per-uid", "16M",
+                               "--max-sandboxes", "8", "--max-commands-per-uid", "6",
+                               "--max-connections-per-uid", "8", "--frame-timeout", "600",
+                               NULL};
+        struct bar_times idle, busy;
+        int ready[2], stop[2];
+        char said[2048];
+        ssize_t n;
+        pid_t bob;
+
+        /* The daemon inherits it: 128 descriptors for the proxies, 32 of them BOB's. */
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+        it_daemon_start(&d_bar, flags);
+        root_times(&d_bar, &idle);
+        ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(stop, O_CLOEXEC), 0);
+        bob = fork();
+        ck_assert_int_ge(bob, 0);
+        if (bob == 0) {
+                close(ready[0]);
+                close(stop[1]);
+                bob_at_every_budget(&d_bar, ready[1], stop[0]);
+        }
+        close(ready[1]);
+        close(stop[0]);
+        n = read(ready[0], said, sizeof(said) - 1);
+        ck_assert_msg(n > 0, "BOB did not reach his budgets");
+        said[n] = '\0';
+        /* He is at them: one more of each was refused, naming its bound. */
+        ck_assert_msg(strcmp(said, "ok") == 0, "BOB past a budget: %s", said);
+        root_times(&d_bar, &busy);
+        fprintf(stderr,
+                "it_egress_budget bar: idle create %.1f exec %.1f read %.1f tty %.1f http %.1f "
+                "dns %.1f ms; with BOB at every budget %.1f %.1f %.1f %.1f %.1f %.1f ms\n",
+                idle.create, idle.exec, idle.read, idle.tty, idle.http, idle.dns, busy.create,
+                busy.exec, busy.read, busy.tty, busy.http, busy.dns);
+        ck_assert_msg(busy.create <= 2 * idle.create + 25, "create %.1f ms (idle %.1f)",
+                      busy.create, idle.create);
+        ck_assert_msg(busy.exec <= 2 * idle.exec + 25, "exec %.1f ms (idle %.1f)", busy.exec,
+                      idle.exec);
+        ck_assert_msg(busy.read <= 2 * idle.read + 25, "read %.1f ms (idle %.1f)", busy.read,
+                      idle.read);
+        ck_assert_msg(busy.tty <= 2 * idle.tty + 25, "exec -t %.1f ms (idle %.1f)", busy.tty,
+                      idle.tty);
+        ck_assert_msg(busy.http <= 2 * idle.http + 25, "http %.1f ms (idle %.1f)", busy.http,
+                      idle.http);
+        ck_assert_msg(busy.dns <= 2 * idle.dns + 25, "dns %.1f ms (idle %.1f)", busy.dns,
+                      idle.dns);
+        ck_assert_int_eq(write(stop[1], "s", 1), 1);
+        ck_assert_int_eq(waitpid(bob, NULL, 0), bob);
+        close(ready[0]);
+        close(stop[1]);
+        ck_assert_int_eq(it_daemon_stop(&d_bar), 0);
+}
+END_TEST
+
 /* One case each, so that CK_RUN_CASE runs one alone. */
 static void add_case(Suite *s, const char *name, const TTest *t) {
         TCase *tc = tcase_create(name);
@@ -588,6 +905,7 @@ static Suite *make_suite(void) {
         add_case(s, "descriptors", descriptors_per_uid);
         add_case(s, "flags", budget_flags);
         add_case(s, "lookups", lookups_per_uid);
+        add_case(s, "one_user_at_every_budget", test_one_user_at_every_budget);
         return s;
 }
 
