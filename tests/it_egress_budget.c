@@ -19,7 +19,8 @@
  *    sandboxes look up names that never answer; root's request for a name of
  *    /etc/hosts is answered within 1 s and his name from the nameserver within 5 s,
  *    while each of BOB's requests still ends 504 after its own 10 s timeout, waiting
- *    for its turn or not.  *  - one user at every budget (the issue's bar): BOB holds all his sandboxes, commands,
+ *    for its turn or not;
+ *  - one user at every budget (the issue's bar): BOB holds all his sandboxes, commands,
  *    buffered memory (kept output and a request stalled in the middle), connections,
  *    proxy descriptors and lookup threads at once, and one more of each is refused
  *    naming its bound, while root's create, exec, read, exec -t and allowlisted HTTP
