@@ -62,64 +62,18 @@ static const char *const small_flags[] = {"--socket-group",
                                           "3",
                                           NULL};
 
-/* What BOB's child reports: lines of text. */
-struct report {
-        char text[16384];
-        size_t len;
-};
-
-static void say(struct report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(struct report *r, const char *fmt, ...) {
-        va_list ap;
-        int n;
-
-        va_start(ap, fmt);
-        n = vsnprintf(r->text + r->len, sizeof(r->text) - r->len, fmt, ap);
-        va_end(ap);
-        if (n > 0)
-                r->len += (size_t)n < sizeof(r->text) - r->len ? (size_t)n
-                                                               : sizeof(r->text) - r->len - 1;
-}
-
 /* Runs fn as BOB (groups: the socket group) in a child; returns what it reported. */
-static char *as_bob(void (*fn)(struct it_daemon *d, struct report *r), struct it_daemon *d) {
+static char *as_bob(void (*fn)(struct it_daemon *d, struct it_report *r), struct it_daemon *d) {
         const gid_t groups[1] = {SOCK_GRP};
-        pid_t parent = getpid(), pid;
-        struct report *r = calloc(1, sizeof(*r));
-        int p[2], st;
-        ssize_t n;
-        size_t got = 0;
 
-        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-        pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-                close(p[0]);
-                if (setgroups(1, groups) < 0 || setresgid(BOB, BOB, BOB) < 0 ||
-                    setresuid(BOB, BOB, BOB) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
-                    getppid() != parent)
-                        _exit(120);
-                signal(SIGPIPE, SIG_IGN);
-                fn(d, r);
-                n = write(p[1], r->text, r->len);
-                _exit(n == (ssize_t)r->len ? 0 : 121);
-        }
-        close(p[1]);
-        while ((n = read(p[0], r->text + got, sizeof(r->text) - 1 - got)) > 0)
-                got += (size_t)n;
-        close(p[0]);
-        r->text[got] = '\0';
-        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "BOB's child: status 0x%x: %s", st,
-                      r->text);
-        return (char *)r; /* text is the first member */
+        return it_as_user(BOB, groups, 1, fn, d);
 }
 
-static sbx_client *bob_connect(struct it_daemon *d, struct report *r) {
+static sbx_client *bob_connect(struct it_daemon *d, struct it_report *r) {
         sbx_client *c = NULL;
 
         if (sbx_connect(d->sock, "bob", &c) != SBX_OK) {
-                say(r, "connect-failed %s\n", c ? sbx_error_message(c) : "");
+                it_say(r, "connect-failed %s\n", c ? sbx_error_message(c) : "");
                 return NULL;
         }
         return c;
@@ -142,7 +96,7 @@ static int count_lines(const char *text, const char *word) {
 /* Six background commands printing 8 MiB each, kept up to 8 MiB each: more than his
  * 16 MiB share. Waits until all have ended, then reports each one's kept bytes, its
  * count, and whether its warnings name the bound. */
-static void bob_background(struct it_daemon *d, struct report *r) {
+static void bob_background(struct it_daemon *d, struct it_report *r) {
         char *ids[BG_N] = {0};
         sbx_client *c = bob_connect(d, r);
         struct sbx_create_opts co;
@@ -155,7 +109,7 @@ static void bob_background(struct it_daemon *d, struct report *r) {
         sbx_create_opts_init(&co);
         co.id = "bob-out";
         if (sbx_create(c, &co, &sb) != SBX_OK) {
-                say(r, "create-failed %s\n", sbx_error_message(c));
+                it_say(r, "create-failed %s\n", sbx_error_message(c));
                 return;
         }
         sbx_sandbox_free(sb);
@@ -167,7 +121,7 @@ static void bob_background(struct it_daemon *d, struct report *r) {
                 o.max_stdout_bytes = 8 * MIB;
                 o.timeout_ms = CMD_MS;
                 if (sbx_exec_background(c, "bob-out", &o, &b) != SBX_OK) {
-                        say(r, "bg-failed %s\n", sbx_error_message(c));
+                        it_say(r, "bg-failed %s\n", sbx_error_message(c));
                         return;
                 }
                 ids[i] = strdup(b->command_id);
@@ -192,13 +146,14 @@ static void bob_background(struct it_daemon *d, struct report *r) {
                 struct sbx_result *res = NULL;
                 int named = 0;
                 if (sbx_attach(c, "bob-out", &a, &res) != SBX_OK) {
-                        say(r, "attach-failed %s\n", sbx_error_message(c));
+                        it_say(r, "attach-failed %s\n", sbx_error_message(c));
                         continue;
                 }
                 for (size_t w = 0; w < res->warnings.n; w++)
                         named |= strstr(res->warnings.v[w], "--max-buffered-per-uid") != NULL;
-                say(r, "result %s kept %zu of %llu named %d outcome %d\n", ids[i], res->stdout_len,
-                    (unsigned long long)res->stdout_bytes, named, (int)res->outcome);
+                it_say(r, "result %s kept %zu of %llu named %d outcome %d\n", ids[i],
+                       res->stdout_len, (unsigned long long)res->stdout_bytes, named,
+                       (int)res->outcome);
                 sbx_result_free(res);
                 free(ids[i]);
         }
@@ -206,7 +161,7 @@ static void bob_background(struct it_daemon *d, struct report *r) {
 }
 
 /* After his sandbox ended: one command of 8 MiB keeps all of it again. */
-static void bob_after(struct it_daemon *d, struct report *r) {
+static void bob_after(struct it_daemon *d, struct it_report *r) {
         sbx_client *c = bob_connect(d, r);
         struct sbx_exec_opts o;
         struct sbx_result *res = NULL;
@@ -214,20 +169,20 @@ static void bob_after(struct it_daemon *d, struct report *r) {
         if (!c)
                 return;
         if (sbx_terminate(c, "bob-out", NULL) != SBX_OK)
-                say(r, "terminate-failed %s\n", sbx_error_message(c));
+                it_say(r, "terminate-failed %s\n", sbx_error_message(c));
         sbx_exec_opts_init(&o);
         o.shell = "head -c 8388608 /dev/zero";
         o.max_stdout_bytes = 8 * MIB;
         o.timeout_ms = CMD_MS;
         if (sbx_exec(c, "bob-2", &o, &res) == SBX_OK)
-                say(r, "again kept %zu truncated %d\n", res->stdout_len, res->stdout_truncated);
+                it_say(r, "again kept %zu truncated %d\n", res->stdout_len, res->stdout_truncated);
         else
-                say(r, "again-failed %s\n", sbx_error_message(c));
+                it_say(r, "again-failed %s\n", sbx_error_message(c));
         sbx_result_free(res);
         sbx_close(c);
 }
 
-static void bob_create_2(struct it_daemon *d, struct report *r) {
+static void bob_create_2(struct it_daemon *d, struct it_report *r) {
         sbx_client *c = bob_connect(d, r);
         struct sbx_create_opts co;
         struct sbx_sandbox *sb = NULL;
@@ -237,7 +192,7 @@ static void bob_create_2(struct it_daemon *d, struct report *r) {
         sbx_create_opts_init(&co);
         co.id = "bob-2";
         if (sbx_create(c, &co, &sb) != SBX_OK)
-                say(r, "create-failed %s\n", sbx_error_message(c));
+                it_say(r, "create-failed %s\n", sbx_error_message(c));
         sbx_sandbox_free(sb);
         sbx_close(c);
 }
@@ -304,7 +259,7 @@ END_TEST
 /* Background commands that never read their stdin of 3.5 MiB, which stays held until it
  * is written whole: three fit his 16 MiB share with the 3.5 MiB of the request being
  * received (3 x 3.5 + 3.5 + 3.5), the fourth is refused. */
-static void bob_stdin(struct it_daemon *d, struct report *r) {
+static void bob_stdin(struct it_daemon *d, struct it_report *r) {
         sbx_client *c = bob_connect(d, r);
         uint8_t *data = calloc(1, STDIN_BYTES);
         int i;
@@ -322,16 +277,16 @@ static void bob_stdin(struct it_daemon *d, struct report *r) {
                 o.timeout_ms = CMD_MS;
                 code = sbx_exec_background(c, "bob-in", &o, &b);
                 if (code == SBX_OK)
-                        say(r, "started %s\n", b->command_id);
+                        it_say(r, "started %s\n", b->command_id);
                 else
-                        say(r, "refused %s %s\n", sbx_code_name(code), sbx_error_message(c));
+                        it_say(r, "refused %s %s\n", sbx_code_name(code), sbx_error_message(c));
                 sbx_background_free(b);
         }
         free(data);
         sbx_close(c);
 }
 
-static void bob_create_in(struct it_daemon *d, struct report *r) {
+static void bob_create_in(struct it_daemon *d, struct it_report *r) {
         sbx_client *c = bob_connect(d, r);
         struct sbx_create_opts co;
         struct sbx_sandbox *sb = NULL;
@@ -341,7 +296,7 @@ static void bob_create_in(struct it_daemon *d, struct report *r) {
         sbx_create_opts_init(&co);
         co.id = "bob-in";
         if (sbx_create(c, &co, &sb) != SBX_OK)
-                say(r, "create-failed %s\n", sbx_error_message(c));
+                it_say(r, "create-failed %s\n", sbx_error_message(c));
         sbx_sandbox_free(sb);
         sbx_close(c);
 }
@@ -400,7 +355,7 @@ static int raw_connect(const char *path) {
 
 /* Reads what came on fd within ms: "open" when nothing did, else the first status's
  * code and message, and "eof" when the daemon closed it. */
-static void read_answer(int fd, int ms, struct report *r) {
+static void read_answer(int fd, int ms, struct it_report *r) {
         struct frame_reader fr;
         struct pollfd p = {.fd = fd, .events = POLLIN};
         uint8_t buf[65536];
@@ -416,7 +371,7 @@ static void read_answer(int fd, int ms, struct report *r) {
                         continue;
                 n = read(fd, buf, sizeof(buf));
                 if (n <= 0) {
-                        say(r, "%seof\n", said ? "" : "closed ");
+                        it_say(r, "%seof\n", said ? "" : "closed ");
                         frame_reader_free(&fr);
                         return;
                 }
@@ -424,21 +379,21 @@ static void read_answer(int fd, int ms, struct report *r) {
                 while (!said && frame_reader_next(&fr, &payload, &len) == 1) {
                         Sbx__V1__Response *resp = sbx__v1__response__unpack(NULL, len, payload);
                         if (resp && resp->status) {
-                                say(r, "status %d %s ", (int)resp->status->code,
-                                    resp->status->message ? resp->status->message : "");
+                                it_say(r, "status %d %s ", (int)resp->status->code,
+                                       resp->status->message ? resp->status->message : "");
                                 said = 1;
                         }
                         if (resp)
                                 sbx__v1__response__free_unpacked(resp, NULL);
                 }
         }
-        say(r, "%sopen\n", said ? "still " : "");
+        it_say(r, "%sopen\n", said ? "still " : "");
         frame_reader_free(&fr);
 }
 
 /* Connections that each send the header of a frame of almost 4 MiB and 3 MiB of it,
  * then stall: their state within 1 s; then, past the frame timeout, each one's end. */
-static void bob_stall(struct it_daemon *d, struct report *r) {
+static void bob_stall(struct it_daemon *d, struct it_report *r) {
         static uint8_t body[3 * MIB];
         int fds[STALLED], i;
         uint8_t hdr[4];
@@ -448,7 +403,7 @@ static void bob_stall(struct it_daemon *d, struct report *r) {
                 size_t done = 0;
                 fds[i] = raw_connect(d->sock);
                 if (fds[i] < 0) {
-                        say(r, "conn %d connect-failed\n", i);
+                        it_say(r, "conn %d connect-failed\n", i);
                         continue;
                 }
                 if (send(fds[i], hdr, 4, MSG_NOSIGNAL) != 4)
@@ -462,28 +417,28 @@ static void bob_stall(struct it_daemon *d, struct report *r) {
         }
         /* The test looks at the daemon and works meanwhile. A refusal comes at once;
          * the held ones are looked at well before the frame timeout (3 s). */
-        say(r, "stalled\n");
+        it_say(r, "stalled\n");
         usleep(300000);
         for (i = 0; i < STALLED; i++) {
-                say(r, "conn %d ", i);
+                it_say(r, "conn %d ", i);
                 if (fds[i] >= 0)
                         read_answer(fds[i], 20, r);
                 else
-                        say(r, "none\n");
+                        it_say(r, "none\n");
         }
         for (i = 0; i < STALLED; i++) {
-                say(r, "end %d ", i);
+                it_say(r, "end %d ", i);
                 if (fds[i] >= 0) {
                         read_answer(fds[i], 8000, r);
                         close(fds[i]);
                 } else {
-                        say(r, "none\n");
+                        it_say(r, "none\n");
                 }
         }
 }
 
 /* A second round after the first timed out: his share is his again. */
-static void bob_stall_again(struct it_daemon *d, struct report *r) {
+static void bob_stall_again(struct it_daemon *d, struct it_report *r) {
         static uint8_t body[3 * MIB];
         uint8_t hdr[4];
         int fds[3], i;
@@ -493,10 +448,10 @@ static void bob_stall_again(struct it_daemon *d, struct report *r) {
                 fds[i] = raw_connect(d->sock);
                 if (fds[i] < 0 || send(fds[i], hdr, 4, MSG_NOSIGNAL) != 4 ||
                     send(fds[i], body, sizeof(body), MSG_NOSIGNAL) != (ssize_t)sizeof(body))
-                        say(r, "again %d send-failed\n", i);
+                        it_say(r, "again %d send-failed\n", i);
         }
         for (i = 0; i < 3; i++) {
-                say(r, "again %d ", i);
+                it_say(r, "again %d ", i);
                 if (fds[i] >= 0) {
                         read_answer(fds[i], 500, r);
                         close(fds[i]);
@@ -612,7 +567,7 @@ END_TEST
 
 /* ---- sandboxes -------------------------------------------------------------------------- */
 
-static void bob_creates(struct it_daemon *d, struct report *r) {
+static void bob_creates(struct it_daemon *d, struct it_report *r) {
         sbx_client *c = bob_connect(d, r);
         int i;
 
@@ -625,9 +580,9 @@ static void bob_creates(struct it_daemon *d, struct report *r) {
                 sbx_create_opts_init(&co);
                 code = sbx_create(c, &co, &sb);
                 if (code == SBX_OK)
-                        say(r, "created %s\n", sb->id);
+                        it_say(r, "created %s\n", sb->id);
                 else
-                        say(r, "refused %s %s\n", sbx_code_name(code), sbx_error_message(c));
+                        it_say(r, "refused %s %s\n", sbx_code_name(code), sbx_error_message(c));
                 sbx_sandbox_free(sb);
         }
         sbx_close(c);

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -656,4 +657,50 @@ int it_wait_log(const struct it_daemon *d, const char *needle, int want) {
         while (it_log_count(d, needle) < want && it_now_ms() - t0 < 15000)
                 usleep(20000);
         return it_log_count(d, needle);
+}
+
+void it_say(struct it_report *r, const char *fmt, ...) {
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(r->text + r->len, sizeof(r->text) - r->len, fmt, ap);
+        va_end(ap);
+        if (n > 0)
+                r->len += (size_t)n < sizeof(r->text) - r->len ? (size_t)n
+                                                               : sizeof(r->text) - r->len - 1;
+}
+
+char *it_as_user(uid_t uid, const gid_t *groups, size_t n_groups,
+                 void (*fn)(struct it_daemon *d, struct it_report *r), struct it_daemon *d) {
+        pid_t parent = getpid(), pid;
+        struct it_report *r = calloc(1, sizeof(*r));
+        int p[2], st;
+        ssize_t n;
+        size_t got = 0;
+
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                close(p[0]);
+                if (setgroups(n_groups, groups) < 0 || setresgid(uid, uid, uid) < 0 ||
+                    setresuid(uid, uid, uid) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+                    getppid() != parent)
+                        _exit(120);
+                signal(SIGPIPE, SIG_IGN);
+                fn(d, r);
+                n = write(p[1], r->text, r->len);
+                _exit(n == (ssize_t)r->len ? 0 : 121);
+        }
+        close(p[1]);
+        while ((n = read(p[0], r->text + got, sizeof(r->text) - 1 - got)) > 0)
+                got += (size_t)n;
+        close(p[0]);
+        r->text[got] = '\0';
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "uid %u's child: status 0x%x: %s",
+                      (unsigned)uid, st, r->text);
+        return (char *)r; /* text is the first member */
 }

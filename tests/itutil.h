@@ -118,6 +118,24 @@ int it_wait_log(const struct it_daemon *d, const char *needle, int want);
  * (the last one /proc lists), or -1. */
 pid_t it_find_proc(const char *start, const char *needle);
 
+/* ---- another user's client, in a child ---- */
+
+/* What a child acting as another user reports: lines of text. */
+struct it_report {
+        char text[16384];
+        size_t len;
+};
+
+/* Appends a line (or any text) to r; what does not fit is cut. */
+void it_say(struct it_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Runs fn(d, r) in a child of the test that takes uid (and gid uid) and the
+ * supplementary groups groups[0..n_groups-1] for good and dies with the test; returns
+ * the text it reported (freed by the caller). Fails the test when the child cannot take
+ * the user or does not exit 0. */
+char *it_as_user(uid_t uid, const gid_t *groups, size_t n_groups,
+                 void (*fn)(struct it_daemon *d, struct it_report *r), struct it_daemon *d);
+
 /* Milliseconds from a monotonic clock. */
 double it_now_ms(void);
 
