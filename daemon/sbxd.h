@@ -31,6 +31,7 @@ struct sbxd {
         struct sbxtab *sandboxes;    /* the live sandboxes (sandbox.h) */
         struct quota *quota;         /* per-uid counts and budgets (quota.h; sbxtab.c makes it) */
         struct quota_bound buffered; /* --max-buffered(-per-uid) over d->quota (sbxtab.c) */
+        struct quota_bound ptys;     /* --max-ptys(-per-uid) over d->quota (sbxtab.c) */
         struct cgroup_env *cgroups;  /* where this daemon's cgroups live (cgroup.h) */
         struct guard *guard;         /* hidden and read-only paths kept covered (guard.c) */
         struct features features;    /* what this host allows, probed at start-up */
