@@ -1695,6 +1695,9 @@ static int open_tty(struct command *cmd, const Sbx__V1__RunCommand *req, struct 
                  cols = req->has_cols ? req->cols : DEVPTS_DEFAULT_COLS;
         int master, slave, in = -1, r, i;
 
+        /* None at all: its owner's budget was spent when it was made (no devpts there). */
+        if (cmd->sb->ptys == 0)
+                return -ENOSPC;
         r = devpts_open(cmd->sb->view.root_fd, rows, cols, &master, &slave);
         if (r < 0)
                 return r;
@@ -1809,7 +1812,7 @@ static void arm_command(struct command *cmd, const Sbx__V1__RunCommand *req) {
 /* cmd could not be started (what: why; r: -errno): it is set up enough to end with a
  * result of its own, START_FAILED with why, rather than an error. */
 static void fail_locally(struct command *cmd, struct start *s, int r, const char *what) {
-        char err[256];
+        char err[640];
 
         snprintf(err, sizeof(err), "%s: %s", what, strerror(-r));
         start_close_fds(s);
@@ -1819,18 +1822,37 @@ static void fail_locally(struct command *cmd, struct start *s, int r, const char
         finish(cmd);
 }
 
+/* Why cmd's terminal could not be opened: how many ptys its sandbox holds, and the bound
+ * (flag and value) that left it fewer than SBX_SANDBOX_PTYS (sandbox.c). */
+static void tty_failure(const struct command *cmd, char *buf, size_t len) {
+        const struct sandbox *sb = cmd->sb;
+        const char *cut = sb->ptys_cut;
+
+        if (sb->ptys == 0)
+                snprintf(buf, len,
+                         "cannot open the command's terminal: this sandbox has no ptys; when it "
+                         "was created, %s",
+                         cut ? cut : "its owner had none left");
+        else
+                snprintf(buf, len,
+                         "cannot open the command's terminal in the sandbox's devpts, which holds "
+                         "%u ptys at once%s%s",
+                         sb->ptys, cut ? "; when it was created, " : "", cut ? cut : "");
+}
+
 /* Starts cmd, attached, holding a slot, with s built from req: its own cgroup, its
  * place among the running, its pipes, Start, its stdin and timers. */
 static void launch(struct command *cmd, const Sbx__V1__RunCommand *req, struct start *s) {
+        char what[512];
         int r;
 
         join_own_cgroup(cmd, s);
         command_link(cmd);
         r = open_stdio(cmd, req, s);
+        if (r < 0 && cmd->tty)
+                tty_failure(cmd, what, sizeof(what));
         if (r < 0)
-                fail_locally(cmd, s, r,
-                             cmd->tty ? "cannot open the command's terminal in the sandbox's devpts"
-                                      : "cannot set up the command's pipes");
+                fail_locally(cmd, s, r, cmd->tty ? what : "cannot set up the command's pipes");
         else if (send_start(cmd, s) >= 0)
                 arm_command(cmd, req);
 }

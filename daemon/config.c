@@ -103,6 +103,29 @@ static char *default_init_path(void) {
         return strdup(SBX_LIBEXECDIR "/sbx-init");
 }
 
+/* The number in the file path (a sysctl), or fallback when it cannot be read. */
+static uint32_t read_sysctl(const char *path, uint32_t fallback) {
+        FILE *f = fopen(path, "re");
+        unsigned long v;
+        int ok = f && fscanf(f, "%lu", &v) == 1 && v <= UINT32_MAX;
+
+        if (f)
+                fclose(f);
+        return ok ? (uint32_t)v : fallback;
+}
+
+/* --max-ptys when not given: half of what the kernel leaves the devpts instances other
+ * than the host's (kernel.pty.max less kernel.pty.reserve, which only the host's initial
+ * instance may use), so that sbxd's sandboxes never take more than half of what
+ * containers and other users of such instances may need. */
+static uint32_t default_max_ptys(void) {
+        uint32_t max = read_sysctl("/proc/sys/kernel/pty/max", CONFIG_KERNEL_PTY_MAX),
+                 reserve = read_sysctl("/proc/sys/kernel/pty/reserve", CONFIG_KERNEL_PTY_RESERVE);
+        uint32_t share = max > reserve ? (max - reserve) / SBX_DEFAULT_PTYS_SHARE : 0;
+
+        return share < CONFIG_MAX_PTYS ? share : CONFIG_MAX_PTYS;
+}
+
 /* The per-uid bounds: as given, or a share of their totals. */
 static void derive_shares(struct config *cfg) {
         uint32_t share = cfg->max_sandboxes / SBX_DEFAULT_SANDBOXES_PER_UID_SHARE;
@@ -113,6 +136,9 @@ static void derive_shares(struct config *cfg) {
         cfg->max_buffered_per_uid = cfg->max_buffered_bytes / SBX_DEFAULT_BUFFERED_PER_UID_SHARE;
         if (cfg->max_buffered_per_uid_flag)
                 cfg->max_buffered_per_uid = cfg->max_buffered_per_uid_flag;
+        cfg->max_ptys_per_uid = cfg->max_ptys_per_uid_flag != UINT32_MAX
+                                        ? cfg->max_ptys_per_uid_flag
+                                        : cfg->max_ptys / SBX_DEFAULT_PTYS_PER_UID_SHARE;
 }
 
 int config_init(struct config *cfg, uid_t euid) {
@@ -133,6 +159,8 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_queued_per_uid = SBX_DEFAULT_MAX_QUEUED_PER_UID;
         cfg->queue_timeout_ms = SBX_DEFAULT_QUEUE_TIMEOUT_MS;
         cfg->max_buffered_bytes = SBX_DEFAULT_MAX_BUFFERED_BYTES;
+        cfg->max_ptys = default_max_ptys();
+        cfg->max_ptys_per_uid_flag = UINT32_MAX;
         derive_shares(cfg);
         cfg->frame_timeout_ms = SBX_DEFAULT_FRAME_TIMEOUT_MS;
         cfg->max_commands_per_uid = SBX_DEFAULT_MAX_COMMANDS_PER_UID;
@@ -307,6 +335,7 @@ const char *config_usage(void) {
                "            [--frame-timeout SECS] [--daemon-memory-max SIZE] [--daemon-tasks-max N]\n"
                "            [--uid-base N]\n"
                "            [--max-proxy-fds-per-uid N] [--max-lookups-per-uid N]\n"
+               "            [--max-ptys N] [--max-ptys-per-uid N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -359,6 +388,10 @@ const char *config_usage(void) {
                "(the tail is kept, and the result says so) and a request is refused\n"
                "RESOURCE_EXHAUSTED. A request must arrive whole within --frame-timeout of its\n"
                "first byte (default 60 s), or its connection is closed.\n"
+               "A sandbox may open 16 ptys at once, reserved from its owner's --max-ptys-per-uid\n"
+               "(default a quarter of --max-ptys) and from --max-ptys (default half of\n"
+               "kernel.pty.max less kernel.pty.reserve, read at start): one created when less is\n"
+               "left gets what is left, maybe none (its warnings say which bound); 0 to 1048576.\n"
                "--daemon-memory-max and --daemon-tasks-max bound the daemon itself in a cgroup\n"
                "of its own, apart from its sandboxes' (default none; sbxd.service sets both).\n"
                "As root, sandboxes run as uids of a range of 65536 reserved for this daemon\n"
@@ -398,6 +431,8 @@ static const struct {
         {"--spares", offsetof(struct config, spares), 0, SBX_MAX_SPARES},
         {"--retention-days", offsetof(struct config, retention_days), 0, 100000},
         {"--daemon-tasks-max", offsetof(struct config, daemon_tasks_max), 0, 4194304},
+        {"--max-ptys", offsetof(struct config, max_ptys), 0, CONFIG_MAX_PTYS},
+        {"--max-ptys-per-uid", offsetof(struct config, max_ptys_per_uid_flag), 0, CONFIG_MAX_PTYS},
         {"--max-frame-bytes", offsetof(struct config, max_frame_bytes), SBX_MIN_MAX_FRAME_BYTES,
          1024u * 1024u * 1024u},
         {"--uid-base", offsetof(struct config, uid_base), SBX_UID_BASE_MIN, SBX_UID_BASE_MAX},
@@ -671,6 +706,11 @@ static int check_relations(struct config *cfg, char *err, size_t errlen) {
                          "--max-buffered-per-uid (%llu bytes) must be at least twice "
                          "--max-frame-bytes (%u): a user's largest request must fit",
                          (unsigned long long)cfg->max_buffered_per_uid, cfg->max_frame_bytes);
+                return -EINVAL;
+        }
+        if (cfg->max_ptys_per_uid > cfg->max_ptys) {
+                snprintf(err, errlen, "--max-ptys-per-uid (%u) is above --max-ptys (%u)",
+                         cfg->max_ptys_per_uid, cfg->max_ptys);
                 return -EINVAL;
         }
         return 0;

@@ -61,6 +61,9 @@ struct config {
         uint64_t max_buffered_per_uid;    /* of it, one uid's: the flag, or a quarter */
         uint64_t max_buffered_per_uid_flag; /* --max-buffered-per-uid as given; 0: not given */
         uint64_t frame_timeout_ms;        /* the most a request may take to arrive whole */
+        uint32_t max_ptys;                /* ptys all sandboxes may open: the flag, or a share */
+        uint32_t max_ptys_per_uid;        /* of them, one uid's sandboxes': the flag, or a quarter */
+        uint32_t max_ptys_per_uid_flag;   /* --max-ptys-per-uid as given; UINT32_MAX: not given */
         uint64_t daemon_memory_max;       /* the daemon's own memory bound (cgroup); 0: none */
         uint32_t daemon_tasks_max;        /* its own tasks bound (cgroup pids); 0: none */
         uint32_t uid_base;                /* --uid-base: the first sandbox uid (root); 0: any */
@@ -77,6 +80,13 @@ int config_init(struct config *cfg, uid_t euid);
 /* --max-buffered and --max-buffered-per-uid's bounds. */
 #define CONFIG_MIN_BUFFERED_BYTES (16ull * 1024u * 1024u)
 #define CONFIG_MAX_BUFFERED_BYTES (1ull << 40)
+/* --max-ptys and --max-ptys-per-uid's ceiling: the kernel's NR_UNIX98_PTY_MAX, the
+ * most kernel.pty.max may be set to. */
+#define CONFIG_MAX_PTYS (1u << 20)
+/* kernel.pty.max and kernel.pty.reserve where /proc/sys/kernel/pty cannot be read: the
+ * kernel's defaults. */
+#define CONFIG_KERNEL_PTY_MAX     4096u
+#define CONFIG_KERNEL_PTY_RESERVE 1024u
 /* --daemon-memory-max's least (a daemon bounded lower could not serve). */
 #define CONFIG_MIN_DAEMON_MEMORY_BYTES (64ull * 1024u * 1024u)
 

@@ -14,6 +14,7 @@
 #include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -22,6 +23,8 @@
 #include <sys/sysmacros.h>
 #include <termios.h>
 #include <unistd.h>
+
+#include "mountinfo.h"
 
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
@@ -153,4 +156,39 @@ int devpts_open(int root_fd, unsigned rows, unsigned cols, int *ret_master, int 
         *ret_master = master;
         *ret_slave = slave;
         return 0;
+}
+
+/* The max= among a devpts's options ("rw,mode=620,ptmxmode=666,max=16"). */
+static int max_option(const char *opts) {
+        const char *p = strstr(opts, ",max=");
+        long v;
+
+        if (!p && strncmp(opts, "max=", 4) == 0)
+                p = opts - 1;
+        if (!p)
+                return DEVPTS_NO_MAX;
+        v = strtol(p + 5, NULL, 10);
+        return v >= 0 && v < DEVPTS_NO_MAX ? (int)v : DEVPTS_NO_MAX;
+}
+
+int devpts_max_of(pid_t pid) {
+        char path[64], *line = NULL;
+        size_t cap = 0;
+        int max = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        while (getline(&line, &cap, f) > 0) {
+                struct mountinfo_line m;
+                if (mountinfo_parse(line, &m) < 0 || strcmp(m.point, "/dev/pts") != 0)
+                        continue;
+                /* A later mount there covers the earlier ones. */
+                max = strcmp(m.fstype, "devpts") == 0 ? max_option(m.super_options) : 0;
+        }
+        free(line);
+        fclose(f);
+        return max;
 }

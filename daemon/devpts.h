@@ -8,9 +8,12 @@
  * like a pipe's child end. Everything on the way is checked: the node must be devpts's
  * ptmx (looked at O_PATH, which opens no device), the opened descriptor a pty master.
  *
- * Used by command.c on the loop thread; tested by check_devpts. Nothing here logs. */
+ * Used by command.c on the loop thread, and by the lifecycle to learn how many ptys a
+ * sandbox it adopts holds; tested by check_devpts. Nothing here logs. */
 #ifndef SBX_DEVPTS_H
 #define SBX_DEVPTS_H
+
+#include <sys/types.h>
 
 #include "sbx_limits.h"
 
@@ -27,6 +30,13 @@
  * 0, -ENOTTY when what is there is not a devpts ptmx or what opened is no pty master,
  * -ENOSYS without openat2 (Linux 5.6) or TIOCGPTPEER (Linux 4.13), or another -errno. */
 int devpts_open(int root_fd, unsigned rows, unsigned cols, int *ret_master, int *ret_slave);
+
+/* The max= of the devpts instance mounted at /dev/pts in the view of process pid (a
+ * sandbox's PID 1: its /proc/PID/mountinfo, which the kernel writes; the last mount
+ * there is the one seen): the most ptys it holds at once, DEVPTS_NO_MAX when it has no
+ * max=, 0 when no devpts is mounted there. -errno when the table cannot be read. */
+#define DEVPTS_NO_MAX (1 << 20)
+int devpts_max_of(pid_t pid);
 
 /* 0 when fd is a pty master (an open ptmx node, 5:2, that answers TIOCGPTN), else
  * -ENOTTY (or -errno of fstat). */

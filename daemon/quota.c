@@ -1,4 +1,4 @@
-/* quota.c: per-uid counts of sandboxes, commands and held bytes; see quota.h.
+/* quota.c: per-uid counts of sandboxes, commands, held bytes and ptys; see quota.h.
  *
  * A small array of counters, one per uid that ever created a sandbox or ran a command
  * (a host has few): looked up by a linear scan, never shrunk, so that dropping never
@@ -154,4 +154,41 @@ void quota_explain_buffered(const struct quota_bound *b, uid_t uid, int r, char 
                                                                   mib
                                                         : 0),
                          (unsigned long long)(b ? b->max / mib : 0));
+}
+
+int quota_add_upto(const struct quota_bound *b, enum quota_kind kind, uid_t uid, uint64_t want,
+                   uint64_t *ret_got) {
+        uint64_t have, left_uid, left_all, got;
+        int r;
+
+        *ret_got = 0;
+        if (!b || !b->q) {
+                *ret_got = want;
+                return 0;
+        }
+        have = quota_amount(b->q, kind, uid);
+        left_uid = have < b->max ? b->max - have : 0;
+        left_all =
+                quota_total(b->q, kind) < b->max_total ? b->max_total - quota_total(b->q, kind) : 0;
+        got = want < left_uid ? want : left_uid;
+        got = got < left_all ? got : left_all;
+        r = quota_add(b->q, kind, uid, got, b->max, b->max_total);
+        if (r < 0)
+                return r; /* -ENOMEM: 0 of it fits every bound */
+        *ret_got = got;
+        if (got == want)
+                return 0;
+        return left_uid <= left_all ? -EDQUOT : -ENOSPC;
+}
+
+void quota_explain_ptys(const struct quota_bound *b, uid_t uid, int r, uint64_t have_uid,
+                        uint64_t have_all, char *buf, size_t len) {
+        if (r == -ENOSPC)
+                snprintf(buf, len, "sbxd's sandboxes held %llu ptys, its bound (--max-ptys %llu)",
+                         (unsigned long long)have_all, (unsigned long long)(b ? b->max_total : 0));
+        else
+                snprintf(buf, len,
+                         "uid %u's sandboxes held %llu ptys, its bound (--max-ptys-per-uid %llu)",
+                         (unsigned)uid, (unsigned long long)have_uid,
+                         (unsigned long long)(b ? b->max : 0));
 }

@@ -1,19 +1,21 @@
 /* sandbox.c: the life of one sandbox, from its setup to its end; see sandbox.h and
  * sandbox_int.h.
  *
- * Setup (sandbox_start, for a sandbox its owner has just put in its list): make the
- * workspace and the cgroup, spawn the init helper (a plain fork+exec through uv_spawn:
- * the child execs at once), send Setup with the cgroup's descriptors (stage 0 joins the
- * cgroup before anything else), and wait for Ready on the channel. Stage 0 of the
- * helper stays our child and exits only after PID 1 of the sandbox is gone, and PID 1's
- * exit completes only after every other process of its PID namespace has died, so
- * stage 0's exit is our proof that nothing of the sandbox runs any more.
+ * Setup (sandbox_start, for a sandbox its owner has just put in its list): reserve its
+ * ptys from its owner's budget, make the workspace and the cgroup, spawn the init helper
+ * (a plain fork+exec through uv_spawn: the child execs at once), send Setup with the
+ * cgroup's descriptors (stage 0 joins the cgroup before anything else), and wait for
+ * Ready on the channel. Stage 0 of the helper stays our child and exits only after PID 1
+ * of the sandbox is gone, and PID 1's exit completes only after every other process of
+ * its PID namespace has died, so stage 0's exit is our proof that nothing of the sandbox
+ * runs any more.
  *
  * The end: SIGKILL to PID 1 (through a pidfd, so a recycled pid can never be hit),
  * wait for stage 0, end the commands still running, move the workspace to the trash,
- * record the end and answer everyone waiting; one loop turn later remove the cgroup,
- * start the workspace's deletion, tell the owner (the table or the warm pool) and free
- * the sandbox once its libuv handles are closed and its commands have let go.
+ * record the end, answer everyone waiting and give its ptys back; one loop turn later
+ * remove the cgroup, start the workspace's deletion, tell the owner (the table or the
+ * warm pool) and free the sandbox once its libuv handles are closed and its commands
+ * have let go.
  *
  * Everything init sends is untrusted: the channel (initchan.c) size-checks and decodes
  * it; Ready is checked here (the pid init names must be our stage 0's child), and the
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "devpts.h"
 #include "egress.h"
 #include "disk.h"
 #include "guard.h"
@@ -231,6 +234,7 @@ static void sandbox_free(struct sandbox *sb) {
         free(sb->view.files_cache);
         guard_forget(sb->d, &sb->view);
         free(sb->end_reason);
+        free(sb->ptys_cut);
         free(sb);
 }
 
@@ -298,6 +302,7 @@ struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8_t *pac
         initchan_init(&sb->chan, &chan_ops, sb);
         sb->uid_slot = -1;
         sb->isolated = 1;
+        sb->ptys = SBX_SANDBOX_PTYS; /* reserved when its owner is known */
         sb->owner_uid = owner;
         sb->created_ms = created_ms;
         sb->idle_timeout_ms = spec->has_idle_timeout_ms ? spec->idle_timeout_ms : 0;
@@ -362,6 +367,45 @@ static void warn_disk(struct sandbox *sb) {
                              "file %.*s/%s after the sandbox (mount -o loop or debugfs reads it)",
                              (int)(strrchr(sb->workspace, '/') - sb->workspace), sb->workspace,
                              DISK_IMAGE_NAME);
+}
+
+void sandbox_reserve_ptys(struct sandbox *sb) {
+        const struct quota_bound *b = &sb->d->ptys;
+        uint64_t have_uid = b->q ? quota_amount(b->q, QUOTA_PTYS, sb->owner_uid) : 0,
+                 have_all = b->q ? quota_total(b->q, QUOTA_PTYS) : 0, got = 0;
+        char why[256];
+        int r;
+
+        if (sb->ptys_held)
+                return;
+        r = quota_add_upto(b, QUOTA_PTYS, sb->owner_uid, SBX_SANDBOX_PTYS, &got);
+        sb->ptys = (unsigned)got;
+        sb->ptys_held = 1;
+        if (r == 0)
+                return;
+        if (r == -ENOMEM)
+                snprintf(why, sizeof(why), "the daemon is out of memory");
+        else
+                quota_explain_ptys(b, sb->owner_uid, r, have_uid, have_all, why, sizeof(why));
+        free(sb->ptys_cut);
+        sb->ptys_cut = strdup(why);
+        if (got == 0)
+                sandbox_warn(sb,
+                             "this sandbox has no ptys (a terminal, `sbx exec -t`, cannot be "
+                             "opened in it): %s",
+                             why);
+        else
+                sandbox_warn(sb, "this sandbox has %u ptys, not %u: %s", sb->ptys, SBX_SANDBOX_PTYS,
+                             why);
+        log_info("sbx=%s: %u ptys of %u for uid %u: %s", sb->id, sb->ptys, SBX_SANDBOX_PTYS,
+                 (unsigned)sb->owner_uid, why);
+}
+
+/* Its ptys go back to its owner's budget: nothing of it runs any more. */
+static void give_back_ptys(struct sandbox *sb) {
+        if (sb->ptys_held && sb->d->ptys.q)
+                quota_sub(sb->d->ptys.q, QUOTA_PTYS, sb->owner_uid, sb->ptys);
+        sb->ptys_held = 0;
 }
 
 void sandbox_apply_limits(struct sandbox *sb) {
@@ -476,6 +520,7 @@ static void tell_over(struct sandbox *sb) {
         if (sb->over_told)
                 return;
         sb->over_told = 1;
+        give_back_ptys(sb);
         if (sb->over)
                 sb->over(sb->gone_ud, sb);
 }
@@ -1246,6 +1291,14 @@ static void add_adoption(struct sandbox *sb, struct setup_msg *m) {
         }
 }
 
+/* Its ptys (init.proto Setup.ptys), and for a warm sandbox that its owner's come with
+ * Claim (Setup.warm): until then it is built with SBX_SANDBOX_PTYS. */
+static void add_ptys(struct sandbox *sb, struct setup_msg *m) {
+        m->setup.has_ptys = 1;
+        m->setup.ptys = sb->ptys;
+        m->setup.has_warm = m->setup.warm = sb->warm;
+}
+
 /* What init builds the sandbox from: its view of the host, kept for the file operations
  * and the guard, and for a warm sandbox the key requests are matched by. 0, or -1. */
 static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m) {
@@ -1322,6 +1375,7 @@ static int start_setup(struct sandbox *sb, struct policy_objects *objs, struct s
         if (build_setup(sb, objs, m) < 0)
                 return -1;
         add_adoption(sb, m);
+        add_ptys(sb, m);
         return send_setup(sb, m);
 }
 
@@ -1501,6 +1555,8 @@ void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
         struct setup_msg m = {.setup = SBX__INIT__V1__SETUP__INIT};
         int ok;
 
+        if (!sb->warm)
+                sandbox_reserve_ptys(sb);
         if (l && l->has_disk_bytes && sb->d->features.disk_mech == DISK_MECH_IMAGE) {
                 start_with_image(sb, objs);
                 return;
@@ -1522,6 +1578,7 @@ int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *
         k.has_n_cgroup_fds = k.has_cgroup_v2 = 0;
         k.n_cgroup_v1_controllers = 0;
         k.has_owner_uid = k.has_owner_gid = 0;
+        k.has_ptys = k.has_warm = 0; /* the owner's ptys come with Claim */
         n = sbx__init__v1__setup__get_packed_size(&k);
         *ret = malloc(n ? n : 1);
         if (!*ret)
@@ -1552,6 +1609,22 @@ int sandbox_request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **
 
 /* ---- adoption ----------------------------------------------------------------------- */
 
+/* The ptys of a sandbox a previous daemon left, counted in its owner's budget whatever
+ * it holds (they were reserved when it was made): its devpts's max= as the kernel shows
+ * it to PID 1 (pid), the one source the sandbox cannot have changed. */
+static void adopt_ptys(struct sandbox *sb, pid_t pid) {
+        int n = devpts_max_of(pid);
+
+        if (n < 0) {
+                log_warning("sbx=%s: cannot read its devpts's max= (%s); counted as %u ptys",
+                            sb->id, strerror(-n), SBX_SANDBOX_PTYS);
+                n = (int)SBX_SANDBOX_PTYS;
+        }
+        sb->ptys = (unsigned)n;
+        sb->ptys_held = sb->d->ptys.q && quota_add(sb->d->ptys.q, QUOTA_PTYS, sb->owner_uid,
+                                                   sb->ptys, UINT64_MAX, UINT64_MAX) == 0;
+}
+
 void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int proxy_fd) {
         struct sbxd *d = sb->d;
         struct policy_view view;
@@ -1566,6 +1639,7 @@ void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int 
             cgroup_attach(d->cgroups, sb->cg_name, &sb->cg) < 0)
                 sandbox_warn(sb, "its cgroup was not found after the daemon restarted");
         sandbox_apply_limits(sb);
+        adopt_ptys(sb, pid);
         if (policy_view_build(d, sb->spec, &view) == 0) {
                 sandbox_keep_view(sb, &view);
                 policy_view_clear(&view);

@@ -99,6 +99,9 @@ struct sandbox {
         size_t n_warnings;
         int isolated;
         struct quota *quota; /* the table's, for the commands' per-uid quota */
+        unsigned ptys;       /* the most ptys its devpts holds at once (Setup.ptys, Claim.ptys) */
+        int ptys_held;       /* ptys counted in its owner's budget (d->ptys) until it is over */
+        char *ptys_cut;      /* what bound left it fewer than SBX_SANDBOX_PTYS; NULL: none */
         struct command *commands;
         unsigned n_running;
         uint64_t next_command;
@@ -161,6 +164,14 @@ int sandbox_list_has_pidns(const struct sandbox *head, dev_t dev, ino_t ino);
 
 /* Adds a warning (copied). Returns 0 or -ENOMEM. */
 int sandbox_warn(struct sandbox *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reserves sb's ptys (sb->ptys, the most its devpts holds at once) from its owner's
+ * budget and everyone's (d->ptys: --max-ptys-per-uid, --max-ptys): SBX_SANDBOX_PTYS, or
+ * what is left of them when less, maybe none, with a warning that says how many and
+ * names the bound that cut them (sb->ptys_cut). Given back when sb is over. Once per
+ * sandbox of a client, its owner known: at its start (sandbox_start) or when it is
+ * claimed warm (warm.c); a second call changes nothing. */
+void sandbox_reserve_ptys(struct sandbox *sb);
 
 /* Decides how sb's limits are enforced (enforce.h), on its cgroup, with warnings. */
 void sandbox_apply_limits(struct sandbox *sb);

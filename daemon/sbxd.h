@@ -34,6 +34,7 @@ struct sbxd {
         struct quota *quota;         /* per-uid counts and budgets (quota.h; sbxtab.c makes it) */
         struct quota_bound buffered; /* --max-buffered(-per-uid) over d->quota (sbxtab.c) */
         struct egressshare *proxies; /* what the allowlist proxies share (egressshare.c) */
+        struct quota_bound ptys;     /* --max-ptys(-per-uid) over d->quota (sbxtab.c) */
         struct cgroup_env *cgroups;  /* where this daemon's cgroups live (cgroup.h) */
         struct guard *guard;         /* hidden and read-only paths kept covered (guard.c) */
         const struct uidrange *uids; /* root: the sandbox uids, reserved host-wide (uidrange.h);

@@ -90,6 +90,8 @@ int sbxtab_new(struct sbxd *d, struct sbxtab **ret) {
         d->buffered = (struct quota_bound){.q = t->quota,
                                            .max = d->cfg->max_buffered_per_uid,
                                            .max_total = d->cfg->max_buffered_bytes};
+        d->ptys = (struct quota_bound){
+                .q = t->quota, .max = d->cfg->max_ptys_per_uid, .max_total = d->cfg->max_ptys};
         *ret = t;
         return 0;
 }
@@ -102,6 +104,7 @@ void sbxtab_free(struct sbxtab *t) {
         if (t->d && t->d->quota == t->quota) {
                 t->d->quota = NULL;
                 t->d->buffered.q = NULL;
+                t->d->ptys.q = NULL;
         }
         quota_free(t->quota);
         free(t);

@@ -5,8 +5,9 @@
  * the daemon keeps --warm sandboxes of the default policy set up ahead. A create whose
  * Setup (what init builds the sandbox from) equals a warm one's but for its identity
  * claims it: the sandbox takes the client's id (its state directory is renamed; its
- * cgroup keeps its name, recorded as cgroup_path), limits, deadline and owner, init
- * takes the id as host name and the adoption socket (Claim), and the record is written.
+ * cgroup keeps its name, recorded as cgroup_path), limits, deadline and owner, its ptys
+ * from the owner's budget, init takes the id as host name, the adoption socket and the
+ * ptys (Claim: a remount of its devpts), and the record is written.
  * The pool is topped up SBX_WARM_REFILL_DELAY_MS later, off the client's way; after a
  * warm sandbox failed, not before SBX_WARM_RETRY_MS.
  *
@@ -591,6 +592,11 @@ void warm_finish_claim(struct warm_pool *p, struct sandbox *sb,
         int adopt_fd = grace ? sandbox_adopt_listen(sb) : -1, r;
 
         claim.hostname = sb->id;
+        /* Built with SBX_SANDBOX_PTYS before its owner was known: init remounts its
+         * devpts with what the owner's budget gives before it starts anything. */
+        sandbox_reserve_ptys(sb);
+        claim.has_ptys = 1;
+        claim.ptys = sb->ptys;
         if (!p->d->features.rootless) {
                 claim.has_run_uid = claim.has_run_gid = 1;
                 claim.run_uid = sb->run_uid;

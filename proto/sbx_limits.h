@@ -180,10 +180,16 @@
 #define SBX_DEFAULT_TTY_ROWS 24u
 #define SBX_DEFAULT_TTY_COLS 80u
 
-/* The ptys a sandbox's devpts holds at once (its max= option): every devpts but the
- * host's draws from one kernel pool (kernel.pty.max less kernel.pty.reserve, 3072 by
- * default), which one sandbox could otherwise empty for every other user. */
-#define SBX_SANDBOX_PTYS 64u
+/* The ptys a sandbox's devpts holds at once (its max= option), when its owner's budget
+ * has them: a shell, a few tmux panes and `sbx exec -t` need far fewer. Every devpts but
+ * the host's draws from one kernel pool (kernel.pty.max less kernel.pty.reserve, 3072 by
+ * default), so each sandbox reserves its ptys from its owner's budget (sbxd
+ * --max-ptys-per-uid, a quarter of --max-ptys unless given) and from everyone's
+ * (--max-ptys, half of that pool unless given), and gets fewer, maybe none, when less is
+ * left. */
+#define SBX_SANDBOX_PTYS               16u
+#define SBX_DEFAULT_PTYS_SHARE         2u
+#define SBX_DEFAULT_PTYS_PER_UID_SHARE 4u
 
 /* Files. */
 #define SBX_DEFAULT_MAX_READ_BYTES (5u * 1024u * 1024u)

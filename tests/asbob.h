@@ -3,7 +3,7 @@
  * --socket-group 3100), acting in a child the test forks, which takes his uid and
  * groups for good and reports what it saw as lines of text on a pipe; root is the other
  * user. Shared as static functions by the programs that include it (it_budget,
- * it_egress_budget). The daemon's directory must be one BOB can reach
+ * it_egress_budget, it_ptys). The daemon's directory must be one BOB can reach
  * (it_fixture_setup_var). */
 #ifndef SBX_TESTS_ASBOB_H
 #define SBX_TESTS_ASBOB_H
@@ -82,7 +82,7 @@ static char *as_bob(void (*fn)(struct it_daemon *d, const char *arg, struct repo
         return (char *)r; /* text is the first member */
 }
 
-static sbx_client *bob_connect(struct it_daemon *d, struct report *r) {
+__attribute__((unused)) static sbx_client *bob_connect(struct it_daemon *d, struct report *r) {
         sbx_client *c = NULL;
 
         if (sbx_connect(d->sock, "bob", &c) != SBX_OK) {
@@ -93,7 +93,7 @@ static sbx_client *bob_connect(struct it_daemon *d, struct report *r) {
 }
 
 /* Counts the lines of text that begin with word. */
-static int count_lines(const char *text, const char *word) {
+__attribute__((unused)) static int count_lines(const char *text, const char *word) {
         size_t n = strlen(word);
         int k = 0;
 
@@ -104,7 +104,7 @@ static int count_lines(const char *text, const char *word) {
 
 /* A connection to the daemon's socket at path, without a word said on it: the fd, or
  * -1. */
-static int bob_raw_connect(const char *path) {
+__attribute__((unused)) static int bob_raw_connect(const char *path) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 

@@ -582,6 +582,46 @@ START_TEST(quota_counts_per_uid) {
 }
 END_TEST
 
+/* quota_add_upto (the sandboxes' ptys): all of want while it fits, then what is left
+ * under the tighter bound, which it names; 0 once nothing is left; given back, it fits
+ * again. Everyone's bound cuts a uid that has room of its own. */
+START_TEST(quota_add_upto_cuts_to_what_is_left) {
+        struct quota *q;
+        struct quota_bound b;
+        uint64_t got = 99;
+        char why[256];
+
+        ck_assert_int_eq(quota_new(&q), 0);
+        b = (struct quota_bound){.q = q, .max = 40, .max_total = 60};
+        ck_assert_int_eq(quota_add_upto(&b, QUOTA_PTYS, 1000, 16, &got), 0);
+        ck_assert_uint_eq(got, 16);
+        ck_assert_int_eq(quota_add_upto(&b, QUOTA_PTYS, 1000, 16, &got), 0);
+        ck_assert_int_eq(quota_add_upto(&b, QUOTA_PTYS, 1000, 16, &got), -EDQUOT);
+        ck_assert_uint_eq(got, 8);
+        quota_explain_ptys(&b, 1000, -EDQUOT, 32, 32, why, sizeof(why));
+        ck_assert_str_eq(why, "uid 1000's sandboxes held 32 ptys, its bound "
+                              "(--max-ptys-per-uid 40)");
+        ck_assert_int_eq(quota_add_upto(&b, QUOTA_PTYS, 1000, 16, &got), -EDQUOT);
+        ck_assert_uint_eq(got, 0);
+        ck_assert_uint_eq(quota_amount(q, QUOTA_PTYS, 1000), 40);
+        /* Another uid: 20 left of everyone's 60. */
+        ck_assert_int_eq(quota_add_upto(&b, QUOTA_PTYS, 0, 16, &got), 0);
+        ck_assert_int_eq(quota_add_upto(&b, QUOTA_PTYS, 0, 16, &got), -ENOSPC);
+        ck_assert_uint_eq(got, 4);
+        quota_explain_ptys(&b, 0, -ENOSPC, 16, 56, why, sizeof(why));
+        ck_assert_str_eq(why, "sbxd's sandboxes held 56 ptys, its bound (--max-ptys 60)");
+        ck_assert_uint_eq(quota_total(q, QUOTA_PTYS), 60);
+        /* Given back, they fit again; the other kinds never saw them. */
+        quota_sub(q, QUOTA_PTYS, 1000, 16);
+        ck_assert_int_eq(quota_add_upto(&b, QUOTA_PTYS, 1000, 16, &got), 0);
+        ck_assert_uint_eq(quota_amount(q, QUOTA_BUFFERED, 1000), 0);
+        /* No bound: all of it, counted nowhere. */
+        ck_assert_int_eq(quota_add_upto(NULL, QUOTA_PTYS, 1000, 16, &got), 0);
+        ck_assert_uint_eq(got, 16);
+        quota_free(q);
+}
+END_TEST
+
 START_TEST(sbxid_rules) {
         char id[SBX_ID_MAX_BYTES + 1], other[SBX_ID_MAX_BYTES + 1], longest[SBX_ID_MAX_BYTES + 2];
 
@@ -1251,6 +1291,7 @@ static Suite *make_suite(void) {
         tcase_add_test(pure, rlimits_every_limit);
         tcase_add_test(pure, enforce_without_cgroups);
         tcase_add_test(pure, quota_counts_per_uid);
+        tcase_add_test(pure, quota_add_upto_cuts_to_what_is_left);
         tcase_add_test(pure, sbxid_rules);
         tcase_set_timeout(pure, 10);
         suite_add_tcase(s, pure);

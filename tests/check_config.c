@@ -481,6 +481,76 @@ START_TEST(proxy_flags) {
 }
 END_TEST
 
+/* The number in a sysctl file. */
+static unsigned long sysctl_value(const char *path) {
+        unsigned long v = 0;
+        FILE *f = fopen(path, "re");
+
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(fscanf(f, "%lu", &v), 1);
+        fclose(f);
+        return v;
+}
+
+/* --max-ptys defaults to half of what the kernel leaves the devpts instances but the
+ * host's (kernel.pty.max less kernel.pty.reserve, read at start), --max-ptys-per-uid to a
+ * quarter of --max-ptys; both may be 0 (no sandbox gets a pty), the per-uid one no more
+ * than the other, neither more than the kernel's most (1048576). */
+START_TEST(pty_flags) {
+        unsigned long kmax = sysctl_value("/proc/sys/kernel/pty/max"),
+                      kres = sysctl_value("/proc/sys/kernel/pty/reserve");
+        struct config c;
+        char err[256];
+        struct {
+                char *argv[6];
+                uint32_t max, per_uid;
+        } good[] = {
+                {{"sbxd", "--max-ptys", "100", NULL}, 100, 25},
+                {{"sbxd", "--max-ptys", "3", NULL}, 3, 0},
+                {{"sbxd", "--max-ptys", "0", NULL}, 0, 0},
+                {{"sbxd", "--max-ptys", "100", "--max-ptys-per-uid", "0", NULL}, 100, 0},
+                {{"sbxd", "--max-ptys", "100", "--max-ptys-per-uid", "100", NULL}, 100, 100},
+                {{"sbxd", "--max-ptys=1048576", NULL}, 1048576, 262144},
+        };
+        size_t i, n;
+
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 1, (char *[]){"sbxd", NULL}, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_ptys, kmax > kres ? (kmax - kres) / 2 : 0);
+        ck_assert_uint_eq(c.max_ptys_per_uid, c.max_ptys / 4);
+        config_free(&c);
+        for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+                for (n = 0; good[i].argv[n]; n++)
+                        ;
+                ck_assert_int_eq(config_init(&c, 0), 0);
+                ck_assert_msg(config_parse_args(&c, (int)n, good[i].argv, err, sizeof(err)) == 0,
+                              "case %zu: %s", i, err);
+                ck_assert_uint_eq(c.max_ptys, good[i].max);
+                ck_assert_uint_eq(c.max_ptys_per_uid, good[i].per_uid);
+                config_free(&c);
+        }
+        expect_bad("--max-ptys", "-1");
+        expect_bad("--max-ptys", "1048577");
+        expect_bad("--max-ptys", "many");
+        expect_bad("--max-ptys", "");
+        expect_bad("--max-ptys", NULL);
+        expect_bad("--max-ptys-per-uid", "-1");
+        expect_bad("--max-ptys-per-uid", "1048577");
+        expect_bad("--max-ptys-per-uid", "4294967295");
+        expect_bad("--max-ptys-per-uid", "1x");
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        err[0] = '\0';
+        ck_assert_int_eq(config_parse_args(&c, 5,
+                                           (char *[]){"sbxd", "--max-ptys", "10",
+                                                      "--max-ptys-per-uid", "11", NULL},
+                                           err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, "--max-ptys-per-uid (11) is above --max-ptys (10)"), "%s", err);
+        config_free(&c);
+}
+END_TEST
+
 START_TEST(socket_group_lookup) {
         gid_t gid = 7;
         /* Numbers are gids, whether a group has them or not. */
@@ -700,6 +770,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, share_flags);
         tcase_add_test(tc, uid_base_flag);
         tcase_add_test(tc, proxy_flags);
+        tcase_add_test(tc, pty_flags);
         tcase_add_test(tc, seconds);
         tcase_add_test(tc, disk_flags);
         tcase_add_test(tc, limit_ceiling_flags);

@@ -6,7 +6,8 @@
  * not block the loop), another character device bind-mounted there, and the daemon's
  * own devpts (the host's ptys) bind-mounted there. A private devpts instance mounted
  * there, as sbx-init does, works: a master that answers TIOCGPTN, its slave sized as
- * asked. devpts_check_master refuses /dev/null, a pipe and a slave. Each test runs in a
+ * asked. devpts_check_master refuses /dev/null, a pipe and a slave. devpts_max_of reads a
+ * devpts's max= from what the kernel shows of a process's mounts. Each test runs in a
  * process of its own (Check's fork mode) that unshares a mount namespace first, so
  * nothing it mounts is seen on the host; the tree lives in a temporary directory the
  * test removes. Needs root (the mounts). */
@@ -201,6 +202,29 @@ START_TEST(check_master_refuses_what_is_no_master) {
 }
 END_TEST
 
+/* devpts_max_of reads what the kernel shows of a process's /dev/pts: the max= of the
+ * devpts last mounted there (this process's, in its own mount namespace), none for a
+ * devpts without one, 0 when what is there is no devpts; an unknown pid is an error. */
+START_TEST(max_of_a_process) {
+        setup(); /* a mount namespace of this process: the host's /dev/pts stays as it is */
+        ck_assert_int_eq(mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                               "newinstance,ptmxmode=0666,mode=620,max=7"),
+                         0);
+        ck_assert_int_eq(devpts_max_of(getpid()), 7);
+        ck_assert_int_eq(mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                               "newinstance,ptmxmode=0666,mode=620"),
+                         0);
+        ck_assert_int_eq(devpts_max_of(getpid()), DEVPTS_NO_MAX);
+        ck_assert_int_eq(mount("t", "/dev/pts", "tmpfs", 0, "size=4k"), 0);
+        ck_assert_int_eq(devpts_max_of(getpid()), 0);
+        ck_assert_int_eq(umount2("/dev/pts", MNT_DETACH), 0);
+        ck_assert_int_eq(umount2("/dev/pts", MNT_DETACH), 0);
+        ck_assert_int_eq(devpts_max_of(getpid()), 7);
+        ck_assert_int_eq(devpts_max_of(0x7ffffff0), -ENOENT);
+        teardown();
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("devpts");
         TCase *tc = tcase_create("devpts");
@@ -213,6 +237,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, daemons_own_devpts_is_refused);
         tcase_add_test(tc, private_devpts_gives_a_sized_pty);
         tcase_add_test(tc, check_master_refuses_what_is_no_master);
+        tcase_add_test(tc, max_of_a_process);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -6,11 +6,13 @@
  * the host directory they mount on lives in an unchecked fixture that removes
  * it whatever happened. The "locked" tests reproduce what a rootless sandbox meets:
  * mounts copied into a mount namespace of a less privileged user namespace keep their
- * flags locked, and a remount that would drop one fails with EPERM. Needs root. */
+ * flags locked, and a remount that would drop one fails with EPERM. The devpts test sets
+ * the ptys of a view's /dev/pts (mnt_set_ptys). Needs root. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -232,6 +235,71 @@ static int body_reapply(void) {
 
 START_TEST(test_reapply) {
         run_child(body_reapply);
+}
+END_TEST
+
+/* Opens /dev/pts/ptmx until the kernel refuses (at most 64): how many, all left open. */
+static int open_ptys(void) {
+        int n = 0;
+
+        while (n < 64 && open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC) >= 0)
+                n++;
+        return n;
+}
+
+/* The super options of the mount at /dev/pts ("" when none), into buf. */
+static void pts_options(char *buf, size_t len) {
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        char line[1024];
+
+        buf[0] = '\0';
+        while (f && fgets(line, sizeof(line), f)) {
+                char *sep = strstr(line, " - ");
+                if (strstr(line, " /dev/pts ") && sep && sep > strstr(line, " /dev/pts "))
+                        snprintf(buf, len, "%s", strrchr(sep, ' ') + 1);
+        }
+        if (f)
+                fclose(f);
+}
+
+/* mnt_set_ptys on a view's /dev (a tmpfs of this mount namespace): a devpts mounted
+ * where there was none, remounted with another max= keeping its other options (ptys
+ * open stay open), unmounted for 0 (leaving the empty directory), and 0 again is
+ * nothing to do. */
+static int body_set_ptys(void) {
+        struct util_err err;
+        struct statfs sfs;
+        char opts[256];
+        DIR *d;
+        int n = 0;
+
+        memset(&err, 0, sizeof(err));
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        CHECK(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0);
+        CHECK(mount("sbx-mnt-test", "/dev", "tmpfs", MS_NOSUID, "size=64k") == 0);
+        CHECK(mkdir("/dev/pts", 0755) == 0);
+        CHECK(mnt_set_ptys(2, &err) == 0);
+        CHECK(open_ptys() == 2);
+        CHECK(errno == ENOSPC);
+        CHECK(mnt_set_ptys(5, &err) == 0);
+        CHECK(open_ptys() == 3);
+        pts_options(opts, sizeof(opts));
+        CHECK(strstr(opts, "mode=620") && strstr(opts, "ptmxmode=666") && strstr(opts, "max=5"));
+        CHECK(mnt_set_ptys(0, &err) == 0);
+        CHECK(statfs("/dev/pts", &sfs) == 0 && sfs.f_type == TMPFS_MAGIC);
+        d = opendir("/dev/pts");
+        CHECK(d);
+        while (readdir(d))
+                n++;
+        closedir(d);
+        CHECK(n == 2); /* . and .. */
+        CHECK(open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC) < 0 && errno == ENOENT);
+        CHECK(mnt_set_ptys(0, &err) == 0);
+        return 0;
+}
+
+START_TEST(test_set_ptys) {
+        run_child(body_set_ptys);
 }
 END_TEST
 
@@ -633,6 +701,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_setattr_locked);
         tcase_add_test(tc, test_fallback_missing_path);
         tcase_add_test(tc, test_reapply);
+        tcase_add_test(tc, test_set_ptys);
         tcase_add_test(tc, test_writable_changed_is_refused);
         tcase_add_test(tc, test_no_loop_device);
         tcase_add_test(tc, test_unreadable_list_emptied);

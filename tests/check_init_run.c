@@ -102,6 +102,10 @@ struct setup_opts {
         /* The writable paths' identities (stat now) go with Setup, as the daemon's. */
         bool objects;
         const char *sandboxes_dir; /* NULL: none */
+        /* Setup.ptys (with has_ptys) and Setup.warm. */
+        bool has_ptys;
+        unsigned ptys;
+        bool warm;
 };
 
 static const char *init_binary(void) {
@@ -236,6 +240,9 @@ static Sbx__Init__V1__FromInit *box_setup_raw(struct box *b, const struct setup_
         s.denied_write_paths = unconst(o->denied_write);
         s.n_protected_paths = count(o->protected_paths);
         s.protected_paths = unconst(o->protected_paths);
+        s.has_ptys = o->has_ptys;
+        s.ptys = o->ptys;
+        s.has_warm = s.warm = o->warm;
         for (size_t i = 0; o->objects && i < s.n_writable_paths && i < 8; i++) {
                 struct stat st;
                 ck_assert_int_eq(stat(s.writable_paths[i], &st), 0);
@@ -1378,6 +1385,99 @@ START_TEST(test_prebuilt_spare) {
 }
 END_TEST
 
+/* Opens /dev/ptmx until the kernel refuses, says how many, then how many entries
+ * /dev/pts has once they are closed again (ptmx alone, or nothing without a devpts). */
+static const char count_ptys[] =
+        "python3 -c '\n"
+        "import os\n"
+        "fds = []\n"
+        "try:\n"
+        "    while len(fds) < 64:\n"
+        "        fds.append(os.open(\"/dev/ptmx\", os.O_RDWR | os.O_NOCTTY))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "print(len(fds))'; ls -A /dev/pts | wc -l";
+
+/* Setup.ptys: the view's devpts holds that many at once, built so at once or, in a spare
+ * built ahead with SBX_SANDBOX_PTYS, remounted when its own Setup comes; 0 is no devpts
+ * at all (max=0 would be no bound); more than SBX_SANDBOX_PTYS is refused. */
+START_TEST(test_ptys) {
+        struct setup_opts o;
+        struct box b;
+        char why[64];
+
+        memset(&o, 0, sizeof(o));
+        o.prebuild = _i == 1; /* run twice: the second time as a spare built ahead */
+        o.has_ptys = true;
+        o.ptys = 3;
+        box_open(&b, &o);
+        ck_assert_int_eq(sh(&b, 1, count_ptys, &res), 0);
+        ck_assert_str_eq(res.out, "3\n1\n");
+        box_close(&b);
+        o.ptys = 0;
+        box_open(&b, &o);
+        ck_assert_int_eq(sh(&b, 1, count_ptys, &res), 0);
+        ck_assert_str_eq(res.out, "0\n0\n");
+        box_close(&b);
+        o.ptys = SBX_SANDBOX_PTYS + 1;
+        snprintf(why, sizeof(why), "ptys %u (at most %u)", o.ptys, SBX_SANDBOX_PTYS);
+        box_spawn(&b, false);
+        box_workspace(&b, NOBODY);
+        expect_setup_failure(&b, &o, why);
+}
+END_TEST
+
+/* Sends a warm sandbox its Claim, with ptys unless ptys < 0. */
+static void send_claim(struct box *b, int ptys) {
+        Sbx__Init__V1__ToInit m = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__Claim cl = SBX__INIT__V1__CLAIM__INIT;
+
+        cl.hostname = (char *)"claimed";
+        cl.has_ptys = ptys >= 0;
+        cl.ptys = ptys >= 0 ? (uint32_t)ptys : 0;
+        m.body_case = SBX__INIT__V1__TO_INIT__BODY_CLAIM;
+        m.claim = &cl;
+        send_to_init(b->chan, &m, NULL, 0);
+}
+
+/* A warm sandbox (Setup.warm) starts nothing before its Claim, which applies the owner's
+ * ptys (a remount: root mode and rootless, in its user namespace) and then loads the
+ * seccomp filter; a Claim of more ptys than allowed ends the sandbox. */
+START_TEST(test_warm_claim) {
+        const char *status[] = {"grep", "^Seccomp:", "/proc/self/status", NULL};
+        const char *echo[] = {"/bin/echo", "hi", NULL};
+        struct setup_opts o;
+        struct box b;
+        int st;
+
+        memset(&o, 0, sizeof(o));
+        o.warm = true;
+        o.rootless = _i == 1; /* run twice: the second time rootless */
+        box_open(&b, &o);
+        run(&b, 1, echo, NULL, NULL, &res);
+        ck_assert_msg(!res.started && res.start_errno == EPERM &&
+                              strstr(res.start_error, "before it is claimed"),
+                      "a Start before the Claim: %s", res.start_error);
+        send_claim(&b, 2);
+        ck_assert_int_eq(sh(&b, 2, count_ptys, &res), 0);
+        ck_assert_str_eq(res.out, "2\n1\n");
+        run_ok(&b, 3, status, &res);
+        ck_assert_str_eq(res.out, "Seccomp:\t2\n");
+        /* A second Claim changes nothing: the filter refuses mount(2) now. */
+        send_claim(&b, 5);
+        ck_assert_int_eq(sh(&b, 4, count_ptys, &res), 0);
+        ck_assert_str_eq(res.out, "2\n1\n");
+        box_close(&b);
+
+        box_open(&b, &o);
+        send_claim(&b, SBX_SANDBOX_PTYS + 1);
+        st = wait_stage0(&b, 5000);
+        ck_assert_msg(st != -1 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0),
+                      "a Claim of too many ptys: stage 0 status 0x%x", st);
+        close(b.chan);
+}
+END_TEST
+
 START_TEST(test_root_dir) {
         const char *ls[] = {"/bin/ls", "-A", "/", NULL};
         static char listing[OUT_BYTES + 2];
@@ -1430,6 +1530,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_root_dir);
         tcase_add_loop_test(tc, test_rootless, 0, 2);
         tcase_add_test(tc, test_prebuilt_spare);
+        tcase_add_loop_test(tc, test_ptys, 0, 2);
+        tcase_add_loop_test(tc, test_warm_claim, 0, 2);
         suite_add_tcase(s, tc);
         return s;
 }

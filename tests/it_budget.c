@@ -127,8 +127,9 @@ static void bob_background(struct it_daemon *d, const char *arg, struct report *
                 }
                 for (size_t w = 0; w < res->warnings.n; w++)
                         named |= strstr(res->warnings.v[w], "--max-buffered-per-uid") != NULL;
-                say(r, "result %s kept %zu of %llu named %d outcome %d\n", ids[i], res->stdout_len,
-                    (unsigned long long)res->stdout_bytes, named, (int)res->outcome);
+                say(r, "result %s kept %zu of %llu named %d outcome %d\n", ids[i],
+                       res->stdout_len, (unsigned long long)res->stdout_bytes, named,
+                       (int)res->outcome);
                 sbx_result_free(res);
                 free(ids[i]);
         }
@@ -329,7 +330,7 @@ static void read_answer(int fd, int ms, struct report *r) {
                         Sbx__V1__Response *resp = sbx__v1__response__unpack(NULL, len, payload);
                         if (resp && resp->status) {
                                 say(r, "status %d %s ", (int)resp->status->code,
-                                    resp->status->message ? resp->status->message : "");
+                                       resp->status->message ? resp->status->message : "");
                                 said = 1;
                         }
                         if (resp)

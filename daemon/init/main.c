@@ -10,12 +10,15 @@
  * loopback, builds the view's base, names the host, builds the rest of the view, answers Ready
  * with its host pid, then serves the channel (serve.c) until end of stream, when its exit ends
  * every process of the sandbox. A spare built ahead (Setup.prebuild) stops after the view's base,
- * answers Built, and goes on when the Setup of the sandbox it becomes arrives. Owns the Setup
+ * answers Built, and goes on when the Setup of the sandbox it becomes arrives (its devpts then
+ * remounted with that sandbox's ptys). A warm sandbox (Setup.warm) loads its filter only at its
+ * Claim, after its owner's ptys, and starts nothing before (serve.c). Owns the Setup
  * message and the filter for the life of the process. The checklist reads top to bottom in pid1(),
  * nsjail style. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <poll.h>
 #include <sched.h>
@@ -391,6 +394,9 @@ static int validate_setup(const Sbx__Init__V1__Setup *s, struct util_err *err) {
                 r = util_fail(err, EINVAL, NULL,
                               "Setup: %zu writable_objects for %zu writable_paths",
                               s->n_writable_objects, s->n_writable_paths);
+        if (r == 0 && s->has_ptys && s->ptys > SBX_SANDBOX_PTYS)
+                r = util_fail(err, EINVAL, NULL, "Setup: ptys %u (at most %u)", s->ptys,
+                              SBX_SANDBOX_PTYS);
         if (r == 0 && s->n_cgroup_v1_controllers > 8)
                 r = util_fail(err, E2BIG, NULL, "Setup: %zu cgroup_v1_controllers",
                               s->n_cgroup_v1_controllers);
@@ -546,6 +552,7 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
         mc->protected_paths = s->protected_paths;
         mc->n_protected_paths = s->n_protected_paths;
         mc->tmp_bytes = s->has_tmp_bytes ? s->tmp_bytes : 0;
+        mc->ptys = s->has_ptys ? s->ptys : SBX_SANDBOX_PTYS;
         fill_objects(s, mc, vc->objs);
         mc->idmap = !(s->has_rootless && s->rootless) && s->has_owner_uid && s->has_owner_gid;
         mc->owner_uid = s->owner_uid;
@@ -577,6 +584,11 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
         mc->user = &vc->user;
 }
 
+/* PID 1's seccomp filter (step 3), and the ptys its devpts holds now: a warm sandbox
+ * applies its owner's and loads the filter at Claim (claim_view). */
+static struct sock_fprog filter;
+static unsigned view_ptys;
+
 /* Step 8: loads prog (when built) on PID 1 itself, once: every command inherits it
  * across clone and execve. Loading it per command cost a copy, a check and a JIT
  * compilation of the program each time (about 0.2 ms). PID 1 needs none of the calls
@@ -590,6 +602,26 @@ static int load_filter(const struct sock_fprog *prog, struct util_err *err) {
                 return 0;
         r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : filter_load(prog);
         return r < 0 ? util_fail(err, r, NULL, "load the seccomp filter") : 0;
+}
+
+/* A warm sandbox's Claim (serve.h), once, before anything runs in it: the owner's ptys
+ * (UINT_MAX: kept), then the filter held back until now, which refuses mount(2) from
+ * here on. 0 or -errno (logged). */
+static int claim_view(unsigned ptys) {
+        struct util_err err;
+
+        memset(&err, 0, sizeof(err));
+        if (ptys != UINT_MAX && ptys > SBX_SANDBOX_PTYS)
+                util_fail(&err, EINVAL, NULL, "Claim: ptys %u (at most %u)", ptys,
+                          SBX_SANDBOX_PTYS);
+        else if (ptys != UINT_MAX && ptys != view_ptys && mnt_set_ptys(ptys, &err) == 0)
+                view_ptys = ptys;
+        if (err.err == 0)
+                (void)load_filter(&filter, &err);
+        if (err.err == 0)
+                return 0;
+        util_log(UTIL_LOG_ERR, "claim: %s", err.text);
+        return -err.err;
 }
 
 /* Step 9's configuration of the service loop. */
@@ -609,6 +641,7 @@ static void serve_config_fill(const Sbx__Init__V1__Setup *s, int adopt_fd, int32
                 cfg->run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
         }
         cfg->host_pid = host_pid;
+        cfg->claim = s->has_warm && s->warm ? claim_view : NULL;
 }
 
 /* 1 when the two Setups build the same base (what a spare builds ahead, init.proto
@@ -670,7 +703,6 @@ static int await_own_setup(int chan, const Sbx__Init__V1__Setup *base,
 static bool groups_kept;
 
 static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd) {
-        static struct sock_fprog filter;
         static struct view_config vc;
         Sbx__Init__V1__ToInit *own = NULL;
         struct util_warnings warn;
@@ -709,14 +741,19 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         view_config_fill(s, &vc);
         if (mnt_view_base(&vc.mc, &host, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
+        view_ptys = vc.mc.ptys;
 
-        /* A spare built ahead waits here for the Setup of the sandbox it becomes. */
+        /* A spare built ahead waits here for the Setup of the sandbox it becomes, whose
+         * ptys its devpts takes now (its owner's budget: fewer, or none). */
         if (s->has_prebuild && s->prebuild) {
                 r = await_own_setup(chan, s, &own, &adopt_fd, &err);
                 if (r != 0)
                         return r > 0 ? 0 : setup_failed(chan, &err, host_pid);
                 s = own->setup;
                 view_config_fill(s, &vc);
+                if (vc.mc.ptys != view_ptys && mnt_set_ptys(vc.mc.ptys, &err) < 0)
+                        return setup_failed(chan, &err, host_pid);
+                view_ptys = vc.mc.ptys;
         }
 
         /* 6. Host name, and the egress proxy's socket: made here, inside the sandbox's
@@ -734,8 +771,9 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         if (mnt_view_finish(&vc.mc, &host, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
 
-        /* 8. The filter, loaded here, once, for every command. */
-        if (load_filter(&filter, &err) < 0)
+        /* 8. The filter, loaded here, once, for every command; a warm sandbox's at its
+         * Claim (claim_view), after its owner's ptys, and it starts nothing before. */
+        if (!(s->has_warm && s->warm) && load_filter(&filter, &err) < 0)
                 return setup_failed(chan, &err, host_pid);
 
         /* 9. Ready, then serve. */

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 #include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -411,7 +413,34 @@ static int setup_proc(struct util_err *err) {
         return 0;
 }
 
-static int setup_dev(uint64_t shm_bytes, struct util_err *err, struct util_warnings *warn) {
+/* A private devpts instance on /dev/pts (flags: 0, or MS_REMOUNT for the one there):
+ * ptys of other sandboxes and of the host stay invisible. No gid= option: gid 5 may be
+ * unmapped in a user namespace. max=: every instance but the host's draws from one
+ * kernel pool (sbx_limits.h). A remount sets every option it does not name back to its
+ * default (parse_mount_options(PARSE_REMOUNT) in fs/devpts/inode.c), so each is named. */
+static int mount_devpts(unsigned ptys, unsigned long flags, struct util_err *err) {
+        char opts[80];
+
+        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=620,max=%u", ptys);
+        if (mount("devpts", "/dev/pts", "devpts", flags | MS_NOSUID | MS_NOEXEC, opts) < 0)
+                return util_fail(err, errno, "needs CONFIG_DEVPTS_MULTIPLE_INSTANCES before 4.7",
+                                 "%s devpts on /dev/pts (%s)", flags ? "remount" : "mount", opts);
+        return 0;
+}
+
+int mnt_set_ptys(unsigned ptys, struct util_err *err) {
+        struct statfs sfs;
+        int mounted = statfs("/dev/pts", &sfs) == 0 && sfs.f_type == DEVPTS_SUPER_MAGIC;
+
+        if (ptys > 0)
+                return mount_devpts(ptys, mounted ? MS_REMOUNT : 0, err);
+        if (mounted && umount2("/dev/pts", MNT_DETACH) < 0)
+                return util_fail(err, errno, NULL, "unmount /dev/pts");
+        return 0;
+}
+
+static int setup_dev(uint64_t shm_bytes, unsigned ptys, struct util_err *err,
+                     struct util_warnings *warn) {
         static const char *const links[][2] = {{"fd", "/proc/self/fd"},
                                                {"stdin", "/proc/self/fd/0"},
                                                {"stdout", "/proc/self/fd/1"},
@@ -448,13 +477,10 @@ static int setup_dev(uint64_t shm_bytes, struct util_err *err, struct util_warni
         }
         if (mkdir("/dev/pts", 0755) < 0)
                 return util_fail(err, errno, NULL, "mkdir /dev/pts");
-        /* A private devpts instance: ptys of other sandboxes and of the host stay
-         * invisible. No gid= option: gid 5 may be unmapped in a user namespace. max=:
-         * every instance but the host's draws from one kernel pool (sbx_limits.h). */
-        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=620,max=%u", SBX_SANDBOX_PTYS);
-        if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
-                return util_fail(err, errno, "needs CONFIG_DEVPTS_MULTIPLE_INSTANCES before 4.7",
-                                 "mount devpts on /dev/pts");
+        /* None (max=0 would be no bound): /dev/pts stays an empty directory. */
+        r = ptys > 0 ? mount_devpts(ptys, 0, err) : 0;
+        if (r < 0)
+                return r;
         if (mkdir("/dev/shm", 01777) < 0)
                 return util_fail(err, errno, NULL, "mkdir /dev/shm");
         snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)shm_bytes);
@@ -1307,7 +1333,7 @@ static int build_base(const struct mnt_config *cfg, int root_fd, struct util_err
                 return r;
 
         /* 7. /dev, /tmp, /run. */
-        r = setup_dev(tmp_bytes, err, warn);
+        r = setup_dev(tmp_bytes, cfg->ptys, err, warn);
         if (r < 0)
                 return r;
         if (mkdir("/tmp", 01777) < 0)

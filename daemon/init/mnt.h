@@ -41,6 +41,7 @@ struct mnt_config {
         char *const *protected_paths;
         size_t n_protected_paths;
         uint64_t tmp_bytes; /* Size of /tmp and /dev/shm; 0: SBX_DEFAULT_TMP_BYTES. */
+        unsigned ptys;      /* The devpts's max= (see mnt_set_ptys); 0: no devpts. */
         /* /workspace is a tmpfs of this size and inode count (0: none), instead of a
          * bind of workspace_dir (the disk limit's TMPFS_SIZE), then owned by these ids
          * ((uid_t)-1: the mounter's, as rootless). */
@@ -88,8 +89,9 @@ struct mnt_config {
  *                the host's, live; the devices the host adds later missing),
  *                /proc/partitions a copy without their lines, /proc/diskstats empty;
  *   /dev         a read-only tmpfs with null, zero, full, random, urandom and tty bound
- *                from the host, a new devpts at /dev/pts, /dev/ptmx -> pts/ptmx, a
- *                tmpfs /dev/shm, and the fd, stdin, stdout and stderr symlinks;
+ *                from the host, a new devpts of ptys at /dev/pts (none for 0),
+ *                /dev/ptmx -> pts/ptmx, a tmpfs /dev/shm, and the fd, stdin, stdout and
+ *                stderr symlinks;
  *   /tmp         a tmpfs of tmp_bytes (nosuid, nodev);
  *   /run         an empty directory;
  *   /workspace   workspace_dir, read-write (nosuid, nodev);
@@ -137,6 +139,13 @@ int mnt_view_base(const struct mnt_config *cfg, struct mnt_host *host, struct ut
                   struct util_warnings *warn);
 int mnt_view_finish(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
                     struct util_warnings *warn);
+
+/* Makes the view's devpts hold at most ptys at once: /dev/pts remounted with max=ptys
+ * (or mounted, when it had none), or for 0 unmounted, leaving /dev/pts an empty
+ * directory: devpts reads max=0 as no bound at all. Ptys open already stay open. Called
+ * by PID 1 in the view (a spare's own Setup, a warm sandbox's Claim) before its seccomp
+ * filter, which refuses mount(2), is loaded. Returns 0 or -errno with err set. */
+int mnt_set_ptys(unsigned ptys, struct util_err *err);
 
 /* Closes what *host holds (may be called twice). */
 void mnt_host_close(struct mnt_host *host);

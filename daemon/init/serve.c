@@ -8,6 +8,7 @@
 #include "serve.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -206,6 +207,12 @@ static uint64_t own_hard_limit(int resource) {
 /* Checks a Start's counts against what came with it and against the table: 0, or a
  * positive errno with the reason in text. */
 static int check_start(const Sbx__Init__V1__Start *s, size_t nfds, size_t n_cg, char *text) {
+        /* Unclaimed, its seccomp filter is not loaded yet (Setup.warm). */
+        if (config->claim) {
+                snprintf(text, START_TEXT_BYTES,
+                         "a warm sandbox starts nothing before it is claimed");
+                return EPERM;
+        }
         if (n_cg > SBX_INIT_MAX_FDS - 3 || nfds != 3 + n_cg) {
                 snprintf(text, START_TEXT_BYTES, "invalid Start: %zu descriptors, expected %zu",
                          nfds, (size_t)3 + n_cg);
@@ -427,10 +434,21 @@ static void reap(int sigfd) {
         }
 }
 
-/* A warm sandbox is claimed: the client's id as host name, the uid of its owner's its
- * commands run as, and the adoption socket it was created without. A failure is logged; the
- * daemon's later requests go on. */
-static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds) {
+/* A warm sandbox is claimed: first its owner's ptys and its filter (config->claim), then
+ * the client's id as host name, the uid of its owner's its commands run as, and the
+ * adoption socket it was created without. 0, or the -errno of config->claim, which ends
+ * PID 1; the other failures are logged, and the daemon's later requests go on. */
+static int handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds) {
+        int (*claim)(unsigned) = config->claim;
+
+        config->claim = NULL; /* once */
+        if (claim) {
+                int r = claim(cl->has_ptys ? cl->ptys : UINT_MAX);
+                if (r < 0)
+                        return r;
+        } else if (cl->has_ptys) {
+                util_log(UTIL_LOG_WARNING, "claim: ptys ignored: not a warm sandbox, or claimed");
+        }
         if (cl->hostname && sethostname(cl->hostname, strlen(cl->hostname)) < 0)
                 util_log(UTIL_LOG_ERR, "claim: sethostname \"%s\": %s", cl->hostname,
                          strerror(errno));
@@ -452,10 +470,11 @@ static void handle_claim(const Sbx__Init__V1__Claim *cl, int *fds, size_t *nfds)
                 config->adopt_grace_ms = cl->has_adopt_grace_ms ? cl->adopt_grace_ms : 0;
                 *nfds = 0; /* kept */
         }
+        return 0;
 }
 
 /* Receives and dispatches one packet. Returns 1 to go on, 0 at end of stream, -errno
- * when the channel failed. */
+ * when the channel failed or a warm sandbox's claim could not be applied. */
 static int handle_channel(void) {
         static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
         int fds[SBX_INIT_MAX_FDS];
@@ -488,7 +507,7 @@ static int handle_channel(void) {
                 handle_signal(m->signal);
                 break;
         case SBX__INIT__V1__TO_INIT__BODY_CLAIM:
-                handle_claim(m->claim, fds, &nfds);
+                r = handle_claim(m->claim, fds, &nfds);
                 break;
         default:
                 util_log(UTIL_LOG_WARNING, "ignoring an unexpected message (case %d)",
@@ -497,7 +516,7 @@ static int handle_channel(void) {
         }
         close_fds(fds, nfds);
         sbx__init__v1__to_init__free_unpacked(m, NULL);
-        return 1;
+        return r < 0 ? r : 1;
 }
 
 int serve_signals_init(void) {

@@ -18,6 +18,11 @@ struct serve_config {
         unsigned adopt_grace_ms; /* how long to wait for one */
         int32_t host_pid;        /* our pid in the daemon's PID namespace, for Ready */
         int proxy_fd;            /* the egress proxy's listener (kept for a new daemon), or -1 */
+        /* A warm sandbox until its Claim (Setup.warm), else NULL: called once, first
+         * thing at Claim, with Claim.ptys (UINT_MAX when unset), to apply them and load
+         * the seccomp filter held back until then; 0, or -errno, which ends PID 1 and
+         * the sandbox. Every Start before it is refused (StartFailed, EPERM). */
+        int (*claim)(unsigned ptys);
 };
 
 /* Returns a signalfd (non-blocking, close-on-exec) that reports SIGCHLD, or -errno.
@@ -28,7 +33,8 @@ int serve_signals_init(void);
 
 /* Serves the channel chan: Start starts a command (spawn.c) and answers StartFailed,
  * or Started when the Start asks for it (ack), Signal signals a command's process group, Claim
- * renames the host and hands over the adoption socket (cfg is updated), and every child is reaped
+ * applies the owner's ptys and the filter (cfg->claim), renames the host and hands over the
+ * adoption socket (cfg is updated), and every child is reaped
  * with an Exited for command leaders. Unknown ids and malformed messages are ignored
  * (logged). When the channel ends and cfg->adopt_fd is a listening socket, waits up to
  * cfg->adopt_grace_ms for a new daemon and serves it (live re-adoption). Returns 0 at
