@@ -1293,7 +1293,8 @@ START_TEST(command_caps_warm_key) {
 END_TEST
 
 /* Host paths are judged with the caller's rights: a directory nobody may write is
- * refused to a caller who is not its owner. */
+ * refused to a caller who is not its owner; root is judged as root, and may name
+ * another user's private directory. */
 START_TEST(caller_rights) {
         static const struct caller nobody = {.uid = 65534, .gid = 65534};
         static struct req r;
@@ -1306,6 +1307,12 @@ START_TEST(caller_rights) {
         ck_assert_int_eq(effective_as(&nobody, &r, NULL, NULL), -EACCES);
         ck_assert_msg(strstr(err, tmp("work")) != NULL, "message \"%s\" names no path", err);
         ck_assert_int_eq(effective_as(&root_caller, &r, NULL, NULL), 0);
+        /* Root is judged as root: another user's private directory is root's to name. */
+        make_dir(tmp("private"), 0700);
+        ck_assert_int_eq(chown(tmp("private"), 65534, 65534), 0);
+        set_writable(&r, tmp("private"));
+        ck_assert_int_eq(effective_as(&nobody, &r, NULL, NULL), 0);
+        ck_assert_msg(effective_as(&root_caller, &r, NULL, NULL) == 0, "root: %s", err);
 }
 END_TEST
 
