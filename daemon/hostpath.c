@@ -176,28 +176,47 @@ static const char *daemons_mounted_below(const char *p, struct own_dir own[2], s
         return hit;
 }
 
+/* The permission class of st that the kernel judges the caller k in (hostpath.h). */
+static enum hostpath_class class_of(const struct stat *st, const struct caller *k) {
+        size_t i;
+
+        if (k->uid == 0)
+                return HOSTPATH_CLASS_ROOT;
+        if (st->st_uid == k->uid)
+                return HOSTPATH_CLASS_OWNER;
+        if (st->st_gid == k->gid)
+                return HOSTPATH_CLASS_GROUP;
+        for (i = 0; i < k->n_groups; i++)
+                if (k->groups[i] == st->st_gid)
+                        return HOSTPATH_CLASS_GROUP;
+        return HOSTPATH_CLASS_OTHER;
+}
+
 /* Whether the caller (whose identity this thread holds now) may use fd for mode
  * (R_OK, W_OK, X_OK), judged by the kernel with ACLs (faccessat2, Linux 5.8), else by
  * the mode bits. 0, or -EACCES / -EROFS. */
 static int may(int fd, const struct stat *st, const struct caller *k, int mode) {
         int r = (int)syscall(SYS_faccessat2, fd, "", mode, AT_EACCESS | AT_EMPTY_PATH);
         mode_t bits;
-        size_t i;
 
         if (r == 0)
                 return 0;
         if (errno != ENOSYS && errno != EINVAL)
                 return errno == EROFS ? -EROFS : -EACCES;
         /* An old kernel: the permission bits alone (root may do anything). */
-        if (k->uid == 0)
+        switch (class_of(st, k)) {
+        case HOSTPATH_CLASS_ROOT:
                 return 0;
-        if (st->st_uid == k->uid) {
+        case HOSTPATH_CLASS_OWNER:
                 bits = (st->st_mode >> 6) & 7;
-        } else {
-                int in_group = st->st_gid == k->gid;
-                for (i = 0; i < k->n_groups && !in_group; i++)
-                        in_group = k->groups[i] == st->st_gid;
-                bits = in_group ? (st->st_mode >> 3) & 7 : st->st_mode & 7;
+                break;
+        case HOSTPATH_CLASS_GROUP:
+                bits = (st->st_mode >> 3) & 7;
+                break;
+        case HOSTPATH_CLASS_OTHER:
+        default:
+                bits = st->st_mode & 7;
+                break;
         }
         return ((mode & R_OK) && !(bits & 4)) || ((mode & W_OK) && !(bits & 2)) ||
                                ((mode & X_OK) && !(bits & 1))
@@ -231,12 +250,13 @@ void hostpath_clear(struct hostpath *h) {
 
 /* Opens path as the caller k (every directory on the way must be searchable by them,
  * and a symlink leads only where they could follow it) and checks they may use it as
- * want says. The O_PATH descriptor into *ret_fd (also on failure, when opened: the
- * caller closes it) and its stat into *st. 0 or -errno. */
+ * want says. Root keeps the daemon's identity: root's rights are root's. The O_PATH
+ * descriptor into *ret_fd (also on failure, when opened: the caller closes it) and its
+ * stat into *st. 0 or -errno. */
 static int open_as_caller(const struct caller *k, const char *path, enum hostpath_access want,
                           int *ret_fd, struct stat *st) {
         struct creds cr = {0};
-        int r = creds_enter(&cr, k->uid, k->gid, k->groups, k->n_groups), mode;
+        int r = k->uid == 0 ? 0 : creds_enter(&cr, k->uid, k->gid, k->groups, k->n_groups), mode;
 
         *ret_fd = -1;
         if (r == 0) {
@@ -340,5 +360,8 @@ int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, cons
         ret->dev = st.st_dev;
         ret->ino = st.st_ino;
         ret->mode = st.st_mode;
+        ret->uid = st.st_uid;
+        ret->gid = st.st_gid;
+        ret->class = class_of(&st, k);
         return 0;
 }

@@ -10,6 +10,9 @@
  * it finds that same object there again (init/mnt.c), so a symlink or a directory
  * swapped in between is refused rather than mounted.
  *
+ * Root (uid 0) is the operator and is judged as root, with the daemon's capabilities,
+ * whatever the calling process holds: it may reach, read and write any path.
+ *
  * The daemon's own directories (its state directory, the directory of its socket, and
  * everything below them) are refused to every caller, root included, whatever name
  * leads there: a symlink, or a bind mount of them or of a directory above them (each
@@ -33,16 +36,31 @@ enum hostpath_access {
         HOSTPATH_WRITE,      /* bound read-write: write (and search, for a directory) */
 };
 
+/* Which of an object's permission classes the kernel judged the caller in (the first
+ * that applies): its owner, a member of its group (primary or supplementary), anyone
+ * else; root is judged as root (its capabilities), whose rights are not a class. What a
+ * sandbox may do in a writable path follows from it (policy.c). */
+enum hostpath_class {
+        HOSTPATH_CLASS_OWNER = 0,
+        HOSTPATH_CLASS_GROUP,
+        HOSTPATH_CLASS_OTHER,
+        HOSTPATH_CLASS_ROOT,
+};
+
 /* A path opened for a caller. */
 struct hostpath {
         char *path; /* canonical (symlinks resolved), in the daemon's mount namespace; owned */
         dev_t dev;  /* the object's identity, for init to find it again */
         ino_t ino;
         mode_t mode; /* its type and permission bits */
+        uid_t uid;   /* its owner and group */
+        gid_t gid;
+        enum hostpath_class class; /* how the caller was judged */
 };
 
 /* Resolves path (absolute) as the caller k would and checks access want. Returns 0
- * with *ret filled (free ret->path), or -errno with a one-line reason naming the path
+ * with *ret filled (free ret->path; ret->class is the class k was judged in, by the
+ * mode bits of what was opened), or -errno with a one-line reason naming the path
  * in err: -EINVAL not absolute or too long; -ENOENT it does not exist (for the caller);
  * -EACCES the caller may not reach it or may not use it as asked; -EPERM it is, or
  * lies below, one of the daemon's own directories; -EROFS write asked on a read-only

@@ -141,8 +141,8 @@ static int holds_exactly(const char *path, const char *content) {
 
 /* ---- placeholders: made in writable repositories, removed with the last user ------------- */
 
-/* One placeholder, the live sandboxes whose view keeps it, and whose it is (the owner
- * of the first: it is removed with that owner's rights). */
+/* One placeholder, the live sandboxes whose view keeps it, and whose it is (the ids
+ * the first made it with: it is removed with their rights). */
 struct placeholder {
         struct placeholder *next;
         char *path;
@@ -161,27 +161,63 @@ static struct placeholder *placeholder_find(const char *path) {
         return NULL;
 }
 
+/* One entry of /etc/passwd, pointing into the line read. */
+struct passwd_entry {
+        uid_t uid;
+        gid_t gid;
+        const char *home;
+};
+
+/* The next well-formed entry of f, an /etc/passwd read as a file (no NSS lookup that
+ * could block the loop on a network), into *e; *line and *cap as getline's. 1, or 0 at
+ * the end. */
+static int passwd_next(FILE *f, char **line, size_t *cap, struct passwd_entry *e) {
+        while (f && getline(line, cap, f) > 0) {
+                /* name:passwd:uid:gid:gecos:home:shell */
+                char *field[7], *p = *line, *end;
+                unsigned long u, g;
+                int i;
+                for (i = 0; i < 7 && p; i++) {
+                        field[i] = p;
+                        p = strchr(p, ':');
+                        if (p)
+                                *p++ = '\0';
+                }
+                if (i < 6)
+                        continue;
+                u = strtoul(field[2], &end, 10);
+                if (!field[2][0] || *end || u >= (uid_t)-1)
+                        continue;
+                g = strtoul(field[3], &end, 10);
+                if (!field[3][0] || *end || g >= (gid_t)-1)
+                        continue;
+                e->uid = (uid_t)u;
+                e->gid = (gid_t)g;
+                e->home = field[5];
+                return 1;
+        }
+        return 0;
+}
+
 gid_t policy_passwd_gid(uid_t uid) {
         FILE *f = fopen("/etc/passwd", "re");
+        struct passwd_entry e;
         char *line = NULL;
         size_t cap = 0;
         gid_t gid = (gid_t)-1;
 
-        /* name:passwd:uid:gid:...: read as a file, no NSS lookup on the loop. */
-        while (f && gid == (gid_t)-1 && getline(&line, &cap, f) > 0) {
-                unsigned long u, g;
-                char *p = strchr(line, ':');
-                if (p && (p = strchr(p + 1, ':')) && sscanf(p + 1, "%lu:%lu", &u, &g) == 2 &&
-                    u == (unsigned long)uid)
-                        gid = (gid_t)g;
-        }
+        while (gid == (gid_t)-1 && passwd_next(f, &line, &cap, &e))
+                if (e.uid == uid)
+                        gid = e.gid;
         free(line);
         if (f)
                 fclose(f);
         return gid;
 }
 
-void policy_hold_made(const struct pathset *made, uid_t owner_uid, gid_t owner_gid) {
+/* Holds the placeholders of made, made with the ids as (one per path; NULL: owner's). */
+static void hold_made(const struct pathset *made, const struct policy_ids *as,
+                      struct policy_ids owner) {
         size_t i;
 
         for (i = 0; made && i < made->n; i++) {
@@ -193,24 +229,32 @@ void policy_hold_made(const struct pathset *made, uid_t owner_uid, gid_t owner_g
                 if (!ph)
                         continue; /* out of memory: it stays on the host, harmless */
                 if (!ph->refs++) {
-                        ph->uid = owner_uid;
-                        ph->gid = owner_gid;
+                        ph->uid = as ? as[i].uid : owner.uid;
+                        ph->gid = as ? as[i].gid : owner.gid;
                         ph->next = placeholders;
                         placeholders = ph;
                 }
         }
 }
 
+void policy_hold_made(const struct policy_view *view, uid_t owner_uid, gid_t owner_gid) {
+        const struct policy_ids owner = {owner_uid, owner_gid};
+
+        hold_made(view->made_dirs, view->made_dirs_as, owner);
+        hold_made(view->made_files, view->made_files_as, owner);
+}
+
 /* Removes the placeholder ph from the host when it is still one (an empty directory,
- * or a file with its content and one link), with its owner's rights, through its
- * directory opened without following symlinks: whatever the host did to the
- * repository meanwhile, this never removes anything its owner could not. */
+ * or a file with its content and one link), with the rights it was made with (root's
+ * are root's, as in hostpath.c), through its directory opened without following
+ * symlinks: whatever the host did to the repository meanwhile, this never removes
+ * anything they could not. */
 static void remove_placeholder(const struct placeholder *ph) {
         const char *content = placeholder_content(ph->path), *name;
         struct creds cr = {0};
         int dfd;
 
-        if (creds_enter(&cr, ph->uid, ph->gid, NULL, 0) == 0 &&
+        if ((ph->uid == 0 || creds_enter(&cr, ph->uid, ph->gid, NULL, 0) == 0) &&
             (dfd = open_parent(ph->path, &name)) >= 0) {
                 if (!content)
                         (void)unlinkat(dfd, name, AT_REMOVEDIR); /* fails unless empty */
@@ -462,6 +506,7 @@ static void add_home(struct strs *homes, const char *home) {
  * no NSS lookup that could block the loop on a network), and the daemon's $HOME. */
 static void find_homes(struct strs *homes) {
         FILE *f = fopen("/etc/passwd", "re");
+        struct passwd_entry e;
         char *line = NULL;
         size_t cap = 0;
         DIR *dir;
@@ -477,20 +522,8 @@ static void find_homes(struct strs *homes) {
         }
         if (dir)
                 closedir(dir);
-        while (f && getline(&line, &cap, f) > 0) {
-                /* name:passwd:uid:gid:gecos:home:shell */
-                char *field = line, *end;
-                int i;
-                for (i = 0; i < 5 && field; i++) {
-                        field = strchr(field, ':');
-                        if (field)
-                                field++;
-                }
-                if (!field || !(end = strchr(field, ':')))
-                        continue;
-                *end = '\0';
-                add_home(homes, field);
-        }
+        while (passwd_next(f, &line, &cap, &e))
+                add_home(homes, e.home);
         free(line);
         if (f)
                 fclose(f);
@@ -575,6 +608,8 @@ void policy_view_clear(struct policy_view *v) {
         pathset_unref(v->protected_paths);
         pathset_unref(v->made_dirs);
         pathset_unref(v->made_files);
+        free(v->made_dirs_as);
+        free(v->made_files_as);
         memset(v, 0, sizeof(*v));
 }
 
@@ -1284,6 +1319,8 @@ struct setup_mem {
         Sbx__Init__V1__HostObject root_obj;
         Sbx__Init__V1__HostObject *objs;
         Sbx__Init__V1__HostObject **obj_ptrs;
+        Sbx__Init__V1__WritableBind *binds;
+        Sbx__Init__V1__WritableBind **bind_ptrs;
         char *cg_names[CG_N];
         Sbx__Init__V1__MadeFile *files;
         Sbx__Init__V1__MadeFile **file_ptrs;
@@ -1406,6 +1443,122 @@ static int setup_made_files(const struct pathset *made, struct setup_mem *m,
         return 0;
 }
 
+/* ---- writable paths in root mode ---------------------------------------------------- */
+
+/* The first uid of a person (Debian's adduser.conf FIRST_UID, login.defs UID_MIN):
+ * lower uids are system accounts, whose homes are system directories (/var/www,
+ * /var/mail, /var/backups); nobody's is none. */
+#define PERSON_UID_MIN 1000u
+#define NOBODY_UID     65534u
+
+/* The system's top-level directories (and every "/lib*"): what the host runs and
+ * serves, made writable only by root and then with a warning. */
+static const char *const system_tops[] = {"/bin",  "/boot", "/etc", "/opt", "/root",
+                                          "/sbin", "/srv",  "/usr", "/var"};
+
+/* 1 when the home of a person (not a system account) is p (canonical) or lies above it. */
+static int in_persons_home(const char *p) {
+        FILE *f = fopen("/etc/passwd", "re");
+        struct passwd_entry e;
+        char *line = NULL, *home;
+        size_t cap = 0;
+        int in = 0;
+
+        while (!in && passwd_next(f, &line, &cap, &e)) {
+                if (e.uid < PERSON_UID_MIN || e.uid == NOBODY_UID || e.home[0] != '/')
+                        continue;
+                home = realpath(e.home, NULL);
+                in = home && strcmp(home, "/") != 0 && at_or_below(home, p);
+                free(home);
+        }
+        free(line);
+        if (f)
+                fclose(f);
+        return in;
+}
+
+/* 1 when p (canonical) is a system directory or lies in one: at or below a system
+ * top-level directory, but not at or below /var/tmp or a person's home there. */
+static int system_path(const char *p) {
+        int sys = strncmp(p, "/lib", 4) == 0; /* /lib, /lib32, /lib64, /libx32 */
+        size_t i;
+
+        for (i = 0; !sys && i < PROTECT_N(system_tops); i++)
+                sys = at_or_below(system_tops[i], p);
+        return sys && !at_or_below("/var/tmp", p) && !in_persons_home(p);
+}
+
+/* The ids the sandbox acts as in the writable path h (init.proto WritableBind): those
+ * the kernel judged its owner by there (hostpath.h): the owner's, with the path's
+ * group instead of the owner's when the owner may write it as a member of that group;
+ * for root, whose rights are no class of the mode bits, the path's own owner and group
+ * (only its owner may write a directory of mode 0700). */
+static struct policy_ids writable_ids(const struct policy_sandbox *sb, const struct hostpath *h) {
+        struct policy_ids ids = {sb->owner_uid, sb->owner_gid};
+
+        switch (h->class) {
+        case HOSTPATH_CLASS_ROOT:
+                ids.uid = h->uid;
+                ids.gid = h->gid;
+                break;
+        case HOSTPATH_CLASS_GROUP:
+                ids.gid = h->gid;
+                break;
+        case HOSTPATH_CLASS_OWNER:
+        case HOSTPATH_CLASS_OTHER:
+                break;
+        }
+        return ids;
+}
+
+/* How each writable path of objs is bound (root mode, the owner known): the ids of
+ * writable_ids, and a system directory root made writable marked for init's warning.
+ * Returns 0 or -ENOMEM. */
+static int setup_binds(const struct policy_sandbox *sb, const struct policy_objects *objs,
+                       struct setup_mem *m, Sbx__Init__V1__Setup *setup) {
+        size_t i;
+
+        m->binds = calloc(objs->n_writable, sizeof(*m->binds));
+        m->bind_ptrs = calloc(objs->n_writable, sizeof(*m->bind_ptrs));
+        if (!m->binds || !m->bind_ptrs)
+                return -ENOMEM;
+        for (i = 0; i < objs->n_writable; i++) {
+                Sbx__Init__V1__WritableBind *b = &m->binds[i];
+                struct policy_ids ids = writable_ids(sb, &objs->writable[i]);
+                sbx__init__v1__writable_bind__init(b);
+                b->has_uid = b->has_gid = 1;
+                b->uid = ids.uid;
+                b->gid = ids.gid;
+                if (sb->owner_uid == 0 && system_path(objs->writable[i].path))
+                        b->has_system_dir = b->system_dir = 1;
+                m->bind_ptrs[i] = b;
+        }
+        setup->n_writable_binds = objs->n_writable;
+        setup->writable_binds = m->bind_ptrs;
+        return 0;
+}
+
+/* The ids each placeholder of made is made with: those of the innermost writable path
+ * holding it (its bind is the one it is reached through). NULL when out of memory. */
+static struct policy_ids *made_as(const struct pathset *made, const struct policy_objects *objs,
+                                  const Sbx__Init__V1__Setup *setup) {
+        struct policy_ids *as = calloc(made->n + 1, sizeof(*as));
+        size_t i, j, best;
+
+        for (i = 0; as && i < made->n; i++) {
+                for (j = 0, best = objs->n_writable; j < objs->n_writable; j++)
+                        if (at_or_below(objs->writable[j].path, made->v[i]) &&
+                            (best == objs->n_writable ||
+                             strlen(objs->writable[j].path) > strlen(objs->writable[best].path)))
+                                best = j;
+                as[i].uid = best < objs->n_writable ? setup->writable_binds[best]->uid
+                                                    : setup->owner_uid;
+                as[i].gid = best < objs->n_writable ? setup->writable_binds[best]->gid
+                                                    : setup->owner_gid;
+        }
+        return as;
+}
+
 /* The identities of the host objects opened for the request (objs may be NULL).
  * Returns 0 or -ENOMEM. */
 static int setup_objects(const struct policy_objects *objs, struct setup_mem *m,
@@ -1444,7 +1597,7 @@ static void setup_cgroup_names(struct sbxd *d, const struct policy_sandbox *sb, 
         setup->cgroup_v1_controllers = m->cg_names;
 }
 
-int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, const struct policy_view *view,
+int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, struct policy_view *view,
                  const struct policy_objects *objs, Sbx__Init__V1__Setup *setup, void **ret_mem) {
         struct setup_mem *m = calloc(1, sizeof(*m));
         int r;
@@ -1458,6 +1611,20 @@ int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, const struct p
                 r = setup_made_files(view->made_files, m, setup);
         if (r == 0)
                 r = setup_objects(objs, m, setup);
+        /* Root mode: how each writable path is bound, and the ids of its placeholders. */
+        free(view->made_dirs_as);
+        free(view->made_files_as);
+        view->made_dirs_as = view->made_files_as = NULL;
+        if (r == 0 && setup->has_owner_uid && objs &&
+            objs->n_writable == sb->spec->policy->n_writable_paths) {
+                r = setup_binds(sb, objs, m, setup);
+                if (r == 0) {
+                        view->made_dirs_as = made_as(view->made_dirs, objs, setup);
+                        view->made_files_as = made_as(view->made_files, objs, setup);
+                        if (!view->made_dirs_as || !view->made_files_as)
+                                r = -ENOMEM;
+                }
+        }
         if (r == 0)
                 setup_cgroup_names(d, sb, m, setup);
         return r;
@@ -1505,6 +1672,8 @@ void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem) {
                 free(m->cg_names[i]);
         free(m->objs);
         free(m->obj_ptrs);
+        free(m->binds);
+        free(m->bind_ptrs);
         free(m->files);
         free(m->file_ptrs);
         free(m);

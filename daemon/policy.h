@@ -68,6 +68,14 @@ void policy_share_now(struct sbxd *d);
 typedef void (*policy_shared_cb)(struct sbxd *d, struct pathset *all);
 void policy_on_shared(policy_shared_cb cb);
 
+/* The host ids a sandbox acts as in a writable path (root mode: its idmapped bind shows
+ * them as the sandbox user's; init.proto WritableBind), with which the placeholders
+ * made there are made and removed. */
+struct policy_ids {
+        uid_t uid;
+        gid_t gid;
+};
+
 /* What a sandbox's view hides and keeps read-only (view paths), for Setup, the file
  * operations (a hidden path is "not found") and the guard (guard.h). */
 struct policy_view {
@@ -79,13 +87,17 @@ struct policy_view {
         struct pathset *protected_paths; /* protected names inside writable paths (read-only) */
         struct pathset *made_dirs;       /* placeholders made, then read-only (protected_mkdirs) */
         struct pathset *made_files;      /* the same for files (protected_files) */
+        /* The ids each of made_dirs and made_files is made with, in their order (filled by
+         * policy_setup in root mode; NULL: the owner's). */
+        struct policy_ids *made_dirs_as, *made_files_as;
 };
 void policy_view_clear(struct policy_view *v);
 
-/* A sandbox's view keeps the placeholders of made (made_dirs or made_files) from now
+/* A sandbox's view keeps the placeholders of view (made_dirs and made_files) from now
  * on; policy_release_made when it has ended removes each from the host (if it still is
- * one, with the rights of the owner it was made for) once no live sandbox keeps it. */
-void policy_hold_made(const struct pathset *made, uid_t owner_uid, gid_t owner_gid);
+ * one, with the rights it was made with: made_dirs_as and made_files_as, else the
+ * owner's) once no live sandbox keeps it. */
+void policy_hold_made(const struct policy_view *view, uid_t owner_uid, gid_t owner_gid);
 
 /* The primary gid of uid from /etc/passwd (read as a file), or (gid_t)-1: the owner's
  * gid of a sandbox adopted after a restart, which the records do not keep. */
@@ -107,11 +119,14 @@ struct policy_sandbox {
 };
 
 /* Fills setup from sb's spec and view, and the identities of objs (may be NULL: no
- * objects, as for a sandbox being adopted). The strings and arrays point into sb, view
- * and objs, or are allocated into *ret_mem, freed by policy_free_setup (also after a
- * failure). Returns 0, -E2BIG when the view hides more than SBX_MAX_HIDDEN_PATHS, or
- * -ENOMEM. */
-int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, const struct policy_view *view,
+ * objects, as for a sandbox being adopted). In root mode, with objs and a known owner,
+ * also how each writable path is bound (init.proto WritableBind: the ids the caller
+ * was judged by, and whether root made a system directory writable), and in view the
+ * ids each placeholder is made with (made_dirs_as, made_files_as). The strings and
+ * arrays point into sb, view and objs, or are allocated into *ret_mem, freed by
+ * policy_free_setup (also after a failure). Returns 0, -E2BIG when the view hides more
+ * than SBX_MAX_HIDDEN_PATHS, or -ENOMEM. */
+int policy_setup(struct sbxd *d, const struct policy_sandbox *sb, struct policy_view *view,
                  const struct policy_objects *objs, Sbx__Init__V1__Setup *setup, void **ret_mem);
 void policy_free_setup(Sbx__Init__V1__Setup *setup, void *mem);
 

@@ -1031,13 +1031,13 @@ void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view) {
         sb->view.hidden = pathset_ref(view->hidden);
         sb->view.hidden_shared =
                 pathset_ref(view->watched_shared ? view->watched_shared : view->watched);
-        /* Placeholders are removed with their owner's rights; an adopted sandbox's
-         * owner without a passwd entry has no known gid, and its are left in place. */
+        /* Placeholders are removed with the rights they were made with (policy.h); an
+         * adopted sandbox's owner without a passwd entry has no known gid, and its are
+         * left in place. */
         if (sb->owner_gid != (gid_t)-1) {
                 sb->made_dirs = pathset_ref(view->made_dirs);
                 sb->made_files = pathset_ref(view->made_files);
-                policy_hold_made(sb->made_dirs, sb->owner_uid, sb->owner_gid);
-                policy_hold_made(sb->made_files, sb->owner_uid, sb->owner_gid);
+                policy_hold_made(view, sb->owner_uid, sb->owner_gid);
         }
         guard_watch(sb->d, &sb->view, view, pol->root_dir ? pol->root_dir : "/",
                     pol->denied_write_paths, pol->n_denied_write_paths);

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/loop.h>
 #include <linux/magic.h>
 #include <sched.h>
@@ -436,6 +437,161 @@ START_TEST(test_writable_changed_is_refused) {
 }
 END_TEST
 
+/* ---- the ids of writable paths (root mode) ------------------------------------------- */
+
+#define W_OWNER 3101u       /* the sandbox's owner */
+#define W_OTHER 3102u       /* another user */
+#define W_GROUP 3105u       /* a group the owner is in */
+#define W_RUN   2100000100u /* the sandbox's uid and gid */
+
+/* Writable paths as the daemon binds them for W_OWNER: a sticky world-writable
+ * directory of root's (as the owner's ids), a setgid project directory of root's group
+ * W_GROUP (as the owner with that group), W_OTHER's 0700 directory (as W_OTHER: root's
+ * sandbox), the last marked a system directory. */
+struct wids {
+        char sticky[200], team[200], other[200], git[220], hooks[240];
+        char *paths[3];
+        struct mnt_bind binds[3];
+        char *mkdirs[1];
+        struct mnt_config cfg;
+};
+
+/* In the view, as the sandbox's user: what its uid and gid may do there, which is
+ * what the mode bits give W_OWNER (with W_GROUP in the project) and no more. */
+static int as_run_user(const struct wids *w) {
+        char p[300];
+        struct stat st;
+        int fd;
+
+        CHECK(setgroups(0, NULL) == 0 && setresgid(W_RUN, W_RUN, W_RUN) == 0 &&
+              setresuid(W_RUN, W_RUN, W_RUN) == 0);
+        snprintf(p, sizeof(p), "%s/mine", w->sticky);
+        CHECK((fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) >= 0 && close(fd) == 0);
+        CHECK(stat(p, &st) == 0 && st.st_uid == W_RUN && st.st_gid == W_RUN);
+        snprintf(p, sizeof(p), "%s/others", w->sticky);
+        CHECK(stat(p, &st) == 0 && st.st_uid == W_OTHER); /* shown as itself */
+        CHECK(unlink(p) < 0 && errno == EPERM);           /* sticky */
+        CHECK(open(p, O_WRONLY | O_CLOEXEC) < 0 && errno == EACCES);
+        snprintf(p, sizeof(p), "%s/tfile", w->team);
+        CHECK((fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) >= 0 && close(fd) == 0);
+        CHECK(stat(p, &st) == 0 && st.st_uid == W_RUN && st.st_gid == W_RUN);
+        snprintf(p, sizeof(p), "%s/teamf", w->team);
+        CHECK((fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC)) >= 0 && close(fd) == 0);
+        snprintf(p, sizeof(p), "%s/made", w->other);
+        CHECK((fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) >= 0 && close(fd) == 0);
+        return 0;
+}
+
+static int view_with_ids(const void *arg) {
+        const struct wids *w = arg;
+        struct util_warnings warn;
+        struct util_err err;
+        int status;
+        size_t i;
+        pid_t pid;
+
+        memset(&err, 0, sizeof(err));
+        memset(&warn, 0, sizeof(warn));
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        if (mnt_build_view(&w->cfg, &err, &warn) < 0) {
+                fprintf(stderr, "view: %s\n", err.text);
+                return 1;
+        }
+        for (i = 0; i < warn.n && !strstr(warn.text[i], "system directory"); i++)
+                ;
+        CHECK(i < warn.n && strstr(warn.text[i], w->other));
+        CHECK((pid = fork()) >= 0);
+        if (pid == 0)
+                _exit(as_run_user(w));
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        return 0;
+}
+
+/* The owner and group of path on disk are uid and gid. */
+static int owned(const char *dir_path, const char *name, uid_t uid, gid_t gid) {
+        char p[300];
+        struct stat st;
+
+        snprintf(p, sizeof(p), "%s/%s", dir_path, name);
+        CHECK(stat(p, &st) == 0);
+        if (st.st_uid != uid || st.st_gid != gid)
+                fprintf(stderr, "%s is %u:%u, not %u:%u\n", p, (unsigned)st.st_uid,
+                        (unsigned)st.st_gid, (unsigned)uid, (unsigned)gid);
+        return st.st_uid == uid && st.st_gid == gid ? 0 : 1;
+}
+
+static int make_owned(const char *p, mode_t mode, uid_t uid, gid_t gid, int is_dir) {
+        int fd;
+
+        if (is_dir)
+                CHECK(mkdir(p, mode) == 0);
+        else
+                CHECK((fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)) >= 0 &&
+                      close(fd) == 0);
+        CHECK(chown(p, uid, gid) == 0 && chmod(p, mode) == 0);
+        return 0;
+}
+
+/* Each writable path is bound with its own ids shown as the sandbox's and every other
+ * id as itself: in the sticky directory the sandbox makes its files (the owner's on
+ * disk) and cannot remove or overwrite another user's; in the project it writes as a
+ * member of its group (files the owner's, of that group; the placeholder of the
+ * repository there too, made with those ids); in another user's directory bound with
+ * that user's ids it writes as them. A path marked a system directory is warned of. */
+static int body_writable_ids(void) {
+        static struct wids w;
+        char p[300];
+
+        CHECK(unshare(CLONE_NEWNS) == 0);
+        CHECK(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0);
+        CHECK(mount("sbx-mnt-test", dir, "tmpfs", 0, "size=256k,mode=0755") == 0);
+        snprintf(w.sticky, sizeof(w.sticky), "%s/sticky", dir);
+        snprintf(w.team, sizeof(w.team), "%s/team", dir);
+        snprintf(w.other, sizeof(w.other), "%s/other", dir);
+        snprintf(w.git, sizeof(w.git), "%s/.git", w.team);
+        snprintf(w.hooks, sizeof(w.hooks), "%s/hooks", w.git);
+        CHECK(make_owned(w.sticky, 01777, 0, 0, 1) == 0);
+        snprintf(p, sizeof(p), "%s/others", w.sticky);
+        CHECK(make_owned(p, 0644, W_OTHER, W_OTHER, 0) == 0);
+        CHECK(make_owned(w.team, 02775, 0, W_GROUP, 1) == 0);
+        CHECK(make_owned(w.git, 02775, W_OTHER, W_GROUP, 1) == 0);
+        snprintf(p, sizeof(p), "%s/teamf", w.team);
+        CHECK(make_owned(p, 0660, W_OTHER, W_GROUP, 0) == 0);
+        CHECK(make_owned(w.other, 0700, W_OTHER, W_OTHER, 1) == 0);
+
+        memset(&w.cfg, 0, sizeof(w.cfg));
+        w.paths[0] = w.sticky;
+        w.paths[1] = w.team;
+        w.paths[2] = w.other;
+        w.binds[0] = (struct mnt_bind){W_OWNER, W_OWNER, false};
+        w.binds[1] = (struct mnt_bind){W_OWNER, W_GROUP, false};
+        w.binds[2] = (struct mnt_bind){W_OTHER, W_OTHER, true};
+        w.mkdirs[0] = w.hooks;
+        w.cfg.writable_paths = w.paths;
+        w.cfg.n_writable_paths = 3;
+        w.cfg.writable_binds = w.binds;
+        w.cfg.protected_mkdirs = w.mkdirs;
+        w.cfg.n_protected_mkdirs = 1;
+        w.cfg.idmap = true;
+        w.cfg.owner_uid = W_OWNER;
+        w.cfg.owner_gid = W_OWNER;
+        w.cfg.run_uid = W_RUN;
+        w.cfg.run_gid = W_RUN;
+        CHECK(as_pid1(view_with_ids, &w) == 0);
+
+        CHECK(owned(w.sticky, "mine", W_OWNER, W_OWNER) == 0);
+        CHECK(owned(w.sticky, "others", W_OTHER, W_OTHER) == 0);
+        CHECK(owned(w.team, "tfile", W_OWNER, W_GROUP) == 0);
+        CHECK(owned(w.git, "hooks", W_OWNER, W_GROUP) == 0);
+        CHECK(owned(w.other, "made", W_OTHER, W_OTHER) == 0);
+        return 0;
+}
+
+START_TEST(test_writable_ids) {
+        run_child(body_writable_ids);
+}
+END_TEST
+
 /* The lists of block devices the view replaces (mnt.c's device_lists). */
 static const char *const block_lists[] = {"/sys/devices/virtual/block",
                                           "/sys/block",
@@ -703,6 +859,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_reapply);
         tcase_add_test(tc, test_set_ptys);
         tcase_add_test(tc, test_writable_changed_is_refused);
+        tcase_add_test(tc, test_writable_ids);
         tcase_add_test(tc, test_no_loop_device);
         tcase_add_test(tc, test_unreadable_list_emptied);
         suite_add_tcase(s, tc);

@@ -106,6 +106,9 @@ struct setup_opts {
         bool has_ptys;
         unsigned ptys;
         bool warm;
+        /* How the writable paths are bound (Setup.writable_binds; n_binds 0: none). */
+        Sbx__Init__V1__WritableBind **binds;
+        size_t n_binds;
 };
 
 static const char *init_binary(void) {
@@ -204,6 +207,8 @@ static void box_prebuild(struct box *b, const struct setup_opts *o) {
         s.sandbox_id = (char *)"~spare-test";
         setup_base(&s, o, false);
         s.has_prebuild = s.prebuild = 1;
+        s.n_writable_binds = o->n_binds;
+        s.writable_binds = o->binds;
         m.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
         m.setup = &s;
         send_to_init(b->chan, &m, NULL, 0);
@@ -254,6 +259,8 @@ static Sbx__Init__V1__FromInit *box_setup_raw(struct box *b, const struct setup_
                 s.n_writable_objects = i + 1;
                 s.writable_objects = obj_ptrs;
         }
+        s.n_writable_binds = o->n_binds;
+        s.writable_binds = o->binds;
         m.body_case = SBX__INIT__V1__TO_INIT__BODY_SETUP;
         m.setup = &s;
         send_to_init(b->chan, &m, NULL, 0);
@@ -1073,6 +1080,32 @@ START_TEST(test_bad_setup) {
         sbx__init__v1__from_init__free_unpacked(r, NULL);
         ck_assert_int_ne(wait_stage0(&b, 5000), -1);
         close(b.chan);
+
+        /* One way of binding per writable path, each with its ids. */
+        {
+                Sbx__Init__V1__WritableBind wb[2], *wbp[2] = {&wb[0], &wb[1]};
+                const char *two[] = {"/tmp", "/var/tmp", NULL};
+                const char *const why[] = {"2 writable_binds for 1 writable_paths",
+                                           "writable_bind 1 has no ids"};
+                for (int k = 0; k < 2; k++) {
+                        sbx__init__v1__writable_bind__init(&wb[0]);
+                        sbx__init__v1__writable_bind__init(&wb[1]);
+                        wb[0].has_uid = wb[0].has_gid = wb[1].has_uid = 1;
+                        memset(&o, 0, sizeof(o));
+                        o.writable = k == 0 ? wp : two;
+                        o.binds = wbp;
+                        o.n_binds = 2;
+                        box_spawn(&b, false);
+                        box_workspace(&b, NOBODY);
+                        r = box_setup_raw(&b, &o);
+                        ck_assert(!r->ready->ok);
+                        ck_assert_int_eq(r->ready->error_errno, EINVAL);
+                        ck_assert_msg(strstr(r->ready->error, why[k]), "%s", r->ready->error);
+                        sbx__init__v1__from_init__free_unpacked(r, NULL);
+                        ck_assert_int_ne(wait_stage0(&b, 5000), -1);
+                        close(b.chan);
+                }
+        }
 
         /* The daemon's sandboxes directory must be a clean absolute path. */
         memset(&o, 0, sizeof(o));

@@ -1293,7 +1293,8 @@ START_TEST(command_caps_warm_key) {
 END_TEST
 
 /* Host paths are judged with the caller's rights: a directory nobody may write is
- * refused to a caller who is not its owner. */
+ * refused to a caller who is not its owner; root is judged as root, and may name
+ * another user's private directory. */
 START_TEST(caller_rights) {
         static const struct caller nobody = {.uid = 65534, .gid = 65534};
         static struct req r;
@@ -1306,6 +1307,12 @@ START_TEST(caller_rights) {
         ck_assert_int_eq(effective_as(&nobody, &r, NULL, NULL), -EACCES);
         ck_assert_msg(strstr(err, tmp("work")) != NULL, "message \"%s\" names no path", err);
         ck_assert_int_eq(effective_as(&root_caller, &r, NULL, NULL), 0);
+        /* Root is judged as root: another user's private directory is root's to name. */
+        make_dir(tmp("private"), 0700);
+        ck_assert_int_eq(chown(tmp("private"), 65534, 65534), 0);
+        set_writable(&r, tmp("private"));
+        ck_assert_int_eq(effective_as(&nobody, &r, NULL, NULL), 0);
+        ck_assert_msg(effective_as(&root_caller, &r, NULL, NULL) == 0, "root: %s", err);
 }
 END_TEST
 
@@ -1421,6 +1428,7 @@ END_TEST
 /* Placeholders are removed with the last sandbox that holds them, and only while they
  * are still placeholders (an empty directory, a file with its content). */
 START_TEST(placeholders_released) {
+        struct policy_view view = {0};
         struct pathset *made;
         char *v[4];
 
@@ -1442,8 +1450,9 @@ START_TEST(placeholders_released) {
         made->n = 4;
         made->v = calloc(4, sizeof(char *));
         memcpy(made->v, v, sizeof(v));
-        policy_hold_made(made, 0, 0);
-        policy_hold_made(made, 0, 0);
+        view.made_dirs = made;
+        policy_hold_made(&view, 0, 0);
+        policy_hold_made(&view, 0, 0);
         policy_release_made(made);
         ck_assert_int_eq(access(tmp("repo/.git/hooks"), F_OK), 0); /* still held */
         policy_release_made(made);
@@ -1453,6 +1462,44 @@ START_TEST(placeholders_released) {
         ck_assert_int_eq(access(tmp("repo/.git/config.worktree"), F_OK), 0);
         pathset_unref(made);
         ck_assert_int_eq(policy_passwd_gid(0), 0);
+}
+END_TEST
+
+/* A placeholder is removed with the ids it was made with (policy_setup's made_dirs_as):
+ * in a repository whose .git only a group lets the owner write, with that group; as
+ * the owner alone, it could not be. */
+START_TEST(placeholders_released_with_their_ids) {
+        struct policy_ids as[1] = {{3101, 3105}};
+        struct policy_view view = {0};
+        struct pathset *made;
+
+        if (!need_root("placeholders_released_with_their_ids"))
+                return;
+        daemon_setup(0);
+        make_dir(tmp("team"), 0755);
+        make_dir(tmp("team/.git"), 02775);
+        ck_assert_int_eq(chown(tmp("team/.git"), 0, 3105), 0);
+        ck_assert_int_eq(chmod(tmp("team/.git"), 02775), 0);
+        make_dir(tmp("team/.git/hooks"), 0755);
+        ck_assert_int_eq(chown(tmp("team/.git/hooks"), 3101, 3105), 0);
+        made = calloc(1, sizeof(*made));
+        ck_assert_ptr_nonnull(made);
+        made->refs = 1;
+        made->n = 1;
+        made->v = calloc(1, sizeof(char *));
+        made->v[0] = strdup(tmp("team/.git/hooks"));
+        view.made_dirs = made;
+
+        /* As the owner's ids (3101:3101, no group): out of reach, kept. */
+        policy_hold_made(&view, 3101, 3101);
+        policy_release_made(made);
+        ck_assert_int_eq(access(tmp("team/.git/hooks"), F_OK), 0);
+
+        view.made_dirs_as = as;
+        policy_hold_made(&view, 3101, 3101);
+        policy_release_made(made);
+        ck_assert_int_eq(access(tmp("team/.git/hooks"), F_OK), -1);
+        pathset_unref(made);
 }
 END_TEST
 
@@ -1514,6 +1561,11 @@ START_TEST(setup_filled) {
         ck_assert_int_eq(stat(tmp("repo"), &st), 0);
         ck_assert(setup.writable_objects[0]->dev == st.st_dev &&
                   setup.writable_objects[0]->ino == st.st_ino);
+        /* Opened by root: bound as the path's owner and group, a directory in /tmp. */
+        ck_assert_uint_eq(setup.n_writable_binds, 1);
+        ck_assert(setup.writable_binds[0]->uid == st.st_uid &&
+                  setup.writable_binds[0]->gid == st.st_gid &&
+                  !setup.writable_binds[0]->system_dir);
         ck_assert_ptr_null(setup.root_object);
         ck_assert(has_str(setup.denied_read_paths, setup.n_denied_read_paths, tmp("state")));
         ck_assert(has_str(setup.denied_read_paths, setup.n_denied_read_paths, tmp("home/.aws")));
@@ -1546,9 +1598,137 @@ START_TEST(setup_filled) {
         ck_assert_int_eq(policy_setup(&ctx, &ps, &v, NULL, &setup, &mem), 0);
         ck_assert(!setup.has_owner_uid && setup.rootless);
         policy_free_setup(&setup, mem);
+        /* Rootless writable paths are plain binds: no ids for them. */
+        setup = (Sbx__Init__V1__Setup)SBX__INIT__V1__SETUP__INIT;
+        ck_assert_int_eq(policy_setup(&ctx, &ps, &v, &o, &setup, &mem), 0);
+        ck_assert_uint_eq(setup.n_writable_objects, 1);
+        ck_assert_uint_eq(setup.n_writable_binds, 0);
+        ck_assert_ptr_null(v.made_dirs_as);
+        policy_free_setup(&setup, mem);
         policy_view_clear(&v);
         policy_objects_clear(&o);
         sbx__v1__create_sandbox__free_unpacked(e, NULL);
+}
+END_TEST
+
+/* The Setup of caller k's request for the writable paths w (n of them), for a sandbox
+ * owned by owner (run ids of the sandbox range), with the view and objects it was made
+ * from: cleared by setup_done. */
+struct bound {
+        Sbx__V1__CreateSandbox *e;
+        Sbx__Init__V1__Setup setup;
+        struct policy_objects o;
+        struct policy_view v;
+        void *mem;
+};
+
+static void setup_for(const struct caller *k, char **w, size_t n, struct bound *b) {
+        static struct req r;
+        struct policy_sandbox ps;
+
+        req_init(&r);
+        r.pol.n_writable_paths = n;
+        r.pol.writable_paths = w;
+        memset(b, 0, sizeof(*b));
+        ck_assert_msg(effective_as(k, &r, &b->e, &b->o) == 0, "uid %u: %s", (unsigned)k->uid, err);
+        ck_assert_int_eq(policy_view_build(&ctx, b->e, &b->v), 0);
+        ps = (struct policy_sandbox){.id = id,
+                                     .workspace = tmp("ws"),
+                                     .spec = b->e,
+                                     .run_uid = 2100000001,
+                                     .run_gid = 2100000001,
+                                     .owner_uid = k->uid,
+                                     .owner_gid = k->gid};
+        b->setup = (Sbx__Init__V1__Setup)SBX__INIT__V1__SETUP__INIT;
+        ck_assert_int_eq(policy_setup(&ctx, &ps, &b->v, &b->o, &b->setup, &b->mem), 0);
+        ck_assert_uint_eq(b->setup.n_writable_binds, n);
+}
+
+static void setup_done(struct bound *b) {
+        policy_free_setup(&b->setup, b->mem);
+        policy_view_clear(&b->v);
+        policy_objects_clear(&b->o);
+        sbx__v1__create_sandbox__free_unpacked(b->e, NULL);
+}
+
+static void assert_bind(const struct bound *b, size_t i, uid_t uid, gid_t gid, int system_dir) {
+        const Sbx__Init__V1__WritableBind *wb = b->setup.writable_binds[i];
+
+        ck_assert_msg(wb->has_uid && wb->has_gid && wb->uid == uid && wb->gid == gid &&
+                              (wb->has_system_dir && wb->system_dir) == system_dir,
+                      "%s bound as %u:%u%s, not %u:%u%s", b->setup.writable_paths[i],
+                      (unsigned)wb->uid, (unsigned)wb->gid, wb->system_dir ? " (system)" : "",
+                      (unsigned)uid, (unsigned)gid, system_dir ? " (system)" : "");
+}
+
+/* How each writable path is bound in root mode: as the ids the kernel judged the
+ * caller by. The owner's own directory and a sticky world-writable one of root's (others'
+ * bits) as the owner's ids; a setgid project of root's group that the owner may write as
+ * a member of that group with that group instead of the owner's (its placeholders too),
+ * and refused to a caller not in it; for root, as each path's owner and group, a system
+ * directory marked (not /var/tmp, not a directory of the test's in /tmp). */
+START_TEST(writable_binds) {
+        static const gid_t team_groups[] = {3105};
+        static const struct caller member = {
+                .uid = 3101, .gid = 3101, .groups = team_groups, .n_groups = 1};
+        static const struct caller stranger = {.uid = 3103, .gid = 3103};
+        static char *w[4];
+        const struct policy_ids *as = NULL;
+        struct bound b;
+        size_t i;
+
+        if (!need_root("writable_binds"))
+                return;
+        daemon_setup(0);
+        make_dir(tmp("mine"), 0755);
+        ck_assert_int_eq(chown(tmp("mine"), 3101, 3101), 0);
+        make_dir(tmp("sticky"), 01777);
+        make_dir(tmp("team"), 0775);
+        make_dir(tmp("team/.git"), 0775);
+        ck_assert_int_eq(chown(tmp("team"), 0, 3105), 0);
+        ck_assert_int_eq(chown(tmp("team/.git"), 3102, 3105), 0);
+        ck_assert_int_eq(chmod(tmp("team"), 02775), 0);
+        ck_assert_int_eq(chmod(tmp("team/.git"), 02775), 0);
+
+        w[0] = strdup(tmp("mine"));
+        w[1] = strdup(tmp("sticky"));
+        w[2] = strdup(tmp("team"));
+        setup_for(&member, w, 3, &b);
+        assert_bind(&b, 0, 3101, 3101, 0);
+        assert_bind(&b, 1, 3101, 3101, 0);
+        assert_bind(&b, 2, 3101, 3105, 0);
+        ck_assert_ptr_nonnull(b.v.made_dirs_as);
+        ck_assert_ptr_nonnull(b.v.made_files_as);
+        for (i = 0; i < b.v.made_dirs->n; i++)
+                if (strcmp(b.v.made_dirs->v[i], tmp("team/.git/hooks")) == 0)
+                        as = &b.v.made_dirs_as[i];
+        ck_assert_msg(as && as->uid == 3101 && as->gid == 3105, "the placeholder's ids");
+        ck_assert_uint_gt(b.v.made_files->n, 0);
+        ck_assert(b.v.made_files_as[0].uid == 3101 && b.v.made_files_as[0].gid == 3105);
+        setup_done(&b);
+
+        {
+                static struct req r;
+                req_init(&r);
+                set_writable(&r, tmp("team"));
+                ck_assert_int_eq(effective_as(&stranger, &r, NULL, NULL), -EACCES);
+                ck_assert_msg(strstr(err, tmp("team")) != NULL, "%s", err);
+        }
+
+        for (i = 0; i < 3; i++)
+                free(w[i]);
+        w[0] = strdup(tmp("mine"));
+        w[1] = strdup(tmp("team"));
+        w[2] = strdup("/etc/opt");
+        w[3] = strdup("/var/tmp");
+        setup_for(&root_caller, w, 4, &b);
+        assert_bind(&b, 0, 3101, 3101, 0);
+        assert_bind(&b, 1, 0, 3105, 0);
+        assert_bind(&b, 2, 0, 0, 1);
+        assert_bind(&b, 3, 0, 0, 0);
+        setup_done(&b);
+        for (i = 0; i < 4; i++)
+                free(w[i]);
 }
 END_TEST
 
@@ -1702,6 +1882,8 @@ static Suite *make_suite(void) {
         add_case(s, "view_root_dir", view_below_root_dir);
         add_case(s, "placeholders", placeholders_released);
         add_case(s, "setup", setup_filled);
+        add_case(s, "writable_binds", writable_binds);
+        add_case(s, "placeholders_released_with_their_ids", placeholders_released_with_their_ids);
         add_case(s, "setup_too_many_hidden", setup_too_many_hidden);
         add_case(s, "disk_limit", disk_limit);
         tc = tcase_create("limit_bounds");

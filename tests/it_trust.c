@@ -25,6 +25,11 @@
  *    another object, a symlink on the way). Then the other user's secret from one's
  *    own sandbox, by command and by ReadFile through symlinks copied into a root_dir.
  *    The owner's own writable path below her 0700 directory is reachable.
+ *  - Writable paths the owner may write through others' or group bits: a sticky 1777
+ *    directory of root's holding BOB's file (removed, renamed, overwritten from
+ *    ALICE's sandbox: refused), a setgid project of root's group 3105 (chmod g+s of a
+ *    file made there: refused); the same project for CAROL and for ALICE without 3105,
+ *    and BOB's 0755 directory for ALICE: refused at create.
  *  - uids: 20 create/terminate cycles of two users alternately, then a restart and 10
  *    more, and a kept workspace's files: no sandbox uid ever serves two owners.
  *  - setuid/setgid in a writable path: chmod 4755, 2755, g+s, u+s, python os.chmod,
@@ -80,6 +85,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -259,6 +265,7 @@ static const struct who root_user = {0, 0, {0}};
 static const struct who alice = {ALICE, 1, {SOCK_GRP}};
 static const struct who bob = {BOB, 1, {SOCK_GRP}};
 static const struct who bob_shared = {BOB, 2, {SOCK_GRP, SHARE_GRP}};
+static const struct who alice_shared = {ALICE, 2, {SOCK_GRP, SHARE_GRP}};
 static const struct who carol = {CAROL, 1, {SOCK_GRP}};
 static const struct who carol_outside = {CAROL, 0, {0}};
 
@@ -347,7 +354,7 @@ struct act {
         uint32_t owner_uid;
         char msg[512]; /* sbx_error_message on failure */
         char out[ACT_OUT];
-        char err[4096];
+        char err[4096]; /* OP_SH: the command's stderr; OP_CREATE, OP_GET: the warnings */
 };
 
 static void copy_str(char *dst, size_t cap, const void *src, size_t len) {
@@ -431,10 +438,15 @@ static void do_op(sbx_client *c, const struct op *op, const char *last_id, struc
         }
         }
         if (sb) {
+                size_t i, len = 0;
                 copy_str(a->out, sizeof(a->out), sb->id, strlen(sb->id));
                 a->state = sb->state;
                 a->has_owner = 1;
                 a->owner_uid = sb->owner_uid;
+                /* Its warnings, one a line, where a command's stderr goes. */
+                for (i = 0; i < sb->warnings.n && len + 2 < sizeof(a->err); i++)
+                        len += (size_t)snprintf(a->err + len, sizeof(a->err) - len, "%s\n",
+                                                sb->warnings.v[i]);
                 sbx_sandbox_free(sb);
         }
         if (a->code != SBX_OK)
@@ -1104,6 +1116,232 @@ START_TEST(test_idmapped_writable) {
         free(cmd);
         free(id);
         free(repo);
+}
+END_TEST
+
+/* The owner and group of path on the host, as "uid:gid", and whether it is setgid. */
+static void assert_owned(const char *path, uid_t uid, gid_t gid) {
+        struct stat st;
+
+        ck_assert_msg(lstat(path, &st) == 0, "%s: %s", path, strerror(errno));
+        ck_assert_msg(st.st_uid == uid && st.st_gid == gid, "%s is %u:%u on the host, not %u:%u",
+                      path, (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)uid, (unsigned)gid);
+}
+
+/* A create as w with the writable path p that must be refused, naming it. */
+static void assert_writable_refused(const struct it_daemon *d, const struct who *w, char *p) {
+        struct copts o;
+        struct op op = {.kind = OP_CREATE, .create = &o.o};
+        struct act *a;
+
+        copts_init(&o, NULL, NULL, p, NULL);
+        a = one(d, w, &op);
+        ck_assert_msg(a->code == SBX_PERMISSION_DENIED && strstr(a->msg, p),
+                      "uid %u, writable %s: %s '%s' (want PERMISSION_DENIED naming it)",
+                      (unsigned)w->uid, p, sbx_code_name(a->code),
+                      a->code == SBX_OK ? a->out : a->msg);
+        free(a);
+}
+
+/* What a sandbox of ALICE's does in a sticky world-writable directory of root's (S)
+ * holding BOB's file, and in a group-writable setgid directory of root's group 3105
+ * (T): it writes in both, and cannot remove, rename or overwrite BOB's file. Prints
+ * one word per outcome. */
+#define SHARED_DIRS_SH                                                                             \
+        "S=%s T=%s; echo a > $S/mine && echo MINE-OK; "                                            \
+        "rm -f $S/bobs 2>/dev/null && echo RM-BAD; (echo x > $S/bobs) 2>/dev/null && echo "        \
+        "OVER-BAD; mv $S/bobs $S/moved 2>/dev/null && echo MV-BAD; "                               \
+        "echo t > $T/tfile && mkdir $T/tdir && echo t > $T/tdir/f && echo TEAM-OK; "               \
+        "echo more >> $T/teamf && echo TEAMF-OK; chmod g+s $T/tfile 2>/dev/null && echo "          \
+        "SGID-BAD; "                                                                               \
+        "stat -c %%u $S/mine; id -u"
+
+/* ---- 4b. a writable path the owner may write through its group or others' bits ------- */
+
+/* A sticky world-writable directory of root's (1777, a /var/tmp) and a project
+ * directory of root's group 3105 (2775, ALICE in 3105) are writable by ALICE's sandbox:
+ * what it makes lands as ALICE (with the group 3105 in the project, as setgid
+ * directories do), it can neither remove nor overwrite BOB's file in the sticky
+ * directory, and a setgid bit stays refused. CAROL, not in 3105, is refused the project
+ * at create as ever, and BOB's 0755 directory is refused to ALICE. A rootless daemon's
+ * sandbox (not idmapped) writes in the sticky directory as before. */
+START_TEST(test_writable_by_group_or_others) {
+        const char *base = it_base_dir();
+        struct it_daemon d;
+        char *sticky = xasprintf("%s/sticky", base), *team = xasprintf("%s/team", base);
+        char *bobdir = xasprintf("%s/bobdir", base), *bobs = xasprintf("%s/sticky/bobs", base);
+        char *teamf = xasprintf("%s/team/teamf", base), *cmd, *id, *p, *text;
+        struct copts o;
+        struct act *a;
+        struct stat st;
+
+        mkdir_owned(sticky, 01777, 0);
+        put_file(bobs, "bob's\n", 0644, BOB);
+        mkdir_owned(team, 02775, 0);
+        ck_assert_int_eq(chown(team, 0, SHARE_GRP), 0);
+        ck_assert_int_eq(chmod(team, 02775), 0);
+        put_file(teamf, "team\n", 0660, BOB);
+        ck_assert_int_eq(chown(teamf, BOB, SHARE_GRP), 0);
+        mkdir_owned(bobdir, 0755, BOB);
+
+        start_shared(&d, NULL);
+        copts_init(&o, NULL, NULL, sticky, team);
+        id = create_as(&d, &alice_shared, &o.o);
+        cmd = xasprintf(SHARED_DIRS_SH, sticky, team);
+        a = sh_as(&d, &alice_shared, id, cmd);
+        ck_assert_msg(strstr(a->out, "MINE-OK") && strstr(a->out, "TEAM-OK") &&
+                              strstr(a->out, "TEAMF-OK"),
+                      "ALICE's sandbox cannot write where ALICE may: '%s' '%s'", a->out, a->err);
+        ck_assert_msg(!strstr(a->out, "-BAD"), "ALICE's sandbox did what ALICE may not: '%s'",
+                      a->out);
+        {
+                /* Inside, what it made is its own: the uid it runs as. */
+                char *end;
+                unsigned long file_uid = strtoul(strstr(a->out, "TEAMF-OK") + 9, &end, 10);
+                ck_assert_msg(file_uid == strtoul(end, NULL, 10),
+                              "inside, its file is not its own: '%s'", a->out);
+        }
+        free(a);
+        p = xasprintf("%s/mine", sticky);
+        assert_owned(p, ALICE, ALICE);
+        free(p);
+        text = get_file(bobs);
+        ck_assert_msg(text && strcmp(text, "bob's\n") == 0, "BOB's file is now '%s'",
+                      text ? text : "(gone)");
+        free(text);
+        assert_owned(bobs, BOB, BOB);
+        p = xasprintf("%s/tfile", team);
+        assert_owned(p, ALICE, SHARE_GRP);
+        ck_assert_int_eq(stat(p, &st), 0);
+        ck_assert_msg(!(st.st_mode & (S_ISUID | S_ISGID)), "%s is mode %o", p,
+                      (unsigned)st.st_mode);
+        free(p);
+        p = xasprintf("%s/tdir/f", team);
+        assert_owned(p, ALICE, SHARE_GRP);
+        free(p);
+        p = xasprintf("%s/tdir", team);
+        assert_owned(p, ALICE, SHARE_GRP);
+        free(p);
+        terminate_as(&d, &alice_shared, id);
+        free(id);
+
+        /* Refused at create, as ever. */
+        assert_writable_refused(&d, &carol, team);
+        assert_writable_refused(&d, &alice, team);
+        assert_writable_refused(&d, &alice_shared, bobdir);
+        stop_ok(&d);
+
+        /* A rootless daemon's sandbox: a plain bind, as before. */
+        it_daemon_start_as(&d, ALICE, ALICE, NULL);
+        {
+                sbx_client *c = it_connect(&d);
+                struct sbx_sandbox *sb = NULL;
+                struct sbx_create_opts co;
+                struct sbx_result *r;
+                char *w[1] = {sticky};
+                const char *argv[] = {"/bin/sh", "-c", NULL, NULL};
+
+                sbx_create_opts_init(&co);
+                co.policy.writable_paths.v = w;
+                co.policy.writable_paths.n = 1;
+                ck_assert_int_eq(sbx_create(c, &co, &sb), SBX_OK);
+                free(cmd);
+                cmd = xasprintf("echo r > %s/rootless", sticky);
+                argv[2] = cmd;
+                r = it_exec(c, sb->id, CMD_MS, argv);
+                ck_assert_msg(r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0, "rootless: %s",
+                              r->stderr_data);
+                sbx_result_free(r);
+                sbx_sandbox_free(sb);
+                sbx_close(c);
+        }
+        stop_ok(&d);
+        p = xasprintf("%s/rootless", sticky);
+        assert_owned(p, ALICE, ALICE);
+        free(p);
+        free(cmd);
+        free(sticky);
+        free(team);
+        free(bobdir);
+        free(bobs);
+        free(teamf);
+}
+END_TEST
+
+/* ---- 4c. root is the operator ---------------------------------------------------------- */
+
+/* Root's writable path of BOB's 0700 directory is accepted, and its sandbox writes
+ * there as the directory's owner (its files are BOB's: a sandbox acts in a writable
+ * path as the one the kernel lets write it); a system directory (/etc/opt here, with a
+ * directory of the test bound over it in the test's own mount namespace, which the
+ * daemon inherits) is accepted with a warning naming it, and what the sandbox makes
+ * there is root's; a directory of root's in /var/tmp gets no warning. */
+START_TEST(test_root_writable) {
+        const char *base = it_base_dir();
+        struct it_daemon d;
+        char *bobpriv = xasprintf("%s/bobpriv", base), *etcopt = xasprintf("%s/etcopt", base);
+        char *rootdir = xasprintf("%s/rootdir", base), *cmd, *id, *p;
+        struct copts o;
+        struct op op = {.kind = OP_CREATE, .create = &o.o};
+        struct act *a;
+
+        mkdir_owned(bobpriv, 0700, BOB);
+        p = xasprintf("%s/bobs", bobpriv);
+        put_file(p, "bob's\n", 0600, BOB);
+        free(p);
+        mkdir_owned(etcopt, 0755, 0);
+        mkdir_owned(rootdir, 0755, 0);
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        ck_assert_int_eq(mount(etcopt, "/etc/opt", NULL, MS_BIND, NULL), 0);
+
+        start_shared(&d, NULL);
+        copts_init(&o, NULL, NULL, bobpriv, rootdir);
+        a = one(&d, &root_user, &op);
+        ck_assert_msg(a->code == SBX_OK, "root's writable %s: %s %s", bobpriv,
+                      sbx_code_name(a->code), a->msg);
+        ck_assert_msg(!strstr(a->err, "system directory"), "warned: %s", a->err);
+        id = strdup(a->out);
+        free(a);
+        cmd = xasprintf("echo r > %s/made && cat %s/bobs && echo r > %s/made && echo ROOT-OK",
+                        bobpriv, bobpriv, rootdir);
+        a = sh_as(&d, &root_user, id, cmd);
+        ck_assert_msg(a->exit_code == 0 && strstr(a->out, "bob's") && strstr(a->out, "ROOT-OK"),
+                      "root's sandbox in BOB's directory: %d '%s' '%s'", a->exit_code, a->out,
+                      a->err);
+        free(a);
+        free(cmd);
+        terminate_as(&d, &root_user, id);
+        free(id);
+        p = xasprintf("%s/made", bobpriv);
+        assert_owned(p, BOB, BOB);
+        free(p);
+        p = xasprintf("%s/made", rootdir);
+        assert_owned(p, 0, 0);
+        free(p);
+
+        copts_init(&o, NULL, NULL, (char *)"/etc/opt", NULL);
+        a = one(&d, &root_user, &op);
+        ck_assert_msg(a->code == SBX_OK, "root's writable /etc/opt: %s %s", sbx_code_name(a->code),
+                      a->msg);
+        ck_assert_msg(strstr(a->err, "/etc/opt") && strstr(a->err, "system directory"),
+                      "no warning names /etc/opt: '%s'", a->err);
+        id = strdup(a->out);
+        free(a);
+        a = sh_as(&d, &root_user, id, "echo r > /etc/opt/made && echo ETC-OK");
+        ck_assert_msg(strstr(a->out, "ETC-OK"), "root's sandbox in /etc/opt: '%s' '%s'", a->out,
+                      a->err);
+        free(a);
+        terminate_as(&d, &root_user, id);
+        free(id);
+        p = xasprintf("%s/made", etcopt);
+        assert_owned(p, 0, 0);
+        free(p);
+        stop_ok(&d);
+        ck_assert_int_eq(umount2("/etc/opt", MNT_DETACH), 0);
+        free(bobpriv);
+        free(etcopt);
+        free(rootdir);
 }
 END_TEST
 
@@ -2933,6 +3171,8 @@ static Suite *make_suite(void) {
         add(s, "own_writable_below_private", test_own_writable_below_private, 120);
         add(s, "uids", test_uids_never_shared, 300);
         add(s, "idmapped", test_idmapped_writable, 120);
+        add(s, "writable_group_others", test_writable_by_group_or_others, 180);
+        add(s, "root_writable", test_root_writable, 120);
         add(s, "setuid", test_no_setuid_planted, 120);
         add(s, "daemon_root", test_daemon_unreachable_root, 120);
         add(s, "daemon_rootless", test_daemon_unreachable_rootless, 120);

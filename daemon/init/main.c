@@ -397,6 +397,15 @@ static int validate_setup(const Sbx__Init__V1__Setup *s, struct util_err *err) {
         if (r == 0 && s->has_ptys && s->ptys > SBX_SANDBOX_PTYS)
                 r = util_fail(err, EINVAL, NULL, "Setup: ptys %u (at most %u)", s->ptys,
                               SBX_SANDBOX_PTYS);
+        if (r == 0 && s->n_writable_binds && s->n_writable_binds != s->n_writable_paths)
+                r = util_fail(err, EINVAL, NULL, "Setup: %zu writable_binds for %zu writable_paths",
+                              s->n_writable_binds, s->n_writable_paths);
+        for (size_t i = 0; r == 0 && i < s->n_writable_binds; i++) {
+                const Sbx__Init__V1__WritableBind *b = s->writable_binds[i];
+                /* (uid_t)-1 is no id: the kernel maps neither it nor to it. */
+                if (!b->has_uid || !b->has_gid || b->uid == UINT32_MAX || b->gid == UINT32_MAX)
+                        r = util_fail(err, EINVAL, NULL, "Setup: writable_bind %zu has no ids", i);
+        }
         if (r == 0 && s->n_cgroup_v1_controllers > 8)
                 r = util_fail(err, E2BIG, NULL, "Setup: %zu cgroup_v1_controllers",
                               s->n_cgroup_v1_controllers);
@@ -531,6 +540,7 @@ static int build_filter(struct sock_fprog *prog, struct util_err *err, struct ut
 struct view_config {
         struct mnt_config mc;
         struct mnt_object objs[SBX_MAX_POLICY_PATHS + 1];
+        struct mnt_bind binds[SBX_MAX_POLICY_PATHS];
         struct mnt_file files[SBX_MAX_POLICY_PATHS];
         struct user_config user;
 };
@@ -557,6 +567,14 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
         mc->idmap = !(s->has_rootless && s->rootless) && s->has_owner_uid && s->has_owner_gid;
         mc->owner_uid = s->owner_uid;
         mc->owner_gid = s->owner_gid;
+        for (i = 0; i < s->n_writable_binds && i < SBX_MAX_POLICY_PATHS; i++) {
+                vc->binds[i].uid = s->writable_binds[i]->uid;
+                vc->binds[i].gid = s->writable_binds[i]->gid;
+                vc->binds[i].system_dir =
+                        s->writable_binds[i]->has_system_dir && s->writable_binds[i]->system_dir;
+        }
+        if (s->n_writable_binds)
+                mc->writable_binds = vc->binds;
         mc->run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
         mc->run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
         if (s->has_workspace_tmpfs && s->workspace_tmpfs) {

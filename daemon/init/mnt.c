@@ -554,13 +554,38 @@ static int open_host(const struct mnt_host *host, const char *what, const char *
         return 0;
 }
 
-/* A user namespace whose only ids are owner's, shown as run's (uid_map "owner run 1"),
- * for idmapped mounts: on such a mount a file of the owner's is the sandbox user's,
- * and what the sandbox user creates is the owner's on disk. A child makes it and is
- * killed once PID 1 holds it. Needs our /proc (the child's maps are written there).
- * Returns the namespace's descriptor or -errno. */
-static int make_idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t run_uid, gid_t run_gid) {
-        char path[64], map[64], byte;
+/* The lines of an id map (uid_map or gid_map) that shows host as run and every other
+ * id as itself: ranges around both, so that no id is mapped twice either way (run
+ * itself, as an id on disk, is left unmapped, and host is no id of the mapped side). */
+static void idmap_lines(unsigned host, unsigned run, char *buf, size_t len) {
+        unsigned lo = host < run ? host : run, hi = host < run ? run : host;
+        size_t n = 0;
+
+        if (host == run) {
+                snprintf(buf, len, "0 0 %u\n", UINT32_MAX);
+                return;
+        }
+        if (lo > 0)
+                n += (size_t)snprintf(buf + n, len - n, "0 0 %u\n", lo);
+        if (hi - lo > 1)
+                n += (size_t)snprintf(buf + n, len - n, "%u %u %u\n", lo + 1, lo + 1, hi - lo - 1);
+        /* (u32)-1 is no id: the last range ends below it. */
+        if (hi < UINT32_MAX - 1)
+                n += (size_t)snprintf(buf + n, len - n, "%u %u %u\n", hi + 1, hi + 1,
+                                      UINT32_MAX - hi - 1);
+        snprintf(buf + n, len - n, "%u %u 1\n", host, run);
+}
+
+/* A user namespace that shows uid and gid as run_uid and run_gid and every other id as
+ * itself (idmap_lines), for an idmapped mount: there a file of uid's is the sandbox
+ * user's, what the sandbox user creates is uid's and gid's on disk, and a file of
+ * anyone else's is theirs, so that its mode bits decide as for any user but its owner
+ * (without that mapping, the kernel refuses every write to an inode whose owner the
+ * mount does not map: HAS_UNMAPPED_ID in inode_permission(), fs/namei.c). A child
+ * makes it and is killed once PID 1 holds it. Needs our /proc (the child's maps are
+ * written there). Returns the namespace's descriptor or -errno. */
+static int make_idmap_userns(uid_t uid, gid_t gid, uid_t run_uid, gid_t run_gid) {
+        char path[64], map[256], byte;
         int p[2], fd = -1, r = 0;
         pid_t pid;
 
@@ -586,14 +611,14 @@ static int make_idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t run_uid, gi
         close(p[0]);
         if (r == 0) {
                 snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-                snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)owner_uid, (unsigned)run_uid);
+                idmap_lines(uid, run_uid, map, sizeof(map));
                 r = util_write_file(path, map);
         }
         if (r == 0) {
                 snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
                 (void)util_write_file(path, "deny");
                 snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-                snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)owner_gid, (unsigned)run_gid);
+                idmap_lines(gid, run_gid, map, sizeof(map));
                 r = util_write_file(path, map);
         }
         if (r == 0) {
@@ -629,12 +654,44 @@ static int bind_idmapped(int fd, const char *dst, int userns_fd) {
         return r;
 }
 
+/* How writable path i is bound: Setup's WritableBind, else as the owner's ids. */
+static struct mnt_bind bind_of(const struct mnt_config *cfg, size_t i) {
+        struct mnt_bind b = {cfg->owner_uid, cfg->owner_gid, false};
+
+        return cfg->writable_binds ? cfg->writable_binds[i] : b;
+}
+
+/* The ids the placeholder p (a host path) is made with: those of the innermost
+ * writable path holding it (the bind a command reaches it through), else the owner's. */
+static struct mnt_bind placeholder_ids(const struct mnt_config *cfg, const char *p) {
+        struct mnt_bind b = {cfg->owner_uid, cfg->owner_gid, false};
+        size_t i, n, best = 0;
+
+        for (i = 0; i < cfg->n_writable_paths; i++) {
+                n = strlen(cfg->writable_paths[i]);
+                if (n > best && strncmp(p, cfg->writable_paths[i], n) == 0 &&
+                    (p[n] == '/' || p[n] == '\0')) {
+                        b = bind_of(cfg, i);
+                        best = n;
+                }
+        }
+        return b;
+}
+
+/* Takes uid and gid as this process's filesystem ids (away from 0, the filesystem
+ * capabilities go; back to 0, they come back). 0 or -EPERM. */
+static int take_fs_ids(uid_t uid, gid_t gid) {
+        setfsgid(gid);
+        setfsuid(uid);
+        return (uid_t)setfsuid((uid_t)-1) == uid && (gid_t)setfsgid((gid_t)-1) == gid ? 0 : -EPERM;
+}
+
 /* Makes the placeholder path (a host path, in host) when it is missing: a
  * directory (content NULL, 0755) or a file with content (0644), in its parent opened
- * without following symlinks. The caller holds the owner's filesystem identity, so the
- * placeholder is the owner's from its creation on (no chown by name that a swap could
- * redirect), and nothing is made where the owner may not write (nor could the sandbox,
- * which has the owner's rights there and no more). 0, or -errno with err. */
+ * without following symlinks. The caller holds the filesystem identity the sandbox has
+ * there, so the placeholder is made with those ids from its creation on (no chown by
+ * name that a swap could redirect), and nothing is made where the sandbox may not
+ * write. 0, or -errno with err. */
 static int make_placeholder(const struct mnt_host *host, const char *p, const void *content,
                             size_t len, struct util_err *err) {
         char parent[SBX_PATH_MAX_BYTES + 1], *slash;
@@ -668,10 +725,24 @@ static int make_placeholder(const struct mnt_host *host, const char *p, const vo
         return r < 0 ? util_fail(err, r, NULL, "protected placeholder %s", p) : 0;
 }
 
+/* make_placeholder of p, in root mode with the ids of the writable path holding it
+ * (placeholder_ids: the sandbox's rights there). */
+static int make_placeholder_as(const struct mnt_config *cfg, const struct mnt_host *host,
+                               const char *p, const void *content, size_t len,
+                               struct util_err *err) {
+        struct mnt_bind ids = placeholder_ids(cfg, p);
+
+        if (cfg->idmap && take_fs_ids(ids.uid, ids.gid) < 0)
+                return util_fail(err, EPERM, NULL, "take the ids %u:%u for the placeholder %s",
+                                 (unsigned)ids.uid, (unsigned)ids.gid, p);
+        return make_placeholder(host, p, content, len, err);
+}
+
 /* Makes the placeholders of a writable repository's .git (the parts git would follow
  * if sandboxed code created them), so that they can be kept read-only: in root mode
- * with the owner's filesystem identity and no supplementary group (the sandbox's rights
- * there), rootless as the daemon's user, which is the owner. */
+ * each with the filesystem ids the sandbox has in its writable path and no
+ * supplementary group (the sandbox's rights there), rootless as the daemon's user,
+ * which is the owner. */
 static int make_placeholders(const struct mnt_config *cfg, const struct mnt_host *host,
                              struct util_err *err) {
         size_t i;
@@ -679,30 +750,17 @@ static int make_placeholders(const struct mnt_config *cfg, const struct mnt_host
 
         if (!cfg->n_protected_mkdirs && !cfg->n_protected_files)
                 return 0;
-        if (cfg->idmap) {
-                if (syscall(SYS_setgroups, (size_t)0, NULL) < 0)
-                        return util_fail(err, errno, NULL, "drop groups for the placeholders");
-                setfsgid(cfg->owner_gid);
-                setfsuid(cfg->owner_uid);
-                if ((uid_t)setfsuid((uid_t)-1) != cfg->owner_uid ||
-                    (gid_t)setfsgid((gid_t)-1) != cfg->owner_gid)
-                        return util_fail(err, EPERM, NULL,
-                                         "take the owner's identity for the "
-                                         "placeholders");
-        }
+        if (cfg->idmap && syscall(SYS_setgroups, (size_t)0, NULL) < 0)
+                return util_fail(err, errno, NULL, "drop groups for the placeholders");
         for (i = 0; r == 0 && i < cfg->n_protected_mkdirs; i++)
-                r = make_placeholder(host, cfg->protected_mkdirs[i], NULL, 0, err);
+                r = make_placeholder_as(cfg, host, cfg->protected_mkdirs[i], NULL, 0, err);
         for (i = 0; r == 0 && i < cfg->n_protected_files; i++)
-                r = make_placeholder(
-                        host, cfg->protected_files[i].path,
+                r = make_placeholder_as(
+                        cfg, host, cfg->protected_files[i].path,
                         cfg->protected_files[i].content ? cfg->protected_files[i].content : "",
                         cfg->protected_files[i].len, err);
-        if (cfg->idmap) {
-                setfsuid(0);
-                setfsgid(0);
-                if (setfsuid((uid_t)-1) != 0 || setfsgid((gid_t)-1) != 0)
-                        return util_fail(err, EPERM, NULL, "take root's identity back");
-        }
+        if (cfg->idmap && take_fs_ids(0, 0) < 0 && r == 0)
+                r = util_fail(err, EPERM, NULL, "take root's identity back");
         return r;
 }
 
@@ -1210,14 +1268,23 @@ int mnt_reapply(bool hide, const char *path, struct stat *ret_bare, struct util_
         return r < 0 ? r : 1;
 }
 
+/* The idmap user namespace of one pair of ids (writable paths bound with the same ids
+ * share it). */
+struct idmap {
+        uid_t uid;
+        gid_t gid;
+        int fd; /* -errno: it could not be made */
+};
+
 /* The host objects the sandbox's own part of the view is made from, opened in the host's
  * tree (descriptors of this mount namespace, valid after the pivot). */
 struct sources {
         int ws_fd; /* -1: no workspace_dir */
         int *w_fd; /* one per writable path */
         bool *w_dir;
-        int userns_fd; /* the idmap user namespace, -1: none */
         size_t n;
+        struct idmap *maps; /* the idmap user namespaces made, n_maps of them */
+        size_t n_maps;
 };
 
 static void sources_close(struct sources *src) {
@@ -1228,12 +1295,14 @@ static void sources_close(struct sources *src) {
         for (i = 0; src->w_fd && i < src->n; i++)
                 if (src->w_fd[i] >= 0)
                         close(src->w_fd[i]);
-        if (src->userns_fd >= 0)
-                close(src->userns_fd);
+        for (i = 0; src->maps && i < src->n_maps; i++)
+                if (src->maps[i].fd >= 0)
+                        close(src->maps[i].fd);
         free(src->w_fd);
         free(src->w_dir);
+        free(src->maps);
         memset(src, 0, sizeof(*src));
-        src->ws_fd = src->userns_fd = -1;
+        src->ws_fd = -1;
 }
 
 /* Step 2: the host's / and root_dir, while the host's / is still our root (root_dir
@@ -1258,7 +1327,8 @@ static int open_sources(const struct mnt_config *cfg, const struct mnt_host *hos
         src->n = cfg->n_writable_paths;
         src->w_fd = calloc(src->n + 1, sizeof(*src->w_fd));
         src->w_dir = calloc(src->n + 1, sizeof(*src->w_dir));
-        if (!src->w_fd || !src->w_dir)
+        src->maps = calloc(src->n + 1, sizeof(*src->maps));
+        if (!src->w_fd || !src->w_dir || !src->maps)
                 return util_fail(err, ENOMEM, NULL, "open writable paths");
         for (i = 0; i < src->n; i++)
                 src->w_fd[i] = -1;
@@ -1378,7 +1448,7 @@ struct skeletons {
  * those of others. The topmost such directory on the way is replaced in the view by a
  * skeleton: an empty tmpfs in which the way to the writable path is made. Nothing
  * else below that directory was reachable, so nothing is lost; the writable path
- * itself is the owner's (idmapped). */
+ * itself is bound with the ids its owner was judged by (idmapped). */
 static int make_reachable(const char *w, struct skeletons *sk, struct util_err *err) {
         char p[SBX_PATH_MAX_BYTES + 1];
         size_t len = strlen(w), i, k;
@@ -1413,25 +1483,40 @@ static int make_reachable(const char *w, struct skeletons *sk, struct util_err *
         return 0;
 }
 
+/* The idmap user namespace writable path i is bound through (made for its ids when
+ * no path before had them; a warning when it cannot be): its descriptor, or -errno. */
+static int idmap_of(const struct mnt_config *cfg, struct sources *src, size_t i,
+                    struct util_warnings *warn) {
+        struct mnt_bind b = bind_of(cfg, i);
+        struct idmap *m;
+        size_t k;
+
+        for (k = 0; k < src->n_maps; k++)
+                if (src->maps[k].uid == b.uid && src->maps[k].gid == b.gid)
+                        return src->maps[k].fd;
+        m = &src->maps[src->n_maps++];
+        m->uid = b.uid;
+        m->gid = b.gid;
+        m->fd = make_idmap_userns(b.uid, b.gid, cfg->run_uid, cfg->run_gid);
+        if (m->fd < 0)
+                util_warn(warn,
+                          "writable paths: cannot make an id mapping (%s): files "
+                          "the sandbox writes there belong to uid %u on the host",
+                          strerror(-m->fd), (unsigned)cfg->run_uid);
+        return m->fd;
+}
+
 /* Step 9, the writable paths: idmapped where asked and possible, else a plain bind. */
 static int bind_writable(const struct mnt_config *cfg, struct sources *src, struct util_err *err,
                          struct util_warnings *warn) {
         static struct skeletons sk;
         size_t i;
-        int r;
+        int r, userns_fd;
 
-        if (cfg->idmap && src->n > 0) {
-                src->userns_fd = make_idmap_userns(cfg->owner_uid, cfg->owner_gid, cfg->run_uid,
-                                                   cfg->run_gid);
-                if (src->userns_fd < 0)
-                        util_warn(warn,
-                                  "writable paths: cannot make an id mapping (%s): files "
-                                  "the sandbox writes there belong to uid %u on the host",
-                                  strerror(-src->userns_fd), (unsigned)cfg->run_uid);
-        }
         sk.n = 0;
         for (i = 0; i < src->n; i++) {
                 const char *dst = cfg->writable_paths[i];
+                userns_fd = cfg->idmap ? idmap_of(cfg, src, i, warn) : -EINVAL;
                 r = cfg->idmap ? make_reachable(dst, &sk, err) : 0;
                 if (r < 0)
                         return r;
@@ -1439,9 +1524,8 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
                 if (r < 0)
                         return util_fail(err, r, "it must exist in root_dir",
                                          "writable path %s: mount point", dst);
-                r = src->userns_fd >= 0 ? bind_idmapped(src->w_fd[i], dst, src->userns_fd)
-                                        : -EINVAL;
-                if (r < 0 && src->userns_fd >= 0)
+                r = userns_fd >= 0 ? bind_idmapped(src->w_fd[i], dst, userns_fd) : -EINVAL;
+                if (r < 0 && userns_fd >= 0)
                         util_warn(warn,
                                   "writable path %s: its filesystem cannot map ids (%s): "
                                   "files the sandbox writes there belong to uid %u on the "
@@ -1451,6 +1535,12 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
                         r = bind_fd(src->w_fd[i], dst, MNT_NOSUID | MNT_NODEV);
                 if (r < 0)
                         return util_fail(err, r, NULL, "writable path %s: bind", dst);
+                if (bind_of(cfg, i).system_dir)
+                        util_warn(warn,
+                                  "writable path %s is a system directory, made writable by "
+                                  "root: sandboxed code can change there what the host runs "
+                                  "or serves",
+                                  dst);
         }
         for (i = 0; i < sk.n; i++) {
                 r = mnt_set_attr(sk.path[i], MNT_RDONLY, false);
@@ -1610,7 +1700,7 @@ int mnt_view_base(const struct mnt_config *cfg, struct mnt_host *host, struct ut
 
 int mnt_view_finish(const struct mnt_config *cfg, struct mnt_host *host, struct util_err *err,
                     struct util_warnings *warn) {
-        struct sources src = {.ws_fd = -1, .userns_fd = -1};
+        struct sources src = {.ws_fd = -1};
         /* The workspace and the writable paths, opened in the host's tree kept. */
         int r = open_sources(cfg, host, &src, err);
 
@@ -1621,7 +1711,7 @@ int mnt_view_finish(const struct mnt_config *cfg, struct mnt_host *host, struct 
 }
 
 int mnt_build_view(const struct mnt_config *cfg, struct util_err *err, struct util_warnings *warn) {
-        struct sources src = {.ws_fd = -1, .userns_fd = -1};
+        struct sources src = {.ws_fd = -1};
         struct mnt_host host;
         int root_fd = -1, r = open_host_tree(cfg, &host, &root_fd, err);
 

@@ -20,6 +20,14 @@ struct mnt_object {
         uint64_t ino;
 };
 
+/* How a writable path is bound (Setup's WritableBind): with idmap, the host ids shown
+ * as run_uid and run_gid there, every other id shown as itself. */
+struct mnt_bind {
+        uid_t uid;
+        gid_t gid;
+        bool system_dir; /* root made a system directory writable: warned */
+};
+
 /* A file made when missing (Setup's MadeFile). */
 struct mnt_file {
         const char *path;
@@ -52,14 +60,18 @@ struct mnt_config {
         /* What root_dir and each writable path must be (NULL: not checked). */
         const struct mnt_object *root_object;
         const struct mnt_object *writable_objects; /* n_writable_paths of them */
-        /* Root mode: writable paths mounted idmapped, owner's ids shown as run ids. */
+        /* Root mode: writable paths mounted idmapped, each path's ids (writable_binds,
+         * n_writable_paths of them; NULL: the owner's, each) shown as run ids and every
+         * other id as itself. */
         bool idmap;
         uid_t owner_uid, run_uid;
         gid_t owner_gid, run_gid;
+        const struct mnt_bind *writable_binds;
         /* cgroup v1 controllers mounted below /sys/fs/cgroup (the rest is hidden). */
         char *const *cgroup_v1_controllers;
         size_t n_cgroup_v1_controllers;
-        /* Made (0755, the owner's) when missing, then kept read-only as protected. */
+        /* Made (0755, with the ids of the writable path they lie in) when missing, then kept
+         * read-only as protected. */
         char *const *protected_mkdirs;
         size_t n_protected_mkdirs;
         /* The same for files (0644, with their content). */
@@ -96,7 +108,9 @@ struct mnt_config {
  *   /run         an empty directory;
  *   /workspace   workspace_dir, read-write (nosuid, nodev);
  * then writable_paths bound read-write at the same path (idmapped when idmap is set
- * and the filesystem allows it; a warning when not; a directory above one that others
+ * and the filesystem allows it: each path's ids of writable_binds shown as run_uid and
+ * run_gid, every other id as itself; a warning when not, and for a system_dir one;
+ * its placeholders made with those ids; a directory above one that others
  * may not search is replaced by an empty skeleton leading to it, since nothing else
  * there was reachable), denied_write_paths, protected_paths, protected_mkdirs and
  * protected_files re-bound read-only, denied_read_paths hidden (an
