@@ -106,9 +106,13 @@ __attribute__((unused)) static int count_lines(const char *text, const char *wor
  * -1. */
 __attribute__((unused)) static int bob_raw_connect(const char *path) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        size_t len = strlen(path);
+        int fd;
 
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        if (len >= sizeof(sa.sun_path))
+                return -1;
+        memcpy(sa.sun_path, path, len + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 close(fd);
                 return -1;

@@ -914,7 +914,7 @@ static int loop_entry(int dfd, const char *name) {
  * PID 1 may not read gets an empty copy (a command could still reach an entry by its
  * name through a directory it may search). */
 static int copy_device_list(const char *list, size_t i, struct util_err *err) {
-        char copy[64], dst[300];
+        char copy[64], dst[64 + NAME_MAX + 2];
         struct dirent *de;
         int r = 0, dfd = open(list, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
@@ -932,10 +932,9 @@ static int copy_device_list(const char *list, size_t i, struct util_err *err) {
                 r = util_fail(err, errno, NULL, "mkdir %s", copy);
         while (r == 0 && d && (de = readdir(d))) {
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-                    strlen(de->d_name) >= sizeof(dst) - sizeof(copy) - 1 ||
-                    loop_entry(dirfd(d), de->d_name))
+                    loop_entry(dirfd(d), de->d_name) ||
+                    snprintf(dst, sizeof(dst), "%s/%s", copy, de->d_name) >= (int)sizeof(dst))
                         continue;
-                snprintf(dst, sizeof(dst), "%s/%s", copy, de->d_name);
                 r = bind_root_entry(dirfd(d), de->d_name, dst, list, err);
                 if (r == -ENOENT)
                         r = 0; /* the device went meanwhile */
