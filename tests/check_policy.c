@@ -786,6 +786,7 @@ static void mk_denied_write_long(struct req *r) {
 
 static void set_writable(struct req *r, const char *path) {
         static char *w[1];
+        free(w[0]); /* a test may name a second one */
         w[0] = strdup(path);
         r->pol.n_writable_paths = 1;
         r->pol.writable_paths = w;
