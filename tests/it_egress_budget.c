@@ -604,6 +604,26 @@ static void bar_fail(int ready, const char *step, sbx_client *c) {
         _exit(1);
 }
 
+/* Waits for the holder's word on the tunnels it holds: at his descriptor budget (his
+ * lookups' connections take some of the same budget), else BOB's child fails. */
+static void holder_said(sbx_client *c, const char *holder_id, int ready) {
+        double t0 = it_now_ms();
+        int ended = 0, held = 0, refused = 0;
+        char *out = NULL;
+
+        while (it_now_ms() - t0 < 120000) {
+                free(out);
+                out = output_of(c, "bob-a", holder_id, &ended);
+                if (strstr(out, "held") || ended)
+                        break;
+                usleep(100000);
+        }
+        if (sscanf(out, "held %d refused %d", &held, &refused) != 2 || held > 16 || refused == 0 ||
+            !strstr(out, "--max-proxy-fds-per-uid 32"))
+                bar_fail(ready, out[0] ? out : "the holder said nothing", NULL);
+        free(out);
+}
+
 /* BOB at every budget at once, held until the test writes a byte on stop: his share of
  * sandboxes (both allowlist sandboxes), commands running (one holding proxy tunnels up
  * to his descriptor budget, one looking up names that are never answered with all his
@@ -615,7 +635,7 @@ static void bob_at_every_budget(struct it_daemon *d, int ready, int stop) {
         static uint8_t body[3 * MIB];
         const char *hosts[] = {"hosts.test", "*.never.test", NULL};
         sbx_client *c[BAR_CONNS] = {0};
-        char lookups[512], *holder_id = NULL, *out = NULL;
+        char lookups[512], *holder_id = NULL;
         struct sbx_create_opts co;
         struct sbx_sandbox *sb = NULL;
         uint8_t hdr[4];
@@ -641,8 +661,10 @@ static void bob_at_every_budget(struct it_daemon *d, int ready, int stop) {
             send(raw, body, sizeof(body), MSG_NOSIGNAL) != (ssize_t)sizeof(body))
                 bar_fail(ready, "stalled request", NULL);
         n_conn++;
-        /* His commands: all of his share, each printing into what it keeps, then
-         * waiting. */
+        /* His commands: all of his share. First the tunnels' holder and the lookups,
+         * and the holder's word on what it holds (read before his output fills his
+         * buffered share: past it, nothing more of his output is kept); then the others,
+         * each printing into what it keeps, then waiting. */
         for (i = 0; i < BAR_CMDS; i++) {
                 struct sbx_exec_opts o;
                 struct sbx_background *b = NULL;
@@ -655,29 +677,14 @@ static void bob_at_every_budget(struct it_daemon *d, int ready, int stop) {
                 if (i == 0)
                         holder_id = strdup(b->command_id);
                 sbx_background_free(b);
+                if (i == 1)
+                        holder_said(c[0], holder_id, ready);
         }
         /* The rest of his connections but one (taken after the checks below). */
         for (i = 1; n_conn < BAR_CONNS - 1 && i < BAR_CONNS - 1; i++, n_conn++)
                 if (sbx_connect(d->sock, "bob", &c[i]) != SBX_OK || hello(c[i]) != SBX_OK)
                         bar_fail(ready, "connections", c[i]);
         usleep(500000); /* his output reaches his share */
-        /* His tunnels reach his descriptor budget (the holder says so once it has tried). */
-        {
-                double t0 = it_now_ms();
-                int ended = 0;
-                while (it_now_ms() - t0 < 60000) {
-                        free(out);
-                        out = output_of(c[0], "bob-a", holder_id, &ended);
-                        if (strstr(out, "held") || ended)
-                                break;
-                        usleep(100000);
-                }
-                /* His lookups' connections take some of the same budget. */
-                int held = 0, refused = 0;
-                if (sscanf(out, "held %d refused %d", &held, &refused) != 2 || held > 16 ||
-                    refused == 0 || !strstr(out, "--max-proxy-fds-per-uid 32"))
-                        bar_fail(ready, out, NULL);
-        }
         /* One more of each is refused, naming its bound. */
         {
                 char rep[2048] = "";
