@@ -21,6 +21,7 @@ struct server;
 struct sbxtab;
 struct cgroup_env;
 struct guard;
+struct offload;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -43,6 +44,8 @@ struct sbxd {
         int dispatch_again;          /* a slot freed meanwhile: look at the queues again */
         struct write_req *held_head; /* replies held for the end of the turn (conn.c, turn.h) */
         struct write_req *held_tail;
+        struct offload *offload;     /* work off the loop (offload.c): made at the first job,
+                                      * freed after the last; NULL when there is none */
 };
 
 /* Milliseconds since the Unix epoch (wall clock, for records and deadlines). */
