@@ -16,11 +16,16 @@
 #include "sbx_limits.h"
 #include "sbxd.h"
 
+/* Jobs in a list, linked through their next and prev. */
+struct job_list {
+        struct offload_job *head, *tail;
+};
+
 /* One uid with jobs. */
 struct offload_user {
         uid_t uid;
         unsigned running, waiting;
-        struct offload_job *head, *tail;  /* its waiting jobs, oldest first */
+        struct job_list queue;            /* its waiting jobs, oldest first */
         struct offload_user *next, *prev; /* o's users, the next to take a turn first */
 };
 
@@ -31,7 +36,7 @@ struct offload {
         unsigned jobs; /* submitted, done not yet returned */
         int in_done;   /* a done callback is running: not freed under it */
         struct offload_user *users, *users_tail;
-        struct offload_job *run_list;
+        struct job_list run_list;
 };
 
 /* ---- lists ----------------------------------------------------------------------------- */
@@ -86,33 +91,33 @@ static void user_maybe_free(struct offload *o, struct offload_user *u) {
         free(u);
 }
 
-/* Takes job out of its user's queue. */
-static void queue_unlink(struct offload_job *job) {
-        struct offload_user *u = job->user;
-
+static void jobs_unlink(struct job_list *l, struct offload_job *job) {
         if (job->prev)
                 job->prev->next = job->next;
         else
-                u->head = job->next;
+                l->head = job->next;
         if (job->next)
                 job->next->prev = job->prev;
         else
-                u->tail = job->prev;
+                l->tail = job->prev;
         job->next = job->prev = NULL;
-        u->waiting--;
-        job->o->waiting--;
 }
 
-static void run_list_unlink(struct offload_job *job) {
-        struct offload *o = job->o;
-
-        if (job->prev)
-                job->prev->next = job->next;
+static void jobs_append(struct job_list *l, struct offload_job *job) {
+        job->prev = l->tail;
+        job->next = NULL;
+        if (l->tail)
+                l->tail->next = job;
         else
-                o->run_list = job->next;
-        if (job->next)
-                job->next->prev = job->prev;
-        job->next = job->prev = NULL;
+                l->head = job;
+        l->tail = job;
+}
+
+/* Takes job out of its user's queue. */
+static void queue_unlink(struct offload_job *job) {
+        jobs_unlink(&job->user->queue, job);
+        job->user->waiting--;
+        job->o->waiting--;
 }
 
 /* ---- running --------------------------------------------------------------------------- */
@@ -144,7 +149,7 @@ static void on_after_work(uv_work_t *w, int status) {
         struct offload_user *u = job->user;
 
         (void)status; /* UV_ECANCELED only after uv_cancel, which is never called here */
-        run_list_unlink(job);
+        jobs_unlink(&o->run_list, job);
         job->running = 0;
         job->o = NULL;
         job->user = NULL;
@@ -166,11 +171,7 @@ static void start(struct offload_job *job) {
         job->running = 1;
         o->running++;
         job->user->running++;
-        job->prev = NULL;
-        job->next = o->run_list;
-        if (o->run_list)
-                o->run_list->prev = job;
-        o->run_list = job;
+        jobs_append(&o->run_list, job);
         job->work.data = job;
         /* libuv refuses only a NULL work callback (UV_EINVAL): this cannot fail. */
         (void)uv_queue_work(o->d->loop, &job->work, on_work, on_after_work);
@@ -188,7 +189,7 @@ static void pump(struct offload *o) {
                                 break;
                 if (!u)
                         return;
-                job = u->head;
+                job = u->queue.head;
                 queue_unlink(job);
                 users_unlink(o, u);
                 users_append(o, u);
@@ -204,13 +205,13 @@ static void on_check(uv_timer_t *t) {
 
         for (u = o->users; u; u = un) {
                 un = u->next;
-                for (job = u->head; job; job = next) {
+                for (job = u->queue.head; job; job = next) {
                         next = job->next; /* a cancel moves job to the running list */
                         if (job->wanted_cb && !job->wanted_cb(job))
                                 offload_cancel(job);
                 }
         }
-        for (job = o->run_list; job; job = job->next)
+        for (job = o->run_list.head; job; job = job->next)
                 if (!offload_cancelled(job) && job->wanted_cb && !job->wanted_cb(job))
                         offload_cancel(job);
 }
@@ -265,13 +266,7 @@ int offload_submit(struct sbxd *d, struct offload_job *job, uid_t uid, offload_w
         job->wanted_cb = wanted;
         atomic_store(&job->cancelled, 0);
         job->running = 0;
-        job->next = NULL;
-        job->prev = u->tail;
-        if (u->tail)
-                u->tail->next = job;
-        else
-                u->head = job;
-        u->tail = job;
+        jobs_append(&u->queue, job);
         u->waiting++;
         o->waiting++;
         o->jobs++;

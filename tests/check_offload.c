@@ -150,6 +150,15 @@ static void counts(uid_t uid, unsigned *run, unsigned *wait, unsigned *urun, uns
         offload_counts(&D, uid, run, wait, urun, uwait);
 }
 
+/* Waits until n works have started, then a while more: exactly n have. */
+static void expect_started(unsigned n) {
+        want_started = (int)n;
+        ck_assert(run_until(started_enough));
+        usleep(20000);
+        uv_run(&L, UV_RUN_NOWAIT);
+        ck_assert_int_eq(n_started(), n);
+}
+
 /* The running bounds, per uid and over all, and the queue bound of one uid. */
 START_TEST(bounds_hold) {
         unsigned run, wait, urun, uwait, i;
@@ -158,22 +167,14 @@ START_TEST(bounds_hold) {
         setup();
         for (i = 0; i < 6; i++)
                 submit((int)i, 1000);
-        want_started = (int)SBX_OFFLOAD_MAX_RUNNING_PER_UID;
-        ck_assert(run_until(started_enough));
-        usleep(20000);
-        uv_run(&L, UV_RUN_NOWAIT);
-        ck_assert_int_eq(n_started(), SBX_OFFLOAD_MAX_RUNNING_PER_UID);
+        expect_started(SBX_OFFLOAD_MAX_RUNNING_PER_UID);
         counts(1000, &run, &wait, &urun, &uwait);
         ck_assert_uint_eq(urun, SBX_OFFLOAD_MAX_RUNNING_PER_UID);
         ck_assert_uint_eq(uwait, 6 - SBX_OFFLOAD_MAX_RUNNING_PER_UID);
         /* Other uids fill the rest of the global bound, and no more. */
         for (i = 6; i < 12; i++)
                 submit((int)i, 1001 + (i - 6) % 3);
-        want_started = (int)SBX_OFFLOAD_MAX_RUNNING;
-        ck_assert(run_until(started_enough));
-        usleep(20000);
-        uv_run(&L, UV_RUN_NOWAIT);
-        ck_assert_int_eq(n_started(), SBX_OFFLOAD_MAX_RUNNING);
+        expect_started(SBX_OFFLOAD_MAX_RUNNING);
         counts(1000, &run, &wait, &urun, &uwait);
         ck_assert_uint_eq(run, SBX_OFFLOAD_MAX_RUNNING);
         ck_assert_uint_eq(wait, 12 - SBX_OFFLOAD_MAX_RUNNING);
