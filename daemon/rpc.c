@@ -1371,13 +1371,17 @@ static void file_work_free(struct file_work *w) {
         free(w);
 }
 
-/* The work's reason to run: its sandbox is still the one it began in, and ready. */
+/* The work's reason to run: its sandbox is still the one it began in, and ready. While
+ * it is, the work counts as activity there (the idle timeout), as a running command does. */
 static int file_work_wanted(struct offload_job *job) {
         struct file_work *w = file_work_of(job);
         struct sandbox *sb = sbxtab_find(w->d->sandboxes, w->sandbox_id);
 
-        return sb && sb == w->sb && sandbox_created_ms(sb) == w->sb_created_ms &&
-               sandbox_state(sb) == SBX__V1__SANDBOX_STATE__READY && !sandbox_is_over(sb);
+        if (!sb || sb != w->sb || sandbox_created_ms(sb) != w->sb_created_ms ||
+            sandbox_state(sb) != SBX__V1__SANDBOX_STATE__READY || sandbox_is_over(sb))
+                return 0;
+        sandbox_touch(sb);
+        return 1;
 }
 
 /* For files_*_run: stop once the job is cancelled. */

@@ -1354,6 +1354,31 @@ static void *timeout_probe_run(void *arg) {
         return NULL;
 }
 
+/* What a client saw of the daemon's service while another's request ran. */
+struct probe_stats {
+        int probes;
+        double worst_list, worst_true;
+};
+
+/* One probe of the service: list the sandboxes, then run `true` in sandbox id. */
+static void probe_once(sbx_client *c, const char *id, struct probe_stats *ps) {
+        struct sbx_sandbox_list *l = NULL;
+        struct sbx_result *r;
+        double t0 = it_now_ms(), t1;
+
+        ck_assert_int_eq(sbx_list(c, NULL, &l), SBX_OK);
+        sbx_sandbox_list_free(l);
+        t1 = it_now_ms();
+        r = it_exec(c, id, 30000, (const char *const[]){"true", NULL});
+        ck_assert_int_eq(r->exit_code, 0);
+        sbx_result_free(r);
+        if (t1 - t0 > ps->worst_list)
+                ps->worst_list = t1 - t0;
+        if (it_now_ms() - t1 > ps->worst_true)
+                ps->worst_true = it_now_ms() - t1;
+        ps->probes++;
+}
+
 /* ALICE's sandbox makes 400,000 files and she removes them with one recursive Remove
  * while another user (root, a second client) lists sandboxes and runs `true` in a
  * sandbox of its own every 50 ms, and runs commands with a 1 s timeout: none of that
@@ -1366,10 +1391,11 @@ START_TEST(big_remove_stalls_nobody) {
         struct alice_report a;
         struct it_daemon d;
         struct sbx_file_info *fi = NULL;
-        double worst_list = 0, worst_true = 0, t_remove0;
+        struct probe_stats ps;
+        double t_remove0;
         pthread_t th;
         sbx_client *c;
-        int p[2], go[2], probes = 0, st;
+        int p[2], go[2], st;
         pid_t pid, parent = getpid();
 
         it_daemon_start(&d, flags);
@@ -1390,6 +1416,7 @@ START_TEST(big_remove_stalls_nobody) {
         ck_assert_msg(a.stage == 'R', "ALICE's tree: %s: %s", code_name((enum sbx_code)a.code),
                       a.msg);
         memset(&tp, 0, sizeof(tp));
+        memset(&ps, 0, sizeof(ps));
         tp.d = &d;
         tp.id = "b-own";
         ck_assert_int_eq(pthread_create(&th, NULL, timeout_probe_run, &tp), 0);
@@ -1401,21 +1428,7 @@ START_TEST(big_remove_stalls_nobody) {
         t_remove0 = it_now_ms();
         /* Every 50 ms until the Remove answers: list the sandboxes, then `true`. */
         while (!alice_read(p[0], &a, 50)) {
-                struct sbx_sandbox_list *l = NULL;
-                struct sbx_result *r;
-                double t0 = it_now_ms(), t1;
-
-                ck_assert_int_eq(sbx_list(c, NULL, &l), SBX_OK);
-                sbx_sandbox_list_free(l);
-                t1 = it_now_ms();
-                r = it_exec(c, "b-own", 30000, (const char *const[]){"true", NULL});
-                ck_assert_int_eq(r->exit_code, 0);
-                sbx_result_free(r);
-                if (t1 - t0 > worst_list)
-                        worst_list = t1 - t0;
-                if (it_now_ms() - t1 > worst_true)
-                        worst_true = it_now_ms() - t1;
-                probes++;
+                probe_once(c, "b-own", &ps);
                 ck_assert_msg(it_now_ms() - t_remove0 < 240000, "the Remove took over 240 s");
         }
         atomic_store(&tp.stop, 1);
@@ -1426,18 +1439,18 @@ START_TEST(big_remove_stalls_nobody) {
         fprintf(stderr,
                 "big_remove_stalls_nobody: Remove of 400,000 files %.0f ms; meanwhile %d probes, "
                 "worst list %.0f ms, worst true %.0f ms, %d 1 s timeouts at worst %.0f ms late\n",
-                a.remove_ms, probes, worst_list, worst_true, tp.n, tp.worst_late_ms);
+                a.remove_ms, ps.probes, ps.worst_list, ps.worst_true, tp.n, tp.worst_late_ms);
         ck_assert_msg(a.stage == 'D' && a.code == SBX_OK, "the Remove: %s: %s",
                       code_name((enum sbx_code)a.code), a.msg);
-        ck_assert_msg(worst_list < 300, "a list of sandboxes took %.0f ms", worst_list);
-        ck_assert_msg(worst_true < 300, "`true` took %.0f ms", worst_true);
+        ck_assert_msg(ps.worst_list < 300, "a list of sandboxes took %.0f ms", ps.worst_list);
+        ck_assert_msg(ps.worst_true < 300, "`true` took %.0f ms", ps.worst_true);
         ck_assert_msg(tp.worst_late_ms < 300, "a 1 s timeout fired %.0f ms late", tp.worst_late_ms);
         /* It was measured while the Remove ran: it lasted a second or more, with probes
          * and a command timeout inside it. */
-        ck_assert_msg(probes >= 5 && tp.n >= 1 && !tp.bad,
+        ck_assert_msg(ps.probes >= 5 && tp.n >= 1 && !tp.bad,
                       "too little was measured during the Remove (%.0f ms): %d probes, %d "
                       "timeouts%s",
-                      a.remove_ms, probes, tp.n, tp.bad ? ", a timeout probe failed" : "");
+                      a.remove_ms, ps.probes, tp.n, tp.bad ? ", a timeout probe failed" : "");
         /* The tree is gone (root may look into ALICE's sandbox). */
         ck_assert_int_eq(sbx_stat(c, "a-big", "big", &fi), SBX_NOT_FOUND);
         ck_assert_int_eq(dirs_left(c, "a-big", "big"), -1);
@@ -1612,6 +1625,113 @@ START_TEST(removes_bounded_per_user) {
 }
 END_TEST
 
+/* Four listings of 100,000 entries (the most one returns) of a directory of 300,000,
+ * sent in one write, while another client lists sandboxes and runs `true` every 50 ms:
+ * none of it waits for the listings. Describing the entries (a statx each) on the loop
+ * held every client while it ran. */
+START_TEST(big_listing_stalls_nobody) {
+        static uint8_t buf[4096];
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__ListDirectory ld = SBX__V1__LIST_DIRECTORY__INIT;
+        struct probe_stats ps;
+        struct frame_reader fr;
+        struct it_daemon d;
+        struct pollfd pfd;
+        sbx_client *c;
+        size_t len = 0;
+        double t0, t_lists = 0;
+        int fd, i, got = 0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        free(it_create(c, "lb"));
+        free(it_create(c, "b-own"));
+        make_tree(c, "lb", "flat", 1, 300000);
+        req.has_request_id = 1;
+        req.body_case = SBX__V1__REQUEST__BODY_LIST_DIRECTORY;
+        req.list_directory = &ld;
+        ld.sandbox_id = "lb";
+        ld.path = "flat/d0000";
+        ld.has_limit = 1;
+        ld.limit = SBX_MAX_LIST_LIMIT;
+        for (i = 0; i < 4; i++) {
+                req.request_id = 50 + (uint64_t)i;
+                pack_request(&req, buf, &len);
+        }
+        memset(&ps, 0, sizeof(ps));
+        fd = it_raw_connect(&d);
+        frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
+        t0 = it_now_ms();
+        it_raw_write(fd, buf, len);
+        pfd.fd = fd;
+        pfd.events = POLLIN;
+        while (got < 4) {
+                if (poll(&pfd, 1, 50) > 0) {
+                        Sbx__V1__Response *resp = it_raw_read(fd, &fr, 60000);
+                        ck_assert_ptr_nonnull(resp);
+                        ck_assert_int_eq(resp->body_case, SBX__V1__RESPONSE__BODY_LIST_DIRECTORY);
+                        ck_assert_uint_eq(resp->list_directory->n_entries, SBX_MAX_LIST_LIMIT);
+                        ck_assert(resp->list_directory->truncated);
+                        ck_assert_str_eq(resp->list_directory->entries[0]->name, "f00000");
+                        sbx__v1__response__free_unpacked(resp, NULL);
+                        if (++got == 4)
+                                t_lists = it_now_ms() - t0;
+                        continue;
+                }
+                probe_once(c, "b-own", &ps);
+                ck_assert_msg(it_now_ms() - t0 < 240000, "the listings took over 240 s");
+        }
+        fprintf(stderr,
+                "big_listing_stalls_nobody: 4 listings of 100,000 entries %.0f ms; meanwhile %d "
+                "probes, worst list %.0f ms, worst true %.0f ms\n",
+                t_lists, ps.probes, ps.worst_list, ps.worst_true);
+        ck_assert_msg(ps.worst_list < 300, "a list of sandboxes took %.0f ms", ps.worst_list);
+        ck_assert_msg(ps.worst_true < 300, "`true` took %.0f ms", ps.worst_true);
+        ck_assert_msg(ps.probes >= 3, "too little was measured during the listings (%.0f ms)",
+                      t_lists);
+        frame_reader_free(&fr);
+        close(fd);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A recursive Remove that outlasts its sandbox's idle timeout keeps the sandbox: work
+ * on its files is activity, as a running command is. */
+START_TEST(remove_is_activity) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct it_daemon d;
+        sbx_client *c;
+        enum sbx_code code = SBX_OK;
+        double took = 0, t0;
+        int dirs;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        o.id = "idle";
+        o.idle_timeout_ms = 1000;
+        ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_OK);
+        sbx_sandbox_free(sb);
+        /* Until a Remove lasts three idle timeouts (a faster machine needs a bigger tree). */
+        for (dirs = 200; dirs <= 1600 && code == SBX_OK && took < 3000; dirs *= 2) {
+                make_tree(c, "idle", "t", dirs, 1000);
+                t0 = it_now_ms();
+                code = sbx_remove(c, "idle", "t", 1);
+                took = it_now_ms() - t0;
+                fprintf(stderr, "remove_is_activity: %d,000 files removed in %.0f ms: %s\n", dirs,
+                        took, code_name(code));
+        }
+        ck_assert_msg(code == SBX_OK, "the Remove: %s: %s", code_name(code),
+                      sbx_error_message(c));
+        ck_assert_msg(took >= 3000, "no Remove lasted three idle timeouts");
+        ck_assert_int_eq(dirs_left(c, "idle", "t"), -1);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("files");
         TCase *tc = tcase_create("files");
@@ -1641,6 +1761,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, big_remove_stalls_nobody);
         tcase_add_test(tc, remove_stops_when_client_or_sandbox_goes);
         tcase_add_test(tc, removes_bounded_per_user);
+        tcase_add_test(tc, big_listing_stalls_nobody);
+        tcase_add_test(tc, remove_is_activity);
         suite_add_tcase(s, tc);
         return s;
 }
