@@ -1360,6 +1360,40 @@ struct probe_stats {
         double worst_list, worst_true;
 };
 
+/* How late this test process itself wakes (a thread sleeping 5 ms at a time) while it
+ * measures: what the machine alone adds to every latency measured here, the daemon
+ * aside. Bounds are on the daemon's part. */
+struct host_lag {
+        pthread_t th;
+        atomic_int stop;
+        double worst_ms;
+};
+
+static void *host_lag_run(void *arg) {
+        struct host_lag *h = arg;
+
+        while (!atomic_load(&h->stop)) {
+                double t0 = it_now_ms(), late;
+                usleep(5000);
+                late = it_now_ms() - t0 - 5;
+                if (late > h->worst_ms)
+                        h->worst_ms = late;
+        }
+        return NULL;
+}
+
+static void host_lag_start(struct host_lag *h) {
+        memset(h, 0, sizeof(*h));
+        ck_assert_int_eq(pthread_create(&h->th, NULL, host_lag_run, h), 0);
+}
+
+/* The worst lateness seen, once the thread has stopped. */
+static double host_lag_stop(struct host_lag *h) {
+        atomic_store(&h->stop, 1);
+        ck_assert_int_eq(pthread_join(h->th, NULL), 0);
+        return h->worst_ms;
+}
+
 /* One probe of the service: list the sandboxes, then run `true` in sandbox id. */
 static void probe_once(sbx_client *c, const char *id, struct probe_stats *ps) {
         struct sbx_sandbox_list *l = NULL;
@@ -1382,9 +1416,9 @@ static void probe_once(sbx_client *c, const char *id, struct probe_stats *ps) {
 /* ALICE's sandbox makes 400,000 files and she removes them with one recursive Remove
  * while another user (root, a second client) lists sandboxes and runs `true` in a
  * sandbox of its own every 50 ms, and runs commands with a 1 s timeout: none of that
- * waits for the Remove. On the loop the Remove held every client for its whole time:
- * 2.8 s for 400,000 files (the list and the command waited as long, and the 1 s timeout
- * fired 1.8 s late). */
+ * waits for the Remove. On the loop the Remove held every client for its whole time
+ * (9.0 s on a loaded machine: the list waited 8.95 s, the 1 s timeout fired 8.0 s
+ * late). */
 START_TEST(big_remove_stalls_nobody) {
         const char *flags[] = {"--socket-group", "3100", NULL};
         struct timeout_probe tp;
@@ -1392,7 +1426,8 @@ START_TEST(big_remove_stalls_nobody) {
         struct it_daemon d;
         struct sbx_file_info *fi = NULL;
         struct probe_stats ps;
-        double t_remove0;
+        struct host_lag lag;
+        double t_remove0, host;
         pthread_t th;
         sbx_client *c;
         int p[2], go[2], st;
@@ -1419,6 +1454,7 @@ START_TEST(big_remove_stalls_nobody) {
         memset(&ps, 0, sizeof(ps));
         tp.d = &d;
         tp.id = "b-own";
+        host_lag_start(&lag);
         ck_assert_int_eq(pthread_create(&th, NULL, timeout_probe_run, &tp), 0);
         /* The Remove comes while a command with a 1 s timeout runs. */
         while (!atomic_load(&tp.started))
@@ -1433,18 +1469,23 @@ START_TEST(big_remove_stalls_nobody) {
         }
         atomic_store(&tp.stop, 1);
         ck_assert_int_eq(pthread_join(th, NULL), 0);
+        host = host_lag_stop(&lag);
         close(p[0]);
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ALICE's client: status %d", st);
         fprintf(stderr,
                 "big_remove_stalls_nobody: Remove of 400,000 files %.0f ms; meanwhile %d probes, "
-                "worst list %.0f ms, worst true %.0f ms, %d 1 s timeouts at worst %.0f ms late\n",
-                a.remove_ms, ps.probes, ps.worst_list, ps.worst_true, tp.n, tp.worst_late_ms);
+                "worst list %.0f ms, worst true %.0f ms, %d 1 s timeouts at worst %.0f ms late; "
+                "this process woke up to %.0f ms late\n",
+                a.remove_ms, ps.probes, ps.worst_list, ps.worst_true, tp.n, tp.worst_late_ms,
+                host);
         ck_assert_msg(a.stage == 'D' && a.code == SBX_OK, "the Remove: %s: %s",
                       code_name((enum sbx_code)a.code), a.msg);
-        ck_assert_msg(ps.worst_list < 300, "a list of sandboxes took %.0f ms", ps.worst_list);
-        ck_assert_msg(ps.worst_true < 300, "`true` took %.0f ms", ps.worst_true);
-        ck_assert_msg(tp.worst_late_ms < 300, "a 1 s timeout fired %.0f ms late", tp.worst_late_ms);
+        ck_assert_msg(ps.worst_list < 300 + host, "a list of sandboxes took %.0f ms",
+                      ps.worst_list);
+        ck_assert_msg(ps.worst_true < 300 + host, "`true` took %.0f ms", ps.worst_true);
+        ck_assert_msg(tp.worst_late_ms < 300 + host, "a 1 s timeout fired %.0f ms late",
+                      tp.worst_late_ms);
         /* It was measured while the Remove ran: it lasted a second or more, with probes
          * and a command timeout inside it. */
         ck_assert_msg(ps.probes >= 5 && tp.n >= 1 && !tp.bad,
@@ -1634,12 +1675,13 @@ START_TEST(big_listing_stalls_nobody) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__ListDirectory ld = SBX__V1__LIST_DIRECTORY__INIT;
         struct probe_stats ps;
+        struct host_lag lag;
         struct frame_reader fr;
         struct it_daemon d;
         struct pollfd pfd;
         sbx_client *c;
         size_t len = 0;
-        double t0, t_lists = 0;
+        double t0, t_lists = 0, host;
         int fd, i, got = 0;
 
         it_daemon_start(&d, NULL);
@@ -1661,6 +1703,7 @@ START_TEST(big_listing_stalls_nobody) {
         memset(&ps, 0, sizeof(ps));
         fd = it_raw_connect(&d);
         frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
+        host_lag_start(&lag);
         t0 = it_now_ms();
         it_raw_write(fd, buf, len);
         pfd.fd = fd;
@@ -1681,12 +1724,15 @@ START_TEST(big_listing_stalls_nobody) {
                 probe_once(c, "b-own", &ps);
                 ck_assert_msg(it_now_ms() - t0 < 240000, "the listings took over 240 s");
         }
+        host = host_lag_stop(&lag);
         fprintf(stderr,
                 "big_listing_stalls_nobody: 4 listings of 100,000 entries %.0f ms; meanwhile %d "
-                "probes, worst list %.0f ms, worst true %.0f ms\n",
-                t_lists, ps.probes, ps.worst_list, ps.worst_true);
-        ck_assert_msg(ps.worst_list < 300, "a list of sandboxes took %.0f ms", ps.worst_list);
-        ck_assert_msg(ps.worst_true < 300, "`true` took %.0f ms", ps.worst_true);
+                "probes, worst list %.0f ms, worst true %.0f ms; this process woke up to %.0f "
+                "ms late\n",
+                t_lists, ps.probes, ps.worst_list, ps.worst_true, host);
+        ck_assert_msg(ps.worst_list < 300 + host, "a list of sandboxes took %.0f ms",
+                      ps.worst_list);
+        ck_assert_msg(ps.worst_true < 300 + host, "`true` took %.0f ms", ps.worst_true);
         ck_assert_msg(ps.probes >= 3, "too little was measured during the listings (%.0f ms)",
                       t_lists);
         frame_reader_free(&fr);
