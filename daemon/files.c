@@ -13,8 +13,12 @@
  * its effective capabilities for the duration of the operation, then restores them:
  * permissions apply as they do to a command inside (no CAP_DAC_OVERRIDE, no
  * CAP_SYS_PTRACE over /proc) and new files belong to the sandbox user. These are
- * per-thread credentials, changed with raw system calls, and the daemon is
- * single-threaded. In rootless mode the daemon's own uid is the sandbox user.
+ * per-thread credentials, changed with raw system calls (creds.h): the work a huge tree
+ * makes long (a recursive remove; reading and describing a directory) is opened on the
+ * loop and then done on a worker thread of rpc.c's (offload.h), which takes the same
+ * credentials for itself and is given nothing of the sandbox but descriptors opened on
+ * the loop and copies (the hidden mounts, the user). In rootless mode the daemon's own
+ * uid is the sandbox user.
  *
  * Nothing waits on the sandbox: an object is first opened O_PATH (which never blocks),
  * its type and identity checked, and only a regular file or a directory is reopened,
@@ -95,7 +99,6 @@ struct fctx {
         char norm[ABS_MAX]; /* abs, lexically normalized (for the hidden-path check) */
         const struct files_cache *hidden;
         struct creds cr;
-        char failed[NAME_MAX + 1]; /* the entry a recursive remove stopped at */
 };
 
 /* ---- messages -------------------------------------------------------------------------- */
@@ -447,12 +450,12 @@ static int hidden_mounts_load(struct fctx *fx) {
         return 0;
 }
 
-/* 1 when the object described by stx lies on a mount that hides a denied path. */
-static int is_hidden(const struct fctx *fx, const struct statx *stx) {
+/* 1 when the object described by stx lies on one of the mounts c lists (may be NULL). */
+static int on_hiding_mount(const struct files_cache *c, const struct statx *stx) {
         size_t i;
 
-        for (i = 0; fx->hidden && i < fx->hidden->n; i++) {
-                const struct hidden_mount *h = &fx->hidden->v[i];
+        for (i = 0; c && i < c->n; i++) {
+                const struct hidden_mount *h = &c->v[i];
                 if (h->has_mnt_id && (stx->stx_mask & STATX_MNT_ID)) {
                         if (h->mnt_id == stx->stx_mnt_id)
                                 return 1;
@@ -462,6 +465,23 @@ static int is_hidden(const struct fctx *fx, const struct statx *stx) {
                 }
         }
         return 0;
+}
+
+/* 1 when the object described by stx lies on a mount that hides a denied path. */
+static int is_hidden(const struct fctx *fx, const struct statx *stx) {
+        return on_hiding_mount(fx->hidden, stx);
+}
+
+/* A copy of fx's hidden mounts, for work done away from the loop (where the view's own
+ * may be replaced meanwhile). NULL when out of memory. */
+static struct files_cache *hidden_copy(const struct fctx *fx) {
+        size_t n = fx->hidden ? fx->hidden->n : 0,
+               size = sizeof(struct files_cache) + (n ? n : 1) * sizeof(struct hidden_mount);
+        struct files_cache *c = calloc(1, size);
+
+        if (c && n)
+                memcpy(c, fx->hidden, sizeof(*c) + n * sizeof(c->v[0]));
+        return c;
 }
 
 /* ---- one operation --------------------------------------------------------------------- */
@@ -1198,27 +1218,41 @@ void files_list_clear(struct files_list *l) {
         memset(l, 0, sizeof(*l));
 }
 
-/* A listing in three steps: the directory is opened on the loop as the sandbox user,
- * its names are read and sorted on a worker thread (a directory of a million entries
- * takes seconds, and the names need nothing but the open directory), and the entries
- * are described on the loop again, as the sandbox user. */
+/* A listing in three steps: the directory is opened on the loop as the sandbox user; its
+ * names are read and sorted, and the first ones described, on a worker thread as the
+ * sandbox user (a directory of a million entries takes seconds, and this needs nothing
+ * but the open directory and a copy of the view's hidden mounts); the reply is made on
+ * the loop again. */
 struct files_list_job {
         DIR *dir;
-        struct name_heap names; /* the first names by name, sorted once scanned */
+        struct name_heap names;     /* the first names by name, sorted once scanned */
+        struct files_cache *hidden; /* the view's hidden mounts, copied at open */
+        uid_t uid;                  /* the sandbox user */
+        gid_t gid;
+        uint64_t max_reply_bytes;
+        struct files_list list; /* the entries described */
         int truncated;          /* the directory had more names than the limit */
-        int err;                /* -errno of the scan, else 0 */
+        int err;                /* -errno of the scan or the descriptions, else 0 */
+        int creds_failed;       /* err is creds_enter's */
 };
+
+static void list_job_close(struct files_list_job *job) {
+        heap_free(&job->names);
+        if (job->dir)
+                closedir(job->dir);
+        job->dir = NULL;
+}
 
 void files_list_job_free(struct files_list_job *job) {
         if (!job)
                 return;
-        heap_free(&job->names);
-        if (job->dir)
-                closedir(job->dir);
+        list_job_close(job);
+        files_list_clear(&job->list);
+        free(job->hidden);
         free(job);
 }
 
-int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
+int files_list_open(struct sandbox *sb, const char *path, uint32_t limit, uint64_t max_reply_bytes,
                     struct files_list_job **ret, char *err, size_t errlen) {
         struct files_list_job *job = NULL;
         struct statx stx;
@@ -1240,7 +1274,7 @@ int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
                 if (fd < 0)
                         r = fail_errno(&fx, fd, fx.path);
         }
-        if (r == 0 && !(job = calloc(1, sizeof(*job))))
+        if (r == 0 && (!(job = calloc(1, sizeof(*job))) || !(job->hidden = hidden_copy(&fx))))
                 r = fail_errno(&fx, -ENOMEM, fx.path);
         if (r == 0 && !(job->dir = fdopendir(fd)))
                 r = fail_errno(&fx, -errno, fx.path);
@@ -1248,6 +1282,9 @@ int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
                 job->names.cap =
                         limit == 0 ? SBX_DEFAULT_LIST_LIMIT
                                    : (limit > SBX_MAX_LIST_LIMIT ? SBX_MAX_LIST_LIMIT : limit);
+                job->uid = fx.v->run_uid;
+                job->gid = fx.v->run_gid;
+                job->max_reply_bytes = max_reply_bytes;
                 *ret = job;
         } else {
                 if (fd >= 0 && !(job && job->dir))
@@ -1258,45 +1295,49 @@ int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
         return r;
 }
 
-void files_list_scan(struct files_list_job *job) {
+/* Reads the names, keeping only the first `cap` by name: memory is bounded by the limit
+ * however large the directory is. 0, -errno, or -ECANCELED when told to stop. */
+static int list_scan(struct files_list_job *job, int (*stop)(void *ud), void *ud) {
+        unsigned seen = 0;
         int r;
 
-        /* Keeping only the first `cap` by name: memory is bounded by the limit however
-         * large the directory is. */
         for (;;) {
                 struct dirent *e;
+
+                if ((++seen & 255) == 0 && stop && stop(ud))
+                        return -ECANCELED;
                 errno = 0;
                 e = readdir(job->dir);
-                if (!e) {
-                        r = errno ? -errno : 0;
+                if (!e)
                         break;
-                }
                 if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
                         continue;
                 r = heap_offer(&job->names, e->d_name, &job->truncated);
                 if (r < 0)
-                        break;
+                        return r;
         }
-        if (r == 0 && job->names.n > 1)
+        if (errno)
+                return -errno;
+        if (job->names.n > 1)
                 qsort(job->names.v, job->names.n, sizeof(*job->names.v), cmp_names);
-        job->err = r;
+        return 0;
 }
 
-/* The entries of a scanned job, described and left out when hidden, until the reply
- * would outgrow max_reply_bytes. */
-static int list_entries(struct fctx *fx, struct files_list_job *job, uint64_t max_reply_bytes,
-                        struct files_list *ret) {
+/* Describes the scanned names, leaving out the hidden ones, until the reply would
+ * outgrow max_reply_bytes. 0, -errno, or -ECANCELED when told to stop. */
+static int list_describe(struct files_list_job *job, int (*stop)(void *ud), void *ud) {
         const struct name_heap *h = &job->names;
+        struct files_list *ret = &job->list;
         Sbx__V1__FileInfo *infos;
         struct statx stx;
         uint64_t used = 0;
-        int dfd = dirfd(job->dir), r, truncated = job->truncated;
+        int dfd = dirfd(job->dir), r = 0, truncated = job->truncated;
         size_t i, n = 0;
 
         ret->entries = calloc(h->n ? h->n : 1, sizeof(*ret->entries));
         infos = calloc(h->n ? h->n : 1, sizeof(*infos));
         if (!ret->entries || !infos) {
-                r = fail_errno(fx, -ENOMEM, fx->path);
+                r = -ENOMEM;
                 goto out;
         }
         for (i = 0; i < h->n; i++) {
@@ -1305,10 +1346,14 @@ static int list_entries(struct fctx *fx, struct files_list_job *job, uint64_t ma
                 Sbx__V1__FileInfo *fi = &infos[n];
                 size_t sz;
 
+                if ((i & 255) == 255 && stop && stop(ud)) {
+                        r = -ECANCELED;
+                        goto out;
+                }
                 r = entry_statx(dfd, h->v[i], &stx);
                 if (r == -ENOENT)
                         continue; /* removed meanwhile */
-                if (r == 0 && is_hidden(fx, &stx))
+                if (r == 0 && on_hiding_mount(job->hidden, &stx))
                         continue;
                 if (r == 0 && S_ISLNK(stx.stx_mode)) {
                         ssize_t k = readlinkat(dfd, h->v[i], target, sizeof(target) - 1);
@@ -1318,13 +1363,11 @@ static int list_entries(struct fctx *fx, struct files_list_job *job, uint64_t ma
                         }
                 }
                 r = info_fill(fi, h->v[i], r == 0 ? &stx : NULL, tp);
-                if (r < 0) {
-                        r = fail_errno(fx, r, fx->path);
+                if (r < 0)
                         goto out;
-                }
                 /* Stop before the reply outgrows one frame. */
                 sz = sbx__v1__file_info__get_packed_size(fi);
-                if (used + sz + LIST_ENTRY_OVERHEAD_BYTES > max_reply_bytes) {
+                if (used + sz + LIST_ENTRY_OVERHEAD_BYTES > job->max_reply_bytes) {
                         files_info_clear(fi);
                         truncated = 1;
                         break;
@@ -1349,17 +1392,44 @@ out:
         return r;
 }
 
+void files_list_run(struct files_list_job *job, int (*stop)(void *ud), void *ud) {
+        struct creds cr;
+        int r;
+
+        memset(&cr, 0, sizeof(cr));
+        r = stop && stop(ud) ? -ECANCELED : creds_enter(&cr, job->uid, job->gid, NULL, 0);
+        if (r < 0 && r != -ECANCELED)
+                job->creds_failed = 1;
+        if (r == 0)
+                r = list_scan(job, stop, ud);
+        if (r == 0)
+                r = list_describe(job, stop, ud);
+        creds_leave(&cr);
+        /* Closed here, not on the loop: see files_remove_run. */
+        list_job_close(job);
+        job->err = r;
+}
+
 int files_list_finish(struct files_list_job *job, struct sandbox *sb, const char *path,
-                      uint64_t max_reply_bytes, struct files_list *ret, char *err, size_t errlen) {
+                      struct files_list *ret, char *err, size_t errlen) {
         struct fctx fx;
         int r;
 
         memset(ret, 0, sizeof(*ret));
         r = begin(&fx, sb, "list", path, err, errlen);
-        if (r == 0 && job->err < 0)
+        if (r == 0 && job->creds_failed)
+                r = fail(&fx, job->err,
+                         "cannot take the credentials of the user of sandbox '%s': %s", fx.v->id,
+                         strerror(-job->err));
+        else if (r == 0 && job->err == -ECANCELED)
+                r = fail(&fx, job->err, "the listing of '%.1024s' in sandbox '%s' was stopped",
+                         fx.path, fx.v->id);
+        else if (r == 0 && job->err < 0)
                 r = fail_errno(&fx, job->err, fx.path);
-        if (r == 0)
-                r = list_entries(&fx, job, max_reply_bytes, ret);
+        if (r == 0) {
+                *ret = job->list;
+                memset(&job->list, 0, sizeof(job->list));
+        }
         end(&fx);
         files_list_job_free(job);
         return r;
@@ -1507,19 +1577,32 @@ int files_mkdir(struct sandbox *sb, const char *path, uint32_t mode, int parents
 
 /* ---- remove ---------------------------------------------------------------------------- */
 
-static void note_failed(struct fctx *fx, const char *name) {
-        if (!fx->failed[0])
-                snprintf(fx->failed, sizeof(fx->failed), "%s", name);
+/* A recursive remove as it walks, on whatever thread: nothing of the sandbox but the
+ * descriptors it was given. */
+struct rm_walk {
+        char failed[NAME_MAX + 1]; /* the entry it stopped at */
+        int (*stop)(void *ud);     /* non-zero: stop now (-ECANCELED) */
+        void *stop_ud;
+};
+
+static void note_failed(struct rm_walk *w, const char *name) {
+        if (!w->failed[0])
+                snprintf(w->failed, sizeof(w->failed), "%s", name);
+}
+
+static int stopped(const struct rm_walk *w) {
+        return w->stop && w->stop(w->stop_ud);
 }
 
 /* Removes the directory name of dfd and everything in it, never following a symlink and
  * never entering another mount than top's (a mount point inside stops it with -EBUSY). */
-static int rm_tree(struct fctx *fx, int dfd, const char *name, const struct statx *top, int depth);
+static int rm_tree(struct rm_walk *w, int dfd, const char *name, const struct statx *top,
+                   int depth);
 
 /* Opens dfd/name to empty it: a directory on top's mount, not followed. The stream, or
  * NULL with *ret_r: 0 when there is nothing to empty (gone, or no longer a directory
  * and unlinked), else -errno. */
-static DIR *open_subdir(struct fctx *fx, int dfd, const char *name, const struct statx *top,
+static DIR *open_subdir(struct rm_walk *w, int dfd, const char *name, const struct statx *top,
                         int *ret_r) {
         struct statx stx;
         DIR *d;
@@ -1533,7 +1616,7 @@ static DIR *open_subdir(struct fctx *fx, int dfd, const char *name, const struct
                 if (r == -ENOENT)
                         r = 0;
                 if (r < 0)
-                        note_failed(fx, name);
+                        note_failed(w, name);
                 *ret_r = r;
                 return NULL;
         }
@@ -1542,7 +1625,7 @@ static DIR *open_subdir(struct fctx *fx, int dfd, const char *name, const struct
                 r = -EBUSY;
         if (r < 0) {
                 close(fd);
-                note_failed(fx, name);
+                note_failed(w, name);
                 *ret_r = r;
                 return NULL;
         }
@@ -1555,7 +1638,7 @@ static DIR *open_subdir(struct fctx *fx, int dfd, const char *name, const struct
 }
 
 /* Removes the entry e of the directory d (a tree, or anything else). 0 or -errno. */
-static int rm_entry(struct fctx *fx, DIR *d, const struct dirent *e, const struct statx *top,
+static int rm_entry(struct rm_walk *w, DIR *d, const struct dirent *e, const struct statx *top,
                     int depth) {
         int isdir = e->d_type == DT_DIR, r;
 
@@ -1567,49 +1650,54 @@ static int rm_entry(struct fctx *fx, DIR *d, const struct dirent *e, const struc
                 isdir = r == 0 && S_ISDIR(est.stx_mode);
         }
         if (isdir)
-                return rm_tree(fx, dirfd(d), e->d_name, top, depth + 1);
+                return rm_tree(w, dirfd(d), e->d_name, top, depth + 1);
         r = unlinkat(dirfd(d), e->d_name, 0) < 0 ? -errno : 0;
         if (r == -EISDIR) /* became a directory meanwhile */
-                r = rm_tree(fx, dirfd(d), e->d_name, top, depth + 1);
+                r = rm_tree(w, dirfd(d), e->d_name, top, depth + 1);
         return r;
 }
 
 /* One pass over the entries of d, removing each. 0, or -errno at the first that failed
- * (noted). */
-static int rm_entries(struct fctx *fx, DIR *d, const struct statx *top, int depth) {
+ * (noted), or -ECANCELED when told to stop. */
+static int rm_entries(struct rm_walk *w, DIR *d, const struct statx *top, int depth) {
         for (;;) {
                 struct dirent *e;
                 int r;
 
+                if (stopped(w))
+                        return -ECANCELED;
                 errno = 0;
                 e = readdir(d);
                 if (!e)
                         return errno ? -errno : 0;
                 if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
                         continue;
-                r = rm_entry(fx, d, e, top, depth);
+                r = rm_entry(w, d, e, top, depth);
+                if (r == -ECANCELED)
+                        return r;
                 if (r < 0 && r != -ENOENT) {
-                        note_failed(fx, e->d_name);
+                        note_failed(w, e->d_name);
                         return r;
                 }
         }
 }
 
-static int rm_tree(struct fctx *fx, int dfd, const char *name, const struct statx *top, int depth) {
+static int rm_tree(struct rm_walk *w, int dfd, const char *name, const struct statx *top,
+                   int depth) {
         DIR *d;
         int r = 0, pass;
 
         if (depth > REMOVE_MAX_DEPTH) {
-                note_failed(fx, name);
+                note_failed(w, name);
                 return -E2BIG;
         }
-        d = open_subdir(fx, dfd, name, top, &r);
+        d = open_subdir(w, dfd, name, top, &r);
         if (!d)
                 return r;
         /* Entries removed while the directory is read may make readdir skip some: read it
          * again until rmdir succeeds, a few times at most (something may keep filling it). */
         for (pass = 0; pass < 4; pass++) {
-                r = rm_entries(fx, d, top, depth);
+                r = rm_entries(w, d, top, depth);
                 if (r < 0)
                         break;
                 if (unlinkat(dfd, name, AT_REMOVEDIR) == 0) {
@@ -1622,7 +1710,7 @@ static int rm_tree(struct fctx *fx, int dfd, const char *name, const struct stat
                         break;
                 }
                 if (r != -ENOTEMPTY && r != -EEXIST) {
-                        note_failed(fx, name);
+                        note_failed(w, name);
                         break;
                 }
                 r = -ENOTEMPTY;
@@ -1632,9 +1720,52 @@ static int rm_tree(struct fctx *fx, int dfd, const char *name, const struct stat
         return r;
 }
 
-static int do_remove(struct fctx *fx, int recursive) {
-        char name[NAME_MAX + 1];
-        struct statx stx, root, ws;
+/* A recursive remove of a directory, opened on the loop and walked on a worker. */
+struct files_remove_job {
+        int dfd;                 /* O_PATH of the directory holding the tree */
+        char name[NAME_MAX + 1]; /* the tree's name there */
+        struct statx top;        /* the tree as resolved: its mount bounds the walk */
+        uid_t uid;               /* the sandbox user, as whom it is walked */
+        gid_t gid;
+        struct rm_walk walk;
+        int err;          /* the result: 0 or -errno */
+        int creds_failed; /* err is creds_enter's */
+};
+
+void files_remove_job_free(struct files_remove_job *job) {
+        if (!job)
+                return;
+        if (job->dfd >= 0)
+                close(job->dfd);
+        free(job);
+}
+
+/* The message for the result r of removing fx's path (name its last component, failed
+ * the entry a recursive remove stopped at, or ""). Returns r as the rpc layer should see
+ * it. */
+static int remove_result(struct fctx *fx, int r, const char *name, const char *failed) {
+        if (r == -EEXIST)
+                r = -ENOTEMPTY;
+        if (r == -E2BIG)
+                return fail(fx, r,
+                            "'%.1024s' in sandbox '%s' is nested more than %d directories deep; "
+                            "remove it with a command (rm -rf)",
+                            fx->path, fx->v->id, REMOVE_MAX_DEPTH);
+        if (r == -ECANCELED)
+                return fail(fx, r, "the removal of '%.1024s' in sandbox '%s' was stopped", fx->path,
+                            fx->v->id);
+        if (r < 0 && failed[0] && strcmp(failed, name) != 0) {
+                char what[ABS_MAX + NAME_MAX + 16];
+                snprintf(what, sizeof(what), "%.1024s (at entry '%s')", fx->path, failed);
+                return fail_errno(fx, r, what);
+        }
+        return r < 0 ? fail_errno(fx, r, fx->path) : 0;
+}
+
+/* Resolves fx's path for a remove, refusing the root and /workspace however they are
+ * reached: *ret_dfd (the parent, O_PATH), name and *ret_stx as resolve_entry's. */
+static int remove_target(struct fctx *fx, int *ret_dfd, char *name, struct statx *ret_stx) {
+        struct statx root, ws;
         int dfd, exists, r, wfd;
 
         if (strcmp(fx->norm, "/") == 0 || strcmp(fx->norm, "/workspace") == 0)
@@ -1642,7 +1773,7 @@ static int do_remove(struct fctx *fx, int recursive) {
                             "refusing to remove '%.1024s' of sandbox '%s': the root and "
                             "/workspace stay; remove what is inside them",
                             fx->path, fx->v->id);
-        r = resolve_entry(fx, 0, 0, &dfd, name, &stx, &exists);
+        r = resolve_entry(fx, 0, 0, &dfd, name, ret_stx, &exists);
         if (r < 0)
                 return r;
         if (!exists) {
@@ -1651,10 +1782,10 @@ static int do_remove(struct fctx *fx, int recursive) {
         }
         /* The same two, reached another way (a symlinked parent, say). */
         r = fd_statx(fx->v->root_fd, &root);
-        if (r == 0 && same_inode(&stx, &root))
+        if (r == 0 && same_inode(ret_stx, &root))
                 r = -EINVAL;
         wfd = in_root_open(fx->v->root_fd, "/workspace", O_PATH | O_DIRECTORY);
-        if (r == 0 && wfd >= 0 && fd_statx(wfd, &ws) == 0 && same_inode(&stx, &ws))
+        if (r == 0 && wfd >= 0 && fd_statx(wfd, &ws) == 0 && same_inode(ret_stx, &ws))
                 r = -EINVAL;
         if (wfd >= 0)
                 close(wfd);
@@ -1665,40 +1796,95 @@ static int do_remove(struct fctx *fx, int recursive) {
                             "/workspace, which stay",
                             fx->path, fx->v->id);
         }
-        if (is_mount_root(&stx))
-                r = -EBUSY; /* /proc, /tmp, a writable path: the kernel would refuse at the
-                             * end, after a recursive remove had emptied it */
-        else if (!S_ISDIR(stx.stx_mode))
-                r = unlinkat(dfd, name, 0) < 0 ? -errno : 0;
-        else if (!recursive)
-                r = unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
-        else
-                r = rm_tree(fx, dfd, name, &stx, 0);
-        if (!recursive || !fx->failed[0])
-                r = ro_wins(dfd, NULL, r);
-        close(dfd);
-        if (r == -EEXIST)
-                r = -ENOTEMPTY;
-        if (r == -E2BIG)
-                return fail(fx, r,
-                            "'%.1024s' in sandbox '%s' is nested more than %d directories deep; "
-                            "remove it with a command (rm -rf)",
-                            fx->path, fx->v->id, REMOVE_MAX_DEPTH);
-        if (r < 0 && recursive && fx->failed[0] && strcmp(fx->failed, name) != 0) {
-                char what[ABS_MAX + NAME_MAX + 16];
-                snprintf(what, sizeof(what), "%.1024s (at entry '%s')", fx->path, fx->failed);
-                return fail_errno(fx, r, what);
-        }
-        return r < 0 ? fail_errno(fx, r, fx->path) : 0;
+        *ret_dfd = dfd;
+        return 0;
 }
 
-int files_remove(struct sandbox *sb, const char *path, int recursive, char *err, size_t errlen) {
+/* Removes what costs the same however much the sandbox made (a file, a symlink, an empty
+ * directory) at once; a tree to remove recursively becomes *ret. */
+static int remove_open(struct fctx *fx, int recursive, struct files_remove_job **ret) {
+        char name[NAME_MAX + 1];
+        struct statx stx;
+        int dfd = -1, r;
+
+        r = remove_target(fx, &dfd, name, &stx);
+        if (r < 0)
+                return r;
+        if (is_mount_root(&stx)) {
+                r = -EBUSY; /* /proc, /tmp, a writable path: the kernel would refuse at the
+                             * end, after a recursive remove had emptied it */
+        } else if (!S_ISDIR(stx.stx_mode)) {
+                r = unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+        } else if (!recursive) {
+                r = unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+        } else {
+                struct files_remove_job *job = calloc(1, sizeof(*job));
+                if (!job) {
+                        close(dfd);
+                        return fail_errno(fx, -ENOMEM, fx->path);
+                }
+                job->dfd = dfd;
+                memcpy(job->name, name, sizeof(job->name));
+                job->top = stx;
+                job->uid = fx->v->run_uid;
+                job->gid = fx->v->run_gid;
+                *ret = job;
+                return 0;
+        }
+        r = ro_wins(dfd, NULL, r);
+        close(dfd);
+        return remove_result(fx, r, name, "");
+}
+
+int files_remove_open(struct sandbox *sb, const char *path, int recursive,
+                      struct files_remove_job **ret, char *err, size_t errlen) {
+        struct fctx fx;
+        int r;
+
+        *ret = NULL;
+        r = begin(&fx, sb, "remove", path, err, errlen);
+        if (r == 0)
+                r = remove_open(&fx, recursive, ret);
+        end(&fx);
+        return r;
+}
+
+void files_remove_run(struct files_remove_job *job, int (*stop)(void *ud), void *ud) {
+        struct creds cr;
+        int r;
+
+        memset(&cr, 0, sizeof(cr));
+        job->walk.stop = stop;
+        job->walk.stop_ud = ud;
+        r = stopped(&job->walk) ? -ECANCELED : creds_enter(&cr, job->uid, job->gid, NULL, 0);
+        if (r < 0 && r != -ECANCELED)
+                job->creds_failed = 1;
+        if (r == 0) {
+                r = rm_tree(&job->walk, job->dfd, job->name, &job->top, 0);
+                if (!job->walk.failed[0])
+                        r = ro_wins(job->dfd, NULL, r);
+        }
+        creds_leave(&cr);
+        /* Here, not on the loop: this may be the last reference to a file system
+         * unmounted lazily since (a sandbox's disk image), whose writeback then runs. */
+        close(job->dfd);
+        job->dfd = -1;
+        job->err = r;
+}
+
+int files_remove_finish(struct files_remove_job *job, struct sandbox *sb, const char *path,
+                        char *err, size_t errlen) {
         struct fctx fx;
         int r;
 
         r = begin(&fx, sb, "remove", path, err, errlen);
-        if (r == 0)
-                r = do_remove(&fx, recursive);
+        if (r == 0 && job->creds_failed)
+                r = fail(&fx, job->err,
+                         "cannot take the credentials of the user of sandbox '%s': %s", fx.v->id,
+                         strerror(-job->err));
+        else if (r == 0)
+                r = remove_result(&fx, job->err, job->name, job->walk.failed);
         end(&fx);
+        files_remove_job_free(job);
         return r;
 }

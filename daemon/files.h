@@ -7,7 +7,10 @@
  * devices are refused; nothing waits on anything the sandbox controls. Called by the
  * rpc layer on the event loop thread, for a sandbox it found in the table; of the sandbox
  * only its view (sandbox_view.h) is used. Owns nothing between calls but a cache of the
- * view's hiding mounts, kept in the view and freed with the sandbox.
+ * view's hiding mounts, kept in the view and freed with the sandbox. The two operations
+ * whose cost grows with what the sandbox made (a listing, a recursive remove) are split
+ * into a job whose middle step runs on any thread (the rpc layer runs it off the loop,
+ * offload.h); the others are bounded by their request and run on the loop.
  *
  * Every function returns 0 on success or -errno, and on failure writes a one-line
  * message into err (errlen bytes) that names the path and the sandbox and says what to
@@ -16,8 +19,9 @@
  * or -ENOTDIR not found (or hidden by the policy); -EEXIST exists; -EACCES/-EPERM the
  * sandbox user may not; -EROFS a read-only mount; -EFBIG too large to read without a
  * limit; -ENOTEMPTY a directory not empty; -ELOOP too many symlinks, or a /proc magic
- * link; -ESHUTDOWN the sandbox is not ready yet; -ENODEV the sandbox is ending; -ENOSYS
- * the kernel has no openat2(2); -ENOSPC, -EDQUOT, -ENOMEM, -EAGAIN as the kernel says. */
+ * link; -ESHUTDOWN the sandbox is not ready yet; -ENODEV the sandbox is ending;
+ * -ECANCELED a job told to stop; -ENOSYS the kernel has no openat2(2); -ENOSPC,
+ * -EDQUOT, -ENOMEM, -EAGAIN as the kernel says. */
 #ifndef SBX_FILES_H
 #define SBX_FILES_H
 
@@ -75,18 +79,20 @@ struct files_list {
  * max_reply_bytes. Memory is bounded by the limit, not by the directory's size. Entries
  * hidden by the policy are left out; symlinks are not followed (their target is given).
  *
- * In three steps, so that reading a huge directory stalls nobody: files_list_open (on
- * the loop: resolves and opens path as the sandbox user; errors as the other file
- * operations'), files_list_scan (any thread: reads and sorts the names; touches nothing
- * but the job), files_list_finish (on the loop, sb still the sandbox the job was opened
- * in: describes the entries and frees the job). files_list_job_free drops a job that is
- * not finished. */
+ * In three steps, so that a huge directory stalls nobody: files_list_open (on the loop:
+ * resolves and opens path as the sandbox user; errors as the other file operations'),
+ * files_list_run (any thread, once: reads and sorts the names and describes the first
+ * ones, as the sandbox user, touching nothing but the job; stops early with -ECANCELED
+ * when stop(ud) says non-zero, asked every 256 entries; closes the directory), and
+ * files_list_finish (on the loop, sb still the sandbox the job was opened in: the
+ * entries or the error, and frees the job). files_list_job_free drops a job that is not
+ * finished. */
 struct files_list_job;
-int files_list_open(struct sandbox *sb, const char *path, uint32_t limit,
+int files_list_open(struct sandbox *sb, const char *path, uint32_t limit, uint64_t max_reply_bytes,
                     struct files_list_job **ret, char *err, size_t errlen);
-void files_list_scan(struct files_list_job *job);
+void files_list_run(struct files_list_job *job, int (*stop)(void *ud), void *ud);
 int files_list_finish(struct files_list_job *job, struct sandbox *sb, const char *path,
-                      uint64_t max_reply_bytes, struct files_list *ret, char *err, size_t errlen);
+                      struct files_list *ret, char *err, size_t errlen);
 void files_list_job_free(struct files_list_job *job);
 
 /* Frees what files_list_finish allocated and zeroes l. Accepts a zeroed l. */
@@ -110,7 +116,24 @@ int files_mkdir(struct sandbox *sb, const char *path, uint32_t mode, int parents
 
 /* Removes the file, symlink (not its target) or empty directory path; with recursive,
  * a whole tree, never following symlinks and never crossing into another mount. "/" and
- * "/workspace" are refused (-EINVAL). */
-int files_remove(struct sandbox *sb, const char *path, int recursive, char *err, size_t errlen);
+ * "/workspace" are refused (-EINVAL).
+ *
+ * In three steps, so that a huge tree stalls nobody: files_remove_open (on the loop:
+ * resolves path as the sandbox user and checks it; what costs the same however much
+ * the sandbox made, a file, a symlink, an empty directory, is removed there and then,
+ * and *ret stays NULL; a directory to remove recursively is opened as the job *ret),
+ * files_remove_run (any thread, once: walks and removes the tree as the sandbox user,
+ * touching nothing but the job; stops early, leaving the rest, with -ECANCELED when
+ * stop(ud) says non-zero, asked before each entry; closes the job's descriptors), and
+ * files_remove_finish (on the loop, sb still the sandbox the job was opened in: the
+ * result with its message, and frees the job). files_remove_job_free drops a job that
+ * is not finished. */
+struct files_remove_job;
+int files_remove_open(struct sandbox *sb, const char *path, int recursive,
+                      struct files_remove_job **ret, char *err, size_t errlen);
+void files_remove_run(struct files_remove_job *job, int (*stop)(void *ud), void *ud);
+int files_remove_finish(struct files_remove_job *job, struct sandbox *sb, const char *path,
+                        char *err, size_t errlen);
+void files_remove_job_free(struct files_remove_job *job);
 
 #endif

@@ -24,6 +24,7 @@ struct cgroup_env;
 struct guard;
 struct uidrange;
 struct egressshare;
+struct offload;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -52,6 +53,8 @@ struct sbxd {
         int dispatch_again;          /* a slot freed meanwhile: look at the queues again */
         struct write_req *held_head; /* replies held for the end of the turn (conn.c, turn.h) */
         struct write_req *held_tail;
+        struct offload *offload;     /* work off the loop (offload.c): made at the first job,
+                                      * freed after the last; NULL when there is none */
 };
 
 /* Milliseconds since the Unix epoch (wall clock, for records and deadlines). */

@@ -195,6 +195,18 @@
 #define SBX_DEFAULT_MAX_READ_BYTES (5u * 1024u * 1024u)
 #define SBX_DEFAULT_LIST_LIMIT 10000u
 #define SBX_MAX_LIST_LIMIT 100000u
+/* Work whose cost grows with what a sandbox made (a recursive Remove, the reading and
+ * describing of a ListDirectory) runs off the event loop, on libuv's thread pool: at
+ * most SBX_OFFLOAD_MAX_RUNNING such jobs at once over the daemon (the pool has 16
+ * threads unless UV_THREADPOOL_SIZE says otherwise: the rest stay for name lookups,
+ * checkpoints and disk images), of which SBX_OFFLOAD_MAX_RUNNING_PER_UID of one uid;
+ * up to SBX_OFFLOAD_MAX_QUEUED_PER_UID more of one uid wait their turn (first in first
+ * out, the uids taking turns), past which the request is RESOURCE_EXHAUSTED. A job is
+ * asked every SBX_OFFLOAD_CHECK_MS whether its sandbox still runs, and stops when not. */
+#define SBX_OFFLOAD_MAX_RUNNING 4u
+#define SBX_OFFLOAD_MAX_RUNNING_PER_UID 2u
+#define SBX_OFFLOAD_MAX_QUEUED_PER_UID 32u
+#define SBX_OFFLOAD_CHECK_MS 50u
 
 /* History. */
 #define SBX_DEFAULT_HISTORY_LIMIT 100u
