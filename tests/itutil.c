@@ -657,3 +657,26 @@ int it_wait_log(const struct it_daemon *d, const char *needle, int want) {
                 usleep(20000);
         return it_log_count(d, needle);
 }
+
+/* The line rpc.c logs as it takes up a request of kind body ("... body=N" and the end of
+ * the line, so that body 1 is not counted as 12). */
+static void request_needle(int body, char *out, size_t len) {
+        snprintf(out, len, " body=%d\n", body);
+}
+
+int it_requests_taken(const struct it_daemon *d, int body) {
+        char needle[32];
+
+        request_needle(body, needle, sizeof(needle));
+        return it_log_count(d, needle);
+}
+
+void it_wait_requests(const struct it_daemon *d, int body, int want) {
+        char needle[32];
+        int n;
+
+        request_needle(body, needle, sizeof(needle));
+        n = it_wait_log(d, needle, want);
+        ck_assert_msg(n >= want, "sbxd took %d requests of kind %d, not %d, in 15 s", n, body,
+                      want);
+}

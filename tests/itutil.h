@@ -114,6 +114,16 @@ int it_log_count(const struct it_daemon *d, const char *needle);
 /* Waits up to 15 s for want such lines; returns how many there are then. */
 int it_wait_log(const struct it_daemon *d, const char *needle, int want);
 
+/* How many requests of kind body (a Sbx__V1__Request body case) d has taken up: its log
+ * at debug level names each one as the daemon begins it, and the daemon goes through
+ * with it (an attacher attached, a command queued or started) before it reads anything
+ * else. A test that must act only once a request is in effect waits for it so. */
+int it_requests_taken(const struct it_daemon *d, int body);
+
+/* Waits up to 15 s until d has taken want requests of kind body; fails the test when it
+ * has not. */
+void it_wait_requests(const struct it_daemon *d, int body, int want);
+
 /* The host pid of a process whose command line starts with start and contains needle
  * (the last one /proc lists), or -1. */
 pid_t it_find_proc(const char *start, const char *needle);
