@@ -278,23 +278,6 @@ START_TEST(stdin_queued_and_start_failed) {
 }
 END_TEST
 
-/* Waits (30 s at most) until sandbox sb runs n commands and has none waiting. */
-static void wait_running(sbx_client *c, const char *sb, uint32_t n) {
-        struct sbx_sandbox *s = NULL;
-        double t0 = it_now_ms();
-
-        for (;;) {
-                ck_assert_int_eq(sbx_get(c, sb, &s), SBX_OK);
-                if (s->running_commands == n && s->queued_commands == 0)
-                        break;
-                ck_assert_msg(it_now_ms() - t0 < 30000, "%s: %u running, %u queued after 30 s", sb,
-                              s->running_commands, s->queued_commands);
-                sbx_sandbox_free(s);
-                usleep(20 * 1000);
-        }
-        sbx_sandbox_free(s);
-}
-
 /* Listed in GetSandbox with their states, flagged in history; ended ones bounded to the
  * last 16 (older ones NOT_FOUND to attach, their records kept); an unknown id NOT_FOUND. */
 START_TEST(listed_bounded_and_recorded) {
@@ -325,7 +308,7 @@ START_TEST(listed_bounded_and_recorded) {
         r = attach(c, "bg4", last, 1);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
         sbx_result_free(r);
-        wait_running(c, "bg4", 1);
+        it_wait_commands(c, "bg4", 1, 0);
         ck_assert_int_eq(sbx_get(c, "bg4", &s), SBX_OK);
         for (i = 0; i < s->n_commands; i++) {
                 if (s->commands[i].state == SBX_COMMAND_ENDED) {

@@ -23,24 +23,6 @@ static int has_hit(const struct sbx_result *r, const char *what) {
         return 0;
 }
 
-/* "sleep SECONDS.PID" in out: a command line of ours alone, counted on the host while
- * other test programs (another engineer's, another build's) run the same tests. */
-static const char *sleeper(char *out, size_t len, int seconds) {
-        snprintf(out, len, "sleep %d.%d", seconds, (int)getpid());
-        return out;
-}
-
-/* Waits up to 30 s until it_count_procs(needle) is want; returns the count then. A
- * process killed is gone from /proc only once it has been reaped, after its result. */
-static int wait_procs(const char *needle, int want) {
-        double t0 = it_now_ms();
-        int n;
-
-        while ((n = it_count_procs(needle)) != want && it_now_ms() - t0 < 30000)
-                usleep(20000);
-        return n;
-}
-
 /* A sandbox with the given limits (0: unset). */
 static char *create_limited(sbx_client *c, uint64_t memory, uint32_t processes, uint64_t fsize,
                             double cpu_seconds) {
@@ -129,7 +111,7 @@ START_TEST(timeout_kills_within_bound) {
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         id = it_create(c, NULL);
-        argv[1] = sleeper(s10, sizeof(s10), 10) + strlen("sleep ");
+        argv[1] = it_sleeper(s10, sizeof(s10), 10) + strlen("sleep ");
         /* Killed at the timeout: long before the sleep would end (the bounds leave room
          * for a loaded machine, not for the 10 s). */
         t0 = it_now_ms();
@@ -144,7 +126,8 @@ START_TEST(timeout_kills_within_bound) {
         /* A shell whose children ignore SIGTERM and sit in their own process group dies
          * with its whole command cgroup. */
         ck_assert_int_ge(asprintf(&shell, "trap '' TERM; (setsid %s &); %s & echo partial; wait",
-                                  sleeper(s11, sizeof(s11), 11), sleeper(s12, sizeof(s12), 12)),
+                                  it_sleeper(s11, sizeof(s11), 11),
+                                  it_sleeper(s12, sizeof(s12), 12)),
                          0);
         t0 = it_now_ms();
         r = it_sh(c, id, 300, shell);
@@ -152,8 +135,8 @@ START_TEST(timeout_kills_within_bound) {
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
         ck_assert_str_eq((char *)r->stdout_data, "partial\n"); /* output so far is kept */
         /* Killed with the leader, gone from /proc once reaped. */
-        ck_assert_int_eq(wait_procs(s11, 0), 0);
-        ck_assert_int_eq(wait_procs(s12, 0), 0);
+        ck_assert_int_eq(it_wait_procs(s11, 0, 30000), 0);
+        ck_assert_int_eq(it_wait_procs(s12, 0, 30000), 0);
         sbx_result_free(r);
         free(shell);
         free(id);
@@ -173,7 +156,7 @@ START_TEST(background_child_holding_stdout_does_not_hang) {
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
-        snprintf(shell, sizeof(shell), "%s & echo done", sleeper(s100, sizeof(s100), 100));
+        snprintf(shell, sizeof(shell), "%s & echo done", it_sleeper(s100, sizeof(s100), 100));
         /* Done when the shell is: not when the child ends, 100 s later (nor at the 30 s
          * timeout). */
         t0 = it_now_ms();
@@ -185,7 +168,7 @@ START_TEST(background_child_holding_stdout_does_not_hang) {
         sbx_result_free(r);
         /* The background child survives the command (by design: once it has execed
          * sleep, which may come after the shell ended) and dies with the sandbox. */
-        ck_assert_int_eq(wait_procs(s100, 1), 1);
+        ck_assert_int_eq(it_wait_procs(s100, 1, 30000), 1);
         ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
         ck_assert_int_eq(it_count_procs(s100), 0);
         free(id);
@@ -574,24 +557,6 @@ struct runner {
         int gated; /* it ends once /workspace/go is there, not after a second */
 };
 
-/* Waits (30 s at most) until sandbox id runs n commands. */
-static void wait_running(sbx_client *c, const char *id, uint32_t n) {
-        struct sbx_sandbox *s = NULL;
-        double t0 = it_now_ms();
-        uint32_t running;
-
-        for (;;) {
-                ck_assert_int_eq(sbx_get(c, id, &s), SBX_OK);
-                running = s->running_commands;
-                sbx_sandbox_free(s);
-                if (running == n)
-                        break;
-                ck_assert_msg(it_now_ms() - t0 < 30000, "%u commands run after 30 s, not %u",
-                              running, n);
-                usleep(20000);
-        }
-}
-
 static void *run_one(void *arg) {
         struct runner *ru = arg;
         sbx_client *c = NULL;
@@ -648,7 +613,7 @@ START_TEST(concurrency_in_one_and_many_sandboxes) {
         }
         /* They run at once, not one after another: all 16 together (each holds its slot
          * until the gate opens). */
-        wait_running(c, id, N);
+        it_wait_commands(c, id, N, 0);
         /* Meanwhile a 17th that may not wait for a slot is refused (one that may wait is
          * it_queue's). */
         sbx_exec_opts_init(&o);
@@ -725,9 +690,9 @@ START_TEST(cancel_from_another_client) {
         c = it_connect(&d);
         id = it_create(c, NULL);
         k = (struct canceller){&d, id, SBX_OUTCOME_UNSPECIFIED, 0, ""};
-        sleeper(k.sleeper, sizeof(k.sleeper), 30);
+        it_sleeper(k.sleeper, sizeof(k.sleeper), 30);
         ck_assert_int_eq(pthread_create(&th, NULL, run_long, &k), 0);
-        ck_assert_int_eq(wait_procs(k.sleeper, 1), 1);
+        ck_assert_int_eq(it_wait_procs(k.sleeper, 1, 30000), 1);
         /* Command ids are c-N in order of starting: the first is c-1. */
         ck_assert_int_eq(sbx_cancel(c, id, "c-1"), SBX_OK);
         pthread_join(th, NULL);
@@ -775,12 +740,12 @@ START_TEST(daemon_maximum_timeout_and_records) {
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         id = it_create(c, NULL);
-        argv[1] = sleeper(s30, sizeof(s30), 30) + strlen("sleep ");
+        argv[1] = it_sleeper(s30, sizeof(s30), 30) + strlen("sleep ");
         bg = (struct bg_exec){.d = &d, .id = id, .argv = argv};
         ck_assert_int_eq(pthread_create(&th, NULL, run_bg_exec, &bg), 0);
         /* A running command is in the records within milliseconds (SBX_RECORD_START_DELAY_MS
          * and a batch) of its start, long before the daemon's maximum ends it (3 s). */
-        ck_assert_int_eq(wait_procs(s30, 1), 1);
+        ck_assert_int_eq(it_wait_procs(s30, 1, 30000), 1);
         t0 = it_now_ms();
         for (;;) {
                 ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
@@ -832,7 +797,7 @@ START_TEST(vanishing_client_cancels_its_command) {
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
-        snprintf(shell, sizeof(shell), "%s; echo never", sleeper(s300, sizeof(s300), 300));
+        snprintf(shell, sizeof(shell), "%s; echo never", it_sleeper(s300, sizeof(s300), 300));
         for (i = 0; i < 20; i++) {
                 kid = fork();
                 ck_assert_int_ge(kid, 0);
@@ -849,7 +814,7 @@ START_TEST(vanishing_client_cancels_its_command) {
                 waitpid(kid, &st, 0);
                 /* Each is stopped within a bound (not at its end, 300 s later), before the
                  * next begins. */
-                ck_assert_int_eq(wait_procs(s300, 0), 0);
+                ck_assert_int_eq(it_wait_procs(s300, 0, 30000), 0);
         }
         /* Recorded once each has been reaped and its output drained: poll. */
         t0 = it_now_ms();

@@ -300,13 +300,6 @@ static enum sbx_state state_of(sbx_client *c, const char *id) {
         return s;
 }
 
-/* "sleep SECONDS.PID" in out: a command line of this test program alone (others may run
- * the same tests on the host meanwhile); its own number of seconds for each use. */
-static const char *sleeper(char *out, size_t len, int seconds) {
-        snprintf(out, len, "sleep %d.%d", seconds, (int)getpid());
-        return out;
-}
-
 /* Waits until no process (want 0) or some process (want 1) has needle in its command
  * line (a shell and its child may both have it). */
 static void wait_procs(const char *needle, int want, int timeout_ms) {
@@ -718,7 +711,7 @@ START_TEST(cancellation_kills_the_command) {
         id = it_create(c, NULL);
         attach(&m, &d, id, NULL);
 
-        snprintf(cmd, sizeof(cmd), "%s; echo never", sleeper(s1, sizeof(s1), 301));
+        snprintf(cmd, sizeof(cmd), "%s; echo never", it_sleeper(s1, sizeof(s1), 301));
         mcp_send(&m, json_pack("{s:s,s:i,s:s,s:{s:s,s:{s:s}}}", "jsonrpc", "2.0", "id", 500,
                                "method", "tools/call", "params", "name", "run_command", "arguments",
                                "command", cmd));
@@ -746,7 +739,7 @@ START_TEST(cancellation_kills_the_command) {
         /* Cancelled at once, before the command could be recorded: still killed. */
         mcp_send(&m, json_pack("{s:s,s:s,s:s,s:{s:s,s:{s:s}}}", "jsonrpc", "2.0", "id", "early",
                                "method", "tools/call", "params", "name", "run_command", "arguments",
-                               "command", sleeper(s2, sizeof(s2), 302)));
+                               "command", it_sleeper(s2, sizeof(s2), 302)));
         mcp_send(&m, json_pack("{s:s,s:s,s:{s:s}}", "jsonrpc", "2.0", "method",
                                "notifications/cancelled", "params", "requestId", "early"));
         usleep(500000);
@@ -1124,7 +1117,7 @@ START_TEST(owned_mode_leaves_nothing_behind) {
         ck_text_has(r, "this server moves it on while it runs");
         id = strdup(json_string_value(json_object_get(st, "id")));
         json_decref(r);
-        snprintf(cmd, sizeof(cmd), "(%s &) ; echo started", sleeper(s1, sizeof(s1), 303));
+        snprintf(cmd, sizeof(cmd), "(%s &) ; echo started", it_sleeper(s1, sizeof(s1), 303));
         json_decref(mcp_tool(&m, "run_command", json_pack("{s:s}", "command", cmd)));
         wait_procs(s1, 1, 30000);
         ck_assert_int_eq(mcp_close(&m, 15000), 0);
@@ -1150,7 +1143,7 @@ START_TEST(owned_mode_leaves_nothing_behind) {
         json_decref(r);
         mcp_send(&m, json_pack("{s:s,s:i,s:s,s:{s:s,s:{s:s}}}", "jsonrpc", "2.0", "id", 900,
                                "method", "tools/call", "params", "name", "run_command", "arguments",
-                               "command", sleeper(s2, sizeof(s2), 304)));
+                               "command", it_sleeper(s2, sizeof(s2), 304)));
         wait_procs(s2, 1, 30000);
         kill(m.pid, SIGTERM);
         /* The call in flight is cancelled, so never answered (not even when the sandbox's

@@ -163,24 +163,11 @@ static char *sh_out(struct it_daemon *d, const char *sb, const char *shell) {
         return out;
 }
 
-/* Waits (30 s at most) until sandbox sb runs running commands and has queued waiting. */
+/* it_wait_commands on a connection of its own. */
 static void wait_commands(struct it_daemon *d, const char *sb, uint32_t running, uint32_t queued) {
         sbx_client *c = it_connect(d);
-        double t0 = it_now_ms();
 
-        for (;;) {
-                struct sbx_sandbox *s = NULL;
-                int done;
-                ck_assert_int_eq(sbx_get(c, sb, &s), SBX_OK);
-                done = s->running_commands == running && s->queued_commands == queued;
-                ck_assert_msg(done || it_now_ms() - t0 < 30000,
-                              "%s: %u running, %u queued after 30 s (not %u, %u)", sb,
-                              s->running_commands, s->queued_commands, running, queued);
-                sbx_sandbox_free(s);
-                if (done)
-                        break;
-                usleep(20000);
-        }
+        it_wait_commands(c, sb, running, queued);
         sbx_close(c);
 }
 

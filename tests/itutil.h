@@ -104,6 +104,19 @@ int it_db_ok(const struct it_daemon *d);
 /* Count of processes on the host whose command line contains needle (from /proc). */
 int it_count_procs(const char *needle);
 
+/* "sleep SECONDS.PID" in out (len bytes): a command line of this test program alone, to
+ * count on the host (it_count_procs) while other test programs, another build's or
+ * another user's, run the same tests. Returns out. */
+const char *it_sleeper(char *out, size_t len, int seconds);
+
+/* Waits up to ms until no process (want 0), or at least want processes (a shell and its
+ * child may both have it), have needle in their command line; returns the count then. */
+int it_wait_procs(const char *needle, int want, int ms);
+
+/* Waits up to 30 s until sandbox id runs running commands and has queued waiting for a
+ * slot; fails the test when it does not. */
+void it_wait_commands(sbx_client *c, const char *id, uint32_t running, uint32_t queued);
+
 /* The number in field of /proc/PID/status ("VmRSS" in KiB, "Threads"...), or -1 when
  * pid or the field is not there. */
 long it_proc_status(pid_t pid, const char *field);
