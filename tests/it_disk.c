@@ -549,6 +549,8 @@ START_TEST(test_disk_spare_holds_no_image) {
         double t0;
         int built;
 
+        /* The pool counted or claimed here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(it_wait_log(&d, ": spare built", 1), 1);
         c = it_connect(&d);
@@ -595,6 +597,8 @@ START_TEST(test_disk_default_warm_claimed) {
         sbx_client *c;
         char *id;
 
+        /* The pool counted or claimed here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 1), 1);
         usleep(1500 * 1000); /* an ended one would be gone by now */
@@ -917,6 +921,8 @@ START_TEST(test_disk_tmpfs_as_root) {
         long size = -1;
         sbx_client *c;
 
+        /* The pool counted or claimed here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         /* Once the warm sandbox is made, this create is served by it. */

@@ -637,6 +637,8 @@ START_TEST(warm_pool_dead_init_not_claimed) {
         sbx_client *c;
         int i;
 
+        /* The pool counted here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(wait_warm_ready(&d, 2), 2);
         ck_assert_int_eq(warm_init_pids(&d, pids, 2), 2);
@@ -678,6 +680,8 @@ START_TEST(warm_pool) {
         char path[800];
         sbx_client *c;
 
+        /* The pool counted here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(wait_warm_ready(&d, 2), 2);
         ck_assert_int_eq(count_warm(&d), 2);
@@ -836,6 +840,8 @@ START_TEST(spares) {
         sbx_client *c;
         pid_t dead;
 
+        /* The pool counted here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(it_wait_log(&d, ": spare started", 2), 2);
         ck_assert_int_eq(it_wait_log(&d, ": spare built", 1), 1);
@@ -973,8 +979,7 @@ START_TEST(spares_follow_the_host) {
         double t0;
         int n;
 
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        it_private_mounts();
         snprintf(late, sizeof(late), "%s/late", it_base_dir());
         ck_assert_int_eq(mkdir(late, 0777), 0);
         snprintf(source, sizeof(source), "sbx-it-late-%d", (int)getpid());
@@ -1082,8 +1087,7 @@ static void create_across(struct it_daemon *d, const char *id, void (*change)(co
 /* In a mount namespace of this test's own (the daemon inherits it, and nothing it
  * mounts is left on the host), the host directory cover_dir holding f = "old". */
 static void cover_begin(char *dir, size_t len) {
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        it_private_mounts();
         cover_dir(dir, len);
         ck_assert_int_eq(mkdir(dir, 0755), 0);
         put_file(dir, "f", "old\n");
@@ -1251,6 +1255,8 @@ START_TEST(warm_pool_at_capacity) {
         const char *ids[] = {"cap-a", "cap-b", "cap-c"};
         int i;
 
+        /* The pool counted here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(wait_warm_ready(&d, 1), 1);
         c = it_connect(&d);

@@ -10,11 +10,13 @@
 #include <ftw.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -303,6 +305,12 @@ static void spawn(struct it_daemon *d, const char *const *extra) {
                               "sbxd did not listen in time");
                 usleep(5000);
         }
+}
+
+void it_private_mounts(void) {
+        ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
+        ck_assert_msg(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private: %s",
+                      strerror(errno));
 }
 
 void it_daemon_start(struct it_daemon *d, const char *const *extra) {

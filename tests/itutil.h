@@ -41,6 +41,14 @@ void it_fixture_setup_var(void);
 /* The base directory of the current test case. */
 const char *it_base_dir(void);
 
+/* Puts the calling test (its own process) in a mount namespace of its own, with every
+ * mount private: the daemons it starts afterwards see the mounts it makes, and none that
+ * another program makes on the host meanwhile (another test run's disk images, say). A
+ * daemon ends a warm sandbox or spare built before a mount of its host as stale, so a
+ * test that counts or claims them must not see a neighbour's. Call before starting a
+ * daemon; fails the test when it cannot. */
+void it_private_mounts(void);
+
 /* Starts sbxd on a fresh socket and state directory under the base directory with the
  * extra flags (NULL-terminated, may be NULL), and waits (10 s at most) until the socket
  * accepts. Fails the test when it does not come up. */
