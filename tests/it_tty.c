@@ -797,6 +797,10 @@ struct pty_run {
         int input_ms;
         int sig, sig_ms, sig_count; /* sig_count: how many times (0: once) */
         int kill_daemon_ms;         /* SIGKILL the daemon then (0: never) */
+        /* Not NULL: the times above count from when a process whose command line starts
+         * with this (the remote command, made unique with the test's pid) runs, not from
+         * sbx's start: a loaded machine may take longer than them to get there. */
+        const char *running;
         char out[8192];
         size_t len;
         struct termios before, after;
@@ -816,38 +820,51 @@ static void read_some(int m, struct pty_run *p, int ms) {
 
 static void pty_sbx(struct it_daemon *d, struct pty_run *p) {
         struct winsize ws = {.ws_row = p->rows, .ws_col = p->cols};
-        char sbx[600];
-        double t0;
+        char sbx[600], go = 'g';
+        double t0, start;
         pid_t pid;
-        int m, done = 0, typed = 0, signalled = 0, daemon_killed = 0;
+        int m, gate[2], done = 0, typed = 0, signalled = 0, daemon_killed = 0, seen = 0;
 
         snprintf(sbx, sizeof(sbx), "%s/sbx", it_build_dir());
+        ck_assert_int_eq(pipe(gate), 0);
         pid = forkpty(&m, NULL, NULL, &ws);
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
+                /* sbx runs once the test has read the pty's settings (gate): one that ran
+                 * first would have made them raw already. */
+                close(gate[1]);
+                if (read(gate[0], &go, 1) != 1)
+                        _exit(126);
                 setenv("SBX_SOCKET", d->sock, 1);
                 execv(sbx, (char *const *)(uintptr_t)p->args);
                 _exit(127);
         }
+        close(gate[0]);
         ck_assert_int_eq(tcgetattr(m, &p->before), 0);
-        t0 = it_now_ms();
-        while (!done && it_now_ms() - t0 < 20000) {
+        ck_assert_int_eq(write(gate[1], &go, 1), 1);
+        close(gate[1]);
+        start = t0 = it_now_ms();
+        while (!done && it_now_ms() - start < 60000) {
                 read_some(m, p, 50);
-                if (p->input && !typed && it_now_ms() - t0 >= p->input_ms) {
-                        ck_assert_int_gt(write(m, p->input, strlen(p->input)), 0);
-                        typed = 1;
-                }
-                if (p->sig && !signalled && it_now_ms() - t0 >= p->sig_ms) {
-                        int i;
-                        for (i = 0; i < (p->sig_count ? p->sig_count : 1); i++) {
-                                kill(pid, p->sig);
-                                usleep(20 * 1000);
+                if (p->running && !seen && (seen = it_find_proc(p->running, p->running) > 0))
+                        t0 = it_now_ms();
+                if (!p->running || seen) {
+                        if (p->input && !typed && it_now_ms() - t0 >= p->input_ms) {
+                                ck_assert_int_gt(write(m, p->input, strlen(p->input)), 0);
+                                typed = 1;
                         }
-                        signalled = 1;
-                }
-                if (p->kill_daemon_ms && !daemon_killed && it_now_ms() - t0 >= p->kill_daemon_ms) {
-                        it_daemon_kill(d);
-                        daemon_killed = 1;
+                        if (p->sig && !signalled && it_now_ms() - t0 >= p->sig_ms) {
+                                for (int i = 0; i < (p->sig_count ? p->sig_count : 1); i++) {
+                                        kill(pid, p->sig);
+                                        usleep(20 * 1000);
+                                }
+                                signalled = 1;
+                        }
+                        if (p->kill_daemon_ms && !daemon_killed &&
+                            it_now_ms() - t0 >= p->kill_daemon_ms) {
+                                it_daemon_kill(d);
+                                daemon_killed = 1;
+                        }
                 }
                 if (waitpid(pid, &p->status, WNOHANG) == pid)
                         done = 1;
@@ -855,7 +872,7 @@ static void pty_sbx(struct it_daemon *d, struct pty_run *p) {
         if (!done) {
                 kill(pid, SIGKILL);
                 waitpid(pid, &p->status, 0);
-                ck_abort_msg("sbx did not end within 20 s; output: %s", p->out);
+                ck_abort_msg("sbx did not end within 60 s; output: %s", p->out);
         }
         read_some(m, p, 100);
         ck_assert_int_eq(tcgetattr(m, &p->after), 0);
@@ -880,9 +897,18 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
         struct it_daemon d;
         struct pty_run p;
         sbx_client *c;
-        char *id, *err = NULL;
+        char *id, *err = NULL, termed[64], ignorer[64], interrupted[64], trapped[96], reader[96],
+                  reader_line[112];
         int st;
 
+        /* The remote commands signalled or typed at, each with a command line of its own
+         * ("sleep N.PID": +6 is its argument). */
+        it_sleeper(termed, sizeof(termed), 30);
+        it_sleeper(ignorer, sizeof(ignorer), 31);
+        it_sleeper(interrupted, sizeof(interrupted), 32);
+        snprintf(trapped, sizeof(trapped), "trap '' TERM; %s", ignorer);
+        snprintf(reader, sizeof(reader), "read x; echo got-$x; exit 3 # %d", (int)getpid());
+        snprintf(reader_line, sizeof(reader_line), "sh -c %s", reader);
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
@@ -911,13 +937,13 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
                 assert_same_termios(&p);
         }
         {
-                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", "30", NULL};
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", termed + 6, NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
                 p.sig = SIGTERM;
-                p.sig_ms = 1000;
+                p.running = termed; /* then at once */
                 pty_sbx(&d, &p);
                 /* SIGTERM went to the remote command, which died of it. */
                 ck_assert_msg(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 128 + SIGTERM,
@@ -927,14 +953,13 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
         {
                 /* Three SIGTERMs to a command that ignores them: forwarded, then a cancel,
                  * then sbx gives up (dies of SIGTERM) unless the result came first. */
-                const char *args[] = {
-                        "sbx", "exec", "-t", id, "--", "sh", "-c", "trap '' TERM; sleep 30", NULL};
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sh", "-c", trapped, NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
                 p.sig = SIGTERM;
-                p.sig_ms = 1000;
+                p.running = ignorer; /* its trap is set */
                 p.sig_count = 3;
                 pty_sbx(&d, &p);
                 ck_assert_msg((WIFSIGNALED(p.status) && WTERMSIG(p.status) == SIGTERM) ||
@@ -943,13 +968,14 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
                 assert_same_termios(&p);
         }
         {
-                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", "30", NULL};
+                const char *args[] = {"sbx",   "exec",          "-t", id, "--",
+                                      "sleep", interrupted + 6, NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
                 p.input = "\x03";
-                p.input_ms = 1000;
+                p.running = interrupted;
                 pty_sbx(&d, &p);
                 ck_assert_msg(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 128 + SIGINT,
                               "status %x: %s", p.status, p.out);
@@ -957,15 +983,13 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
         }
         {
                 /* Typed input reaches a remote shell, raw (its own terminal echoes). */
-                const char *args[] = {"sbx", "exec", "-t", id,
-                                      "--",  "sh",   "-c", "read x; echo got-$x; exit 3",
-                                      NULL};
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sh", "-c", reader, NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
                 p.input = "abc\r";
-                p.input_ms = 800;
+                p.running = reader_line;
                 pty_sbx(&d, &p);
                 ck_assert_msg(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 3, "status %x: %s",
                               p.status, p.out);
@@ -1007,12 +1031,15 @@ START_TEST(cli_exec_t_daemon_gone) {
         id = it_create(c, NULL);
         sbx_close(c);
         {
-                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", "30", NULL};
+                char sleeper[64];
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", NULL, NULL};
+                args[6] = it_sleeper(sleeper, sizeof(sleeper), 30) + strlen("sleep ");
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
-                p.kill_daemon_ms = 1000;
+                p.kill_daemon_ms = 1; /* once the command runs */
+                p.running = sleeper;
                 pty_sbx(&d, &p);
                 ck_assert_msg(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 125, "status %x: %s",
                               p.status, p.out);
