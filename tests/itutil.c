@@ -307,12 +307,6 @@ static void spawn(struct it_daemon *d, const char *const *extra) {
         }
 }
 
-void it_private_mounts(void) {
-        ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
-        ck_assert_msg(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private: %s",
-                      strerror(errno));
-}
-
 void it_daemon_start(struct it_daemon *d, const char *const *extra) {
         it_daemon_start_as(d, 0, 0, extra);
 }
@@ -578,39 +572,6 @@ int it_count_procs(const char *needle) {
         return scan_procs(needle, NULL, NULL);
 }
 
-const char *it_sleeper(char *out, size_t len, int seconds) {
-        snprintf(out, len, "sleep %d.%d", seconds, (int)getpid());
-        return out;
-}
-
-int it_wait_procs(const char *needle, int want, int ms) {
-        double t0 = it_now_ms();
-        int n;
-
-        while (((n = it_count_procs(needle)) < want || (want == 0 && n > 0)) &&
-               it_now_ms() - t0 < ms)
-                usleep(20000);
-        return n;
-}
-
-void it_wait_commands(sbx_client *c, const char *id, uint32_t running, uint32_t queued) {
-        double t0 = it_now_ms();
-
-        for (;;) {
-                struct sbx_sandbox *sb = NULL;
-                int done;
-                ck_assert_int_eq(sbx_get(c, id, &sb), SBX_OK);
-                done = sb->running_commands == running && sb->queued_commands == queued;
-                ck_assert_msg(done || it_now_ms() - t0 < 30000,
-                              "%s: %u running, %u waiting after 30 s (not %u, %u)", id,
-                              sb->running_commands, sb->queued_commands, running, queued);
-                sbx_sandbox_free(sb);
-                if (done)
-                        return;
-                usleep(20000);
-        }
-}
-
 long it_proc_status(pid_t pid, const char *field) {
         char path[64], line[256];
         size_t fl = strlen(field);
@@ -720,4 +681,43 @@ void it_wait_requests(const struct it_daemon *d, int body, int want) {
         n = it_wait_log(d, needle, want);
         ck_assert_msg(n >= want, "sbxd took %d requests of kind %d, not %d, in 15 s", n, body,
                       want);
+}
+
+const char *it_sleeper(char *out, size_t len, int seconds) {
+        snprintf(out, len, "sleep %d.%d", seconds, (int)getpid());
+        return out;
+}
+
+int it_wait_procs(const char *needle, int want, int ms) {
+        double t0 = it_now_ms();
+        int n;
+
+        while (((n = it_count_procs(needle)) < want || (want == 0 && n > 0)) &&
+               it_now_ms() - t0 < ms)
+                usleep(20000);
+        return n;
+}
+
+void it_wait_commands(sbx_client *c, const char *id, uint32_t running, uint32_t queued) {
+        double t0 = it_now_ms();
+
+        for (;;) {
+                struct sbx_sandbox *sb = NULL;
+                int done;
+                ck_assert_int_eq(sbx_get(c, id, &sb), SBX_OK);
+                done = sb->running_commands == running && sb->queued_commands == queued;
+                ck_assert_msg(done || it_now_ms() - t0 < 30000,
+                              "%s: %u running, %u waiting after 30 s (not %u, %u)", id,
+                              sb->running_commands, sb->queued_commands, running, queued);
+                sbx_sandbox_free(sb);
+                if (done)
+                        return;
+                usleep(20000);
+        }
+}
+
+void it_private_mounts(void) {
+        ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
+        ck_assert_msg(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private: %s",
+                      strerror(errno));
 }

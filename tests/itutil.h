@@ -41,14 +41,6 @@ void it_fixture_setup_var(void);
 /* The base directory of the current test case. */
 const char *it_base_dir(void);
 
-/* Puts the calling test (its own process) in a mount namespace of its own, with every
- * mount private: the daemons it starts afterwards see the mounts it makes, and none that
- * another program makes on the host meanwhile (another test run's disk images, say). A
- * daemon ends a warm sandbox or spare built before a mount of its host as stale, so a
- * test that counts or claims them must not see a neighbour's. Call before starting a
- * daemon; fails the test when it cannot. */
-void it_private_mounts(void);
-
 /* Starts sbxd on a fresh socket and state directory under the base directory with the
  * extra flags (NULL-terminated, may be NULL), and waits (10 s at most) until the socket
  * accepts. Fails the test when it does not come up. */
@@ -112,19 +104,6 @@ int it_db_ok(const struct it_daemon *d);
 /* Count of processes on the host whose command line contains needle (from /proc). */
 int it_count_procs(const char *needle);
 
-/* "sleep SECONDS.PID" in out (len bytes): a command line of this test program alone, to
- * count on the host (it_count_procs) while other test programs, another build's or
- * another user's, run the same tests. Returns out. */
-const char *it_sleeper(char *out, size_t len, int seconds);
-
-/* Waits up to ms until no process (want 0), or at least want processes (a shell and its
- * child may both have it), have needle in their command line; returns the count then. */
-int it_wait_procs(const char *needle, int want, int ms);
-
-/* Waits up to 30 s until sandbox id runs running commands and has queued waiting for a
- * slot; fails the test when it does not. */
-void it_wait_commands(sbx_client *c, const char *id, uint32_t running, uint32_t queued);
-
 /* The number in field of /proc/PID/status ("VmRSS" in KiB, "Threads"...), or -1 when
  * pid or the field is not there. */
 long it_proc_status(pid_t pid, const char *field);
@@ -134,16 +113,6 @@ int it_log_count(const struct it_daemon *d, const char *needle);
 
 /* Waits up to 15 s for want such lines; returns how many there are then. */
 int it_wait_log(const struct it_daemon *d, const char *needle, int want);
-
-/* How many requests of kind body (a Sbx__V1__Request body case) d has taken up: its log
- * at debug level names each one as the daemon begins it, and the daemon goes through
- * with it (an attacher attached, a command queued or started) before it reads anything
- * else. A test that must act only once a request is in effect waits for it so. */
-int it_requests_taken(const struct it_daemon *d, int body);
-
-/* Waits up to 15 s until d has taken want requests of kind body; fails the test when it
- * has not. */
-void it_wait_requests(const struct it_daemon *d, int body, int want);
 
 /* The host pid of a process whose command line starts with start and contains needle
  * (the last one /proc lists), or -1. */
@@ -163,5 +132,38 @@ struct sbx_result *it_exec(sbx_client *c, const char *id, uint64_t timeout_ms,
 
 /* As it_exec with a shell string. */
 struct sbx_result *it_sh(sbx_client *c, const char *id, uint64_t timeout_ms, const char *shell);
+
+/* ---- waiting for what a test needs, instead of sleeping on it ---- */
+
+/* How many requests of kind body (a Sbx__V1__Request body case) d has taken up: its log
+ * at debug level names each one as the daemon begins it, and the daemon goes through
+ * with it (an attacher attached, a command queued or started) before it reads anything
+ * else. A test that must act only once a request is in effect waits for it so. */
+int it_requests_taken(const struct it_daemon *d, int body);
+
+/* Waits up to 15 s until d has taken want requests of kind body; fails the test when it
+ * has not. */
+void it_wait_requests(const struct it_daemon *d, int body, int want);
+
+/* "sleep SECONDS.PID" in out (len bytes): a command line of this test program alone, to
+ * count on the host (it_count_procs) while other test programs, another build's or
+ * another user's, run the same tests. Returns out. */
+const char *it_sleeper(char *out, size_t len, int seconds);
+
+/* Waits up to ms until no process (want 0), or at least want processes (a shell and its
+ * child may both have it), have needle in their command line; returns the count then. */
+int it_wait_procs(const char *needle, int want, int ms);
+
+/* Waits up to 30 s until sandbox id runs running commands and has queued waiting for a
+ * slot; fails the test when it does not. */
+void it_wait_commands(sbx_client *c, const char *id, uint32_t running, uint32_t queued);
+
+/* Puts the calling test (its own process) in a mount namespace of its own, with every
+ * mount private: the daemons it starts afterwards see the mounts it makes, and none that
+ * another program makes on the host meanwhile (another test run's disk images, say). A
+ * daemon ends a warm sandbox or spare built before a mount of its host as stale, so a
+ * test that counts or claims them must not see a neighbour's. Call before starting a
+ * daemon; fails the test when it cannot. */
+void it_private_mounts(void);
 
 #endif
