@@ -770,6 +770,21 @@ START_TEST(warm_pool) {
 }
 END_TEST
 
+/* The first child of pid (a spare's stage 0: its PID 1), or -1. */
+static pid_t first_child(pid_t pid) {
+        char path[96];
+        int child = -1;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+        f = fopen(path, "re");
+        if (f && fscanf(f, "%d", &child) != 1)
+                child = -1;
+        if (f)
+                fclose(f);
+        return (pid_t)child;
+}
+
 /* The pid of the nth (0-based) spare of a kind (built: built ahead) the log says was
  * started, or -1. */
 static pid_t spare_pid(const struct it_daemon *d, int built, int nth) {
@@ -838,7 +853,7 @@ START_TEST(spares) {
         struct sbx_result *r;
         struct it_daemon d;
         sbx_client *c;
-        pid_t dead;
+        pid_t dead, pid1;
 
         /* The pool counted here is ended by no mount of another program's. */
         it_private_mounts();
@@ -875,9 +890,14 @@ START_TEST(spares) {
         ck_assert_int_eq(it_wait_log(&d, ": spare built", 2), 2);
         dead = spare_pid(&d, 1, 1);
         ck_assert_int_gt(dead, 1);
+        /* Its stage 0 and the PID 1 it forked (which holds the daemon's channel, and
+         * dies of stage 0's death a moment later) are both gone before the create. */
+        pid1 = first_child(dead);
+        ck_assert_int_gt(pid1, 1);
         ck_assert_int_eq(kill(dead, SIGKILL), 0); /* started by this test's daemon */
-        while (!exited(dead))
-                usleep(1000);
+        for (double t0 = it_now_ms(); !exited(dead) || !exited(pid1); usleep(1000))
+                ck_assert_msg(it_now_ms() - t0 < 30000, "spare %d or its PID 1 %d still runs",
+                              (int)dead, (int)pid1);
         create_rw(c, "after-dead", rw, 0);
         ck_assert_int_eq(it_log_count(&d, "sbx=after-dead: takes the plain spare ~spare-"), 1);
         writes_there(c, "after-dead", rw, "f3");
