@@ -717,8 +717,32 @@ START_TEST(test_pipelined_hello) {
 }
 END_TEST
 
-/* A watched fd (libsbx_set_watch) is served while a call waits: the peer answers a
- * second after the request, and the callback has run long before. */
+/* A pipe between the test and its peer (opened before peer_start, so both have it), for
+ * a script and a test that wait for each other instead of sleeping: one writes a byte to
+ * [1] once it got somewhere, the other reads it from [0]. */
+static int peer_pipe[2] = {-1, -1};
+
+static void peer_pipe_open(void) {
+        ck_assert_int_eq(pipe2(peer_pipe, O_CLOEXEC), 0);
+}
+
+static void peer_pipe_close(void) {
+        close(peer_pipe[0]);
+        close(peer_pipe[1]);
+        peer_pipe[0] = peer_pipe[1] = -1;
+}
+
+/* Reads the byte written to peer_pipe: 1, or 0 after 30 s. */
+static int peer_pipe_read(void) {
+        struct pollfd f = {.fd = peer_pipe[0], .events = POLLIN};
+        char b;
+
+        return poll(&f, 1, 30000) == 1 && read(peer_pipe[0], &b, 1) == 1;
+}
+
+/* A watched fd (libsbx_set_watch) is served while a call waits: the peer answers only
+ * once the watch callback has run (it says so through peer_pipe), so the call ends only
+ * if the callback ran while it waited, however slow the machine. */
 static int script_watch(int lfd) {
         struct pconn pc;
         uint64_t id = 2; /* the Hello was 1 */
@@ -727,7 +751,7 @@ static int script_watch(int lfd) {
         if (rc)
                 return rc;
         PEER_EXPECT(pc_recv_cancel(&pc, id) == 0);
-        sleep(1); /* the watch callback runs meanwhile */
+        PEER_EXPECT(peer_pipe_read());
         PEER_EXPECT(pc_status(&pc, id, SBX__V1__CODE__OK, NULL));
         pc_wait_eof(&pc);
         pc_close(&pc);
@@ -737,7 +761,6 @@ static int script_watch(int lfd) {
 struct watch_seen {
         int fd;
         int calls;
-        int64_t at_ms;
 };
 
 static void on_watch_ready(void *userdata) {
@@ -746,7 +769,7 @@ static void on_watch_ready(void *userdata) {
 
         ck_assert_int_eq(read(w->fd, &b, 1), 1);
         w->calls++;
-        w->at_ms = mono_ms();
+        ck_assert_int_eq(write(peer_pipe[1], "w", 1), 1); /* the peer may answer now */
 }
 
 START_TEST(test_watch_during_call) {
@@ -754,18 +777,18 @@ START_TEST(test_watch_during_call) {
         struct watch_seen w = {0};
         sbx_client *c;
         int fds[2];
-        int64_t t0;
 
         ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
         w.fd = fds[0];
+        peer_pipe_open(); /* the callback writes, the peer reads */
         peer_start(&p, script_watch);
         c = connect_ok(&p);
         libsbx_set_watch(c, fds[0], on_watch_ready, &w);
         ck_assert_int_eq(write(fds[1], "x", 1), 1);
-        t0 = mono_ms();
+        /* It ends only once the callback ran: before the reply, while the call waited. */
         ck_assert_int_eq(sbx_cancel(c, "box", "c-9"), SBX_OK);
         ck_assert_int_eq(w.calls, 1);
-        ck_assert_int_lt(w.at_ms - t0, 500); /* at once, not when the reply came */
+        peer_pipe_close();
         sbx_close(c);
         close(fds[0]);
         close(fds[1]);
@@ -784,6 +807,7 @@ static int script_idle_close(int lfd) {
         if (rc)
                 return rc;
         pc_close(&pc); /* hang up on the idle client */
+        PEER_EXPECT(write(peer_pipe[1], "c", 1) == 1);
         if ((rc = pc_hello(lfd, &pc, 0)))
                 return rc;
         req = pc_recv(&pc);
@@ -803,9 +827,11 @@ START_TEST(test_reconnect_after_idle_close) {
         sbx_client *c;
         enum sbx_code rc;
 
+        peer_pipe_open(); /* the peer writes, the test reads */
         peer_start(&p, script_idle_close);
         c = connect_ok(&p);
-        usleep(200 * 1000); /* let the peer hang up first */
+        ck_assert_msg(peer_pipe_read(), "the peer did not hang up"); /* it did, first */
+        peer_pipe_close();
         rc = sbx_cancel(c, "box", "c-9");
         ck_assert_msg(rc == SBX_OK, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
         sbx_close(c);
@@ -1479,12 +1505,13 @@ static int script_exec_queued(int lfd) {
                 return rc;
         /* 1: on_queued asks for a stream; queue_timeout_ms as given. Two positions, a
          * wait longer than the call timeout, the command's and the grace together (but
-         * not than those and the queue timeout), the start, the result. */
+         * not than those and the queue timeout: 20 s, far off however slow the machine),
+         * the start, the result. */
         req = pc_recv(&pc);
         PEER_EXPECT(req);
         run = req->run_command;
         ok = req->body_case == SBX__V1__REQUEST__BODY_RUN_COMMAND && run->has_stream &&
-             run->stream && run->has_queue_timeout_ms && run->queue_timeout_ms == 1500 &&
+             run->stream && run->has_queue_timeout_ms && run->queue_timeout_ms == 20000 &&
              run->timeout_ms == 100;
         id = req->request_id;
         sbx__v1__request__free_unpacked(req, NULL);
@@ -1619,7 +1646,7 @@ START_TEST(test_exec_queued) {
         peer_start(&p, script_exec_queued);
         c = connect_ok(&p);
         /* 100 ms + 100 ms + the 2 s grace: the peer's 2.5 s in the queue is within the
-         * call's wait only with the queue timeout added. */
+         * call's wait only with the queue timeout (20 s) added. */
         sbx_set_call_timeout_ms(c, 100);
         sbx_exec_opts_init(&o);
         ck_assert_int_eq(o.has_queue_timeout, 0);
@@ -1627,7 +1654,7 @@ START_TEST(test_exec_queued) {
         o.shell = "true";
         o.timeout_ms = 100;
         o.has_queue_timeout = 1;
-        o.queue_timeout_ms = 1500;
+        o.queue_timeout_ms = 20000;
         o.on_queued = log_queued;
         o.on_started = log_started;
         o.userdata = &seen;

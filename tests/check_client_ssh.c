@@ -239,7 +239,7 @@ START_TEST(test_banner) {
                                        "sbxd's protocol",
                                        NULL},
                       NULL);
-        ck_assert_double_lt(now_ms() - t0, 5000);
+        ck_assert_double_lt(now_ms() - t0, 15000); /* room for a loaded machine */
         assert_reaped(); /* it did not end by itself: terminated */
 }
 END_TEST
@@ -257,7 +257,7 @@ START_TEST(test_hang_is_bounded) {
         setenv("FAKE_SSH_MODE", "hang", 1);
         t0 = now_ms();
         ck_assert_int_eq(sbx_list(c, NULL, &l), SBX_UNAVAILABLE);
-        ck_assert_double_lt(now_ms() - t0, 5000);
+        ck_assert_double_lt(now_ms() - t0, 15000); /* room for a loaded machine */
         ck_assert_int_eq(sbx_errno(c), ETIMEDOUT);
         ck_assert_msg(strstr(sbx_error_message(c), "did not answer within 1000 ms") &&
                               strstr(sbx_error_message(c), "ssh said: debug1: still connecting"),

@@ -13,6 +13,7 @@
  * test removes. Needs root (the mounts). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,25 @@ END_TEST
 
 /* A private devpts instance, as sbx-init mounts it: a master, unlocked, its slave sized
  * as asked, bytes flowing both ways; a resize shows on the slave. */
+/* Reads the non-blocking fd into buf until it holds want bytes, or 10 s have passed;
+ * returns how many it holds. What the slave writes reaches the master through the
+ * kernel's work queue, later: a read at once may find nothing. */
+static ssize_t read_for(int fd, char *buf, size_t len, size_t want) {
+        size_t have = 0;
+        double t0 = now_ms();
+
+        while (have < want && have < len && now_ms() - t0 < 10000) {
+                struct pollfd f = {.fd = fd, .events = POLLIN};
+                ssize_t n;
+                if (poll(&f, 1, 100) <= 0)
+                        continue;
+                n = read(fd, buf + have, len - have);
+                if (n > 0)
+                        have += (size_t)n;
+        }
+        return (ssize_t)have;
+}
+
 START_TEST(private_devpts_gives_a_sized_pty) {
         struct winsize ws;
         char buf[64];
@@ -177,8 +197,7 @@ START_TEST(private_devpts_gives_a_sized_pty) {
         ck_assert_int_eq(devpts_resize(m, 24, DEVPTS_MAX_DIM + 1), -EINVAL);
         ck_assert_int_eq(devpts_eof_char(m), 4);
         ck_assert_int_eq(write(s, "hi\n", 3), 3);
-        usleep(50 * 1000);
-        got = read(m, buf, sizeof(buf));
+        got = read_for(m, buf, sizeof(buf), 4);
         ck_assert_int_eq(got, 4); /* "hi\r\n": the terminal's output processing */
         ck_assert_int_eq(memcmp(buf, "hi\r\n", 4), 0);
         /* The slave is no master. */

@@ -978,12 +978,12 @@ START_TEST(test_channel_close_ends_sandbox) {
         status = wait_stage0(&b, 5000);
         ck_assert_msg(status != -1, "stage 0 did not exit after the channel closed");
         ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        for (waited = 0; waited < 2000; waited += 10) {
+        for (waited = 0; waited < 20000; waited += 10) {
                 if (kill(b.init_pid, 0) < 0 && errno == ESRCH)
                         break;
                 usleep(10 * 1000);
         }
-        ck_assert_msg(waited < 2000, "PID 1 (host pid %d) still exists", (int)b.init_pid);
+        ck_assert_msg(waited < 20000, "PID 1 (host pid %d) still exists", (int)b.init_pid);
         ck_assert_int_eq(count_ns_procs(b.pidns), 0);
         /* The command's stdout reaches end of stream: every writer is gone. */
         read_all(c.out, res.out, sizeof(res.out), 2000);
@@ -1006,12 +1006,12 @@ START_TEST(test_init_killed) {
         box_open(&c, NULL);
         ck_assert_int_eq(kill(c.stage0, SIGKILL), 0);
         ck_assert_int_eq(waitpid(c.stage0, &status, 0), c.stage0);
-        for (waited = 0; waited < 2000; waited += 10) {
+        for (waited = 0; waited < 20000; waited += 10) {
                 if (kill(c.init_pid, 0) < 0 && errno == ESRCH)
                         break;
                 usleep(10 * 1000);
         }
-        ck_assert_msg(waited < 2000, "PID 1 survived stage 0");
+        ck_assert_msg(waited < 20000, "PID 1 survived stage 0");
         ck_assert_int_eq(count_ns_procs(c.pidns), 0);
         close(c.chan);
 }

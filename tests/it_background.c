@@ -62,6 +62,22 @@ static struct sbx_result *attach(sbx_client *c, const char *sb, const char *cmd,
         return r;
 }
 
+/* Attaches to cmd of sb (no follow) until it has kept at least min_bytes of output (30 s
+ * at most: fails the test then); returns that result. */
+static struct sbx_result *wait_stdout(sbx_client *c, const char *sb, const char *cmd,
+                                      uint64_t min_bytes) {
+        double t0 = it_now_ms();
+        struct sbx_result *r;
+
+        while ((r = attach(c, sb, cmd, 0))->stdout_len < min_bytes) {
+                ck_assert_msg(it_now_ms() - t0 < 30000, "%s printed %zu bytes in 30 s, not %llu",
+                              cmd, r->stdout_len, (unsigned long long)min_bytes);
+                sbx_result_free(r);
+                usleep(20 * 1000);
+        }
+        return r;
+}
+
 /* A sandbox made on its own connection, which is closed. */
 static void make_sandbox(struct it_daemon *d, const char *id) {
         sbx_client *c = it_connect(d);
@@ -72,15 +88,19 @@ static void make_sandbox(struct it_daemon *d, const char *id) {
 struct later {
         struct it_daemon *d;
         const char *sb, *cmd;
-        unsigned delay_ms;
-        int terminate;
+        int attaches;       /* once the daemon has taken this many AttachCommand in all, */
+        uint64_t min_bytes; /* and cmd has printed this much, */
+        int terminate;      /* cancels cmd, or terminates sb */
 };
 
-/* After delay_ms, cancels cmd (or terminates sb) on a client of its own. */
+/* Cancels cmd (or terminates sb) on a client of its own, once the attachers are attached
+ * and the output is there: whatever the machine's speed, they see it end. */
 static void *do_later(void *arg) {
         struct later *l = arg;
         sbx_client *c = it_connect(l->d);
-        usleep(l->delay_ms * 1000u);
+        it_wait_requests(l->d, SBX__V1__REQUEST__BODY_ATTACH_COMMAND, l->attaches);
+        if (l->min_bytes)
+                sbx_result_free(wait_stdout(c, l->sb, l->cmd, l->min_bytes));
         if (l->terminate)
                 ck_assert_int_eq(sbx_terminate(c, l->sb, NULL), SBX_OK);
         else
@@ -93,7 +113,7 @@ static void *do_later(void *arg) {
  * second client sees the kept output (RUNNING), then follows it until a third cancels it. */
 START_TEST(server_outlives_its_client) {
         struct it_daemon d;
-        struct later l = {&d, "bg1", NULL, 800, 0};
+        struct later l = {&d, "bg1", NULL, 0, 23, 0};
         struct sbx_result *r;
         pthread_t t;
         sbx_client *c;
@@ -105,19 +125,21 @@ START_TEST(server_outlives_its_client) {
         c = it_connect(&d);
         t0 = it_now_ms();
         cmd = bg_start(c, "bg1", COUNTER, 60000, 0);
-        ck_assert_double_lt(it_now_ms() - t0, 2000);
+        /* At once: not when the command ends (it never does by itself). */
+        ck_assert_double_lt(it_now_ms() - t0, 20000);
         sbx_close(c);
-        usleep(600 * 1000);
 
         c = it_connect(&d);
-        r = attach(c, "bg1", cmd, 0);
+        r = wait_stdout(c, "bg1", cmd, 6);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_RUNNING);
         ck_assert_msg(strncmp((char *)r->stdout_data, "0\n1\n2\n", 6) == 0, "kept: %s",
                       r->stdout_data);
         ck_assert_uint_ge(r->stdout_bytes, 6);
         sbx_result_free(r);
 
+        /* Cancelled once this attacher follows it and line 10 is out. */
         l.cmd = cmd;
+        l.attaches = it_requests_taken(&d, SBX__V1__REQUEST__BODY_ATTACH_COMMAND) + 1;
         pthread_create(&t, NULL, do_later, &l);
         r = attach(c, "bg1", cmd, 1);
         pthread_join(t, NULL);
@@ -143,7 +165,7 @@ END_TEST
  * until the sandbox ends. */
 START_TEST(timeouts) {
         struct it_daemon d;
-        struct later l = {&d, "bg2", NULL, 700, 1};
+        struct later l = {&d, "bg2", NULL, 0, 0, 1};
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__RunCommand run = SBX__V1__RUN_COMMAND__INIT;
         Sbx__V1__Response *resp;
@@ -188,7 +210,9 @@ START_TEST(timeouts) {
 
         /* timeout_ms 0 with background: until the sandbox ends. */
         cmd = bg_start(c, "bg2", "sleep 1000", 0, 0);
+        /* Terminated once this attacher follows it. */
         l.cmd = cmd;
+        l.attaches = it_requests_taken(&d, SBX__V1__REQUEST__BODY_ATTACH_COMMAND) + 1;
         pthread_create(&t, NULL, do_later, &l);
         r = attach(c, "bg2", cmd, 1);
         pthread_join(t, NULL);
@@ -280,11 +304,11 @@ START_TEST(listed_bounded_and_recorded) {
                         last = id;
                 }
         }
-        /* Let them end. */
+        /* Let them end: the last, then every other but the one running. */
         r = attach(c, "bg4", last, 1);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
         sbx_result_free(r);
-        usleep(300 * 1000);
+        it_wait_commands(c, "bg4", 1, 0);
         ck_assert_int_eq(sbx_get(c, "bg4", &s), SBX_OK);
         for (i = 0; i < s->n_commands; i++) {
                 if (s->commands[i].state == SBX_COMMAND_ENDED) {
@@ -348,7 +372,8 @@ START_TEST(idle_timeout_spares_a_background_command) {
         co.idle_timeout_ms = 1000;
         ck_assert_int_eq(sbx_create(c, &co, &s), SBX_OK);
         sbx_sandbox_free(s);
-        cmd = bg_start(c, "bg5", "sleep 4", 60000, 0);
+        /* It outlives the 3 s below by far, however slow the machine. */
+        cmd = bg_start(c, "bg5", "sleep 30", 60000, 0);
         sbx_close(c);
         sleep(3);
         c = it_connect(&d);
@@ -392,13 +417,30 @@ static long daemon_peak_kib(const struct it_daemon *d) {
         return kib;
 }
 
+/* Starts d with ASan's quarantine off (when it is sanitized, as in `make asan`): freed
+ * memory would stay resident there (up to 256 MiB), and whatever passed through the
+ * daemon would count as held. Without it the peak says what the daemon holds. */
+static void daemon_start_unquarantined(struct it_daemon *d) {
+        const char *was = getenv("ASAN_OPTIONS");
+        char *saved = was ? strdup(was) : NULL, opts[1024];
+
+        snprintf(opts, sizeof(opts), "%s%squarantine_size_mb=0", was ? was : "", was ? ":" : "");
+        ck_assert_int_eq(setenv("ASAN_OPTIONS", opts, 1), 0);
+        it_daemon_start(d, NULL);
+        if (saved)
+                setenv("ASAN_OPTIONS", saved, 1);
+        else
+                unsetenv("ASAN_OPTIONS");
+        free(saved);
+}
+
 /* Two attachers follow the same output; one that vanishes and one that never reads
  * (its connection congested) do not hold the command: it runs to its end, and prints
  * 64 MiB meanwhile. */
 START_TEST(many_slow_and_vanished_attachers) {
         struct it_daemon d;
         struct follower f1 = {&d, NULL, NULL}, f2 = {&d, NULL, NULL};
-        struct later l = {&d, "bg6", NULL, 1200, 0};
+        struct later l = {&d, "bg6", NULL, 0, 20, 0};
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__AttachCommand ac = SBX__V1__ATTACH_COMMAND__INIT;
         struct sbx_result *r;
@@ -408,14 +450,13 @@ START_TEST(many_slow_and_vanished_attachers) {
         double t0;
         int fd, fd2;
 
-        it_daemon_start(&d, NULL);
+        daemon_start_unquarantined(&d);
         make_sandbox(&d, "bg6");
         c = it_connect(&d);
         cmd = bg_start(c, "bg6", COUNTER, 60000, 0);
         f1.cmd = f2.cmd = l.cmd = cmd;
-        pthread_create(&t1, NULL, follow, &f1);
-        pthread_create(&t2, NULL, follow, &f2);
         /* One that attaches and goes away at once. */
+        l.attaches = it_requests_taken(&d, SBX__V1__REQUEST__BODY_ATTACH_COMMAND) + 1;
         fd = it_raw_connect(&d);
         req.has_request_id = 1;
         req.request_id = 1;
@@ -426,6 +467,11 @@ START_TEST(many_slow_and_vanished_attachers) {
         ac.has_follow = ac.follow = 1;
         it_raw_send(fd, &req);
         close(fd);
+        it_wait_requests(&d, SBX__V1__REQUEST__BODY_ATTACH_COMMAND, l.attaches);
+        /* Two that follow it, until it is cancelled once both do and 20 bytes are out. */
+        l.attaches += 2;
+        pthread_create(&t1, NULL, follow, &f1);
+        pthread_create(&t2, NULL, follow, &f2);
         pthread_create(&t3, NULL, do_later, &l);
         pthread_join(t1, NULL);
         pthread_join(t2, NULL);
@@ -620,7 +666,7 @@ START_TEST(signal_and_restart) {
         struct sbx_sandbox *s = NULL;
         struct sbx_result *r = NULL;
         sbx_client *c;
-        char *cmd;
+        char *cmd, sleeper[64], shell[80];
 
         if (getenv("SBX_VALGRIND"))
                 return; /* adoption needs pidfds, which valgrind does not emulate */
@@ -631,7 +677,8 @@ START_TEST(signal_and_restart) {
                        "trap 'echo got TERM; exit 7' TERM; echo ready; "
                        "while :; do sleep 0.05; done",
                        60000, 0);
-        usleep(300 * 1000);
+        /* Its trap is set once it said so. */
+        sbx_result_free(wait_stdout(c, "bga", cmd, 6));
         sbx_close(c);
         c = it_connect(&d);
         ck_assert_int_eq(sbx_signal(c, "bga", cmd, SIGTERM), SBX_OK);
@@ -642,7 +689,9 @@ START_TEST(signal_and_restart) {
         sbx_result_free(r);
         free(cmd);
 
-        cmd = bg_start(c, "bga", "exec sleep 4242", 0, 0);
+        snprintf(sleeper, sizeof(sleeper), "sleep 4242.%d", (int)getpid());
+        snprintf(shell, sizeof(shell), "exec %s", sleeper);
+        cmd = bg_start(c, "bga", shell, 0, 0);
         sbx_close(c);
         it_daemon_kill(&d);
         it_daemon_restart(&d, NULL);
@@ -661,9 +710,9 @@ START_TEST(signal_and_restart) {
         sbx_history_free(h);
         /* Killed as init saw the daemon go, as any command in flight (README,
          * Restarts): nobody would keep its output nor enforce its timeout. */
-        for (int i = 0; i < 60 && it_count_procs("sleep 4242") > 0; i++)
+        for (int i = 0; i < 600 && it_count_procs(sleeper) > 0; i++)
                 usleep(50 * 1000);
-        ck_assert_int_eq(it_count_procs("sleep 4242"), 0);
+        ck_assert_int_eq(it_count_procs(sleeper), 0);
         free(cmd);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
@@ -711,7 +760,7 @@ START_TEST(flood_bounded_and_offsets) {
         ck_assert_uint_eq(queued, 2);
         sbx_sandbox_free(s);
 
-        usleep(200 * 1000);
+        sbx_result_free(wait_stdout(c, "bgb", first, 6));
         memset(&ao, 0, sizeof(ao));
         ao.command_id = first;
         ao.stdout_offset = 1ull << 40;
@@ -788,11 +837,42 @@ struct runner {
         struct sbx_result *r;
 };
 
-/* An ordinary command (not streamed) on a client of its own: c-1 of sandbox bgd. */
+/* An ordinary command (not streamed) on a client of its own: c-1 of sandbox bgd, which
+ * prints "two" and ends once /workspace/go is there. */
 static void *run_plain(void *arg) {
         struct runner *w = arg;
         sbx_client *c = it_connect(w->d);
-        w->r = it_sh(c, "bgd", 20000, "echo one; sleep 0.8; echo two; exit 2");
+        w->r = it_sh(c, "bgd", 60000,
+                     "echo one; until [ -e /workspace/go ]; do sleep 0.05; done; echo two; exit 2");
+        sbx_close(c);
+        return NULL;
+}
+
+/* 1 when sandbox sb lists cmd as running. */
+static int running_as(sbx_client *c, const char *sb, const char *cmd) {
+        struct sbx_sandbox *s = NULL;
+        int yes = 0;
+
+        ck_assert_int_eq(sbx_get(c, sb, &s), SBX_OK);
+        for (size_t i = 0; i < s->n_commands; i++)
+                yes |= strcmp(s->commands[i].command_id, cmd) == 0 &&
+                       s->commands[i].state == SBX_COMMAND_RUNNING;
+        sbx_sandbox_free(s);
+        return yes;
+}
+
+struct opener {
+        struct it_daemon *d;
+        int attaches;
+};
+
+/* Once the daemon has taken that many AttachCommand in all, makes /workspace/go in bgd. */
+static void *open_gate(void *arg) {
+        struct opener *g = arg;
+        sbx_client *c = it_connect(g->d);
+
+        it_wait_requests(g->d, SBX__V1__REQUEST__BODY_ATTACH_COMMAND, g->attaches);
+        ck_assert_int_eq(sbx_write(c, "bgd", "/workspace/go", "", 0, 0, 0), SBX_OK);
         sbx_close(c);
         return NULL;
 }
@@ -803,16 +883,23 @@ static void *run_plain(void *arg) {
 START_TEST(attach_to_an_ordinary_command) {
         struct it_daemon d;
         struct runner w = {&d, NULL};
+        struct opener g = {&d, 0};
         struct sbx_result *r;
-        pthread_t t;
+        pthread_t t, tg;
         sbx_client *c;
 
         it_daemon_start(&d, NULL);
         make_sandbox(&d, "bgd");
         pthread_create(&t, NULL, run_plain, &w);
-        usleep(300 * 1000);
         c = it_connect(&d);
+        /* It runs, and waits for the gate. */
+        for (double t0 = it_now_ms(); !running_as(c, "bgd", "c-1"); usleep(20 * 1000))
+                ck_assert_msg(it_now_ms() - t0 < 30000, "c-1 did not start in 30 s");
+        /* Follows it; the gate opens once this attacher is attached. */
+        g.attaches = it_requests_taken(&d, SBX__V1__REQUEST__BODY_ATTACH_COMMAND) + 1;
+        pthread_create(&tg, NULL, open_gate, &g);
         r = attach(c, "bgd", "c-1", 1);
+        pthread_join(tg, NULL);
         pthread_join(t, NULL);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
         ck_assert_int_eq(r->exit_code, 2);

@@ -111,7 +111,8 @@ START_TEST(timeout_kills_within_bound) {
         sbx_client *c;
         char *id;
         struct sbx_result *r;
-        const char *argv[] = {"sleep", "10.4321", NULL};
+        char s10[64], s11[64], s12[64], *shell;
+        const char *argv[] = {"sleep", NULL, NULL};
         /* A cgroup per command (the default on cgroup v2 only): the timeout then kills
          * what left the command's process group too. */
         const char *flags[] = {"--command-cgroups", "on", NULL};
@@ -120,27 +121,34 @@ START_TEST(timeout_kills_within_bound) {
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         id = it_create(c, NULL);
+        argv[1] = it_sleeper(s10, sizeof(s10), 10) + strlen("sleep ");
+        /* Killed at the timeout: long before the sleep would end (the bounds leave room
+         * for a loaded machine, not for the 10 s). */
         t0 = it_now_ms();
         r = it_exec(c, id, 200, argv);
-        ck_assert_double_lt(it_now_ms() - t0, 1000);
+        ck_assert_double_lt(it_now_ms() - t0, 5000);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
         ck_assert(r->timed_out);
         ck_assert(has_hit(r, "timeout"));
         ck_assert_double_ge(r->duration, 0.19);
-        ck_assert_int_eq(it_count_procs("sleep 10.4321"), 0);
+        ck_assert_int_eq(it_count_procs(s10), 0); /* reaped before the result */
         sbx_result_free(r);
         /* A shell whose children ignore SIGTERM and sit in their own process group dies
          * with its whole command cgroup. */
+        ck_assert_int_ge(asprintf(&shell, "trap '' TERM; (setsid %s &); %s & echo partial; wait",
+                                  it_sleeper(s11, sizeof(s11), 11),
+                                  it_sleeper(s12, sizeof(s12), 12)),
+                         0);
         t0 = it_now_ms();
-        r = it_sh(c, id, 300,
-                  "trap '' TERM; (setsid sleep 11.4321 &); sleep 12.4321 & echo partial; wait");
-        ck_assert_double_lt(it_now_ms() - t0, 1500);
+        r = it_sh(c, id, 300, shell);
+        ck_assert_double_lt(it_now_ms() - t0, 6000);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
         ck_assert_str_eq((char *)r->stdout_data, "partial\n"); /* output so far is kept */
-        usleep(100000);
-        ck_assert_int_eq(it_count_procs("sleep 11.4321"), 0);
-        ck_assert_int_eq(it_count_procs("sleep 12.4321"), 0);
+        /* Killed with the leader, gone from /proc once reaped. */
+        ck_assert_int_eq(it_wait_procs(s11, 0, 30000), 0);
+        ck_assert_int_eq(it_wait_procs(s12, 0, 30000), 0);
         sbx_result_free(r);
+        free(shell);
         free(id);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
@@ -152,22 +160,27 @@ START_TEST(background_child_holding_stdout_does_not_hang) {
         sbx_client *c;
         char *id;
         struct sbx_result *r;
+        char s100[64], shell[96];
         double t0;
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
+        snprintf(shell, sizeof(shell), "%s & echo done", it_sleeper(s100, sizeof(s100), 100));
+        /* Done when the shell is: not when the child ends, 100 s later (nor at the 30 s
+         * timeout). */
         t0 = it_now_ms();
-        r = it_sh(c, id, 30000, "sleep 100.4321 & echo done");
-        ck_assert_double_lt(it_now_ms() - t0, 1000);
+        r = it_sh(c, id, 30000, shell);
+        ck_assert_double_lt(it_now_ms() - t0, 10000);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
         ck_assert_int_eq(r->exit_code, 0);
         ck_assert_str_eq((char *)r->stdout_data, "done\n");
         sbx_result_free(r);
-        /* The background child survives the command (by design) and dies with the sandbox. */
-        ck_assert_int_eq(it_count_procs("sleep 100.4321"), 1);
+        /* The background child survives the command (by design: once it has execed
+         * sleep, which may come after the shell ended) and dies with the sandbox. */
+        ck_assert_int_eq(it_wait_procs(s100, 1, 30000), 1);
         ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
-        ck_assert_int_eq(it_count_procs("sleep 100.4321"), 0);
+        ck_assert_int_eq(it_count_procs(s100), 0);
         free(id);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
@@ -551,6 +564,7 @@ struct runner {
         int ok;
         enum sbx_outcome outcome;
         enum sbx_code code;
+        int gated; /* it ends once /workspace/go is there, not after a second */
 };
 
 static void *run_one(void *arg) {
@@ -562,8 +576,8 @@ static void *run_one(void *arg) {
         int i;
         if (sbx_connect(ru->d->sock, "thread", &c) != SBX_OK)
                 return NULL;
-        snprintf(script, sizeof(script),
-                 "for i in $(seq 1 200); do echo runner-%d-$i; done; sleep 1", ru->n);
+        snprintf(script, sizeof(script), "for i in $(seq 1 200); do echo runner-%d-$i; done; %s",
+                 ru->n, ru->gated ? "until [ -e /workspace/go ]; do sleep 0.05; done" : "sleep 1");
         sbx_exec_opts_init(&o);
         o.shell = script;
         o.timeout_ms = 30000;
@@ -599,19 +613,19 @@ START_TEST(concurrency_in_one_and_many_sandboxes) {
         const char *sl[] = {"sleep", "5", NULL};
         struct sbx_exec_opts o;
         int i;
-        double t0;
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
-        t0 = it_now_ms();
         for (i = 0; i < N; i++) {
-                ru[i] = (struct runner){&d, id, i, 0, SBX_OUTCOME_UNSPECIFIED, SBX_INTERNAL};
+                ru[i] = (struct runner){&d, id, i, 0, SBX_OUTCOME_UNSPECIFIED, SBX_INTERNAL, 1};
                 ck_assert_int_eq(pthread_create(&th[i], NULL, run_one, &ru[i]), 0);
         }
-        /* While the 16 run (each sleeps 1 s), a 17th that may not wait for a slot is
-         * refused (one that may wait is it_queue's). */
-        usleep(400000);
+        /* They run at once, not one after another: all 16 together (each holds its slot
+         * until the gate opens). */
+        it_wait_commands(c, id, N, 0);
+        /* Meanwhile a 17th that may not wait for a slot is refused (one that may wait is
+         * it_queue's). */
         sbx_exec_opts_init(&o);
         o.argv = sl;
         o.argc = 2;
@@ -620,19 +634,18 @@ START_TEST(concurrency_in_one_and_many_sandboxes) {
         o.queue_timeout_ms = 0;
         ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_RESOURCE_EXHAUSTED);
         ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "16"));
+        ck_assert_int_eq(sbx_write(c, id, "/workspace/go", "", 0, 0, 0), SBX_OK);
         for (i = 0; i < N; i++) {
                 pthread_join(th[i], NULL);
                 ck_assert_int_eq(ru[i].code, SBX_OK);
                 ck_assert_int_eq(ru[i].outcome, SBX_OUTCOME_EXITED);
                 ck_assert_msg(ru[i].ok, "runner %d got mixed or missing output", i);
         }
-        /* They ran at once, not one after another. */
-        ck_assert_double_lt(it_now_ms() - t0, 8000);
 
         for (i = 0; i < S; i++)
                 ids[i] = it_create(c, NULL);
         for (i = 0; i < S; i++) {
-                ru[i] = (struct runner){&d, ids[i], i, 0, SBX_OUTCOME_UNSPECIFIED, SBX_INTERNAL};
+                ru[i] = (struct runner){&d, ids[i], i, 0, SBX_OUTCOME_UNSPECIFIED, SBX_INTERNAL, 0};
                 ck_assert_int_eq(pthread_create(&th[i], NULL, run_one, &ru[i]), 0);
         }
         for (i = 0; i < S; i++) {
@@ -651,13 +664,14 @@ struct canceller {
         const char *id;
         enum sbx_outcome outcome;
         double ms;
+        char sleeper[64]; /* its command line */
 };
 
 static void *run_long(void *arg) {
         struct canceller *k = arg;
         sbx_client *c = NULL;
         struct sbx_result *r = NULL;
-        const char *argv[] = {"sleep", "30.4321", NULL};
+        const char *argv[] = {"sleep", k->sleeper + strlen("sleep "), NULL};
         struct sbx_exec_opts o;
         double t0 = it_now_ms();
         if (sbx_connect(k->d->sock, "victim", &c) != SBX_OK)
@@ -681,21 +695,21 @@ START_TEST(cancel_from_another_client) {
         char *id;
         pthread_t th;
         struct canceller k;
-        int i;
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
-        k = (struct canceller){&d, id, SBX_OUTCOME_UNSPECIFIED, 0};
+        k = (struct canceller){&d, id, SBX_OUTCOME_UNSPECIFIED, 0, ""};
+        it_sleeper(k.sleeper, sizeof(k.sleeper), 30);
         ck_assert_int_eq(pthread_create(&th, NULL, run_long, &k), 0);
-        for (i = 0; i < 100 && it_count_procs("sleep 30.4321") == 0; i++)
-                usleep(20000);
+        ck_assert_int_eq(it_wait_procs(k.sleeper, 1, 30000), 1);
         /* Command ids are c-N in order of starting: the first is c-1. */
         ck_assert_int_eq(sbx_cancel(c, id, "c-1"), SBX_OK);
         pthread_join(th, NULL);
         ck_assert_int_eq(k.outcome, SBX_OUTCOME_CANCELLED);
-        ck_assert_double_lt(k.ms, 5000);
-        ck_assert_int_eq(it_count_procs("sleep 30.4321"), 0);
+        /* Cancelled, not ended by itself 30 s after its start. */
+        ck_assert_double_lt(k.ms, 20000);
+        ck_assert_int_eq(it_count_procs(k.sleeper), 0);
         ck_assert_int_eq(sbx_cancel(c, id, "c-1"), SBX_NOT_FOUND);
         free(id);
         sbx_close(c);
@@ -723,16 +737,17 @@ static void *run_bg_exec(void *arg) {
 
 START_TEST(daemon_maximum_timeout_and_records) {
         struct it_daemon d;
-        const char *flags[] = {"--max-command-timeout", "1", NULL};
+        const char *flags[] = {"--max-command-timeout", "3", NULL};
         sbx_client *c;
-        char *id;
+        char *id, s30[64];
         struct sbx_result *r;
         struct sbx_history *h = NULL;
-        const char *argv[] = {"sleep", "5.4321", NULL};
+        const char *argv[] = {"sleep", NULL, NULL};
         struct bg_exec bg;
         pthread_t th;
-        double t0;
+        double t0, t_run;
 
+        argv[1] = it_sleeper(s30, sizeof(s30), 30) + strlen("sleep ");
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         id = it_create(c, NULL);
@@ -755,12 +770,14 @@ START_TEST(daemon_maximum_timeout_and_records) {
         bg = (struct bg_exec){.d = &d, .id = id, .argv = argv};
         ck_assert_int_eq(pthread_create(&th, NULL, run_bg_exec, &bg), 0);
         /* A running command is in the records within milliseconds (SBX_RECORD_START_DELAY_MS
-         * and a batch), long before it ends. */
+         * and a batch) of its start, long before the daemon's maximum ends it (3 s). */
+        ck_assert_int_eq(it_wait_procs(s30, 1, 30000), 1);
+        t_run = it_now_ms();
         for (;;) {
                 ck_assert_int_eq(sbx_history(c, id, 0, 0, &h), SBX_OK);
                 if (h->n == 1)
                         break;
-                ck_assert_double_lt(it_now_ms() - t0, 800);
+                ck_assert_double_lt(it_now_ms() - t_run, 2000);
                 sbx_history_free(h);
                 usleep(10000);
         }
@@ -771,8 +788,9 @@ START_TEST(daemon_maximum_timeout_and_records) {
         ck_assert_int_eq(pthread_join(th, NULL), 0);
         ck_assert_int_eq(bg.code, SBX_OK);
         r = bg.r;
+        /* At the daemon's maximum, not at the 60 s asked nor the sleep's 30 s. */
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
-        ck_assert_double_lt(it_now_ms() - t0, 3000);
+        ck_assert_double_lt(it_now_ms() - t0, 20000);
         sbx_result_free(r);
         r = it_sh(c, id, 1000, "exit 3");
         ck_assert_int_eq(r->exit_code, 3);
@@ -797,7 +815,7 @@ START_TEST(vanishing_client_cancels_its_command) {
         struct it_daemon d;
         sbx_client *c;
         struct sbx_history *h = NULL;
-        char *id;
+        char *id, s300[64], shell[96];
         pid_t kid;
         int i, st;
         double t0;
@@ -805,29 +823,26 @@ START_TEST(vanishing_client_cancels_its_command) {
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
+        snprintf(shell, sizeof(shell), "%s; echo never", it_sleeper(s300, sizeof(s300), 300));
         for (i = 0; i < 20; i++) {
                 kid = fork();
                 ck_assert_int_ge(kid, 0);
                 if (kid == 0) {
                         sbx_client *cc = it_connect(&d);
-                        struct sbx_result *r = it_sh(cc, id, 60000, "sleep 33.4321; echo never");
+                        struct sbx_result *r = it_sh(cc, id, 600000, shell);
                         sbx_result_free(r);
                         _exit(0);
                 }
-                while (it_count_procs("sleep 33.4321") == 0)
-                        usleep(5000);
+                /* Its shell and sleep run (both have the sleep's command line). */
+                for (t0 = it_now_ms(); it_count_procs(s300) == 0; usleep(5000))
+                        ck_assert_msg(it_now_ms() - t0 < 30000, "%s did not start", s300);
                 kill(kid, SIGKILL);
                 waitpid(kid, &st, 0);
-                /* Each is stopped within a bound, before the next begins. */
-                t0 = it_now_ms();
-                while (it_count_procs("sleep 33.4321") > 0 && it_now_ms() - t0 < 3000)
-                        usleep(5000);
-                ck_assert_int_eq(it_count_procs("sleep 33.4321"), 0);
+                /* Each is stopped within a bound (not at its end, 300 s later), before the
+                 * next begins. */
+                ck_assert_int_eq(it_wait_procs(s300, 0, 30000), 0);
         }
-        for (i = 0; i < 100 && it_count_procs("sleep 33.4321") > 0; i++)
-                usleep(20000);
-        ck_assert_int_eq(it_count_procs("sleep 33.4321"), 0);
-        /* Recorded once each has been reaped and its output drained: poll briefly. */
+        /* Recorded once each has been reaped and its output drained: poll. */
         t0 = it_now_ms();
         for (;;) {
                 int done = 0;
@@ -835,7 +850,7 @@ START_TEST(vanishing_client_cancels_its_command) {
                 ck_assert_uint_eq(h->n, 20);
                 for (i = 0; i < 20; i++)
                         done += h->v[i].outcome != SBX_OUTCOME_RUNNING;
-                if (done == 20 || it_now_ms() - t0 > 3000)
+                if (done == 20 || it_now_ms() - t0 > 30000)
                         break;
                 sbx_history_free(h);
                 usleep(20000);

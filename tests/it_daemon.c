@@ -335,7 +335,12 @@ START_TEST(sigkill_during_writes) {
                         }
                 }
         }
-        usleep(1500 * 1000);
+        /* Killed amid the writes: once some sandboxes are on record (however long the
+         * first creates took), while the clients go on. */
+        for (double t0 = it_now_ms(); it_db_int(&d, "SELECT count(*) FROM sandboxes") < CLIENTS;
+             usleep(20000))
+                ck_assert_msg(it_now_ms() - t0 < 30000, "%d sandboxes on record after 30 s",
+                              it_db_int(&d, "SELECT count(*) FROM sandboxes"));
         it_daemon_kill(&d);
         for (i = 0; i < CLIENTS; i++)
                 waitpid(pids[i], &st, 0);

@@ -12,6 +12,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "frame.h"
@@ -37,6 +38,14 @@ static struct sbx_sandbox *wait_end(sbx_client *c, const char *id, double bound_
         }
 }
 
+/* The wall clock in milliseconds (as the daemon's records count). */
+static int64_t wall_ms(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static char *create_with(sbx_client *c, uint64_t timeout_ms, uint64_t idle_ms, const uint32_t *share,
                          size_t n_share) {
         struct sbx_create_opts o;
@@ -55,34 +64,68 @@ static char *create_with(sbx_client *c, uint64_t timeout_ms, uint64_t idle_ms, c
         return id;
 }
 
+/* Creates a sandbox whose deadline (idle 0) or idle timeout (idle 1) is *ms and runs o in
+ * it, with secs (when not NULL) set first to twice *ms in seconds. A machine so slow that
+ * the sandbox ended before the command started (SBX_SANDBOX_ENDED) gets another sandbox
+ * with *ms doubled, up to 16 times the first. Returns the last run's code, its sandbox in
+ * *ret_id and its result in *ret_r. */
+static enum sbx_code run_before_the_end(sbx_client *c, int idle, uint64_t *ms,
+                                        struct sbx_exec_opts *o, char *secs, size_t secs_len,
+                                        char **ret_id, struct sbx_result **ret_r) {
+        uint64_t last = *ms * 16;
+        enum sbx_code code;
+
+        for (;; *ms *= 2) {
+                *ret_id = create_with(c, idle ? 600000 : *ms, idle ? *ms : 0, NULL, 0);
+                if (secs)
+                        snprintf(secs, secs_len, "%.1f", 2 * (double)*ms / 1000.0);
+                code = sbx_exec(c, *ret_id, o, ret_r);
+                if (code != SBX_SANDBOX_ENDED || *ms >= last)
+                        return code;
+                fprintf(stderr,
+                        "it_lifecycle: the sandbox ended before the command at %llu ms; "
+                        "again\n",
+                        (unsigned long long)*ms);
+                free(*ret_id);
+        }
+}
+
 START_TEST(deadline_ends_sandbox) {
         struct it_daemon d;
         sbx_client *c;
         struct sbx_sandbox *sb;
-        struct sbx_result *r;
-        char *id;
+        struct sbx_result *r = NULL;
+        struct sbx_exec_opts o;
+        enum sbx_code code;
+        char *id, s555[64], s100[64], shell[160];
+        uint64_t deadline_ms;
         double t0;
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
-        id = create_with(c, 1500, 0, NULL, 0);
-        r = it_sh(c, id, 60000, "setsid sleep 555.4321 & sleep 100.4321");
+        snprintf(shell, sizeof(shell), "setsid %s & %s", it_sleeper(s555, sizeof(s555), 555),
+                 it_sleeper(s100, sizeof(s100), 100));
+        sbx_exec_opts_init(&o);
+        o.shell = shell;
+        o.timeout_ms = 60000;
         /* The deadline comes while the command runs: it ends with sandbox_ended. */
+        deadline_ms = 1500;
+        code = run_before_the_end(c, 0, &deadline_ms, &o, NULL, 0, &id, &r);
+        ck_assert_msg(code == SBX_OK, "exec: %s: %s", sbx_code_name(code), sbx_error_message(c));
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_SANDBOX_ENDED);
         sbx_result_free(r);
         t0 = it_now_ms();
-        sb = wait_end(c, id, 5000);
+        sb = wait_end(c, id, 15000);
         ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
         ck_assert_str_eq(sb->end_reason, "expired");
         ck_assert_int_le(sb->ended_unix_ms - sb->deadline_unix_ms, 2000);
-        ck_assert_double_lt(it_now_ms() - t0, 5000);
+        ck_assert_double_lt(it_now_ms() - t0, 15000);
         sbx_sandbox_free(sb);
-        ck_assert_int_eq(it_count_procs("sleep 555.4321"), 0);
-        ck_assert_int_eq(it_count_procs("sleep 100.4321"), 0);
+        ck_assert_int_eq(it_count_procs(s555), 0);
+        ck_assert_int_eq(it_count_procs(s100), 0);
         /* An ended sandbox answers SANDBOX_ENDED to commands (terminal: not UNAVAILABLE). */
         {
                 const char *argv[] = {"true", NULL};
-                struct sbx_exec_opts o;
                 sbx_exec_opts_init(&o);
                 o.argv = argv;
                 o.argc = 1;
@@ -99,21 +142,29 @@ START_TEST(idle_timeout_and_busy_sandbox) {
         sbx_client *c;
         struct sbx_sandbox *sb;
         struct sbx_result *r;
-        char *id;
-        const char *sl[] = {"sleep", "2", NULL};
+        char *id, secs[16];
+        const char *sl[] = {"sleep", secs, NULL};
+        struct sbx_exec_opts o;
+        enum sbx_code code;
+        uint64_t idle_ms;
 
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
-        id = create_with(c, 60000, 1000, NULL, 0);
-        /* A command running longer than the idle limit keeps it alive. */
-        r = it_exec(c, id, 10000, sl);
+        sbx_exec_opts_init(&o);
+        o.argv = sl;
+        o.argc = 2;
+        o.timeout_ms = 60000;
+        /* A command running longer than the idle limit (twice as long) keeps it alive. */
+        idle_ms = 1000;
+        code = run_before_the_end(c, 1, &idle_ms, &o, secs, sizeof(secs), &id, &r);
+        ck_assert_msg(code == SBX_OK, "exec: %s: %s", sbx_code_name(code), sbx_error_message(c));
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
         sbx_result_free(r);
         sb = get(c, id);
         ck_assert_int_eq(sb->state, SBX_STATE_READY);
         sbx_sandbox_free(sb);
         /* Then, left alone, it ends about one idle period later. */
-        sb = wait_end(c, id, 6000);
+        sb = wait_end(c, id, 6.0 * (double)idle_ms);
         ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
         ck_assert_str_eq(sb->end_reason, "idle");
         sbx_sandbox_free(sb);
@@ -130,27 +181,37 @@ START_TEST(set_timeout_shortens_and_extends) {
         struct sbx_sandbox *sb = NULL;
         char *a, *b;
         const char *cli[] = {"set-timeout", NULL, "0.5", NULL};
+        int64_t first_deadline, a_deadline;
 
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         a = create_with(c, 10000, 0, NULL, 0);
-        /* 2 s: enough that the CLI call below ends before it on a busy machine (with 1 s
-         * it once did not), short enough that b being READY at the end (3 s on) shows
-         * the extension. */
+        /* b is extended past its original deadline (2 s), at once: before it, however slow
+         * the CLI call below. */
         b = create_with(c, 2000, 0, NULL, 0);
-        /* Through the CLI: a ends half a second from now. */
-        cli[1] = a;
-        ck_assert_int_eq(it_sbx(&d, NULL, 0, NULL, NULL, cli), 0);
-        /* b is extended past its original deadline. */
+        sb = get(c, b);
+        first_deadline = sb->deadline_unix_ms;
+        sbx_sandbox_free(sb);
         ck_assert_int_eq(sbx_set_timeout(c, b, 8000, &sb), SBX_OK);
         ck_assert_int_gt(sb->deadline_unix_ms - sb->created_unix_ms, 7000);
         sbx_sandbox_free(sb);
         /* Beyond the daemon's maximum lifetime: refused. */
         ck_assert_int_eq(sbx_set_timeout(c, b, 60000, &sb), SBX_INVALID_ARGUMENT);
-        sb = wait_end(c, a, 4000);
-        ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
+        /* Through the CLI: a ends half a second from now, not at its 10 s. */
+        sb = get(c, a);
+        a_deadline = sb->deadline_unix_ms;
         sbx_sandbox_free(sb);
-        usleep(2500000);
+        cli[1] = a;
+        ck_assert_int_eq(it_sbx(&d, NULL, 0, NULL, NULL, cli), 0);
+        sb = wait_end(c, a, 10000);
+        ck_assert_int_eq(sb->state, SBX_STATE_EXPIRED);
+        ck_assert_msg(sb->ended_unix_ms < a_deadline - 2000,
+                      "a ended %lld ms before its first deadline",
+                      (long long)(a_deadline - sb->ended_unix_ms));
+        sbx_sandbox_free(sb);
+        /* Past b's original deadline, b is READY. */
+        while (wall_ms() < first_deadline + 1000)
+                usleep(50000);
         sb = get(c, b);
         ck_assert_int_eq(sb->state, SBX_STATE_READY);
         sbx_sandbox_free(sb);
@@ -241,6 +302,25 @@ START_TEST(access_by_other_uid) {
 }
 END_TEST
 
+struct opener {
+        struct it_daemon *d;
+        const char *id;
+        unsigned after_ms;
+};
+
+/* Once sandbox id has a command waiting for a slot, and after_ms later, makes
+ * /workspace/go in it (on a client of its own). */
+static void *open_gate(void *arg) {
+        struct opener *g = arg;
+        sbx_client *c = it_connect(g->d);
+
+        it_wait_commands(c, g->id, 1, 1);
+        usleep(g->after_ms * 1000u);
+        ck_assert_int_eq(sbx_write(c, g->id, "/workspace/go", "", 0, 0, 0), SBX_OK);
+        sbx_close(c);
+        return NULL;
+}
+
 START_TEST(quotas) {
         struct it_daemon d;
         const char *flags[] = {"--max-sandboxes-per-uid", "2", "--max-sandboxes", "3",
@@ -260,23 +340,28 @@ START_TEST(quotas) {
         sbx_create_opts_init(&o);
         ck_assert_int_eq(sbx_create(c, &o, &sb), SBX_RESOURCE_EXHAUSTED);
         ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "quota"));
-        /* Two commands of this uid run (in two sandboxes); a third that may not wait is
-         * refused, and one that may waits for a slot of the uid's quota, which the end of
-         * a command in either sandbox frees. */
+        /* Two commands of this uid run (in two sandboxes), each until /workspace/go is
+         * there; a third that may not wait is refused, and one that may waits for a slot
+         * of the uid's quota, which the end of a command in either sandbox frees. */
         {
+                const char *gated = "until [ -e /workspace/go ]; do sleep 0.05; done";
+                struct opener g = {&d, a, 300};
+                pthread_t t;
                 pid_t k1 = fork(), k2;
+                int st;
                 if (k1 == 0) {
                         sbx_client *cc = it_connect(&d);
-                        r = it_sh(cc, a, 10000, "sleep 1.5");
+                        r = it_sh(cc, a, 120000, gated);
                         _exit(r->outcome == SBX_OUTCOME_EXITED ? 0 : 1);
                 }
                 k2 = fork();
                 if (k2 == 0) {
                         sbx_client *cc = it_connect(&d);
-                        r = it_sh(cc, b, 10000, "sleep 1.5");
+                        r = it_sh(cc, b, 120000, gated);
                         _exit(r->outcome == SBX_OUTCOME_EXITED ? 0 : 1);
                 }
-                usleep(600000);
+                it_wait_commands(c, a, 1, 0);
+                it_wait_commands(c, b, 1, 0);
                 sbx_exec_opts_init(&eo);
                 eo.argv = argv;
                 eo.argc = 1;
@@ -284,13 +369,19 @@ START_TEST(quotas) {
                 eo.queue_timeout_ms = 0;
                 ck_assert_int_eq(sbx_exec(c, a, &eo, &r), SBX_RESOURCE_EXHAUSTED);
                 ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "--max-commands-per-uid"));
+                /* a's command ends 300 ms after this one waits. */
+                ck_assert_int_eq(pthread_create(&t, NULL, open_gate, &g), 0);
                 eo.has_queue_timeout = 0;
                 ck_assert_int_eq(sbx_exec(c, a, &eo, &r), SBX_OK);
+                ck_assert_int_eq(pthread_join(t, NULL), 0);
                 ck_assert_int_eq(r->outcome, SBX_OUTCOME_EXITED);
                 ck_assert_uint_ge(r->queued_ms, 300);
                 sbx_result_free(r);
-                waitpid(k1, NULL, 0);
-                waitpid(k2, NULL, 0);
+                ck_assert_int_eq(sbx_write(c, b, "/workspace/go", "", 0, 0, 0), SBX_OK);
+                ck_assert_int_eq(waitpid(k1, &st, 0), k1);
+                ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+                ck_assert_int_eq(waitpid(k2, &st, 0), k2);
+                ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
         }
         ck_assert_int_eq(sbx_exec(c, a, &eo, &r), SBX_OK);
         sbx_result_free(r);
@@ -374,10 +465,11 @@ START_TEST(sigkill_with_running_work) {
         sbx_client *c;
         char *ids[SANDBOXES];
         pid_t kids[COMMANDS];
-        char sbdir[700];
+        char sbdir[700], s77[64];
         const char *flags[] = {"--adopt-grace", "0", NULL}; /* no re-adoption: all lost */
         int i;
 
+        it_sleeper(s77, sizeof(s77), 77);
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         for (i = 0; i < SANDBOXES; i++)
@@ -389,7 +481,7 @@ START_TEST(sigkill_with_running_work) {
                         sbx_client *cc = NULL;
                         struct sbx_result *r = NULL;
                         struct sbx_exec_opts o;
-                        const char *argv[] = {"sleep", "77.4321", NULL};
+                        const char *argv[] = {"sleep", s77 + strlen("sleep "), NULL};
                         if (sbx_connect(d.sock, "victim", &cc) != SBX_OK)
                                 _exit(1);
                         sbx_exec_opts_init(&o);
@@ -400,13 +492,14 @@ START_TEST(sigkill_with_running_work) {
                         _exit(0);
                 }
         }
-        for (i = 0; i < 200 && it_count_procs("sleep 77.4321") < COMMANDS; i++)
-                usleep(25000);
-        ck_assert_int_eq(it_count_procs("sleep 77.4321"), COMMANDS);
-        /* A command's start is recorded in the next batch commit, at most
-         * SBX_RECORD_BATCH_MS after it was sent (sooner when a reply waits): the kill
-         * comes after that window, as a crash of a daemon serving long commands would. */
-        usleep(200 * 1000);
+        ck_assert_int_eq(it_wait_procs(s77, COMMANDS, 30000), COMMANDS);
+        /* A command's start is recorded in the next batch commit, SBX_RECORD_BATCH_MS or so
+         * after it was sent (sooner when a reply waits): the kill comes once they are all
+         * in the records, as a crash of a daemon serving long commands would. */
+        for (double t0 = it_now_ms();
+             it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome IS NULL") < COMMANDS;
+             usleep(20000))
+                ck_assert_msg(it_now_ms() - t0 < 30000, "the starts are not recorded after 30 s");
         it_daemon_kill(&d);
         for (i = 0; i < COMMANDS; i++)
                 waitpid(kids[i], NULL, 0);
@@ -417,7 +510,7 @@ START_TEST(sigkill_with_running_work) {
         ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome='unknown'"),
                          COMMANDS);
         ck_assert_int_eq(it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome IS NULL"), 0);
-        ck_assert_int_eq(it_count_procs("sleep 77.4321"), 0);
+        ck_assert_int_eq(it_count_procs(s77), 0);
         snprintf(sbdir, sizeof(sbdir), "%s/sandboxes", d.state);
         ck_assert_int_eq(count_dirs(sbdir), 0);
         {
@@ -544,6 +637,8 @@ START_TEST(warm_pool_dead_init_not_claimed) {
         sbx_client *c;
         int i;
 
+        /* The pool counted here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(wait_warm_ready(&d, 2), 2);
         ck_assert_int_eq(warm_init_pids(&d, pids, 2), 2);
@@ -585,6 +680,8 @@ START_TEST(warm_pool) {
         char path[800];
         sbx_client *c;
 
+        /* The pool counted here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(wait_warm_ready(&d, 2), 2);
         ck_assert_int_eq(count_warm(&d), 2);
@@ -673,6 +770,21 @@ START_TEST(warm_pool) {
 }
 END_TEST
 
+/* The first child of pid (a spare's stage 0: its PID 1), or -1. */
+static pid_t first_child(pid_t pid) {
+        char path[96];
+        int child = -1;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+        f = fopen(path, "re");
+        if (f && fscanf(f, "%d", &child) != 1)
+                child = -1;
+        if (f)
+                fclose(f);
+        return (pid_t)child;
+}
+
 /* The pid of the nth (0-based) spare of a kind (built: built ahead) the log says was
  * started, or -1. */
 static pid_t spare_pid(const struct it_daemon *d, int built, int nth) {
@@ -741,8 +853,10 @@ START_TEST(spares) {
         struct sbx_result *r;
         struct it_daemon d;
         sbx_client *c;
-        pid_t dead;
+        pid_t dead, pid1;
 
+        /* The pool counted here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(it_wait_log(&d, ": spare started", 2), 2);
         ck_assert_int_eq(it_wait_log(&d, ": spare built", 1), 1);
@@ -776,9 +890,14 @@ START_TEST(spares) {
         ck_assert_int_eq(it_wait_log(&d, ": spare built", 2), 2);
         dead = spare_pid(&d, 1, 1);
         ck_assert_int_gt(dead, 1);
+        /* Its stage 0 and the PID 1 it forked (which holds the daemon's channel, and
+         * dies of stage 0's death a moment later) are both gone before the create. */
+        pid1 = first_child(dead);
+        ck_assert_int_gt(pid1, 1);
         ck_assert_int_eq(kill(dead, SIGKILL), 0); /* started by this test's daemon */
-        while (!exited(dead))
-                usleep(1000);
+        for (double t0 = it_now_ms(); !exited(dead) || !exited(pid1); usleep(1000))
+                ck_assert_msg(it_now_ms() - t0 < 30000, "spare %d or its PID 1 %d still runs",
+                              (int)dead, (int)pid1);
         create_rw(c, "after-dead", rw, 0);
         ck_assert_int_eq(it_log_count(&d, "sbx=after-dead: takes the plain spare ~spare-"), 1);
         writes_there(c, "after-dead", rw, "f3");
@@ -880,8 +999,7 @@ START_TEST(spares_follow_the_host) {
         double t0;
         int n;
 
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        it_private_mounts();
         snprintf(late, sizeof(late), "%s/late", it_base_dir());
         ck_assert_int_eq(mkdir(late, 0777), 0);
         snprintf(source, sizeof(source), "sbx-it-late-%d", (int)getpid());
@@ -989,8 +1107,7 @@ static void create_across(struct it_daemon *d, const char *id, void (*change)(co
 /* In a mount namespace of this test's own (the daemon inherits it, and nothing it
  * mounts is left on the host), the host directory cover_dir holding f = "old". */
 static void cover_begin(char *dir, size_t len) {
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        it_private_mounts();
         cover_dir(dir, len);
         ck_assert_int_eq(mkdir(dir, 0755), 0);
         put_file(dir, "f", "old\n");
@@ -1160,6 +1277,8 @@ START_TEST(warm_pool_at_capacity) {
         const char *ids[] = {"cap-a", "cap-b", "cap-c"};
         int i;
 
+        /* The pool counted here is ended by no mount of another program's. */
+        it_private_mounts();
         it_daemon_start(&d, flags);
         ck_assert_int_eq(wait_warm_ready(&d, 1), 1);
         c = it_connect(&d);
@@ -1256,7 +1375,7 @@ START_TEST(keep_sandboxes_on_sigterm) {
         struct sbx_result *r;
         struct sbx_sandbox *sb;
         struct sbx_history *h = NULL;
-        char *id;
+        char *id, s321[64], s300[64], shell[128];
         pid_t kid;
 
         /* Adoption needs pidfds, which valgrind does not emulate (`make valgrind`). */
@@ -1267,24 +1386,25 @@ START_TEST(keep_sandboxes_on_sigterm) {
 
         it_daemon_start(&d, flags);
         c = it_connect(&d);
-        id = create_with(c, 60000, 0, NULL, 0);
-        r = it_sh(c, id, 10000, "setsid sleep 321.4321 >/dev/null 2>&1 &");
+        id = create_with(c, 600000, 0, NULL, 0);
+        snprintf(shell, sizeof(shell), "setsid %s >/dev/null 2>&1 &",
+                 it_sleeper(s321, sizeof(s321), 321));
+        r = it_sh(c, id, 10000, shell);
         sbx_result_free(r);
+        snprintf(shell, sizeof(shell), "%s; echo late", it_sleeper(s300, sizeof(s300), 300));
         kid = fork();
         ck_assert_int_ge(kid, 0);
         if (kid == 0) {
                 sbx_client *cc = it_connect(&d);
-                struct sbx_result *rr = it_sh(cc, id, 60000, "sleep 30.4321; echo late");
+                struct sbx_result *rr = it_sh(cc, id, 600000, shell);
                 _exit(rr->outcome == SBX_OUTCOME_UNKNOWN ? 0 : 1);
         }
-        usleep(500000);
-        ck_assert_int_ge(it_count_procs("sleep 30.4321"), 1); /* sh and sleep */
+        /* The command runs (sh and sleep) when the daemon stops. */
+        ck_assert_int_ge(it_wait_procs(s300, 1, 30000), 1);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
-        ck_assert_int_eq(it_count_procs("sleep 321.4321"), 1);
+        ck_assert_int_eq(it_count_procs(s321), 1);
         /* The command's group is killed as init sees the daemon go (within moments). */
-        for (int i = 0; i < 100 && it_count_procs("sleep 30.4321") > 0; i++)
-                usleep(20000);
-        ck_assert_int_eq(it_count_procs("sleep 30.4321"), 0);
+        ck_assert_int_eq(it_wait_procs(s300, 0, 30000), 0);
         it_daemon_restart(&d, NULL);
         {
                 int st;
@@ -1311,7 +1431,7 @@ START_TEST(keep_sandboxes_on_sigterm) {
         ck_assert_str_eq(h->v[0].command_id, "c-3");
         sbx_history_free(h);
         ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
-        ck_assert_int_eq(it_count_procs("sleep 321.4321"), 0);
+        ck_assert_int_eq(it_count_procs(s321), 0);
         free(id);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
@@ -1326,13 +1446,15 @@ START_TEST(orphan_grace_expires) {
         sbx_client *c;
         struct sbx_result *r;
         struct sbx_sandbox *sb;
-        char *id;
+        char *id, s654[64], shell[128];
         int i, zeros;
 
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         id = create_with(c, 60000, 0, NULL, 0);
-        r = it_sh(c, id, 10000, "setsid sleep 654.4321 >/dev/null 2>&1 &");
+        snprintf(shell, sizeof(shell), "setsid %s >/dev/null 2>&1 &",
+                 it_sleeper(s654, sizeof(s654), 654));
+        r = it_sh(c, id, 10000, shell);
         sbx_result_free(r);
         sbx_close(c);
         it_daemon_kill(&d);
@@ -1343,11 +1465,11 @@ START_TEST(orphan_grace_expires) {
          * empty cmdline. (A clean-clone CI run saw no sleep at the first look and one
          * just after, within the grace.) */
         for (i = 0, zeros = 0; i < 300 && zeros < 3; i++) {
-                zeros = it_count_procs("sleep 654.4321") == 0 ? zeros + 1 : 0;
+                zeros = it_count_procs(s654) == 0 ? zeros + 1 : 0;
                 usleep(50000);
         }
         if (zeros < 3 &&
-            system("ps -eo pid,ppid,stat,etimes,wchan:24,args | grep -e 654.4321 -e sbx-init "
+            system("ps -eo pid,ppid,stat,etimes,wchan:24,args | grep -e 'sleep 654' -e sbx-init "
                    ">&2") < 0)
                 fprintf(stderr, "orphan_grace_expires: cannot run ps\n");
         ck_assert_msg(zeros >= 3, "the sandbox's sleep outlived the adoption grace");
@@ -1509,8 +1631,15 @@ START_TEST(terminate_answers_once_nothing_runs) {
         struct sbx_create_opts o;
         struct sbx_sandbox *sb = NULL, *next = NULL, *info = NULL;
         sbx_client *c;
+        char mark[32], shell[256];
         int round;
 
+        /* Its own mark: other test programs may run this test on the host meanwhile. */
+        snprintf(mark, sizeof(mark), "mark-%d", (int)getpid());
+        snprintf(shell, sizeof(shell),
+                 "for i in 1 2 3 4; do (setsid sh -c 'trap \"\" TERM HUP; while :; do "
+                 "echo x >> /workspace/f; done # %s' &); done",
+                 mark);
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         sbx_create_opts_init(&o);
@@ -1522,12 +1651,14 @@ START_TEST(terminate_answers_once_nothing_runs) {
                 char path[700];
                 enum sbx_code code;
 
-                r = it_sh(c, sb->id, 10000,
-                          "for i in 1 2 3 4; do (setsid sh -c 'trap \"\" TERM HUP; while :; do "
-                          "echo x >> /workspace/f; done # mark-7731' &); done; sleep 0.05");
+                r = it_sh(c, sb->id, 10000, shell);
                 ck_assert_int_eq(r->exit_code, 0);
                 sbx_result_free(r);
-                ck_assert_int_eq(it_count_procs("mark-7731"), 4);
+                /* The four writers run (once the subshells that start them have gone, as
+                 * they soon do: they too have the mark in their command line). */
+                for (double t0 = it_now_ms(); it_count_procs(mark) != 4; usleep(20000))
+                        ck_assert_msg(it_now_ms() - t0 < 30000, "%d processes %s after 30 s",
+                                      it_count_procs(mark), mark);
                 ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);
                 code = sbx_create(c, &o, &next);
                 ck_assert_msg(code == SBX_OK, "round %d: create right after terminate: %s", round,
@@ -1541,7 +1672,7 @@ START_TEST(terminate_answers_once_nothing_runs) {
                 ck_assert_int_eq(sbx_set_timeout(c, sb->id, 100000, NULL), SBX_SANDBOX_ENDED);
                 /* One place under the quota was given back, not two. */
                 ck_assert_int_eq(sbx_create(c, &o, &info), SBX_RESOURCE_EXHAUSTED);
-                ck_assert_int_eq(it_count_procs("mark-7731"), 0);
+                ck_assert_int_eq(it_count_procs(mark), 0);
                 snprintf(path, sizeof(path), "%s/sandboxes/%s/workspace/f", d.state, sb->id);
                 ck_assert_int_eq(stat(path, &st1), 0);
                 usleep(20000);

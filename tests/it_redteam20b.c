@@ -166,8 +166,8 @@ START_TEST(cli_exec_t_stdout_closed_restores_terminal) {
         struct termios before, after;
         struct it_daemon d;
         sbx_client *c;
-        char *id, sbx[600], buf[4096];
-        int m, status = 0, done = 0;
+        char *id, sbx[600], buf[4096], go = 'g';
+        int m, status = 0, done = 0, gate[2];
         double t0;
         pid_t pid;
 
@@ -175,11 +175,15 @@ START_TEST(cli_exec_t_stdout_closed_restores_terminal) {
         c = it_connect(&d);
         id = it_create(c, NULL);
         snprintf(sbx, sizeof(sbx), "%s/sbx", it_build_dir());
+        ck_assert_int_eq(pipe(gate), 0);
         pid = forkpty(&m, NULL, NULL, &ws);
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
                 int p[2];
-                if (pipe(p) < 0)
+                /* sbx runs once the test has read the pty's settings (gate): one that ran
+                 * first would have made them raw already. */
+                close(gate[1]);
+                if (read(gate[0], &go, 1) != 1 || pipe(p) < 0)
                         _exit(126);
                 close(p[0]); /* `| head -c0`: the reader is gone */
                 dup2(p[1], STDOUT_FILENO);
@@ -190,7 +194,10 @@ START_TEST(cli_exec_t_stdout_closed_restores_terminal) {
                       "sleep 0.5; while :; do echo y; sleep 0.01; done", (char *)NULL);
                 _exit(127);
         }
+        close(gate[0]);
         ck_assert_int_eq(tcgetattr(m, &before), 0);
+        ck_assert_int_eq(write(gate[1], &go, 1), 1);
+        close(gate[1]);
         t0 = it_now_ms();
         while (!done && it_now_ms() - t0 < 20000) {
                 struct pollfd pf = {.fd = m, .events = POLLIN};

@@ -139,7 +139,7 @@ START_TEST(started_id_and_sigint_runs_the_trap) {
         t0 = it_now_ms();
         ck_assert_int_eq(sbx_signal(c, id, b.command_id, SIGINT), SBX_OK);
         pthread_join(th, NULL);
-        ck_assert_double_lt(it_now_ms() - t0, 5000);
+        ck_assert_double_lt(it_now_ms() - t0, 20000); /* the loop never ends by itself */
         ck_assert_int_eq(b.code, SBX_OK);
         ck_assert_int_eq(b.started_calls, 1);
         ck_assert_str_eq(b.r->command_id, "c-1");
@@ -178,12 +178,14 @@ START_TEST(signal_choices_and_kill_escalation) {
                  "while :; do sleep 0.05; done",
                  0);
         ck_assert(bg_wait(&b, NULL));
-        for (i = 0; i < 200; i++) {
+        /* Its trap is set once /tmp/ready is there (however long that took). */
+        for (i = 0;; i++) {
                 struct sbx_read_result *rr = NULL;
                 enum sbx_code rc = sbx_read(c, id, "/tmp/ready", 0, 0, &rr);
                 sbx_read_result_free(rr);
                 if (rc == SBX_OK)
                         break;
+                ck_assert_msg(i < 1500, "no /tmp/ready after 30 s");
                 usleep(20000);
         }
         for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
@@ -206,7 +208,7 @@ START_TEST(signal_choices_and_kill_escalation) {
         t0 = it_now_ms();
         ck_assert_int_eq(sbx_signal(c, id, b.command_id, SIGKILL), SBX_OK);
         pthread_join(th, NULL);
-        ck_assert_double_lt(it_now_ms() - t0, 5000);
+        ck_assert_double_lt(it_now_ms() - t0, 20000); /* it ignores the rest */
         ck_assert_int_eq(b.code, SBX_OK);
         ck_assert_int_eq(b.r->outcome, SBX_OUTCOME_CANCELLED);
         ck_assert_str_eq((const char *)b.r->stdout_data, "out\n");

@@ -338,9 +338,9 @@ static int dial_procs(const struct it_daemon *d) {
         return it_count_procs(needle);
 }
 
-/* Waits up to 5 s for the processes of the ssh path to d to end; asserts they did. */
+/* Waits up to 30 s for the processes of the ssh path to d to end; asserts they did. */
 static void dial_procs_end(const struct it_daemon *d) {
-        for (int i = 0; i < 100 && dial_procs(d) > 0; i++)
+        for (int i = 0; i < 600 && dial_procs(d) > 0; i++)
                 usleep(50000);
         ck_assert_int_eq(dial_procs(d), 0);
 }
@@ -502,7 +502,11 @@ START_TEST(client_going_away_cancels) {
         sbx_client *local;
         pid_t child;
         int i, st;
+        char sleeper[64], shell[80];
 
+        /* Its own command line: other test programs run this test on the host too. */
+        snprintf(sleeper, sizeof(sleeper), "sleep 300.%d", (int)getpid());
+        snprintf(shell, sizeof(shell), "exec %s", sleeper);
         it_daemon_start(&d, NULL);
         sshd_start(&s, &d);
         local = it_connect(&d);
@@ -516,26 +520,27 @@ START_TEST(client_going_away_cancels) {
                 if (sbx_connect(s.url, "it_ssh-child", &c) != SBX_OK)
                         _exit(3);
                 sbx_exec_opts_init(&o);
-                o.shell = "exec sleep 77.25";
-                o.timeout_ms = 60000;
+                o.shell = shell;
+                o.timeout_ms = 600000;
                 sbx_exec(c, "gone", &o, &r);
                 _exit(4);
         }
-        for (i = 0; i < 400 && it_count_procs("sleep 77.25") != 1; i++) {
+        for (i = 0; i < 400 && it_count_procs(sleeper) != 1; i++) {
                 ck_assert_int_eq(waitpid(child, &st, WNOHANG), 0);
                 usleep(50000);
         }
         ck_assert_int_lt(i, 400);
         kill(child, SIGKILL);
         ck_assert_int_eq(waitpid(child, &st, 0), child);
-        for (i = 0; i < 200 && it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome = "
+        /* Cancelled (not ended by itself, 300 s on): the bounds leave a loaded machine room. */
+        for (i = 0; i < 600 && it_db_int(&d, "SELECT count(*) FROM commands WHERE outcome = "
                                              "'cancelled'") != 1;
              i++)
                 usleep(50000);
-        ck_assert_msg(i < 200, "the command was not cancelled within 10 s");
-        for (i = 0; i < 100 && it_count_procs("sleep 77.25"); i++)
+        ck_assert_msg(i < 600, "the command was not cancelled within 30 s");
+        for (i = 0; i < 600 && it_count_procs(sleeper); i++)
                 usleep(50000);
-        ck_assert_int_eq(it_count_procs("sleep 77.25"), 0);
+        ck_assert_int_eq(it_count_procs(sleeper), 0);
         dial_procs_end(&d); /* the orphaned ssh and the remote dial-stdio ended too */
         sbx_close(local);
         sshd_stop(&s);
@@ -604,7 +609,7 @@ START_TEST(dial_stdio_alone) {
         ck_assert_ptr_null(it_raw_read(fd, &rd, 10000)); /* the daemon closed */
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
-        ck_assert_double_lt(it_now_ms() - t0, 5000);
+        ck_assert_double_lt(it_now_ms() - t0, 20000); /* room for a loaded machine */
         frame_reader_free(&rd);
         close(fd);
         close(efd);

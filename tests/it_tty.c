@@ -364,7 +364,7 @@ START_TEST(tty_resize_sends_sigwinch) {
         t0 = it_now_ms();
         ck_assert_int_eq(sbx_resize(c2, id, s.command_id, 50, 132), SBX_OK);
         ck_assert_msg(s_wait(&s, "WINCH 50 132"), "output: %s", s.out);
-        ck_assert_double_lt(it_now_ms() - t0, 3000);
+        ck_assert_double_lt(it_now_ms() - t0, 15000); /* room for a loaded machine */
         ck_assert_int_eq(sbx_resize(c2, id, s.command_id, 7, 9), SBX_OK);
         ck_assert_msg(s_wait(&s, "WINCH 7 9"), "output: %s", s.out);
         ck_assert_int_eq(sbx_cancel(c2, id, s.command_id), SBX_OK);
@@ -538,7 +538,8 @@ START_TEST(tty_ctrl_c_interrupts) {
         t0 = it_now_ms();
         s_type(&s, "\x03");
         r = s_end(&s, th);
-        ck_assert_double_lt(it_now_ms() - t0, 3000);
+        /* At the interrupt, not at the sleep's end (room for a loaded machine). */
+        ck_assert_double_lt(it_now_ms() - t0, 20000);
         ck_assert_msg(r->outcome == SBX_OUTCOME_SIGNALED && r->signal == SIGINT, "outcome %s %d",
                       sbx_outcome_name(r->outcome), r->signal);
         sbx_result_free(r);
@@ -592,7 +593,8 @@ START_TEST(tty_output_cap_and_timeout_hold) {
         id = it_create(c, NULL);
         t0 = it_now_ms();
         r = tty_run(c, id, "yes", 0, 0, NULL, 4096, 1000);
-        ck_assert_double_lt(it_now_ms() - t0, 4000);
+        /* At its 1 s timeout, yes never ends (room for a loaded machine). */
+        ck_assert_double_lt(it_now_ms() - t0, 20000);
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_TIMED_OUT);
         ck_assert_int_eq(r->stdout_truncated, 1);
         ck_assert_uint_eq(r->stdout_len, 4096);
@@ -607,7 +609,7 @@ START_TEST(tty_output_cap_and_timeout_hold) {
         t0 = it_now_ms();
         ck_assert_int_eq(sbx_cancel(c2, id, s.command_id), SBX_OK);
         r = s_end(&s, th);
-        ck_assert_double_lt(it_now_ms() - t0, 3000);
+        ck_assert_double_lt(it_now_ms() - t0, 20000); /* yes never ends by itself */
         ck_assert_int_eq(r->outcome, SBX_OUTCOME_CANCELLED);
         sbx_result_free(r);
         free(id);
@@ -672,8 +674,9 @@ START_TEST(tty_children_left_holding_the_terminal) {
         c = it_connect(&d);
         id = it_create(c, NULL);
         t0 = it_now_ms();
-        r = tty_run(c, id, "(trap '' HUP; exec sleep 30) & echo bye", 0, 0, NULL, 0, 20000);
-        ck_assert_double_lt(it_now_ms() - t0, 3000);
+        r = tty_run(c, id, "(trap '' HUP; exec sleep 300) & echo bye", 0, 0, NULL, 0, 60000);
+        /* Not held by the child (300 s), nor ended by the timeout (60 s). */
+        ck_assert_double_lt(it_now_ms() - t0, 20000);
         assert_exited(r, 0);
         ck_assert_ptr_nonnull(strstr((char *)r->stdout_data, "bye"));
         sbx_result_free(r);
@@ -794,6 +797,10 @@ struct pty_run {
         int input_ms;
         int sig, sig_ms, sig_count; /* sig_count: how many times (0: once) */
         int kill_daemon_ms;         /* SIGKILL the daemon then (0: never) */
+        /* Not NULL: the times above count from when a process whose command line starts
+         * with this (the remote command, made unique with the test's pid) runs, not from
+         * sbx's start: a loaded machine may take longer than them to get there. */
+        const char *running;
         char out[8192];
         size_t len;
         struct termios before, after;
@@ -813,38 +820,51 @@ static void read_some(int m, struct pty_run *p, int ms) {
 
 static void pty_sbx(struct it_daemon *d, struct pty_run *p) {
         struct winsize ws = {.ws_row = p->rows, .ws_col = p->cols};
-        char sbx[600];
-        double t0;
+        char sbx[600], go = 'g';
+        double t0, start;
         pid_t pid;
-        int m, done = 0, typed = 0, signalled = 0, daemon_killed = 0;
+        int m, gate[2], done = 0, typed = 0, signalled = 0, daemon_killed = 0, seen = 0;
 
         snprintf(sbx, sizeof(sbx), "%s/sbx", it_build_dir());
+        ck_assert_int_eq(pipe(gate), 0);
         pid = forkpty(&m, NULL, NULL, &ws);
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
+                /* sbx runs once the test has read the pty's settings (gate): one that ran
+                 * first would have made them raw already. */
+                close(gate[1]);
+                if (read(gate[0], &go, 1) != 1)
+                        _exit(126);
                 setenv("SBX_SOCKET", d->sock, 1);
                 execv(sbx, (char *const *)(uintptr_t)p->args);
                 _exit(127);
         }
+        close(gate[0]);
         ck_assert_int_eq(tcgetattr(m, &p->before), 0);
-        t0 = it_now_ms();
-        while (!done && it_now_ms() - t0 < 20000) {
+        ck_assert_int_eq(write(gate[1], &go, 1), 1);
+        close(gate[1]);
+        start = t0 = it_now_ms();
+        while (!done && it_now_ms() - start < 60000) {
                 read_some(m, p, 50);
-                if (p->input && !typed && it_now_ms() - t0 >= p->input_ms) {
-                        ck_assert_int_gt(write(m, p->input, strlen(p->input)), 0);
-                        typed = 1;
-                }
-                if (p->sig && !signalled && it_now_ms() - t0 >= p->sig_ms) {
-                        int i;
-                        for (i = 0; i < (p->sig_count ? p->sig_count : 1); i++) {
-                                kill(pid, p->sig);
-                                usleep(20 * 1000);
+                if (p->running && !seen && (seen = it_find_proc(p->running, p->running) > 0))
+                        t0 = it_now_ms();
+                if (!p->running || seen) {
+                        if (p->input && !typed && it_now_ms() - t0 >= p->input_ms) {
+                                ck_assert_int_gt(write(m, p->input, strlen(p->input)), 0);
+                                typed = 1;
                         }
-                        signalled = 1;
-                }
-                if (p->kill_daemon_ms && !daemon_killed && it_now_ms() - t0 >= p->kill_daemon_ms) {
-                        it_daemon_kill(d);
-                        daemon_killed = 1;
+                        if (p->sig && !signalled && it_now_ms() - t0 >= p->sig_ms) {
+                                for (int i = 0; i < (p->sig_count ? p->sig_count : 1); i++) {
+                                        kill(pid, p->sig);
+                                        usleep(20 * 1000);
+                                }
+                                signalled = 1;
+                        }
+                        if (p->kill_daemon_ms && !daemon_killed &&
+                            it_now_ms() - t0 >= p->kill_daemon_ms) {
+                                it_daemon_kill(d);
+                                daemon_killed = 1;
+                        }
                 }
                 if (waitpid(pid, &p->status, WNOHANG) == pid)
                         done = 1;
@@ -852,7 +872,7 @@ static void pty_sbx(struct it_daemon *d, struct pty_run *p) {
         if (!done) {
                 kill(pid, SIGKILL);
                 waitpid(pid, &p->status, 0);
-                ck_abort_msg("sbx did not end within 20 s; output: %s", p->out);
+                ck_abort_msg("sbx did not end within 60 s; output: %s", p->out);
         }
         read_some(m, p, 100);
         ck_assert_int_eq(tcgetattr(m, &p->after), 0);
@@ -877,9 +897,18 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
         struct it_daemon d;
         struct pty_run p;
         sbx_client *c;
-        char *id, *err = NULL;
+        char *id, *err = NULL, termed[64], ignorer[64], interrupted[64], trapped[96], reader[96],
+                  reader_line[112];
         int st;
 
+        /* The remote commands signalled or typed at, each with a command line of its own
+         * ("sleep N.PID": +6 is its argument). */
+        it_sleeper(termed, sizeof(termed), 30);
+        it_sleeper(ignorer, sizeof(ignorer), 31);
+        it_sleeper(interrupted, sizeof(interrupted), 32);
+        snprintf(trapped, sizeof(trapped), "trap '' TERM; %s", ignorer);
+        snprintf(reader, sizeof(reader), "read x; echo got-$x; exit 3 # %d", (int)getpid());
+        snprintf(reader_line, sizeof(reader_line), "sh -c %s", reader);
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         id = it_create(c, NULL);
@@ -908,13 +937,13 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
                 assert_same_termios(&p);
         }
         {
-                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", "30", NULL};
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", termed + 6, NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
                 p.sig = SIGTERM;
-                p.sig_ms = 1000;
+                p.running = termed; /* then at once */
                 pty_sbx(&d, &p);
                 /* SIGTERM went to the remote command, which died of it. */
                 ck_assert_msg(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 128 + SIGTERM,
@@ -924,14 +953,13 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
         {
                 /* Three SIGTERMs to a command that ignores them: forwarded, then a cancel,
                  * then sbx gives up (dies of SIGTERM) unless the result came first. */
-                const char *args[] = {
-                        "sbx", "exec", "-t", id, "--", "sh", "-c", "trap '' TERM; sleep 30", NULL};
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sh", "-c", trapped, NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
                 p.sig = SIGTERM;
-                p.sig_ms = 1000;
+                p.running = ignorer; /* its trap is set */
                 p.sig_count = 3;
                 pty_sbx(&d, &p);
                 ck_assert_msg((WIFSIGNALED(p.status) && WTERMSIG(p.status) == SIGTERM) ||
@@ -940,13 +968,14 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
                 assert_same_termios(&p);
         }
         {
-                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", "30", NULL};
+                const char *args[] = {"sbx",   "exec",          "-t", id, "--",
+                                      "sleep", interrupted + 6, NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
                 p.input = "\x03";
-                p.input_ms = 1000;
+                p.running = interrupted;
                 pty_sbx(&d, &p);
                 ck_assert_msg(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 128 + SIGINT,
                               "status %x: %s", p.status, p.out);
@@ -954,15 +983,13 @@ START_TEST(cli_exec_t_on_a_real_terminal) {
         }
         {
                 /* Typed input reaches a remote shell, raw (its own terminal echoes). */
-                const char *args[] = {"sbx", "exec", "-t", id,
-                                      "--",  "sh",   "-c", "read x; echo got-$x; exit 3",
-                                      NULL};
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sh", "-c", reader, NULL};
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
                 p.input = "abc\r";
-                p.input_ms = 800;
+                p.running = reader_line;
                 pty_sbx(&d, &p);
                 ck_assert_msg(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 3, "status %x: %s",
                               p.status, p.out);
@@ -1004,12 +1031,15 @@ START_TEST(cli_exec_t_daemon_gone) {
         id = it_create(c, NULL);
         sbx_close(c);
         {
-                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", "30", NULL};
+                char sleeper[64];
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sleep", NULL, NULL};
+                args[6] = it_sleeper(sleeper, sizeof(sleeper), 30) + strlen("sleep ");
                 memset(&p, 0, sizeof(p));
                 p.args = args;
                 p.rows = 24;
                 p.cols = 80;
-                p.kill_daemon_ms = 1000;
+                p.kill_daemon_ms = 1; /* once the command runs */
+                p.running = sleeper;
                 pty_sbx(&d, &p);
                 ck_assert_msg(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 125, "status %x: %s",
                               p.status, p.out);
@@ -1048,8 +1078,8 @@ START_TEST(cli_exec_t_stopped_and_continued) {
         struct it_daemon d;
         struct pty_run p;
         sbx_client *c;
-        char *id, sbx[600];
-        int m, pids[2], status;
+        char *id, sbx[600], go = 'g';
+        int m, pids[2], gate[2], status;
         pid_t shell, job = 0;
         double t0;
 
@@ -1058,19 +1088,26 @@ START_TEST(cli_exec_t_stopped_and_continued) {
         id = it_create(c, NULL);
         snprintf(sbx, sizeof(sbx), "%s/sbx", it_build_dir());
         ck_assert_int_eq(pipe(pids), 0);
+        ck_assert_int_eq(pipe(gate), 0);
         shell = forkpty(&m, NULL, NULL, &ws);
         ck_assert_int_ge(shell, 0);
         if (shell == 0) {
-                /* The "shell": sbx in a process group of its own, in the foreground. */
+                /* The "shell": sbx in a process group of its own, in the foreground, once
+                 * the test has read the terminal's settings (gate). */
                 const char *args[] = {"sbx", "exec", "-t", id, "--", "sh", "-c",
                                       "sleep 2; echo done", NULL};
                 pid_t j = fork();
                 if (j == 0) {
                         setpgid(0, 0);
                         setenv("SBX_SOCKET", d.sock, 1);
+                        close(gate[1]);
+                        if (read(gate[0], &go, 1) != 1)
+                                _exit(126);
                         execv(sbx, (char *const *)(uintptr_t)args);
                         _exit(127);
                 }
+                close(gate[0]); /* the test's end alone opens (or, gone, closes) the gate */
+                close(gate[1]);
                 setpgid(j, j);
                 signal(SIGTTOU, SIG_IGN);
                 tcsetpgrp(0, j);
@@ -1080,18 +1117,22 @@ START_TEST(cli_exec_t_stopped_and_continued) {
                 _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         }
         close(pids[1]);
+        close(gate[0]);
         ck_assert_int_eq(read(pids[0], &job, sizeof(job)), (ssize_t)sizeof(job));
         close(pids[0]);
+        /* The settings sbx finds (read before it runs: a fast sbx had made them raw when
+         * they were read after its start). */
         ck_assert_int_eq(tcgetattr(m, &before), 0);
+        ck_assert_int_eq(write(gate[1], &go, 1), 1);
+        close(gate[1]);
         memset(&p, 0, sizeof(p));
-        /* Raw once it runs. */
+        /* Raw once it runs (its SIGTSTP handler is set before). */
         t0 = it_now_ms();
         do {
                 read_some(m, &p, 50);
                 ck_assert_int_eq(tcgetattr(m, &resumed), 0);
         } while ((resumed.c_lflag & ICANON) && it_now_ms() - t0 < 10000);
         ck_assert_msg(!(resumed.c_lflag & ICANON), "sbx exec -t did not make the terminal raw");
-        usleep(200 * 1000);
         ck_assert_int_eq(kill(job, SIGTSTP), 0);
         t0 = it_now_ms();
         while (proc_state(job) != 'T' && it_now_ms() - t0 < 5000)

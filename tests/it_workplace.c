@@ -118,6 +118,9 @@ static void check_user(const char *const *flags, int warm) {
         char *uid, *first, *line;
         const char *who[] = {"exec", NULL, "--", "whoami", NULL};
 
+        /* The warm sandbox claimed is ended by no mount of another program's. */
+        if (warm)
+                it_private_mounts();
         it_daemon_start(&d, flags);
         if (warm)
                 (void)it_wait_log(&d, ": warm and ready", 1);

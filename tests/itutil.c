@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sqlite3.h>
@@ -782,4 +783,66 @@ int it_wait_log(const struct it_daemon *d, const char *needle, int want) {
         while (it_log_count(d, needle) < want && it_now_ms() - t0 < 15000)
                 usleep(20000);
         return it_log_count(d, needle);
+}
+
+/* The line rpc.c logs as it takes up a request of kind body ("... body=N" and the end of
+ * the line, so that body 1 is not counted as 12). */
+static void request_needle(int body, char *out, size_t len) {
+        snprintf(out, len, " body=%d\n", body);
+}
+
+int it_requests_taken(const struct it_daemon *d, int body) {
+        char needle[32];
+
+        request_needle(body, needle, sizeof(needle));
+        return it_log_count(d, needle);
+}
+
+void it_wait_requests(const struct it_daemon *d, int body, int want) {
+        char needle[32];
+        int n;
+
+        request_needle(body, needle, sizeof(needle));
+        n = it_wait_log(d, needle, want);
+        ck_assert_msg(n >= want, "sbxd took %d requests of kind %d, not %d, in 15 s", n, body,
+                      want);
+}
+
+const char *it_sleeper(char *out, size_t len, int seconds) {
+        snprintf(out, len, "sleep %d.%d", seconds, (int)getpid());
+        return out;
+}
+
+int it_wait_procs(const char *needle, int want, int ms) {
+        double t0 = it_now_ms();
+        int n;
+
+        while (((n = it_count_procs(needle)) < want || (want == 0 && n > 0)) &&
+               it_now_ms() - t0 < ms)
+                usleep(20000);
+        return n;
+}
+
+void it_wait_commands(sbx_client *c, const char *id, uint32_t running, uint32_t queued) {
+        double t0 = it_now_ms();
+
+        for (;;) {
+                struct sbx_sandbox *sb = NULL;
+                int done;
+                ck_assert_int_eq(sbx_get(c, id, &sb), SBX_OK);
+                done = sb->running_commands == running && sb->queued_commands == queued;
+                ck_assert_msg(done || it_now_ms() - t0 < 30000,
+                              "%s: %u running, %u waiting after 30 s (not %u, %u)", id,
+                              sb->running_commands, sb->queued_commands, running, queued);
+                sbx_sandbox_free(sb);
+                if (done)
+                        return;
+                usleep(20000);
+        }
+}
+
+void it_private_mounts(void) {
+        ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
+        ck_assert_msg(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private: %s",
+                      strerror(errno));
 }

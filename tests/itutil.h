@@ -163,4 +163,37 @@ struct sbx_result *it_exec(sbx_client *c, const char *id, uint64_t timeout_ms,
 /* As it_exec with a shell string. */
 struct sbx_result *it_sh(sbx_client *c, const char *id, uint64_t timeout_ms, const char *shell);
 
+/* ---- waiting for what a test needs, instead of sleeping on it ---- */
+
+/* How many requests of kind body (a Sbx__V1__Request body case) d has taken up: its log
+ * at debug level names each one as the daemon begins it, and the daemon goes through
+ * with it (an attacher attached, a command queued or started) before it reads anything
+ * else. A test that must act only once a request is in effect waits for it so. */
+int it_requests_taken(const struct it_daemon *d, int body);
+
+/* Waits up to 15 s until d has taken want requests of kind body; fails the test when it
+ * has not. */
+void it_wait_requests(const struct it_daemon *d, int body, int want);
+
+/* "sleep SECONDS.PID" in out (len bytes): a command line of this test program alone, to
+ * count on the host (it_count_procs) while other test programs, another build's or
+ * another user's, run the same tests. Returns out. */
+const char *it_sleeper(char *out, size_t len, int seconds);
+
+/* Waits up to ms until no process (want 0), or at least want processes (a shell and its
+ * child may both have it), have needle in their command line; returns the count then. */
+int it_wait_procs(const char *needle, int want, int ms);
+
+/* Waits up to 30 s until sandbox id runs running commands and has queued waiting for a
+ * slot; fails the test when it does not. */
+void it_wait_commands(sbx_client *c, const char *id, uint32_t running, uint32_t queued);
+
+/* Puts the calling test (its own process) in a mount namespace of its own, with every
+ * mount private: the daemons it starts afterwards see the mounts it makes, and none that
+ * another program makes on the host meanwhile (another test run's disk images, say). A
+ * daemon ends a warm sandbox or spare built before a mount of its host as stale, so a
+ * test that counts or claims them must not see a neighbour's. Call before starting a
+ * daemon; fails the test when it cannot. */
+void it_private_mounts(void);
+
 #endif
