@@ -18,9 +18,10 @@ PKG_CONFIG ?= pkg-config
 
 # Debian packages the build, the tests and `make run` need. libjansson-dev: the JSON of
 # the sbx tool (--json and `sbx mcp`); why jansson is said in client/cli_json.c.
+# libssl-dev: the daemon's SHA-256 (libcrypto), see daemon/digest.h.
 DEPS_PKGS := gcc libc6-dev make pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
 	libseccomp-dev libsqlite3-dev check util-linux procps iproute2 python3 git \
-	bubblewrap libjansson-dev e2fsprogs
+	bubblewrap libjansson-dev e2fsprogs libssl-dev
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
 	-Wcast-qual -Wformat=2 -Wswitch-enum -Wundef -Wvla -Wno-unused-parameter
@@ -31,7 +32,7 @@ SANITIZE ?=
 # The init helper runs under seccomp and in fresh namespaces: never sanitized.
 INIT_SANITIZE :=
 
-PKGS := libuv libprotobuf-c libseccomp sqlite3
+PKGS := libuv libprotobuf-c libseccomp sqlite3 libcrypto
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
@@ -47,7 +48,7 @@ LDFLAGS_ALL = -pie -Wl,-z,relro,-z,now
 # Still position independent (ASLR) and fully read-only after relocation.
 STATIC_LDFLAGS = -static-pie -Wl,-z,relro,-z,now
 
-LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp -lm
+LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp -lcrypto -lm
 LIBS_INIT = -lprotobuf-c -lseccomp
 
 PROTO_GEN := $(BUILD)/gen/sbx.pb-c.c $(BUILD)/gen/init.pb-c.c
