@@ -763,7 +763,7 @@ START_TEST(daemon_maximum_timeout_and_records) {
                 ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_INVALID_ARGUMENT);
                 ck_assert_ptr_null(r);
                 ck_assert_ptr_nonnull(strstr(sbx_error_message(c),
-                                             "timeout_ms 60000 ms is above the maximum of 1000 ms "
+                                             "timeout_ms 60000 ms is above the maximum of 3000 ms "
                                              "(sbxd --max-command-timeout)"));
         }
         t0 = it_now_ms();
