@@ -608,10 +608,54 @@ static int format(const struct disk_image_spec *spec, const char *img, int img_f
         return run_mkfs(spec, img, err, errlen);
 }
 
+/* The new mount API (Linux 5.2), called by number: glibc 2.36's wrappers are not on
+ * every build host. */
+#ifndef SYS_fsopen
+#define SYS_fsopen 430
+#endif
+#ifndef SYS_fsconfig
+#define SYS_fsconfig 431
+#endif
+#ifndef SYS_fsmount
+#define SYS_fsmount 432
+#endif
+#define DISK_FSOPEN_CLOEXEC 0x1u
+#define DISK_FSCONFIG_SET_STRING 1u
+#define DISK_FSCONFIG_CMD_CREATE 6u
+#define DISK_FSMOUNT_CLOEXEC 0x1u
+#define DISK_MOUNT_ATTR_NOSUID 0x2u
+#define DISK_MOUNT_ATTR_NODEV 0x4u
+#define DISK_MOUNT_ATTR_NOATIME 0x10u
+
+/* The ext4 filesystem of the block device dev as a mount attached nowhere (fsmount):
+ * nosuid, nodev, noatime. Its descriptor, or -errno with err. */
+static int mount_detached(const char *dev, char *err, size_t errlen) {
+        int fs = (int)syscall(SYS_fsopen, "ext4", DISK_FSOPEN_CLOEXEC), m = -1, r = 0;
+
+        if (fs < 0) {
+                r = -errno;
+                snprintf(err, errlen, "cannot open an ext4 filesystem context: %s",
+                         strerror(errno));
+                return r;
+        }
+        if (syscall(SYS_fsconfig, fs, DISK_FSCONFIG_SET_STRING, "source", dev, 0) < 0 ||
+            syscall(SYS_fsconfig, fs, DISK_FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+            (m = (int)syscall(SYS_fsmount, fs, DISK_FSMOUNT_CLOEXEC,
+                              DISK_MOUNT_ATTR_NOSUID | DISK_MOUNT_ATTR_NODEV |
+                                      DISK_MOUNT_ATTR_NOATIME)) < 0) {
+                r = -errno;
+                snprintf(err, errlen, "cannot mount %s: %s", dev, strerror(errno));
+        }
+        close(fs);
+        return r < 0 ? r : m;
+}
+
+/* Formats img (open as img_fd), attaches it to a loop device and mounts that, attached
+ * nowhere, its root owned as spec says. The mount's descriptor, or -errno with err. */
 static int format_and_mount(const struct disk_image_spec *spec, const char *img, int img_fd,
                             char *err, size_t errlen) {
-        char dev[32], lf[4200];
-        int r = format(spec, img, img_fd, err, errlen), loop_fd;
+        char dev[32];
+        int r = format(spec, img, img_fd, err, errlen), loop_fd, m;
 
         if (r < 0)
                 return r;
@@ -621,29 +665,27 @@ static int format_and_mount(const struct disk_image_spec *spec, const char *img,
                          strerror(-loop_fd));
                 return loop_fd;
         }
-        r = mount(dev, spec->workspace, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "");
-        if (r < 0) {
-                r = -errno;
-                snprintf(err, errlen, "cannot mount %s on %s: %s", dev, spec->workspace,
-                         strerror(errno));
-        } else if (chown(spec->workspace, spec->uid, spec->gid) < 0) {
+        m = mount_detached(dev, err, errlen);
+        if (m >= 0 && fchownat(m, "", spec->uid, spec->gid, AT_EMPTY_PATH) < 0) {
                 r = -errno; /* a template's root is root's */
-                snprintf(err, errlen, "cannot chown %s: %s", spec->workspace, strerror(errno));
-                (void)umount2(spec->workspace, MNT_DETACH);
-        } else {
-                snprintf(lf, sizeof(lf), "%s/lost+found", spec->workspace);
-                (void)rmdir(lf); /* an empty workspace, as without a limit */
+                snprintf(err, errlen, "cannot chown the root of %s: %s", img, strerror(errno));
+                close(m);
+                m = r;
+        } else if (m >= 0) {
+                (void)unlinkat(m, "lost+found", AT_REMOVEDIR); /* empty, as without a limit */
         }
         /* Mounted, the filesystem holds the device; else this last close detaches it. */
         close(loop_fd);
-        return r;
+        return m;
 }
 
-int disk_image_make(const struct disk_image_spec *spec, char *err, size_t errlen) {
+int disk_image_make(const struct disk_image_spec *spec, int *ret_mount, char *err,
+                    size_t errlen) {
         char img[4200], record[4200];
         int fd, r = new_image(spec->workspace, record, sizeof(record), img, sizeof(img), err,
                               errlen);
 
+        *ret_mount = -1;
         if (r < 0)
                 return r;
         fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -664,8 +706,10 @@ int disk_image_make(const struct disk_image_spec *spec, char *err, size_t errlen
         if (r < 0) {
                 (void)unlink(img);
                 (void)unlink(record);
+                return r;
         }
-        return r;
+        *ret_mount = r;
+        return 0;
 }
 
 /* ---- made in the thread pool ---------------------------------------------------------- */
@@ -678,6 +722,7 @@ struct disk_job {
         disk_image_cb cb;
         void *ud;
         int r;
+        int mount_fd; /* the image's mount, for cb; -1: none */
         char err[512];
 };
 
@@ -691,9 +736,7 @@ void disk_mount_ops(uint64_t *begun, uint64_t *done) {
 
 static void job_work(uv_work_t *w) {
         struct disk_job *j = w->data;
-        mounts_begun++;
-        j->r = disk_image_make(&j->spec, j->err, sizeof(j->err));
-        mounts_done++;
+        j->r = disk_image_make(&j->spec, &j->mount_fd, j->err, sizeof(j->err));
 }
 
 static void job_done(uv_work_t *w, int status) {
@@ -704,7 +747,11 @@ static void job_done(uv_work_t *w, int status) {
                 snprintf(j->err, sizeof(j->err), "the disk image was not made: %s",
                          uv_strerror(status));
         }
-        j->cb(j->ud, j->r, j->err);
+        if (j->r < 0 && j->mount_fd >= 0) {
+                close(j->mount_fd);
+                j->mount_fd = -1;
+        }
+        j->cb(j->ud, j->r, j->mount_fd, j->err);
         free(j->workspace);
         free(j->templates);
         free(j);
@@ -727,6 +774,7 @@ int disk_image_start(uv_loop_t *loop, const struct disk_image_spec *spec, disk_i
         j->spec.templates = j->templates;
         j->cb = cb;
         j->ud = ud;
+        j->mount_fd = -1;
         j->work.data = j;
         r = uv_queue_work(loop, &j->work, job_work, job_done);
         if (r < 0) {
@@ -822,17 +870,21 @@ static void release_image(const char *workspace, const char *record, int keep) {
                 log_warning("cannot remove %s: %s", record, strerror(errno));
 }
 
-void disk_release(const char *workspace, int keep) {
+void disk_release(const char *workspace, int mount_fd, int keep) {
         char record[4200];
 
-        if (is_mount_point(workspace)) {
-                mounts_begun++;
+        if (mount_fd >= 0) {
                 /* The last reference to the image's filesystem shuts it down, writing back
                  * what the sandbox left dirty through the loop device (2.5 GB written:
-                 * 2.7 s) on the thread that drops it: not the event loop. An O_PATH
-                 * descriptor keeps the filesystem alive past the unmount, and a thread of
-                 * its own closes it. */
+                 * 2.7 s) on the thread that drops it: not the event loop. The sandbox's
+                 * namespace has gone, or goes: this descriptor is the daemon's hold, and
+                 * a thread of its own closes it. */
+                close_elsewhere(mount_fd);
+        } else if (is_mount_point(workspace)) {
+                /* An older daemon's image, mounted on the workspace itself: the same, the
+                 * hold an O_PATH descriptor taken before the unmount. */
                 int hold = open(workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                mounts_begun++;
                 if (umount2(workspace, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
                         log_warning("cannot unmount %s: %s", workspace, strerror(errno));
                 if (hold >= 0)

@@ -8,9 +8,12 @@
  *   FILESYSTEM_IMAGE  root, with loop devices and mke2fs: a sparse ext4 image of the
  *                     limit's size per sandbox, STATE/disks/NAME (NAME random, see
  *                     DISK_IMAGES_DIR), attached to a loop device (autoclear) and
- *                     mounted on the sandbox's workspace directory before its init
- *                     opens it. Made in libuv's thread pool (mke2fs takes 10-20 ms),
- *                     never on the loop.
+ *                     mounted attached nowhere (fsmount(2)): the daemon holds the
+ *                     mount's descriptor and hands it to the sandbox's init, which
+ *                     attaches it at /workspace in the sandbox's own mount namespace.
+ *                     No mount table of the host or of another sandbox lists it, so
+ *                     none names the sandbox. Made in libuv's thread pool (mke2fs
+ *                     takes 10-20 ms), never on the loop.
  *   TMPFS_SIZE        otherwise (rootless, or no loop devices): init mounts a tmpfs of
  *                     the limit's size and inodes as /workspace in the sandbox's own
  *                     mount namespace. Memory-backed; it ends with the sandbox.
@@ -117,34 +120,40 @@ struct disk_image_spec {
 #define DISK_TEMPLATES_DIR "disk-templates"
 #define DISK_MAX_TEMPLATES 8
 
-/* Called on the loop when the image is made and mounted (r 0) or not (r -errno, err a
- * one-line reason). */
-typedef void (*disk_image_cb)(void *ud, int r, const char *err);
+/* Called on the loop when the image is made and mounted (r 0, mount_fd the mount's
+ * descriptor, now the callee's) or not (r -errno, mount_fd -1, err a one-line reason). */
+typedef void (*disk_image_cb)(void *ud, int r, int mount_fd, const char *err);
 
 /* Makes spec's image (STATE/DISK_IMAGES_DIR/NAME, with its record DISK_IMAGE_NAME next to
  * spec->workspace, which must be STATE/sandboxes/ID/workspace), formats it, attaches it
- * to a loop device and mounts it on spec->workspace, in libuv's thread pool; cb is
- * called on the loop afterwards, always (unless this returns an error). 0, -ENOMEM or
+ * to a loop device and mounts it attached nowhere, in libuv's thread pool; cb is called
+ * on the loop afterwards, always (unless this returns an error). 0, -ENOMEM or
  * uv_queue_work's error. */
 int disk_image_start(uv_loop_t *loop, const struct disk_image_spec *spec, disk_image_cb cb,
                      void *ud);
 
-/* The same, synchronously (the thread pool's part; the unit and integration tests).
- * 0 or -errno with err (-EEXIST: the workspace has a record already). Leaves nothing
- * behind on failure. */
-int disk_image_make(const struct disk_image_spec *spec, char *err, size_t errlen);
+/* The same, synchronously (the thread pool's part; the unit and integration tests):
+ * 0 with *ret_mount the mount's descriptor (O_CLOEXEC; its root owned as spec says,
+ * empty), or -errno with err and *ret_mount -1 (-EEXIST: the workspace has a record
+ * already). Leaves nothing behind on failure. */
+int disk_image_make(const struct disk_image_spec *spec, int *ret_mount, char *err,
+                    size_t errlen);
 
-/* Ends what disk_image_make made for workspace: unmounts it (lazily: the sandbox's
- * namespace may still hold it; the loop device detaches itself when the last holder
- * goes) and removes the image and its record, or with keep puts the image in its
- * record's place (STATE/sandboxes/ID/DISK_IMAGE_NAME; an older daemon's is there
- * already); or clears the limits of its project quota (its files keep their project id,
- * which is not given again while they take space). A record that is not one of ours is
- * never followed. Harmless for a workspace without either. */
-void disk_release(const char *workspace, int keep);
+/* Ends what disk_image_make made for workspace: closes mount_fd (the daemon's hold of
+ * the mount; -1: none, as after a restart), on a thread of its own since the last
+ * reference writes back what was left dirty (the sandbox's namespace may still hold the
+ * mount; the loop device detaches itself when the last holder goes), or unmounts an
+ * older daemon's image mounted on the workspace itself; and removes the image and its
+ * record, or with keep puts the image in its record's place
+ * (STATE/sandboxes/ID/DISK_IMAGE_NAME; an older daemon's is there already); or clears
+ * the limits of its project quota (its files keep their project id, which is not given
+ * again while they take space). A record that is not one of ours is never followed.
+ * Harmless for a workspace without either. */
+void disk_release(const char *workspace, int mount_fd, int keep);
 
-/* How many mounts and unmounts of images this daemon has begun and done so far (any
- * thread): hostwatch.c tells its own changes of the mount table from the host's. */
+/* How many unmounts of images this daemon has begun and done so far (any thread; only an
+ * older daemon's images are mounted in a mount table, on their workspace): hostwatch.c
+ * tells its own changes of the mount table from the host's. */
 void disk_mount_ops(uint64_t *begun, uint64_t *done);
 
 /* At start-up, after recovery: detaches every loop device whose backing file is an

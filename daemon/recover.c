@@ -83,7 +83,7 @@ static void remove_unrecorded_dirs(struct sbxd *d) {
                                    de->d_name);
                 }
                 snprintf(ws, sizeof(ws), "%s/%s/workspace", path, de->d_name);
-                trash_sandbox_dir_now(d, de->d_name, ws, 0);
+                trash_sandbox_dir_now(d, de->d_name, ws, -1, 0);
         }
         if (dir)
                 closedir(dir);
@@ -308,7 +308,7 @@ static void declare_lost(struct sbxd *d, const struct orphan *o, int why, int n,
         if (d->cgroups->version != CGROUP_NONE)
                 cgroup_remove_tree(d->cgroups, o->cgroup_path ? o->cgroup_path : o->id);
         if (o->workspace && strstr(o->workspace, "/sandboxes/"))
-                trash_sandbox_dir_now(d, o->id, o->workspace, o->keep);
+                trash_sandbox_dir_now(d, o->id, o->workspace, -1, o->keep);
         store_sandbox_set_state(d->store, o->id, names_state(SBX__V1__SANDBOX_STATE__LOST), now,
                                 "lost: the daemon stopped while it ran");
         log_notice("sbx=%s: lost in a daemon restart (%s); %d running commands marked "

@@ -213,6 +213,8 @@ int sandbox_list_has_pidns(const struct sandbox *sb, dev_t dev, ino_t ino) {
 
 static void sandbox_free(struct sandbox *sb) {
         size_t i;
+        if (sb->disk_fd >= 0)
+                close(sb->disk_fd); /* left running: its namespace holds the mount */
         free(sb->trash);
         free(sb->setup_key);
         if (sb->spec)
@@ -298,6 +300,7 @@ struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8_t *pac
         sb->view.state = SBX__V1__SANDBOX_STATE__CREATING;
         sb->view.init_pidfd = -1;
         sb->view.root_fd = -1;
+        sb->disk_fd = -1;
         sandbox_set_spec(sb, spec);
         initchan_init(&sb->chan, &chan_ops, sb);
         sb->uid_slot = -1;
@@ -611,10 +614,12 @@ static void settle_end(struct sandbox *sb) {
         sb->answered = 1;
         initchan_drain(&sb->chan);
         command_end_all(sb, 0);
-        if (sb->workspace && !sb->disk_busy)
+        if (sb->workspace && !sb->disk_busy) {
                 sb->trash =
-                        trash_sandbox_dir(sb->d, sb->id, sb->workspace,
+                        trash_sandbox_dir(sb->d, sb->id, sb->workspace, sb->disk_fd,
                                           sb->spec->has_keep_workspace && sb->spec->keep_workspace);
+                sb->disk_fd = -1;
+        }
         sb->view.state = sb->end_state;
         record_end(sb);
         answer_end(sb);
@@ -640,12 +645,14 @@ static void on_pid1_exit(uv_poll_t *h, int status, int events) {
                 settle_end(sb);
 }
 
-/* 1 when sb's workspace is a filesystem mounted on the host (a disk image, disk.h): its
- * st_dev is not its directory's. */
+/* 1 when sb's workspace is a disk image (disk.h) the daemon holds: made by this daemon,
+ * or an older daemon's mounted on the host (its st_dev is not its directory's). */
 static int workspace_mounted(const struct sandbox *sb) {
         char parent[SBX_PATH_MAX_BYTES + 8];
         struct stat a, b;
 
+        if (sb->disk_fd >= 0)
+                return 1;
         if (!sb->workspace)
                 return 0;
         snprintf(parent, sizeof(parent), "%s/..", sb->workspace);
@@ -1291,6 +1298,25 @@ static void add_adoption(struct sandbox *sb, struct setup_msg *m) {
         }
 }
 
+/* Its disk image's mount (init.proto Setup.workspace_mount), the last descriptor: a
+ * copy, the daemon keeps its own hold. 0, or -1 (sb failed). */
+static int add_workspace_mount(struct sandbox *sb, struct setup_msg *m) {
+        int fd;
+
+        if (sb->disk_fd < 0)
+                return 0;
+        fd = m->n_fds < SBX_INIT_MAX_FDS ? fcntl(sb->disk_fd, F_DUPFD_CLOEXEC, 3) : -EMFILE;
+        if (fd < 0) {
+                int r = m->n_fds < SBX_INIT_MAX_FDS ? -errno : -EMFILE;
+                note_failure(sb, r);
+                fail_sandbox(sb, "cannot pass its disk to its init: %s", strerror(-r));
+                return -1;
+        }
+        m->fds[m->n_fds++] = fd;
+        m->setup.has_workspace_mount = m->setup.workspace_mount = 1;
+        return 0;
+}
+
 /* Its ptys (init.proto Setup.ptys), and for a warm sandbox that its owner's come with
  * Claim (Setup.warm): until then it is built with SBX_SANDBOX_PTYS. */
 static void add_ptys(struct sandbox *sb, struct setup_msg *m) {
@@ -1376,6 +1402,8 @@ static int start_setup(struct sandbox *sb, struct policy_objects *objs, struct s
                 return -1;
         add_adoption(sb, m);
         add_ptys(sb, m);
+        if (add_workspace_mount(sb, m) < 0)
+                return -1;
         return send_setup(sb, m);
 }
 
@@ -1476,20 +1504,23 @@ struct disk_start {
         uint64_t started; /* uv_now() when the image was asked for */
 };
 
-static void on_disk_made(void *ud, int r, const char *err) {
+static void on_disk_made(void *ud, int r, int mount_fd, const char *err) {
         struct disk_start *ds = ud;
         struct sandbox *sb = ds->sb;
         int ok = 0;
 
         sb->disk_busy = 0;
+        sb->disk_fd = mount_fd;
         log_debug("sbx=%s: disk image made in %llu ms", sb->id,
                   (unsigned long long)(uv_now(sb->d->loop) - ds->started));
         if (sb->ending) {
                 /* Ending meanwhile: once answered, its end left the workspace to us. */
-                if (sb->answered)
-                        trash_sandbox_dir_now(sb->d, sb->id, sb->workspace,
+                if (sb->answered) {
+                        trash_sandbox_dir_now(sb->d, sb->id, sb->workspace, sb->disk_fd,
                                               sb->spec->has_keep_workspace &&
                                                       sb->spec->keep_workspace);
+                        sb->disk_fd = -1;
+                }
         } else if (r < 0) {
                 fail_sandbox(sb, "cannot make its disk (disk_bytes %llu): %s",
                              (unsigned long long)sb->spec->policy->limits->disk_bytes, err);

@@ -123,6 +123,8 @@ struct sandbox {
         char *trash;           /* the workspace in STATE/trash, for on_cleanup to delete */
         int disk_busy;         /* its disk image is being made: its end leaves the workspace
                                 * to the image's callback */
+        int disk_fd;           /* its disk image's mount, attached nowhere on the host (disk.h):
+                                * sent to init, held until its end; -1: none */
         int disk_warned;       /* what its disk limit means is in its warnings */
         int handles_open;      /* uv handles and commands still holding the sandbox */
         int retired;           /* out of its owner's list: freed once handles_open is 0 */

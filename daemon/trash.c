@@ -248,12 +248,14 @@ void trash_remove_later(struct sbxd *d, const char *path) {
                 log_warning("cannot remove %s: %s", path, strerror(-r));
 }
 
-char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, int keep) {
+char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, int mount_fd,
+                        int keep) {
         char *dir = strdup(workspace), *slash, *later = NULL;
+
+        /* A disk-limited workspace is an image first (disk.h). */
+        disk_release(workspace, mount_fd, keep);
         if (!dir)
                 return NULL;
-        /* A disk-limited workspace is a mounted image first (disk.h). */
-        disk_release(workspace, keep);
         slash = strrchr(dir, '/');
         if (slash && slash != dir) {
                 *slash = '\0';
@@ -283,8 +285,9 @@ char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, i
         return later;
 }
 
-void trash_sandbox_dir_now(struct sbxd *d, const char *id, const char *workspace, int keep) {
-        char *later = trash_sandbox_dir(d, id, workspace, keep);
+void trash_sandbox_dir_now(struct sbxd *d, const char *id, const char *workspace, int mount_fd,
+                           int keep) {
+        char *later = trash_sandbox_dir(d, id, workspace, mount_fd, keep);
         if (later)
                 trash_remove_later(d, later);
         free(later);

@@ -16,14 +16,18 @@ struct sbxd;
 void trash_remove_later(struct sbxd *d, const char *path);
 
 /* Removes what sandbox id left in its state directory (STATE/sandboxes/ID, the parent
- * of workspace): the adoption socket, the workspace unless keep (renamed into
+ * of workspace): its disk (disk_release, given mount_fd, the daemon's hold of the
+ * workspace's image, taken over; -1: none), the adoption socket, the workspace unless
+ * keep (renamed into
  * STATE/trash at once, or deleted here when it cannot be), and the directory itself
  * when it is then empty. Returns the trash path still to delete with
  * trash_remove_later (the caller owns and frees it), or NULL when there is none. */
-char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, int keep);
+char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, int mount_fd,
+                        int keep);
 
 /* trash_sandbox_dir, and the deletion of what it moved to the trash started at once. */
-void trash_sandbox_dir_now(struct sbxd *d, const char *id, const char *workspace, int keep);
+void trash_sandbox_dir_now(struct sbxd *d, const char *id, const char *workspace, int mount_fd,
+                           int keep);
 
 /* At start-up: creates STATE/trash and starts deleting what an earlier daemon left
  * there. */

@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -156,6 +158,43 @@ static void backing_file_of(const char *path, char *buf, size_t len) {
 }
 
 /* 1 when this process may make images (root with loop devices and mke2fs). */
+/* Lines of this process's mount table that name s. */
+static int mountinfo_naming(const char *s) {
+        char line[8192];
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        int n = 0;
+
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof(line), f))
+                if (strstr(line, s))
+                        n++;
+        fclose(f);
+        return n;
+}
+
+/* disk_image_make, then what a sandbox's init does with the mount: attached at ws (here,
+ * in the test's own mount table) so that the test can look at it through ws. Before,
+ * no mount table lists it. Returns the daemon's hold (for disk_release). */
+static int make_attached(const struct disk_image_spec *spec, char *err, size_t errlen) {
+        int m = -1, r = disk_image_make(spec, &m, err, errlen);
+
+        ck_assert_msg(r == 0, "%s", err);
+        ck_assert_int_ge(m, 0);
+        ck_assert_int_eq(mountinfo_naming(tmpdir), 0);
+        ck_assert_int_eq(syscall(SYS_move_mount, m, "", AT_FDCWD, spec->workspace,
+                                 0x4 /* MOVE_MOUNT_F_EMPTY_PATH */),
+                         0);
+        ck_assert_int_eq(mountinfo_naming(tmpdir), 1);
+        return m;
+}
+
+/* The sandbox's namespace goes (its mount, here the test's, detached), then the daemon
+ * releases the disk with its hold m. */
+static void release_attached(const char *ws, int m, int keep) {
+        ck_assert_int_eq(umount2(ws, MNT_DETACH), 0);
+        disk_release(ws, m, keep);
+}
+
 static int can_make_images(void) {
         struct disk_host h;
         disk_detect(geteuid() != 0, NULL, &h);
@@ -173,7 +212,7 @@ START_TEST(image_made_and_released) {
         struct stat st;
         char err[512] = "";
         ssize_t n;
-        int fd;
+        int fd, m;
 
         if (!can_make_images())
                 return;
@@ -181,7 +220,7 @@ START_TEST(image_made_and_released) {
         make_workspace("a", ws, sizeof(ws), img, sizeof(img));
         spec = (struct disk_image_spec){
                 .workspace = ws, .bytes = 4u << 20, .inodes = 100, .uid = 4242, .gid = 4343};
-        ck_assert_msg(disk_image_make(&spec, err, sizeof(err)) == 0, "%s", err);
+        m = make_attached(&spec, err, sizeof(err));
         ck_assert_int_eq(statvfs(ws, &sv), 0);
         ck_assert_msg((uint64_t)sv.f_blocks * sv.f_frsize <= 4u << 20 &&
                               (uint64_t)sv.f_blocks * sv.f_frsize > 3u << 20,
@@ -228,13 +267,13 @@ START_TEST(image_made_and_released) {
         close(fd);
 
         /* Released: nothing mounted there any more, the image gone. */
-        disk_release(ws, 0);
+        release_attached(ws, m, 0);
         snprintf(path, sizeof(path), "%s/big", ws);
         ck_assert_int_eq(access(path, F_OK), -1);
         ck_assert_int_eq(lstat(img, &st), -1);
         ck_assert_int_eq(images(), 0);
         /* Harmless for a workspace without an image. */
-        disk_release(ws, 0);
+        disk_release(ws, -1, 0);
 }
 END_TEST
 
@@ -243,22 +282,23 @@ START_TEST(image_kept) {
         struct disk_image_spec spec;
         struct stat st;
         char err[512] = "";
-        int hold;
+        int hold, m, m2;
 
         if (!can_make_images())
                 return;
         make_workspace("c", ws, sizeof(ws), img, sizeof(img));
         spec = (struct disk_image_spec){.workspace = ws, .bytes = 2u << 20};
-        ck_assert_msg(disk_image_make(&spec, err, sizeof(err)) == 0, "%s", err);
+        m = make_attached(&spec, err, sizeof(err));
         /* A workspace with an image (its record) is never given a second one. */
-        ck_assert_int_eq(disk_image_make(&spec, err, sizeof(err)), -EEXIST);
+        ck_assert_int_eq(disk_image_make(&spec, &m2, err, sizeof(err)), -EEXIST);
+        ck_assert_int_eq(m2, -1);
         ck_assert_int_eq(images(), 1);
         /* Kept: the image itself in the record's place, nothing left in STATE/disks;
          * its loop device, held attached here past the unmount (as a sandbox's namespace
          * may), names the image's first name, removed, never the record's. */
         hold = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
         ck_assert_int_ge(hold, 0);
-        disk_release(ws, 1);
+        release_attached(ws, m, 1);
         ck_assert_int_eq(lstat(img, &st), 0);
         ck_assert(S_ISREG(st.st_mode));
         ck_assert_int_eq(images(), 0);
@@ -271,7 +311,8 @@ START_TEST(image_kept) {
         /* A size mke2fs cannot format fails cleanly, with its reason. */
         unlink(img);
         spec.bytes = 4096;
-        ck_assert_int_lt(disk_image_make(&spec, err, sizeof(err)), 0);
+        ck_assert_int_lt(disk_image_make(&spec, &m2, err, sizeof(err)), 0);
+        ck_assert_int_eq(m2, -1);
         ck_assert_msg(strstr(err, "mke2fs failed"), "%s", err);
         ck_assert_int_eq(lstat(img, &st), -1);
         ck_assert_int_eq(images(), 0);
@@ -292,9 +333,9 @@ START_TEST(image_records_read) {
 
         make_workspace("old", ws, sizeof(ws), img, sizeof(img));
         ck_assert_int_eq(close(open(img, O_CREAT | O_WRONLY, 0600)), 0);
-        disk_release(ws, 1);
+        disk_release(ws, -1, 1);
         ck_assert_int_eq(access(img, F_OK), 0);
-        disk_release(ws, 0);
+        disk_release(ws, -1, 0);
         ck_assert_int_eq(access(img, F_OK), -1);
 
         snprintf(victim, sizeof(victim), "%s/victim", tmpdir);
@@ -305,10 +346,10 @@ START_TEST(image_records_read) {
         ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0600)), 0);
         for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 ck_assert_int_eq(symlink(bad[i], img), 0);
-                disk_release(ws, 1);
+                disk_release(ws, -1, 1);
                 ck_assert_int_eq(lstat(img, &st), 0); /* kept as it is */
                 ck_assert(S_ISLNK(st.st_mode));
-                disk_release(ws, 0);
+                disk_release(ws, -1, 0);
                 ck_assert_msg(lstat(img, &st) == -1, "%s", bad[i]);
                 ck_assert_int_eq(access(victim, F_OK), 0);
                 ck_assert_int_eq(access(path, F_OK), 0);
@@ -339,7 +380,7 @@ START_TEST(orphans_swept) {
                 snprintf(path, sizeof(path), "%s/disks/%s", tmpdir, names[i]);
                 ck_assert_msg(access(path, F_OK) == (i == 0 ? -1 : 0), "%s", names[i]);
         }
-        disk_release(ws, 0);
+        disk_release(ws, -1, 0);
         ck_assert_int_eq(access(record, F_OK), -1);
         snprintf(path, sizeof(path), "%s/disks/%s", tmpdir, names[1]);
         ck_assert_int_eq(access(path, F_OK), -1);
@@ -356,7 +397,7 @@ START_TEST(image_from_template) {
         char ws[128], tpl[128], path[320], rec[128], err[512] = "";
         struct disk_image_spec spec;
         struct stat st;
-        int i;
+        int i, m;
 
         if (!can_make_images())
                 return;
@@ -369,13 +410,13 @@ START_TEST(image_from_template) {
                                                 .uid = 1000u + (unsigned)i,
                                                 .gid = 2000,
                                                 .templates = tpl};
-                ck_assert_msg(disk_image_make(&spec, err, sizeof(err)) == 0, "%s", err);
+                m = make_attached(&spec, err, sizeof(err));
                 ck_assert_int_eq(stat(ws, &st), 0);
                 ck_assert_uint_eq(st.st_uid, 1000u + (unsigned)i);
                 snprintf(path, sizeof(path), "%s/mine", ws);
                 ck_assert_int_eq(access(path, F_OK), -1); /* the first one's file */
                 ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0644)), 0);
-                disk_release(ws, 0);
+                release_attached(ws, m, 0);
         }
         snprintf(path, sizeof(path), "%s/3145728-0.img", tpl);
         ck_assert_int_eq(access(path, F_OK), 0);
@@ -386,12 +427,12 @@ START_TEST(image_from_template) {
         make_workspace("t2", ws, sizeof(ws), rec, sizeof(rec));
         spec = (struct disk_image_spec){
                 .workspace = ws, .bytes = 5u << 20, .uid = 7, .gid = 7, .templates = tpl};
-        ck_assert_msg(disk_image_make(&spec, err, sizeof(err)) == 0, "%s", err);
+        m = make_attached(&spec, err, sizeof(err));
         ck_assert_int_eq(stat(ws, &st), 0);
         ck_assert_uint_eq(st.st_uid, 7);
         snprintf(path, sizeof(path), "%s/5242880-0.img", tpl);
         ck_assert_int_eq(access(path, F_OK), -1);
-        disk_release(ws, 0);
+        release_attached(ws, m, 0);
 }
 END_TEST
 

@@ -1974,6 +1974,19 @@ static int host_disk(char *name, size_t len, char *size, size_t size_len) {
         return found;
 }
 
+/* 1 when a line of the file path holds s. */
+static int file_has(const char *path, const char *s) {
+        char line[8192];
+        FILE *f = fopen(path, "re");
+        int found = 0;
+
+        ck_assert_ptr_nonnull(f);
+        while (!found && fgets(line, sizeof(line), f))
+                found = strstr(line, s) != NULL;
+        fclose(f);
+        return found;
+}
+
 /* What a command prints when it finds id or state (a path) in what lists block
  * devices, or a loop device listed at all ("shows: ..." lines; with mountinfo, id in
  * its mount table too); then "disk NAME SIZE N" for the host's disk (a block device
@@ -2079,10 +2092,11 @@ END_TEST
 
 /* The same from a sandbox of a rootless daemon on that host, with the default policy
  * and protect_defaults off: /sys and /proc list no loop device, nothing there names
- * the root daemon's sandbox or state directory. (Its mount table does: the root
- * daemon's mount of the image on the workspace directory, STATE/sandboxes/ID/workspace,
- * is in the host's mount table, which a rootless sandbox's view copies and may not
- * detach: see README, "Disk limit".) */
+ * the root daemon's sandbox or state directory, nor does its mount table, a copy of
+ * the host's (the root daemon mounts the image attached nowhere and its sandbox's init
+ * attaches it in its own namespace; before, it was mounted on
+ * STATE/sandboxes/ID/workspace in the host's mount table, which a rootless sandbox's
+ * view copies). Nor does the host's own mount table. */
 START_TEST(test_other_disks_unseen_rootless) {
         char state[PATH_MAX], disk[NAME_MAX + 1] = "", size[32] = "", *script, *id;
         struct it_daemon d, r;
@@ -2103,9 +2117,11 @@ START_TEST(test_other_disks_unseen_rootless) {
                                 "checks nothing\n");
                 goto out;
         }
+        ck_assert_msg(!file_has("/proc/self/mountinfo", id),
+                      "the host's mount table names sandbox %s", id);
         it_daemon_start_as(&r, 65534, 65534, NULL);
         rc = it_connect(&r);
-        script = unseen_script(id, state, disk, 0);
+        script = unseen_script(id, state, disk, 1);
         for (protect = 1; protect >= 0; protect--) {
                 struct run run;
                 char *rid;

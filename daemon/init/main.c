@@ -229,7 +229,8 @@ static int sanitize_fds(int chan) {
 /* The descriptors that come with Setup: the adoption socket and the cgroup's; or, for a
  * spare, whether the cgroup was joined before Setup came (Join) and how that went. */
 struct setup_fds {
-        int adopt_fd; /* -1: none */
+        int adopt_fd;     /* -1: none */
+        int workspace_fd; /* Setup.workspace_mount's; -1: none */
         int cgroup_fds[SBX_INIT_MAX_FDS];
         size_t n_cgroup_fds;
         bool joined; /* a Join came first, and the cgroup is joined */
@@ -306,11 +307,12 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fd
         if (m->body_case == SBX__INIT__V1__TO_INIT__BODY_SETUP && m->setup) {
                 const Sbx__Init__V1__Setup *s = m->setup;
                 int adoptable = s->has_adoptable && s->adoptable;
+                int ws = s->has_workspace_mount && s->workspace_mount;
                 size_t n_cg = s->has_n_cgroup_fds ? s->n_cgroup_fds : 0;
 
                 /* After a Join, the cgroup is joined already: Setup brings none. */
                 cg_twice = sf->joined && n_cg > 0;
-                want = (adoptable ? 1u : 0u) + n_cg;
+                want = (adoptable ? 1u : 0u) + n_cg + (ws ? 1u : 0u);
                 if (nfds == want && !cg_twice) {
                         if (adoptable) {
                                 sf->adopt_fd = fds[at];
@@ -318,6 +320,10 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fd
                         }
                         for (i = 0; i < n_cg; i++) {
                                 sf->cgroup_fds[sf->n_cgroup_fds++] = fds[at];
+                                fds[at++] = -1;
+                        }
+                        if (ws) {
+                                sf->workspace_fd = fds[at];
                                 fds[at++] = -1;
                         }
                 }
@@ -686,13 +692,15 @@ static bool same_base(const Sbx__Init__V1__Setup *a, const Sbx__Init__V1__Setup 
 
 /* A spare built ahead: its base is done. Tells the daemon (Built) and waits for the
  * sandbox's own Setup, which must build on that base; *ret_msg (kept for PID 1's life)
- * and *adopt_fd (its adoption socket, -1: none) on success. Returns 0, 1 when the
- * daemon went away without a use for the spare, or -errno with err. */
+ * and *adopt_fd (its adoption socket, -1: none) and *ws_fd (its workspace's mount, -1:
+ * none) on success. Returns 0, 1 when the daemon went away without a use for the spare,
+ * or -errno with err. */
 static int await_own_setup(int chan, const Sbx__Init__V1__Setup *base,
-                           Sbx__Init__V1__ToInit **ret_msg, int *adopt_fd, struct util_err *err) {
+                           Sbx__Init__V1__ToInit **ret_msg, int *adopt_fd, int *ws_fd,
+                           struct util_err *err) {
         Sbx__Init__V1__FromInit built_msg = SBX__INIT__V1__FROM_INIT__INIT;
         Sbx__Init__V1__Built built = SBX__INIT__V1__BUILT__INIT;
-        struct setup_fds sf = {.adopt_fd = -1, .joined = true};
+        struct setup_fds sf = {.adopt_fd = -1, .workspace_fd = -1, .joined = true};
         const Sbx__Init__V1__Setup *s;
         int r;
 
@@ -706,6 +714,7 @@ static int await_own_setup(int chan, const Sbx__Init__V1__Setup *base,
                 return err->err == EPIPE ? 1 : r;
         s = (*ret_msg)->setup;
         *adopt_fd = sf.adopt_fd;
+        *ws_fd = sf.workspace_fd;
         util_log_set_sandbox(s->sandbox_id);
         r = validate_setup(s, err);
         if (r == 0 && s->has_prebuild && s->prebuild)
@@ -720,7 +729,7 @@ static int await_own_setup(int chan, const Sbx__Init__V1__Setup *base,
  * supplementary groups (rootless, where they could not be dropped). */
 static bool groups_kept;
 
-static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd) {
+static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd, int ws_fd) {
         static struct view_config vc;
         Sbx__Init__V1__ToInit *own = NULL;
         struct util_warnings warn;
@@ -757,6 +766,8 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
 
         /* 5. The view's base. */
         view_config_fill(s, &vc);
+        vc.mc.workspace_mount = ws_fd >= 0;
+        vc.mc.workspace_fd = ws_fd;
         if (mnt_view_base(&vc.mc, &host, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
         view_ptys = vc.mc.ptys;
@@ -764,11 +775,13 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         /* A spare built ahead waits here for the Setup of the sandbox it becomes, whose
          * ptys its devpts takes now (its owner's budget: fewer, or none). */
         if (s->has_prebuild && s->prebuild) {
-                r = await_own_setup(chan, s, &own, &adopt_fd, &err);
+                r = await_own_setup(chan, s, &own, &adopt_fd, &ws_fd, &err);
                 if (r != 0)
                         return r > 0 ? 0 : setup_failed(chan, &err, host_pid);
                 s = own->setup;
                 view_config_fill(s, &vc);
+                vc.mc.workspace_mount = ws_fd >= 0;
+                vc.mc.workspace_fd = ws_fd;
                 if (vc.mc.ptys != view_ptys && mnt_set_ptys(vc.mc.ptys, &err) < 0)
                         return setup_failed(chan, &err, host_pid);
                 view_ptys = vc.mc.ptys;
@@ -788,6 +801,8 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         /* 7. The rest of the view: the sandbox's own paths. */
         if (mnt_view_finish(&vc.mc, &host, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
+        if (ws_fd >= 0)
+                close(ws_fd); /* attached: the mount is the view's now */
 
         /* 8. The filter, loaded here, once, for every command; a warm sandbox's at its
          * Claim (claim_view), after its owner's ptys, and it starts nothing before. */
@@ -810,7 +825,7 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
 
 /* Stage 0: cgroup, namespaces, fork PID 1, wait for it. Returns the exit code. */
 static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf) {
-        int adopt_fd = sf->adopt_fd;
+        int adopt_fd = sf->adopt_fd, ws_fd = sf->workspace_fd;
         struct util_err err;
         int32_t host_pid;
         int p[2], status, r;
@@ -848,12 +863,14 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
         }
         if (pid == 0) {
                 close(p[1]);
-                _exit(pid1(chan, s, p[0], adopt_fd));
+                _exit(pid1(chan, s, p[0], adopt_fd, ws_fd));
         }
         close(p[0]);
         close(chan);
         if (adopt_fd >= 0)
                 close(adopt_fd); /* PID 1's alone */
+        if (ws_fd >= 0)
+                close(ws_fd); /* PID 1's alone */
         /* Our pid namespace is the daemon's: fork() returned PID 1's pid there. The
          * write end stays open until we exit (see pid1()). */
         host_pid = (int32_t)pid;
@@ -875,7 +892,7 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
 
 int main(int argc, char **argv) {
         Sbx__Init__V1__ToInit *m = NULL;
-        struct setup_fds sf = {.adopt_fd = -1};
+        struct setup_fds sf = {.adopt_fd = -1, .workspace_fd = -1};
         struct util_err err;
         int chan, r;
 

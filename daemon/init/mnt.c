@@ -1331,7 +1331,8 @@ static int open_sources(const struct mnt_config *cfg, const struct mnt_host *hos
                 return util_fail(err, ENOMEM, NULL, "open writable paths");
         for (i = 0; i < src->n; i++)
                 src->w_fd[i] = -1;
-        if (cfg->workspace_dir && cfg->workspace_dir[0] && !cfg->workspace_tmpfs_bytes)
+        if (cfg->workspace_dir && cfg->workspace_dir[0] && !cfg->workspace_tmpfs_bytes &&
+            !cfg->workspace_mount)
                 r = open_host(host, "workspace_dir", cfg->workspace_dir, NULL, true, &src->ws_fd,
                               err);
         for (i = 0; r == 0 && i < src->n; i++) {
@@ -1424,6 +1425,14 @@ static int mount_workspace(const struct mnt_config *cfg, const struct sources *s
 
         if (cfg->workspace_tmpfs_bytes)
                 return workspace_tmpfs(cfg, err);
+        if (cfg->workspace_mount) {
+                /* The image's own mount, moved here out of no namespace: the host's and
+                 * every other sandbox's mount tables never list it. */
+                if (syscall(SYS_move_mount, cfg->workspace_fd, "", AT_FDCWD, "/workspace",
+                            MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return util_fail(err, errno, NULL, "attach the disk image on /workspace");
+                return 0;
+        }
         if (src->ws_fd >= 0) {
                 r = bind_fd(src->ws_fd, "/workspace", MNT_NOSUID | MNT_NODEV);
                 if (r < 0)

@@ -40,6 +40,11 @@ struct mnt_file {
 struct mnt_config {
         const char *root_dir;      /* Tree used read-only as /; NULL or "" means "/". */
         const char *workspace_dir; /* Bound read-write at /workspace; NULL: empty dir. */
+        /* With workspace_mount, workspace_fd is a mount attached nowhere (the daemon's
+         * disk image, from fsmount), attached at /workspace itself instead of a bind of
+         * workspace_dir. Not closed here. */
+        bool workspace_mount;
+        int workspace_fd;
         char *const *writable_paths;
         size_t n_writable_paths;
         char *const *denied_read_paths;
