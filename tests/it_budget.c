@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -563,21 +562,6 @@ END_TEST
 
 /* ---- a create that fails leaves nothing --------------------------------------------------- */
 
-static int open_fds(pid_t pid) {
-        char path[64];
-        struct dirent *de;
-        DIR *dir;
-        int n = 0;
-
-        snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-        dir = opendir(path);
-        while (dir && (de = readdir(dir)))
-                n += de->d_name[0] != '.';
-        if (dir)
-                closedir(dir);
-        return n;
-}
-
 /* The names of what the daemon made under its cgroup bases and in its sandboxes
  * directory, one "where name" line each. */
 static char *made(const struct it_daemon *d) {
@@ -615,13 +599,13 @@ static void out_of_descriptors(const char *const *flags, int must_fail) {
         free(it_create(c, "keep"));
         usleep(500000); /* the pool refills */
         ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, NULL, &rl), 0);
-        base = open_fds(d.pid);
+        base = it_open_fds(d.pid);
         for (extra = 1; extra <= 48; extra++) {
                 struct sbx_result *r = NULL;
                 enum sbx_code code;
                 snprintf(id, sizeof(id), "t-%d", extra);
                 low = rl;
-                low.rlim_cur = (rlim_t)(open_fds(d.pid) + extra);
+                low.rlim_cur = (rlim_t)(it_open_fds(d.pid) + extra);
                 ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &low, NULL), 0);
                 sb = NULL;
                 {
@@ -664,7 +648,7 @@ static void out_of_descriptors(const char *const *flags, int must_fail) {
         /* What is left: "keep", and the pool's own (at most one warm and one spare). */
         for (n = 0; n < 100; n++) {
                 left = made(&d);
-                if (!strstr(left, " t-") && open_fds(d.pid) <= base + 2)
+                if (!strstr(left, " t-") && it_open_fds(d.pid) <= base + 2)
                         break;
                 free(left);
                 left = NULL;
@@ -673,7 +657,7 @@ static void out_of_descriptors(const char *const *flags, int must_fail) {
         if (!left)
                 left = made(&d);
         ck_assert_msg(!strstr(left, " t-"), "a failed create left: %s", left);
-        ck_assert_msg(open_fds(d.pid) <= base + 2, "descriptors %d, %d before", open_fds(d.pid),
+        ck_assert_msg(it_open_fds(d.pid) <= base + 2, "descriptors %d, %d before", it_open_fds(d.pid),
                       base);
         free(left);
         free(it_create(c, "after"));

@@ -27,7 +27,6 @@
  *    requests (a name of /etc/hosts, a name from the nameserver) stay within twice their
  *    medians on the idle daemon.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -99,22 +98,6 @@ static void make_world(void) {
                 exit(2);
         }
         freeaddrinfo(ai);
-}
-
-/* The descriptors pid has open. */
-static int daemon_fds(pid_t pid) {
-        char path[64];
-        struct dirent *de;
-        DIR *dir;
-        int n = 0;
-
-        snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-        dir = opendir(path);
-        while (dir && (de = readdir(dir)))
-                n += de->d_name[0] != '.';
-        if (dir)
-                closedir(dir);
-        return n;
 }
 
 /* BOB's client, with CALL_MS per call. */
@@ -334,9 +317,9 @@ START_TEST(descriptors_per_uid) {
         rep = as_bob(bob_create_holders, &d, NULL);
         ck_assert_msg(rep[0] == '\0', "%s", rep);
         free(rep);
-        fds_before = daemon_fds(d.pid);
+        fds_before = it_open_fds(d.pid);
         rep = as_bob(bob_hold, &d, NULL);
-        fds_held = daemon_fds(d.pid);
+        fds_held = it_open_fds(d.pid);
         take_ids(rep, "bob-h", hold_ids, HOLD_SANDBOXES);
 
         /* Root meanwhile: a sandbox, a command, a request through its proxy. */
@@ -348,7 +331,7 @@ START_TEST(descriptors_per_uid) {
                       root_out, (char *)res->stderr_data, rep);
         sbx_result_free(res);
         free(root_out);
-        fds_root = daemon_fds(d.pid);
+        fds_root = it_open_fds(d.pid);
 
         for (line = rep; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
                 int h, n;

@@ -697,6 +697,21 @@ int it_count_procs(const char *needle) {
         return scan_procs(needle, NULL, NULL);
 }
 
+int it_open_fds(pid_t pid) {
+        char path[64];
+        struct dirent *de;
+        DIR *dir;
+        int n = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+        dir = opendir(path);
+        while (dir && (de = readdir(dir)))
+                n += de->d_name[0] != '.';
+        if (dir)
+                closedir(dir);
+        return n;
+}
+
 long it_proc_status(pid_t pid, const char *field) {
         char path[64], line[256];
         size_t fl = strlen(field);

@@ -138,6 +138,9 @@ int it_loops_below(const char *dir, char **files, int max);
  * pid or the field is not there. */
 long it_proc_status(pid_t pid, const char *field);
 
+/* How many descriptors pid has open (/proc/PID/fd), 0 when it is not there. */
+int it_open_fds(pid_t pid);
+
 /* How many lines of d's log (at debug level in tests) hold needle. */
 int it_log_count(const struct it_daemon *d, const char *needle);
 
