@@ -31,6 +31,7 @@
 #include "sbxd.h"
 #include "server.h"
 #include "store.h"
+#include "trash.h"
 #include "turn.h"
 #include "uidrange.h"
 #include "uidslot.h"
@@ -65,8 +66,14 @@ static void on_sweep(uv_timer_t *t) {
 
 /* Every sandbox has ended (or been left running): the last replies go out, then every
  * handle closes, and the loop ends. */
+/* At shutdown, how long the deletion of ended sandboxes' workspaces may hold the exit
+ * (trash_stop): rm of a workspace of 300,000 files takes seconds, tens on a busy host;
+ * what is left is deleted at the next start. */
+#define SBX_SHUTDOWN_TRASH_GRACE_MS 5000u
+
 static void on_shutdown_done(void *ud) {
         log_info("all sandboxes ended; closing the records");
+        trash_stop(&D, SBX_SHUTDOWN_TRASH_GRACE_MS);
         guard_stop(&D);
         turn_flush(&T);
         server_close_all(&S);
@@ -75,6 +82,12 @@ static void on_shutdown_done(void *ud) {
         uv_close((uv_handle_t *)&sig_term, NULL);
         uv_close((uv_handle_t *)&sig_int, NULL);
         uv_close((uv_handle_t *)&sig_hup, NULL);
+        /* Closed, they gave the signals back their default action, which would end the
+         * daemon by signal in what is left of its exit (the removers' grace): another
+         * SIGTERM or SIGINT now is one more request to stop, already under way. */
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
 }
 
 static void on_hangup(uv_signal_t *h, int signum) {

@@ -84,7 +84,37 @@ struct remover {
         int pidfd;
         pid_t pid;
         char *path;
+        struct remover *next, *prev; /* the running ones (removers) */
 };
+
+/* The removers whose child runs, for trash_stop; and its timer. The daemon has one loop,
+ * and these are touched on it only. */
+static struct remover *removers;
+static uv_timer_t stop_timer;
+static int stop_timer_on;
+
+static void running_add(struct remover *rm) {
+        rm->prev = NULL;
+        rm->next = removers;
+        if (removers)
+                removers->prev = rm;
+        removers = rm;
+}
+
+static void running_remove(struct remover *rm) {
+        if (rm->prev)
+                rm->prev->next = rm->next;
+        else if (removers == rm)
+                removers = rm->next;
+        if (rm->next)
+                rm->next->prev = rm->prev;
+        rm->next = rm->prev = NULL;
+        /* Shutting down and nothing left to wait for: the timer goes too. */
+        if (!removers && stop_timer_on) {
+                stop_timer_on = 0;
+                uv_close((uv_handle_t *)&stop_timer, NULL);
+        }
+}
 
 static const char *rm_binary(void) {
         static const char *const candidates[] = {"/usr/bin/rm", "/bin/rm"};
@@ -104,6 +134,7 @@ static void on_remover_closed(uv_handle_t *h) {
 }
 
 static void remover_done(struct remover *rm, int ok, const char *how, int value) {
+        running_remove(rm);
         if (!ok)
                 log_warning("cannot remove %s completely (rm ended with %s %d)", rm->path, how,
                             value);
@@ -189,6 +220,7 @@ static int start_remover_pidfd(struct sbxd *d, struct remover *rm, const char *r
         fcntl(rm->pidfd, F_SETFD, FD_CLOEXEC);
         rm->h.poll.data = rm;
         uv_poll_start(&rm->h.poll, UV_READABLE, on_remover_pidfd);
+        running_add(rm);
         return 0;
 }
 
@@ -213,6 +245,8 @@ static int start_remover_uv(struct sbxd *d, struct remover *rm, const char *rm_b
         if (r < 0)
                 /* A handle that failed to spawn must still be closed. */
                 uv_close((uv_handle_t *)&rm->h.proc, on_remover_closed);
+        else
+                running_add(rm);
         return r;
 }
 
@@ -310,4 +344,29 @@ void trash_empty(struct sbxd *d) {
         }
         if (dir)
                 closedir(dir);
+}
+
+/* The grace is over: each rm still running is killed (it is ours, by its pidfd or by
+ * libuv's handle of it) and reaped as ever; what it left stays in STATE/trash. */
+static void on_stop_timer(uv_timer_t *t) {
+        struct remover *rm;
+
+        for (rm = removers; rm; rm = rm->next) {
+                log_notice("stopped deleting %s at shutdown: the next start goes on with it",
+                           rm->path);
+                if (rm->pidfd >= 0)
+                        (void)syscall(SYS_pidfd_send_signal, rm->pidfd, SIGKILL, NULL, 0);
+                else
+                        (void)uv_process_kill(&rm->h.proc, SIGKILL);
+        }
+}
+
+void trash_stop(struct sbxd *d, uint64_t grace_ms) {
+        if (!removers || stop_timer_on)
+                return;
+        uv_timer_init(d->loop, &stop_timer);
+        /* Unreferenced: the removers keep the loop; this only ends their wait. */
+        uv_unref((uv_handle_t *)&stop_timer);
+        uv_timer_start(&stop_timer, on_stop_timer, grace_ms, 0);
+        stop_timer_on = 1;
 }

@@ -8,6 +8,8 @@
 #ifndef SBX_TRASH_H
 #define SBX_TRASH_H
 
+#include <stdint.h>
+
 struct sbxd;
 
 /* Deletes the tree at path (never following symlinks, never leaving its filesystem) in
@@ -32,5 +34,11 @@ void trash_sandbox_dir_now(struct sbxd *d, const char *id, const char *workspace
 /* At start-up: creates STATE/trash and starts deleting what an earlier daemon left
  * there. */
 void trash_empty(struct sbxd *d);
+
+/* At shutdown, once every sandbox has ended: the deletions still running get grace_ms
+ * to finish (the loop waits for them), then are stopped (their rm killed and reaped);
+ * what they left stays in STATE/trash for trash_empty at the next start. A huge
+ * workspace does not hold the daemon's exit for as long as rm takes. */
+void trash_stop(struct sbxd *d, uint64_t grace_ms);
 
 #endif

@@ -4,6 +4,7 @@
  * may connect (peer groups, the per-uid cap, sandboxed peers, a rootless daemon's
  * users, --socket-group); the sandbox uid ranges of root daemons on one host (distinct
  * when started at once, kept across restarts, --uid-base). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -1123,6 +1124,73 @@ END_TEST
  * from), every other root daemon refuses them too, and a daemon asking for a range that
  * overlaps it is refused at start-up, naming the daemon that holds it. A rootless
  * daemon has no range to set. */
+/* Entries of the directory path (not . and ..), -1 when it cannot be read. */
+static int entries_of(const char *path) {
+        struct dirent *de;
+        DIR *dir = opendir(path);
+        int n = 0;
+
+        if (!dir)
+                return -1;
+        while ((de = readdir(dir)))
+                n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+        closedir(dir);
+        return n;
+}
+
+/* A shutdown waits a few seconds at most for the deletion of what its sandboxes left (a
+ * workspace of a million files takes rm tens of seconds): here the rm is held stopped,
+ * the daemon still exits within the grace (5 s) and some, says it stopped deleting, and
+ * the next start deletes what was left in STATE/trash. */
+START_TEST(shutdown_does_not_wait_for_a_slow_delete) {
+        const char *flags[] = {"--warm", "0", "--spares", "0", NULL};
+        struct it_daemon d;
+        struct sbx_result *r;
+        char trash[700], *id;
+        double t0, took;
+        pid_t rm = -1;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        id = it_create(c, "big");
+        r = it_sh(c, id, 120000, "mkdir /workspace/d && cd /workspace/d && seq 60000 | xargs touch");
+        ck_assert_int_eq(r->exit_code, 0);
+        sbx_result_free(r);
+        sbx_close(c);
+        snprintf(trash, sizeof(trash), "%s/trash", d.state);
+        ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
+        t0 = it_now_ms();
+        /* The sandbox ends, its workspace goes to the trash and an rm of it starts: held. */
+        while (rm < 0 && it_now_ms() - t0 < 30000) {
+                rm = it_find_proc("rm", trash);
+                if (rm < 0)
+                        usleep(500);
+        }
+        ck_assert_msg(rm > 0, "no rm of %s was seen", trash);
+        ck_assert_int_eq(kill(rm, SIGSTOP), 0);
+        /* One more SIGTERM meanwhile is no harm (not a death by signal). */
+        usleep(300000);
+        ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
+        ck_assert_int_eq(it_daemon_exit_status(&d), 0);
+        took = it_now_ms() - t0;
+        fprintf(stderr, "shutdown_does_not_wait_for_a_slow_delete: the daemon exited %.0f ms after "
+                        "SIGTERM\n", took);
+        ck_assert_msg(took < 5000 + 10000, "the daemon took %.0f ms to exit", took);
+        ck_assert_int_eq(it_log_count(&d, "stopped deleting"), 1);
+        ck_assert_int_eq(kill(rm, 0), -1); /* killed and reaped by the daemon */
+        ck_assert_int_eq(errno, ESRCH);
+        ck_assert_int_gt(entries_of(trash), 0);
+        it_daemon_restart(&d, flags);
+        t0 = it_now_ms();
+        while (entries_of(trash) != 0 && it_now_ms() - t0 < 60000)
+                usleep(20000);
+        ck_assert_int_eq(entries_of(trash), 0);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        free(id);
+}
+END_TEST
+
 START_TEST(uid_base_sets_the_range) {
         const char *fixed[] = {"--uid-base", "3000000000", "--warm", "0", "--spares", "0", NULL};
         const char *overlap[] = {"--uid-base", "3000065535", NULL};
@@ -1200,6 +1268,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, root_daemons_started_at_once_get_distinct_uids);
         tcase_add_test(tc, restart_keeps_the_uid_range);
         tcase_add_test(tc, uid_base_sets_the_range);
+        tcase_add_test(tc, shutdown_does_not_wait_for_a_slow_delete);
         suite_add_tcase(s, tc);
         return s;
 }

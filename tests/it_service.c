@@ -1383,6 +1383,13 @@ static const char boot_check_sh[] =
         "check oom_policy test \"$(systemctl show -p OOMPolicy --value sbxd.service)\" = continue\n"
         "check tasks_max test \"$(systemctl show -p TasksMax --value sbxd.service)\" = infinity\n"
         "check kill_mode test \"$(systemctl show -p KillMode --value sbxd.service)\" = mixed\n"
+        "bound() { if [ \"$mode\" = unified ]; then\n"
+        "  c=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/$P/cgroup)\n"
+        "  else c=/sys/fs/cgroup/$1$(grep \":$1:\" /proc/$P/cgroup | cut -d: -f3); fi\n"
+        "  cat \"$c/$2\"; }\n"
+        "if [ \"$mode\" = unified ]; then mem=memory.max; else mem=memory.limit_in_bytes; fi\n"
+        "check daemon_memory_max test \"$(bound memory $mem)\" = 4294967296\n"
+        "check daemon_tasks_max test \"$(bound pids pids.max)\" = 1024\n"
         "groups=$(sbx exec boot -- id -G)\n"
         "check sandbox_groups test -n \"$groups\" -a -z \"$(echo \" $groups \" | grep \" $gid "
         "\")\"\n"
@@ -1447,6 +1454,8 @@ static const char *const boot_checks[] = {
         "oom_policy",
         "tasks_max",
         "kill_mode",
+        "daemon_memory_max",
+        "daemon_tasks_max",
         "sandbox_groups",
         "member_create",
         "member_exec",
