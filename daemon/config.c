@@ -713,6 +713,14 @@ static int check_relations(struct config *cfg, char *err, size_t errlen) {
                          cfg->max_ptys_per_uid, cfg->max_ptys);
                 return -EINVAL;
         }
+        if (cfg->daemon_tasks_max && cfg->daemon_tasks_max < CONFIG_MIN_DAEMON_TASKS) {
+                snprintf(err, errlen,
+                         "--daemon-tasks-max %u is too low: at least %u (the daemon's own "
+                         "threads, libuv's thread pool and the processes it starts), or 0 for "
+                         "no bound",
+                         cfg->daemon_tasks_max, CONFIG_MIN_DAEMON_TASKS);
+                return -EINVAL;
+        }
         return 0;
 }
 

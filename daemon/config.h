@@ -17,6 +17,10 @@ enum { CONFIG_CGROUPS_AUTO = 0, CONFIG_CGROUPS_ON, CONFIG_CGROUPS_OFF };
  * guard against a client that went away without ending it: a short lifetime would end
  * the sandboxes that are in use), extendable a week at a time (SetTimeout counts from
  * the moment it is asked, as often as asked). */
+/* The least --daemon-tasks-max: the main thread, libuv's pool (16, started before the
+ * bound is set), its other threads, and room for the children (inits being started, rm
+ * of workspaces, mke2fs) that live in the daemon's group a moment. */
+#define CONFIG_MIN_DAEMON_TASKS 64u
 #define CONFIG_DEFAULT_SANDBOX_TIMEOUT_MS (24ull * 3600u * 1000u)
 #define CONFIG_DEFAULT_IDLE_TIMEOUT_MS    (3600ull * 1000u)
 #define CONFIG_MAX_SANDBOX_TIMEOUT_MS     (7ull * 24u * 3600u * 1000u)
@@ -65,7 +69,8 @@ struct config {
         uint32_t max_ptys_per_uid;        /* of them, one uid's sandboxes': the flag, or a quarter */
         uint32_t max_ptys_per_uid_flag;   /* --max-ptys-per-uid as given; UINT32_MAX: not given */
         uint64_t daemon_memory_max;       /* the daemon's own memory bound (cgroup); 0: none */
-        uint32_t daemon_tasks_max;        /* its own tasks bound (cgroup pids); 0: none */
+        uint32_t daemon_tasks_max;        /* its own tasks bound (cgroup pids); 0: none, else
+                                           * at least CONFIG_MIN_DAEMON_TASKS */
         uint32_t uid_base;                /* --uid-base: the first sandbox uid (root); 0: any */
         uint32_t max_proxy_fds_per_uid;   /* descriptors of one uid's proxy connections; 0: a share */
         uint32_t max_lookups_per_uid;     /* name lookups of one uid's proxies at once; 0: a share */

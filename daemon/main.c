@@ -385,6 +385,22 @@ static int examine_disk(void) {
         return 0;
 }
 
+static void pool_noop(uv_work_t *w) {
+}
+
+static void pool_started(uv_work_t *w, int status) {
+}
+
+/* Starts libuv's thread pool now (its threads are made all at once, at the first work
+ * queued): made later, under --daemon-tasks-max with the daemon's tasks at the bound,
+ * libuv would abort the daemon when it cannot make them. */
+static void start_thread_pool(void) {
+        static uv_work_t w;
+
+        /* Refused only for a NULL work callback. */
+        (void)uv_queue_work(&loop, &w, pool_noop, pool_started);
+}
+
 /* --daemon-memory-max and --daemon-tasks-max: the daemon in a cgroup of its own, apart
  * from its sandboxes' (which a bound on the service's own cgroup would cap too). A
  * bound that cannot be set is said, and the daemon serves without it. */
@@ -429,6 +445,7 @@ static int examine_host(void) {
                         log_debug("cgroups under %s", D.cgroups->base[i]);
         if (D.cgroups->v2_base)
                 log_debug("cgroups under %s", D.cgroups->v2_base);
+        start_thread_pool();
         limit_self();
         hostfeat_detect(D.euid, cgroup_version_name(D.cgroups->version), &D.features);
         if (examine_disk() < 0)

@@ -361,6 +361,8 @@ START_TEST(share_flags) {
                 {{"sbxd", "--daemon-memory-max", "lots", NULL}, "at least 64M"},
                 {{"sbxd", "--daemon-tasks-max", "-1", NULL}, "--daemon-tasks-max"},
                 {{"sbxd", "--daemon-tasks-max", "99999999", NULL}, "--daemon-tasks-max"},
+                {{"sbxd", "--daemon-tasks-max", "8", NULL}, "--daemon-tasks-max 8 is too low: at least 64"},
+                {{"sbxd", "--daemon-tasks-max", "63", NULL}, "at least 64"},
         };
         size_t i, n;
 

@@ -757,6 +757,61 @@ START_TEST(test_daemon_bounds) {
 }
 END_TEST
 
+/* Writes v to dir/name. */
+static void write_ull(const char *dir, const char *name, unsigned long long v) {
+        char path[1200];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(path, "we");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_gt(fprintf(f, "%llu\n", v), 0);
+        ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The daemon at its --daemon-tasks-max (its group's pids.max lowered here to what it
+ * runs): its thread pool was started before the bound, so a listing (work off the loop)
+ * is served (before, libuv aborted the daemon when it could not make the pool's
+ * threads); a create, whose init cannot be forked, fails as out of a resource and
+ * leaves nothing; once the bound is back, creating works. (Too low a bound is refused:
+ * check_config.) */
+START_TEST(test_out_of_tasks) {
+        const char *flags[] = {"--daemon-tasks-max", "64", "--warm", "0", "--spares", "0", NULL};
+        char pids[700], *left;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_dir_list *l = NULL;
+        struct it_daemon d;
+        enum sbx_code code;
+        sbx_client *c;
+
+        if (access("/sys/fs/cgroup/pids/cgroup.procs", F_OK) != 0) {
+                fprintf(stderr, "it_budget out_of_tasks: no v1 pids hierarchy\n");
+                return;
+        }
+        it_daemon_start(&d, flags);
+        ck_assert(own_group(d.pid, "pids", pids, sizeof(pids)));
+        c = it_connect(&d);
+        free(it_create(c, "keep"));
+        write_ull(pids, "pids.max", read_ull(pids, "pids.current"));
+        ck_assert_int_eq(sbx_list_dir(c, "keep", "/", 0, &l), SBX_OK);
+        sbx_dir_list_free(l);
+        sbx_create_opts_init(&o);
+        o.id = "t-tasks";
+        code = sbx_create(c, &o, &sb);
+        ck_assert_msg(code == SBX_RESOURCE_EXHAUSTED && !strstr(sbx_error_message(c), "reinstall"),
+                      "create at the daemon's tasks bound: %s: %s", sbx_code_name(code),
+                      sbx_error_message(c));
+        write_ull(pids, "pids.max", 64);
+        left = made(&d);
+        ck_assert_msg(!strstr(left, " t-"), "a failed create left: %s", left);
+        free(left);
+        free(it_create(c, "after"));
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("budget");
         struct {
@@ -769,6 +824,7 @@ static Suite *make_suite(void) {
                 {"sandboxes_share", test_sandboxes_share},
                 {"out_of_descriptors", test_out_of_descriptors},
                 {"daemon_bounds", test_daemon_bounds},
+                {"out_of_tasks", test_out_of_tasks},
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
