@@ -17,7 +17,6 @@
 #include "quota.h"
 
 struct store;
-struct write_req;
 struct server;
 struct sbxtab;
 struct cgroup_env;
@@ -25,6 +24,7 @@ struct guard;
 struct uidrange;
 struct egressshare;
 struct offload;
+struct conn_held;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -51,8 +51,8 @@ struct sbxd {
         unsigned n_queued;           /* those commands, all sandboxes (--max-queued-total) */
         int dispatching;             /* command.c is starting waiting commands */
         int dispatch_again;          /* a slot freed meanwhile: look at the queues again */
-        struct write_req *held_head; /* replies held for the end of the turn (conn.c, turn.h) */
-        struct write_req *held_tail;
+        struct conn_held *held;      /* replies held for the end of the turn (conn.h; the
+                                      * turn keeps it, turn.h) */
         struct offload *offload;     /* work off the loop (offload.c): made at the first job,
                                       * freed after the last; NULL when there is none */
 };
