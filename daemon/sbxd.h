@@ -24,6 +24,7 @@ struct guard;
 struct uidrange;
 struct egressshare;
 struct offload;
+struct cmdsched;
 struct conn_held;
 
 struct sbxd {
@@ -47,10 +48,8 @@ struct sbxd {
         uint64_t nofile_soft;        /* RLIMIT_NOFILE soft limit at start: commands' default */
         int command_cgroups;         /* each command gets a cgroup of its own (see config) */
         int shutting_down;           /* set by main() on SIGTERM/SIGINT: no new work */
-        struct sandbox *waiting;     /* sandboxes with commands waiting for a slot (command.c) */
-        unsigned n_queued;           /* those commands, all sandboxes (--max-queued-total) */
-        int dispatching;             /* command.c is starting waiting commands */
-        int dispatch_again;          /* a slot freed meanwhile: look at the queues again */
+        struct cmdsched *sched;      /* the commands' slots and queues (cmdsched.h; sbxtab.c
+                                      * makes it) */
         struct conn_held *held;      /* replies held for the end of the turn (conn.h; the
                                       * turn keeps it, turn.h) */
         struct offload *offload;     /* work off the loop (offload.c): made at the first job,
