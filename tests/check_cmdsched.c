@@ -3,10 +3,11 @@
  * ops as command.c's are. What it proves: a freed slot starts the next waiting command
  * (and only when its sandbox may start one); a uid at its quota is passed over for
  * another uid's command behind it; the sandboxes of a uid take turns for its freed
- * slots in the order they began to wait; connections take turns within a queue; the
- * three queue bounds (the sandbox's, the uid's share, the daemon's) refuse naming the
- * bound, and give room back as commands leave; a start that fails at once makes the
- * scheduler look again instead of nesting; every count is back to zero at the end. */
+ * slots in the order they began to wait; connections, not uids, take turns within a
+ * queue; the three queue bounds (the sandbox's, the uid's share, the daemon's) refuse
+ * naming the bound, and give room back as commands leave; a start that fails at once
+ * makes the scheduler look again instead of nesting; every count is back to zero at
+ * the end. */
 #include <errno.h>
 #include <string.h>
 
@@ -302,6 +303,32 @@ START_TEST(connections_take_turns_in_a_queue) {
 }
 END_TEST
 
+/* Turns in a queue are the connections', not the uids': uid 1000 queues from two
+ * connections, uid 1001 from one, all after a flood of connection 1; each connection
+ * gets its turn, so uid 1000 gets two of the first three starts after the flood's
+ * first. (Uids are bounded by their quota and their share of the queue instead.) */
+START_TEST(turns_are_per_connection_not_per_uid) {
+        int i;
+
+        run_now(0, 0, 1000);
+        for (i = 1; i <= 3; i++)
+                must_wait(i, 0, 1000, 1);
+        must_wait(4, 0, 1000, 2);
+        must_wait(5, 0, 1001, 3);
+        ck_assert_uint_eq(cmdsched_ahead(&cmd[5].e), 2);
+        end(0);
+        for (i = 1; i < 6; i++)
+                end(order[i - 1]);
+        ck_assert_int_eq(n_started, 5);
+        ck_assert_int_eq(order[0], 1);
+        ck_assert_int_eq(order[1], 4);
+        ck_assert_int_eq(order[2], 5);
+        ck_assert_int_eq(order[3], 2);
+        ck_assert_int_eq(order[4], 3);
+        all_clear();
+}
+END_TEST
+
 /* The three bounds of waiting commands, each refused with the bound named, and each
  * giving room back as a command leaves: the sandbox's queue (--max-queued), a uid's
  * share over every sandbox (--max-queued-per-uid), the daemon's (--max-queued-total). */
@@ -401,6 +428,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, a_uid_at_its_quota_is_passed_over);
         tcase_add_test(tc, a_uids_sandboxes_take_turns);
         tcase_add_test(tc, connections_take_turns_in_a_queue);
+        tcase_add_test(tc, turns_are_per_connection_not_per_uid);
         tcase_add_test(tc, queue_bounds);
         tcase_add_test(tc, a_start_that_fails_looks_again);
         tcase_add_test(tc, an_unused_slot_is_given_back);
