@@ -1,5 +1,7 @@
 /* cmdqueue.h: the commands of one sandbox that wait for a slot, and the order they
- * start in (issue 22, RunCommand.queue_timeout_ms).
+ * start in (RunCommand.queue_timeout_ms: a command over its sandbox's caps waits
+ * instead of failing at once, so that a burst of commands is served rather than
+ * refused).
  *
  * First come, first served, with turns between owners (the connections that queued
  * them): an entry's turn is one past the later of the queue's current turn and the
@@ -9,7 +11,8 @@
  * the first client's commands, not fifty.
  *
  * Pure bookkeeping on intrusive entries (embed a struct cmdq_entry in what waits): no
- * allocation, no clock, no libuv. Used by command.c, tested by check_cmdqueue. */
+ * allocation, no clock, no libuv. A leaf: the scheduler (cmdsched.c) keeps one per
+ * sandbox and decides when its first entry may start; tested by check_cmdqueue. */
 #ifndef SBX_CMDQUEUE_H
 #define SBX_CMDQUEUE_H
 

@@ -19,10 +19,16 @@
  * rules of outcome.h. Every command is recorded in the store when it starts (or some
  * milliseconds later, SBX_RECORD_START_DELAY_MS) and when it ends.
  *
+ * When a command may run, and which waiting command starts when a slot frees, is the
+ * scheduler's (cmdsched.h): a command asks it for a slot or a place in the queue, gives
+ * its slot back when it ends, and is started by it (command_sched_ops) when its turn
+ * comes.
+ *
  * Owns each command (listed in its sandbox) until its handles are closed. Called by
- * rpc.c (command.h) and by the sandbox for what init reports and for its end
- * (sandbox_int.h); it reaches the sandbox only through the hooks the sandbox gave it,
- * and init through the sandbox's channel (initchan.h). */
+ * rpc.c (command.h), by the sandbox for what init reports and for its end
+ * (sandbox_int.h), and by the scheduler (command_sched_ops); it reaches the sandbox only
+ * through the hooks the sandbox gave it, and init through the sandbox's channel
+ * (initchan.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -39,7 +45,7 @@
 #include "bgkept.h"
 #include "bounds.h"
 #include "cgroup.h"
-#include "cmdqueue.h"
+#include "cmdsched.h"
 #include "command.h"
 #include "devpts.h"
 #include "disk.h"
@@ -96,9 +102,7 @@ struct input_req {
 struct command {
         struct sandbox *sb;
         struct command *next, *prev; /* sb->commands, once it holds a slot */
-        struct cmdq_entry wait;      /* sb->queue, while queued */
-        int queued;                  /* waits for a slot: holds none, not started */
-        int holds_slot;              /* counted in sb->n_running and its caller's quota */
+        struct cmdsched_entry slot;  /* waiting for a slot or holding one (cmdsched.h) */
         uint64_t queued_hr;          /* when it began to wait */
         uint64_t queued_ms;          /* how long it waited */
         Sbx__V1__RunCommand *req;    /* a queued command's request, until it starts */
@@ -170,7 +174,7 @@ static struct command *find(struct sandbox *sb, uint64_t num) {
 }
 
 static struct command *of_entry(struct cmdq_entry *e) {
-        return (struct command *)((char *)e - offsetof(struct command, wait));
+        return (struct command *)((char *)e - offsetof(struct command, slot.wait));
 }
 
 struct command *command_find(struct sandbox *sb, const char *command_id) {
@@ -181,7 +185,7 @@ struct command *command_find(struct sandbox *sb, const char *command_id) {
         for (c = sb->commands; c; c = c->next)
                 if (!c->finished && strcmp(c->id, id) == 0)
                         return c;
-        for (e = sb->queue.head; e; e = e->next)
+        for (e = sb->sched.queue.head; e; e = e->next)
                 if (strcmp(of_entry(e)->id, id) == 0)
                         return of_entry(e);
         return NULL;
@@ -495,7 +499,7 @@ static void start_fields(const struct command *cmd, struct store_command *sc) {
         sc->caller_pid = cmd->caller_pid;
         sc->client_name = cmd->client_name;
         /* One that never started: when it left the queue. */
-        sc->started_ms = cmd->queued ? sbxd_now_unix_ms() : cmd->started_ms;
+        sc->started_ms = cmd->slot.queued ? sbxd_now_unix_ms() : cmd->started_ms;
         sc->seq = cmd->num;
         sc->queued_ms = cmd->queued_ms;
         sc->background = cmd->background;
@@ -538,7 +542,7 @@ static void gather_facts(const struct command *cmd, double cpu, struct outcome_f
 
         memset(f, 0, sizeof(*f));
         f->kill = cmd->kill;
-        if (cmd->queued) {
+        if (cmd->slot.queued) {
                 f->never_started = 1;
                 return;
         }
@@ -628,7 +632,7 @@ static void fill_result(struct command *cmd, struct result *r) {
         res->stdout_bytes = cmd->out[0].kept.total;
         res->stderr_bytes = cmd->out[1].kept.total;
         res->has_duration = 1;
-        res->duration = cmd->queued ? 0 : (double)(uv_hrtime() - cmd->start_hr) / 1e9;
+        res->duration = cmd->slot.queued ? 0 : (double)(uv_hrtime() - cmd->start_hr) / 1e9;
         res->has_queued_ms = 1;
         res->queued_ms = cmd->queued_ms;
         res->has_isolated = 1;
@@ -692,8 +696,6 @@ static void record_end(struct command *cmd, const struct result *r) {
         log_debug("sbx=%s cmd=%s: %s", cmd->sb->id, cmd->id, sc.outcome);
 }
 
-static void unqueue(struct command *cmd, int to_start);
-
 /* An ended background command stays attachable (bgkept.h): its result, with the output
  * it kept, and what SandboxInfo.commands says of it. */
 static void keep_ended(struct command *cmd, const struct result *r) {
@@ -753,14 +755,7 @@ static void tell_watchers(struct command *cmd, Sbx__V1__CommandResult *res) {
 /* cmd leaves its sandbox: no longer running or waiting, no longer counted, no longer
  * findable. */
 static void unlink_command(struct command *cmd) {
-        struct sandbox *sb = cmd->sb;
-        if (cmd->queued)
-                unqueue(cmd, 0);
-        if (cmd->holds_slot) {
-                cmd->holds_slot = 0;
-                sb->n_running--;
-                quota_drop(sb->quota, QUOTA_COMMANDS, cmd->caller_uid);
-        }
+        (void)cmdsched_leave(cmd->sb->d->sched, &cmd->slot);
         list_remove(cmd);
 }
 
@@ -778,11 +773,9 @@ static void close_all(struct command *cmd) {
 
 /* The end of cmd, once: classify the outcome, fill the result and its resources, record
  * the end, answer, and let go. */
-static void dispatch_waiting(struct sbxd *d);
-
 static void finish(struct command *cmd) {
         struct sandbox *sb = cmd->sb;
-        int freed_slot = cmd->holds_slot;
+        int freed_slot = cmd->slot.holds_slot;
         struct outcome_facts f;
         struct result r;
 
@@ -791,7 +784,7 @@ static void finish(struct command *cmd) {
         cmd->finished = 1;
         uv_timer_stop(&cmd->timer);
         uv_timer_stop(&cmd->drain);
-        if (cmd->queued)
+        if (cmd->slot.queued)
                 cmd->queued_ms = (uv_hrtime() - cmd->queued_hr) / 1000000u;
 
         memset(&r, 0, sizeof(r));
@@ -821,8 +814,8 @@ static void finish(struct command *cmd) {
         /* Its slot, and one of its caller's quota, may start a waiting command (of this
          * sandbox, or of its caller in another). */
         if (freed_slot)
-                dispatch_waiting(sb->d);
-        if (sb->n_running == 0)
+                cmdsched_slot_freed(sb->d->sched);
+        if (sb->sched.n_running == 0)
                 sb->hooks->idle(sb);
 }
 
@@ -890,8 +883,8 @@ void command_end_all(struct sandbox *sb, int unknown) {
         /* The waiting first: a slot the running free must not start them. When the
          * daemon leaves the sandbox to the next one (unknown), they never ran and never
          * will: cancelled, not ended with a sandbox that lives on. */
-        while (sb->queue.head) {
-                struct command *cmd = of_entry(sb->queue.head);
+        while (sb->sched.queue.head) {
+                struct command *cmd = of_entry(sb->sched.queue.head);
                 cmd->kill = unknown ? KILL_CANCEL : KILL_SANDBOX_ENDED;
                 finish(cmd);
         }
@@ -957,7 +950,7 @@ static void on_timeout(uv_timer_t *t) {
 }
 
 void command_cancel(struct command *cmd) {
-        if (cmd->queued) {
+        if (cmd->slot.queued) {
                 /* It never starts: its result now. */
                 cmd->kill = KILL_CANCEL;
                 finish(cmd);
@@ -1112,7 +1105,7 @@ int command_resize(struct command *cmd, unsigned rows, unsigned cols) {
                 return -ENOTTY;
         if (rows == 0 || cols == 0 || rows > DEVPTS_MAX_DIM || cols > DEVPTS_MAX_DIM)
                 return -EINVAL;
-        if (cmd->queued) {
+        if (cmd->slot.queued) {
                 /* Sized so when it starts. */
                 cmd->req->has_rows = cmd->req->has_cols = 1;
                 cmd->req->rows = rows;
@@ -1130,7 +1123,7 @@ int command_input(struct command *cmd, uid_t uid, const uint8_t *data, size_t le
         int r;
         if (cmd->finished)
                 return -ENOENT;
-        if (cmd->queued)
+        if (cmd->slot.queued)
                 return -ESHUTDOWN;
         if (!cmd->in_inited || cmd->in_eof_wanted)
                 return -EPIPE;
@@ -1370,58 +1363,7 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
         return validate_tty(req, err, errlen);
 }
 
-/* ---- slots and the queue ------------------------------------------------------------ */
-
-/* A cap of sb's policy (has: it gives one), at most the daemon's (max): a sandbox
- * recorded by an older daemon has none, and one re-adopted after a restart with lower
- * flags may have more. */
-static unsigned policy_cap(int has, uint32_t v, uint32_t max) {
-        return has && v < max ? v : max;
-}
-
-/* The most commands sb runs at once (Limits.commands, sbxd --max-commands). */
-static unsigned max_running(const struct sandbox *sb) {
-        const Sbx__V1__Limits *l = sb->spec->policy->limits;
-        unsigned n = policy_cap(l && l->has_commands, l ? l->commands : 0,
-                                sb->d->cfg->max_commands_per_sandbox);
-        return n ? n : 1;
-}
-
-/* The most commands of sb that wait for a slot at once (Limits.queued_commands, sbxd
- * --max-queued). */
-static unsigned max_queued(const struct sandbox *sb) {
-        const Sbx__V1__Limits *l = sb->spec->policy->limits;
-        return policy_cap(l && l->has_queued_commands, l ? l->queued_commands : 0,
-                          sb->d->cfg->max_queued_per_sandbox);
-}
-
-/* A slot for a command of uid in sb: room under sb's maximum, and one of uid's quota
- * (--max-commands-per-uid, over every sandbox), taken (command_link counts the slot,
- * unlink_command gives both back). 0, or -EBUSY (sb is full) or -EAGAIN (uid's quota)
- * or -ENOMEM, with err. */
-static int take_slot(struct sandbox *sb, uid_t uid, char *err, size_t errlen) {
-        unsigned mine = 0;
-        int r;
-
-        if (sb->n_running >= max_running(sb)) {
-                snprintf(err, errlen,
-                         "sandbox '%s' already runs %u commands, its maximum (Limits.commands); "
-                         "wait for one to finish, or let the command wait for a slot "
-                         "(queue_timeout_ms)",
-                         sb->id, sb->n_running);
-                return -EBUSY;
-        }
-        r = quota_take(sb->quota, QUOTA_COMMANDS, uid, sb->d->cfg->max_commands_per_uid, &mine);
-        if (r == -ENOMEM)
-                snprintf(err, errlen, "daemon out of memory");
-        else if (r < 0)
-                snprintf(err, errlen,
-                         "uid %u already runs %u commands, its quota (sbxd "
-                         "--max-commands-per-uid); wait for some to finish, or let the command "
-                         "wait for a slot (queue_timeout_ms)",
-                         (unsigned)uid, mine);
-        return r;
-}
+/* ---- a new command: its start, or its wait for a slot ------------------------------- */
 
 /* How long a command of req may wait for a slot: its queue_timeout_ms, or the daemon's
  * --queue-timeout, at most --max-command-timeout. 0: not at all. */
@@ -1429,38 +1371,6 @@ static uint64_t queue_wait_ms(const struct sandbox *sb, const Sbx__V1__RunComman
         const struct config *cfg = sb->d->cfg;
         uint64_t w = req->has_queue_timeout_ms ? req->queue_timeout_ms : cfg->queue_timeout_ms;
         return w > cfg->max_command_timeout_ms ? cfg->max_command_timeout_ms : w;
-}
-
-/* Room for one more waiting command of uid in sb, or -EBUSY naming the bound that is
- * full. */
-static int queue_room(const struct sandbox *sb, uid_t uid, char *err, size_t errlen) {
-        const struct sbxd *d = sb->d;
-        unsigned mine = quota_count(sb->quota, QUOTA_QUEUED, uid);
-
-        if (sb->n_queued >= max_queued(sb)) {
-                snprintf(err, errlen,
-                         "sandbox '%s' already has %u commands waiting for a slot, its maximum "
-                         "(Limits.queued_commands, sbxd --max-queued); try again once some "
-                         "have started",
-                         sb->id, sb->n_queued);
-                return -EBUSY;
-        }
-        if (d->n_queued >= d->cfg->max_queued_total) {
-                snprintf(err, errlen,
-                         "the daemon already has %u commands waiting for a slot, its maximum "
-                         "(sbxd --max-queued-total); try again once some have started",
-                         d->n_queued);
-                return -EBUSY;
-        }
-        if (mine >= d->cfg->max_queued_per_uid) {
-                snprintf(err, errlen,
-                         "uid %u already has %u commands waiting for a slot, its share of the "
-                         "daemon's queue (sbxd --max-queued-per-uid); try again once some have "
-                         "started",
-                         (unsigned)uid, mine);
-                return -EBUSY;
-        }
-        return 0;
 }
 
 /* Frees a command that never got its handles (nothing of it was sent or recorded). */
@@ -1506,6 +1416,7 @@ static struct command *command_new(struct sandbox *sb, const Sbx__V1__RunCommand
                 return NULL;
         cmd->sb = sb;
         cmd->caller_uid = caller->uid;
+        cmd->slot.uid = caller->uid;
         cmd->caller_pid = caller->pid;
         cmd->background = req->has_background && req->background;
         /* A background command keeps its output for whoever attaches: never streamed. */
@@ -1638,7 +1549,7 @@ static void command_attach(struct command *cmd) {
         sb->hooks->hold(sb); /* the sandbox outlives its commands' handles */
 }
 
-/* cmd, attached and holding a slot (take_slot), joins its sandbox's running commands:
+/* cmd, attached and holding a slot (cmdsched_take_slot), joins its sandbox's running commands:
  * listed, counted and timed. */
 static void command_link(struct command *cmd) {
         struct sandbox *sb = cmd->sb;
@@ -1650,8 +1561,7 @@ static void command_link(struct command *cmd) {
         if (sb->commands)
                 sb->commands->prev = cmd;
         sb->commands = cmd;
-        cmd->holds_slot = 1;
-        sb->n_running++;
+        cmdsched_run(&sb->sched, &cmd->slot);
         sb->commands_run++;
         cmd->start_hr = uv_hrtime();
         cmd->started_ms = sbxd_now_unix_ms();
@@ -1879,31 +1789,6 @@ static void on_queue_timeout(uv_timer_t *t) {
         finish(cmd);
 }
 
-/* The sandboxes with waiting commands (d->waiting) are kept in the order they began
- * to wait, and one that was just served goes to the back: when a slot of a uid's quota
- * frees, the sandboxes of that uid take turns in the order they have waited. */
-static void waiting_remove(struct sbxd *d, struct sandbox *sb) {
-        if (sb->waiting_prev)
-                sb->waiting_prev->waiting_next = sb->waiting_next;
-        else
-                d->waiting = sb->waiting_next;
-        if (sb->waiting_next)
-                sb->waiting_next->waiting_prev = sb->waiting_prev;
-        sb->waiting_next = sb->waiting_prev = NULL;
-}
-
-static void waiting_append(struct sbxd *d, struct sandbox *sb) {
-        struct sandbox **at = &d->waiting, *last = NULL;
-
-        while (*at) {
-                last = *at;
-                at = &(*at)->waiting_next;
-        }
-        sb->waiting_prev = last;
-        sb->waiting_next = NULL;
-        *at = sb;
-}
-
 /* cmd, attached, waits for a slot in its sandbox's queue for at most wait_ms, taking
  * turns with the other commands of owner's connection; a streamed command's client is
  * told how many wait before it. */
@@ -1911,52 +1796,19 @@ static void enqueue(struct command *cmd, uint64_t owner, uint64_t wait_ms) {
         struct sandbox *sb = cmd->sb;
         struct sbxd *d = sb->d;
 
-        cmd->queued = 1;
         cmd->queued_hr = uv_hrtime();
-        cmdq_push(&sb->queue, &cmd->wait, owner);
-        /* Counted in its uid's share; queue_room saw room for it. */
-        (void)quota_take(sb->quota, QUOTA_QUEUED, cmd->caller_uid, UINT_MAX, NULL);
-        if (sb->n_queued++ == 0)
-                waiting_append(d, sb);
-        d->n_queued++;
+        cmdsched_enqueue(d->sched, &sb->sched, &cmd->slot, owner);
         uv_update_time(d->loop);
         uv_timer_start(&cmd->timer, on_queue_timeout, wait_ms, 0);
         log_debug("sbx=%s cmd=%s: waits for a slot (%u ahead)", sb->id, cmd->id,
-                  cmdq_ahead(&sb->queue, &cmd->wait));
+                  cmdsched_ahead(&cmd->slot));
         if (cmd->stream && cmd->cbs.queued)
-                cmd->cbs.queued(cmd->ud, cmd->id, cmdq_ahead(&sb->queue, &cmd->wait));
+                cmd->cbs.queued(cmd->ud, cmd->id, cmdsched_ahead(&cmd->slot));
         /* A background command's one answer: it waits. */
         if (cmd->background && cmd->requester && cmd->cbs.queued) {
-                cmd->cbs.queued(cmd->ud, cmd->id, cmdq_ahead(&sb->queue, &cmd->wait));
+                cmd->cbs.queued(cmd->ud, cmd->id, cmdsched_ahead(&cmd->slot));
                 cmd->requester = 0;
         }
-}
-
-/* cmd leaves its sandbox's queue, to start (to_start) or not at all. */
-static void unqueue(struct command *cmd, int to_start) {
-        struct sandbox *sb = cmd->sb;
-        struct sbxd *d = sb->d;
-
-        if (to_start)
-                cmdq_take(&sb->queue, &cmd->wait);
-        else
-                cmdq_remove(&sb->queue, &cmd->wait);
-        cmd->queued = 0;
-        quota_drop(sb->quota, QUOTA_QUEUED, cmd->caller_uid);
-        d->n_queued--;
-        if (--sb->n_queued == 0)
-                waiting_remove(d, sb);
-}
-
-/* A waiting command whose caller's quota has room (its sandbox's is checked apart). */
-static int quota_allows(const struct cmdq_entry *e, void *ud) {
-        const struct command *cmd =
-                (const struct command *)((const char *)e - offsetof(struct command, wait));
-        const struct sandbox *sb = cmd->sb;
-
-        (void)ud;
-        return quota_count(sb->quota, QUOTA_COMMANDS, cmd->caller_uid) <
-               sb->d->cfg->max_commands_per_uid;
 }
 
 /* The waiting command cmd has its slot: it starts with the request it kept. */
@@ -1983,58 +1835,66 @@ static void start_queued(struct command *cmd) {
         sbx__v1__run_command__free_unpacked(req, NULL);
 }
 
-/* Starts the waiting command of sb whose turn it is, if it may start now. Returns 1
- * when one started. Nothing starts once the daemon is stopping: a slot freed by a
- * sandbox that ends (or is left to the next daemon) must not start a command elsewhere
- * that its own end would kill (or leave unknown) a moment later. */
-static int dispatch_one(struct sandbox *sb) {
-        struct cmdq_entry *e;
-        struct command *cmd;
-        char err[256];
+/* ---- the scheduler's view of sandboxes and commands (cmdsched.h) -------------------- */
 
-        if (sb->d->shutting_down || sb->view.state != SBX__V1__SANDBOX_STATE__READY || sb->ending ||
-            sb->n_running >= max_running(sb))
-                return 0;
-        e = cmdq_first(&sb->queue, quota_allows, NULL);
-        if (!e || take_slot(sb, of_entry(e)->caller_uid, err, sizeof(err)) < 0)
-                return 0;
-        cmd = of_entry(e);
-        unqueue(cmd, 1);
-        log_debug("sbx=%s cmd=%s: starts after waiting %llu ms for a slot", sb->id, cmd->id,
+/* A cap of sb's policy (has: it gives one), at most the daemon's (max): a sandbox
+ * recorded by an older daemon has none, and one re-adopted after a restart with lower
+ * flags may have more. */
+static unsigned policy_cap(int has, uint32_t v, uint32_t max) {
+        return has && v < max ? v : max;
+}
+
+/* The sandbox whose scheduling part q is. */
+static const struct sandbox *sandbox_of(const struct cmdsched_queue *q) {
+        return (const struct sandbox *)((const char *)q - offsetof(struct sandbox, sched));
+}
+
+/* The most commands sb runs at once (Limits.commands, sbxd --max-commands). */
+static unsigned max_running(const struct cmdsched_queue *q) {
+        const struct sandbox *sb = sandbox_of(q);
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        unsigned n = policy_cap(l && l->has_commands, l ? l->commands : 0,
+                                sb->d->cfg->max_commands_per_sandbox);
+        return n ? n : 1;
+}
+
+/* The most commands of sb that wait for a slot at once (Limits.queued_commands, sbxd
+ * --max-queued). */
+static unsigned max_queued(const struct cmdsched_queue *q) {
+        const struct sandbox *sb = sandbox_of(q);
+        const Sbx__V1__Limits *l = sb->spec->policy->limits;
+        return policy_cap(l && l->has_queued_commands, l ? l->queued_commands : 0,
+                          sb->d->cfg->max_queued_per_sandbox);
+}
+
+/* Whether the sandbox of q may start a waiting command now. Nothing starts once the
+ * daemon is stopping: a slot freed by a sandbox that ends (or is left to the next
+ * daemon) must not start a command elsewhere that its own end would kill (or leave
+ * unknown) a moment later. */
+static int may_start(const struct cmdsched_queue *q) {
+        const struct sandbox *sb = sandbox_of(q);
+
+        return !sb->d->shutting_down && sb->view.state == SBX__V1__SANDBOX_STATE__READY &&
+               !sb->ending;
+}
+
+/* The scheduler gave the waiting command of e a slot, out of its queue: it starts. */
+static void start_waiting(struct cmdsched_entry *e) {
+        struct command *cmd = of_entry(&e->wait);
+
+        log_debug("sbx=%s cmd=%s: starts after waiting %llu ms for a slot", cmd->sb->id, cmd->id,
                   (unsigned long long)((uv_hrtime() - cmd->queued_hr) / 1000000u));
         start_queued(cmd);
-        return 1;
 }
 
-/* A slot (and one of its caller's quota) freed: the waiting commands of every sandbox
- * that may start now start, one per sandbox per visit, a sandbox that was served going
- * to the back of the list (so two slots of a uid freed together go to two of its
- * sandboxes, in the order they have waited). Not reentrant: a slot freed while it runs
- * (a start that failed at once) makes it look again. */
-static void dispatch_waiting(struct sbxd *d) {
-        if (d->dispatching) {
-                d->dispatch_again = 1;
-                return;
-        }
-        d->dispatching = 1;
-        do {
-                struct sandbox *sb, *next;
+const struct cmdsched_ops command_sched_ops = {
+        .max_running = max_running,
+        .max_queued = max_queued,
+        .may_start = may_start,
+        .start = start_waiting,
+};
 
-                d->dispatch_again = 0;
-                for (sb = d->waiting; sb; sb = next) {
-                        next = sb->waiting_next;
-                        if (!dispatch_one(sb))
-                                continue;
-                        /* Another pass: this one may have more to start. */
-                        d->dispatch_again = 1;
-                        if (sb->n_queued > 0 && next) {
-                                waiting_remove(d, sb);
-                                waiting_append(d, sb);
-                        }
-                }
-        } while (d->dispatch_again);
-        d->dispatching = 0;
-}
+/* ---- RunCommand --------------------------------------------------------------------- */
 
 /* RunCommand.stdin is held for the caller from now until it is in the command's pipe.
  * 0, or -EDQUOT or -ENOSPC with err. */
@@ -2069,10 +1929,11 @@ int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         if (r < 0)
                 return r;
         /* A slot now, or a place in the queue when the command may wait for one. */
-        r = take_slot(sb, caller->uid, err, errlen);
+        r = cmdsched_take_slot(sb->d->sched, &sb->sched, caller->uid, err, errlen);
         slot = r == 0;
         if (r == -ENOMEM || (r < 0 && wait_ms == 0) ||
-            (!slot && (r = queue_room(sb, caller->uid, err, errlen)) < 0))
+            (!slot &&
+             (r = cmdsched_queue_room(sb->d->sched, &sb->sched, caller->uid, err, errlen)) < 0))
                 return r;
         cmd = command_new(sb, req, caller);
         r = cmd ? 0 : -ENOMEM;
@@ -2097,7 +1958,7 @@ int command_run(struct sandbox *sb, const Sbx__V1__RunCommand *req, const struct
         }
         if (r < 0) {
                 if (slot)
-                        quota_drop(sb->quota, QUOTA_COMMANDS, caller->uid);
+                        cmdsched_untake(sb->d->sched, caller->uid);
                 return r;
         }
         *ret = cmd;
@@ -2152,10 +2013,12 @@ void command_running_result(struct command *cmd, Sbx__V1__CommandResult *res) {
         res->stdout_truncated = cmd->out[0].kept.truncated;
         res->stderr_truncated = cmd->out[1].kept.truncated;
         res->has_duration = 1;
-        res->duration =
-                cmd->queued || !cmd->start_hr ? 0 : (double)(uv_hrtime() - cmd->start_hr) / 1e9;
+        res->duration = cmd->slot.queued || !cmd->start_hr
+                                ? 0
+                                : (double)(uv_hrtime() - cmd->start_hr) / 1e9;
         res->has_queued_ms = 1;
-        res->queued_ms = cmd->queued ? (uv_hrtime() - cmd->queued_hr) / 1000000u : cmd->queued_ms;
+        res->queued_ms =
+                cmd->slot.queued ? (uv_hrtime() - cmd->queued_hr) / 1000000u : cmd->queued_ms;
         res->has_isolated = 1;
         res->isolated = cmd->sb->isolated;
         res->has_owner_uid = 1;
@@ -2176,15 +2039,15 @@ static void live_info(struct command *cmd, Sbx__V1__CommandInfo *ci) {
         ci->n_argv = cmd->argc;
         ci->argv = cmd->argv;
         ci->has_state = 1;
-        ci->state = cmd->queued ? SBX__V1__COMMAND_STATE__COMMAND_QUEUED
-                                : SBX__V1__COMMAND_STATE__COMMAND_RUNNING;
+        ci->state = cmd->slot.queued ? SBX__V1__COMMAND_STATE__COMMAND_QUEUED
+                                     : SBX__V1__COMMAND_STATE__COMMAND_RUNNING;
         ci->has_background = 1;
         ci->background = cmd->background;
         ci->has_tty = 1;
         ci->tty = cmd->tty;
         ci->has_caller_uid = 1;
         ci->caller_uid = cmd->caller_uid;
-        ci->has_started_unix_ms = !cmd->queued;
+        ci->has_started_unix_ms = !cmd->slot.queued;
         ci->started_unix_ms = cmd->started_ms;
 }
 
@@ -2220,7 +2083,7 @@ static int by_number(const void *a, const void *b) {
 }
 
 int command_infos(struct sandbox *sb, struct command_infos *ret) {
-        size_t n = sb->bg_ended.n + sb->n_queued, i = 0;
+        size_t n = sb->bg_ended.n + sb->sched.n_queued, i = 0;
         struct bgkept_entry *e;
         struct cmdq_entry *q;
         struct command *c;
@@ -2238,7 +2101,7 @@ int command_infos(struct sandbox *sb, struct command_infos *ret) {
         }
         for (c = sb->commands; c && i < n; c = c->next)
                 live_info(c, &ret->infos[i++]);
-        for (q = sb->queue.head; q && i < n; q = q->next)
+        for (q = sb->sched.queue.head; q && i < n; q = q->next)
                 live_info(of_entry(q), &ret->infos[i++]);
         for (e = sb->bg_ended.head; e && i < n; e = e->next)
                 ended_info(e, &ret->infos[i++]);

@@ -18,6 +18,7 @@
 #include "sbx.pb-c.h"
 
 struct sandbox;
+struct cmdsched_ops;
 
 struct command_callbacks {
         /* Stream mode: the command waits for a slot, ahead others before it (may be NULL). */
@@ -55,10 +56,16 @@ struct command_watch {
 
 struct command;
 
+/* How the scheduler (cmdsched.h) reaches the commands it schedules: a sandbox's caps
+ * (Limits.commands and Limits.queued_commands, at most the daemon's flags), whether it
+ * may start a command now, and the start of a waiting command. Given to cmdsched_init by
+ * the sandbox table, which makes the daemon's scheduler. */
+extern const struct cmdsched_ops command_sched_ops;
+
 /* Starts req in sb, or queues it when sb runs its maximum of commands (Limits.commands)
  * or the caller its quota (--max-commands-per-uid): it then waits for a slot for at most
  * req's queue_timeout_ms (or --queue-timeout), taking turns with other connections'
- * commands (cmdqueue.h), and ends QUEUE_TIMEOUT, CANCELLED or SANDBOX_ENDED if it never
+ * commands (cmdsched.h), and ends QUEUE_TIMEOUT, CANCELLED or SANDBOX_ENDED if it never
  * starts. Returns 0 when cbs->done will be called later (*ret is then the command,
  * valid until done has returned), or -errno with a reason in err: -EINVAL bad request,
  * -EMSGSIZE stdin, argv or environment too large, -EBUSY sb runs its maximum and the

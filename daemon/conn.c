@@ -10,10 +10,11 @@
  * error response, then the connection is shut down; so does one the frame handler
  * refuses.
  *
- * Writing: conn_send packs a response and holds it in the daemon's queue of replies;
- * turn.c calls conn_release_held() once the records they may report are committed, and
- * a run of replies to one connection goes out in one write. A connection shut down
- * while replies are held shuts down after they are written.
+ * Writing: conn_send packs a response and holds it in the daemon's queue of replies
+ * (struct conn_held, d->held); turn.c calls conn_release_held() once the records they
+ * may report are committed, and a run of replies to one connection goes out in one
+ * write. A connection shut down while replies are held shuts down after they are
+ * written.
  *
  * Admission: conn_serve reads the peer's credentials (SO_PEERCRED) and supplementary
  * groups (peercred.h), then asks the admit handler.
@@ -206,16 +207,16 @@ static void on_write(uv_write_t *req, int status) {
 
 /* Holds w (its frame packed) for the end of the turn. */
 static void hold_reply(struct conn *c, struct write_req *w) {
-        struct sbxd *d = c->d;
+        struct conn_held *h = c->d->held;
 
         w->conn = conn_ref(c);
         c->write_queued_bytes += w->len;
         c->held++;
-        if (d->held_tail)
-                d->held_tail->next = w;
+        if (h->tail)
+                h->tail->next = w;
         else
-                d->held_head = w;
-        d->held_tail = w;
+                h->head = w;
+        h->tail = w;
         if (conn_congested(c)) {
                 c->congested = 1;
                 update_reading(c);
@@ -324,13 +325,13 @@ failed:
                 start_shutdown(c);
 }
 
-int conn_replies_held(const struct sbxd *d) {
-        return d->held_head != NULL;
+int conn_replies_held(const struct conn_held *h) {
+        return h->head != NULL;
 }
 
-void conn_release_held(struct sbxd *d) {
-        while (d->held_head) {
-                struct write_req *first = d->held_head, *last = first;
+void conn_release_held(struct conn_held *h) {
+        while (h->head) {
+                struct write_req *first = h->head, *last = first;
                 unsigned n = 1;
                 /* A run of replies to one connection (a streamed command's output) goes
                  * out in one write: fewer system calls, fewer wakeups of the client. */
@@ -338,9 +339,9 @@ void conn_release_held(struct sbxd *d) {
                         last = last->next;
                         n++;
                 }
-                d->held_head = last->next;
-                if (!d->held_head)
-                        d->held_tail = NULL;
+                h->head = last->next;
+                if (!h->head)
+                        h->tail = NULL;
                 last->next = NULL;
                 write_batch(first, n);
         }

@@ -182,12 +182,22 @@ int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, co
 /* 1 when the write queue is over the high-water mark (streamers should pause). */
 int conn_congested(const struct conn *c);
 
-/* 1 when replies of d's connections are held, waiting for the end of the turn. */
-int conn_replies_held(const struct sbxd *d);
+/* The replies of a daemon's connections held for the end of the loop turn (turn.h), in
+ * the order they were sent, across connections: conn_send appends to it, and
+ * conn_release_held writes them. Its fields are conn.c's. Whoever ends the daemon's loop
+ * turns keeps it (struct turn: turn_start points d->held to it) for as long as the
+ * connections live; zeroed, it is empty. */
+struct write_req;
+struct conn_held {
+        struct write_req *head, *tail;
+};
 
-/* Writes every held reply of d's connections, in the order they were sent. Called only
- * by turn.c, once the records they may report are committed. */
-void conn_release_held(struct sbxd *d);
+/* 1 when replies are held in h, waiting for the end of the turn. */
+int conn_replies_held(const struct conn_held *h);
+
+/* Writes every reply held in h, in the order they were sent. Called only by turn.c,
+ * once the records they may report are committed. */
+void conn_release_held(struct conn_held *h);
 
 /* ---- requests answered later -------------------------------------------------------- */
 

@@ -158,11 +158,11 @@ void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *st) {
         info->n_warnings = sb->n_warnings;
         info->warnings = sb->warnings;
         info->has_running_commands = 1;
-        info->running_commands = sb->n_running;
+        info->running_commands = sb->sched.n_running;
         info->has_commands_run = 1;
         info->commands_run = sb->commands_run;
         info->has_queued_commands = 1;
-        info->queued_commands = sb->n_queued;
+        info->queued_commands = sb->sched.n_queued;
         info->n_share_uids = sb->spec->n_share_uids;
         info->share_uids = sb->spec->share_uids;
         info->n_share_gids = sb->spec->n_share_gids;
@@ -296,6 +296,7 @@ struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8_t *pac
         snprintf(sb->id, sizeof(sb->id), "%s", id);
         snprintf(sb->cg_name, sizeof(sb->cg_name), "%s", id);
         sb->view.id = sb->id;
+        cmdsched_queue_init(&sb->sched, sb->id);
         sb->view.d = d;
         sb->view.state = SBX__V1__SANDBOX_STATE__CREATING;
         sb->view.init_pidfd = -1;
@@ -454,7 +455,7 @@ static void on_timer(uv_timer_t *t) {
                 sandbox_end(sb, SBX__V1__SANDBOX_STATE__EXPIRED, "expired");
                 return;
         }
-        if (sb->idle_timeout_ms && sb->n_running == 0 && sb->n_queued == 0 &&
+        if (sb->idle_timeout_ms && sb->sched.n_running == 0 && sb->sched.n_queued == 0 &&
             uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
                 log_info("sbx=%s: idle for %llu ms; ending it", sb->id,
                          (unsigned long long)sb->idle_timeout_ms);
@@ -474,7 +475,7 @@ void sandbox_arm_timer(struct sandbox *sb) {
                         idle_for >= sb->idle_timeout_ms ? 0 : sb->idle_timeout_ms - idle_for;
                 /* While a command runs or waits for a slot the sandbox is not idle: look
                  * again later. */
-                if (sb->n_running > 0 || sb->n_queued > 0)
+                if (sb->sched.n_running > 0 || sb->sched.n_queued > 0)
                         idle_due = sb->idle_timeout_ms;
                 if (idle_due < due)
                         due = idle_due;

@@ -1,18 +1,19 @@
 /* sandbox_int.h: struct sandbox, shared by the sandbox modules and no others: the
  * lifecycle (sandbox.c), the table (sbxtab.c), the warm pool (warm.c), recovery
- * (recover.c) and the commands (command.c). The file operations and the guard see a
+ * (recover.c) and the commands (command.c, and the scheduler's part in sched,
+ * cmdsched.h). The file operations and the guard see a
  * struct sandbox_view (sandbox_view.h), the policy module a struct policy_sandbox
  * (policy.h); everyone else uses the verbs of sandbox.h.
  *
  * Who writes what: the lifecycle owns every field but these: the table or the pool
  * owns hnext/next/prev, uid_slot, over/gone/gone_ud and warm*; the command module owns
- * commands, n_running, next_command, commands_run, queue, n_queued, bg_ended and
- * waiting_*. */
+ * commands, next_command, commands_run and bg_ended; the scheduler (cmdsched.c) owns
+ * sched. */
 #ifndef SBX_SANDBOX_INT_H
 #define SBX_SANDBOX_INT_H
 
 #include "bgkept.h"
-#include "cmdqueue.h"
+#include "cmdsched.h"
 #include "enforce.h"
 #include "initchan.h"
 #include "sandbox.h"
@@ -98,18 +99,14 @@ struct sandbox {
         char **warnings;
         size_t n_warnings;
         int isolated;
-        struct quota *quota; /* the table's, for the commands' per-uid quota */
         unsigned ptys;       /* the most ptys its devpts holds at once (Setup.ptys, Claim.ptys) */
         int ptys_held;       /* ptys counted in its owner's budget (d->ptys) until it is over */
         char *ptys_cut;      /* what bound left it fewer than SBX_SANDBOX_PTYS; NULL: none */
         struct command *commands;
-        unsigned n_running;
         uint64_t next_command;
         uint64_t commands_run;
-        struct cmdq queue;      /* commands waiting for a slot (RunCommand.queue_timeout_ms) */
-        unsigned n_queued;      /* how many: queue.n, as SandboxInfo.queued_commands says */
-        struct bgkept bg_ended; /* ended background commands still attachable */
-        struct sandbox *waiting_next, *waiting_prev; /* d->waiting, while queue is not empty */
+        struct cmdsched_queue sched; /* its slots and waiting commands (cmdsched.h) */
+        struct bgkept bg_ended;      /* ended background commands still attachable */
         sandbox_ready_cb create_cb;
         void *create_ud;
         struct end_waiter *waiters;

@@ -17,7 +17,6 @@
 #include "quota.h"
 
 struct store;
-struct write_req;
 struct server;
 struct sbxtab;
 struct cgroup_env;
@@ -25,6 +24,8 @@ struct guard;
 struct uidrange;
 struct egressshare;
 struct offload;
+struct cmdsched;
+struct conn_held;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -47,12 +48,10 @@ struct sbxd {
         uint64_t nofile_soft;        /* RLIMIT_NOFILE soft limit at start: commands' default */
         int command_cgroups;         /* each command gets a cgroup of its own (see config) */
         int shutting_down;           /* set by main() on SIGTERM/SIGINT: no new work */
-        struct sandbox *waiting;     /* sandboxes with commands waiting for a slot (command.c) */
-        unsigned n_queued;           /* those commands, all sandboxes (--max-queued-total) */
-        int dispatching;             /* command.c is starting waiting commands */
-        int dispatch_again;          /* a slot freed meanwhile: look at the queues again */
-        struct write_req *held_head; /* replies held for the end of the turn (conn.c, turn.h) */
-        struct write_req *held_tail;
+        struct cmdsched *sched;      /* the commands' slots and queues (cmdsched.h; sbxtab.c
+                                      * makes it) */
+        struct conn_held *held;      /* replies held for the end of the turn (conn.h; the
+                                      * turn keeps it, turn.h) */
         struct offload *offload;     /* work off the loop (offload.c): made at the first job,
                                       * freed after the last; NULL when there is none */
 };

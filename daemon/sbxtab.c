@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "cgroup.h"
+#include "cmdsched.h"
+#include "command.h"
 #include "log.h"
 #include "names.h"
 #include "policy.h"
@@ -42,6 +44,7 @@ struct sbxtab {
         struct warm_pool *warm;
         struct uidslots *slots;
         struct quota *quota;
+        struct cmdsched sched; /* the commands' slots and queues, over the table's quota */
         void (*shutdown_done)(void *ud);
         void *shutdown_ud;
         int64_t last_prune_ms;
@@ -87,6 +90,8 @@ int sbxtab_new(struct sbxd *d, struct sbxtab **ret) {
                 return -ENOMEM;
         }
         d->quota = t->quota;
+        cmdsched_init(&t->sched, &command_sched_ops, t->quota, d->cfg);
+        d->sched = &t->sched;
         d->buffered = (struct quota_bound){.q = t->quota,
                                            .max = d->cfg->max_buffered_per_uid,
                                            .max_total = d->cfg->max_buffered_bytes};
@@ -103,6 +108,7 @@ void sbxtab_free(struct sbxtab *t) {
         uidslot_free(t->slots);
         if (t->d && t->d->quota == t->quota) {
                 t->d->quota = NULL;
+                t->d->sched = NULL;
                 t->d->buffered.q = NULL;
                 t->d->ptys.q = NULL;
         }
@@ -184,7 +190,6 @@ static void table_take(struct sbxtab *t, struct sandbox *sb) {
         sb->over = table_over;
         sb->gone = table_gone;
         sb->gone_ud = t;
-        sb->quota = t->quota;
 }
 
 void sbxtab_adopt(struct sbxtab *t, struct sandbox *sb) {

@@ -1,9 +1,11 @@
 /* turn.c: commit before reply, at the end of every loop turn; see turn.h.
  *
  * Owns the prepare and check handles that end each turn, the timer that keeps a batch
- * of command records open for SBX_RECORD_BATCH_MS, and the thread-pool request that
- * runs WAL checkpoints. Calls the store (commit, lost batches, checkpoints) and
- * conn_release_held(); started and stopped by main(). */
+ * of command records open for SBX_RECORD_BATCH_MS, the thread-pool request that runs
+ * WAL checkpoints, and the queue of replies held for the end of the turn (struct
+ * conn_held: conn.c fills and writes it; d->held points to it). Calls the store
+ * (commit, lost batches, checkpoints) and conn_release_held(); started and stopped by
+ * main(). */
 #include "turn.h"
 
 #include "conn.h"
@@ -64,14 +66,14 @@ static void end_of_turn(struct turn *t) {
 
         report_lost_records(t);
         if (store_pending(d->store)) {
-                if (!conn_replies_held(d) && !d->shutting_down) {
+                if (!conn_replies_held(&t->held) && !d->shutting_down) {
                         if (!uv_is_active((uv_handle_t *)&t->batch))
                                 uv_timer_start(&t->batch, on_batch_timer, SBX_RECORD_BATCH_MS, 0);
                         return;
                 }
                 commit_records(t);
         }
-        conn_release_held(d);
+        conn_release_held(&t->held);
         maybe_checkpoint(t);
 }
 
@@ -85,6 +87,8 @@ static void on_check(uv_check_t *h) {
 
 void turn_start(struct turn *t, struct sbxd *d) {
         t->d = d;
+        t->held = (struct conn_held){0};
+        d->held = &t->held;
         /* These initialisations cannot fail: libuv's return 0 for prepare, check and
          * timer handles. */
         uv_prepare_init(d->loop, &t->prepare);
@@ -101,7 +105,7 @@ void turn_start(struct turn *t, struct sbxd *d) {
 
 void turn_flush(struct turn *t) {
         commit_records(t);
-        conn_release_held(t->d);
+        conn_release_held(&t->held);
 }
 
 void turn_stop(struct turn *t) {

@@ -5,10 +5,11 @@
  * started or ended: store_command_insert/finish) and answer in the same turn. A reply
  * the client has read must never report what a crash could still lose, so no reply is
  * written while the batch it may report is open: conn_send() only holds a reply (conn.c
- * keeps the held replies in send order, across connections), and turn.c, at the end of
- * each loop turn, first commits the open batch (store_commit) and then writes every
- * held reply (conn_release_held). These are the only two places that decide when a
- * reply goes out; nothing else calls conn_release_held.
+ * keeps the held replies in send order, across connections, in the turn's struct
+ * conn_held), and turn.c, at the end of each loop turn, first commits the open batch
+ * (store_commit) and then writes every held reply (conn_release_held). These are the
+ * only two places that decide when a reply goes out; nothing else calls
+ * conn_release_held.
  *
  * The batch. When no reply waits, an open batch stays open up to SBX_RECORD_BATCH_MS,
  * so that a short command's start and end share one commit. A batch whose commit fails
@@ -23,20 +24,24 @@
 
 #include <uv.h>
 
+#include "conn.h"
+
 struct sbxd;
 
 struct turn {
         struct sbxd *d;
-        uv_prepare_t prepare;   /* before the loop waits */
-        uv_check_t check;       /* after it handled I/O */
-        uv_timer_t batch;       /* SBX_RECORD_BATCH_MS for a batch no reply waits for */
-        uv_work_t checkpoint;   /* store_checkpoint_run on the thread pool */
+        uv_prepare_t prepare; /* before the loop waits */
+        uv_check_t check;     /* after it handled I/O */
+        uv_timer_t batch;     /* SBX_RECORD_BATCH_MS for a batch no reply waits for */
+        uv_work_t checkpoint; /* store_checkpoint_run on the thread pool */
         int checkpoint_result;
         int started;
+        struct conn_held held; /* the replies held until the end of the turn (d->held) */
 };
 
-/* Starts committing and releasing at the end of every turn of d->loop. d->store must be
- * open and stay open until turn_stop. */
+/* Starts committing and releasing at the end of every turn of d->loop, and holds the
+ * replies of d's connections (d->held points to t's queue from now on: t must outlive
+ * them). d->store must be open and stay open until turn_stop. */
 void turn_start(struct turn *t, struct sbxd *d);
 
 /* Commits the open batch and writes every held reply now, without waiting for the end

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "cmdsched.h"
 #include "command.h"
 #include "config.h"
 #include "enforce.h"
@@ -659,6 +660,7 @@ struct rig {
         struct cgroup_env cgroups;
         struct sbxd d;
         struct quota *quota;
+        struct cmdsched sched; /* as the sandbox table makes it, over quota */
         struct sandbox *sb;
         int init_fd;
         int gone;
@@ -712,6 +714,8 @@ static void rig_up(struct rig *g) {
         snprintf(db, sizeof(db), "%s/sbxd.db", g->tmp);
         ck_assert_int_eq(store_open(db, &g->d.store), 0);
         ck_assert_int_eq(quota_new(&g->quota), 0);
+        cmdsched_init(&g->sched, &command_sched_ops, g->quota, &g->cfg);
+        g->d.sched = &g->sched;
 
         spec.policy = &pol;
         spec.has_timeout_ms = 1;
@@ -720,7 +724,6 @@ static void rig_up(struct rig *g) {
         g->sb = sandbox_alloc(&g->d, "t1", packed, len, getuid(), sbxd_now_unix_ms());
         ck_assert_ptr_nonnull(g->sb);
         g->sb->view.state = SBX__V1__SANDBOX_STATE__READY;
-        g->sb->quota = g->quota;
         g->sb->gone = on_gone;
         g->sb->gone_ud = g;
         sandbox_set_run_ids(g->sb, getuid(), getgid());
@@ -916,7 +919,7 @@ START_TEST(run_refuses_bad_requests) {
         /* A full sandbox, for a command that may not wait for a slot. */
         rc.has_queue_timeout_ms = 1;
         rc.queue_timeout_ms = 0;
-        g.sb->n_running = g.cfg.max_commands_per_sandbox;
+        g.sb->sched.n_running = g.cfg.max_commands_per_sandbox;
         ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EBUSY);
         ck_assert_ptr_nonnull(strstr(err, "already runs 4 commands, its maximum"));
         /* One that may wait, with no room in the queue (--max-queued 0). */
@@ -930,7 +933,7 @@ START_TEST(run_refuses_bad_requests) {
         ck_assert_int_eq(run_expect(&g, &rc, err, sizeof(err)), -EBUSY);
         ck_assert_ptr_nonnull(strstr(err, "--max-queued-total"));
         g.cfg.max_queued_total = 100;
-        g.sb->n_running = 0;
+        g.sb->sched.n_running = 0;
 
         /* The caller's quota, counted over every sandbox. */
         rc.has_queue_timeout_ms = 1;
@@ -1036,7 +1039,7 @@ START_TEST(run_keeps_the_tail_of_its_output) {
         ck_assert_uint_eq(s.out_total, strlen(out));
         ck_assert_str_eq(s.hits, "output");
         ck_assert_uint_eq(quota_count(g.quota, QUOTA_COMMANDS, getuid()), 0);
-        ck_assert_uint_eq(g.sb->n_running, 0);
+        ck_assert_uint_eq(g.sb->sched.n_running, 0);
         rig_down(&g);
 }
 END_TEST
@@ -1147,17 +1150,17 @@ START_TEST(queue_waits_for_a_slot) {
         ck_assert_uint_eq(s[2].ahead, 0);
         ck_assert_str_eq(command_id(cmd[2]), "c-3");
         ck_assert_ptr_eq(command_find(g.sb, "c-3"), cmd[2]);
-        ck_assert_uint_eq(g.sb->n_queued, 1);
-        ck_assert_uint_eq(g.d.n_queued, 1);
+        ck_assert_uint_eq(g.sb->sched.n_queued, 1);
+        ck_assert_uint_eq(g.sched.n_queued, 1);
         ck_assert(nothing_sent(&g));
         usleep(30 * 1000);
         send_exited(&g, first, 0);
         spin(&g, &s[0].done, 2000);
         ck_assert_uint_eq(read_start(&g), 3);
-        ck_assert_uint_eq(g.sb->n_queued, 0);
-        ck_assert_uint_eq(g.d.n_queued, 0);
-        ck_assert_ptr_null(g.d.waiting);
-        ck_assert_uint_eq(g.sb->n_running, 2);
+        ck_assert_uint_eq(g.sb->sched.n_queued, 0);
+        ck_assert_uint_eq(g.sched.n_queued, 0);
+        ck_assert_ptr_null(g.sched.waiting);
+        ck_assert_uint_eq(g.sb->sched.n_running, 2);
         send_exited(&g, 3, 0);
         spin(&g, &s[2].done, 2000);
         ck_assert_int_eq(s[2].outcome, SBX__V1__OUTCOME__EXITED);
@@ -1189,12 +1192,12 @@ START_TEST(queue_timeout_cancel_and_end) {
         rc.queue_timeout_ms = 60000;
         run_as(&g, &rc, 1, &s[3], &cmd[3]);
         run_as(&g, &rc, 1, &s[4], &cmd[4]);
-        ck_assert_uint_eq(g.sb->n_queued, 3);
+        ck_assert_uint_eq(g.sb->sched.n_queued, 3);
         spin(&g, &s[2].done, 2000);
         ck_assert_int_eq(s[2].outcome, SBX__V1__OUTCOME__QUEUE_TIMEOUT);
         ck_assert_uint_ge(s[2].queued_ms, 35);
         ck_assert(s[2].duration == 0);
-        ck_assert_uint_eq(g.sb->n_queued, 2);
+        ck_assert_uint_eq(g.sb->sched.n_queued, 2);
 
         command_cancel(cmd[3]);
         ck_assert(s[3].done);
@@ -1206,7 +1209,7 @@ START_TEST(queue_timeout_cancel_and_end) {
         rig_down(&g);
         ck_assert_int_eq(s[4].outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
         ck_assert_int_eq(s[0].outcome, SBX__V1__OUTCOME__SANDBOX_ENDED);
-        ck_assert_uint_eq(g.d.n_queued, 0);
+        ck_assert_uint_eq(g.sched.n_queued, 0);
 }
 END_TEST
 
@@ -1248,7 +1251,7 @@ START_TEST(timeouts_above_the_maximum_are_refused) {
                          "max_stdout_bytes 18446744073709551615 bytes is above the maximum "
                          "of 67108864 bytes (64 MiB, the most output kept per stream); nothing "
                          "was run");
-        ck_assert_uint_eq(g.d.n_queued, 0);
+        ck_assert_uint_eq(g.sched.n_queued, 0);
 
         rc = echo_request();
         rc.timeout_ms = 50;

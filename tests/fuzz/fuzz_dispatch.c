@@ -490,10 +490,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 static uv_prepare_t turn_prepare;
 static uv_check_t turn_check;
+static struct conn_held held; /* D.held: the replies held for the end of the turn */
 
 static void end_turn(void) {
         (void)store_commit(D.store);
-        conn_release_held(&D);
+        conn_release_held(&held);
 }
 
 static void on_turn_prepare(uv_prepare_t *h) {
@@ -609,6 +610,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         if (uv_loop_init(&loop) < 0)
                 abort();
         D.loop = &loop;
+        D.held = &held;
         /* As sbxd's main.c does at the end of each loop turn: commit the records, then
          * write the replies held for them. Unreferenced: they keep no loop alive. */
         uv_prepare_init(&loop, &turn_prepare);
