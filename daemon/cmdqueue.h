@@ -1,5 +1,5 @@
 /* cmdqueue.h: the commands of one sandbox that wait for a slot, and the order they
- * start in (issue 22, RunCommand.queue_timeout_ms).
+ * start in (RunCommand.queue_timeout_ms; docs/sandboxes.md, "Many agents, one sandbox").
  *
  * First come, first served, with turns between owners (the connections that queued
  * them): an entry's turn is one past the later of the queue's current turn and the

@@ -708,7 +708,7 @@ START_TEST(signal_and_restart) {
         ck_assert(h->v[1].background);
         ck_assert_int_eq(h->v[1].outcome, SBX_OUTCOME_UNKNOWN);
         sbx_history_free(h);
-        /* Killed as init saw the daemon go, as any command in flight (README,
+        /* Killed as init saw the daemon go, as any command in flight (docs/sandboxes.md,
          * Restarts): nobody would keep its output nor enforce its timeout. */
         for (int i = 0; i < 600 && it_count_procs(sleeper) > 0; i++)
                 usleep(50 * 1000);

@@ -2082,7 +2082,7 @@ END_TEST
  * the root daemon's sandbox or state directory. (Its mount table does: the root
  * daemon's mount of the image on the workspace directory, STATE/sandboxes/ID/workspace,
  * is in the host's mount table, which a rootless sandbox's view copies and may not
- * detach: see README, "Disk limit".) */
+ * detach: see docs/sandboxes.md, "Disk limit".) */
 START_TEST(test_other_disks_unseen_rootless) {
         char state[PATH_MAX], disk[NAME_MAX + 1] = "", size[32] = "", *script, *id;
         struct it_daemon d, r;
