@@ -8,7 +8,6 @@
  * bypasses, the records, bad policies, a flood of connections, terminate closing a
  * tunnel, and the added latency of the proxy. */
 #include <errno.h>
-#include <grp.h>
 #include <stdint.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "asbob.h"
 #include "itutil.h"
 #include "networld.h"
 #include "sbx.h"
@@ -749,48 +749,50 @@ START_TEST(address_and_authority_tricks) {
 }
 END_TEST
 
-/* Another local user: the proxy's records and the background commands of a sandbox it
- * was not shared with are NOT_FOUND, the same as a sandbox that does not exist
- * (history of connections, attach, stdin, cancel); one shared with it works. Held. */
-#define RT_SOCK_GRP 3100u
-#define RT_OTHER    3102u
+/* Another local user (BOB, asbob.h): the proxy's records and the background commands of
+ * a sandbox he was not shared with are NOT_FOUND, the same as a sandbox that does not
+ * exist (history of connections, attach, stdin, signal); one shared with him works. */
 
-/* In a child as RT_OTHER: the codes of GetHistory(connections), AttachCommand,
- * CommandInput and CancelCommand on cmd of sb, as one number (each code 0..31). */
-static int other_user_codes(struct it_daemon *d, const char *sb, const char *cmd) {
-        pid_t pid = fork();
-        int st;
+/* As BOB, on arg "SANDBOX COMMAND": the codes of GetHistory(connections), AttachCommand,
+ * CommandInput and CancelCommand (a signal), one line "A B I K". */
+static void bob_codes(struct it_daemon *d, const char *arg, struct report *r) {
+        char sb[64], cmd[64];
+        struct sbx_attach_opts ao;
+        struct sbx_result *res = NULL;
+        struct sbx_connections *h = NULL;
+        sbx_client *c;
 
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-                gid_t g = RT_SOCK_GRP;
-                struct sbx_attach_opts ao;
-                struct sbx_result *r = NULL;
-                struct sbx_connections *h = NULL;
-                sbx_client *c = NULL;
-                int a, b, i, k;
-                if (setgroups(1, &g) < 0 || setresgid(RT_OTHER, RT_OTHER, RT_OTHER) < 0 ||
-                    setresuid(RT_OTHER, RT_OTHER, RT_OTHER) < 0)
-                        _exit(120);
-                if (sbx_connect(d->sock, "red-test", &c) != SBX_OK)
-                        _exit(121);
-                memset(&ao, 0, sizeof(ao));
-                ao.command_id = cmd;
-                a = (int)sbx_connections(c, sb, 0, 0, &h);
-                b = (int)sbx_attach(c, sb, &ao, &r);
-                i = (int)sbx_send_input(c, sb, cmd, "x", 1, 0);
-                k = (int)sbx_signal(c, sb, cmd, SIGUSR1);
-                _exit(a == b && b == i && i == k ? (a & 0x7f) : 125);
-        }
-        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-        ck_assert(WIFEXITED(st));
-        return WEXITSTATUS(st);
+        if (sscanf(arg, "%63s %63s", sb, cmd) != 2 || !(c = bob_connect(d, r)))
+                return;
+        memset(&ao, 0, sizeof(ao));
+        ao.command_id = cmd;
+        say(r, "%d", (int)sbx_connections(c, sb, 0, 0, &h));
+        say(r, " %d", (int)sbx_attach(c, sb, &ao, &res));
+        say(r, " %d", (int)sbx_send_input(c, sb, cmd, "x", 1, 0));
+        say(r, " %d\n", (int)sbx_signal(c, sb, cmd, SIGUSR1));
+        sbx_connections_free(h);
+        sbx_result_free(res);
+        sbx_close(c);
+}
+
+/* Checks that BOB gets want from each of bob_codes' four calls on cmd of sb. */
+static void assert_bob_codes(struct it_daemon *d, const char *sb, const char *cmd,
+                             enum sbx_code want) {
+        char arg[160], *rep;
+        int k[4];
+
+        snprintf(arg, sizeof(arg), "%s %s", sb, cmd);
+        rep = as_bob(bob_codes, d, arg);
+        ck_assert_msg(sscanf(rep, "%d %d %d %d", &k[0], &k[1], &k[2], &k[3]) == 4, "BOB: %s", rep);
+        for (int i = 0; i < 4; i++)
+                ck_assert_msg(k[i] == (int)want, "BOB on %s: %s (want %d)", sb, rep, (int)want);
+        free(rep);
 }
 
 START_TEST(other_users_records_and_commands_not_found) {
         const char *flags[] = {"--socket-group", "3100", NULL};
         const char *hosts[] = {"allowed.test", NULL};
-        const uint32_t share[] = {RT_OTHER};
+        const uint32_t share[] = {BOB};
         struct sbx_create_opts o;
         struct sbx_sandbox *s = NULL;
         struct sbx_exec_opts eo;
@@ -823,9 +825,9 @@ START_TEST(other_users_records_and_commands_not_found) {
         eo.timeout_ms = 60000;
         ck_assert_int_eq(sbx_exec_background(c, "mine", &eo, &b1), SBX_OK);
         ck_assert_int_eq(sbx_exec_background(c, "ours", &eo, &b2), SBX_OK);
-        ck_assert_int_eq(other_user_codes(&d, "mine", b1->command_id), SBX_NOT_FOUND);
-        ck_assert_int_eq(other_user_codes(&d, "nosuch", b1->command_id), SBX_NOT_FOUND);
-        ck_assert_int_eq(other_user_codes(&d, "ours", b2->command_id), SBX_OK);
+        assert_bob_codes(&d, "mine", b1->command_id, SBX_NOT_FOUND);
+        assert_bob_codes(&d, "nosuch", b1->command_id, SBX_NOT_FOUND);
+        assert_bob_codes(&d, "ours", b2->command_id, SBX_OK);
         sbx_background_free(b1);
         sbx_background_free(b2);
         sbx_close(c);
