@@ -616,13 +616,24 @@ static const char deaf_names[] =
         "    sel.unregister(k.fileobj);k.fileobj.close();one()\n"
         "\"";
 
+/* Sandbox id of c, allowed *.slow.test, runs deaf_names in the background. */
+static void start_deaf_names(sbx_client *c, const char *id) {
+        const char *hosts[] = {"*.slow.test", NULL};
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+
+        create_allowlist(c, id, hosts, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = deaf_names;
+        o.timeout_ms = 60000;
+        ck_assert_int_eq(sbx_exec_background(c, id, &o, &b), SBX_OK);
+        sbx_background_free(b);
+}
+
 START_TEST(lookups_that_never_answer) {
         struct it_daemon d;
         sbx_client *c, *c2;
-        const char *hosts[] = {"*.slow.test", NULL};
         const char *victim_hosts[] = {"hosts.test", NULL};
-        struct sbx_exec_opts o;
-        struct sbx_background *b = NULL;
         struct sbx_dir_list *l = NULL;
         double t0, worst = 0, worst_proxy = 0;
         char *out;
@@ -630,14 +641,9 @@ START_TEST(lookups_that_never_answer) {
         it_daemon_start(&d, NULL);
         c = it_connect(&d);
         c2 = it_connect(&d);
-        create_allowlist(c, "dn", hosts, NULL);
+        start_deaf_names(c, "dn");
         /* Another sandbox, whose files are listed and whose proxy is used meanwhile. */
         create_allowlist(c2, "victim", victim_hosts, NULL);
-        sbx_exec_opts_init(&o);
-        o.shell = deaf_names;
-        o.timeout_ms = 60000;
-        ck_assert_int_eq(sbx_exec_background(c, "dn", &o, &b), SBX_OK);
-        sbx_background_free(b);
         usleep(1500 * 1000); /* the lookups are under way */
         for (int i = 0; i < 4; i++) {
                 t0 = it_now_ms();
@@ -672,10 +678,7 @@ END_TEST
 START_TEST(deaf_lookups_of_four_sandboxes) {
         struct it_daemon d;
         sbx_client *c, *c2;
-        const char *hosts[] = {"*.slow.test", NULL};
         const char *victim_hosts[] = {"hosts.test", NULL};
-        struct sbx_exec_opts o;
-        struct sbx_background *b = NULL;
         double t0, worst = 0;
         char id[16], *out;
 
@@ -683,14 +686,9 @@ START_TEST(deaf_lookups_of_four_sandboxes) {
         c = it_connect(&d);
         c2 = it_connect(&d);
         create_allowlist(c2, "victim", victim_hosts, NULL);
-        sbx_exec_opts_init(&o);
-        o.shell = deaf_names;
-        o.timeout_ms = 60000;
         for (int i = 0; i < 4; i++) {
                 snprintf(id, sizeof(id), "deaf%d", i);
-                create_allowlist(c, id, hosts, NULL);
-                ck_assert_int_eq(sbx_exec_background(c, id, &o, &b), SBX_OK);
-                sbx_background_free(b);
+                start_deaf_names(c, id);
         }
         usleep(1500 * 1000); /* their lookups are under way */
         for (int i = 0; i < 3; i++) {
