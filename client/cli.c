@@ -2,7 +2,7 @@
  * options and dispatch, the help text, the option and value parsers, error reporting,
  * and small I/O helpers.
  *
- * The command line is a stable contract (SPEC, "Command-line contract"): every failure
+ * The command line is a stable contract that scripts rely on (sbx(1), EXIT STATUS): every failure
  * of sbx or of the daemon is one line "sbx: CODE: message" on stderr and exit status
  * 125; usage errors are INVALID_ARGUMENT with a hint to run `sbx help`. The commands
  * themselves live in cli_sandbox.c, cli_exec.c, cli_files.c and cli_doctor.c. */

@@ -21,7 +21,7 @@
 #include "libsbx_cli.h"
 #include "sbx.h"
 
-/* The exit status of every failure of sbx itself or of the daemon (SPEC). */
+/* The exit status of every failure of sbx itself or of the daemon (sbx(1), EXIT STATUS). */
 #define CLI_EXIT_ERROR 125
 
 /* The client name sbx announces in Hello; the daemon records it with each operation. */

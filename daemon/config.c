@@ -1,9 +1,10 @@
 /* config.c: defaults, flags and environment of sbxd; see config.h.
  *
- * The path rules match SPEC's command-line contract and libsbx's
- * sbx_default_socket_path(): --socket, else $SBX_SOCKET, else /run/sbxd/sbxd.sock for
- * root and $XDG_RUNTIME_DIR/sbxd/sbxd.sock otherwise; state in /var/lib/sbxd for root
- * and ${XDG_STATE_HOME:-~/.local/state}/sbxd otherwise. */
+ * The path rules are those of sbxd(8) (--socket, --state-dir) and of libsbx's
+ * sbx_default_socket_path(), so that a client finds the daemon without being told:
+ * --socket, else $SBX_SOCKET, else /run/sbxd/sbxd.sock for root and
+ * $XDG_RUNTIME_DIR/sbxd/sbxd.sock otherwise; state in /var/lib/sbxd for root and
+ * ${XDG_STATE_HOME:-~/.local/state}/sbxd otherwise. */
 #include "config.h"
 
 #include <ctype.h>

@@ -1,7 +1,8 @@
 /* outcome.h: the one terminal result of a command, decided from what is known when it
  * ends: how its leader ended (init's Exited), why the daemon killed it, and what the
- * cgroup counters and the output caps saw. The rules of the SPEC ("Command outcomes",
- * limits_hit) live here and nowhere else.
+ * cgroup counters and the output caps saw. The rules of a command's outcome and of
+ * limits_hit (docs/sandboxes.md, "Command results"; sbx.proto Outcome) live here and
+ * nowhere else.
  *
  * Pure functions; used by command.c, tested by check_command. */
 #ifndef SBX_OUTCOME_H

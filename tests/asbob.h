@@ -2,7 +2,7 @@
  * passwd entry, a member of the socket group 3100 (start the daemon with
  * --socket-group 3100), acting in a child the test forks, which takes his uid and
  * groups for good and reports what it saw as lines of text on a pipe; root is the other
- * user. Shared as static functions by the programs that include it (it_budget,
+ * user. Shared as static functions by the programs that include it (it_budget, it_egress,
  * it_egress_budget, it_ptys). The daemon's directory must be one BOB can reach
  * (it_fixture_setup_var). */
 #ifndef SBX_TESTS_ASBOB_H

@@ -1,5 +1,5 @@
 /* check_config.c: unit tests of sbxd's configuration: path defaults for root and
- * non-root (SPEC's socket and state rules), flags, their bad values, and the lookup of
+ * non-root (sbxd(8), --socket and --state-dir), flags, their bad values, and the lookup of
  * --socket-group. */
 #include <errno.h>
 #include <fcntl.h>
@@ -243,9 +243,10 @@ START_TEST(bad_flags) {
 }
 END_TEST
 
-/* The command queue (issue 22): a sandbox's commands over the running cap wait, at most
- * --max-queued in a sandbox (0: none) and --max-queued-total over the daemon, each
- * --queue-timeout by default (0: never wait; never past --max-command-timeout). */
+/* The command queue (sbxd(8), COMMANDS THAT WAIT): a sandbox's commands over the running
+ * cap wait, at most --max-queued in a sandbox (0: none) and --max-queued-total over the
+ * daemon, each --queue-timeout by default (0: never wait; never past
+ * --max-command-timeout). */
 START_TEST(queue_flags) {
         struct config c;
         char err[256];
@@ -604,7 +605,7 @@ START_TEST(service_flags) {
 }
 END_TEST
 
-/* The disk limit's flags (issue 20): sizes with units, their bounds, and
+/* The disk limit's flags (docs/sandboxes.md, "Disk limit"): sizes with units, their bounds, and
  * --default-disk not above --max-disk. */
 START_TEST(disk_flags) {
         struct config c;

@@ -1774,10 +1774,10 @@ START_TEST(setup_too_many_hidden) {
 }
 END_TEST
 
-/* The disk limit (issue 20): its bounds, named in the refusal; the daemon's defaults
- * where the policy sets none (a policy's own wins); keep_workspace refused where only a
- * tmpfs enforces it; and Setup carries it (in the warm pool's key, and as init's tmpfs
- * where that is the means). */
+/* The disk limit (docs/sandboxes.md, "Disk limit"): its bounds, named in the refusal; the
+ * daemon's defaults where the policy sets none (a policy's own wins); keep_workspace
+ * refused where only a tmpfs enforces it; and Setup carries it (in the warm pool's key, and
+ * as init's tmpfs where that is the means). */
 START_TEST(disk_limit) {
         static struct req r;
         Sbx__V1__CreateSandbox *e;

@@ -1266,9 +1266,9 @@ START_TEST(test_command_insert_ended) {
 }
 END_TEST
 
-/* How long a command waited for a slot (issue 22): written with its start, again with
- * its end, in one row with both, and read back; a command that never started (its
- * wait ended it) has its wait too. */
+/* How long a command waited for a slot (CommandRecord.queued_ms): written with its start,
+ * again with its end, in one row with both, and read back; a command that never started
+ * (its wait ended it) has its wait too. */
 START_TEST(test_command_queued_ms) {
         static const char *const argv[] = {"true"};
         char path[128];

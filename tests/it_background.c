@@ -708,7 +708,7 @@ START_TEST(signal_and_restart) {
         ck_assert(h->v[1].background);
         ck_assert_int_eq(h->v[1].outcome, SBX_OUTCOME_UNKNOWN);
         sbx_history_free(h);
-        /* Killed as init saw the daemon go, as any command in flight (README,
+        /* Killed as init saw the daemon go, as any command in flight (docs/sandboxes.md,
          * Restarts): nobody would keep its output nor enforce its timeout. */
         for (int i = 0; i < 600 && it_count_procs(sleeper) > 0; i++)
                 usleep(50 * 1000);
@@ -921,6 +921,87 @@ START_TEST(attach_to_an_ordinary_command) {
 }
 END_TEST
 
+/* Many attachers on one connection that does not read, attached before the command
+ * printed: each lags once the connection is congested, and at the command's end each
+ * queued its whole missed tail at once (two caps each, whatever the congestion): 100
+ * attachers of a command that printed 1 MiB on each stream made the daemon hold 200
+ * MiB for one connection (a user has 128 connections; the caps go up to 64 MiB). Every
+ * attacher must still get all of it once the client reads. */
+#define N_ATTACH 100
+START_TEST(lagging_attachers_at_the_end) {
+        struct it_daemon d;
+        sbx_client *c;
+        struct sbx_create_opts co;
+        struct sbx_sandbox *s = NULL;
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__AttachCommand ac = SBX__V1__ATTACH_COMMAND__INIT;
+        struct frame_reader fr;
+        uint64_t got[N_ATTACH + 1][2];
+        int results = 0, fd;
+        long before, after;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        sbx_create_opts_init(&co);
+        co.id = "at";
+        ck_assert_int_eq(sbx_create(c, &co, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        sbx_exec_opts_init(&o);
+        o.shell = "sleep 2; head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2; sleep 1";
+        o.timeout_ms = 60000;
+        ck_assert_int_eq(sbx_exec_background(c, "at", &o, &b), SBX_OK);
+        before = it_proc_status(d.pid, "VmRSS");
+        fd = it_raw_connect(&d);
+        req.has_request_id = 1;
+        req.body_case = SBX__V1__REQUEST__BODY_ATTACH_COMMAND;
+        req.attach_command = &ac;
+        ac.sandbox_id = "at";
+        ac.command_id = b->command_id;
+        ac.has_follow = ac.follow = 1;
+        for (int i = 1; i <= N_ATTACH; i++) {
+                req.request_id = (uint64_t)i;
+                it_raw_send(fd, &req);
+        }
+        /* The command prints and ends; nothing is read meanwhile. */
+        usleep(5000 * 1000);
+        after = it_proc_status(d.pid, "VmRSS");
+        fprintf(stderr, "lagging_attachers: daemon RSS %ld -> %ld KiB\n", before, after);
+        if (!getenv("ASAN_OPTIONS") && !getenv("SBX_VALGRIND"))
+                ck_assert_msg(after - before < 48 * 1024,
+                              "the daemon's memory grew from %ld to %ld KiB", before, after);
+        /* Every attacher gets all of the output and the result. */
+        memset(got, 0, sizeof(got));
+        frame_reader_init(&fr, SBX_DEFAULT_MAX_FRAME_BYTES);
+        while (results < N_ATTACH) {
+                Sbx__V1__Response *r = it_raw_read(fd, &fr, 20000);
+                ck_assert_ptr_nonnull(r);
+                ck_assert_uint_le(r->request_id, N_ATTACH);
+                if (r->body_case == SBX__V1__RESPONSE__BODY_OUTPUT)
+                        got[r->request_id][r->output->stream == SBX__V1__STREAM__STDERR] +=
+                                r->output->data.len;
+                else if (r->body_case == SBX__V1__RESPONSE__BODY_COMMAND_RESULT)
+                        results++;
+                else
+                        ck_abort_msg("attacher %llu: status %d %s",
+                                     (unsigned long long)r->request_id,
+                                     r->status ? (int)r->status->code : -1,
+                                     r->status && r->status->message ? r->status->message : "");
+                sbx__v1__response__free_unpacked(r, NULL);
+        }
+        for (int i = 1; i <= N_ATTACH; i++)
+                ck_assert_msg(got[i][0] == 1048576 && got[i][1] == 1048576,
+                              "attacher %d got %llu and %llu bytes", i,
+                              (unsigned long long)got[i][0], (unsigned long long)got[i][1]);
+        frame_reader_free(&fr);
+        close(fd);
+        sbx_background_free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("background");
         struct {
@@ -940,6 +1021,7 @@ static Suite *make_suite(void) {
                 {"flood_bounded_and_offsets", flood_bounded_and_offsets},
                 {"pipelined_attaches_bounded", pipelined_attaches_bounded},
                 {"attach_to_an_ordinary_command", attach_to_an_ordinary_command},
+                {"lagging_attachers_at_the_end", lagging_attachers_at_the_end},
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -1070,7 +1070,7 @@ START_TEST(create_tells_deadline_on_a_terminal) {
 }
 END_TEST
 
-/* ---- issue 22: a command that waits for a slot, as sbx shows it ---------------------------- */
+/* ---- a command that waits for a slot, as sbx shows it ------------------------------------- */
 
 /* The queued_commands of sandbox id (libsbx). */
 static uint32_t queued_of(sbx_client *c, const char *id) {

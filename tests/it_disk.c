@@ -1,5 +1,5 @@
 /* it_disk.c: integration tests of the workspace's disk limit (Limits.disk_bytes and
- * disk_inodes, issue 20 part 2) against a real daemon.
+ * disk_inodes; docs/sandboxes.md, "Disk limit") against a real daemon.
  *
  * As root on a host with loop devices the limit is an ext4 image per sandbox
  * (FILESYSTEM_IMAGE); rootless it is a tmpfs made by init (TMPFS_SIZE). The tests prove

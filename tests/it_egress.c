@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "asbob.h"
 #include "itutil.h"
 #include "networld.h"
 #include "sbx.h"
@@ -51,6 +52,16 @@ static const char http_server[] =
         "ssl;c=ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER);c.load_cert_chain('cert.pem','key.pem')\n"
         "t.socket=c.wrap_socket(t.socket,server_side=True);t.serve_forever()\n";
 
+/* A sink on 203.0.113.10:9000 that takes connections and never reads them (its receive
+ * buffer small, so that a tunnel to it fills at once). */
+static const char sink_server[] =
+        "import socket\n"
+        "k=socket.socket();k.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+        "k.setsockopt(socket.SOL_SOCKET,socket.SO_RCVBUF,4096)\n"
+        "k.bind(('203.0.113.10',9000));k.listen(64);held=[]\n"
+        "while True:\n"
+        "  held.append(k.accept()[0])\n";
+
 /* The namespace of the whole program (before any test forks). */
 static void make_world(void) {
         networld_make(&W, "it_egress",
@@ -60,16 +71,23 @@ static void make_world(void) {
                       "openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem "
                       "-days 1 -subj /CN=allowed.test >/dev/null 2>&1");
         networld_server(&W, http_server);
+        networld_server(&W, sink_server);
         networld_wait(&W, 443);
+        networld_wait(&W, 9000);
 }
 
-/* stdout of a shell command in sandbox id (freed by the caller). */
-static char *sh_out(sbx_client *c, const char *id, const char *shell) {
-        struct sbx_result *r = it_sh(c, id, 30000, shell);
+/* stdout of a shell command in sandbox id that may take ms (freed by the caller). */
+static char *sh_out_ms(sbx_client *c, const char *id, uint64_t ms, const char *shell) {
+        struct sbx_result *r = it_sh(c, id, ms, shell);
         char *out = strdup((char *)r->stdout_data);
 
         sbx_result_free(r);
         return out;
+}
+
+/* The same, within 30 s. */
+static char *sh_out(sbx_client *c, const char *id, const char *shell) {
+        return sh_out_ms(c, id, 30000, shell);
 }
 
 /* The proxy's records of id. */
@@ -600,11 +618,326 @@ START_TEST(socks5_clients) {
 }
 END_TEST
 
+/* ---- attacks that were found to work, each fixed and kept here ---------------------------- */
+
+/* Tunnels to a host that never reads (its kernel buffers filled first: the loopback MTU
+ * of 1500 keeps them small), then fed a byte at a time: the proxy's queue towards
+ * the host was bounded in bytes (256 KiB) while each read held a whole 64 KiB buffer,
+ * so tiny writes made the daemon hold about a page per byte queued (tens of MiB for a
+ * few KiB sent, per connection, 64 connections per sandbox). */
+static const char trickle[] = "/usr/bin/python3 -c \"\n"
+                              "import socket,time\n"
+                              "ss=[]\n"
+                              "for i in range(4):\n"
+                              "  s=socket.create_connection(('127.0.0.1',3128))\n"
+                              "  s.setsockopt(socket.IPPROTO_TCP,socket.TCP_NODELAY,1)\n"
+                              "  s.sendall(b'CONNECT 203.0.113.10:9000 HTTP/1.1\\r\\n\\r\\n')\n"
+                              "  assert s.recv(100).startswith(b'HTTP/1.1 200'),'tunnel'\n"
+                              "  for j in range(12): s.sendall(b'x'*16384); time.sleep(0.01)\n"
+                              "  ss.append(s)\n"
+                              "time.sleep(0.3)\n"
+                              "s.setblocking(False)\n"
+                              "n=0;t=time.time()\n"
+                              "while n<20000 and time.time()-t<40:\n"
+                              "  for s in ss:\n"
+                              "    try: s.send(b'y'); n+=1\n"
+                              "    except BlockingIOError: pass\n"
+                              "  time.sleep(0.00002)\n"
+                              "print(n)\"";
+
+START_TEST(tiny_writes_to_a_stalled_host) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *cidrs[] = {"203.0.113.10/32", NULL};
+        long before, after;
+        char *out;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "tr", NULL, cidrs);
+        before = it_proc_status(d.pid, "VmRSS");
+        out = sh_out_ms(c, "tr", 90000, trickle);
+        after = it_proc_status(d.pid, "VmRSS");
+        fprintf(stderr, "tiny_writes: sent %d bytes, daemon RSS %ld -> %ld KiB\n", atoi(out),
+                before, after);
+        ck_assert_int_gt(atoi(out), 1000);
+        if (!getenv("ASAN_OPTIONS") && !getenv("SBX_VALGRIND"))
+                ck_assert_msg(after - before < 16 * 1024,
+                              "the daemon's memory grew from %ld to %ld KiB", before, after);
+        free(out);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Tricks to reach a private, loopback or link-local address or a port not allowed:
+ * address literals in every spelling (decimal, octal, hex, short, IPv4-mapped, NAT64,
+ * 6to4, zone ids, brackets around names), trailing dots, percent-encoding, user
+ * information and ports in the authority, a second request in the same connection,
+ * and SOCKS5 with each address type. Held: the script prints LEAK for any that got
+ * through. */
+static const char probes[] =
+        "cat > /tmp/probe.py <<'PYEOF'\n"
+        "import socket,struct\n"
+        "def http(raw):\n"
+        "    s=socket.create_connection(('127.0.0.1',3128));s.settimeout(15);s.sendall(raw);d=b''\n"
+        "    try:\n"
+        "        while True:\n"
+        "            x=s.recv(65536)\n"
+        "            if not x or d.startswith(b'HTTP/1.1 200 Connection'): break\n"
+        "            d+=x\n"
+        "    except OSError: pass\n"
+        "    s.close();return d\n"
+        "bad=['127.0.0.1','[::1]','[::ffff:127.0.0.1]','[::ffff:10.9.9.9]','[::ffff:a09:909]','"
+        "2130706433','0x7f.1','127.1',\n"
+        " '0177.0.0.1','0x7f000001','allowed.test.','allowed.test%2e','[fe80::1%25lo]','[64:ff9b::"
+        "a09:909]','[2002:a09:909::]',\n"
+        " 'private.test','PRIVATE.test','loop.test','localhost','[private.test]','[::]','0.0.0.0','"
+        "10.9.9.9','169.254.169.254','a'*300]\n"
+        "for h in bad:\n"
+        "    for p in ('80','0080','+80','80@10.9.9.9:80'):\n"
+        "        d=http(('CONNECT %s:%s HTTP/1.1\\r\\n\\r\\n'%(h,p)).encode())\n"
+        "        if not (d.startswith(b'HTTP/1.1 40')): print('LEAK CONNECT',h[:40],p,d[:40])\n"
+        "for t in ('allowed.test:22','ALLOWED.TEST:8080'):\n"
+        "    d=http(('CONNECT %s HTTP/1.1\\r\\n\\r\\n'%t).encode())\n"
+        "    if not d.startswith(b'HTTP/1.1 403'): print('LEAK CONNECT',t,d[:40])\n"
+        "for g in "
+        "['allowed.test:80@10.9.9.9','10.9.9.9','private.test','loop.test','allowed.test#@10.9.9.9'"
+        ",\n"
+        "          "
+        "'allowed.test\\\\@10.9.9.9','allowed.test:80:80','[::ffff:10.9.9.9]','allowed.test:22']:\n"
+        "    d=http(('GET http://%s/ HTTP/1.1\\r\\nHost: 10.9.9.9\\r\\n\\r\\n'%g).encode())\n"
+        "    if not d.startswith(b'HTTP/1.1 40') or b'hello' in d: print('LEAK GET',g,d[:40])\n"
+        "d=http(b'GET http://allowed.test/ HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\nGET "
+        "http://10.9.9.9/ HTTP/1.1\\r\\nHost: 10.9.9.9\\r\\n\\r\\n')\n"
+        "if b' 10.9.9.9' in d or b' 203.0.113.10' not in d: print('LEAK SMUGGLE',d[-60:])\n"
+        "def socks(atyp,addr,port=80):\n"
+        "    s=socket.create_connection(('127.0.0.1',3128));s.settimeout(15)\n"
+        "    s.sendall(bytes([5,1,0]));s.recv(2)\n"
+        "    a=bytes([len(addr)])+addr if atyp==3 else addr\n"
+        "    s.sendall(bytes([5,1,0,atyp])+a+struct.pack('>H',port));r=s.recv(10);s.close();return "
+        "r[1:2]\n"
+        "for atyp,a,p in "
+        "[(1,socket.inet_aton('127.0.0.1'),80),(4,socket.inet_pton(socket.AF_INET6,'::ffff:10.9.9."
+        "9'),80),\n"
+        "    "
+        "(4,socket.inet_pton(socket.AF_INET6,'::1'),80),(3,b'127.0.0.1',80),(3,b'[::1]',80),(3,b'"
+        "private.test',80),\n"
+        "    (3,b'allowed.test',22),(3,b'2130706433',80),(3,b'allowed.test:80',80)]:\n"
+        "    r=socks(atyp,a,p)\n"
+        "    if r!=b'\\x02': print('LEAK SOCKS',atyp,a,p,r)\n"
+        "if socks(3,b'allowed.test')!=b'\\x00': print('allowed SOCKS failed')\n"
+        "print('DONE')\n"
+        "PYEOF\n"
+        "/usr/bin/python3 /tmp/probe.py\n";
+
+START_TEST(address_and_authority_tricks) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test", "private.test", "loop.test", "localhost", NULL};
+        char *out;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "pr", hosts, NULL);
+        out = sh_out_ms(c, "pr", 120000, probes);
+        ck_assert_msg(strstr(out, "DONE") && !strstr(out, "LEAK") && !strstr(out, "failed"), "%s",
+                      out);
+        free(out);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Another local user (BOB, asbob.h): the proxy's records and the background commands of
+ * a sandbox he was not shared with are NOT_FOUND, the same as a sandbox that does not
+ * exist (history of connections, attach, stdin, signal); one shared with him works. */
+
+/* As BOB, on arg "SANDBOX COMMAND": the codes of GetHistory(connections), AttachCommand,
+ * CommandInput and CancelCommand (a signal), one line "A B I K". */
+static void bob_codes(struct it_daemon *d, const char *arg, struct report *r) {
+        char sb[64], cmd[64];
+        struct sbx_attach_opts ao;
+        struct sbx_result *res = NULL;
+        struct sbx_connections *h = NULL;
+        sbx_client *c;
+
+        if (sscanf(arg, "%63s %63s", sb, cmd) != 2 || !(c = bob_connect(d, r)))
+                return;
+        memset(&ao, 0, sizeof(ao));
+        ao.command_id = cmd;
+        say(r, "%d", (int)sbx_connections(c, sb, 0, 0, &h));
+        say(r, " %d", (int)sbx_attach(c, sb, &ao, &res));
+        say(r, " %d", (int)sbx_send_input(c, sb, cmd, "x", 1, 0));
+        say(r, " %d\n", (int)sbx_signal(c, sb, cmd, SIGUSR1));
+        sbx_connections_free(h);
+        sbx_result_free(res);
+        sbx_close(c);
+}
+
+/* Checks that BOB gets want from each of bob_codes' four calls on cmd of sb. */
+static void assert_bob_codes(struct it_daemon *d, const char *sb, const char *cmd,
+                             enum sbx_code want) {
+        char arg[160], *rep;
+        int k[4];
+
+        snprintf(arg, sizeof(arg), "%s %s", sb, cmd);
+        rep = as_bob(bob_codes, d, arg);
+        ck_assert_msg(sscanf(rep, "%d %d %d %d", &k[0], &k[1], &k[2], &k[3]) == 4, "BOB: %s", rep);
+        for (int i = 0; i < 4; i++)
+                ck_assert_msg(k[i] == (int)want, "BOB on %s: %s (want %d)", sb, rep, (int)want);
+        free(rep);
+}
+
+START_TEST(other_users_records_and_commands_not_found) {
+        const char *flags[] = {"--socket-group", "3100", NULL};
+        const char *hosts[] = {"allowed.test", NULL};
+        const uint32_t share[] = {BOB};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        struct sbx_exec_opts eo;
+        struct sbx_background *b1 = NULL, *b2 = NULL;
+        struct it_daemon d;
+        sbx_client *c;
+        char *out;
+
+        if (geteuid() != 0)
+                return;
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        create_allowlist(c, "mine", hosts, NULL);
+        sbx_create_opts_init(&o);
+        o.id = "ours";
+        o.policy.network = SBX_NETWORK_ALLOWLIST;
+        o.policy.allowed_hosts = (struct sbx_strv){(char **)(uintptr_t)hosts, 1};
+        o.share_uids = share;
+        o.n_share_uids = 1;
+        ck_assert_int_eq(sbx_create(c, &o, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        for (int i = 0; i < 2; i++) {
+                out = sh_out(c, i ? "ours" : "mine", "curl -sS http://allowed.test/");
+                ck_assert_str_eq(out, "hello-egress / 203.0.113.10\n");
+                free(out);
+        }
+        sbx_exec_opts_init(&eo);
+        eo.shell = "trap '' USR1; cat >/dev/null";
+        eo.stdin_stream = 1;
+        eo.timeout_ms = 60000;
+        ck_assert_int_eq(sbx_exec_background(c, "mine", &eo, &b1), SBX_OK);
+        ck_assert_int_eq(sbx_exec_background(c, "ours", &eo, &b2), SBX_OK);
+        assert_bob_codes(&d, "mine", b1->command_id, SBX_NOT_FOUND);
+        assert_bob_codes(&d, "nosuch", b1->command_id, SBX_NOT_FOUND);
+        assert_bob_codes(&d, "ours", b2->command_id, SBX_OK);
+        sbx_background_free(b1);
+        sbx_background_free(b2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A tunnel still open when the daemon is killed: its record keeps the bytes that had
+ * gone through by the last progress tick (every 10 s), not 0. */
+static const char held_tunnel[] = "/usr/bin/python3 -c \"\n"
+                                  "import socket, time\n"
+                                  "s = socket.create_connection(('127.0.0.1', 3128))\n"
+                                  "s.sendall(b'CONNECT allowed.test:9000 HTTP/1.1\\r\\n\\r\\n')\n"
+                                  "assert s.recv(100).startswith(b'HTTP/1.1 200')\n"
+                                  "s.sendall(b'x' * 1000)\n"
+                                  "time.sleep(120)\n"
+                                  "\"";
+
+START_TEST(open_tunnel_bytes_survive_a_crash) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test:9000", NULL};
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+        struct sbx_connections *h = NULL;
+
+        if (getenv("SBX_VALGRIND")) /* adoption needs pidfds */
+                return;
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "held", hosts, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = held_tunnel;
+        o.timeout_ms = 150000;
+        ck_assert_int_eq(sbx_exec_background(c, "held", &o, &b), SBX_OK);
+        sbx_background_free(b);
+        usleep(12000 * 1000); /* past one progress tick */
+        sbx_close(c);
+        it_daemon_kill(&d);
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_connections(c, "held", 0, 0, &h), SBX_OK);
+        ck_assert_uint_eq(h->n, 1);
+        ck_assert(h->v[0].allowed);
+        ck_assert_msg(h->v[0].bytes_sent == 1000, "bytes sent on record: %llu",
+                      (unsigned long long)h->v[0].bytes_sent);
+        ck_assert(h->v[0].ended_unix_ms > 0); /* ended by the restart */
+        sbx_connections_free(h);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Connections in a loop: each is a record on the daemon's shared disk, so the proxy
+ * takes them at a bounded rate (ACCEPTS_PER_SECOND after a burst of ACCEPT_BURST)
+ * without refusing or losing one: 500 refused CONNECTs in a row take at least the time
+ * the rate gives the 300 past the burst, a burst of 150 does not wait, and every one is
+ * recorded. */
+static const char connect_loop[] = "/usr/bin/python3 -c \"\n"
+                                   "import socket, sys, time\n"
+                                   "t = time.monotonic()\n"
+                                   "for i in range(int(sys.argv[1])):\n"
+                                   "    s = socket.create_connection(('127.0.0.1', 3128))\n"
+                                   "    s.sendall(b'CONNECT other.test:443 HTTP/1.1\\r\\n\\r\\n')\n"
+                                   "    assert s.recv(100).startswith(b'HTTP/1.1 403')\n"
+                                   "    s.close()\n"
+                                   "print(int((time.monotonic() - t) * 1000))\n"
+                                   "\" ";
+
+START_TEST(connection_loop_is_paced) {
+        struct it_daemon d;
+        sbx_client *c;
+        const char *hosts[] = {"allowed.test", NULL};
+        char cmd[1024], *out;
+        long burst_ms, loop_ms;
+        int recorded = 0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        create_allowlist(c, "pace", hosts, NULL);
+        snprintf(cmd, sizeof(cmd), "%s150", connect_loop);
+        out = sh_out_ms(c, "pace", 60000, cmd);
+        burst_ms = atol(out);
+        free(out);
+        usleep(2500 * 1000); /* the burst comes back */
+        snprintf(cmd, sizeof(cmd), "%s500", connect_loop);
+        out = sh_out_ms(c, "pace", 60000, cmd);
+        loop_ms = atol(out);
+        free(out);
+        fprintf(stderr, "connection_loop_is_paced: 150 connections in %ld ms, 500 in %ld ms\n",
+                burst_ms, loop_ms);
+        ck_assert_msg(burst_ms > 0 && burst_ms < 2000, "a burst of 150 took %ld ms", burst_ms);
+        ck_assert_msg(loop_ms >= 2500, "500 connections in %ld ms: not paced", loop_ms);
+        for (int i = 0; i < 100 && recorded < 650; i++) {
+                recorded = it_db_int(&d, "SELECT count(*) FROM connections WHERE sandbox_id = "
+                                         "'pace' AND allowed = 0");
+                if (recorded < 650)
+                        usleep(100 * 1000);
+        }
+        ck_assert_int_eq(recorded, 650);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("egress");
         TCase *tc = tcase_create("egress");
         tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
-        tcase_set_timeout(tc, 120);
+        tcase_set_timeout(tc, 180);
         tcase_add_test(tc, allowed_http_and_https);
         tcase_add_test(tc, refused_names_addresses_and_ports);
         tcase_add_test(tc, bypasses_fail);
@@ -615,6 +948,11 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, rootless_daemon);
         tcase_add_test(tc, hostile_and_heavy_clients);
         tcase_add_test(tc, socks5_clients);
+        tcase_add_test(tc, tiny_writes_to_a_stalled_host);
+        tcase_add_test(tc, address_and_authority_tricks);
+        tcase_add_test(tc, other_users_records_and_commands_not_found);
+        tcase_add_test(tc, open_tunnel_bytes_survive_a_crash);
+        tcase_add_test(tc, connection_loop_is_paced);
         suite_add_tcase(s, tc);
         return s;
 }

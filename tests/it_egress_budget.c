@@ -564,6 +564,134 @@ START_TEST(lookups_per_uid) {
 }
 END_TEST
 
+/* ---- names that are never answered, from many sandboxes ------------------------------------ */
+
+/* A request through the proxy of sandbox "victim" for a name of /etc/hosts: its output
+ * (freed by the caller). */
+static char *victim_request(sbx_client *c) {
+        struct sbx_result *r = it_sh(c, "victim", CMD_MS, "curl -sS -m 30 http://hosts.test/ 2>&1");
+        char *out = strdup((char *)r->stdout_data);
+
+        sbx_result_free(r);
+        return out;
+}
+
+/* Names that never resolve (a wildcard lets the sandbox pick any number of them), 60
+ * lookups kept under way: each holds a libuv worker thread for the resolver's whole
+ * wait (the 10 s timeout answers the client, the thread stays). Held: libuv runs at
+ * most half its threads on such slow work, so ListDirectory of another sandbox
+ * (the same thread pool) is not delayed, and a name of /etc/hosts needs no thread.
+ * (Lookups of the same uid's other sandboxes wait their turn behind these:
+ * --max-lookups-per-uid, lookups_per_uid above.) */
+static const char deaf_names[] =
+        "/usr/bin/python3 -c \"\n"
+        "import socket,time,selectors\n"
+        "sel=selectors.DefaultSelector();n=0\n"
+        "def one():\n"
+        "  global n\n"
+        "  s=socket.create_connection(('127.0.0.1',3128));n+=1\n"
+        "  s.sendall(('CONNECT n%d.slow.test:443 HTTP/1.1\\r\\n\\r\\n'%n).encode())\n"
+        "  sel.register(s,selectors.EVENT_READ)\n"
+        "for i in range(60): one()\n"
+        "print('sent',flush=True);t=time.time()\n"
+        "while time.time()-t<40:\n"
+        "  for k,e in sel.select(1):\n"
+        "    sel.unregister(k.fileobj);k.fileobj.close();one()\n"
+        "\"";
+
+/* Sandbox id of c, allowed *.slow.test, runs deaf_names in the background. */
+static void start_deaf_names(sbx_client *c, const char *id) {
+        const char *hosts[] = {"*.slow.test", NULL};
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+
+        create_allowlist(c, id, hosts, NULL);
+        sbx_exec_opts_init(&o);
+        o.shell = deaf_names;
+        o.timeout_ms = 60000;
+        ck_assert_int_eq(sbx_exec_background(c, id, &o, &b), SBX_OK);
+        sbx_background_free(b);
+}
+
+START_TEST(lookups_that_never_answer) {
+        struct it_daemon d;
+        sbx_client *c, *c2;
+        const char *victim_hosts[] = {"hosts.test", NULL};
+        struct sbx_dir_list *l = NULL;
+        double t0, worst = 0, worst_proxy = 0;
+        char *out;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        start_deaf_names(c, "dn");
+        /* Another sandbox, whose files are listed and whose proxy is used meanwhile. */
+        create_allowlist(c2, "victim", victim_hosts, NULL);
+        usleep(1500 * 1000); /* the lookups are under way */
+        for (int i = 0; i < 4; i++) {
+                t0 = it_now_ms();
+                ck_assert_int_eq(sbx_list_dir(c2, "victim", "/", 0, &l), SBX_OK);
+                sbx_dir_list_free(l);
+                if (it_now_ms() - t0 > worst)
+                        worst = it_now_ms() - t0;
+                t0 = it_now_ms();
+                out = victim_request(c2);
+                ck_assert_str_eq(out, "hello-egress /\n");
+                free(out);
+                if (it_now_ms() - t0 > worst_proxy)
+                        worst_proxy = it_now_ms() - t0;
+                usleep(300 * 1000);
+        }
+        fprintf(stderr,
+                "lookups_that_never_answer: the slowest ListDirectory took %.0f ms, request "
+                "through the other proxy %.0f ms\n",
+                worst, worst_proxy);
+        ck_assert_msg(worst < 2000, "ListDirectory waited %.0f ms for the lookups", worst);
+        ck_assert_msg(worst_proxy < 3000, "the other sandbox's request waited %.0f ms",
+                      worst_proxy);
+        sbx_close(c2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Four sandboxes (of one user or several) looking up names that never answer hold one
+ * of libuv's lookup threads each: sbxd has enough (UV_THREADPOOL_SIZE 16 gives lookups
+ * 8) that another sandbox's proxy still answers at once. */
+START_TEST(deaf_lookups_of_four_sandboxes) {
+        struct it_daemon d;
+        sbx_client *c, *c2;
+        const char *victim_hosts[] = {"hosts.test", NULL};
+        double t0, worst = 0;
+        char id[16], *out;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        create_allowlist(c2, "victim", victim_hosts, NULL);
+        for (int i = 0; i < 4; i++) {
+                snprintf(id, sizeof(id), "deaf%d", i);
+                start_deaf_names(c, id);
+        }
+        usleep(1500 * 1000); /* their lookups are under way */
+        for (int i = 0; i < 3; i++) {
+                t0 = it_now_ms();
+                out = victim_request(c2);
+                ck_assert_str_eq(out, "hello-egress /\n");
+                free(out);
+                if (it_now_ms() - t0 > worst)
+                        worst = it_now_ms() - t0;
+                usleep(300 * 1000);
+        }
+        fprintf(stderr, "deaf_lookups_of_four_sandboxes: the slowest request took %.0f ms\n",
+                worst);
+        ck_assert_msg(worst < 3000, "the other sandbox's request waited %.0f ms", worst);
+        sbx_close(c2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* ---- one user at every budget ------------------------------------------------------------ */
 
 #define BAR_CONNS 8 /* --max-connections-per-uid in the bar's daemon */
@@ -896,6 +1024,8 @@ static Suite *make_suite(void) {
         add_case(s, "descriptors", descriptors_per_uid);
         add_case(s, "flags", budget_flags);
         add_case(s, "lookups", lookups_per_uid);
+        add_case(s, "lookups_that_never_answer", lookups_that_never_answer);
+        add_case(s, "deaf_lookups_of_four_sandboxes", deaf_lookups_of_four_sandboxes);
         add_case(s, "one_user_at_every_budget", test_one_user_at_every_budget);
         return s;
 }

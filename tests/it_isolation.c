@@ -1568,6 +1568,54 @@ START_TEST(test_seccomp_denies) {
 }
 END_TEST
 
+/* Linux 6.17's file_setattr(2) sets what FS_IOC_FSSETXATTR sets (the project id, the
+ * project-inherit flag): with the ioctl refused and the syscall allowed, a sandbox on a
+ * kernel that has it could move a directory of its workspace out of its project and
+ * escape the project-quota disk limit. open_tree_attr(2) (6.15) is open_tree with
+ * attributes: of the new mount API, which the filter refuses with ENOSYS. Both fail with
+ * ENOSYS (chattr and xfs_io fall back to the ioctl, refused); file_getattr stays
+ * allowed. */
+START_TEST(test_file_setattr_and_open_tree_attr_refused) {
+        struct it_daemon d;
+        struct sbx_result *r;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        /* 467 open_tree_attr, 468 file_getattr, 469 file_setattr: one number on every
+         * architecture since 5.1 (alpha and mips aside). */
+        r = it_sh(c, id, CMD_MS,
+                  "mkdir /workspace/d && python3 -c '\n"
+                  "import ctypes, os, struct\n"
+                  "libc = ctypes.CDLL(None, use_errno=True)\n"
+                  "def call(nr, *a):\n"
+                  "    ctypes.set_errno(0)\n"
+                  "    r = libc.syscall(nr, *a)\n"
+                  "    return \"ok\" if r >= 0 else os.strerror(ctypes.get_errno())\n"
+                  "attr = ctypes.create_string_buffer(struct.pack(\"QIIII\", 0, 0, 0, 0, 0), 24)\n"
+                  "print(\"file_setattr\", call(469, -100, b\"/workspace/d\", attr, 24, 0))\n"
+                  "print(\"file_getattr\", call(468, -100, b\"/workspace/d\", attr, 24, 0))\n"
+                  "print(\"open_tree_attr\", call(467, -100, b\"/tmp\", 1, None, 0))\n"
+                  "'");
+        ck_assert_msg(r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0, "%s%s",
+                      (char *)r->stdout_data, (char *)r->stderr_data);
+        ck_assert_msg(strstr((char *)r->stdout_data, "file_setattr Function not implemented"), "%s",
+                      (char *)r->stdout_data);
+        ck_assert_msg(strstr((char *)r->stdout_data, "open_tree_attr Function not implemented"),
+                      "%s", (char *)r->stdout_data);
+        /* Reading the attributes is harmless: only where the kernel has it. */
+        ck_assert_msg(strstr((char *)r->stdout_data, "file_getattr ok") ||
+                              strstr((char *)r->stdout_data, "file_getattr Function not implemented"),
+                      "%s", (char *)r->stdout_data);
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(test_no_caps_own_session) {
         static const char session[] =
                 "import os\n"
@@ -2575,6 +2623,7 @@ static Suite *make_suite(void) {
         add(s, "network_full", test_network_full_reaches_host, 90, 0, 0);
         add(s, "processes", test_processes_invisible, 90, 0, 0);
         add(s, "seccomp", test_seccomp_denies, 90, 0, 0);
+        add(s, "seccomp_new_syscalls", test_file_setattr_and_open_tree_attr_refused, 90, 0, 0);
         add(s, "caps_session", test_no_caps_own_session, 90, 0, 0);
         add(s, "ready_made", test_ready_made_policies, 90, 0, 0);
         add(s, "work_gcc", test_work_gcc, 120, 0, 0);

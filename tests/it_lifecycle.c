@@ -1691,7 +1691,8 @@ START_TEST(terminate_answers_once_nothing_runs) {
 END_TEST
 
 /* A limit out of range is refused with a message that names that limit, its value and
- * the bound it crosses, and no other limit (issue 16, item 11). */
+ * the bound it crosses, and no other limit, so that the caller knows which value to
+ * change (docs/sandboxes.md, "Limits"). */
 START_TEST(limit_errors_name_one_limit) {
         static const struct {
                 unsigned bit;
@@ -1775,7 +1776,8 @@ static char *create_raw_idle(struct it_daemon *d, uint64_t idle_ms) {
         return id;
 }
 
-/* The lifetimes fit sessions kept by ID (issue 16, item 14): by default a sandbox lives
+/* The lifetimes fit sessions kept by ID (docs/sandboxes.md, "Lifetimes, sharing and
+ * records"): by default a sandbox lives
  * a day and ends after an hour idle (both daemon settings); a creator's own values win,
  * an explicit idle timeout of 0 means none. */
 START_TEST(default_lifetimes) {

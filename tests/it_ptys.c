@@ -5,6 +5,8 @@
  * its owner's budget (--max-ptys-per-uid) and from sbxd's (--max-ptys), and gets what is
  * left when less, maybe none, saying which bound cut it. In each test a "holder" opens
  * /dev/ptmx in a sandbox until the kernel refuses and keeps what it opened:
+ *  - pty_count_bounded_per_sandbox: one sandbox holds at most SBX_SANDBOX_PTYS, a
+ *    terminal past them fails naming the cause, and another sandbox gets one meanwhile;
  *  - uid_budget: BOB (uid 3202, socket group 3100, acting in a child as in it_budget.c)
  *    fills four sandboxes with ptys: 16, 16, 8 and none, 40 in all, his budget, and a
  *    terminal in the last fails naming it; meanwhile root's sandbox has a terminal, a
@@ -147,6 +149,60 @@ static void assert_tty_refused(sbx_client *c, const char *id, const char *flag) 
                       sbx_outcome_name(r->outcome), r->start_error ? r->start_error : "-");
         sbx_result_free(r);
 }
+
+/* ---- one sandbox against the kernel's pool ------------------------------------------------ */
+
+/* Every devpts instance but the host's draws from one kernel pool (kernel.pty.max less
+ * kernel.pty.reserve, 3072 by default); a sandbox's devpts without max= let one sandbox
+ * open them all, after which no other sandbox (nor container) of any user could get a
+ * terminal. A sandbox's devpts holds at most SBX_SANDBOX_PTYS (a tty command past them
+ * fails to start, saying why), and another sandbox still gets its terminal meanwhile. */
+START_TEST(pty_count_bounded_per_sandbox) {
+        struct it_daemon d;
+        struct sbx_result *r = NULL;
+        sbx_client *c, *c2;
+        char *a, *b;
+        int opened;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        a = it_create(c, NULL);
+        b = it_create(c2, NULL);
+        ck_assert_int_eq(start_holder(c, a), 0);
+        opened = holder_count(c, a);
+        ck_assert_msg(opened >= 0, "the holder never said how many ptys it opened");
+        ck_assert_msg(opened <= (int)SBX_SANDBOX_PTYS,
+                      "one sandbox held %d ptys (at most %u allowed)", opened, SBX_SANDBOX_PTYS);
+        ck_assert_msg(opened >= (int)SBX_SANDBOX_PTYS - 1, "only %d ptys could be opened", opened);
+        /* Meanwhile another sandbox (another client) still gets a terminal. */
+        assert_tty_works(c2, b);
+        /* In the full sandbox itself a terminal is a clear, typed error. */
+        r = tty_run(c, a);
+        ck_assert_msg(r->outcome == SBX_OUTCOME_START_FAILED && r->start_error &&
+                              strstr(r->start_error, "No space left"),
+                      "a tty past the sandbox's ptys: %s, %s", sbx_outcome_name(r->outcome),
+                      r->start_error ? r->start_error : "-");
+        sbx_result_free(r);
+        /* Its ptys closed (the holder ends once /tmp/go exists), it gets a terminal again. */
+        sbx_result_free(it_sh(c, a, CMD_MS, "touch /tmp/go"));
+        for (int i = 0; i < 100; i++) {
+                r = tty_run(c, a);
+                if (r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0)
+                        break;
+                sbx_result_free(r);
+                r = NULL;
+                usleep(100000);
+        }
+        ck_assert_msg(r, "no terminal in the sandbox once its holder let its ptys go");
+        sbx_result_free(r);
+        free(a);
+        free(b);
+        sbx_close(c2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
 
 /* ---- one user at his budget ------------------------------------------------------------- */
 
@@ -424,6 +480,7 @@ static Suite *make_suite(void) {
                 const char *name;
                 const TTest *test;
         } cases[] = {
+                {"pty_count_bounded_per_sandbox", pty_count_bounded_per_sandbox},
                 {"uid_budget", uid_budget},
                 {"warm_claim_cut", warm_claim_cut},
                 {"rootless_warm_claim_cut", rootless_warm_claim_cut},

@@ -1,4 +1,4 @@
-/* it_queue.c: integration tests of a shared sandbox taking bursts (issue 22), against a
+/* it_queue.c: integration tests of a shared sandbox taking bursts, against a
  * real sbxd: commands over the sandbox's running cap wait for a slot in a queue instead
  * of failing; only a full queue is refused, naming its bound; a command that waits past
  * its queue_timeout_ms never runs; cancel, a client that goes away and Terminate end
@@ -486,7 +486,7 @@ START_TEST(flood_does_not_starve) {
 }
 END_TEST
 
-/* ---- robustness of the queue (issue 22) ------------------------------------------------ */
+/* ---- robustness of the queue -------------------------------------------------------------- */
 
 /* A client that pipelines 200 RunCommands into a sandbox of one slot and goes away: 64
  * wait (--max-queued), the rest are refused naming the bound; once it is gone none of
@@ -638,7 +638,7 @@ START_TEST(restart_with_commands_waiting) {
 }
 END_TEST
 
-/* ---- red team (issue 22): tests of problems found; each names what it shows ----------- */
+/* ---- attacks on the queue that were found to work, now fixed; each names what it shows -- */
 
 /* A sandbox of our own with idle_timeout_ms (0: none). */
 static void make_idle_sandbox(struct it_daemon *d, const char *id, uint64_t idle_ms) {

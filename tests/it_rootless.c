@@ -475,7 +475,7 @@ END_TEST
 /* The sandbox user has a name rootless too: uid 0 of the sandbox's user namespace is
  * "sandbox" (its entry first, so that getpwuid finds it), with home /workspace, while
  * the host's "root" entry stays for the tools that look root up by name; git commits
- * with the default identity (issue 16, item 13). */
+ * with the default identity (docs/sandboxes.md, "What a sandbox is"). */
 START_TEST(test_rootless_user_has_a_name) {
         struct it_daemon d;
         struct sbx_sandbox *sb;

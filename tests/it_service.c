@@ -1032,7 +1032,7 @@ static char *loaded_libsbx(const char *bin, char *const *env) {
         return fmt("%.*s", end ? (int)(end - at) : (int)strlen(at), at);
 }
 
-/* Item 10 of issue 16: a program builds against the source tree with
+/* README, "C: libsbx": a program builds against the source tree with
  * `PKG_CONFIG_PATH=build pkg-config --cflags --libs sbx` (build/sbx-uninstalled.pc) and
  * runs from there without LD_LIBRARY_PATH, talking to a daemon; and the man pages of
  * the build have their paths filled in. */

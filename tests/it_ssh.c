@@ -1,6 +1,6 @@
-/* it_ssh.c: integration tests of the ssh:// transport (issue 19): libsbx, the sbx tool,
- * the Python binding and `sbx mcp` reach a real sbxd through a real OpenSSH server and
- * `sbx dial-stdio`, as a client on another machine would.
+/* it_ssh.c: integration tests of the ssh:// transport (sbx(1), REMOTE DAEMONS): libsbx, the
+ * sbx tool, the Python binding and `sbx mcp` reach a real sbxd through a real OpenSSH
+ * server and `sbx dial-stdio`, as a client on another machine would.
  *
  * Each test starts its own sshd (Debian's openssh-server; `make check` installs it) as
  * root on 127.0.0.1 at a free port, with a configuration, a throwaway host key and an

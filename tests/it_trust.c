@@ -1,4 +1,4 @@
-/* it_trust.c: integration tests of sbxd's trust boundaries (issue 14): one local user
+/* it_trust.c: integration tests of sbxd's trust boundaries (docs/security.md): one local user
  * never reaches another's files or sandboxes, and sandboxed code never reaches the
  * daemon or leaves anything on the host that runs with more rights.
  *
@@ -75,7 +75,7 @@
  *    within 2 s, and the overflow logged.
  *  - The host's git rewriting .git/config (by rename) of a writable repository while a
  *    sandbox runs: the daemon warns, naming it, and it is read-only again within 2 s.
- * Known gap (README, "A writable repository"): sandboxed code can add a submodule
+ * Known gap (docs/security.md, "A writable repository"): sandboxed code can add a submodule
  * through the index and a `.git` file in the work tree that points to a git directory
  * of its own making (or `git init` a repository of its own); the host's git then reads
  * that directory's configuration. Not tested here: documented as not closable by sbxd.
@@ -638,7 +638,7 @@ static int run_as(const struct who *w, const char *cwd, char *const argv[], char
 
 /* ---- daemons --------------------------------------------------------------------------- */
 
-/* 1 when this build's sbxd knows --socket-group (a daemon before issue 14 does not: its
+/* 1 when this build's sbxd knows --socket-group (an older daemon does not: its
  * socket is then given to the group by hand, so the same tests can run against it). */
 static int knows_socket_group(void) {
         char *cmd = xasprintf("'%s/sbxd' --help 2>&1 | grep -q -- --socket-group", it_build_dir());

@@ -797,6 +797,7 @@ struct pty_run {
         int input_ms;
         int sig, sig_ms, sig_count; /* sig_count: how many times (0: once) */
         int kill_daemon_ms;         /* SIGKILL the daemon then (0: never) */
+        int stdout_closed;          /* sbx's stdout a pipe whose reader is gone (`| head -c0`) */
         /* Not NULL: the times above count from when a process whose command line starts
          * with this (the remote command, made unique with the test's pid) runs, not from
          * sbx's start: a loaded machine may take longer than them to get there. */
@@ -835,6 +836,15 @@ static void pty_sbx(struct it_daemon *d, struct pty_run *p) {
                 close(gate[1]);
                 if (read(gate[0], &go, 1) != 1)
                         _exit(126);
+                if (p->stdout_closed) {
+                        int q[2];
+                        if (pipe(q) < 0)
+                                _exit(126);
+                        close(q[0]);
+                        dup2(q[1], STDOUT_FILENO);
+                        close(q[1]);
+                        signal(SIGPIPE, SIG_DFL);
+                }
                 setenv("SBX_SOCKET", d->sock, 1);
                 execv(sbx, (char *const *)(uintptr_t)p->args);
                 _exit(127);
@@ -889,6 +899,51 @@ static void assert_same_termios(const struct pty_run *p) {
                       p->before.c_lflag, p->after.c_lflag, p->before.c_iflag, p->after.c_iflag,
                       p->before.c_oflag, p->after.c_oflag);
 }
+
+/* sbx exec -t with its stdout a pipe whose reader ended (`sbx exec -t ID -- cmd | head
+ * -1`): the next write of sbx raises SIGPIPE, whose default action ended sbx with its
+ * terminal left raw (no echo, no line editing) for the user's shell. sbx restores the
+ * terminal first, then ends by SIGPIPE as a pipeline's writer does, and the command ends
+ * too. */
+START_TEST(cli_exec_t_stdout_closed_restores_terminal) {
+        struct it_daemon d;
+        struct pty_run p;
+        struct sbx_result *r = NULL;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        {
+                const char *args[] = {"sbx", "exec", "-t", id, "--", "sh", "-c",
+                                      "sleep 0.5; while :; do echo y; sleep 0.01; done", NULL};
+                memset(&p, 0, sizeof(p));
+                p.args = args;
+                p.rows = 24;
+                p.cols = 80;
+                p.stdout_closed = 1;
+                pty_sbx(&d, &p);
+        }
+        assert_same_termios(&p);
+        ck_assert_msg(WIFSIGNALED(p.status) && WTERMSIG(p.status) == SIGPIPE, "status %x",
+                      p.status);
+        /* The command was ended too: no y-printer left in the sandbox. */
+        for (int i = 0; i < 100; i++) {
+                r = it_sh(c, id, 60000, "ps -eo args | grep -c '^sh -c sleep' || true");
+                if (strcmp((char *)r->stdout_data, "0\n") == 0)
+                        break;
+                sbx_result_free(r);
+                r = NULL;
+                usleep(100000);
+        }
+        ck_assert_msg(r, "the command still runs after sbx ended");
+        sbx_result_free(r);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
 
 /* sbx exec -t: the client terminal's size reaches the command, its settings are the
  * same after sbx ends (normally, at a remote timeout, killed by SIGTERM), Ctrl-C typed
@@ -1247,6 +1302,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, cli_exec_t_forwards_resizes);
         tcase_add_test(tc, cli_exec_t_daemon_gone);
         tcase_add_test(tc, cli_exec_t_stopped_and_continued);
+        tcase_add_test(tc, cli_exec_t_stdout_closed_restores_terminal);
         suite_add_tcase(s, tc);
         return s;
 }

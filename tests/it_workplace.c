@@ -1,5 +1,6 @@
 /* it_workplace.c: integration tests of the sandbox as a place to work, against a real
- * sbxd (issue 16, items 13 and 15).
+ * sbxd: the sandbox user, its environment and its tools (docs/sandboxes.md, "What a
+ * sandbox is").
  *
  * The sandbox user has a name and a home: whoami, id, bash's \u, getent and ~ work; git
  * commits with a default identity that `git config` and the caller's environment still

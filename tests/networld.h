@@ -1,4 +1,4 @@
-/* networld.h: the network world of the allowlist tests (it_egress, it_redteam20), shared
+/* networld.h: the network world of the allowlist tests (it_egress, it_egress_budget), shared
  * as static functions by the programs that include it.
  *
  * The whole test program enters a network and a mount namespace of its own before any

@@ -1,17 +1,17 @@
 /* filter.c: the default seccomp filter, built with libseccomp and exported as BPF.
  *
- * Policy (SPEC "Seccomp default"): everything is allowed except what lets a process
- * reach the kernel's more dangerous or namespace-changing interfaces, and any mode with
- * S_ISUID or S_ISGID given to chmod, to open with O_CREAT or O_TMPFILE, or to mknod (a
- * setuid file left in a writable path runs as the sandbox's uid for whoever on the host
- * executes it); these fail with EPERM. clone3, openat2, fchmodat2, file_setattr, io_uring and the
- * new mount API fail with ENOSYS so that libc and runtimes fall back to calls the filter can
- * inspect (clone3 and openat2 take their flags and mode in memory, out of a filter's
- * reach). Syscalls of a non-native architecture (i386 through int 0x80, x32) kill the
- * process. Owns nothing once filter_build returns: the program belongs to the caller
- * (PID 1, see main.c), which loads it on itself once before it serves; every command
- * inherits it. Compare nsjail's seccomp policy, bubblewrap's --seccomp and Nix's build
- * sandbox. */
+ * Policy (docs/sandboxes.md, "What a sandbox is"): everything is allowed except what lets
+ * a process reach the kernel's more dangerous or namespace-changing interfaces, and any
+ * mode with S_ISUID or S_ISGID given to chmod, to open with O_CREAT or O_TMPFILE, or to
+ * mknod (a setuid file left in a writable path runs as the sandbox's uid for whoever on
+ * the host executes it); these fail with EPERM. clone3, openat2, fchmodat2, file_setattr,
+ * io_uring and the new mount API fail with ENOSYS so that libc and runtimes fall back to
+ * calls the filter can inspect (clone3 and openat2 take their flags and mode in memory,
+ * out of a filter's reach). Syscalls of a non-native architecture (i386 through int 0x80,
+ * x32) kill the process. Owns nothing once filter_build returns: the program belongs to
+ * the caller (PID 1, see main.c), which loads it on itself once before it serves; every
+ * command inherits it. Compare nsjail's seccomp policy, bubblewrap's --seccomp and Nix's
+ * build sandbox. */
 #include "filter.h"
 
 #include <errno.h>

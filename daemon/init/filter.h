@@ -1,4 +1,5 @@
-/* filter.h: the default seccomp filter of sandboxed commands (SPEC "Seccomp default").
+/* filter.h: the default seccomp filter of sandboxed commands (docs/sandboxes.md, "What a
+ * sandbox is").
  *
  * PID 1 builds the BPF program with libseccomp (filter_build) and loads it on itself
  * once (filter_load, after PR_SET_NO_NEW_PRIVS), when its view is built and before it

@@ -1,4 +1,4 @@
-/* mnt.h: the filesystem a command sees (SPEC "The filesystem a command sees").
+/* mnt.h: the filesystem a command sees (docs/sandboxes.md, "What a sandbox is").
  *
  * PID 1 calls mnt_build_view() once, in the sandbox's fresh mount and PID namespaces,
  * before it forks anything. mnt_set_attr() and mnt_set_attr_fallback() are exported

@@ -1,5 +1,6 @@
 /* sbx_bench.c: main() and the cases of sbx_bench, the benchmark of sbxd against
- * baselines measured in the same run (SPEC.md, "Performance we hold ourselves to").
+ * baselines measured in the same run (docs/performance.md: each row, its baseline and
+ * its bar).
  *
  *   roundtrip   `true` in an existing sandbox through libsbx vs posix_spawn + waitpid
  *   lifecycle   create + first command + terminate vs `bwrap --unshare-all ... true`;

@@ -1352,7 +1352,7 @@ class DaemonFailureTest(DaemonTest):
             self.assertEqual(sb2.run("echo back").stdout, "back\n")
 
 
-# ---- waiting for a slot, against a real daemon (issue 22) ------------------------------
+# ---- waiting for a slot, against a real daemon (docs/sandboxes.md, "Many agents") -----
 
 
 class BackgroundTest(DaemonTest):
