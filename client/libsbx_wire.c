@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libsbx_limit_table.h"
 #include "sbx_limits.h"
 
 /* ---- enums: libsbx's values are the wire's ------------------------------------------ */
@@ -260,9 +261,43 @@ struct sbx_hello *wire_hello_copy(const struct sbx_hello *in) {
         return h;
 }
 
-static bool policy_from_proto(struct sbx_policy *out, const Sbx__V1__Policy *in) {
-        const Sbx__V1__Limits *l;
+/* The limits the wire's l gives into o, each with its bit of o->set (the table of
+ * libsbx_limit_table.h says where each lies in both). */
+static void limits_from_proto(struct sbx_limits *o, const Sbx__V1__Limits *l) {
+        const char *w = (const char *)l;
 
+        for (size_t i = 0; i < LIBSBX_N_LIMITS; i++) {
+                const struct libsbx_limit *t = &libsbx_limits[i];
+                protobuf_c_boolean has, b;
+                uint64_t u64;
+                uint32_t u32;
+                double d;
+
+                memcpy(&has, w + t->wire_has_offset, sizeof(has));
+                if (!has)
+                        continue;
+                switch (t->type) {
+                case LIBSBX_LIMIT_U64:
+                        memcpy(&u64, w + t->wire_offset, sizeof(u64));
+                        libsbx_limit_set_uint(o, t, u64);
+                        break;
+                case LIBSBX_LIMIT_U32:
+                        memcpy(&u32, w + t->wire_offset, sizeof(u32));
+                        libsbx_limit_set_uint(o, t, u32);
+                        break;
+                case LIBSBX_LIMIT_BOOL:
+                        memcpy(&b, w + t->wire_offset, sizeof(b));
+                        libsbx_limit_set_uint(o, t, b != 0);
+                        break;
+                case LIBSBX_LIMIT_DOUBLE:
+                        memcpy(&d, w + t->wire_offset, sizeof(d));
+                        libsbx_limit_set_double(o, t, d);
+                        break;
+                }
+        }
+}
+
+static bool policy_from_proto(struct sbx_policy *out, const Sbx__V1__Policy *in) {
         sbx_policy_init(out);
         if (!in)
                 return true;
@@ -272,58 +307,8 @@ static bool policy_from_proto(struct sbx_policy *out, const Sbx__V1__Policy *in)
                                : SBX_NETWORK_NONE;
         out->protect_defaults = in->protect_defaults;
         out->inherit_environment_set = in->inherit_environment_set;
-        l = in->limits;
-        if (l) {
-                struct sbx_limits *o = &out->limits;
-                if (l->has_memory_bytes) {
-                        o->set |= SBX_LIMIT_MEMORY;
-                        o->memory_bytes = l->memory_bytes;
-                }
-                if (l->has_cpu_seconds) {
-                        o->set |= SBX_LIMIT_CPU_SECONDS;
-                        o->cpu_seconds = l->cpu_seconds;
-                }
-                if (l->has_cpu_percent) {
-                        o->set |= SBX_LIMIT_CPU_PERCENT;
-                        o->cpu_percent = l->cpu_percent;
-                }
-                if (l->has_processes) {
-                        o->set |= SBX_LIMIT_PROCESSES;
-                        o->processes = l->processes;
-                }
-                if (l->has_file_size_bytes) {
-                        o->set |= SBX_LIMIT_FILE_SIZE;
-                        o->file_size_bytes = l->file_size_bytes;
-                }
-                if (l->has_open_files) {
-                        o->set |= SBX_LIMIT_OPEN_FILES;
-                        o->open_files = l->open_files;
-                }
-                if (l->has_core_dumps) {
-                        o->set |= SBX_LIMIT_CORE_DUMPS;
-                        o->core_dumps = l->core_dumps;
-                }
-                if (l->has_tmp_bytes) {
-                        o->set |= SBX_LIMIT_TMP;
-                        o->tmp_bytes = l->tmp_bytes;
-                }
-                if (l->has_commands) {
-                        o->set |= SBX_LIMIT_COMMANDS;
-                        o->commands = l->commands;
-                }
-                if (l->has_queued_commands) {
-                        o->set |= SBX_LIMIT_QUEUED_COMMANDS;
-                        o->queued_commands = l->queued_commands;
-                }
-                if (l->has_disk_bytes) {
-                        o->set |= SBX_LIMIT_DISK;
-                        o->disk_bytes = l->disk_bytes;
-                }
-                if (l->has_disk_inodes) {
-                        o->set |= SBX_LIMIT_DISK_INODES;
-                        o->disk_inodes = l->disk_inodes;
-                }
-        }
+        if (in->limits)
+                limits_from_proto(&out->limits, in->limits);
         return dup_strv(&out->writable_paths, in->writable_paths, in->n_writable_paths) &&
                dup_strv(&out->denied_read_paths, in->denied_read_paths, in->n_denied_read_paths) &&
                dup_strv(&out->denied_write_paths, in->denied_write_paths,
@@ -572,32 +557,34 @@ bool wire_connection_conv(void *out, const void *in) {
 /* The limits of l into lim, or nothing when none is set (pol->limits stays NULL). */
 static void limits_to_proto(const struct sbx_limits *l, Sbx__V1__Limits *lim,
                             Sbx__V1__Policy *pol) {
+        char *w = (char *)lim;
+
         if (!l->set)
                 return;
-        lim->has_memory_bytes = !!(l->set & SBX_LIMIT_MEMORY);
-        lim->memory_bytes = l->memory_bytes;
-        lim->has_cpu_seconds = !!(l->set & SBX_LIMIT_CPU_SECONDS);
-        lim->cpu_seconds = l->cpu_seconds;
-        lim->has_cpu_percent = !!(l->set & SBX_LIMIT_CPU_PERCENT);
-        lim->cpu_percent = l->cpu_percent;
-        lim->has_processes = !!(l->set & SBX_LIMIT_PROCESSES);
-        lim->processes = l->processes;
-        lim->has_file_size_bytes = !!(l->set & SBX_LIMIT_FILE_SIZE);
-        lim->file_size_bytes = l->file_size_bytes;
-        lim->has_open_files = !!(l->set & SBX_LIMIT_OPEN_FILES);
-        lim->open_files = l->open_files;
-        lim->has_core_dumps = !!(l->set & SBX_LIMIT_CORE_DUMPS);
-        lim->core_dumps = !!l->core_dumps;
-        lim->has_tmp_bytes = !!(l->set & SBX_LIMIT_TMP);
-        lim->tmp_bytes = l->tmp_bytes;
-        lim->has_commands = !!(l->set & SBX_LIMIT_COMMANDS);
-        lim->commands = l->commands;
-        lim->has_queued_commands = !!(l->set & SBX_LIMIT_QUEUED_COMMANDS);
-        lim->queued_commands = l->queued_commands;
-        lim->has_disk_bytes = !!(l->set & SBX_LIMIT_DISK);
-        lim->disk_bytes = l->disk_bytes;
-        lim->has_disk_inodes = !!(l->set & SBX_LIMIT_DISK_INODES);
-        lim->disk_inodes = l->disk_inodes;
+        for (size_t i = 0; i < LIBSBX_N_LIMITS; i++) {
+                const struct libsbx_limit *t = &libsbx_limits[i];
+                protobuf_c_boolean has = libsbx_limit_given(l, t), b;
+                uint64_t u64 = libsbx_limit_uint(l, t);
+                uint32_t u32 = (uint32_t)u64;
+                double d = libsbx_limit_double(l, t);
+
+                memcpy(w + t->wire_has_offset, &has, sizeof(has));
+                switch (t->type) {
+                case LIBSBX_LIMIT_U64:
+                        memcpy(w + t->wire_offset, &u64, sizeof(u64));
+                        break;
+                case LIBSBX_LIMIT_U32:
+                        memcpy(w + t->wire_offset, &u32, sizeof(u32));
+                        break;
+                case LIBSBX_LIMIT_BOOL:
+                        b = u64 != 0;
+                        memcpy(w + t->wire_offset, &b, sizeof(b));
+                        break;
+                case LIBSBX_LIMIT_DOUBLE:
+                        memcpy(w + t->wire_offset, &d, sizeof(d));
+                        break;
+                }
+        }
         pol->limits = lim;
 }
 
