@@ -2041,13 +2041,16 @@ static int script_tool_mcp(int lfd) {
         return 0;
 }
 
+/* What an MCP client says first: initialize, then initialized (one line each). */
+#define MCP_HANDSHAKE                                                                              \
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"                     \
+        "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{"                  \
+        "\"name\":\"check\",\"version\":\"1\"}}}\n"                                                \
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+
 START_TEST(test_tool_mcp_queue) {
         static const char *const mcp[] = {"mcp", "--sandbox", "box", NULL};
-        static const char *const in =
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
-                "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{"
-                "\"name\":\"check\",\"version\":\"1\"}}}\n"
-                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+        static const char *const in = MCP_HANDSHAKE
                 "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n"
                 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
                 "\"run_command\",\"arguments\":{\"command\":\"true\",\"queue_timeout_seconds\":"
@@ -2170,39 +2173,18 @@ static int script_tool_limits(int lfd) {
  * `sbx create --json` and `sbx info --json`, sbx mcp's sandbox_info (text and
  * structuredContent); and each flag's refusal of a bad value, before anything is sent. */
 START_TEST(test_tool_limits) {
-        static const char *const create[] = {"create",
-                                             "--json",
-                                             "--memory",
-                                             "512M",
-                                             "--cpu-seconds",
-                                             "2.5",
-                                             "--cpu-percent",
-                                             "50",
-                                             "--processes",
-                                             "64",
-                                             "--file-size",
-                                             "0",
-                                             "--open-files",
-                                             "128",
-                                             "--tmp-size",
-                                             "256M",
-                                             "--max-commands",
-                                             "3",
-                                             "--max-queued",
-                                             "0",
-                                             "--disk",
-                                             "2G",
-                                             "--disk-inodes",
-                                             "1000",
-                                             NULL};
+        /* Every flag of a limit, with the value all_limits expects. */
+        static const char *const flags[][2] = {
+                {"--memory", "512M"},   {"--cpu-seconds", "2.5"},  {"--cpu-percent", "50"},
+                {"--processes", "64"},  {"--file-size", "0"},      {"--open-files", "128"},
+                {"--tmp-size", "256M"}, {"--max-commands", "3"},   {"--max-queued", "0"},
+                {"--disk", "2G"},       {"--disk-inodes", "1000"},
+        };
+        const char *create[32] = {"create", "--json"};
         static const char *const info[] = {"info", "box", NULL};
         static const char *const info_json[] = {"info", "--json", "box", NULL};
         static const char *const mcp[] = {"mcp", "--sandbox", "box", NULL};
-        static const char *const in =
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
-                "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{"
-                "\"name\":\"check\",\"version\":\"1\"}}}\n"
-                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+        static const char *const in = MCP_HANDSHAKE
                 "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
                 "\"sandbox_info\",\"arguments\":{}}}\n";
         static const char *const json_limits =
@@ -2227,6 +2209,10 @@ START_TEST(test_tool_limits) {
         struct peer p;
         char *out, *err, want[256];
 
+        for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+                create[2 + 2 * i] = flags[i][0];
+                create[3 + 2 * i] = flags[i][1];
+        }
         peer_start(&p, script_tool_limits);
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 const char *argv[] = {"create", bad[i][0], bad[i][1], NULL};
