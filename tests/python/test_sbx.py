@@ -1397,7 +1397,7 @@ class DaemonFailureTest(DaemonTest):
             self.assertEqual(sb2.run("echo back").stdout, "back\n")
 
 
-# ---- waiting for a slot, against a real daemon (issue 22) ------------------------------
+# ---- waiting for a slot, against a real daemon ----------------------------------------
 
 
 class BackgroundTest(DaemonTest):
