@@ -10,9 +10,12 @@
  *                       message (transport_*);
  *   libsbx_wire.c       the conversion between the sbx.v1 messages and the plain structs
  *                       of sbx.h, with no connection and no error state (wire_*).
+ * Beside them, libsbx_types.c (names, initialisers, free functions), libsbx_limit_table.c
+ * (the table of limits) and libsbx_ssh.c (the ssh child) call none of the three.
  * Everything runs on the calling thread; an sbx_client is used by one thread at a time
  * (sbx.h). The sbx_client and what it holds are owned by libsbx_transport.c; the API file
- * reads its fields and changes them only through transport_* functions. */
+ * reads its fields, and changes them only through transport_* functions (but for
+ * sbx_attach, which sets call_timeout_ms for the length of its call). */
 #ifndef SBX_LIBSBX_INT_H
 #define SBX_LIBSBX_INT_H
 
