@@ -29,6 +29,8 @@
 #include "sbx.h"
 #include "sbx.pb-c.h"
 
+/* One client (the opaque sbx_client of sbx.h): its connection, the daemon's Hello, the
+ * last failure. Made and freed by libsbx_transport.c (sbx_connect, sbx_close). */
 struct sbx_client {
         int fd;              /* -1 while not connected */
         char *socket_path;   /* a socket path, or an ssh:// URL */
