@@ -26,6 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "libsbx_limit_table.h"
+
 /* The most argv words and env entries run_command takes. */
 #define MCP_MAX_ARGV 4096u
 #define MCP_MAX_ENV  1024u
@@ -1740,34 +1742,25 @@ static json_t *list_directory(struct mcp_call *k, json_t *args) {
 
 /* ---- sandbox_info ------------------------------------------------------------------------- */
 
+/* The limits object of sandbox_info: each limit given that sbx mcp shows, keyed by its
+ * field's name. NULL when out of memory. */
 static json_t *limits_json(const struct sbx_limits *l) {
         json_t *o = json_object();
 
         if (!o)
                 return NULL;
-        if (l->set & SBX_LIMIT_MEMORY)
-                json_object_set_new(o, "memory_bytes", json_integer((json_int_t)l->memory_bytes));
-        if (l->set & SBX_LIMIT_CPU_SECONDS)
-                json_object_set_new(o, "cpu_seconds", json_real(l->cpu_seconds));
-        if (l->set & SBX_LIMIT_CPU_PERCENT)
-                json_object_set_new(o, "cpu_percent", json_integer(l->cpu_percent));
-        if (l->set & SBX_LIMIT_PROCESSES)
-                json_object_set_new(o, "processes", json_integer(l->processes));
-        if (l->set & SBX_LIMIT_FILE_SIZE)
-                json_object_set_new(o, "file_size_bytes",
-                                    json_integer((json_int_t)l->file_size_bytes));
-        if (l->set & SBX_LIMIT_OPEN_FILES)
-                json_object_set_new(o, "open_files", json_integer(l->open_files));
-        if (l->set & SBX_LIMIT_TMP)
-                json_object_set_new(o, "tmp_bytes", json_integer((json_int_t)l->tmp_bytes));
-        if (l->set & SBX_LIMIT_COMMANDS)
-                json_object_set_new(o, "commands", json_integer(l->commands));
-        if (l->set & SBX_LIMIT_QUEUED_COMMANDS)
-                json_object_set_new(o, "queued_commands", json_integer(l->queued_commands));
-        if (l->set & SBX_LIMIT_DISK)
-                json_object_set_new(o, "disk_bytes", json_integer((json_int_t)l->disk_bytes));
-        if (l->set & SBX_LIMIT_DISK_INODES)
-                json_object_set_new(o, "disk_inodes", json_integer((json_int_t)l->disk_inodes));
+        for (size_t i = 0; i < LIBSBX_N_LIMITS; i++) {
+                const struct libsbx_limit *t = &libsbx_limits[i];
+                if (!t->mcp_name || !libsbx_limit_given(l, t))
+                        continue;
+                if (t->type == LIBSBX_LIMIT_DOUBLE)
+                        json_object_set_new(o, t->field, json_real(libsbx_limit_double(l, t)));
+                else if (t->type == LIBSBX_LIMIT_BOOL)
+                        json_object_set_new(o, t->field, json_boolean(libsbx_limit_uint(l, t)));
+                else
+                        json_object_set_new(o, t->field,
+                                            json_integer((json_int_t)libsbx_limit_uint(l, t)));
+        }
         return o;
 }
 
@@ -1814,33 +1807,19 @@ static void put_identity(FILE *f, sbx_client *c, const struct mcp_env *env,
                                                    "and can change what runs here)");
 }
 
-/* The line of the limits a policy sets ("none" without any). */
+/* The line of the limits a policy sets that sbx mcp shows ("none" without any). */
 static void put_limits_line(FILE *f, const struct sbx_limits *l) {
+        char text[LIBSBX_LIMIT_TEXT_BYTES];
+
         fputs("limits:", f);
         if (!l->set)
                 fputs(" none", f);
-        if (l->set & SBX_LIMIT_MEMORY)
-                fprintf(f, " memory=%llu bytes", (unsigned long long)l->memory_bytes);
-        if (l->set & SBX_LIMIT_CPU_SECONDS)
-                fprintf(f, " cpu=%g s", l->cpu_seconds);
-        if (l->set & SBX_LIMIT_CPU_PERCENT)
-                fprintf(f, " cpu_percent=%u", l->cpu_percent);
-        if (l->set & SBX_LIMIT_PROCESSES)
-                fprintf(f, " processes=%u", l->processes);
-        if (l->set & SBX_LIMIT_FILE_SIZE)
-                fprintf(f, " file_size=%llu bytes", (unsigned long long)l->file_size_bytes);
-        if (l->set & SBX_LIMIT_OPEN_FILES)
-                fprintf(f, " open_files=%u", l->open_files);
-        if (l->set & SBX_LIMIT_TMP)
-                fprintf(f, " tmp=%llu bytes", (unsigned long long)l->tmp_bytes);
-        if (l->set & SBX_LIMIT_COMMANDS)
-                fprintf(f, " commands=%u at once", l->commands);
-        if (l->set & SBX_LIMIT_QUEUED_COMMANDS)
-                fprintf(f, " queued_commands=%u", l->queued_commands);
-        if (l->set & SBX_LIMIT_DISK)
-                fprintf(f, " disk=%llu bytes (/workspace)", (unsigned long long)l->disk_bytes);
-        if (l->set & SBX_LIMIT_DISK_INODES)
-                fprintf(f, " disk_inodes=%llu", (unsigned long long)l->disk_inodes);
+        for (size_t i = 0; i < LIBSBX_N_LIMITS; i++) {
+                const struct libsbx_limit *t = &libsbx_limits[i];
+                if (!t->mcp_name || !libsbx_limit_given(l, t))
+                        continue;
+                fprintf(f, " %s=%s%s", t->mcp_name, libsbx_limit_text(l, t, text), t->mcp_unit);
+        }
         fputc('\n', f);
 }
 

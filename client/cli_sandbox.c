@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "libsbx_limit_table.h"
+
 /* ---- rendering ----------------------------------------------------------------------- */
 
 /* A timestamp as two keys: NAME (Unix seconds, or null when 0) and NAME_at (ISO). */
@@ -37,55 +39,20 @@ static void json_time(struct json *j, const char *name, int64_t ms) {
         }
 }
 
+/* The "limits" object of a policy: each limit given, keyed by its field's name. */
 static void json_limits(struct json *j, const struct sbx_limits *l) {
         json_begin_object(j);
-        if (l->set & SBX_LIMIT_MEMORY) {
-                json_key(j, "memory_bytes");
-                json_uint(j, l->memory_bytes);
-        }
-        if (l->set & SBX_LIMIT_CPU_SECONDS) {
-                json_key(j, "cpu_seconds");
-                json_double(j, l->cpu_seconds, 6);
-        }
-        if (l->set & SBX_LIMIT_CPU_PERCENT) {
-                json_key(j, "cpu_percent");
-                json_uint(j, l->cpu_percent);
-        }
-        if (l->set & SBX_LIMIT_PROCESSES) {
-                json_key(j, "processes");
-                json_uint(j, l->processes);
-        }
-        if (l->set & SBX_LIMIT_FILE_SIZE) {
-                json_key(j, "file_size_bytes");
-                json_uint(j, l->file_size_bytes);
-        }
-        if (l->set & SBX_LIMIT_OPEN_FILES) {
-                json_key(j, "open_files");
-                json_uint(j, l->open_files);
-        }
-        if (l->set & SBX_LIMIT_CORE_DUMPS) {
-                json_key(j, "core_dumps");
-                json_bool(j, l->core_dumps);
-        }
-        if (l->set & SBX_LIMIT_TMP) {
-                json_key(j, "tmp_bytes");
-                json_uint(j, l->tmp_bytes);
-        }
-        if (l->set & SBX_LIMIT_COMMANDS) {
-                json_key(j, "commands");
-                json_uint(j, l->commands);
-        }
-        if (l->set & SBX_LIMIT_QUEUED_COMMANDS) {
-                json_key(j, "queued_commands");
-                json_uint(j, l->queued_commands);
-        }
-        if (l->set & SBX_LIMIT_DISK) {
-                json_key(j, "disk_bytes");
-                json_uint(j, l->disk_bytes);
-        }
-        if (l->set & SBX_LIMIT_DISK_INODES) {
-                json_key(j, "disk_inodes");
-                json_uint(j, l->disk_inodes);
+        for (size_t i = 0; i < LIBSBX_N_LIMITS; i++) {
+                const struct libsbx_limit *t = &libsbx_limits[i];
+                if (!libsbx_limit_given(l, t))
+                        continue;
+                json_key(j, t->field);
+                if (t->type == LIBSBX_LIMIT_DOUBLE)
+                        json_double(j, libsbx_limit_double(l, t), 6);
+                else if (t->type == LIBSBX_LIMIT_BOOL)
+                        json_bool(j, libsbx_limit_uint(l, t) != 0);
+                else
+                        json_uint(j, libsbx_limit_uint(l, t));
         }
         json_end_object(j);
 }
@@ -286,31 +253,19 @@ static void print_lifetime(sbx_client *c, const struct sbx_sandbox *s) {
 
 /* The limits line: each limit set, "none" without any. */
 static void print_limits(const struct sbx_limits *l) {
+        char text[LIBSBX_LIMIT_TEXT_BYTES];
         const char *sep = "";
 
         key("limits");
         if (!l->set)
                 fputs("none", stdout);
-#define LIMIT(bit, fmt, ...)                                                                       \
-        do {                                                                                       \
-                if (l->set & (bit)) {                                                              \
-                        printf("%s" fmt, sep, __VA_ARGS__);                                        \
-                        sep = " ";                                                                 \
-                }                                                                                  \
-        } while (0)
-        LIMIT(SBX_LIMIT_MEMORY, "memory=%llu", (unsigned long long)l->memory_bytes);
-        LIMIT(SBX_LIMIT_CPU_SECONDS, "cpu_seconds=%g", l->cpu_seconds);
-        LIMIT(SBX_LIMIT_CPU_PERCENT, "cpu_percent=%u", l->cpu_percent);
-        LIMIT(SBX_LIMIT_PROCESSES, "processes=%u", l->processes);
-        LIMIT(SBX_LIMIT_FILE_SIZE, "file_size=%llu", (unsigned long long)l->file_size_bytes);
-        LIMIT(SBX_LIMIT_OPEN_FILES, "open_files=%u", l->open_files);
-        LIMIT(SBX_LIMIT_CORE_DUMPS, "core_dumps=%s", l->core_dumps ? "yes" : "no");
-        LIMIT(SBX_LIMIT_TMP, "tmp=%llu", (unsigned long long)l->tmp_bytes);
-        LIMIT(SBX_LIMIT_COMMANDS, "commands=%u", l->commands);
-        LIMIT(SBX_LIMIT_QUEUED_COMMANDS, "queued_commands=%u", l->queued_commands);
-        LIMIT(SBX_LIMIT_DISK, "disk=%llu", (unsigned long long)l->disk_bytes);
-        LIMIT(SBX_LIMIT_DISK_INODES, "disk_inodes=%llu", (unsigned long long)l->disk_inodes);
-#undef LIMIT
+        for (size_t i = 0; i < LIBSBX_N_LIMITS; i++) {
+                const struct libsbx_limit *t = &libsbx_limits[i];
+                if (!libsbx_limit_given(l, t))
+                        continue;
+                printf("%s%s=%s", sep, t->name, libsbx_limit_text(l, t, text));
+                sep = " ";
+        }
         putchar('\n');
 }
 
@@ -544,6 +499,8 @@ struct create_state {
         size_t n_labels;
         uint32_t *share_uids;
         size_t n_share_uids;
+        /* the option index k >= C_LIMIT of a limit's flag: its row, limit_rows[k - C_LIMIT] */
+        const struct libsbx_limit *limit_rows[LIBSBX_N_LIMITS];
 };
 
 static void create_state_free(struct create_state *st) {
@@ -601,27 +558,19 @@ enum {
         C_DENY_WRITE,
         C_NO_PROTECT,
         C_ENV,
-        C_MEMORY,
-        C_CPU_SECONDS,
-        C_CPU_PERCENT,
-        C_PROCESSES,
-        C_FILE_SIZE,
-        C_OPEN_FILES,
         C_ROOT,
         C_LABEL,
         C_JSON,
         C_SHARE_UID,
-        C_TMP_SIZE,
         C_KEEP,
-        C_MAX_COMMANDS,
-        C_MAX_QUEUED,
         C_ALLOW_HOST,
         C_ALLOW_CIDR,
-        C_DISK,
-        C_DISK_INODES,
+        /* the flags of the limits (libsbx_limit_table.h) follow the options above */
+        C_LIMIT,
 };
 
-static const struct cli_opt create_opts[] = {
+/* The options of create but its limits' flags (create_spec adds those). */
+static const struct cli_opt create_opts[C_LIMIT] = {
         [C_ID] = {"id", true, 0},
         [C_TIMEOUT] = {"timeout", true, 0},
         [C_IDLE] = {"idle-timeout", true, 0},
@@ -631,26 +580,31 @@ static const struct cli_opt create_opts[] = {
         [C_DENY_WRITE] = {"deny-write", true, 0},
         [C_NO_PROTECT] = {"no-protect-defaults", false, 0},
         [C_ENV] = {"env", true, 0},
-        [C_MEMORY] = {"memory", true, 0},
-        [C_CPU_SECONDS] = {"cpu-seconds", true, 0},
-        [C_CPU_PERCENT] = {"cpu-percent", true, 0},
-        [C_PROCESSES] = {"processes", true, 0},
-        [C_FILE_SIZE] = {"file-size", true, 0},
-        [C_OPEN_FILES] = {"open-files", true, 0},
         [C_ROOT] = {"root", true, 0},
         [C_LABEL] = {"label", true, 0},
         [C_JSON] = {"json", false, 0},
         [C_SHARE_UID] = {"share-uid", true, 0},
-        [C_TMP_SIZE] = {"tmp-size", true, 0},
         [C_KEEP] = {"keep-workspace", false, 0},
-        [C_MAX_COMMANDS] = {"max-commands", true, 0},
-        [C_MAX_QUEUED] = {"max-queued", true, 0},
         [C_ALLOW_HOST] = {"allow-host", true, 0},
         [C_ALLOW_CIDR] = {"allow-cidr", true, 0},
-        [C_DISK] = {"disk", true, 0},
-        [C_DISK_INODES] = {"disk-inodes", true, 0},
-        {NULL, false, 0},
 };
+
+/* The options of create: create_opts, then the flag of each limit that has one (its
+ * row in rows[k - C_LIMIT] for option k), then the end. */
+static void create_spec(struct cli_opt spec[C_LIMIT + LIBSBX_N_LIMITS + 1],
+                        const struct libsbx_limit *rows[LIBSBX_N_LIMITS]) {
+        size_t n = C_LIMIT;
+
+        memcpy(spec, create_opts, sizeof(create_opts));
+        for (size_t i = 0; i < LIBSBX_N_LIMITS; i++) {
+                const struct libsbx_limit *t = &libsbx_limits[i];
+                if (!t->flag)
+                        continue;
+                rows[n - C_LIMIT] = t;
+                spec[n++] = (struct cli_opt){t->flag + 2, true, 0}; /* without the "--" */
+        }
+        spec[n] = (struct cli_opt){NULL, false, 0};
+}
 
 /* Room in st for what argc arguments can add. 0 or an exit status. */
 static int create_state_alloc(struct create_state *st, int argc) {
@@ -690,82 +644,35 @@ static int create_lifetime(int k, const char *cmd, const char *a, struct sbx_cre
         return 0;
 }
 
-/* A count option of at least 1 (--cpu-percent, --processes, --open-files) into *ret,
- * with bit added to *set. 0, or an exit status. */
-static int count_value(const char *cmd, const char *opt, const char *a, const char *what,
-                       uint32_t *ret, unsigned *set, unsigned bit) {
-        uint64_t v;
-
-        if (cli_parse_uint(a, UINT32_MAX, &v) < 0 || v == 0)
-                return cli_bad_value(cmd, opt, a, what);
-        *ret = (uint32_t)v;
-        *set |= bit;
-        return 0;
-}
-
-/* One limit option into l (its value and its bit of l->set). 0, or an exit status. */
-static int create_limit(int k, const char *cmd, const char *a, struct sbx_limits *l) {
+/* The value a of the flag of limit t into l (its field and its bit of l->set), parsed as
+ * the table says: its unit, its least value. 0, or an exit status. */
+static int create_limit(const struct libsbx_limit *t, const char *cmd, const char *a,
+                        struct sbx_limits *l) {
         uint64_t v;
         double d;
 
-        switch (k) {
-        case C_MEMORY:
-                if (cli_parse_bytes(a, &l->memory_bytes) < 0 || !l->memory_bytes)
-                        return cli_bad_value(cmd, "--memory", a, "expected bytes, e.g. 512M or 2G");
-                l->set |= SBX_LIMIT_MEMORY;
+        switch (t->unit) {
+        case LIBSBX_UNIT_BYTES:
+                if (cli_parse_bytes(a, &v) < 0 || v < t->min)
+                        return cli_bad_value(cmd, t->flag, a, t->hint);
+                break;
+        case LIBSBX_UNIT_SECONDS:
+                if (cli_parse_double(a, &d) < 0 || (t->min ? d <= 0 : d < 0))
+                        return cli_bad_value(cmd, t->flag, a, t->hint);
+                libsbx_limit_set_double(l, t, d);
                 return 0;
-        case C_CPU_SECONDS:
-                if (cli_parse_double(a, &d) < 0 || d <= 0)
-                        return cli_bad_value(cmd, "--cpu-seconds", a, "expected seconds > 0");
-                l->cpu_seconds = d;
-                l->set |= SBX_LIMIT_CPU_SECONDS;
-                return 0;
-        case C_CPU_PERCENT:
-                return count_value(cmd, "--cpu-percent", a,
-                                   "expected a percentage of one CPU, e.g. 50 or 200",
-                                   &l->cpu_percent, &l->set, SBX_LIMIT_CPU_PERCENT);
-        case C_PROCESSES:
-                return count_value(cmd, "--processes", a, "expected a count > 0", &l->processes,
-                                   &l->set, SBX_LIMIT_PROCESSES);
-        case C_FILE_SIZE:
-                if (cli_parse_bytes(a, &l->file_size_bytes) < 0)
-                        return cli_bad_value(cmd, "--file-size", a, "expected bytes, e.g. 100M");
-                l->set |= SBX_LIMIT_FILE_SIZE;
-                return 0;
-        case C_OPEN_FILES:
-                return count_value(cmd, "--open-files", a, "expected a count > 0", &l->open_files,
-                                   &l->set, SBX_LIMIT_OPEN_FILES);
-        case C_MAX_COMMANDS:
-                return count_value(cmd, "--max-commands", a,
-                                   "expected a count > 0 of commands running at once", &l->commands,
-                                   &l->set, SBX_LIMIT_COMMANDS);
-        case C_DISK:
-                if (cli_parse_bytes(a, &l->disk_bytes) < 0 || !l->disk_bytes)
-                        return cli_bad_value(cmd, "--disk", a,
-                                             "expected the size of /workspace, e.g. 2G");
-                l->set |= SBX_LIMIT_DISK;
-                return 0;
-        case C_DISK_INODES:
-                if (cli_parse_uint(a, UINT64_MAX, &v) < 0 || !v)
-                        return cli_bad_value(cmd, "--disk-inodes", a,
-                                             "expected a count > 0 of files in /workspace");
-                l->disk_inodes = v;
-                l->set |= SBX_LIMIT_DISK_INODES;
-                return 0;
-        case C_MAX_QUEUED:
-                /* 0 is a queue of none: over --max-commands a command is turned away. */
-                if (cli_parse_uint(a, UINT32_MAX, &v) < 0)
-                        return cli_bad_value(cmd, "--max-queued", a,
-                                             "expected a count of commands waiting at once");
-                l->queued_commands = (uint32_t)v;
-                l->set |= SBX_LIMIT_QUEUED_COMMANDS;
-                return 0;
-        default: /* C_TMP_SIZE */
-                if (cli_parse_bytes(a, &l->tmp_bytes) < 0 || !l->tmp_bytes)
-                        return cli_bad_value(cmd, "--tmp-size", a, "expected bytes, e.g. 256M");
-                l->set |= SBX_LIMIT_TMP;
-                return 0;
+        case LIBSBX_UNIT_COUNT:
+                if (cli_parse_uint(a, t->type == LIBSBX_LIMIT_U32 ? UINT32_MAX : UINT64_MAX, &v) <
+                            0 ||
+                    v < t->min)
+                        return cli_bad_value(cmd, t->flag, a, t->hint);
+                break;
+        case LIBSBX_UNIT_SWITCH:
+        default:
+                return cli_error(SBX_INTERNAL, "no parser for the flag of limit %s", t->name);
         }
+        libsbx_limit_set_uint(l, t, v);
+        return 0;
 }
 
 /* --network none|full|allowlist. 0, or an exit status. */
@@ -827,18 +734,6 @@ static int create_option(int k, const char *cmd, const char *a, struct sbx_creat
                         return cli_bad_value(cmd, "--env", a, "expected NAME=VALUE");
                 st->env[st->n_env++] = (char *)(uintptr_t)a;
                 return 0;
-        case C_MEMORY:
-        case C_CPU_SECONDS:
-        case C_CPU_PERCENT:
-        case C_PROCESSES:
-        case C_FILE_SIZE:
-        case C_OPEN_FILES:
-        case C_TMP_SIZE:
-        case C_MAX_COMMANDS:
-        case C_MAX_QUEUED:
-        case C_DISK:
-        case C_DISK_INODES:
-                return create_limit(k, cmd, a, &o->policy.limits);
         case C_ROOT:
                 return create_root(a, o, st);
         case C_LABEL:
@@ -855,6 +750,8 @@ static int create_option(int k, const char *cmd, const char *a, struct sbx_creat
                 o->keep_workspace = 1;
                 return 0;
         default:
+                if (k >= C_LIMIT && k < C_LIMIT + LIBSBX_N_LIMITS && st->limit_rows[k - C_LIMIT])
+                        return create_limit(st->limit_rows[k - C_LIMIT], cmd, a, &o->policy.limits);
                 return cli_error(SBX_INTERNAL, "unhandled option %d", k);
         }
 }
@@ -864,13 +761,15 @@ static int create_option(int k, const char *cmd, const char *a, struct sbx_creat
 static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_create_opts *o,
                         struct create_state *st, bool *json) {
         const char *cmd = argv[0];
+        struct cli_opt spec[C_LIMIT + LIBSBX_N_LIMITS + 1];
         struct cli_opts p;
         int k, rc;
 
         rc = create_state_alloc(st, argc);
         if (rc)
                 return rc;
-        cli_opts_init(&p, cli, argc, argv, create_opts);
+        create_spec(spec, st->limit_rows);
+        cli_opts_init(&p, cli, argc, argv, spec);
         while ((k = cli_opts_next(&p)) != CLI_OPT_END) {
                 if (k == CLI_OPT_ERR)
                         return CLI_EXIT_ERROR;

@@ -28,7 +28,8 @@ typedef void (*libsbx_watch_cb)(void *userdata);
 void libsbx_set_watch(sbx_client *c, int fd, libsbx_watch_cb on_ready, void *userdata);
 
 /* The bytes c's buffer for replies holds now (kept between calls that need it, see
- * READER_KEEP_BYTES in libsbx.c): for the unit tests, the tool has no use for it. */
+ * READER_KEEP_BYTES in libsbx_transport.c): for the unit tests, the tool has no use for
+ * it. */
 size_t libsbx_reply_room(const sbx_client *c);
 
 #endif

@@ -5,9 +5,10 @@
  * daemon sees the ssh user as its peer, and its own access control holds.
  *
  * Owns each link's ssh child (reaped here, signalled by its pid only) and the read end
- * of its stderr; the client's end of the connection is handed to libsbx.c. ssh runs in a
- * process group of its own, so that a Ctrl-C meant for a sandboxed command (sbx exec
- * forwards it) does not kill the transport. Called by libsbx.c only; never logs. */
+ * of its stderr; the client's end of the connection is handed to libsbx_transport.c. ssh
+ * runs in a process group of its own, so that a Ctrl-C meant for a sandboxed command (sbx
+ * exec forwards it) does not kill the transport. Called by libsbx_transport.c only; never
+ * logs. */
 #include "libsbx_ssh.h"
 
 #include <errno.h>

@@ -6,10 +6,10 @@
  * binding print what sbx_code_name, sbx_state_name and sbx_outcome_name return.
  *
  * Nothing here talks to the daemon or touches protobuf; everything is declared in
- * sbx.h. The result structs freed here are built by libsbx.c, which allocates every
- * string and array with malloc so that free() is the one way to release them. Free
- * functions accept NULL and partially filled structs (libsbx.c relies on that to clean
- * up after a failed conversion). */
+ * sbx.h. The result structs freed here are built by libsbx_wire.c and libsbx.c, which
+ * allocate every string and array with malloc so that free() is the one way to release
+ * them. Free functions accept NULL and partially filled structs (libsbx_wire.c relies on
+ * that to clean up after a failed conversion). */
 #include "sbx.h"
 
 #include <errno.h>

@@ -2041,13 +2041,16 @@ static int script_tool_mcp(int lfd) {
         return 0;
 }
 
+/* What an MCP client says first: initialize, then initialized (one line each). */
+#define MCP_HANDSHAKE                                                                              \
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"                     \
+        "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{"                  \
+        "\"name\":\"check\",\"version\":\"1\"}}}\n"                                                \
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+
 START_TEST(test_tool_mcp_queue) {
         static const char *const mcp[] = {"mcp", "--sandbox", "box", NULL};
-        static const char *const in =
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
-                "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{"
-                "\"name\":\"check\",\"version\":\"1\"}}}\n"
-                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+        static const char *const in = MCP_HANDSHAKE
                 "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n"
                 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
                 "\"run_command\",\"arguments\":{\"command\":\"true\",\"queue_timeout_seconds\":"
@@ -2066,6 +2069,193 @@ START_TEST(test_tool_mcp_queue) {
         HAS(out, "\"outcome\":\"queue_timeout\"");
         HAS(out, "\"queued_ms\":250");
         HAS(out, "\"isError\":true");
+        free(out);
+        free(err);
+        ck_assert_int_eq(peer_wait(&p), 0);
+}
+END_TEST
+
+/* Every limit at once, as the tests of the sbx tool below give and expect them: the flags
+ * of `sbx create` (file_size 0 and queued_commands 0, the two that take 0; core_dumps has
+ * no flag and comes only in the reply). */
+static void all_limits(Sbx__V1__Limits *l, bool core_dumps) {
+        l->has_memory_bytes = l->has_cpu_seconds = l->has_cpu_percent = l->has_processes = 1;
+        l->has_file_size_bytes = l->has_open_files = l->has_tmp_bytes = l->has_commands = 1;
+        l->has_queued_commands = l->has_disk_bytes = l->has_disk_inodes = 1;
+        l->memory_bytes = 512u << 20;
+        l->cpu_seconds = 2.5;
+        l->cpu_percent = 50;
+        l->processes = 64;
+        l->file_size_bytes = 0;
+        l->open_files = 128;
+        l->tmp_bytes = 256u << 20;
+        l->commands = 3;
+        l->queued_commands = 0;
+        l->disk_bytes = 2ull << 30;
+        l->disk_inodes = 1000;
+        l->has_core_dumps = core_dumps;
+        l->core_dumps = core_dumps;
+}
+
+/* Whether the request's limits are those of all_limits, without core_dumps. */
+static bool are_all_limits(const Sbx__V1__Limits *l) {
+        Sbx__V1__Limits want = SBX__V1__LIMITS__INIT;
+
+        all_limits(&want, false);
+        return l && l->has_memory_bytes && l->memory_bytes == want.memory_bytes &&
+               l->has_cpu_seconds && l->cpu_seconds == want.cpu_seconds && l->has_cpu_percent &&
+               l->cpu_percent == want.cpu_percent && l->has_processes &&
+               l->processes == want.processes && l->has_file_size_bytes &&
+               l->file_size_bytes == 0 && l->has_open_files && l->open_files == want.open_files &&
+               l->has_tmp_bytes && l->tmp_bytes == want.tmp_bytes && l->has_commands &&
+               l->commands == want.commands && l->has_queued_commands && l->queued_commands == 0 &&
+               l->has_disk_bytes && l->disk_bytes == want.disk_bytes && l->has_disk_inodes &&
+               l->disk_inodes == want.disk_inodes && !l->has_core_dumps;
+}
+
+/* Answers req on pc with sandbox "box", ready, owned by us, with every limit. */
+static int answer_all_limits(struct pconn *pc, const Sbx__V1__Request *req) {
+        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
+        Sbx__V1__SandboxInfo info = SBX__V1__SANDBOX_INFO__INIT;
+        Sbx__V1__Policy pol = SBX__V1__POLICY__INIT;
+        Sbx__V1__Limits lim = SBX__V1__LIMITS__INIT;
+
+        all_limits(&lim, true);
+        pol.limits = &lim;
+        info.id = (char *)"box";
+        info.has_state = 1;
+        info.state = SBX__V1__SANDBOX_STATE__READY;
+        info.has_owner_uid = 1;
+        info.owner_uid = (uint32_t)geteuid();
+        info.policy = &pol;
+        resp.body_case = SBX__V1__RESPONSE__BODY_SANDBOX;
+        resp.sandbox = &info;
+        PEER_EXPECT(pc_ok(pc, req->request_id, &resp, 0));
+        return 0;
+}
+
+/* create with every limit's flag (checked on the wire), info, info --json, then sbx mcp's
+ * sandbox_info (its attach and the tool's GetSandbox on one connection). */
+static int script_tool_limits(int lfd) {
+        static const Sbx__V1__Request__BodyCase want[] = {SBX__V1__REQUEST__BODY_CREATE_SANDBOX,
+                                                          SBX__V1__REQUEST__BODY_GET_SANDBOX,
+                                                          SBX__V1__REQUEST__BODY_GET_SANDBOX};
+        struct pconn pc;
+        Sbx__V1__Request *req;
+        int rc;
+
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+                if ((rc = tool_request(lfd, &pc, want[i], &req)))
+                        return rc;
+                if (i == 0) {
+                        const Sbx__V1__Policy *pol = req->create_sandbox->policy;
+                        PEER_EXPECT(pol && are_all_limits(pol->limits));
+                }
+                if ((rc = answer_all_limits(&pc, req)))
+                        return rc;
+                tool_done(&pc, req);
+        }
+        if ((rc = tool_request(lfd, &pc, SBX__V1__REQUEST__BODY_GET_SANDBOX, &req)))
+                return rc;
+        rc = answer_all_limits(&pc, req);
+        sbx__v1__request__free_unpacked(req, NULL);
+        if (rc)
+                return rc;
+        req = pc_recv(&pc);
+        PEER_EXPECT(req && req->body_case == SBX__V1__REQUEST__BODY_GET_SANDBOX);
+        if ((rc = answer_all_limits(&pc, req)))
+                return rc;
+        tool_done(&pc, req);
+        return 0;
+}
+
+/* The limits in every rendering, byte for byte: the text of `sbx info`, the JSON of
+ * `sbx create --json` and `sbx info --json`, sbx mcp's sandbox_info (text and
+ * structuredContent); and each flag's refusal of a bad value, before anything is sent. */
+START_TEST(test_tool_limits) {
+        /* Every flag of a limit, with the value all_limits expects. */
+        static const char *const flags[][2] = {
+                {"--memory", "512M"},   {"--cpu-seconds", "2.5"},  {"--cpu-percent", "50"},
+                {"--processes", "64"},  {"--file-size", "0"},      {"--open-files", "128"},
+                {"--tmp-size", "256M"}, {"--max-commands", "3"},   {"--max-queued", "0"},
+                {"--disk", "2G"},       {"--disk-inodes", "1000"},
+        };
+        const char *create[32] = {"create", "--json"};
+        static const char *const info[] = {"info", "box", NULL};
+        static const char *const info_json[] = {"info", "--json", "box", NULL};
+        static const char *const mcp[] = {"mcp", "--sandbox", "box", NULL};
+        static const char *const in = MCP_HANDSHAKE
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+                "\"sandbox_info\",\"arguments\":{}}}\n";
+        static const char *const json_limits =
+                "\"limits\":{\"memory_bytes\":536870912,\"cpu_seconds\":2.5,\"cpu_percent\":50,"
+                "\"processes\":64,\"file_size_bytes\":0,\"open_files\":128,\"core_dumps\":true,"
+                "\"tmp_bytes\":268435456,\"commands\":3,\"queued_commands\":0,"
+                "\"disk_bytes\":2147483648,\"disk_inodes\":1000}";
+        /* Each flag with a value it refuses, and the words of the refusal. */
+        static const char *const bad[][3] = {
+                {"--memory", "0", "expected bytes, e.g. 512M or 2G"},
+                {"--cpu-seconds", "0", "expected seconds > 0"},
+                {"--cpu-percent", "0", "expected a percentage of one CPU, e.g. 50 or 200"},
+                {"--processes", "4294967296", "expected a count > 0"},
+                {"--file-size", "-1", "expected bytes, e.g. 100M"},
+                {"--open-files", "x", "expected a count > 0"},
+                {"--tmp-size", "0", "expected bytes, e.g. 256M"},
+                {"--max-commands", "0", "expected a count > 0 of commands running at once"},
+                {"--max-queued", "-1", "expected a count of commands waiting at once"},
+                {"--disk", "0", "expected the size of /workspace, e.g. 2G"},
+                {"--disk-inodes", "0", "expected a count > 0 of files in /workspace"},
+        };
+        struct peer p;
+        char *out, *err, want[256];
+
+        for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+                create[2 + 2 * i] = flags[i][0];
+                create[3 + 2 * i] = flags[i][1];
+        }
+        peer_start(&p, script_tool_limits);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *argv[] = {"create", bad[i][0], bad[i][1], NULL};
+                ck_assert_int_eq(run_sbx(p.path, false, &out, &err, argv), 125);
+                snprintf(want, sizeof(want),
+                         "sbx: INVALID_ARGUMENT: bad value '%s' for %s of sbx create: %s (run "
+                         "`sbx help` for usage)\n",
+                         bad[i][1], bad[i][0], bad[i][2]);
+                ck_assert_str_eq(err, want);
+                free(out);
+                free(err);
+        }
+        {
+                const char *argv[] = {"create", "--core-dumps", "1", NULL};
+                ck_assert_int_eq(run_sbx(p.path, false, &out, &err, argv), 125);
+                HAS(err, "unknown option '--core-dumps' for sbx create");
+                free(out);
+                free(err);
+        }
+
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, create), 0);
+        HAS(out, json_limits);
+        free(out);
+        free(err);
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, info), 0);
+        HAS(out, " memory=536870912 cpu_seconds=2.5 cpu_percent=50 processes=64 file_size=0 "
+                 "open_files=128 core_dumps=yes tmp=268435456 commands=3 queued_commands=0 "
+                 "disk=2147483648 disk_inodes=1000\n");
+        free(out);
+        free(err);
+        ck_assert_int_eq(run_sbx(p.path, false, &out, &err, info_json), 0);
+        HAS(out, json_limits);
+        free(out);
+        free(err);
+        ck_assert_int_eq(run_sbx_in(p.path, in, false, &out, &err, mcp), 0);
+        /* core_dumps is not among sbx mcp's limits. */
+        HAS(out, "limits: memory=536870912 bytes cpu=2.5 s cpu_percent=50 processes=64 "
+                 "file_size=0 bytes open_files=128 tmp=268435456 bytes commands=3 at once "
+                 "queued_commands=0 disk=2147483648 bytes (/workspace) disk_inodes=1000\\n");
+        HAS(out, "\"limits\":{\"memory_bytes\":536870912,\"cpu_seconds\":2.5,\"cpu_percent\":50,"
+                 "\"processes\":64,\"file_size_bytes\":0,\"open_files\":128,"
+                 "\"tmp_bytes\":268435456,\"commands\":3,\"queued_commands\":0,"
+                 "\"disk_bytes\":2147483648,\"disk_inodes\":1000}");
         free(out);
         free(err);
         ck_assert_int_eq(peer_wait(&p), 0);
@@ -2284,6 +2474,7 @@ static Suite *make_suite(void) {
         tcase_add_test(peer, test_exec_queued);
         tcase_add_test(peer, test_tool_queue);
         tcase_add_test(peer, test_tool_mcp_queue);
+        tcase_add_test(peer, test_tool_limits);
         suite_add_tcase(s, peer);
 
         tcase_add_unchecked_fixture(local, tmpdir_setup, tmpdir_teardown);

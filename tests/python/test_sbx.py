@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import dataclasses
 import errno
 import fcntl
 import os
@@ -43,7 +44,7 @@ if PYDIR not in sys.path:
     sys.path.insert(0, PYDIR)
 
 import sbx  # noqa: E402
-from sbx import _lib  # noqa: E402
+from sbx import _client, _lib  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
 
@@ -224,6 +225,50 @@ class LayoutTest(unittest.TestCase):
                                  f"offsetof(struct {cname}, {fname})")
                 checked += 1
         self.assertGreater(checked, 150)
+
+    def _limit_table(self) -> List[Tuple[str, int, str]]:
+        """(field, bit, type) of each row of SBX_LIMIT_TABLE (client/libsbx_limit_table.h),
+        in its order, as the C compiler expands it."""
+        cc = shutil.which("cc") or shutil.which("gcc")
+        self.assertIsNotNone(cc, "a C compiler is needed to read the table (build-essential)")
+        src_text = "\n".join([
+            "#include <stdio.h>",
+            '#include "libsbx_limit_table.h"',
+            "#define ROW(bit, name, field, type, ...) "
+            'printf("%s %u %s\\n", #field, (unsigned)(bit), #type);',
+            "int main(void) { SBX_LIMIT_TABLE(ROW) return 0; }",
+        ])
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "limits.c"), os.path.join(d, "limits")
+            with open(src, "w") as f:
+                f.write(src_text)
+            subprocess.run([cc, "-I", os.path.join(ROOT, "client"), "-o", exe, src], check=True)
+            out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+        rows = [line.split(" ") for line in out.splitlines()]
+        return [(field, int(bit), ctype) for field, bit, ctype in rows]
+
+    def test_limits_match_the_table(self) -> None:
+        """The binding's limits (LIMITS, ResourceLimits, the Limits struct) are the table's,
+        in its order, with its bits and a Python type for each C type."""
+        py_type = {"U64": int, "U32": int, "DOUBLE": float, "BOOL": bool}
+        table = self._limit_table()
+        self.assertEqual(len(table), 12)
+        self.assertEqual([(f, bit, py_type[t]) for f, bit, t in table], _lib.LIMITS)
+        fields = [f for f, _bit, _t in table]
+        self.assertEqual([f.name for f in dataclasses.fields(sbx.ResourceLimits)], fields)
+        self.assertEqual([name for name, _t in _lib.Limits._fields_][1:], fields)
+
+    def test_limits_round_trip(self) -> None:
+        """Each limit crosses to the C struct and back through LIMITS, unset ones as None."""
+        every = sbx.ResourceLimits(memory_bytes=1 << 30, cpu_seconds=1.5, cpu_percent=50,
+                                   processes=9, file_size_bytes=0, open_files=64,
+                                   core_dumps=True, tmp_bytes=1 << 20, commands=2,
+                                   queued_commands=0, disk_bytes=1 << 31, disk_inodes=100)
+        for limits in (every, sbx.ResourceLimits(), sbx.ResourceLimits(core_dumps=False)):
+            pol = _lib.Policy()
+            keep: List[object] = []
+            _client._policy_to_c(sbx.SandboxPolicy(limits=limits), pol, keep)
+            self.assertEqual(_client._policy_from_c(pol).limits, limits)
 
     def test_self_check_catches_a_mismatch(self) -> None:
         lib = _lib.lib()  # the real check passed on load

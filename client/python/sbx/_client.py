@@ -145,42 +145,11 @@ def _policy_to_c(p: SandboxPolicy, out: L.Policy, keep: List[Any]) -> None:
     lim = p.limits or ResourceLimits()
     cl = out.limits
     cl.set = 0
-    if lim.memory_bytes is not None:
-        cl.set |= L.LIMIT_MEMORY
-        cl.memory_bytes = int(lim.memory_bytes)
-    if lim.cpu_seconds is not None:
-        cl.set |= L.LIMIT_CPU_SECONDS
-        cl.cpu_seconds = float(lim.cpu_seconds)
-    if lim.cpu_percent is not None:
-        cl.set |= L.LIMIT_CPU_PERCENT
-        cl.cpu_percent = int(lim.cpu_percent)
-    if lim.processes is not None:
-        cl.set |= L.LIMIT_PROCESSES
-        cl.processes = int(lim.processes)
-    if lim.file_size_bytes is not None:
-        cl.set |= L.LIMIT_FILE_SIZE
-        cl.file_size_bytes = int(lim.file_size_bytes)
-    if lim.open_files is not None:
-        cl.set |= L.LIMIT_OPEN_FILES
-        cl.open_files = int(lim.open_files)
-    if lim.core_dumps is not None:
-        cl.set |= L.LIMIT_CORE_DUMPS
-        cl.core_dumps = 1 if lim.core_dumps else 0
-    if lim.tmp_bytes is not None:
-        cl.set |= L.LIMIT_TMP
-        cl.tmp_bytes = int(lim.tmp_bytes)
-    if lim.commands is not None:
-        cl.set |= L.LIMIT_COMMANDS
-        cl.commands = int(lim.commands)
-    if lim.queued_commands is not None:
-        cl.set |= L.LIMIT_QUEUED_COMMANDS
-        cl.queued_commands = int(lim.queued_commands)
-    if lim.disk_bytes is not None:
-        cl.set |= L.LIMIT_DISK
-        cl.disk_bytes = int(lim.disk_bytes)
-    if lim.disk_inodes is not None:
-        cl.set |= L.LIMIT_DISK_INODES
-        cl.disk_inodes = int(lim.disk_inodes)
+    for field, bit, kind in L.LIMITS:
+        value = getattr(lim, field)
+        if value is not None:
+            cl.set |= bit
+            setattr(cl, field, kind(value))
     if p.root_dir is not None:
         b = _enc(p.root_dir)
         keep.append(b)
@@ -189,10 +158,8 @@ def _policy_to_c(p: SandboxPolicy, out: L.Policy, keep: List[Any]) -> None:
 
 def _policy_from_c(c: L.Policy) -> SandboxPolicy:
     lim = c.limits
-
-    def given(bit: int, value: Any) -> Any:
-        return value if lim.set & bit else None
-
+    limits = {field: kind(getattr(lim, field)) if lim.set & bit else None
+              for field, bit, kind in L.LIMITS}
     inherit = _strv(c.inherit_environment)
     return SandboxPolicy(
         writable_paths=_strv(c.writable_paths),
@@ -201,20 +168,7 @@ def _policy_from_c(c: L.Policy) -> SandboxPolicy:
         network=NetworkMode(c.network),
         protect_defaults=bool(c.protect_defaults),
         inherit_environment=inherit if (c.inherit_environment_set or inherit) else None,
-        limits=ResourceLimits(
-            memory_bytes=given(L.LIMIT_MEMORY, int(lim.memory_bytes)),
-            cpu_seconds=given(L.LIMIT_CPU_SECONDS, float(lim.cpu_seconds)),
-            cpu_percent=given(L.LIMIT_CPU_PERCENT, int(lim.cpu_percent)),
-            processes=given(L.LIMIT_PROCESSES, int(lim.processes)),
-            file_size_bytes=given(L.LIMIT_FILE_SIZE, int(lim.file_size_bytes)),
-            open_files=given(L.LIMIT_OPEN_FILES, int(lim.open_files)),
-            core_dumps=given(L.LIMIT_CORE_DUMPS, bool(lim.core_dumps)),
-            tmp_bytes=given(L.LIMIT_TMP, int(lim.tmp_bytes)),
-            commands=given(L.LIMIT_COMMANDS, int(lim.commands)),
-            queued_commands=given(L.LIMIT_QUEUED_COMMANDS, int(lim.queued_commands)),
-            disk_bytes=given(L.LIMIT_DISK, int(lim.disk_bytes)),
-            disk_inodes=given(L.LIMIT_DISK_INODES, int(lim.disk_inodes)),
-        ),
+        limits=ResourceLimits(**limits),
         root_dir=_dec_opt(c.root_dir),
         allowed_hosts=_strv(c.allowed_hosts),
         allowed_cidrs=_strv(c.allowed_cidrs),

@@ -424,6 +424,25 @@ LIMIT_QUEUED_COMMANDS = 1 << 9
 LIMIT_DISK = 1 << 10
 LIMIT_DISK_INODES = 1 << 11
 
+# Each limit: its field (of struct sbx_limits, of Limits above and of ResourceLimits), its
+# bit of sbx_limits.set and its Python type, in the order of the one table of limits,
+# SBX_LIMIT_TABLE in client/libsbx_limit_table.h (tests/python/test_sbx.py compares the
+# two, so a limit added there and not here fails the suite).
+LIMITS = [
+    ("memory_bytes", LIMIT_MEMORY, int),
+    ("cpu_seconds", LIMIT_CPU_SECONDS, float),
+    ("cpu_percent", LIMIT_CPU_PERCENT, int),
+    ("processes", LIMIT_PROCESSES, int),
+    ("file_size_bytes", LIMIT_FILE_SIZE, int),
+    ("open_files", LIMIT_OPEN_FILES, int),
+    ("core_dumps", LIMIT_CORE_DUMPS, bool),
+    ("tmp_bytes", LIMIT_TMP, int),
+    ("commands", LIMIT_COMMANDS, int),
+    ("queued_commands", LIMIT_QUEUED_COMMANDS, int),
+    ("disk_bytes", LIMIT_DISK, int),
+    ("disk_inodes", LIMIT_DISK_INODES, int),
+]
+
 IDLE_TIMEOUT_NONE = (1 << 64) - 1  # SBX_IDLE_TIMEOUT_NONE: no idle timeout
 
 WRITE_CREATE_PARENTS = 1 << 0
