@@ -1032,7 +1032,7 @@ void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view) {
         sb->view.hidden = pathset_ref(view->hidden);
         sb->view.hidden_shared =
                 pathset_ref(view->watched_shared ? view->watched_shared : view->watched);
-        /* Placeholders are removed with the rights they were made with (policy.h); an
+        /* Placeholders are removed with the rights they were made with (placeholder.h); an
          * adopted sandbox's owner without a passwd entry has no known gid, and its are
          * left in place. */
         if (sb->owner_gid != (gid_t)-1) {
