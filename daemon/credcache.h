@@ -1,11 +1,11 @@
 /* credcache.h: the credentials of every home on the host, expanded once and shared by
  * every sandbox until the host changes.
  *
- * protect_defaults hides the credentials of protect.h under every home (/root, each
- * directory of /home, each home of /etc/passwd that is not a system directory, the
- * daemon's $HOME) and the host's own secrets. Expanding those lists means a stat of
- * each name under each home; this module does it once and keeps the result, as two
- * immutable path sets: every credential path (the guard watches them, the file
+ * protect_defaults hides the credentials of protect.h under every home (each directory
+ * of /home, each home of /etc/passwd that is not a system directory, the daemon's $HOME)
+ * and the host's own secrets (/root whole among them). Expanding those lists means a
+ * stat of each name under each home; this module does it once and keeps the result, as
+ * two immutable path sets: every credential path (the guard watches them, the file
  * operations refuse them) and those a sandbox's user could read now (hidden by a mount
  * in each view). It expands them anew when /etc/passwd, /home or the daemon's $HOME
  * changed, when the guard said a listed path or its directory changed
@@ -22,10 +22,11 @@
 struct sbxd;
 struct pathset;
 
-/* Brings the expansion up to date (expanded anew as said above) and gives its sets:
- * into *ret_all every credential path, into *ret_exposed those a sandbox's user could
- * read (either may be NULL: not wanted). They are borrowed: valid until the next call
- * into this module; pathset_ref keeps one. Returns 0, or -ENOMEM (nothing written). */
+/* Brings the expansion up to date (expanded anew when one of the changes above
+ * happened, else kept) and gives its sets: into *ret_all every credential path, into
+ * *ret_exposed those a sandbox's user could read (either may be NULL: not wanted).
+ * They are borrowed: valid until the next call into this module; pathset_ref keeps
+ * one. Returns 0, or -ENOMEM (nothing written). */
 int credcache_get(struct sbxd *d, struct pathset **ret_all, struct pathset **ret_exposed);
 
 /* A path of the shared credential list, or a directory holding one, changed on the
@@ -33,8 +34,9 @@ int credcache_get(struct sbxd *d, struct pathset **ret_all, struct pathset **ret
  * the next sandbox is set up. Called by the guard. */
 void credcache_changed(void);
 
-/* Expands the shared credential list anew now (a new home appeared); the hook
- * credcache_on_change named hears the new list. */
+/* Brings the expansion up to date now rather than at the next use: after
+ * credcache_changed (a new home appeared, say), the list is expanded anew at once and
+ * the hook credcache_on_change named hears it. */
 void credcache_refresh(struct sbxd *d);
 
 /* Who hears each new expansion of the shared credential list, all its paths (the

@@ -6,8 +6,8 @@
  * operations' picture of the view (files.c), and the shared credential list
  * (credcache.h) that every sandbox with the host's root shares. They are built with a
  * struct pathset_list, then frozen into a struct pathset that nobody changes again and
- * that each holder references. Plain memory, no locks: used on the event loop (and by
- * a file operation off it only through a reference its caller holds). No logging. */
+ * that each holder references. Plain memory and counts, no locks: the event loop's
+ * only. No logging. */
 #ifndef SBX_PATHSET_H
 #define SBX_PATHSET_H
 

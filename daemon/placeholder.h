@@ -29,10 +29,12 @@ struct placeholder_ids {
 };
 
 /* Adds to dirs and files the placeholders that the repository w (canonical; its .git
- * is a directory) gets: each part of git_dirs and git_files that is missing, or is a
- * placeholder already (one a live sandbox made, or that an earlier daemon left: made,
- * and removed, again rather than taken for the owner's). Strings allocated; an
- * allocation failure leaves one out. */
+ * is a directory) gets: each directory of .git that git would follow (hooks, info,
+ * worktrees, modules, remotes, branches) that is missing or is held here already (a
+ * live sandbox's), and each such file (commondir, config.worktree) that is missing or
+ * holds exactly a placeholder's content (a live sandbox's, or one an earlier daemon
+ * left): made, and removed, again rather than taken for the owner's. Strings
+ * allocated; an allocation failure leaves one out. */
 void placeholder_list(const char *w, struct pathset_list *dirs, struct pathset_list *files);
 
 /* The content of the placeholder file for path, or NULL when path is none. */
