@@ -99,6 +99,16 @@ static void make_file(const char *path) {
         fclose(f);
 }
 
+/* The start of a test that replaces a credential by a symlink: $HOME is the test's,
+ * the symlink's target (name) exists, its path into target (PATH_MAX), and the hook
+ * listens. */
+static void start(const char *name, char *target) {
+        home_is_tmp();
+        memcpy(target, tmp(name), strlen(tmp(name)) + 1);
+        make_file(target);
+        credcache_on_change(on_change);
+}
+
 /* A change on the host is not seen until the guard says so (or a minute has passed):
  * the same set comes back; after credcache_changed the next use expands anew. */
 START_TEST(expansion_kept_until_changed) {
@@ -108,10 +118,7 @@ START_TEST(expansion_kept_until_changed) {
         char target[PATH_MAX];
         unsigned tries, heard_first = 0;
 
-        home_is_tmp();
-        memcpy(target, tmp("netrc-target"), strlen(tmp("netrc-target")) + 1);
-        make_file(target);
-        credcache_on_change(on_change);
+        start("netrc-target", target);
         for (tries = 0;; tries++) {
                 ck_assert_uint_lt(tries, 50);
                 (void)unlink(tmp(".netrc"));
@@ -153,10 +160,7 @@ START_TEST(refresh_tells_the_hook) {
         unsigned tries, heard_first = 0;
         char target[PATH_MAX];
 
-        home_is_tmp();
-        memcpy(target, tmp("git-credentials-target"), strlen(tmp("git-credentials-target")) + 1);
-        make_file(target);
-        credcache_on_change(on_change);
+        start("git-credentials-target", target);
         for (tries = 0;; tries++) {
                 ck_assert_uint_lt(tries, 50);
                 (void)unlink(tmp(".git-credentials"));
