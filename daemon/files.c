@@ -15,7 +15,7 @@
  * CAP_SYS_PTRACE over /proc) and new files belong to the sandbox user. These are
  * per-thread credentials, changed with raw system calls (creds.h): the work a huge tree
  * makes long (a recursive remove; reading and describing a directory) is opened on the
- * loop and then done on a worker thread of rpc.c's (offload.h), which takes the same
+ * loop and then done on a worker thread of rpc_files.c's (offload.h), which takes the same
  * credentials for itself and is given nothing of the sandbox but descriptors opened on
  * the loop and copies (the hidden mounts, the user). In rootless mode the daemon's own
  * uid is the sandbox user.
@@ -33,7 +33,7 @@
  * symlinks and ".." that lead there. A sandbox is seen through its struct sandbox_view
  * (sandbox_view.h), never the whole struct sandbox; what is kept between calls (the
  * hiding mounts, found once per view generation) lives in that view's files_cache and
- * goes with the sandbox. Called by rpc.c. */
+ * goes with the sandbox. Called by rpc_files.c. */
 #include "files.h"
 
 #include <dirent.h>

@@ -18,13 +18,15 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "credcache.h"
 #include "log.h"
+#include "pathset.h"
 #include "policy.h"
 #include "sandbox_view.h"
 #include "sbxd.h"
 
 /* IN_ATTRIB: a listed credential (or its directory) whose permissions change may
- * become readable to sandboxes: the shared list is looked at again (policy.h). */
+ * become readable to sandboxes: the shared list is looked at again (credcache.h). */
 #define GUARD_EVENTS                                                                               \
         (IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
@@ -349,15 +351,15 @@ static void on_events(uv_poll_t *p, int status, int events) {
                         if (ev->mask & IN_Q_OVERFLOW) {
                                 log_warning("the guard's event queue overflowed: looking at every "
                                             "watched path again");
-                                policy_shared_changed();
-                                policy_share_now(g->d);
+                                credcache_changed();
+                                credcache_refresh(g->d);
                                 rewatch(g, -1);
                                 continue;
                         }
                         /* A watched directory went (deleted, renamed: its watch follows the
                          * old one): its paths are watched again where they are now. */
                         if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
-                                policy_shared_changed();
+                                credcache_changed();
                                 if (ev->mask & IN_MOVE_SELF)
                                         inotify_rm_watch(g->fd, ev->wd);
                                 rewatch(g, ev->wd);
@@ -368,8 +370,8 @@ static void on_events(uv_poll_t *p, int status, int events) {
                          * sandboxes too (guard_share). */
                         if ((ev->wd == g->homes_wd && ev->len) ||
                             (ev->wd == g->etc_wd && ev->len && strcmp(ev->name, "passwd") == 0)) {
-                                policy_shared_changed();
-                                policy_share_now(g->d);
+                                credcache_changed();
+                                credcache_refresh(g->d);
                         }
                         /* Pending entries whose directory appeared go deeper first (the
                          * list changes, so one at a time, from the start). */
@@ -387,14 +389,14 @@ static void on_events(uv_poll_t *p, int status, int events) {
                                         continue;
                                 if ((ev->mask & IN_ATTRIB) && !gp->sv &&
                                     (!ev->len || strcmp(gp->name, ev->name) == 0))
-                                        policy_shared_changed();
+                                        credcache_changed();
                                 if (!(ev->mask & (IN_CREATE | IN_MOVED_TO)) ||
                                     !(ev->len && strcmp(gp->name, ev->name) == 0))
                                         continue;
                                 if (gp->sv) {
                                         check(g, gp->sv, gp);
                                 } else {
-                                        policy_shared_changed();
+                                        credcache_changed();
                                         check_shared(g, gp);
                                 }
                         }
@@ -406,7 +408,7 @@ int guard_start(struct sbxd *d, const char *init_path) {
         struct guard *g = calloc(1, sizeof(*g));
         int r;
 
-        policy_on_shared(NULL);
+        credcache_on_change(NULL);
         if (!g)
                 return -ENOMEM;
         g->d = d;
@@ -425,7 +427,7 @@ int guard_start(struct sbxd *d, const char *init_path) {
         uv_poll_start(&g->poll, UV_READABLE, on_events);
         uv_unref((uv_handle_t *)&g->poll); /* it never keeps the loop alive */
         d->guard = g;
-        policy_on_shared(guard_share);
+        credcache_on_change(guard_share);
         return 0;
 fail:
         if (g->fd >= 0)
@@ -621,7 +623,7 @@ static void advance(struct guard *g, struct guard_path *old) {
         if (gp->sv) {
                 check(g, gp->sv, gp);
         } else {
-                policy_shared_changed();
+                credcache_changed();
                 check_shared(g, gp);
         }
 }

@@ -39,7 +39,7 @@ int guard_start(struct sbxd *d, const char *init_path);
 void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
                  const char *root, char *const *denied_write, size_t n_denied_write);
 
-/* Watches every path of set, the shared credential list (policy.h), for the sandboxes
+/* Watches every path of set, the shared credential list (credcache.h), for the sandboxes
  * that keep it hidden: when the list is expanded anew (a new home, say), its new paths
  * are watched for the sandboxes made before too. */
 struct pathset;

@@ -19,7 +19,7 @@
  * system that was unmounted lazily writes back for seconds when it goes). Then its done
  * callback runs on the loop, always, and the job is its owner's again.
  *
- * Called by the request layer (rpc.c) on the loop thread; the state lives in struct
+ * Called by the request layer (rpc_files.c) on the loop thread; the state lives in struct
  * sbxd (offload), made at the first job and freed after the last one. No logging. */
 #ifndef SBX_OFFLOAD_H
 #define SBX_OFFLOAD_H

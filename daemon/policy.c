@@ -4,35 +4,31 @@
  * lifetime capped, the host paths opened with the caller's rights and canonical (a
  * write is judged by where it lands), every bound checked. It is recorded with the
  * sandbox and reported back to clients. The view (what is hidden and read-only) is
- * built from it when the sandbox is set up; the credentials of protect.h are expanded
- * for every home once, and again only when /etc/passwd, /home or the daemon's $HOME
- * change; placeholders made in writable repositories are counted by the sandboxes that
- * hold them and removed with the last. Called by the sandbox modules (sandbox.c,
- * warm.c, recover.c, sbxtab.c) and the guard (guard.c); tests/check_policy.c calls
- * it directly. */
+ * built from it when the sandbox is set up, from the shared expansion of the
+ * credentials of protect.h (credcache.h) and the placeholders of writable repositories
+ * (placeholder.h). Called by the sandbox modules (sandbox.c, warm.c, sbxtab.c);
+ * tests/check_policy.c calls it directly. */
 #include "policy.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <glob.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bounds.h"
 #include "cgroup.h"
-#include "creds.h"
+#include "credcache.h"
 #include "egress.h"
 #include "egressrule.h"
 #include "disk.h"
+#include "etcpasswd.h"
 #include "init/user.h"
+#include "pathset.h"
+#include "placeholder.h"
 #include "protect.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
@@ -62,297 +58,6 @@ static const char *const default_env[] = {"USER=" USER_NAME, "LOGNAME=" USER_NAM
 /* The most uids, and the most gids, a sandbox may be shared with (check_lists). */
 #define SHARE_MAX 64u
 
-/* Home directories that are system directories: nobody's credentials live there, and
- * watching them would only cost (sync's home is /bin, nobody's /nonexistent). */
-static const char *const system_dirs[] = {"/",         "/bin", "/sbin", "/usr", "/usr/bin",
-                                          "/usr/sbin", "/dev", "/proc", "/sys", "/run",
-                                          "/var/run",  "/tmp", "/etc",  "/var", "/root"};
-
-/* The parts of a repository's .git that git would follow if sandboxed code created
- * them: made when missing (placeholders, owned by the owner) so that they can be kept
- * read-only like the rest, and removed when the last sandbox using them has ended.
- * Empty directories mean nothing to git; a commondir of "." names the repository's own
- * git directory (git reads it and goes on exactly as without it) and an empty
- * config.worktree adds no setting. */
-static const char *const git_dirs[] = {"hooks",   "info",    "worktrees",
-                                       "modules", "remotes", "branches"};
-static const struct {
-        const char *name, *content;
-} git_files[] = {{"commondir", ".\n"}, {"config.worktree", ""}};
-
-/* The content of the placeholder file for path, or NULL when path is none. */
-static const char *placeholder_content(const char *path) {
-        const char *base = strrchr(path, '/');
-        size_t i;
-
-        for (i = 0; base && i < PROTECT_N(git_files); i++)
-                if (strcmp(base + 1, git_files[i].name) == 0)
-                        return git_files[i].content;
-        return NULL;
-}
-
-/* 1 when the entry name of the directory dfd is a regular file with one link holding
- * exactly content (a placeholder of ours, made by this daemon or an earlier one). */
-static int holds_exactly_at(int dfd, const char *name, const char *content) {
-        char buf[16];
-        ssize_t n;
-        int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        struct stat st;
-
-        if (fd < 0)
-                return 0;
-        n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1
-                    ? read(fd, buf, sizeof(buf))
-                    : -1;
-        close(fd);
-        return n >= 0 && (size_t)n == strlen(content) && memcmp(buf, content, (size_t)n) == 0;
-}
-
-/* Opens the directory holding path (its last component into *ret_name) without
- * following any symlink on the way. The descriptor, or -errno. */
-static int open_parent(const char *path, const char **ret_name) {
-        struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                               .resolve = RESOLVE_NO_SYMLINKS};
-        char dir[PATH_MAX];
-        const char *base = strrchr(path, '/');
-        int fd;
-
-        if (!base || base == path || (size_t)(base - path) >= sizeof(dir))
-                return -EINVAL;
-        memcpy(dir, path, (size_t)(base - path));
-        dir[base - path] = '\0';
-        fd = (int)syscall(SYS_openat2, AT_FDCWD, dir, &how, sizeof(how));
-        if (fd < 0)
-                return -errno;
-        *ret_name = base + 1;
-        return fd;
-}
-
-static int holds_exactly(const char *path, const char *content) {
-        const char *name;
-        int dfd = open_parent(path, &name), r;
-
-        if (dfd < 0)
-                return 0;
-        r = holds_exactly_at(dfd, name, content);
-        close(dfd);
-        return r;
-}
-
-/* ---- placeholders: made in writable repositories, removed with the last user ------------- */
-
-/* One placeholder, the live sandboxes whose view keeps it, and whose it is (the ids
- * the first made it with: it is removed with their rights). */
-struct placeholder {
-        struct placeholder *next;
-        char *path;
-        unsigned refs;
-        uid_t uid;
-        gid_t gid;
-};
-
-static struct placeholder *placeholders;
-
-static struct placeholder *placeholder_find(const char *path) {
-        struct placeholder *ph;
-        for (ph = placeholders; ph; ph = ph->next)
-                if (strcmp(ph->path, path) == 0)
-                        return ph;
-        return NULL;
-}
-
-/* One entry of /etc/passwd, pointing into the line read. */
-struct passwd_entry {
-        uid_t uid;
-        gid_t gid;
-        const char *home;
-};
-
-/* The next well-formed entry of f, an /etc/passwd read as a file (no NSS lookup that
- * could block the loop on a network), into *e; *line and *cap as getline's. 1, or 0 at
- * the end. */
-static int passwd_next(FILE *f, char **line, size_t *cap, struct passwd_entry *e) {
-        while (f && getline(line, cap, f) > 0) {
-                /* name:passwd:uid:gid:gecos:home:shell */
-                char *field[7], *p = *line, *end;
-                unsigned long u, g;
-                int i;
-                for (i = 0; i < 7 && p; i++) {
-                        field[i] = p;
-                        p = strchr(p, ':');
-                        if (p)
-                                *p++ = '\0';
-                }
-                if (i < 6)
-                        continue;
-                u = strtoul(field[2], &end, 10);
-                if (!field[2][0] || *end || u >= (uid_t)-1)
-                        continue;
-                g = strtoul(field[3], &end, 10);
-                if (!field[3][0] || *end || g >= (gid_t)-1)
-                        continue;
-                e->uid = (uid_t)u;
-                e->gid = (gid_t)g;
-                e->home = field[5];
-                return 1;
-        }
-        return 0;
-}
-
-gid_t policy_passwd_gid(uid_t uid) {
-        FILE *f = fopen("/etc/passwd", "re");
-        struct passwd_entry e;
-        char *line = NULL;
-        size_t cap = 0;
-        gid_t gid = (gid_t)-1;
-
-        while (gid == (gid_t)-1 && passwd_next(f, &line, &cap, &e))
-                if (e.uid == uid)
-                        gid = e.gid;
-        free(line);
-        if (f)
-                fclose(f);
-        return gid;
-}
-
-/* Holds the placeholders of made, made with the ids as (one per path; NULL: owner's). */
-static void hold_made(const struct pathset *made, const struct policy_ids *as,
-                      struct policy_ids owner) {
-        size_t i;
-
-        for (i = 0; made && i < made->n; i++) {
-                struct placeholder *ph = placeholder_find(made->v[i]);
-                if (!ph && (ph = calloc(1, sizeof(*ph))) && !(ph->path = strdup(made->v[i]))) {
-                        free(ph);
-                        ph = NULL;
-                }
-                if (!ph)
-                        continue; /* out of memory: it stays on the host, harmless */
-                if (!ph->refs++) {
-                        ph->uid = as ? as[i].uid : owner.uid;
-                        ph->gid = as ? as[i].gid : owner.gid;
-                        ph->next = placeholders;
-                        placeholders = ph;
-                }
-        }
-}
-
-void policy_hold_made(const struct policy_view *view, uid_t owner_uid, gid_t owner_gid) {
-        const struct policy_ids owner = {owner_uid, owner_gid};
-
-        hold_made(view->made_dirs, view->made_dirs_as, owner);
-        hold_made(view->made_files, view->made_files_as, owner);
-}
-
-/* Removes the placeholder ph from the host when it is still one (an empty directory,
- * or a file with its content and one link), with the rights it was made with (root's
- * are root's, as in hostpath.c), through its directory opened without following
- * symlinks: whatever the host did to the repository meanwhile, this never removes
- * anything they could not. */
-static void remove_placeholder(const struct placeholder *ph) {
-        const char *content = placeholder_content(ph->path), *name;
-        struct creds cr = {0};
-        int dfd;
-
-        if ((ph->uid == 0 || creds_enter(&cr, ph->uid, ph->gid, NULL, 0) == 0) &&
-            (dfd = open_parent(ph->path, &name)) >= 0) {
-                if (!content)
-                        (void)unlinkat(dfd, name, AT_REMOVEDIR); /* fails unless empty */
-                else if (holds_exactly_at(dfd, name, content))
-                        (void)unlinkat(dfd, name, 0);
-                close(dfd);
-        }
-        creds_leave(&cr);
-}
-
-void policy_release_made(const struct pathset *made) {
-        size_t i;
-
-        for (i = 0; made && i < made->n; i++) {
-                struct placeholder **pp, *ph;
-                for (pp = &placeholders; (ph = *pp); pp = &ph->next)
-                        if (strcmp(ph->path, made->v[i]) == 0)
-                                break;
-                if (!ph || --ph->refs > 0)
-                        continue;
-                *pp = ph->next;
-                remove_placeholder(ph);
-                free(ph->path);
-                free(ph);
-        }
-}
-
-/* ---- growable string lists ----------------------------------------------------------- */
-
-struct strs {
-        char **v;
-        size_t n, cap;
-};
-
-/* Appends str (taken over; NULL is an allocation failure). Returns str or NULL. */
-static char *strs_add(struct strs *s, char *str) {
-        if (!str)
-                return NULL;
-        if (s->n == s->cap) {
-                size_t nc = s->cap ? s->cap * 2 : 16;
-                char **nv = realloc(s->v, nc * sizeof(*nv));
-                if (!nv) {
-                        free(str);
-                        return NULL;
-                }
-                s->v = nv;
-                s->cap = nc;
-        }
-        s->v[s->n++] = str;
-        return str;
-}
-
-static int strs_has(const struct strs *s, const char *str) {
-        size_t i;
-        for (i = 0; i < s->n; i++)
-                if (strcmp(s->v[i], str) == 0)
-                        return 1;
-        return 0;
-}
-
-static void strs_free(struct strs *s) {
-        size_t i;
-        for (i = 0; i < s->n; i++)
-                free(s->v[i]);
-        free(s->v);
-        memset(s, 0, sizeof(*s));
-}
-
-/* Freezes s into a pathset (s is emptied). NULL when out of memory. */
-static struct pathset *strs_freeze(struct strs *s) {
-        struct pathset *p = calloc(1, sizeof(*p));
-        if (!p) {
-                strs_free(s);
-                return NULL;
-        }
-        p->refs = 1;
-        p->n = s->n;
-        p->v = s->v;
-        memset(s, 0, sizeof(*s));
-        return p;
-}
-
-struct pathset *pathset_ref(struct pathset *s) {
-        if (s)
-                s->refs++;
-        return s;
-}
-
-void pathset_unref(struct pathset *s) {
-        size_t i;
-        if (!s || --s->refs > 0)
-                return;
-        for (i = 0; i < s->n; i++)
-                free(s->v[i]);
-        free(s->v);
-        free(s);
-}
-
 /* 1 when p is dir or lies below it (both canonical). */
 static int at_or_below(const char *dir, const char *p) {
         size_t n = strlen(dir);
@@ -373,231 +78,6 @@ static char *view_of(const char *root, const char *p) {
         return strdup(p[n] ? p + n : "/");
 }
 
-/* ---- the credentials of every home, shared ---------------------------------------------- */
-
-/* How long an expansion of the credential list is used before the host is looked at
- * again, at most: homes are checked at every use, and the guard says when a listed
- * path or its directory changes (policy_shared_changed); this is a backstop. */
-#define SHARED_MAX_AGE_MS 60000
-
-/* The expanded protect_home_secrets and protect_host_secrets, and what they were
- * expanded from: all (the guard watches them, the file operations refuse them) and
- * exposed, those a sandbox's user could read now (hidden by a mount in each view). */
-static struct {
-        struct pathset *all, *exposed;
-        struct stat passwd, home;
-        char *env_home;
-        struct timespec built;
-        int rootless;
-        int stale; /* the guard saw a listed path or its directory change */
-} shared;
-
-static policy_shared_cb on_shared;
-
-void policy_on_shared(policy_shared_cb cb) {
-        on_shared = cb;
-}
-
-void policy_shared_changed(void) {
-        shared.stale = 1;
-}
-
-static int shared_secrets(struct sbxd *d);
-
-void policy_share_now(struct sbxd *d) {
-        (void)shared_secrets(d);
-}
-
-static int same_stat(const struct stat *a, const struct stat *b) {
-        return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-               a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
-/* Whether the user of a sandbox could read path (canonical, existing): in root mode a
- * user of no group of the host's, so every directory on the way must let others
- * search it and the object let others read (or search) it; rootless, the daemon's own
- * user, asked of the kernel. A path no command can read needs no mount over it (the
- * guard still watches it, and covers it if the host replaces it). */
-static int exposed(const char *path, int rootless) {
-        char p[PATH_MAX];
-        struct stat st;
-        size_t i, n = strlen(path);
-
-        if (rootless)
-                return access(path, R_OK) == 0 ||
-                       (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && access(path, X_OK) == 0);
-        if (n >= sizeof(p))
-                return 1;
-        for (i = 1; i <= n; i++) {
-                if (path[i] != '/' && path[i] != '\0')
-                        continue;
-                memcpy(p, path, i);
-                p[i] = '\0';
-                if (stat(p, &st) < 0)
-                        return 1; /* cannot tell: hide it */
-                if (path[i] == '/' && !(st.st_mode & S_IXOTH))
-                        return 0;
-        }
-        return (st.st_mode & S_IROTH) || (S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH));
-}
-
-/* Adds path to all: an existing one (a symlink by its target, which is what a mount
- * on it covers and what a process reading it reaches; also to exposed when a sandbox
- * could read it, or always), or a missing one (the guard hides it when it appears). */
-static void add_secret(struct strs *all, struct strs *exp, const char *path, int rootless,
-                       int always) {
-        struct stat st;
-        char *real;
-
-        if (lstat(path, &st) < 0) {
-                if (errno == ENOENT && !strs_has(all, path))
-                        strs_add(all, strdup(path));
-                return;
-        }
-        real = S_ISLNK(st.st_mode) ? realpath(path, NULL) : strdup(path);
-        if (!real || strs_has(all, real)) {
-                free(real);
-                return;
-        }
-        if (always || exposed(real, rootless))
-                strs_add(exp, strdup(real));
-        strs_add(all, real);
-}
-
-/* The host's own secrets: hidden whether a sandbox could read them or not (/root and
- * /run read as empty, as documented). */
-static void add_secret_glob(struct strs *all, struct strs *exp, const char *pattern, int rootless) {
-        glob_t g;
-        size_t i;
-        if (!strpbrk(pattern, "*?[")) {
-                add_secret(all, exp, pattern, rootless, 1);
-                return;
-        }
-        if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
-                return;
-        for (i = 0; i < g.gl_pathc; i++)
-                add_secret(all, exp, g.gl_pathv[i], rootless, 1);
-        globfree(&g);
-}
-
-/* Adds home to homes when it is an existing directory that is not a system one. */
-static void add_home(struct strs *homes, const char *home) {
-        struct stat st;
-        char *real;
-        size_t i;
-
-        if (!home || home[0] != '/' || stat(home, &st) < 0 || !S_ISDIR(st.st_mode))
-                return;
-        real = realpath(home, NULL);
-        if (!real)
-                return;
-        for (i = 0; i < PROTECT_N(system_dirs); i++)
-                if (strcmp(real, system_dirs[i]) == 0) {
-                        free(real);
-                        return;
-                }
-        if (strs_has(homes, real))
-                free(real);
-        else
-                strs_add(homes, real);
-}
-
-/* Every home directory: those in /home, those /etc/passwd names (read as a file:
- * no NSS lookup that could block the loop on a network), and the daemon's $HOME. */
-static void find_homes(struct strs *homes) {
-        FILE *f = fopen("/etc/passwd", "re");
-        struct passwd_entry e;
-        char *line = NULL;
-        size_t cap = 0;
-        DIR *dir;
-        struct dirent *de;
-
-        dir = opendir("/home");
-        while (dir && (de = readdir(dir))) {
-                char p[PATH_MAX];
-                if (de->d_name[0] == '.')
-                        continue;
-                snprintf(p, sizeof(p), "/home/%s", de->d_name);
-                add_home(homes, p);
-        }
-        if (dir)
-                closedir(dir);
-        while (passwd_next(f, &line, &cap, &e))
-                add_home(homes, e.home);
-        free(line);
-        if (f)
-                fclose(f);
-        add_home(homes, getenv("HOME"));
-}
-
-static int same_set(const struct pathset *a, const struct strs *b) {
-        size_t i;
-        if (!a || a->n != b->n)
-                return 0;
-        for (i = 0; i < b->n; i++)
-                if (strcmp(a->v[i], b->v[i]) != 0)
-                        return 0;
-        return 1;
-}
-
-/* Replaces *set with s unless it holds the same paths (then s is freed): sandboxes
- * that share a set share its guard watches and its warm pool key. */
-static void replace_set(struct pathset **set, struct strs *s) {
-        if (same_set(*set, s)) {
-                strs_free(s);
-                return;
-        }
-        pathset_unref(*set);
-        *set = strs_freeze(s);
-}
-
-/* Brings the shared sets up to date: rebuilt when /etc/passwd, /home or $HOME changed
- * or the last build is older than SHARED_MAX_AGE_MS. Returns 0 or -ENOMEM. */
-static int shared_secrets(struct sbxd *d) {
-        struct stat pw, hm;
-        struct timespec now;
-        const char *env_home = getenv("HOME");
-        struct strs all = {0}, exp = {0}, homes = {0};
-        int rootless = d->features.rootless;
-        size_t i, j;
-
-        memset(&pw, 0, sizeof(pw));
-        memset(&hm, 0, sizeof(hm));
-        (void)stat("/etc/passwd", &pw);
-        (void)stat("/home", &hm);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (shared.all && shared.exposed && !shared.stale && same_stat(&pw, &shared.passwd) &&
-            same_stat(&hm, &shared.home) && shared.rootless == rootless &&
-            strcmp(env_home ? env_home : "", shared.env_home ? shared.env_home : "") == 0 &&
-            (now.tv_sec - shared.built.tv_sec) * 1000 +
-                            (now.tv_nsec - shared.built.tv_nsec) / 1000000 <
-                    SHARED_MAX_AGE_MS)
-                return 0;
-        for (i = 0; i < PROTECT_N(protect_host_secrets); i++)
-                add_secret_glob(&all, &exp, protect_host_secrets[i], rootless);
-        find_homes(&homes);
-        for (i = 0; i < homes.n; i++)
-                for (j = 0; j < PROTECT_N(protect_home_secrets); j++) {
-                        char p[PATH_MAX];
-                        snprintf(p, sizeof(p), "%s/%s", homes.v[i], protect_home_secrets[j]);
-                        add_secret(&all, &exp, p, rootless, 0);
-                }
-        strs_free(&homes);
-        replace_set(&shared.all, &all);
-        replace_set(&shared.exposed, &exp);
-        shared.passwd = pw;
-        shared.home = hm;
-        shared.built = now;
-        shared.rootless = rootless;
-        shared.stale = 0;
-        /* Sandboxes made before keep the new paths hidden too. */
-        if (on_shared)
-                on_shared(d, shared.all);
-        free(shared.env_home);
-        shared.env_home = env_home ? strdup(env_home) : NULL;
-        return shared.all && shared.exposed ? 0 : -ENOMEM;
-}
-
 /* ---- the view --------------------------------------------------------------------------- */
 
 void policy_view_clear(struct policy_view *v) {
@@ -614,12 +94,12 @@ void policy_view_clear(struct policy_view *v) {
 }
 
 /* Adds the view path of each host path of list that is in the view of root. */
-static void add_translated(struct strs *s, const char *root, char *const *list, size_t n) {
+static void add_translated(struct pathset_list *s, const char *root, char *const *list, size_t n) {
         size_t i;
         for (i = 0; i < n; i++) {
                 char *v = view_of(root, list[i]);
-                if (v && strcmp(v, "/") != 0 && !strs_has(s, v))
-                        strs_add(s, v);
+                if (v && strcmp(v, "/") != 0 && !pathset_list_has(s, v))
+                        pathset_list_add(s, v);
                 else
                         free(v);
         }
@@ -628,41 +108,32 @@ static void add_translated(struct strs *s, const char *root, char *const *list, 
 /* The protected names of one writable path w (canonical): those that exist are kept
  * read-only; in a repository (.git a directory, whatever it holds: sandboxed code may
  * have emptied it), the parts git would follow are made when missing and kept
- * read-only too (placeholders, see git_dirs). A placeholder that a live sandbox made,
- * or that an earlier daemon left, is made (and removed) again rather than taken for
- * the owner's. */
-static void add_protected(const char *w, struct strs *prot, struct strs *dirs, struct strs *files) {
+ * read-only too (placeholders, see placeholder.h). A placeholder that a live sandbox
+ * made, or that an earlier daemon left, is made (and removed) again rather than taken
+ * for the owner's. */
+static void add_protected(const char *w, struct pathset_list *prot, struct pathset_list *dirs,
+                          struct pathset_list *files) {
         char p[PATH_MAX];
         struct stat st;
         size_t i;
 
         snprintf(p, sizeof(p), "%s/.git", w);
         if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-                for (i = 0; i < PROTECT_N(git_dirs); i++) {
-                        snprintf(p, sizeof(p), "%s/.git/%s", w, git_dirs[i]);
-                        if ((lstat(p, &st) < 0 && errno == ENOENT) || placeholder_find(p))
-                                strs_add(dirs, strdup(p));
-                }
-                for (i = 0; i < PROTECT_N(git_files); i++) {
-                        snprintf(p, sizeof(p), "%s/.git/%s", w, git_files[i].name);
-                        if ((lstat(p, &st) < 0 && errno == ENOENT) ||
-                            holds_exactly(p, git_files[i].content))
-                                strs_add(files, strdup(p));
-                }
+                placeholder_list(w, dirs, files);
         } else if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
                 /* A worktree's or a submodule's "gitdir: PATH" file: where git goes. */
-                strs_add(prot, strdup(p));
+                pathset_list_add(prot, strdup(p));
         }
         for (i = 0; i < PROTECT_N(protect_writable_names); i++) {
                 snprintf(p, sizeof(p), "%s/%s", w, protect_writable_names[i]);
-                if (lstat(p, &st) == 0 && !S_ISLNK(st.st_mode) && !strs_has(dirs, p) &&
-                    !strs_has(files, p))
-                        strs_add(prot, strdup(p));
+                if (lstat(p, &st) == 0 && !S_ISLNK(st.st_mode) && !pathset_list_has(dirs, p) &&
+                    !pathset_list_has(files, p))
+                        pathset_list_add(prot, strdup(p));
         }
 }
 
 /* The daemon's directories (hostpath.h), hidden in every sandbox whatever its policy. */
-static void add_daemons(struct sbxd *d, struct strs *s, const char *root) {
+static void add_daemons(struct sbxd *d, struct pathset_list *s, const char *root) {
         char *dirs[2] = {NULL, NULL};
         size_t n = hostpath_daemons(d, dirs);
 
@@ -674,52 +145,52 @@ static void add_daemons(struct sbxd *d, struct strs *s, const char *root) {
 int policy_view_build(struct sbxd *d, const Sbx__V1__CreateSandbox *spec, struct policy_view *ret) {
         const Sbx__V1__Policy *pol = spec->policy;
         const char *root = pol && pol->root_dir && pol->root_dir[0] ? pol->root_dir : "/";
-        struct strs hidden = {0}, watched = {0}, prot = {0}, dirs = {0}, files = {0};
+        struct pathset_list hidden = {0}, watched = {0}, prot = {0}, dirs = {0}, files = {0};
+        struct pathset *all = NULL, *exposed = NULL;
         size_t i, j;
 
         memset(ret, 0, sizeof(*ret));
         add_daemons(d, &hidden, root);
         for (i = 0; pol && i < pol->n_denied_read_paths; i++)
-                if (!strs_has(&hidden, pol->denied_read_paths[i]))
-                        strs_add(&hidden, strdup(pol->denied_read_paths[i]));
+                if (!pathset_list_has(&hidden, pol->denied_read_paths[i]))
+                        pathset_list_add(&hidden, strdup(pol->denied_read_paths[i]));
         if (pol && pol->protect_defaults) {
-                if (shared_secrets(d) < 0)
+                if (credcache_get(d, &all, &exposed) < 0)
                         goto oom;
                 if (strcmp(root, "/") == 0) {
-                        ret->hidden_shared = pathset_ref(shared.exposed);
-                        ret->watched_shared = pathset_ref(shared.all);
+                        ret->hidden_shared = pathset_ref(exposed);
+                        ret->watched_shared = pathset_ref(all);
                 } else {
                         /* Below a root_dir: the same paths in its view, watched there. */
-                        add_translated(&hidden, root, shared.exposed->v, shared.exposed->n);
-                        add_translated(&watched, root, shared.all->v, shared.all->n);
+                        add_translated(&hidden, root, exposed->v, exposed->n);
+                        add_translated(&watched, root, all->v, all->n);
                 }
                 for (i = 0; i < pol->n_writable_paths; i++) {
                         const char *w = pol->writable_paths[i];
                         struct stat st;
                         /* Inside a writable path the sandbox acts as its owner (idmapped):
                          * every credential there is hidden, readable by others or not. */
-                        for (j = 0; j < shared.all->n; j++)
-                                if (at_or_below(w, shared.all->v[j]) &&
-                                    lstat(shared.all->v[j], &st) == 0 &&
-                                    !strs_has(&hidden, shared.all->v[j]))
-                                        strs_add(&hidden, strdup(shared.all->v[j]));
+                        for (j = 0; j < all->n; j++)
+                                if (at_or_below(w, all->v[j]) && lstat(all->v[j], &st) == 0 &&
+                                    !pathset_list_has(&hidden, all->v[j]))
+                                        pathset_list_add(&hidden, strdup(all->v[j]));
                         add_protected(w, &prot, &dirs, &files);
                 }
         }
-        ret->hidden = strs_freeze(&hidden);
-        ret->watched = strs_freeze(&watched);
-        ret->protected_paths = strs_freeze(&prot);
-        ret->made_dirs = strs_freeze(&dirs);
-        ret->made_files = strs_freeze(&files);
+        ret->hidden = pathset_freeze(&hidden);
+        ret->watched = pathset_freeze(&watched);
+        ret->protected_paths = pathset_freeze(&prot);
+        ret->made_dirs = pathset_freeze(&dirs);
+        ret->made_files = pathset_freeze(&files);
         if (ret->hidden && ret->watched && ret->protected_paths && ret->made_dirs &&
             ret->made_files)
                 return 0;
 oom:
-        strs_free(&hidden);
-        strs_free(&watched);
-        strs_free(&prot);
-        strs_free(&dirs);
-        strs_free(&files);
+        pathset_list_free(&hidden);
+        pathset_list_free(&watched);
+        pathset_list_free(&prot);
+        pathset_list_free(&dirs);
+        pathset_list_free(&files);
         policy_view_clear(ret);
         return -ENOMEM;
 }
@@ -759,7 +230,7 @@ static int check_count(const char *what, size_t n, char *err, size_t errlen) {
  * does not exist, is kept as given: nothing of it is revealed). With a root_dir they
  * name paths of the view and are kept as given. */
 static int resolve_denied(struct sbxd *d, const struct caller *k, const char *what, int host_root,
-                          char **in, size_t n, struct strs *arena, char ***ret, char *err,
+                          char **in, size_t n, struct pathset_list *arena, char ***ret, char *err,
                           size_t errlen) {
         char **out;
         size_t i;
@@ -768,7 +239,7 @@ static int resolve_denied(struct sbxd *d, const struct caller *k, const char *wh
         if (r < 0)
                 return r;
         out = calloc(n ? n : 1, sizeof(*out));
-        if (!out || !strs_add(arena, (char *)out))
+        if (!out || !pathset_list_add(arena, (char *)out))
                 return -ENOMEM;
         for (i = 0; i < n; i++) {
                 struct hostpath h;
@@ -785,7 +256,7 @@ static int resolve_denied(struct sbxd *d, const struct caller *k, const char *wh
                         continue;
                 r = hostpath_open(d, k, what, in[i], HOSTPATH_LOOKUP, &h, e, sizeof(e));
                 if (r == 0) {
-                        out[i] = strs_add(arena, h.path);
+                        out[i] = pathset_list_add(arena, h.path);
                         h.path = NULL;
                         if (!out[i])
                                 return -ENOMEM;
@@ -799,7 +270,7 @@ static int resolve_denied(struct sbxd *d, const struct caller *k, const char *wh
 
 /* Opens each writable path for the caller (write access) into objs. */
 static int open_writable(struct sbxd *d, const struct caller *k, Sbx__V1__Policy *pol,
-                         struct strs *arena, struct policy_objects *objs, char *err,
+                         struct pathset_list *arena, struct policy_objects *objs, char *err,
                          size_t errlen) {
         char **out;
         size_t i;
@@ -809,7 +280,7 @@ static int open_writable(struct sbxd *d, const struct caller *k, Sbx__V1__Policy
                 return r;
         out = calloc(pol->n_writable_paths + 1, sizeof(*out));
         objs->writable = calloc(pol->n_writable_paths + 1, sizeof(*objs->writable));
-        if (!out || !strs_add(arena, (char *)out) || !objs->writable)
+        if (!out || !pathset_list_add(arena, (char *)out) || !objs->writable)
                 return -ENOMEM;
         for (i = 0; i < pol->n_writable_paths; i++) {
                 struct hostpath *h = &objs->writable[objs->n_writable];
@@ -882,7 +353,8 @@ static int check_view(struct sbxd *d, const Sbx__V1__CreateSandbox *eff, const c
                 }
         }
         if (strcmp(pol->root_dir, "/") != 0 && pol->protect_defaults) {
-                struct pathset *secrets = shared_secrets(d) == 0 ? shared.all : NULL;
+                struct pathset *secrets = NULL;
+                (void)credcache_get(d, &secrets, NULL);
                 for (i = 0; secrets && i < secrets->n; i++)
                         if (at_or_below(secrets->v[i], pol->root_dir)) {
                                 snprintf(err, errlen,
@@ -1051,7 +523,8 @@ static void fill_limits(struct sbxd *d, Sbx__V1__Limits *lim) {
  * each allowed_cidrs entry by its normal form "ADDRESS/PREFIX" (host bits below the
  * prefix are cleared, not refused: "10.1.2.3/8" becomes "10.0.0.0/8"); at most
  * EGRESS_MAX_HOSTS and EGRESS_MAX_CIDRS entries. The arrays go into arena. */
-static int check_allowlist(Sbx__V1__Policy *pol, struct strs *arena, char *err, size_t errlen) {
+static int check_allowlist(Sbx__V1__Policy *pol, struct pathset_list *arena, char *err,
+                           size_t errlen) {
         char **hosts, **cidrs;
         size_t i;
 
@@ -1068,7 +541,7 @@ static int check_allowlist(Sbx__V1__Policy *pol, struct strs *arena, char *err, 
         }
         hosts = calloc(pol->n_allowed_hosts + 1, sizeof(*hosts));
         cidrs = calloc(pol->n_allowed_cidrs + 1, sizeof(*cidrs));
-        if (!strs_add(arena, (char *)hosts) || !strs_add(arena, (char *)cidrs))
+        if (!pathset_list_add(arena, (char *)hosts) || !pathset_list_add(arena, (char *)cidrs))
                 return -ENOMEM;
         for (i = 0; i < pol->n_allowed_hosts; i++) {
                 char buf[EGRESS_PATTERN_MAX_BYTES];
@@ -1076,7 +549,7 @@ static int check_allowlist(Sbx__V1__Policy *pol, struct strs *arena, char *err, 
                                                   errlen);
                 if (r < 0)
                         return r;
-                if (!(hosts[i] = strs_add(arena, strdup(buf))))
+                if (!(hosts[i] = pathset_list_add(arena, strdup(buf))))
                         return -ENOMEM;
         }
         for (i = 0; i < pol->n_allowed_cidrs; i++) {
@@ -1086,7 +559,7 @@ static int check_allowlist(Sbx__V1__Policy *pol, struct strs *arena, char *err, 
                 if (r < 0)
                         return r;
                 egressrule_cidr_format(&c, buf, sizeof(buf));
-                if (!(cidrs[i] = strs_add(arena, strdup(buf))))
+                if (!(cidrs[i] = pathset_list_add(arena, strdup(buf))))
                         return -ENOMEM;
         }
         pol->allowed_hosts = hosts;
@@ -1161,7 +634,7 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
  * into eff, pol and lim. */
 static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                        Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
-                       struct strs *arena, char *err, size_t errlen) {
+                       struct pathset_list *arena, char *err, size_t errlen) {
         int r = check_lifetime(d, req, eff, err, errlen);
 
         if (r == 0)
@@ -1197,11 +670,11 @@ static int inherits(const char *pat, const char *kv) {
  * neither sets in env nor inherits from the daemon. The array is allocated into arena.
  * Returns 0 or -ENOMEM. */
 static int add_default_env(Sbx__V1__CreateSandbox *eff, const Sbx__V1__Policy *pol,
-                           struct strs *arena, const char *const *defs, size_t n_def) {
+                           struct pathset_list *arena, const char *const *defs, size_t n_def) {
         size_t i, j, n = eff->n_env;
         char **env = calloc(n + n_def + 1, sizeof(*env));
 
-        if (!env || !strs_add(arena, (char *)env))
+        if (!env || !pathset_list_add(arena, (char *)env))
                 return -ENOMEM;
         for (i = 0; i < n; i++)
                 env[i] = eff->env[i];
@@ -1228,7 +701,7 @@ struct effective {
         Sbx__V1__Policy pol;
         Sbx__V1__Limits lim;
         struct policy_objects objs;
-        struct strs arena;
+        struct pathset_list arena;
         const char *req_root; /* root_dir as requested, for messages */
 };
 
@@ -1307,7 +780,7 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
         if (r == -ENOMEM)
                 snprintf(err, errlen, "daemon out of memory");
         policy_objects_clear(&e.objs);
-        strs_free(&e.arena);
+        pathset_list_free(&e.arena);
         return r;
 }
 
@@ -1464,7 +937,7 @@ static int in_persons_home(const char *p) {
         size_t cap = 0;
         int in = 0;
 
-        while (!in && passwd_next(f, &line, &cap, &e)) {
+        while (!in && etcpasswd_next(f, &line, &cap, &e)) {
                 if (e.uid < PERSON_UID_MIN || e.uid == NOBODY_UID || e.home[0] != '/')
                         continue;
                 home = realpath(e.home, NULL);
@@ -1487,6 +960,14 @@ static int system_path(const char *p) {
                 sys = at_or_below(system_tops[i], p);
         return sys && !at_or_below("/var/tmp", p) && !in_persons_home(p);
 }
+
+/* The host ids a sandbox acts as in a writable path (root mode: its idmapped bind shows
+ * them as the sandbox user's; init.proto WritableBind), with which the placeholders
+ * made there are made and removed (struct placeholder_ids). */
+struct policy_ids {
+        uid_t uid;
+        gid_t gid;
+};
 
 /* The ids the sandbox acts as in the writable path h (init.proto WritableBind): those
  * the kernel judged its owner by there (hostpath.h): the owner's, with the path's
@@ -1540,9 +1021,10 @@ static int setup_binds(const struct policy_sandbox *sb, const struct policy_obje
 
 /* The ids each placeholder of made is made with: those of the innermost writable path
  * holding it (its bind is the one it is reached through). NULL when out of memory. */
-static struct policy_ids *made_as(const struct pathset *made, const struct policy_objects *objs,
-                                  const Sbx__Init__V1__Setup *setup) {
-        struct policy_ids *as = calloc(made->n + 1, sizeof(*as));
+static struct placeholder_ids *made_as(const struct pathset *made,
+                                       const struct policy_objects *objs,
+                                       const Sbx__Init__V1__Setup *setup) {
+        struct placeholder_ids *as = calloc(made->n + 1, sizeof(*as));
         size_t i, j, best;
 
         for (i = 0; as && i < made->n; i++) {

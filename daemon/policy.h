@@ -6,10 +6,11 @@
  * with the caller's rights (hostpath.h), canonicalised, and kept by identity for init
  * (struct policy_objects). policy_setup() expands the view: what is hidden (the
  * daemon's own directories always; the policy's denied paths; with protect_defaults
- * the credentials of protect.h under every home) and what is kept read-only, all as
- * paths inside the sandbox's view (translated below root_dir for a sandbox with one).
- * The credential list is expanded once and shared by every sandbox until the host's
- * homes change (struct pathset). Called by the sandbox layer; owns what it returns. */
+ * the credentials of protect.h under every home, from the shared expansion of
+ * credcache.h) and what is kept read-only (with the placeholders of placeholder.h), all
+ * as paths inside the sandbox's view (translated below root_dir for a sandbox with
+ * one). Called by the sandbox layer on the event loop; owns what it returns, and no
+ * state between calls. */
 #ifndef SBX_POLICY_H
 #define SBX_POLICY_H
 
@@ -19,22 +20,14 @@
 
 #include "hostpath.h"
 #include "init.pb-c.h"
+#include "pathset.h"
+#include "placeholder.h"
 #include "sbx.pb-c.h"
 
 struct sbxd;
 struct sandbox;
 struct caller;
 struct cgroup;
-
-/* An immutable, reference-counted list of paths (strings owned). */
-struct pathset {
-        unsigned refs;
-        size_t n;
-        char **v;
-};
-struct pathset *pathset_ref(struct pathset *s);
-/* Drops a reference; frees the set with the last. Accepts NULL. */
-void pathset_unref(struct pathset *s);
 
 /* The host objects a request names, as opened for its caller (hostpath.h). */
 struct policy_objects {
@@ -54,28 +47,6 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
                      const struct caller *k, uint8_t **ret_packed, size_t *ret_len,
                      struct policy_objects *ret_objs, char *err, size_t errlen);
 
-/* A path of the shared credential list, or a directory holding one, changed on the
- * host (created, replaced, its permissions changed): the list is expanded again before
- * the next sandbox is set up. Called by the guard. */
-void policy_shared_changed(void);
-/* Expands the shared credential list anew now (a new home appeared); the one
- * policy_on_shared named hears the new list. */
-void policy_share_now(struct sbxd *d);
-
-/* Who hears each new expansion of the shared credential list, all its paths (the
- * guard, which covers the new ones in the live sandboxes: guard_share): a hook, so that
- * the policy module does not call the guard that calls it. NULL: nobody. */
-typedef void (*policy_shared_cb)(struct sbxd *d, struct pathset *all);
-void policy_on_shared(policy_shared_cb cb);
-
-/* The host ids a sandbox acts as in a writable path (root mode: its idmapped bind shows
- * them as the sandbox user's; init.proto WritableBind), with which the placeholders
- * made there are made and removed. */
-struct policy_ids {
-        uid_t uid;
-        gid_t gid;
-};
-
 /* What a sandbox's view hides and keeps read-only (view paths), for Setup, the file
  * operations (a hidden path is "not found") and the guard (guard.h). */
 struct policy_view {
@@ -89,20 +60,9 @@ struct policy_view {
         struct pathset *made_files;      /* the same for files (protected_files) */
         /* The ids each of made_dirs and made_files is made with, in their order (filled by
          * policy_setup in root mode; NULL: the owner's). */
-        struct policy_ids *made_dirs_as, *made_files_as;
+        struct placeholder_ids *made_dirs_as, *made_files_as;
 };
 void policy_view_clear(struct policy_view *v);
-
-/* A sandbox's view keeps the placeholders of view (made_dirs and made_files) from now
- * on; policy_release_made when it has ended removes each from the host (if it still is
- * one, with the rights it was made with: made_dirs_as and made_files_as, else the
- * owner's) once no live sandbox keeps it. */
-void policy_hold_made(const struct policy_view *view, uid_t owner_uid, gid_t owner_gid);
-
-/* The primary gid of uid from /etc/passwd (read as a file), or (gid_t)-1: the owner's
- * gid of a sandbox adopted after a restart, which the records do not keep. */
-gid_t policy_passwd_gid(uid_t uid);
-void policy_release_made(const struct pathset *made);
 
 /* Builds the view of the effective spec (with root_dir canonical). Returns 0 or
  * -ENOMEM. */

@@ -13,8 +13,9 @@
  * follows to other configuration; shell start-up files; editor settings) are kept
  * read-only.
  *
- * Included by policy.c, which expands the lists, and by the tests, which check every
- * entry. Adding an entry here is all it takes to protect it. */
+ * Included by credcache.c, which expands the secrets under every home, by policy.c,
+ * which keeps the writable names read-only, and by the tests, which check every entry.
+ * Adding an entry here is all it takes to protect it. */
 #ifndef SBX_PROTECT_H
 #define SBX_PROTECT_H
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "etcpasswd.h"
 #include "initmsg.h"
 #include "log.h"
 #include "names.h"
@@ -234,7 +235,7 @@ static struct sandbox *revive(struct sbxd *d, struct orphan *o) {
         struct uidslots *slots = sbxtab_uidslots(d->sandboxes);
         if (!sb)
                 return NULL;
-        sb->owner_gid = policy_passwd_gid(o->owner);
+        sb->owner_gid = etcpasswd_gid(o->owner);
         sb->deadline_ms = o->deadline_ms;
         free(sb->workspace);
         sb->workspace = o->workspace;

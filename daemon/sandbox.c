@@ -45,6 +45,7 @@
 #include "guard.h"
 #include "log.h"
 #include "names.h"
+#include "placeholder.h"
 #include "policy.h"
 #include "sandbox_int.h"
 #include "sbxd.h"
@@ -228,8 +229,8 @@ static void sandbox_free(struct sandbox *sb) {
         pathset_unref(sb->view.hidden_shared);
         /* Placeholders stay for a sandbox left to the next daemon: its view keeps them. */
         if (!sb->left_running) {
-                policy_release_made(sb->made_dirs);
-                policy_release_made(sb->made_files);
+                placeholder_release(sb->made_dirs);
+                placeholder_release(sb->made_files);
         }
         pathset_unref(sb->made_dirs);
         pathset_unref(sb->made_files);
@@ -1039,13 +1040,15 @@ void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view) {
         sb->view.hidden = pathset_ref(view->hidden);
         sb->view.hidden_shared =
                 pathset_ref(view->watched_shared ? view->watched_shared : view->watched);
-        /* Placeholders are removed with the rights they were made with (policy.h); an
+        /* Placeholders are removed with the rights they were made with (placeholder.h); an
          * adopted sandbox's owner without a passwd entry has no known gid, and its are
          * left in place. */
         if (sb->owner_gid != (gid_t)-1) {
                 sb->made_dirs = pathset_ref(view->made_dirs);
                 sb->made_files = pathset_ref(view->made_files);
-                policy_hold_made(view, sb->owner_uid, sb->owner_gid);
+                placeholder_hold(view->made_dirs, view->made_dirs_as, sb->owner_uid, sb->owner_gid);
+                placeholder_hold(view->made_files, view->made_files_as, sb->owner_uid,
+                                 sb->owner_gid);
         }
         guard_watch(sb->d, &sb->view, view, pol->root_dir ? pol->root_dir : "/",
                     pol->denied_write_paths, pol->n_denied_write_paths);

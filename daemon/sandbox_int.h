@@ -86,7 +86,7 @@ struct sandbox {
         int pidfd_poll_inited;
         dev_t pidns_dev; /* its PID namespace (of /proc/PID/ns/pid), once Ready; 0: unknown */
         ino_t pidns_ino;
-        struct pathset *made_dirs; /* placeholders its view keeps (policy.h) */
+        struct pathset *made_dirs; /* placeholders its view keeps (placeholder.h) */
         struct pathset *made_files;
         int left_running; /* detached for the next daemon (--keep-sandboxes) */
         int uid_slot;     /* -1 when none */

@@ -3,9 +3,9 @@
  * (docs/architecture.md, "The daemon's modules and who may call whom"). Which module calls
  * which is read from the built objects themselves ($BUILD/obj/daemon/NAME.o, with nm): a
  * module calls another when it uses a symbol the other defines. Hooks (function pointers a
- * module is given, such as the sandbox's to its commands and the policy's to the guard) are
- * how a lower module reaches back; they are no edge here, as they are none in the code's
- * dependencies.
+ * module is given, such as the sandbox's to its commands and the credential cache's to
+ * the guard) are how a lower module reaches back; they are no edge here, as they are none
+ * in the code's dependencies.
  *
  * The cycle finder is tested on a graph of its own first, so that a check that finds no
  * cycle means something. */

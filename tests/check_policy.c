@@ -11,11 +11,13 @@
  * sandbox hides, the host's root, a root inside a credential), and the view that
  * policy_view_build() makes of an effective request (the daemon's directories, the
  * denied paths, the credentials under $HOME, the protected names and placeholders of
- * a repository in a writable path), and the Setup that policy_setup() fills from it
- * (and its one refusal, a view that hides too much). Each test case gets a fresh temporary tree,
- * made and removed from the runner's process; $HOME points into it so that the credentials found
- * are the tree's. Runs as root (hostpath.c takes the caller's identity); as another user the tests
- * that need root say so and pass. */
+ * a repository in a writable path; the placeholders' counting and removal of
+ * placeholder.c, and the passwd lookup of etcpasswd.c, with them), and the Setup that
+ * policy_setup() fills from it (and its one refusal, a view that hides too much). Each
+ * test case gets a fresh temporary tree, made and removed from the runner's process;
+ * $HOME points into it so that the credentials found are the tree's. Runs as root
+ * (hostpath.c takes the caller's identity); as another user the tests that need root
+ * say so and pass. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -32,6 +34,7 @@
 #include "cgroup.h"
 #include "config.h"
 #include "disk.h"
+#include "etcpasswd.h"
 #include "policy.h"
 #include "sandbox.h"
 #include "sandbox_int.h" /* sandbox_request_key: the warm pool's key */
@@ -1452,17 +1455,17 @@ START_TEST(placeholders_released) {
         made->v = calloc(4, sizeof(char *));
         memcpy(made->v, v, sizeof(v));
         view.made_dirs = made;
-        policy_hold_made(&view, 0, 0);
-        policy_hold_made(&view, 0, 0);
-        policy_release_made(made);
+        placeholder_hold(view.made_dirs, view.made_dirs_as, 0, 0);
+        placeholder_hold(view.made_dirs, view.made_dirs_as, 0, 0);
+        placeholder_release(made);
         ck_assert_int_eq(access(tmp("repo/.git/hooks"), F_OK), 0); /* still held */
-        policy_release_made(made);
+        placeholder_release(made);
         ck_assert_int_eq(access(tmp("repo/.git/hooks"), F_OK), -1);
         ck_assert_int_eq(access(tmp("repo/.git/commondir"), F_OK), -1);
         ck_assert_int_eq(access(tmp("repo/.git/info/exclude"), F_OK), 0);
         ck_assert_int_eq(access(tmp("repo/.git/config.worktree"), F_OK), 0);
         pathset_unref(made);
-        ck_assert_int_eq(policy_passwd_gid(0), 0);
+        ck_assert_int_eq(etcpasswd_gid(0), 0);
 }
 END_TEST
 
@@ -1470,7 +1473,7 @@ END_TEST
  * in a repository whose .git only a group lets the owner write, with that group; as
  * the owner alone, it could not be. */
 START_TEST(placeholders_released_with_their_ids) {
-        struct policy_ids as[1] = {{3101, 3105}};
+        struct placeholder_ids as[1] = {{3101, 3105}};
         struct policy_view view = {0};
         struct pathset *made;
 
@@ -1492,13 +1495,13 @@ START_TEST(placeholders_released_with_their_ids) {
         view.made_dirs = made;
 
         /* As the owner's ids (3101:3101, no group): out of reach, kept. */
-        policy_hold_made(&view, 3101, 3101);
-        policy_release_made(made);
+        placeholder_hold(view.made_dirs, view.made_dirs_as, 3101, 3101);
+        placeholder_release(made);
         ck_assert_int_eq(access(tmp("team/.git/hooks"), F_OK), 0);
 
         view.made_dirs_as = as;
-        policy_hold_made(&view, 3101, 3101);
-        policy_release_made(made);
+        placeholder_hold(view.made_dirs, view.made_dirs_as, 3101, 3101);
+        placeholder_release(made);
         ck_assert_int_eq(access(tmp("team/.git/hooks"), F_OK), -1);
         pathset_unref(made);
 }
@@ -1674,7 +1677,7 @@ START_TEST(writable_binds) {
                 .uid = 3101, .gid = 3101, .groups = team_groups, .n_groups = 1};
         static const struct caller stranger = {.uid = 3103, .gid = 3103};
         static char *w[4];
-        const struct policy_ids *as = NULL;
+        const struct placeholder_ids *as = NULL;
         struct bound b;
         size_t i;
 
