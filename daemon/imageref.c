@@ -232,24 +232,33 @@ int imageref_format(const struct imageref *r, char *buf, size_t len) {
                         r->tag, r->digest[0] ? "@" : "", r->digest);
 }
 
-int imageref_loopback(const struct imageref *r) {
-        char host[IMAGEREF_NAME_MAX + 1];
-        const char *h = r->registry, *end;
+int imageref_host_loopback(const char *host) {
+        char a[64];
+        size_t n = strlen(host);
         struct in6_addr v6;
         struct in_addr v4;
 
-        if (h[0] == '[') {
-                end = strchr(h, ']');
-                if (!end || (size_t)(end - h - 1) >= sizeof(host))
-                        return 0;
-                memcpy(host, h + 1, (size_t)(end - h - 1));
-                host[end - h - 1] = '\0';
-                return inet_pton(AF_INET6, host, &v6) == 1 &&
-                       memcmp(&v6, &in6addr_loopback, sizeof(v6)) == 0;
-        }
-        end = strchr(h, ':');
-        snprintf(host, sizeof(host), "%.*s", end ? (int)(end - h) : (int)strlen(h), h);
         if (strcasecmp(host, "localhost") == 0)
                 return 1;
-        return inet_pton(AF_INET, host, &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+        if (host[0] == '[' && n >= 2 && host[n - 1] == ']')
+                host++, n -= 2;
+        if (n >= sizeof(a))
+                return 0;
+        memcpy(a, host, n);
+        a[n] = '\0';
+        if (inet_pton(AF_INET6, a, &v6) == 1)
+                return memcmp(&v6, &in6addr_loopback, sizeof(v6)) == 0;
+        return inet_pton(AF_INET, a, &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+int imageref_loopback(const struct imageref *r) {
+        char host[IMAGEREF_NAME_MAX + 1];
+        const char *h = r->registry, *end;
+
+        if (h[0] == '[')
+                end = strchr(h, ']') ? strchr(h, ']') + 1 : h + strlen(h);
+        else
+                end = strchr(h, ':') ? strchr(h, ':') : h + strlen(h);
+        snprintf(host, sizeof(host), "%.*s", (int)(end - h), h);
+        return imageref_host_loopback(host);
 }

@@ -44,4 +44,8 @@ int imageref_format(const struct imageref *r, char *buf, size_t len);
  * registries reached over plain HTTP, as Docker treats them. */
 int imageref_loopback(const struct imageref *r);
 
+/* The same for a bare host name or address ("localhost", "127.0.0.2", "::1", "[::1]"),
+ * as a URL's host part is written. */
+int imageref_host_loopback(const char *host);
+
 #endif
