@@ -632,6 +632,18 @@ static int is_index(const struct manifest *m) {
                strcmp(m->media_type, MT_DOCKER_LIST) == 0;
 }
 
+/* 1 when a Content-Type names a manifest or an index (or a schema 1 manifest). */
+static int known_type(const char *ct) {
+        static const char *const known[] = {MT_OCI_MANIFEST, MT_OCI_INDEX, MT_DOCKER_MANIFEST,
+                                            MT_DOCKER_LIST, MT_DOCKER_V1};
+        size_t i, n = strcspn(ct, "; ");
+
+        for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+                if (strncmp(ct, known[i], strlen(known[i])) == 0 && n >= strlen(known[i]))
+                        return 1;
+        return 0;
+}
+
 /* Checks what came as a manifest: its digest (the one asked for, the one the registry
  * names), its JSON, its media type and schema version. */
 static int check_manifest(struct pull *pl, const char *ref, const struct resp *rs,
@@ -655,10 +667,11 @@ static int check_manifest(struct pull *pl, const char *ref, const struct resp *r
         if (!json_is_object(m->json))
                 return failf(pl, -EBADMSG, "%s: the manifest is not a JSON object", pl->refname);
         mt = json_object_get(m->json, "mediaType");
-        snprintf(m->media_type, sizeof(m->media_type), "%.*s",
-                 json_is_string(mt) ? (int)strlen(json_string_value(mt))
-                                    : (int)strcspn(rs->content_type, "; "),
-                 json_is_string(mt) ? json_string_value(mt) : rs->content_type);
+        if (json_is_string(mt))
+                snprintf(m->media_type, sizeof(m->media_type), "%s", json_string_value(mt));
+        else if (known_type(rs->content_type))
+                snprintf(m->media_type, sizeof(m->media_type), "%.*s",
+                         (int)strcspn(rs->content_type, "; "), rs->content_type);
         sv = json_object_get(m->json, "schemaVersion");
         if (json_integer_value(sv) == 1 ||
             strncmp(m->media_type, MT_DOCKER_V1, strlen(MT_DOCKER_V1)) == 0)
@@ -669,7 +682,7 @@ static int check_manifest(struct pull *pl, const char *ref, const struct resp *r
         if (!json_is_integer(sv) || json_integer_value(sv) != 2)
                 return failf(pl, -EBADMSG, "%s: the manifest's schemaVersion is not 2",
                              pl->refname);
-        if (!m->media_type[0]) /* OCI allows none: what it holds says what it is */
+        if (!m->media_type[0]) /* none (OCI allows that), or "application/json": by content */
                 snprintf(m->media_type, sizeof(m->media_type), "%s",
                          json_object_get(m->json, "manifests") ? MT_OCI_INDEX : MT_OCI_MANIFEST);
         if (!is_index(m) && strcmp(m->media_type, MT_OCI_MANIFEST) != 0 &&
