@@ -50,7 +50,7 @@ struct resp {
         char www_auth[2048], content_type[128], docker_digest[DIGEST_STR_BYTES + 8];
         char location[4096];
         char *mem; /* memory body (also the error body of a blob) */
-        size_t mem_len, mem_max;
+        size_t mem_len, mem_max, mem_cap;
         struct ociwrite_blob *blob; /* or a blob file */
         const struct registry_progress *prog_template;
         uint64_t prog_last;
@@ -183,9 +183,14 @@ static size_t to_memory(struct resp *rs, const char *b, size_t len, size_t max) 
                 rs->abort_rc = -EFBIG;
                 return 0;
         }
-        if (!rs->mem && !(rs->mem = malloc(max + 1))) {
-                rs->abort_rc = -ENOMEM;
-                return 0;
+        if (rs->mem_cap < max + 1) { /* an error body first, a bigger answer after it */
+                char *m = realloc(rs->mem, max + 1);
+                if (!m) {
+                        rs->abort_rc = -ENOMEM;
+                        return 0;
+                }
+                rs->mem = m;
+                rs->mem_cap = max + 1;
         }
         memcpy(rs->mem + rs->mem_len, b, len);
         rs->mem_len += len;
@@ -309,9 +314,9 @@ static int curl_failure(struct pull *pl, struct resp *rs, CURLcode c, const char
 
         if (rs->abort_rc == -ECANCELED || cancelled(pl))
                 return failf(pl, -ECANCELED, "%s: pull cancelled", pl->refname);
-        if (rs->abort_rc == -EFBIG)
-                return failf(pl, -EFBIG, "%s: the manifest is larger than %u bytes", pl->refname,
-                             REGISTRY_MANIFEST_MAX_BYTES);
+        if (rs->abort_rc == -EFBIG) /* a manifest, or a token server's answer */
+                return failf(pl, -EFBIG, "%s: %.200s: the answer is larger than %zu bytes",
+                             pl->refname, url, rs->mem_max);
         if (rs->abort_rc) /* the blob writer's own error said what it is */
                 return rs->abort_rc;
         /* curl's codes are a long list of which these matter (if, not switch: the rest
@@ -559,8 +564,6 @@ static int registry_get(struct pull *pl, const char *path, const char *accept, s
                 pl->authenticated = 1;
                 if ((r = authenticate(pl, rs->www_auth)) < 0)
                         return r;
-                free(rs->mem);
-                rs->mem = NULL;
                 rs->mem_len = 0;
                 r = http_get(pl, url, pl->auth, accept, rs);
         }

@@ -564,6 +564,13 @@ START_TEST(bearer_token_handshake) {
         r = pull_with(&p, fake_port, "private/img:single", dest, &res, err, sizeof(err));
         ck_assert_msg(r == 0, "%s", err);
         ck_assert_int_eq(blobs_all_good(dest), 5);
+        /* a token server's answer past its bound; a token that would inject a header */
+        new_dest(dest, sizeof(dest));
+        r = pull(fake_port, "bigtoken/img:single", dest, &res, err, sizeof(err));
+        EXPECT(r, -EFBIG, err, "larger than 65536 bytes");
+        r = pull(fake_port, "crlftoken/img:single", dest, &res, err, sizeof(err));
+        EXPECT(r, -EACCES, err, "no token from");
+        ck_assert_int_eq(blobs_all_good(dest), 0);
 }
 END_TEST
 
@@ -687,7 +694,41 @@ START_TEST(unreachable_and_missing) {
         ck_assert_msg(strstr(err, name), "%s", err);
         r = pull(open_port, "test/single:nosuchtag", dest, &res, err, sizeof(err));
         EXPECT(r, -ENOENT, err, "test/single:nosuchtag");
+        /* an error page of 1 MiB: read up to its bound, the answer still a 404 */
+        r = pull(fake_port, "bigerror/img:single", dest, &res, err, sizeof(err));
+        EXPECT(r, -ENOENT, err, "bigerror/img:single");
         ck_assert_int_eq(blobs_all_good(dest), 0);
+}
+END_TEST
+
+/* A registry whose connections never complete: a listening socket whose accept queue
+ * is full (backlog 0, one connection already queued and a second one waiting), so that
+ * the kernel drops further SYNs. */
+START_TEST(connect_times_out) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct registry_pull p = {.connect_timeout_ms = 1000};
+        struct registry_result res;
+        socklen_t n = sizeof(a);
+        char dest[400], err[512];
+        int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), c[4], i, r;
+        double t0;
+
+        ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+        ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &n), 0);
+        ck_assert_int_eq(listen(l, 0), 0);
+        for (i = 0; i < 4; i++) { /* fill the queue; the later ones stay in SYN_SENT */
+                c[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                connect(c[i], (struct sockaddr *)&a, sizeof(a));
+        }
+        usleep(200000);
+        new_dest(dest, sizeof(dest));
+        t0 = now_s();
+        r = pull_with(&p, ntohs(a.sin_port), "test/single:v1", dest, &res, err, sizeof(err));
+        EXPECT(r, -ETIMEDOUT, err, "timed out");
+        ck_assert_msg(now_s() - t0 < 15, "%.1f s", now_s() - t0);
+        for (i = 0; i < 4; i++)
+                close(c[i]);
+        close(l);
 }
 END_TEST
 
@@ -752,6 +793,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, schema1_and_artifacts_are_refused);
         tcase_add_test(tc, redirects_drop_authorization);
         tcase_add_test(tc, unreachable_and_missing);
+        tcase_add_test(tc, connect_times_out);
         tcase_add_test(tc, stalled_transfer_times_out);
         tcase_add_test(tc, bad_requests);
         suite_add_tcase(s, tc);

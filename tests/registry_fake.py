@@ -18,6 +18,9 @@ tag (or digest) names an image of the layout:
   loop       blobs are redirected to themselves, forever
   stall      blobs send half of their bytes, then nothing for 60 s
   artifact   the manifest's config is not an image config
+  bigtoken   as auth, but the token endpoint answers 70 KiB
+  crlftoken  as auth, but the token holds a CR LF (a header it would inject)
+  bigerror   manifests are not found, with an error body of 1 MiB
 Usage: registry_fake.py LAYOUT PORTS_FILE LOG_FILE. PORTS_FILE gets "PORT PORT2" once
 both servers listen; LOG_FILE gets a line per request the 127.0.0.2 server answers,
 saying whether it came with an Authorization header.
@@ -78,7 +81,12 @@ class Handler(BaseHTTPRequestHandler):
             good = "Basic " + base64.b64encode(b"alice:secret").decode()
             if self.headers.get("Authorization") != good:
                 return self.send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}')
-        self.send(200, json.dumps({"token": "tok." + repo.replace("/", ".")}).encode())
+        tok = "tok." + repo.replace("/", ".")
+        if repo.startswith("bigtoken/"):
+            tok += "x" * (70 << 10)
+        elif repo.startswith("crlftoken/"):
+            tok += "\r\nX-Injected: 1"
+        self.send(200, json.dumps({"token": tok}).encode())
 
     def authorized(self, repo):
         if self.headers.get("Authorization") == "Bearer tok." + repo.replace("/", "."):
@@ -97,8 +105,10 @@ class Handler(BaseHTTPRequestHandler):
         if len(parts) < 5 or parts[1] != "v2" or parts[-2] not in ("manifests", "blobs"):
             return self.send(404, b'{"errors":[{"code":"NAME_UNKNOWN"}]}')
         repo, kind, ref, mode = "/".join(parts[2:-2]), parts[-2], parts[-1], parts[2]
-        if mode in ("auth", "private", "redirect") and not self.authorized(repo):
+        if mode in ("auth", "private", "redirect", "bigtoken", "crlftoken") and not self.authorized(repo):
             return
+        if mode == "bigerror":
+            return self.send(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN","detail":"' + b"x" * (1 << 20) + b'"}]}')
         if kind == "manifests":
             return self.manifest(mode, ref)
         return self.blob(mode, ref)
