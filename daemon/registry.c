@@ -29,7 +29,6 @@
 #define ACCEPT_MANIFESTS                                                                           \
         "Accept: " MT_OCI_MANIFEST ", " MT_OCI_INDEX ", " MT_DOCKER_MANIFEST ", " MT_DOCKER_LIST
 #define ERROR_BODY_MAX  (64u << 10)
-#define AUTH_HEADER_MAX (REGISTRY_TOKEN_MAX_BYTES + 64)
 
 struct pull {
         const struct registry_pull *p;
@@ -507,6 +506,8 @@ static int bearer(struct pull *pl, const char *params) {
         }
 out:
         json_decref(j);
+        if (rs.mem) /* held the token */
+                explicit_bzero(rs.mem, rs.mem_len);
         free(rs.mem);
         if (basic)
                 explicit_bzero(basic, strlen(basic));
@@ -555,7 +556,7 @@ static void registry_words(const struct resp *rs, char *out, size_t len) {
  * what was asked for. */
 static int registry_get(struct pull *pl, const char *path, const char *accept, struct resp *rs,
                         const char *what) {
-        char url[sizeof(pl->base) + 128], words[256];
+        char url[sizeof(pl->base) + 256], words[256];
         int r;
 
         snprintf(url, sizeof(url), "%s/%s", pl->base, path);
