@@ -30,8 +30,8 @@
 #include "testutil.h"
 
 static char work[256];
-static pid_t open_pid = -1, basic_pid = -1, fake_pid = -1;
-static int open_port, basic_port, fake_port;
+static pid_t open_pid = -1, basic_pid = -1, token_pid = -1, tokensrv_pid = -1, fake_pid = -1;
+static int open_port, basic_port, token_port, tokensrv_port, fake_port;
 
 /* ---- the fixture -------------------------------------------------------------------- */
 
@@ -59,6 +59,8 @@ static void stop(pid_t *pid) {
 static void fixture_down(void) {
         stop(&open_pid);
         stop(&basic_pid);
+        stop(&token_pid);
+        stop(&tokensrv_pid);
         stop(&fake_pid);
         test_dir_remove(work);
 }
@@ -135,8 +137,9 @@ static int wait_listening(int port, pid_t pid) {
         return 0;
 }
 
-/* Starts docker-registry NAME (with htpasswd auth when auth) on a free port. */
-static void start_registry(const char *name, int auth, pid_t *pid, int *port) {
+/* Starts docker-registry NAME on a free port, with auth (YAML of its auth section, or
+ * NULL). */
+static void start_registry(const char *name, const char *auth, pid_t *pid, int *port) {
         char cfg[1024], log[1024];
         int tries;
 
@@ -152,8 +155,7 @@ static void start_registry(const char *name, int auth, pid_t *pid, int *port) {
                         "    rootdirectory: %s/%s-storage\nhttp:\n  addr: 127.0.0.1:%d\n",
                         work, name, *port);
                 if (auth)
-                        fprintf(f, "auth:\n  htpasswd:\n    realm: test\n    path: %s/htpasswd\n",
-                                work);
+                        fprintf(f, "auth:\n%s", auth);
                 fclose(f);
                 *pid = spawn(log, (char *const[]){"docker-registry", "serve", cfg, NULL});
                 if (!wait_listening(*port, *pid)) /* the port was taken meanwhile: again */
@@ -162,21 +164,50 @@ static void start_registry(const char *name, int auth, pid_t *pid, int *port) {
         need(*pid > 0, "docker-registry %s does not start (see %s)", name, log);
 }
 
-static void start_fake(void) {
-        char layout[1024], ports[1024], log[1024], out[1024];
+/* Starts the Python server script with two arguments and a third, WORK/NAME.port, where
+ * it writes its port once it listens; reads that port. */
+static pid_t start_script(const char *name, char *script, char *arg1, char *arg2, int *port) {
+        char portf[1024], out[1024];
         double end = now_s() + 20;
         FILE *f = NULL;
+        pid_t pid;
+
+        snprintf(portf, sizeof(portf), "%s/%s.port", work, name);
+        snprintf(out, sizeof(out), "%s/%s.log", work, name);
+        pid = spawn(out, (char *const[]){"python3", script, arg1, arg2, portf, NULL});
+        while (!(f = fopen(portf, "r")) && now_s() < end && waitpid(pid, NULL, WNOHANG) == 0)
+                usleep(50000);
+        need(f && fscanf(f, "%d", port) == 1, "%s does not start (see %s)", script, out);
+        fclose(f);
+        return pid;
+}
+
+static void start_fake(void) {
+        char layout[1024], log[1024];
 
         snprintf(layout, sizeof(layout), "%s/layout", work);
-        snprintf(ports, sizeof(ports), "%s/fake.ports", work);
         snprintf(log, sizeof(log), "%s/fake.requests", work);
-        snprintf(out, sizeof(out), "%s/fake.log", work);
-        fake_pid = spawn(out, (char *const[]){"python3", "tests/registry_fake.py", layout, ports,
-                                              log, NULL});
-        while (!(f = fopen(ports, "r")) && now_s() < end && waitpid(fake_pid, NULL, WNOHANG) == 0)
-                usleep(50000);
-        need(f && fscanf(f, "%d", &fake_port) == 1, "registry_fake.py does not start");
-        fclose(f);
+        fake_pid = start_script("fake", "tests/registry_fake.py", layout, log, &fake_port);
+}
+
+/* The token server (a key and a self-signed certificate made here) and the registry
+ * that trusts it. */
+static void start_token_registry(void) {
+        char key[1024], cert[1024], auth[2048];
+
+        snprintf(key, sizeof(key), "%s/token-key.pem", work);
+        snprintf(cert, sizeof(cert), "%s/token-cert.pem", work);
+        need(sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 2 "
+                "-subj /CN=sbx-test-token >/dev/null 2>&1",
+                key, cert) == 0,
+             "openssl cannot make the token server's key");
+        tokensrv_pid =
+                start_script("tokensrv", "tests/registry_token.py", key, cert, &tokensrv_port);
+        snprintf(auth, sizeof(auth),
+                 "  token:\n    realm: http://127.0.0.1:%d/token\n    service: sbx-test\n"
+                 "    issuer: sbx-test\n    rootcertbundle: %s\n",
+                 tokensrv_port, cert);
+        start_registry("token", auth, &token_pid, &token_port);
 }
 
 static void push(const char *tag, int port, const char *repo, const char *extra) {
@@ -187,6 +218,8 @@ static void push(const char *tag, int port, const char *repo, const char *extra)
 }
 
 static void fixture_up(void) {
+        char htpasswd[1024];
+
         need(access("tests/registry_images.sh", R_OK) == 0, "run from the top of the tree");
         test_dir_make(work, sizeof(work), "check_registry");
         need(sh("sh tests/registry_images.sh %s >%s/images.log 2>&1", work, work) == 0,
@@ -195,14 +228,19 @@ static void fixture_up(void) {
                 "crypt.mksalt(crypt.METHOD_BLOWFISH)))\" > %s/htpasswd",
                 work) == 0,
              "no bcrypt htpasswd");
-        start_registry("open", 0, &open_pid, &open_port);
-        start_registry("basic", 1, &basic_pid, &basic_port);
+        snprintf(htpasswd, sizeof(htpasswd),
+                 "  htpasswd:\n    realm: test\n    path: %s/htpasswd\n", work);
+        start_registry("open", NULL, &open_pid, &open_port);
+        start_registry("basic", htpasswd, &basic_pid, &basic_port);
+        start_token_registry();
         start_fake();
         push("single", open_port, "test/single:v1", "");
         push("big", open_port, "test/big:v1", "");
         push("multi", open_port, "test/multi:v1", "--all");
         push("foreign", open_port, "test/foreign:v1", "--all");
         push("single", basic_port, "test/single:v1", "--dest-creds alice:secret");
+        push("single", token_port, "test/single:v1", "--dest-creds alice:secret");
+        push("single", token_port, "private/single:v1", "--dest-creds alice:secret");
 }
 
 /* ---- helpers of the tests ----------------------------------------------------------- */
@@ -574,6 +612,31 @@ START_TEST(bearer_token_handshake) {
 }
 END_TEST
 
+/* The same handshake against docker-registry itself, with tokens of registry_token.py. */
+START_TEST(bearer_token_with_docker_registry) {
+        struct registry_pull p = {.username = "alice", .password = "secret"};
+        struct registry_result res;
+        char dest[400], err[512];
+        int r;
+
+        new_dest(dest, sizeof(dest));
+        r = pull(token_port, "test/single:v1", dest, &res, err, sizeof(err));
+        ck_assert_msg(r == 0, "%s", err);
+        ck_assert_int_eq(blobs_all_good(dest), 5);
+        new_dest(dest, sizeof(dest));
+        r = pull(token_port, "private/single:v1", dest, &res, err, sizeof(err));
+        EXPECT(r, -EACCES, err, "unauthorized");
+        p.password = "wrong";
+        r = pull_with(&p, token_port, "private/single:v1", dest, &res, err, sizeof(err));
+        EXPECT(r, -EACCES, err, "refused the credentials");
+        ck_assert_int_eq(blobs_all_good(dest), 0);
+        p.password = "secret";
+        r = pull_with(&p, token_port, "private/single:v1", dest, &res, err, sizeof(err));
+        ck_assert_msg(r == 0, "%s", err);
+        ck_assert_int_eq(blobs_all_good(dest), 5);
+}
+END_TEST
+
 START_TEST(lying_blobs_are_refused) {
         static const char *const liars[] = {"liar/img:single", "long/img:single",
                                             "short/img:single"};
@@ -788,6 +851,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, cancel_mid_blob_leaves_nothing_half_written);
         tcase_add_test(tc, basic_auth);
         tcase_add_test(tc, bearer_token_handshake);
+        tcase_add_test(tc, bearer_token_with_docker_registry);
         tcase_add_test(tc, lying_blobs_are_refused);
         tcase_add_test(tc, bounds_on_manifests_and_size);
         tcase_add_test(tc, schema1_and_artifacts_are_refused);

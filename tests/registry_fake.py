@@ -21,7 +21,7 @@ tag (or digest) names an image of the layout:
   bigtoken   as auth, but the token endpoint answers 70 KiB
   crlftoken  as auth, but the token holds a CR LF (a header it would inject)
   bigerror   manifests are not found, with an error body of 1 MiB
-Usage: registry_fake.py LAYOUT PORTS_FILE LOG_FILE. PORTS_FILE gets "PORT PORT2" once
+Usage: registry_fake.py LAYOUT LOG_FILE PORTS_FILE. PORTS_FILE gets "PORT PORT2" once
 both servers listen; LOG_FILE gets a line per request the 127.0.0.2 server answers,
 saying whether it came with an Authorization header.
 """
@@ -33,7 +33,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-LAYOUT, PORTS_FILE, LOG_FILE = sys.argv[1], sys.argv[2], sys.argv[3]
+LAYOUT, LOG_FILE, PORTS_FILE = sys.argv[1], sys.argv[2], sys.argv[3]
 REF = "org.opencontainers.image.ref.name"
 state = {"port": 0, "port2": 0}
 
