@@ -42,7 +42,10 @@
  *   = the reference's tag (none when it was pulled by digest alone); index.json keeps the
  *   other images already in it (the entry of the same tag is replaced) and is replaced
  *   atomically under flock(2) of DEST. Manifests are kept byte for byte (their digest is
- *   their name), so a Docker schema 2 image stays one, with Docker's media types. */
+ *   their name, the one the registry and users know), so a Docker schema 2 image stays
+ *   one: index.json then names it with Docker's media type, and its layers are Docker's
+ *   (gzip tars, as OCI's) with a config of the same schema. The importer must accept
+ *   those (umoci and skopeo read only the OCI-typed entries of a layout). */
 #ifndef SBX_REGISTRY_H
 #define SBX_REGISTRY_H
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -238,6 +239,9 @@ static void fixture_up(void) {
         push("big", open_port, "test/big:v1", "");
         push("multi", open_port, "test/multi:v1", "--all");
         push("foreign", open_port, "test/foreign:v1", "--all");
+        push("single", open_port, "test/single:v2", "");
+        push("single", open_port, "test/docker:v1", "--format v2s2");
+        push("multi", open_port, "test/dlist:v1", "--all --format v2s2");
         push("single", basic_port, "test/single:v1", "--dest-creds alice:secret");
         push("single", token_port, "test/single:v1", "--dest-creds alice:secret");
         push("single", token_port, "private/single:v1", "--dest-creds alice:secret");
@@ -465,6 +469,28 @@ START_TEST(index_selects_the_platform) {
         p = (struct registry_pull){.arch = "arm", .variant = "v7"};
         r = pull_with(&p, open_port, "test/multi:v1", dest, &res, err, sizeof(err));
         EXPECT(r, -ENOEXEC, err, "no image for linux/arm/v7");
+}
+END_TEST
+
+/* Docker schema 2 manifests and manifest lists are kept byte for byte, with their own
+ * media types (their digests are the registry's). */
+START_TEST(docker_schema2_kept_as_is) {
+        struct registry_pull p = {.arch = "arm64"};
+        struct registry_result res;
+        char dest[400], err[512];
+        int r;
+
+        new_dest(dest, sizeof(dest));
+        r = pull(open_port, "test/docker:v1", dest, &res, err, sizeof(err));
+        ck_assert_msg(r == 0, "%s", err);
+        ck_assert_str_eq(res.media_type, "application/vnd.docker.distribution.manifest.v2+json");
+        ck_assert_uint_eq(res.layers, 3);
+        ck_assert_str_eq(index_name(dest, res.manifest_digest), "v1");
+        ck_assert_int_eq(blobs_all_good(dest), 5);
+        r = pull_with(&p, open_port, "test/dlist:v1", dest, &res, err, sizeof(err));
+        ck_assert_msg(r == 0, "%s", err);
+        ck_assert_str_eq(res.media_type, "application/vnd.docker.distribution.manifest.v2+json");
+        ck_assert_int_eq(sh("grep -q arm64 %s/blobs/sha256/%s", dest, res.config_digest + 7), 0);
 }
 END_TEST
 
@@ -795,6 +821,70 @@ START_TEST(connect_times_out) {
 }
 END_TEST
 
+START_TEST(server_errors) {
+        struct registry_result res;
+        char dest[400], err[512];
+        int r;
+
+        new_dest(dest, sizeof(dest));
+        r = pull(fake_port, "broken/img:single", dest, &res, err, sizeof(err));
+        EXPECT(r, -EPROTO, err, "HTTP 503");
+        ck_assert_msg(strstr(err, "down for maintenance"), "%s", err);
+}
+END_TEST
+
+struct racer {
+        int port;
+        const char *name, *dest;
+        int r;
+        char err[512];
+};
+
+static void *race(void *opaque) {
+        struct racer *x = opaque;
+        struct registry_result res;
+        struct registry_pull p = {.max_total_bytes = 1ull << 30};
+        static __thread struct imageref ref;
+        char s[300];
+
+        snprintf(s, sizeof(s), "127.0.0.1:%d/%s", x->port, x->name);
+        x->r = imageref_parse(s, &ref, x->err, sizeof(x->err));
+        p.ref = &ref;
+        p.dest_dir = x->dest;
+        if (x->r == 0)
+                x->r = registry_pull(&p, &res, x->err, sizeof(x->err));
+        return NULL;
+}
+
+/* Pulls on several threads at once, two of them into one destination: each its own. */
+START_TEST(threads_pull_at_once) {
+        char d1[400], d2[400], path[1024];
+        json_t *j;
+        struct racer x[4];
+        pthread_t t[4];
+        int i;
+
+        new_dest(d1, sizeof(d1));
+        new_dest(d2, sizeof(d2));
+        x[0] = (struct racer){.port = open_port, .name = "test/single:v1", .dest = d1};
+        x[1] = (struct racer){.port = open_port, .name = "test/single:v2", .dest = d1};
+        x[2] = (struct racer){.port = open_port, .name = "test/big:v1", .dest = d2};
+        x[3] = (struct racer){.port = fake_port, .name = "auth/img:multi", .dest = d2};
+        for (i = 0; i < 4; i++)
+                ck_assert_int_eq(pthread_create(&t[i], NULL, race, &x[i]), 0);
+        for (i = 0; i < 4; i++)
+                pthread_join(t[i], NULL);
+        for (i = 0; i < 4; i++)
+                ck_assert_msg(x[i].r == 0, "%s: %s", x[i].name, x[i].err);
+        snprintf(path, sizeof(path), "%s/index.json", d1); /* both tags are in it */
+        j = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+        ck_assert_uint_eq(json_array_size(json_object_get(j, "manifests")), 2);
+        json_decref(j);
+        ck_assert_int_eq(blobs_all_good(d1), 5);
+        ck_assert_int_ge(blobs_all_good(d2), 6); /* big: 3 blobs; multi: at least 3 */
+}
+END_TEST
+
 START_TEST(stalled_transfer_times_out) {
         struct registry_pull p = {.stall_timeout_ms = 1000};
         struct registry_result res;
@@ -846,6 +936,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, pull_by_tag_gives_a_valid_layout);
         tcase_add_test(tc, pull_by_digest);
         tcase_add_test(tc, index_selects_the_platform);
+        tcase_add_test(tc, docker_schema2_kept_as_is);
         tcase_add_test(tc, index_without_this_platform_is_refused);
         tcase_add_test(tc, second_pull_reuses_blobs);
         tcase_add_test(tc, cancel_mid_blob_leaves_nothing_half_written);
@@ -857,6 +948,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, schema1_and_artifacts_are_refused);
         tcase_add_test(tc, redirects_drop_authorization);
         tcase_add_test(tc, unreachable_and_missing);
+        tcase_add_test(tc, server_errors);
+        tcase_add_test(tc, threads_pull_at_once);
         tcase_add_test(tc, connect_times_out);
         tcase_add_test(tc, stalled_transfer_times_out);
         tcase_add_test(tc, bad_requests);

@@ -21,6 +21,7 @@ tag (or digest) names an image of the layout:
   bigtoken   as auth, but the token endpoint answers 70 KiB
   crlftoken  as auth, but the token holds a CR LF (a header it would inject)
   bigerror   manifests are not found, with an error body of 1 MiB
+  broken     every answer is a 503
 Usage: registry_fake.py LAYOUT LOG_FILE PORTS_FILE. PORTS_FILE gets "PORT PORT2" once
 both servers listen; LOG_FILE gets a line per request the 127.0.0.2 server answers,
 saying whether it came with an Authorization header.
@@ -107,6 +108,8 @@ class Handler(BaseHTTPRequestHandler):
         repo, kind, ref, mode = "/".join(parts[2:-2]), parts[-2], parts[-1], parts[2]
         if mode in ("auth", "private", "redirect", "bigtoken", "crlftoken") and not self.authorized(repo):
             return
+        if mode == "broken":
+            return self.send(503, b'{"errors":[{"code":"UNAVAILABLE","message":"down for maintenance"}]}')
         if mode == "bigerror":
             return self.send(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN","detail":"' + b"x" * (1 << 20) + b'"}]}')
         if kind == "manifests":
