@@ -115,8 +115,10 @@ SSH_TEST_PKGS := openssh-server openssh-client
 # tests/it_egress.c: curl inside sandboxes, openssl for its TLS server's throwaway key;
 # tests/it_rootless.c: newgidmap (uidmap), with which rootless sandboxes drop groups.
 TEST_PKGS := $(SSH_TEST_PKGS) curl openssl uidmap
-# tests/check_registry.c: a Distribution registry on loopback, images built with umoci
-# and pushed with skopeo.
+# tests/check_registry.c: Distribution registries of its own on loopback ports, images
+# built with umoci and pushed with skopeo. (On a machine that runs systemd, Debian's
+# docker-registry package also enables its docker-registry.service; the test never uses
+# it: `systemctl disable --now docker-registry` turns it off.)
 TEST_PKGS += docker-registry skopeo umoci
 
 test-pkgs:
