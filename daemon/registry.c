@@ -28,15 +28,14 @@
 #define MT_DOCKER_V1       "application/vnd.docker.distribution.manifest.v1"
 #define ACCEPT_MANIFESTS                                                                           \
         "Accept: " MT_OCI_MANIFEST ", " MT_OCI_INDEX ", " MT_DOCKER_MANIFEST ", " MT_DOCKER_LIST
-#define ERROR_BODY_MAX  (64u << 10)
+#define ERROR_BODY_MAX (64u << 10)
 
 struct pull {
         const struct registry_pull *p;
         CURL *curl;
         char base[IMAGEREF_NAME_MAX * 2 + 32]; /* scheme://host/v2/repository */
         char refname[IMAGEREF_NAME_MAX * 2 + 2 * DIGEST_STR_BYTES];
-        char *auth;        /* "Authorization: ..." the registry took, or NULL */
-        int authenticated; /* a challenge was answered already */
+        char *auth; /* "Authorization: ..." the registry took, or NULL */
         struct ociwrite *out;
         char *err;
         size_t errlen;
@@ -367,6 +366,7 @@ static int http_get(struct pull *pl, const char *url0, const char *auth, const c
                 rs->mem_len = 0;
                 c = curl_easy_perform(pl->curl);
                 curl_easy_setopt(pl->curl, CURLOPT_HTTPHEADER, NULL);
+                curl_easy_setopt(pl->curl, CURLOPT_ERRORBUFFER, NULL); /* errbuf ends here */
                 curl_slist_free_all(h);
                 if (c != CURLE_OK) {
                         r = curl_failure(pl, rs, c, errbuf, url);
@@ -552,8 +552,8 @@ static void registry_words(const struct resp *rs, char *out, size_t len) {
 }
 
 /* GETs a registry path (manifests/..., blobs/...) with the current authorization,
- * answering one challenge. 0 when the status is 2xx; else the typed failure, what names
- * what was asked for. */
+ * answering one challenge (then asking once more). 0 when the status is 2xx; else the typed
+ * failure, what names what was asked for. */
 static int registry_get(struct pull *pl, const char *path, const char *accept, struct resp *rs,
                         const char *what) {
         char url[sizeof(pl->base) + 256], words[256];
@@ -561,8 +561,7 @@ static int registry_get(struct pull *pl, const char *path, const char *accept, s
 
         snprintf(url, sizeof(url), "%s/%s", pl->base, path);
         r = http_get(pl, url, pl->auth, accept, rs);
-        if (r == 0 && rs->status == 401 && !pl->authenticated) {
-                pl->authenticated = 1;
+        if (r == 0 && rs->status == 401) { /* the first request, or a token that expired */
                 if ((r = authenticate(pl, rs->www_auth)) < 0)
                         return r;
                 rs->mem_len = 0;

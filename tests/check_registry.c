@@ -628,6 +628,11 @@ START_TEST(bearer_token_handshake) {
         r = pull_with(&p, fake_port, "private/img:single", dest, &res, err, sizeof(err));
         ck_assert_msg(r == 0, "%s", err);
         ck_assert_int_eq(blobs_all_good(dest), 5);
+        /* tokens that expire after two requests: each 401 is answered again */
+        new_dest(dest, sizeof(dest));
+        r = pull(fake_port, "expiring/img:single", dest, &res, err, sizeof(err));
+        ck_assert_msg(r == 0, "%s", err);
+        ck_assert_int_eq(blobs_all_good(dest), 5);
         /* a token server's answer past its bound; a token that would inject a header */
         new_dest(dest, sizeof(dest));
         r = pull(fake_port, "bigtoken/img:single", dest, &res, err, sizeof(err));

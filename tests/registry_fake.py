@@ -22,6 +22,7 @@ tag (or digest) names an image of the layout:
   crlftoken  as auth, but the token holds a CR LF (a header it would inject)
   bigerror   manifests are not found, with an error body of 1 MiB
   broken     every answer is a 503
+  expiring   as auth, but a token serves two requests only (then a 401 asks for another)
 Usage: registry_fake.py LAYOUT LOG_FILE PORTS_FILE. PORTS_FILE gets "PORT PORT2" once
 both servers listen; LOG_FILE gets a line per request the 127.0.0.2 server answers,
 saying whether it came with an Authorization header.
@@ -36,7 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LAYOUT, LOG_FILE, PORTS_FILE = sys.argv[1], sys.argv[2], sys.argv[3]
 REF = "org.opencontainers.image.ref.name"
-state = {"port": 0, "port2": 0}
+state = {"port": 0, "port2": 0, "grants": 0, "uses": {}}
+lock = threading.Lock()
 
 
 def blob_path(digest):
@@ -83,14 +85,24 @@ class Handler(BaseHTTPRequestHandler):
             if self.headers.get("Authorization") != good:
                 return self.send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}')
         tok = "tok." + repo.replace("/", ".")
-        if repo.startswith("bigtoken/"):
+        if repo.startswith("expiring/"):
+            with lock:
+                state["grants"] += 1
+                tok += ".%d" % state["grants"]
+        elif repo.startswith("bigtoken/"):
             tok += "x" * (70 << 10)
         elif repo.startswith("crlftoken/"):
             tok += "\r\nX-Injected: 1"
         self.send(200, json.dumps({"token": tok}).encode())
 
     def authorized(self, repo):
-        if self.headers.get("Authorization") == "Bearer tok." + repo.replace("/", "."):
+        got = self.headers.get("Authorization") or ""
+        if repo.startswith("expiring/") and got.startswith("Bearer tok." + repo.replace("/", ".") + "."):
+            with lock:
+                state["uses"][got] = state["uses"].get(got, 0) + 1
+                if state["uses"][got] <= 2:
+                    return True
+        elif got == "Bearer tok." + repo.replace("/", "."):
             return True
         realm = "http://127.0.0.1:%d/token" % state["port"]
         self.send(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"token needed"}]}',
@@ -106,7 +118,8 @@ class Handler(BaseHTTPRequestHandler):
         if len(parts) < 5 or parts[1] != "v2" or parts[-2] not in ("manifests", "blobs"):
             return self.send(404, b'{"errors":[{"code":"NAME_UNKNOWN"}]}')
         repo, kind, ref, mode = "/".join(parts[2:-2]), parts[-2], parts[-1], parts[2]
-        if mode in ("auth", "private", "redirect", "bigtoken", "crlftoken") and not self.authorized(repo):
+        if mode in ("auth", "private", "redirect", "bigtoken", "crlftoken", "expiring") and \
+                not self.authorized(repo):
             return
         if mode == "broken":
             return self.send(503, b'{"errors":[{"code":"UNAVAILABLE","message":"down for maintenance"}]}')
