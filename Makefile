@@ -22,6 +22,8 @@ PKG_CONFIG ?= pkg-config
 DEPS_PKGS := gcc libc6-dev make pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
 	libseccomp-dev libsqlite3-dev check util-linux procps iproute2 python3 git \
 	bubblewrap libjansson-dev e2fsprogs libssl-dev
+# libcurl4-openssl-dev: the registry client's HTTP (daemon/registry.h says why curl).
+DEPS_PKGS += libcurl4-openssl-dev
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
 	-Wcast-qual -Wformat=2 -Wswitch-enum -Wundef -Wvla -Wno-unused-parameter
@@ -49,6 +51,8 @@ LDFLAGS_ALL = -pie -Wl,-z,relro,-z,now
 STATIC_LDFLAGS = -static-pie -Wl,-z,relro,-z,now
 
 LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp -lcrypto -lm
+# The registry client (daemon/registry.c): curl for HTTP, jansson for manifests.
+LIBS_DAEMON += -lcurl $(JANSSON_LIBS)
 LIBS_INIT = -lprotobuf-c -lseccomp
 
 PROTO_GEN := $(BUILD)/gen/sbx.pb-c.c $(BUILD)/gen/init.pb-c.c
@@ -111,6 +115,11 @@ SSH_TEST_PKGS := openssh-server openssh-client
 # tests/it_egress.c: curl inside sandboxes, openssl for its TLS server's throwaway key;
 # tests/it_rootless.c: newgidmap (uidmap), with which rootless sandboxes drop groups.
 TEST_PKGS := $(SSH_TEST_PKGS) curl openssl uidmap
+# tests/check_registry.c: Distribution registries of its own on loopback ports, images
+# built with umoci and pushed with skopeo. (On a machine that runs systemd, Debian's
+# docker-registry package also enables its docker-registry.service; the test never uses
+# it: `systemctl disable --now docker-registry` turns it off.)
+TEST_PKGS += docker-registry skopeo umoci
 
 test-pkgs:
 	$(call install_pkgs,$(TEST_PKGS))
