@@ -209,9 +209,9 @@ static char *split(char *path) {
         return slash + 1;
 }
 
-static int open_beneath(int dir_fd, const char *path) {
+int layer_open_beneath(int dir_fd, const char *path, int flags) {
         struct open_how how = {
-                .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                .flags = (uint64_t)(flags | O_CLOEXEC),
                 .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
                            RESOLVE_NO_XDEV,
         };
@@ -221,6 +221,10 @@ static int open_beneath(int dir_fd, const char *path) {
                 fd = syscall(SYS_openat2, dir_fd, path[0] ? path : ".", &how, sizeof(how));
         while (fd < 0 && errno == EAGAIN);
         return fd < 0 ? -errno : (int)fd;
+}
+
+static int open_beneath(int dir_fd, const char *path) {
+        return layer_open_beneath(dir_fd, path, O_RDONLY | O_DIRECTORY);
 }
 
 /* Opens the directory parent (relative to the layer) of the entry raw, creating what is

@@ -102,6 +102,12 @@ struct layer_result {
 int layer_unpack(int fd, int dir_fd, const struct layer_opts *o, struct layer_result *ret,
                  char *err, size_t errlen);
 
+/* Opens path beneath dir_fd ("" or "." for dir_fd itself) with flags (O_CLOEXEC added)
+ * as layer_unpack opens a layer's directories: openat2 with RESOLVE_BENEATH,
+ * RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV. fd or -errno (-ELOOP:
+ * a symlink on the way). */
+int layer_open_beneath(int dir_fd, const char *path, int flags);
+
 /* Removes everything beneath dir_fd (not dir_fd itself), never following a symlink and
  * never leaving its filesystem. 0, or the first -errno met (it goes on past it). */
 int layer_empty_dir(int dir_fd);
