@@ -896,20 +896,27 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 if (f >= 0)
                         close(f);
         }
-        if (q == 0 && renameat(s->tmp_fd, name, s->layers_fd, hex_of(diff_id)) < 0)
+        if (q == 0 && renameat(s->tmp_fd, name, s->layers_fd, hex_of(diff_id)) < 0) {
                 q = -errno;
+                /* Made meanwhile by an unpack that did not wait on the lock (where
+                 * flock(2) is not honoured, as on some network filesystems): the same
+                 * content, checked by the same digests. The first one stays. */
+                if ((q == -ENOTEMPTY || q == -EEXIST) &&
+                    read_layer_size(s, hex_of(diff_id), data, disk) == 0)
+                        q = 1;
+        }
         if (q == 0)
                 fsync(s->layers_fd);
-        else if (!err[0])
+        else if (q < 0 && !err[0])
                 snprintf(err, errlen, "layer %s: %s", diff_id, strerror(-q));
         if (bfd >= 0)
                 close(bfd);
         if (tfd >= 0)
                 close(tfd);
         close(dfd);
-        if (q < 0)
+        if (q != 0)
                 imagestore_scratch_remove(s, name);
-        return q;
+        return q < 0 ? q : 0;
 }
 
 int imagestore_get_layer(struct imagestore *s, const char *diff_id,

@@ -9,7 +9,35 @@
 #                           with the arm64 one alone.
 #   DIR/img.oci.tar         `skopeo copy` of oci:img to an oci-archive
 #   DIR/img.docker.tar      and to a docker-archive tagged busybox:test
+#
+# mkimage.sh --lie KIND LAYOUT: rewrites tag "img" of LAYOUT (a copy) so that its
+# manifest lies while every digest still holds: KIND "size" says its first layer is one
+# byte longer than it is; "diff_id" gives the config another first diff_id.
 set -euo pipefail
+if [ "$1" = --lie ]; then
+        exec python3 - "$2" "$3" <<'PY'
+import hashlib, json, sys
+kind, lay = sys.argv[1], sys.argv[2]
+def blob(d):
+    return open(lay + "/blobs/sha256/" + d.split(":")[1], "rb").read()
+def put(body):
+    d = hashlib.sha256(body).hexdigest()
+    open(lay + "/blobs/sha256/" + d, "wb").write(body)
+    return {"digest": "sha256:" + d, "size": len(body)}
+idx = json.load(open(lay + "/index.json"))
+ent = [m for m in idx["manifests"]
+       if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == "img"][0]
+man = json.loads(blob(ent["digest"]))
+if kind == "size":
+    man["layers"][0]["size"] += 1
+else:
+    cfg = json.loads(blob(man["config"]["digest"]))
+    cfg["rootfs"]["diff_ids"][0] = "sha256:" + "ab" * 32
+    man["config"].update(put(json.dumps(cfg).encode()))
+ent.update(put(json.dumps(man).encode()))
+json.dump(idx, open(lay + "/index.json", "w"))
+PY
+fi
 D=$1
 cd "$D"
 umoci init --layout oci
