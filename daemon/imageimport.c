@@ -16,11 +16,11 @@
 
 #include <jansson.h>
 
-#define DS DIGEST_STR_BYTES
-#define REF_NAME "org.opencontainers.image.ref.name"
-#define MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
-#define MT_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
-#define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define DS                 DIGEST_STR_BYTES
+#define REF_NAME           "org.opencontainers.image.ref.name"
+#define MT_OCI_INDEX       "application/vnd.oci.image.index.v1+json"
+#define MT_DOCKER_LIST     "application/vnd.docker.distribution.manifest.list.v2+json"
+#define MT_OCI_MANIFEST    "application/vnd.oci.image.manifest.v1+json"
 #define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
 
 /* A layer to import: its blob (a file beneath the plan's directory), what the blob's
@@ -97,7 +97,8 @@ static int read_file(int dir_fd, const char *path, size_t max, char **ret, size_
         close(fd);
         if (!buf || len != (size_t)st.st_size) {
                 free(buf);
-                snprintf(err, errlen, "%.200s: %s", path, buf ? "changed while read" : "out of memory");
+                snprintf(err, errlen, "%.200s: %s", path,
+                         buf ? "changed while read" : "out of memory");
                 return buf ? -EIO : -ENOMEM;
         }
         buf[len] = '\0';
@@ -126,8 +127,9 @@ static int read_blob(int dir_fd, const char *digest, int64_t size, char **ret, s
         snprintf(path, sizeof(path), "blobs/sha256/%s", hex);
         q = read_file(dir_fd, path, IMAGESTORE_MAX_JSON_BYTES, ret, ret_len, err, errlen);
         if (q == 0 && *ret_len != (size_t)size)
-                q = -EINVAL, snprintf(err, errlen, "blob %s is %zu bytes, its descriptor says %" PRId64,
-                                      digest, *ret_len, size);
+                q = -EINVAL,
+                snprintf(err, errlen, "blob %s is %zu bytes, its descriptor says %" PRId64, digest,
+                         *ret_len, size);
         if (q == 0 && (q = digest_buf(*ret, *ret_len, got)) == 0 && strcmp(got, digest) != 0)
                 q = -EINVAL, snprintf(err, errlen, "blob %s has the digest %s", digest, got);
         if (q < 0) {
@@ -226,7 +228,8 @@ static int choose(struct imagestore *s, json_t *doc, const char *tag, json_t **r
                 snprintf(err, errlen, "the layout holds %zu images: name one with its tag", n);
                 return -EINVAL;
         }
-        snprintf(err, errlen, "no image for linux/%s%s%s in the index", arch, var[0] ? "/" : "", var);
+        snprintf(err, errlen, "no image for linux/%s%s%s in the index", arch, var[0] ? "/" : "",
+                 var);
         return -ENOEXEC;
 }
 
@@ -268,7 +271,8 @@ static int find_manifest(struct imagestore *s, int dir_fd, const char *tag, char
                 if (!doc)
                         return -EINVAL;
                 if (depth + 1 >= IMAGESTORE_MAX_INDEX_DEPTH) {
-                        snprintf(err, errlen, "indexes nested deeper than %d", IMAGESTORE_MAX_INDEX_DEPTH);
+                        snprintf(err, errlen, "indexes nested deeper than %d",
+                                 IMAGESTORE_MAX_INDEX_DEPTH);
                         q = -EINVAL;
                 }
         }
@@ -365,7 +369,8 @@ static int plan_manifest(struct imagestore *s, struct plan *p, char *err, size_t
                         break;
                 }
                 q = desc_get(l, pl->blob, &pl->size, err, errlen);
-                if (q == 0 && (uint64_t)pl->size > 2 * imagestore_opts(s)->max_image_bytes + (1u << 20)) {
+                if (q == 0 &&
+                    (uint64_t)pl->size > 2 * imagestore_opts(s)->max_image_bytes + (1u << 20)) {
                         snprintf(err, errlen, "layer %s: %" PRId64 " bytes, past the image's bound",
                                  pl->blob, pl->size);
                         q = -EFBIG;
@@ -375,7 +380,8 @@ static int plan_manifest(struct imagestore *s, struct plan *p, char *err, size_t
         }
         json_decref(m);
         if (q == 0)
-                q = read_blob(p->dir_fd, p->config, csize, &p->config_buf, &p->config_len, err, errlen);
+                q = read_blob(p->dir_fd, p->config, csize, &p->config_buf, &p->config_len, err,
+                              errlen);
         return q == 0 ? use_config(s, p, err, errlen) : q;
 }
 
@@ -422,7 +428,8 @@ static int import_plan(struct imagestore *s, struct plan *p, const char *ref, ch
         if (q == 0)
                 q = imagestore_put_blob(s, p->config, p->config_buf, p->config_len, err, errlen);
         if (q == 0)
-                q = imagestore_put_blob(s, p->manifest, p->manifest_buf, p->manifest_len, err, errlen);
+                q = imagestore_put_blob(s, p->manifest, p->manifest_buf, p->manifest_len, err,
+                                        errlen);
         if (q == 0)
                 q = imagestore_commit(s, p->manifest, p->config, refs, p->nlayers,
                                       p->manifest_len + p->config_len, ref, err, errlen);
@@ -476,8 +483,8 @@ static int unpack_archive(struct imagestore *s, int fd, int *ret_fd, char *ret_n
                           size_t errlen) {
         const struct imagestore_opts *o = imagestore_opts(s);
         /* Blobs may be compressed or not: twice the image's data, plus tar headers. */
-        struct layer_opts lo = {2 * o->max_image_bytes + (16u << 20), 4 * IMAGESTORE_MAX_LAYERS + 64,
-                                LAYER_WHITEOUT_USERXATTR, 0};
+        struct layer_opts lo = {2 * o->max_image_bytes + (16u << 20),
+                                4 * IMAGESTORE_MAX_LAYERS + 64, LAYER_WHITEOUT_USERXATTR, 0};
         struct layer_result res;
         int q = imagestore_scratch(s, ret_fd, ret_name);
 
@@ -540,11 +547,12 @@ static int docker_entry(json_t *list, const char *tag, json_t **ret, char *err, 
                         *ret = e;
                         return 0;
                 }
-                json_array_foreach(json_object_get(e, "RepoTags"), k, t)
-                        if (json_is_string(t) && strcmp(json_string_value(t), tag) == 0) {
-                                *ret = e;
-                                return 0;
-                        }
+                json_array_foreach(json_object_get(e, "RepoTags"), k,
+                                   t) if (json_is_string(t) &&
+                                          strcmp(json_string_value(t), tag) == 0) {
+                        *ret = e;
+                        return 0;
+                }
         }
         snprintf(err, errlen, "no image tagged \"%.100s\" in the archive", tag);
         return -ENOENT;
@@ -559,7 +567,8 @@ static int plan_docker_layers(struct plan *p, json_t *entry, char *err, size_t e
 
         if (!json_is_array(layers) || json_array_size(layers) > IMAGESTORE_MAX_LAYERS ||
             !(p->layers = calloc(json_array_size(layers) + 1, sizeof(*p->layers)))) {
-                snprintf(err, errlen, "manifest.json: no Layers, or more than %d", IMAGESTORE_MAX_LAYERS);
+                snprintf(err, errlen, "manifest.json: no Layers, or more than %d",
+                         IMAGESTORE_MAX_LAYERS);
                 json_decref(descs);
                 return -EINVAL;
         }
@@ -589,8 +598,9 @@ static int plan_docker_layers(struct plan *p, json_t *entry, char *err, size_t e
                 p->nlayers++;
         }
         m = json_pack("{s:i,s:s,s:{s:s,s:s,s:I},s:o}", "schemaVersion", 2, "mediaType",
-                      MT_OCI_MANIFEST, "config", "mediaType", "application/vnd.oci.image.config.v1+json",
-                      "digest", p->config, "size", (json_int_t)p->config_len, "layers", descs);
+                      MT_OCI_MANIFEST, "config", "mediaType",
+                      "application/vnd.oci.image.config.v1+json", "digest", p->config, "size",
+                      (json_int_t)p->config_len, "layers", descs);
         p->manifest_buf = q == 0 && m ? json_dumps(m, JSON_COMPACT) : NULL;
         json_decref(m);
         if (q == 0 && !p->manifest_buf)

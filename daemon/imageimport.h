@@ -31,11 +31,11 @@
  * id. -ENOENT no such tag, -EINVAL a malformed or lying layout or layer, -EFBIG past
  * max_image_bytes, -ENOEXEC no image for this platform, -ENOSPC, -EIO. */
 int imageimport_oci(struct imagestore *s, int layout_fd, const char *tag, const char *ref,
-                          char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen);
+                    char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen);
 
 /* The same from an oci-archive (a tar of a layout) read from fd. */
 int imageimport_oci_archive(struct imagestore *s, int fd, const char *tag, const char *ref,
-                                  char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen);
+                            char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen);
 
 /* From a docker-archive (what `docker save` writes: manifest.json, a config and layer
  * tars) read from fd. tag: an entry of an image's RepoTags ("name:tag"); NULL: the
@@ -43,6 +43,6 @@ int imageimport_oci_archive(struct imagestore *s, int fd, const char *tag, const
  * the config and layers as they are in the archive), so its id is that manifest's
  * digest. Errors as imageimport_oci's. */
 int imageimport_docker_archive(struct imagestore *s, int fd, const char *tag, const char *ref,
-                                     char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen);
+                               char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen);
 
 #endif

@@ -83,10 +83,10 @@ static json_t *rec_to_json(const struct rec *r) {
         for (i = 0; i < r->nrefs; i++)
                 json_array_append_new(refs, json_string(r->refs[i]));
         for (i = 0; i < r->nlayers; i++)
-                json_array_append_new(layers, json_pack("{s:s,s:I,s:I}", "diff_id",
-                                                        r->layers[i].diff_id, "data",
-                                                        (json_int_t)r->layers[i].data_bytes,
-                                                        "disk", (json_int_t)r->layers[i].disk_bytes));
+                json_array_append_new(layers,
+                                      json_pack("{s:s,s:I,s:I}", "diff_id", r->layers[i].diff_id,
+                                                "data", (json_int_t)r->layers[i].data_bytes, "disk",
+                                                (json_int_t)r->layers[i].disk_bytes));
         json_object_set_new(o, "manifest", json_string(r->manifest));
         json_object_set_new(o, "config", json_string(r->config));
         json_object_set_new(o, "refs", refs);
@@ -144,7 +144,8 @@ static int write_atomic(struct imagestore *s, int dir_fd, const char *name, cons
         const char *p = buf;
         int fd, r = 0;
 
-        snprintf(tmp, sizeof(tmp), "w-%ld-%lu", (long)getpid(), __atomic_add_fetch(&s->serial, 1, __ATOMIC_RELAXED));
+        snprintf(tmp, sizeof(tmp), "w-%ld-%lu", (long)getpid(),
+                 __atomic_add_fetch(&s->serial, 1, __ATOMIC_RELAXED));
         fd = openat(s->tmp_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
@@ -274,7 +275,8 @@ static DIR *dir_stream(int dir_fd) {
 static int to_trash(struct imagestore *s, int dir_fd, const char *name) {
         char t[64];
 
-        snprintf(t, sizeof(t), "t-%ld-%lu", (long)getpid(), __atomic_add_fetch(&s->serial, 1, __ATOMIC_RELAXED));
+        snprintf(t, sizeof(t), "t-%ld-%lu", (long)getpid(),
+                 __atomic_add_fetch(&s->serial, 1, __ATOMIC_RELAXED));
         return renameat(dir_fd, name, s->trash_fd, t) < 0 ? -errno : 0;
 }
 
@@ -327,8 +329,8 @@ static void machine_platform(char *arch, size_t alen, char *variant, size_t vlen
         static const struct {
                 const char *uname, *arch, *variant;
         } map[] = {{"x86_64", "amd64", ""}, {"aarch64", "arm64", "v8"}, {"armv7l", "arm", "v7"},
-                   {"armv6l", "arm", "v6"},  {"i686", "386", ""},       {"ppc64le", "ppc64le", ""},
-                   {"s390x", "s390x", ""},   {"riscv64", "riscv64", ""}};
+                   {"armv6l", "arm", "v6"}, {"i686", "386", ""},        {"ppc64le", "ppc64le", ""},
+                   {"s390x", "s390x", ""},  {"riscv64", "riscv64", ""}};
         struct utsname u;
         size_t i;
 
@@ -377,7 +379,8 @@ static int open_root(const char *root, char *err, size_t errlen) {
                 snprintf(err, errlen,
                          "image store %s must be owned by uid %u and reachable by no one else "
                          "(mode 0700); it is uid %u, mode 0%o",
-                         root, (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+                         root, (unsigned)geteuid(), (unsigned)st.st_uid,
+                         (unsigned)(st.st_mode & 07777));
                 close(fd);
                 return -EPERM;
         }
@@ -409,7 +412,8 @@ static int load_records(struct imagestore *s) {
                 for (i = 0; ok && i < r.nlayers; i++)
                         ok = faccessat(s->layers_fd, hex_of(r.layers[i].diff_id), F_OK,
                                        AT_SYMLINK_NOFOLLOW) == 0;
-                ok = ok && faccessat(s->blobs_fd, hex_of(r.manifest), F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
+                ok = ok &&
+                     faccessat(s->blobs_fd, hex_of(r.manifest), F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
                      faccessat(s->blobs_fd, hex_of(r.config), F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
                      !find_rec(s, r.manifest);
                 if (ok) {
@@ -468,13 +472,13 @@ int imagestore_open(const char *root, const struct imagestore_opts *o, struct im
         s->locks_fd = open_sub(s->root_fd, "locks", 1);
         s->tmp_fd = open_sub(s->root_fd, "tmp", 1);
         s->trash_fd = open_sub(s->root_fd, "trash", 1);
-        r = s->blobs_fd < 0      ? s->blobs_fd
-            : s->layers_fd < 0   ? s->layers_fd
-            : s->images_fd < 0   ? s->images_fd
-            : s->locks_fd < 0    ? s->locks_fd
-            : s->tmp_fd < 0      ? s->tmp_fd
-            : s->trash_fd < 0    ? s->trash_fd
-                                 : load_records(s);
+        r = s->blobs_fd < 0    ? s->blobs_fd
+            : s->layers_fd < 0 ? s->layers_fd
+            : s->images_fd < 0 ? s->images_fd
+            : s->locks_fd < 0  ? s->locks_fd
+            : s->tmp_fd < 0    ? s->tmp_fd
+            : s->trash_fd < 0  ? s->trash_fd
+                               : load_records(s);
         if (r < 0) {
                 snprintf(err, errlen, "image store %s: %s", root, strerror(-r));
                 imagestore_close(s);
@@ -708,7 +712,8 @@ int imagestore_fit(struct imagestore *s, uint64_t max_bytes) {
                 struct rec *lru = NULL;
                 size_t i;
                 for (i = 0; i < s->nrecs; i++)
-                        if (!s->recs[i].holds && (!lru || s->recs[i].last_used_ms < lru->last_used_ms))
+                        if (!s->recs[i].holds &&
+                            (!lru || s->recs[i].last_used_ms < lru->last_used_ms))
                                 lru = &s->recs[i];
                 if (!lru || drop_rec(s, lru) < 0)
                         break;
@@ -793,7 +798,8 @@ int imagestore_put_blob(struct imagestore *s, const char *digest, const void *bu
 int imagestore_scratch(struct imagestore *s, int *ret_fd, char *ret_name) {
         int fd;
 
-        snprintf(ret_name, NAME_MAX + 1, "s-%ld-%lu", (long)getpid(), __atomic_add_fetch(&s->serial, 1, __ATOMIC_RELAXED));
+        snprintf(ret_name, NAME_MAX + 1, "s-%ld-%lu", (long)getpid(),
+                 __atomic_add_fetch(&s->serial, 1, __ATOMIC_RELAXED));
         if (mkdirat(s->tmp_fd, ret_name, 0700) < 0)
                 return -errno;
         fd = openat(s->tmp_fd, ret_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -826,7 +832,8 @@ static uint64_t disk_usage(int dir_fd) {
                         continue;
                 total += (uint64_t)st.st_blocks * 512;
                 if (S_ISDIR(st.st_mode)) {
-                        int sub = openat(dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        int sub = openat(dir_fd, de->d_name,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (sub >= 0) {
                                 total += disk_usage(sub);
                                 close(sub);
@@ -877,13 +884,17 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 q = layer_unpack(bfd, tfd, &lo, &res, err, errlen);
         }
         if (q == 0 && src->blob_digest && strcmp(res.blob_digest, src->blob_digest) != 0)
-                q = -EINVAL, snprintf(err, errlen, "layer blob %s has the digest %s", src->blob_digest,
-                                      res.blob_digest);
+                q = -EINVAL, snprintf(err, errlen, "layer blob %s has the digest %s",
+                                      src->blob_digest, res.blob_digest);
         else if (q == 0 && src->blob_size >= 0 && res.blob_bytes != (uint64_t)src->blob_size)
-                q = -EINVAL, snprintf(err, errlen, "layer blob %s is %" PRIu64 " bytes, its descriptor says %" PRId64,
-                                      src->blob_digest ? src->blob_digest : diff_id, res.blob_bytes, src->blob_size);
+                q = -EINVAL,
+                snprintf(err, errlen,
+                         "layer blob %s is %" PRIu64 " bytes, its descriptor says %" PRId64,
+                         src->blob_digest ? src->blob_digest : diff_id, res.blob_bytes,
+                         src->blob_size);
         else if (q == 0 && strcmp(res.diff_id, diff_id) != 0)
-                q = -EINVAL, snprintf(err, errlen, "layer %s has the diff_id %s", diff_id, res.diff_id);
+                q = -EINVAL,
+                snprintf(err, errlen, "layer %s has the diff_id %s", diff_id, res.diff_id);
         if (q == 0) {
                 *data = res.bytes;
                 *disk = disk_usage(tfd);
@@ -892,7 +903,9 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
         }
         if (q == 0) {
                 int f = openat(dfd, "size", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-                q = f < 0 || write(f, size, strlen(size)) != (ssize_t)strlen(size) || fsync(f) < 0 ? -EIO : 0;
+                q = f < 0 || write(f, size, strlen(size)) != (ssize_t)strlen(size) || fsync(f) < 0
+                            ? -EIO
+                            : 0;
                 if (f >= 0)
                         close(f);
         }
@@ -943,8 +956,8 @@ int imagestore_get_layer(struct imagestore *s, const char *diff_id,
         q = read_layer_size(s, hex, ret_data, ret_disk);
         if (q == 0 && *ret_data > budget) {
                 q = -EFBIG;
-                snprintf(err, errlen, "layer %s: its %" PRIu64 " bytes pass the image's bound", diff_id,
-                         *ret_data);
+                snprintf(err, errlen, "layer %s: its %" PRIu64 " bytes pass the image's bound",
+                         diff_id, *ret_data);
         } else if (q < 0) {
                 q = unpack_layer(s, diff_id, src, budget, ret_data, ret_disk, err, errlen);
         }

@@ -54,7 +54,7 @@ struct imagestore;
 
 /* The most layers an image may have, and the largest JSON document (index, manifest,
  * config) the store reads. */
-#define IMAGESTORE_MAX_LAYERS 256
+#define IMAGESTORE_MAX_LAYERS     256
 #define IMAGESTORE_MAX_JSON_BYTES (4u << 20)
 /* An index inside an index is followed this deep. */
 #define IMAGESTORE_MAX_INDEX_DEPTH 2
@@ -79,10 +79,10 @@ struct imagestore_image {
         size_t nrefs;
         char (*layers)[DIGEST_STR_BYTES]; /* diff_ids, lowest first */
         size_t nlayers;
-        uint64_t size_bytes;   /* on disk: its layers (shared ones too) and blobs */
-        uint64_t data_bytes;   /* file data of its layers */
-        int64_t created_ms;    /* Unix time of its import */
-        int64_t last_used_ms;  /* of its import or its last hold */
+        uint64_t size_bytes;  /* on disk: its layers (shared ones too) and blobs */
+        uint64_t data_bytes;  /* file data of its layers */
+        int64_t created_ms;   /* Unix time of its import */
+        int64_t last_used_ms; /* of its import or its last hold */
         unsigned holds;
 };
 

@@ -89,7 +89,8 @@ static la_ssize_t outer_read(struct archive *a, void *ud, const void **buf) {
 static uint64_t stream_bound(const struct layer_opts *o) {
         uint64_t hdr = (o->max_entries + 2) * (uint64_t)LAYER_HEADER_ALLOWANCE;
 
-        if (o->max_entries > UINT64_MAX / 2 / LAYER_HEADER_ALLOWANCE || o->max_bytes > UINT64_MAX / 2)
+        if (o->max_entries > UINT64_MAX / 2 / LAYER_HEADER_ALLOWANCE ||
+            o->max_bytes > UINT64_MAX / 2)
                 return UINT64_MAX;
         return o->max_bytes + hdr;
 }
@@ -136,7 +137,8 @@ static int open_streams(struct unpack *u) {
             archive_read_support_filter_zstd(u->outer) != ARCHIVE_OK ||
             archive_read_support_format_raw(u->outer) != ARCHIVE_OK ||
             archive_read_support_format_tar(u->inner) != ARCHIVE_OK)
-                return fail(u, -ENOTSUP, NULL, "this libarchive cannot read gzip, zstd and tar itself");
+                return fail(u, -ENOTSUP, NULL,
+                            "this libarchive cannot read gzip, zstd and tar itself");
         if (archive_read_open(u->outer, u, NULL, outer_read, NULL) != ARCHIVE_OK ||
             archive_read_next_header(u->outer, &e) != ARCHIVE_OK)
                 return fail(u, -EINVAL, NULL, "not a layer: %s", archive_error_string(u->outer));
@@ -183,7 +185,8 @@ static int clean_name(struct unpack *u, const char *raw, char out[PATH_MAX]) {
                                 return fail(u, -EINVAL, raw, "deeper than %d directories",
                                             LAYER_MAX_DEPTH);
                         if (len + n + 2 > PATH_MAX)
-                                return fail(u, -EINVAL, raw, "a name longer than %d bytes", PATH_MAX);
+                                return fail(u, -EINVAL, raw, "a name longer than %d bytes",
+                                            PATH_MAX);
                         if (len)
                                 out[len++] = '/';
                         memcpy(out + len, p, n);
@@ -507,8 +510,8 @@ static int put_hardlink(struct unpack *u, int pfd, const char *name, const char 
         if (r < 0 || (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))) {
                 if (tfd >= 0)
                         close(tfd);
-                return fail(u, -EINVAL, raw, "a hard link to \"%.300s\", which is no file of this layer",
-                            hl);
+                return fail(u, -EINVAL, raw,
+                            "a hard link to \"%.300s\", which is no file of this layer", hl);
         }
         r = clear_name(u, pfd, name, 0, &isdir, raw);
         if (r == 0 && linkat(tfd, tname, pfd, name, 0) < 0)
@@ -567,7 +570,8 @@ static int put_entry(struct unpack *u, struct archive_entry *e) {
                 return r; /* the layer's root itself: its directory is the store's */
         memcpy(parent, path, strlen(path) + 1);
         name = split(parent);
-        if (!hl && (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO || type == AE_IFSOCK) &&
+        if (!hl &&
+            (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO || type == AE_IFSOCK) &&
             strncmp(name, ".wh.", 4) != 0) {
                 if (u->res->skipped++ == 0)
                         snprintf(u->res->first_skipped, sizeof(u->res->first_skipped), "%s", path);

@@ -53,9 +53,10 @@ static void setup(void) {
                 test_dir_make(imgs, sizeof(imgs), "check_imagestore_images");
                 imgs_maker = getpid();
                 atexit(remove_imgs);
-                ck_assert_msg(sh("%s/tests/mkimage.sh %s >%s/log 2>&1", src ? src : ".", imgs, imgs) == 0,
-                              "tests/mkimage.sh failed (umoci, skopeo, busybox-static: make "
-                              "test-pkgs); see its log");
+                ck_assert_msg(
+                        sh("%s/tests/mkimage.sh %s >%s/log 2>&1", src ? src : ".", imgs, imgs) == 0,
+                        "tests/mkimage.sh failed (umoci, skopeo, busybox-static: make "
+                        "test-pkgs); see its log");
         }
         test_dir_make(dir, sizeof(dir), "check_imagestore");
 }
@@ -64,9 +65,10 @@ static void teardown(void) {
         test_dir_remove(dir);
 }
 
-static const struct imagestore_opts opts = {
-        .max_image_bytes = 64u << 20, .max_layer_entries = 100000,
-        .whiteouts = LAYER_WHITEOUT_CHARDEV, .keep_owners = 1};
+static const struct imagestore_opts opts = {.max_image_bytes = 64u << 20,
+                                            .max_layer_entries = 100000,
+                                            .whiteouts = LAYER_WHITEOUT_CHARDEV,
+                                            .keep_owners = 1};
 
 /* Opens the store DIR/store (DIR/NAME with open_store_at). */
 static struct imagestore *open_store_at(const char *name, const struct imagestore_opts *o) {
@@ -215,12 +217,15 @@ START_TEST(oci_layout_imported_and_seen_through_overlay) {
         /* Layer 4 rewrote the file of both names (one inode in umoci's bundle). */
         assert_content("mnt/etc/greeting.link", "second\n");
         assert_content("mnt/etc/greeting.new", "changed\n");
-        ck_assert(!exists("mnt/gone", NULL));    /* whiteout of a directory */
+        ck_assert(!exists("mnt/gone", NULL));     /* whiteout of a directory */
         ck_assert(!exists("mnt/data/old", NULL)); /* beneath the opaque directory */
         assert_content("mnt/data/fresh", "fresh\n");
         ck_assert_int_eq(count_in("mnt/data"), 1);
         /* The image runs. */
-        ck_assert_int_eq(sh("chroot %s/mnt /bin/sh -c 'test \"$(/bin/busybox cat /etc/greeting)\" = second'", dir), 0);
+        ck_assert_int_eq(
+                sh("chroot %s/mnt /bin/sh -c 'test \"$(/bin/busybox cat /etc/greeting)\" = second'",
+                   dir),
+                0);
         ck_assert_int_eq(umount2(strcat(strcpy((char[512]){0}, dir), "/mnt"), MNT_DETACH), 0);
         imagestore_close(s);
 }
@@ -255,10 +260,11 @@ START_TEST(archives_share_the_layers) {
 
         ck_assert_msg(import_layout(s, "oci", "img", "layout", m1, err) == 0, "%s", err);
         one = imagestore_usage(s);
-        ck_assert_msg(import_archive(s, "img.oci.tar", 0, NULL, "ociarchive", m2, err) == 0, "%s", err);
+        ck_assert_msg(import_archive(s, "img.oci.tar", 0, NULL, "ociarchive", m2, err) == 0, "%s",
+                      err);
         ck_assert_str_eq(m1, m2); /* the same manifest: the same image, one more ref */
-        ck_assert_msg(import_archive(s, "img.docker.tar", 1, "docker.io/library/busybox:test", "docker",
-                                     m3, err) == 0,
+        ck_assert_msg(import_archive(s, "img.docker.tar", 1, "docker.io/library/busybox:test",
+                                     "docker", m3, err) == 0,
                       "%s", err);
         ck_assert_str_ne(m1, m3);
         ck_assert_int_eq(imagestore_find(s, "ociarchive", &a), 0);
@@ -273,7 +279,8 @@ START_TEST(archives_share_the_layers) {
         ck_assert_int_eq(count_in("store/layers"), 4);
         ck_assert_uint_lt(imagestore_usage(s), one + 8192);
         ck_assert_int_eq(count_in("store/tmp"), 0);
-        ck_assert_int_eq(import_archive(s, "img.docker.tar", 1, "nosuch:tag", NULL, m3, err), -ENOENT);
+        ck_assert_int_eq(import_archive(s, "img.docker.tar", 1, "nosuch:tag", NULL, m3, err),
+                         -ENOENT);
         ck_assert_msg(strstr(err, "nosuch:tag") != NULL, "%s", err);
         ck_assert_int_eq(count_in("store/tmp"), 0);
         imagestore_close(s);
@@ -395,13 +402,14 @@ START_TEST(restart_keeps_images_and_repairs_leftovers) {
         imagestore_close(s);
         /* What a crash can leave: work in tmp/, a layer no record names, a record whose
          * layer is gone, a record that is not JSON. */
-        ck_assert_int_eq(sh("cd %s/store && mkdir -p tmp/s-1-1/tree && echo x > tmp/s-1-1/tree/f && "
-                            "mkdir -p layers/%064d/tree && echo '{\"manifest\":\"sha256:%064d\","
-                            "\"config\":\"sha256:%064d\",\"refs\":[\"bad\"],\"layers\":[]}' > "
-                            "images/%064d.json && echo junk > images/%063d9.json && "
-                            "touch blobs/sha256/%064d",
-                            dir, 0, 1, 2, 1, 0, 3),
-                         0);
+        ck_assert_int_eq(
+                sh("cd %s/store && mkdir -p tmp/s-1-1/tree && echo x > tmp/s-1-1/tree/f && "
+                   "mkdir -p layers/%064d/tree && echo '{\"manifest\":\"sha256:%064d\","
+                   "\"config\":\"sha256:%064d\",\"refs\":[\"bad\"],\"layers\":[]}' > "
+                   "images/%064d.json && echo junk > images/%063d9.json && "
+                   "touch blobs/sha256/%064d",
+                   dir, 0, 1, 2, 1, 0, 3),
+                0);
         s = open_store();
         ck_assert_uint_eq(imagestore_repaired(s), 4);
         ck_assert_int_eq(count_in("store/tmp"), 0);
@@ -469,7 +477,8 @@ START_TEST(blob_that_lies_is_refused) {
         /* One more byte than its descriptor says. */
         ck_assert_int_eq(sh("echo >> %s", blob), 0);
         ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
-        ck_assert_msg(strstr(err, "descriptor says") != NULL || strstr(err, "digest") != NULL, "%s", err);
+        ck_assert_msg(strstr(err, "descriptor says") != NULL || strstr(err, "digest") != NULL, "%s",
+                      err);
         assert_nothing_stored();
         /* The same size, one byte of gzip's header changed (its mtime: the stream still
          * reads, to the same tar): the blob's digest is not the one named. */
@@ -635,9 +644,13 @@ START_TEST(killed_mid_unpack_leaves_nothing_half_used) {
                 struct imagestore_blob_source src = {open_pipe, &p[0], NULL, -1};
                 uint64_t data, disk;
                 close(p[1]);
-                imagestore_pin(s, "sha256:" "1111111111111111111111111111111111111111111111111111111111111111");
-                imagestore_get_layer(s, "sha256:1111111111111111111111111111111111111111111111111111111111111111",
-                                     &src, 1u << 30, &data, &disk, err, sizeof(err));
+                imagestore_pin(s,
+                               "sha256:"
+                               "1111111111111111111111111111111111111111111111111111111111111111");
+                imagestore_get_layer(
+                        s,
+                        "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+                        &src, 1u << 30, &data, &disk, err, sizeof(err));
                 _exit(0);
         }
         close(p[0]);
@@ -650,7 +663,10 @@ START_TEST(killed_mid_unpack_leaves_nothing_half_used) {
         snprintf(block + 124, 12, "%011o", 16u << 20);
         snprintf(block + 136, 12, "%011o", 0);
         block[156] = '0';
-        memcpy(block + 257, "ustar\0" "00", 8);
+        memcpy(block + 257,
+               "ustar\0"
+               "00",
+               8);
         {
                 unsigned sum = 0;
                 memset(block + 148, ' ', 8);
@@ -661,7 +677,8 @@ START_TEST(killed_mid_unpack_leaves_nothing_half_used) {
         ck_assert_int_eq(write(p[1], block, sizeof(block)), (ssize_t)sizeof(block));
         /* Wait until the half-written file is in the store's tmp/, then kill. */
         for (i = 0; i < 2000; i++) {
-                if (sh("test -n \"$(find %s/store/tmp -name big -size +1k 2>/dev/null)\"", dir) == 0)
+                if (sh("test -n \"$(find %s/store/tmp -name big -size +1k 2>/dev/null)\"", dir) ==
+                    0)
                         break;
                 if (i % 10 == 0)
                         ck_assert_int_eq(write(p[1], block + 512, sizeof(block) - 512),

@@ -98,9 +98,10 @@ static const char *write_tar(const char *file, const struct tent *t, size_t n, c
         return path;
 }
 
-static const struct layer_opts root_opts = {
-        .max_bytes = 1 << 20, .max_entries = 1000, .whiteouts = LAYER_WHITEOUT_CHARDEV,
-        .keep_owners = 1};
+static const struct layer_opts root_opts = {.max_bytes = 1 << 20,
+                                            .max_entries = 1000,
+                                            .whiteouts = LAYER_WHITEOUT_CHARDEV,
+                                            .keep_owners = 1};
 
 /* Unpacks tar into DIR/sub (made here). Returns layer_unpack's result. */
 static int unpack_into(const char *tar, const char *sub, const struct layer_opts *o,
@@ -232,9 +233,12 @@ START_TEST(gzip_and_zstd_give_the_same_diff_id) {
         struct layer_result r0, rg, rz;
         char err[512];
 
-        ck_assert_int_eq(unpack_into(write_tar("0.tar", t, 1, 0), "0", &root_opts, &r0, err, 512), 0);
-        ck_assert_int_eq(unpack_into(write_tar("g.tar", t, 1, 'g'), "g", &root_opts, &rg, err, 512), 0);
-        ck_assert_int_eq(unpack_into(write_tar("z.tar", t, 1, 'z'), "z", &root_opts, &rz, err, 512), 0);
+        ck_assert_int_eq(unpack_into(write_tar("0.tar", t, 1, 0), "0", &root_opts, &r0, err, 512),
+                         0);
+        ck_assert_int_eq(unpack_into(write_tar("g.tar", t, 1, 'g'), "g", &root_opts, &rg, err, 512),
+                         0);
+        ck_assert_int_eq(unpack_into(write_tar("z.tar", t, 1, 'z'), "z", &root_opts, &rz, err, 512),
+                         0);
         ck_assert_str_eq(r0.diff_id, rg.diff_id);
         ck_assert_str_eq(r0.diff_id, rz.diff_id);
         ck_assert_str_ne(rg.blob_digest, rz.blob_digest);
@@ -310,7 +314,8 @@ START_TEST(device_nodes_and_fifos_are_skipped) {
         struct layer_result res;
         char err[512];
 
-        ck_assert_int_eq(unpack_into(write_tar("l.tar", t, 4, 0), "l", &root_opts, &res, err, 512), 0);
+        ck_assert_int_eq(unpack_into(write_tar("l.tar", t, 4, 0), "l", &root_opts, &res, err, 512),
+                         0);
         ck_assert_uint_eq(res.skipped, 2);
         ck_assert_str_eq(res.first_skipped, "dev/null");
         ck_assert(!exists("l/dev/null", NULL));
@@ -332,8 +337,9 @@ START_TEST(tar_bomb_is_refused_and_removed) {
         {
                 struct layer_result res;
                 char err[512];
-                ck_assert_int_eq(unpack_into(write_tar("big.tar", t, 2, 'g'), "l", &o, &res, err, 512),
-                                 -EFBIG);
+                ck_assert_int_eq(
+                        unpack_into(write_tar("big.tar", t, 2, 'g'), "l", &o, &res, err, 512),
+                        -EFBIG);
                 ck_assert_msg(strstr(err, "\"b\"") && strstr(err, "200000"), "%s", err);
                 ck_assert_int_eq(count_in("l"), 0);
         }
@@ -346,8 +352,9 @@ START_TEST(tar_bomb_is_refused_and_removed) {
         {
                 struct layer_result res;
                 char err[512];
-                ck_assert_int_eq(unpack_into(write_tar("many.tar", many, 60, 0), "m", &o, &res, err, 512),
-                                 -EFBIG);
+                ck_assert_int_eq(
+                        unpack_into(write_tar("many.tar", many, 60, 0), "m", &o, &res, err, 512),
+                        -EFBIG);
                 ck_assert_msg(strstr(err, "f50") && strstr(err, "50 entries"), "%s", err);
                 ck_assert_int_eq(count_in("m"), 0);
         }
@@ -371,16 +378,16 @@ END_TEST
  * extra) and checks what it shows. */
 static void check_overlay(enum layer_whiteouts w, const char *extra) {
         static const struct tent lower[] = {
-                {"a/", 'd', NULL, 0755, 0, 0},          {"a/keep", 'f', "k", 0644, 0, 0},
-                {"a/gone", 'f', "g", 0644, 0, 0},       {"d/", 'd', NULL, 0755, 0, 0},
-                {"d/old", 'f', "o", 0644, 0, 0},        {"d/sub/", 'd', NULL, 0755, 0, 0},
-                {"d/sub/x", 'f', "x", 0644, 0, 0},      {"gonedir/", 'd', NULL, 0755, 0, 0},
+                {"a/", 'd', NULL, 0755, 0, 0},       {"a/keep", 'f', "k", 0644, 0, 0},
+                {"a/gone", 'f', "g", 0644, 0, 0},    {"d/", 'd', NULL, 0755, 0, 0},
+                {"d/old", 'f', "o", 0644, 0, 0},     {"d/sub/", 'd', NULL, 0755, 0, 0},
+                {"d/sub/x", 'f', "x", 0644, 0, 0},   {"gonedir/", 'd', NULL, 0755, 0, 0},
                 {"gonedir/y", 'f', "y", 0644, 0, 0},
         };
         static const struct tent upper[] = {
-                {"a/", 'd', NULL, 0755, 0, 0},         {"a/.wh.gone", 'f', "", 0644, 0, 0},
-                {"d/", 'd', NULL, 0755, 0, 0},         {"d/.wh..wh..opq", 'f', "", 0644, 0, 0},
-                {"d/new", 'f', "n", 0644, 0, 0},       {".wh.gonedir", 'f', "", 0644, 0, 0},
+                {"a/", 'd', NULL, 0755, 0, 0},   {"a/.wh.gone", 'f', "", 0644, 0, 0},
+                {"d/", 'd', NULL, 0755, 0, 0},   {"d/.wh..wh..opq", 'f', "", 0644, 0, 0},
+                {"d/new", 'f', "n", 0644, 0, 0}, {".wh.gonedir", 'f', "", 0644, 0, 0},
         };
         struct layer_opts o = root_opts;
         struct layer_result res;
@@ -431,13 +438,13 @@ START_TEST(whiteouts_as_user_xattrs_through_overlay) {
         check_overlay(LAYER_WHITEOUT_USERXATTR, ",userxattr");
         ck_assert(exists("l2/a/gone", &st));
         ck_assert(S_ISREG(st.st_mode) && st.st_size == 0);
-        ck_assert_int_eq(getxattr(strcat(strcpy((char[512]){0}, dir), "/l2/a"),
-                                  "user.overlay.opaque", v, 3),
-                         1);
+        ck_assert_int_eq(
+                getxattr(strcat(strcpy((char[512]){0}, dir), "/l2/a"), "user.overlay.opaque", v, 3),
+                1);
         ck_assert_str_eq(v, "x");
-        ck_assert_int_eq(getxattr(strcat(strcpy((char[512]){0}, dir), "/l2/d"),
-                                  "user.overlay.opaque", v, 3),
-                         1);
+        ck_assert_int_eq(
+                getxattr(strcat(strcpy((char[512]){0}, dir), "/l2/d"), "user.overlay.opaque", v, 3),
+                1);
         ck_assert_str_eq(v, "y");
 }
 END_TEST
