@@ -544,7 +544,7 @@ static int put_whiteout(struct unpack *u, int pfd, const char *wh, const char *r
                         return fail(u, -errno, raw, "mknod of the whiteout: %s", strerror(errno));
                 return 0;
         }
-        fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0000);
+        fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return fail(u, -errno, raw, "creating the whiteout: %s", strerror(errno));
         r = fsetxattr(fd, "user.overlay.whiteout", "", 0, 0) < 0 ? -errno : 0;

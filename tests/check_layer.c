@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <grp.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "layer.h"
@@ -374,9 +376,36 @@ START_TEST(size_that_lies_is_refused) {
 }
 END_TEST
 
+static void write_proc(const char *file, const char *text) {
+        int fd = open(file, O_WRONLY | O_CLOEXEC);
+
+        ck_assert_msg(fd >= 0, "%s: %s", file, strerror(errno));
+        ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        close(fd);
+}
+
+/* As a rootless daemon and its sandbox: this process becomes nobody (no capability
+ * left) before it unpacks, and mounts the overlay in a user namespace of its own. */
+#define NOBODY 65534
+static void become_nobody(void) {
+        ck_assert_int_eq(chown(dir, NOBODY, NOBODY), 0);
+        ck_assert_int_eq(setgroups(0, NULL), 0);
+        ck_assert_int_eq(setresgid(NOBODY, NOBODY, NOBODY), 0);
+        ck_assert_int_eq(setresuid(NOBODY, NOBODY, NOBODY), 0);
+        /* Dumpable again, so that /proc/self stays this user's (for the maps). */
+        ck_assert_int_eq(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), 0);
+}
+
+static void enter_userns(void) {
+        ck_assert_int_eq(unshare(CLONE_NEWUSER | CLONE_NEWNS), 0);
+        write_proc("/proc/self/setgroups", "deny");
+        write_proc("/proc/self/uid_map", "0 65534 1");
+        write_proc("/proc/self/gid_map", "0 65534 1");
+}
+
 /* Unpacks two layers with whiteouts in mode w, mounts an overlay of them (options
- * extra) and checks what it shows. */
-static void check_overlay(enum layer_whiteouts w, const char *extra) {
+ * extra) and checks what it shows; rootless: as nobody, see become_nobody. */
+static void check_overlay(enum layer_whiteouts w, const char *extra, int rootless) {
         static const struct tent lower[] = {
                 {"a/", 'd', NULL, 0755, 0, 0},       {"a/keep", 'f', "k", 0644, 0, 0},
                 {"a/gone", 'f', "g", 0644, 0, 0},    {"d/", 'd', NULL, 0755, 0, 0},
@@ -395,11 +424,16 @@ static void check_overlay(enum layer_whiteouts w, const char *extra) {
 
         o.whiteouts = w;
         o.keep_owners = w == LAYER_WHITEOUT_CHARDEV;
+        if (rootless)
+                become_nobody();
         ck_assert_msg(unpack_into(write_tar("1.tar", lower, 9, 'g'), "l1", &o, &res, err, 512) == 0,
                       "%s", err);
         ck_assert_msg(unpack_into(write_tar("2.tar", upper, 6, 'z'), "l2", &o, &res, err, 512) == 0,
                       "%s", err);
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        if (rootless)
+                enter_userns();
+        else
+                ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
         ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
         snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
         ck_assert_int_eq(mkdir(mnt, 0700), 0);
@@ -422,7 +456,7 @@ static void check_overlay(enum layer_whiteouts w, const char *extra) {
 START_TEST(whiteouts_as_devices_through_overlay) {
         struct stat st;
 
-        check_overlay(LAYER_WHITEOUT_CHARDEV, "");
+        check_overlay(LAYER_WHITEOUT_CHARDEV, "", 0);
         ck_assert(exists("l2/a/gone", &st));
         ck_assert(S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0));
         ck_assert_int_eq(getxattr(strcat(strcpy((char[512]){0}, dir), "/l2/d"),
@@ -435,13 +469,27 @@ START_TEST(whiteouts_as_user_xattrs_through_overlay) {
         char v[4] = {0};
         struct stat st;
 
-        check_overlay(LAYER_WHITEOUT_USERXATTR, ",userxattr");
+        check_overlay(LAYER_WHITEOUT_USERXATTR, ",userxattr", 0);
         ck_assert(exists("l2/a/gone", &st));
         ck_assert(S_ISREG(st.st_mode) && st.st_size == 0);
         ck_assert_int_eq(
                 getxattr(strcat(strcpy((char[512]){0}, dir), "/l2/a"), "user.overlay.opaque", v, 3),
                 1);
         ck_assert_str_eq(v, "x");
+        ck_assert_int_eq(
+                getxattr(strcat(strcpy((char[512]){0}, dir), "/l2/d"), "user.overlay.opaque", v, 3),
+                1);
+        ck_assert_str_eq(v, "y");
+}
+END_TEST
+
+START_TEST(rootless_unpack_and_overlay_in_a_user_namespace) {
+        char v[4] = {0};
+        struct stat st;
+
+        check_overlay(LAYER_WHITEOUT_USERXATTR, ",userxattr", 1);
+        ck_assert(exists("l2/a/gone", &st));
+        ck_assert_uint_eq(st.st_uid, 0); /* nobody's, seen from its user namespace */
         ck_assert_int_eq(
                 getxattr(strcat(strcpy((char[512]){0}, dir), "/l2/d"), "user.overlay.opaque", v, 3),
                 1);
@@ -493,6 +541,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, size_that_lies_is_refused, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, whiteouts_as_devices_through_overlay, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, whiteouts_as_user_xattrs_through_overlay, 30, setup, teardown);
+        SBX_ADD_TEST_CASE(s, rootless_unpack_and_overlay_in_a_user_namespace, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, rootless_does_not_chown, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, not_a_tar_is_refused, 30, setup, teardown);
         return s;
