@@ -40,6 +40,7 @@ struct unpack {
         struct archive *outer, *inner;
         struct digest blob, diff;
         uint64_t stream_bytes; /* uncompressed, so far */
+        int too_big;           /* stream_bytes passed its bound */
         char *err;
         size_t errlen;
         struct dir_mode *dirs;
@@ -106,8 +107,11 @@ static la_ssize_t pull(struct unpack *u, struct archive *a) {
         }
         u->stream_bytes += (uint64_t)n;
         if (u->stream_bytes > stream_bound(u->o)) {
-                archive_set_error(a, EFBIG, "the uncompressed layer is larger than %llu bytes",
-                                  (unsigned long long)stream_bound(u->o));
+                char why[128]; /* archive_set_error's own printf knows no %llu */
+                snprintf(why, sizeof(why), "the uncompressed layer is larger than %llu bytes",
+                         (unsigned long long)stream_bound(u->o));
+                archive_set_error(a, EFBIG, "%s", why);
+                u->too_big = 1;
                 return -1;
         }
         if (digest_update(&u->diff, u->dbuf, (size_t)n) < 0) {
@@ -155,7 +159,7 @@ static int drain(struct unpack *u) {
         while ((n = pull(u, u->inner)) > 0)
                 ;
         if (n < 0)
-                return fail(u, -EINVAL, NULL, "after the tar's end: %s",
+                return fail(u, u->too_big ? -EFBIG : -EINVAL, NULL, "after the tar's end: %s",
                             archive_error_string(u->inner));
         while ((n = outer_read(u->outer, u, &(const void *){NULL})) > 0)
                 ;
@@ -401,7 +405,7 @@ static int copy_data(struct unpack *u, int fd, int64_t size, const char *raw) {
                 if (r == ARCHIVE_EOF)
                         break;
                 if (r != ARCHIVE_OK)
-                        return fail(u, archive_errno(u->inner) == EFBIG ? -EFBIG : -EINVAL, raw,
+                        return fail(u, u->too_big ? -EFBIG : -EINVAL, raw,
                                     "its data is truncated or corrupt: %s",
                                     archive_error_string(u->inner));
                 if (off < 0 || (uint64_t)off + len > (uint64_t)size)
@@ -624,7 +628,7 @@ static int unpack_all(struct unpack *u) {
                 if (a == ARCHIVE_EOF)
                         break;
                 if (a < ARCHIVE_WARN)
-                        return fail(u, archive_errno(u->inner) == EFBIG ? -EFBIG : -EINVAL, NULL,
+                        return fail(u, u->too_big ? -EFBIG : -EINVAL, NULL,
                                     "after %llu entries: %s", (unsigned long long)u->res->entries,
                                     archive_error_string(u->inner));
                 if (++u->res->entries > u->o->max_entries)

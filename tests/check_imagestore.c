@@ -467,6 +467,16 @@ static void assert_nothing_stored(void) {
         ck_assert_int_eq(count_in("store/tmp"), 0);
 }
 
+/* A copy of the layout rewritten by tests/mkimage.sh --lie kind: DIR/bad. */
+static void lying_layout(const char *kind, char *path, size_t len) {
+        const char *src = getenv("SBX_SRCDIR");
+
+        snprintf(path, len, "%s/bad", dir);
+        ck_assert_int_eq(sh("rm -rf %s", path), 0);
+        copy_layout();
+        ck_assert_int_eq(sh("%s/tests/mkimage.sh --lie %s %s", src ? src : ".", kind, path), 0);
+}
+
 START_TEST(blob_that_lies_is_refused) {
         struct imagestore *s = open_store();
         char m[DIGEST_STR_BYTES], err[512], blob[600], path[600];
@@ -496,17 +506,12 @@ END_TEST
 START_TEST(manifest_that_lies_is_refused) {
         struct imagestore *s = open_store();
         char m[DIGEST_STR_BYTES], err[512], path[600];
-        const char *src = getenv("SBX_SRCDIR");
 
-        snprintf(path, sizeof(path), "%s/bad", dir);
-        copy_layout();
-        ck_assert_int_eq(sh("%s/tests/mkimage.sh --lie size %s", src ? src : ".", path), 0);
+        lying_layout("size", path, sizeof(path));
         ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
         ck_assert_msg(strstr(err, "descriptor says") != NULL, "%s", err);
         assert_nothing_stored();
-        ck_assert_int_eq(sh("rm -rf %s", path), 0);
-        copy_layout();
-        ck_assert_int_eq(sh("%s/tests/mkimage.sh --lie diff_id %s", src ? src : ".", path), 0);
+        lying_layout("diff_id", path, sizeof(path));
         ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
         ck_assert_msg(strstr(err, "has the diff_id") != NULL, "%s", err);
         assert_nothing_stored();
@@ -519,6 +524,28 @@ START_TEST(manifest_that_lies_is_refused) {
                          0);
         ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
         ck_assert_msg(strstr(err, "has the digest") != NULL, "%s", err);
+        assert_nothing_stored();
+        imagestore_close(s);
+}
+END_TEST
+
+START_TEST(layout_bounds_are_enforced) {
+        struct imagestore *s = open_store();
+        char m[DIGEST_STR_BYTES], err[512], path[600];
+
+        lying_layout("layers", path, sizeof(path));
+        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
+        ck_assert_msg(strstr(err, "more than 256") != NULL, "%s", err);
+        lying_layout("nest", path, sizeof(path));
+        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
+        ck_assert_msg(strstr(err, "nested deeper than 2") != NULL, "%s", err);
+        /* JSON past IMAGESTORE_MAX_JSON_BYTES (still valid JSON: trailing spaces). */
+        ck_assert_int_eq(sh("rm -rf %s", path), 0);
+        copy_layout();
+        ck_assert_int_eq(
+                sh("printf '%%*s' %u '' >> %s/index.json", IMAGESTORE_MAX_JSON_BYTES, path), 0);
+        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EFBIG);
+        ck_assert_msg(strstr(err, "index.json") != NULL, "%s", err);
         assert_nothing_stored();
         imagestore_close(s);
 }
@@ -715,6 +742,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, store_reachable_by_others_is_refused, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, blob_that_lies_is_refused, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, manifest_that_lies_is_refused, 120, setup, teardown);
+        SBX_ADD_TEST_CASE(s, layout_bounds_are_enforced, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, symlinked_blob_is_never_followed, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, image_past_the_size_bound_is_refused, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, two_imports_of_one_layer_unpack_it_once, 120, setup, teardown);

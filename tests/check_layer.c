@@ -363,6 +363,57 @@ START_TEST(tar_bomb_is_refused_and_removed) {
 }
 END_TEST
 
+START_TEST(names_deeper_than_the_bound_are_refused) {
+        static char deep[2 * (LAYER_MAX_DEPTH + 1) + 2];
+        struct tent ok[] = {{deep, 'f', "x", 0644, 0, 0}};
+        struct layer_result res;
+        char err[512];
+        int i;
+
+        /* "a/a/.../a": LAYER_MAX_DEPTH components pass; one more is refused. */
+        deep[0] = 'a';
+        for (i = 1; i < LAYER_MAX_DEPTH; i++)
+                deep[2 * i - 1] = '/', deep[2 * i] = 'a';
+        ck_assert_uint_eq(strlen(deep), 2 * LAYER_MAX_DEPTH - 1);
+        ck_assert_msg(
+                unpack_into(write_tar("ok.tar", ok, 1, 0), "ok", &root_opts, &res, err, 512) == 0,
+                "%s", err);
+        strcat(deep, "/b");
+        ck_assert_int_eq(
+                unpack_into(write_tar("deep.tar", ok, 1, 0), "l", &root_opts, &res, err, 512),
+                -EINVAL);
+        ck_assert_msg(strstr(err, "deeper than 256") != NULL, "%s", err);
+        ck_assert_int_eq(count_in("l"), 0);
+}
+END_TEST
+
+/* A decompression bomb: a small tar, then megabytes of zeros that gzip makes tiny. */
+START_TEST(padding_past_the_stream_bound_is_refused) {
+        static const struct tent t[] = {{"a", 'f', "x", 0644, 0, 0}};
+        struct layer_opts o = root_opts;
+        struct layer_result res;
+        char err[512];
+
+        write_tar("l.tar", t, 1, 0);
+        ck_assert_int_eq(system(strcat(strcat(strcpy((char[1024]){0}, "cd "), dir),
+                                       " && head -c 4000000 /dev/zero >> l.tar && gzip l.tar")),
+                         0);
+        o.max_entries = 2;
+        o.max_bytes = 1000; /* the bound: 1000 + 4 * LAYER_HEADER_ALLOWANCE bytes */
+        ck_assert_int_eq(unpack_into(strcat(strcpy((char[512]){0}, dir), "/l.tar.gz"), "l", &o,
+                                     &res, err, 512),
+                         -EFBIG);
+        ck_assert_msg(strstr(err, "larger than 263144") != NULL, "%s", err);
+        ck_assert_int_eq(count_in("l"), 0);
+        /* Within a bound that allows it, the same layer unpacks. */
+        o.max_bytes = 8000000;
+        ck_assert_msg(unpack_into(strcat(strcpy((char[512]){0}, dir), "/l.tar.gz"), "m", &o, &res,
+                                  err, 512) == 0,
+                      "%s", err);
+        ck_assert_uint_eq(res.entries, 1);
+}
+END_TEST
+
 START_TEST(size_that_lies_is_refused) {
         static char data[100001];
         struct tent t[] = {{"first", 'f', "ok", 0644, 0, 0}, {"liar", 'f', data, 0644, 0, 0}};
@@ -539,6 +590,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, device_nodes_and_fifos_are_skipped, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, tar_bomb_is_refused_and_removed, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, size_that_lies_is_refused, 30, setup, teardown);
+        SBX_ADD_TEST_CASE(s, names_deeper_than_the_bound_are_refused, 30, setup, teardown);
+        SBX_ADD_TEST_CASE(s, padding_past_the_stream_bound_is_refused, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, whiteouts_as_devices_through_overlay, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, whiteouts_as_user_xattrs_through_overlay, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, rootless_unpack_and_overlay_in_a_user_namespace, 30, setup, teardown);

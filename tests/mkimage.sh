@@ -12,7 +12,9 @@
 #
 # mkimage.sh --lie KIND LAYOUT: rewrites tag "img" of LAYOUT (a copy) so that its
 # manifest lies while every digest still holds: KIND "size" says its first layer is one
-# byte longer than it is; "diff_id" gives the config another first diff_id.
+# byte longer than it is; "diff_id" gives the config another first diff_id; "layers"
+# lists 257 layers (the first one again and again); "nest" puts tag "img" behind two
+# more indexes.
 set -euo pipefail
 if [ "$1" = --lie ]; then
         exec python3 - "$2" "$3" <<'PY'
@@ -28,8 +30,19 @@ idx = json.load(open(lay + "/index.json"))
 ent = [m for m in idx["manifests"]
        if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == "img"][0]
 man = json.loads(blob(ent["digest"]))
+if kind == "nest":
+    inner = {k: ent[k] for k in ("mediaType", "digest", "size")}
+    for level in range(2):
+        body = json.dumps({"schemaVersion": 2, "manifests": [inner],
+                           "mediaType": "application/vnd.oci.image.index.v1+json"}).encode()
+        inner = dict(put(body), mediaType="application/vnd.oci.image.index.v1+json")
+    ent.update(inner)
+    json.dump(idx, open(lay + "/index.json", "w"))
+    sys.exit(0)
 if kind == "size":
     man["layers"][0]["size"] += 1
+elif kind == "layers":
+    man["layers"] = [man["layers"][0]] * 257
 else:
     cfg = json.loads(blob(man["config"]["digest"]))
     cfg["rootfs"]["diff_ids"][0] = "sha256:" + "ab" * 32
