@@ -23,6 +23,13 @@
 #define MT_OCI_MANIFEST    "application/vnd.oci.image.manifest.v1+json"
 #define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
 
+/* Where an image's files are: a user's layout (no symlink followed) or an archive the
+ * store unpacked (in_root: see open_file). */
+struct srcdir {
+        int fd;
+        int in_root;
+};
+
 /* A layer to import: its blob (a file beneath the plan's directory), what the blob's
  * digest and size must be, and its diff_id (from the config). */
 struct plan_layer {
@@ -33,7 +40,7 @@ struct plan_layer {
 };
 
 struct plan {
-        int dir_fd;
+        struct srcdir dir;
         char manifest[DS], config[DS];
         char *manifest_buf, *config_buf;
         size_t manifest_len, config_len;
@@ -49,11 +56,13 @@ static void plan_clear(struct plan *p) {
 
 /* ---- files beneath the source ------------------------------------------------------- */
 
-/* Opens the regular file path beneath dir_fd (never through a symlink; a FIFO or a
- * device is refused without blocking). fd or -errno (err set). */
-static int open_file(int dir_fd, const char *path, char *err, size_t errlen) {
+/* Opens the regular file path beneath d (a FIFO or a device is refused without
+ * blocking). In a user's layout no symlink is followed; in an archive the store unpacked
+ * (in_root), symlinks are followed but never out of it (docker save links layers it
+ * holds twice). fd or -errno (err set). */
+static int open_file(const struct srcdir *d, const char *path, char *err, size_t errlen) {
         struct stat st;
-        int fd = layer_open_beneath(dir_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+        int fd = layer_open_beneath(d->fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, d->in_root);
 
         if (fd < 0) {
                 snprintf(err, errlen, "%.200s: %s", path,
@@ -71,12 +80,12 @@ static int open_file(int dir_fd, const char *path, char *err, size_t errlen) {
 }
 
 /* Reads all of path (at most max bytes) into *ret (NUL-terminated, the caller frees). */
-static int read_file(int dir_fd, const char *path, size_t max, char **ret, size_t *ret_len,
-                     char *err, size_t errlen) {
+static int read_file(const struct srcdir *d, const char *path, size_t max, char **ret,
+                     size_t *ret_len, char *err, size_t errlen) {
         struct stat st;
         char *buf;
         size_t len = 0;
-        int fd = open_file(dir_fd, path, err, errlen);
+        int fd = open_file(d, path, err, errlen);
 
         if (fd < 0)
                 return fd;
@@ -107,9 +116,9 @@ static int read_file(int dir_fd, const char *path, size_t max, char **ret, size_
         return 0;
 }
 
-/* Reads the blob digest of the layout at dir_fd, checking its size and digest. */
-static int read_blob(int dir_fd, const char *digest, int64_t size, char **ret, size_t *ret_len,
-                     char *err, size_t errlen) {
+/* Reads the blob digest of the layout at d, checking its size and digest. */
+static int read_blob(const struct srcdir *d, const char *digest, int64_t size, char **ret,
+                     size_t *ret_len, char *err, size_t errlen) {
         char path[80], got[DS];
         const char *hex;
         int q;
@@ -125,7 +134,7 @@ static int read_blob(int dir_fd, const char *digest, int64_t size, char **ret, s
                 return size < 0 ? -EINVAL : -EFBIG;
         }
         snprintf(path, sizeof(path), "blobs/sha256/%s", hex);
-        q = read_file(dir_fd, path, IMAGESTORE_MAX_JSON_BYTES, ret, ret_len, err, errlen);
+        q = read_file(d, path, IMAGESTORE_MAX_JSON_BYTES, ret, ret_len, err, errlen);
         if (q == 0 && *ret_len != (size_t)size)
                 q = -EINVAL,
                 snprintf(err, errlen, "blob %s is %zu bytes, its descriptor says %" PRId64, digest,
@@ -235,13 +244,14 @@ static int choose(struct imagestore *s, json_t *doc, const char *tag, json_t **r
 
 /* From the layout's index.json down to one image manifest: *ret_buf (its bytes) and
  * its digest. */
-static int find_manifest(struct imagestore *s, int dir_fd, const char *tag, char **ret_buf,
-                         size_t *ret_len, char digest[DS], char *err, size_t errlen) {
+static int find_manifest(struct imagestore *s, const struct srcdir *d, const char *tag,
+                         char **ret_buf, size_t *ret_len, char digest[DS], char *err,
+                         size_t errlen) {
         char *buf = NULL;
         size_t len = 0;
         json_t *doc, *desc = NULL;
-        int depth, q = read_file(dir_fd, "index.json", IMAGESTORE_MAX_JSON_BYTES, &buf, &len, err,
-                                 errlen);
+        int depth,
+                q = read_file(d, "index.json", IMAGESTORE_MAX_JSON_BYTES, &buf, &len, err, errlen);
 
         doc = q == 0 ? parse_json(buf, len, "index.json", err, errlen) : NULL;
         free(buf);
@@ -255,7 +265,7 @@ static int find_manifest(struct imagestore *s, int dir_fd, const char *tag, char
                 if (q == 0)
                         q = desc_get(desc, digest, &size, err, errlen);
                 if (q == 0)
-                        q = read_blob(dir_fd, digest, size, ret_buf, ret_len, err, errlen);
+                        q = read_blob(d, digest, size, ret_buf, ret_len, err, errlen);
                 if (q < 0)
                         break;
                 next = parse_json(*ret_buf, *ret_len, digest, err, errlen);
@@ -339,7 +349,7 @@ static int use_config(struct imagestore *s, struct plan *p, char *err, size_t er
         return q;
 }
 
-/* Fills the plan from an OCI (or docker v2) manifest of the layout at p->dir_fd. */
+/* Fills the plan from an OCI (or docker v2) manifest of the layout at p->dir. */
 static int plan_manifest(struct imagestore *s, struct plan *p, char *err, size_t errlen) {
         json_t *m = parse_json(p->manifest_buf, p->manifest_len, "the manifest", err, errlen);
         json_t *layers = json_object_get(m, "layers"), *l;
@@ -380,7 +390,7 @@ static int plan_manifest(struct imagestore *s, struct plan *p, char *err, size_t
         }
         json_decref(m);
         if (q == 0)
-                q = read_blob(p->dir_fd, p->config, csize, &p->config_buf, &p->config_len, err,
+                q = read_blob(&p->dir, p->config, csize, &p->config_buf, &p->config_len, err,
                               errlen);
         return q == 0 ? use_config(s, p, err, errlen) : q;
 }
@@ -388,13 +398,13 @@ static int plan_manifest(struct imagestore *s, struct plan *p, char *err, size_t
 /* ---- carrying out a plan ---------------------------------------------------------------- */
 
 struct source {
-        int dir_fd;
+        const struct srcdir *dir;
         const char *path;
 };
 
 static int open_source(void *ud, char *err, size_t errlen) {
         struct source *src = ud;
-        return open_file(src->dir_fd, src->path, err, errlen);
+        return open_file(src->dir, src->path, err, errlen);
 }
 
 /* Pins what the image names, makes sure each layer is in the store, stores the
@@ -412,7 +422,7 @@ static int import_plan(struct imagestore *s, struct plan *p, const char *ref, ch
                 blobs_pinned = q == 0;
         }
         for (i = 0; q == 0 && i < p->nlayers; i++) {
-                struct source src = {p->dir_fd, p->layers[i].path};
+                struct source src = {&p->dir, p->layers[i].path};
                 struct imagestore_blob_source bs = {open_source, &src, p->layers[i].blob,
                                                     p->layers[i].size};
                 q = imagestore_pin(s, p->layers[i].diff_id);
@@ -445,16 +455,18 @@ static int import_plan(struct imagestore *s, struct plan *p, const char *ref, ch
         return q;
 }
 
-int imageimport_oci(struct imagestore *s, int layout_fd, const char *tag, const char *ref,
-                    char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen) {
-        struct plan p = {.dir_fd = layout_fd};
+/* An OCI layout at d (a user's, or an oci-archive the store unpacked). */
+static int import_oci(struct imagestore *s, const struct srcdir *d, const char *tag,
+                      const char *ref, char ret_manifest[DIGEST_STR_BYTES], char *err,
+                      size_t errlen) {
+        struct plan p = {.dir = *d};
         char *layout = NULL;
         size_t len;
         json_t *j;
         int q;
 
         err[0] = '\0';
-        q = read_file(layout_fd, "oci-layout", 4096, &layout, &len, err, errlen);
+        q = read_file(d, "oci-layout", 4096, &layout, &len, err, errlen);
         j = q == 0 ? parse_json(layout, len, "oci-layout", err, errlen) : NULL;
         free(layout);
         if (q == 0 && !json_is_string(json_object_get(j, "imageLayoutVersion"))) {
@@ -464,8 +476,8 @@ int imageimport_oci(struct imagestore *s, int layout_fd, const char *tag, const 
         }
         json_decref(j);
         if (q == 0)
-                q = find_manifest(s, layout_fd, tag, &p.manifest_buf, &p.manifest_len, p.manifest,
-                                  err, errlen);
+                q = find_manifest(s, d, tag, &p.manifest_buf, &p.manifest_len, p.manifest, err,
+                                  errlen);
         if (q == 0)
                 q = plan_manifest(s, &p, err, errlen);
         if (q == 0)
@@ -474,6 +486,13 @@ int imageimport_oci(struct imagestore *s, int layout_fd, const char *tag, const 
                 memcpy(ret_manifest, p.manifest, DS);
         plan_clear(&p);
         return q;
+}
+
+int imageimport_oci(struct imagestore *s, int layout_fd, const char *tag, const char *ref,
+                    char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen) {
+        struct srcdir d = {layout_fd, 0};
+
+        return import_oci(s, &d, tag, ref, ret_manifest, err, errlen);
 }
 
 /* ---- archives ----------------------------------------------------------------------------- */
@@ -509,7 +528,7 @@ int imageimport_oci_archive(struct imagestore *s, int fd, const char *tag, const
         q = unpack_archive(s, fd, &dfd, name, err, errlen);
         if (q < 0)
                 return q;
-        q = imageimport_oci(s, dfd, tag, ref, ret_manifest, err, errlen);
+        q = import_oci(s, &(struct srcdir){dfd, 1}, tag, ref, ret_manifest, err, errlen);
         close(dfd);
         imagestore_scratch_remove(s, name);
         return q;
@@ -584,7 +603,7 @@ static int plan_docker_layers(struct plan *p, json_t *entry, char *err, size_t e
                         break;
                 }
                 snprintf(pl->path, sizeof(pl->path), "%s", path);
-                fd = open_file(p->dir_fd, path, err, errlen);
+                fd = open_file(&p->dir, path, err, errlen);
                 q = fd < 0 ? fd : digest_fd(fd, pl->blob, &n);
                 pl->size = (int64_t)n;
                 if (q == 0)
@@ -618,7 +637,7 @@ static int plan_docker(struct imagestore *s, struct plan *p, const char *tag, ch
         size_t len = 0;
         json_t *list, *entry = NULL;
         const char *cfg;
-        int q = read_file(p->dir_fd, "manifest.json", IMAGESTORE_MAX_JSON_BYTES, &buf, &len, err,
+        int q = read_file(&p->dir, "manifest.json", IMAGESTORE_MAX_JSON_BYTES, &buf, &len, err,
                           errlen);
 
         list = q == 0 ? parse_json(buf, len, "manifest.json", err, errlen) : NULL;
@@ -632,7 +651,7 @@ static int plan_docker(struct imagestore *s, struct plan *p, const char *tag, ch
                 q = -EINVAL;
         }
         if (q == 0)
-                q = read_file(p->dir_fd, cfg, IMAGESTORE_MAX_JSON_BYTES, &p->config_buf,
+                q = read_file(&p->dir, cfg, IMAGESTORE_MAX_JSON_BYTES, &p->config_buf,
                               &p->config_len, err, errlen);
         if (q == 0)
                 q = digest_buf(p->config_buf, p->config_len, p->config);
@@ -644,12 +663,12 @@ static int plan_docker(struct imagestore *s, struct plan *p, const char *tag, ch
 
 int imageimport_docker_archive(struct imagestore *s, int fd, const char *tag, const char *ref,
                                char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen) {
-        struct plan p = {0};
+        struct plan p = {.dir = {-1, 1}};
         char name[NAME_MAX + 1];
         int q;
 
         err[0] = '\0';
-        q = unpack_archive(s, fd, &p.dir_fd, name, err, errlen);
+        q = unpack_archive(s, fd, &p.dir.fd, name, err, errlen);
         if (q < 0)
                 return q;
         q = plan_docker(s, &p, tag, err, errlen);
@@ -657,7 +676,7 @@ int imageimport_docker_archive(struct imagestore *s, int fd, const char *tag, co
                 q = import_plan(s, &p, ref, err, errlen);
         if (q == 0 && ret_manifest)
                 memcpy(ret_manifest, p.manifest, DS);
-        close(p.dir_fd);
+        close(p.dir.fd);
         imagestore_scratch_remove(s, name);
         plan_clear(&p);
         return q;

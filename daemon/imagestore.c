@@ -137,9 +137,11 @@ static int rec_from_json(json_t *o, struct rec *r) {
         return 0;
 }
 
-/* Writes buf as name in dir_fd: a file in tmp/ first, fsynced, then renamed. */
+/* Writes buf as name in dir_fd: a file in tmp/ first, then renamed; durable: fsynced
+ * before the rename and the directory after it (without: a crash may keep the old
+ * file, never a part of either). */
 static int write_atomic(struct imagestore *s, int dir_fd, const char *name, const void *buf,
-                        size_t len) {
+                        size_t len, int durable) {
         char tmp[64];
         const char *p = buf;
         int fd, r = 0;
@@ -156,20 +158,20 @@ static int write_atomic(struct imagestore *s, int dir_fd, const char *name, cons
                 else if (n > 0)
                         p += n, len -= (size_t)n;
         }
-        if (r == 0 && fsync(fd) < 0)
+        if (r == 0 && durable && fsync(fd) < 0)
                 r = -errno;
         close(fd);
         if (r == 0 && renameat(s->tmp_fd, tmp, dir_fd, name) < 0)
                 r = -errno;
         if (r < 0)
                 unlinkat(s->tmp_fd, tmp, 0);
-        else
+        else if (durable)
                 fsync(dir_fd);
         return r;
 }
 
-/* Writes r's record file. Called with mu held. */
-static int rec_save(struct imagestore *s, const struct rec *r) {
+/* Writes r's record file (durable: see write_atomic). Called with mu held. */
+static int rec_save(struct imagestore *s, const struct rec *r, int durable) {
         char name[DIGEST_HEX_LEN + 8];
         json_t *j = rec_to_json(r);
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -179,7 +181,7 @@ static int rec_save(struct imagestore *s, const struct rec *r) {
         if (!text)
                 return -ENOMEM;
         snprintf(name, sizeof(name), "%s.json", hex_of(r->manifest));
-        ret = write_atomic(s, s->images_fd, name, text, strlen(text));
+        ret = write_atomic(s, s->images_fd, name, text, strlen(text), durable);
         free(text);
         return ret;
 }
@@ -597,7 +599,9 @@ int imagestore_hold(struct imagestore *s, const char *name) {
         if (r) {
                 r->holds++;
                 r->last_used_ms = now_ms();
-                rec_save(s, r); /* a lost last-used time costs only eviction order */
+                /* On the loop, at each sandbox's start: not fsynced, as a last-used
+                 * time a crash loses costs only eviction order. */
+                rec_save(s, r, 0);
         }
         pthread_mutex_unlock(&s->mu);
         return r ? 0 : -ENOENT;
@@ -628,7 +632,7 @@ static int drop_ref(struct imagestore *s, struct rec *r, const char *ref) {
                         free(r->refs[k]);
                         memmove(&r->refs[k], &r->refs[k + 1], (r->nrefs - k - 1) * sizeof(char *));
                         r->nrefs--;
-                        return rec_save(s, r);
+                        return rec_save(s, r, 1);
                 }
         return -ENOENT;
 }
@@ -789,7 +793,7 @@ int imagestore_put_blob(struct imagestore *s, const char *digest, const void *bu
         if (q == 0 && faccessat(s->blobs_fd, hex, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
                 return 0;
         if (q == 0)
-                q = write_atomic(s, s->blobs_fd, hex, buf, len);
+                q = write_atomic(s, s->blobs_fd, hex, buf, len, 1);
         if (q < 0)
                 snprintf(err, errlen, "storing blob %s: %s", digest, strerror(-q));
         return q;
@@ -881,8 +885,12 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
         q = bfd < 0 ? bfd : open_sub(dfd, "tree", 0);
         if (q >= 0) {
                 tfd = q;
-                q = layer_unpack(bfd, tfd, &lo, &res, err, errlen);
+                /* The root of every layer is the image's "/" (overlayfs shows the upper
+                 * one's): 0755, as Docker makes it; the store around it stays 0700. */
+                q = fchmod(tfd, 0755) < 0 ? -errno : 0;
         }
+        if (q == 0)
+                q = layer_unpack(bfd, tfd, &lo, &res, err, errlen);
         if (q == 0 && src->blob_digest && strcmp(res.blob_digest, src->blob_digest) != 0)
                 q = -EINVAL, snprintf(err, errlen, "layer blob %s has the digest %s",
                                       src->blob_digest, res.blob_digest);
@@ -995,22 +1003,21 @@ int imagestore_commit(struct imagestore *s, const char *manifest, const char *co
                       const struct imagestore_layer_ref *layers, size_t nlayers,
                       uint64_t blob_bytes, const char *ref, char *err, size_t errlen) {
         struct rec *r, n = {0};
-        int q = 0;
+        int q = 0, created = 0;
 
         pthread_mutex_lock(&s->mu);
         r = find_rec(s, manifest);
         if (!r) {
                 struct rec *grown = realloc(s->recs, (s->nrecs + 1) * sizeof(*grown));
+                if (grown)
+                        s->recs = grown;
                 n.layers = calloc(nlayers + 1, sizeof(*n.layers));
                 n.refs = calloc(1, sizeof(char *));
                 if (!grown || !n.layers || !n.refs) {
-                        if (grown)
-                                s->recs = grown;
                         rec_clear(&n);
                         q = -ENOMEM;
                         goto out;
                 }
-                s->recs = grown;
                 snprintf(n.manifest, DS, "%s", manifest);
                 snprintf(n.config, DS, "%s", config);
                 memcpy(n.layers, layers, nlayers * sizeof(*layers));
@@ -1019,14 +1026,15 @@ int imagestore_commit(struct imagestore *s, const char *manifest, const char *co
                 n.created_ms = n.last_used_ms = now_ms();
                 s->recs[s->nrecs++] = n;
                 r = &s->recs[s->nrecs - 1];
+                created = 1;
         }
         if (ref) {
                 take_ref(s, ref, r);
                 q = add_ref(r, ref);
         }
         if (q == 0)
-                q = rec_save(s, r);
-        if (q < 0 && r->nrefs == 0 && r == &s->recs[s->nrecs - 1] && !r->holds) {
+                q = rec_save(s, r, 1);
+        if (q < 0 && created) { /* never written: the image was not imported */
                 rec_clear(r);
                 s->nrecs--;
         }

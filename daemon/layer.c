@@ -216,11 +216,11 @@ static char *split(char *path) {
         return slash + 1;
 }
 
-int layer_open_beneath(int dir_fd, const char *path, int flags) {
+int layer_open_beneath(int dir_fd, const char *path, int flags, int in_root) {
         struct open_how how = {
                 .flags = (uint64_t)(flags | O_CLOEXEC),
-                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                           RESOLVE_NO_XDEV,
+                .resolve = (in_root ? RESOLVE_IN_ROOT : RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) |
+                           RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
         };
         long fd;
 
@@ -231,7 +231,7 @@ int layer_open_beneath(int dir_fd, const char *path, int flags) {
 }
 
 static int open_beneath(int dir_fd, const char *path) {
-        return layer_open_beneath(dir_fd, path, O_RDONLY | O_DIRECTORY);
+        return layer_open_beneath(dir_fd, path, O_RDONLY | O_DIRECTORY, 0);
 }
 
 /* Opens the directory parent (relative to the layer) of the entry raw, creating what is

@@ -104,9 +104,11 @@ int layer_unpack(int fd, int dir_fd, const struct layer_opts *o, struct layer_re
 
 /* Opens path beneath dir_fd ("" or "." for dir_fd itself) with flags (O_CLOEXEC added)
  * as layer_unpack opens a layer's directories: openat2 with RESOLVE_BENEATH,
- * RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV. fd or -errno (-ELOOP:
- * a symlink on the way). */
-int layer_open_beneath(int dir_fd, const char *path, int flags);
+ * RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV. With in_root, for a
+ * tree layer_unpack wrote (whose symlinks are the archive's), symlinks are followed as
+ * if dir_fd were "/" (RESOLVE_IN_ROOT): never out of it. fd or -errno (-ELOOP: a
+ * symlink on the way, without in_root). */
+int layer_open_beneath(int dir_fd, const char *path, int flags, int in_root);
 
 /* Removes everything beneath dir_fd (not dir_fd itself), never following a symlink and
  * never leaving its filesystem. 0, or the first -errno met (it goes on past it). */

@@ -210,6 +210,8 @@ START_TEST(oci_layout_imported_and_seen_through_overlay) {
         ck_assert_uint_eq(st.st_mode & 07777, 0700);
         ck_assert_int_eq(count_in("store/tmp"), 0);
         mount_image(s, "test/img:1");
+        ck_assert(exists("mnt", &st));
+        ck_assert_uint_eq(st.st_mode & 07777, 0755); /* "/" as Docker makes it */
         ck_assert(exists("mnt/bin/busybox", &st));
         ck_assert_uint_eq(st.st_mode & 07777, 04755); /* kept, inside the store only */
         ck_assert(exists("mnt/bin/sh", &st) && S_ISLNK(st.st_mode));
@@ -283,6 +285,72 @@ START_TEST(archives_share_the_layers) {
                          -ENOENT);
         ck_assert_msg(strstr(err, "nosuch:tag") != NULL, "%s", err);
         ck_assert_int_eq(count_in("store/tmp"), 0);
+        imagestore_close(s);
+}
+END_TEST
+
+static void assert_nothing_stored(void) {
+        ck_assert_int_eq(count_in("store/layers"), 0);
+        ck_assert_int_eq(count_in("store/images"), 0);
+        ck_assert_int_eq(count_in("store/tmp"), 0);
+}
+
+/* DIR/linked.tar: the docker-archive with manifest.json naming each layer through the
+ * symlink skopeo left for it (ID/layer.tar -> ../HEX.tar, as docker save links a layer
+ * it holds twice), the first one replaced by evil/layer.tar -> target when target is
+ * not NULL. */
+static void relink_docker_archive(const char *target) {
+        ck_assert_int_eq(
+                sh("cd %s && rm -rf x linked.tar && mkdir x && tar -C x -xf %s/img.docker.tar && "
+                   "cd x && python3 -c '\n"
+                   "import json, os\n"
+                   "links = {os.readlink(d + \"/layer.tar\")[3:]: d + \"/layer.tar\"\n"
+                   "         for d in os.listdir(\".\") if os.path.islink(d + \"/layer.tar\")}\n"
+                   "m = json.load(open(\"manifest.json\"))\n"
+                   "m[0][\"Layers\"] = [links[l] for l in m[0][\"Layers\"]]\n"
+                   "json.dump(m, open(\"manifest.json\", \"w\"))' && "
+                   "tar -cf ../linked.tar .",
+                   dir, imgs),
+                0);
+        if (target)
+                ck_assert_int_eq(
+                        sh("cd %s/x && mkdir evil && ln -s %s evil/layer.tar && python3 -c '\n"
+                           "import json\n"
+                           "m = json.load(open(\"manifest.json\"))\n"
+                           "m[0][\"Layers\"][0] = \"evil/layer.tar\"\n"
+                           "json.dump(m, open(\"manifest.json\", \"w\"))' && "
+                           "tar -cf ../linked.tar .",
+                           dir, target),
+                        0);
+}
+
+START_TEST(docker_archive_links_stay_inside_it) {
+        struct imagestore *s = open_store();
+        char m[DIGEST_STR_BYTES], d[DIGEST_STR_BYTES], err[512], path[512];
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/linked.tar", dir);
+        ck_assert_msg(import_archive(s, "img.docker.tar", 1, NULL, NULL, d, err) == 0, "%s", err);
+        relink_docker_archive(NULL);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        ck_assert_msg(imageimport_docker_archive(s, fd, NULL, "linked", m, err, sizeof(err)) == 0,
+                      "%s", err);
+        close(fd);
+        ck_assert_str_eq(m, d); /* the same layers, so the same manifest */
+        ck_assert_int_eq(imagestore_remove(s, m, err, sizeof(err)), 0);
+        /* A link out of the archive resolves inside it, where there is no such file. */
+        relink_docker_archive("/etc/passwd");
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_eq(imageimport_docker_archive(s, fd, NULL, NULL, m, err, sizeof(err)),
+                         -ENOENT);
+        close(fd);
+        ck_assert_msg(strstr(err, "evil/layer.tar") != NULL, "%s", err);
+        relink_docker_archive("../../../../../../../../etc/passwd");
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_eq(imageimport_docker_archive(s, fd, NULL, NULL, m, err, sizeof(err)),
+                         -ENOENT);
+        close(fd);
+        assert_nothing_stored();
         imagestore_close(s);
 }
 END_TEST
@@ -459,12 +527,6 @@ static void largest_blob(char *path, size_t len) {
         pclose(f);
         cmd[strcspn(cmd, "\n")] = '\0';
         snprintf(path, len, "%s/bad/blobs/sha256/%.64s", dir, cmd);
-}
-
-static void assert_nothing_stored(void) {
-        ck_assert_int_eq(count_in("store/layers"), 0);
-        ck_assert_int_eq(count_in("store/images"), 0);
-        ck_assert_int_eq(count_in("store/tmp"), 0);
 }
 
 /* A copy of the layout rewritten by tests/mkimage.sh --lie kind: DIR/bad. */
@@ -735,6 +797,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, oci_layout_imported_and_seen_through_overlay, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, hard_link_kept_within_its_layer, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, archives_share_the_layers, 120, setup, teardown);
+        SBX_ADD_TEST_CASE(s, docker_archive_links_stay_inside_it, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, multi_arch_index_selects_the_platform, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, hold_remove_prune, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, cache_bound_evicts_least_recently_used, 120, setup, teardown);
