@@ -25,6 +25,9 @@
 #include "imagestore.h"
 #include "testutil.h"
 
+/* Run from the source tree, as make check runs every test. */
+#define MKIMAGE "tests/mkimage.sh"
+
 static char dir[256];  /* this test's */
 static char imgs[256]; /* the images, made once */
 static pid_t imgs_maker;
@@ -49,14 +52,13 @@ __attribute__((format(printf, 1, 2))) static int sh(const char *fmt, ...) {
 
 static void setup(void) {
         if (!imgs[0]) {
-                const char *src = getenv("SBX_SRCDIR");
                 test_dir_make(imgs, sizeof(imgs), "check_imagestore_images");
                 imgs_maker = getpid();
                 atexit(remove_imgs);
-                ck_assert_msg(
-                        sh("%s/tests/mkimage.sh %s >%s/log 2>&1", src ? src : ".", imgs, imgs) == 0,
-                        "tests/mkimage.sh failed (umoci, skopeo, busybox-static: make "
-                        "test-pkgs); see its log");
+                ck_assert_msg(sh(MKIMAGE " %s >%s/log 2>&1 || { cat %s/log >&2; exit 1; }", imgs,
+                                 imgs, imgs) == 0,
+                              "tests/mkimage.sh failed (it needs umoci, skopeo and busybox-static: "
+                              "make test-pkgs); its output is above");
         }
         test_dir_make(dir, sizeof(dir), "check_imagestore");
 }
@@ -531,12 +533,11 @@ static void largest_blob(char *path, size_t len) {
 
 /* A copy of the layout rewritten by tests/mkimage.sh --lie kind: DIR/bad. */
 static void lying_layout(const char *kind, char *path, size_t len) {
-        const char *src = getenv("SBX_SRCDIR");
 
         snprintf(path, len, "%s/bad", dir);
         ck_assert_int_eq(sh("rm -rf %s", path), 0);
         copy_layout();
-        ck_assert_int_eq(sh("%s/tests/mkimage.sh --lie %s %s", src ? src : ".", kind, path), 0);
+        ck_assert_int_eq(sh(MKIMAGE " --lie %s %s", kind, path), 0);
 }
 
 START_TEST(blob_that_lies_is_refused) {
