@@ -13,7 +13,8 @@
  * opened with openat2 (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) and must be regular: a
  * symlink in a user's layout can make the daemon read nothing of the host. An archive
  * is unpacked with layer_unpack (its bounds, its refusals) into a scratch directory of
- * the store first, then imported from there, then deleted.
+ * the store first, then imported from there (its symlinks followed as if the scratch
+ * directory were "/": docker save links a layer it holds twice), then deleted.
  *
  * Any thread (a worker thread's: an import reads and writes whole images). Never logs. */
 #ifndef SBX_IMAGEIMPORT_H

@@ -100,9 +100,9 @@ struct imagestore_config {
         char *user;
 };
 
-/* Opens the store at root, creating it (and its parents' last component only) when
- * absent, 0700. Refuses (-EPERM) a root not owned by this process's user or reachable
- * by others (group or other bits), or a symlink. Then repairs what a crash left (see
+/* Opens the store at root, creating it (its last component only) when absent, 0700.
+ * Refuses a root not owned by this process's user or reachable by others (group or
+ * other bits) with -EPERM, and a symlink with -ELOOP. Then repairs what a crash left (see
  * above). *ret is written only on success. */
 int imagestore_open(const char *root, const struct imagestore_opts *o, struct imagestore **ret,
                     char *err, size_t errlen);
