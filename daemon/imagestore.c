@@ -486,7 +486,8 @@ int imagestore_open(const char *root, const struct imagestore_opts *o, struct im
                 imagestore_close(s);
                 return r;
         }
-        qsort(s->recs, s->nrecs, sizeof(*s->recs), by_created);
+        if (s->nrecs > 1)
+                qsort(s->recs, s->nrecs, sizeof(*s->recs), by_created);
         s->repaired += sweep_all(s);
         imagestore_collect(s);
         *ret = s;
