@@ -346,6 +346,16 @@ static int use_config(struct imagestore *s, struct plan *p, char *err, size_t er
                 }
         }
         json_decref(c);
+        if (q == 0) {
+                struct imagestore_config parsed;
+                q = imagestore_config_parse(p->config_buf, p->config_len, &parsed);
+                if (q == -EINVAL)
+                        snprintf(err, errlen,
+                                 "the config: a field of the wrong type (Env, "
+                                 "Entrypoint, Cmd: lists of strings; WorkingDir, "
+                                 "User: strings)");
+                imagestore_config_free(&parsed);
+        }
         return q;
 }
 

@@ -1048,6 +1048,12 @@ out:
 
 /* ---- inspect ------------------------------------------------------------------------- */
 
+/* 1 when o has no member key, a null one or a string. */
+static int opt_ok(json_t *o, const char *key) {
+        json_t *v = json_object_get(o, key);
+        return !v || json_is_null(v) || json_is_string(v);
+}
+
 /* A copy of the string j, or NULL (absent, null, or not a string). */
 static char *opt_str(json_t *j) {
         return json_is_string(j) ? strdup(json_string_value(j)) : NULL;
@@ -1105,6 +1111,10 @@ static int parse_config(json_t *j, struct imagestore_config *c) {
         memset(c, 0, sizeof(*c));
         if (!json_is_object(j) || (cfg && !json_is_null(cfg) && !json_is_object(cfg)))
                 return -EINVAL;
+        /* Present but not strings: as malformed as a list that is not one. */
+        if (!opt_ok(j, "os") || !opt_ok(j, "architecture") || !opt_ok(j, "variant") ||
+            !opt_ok(cfg, "WorkingDir") || !opt_ok(cfg, "User"))
+                return -EINVAL;
         c->os = opt_str(json_object_get(j, "os"));
         c->arch = opt_str(json_object_get(j, "architecture"));
         c->variant = opt_str(json_object_get(j, "variant"));
@@ -1115,6 +1125,16 @@ static int parse_config(json_t *j, struct imagestore_config *c) {
                 q = str_array(json_object_get(cfg, "Entrypoint"), &c->entrypoint, &c->nentrypoint);
         if (q == 0)
                 q = str_array(json_object_get(cfg, "Cmd"), &c->cmd, &c->ncmd);
+        return q;
+}
+
+int imagestore_config_parse(const char *buf, size_t len, struct imagestore_config *ret) {
+        json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+        int q = j ? parse_config(j, ret) : -EINVAL;
+
+        json_decref(j);
+        if (q < 0)
+                imagestore_config_free(ret);
         return q;
 }
 

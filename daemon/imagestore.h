@@ -128,6 +128,10 @@ void imagestore_image_free(struct imagestore_image *img);
 int imagestore_inspect(struct imagestore *s, const char *name, struct imagestore_config *ret);
 void imagestore_config_free(struct imagestore_config *c);
 
+/* The same from a config's JSON (len bytes of buf): imageimport refuses a config that
+ * inspect could not read. -EINVAL malformed (a field of the wrong type), -ENOMEM. */
+int imagestore_config_parse(const char *buf, size_t len, struct imagestore_config *ret);
+
 /* The path of layer diff_id's tree (an overlayfs lower directory) into buf (len
  * bytes). -EINVAL not a digest, -ENAMETOOLONG. Does not check that the layer exists. */
 int imagestore_layer_path(struct imagestore *s, const char *diff_id, char *buf, size_t len);

@@ -578,6 +578,11 @@ START_TEST(manifest_that_lies_is_refused) {
         ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
         ck_assert_msg(strstr(err, "has the diff_id") != NULL, "%s", err);
         assert_nothing_stored();
+        /* A config inspect could not read. */
+        lying_layout("env", path, sizeof(path));
+        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
+        ck_assert_msg(strstr(err, "wrong type") != NULL, "%s", err);
+        assert_nothing_stored();
         /* A config that is not the one its manifest names. */
         ck_assert_int_eq(sh("rm -rf %s", path), 0);
         copy_layout();

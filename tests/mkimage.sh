@@ -14,7 +14,7 @@
 # manifest lies while every digest still holds: KIND "size" says its first layer is one
 # byte longer than it is; "diff_id" gives the config another first diff_id; "layers"
 # lists 257 layers (the first one again and again); "nest" puts tag "img" behind two
-# more indexes.
+# more indexes; "env" makes the config's Env a string.
 set -euo pipefail
 if [ "$1" = --lie ]; then
         exec python3 - "$2" "$3" <<'PY'
@@ -45,7 +45,10 @@ elif kind == "layers":
     man["layers"] = [man["layers"][0]] * 257
 else:
     cfg = json.loads(blob(man["config"]["digest"]))
-    cfg["rootfs"]["diff_ids"][0] = "sha256:" + "ab" * 32
+    if kind == "env":
+        cfg["config"]["Env"] = "PATH=/bin"
+    else:
+        cfg["rootfs"]["diff_ids"][0] = "sha256:" + "ab" * 32
     man["config"].update(put(json.dumps(cfg).encode()))
 ent.update(put(json.dumps(man).encode()))
 json.dump(idx, open(lay + "/index.json", "w"))
