@@ -650,6 +650,38 @@ START_TEST(image_past_the_size_bound_is_refused) {
 }
 END_TEST
 
+/* A full disk: the store on a 1 MiB tmpfs (in this test's mount namespace) cannot take
+ * busybox. The import fails with -ENOSPC and leaves nothing; a small image still fits
+ * afterwards. */
+START_TEST(full_disk_leaves_nothing_half_used) {
+        struct imagestore *s;
+        char m[DIGEST_STR_BYTES], err[512], small[512];
+
+        snprintf(small, sizeof(small), "%s/small", dir);
+        ck_assert_int_eq(mkdir(small, 0700), 0);
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        ck_assert_int_eq(mount("tmpfs", small, "tmpfs", 0, "size=1m,mode=0700"), 0);
+        s = open_store_at("small/store", &opts);
+        ck_assert_int_eq(import_layout(s, "oci", "img", NULL, m, err), -ENOSPC);
+        ck_assert_msg(strstr(err, "No space left") != NULL, "%s", err);
+        ck_assert_int_eq(count_in("small/store/layers"), 0);
+        ck_assert_int_eq(count_in("small/store/images"), 0);
+        ck_assert_int_eq(count_in("small/store/tmp"), 0);
+        ck_assert_msg(import_layout(s, "oci", "arm", NULL, m, err) == -ENOEXEC, "%s", err);
+        imagestore_close(s);
+        {
+                struct imagestore_opts arm = opts;
+                arm.arch = "arm64";
+                s = open_store_at("small/store", &arm);
+                ck_assert_msg(import_layout(s, "oci", "arm", "a", m, err) == 0, "%s", err);
+                ck_assert_int_eq(count_in("small/store/images"), 1);
+                imagestore_close(s);
+        }
+        ck_assert_int_eq(umount2(small, MNT_DETACH), 0);
+}
+END_TEST
+
 /* ---- concurrency -------------------------------------------------------------------- */
 
 struct importer {
@@ -816,6 +848,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, layout_bounds_are_enforced, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, symlinked_blob_is_never_followed, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, image_past_the_size_bound_is_refused, 120, setup, teardown);
+        SBX_ADD_TEST_CASE(s, full_disk_leaves_nothing_half_used, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, two_imports_of_one_layer_unpack_it_once, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, killed_mid_unpack_leaves_nothing_half_used, 120, setup, teardown);
         return s;
