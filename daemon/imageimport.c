@@ -16,12 +16,11 @@
 
 #include <jansson.h>
 
-#define DS                 DIGEST_STR_BYTES
-#define REF_NAME           "org.opencontainers.image.ref.name"
-#define MT_OCI_INDEX       "application/vnd.oci.image.index.v1+json"
-#define MT_DOCKER_LIST     "application/vnd.docker.distribution.manifest.list.v2+json"
-#define MT_OCI_MANIFEST    "application/vnd.oci.image.manifest.v1+json"
-#define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
+#define DS              DIGEST_STR_BYTES
+#define REF_NAME        "org.opencontainers.image.ref.name"
+#define MT_OCI_INDEX    "application/vnd.oci.image.index.v1+json"
+#define MT_DOCKER_LIST  "application/vnd.docker.distribution.manifest.list.v2+json"
+#define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 
 /* Where an image's files are: a user's layout (no symlink followed) or an archive the
  * store unpacked (in_root: see open_file). */
@@ -347,14 +346,14 @@ static int use_config(struct imagestore *s, struct plan *p, char *err, size_t er
         }
         json_decref(c);
         if (q == 0) {
-                struct imagestore_config parsed;
-                q = imagestore_config_parse(p->config_buf, p->config_len, &parsed);
+                struct imageconfig parsed;
+                q = imageconfig_parse(p->config_buf, p->config_len, &parsed);
                 if (q == -EINVAL)
                         snprintf(err, errlen,
                                  "the config: a field of the wrong type (Env, "
                                  "Entrypoint, Cmd: lists of strings; WorkingDir, "
                                  "User: strings)");
-                imagestore_config_free(&parsed);
+                imageconfig_free(&parsed);
         }
         return q;
 }

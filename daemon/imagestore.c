@@ -1048,100 +1048,9 @@ out:
 
 /* ---- inspect ------------------------------------------------------------------------- */
 
-/* 1 when o has no member key, a null one or a string. */
-static int opt_ok(json_t *o, const char *key) {
-        json_t *v = json_object_get(o, key);
-        return !v || json_is_null(v) || json_is_string(v);
-}
-
-/* A copy of the string j, or NULL (absent, null, or not a string). */
-static char *opt_str(json_t *j) {
-        return json_is_string(j) ? strdup(json_string_value(j)) : NULL;
-}
-
-/* The array of strings j into *ret (NULL-terminated) and *n. Absent or null: none. */
-static int str_array(json_t *j, char ***ret, size_t *n) {
-        json_t *v;
-        size_t i;
-
-        *ret = NULL;
-        *n = 0;
-        if (!j || json_is_null(j))
-                return 0;
-        if (!json_is_array(j))
-                return -EINVAL;
-        *ret = calloc(json_array_size(j) + 1, sizeof(char *));
-        if (!*ret)
-                return -ENOMEM;
-        json_array_foreach(j, i, v) {
-                if (!json_is_string(v))
-                        return -EINVAL;
-                if (!((*ret)[i] = strdup(json_string_value(v))))
-                        return -ENOMEM;
-                (*n)++;
-        }
-        return 0;
-}
-
-static void free_strv(char **v, size_t n) {
-        size_t i;
-        for (i = 0; v && i < n; i++)
-                free(v[i]);
-        free(v);
-}
-
-void imagestore_config_free(struct imagestore_config *c) {
-        if (!c)
-                return;
-        free(c->os);
-        free(c->arch);
-        free(c->variant);
-        free_strv(c->env, c->nenv);
-        free_strv(c->entrypoint, c->nentrypoint);
-        free_strv(c->cmd, c->ncmd);
-        free(c->working_dir);
-        free(c->user);
-        memset(c, 0, sizeof(*c));
-}
-
-static int parse_config(json_t *j, struct imagestore_config *c) {
-        json_t *cfg = json_object_get(j, "config");
-        int q;
-
-        memset(c, 0, sizeof(*c));
-        if (!json_is_object(j) || (cfg && !json_is_null(cfg) && !json_is_object(cfg)))
-                return -EINVAL;
-        /* Present but not strings: as malformed as a list that is not one. */
-        if (!opt_ok(j, "os") || !opt_ok(j, "architecture") || !opt_ok(j, "variant") ||
-            !opt_ok(cfg, "WorkingDir") || !opt_ok(cfg, "User"))
-                return -EINVAL;
-        c->os = opt_str(json_object_get(j, "os"));
-        c->arch = opt_str(json_object_get(j, "architecture"));
-        c->variant = opt_str(json_object_get(j, "variant"));
-        c->working_dir = opt_str(json_object_get(cfg, "WorkingDir"));
-        c->user = opt_str(json_object_get(cfg, "User"));
-        q = str_array(json_object_get(cfg, "Env"), &c->env, &c->nenv);
-        if (q == 0)
-                q = str_array(json_object_get(cfg, "Entrypoint"), &c->entrypoint, &c->nentrypoint);
-        if (q == 0)
-                q = str_array(json_object_get(cfg, "Cmd"), &c->cmd, &c->ncmd);
-        return q;
-}
-
-int imagestore_config_parse(const char *buf, size_t len, struct imagestore_config *ret) {
-        json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
-        int q = j ? parse_config(j, ret) : -EINVAL;
-
-        json_decref(j);
-        if (q < 0)
-                imagestore_config_free(ret);
-        return q;
-}
-
-int imagestore_inspect(struct imagestore *s, const char *name, struct imagestore_config *ret) {
+int imagestore_inspect(struct imagestore *s, const char *name, struct imageconfig *ret) {
         char config[DS];
         struct rec *r;
-        json_t *j;
         int fd, q;
 
         pthread_mutex_lock(&s->mu);
@@ -1154,11 +1063,7 @@ int imagestore_inspect(struct imagestore *s, const char *name, struct imagestore
         fd = openat(s->blobs_fd, hex_of(config), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        j = json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL);
+        q = imageconfig_load(fd, ret);
         close(fd);
-        q = j ? parse_config(j, ret) : -EINVAL;
-        json_decref(j);
-        if (q < 0)
-                imagestore_config_free(ret);
         return q;
 }

@@ -48,6 +48,7 @@
 #include <stdint.h>
 
 #include "digest.h"
+#include "imageconfig.h"
 #include "layer.h"
 
 struct imagestore;
@@ -86,20 +87,6 @@ struct imagestore_image {
         unsigned holds;
 };
 
-/* What imagestore_inspect reads from an image's config (strings and arrays NULL when
- * the config has none). */
-struct imagestore_config {
-        char *os, *arch, *variant;
-        char **env;
-        size_t nenv;
-        char **entrypoint;
-        size_t nentrypoint;
-        char **cmd;
-        size_t ncmd;
-        char *working_dir;
-        char *user;
-};
-
 /* Opens the store at root, creating it (its last component only) when absent, 0700.
  * Refuses a root not owned by this process's user or reachable by others (group or
  * other bits) with -EPERM, and a symlink with -ELOOP. Then repairs what a crash left (see
@@ -123,14 +110,9 @@ int imagestore_list(struct imagestore *s, struct imagestore_image **ret);
 void imagestore_list_free(struct imagestore_image *list, size_t n);
 void imagestore_image_free(struct imagestore_image *img);
 
-/* The image's config (see struct imagestore_config); the caller frees it with
- * imagestore_config_free. -ENOENT no such image, -EINVAL its config is malformed. */
-int imagestore_inspect(struct imagestore *s, const char *name, struct imagestore_config *ret);
-void imagestore_config_free(struct imagestore_config *c);
-
-/* The same from a config's JSON (len bytes of buf): imageimport refuses a config that
- * inspect could not read. -EINVAL malformed (a field of the wrong type), -ENOMEM. */
-int imagestore_config_parse(const char *buf, size_t len, struct imagestore_config *ret);
+/* The image's config (see imageconfig.h); the caller frees it with imageconfig_free.
+ * -ENOENT no such image, -EINVAL its config is malformed. */
+int imagestore_inspect(struct imagestore *s, const char *name, struct imageconfig *ret);
 
 /* The path of layer diff_id's tree (an overlayfs lower directory) into buf (len
  * bytes). -EINVAL not a digest, -ENAMETOOLONG. Does not check that the layer exists. */

@@ -183,7 +183,7 @@ static void assert_content(const char *rel, const char *want) {
 
 START_TEST(oci_layout_imported_and_seen_through_overlay) {
         struct imagestore *s = open_store();
-        struct imagestore_config c;
+        struct imageconfig c;
         struct imagestore_image img;
         char m[DIGEST_STR_BYTES], err[512];
         struct stat st;
@@ -206,7 +206,7 @@ START_TEST(oci_layout_imported_and_seen_through_overlay) {
         ck_assert_uint_eq(c.ncmd, 2);
         ck_assert_str_eq(c.cmd[1], "echo hi");
         ck_assert_str_eq(c.arch, "amd64");
-        imagestore_config_free(&c);
+        imageconfig_free(&c);
         /* The store is its owner's alone. */
         ck_assert(exists("store", &st));
         ck_assert_uint_eq(st.st_mode & 07777, 0700);
