@@ -540,6 +540,17 @@ static void lying_layout(const char *kind, char *path, size_t len) {
         ck_assert_int_eq(sh(MKIMAGE " --lie %s %s", kind, path), 0);
 }
 
+/* Importing tag "img" of the layout at path fails with want_r, err saying want, and
+ * the store holds nothing. */
+static void assert_import_refused(struct imagestore *s, const char *path, int want_r,
+                                  const char *want) {
+        char m[DIGEST_STR_BYTES], err[512];
+
+        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), want_r);
+        ck_assert_msg(strstr(err, want) != NULL, "err \"%s\" says no \"%s\"", err, want);
+        assert_nothing_stored();
+}
+
 START_TEST(blob_that_lies_is_refused) {
         struct imagestore *s = open_store();
         char m[DIGEST_STR_BYTES], err[512], blob[600], path[600];
@@ -559,30 +570,22 @@ START_TEST(blob_that_lies_is_refused) {
                             "status=none",
                             blob, blob),
                          0);
-        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
-        ck_assert_msg(strstr(err, "has the digest") != NULL, "%s", err);
-        assert_nothing_stored();
+        assert_import_refused(s, path, -EINVAL, "has the digest");
         imagestore_close(s);
 }
 END_TEST
 
 START_TEST(manifest_that_lies_is_refused) {
         struct imagestore *s = open_store();
-        char m[DIGEST_STR_BYTES], err[512], path[600];
+        char path[600];
 
         lying_layout("size", path, sizeof(path));
-        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
-        ck_assert_msg(strstr(err, "descriptor says") != NULL, "%s", err);
-        assert_nothing_stored();
+        assert_import_refused(s, path, -EINVAL, "descriptor says");
         lying_layout("diff_id", path, sizeof(path));
-        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
-        ck_assert_msg(strstr(err, "has the diff_id") != NULL, "%s", err);
-        assert_nothing_stored();
+        assert_import_refused(s, path, -EINVAL, "has the diff_id");
         /* A config inspect could not read. */
         lying_layout("env", path, sizeof(path));
-        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
-        ck_assert_msg(strstr(err, "wrong type") != NULL, "%s", err);
-        assert_nothing_stored();
+        assert_import_refused(s, path, -EINVAL, "wrong type");
         /* A config that is not the one its manifest names. */
         ck_assert_int_eq(sh("rm -rf %s", path), 0);
         copy_layout();
@@ -590,46 +593,38 @@ START_TEST(manifest_that_lies_is_refused) {
                             "sed -i s/GREETING=hi/GREETING=ho/ $f",
                             path),
                          0);
-        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
-        ck_assert_msg(strstr(err, "has the digest") != NULL, "%s", err);
-        assert_nothing_stored();
+        assert_import_refused(s, path, -EINVAL, "has the digest");
         imagestore_close(s);
 }
 END_TEST
 
 START_TEST(layout_bounds_are_enforced) {
         struct imagestore *s = open_store();
-        char m[DIGEST_STR_BYTES], err[512], path[600];
+        char path[600];
 
         lying_layout("layers", path, sizeof(path));
-        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
-        ck_assert_msg(strstr(err, "more than 256") != NULL, "%s", err);
+        assert_import_refused(s, path, -EINVAL, "more than 256");
         lying_layout("nest", path, sizeof(path));
-        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
-        ck_assert_msg(strstr(err, "nested deeper than 2") != NULL, "%s", err);
+        assert_import_refused(s, path, -EINVAL, "nested deeper than 2");
         /* JSON past IMAGESTORE_MAX_JSON_BYTES (still valid JSON: trailing spaces). */
         ck_assert_int_eq(sh("rm -rf %s", path), 0);
         copy_layout();
         ck_assert_int_eq(
                 sh("printf '%%*s' %u '' >> %s/index.json", IMAGESTORE_MAX_JSON_BYTES, path), 0);
-        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EFBIG);
-        ck_assert_msg(strstr(err, "index.json") != NULL, "%s", err);
-        assert_nothing_stored();
+        assert_import_refused(s, path, -EFBIG, "index.json");
         imagestore_close(s);
 }
 END_TEST
 
 START_TEST(symlinked_blob_is_never_followed) {
         struct imagestore *s = open_store();
-        char m[DIGEST_STR_BYTES], err[512], blob[600], path[600];
+        char blob[600], path[600];
 
         copy_layout();
         largest_blob(blob, sizeof(blob));
         ck_assert_int_eq(sh("rm %s && ln -s /etc/passwd %s", blob, blob), 0);
         snprintf(path, sizeof(path), "%s/bad", dir);
-        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
-        ck_assert_msg(strstr(err, "symlink") != NULL, "%s", err);
-        assert_nothing_stored();
+        assert_import_refused(s, path, -EINVAL, "symlink");
         imagestore_close(s);
 }
 END_TEST
