@@ -20,7 +20,7 @@ PKG_CONFIG ?= pkg-config
 # the sbx tool (--json and `sbx mcp`); why jansson is said in client/cli_json.c.
 # libssl-dev: the daemon's SHA-256 (libcrypto), see daemon/digest.h.
 # libarchive-dev: image layers (tar, gzip, zstd), see daemon/layer.h; the daemon reads
-# image JSON with jansson too (daemon/imagestore.c).
+# image JSON with jansson too (daemon/imageimport.h).
 DEPS_PKGS := gcc libc6-dev make pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
 	libseccomp-dev libsqlite3-dev check util-linux procps iproute2 python3 git \
 	bubblewrap libjansson-dev e2fsprogs libssl-dev libarchive-dev
