@@ -19,9 +19,11 @@ PKG_CONFIG ?= pkg-config
 # Debian packages the build, the tests and `make run` need. libjansson-dev: the JSON of
 # the sbx tool (--json and `sbx mcp`); why jansson is said in client/cli_json.c.
 # libssl-dev: the daemon's SHA-256 (libcrypto), see daemon/digest.h.
+# libarchive-dev: image layers (tar, gzip, zstd), see daemon/layer.h; the daemon reads
+# image JSON with jansson too (daemon/imageimport.h).
 DEPS_PKGS := gcc libc6-dev make pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler \
 	libseccomp-dev libsqlite3-dev check util-linux procps iproute2 python3 git \
-	bubblewrap libjansson-dev e2fsprogs libssl-dev
+	bubblewrap libjansson-dev e2fsprogs libssl-dev libarchive-dev
 # libcurl4-openssl-dev: the registry client's HTTP (daemon/registry.h says why curl).
 DEPS_PKGS += libcurl4-openssl-dev
 
@@ -34,11 +36,11 @@ SANITIZE ?=
 # The init helper runs under seccomp and in fresh namespaces: never sanitized.
 INIT_SANITIZE :=
 
-PKGS := libuv libprotobuf-c libseccomp sqlite3 libcrypto
+PKGS := libuv libprotobuf-c libseccomp sqlite3 libcrypto libarchive
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
-# jansson: only the sbx tool (and the tests that read its JSON) link it.
+# jansson: the sbx tool, the daemon's image store and the tests that read JSON link it.
 JANSSON_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 JANSSON_LIBS = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
 
@@ -50,9 +52,9 @@ LDFLAGS_ALL = -pie -Wl,-z,relro,-z,now
 # Still position independent (ASLR) and fully read-only after relocation.
 STATIC_LDFLAGS = -static-pie -Wl,-z,relro,-z,now
 
-LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp -lcrypto -lm
-# The registry client (daemon/registry.c): curl for HTTP, jansson for manifests.
-LIBS_DAEMON += -lcurl $(JANSSON_LIBS)
+LIBS_DAEMON = -luv -lprotobuf-c -lsqlite3 -lseccomp -lcrypto -larchive $(JANSSON_LIBS) -lm
+# The registry client (daemon/registry.c): curl for HTTP.
+LIBS_DAEMON += -lcurl
 LIBS_INIT = -lprotobuf-c -lseccomp
 
 PROTO_GEN := $(BUILD)/gen/sbx.pb-c.c $(BUILD)/gen/init.pb-c.c
@@ -114,12 +116,13 @@ ANALYZE_PKGS := cppcheck clang-tidy
 SSH_TEST_PKGS := openssh-server openssh-client
 # tests/it_egress.c: curl inside sandboxes, openssl for its TLS server's throwaway key;
 # tests/it_rootless.c: newgidmap (uidmap), with which rootless sandboxes drop groups.
-TEST_PKGS := $(SSH_TEST_PKGS) curl openssl uidmap
+# tests/check_imagestore.c: test images made with umoci and skopeo from busybox-static.
+TEST_PKGS := $(SSH_TEST_PKGS) curl openssl uidmap umoci skopeo busybox-static
 # tests/check_registry.c: Distribution registries of its own on loopback ports, images
 # built with umoci and pushed with skopeo. (On a machine that runs systemd, Debian's
 # docker-registry package also enables its docker-registry.service; the test never uses
 # it: `systemctl disable --now docker-registry` turns it off.)
-TEST_PKGS += docker-registry skopeo umoci
+TEST_PKGS += docker-registry
 
 test-pkgs:
 	$(call install_pkgs,$(TEST_PKGS))

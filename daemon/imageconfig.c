@@ -1,0 +1,109 @@
+/* imageconfig.c: an image's config (OCI's application/vnd.oci.image.config.v1+json)
+ * read into struct imageconfig with jansson; see imageconfig.h. */
+#include "imageconfig.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+/* 1 when o has no member key, a null one or a string. */
+static int opt_ok(json_t *o, const char *key) {
+        json_t *v = json_object_get(o, key);
+        return !v || json_is_null(v) || json_is_string(v);
+}
+
+/* A copy of the string j, or NULL (absent, null, or not a string). */
+static char *opt_str(json_t *j) {
+        return json_is_string(j) ? strdup(json_string_value(j)) : NULL;
+}
+
+/* The array of strings j into *ret (NULL-terminated) and *n. Absent or null: none. */
+static int str_array(json_t *j, char ***ret, size_t *n) {
+        json_t *v;
+        size_t i;
+
+        *ret = NULL;
+        *n = 0;
+        if (!j || json_is_null(j))
+                return 0;
+        if (!json_is_array(j))
+                return -EINVAL;
+        *ret = calloc(json_array_size(j) + 1, sizeof(char *));
+        if (!*ret)
+                return -ENOMEM;
+        json_array_foreach(j, i, v) {
+                if (!json_is_string(v))
+                        return -EINVAL;
+                if (!((*ret)[i] = strdup(json_string_value(v))))
+                        return -ENOMEM;
+                (*n)++;
+        }
+        return 0;
+}
+
+static void free_strv(char **v, size_t n) {
+        size_t i;
+        for (i = 0; v && i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+void imageconfig_free(struct imageconfig *c) {
+        if (!c)
+                return;
+        free(c->os);
+        free(c->arch);
+        free(c->variant);
+        free_strv(c->env, c->nenv);
+        free_strv(c->entrypoint, c->nentrypoint);
+        free_strv(c->cmd, c->ncmd);
+        free(c->working_dir);
+        free(c->user);
+        memset(c, 0, sizeof(*c));
+}
+
+static int parse_config(json_t *j, struct imageconfig *c) {
+        json_t *cfg = json_object_get(j, "config");
+        int q;
+
+        memset(c, 0, sizeof(*c));
+        if (!json_is_object(j) || (cfg && !json_is_null(cfg) && !json_is_object(cfg)))
+                return -EINVAL;
+        /* Present but not strings: as malformed as a list that is not one. */
+        if (!opt_ok(j, "os") || !opt_ok(j, "architecture") || !opt_ok(j, "variant") ||
+            !opt_ok(cfg, "WorkingDir") || !opt_ok(cfg, "User"))
+                return -EINVAL;
+        c->os = opt_str(json_object_get(j, "os"));
+        c->arch = opt_str(json_object_get(j, "architecture"));
+        c->variant = opt_str(json_object_get(j, "variant"));
+        c->working_dir = opt_str(json_object_get(cfg, "WorkingDir"));
+        c->user = opt_str(json_object_get(cfg, "User"));
+        q = str_array(json_object_get(cfg, "Env"), &c->env, &c->nenv);
+        if (q == 0)
+                q = str_array(json_object_get(cfg, "Entrypoint"), &c->entrypoint, &c->nentrypoint);
+        if (q == 0)
+                q = str_array(json_object_get(cfg, "Cmd"), &c->cmd, &c->ncmd);
+        return q;
+}
+
+/* parse_config of j (NULL: not JSON), taking j. */
+static int parse_and_drop(json_t *j, struct imageconfig *ret) {
+        int q;
+
+        memset(ret, 0, sizeof(*ret));
+        q = j ? parse_config(j, ret) : -EINVAL;
+        json_decref(j);
+        if (q < 0)
+                imageconfig_free(ret);
+        return q;
+}
+
+int imageconfig_parse(const char *buf, size_t len, struct imageconfig *ret) {
+        return parse_and_drop(json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL), ret);
+}
+
+int imageconfig_load(int fd, struct imageconfig *ret) {
+        return parse_and_drop(json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL), ret);
+}

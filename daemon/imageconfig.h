@@ -1,0 +1,36 @@
+/* imageconfig.h: what the daemon takes from an image's config (the OCI image config,
+ * which Docker's is too): the platform it was built for and the defaults of a process
+ * (Env, Entrypoint, Cmd, WorkingDir, User), read with jansson.
+ *
+ * Used by imagestore_inspect, and by imageimport to refuse at import a config a sandbox
+ * could not later read. No state: any thread. Never logs. */
+#ifndef SBX_IMAGECONFIG_H
+#define SBX_IMAGECONFIG_H
+
+#include <stddef.h>
+
+/* Strings and arrays are NULL when the config has none (or null); arrays are
+ * NULL-terminated as well as counted. */
+struct imageconfig {
+        char *os, *arch, *variant;
+        char **env;
+        size_t nenv;
+        char **entrypoint;
+        size_t nentrypoint;
+        char **cmd;
+        size_t ncmd;
+        char *working_dir;
+        char *user;
+};
+
+/* Reads the config in len bytes of buf (imageconfig_load: what fd reads to its end)
+ * into *ret, which the caller frees with imageconfig_free. -EINVAL when it is not JSON
+ * or a field has the wrong type (Env, Entrypoint, Cmd: lists of strings; WorkingDir,
+ * User, os, architecture, variant: strings), -ENOMEM; *ret is then empty. */
+int imageconfig_parse(const char *buf, size_t len, struct imageconfig *ret);
+int imageconfig_load(int fd, struct imageconfig *ret);
+
+/* Frees what c holds and empties it. Accepts NULL and an empty one. */
+void imageconfig_free(struct imageconfig *c);
+
+#endif
