@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1148,7 +1149,8 @@ START_TEST(shutdown_does_not_wait_for_a_slow_delete) {
         struct sbx_result *r;
         char trash[700], *id;
         double t0, took;
-        pid_t rm = -1;
+        pid_t rm = -1, watchdog;
+        int rm_pidfd;
         sbx_client *c;
 
         it_daemon_start(&d, flags);
@@ -1168,7 +1170,18 @@ START_TEST(shutdown_does_not_wait_for_a_slow_delete) {
                         usleep(500);
         }
         ck_assert_msg(rm > 0, "no rm of %s was seen", trash);
+        rm_pidfd = (int)syscall(SYS_pidfd_open, rm, 0);
+        ck_assert_int_ge(rm_pidfd, 0);
         ck_assert_int_eq(kill(rm, SIGSTOP), 0);
+        /* Should the daemon not end it (this test failing), the held rm is not left
+         * stopped for good: a watchdog of the test's ends it after 60 s. */
+        watchdog = fork();
+        ck_assert_int_ge(watchdog, 0);
+        if (watchdog == 0) {
+                sleep(60);
+                (void)syscall(SYS_pidfd_send_signal, rm_pidfd, SIGKILL, NULL, 0);
+                _exit(0);
+        }
         /* One more SIGTERM meanwhile is no harm (not a death by signal). */
         usleep(300000);
         ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
@@ -1181,6 +1194,9 @@ START_TEST(shutdown_does_not_wait_for_a_slow_delete) {
         ck_assert_int_eq(kill(rm, 0), -1); /* killed and reaped by the daemon */
         ck_assert_int_eq(errno, ESRCH);
         ck_assert_int_gt(entries_of(trash), 0);
+        kill(watchdog, SIGKILL);
+        waitpid(watchdog, NULL, 0);
+        close(rm_pidfd);
         it_daemon_restart(&d, flags);
         t0 = it_now_ms();
         while (entries_of(trash) != 0 && it_now_ms() - t0 < 60000)
