@@ -601,7 +601,7 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
                 /* Images are sparse and quotas promise what the filesystem may not have:
                  * a limit larger than what is free there would let the sandbox fill the
                  * host's disk instead of its own. (Several limits together may still
-                 * promise more than is free: README, "Disk limit".) */
+                 * promise more than is free: docs/sandboxes.md, "Disk limit".) */
                 uint64_t free_bytes;
                 if (disk_free_bytes(d->cfg->state_dir, &free_bytes) == 0 &&
                     lim->disk_bytes > free_bytes) {
