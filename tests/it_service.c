@@ -1427,8 +1427,13 @@ static const char boot_check_sh[] =
         "check member_create test \"$(as alice sbx create --id alice1)\" = alice1\n"
         "u=$(as alice sbx exec alice1 -- id -u)\n"
         "check member_exec test -n \"$u\" -a \"$u\" != 0\n"
+        /* Another user's sandbox does not exist for alice: NOT_FOUND, word for word as
+         * an id nobody used. */
         "as alice sbx exec boot -- true 2>/tmp/err; rc=$?\n"
-        "check member_not_owner sh -c \"test $rc = 125 && grep -q PERMISSION_DENIED /tmp/err\"\n"
+        "as alice sbx exec unused -- true 2>/tmp/err2; rc2=$?\n"
+        "check member_not_owner sh -c \"test $rc = 125 -a $rc2 = 125 && "
+        "grep -q '^sbx: NOT_FOUND: ' /tmp/err && sed s/boot/unused/g /tmp/err | cmp -s - "
+        "/tmp/err2\"\n"
         "as bob sbx list 2>/tmp/err; rc=$?\n"
         "check non_member_refused sh -c \"test $rc = 125 && grep -q 'ermission denied' /tmp/err\"\n"
         "sbx doctor >/tmp/doctor; check doctor test $? = 0\n"
