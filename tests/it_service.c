@@ -1416,8 +1416,12 @@ static const char boot_check_sh[] =
         "\")\"\n"
         "if [ \"$mode\" = unified ]; then\n"
         "  check daemon_leaf grep -qx '0::/system.slice/sbxd.service/daemon' /proc/$P/cgroup\n"
-        "  check sandbox_cgroup sh -c 'test -d "
-        "/sys/fs/cgroup/system.slice/sbxd.service/sbxd-*/boot'\n"
+        /* The cgroup of boot's init: named after the warm sandbox boot claimed, if it
+         * claimed one, so found through the init pid sbxd logs. */
+        "  ip=$(journalctl -u sbxd -o cat | sed -n 's/.*sbx=boot: .*(init pid \\([0-9]*\\).*/\\1/p' "
+        "| head -n 1)\n"
+        "  check sandbox_cgroup grep -q '^0::/system.slice/sbxd.service/sbxd-[^/]*/[^/]' "
+        "/proc/${ip:-0}/cgroup\n"
         "else\n"
         "  check delegated grep -q ':/system.slice/sbxd.service' /proc/$P/cgroup\n"
         "fi\n"
