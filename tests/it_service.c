@@ -1418,8 +1418,8 @@ static const char boot_check_sh[] =
         "  check daemon_leaf grep -qx '0::/system.slice/sbxd.service/daemon' /proc/$P/cgroup\n"
         /* The cgroup of boot's init: named after the warm sandbox boot claimed, if it
          * claimed one, so found through the init pid sbxd logs. */
-        "  ip=$(journalctl -u sbxd -o cat | sed -n 's/.*sbx=boot: .*(init pid \\([0-9]*\\).*/\\1/p' "
-        "| head -n 1)\n"
+        "  ip=$(journalctl -u sbxd -o cat | sed -n 's/.*sbx=boot: .*(init pid "
+        "\\([0-9]*\\).*/\\1/p' | head -n 1)\n"
         "  check sandbox_cgroup grep -q '^0::/system.slice/sbxd.service/sbxd-[^/]*/[^/]' "
         "/proc/${ip:-0}/cgroup\n"
         "else\n"
@@ -1659,29 +1659,28 @@ START_TEST(boot_report_needs_pass_or_a_skip_with_reason) {
         ck_assert_msg(problem && strstr(problem, "DONE"), "%s", problem);
         problem = boot_report_problem(fmt("FAIL x: y\n%s", all), boot_checks, extra);
         ck_assert_msg(problem && strcmp(problem, "FAIL x: y") == 0, "%s", problem);
-        problem = boot_report_problem(with_line(all, "PASS exec\n", "PASS exec_\n"),
-                                      boot_checks, extra);
+        problem = boot_report_problem(with_line(all, "PASS exec\n", "PASS exec_\n"), boot_checks,
+                                      extra);
         ck_assert_msg(problem && strcmp(problem, "check exec did not pass") == 0, "%s", problem);
-        problem = boot_report_problem(with_line(all, "PASS daemon_leaf\n", ""),
-                                      boot_checks, extra);
+        problem = boot_report_problem(with_line(all, "PASS daemon_leaf\n", ""), boot_checks, extra);
         ck_assert_msg(problem && strcmp(problem, "check daemon_leaf did not pass") == 0, "%s",
                       problem);
         /* A SKIP with its reason, for a bound of the daemon's only. */
         ck_assert_ptr_null(boot_report_problem(
                 with_line(all, "PASS daemon_memory_max\n",
-                                 "SKIP daemon_memory_max: the v1 memory group / is read-only\n"),
+                          "SKIP daemon_memory_max: the v1 memory group / is read-only\n"),
                 boot_checks, extra));
         problem = boot_report_problem(
-                with_line(all, "PASS daemon_tasks_max\n", "SKIP daemon_tasks_max: \n"),
-                boot_checks, extra);
+                with_line(all, "PASS daemon_tasks_max\n", "SKIP daemon_tasks_max: \n"), boot_checks,
+                extra);
         ck_assert_msg(problem && strstr(problem, "without a reason"), "%s", problem);
-        problem = boot_report_problem(with_line(all, "PASS exec\n", "SKIP exec: no\n"),
-                                      boot_checks, extra);
+        problem = boot_report_problem(with_line(all, "PASS exec\n", "SKIP exec: no\n"), boot_checks,
+                                      extra);
         ck_assert_msg(problem && strcmp(problem, "check exec may not be skipped") == 0, "%s",
                       problem);
         problem = boot_report_problem(
-                with_line(all, "PASS daemon_leaf\n", "SKIP daemon_leaf: no v2\n"),
-                boot_checks, extra);
+                with_line(all, "PASS daemon_leaf\n", "SKIP daemon_leaf: no v2\n"), boot_checks,
+                extra);
         ck_assert_msg(problem && strstr(problem, "may not be skipped"), "%s", problem);
         free_kept();
 }
