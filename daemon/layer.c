@@ -242,7 +242,11 @@ static int open_parent(struct unpack *u, const char *parent, int create, const c
         int fd = open_beneath(u->dir_fd, parent);
 
         if (fd == -ENOENT && create) {
-                snprintf(walk, sizeof(walk), "%s", parent);
+                size_t n = strlen(parent);
+
+                if (n >= sizeof(walk))
+                        return fail(u, -ENAMETOOLONG, raw, "its directory's name is too long");
+                memcpy(walk, parent, n + 1);
                 fd = open_beneath(u->dir_fd, "");
                 while (fd >= 0 && *p) {
                         char *end = strchrnul(p, '/');
@@ -578,7 +582,8 @@ static int put_entry(struct unpack *u, struct archive_entry *e) {
             (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO || type == AE_IFSOCK) &&
             strncmp(name, ".wh.", 4) != 0) {
                 if (u->res->skipped++ == 0)
-                        snprintf(u->res->first_skipped, sizeof(u->res->first_skipped), "%s", path);
+                        snprintf(u->res->first_skipped, sizeof(u->res->first_skipped), "%.255s",
+                                 path); /* for messages: a longer name is cut */
                 return 0;
         }
         pfd = open_parent(u, parent, 1, raw);
