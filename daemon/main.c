@@ -64,13 +64,13 @@ static void on_sweep(uv_timer_t *t) {
                 (void)malloc_trim(0);
 }
 
-/* Every sandbox has ended (or been left running): the last replies go out, then every
- * handle closes, and the loop ends. */
 /* At shutdown, how long the deletion of ended sandboxes' workspaces may hold the exit
  * (trash_stop): rm of a workspace of 300,000 files takes seconds, tens on a busy host;
  * what is left is deleted at the next start. */
 #define SBX_SHUTDOWN_TRASH_GRACE_MS 5000u
 
+/* Every sandbox has ended (or been left running): the last replies go out, then every
+ * handle closes, and the loop ends. */
 static void on_shutdown_done(void *ud) {
         log_info("all sandboxes ended; closing the records");
         trash_stop(&D, SBX_SHUTDOWN_TRASH_GRACE_MS);
