@@ -171,6 +171,8 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->warm = SBX_DEFAULT_WARM_SANDBOXES;
         cfg->spares = SBX_DEFAULT_SPARES;
         cfg->max_disk_bytes = DISK_DEFAULT_MAX_BYTES;
+        cfg->max_image_bytes = CONFIG_DEFAULT_MAX_IMAGE_BYTES;
+        cfg->image_cache_bytes = CONFIG_DEFAULT_IMAGE_CACHE_BYTES;
         /* A limit of memory or of /tmp (memory-backed) above the host's memory and swap
          * would limit nothing; cpu_percent above its CPUs likewise. */
         cfg->max_memory_bytes = bounds_host_memory();
@@ -337,6 +339,7 @@ const char *config_usage(void) {
                "            [--uid-base N]\n"
                "            [--max-proxy-fds-per-uid N] [--max-lookups-per-uid N]\n"
                "            [--max-ptys N] [--max-ptys-per-uid N]\n"
+               "            [--max-image-size SIZE] [--image-cache-size SIZE]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -475,6 +478,10 @@ static const struct {
          SBX_MAX_MEMORY_BYTES, 0, "4M to 1024T"},
         {"--max-tmp", offsetof(struct config, max_tmp_bytes), SBX_MIN_TMP_BYTES,
          SBX_MAX_MEMORY_BYTES, 0, "64K to 1024T"},
+        {"--max-image-size", offsetof(struct config, max_image_bytes), 1u << 20,
+         DISK_MAX_BYTES, 1, "1M to 16T"},
+        {"--image-cache-size", offsetof(struct config, image_cache_bytes), 1u << 20,
+         DISK_MAX_BYTES, 1, "1M to 16T"},
 };
 
 /* The size flag name with its value v. Returns as apply_flag does; -ENOENT when name is

@@ -23,6 +23,10 @@ enum { CONFIG_CGROUPS_AUTO = 0, CONFIG_CGROUPS_ON, CONFIG_CGROUPS_OFF };
 #define CONFIG_MIN_DAEMON_TASKS 64u
 #define CONFIG_DEFAULT_SANDBOX_TIMEOUT_MS (24ull * 3600u * 1000u)
 #define CONFIG_DEFAULT_IDLE_TIMEOUT_MS    (3600ull * 1000u)
+/* One image's file data (--max-image-size) and the image store's bound (--image-cache-size):
+ * the least recently used images no sandbox uses are removed past it. */
+#define CONFIG_DEFAULT_MAX_IMAGE_BYTES   (8ull << 30)
+#define CONFIG_DEFAULT_IMAGE_CACHE_BYTES (20ull << 30)
 #define CONFIG_MAX_SANDBOX_TIMEOUT_MS     (7ull * 24u * 3600u * 1000u)
 
 struct config {
@@ -61,6 +65,8 @@ struct config {
         uint64_t max_disk_bytes;          /* the most disk_bytes a sandbox may ask for */
         int disk_via;                     /* enum disk_mech; DISK_MECH_NONE: the strongest */
         int disk_overcommit;              /* allow disk_bytes above the free space */
+        uint64_t max_image_bytes;         /* --max-image-size: one image's file data */
+        uint64_t image_cache_bytes;       /* --image-cache-size: the store's bound */
         uint64_t max_buffered_bytes;      /* memory held for clients, all uids (quota.h) */
         uint64_t max_buffered_per_uid;    /* of it, one uid's: the flag, or a quarter */
         uint64_t max_buffered_per_uid_flag; /* --max-buffered-per-uid as given; 0: not given */

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "disk.h"
 #include "hostfeat.h"
+#include "images.h"
 #include "guard.h"
 #include "log.h"
 #include "notify.h"
@@ -243,7 +244,22 @@ static int prepare_state_dir(void) {
         return 0;
 }
 
-/* Step 5: the records, and the loop. */
+/* Step 5a: the image store (images.h), repaired of what a crash left. */
+static int open_images(void) {
+        char err[1024];
+        int r = images_open(&D, cfg.state_dir, err, sizeof(err));
+
+        if (r < 0) {
+                log_err("cannot open the image store: %s", err);
+                return -1;
+        }
+        if (imagestore_repaired(D.images))
+                log_notice("image store: %u unfinished or unused entries removed",
+                           imagestore_repaired(D.images));
+        return 0;
+}
+
+/* Step 5: the records, the images, and the loop. */
 static int open_store(void) {
         char *db_path;
         int r;
@@ -255,7 +271,7 @@ static int open_store(void) {
                 log_err("cannot open the records %s: %s", db_path,
                         r == -EPROTO ? "written by a newer sbxd; upgrade sbxd" : strerror(-r));
         free(db_path);
-        if (r < 0 || uv_loop_init(&loop) < 0)
+        if (r < 0 || open_images() < 0 || uv_loop_init(&loop) < 0)
                 return -1;
         loop_ready = 1;
         D.loop = &loop;
@@ -532,6 +548,7 @@ static void shut_down(int served) {
         int r;
 
         D.store = store_close(D.store);
+        images_close(&D);
         if (!served && S.path) {
                 /* Bound but never served: close and remove the socket (ours only). */
                 if (S.listener.loop && !uv_is_closing((uv_handle_t *)&S.listener))

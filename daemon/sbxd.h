@@ -26,6 +26,7 @@ struct egressshare;
 struct offload;
 struct cmdsched;
 struct conn_held;
+struct imagestore;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -52,6 +53,7 @@ struct sbxd {
                                       * makes it) */
         struct conn_held *held;      /* replies held for the end of the turn (conn.h; the
                                       * turn keeps it, turn.h) */
+        struct imagestore *images;   /* the container images (images.h; main() opens it) */
         struct offload *offload;     /* work off the loop (offload.c): made at the first job,
                                       * freed after the last; NULL when there is none */
 };
