@@ -33,13 +33,14 @@ static const struct command commands[] = {
          "       [--no-protect-defaults] [--env K=V]... [--memory BYTES] [--cpu-seconds N]\n"
          "       [--cpu-percent N] [--processes N] [--file-size BYTES] [--open-files N]\n"
          "       [--tmp-size BYTES] [--max-commands N] [--max-queued N] [--root DIR]\n"
-         "       [--disk BYTES] [--disk-inodes N]\n"
+         "       [--disk BYTES] [--disk-inodes N] [--image REF]\n"
          "       [--label K=V]... [--share-uid N]... [--keep-workspace] [--json]",
-         "create a sandbox and print its ID (--json: the sandbox object)"},
+         "create a sandbox and print its ID (--json: the sandbox object); --image: from\n"
+         "      a container image you pulled (sbx image pull), / writable, root inside"},
         {"exec", cmd_exec,
          "exec [--timeout SECS] [--queue-timeout SECS] [--cwd DIR] [--env K=V]...\n"
          "     [--stdin FILE|- | -n|--no-stdin] [--max-output BYTES] [--shell] [--print-id]\n"
-         "     [--background|-t|-tt] [--json] ID -- ARGV...",
+         "     [--background|-t|-tt] [--user USER] [--json] ID -- ARGV...",
          "run a command; exits with its status (128+N signal N, 124 timed out, 125 sbx\n"
          "      error, bad --cwd or no slot within --queue-timeout, 126 cannot execute, 127\n"
          "      not found, 137 out of memory or cancelled); --json prints the result instead.\n"
@@ -53,7 +54,8 @@ static const struct command commands[] = {
          "      changes forwarded (-tt: a terminal even when stdin is none); --background:\n"
          "      start it, print its ID at once (--json: an object with command_id) and\n"
          "      leave it running (its output is kept for sbx attach; --timeout 0: until it\n"
-         "      exits or the sandbox ends)"},
+         "      exits or the sandbox ends); --user: a user of an image's sandbox (NAME,\n"
+         "      UID or UID:GID; root is root of the sandbox's own namespace)"},
         {"attach", cmd_attach, "attach [-f|--follow] [--json] ID COMMAND_ID",
          "write the output a command kept (a background one: sbx exec --background) to\n"
          "      stdout and stderr; --follow: then what it prints until it ends, and exit\n"

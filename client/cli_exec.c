@@ -65,6 +65,7 @@ enum {
         E_QUEUE_TIMEOUT,
         E_BACKGROUND,
         E_TTY,
+        E_USER,
 };
 
 static const struct cli_opt exec_opts[] = {
@@ -80,6 +81,7 @@ static const struct cli_opt exec_opts[] = {
         [E_QUEUE_TIMEOUT] = {"queue-timeout", true, 0},
         [E_BACKGROUND] = {"background", false, 0},
         [E_TTY] = {"tty", false, 't'},
+        [E_USER] = {"user", true, 0},
         {NULL, false, 0},
 };
 
@@ -147,6 +149,9 @@ static int apply_opt(struct exec_state *st, int k, const char *a) {
                 break;
         case E_TTY:
                 st->tty++;
+                break;
+        case E_USER:
+                st->o.user = a;
                 break;
         default:
                 return cli_error(SBX_INTERNAL, "unhandled option %d", k);

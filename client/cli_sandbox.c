@@ -131,6 +131,10 @@ static void json_sandbox(struct json *j, const struct sbx_sandbox *s) {
                 json_string(j, s->labels[i].value);
         }
         json_end_object(j);
+        json_key(j, "image");
+        json_string(j, s->image);
+        json_key(j, "image_digest");
+        json_string(j, s->image_digest);
         json_key(j, "policy");
         json_policy(j, &s->policy);
         json_key(j, "enforcement");
@@ -336,6 +340,13 @@ static void print_sandbox(sbx_client *c, const struct sbx_sandbox *s) {
         key("commands_run");
         printf("%llu\n", (unsigned long long)s->commands_run);
         print_pairs("labels", s->n_labels, label_pair, s->labels);
+        if (s->image) {
+                key("image");
+                cli_put_text(stdout, s->image);
+                if (s->image_digest)
+                        printf(" (%s)", s->image_digest);
+                putchar('\n');
+        }
         print_policy(&s->policy);
         print_pairs("enforcement", s->n_enforcement, enforcement_pair, s->enforcement);
         print_strv_key("warnings", &s->warnings);
@@ -565,6 +576,7 @@ enum {
         C_KEEP,
         C_ALLOW_HOST,
         C_ALLOW_CIDR,
+        C_IMAGE,
         /* the flags of the limits (libsbx_limit_table.h) follow the options above */
         C_LIMIT,
 };
@@ -587,6 +599,7 @@ static const struct cli_opt create_opts[C_LIMIT] = {
         [C_KEEP] = {"keep-workspace", false, 0},
         [C_ALLOW_HOST] = {"allow-host", true, 0},
         [C_ALLOW_CIDR] = {"allow-cidr", true, 0},
+        [C_IMAGE] = {"image", true, 0},
 };
 
 /* The options of create: create_opts, then the flag of each limit that has one (its
@@ -748,6 +761,9 @@ static int create_option(int k, const char *cmd, const char *a, struct sbx_creat
                 return 0;
         case C_KEEP:
                 o->keep_workspace = 1;
+                return 0;
+        case C_IMAGE:
+                o->image = a;
                 return 0;
         default:
                 if (k >= C_LIMIT && k < C_LIMIT + LIBSBX_N_LIMITS && st->limit_rows[k - C_LIMIT])

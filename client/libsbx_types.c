@@ -207,6 +207,8 @@ void sbx_sandbox_free(struct sbx_sandbox *s) {
         }
         free(s->labels);
         free(s->end_reason);
+        free(s->image);
+        free(s->image_digest);
         policy_clear(&s->policy);
         strv_clear(&s->warnings);
         enforcement_free(s->enforcement, s->n_enforcement);

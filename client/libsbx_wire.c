@@ -378,7 +378,8 @@ struct sbx_sandbox *wire_sandbox_from_proto(const Sbx__V1__SandboxInfo *in) {
         s->commands_run = in->commands_run;
         s->queued_commands = in->queued_commands;
 
-        ok = wire_dup_str_nn(&s->id, in->id) && dup_str(&s->end_reason, in->end_reason);
+        ok = wire_dup_str_nn(&s->id, in->id) && dup_str(&s->end_reason, in->end_reason) &&
+             dup_str(&s->image, in->image) && dup_str(&s->image_digest, in->image_digest);
         if (ok && in->n_labels > 0) {
                 s->labels = calloc(in->n_labels, sizeof(*s->labels));
                 ok = s->labels != NULL;
@@ -652,6 +653,7 @@ void wire_create_to_proto(const struct sbx_create_opts *o, Sbx__V1__CreateSandbo
                 cs->has_keep_workspace = 1;
                 cs->keep_workspace = 1;
         }
+        cs->image = unconst(o->image);
 }
 
 /* The filters of opts into ls, allocated from pool (pool->oom on failure). */
@@ -715,6 +717,7 @@ void wire_run_to_proto(const char *id, const struct sbx_exec_opts *o, Sbx__V1__R
         run->rows = o->rows;
         run->has_cols = o->cols != 0;
         run->cols = o->cols;
+        run->user = unconst(o->user);
         if (o->on_output || o->stdin_stream || o->on_started || o->on_queued) {
                 run->has_stream = 1;
                 run->stream = 1;

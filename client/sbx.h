@@ -265,6 +265,10 @@ struct sbx_create_opts {
         const uint32_t *share_gids;
         size_t n_share_gids;
         int keep_workspace;
+        /* Start from this container image of the caller's (docs/images.md):
+         * "python:3.12-slim", "host:5000/app:v1", "name@sha256:...". NULL: the host's root
+         * (or policy.root_dir). */
+        const char *image;
 };
 
 /* sbx_create_opts.idle_timeout_ms: no idle timeout at all (the sandbox lives to its
@@ -330,6 +334,8 @@ struct sbx_sandbox {
          * can still be attached to (sbx_attach), oldest first (live sandboxes only). */
         struct sbx_command_info *commands;
         size_t n_commands;
+        char *image;        /* sbx_create_opts.image as given; NULL: none */
+        char *image_digest; /* the manifest it resolved to (live sandboxes); NULL: none */
 };
 
 enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct sbx_sandbox **ret);
@@ -458,6 +464,10 @@ struct sbx_exec_opts {
         int tty;
         uint32_t rows;
         uint32_t cols;
+        /* A sandbox made from an image: run as this user of the image ("NAME", "UID" or
+         * "UID:GID"; "root" or "0" is root of the sandbox's own namespace). NULL: the
+         * image's default user. */
+        const char *user;
 };
 
 void sbx_exec_opts_init(struct sbx_exec_opts *o);

@@ -57,6 +57,7 @@
 #include "quota.h"
 #include "rlimits.h"
 #include "sandbox_int.h"
+#include "sbimage.h"
 #include "sbxd.h"
 #include "store.h"
 
@@ -1183,8 +1184,14 @@ static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, s
         const Sbx__V1__Policy *pol = sb->spec->policy;
         char **ep;
         size_t i;
-        int r = 0, have_path = 0;
+        int r = 0, have_path = 0, have_home = 0;
 
+        /* An image's Env first: what the sandbox and the request say goes over it. */
+        for (i = 0; sb->image && i < sb->image->config.nenv && r == 0; i++) {
+                const char *kv = sb->image->config.env[i], *eq = strchr(kv, '=');
+                if (eq && eq != kv)
+                        r = env_put(e, kv, (size_t)(eq - kv));
+        }
         for (i = 0; i < pol->n_inherit_environment && r == 0; i++) {
                 const char *name = pol->inherit_environment[i];
                 size_t nl = strlen(name);
@@ -1200,14 +1207,20 @@ static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, s
                                 r = env_put(e, *ep, (size_t)(eq - *ep));
                 }
         }
-        for (i = 0; i < e->n; i++)
+        for (i = 0; i < e->n; i++) {
                 if (strncmp(e->v[i], "PATH=", 5) == 0)
                         have_path = 1;
+                if (strncmp(e->v[i], "HOME=", 5) == 0)
+                        have_home = 1;
+        }
         if (r == 0 && !have_path)
                 r = env_put(e, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                             4);
-        if (r == 0)
-                r = env_put(e, "HOME=/workspace", 4);
+        /* An image's root is at home in /root, as in any container. */
+        if (r == 0 && !(sb->image && have_home))
+                r = env_put(e, sb->image && !sb->image->uid && !req->user ? "HOME=/root"
+                                                                           : "HOME=/workspace",
+                            4);
         for (i = 0; i < sb->spec->n_env && r == 0; i++)
                 r = env_put(e, sb->spec->env[i],
                             (size_t)(strchr(sb->spec->env[i], '=') - sb->spec->env[i]));
@@ -1360,6 +1373,11 @@ static int validate(const struct sandbox *sb, const Sbx__V1__RunCommand *req, ch
                 snprintf(err, errlen, "cwd is too long");
                 return -EINVAL;
         }
+        if (req->user && !sb->image) {
+                snprintf(err, errlen, "user: only a sandbox made from an image has users to "
+                                      "run as (create it with an image)");
+                return -EINVAL;
+        }
         return validate_tty(req, err, errlen);
 }
 
@@ -1405,6 +1423,13 @@ static int copy_argv(struct command *cmd, const Sbx__V1__RunCommand *req) {
         return 0;
 }
 
+/* Where a command starts unless it says: its image's WorkingDir, else /workspace. */
+static const char *default_cwd(const struct sandbox *sb) {
+        const char *w = sb->image ? sb->image->config.working_dir : NULL;
+
+        return w && w[0] == '/' && strlen(w) < SBX_PATH_MAX_BYTES / 2 ? w : "/workspace";
+}
+
 /* A new command of sb for req, numbered, with its caps, timeout, argv and cwd; in no
  * list yet. NULL when out of memory. */
 static struct command *command_new(struct sandbox *sb, const Sbx__V1__RunCommand *req,
@@ -1436,7 +1461,7 @@ static struct command *command_new(struct sandbox *sb, const Sbx__V1__RunCommand
         cmd->timeout_ms = req->timeout_ms > max_cmd ? max_cmd : req->timeout_ms;
         if (req->cwd && req->cwd[0] == '/')
                 cmd->cwd = strdup(req->cwd);
-        else if (asprintf(&cmd->cwd, "/workspace%s%s", req->cwd && req->cwd[0] ? "/" : "",
+        else if (asprintf(&cmd->cwd, "%s%s%s", default_cwd(sb), req->cwd && req->cwd[0] ? "/" : "",
                           req->cwd ? req->cwd : "") < 0)
                 cmd->cwd = NULL;
         if (caller->client_name)
@@ -1492,6 +1517,16 @@ static int build_start(struct command *cmd, const Sbx__V1__RunCommand *req, stru
         s->start.envp = s->env_b;
         s->start.has_cwd = 1;
         s->start.cwd = (ProtobufCBinaryData){.len = strlen(cmd->cwd), .data = (uint8_t *)cmd->cwd};
+        if (req->user) {
+                uid_t uid;
+                gid_t gid;
+                r = sbimage_user(sb->image, req->user, &uid, &gid, err, errlen);
+                if (r < 0)
+                        return r;
+                s->start.has_uid = s->start.has_gid = 1;
+                s->start.uid = uid;
+                s->start.gid = gid;
+        }
         s->start.n_rlimits = s->rl.n;
         s->start.rlimits = s->rl.ptrs;
         s->start.has_n_cgroup_fds = 1;

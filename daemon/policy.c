@@ -632,11 +632,40 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
  * lifetime, labels, environment, sharing, network, inherit_environment, the limits
  * (with the daemon's default disk: bounds.h), the disk's room; fills their defaults
  * into eff, pol and lim. */
+/* CreateSandbox.image: a name (the image itself is looked for at creation, sbimage.h),
+ * not with a root_dir, and (root mode) not yet with writable paths. */
+static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *err,
+                       size_t errlen) {
+        const Sbx__V1__Policy *pol = req->policy;
+
+        if (!req->image || !req->image[0])
+                return 0;
+        if (strlen(req->image) > SBX_IMAGE_NAME_MAX_BYTES) {
+                snprintf(err, errlen, "image: a name of at most %u bytes",
+                         SBX_IMAGE_NAME_MAX_BYTES);
+                return -EINVAL;
+        }
+        if (pol && pol->root_dir && pol->root_dir[0] && strcmp(pol->root_dir, "/") != 0) {
+                snprintf(err, errlen, "image and root_dir: give one or the other (the image "
+                                      "is the sandbox's root)");
+                return -EINVAL;
+        }
+        if (pol && pol->n_writable_paths && !d->features.rootless) {
+                snprintf(err, errlen, "UNIMPLEMENTED: writable_paths in a sandbox made from an "
+                                      "image (under a root sbxd); copy files in with WriteFile, "
+                                      "or use /workspace");
+                return -ENOSYS;
+        }
+        return 0;
+}
+
 static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                        Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
                        struct pathset_list *arena, char *err, size_t errlen) {
         int r = check_lifetime(d, req, eff, err, errlen);
 
+        if (r == 0)
+                r = check_image(d, req, err, errlen);
         if (r == 0)
                 r = check_lists(req, err, errlen);
         if (r == 0)

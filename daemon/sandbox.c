@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/mount.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@
 #include "placeholder.h"
 #include "policy.h"
 #include "sandbox_int.h"
+#include "sbimage.h"
 #include "sbxd.h"
 #include "store.h"
 #include "trash.h"
@@ -169,6 +171,8 @@ void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *st) {
         info->n_share_gids = sb->spec->n_share_gids;
         info->share_gids = sb->spec->share_gids;
         info->end_reason = sb->end_reason;
+        info->image = sb->spec->image && sb->spec->image[0] ? sb->spec->image : NULL;
+        info->image_digest = sb->image ? sb->image->digest : NULL;
         info->n_enforcement = enforce_report(sb->enforcement, st->enf, st->enf_ptrs);
         info->enforcement = st->enf_ptrs;
         if (sb->spec->policy &&
@@ -610,12 +614,25 @@ static void answer_end(struct sandbox *sb) {
  * as final as stage 0's exit, which comes later: the last reference to the mount and
  * network namespaces goes with stage 0, and their teardown (most of a terminate's
  * millisecond) is then the kernel's business, not the client's wait. */
+/* Its image's writable root, to the trash (sbimage.h): it lives beside the workspace. */
+static void trash_image_root(struct sandbox *sb) {
+        char *dir = strdup(sb->workspace), *slash = dir ? strrchr(dir, '/') : NULL;
+
+        if (slash) {
+                *slash = '\0';
+                sbimage_trash_dirs(sb->d, sb->id, dir);
+        }
+        free(dir);
+}
+
 static void settle_end(struct sandbox *sb) {
         if (sb->answered)
                 return;
         sb->answered = 1;
         initchan_drain(&sb->chan);
         command_end_all(sb, 0);
+        if (sb->workspace && sb->image)
+                trash_image_root(sb);
         if (sb->workspace && !sb->disk_busy) {
                 sb->trash =
                         trash_sandbox_dir(sb->d, sb->id, sb->workspace, sb->disk_fd,
@@ -1050,8 +1067,10 @@ void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view) {
                 placeholder_hold(view->made_files, view->made_files_as, sb->owner_uid,
                                  sb->owner_gid);
         }
-        guard_watch(sb->d, &sb->view, view, pol->root_dir ? pol->root_dir : "/",
-                    pol->denied_write_paths, pol->n_denied_write_paths);
+        /* The guard keeps host paths covered: an image's root is no host tree. */
+        if (!sb->image)
+                guard_watch(sb->d, &sb->view, view, pol->root_dir ? pol->root_dir : "/",
+                            pol->denied_write_paths, pol->n_denied_write_paths);
 }
 
 int sandbox_adopt_path(const char *workspace, char *buf, size_t len) {
@@ -1135,6 +1154,10 @@ static int make_dirs(struct sandbox *sb) {
         *slash = '\0';
         if (mkdir(sbdir, 0711) < 0 && errno != EEXIST) {
                 fail_sandbox(sb, "cannot create %s: %s", sbdir, strerror(errno));
+                r = -1;
+        }
+        if (r == 0 && sb->image && (r = sbimage_make_dirs(sb->image, d, sbdir)) < 0) {
+                fail_sandbox(sb, "cannot create %s/root for its image: %s", sbdir, strerror(-r));
                 r = -1;
         }
         free(sbdir);
@@ -1288,7 +1311,8 @@ static int add_cgroup_fds(struct sandbox *sb, struct setup_msg *m) {
  * sandbox (it gets one when it is claimed) or without --adopt-grace. */
 static void add_adoption(struct sandbox *sb, struct setup_msg *m) {
         int grace = sb->d->cfg->adopt_grace_ms != 0;
-        int fd = !sb->warm && grace ? sandbox_adopt_listen(sb) : -1;
+        /* A restarted daemon cannot take an image's sandbox over yet (docs/images.md). */
+        int fd = !sb->warm && !sb->image && grace ? sandbox_adopt_listen(sb) : -1;
 
         if (fd >= 0) {
                 m->setup.has_adoptable = m->setup.has_adopt_grace_ms = 1;
@@ -1302,11 +1326,40 @@ static void add_adoption(struct sandbox *sb, struct setup_msg *m) {
         }
 }
 
+/* Its workspace as a mount attached nowhere (init.proto Setup.workspace_mount), nosuid
+ * and nodev, the last descriptor. 0, or -1 (sb failed). */
+static int add_workspace_clone(struct sandbox *sb, struct setup_msg *m) {
+        struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+        int fd = m->n_fds < SBX_INIT_MAX_FDS
+                         ? (int)syscall(SYS_open_tree, AT_FDCWD, sb->workspace,
+                                        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW)
+                         : -1;
+        int r = fd < 0 ? (m->n_fds < SBX_INIT_MAX_FDS ? -errno : -EMFILE) : 0;
+
+        if (r == 0 && syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                r = -errno;
+        if (r < 0) {
+                if (fd >= 0)
+                        close(fd);
+                note_failure(sb, r);
+                fail_sandbox(sb, "cannot pass its workspace to its init: %s", strerror(-r));
+                return -1;
+        }
+        m->fds[m->n_fds++] = fd;
+        m->setup.has_workspace_mount = m->setup.workspace_mount = 1;
+        return 0;
+}
+
 /* Its disk image's mount (init.proto Setup.workspace_mount), the last descriptor: a
  * copy, the daemon keeps its own hold. 0, or -1 (sb failed). */
 static int add_workspace_mount(struct sandbox *sb, struct setup_msg *m) {
         int fd;
 
+        /* An image's root mode sandbox is in a user namespace of its own from the start,
+         * whose root may not enter the state directory: its workspace comes as a mount
+         * too, a copy of the directory's (open_tree, as the daemon may). */
+        if (sb->disk_fd < 0 && sb->image && !sb->d->features.rootless)
+                return add_workspace_clone(sb, m);
         if (sb->disk_fd < 0)
                 return 0;
         fd = m->n_fds < SBX_INIT_MAX_FDS ? fcntl(sb->disk_fd, F_DUPFD_CLOEXEC, 3) : -EMFILE;
@@ -1332,13 +1385,14 @@ static void add_ptys(struct sandbox *sb, struct setup_msg *m) {
 /* What init builds the sandbox from: its view of the host, kept for the file operations
  * and the guard, and for a warm sandbox the key requests are matched by. 0, or -1. */
 static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m) {
+        /* An image's commands run as ids of its own namespace. */
         const struct policy_sandbox ps = {
                 .id = sb->id,
                 .workspace = sb->workspace,
                 .spec = sb->spec,
-                .run_uid = sb->run_uid,
+                .run_uid = sb->image ? sb->image->uid : sb->run_uid,
                 .owner_uid = sb->owner_uid,
-                .run_gid = sb->run_gid,
+                .run_gid = sb->image ? sb->image->gid : sb->run_gid,
                 .owner_gid = sb->owner_gid,
                 .cg = sb->cg,
         };
@@ -1346,6 +1400,8 @@ static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct s
 
         if (r == 0)
                 r = policy_setup(sb->d, &ps, &m->view, objs, &m->setup, &m->mem);
+        if (r == 0 && sb->image)
+                sbimage_fill_setup(sb->image, &m->setup);
         if (r < 0) {
                 note_failure(sb, r);
                 fail_sandbox(sb, "cannot build its setup: %s", strerror(-r));

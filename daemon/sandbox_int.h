@@ -90,6 +90,8 @@ struct sandbox {
         struct pathset *made_files;
         int left_running; /* detached for the next daemon (--keep-sandboxes) */
         int uid_slot;     /* -1 when none */
+        struct sbimage *image; /* what it is made from (sbimage.h; sbxtab.c opens and closes
+                                * it); NULL: the host's root or a root_dir */
         uid_t run_uid;    /* as view.run_uid (policy.c reads these) */
         gid_t run_gid;
         char *workspace;

@@ -54,6 +54,7 @@ struct sbxd {
         struct conn_held *held;      /* replies held for the end of the turn (conn.h; the
                                       * turn keeps it, turn.h) */
         struct imagestore *images;   /* the container images (images.h; main() opens it) */
+        uint64_t image_blocks;       /* root: image sandboxes' id blocks in use (sbimage.c) */
         struct offload *offload;     /* work off the loop (offload.c): made at the first job,
                                       * freed after the last; NULL when there is none */
 };

@@ -24,6 +24,7 @@
 #include "policy.h"
 #include "quota.h"
 #include "sandbox_int.h"
+#include "sbimage.h"
 #include "sbxd.h"
 #include "sbxid.h"
 #include "store.h"
@@ -174,6 +175,7 @@ static void table_gone(void *ud, struct sandbox *sb) {
         t->count--;
         uidslot_release(t->slots, sb->uid_slot);
         sb->uid_slot = -1;
+        sb->image = sbimage_close(t->d, sb->image);
         maybe_done(t);
 }
 
@@ -281,8 +283,16 @@ static int record_new(struct sandbox *sb, const uint8_t *packed, size_t packed_l
 /* Commands run as a uid of their own per sandbox (root mode: a slot of the owner's) or
  * as the mapped user (rootless). 0 or -errno with err. */
 static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t errlen) {
-        int slot;
+        int slot, r;
 
+        /* From an image: the ids of its user, in its own namespace (sbimage.h). */
+        if (sb->spec->image && sb->spec->image[0]) {
+                r = sbimage_open(t->d, sb->spec->image, sb->owner_uid, &sb->image, err, errlen);
+                if (r == 0)
+                        sandbox_set_run_ids(sb, sbimage_host_id(sb->image, sb->image->uid),
+                                            sbimage_host_id(sb->image, sb->image->gid));
+                return r;
+        }
         if (t->d->features.rootless) {
                 sandbox_set_run_ids(sb, 0, 0);
                 return 0;
@@ -325,6 +335,7 @@ static int create_cold(struct sbxtab *t, struct sandbox *sb, const char *id, uin
                 if (sb) {
                         uidslot_release(t->slots, sb->uid_slot);
                         sb->uid_slot = -1;
+                        sb->image = sbimage_close(t->d, sb->image);
                         if (sb->prepared)
                                 warm_drop_spare(t->warm, sb);
                         else
@@ -367,6 +378,10 @@ static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, 
         r = policy_effective(t->d, req, id, caller, &packed, &packed_len, &objs, err, errlen);
         if (r < 0)
                 return r;
+        /* Warm sandboxes and spares are of the host's root. */
+        if (req->image && req->image[0])
+                return create_cold(t, NULL, id, packed, packed_len, &objs, caller, cb, ud, err,
+                                   errlen);
         r = create_warm(t, id, packed, packed_len, caller, cb, ud, err, errlen);
         if (r != 0) {
                 free(packed);

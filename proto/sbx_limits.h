@@ -224,6 +224,26 @@
 #define SBX_UID_RANGES 512u
 #define SBX_UID_BASE_MIN 65536u
 #define SBX_UID_BASE_MAX (0xfffffffeu - SBX_UID_COUNT + 1u)
+
+/* Sandboxes made from an image (docs/images.md) have a user namespace of their own
+ * whose ids 0 .. SBX_IMAGE_IDS - 1 (root, the image's users, nobody) map to a block of
+ * as many host ids. A root daemon gives each live one a block of its own, of
+ * SBX_IMAGE_BLOCKS blocks from SBX_IMAGE_UID_BASE that belong to its uid range (range k
+ * of SBX_UID_RANGES has blocks k * SBX_IMAGE_BLOCKS ..): at most that many at once. */
+#define SBX_IMAGE_IDS      65536u
+#define SBX_IMAGE_UID_BASE 2147483648u
+#define SBX_IMAGE_BLOCKS   63u
+/* The longest CreateSandbox.image (a reference, or a local source's name). */
+#define SBX_IMAGE_NAME_MAX_BYTES 1024u
+/* The most layers an image may have (overlayfs stacks at most 500). */
+#define SBX_MAX_IMAGE_LAYERS 256u
+/* The capabilities root of an image sandbox keeps (in its own user namespace, over its
+ * own files): Docker's default set, less MKNOD, NET_RAW and SYS_CHROOT, which the filter
+ * or the namespace make moot: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID,
+ * SETUID, SETPCAP, NET_BIND_SERVICE, AUDIT_WRITE, SETFCAP. */
+#define SBX_IMAGE_CAPS                                                                    \
+        ((1ull << 0) | (1ull << 1) | (1ull << 3) | (1ull << 4) | (1ull << 5) | (1ull << 6) | \
+         (1ull << 7) | (1ull << 8) | (1ull << 10) | (1ull << 29) | (1ull << 31))
 /* The uid a warm sandbox names until it is claimed and gets its owner's (it runs no
  * command before). */
 #define SBX_WARM_RUN_ID 65534u

@@ -8,6 +8,15 @@
 #ifndef SBX_INIT_CAPS_H
 #define SBX_INIT_CAPS_H
 
+#include <stdint.h>
+
+/* The capabilities (bit n: capability n) that commands running as uid 0 keep: none,
+ * unless PID 1 of a sandbox made from an image calls this before the others, where
+ * root is root of the sandbox's own user namespace and installs software (docs/images.md:
+ * SBX_IMAGE_CAPS). The bounding set keeps them, uid 0 regains them at execve, and
+ * caps_clear leaves them (of what the command has: none after a uid change from 0). */
+void caps_keep(uint64_t mask);
+
 /* Empties the capability bounding set (PR_CAPBSET_DROP of every capability), so that
  * no later execve, even of a set-capability file or as uid 0, can gain one. */
 int caps_drop_bounding(void);

@@ -35,7 +35,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "filter.h"
+#include "image.h"
 #include "init.pb-c.h"
 #include "initmsg.h"
 #include "sbx_limits.h"
@@ -412,6 +414,16 @@ static int validate_setup(const Sbx__Init__V1__Setup *s, struct util_err *err) {
                 if (!b->has_uid || !b->has_gid || b->uid == UINT32_MAX || b->gid == UINT32_MAX)
                         r = util_fail(err, EINVAL, NULL, "Setup: writable_bind %zu has no ids", i);
         }
+        if (r == 0)
+                r = check_paths("image_layer", s->image_layers, s->n_image_layers,
+                                SBX_MAX_IMAGE_LAYERS, err);
+        if (r == 0 && s->n_image_layers && (!s->image_upper || !util_path_ok(s->image_upper)))
+                r = util_fail(err, EINVAL, NULL, "Setup: image_layers without an image_upper");
+        if (r == 0 && s->has_image_uid_base &&
+            (s->image_uid_base < SBX_IMAGE_UID_BASE ||
+             s->image_uid_base > UINT32_MAX - SBX_IMAGE_IDS))
+                r = util_fail(err, EINVAL, NULL, "Setup: image_uid_base %u",
+                              (unsigned)s->image_uid_base);
         if (r == 0 && s->n_cgroup_v1_controllers > 8)
                 r = util_fail(err, E2BIG, NULL, "Setup: %zu cgroup_v1_controllers",
                               s->n_cgroup_v1_controllers);
@@ -605,7 +617,8 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
         vc->user.keep_groups = s->has_rootless && s->rootless;
         vc->user.uid = vc->user.keep_groups ? 0 : mc->run_uid; /* rootless: see step 9 */
         vc->user.gid = vc->user.keep_groups ? 0 : mc->run_gid;
-        mc->user = &vc->user;
+        /* An image brings its own users (its /etc/passwd). */
+        mc->user = s->n_image_layers ? NULL : &vc->user;
 }
 
 /* PID 1's seccomp filter (step 3), and the ptys its devpts holds now: a warm sandbox
@@ -729,7 +742,8 @@ static int await_own_setup(int chan, const Sbx__Init__V1__Setup *base,
  * supplementary groups (rootless, where they could not be dropped). */
 static bool groups_kept;
 
-static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd, int ws_fd) {
+static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd, int ws_fd,
+                int root_fd) {
         static struct view_config vc;
         Sbx__Init__V1__ToInit *own = NULL;
         struct util_warnings warn;
@@ -747,7 +761,10 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         if (r != 0)
                 return r > 0 ? 1 : setup_failed(chan, &err, 0);
 
-        /* 2. Signals, the bounding set and securebits, the commands' stack. */
+        /* 2. Signals, the bounding set and securebits, the commands' stack. Root of an
+         * image's sandbox is root of its own namespace, with a few capabilities there. */
+        if (s->n_image_layers)
+                caps_keep(SBX_IMAGE_CAPS);
         if (prepare_commands(&sigfd, &err) < 0)
                 return setup_failed(chan, &err, host_pid);
 
@@ -768,6 +785,8 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         view_config_fill(s, &vc);
         vc.mc.workspace_mount = ws_fd >= 0;
         vc.mc.workspace_fd = ws_fd;
+        vc.mc.image_root = root_fd >= 0;
+        vc.mc.root_mount_fd = root_fd;
         if (mnt_view_base(&vc.mc, &host, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
         view_ptys = vc.mc.ptys;
@@ -782,6 +801,8 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
                 view_config_fill(s, &vc);
                 vc.mc.workspace_mount = ws_fd >= 0;
                 vc.mc.workspace_fd = ws_fd;
+                vc.mc.image_root = root_fd >= 0;
+                vc.mc.root_mount_fd = root_fd;
                 if (vc.mc.ptys != view_ptys && mnt_set_ptys(vc.mc.ptys, &err) < 0)
                         return setup_failed(chan, &err, host_pid);
                 view_ptys = vc.mc.ptys;
@@ -824,8 +845,23 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
 }
 
 /* Stage 0: cgroup, namespaces, fork PID 1, wait for it. Returns the exit code. */
+/* Root mode, an image: the overlay of its layers idmapped through the sandbox's own user
+ * namespace (made here, as the host's root), then into that namespace as its root. */
+static int image_root_as_host(const Sbx__Init__V1__Setup *s, int *ret_root_fd,
+                              struct util_err *err) {
+        int userns = image_userns(s->has_image_uid_base ? s->image_uid_base : 0, err), r;
+
+        if (userns < 0)
+                return userns;
+        *ret_root_fd = image_mount_root(s->image_layers, s->n_image_layers, s->image_upper,
+                                        userns, err);
+        r = *ret_root_fd < 0 ? *ret_root_fd : image_enter_userns(userns, err);
+        close(userns);
+        return r;
+}
+
 static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf) {
-        int adopt_fd = sf->adopt_fd, ws_fd = sf->workspace_fd;
+        int adopt_fd = sf->adopt_fd, ws_fd = sf->workspace_fd, root_fd = -1;
         struct util_err err;
         int32_t host_pid;
         int p[2], status, r;
@@ -849,9 +885,17 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                 gid_t subgid = s->has_outer_subgid ? s->outer_subgid : 0;
                 if (ns_enter_user(uid, gid, subgid, &groups_kept, &err) < 0)
                         return setup_failed(chan, &err, 0);
+        } else if (s->n_image_layers && image_root_as_host(s, &root_fd, &err) < 0) {
+                return setup_failed(chan, &err, 0);
         }
         if (ns_unshare_sandbox(s->has_network_none && s->network_none, &err) < 0)
                 return setup_failed(chan, &err, 0);
+        if (s->n_image_layers && root_fd < 0) {
+                root_fd = image_mount_root(s->image_layers, s->n_image_layers, s->image_upper,
+                                           -1, &err);
+                if (root_fd < 0)
+                        return setup_failed(chan, &err, 0);
+        }
         if (pipe2(p, O_CLOEXEC) < 0) {
                 util_fail(&err, errno, NULL, "pipe");
                 return setup_failed(chan, &err, 0);
@@ -863,7 +907,7 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
         }
         if (pid == 0) {
                 close(p[1]);
-                _exit(pid1(chan, s, p[0], adopt_fd, ws_fd));
+                _exit(pid1(chan, s, p[0], adopt_fd, ws_fd, root_fd));
         }
         close(p[0]);
         close(chan);
@@ -871,6 +915,8 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                 close(adopt_fd); /* PID 1's alone */
         if (ws_fd >= 0)
                 close(ws_fd); /* PID 1's alone */
+        if (root_fd >= 0)
+                close(root_fd); /* PID 1's alone */
         /* Our pid namespace is the daemon's: fork() returned PID 1's pid there. The
          * write end stays open until we exit (see pid1()). */
         host_pid = (int32_t)pid;

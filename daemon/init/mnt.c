@@ -256,8 +256,26 @@ static int ensure_mountpoint(const char *dst, bool dir) {
         return make_file(dst, 0644);
 }
 
-/* Mounts a tmpfs on the first usable host directory and pivots into it. */
-static int pivot_to_tmpfs(struct util_err *err) {
+/* Makes the directory path of the new root, a mount point: an image's entry that is
+ * there already may stay when it is a directory, and is replaced when it is anything
+ * else (a symlink would lead the mount elsewhere). */
+static int mkdir_mp(const char *path, mode_t mode) {
+        struct stat st;
+
+        if (mkdir(path, mode) == 0)
+                return 0;
+        if (errno != EEXIST || lstat(path, &st) < 0)
+                return -1;
+        if (S_ISDIR(st.st_mode))
+                return 0;
+        if (unlink(path) < 0 || mkdir(path, mode) < 0)
+                return -1;
+        return 0;
+}
+
+/* Attaches the new root on the first usable host directory (an image's overlay, else a
+ * tmpfs) and pivots into it. */
+static int pivot_to_tmpfs(int root_mount_fd, struct util_err *err) {
         static const char *const bases[] = {"/tmp", "/mnt", "/dev", NULL};
         const char *base = NULL;
         char path[64];
@@ -267,14 +285,18 @@ static int pivot_to_tmpfs(struct util_err *err) {
          * host's content there stays reachable under /.sbx-oldroot. Our mount namespace
          * is private, so the host never sees this tmpfs. */
         for (i = 0; bases[i] && !base; i++) {
-                if (mount("sbx-root", bases[i], "tmpfs", MS_NOSUID | MS_NODEV,
-                          "mode=0755,size=1m") == 0)
+                if (root_mount_fd >= 0
+                            ? syscall(SYS_move_mount, root_mount_fd, "", AT_FDCWD, bases[i],
+                                      MOVE_MOUNT_F_EMPTY_PATH) == 0
+                            : mount("sbx-root", bases[i], "tmpfs", MS_NOSUID | MS_NODEV,
+                                    "mode=0755,size=1m") == 0)
                         base = bases[i];
         }
         if (!base)
-                return util_fail(err, errno, NULL, "mount tmpfs for the new root on /tmp");
+                return util_fail(err, errno, NULL, "mount %s for the new root on /tmp",
+                                 root_mount_fd >= 0 ? "the image" : "a tmpfs");
         snprintf(path, sizeof(path), "%s/%s", base, OLDROOT_NAME);
-        if (mkdir(path, 0700) < 0)
+        if (mkdir_mp(path, 0700) < 0)
                 return util_fail(err, errno, NULL, "mkdir %s", path);
         if (chdir(base) < 0)
                 return util_fail(err, errno, NULL, "chdir %s", base);
@@ -392,7 +414,7 @@ static int setup_proc(struct util_err *err) {
         size_t i;
         int r;
 
-        if (mkdir("/proc", 0555) < 0)
+        if (mkdir_mp("/proc", 0555) < 0)
                 return util_fail(err, errno, NULL, "mkdir /proc");
         /* In a user namespace the kernel mounts a new procfs only if a fully visible
          * one already exists in the mount namespace (mount_too_revealing() in
@@ -450,7 +472,7 @@ static int setup_dev(uint64_t shm_bytes, unsigned ptys, struct util_err *err,
         size_t i;
         int r;
 
-        if (mkdir("/dev", 0755) < 0)
+        if (mkdir_mp("/dev", 0755) < 0)
                 return util_fail(err, errno, NULL, "mkdir /dev");
         if (mount("sbx-dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
                 return util_fail(err, errno, NULL, "mount tmpfs on /dev");
@@ -581,56 +603,14 @@ static void idmap_lines(unsigned host, unsigned run, char *buf, size_t len) {
  * user's, what the sandbox user creates is uid's and gid's on disk, and a file of
  * anyone else's is theirs, so that its mode bits decide as for any user but its owner
  * (without that mapping, the kernel refuses every write to an inode whose owner the
- * mount does not map: HAS_UNMAPPED_ID in inode_permission(), fs/namei.c). A child
- * makes it and is killed once PID 1 holds it. Needs our /proc (the child's maps are
- * written there). Returns the namespace's descriptor or -errno. */
+ * mount does not map: HAS_UNMAPPED_ID in inode_permission(), fs/namei.c). Returns the
+ * namespace's descriptor or -errno. */
 static int make_idmap_userns(uid_t uid, gid_t gid, uid_t run_uid, gid_t run_gid) {
-        char path[64], map[256], byte;
-        int p[2], fd = -1, r = 0;
-        pid_t pid;
+        char umap[256], gmap[256];
 
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return -errno;
-        pid = fork();
-        if (pid < 0) {
-                r = -errno;
-                close(p[0]);
-                close(p[1]);
-                return r;
-        }
-        if (pid == 0) {
-                close(p[0]);
-                if (unshare(CLONE_NEWUSER) == 0 && write(p[1], "u", 1) == 1)
-                        for (;;)
-                                pause();
-                _exit(1);
-        }
-        close(p[1]);
-        if (read(p[0], &byte, 1) != 1)
-                r = -ECHILD;
-        close(p[0]);
-        if (r == 0) {
-                snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-                idmap_lines(uid, run_uid, map, sizeof(map));
-                r = util_write_file(path, map);
-        }
-        if (r == 0) {
-                snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
-                (void)util_write_file(path, "deny");
-                snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-                idmap_lines(gid, run_gid, map, sizeof(map));
-                r = util_write_file(path, map);
-        }
-        if (r == 0) {
-                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-                fd = open(path, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
-                        r = -errno;
-        }
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                ;
-        return r < 0 ? r : fd;
+        idmap_lines(uid, run_uid, umap, sizeof(umap));
+        idmap_lines(gid, run_gid, gmap, sizeof(gmap));
+        return util_make_userns(umap, gmap, false);
 }
 
 /* Mounts what fd refers to on dst, idmapped through userns_fd (Linux 5.12), nosuid and
@@ -1382,15 +1362,15 @@ static int build_base(const struct mnt_config *cfg, int root_fd, struct util_err
         if (r < 0)
                 return r;
 
-        /* 5. The read-only root. */
-        r = bind_root_entries(root_fd, root_dir, err);
+        /* 5. The read-only root (an image's overlay is the root already). */
+        r = cfg->image_root ? 0 : bind_root_entries(root_fd, root_dir, err);
         if (r < 0)
                 return r;
 
         /* 6. /sys, read-only: the host's (a new sysfs would need a network namespace
          * owned by our user namespace, and shows the same devices anyway), with only the
          * sandbox's own cgroups, and no loop device there or in /proc. */
-        if (mkdir("/sys", 0555) < 0)
+        if (mkdir_mp("/sys", 0555) < 0)
                 return util_fail(err, errno, NULL, "mkdir /sys");
         r = bind_mount(OLDROOT "/sys", "/sys", RO_ATTRS | MNT_NOEXEC);
         if (r < 0)
@@ -1406,14 +1386,14 @@ static int build_base(const struct mnt_config *cfg, int root_fd, struct util_err
         r = setup_dev(tmp_bytes, cfg->ptys, err, warn);
         if (r < 0)
                 return r;
-        if (mkdir("/tmp", 01777) < 0)
+        if (mkdir_mp("/tmp", 01777) < 0)
                 return util_fail(err, errno, NULL, "mkdir /tmp");
         snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)tmp_bytes);
         if (mount("sbx-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
                 return util_fail(err, errno, NULL, "mount tmpfs on /tmp (%s)", opts);
-        if (mkdir("/run", 0755) < 0)
+        if (mkdir_mp("/run", 0755) < 0)
                 return util_fail(err, errno, NULL, "mkdir /run");
-        if (mkdir("/workspace", 0755) < 0)
+        if (mkdir_mp("/workspace", 0755) < 0)
                 return util_fail(err, errno, NULL, "mkdir /workspace");
         return 0;
 }
@@ -1594,12 +1574,14 @@ static int drop_old_root(struct sources *src, struct mnt_host *host, struct util
         return 0;
 }
 
-/* Step 12: the root and /dev read-only. */
-static int freeze_view(struct util_err *err) {
+/* Step 12: the root (unless an image's, writable) and /dev read-only. */
+static int freeze_view(const struct mnt_config *cfg, struct util_err *err) {
         int r = mnt_set_attr("/dev", MNT_RDONLY, false);
 
         if (r < 0)
                 return util_fail(err, r, NULL, "make /dev read-only");
+        if (cfg->image_root)
+                return 0;
         r = mnt_set_attr("/", RO_ATTRS, false);
         if (r < 0)
                 return util_fail(err, r, NULL, "make / read-only");
@@ -1659,7 +1641,7 @@ static int open_host_tree(const struct mnt_config *cfg, struct mnt_host *host, i
  * /tmp, /run. Closes root_fd. */
 static int pivot_and_base(const struct mnt_config *cfg, struct mnt_host *host, int root_fd,
                           struct util_err *err, struct util_warnings *warn) {
-        int r = pivot_to_tmpfs(err);
+        int r = pivot_to_tmpfs(cfg->image_root ? cfg->root_mount_fd : -1, err);
 
         if (r == 0)
                 host->pivoted = true;
@@ -1695,7 +1677,7 @@ static int finish_view(const struct mnt_config *cfg, struct mnt_host *host, stru
 
         /* 12. Freeze the root and /dev. */
         if (r == 0)
-                r = freeze_view(err);
+                r = freeze_view(cfg, err);
         return r;
 }
 

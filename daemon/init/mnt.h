@@ -39,6 +39,11 @@ struct mnt_file {
  * are arrays of n strings. Nothing is taken over. */
 struct mnt_config {
         const char *root_dir;      /* Tree used read-only as /; NULL or "" means "/". */
+        /* With image_root, root_mount_fd is an image's overlay (image.h) attached
+         * nowhere: the view's root instead, and writable (root_dir is then not used).
+         * Not closed here. */
+        bool image_root;
+        int root_mount_fd;
         const char *workspace_dir; /* Bound read-write at /workspace; NULL: empty dir. */
         /* With workspace_mount, workspace_fd is a mount attached nowhere (the daemon's
          * disk image, from fsmount), attached at /workspace itself instead of a bind of

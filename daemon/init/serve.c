@@ -322,8 +322,8 @@ static void start_one(const Sbx__Init__V1__Start *s, const struct start_strings 
                 .cgroup_fds = fds + 3,
                 .n_cgroup_fds = n_cg,
                 .cgroup_v2 = s->has_cgroup_v2 && s->cgroup_v2,
-                .uid = config->run_uid,
-                .gid = config->run_gid,
+                .uid = s->has_uid ? s->uid : config->run_uid,
+                .gid = s->has_gid ? s->gid : config->run_gid,
                 .keep_groups = config->rootless,
                 .tty = s->has_tty && s->tty,
         };

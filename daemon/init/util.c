@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sbx_limits.h"
@@ -238,4 +241,52 @@ int util_join_cgroups(const int *fds, size_t n, bool v2) {
                         return r;
         }
         return 0;
+}
+
+int util_make_userns(const char *uid_map, const char *gid_map, bool setgroups) {
+        char path[64], byte;
+        int p[2], fd = -1, r = 0;
+        pid_t pid;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(p[0]);
+                close(p[1]);
+                return r;
+        }
+        if (pid == 0) {
+                close(p[0]);
+                if (unshare(CLONE_NEWUSER) == 0 && write(p[1], "u", 1) == 1)
+                        for (;;)
+                                pause();
+                _exit(1);
+        }
+        close(p[1]);
+        if (read(p[0], &byte, 1) != 1)
+                r = -ECHILD;
+        close(p[0]);
+        if (r == 0) {
+                snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+                r = util_write_file(path, uid_map);
+        }
+        if (r == 0) {
+                snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+                if (!setgroups)
+                        (void)util_write_file(path, "deny");
+                snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+                r = util_write_file(path, gid_map);
+        }
+        if (r == 0) {
+                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        r = -errno;
+        }
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        return r < 0 ? r : fd;
 }

@@ -57,6 +57,13 @@ int util_fail(struct util_err *e, int err, const char *hint, const char *fmt, ..
 /* Appends a warning (silently dropped past UTIL_MAX_WARNINGS). w may be NULL. */
 void util_warn(struct util_warnings *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A new user namespace with the id maps uid_map and gid_map (lines as the kernel's
+ * /proc/PID/uid_map takes them), setgroups(2) allowed in it only with setgroups, for
+ * idmapped mounts and for a sandbox's own namespace: a child makes it and is killed once we hold it. Needs
+ * the privilege to write such maps (root, or maps of one's own ids) and a /proc that
+ * shows the child. Returns the namespace's descriptor (O_CLOEXEC) or -errno. */
+int util_make_userns(const char *uid_map, const char *gid_map, bool setgroups);
+
 /* Writes the string data to the existing file path (O_WRONLY, no O_CREAT) with one
  * write(2). Returns 0 or -errno. */
 int util_write_file(const char *path, const char *data);

@@ -131,6 +131,7 @@ class CreateOpts(Structure):
         ("share_gids", POINTER(c_uint32)),
         ("n_share_gids", c_size_t),
         ("keep_workspace", c_int),
+        ("image", c_char_p),
     ]
 
 
@@ -180,6 +181,8 @@ class Sandbox(Structure):
         ("queued_commands", c_uint32),
         ("commands", POINTER(CommandInfo)),
         ("n_commands", c_size_t),
+        ("image", c_char_p),
+        ("image_digest", c_char_p),
     ]
 
 
@@ -235,6 +238,7 @@ class ExecOpts(Structure):
         ("tty", c_int),
         ("rows", c_uint32),
         ("cols", c_uint32),
+        ("user", c_char_p),
     ]
 
 

@@ -1,0 +1,159 @@
+/* image.c: the overlay root of a sandbox made from an image (image.h).
+ *
+ * The layers are the daemon's image store's trees, shared by every sandbox of the image
+ * and never written: overlayfs copies a file up into the sandbox's own upper directory
+ * before it changes. In root mode the store's files keep the image's owners (uid 0 is
+ * the host's root there), so each layer is mounted idmapped through the sandbox's user
+ * namespace (Linux 5.19: overlayfs accepts idmapped layers): inside, a file of the
+ * image's root is root's of the sandbox, and a copy-up lands in the upper directory as
+ * the sandbox's block of host ids, never as the host's root. The upper directory itself
+ * is not idmapped: overlayfs creates its work files with the mounter's credentials
+ * (the host's root), which an idmapped upper layer could not represent. */
+#include "image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sbx_limits.h"
+
+int image_userns(uint32_t base, struct util_err *err) {
+        char map[64];
+        int fd;
+
+        snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)base, SBX_IMAGE_IDS);
+        fd = util_make_userns(map, map, true);
+        return fd < 0 ? util_fail(err, -fd, NULL, "make the user namespace of ids %u-%u",
+                                  (unsigned)base, (unsigned)(base + SBX_IMAGE_IDS - 1))
+                      : fd;
+}
+
+int image_enter_userns(int userns_fd, struct util_err *err) {
+        if (setns(userns_fd, CLONE_NEWUSER) < 0)
+                return util_fail(err, errno, NULL, "enter the sandbox's user namespace");
+        if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
+                return util_fail(err, errno, NULL, "become root of the sandbox's namespace");
+        if (syscall(SYS_setgroups, 0, NULL) < 0)
+                return util_fail(err, errno, NULL, "drop the supplementary groups");
+        return 0;
+}
+
+/* Layer path cloned (open_tree) and idmapped through userns_fd: a mount attached
+ * nowhere. */
+static int idmapped_layer(const char *path, int userns_fd, struct util_err *err) {
+        struct mount_attr a;
+        int fd = (int)syscall(SYS_open_tree, AT_FDCWD, path,
+                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+
+        if (fd < 0)
+                return util_fail(err, errno, NULL, "open the layer %s", path);
+        memset(&a, 0, sizeof(a));
+        a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_RDONLY;
+        a.userns_fd = (uint64_t)userns_fd;
+        if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
+                int e = errno;
+                close(fd);
+                return util_fail(err, e, "idmapped mounts need Linux 5.12 and a filesystem "
+                                         "that supports them under the state directory",
+                                 "idmap the layer %s", path);
+        }
+        return fd;
+}
+
+static int set_string(int fs, const char *key, const char *value, struct util_err *err) {
+        if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, key, value, 0) < 0)
+                return util_fail(err, errno, "overlayfs's lowerdir+ needs Linux 6.8",
+                                 "overlay option %s=%.200s", key, value);
+        return 0;
+}
+
+/* The overlay's options on fs: lowerdir+ for each layer (the top one first), the upper
+ * and work directories. lfd: the idmapped layers' descriptors (or -1: the paths). */
+static int configure(int fs, char *const *layers, size_t n, const int *lfd,
+                     const char *upper_dir, bool userxattr, struct util_err *err) {
+        char buf[SBX_PATH_MAX_BYTES + 64];
+        size_t i;
+        int r = 0;
+
+        for (i = n; r == 0 && i-- > 0;) {
+                if (lfd[i] >= 0)
+                        snprintf(buf, sizeof(buf), "/proc/self/fd/%d", lfd[i]);
+                else
+                        snprintf(buf, sizeof(buf), "%s", layers[i]);
+                r = set_string(fs, "lowerdir+", buf, err);
+        }
+        snprintf(buf, sizeof(buf), "%s/upper", upper_dir);
+        if (r == 0)
+                r = set_string(fs, "upperdir", buf, err);
+        snprintf(buf, sizeof(buf), "%s/work", upper_dir);
+        if (r == 0)
+                r = set_string(fs, "workdir", buf, err);
+        /* No metadata-only copy-up nor redirects: features that trust xattrs of the
+         * upper directory to point into the layers. */
+        if (r == 0)
+                r = set_string(fs, "metacopy", "off", err);
+        if (r == 0)
+                r = set_string(fs, "redirect_dir", "off", err);
+        if (r == 0 && userxattr &&
+            syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
+                r = util_fail(err, errno, "needs Linux 5.11", "overlay option userxattr");
+        return r;
+}
+
+/* The kernel's own words about a refused overlay, read from the fs context. */
+static void kernel_words(int fs, struct util_err *err) {
+        char msg[512];
+        ssize_t k = read(fs, msg, sizeof(msg) - 1);
+        size_t len = strlen(err->text);
+
+        if (k > 0 && len + 8 < sizeof(err->text)) {
+                msg[k] = '\0';
+                msg[strcspn(msg, "\n")] = '\0';
+                snprintf(err->text + len, sizeof(err->text) - len, " [%s]", msg);
+        }
+}
+
+int image_mount_root(char *const *layers, size_t n, const char *upper_dir, int userns_fd,
+                     struct util_err *err) {
+        int lfd[SBX_MAX_IMAGE_LAYERS];
+        size_t i;
+        int fs = -1, mnt = -1, r = 0;
+
+        if (n == 0 || n > SBX_MAX_IMAGE_LAYERS)
+                return util_fail(err, EINVAL, NULL, "an image of %zu layers", n);
+        for (i = 0; i < n; i++)
+                lfd[i] = -1;
+        for (i = 0; r == 0 && userns_fd >= 0 && i < n; i++) {
+                lfd[i] = idmapped_layer(layers[i], userns_fd, err);
+                r = lfd[i] < 0 ? lfd[i] : 0;
+        }
+        if (r == 0) {
+                fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+                if (fs < 0)
+                        r = util_fail(err, errno, "needs overlayfs (modprobe overlay)",
+                                      "open an overlay");
+        }
+        if (r == 0)
+                r = configure(fs, layers, n, lfd, upper_dir, userns_fd < 0, err);
+        if (r == 0 && syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+                r = util_fail(err, errno, NULL, "make the image's overlay");
+                kernel_words(fs, err);
+        }
+        if (r == 0) {
+                mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV);
+                if (mnt < 0)
+                        r = util_fail(err, errno, NULL, "mount the image's overlay");
+        }
+        if (fs >= 0)
+                close(fs);
+        for (i = 0; i < n; i++)
+                if (lfd[i] >= 0)
+                        close(lfd[i]);
+        return r < 0 ? r : mnt;
+}

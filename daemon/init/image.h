@@ -1,0 +1,35 @@
+/* image.h: the root of a sandbox made from an image (proto/init.proto, Setup's
+ * image_layers): an overlay of the image's layers, shared read-only by every sandbox of
+ * the image, under the sandbox's own writable upper directory.
+ *
+ * Stage 0 calls image_enter_userns() then image_mount_root() (root mode), or
+ * image_mount_root() after ns_unshare_sandbox() (rootless: only there may its user
+ * namespace's root mount an overlay). The mount is attached nowhere; PID 1 makes it the
+ * view's root (mnt_config.root_mount_fd). Each returns 0 (or a descriptor) or -errno and
+ * describes a failure in err. */
+#ifndef SBX_INIT_IMAGE_H
+#define SBX_INIT_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* Root mode: a user namespace whose ids 0 .. SBX_IMAGE_IDS - 1 are the host's base and
+ * on, with setgroups(2) allowed (an image's programs drop to their users). Returns its
+ * descriptor. */
+int image_userns(uint32_t base, struct util_err *err);
+
+/* Root mode: enters userns_fd as its root (uids, gids and groups 0), with every
+ * capability there and none on the host. */
+int image_enter_userns(int userns_fd, struct util_err *err);
+
+/* The overlay of layers (n host paths, lowest first) under upper_dir/upper, with
+ * upper_dir/work as its work directory: each layer mounted idmapped through userns_fd
+ * (root mode), or as it is with overlayfs's userxattr option (userns_fd -1: rootless,
+ * whose whiteouts are user.overlay.* xattrs). Returns the mount's descriptor, attached
+ * nowhere, O_CLOEXEC. */
+int image_mount_root(char *const *layers, size_t n, const char *upper_dir, int userns_fd,
+                     struct util_err *err);
+
+#endif

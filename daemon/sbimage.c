@@ -1,0 +1,311 @@
+/* sbimage.c: the image a sandbox is made from (sbimage.h). */
+#include "sbimage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "images.h"
+#include "imagestore.h"
+#include "sbx_limits.h"
+#include "sbxd.h"
+#include "trash.h"
+#include "uidrange.h"
+
+/* The first host id of block b of this daemon's: its range's share of the blocks. */
+static uint32_t block_base(const struct sbxd *d, unsigned b) {
+        uint32_t base = uidrange_base(d->uids), k;
+
+        if (base >= SBX_UID_BASE && base - SBX_UID_BASE < SBX_UID_RANGES * SBX_UID_COUNT)
+                k = (base - SBX_UID_BASE) / SBX_UID_COUNT;
+        else
+                k = (base / SBX_UID_COUNT) % SBX_UID_RANGES; /* --uid-base elsewhere */
+        return SBX_IMAGE_UID_BASE + (k * SBX_IMAGE_BLOCKS + b) * SBX_IMAGE_IDS;
+}
+
+static int take_block(struct sbxd *d, struct sbimage *im, char *err, size_t errlen) {
+        unsigned b;
+
+        for (b = 0; b < SBX_IMAGE_BLOCKS; b++)
+                if (!(d->image_blocks & (1ull << b))) {
+                        d->image_blocks |= 1ull << b;
+                        im->block = (int)b;
+                        im->uid_base = block_base(d, b);
+                        return 0;
+                }
+        snprintf(err, errlen,
+                 "sbxd already runs %u sandboxes made from images, the most a root sbxd "
+                 "has ids for; terminate one first",
+                 SBX_IMAGE_BLOCKS);
+        return -EAGAIN;
+}
+
+uid_t sbimage_host_id(const struct sbimage *im, uint32_t id) {
+        return im->block >= 0 ? im->uid_base + id : id;
+}
+
+/* The file etc/NAME of the topmost layer that has one, opened beneath that layer (its
+ * symlinks resolved inside it, never out of it). -ENOENT when none has. */
+static int open_etc(const struct sbimage *im, const char *name) {
+        struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                               .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+        char rel[64];
+        size_t i;
+
+        snprintf(rel, sizeof(rel), "etc/%s", name);
+        for (i = im->nlayers; i-- > 0;) {
+                int dfd = open(im->layers[i], O_PATH | O_DIRECTORY | O_CLOEXEC), fd;
+                struct stat st;
+                if (dfd < 0)
+                        return -errno;
+                fd = (int)syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
+                close(dfd);
+                if (fd < 0 && errno == ENOENT)
+                        continue;
+                if (fd < 0)
+                        return -errno;
+                /* A whiteout (a 0/0 device) or anything but a file: removed there. */
+                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                        close(fd);
+                        return -ENOENT;
+                }
+                return fd;
+        }
+        return -ENOENT;
+}
+
+/* The ids of the line of the image's etc/passwd (group 0) or etc/group (group 1) whose
+ * field key_field (0: the name, 2: the id) is key: its field 2, and for passwd field 3
+ * (the gid) too. */
+static int lookup(const struct sbimage *im, int group, int key_field, const char *key,
+                  uint32_t *ret_id, uint32_t *ret_gid) {
+        char line[1024];
+        int fd = open_etc(im, group ? "group" : "passwd"), found = -ENOENT;
+        FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+
+        if (!f) {
+                if (fd >= 0)
+                        close(fd);
+                return fd < 0 ? fd : -ENOMEM;
+        }
+        while (found == -ENOENT && fgets(line, sizeof(line), f)) {
+                char *save = NULL, *fld[4] = {0};
+                size_t n = 0;
+                for (char *t = strtok_r(line, ":\n", &save); t && n < 4;
+                     t = strtok_r(NULL, ":\n", &save))
+                        fld[n++] = t;
+                if (n < 3 || strcmp(fld[key_field], key) != 0)
+                        continue;
+                *ret_id = (uint32_t)strtoul(fld[2], NULL, 10);
+                if (!group)
+                        *ret_gid = n > 3 ? (uint32_t)strtoul(fld[3], NULL, 10) : *ret_id;
+                found = 0;
+        }
+        fclose(f);
+        return found;
+}
+
+/* A number of the namespace's ids, or -1. */
+static long id_number(const char *s) {
+        char *end;
+        unsigned long v;
+
+        if (!s[0] || s[0] < '0' || s[0] > '9')
+                return -1;
+        errno = 0;
+        v = strtoul(s, &end, 10);
+        return errno || *end || v >= SBX_IMAGE_IDS ? -1 : (long)v;
+}
+
+int sbimage_user(const struct sbimage *im, const char *user, uid_t *ret_uid, gid_t *ret_gid,
+                 char *err, size_t errlen) {
+        char buf[256], *colon;
+        uint32_t uid = 0, gid = 0;
+        long n;
+        int r = 0;
+
+        if (!user || !user[0])
+                user = "0";
+        if (strlen(user) >= sizeof(buf)) {
+                snprintf(err, errlen, "user '%.64s...' is too long", user);
+                return -EINVAL;
+        }
+        snprintf(buf, sizeof(buf), "%s", user);
+        colon = strchr(buf, ':');
+        if (colon)
+                *colon++ = '\0';
+        n = id_number(buf);
+        if (n >= 0) {
+                /* A uid alone takes its passwd line's group, else 0, as docker does. */
+                uid = (uint32_t)n;
+                if (lookup(im, 0, 2, buf, &uid, &gid) < 0)
+                        gid = 0;
+        } else if ((r = lookup(im, 0, 0, buf, &uid, &gid)) < 0 && strcmp(buf, "root") == 0) {
+                uid = gid = 0; /* root is 0 whether the image names it or not */
+        } else if (r < 0) {
+                snprintf(err, errlen, "user '%s' is not in the image's /etc/passwd; give "
+                                      "UID[:GID] or a user it has", buf);
+                return r == -ENOENT ? -EINVAL : r;
+        }
+        if (colon && colon[0]) {
+                n = id_number(colon);
+                if (n >= 0) {
+                        gid = (uint32_t)n;
+                } else if ((r = lookup(im, 1, 0, colon, &gid, NULL)) < 0) {
+                        snprintf(err, errlen, "group '%s' is not in the image's /etc/group",
+                                 colon);
+                        return r == -ENOENT ? -EINVAL : r;
+                }
+        }
+        if (uid >= SBX_IMAGE_IDS || gid >= SBX_IMAGE_IDS) {
+                snprintf(err, errlen, "user '%s': ids from 0 to %u only", user,
+                         SBX_IMAGE_IDS - 1);
+                return -EINVAL;
+        }
+        *ret_uid = uid;
+        *ret_gid = gid;
+        return 0;
+}
+
+/* The layers' paths and the config of img. */
+static int load(struct sbxd *d, const struct imagestore_image *img, struct sbimage *im,
+                char *err, size_t errlen) {
+        char path[SBX_PATH_MAX_BYTES];
+        size_t i;
+        int r;
+
+        im->layers = calloc(img->nlayers ? img->nlayers : 1, sizeof(*im->layers));
+        if (!im->layers)
+                return -ENOMEM;
+        for (i = 0; i < img->nlayers; i++) {
+                r = imagestore_layer_path(d->images, img->layers[i], path, sizeof(path));
+                if (r < 0)
+                        return r;
+                im->layers[i] = strdup(path);
+                if (!im->layers[i])
+                        return -ENOMEM;
+                im->nlayers++;
+        }
+        if (im->nlayers == 0 || im->nlayers > SBX_MAX_IMAGE_LAYERS) {
+                snprintf(err, errlen, "image %s has %zu layers (1 to %u)", im->name,
+                         im->nlayers, SBX_MAX_IMAGE_LAYERS);
+                return -EINVAL;
+        }
+        r = imagestore_inspect(d->images, img->manifest, &im->config);
+        if (r < 0)
+                snprintf(err, errlen, "image %s: its config cannot be read (%s); pull it again",
+                         im->name, strerror(-r));
+        return r;
+}
+
+int sbimage_open(struct sbxd *d, const char *name, uid_t caller_uid, struct sbimage **ret,
+                 char *err, size_t errlen) {
+        struct imagestore_image img;
+        struct sbimage *im = calloc(1, sizeof(*im));
+        int r, held = 0;
+
+        if (!im || !(im->name = strdup(name))) {
+                free(im);
+                snprintf(err, errlen, "daemon out of memory");
+                return -ENOMEM;
+        }
+        im->block = -1;
+        memset(&img, 0, sizeof(img));
+        r = images_find(d, caller_uid, name, &img, err, errlen);
+        if (r < 0) {
+                sbimage_close(d, im);
+                return r;
+        }
+        snprintf(im->digest, sizeof(im->digest), "%s", img.manifest);
+        r = imagestore_hold(d->images, im->digest);
+        held = r == 0;
+        if (r < 0)
+                snprintf(err, errlen, "image %s went away meanwhile; pull it again", name);
+        if (r == 0)
+                r = load(d, &img, im, err, errlen);
+        imagestore_image_free(&img);
+        if (r == 0 && !d->features.rootless)
+                r = take_block(d, im, err, errlen);
+        if (r == 0)
+                r = sbimage_user(im, im->config.user, &im->uid, &im->gid, err, errlen);
+        if (r < 0) {
+                if (r == -ENOMEM)
+                        snprintf(err, errlen, "daemon out of memory");
+                if (!held)
+                        im->digest[0] = '\0';
+                sbimage_close(d, im);
+                return r;
+        }
+        *ret = im;
+        return 0;
+}
+
+struct sbimage *sbimage_close(struct sbxd *d, struct sbimage *im) {
+        size_t i;
+
+        if (!im)
+                return NULL;
+        if (im->digest[0] && d->images)
+                (void)imagestore_release(d->images, im->digest);
+        if (im->block >= 0)
+                d->image_blocks &= ~(1ull << im->block);
+        for (i = 0; i < im->nlayers; i++)
+                free(im->layers[i]);
+        free(im->layers);
+        imageconfig_free(&im->config);
+        free(im->root_dir);
+        free(im->name);
+        free(im);
+        return NULL;
+}
+
+int sbimage_make_dirs(struct sbimage *im, struct sbxd *d, const char *sandbox_dir) {
+        char path[SBX_PATH_MAX_BYTES];
+        uid_t root = sbimage_host_id(im, 0);
+
+        if (im->block < 0)
+                root = d->euid;
+        snprintf(path, sizeof(path), "%s/root", sandbox_dir);
+        if (mkdir(path, 0700) < 0)
+                return -errno;
+        free(im->root_dir);
+        im->root_dir = strdup(path);
+        if (!im->root_dir)
+                return -ENOMEM;
+        snprintf(path, sizeof(path), "%s/root/work", sandbox_dir);
+        if (mkdir(path, 0700) < 0)
+                return -errno;
+        /* The root directory of the view: the sandbox root's, as an image's / is. */
+        snprintf(path, sizeof(path), "%s/root/upper", sandbox_dir);
+        if (mkdir(path, 0755) < 0 || chown(path, root, im->block >= 0 ? root : d->egid) < 0)
+                return -errno;
+        return 0;
+}
+
+void sbimage_fill_setup(const struct sbimage *im, Sbx__Init__V1__Setup *setup) {
+        setup->n_image_layers = im->nlayers;
+        setup->image_layers = im->layers;
+        setup->image_upper = im->root_dir;
+        if (im->block >= 0) {
+                setup->has_image_uid_base = 1;
+                setup->image_uid_base = im->uid_base;
+        }
+}
+
+void sbimage_trash_dirs(struct sbxd *d, const char *id, const char *sandbox_dir) {
+        char path[SBX_PATH_MAX_BYTES], trash[SBX_PATH_MAX_BYTES + 128];
+
+        snprintf(path, sizeof(path), "%s/root", sandbox_dir);
+        snprintf(trash, sizeof(trash), "%s/trash/%s.root.%lld", d->cfg->state_dir, id,
+                 (long long)sbxd_now_unix_ms());
+        if (rename(path, trash) == 0)
+                trash_remove_later(d, trash);
+        else if (errno != ENOENT)
+                trash_remove_later(d, path);
+}

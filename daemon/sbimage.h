@@ -1,0 +1,68 @@
+/* sbimage.h: the image a sandbox is made from (CreateSandbox.image; docs/images.md):
+ * found among its creator's images, held in the store while the sandbox lives, its
+ * layers and its writable upper directory handed to init, its config's Env, WorkingDir
+ * and User the commands' defaults.
+ *
+ * Root mode: the sandbox's ids 0 .. SBX_IMAGE_IDS - 1 are a block of host ids no other
+ * live sandbox has (SBX_IMAGE_BLOCKS per daemon, from its uid range: sbx_limits.h);
+ * its commands run as the host ids of the image's user there. Rootless: the daemon's
+ * user is the sandbox's root, as for every rootless sandbox.
+ *
+ * Called by sbxtab.c (open at creation, before the record), sandbox.c (the directories,
+ * Setup, the end) and command.c (the defaults). Loop thread; nothing here logs. */
+#ifndef SBX_SBIMAGE_H
+#define SBX_SBIMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "digest.h"
+#include "imageconfig.h"
+#include "init.pb-c.h"
+
+struct sbxd;
+
+struct sbimage {
+        char *name;                      /* CreateSandbox.image, as given */
+        char digest[DIGEST_STR_BYTES];   /* its manifest: held in the store */
+        char **layers;                   /* host paths of its layer trees, lowest first */
+        size_t nlayers;
+        struct imageconfig config;       /* Env, WorkingDir, User */
+        int block;                       /* root mode: its block of host ids; -1: none */
+        uint32_t uid_base;               /* root mode: the host id of its 0; rootless: 0 */
+        uid_t uid;                       /* the commands' default user, in its namespace */
+        gid_t gid;
+        char *root_dir;                  /* SANDBOX_DIR/root once made (Setup.image_upper) */
+};
+
+/* The image name as caller_uid's (images_find), held for a new sandbox, with a block of
+ * ids in root mode and its default user found. 0 and *ret, or -errno with err:
+ * -ENOENT no such image of the caller's, -EINVAL a malformed name or User, -EAGAIN no
+ * block is free. */
+int sbimage_open(struct sbxd *d, const char *name, uid_t caller_uid, struct sbimage **ret,
+                 char *err, size_t errlen);
+
+/* Lets the image and the block go, frees im. Accepts NULL; returns NULL. */
+struct sbimage *sbimage_close(struct sbxd *d, struct sbimage *im);
+
+/* The host ids of id inside (root mode: the block's; rootless: id itself). */
+uid_t sbimage_host_id(const struct sbimage *im, uint32_t id);
+
+/* Makes SANDBOX_DIR/root (im->root_dir) with its upper and work directories (the upper
+ * one the sandbox root's, the work one the daemon's). 0 or -errno. */
+int sbimage_make_dirs(struct sbimage *im, struct sbxd *d, const char *sandbox_dir);
+
+/* Fills Setup's image fields (pointing into im, which outlives the message). */
+void sbimage_fill_setup(const struct sbimage *im, Sbx__Init__V1__Setup *setup);
+
+/* At the end: moves SANDBOX_DIR/root to the trash, deleted off the loop. */
+void sbimage_trash_dirs(struct sbxd *d, const char *id, const char *sandbox_dir);
+
+/* user ("NAME", "UID" or "UID:GID") as ids of the image's namespace, reading a name in
+ * the /etc/passwd (and a group in /etc/group) of its topmost layer that has one. 0, or
+ * -ENOENT (no such user: err says so), -EINVAL. */
+int sbimage_user(const struct sbimage *im, const char *user, uid_t *ret_uid, gid_t *ret_gid,
+                 char *err, size_t errlen);
+
+#endif
