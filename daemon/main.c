@@ -195,6 +195,13 @@ static int check_flags(void) {
                         return -1;
                 }
         }
+        if (cfg.uid_base && cfg.uid_base + (uint64_t)SBX_UID_COUNT > SBX_IMAGE_UID_BASE) {
+                log_err("--uid-base: %u-%u would overlap the ids of image sandboxes (from %u); "
+                        "give a base from %u to %u",
+                        (unsigned)cfg.uid_base, (unsigned)(cfg.uid_base + SBX_UID_COUNT - 1),
+                        SBX_IMAGE_UID_BASE, SBX_UID_BASE_MIN, SBX_IMAGE_UID_BASE - SBX_UID_COUNT);
+                return -1;
+        }
         if (cfg.uid_base && D.euid != 0) {
                 log_err("--uid-base: a rootless sbxd runs sandboxes as its own user and has no "
                         "uid range; run it as root, or leave the flag out");

@@ -577,6 +577,10 @@ int uidrange_is_sandbox_uid(const struct uidrange *own, uint32_t uid) {
                 return 1;
         if (uid >= SBX_UID_BASE && uid - SBX_UID_BASE < SBX_UID_RANGES * SBX_UID_COUNT)
                 return 1;
+        /* The blocks of every range's image sandboxes (sbx_limits.h). */
+        if (uid >= SBX_IMAGE_UID_BASE &&
+            uid - SBX_IMAGE_UID_BASE < SBX_UID_RANGES * SBX_IMAGE_BLOCKS * SBX_IMAGE_IDS)
+                return 1;
         dir = opendir(own ? own->dir : UIDRANGE_DIR);
         while (dir && !found && (e = readdir(dir)) != NULL)
                 found = parse_base(e->d_name, &base) == 0 && uid >= base &&

@@ -90,7 +90,7 @@ struct uidrange *uidrange_release(struct uidrange *r, int forget);
 uint32_t uidrange_base(const struct uidrange *own);
 
 /* 1 when uid may run a sandbox's commands under some root sbxd of this host: in own's
- * range, in the SBX_UID_RANGES ranges daemons pick from, or in a range reserved in
+ * range, in the SBX_UID_RANGES ranges daemons pick from or their image sandboxes' blocks, or in a range reserved in
  * own's directory (UIDRANGE_DIR when own is NULL), live, dormant or stale. 0
  * otherwise (never for a uid below SBX_UID_BASE_MIN). Reads the directory. */
 int uidrange_is_sandbox_uid(const struct uidrange *own, uint32_t uid);

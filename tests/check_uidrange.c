@@ -409,24 +409,36 @@ START_TEST(directory_and_records_must_be_roots) {
 END_TEST
 
 /* Which uids are some root sbxd's sandbox uids: the daemon's range, the ranges daemons
- * pick from, and every range reserved in the directory, to their last uid. */
+ * pick from, every range reserved in the directory, to their last uid, and the image
+ * sandboxes' blocks. */
 START_TEST(sandbox_uids_of_every_daemon) {
         char s1[128], path[256];
-        struct uidrange *a = must_reserve(state(s1, sizeof(s1), "s1"), 3500000000u);
+        struct uidrange *a = must_reserve(state(s1, sizeof(s1), "s1"), 1600000000u);
 
-        snprintf(path, sizeof(path), "%s/3000000000", resdir);
+        snprintf(path, sizeof(path), "%s/1500000000", resdir);
         write_file(path, "pid 1\nstate /nonexistent\n");
-        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 3500000000u), 1);
-        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 3500000000u + SBX_UID_COUNT - 1), 1);
+        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 1600000000u), 1);
+        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 1600000000u + SBX_UID_COUNT - 1), 1);
         ck_assert_int_eq(uidrange_is_sandbox_uid(a, R0), 1);
         ck_assert_int_eq(uidrange_is_sandbox_uid(a, R0 + SBX_UID_RANGES * SBX_UID_COUNT - 1), 1);
-        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 3000000000u + SBX_UID_COUNT - 1), 1);
-        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 3000000000u + SBX_UID_COUNT), 0);
-        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 2999999999u), 0);
+        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 1500000000u + SBX_UID_COUNT - 1), 1);
+        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 1500000000u + SBX_UID_COUNT), 0);
+        ck_assert_int_eq(uidrange_is_sandbox_uid(a, 1499999999u), 0);
         ck_assert_int_eq(uidrange_is_sandbox_uid(a, R0 - 1), 0);
         ck_assert_int_eq(uidrange_is_sandbox_uid(a, R0 + SBX_UID_RANGES * SBX_UID_COUNT), 0);
         ck_assert_int_eq(uidrange_is_sandbox_uid(a, 0), 0);
         ck_assert_int_eq(uidrange_is_sandbox_uid(a, 1000), 0);
+        /* The blocks of image sandboxes, of every range. */
+        ck_assert_int_eq(uidrange_is_sandbox_uid(a, SBX_IMAGE_UID_BASE - 1), 0);
+        ck_assert_int_eq(uidrange_is_sandbox_uid(a, SBX_IMAGE_UID_BASE), 1);
+        ck_assert_int_eq(uidrange_is_sandbox_uid(
+                                 a, SBX_IMAGE_UID_BASE +
+                                            SBX_UID_RANGES * SBX_IMAGE_BLOCKS * SBX_IMAGE_IDS - 1),
+                         1);
+        ck_assert_int_eq(uidrange_is_sandbox_uid(
+                                 a, SBX_IMAGE_UID_BASE +
+                                            SBX_UID_RANGES * SBX_IMAGE_BLOCKS * SBX_IMAGE_IDS),
+                         0);
         ck_assert_str_eq(uidrange_origin_name(a->origin), "flag");
         uidrange_release(a, 1);
 }

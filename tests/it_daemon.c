@@ -1208,8 +1208,9 @@ START_TEST(shutdown_does_not_wait_for_a_slow_delete) {
 END_TEST
 
 START_TEST(uid_base_sets_the_range) {
-        const char *fixed[] = {"--uid-base", "3000000000", "--warm", "0", "--spares", "0", NULL};
-        const char *overlap[] = {"--uid-base", "3000065535", NULL};
+        const char *fixed[] = {"--uid-base", "1900000000", "--warm", "0", "--spares", "0", NULL};
+        const char *overlap[] = {"--uid-base", "1900065535", NULL};
+        const char *in_images[] = {"--uid-base", "2147418113", NULL};
         const char *flags[] = {"--warm", "0", "--spares", "0", NULL};
         struct it_daemon a, b, x;
         struct sbx_hello *h;
@@ -1220,13 +1221,13 @@ START_TEST(uid_base_sets_the_range) {
         it_daemon_start(&a, fixed);
         it_daemon_start(&b, flags);
         h = hello_of(&a);
-        ck_assert_uint_eq(h->sandbox_uid_first, 3000000000u);
+        ck_assert_uint_eq(h->sandbox_uid_first, 1900000000u);
         ck_assert_str_eq(h->uid_origin, "flag");
         sbx_hello_free(h);
         c = it_connect(&a);
         ua = new_sandbox_uid(c, NULL);
         sbx_close(c);
-        ck_assert_uint_eq(ua, 3000000000u);
+        ck_assert_uint_eq(ua, 1900000000u);
         c = it_connect(&b);
         ub = new_sandbox_uid(c, NULL);
         sbx_close(c);
@@ -1239,14 +1240,14 @@ START_TEST(uid_base_sets_the_range) {
                                                      sandboxed_refusal)),
                          0);
         /* Next to the range: an ordinary user, for both. */
-        ck_assert_int_eq(child_status(hello_client(&b, 3000000000u + SBX_UID_COUNT, NULL, 0)), 0);
-        ck_assert_int_eq(child_status(hello_client(&a, 2999999999u, NULL, 0)), 0);
+        ck_assert_int_eq(child_status(hello_client(&b, 1900000000u + SBX_UID_COUNT, NULL, 0)), 0);
+        ck_assert_int_eq(child_status(hello_client(&a, 1899999999u, NULL, 0)), 0);
 
         it_daemon_spawn_as(&x, 0, 0, overlap);
         ck_assert_int_eq(it_daemon_exit_status(&x), 1);
         log = read_log(&x);
         snprintf(want, sizeof(want),
-                 "sandbox uids 3000065535-3000131070 overlap 3000000000-3000065535, reserved by "
+                 "sandbox uids 1900065535-1900131070 overlap 1900000000-1900065535, reserved by "
                  "the sbxd of pid %d (state directory %s)",
                  (int)a.pid, a.state);
         ck_assert_msg(strstr(log, want), "no '%s' in:\n%s", want, log);
@@ -1259,6 +1260,15 @@ START_TEST(uid_base_sets_the_range) {
         log = read_log(&x);
         ck_assert_ptr_nonnull(strstr(log, "--uid-base: a rootless sbxd runs sandboxes as its own "
                                           "user and has no uid range"));
+        free(log);
+
+        /* Not in the image sandboxes' ids. */
+        it_daemon_spawn_as(&x, 0, 0, in_images);
+        ck_assert_int_eq(it_daemon_exit_status(&x), 1);
+        log = read_log(&x);
+        ck_assert_msg(strstr(log, "--uid-base: 2147418113-2147483648 would overlap the ids of "
+                                  "image sandboxes (from 2147483648)"),
+                      "%s", log);
         free(log);
 }
 END_TEST
