@@ -111,6 +111,12 @@ static int lookup(const struct sbimage *im, int group, int key_field, const char
         return found;
 }
 
+/* 1 when user (an image's User) names root, or nobody. */
+static int is_root(const char *user) {
+        return !user || !user[0] || strcmp(user, "0") == 0 || strcmp(user, "root") == 0 ||
+               strcmp(user, "0:0") == 0 || strcmp(user, "root:root") == 0;
+}
+
 /* A number of the namespace's ids, or -1. */
 static long id_number(const char *s) {
         char *end;
@@ -162,6 +168,12 @@ int sbimage_user(const struct sbimage *im, const char *user, uid_t *ret_uid, gid
                                  colon);
                         return r == -ENOENT ? -EINVAL : r;
                 }
+        }
+        if (im->block < 0 && (uid || gid)) {
+                snprintf(err, errlen, "user '%s': under a rootless sbxd an image's sandbox has "
+                                      "one user, root (0): more would need the subordinate ids "
+                                      "of /etc/subuid, not used yet", user);
+                return -ENOSYS;
         }
         if (uid >= SBX_IMAGE_IDS || gid >= SBX_IMAGE_IDS) {
                 snprintf(err, errlen, "user '%s': ids from 0 to %u only", user,
@@ -232,8 +244,11 @@ int sbimage_open(struct sbxd *d, const char *name, uid_t caller_uid, struct sbim
         imagestore_image_free(&img);
         if (r == 0 && !d->features.rootless)
                 r = take_block(d, im, err, errlen);
-        if (r == 0)
+        /* Rootless, the daemon's user is the namespace's only id (0). */
+        if (r == 0 && !d->features.rootless)
                 r = sbimage_user(im, im->config.user, &im->uid, &im->gid, err, errlen);
+        else if (r == 0)
+                im->user_dropped = !is_root(im->config.user);
         if (r < 0) {
                 if (r == -ENOMEM)
                         snprintf(err, errlen, "daemon out of memory");

@@ -34,6 +34,7 @@ struct sbimage {
         uid_t uid;                       /* the commands' default user, in its namespace */
         gid_t gid;
         char *root_dir;                  /* SANDBOX_DIR/root once made (Setup.image_upper) */
+        int user_dropped;                /* rootless: the image's User was not 0 */
 };
 
 /* The image name as caller_uid's (images_find), held for a new sandbox, with a block of

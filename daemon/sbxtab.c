@@ -291,6 +291,11 @@ static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t er
                 if (r == 0)
                         sandbox_set_run_ids(sb, sbimage_host_id(sb->image, sb->image->uid),
                                             sbimage_host_id(sb->image, sb->image->gid));
+                if (r == 0 && sb->image->user_dropped)
+                        sandbox_warn(sb, "the image's user '%s' cannot exist under a rootless "
+                                         "sbxd, whose image sandboxes have one user: commands "
+                                         "run as root (0) of the sandbox, which is sbxd's user",
+                                     sb->image->config.user);
                 return r;
         }
         if (t->d->features.rootless) {

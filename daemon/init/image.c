@@ -99,7 +99,7 @@ static int configure(int fs, char *const *layers, size_t n, const int *lfd,
         if (r == 0)
                 r = set_string(fs, "metacopy", "off", err);
         if (r == 0)
-                r = set_string(fs, "redirect_dir", "off", err);
+                r = set_string(fs, "redirect_dir", "nofollow", err);
         if (r == 0 && userxattr &&
             syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
                 r = util_fail(err, errno, "needs Linux 5.11", "overlay option userxattr");
