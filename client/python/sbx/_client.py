@@ -200,6 +200,8 @@ def _sandbox_from_c(s: L.Sandbox) -> SandboxInfo:
         commands=tuple(_command_info_from_c(s.commands[i]) for i in range(s.n_commands))
         if s.commands
         else (),
+        image=_dec_opt(s.image),
+        image_digest=_dec_opt(s.image_digest),
     )
 
 
@@ -490,6 +492,7 @@ class Client:
         share_uids: Iterable[int] = (),
         share_gids: Iterable[int] = (),
         keep_workspace: bool = False,
+        image: Optional[str] = None,
     ) -> "Sandbox":
         """Creates a sandbox and returns its handle.
 
@@ -510,6 +513,9 @@ class Client:
                 ``network=NetworkMode.ALLOWLIST`` unless ``network`` says otherwise.
             share_uids, share_gids: users and groups that may use it too.
             keep_workspace: keep its /workspace on the host after it ends.
+            image: start from this container image of yours (``"python:3.12-slim"``,
+                a digest; pull it first): ``/`` is the image, writable, and its users,
+                root included, exist inside (docs/images.md).
 
         The returned :class:`Sandbox` terminates the sandbox when used as a context
         manager (``with client.create() as sb:``).
@@ -559,6 +565,8 @@ class Client:
                 setattr(o, attr, ctypes.cast(arr32, POINTER(c_uint32)))
                 setattr(o, "n_" + attr, len(ids))
         o.keep_workspace = 1 if keep_workspace else 0
+        if image is not None:
+            o.image = _enc(image)
         info = self._sandbox_call(self._lib.sbx_create, byref(o))
         return Sandbox(self, info.id, owned=True, info=info)
 
@@ -787,6 +795,7 @@ class Sandbox:
         tty: bool = False,
         rows: Optional[int] = None,
         cols: Optional[int] = None,
+        user: Optional[str] = None,
     ) -> Any:
         """Runs a command in the sandbox and returns its :class:`Result` once it ended.
 
@@ -841,6 +850,8 @@ class Sandbox:
                 of ``stdin`` is the terminal's end-of-file character (^D).
             rows, cols: the terminal's size (default 24 x 80; 1 to 1000 each, else
                 :class:`InvalidArgument`); :meth:`resize` changes it while it runs.
+            user: in a sandbox made from an image, the user to run as (a name of the
+                image's, ``"UID"`` or ``"UID:GID"``; ``"root"``); ``None``: the image's.
 
         A command that exits non-zero, times out or is killed is a result, not an
         exception (unless ``check``). Exceptions are for what kept it from being run:
@@ -881,6 +892,8 @@ class Sandbox:
         o.timeout_ms = _ms(timeout, "timeout")
         o.tty = 1 if tty else 0
         o.rows, o.cols = _dim(rows, "rows"), _dim(cols, "cols")
+        if user is not None:
+            o.user = _enc(user)
         if max_output_bytes is not None:
             if max_output_bytes <= 0:
                 raise ValueError("max_output_bytes must be positive")

@@ -477,6 +477,10 @@ class SandboxInfo:
     #: Its commands running or waiting, and its ended background commands still kept,
     #: oldest first (live sandboxes only).
     commands: Tuple[CommandInfo, ...] = ()
+    #: The image it was made from, as given (``None``: the host's root), and the
+    #: manifest digest that named (live sandboxes).
+    image: Optional[str] = None
+    image_digest: Optional[str] = None
 
     @property
     def ended(self) -> bool:
