@@ -257,6 +257,25 @@ int disk_quota_apply(const char *workspace, const char *id, uint64_t bytes, uint
         return r;
 }
 
+int disk_quota_join(const char *dir, const char *workspace, char *err, size_t errlen) {
+        int wfd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r = 0;
+        struct fsxattr fa;
+
+        if (wfd < 0 || dfd < 0 || ioctl(wfd, FS_IOC_FSGETXATTR, &fa) < 0)
+                r = -errno;
+        if (r == 0)
+                r = set_project(dfd, fa.fsx_projid);
+        if (r < 0)
+                snprintf(err, errlen, "cannot give %s the project of %s: %s", dir, workspace,
+                         strerror(-r));
+        if (wfd >= 0)
+                close(wfd);
+        if (dfd >= 0)
+                close(dfd);
+        return r;
+}
+
 /* Clears the limits of the project of workspace when it is one of ours. */
 static void quota_release(const char *workspace) {
         int fd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r;

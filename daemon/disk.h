@@ -103,6 +103,11 @@ void disk_detect(int rootless, const char *dir, struct disk_host *ret);
 int disk_quota_apply(const char *workspace, const char *id, uint64_t bytes, uint64_t inodes,
                      char *err, size_t errlen);
 
+/* PROJECT_QUOTA: puts the directory dir (empty) in the project of workspace (after
+ * disk_quota_apply), so that one limit holds both: an image sandbox's writable root
+ * (sbimage.h) beside its workspace. 0 or -errno with err. */
+int disk_quota_join(const char *dir, const char *workspace, char *err, size_t errlen);
+
 /* What disk_image_start makes. The strings are copied. */
 struct disk_image_spec {
         const char *workspace; /* the existing, empty directory to mount on */

@@ -628,15 +628,13 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
         return 0;
 }
 
-/* The checks that need no host path, in the order their refusals are reported:
- * lifetime, labels, environment, sharing, network, inherit_environment, the limits
- * (with the daemon's default disk: bounds.h), the disk's room; fills their defaults
- * into eff, pol and lim. */
 /* CreateSandbox.image: a name (the image itself is looked for at creation, sbimage.h),
- * not with a root_dir, and (root mode) not yet with writable paths. */
-static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *err,
-                       size_t errlen) {
-        const Sbx__V1__Policy *pol = req->policy;
+ * not with a root_dir, and not yet with writable paths (root mode) nor a disk limit
+ * other than a project quota (which holds the writable root too). lim: the effective
+ * limits, defaults filled in. */
+static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req,
+                       const Sbx__V1__Limits *lim, char *err, size_t errlen) {
+        const Sbx__V1__Policy *asked = req->policy;
 
         if (!req->image || !req->image[0])
                 return 0;
@@ -645,12 +643,20 @@ static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req, 
                          SBX_IMAGE_NAME_MAX_BYTES);
                 return -EINVAL;
         }
-        if (pol && pol->root_dir && pol->root_dir[0] && strcmp(pol->root_dir, "/") != 0) {
+        if (asked && asked->root_dir && asked->root_dir[0] && strcmp(asked->root_dir, "/") != 0) {
                 snprintf(err, errlen, "image and root_dir: give one or the other (the image "
                                       "is the sandbox's root)");
                 return -EINVAL;
         }
-        if (pol && pol->n_writable_paths && !d->features.rootless) {
+        if (lim->has_disk_bytes && d->features.disk_mech != DISK_MECH_QUOTA) {
+                snprintf(err, errlen, "UNIMPLEMENTED: a disk limit of a sandbox made from an "
+                                      "image holds its writable root only with project quotas "
+                                      "(sbxd --disk-via quota, on a filesystem mounted with "
+                                      "prjquota); this sbxd limits disks with %s",
+                         d->features.disk_mech == DISK_MECH_TMPFS ? "tmpfs" : "images");
+                return -ENOSYS;
+        }
+        if (asked && asked->n_writable_paths && !d->features.rootless) {
                 snprintf(err, errlen, "UNIMPLEMENTED: writable_paths in a sandbox made from an "
                                       "image (under a root sbxd); copy files in with WriteFile, "
                                       "or use /workspace");
@@ -659,13 +665,15 @@ static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req, 
         return 0;
 }
 
+/* The checks that need no host path, in the order their refusals are reported:
+ * lifetime, labels, environment, sharing, network, inherit_environment, the limits
+ * (with the daemon's default disk: bounds.h), the disk's room, what an image allows
+ * beside it; fills their defaults into eff, pol and lim. */
 static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                        Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
                        struct pathset_list *arena, char *err, size_t errlen) {
         int r = check_lifetime(d, req, eff, err, errlen);
 
-        if (r == 0)
-                r = check_image(d, req, err, errlen);
         if (r == 0)
                 r = check_lists(req, err, errlen);
         if (r == 0)
@@ -682,6 +690,8 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                 r = fill_disk(d, req, lim, err, errlen);
         if (r == 0)
                 fill_limits(d, lim);
+        if (r == 0)
+                r = check_image(d, req, lim, err, errlen);
         return r;
 }
 

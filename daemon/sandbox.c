@@ -1184,6 +1184,16 @@ static int apply_quota(struct sandbox *sb) {
                 fail_sandbox(sb, "cannot limit its disk: %s", err);
                 return -1;
         }
+        /* An image's writable root counts too: its upper and work directories (one
+         * project: overlayfs renames from one into the other). */
+        for (int i = 0; sb->image && i < 2; i++) {
+                char dir[SBX_PATH_MAX_BYTES];
+                snprintf(dir, sizeof(dir), "%s/%s", sb->image->root_dir, i ? "work" : "upper");
+                if (disk_quota_join(dir, sb->workspace, err, sizeof(err)) < 0) {
+                        fail_sandbox(sb, "cannot limit its disk: %s", err);
+                        return -1;
+                }
+        }
         return 0;
 }
 
