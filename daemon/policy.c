@@ -753,6 +753,7 @@ static void effective_init(struct effective *e, const Sbx__V1__CreateSandbox *re
         e->pol = req->policy ? *req->policy : pol_init;
         e->lim = e->pol.limits ? *e->pol.limits : lim_init;
         e->eff.id = id;
+        e->eff.image_digest = NULL; /* the daemon's to say (sbxtab.c) */
         e->eff.policy = &e->pol;
         e->pol.limits = &e->lim;
         e->req_root = e->pol.root_dir && e->pol.root_dir[0] ? e->pol.root_dir : "/";

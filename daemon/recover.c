@@ -32,6 +32,7 @@
 #include "pidns.h"
 #include "policy.h"
 #include "sandbox_int.h"
+#include "sbimage.h"
 #include "sbxd.h"
 #include "sbxtab.h"
 #include "store.h"
@@ -227,6 +228,33 @@ static int take_greeting(int fd, const struct orphan *o, pid_t *ret_pid, int *re
         return r;
 }
 
+/* A sandbox made from an image (sbimage.h): its image held and its ids taken again. 0,
+ * or -1 (logged; sb discarded). */
+static int adopt_image(struct sbxd *d, struct sandbox *sb, struct orphan *o) {
+        char err[512], *dir = strdup(sb->workspace), *slash = dir ? strrchr(dir, '/') : NULL;
+        int r = slash ? 0 : -ENOMEM;
+
+        if (slash) {
+                *slash = '\0';
+                r = sbimage_adopt(d, sb->spec->image, sb->spec->image_digest, o->run_uid, dir,
+                                  &sb->image, err, sizeof(err));
+        } else {
+                snprintf(err, sizeof(err), "daemon out of memory");
+        }
+        free(dir);
+        if (r < 0) {
+                log_err("sbx=%s: cannot adopt it: %s", sb->id, err);
+                sandbox_discard(sb);
+                return -1;
+        }
+        {
+                uid_t uid = sbimage_host_id(sb->image, sb->image->uid);
+                gid_t gid = sbimage_host_id(sb->image, sb->image->gid);
+                sandbox_set_run_ids(sb, uid, gid);
+        }
+        return 0;
+}
+
 /* The sandbox object for o, in the table: its record's owner, deadline, workspace, uid
  * and cgroup name, its commands numbered after the recorded ones. NULL when out of
  * memory. */
@@ -240,7 +268,10 @@ static struct sandbox *revive(struct sbxd *d, struct orphan *o) {
         free(sb->workspace);
         sb->workspace = o->workspace;
         o->workspace = NULL;
-        if (d->features.rootless) {
+        if (sb->spec->image && sb->spec->image[0]) {
+                if (adopt_image(d, sb, o) < 0)
+                        return NULL;
+        } else if (d->features.rootless) {
                 sandbox_set_run_ids(sb, 0, 0);
         } else if (uidslot_slot_of(slots, o->run_uid) >= 0) {
                 sb->uid_slot = uidslot_slot_of(slots, o->run_uid);

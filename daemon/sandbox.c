@@ -172,7 +172,7 @@ void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *st) {
         info->share_gids = sb->spec->share_gids;
         info->end_reason = sb->end_reason;
         info->image = sb->spec->image && sb->spec->image[0] ? sb->spec->image : NULL;
-        info->image_digest = sb->image ? sb->image->digest : NULL;
+        info->image_digest = sb->spec->image_digest;
         info->n_enforcement = enforce_report(sb->enforcement, st->enf, st->enf_ptrs);
         info->enforcement = st->enf_ptrs;
         if (sb->spec->policy &&
@@ -614,25 +614,12 @@ static void answer_end(struct sandbox *sb) {
  * as final as stage 0's exit, which comes later: the last reference to the mount and
  * network namespaces goes with stage 0, and their teardown (most of a terminate's
  * millisecond) is then the kernel's business, not the client's wait. */
-/* Its image's writable root, to the trash (sbimage.h): it lives beside the workspace. */
-static void trash_image_root(struct sandbox *sb) {
-        char *dir = strdup(sb->workspace), *slash = dir ? strrchr(dir, '/') : NULL;
-
-        if (slash) {
-                *slash = '\0';
-                sbimage_trash_dirs(sb->d, sb->id, dir);
-        }
-        free(dir);
-}
-
 static void settle_end(struct sandbox *sb) {
         if (sb->answered)
                 return;
         sb->answered = 1;
         initchan_drain(&sb->chan);
         command_end_all(sb, 0);
-        if (sb->workspace && sb->image)
-                trash_image_root(sb);
         if (sb->workspace && !sb->disk_busy) {
                 sb->trash =
                         trash_sandbox_dir(sb->d, sb->id, sb->workspace, sb->disk_fd,
@@ -1321,8 +1308,7 @@ static int add_cgroup_fds(struct sandbox *sb, struct setup_msg *m) {
  * sandbox (it gets one when it is claimed) or without --adopt-grace. */
 static void add_adoption(struct sandbox *sb, struct setup_msg *m) {
         int grace = sb->d->cfg->adopt_grace_ms != 0;
-        /* A restarted daemon cannot take an image's sandbox over yet (docs/images.md). */
-        int fd = !sb->warm && !sb->image && grace ? sandbox_adopt_listen(sb) : -1;
+        int fd = !sb->warm && grace ? sandbox_adopt_listen(sb) : -1;
 
         if (fd >= 0) {
                 m->setup.has_adoptable = m->setup.has_adopt_grace_ms = 1;

@@ -15,7 +15,6 @@
 #include "imagestore.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
-#include "trash.h"
 #include "uidrange.h"
 
 /* The first host id of block b of this daemon's: its range's share of the blocks. */
@@ -216,11 +215,12 @@ static int load(struct sbxd *d, const struct imagestore_image *img, struct sbima
         return r;
 }
 
-int sbimage_open(struct sbxd *d, const char *name, uid_t caller_uid, struct sbimage **ret,
-                 char *err, size_t errlen) {
-        struct imagestore_image img;
+/* A new im for the image name whose record img is (held here), with its layers and
+ * config. */
+static int start(struct sbxd *d, const char *name, const struct imagestore_image *img,
+                 struct sbimage **ret, char *err, size_t errlen) {
         struct sbimage *im = calloc(1, sizeof(*im));
-        int r, held = 0;
+        int r;
 
         if (!im || !(im->name = strdup(name))) {
                 free(im);
@@ -228,32 +228,103 @@ int sbimage_open(struct sbxd *d, const char *name, uid_t caller_uid, struct sbim
                 return -ENOMEM;
         }
         im->block = -1;
+        *ret = im;
+        r = imagestore_hold(d->images, img->manifest);
+        if (r < 0) {
+                snprintf(err, errlen, "image %s went away meanwhile; pull it again", name);
+                return r;
+        }
+        snprintf(im->digest, sizeof(im->digest), "%s", img->manifest);
+        r = load(d, img, im, err, errlen);
+        if (r == -ENOMEM)
+                snprintf(err, errlen, "daemon out of memory");
+        return r;
+}
+
+/* The commands' default user of im: the image's User (rootless: root, the only id). */
+static int default_user(struct sbxd *d, struct sbimage *im, char *err, size_t errlen) {
+        if (d->features.rootless) {
+                im->user_dropped = !is_root(im->config.user);
+                return 0;
+        }
+        return sbimage_user(im, im->config.user, &im->uid, &im->gid, err, errlen);
+}
+
+int sbimage_open(struct sbxd *d, const char *name, uid_t caller_uid, struct sbimage **ret,
+                 char *err, size_t errlen) {
+        struct imagestore_image img;
+        struct sbimage *im = NULL;
+        int r;
+
         memset(&img, 0, sizeof(img));
         r = images_find(d, caller_uid, name, &img, err, errlen);
+        if (r < 0)
+                return r;
+        r = start(d, name, &img, &im, err, errlen);
+        imagestore_image_free(&img);
+        if (r == 0 && !d->features.rootless)
+                r = take_block(d, im, err, errlen);
+        if (r == 0)
+                r = default_user(d, im, err, errlen);
         if (r < 0) {
                 sbimage_close(d, im);
                 return r;
         }
-        snprintf(im->digest, sizeof(im->digest), "%s", img.manifest);
-        r = imagestore_hold(d->images, im->digest);
-        held = r == 0;
-        if (r < 0)
-                snprintf(err, errlen, "image %s went away meanwhile; pull it again", name);
-        if (r == 0)
-                r = load(d, &img, im, err, errlen);
+        *ret = im;
+        return 0;
+}
+
+/* Root mode: the block of this daemon's whose ids hold host id id, taken. */
+static int retake_block(struct sbxd *d, struct sbimage *im, uid_t id, char *err,
+                        size_t errlen) {
+        uint32_t first = block_base(d, 0);
+        unsigned b = id >= first ? (unsigned)((id - first) / SBX_IMAGE_IDS) : SBX_IMAGE_BLOCKS;
+
+        if (b >= SBX_IMAGE_BLOCKS) {
+                snprintf(err, errlen, "its ids (%u) are none of this sbxd's image blocks",
+                         (unsigned)id);
+                return -EINVAL;
+        }
+        if (d->image_blocks & (1ull << b)) {
+                snprintf(err, errlen, "its ids' block %u is another sandbox's", b);
+                return -EBUSY;
+        }
+        d->image_blocks |= 1ull << b;
+        im->block = (int)b;
+        im->uid_base = block_base(d, b);
+        return 0;
+}
+
+int sbimage_adopt(struct sbxd *d, const char *name, const char *digest, uid_t run_uid,
+                  const char *sandbox_dir, struct sbimage **ret, char *err, size_t errlen) {
+        struct imagestore_image img;
+        struct sbimage *im = NULL;
+        int r;
+
+        memset(&img, 0, sizeof(img));
+        r = digest && d->images ? imagestore_find(d->images, digest, &img) : -ENOENT;
+        if (r < 0) {
+                snprintf(err, errlen, "its image %s (%s) is no longer in the store", name,
+                         digest ? digest : "no digest recorded");
+                return r;
+        }
+        r = start(d, name, &img, &im, err, errlen);
         imagestore_image_free(&img);
         if (r == 0 && !d->features.rootless)
-                r = take_block(d, im, err, errlen);
-        /* Rootless, the daemon's user is the namespace's only id (0). */
-        if (r == 0 && !d->features.rootless)
-                r = sbimage_user(im, im->config.user, &im->uid, &im->gid, err, errlen);
-        else if (r == 0)
-                im->user_dropped = !is_root(im->config.user);
+                r = retake_block(d, im, run_uid, err, errlen);
+        if (r == 0)
+                r = default_user(d, im, err, errlen);
+        if (r == 0 && sbimage_host_id(im, im->uid) != run_uid) {
+                snprintf(err, errlen, "its image's user is no longer the one it runs as");
+                r = -EINVAL;
+        }
+        if (r == 0) {
+                char path[SBX_PATH_MAX_BYTES];
+                snprintf(path, sizeof(path), "%s/root", sandbox_dir);
+                if (!(im->root_dir = strdup(path)))
+                        r = -ENOMEM;
+        }
         if (r < 0) {
-                if (r == -ENOMEM)
-                        snprintf(err, errlen, "daemon out of memory");
-                if (!held)
-                        im->digest[0] = '\0';
                 sbimage_close(d, im);
                 return r;
         }
@@ -311,16 +382,4 @@ void sbimage_fill_setup(const struct sbimage *im, Sbx__Init__V1__Setup *setup) {
                 setup->has_image_uid_base = 1;
                 setup->image_uid_base = im->uid_base;
         }
-}
-
-void sbimage_trash_dirs(struct sbxd *d, const char *id, const char *sandbox_dir) {
-        char path[SBX_PATH_MAX_BYTES], trash[SBX_PATH_MAX_BYTES + 128];
-
-        snprintf(path, sizeof(path), "%s/root", sandbox_dir);
-        snprintf(trash, sizeof(trash), "%s/trash/%s.root.%lld", d->cfg->state_dir, id,
-                 (long long)sbxd_now_unix_ms());
-        if (rename(path, trash) == 0)
-                trash_remove_later(d, trash);
-        else if (errno != ENOENT)
-                trash_remove_later(d, path);
 }

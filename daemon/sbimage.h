@@ -44,6 +44,14 @@ struct sbimage {
 int sbimage_open(struct sbxd *d, const char *name, uid_t caller_uid, struct sbimage **ret,
                  char *err, size_t errlen);
 
+/* A sandbox a restarted daemon adopts (recover.c): its recorded image digest held
+ * again (whatever its name names now), the block its commands' ids run_uid lies in
+ * taken (root mode), its default user found again, which must be the recorded one, and
+ * its directory sandbox_dir's root. 0 and *ret, or -errno with err: -ENOENT the image
+ * is gone, -EINVAL the ids do not fit, -EBUSY the block is another's. */
+int sbimage_adopt(struct sbxd *d, const char *name, const char *digest, uid_t run_uid,
+                  const char *sandbox_dir, struct sbimage **ret, char *err, size_t errlen);
+
 /* Lets the image and the block go, frees im. Accepts NULL; returns NULL. */
 struct sbimage *sbimage_close(struct sbxd *d, struct sbimage *im);
 
@@ -56,9 +64,6 @@ int sbimage_make_dirs(struct sbimage *im, struct sbxd *d, const char *sandbox_di
 
 /* Fills Setup's image fields (pointing into im, which outlives the message). */
 void sbimage_fill_setup(const struct sbimage *im, Sbx__Init__V1__Setup *setup);
-
-/* At the end: moves SANDBOX_DIR/root to the trash, deleted off the loop. */
-void sbimage_trash_dirs(struct sbxd *d, const char *id, const char *sandbox_dir);
 
 /* user ("NAME", "UID" or "UID:GID") as ids of the image's namespace, reading a name in
  * the /etc/passwd (and a group in /etc/group) of its topmost layer that has one. 0, or

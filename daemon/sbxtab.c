@@ -288,6 +288,11 @@ static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t er
         /* From an image: the ids of its user, in its own namespace (sbimage.h). */
         if (sb->spec->image && sb->spec->image[0]) {
                 r = sbimage_open(t->d, sb->spec->image, sb->owner_uid, &sb->image, err, errlen);
+                /* Recorded, for a daemon that adopts it to hold that very image. */
+                if (r == 0 && !(sb->spec->image_digest = strdup(sb->image->digest))) {
+                        snprintf(err, errlen, "daemon out of memory");
+                        r = -ENOMEM;
+                }
                 if (r == 0)
                         sandbox_set_run_ids(sb, sbimage_host_id(sb->image, sb->image->uid),
                                             sbimage_host_id(sb->image, sb->image->gid));
@@ -311,6 +316,24 @@ static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t er
         return 0;
 }
 
+/* The request of sb packed again into *packed (freed and replaced): with what the
+ * daemon added to it (an image's digest). 0 or -ENOMEM with err. */
+static int repack(struct sandbox *sb, uint8_t **packed, size_t *packed_len, char *err,
+                  size_t errlen) {
+        size_t len = sbx__v1__create_sandbox__get_packed_size(sb->spec);
+        uint8_t *buf = malloc(len ? len : 1);
+
+        if (!buf) {
+                snprintf(err, errlen, "daemon out of memory");
+                return -ENOMEM;
+        }
+        sbx__v1__create_sandbox__pack(sb->spec, buf);
+        free(*packed);
+        *packed = buf;
+        *packed_len = len;
+        return 0;
+}
+
 /* A new sandbox for the effective request packed (taken over, as objs is): sb, a spare
  * of the pool taken for it, or else a new one; recorded, in the table, and being set
  * up; cb answers once it is ready or has failed. 0, or -errno with err when nothing was
@@ -329,6 +352,8 @@ static int create_cold(struct sbxtab *t, struct sandbox *sb, const char *id, uin
                 sb->deadline_ms = sb->created_ms + (int64_t)sb->spec->timeout_ms;
                 sandbox_set_creator(sb, caller);
                 r = assign_uid(t, sb, err, errlen);
+                if (r == 0 && sb->image)
+                        r = repack(sb, &packed, &packed_len, err, errlen);
                 if (r == 0)
                         r = record_new(sb, packed, packed_len, caller, err, errlen);
         } else {

@@ -282,6 +282,20 @@ void trash_remove_later(struct sbxd *d, const char *path) {
                 log_warning("cannot remove %s: %s", path, strerror(-r));
 }
 
+/* The writable root of an image's sandbox (sbimage.h), beside its workspace in dir:
+ * never kept; to the trash, deleted off the loop. */
+static void trash_image_root(struct sbxd *d, const char *id, const char *dir) {
+        char root[SBX_PATH_MAX_BYTES + 16], trash[SBX_PATH_MAX_BYTES + 128];
+
+        snprintf(root, sizeof(root), "%s/root", dir);
+        snprintf(trash, sizeof(trash), "%s/trash/%s.root.%lld", d->cfg->state_dir, id,
+                 (long long)sbxd_now_unix_ms());
+        if (rename(root, trash) == 0)
+                trash_remove_later(d, trash);
+        else if (errno != ENOENT)
+                trash_remove_later(d, root);
+}
+
 char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, int mount_fd,
                         int keep) {
         char *dir = strdup(workspace), *slash, *later = NULL;
@@ -313,6 +327,7 @@ char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, i
                         snprintf(sock, sizeof(sock), "%s/init.sock", dir);
                         (void)unlink(sock);
                 }
+                trash_image_root(d, id, dir);
                 (void)rmdir(dir);
         }
         free(dir);

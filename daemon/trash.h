@@ -20,9 +20,9 @@ void trash_remove_later(struct sbxd *d, const char *path);
 /* Removes what sandbox id left in its state directory (STATE/sandboxes/ID, the parent
  * of workspace): its disk (disk_release, given mount_fd, the daemon's hold of the
  * workspace's image, taken over; -1: none), the adoption socket, the workspace unless
- * keep (renamed into
- * STATE/trash at once, or deleted here when it cannot be), and the directory itself
- * when it is then empty. Returns the trash path still to delete with
+ * keep (renamed into STATE/trash at once, or deleted here when it cannot be), an
+ * image's writable root (STATE/sandboxes/ID/root, never kept: to the trash, deleted
+ * off the loop), and the directory itself when it is then empty. Returns the trash path still to delete with
  * trash_remove_later (the caller owns and frees it), or NULL when there is none. */
 char *trash_sandbox_dir(struct sbxd *d, const char *id, const char *workspace, int mount_fd,
                         int keep);

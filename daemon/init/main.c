@@ -679,6 +679,15 @@ static void serve_config_fill(const Sbx__Init__V1__Setup *s, int adopt_fd, int32
         }
         cfg->host_pid = host_pid;
         cfg->claim = s->has_warm && s->warm ? claim_view : NULL;
+        if (s->has_image_uid_base) {
+                char buf[16] = "";
+                int fd = open("/proc/sys/kernel/overflowuid", O_RDONLY | O_CLOEXEC);
+                ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+                if (fd >= 0)
+                        close(fd);
+                cfg->daemon_unmapped = true;
+                cfg->overflow_uid = n > 0 ? (uid_t)strtoul(buf, NULL, 10) : 65534;
+        }
 }
 
 /* 1 when the two Setups build the same base (what a spare builds ahead, init.proto

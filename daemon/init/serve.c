@@ -548,6 +548,17 @@ static void send_adopted(void) {
         send_msg_fds(&m, &config->proxy_fd, config->proxy_fd >= 0 ? 1 : 0);
 }
 
+/* 1 when the peer cr of the adoption socket may be a daemon of ours: our own uid, or
+ * where our namespace maps none of the daemon's (an image's sandbox, root mode) an
+ * unmapped uid from outside our PID namespace (pid 0 here): none of the sandbox's own
+ * processes, and the socket lies in the daemon's state directory, which only the host's
+ * root may enter. */
+static bool daemon_peer(const struct ucred *cr) {
+        if (cr->uid == geteuid())
+                return true;
+        return config->daemon_unmapped && cr->uid == config->overflow_uid && cr->pid == 0;
+}
+
 /* The daemon is gone. Kills the commands it started (each one's process group: their
  * results can reach nobody, and their timeouts were the daemon's to enforce; processes
  * that left the group, background servers, run on), forgets them (they are reaped
@@ -590,7 +601,7 @@ static int await_daemon(int sigfd) {
                                 continue;
                         /* Only the daemon's own user (our uid here) may take over. */
                         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
-                            cr.uid != geteuid()) {
+                            !daemon_peer(&cr)) {
                                 close(fd);
                                 continue;
                         }

@@ -18,6 +18,10 @@ struct serve_config {
         unsigned adopt_grace_ms; /* how long to wait for one */
         int32_t host_pid;        /* our pid in the daemon's PID namespace, for Ready */
         int proxy_fd;            /* the egress proxy's listener (kept for a new daemon), or -1 */
+        /* Root mode, an image's sandbox: our user namespace maps no id of the daemon's,
+         * whose uid SO_PEERCRED shows as the kernel's overflow uid, this one. */
+        bool daemon_unmapped;
+        uid_t overflow_uid;
         /* A warm sandbox until its Claim (Setup.warm), else NULL: called once, first
          * thing at Claim, with Claim.ptys (UINT_MAX when unset), to apply them and load
          * the seccomp filter held back until then; 0, or -errno, which ends PID 1 and
