@@ -8,6 +8,7 @@
 #include "hostfeat.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,10 +48,10 @@ static int openat2_works(void) {
         return 1;
 }
 
-uint32_t hostfeat_subgid(const char *path, uid_t uid, const char *name) {
+uint32_t hostfeat_subids(const char *path, uid_t uid, const char *name, uint32_t *ret_count) {
         FILE *f = fopen(path, "re");
         char line[512], who[256];
-        uint32_t found = 0;
+        uint32_t found = 0, n = 0;
 
         while (f && !found && fgets(line, sizeof(line), f)) {
                 unsigned long start, count;
@@ -59,12 +60,32 @@ uint32_t hostfeat_subgid(const char *path, uid_t uid, const char *name) {
                     start == 0 || start > UINT32_MAX - 1)
                         continue;
                 if ((name && strcmp(who, name) == 0) ||
-                    (strtoul(who, &end, 10) == (unsigned long)uid && *end == '\0' && end != who))
+                    (strtoul(who, &end, 10) == (unsigned long)uid && *end == '\0' && end != who)) {
                         found = (uint32_t)start;
+                        n = count > UINT32_MAX - start ? UINT32_MAX - (uint32_t)start
+                                                       : (uint32_t)count;
+                }
         }
         if (f)
                 fclose(f);
+        if (ret_count)
+                *ret_count = n;
         return found;
+}
+
+/* 1 when the setuid helper name of Debian's uidmap is installed (as root's). */
+static int idmap_helper(const char *name) {
+        static const char *const dirs[] = {"/usr/bin", "/bin"};
+        char path[64];
+        struct stat st;
+
+        for (size_t i = 0; i < 2; i++) {
+                snprintf(path, sizeof(path), "%s/%s", dirs[i], name);
+                if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+                    (st.st_mode & S_ISUID))
+                        return 1;
+        }
+        return 0;
 }
 
 void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *ret) {
@@ -81,7 +102,12 @@ void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *re
         /* A rootless sandbox drops the user's groups through newgidmap with one of these
          * (init.proto Setup.outer_subgid). */
         pw = ret->rootless ? getpwuid(euid) : NULL;
-        ret->subgid = ret->rootless ? hostfeat_subgid("/etc/subgid", euid, pw ? pw->pw_name : NULL)
-                                    : 0;
+        if (ret->rootless) {
+                ret->subgid = hostfeat_subids("/etc/subgid", euid, pw ? pw->pw_name : NULL,
+                                              &ret->subgid_count);
+                ret->subuid_start = hostfeat_subids("/etc/subuid", euid, pw ? pw->pw_name : NULL,
+                                                    &ret->subuid_count);
+                ret->idmap_helpers = idmap_helper("newuidmap") && idmap_helper("newgidmap");
+        }
         bounds_host_probe(&ret->limits);
 }

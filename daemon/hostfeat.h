@@ -20,6 +20,11 @@ struct features {
         int openat2;
         int disk_mech; /* enum disk_mech (disk.h): what enforces disk limits here */
         uint32_t subgid; /* rootless: the user's first subordinate gid (/etc/subgid), or 0 */
+        /* Rootless: the user's first range of subordinate uids and gids (/etc/subuid,
+         * /etc/subgid; 0 and 0: none), which an image's sandbox maps to its ids 1 .. N
+         * (sbimage.h) with newuidmap and newgidmap, when both are installed (1). */
+        uint32_t subuid_start, subuid_count, subgid_count;
+        int idmap_helpers;
         struct bounds_host limits; /* the page size and sbxd's hard rlimits (bounds.h) */
 };
 
@@ -28,9 +33,10 @@ struct features {
  * reported as missing. */
 void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *ret);
 
-/* The first subordinate gid of the user uid (whose login name is name, may be NULL) in
- * the subgid(5) file path: the start of the first line "NAME:START:COUNT" or
- * "UID:START:COUNT" with a COUNT of at least 1. 0 when there is none (or no file). */
-uint32_t hostfeat_subgid(const char *path, uid_t uid, const char *name);
+/* The first range of subordinate ids of the user uid (whose login name is name, may be
+ * NULL) in the subuid(5) or subgid(5) file path: the first line "NAME:START:COUNT" or
+ * "UID:START:COUNT" with a COUNT of at least 1. Its START, and its COUNT in *ret_count
+ * (may be NULL); 0 (and 0) when there is none (or no file). */
+uint32_t hostfeat_subids(const char *path, uid_t uid, const char *name, uint32_t *ret_count);
 
 #endif

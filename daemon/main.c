@@ -471,6 +471,11 @@ static int examine_host(void) {
         start_thread_pool();
         limit_self();
         hostfeat_detect(D.euid, cgroup_version_name(D.cgroups->version), &D.features);
+        if (D.features.rootless)
+                log_info("subordinate ids: uids %u (%u), gids %u (%u), newuidmap and newgidmap %s",
+                         (unsigned)D.features.subuid_start, (unsigned)D.features.subuid_count,
+                         (unsigned)D.features.subgid, (unsigned)D.features.subgid_count,
+                         D.features.idmap_helpers ? "installed" : "missing");
         if (examine_disk() < 0)
                 return -1;
         r = guard_start(&D, cfg.init_path);

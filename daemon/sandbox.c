@@ -1150,8 +1150,12 @@ static int make_dirs(struct sandbox *sb) {
         free(sbdir);
         if (r < 0)
                 return r;
-        r = mkdir_owned(sb->workspace, 0755, own ? d->euid : sb->run_uid,
-                        own ? d->egid : sb->run_gid);
+        /* Rootless, an image's user other than root is one of the daemon user's
+         * subordinate ids, which it cannot give the workspace: the workspace is then
+         * everyone's in the sandbox, as /tmp is (and the daemon's on the host). */
+        r = mkdir_owned(sb->workspace,
+                        own && sb->image && (sb->image->uid || sb->image->gid) ? 01777 : 0755,
+                        own ? d->euid : sb->run_uid, own ? d->egid : sb->run_gid);
         if (r < 0) {
                 fail_sandbox(sb, "cannot create workspace %s: %s", sb->workspace, strerror(-r));
                 return -1;

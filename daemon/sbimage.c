@@ -46,7 +46,20 @@ static int take_block(struct sbxd *d, struct sbimage *im, char *err, size_t errl
 }
 
 uid_t sbimage_host_id(const struct sbimage *im, uint32_t id) {
-        return im->block >= 0 ? im->uid_base + id : id;
+        return im->block >= 0 ? im->uid_base + id : 0;
+}
+
+/* Rootless: the subordinate ids the user has for ids 1 .. SBX_IMAGE_IDS - 1 at most,
+ * when newuidmap and newgidmap can map them. */
+static void take_subids(const struct sbxd *d, struct sbimage *im) {
+        const struct features *f = &d->features;
+        uint32_t n = f->subuid_count < f->subgid_count ? f->subuid_count : f->subgid_count;
+
+        if (!f->idmap_helpers || !f->subuid_start || !f->subgid || !n)
+                return;
+        im->subids = n < SBX_IMAGE_IDS - 1 ? n : SBX_IMAGE_IDS - 1;
+        im->subuid = f->subuid_start;
+        im->subgid = f->subgid;
 }
 
 /* The file etc/NAME of the topmost layer that has one, opened beneath that layer (its
@@ -168,11 +181,17 @@ int sbimage_user(const struct sbimage *im, const char *user, uid_t *ret_uid, gid
                         return r == -ENOENT ? -EINVAL : r;
                 }
         }
-        if (im->block < 0 && (uid || gid)) {
-                snprintf(err, errlen, "user '%s': under a rootless sbxd an image's sandbox has "
-                                      "one user, root (0): more would need the subordinate ids "
-                                      "of /etc/subuid, not used yet", user);
+        if (im->block < 0 && !im->subids && (uid || gid)) {
+                snprintf(err, errlen, "user '%s': this rootless sbxd's image sandboxes have one "
+                                      "user, root (0); others need ranges of its user's in "
+                                      "/etc/subuid and /etc/subgid, and uidmap installed", user);
                 return -ENOSYS;
+        }
+        if (im->block < 0 && (uid > im->subids || gid > im->subids)) {
+                snprintf(err, errlen, "user '%s': ids above %u are none of this rootless "
+                                      "sbxd's (its user's subordinate ids)", user,
+                         (unsigned)im->subids);
+                return -EINVAL;
         }
         if (uid >= SBX_IMAGE_IDS || gid >= SBX_IMAGE_IDS) {
                 snprintf(err, errlen, "user '%s': ids from 0 to %u only", user,
@@ -243,7 +262,9 @@ static int start(struct sbxd *d, const char *name, const struct imagestore_image
 
 /* The commands' default user of im: the image's User (rootless: root, the only id). */
 static int default_user(struct sbxd *d, struct sbimage *im, char *err, size_t errlen) {
-        if (d->features.rootless) {
+        if (d->features.rootless)
+                take_subids(d, im);
+        if (d->features.rootless && !im->subids) {
                 im->user_dropped = !is_root(im->config.user);
                 return 0;
         }
@@ -381,5 +402,11 @@ void sbimage_fill_setup(const struct sbimage *im, Sbx__Init__V1__Setup *setup) {
         if (im->block >= 0) {
                 setup->has_image_uid_base = 1;
                 setup->image_uid_base = im->uid_base;
+        }
+        if (im->subids) {
+                setup->has_outer_subuid = setup->has_outer_subgid = setup->has_image_subids = 1;
+                setup->outer_subuid = im->subuid;
+                setup->outer_subgid = im->subgid;
+                setup->image_subids = im->subids;
         }
 }

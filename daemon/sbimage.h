@@ -35,6 +35,9 @@ struct sbimage {
         gid_t gid;
         char *root_dir;                  /* SANDBOX_DIR/root once made (Setup.image_upper) */
         int user_dropped;                /* rootless: the image's User was not 0 */
+        /* Rootless: its ids 1 .. subids are the daemon user's subordinate ids from
+         * subuid and subgid (hostfeat.h); 0: root alone. */
+        uint32_t subids, subuid, subgid;
 };
 
 /* The image name as caller_uid's (images_find), held for a new sandbox, with a block of
@@ -55,7 +58,8 @@ int sbimage_adopt(struct sbxd *d, const char *name, const char *digest, uid_t ru
 /* Lets the image and the block go, frees im. Accepts NULL; returns NULL. */
 struct sbimage *sbimage_close(struct sbxd *d, struct sbimage *im);
 
-/* The host ids of id inside (root mode: the block's; rootless: id itself). */
+/* The host id its files are touched as for id inside (root mode: the block's; rootless:
+ * 0, the daemon's user acts as itself). */
 uid_t sbimage_host_id(const struct sbimage *im, uint32_t id);
 
 /* Makes SANDBOX_DIR/root (im->root_dir) with its upper and work directories (the upper

@@ -297,9 +297,10 @@ static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t er
                         sandbox_set_run_ids(sb, sbimage_host_id(sb->image, sb->image->uid),
                                             sbimage_host_id(sb->image, sb->image->gid));
                 if (r == 0 && sb->image->user_dropped)
-                        sandbox_warn(sb, "the image's user '%s' cannot exist under a rootless "
-                                         "sbxd, whose image sandboxes have one user: commands "
-                                         "run as root (0) of the sandbox, which is sbxd's user",
+                        sandbox_warn(sb, "the image's user '%s' cannot exist here: this rootless "
+                                         "sbxd's image sandboxes have one user, root (0), its "
+                                         "own, as whom commands run; others need ranges of its "
+                                         "user's in /etc/subuid and /etc/subgid, and uidmap",
                                      sb->image->config.user);
                 return r;
         }

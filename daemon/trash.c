@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "config.h"
 #include "disk.h"
 #include "log.h"
 #include "sbx_limits.h"
@@ -250,10 +251,30 @@ static int start_remover_uv(struct sbxd *d, struct remover *rm, const char *rm_b
         return r;
 }
 
+/* A rootless daemon whose image sandboxes map the user's subordinate ids (sbimage.h)
+ * leaves files of those ids in workspaces and writable roots, which its user may not
+ * delete: sbx-init removes them from a user namespace that maps the same ids
+ * (`sbx-init --remove PATH SUBUID SUBGID N`, as podman's `unshare rm`). The ids as
+ * text in buf (3 x 16 bytes); 0 when the daemon has none. */
+static int subids_of(const struct sbxd *d, char buf[3][16]) {
+        const struct features *f = &d->features;
+        uint32_t n = f->subuid_count < f->subgid_count ? f->subuid_count : f->subgid_count;
+
+        if (!f->rootless || !f->idmap_helpers || !f->subuid_start || !f->subgid || !n ||
+            !d->cfg || !d->cfg->init_path)
+                return 0;
+        snprintf(buf[0], 16, "%u", (unsigned)f->subuid_start);
+        snprintf(buf[1], 16, "%u", (unsigned)f->subgid);
+        snprintf(buf[2], 16, "%u", (unsigned)(n < SBX_IMAGE_IDS - 1 ? n : SBX_IMAGE_IDS - 1));
+        return 1;
+}
+
 void trash_remove_later(struct sbxd *d, const char *path) {
-        const char *rm_bin = rm_binary();
+        char ids[3][16];
+        int ranged = subids_of(d, ids);
+        const char *rm_bin = ranged ? d->cfg->init_path : rm_binary();
         struct remover *rm = rm_bin ? calloc(1, sizeof(*rm)) : NULL;
-        char *args[5];
+        char *args[7];
         int r = -ENOMEM;
 
         if (rm && (rm->path = strdup(path))) {
@@ -263,6 +284,15 @@ void trash_remove_later(struct sbxd *d, const char *path) {
                 args[2] = (char *)"--one-file-system";
                 args[3] = rm->path;
                 args[4] = NULL;
+                if (ranged) {
+                        args[0] = (char *)"sbx-init";
+                        args[1] = (char *)"--remove";
+                        args[2] = rm->path;
+                        args[3] = ids[0];
+                        args[4] = ids[1];
+                        args[5] = ids[2];
+                        args[6] = NULL;
+                }
                 r = start_remover_pidfd(d, rm, rm_bin, args);
                 if (r == 0)
                         return;

@@ -419,6 +419,10 @@ static int validate_setup(const Sbx__Init__V1__Setup *s, struct util_err *err) {
                                 SBX_MAX_IMAGE_LAYERS, err);
         if (r == 0 && s->n_image_layers && (!s->image_upper || !util_path_ok(s->image_upper)))
                 r = util_fail(err, EINVAL, NULL, "Setup: image_layers without an image_upper");
+        if (r == 0 && s->has_image_subids && (s->image_subids >= SBX_IMAGE_IDS ||
+                                              !s->has_outer_subuid || !s->has_outer_subgid))
+                r = util_fail(err, EINVAL, NULL, "Setup: image_subids %u",
+                              (unsigned)s->image_subids);
         if (r == 0 && s->has_image_uid_base &&
             (s->image_uid_base < SBX_IMAGE_UID_BASE ||
              s->image_uid_base > UINT32_MAX - SBX_IMAGE_IDS))
@@ -668,10 +672,15 @@ static void serve_config_fill(const Sbx__Init__V1__Setup *s, int adopt_fd, int32
         cfg->proxy_fd = proxy_fd;
         cfg->adopt_fd = adopt_fd;
         cfg->adopt_grace_ms = s->has_adopt_grace_ms ? s->adopt_grace_ms : 0;
-        if (s->has_rootless && s->rootless) {
+        if (s->has_rootless && s->rootless && !(s->n_image_layers && s->has_image_subids)) {
                 /* The only mapped ids of our user namespace. */
                 cfg->run_uid = 0;
                 cfg->run_gid = 0;
+                cfg->rootless = true;
+        } else if (s->has_rootless && s->rootless) {
+                /* An image's, with the user's subordinate ids: its users exist. */
+                cfg->run_uid = s->has_run_uid ? s->run_uid : 0;
+                cfg->run_gid = s->has_run_gid ? s->run_gid : 0;
                 cfg->rootless = true;
         } else {
                 cfg->run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
@@ -889,10 +898,14 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                 return setup_failed(chan, &err, 0);
         }
         if (s->has_rootless && s->rootless) {
-                uid_t uid = s->has_outer_uid ? s->outer_uid : geteuid();
-                gid_t gid = s->has_outer_gid ? s->outer_gid : getegid();
-                gid_t subgid = s->has_outer_subgid ? s->outer_subgid : 0;
-                if (ns_enter_user(uid, gid, subgid, &groups_kept, &err) < 0)
+                struct ns_ids ids = {
+                        .outer_uid = s->has_outer_uid ? s->outer_uid : geteuid(),
+                        .outer_gid = s->has_outer_gid ? s->outer_gid : getegid(),
+                        .subgid = s->has_outer_subgid ? s->outer_subgid : 0,
+                        .subuid = s->has_outer_subuid ? s->outer_subuid : 0,
+                        .n_ids = s->n_image_layers && s->has_image_subids ? s->image_subids : 0,
+                };
+                if (ns_enter_user(&ids, &groups_kept, &err) < 0)
                         return setup_failed(chan, &err, 0);
         } else if (s->n_image_layers && image_root_as_host(s, &root_fd, &err) < 0) {
                 return setup_failed(chan, &err, 0);
@@ -945,6 +958,41 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
         return WEXITSTATUS(status);
 }
 
+/* --remove PATH SUBUID SUBGID N: rm -rf PATH as root of a user namespace where our ids
+ * are 0 and ids 1 .. N the user's subordinate ids from SUBUID and SUBGID (ns.h), whose
+ * capabilities reach every file of those ids. Returns rm's status, or 1. */
+static int remove_tree(char **a) {
+        static const char *const rms[] = {"/usr/bin/rm", "/bin/rm"};
+        struct ns_ids ids = {.outer_uid = geteuid(), .outer_gid = getegid()};
+        unsigned long v[3];
+        struct util_err err;
+        bool kept;
+        char *end;
+        size_t i;
+
+        memset(&err, 0, sizeof(err));
+        for (i = 0; i < 3; i++) {
+                errno = 0;
+                v[i] = strtoul(a[i + 1], &end, 10);
+                if (errno || *end || end == a[i + 1] || v[i] == 0 || v[i] > UINT32_MAX) {
+                        util_log(UTIL_LOG_ERR, "--remove: bad ids");
+                        return 2;
+                }
+        }
+        ids.subuid = (uid_t)v[0];
+        ids.subgid = (gid_t)v[1];
+        ids.n_ids = v[2] < SBX_IMAGE_IDS ? (unsigned)v[2] : SBX_IMAGE_IDS - 1;
+        if (a[0][0] != '/' || ns_enter_user(&ids, &kept, &err) < 0) {
+                util_log(UTIL_LOG_ERR, "--remove %s: %s", a[0], err.text[0] ? err.text : "not absolute");
+                return 1;
+        }
+        for (i = 0; i < 2; i++)
+                if (access(rms[i], X_OK) == 0)
+                        execl(rms[i], "rm", "-rf", "--one-file-system", a[0], (char *)NULL);
+        util_log(UTIL_LOG_ERR, "--remove: no rm to run");
+        return 1;
+}
+
 int main(int argc, char **argv) {
         Sbx__Init__V1__ToInit *m = NULL;
         struct setup_fds sf = {.adopt_fd = -1, .workspace_fd = -1};
@@ -973,6 +1021,10 @@ int main(int argc, char **argv) {
                                  argv[3], r);
                 return 0;
         }
+        /* The daemon's helper (trash.c): a tree that holds files of the user's
+         * subordinate ids, removed from a user namespace that maps them. */
+        if (argc == 6 && strcmp(argv[1], "--remove") == 0)
+                return remove_tree(argv + 2);
         if (parse_args(argc, argv, &chan) < 0) {
                 usage();
                 return 2;

@@ -26,35 +26,39 @@
         "sysctl kernel.unprivileged_userns_clone=1 (Debian), user.max_user_namespaces > 0, "       \
         "kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu)"
 
-/* newgidmap(1) of the shadow suite (Debian's uidmap), a setuid helper that writes a
- * gid map of subordinate gids (/etc/subgid) for its caller's user and, unlike a map
- * the user writes itself, leaves setgroups(2) allowed in the namespace. */
-static const char *const newgidmap_paths[] = {"/usr/bin/newgidmap", "/bin/newgidmap"};
-
-static const char *find_newgidmap(void) {
-        size_t i;
+/* newuidmap(1) and newgidmap(1) of the shadow suite (Debian's uidmap), setuid helpers
+ * that write a map of subordinate ids (/etc/subuid, /etc/subgid) for their caller's
+ * user and, unlike a map the user writes itself, leave setgroups(2) allowed in the
+ * namespace. */
+static const char *find_helper(const char *name, char *buf, size_t len) {
+        static const char *const dirs[] = {"/usr/bin", "/bin"};
         struct stat st;
+        size_t i;
 
-        for (i = 0; i < sizeof(newgidmap_paths) / sizeof(newgidmap_paths[0]); i++)
-                if (stat(newgidmap_paths[i], &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+        for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+                snprintf(buf, len, "%s/%s", dirs[i], name);
+                if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
                     (st.st_mode & S_ISUID))
-                        return newgidmap_paths[i];
+                        return buf;
+        }
         return NULL;
 }
 
-/* Forks the helper that will run `newgidmap PARENT 0 outer_gid 1 1 subgid 1` once the
- * caller has entered its user namespace and writes a byte on *ret_go. The helper's pid,
- * or -errno. */
-static pid_t fork_gid_mapper(const char *helper, gid_t outer_gid, gid_t subgid, int *ret_go) {
-        char parent[16], outer[16], sub[16], byte;
+/* A helper that will run `HELPER PARENT 0 outer 1 1 sub count` once the caller has
+ * entered its user namespace and writes a byte on *ret_go. It stays in our present user
+ * namespace: it is forked before the caller unshares. The helper's pid, or -errno. */
+static pid_t fork_mapper(const char *helper, unsigned outer, unsigned sub, unsigned count,
+                         int *ret_go) {
+        char parent[16], o[16], s[16], n[16], byte;
         pid_t me = getpid(), pid;
         int go[2];
 
         if (pipe2(go, O_CLOEXEC) < 0)
                 return -errno;
         snprintf(parent, sizeof(parent), "%d", (int)me);
-        snprintf(outer, sizeof(outer), "%u", (unsigned)outer_gid);
-        snprintf(sub, sizeof(sub), "%u", (unsigned)subgid);
+        snprintf(o, sizeof(o), "%u", outer);
+        snprintf(s, sizeof(s), "%u", sub);
+        snprintf(n, sizeof(n), "%u", count);
         pid = fork();
         if (pid < 0) {
                 int e = errno;
@@ -63,16 +67,35 @@ static pid_t fork_gid_mapper(const char *helper, gid_t outer_gid, gid_t subgid, 
                 return -e;
         }
         if (pid == 0) {
+                const char *name = strrchr(helper, '/') + 1;
                 close(go[1]);
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
                 if (getppid() != me || read(go[0], &byte, 1) != 1)
                         _exit(127);
-                execl(helper, "newgidmap", parent, "0", outer, "1", "1", sub, "1", (char *)NULL);
+                execl(helper, name, parent, "0", o, "1", "1", s, n, (char *)NULL);
                 _exit(127);
         }
         close(go[0]);
         *ret_go = go[1];
         return pid;
+}
+
+/* Lets the mapper pid (fork_mapper) go and waits for it: 1 when it mapped. */
+static int mapper_done(pid_t pid, int go) {
+        int sent = write(go, "m", 1) == 1, status = 0;
+
+        close(go);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        return sent && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void mapper_kill(pid_t pid, int go) {
+        if (pid <= 0)
+                return;
+        close(go);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
 }
 
 /* 1 when the caller has supplementary groups other than gid. */
@@ -88,68 +111,91 @@ static int has_other_groups(gid_t gid) {
         return 0;
 }
 
-int ns_enter_user(uid_t outer_uid, gid_t outer_gid, gid_t subgid, bool *groups_kept,
-                  struct util_err *err) {
-        const char *helper = subgid ? find_newgidmap() : NULL;
-        int go = -1, status = 0, r;
-        char map[64];
+/* Writes map "0 outer 1" (uid_map or gid_map) ourselves. */
+static int write_own_map(const char *which, unsigned outer, const char *hint,
+                         struct util_err *err) {
+        char path[32], map[64];
+        int r;
+
+        snprintf(path, sizeof(path), "/proc/self/%s", which);
+        snprintf(map, sizeof(map), "0 %u 1\n", outer);
+        r = util_write_file(path, map);
+        return r < 0 ? util_fail(err, r, hint, "write %s \"0 %u 1\"", path, outer) : 0;
+}
+
+/* An image's sandbox: ids 1 .. n_ids are subuid and subgid on: both helpers must map
+ * them (the daemon saw them installed), else the setup fails. */
+static int enter_ranged(const struct ns_ids *ids, struct util_err *err) {
+        char ubuf[64], gbuf[64];
+        const char *uh = find_helper("newuidmap", ubuf, sizeof(ubuf));
+        const char *gh = find_helper("newgidmap", gbuf, sizeof(gbuf));
+        int ugo = -1, ggo = -1, ok;
+        pid_t um = uh ? fork_mapper(uh, ids->outer_uid, ids->subuid, ids->n_ids, &ugo) : -ENOENT;
+        pid_t gm = gh ? fork_mapper(gh, ids->outer_gid, ids->subgid, ids->n_ids, &ggo) : -ENOENT;
+
+        if (um < 0 || gm < 0) {
+                mapper_kill(um, ugo);
+                mapper_kill(gm, ggo);
+                return util_fail(err, um < 0 ? -um : -gm, "install uidmap (newuidmap, newgidmap)",
+                                 "start newuidmap and newgidmap");
+        }
+        if (unshare(CLONE_NEWUSER) < 0) {
+                mapper_kill(um, ugo);
+                mapper_kill(gm, ggo);
+                return util_fail(err, errno, USERNS_HINT, "unshare(CLONE_NEWUSER)");
+        }
+        ok = mapper_done(um, ugo);
+        ok = mapper_done(gm, ggo) && ok;
+        if (!ok)
+                return util_fail(err, EPERM, "/etc/subuid and /etc/subgid must give the user them",
+                                 "map ids 1-%u to the user's subordinate ids %u and %u",
+                                 ids->n_ids, ids->subuid, ids->subgid);
+        if (syscall(SYS_setgroups, (size_t)0, NULL) < 0)
+                return util_fail(err, errno, NULL, "drop the supplementary groups");
+        return 0;
+}
+
+int ns_enter_user(const struct ns_ids *ids, bool *groups_kept, struct util_err *err) {
+        char gbuf[64];
+        const char *helper = ids->subgid ? find_helper("newgidmap", gbuf, sizeof(gbuf)) : NULL;
+        int go = -1, r;
         pid_t mapper = -1;
 
-        *groups_kept = has_other_groups(outer_gid);
-        /* The helper must stay in our present user namespace: it is forked first. */
+        *groups_kept = has_other_groups(ids->outer_gid);
+        if (ids->n_ids) {
+                r = enter_ranged(ids, err);
+                if (r == 0)
+                        *groups_kept = false;
+                return r;
+        }
         if (*groups_kept && helper)
-                mapper = fork_gid_mapper(helper, outer_gid, subgid, &go);
+                mapper = fork_mapper(helper, ids->outer_gid, ids->subgid, 1, &go);
         if (unshare(CLONE_NEWUSER) < 0) {
-                r = util_fail(err, errno, USERNS_HINT, "unshare(CLONE_NEWUSER)");
-                goto out;
+                mapper_kill(mapper, go);
+                return util_fail(err, errno, USERNS_HINT, "unshare(CLONE_NEWUSER)");
         }
-        snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)outer_uid);
-        r = util_write_file("/proc/self/uid_map", map);
+        r = write_own_map("uid_map", ids->outer_uid, "outer_uid must be the uid sbx-init runs as",
+                          err);
         if (r < 0) {
-                util_fail(err, r, "outer_uid must be the uid sbx-init runs as",
-                          "write /proc/self/uid_map \"0 %u 1\"", (unsigned)outer_uid);
-                goto out;
+                mapper_kill(mapper, go);
+                return r;
         }
-        if (mapper > 0) {
-                int mapped = write(go, "g", 1) == 1;
-                close(go);
-                go = -1;
-                while (waitpid(mapper, &status, 0) < 0 && errno == EINTR)
-                        ;
-                mapper = -1;
-                /* Mapped: setgroups(2) is allowed here, and the groups go for good. Not
-                 * mapped (no range of this user's in /etc/subgid, a helper that could not
-                 * run): the map is written below, as without a helper. */
-                if (mapped && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-                        if (syscall(SYS_setgroups, (size_t)0, NULL) == 0)
-                                *groups_kept = false;
-                        return 0;
-                }
+        /* Mapped: setgroups(2) is allowed here, and the groups go for good. Not mapped
+         * (no range of this user's in /etc/subgid, a helper that could not run): the map
+         * is written below, as without a helper. */
+        if (mapper > 0 && mapper_done(mapper, go)) {
+                if (syscall(SYS_setgroups, (size_t)0, NULL) == 0)
+                        *groups_kept = false;
+                return 0;
         }
         /* Since Linux 3.19 an unprivileged process must deny setgroups(2) before it may
          * write gid_map (CVE-2014-8989; user_namespaces(7), "The /proc/[pid]/setgroups
          * file"). Kernels before 3.19 lack the file; nothing to deny there. */
         r = util_write_file("/proc/self/setgroups", "deny");
-        if (r < 0 && r != -ENOENT) {
-                util_fail(err, r, NULL, "write /proc/self/setgroups");
-                goto out;
-        }
-        snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)outer_gid);
-        r = util_write_file("/proc/self/gid_map", map);
-        if (r < 0) {
-                util_fail(err, r, "outer_gid must be the gid sbx-init runs as",
-                          "write /proc/self/gid_map \"0 %u 1\"", (unsigned)outer_gid);
-                goto out;
-        }
-        return 0;
-out:
-        if (go >= 0)
-                close(go);
-        if (mapper > 0) {
-                kill(mapper, SIGKILL);
-                waitpid(mapper, NULL, 0);
-        }
-        return r;
+        if (r < 0 && r != -ENOENT)
+                return util_fail(err, r, NULL, "write /proc/self/setgroups");
+        return write_own_map("gid_map", ids->outer_gid,
+                             "outer_gid must be the gid sbx-init runs as", err);
 }
 
 int ns_unshare_sandbox(bool network_none, struct util_err *err) {

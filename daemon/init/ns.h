@@ -12,17 +12,28 @@
 
 #include "util.h"
 
-/* Moves the caller into a new user namespace where outer_uid/outer_gid (the caller's
- * own ids) are mapped to 0. The caller's supplementary groups (a group's rights reach
- * as far as the sandbox: a daemon's socket group, a group-readable file) are dropped
- * where the host lets them be: with subgid (a subordinate gid of the user's in
- * /etc/subgid, 0 for none) and newgidmap(1) installed, gid 1 is mapped to subgid by
- * the helper, which leaves setgroups(2) allowed, and the groups are set to none.
- * Otherwise nothing else is mapped and setgroups(2) is denied, and the groups stay:
- * *groups_kept says so (false when there were none). The caller must be
- * single-threaded. */
-int ns_enter_user(uid_t outer_uid, gid_t outer_gid, gid_t subgid, bool *groups_kept,
-                  struct util_err *err);
+/* Who the caller maps into its user namespace (Setup's outer and subordinate ids). */
+struct ns_ids {
+        uid_t outer_uid; /* the caller's own ids, mapped to 0 */
+        gid_t outer_gid;
+        gid_t subgid;    /* a subordinate gid of the user's (/etc/subgid), 0 for none */
+        uid_t subuid;    /* with n_ids: a subordinate uid of the user's (/etc/subuid) */
+        unsigned n_ids;  /* an image's sandbox: ids 1 .. n_ids are subuid.. and subgid..;
+                          * 0: none */
+};
+
+/* Moves the caller into a new user namespace where ids->outer_uid/outer_gid (the
+ * caller's own ids) are mapped to 0. With n_ids (an image's sandbox), ids 1 .. n_ids
+ * are the user's subordinate ids from subuid and subgid, mapped by newuidmap(1) and
+ * newgidmap(1), setgroups(2) stays allowed and the groups are set to none; a helper
+ * that cannot map them fails the call. Otherwise the caller's supplementary groups (a
+ * group's rights reach as far as the sandbox: a daemon's socket group, a group-readable
+ * file) are dropped where the host lets them be: with subgid and newgidmap(1)
+ * installed, gid 1 is mapped to subgid by the helper, which leaves setgroups(2)
+ * allowed, and the groups are set to none. Otherwise nothing else is mapped and
+ * setgroups(2) is denied, and the groups stay: *groups_kept says so (false when there
+ * were none). The caller must be single-threaded. */
+int ns_enter_user(const struct ns_ids *ids, bool *groups_kept, struct util_err *err);
 
 /* Unshares the mount, PID, IPC, UTS and cgroup namespaces, and the network namespace
  * when network_none. The next fork() creates PID 1 of the new PID namespace. */
