@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "imageref.h"
 #include "imagestore.h"
 
 struct sbxd;
@@ -28,9 +29,32 @@ int images_open(struct sbxd *d, const char *state_dir, char *err, size_t errlen)
 /* Closes d's store (imports must be over). */
 void images_close(struct sbxd *d);
 
+/* Where an image comes from, as PullImage.source names it: a registry reference, or a
+ * local source "oci:DIR[:TAG]", "oci-archive:FILE[:TAG]", "docker-archive:FILE[:NAME]"
+ * (the path is absolute and ends at the first ':' after the prefix; TAG is the entry of
+ * the layout's index, NAME the "repo:tag" of the archive's RepoTags). */
+enum images_kind {
+        IMAGES_REGISTRY = 0,
+        IMAGES_OCI,
+        IMAGES_OCI_ARCHIVE,
+        IMAGES_DOCKER_ARCHIVE,
+};
+
+struct images_source {
+        enum images_kind kind;
+        struct imageref ref; /* IMAGES_REGISTRY */
+        char *path;          /* the others: the host path (absolute), owned */
+        char *tag;           /* NULL, or the tag or name after the path, owned */
+};
+
+/* Parses text into *ret (free with images_source_clear). Pure, any thread. 0, -ENOMEM,
+ * or -EINVAL with the reason in err. */
+int images_source_parse(const char *text, struct images_source *ret, char *err, size_t errlen);
+void images_source_clear(struct images_source *s);
+
 /* The store ref of name for uid ("UID/CANONICAL") into buf. A registry reference is
- * made canonical (python:3.12 -> docker.io/library/python:3.12); -EINVAL with the
- * reason in err when name is not one. */
+ * made canonical (python:3.12 -> docker.io/library/python:3.12), a local source kept as
+ * written; -EINVAL with the reason in err when name is neither. */
 int images_ref(uid_t uid, const char *name, char *buf, size_t len, char *err, size_t errlen);
 
 /* The image uid names name (a reference as the user wrote it, or the manifest digest
@@ -38,5 +62,11 @@ int images_ref(uid_t uid, const char *name, char *buf, size_t len, char *err, si
  * imagestore_image_free), -ENOENT (err: what to do), -EINVAL a malformed name. */
 int images_find(struct sbxd *d, uid_t uid, const char *name, struct imagestore_image *ret,
                 char *err, size_t errlen);
+
+/* 1 when img has a ref of uid's (the image is then uid's to see). */
+int images_owns(const struct imagestore_image *img, uid_t uid);
+
+/* The name of img's ref i for its user: the ref without its "UID/" prefix. */
+const char *images_ref_name(const struct imagestore_image *img, size_t i);
 
 #endif

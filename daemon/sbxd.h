@@ -27,6 +27,7 @@ struct offload;
 struct cmdsched;
 struct conn_held;
 struct imagestore;
+struct image_service;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -54,6 +55,7 @@ struct sbxd {
         struct conn_held *held;      /* replies held for the end of the turn (conn.h; the
                                       * turn keeps it, turn.h) */
         struct imagestore *images;   /* the container images (images.h; main() opens it) */
+        struct image_service *image_service; /* pulls under way (rpc_images.c); NULL: none */
         struct offload *offload;     /* work off the loop (offload.c): made at the first job,
                                       * freed after the last; NULL when there is none */
 };
