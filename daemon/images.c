@@ -38,7 +38,7 @@ void images_close(struct sbxd *d) {
 static int is_digest(const char *name) {
         const char *hex;
 
-        return strncmp(name, "sha256:", 7) == 0 && digest_parse(name, &hex) == 0;
+        return strncmp(name, "sha256:", 7) == 0 && digest_parse(name, &hex);
 }
 
 static const struct {
