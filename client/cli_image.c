@@ -163,7 +163,7 @@ static void auth_clear(struct sbx_registry_auth *a) {
 /* ---- pull ------------------------------------------------------------------------------ */
 
 struct pull_view {
-        bool bar;  /* a terminal: one line redrawn */
+        bool bar;   /* a terminal: one line redrawn */
         bool lines; /* else one line per layer done */
         uint32_t count;
         uint64_t done[PULL_MAX_LAYERS], total[PULL_MAX_LAYERS];
@@ -211,9 +211,8 @@ static void on_progress(void *ud, const struct sbx_image_progress *p) {
                         v->finished[p->index] = true;
                         human_bytes(a, sizeof(a), p->total_bytes);
                         if (v->lines)
-                                fprintf(stderr, "layer %u/%u %.19s %s %s\n", p->index + 1,
-                                        p->count, p->digest, a,
-                                        p->reused ? "already here" : "downloaded");
+                                fprintf(stderr, "layer %u/%u %.19s %s %s\n", p->index + 1, p->count,
+                                        p->digest, a, p->reused ? "already here" : "downloaded");
                 }
         }
         if (v->bar)
@@ -390,8 +389,8 @@ static int parse_names(struct cli *cli, int argc, char **argv, size_t npos, size
                 }
                 if (k == CLI_OPT_POS) {
                         if (n == max)
-                                return cli_usage_error("unexpected argument '%s' for sbx %s",
-                                                       p.arg, argv[0]);
+                                return cli_usage_error("unexpected argument '%s' for sbx %s", p.arg,
+                                                       argv[0]);
                         names[n++] = p.arg;
                 } else {
                         *json = true;
@@ -437,8 +436,8 @@ static int image_ls(struct cli *cli, int argc, char **argv) {
                         cli_format_iso(when, sizeof(when), img->last_used_unix_ms, false);
                         for (size_t j = 0; j < (img->names.n ? img->names.n : 1); j++) {
                                 cli_put_text(stdout, img->names.n ? img->names.v[j] : "-");
-                                printf(" %.19s %10s %9u %s\n", img->digest, size,
-                                       img->sandboxes, when);
+                                printf(" %.19s %10s %9u %s\n", img->digest, size, img->sandboxes,
+                                       when);
                         }
                 }
         }
@@ -551,12 +550,8 @@ int cmd_image(struct cli *cli, int argc, char **argv) {
         static const struct {
                 const char *name;
                 int (*fn)(struct cli *, int, char **);
-        } subs[] = {{"pull", image_pull},
-                    {"ls", image_ls},
-                    {"list", image_ls},
-                    {"rm", image_rm},
-                    {"inspect", image_inspect},
-                    {"prune", image_prune}};
+        } subs[] = {{"pull", image_pull}, {"ls", image_ls},           {"list", image_ls},
+                    {"rm", image_rm},     {"inspect", image_inspect}, {"prune", image_prune}};
         char name[32];
 
         if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

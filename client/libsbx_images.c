@@ -146,9 +146,9 @@ static enum sbx_code removed_call(sbx_client *c, Sbx__V1__Request *req,
         if (rc != SBX_OK)
                 return rc;
         r = ret ? calloc(1, sizeof(*r)) : NULL;
-        ok = !ret || (r && resp->removed_images &&
-                      wire_dup_strv(&r->names, resp->removed_images->names,
-                                    resp->removed_images->n_names));
+        ok = !ret ||
+             (r && resp->removed_images &&
+              wire_dup_strv(&r->names, resp->removed_images->names, resp->removed_images->n_names));
         if (ok && r)
                 r->freed_bytes = resp->removed_images->freed_bytes;
         sbx__v1__response__free_unpacked(resp, NULL);

@@ -644,9 +644,14 @@ static bool take_progress(struct exchange *k, Sbx__V1__Response *resp) {
                 const Sbx__V1__ImageProgress *ip = resp->image_progress;
                 if (k->on_image_progress && ip) {
                         struct sbx_image_progress pr = {
-                                ip->phase ? ip->phase : "download", ip->digest ? ip->digest : "",
-                                ip->index, ip->count, ip->done_bytes, ip->total_bytes,
-                                ip->reused};
+                                .phase = ip->phase ? ip->phase : "download",
+                                .digest = ip->digest ? ip->digest : "",
+                                .index = ip->index,
+                                .count = ip->count,
+                                .done_bytes = ip->done_bytes,
+                                .total_bytes = ip->total_bytes,
+                                .reused = ip->reused,
+                        };
                         k->on_image_progress(k->userdata, &pr);
                 }
                 sbx__v1__response__free_unpacked(resp, NULL);

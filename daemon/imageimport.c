@@ -65,8 +65,7 @@ static void plan_clear(struct plan *p) {
 static int open_file(const struct srcdir *d, const char *path, char *err, size_t errlen) {
         struct creds cr = {0};
         struct stat st;
-        int fd = d->as ? creds_enter(&cr, d->as->uid, d->as->gid, d->as->groups,
-                                     d->as->n_groups)
+        int fd = d->as ? creds_enter(&cr, d->as->uid, d->as->gid, d->as->groups, d->as->n_groups)
                        : 0;
 
         if (fd == 0)

@@ -94,7 +94,8 @@ int images_source_parse(const char *text, struct images_source *ret, char *err, 
                 snprintf(err, errlen, "daemon out of memory");
                 return -ENOMEM;
         }
-        if (colon && (!ret->tag[0] || strlen(ret->tag) > IMAGEREF_NAME_MAX + IMAGEREF_TAG_MAX + 1)) {
+        if (colon &&
+            (!ret->tag[0] || strlen(ret->tag) > IMAGEREF_NAME_MAX + IMAGEREF_TAG_MAX + 1)) {
                 snprintf(err, errlen, "image source \"%.200s\": the tag after ':' is %s", text,
                          ret->tag[0] ? "too long" : "empty");
                 images_source_clear(ret);

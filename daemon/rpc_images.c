@@ -166,8 +166,8 @@ static int ref_of(const char *ref, uid_t uid) {
 }
 
 /* An ImageInfo of img for uid (names: uid's refs only), pointing into img and names. */
-static void info_of(const struct imagestore_image *img, uid_t uid, char **names,
-                    char **layers, Sbx__V1__ImageInfo *ret) {
+static void info_of(const struct imagestore_image *img, uid_t uid, char **names, char **layers,
+                    Sbx__V1__ImageInfo *ret) {
         size_t i, n = 0;
 
         sbx__v1__image_info__init(ret);
@@ -325,8 +325,8 @@ static void pull_work(uv_work_t *w) {
                 break;
         case IMAGES_DOCKER_ARCHIVE:
                 set_unpacking(p);
-                p->r = imageimport_docker_archive(s, p->src_fd, tag, p->key, p->manifest,
-                                                  p->err, sizeof(p->err));
+                p->r = imageimport_docker_archive(s, p->src_fd, tag, p->key, p->manifest, p->err,
+                                                  sizeof(p->err));
                 break;
         }
         if (p->src_fd >= 0)
@@ -455,8 +455,7 @@ static void answer_waiters(struct pull *p) {
                 r = imagestore_find(d->images, p->manifest, &img);
         if (r == -EFBIG)
                 snprintf(p->err + strlen(p->err), sizeof(p->err) - strlen(p->err),
-                         " (sbxd --max-image-size is %" PRIu64 " bytes)",
-                         d->cfg->max_image_bytes);
+                         " (sbxd --max-image-size is %" PRIu64 " bytes)", d->cfg->max_image_bytes);
         while ((wt = p->waiters)) {
                 p->waiters = wt->next;
                 if (wt->cc.conn) {
@@ -610,8 +609,7 @@ static void pull_discard(struct pull *p) {
 /* A new pull of q for the caller k, its source parsed into src (taken), a local source
  * opened with k's rights. NULL after answering why not. */
 static struct pull *pull_new(struct conn *c, uint64_t rid, const Sbx__V1__PullImage *q,
-                             const struct caller *k, const char *key,
-                             struct images_source *src) {
+                             const struct caller *k, const char *key, struct images_source *src) {
         const Sbx__V1__RegistryAuth *a = q->auth;
         struct pull *p = calloc(1, sizeof(*p));
         char err[512];
@@ -638,8 +636,7 @@ static struct pull *pull_new(struct conn *c, uint64_t rid, const Sbx__V1__PullIm
         if (a && a->token)
                 p->token = strdup(a->token);
         if (!p->key || !p->name || (k->n_groups && !p->groups) ||
-            (a && a->username && (!p->username || !p->password)) ||
-            (a && a->token && !p->token)) {
+            (a && a->username && (!p->username || !p->password)) || (a && a->token && !p->token)) {
                 rpc_send_errno(c, rid, -ENOMEM, "daemon out of memory");
                 pull_discard(p);
                 return NULL;
@@ -731,8 +728,7 @@ void rpc_images_pull(struct conn *c, const Sbx__V1__Request *req) {
                         flush_progress(p, p->waiters);
                 return;
         }
-        if (pull_admit(c, rid, svc, k.uid) < 0 ||
-            !(p = pull_new(c, rid, q, &k, key, &src))) {
+        if (pull_admit(c, rid, svc, k.uid) < 0 || !(p = pull_new(c, rid, q, &k, key, &src))) {
                 images_source_clear(&src);
                 service_maybe_free(svc);
                 return;
@@ -925,8 +921,7 @@ void rpc_images_remove(struct conn *c, const Sbx__V1__Request *req) {
                 key[0] = '\0'; /* a digest: every name of the caller's for it */
         n = remove_refs(d, &img, peer.uid, key[0] ? key : NULL, names, err, sizeof(err));
         if (n == -EBUSY)
-                conn_send_status(c, req->request_id, SBX__V1__CODE__FAILED_PRECONDITION, "%s",
-                                 err);
+                conn_send_status(c, req->request_id, SBX__V1__CODE__FAILED_PRECONDITION, "%s", err);
         else
                 send_removed(c, req->request_id, names, (size_t)n,
                              before - imagestore_usage(d->images));

@@ -362,16 +362,16 @@ START_TEST(pull_ls_inspect_rm_prune) {
 
         /* The CLI: plain progress lines when stderr is no terminal, NAME DIGEST. */
         snprintf(archive, sizeof(archive), "oci-archive:%s/img.oci.tar", imgdir);
-        ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, &err,
-                                (const char *[]){"image", "pull", archive, NULL}),
-                         0);
+        ck_assert_int_eq(
+                it_sbx(&d, NULL, 0, &out, &err, (const char *[]){"image", "pull", archive, NULL}),
+                0);
         ck_assert_msg(strstr(err, "unpacking layers"), "%s", err);
         ck_assert_msg(strstr(out, img->digest), "%s", out);
         free(out);
         free(err);
-        ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, NULL,
-                                (const char *[]){"image", "ls", "--json", NULL}),
-                         0);
+        ck_assert_int_eq(
+                it_sbx(&d, NULL, 0, &out, NULL, (const char *[]){"image", "ls", "--json", NULL}),
+                0);
         ck_assert_msg(strstr(out, ref) && strstr(out, archive), "%s", out);
         free(out);
 
@@ -381,9 +381,9 @@ START_TEST(pull_ls_inspect_rm_prune) {
         ck_assert_uint_eq(rm->freed_bytes, 0);
         sbx_removed_images_free(rm);
         ck_assert_int_eq(sbx_image_inspect(c, ref, &ins), SBX_NOT_FOUND);
-        ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, NULL,
-                                (const char *[]){"image", "prune", "--json", NULL}),
-                         0);
+        ck_assert_int_eq(
+                it_sbx(&d, NULL, 0, &out, NULL, (const char *[]){"image", "prune", "--json", NULL}),
+                0);
         ck_assert_msg(strstr(out, archive) && strstr(out, "\"freed_bytes\":"), "%s", out);
         free(out);
         ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
@@ -505,7 +505,8 @@ START_TEST(bad_requests_refused) {
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 struct sbx_pull_opts po = {.auth = &bad[i].auth};
                 enum sbx_code rc = sbx_image_pull(c, bad[i].source, &po, &img);
-                ck_assert_msg(rc == SBX_INVALID_ARGUMENT && strstr(sbx_error_message(c), bad[i].words),
+                ck_assert_msg(rc == SBX_INVALID_ARGUMENT &&
+                                      strstr(sbx_error_message(c), bad[i].words),
                               "%s: %s: %s", bad[i].source, sbx_code_name(rc), sbx_error_message(c));
         }
         memset(longcred, 'a', SBX_IMAGE_CREDENTIAL_MAX_BYTES + 1);
@@ -624,9 +625,8 @@ START_TEST(private_images_stay_private) {
         snprintf(priv, sizeof(priv), "%s/private.tar", imgdir);
         ck_assert_int_eq(sh("cp %s/img.oci.tar %s && chmod 0600 %s", imgdir, priv, priv), 0);
         snprintf(layout, sizeof(layout), "%s/closed", imgdir);
-        ck_assert_int_eq(sh("cp -a %s/oci %s && chmod 0600 %s/blobs/sha256/*", imgdir, layout,
-                            layout),
-                         0);
+        ck_assert_int_eq(
+                sh("cp -a %s/oci %s && chmod 0600 %s/blobs/sha256/*", imgdir, layout, layout), 0);
         snprintf(name, sizeof(name), "oci-archive:%s", priv);
         it_daemon_start(&d, group_flags);
         c = it_connect(&d);
@@ -714,12 +714,10 @@ START_TEST(max_image_size_refused) {
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         ck_assert_int_eq(sbx_image_pull(c, ref, NULL, &img), SBX_RESOURCE_EXHAUSTED);
-        ck_assert_msg(strstr(sbx_error_message(c), "--max-image-size"), "%s",
-                      sbx_error_message(c));
+        ck_assert_msg(strstr(sbx_error_message(c), "--max-image-size"), "%s", sbx_error_message(c));
         snprintf(archive, sizeof(archive), "docker-archive:%s/img.docker.tar", imgdir);
         ck_assert_int_eq(sbx_image_pull(c, archive, NULL, &img), SBX_RESOURCE_EXHAUSTED);
-        ck_assert_msg(strstr(sbx_error_message(c), "--max-image-size"), "%s",
-                      sbx_error_message(c));
+        ck_assert_msg(strstr(sbx_error_message(c), "--max-image-size"), "%s", sbx_error_message(c));
         snprintf(images, sizeof(images), "%s/images/images", d.state);
         ck_assert_int_eq(entries(images), 0);
         free(ref);
