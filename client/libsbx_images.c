@@ -17,10 +17,19 @@ static enum sbx_code need(sbx_client *c, const void *ptr, const char *fn, const 
                               what);
 }
 
-/* One image from the reply resp (freed here) into *ret. */
-static enum sbx_code take_image(sbx_client *c, Sbx__V1__Response *resp, struct sbx_image **ret) {
-        struct sbx_image *img = calloc(1, sizeof(*img));
-        bool ok = img && resp->image && wire_image_from_proto(img, resp->image);
+/* Sends k's request, which is answered with an ImageInfo, into *ret. */
+static enum sbx_code image_call(sbx_client *c, struct exchange *k, struct sbx_image **ret) {
+        Sbx__V1__Response *resp;
+        struct sbx_image *img;
+        enum sbx_code rc;
+        bool ok;
+
+        k->want = SBX__V1__RESPONSE__BODY_IMAGE;
+        rc = transport_call(c, k, &resp);
+        if (rc != SBX_OK)
+                return rc;
+        img = calloc(1, sizeof(*img));
+        ok = img && resp->image && wire_image_from_proto(img, resp->image);
 
         sbx__v1__response__free_unpacked(resp, NULL);
         if (!ok) {
@@ -37,7 +46,6 @@ enum sbx_code sbx_image_pull(sbx_client *c, const char *source, const struct sbx
         Sbx__V1__PullImage pi = SBX__V1__PULL_IMAGE__INIT;
         Sbx__V1__RegistryAuth ra = SBX__V1__REGISTRY_AUTH__INIT;
         struct exchange k = {0};
-        Sbx__V1__Response *resp;
         enum sbx_code rc;
 
         if ((rc = need(c, ret, __func__, "ret")) != SBX_OK ||
@@ -60,18 +68,13 @@ enum sbx_code sbx_image_pull(sbx_client *c, const char *source, const struct sbx
         req.body_case = SBX__V1__REQUEST__BODY_PULL_IMAGE;
         req.pull_image = &pi;
         k.req = &req;
-        k.want = SBX__V1__RESPONSE__BODY_IMAGE;
-        rc = transport_call(c, &k, &resp);
-        if (rc != SBX_OK)
-                return rc;
-        return take_image(c, resp, ret);
+        return image_call(c, &k, ret);
 }
 
 enum sbx_code sbx_image_inspect(sbx_client *c, const char *name, struct sbx_image **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__InspectImage ii = SBX__V1__INSPECT_IMAGE__INIT;
         struct exchange k = {0};
-        Sbx__V1__Response *resp;
         enum sbx_code rc;
 
         if ((rc = need(c, ret, __func__, "ret")) != SBX_OK ||
@@ -82,11 +85,7 @@ enum sbx_code sbx_image_inspect(sbx_client *c, const char *name, struct sbx_imag
         req.body_case = SBX__V1__REQUEST__BODY_INSPECT_IMAGE;
         req.inspect_image = &ii;
         k.req = &req;
-        k.want = SBX__V1__RESPONSE__BODY_IMAGE;
-        rc = transport_call(c, &k, &resp);
-        if (rc != SBX_OK)
-                return rc;
-        return take_image(c, resp, ret);
+        return image_call(c, &k, ret);
 }
 
 enum sbx_code sbx_image_list(sbx_client *c, struct sbx_image_list **ret) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "config.h"
 #include "imageref.h"
@@ -182,4 +183,59 @@ const char *images_ref_name(const struct imagestore_image *img, size_t i) {
         const char *slash = strchr(img->refs[i], '/');
 
         return slash ? slash + 1 : img->refs[i];
+}
+
+/* ---- deleting off the loop ------------------------------------------------------------ */
+
+/* The collection job: one at a time, one more after it when asked meanwhile. */
+struct images_gc {
+        struct sbxd *d;
+        uv_work_t work;
+        int again;
+};
+
+static void gc_work(uv_work_t *w) {
+        struct images_gc *gc = w->data;
+
+        (void)imagestore_collect(gc->d->images);
+}
+
+static void gc_done(uv_work_t *w, int status) {
+        struct images_gc *gc = w->data;
+        struct sbxd *d = gc->d;
+
+        d->images_gc = NULL;
+        if (gc->again)
+                images_collect(d);
+        free(gc);
+}
+
+void images_collect(struct sbxd *d) {
+        struct images_gc *gc = d->images_gc;
+
+        if (gc) {
+                gc->again = 1;
+                return;
+        }
+        gc = calloc(1, sizeof(*gc));
+        if (!gc)
+                return; /* left in trash/ for the next removal or start */
+        gc->d = d;
+        gc->work.data = gc;
+        if (uv_queue_work(d->loop, &gc->work, gc_work, gc_done) < 0) {
+                free(gc);
+                return;
+        }
+        d->images_gc = gc;
+}
+
+int images_fit(struct sbxd *d, const char *keep) {
+        int held = keep && imagestore_hold(d->images, keep) == 0;
+        int n = imagestore_fit(d->images, d->cfg->image_cache_bytes);
+
+        if (held)
+                (void)imagestore_release(d->images, keep);
+        if (n > 0)
+                images_collect(d);
+        return n;
 }

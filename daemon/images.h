@@ -9,7 +9,8 @@
  * image only for a user who has a ref to it. Another user's image, by name or digest,
  * is NOT_FOUND, word for word as a name nobody used.
  *
- * Loop thread, except where said. Nothing here logs. */
+ * Loop thread, except where said. Nothing here logs. The collection job's state is
+ * d->images_gc (made per job, freed when it ends). */
 #ifndef SBX_IMAGES_H
 #define SBX_IMAGES_H
 
@@ -62,6 +63,16 @@ int images_ref(uid_t uid, const char *name, char *buf, size_t len, char *err, si
  * imagestore_image_free), -ENOENT (err: what to do), -EINVAL a malformed name. */
 int images_find(struct sbxd *d, uid_t uid, const char *name, struct imagestore_image *ret,
                 char *err, size_t errlen);
+
+/* Deletes what removals moved to the store's trash/ (imagestore_collect), on libuv's
+ * thread pool, one job at a time (asked again meanwhile: once more after it). Loop
+ * thread; nothing to wait for (the loop runs until the job is done). */
+void images_collect(struct sbxd *d);
+
+/* Brings the store within sbxd --image-cache-size (imagestore_fit: the least recently
+ * used images no sandbox holds go), never removing keep (a manifest digest, may be
+ * NULL), and collects what went. Returns how many images it removed. Loop thread. */
+int images_fit(struct sbxd *d, const char *keep);
 
 /* 1 when img has a ref of uid's (the image is then uid's to see). */
 int images_owns(const struct imagestore_image *img, uid_t uid);

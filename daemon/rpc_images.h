@@ -1,4 +1,5 @@
-/* rpc_images.h: the handlers of the image requests (PullImage, ListImages, RemoveImage,
+/* rpc_images.h: the handlers of the image requests: PullImage in rpc_pull.c, the others
+ * in rpc_images.c (PullImage, ListImages, RemoveImage,
  * InspectImage, PruneImages; docs/images.md).
  *
  * Every image a user sees is one of their own (images.h): a name is the store ref
@@ -20,20 +21,32 @@
  * least recently used images no sandbox holds go, never the one just pulled), and what
  * removals left is deleted off the loop (imagestore_collect, one job at a time).
  *
- * Called by rpc_dispatch only, on the event loop. The state (struct image_service,
- * d->image_service) is made at the first pull or removal and freed once nothing is under
- * way, so an idle daemon holds nothing here. Logs one line per pull. */
+ * Called by rpc_dispatch only, on the event loop. The pulls' state (struct rpc_pulls,
+ * d->pulls) is made at the first pull and freed once none is under way, so an idle
+ * daemon holds nothing here. Logs one line per pull. */
 #ifndef SBX_RPC_IMAGES_H
 #define SBX_RPC_IMAGES_H
+
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "sbx.pb-c.h"
 
 struct conn;
+struct imageconfig;
+struct imagestore_image;
 
 void rpc_images_pull(struct conn *c, const Sbx__V1__Request *req);
 void rpc_images_list(struct conn *c, const Sbx__V1__Request *req);
 void rpc_images_remove(struct conn *c, const Sbx__V1__Request *req);
 void rpc_images_inspect(struct conn *c, const Sbx__V1__Request *req);
 void rpc_images_prune(struct conn *c, const Sbx__V1__Request *req);
+
+/* For the handlers of both files: 1 when ref is one of uid's ("UID/..."); answers rid of
+ * c with an ImageInfo of img for uid (its names: uid's only; its config when cfg is
+ * given; downloaded_bytes when not 0). */
+int rpc_images_ref_of(const char *ref, uid_t uid);
+void rpc_images_answer(struct conn *c, uint64_t rid, const struct imagestore_image *img, uid_t uid,
+                       const struct imageconfig *cfg, uint64_t downloaded);
 
 #endif

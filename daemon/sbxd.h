@@ -27,7 +27,8 @@ struct offload;
 struct cmdsched;
 struct conn_held;
 struct imagestore;
-struct image_service;
+struct rpc_pulls;
+struct images_gc;
 
 struct sbxd {
         uv_loop_t *loop;
@@ -55,7 +56,8 @@ struct sbxd {
         struct conn_held *held;      /* replies held for the end of the turn (conn.h; the
                                       * turn keeps it, turn.h) */
         struct imagestore *images;   /* the container images (images.h; main() opens it) */
-        struct image_service *image_service; /* pulls under way (rpc_images.c); NULL: none */
+        struct rpc_pulls *pulls;         /* image pulls under way (rpc_pull.c); NULL: none */
+        struct images_gc *images_gc;     /* the image store's collection job (images.c) */
         struct offload *offload;     /* work off the loop (offload.c): made at the first job,
                                       * freed after the last; NULL when there is none */
 };

@@ -32,6 +32,7 @@
 #include "itutil.h"
 #include "sbx.h"
 #include "sbx_limits.h"
+#include "servers.h"
 #include "testutil.h"
 
 static char imgdir[700], gatedir[700];
@@ -42,24 +43,9 @@ static const char *const group_flags[] = {"--socket-group", "3100", "--log-level
 
 /* ---- the fixture ----------------------------------------------------------------------- */
 
-static void stop_pid(pid_t *pid) {
-        int i;
-
-        if (*pid <= 0)
-                return;
-        kill(*pid, SIGTERM);
-        for (i = 0; i < 100 && waitpid(*pid, NULL, WNOHANG) == 0; i++)
-                usleep(20000);
-        if (i == 100) {
-                kill(*pid, SIGKILL);
-                waitpid(*pid, NULL, 0);
-        }
-        *pid = -1;
-}
-
 static void fixture_down(void) {
-        stop_pid(&gate_pid);
-        stop_pid(&reg_pid);
+        srv_stop(&gate_pid);
+        srv_stop(&reg_pid);
         it_fixture_teardown();
 }
 
@@ -75,33 +61,6 @@ static void need(int ok, const char *fmt, ...) {
         va_end(ap);
         fixture_down();
         ck_abort_msg("%s", msg);
-}
-
-static int sh(const char *fmt, ...) {
-        char cmd[4096];
-        va_list ap;
-        int st;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        st = system(cmd);
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static pid_t spawn(const char *log, char *const argv[]) {
-        pid_t pid = fork();
-
-        if (pid == 0) {
-                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-                if (fd >= 0) {
-                        dup2(fd, 1);
-                        dup2(fd, 2);
-                }
-                execvp(argv[0], argv);
-                _exit(127);
-        }
-        return pid;
 }
 
 /* Reads the port a server wrote to path (20 s at most, while pid lives). */
@@ -124,38 +83,6 @@ static int read_port(const char *path, pid_t pid) {
         return 0;
 }
 
-/* A port of 127.0.0.1 free a moment ago. */
-static int free_port(void) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t n = sizeof(a);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 0;
-
-        if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-            getsockname(fd, (struct sockaddr *)&a, &n) == 0)
-                port = ntohs(a.sin_port);
-        if (fd >= 0)
-                close(fd);
-        return port;
-}
-
-/* 1 once 127.0.0.1:port accepts (within 20 s) while pid lives. */
-static int listening(int port, pid_t pid) {
-        struct sockaddr_in a = {.sin_family = AF_INET,
-                                .sin_port = htons((uint16_t)port),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        double end = it_now_ms() + 20000;
-
-        while (it_now_ms() < end && waitpid(pid, NULL, WNOHANG) == 0) {
-                int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
-                ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-                close(fd);
-                if (ok)
-                        return 1;
-                usleep(50000);
-        }
-        return 0;
-}
-
 /* docker-registry on a free port (tried again when the port was taken meanwhile). */
 static void start_registry(void) {
         char cfg[800], log[800];
@@ -165,15 +92,15 @@ static void start_registry(void) {
         for (int tries = 0; tries < 5 && reg_pid <= 0; tries++) {
                 FILE *f = fopen(cfg, "w");
                 need(f != NULL, "%s", cfg);
-                reg_port = free_port();
+                reg_port = srv_free_port();
                 fprintf(f,
                         "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
                         "    rootdirectory: %s/registry-storage\nhttp:\n  addr: 127.0.0.1:%d\n",
                         it_base_dir(), reg_port);
                 fclose(f);
-                reg_pid = spawn(log, (char *const[]){"docker-registry", "serve", cfg, NULL});
-                if (!listening(reg_port, reg_pid))
-                        stop_pid(&reg_pid);
+                reg_pid = srv_spawn(log, (char *const[]){"docker-registry", "serve", cfg, NULL});
+                if (!srv_wait_listening(reg_port, reg_pid))
+                        srv_stop(&reg_pid);
         }
         need(reg_pid > 0, "docker-registry does not start (see %s)", log);
 }
@@ -186,21 +113,21 @@ static void fixture_up(void) {
         snprintf(imgdir, sizeof(imgdir), "%s/img", it_base_dir());
         snprintf(gatedir, sizeof(gatedir), "%s/gate", it_base_dir());
         need(mkdir(imgdir, 0755) == 0 && mkdir(gatedir, 0755) == 0, "mkdir");
-        need(sh("bash tests/mkimage.sh %s >%s/mkimage.log 2>&1", imgdir, it_base_dir()) == 0,
+        need(srv_sh("bash tests/mkimage.sh %s >%s/mkimage.log 2>&1", imgdir, it_base_dir()) == 0,
              "tests/mkimage.sh failed (see %s/mkimage.log; it needs umoci, skopeo and "
              "busybox-static: make test-pkgs)",
              it_base_dir());
-        need(sh("chmod -R a+rX %s", imgdir) == 0, "chmod");
+        need(srv_sh("chmod -R a+rX %s", imgdir) == 0, "chmod");
         start_registry();
         for (int v = 1; v <= 3; v++)
-                need(sh("skopeo copy -q --insecure-policy --dest-tls-verify=false oci:%s/oci:img "
+                need(srv_sh("skopeo copy -q --insecure-policy --dest-tls-verify=false oci:%s/oci:img "
                         "docker://127.0.0.1:%d/test/img:v%d >>%s/skopeo.log 2>&1",
                         imgdir, reg_port, v, it_base_dir()) == 0,
                      "skopeo copy to the registry (see %s/skopeo.log)", it_base_dir());
         snprintf(log, sizeof(log), "%s/gate.log", it_base_dir());
         snprintf(portf, sizeof(portf), "%s/gate.port", it_base_dir());
         snprintf(up, sizeof(up), "%d", reg_port);
-        gate_pid = spawn(log, (char *const[]){"python3", "tests/registry_gate.py", up, gatedir,
+        gate_pid = srv_spawn(log, (char *const[]){"python3", "tests/registry_gate.py", up, gatedir,
                                               portf, NULL});
         gate_port = read_port(portf, gate_pid);
         need(gate_port > 0, "tests/registry_gate.py does not start (see %s)", log);
@@ -456,7 +383,7 @@ END_TEST
 START_TEST(missing_tag_and_unreachable_registry) {
         struct it_daemon d;
         struct sbx_image *img = NULL;
-        char *ref = ref_at(reg_port, "nope"), *dead = ref_at(free_port(), "v1");
+        char *ref = ref_at(reg_port, "nope"), *dead = ref_at(srv_free_port(), "v1");
         double t0;
         sbx_client *c;
 
@@ -623,10 +550,10 @@ START_TEST(private_images_stay_private) {
         sbx_client *c;
 
         snprintf(priv, sizeof(priv), "%s/private.tar", imgdir);
-        ck_assert_int_eq(sh("cp %s/img.oci.tar %s && chmod 0600 %s", imgdir, priv, priv), 0);
+        ck_assert_int_eq(srv_sh("cp %s/img.oci.tar %s && chmod 0600 %s", imgdir, priv, priv), 0);
         snprintf(layout, sizeof(layout), "%s/closed", imgdir);
         ck_assert_int_eq(
-                sh("cp -a %s/oci %s && chmod 0600 %s/blobs/sha256/*", imgdir, layout, layout), 0);
+                srv_sh("cp -a %s/oci %s && chmod 0600 %s/blobs/sha256/*", imgdir, layout, layout), 0);
         snprintf(name, sizeof(name), "oci-archive:%s", priv);
         it_daemon_start(&d, group_flags);
         c = it_connect(&d);
