@@ -371,9 +371,10 @@ static void json_image(json_t *o, const struct sbx_image *img) {
         }
 }
 
-/* Parses the options of a subcommand that takes only --json and npos..max names. */
+/* Parses the options of a subcommand that takes only --json and npos..max names, then
+ * connects (*ret_c). 0; -1 after --help; or the exit status of a failure (printed). */
 static int parse_names(struct cli *cli, int argc, char **argv, size_t npos, size_t max,
-                       const char **names, size_t *ret_n, bool *json) {
+                       const char **names, size_t *ret_n, bool *json, sbx_client **ret_c) {
         static const struct cli_opt opts[] = {{"json", false, 0}, {NULL, false, 0}};
         struct cli_opts p;
         size_t n = 0;
@@ -399,7 +400,7 @@ static int parse_names(struct cli *cli, int argc, char **argv, size_t npos, size
         if (n < npos)
                 return cli_usage_error("sbx %s needs an image name", argv[0]);
         *ret_n = n;
-        return 0;
+        return cli_connect(cli, ret_c);
 }
 
 static int image_ls(struct cli *cli, int argc, char **argv) {
@@ -408,12 +409,10 @@ static int image_ls(struct cli *cli, int argc, char **argv) {
         sbx_client *c;
         enum sbx_code rc;
         size_t n;
-        int status = parse_names(cli, argc, argv, 0, 0, NULL, &n, &json);
+        int status = parse_names(cli, argc, argv, 0, 0, NULL, &n, &json, &c);
 
         if (status)
                 return status < 0 ? 0 : status;
-        if ((status = cli_connect(cli, &c)))
-                return status;
         rc = sbx_image_list(c, &l);
         if (rc != SBX_OK) {
                 status = cli_client_error(c, rc);
@@ -453,12 +452,10 @@ static int image_inspect(struct cli *cli, int argc, char **argv) {
         sbx_client *c;
         enum sbx_code rc;
         size_t n;
-        int status = parse_names(cli, argc, argv, 1, 1, &name, &n, &json);
+        int status = parse_names(cli, argc, argv, 1, 1, &name, &n, &json, &c);
 
         if (status)
                 return status < 0 ? 0 : status;
-        if ((status = cli_connect(cli, &c)))
-                return status;
         rc = sbx_image_inspect(c, name, &img);
         if (rc != SBX_OK) {
                 status = cli_client_error(c, rc);
@@ -496,10 +493,10 @@ static int image_rm(struct cli *cli, int argc, char **argv) {
         sbx_client *c;
         enum sbx_code rc;
         size_t n = 0;
-        int status = names ? parse_names(cli, argc, argv, 1, (size_t)argc, names, &n, &json)
+        int status = names ? parse_names(cli, argc, argv, 1, (size_t)argc, names, &n, &json, &c)
                            : cli_error(SBX_INTERNAL, "out of memory");
 
-        if (status || (status = cli_connect(cli, &c))) {
+        if (status) {
                 free(names);
                 return status < 0 ? 0 : status;
         }
@@ -523,12 +520,10 @@ static int image_prune(struct cli *cli, int argc, char **argv) {
         sbx_client *c;
         enum sbx_code rc;
         size_t n;
-        int status = parse_names(cli, argc, argv, 0, 0, NULL, &n, &json);
+        int status = parse_names(cli, argc, argv, 0, 0, NULL, &n, &json, &c);
 
         if (status)
                 return status < 0 ? 0 : status;
-        if ((status = cli_connect(cli, &c)))
-                return status;
         rc = sbx_image_prune(c, &r);
         if (rc != SBX_OK) {
                 status = cli_client_error(c, rc);

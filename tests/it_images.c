@@ -36,8 +36,8 @@
 #include "testutil.h"
 
 static char imgdir[700], gatedir[700];
-static pid_t reg_pid = -1, gate_pid = -1;
-static int reg_port, gate_port;
+static pid_t reg_pid = -1, basic_pid = -1, gate_pid = -1;
+static int reg_port, basic_port, gate_port;
 
 static const char *const group_flags[] = {"--socket-group", "3100", "--log-level", "debug", NULL};
 
@@ -46,6 +46,7 @@ static const char *const group_flags[] = {"--socket-group", "3100", "--log-level
 static void fixture_down(void) {
         srv_stop(&gate_pid);
         srv_stop(&reg_pid);
+        srv_stop(&basic_pid);
         it_fixture_teardown();
 }
 
@@ -83,26 +84,45 @@ static int read_port(const char *path, pid_t pid) {
         return 0;
 }
 
-/* docker-registry on a free port (tried again when the port was taken meanwhile). */
-static void start_registry(void) {
+/* docker-registry NAME on a free port (tried again when the port was taken meanwhile),
+ * with auth (YAML of its auth section) or none. */
+static void start_registry(const char *name, const char *auth, pid_t *pid, int *port) {
         char cfg[800], log[800];
 
-        snprintf(cfg, sizeof(cfg), "%s/registry.yml", it_base_dir());
-        snprintf(log, sizeof(log), "%s/registry.log", it_base_dir());
-        for (int tries = 0; tries < 5 && reg_pid <= 0; tries++) {
+        snprintf(cfg, sizeof(cfg), "%s/%s.yml", it_base_dir(), name);
+        snprintf(log, sizeof(log), "%s/%s.log", it_base_dir(), name);
+        for (int tries = 0; tries < 5 && *pid <= 0; tries++) {
                 FILE *f = fopen(cfg, "w");
                 need(f != NULL, "%s", cfg);
-                reg_port = srv_free_port();
+                *port = srv_free_port();
                 fprintf(f,
                         "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
-                        "    rootdirectory: %s/registry-storage\nhttp:\n  addr: 127.0.0.1:%d\n",
-                        it_base_dir(), reg_port);
+                        "    rootdirectory: %s/%s-storage\nhttp:\n  addr: 127.0.0.1:%d\n%s%s",
+                        it_base_dir(), name, *port, auth ? "auth:\n" : "", auth ? auth : "");
                 fclose(f);
-                reg_pid = srv_spawn(log, (char *const[]){"docker-registry", "serve", cfg, NULL});
-                if (!srv_wait_listening(reg_port, reg_pid))
-                        srv_stop(&reg_pid);
+                *pid = srv_spawn(log, (char *const[]){"docker-registry", "serve", cfg, NULL});
+                if (!srv_wait_listening(*port, *pid))
+                        srv_stop(pid);
         }
-        need(reg_pid > 0, "docker-registry does not start (see %s)", log);
+        need(*pid > 0, "docker-registry %s does not start (see %s)", name, log);
+}
+
+/* The basic-auth registry: user alice, password secret (bcrypt, as htpasswd wants). */
+static void start_basic_registry(void) {
+        char auth[1000];
+
+        need(srv_sh("python3 -W ignore -c \"import crypt; print('alice:' + crypt.crypt('secret', "
+                    "crypt.mksalt(crypt.METHOD_BLOWFISH)))\" > %s/htpasswd",
+                    it_base_dir()) == 0,
+             "no bcrypt htpasswd");
+        snprintf(auth, sizeof(auth), "  htpasswd:\n    realm: test\n    path: %s/htpasswd\n",
+                 it_base_dir());
+        start_registry("basic", auth, &basic_pid, &basic_port);
+        need(srv_sh("skopeo copy -q --insecure-policy --dest-tls-verify=false --dest-creds "
+                    "alice:secret oci:%s/oci:img docker://127.0.0.1:%d/test/img:v1 "
+                    ">>%s/skopeo.log 2>&1",
+                    imgdir, basic_port, it_base_dir()) == 0,
+             "skopeo copy to the basic-auth registry (see %s/skopeo.log)", it_base_dir());
 }
 
 static void fixture_up(void) {
@@ -118,17 +138,19 @@ static void fixture_up(void) {
              "busybox-static: make test-pkgs)",
              it_base_dir());
         need(srv_sh("chmod -R a+rX %s", imgdir) == 0, "chmod");
-        start_registry();
+        start_registry("open", NULL, &reg_pid, &reg_port);
+        start_basic_registry();
         for (int v = 1; v <= 3; v++)
-                need(srv_sh("skopeo copy -q --insecure-policy --dest-tls-verify=false oci:%s/oci:img "
-                        "docker://127.0.0.1:%d/test/img:v%d >>%s/skopeo.log 2>&1",
-                        imgdir, reg_port, v, it_base_dir()) == 0,
+                need(srv_sh("skopeo copy -q --insecure-policy --dest-tls-verify=false "
+                            "oci:%s/oci:img "
+                            "docker://127.0.0.1:%d/test/img:v%d >>%s/skopeo.log 2>&1",
+                            imgdir, reg_port, v, it_base_dir()) == 0,
                      "skopeo copy to the registry (see %s/skopeo.log)", it_base_dir());
         snprintf(log, sizeof(log), "%s/gate.log", it_base_dir());
         snprintf(portf, sizeof(portf), "%s/gate.port", it_base_dir());
         snprintf(up, sizeof(up), "%d", reg_port);
         gate_pid = srv_spawn(log, (char *const[]){"python3", "tests/registry_gate.py", up, gatedir,
-                                              portf, NULL});
+                                                  portf, NULL});
         gate_port = read_port(portf, gate_pid);
         need(gate_port > 0, "tests/registry_gate.py does not start (see %s)", log);
 }
@@ -301,6 +323,17 @@ START_TEST(pull_ls_inspect_rm_prune) {
                 0);
         ck_assert_msg(strstr(out, ref) && strstr(out, archive), "%s", out);
         free(out);
+        ck_assert_int_eq(
+                it_sbx(&d, NULL, 0, &out, NULL, (const char *[]){"image", "inspect", ref, NULL}),
+                0);
+        ck_assert_msg(strstr(out, "\"GREETING=hi\"") && strstr(out, "\"working_dir\":\"/data\""),
+                      "%s", out);
+        free(out);
+        ck_assert_int_eq(it_sbx(&d, NULL, 0, NULL, &err,
+                                (const char *[]){"image", "rm", "busybox:never-pulled", NULL}),
+                         125);
+        ck_assert_msg(strstr(err, "NOT_FOUND"), "%s", err);
+        free(err);
 
         /* rm of one of two names keeps the image; prune takes the rest. */
         ck_assert_int_eq(sbx_image_remove(c, ref, &rm), SBX_OK);
@@ -553,7 +586,8 @@ START_TEST(private_images_stay_private) {
         ck_assert_int_eq(srv_sh("cp %s/img.oci.tar %s && chmod 0600 %s", imgdir, priv, priv), 0);
         snprintf(layout, sizeof(layout), "%s/closed", imgdir);
         ck_assert_int_eq(
-                srv_sh("cp -a %s/oci %s && chmod 0600 %s/blobs/sha256/*", imgdir, layout, layout), 0);
+                srv_sh("cp -a %s/oci %s && chmod 0600 %s/blobs/sha256/*", imgdir, layout, layout),
+                0);
         snprintf(name, sizeof(name), "oci-archive:%s", priv);
         it_daemon_start(&d, group_flags);
         c = it_connect(&d);
@@ -653,6 +687,67 @@ START_TEST(max_image_size_refused) {
 }
 END_TEST
 
+/* A private registry: refused without credentials or with wrong ones
+ * (PERMISSION_DENIED), pulled with sbx's --registry-auth, with the user's own auth file
+ * ($REGISTRY_AUTH_FILE, then ~/.docker/config.json), and through libsbx. */
+START_TEST(private_registry_credentials) {
+        struct it_daemon d;
+        struct sbx_registry_auth good = {"alice", "secret", NULL}, bad = {"alice", "wrong", NULL};
+        struct sbx_pull_opts po = {.auth = &bad};
+        struct sbx_image *img = NULL;
+        char *ref = ref_at(basic_port, "v1"), home[800], file[900], *err = NULL;
+        sbx_client *c;
+
+        /* "alice:secret" in base64, as docker login writes it. */
+        snprintf(home, sizeof(home), "%s/home", it_base_dir());
+        ck_assert_int_eq(srv_sh("mkdir -p %s/.docker && printf '{\"auths\":{\"127.0.0.1:%d\":"
+                                "{\"auth\":\"YWxpY2U6c2VjcmV0\"}}}' > %s/.docker/config.json",
+                                home, basic_port, home),
+                         0);
+        gate_open(1);
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_image_pull(c, ref, NULL, &img), SBX_PERMISSION_DENIED);
+        ck_assert_msg(strstr(sbx_error_message(c), "user name and password"), "%s",
+                      sbx_error_message(c));
+        ck_assert_int_eq(sbx_image_pull(c, ref, &po, &img), SBX_PERMISSION_DENIED);
+        po.auth = &good;
+        ck_assert_int_eq(sbx_image_pull(c, ref, &po, &img), SBX_OK);
+        sbx_image_free(img);
+        ck_assert_int_eq(sbx_image_remove(c, ref, NULL), SBX_OK);
+
+        setenv("HOME", "/nonexistent", 1);
+        unsetenv("XDG_RUNTIME_DIR");
+        unsetenv("REGISTRY_AUTH_FILE");
+        ck_assert_int_eq(
+                it_sbx(&d, NULL, 0, NULL, &err, (const char *[]){"image", "pull", ref, NULL}), 125);
+        ck_assert_msg(strstr(err, "PERMISSION_DENIED"), "%s", err);
+        free(err);
+        ck_assert_int_eq(it_sbx(&d, NULL, 0, NULL, &err,
+                                (const char *[]){"image", "pull", "--registry-auth", "alice:secret",
+                                                 ref, NULL}),
+                         0);
+        free(err);
+        ck_assert_int_eq(sbx_image_remove(c, ref, NULL), SBX_OK);
+        setenv("HOME", home, 1);
+        ck_assert_int_eq(
+                it_sbx(&d, NULL, 0, NULL, &err, (const char *[]){"image", "pull", ref, NULL}), 0);
+        free(err);
+        ck_assert_int_eq(sbx_image_remove(c, ref, NULL), SBX_OK);
+        snprintf(file, sizeof(file), "%s/.docker/config.json", home);
+        setenv("HOME", "/nonexistent", 1);
+        setenv("REGISTRY_AUTH_FILE", file, 1);
+        ck_assert_int_eq(
+                it_sbx(&d, NULL, 0, NULL, &err, (const char *[]){"image", "pull", ref, NULL}), 0);
+        free(err);
+        ck_assert_int_eq(sbx_image_inspect(c, ref, &img), SBX_OK);
+        sbx_image_free(img);
+        free(ref);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("images");
         TCase *tc = tcase_create("images");
@@ -667,6 +762,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, private_images_stay_private);
         tcase_add_test(tc, killed_mid_pull_store_consistent);
         tcase_add_test(tc, max_image_size_refused);
+        tcase_add_test(tc, private_registry_credentials);
         suite_add_tcase(s, tc);
         return s;
 }
