@@ -748,6 +748,46 @@ START_TEST(private_registry_credentials) {
 }
 END_TEST
 
+/* A client that goes away drops its interest: the pull it alone waited for stops while
+ * held in its download (within the registry client's next transfer step), and leaves
+ * nothing; an image for another architecture is INVALID_ARGUMENT naming the platform. */
+START_TEST(client_gone_cancels_pull) {
+        struct it_daemon d;
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__PullImage pi = SBX__V1__PULL_IMAGE__INIT;
+        struct sbx_image_list *l = NULL;
+        struct sbx_image *img = NULL;
+        char *ref = ref_at(gate_port, "v2"), src[800];
+        sbx_client *c;
+        int fd;
+
+        gate_open(0);
+        gate_reset();
+        it_daemon_start(&d, group_flags);
+        fd = it_raw_connect(&d);
+        pi.source = ref;
+        req.request_id = 1;
+        req.has_request_id = 1;
+        req.body_case = SBX__V1__REQUEST__BODY_PULL_IMAGE;
+        req.pull_image = &pi;
+        it_raw_send(fd, &req);
+        wait_blob_gets(1);
+        close(fd);
+        ck_assert_int_eq(it_wait_log(&d, "pull cancelled", 1), 1);
+        gate_open(1);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 0);
+        sbx_image_list_free(l);
+        snprintf(src, sizeof(src), "oci:%s/oci:armonly", imgdir);
+        ck_assert_int_eq(sbx_image_pull(c, src, NULL, &img), SBX_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(sbx_error_message(c), "linux/amd64"), "%s", sbx_error_message(c));
+        free(ref);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("images");
         TCase *tc = tcase_create("images");
@@ -763,6 +803,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, killed_mid_pull_store_consistent);
         tcase_add_test(tc, max_image_size_refused);
         tcase_add_test(tc, private_registry_credentials);
+        tcase_add_test(tc, client_gone_cancels_pull);
         suite_add_tcase(s, tc);
         return s;
 }
