@@ -80,8 +80,9 @@ struct pull {
 
 struct rpc_pulls {
         struct sbxd *d;
-        struct pull *pulls;
-        unsigned running;
+        struct pull *pulls; /* under way: a new pull of the same key joins one */
+        unsigned running;   /* of them */
+        unsigned closing;   /* ended, their async handle not closed yet (still hold svc) */
 };
 
 /* ---- the pulls' life --------------------------------------------------------------- */
@@ -95,9 +96,9 @@ static struct rpc_pulls *service(struct sbxd *d) {
         return d->pulls;
 }
 
-/* Frees svc once no pull is under way. */
+/* Frees svc once no pull is under way or closing. */
 static void service_maybe_free(struct rpc_pulls *svc) {
-        if (svc->pulls)
+        if (svc->pulls || svc->closing)
                 return;
         svc->d->pulls = NULL;
         free(svc);
@@ -307,6 +308,7 @@ static void pull_free(uv_handle_t *h) {
         free(p->name);
         pthread_mutex_destroy(&p->mu);
         free(p);
+        svc->closing--;
         service_maybe_free(svc);
 }
 
@@ -364,6 +366,7 @@ static void pull_done(uv_work_t *w, int status) {
                         break;
                 }
         svc->running--;
+        svc->closing++;
         if (status == UV_ECANCELED && p->r == 0) {
                 p->r = -ECANCELED;
                 snprintf(p->err, sizeof(p->err), "the pull of %s was cancelled", p->name);
