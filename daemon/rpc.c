@@ -6,8 +6,8 @@
  * check access and arguments and call the sandbox layer; asynchronous answers travel
  * back through struct call, which holds a reference to the connection. The handlers of
  * sandboxes and commands are here; those of files are in rpc_files.c, GetHistory in
- * rpc_history.c, and what they all share (the call, the caller, the common answers,
- * finding a sandbox) in rpc_common.c. */
+ * rpc_history.c, the image requests in rpc_images.c and rpc_pull.c, and what they all
+ * share (the call, the caller, the common answers, finding a sandbox) in rpc_common.c. */
 #include "rpc.h"
 
 #include <errno.h>
@@ -128,14 +128,13 @@ static void send_sandbox_info(struct conn *c, uint64_t rid, Sbx__V1__SandboxInfo
 /* ---- handlers ------------------------------------------------------------------------ */
 
 static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
-        static char *implemented[] = {"hello",          "create_sandbox", "run_command",
-                                      "command_input",  "cancel_command", "read_file",
-                                      "write_file",     "list_directory", "stat",
-                                      "make_directory", "remove",         "terminate",
-                                      "list_sandboxes", "get_sandbox",    "set_timeout",
-                                      "get_history",    "attach_command", "pull_image",
-                                      "list_images",    "remove_image",   "inspect_image",
-                                      "prune_images"};
+        static char *implemented[] = {
+                "hello",          "create_sandbox", "run_command", "command_input",
+                "cancel_command", "read_file",      "write_file",  "list_directory",
+                "stat",           "make_directory", "remove",      "terminate",
+                "list_sandboxes", "get_sandbox",    "set_timeout", "get_history",
+                "attach_command", "pull_image",     "list_images", "remove_image",
+                "inspect_image",  "prune_images"};
         struct features *f = &conn_daemon(c)->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;

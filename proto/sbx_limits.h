@@ -209,12 +209,14 @@
 #define SBX_OFFLOAD_CHECK_MS 50u
 
 /* Images (docs/images.md). A pull or import runs on libuv's thread pool for minutes: at
- * most SBX_IMAGE_MAX_PULLS at once over the daemon (beside the offload jobs' four, of
- * the pool's 16 threads), SBX_IMAGE_MAX_PULLS_PER_UID of one uid; a pull that joins one
- * of the same image under way counts for neither. Past them PullImage is
+ * most SBX_IMAGE_MAX_PULLS at once over the daemon, SBX_IMAGE_MAX_PULLS_PER_UID of one
+ * uid; a pull that joins one of the same image under way counts for neither. Of the
+ * pool's 16 threads, the offload jobs take 4 at most, the allowlist proxies' name
+ * lookups 8 and pulls 3: one is left for WAL checkpoints, disk images and the image
+ * store's collection even when all of them are busy. Past them PullImage is
  * RESOURCE_EXHAUSTED, naming the bound. A PullImage's source is at most
  * SBX_PATH_MAX_BYTES; each credential at most SBX_IMAGE_CREDENTIAL_MAX_BYTES. */
-#define SBX_IMAGE_MAX_PULLS 4u
+#define SBX_IMAGE_MAX_PULLS 3u
 #define SBX_IMAGE_MAX_PULLS_PER_UID 2u
 #define SBX_IMAGE_CREDENTIAL_MAX_BYTES 8192u
 
