@@ -788,6 +788,36 @@ START_TEST(client_gone_cancels_pull) {
 }
 END_TEST
 
+/* --image-cache-size: after a pull, the least recently used image no sandbox uses goes
+ * until the store fits, never the one just pulled (larger than the bound alone here). */
+START_TEST(cache_bound_evicts_least_recently_used) {
+        static const char *const flags[] = {"--image-cache-size", "1M", NULL};
+        struct it_daemon d;
+        struct sbx_image_list *l = NULL;
+        struct sbx_image *a, *b;
+        char oci[800], docker[800];
+        sbx_client *c;
+
+        snprintf(oci, sizeof(oci), "oci-archive:%s/img.oci.tar", imgdir);
+        snprintf(docker, sizeof(docker), "docker-archive:%s/img.docker.tar", imgdir);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        a = pull_ok(c, oci);
+        b = pull_ok(c, docker); /* another manifest, the same layers */
+        ck_assert_str_ne(a->digest, b->digest);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1);
+        ck_assert_str_eq(l->v[0].digest, b->digest);
+        sbx_image_list_free(l);
+        ck_assert_int_eq(trash_empties(&d), 0);
+        ck_assert_int_ge(it_log_count(&d, "over --image-cache-size: 1 least recently used"), 1);
+        sbx_image_free(a);
+        sbx_image_free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("images");
         TCase *tc = tcase_create("images");
@@ -804,6 +834,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, max_image_size_refused);
         tcase_add_test(tc, private_registry_credentials);
         tcase_add_test(tc, client_gone_cancels_pull);
+        tcase_add_test(tc, cache_bound_evicts_least_recently_used);
         suite_add_tcase(s, tc);
         return s;
 }
