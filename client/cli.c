@@ -90,6 +90,15 @@ static const struct command commands[] = {
         {"history", cmd_history, "history [--json] [--connections] ID",
          "list the commands a sandbox ran and runs (--connections: what its network\n"
          "      allowlist proxy allowed and refused)"},
+        {"image", cmd_image,
+         "image pull [--json] [--registry-auth USER:PASS] IMAGE | image ls [--json] |\n"
+         "    image rm NAME... | image inspect NAME | image prune [--json]",
+         "your container images: pull one from a registry (python:3.12-slim,\n"
+         "      host:5000/app:v1, name@sha256:...) or import oci:DIR[:TAG],\n"
+         "      oci-archive:FILE or docker-archive:FILE (read with your rights), with a\n"
+         "      progress bar on a terminal; list, remove, inspect (JSON), and remove\n"
+         "      every one no sandbox uses. Credentials: --registry-auth, else your\n"
+         "      ~/.docker/config.json or $XDG_RUNTIME_DIR/containers/auth.json"},
         {"doctor", cmd_doctor, "doctor [--json]",
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},

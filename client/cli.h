@@ -2,7 +2,8 @@
  *
  * The tool is split by subject: cli.c (main, option parsing, number parsing, errors,
  * help), cli_json.c (JSON through jansson, bytes rendered as valid UTF-8),
- * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_exec.c
+ * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_image.c
+ * (image pull, ls, rm, inspect, prune), cli_exec.c
  * (exec, cancel) with cli_tty.c (the client's terminal for exec -t), cli_files.c (read,
  * write, ls, stat, mkdir, rm, cp), cli_doctor.c (doctor,
  * version), cli_dial.c (dial-stdio, the remote end of ssh:// sockets) and cli_mcp.c with
@@ -299,6 +300,7 @@ int cmd_mkdir(struct cli *cli, int argc, char **argv);
 int cmd_rm(struct cli *cli, int argc, char **argv);
 int cmd_cancel(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
+int cmd_image(struct cli *cli, int argc, char **argv);
 int cmd_version(struct cli *cli, int argc, char **argv);
 int cmd_dial_stdio(struct cli *cli, int argc, char **argv);
 int cmd_mcp(struct cli *cli, int argc, char **argv);

@@ -10,6 +10,7 @@
  *                       message (transport_*);
  *   libsbx_wire.c       the conversion between the sbx.v1 messages and the plain structs
  *                       of sbx.h, with no connection and no error state (wire_*).
+ * libsbx_images.c is the API's part for images (pull, list, inspect, remove, prune).
  * Beside them, libsbx_types.c (names, initialisers, free functions), libsbx_limit_table.c
  * (the table of limits) and libsbx_ssh.c (the ssh child) call none of the three.
  * Everything runs on the calling thread; an sbx_client is used by one thread at a time
@@ -69,6 +70,7 @@ struct exchange {
         sbx_output_cb on_output;
         sbx_started_cb on_started; /* called once, at CommandStarted */
         sbx_queued_cb on_queued;   /* called at each CommandQueued */
+        sbx_image_progress_cb on_image_progress; /* PullImage: each ImageProgress */
         void *userdata;            /* of on_started and on_queued (on_output may have its own) */
         void *output_userdata;
         bool started_told;
@@ -146,6 +148,12 @@ bool wire_take_bytes(uint8_t **dst, size_t *dst_len, ProtobufCBinaryData *b);
 
 /* *dst = a copy of src, "" when src is NULL. false when out of memory. */
 bool wire_dup_str_nn(char **dst, const char *src);
+/* *dst = a copy of the n strings v (empty for n 0). false when out of memory (what was
+ * copied stays in *dst, for its free). */
+bool wire_dup_strv(struct sbx_strv *dst, char *const *v, size_t n);
+/* Fills *out (zeroed first) from in; on false, what was filled is freed by
+ * sbx_image_free (or sbx_image_list_free) all the same. */
+bool wire_image_from_proto(struct sbx_image *out, const Sbx__V1__ImageInfo *in);
 
 /* The results below are new structs of sbx.h (free them with their sbx_*_free), or NULL
  * (false) when memory ran out, with nothing left allocated. */

@@ -633,11 +633,30 @@ static enum sbx_code status_reply(sbx_client *c, const struct exchange *k, Sbx__
 
 /* The progress of a RunCommand before its result: an output chunk (to on_output),
  * CommandQueued (to on_queued) or CommandStarted (to on_started, and its id for feeding
- * stdin). Handled and freed, true; false for any other reply. */
+ * stdin); of a PullImage before its image: an ImageProgress (to on_image_progress).
+ * Handled and freed, true; false for any other reply. */
 static bool take_progress(struct exchange *k, Sbx__V1__Response *resp) {
         const Sbx__V1__CommandQueued *q;
         const char *cid;
 
+        if (k->want == SBX__V1__RESPONSE__BODY_IMAGE &&
+            resp->body_case == SBX__V1__RESPONSE__BODY_IMAGE_PROGRESS) {
+                const Sbx__V1__ImageProgress *ip = resp->image_progress;
+                if (k->on_image_progress && ip) {
+                        struct sbx_image_progress pr = {
+                                .phase = ip->phase ? ip->phase : "download",
+                                .digest = ip->digest ? ip->digest : "",
+                                .index = ip->index,
+                                .count = ip->count,
+                                .done_bytes = ip->done_bytes,
+                                .total_bytes = ip->total_bytes,
+                                .reused = ip->reused,
+                        };
+                        k->on_image_progress(k->userdata, &pr);
+                }
+                sbx__v1__response__free_unpacked(resp, NULL);
+                return true;
+        }
         if (k->want != SBX__V1__RESPONSE__BODY_COMMAND_RESULT)
                 return false;
         if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_QUEUED) {

@@ -308,3 +308,48 @@ void sbx_history_free(struct sbx_history *h) {
         free(h->v);
         free(h);
 }
+
+static void image_config_free(struct sbx_image_config *c) {
+        if (!c)
+                return;
+        strv_clear(&c->env);
+        strv_clear(&c->entrypoint);
+        strv_clear(&c->cmd);
+        free(c->working_dir);
+        free(c->user);
+        free(c->os);
+        free(c->architecture);
+        free(c->variant);
+        free(c);
+}
+
+static void image_clear(struct sbx_image *img) {
+        strv_clear(&img->names);
+        free(img->digest);
+        strv_clear(&img->layers);
+        image_config_free(img->config);
+        memset(img, 0, sizeof(*img));
+}
+
+void sbx_image_free(struct sbx_image *img) {
+        if (!img)
+                return;
+        image_clear(img);
+        free(img);
+}
+
+void sbx_image_list_free(struct sbx_image_list *l) {
+        if (!l)
+                return;
+        for (size_t i = 0; l->v && i < l->n; i++)
+                image_clear(&l->v[i]);
+        free(l->v);
+        free(l);
+}
+
+void sbx_removed_images_free(struct sbx_removed_images *r) {
+        if (!r)
+                return;
+        strv_clear(&r->names);
+        free(r);
+}

@@ -129,6 +129,45 @@ static bool dup_strv(struct sbx_strv *dst, char *const *v, size_t n) {
         return true;
 }
 
+bool wire_dup_strv(struct sbx_strv *dst, char *const *v, size_t n) {
+        return dup_strv(dst, v, n);
+}
+
+/* A string that may be absent stays NULL. */
+static bool dup_opt(char **dst, const char *src) {
+        *dst = src ? strdup(src) : NULL;
+        return !src || *dst;
+}
+
+static bool image_config_from_proto(struct sbx_image_config *out, const Sbx__V1__ImageConfig *in) {
+        return dup_strv(&out->env, in->env, in->n_env) &&
+               dup_strv(&out->entrypoint, in->entrypoint, in->n_entrypoint) &&
+               dup_strv(&out->cmd, in->cmd, in->n_cmd) &&
+               dup_opt(&out->working_dir, in->working_dir) && dup_opt(&out->user, in->user) &&
+               dup_opt(&out->os, in->os) && dup_opt(&out->architecture, in->architecture) &&
+               dup_opt(&out->variant, in->variant);
+}
+
+bool wire_image_from_proto(struct sbx_image *out, const Sbx__V1__ImageInfo *in) {
+        memset(out, 0, sizeof(*out));
+        out->size_bytes = in->size_bytes;
+        out->data_bytes = in->data_bytes;
+        out->sandboxes = in->sandboxes;
+        out->created_unix_ms = in->created_unix_ms;
+        out->last_used_unix_ms = in->last_used_unix_ms;
+        out->downloaded_bytes = in->downloaded_bytes;
+        if (!dup_strv(&out->names, in->names, in->n_names) ||
+            !wire_dup_str_nn(&out->digest, in->digest) ||
+            !dup_strv(&out->layers, in->layers, in->n_layers))
+                return false;
+        if (in->config) {
+                out->config = calloc(1, sizeof(*out->config));
+                if (!out->config || !image_config_from_proto(out->config, in->config))
+                        return false;
+        }
+        return true;
+}
+
 /* Takes b's bytes (unpacked with libsbx_transport.c's unpack_allocator) into *dst,
  * NUL-terminated, without copying them; b is left empty, so that the message's free
  * leaves them alone. */

@@ -732,6 +732,93 @@ enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq,
                               struct sbx_connections **ret);
 void sbx_connections_free(struct sbx_connections *h);
 
+/* ---- Images (docs/images.md) -------------------------------------------------------- */
+
+/* An image's defaults for processes and its platform (sbx_image_inspect). Strings may
+ * be NULL when the image sets none. */
+struct sbx_image_config {
+        struct sbx_strv env;
+        struct sbx_strv entrypoint;
+        struct sbx_strv cmd;
+        char *working_dir;
+        char *user;
+        char *os;
+        char *architecture;
+        char *variant;
+};
+
+/* One of the caller's images. */
+struct sbx_image {
+        struct sbx_strv names; /* the caller's names of it, canonical (docker.io/library/...) */
+        char *digest;          /* its manifest digest "sha256:...", its id */
+        uint64_t size_bytes;   /* on disk: its layers (shared ones too) and blobs */
+        uint64_t data_bytes;   /* file data of its layers */
+        uint32_t sandboxes;    /* sandboxes using it now */
+        int64_t created_unix_ms;
+        int64_t last_used_unix_ms;
+        struct sbx_strv layers;          /* diff ids, lowest first */
+        struct sbx_image_config *config; /* sbx_image_inspect only; NULL otherwise */
+        uint64_t downloaded_bytes;       /* sbx_image_pull: bytes this pull fetched */
+};
+
+struct sbx_image_list {
+        struct sbx_image *v;
+        size_t n;
+};
+
+/* What sbx_image_remove and sbx_image_prune removed. */
+struct sbx_removed_images {
+        struct sbx_strv names;
+        uint64_t freed_bytes;
+};
+
+/* How far a pull is: one layer (phase "download"), or the unpacking into the store
+ * (phase "unpack": the other fields are 0). Valid during the callback only. */
+struct sbx_image_progress {
+        const char *phase;
+        const char *digest;
+        uint32_t index, count;
+        uint64_t done_bytes, total_bytes;
+        int reused; /* found locally, not downloaded */
+};
+typedef void (*sbx_image_progress_cb)(void *userdata, const struct sbx_image_progress *p);
+
+/* Credentials for a private registry, for one pull (the daemon never writes them to
+ * disk): a username and password, or a bearer token. */
+struct sbx_registry_auth {
+        const char *username;
+        const char *password;
+        const char *token;
+};
+
+struct sbx_pull_opts {
+        const struct sbx_registry_auth *auth; /* NULL: anonymous */
+        sbx_image_progress_cb on_progress;    /* NULL: no progress asked for */
+        void *userdata;
+};
+
+/* Pulls (or imports) source for the caller: a registry reference (python:3.12-slim,
+ * host:5000/app:v1, name@sha256:...) or a local source read with the caller's rights
+ * (oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE, absolute paths). o may be NULL.
+ * The call waits for the pull (the call timeout applies: 0 waits as long as the daemon
+ * pulls). *ret: the image (sbx_image_free). Codes as PullImage's in sbx.proto. */
+enum sbx_code sbx_image_pull(sbx_client *c, const char *source, const struct sbx_pull_opts *o,
+                             struct sbx_image **ret);
+/* The caller's images, oldest first. */
+enum sbx_code sbx_image_list(sbx_client *c, struct sbx_image_list **ret);
+/* The image name (a name as sbx_image_list gives it, as pulled, or a digest) with its
+ * config. SBX_NOT_FOUND for a name the caller has not pulled. */
+enum sbx_code sbx_image_inspect(sbx_client *c, const char *name, struct sbx_image **ret);
+/* Removes the caller's name for an image (a digest: all their names for it); the image
+ * goes when no name is left. SBX_FAILED_PRECONDITION when a sandbox uses it. ret may be
+ * NULL. */
+enum sbx_code sbx_image_remove(sbx_client *c, const char *name, struct sbx_removed_images **ret);
+/* Removes every image of the caller's that no sandbox uses. ret may be NULL. */
+enum sbx_code sbx_image_prune(sbx_client *c, struct sbx_removed_images **ret);
+void sbx_image_free(struct sbx_image *img);
+void sbx_image_list_free(struct sbx_image_list *l);
+void sbx_removed_images_free(struct sbx_removed_images *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -231,6 +231,8 @@ static int wanted_mode(enum hostpath_access want, mode_t m) {
                 return R_OK | X_OK;
         case HOSTPATH_WRITE:
                 return S_ISDIR(m) ? W_OK | X_OK : W_OK;
+        case HOSTPATH_READ:
+                return S_ISDIR(m) ? R_OK | X_OK : R_OK;
         case HOSTPATH_LOOKUP:
                 break;
         }
@@ -240,6 +242,7 @@ static int wanted_mode(enum hostpath_access want, mode_t m) {
 static const char *access_words(enum hostpath_access want) {
         return want == HOSTPATH_ROOT    ? "read and search"
                : want == HOSTPATH_WRITE ? "write"
+               : want == HOSTPATH_READ  ? "read"
                                         : "reach";
 }
 
@@ -363,5 +366,63 @@ int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, cons
         ret->uid = st.st_uid;
         ret->gid = st.st_gid;
         ret->class = class_of(&st, k);
+        return 0;
+}
+
+/* Opens path as the caller k for reading (their identity on this thread meanwhile). */
+static int open_read_as_caller(const struct caller *k, const char *path, int directory,
+                               int *ret_fd) {
+        struct creds cr = {0};
+        int r = k->uid == 0 ? 0 : creds_enter(&cr, k->uid, k->gid, k->groups, k->n_groups);
+
+        *ret_fd = -1;
+        if (r == 0) {
+                *ret_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+                                             (directory ? O_DIRECTORY : 0));
+                r = *ret_fd < 0 ? -errno : 0;
+        }
+        creds_leave(&cr);
+        return r;
+}
+
+int hostpath_open_read(struct sbxd *d, const struct caller *k, const char *what, const char *path,
+                       int directory, int *ret_fd, char *err, size_t errlen) {
+        struct own_dir own[2];
+        char *paths[2] = {NULL, NULL};
+        const char *hit = NULL;
+        struct stat st;
+        int fd, r;
+
+        if (!path || path[0] != '/' || strlen(path) >= SBX_PATH_MAX_BYTES) {
+                snprintf(err, errlen, "%s '%.200s' must be an absolute path of at most %u bytes",
+                         what, path ? path : "", SBX_PATH_MAX_BYTES - 1);
+                return -EINVAL;
+        }
+        r = open_read_as_caller(k, path, directory, &fd);
+        if (r < 0)
+                return open_error(r, what, path, k, directory ? HOSTPATH_ROOT : HOSTPATH_READ, err,
+                                  errlen);
+        if (fstat(fd, &st) < 0 || (!directory && !S_ISREG(st.st_mode)) ||
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+                snprintf(err, errlen, "%s '%.200s' is not a regular file", what, path);
+                close(fd);
+                return -EINVAL;
+        }
+        if (directory) {
+                own_dirs(d, own, paths);
+                hit = daemons_above(fd, own);
+                if (hit)
+                        snprintf(err, errlen,
+                                 "%s '%.200s' is the daemon's own directory %.200s or lies "
+                                 "below it: refused to every caller",
+                                 what, path, hit);
+                free(paths[0]);
+                free(paths[1]);
+        }
+        if (hit) {
+                close(fd);
+                return -EPERM;
+        }
+        *ret_fd = fd;
         return 0;
 }

@@ -34,6 +34,7 @@ enum hostpath_access {
         HOSTPATH_LOOKUP = 0, /* only reach it (search permission on the way) */
         HOSTPATH_ROOT,       /* a directory used read-only as the sandbox's root: read and search */
         HOSTPATH_WRITE,      /* bound read-write: write (and search, for a directory) */
+        HOSTPATH_READ,       /* a file read by the daemon for the caller (hostpath_open_read) */
 };
 
 /* Which of an object's permission classes the kernel judged the caller in (the first
@@ -68,6 +69,15 @@ struct hostpath {
  * messages ("writable path"). */
 int hostpath_open(struct sbxd *d, const struct caller *k, const char *what, const char *path,
                   enum hostpath_access want, struct hostpath *ret, char *err, size_t errlen);
+
+/* Opens path (absolute) for reading as the caller k would open it, symlinks followed as
+ * theirs: a directory (directory 1: read and search) or a regular file (0; a FIFO or a
+ * device is refused without blocking). *ret_fd (O_CLOEXEC, blocking) is written only on
+ * success. Errors as hostpath_open's (-EACCES: the caller may not read it), and -EINVAL
+ * for a file that is not a regular one, -EPERM a directory that is, or lies below, one
+ * of the daemon's own. For the local sources of images (rpc_images.c). */
+int hostpath_open_read(struct sbxd *d, const struct caller *k, const char *what, const char *path,
+                       int directory, int *ret_fd, char *err, size_t errlen);
 
 /* The daemon's own directories, canonical, into ret (allocated, the caller frees
  * each): its state directory, and its socket's directory (the socket itself when that

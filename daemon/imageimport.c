@@ -16,6 +16,8 @@
 
 #include <jansson.h>
 
+#include "creds.h"
+
 #define DS              DIGEST_STR_BYTES
 #define REF_NAME        "org.opencontainers.image.ref.name"
 #define MT_OCI_INDEX    "application/vnd.oci.image.index.v1+json"
@@ -27,6 +29,7 @@
 struct srcdir {
         int fd;
         int in_root;
+        const struct imageimport_reader *as; /* NULL: the daemon's rights */
 };
 
 /* A layer to import: its blob (a file beneath the plan's directory), what the blob's
@@ -60,8 +63,14 @@ static void plan_clear(struct plan *p) {
  * (in_root), symlinks are followed but never out of it (docker save links layers it
  * holds twice). fd or -errno (err set). */
 static int open_file(const struct srcdir *d, const char *path, char *err, size_t errlen) {
+        struct creds cr = {0};
         struct stat st;
-        int fd = layer_open_beneath(d->fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, d->in_root);
+        int fd = d->as ? creds_enter(&cr, d->as->uid, d->as->gid, d->as->groups, d->as->n_groups)
+                       : 0;
+
+        if (fd == 0)
+                fd = layer_open_beneath(d->fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, d->in_root);
+        creds_leave(&cr);
 
         if (fd < 0) {
                 snprintf(err, errlen, "%.200s: %s", path,
@@ -497,11 +506,17 @@ static int import_oci(struct imagestore *s, const struct srcdir *d, const char *
         return q;
 }
 
-int imageimport_oci(struct imagestore *s, int layout_fd, const char *tag, const char *ref,
-                    char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen) {
-        struct srcdir d = {layout_fd, 0};
+int imageimport_oci_as(struct imagestore *s, int layout_fd, const struct imageimport_reader *as,
+                       const char *tag, const char *ref, char ret_manifest[DIGEST_STR_BYTES],
+                       char *err, size_t errlen) {
+        struct srcdir d = {layout_fd, 0, as};
 
         return import_oci(s, &d, tag, ref, ret_manifest, err, errlen);
+}
+
+int imageimport_oci(struct imagestore *s, int layout_fd, const char *tag, const char *ref,
+                    char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen) {
+        return imageimport_oci_as(s, layout_fd, NULL, tag, ref, ret_manifest, err, errlen);
 }
 
 /* ---- archives ----------------------------------------------------------------------------- */
@@ -537,7 +552,7 @@ int imageimport_oci_archive(struct imagestore *s, int fd, const char *tag, const
         q = unpack_archive(s, fd, &dfd, name, err, errlen);
         if (q < 0)
                 return q;
-        q = import_oci(s, &(struct srcdir){dfd, 1}, tag, ref, ret_manifest, err, errlen);
+        q = import_oci(s, &(struct srcdir){dfd, 1, NULL}, tag, ref, ret_manifest, err, errlen);
         close(dfd);
         imagestore_scratch_remove(s, name);
         return q;

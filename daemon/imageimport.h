@@ -20,6 +20,8 @@
 #ifndef SBX_IMAGEIMPORT_H
 #define SBX_IMAGEIMPORT_H
 
+#include <sys/types.h>
+
 #include "imagestore.h"
 
 /* Imports an image from an OCI image layout (oci-layout, index.json, blobs/sha256/...)
@@ -33,6 +35,21 @@
  * max_image_bytes, -ENOEXEC no image for this platform, -ENOSPC, -EIO. */
 int imageimport_oci(struct imagestore *s, int layout_fd, const char *tag, const char *ref,
                     char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen);
+
+/* Whose rights the files beneath a user's layout are opened with (creds.h): the caller
+ * of the request that names it, so that the daemon reads there only what they could. */
+struct imageimport_reader {
+        uid_t uid;
+        gid_t gid;
+        const gid_t *groups;
+        size_t n_groups;
+};
+
+/* imageimport_oci, each file beneath layout_fd opened with as's rights (NULL: the
+ * daemon's). -EACCES (err names the file) for one they may not read. */
+int imageimport_oci_as(struct imagestore *s, int layout_fd, const struct imageimport_reader *as,
+                       const char *tag, const char *ref, char ret_manifest[DIGEST_STR_BYTES],
+                       char *err, size_t errlen);
 
 /* The same from an oci-archive (a tar of a layout) read from fd. */
 int imageimport_oci_archive(struct imagestore *s, int fd, const char *tag, const char *ref,

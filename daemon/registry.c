@@ -898,6 +898,9 @@ static int check_request(const struct registry_pull *p, char *err, size_t errlen
                 why = "max_total_bytes is 0";
         else if (!p->username != !p->password)
                 why = "a user name without a password, or a password without a user name";
+        else if (p->token && (p->username || !token_ok(p->token)))
+                why = "a token with a user name, or one that is not printable ASCII without "
+                      "spaces";
         else if (p->variant && !p->arch)
                 why = "a variant without an architecture";
         if (why)
@@ -916,6 +919,10 @@ int registry_pull(const struct registry_pull *p, struct registry_result *ret, ch
         memset(&res, 0, sizeof(res));
         if (r == 0)
                 r = setup(&pl);
+        if (r == 0 && p->token && asprintf(&pl.auth, "Authorization: Bearer %s", p->token) < 0) {
+                pl.auth = NULL;
+                r = -ENOMEM;
+        }
         if (r == 0)
                 r = ociwrite_open(p->dest_dir, err, errlen, &pl.out);
         if (r == 0)

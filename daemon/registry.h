@@ -20,7 +20,8 @@
  * - Authentication: anonymous first; on a 401, the challenge of WWW-Authenticate is
  *   answered: "Bearer realm=,service=,scope=" by getting a token from the realm (with the
  *   caller's user name and password as Basic credentials when given, anonymously
- *   otherwise), "Basic" with the caller's credentials. Credentials live in the caller's
+ *   otherwise), "Basic" with the caller's credentials. A bearer token the caller gives is
+ *   sent from the first request on (a registry that refuses it is answered as above). Credentials live in the caller's
  *   memory for the pull only; nothing is written to disk.
  * - Content: the manifest is asked for with the Accept list of the OCI and Docker
  *   schema 2 manifests and indexes (manifest lists); a schema 1 manifest is refused. An
@@ -82,6 +83,7 @@ struct registry_pull {
         const char *reuse_blobs; /* NULL, or a directory of blobs as DIR/sha256/HEX */
         const char *username;    /* NULL: anonymous */
         const char *password;
+        const char *token;       /* NULL, or a bearer token sent as it is (not with username) */
         uint64_t max_total_bytes;      /* manifest + config + layers; 0 is refused */
         unsigned connect_timeout_ms;   /* 0: REGISTRY_CONNECT_TIMEOUT_MS */
         unsigned stall_timeout_ms;     /* 0: REGISTRY_STALL_TIMEOUT_MS (whole seconds, up) */

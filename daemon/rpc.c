@@ -6,8 +6,8 @@
  * check access and arguments and call the sandbox layer; asynchronous answers travel
  * back through struct call, which holds a reference to the connection. The handlers of
  * sandboxes and commands are here; those of files are in rpc_files.c, GetHistory in
- * rpc_history.c, and what they all share (the call, the caller, the common answers,
- * finding a sandbox) in rpc_common.c. */
+ * rpc_history.c, the image requests in rpc_images.c and rpc_pull.c, and what they all
+ * share (the call, the caller, the common answers, finding a sandbox) in rpc_common.c. */
 #include "rpc.h"
 
 #include <errno.h>
@@ -23,6 +23,7 @@
 #include "rpc_common.h"
 #include "rpc_files.h"
 #include "rpc_history.h"
+#include "rpc_images.h"
 #include "sbx_limits.h"
 #include "log.h"
 #include "sandbox.h"
@@ -127,12 +128,13 @@ static void send_sandbox_info(struct conn *c, uint64_t rid, Sbx__V1__SandboxInfo
 /* ---- handlers ------------------------------------------------------------------------ */
 
 static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
-        static char *implemented[] = {"hello",          "create_sandbox", "run_command",
-                                      "command_input",  "cancel_command", "read_file",
-                                      "write_file",     "list_directory", "stat",
-                                      "make_directory", "remove",         "terminate",
-                                      "list_sandboxes", "get_sandbox",    "set_timeout",
-                                      "get_history",    "attach_command"};
+        static char *implemented[] = {
+                "hello",          "create_sandbox", "run_command", "command_input",
+                "cancel_command", "read_file",      "write_file",  "list_directory",
+                "stat",           "make_directory", "remove",      "terminate",
+                "list_sandboxes", "get_sandbox",    "set_timeout", "get_history",
+                "attach_command", "pull_image",     "list_images", "remove_image",
+                "inspect_image",  "prune_images"};
         struct features *f = &conn_daemon(c)->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
@@ -762,6 +764,11 @@ static const struct {
         {SBX__V1__REQUEST__BODY_SET_TIMEOUT, on_set_timeout},
         {SBX__V1__REQUEST__BODY_GET_HISTORY, rpc_history_get},
         {SBX__V1__REQUEST__BODY_ATTACH_COMMAND, on_attach},
+        {SBX__V1__REQUEST__BODY_PULL_IMAGE, rpc_images_pull},
+        {SBX__V1__REQUEST__BODY_LIST_IMAGES, rpc_images_list},
+        {SBX__V1__REQUEST__BODY_REMOVE_IMAGE, rpc_images_remove},
+        {SBX__V1__REQUEST__BODY_INSPECT_IMAGE, rpc_images_inspect},
+        {SBX__V1__REQUEST__BODY_PRUNE_IMAGES, rpc_images_prune},
 };
 
 int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {

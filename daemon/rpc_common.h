@@ -1,9 +1,10 @@
 /* rpc_common.h: what the request handlers share, inside the request layer only.
  *
- * The request layer is three modules over this one: rpc.c (the schema walk, the one
+ * The request layer is these modules over this one: rpc.c (the schema walk, the one
  * dispatch table, and the handlers of sandboxes and commands), rpc_files.c (the file
- * handlers) and rpc_history.c (GetHistory). Each handler answers at once through
- * conn_send(), or later through a struct call it holds (the call keeps its connection's
+ * handlers), rpc_history.c (GetHistory), rpc_images.c and rpc_pull.c (the image
+ * requests; a pull's waiting clients are conn_calls of their own). Each handler answers
+ * at once through conn_send(), or later through a struct call it holds (the call keeps its connection's
  * request open, and is told when the connection closes or drains). Here: the call, who
  * the caller is, the answers every handler gives (a status from -errno, an empty
  * reply, "not found" for what the caller may not see), and how a handler finds the

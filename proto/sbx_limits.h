@@ -208,6 +208,18 @@
 #define SBX_OFFLOAD_MAX_QUEUED_PER_UID 32u
 #define SBX_OFFLOAD_CHECK_MS 50u
 
+/* Images (docs/images.md). A pull or import runs on libuv's thread pool for minutes: at
+ * most SBX_IMAGE_MAX_PULLS at once over the daemon, SBX_IMAGE_MAX_PULLS_PER_UID of one
+ * uid; a pull that joins one of the same image under way counts for neither. Of the
+ * pool's 16 threads, the offload jobs take 4 at most, the allowlist proxies' name
+ * lookups 8 and pulls 3: one is left for WAL checkpoints, disk images and the image
+ * store's collection even when all of them are busy. Past them PullImage is
+ * RESOURCE_EXHAUSTED, naming the bound. A PullImage's source is at most
+ * SBX_PATH_MAX_BYTES; each credential at most SBX_IMAGE_CREDENTIAL_MAX_BYTES. */
+#define SBX_IMAGE_MAX_PULLS 3u
+#define SBX_IMAGE_MAX_PULLS_PER_UID 2u
+#define SBX_IMAGE_CREDENTIAL_MAX_BYTES 8192u
+
 /* History. */
 #define SBX_DEFAULT_HISTORY_LIMIT 100u
 #define SBX_MAX_HISTORY_LIMIT 1000u

@@ -23,6 +23,7 @@
 
 #include "imageimport.h"
 #include "imagestore.h"
+#include "servers.h"
 #include "testutil.h"
 
 /* Run from the source tree, as make check runs every test. */
@@ -37,25 +38,13 @@ static void remove_imgs(void) {
                 test_dir_remove(imgs);
 }
 
-/* Runs the shell command fmt; its exit status. */
-__attribute__((format(printf, 1, 2))) static int sh(const char *fmt, ...) {
-        char cmd[2048];
-        va_list ap;
-        int st;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        st = system(cmd);
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
 
 static void setup(void) {
         if (!imgs[0]) {
                 test_dir_make(imgs, sizeof(imgs), "check_imagestore_images");
                 imgs_maker = getpid();
                 atexit(remove_imgs);
-                ck_assert_msg(sh(MKIMAGE " %s >%s/log 2>&1 || { cat %s/log >&2; exit 1; }", imgs,
+                ck_assert_msg(srv_sh(MKIMAGE " %s >%s/log 2>&1 || { cat %s/log >&2; exit 1; }", imgs,
                                  imgs, imgs) == 0,
                               "tests/mkimage.sh failed (it needs umoci, skopeo and busybox-static: "
                               "make test-pkgs); its output is above");
@@ -227,7 +216,7 @@ START_TEST(oci_layout_imported_and_seen_through_overlay) {
         ck_assert_int_eq(count_in("mnt/data"), 1);
         /* The image runs. */
         ck_assert_int_eq(
-                sh("chroot %s/mnt /bin/sh -c 'test \"$(/bin/busybox cat /etc/greeting)\" = second'",
+                srv_sh("chroot %s/mnt /bin/sh -c 'test \"$(/bin/busybox cat /etc/greeting)\" = second'",
                    dir),
                 0);
         ck_assert_int_eq(umount2(strcat(strcpy((char[512]){0}, dir), "/mnt"), MNT_DETACH), 0);
@@ -303,7 +292,7 @@ static void assert_nothing_stored(void) {
  * not NULL. */
 static void relink_docker_archive(const char *target) {
         ck_assert_int_eq(
-                sh("cd %s && rm -rf x linked.tar && mkdir x && tar -C x -xf %s/img.docker.tar && "
+                srv_sh("cd %s && rm -rf x linked.tar && mkdir x && tar -C x -xf %s/img.docker.tar && "
                    "cd x && python3 -c '\n"
                    "import json, os\n"
                    "links = {os.readlink(d + \"/layer.tar\")[3:]: d + \"/layer.tar\"\n"
@@ -316,7 +305,7 @@ static void relink_docker_archive(const char *target) {
                 0);
         if (target)
                 ck_assert_int_eq(
-                        sh("cd %s/x && mkdir evil && ln -s %s evil/layer.tar && python3 -c '\n"
+                        srv_sh("cd %s/x && mkdir evil && ln -s %s evil/layer.tar && python3 -c '\n"
                            "import json\n"
                            "m = json.load(open(\"manifest.json\"))\n"
                            "m[0][\"Layers\"][0] = \"evil/layer.tar\"\n"
@@ -473,7 +462,7 @@ START_TEST(restart_keeps_images_and_repairs_leftovers) {
         /* What a crash can leave: work in tmp/, a layer no record names, a record whose
          * layer is gone, a record that is not JSON. */
         ck_assert_int_eq(
-                sh("cd %s/store && mkdir -p tmp/s-1-1/tree && echo x > tmp/s-1-1/tree/f && "
+                srv_sh("cd %s/store && mkdir -p tmp/s-1-1/tree && echo x > tmp/s-1-1/tree/f && "
                    "mkdir -p layers/%064d/tree && echo '{\"manifest\":\"sha256:%064d\","
                    "\"config\":\"sha256:%064d\",\"refs\":[\"bad\"],\"layers\":[]}' > "
                    "images/%064d.json && echo junk > images/%063d9.json && "
@@ -514,7 +503,7 @@ END_TEST
 
 /* A copy of the layout to damage: DIR/bad. */
 static void copy_layout(void) {
-        ck_assert_int_eq(sh("cp -a %s/oci %s/bad", imgs, dir), 0);
+        ck_assert_int_eq(srv_sh("cp -a %s/oci %s/bad", imgs, dir), 0);
 }
 
 /* The busybox layer's blob path in DIR/bad (the largest blob). */
@@ -535,9 +524,9 @@ static void largest_blob(char *path, size_t len) {
 static void lying_layout(const char *kind, char *path, size_t len) {
 
         snprintf(path, len, "%s/bad", dir);
-        ck_assert_int_eq(sh("rm -rf %s", path), 0);
+        ck_assert_int_eq(srv_sh("rm -rf %s", path), 0);
         copy_layout();
-        ck_assert_int_eq(sh(MKIMAGE " --lie %s %s", kind, path), 0);
+        ck_assert_int_eq(srv_sh(MKIMAGE " --lie %s %s", kind, path), 0);
 }
 
 /* Importing tag "img" of the layout at path fails with want_r, err saying want, and
@@ -559,14 +548,14 @@ START_TEST(blob_that_lies_is_refused) {
         largest_blob(blob, sizeof(blob));
         snprintf(path, sizeof(path), "%s/bad", dir);
         /* One more byte than its descriptor says. */
-        ck_assert_int_eq(sh("echo >> %s", blob), 0);
+        ck_assert_int_eq(srv_sh("echo >> %s", blob), 0);
         ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
         ck_assert_msg(strstr(err, "descriptor says") != NULL || strstr(err, "digest") != NULL, "%s",
                       err);
         assert_nothing_stored();
         /* The same size, one byte of gzip's header changed (its mtime: the stream still
          * reads, to the same tar): the blob's digest is not the one named. */
-        ck_assert_int_eq(sh("truncate -s -1 %s && printf 'Z' | dd of=%s bs=1 seek=4 conv=notrunc "
+        ck_assert_int_eq(srv_sh("truncate -s -1 %s && printf 'Z' | dd of=%s bs=1 seek=4 conv=notrunc "
                             "status=none",
                             blob, blob),
                          0);
@@ -587,9 +576,9 @@ START_TEST(manifest_that_lies_is_refused) {
         lying_layout("env", path, sizeof(path));
         assert_import_refused(s, path, -EINVAL, "wrong type");
         /* A config that is not the one its manifest names. */
-        ck_assert_int_eq(sh("rm -rf %s", path), 0);
+        ck_assert_int_eq(srv_sh("rm -rf %s", path), 0);
         copy_layout();
-        ck_assert_int_eq(sh("cd %s/blobs/sha256 && f=$(grep -l GREETING=hi *) && "
+        ck_assert_int_eq(srv_sh("cd %s/blobs/sha256 && f=$(grep -l GREETING=hi *) && "
                             "sed -i s/GREETING=hi/GREETING=ho/ $f",
                             path),
                          0);
@@ -607,10 +596,10 @@ START_TEST(layout_bounds_are_enforced) {
         lying_layout("nest", path, sizeof(path));
         assert_import_refused(s, path, -EINVAL, "nested deeper than 2");
         /* JSON past IMAGESTORE_MAX_JSON_BYTES (still valid JSON: trailing spaces). */
-        ck_assert_int_eq(sh("rm -rf %s", path), 0);
+        ck_assert_int_eq(srv_sh("rm -rf %s", path), 0);
         copy_layout();
         ck_assert_int_eq(
-                sh("printf '%%*s' %u '' >> %s/index.json", IMAGESTORE_MAX_JSON_BYTES, path), 0);
+                srv_sh("printf '%%*s' %u '' >> %s/index.json", IMAGESTORE_MAX_JSON_BYTES, path), 0);
         assert_import_refused(s, path, -EFBIG, "index.json");
         imagestore_close(s);
 }
@@ -622,7 +611,7 @@ START_TEST(symlinked_blob_is_never_followed) {
 
         copy_layout();
         largest_blob(blob, sizeof(blob));
-        ck_assert_int_eq(sh("rm %s && ln -s /etc/passwd %s", blob, blob), 0);
+        ck_assert_int_eq(srv_sh("rm %s && ln -s /etc/passwd %s", blob, blob), 0);
         snprintf(path, sizeof(path), "%s/bad", dir);
         assert_import_refused(s, path, -EINVAL, "symlink");
         imagestore_close(s);
@@ -801,7 +790,7 @@ START_TEST(killed_mid_unpack_leaves_nothing_half_used) {
         ck_assert_int_eq(write(p[1], block, sizeof(block)), (ssize_t)sizeof(block));
         /* Wait until the half-written file is in the store's tmp/, then kill. */
         for (i = 0; i < 2000; i++) {
-                if (sh("test -n \"$(find %s/store/tmp -name big -size +1k 2>/dev/null)\"", dir) ==
+                if (srv_sh("test -n \"$(find %s/store/tmp -name big -size +1k 2>/dev/null)\"", dir) ==
                     0)
                         break;
                 if (i % 10 == 0)

@@ -28,6 +28,7 @@
 #include "digest.h"
 #include "imageref.h"
 #include "registry.h"
+#include "servers.h"
 #include "testutil.h"
 
 static char work[256];
@@ -36,33 +37,12 @@ static int open_port, basic_port, token_port, tokensrv_port, fake_port;
 
 /* ---- the fixture -------------------------------------------------------------------- */
 
-static double now_s(void) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static void stop(pid_t *pid) {
-        int i;
-
-        if (*pid <= 0)
-                return;
-        kill(*pid, SIGTERM);
-        for (i = 0; i < 100 && waitpid(*pid, NULL, WNOHANG) == 0; i++)
-                usleep(20000);
-        if (i == 100) {
-                kill(*pid, SIGKILL);
-                waitpid(*pid, NULL, 0);
-        }
-        *pid = -1;
-}
-
 static void fixture_down(void) {
-        stop(&open_pid);
-        stop(&basic_pid);
-        stop(&token_pid);
-        stop(&tokensrv_pid);
-        stop(&fake_pid);
+        srv_stop(&open_pid);
+        srv_stop(&basic_pid);
+        srv_stop(&token_pid);
+        srv_stop(&tokensrv_pid);
+        srv_stop(&fake_pid);
         test_dir_remove(work);
 }
 
@@ -80,64 +60,6 @@ static void need(int ok, const char *fmt, ...) {
         ck_abort_msg("%s", msg);
 }
 
-static int sh(const char *fmt, ...) {
-        char cmd[2048];
-        va_list ap;
-        int st;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof(cmd), fmt, ap);
-        va_end(ap);
-        st = system(cmd);
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static pid_t spawn(const char *log, char *const argv[]) {
-        pid_t pid = fork();
-
-        if (pid == 0) {
-                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-                if (fd >= 0) {
-                        dup2(fd, 1);
-                        dup2(fd, 2);
-                }
-                execvp(argv[0], argv);
-                _exit(127);
-        }
-        return pid;
-}
-
-static int free_port(void) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t n = sizeof(a);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 0;
-
-        if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-            getsockname(fd, (struct sockaddr *)&a, &n) == 0)
-                port = ntohs(a.sin_port);
-        if (fd >= 0)
-                close(fd);
-        return port;
-}
-
-/* 1 once 127.0.0.1:port accepts a connection (within 20 s) while pid lives. */
-static int wait_listening(int port, pid_t pid) {
-        struct sockaddr_in a = {.sin_family = AF_INET,
-                                .sin_port = htons((uint16_t)port),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        double end = now_s() + 20;
-
-        while (now_s() < end && waitpid(pid, NULL, WNOHANG) == 0) {
-                int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
-                ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-                close(fd);
-                if (ok)
-                        return 1;
-                usleep(50000);
-        }
-        return 0;
-}
-
 /* Starts docker-registry NAME on a free port, with auth (YAML of its auth section, or
  * NULL). */
 static void start_registry(const char *name, const char *auth, pid_t *pid, int *port) {
@@ -148,7 +70,7 @@ static void start_registry(const char *name, const char *auth, pid_t *pid, int *
                 FILE *f;
                 snprintf(cfg, sizeof(cfg), "%s/%s.yml", work, name);
                 snprintf(log, sizeof(log), "%s/%s.log", work, name);
-                *port = free_port();
+                *port = srv_free_port();
                 f = fopen(cfg, "w");
                 need(f != NULL, "%s", cfg);
                 fprintf(f,
@@ -158,9 +80,9 @@ static void start_registry(const char *name, const char *auth, pid_t *pid, int *
                 if (auth)
                         fprintf(f, "auth:\n%s", auth);
                 fclose(f);
-                *pid = spawn(log, (char *const[]){"docker-registry", "serve", cfg, NULL});
-                if (!wait_listening(*port, *pid)) /* the port was taken meanwhile: again */
-                        stop(pid);
+                *pid = srv_spawn(log, (char *const[]){"docker-registry", "serve", cfg, NULL});
+                if (!srv_wait_listening(*port, *pid)) /* the port was taken meanwhile: again */
+                        srv_stop(pid);
         }
         need(*pid > 0, "docker-registry %s does not start (see %s)", name, log);
 }
@@ -169,14 +91,14 @@ static void start_registry(const char *name, const char *auth, pid_t *pid, int *
  * it writes its port once it listens; reads that port. */
 static pid_t start_script(const char *name, char *script, char *arg1, char *arg2, int *port) {
         char portf[1024], out[1024];
-        double end = now_s() + 20;
+        double end = srv_now_s() + 20;
         FILE *f = NULL;
         pid_t pid;
 
         snprintf(portf, sizeof(portf), "%s/%s.port", work, name);
         snprintf(out, sizeof(out), "%s/%s.log", work, name);
-        pid = spawn(out, (char *const[]){"python3", script, arg1, arg2, portf, NULL});
-        while (!(f = fopen(portf, "r")) && now_s() < end && waitpid(pid, NULL, WNOHANG) == 0)
+        pid = srv_spawn(out, (char *const[]){"python3", script, arg1, arg2, portf, NULL});
+        while (!(f = fopen(portf, "r")) && srv_now_s() < end && waitpid(pid, NULL, WNOHANG) == 0)
                 usleep(50000);
         need(f && fscanf(f, "%d", port) == 1, "%s does not start (see %s)", script, out);
         fclose(f);
@@ -198,7 +120,7 @@ static void start_token_registry(void) {
 
         snprintf(key, sizeof(key), "%s/token-key.pem", work);
         snprintf(cert, sizeof(cert), "%s/token-cert.pem", work);
-        need(sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 2 "
+        need(srv_sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 2 "
                 "-subj /CN=sbx-test-token >/dev/null 2>&1",
                 key, cert) == 0,
              "openssl cannot make the token server's key");
@@ -212,7 +134,7 @@ static void start_token_registry(void) {
 }
 
 static void push(const char *tag, int port, const char *repo, const char *extra) {
-        need(sh("skopeo copy --insecure-policy --dest-tls-verify=false %s oci:%s/layout:%s "
+        need(srv_sh("skopeo copy --insecure-policy --dest-tls-verify=false %s oci:%s/layout:%s "
                 "docker://127.0.0.1:%d/%s >>%s/skopeo.log 2>&1",
                 extra, work, tag, port, repo, work) == 0,
              "skopeo copy %s to %s (see %s/skopeo.log)", tag, repo, work);
@@ -223,9 +145,9 @@ static void fixture_up(void) {
 
         need(access("tests/registry_images.sh", R_OK) == 0, "run from the top of the tree");
         test_dir_make(work, sizeof(work), "check_registry");
-        need(sh("sh tests/registry_images.sh %s >%s/images.log 2>&1", work, work) == 0,
+        need(srv_sh("sh tests/registry_images.sh %s >%s/images.log 2>&1", work, work) == 0,
              "registry_images.sh failed (see %s/images.log)", work);
-        need(sh("python3 -W ignore -c \"import crypt; print('alice:' + crypt.crypt('secret', "
+        need(srv_sh("python3 -W ignore -c \"import crypt; print('alice:' + crypt.crypt('secret', "
                 "crypt.mksalt(crypt.METHOD_BLOWFISH)))\" > %s/htpasswd",
                 work) == 0,
              "no bcrypt htpasswd");
@@ -388,12 +310,12 @@ START_TEST(pull_by_tag_gives_a_valid_layout) {
         ck_assert_int_eq(blobs_all_good(dest), 5); /* manifest, config, 3 layers */
         ck_assert_str_eq(index_name(dest, want), "v1");
         /* what umoci and skopeo, which read OCI layouts, make of it */
-        ck_assert_int_eq(sh("umoci unpack --image %s:v1 %s/bundle >/dev/null 2>&1", dest, dest), 0);
-        ck_assert_int_eq(sh("grep -qx two %s/bundle/rootfs/two && grep -qx conf "
+        ck_assert_int_eq(srv_sh("umoci unpack --image %s:v1 %s/bundle >/dev/null 2>&1", dest, dest), 0);
+        ck_assert_int_eq(srv_sh("grep -qx two %s/bundle/rootfs/two && grep -qx conf "
                             "%s/bundle/rootfs/etc-dir/conf",
                             dest, dest),
                          0);
-        ck_assert_int_eq(sh("skopeo inspect oci:%s:v1 >/dev/null 2>&1", dest), 0);
+        ck_assert_int_eq(srv_sh("skopeo inspect oci:%s:v1 >/dev/null 2>&1", dest), 0);
         /* progress: per layer, from 0 to its size, in order, none reused */
         ck_assert_int_ge(n_events, 6);
         for (i = 0; i < n_events; i++) {
@@ -450,7 +372,7 @@ START_TEST(index_selects_the_platform) {
                 ck_assert_msg(r == 0, "%s", err);
                 ck_assert_str_eq(res.manifest_digest, want);
                 ck_assert_str_eq(index_name(dest, want), "v1");
-                ck_assert_int_eq(sh("umoci unpack --image %s:v1 %s/b >/dev/null 2>&1 && "
+                ck_assert_int_eq(srv_sh("umoci unpack --image %s:v1 %s/b >/dev/null 2>&1 && "
                                     "grep -qx %s %s/b/rootfs/arch",
                                     dest, dest, arch, dest),
                                  0);
@@ -490,7 +412,7 @@ START_TEST(docker_schema2_kept_as_is) {
         r = pull_with(&p, open_port, "test/dlist:v1", dest, &res, err, sizeof(err));
         ck_assert_msg(r == 0, "%s", err);
         ck_assert_str_eq(res.media_type, "application/vnd.docker.distribution.manifest.v2+json");
-        ck_assert_int_eq(sh("grep -q arm64 %s/blobs/sha256/%s", dest, res.config_digest + 7), 0);
+        ck_assert_int_eq(srv_sh("grep -q arm64 %s/blobs/sha256/%s", dest, res.config_digest + 7), 0);
 }
 END_TEST
 
@@ -763,7 +685,7 @@ START_TEST(unreachable_and_missing) {
         struct registry_pull p = {.connect_timeout_ms = 5000};
         struct registry_result res;
         char dest[400], err[512], name[300];
-        int r, closed = free_port();
+        int r, closed = srv_free_port();
 
         new_dest(dest, sizeof(dest));
         r = pull(closed, "test/single:v1", dest, &res, err, sizeof(err));
@@ -816,10 +738,10 @@ START_TEST(connect_times_out) {
         }
         usleep(200000);
         new_dest(dest, sizeof(dest));
-        t0 = now_s();
+        t0 = srv_now_s();
         r = pull_with(&p, ntohs(a.sin_port), "test/single:v1", dest, &res, err, sizeof(err));
         EXPECT(r, -ETIMEDOUT, err, "timed out");
-        ck_assert_msg(now_s() - t0 < 15, "%.1f s", now_s() - t0);
+        ck_assert_msg(srv_now_s() - t0 < 15, "%.1f s", srv_now_s() - t0);
         for (i = 0; i < 4; i++)
                 close(c[i]);
         close(l);
@@ -894,13 +816,13 @@ START_TEST(stalled_transfer_times_out) {
         struct registry_pull p = {.stall_timeout_ms = 1000};
         struct registry_result res;
         char dest[400], err[512];
-        double t0 = now_s();
+        double t0 = srv_now_s();
         int r;
 
         new_dest(dest, sizeof(dest));
         r = pull_with(&p, fake_port, "stall/img:single", dest, &res, err, sizeof(err));
         EXPECT(r, -ETIMEDOUT, err, "timed out");
-        ck_assert_msg(now_s() - t0 < 20, "%.1f s", now_s() - t0); /* it sleeps 60 s */
+        ck_assert_msg(srv_now_s() - t0 < 20, "%.1f s", srv_now_s() - t0); /* it sleeps 60 s */
         ck_assert_int_eq(blobs_all_good(dest), 0);
 }
 END_TEST

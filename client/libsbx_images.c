@@ -1,0 +1,187 @@
+/* libsbx_images.c: the image calls of libsbx (sbx.h, "Images"): each checks its
+ * arguments, builds its request, exchanges it with the daemon (libsbx_transport.c) and
+ * turns the reply into the result structs (libsbx_wire.c), as libsbx.c does for the
+ * others. Never logs. */
+#include "libsbx_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static enum sbx_code need(sbx_client *c, const void *ptr, const char *fn, const char *what) {
+        if (ptr)
+                return SBX_OK;
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL, "%s() was given NULL for %s", fn,
+                              what);
+}
+
+/* Sends k's request, which is answered with an ImageInfo, into *ret. */
+static enum sbx_code image_call(sbx_client *c, struct exchange *k, struct sbx_image **ret) {
+        Sbx__V1__Response *resp;
+        struct sbx_image *img;
+        enum sbx_code rc;
+        bool ok;
+
+        k->want = SBX__V1__RESPONSE__BODY_IMAGE;
+        rc = transport_call(c, k, &resp);
+        if (rc != SBX_OK)
+                return rc;
+        img = calloc(1, sizeof(*img));
+        ok = img && resp->image && wire_image_from_proto(img, resp->image);
+
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!ok) {
+                sbx_image_free(img);
+                return transport_fail_oom(c);
+        }
+        *ret = img;
+        return SBX_OK;
+}
+
+enum sbx_code sbx_image_pull(sbx_client *c, const char *source, const struct sbx_pull_opts *o,
+                             struct sbx_image **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__PullImage pi = SBX__V1__PULL_IMAGE__INIT;
+        Sbx__V1__RegistryAuth ra = SBX__V1__REGISTRY_AUTH__INIT;
+        struct exchange k = {0};
+        enum sbx_code rc;
+
+        if ((rc = need(c, ret, __func__, "ret")) != SBX_OK ||
+            (rc = need(c, source, __func__, "source")) != SBX_OK)
+                return rc;
+        *ret = NULL;
+        pi.source = unconst(source);
+        if (o && o->auth) {
+                ra.username = unconst(o->auth->username);
+                ra.password = unconst(o->auth->password);
+                ra.token = unconst(o->auth->token);
+                pi.auth = &ra;
+        }
+        if (o && o->on_progress) {
+                pi.has_progress = 1;
+                pi.progress = 1;
+                k.on_image_progress = o->on_progress;
+                k.userdata = o->userdata;
+        }
+        req.body_case = SBX__V1__REQUEST__BODY_PULL_IMAGE;
+        req.pull_image = &pi;
+        k.req = &req;
+        return image_call(c, &k, ret);
+}
+
+enum sbx_code sbx_image_inspect(sbx_client *c, const char *name, struct sbx_image **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__InspectImage ii = SBX__V1__INSPECT_IMAGE__INIT;
+        struct exchange k = {0};
+        enum sbx_code rc;
+
+        if ((rc = need(c, ret, __func__, "ret")) != SBX_OK ||
+            (rc = need(c, name, __func__, "name")) != SBX_OK)
+                return rc;
+        *ret = NULL;
+        ii.name = unconst(name);
+        req.body_case = SBX__V1__REQUEST__BODY_INSPECT_IMAGE;
+        req.inspect_image = &ii;
+        k.req = &req;
+        return image_call(c, &k, ret);
+}
+
+enum sbx_code sbx_image_list(sbx_client *c, struct sbx_image_list **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__ListImages li = SBX__V1__LIST_IMAGES__INIT;
+        struct exchange k = {0};
+        Sbx__V1__Response *resp;
+        struct sbx_image_list *l;
+        const Sbx__V1__ListImagesReply *lr;
+        bool ok;
+        enum sbx_code rc;
+
+        if ((rc = need(c, ret, __func__, "ret")) != SBX_OK)
+                return rc;
+        *ret = NULL;
+        req.body_case = SBX__V1__REQUEST__BODY_LIST_IMAGES;
+        req.list_images = &li;
+        k.req = &req;
+        k.want = SBX__V1__RESPONSE__BODY_LIST_IMAGES;
+        rc = transport_call(c, &k, &resp);
+        if (rc != SBX_OK)
+                return rc;
+        lr = resp->list_images;
+        l = calloc(1, sizeof(*l));
+        ok = l && lr;
+        if (ok && lr->n_images) {
+                l->v = calloc(lr->n_images, sizeof(*l->v));
+                ok = l->v != NULL;
+        }
+        for (size_t i = 0; ok && i < lr->n_images; i++) {
+                l->n = i + 1;
+                ok = wire_image_from_proto(&l->v[i], lr->images[i]);
+        }
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!ok) {
+                sbx_image_list_free(l);
+                return transport_fail_oom(c);
+        }
+        *ret = l;
+        return SBX_OK;
+}
+
+/* The RemovedImages reply of req into *ret (may be NULL). */
+static enum sbx_code removed_call(sbx_client *c, Sbx__V1__Request *req,
+                                  struct sbx_removed_images **ret) {
+        struct exchange k = {0};
+        Sbx__V1__Response *resp;
+        struct sbx_removed_images *r;
+        bool ok;
+        enum sbx_code rc;
+
+        if (ret)
+                *ret = NULL;
+        k.req = req;
+        k.want = SBX__V1__RESPONSE__BODY_REMOVED_IMAGES;
+        rc = transport_call(c, &k, &resp);
+        if (rc != SBX_OK)
+                return rc;
+        r = ret ? calloc(1, sizeof(*r)) : NULL;
+        ok = !ret ||
+             (r && resp->removed_images &&
+              wire_dup_strv(&r->names, resp->removed_images->names, resp->removed_images->n_names));
+        if (ok && r)
+                r->freed_bytes = resp->removed_images->freed_bytes;
+        sbx__v1__response__free_unpacked(resp, NULL);
+        if (!ok) {
+                sbx_removed_images_free(r);
+                return transport_fail_oom(c);
+        }
+        if (ret)
+                *ret = r;
+        return SBX_OK;
+}
+
+enum sbx_code sbx_image_remove(sbx_client *c, const char *name, struct sbx_removed_images **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__RemoveImage ri = SBX__V1__REMOVE_IMAGE__INIT;
+        enum sbx_code rc;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        if ((rc = need(c, name, __func__, "name")) != SBX_OK)
+                return rc;
+        ri.name = unconst(name);
+        req.body_case = SBX__V1__REQUEST__BODY_REMOVE_IMAGE;
+        req.remove_image = &ri;
+        return removed_call(c, &req, ret);
+}
+
+enum sbx_code sbx_image_prune(sbx_client *c, struct sbx_removed_images **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__PruneImages pr = SBX__V1__PRUNE_IMAGES__INIT;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        req.body_case = SBX__V1__REQUEST__BODY_PRUNE_IMAGES;
+        req.prune_images = &pr;
+        return removed_call(c, &req, ret);
+}
