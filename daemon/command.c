@@ -1180,6 +1180,19 @@ static void env_free(struct envv *e) {
         free(e->v);
 }
 
+/* 1 when req runs as root of an image's sandbox (its user, or the image's). */
+static int runs_as_root(const struct sandbox *sb, const Sbx__V1__RunCommand *req) {
+        char err[256];
+        uid_t uid;
+        gid_t gid;
+
+        if (!sb->image)
+                return 0;
+        if (!req->user)
+                return sb->image->uid == 0;
+        return sbimage_user(sb->image, req->user, &uid, &gid, err, sizeof(err)) == 0 && uid == 0;
+}
+
 static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, struct envv *e) {
         const Sbx__V1__Policy *pol = sb->spec->policy;
         char **ep;
@@ -1218,9 +1231,7 @@ static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, s
                             4);
         /* An image's root is at home in /root, as in any container. */
         if (r == 0 && !(sb->image && have_home))
-                r = env_put(e, sb->image && !sb->image->uid && !req->user ? "HOME=/root"
-                                                                           : "HOME=/workspace",
-                            4);
+                r = env_put(e, runs_as_root(sb, req) ? "HOME=/root" : "HOME=/workspace", 4);
         for (i = 0; i < sb->spec->n_env && r == 0; i++)
                 r = env_put(e, sb->spec->env[i],
                             (size_t)(strchr(sb->spec->env[i], '=') - sb->spec->env[i]));
