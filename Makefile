@@ -123,6 +123,9 @@ TEST_PKGS := $(SSH_TEST_PKGS) curl openssl uidmap umoci skopeo busybox-static
 # docker-registry package also enables its docker-registry.service; the test never uses
 # it: `systemctl disable --now docker-registry` turns it off.)
 TEST_PKGS += docker-registry
+# tests/it_image_sandbox.c: a real Debian image made with mmdebstrap from the Debian
+# archive apt reaches (tests/mkdebian.sh; cached in $(BUILD)/images).
+TEST_PKGS += mmdebstrap
 
 test-pkgs:
 	$(call install_pkgs,$(TEST_PKGS))
