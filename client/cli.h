@@ -301,6 +301,11 @@ int cmd_rm(struct cli *cli, int argc, char **argv);
 int cmd_cancel(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
+
+/* Pulls the registry reference ref for `sbx create --image` (with the user's own
+ * registry credentials, progress on stderr as `sbx image pull` shows it). The code of
+ * the pull; c's call timeout is left lifted (0). */
+int cli_image_fetch(sbx_client *c, const char *ref);
 int cmd_version(struct cli *cli, int argc, char **argv);
 int cmd_dial_stdio(struct cli *cli, int argc, char **argv);
 int cmd_mcp(struct cli *cli, int argc, char **argv);

@@ -256,12 +256,31 @@ static int print_pulled(const struct sbx_image *img, bool json) {
         return r < 0 ? CLI_EXIT_ERROR : 0;
 }
 
+/* Pulls source on c with auth (may be empty), showing progress on stderr when show (a
+ * bar on a terminal, a line per layer elsewhere). The call timeout is lifted for it: the
+ * daemon bounds a pull's stalls itself. */
+static enum sbx_code pull_with(sbx_client *c, const char *source, struct sbx_registry_auth *auth,
+                               bool show, struct sbx_image **ret) {
+        struct pull_view view = {0};
+        struct sbx_pull_opts po = {0};
+        enum sbx_code rc;
+
+        view.bar = show && isatty(2);
+        view.lines = show && !view.bar;
+        po.auth = auth->username || auth->token ? auth : NULL;
+        po.on_progress = show ? on_progress : NULL;
+        po.userdata = &view;
+        sbx_set_call_timeout_ms(c, 0);
+        rc = sbx_image_pull(c, source, &po, ret);
+        if (view.drawn)
+                fputc('\n', stderr);
+        return rc;
+}
+
 static int image_pull(struct cli *cli, int argc, char **argv) {
         static const struct cli_opt opts[] = {
                 {"json", false, 0}, {"registry-auth", true, 0}, {NULL, false, 0}};
         struct sbx_registry_auth auth = {0};
-        struct pull_view view = {0};
-        struct sbx_pull_opts po = {0};
         struct sbx_image *img = NULL;
         const char *ref = NULL, *given = NULL;
         char *source = NULL, *colon;
@@ -309,16 +328,8 @@ static int image_pull(struct cli *cli, int argc, char **argv) {
                 free(source);
                 return cli_error(SBX_INTERNAL, "out of memory");
         }
-        view.bar = !json && isatty(2);
-        view.lines = !json && !view.bar;
-        po.auth = auth.username || auth.token ? &auth : NULL;
-        po.on_progress = json ? NULL : on_progress;
-        po.userdata = &view;
         if ((status = cli_connect(cli, &c)) == 0) {
-                sbx_set_call_timeout_ms(c, 0); /* the daemon bounds a pull's stalls itself */
-                rc = sbx_image_pull(c, source, &po, &img);
-                if (view.drawn)
-                        fputc('\n', stderr);
+                rc = pull_with(c, source, &auth, !json, &img);
                 status = rc == SBX_OK ? print_pulled(img, json) : cli_client_error(c, rc);
                 sbx_image_free(img);
                 sbx_close(c);
@@ -326,6 +337,20 @@ static int image_pull(struct cli *cli, int argc, char **argv) {
         auth_clear(&auth);
         free(source);
         return status;
+}
+
+int cli_image_fetch(sbx_client *c, const char *ref) {
+        struct sbx_registry_auth auth = {0};
+        struct sbx_image *img = NULL;
+        enum sbx_code rc;
+
+        auth_from_files(ref, &auth);
+        if (isatty(2))
+                fprintf(stderr, "pulling %s\n", ref);
+        rc = pull_with(c, ref, &auth, true, &img);
+        auth_clear(&auth);
+        sbx_image_free(img);
+        return rc;
 }
 
 /* ---- ls, inspect ----------------------------------------------------------------------- */

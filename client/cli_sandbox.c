@@ -817,6 +817,21 @@ static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_creat
         return 0;
 }
 
+/* 1 when create's NOT_FOUND says its image (a registry reference, not a local source
+ * nor a digest) has not been pulled. */
+static bool pull_first(sbx_client *c, const char *image) {
+        static const char *const local[] = {"oci:", "oci-archive:", "docker-archive:", "sha256:",
+                                            "/"};
+        const char *msg = sbx_error_message(c);
+
+        if (!image || !msg || !strstr(msg, "no image "))
+                return false;
+        for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+                if (strncmp(image, local[i], strlen(local[i])) == 0)
+                        return false;
+        return true;
+}
+
 int cli_create(struct cli *cli, int argc, char **argv, struct sbx_sandbox **ret, bool *ret_json) {
         struct sbx_create_opts o;
         struct create_state st = {0};
@@ -830,7 +845,15 @@ int cli_create(struct cli *cli, int argc, char **argv, struct sbx_sandbox **ret,
         status = parse_create(cli, argc, argv, &o, &st, &json);
         if (status == 0)
                 status = cli_connect(cli, &c);
-        if (status == 0 && (rc = sbx_create(c, &o, ret)) != SBX_OK)
+        rc = status == 0 ? sbx_create(c, &o, ret) : SBX_OK;
+        /* An image not pulled yet is pulled first, as `docker run` does. */
+        if (rc == SBX_NOT_FOUND && pull_first(c, o.image)) {
+                rc = cli_image_fetch(c, o.image);
+                sbx_set_call_timeout_ms(c, CLI_CALL_TIMEOUT_MS);
+                if (rc == SBX_OK)
+                        rc = sbx_create(c, &o, ret);
+        }
+        if (rc != SBX_OK)
                 status = cli_client_error(c, rc);
         if (ret_json)
                 *ret_json = json;
