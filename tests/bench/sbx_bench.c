@@ -2374,12 +2374,241 @@ out:
         samples_free(&fr);
 }
 
+/* ---- images ---------------------------------------------------------------------------- */
+
+/* The real Debian image of tests/mkdebian.sh (cached in the build directory), as an OCI
+ * layout: its path into buf, or -1 when it cannot be made here. */
+static int debian_layout(char *buf, size_t len) {
+        char cmd[1200], *build = realpath(it_build_dir(), NULL);
+        int r;
+
+        if (!build)
+                return -1;
+        snprintf(buf, len, "%s/images/debian", build);
+        free(build);
+        snprintf(cmd, sizeof(cmd), "bash tests/mkdebian.sh %s >%s/mkdebian.log 2>&1", buf, base_dir);
+        r = system(cmd);
+        return r == 0 ? 0 : -1;
+}
+
+/* Kilobytes on disk of the paths (du counts a file linked twice once). */
+static double du_kib(const char *paths) {
+        char cmd[2200], out[64] = "";
+        double kib = NAN;
+        FILE *f;
+
+        snprintf(cmd, sizeof(cmd), "du -skc %s 2>/dev/null | tail -1", paths);
+        f = popen(cmd, "r");
+        if (f && fgets(out, sizeof(out), f))
+                kib = strtod(out, NULL);
+        if (f)
+                pclose(f);
+        return kib;
+}
+
+/* Pulls source on c; the ms it took, or NAN. *ret_digest: the image's (free()). */
+static double timed_pull(sbx_client *c, const char *source, char **ret_digest) {
+        struct sbx_image *img = NULL;
+        double t0 = bench_now_ms(), ms;
+
+        sbx_set_call_timeout_ms(c, 0);
+        if (sbx_image_pull(c, source, NULL, &img) != SBX_OK) {
+                bench_log("pull %s: %s", source, sbx_error_message(c));
+                return NAN;
+        }
+        ms = bench_now_ms() - t0;
+        if (ret_digest)
+                *ret_digest = strdup(img->digest);
+        sbx_image_free(img);
+        return ms;
+}
+
+/* skopeo copy of the layout and umoci unpack of the copy, into dir: the ms it took. */
+static double timed_unpack(const char *layout, const char *dir) {
+        char cmd[4096];
+        double t0 = bench_now_ms();
+
+        snprintf(cmd, sizeof(cmd),
+                 "rm -rf %s && mkdir -p %s && skopeo copy --quiet oci:%s/oci:deb oci:%s/lay:deb && "
+                 "umoci unpack --image %s/lay:deb %s/bundle >/dev/null",
+                 dir, dir, layout, dir, dir, dir);
+        return system(cmd) == 0 ? bench_now_ms() - t0 : NAN;
+}
+
+/* sh -c shell in id: 0 when it exited 0, else -1. */
+static int run_shell(sbx_client *c, const char *id, const char *shell) {
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        int ok;
+
+        sbx_exec_opts_init(&o);
+        o.shell = shell;
+        o.timeout_ms = 30000;
+        ok = sbx_exec(c, id, &o, &r) == SBX_OK && r->has_exit_code && r->exit_code == 0;
+        sbx_result_free(r);
+        return ok ? 0 : -1;
+}
+
+/* A sandbox from image (NULL: the host's root); its id (free()) or NULL. */
+static char *create_from(sbx_client *c, const char *image) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        char *id;
+
+        sbx_create_opts_init(&o);
+        o.image = image;
+        if (sbx_create(c, &o, &sb) != SBX_OK) {
+                bench_log("create: %s", sbx_error_message(c));
+                return NULL;
+        }
+        id = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        return id;
+}
+
+/* n rounds of: create + true + terminate from image, the same from the host's root,
+ * and bwrap with the unpacked image as its root, interleaved. */
+static int image_lifecycles(sbx_client *c, const char *image, char *rootfs, int n,
+                            struct samples *img, struct samples *host, struct samples *bw) {
+        char *argv_bw[] = {"bwrap", "--unshare-all", "--bind", rootfs, "/", "--proc",
+                           "/proc", "--dev", "/dev", "/bin/true", NULL};
+        int errors = 0;
+
+        for (int i = -2; i < n; i++) {
+                double t[4];
+                for (int k = 0; k < 2; k++) {
+                        char *id;
+                        t[0] = bench_now_ms();
+                        id = create_from(c, k ? NULL : image);
+                        errors += !id || exec_true(c, id) < 0 || terminate_sandbox(c, id) < 0;
+                        t[1] = bench_now_ms();
+                        free(id);
+                        if (i >= 0)
+                                samples_add(k ? host : img, t[1] - t[0]);
+                }
+                t[2] = bench_now_ms();
+                errors += bench_spawn_wait(argv_bw, -1, -1) != 0;
+                t[3] = bench_now_ms();
+                if (i >= 0)
+                        samples_add(bw, t[3] - t[2]);
+        }
+        return errors;
+}
+
+/* KiB of memory each of n idle sandboxes from image (NULL: host root) takes from the
+ * host (MemAvailable before and after, settled), or NAN. */
+static double idle_kib_each(sbx_client *c, const char *image, int n, int *errors) {
+        struct meminfo m0, m1;
+        char **ids = calloc((size_t)n, sizeof(*ids));
+        double kib;
+
+        if (!ids)
+                return NAN;
+        bench_meminfo_settled(&m0);
+        for (int i = 0; i < n; i++)
+                *errors += (ids[i] = create_from(c, image)) == NULL;
+        bench_meminfo_settled(&m1);
+        kib = (double)(m0.avail - m1.avail) / n;
+        for (int i = 0; i < n; i++)
+                if (ids[i]) {
+                        *errors += terminate_sandbox(c, ids[i]) < 0;
+                        free(ids[i]);
+                }
+        free(ids);
+        return kib;
+}
+
+/* Images (docs/images.md), on a daemon of their own without a warm pool (a sandbox of
+ * the host's root and one of an image are both made cold): a first pull and unpack of
+ * a real Debian image from its OCI layout against skopeo copy + umoci unpack of the same
+ * layout; create + true + terminate from it against the same from the host's root and
+ * against bwrap with the unpacked image as its root; the disk 20 sandboxes of the image
+ * take, each having written 1 MiB to its root, against the image unpacked once; the
+ * host memory of an idle sandbox of the image against one of the host's root. */
+static void case_image(void) {
+        static const char *const flags[] = {"--warm", "0", "--spares", "0", NULL};
+        int n = opt.quick ? 6 : 20, errors = 0, pulls = opt.quick ? 1 : 3;
+        char layout[600], source[700], dir[600], rootfs[700], paths[2400];
+        struct samples pull = {0}, unpack = {0}, img = {0}, host = {0}, bw = {0};
+        struct bench_daemon d;
+        struct bench_row *r;
+        char *digest = NULL, *ids[20] = {0};
+        double mine, base;
+        sbx_client *c;
+
+        if (debian_layout(layout, sizeof(layout)) < 0) {
+                r = bench_row_add("image", "Debian image", "-", NAN, NAN, CMP_NONE, 0);
+                snprintf(r->note, sizeof(r->note), "tests/mkdebian.sh failed; see %s/mkdebian.log",
+                         base_dir);
+                return;
+        }
+        if (bench_daemon_start(&d, base_dir, "image", flags) < 0 || !(c = bench_connect(&d))) {
+                bench_row_add("image", "daemon", "-", NAN, NAN, CMP_NONE, 0);
+                return;
+        }
+        bench_log("image: %d first pulls of the Debian image vs skopeo copy + umoci unpack", pulls);
+        snprintf(source, sizeof(source), "oci:%s/oci:deb", layout);
+        snprintf(dir, sizeof(dir), "%s/umoci", base_dir);
+        for (int i = 0; i < pulls; i++) {
+                samples_add(&unpack, timed_unpack(layout, dir));
+                free(digest);
+                digest = NULL;
+                samples_add(&pull, timed_pull(c, source, &digest));
+                if (i + 1 < pulls && digest)
+                        errors += sbx_image_remove(c, digest, NULL) != SBX_OK;
+        }
+        add_pair_rows("image", "first pull+unpack", &pull, &unpack, CMP_RATIO_LE, 1.0, CMP_NONE, 0);
+        if (!digest) {
+                errors++;
+                goto out;
+        }
+        bench_log("image: %d x (create + true + terminate) from it vs the host's root vs bwrap", n);
+        snprintf(rootfs, sizeof(rootfs), "%s/bundle/rootfs", dir);
+        errors += image_lifecycles(c, digest, rootfs, n, &img, &host, &bw);
+        add_pair_rows("image", "c+t+e vs host root", &img, &host, CMP_RATIO_LE, 1.3, CMP_NONE, 0);
+        add_pair_rows("image", "c+t+e vs bwrap image root", &img, &bw, CMP_RATIO_LE, 1.0, CMP_NONE,
+                      0);
+
+        /* 20 sandboxes, 1 MiB written to each one's root. */
+        for (int i = 0; i < 20; i++) {
+                ids[i] = create_from(c, digest);
+                errors += !ids[i] || run_shell(c, ids[i], "head -c 1048576 /dev/zero >/root/mib");
+        }
+        snprintf(paths, sizeof(paths), "%s/images %s/sandboxes/*/root", d.state, d.state);
+        mine = du_kib(paths) / 1024.0;
+        base = du_kib(rootfs) / 1024.0;
+        r = bench_row_add("image", "disk of 20 sandboxes", "MiB", mine, base, CMP_RATIO_LE,
+                          base > 0 ? (1.1 * base + 20.0) / base : 0);
+        snprintf(r->note, sizeof(r->note), "bar: 1.1 x one unpacked image + 20 MiB");
+        for (int i = 0; i < 20; i++)
+                if (ids[i]) {
+                        errors += terminate_sandbox(c, ids[i]) < 0;
+                        free(ids[i]);
+                }
+        mine = idle_kib_each(c, digest, opt.quick ? 5 : 10, &errors);
+        base = idle_kib_each(c, NULL, opt.quick ? 5 : 10, &errors);
+        bench_row_add("image", "host memory per idle sandbox", "KiB", mine, base, CMP_RATIO_LE, 1.1);
+out:
+        if (errors) {
+                r = bench_row_add("image", "errors", "count", errors, NAN, CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "see stderr and %s", d.log);
+        }
+        free(digest);
+        samples_free(&pull);
+        samples_free(&unpack);
+        samples_free(&img);
+        samples_free(&host);
+        samples_free(&bw);
+        sbx_close(c);
+        bench_daemon_stop(&d);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 static void usage(void) {
         fputs("usage: sbx_bench [--quick] [--json PATH] [--only NAME[,NAME...]] [--sandboxes N] "
               "[--keep]\n"
-              "cases: roundtrip lifecycle cli concurrent idle stdout files burst nocgroup\n",
+              "cases: roundtrip lifecycle cli concurrent idle stdout files burst nocgroup image\n",
               stderr);
 }
 
@@ -2397,7 +2626,8 @@ int main(int argc, char **argv) {
          * (bench_meminfo_settled). */
         static const char *const names[] = {"roundtrip", "concurrent", "lifecycle",
                                             "cli",       "stdout",     "files",
-                                            "burst",     "idle",       "nocgroup"};
+                                            "burst",     "idle",       "nocgroup",
+                                            "image"};
         double t0 = bench_now_ms();
         struct utsname u;
         char title[512], date[64], cpu[256];
@@ -2439,7 +2669,7 @@ int main(int argc, char **argv) {
                 need_main |= wanted(names[i]);
         if (need_main && bench_daemon_start(&main_daemon, base_dir, "main", NULL) < 0)
                 return 1;
-        for (i = 0; i < 9; i++) {
+        for (i = 0; i < 10; i++) {
                 if (!wanted(names[i]))
                         continue;
                 if (strcmp(names[i], "roundtrip") == 0)
@@ -2460,6 +2690,8 @@ int main(int argc, char **argv) {
                         case_cli();
                 else if (strcmp(names[i], "nocgroup") == 0)
                         case_nocgroup();
+                else if (strcmp(names[i], "image") == 0)
+                        case_image();
         }
         if (need_main) {
                 st = bench_daemon_stop(&main_daemon);
