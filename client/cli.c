@@ -50,10 +50,13 @@ static const struct command commands[] = {
          "      cancels it); --print-id prints the command's ID as it starts (on stderr;\n"
          "      with --json as a first JSON line); -t runs it on a terminal of the sandbox\n"
          "      sized as ours, our terminal raw (Ctrl-C goes to the command), its size\n"
-         "      changes forwarded (-tt: a terminal even when stdin is none); --background:\n"
-         "      start it, print its ID at once (--json: an object with command_id) and\n"
-         "      leave it running (its output is kept for sbx attach; --timeout 0: until it\n"
-         "      exits or the sandbox ends)"},
+         "      changes forwarded (-tt: a terminal even when stdin is none). --timeout:\n"
+         "      default 60 s, at most the daemon's --max-command-timeout; 0 (none) only with\n"
+         "      --background. --background: start it, print its ID at once (--json: an\n"
+         "      object with command_id) and leave it running, its output kept for sbx\n"
+         "      attach; it has no timeout of its own unless --timeout SECS gives one: it runs\n"
+         "      until it exits, is cancelled, or the sandbox ends (its deadline: sbx info,\n"
+         "      sbx set-timeout). On a terminal sbx says which, and how to follow or stop it"},
         {"attach", cmd_attach, "attach [-f|--follow] [--json] ID COMMAND_ID",
          "write the output a command kept (a background one: sbx exec --background) to\n"
          "      stdout and stderr; --follow: then what it prints until it ends, and exit\n"
