@@ -1843,6 +1843,122 @@ START_TEST(background_command_and_output) {
 }
 END_TEST
 
+/* The command_id in a run_command result (into buf). */
+static const char *command_id_of(json_t *r, char *buf, size_t len) {
+        snprintf(buf, len, "%s", json_string_value(json_object_get(structured_of(r), "command_id")));
+        ck_assert_msg(strncmp(buf, "c-", 2) == 0, "command_id %s", buf);
+        return buf;
+}
+
+/* A background command has no timeout unless timeout_seconds gives one (a dev server
+ * outlives the server's --max-command-timeout, 2 s here); 0 is none too; one given is
+ * kept as it is, not lowered to the server's maximum; run_command and command_output
+ * report its real timeout (null: none) and a timed-out background command gets a hint
+ * that fits it. A foreground timeout_seconds 0 is refused naming the rule, and the
+ * tool's description and schema state the rules. */
+START_TEST(background_timeouts) {
+        const char *flags[] = {"--default-command-timeout", "1", "--max-command-timeout", "2",
+                               NULL};
+        struct it_daemon d;
+        struct mcp m;
+        json_t *r, *st, *list, *t, *to;
+        char none[32], zero[32], hour[32], one[32];
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        attach(&m, &d, id, flags);
+
+        list = mcp_ok(&m, "tools/list", NULL);
+        ck_assert(has_tool(list, "run_command", &t));
+        ck_assert_msg(strstr(json_string_value(json_object_get(t, "description")),
+                             "no timeout unless timeout_seconds gives one"),
+                      "%s", json_string_value(json_object_get(t, "description")));
+        to = json_object_get(json_object_get(json_object_get(t, "inputSchema"), "properties"),
+                             "timeout_seconds");
+        ck_assert(json_integer_value(json_object_get(to, "minimum")) == 0);
+        ck_assert_ptr_null(json_object_get(to, "exclusiveMinimum"));
+        json_decref(list);
+
+        r = mcp_tool(&m, "run_command", json_pack("{s:s,s:b}", "command", "sleep 100",
+                                                  "background", 1));
+        ck_assert(!is_error(r));
+        ck_text_has(r, "the sandbox ends (no timeout)");
+        ck_assert(json_is_null(json_object_get(structured_of(r), "timeout_seconds")));
+        command_id_of(r, none, sizeof(none));
+        json_decref(r);
+
+        r = mcp_tool(&m, "run_command", json_pack("{s:s,s:b,s:i}", "command", "sleep 100",
+                                                  "background", 1, "timeout_seconds", 0));
+        ck_assert_msg(!is_error(r), "%s", text_of(r));
+        command_id_of(r, zero, sizeof(zero));
+        json_decref(r);
+
+        r = mcp_tool(&m, "run_command", json_pack("{s:s,s:b,s:i}", "command", "sleep 100",
+                                                  "background", 1, "timeout_seconds", 3600));
+        ck_assert_msg(!is_error(r), "%s", text_of(r));
+        ck_assert(json_real_value(json_object_get(structured_of(r), "timeout_seconds")) == 3600.0);
+        ck_assert_ptr_null(strstr(text_of(r), "lowered"));
+        ck_text_has(r, "its timeout_seconds (3600 s) kill it");
+        command_id_of(r, hour, sizeof(hour));
+        json_decref(r);
+
+        /* Past the server's maximum, all three run; each reports its own timeout. */
+        usleep(2500 * 1000);
+        r = mcp_tool(&m, "command_output", json_pack("{s:s}", "command_id", none));
+        st = structured_of(r);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "outcome")), "running");
+        ck_assert(json_is_null(json_object_get(st, "timeout_seconds")));
+        json_decref(r);
+        r = mcp_tool(&m, "command_output", json_pack("{s:s}", "command_id", zero));
+        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")),
+                         "running");
+        json_decref(r);
+        r = mcp_tool(&m, "command_output", json_pack("{s:s}", "command_id", hour));
+        st = structured_of(r);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "outcome")), "running");
+        ck_assert(json_real_value(json_object_get(st, "timeout_seconds")) == 3600.0);
+        json_decref(r);
+
+        /* A background command killed at its timeout: the hint is for a background one. */
+        r = mcp_tool(&m, "run_command", json_pack("{s:s,s:b,s:i}", "command", "sleep 100",
+                                                  "background", 1, "timeout_seconds", 1));
+        command_id_of(r, one, sizeof(one));
+        json_decref(r);
+        r = mcp_tool(&m, "command_output",
+                     json_pack("{s:s,s:i}", "command_id", one, "wait_seconds", 30));
+        ck_assert(is_error(r));
+        ck_text_has(r, "[timed out: killed after 1 s (its timeout_seconds); start it again with "
+                       "background: true and a larger timeout_seconds, or without one");
+        ck_assert_ptr_null(strstr(text_of(r), "nohup"));
+        st = structured_of(r);
+        ck_assert(json_is_true(json_object_get(st, "timed_out")));
+        ck_assert(json_real_value(json_object_get(st, "timeout_seconds")) == 1.0);
+        json_decref(r);
+
+        /* No timeout is for background only. */
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:i}", "command", "echo ran", "timeout_seconds", 0));
+        ck_assert(is_error(r));
+        ck_text_has(r, "'timeout_seconds' 0 (no timeout) is for background: true only");
+        ck_assert_ptr_null(strstr(text_of(r), "ran\n"));
+        json_decref(r);
+
+        for (const char *const *k = (const char *const[]){none, zero, hour, NULL}; *k; k++) {
+                r = mcp_tool(&m, "command_output", json_pack("{s:s,s:b}", "command_id", *k,
+                                                             "stop", 1));
+                ck_text_has(r, "[cancelled");
+                json_decref(r);
+        }
+        ck_assert_int_eq(mcp_close(&m, 10000), 0);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("mcp");
         TCase *tc = tcase_create("mcp");
@@ -1862,6 +1978,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, ended_sandbox_and_gone_daemon_are_protocol_errors);
         tcase_add_test(tc, typescript_sdk_client);
         tcase_add_test(tc, background_command_and_output);
+        tcase_add_test(tc, background_timeouts);
         tcase_add_test(tc, owned_sandbox_with_a_disk_limit);
         tcase_add_test(tc, largest_call_fits_and_longer_lines_are_skipped);
         tcase_add_test(tc, deep_and_wide_lines_are_refused);
