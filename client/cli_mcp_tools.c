@@ -2061,6 +2061,20 @@ json_t *mcp_tools_list(const struct mcp_env *env, const char *version) {
         return list ? json_pack("{s:o}", "tools", list) : NULL;
 }
 
+void cli_mcp_tool_names(char *buf, size_t len) {
+        size_t o = 0;
+
+        if (len == 0)
+                return;
+        buf[0] = '\0';
+        for (size_t i = 0; i < N_TOOLS && o < len; i++)
+                o += (size_t)snprintf(buf + o, len - o, "%s%s",
+                                      i == 0            ? ""
+                                      : i + 1 < N_TOOLS ? ", "
+                                                        : " and ",
+                                      tools[i].name);
+}
+
 const struct mcp_tool *mcp_tool_find(const char *name) {
         for (size_t i = 0; i < N_TOOLS; i++)
                 if (strcmp(tools[i].name, name) == 0)

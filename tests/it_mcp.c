@@ -1959,6 +1959,104 @@ START_TEST(background_timeouts) {
 }
 END_TEST
 
+/* The text of file path (NUL-terminated; the caller frees it). */
+static char *slurp(const char *path) {
+        FILE *f = fopen(path, "r");
+        char *buf = NULL;
+        size_t len = 0, n;
+        char chunk[8192];
+
+        ck_assert_msg(f, "cannot open %s", path);
+        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+                buf = realloc(buf, len + n + 1);
+                ck_assert_ptr_nonnull(buf);
+                memcpy(buf + len, chunk, n);
+                len += n;
+        }
+        fclose(f);
+        ck_assert_ptr_nonnull(buf);
+        buf[len] = '\0';
+        return buf;
+}
+
+/* Every tool tools/list gives is where a user looks, and no other: sbx help, sbx mcp
+ * --help, the "Unknown tool" error, and sbx(1)'s MCP SERVER list (an entry per tool,
+ * in the server's order, naming every argument of its input schema). A tool added to
+ * the server's table, or an argument added to a schema, fails here until documented. */
+START_TEST(tools_documented_where_users_look) {
+        struct it_daemon d;
+        struct mcp m;
+        json_t *list, *t, *props, *v;
+        char path[1200], *man, *sec, *end, *msg, *help, *mhelp, *entry;
+        const char *key;
+        size_t i, entries = 0;
+        sbx_client *c;
+        char *id;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        id = it_create(c, NULL);
+        attach(&m, &d, id, NULL);
+        list = mcp_ok(&m, "tools/list", NULL);
+        ck_assert_int_eq(mcp_fails(&m, "tools/call", json_pack("{s:s}", "name", "nosuch"), &msg),
+                         -32602);
+        {
+                const char *a[] = {"help", NULL}, *b[] = {"mcp", "--help", NULL};
+                ck_assert_int_eq(it_sbx(&d, NULL, 0, &help, NULL, a), 0);
+                ck_assert_int_eq(it_sbx(&d, NULL, 0, &mhelp, NULL, b), 0);
+        }
+        snprintf(path, sizeof(path), "%s/man/man1/sbx.1", it_build_dir());
+        man = slurp(path);
+        sec = strstr(man, "\n.SH MCP SERVER\n");
+        ck_assert_ptr_nonnull(sec);
+        sec = strstr(sec, "The tools, in the order");
+        ck_assert_ptr_nonnull(sec);
+        end = strstr(sec, "\n.PP\n");
+        ck_assert_ptr_nonnull(end);
+        *end = '\0';
+        for (char *e = strstr(sec, "\n.TP\n.B "); e; e = strstr(e + 1, "\n.TP\n.B "))
+                entries++;
+        ck_assert_uint_eq(entries, json_array_size(json_object_get(list, "tools")));
+        entry = sec;
+        json_array_foreach(json_object_get(list, "tools"), i, t) {
+                const char *name = json_string_value(json_object_get(t, "name"));
+                char head[128], *next;
+
+                ck_assert_msg(strstr(msg, name), "the Unknown tool error lacks %s: %s", name, msg);
+                ck_assert_msg(strstr(help, name), "sbx help lacks %s", name);
+                ck_assert_msg(strstr(mhelp, name), "sbx mcp --help lacks %s", name);
+                /* The next entry is this tool's. */
+                snprintf(head, sizeof(head), "\n.TP\n.B %s\n", name);
+                entry = strstr(entry, "\n.TP\n.B ");
+                ck_assert_msg(entry && strncmp(entry, head, strlen(head)) == 0,
+                              "sbx(1) MCP SERVER: tool %zu is not %s", i, name);
+                entry += strlen(head);
+                next = strstr(entry, "\n.TP\n.B ");
+                if (next)
+                        *next = '\0';
+                props = json_object_get(json_object_get(t, "inputSchema"), "properties");
+                json_object_foreach(props, key, v) {
+                        ck_assert_msg(strstr(entry, key),
+                                      "sbx(1) MCP SERVER: %s does not name its argument %s", name,
+                                      key);
+                }
+                if (next) {
+                        *next = '\n';
+                        entry = next;
+                }
+        }
+        free(man);
+        free(msg);
+        free(help);
+        free(mhelp);
+        json_decref(list);
+        ck_assert_int_eq(mcp_close(&m, 10000), 0);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("mcp");
         TCase *tc = tcase_create("mcp");
@@ -1979,6 +2077,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, typescript_sdk_client);
         tcase_add_test(tc, background_command_and_output);
         tcase_add_test(tc, background_timeouts);
+        tcase_add_test(tc, tools_documented_where_users_look);
         tcase_add_test(tc, owned_sandbox_with_a_disk_limit);
         tcase_add_test(tc, largest_call_fits_and_longer_lines_are_skipped);
         tcase_add_test(tc, deep_and_wide_lines_are_refused);
