@@ -68,8 +68,8 @@ static json_t *command_output(struct mcp_call *k, json_t *args);
         "\"signal\":{\"type\":[\"integer\",\"null\"]},"                                            \
         "\"timed_out\":{\"type\":\"boolean\"},"                                                    \
         "\"timeout_seconds\":{\"type\":[\"number\",\"null\"],\"description\":\"Its "               \
-        "timeout; null: none (a background command that runs until it exits or "               \
-        "the sandbox ends)\"},"                                                                   \
+        "timeout; null: none (a background command that runs until it exits or "                   \
+        "the sandbox ends)\"},"                                                                    \
         "\"duration_seconds\":{\"type\":\"number\"},"                                              \
         "\"queued_ms\":{\"type\":\"integer\",\"description\":\"Milliseconds "                      \
         "it waited for a slot\"},"                                                                 \
@@ -97,9 +97,10 @@ static const struct mcp_tool tools[] = {
                         "/workspace unless `cwd` says otherwise; files written there stay for "
                         "later calls. A command is killed after timeout_seconds "
                         "({DEFAULT_TIMEOUT} s unless given, at most {MAX_TIMEOUT} s): start "
-                        "longer work with `background: true` and look at it later. The result has a [stdout] and a [stderr] section, each "
-                        "cut to its last {MAX_OUTPUT_BYTES} bytes and {MAX_OUTPUT_LINES} "
-                        "lines (a cut is marked), and a status line: the exit code, a "
+                        "longer work with `background: true` and look at it later. The result "
+                        "has a [stdout] and a [stderr] section, each cut to its last "
+                        "{MAX_OUTPUT_BYTES} bytes and {MAX_OUTPUT_LINES} lines (a cut is "
+                        "marked), and a status line: the exit code, a "
                         "timeout or a signal. A non-zero exit comes back as an error result "
                         "with the output, to read what failed and try again. Nothing is "
                         "interactive: stdin is empty unless `stdin` gives text. When the "
@@ -1055,11 +1056,11 @@ static json_t *run_structured(const struct sbx_result *r, const struct run_args 
                 "command_id", r->command_id, "outcome", sbx_outcome_name(r->outcome), "exit_code",
                 r->has_exit_code ? json_integer(r->exit_code) : json_null(), "signal",
                 r->has_signal ? json_integer(r->signal) : json_null(), "timed_out", timed_out,
-                "timeout_seconds", timeout_json(a, r), "duration_seconds",
-                r->duration, "queued_ms", (json_int_t)r->queued_ms, "stdout", jout, "stderr", jerr,
-                "stdout_truncated", out->dropped > 0, "stderr_truncated", err->dropped > 0,
-                "stdout_bytes", (json_int_t)out->total, "stderr_bytes", (json_int_t)err->total,
-                "limits_hit", strv_json(&r->limits_hit), "warnings", strv_json(&r->warnings));
+                "timeout_seconds", timeout_json(a, r), "duration_seconds", r->duration, "queued_ms",
+                (json_int_t)r->queued_ms, "stdout", jout, "stderr", jerr, "stdout_truncated",
+                out->dropped > 0, "stderr_truncated", err->dropped > 0, "stdout_bytes",
+                (json_int_t)out->total, "stderr_bytes", (json_int_t)err->total, "limits_hit",
+                strv_json(&r->limits_hit), "warnings", strv_json(&r->warnings));
 }
 
 /* The result of a command that ran (or could not start): the tails of its output and

@@ -1062,8 +1062,7 @@ void disk_sweep(const char *state_dir_given) {
         free(state_dir);
 }
 
-uint64_t disk_full_margin_bytes(long fs_type, uint64_t block_bytes, uint64_t fs_bytes,
-                                long cpus) {
+uint64_t disk_full_margin_bytes(long fs_type, uint64_t block_bytes, uint64_t fs_bytes, long cpus) {
         uint64_t batch, margin;
 
         if (fs_type != EXT4_SUPER_MAGIC)

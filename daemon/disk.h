@@ -168,8 +168,7 @@ void disk_sweep(const char *state_dir);
  * ext4 its write-time allocation watermark (4 x max(32, 2 x cpus) x cpus blocks, below
  * which it may refuse a write with that much still free), at most an eighth of the
  * filesystem. Pure. */
-uint64_t disk_full_margin_bytes(long fs_type, uint64_t block_bytes, uint64_t fs_bytes,
-                                long cpus);
+uint64_t disk_full_margin_bytes(long fs_type, uint64_t block_bytes, uint64_t fs_bytes, long cpus);
 
 /* 1 when the /workspace of a sandbox whose root (its mount namespace's /) is open as
  * root_fd has no room left (its inodes used up, or less free than

@@ -1393,9 +1393,8 @@ START_TEST(background_runs_until_the_sandbox_ends) {
                 free(tty);
         }
         {
-                const char *a[] = {"exec", "--background", "--timeout", "1.5",
-                                   "bgt",  "--",           "sleep",     "100",
-                                   NULL};
+                const char *a[] = {"exec", "--background", "--timeout", "1.5", "bgt",
+                                   "--",   "sleep",        "100",       NULL};
                 tty = background_on_a_terminal(&d, a);
                 ck_assert_msg(strstr(tty, "sbx: command c-3 runs in the background and is "
                                           "killed after 1.5 s (--timeout); `sbx attach -f bgt "

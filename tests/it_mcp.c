@@ -1845,7 +1845,8 @@ END_TEST
 
 /* The command_id in a run_command result (into buf). */
 static const char *command_id_of(json_t *r, char *buf, size_t len) {
-        snprintf(buf, len, "%s", json_string_value(json_object_get(structured_of(r), "command_id")));
+        snprintf(buf, len, "%s",
+                 json_string_value(json_object_get(structured_of(r), "command_id")));
         ck_assert_msg(strncmp(buf, "c-", 2) == 0, "command_id %s", buf);
         return buf;
 }
@@ -1882,22 +1883,24 @@ START_TEST(background_timeouts) {
         ck_assert_ptr_null(json_object_get(to, "exclusiveMinimum"));
         json_decref(list);
 
-        r = mcp_tool(&m, "run_command", json_pack("{s:s,s:b}", "command", "sleep 100",
-                                                  "background", 1));
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:b}", "command", "sleep 100", "background", 1));
         ck_assert(!is_error(r));
         ck_text_has(r, "the sandbox ends (no timeout)");
         ck_assert(json_is_null(json_object_get(structured_of(r), "timeout_seconds")));
         command_id_of(r, none, sizeof(none));
         json_decref(r);
 
-        r = mcp_tool(&m, "run_command", json_pack("{s:s,s:b,s:i}", "command", "sleep 100",
-                                                  "background", 1, "timeout_seconds", 0));
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:b,s:i}", "command", "sleep 100", "background", 1,
+                               "timeout_seconds", 0));
         ck_assert_msg(!is_error(r), "%s", text_of(r));
         command_id_of(r, zero, sizeof(zero));
         json_decref(r);
 
-        r = mcp_tool(&m, "run_command", json_pack("{s:s,s:b,s:i}", "command", "sleep 100",
-                                                  "background", 1, "timeout_seconds", 3600));
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:b,s:i}", "command", "sleep 100", "background", 1,
+                               "timeout_seconds", 3600));
         ck_assert_msg(!is_error(r), "%s", text_of(r));
         ck_assert(json_real_value(json_object_get(structured_of(r), "timeout_seconds")) == 3600.0);
         ck_assert_ptr_null(strstr(text_of(r), "lowered"));
@@ -1923,8 +1926,9 @@ START_TEST(background_timeouts) {
         json_decref(r);
 
         /* A background command killed at its timeout: the hint is for a background one. */
-        r = mcp_tool(&m, "run_command", json_pack("{s:s,s:b,s:i}", "command", "sleep 100",
-                                                  "background", 1, "timeout_seconds", 1));
+        r = mcp_tool(&m, "run_command",
+                     json_pack("{s:s,s:b,s:i}", "command", "sleep 100", "background", 1,
+                               "timeout_seconds", 1));
         command_id_of(r, one, sizeof(one));
         json_decref(r);
         r = mcp_tool(&m, "command_output",
@@ -1947,8 +1951,8 @@ START_TEST(background_timeouts) {
         json_decref(r);
 
         for (const char *const *k = (const char *const[]){none, zero, hour, NULL}; *k; k++) {
-                r = mcp_tool(&m, "command_output", json_pack("{s:s,s:b}", "command_id", *k,
-                                                             "stop", 1));
+                r = mcp_tool(&m, "command_output",
+                             json_pack("{s:s,s:b}", "command_id", *k, "stop", 1));
                 ck_text_has(r, "[cancelled");
                 json_decref(r);
         }
