@@ -345,6 +345,18 @@ static void fmt_secs(char *buf, size_t len, uint64_t ms) {
         }
 }
 
+/* Appends name, item i of n, to the list in buf (len bytes, *o of them used): "a, b, c"
+ * with `last` (" and ", " or ") before the last item. Stops at len. */
+static void list_append(char *buf, size_t len, size_t *o, size_t i, size_t n, const char *last,
+                        const char *name) {
+        if (*o < len)
+                *o += (size_t)snprintf(buf + *o, len - *o, "%s%s",
+                                       i == 0      ? ""
+                                       : i + 1 < n ? ", "
+                                                   : last,
+                                       name);
+}
+
 /* The outcomes a run_command result can have, by their libsbx names: "exited, ...,
  * queue_timeout or unknown" (a sandbox that ended under the command is an error of the
  * call, not a result). */
@@ -357,12 +369,8 @@ static void result_outcomes(char *buf, size_t len) {
         size_t n = sizeof(v) / sizeof(v[0]), o = 0;
 
         buf[0] = '\0';
-        for (size_t i = 0; i < n && o < len; i++)
-                o += (size_t)snprintf(buf + o, len - o, "%s%s",
-                                      i == 0      ? ""
-                                      : i + 1 < n ? ", "
-                                                  : " or ",
-                                      sbx_outcome_name(v[i]));
+        for (size_t i = 0; i < n; i++)
+                list_append(buf, len, &o, i, n, " or ", sbx_outcome_name(v[i]));
 }
 
 /* template with {DEFAULT_TIMEOUT}, {MAX_TIMEOUT}, {MAX_OUTPUT_BYTES},
@@ -2068,12 +2076,8 @@ void cli_mcp_tool_names(char *buf, size_t len) {
         if (len == 0)
                 return;
         buf[0] = '\0';
-        for (size_t i = 0; i < N_TOOLS && o < len; i++)
-                o += (size_t)snprintf(buf + o, len - o, "%s%s",
-                                      i == 0            ? ""
-                                      : i + 1 < N_TOOLS ? ", "
-                                                        : " and ",
-                                      tools[i].name);
+        for (size_t i = 0; i < N_TOOLS; i++)
+                list_append(buf, len, &o, i, N_TOOLS, " and ", tools[i].name);
 }
 
 const struct mcp_tool *mcp_tool_find(const char *name) {

@@ -1014,14 +1014,12 @@ END_TEST
 /* ---- 14: create says when the sandbox ends, to a person at a terminal --------------------------
  */
 
-START_TEST(create_tells_deadline_on_a_terminal) {
-        struct it_daemon d;
-        sbx_client *c = start(&d, NULL, NULL);
-        const char *a[] = {"create", "--id",           "tty", "--timeout",
-                           "600",    "--idle-timeout", "120", NULL};
-        const char *b[] = {"create", "--id", "notty", NULL};
+/* Runs sbx with args, its stderr a terminal (a pty) and its stdout a pipe; it must exit
+ * 0. Returns what it wrote on the terminal (the caller frees it); *ret_out (when not
+ * NULL) gets its stdout (the caller frees it). */
+static char *sbx_on_a_terminal(struct it_daemon *d, const char *const *args, char **ret_out) {
         struct proc p;
-        char *tty = NULL, *err;
+        char *tty = NULL;
         size_t tlen = 0;
         int m, s;
 
@@ -1031,10 +1029,9 @@ START_TEST(create_tells_deadline_on_a_terminal) {
         ck_assert_int_eq(unlockpt(m), 0);
         s = open(ptsname(m), O_RDWR | O_NOCTTY | O_CLOEXEC);
         ck_assert_int_ge(s, 0);
-        spawn_sbx(&d, -1, s, a, &p);
+        spawn_sbx(d, -1, s, args, &p);
         close(s);
         ck_assert_int_eq(finish(&p), 0);
-        ck_assert_str_eq(p.obuf, "tty\n");
         {
                 struct pollfd f = {.fd = m, .events = POLLIN};
                 while (poll(&f, 1, 200) > 0 && drain_some(m, &tty, &tlen) > 0)
@@ -1042,12 +1039,30 @@ START_TEST(create_tells_deadline_on_a_terminal) {
         }
         close(m);
         ck_assert_ptr_nonnull(tty);
+        if (ret_out) {
+                *ret_out = p.obuf;
+                p.obuf = NULL;
+        }
+        proc_free(&p);
+        return tty;
+}
+
+START_TEST(create_tells_deadline_on_a_terminal) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, NULL, NULL);
+        const char *a[] = {"create", "--id",           "tty", "--timeout",
+                           "600",    "--idle-timeout", "120", NULL};
+        const char *b[] = {"create", "--id", "notty", NULL};
+        char *tty, *err, *id;
+
+        tty = sbx_on_a_terminal(&d, a, &id);
+        ck_assert_str_eq(id, "tty\n");
+        free(id);
         ck_assert_msg(strstr(tty, "sbx: sandbox tty ends at 20") && strstr(tty, "(in 10 min)") &&
                               strstr(tty, "or after 2 min without use") &&
                               strstr(tty, "`sbx set-timeout tty SECS` to change"),
                       "terminal: '%s'", tty);
         free(tty);
-        proc_free(&p);
         /* Not to a pipe. */
         ck_assert_int_eq(sbx(&d, NULL, NULL, &err, b), 0);
         ck_assert_str_eq(err, "");
@@ -1325,35 +1340,6 @@ START_TEST(help_names_every_command) {
 }
 END_TEST
 
-/* What sbx_exec --background prints on stderr when stderr is the pty opened as m (the
- * master): the caller frees it. */
-static char *background_on_a_terminal(struct it_daemon *d, const char *const *args) {
-        struct proc p;
-        char *tty = NULL;
-        size_t tlen = 0;
-        int m, s;
-
-        m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-        ck_assert_int_ge(m, 0);
-        ck_assert_int_eq(grantpt(m), 0);
-        ck_assert_int_eq(unlockpt(m), 0);
-        s = open(ptsname(m), O_RDWR | O_NOCTTY | O_CLOEXEC);
-        ck_assert_int_ge(s, 0);
-        spawn_sbx(d, -1, s, args, &p);
-        close(s);
-        ck_assert_int_eq(finish(&p), 0);
-        ck_assert_msg(strncmp(p.obuf, "c-", 2) == 0, "stdout: %s", p.obuf);
-        {
-                struct pollfd f = {.fd = m, .events = POLLIN};
-                while (poll(&f, 1, 200) > 0 && drain_some(m, &tty, &tlen) > 0)
-                        ;
-        }
-        close(m);
-        proc_free(&p);
-        ck_assert_ptr_nonnull(tty);
-        return tty;
-}
-
 /* sbx exec --background gives the command no timeout of its own unless --timeout says
  * one (a dev server must not die at 60 s): so it starts on a daemon whose
  * --max-command-timeout (2 s) is below sbx's default of 60 s, and still runs past it;
@@ -1383,7 +1369,9 @@ START_TEST(background_runs_until_the_sandbox_ends) {
         }
         {
                 const char *a[] = {"exec", "--background", "bgt", "--", "sleep", "100", NULL};
-                tty = background_on_a_terminal(&d, a);
+                tty = sbx_on_a_terminal(&d, a, &out);
+                ck_assert_str_eq(out, "c-2\n");
+                free(out);
                 ck_assert_msg(strstr(tty, "sbx: command c-2 runs in the background until it "
                                           "exits or sandbox bgt ends (at 20") &&
                                       strstr(tty, "`sbx set-timeout bgt SECS` moves that); `sbx "
@@ -1395,7 +1383,7 @@ START_TEST(background_runs_until_the_sandbox_ends) {
         {
                 const char *a[] = {"exec", "--background", "--timeout", "1.5", "bgt",
                                    "--",   "sleep",        "100",       NULL};
-                tty = background_on_a_terminal(&d, a);
+                tty = sbx_on_a_terminal(&d, a, NULL);
                 ck_assert_msg(strstr(tty, "sbx: command c-3 runs in the background and is "
                                           "killed after 1.5 s (--timeout); `sbx attach -f bgt "
                                           "c-3` follows it"),

@@ -1843,12 +1843,49 @@ START_TEST(background_command_and_output) {
 }
 END_TEST
 
+/* A daemon, a client of it, a sandbox and a server attached to it (with extra flags):
+ * what a test of one server needs; attached_stop ends them. */
+struct attached {
+        struct it_daemon d;
+        struct mcp m;
+        sbx_client *c;
+        char *id;
+};
+
+static void attached_start(struct attached *a, const char *const *flags) {
+        it_daemon_start(&a->d, NULL);
+        a->c = it_connect(&a->d);
+        a->id = it_create(a->c, NULL);
+        attach(&a->m, &a->d, a->id, flags);
+}
+
+static void attached_stop(struct attached *a) {
+        ck_assert_int_eq(mcp_close(&a->m, 10000), 0);
+        free(a->id);
+        sbx_close(a->c);
+        ck_assert_int_eq(it_daemon_stop(&a->d), 0);
+}
+
 /* The command_id in a run_command result (into buf). */
 static const char *command_id_of(json_t *r, char *buf, size_t len) {
         snprintf(buf, len, "%s",
                  json_string_value(json_object_get(structured_of(r), "command_id")));
         ck_assert_msg(strncmp(buf, "c-", 2) == 0, "command_id %s", buf);
         return buf;
+}
+
+/* Starts `sleep 100` with run_command in the background, with timeout_seconds t (t < 0:
+ * none given); it must start. Its command_id into buf; returns the result (the caller
+ * frees it). */
+static json_t *sleep_in_background(struct mcp *m, int t, char *buf, size_t len) {
+        json_t *args = json_pack("{s:s,s:b}", "command", "sleep 100", "background", 1), *r;
+
+        if (t >= 0)
+                json_object_set_new(args, "timeout_seconds", json_integer(t));
+        r = mcp_tool(m, "run_command", args);
+        ck_assert_msg(!is_error(r), "%s", text_of(r));
+        command_id_of(r, buf, len);
+        return r;
 }
 
 /* A background command has no timeout unless timeout_seconds gives one (a dev server
@@ -1860,19 +1897,14 @@ static const char *command_id_of(json_t *r, char *buf, size_t len) {
 START_TEST(background_timeouts) {
         const char *flags[] = {"--default-command-timeout", "1", "--max-command-timeout", "2",
                                NULL};
-        struct it_daemon d;
-        struct mcp m;
+        struct attached at;
+        struct mcp *m = &at.m;
         json_t *r, *st, *list, *t, *to;
         char none[32], zero[32], hour[32], one[32];
-        sbx_client *c;
-        char *id;
 
-        it_daemon_start(&d, NULL);
-        c = it_connect(&d);
-        id = it_create(c, NULL);
-        attach(&m, &d, id, flags);
+        attached_start(&at, flags);
 
-        list = mcp_ok(&m, "tools/list", NULL);
+        list = mcp_ok(m, "tools/list", NULL);
         ck_assert(has_tool(list, "run_command", &t));
         ck_assert_msg(strstr(json_string_value(json_object_get(t, "description")),
                              "no timeout unless timeout_seconds gives one"),
@@ -1883,55 +1915,37 @@ START_TEST(background_timeouts) {
         ck_assert_ptr_null(json_object_get(to, "exclusiveMinimum"));
         json_decref(list);
 
-        r = mcp_tool(&m, "run_command",
-                     json_pack("{s:s,s:b}", "command", "sleep 100", "background", 1));
-        ck_assert(!is_error(r));
+        r = sleep_in_background(m, -1, none, sizeof(none));
         ck_text_has(r, "the sandbox ends (no timeout)");
         ck_assert(json_is_null(json_object_get(structured_of(r), "timeout_seconds")));
-        command_id_of(r, none, sizeof(none));
         json_decref(r);
-
-        r = mcp_tool(&m, "run_command",
-                     json_pack("{s:s,s:b,s:i}", "command", "sleep 100", "background", 1,
-                               "timeout_seconds", 0));
-        ck_assert_msg(!is_error(r), "%s", text_of(r));
-        command_id_of(r, zero, sizeof(zero));
-        json_decref(r);
-
-        r = mcp_tool(&m, "run_command",
-                     json_pack("{s:s,s:b,s:i}", "command", "sleep 100", "background", 1,
-                               "timeout_seconds", 3600));
-        ck_assert_msg(!is_error(r), "%s", text_of(r));
+        json_decref(sleep_in_background(m, 0, zero, sizeof(zero)));
+        r = sleep_in_background(m, 3600, hour, sizeof(hour));
         ck_assert(json_real_value(json_object_get(structured_of(r), "timeout_seconds")) == 3600.0);
         ck_assert_ptr_null(strstr(text_of(r), "lowered"));
         ck_text_has(r, "its timeout_seconds (3600 s) kill it");
-        command_id_of(r, hour, sizeof(hour));
         json_decref(r);
 
         /* Past the server's maximum, all three run; each reports its own timeout. */
         usleep(2500 * 1000);
-        r = mcp_tool(&m, "command_output", json_pack("{s:s}", "command_id", none));
+        r = mcp_tool(m, "command_output", json_pack("{s:s}", "command_id", none));
         st = structured_of(r);
         ck_assert_str_eq(json_string_value(json_object_get(st, "outcome")), "running");
         ck_assert(json_is_null(json_object_get(st, "timeout_seconds")));
         json_decref(r);
-        r = mcp_tool(&m, "command_output", json_pack("{s:s}", "command_id", zero));
+        r = mcp_tool(m, "command_output", json_pack("{s:s}", "command_id", zero));
         ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")),
                          "running");
         json_decref(r);
-        r = mcp_tool(&m, "command_output", json_pack("{s:s}", "command_id", hour));
+        r = mcp_tool(m, "command_output", json_pack("{s:s}", "command_id", hour));
         st = structured_of(r);
         ck_assert_str_eq(json_string_value(json_object_get(st, "outcome")), "running");
         ck_assert(json_real_value(json_object_get(st, "timeout_seconds")) == 3600.0);
         json_decref(r);
 
         /* A background command killed at its timeout: the hint is for a background one. */
-        r = mcp_tool(&m, "run_command",
-                     json_pack("{s:s,s:b,s:i}", "command", "sleep 100", "background", 1,
-                               "timeout_seconds", 1));
-        command_id_of(r, one, sizeof(one));
-        json_decref(r);
-        r = mcp_tool(&m, "command_output",
+        json_decref(sleep_in_background(m, 1, one, sizeof(one)));
+        r = mcp_tool(m, "command_output",
                      json_pack("{s:s,s:i}", "command_id", one, "wait_seconds", 30));
         ck_assert(is_error(r));
         ck_text_has(r, "[timed out: killed after 1 s (its timeout_seconds); start it again with "
@@ -1943,7 +1957,7 @@ START_TEST(background_timeouts) {
         json_decref(r);
 
         /* No timeout is for background only. */
-        r = mcp_tool(&m, "run_command",
+        r = mcp_tool(m, "run_command",
                      json_pack("{s:s,s:i}", "command", "echo ran", "timeout_seconds", 0));
         ck_assert(is_error(r));
         ck_text_has(r, "'timeout_seconds' 0 (no timeout) is for background: true only");
@@ -1951,15 +1965,12 @@ START_TEST(background_timeouts) {
         json_decref(r);
 
         for (const char *const *k = (const char *const[]){none, zero, hour, NULL}; *k; k++) {
-                r = mcp_tool(&m, "command_output",
+                r = mcp_tool(m, "command_output",
                              json_pack("{s:s,s:b}", "command_id", *k, "stop", 1));
                 ck_text_has(r, "[cancelled");
                 json_decref(r);
         }
-        ck_assert_int_eq(mcp_close(&m, 10000), 0);
-        free(id);
-        sbx_close(c);
-        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        attached_stop(&at);
 }
 END_TEST
 
@@ -1988,26 +1999,20 @@ static char *slurp(const char *path) {
  * in the server's order, naming every argument of its input schema). A tool added to
  * the server's table, or an argument added to a schema, fails here until documented. */
 START_TEST(tools_documented_where_users_look) {
-        struct it_daemon d;
-        struct mcp m;
+        struct attached at;
         json_t *list, *t, *props, *v;
         char path[1200], *man, *sec, *end, *msg, *help, *mhelp, *entry;
         const char *key;
         size_t i, entries = 0;
-        sbx_client *c;
-        char *id;
 
-        it_daemon_start(&d, NULL);
-        c = it_connect(&d);
-        id = it_create(c, NULL);
-        attach(&m, &d, id, NULL);
-        list = mcp_ok(&m, "tools/list", NULL);
-        ck_assert_int_eq(mcp_fails(&m, "tools/call", json_pack("{s:s}", "name", "nosuch"), &msg),
+        attached_start(&at, NULL);
+        list = mcp_ok(&at.m, "tools/list", NULL);
+        ck_assert_int_eq(mcp_fails(&at.m, "tools/call", json_pack("{s:s}", "name", "nosuch"), &msg),
                          -32602);
         {
                 const char *a[] = {"help", NULL}, *b[] = {"mcp", "--help", NULL};
-                ck_assert_int_eq(it_sbx(&d, NULL, 0, &help, NULL, a), 0);
-                ck_assert_int_eq(it_sbx(&d, NULL, 0, &mhelp, NULL, b), 0);
+                ck_assert_int_eq(it_sbx(&at.d, NULL, 0, &help, NULL, a), 0);
+                ck_assert_int_eq(it_sbx(&at.d, NULL, 0, &mhelp, NULL, b), 0);
         }
         snprintf(path, sizeof(path), "%s/man/man1/sbx.1", it_build_dir());
         man = slurp(path);
@@ -2054,10 +2059,7 @@ START_TEST(tools_documented_where_users_look) {
         free(help);
         free(mhelp);
         json_decref(list);
-        ck_assert_int_eq(mcp_close(&m, 10000), 0);
-        free(id);
-        sbx_close(c);
-        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        attached_stop(&at);
 }
 END_TEST
 
