@@ -1083,6 +1083,7 @@ uint64_t disk_full_margin_bytes(long fs_type, uint64_t block_bytes, uint64_t fs_
 }
 
 int disk_full(int root_fd) {
+        static long cpus;
         struct statfs s;
         int fd = openat(root_fd, "workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r;
         uint64_t margin, unit;
@@ -1095,8 +1096,10 @@ int disk_full(int root_fd) {
                 return -errno;
         /* The counts are in fragments where the filesystem has them (as statvfs). */
         unit = (uint64_t)(s.f_frsize ? s.f_frsize : s.f_bsize);
-        margin = disk_full_margin_bytes((long)s.f_type, unit, (uint64_t)s.f_blocks * unit,
-                                        sysconf(_SC_NPROCESSORS_CONF));
+        /* The CPUs the kernel counts (glibc reads sysfs for it): read once. */
+        if (cpus == 0)
+                cpus = sysconf(_SC_NPROCESSORS_CONF);
+        margin = disk_full_margin_bytes((long)s.f_type, unit, (uint64_t)s.f_blocks * unit, cpus);
         if ((uint64_t)s.f_bavail * unit < margin)
                 return 1;
         return s.f_files > 0 && s.f_ffree == 0;

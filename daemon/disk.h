@@ -174,7 +174,8 @@ uint64_t disk_full_margin_bytes(long fs_type, uint64_t block_bytes, uint64_t fs_
  * root_fd has no room left (its inodes used up, or less free than
  * disk_full_margin_bytes), 0 when it has, -errno. What a command's result names "disk"
  * by, for every means: an image and a project quota (statfs of a directory with the
- * project-inherit flag reports its quota) and a tmpfs alike. */
+ * project-inherit flag reports its quota) and a tmpfs alike. Called on the loop only
+ * (it keeps the CPU count it reads the first time). */
 int disk_full(int root_fd);
 
 #endif
