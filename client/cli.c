@@ -51,11 +51,15 @@ static const struct command commands[] = {
          "      cancels it); --print-id prints the command's ID as it starts (on stderr;\n"
          "      with --json as a first JSON line); -t runs it on a terminal of the sandbox\n"
          "      sized as ours, our terminal raw (Ctrl-C goes to the command), its size\n"
-         "      changes forwarded (-tt: a terminal even when stdin is none); --background:\n"
-         "      start it, print its ID at once (--json: an object with command_id) and\n"
-         "      leave it running (its output is kept for sbx attach; --timeout 0: until it\n"
-         "      exits or the sandbox ends); --user: a user of an image's sandbox (NAME,\n"
-         "      UID or UID:GID; root is root of the sandbox's own namespace)"},
+         "      changes forwarded (-tt: a terminal even when stdin is none). --timeout:\n"
+         "      default 60 s, at most the daemon's --max-command-timeout; 0 (none) only with\n"
+         "      --background. --background: start it, print its ID at once (--json: an\n"
+         "      object with command_id) and leave it running, its output kept for sbx\n"
+         "      attach; it has no timeout of its own unless --timeout SECS gives one: it runs\n"
+         "      until it exits, is cancelled, or the sandbox ends (its deadline: sbx info,\n"
+         "      sbx set-timeout). On a terminal sbx says which, and how to follow or stop it.\n"
+         "      --user: a user of an image's sandbox (NAME, UID or UID:GID; root is root of\n"
+         "      the sandbox's own namespace)"},
         {"attach", cmd_attach, "attach [-f|--follow] [--json] ID COMMAND_ID",
          "write the output a command kept (a background one: sbx exec --background) to\n"
          "      stdout and stderr; --follow: then what it prints until it ends, and exit\n"
@@ -110,12 +114,12 @@ static const struct command commands[] = {
          "    [--max-command-timeout SECS] [--max-output-bytes BYTES] [--max-output-lines N]\n"
          "    [--max-read-bytes BYTES]",
          "serve the Model Context Protocol on stdin and stdout (JSON-RPC, one message a\n"
-         "      line) with the tools run_command, read_file, write_file, list_directory,\n"
-         "      edit_file and sandbox_info: in sandbox ID (attached: left running), or in a\n"
-         "      sandbox created with the options of `sbx create` and terminated when stdin\n"
-         "      closes (--keep leaves it). Defaults: commands time out after 60 s (at most\n"
-         "      600 s), each output stream is cut to its last 50K bytes and 2000 lines,\n"
-         "      read_file reads files up to 5M. See sbx(1), MCP SERVER"},
+         "      line) in sandbox ID (attached: left running), or in a sandbox created with\n"
+         "      the options of `sbx create` and terminated when stdin closes (--keep leaves\n"
+         "      it). Defaults: commands time out after 60 s (at most 600 s; a background one\n"
+         "      has none unless given), each output stream is cut to its last 50K bytes and\n"
+         "      2000 lines, read_file reads files up to 5M. See sbx(1), MCP SERVER.\n"
+         "      Tools: @TOOLS@"},
 };
 
 static const struct command *find_command(const char *name) {
@@ -125,19 +129,55 @@ static const struct command *find_command(const char *name) {
         return NULL;
 }
 
+/* A command's summary; a summary that ends in @TOOLS@ ends in the names of sbx mcp's
+ * tools from its table (cli_mcp_tools.c) instead, wrapped at 80 columns under the
+ * summary's indent of 6. */
+static void put_summary(FILE *f, const char *s) {
+        const char *at = strstr(s, "@TOOLS@"), *nl;
+        char names[512], *save = NULL;
+        size_t col;
+
+        if (!at) {
+                fputs(s, f);
+                return;
+        }
+        fwrite(s, 1, (size_t)(at - s), f);
+        for (nl = at; nl > s && nl[-1] != '\n'; nl--)
+                ;
+        col = (size_t)(at - nl);
+        cli_mcp_tool_names(names, sizeof(names));
+        for (char *w = strtok_r(names, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+                size_t n = strlen(w);
+                if (col > 6 && col + 1 + n > 80) {
+                        fputs("\n      ", f);
+                        col = 6;
+                } else if (w != names) {
+                        fputc(' ', f);
+                        col++;
+                }
+                fputs(w, f);
+                col += n;
+        }
+}
+
 void cli_usage(FILE *f, const char *cmd) {
         const struct command *c = cmd ? find_command(cmd) : NULL;
 
         if (c) {
-                fprintf(f, "usage: sbx [--socket PATH] %s\n\n  %s\n", c->synopsis, c->summary);
+                fprintf(f, "usage: sbx [--socket PATH] %s\n\n  ", c->synopsis);
+                put_summary(f, c->summary);
+                fputc('\n', f);
                 return;
         }
         fputs("usage: sbx [--socket PATH] COMMAND [OPTIONS] ...\n\n"
               "sbx drives sbxd, the local sandbox daemon: persistent Linux sandboxes by ID.\n\n"
               "Commands:\n",
               f);
-        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-                fprintf(f, "  sbx %s\n      %s\n", commands[i].synopsis, commands[i].summary);
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+                fprintf(f, "  sbx %s\n      ", commands[i].synopsis);
+                put_summary(f, commands[i].summary);
+                fputc('\n', f);
+        }
         fputs("  sbx help [COMMAND]\n\n"
               "Socket: --socket PATH, else $SBX_SOCKET, else /run/sbxd/sbxd.sock for root and\n"
               "$XDG_RUNTIME_DIR/sbxd/sbxd.sock otherwise. A daemon on another machine:\n"

@@ -116,6 +116,11 @@ void cli_format_iso(char *buf, size_t len, int64_t unix_ms, bool with_ms);
 /* Milliseconds since the Unix epoch, now. */
 int64_t cli_now_unix_ms(void);
 
+/* cli_mcp_tools.c: the names of sbx mcp's tools in its table's order, "run_command,
+ * command_output, ... and sandbox_info", into buf (cut at len): what sbx help and the
+ * server's errors list, so that they name what tools/list does. */
+void cli_mcp_tool_names(char *buf, size_t len);
+
 /* ---- option parsing (cli.c) ------------------------------------------------------------ */
 
 struct cli_opt {

@@ -9,6 +9,45 @@
 
 #include "cli.h"
 
+/* "sbx: command c-3 runs in the background until it exits or sandbox web ends (at ISO;
+ * `sbx set-timeout web SECS` moves that)", or "... and is killed after 30 s (--timeout)",
+ * then how to follow and stop it, on stderr: what a person at a terminal should know of
+ * a command sbx leaves running (a dev server killed unannounced was the surprise). The
+ * sandbox's deadline comes from one GetSandbox on c; without it the line has none. */
+static void say_background(sbx_client *c, const char *id, const struct sbx_exec_opts *o,
+                           const char *command_id) {
+        struct sbx_sandbox *s = NULL;
+        char iso[64];
+
+        fputs("sbx: command ", stderr);
+        cli_put_text(stderr, command_id);
+        fputs(" runs in the background ", stderr);
+        if (!o->no_timeout) {
+                fprintf(stderr, "and is killed after %.3g s (--timeout)",
+                        (double)o->timeout_ms / 1000.0);
+        } else {
+                fputs("until it exits or sandbox ", stderr);
+                cli_put_text(stderr, id);
+                fputs(" ends", stderr);
+                if (sbx_get(c, id, &s) == SBX_OK && s->deadline_unix_ms) {
+                        cli_format_iso(iso, sizeof(iso), s->deadline_unix_ms, false);
+                        fprintf(stderr, " (at %s; `sbx set-timeout ", iso);
+                        cli_put_text(stderr, id);
+                        fputs(" SECS` moves that)", stderr);
+                }
+                sbx_sandbox_free(s);
+        }
+        fputs("; `sbx attach -f ", stderr);
+        cli_put_text(stderr, id);
+        fputc(' ', stderr);
+        cli_put_text(stderr, command_id);
+        fputs("` follows it, `sbx cancel ", stderr);
+        cli_put_text(stderr, id);
+        fputc(' ', stderr);
+        cli_put_text(stderr, command_id);
+        fputs("` stops it\n", stderr);
+}
+
 int cli_exec_background(struct cli *cli, const char *id, const struct sbx_exec_opts *o, bool json) {
         struct sbx_background *b = NULL;
         sbx_client *c = NULL;
@@ -48,10 +87,13 @@ int cli_exec_background(struct cli *cli, const char *id, const struct sbx_exec_o
                 status = json_finish(&j) < 0 ? CLI_EXIT_ERROR : 0;
         } else {
                 printf("%s\n", b->command_id);
+                fflush(stdout);
                 if (b->queued)
                         fprintf(stderr,
                                 "sbx: command %s waits for a slot in sandbox %s (%u ahead)\n",
                                 b->command_id, id, b->ahead);
+                if (isatty(STDERR_FILENO))
+                        say_background(c, id, o, b->command_id);
         }
         sbx_background_free(b);
         sbx_close(c);

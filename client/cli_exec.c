@@ -1048,9 +1048,19 @@ int cmd_exec(struct cli *cli, int argc, char **argv) {
                 status = cli_usage_error("sbx exec --background takes no -t: our terminal is "
                                          "not there once sbx has left (sbx attach follows its "
                                          "output)");
+        /* No timeout is for a background command only (the daemon refuses timeout_ms 0
+         * otherwise, naming the same rule); libsbx would read 0 as its default, 60 s. */
+        if (!status && !st.background && st.timeout_given && st.o.timeout_ms == 0)
+                status = cli_usage_error(
+                        "sbx exec --timeout 0 (no timeout) is refused: only a background "
+                        "command may have none (sbx exec --background, which runs until it "
+                        "exits or the sandbox ends); give --timeout SECS above 0 (default 60)");
         if (!status && st.background) {
-                /* --timeout 0: until it exits or the sandbox ends. */
-                st.o.no_timeout = st.timeout_given && st.o.timeout_ms == 0;
+                /* No timeout of its own unless --timeout gives one (other than 0): it runs
+                 * until it exits or the sandbox ends, bounded by the sandbox's lifetime. */
+                st.o.no_timeout = !st.timeout_given || st.o.timeout_ms == 0;
+                if (st.o.no_timeout)
+                        st.o.timeout_ms = 0;
                 /* Nobody forwards our stdin to it: it reads /dev/null (or what
                  * sbx_send_input gives a client that keeps it open). */
                 st.o.stdin_stream = 0;

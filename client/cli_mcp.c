@@ -761,10 +761,10 @@ static void on_tools_call(struct server *s, json_t *id, json_t *params) {
                 args = NULL;
         t = mcp_tool_find(json_string_value(name));
         if (!t) {
-                reply_error(s, id, MCP_INVALID_PARAMS, NULL,
-                            "Unknown tool: %s (the tools are run_command, read_file, write_file, "
-                            "list_directory, edit_file and sandbox_info)",
-                            json_string_value(name));
+                char names[512];
+                cli_mcp_tool_names(names, sizeof(names));
+                reply_error(s, id, MCP_INVALID_PARAMS, NULL, "Unknown tool: %s (the tools are %s)",
+                            json_string_value(name), names);
                 return;
         }
         if (mcp_tool_threaded(t)) {

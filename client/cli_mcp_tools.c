@@ -67,7 +67,9 @@ static json_t *command_output(struct mcp_call *k, json_t *args);
         "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"                                         \
         "\"signal\":{\"type\":[\"integer\",\"null\"]},"                                            \
         "\"timed_out\":{\"type\":\"boolean\"},"                                                    \
-        "\"timeout_seconds\":{\"type\":\"number\"},"                                               \
+        "\"timeout_seconds\":{\"type\":[\"number\",\"null\"],\"description\":\"Its "               \
+        "timeout; null: none (a background command that runs until it exits or "                   \
+        "the sandbox ends)\"},"                                                                    \
         "\"duration_seconds\":{\"type\":\"number\"},"                                              \
         "\"queued_ms\":{\"type\":\"integer\",\"description\":\"Milliseconds "                      \
         "it waited for a slot\"},"                                                                 \
@@ -95,10 +97,10 @@ static const struct mcp_tool tools[] = {
                         "/workspace unless `cwd` says otherwise; files written there stay for "
                         "later calls. A command is killed after timeout_seconds "
                         "({DEFAULT_TIMEOUT} s unless given, at most {MAX_TIMEOUT} s): start "
-                        "longer work in the background (`nohup CMD > log 2>&1 &`) and look "
-                        "at it later. The result has a [stdout] and a [stderr] section, each "
-                        "cut to its last {MAX_OUTPUT_BYTES} bytes and {MAX_OUTPUT_LINES} "
-                        "lines (a cut is marked), and a status line: the exit code, a "
+                        "longer work with `background: true` and look at it later. The result "
+                        "has a [stdout] and a [stderr] section, each cut to its last "
+                        "{MAX_OUTPUT_BYTES} bytes and {MAX_OUTPUT_LINES} lines (a cut is "
+                        "marked), and a status line: the exit code, a "
                         "timeout or a signal. A non-zero exit comes back as an error result "
                         "with the output, to read what failed and try again. Nothing is "
                         "interactive: stdin is empty unless `stdin` gives text. When the "
@@ -108,8 +110,10 @@ static const struct mcp_tool tools[] = {
                         "queue_timeout). With `background: true` (a dev server, a watcher, a "
                         "long build) the call returns at once with the command's "
                         "`command_id` (outcome running, or queued while it waits for a slot); "
-                        "the command runs on, its timeout still applies, and command_output "
-                        "reads what it printed, says how it ended, waits for it or stops it.",
+                        "the command runs on with no timeout unless timeout_seconds gives one "
+                        "(of any length; 0 is none too): until it exits, is stopped, or the "
+                        "sandbox ends. command_output reads what it printed, says how it "
+                        "ended, waits for it or stops it.",
                 .input_schema =
                         "{\"type\":\"object\",\"properties\":{"
                         "\"command\":{\"type\":\"string\",\"description\":\"A shell command "
@@ -117,9 +121,10 @@ static const struct mcp_tool tools[] = {
                         "\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
                         "\"minItems\":1,\"description\":\"A program and its arguments, run "
                         "without a shell. Give this or command.\"},"
-                        "\"timeout_seconds\":{\"type\":\"number\",\"exclusiveMinimum\":0,"
+                        "\"timeout_seconds\":{\"type\":\"number\",\"minimum\":0,"
                         "\"description\":\"Kill the command after this many seconds. Default "
-                        "{DEFAULT_TIMEOUT}, at most {MAX_TIMEOUT}.\"},"
+                        "{DEFAULT_TIMEOUT}, at most {MAX_TIMEOUT}, more than 0. With "
+                        "background: none unless given, 0 for none, any length.\"},"
                         "\"cwd\":{\"type\":\"string\",\"description\":\"The working directory "
                         "in the sandbox. Default /workspace.\"},"
                         "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":"
@@ -133,7 +138,9 @@ static const struct mcp_tool tools[] = {
                         "daemon's (60 s); 0: do not wait.\"},"
                         "\"background\":{\"type\":\"boolean\",\"description\":\"Start it "
                         "and return its command_id at once; read it later with "
-                        "command_output. Default false.\"}},"
+                        "command_output. It has no timeout unless timeout_seconds gives "
+                        "one: it runs until it exits, is stopped, or the sandbox ends. "
+                        "Default false.\"}},"
                         "\"additionalProperties\":false}",
                 .output_schema = RUN_OUTPUT_SCHEMA,
                 .hints = HINT_DESTRUCTIVE,
@@ -338,6 +345,18 @@ static void fmt_secs(char *buf, size_t len, uint64_t ms) {
         }
 }
 
+/* Appends name, item i of n, to the list in buf (len bytes, *o of them used): "a, b, c"
+ * with `last` (" and ", " or ") before the last item. Stops at len. */
+static void list_append(char *buf, size_t len, size_t *o, size_t i, size_t n, const char *last,
+                        const char *name) {
+        if (*o < len)
+                *o += (size_t)snprintf(buf + *o, len - *o, "%s%s",
+                                       i == 0      ? ""
+                                       : i + 1 < n ? ", "
+                                                   : last,
+                                       name);
+}
+
 /* The outcomes a run_command result can have, by their libsbx names: "exited, ...,
  * queue_timeout or unknown" (a sandbox that ended under the command is an error of the
  * call, not a result). */
@@ -350,12 +369,8 @@ static void result_outcomes(char *buf, size_t len) {
         size_t n = sizeof(v) / sizeof(v[0]), o = 0;
 
         buf[0] = '\0';
-        for (size_t i = 0; i < n && o < len; i++)
-                o += (size_t)snprintf(buf + o, len - o, "%s%s",
-                                      i == 0      ? ""
-                                      : i + 1 < n ? ", "
-                                                  : " or ",
-                                      sbx_outcome_name(v[i]));
+        for (size_t i = 0; i < n; i++)
+                list_append(buf, len, &o, i, n, " or ", sbx_outcome_name(v[i]));
 }
 
 /* template with {DEFAULT_TIMEOUT}, {MAX_TIMEOUT}, {MAX_OUTPUT_BYTES},
@@ -821,19 +836,37 @@ static int read_env(json_t *envo, struct run_args *a, struct argmsg *m) {
         return 0;
 }
 
-/* 'timeout_seconds' (to may be NULL): the server's default, or what is asked (kept in
- * a->asked_ms) up to the server's maximum. */
+/* 'timeout_seconds' (to may be NULL; a->background read first). A command the call
+ * waits for: the server's default, or what is asked (kept in a->asked_ms) up to the
+ * server's maximum, more than 0. A background one, which no call waits for: none
+ * unless given (0: none too), and what is given as it is (sbxd --max-command-timeout
+ * bounds it, naming itself); none runs until it exits or the sandbox ends. */
 static int read_timeout(const struct mcp_env *env, json_t *to, struct run_args *a,
                         struct argmsg *m) {
+        char most[32];
         double s;
 
-        a->o.timeout_ms = env->default_timeout_ms;
+        a->o.no_timeout = a->background;
+        a->o.timeout_ms = a->background ? 0 : env->default_timeout_ms;
         if (!to)
                 return 0;
         s = json_number_value(to);
-        if (!json_is_number(to) || !(s > 0) || !isfinite(s))
-                return bad_arg(m, "'timeout_seconds' must be a number of seconds > 0");
+        if (!json_is_number(to) || !(s >= 0) || !isfinite(s))
+                return bad_arg(m, "'timeout_seconds' must be a number of seconds > 0 (0: none, "
+                                  "with background: true only)");
+        fmt_secs(most, sizeof(most), env->max_timeout_ms);
+        if (s == 0 && !a->background)
+                return bad_arg(m,
+                               "'timeout_seconds' 0 (no timeout) is for background: true only: "
+                               "a command this call waits for needs one above 0 (at most %s); "
+                               "start longer work with background: true",
+                               most);
         a->asked_ms = s * 1000.0 > 9.0e15 ? (uint64_t)9e15 : (uint64_t)ceil(s * 1000.0);
+        if (a->background) {
+                a->o.timeout_ms = a->asked_ms;
+                a->o.no_timeout = a->asked_ms == 0;
+                return 0;
+        }
         a->o.timeout_ms = a->asked_ms < env->max_timeout_ms ? a->asked_ms : env->max_timeout_ms;
         return 0;
 }
@@ -890,9 +923,10 @@ static int read_run_args(struct mcp_call *k, json_t *args, struct run_args *a, s
         return 0;
 }
 
-/* The line that says how the command ended (dur: how long it ran; lim: its timeout). */
+/* The line that says how the command ended (dur: how long it ran; lim: its timeout; bg:
+ * it ran in the background). */
 static void put_ending(FILE *f, const struct mcp_call *k, const struct sbx_result *r,
-                       const char *dur, const char *lim) {
+                       const char *dur, const char *lim, bool bg) {
         const char *sig = r->has_signal ? sigabbrev_np(r->signal) : NULL;
         char most[32];
 
@@ -907,11 +941,20 @@ static void put_ending(FILE *f, const struct mcp_call *k, const struct sbx_resul
                                 sig ? " (SIG" : "", sig ? sig : "", sig ? ")" : "", dur);
                         break;
                 }
+                if (bg) {
+                        fprintf(f,
+                                "[timed out: killed after %s (its timeout_seconds); start it "
+                                "again with background: true and a larger timeout_seconds, or "
+                                "without one to let it run until it exits or the sandbox "
+                                "ends]\n",
+                                lim);
+                        break;
+                }
                 fmt_secs(most, sizeof(most), k->env->max_timeout_ms);
                 fprintf(f,
                         "[timed out: killed after %s (timeout_seconds); give a larger "
-                        "timeout_seconds (at most %s), or start it in the background with "
-                        "nohup and look at it later]\n",
+                        "timeout_seconds (at most %s), or start it with background: true "
+                        "and read it later with command_output]\n",
                         lim, most);
                 break;
         case SBX_OUTCOME_OUT_OF_MEMORY:
@@ -961,12 +1004,16 @@ static void put_status(FILE *f, const struct mcp_call *k, const struct sbx_resul
         else
                 snprintf(dur, sizeof(dur), "%.2f s", r->duration);
         fmt_secs(lim, sizeof(lim), a->o.timeout_ms);
-        /* command_output does not know the timeout the command was started with. */
-        if (a->attached)
+        /* command_output knows the timeout from the daemon (an older one does not say). */
+        if (a->attached && r->has_timeout_ms && r->timeout_ms) {
+                fmt_secs(until, sizeof(until) - 2, r->timeout_ms);
+                strcat(until, " s");
+        } else if (a->attached) {
                 snprintf(until, sizeof(until), "its timeout_seconds");
-        else
+        } else {
                 snprintf(until, sizeof(until), "%s s", lim);
-        put_ending(f, k, r, dur, until);
+        }
+        put_ending(f, k, r, dur, until, a->background || a->attached);
         if (r->queued_ms && r->outcome != SBX_OUTCOME_QUEUE_TIMEOUT)
                 fprintf(f, "[waited %.3g s for a slot first: other commands ran in the sandbox]\n",
                         (double)r->queued_ms / 1000.0);
@@ -997,6 +1044,14 @@ static json_t *strv_json(const struct sbx_strv *s) {
         return a;
 }
 
+/* structuredContent's timeout_seconds: the command's own timeout (command_output: as
+ * the daemon reports it), null for none or, from an older daemon, unknown. */
+static json_t *timeout_json(const struct run_args *a, const struct sbx_result *r) {
+        uint64_t ms = a->attached ? (r && r->has_timeout_ms ? r->timeout_ms : 0) : a->o.timeout_ms;
+
+        return ms ? json_real((double)ms / 1000.0) : json_null();
+}
+
 /* run_command's structuredContent for r (jout and jerr, the shown tails, are taken
  * over). NULL when out of memory. */
 static json_t *run_structured(const struct sbx_result *r, const struct run_args *a,
@@ -1005,15 +1060,15 @@ static json_t *run_structured(const struct sbx_result *r, const struct run_args 
         bool timed_out = r->timed_out || r->outcome == SBX_OUTCOME_TIMED_OUT;
 
         return json_pack(
-                "{s:s,s:s,s:o,s:o,s:b,s:f,s:f,s:I,s:o*,s:o*,s:b,s:b,s:I,s:I,s:o*,s:o*}",
+                "{s:s,s:s,s:o,s:o,s:b,s:o,s:f,s:I,s:o*,s:o*,s:b,s:b,s:I,s:I,s:o*,s:o*}",
                 "command_id", r->command_id, "outcome", sbx_outcome_name(r->outcome), "exit_code",
                 r->has_exit_code ? json_integer(r->exit_code) : json_null(), "signal",
                 r->has_signal ? json_integer(r->signal) : json_null(), "timed_out", timed_out,
-                "timeout_seconds", (double)a->o.timeout_ms / 1000.0, "duration_seconds",
-                r->duration, "queued_ms", (json_int_t)r->queued_ms, "stdout", jout, "stderr", jerr,
-                "stdout_truncated", out->dropped > 0, "stderr_truncated", err->dropped > 0,
-                "stdout_bytes", (json_int_t)out->total, "stderr_bytes", (json_int_t)err->total,
-                "limits_hit", strv_json(&r->limits_hit), "warnings", strv_json(&r->warnings));
+                "timeout_seconds", timeout_json(a, r), "duration_seconds", r->duration, "queued_ms",
+                (json_int_t)r->queued_ms, "stdout", jout, "stderr", jerr, "stdout_truncated",
+                out->dropped > 0, "stderr_truncated", err->dropped > 0, "stdout_bytes",
+                (json_int_t)out->total, "stderr_bytes", (json_int_t)err->total, "limits_hit",
+                strv_json(&r->limits_hit), "warnings", strv_json(&r->warnings));
 }
 
 /* The result of a command that ran (or could not start): the tails of its output and
@@ -1053,7 +1108,7 @@ static json_t *run_result(struct mcp_call *k, const struct sbx_result *r,
 static json_t *run_background(struct mcp_call *k, struct run_args *a) {
         struct sbx_background *b = NULL;
         enum sbx_code rc = sbx_exec_background(k->c, k->env->sandbox_id, &a->o, &b);
-        char *text = NULL;
+        char *text = NULL, lim[32];
         json_t *res;
 
         if (rc != SBX_OK)
@@ -1063,21 +1118,24 @@ static json_t *run_background(struct mcp_call *k, struct run_args *a) {
                 sbx_background_free(b);
                 return res;
         }
+        fmt_secs(lim, sizeof(lim), a->o.timeout_ms);
         if (asprintf(&text,
-                     "[started in the background as command %s%s; it runs on (its timeout: %g "
-                     "s). Read its output and status with command_output {\"command_id\": "
-                     "\"%s\"}, wait for it with wait_seconds, stop it with stop: true]\n",
+                     "[started in the background as command %s%s; it runs until it exits, is "
+                     "stopped, or %s%s%s. Read its output and status with command_output "
+                     "{\"command_id\": \"%s\"}, wait for it with wait_seconds, stop it with "
+                     "stop: true]\n",
                      b->command_id, b->queued ? " (it waits for a slot first)" : "",
-                     (double)a->o.timeout_ms / 1000.0, b->command_id) < 0)
+                     a->o.timeout_ms ? "its timeout_seconds (" : "the sandbox ends (no timeout)",
+                     a->o.timeout_ms ? lim : "", a->o.timeout_ms ? " s) kill it" : "",
+                     b->command_id) < 0)
                 text = NULL;
         res = text ? make_result(k, text, strlen(text),
-                                 json_pack("{s:s,s:s,s:n,s:n,s:b,s:f,s:s,s:s,s:I,s:I}",
+                                 json_pack("{s:s,s:s,s:n,s:n,s:b,s:o,s:s,s:s,s:I,s:I}",
                                            "command_id", b->command_id, "outcome",
                                            b->queued ? "queued" : "running", "exit_code", "signal",
-                                           "timed_out", 0, "timeout_seconds",
-                                           (double)a->o.timeout_ms / 1000.0, "stdout", "", "stderr",
-                                           "", "stdout_bytes", (json_int_t)0, "stderr_bytes",
-                                           (json_int_t)0),
+                                           "timed_out", 0, "timeout_seconds", timeout_json(a, NULL),
+                                           "stdout", "", "stderr", "", "stdout_bytes",
+                                           (json_int_t)0, "stderr_bytes", (json_int_t)0),
                                  false)
                    : out_of_memory(k);
         free(text);
@@ -2010,6 +2068,16 @@ json_t *mcp_tools_list(const struct mcp_env *env, const char *version) {
                 }
         }
         return list ? json_pack("{s:o}", "tools", list) : NULL;
+}
+
+void cli_mcp_tool_names(char *buf, size_t len) {
+        size_t o = 0;
+
+        if (len == 0)
+                return;
+        buf[0] = '\0';
+        for (size_t i = 0; i < N_TOOLS; i++)
+                list_append(buf, len, &o, i, N_TOOLS, " and ", tools[i].name);
 }
 
 const struct mcp_tool *mcp_tool_find(const char *name) {

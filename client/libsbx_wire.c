@@ -466,6 +466,8 @@ struct sbx_result *wire_result_from_proto(Sbx__V1__CommandResult *in) {
         r->has_owner_uid = in->has_owner_uid;
         r->owner_uid = in->owner_uid;
         r->queued_ms = in->queued_ms;
+        r->has_timeout_ms = in->has_timeout_ms;
+        r->timeout_ms = in->timeout_ms;
         ok = wire_dup_str_nn(&r->command_id, in->command_id) &&
              wire_dup_str_nn(&r->sandbox_id, in->sandbox_id) &&
              wire_take_bytes(&r->stdout_data, &r->stdout_len, &in->stdout) &&

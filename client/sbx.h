@@ -508,6 +508,11 @@ struct sbx_result {
          * never started: QUEUE_TIMEOUT, or CANCELLED or SANDBOX_ENDED while it waited); 0
          * when it did not wait. */
         uint64_t queued_ms;
+        /* The command's own timeout in milliseconds, as it ran (has_timeout_ms: the
+         * daemon said; an older one does not); 0: none (a background command started
+         * with no_timeout). What sbx_attach tells of a command another client started. */
+        int has_timeout_ms;
+        uint64_t timeout_ms;
 };
 
 /* Runs a command in sandbox id and waits for its result. */

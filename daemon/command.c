@@ -636,6 +636,8 @@ static void fill_result(struct command *cmd, struct result *r) {
         res->duration = cmd->slot.queued ? 0 : (double)(uv_hrtime() - cmd->start_hr) / 1e9;
         res->has_queued_ms = 1;
         res->queued_ms = cmd->queued_ms;
+        res->has_timeout_ms = 1;
+        res->timeout_ms = cmd->timeout_ms;
         res->has_isolated = 1;
         res->isolated = sb->isolated;
         fill_warnings(cmd, r);
@@ -2065,6 +2067,8 @@ void command_running_result(struct command *cmd, Sbx__V1__CommandResult *res) {
         res->has_queued_ms = 1;
         res->queued_ms =
                 cmd->slot.queued ? (uv_hrtime() - cmd->queued_hr) / 1000000u : cmd->queued_ms;
+        res->has_timeout_ms = 1;
+        res->timeout_ms = cmd->timeout_ms;
         res->has_isolated = 1;
         res->isolated = cmd->sb->isolated;
         res->has_owner_uid = 1;

@@ -14,6 +14,7 @@
 #include <linux/dqblk_xfs.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
+#include <linux/magic.h>
 #include <linux/quota.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -24,6 +25,7 @@
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -38,7 +40,8 @@ static const char *const mkfs_paths[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs", "/u
 /* Inodes ext4 keeps for itself (1-10, and lost+found's, which is removed). */
 #define EXT4_OWN_INODES 16u
 
-/* Free blocks below this count as full: ext4 keeps a few for its own metadata. */
+/* Free space below this counts as full on any filesystem (tmpfs and a project quota
+ * refuse a write only when less than a page or a block is left). */
 #define FULL_MARGIN_BYTES (64u * 1024u)
 
 /* How often a free loop device is asked for when another process takes it first. */
@@ -1078,17 +1081,45 @@ void disk_sweep(const char *state_dir_given) {
         free(state_dir);
 }
 
+uint64_t disk_full_margin_bytes(long fs_type, uint64_t block_bytes, uint64_t fs_bytes, long cpus) {
+        uint64_t batch, margin;
+
+        if (fs_type != EXT4_SUPER_MAGIC)
+                return FULL_MARGIN_BYTES;
+        /* ext4 allocates at write time once fewer than EXT4_FREECLUSTERS_WATERMARK blocks
+         * are free (4 x percpu_counter_batch x CPUs, the batch max(32, 2 x CPUs):
+         * fs/ext4/ext4.h, lib/percpu_counter.c), and its per-CPU count of free blocks
+         * lags by up to that much: a write fails with ENOSPC while statfs still shows
+         * tens of KiB free (16 to 92 KiB of a 1 KiB-block image on 2 CPUs, measured). */
+        if (cpus < 1)
+                cpus = 1;
+        batch = (uint64_t)(cpus * 2 > 32 ? cpus * 2 : 32);
+        margin = 4 * batch * (uint64_t)cpus * block_bytes;
+        /* A small workspace is not "full" at 7/8 used. */
+        if (margin > fs_bytes / 8)
+                margin = fs_bytes / 8;
+        return margin > FULL_MARGIN_BYTES ? margin : FULL_MARGIN_BYTES;
+}
+
 int disk_full(int root_fd) {
-        struct statvfs s;
+        static long cpus;
+        struct statfs s;
         int fd = openat(root_fd, "workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r;
+        uint64_t margin, unit;
 
         if (fd < 0)
                 return -errno;
-        r = fstatvfs(fd, &s);
+        r = fstatfs(fd, &s);
         close(fd);
         if (r < 0)
                 return -errno;
-        if ((uint64_t)s.f_bavail * s.f_frsize < FULL_MARGIN_BYTES)
+        /* The counts are in fragments where the filesystem has them (as statvfs). */
+        unit = (uint64_t)(s.f_frsize ? s.f_frsize : s.f_bsize);
+        /* The CPUs the kernel counts (glibc reads sysfs for it): read once. */
+        if (cpus == 0)
+                cpus = sysconf(_SC_NPROCESSORS_CONF);
+        margin = disk_full_margin_bytes((long)s.f_type, unit, (uint64_t)s.f_blocks * unit, cpus);
+        if ((uint64_t)s.f_bavail * unit < margin)
                 return 1;
-        return s.f_files > 0 && s.f_favail == 0;
+        return s.f_files > 0 && s.f_ffree == 0;
 }

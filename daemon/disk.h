@@ -168,9 +168,19 @@ void disk_mount_ops(uint64_t *begun, uint64_t *done);
  * record leads to, and removes the templates (an upgraded mke2fs makes them anew). */
 void disk_sweep(const char *state_dir);
 
+/* How much free space on a filesystem of fs_type (statfs f_type) with blocks of
+ * block_bytes, fs_bytes in all, on a host of cpus CPUs, counts as none: 64 KiB, and on
+ * ext4 its write-time allocation watermark (4 x max(32, 2 x cpus) x cpus blocks, below
+ * which it may refuse a write with that much still free), at most an eighth of the
+ * filesystem. Pure. */
+uint64_t disk_full_margin_bytes(long fs_type, uint64_t block_bytes, uint64_t fs_bytes, long cpus);
+
 /* 1 when the /workspace of a sandbox whose root (its mount namespace's /) is open as
- * root_fd has no room left (its blocks or its inodes used up, within a margin), 0 when
- * it has, -errno. */
+ * root_fd has no room left (its inodes used up, or less free than
+ * disk_full_margin_bytes), 0 when it has, -errno. What a command's result names "disk"
+ * by, for every means: an image and a project quota (statfs of a directory with the
+ * project-inherit flag reports its quota) and a tmpfs alike. Called on the loop only
+ * (it keeps the CPU count it reads the first time). */
 int disk_full(int root_fd);
 
 #endif

@@ -204,6 +204,24 @@ static int can_make_images(void) {
         return 0;
 }
 
+/* What counts as full: 64 KiB anywhere; on ext4 its write-time allocation watermark
+ * (4 x max(32, 2 x CPUs) x CPUs blocks), at most an eighth of the filesystem. */
+START_TEST(full_margin) {
+        const long ext4 = 0xEF53, tmpfs = 0x01021994;
+
+        ck_assert_uint_eq(disk_full_margin_bytes(tmpfs, 4096, 20u << 20, 2), 64u << 10);
+        /* 2 CPUs, 1 KiB blocks: 256 blocks (it refused a write with 92 KiB free). */
+        ck_assert_uint_eq(disk_full_margin_bytes(ext4, 1024, 20u << 20, 2), 256u << 10);
+        /* 64 CPUs, 4 KiB blocks: 4 x 128 x 64 blocks, 128 MiB; of 1 TiB, that. */
+        ck_assert_uint_eq(disk_full_margin_bytes(ext4, 4096, 1ull << 40, 64), 128ull << 20);
+        /* ... of 64 MiB, an eighth. */
+        ck_assert_uint_eq(disk_full_margin_bytes(ext4, 4096, 64u << 20, 64), 8u << 20);
+        /* Never below 64 KiB, nor with a CPU count that is not one. */
+        ck_assert_uint_eq(disk_full_margin_bytes(ext4, 1024, 256u << 10, 2), 64u << 10);
+        ck_assert_uint_eq(disk_full_margin_bytes(ext4, 1024, 20u << 20, -1), 128u << 10);
+}
+END_TEST
+
 START_TEST(image_made_and_released) {
         char ws[128], img[128], path[PATH_MAX + 200], other[128], real[PATH_MAX],
                 back[PATH_MAX + 32], target[128];
@@ -441,6 +459,7 @@ static Suite *make_suite(void) {
         TCase *tc = tcase_create("pure");
         tcase_add_test(tc, sizes);
         tcase_add_test(tc, mechanism);
+        tcase_add_test(tc, full_margin);
         suite_add_tcase(s, tc);
         tc = tcase_create("image");
         tcase_set_timeout(tc, 30);

@@ -1014,14 +1014,12 @@ END_TEST
 /* ---- 14: create says when the sandbox ends, to a person at a terminal --------------------------
  */
 
-START_TEST(create_tells_deadline_on_a_terminal) {
-        struct it_daemon d;
-        sbx_client *c = start(&d, NULL, NULL);
-        const char *a[] = {"create", "--id",           "tty", "--timeout",
-                           "600",    "--idle-timeout", "120", NULL};
-        const char *b[] = {"create", "--id", "notty", NULL};
+/* Runs sbx with args, its stderr a terminal (a pty) and its stdout a pipe; it must exit
+ * 0. Returns what it wrote on the terminal (the caller frees it); *ret_out (when not
+ * NULL) gets its stdout (the caller frees it). */
+static char *sbx_on_a_terminal(struct it_daemon *d, const char *const *args, char **ret_out) {
         struct proc p;
-        char *tty = NULL, *err;
+        char *tty = NULL;
         size_t tlen = 0;
         int m, s;
 
@@ -1031,10 +1029,9 @@ START_TEST(create_tells_deadline_on_a_terminal) {
         ck_assert_int_eq(unlockpt(m), 0);
         s = open(ptsname(m), O_RDWR | O_NOCTTY | O_CLOEXEC);
         ck_assert_int_ge(s, 0);
-        spawn_sbx(&d, -1, s, a, &p);
+        spawn_sbx(d, -1, s, args, &p);
         close(s);
         ck_assert_int_eq(finish(&p), 0);
-        ck_assert_str_eq(p.obuf, "tty\n");
         {
                 struct pollfd f = {.fd = m, .events = POLLIN};
                 while (poll(&f, 1, 200) > 0 && drain_some(m, &tty, &tlen) > 0)
@@ -1042,12 +1039,30 @@ START_TEST(create_tells_deadline_on_a_terminal) {
         }
         close(m);
         ck_assert_ptr_nonnull(tty);
+        if (ret_out) {
+                *ret_out = p.obuf;
+                p.obuf = NULL;
+        }
+        proc_free(&p);
+        return tty;
+}
+
+START_TEST(create_tells_deadline_on_a_terminal) {
+        struct it_daemon d;
+        sbx_client *c = start(&d, NULL, NULL);
+        const char *a[] = {"create", "--id",           "tty", "--timeout",
+                           "600",    "--idle-timeout", "120", NULL};
+        const char *b[] = {"create", "--id", "notty", NULL};
+        char *tty, *err, *id;
+
+        tty = sbx_on_a_terminal(&d, a, &id);
+        ck_assert_str_eq(id, "tty\n");
+        free(id);
         ck_assert_msg(strstr(tty, "sbx: sandbox tty ends at 20") && strstr(tty, "(in 10 min)") &&
                               strstr(tty, "or after 2 min without use") &&
                               strstr(tty, "`sbx set-timeout tty SECS` to change"),
                       "terminal: '%s'", tty);
         free(tty);
-        proc_free(&p);
         /* Not to a pipe. */
         ck_assert_int_eq(sbx(&d, NULL, NULL, &err, b), 0);
         ck_assert_str_eq(err, "");
@@ -1325,6 +1340,73 @@ START_TEST(help_names_every_command) {
 }
 END_TEST
 
+/* sbx exec --background gives the command no timeout of its own unless --timeout says
+ * one (a dev server must not die at 60 s): so it starts on a daemon whose
+ * --max-command-timeout (2 s) is below sbx's default of 60 s, and still runs past it;
+ * on a terminal sbx says until when it runs and how to follow and stop it. A foreground
+ * --timeout 0 is refused naming the rule, and nothing runs. */
+START_TEST(background_runs_until_the_sandbox_ends) {
+        const char *flags[] = {"--max-command-timeout", "2", NULL};
+        struct it_daemon d;
+        sbx_client *c = start(&d, "bgt", flags);
+        char *out, *err, *tty;
+
+        {
+                const char *a[] = {"exec", "--background", "bgt", "--", "sleep", "100", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, &err, a), 0);
+                ck_assert_str_eq(out, "c-1\n");
+                ck_assert_str_eq(err, ""); /* not a terminal: only the ID */
+                free(out);
+                free(err);
+        }
+        /* Past --max-command-timeout, and past what a 2 s timeout would allow. */
+        usleep(3000 * 1000);
+        {
+                const char *a[] = {"attach", "--json", "bgt", "c-1", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, NULL, a), 0);
+                has(out, "\"outcome\":\"running\"");
+                free(out);
+        }
+        {
+                const char *a[] = {"exec", "--background", "bgt", "--", "sleep", "100", NULL};
+                tty = sbx_on_a_terminal(&d, a, &out);
+                ck_assert_str_eq(out, "c-2\n");
+                free(out);
+                ck_assert_msg(strstr(tty, "sbx: command c-2 runs in the background until it "
+                                          "exits or sandbox bgt ends (at 20") &&
+                                      strstr(tty, "`sbx set-timeout bgt SECS` moves that); `sbx "
+                                                  "attach -f bgt c-2` follows it, `sbx cancel "
+                                                  "bgt c-2` stops it"),
+                              "terminal: '%s'", tty);
+                free(tty);
+        }
+        {
+                const char *a[] = {"exec", "--background", "--timeout", "1.5", "bgt",
+                                   "--",   "sleep",        "100",       NULL};
+                tty = sbx_on_a_terminal(&d, a, NULL);
+                ck_assert_msg(strstr(tty, "sbx: command c-3 runs in the background and is "
+                                          "killed after 1.5 s (--timeout); `sbx attach -f bgt "
+                                          "c-3` follows it"),
+                              "terminal: '%s'", tty);
+                free(tty);
+        }
+        {
+                const char *a[] = {"exec", "--timeout", "0", "bgt", "--", "echo", "ran", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, &out, &err, a), 125);
+                ck_assert_str_eq(out, "");
+                has(err, "--timeout 0 (no timeout) is refused: only a background command may "
+                         "have none");
+                free(out);
+                free(err);
+        }
+        {
+                const char *a[] = {"cancel", "bgt", "c-1", NULL};
+                ck_assert_int_eq(sbx(&d, NULL, NULL, NULL, a), 0);
+        }
+        stop(&d, c);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("cli");
         struct {
@@ -1346,6 +1428,7 @@ static Suite *make_suite(void) {
                 {"bulk_terminate", bulk_terminate},
                 {"messages_in_cli_words", messages_in_cli_words},
                 {"create_tells_deadline_on_a_terminal", create_tells_deadline_on_a_terminal},
+                {"background_runs_until_the_sandbox_ends", background_runs_until_the_sandbox_ends},
                 {"help_names_every_command", help_names_every_command},
                 {"queue_timeout_interrupt_and_info", queue_timeout_interrupt_and_info},
                 {"sandbox_ended_while_waiting_says_it_never_ran",

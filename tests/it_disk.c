@@ -106,6 +106,26 @@ static struct sbx_result *sh(sbx_client *c, const char *id, const char *shell) {
         return r;
 }
 
+/* Fills sb's /workspace with `cat /dev/zero` (which writes 128 KiB at a time) `rounds`
+ * times, emptying it in between: each command ends "No space left on device" (or "Disk
+ * quota exceeded") and its result names "disk", every time. ext4 may refuse a write
+ * while tens of KiB are still free (it allocates at write time when nearly full, and
+ * what it counts as free lags): one fill can pass by luck where five do not. */
+static void fill_named_every_time(sbx_client *c, const char *id, int rounds) {
+        for (int i = 0; i < rounds; i++) {
+                struct sbx_result *r = sh(c, id,
+                                          "rm -f /workspace/f; cat /dev/zero > /workspace/f "
+                                          "2>/tmp/err; echo $?; cat /tmp/err; df -k /workspace");
+                ck_assert_msg(strncmp((char *)r->stdout_data, "1\n", 2) == 0 &&
+                                      (strstr((char *)r->stdout_data, "No space left") ||
+                                       strstr((char *)r->stdout_data, "Disk quota exceeded")),
+                              "fill %d: %s", i, (char *)r->stdout_data);
+                ck_assert_msg(has_hit(r, "disk"), "fill %d: limits_hit has no \"disk\": %s", i,
+                              (char *)r->stdout_data);
+                sbx_result_free(r);
+        }
+}
+
 static void terminate_ok(sbx_client *c, const char *id) {
         struct sbx_sandbox *sb = NULL;
         ck_assert_int_eq(sbx_terminate(c, id, &sb), SBX_OK);
@@ -239,6 +259,26 @@ START_TEST(test_disk_enospc) {
         sbx_sandbox_free(sb);
         sbx_sandbox_free(other);
         assert_nothing_left(&d, 30000);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A full workspace is named in limits_hit whatever writes it full: `cat /dev/zero` into
+ * a 20 MiB limit, five times over (it once ended with limits_hit [] while ext4 still
+ * counted 92 KiB free). */
+START_TEST(test_disk_full_named_every_time) {
+        struct it_daemon d;
+        struct sbx_sandbox *sb;
+        sbx_client *c;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        sb = create_disk(c, 20 * MiB, 0, 0);
+        ck_assert_str_ne(enforced(sb, "disk"), "none");
+        fill_named_every_time(c, sb->id, 5);
+        terminate_ok(c, sb->id);
+        sbx_sandbox_free(sb);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
@@ -1115,6 +1155,9 @@ START_TEST(test_disk_tmpfs_as_root) {
                       (char *)r->stdout_data);
         ck_assert(has_hit(r, "disk"));
         sbx_result_free(r);
+        r = sh(c, sb->id, "rm /workspace/big");
+        sbx_result_free(r);
+        fill_named_every_time(c, sb->id, 5);
         terminate_ok(c, sb->id);
         sbx_sandbox_free(sb);
         /* Nothing on the host: the tmpfs was the sandbox's own. */
@@ -1207,6 +1250,9 @@ START_TEST(test_disk_project_quota) {
         /* The project id and its inherit flag cannot be changed from inside. */
         ck_assert_ptr_null(strstr((char *)r->stdout_data, "chattr-worked"));
         sbx_result_free(r);
+        r = sh(c, sb->id, "rm -f /workspace/f*");
+        sbx_result_free(r);
+        fill_named_every_time(c, sb->id, 5);
         terminate_ok(c, sb->id);
         sbx_sandbox_free(sb);
         sbx_close(c);
@@ -1228,6 +1274,7 @@ static Suite *make_suite(void) {
         Suite *s = suite_create("disk");
 
         add(s, "enospc", test_disk_enospc);
+        add(s, "full_named_every_time", test_disk_full_named_every_time);
         add(s, "inodes", test_disk_inodes);
         add(s, "write_file", test_disk_write_file);
         add(s, "default", test_disk_default);

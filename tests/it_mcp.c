@@ -1843,6 +1843,226 @@ START_TEST(background_command_and_output) {
 }
 END_TEST
 
+/* A daemon, a client of it, a sandbox and a server attached to it (with extra flags):
+ * what a test of one server needs; attached_stop ends them. */
+struct attached {
+        struct it_daemon d;
+        struct mcp m;
+        sbx_client *c;
+        char *id;
+};
+
+static void attached_start(struct attached *a, const char *const *flags) {
+        it_daemon_start(&a->d, NULL);
+        a->c = it_connect(&a->d);
+        a->id = it_create(a->c, NULL);
+        attach(&a->m, &a->d, a->id, flags);
+}
+
+static void attached_stop(struct attached *a) {
+        ck_assert_int_eq(mcp_close(&a->m, 10000), 0);
+        free(a->id);
+        sbx_close(a->c);
+        ck_assert_int_eq(it_daemon_stop(&a->d), 0);
+}
+
+/* The command_id in a run_command result (into buf). */
+static const char *command_id_of(json_t *r, char *buf, size_t len) {
+        snprintf(buf, len, "%s",
+                 json_string_value(json_object_get(structured_of(r), "command_id")));
+        ck_assert_msg(strncmp(buf, "c-", 2) == 0, "command_id %s", buf);
+        return buf;
+}
+
+/* Starts `sleep 100` with run_command in the background, with timeout_seconds t (t < 0:
+ * none given); it must start. Its command_id into buf; returns the result (the caller
+ * frees it). */
+static json_t *sleep_in_background(struct mcp *m, int t, char *buf, size_t len) {
+        json_t *args = json_pack("{s:s,s:b}", "command", "sleep 100", "background", 1), *r;
+
+        if (t >= 0)
+                json_object_set_new(args, "timeout_seconds", json_integer(t));
+        r = mcp_tool(m, "run_command", args);
+        ck_assert_msg(!is_error(r), "%s", text_of(r));
+        command_id_of(r, buf, len);
+        return r;
+}
+
+/* A background command has no timeout unless timeout_seconds gives one (a dev server
+ * outlives the server's --max-command-timeout, 2 s here); 0 is none too; one given is
+ * kept as it is, not lowered to the server's maximum; run_command and command_output
+ * report its real timeout (null: none) and a timed-out background command gets a hint
+ * that fits it. A foreground timeout_seconds 0 is refused naming the rule, and the
+ * tool's description and schema state the rules. */
+START_TEST(background_timeouts) {
+        const char *flags[] = {"--default-command-timeout", "1", "--max-command-timeout", "2",
+                               NULL};
+        struct attached at;
+        struct mcp *m = &at.m;
+        json_t *r, *st, *list, *t, *to;
+        char none[32], zero[32], hour[32], one[32];
+
+        attached_start(&at, flags);
+
+        list = mcp_ok(m, "tools/list", NULL);
+        ck_assert(has_tool(list, "run_command", &t));
+        ck_assert_msg(strstr(json_string_value(json_object_get(t, "description")),
+                             "no timeout unless timeout_seconds gives one"),
+                      "%s", json_string_value(json_object_get(t, "description")));
+        to = json_object_get(json_object_get(json_object_get(t, "inputSchema"), "properties"),
+                             "timeout_seconds");
+        ck_assert(json_integer_value(json_object_get(to, "minimum")) == 0);
+        ck_assert_ptr_null(json_object_get(to, "exclusiveMinimum"));
+        json_decref(list);
+
+        r = sleep_in_background(m, -1, none, sizeof(none));
+        ck_text_has(r, "the sandbox ends (no timeout)");
+        ck_assert(json_is_null(json_object_get(structured_of(r), "timeout_seconds")));
+        json_decref(r);
+        json_decref(sleep_in_background(m, 0, zero, sizeof(zero)));
+        r = sleep_in_background(m, 3600, hour, sizeof(hour));
+        ck_assert(json_real_value(json_object_get(structured_of(r), "timeout_seconds")) == 3600.0);
+        ck_assert_ptr_null(strstr(text_of(r), "lowered"));
+        ck_text_has(r, "its timeout_seconds (3600 s) kill it");
+        json_decref(r);
+
+        /* Past the server's maximum, all three run; each reports its own timeout. */
+        usleep(2500 * 1000);
+        r = mcp_tool(m, "command_output", json_pack("{s:s}", "command_id", none));
+        st = structured_of(r);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "outcome")), "running");
+        ck_assert(json_is_null(json_object_get(st, "timeout_seconds")));
+        json_decref(r);
+        r = mcp_tool(m, "command_output", json_pack("{s:s}", "command_id", zero));
+        ck_assert_str_eq(json_string_value(json_object_get(structured_of(r), "outcome")),
+                         "running");
+        json_decref(r);
+        r = mcp_tool(m, "command_output", json_pack("{s:s}", "command_id", hour));
+        st = structured_of(r);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "outcome")), "running");
+        ck_assert(json_real_value(json_object_get(st, "timeout_seconds")) == 3600.0);
+        json_decref(r);
+
+        /* A background command killed at its timeout: the hint is for a background one. */
+        json_decref(sleep_in_background(m, 1, one, sizeof(one)));
+        r = mcp_tool(m, "command_output",
+                     json_pack("{s:s,s:i}", "command_id", one, "wait_seconds", 30));
+        ck_assert(is_error(r));
+        ck_text_has(r, "[timed out: killed after 1 s (its timeout_seconds); start it again with "
+                       "background: true and a larger timeout_seconds, or without one");
+        ck_assert_ptr_null(strstr(text_of(r), "nohup"));
+        st = structured_of(r);
+        ck_assert(json_is_true(json_object_get(st, "timed_out")));
+        ck_assert(json_real_value(json_object_get(st, "timeout_seconds")) == 1.0);
+        json_decref(r);
+
+        /* No timeout is for background only. */
+        r = mcp_tool(m, "run_command",
+                     json_pack("{s:s,s:i}", "command", "echo ran", "timeout_seconds", 0));
+        ck_assert(is_error(r));
+        ck_text_has(r, "'timeout_seconds' 0 (no timeout) is for background: true only");
+        ck_assert_ptr_null(strstr(text_of(r), "ran\n"));
+        json_decref(r);
+
+        for (const char *const *k = (const char *const[]){none, zero, hour, NULL}; *k; k++) {
+                r = mcp_tool(m, "command_output",
+                             json_pack("{s:s,s:b}", "command_id", *k, "stop", 1));
+                ck_text_has(r, "[cancelled");
+                json_decref(r);
+        }
+        attached_stop(&at);
+}
+END_TEST
+
+/* The text of file path (NUL-terminated; the caller frees it). */
+static char *slurp(const char *path) {
+        FILE *f = fopen(path, "r");
+        char *buf = NULL;
+        size_t len = 0, n;
+        char chunk[8192];
+
+        ck_assert_msg(f, "cannot open %s", path);
+        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+                buf = realloc(buf, len + n + 1);
+                ck_assert_ptr_nonnull(buf);
+                memcpy(buf + len, chunk, n);
+                len += n;
+        }
+        fclose(f);
+        ck_assert_ptr_nonnull(buf);
+        buf[len] = '\0';
+        return buf;
+}
+
+/* Every tool tools/list gives is where a user looks, and no other: sbx help, sbx mcp
+ * --help, the "Unknown tool" error, and sbx(1)'s MCP SERVER list (an entry per tool,
+ * in the server's order, naming every argument of its input schema). A tool added to
+ * the server's table, or an argument added to a schema, fails here until documented. */
+START_TEST(tools_documented_where_users_look) {
+        struct attached at;
+        json_t *list, *t, *props, *v;
+        char path[1200], *man, *sec, *end, *msg, *help, *mhelp, *entry;
+        const char *key;
+        size_t i, entries = 0;
+
+        attached_start(&at, NULL);
+        list = mcp_ok(&at.m, "tools/list", NULL);
+        ck_assert_int_eq(mcp_fails(&at.m, "tools/call", json_pack("{s:s}", "name", "nosuch"), &msg),
+                         -32602);
+        {
+                const char *a[] = {"help", NULL}, *b[] = {"mcp", "--help", NULL};
+                ck_assert_int_eq(it_sbx(&at.d, NULL, 0, &help, NULL, a), 0);
+                ck_assert_int_eq(it_sbx(&at.d, NULL, 0, &mhelp, NULL, b), 0);
+        }
+        snprintf(path, sizeof(path), "%s/man/man1/sbx.1", it_build_dir());
+        man = slurp(path);
+        sec = strstr(man, "\n.SH MCP SERVER\n");
+        ck_assert_ptr_nonnull(sec);
+        sec = strstr(sec, "The tools, in the order");
+        ck_assert_ptr_nonnull(sec);
+        end = strstr(sec, "\n.PP\n");
+        ck_assert_ptr_nonnull(end);
+        *end = '\0';
+        for (char *e = strstr(sec, "\n.TP\n.B "); e; e = strstr(e + 1, "\n.TP\n.B "))
+                entries++;
+        ck_assert_uint_eq(entries, json_array_size(json_object_get(list, "tools")));
+        entry = sec;
+        json_array_foreach(json_object_get(list, "tools"), i, t) {
+                const char *name = json_string_value(json_object_get(t, "name"));
+                char head[128], *next;
+
+                ck_assert_msg(strstr(msg, name), "the Unknown tool error lacks %s: %s", name, msg);
+                ck_assert_msg(strstr(help, name), "sbx help lacks %s", name);
+                ck_assert_msg(strstr(mhelp, name), "sbx mcp --help lacks %s", name);
+                /* The next entry is this tool's. */
+                snprintf(head, sizeof(head), "\n.TP\n.B %s\n", name);
+                entry = strstr(entry, "\n.TP\n.B ");
+                ck_assert_msg(entry && strncmp(entry, head, strlen(head)) == 0,
+                              "sbx(1) MCP SERVER: tool %zu is not %s", i, name);
+                entry += strlen(head);
+                next = strstr(entry, "\n.TP\n.B ");
+                if (next)
+                        *next = '\0';
+                props = json_object_get(json_object_get(t, "inputSchema"), "properties");
+                json_object_foreach(props, key, v) {
+                        ck_assert_msg(strstr(entry, key),
+                                      "sbx(1) MCP SERVER: %s does not name its argument %s", name,
+                                      key);
+                }
+                if (next) {
+                        *next = '\n';
+                        entry = next;
+                }
+        }
+        free(man);
+        free(msg);
+        free(help);
+        free(mhelp);
+        json_decref(list);
+        attached_stop(&at);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("mcp");
         TCase *tc = tcase_create("mcp");
@@ -1862,6 +2082,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, ended_sandbox_and_gone_daemon_are_protocol_errors);
         tcase_add_test(tc, typescript_sdk_client);
         tcase_add_test(tc, background_command_and_output);
+        tcase_add_test(tc, background_timeouts);
+        tcase_add_test(tc, tools_documented_where_users_look);
         tcase_add_test(tc, owned_sandbox_with_a_disk_limit);
         tcase_add_test(tc, largest_call_fits_and_longer_lines_are_skipped);
         tcase_add_test(tc, deep_and_wide_lines_are_refused);

@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, os.pardir, os.pardir))
@@ -341,6 +341,76 @@ class LayoutTest(unittest.TestCase):
             self.assertEqual(r.stdout.strip(), os.path.join(d, "lib", "libsbx.so.0"))
 
 
+class DocsTest(unittest.TestCase):
+    """The README and docs/ read as Markdown should (here, beside the other checks of
+    the tree's text, rather than in a test program of its own): merges once left a
+    heading glued to the paragraph above it, and the Python API bullet with its
+    signature and its list of methods twice, interleaved."""
+
+    #: What that merge left (README.md before the docs split), for the detector's own test.
+    GARBLED = (
+        "- `Sandbox`: `run(command, timeout=, cwd=, env=, stdin=, max_output_bytes=,\n"
+        "  on_output=, on_started=, queue_timeout=, on_queued=, check=, background=,\n"
+        "  stdin_open=)` returns a `Result` (with `background=True` a `Command`, see Background\n"
+        "  commands) with\n"
+        "  on_output=, on_started=, queue_timeout=, on_queued=, check=, tty=, rows=, cols=)` "
+        "returns a `Result` with\n"
+        "  the seeds' fields; `read_file`, `read_text`,\n"
+        "  `set_timeout`, `terminate`, `info`, `history`, `cancel`, `signal`, `command(id)`; a context\n"
+        "  `set_timeout`, `terminate`, `info`, `history`, `cancel`, `signal`, `resize` (a\n"
+        "  `tty=True` command's terminal); a context manager.\n")
+
+    @staticmethod
+    def _problems(text: str) -> List[str]:
+        """Headings without a blank line around them, and paragraphs (or bullets) where
+        a run of six code words (with ` or =) comes twice: a merge's leftover."""
+        lines, out = text.split("\n"), []
+        fence, para = False, []
+
+        def end_para() -> None:
+            words = [w for w in " ".join(para).split()]
+            seen: Dict[Tuple[str, ...], int] = {}
+            for i in range(len(words) - 5):
+                run = tuple(words[i:i + 6])
+                if all("`" in w or "=" in w for w in run):
+                    if run in seen and i - seen[run] >= 6:
+                        out.append(f"doubled in one paragraph: {' '.join(run)}")
+                        break
+                    seen.setdefault(run, i)
+            para.clear()
+
+        for i, line in enumerate(lines):
+            if line.startswith("```"):
+                fence = not fence
+                end_para()
+                continue
+            if fence or line.startswith("    ") or line.startswith("|") or not line.strip():
+                end_para()
+                continue
+            if line.startswith("#"):
+                end_para()
+                if (i and lines[i - 1].strip()) or (i + 1 < len(lines) and lines[i + 1].strip()):
+                    out.append(f"line {i + 1}: no blank line around {line!r}")
+                continue
+            if line.lstrip().startswith("- "):
+                end_para()
+            para.append(line)
+        end_para()
+        return out
+
+    def test_the_detector_sees_the_old_merge(self) -> None:
+        self.assertTrue(self._problems(self.GARBLED))
+        self.assertTrue(self._problems("text\n### Terminals\n\nmore\n"))
+        self.assertEqual(self._problems("text\n\n### Terminals\n\nmore\n"), [])
+
+    def test_headings_stand_apart_and_nothing_is_doubled(self) -> None:
+        docs = os.path.join(ROOT, "docs")
+        for path in [os.path.join(ROOT, "README.md")] + sorted(
+                os.path.join(docs, n) for n in os.listdir(docs) if n.endswith(".md")):
+            with open(path, encoding="utf-8") as f:
+                self.assertEqual(self._problems(f.read()), [], os.path.relpath(path, ROOT))
+
+
 class ErrorMappingTest(unittest.TestCase):
     """error_from_code: every code to its class, under SbxError."""
 
@@ -399,11 +469,20 @@ class ErrorMappingTest(unittest.TestCase):
             r.check()
         self.assertIsInstance(cm.exception, TimeoutError)
         self.assertIsInstance(cm.exception, sbx.CommandError)
-        self.assertIsNone(cm.exception.code)
+        # e.code.name works for every exception (the README's pattern): the outcome.
+        self.assertEqual(cm.exception.code, sbx.Outcome.TIMED_OUT)
+        self.assertEqual(cm.exception.code.name, "TIMED_OUT")
+        self.assertTrue(str(cm.exception).startswith("TIMED_OUT: "), str(cm.exception))
         self.assertIs(cm.exception.result, r)
         r = sbx.Result(exit_code=2, stdout="", stderr="boom\n", outcome=sbx.Outcome.EXITED)
-        with self.assertRaisesRegex(sbx.CommandFailed, "status 2: boom"):
+        with self.assertRaisesRegex(sbx.CommandFailed, "status 2: boom") as cm:
             r.check()
+        self.assertEqual(cm.exception.code.name, "EXITED")
+        r = sbx.Result(exit_code=-9, stdout="", stderr="", timed_out=True,
+                       outcome=sbx.Outcome.SIGNALED, signal=9)
+        with self.assertRaises(sbx.Timeout) as cm:
+            r.check()
+        self.assertEqual(cm.exception.code, sbx.Outcome.TIMED_OUT)
         r = sbx.Result(exit_code=None, stdout="", stderr="", outcome=sbx.Outcome.SANDBOX_ENDED)
         with self.assertRaises(sbx.SandboxEnded):
             r.check()
@@ -791,6 +870,20 @@ class SandboxTest(DaemonTest):
             a.terminate()
             b.terminate()
 
+    def test_get_describes_attach_works(self) -> None:
+        # get() is a description; asked to run, it says attach() is the way.
+        info = self.client.get(self.sb.id)
+        self.assertIsInstance(info, sbx.SandboxInfo)
+        with self.assertRaisesRegex(AttributeError,
+                                    rf"no run\(\); Client.attach\('{self.sb.id}'\) gives a Sandbox"):
+            info.run("true")
+        self.assertFalse(hasattr(info, "write_file"))
+        with self.assertRaisesRegex(AttributeError, "has no attribute 'nosuch'"):
+            info.nosuch  # noqa: B018 - the access is the test
+        # ... and from another process's Client, attach(id) runs in it.
+        with sbx.Client(self.daemon.sock) as other:
+            self.assertEqual(other.attach(self.sb.id).run("echo hi").stdout, "hi\n")
+
     def test_attach_shares_and_does_not_terminate(self) -> None:
         with sbx.Client(self.daemon.sock) as other:
             with other.attach(self.sb.id) as same:
@@ -923,6 +1016,12 @@ class SandboxTest(DaemonTest):
         self.assertIsInstance(cm.exception, TimeoutError)
         self.assertTrue(cm.exception.result.timed_out)
         self.assertIn("timed out", str(cm.exception))
+        self.assertEqual(cm.exception.code.name, "TIMED_OUT")
+        self.assertEqual(cm.exception.result.timeout, 0.2)
+        # No timeout is for a background command only: refused, and nothing runs.
+        with self.assertRaisesRegex(ValueError, "timeout=0 \\(no timeout\\) is for background=True only"):
+            self.sb.run("touch /workspace/ran", timeout=0)
+        self.assertFalse(self.sb.exists("/workspace/ran"))
         self.assertEqual(self.sb.run("pgrep -x sleep || echo none").stdout, "none\n")
 
     def test_check(self) -> None:
@@ -930,7 +1029,8 @@ class SandboxTest(DaemonTest):
         with self.assertRaisesRegex(sbx.CommandFailed, "status 4: bad thing") as cm:
             self.sb.run("echo bad thing >&2; exit 4", check=True)
         self.assertEqual(cm.exception.result.exit_code, 4)
-        self.assertIsNone(cm.exception.code)
+        self.assertEqual(cm.exception.code, sbx.Outcome.EXITED)
+        self.assertEqual(cm.exception.code.name, "EXITED")
         r = self.sb.run(["/no/such/program"])
         self.assertEqual(r.outcome, sbx.Outcome.START_FAILED)
         self.assertIsNone(r.exit_code)
@@ -1462,6 +1562,14 @@ class BackgroundTest(DaemonTest):
             cmd.send_stdin("more")
         r = self.sb.run("sleep 30", background=True, timeout=0.3).wait(timeout=10)
         self.assertEqual(r.outcome, sbx.Outcome.TIMED_OUT)
+        self.assertEqual(r.timeout, 0.3)
+        # Without a timeout, none (not the 60 s of a command run() waits for); 0 too.
+        for cmd in (self.sb.run("sleep 100", background=True),
+                    self.sb.run("sleep 100", background=True, timeout=0)):
+            now = cmd.output()
+            self.assertEqual(now.outcome, sbx.Outcome.RUNNING)
+            self.assertIsNone(now.timeout)
+            cmd.kill()
         r = self.sb.run(["/no/such/program"], background=True).wait()
         self.assertEqual(r.outcome, sbx.Outcome.START_FAILED)
         with self.assertRaises(sbx.NotFound):

@@ -14,8 +14,10 @@ sbxd keeps persistent Linux sandboxes by ID; this package drives it through libs
 Main types:
 
 * :class:`Client` -- a connection: ``create``, ``attach``, ``get``, ``list``,
-  ``hello``. One Client runs one call at a time (it holds a lock); use one per thread
-  for parallel work.
+  ``hello``. ``attach(id)`` gives a :class:`Sandbox` for one that exists (made by
+  another process, or shared with you); ``get(id)`` only describes one
+  (:class:`SandboxInfo`, which runs nothing). One Client runs one call at a time (it
+  holds a lock); use one per thread for parallel work.
 * :class:`Sandbox` -- a sandbox by ID: ``run``, ``read_file``, ``read_text``,
   ``read_chunk``, ``write_file``, ``list_directory``, ``stat``, ``exists``, ``mkdir``,
   ``remove``, ``set_timeout``, ``terminate``, ``info``, ``history``, ``cancel``,
@@ -41,7 +43,9 @@ sandbox will never serve again: terminal, stop; not an ``Unavailable``),
 ``Unimplemented``, ``Internal``. A command that fails or times out is *not* an
 exception: ``run`` returns its result with ``exit_code``/``timed_out`` set, as agent
 tools want. ``run(..., check=True)`` (or ``result.check()``) raises ``Timeout`` or
-``CommandFailed`` (both ``CommandError``) instead.
+``CommandFailed`` (both ``CommandError``) instead, whose ``code`` is the command's
+:class:`Outcome` (``TIMED_OUT``, ``EXITED``, ...): ``e.code.name`` works for every
+exception.
 
 Streaming: ``sb.run(cmd, on_output=lambda stream, data: ...)`` gets each chunk as the
 command writes it; the result still has the (capped) output.

@@ -315,6 +315,7 @@ def _result_from_c(r: L.Result, col: Optional[_Collector]) -> Result:
         start_errno=int(r.start_errno),
         owner_uid=int(r.owner_uid) if r.has_owner_uid else None,
         queued_ms=int(r.queued_ms),
+        timeout=r.timeout_ms / 1000 if r.has_timeout_ms and r.timeout_ms else None,
     )
 
 
@@ -583,7 +584,9 @@ class Client:
         return Sandbox(self, info.id, owned=False, info=info)
 
     def get(self, id: str) -> SandboxInfo:
-        """The description of sandbox ``id``, live or ended (while its records last)."""
+        """The description of sandbox ``id``, live or ended (while its records last): a
+        :class:`SandboxInfo`, which runs nothing. To work in an existing sandbox (one
+        this process or another created), :meth:`attach` it: ``client.attach(id).run(...)``."""
         return self._sandbox_call(self._lib.sbx_get, _enc(id))
 
     def list(
@@ -780,7 +783,7 @@ class Sandbox:
         self,
         command: Union[str, Sequence[str]],
         *,
-        timeout: Optional[float] = 60.0,
+        timeout: Optional[float] = None,
         cwd: Optional[PathArg] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[None, str, bytes, int, Any] = None,
@@ -801,9 +804,10 @@ class Sandbox:
 
         Args:
             command: a ``str`` runs through ``/bin/sh -c``; a list is the argv, as is.
-            timeout: seconds before the command is killed (default 60; ``None``: the
-                library's default, 60 s). The daemon caps it at its
-                ``--max-command-timeout``.
+            timeout: seconds before the command is killed. ``None`` (the default): 60 s,
+                the library's default; with ``background``, none. ``0`` (none) is for
+                ``background`` only: without it, :class:`ValueError`. More than the
+                daemon's ``--max-command-timeout`` raises :class:`InvalidArgument`.
             cwd: the working directory (default ``/workspace``).
             env: variables added to the sandbox's environment for this command.
             stdin: ``str`` or ``bytes`` fed to the command's stdin; or a readable file
@@ -837,8 +841,9 @@ class Sandbox:
                 (as E2B's ``commands.run(background=True)``): it outlives this call and
                 this Client, keeps its output (the tail within ``max_output_bytes``) for
                 :meth:`Command.attach` / :meth:`Command.wait` from any Client that may
-                use the sandbox. ``timeout`` still applies; ``timeout=0``: none (it runs
-                until it exits or the sandbox ends). ``on_output``, ``on_started``,
+                use the sandbox. It has no timeout unless ``timeout`` gives one (``0``:
+                none too): it runs until it exits, is killed, or the sandbox ends.
+                ``on_output``, ``on_started``,
                 ``on_queued``, ``check`` and a streamed ``stdin`` do not apply. A
                 program that cannot start returns a handle whose :meth:`Command.wait`
                 gives the ``START_FAILED`` result at once.
@@ -862,6 +867,10 @@ class Sandbox:
         ``timeout``.
         """
         keep: List[Any] = []
+        if timeout == 0 and not background:
+            raise ValueError(
+                "run: timeout=0 (no timeout) is for background=True only: a command run() "
+                "waits for needs a timeout above 0 (default 60 s)")
         o = L.ExecOpts()
         self.client._lib.sbx_exec_opts_init(byref(o))
         if isinstance(command, (str, bytes)):
@@ -936,7 +945,8 @@ class Sandbox:
                     "run(background=True) takes no on_output, on_started, on_queued nor a "
                     "streamed stdin: attach to the command for its output"
                 )
-            o.no_timeout = 1 if timeout == 0 else 0
+            # No timeout of its own unless one is given (timeout=0: none as well).
+            o.no_timeout = 1 if not timeout else 0
             o.stdin_stream = 1 if stdin_open else 0
             return self._start_background(o)
         ret = POINTER(L.Result)()

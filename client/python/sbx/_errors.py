@@ -5,14 +5,15 @@ Every failure the daemon or libsbx reports becomes an instance of a subclass of
 call, with the one-line message libsbx gives (``sbx_error_message``) and its errno
 (``sbx_errno``: 0 when the daemon itself answered, the errno of the failure when the
 connection failed). Two exceptions are not daemon codes: :class:`CommandFailed` and
-:class:`Timeout` are raised only by ``run(..., check=True)`` / :meth:`Result.check`.
+:class:`Timeout` are raised only by ``run(..., check=True)`` / :meth:`Result.check`,
+and their ``code`` is the command's :class:`Outcome` (``TIMED_OUT``, ``EXITED``, ...).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Optional, Type
+from typing import TYPE_CHECKING, Dict, Optional, Type, Union
 
-from ._types import Code
+from ._types import Code, Outcome
 
 if TYPE_CHECKING:
     from ._types import Result
@@ -42,8 +43,10 @@ class SbxError(Exception):
     """The base of every sbx exception.
 
     Attributes:
-        code: the :class:`Code` of the failure, or ``None`` for the command outcomes
-            raised by ``check=True`` (:class:`CommandFailed`, :class:`Timeout`).
+        code: the :class:`Code` of the failure; for the command endings raised by
+            ``check=True`` (:class:`CommandFailed`, :class:`Timeout`) the command's
+            :class:`Outcome` (``Outcome.TIMED_OUT``, ``Outcome.EXITED``, ...), so that
+            ``e.code.name`` names what happened for every exception of this module.
         message: the daemon's (or libsbx's) one-line message: what failed and what to do.
         errno: the errno of a connection failure; 0 when the daemon answered.
         result: the :class:`Result` that came with the failure, if any.
@@ -56,13 +59,13 @@ class SbxError(Exception):
         self,
         message: str,
         *,
-        code: Optional[Code] = None,
+        code: Optional[Union[Code, Outcome]] = None,
         errno: int = 0,
         result: Optional["Result"] = None,
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.code = code if code is not None else self.default_code
+        self.code: Optional[Union[Code, Outcome]] = code if code is not None else self.default_code
         self.errno = errno
         self.result = result
 
@@ -152,7 +155,13 @@ class Internal(SbxError):
 
 class CommandError(SbxError):
     """A command ended without success and ``check=True`` asked to raise; ``result``
-    says how it ended."""
+    says how it ended, and ``code`` is its :class:`Outcome` (``result.outcome``)."""
+
+    def __init__(self, message: str, *, errno: int = 0, result: Optional["Result"] = None,
+                 code: Optional[Union[Code, Outcome]] = None) -> None:
+        if code is None and result is not None:
+            code = result.outcome
+        super().__init__(message, code=code, errno=errno, result=result)
 
 
 class CommandFailed(CommandError):

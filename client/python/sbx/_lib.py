@@ -274,6 +274,8 @@ class Result(Structure):
         ("has_owner_uid", c_int),
         ("owner_uid", c_uint32),
         ("queued_ms", c_uint64),
+        ("has_timeout_ms", c_int),
+        ("timeout_ms", c_uint64),
     ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 __all__ = [
     "Code",
@@ -361,6 +361,8 @@ class Result:
             yours in a sandbox shared with you, whose owner sees everything run there.
         queued_ms: milliseconds it waited for a slot before it started (or until it
             ended, when it never started); 0 when it did not wait.
+        timeout: the command's own timeout in seconds, as it ran; ``None`` for none (a
+            background command without one) or from a daemon that does not say.
     """
 
     exit_code: Optional[int]
@@ -385,6 +387,7 @@ class Result:
     start_errno: int = 0
     owner_uid: Optional[int] = None
     queued_ms: int = 0
+    timeout: Optional[float] = None
 
     @property
     def succeeded(self) -> bool:
@@ -400,13 +403,16 @@ class Result:
         """Returns self when the command succeeded; raises otherwise: :class:`Timeout`
         when it timed out, :class:`SandboxEnded` when the sandbox ended under it,
         :class:`CommandFailed` for any other end (non-zero exit, signal, start failure).
-        The exception's ``result`` is this result."""
+        The exception's ``result`` is this result, and its ``code`` the outcome
+        (``Outcome.TIMED_OUT``, ``Outcome.EXITED``, ...; ``Code.SANDBOX_ENDED`` for
+        :class:`SandboxEnded`)."""
         from ._errors import CommandFailed, SandboxEnded, Timeout
 
         if self.succeeded:
             return self
         if self.timed_out or self.outcome == Outcome.TIMED_OUT:
-            raise Timeout(f"command {self.command_id} timed out after {self.duration:.3f} s", result=self)
+            raise Timeout(f"command {self.command_id} timed out after {self.duration:.3f} s",
+                          result=self, code=Outcome.TIMED_OUT)
         if self.outcome == Outcome.SANDBOX_ENDED:
             raise SandboxEnded(f"sandbox '{self.sandbox}' ended while command {self.command_id} ran", result=self)
         if self.outcome == Outcome.START_FAILED:
@@ -486,6 +492,22 @@ class SandboxInfo:
     def ended(self) -> bool:
         """True once the sandbox has ended (it cannot run anything any more)."""
         return self.state.ended
+
+    #: What a :class:`Sandbox` does and a description cannot: asked of a SandboxInfo,
+    #: each says how to get the Sandbox.
+    _SANDBOX_VERBS = frozenset(
+        ("run", "read_file", "read_text", "read_chunk", "write_file", "list_directory",
+         "stat", "exists", "mkdir", "remove", "set_timeout", "terminate", "history",
+         "connections", "cancel", "signal", "resize", "command"))
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names a dataclass field or method did not answer.
+        if name in SandboxInfo._SANDBOX_VERBS:
+            raise AttributeError(
+                f"a SandboxInfo is a description of sandbox '{self.id}' (what Client.get() "
+                f"and Client.list() return) and has no {name}(); Client.attach('{self.id}') "
+                f"gives a Sandbox to work in it, from any process that may use it")
+        raise AttributeError(f"'SandboxInfo' object has no attribute '{name}'")
 
 
 class SandboxList(list[SandboxInfo]):
