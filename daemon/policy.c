@@ -147,17 +147,23 @@ int policy_view_build(struct sbxd *d, const Sbx__V1__CreateSandbox *spec, struct
         const char *root = pol && pol->root_dir && pol->root_dir[0] ? pol->root_dir : "/";
         struct pathset_list hidden = {0}, watched = {0}, prot = {0}, dirs = {0}, files = {0};
         struct pathset *all = NULL, *exposed = NULL;
+        int image = spec->image && spec->image[0];
         size_t i, j;
 
         memset(ret, 0, sizeof(*ret));
-        add_daemons(d, &hidden, root);
+        /* An image's root holds nothing of the host's: its daemons' paths and credentials
+         * are hidden where the host's tree is seen (writable paths), not in the image. */
+        if (!image)
+                add_daemons(d, &hidden, root);
         for (i = 0; pol && i < pol->n_denied_read_paths; i++)
                 if (!pathset_list_has(&hidden, pol->denied_read_paths[i]))
                         pathset_list_add(&hidden, strdup(pol->denied_read_paths[i]));
         if (pol && pol->protect_defaults) {
                 if (credcache_get(d, &all, &exposed) < 0)
                         goto oom;
-                if (strcmp(root, "/") == 0) {
+                if (image) {
+                        /* Nothing of the host's but what writable paths bring (below). */
+                } else if (strcmp(root, "/") == 0) {
                         ret->hidden_shared = pathset_ref(exposed);
                         ret->watched_shared = pathset_ref(all);
                 } else {
