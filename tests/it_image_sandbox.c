@@ -413,8 +413,10 @@ START_TEST(debian_installs) {
                 free(out);
                 free(err);
         }
-        expect_out(c, a, NULL, "id -un; dpkg -i /workspace/hello.deb >/dev/null && sbx-hello",
-                   "root\nhello from a package\n");
+        expect_out(c, a, NULL,
+                   "id -un; echo $HOME; touch /root/.profile.d && echo home; "
+                   "dpkg -i /workspace/hello.deb >/dev/null && sbx-hello",
+                   "root\n/root\nhome\nhello from a package\n");
         expect_out(c, a, NULL,
                    "python3 -m pip install -q --no-index --break-system-packages "
                    "/workspace/sbxhello-1.0-py3-none-any.whl 2>/dev/null && "
