@@ -1680,5 +1680,47 @@ class QueueTest(DaemonTest):
         self.assertEqual(self.sb.run("test -e /workspace/cancelled; echo $?").stdout, "1\n")
 
 
+class ImagesTest(DaemonTest):
+    """client.images and sandboxes from images (docs/images.md), with the test image of
+    tests/mkimage.sh (busybox; User 1000:1000, WorkingDir /data) from its OCI layout."""
+
+    daemon_flags = ("--warm", "0", "--spares", "0")
+
+    def setUp(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="img.", dir=self.base)
+        subprocess.run(["bash", os.path.join(ROOT, "tests", "mkimage.sh"), self.dir], check=True,
+                       capture_output=True, cwd=self.dir)
+        self.layout = os.path.join(self.dir, "oci")
+
+    def test_pull_list_create_run_remove(self) -> None:
+        seen: List[sbx.PullProgress] = []
+        img = self.client.images.pull(f"oci:{self.layout}:img", on_progress=seen.append)
+        self.assertTrue(img.digest.startswith("sha256:"))
+        self.assertTrue(any(p.phase == "unpack" for p in seen), seen)
+        self.assertIn(img.digest, [i.digest for i in self.client.images.list()])
+        cfg = self.client.images.inspect(img.digest).config
+        assert cfg is not None
+        self.assertEqual((cfg.user, cfg.working_dir), ("1000:1000", "/data"))
+        with self.client.create(image=img.digest) as sb:
+            r = sb.run(["busybox", "id", "-u"])
+            self.assertEqual(r.stdout, "1000\n")
+            r = sb.run("echo hi > /etc/mine && busybox id -u", user="root")
+            self.assertEqual((r.exit_code, r.stdout), (0, "0\n"))
+            self.assertEqual(sb.info().image_digest, img.digest)
+            with self.assertRaises(sbx.FailedPrecondition):
+                self.client.images.remove(img.digest)
+        self.assertEqual(self.client.images.remove(img.digest).names != (), True)
+        with self.assertRaises(sbx.NotFound):
+            self.client.images.inspect(img.digest)
+
+    def test_a_callback_that_raises(self) -> None:
+        def boom(_p: sbx.PullProgress) -> None:
+            raise RuntimeError("boom")
+
+        with self.assertRaisesRegex(RuntimeError, "boom"):
+            self.client.images.pull(f"oci:{self.layout}:img", on_progress=boom)
+        self.client.images.prune()
+
+
 if __name__ == "__main__":
     unittest.main()

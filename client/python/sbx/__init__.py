@@ -88,6 +88,7 @@ from ._errors import (
     Unimplemented,
     error_from_code,
 )
+from ._images import ImageConfig, ImageInfo, Images, PullProgress, RemovedImages
 from ._lib import LibraryError, library_path
 from ._types import (
     Code,
@@ -146,6 +147,11 @@ __all__ = [
     "ConnectionRecord",
     "Connections",
     "Hello",
+    "Images",
+    "ImageInfo",
+    "ImageConfig",
+    "PullProgress",
+    "RemovedImages",
     "Code",
     "State",
     "Outcome",

@@ -30,6 +30,7 @@ from typing import (
 )
 
 from . import _lib as L
+from ._images import Images
 from ._errors import NotFound, SandboxEnded, SbxError, error_from_code
 from ._types import (
     Code,
@@ -442,6 +443,12 @@ class Client:
         return f"<sbx.Client {self.socket!r} {state}>"
 
     # -- daemon --
+
+    @property
+    def images(self) -> "Images":
+        """Your container images: ``pull``, ``list``, ``inspect``, ``remove``, ``prune``
+        (docs/images.md)."""
+        return Images(self)
 
     def hello(self) -> Hello:
         """What the daemon said at connect time: its version and what this host allows."""

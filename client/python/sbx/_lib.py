@@ -390,6 +390,69 @@ class Connections(Structure):
 
 
 # Every struct above with its C name, for the layout test.
+class ImageConfig(Structure):
+    _fields_ = [
+        ("env", Strv),
+        ("entrypoint", Strv),
+        ("cmd", Strv),
+        ("working_dir", c_char_p),
+        ("user", c_char_p),
+        ("os", c_char_p),
+        ("architecture", c_char_p),
+        ("variant", c_char_p),
+    ]
+
+
+class Image(Structure):
+    _fields_ = [
+        ("names", Strv),
+        ("digest", c_char_p),
+        ("size_bytes", c_uint64),
+        ("data_bytes", c_uint64),
+        ("sandboxes", c_uint32),
+        ("created_unix_ms", c_int64),
+        ("last_used_unix_ms", c_int64),
+        ("layers", Strv),
+        ("config", POINTER(ImageConfig)),
+        ("downloaded_bytes", c_uint64),
+    ]
+
+
+class ImageList(Structure):
+    _fields_ = [("v", POINTER(Image)), ("n", c_size_t)]
+
+
+class RemovedImages(Structure):
+    _fields_ = [("names", Strv), ("freed_bytes", c_uint64)]
+
+
+class ImageProgress(Structure):
+    _fields_ = [
+        ("phase", c_char_p),
+        ("digest", c_char_p),
+        ("index", c_uint32),
+        ("count", c_uint32),
+        ("done_bytes", c_uint64),
+        ("total_bytes", c_uint64),
+        ("reused", c_int),
+    ]
+
+
+ProgressCallback = CFUNCTYPE(None, c_void_p, POINTER(ImageProgress))
+
+
+class RegistryAuth(Structure):
+    _fields_ = [("username", c_char_p), ("password", c_char_p), ("token", c_char_p)]
+
+
+class PullOpts(Structure):
+    _fields_ = [
+        ("auth", POINTER(RegistryAuth)),
+        ("on_progress", ProgressCallback),
+        ("userdata", c_void_p),
+    ]
+
+
 STRUCTS = {
     "sbx_hello": Hello,
     "sbx_limits": Limits,
@@ -413,6 +476,13 @@ STRUCTS = {
     "sbx_command_info": CommandInfo,
     "sbx_background": Background,
     "sbx_attach_opts": AttachOpts,
+    "sbx_image_config": ImageConfig,
+    "sbx_image": Image,
+    "sbx_image_list": ImageList,
+    "sbx_removed_images": RemovedImages,
+    "sbx_image_progress": ImageProgress,
+    "sbx_registry_auth": RegistryAuth,
+    "sbx_pull_opts": PullOpts,
 }
 
 # ---- constants (client/sbx.h) ---------------------------------------------------------
@@ -514,6 +584,14 @@ _PROTOTYPES = {
     "sbx_history_free": (None, [POINTER(History)]),
     "sbx_connections": (c_int, [_client_p, c_char_p, c_uint64, c_uint32, _pp(Connections)]),
     "sbx_connections_free": (None, [POINTER(Connections)]),
+    "sbx_image_pull": (c_int, [_client_p, c_char_p, POINTER(PullOpts), _pp(Image)]),
+    "sbx_image_list": (c_int, [_client_p, _pp(ImageList)]),
+    "sbx_image_inspect": (c_int, [_client_p, c_char_p, _pp(Image)]),
+    "sbx_image_remove": (c_int, [_client_p, c_char_p, _pp(RemovedImages)]),
+    "sbx_image_prune": (c_int, [_client_p, _pp(RemovedImages)]),
+    "sbx_image_free": (None, [POINTER(Image)]),
+    "sbx_image_list_free": (None, [POINTER(ImageList)]),
+    "sbx_removed_images_free": (None, [POINTER(RemovedImages)]),
 }
 
 # ---- loading --------------------------------------------------------------------------
