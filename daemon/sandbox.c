@@ -620,6 +620,8 @@ static void settle_end(struct sandbox *sb) {
         sb->answered = 1;
         initchan_drain(&sb->chan);
         command_end_all(sb, 0);
+        /* Nothing runs from its image any more. */
+        sbimage_release(sb->d, sb->image);
         if (sb->workspace && !sb->disk_busy) {
                 sb->trash =
                         trash_sandbox_dir(sb->d, sb->id, sb->workspace, sb->disk_fd,

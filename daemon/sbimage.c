@@ -254,6 +254,7 @@ static int start(struct sbxd *d, const char *name, const struct imagestore_image
                 return r;
         }
         snprintf(im->digest, sizeof(im->digest), "%s", img->manifest);
+        im->held = 1;
         r = load(d, img, im, err, errlen);
         if (r == -ENOMEM)
                 snprintf(err, errlen, "daemon out of memory");
@@ -353,13 +354,19 @@ int sbimage_adopt(struct sbxd *d, const char *name, const char *digest, uid_t ru
         return 0;
 }
 
+void sbimage_release(struct sbxd *d, struct sbimage *im) {
+        if (im && im->held && d->images)
+                (void)imagestore_release(d->images, im->digest);
+        if (im)
+                im->held = 0;
+}
+
 struct sbimage *sbimage_close(struct sbxd *d, struct sbimage *im) {
         size_t i;
 
         if (!im)
                 return NULL;
-        if (im->digest[0] && d->images)
-                (void)imagestore_release(d->images, im->digest);
+        sbimage_release(d, im);
         if (im->block >= 0)
                 d->image_blocks &= ~(1ull << im->block);
         for (i = 0; i < im->nlayers; i++)

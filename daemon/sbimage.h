@@ -25,7 +25,8 @@ struct sbxd;
 
 struct sbimage {
         char *name;                      /* CreateSandbox.image, as given */
-        char digest[DIGEST_STR_BYTES];   /* its manifest: held in the store */
+        char digest[DIGEST_STR_BYTES];   /* its manifest: held in the store while held */
+        int held;
         char **layers;                   /* host paths of its layer trees, lowest first */
         size_t nlayers;
         struct imageconfig config;       /* Env, WorkingDir, User */
@@ -55,7 +56,12 @@ int sbimage_open(struct sbxd *d, const char *name, uid_t caller_uid, struct sbim
 int sbimage_adopt(struct sbxd *d, const char *name, const char *digest, uid_t run_uid,
                   const char *sandbox_dir, struct sbimage **ret, char *err, size_t errlen);
 
-/* Lets the image and the block go, frees im. Accepts NULL; returns NULL. */
+/* Lets the image go (once nothing of the sandbox runs: its answer to a terminate must
+ * find the image free to remove); its block stays until sbimage_close. */
+void sbimage_release(struct sbxd *d, struct sbimage *im);
+
+/* Lets the image (if still held) and the block go, frees im. Accepts NULL; returns
+ * NULL. */
 struct sbimage *sbimage_close(struct sbxd *d, struct sbimage *im);
 
 /* The host id its files are touched as for id inside (root mode: the block's; rootless:
