@@ -528,6 +528,37 @@ START_TEST(rootless_subordinate_ids) {
 }
 END_TEST
 
+/* sbx mcp --image: the session's own sandbox is made from the image. */
+START_TEST(mcp_from_an_image) {
+        static const char in[] =
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{"
+                "\"name\":\"t\",\"version\":\"1\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+                "\"name\":\"run_command\",\"arguments\":{\"command\":"
+                "\"busybox id -u; pwd; echo $GREETING\"}}}\n";
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *digest, *out = NULL, *err = NULL;
+        sbx_client *c;
+
+        it_daemon_start(&d, group_flags);
+        c = it_connect(&d);
+        digest = pull(c, layout);
+        ck_assert_int_eq(it_sbx(&d, in, sizeof(in) - 1, &out, &err,
+                                (const char *const[]){"mcp", "--image", digest, NULL}),
+                         0);
+        ck_assert_msg(strstr(out, "\"stdout\":\"1000\\n/data\\nhi\\n\""), "%s\n%s", out, err);
+        ck_assert_msg(strstr(err, "terminated"), "%s", err);
+        free(out);
+        free(err);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* The sbx tool: create --image, exec --user, info. */
 START_TEST(through_the_cli) {
         struct it_daemon d;
@@ -569,6 +600,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, refusals, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_daemon, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, through_the_cli, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, mcp_from_an_image, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_subordinate_ids, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, adopted_after_restart, 240, it_fixture_setup_var, it_fixture_teardown);
