@@ -635,9 +635,8 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
 }
 
 /* CreateSandbox.image: a name (the image itself is looked for at creation, sbimage.h),
- * not with a root_dir, and not yet with writable paths (root mode) nor a disk limit
- * other than a project quota (which holds the writable root too). lim: the effective
- * limits, defaults filled in. */
+ * not with a root_dir, and not yet with a disk limit other than a project quota (which
+ * holds the writable root too). lim: the effective limits, defaults filled in. */
 static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                        const Sbx__V1__Limits *lim, char *err, size_t errlen) {
         const Sbx__V1__Policy *asked = req->policy;
@@ -660,12 +659,6 @@ static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                                       "(sbxd --disk-via quota, on a filesystem mounted with "
                                       "prjquota); this sbxd limits disks with %s",
                          d->features.disk_mech == DISK_MECH_TMPFS ? "tmpfs" : "images");
-                return -ENOSYS;
-        }
-        if (asked && asked->n_writable_paths && !d->features.rootless) {
-                snprintf(err, errlen, "UNIMPLEMENTED: writable_paths in a sandbox made from an "
-                                      "image (under a root sbxd); copy files in with WriteFile, "
-                                      "or use /workspace");
                 return -ENOSYS;
         }
         return 0;

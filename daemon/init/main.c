@@ -599,6 +599,13 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
                 mc->writable_binds = vc->binds;
         mc->run_uid = s->has_run_uid ? s->run_uid : FALLBACK_RUN_ID;
         mc->run_gid = s->has_run_gid ? s->run_gid : FALLBACK_RUN_ID;
+        /* An image's sandbox, root mode: its run ids are of its namespace; what the view
+         * maps writable paths to are their host ids, in its block. */
+        if (s->has_image_uid_base) {
+                mc->run_uid += s->image_uid_base;
+                mc->run_gid += s->image_uid_base;
+                mc->image_block = s->image_uid_base;
+        }
         if (s->has_workspace_tmpfs && s->workspace_tmpfs) {
                 mc->workspace_tmpfs_bytes = s->has_workspace_bytes ? s->workspace_bytes : 0;
                 mc->workspace_tmpfs_inodes = s->has_workspace_inodes ? s->workspace_inodes : 0;
@@ -760,6 +767,13 @@ static int await_own_setup(int chan, const Sbx__Init__V1__Setup *base,
  * supplementary groups (rootless, where they could not be dropped). */
 static bool groups_kept;
 
+/* An image's sandbox, root mode: its writable paths as mounts stage 0 prepared (see
+ * mnt_prepare_writable), for PID 1. */
+static int writable_mounts[SBX_MAX_POLICY_PATHS];
+static bool writable_dirs[SBX_MAX_POLICY_PATHS];
+static bool writable_prepared;
+static struct util_warnings stage0_warn; /* what preparing them warned, for Ready */
+
 static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_fd, int ws_fd,
                 int root_fd) {
         static struct view_config vc;
@@ -771,7 +785,7 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         int32_t host_pid = 0;
         int r, sigfd = -1, proxy_fd = -1;
 
-        memset(&warn, 0, sizeof(warn));
+        warn = stage0_warn;
         memset(&err, 0, sizeof(err));
 
         /* 1. Die with stage 0. */
@@ -805,6 +819,10 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
         vc.mc.workspace_fd = ws_fd;
         vc.mc.image_root = root_fd >= 0;
         vc.mc.root_mount_fd = root_fd;
+        if (writable_prepared) {
+                vc.mc.writable_mounts = writable_mounts;
+                vc.mc.writable_dirs = writable_dirs;
+        }
         if (mnt_view_base(&vc.mc, &host, &err, &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
         view_ptys = vc.mc.ptys;
@@ -864,16 +882,25 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
 
 /* Stage 0: cgroup, namespaces, fork PID 1, wait for it. Returns the exit code. */
 /* Root mode, an image: the overlay of its layers idmapped through the sandbox's own user
- * namespace (made here, as the host's root), then into that namespace as its root. */
+ * namespace (made here, as the host's root) and its writable paths prepared, then into
+ * that namespace as its root. */
 static int image_root_as_host(const Sbx__Init__V1__Setup *s, int *ret_root_fd,
-                              struct util_err *err) {
+                              struct util_err *err, struct util_warnings *warn) {
+        static struct view_config vc;
         int userns = image_userns(s->has_image_uid_base ? s->image_uid_base : 0, err), r;
 
         if (userns < 0)
                 return userns;
         *ret_root_fd = image_mount_root(s->image_layers, s->n_image_layers, s->image_upper,
                                         userns, err);
-        r = *ret_root_fd < 0 ? *ret_root_fd : image_enter_userns(userns, err);
+        r = *ret_root_fd < 0 ? *ret_root_fd : 0;
+        if (r == 0 && s->n_writable_paths) {
+                view_config_fill(s, &vc);
+                r = mnt_prepare_writable(&vc.mc, writable_mounts, writable_dirs, err, warn);
+                writable_prepared = r == 0;
+        }
+        if (r == 0)
+                r = image_enter_userns(userns, err);
         close(userns);
         return r;
 }
@@ -907,7 +934,7 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                 };
                 if (ns_enter_user(&ids, &groups_kept, &err) < 0)
                         return setup_failed(chan, &err, 0);
-        } else if (s->n_image_layers && image_root_as_host(s, &root_fd, &err) < 0) {
+        } else if (s->n_image_layers && image_root_as_host(s, &root_fd, &err, &stage0_warn) < 0) {
                 return setup_failed(chan, &err, 0);
         }
         if (ns_unshare_sandbox(s->has_network_none && s->network_none, &err) < 0)

@@ -577,25 +577,45 @@ static int open_host(const struct mnt_host *host, const char *what, const char *
 }
 
 /* The lines of an id map (uid_map or gid_map) that shows host as run and every other
- * id as itself: ranges around both, so that no id is mapped twice either way (run
- * itself, as an id on disk, is left unmapped, and host is no id of the mapped side). */
-static void idmap_lines(unsigned host, unsigned run, char *buf, size_t len) {
-        unsigned lo = host < run ? host : run, hi = host < run ? run : host;
-        size_t n = 0;
+ * id as itself but those from xlo to xhi (none when xlo > xhi; run lies there when
+ * given): identity ranges around host, run and that range, so that no id is mapped twice
+ * either way (run itself, as an id on disk, is left unmapped, and host is no id of the
+ * mapped side), and the range stays unmapped both ways. */
+static void idmap_lines(unsigned host, unsigned run, unsigned xlo, unsigned xhi, char *buf,
+                        size_t len) {
+        /* The holes in the identity, in order: host, run, [xlo, xhi], merged. */
+        unsigned lo[3], hi[3], next = 0;
+        size_t n = 0, k = 0, i, j;
 
-        if (host == run) {
+        if (host == run && xlo > xhi) {
                 snprintf(buf, len, "0 0 %u\n", UINT32_MAX);
                 return;
         }
-        if (lo > 0)
-                n += (size_t)snprintf(buf + n, len - n, "0 0 %u\n", lo);
-        if (hi - lo > 1)
-                n += (size_t)snprintf(buf + n, len - n, "%u %u %u\n", lo + 1, lo + 1, hi - lo - 1);
+        lo[k] = hi[k] = host, k++;
+        if (run != host)
+                lo[k] = hi[k] = run, k++;
+        if (xlo <= xhi)
+                lo[k] = xlo, hi[k] = xhi, k++;
+        for (i = 0; i < k; i++) /* sort by lo (three at most) */
+                for (j = i + 1; j < k; j++)
+                        if (lo[j] < lo[i]) {
+                                unsigned t = lo[i];
+                                lo[i] = lo[j], lo[j] = t;
+                                t = hi[i], hi[i] = hi[j], hi[j] = t;
+                        }
+        for (i = 0; i < k; i++) {
+                if (lo[i] > next)
+                        n += (size_t)snprintf(buf + n, len - n, "%u %u %u\n", next, next,
+                                              lo[i] - next);
+                if (hi[i] + 1 > next)
+                        next = hi[i] + 1;
+        }
         /* (u32)-1 is no id: the last range ends below it. */
-        if (hi < UINT32_MAX - 1)
-                n += (size_t)snprintf(buf + n, len - n, "%u %u %u\n", hi + 1, hi + 1,
-                                      UINT32_MAX - hi - 1);
-        snprintf(buf + n, len - n, "%u %u 1\n", host, run);
+        if (next < UINT32_MAX)
+                n += (size_t)snprintf(buf + n, len - n, "%u %u %u\n", next, next,
+                                      UINT32_MAX - next);
+        if (host != run)
+                snprintf(buf + n, len - n, "%u %u 1\n", host, run);
 }
 
 /* A user namespace that shows uid and gid as run_uid and run_gid and every other id as
@@ -605,30 +625,47 @@ static void idmap_lines(unsigned host, unsigned run, char *buf, size_t len) {
  * (without that mapping, the kernel refuses every write to an inode whose owner the
  * mount does not map: HAS_UNMAPPED_ID in inode_permission(), fs/namei.c). Returns the
  * namespace's descriptor or -errno. */
-static int make_idmap_userns(uid_t uid, gid_t gid, uid_t run_uid, gid_t run_gid) {
+static int make_idmap_userns(const struct mnt_config *cfg, uid_t uid, gid_t gid) {
+        unsigned xlo = cfg->image_block ? cfg->image_block : 1, xhi = 0;
         char umap[256], gmap[256];
 
-        idmap_lines(uid, run_uid, umap, sizeof(umap));
-        idmap_lines(gid, run_gid, gmap, sizeof(gmap));
+        /* An image's sandbox: none of its block's ids but run's (sbx_limits.h). */
+        if (cfg->image_block)
+                xhi = cfg->image_block + SBX_IMAGE_IDS - 1;
+        idmap_lines(uid, cfg->run_uid, xlo, xhi, umap, sizeof(umap));
+        idmap_lines(gid, cfg->run_gid, xlo, xhi, gmap, sizeof(gmap));
         return util_make_userns(umap, gmap, false);
 }
 
-/* Mounts what fd refers to on dst, idmapped through userns_fd (Linux 5.12), nosuid and
- * nodev: a detached copy (open_tree), its ids mapped (mount_setattr), then attached.
- * -EINVAL/-ENOSYS/-EPERM when the kernel or a filesystem of the tree cannot. */
-static int bind_idmapped(int fd, const char *dst, int userns_fd) {
+/* A detached copy (open_tree) of what fd refers to, nosuid and nodev, idmapped through
+ * userns_fd (Linux 5.12; -1: not idmapped). Its descriptor, or -EINVAL/-ENOSYS/-EPERM
+ * when the kernel or a filesystem of the tree cannot. */
+static int clone_tree(int fd, int userns_fd) {
         struct mnt_attr_arg a;
-        int tree, r = 0;
+        int tree = (int)syscall(SYS_open_tree, fd, "",
+                                OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
 
-        tree = (int)syscall(SYS_open_tree, fd, "",
-                            OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
         if (tree < 0)
                 return -errno;
         memset(&a, 0, sizeof(a));
-        a.attr_set = ATTR_IDMAP | ATTR_NOSUID | ATTR_NODEV;
-        a.userns_fd = (uint64_t)userns_fd;
-        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0 ||
-            syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        a.attr_set = (userns_fd >= 0 ? ATTR_IDMAP : 0) | ATTR_NOSUID | ATTR_NODEV;
+        a.userns_fd = userns_fd >= 0 ? (uint64_t)userns_fd : 0;
+        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0) {
+                int e = errno;
+                close(tree);
+                return -e;
+        }
+        return tree;
+}
+
+/* Mounts what fd refers to on dst, idmapped through userns_fd, nosuid and nodev: a
+ * detached copy (clone_tree), then attached. Errors as clone_tree's. */
+static int bind_idmapped(int fd, const char *dst, int userns_fd) {
+        int tree = clone_tree(fd, userns_fd), r = 0;
+
+        if (tree < 0)
+                return tree;
+        if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
                 r = -errno;
         close(tree);
         return r;
@@ -1317,6 +1354,10 @@ static int open_sources(const struct mnt_config *cfg, const struct mnt_host *hos
                               err);
         for (i = 0; r == 0 && i < src->n; i++) {
                 struct stat st;
+                if (cfg->writable_mounts) {
+                        src->w_dir[i] = cfg->writable_dirs[i]; /* stage 0 opened it */
+                        continue;
+                }
                 r = open_host(host, "writable path", cfg->writable_paths[i],
                               cfg->writable_objects ? &cfg->writable_objects[i] : NULL, false,
                               &src->w_fd[i], err);
@@ -1325,7 +1366,7 @@ static int open_sources(const struct mnt_config *cfg, const struct mnt_host *hos
                 if (r == 0)
                         src->w_dir[i] = S_ISDIR(st.st_mode);
         }
-        if (r == 0)
+        if (r == 0 && !cfg->writable_mounts)
                 r = make_placeholders(cfg, host, err);
         return r;
 }
@@ -1485,13 +1526,73 @@ static int idmap_of(const struct mnt_config *cfg, struct sources *src, size_t i,
         m = &src->maps[src->n_maps++];
         m->uid = b.uid;
         m->gid = b.gid;
-        m->fd = make_idmap_userns(b.uid, b.gid, cfg->run_uid, cfg->run_gid);
+        m->fd = make_idmap_userns(cfg, b.uid, b.gid);
         if (m->fd < 0)
                 util_warn(warn,
                           "writable paths: cannot make an id mapping (%s): files "
                           "the sandbox writes there belong to uid %u on the host",
                           strerror(-m->fd), (unsigned)cfg->run_uid);
         return m->fd;
+}
+
+/* Writable path i prepared by mnt_prepare_writable, attached at its path. */
+static int attach_prepared(const struct mnt_config *cfg, size_t i, bool dir,
+                           struct skeletons *sk, struct util_err *err) {
+        const char *dst = cfg->writable_paths[i];
+        int r = make_reachable(dst, sk, err);
+
+        if (r < 0)
+                return r;
+        r = ensure_mountpoint(dst, dir);
+        if (r < 0)
+                return util_fail(err, r, NULL, "writable path %s: mount point", dst);
+        if (syscall(SYS_move_mount, cfg->writable_mounts[i], "", AT_FDCWD, dst,
+                    MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return util_fail(err, errno, NULL, "writable path %s: attach", dst);
+        return 0;
+}
+
+int mnt_prepare_writable(const struct mnt_config *cfg, int *ret_fds, bool *ret_dirs,
+                         struct util_err *err, struct util_warnings *warn) {
+        struct mnt_config own = *cfg;
+        struct mnt_host host = {.fd = -1};
+        struct sources src = {.ws_fd = -1};
+        size_t i, n = cfg->n_writable_paths;
+        int r;
+
+        for (i = 0; i < n; i++)
+                ret_fds[i] = -1;
+        own.writable_mounts = NULL;
+        own.workspace_mount = true; /* the workspace is not ours to open here */
+        host.fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        r = host.fd < 0 ? util_fail(err, errno, NULL, "open the host's /") : 0;
+        if (r == 0)
+                r = open_sources(&own, &host, &src, err);
+        for (i = 0; r == 0 && i < n; i++) {
+                int userns_fd = own.idmap ? idmap_of(&own, &src, i, warn) : -EINVAL;
+                ret_dirs[i] = src.w_dir[i];
+                ret_fds[i] = userns_fd >= 0 ? clone_tree(src.w_fd[i], userns_fd) : -EINVAL;
+                if (ret_fds[i] < 0 && userns_fd >= 0)
+                        util_warn(warn,
+                                  "writable path %s: its filesystem cannot map ids (%s): "
+                                  "files the sandbox writes there belong to uid %u on the "
+                                  "host, and yours there are not its own",
+                                  cfg->writable_paths[i], strerror(-ret_fds[i]),
+                                  (unsigned)cfg->run_uid);
+                if (ret_fds[i] < 0)
+                        ret_fds[i] = clone_tree(src.w_fd[i], -1);
+                if (ret_fds[i] < 0)
+                        r = util_fail(err, -ret_fds[i], NULL, "writable path %s: clone",
+                                      cfg->writable_paths[i]);
+        }
+        sources_close(&src);
+        mnt_host_close(&host);
+        for (i = 0; r < 0 && i < n; i++)
+                if (ret_fds[i] >= 0) {
+                        close(ret_fds[i]);
+                        ret_fds[i] = -1;
+                }
+        return r;
 }
 
 /* Step 9, the writable paths: idmapped where asked and possible, else a plain bind. */
@@ -1504,6 +1605,12 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
         sk.n = 0;
         for (i = 0; i < src->n; i++) {
                 const char *dst = cfg->writable_paths[i];
+                if (cfg->writable_mounts) {
+                        r = attach_prepared(cfg, i, src->w_dir[i], &sk, err);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
                 userns_fd = cfg->idmap ? idmap_of(cfg, src, i, warn) : -EINVAL;
                 r = cfg->idmap ? make_reachable(dst, &sk, err) : 0;
                 if (r < 0)

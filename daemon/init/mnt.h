@@ -77,6 +77,16 @@ struct mnt_config {
         uid_t owner_uid, run_uid;
         gid_t owner_gid, run_gid;
         const struct mnt_bind *writable_binds;
+        /* Prepared by mnt_prepare_writable (an image's sandbox, root mode): writable path
+         * i is the mount writable_mounts[i] (attached nowhere; a directory when
+         * writable_dirs[i]), attached at its path instead of a bind made here, and its
+         * placeholders are made. NULL: none. Not closed here. */
+        const int *writable_mounts;
+        const bool *writable_dirs;
+        /* An image's sandbox, root mode: the first host id of its block (else 0): in its
+         * writable paths only run ids act (as the owner there); what any other id of the
+         * block would create is refused (EOVERFLOW), never left on the host as its. */
+        uint32_t image_block;
         /* cgroup v1 controllers mounted below /sys/fs/cgroup (the rest is hidden). */
         char *const *cgroup_v1_controllers;
         size_t n_cgroup_v1_controllers;
@@ -148,6 +158,17 @@ struct mnt_host {
         int fd;
         bool pivoted;
 };
+
+/* Root mode, an image's sandbox (image.h): what PID 1, root of the sandbox's own user
+ * namespace from the start, cannot do for its writable paths, done first by stage 0 as
+ * the host's root: each opened in the host's tree and checked as the view's own
+ * opening does, its placeholders made, then cloned (open_tree) and idmapped as a bind of
+ * the view would be (the owner's ids shown as cfg's run ids: host ids of the sandbox's
+ * block), nosuid and nodev. ret_fds and ret_dirs: cfg->n_writable_paths of them, the
+ * mounts attached nowhere (close them) and whether each is a directory. 0, or -errno
+ * with err (nothing left open). */
+int mnt_prepare_writable(const struct mnt_config *cfg, int *ret_fds, bool *ret_dirs,
+                         struct util_err *err, struct util_warnings *warn);
 
 /* mnt_build_view in two halves, for a spare built ahead (init.proto Setup.prebuild):
  * mnt_view_base makes the new root with /proc, the read-only root, /sys, /dev, /tmp and
