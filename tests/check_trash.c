@@ -34,7 +34,37 @@ static void state_setup(void) {
         test_dir_make(state, sizeof(state), "check_trash");
 }
 
+/* The rm the shutdown test stopped, named in STATE/rm.pid while it is: killed here when
+ * the test failed before the module killed it (it is the rm of this state directory). */
+static void stopped_rm_kill(void) {
+        char p[128], cmd[4096];
+        long pid = 0;
+        FILE *f;
+        size_t n;
+
+        snprintf(p, sizeof(p), "%s/rm.pid", state);
+        f = fopen(p, "re");
+        if (!f)
+                return;
+        if (fscanf(f, "%ld", &pid) != 1)
+                pid = 0;
+        fclose(f);
+        snprintf(p, sizeof(p), "/proc/%ld/cmdline", pid);
+        f = pid > 0 ? fopen(p, "re") : NULL;
+        if (!f)
+                return;
+        n = fread(cmd, 1, sizeof(cmd) - 1, f);
+        fclose(f);
+        cmd[n] = '\0';
+        for (size_t i = 0; i < n; i++)
+                if (cmd[i] == '\0')
+                        cmd[i] = ' ';
+        if (strncmp(cmd, "rm ", 3) == 0 && strstr(cmd, state))
+                kill((pid_t)pid, SIGKILL);
+}
+
 static void state_teardown(void) {
+        stopped_rm_kill();
         test_dir_remove(state);
 }
 
@@ -337,8 +367,16 @@ START_TEST(shutdown_stops_what_outlives_its_grace) {
                 if (rm > 0 && kill(rm, SIGSTOP) == 0) {
                         for (i = 0; i < 1000 && !is_stopped(rm); i++)
                                 usleep(1000);
-                        if (is_stopped(rm) && exists(rel))
+                        if (is_stopped(rm) && exists(rel)) {
+                                char p[128];
+                                FILE *f;
+                                snprintf(p, sizeof(p), "%s/rm.pid", state);
+                                f = fopen(p, "w");
+                                ck_assert_ptr_nonnull(f);
+                                fprintf(f, "%d\n", (int)rm);
+                                fclose(f);
                                 break; /* caught in the middle */
+                        }
                         kill(rm, SIGCONT);
                 }
                 rm = 0;
