@@ -127,12 +127,6 @@ static void sandbox_down(struct sandbox *sb) {
         memset(sb, 0, sizeof(*sb));
 }
 
-/* This test's process in a mount namespace of its own, mounts not propagated: what it
- * mounts goes with it. */
-static void private_mounts(void) {
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
-}
 
 static char err[2048];
 static char got[4096];
@@ -247,7 +241,7 @@ START_TEST(proc_magic_links_are_refused) {
         Sbx__V1__FileInfo fi;
         char p[PATH_MAX];
 
-        private_mounts();
+        test_private_mounts();
         snprintf(p, sizeof(p), "%s/proc", root);
         ck_assert_int_eq(mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), 0);
         sb = sandbox_up(NULL);
@@ -400,7 +394,7 @@ START_TEST(hidden_mounts_are_not_found_by_any_way) {
         char p[PATH_MAX];
         size_t i;
 
-        private_mounts();
+        test_private_mounts();
         dir("root/srv/hidden", 0755, 0);
         dir("root/srv/open", 0755, 0);
         snprintf(p, sizeof(p), "%s/srv/hidden", root);
@@ -467,7 +461,7 @@ START_TEST(recursive_remove_stays_in_its_tree) {
         struct sandbox *sb;
         char p[PATH_MAX];
 
-        private_mounts();
+        test_private_mounts();
         sb = sandbox_up(NULL);
         dir("root/workspace/t", 0755, NOBODY);
         dir("root/workspace/t/a", 0755, NOBODY);

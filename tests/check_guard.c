@@ -294,13 +294,37 @@ static void until_quiet(struct rig *g) {
         }
 }
 
+/* The usual start: the host's T/etc/key, hidden in the sandbox from its start; its
+ * path into key (PATH_MAX bytes). The caller watches it (watch_key). */
+static void key_up(struct rig *g, struct cover *c, char *key) {
+        mk("etc");
+        replace("etc/key", "old secret\n");
+        snprintf(key, PATH_MAX, "%s/etc/key", T);
+        c->hide[0] = key;
+        rig_up(g, c);
+}
+
+/* The guard watches the view that hides key alone. */
+static void watch_key(struct rig *g, const char *key) {
+        const char *hidden[] = {key, NULL};
+        rig_watch(g, hidden, NULL);
+}
+
+/* The sandbox reads want at path now. */
+static void reads_now(const struct rig *g, const char *path, const char *want) {
+        char buf[256];
+
+        ck_assert_int_eq(sandbox_reads(g, path, buf, sizeof(buf)), 0);
+        ck_assert_str_eq(buf, want);
+}
+
 /* ---- events ----------------------------------------------------------------------------- */
 
 /* The host renames a new file over a hidden path (the cover stays with the old file)
  * and over a read-only one: the guard sees it and covers each again in the sandbox,
  * hidden and read-only as before, and tells the file operations (the generation). */
 START_TEST(a_replaced_path_is_covered_again) {
-        char key[PATH_MAX], conf[PATH_MAX], buf[256];
+        char key[PATH_MAX], conf[PATH_MAX];
         struct cover c = {{NULL}, {NULL}, -1};
         struct rig g;
 
@@ -316,8 +340,7 @@ START_TEST(a_replaced_path_is_covered_again) {
                 const char *hidden[] = {key, NULL}, *ro[] = {conf, NULL};
                 rig_watch(&g, hidden, ro);
         }
-        ck_assert_int_eq(sandbox_reads(&g, key, buf, sizeof(buf)), 0);
-        ck_assert_str_eq(buf, "");
+        reads_now(&g, key, "");
         ck_assert(!sandbox_may_write(&g, conf));
 
         replace("etc/key", "new secret\n");
@@ -341,10 +364,7 @@ START_TEST(a_path_made_later_is_covered) {
 
         snprintf(key, sizeof(key), "%s/later/deeper/key", T);
         rig_up(&g, &c);
-        {
-                const char *hidden[] = {key, NULL};
-                rig_watch(&g, hidden, NULL);
-        }
+        watch_key(&g, key);
         mk("later");
         until_quiet(&g);
         mk("later/deeper");
@@ -364,25 +384,17 @@ END_TEST
  * may not have covered anything yet): it is remembered, and looked at when the sandbox
  * is ready. */
 START_TEST(a_change_while_setting_up_is_looked_at_when_ready) {
-        char key[PATH_MAX], buf[256];
+        char key[PATH_MAX];
         struct cover c = {{NULL}, {NULL}, -1};
         struct rig g;
 
-        mk("etc");
-        replace("etc/key", "old secret\n");
-        snprintf(key, sizeof(key), "%s/etc/key", T);
-        c.hide[0] = key;
-        rig_up(&g, &c);
+        key_up(&g, &c, key);
         g.sv.state = SBX__V1__SANDBOX_STATE__CREATING;
-        {
-                const char *hidden[] = {key, NULL};
-                rig_watch(&g, hidden, NULL);
-        }
+        watch_key(&g, key);
         replace("etc/key", "new secret\n");
         until_quiet(&g); /* the event was read, and nothing was done */
         ck_assert_uint_eq(g.sv.generation, 0);
-        ck_assert_int_eq(sandbox_reads(&g, key, buf, sizeof(buf)), 0);
-        ck_assert_str_eq(buf, "new secret\n");
+        reads_now(&g, key, "new secret\n");
 
         g.sv.state = SBX__V1__SANDBOX_STATE__READY;
         guard_ready(&g.d, &g.sv, 0);
@@ -399,16 +411,9 @@ START_TEST(an_adopted_sandbox_is_looked_at_whole) {
         struct cover c = {{NULL}, {NULL}, -1};
         struct rig g;
 
-        mk("etc");
-        replace("etc/key", "old secret\n");
-        snprintf(key, sizeof(key), "%s/etc/key", T);
-        c.hide[0] = key;
-        rig_up(&g, &c);
+        key_up(&g, &c, key);
         replace("etc/key", "replaced while no daemon watched\n");
-        {
-                const char *hidden[] = {key, NULL};
-                rig_watch(&g, hidden, NULL);
-        }
+        watch_key(&g, key);
         until_quiet(&g);
         until_reads(&g, key, "replaced while no daemon watched\n");
         guard_ready(&g.d, &g.sv, 1);
@@ -420,25 +425,17 @@ END_TEST
 
 /* A sandbox the guard forgot (it ended) is left alone: no helper, whatever changes. */
 START_TEST(a_forgotten_sandbox_is_left_alone) {
-        char key[PATH_MAX], buf[256];
+        char key[PATH_MAX];
         struct cover c = {{NULL}, {NULL}, -1};
         struct rig g;
 
-        mk("etc");
-        replace("etc/key", "old secret\n");
-        snprintf(key, sizeof(key), "%s/etc/key", T);
-        c.hide[0] = key;
-        rig_up(&g, &c);
-        {
-                const char *hidden[] = {key, NULL};
-                rig_watch(&g, hidden, NULL);
-        }
+        key_up(&g, &c, key);
+        watch_key(&g, key);
         guard_forget(&g.d, &g.sv);
         replace("etc/key", "new secret\n");
         until_quiet(&g);
         ck_assert_uint_eq(g.sv.generation, 0);
-        ck_assert_int_eq(sandbox_reads(&g, key, buf, sizeof(buf)), 0);
-        ck_assert_str_eq(buf, "new secret\n");
+        reads_now(&g, key, "new secret\n");
         rig_down(&g);
 }
 END_TEST

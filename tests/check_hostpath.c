@@ -111,10 +111,6 @@ static void expect(const struct caller *k, const char *rel, enum hostpath_access
         hostpath_clear(&h);
 }
 
-static void private_mounts(void) {
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
-}
 
 static void bind_at(const char *from_rel, const char *to_rel, int ro) {
         char a[PATH_MAX], b[PATH_MAX];
@@ -226,7 +222,7 @@ END_TEST
 /* A read-only filesystem refuses a write for what it is. */
 START_TEST(a_read_only_mount_is_not_writable) {
         daemon_up();
-        private_mounts();
+        test_private_mounts();
         mk("ro", 0755, 0, 0);
         bind_at("alice", "ro", 1);
         expect(&alice, "ro", HOSTPATH_WRITE, -EROFS);
@@ -265,7 +261,7 @@ END_TEST
  * below) passes the last. */
 START_TEST(the_daemons_directories_are_refused_under_any_mount) {
         daemon_up();
-        private_mounts();
+        test_private_mounts();
         mk("pub/b", 0755, 0, 0);
         bind_at("state", "pub/b", 0);
         expect(&root, "pub/b", HOSTPATH_ROOT, -EPERM);

@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,18 +90,33 @@ static void rig_down(struct rig *g) {
         ck_assert_int_eq(uv_loop_close(&g->loop), 0);
 }
 
-static void mkdirs(const char *rel) {
-        char p[2 * PATH_MAX];
+/* STATE/ followed by fmt's path, into p (len bytes). */
+static void __attribute__((format(printf, 3, 0)))
+state_path(char *p, size_t len, const char *fmt, va_list ap) {
+        size_t n = (size_t)snprintf(p, len, "%s/", state);
 
-        snprintf(p, sizeof(p), "%s/%s", state, rel);
+        ck_assert_uint_lt(n, len);
+        vsnprintf(p + n, len - n, fmt, ap);
+}
+
+static void __attribute__((format(printf, 1, 2))) mkdirs(const char *fmt, ...) {
+        char p[PATH_MAX];
+        va_list ap;
+
+        va_start(ap, fmt);
+        state_path(p, sizeof(p), fmt, ap);
+        va_end(ap);
         ck_assert_int_eq(mkdir(p, 0755), 0);
 }
 
-static void put(const char *rel) {
-        char p[2 * PATH_MAX];
+static void __attribute__((format(printf, 1, 2))) put(const char *fmt, ...) {
+        char p[PATH_MAX];
+        va_list ap;
         int fd;
 
-        snprintf(p, sizeof(p), "%s/%s", state, rel);
+        va_start(ap, fmt);
+        state_path(p, sizeof(p), fmt, ap);
+        va_end(ap);
         fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(write(fd, "x\n", 2), 2);
@@ -134,7 +150,7 @@ static int entries(const char *rel) {
 /* STATE/sandboxes/ID with its workspace (a few files, a directory chmod'ed shut, a
  * symlink to STATE/outside, whose file must stay) and its adoption socket's name. */
 static void sandbox_dir(const char *id, char *ws, size_t len) {
-        char rel[256], target[2 * PATH_MAX];
+        char p[PATH_MAX], to[PATH_MAX];
 
         if (!exists("sandboxes"))
                 mkdirs("sandboxes");
@@ -142,39 +158,28 @@ static void sandbox_dir(const char *id, char *ws, size_t len) {
                 mkdirs("outside");
                 put("outside/secret");
         }
-        snprintf(rel, sizeof(rel), "sandboxes/%s", id);
-        mkdirs(rel);
-        snprintf(rel, sizeof(rel), "sandboxes/%s/init.sock", id);
-        put(rel);
-        snprintf(rel, sizeof(rel), "sandboxes/%s/workspace", id);
-        mkdirs(rel);
-        snprintf(rel, sizeof(rel), "sandboxes/%s/workspace/a", id);
-        mkdirs(rel);
-        snprintf(rel, sizeof(rel), "sandboxes/%s/workspace/a/f", id);
-        put(rel);
-        snprintf(rel, sizeof(rel), "sandboxes/%s/workspace/shut", id);
-        mkdirs(rel);
-        snprintf(rel, sizeof(rel), "sandboxes/%s/workspace/shut/g", id);
-        put(rel);
-        snprintf(target, sizeof(target), "%s/sandboxes/%s/workspace/shut", state, id);
-        ck_assert_int_eq(chmod(target, 0), 0);
-        snprintf(target, sizeof(target), "%s/sandboxes/%s/workspace/out", state, id);
-        ck_assert_int_eq(symlink("../../../outside", target), 0);
-        snprintf(target, sizeof(target), "%s/sandboxes/%s/workspace/abs", state, id);
-        {
-                char to[2 * PATH_MAX];
-                snprintf(to, sizeof(to), "%s/outside/secret", state);
-                ck_assert_int_eq(symlink(to, target), 0);
-        }
+        mkdirs("sandboxes/%s", id);
+        put("sandboxes/%s/init.sock", id);
+        mkdirs("sandboxes/%s/workspace", id);
+        mkdirs("sandboxes/%s/workspace/a", id);
+        put("sandboxes/%s/workspace/a/f", id);
+        mkdirs("sandboxes/%s/workspace/shut", id);
+        put("sandboxes/%s/workspace/shut/g", id);
         snprintf(ws, len, "%s/sandboxes/%s/workspace", state, id);
+        snprintf(p, sizeof(p), "%s/shut", ws);
+        ck_assert_int_eq(chmod(p, 0), 0);
+        snprintf(p, sizeof(p), "%s/out", ws);
+        ck_assert_int_eq(symlink("../../../outside", p), 0);
+        snprintf(p, sizeof(p), "%s/abs", ws);
+        snprintf(to, sizeof(to), "%s/outside/secret", state);
+        ck_assert_int_eq(symlink(to, p), 0);
 }
 
 /* A tmpfs mounted at rel (in this test's own mount namespace) holding the file kept. */
 static void tmpfs_at(const char *rel) {
         char p[2 * PATH_MAX], k[2 * PATH_MAX + 8];
 
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        test_private_mounts();
         snprintf(p, sizeof(p), "%s/%s", state, rel);
         ck_assert_int_eq(mkdir(p, 0755), 0);
         ck_assert_int_eq(mount("tmpfs", p, "tmpfs", 0, "mode=0755"), 0);
@@ -355,12 +360,9 @@ START_TEST(shutdown_stops_what_outlives_its_grace) {
         for (attempt = 0; attempt < 20 && !rm; attempt++) {
                 char path[2 * PATH_MAX];
                 snprintf(rel, sizeof(rel), "trash/big.%d", attempt);
-                mkdirs(rel);
-                for (i = 0; i < 3000; i++) {
-                        char f[160];
-                        snprintf(f, sizeof(f), "%s/f%d", rel, i);
-                        put(f);
-                }
+                mkdirs("%s", rel);
+                for (i = 0; i < 3000; i++)
+                        put("%s/f%d", rel, i);
                 snprintf(path, sizeof(path), "%s/%s", state, rel);
                 trash_remove_later(&g.d, path);
                 rm = only_child();

@@ -9,8 +9,10 @@
 
 #include <check.h>
 #include <ftw.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 /* Makes a directory of its own for a test case, /tmp/NAME.XXXXXX, into dir (len
@@ -33,6 +35,14 @@ static inline void test_dir_remove(char *dir) {
         if (dir[0])
                 nftw(dir, test_dir_remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
         dir[0] = '\0';
+}
+
+/* Moves this test's process into a mount namespace of its own whose mounts do not
+ * propagate: what the test mounts goes with its process, even when it fails. Call it
+ * from the test itself (fork mode), never from a fixture. */
+static inline void test_private_mounts(void) {
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
 }
 
 /* Adds the test fn to suite in a test case of its own, named after it, with the
