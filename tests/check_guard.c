@@ -87,14 +87,14 @@ static int sandbox_main(void *arg) {
          * (had it ended already, the write below would kill this one: SIGPIPE). */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
                 _exit(1);
-        ok = ok && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
+        ok = ok && mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0;
         ok = ok && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0;
         for (i = 0; ok && c->hide[i]; i++)
-                ok = mount("/dev/null", c->hide[i], NULL, MS_BIND, NULL) == 0 &&
-                     mount(NULL, c->hide[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) == 0;
+                ok = mount("/dev/null", c->hide[i], "none", MS_BIND, NULL) == 0 &&
+                     mount("none", c->hide[i], "none", MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) == 0;
         for (i = 0; ok && c->read_only[i]; i++)
-                ok = mount(c->read_only[i], c->read_only[i], NULL, MS_BIND, NULL) == 0 &&
-                     mount(NULL, c->read_only[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) ==
+                ok = mount(c->read_only[i], c->read_only[i], "none", MS_BIND, NULL) == 0 &&
+                     mount("none", c->read_only[i], "none", MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) ==
                              0;
         if (write(c->ready_fd, ok ? "1" : "0", 1) != 1)
                 _exit(1);
@@ -444,7 +444,16 @@ END_TEST
 
 static Suite *make_suite(void) {
         Suite *s = suite_create("guard");
+        int probe = (int)syscall(SYS_pidfd_open, getpid(), 0);
 
+        /* The guard reaches a sandbox's PID 1 and reaps its helpers through pidfds
+         * (Linux 5.3); valgrind does not know pidfd_open. */
+        if (probe < 0) {
+                fprintf(stderr, "check_guard: SKIPPED: no pidfd_open(2) here (%s)\n",
+                        strerror(errno));
+                return s;
+        }
+        close(probe);
         ADD_TEST(s, a_replaced_path_is_covered_again);
         ADD_TEST(s, a_path_made_later_is_covered);
         ADD_TEST(s, a_change_while_setting_up_is_looked_at_when_ready);

@@ -71,6 +71,7 @@ static void tree_setup(void) {
 }
 
 static void tree_teardown(void) {
+        test_dir_unmount(T);
         test_dir_remove(T);
 }
 
@@ -117,9 +118,9 @@ static void bind_at(const char *from_rel, const char *to_rel, int ro) {
 
         snprintf(a, sizeof(a), "%s/%s", T, from_rel);
         snprintf(b, sizeof(b), "%s/%s", T, to_rel);
-        ck_assert_int_eq(mount(a, b, NULL, MS_BIND, NULL), 0);
+        ck_assert_int_eq(mount(a, b, "none", MS_BIND, NULL), 0);
         if (ro)
-                ck_assert_int_eq(mount(NULL, b, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL), 0);
+                ck_assert_int_eq(mount("none", b, "none", MS_BIND | MS_REMOUNT | MS_RDONLY, NULL), 0);
 }
 
 /* ---- the request's own checks ----------------------------------------------------------- */

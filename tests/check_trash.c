@@ -66,6 +66,7 @@ static void stopped_rm_kill(void) {
 
 static void state_teardown(void) {
         stopped_rm_kill();
+        test_dir_unmount(state);
         test_dir_remove(state);
 }
 

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 
@@ -42,7 +43,33 @@ static inline void test_dir_remove(char *dir) {
  * from the test itself (fork mode), never from a fixture. */
 static inline void test_private_mounts(void) {
         ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        ck_assert_int_eq(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL), 0);
+}
+
+/* Detaches every mount at or below dir (absolute, canonical) in this process's mount
+ * namespace, deepest first. A fixture's teardown calls it before test_dir_remove: when
+ * Check does not fork (CK_FORK=no, under valgrind) the test's private mount namespace
+ * is the runner's own, and what the test mounted would outlive it. */
+static inline void test_dir_unmount(const char *dir) {
+        size_t len = strlen(dir);
+        int pass;
+
+        for (pass = 0; pass < 64; pass++) {
+                char line[4096], point[4096], deepest[4096] = "";
+                FILE *f = fopen("/proc/self/mountinfo", "re");
+
+                if (!f)
+                        return;
+                while (fgets(line, sizeof(line), f))
+                        if (sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1 &&
+                            strncmp(point, dir, len) == 0 &&
+                            (point[len] == '/' || point[len] == '\0') &&
+                            strlen(point) >= strlen(deepest))
+                                snprintf(deepest, sizeof(deepest), "%s", point);
+                fclose(f);
+                if (!deepest[0] || umount2(deepest, MNT_DETACH) < 0)
+                        return;
+        }
 }
 
 /* Adds the test fn to suite in a test case of its own, named after it, with the
