@@ -354,6 +354,46 @@ START_TEST(a_replaced_path_is_covered_again) {
 }
 END_TEST
 
+/* The host replaces several covered paths of one directory at once (as usermod
+ * rewrites /etc/shadow and /etc/gshadow): one helper runs in the sandbox at a time (two
+ * at once race each other's mounts, and one of them fails, leaving its path bare), the
+ * others wait their turn, and every path ends covered. The guard's turn that reads the
+ * events starts the helpers it starts at once (each bumps the view's generation), and
+ * none can have ended within that turn. */
+START_TEST(paths_changed_together_are_covered_one_at_a_time) {
+        char key[PATH_MAX], k2[PATH_MAX], k3[PATH_MAX];
+        struct cover c = {{NULL}, {NULL}, -1};
+        struct rig g;
+
+        mk("etc");
+        replace("etc/key", "1\n");
+        replace("etc/key2", "2\n");
+        replace("etc/key3", "3\n");
+        snprintf(key, sizeof(key), "%s/etc/key", T);
+        snprintf(k2, sizeof(k2), "%s/etc/key2", T);
+        snprintf(k3, sizeof(k3), "%s/etc/key3", T);
+        c.hide[0] = key;
+        c.hide[1] = k2;
+        c.hide[2] = k3;
+        rig_up(&g, &c);
+        {
+                const char *hidden[] = {key, k2, k3, NULL};
+                rig_watch(&g, hidden, NULL);
+        }
+        replace("etc/key", "new 1\n");
+        replace("etc/key2", "new 2\n");
+        replace("etc/key3", "new 3\n");
+        spin(&g);
+        ck_assert_uint_eq(g.sv.generation, 1);
+        until_reads(&g, key, "");
+        until_reads(&g, k2, "");
+        until_reads(&g, k3, "");
+        until_quiet(&g);
+        ck_assert_uint_eq(g.sv.generation, 6);
+        rig_down(&g);
+}
+END_TEST
+
 /* A hidden path whose directories do not exist yet is watched through its nearest
  * ancestor: made later (directory by directory), it is covered as soon as it appears. */
 START_TEST(a_path_made_later_is_covered) {
@@ -455,6 +495,7 @@ static Suite *make_suite(void) {
         }
         close(probe);
         ADD_TEST(s, a_replaced_path_is_covered_again);
+        ADD_TEST(s, paths_changed_together_are_covered_one_at_a_time);
         ADD_TEST(s, a_path_made_later_is_covered);
         ADD_TEST(s, a_change_while_setting_up_is_looked_at_when_ready);
         ADD_TEST(s, an_adopted_sandbox_is_looked_at_whole);
