@@ -586,18 +586,36 @@ static int open_dir(struct fctx *fx, const char *dir, const char *hint, int *ret
         return 0;
 }
 
+/* 0 when the directory fd (named what) is not on a mount that hides a denied path;
+ * else closes fd and fails (-ENOENT, or statx's -errno). */
+static int hidden_dir(struct fctx *fx, int fd, const char *what) {
+        struct statx stx;
+        int r = fd_statx(fd, &stx);
+
+        if (r == 0 && is_hidden(fx, &stx))
+                r = fail_hidden(fx);
+        else if (r < 0)
+                r = fail_errno(fx, r, what);
+        if (r < 0)
+                close(fd);
+        return r;
+}
+
 /* Opens the directory dir (O_PATH), first making each missing component (0755) as
- * `mkdir -p` does, each as the sandbox user. *ret_created (may be NULL) says whether the
- * last component was made. */
+ * `mkdir -p` does, each as the sandbox user, never in a directory on a mount that hides
+ * a denied path. *ret_created (may be NULL) says whether the last component was made. */
 static int make_dirs(struct fctx *fx, const char *dir, int *ret_fd, int *ret_created) {
         char prefix[ABS_MAX];
         const char *p = dir;
         size_t plen = 0;
-        int fd, created = 0;
+        int fd, created = 0, r;
 
         fd = in_root_open(fx->v->root_fd, "/", O_PATH | O_DIRECTORY);
         if (fd < 0)
                 return fail_errno(fx, fd, "/");
+        r = hidden_dir(fx, fd, "/");
+        if (r < 0)
+                return r;
         while (*p) {
                 char name[NAME_MAX + 1];
                 const char *s;
@@ -638,18 +656,11 @@ static int make_dirs(struct fctx *fx, const char *dir, int *ret_fd, int *ret_cre
                 if (nfd < 0)
                         return fail_errno(fx, nfd, prefix);
                 fd = nfd;
-        }
-        {
-                struct statx stx;
-                int r = fd_statx(fd, &stx);
-                if (r < 0) {
-                        close(fd);
-                        return fail_errno(fx, r, dir);
-                }
-                if (is_hidden(fx, &stx)) {
-                        close(fd);
-                        return fail_hidden(fx);
-                }
+                /* Checked before anything is made in it: a symlink or ".." may have led
+                 * onto a mount that hides a denied path. */
+                r = hidden_dir(fx, fd, prefix);
+                if (r < 0)
+                        return r;
         }
         *ret_fd = fd;
         if (ret_created)

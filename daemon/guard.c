@@ -54,7 +54,8 @@ struct guard_path {
                            * could read it: looked at when it changes, not on adoption */
 };
 
-/* A path the guard saw change while its sandbox was not ready (looked at on ready). */
+/* A path the guard saw change while its sandbox was not ready (looked at on ready), or
+ * one waiting for the helper running in its sandbox to end (one runs at a time). */
 struct guard_missed {
         struct guard_missed *next;
         struct sandbox_view *sv;
@@ -89,6 +90,10 @@ struct guard {
         struct guard_path *paths;
         struct guard_sub *subs; /* sandboxes that keep the shared paths hidden */
         struct guard_missed *missed;
+        /* Paths to cover again, each waiting for its sandbox's helper to end: two helpers
+         * at once in one sandbox race each other's mounts (each pins the directories
+         * above its path, init/mnt.c), and one fails, leaving its path bare. */
+        struct guard_missed *queued;
         int homes_wd, etc_wd;   /* /home and /etc (passwd): new homes, -1 when unwatched */
         struct pathset *shared; /* the last shared set watched (its paths are) */
         struct guard_helper *helpers;
@@ -123,6 +128,40 @@ static void on_helper_closed(uv_handle_t *h) {
 }
 
 static void reapply(struct guard *g, struct sandbox_view *sv, enum guard_kind kind, char *path);
+static void run_queued(struct guard *g, struct sandbox_view *sv);
+
+/* 1 while a helper runs in sv. */
+static int busy(const struct guard *g, const struct sandbox_view *sv) {
+        const struct guard_helper *k;
+
+        for (k = g->helpers; k; k = k->next)
+                if (k->sv == sv)
+                        return 1;
+        return 0;
+}
+
+/* Adds path (of kind, seen at view; NULL: the same) of sv to *list, once per path. 0, or
+ * -ENOMEM (nothing added). */
+static int note(struct guard_missed **list, struct sandbox_view *sv, enum guard_kind kind,
+                const char *path, const char *view) {
+        struct guard_missed *m;
+
+        for (m = *list; m; m = m->next)
+                if (m->sv == sv && strcmp(m->path, path) == 0)
+                        return 0;
+        m = calloc(1, sizeof(*m));
+        if (!m || !(m->path = strdup(path)) || (view && !(m->view = strdup(view)))) {
+                if (m)
+                        free(m->path);
+                free(m);
+                return -ENOMEM;
+        }
+        m->sv = sv;
+        m->kind = kind;
+        m->next = *list;
+        *list = m;
+        return 0;
+}
 
 static void helper_unlink(struct guard_helper *k) {
         struct guard_helper **pp;
@@ -154,6 +193,9 @@ static void on_helper_exit(uv_poll_t *p, int status, int events) {
         if (k->again && k->sv && k->sv->state == SBX__V1__SANDBOX_STATE__READY &&
             k->sv->init_pid > 0 && !covered(k->sv->init_pid, k->path))
                 reapply(k->g, k->sv, k->kind, k->path);
+        /* Then the paths that waited for this one, in turn. */
+        if (k->sv)
+                run_queued(k->g, k->sv);
         uv_close((uv_handle_t *)p, on_helper_closed);
 }
 
@@ -180,6 +222,11 @@ static void reapply(struct guard *g, struct sandbox_view *sv, enum guard_kind ki
                         k->again = 1; /* it looks again when it is done */
                         return;
                 }
+        if (busy(g, sv)) {
+                if (note(&g->queued, sv, kind, path, NULL) < 0)
+                        log_err("sbx=%s: cannot cover %s again: out of memory", sv->id, path);
+                return;
+        }
         k = calloc(1, sizeof(*k));
         if (!k || !(k->path = strdup(path)) ||
             asprintf(&k->what, "sbx=%s: %s %s changed on the host", sv->id,
@@ -224,25 +271,10 @@ static void reapply(struct guard *g, struct sandbox_view *sv, enum guard_kind ki
 
 /* Remembers that path changed while sv was not ready (once per path). */
 static void miss(struct guard *g, struct sandbox_view *sv, const struct guard_path *gp) {
-        struct guard_missed *m;
-
-        for (m = g->missed; m; m = m->next)
-                if (m->sv == sv && strcmp(m->path, gp->path) == 0)
-                        return;
-        m = calloc(1, sizeof(*m));
-        if (!m || !(m->path = strdup(gp->path)) || (gp->view && !(m->view = strdup(gp->view)))) {
-                if (m)
-                        free(m->path);
-                free(m);
+        if (note(&g->missed, sv, gp->kind, gp->path, gp->view) < 0)
                 log_warning("sbx=%s: out of memory: %s changed while it was set up and will not "
                             "be looked at when it is ready",
                             sv->id, gp->path);
-                return;
-        }
-        m->sv = sv;
-        m->kind = gp->kind;
-        m->next = g->missed;
-        g->missed = m;
 }
 
 static void missed_free(struct guard_missed *m) {
@@ -251,10 +283,41 @@ static void missed_free(struct guard_missed *m) {
         free(m);
 }
 
+/* Drops the entries of *list that are sv's (every one when sv is NULL). */
+static void drop_noted(struct guard_missed **list, const struct sandbox_view *sv) {
+        struct guard_missed **mp, *m;
+
+        for (mp = list; (m = *mp);) {
+                if (sv && m->sv != sv) {
+                        mp = &m->next;
+                        continue;
+                }
+                *mp = m->next;
+                missed_free(m);
+        }
+}
+
 /* 1 when sv is ready, with an init to cover paths in. */
 static int up(const struct sandbox_view *sv) {
         return sv->state == SBX__V1__SANDBOX_STATE__READY && sv->init_pid > 0 &&
                sv->init_pidfd >= 0;
+}
+
+/* No helper runs in sv: the next of its queued paths that lies bare gets one (the
+ * others, covered meanwhile or by that helper's turn, are dropped as they come). */
+static void run_queued(struct guard *g, struct sandbox_view *sv) {
+        struct guard_missed **mp, *m;
+
+        for (mp = &g->queued; !busy(g, sv) && (m = *mp);) {
+                if (m->sv != sv) {
+                        mp = &m->next;
+                        continue;
+                }
+                *mp = m->next;
+                if (up(sv) && !covered(sv->init_pid, m->path))
+                        reapply(g, sv, m->kind, m->path);
+                missed_free(m);
+        }
 }
 
 /* Covers path (of kind, seen at view in the sandbox; NULL: the same) again in sv (up)
@@ -630,7 +693,6 @@ static void advance(struct guard *g, struct guard_path *old) {
 
 void guard_forget(struct sbxd *d, struct sandbox_view *sv) {
         struct guard *g = d->guard;
-        struct guard_missed **mp, *m;
         struct guard_path **pp, *gp;
         struct guard_sub **sp, *x;
         struct guard_helper *k;
@@ -640,14 +702,8 @@ void guard_forget(struct sbxd *d, struct sandbox_view *sv) {
         for (k = g->helpers; k; k = k->next)
                 if (k->sv == sv)
                         k->sv = NULL;
-        for (mp = &g->missed; (m = *mp);) {
-                if (m->sv == sv) {
-                        *mp = m->next;
-                        missed_free(m);
-                } else {
-                        mp = &m->next;
-                }
-        }
+        drop_noted(&g->missed, sv);
+        drop_noted(&g->queued, sv);
         for (pp = &g->paths; (gp = *pp);) {
                 if (gp->sv != sv) {
                         pp = &gp->next;
@@ -675,7 +731,6 @@ static void on_guard_closed(uv_handle_t *h) {
 
 void guard_stop(struct sbxd *d) {
         struct guard *g = d->guard;
-        struct guard_missed *m;
         struct guard_path *gp;
         struct guard_sub *s;
         struct guard_helper *k;
@@ -693,10 +748,8 @@ void guard_stop(struct sbxd *d) {
                 g->subs = s->next;
                 free(s);
         }
-        while ((m = g->missed)) {
-                g->missed = m->next;
-                missed_free(m);
-        }
+        drop_noted(&g->missed, NULL);
+        drop_noted(&g->queued, NULL);
         pathset_unref(g->shared);
         g->shared = NULL;
         /* Helpers still running close their own handles; they no longer name a guard. */

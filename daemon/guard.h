@@ -11,7 +11,9 @@
  * cannot mount once its seccomp filter is loaded), which mounts over it again and kills
  * the sandbox's processes that opened what lay bare (a descriptor outlives a mount).
  * The window between the host's change and the new mount is a few milliseconds; a
- * process polling the path may read it in between.
+ * process polling the path may read it in between. One helper runs in a sandbox at a
+ * time (two at once race each other's mounts, and one fails): paths that change
+ * together are covered one after the other.
  *
  * The credentials of protect_defaults are the same host paths for every sandbox whose
  * root is the host's /: they are watched once and each such sandbox subscribes to them.

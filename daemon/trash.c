@@ -7,9 +7,10 @@
  * page tables are not copied, which uv_spawn's fork did for every terminate, 1-3 ms of a
  * stalled loop) and reaped through its pidfd (libuv reaps only the children it spawned
  * itself); elsewhere through uv_spawn. Either way the loop never waits for rm. When no
- * child can be started the tree is deleted here, synchronously, without following
- * symlinks. Owns each remover until its child is reaped. Called by the sandbox modules
- * (the end, recovery) and by main at start-up. */
+ * child can be started (or the workspace cannot be renamed into the trash) the tree is
+ * deleted here, synchronously, without following symlinks or entering another mount, as
+ * rm --one-file-system. Owns each remover until its child is reaped. Called by the
+ * sandbox modules (the end, recovery) and by main at start-up. */
 #include "trash.h"
 
 #include <dirent.h>
@@ -32,9 +33,24 @@
 #include "sbx_limits.h"
 #include "sbxd.h"
 
-/* Removes dirfd/name and everything below it without following symlinks. */
-static int rm_rf_at(int parent, const char *name, int depth) {
-        struct stat st;
+/* 1 when the directory fd is the root of a mount, or on another device than top's:
+ * another filesystem, or a bind mount, which the removal must not enter. */
+static int other_mount(int fd, const struct statx *top) {
+        struct statx stx;
+
+        if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &stx) < 0)
+                return 1;
+        return stx.stx_dev_major != top->stx_dev_major ||
+               stx.stx_dev_minor != top->stx_dev_minor ||
+               ((stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+                (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT));
+}
+
+/* Removes dirfd/name and everything below it without following symlinks and, as
+ * `rm --one-file-system`, without entering a mount below it (top: the tree's own
+ * directory; NULL at the top itself): such a directory is left, with -EXDEV. */
+static int rm_rf_at(int parent, const char *name, const struct statx *top, int depth) {
+        struct statx here;
         int fd, r = 0;
         DIR *d;
         struct dirent *de;
@@ -48,9 +64,14 @@ static int rm_rf_at(int parent, const char *name, int depth) {
         fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        if (fstat(fd, &st) < 0) {
+        if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &here) < 0) {
+                r = -errno;
                 close(fd);
-                return -errno;
+                return r;
+        }
+        if (top && other_mount(fd, top)) {
+                close(fd);
+                return -EXDEV;
         }
         /* Make sure we can enter and delete even when the sandbox chmod'ed it. */
         (void)fchmod(fd, 0700);
@@ -63,7 +84,7 @@ static int rm_rf_at(int parent, const char *name, int depth) {
                 int rr;
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
-                rr = rm_rf_at(dirfd(d), de->d_name, depth + 1);
+                rr = rm_rf_at(dirfd(d), de->d_name, top ? top : &here, depth + 1);
                 if (rr < 0 && r == 0)
                         r = rr;
         }
@@ -74,7 +95,7 @@ static int rm_rf_at(int parent, const char *name, int depth) {
 }
 
 static int rm_rf(const char *path) {
-        return rm_rf_at(AT_FDCWD, path, 0);
+        return rm_rf_at(AT_FDCWD, path, NULL, 0);
 }
 /* A tree being deleted by an rm(1) child (see the top of this file). */
 struct remover {

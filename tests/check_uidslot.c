@@ -157,6 +157,51 @@ START_TEST(taken_slots_are_skipped) {
 }
 END_TEST
 
+/* When every slot is in use, or belongs to other owners, an allocation fails with
+ * -EAGAIN and says why; a slot given back serves its owner again, and nobody else. */
+START_TEST(no_slot_left_is_eagain) {
+        struct store *st = open_store();
+        struct uidslots *u = NULL;
+        char err[256] = "";
+        unsigned i;
+        int mine;
+
+        ck_assert_int_eq(uidslot_new(BASE, &u), 0);
+        for (i = 0; i < SBX_UID_COUNT; i++)
+                uidslot_take(u, i);
+        ck_assert_int_eq(uidslot_alloc(u, st, 1000, err, sizeof(err)), -EAGAIN);
+        ck_assert_msg(strstr(err, "no sandbox uid is left for uid 1000"), "%s", err);
+        uidslot_release(u, 77);
+        mine = alloc(u, st, 1000);
+        ck_assert_int_eq(mine, 77);
+        uidslot_release(u, mine);
+        ck_assert_int_eq(uidslot_alloc(u, st, 1001, err, sizeof(err)), -EAGAIN);
+        ck_assert_int_eq(alloc(u, st, 1000), 77);
+        uidslot_free(u);
+        store_close(st);
+}
+END_TEST
+
+/* A binding the store refuses (here: the uid is recorded already, for an owner this
+ * table was never told of) fails the allocation with -EIO, and gives nothing away: the
+ * slot stays free and unowned. */
+START_TEST(a_binding_not_recorded_is_eio) {
+        struct store *st = open_store();
+        struct uidslots *u = NULL;
+        char err[256] = "";
+
+        ck_assert_int_eq(store_uid_bind(st, BASE, 2000), 0);
+        ck_assert_int_eq(uidslot_new(BASE, &u), 0); /* not loaded */
+        ck_assert_int_eq(uidslot_alloc(u, st, 1000, err, sizeof(err)), -EIO);
+        ck_assert_msg(strstr(err, "cannot record the owner of sandbox uid 3000000000"), "%s",
+                      err);
+        ck_assert_int_eq(uidslot_any_given(u), 0);
+        ck_assert_int_eq(uidslot_alloc(u, st, 1000, err, sizeof(err)), -EIO);
+        uidslot_free(u);
+        store_close(st);
+}
+END_TEST
+
 /* Each test in a test case of its own: its own temporary directory. */
 #define ADD_TEST(suite, fn) SBX_ADD_TEST_CASE(suite, fn, 30, tmpdir_setup, tmpdir_teardown)
 
@@ -167,6 +212,8 @@ static Suite *make_suite(void) {
         ADD_TEST(s, a_uid_serves_one_owner);
         ADD_TEST(s, load_reads_the_range_span_reads_all);
         ADD_TEST(s, taken_slots_are_skipped);
+        ADD_TEST(s, no_slot_left_is_eagain);
+        ADD_TEST(s, a_binding_not_recorded_is_eio);
         return s;
 }
 

@@ -9,8 +9,11 @@
 
 #include <check.h>
 #include <ftw.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 /* Makes a directory of its own for a test case, /tmp/NAME.XXXXXX, into dir (len
@@ -33,6 +36,40 @@ static inline void test_dir_remove(char *dir) {
         if (dir[0])
                 nftw(dir, test_dir_remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
         dir[0] = '\0';
+}
+
+/* Moves this test's process into a mount namespace of its own whose mounts do not
+ * propagate: what the test mounts goes with its process, even when it fails. Call it
+ * from the test itself (fork mode), never from a fixture. */
+static inline void test_private_mounts(void) {
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL), 0);
+}
+
+/* Detaches every mount at or below dir (absolute, canonical) in this process's mount
+ * namespace, deepest first. A fixture's teardown calls it before test_dir_remove: when
+ * Check does not fork (CK_FORK=no, under valgrind) the test's private mount namespace
+ * is the runner's own, and what the test mounted would outlive it. */
+static inline void test_dir_unmount(const char *dir) {
+        size_t len = strlen(dir);
+        int pass;
+
+        for (pass = 0; pass < 64; pass++) {
+                char line[4096], point[4096], deepest[4096] = "";
+                FILE *f = fopen("/proc/self/mountinfo", "re");
+
+                if (!f)
+                        return;
+                while (fgets(line, sizeof(line), f))
+                        if (sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1 &&
+                            strncmp(point, dir, len) == 0 &&
+                            (point[len] == '/' || point[len] == '\0') &&
+                            strlen(point) >= strlen(deepest))
+                                snprintf(deepest, sizeof(deepest), "%s", point);
+                fclose(f);
+                if (!deepest[0] || umount2(deepest, MNT_DETACH) < 0)
+                        return;
+        }
 }
 
 /* Adds the test fn to suite in a test case of its own, named after it, with the
