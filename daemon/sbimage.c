@@ -80,8 +80,10 @@ static int open_etc(const struct sbimage *im, const char *name) {
                 close(dfd);
                 if (fd < 0 && errno == ENOENT)
                         continue;
+                /* Something there that is no file to read (a whiteout device, a loop of
+                 * symlinks): this layer removed it. */
                 if (fd < 0)
-                        return -errno;
+                        return errno == ENOMEM ? -ENOMEM : -ENOENT;
                 /* A whiteout (a 0/0 device) or anything but a file: removed there. */
                 if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
                         close(fd);
