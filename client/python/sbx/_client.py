@@ -17,6 +17,7 @@ import os
 import threading
 from ctypes import POINTER, byref, c_char_p, c_int, c_uint32, c_void_p
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -30,7 +31,9 @@ from typing import (
 )
 
 from . import _lib as L
-from ._images import Images
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._images import Images
 from ._errors import NotFound, SandboxEnded, SbxError, error_from_code
 from ._types import (
     Code,
@@ -448,6 +451,8 @@ class Client:
     def images(self) -> "Images":
         """Your container images: ``pull``, ``list``, ``inspect``, ``remove``, ``prune``
         (docs/images.md)."""
+        from ._images import Images  # _images builds on this module
+
         return Images(self)
 
     def hello(self) -> Hello:

@@ -8,22 +8,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from . import _lib as L
+from ._client import _dec, _dec_opt, _strv
 from ._types import Code
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._client import Client
-
-
-def _dec(b: Optional[bytes]) -> str:
-    return b.decode("utf-8", "surrogateescape") if b is not None else ""
-
-
-def _dec_opt(b: Optional[bytes]) -> Optional[str]:
-    return None if b is None else _dec(b)
-
-
-def _strv(v: L.Strv) -> Tuple[str, ...]:
-    return tuple(_dec(v.v[i]) for i in range(v.n)) if v.v else ()
 
 
 @dataclass(frozen=True)
