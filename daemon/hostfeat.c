@@ -8,17 +8,19 @@
 #include "hostfeat.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <linux/landlock.h>
 #include <linux/openat2.h>
+
+#include "sbx_limits.h"
 
 /* 1 when unprivileged processes may create user namespaces at all. */
 static int user_namespaces_allowed(void) {
@@ -71,6 +73,14 @@ uint32_t hostfeat_subids(const char *path, uid_t uid, const char *name, uint32_t
         if (ret_count)
                 *ret_count = n;
         return found;
+}
+
+uint32_t hostfeat_image_subids(const struct features *f) {
+        uint32_t n = f->subuid_count < f->subgid_count ? f->subuid_count : f->subgid_count;
+
+        if (!f->rootless || !f->idmap_helpers || !f->subuid_start || !f->subgid)
+                return 0;
+        return n < SBX_IMAGE_IDS - 1 ? n : SBX_IMAGE_IDS - 1;
 }
 
 /* 1 when the setuid helper name of Debian's uidmap is installed (as root's). */

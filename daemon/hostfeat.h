@@ -33,6 +33,11 @@ struct features {
  * reported as missing. */
 void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *ret);
 
+/* Rootless: how many of the user's subordinate ids an image's sandbox maps (its ids 1
+ * .. N: the smaller of the two ranges, at most SBX_IMAGE_IDS - 1), when newuidmap and
+ * newgidmap are there to map them; 0: none. */
+uint32_t hostfeat_image_subids(const struct features *f);
+
 /* The first range of subordinate ids of the user uid (whose login name is name, may be
  * NULL) in the subuid(5) or subgid(5) file path: the first line "NAME:START:COUNT" or
  * "UID:START:COUNT" with a COUNT of at least 1. Its START, and its COUNT in *ret_count

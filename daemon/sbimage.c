@@ -52,14 +52,9 @@ uid_t sbimage_host_id(const struct sbimage *im, uint32_t id) {
 /* Rootless: the subordinate ids the user has for ids 1 .. SBX_IMAGE_IDS - 1 at most,
  * when newuidmap and newgidmap can map them. */
 static void take_subids(const struct sbxd *d, struct sbimage *im) {
-        const struct features *f = &d->features;
-        uint32_t n = f->subuid_count < f->subgid_count ? f->subuid_count : f->subgid_count;
-
-        if (!f->idmap_helpers || !f->subuid_start || !f->subgid || !n)
-                return;
-        im->subids = n < SBX_IMAGE_IDS - 1 ? n : SBX_IMAGE_IDS - 1;
-        im->subuid = f->subuid_start;
-        im->subgid = f->subgid;
+        im->subids = hostfeat_image_subids(&d->features);
+        im->subuid = d->features.subuid_start;
+        im->subgid = d->features.subgid;
 }
 
 /* The file etc/NAME of the topmost layer that has one, opened beneath that layer (its

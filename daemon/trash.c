@@ -278,15 +278,13 @@ static int start_remover_uv(struct sbxd *d, struct remover *rm, const char *rm_b
  * (`sbx-init --remove PATH SUBUID SUBGID N`, as podman's `unshare rm`). The ids as
  * text in buf (3 x 16 bytes); 0 when the daemon has none. */
 static int subids_of(const struct sbxd *d, char buf[3][16]) {
-        const struct features *f = &d->features;
-        uint32_t n = f->subuid_count < f->subgid_count ? f->subuid_count : f->subgid_count;
+        uint32_t n = hostfeat_image_subids(&d->features);
 
-        if (!f->rootless || !f->idmap_helpers || !f->subuid_start || !f->subgid || !n ||
-            !d->cfg || !d->cfg->init_path)
+        if (!n || !d->cfg || !d->cfg->init_path)
                 return 0;
-        snprintf(buf[0], 16, "%u", (unsigned)f->subuid_start);
-        snprintf(buf[1], 16, "%u", (unsigned)f->subgid);
-        snprintf(buf[2], 16, "%u", (unsigned)(n < SBX_IMAGE_IDS - 1 ? n : SBX_IMAGE_IDS - 1));
+        snprintf(buf[0], 16, "%u", (unsigned)d->features.subuid_start);
+        snprintf(buf[1], 16, "%u", (unsigned)d->features.subgid);
+        snprintf(buf[2], 16, "%u", (unsigned)n);
         return 1;
 }
 
