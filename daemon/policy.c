@@ -653,12 +653,12 @@ static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                                       "is the sandbox's root)");
                 return -EINVAL;
         }
-        if (lim->has_disk_bytes && d->features.disk_mech != DISK_MECH_QUOTA) {
+        if (lim->has_disk_bytes && d->features.disk_mech != DISK_MECH_QUOTA &&
+            !(d->features.disk_mech == DISK_MECH_IMAGE && !d->features.rootless)) {
                 snprintf(err, errlen, "UNIMPLEMENTED: a disk limit of a sandbox made from an "
                                       "image holds its writable root only with project quotas "
-                                      "(sbxd --disk-via quota, on a filesystem mounted with "
-                                      "prjquota); this sbxd limits disks with %s",
-                         d->features.disk_mech == DISK_MECH_TMPFS ? "tmpfs" : "images");
+                                      "or filesystem images under a root sbxd (sbxd --disk-via "
+                                      "quota or image); this sbxd limits disks with tmpfs");
                 return -ENOSYS;
         }
         return 0;

@@ -1328,12 +1328,12 @@ static void add_adoption(struct sandbox *sb, struct setup_msg *m) {
         }
 }
 
-/* Its workspace as a mount attached nowhere (init.proto Setup.workspace_mount), nosuid
- * and nodev, the last descriptor. 0, or -1 (sb failed). */
-static int add_workspace_clone(struct sandbox *sb, struct setup_msg *m) {
+/* A copy of the directory path below dirfd as a mount attached nowhere (open_tree, as
+ * the daemon may), nosuid and nodev, as the next descriptor. 0, or -1 (sb failed). */
+static int add_clone(struct sandbox *sb, struct setup_msg *m, int dirfd, const char *path) {
         struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
         int fd = m->n_fds < SBX_INIT_MAX_FDS
-                         ? (int)syscall(SYS_open_tree, AT_FDCWD, sb->workspace,
+                         ? (int)syscall(SYS_open_tree, dirfd, path,
                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW)
                          : -1;
         int r = fd < 0 ? (m->n_fds < SBX_INIT_MAX_FDS ? -errno : -EMFILE) : 0;
@@ -1344,11 +1344,23 @@ static int add_workspace_clone(struct sandbox *sb, struct setup_msg *m) {
                 if (fd >= 0)
                         close(fd);
                 note_failure(sb, r);
-                fail_sandbox(sb, "cannot pass its workspace to its init: %s", strerror(-r));
+                fail_sandbox(sb, "cannot pass its %s to its init: %s",
+                             strcmp(path, SBIMAGE_DISK_ROOT) == 0 ? "writable root" : "workspace",
+                             strerror(-r));
                 return -1;
         }
         m->fds[m->n_fds++] = fd;
+        return 0;
+}
+
+/* An image's sandbox with a disk image: its workspace and its writable root are
+ * directories of that filesystem (sbimage_disk_dirs), passed as two mounts. */
+static int add_image_disk(struct sandbox *sb, struct setup_msg *m) {
+        if (add_clone(sb, m, sb->disk_fd, SBIMAGE_DISK_WORKSPACE) < 0 ||
+            add_clone(sb, m, sb->disk_fd, SBIMAGE_DISK_ROOT) < 0)
+                return -1;
         m->setup.has_workspace_mount = m->setup.workspace_mount = 1;
+        m->setup.has_image_upper_mount = m->setup.image_upper_mount = 1;
         return 0;
 }
 
@@ -1360,8 +1372,14 @@ static int add_workspace_mount(struct sandbox *sb, struct setup_msg *m) {
         /* An image's root mode sandbox is in a user namespace of its own from the start,
          * whose root may not enter the state directory: its workspace comes as a mount
          * too, a copy of the directory's (open_tree, as the daemon may). */
-        if (sb->disk_fd < 0 && sb->image && !sb->d->features.rootless)
-                return add_workspace_clone(sb, m);
+        if (sb->disk_fd < 0 && sb->image && !sb->d->features.rootless) {
+                if (add_clone(sb, m, AT_FDCWD, sb->workspace) < 0)
+                        return -1;
+                m->setup.has_workspace_mount = m->setup.workspace_mount = 1;
+                return 0;
+        }
+        if (sb->disk_fd >= 0 && sb->image)
+                return add_image_disk(sb, m);
         if (sb->disk_fd < 0)
                 return 0;
         fd = m->n_fds < SBX_INIT_MAX_FDS ? fcntl(sb->disk_fd, F_DUPFD_CLOEXEC, 3) : -EMFILE;
@@ -1586,6 +1604,10 @@ static void on_disk_made(void *ud, int r, int mount_fd, const char *err) {
         } else if (r < 0) {
                 fail_sandbox(sb, "cannot make its disk (disk_bytes %llu): %s",
                              (unsigned long long)sb->spec->policy->limits->disk_bytes, err);
+        } else if (sb->image && (r = sbimage_disk_dirs(sb->image, mount_fd, sb->run_uid,
+                                                       sb->run_gid)) < 0) {
+                fail_sandbox(sb, "cannot make its image's directories on its disk: %s",
+                             strerror(-r));
         } else {
                 ok = start_setup(sb, &ds->objs, &ds->m) == 0;
         }

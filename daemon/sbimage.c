@@ -399,6 +399,19 @@ int sbimage_make_dirs(struct sbimage *im, struct sbxd *d, const char *sandbox_di
         return 0;
 }
 
+int sbimage_disk_dirs(const struct sbimage *im, int mount_fd, uid_t uid, gid_t gid) {
+        uid_t root = sbimage_host_id(im, 0);
+
+        if (mkdirat(mount_fd, SBIMAGE_DISK_WORKSPACE, 0755) < 0 ||
+            fchownat(mount_fd, SBIMAGE_DISK_WORKSPACE, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+            mkdirat(mount_fd, SBIMAGE_DISK_ROOT, 0700) < 0 ||
+            mkdirat(mount_fd, SBIMAGE_DISK_ROOT "/upper", 0755) < 0 ||
+            fchownat(mount_fd, SBIMAGE_DISK_ROOT "/upper", root, root, AT_SYMLINK_NOFOLLOW) < 0 ||
+            mkdirat(mount_fd, SBIMAGE_DISK_ROOT "/work", 0700) < 0)
+                return -errno;
+        return 0;
+}
+
 void sbimage_fill_setup(const struct sbimage *im, Sbx__Init__V1__Setup *setup) {
         setup->n_image_layers = im->nlayers;
         setup->image_layers = im->layers;

@@ -72,6 +72,16 @@ uid_t sbimage_host_id(const struct sbimage *im, uint32_t id);
  * one the sandbox root's, the work one the daemon's). 0 or -errno. */
 int sbimage_make_dirs(struct sbimage *im, struct sbxd *d, const char *sandbox_dir);
 
+/* With a disk image (disk.h), one filesystem holds the workspace and the writable root,
+ * so that one limit holds both: these directories of it. */
+#define SBIMAGE_DISK_WORKSPACE "workspace"
+#define SBIMAGE_DISK_ROOT      "root"
+
+/* Makes them on the disk image's mount mount_fd (root mode): the workspace the
+ * commands' host ids' (uid, gid), the root the daemon's with its upper directory the
+ * sandbox root's and its work directory. 0 or -errno. */
+int sbimage_disk_dirs(const struct sbimage *im, int mount_fd, uid_t uid, gid_t gid);
+
 /* Fills Setup's image fields (pointing into im, which outlives the message). */
 void sbimage_fill_setup(const struct sbimage *im, Sbx__Init__V1__Setup *setup);
 

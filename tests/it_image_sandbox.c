@@ -275,8 +275,8 @@ START_TEST(refusals) {
         ck_assert_int_eq(sbx_create(c, &o, &s), SBX_INVALID_ARGUMENT);
         ck_assert_msg(strstr(sbx_error_message(c), "image and root_dir"), "%s",
                       sbx_error_message(c));
-        /* A disk limit: refused unless this host limits disks with project quotas (the
-         * state directory's filesystem mounted with prjquota), which hold the root too. */
+        /* A disk limit: refused where this host limits disks with tmpfs (it holds the root
+         * only through project quotas or filesystem images: disk_limit_holds_the_root). */
         sbx_create_opts_init(&o);
         o.image = digest;
         o.policy.limits.disk_bytes = 20u << 20;
@@ -289,7 +289,8 @@ START_TEST(refusals) {
         } else {
                 ck_assert_msg(rc == SBX_UNIMPLEMENTED &&
                                       strstr(sbx_error_message(c), "holds its writable root "
-                                                                   "only with project quotas"),
+                                                                   "only with project quotas "
+                                                                   "or filesystem images"),
                               "%s", sbx_error_message(c));
         }
 
@@ -630,6 +631,46 @@ START_TEST(writable_paths_as_the_owner) {
 }
 END_TEST
 
+/* A disk limit holds the writable root and the workspace together (one filesystem
+ * image, or one project quota): writing past it in / fills /workspace too. */
+START_TEST(disk_limit_holds_the_root) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code rc;
+        char *digest;
+        sbx_client *c;
+
+        it_daemon_start(&d, group_flags);
+        c = it_connect(&d);
+        digest = pull(c, layout);
+        sbx_create_opts_init(&o);
+        o.image = digest;
+        o.policy.limits.disk_bytes = 20u << 20;
+        o.policy.limits.set |= SBX_LIMIT_DISK;
+        rc = sbx_create(c, &o, &sb);
+        if (rc == SBX_UNIMPLEMENTED) {
+                /* tmpfs disks (a daemon without loop devices nor project quotas) */
+                fprintf(stderr, "disk_limit_holds_the_root: SKIPPED: %s\n", sbx_error_message(c));
+        } else {
+                ck_assert_msg(rc == SBX_OK, "%s", sbx_error_message(c));
+                /* 30 MiB into the root stops near 20; then the workspace has no room. */
+                expect_out(c, sb->id, "root",
+                           "busybox dd if=/dev/zero of=/big bs=1M count=30 2>/dev/null; "
+                           "test $(busybox stat -c %s /big) -lt 21000000 && echo capped; "
+                           "busybox dd if=/dev/zero of=/workspace/w bs=1M count=4 2>/dev/null; "
+                           "test $(busybox stat -c %s /workspace/w) -lt 1048576 && echo shared",
+                           "capped\nshared\n");
+                ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);
+                sbx_sandbox_free(sb);
+        }
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* The sbx tool: create --image, exec --user, info. */
 START_TEST(through_the_cli) {
         struct it_daemon d;
@@ -670,6 +711,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, root_inside_root_daemon, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, refusals, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, writable_paths_as_the_owner, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, disk_limit_holds_the_root, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_daemon, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, through_the_cli, 240, it_fixture_setup_var, it_fixture_teardown);

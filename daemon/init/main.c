@@ -233,6 +233,7 @@ static int sanitize_fds(int chan) {
 struct setup_fds {
         int adopt_fd;     /* -1: none */
         int workspace_fd; /* Setup.workspace_mount's; -1: none */
+        int upper_fd;     /* Setup.image_upper_mount's; -1: none */
         int cgroup_fds[SBX_INIT_MAX_FDS];
         size_t n_cgroup_fds;
         bool joined; /* a Join came first, and the cgroup is joined */
@@ -310,11 +311,12 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fd
                 const Sbx__Init__V1__Setup *s = m->setup;
                 int adoptable = s->has_adoptable && s->adoptable;
                 int ws = s->has_workspace_mount && s->workspace_mount;
+                int up = ws && s->has_image_upper_mount && s->image_upper_mount;
                 size_t n_cg = s->has_n_cgroup_fds ? s->n_cgroup_fds : 0;
 
                 /* After a Join, the cgroup is joined already: Setup brings none. */
                 cg_twice = sf->joined && n_cg > 0;
-                want = (adoptable ? 1u : 0u) + n_cg + (ws ? 1u : 0u);
+                want = (adoptable ? 1u : 0u) + n_cg + (ws ? 1u : 0u) + (up ? 1u : 0u);
                 if (nfds == want && !cg_twice) {
                         if (adoptable) {
                                 sf->adopt_fd = fds[at];
@@ -326,6 +328,10 @@ static int read_setup(int chan, Sbx__Init__V1__ToInit **ret_msg, struct setup_fd
                         }
                         if (ws) {
                                 sf->workspace_fd = fds[at];
+                                fds[at++] = -1;
+                        }
+                        if (up) {
+                                sf->upper_fd = fds[at];
                                 fds[at++] = -1;
                         }
                 }
@@ -738,7 +744,7 @@ static int await_own_setup(int chan, const Sbx__Init__V1__Setup *base,
                            struct util_err *err) {
         Sbx__Init__V1__FromInit built_msg = SBX__INIT__V1__FROM_INIT__INIT;
         Sbx__Init__V1__Built built = SBX__INIT__V1__BUILT__INIT;
-        struct setup_fds sf = {.adopt_fd = -1, .workspace_fd = -1, .joined = true};
+        struct setup_fds sf = {.adopt_fd = -1, .workspace_fd = -1, .upper_fd = -1, .joined = true};
         const Sbx__Init__V1__Setup *s;
         int r;
 
@@ -884,15 +890,15 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
 /* Root mode, an image: the overlay of its layers idmapped through the sandbox's own user
  * namespace (made here, as the host's root) and its writable paths prepared, then into
  * that namespace as its root. */
-static int image_root_as_host(const Sbx__Init__V1__Setup *s, int *ret_root_fd,
-                              struct util_err *err, struct util_warnings *warn) {
+static int image_root_as_host(const Sbx__Init__V1__Setup *s, const char *upper,
+                              int *ret_root_fd, struct util_err *err,
+                              struct util_warnings *warn) {
         static struct view_config vc;
         int userns = image_userns(s->has_image_uid_base ? s->image_uid_base : 0, err), r;
 
         if (userns < 0)
                 return userns;
-        *ret_root_fd = image_mount_root(s->image_layers, s->n_image_layers, s->image_upper,
-                                        userns, err);
+        *ret_root_fd = image_mount_root(s->image_layers, s->n_image_layers, upper, userns, err);
         r = *ret_root_fd < 0 ? *ret_root_fd : 0;
         if (r == 0 && s->n_writable_paths) {
                 view_config_fill(s, &vc);
@@ -907,6 +913,14 @@ static int image_root_as_host(const Sbx__Init__V1__Setup *s, int *ret_root_fd,
 
 static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf) {
         int adopt_fd = sf->adopt_fd, ws_fd = sf->workspace_fd, root_fd = -1;
+        char upper[64];
+        /* The writable root: a directory of the host's, or on the disk image's mount. */
+        const char *upper_dir = s->image_upper;
+
+        if (!s->n_image_layers && sf->upper_fd >= 0) {
+                close(sf->upper_fd);
+                sf->upper_fd = -1;
+        }
         struct util_err err;
         int32_t host_pid;
         int p[2], status, r;
@@ -934,14 +948,23 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                 };
                 if (ns_enter_user(&ids, &groups_kept, &err) < 0)
                         return setup_failed(chan, &err, 0);
-        } else if (s->n_image_layers && image_root_as_host(s, &root_fd, &err, &stage0_warn) < 0) {
-                return setup_failed(chan, &err, 0);
+        } else if (s->n_image_layers) {
+                if (sf->upper_fd >= 0) {
+                        snprintf(upper, sizeof(upper), "/proc/self/fd/%d", sf->upper_fd);
+                        upper_dir = upper;
+                }
+                r = image_root_as_host(s, upper_dir, &root_fd, &err, &stage0_warn);
+                if (sf->upper_fd >= 0)
+                        close(sf->upper_fd); /* the overlay holds it now */
+                sf->upper_fd = -1;
+                if (r < 0)
+                        return setup_failed(chan, &err, 0);
         }
         if (ns_unshare_sandbox(s->has_network_none && s->network_none, &err) < 0)
                 return setup_failed(chan, &err, 0);
         if (s->n_image_layers && root_fd < 0) {
-                root_fd = image_mount_root(s->image_layers, s->n_image_layers, s->image_upper,
-                                           -1, &err);
+                root_fd = image_mount_root(s->image_layers, s->n_image_layers, upper_dir, -1,
+                                           &err);
                 if (root_fd < 0)
                         return setup_failed(chan, &err, 0);
         }
@@ -1022,7 +1045,7 @@ static int remove_tree(char **a) {
 
 int main(int argc, char **argv) {
         Sbx__Init__V1__ToInit *m = NULL;
-        struct setup_fds sf = {.adopt_fd = -1, .workspace_fd = -1};
+        struct setup_fds sf = {.adopt_fd = -1, .workspace_fd = -1, .upper_fd = -1};
         struct util_err err;
         int chan, r;
 
