@@ -653,12 +653,12 @@ static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                                       "is the sandbox's root)");
                 return -EINVAL;
         }
-        if (lim->has_disk_bytes && d->features.disk_mech != DISK_MECH_QUOTA &&
-            !(d->features.disk_mech == DISK_MECH_IMAGE && !d->features.rootless)) {
+        if (lim->has_disk_bytes && d->features.disk_mech == DISK_MECH_TMPFS &&
+            !d->features.rootless) {
                 snprintf(err, errlen, "UNIMPLEMENTED: a disk limit of a sandbox made from an "
-                                      "image holds its writable root only with project quotas "
-                                      "or filesystem images under a root sbxd (sbxd --disk-via "
-                                      "quota or image); this sbxd limits disks with tmpfs");
+                                      "image, where a root sbxd limits disks with tmpfs (it "
+                                      "holds the writable root with project quotas or "
+                                      "filesystem images: sbxd --disk-via quota or image)");
                 return -ENOSYS;
         }
         return 0;

@@ -552,6 +552,7 @@ START_TEST(mcp_from_an_image) {
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
+
 END_TEST
 
 /* BOB's image sandbox with a writable directory of his (root daemon): the image's user
@@ -632,17 +633,20 @@ START_TEST(writable_paths_as_the_owner) {
 END_TEST
 
 /* A disk limit holds the writable root and the workspace together (one filesystem
- * image, or one project quota): writing past it in / fills /workspace too. */
-START_TEST(disk_limit_holds_the_root) {
+ * image, one project quota, or, rootless, one tmpfs): writing past it in / fills
+ * /workspace too. Under a root daemon, then a rootless one. */
+static void disk_limit_on(const char *layout, int rootless) {
         struct it_daemon d;
-        const char *layout = make_image();
         struct sbx_create_opts o;
         struct sbx_sandbox *sb = NULL;
         enum sbx_code rc;
         char *digest;
         sbx_client *c;
 
-        it_daemon_start(&d, group_flags);
+        if (rootless)
+                it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        else
+                it_daemon_start(&d, group_flags);
         c = it_connect(&d);
         digest = pull(c, layout);
         sbx_create_opts_init(&o);
@@ -668,6 +672,13 @@ START_TEST(disk_limit_holds_the_root) {
         free(digest);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+
+START_TEST(disk_limit_holds_the_root) {
+        const char *layout = make_image();
+
+        disk_limit_on(layout, 0);
+        disk_limit_on(layout, 1);
 }
 END_TEST
 

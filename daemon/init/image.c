@@ -18,9 +18,12 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mnt.h"
 #include "sbx_limits.h"
 
 int image_userns(uint32_t base, struct util_err *err) {
@@ -41,6 +44,27 @@ int image_enter_userns(int userns_fd, struct util_err *err) {
                 return util_fail(err, errno, NULL, "become root of the sandbox's namespace");
         if (syscall(SYS_setgroups, 0, NULL) < 0)
                 return util_fail(err, errno, NULL, "drop the supplementary groups");
+        return 0;
+}
+
+int image_disk_tmpfs(const char *dir, uint64_t bytes, uint64_t inodes, bool open_workspace,
+                     struct util_err *err) {
+        static const struct {
+                const char *name;
+                mode_t mode;
+        } dirs[] = {{"upper", 0755}, {"work", 0700}, {"workspace", 0755}};
+        char opts[128], path[SBX_PATH_MAX_BYTES + 16];
+        size_t i;
+
+        mnt_tmpfs_opts(bytes, inodes, opts, sizeof(opts));
+        if (mount("sbx-disk", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return util_fail(err, errno, NULL, "mount the disk's tmpfs on %s (%s)", dir, opts);
+        for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+                mode_t mode = i == 2 && open_workspace ? 01777 : dirs[i].mode;
+                snprintf(path, sizeof(path), "%s/%s", dir, dirs[i].name);
+                if (mkdir(path, mode) < 0 || chmod(path, mode) < 0)
+                        return util_fail(err, errno, NULL, "mkdir %s", path);
+        }
         return 0;
 }
 

@@ -10,6 +10,7 @@
 #ifndef SBX_INIT_IMAGE_H
 #define SBX_INIT_IMAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,14 @@ int image_userns(uint32_t base, struct util_err *err);
 /* Root mode: enters userns_fd as its root (uids, gids and groups 0), with every
  * capability there and none on the host. */
 int image_enter_userns(int userns_fd, struct util_err *err);
+
+/* An image's sandbox with a tmpfs disk limit (rootless): a tmpfs of bytes and inodes
+ * (0: tmpfs's default) on dir (the host directory of the sandbox's writable root, in the
+ * sandbox's own mount namespace: after ns_unshare_sandbox) with upper/, work/ and
+ * workspace/ in it, so that one limit holds the root and the workspace. workspace/ is
+ * everyone's (01777) when open_workspace (the image's user is not the daemon's). */
+int image_disk_tmpfs(const char *dir, uint64_t bytes, uint64_t inodes, bool open_workspace,
+                     struct util_err *err);
 
 /* The overlay of layers (n host paths, lowest first) under upper_dir/upper, with
  * upper_dir/work as its work directory: each layer mounted idmapped through userns_fd

@@ -619,6 +619,9 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
                 mc->workspace_gid = s->has_rootless && s->rootless ? (gid_t)-1 : mc->run_gid;
         }
         mc->sandboxes_dir = s->sandboxes_dir;
+        /* Rootless, an image's with a tmpfs disk: stage 0's tmpfs holds the workspace. */
+        if (s->n_image_layers && mc->workspace_tmpfs_bytes && s->has_rootless && s->rootless)
+                mc->image_disk_dir = s->image_upper;
         mc->cgroup_v1_controllers = s->cgroup_v1_controllers;
         mc->n_cgroup_v1_controllers = s->n_cgroup_v1_controllers;
         mc->protected_mkdirs = s->protected_mkdirs;
@@ -961,6 +964,11 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                         return setup_failed(chan, &err, 0);
         }
         if (ns_unshare_sandbox(s->has_network_none && s->network_none, &err) < 0)
+                return setup_failed(chan, &err, 0);
+        if (s->n_image_layers && root_fd < 0 && s->has_workspace_tmpfs && s->workspace_tmpfs &&
+            image_disk_tmpfs(upper_dir, s->has_workspace_bytes ? s->workspace_bytes : 0,
+                             s->has_workspace_inodes ? s->workspace_inodes : 0,
+                             s->has_run_uid && s->run_uid != 0, &err) < 0)
                 return setup_failed(chan, &err, 0);
         if (s->n_image_layers && root_fd < 0) {
                 root_fd = image_mount_root(s->image_layers, s->n_image_layers, upper_dir, -1,

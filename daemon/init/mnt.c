@@ -1373,16 +1373,31 @@ static int open_sources(const struct mnt_config *cfg, const struct mnt_host *hos
 
 /* /workspace as a tmpfs of the disk limit's size and inodes, the commands' user's: the
  * limit where the daemon can neither make a filesystem image nor set a project quota. */
-static int workspace_tmpfs(const struct mnt_config *cfg, struct util_err *err) {
-        char opts[128];
-        int n = snprintf(opts, sizeof(opts), "mode=0755,size=%llu",
-                         (unsigned long long)cfg->workspace_tmpfs_bytes);
+int mnt_tmpfs_opts(uint64_t bytes, uint64_t inodes, char *buf, size_t len) {
+        int n = snprintf(buf, len, "mode=0755,size=%llu", (unsigned long long)bytes);
 
-        if (cfg->workspace_tmpfs_inodes)
-                snprintf(opts + n, sizeof(opts) - (size_t)n, ",nr_inodes=%llu",
-                         (unsigned long long)cfg->workspace_tmpfs_inodes);
-        if (mount("sbx-workspace", "/workspace", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
-                return util_fail(err, errno, NULL, "mount tmpfs on /workspace (%s)", opts);
+        if (inodes && (size_t)n < len)
+                n += snprintf(buf + n, len - (size_t)n, ",nr_inodes=%llu",
+                              (unsigned long long)inodes);
+        return n;
+}
+
+static int workspace_tmpfs(const struct mnt_config *cfg, struct util_err *err) {
+        char opts[128], src[SBX_PATH_MAX_BYTES + sizeof(OLDROOT) + 16];
+
+        /* An image's sandbox: the tmpfs stage 0 made for its writable root holds the
+         * workspace too (image.h), so that one limit holds both. */
+        if (cfg->image_disk_dir) {
+                snprintf(src, sizeof(src), OLDROOT "%s/workspace", cfg->image_disk_dir);
+                if (bind_mount(src, "/workspace", MNT_NOSUID | MNT_NODEV) < 0)
+                        return util_fail(err, errno, NULL, "bind %s on /workspace", src);
+        } else {
+                mnt_tmpfs_opts(cfg->workspace_tmpfs_bytes, cfg->workspace_tmpfs_inodes, opts,
+                               sizeof(opts));
+                if (mount("sbx-workspace", "/workspace", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                        return util_fail(err, errno, NULL, "mount tmpfs on /workspace (%s)",
+                                         opts);
+        }
         if (chown("/workspace", cfg->workspace_uid, cfg->workspace_gid) < 0)
                 return util_fail(err, errno, NULL, "chown /workspace");
         return 0;

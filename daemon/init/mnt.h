@@ -44,6 +44,10 @@ struct mnt_config {
          * Not closed here. */
         bool image_root;
         int root_mount_fd;
+        /* An image's sandbox with a tmpfs disk (workspace_tmpfs_bytes): the host
+         * directory on which stage 0 mounted that tmpfs (image.h), whose "workspace" is
+         * bound at /workspace. NULL: none. */
+        const char *image_disk_dir;
         const char *workspace_dir; /* Bound read-write at /workspace; NULL: empty dir. */
         /* With workspace_mount, workspace_fd is a mount attached nowhere (the daemon's
          * disk image, from fsmount), attached at /workspace itself instead of a bind of
@@ -158,6 +162,10 @@ struct mnt_host {
         int fd;
         bool pivoted;
 };
+
+/* tmpfs's options for a size limit of bytes and inodes (0: tmpfs's default) into buf.
+ * Returns what snprintf returns. */
+int mnt_tmpfs_opts(uint64_t bytes, uint64_t inodes, char *buf, size_t len);
 
 /* Root mode, an image's sandbox (image.h): what PID 1, root of the sandbox's own user
  * namespace from the start, cannot do for its writable paths, done first by stage 0 as
