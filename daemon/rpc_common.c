@@ -186,6 +186,8 @@ int rpc_record_to_info(const struct store_sandbox *sb, void *ud) {
                 ri->info.share_uids = ri->spec->share_uids;
                 ri->info.n_share_gids = ri->spec->n_share_gids;
                 ri->info.share_gids = ri->spec->share_gids;
+                ri->info.image = ri->spec->image && ri->spec->image[0] ? ri->spec->image : NULL;
+                ri->info.image_digest = ri->spec->image_digest;
         }
         return 0;
 }

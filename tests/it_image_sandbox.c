@@ -219,6 +219,15 @@ START_TEST(root_inside_root_daemon) {
         /* The end: the sandbox's root goes with it; then the image may go. */
         ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
         ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        /* Its record names the image and the digest, after its end too. */
+        {
+                struct sbx_sandbox *s = NULL;
+                ck_assert_int_eq(sbx_get(c, a, &s), SBX_OK);
+                ck_assert_int_eq(s->state, SBX_STATE_TERMINATED);
+                ck_assert_str_eq(s->image, digest);
+                ck_assert_str_eq(s->image_digest, digest);
+                sbx_sandbox_free(s);
+        }
         snprintf(path, sizeof(path), "%s/sandboxes/%s", d.state, a);
         ck_assert_int_eq(access(path, F_OK), -1);
         ck_assert_int_eq(sbx_image_remove(c, digest, NULL), SBX_OK);
