@@ -820,8 +820,8 @@ static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_creat
 /* 1 when create's NOT_FOUND says its image (a registry reference, not a local source
  * nor a digest) has not been pulled. */
 static bool pull_first(sbx_client *c, const char *image) {
-        static const char *const local[] = {"oci:", "oci-archive:", "docker-archive:", "sha256:",
-                                            "/"};
+        static const char *const local[] = {"oci:", "oci-archive:", "docker-archive:", "dir:",
+                                            "sha256:", "/"};
         const char *msg = sbx_error_message(c);
 
         if (!image || !msg || !strstr(msg, "no image "))

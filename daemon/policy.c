@@ -648,11 +648,19 @@ static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                          SBX_IMAGE_NAME_MAX_BYTES);
                 return -EINVAL;
         }
+        if (strncmp(req->image, "dir:", 4) == 0 && req->image[4] != '/') {
+                snprintf(err, errlen, "image '%.200s': dir: needs an absolute path (the daemon "
+                                      "does not know your working directory)",
+                         req->image);
+                return -EINVAL;
+        }
         if (asked && asked->root_dir && asked->root_dir[0] && strcmp(asked->root_dir, "/") != 0) {
                 snprintf(err, errlen, "image and root_dir: give one or the other (the image "
                                       "is the sandbox's root)");
                 return -EINVAL;
         }
+        if (strncmp(req->image, "dir:", 4) == 0)
+                return 0; /* a root_dir (policy_effective) */
         if (lim->has_disk_bytes && d->features.disk_mech == DISK_MECH_TMPFS &&
             !d->features.rootless) {
                 snprintf(err, errlen, "UNIMPLEMENTED: a disk limit of a sandbox made from an "
@@ -800,6 +808,13 @@ int policy_effective(struct sbxd *d, const Sbx__V1__CreateSandbox *req, char *id
 
         effective_init(&e, req, id);
         r = check_plain(d, req, &e.eff, &e.pol, &e.lim, &e.arena, err, errlen);
+        /* image "dir:PATH" is a directory tree of the host's used as the root, read-only:
+         * root_dir PATH (check_image refused both at once). */
+        if (r == 0 && req->image && strncmp(req->image, "dir:", 4) == 0) {
+                e.pol.root_dir = req->image + 4;
+                e.req_root = e.pol.root_dir;
+                e.eff.image = NULL;
+        }
         if (r == 0)
                 r = add_default_env(&e.eff, &e.pol, &e.arena, default_env,
                                     sizeof(default_env) / sizeof(default_env[0]));

@@ -268,6 +268,14 @@ START_TEST(refusals) {
         c = it_connect(&d);
         digest = pull(c, layout);
 
+        /* dir:PATH is a root_dir (read-only), absolute. */
+        ck_assert_int_eq(create_from(c, "dir:relative/tree", &id), SBX_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(sbx_error_message(c), "dir: needs an absolute path"), "%s",
+                      sbx_error_message(c));
+        ck_assert_int_eq(create_from(c, "dir:/usr", &id), SBX_OK);
+        expect_out(c, id, NULL, "test -x /bin/sh && touch /bin/x 2>/dev/null || echo ro", "ro\n");
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
         ck_assert_int_eq(create_from(c, "localhost:1/never:pulled", &id), SBX_NOT_FOUND);
         ck_assert_msg(strstr(sbx_error_message(c), "no image localhost:1/never:pulled: pull it"),
                       "%s", sbx_error_message(c));
