@@ -451,7 +451,13 @@ static int image_ls(struct cli *cli, int argc, char **argv) {
                 status = a && cli_json_print(stdout, a) == 0 ? 0 : CLI_EXIT_ERROR;
                 json_decref(a);
         } else {
-                printf("%-50s %-19s %10s %9s %s\n", "NAME", "DIGEST", "SIZE", "SANDBOXES",
+                /* The name column as wide as the longest name (shown as written). */
+                int w = 4;
+                for (size_t i = 0; i < l->n; i++)
+                        for (size_t j = 0; j < l->v[i].names.n; j++)
+                                if ((int)strlen(l->v[i].names.v[j]) > w)
+                                        w = (int)strlen(l->v[i].names.v[j]);
+                printf("%-*s %-19s %10s %9s %s\n", w, "NAME", "DIGEST", "SIZE", "SANDBOXES",
                        "LAST USED");
                 for (size_t i = 0; i < l->n; i++) {
                         const struct sbx_image *img = &l->v[i];
@@ -459,9 +465,10 @@ static int image_ls(struct cli *cli, int argc, char **argv) {
                         human_bytes(size, sizeof(size), img->size_bytes);
                         cli_format_iso(when, sizeof(when), img->last_used_unix_ms, false);
                         for (size_t j = 0; j < (img->names.n ? img->names.n : 1); j++) {
-                                cli_put_text(stdout, img->names.n ? img->names.v[j] : "-");
-                                printf(" %.19s %10s %9u %s\n", img->digest, size, img->sandboxes,
-                                       when);
+                                const char *name = img->names.n ? img->names.v[j] : "-";
+                                cli_put_text(stdout, name);
+                                printf("%*s %.19s %10s %9u %s\n", w - (int)strlen(name), "",
+                                       img->digest, size, img->sandboxes, when);
                         }
                 }
         }
