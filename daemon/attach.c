@@ -13,15 +13,13 @@
 #include <string.h>
 
 #include "bgkept.h"
+#include "chunk.h"
 #include "command.h"
 #include "conn.h"
 #include "sandbox.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
 #include "sbxtab.h"
-
-/* Room an OutputChunk response takes in a frame besides its data. */
-#define ATTACH_CHUNK_HEADROOM_BYTES 1024u
 
 struct attach {
         struct conn_call cc;
@@ -48,43 +46,17 @@ static struct sandbox *find_again(struct attach *a, struct conn *c) {
                        : NULL;
 }
 
-/* The most data one OutputChunk carries on c. */
-static size_t piece_bytes(const struct conn *c) {
-        uint64_t frame = conn_daemon(c)->cfg->max_frame_bytes;
-        return frame > (uint64_t)SBX_RESULT_PIECE_BYTES + ATTACH_CHUNK_HEADROOM_BYTES
-                       ? SBX_RESULT_PIECE_BYTES
-                       : (size_t)(frame - ATTACH_CHUNK_HEADROOM_BYTES);
-}
-
 static void send_chunk(struct conn *c, uint64_t rid, char *command_id, int idx, uint64_t offset,
                        uint8_t *data, size_t len) {
-        Sbx__V1__Response resp = SBX__V1__RESPONSE__INIT;
-        Sbx__V1__Status ok = SBX__V1__STATUS__INIT;
-        Sbx__V1__OutputChunk oc = SBX__V1__OUTPUT_CHUNK__INIT;
-
-        ok.has_code = 1;
-        ok.code = SBX__V1__CODE__OK;
-        resp.has_request_id = 1;
-        resp.request_id = rid;
-        resp.status = &ok;
-        oc.command_id = command_id;
-        oc.has_stream = 1;
-        oc.stream = idx == 0 ? SBX__V1__STREAM__STDOUT : SBX__V1__STREAM__STDERR;
-        oc.has_offset = 1;
-        oc.offset = offset;
-        oc.has_data = 1;
-        oc.data.data = data;
-        oc.data.len = len;
-        resp.body_case = SBX__V1__RESPONSE__BODY_OUTPUT;
-        resp.output = &oc;
-        (void)conn_send(c, &resp);
+        chunk_send(c, rid, command_id, idx == 0 ? SBX__V1__STREAM__STDOUT : SBX__V1__STREAM__STDERR,
+                   offset, data, len, 0);
 }
 
 /* Sends data (bytes of stream idx from offset first) as chunks, from *next on; *next
  * moves past them. */
 static void send_from(struct conn *c, uint64_t rid, char *command_id, int idx, uint64_t first,
                       uint8_t *data, size_t len, uint64_t *next) {
-        size_t piece = piece_bytes(c), off;
+        size_t piece = chunk_piece_bytes(c), off;
 
         if (first + len <= *next)
                 return;
@@ -127,7 +99,7 @@ static void send_result(struct conn *c, uint64_t rid, Sbx__V1__CommandResult *re
  * (all: whatever its room, for an answer that ends at once). Returns 1 while some is
  * left to send. */
 static int send_kept(struct attach *a, struct conn *c, struct command *cmd, int all) {
-        size_t piece = piece_bytes(c), n;
+        size_t piece = chunk_piece_bytes(c), n;
         uint8_t *buf = malloc(piece);
         uint64_t first;
         int idx;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "attach.h"
+#include "chunk.h"
 #include "command.h"
 #include "conn.h"
 #include "names.h"
@@ -261,23 +262,8 @@ static void cmd_started(void *ud, char *command_id) {
 static void cmd_output(void *ud, char *command_id, Sbx__V1__Stream stream, uint64_t offset,
                        uint8_t *data, size_t len, int taken) {
         struct call *k = ud;
-        Sbx__V1__Response resp;
-        Sbx__V1__OutputChunk oc = SBX__V1__OUTPUT_CHUNK__INIT;
-        rpc_response_init(&resp, k->request_id);
-        oc.command_id = command_id;
-        oc.has_stream = 1;
-        oc.stream = stream;
-        oc.has_offset = 1;
-        oc.offset = offset;
-        oc.has_data = 1;
-        oc.data.data = data;
-        oc.data.len = len;
-        resp.body_case = SBX__V1__RESPONSE__BODY_OUTPUT;
-        resp.output = &oc;
-        if (taken)
-                conn_send_taking(rpc_call_conn(k), &resp, data, len);
-        else
-                conn_send(rpc_call_conn(k), &resp);
+
+        chunk_send(rpc_call_conn(k), k->request_id, command_id, stream, offset, data, len, taken);
 }
 
 static int cmd_congested(void *ud) {
@@ -285,17 +271,11 @@ static int cmd_congested(void *ud) {
         return !conn_is_closed(rpc_call_conn(k)) && conn_congested(rpc_call_conn(k));
 }
 
-/* Room an OutputChunk response takes in a frame besides its data (ids, offset, tags). */
-#define CHUNK_HEADROOM_BYTES 1024u
-
 /* Sends the kept output of a result that does not fit one frame with it as OutputChunk
  * responses before it (proto: CommandResult.output_in_chunks), and takes it out of the
  * result. */
 static void send_output_in_chunks(struct call *k, Sbx__V1__CommandResult *res) {
-        uint64_t frame = conn_daemon(rpc_call_conn(k))->cfg->max_frame_bytes;
-        size_t piece = frame > (uint64_t)SBX_RESULT_PIECE_BYTES + CHUNK_HEADROOM_BYTES
-                               ? SBX_RESULT_PIECE_BYTES
-                               : (size_t)(frame - CHUNK_HEADROOM_BYTES);
+        size_t piece = chunk_piece_bytes(rpc_call_conn(k));
         struct {
                 Sbx__V1__Stream stream;
                 ProtobufCBinaryData *data;
