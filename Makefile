@@ -331,7 +331,9 @@ $(BUILD)/tests/bench/sbx_bench: $(BENCH_SRCS) $(BUILD)/libsbx.a tests/itutil.c t
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $(BENCH_SRCS) tests/itutil.c \
 	  $(BUILD)/libsbx.a -lprotobuf-c -lsqlite3 -lpthread -lm $(CHECK_LIBS)
 
-bench: deps
+# The image case builds a Debian image with mmdebstrap and unpacks it with skopeo and
+# umoci (test-pkgs), cached in $(BUILD)/images as the tests cache it.
+bench: deps test-pkgs
 	$(MAKE) --no-print-directory all $(BUILD)/tests/bench/sbx_bench
 	BUILD=$(BUILD) $(BUILD)/tests/bench/sbx_bench --json $(BUILD)/bench.json $(BENCH_FLAGS)
 
