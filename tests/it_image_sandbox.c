@@ -103,6 +103,23 @@ static char *run_as(sbx_client *c, const char *id, const char *user, const char 
         return out;
 }
 
+/* The code of running `true` in id as user (which the tests expect refused). */
+static enum sbx_code true_as(sbx_client *c, const char *id, const char *user) {
+        const char *argv[] = {"true", NULL};
+        struct sbx_exec_opts e;
+        struct sbx_result *r = NULL;
+        enum sbx_code rc;
+
+        sbx_exec_opts_init(&e);
+        e.argv = argv;
+        e.argc = 1;
+        e.timeout_ms = 10000;
+        e.user = user;
+        rc = sbx_exec(c, id, &e, &r);
+        sbx_result_free(r);
+        return rc;
+}
+
 static void expect_out(sbx_client *c, const char *id, const char *user, const char *shell,
                        const char *want) {
         char *out = run_as(c, id, user, shell);
@@ -256,11 +273,8 @@ START_TEST(refusals) {
         struct it_daemon d;
         const char *layout = make_image();
         struct sbx_create_opts o;
-        struct sbx_exec_opts e;
-        struct sbx_result *r = NULL;
         struct sbx_sandbox *s = NULL;
         enum sbx_code rc;
-        const char *argv[] = {"true", NULL};
         char *digest, *id, *host, *said, want[1400];
         sbx_client *c;
 
@@ -312,20 +326,13 @@ START_TEST(refusals) {
         }
 
         host = it_create(c, NULL);
-        sbx_exec_opts_init(&e);
-        e.argv = argv;
-        e.argc = 1;
-        e.timeout_ms = 10000;
-        e.user = "root";
-        ck_assert_int_eq(sbx_exec(c, host, &e, &r), SBX_INVALID_ARGUMENT);
+        ck_assert_int_eq(true_as(c, host, "root"), SBX_INVALID_ARGUMENT);
         ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "only a sandbox made from an image"));
 
         id = must_create(c, digest);
-        e.user = "postgres";
-        ck_assert_int_eq(sbx_exec(c, id, &e, &r), SBX_INVALID_ARGUMENT);
+        ck_assert_int_eq(true_as(c, id, "postgres"), SBX_INVALID_ARGUMENT);
         ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "user 'postgres' is not in the image"));
-        e.user = "70000";
-        ck_assert_int_eq(sbx_exec(c, id, &e, &r), SBX_INVALID_ARGUMENT);
+        ck_assert_int_eq(true_as(c, id, "70000"), SBX_INVALID_ARGUMENT);
         free(id);
         free(host);
         free(digest);
@@ -342,9 +349,6 @@ START_TEST(rootless_daemon) {
         const char *layout = make_image();
         struct sbx_sandbox *s = NULL;
         struct sbx_create_opts o;
-        struct sbx_exec_opts e;
-        struct sbx_result *r = NULL;
-        const char *argv[] = {"true", NULL};
         char *digest, *id, path[1200];
         int warned = 0;
         sbx_client *c;
@@ -368,12 +372,7 @@ START_TEST(rootless_daemon) {
         snprintf(path, sizeof(path), "%s/sandboxes/%s/root/upper/etc/x1", d.state, id);
         ck_assert_int_eq(access(path, F_OK), 0);
 
-        sbx_exec_opts_init(&e);
-        e.argv = argv;
-        e.argc = 1;
-        e.timeout_ms = 10000;
-        e.user = "1000";
-        ck_assert_int_eq(sbx_exec(c, id, &e, &r), SBX_UNIMPLEMENTED);
+        ck_assert_int_eq(true_as(c, id, "1000"), SBX_UNIMPLEMENTED);
         ck_assert_msg(strstr(sbx_error_message(c), "have one user, root (0)"), "%s",
                       sbx_error_message(c));
 
