@@ -500,6 +500,7 @@ static const char *const installed[] = {
         "usr/lib/python3/dist-packages/sbx/__main__.py",
         "usr/lib/python3/dist-packages/sbx/_client.py",
         "usr/lib/python3/dist-packages/sbx/_errors.py",
+        "usr/lib/python3/dist-packages/sbx/_images.py",
         "usr/lib/python3/dist-packages/sbx/_installed.py",
         "usr/lib/python3/dist-packages/sbx/_lib.py",
         "usr/lib/python3/dist-packages/sbx/_types.py",
