@@ -92,26 +92,46 @@ static int idmapped_layer(const char *path, int userns_fd, struct util_err *err)
 
 static int set_string(int fs, const char *key, const char *value, struct util_err *err) {
         if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, key, value, 0) < 0)
-                return util_fail(err, errno, "overlayfs's lowerdir+ needs Linux 6.8",
-                                 "overlay option %s=%.200s", key, value);
+                return util_fail(err, errno, NULL, "overlay option %s=%.200s", key, value);
         return 0;
 }
 
-/* The overlay's options on fs: lowerdir+ for each layer (the top one first), the upper
- * and work directories. lfd: the idmapped layers' descriptors (or -1: the paths). */
-static int configure(int fs, char *const *layers, size_t n, const int *lfd,
-                     const char *upper_dir, bool userxattr, struct util_err *err) {
-        char buf[SBX_PATH_MAX_BYTES + 64];
-        size_t i;
-        int r = 0;
+/* The lower layers on fs (the top one first), each lfd[i] a descriptor of layer i (an
+ * idmapped mount, or an O_PATH of the directory): one lowerdir+ each (Linux 6.8), or,
+ * with legacy or where the kernel has no lowerdir+, one lowerdir of them all, colon
+ * separated (fd paths keep it short: a page holds some 250). */
+static int set_lowers(int fs, size_t n, const int *lfd, bool legacy, struct util_err *err) {
+        char one[32], all[4096];
+        size_t i, len = 0;
 
-        for (i = n; r == 0 && i-- > 0;) {
-                if (lfd[i] >= 0)
-                        snprintf(buf, sizeof(buf), "/proc/self/fd/%d", lfd[i]);
-                else
-                        snprintf(buf, sizeof(buf), "%s", layers[i]);
-                r = set_string(fs, "lowerdir+", buf, err);
+        for (i = n; !legacy && i-- > 0;) {
+                snprintf(one, sizeof(one), "/proc/self/fd/%d", lfd[i]);
+                if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "lowerdir+", one, 0) == 0)
+                        continue;
+                if (errno != EINVAL || i != n - 1)
+                        return util_fail(err, errno, NULL, "overlay option lowerdir+=%s", one);
+                legacy = true; /* before Linux 6.8: none was set */
         }
+        if (!legacy)
+                return 0;
+        for (i = n; i-- > 0;) {
+                int k = snprintf(all + len, sizeof(all) - len, "%s/proc/self/fd/%d",
+                                 len ? ":" : "", lfd[i]);
+                if (k < 0 || (size_t)k >= sizeof(all) - len)
+                        return util_fail(err, E2BIG, "an image of fewer layers, or Linux 6.8",
+                                         "overlay option lowerdir: %zu layers", n);
+                len += (size_t)k;
+        }
+        return set_string(fs, "lowerdir", all, err);
+}
+
+/* The overlay's options on fs: its layers (set_lowers), the upper and work
+ * directories. */
+static int configure(int fs, size_t n, const int *lfd, const char *upper_dir, bool userxattr,
+                     bool legacy, struct util_err *err) {
+        char buf[SBX_PATH_MAX_BYTES + 64];
+        int r = set_lowers(fs, n, lfd, legacy, err);
+
         snprintf(buf, sizeof(buf), "%s/upper", upper_dir);
         if (r == 0)
                 r = set_string(fs, "upperdir", buf, err);
@@ -148,7 +168,7 @@ static void kernel_words(int fs, struct util_err *err) {
 }
 
 int image_mount_root(char *const *layers, size_t n, const char *upper_dir, int userns_fd,
-                     struct util_err *err) {
+                     bool legacy, struct util_err *err) {
         int lfd[SBX_MAX_IMAGE_LAYERS];
         size_t i;
         int fs = -1, mnt = -1, r = 0;
@@ -157,8 +177,15 @@ int image_mount_root(char *const *layers, size_t n, const char *upper_dir, int u
                 return util_fail(err, EINVAL, NULL, "an image of %zu layers", n);
         for (i = 0; i < n; i++)
                 lfd[i] = -1;
-        for (i = 0; r == 0 && userns_fd >= 0 && i < n; i++) {
-                lfd[i] = idmapped_layer(layers[i], userns_fd, err);
+        for (i = 0; r == 0 && i < n; i++) {
+                if (userns_fd >= 0) {
+                        lfd[i] = idmapped_layer(layers[i], userns_fd, err);
+                } else {
+                        lfd[i] = open(layers[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+                        if (lfd[i] < 0)
+                                lfd[i] = util_fail(err, errno, NULL, "open the layer %s",
+                                                   layers[i]);
+                }
                 r = lfd[i] < 0 ? lfd[i] : 0;
         }
         if (r == 0) {
@@ -168,7 +195,7 @@ int image_mount_root(char *const *layers, size_t n, const char *upper_dir, int u
                                       "open an overlay");
         }
         if (r == 0)
-                r = configure(fs, layers, n, lfd, upper_dir, userns_fd < 0, err);
+                r = configure(fs, n, lfd, upper_dir, userns_fd < 0, legacy, err);
         if (r == 0 && syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
                 r = util_fail(err, errno, NULL, "make the image's overlay");
                 kernel_words(fs, err);

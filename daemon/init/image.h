@@ -36,9 +36,11 @@ int image_disk_tmpfs(const char *dir, uint64_t bytes, uint64_t inodes, bool open
 /* The overlay of layers (n host paths, lowest first) under upper_dir/upper, with
  * upper_dir/work as its work directory: each layer mounted idmapped through userns_fd
  * (root mode), or as it is with overlayfs's userxattr option (userns_fd -1: rootless,
- * whose whiteouts are user.overlay.* xattrs). Returns the mount's descriptor, attached
- * nowhere, O_CLOEXEC. */
+ * whose whiteouts are user.overlay.* xattrs). The layers are given one by one
+ * (lowerdir+, Linux 6.8), or all in one lowerdir option with legacy or where the kernel
+ * has no lowerdir+ (Linux 5.19 to 6.7; at most some 250 layers). Returns the mount's
+ * descriptor, attached nowhere, O_CLOEXEC. */
 int image_mount_root(char *const *layers, size_t n, const char *upper_dir, int userns_fd,
-                     struct util_err *err);
+                     bool legacy, struct util_err *err);
 
 #endif

@@ -901,7 +901,8 @@ static int image_root_as_host(const Sbx__Init__V1__Setup *s, const char *upper,
 
         if (userns < 0)
                 return userns;
-        *ret_root_fd = image_mount_root(s->image_layers, s->n_image_layers, upper, userns, err);
+        *ret_root_fd = image_mount_root(s->image_layers, s->n_image_layers, upper, userns, false,
+                                        err);
         r = *ret_root_fd < 0 ? *ret_root_fd : 0;
         if (r == 0 && s->n_writable_paths) {
                 view_config_fill(s, &vc);
@@ -972,7 +973,7 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                 return setup_failed(chan, &err, 0);
         if (s->n_image_layers && root_fd < 0) {
                 root_fd = image_mount_root(s->image_layers, s->n_image_layers, upper_dir, -1,
-                                           &err);
+                                           false, &err);
                 if (root_fd < 0)
                         return setup_failed(chan, &err, 0);
         }
