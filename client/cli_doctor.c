@@ -422,6 +422,36 @@ static void check_openat2(struct doctor *d) {
         }
 }
 
+/* Sandboxes from images (docs/images.md): overlayfs, and a kernel that takes idmapped
+ * layers (5.19) for a root daemon's. */
+static void check_images(struct doctor *d) {
+        char line[256], name[64];
+        struct utsname u;
+        unsigned major = 0, minor = 0;
+        bool overlay = false;
+        FILE *f = fopen("/proc/filesystems", "re");
+
+        while (f && !overlay && fgets(line, sizeof(line), f))
+                overlay = sscanf(line, "%*s %63s", name) == 1 ? strcmp(name, "overlay") == 0
+                                                            : sscanf(line, "%63s", name) == 1 &&
+                                                                      strcmp(name, "overlay") == 0;
+        if (f)
+                fclose(f);
+        if (uname(&u) == 0)
+                (void)sscanf(u.release, "%u.%u", &major, &minor);
+        if (!overlay)
+                add(d, WARN, "images", "modprobe overlay (or build the kernel with CONFIG_OVERLAY_FS)",
+                    "overlayfs is not loaded: sbx create --image fails until it is");
+        else if (major < 5 || (major == 5 && minor < 19))
+                add(d, WARN, "images", "use Linux 5.19 or newer",
+                    "Linux %u.%u: a root sbxd's sandboxes from images need idmapped overlay "
+                    "layers (5.19); a rootless sbxd's work",
+                    major, minor);
+        else
+                add(d, OK, "images", NULL, "overlayfs with idmapped layers: sandboxes from images "
+                                           "work");
+}
+
 /* The daemon's socket; *ret_hello its Hello when it answers, *ret_local whether it runs
  * on this host (not ssh://). */
 static void check_socket(struct doctor *d, const struct cli *cli, struct sbx_hello **ret_hello,
@@ -644,6 +674,7 @@ int cmd_doctor(struct cli *cli, int argc, char **argv) {
         check_seccomp(d);
         check_landlock(d);
         check_openat2(d);
+        check_images(d);
         check_helper(d);
         check_socket(d, cli, &h, &local);
         if (h) {
