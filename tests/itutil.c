@@ -247,20 +247,24 @@ static int build_reachable(uid_t uid, gid_t gid) {
         return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+/* Copies src to dst through a new file renamed over it: dst may be running (a daemon
+ * started before from the same stage), which a write into it would meet with ETXTBSY. */
 static void copy_exe(const char *src, const char *dst) {
-        char buf[65536];
+        char buf[65536], tmp[PATH_MAX + 16];
         int in = open(src, O_RDONLY | O_CLOEXEC), out;
         ssize_t n;
 
         ck_assert_msg(in >= 0, "%s: %s", src, strerror(errno));
-        out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-        ck_assert_msg(out >= 0, "%s: %s", dst, strerror(errno));
+        snprintf(tmp, sizeof(tmp), "%s.new", dst);
+        out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        ck_assert_msg(out >= 0, "%s: %s", tmp, strerror(errno));
         while ((n = read(in, buf, sizeof(buf))) > 0)
                 ck_assert_int_eq(write(out, buf, (size_t)n), n);
         ck_assert_int_eq(n, 0);
         close(in);
         ck_assert_int_eq(fchmod(out, 0755), 0);
         close(out);
+        ck_assert_msg(rename(tmp, dst) == 0, "%s: %s", dst, strerror(errno));
 }
 
 /* The sbxd to run as uid: the build's, or, when uid cannot reach the build directory,
