@@ -1420,8 +1420,14 @@ static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct s
 
         if (r == 0)
                 r = policy_setup(sb->d, &ps, &m->view, objs, &m->setup, &m->mem);
-        if (r == 0 && sb->image)
+        /* What it writes reaches no other user of the host unless it has a writable path
+         * or keeps its workspace: its packages may install setuid programs then. */
+        if (r == 0 && sb->image) {
+                sb->image->setid_modes = sb->spec->policy->n_writable_paths == 0 &&
+                                         !(sb->spec->has_keep_workspace &&
+                                           sb->spec->keep_workspace);
                 sbimage_fill_setup(sb->image, &m->setup);
+        }
         if (r < 0) {
                 note_failure(sb, r);
                 fail_sandbox(sb, "cannot build its setup: %s", strerror(-r));

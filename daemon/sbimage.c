@@ -420,6 +420,8 @@ void sbimage_fill_setup(const struct sbimage *im, Sbx__Init__V1__Setup *setup) {
                 setup->has_image_uid_base = 1;
                 setup->image_uid_base = im->uid_base;
         }
+        if (im->setid_modes)
+                setup->has_setid_modes = setup->setid_modes = 1;
         if (im->subids) {
                 setup->has_outer_subuid = setup->has_outer_subgid = setup->has_image_subids = 1;
                 setup->outer_subuid = im->subuid;

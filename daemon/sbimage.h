@@ -36,6 +36,7 @@ struct sbimage {
         gid_t gid;
         char *root_dir;                  /* SANDBOX_DIR/root once made (Setup.image_upper) */
         int user_dropped;                /* rootless: the image's User was not 0 */
+        int setid_modes;                 /* init.proto Setup.setid_modes (sandbox.c sets it) */
         /* Rootless: its ids 1 .. subids are the daemon user's subordinate ids from
          * subuid and subgid (hostfeat.h); 0: root alone. */
         uint32_t subids, subuid, subgid;

@@ -38,7 +38,7 @@
 static void load_filter(void) {
         struct sock_fprog prog = {0, NULL};
 
-        if (filter_build(&prog) < 0)
+        if (filter_build(&prog, false) < 0)
                 _exit(90);
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 _exit(91);
@@ -95,7 +95,7 @@ static int run_filtered(int (*fn)(void)) {
 START_TEST(test_build) {
         struct sock_fprog prog = {0, NULL};
 
-        ck_assert_int_eq(filter_build(&prog), 0);
+        ck_assert_int_eq(filter_build(&prog, false), 0);
         ck_assert_ptr_nonnull(prog.filter);
         ck_assert_uint_gt(prog.len, 10);
         ck_assert_uint_le(prog.len, BPF_MAXINSNS);

@@ -413,10 +413,11 @@ START_TEST(debian_installs) {
         sbx_image_free(img);
         a = must_create(c, digest);
         b = must_create(c, digest);
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
+                static const char *const files[] = {"hello.deb", "suid.deb",
+                                                    "sbxhello-1.0-py3-none-any.whl"};
                 char from[900], to[300];
-                snprintf(from, sizeof(from), "%s/%s", dir,
-                         i ? "sbxhello-1.0-py3-none-any.whl" : "hello.deb");
+                snprintf(from, sizeof(from), "%s/%s", dir, files[i]);
                 snprintf(to, sizeof(to), "%s:/workspace/%s", a, strrchr(from, '/') + 1);
                 ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, &err,
                                         (const char *const[]){"cp", from, to, NULL}),
@@ -428,6 +429,10 @@ START_TEST(debian_installs) {
                    "id -un; echo $HOME; touch /root/.profile.d && echo home; "
                    "dpkg -i /workspace/hello.deb >/dev/null && sbx-hello",
                    "root\n/root\nhome\nhello from a package\n");
+        /* A setuid program installs: nothing this sandbox writes reaches another user. */
+        expect_out(c, a, NULL,
+                   "dpkg -i /workspace/suid.deb >/dev/null && stat -c %A /usr/bin/sbx-suid",
+                   "-rwsr-xr-x\n");
         expect_out(c, a, NULL,
                    "python3 -m pip install -q --no-index --break-system-packages "
                    "/workspace/sbxhello-1.0-py3-none-any.whl 2>/dev/null && "
@@ -603,11 +608,16 @@ static void bob_writes(struct it_daemon *d, const char *arg, struct report *r) {
         sbx_sandbox_free(sb);
         for (int i = 0; i < 2; i++) {
                 char shell[1200];
-                snprintf(shell, sizeof(shell),
-                         i ? "echo more >> %s/mine && echo root > %s/roots 2>/dev/null; "
-                             "busybox cat %s/mine; busybox ls %s"
-                           : "busybox id -u; echo mine > %s/mine; busybox stat -c %%u %s/mine",
-                         arg, arg, arg, arg);
+                if (i)
+                        snprintf(shell, sizeof(shell),
+                                 "echo more >> %s/mine && echo root > %s/roots 2>/dev/null; "
+                                 "busybox cat %s/mine; busybox ls %s",
+                                 arg, arg, arg, arg);
+                else
+                        snprintf(shell, sizeof(shell),
+                                 "busybox id -u; echo mine > %s/mine; busybox stat -c %%u %s/mine; "
+                                 "busybox chmod 4755 %s/mine 2>/dev/null || echo no setuid",
+                                 arg, arg, arg);
                 sbx_exec_opts_init(&e);
                 e.shell = shell;
                 e.timeout_ms = 20000;
@@ -637,7 +647,8 @@ START_TEST(writable_paths_as_the_owner) {
         ck_assert_int_eq(chown(dir, BOB, BOB), 0);
         it_daemon_start(&d, group_flags);
         said = as_bob(bob_writes, &d, dir);
-        ck_assert_msg(strcmp(said, "1000\n1000\nmine\nmore\nmine\n") == 0, "BOB saw: %s", said);
+        ck_assert_msg(strcmp(said, "1000\n1000\nno setuid\nmine\nmore\nmine\n") == 0, "BOB saw: %s",
+                      said);
         free(said);
         snprintf(path, sizeof(path), "%s/mine", dir);
         ck_assert_int_eq(stat(path, &st), 0);

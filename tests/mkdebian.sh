@@ -4,8 +4,9 @@
 # apt reaches, as DIR/oci (an OCI layout, tag "deb", one layer, PATH set), then kept:
 # a DIR/oci that is complete is used as it is (the first run takes some 20 s and
 # 250 MB). Also DIR/hello.deb (a package made here with dpkg-deb: /usr/bin/sbx-hello)
-# and DIR/sbxhello-1.0-py3-none-any.whl (a wheel with module sbxhello), for what a
-# sandbox installs.
+# DIR/suid.deb (one with a setuid program, as sudo has) and
+# DIR/sbxhello-1.0-py3-none-any.whl (a wheel with module sbxhello), for what a sandbox
+# installs.
 set -euo pipefail
 dir=$(realpath -m "$1")
 mkdir -p "$dir"
@@ -31,6 +32,17 @@ if [ ! -s hello.deb ]; then
         chmod 0755 pkg/usr/bin/sbx-hello
         dpkg-deb --root-owner-group --build pkg hello.deb.part >/dev/null
         mv hello.deb.part hello.deb
+        rm -rf pkg
+fi
+if [ ! -s suid.deb ]; then
+        rm -rf pkg
+        mkdir -p pkg/DEBIAN pkg/usr/bin
+        printf 'Package: sbx-suid\nVersion: 1.0\nArchitecture: all\nMaintainer: sbxd tests <tests@sbxd.invalid>\nDescription: a package with a setuid program, as sudo has\n' \
+                >pkg/DEBIAN/control
+        printf '#!/bin/sh\necho setuid\n' >pkg/usr/bin/sbx-suid
+        chmod 4755 pkg/usr/bin/sbx-suid
+        dpkg-deb --root-owner-group --build pkg suid.deb.part >/dev/null
+        mv suid.deb.part suid.deb
         rm -rf pkg
 fi
 if [ ! -s sbxhello-1.0-py3-none-any.whl ]; then

@@ -10,11 +10,12 @@
 #define SBX_INIT_FILTER_H
 
 #include <linux/filter.h>
+#include <stdbool.h>
 
 /* Builds the default filter for the native architecture into *ret_prog (a malloc'd
  * instruction array the caller releases with filter_free). Non-native architectures
  * are killed (SECCOMP_RET_KILL_PROCESS). Returns 0 or -errno; touches no file. */
-int filter_build(struct sock_fprog *ret_prog);
+int filter_build(struct sock_fprog *ret_prog, bool setid_modes);
 
 /* Releases what filter_build allocated; accepts a zeroed or already freed program. */
 void filter_free(struct sock_fprog *prog);

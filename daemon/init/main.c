@@ -551,7 +551,8 @@ static int prepare_commands(int *ret_sigfd, struct util_err *err) {
 
 /* Step 3: builds the seccomp filter into *prog, or warns that this kernel cannot load
  * one (prog stays empty). Returns 0 or -errno with err set. */
-static int build_filter(struct sock_fprog *prog, struct util_err *err, struct util_warnings *warn) {
+static int build_filter(struct sock_fprog *prog, bool setid_modes, struct util_err *err,
+                        struct util_warnings *warn) {
         int r;
 
         if (filter_supported() < 0) {
@@ -559,7 +560,7 @@ static int build_filter(struct sock_fprog *prog, struct util_err *err, struct ut
                                 "CONFIG_SECCOMP_FILTER); commands run without one");
                 return 0;
         }
-        r = filter_build(prog);
+        r = filter_build(prog, setid_modes);
         return r < 0 ? util_fail(err, r, NULL, "build the seccomp filter") : 0;
 }
 
@@ -810,7 +811,8 @@ static int pid1(int chan, const Sbx__Init__V1__Setup *s, int pidpipe, int adopt_
                 return setup_failed(chan, &err, host_pid);
 
         /* 3. The seccomp filter, built once. */
-        if (build_filter(&filter, &err, &warn) < 0)
+        if (build_filter(&filter, s->n_image_layers && s->has_setid_modes && s->setid_modes, &err,
+                         &warn) < 0)
                 return setup_failed(chan, &err, host_pid);
         if (groups_kept)
                 util_warn(&warn, "commands keep the daemon user's supplementary groups, and what "
