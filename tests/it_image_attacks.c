@@ -1,0 +1,217 @@
+/* it_image_attacks.c: a hostile image against a real sbxd (docs/images.md, "Sandboxes
+ * from images"): what its layers hold and what root of its sandbox does must reach no
+ * host file, no other user's image and no id beyond the sandbox's block.
+ *
+ * The image is tests/mkhostile.sh's tag "evil": symlinks where the sandbox's own mount
+ * points go and on the way to a writable path, all of them into /.sbx-oldroot (where the
+ * host's tree is while the view is being built), device nodes, a setuid copy of
+ * busybox, capability and overlayfs xattrs smuggled in a raw tar. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "itutil.h"
+#include "sbx.h"
+#include "testutil.h"
+
+#define NOBODY 65534u
+
+static const char *const root_flags[] = {"--warm", "0", "--spares", "0", NULL};
+
+/* it_base_dir()/NAME, made with mode (chmod'ed: the umask is not the test's). */
+static const char *make_dir(const char *name, mode_t mode, uid_t uid) {
+        static char paths[4][700];
+        static int k;
+        char *p = paths[k++ % 4];
+
+        snprintf(p, sizeof(paths[0]), "%s/%s", it_base_dir(), name);
+        ck_assert_int_eq(mkdir(p, mode), 0);
+        ck_assert_int_eq(chmod(p, mode), 0);
+        ck_assert_int_eq(chown(p, uid, uid), 0);
+        return p;
+}
+
+/* Makes the hostile image, whose /var leads to escape on the host; returns the
+ * layout's path. */
+static const char *make_hostile(const char *escape) {
+        static char layout[700];
+        char cmd[2400];
+        const char *dir = make_dir("img", 0755, 0);
+
+        snprintf(cmd, sizeof(cmd), "bash tests/mkhostile.sh %s %s >%s/mkhostile.log 2>&1", dir,
+                 escape, dir);
+        ck_assert_msg(system(cmd) == 0, "mkhostile.sh failed: see %s/mkhostile.log", dir);
+        snprintf(layout, sizeof(layout), "%s/oci", dir);
+        return layout;
+}
+
+static char *pull_evil(sbx_client *c, const char *layout) {
+        struct sbx_image *img = NULL;
+        char source[800], *digest;
+
+        snprintf(source, sizeof(source), "oci:%s:evil", layout);
+        ck_assert_msg(sbx_image_pull(c, source, NULL, &img) == SBX_OK, "pull: %s",
+                      sbx_error_message(c));
+        digest = strdup(img->digest);
+        sbx_image_free(img);
+        return digest;
+}
+
+/* A sandbox of image with the writable path w (NULL: none); its code, *ret_id set (freed
+ * by the caller) on success. */
+static enum sbx_code create_with(sbx_client *c, const char *image, const char *w, char **ret_id) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        enum sbx_code rc;
+
+        sbx_create_opts_init(&o);
+        o.image = image;
+        if (w)
+                sbx_policy_workspace_write(&o.policy, (const char *const[]){w}, 1,
+                                           SBX_NETWORK_NONE);
+        rc = sbx_create(c, &o, &s);
+        if (rc == SBX_OK) {
+                *ret_id = strdup(s->id);
+                sbx_sandbox_free(s);
+        }
+        return rc;
+}
+
+/* The stdout of shell in id, which must exit 0. */
+static void expect_sh(sbx_client *c, const char *id, const char *shell, const char *want) {
+        struct sbx_result *r = it_sh(c, id, 60000, shell);
+
+        ck_assert_msg(r->has_exit_code && r->exit_code == 0, "%s: exit %d: %s%s", shell,
+                      r->exit_code, (char *)r->stdout_data, (char *)r->stderr_data);
+        ck_assert_msg(strcmp((char *)r->stdout_data, want) == 0, "%s: '%s', not '%s'", shell,
+                      (char *)r->stdout_data, want);
+        sbx_result_free(r);
+}
+
+/* The entries of dir but . and .. (-1: cannot read it). */
+static int entries(const char *dir) {
+        struct dirent *e;
+        DIR *d = opendir(dir);
+        int n = 0;
+
+        if (!d)
+                return -1;
+        while ((e = readdir(d)))
+                n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+        closedir(d);
+        return n;
+}
+
+/* The sandbox's own mount points where the image has symlinks into the host's tree:
+ * its own /proc, /dev, /tmp, /run, /sys and /workspace, no /.sbx-oldroot; no device
+ * node, capability or overlayfs xattr of the layers took effect. */
+static void expect_own_view(sbx_client *c, const char *id) {
+        expect_sh(c, id,
+                  "cd /; busybox stat -c '%n %F' proc dev tmp run sys workspace; "
+                  "busybox ls -d .sbx-oldroot null sda fifo 2>/dev/null; "
+                  "busybox grep -c sbx-oldroot /proc/self/mountinfo; "
+                  "busybox ls /redir | busybox wc -l; busybox cat /meta; "
+                  "busybox grep CapEff /proc/self/status",
+                  "proc directory\ndev directory\ntmp directory\nrun directory\n"
+                  "sys directory\nworkspace directory\n0\n0\nm\nCapEff:\t00000000a00005fb\n");
+        /* The setuid copy and the file with capabilities give nothing: no_new_privs. */
+        {
+                struct sbx_exec_opts o;
+                struct sbx_result *r = NULL;
+                const char *argv[] = {"/bin/busybox.suid", "id", "-u", NULL};
+
+                sbx_exec_opts_init(&o);
+                o.argv = argv;
+                o.argc = 3;
+                o.timeout_ms = 60000;
+                o.user = "1000:1000";
+                ck_assert_int_eq(sbx_exec(c, id, &o, &r), SBX_OK);
+                ck_assert_msg(r->exit_code == 0 && strcmp((char *)r->stdout_data, "1000\n") == 0,
+                              "suid: %d %s%s", r->exit_code, (char *)r->stdout_data,
+                              (char *)r->stderr_data);
+                sbx_result_free(r);
+        }
+}
+
+/* Root daemon: the image's symlinks at the mount points are replaced by the sandbox's
+ * own; the writable path /var/... that the image leads into /.sbx-oldroot (a
+ * world-writable host directory) is refused and leaves nothing there: no directory of
+ * the sandbox's block of ids on the host. */
+START_TEST(symlinks_into_the_host_root) {
+        struct it_daemon d;
+        const char *escape = make_dir("escape", 01777, 0), *layout = make_hostile(escape);
+        const char *w = make_dir("w", 0755, 0);
+        char *digest, *id = NULL;
+        enum sbx_code rc;
+        sbx_client *c;
+
+        it_daemon_start(&d, root_flags);
+        c = it_connect(&d);
+        digest = pull_evil(c, layout);
+        ck_assert_int_eq(create_with(c, digest, NULL, &id), SBX_OK);
+        expect_own_view(c, id);
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        id = NULL;
+
+        rc = create_with(c, digest, w, &id);
+        ck_assert_msg(entries(escape) == 0, "the sandbox made %d entries in %s (%s)",
+                      entries(escape), escape, sbx_code_name(rc));
+        ck_assert_msg(rc != SBX_OK && strstr(sbx_error_message(c), "out of the image"),
+                      "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Rootless daemon (nobody): the same, with plain binds (bind_writable's route): nothing
+ * of nobody's is made in the host directory the image points at. */
+START_TEST(symlinks_into_the_host_root_rootless) {
+        struct it_daemon d;
+        const char *escape = make_dir("escape", 01777, 0), *layout = make_hostile(escape);
+        const char *w = make_dir("w", 0755, NOBODY);
+        char *digest, *id = NULL;
+        enum sbx_code rc;
+        sbx_client *c;
+
+        it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        c = it_connect(&d);
+        digest = pull_evil(c, layout);
+        ck_assert_int_eq(create_with(c, digest, NULL, &id), SBX_OK);
+        expect_sh(c, id,
+                  "cd /; busybox stat -c '%n %F' proc dev tmp run sys workspace; "
+                  "busybox ls -d .sbx-oldroot null sda fifo 2>/dev/null; echo end",
+                  "proc directory\ndev directory\ntmp directory\nrun directory\n"
+                  "sys directory\nworkspace directory\nend\n");
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        id = NULL;
+
+        rc = create_with(c, digest, w, &id);
+        ck_assert_msg(entries(escape) == 0, "the sandbox made %d entries in %s (%s)",
+                      entries(escape), escape, sbx_code_name(rc));
+        ck_assert_msg(rc != SBX_OK && strstr(sbx_error_message(c), "out of the image"),
+                      "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("image_attacks");
+
+        SBX_ADD_TEST_CASE(s, symlinks_into_the_host_root, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, symlinks_into_the_host_root_rootless, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
