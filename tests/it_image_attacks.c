@@ -204,12 +204,43 @@ START_TEST(symlinks_into_the_host_root_rootless) {
 }
 END_TEST
 
+/* A writable path above the daemon's own directories (its state directory: the image
+ * store, the other sandboxes' roots, the database; its socket's): hidden there as in
+ * every other sandbox, whatever the policy. Bound idmapped as the image's default user,
+ * the store would otherwise be that user's to change, under every sandbox of the image. */
+START_TEST(daemon_dirs_under_a_writable_path) {
+        struct it_daemon d;
+        const char *layout = make_hostile("-");
+        char *digest, *id = NULL, shell[2800];
+        sbx_client *c;
+
+        it_daemon_start(&d, root_flags);
+        c = it_connect(&d);
+        digest = pull_evil(c, layout);
+        ck_assert_msg(create_with(c, digest, it_base_dir(), &id) == SBX_OK, "create: %s",
+                      sbx_error_message(c));
+        snprintf(shell, sizeof(shell),
+                 "busybox ls -A %s/images %s/sandboxes 2>/dev/null | busybox wc -l; "
+                 "busybox ls -A %s | busybox wc -l; "
+                 "echo x > %s/images/x 2>/dev/null || echo refused",
+                 d.state, d.state, d.state, d.state);
+        expect_sh(c, id, shell, "0\n0\nrefused\n");
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_attacks");
 
         SBX_ADD_TEST_CASE(s, symlinks_into_the_host_root, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, symlinks_into_the_host_root_rootless, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, daemon_dirs_under_a_writable_path, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }

@@ -6,6 +6,7 @@
 #   /.sbx-oldroot                          a symlink to /
 #   /var                                   a symlink to /.sbx-oldroot$ESCAPE: a writable
 #                                          path /var/... climbs out of the image there
+#                                          (ESCAPE "-": no /var, no /opt)
 #   /opt                                   a relative symlink that climbs with .. into
 #                                          /.sbx-oldroot$ESCAPE
 #   /bin/busybox.suid                           busybox, setuid root
@@ -31,8 +32,10 @@ chmod 4755 $R/bin/busybox.suid
 for p in proc dev tmp run sys; do ln -s /.sbx-oldroot/$p $R/$p; done
 ln -s /.sbx-oldroot/root $R/workspace
 ln -s / $R/.sbx-oldroot
-ln -s "/.sbx-oldroot$ESCAPE" $R/var
-ln -s "../../../../.sbx-oldroot$ESCAPE" $R/opt
+if [ "$ESCAPE" != - ]; then
+        ln -s "/.sbx-oldroot$ESCAPE" $R/var
+        ln -s "../../../../.sbx-oldroot$ESCAPE" $R/opt
+fi
 umoci repack --image oci:evil b
 rm -rf b
 python3 - <<'PY'
