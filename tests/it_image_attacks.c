@@ -17,6 +17,7 @@
 
 #include "itutil.h"
 #include "sbx.h"
+#include "sbx_limits.h"
 #include "testutil.h"
 
 #define NOBODY 65534u
@@ -233,6 +234,94 @@ START_TEST(daemon_dirs_under_a_writable_path) {
 }
 END_TEST
 
+/* Root of the sandbox (its namespace's, with Docker's default capabilities less a few):
+ * its cgroup's limits, the host's kernel knobs, device nodes, ids beyond its block, the
+ * daemon's processes, the image store (its layers mounted from descriptors): none. */
+START_TEST(root_inside_reaches_nothing) {
+        struct it_daemon d;
+        const char *layout = make_hostile("-");
+        char *digest, *id = NULL;
+        struct sbx_result *r;
+        sbx_client *c;
+
+        it_daemon_start(&d, root_flags);
+        c = it_connect(&d);
+        digest = pull_evil(c, layout);
+        ck_assert_int_eq(create_with(c, digest, NULL, &id), SBX_OK);
+        r = it_sh(c, id, 60000,
+                  "t() { if eval \"$2\" 2>/dev/null; then echo \"$1 done\"; fi; }; "
+                  "for f in /sys/fs/cgroup/*/memory.limit_in_bytes /sys/fs/cgroup/*/pids.max "
+                  "/sys/fs/cgroup/*/cpu.cfs_quota_us /sys/fs/cgroup/*/cgroup.procs "
+                  "/sys/fs/cgroup/*/tasks /sys/fs/cgroup/*/release_agent; do "
+                  "[ -e $f ] && t $f \"echo -1 > $f\"; done; "
+                  "t sysrq 'echo h > /proc/sysrq-trigger'; "
+                  "t drop_caches 'echo 1 > /proc/sys/vm/drop_caches'; "
+                  "t core_pattern 'echo x > /proc/sys/kernel/core_pattern'; "
+                  "t mknod 'busybox mknod /tmp/sda b 8 0'; "
+                  "t mknod-c 'busybox mknod /tmp/mem c 1 1'; "
+                  "t chown-beyond 'echo > /tmp/f; busybox chown 65536 /tmp/f'; "
+                  "t sys-write 'echo x > /sys/kernel/uevent_helper'; "
+                  "t remount-sys 'busybox mount -o remount,rw /sys'; "
+                  "t images 'busybox find / -xdev -name sbxd.db | busybox grep -q .'; "
+                  "t procs 'busybox ps -o pid,comm | busybox grep -q sbxd'; "
+                  "t kmsg 'busybox head -c1 /dev/kmsg'; "
+                  "echo end");
+        ck_assert_msg(r->exit_code == 0 && strcmp((char *)r->stdout_data, "end\n") == 0,
+                      "root reached: %s%s", (char *)r->stdout_data, (char *)r->stderr_data);
+        sbx_result_free(r);
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A flood of image sandboxes: SBX_IMAGE_BLOCKS at once, the next one RESOURCE_EXHAUSTED
+ * naming the bound; a block freed is taken again, also after a creation that failed
+ * (a writable path the image leads out of itself) gave its block back. */
+START_TEST(flood_of_image_sandboxes) {
+        static const char *const flags[] = {"--warm", "0", "--spares", "0", "--max-sandboxes",
+                                            "200", "--max-sandboxes-per-uid", "200", NULL};
+        struct it_daemon d;
+        const char *escape = make_dir("escape", 01777, 0), *layout = make_hostile(escape);
+        const char *w = make_dir("w", 0755, 0);
+        char *digest, *ids[SBX_IMAGE_BLOCKS], *id = NULL, want[64];
+        enum sbx_code rc;
+        unsigned i;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = pull_evil(c, layout);
+        for (i = 0; i < SBX_IMAGE_BLOCKS; i++)
+                ck_assert_msg(create_with(c, digest, NULL, &ids[i]) == SBX_OK, "%u: %s", i,
+                              sbx_error_message(c));
+        ck_assert_int_eq(create_with(c, digest, NULL, &id), SBX_RESOURCE_EXHAUSTED);
+        snprintf(want, sizeof(want), "runs %u sandboxes made from images", SBX_IMAGE_BLOCKS);
+        ck_assert_msg(strstr(sbx_error_message(c), want), "%s", sbx_error_message(c));
+        /* The block comes back once the sandbox is cleaned up, after Terminate answers. */
+        ck_assert_int_eq(sbx_terminate(c, ids[0], NULL), SBX_OK);
+        free(ids[0]);
+        for (i = 0; i < 600 && (rc = create_with(c, digest, w, &id)) == SBX_RESOURCE_EXHAUSTED; i++)
+                usleep(50000);
+        ck_assert_msg(rc != SBX_OK && strstr(sbx_error_message(c), "out of the image"), "%s: %s",
+                      sbx_code_name(rc), sbx_error_message(c));
+        ck_assert_int_eq(entries(escape), 0);
+        for (i = 0; i < 600 && (rc = create_with(c, digest, NULL, &ids[0])) ==
+                                       SBX_RESOURCE_EXHAUSTED; i++)
+                usleep(50000);
+        ck_assert_msg(rc == SBX_OK, "again: %s", sbx_error_message(c));
+        for (i = 0; i < SBX_IMAGE_BLOCKS; i++) {
+                ck_assert_int_eq(sbx_terminate(c, ids[i], NULL), SBX_OK);
+                free(ids[i]);
+        }
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_attacks");
 
@@ -241,6 +330,10 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, symlinks_into_the_host_root_rootless, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, daemon_dirs_under_a_writable_path, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, root_inside_reaches_nothing, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, flood_of_image_sandboxes, 480, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
