@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "itutil.h"
@@ -322,6 +323,38 @@ START_TEST(flood_of_image_sandboxes) {
 }
 END_TEST
 
+/* sbx-init --remove (a rootless daemon's remover of trees of its subordinate ids): an
+ * argument that is no absolute path (an option, say) or ids that are no positive numbers
+ * are refused before anything is entered or run, and nothing is removed. */
+START_TEST(remove_arguments) {
+        static const char *const bad[][4] = {
+                {"-rf", "1", "1", "1"},     {"--one-file-system", "1", "1", "1"},
+                {"rel/dir", "1", "1", "1"}, {"/x", "0", "1", "1"},
+                {"/x", "1", "-1", "1"},     {"/x", "1", "1", "99999999999"},
+                {"/x", "1x", "1", "1"},     {"/x", "", "1", "1"},
+        };
+        const char *victim = make_dir("victim", 0755, 0);
+        char cmd[1600], keep[800];
+        size_t i;
+
+        snprintf(keep, sizeof(keep), "%s/keep", victim);
+        ck_assert_int_eq(mkdir(keep, 0755), 0);
+        for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                int st;
+                snprintf(cmd, sizeof(cmd),
+                         "cd %s && %s/sbx-init --remove '%s' '%s' '%s' '%s' 2>/dev/null", victim,
+                         it_build_dir(), bad[i][0], bad[i][1], bad[i][2], bad[i][3]);
+                st = system(cmd);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s: %d", cmd, st);
+        }
+        /* The wrong number of arguments is no --remove at all. */
+        snprintf(cmd, sizeof(cmd), "%s/sbx-init --remove %s 1 1 2>/dev/null", it_build_dir(),
+                 keep);
+        ck_assert_int_ne(system(cmd), 0);
+        ck_assert_int_eq(access(keep, F_OK), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_attacks");
 
@@ -335,6 +368,7 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, flood_of_image_sandboxes, 480, it_fixture_setup_var,
                           it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, remove_arguments, 60, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 
