@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "asbob.h"
 #include "itutil.h"
 #include "sbx.h"
 #include "sbx_limits.h"
@@ -355,6 +356,62 @@ START_TEST(remove_arguments) {
 }
 END_TEST
 
+/* BOB, with what he may know of root's image: its OCI layout's path (in a directory of
+ * root's that BOB may not enter), as a pull and as an image to create from; the digest
+ * of one of its layers; a path into the store. The pull is refused with BOB's rights,
+ * the layout and the layer are names nobody pulled, the path no name; BOB gets no
+ * sandbox. */
+static void bob_reaches(struct it_daemon *d, const char *arg, struct report *r) {
+        sbx_client *c = it_connect(d);
+        struct sbx_image *img = NULL;
+        const char *tries[3];
+        char source[800], *id = NULL;
+        size_t i;
+
+        snprintf(source, sizeof(source), "oci:%s:evil", arg);
+        say(r, "pull %s\n",
+            sbx_code_name(sbx_image_pull(c, source, NULL, &img)));
+        sbx_image_free(img);
+        tries[0] = source;
+        tries[1] = arg + strlen(arg) + 1; /* the layer's digest */
+        tries[2] = "../../images";
+        for (i = 0; i < 3; i++) {
+                enum sbx_code rc = create_with(c, tries[i], NULL, &id);
+                say(r, "create %s\n", sbx_code_name(rc));
+                free(id);
+                id = NULL;
+        }
+        sbx_close(c);
+}
+
+START_TEST(bob_and_roots_image) {
+        static const char *const flags[] = {"--socket-group", "3100", "--warm", "0", "--spares",
+                                            "0", NULL};
+        struct it_daemon d;
+        const char *layout = make_hostile("-");
+        struct sbx_image *img = NULL;
+        char arg[1600], source[800], *said;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        snprintf(source, sizeof(source), "oci:%s:evil", layout);
+        ck_assert_int_eq(sbx_image_pull(c, source, NULL, &img), SBX_OK);
+        ck_assert_int_eq(chmod(it_base_dir(), 0755), 0);
+        /* Root's layout, in a directory BOB may not enter. */
+        ck_assert_int_eq(chmod(layout, 0700), 0);
+        snprintf(arg, sizeof(arg), "%s%c%s", layout, 0, img->layers.v[0]);
+        said = as_bob(bob_reaches, &d, arg);
+        ck_assert_msg(strcmp(said, "pull PERMISSION_DENIED\ncreate NOT_FOUND\n"
+                                   "create NOT_FOUND\ncreate INVALID_ARGUMENT\n") == 0,
+                      "BOB got: %s", said);
+        free(said);
+        sbx_image_free(img);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_attacks");
 
@@ -369,6 +426,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, flood_of_image_sandboxes, 480, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, remove_arguments, 60, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, bob_and_roots_image, 240, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 
