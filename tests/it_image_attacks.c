@@ -39,18 +39,22 @@ static const char *make_dir(const char *name, mode_t mode, uid_t uid) {
         return p;
 }
 
-/* Makes the hostile image, whose /var leads to escape on the host; returns the
- * layout's path. */
-static const char *make_hostile(const char *escape) {
+/* Makes the hostile image, whose /var leads to escape on the host ("-": nowhere), and
+ * with extra "bigpw" its tag "bigpw" too; returns the layout's path. */
+static const char *make_hostile_with(const char *escape, const char *extra) {
         static char layout[700];
         char cmd[2400];
         const char *dir = make_dir("img", 0755, 0);
 
-        snprintf(cmd, sizeof(cmd), "bash tests/mkhostile.sh %s %s >%s/mkhostile.log 2>&1", dir,
-                 escape, dir);
+        snprintf(cmd, sizeof(cmd), "bash tests/mkhostile.sh %s %s %s >%s/mkhostile.log 2>&1",
+                 dir, escape, extra, dir);
         ck_assert_msg(system(cmd) == 0, "mkhostile.sh failed: see %s/mkhostile.log", dir);
         snprintf(layout, sizeof(layout), "%s/oci", dir);
         return layout;
+}
+
+static const char *make_hostile(const char *escape) {
+        return make_hostile_with(escape, "");
 }
 
 static char *pull_evil(sbx_client *c, const char *layout) {
@@ -412,6 +416,58 @@ START_TEST(bob_and_roots_image) {
 }
 END_TEST
 
+/* An image whose /etc/passwd and /etc/group are huge (64 MiB): the daemon reads them on
+ * its loop to find a user by name, at creation (the image's User) and at each command
+ * with --user, which would stall every other client meanwhile. Past SBIMAGE_ETC_MAX_BYTES
+ * a name is refused, saying why; numbers and root need no lookup and still work. */
+START_TEST(huge_etc_passwd) {
+        struct it_daemon d;
+        const char *layout = make_hostile_with("-", "bigpw");
+        struct sbx_image *img = NULL;
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        const char *argv[] = {"busybox", "id", "-u", NULL};
+        const char *users[] = {"big", "0:big", "1000", "root"};
+        char source[800], *id = NULL;
+        enum sbx_code rc;
+        sbx_client *c;
+        size_t i;
+
+        it_daemon_start(&d, root_flags);
+        c = it_connect(&d);
+        snprintf(source, sizeof(source), "oci:%s:bigpw", layout);
+        ck_assert_msg(sbx_image_pull(c, source, NULL, &img) == SBX_OK, "pull: %s",
+                      sbx_error_message(c));
+        ck_assert_int_eq(create_with(c, img->digest, NULL, &id), SBX_OK);
+        for (i = 0; i < 4; i++) {
+                double t0 = it_now_ms();
+                sbx_exec_opts_init(&o);
+                o.argv = argv;
+                o.argc = 3;
+                o.timeout_ms = 60000;
+                o.user = users[i];
+                rc = sbx_exec(c, id, &o, &r);
+                fprintf(stderr, "--user %s: %s in %.0f ms\n", users[i], sbx_code_name(rc),
+                       it_now_ms() - t0);
+                if (i < 2) {
+                        ck_assert_msg(rc == SBX_INVALID_ARGUMENT &&
+                                              strstr(sbx_error_message(c), "larger than"),
+                                      "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+                } else {
+                        ck_assert_msg(rc == SBX_OK, "%s: %s", users[i], sbx_error_message(c));
+                        ck_assert_str_eq((char *)r->stdout_data, i == 2 ? "1000\n" : "0\n");
+                }
+                sbx_result_free(r);
+                r = NULL;
+        }
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        sbx_image_free(img);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_attacks");
 
@@ -427,6 +483,7 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, remove_arguments, 60, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, bob_and_roots_image, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, huge_etc_passwd, 240, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 

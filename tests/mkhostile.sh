@@ -15,9 +15,13 @@
 # trusted.overlay.redirect=/etc and trusted.overlay.opaque, /meta with
 # trusted.overlay.metacopy and user.overlay.redirect, /null and /sda device nodes
 # (1,3 and 8,0), /fifo.
+# With a third argument "bigpw", tag "bigpw" too: tag "evil" and a layer whose
+# /etc/passwd and /etc/group are 64 MiB of comment lines before a user "big" (1000:1000)
+# and a group "big" (1000).
 set -euo pipefail
 D=$1
 ESCAPE=$2
+BIGPW=${3:-}
 cd "$D"
 umoci init --layout oci
 umoci new --image oci:evil
@@ -62,5 +66,20 @@ t.close()
 PY
 umoci raw add-layer --image oci:evil raw.tar
 rm -f raw.tar
+if [ "$BIGPW" = bigpw ]; then
+        python3 - <<'PY'
+import io, tarfile
+t = tarfile.open("pw.tar", "w", format=tarfile.PAX_FORMAT)
+for name, last in (("etc/passwd", b"big:x:1000:1000::/:/bin/sh\n"), ("etc/group", b"big:x:1000:\n")):
+    data = (b"#" * 63 + b"\n") * (1 << 20) + last
+    i = tarfile.TarInfo(name)
+    i.size, i.mode = len(data), 0o644
+    t.addfile(i, io.BytesIO(data))
+t.close()
+PY
+        umoci tag --image oci:evil bigpw
+        umoci raw add-layer --image oci:bigpw pw.tar
+        rm -f pw.tar
+fi
 umoci gc --layout oci
 chmod -R a+rX "$D"
