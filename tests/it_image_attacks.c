@@ -177,11 +177,13 @@ START_TEST(symlinks_into_the_host_root) {
 }
 END_TEST
 
-/* Rootless daemon (nobody): the same, with plain binds (bind_writable's route): nothing
- * of nobody's is made in the host directory the image points at. */
+/* Rootless daemon (nobody): the same, with plain binds (bind_writable's route), and /var
+ * a relative symlink that climbs with ..: nothing of nobody's is made in the host
+ * directory the image points at. */
 START_TEST(symlinks_into_the_host_root_rootless) {
         struct it_daemon d;
-        const char *escape = make_dir("escape", 01777, 0), *layout = make_hostile(escape);
+        const char *escape = make_dir("escape", 01777, 0);
+        const char *layout = make_hostile_with(escape, "relative");
         const char *w = make_dir("w", 0755, NOBODY);
         char *digest, *id = NULL;
         enum sbx_code rc;
@@ -468,6 +470,48 @@ START_TEST(huge_etc_passwd) {
 }
 END_TEST
 
+/* BOB at the adoption socket of root's image sandbox (its PID 1 takes an unmapped peer
+ * from outside its PID namespace for the daemon: the state directory is what keeps
+ * anyone else from it). */
+static void bob_adopts(struct it_daemon *d, const char *arg, struct report *r) {
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        (void)d;
+        snprintf(a.sun_path, sizeof(a.sun_path), "%s", arg);
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+                say(r, "connected\n");
+        else
+                say(r, "%s\n", strerror(errno));
+        close(fd);
+}
+
+START_TEST(bob_at_the_adoption_socket) {
+        static const char *const flags[] = {"--socket-group", "3100", "--warm", "0", "--spares",
+                                            "0", NULL};
+        struct it_daemon d;
+        const char *layout = make_hostile("-");
+        char *digest, *id = NULL, *said, sock[1200];
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = pull_evil(c, layout);
+        ck_assert_int_eq(create_with(c, digest, NULL, &id), SBX_OK);
+        snprintf(sock, sizeof(sock), "%s/sandboxes/%s/init.sock", d.state, id);
+        ck_assert_int_eq(access(sock, F_OK), 0);
+        ck_assert_int_eq(chmod(it_base_dir(), 0755), 0);
+        said = as_bob(bob_adopts, &d, sock);
+        ck_assert_msg(strcmp(said, "Permission denied\n") == 0, "BOB: %s", said);
+        free(said);
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_attacks");
 
@@ -484,6 +528,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, remove_arguments, 60, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, bob_and_roots_image, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, huge_etc_passwd, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, bob_at_the_adoption_socket, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         return s;
 }
 

@@ -15,7 +15,8 @@
 # trusted.overlay.redirect=/etc and trusted.overlay.opaque, /meta with
 # trusted.overlay.metacopy and user.overlay.redirect, /null and /sda device nodes
 # (1,3 and 8,0), /fifo.
-# With a third argument "bigpw", tag "bigpw" too: tag "evil" and a layer whose
+# With a third argument "relative", /var is the relative symlink and /opt the absolute
+# one. With "bigpw", tag "bigpw" too: tag "evil" and a layer whose
 # /etc/passwd and /etc/group are 64 MiB of comment lines before a user "big" (1000:1000)
 # and a group "big" (1000).
 set -euo pipefail
@@ -36,7 +37,10 @@ chmod 4755 $R/bin/busybox.suid
 for p in proc dev tmp run sys; do ln -s /.sbx-oldroot/$p $R/$p; done
 ln -s /.sbx-oldroot/root $R/workspace
 ln -s / $R/.sbx-oldroot
-if [ "$ESCAPE" != - ]; then
+if [ "$ESCAPE" != - ] && [ "$BIGPW" = relative ]; then
+        ln -s "../../../../.sbx-oldroot$ESCAPE" $R/var
+        ln -s "/.sbx-oldroot$ESCAPE" $R/opt
+elif [ "$ESCAPE" != - ]; then
         ln -s "/.sbx-oldroot$ESCAPE" $R/var
         ln -s "../../../../.sbx-oldroot$ESCAPE" $R/opt
 fi
