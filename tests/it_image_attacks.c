@@ -202,6 +202,37 @@ START_TEST(symlinks_into_the_host_root_rootless) {
 }
 END_TEST
 
+/* A writable file whose path is, in the image, a dangling symlink into /.sbx-oldroot:
+ * the mount point made for it (an O_CREAT) would be the symlink's target on the host. */
+START_TEST(dangling_symlink_at_a_writable_file) {
+        struct it_daemon d;
+        const char *escape = make_dir("escape", 01777, 0);
+        char wf[800], extra[900], *digest, *id = NULL;
+        const char *layout;
+        enum sbx_code rc;
+        sbx_client *c;
+        int fd;
+
+        snprintf(wf, sizeof(wf), "%s/wf", it_base_dir());
+        fd = open(wf, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        snprintf(extra, sizeof(extra), "dangling:%s", wf);
+        layout = make_hostile_with(escape, extra);
+        it_daemon_start(&d, root_flags);
+        c = it_connect(&d);
+        digest = pull_evil(c, layout);
+        rc = create_with(c, digest, wf, &id);
+        ck_assert_msg(entries(escape) == 0, "the sandbox made %d entries in %s (%s)",
+                      entries(escape), escape, sbx_code_name(rc));
+        ck_assert_msg(rc != SBX_OK && strstr(sbx_error_message(c), "a symlink to nowhere"),
+                      "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A writable path above the daemon's own directories (its state directory: the image
  * store, the other sandboxes' roots, the database; its socket's): hidden there as in
  * every other sandbox, whatever the policy. Bound idmapped as the image's default user,
@@ -507,6 +538,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, symlinks_into_the_host_root, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, symlinks_into_the_host_root_rootless, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, dangling_symlink_at_a_writable_file, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, daemon_dirs_under_a_writable_path, 240, it_fixture_setup_var,
                           it_fixture_teardown);

@@ -16,7 +16,8 @@
 # trusted.overlay.metacopy and user.overlay.redirect, /null and /sda device nodes
 # (1,3 and 8,0), /fifo.
 # With a third argument "relative", /var is the relative symlink and /opt the absolute
-# one. With "bigpw", tag "bigpw" too: tag "evil" and a layer whose
+# one; with "dangling:PATH", no /var nor /opt but PATH a symlink to
+# /.sbx-oldroot$ESCAPE/created, which does not exist. With "bigpw", tag "bigpw" too: tag "evil" and a layer whose
 # /etc/passwd and /etc/group are 64 MiB of comment lines before a user "big" (1000:1000)
 # and a group "big" (1000).
 set -euo pipefail
@@ -37,7 +38,10 @@ chmod 4755 $R/bin/busybox.suid
 for p in proc dev tmp run sys; do ln -s /.sbx-oldroot/$p $R/$p; done
 ln -s /.sbx-oldroot/root $R/workspace
 ln -s / $R/.sbx-oldroot
-if [ "$ESCAPE" != - ] && [ "$BIGPW" = relative ]; then
+if [ "${BIGPW#dangling:}" != "$BIGPW" ]; then
+        mkdir -p "$R$(dirname "${BIGPW#dangling:}")"
+        ln -s "/.sbx-oldroot$ESCAPE/created" "$R${BIGPW#dangling:}"
+elif [ "$ESCAPE" != - ] && [ "$BIGPW" = relative ]; then
         ln -s "../../../../.sbx-oldroot$ESCAPE" $R/var
         ln -s "/.sbx-oldroot$ESCAPE" $R/opt
 elif [ "$ESCAPE" != - ]; then
