@@ -132,12 +132,25 @@ static void add_protected(const char *w, struct pathset_list *prot, struct paths
         }
 }
 
-/* The daemon's directories (hostpath.h), hidden in every sandbox whatever its policy. */
-static void add_daemons(struct sbxd *d, struct pathset_list *s, const char *root) {
+/* The daemon's directories (hostpath.h), hidden in every sandbox whatever its policy.
+ * An image's sandbox sees the host's tree only in its writable paths (pol's): those of
+ * them that lie in one. */
+static void add_daemons(struct sbxd *d, struct pathset_list *s, const char *root, int image,
+                        const Sbx__V1__Policy *pol) {
         char *dirs[2] = {NULL, NULL};
-        size_t n = hostpath_daemons(d, dirs);
+        size_t n = hostpath_daemons(d, dirs), i, j, k = 0;
 
-        add_translated(s, root, dirs, n);
+        for (i = 0; i < n; i++) {
+                for (j = 0; image && pol && j < pol->n_writable_paths; j++)
+                        if (at_or_below(pol->writable_paths[j], dirs[i]))
+                                break;
+                if (!image || (pol && j < pol->n_writable_paths)) {
+                        char *t = dirs[k];
+                        dirs[k++] = dirs[i];
+                        dirs[i] = t;
+                }
+        }
+        add_translated(s, root, dirs, k);
         free(dirs[0]);
         free(dirs[1]);
 }
@@ -153,8 +166,7 @@ int policy_view_build(struct sbxd *d, const Sbx__V1__CreateSandbox *spec, struct
         memset(ret, 0, sizeof(*ret));
         /* An image's root holds nothing of the host's: its daemons' paths and credentials
          * are hidden where the host's tree is seen (writable paths), not in the image. */
-        if (!image)
-                add_daemons(d, &hidden, root);
+        add_daemons(d, &hidden, root, image, pol);
         for (i = 0; pol && i < pol->n_denied_read_paths; i++)
                 if (!pathset_list_has(&hidden, pol->denied_read_paths[i]))
                         pathset_list_add(&hidden, strdup(pol->denied_read_paths[i]));

@@ -57,8 +57,14 @@ static void take_subids(const struct sbxd *d, struct sbimage *im) {
         im->subgid = d->features.subgid;
 }
 
+/* The most of an image's etc/passwd or etc/group read to find a name: they are read on
+ * the daemon's loop (at creation, at each command with a user), and an image's file may
+ * be as large as the image. */
+#define SBIMAGE_ETC_MAX_BYTES (4u << 20)
+
 /* The file etc/NAME of the topmost layer that has one, opened beneath that layer (its
- * symlinks resolved inside it, never out of it). -ENOENT when none has. */
+ * symlinks resolved inside it, never out of it). -ENOENT when none has, -EFBIG when it
+ * is larger than SBIMAGE_ETC_MAX_BYTES. */
 static int open_etc(const struct sbimage *im, const char *name) {
         struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
                                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
@@ -83,6 +89,10 @@ static int open_etc(const struct sbimage *im, const char *name) {
                 if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
                         close(fd);
                         return -ENOENT;
+                }
+                if (st.st_size > (off_t)SBIMAGE_ETC_MAX_BYTES) {
+                        close(fd);
+                        return -EFBIG;
                 }
                 return fd;
         }
@@ -126,6 +136,18 @@ static int is_root(const char *user) {
                strcmp(user, "0:0") == 0 || strcmp(user, "root:root") == 0;
 }
 
+/* Says (1) that a name was not looked for because the image's /etc/FILE is too large
+ * (r == -EFBIG); else 0. */
+static int too_big(char *err, size_t errlen, int r, const char *what, const char *name,
+                   const char *file) {
+        if (r != -EFBIG)
+                return 0;
+        snprintf(err, errlen, "%s '%s': the image's /etc/%s is larger than %u bytes, too large "
+                              "to look names up in; give numeric ids", what, name, file,
+                 SBIMAGE_ETC_MAX_BYTES);
+        return 1;
+}
+
 /* A number of the namespace's ids, or -1. */
 static long id_number(const char *s) {
         char *end;
@@ -164,18 +186,20 @@ int sbimage_user(const struct sbimage *im, const char *user, uid_t *ret_uid, gid
         } else if ((r = lookup(im, 0, 0, buf, &uid, &gid)) < 0 && strcmp(buf, "root") == 0) {
                 uid = gid = 0; /* root is 0 whether the image names it or not */
         } else if (r < 0) {
-                snprintf(err, errlen, "user '%s' is not in the image's /etc/passwd; give "
-                                      "UID[:GID] or a user it has", buf);
-                return r == -ENOENT ? -EINVAL : r;
+                if (!too_big(err, errlen, r, "user", buf, "passwd"))
+                        snprintf(err, errlen, "user '%s' is not in the image's /etc/passwd; "
+                                              "give UID[:GID] or a user it has", buf);
+                return r == -ENOENT || r == -EFBIG ? -EINVAL : r;
         }
         if (colon && colon[0]) {
                 n = id_number(colon);
                 if (n >= 0) {
                         gid = (uint32_t)n;
                 } else if ((r = lookup(im, 1, 0, colon, &gid, NULL)) < 0) {
-                        snprintf(err, errlen, "group '%s' is not in the image's /etc/group",
-                                 colon);
-                        return r == -ENOENT ? -EINVAL : r;
+                        if (!too_big(err, errlen, r, "group", colon, "group"))
+                                snprintf(err, errlen,
+                                         "group '%s' is not in the image's /etc/group", colon);
+                        return r == -ENOENT || r == -EFBIG ? -EINVAL : r;
                 }
         }
         if (im->block < 0 && !im->subids && (uid || gid)) {

@@ -1550,12 +1550,47 @@ static int idmap_of(const struct mnt_config *cfg, struct sources *src, size_t i,
         return m->fd;
 }
 
+/* An image's root: the writable path dst, followed component by component as the
+ * mounts below will follow it, stays in the new root. The image's own symlinks could
+ * otherwise lead it into OLDROOT (the host's tree, still there at step 9), where
+ * ensure_mountpoint would create directories or a file as the sandbox's ids; a dangling
+ * symlink on the way is refused too (an O_CREAT through it would make its target). */
+static int image_keeps(const struct mnt_config *cfg, const char *dst, struct util_err *err) {
+        char p[SBX_PATH_MAX_BYTES + 1], real[PATH_MAX];
+        size_t len = strlen(dst), i;
+        struct stat st;
+
+        if (!cfg->image_root || len > SBX_PATH_MAX_BYTES)
+                return 0;
+        for (i = 1; i <= len; i++) {
+                if (dst[i] != '/' && dst[i] != '\0')
+                        continue;
+                memcpy(p, dst, i);
+                p[i] = '\0';
+                if (lstat(p, &st) < 0)
+                        return 0; /* ensure_mountpoint makes the rest, with mkdir */
+                if (!realpath(p, real))
+                        return util_fail(err, errno, "the image's symlinks must stay in it",
+                                         "writable path %s: the image leads it out of the "
+                                         "image at %s (a symlink to nowhere)",
+                                         dst, p);
+                if (strcmp(real, OLDROOT) == 0 || below(OLDROOT, real))
+                        return util_fail(err, ELOOP, "the image's symlinks must stay in it",
+                                         "writable path %s: the image leads it out of the "
+                                         "image at %s",
+                                         dst, p);
+        }
+        return 0;
+}
+
 /* Writable path i prepared by mnt_prepare_writable, attached at its path. */
 static int attach_prepared(const struct mnt_config *cfg, size_t i, bool dir,
                            struct skeletons *sk, struct util_err *err) {
         const char *dst = cfg->writable_paths[i];
-        int r = make_reachable(dst, sk, err);
+        int r = image_keeps(cfg, dst, err);
 
+        if (r == 0)
+                r = make_reachable(dst, sk, err);
         if (r < 0)
                 return r;
         r = ensure_mountpoint(dst, dir);
@@ -1626,6 +1661,9 @@ static int bind_writable(const struct mnt_config *cfg, struct sources *src, stru
                                 return r;
                         continue;
                 }
+                r = image_keeps(cfg, dst, err);
+                if (r < 0)
+                        return r;
                 userns_fd = cfg->idmap ? idmap_of(cfg, src, i, warn) : -EINVAL;
                 r = cfg->idmap ? make_reachable(dst, &sk, err) : 0;
                 if (r < 0)
