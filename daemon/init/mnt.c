@@ -1572,8 +1572,9 @@ static int image_keeps(const struct mnt_config *cfg, const char *dst, struct uti
                 if (!realpath(p, real))
                         return util_fail(err, errno, "the image's symlinks must stay in it",
                                          "writable path %s: the image leads it out of the "
-                                         "image at %s (a symlink to nowhere)",
-                                         dst, p);
+                                         "image at %s (%s)",
+                                         dst, p, errno == ENOENT ? "a symlink to nowhere"
+                                                                 : "cannot be resolved");
                 if (strcmp(real, OLDROOT) == 0 || below(OLDROOT, real))
                         return util_fail(err, ELOOP, "the image's symlinks must stay in it",
                                          "writable path %s: the image leads it out of the "
