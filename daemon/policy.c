@@ -675,10 +675,12 @@ static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                 return 0; /* a root_dir (policy_effective) */
         if (lim->has_disk_bytes && d->features.disk_mech == DISK_MECH_TMPFS &&
             !d->features.rootless) {
-                snprintf(err, errlen, "UNIMPLEMENTED: a disk limit of a sandbox made from an "
+                int given = asked && asked->limits && asked->limits->has_disk_bytes;
+                snprintf(err, errlen, "UNIMPLEMENTED: a disk limit%s of a sandbox made from an "
                                       "image, where a root sbxd limits disks with tmpfs (it "
                                       "holds the writable root with project quotas or "
-                                      "filesystem images: sbxd --disk-via quota or image)");
+                                      "filesystem images: sbxd --disk-via quota or image)",
+                         given ? "" : " (sbxd --default-disk gives every sandbox one)");
                 return -ENOSYS;
         }
         return 0;
