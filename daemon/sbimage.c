@@ -17,19 +17,43 @@
 #include "sbxd.h"
 #include "uidrange.h"
 
+/* The index of this daemon's uid range among the SBX_UID_RANGES ranges root daemons
+ * pick from (reserved host-wide: uidrange.h), or -1 for a --uid-base elsewhere, whose
+ * share of the image blocks another daemon's could be. */
+static long range_index(const struct sbxd *d) {
+        uint32_t base = uidrange_base(d->uids);
+
+        if (base < SBX_UID_BASE || base - SBX_UID_BASE >= SBX_UID_RANGES * SBX_UID_COUNT ||
+            (base - SBX_UID_BASE) % SBX_UID_COUNT)
+                return -1;
+        return (long)((base - SBX_UID_BASE) / SBX_UID_COUNT);
+}
+
 /* The first host id of block b of this daemon's: its range's share of the blocks. */
 static uint32_t block_base(const struct sbxd *d, unsigned b) {
-        uint32_t base = uidrange_base(d->uids), k;
+        uint32_t k = (uint32_t)range_index(d);
 
-        if (base >= SBX_UID_BASE && base - SBX_UID_BASE < SBX_UID_RANGES * SBX_UID_COUNT)
-                k = (base - SBX_UID_BASE) / SBX_UID_COUNT;
-        else
-                k = (base / SBX_UID_COUNT) % SBX_UID_RANGES; /* --uid-base elsewhere */
         return SBX_IMAGE_UID_BASE + (k * SBX_IMAGE_BLOCKS + b) * SBX_IMAGE_IDS;
+}
+
+/* -ENOSYS with err when this daemon has no share of the blocks (range_index). */
+static int blocks_of_ours(const struct sbxd *d, char *err, size_t errlen) {
+        if (range_index(d) >= 0)
+                return 0;
+        snprintf(err, errlen,
+                 "UNIMPLEMENTED: sandboxes made from images under a root sbxd whose --uid-base "
+                 "(%u) is none of sbxd's own ranges (from %u, %u apart): its share of the "
+                 "image ids could be another sbxd's; leave --uid-base out",
+                 (unsigned)uidrange_base(d->uids), SBX_UID_BASE, SBX_UID_COUNT);
+        return -ENOSYS;
 }
 
 static int take_block(struct sbxd *d, struct sbimage *im, char *err, size_t errlen) {
         unsigned b;
+        int r = blocks_of_ours(d, err, errlen);
+
+        if (r < 0)
+                return r;
 
         for (b = 0; b < SBX_IMAGE_BLOCKS; b++)
                 if (!(d->image_blocks & (1ull << b))) {
@@ -320,8 +344,12 @@ int sbimage_open(struct sbxd *d, const char *name, uid_t caller_uid, struct sbim
 /* Root mode: the block of this daemon's whose ids hold host id id, taken. */
 static int retake_block(struct sbxd *d, struct sbimage *im, uid_t id, char *err,
                         size_t errlen) {
-        uint32_t first = block_base(d, 0);
+        int r = blocks_of_ours(d, err, errlen);
+        uint32_t first = r < 0 ? 0 : block_base(d, 0);
         unsigned b = id >= first ? (unsigned)((id - first) / SBX_IMAGE_IDS) : SBX_IMAGE_BLOCKS;
+
+        if (r < 0)
+                return r;
 
         if (b >= SBX_IMAGE_BLOCKS) {
                 snprintf(err, errlen, "its ids (%u) are none of this sbxd's image blocks",

@@ -709,6 +709,29 @@ START_TEST(disk_limit_holds_the_root) {
 }
 END_TEST
 
+/* A root daemon with a --uid-base outside sbxd's own ranges has no share of the image
+ * ids it could call its own (another daemon's could be the same): refused, saying so. */
+START_TEST(custom_uid_base_has_no_blocks) {
+        static const char *const flags[] = {"--uid-base", "1900000000", "--warm", "0",
+                                            "--spares", "0", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *digest, *id = NULL;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = pull(c, layout);
+        ck_assert_int_eq(create_from(c, digest, &id), SBX_UNIMPLEMENTED);
+        ck_assert_msg(strstr(sbx_error_message(c), "--uid-base (1900000000) is none of sbxd's "
+                                                   "own ranges"),
+                      "%s", sbx_error_message(c));
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* The sbx tool: create --image, exec --user, info. */
 START_TEST(through_the_cli) {
         struct it_daemon d;
@@ -754,6 +777,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_daemon, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, through_the_cli, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, custom_uid_base_has_no_blocks, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, mcp_from_an_image, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_subordinate_ids, 240, it_fixture_setup_var,
                           it_fixture_teardown);
