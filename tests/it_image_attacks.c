@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "asbob.h"
+#include "imgtest.h"
 #include "itutil.h"
 #include "sbx.h"
 #include "sbx_limits.h"
@@ -58,38 +59,6 @@ static const char *make_hostile(const char *escape) {
         return make_hostile_with(escape, "");
 }
 
-static char *pull_evil(sbx_client *c, const char *layout) {
-        struct sbx_image *img = NULL;
-        char source[800], *digest;
-
-        snprintf(source, sizeof(source), "oci:%s:evil", layout);
-        ck_assert_msg(sbx_image_pull(c, source, NULL, &img) == SBX_OK, "pull: %s",
-                      sbx_error_message(c));
-        digest = strdup(img->digest);
-        sbx_image_free(img);
-        return digest;
-}
-
-/* A sandbox of image with the writable path w (NULL: none); its code, *ret_id set (freed
- * by the caller) on success. */
-static enum sbx_code create_with(sbx_client *c, const char *image, const char *w, char **ret_id) {
-        struct sbx_create_opts o;
-        struct sbx_sandbox *s = NULL;
-        enum sbx_code rc;
-
-        sbx_create_opts_init(&o);
-        o.image = image;
-        if (w)
-                sbx_policy_workspace_write(&o.policy, (const char *const[]){w}, 1,
-                                           SBX_NETWORK_NONE);
-        rc = sbx_create(c, &o, &s);
-        if (rc == SBX_OK) {
-                *ret_id = strdup(s->id);
-                sbx_sandbox_free(s);
-        }
-        return rc;
-}
-
 /* The stdout of shell in id, which must exit 0. */
 static void expect_sh(sbx_client *c, const char *id, const char *shell, const char *want) {
         struct sbx_result *r = it_sh(c, id, 60000, shell);
@@ -99,20 +68,6 @@ static void expect_sh(sbx_client *c, const char *id, const char *shell, const ch
         ck_assert_msg(strcmp((char *)r->stdout_data, want) == 0, "%s: '%s', not '%s'", shell,
                       (char *)r->stdout_data, want);
         sbx_result_free(r);
-}
-
-/* The entries of dir but . and .. (-1: cannot read it). */
-static int entries(const char *dir) {
-        struct dirent *e;
-        DIR *d = opendir(dir);
-        int n = 0;
-
-        if (!d)
-                return -1;
-        while ((e = readdir(d)))
-                n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-        closedir(d);
-        return n;
 }
 
 /* The sandbox's own mount points where the image has symlinks into the host's tree:
@@ -164,8 +119,8 @@ static void escape_case(bool rootless) {
         else
                 it_daemon_start(&d, root_flags);
         c = it_connect(&d);
-        digest = pull_evil(c, layout);
-        ck_assert_int_eq(create_with(c, digest, NULL, &id), SBX_OK);
+        digest = img_pull(c, layout, "evil");
+        ck_assert_int_eq(img_create(c, digest, NULL, &id), SBX_OK);
         if (rootless)
                 expect_sh(c, id,
                           "cd /; busybox stat -c '%n %F' proc dev tmp run sys workspace; "
@@ -178,9 +133,9 @@ static void escape_case(bool rootless) {
         free(id);
         id = NULL;
 
-        rc = create_with(c, digest, w, &id);
-        ck_assert_msg(entries(escape) == 0, "the sandbox made %d entries in %s (%s)",
-                      entries(escape), escape, sbx_code_name(rc));
+        rc = img_create(c, digest, w, &id);
+        ck_assert_msg(img_entries(escape) == 0, "the sandbox made %d entries in %s (%s)",
+                      img_entries(escape), escape, sbx_code_name(rc));
         ck_assert_msg(rc != SBX_OK && strstr(sbx_error_message(c), "out of the image"),
                       "%s: %s", sbx_code_name(rc), sbx_error_message(c));
         free(digest);
@@ -221,10 +176,10 @@ START_TEST(dangling_symlink_at_a_writable_file) {
         layout = make_hostile_with(escape, extra);
         it_daemon_start(&d, root_flags);
         c = it_connect(&d);
-        digest = pull_evil(c, layout);
-        rc = create_with(c, digest, wf, &id);
-        ck_assert_msg(entries(escape) == 0, "the sandbox made %d entries in %s (%s)",
-                      entries(escape), escape, sbx_code_name(rc));
+        digest = img_pull(c, layout, "evil");
+        rc = img_create(c, digest, wf, &id);
+        ck_assert_msg(img_entries(escape) == 0, "the sandbox made %d entries in %s (%s)",
+                      img_entries(escape), escape, sbx_code_name(rc));
         ck_assert_msg(rc != SBX_OK && strstr(sbx_error_message(c), "a symlink to nowhere"),
                       "%s: %s", sbx_code_name(rc), sbx_error_message(c));
         free(digest);
@@ -245,8 +200,8 @@ START_TEST(daemon_dirs_under_a_writable_path) {
 
         it_daemon_start(&d, root_flags);
         c = it_connect(&d);
-        digest = pull_evil(c, layout);
-        ck_assert_msg(create_with(c, digest, it_base_dir(), &id) == SBX_OK, "create: %s",
+        digest = img_pull(c, layout, "evil");
+        ck_assert_msg(img_create(c, digest, it_base_dir(), &id) == SBX_OK, "create: %s",
                       sbx_error_message(c));
         snprintf(shell, sizeof(shell),
                  "busybox ls -A %s/images %s/sandboxes 2>/dev/null | busybox wc -l; "
@@ -274,8 +229,8 @@ START_TEST(root_inside_reaches_nothing) {
 
         it_daemon_start(&d, root_flags);
         c = it_connect(&d);
-        digest = pull_evil(c, layout);
-        ck_assert_int_eq(create_with(c, digest, NULL, &id), SBX_OK);
+        digest = img_pull(c, layout, "evil");
+        ck_assert_int_eq(img_create(c, digest, NULL, &id), SBX_OK);
         r = it_sh(c, id, 60000,
                   "t() { if eval \"$2\" 2>/dev/null; then echo \"$1 done\"; fi; }; "
                   "for f in /sys/fs/cgroup/*/memory.limit_in_bytes /sys/fs/cgroup/*/pids.max "
@@ -321,22 +276,22 @@ START_TEST(flood_of_image_sandboxes) {
 
         it_daemon_start(&d, flags);
         c = it_connect(&d);
-        digest = pull_evil(c, layout);
+        digest = img_pull(c, layout, "evil");
         for (i = 0; i < SBX_IMAGE_BLOCKS; i++)
-                ck_assert_msg(create_with(c, digest, NULL, &ids[i]) == SBX_OK, "%u: %s", i,
+                ck_assert_msg(img_create(c, digest, NULL, &ids[i]) == SBX_OK, "%u: %s", i,
                               sbx_error_message(c));
-        ck_assert_int_eq(create_with(c, digest, NULL, &id), SBX_RESOURCE_EXHAUSTED);
+        ck_assert_int_eq(img_create(c, digest, NULL, &id), SBX_RESOURCE_EXHAUSTED);
         snprintf(want, sizeof(want), "runs %u sandboxes made from images", SBX_IMAGE_BLOCKS);
         ck_assert_msg(strstr(sbx_error_message(c), want), "%s", sbx_error_message(c));
         /* The block comes back once the sandbox is cleaned up, after Terminate answers. */
         ck_assert_int_eq(sbx_terminate(c, ids[0], NULL), SBX_OK);
         free(ids[0]);
-        for (i = 0; i < 600 && (rc = create_with(c, digest, w, &id)) == SBX_RESOURCE_EXHAUSTED; i++)
+        for (i = 0; i < 600 && (rc = img_create(c, digest, w, &id)) == SBX_RESOURCE_EXHAUSTED; i++)
                 usleep(50000);
         ck_assert_msg(rc != SBX_OK && strstr(sbx_error_message(c), "out of the image"), "%s: %s",
                       sbx_code_name(rc), sbx_error_message(c));
-        ck_assert_int_eq(entries(escape), 0);
-        for (i = 0; i < 600 && (rc = create_with(c, digest, NULL, &ids[0])) ==
+        ck_assert_int_eq(img_entries(escape), 0);
+        for (i = 0; i < 600 && (rc = img_create(c, digest, NULL, &ids[0])) ==
                                        SBX_RESOURCE_EXHAUSTED; i++)
                 usleep(50000);
         ck_assert_msg(rc == SBX_OK, "again: %s", sbx_error_message(c));
@@ -402,7 +357,7 @@ static void bob_reaches(struct it_daemon *d, const char *arg, struct report *r) 
         tries[1] = arg + strlen(arg) + 1; /* the layer's digest */
         tries[2] = "../../images";
         for (i = 0; i < 3; i++) {
-                enum sbx_code rc = create_with(c, tries[i], NULL, &id);
+                enum sbx_code rc = img_create(c, tries[i], NULL, &id);
                 say(r, "create %s\n", sbx_code_name(rc));
                 free(id);
                 id = NULL;
@@ -460,7 +415,7 @@ START_TEST(huge_etc_passwd) {
         snprintf(source, sizeof(source), "oci:%s:bigpw", layout);
         ck_assert_msg(sbx_image_pull(c, source, NULL, &img) == SBX_OK, "pull: %s",
                       sbx_error_message(c));
-        ck_assert_int_eq(create_with(c, img->digest, NULL, &id), SBX_OK);
+        ck_assert_int_eq(img_create(c, img->digest, NULL, &id), SBX_OK);
         for (i = 0; i < 4; i++) {
                 double t0 = it_now_ms();
                 sbx_exec_opts_init(&o);
@@ -516,8 +471,8 @@ START_TEST(bob_at_the_adoption_socket) {
 
         it_daemon_start(&d, flags);
         c = it_connect(&d);
-        digest = pull_evil(c, layout);
-        ck_assert_int_eq(create_with(c, digest, NULL, &id), SBX_OK);
+        digest = img_pull(c, layout, "evil");
+        ck_assert_int_eq(img_create(c, digest, NULL, &id), SBX_OK);
         snprintf(sock, sizeof(sock), "%s/sandboxes/%s/init.sock", d.state, id);
         ck_assert_int_eq(access(sock, F_OK), 0);
         ck_assert_int_eq(chmod(it_base_dir(), 0755), 0);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "asbob.h"
+#include "imgtest.h"
 #include "itutil.h"
 #include "sbx.h"
 #include "sbx_limits.h"
@@ -47,32 +48,12 @@ static const char *make_image(void) {
 
 /* Imports tag img of the layout; returns the image's digest (freed by the caller). */
 static char *pull(sbx_client *c, const char *layout) {
-        struct sbx_image *img = NULL;
-        char source[800];
-        char *digest;
-
-        snprintf(source, sizeof(source), "oci:%s:img", layout);
-        ck_assert_msg(sbx_image_pull(c, source, NULL, &img) == SBX_OK, "pull: %s",
-                      sbx_error_message(c));
-        digest = strdup(img->digest);
-        sbx_image_free(img);
-        return digest;
+        return img_pull(c, layout, "img");
 }
 
 /* A sandbox made from image; the code, with *ret_id (freed by the caller) on success. */
 static enum sbx_code create_from(sbx_client *c, const char *image, char **ret_id) {
-        struct sbx_create_opts o;
-        struct sbx_sandbox *s = NULL;
-        enum sbx_code rc;
-
-        sbx_create_opts_init(&o);
-        o.image = image;
-        rc = sbx_create(c, &o, &s);
-        if (rc == SBX_OK) {
-                *ret_id = strdup(s->id);
-                sbx_sandbox_free(s);
-        }
-        return rc;
+        return img_create(c, image, NULL, ret_id);
 }
 
 static char *must_create(sbx_client *c, const char *image) {
@@ -145,20 +126,6 @@ static void expect_layers_merged(sbx_client *c, const char *id) {
         expect_out(c, id, NULL, "ls /; ls -a /data; busybox cat /etc/greeting /etc/greeting.link",
                    "bin\ndata\ndev\netc\nproc\nrun\nsys\ntmp\nworkspace\n"
                    ".\n..\nfresh\nsecond\nsecond\n");
-}
-
-/* The entries of dir but . and .. (-1: cannot read it). */
-static int count_entries(const char *dir) {
-        struct dirent *e;
-        DIR *d = opendir(dir);
-        int n = 0;
-
-        if (!d)
-                return -1;
-        while ((e = readdir(d)))
-                n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-        closedir(d);
-        return n;
 }
 
 static int has_x(const char *path, const struct stat *st, int flag, struct FTW *f) {
@@ -533,9 +500,9 @@ START_TEST(rootless_subordinate_ids) {
         ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
         /* Deleted off the loop: wait for the trash to empty. */
         snprintf(path, sizeof(path), "%s/trash", d.state);
-        for (i = 0; i < 200 && count_entries(path) > 0; i++)
+        for (i = 0; i < 200 && img_entries(path) > 0; i++)
                 usleep(50000);
-        ck_assert_msg(count_entries(path) == 0, "%d entries left in %s", count_entries(path),
+        ck_assert_msg(img_entries(path) == 0, "%d entries left in %s", img_entries(path),
                       path);
         free(id);
         free(digest);
