@@ -30,6 +30,7 @@ static char *img_pull(sbx_client *c, const char *layout, const char *tag) {
  * (freed by the caller) on success. */
 static enum sbx_code img_create(sbx_client *c, const char *image, const char *w,
                                 char **ret_id) {
+        const char *paths[1] = {w}; /* the policy points at it until sbx_create returns */
         struct sbx_create_opts o;
         struct sbx_sandbox *s = NULL;
         enum sbx_code rc;
@@ -37,8 +38,7 @@ static enum sbx_code img_create(sbx_client *c, const char *image, const char *w,
         sbx_create_opts_init(&o);
         o.image = image;
         if (w)
-                sbx_policy_workspace_write(&o.policy, (const char *const[]){w}, 1,
-                                           SBX_NETWORK_NONE);
+                sbx_policy_workspace_write(&o.policy, paths, 1, SBX_NETWORK_NONE);
         rc = sbx_create(c, &o, &s);
         if (rc == SBX_OK) {
                 *ret_id = strdup(s->id);
