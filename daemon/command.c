@@ -1182,20 +1182,9 @@ static void env_free(struct envv *e) {
         free(e->v);
 }
 
-/* 1 when req runs as root of an image's sandbox (its user, or the image's). */
-static int runs_as_root(const struct sandbox *sb, const Sbx__V1__RunCommand *req) {
-        char err[256];
-        uid_t uid;
-        gid_t gid;
-
-        if (!sb->image)
-                return 0;
-        if (!req->user)
-                return sb->image->uid == 0;
-        return sbimage_user(sb->image, req->user, &uid, &gid, err, sizeof(err)) == 0 && uid == 0;
-}
-
-static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, struct envv *e) {
+/* as_root: the command runs as root of an image's sandbox (its HOME is /root). */
+static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, int as_root,
+                     struct envv *e) {
         const Sbx__V1__Policy *pol = sb->spec->policy;
         char **ep;
         size_t i;
@@ -1233,7 +1222,7 @@ static int build_env(const struct sandbox *sb, const Sbx__V1__RunCommand *req, s
                             4);
         /* An image's root is at home in /root, as in any container. */
         if (r == 0 && !(sb->image && have_home))
-                r = env_put(e, runs_as_root(sb, req) ? "HOME=/root" : "HOME=/workspace", 4);
+                r = env_put(e, as_root ? "HOME=/root" : "HOME=/workspace", 4);
         for (i = 0; i < sb->spec->n_env && r == 0; i++)
                 r = env_put(e, sb->spec->env[i],
                             (size_t)(strchr(sb->spec->env[i], '=') - sb->spec->env[i]));
@@ -1495,8 +1484,14 @@ static int build_start(struct command *cmd, const Sbx__V1__RunCommand *req, stru
         struct sandbox *sb = cmd->sb;
         const Sbx__V1__Limits *lim = sb->spec->policy->limits;
         size_t i;
-        int r = build_env(sb, req, &s->env);
+        uid_t uid = sb->image ? sb->image->uid : 1;
+        gid_t gid = 0;
+        int r;
 
+        /* An image's user (RunCommand.user), looked up once: in its /etc/passwd. */
+        if (req->user && (r = sbimage_user(sb->image, req->user, &uid, &gid, err, errlen)) < 0)
+                return r;
+        r = build_env(sb, req, sb->image && uid == 0, &s->env);
         if (r < 0 || s->env.n > SBX_MAX_ENV) {
                 snprintf(err, errlen,
                          r == -EINVAL ? "env names must be non-empty and contain no '='"
@@ -1531,11 +1526,6 @@ static int build_start(struct command *cmd, const Sbx__V1__RunCommand *req, stru
         s->start.has_cwd = 1;
         s->start.cwd = (ProtobufCBinaryData){.len = strlen(cmd->cwd), .data = (uint8_t *)cmd->cwd};
         if (req->user) {
-                uid_t uid;
-                gid_t gid;
-                r = sbimage_user(sb->image, req->user, &uid, &gid, err, errlen);
-                if (r < 0)
-                        return r;
                 s->start.has_uid = s->start.has_gid = 1;
                 s->start.uid = uid;
                 s->start.gid = gid;
