@@ -221,6 +221,11 @@ void config_free(struct config *cfg) {
         free(cfg->init_path);
         free(cfg->socket_group);
         cfg->socket_path = cfg->state_dir = cfg->init_path = cfg->socket_group = NULL;
+        while (cfg->n_warm_images > 0) {
+                cfg->n_warm_images--;
+                free(cfg->warm_images[cfg->n_warm_images].ref);
+                cfg->warm_images[cfg->n_warm_images].ref = NULL;
+        }
 }
 
 int config_parse_seconds(const char *s, uint64_t *ret_ms) {
@@ -328,7 +333,8 @@ const char *config_usage(void) {
                "            [--max-command-timeout SECS] [--max-commands N] [--init PATH]\n"
                "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
                "            [--adopt-grace SECS] [--keep-sandboxes] [--command-cgroups auto|on|off]\n"
-               "            [--warm N] [--spares N] [--max-processes N] [--max-connections-per-uid N]\n"
+               "            [--warm N] [--warm-image REF=N] [--spares N] [--max-processes N]\n"
+               "            [--max-connections-per-uid N]\n"
                "            [--socket-group GROUP] [--max-queued N] [--max-queued-total N]\n"
                "            [--max-queued-per-uid N] [--queue-timeout SECS]\n"
                "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
@@ -355,7 +361,9 @@ const char *config_usage(void) {
                "answered at once; --spares keeps N init helpers in cgroups of their own ahead\n"
                "(default 2; 0: none) for the creates that match none, which then skip the cgroup\n"
                "move (a wait of 5-15 ms on cgroup v1); all but one have their namespaces and the\n"
-               "base of their view built too.\n"
+               "base of their view built too. --warm-image REF=N (repeatable) keeps N sandboxes\n"
+               "of the image REF (one of sbxd's own user's images: pull it as that user) set up\n"
+               "ahead too, for the creates of REF's content by any user.\n"
                "A policy's limits have ceilings; a request above one is refused, naming it.\n"
                "--max-processes: processes (and threads) of a sandbox whose policy sets no\n"
                "limit, and the most one may set (default 4096; 0: 4194304, the kernel's most).\n"
@@ -568,6 +576,44 @@ static int apply_disk_flag(struct config *cfg, const char *name, const char *v, 
         return -ENOENT;
 }
 
+/* --warm-image REF=N (repeatable; a REF once): N from 1 to SBX_MAX_WARM_SANDBOXES, all
+ * of them together at most that too. 0, -EINVAL with err, or -ENOMEM. */
+static int add_warm_image(struct config *cfg, const char *v, char *err, size_t errlen) {
+        const char *eq = strrchr(v, '=');
+        uint32_t n, total = 0, i;
+        size_t len = eq ? (size_t)(eq - v) : 0;
+        char *ref;
+
+        if (!eq || len == 0 || len > SBX_IMAGE_NAME_MAX_BYTES ||
+            parse_u32(eq + 1, 1, SBX_MAX_WARM_SANDBOXES, &n) < 0) {
+                snprintf(err, errlen, "--warm-image needs REF=N: an image's name and a count "
+                                      "from 1 to %u", SBX_MAX_WARM_SANDBOXES);
+                return -EINVAL;
+        }
+        if (strncmp(v, "dir:", 4) == 0) {
+                snprintf(err, errlen, "--warm-image: a dir: tree is not an image of the store");
+                return -EINVAL;
+        }
+        for (i = 0; i < cfg->n_warm_images; i++) {
+                total += cfg->warm_images[i].n;
+                if (strlen(cfg->warm_images[i].ref) == len &&
+                    memcmp(cfg->warm_images[i].ref, v, len) == 0) {
+                        snprintf(err, errlen, "--warm-image %.*s is given twice", (int)len, v);
+                        return -EINVAL;
+                }
+        }
+        if (cfg->n_warm_images >= CONFIG_MAX_WARM_IMAGES || total + n > SBX_MAX_WARM_SANDBOXES) {
+                snprintf(err, errlen, "--warm-image: at most %u images and %u sandboxes in all",
+                         CONFIG_MAX_WARM_IMAGES, SBX_MAX_WARM_SANDBOXES);
+                return -EINVAL;
+        }
+        if (!(ref = strndup(v, len)))
+                return -ENOMEM;
+        cfg->warm_images[cfg->n_warm_images].ref = ref;
+        cfg->warm_images[cfg->n_warm_images++].n = n;
+        return 0;
+}
+
 /* The flags with a value of their own kind: paths, a group, a choice, a level. Returns
  * as apply_flag does; -ENOENT when name is none of them. */
 static int apply_special_flag(struct config *cfg, const char *name, const char *v, char *err,
@@ -608,6 +654,8 @@ static int apply_special_flag(struct config *cfg, const char *name, const char *
         }
         if (strcmp(name, "--log-level") == 0)
                 return log_parse_level(v, &cfg->log_level);
+        if (strcmp(name, "--warm-image") == 0)
+                return add_warm_image(cfg, v, err, errlen);
         return apply_disk_flag(cfg, name, v, err, errlen);
 }
 

@@ -29,6 +29,14 @@ enum { CONFIG_CGROUPS_AUTO = 0, CONFIG_CGROUPS_ON, CONFIG_CGROUPS_OFF };
 #define CONFIG_DEFAULT_IMAGE_CACHE_BYTES (20ull << 30)
 #define CONFIG_MAX_SANDBOX_TIMEOUT_MS     (7ull * 24u * 3600u * 1000u)
 
+/* --warm-image REF=N: N sandboxes of image REF (the daemon's user's) kept warm. */
+struct config_warm_image {
+        char *ref;
+        uint32_t n;
+};
+/* At most this many --warm-image flags. */
+#define CONFIG_MAX_WARM_IMAGES 8u
+
 struct config {
         char *socket_path;
         char *state_dir;
@@ -59,6 +67,8 @@ struct config {
         int keep_sandboxes;               /* on SIGTERM, leave sandboxes running for the next daemon */
         uint32_t warm;                    /* sandboxes of the default policy kept set up ahead */
         uint32_t spares;                  /* init helpers kept in a cgroup of their own ahead */
+        struct config_warm_image warm_images[CONFIG_MAX_WARM_IMAGES]; /* --warm-image */
+        uint32_t n_warm_images;
         int command_cgroups;              /* CONFIG_CGROUPS_AUTO, _ON or _OFF */
         uint64_t default_disk_bytes;      /* a sandbox's disk_bytes when it gives none; 0: none */
         uint64_t default_disk_inodes;     /* its disk_inodes when it gives none; 0: none */

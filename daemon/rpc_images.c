@@ -14,6 +14,7 @@
 #include "rpc_common.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
+#include "sbxtab.h"
 
 /* ---- answers ----------------------------------------------------------------------- */
 
@@ -284,8 +285,10 @@ void rpc_images_remove(struct conn *c, const Sbx__V1__Request *req) {
         else
                 send_removed(c, req->request_id, names, (size_t)n,
                              before - imagestore_usage(d->images));
-        if (n > 0)
+        if (n > 0) {
                 images_collect(d);
+                sbxtab_images_changed(d->sandboxes); /* a --warm-image's name, perhaps */
+        }
         free(names);
         imagestore_image_free(&img);
 }

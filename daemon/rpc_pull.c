@@ -30,6 +30,7 @@
 #include "rpc_common.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
+#include "sbxtab.h"
 
 #define DS DIGEST_STR_BYTES
 
@@ -373,8 +374,10 @@ static void pull_done(uv_work_t *w, int status) {
         }
         if (p->r == 0)
                 fit_cache(svc, p->manifest);
-        if (p->r == 0)
+        if (p->r == 0) {
                 log_info("uid=%u image %s pulled: %s", (unsigned)p->uid, p->name, p->manifest);
+                sbxtab_images_changed(svc->d->sandboxes); /* a --warm-image's, perhaps */
+        }
         else
                 log_info("uid=%u image %s not pulled: %s", (unsigned)p->uid, p->name, p->err);
         flush_progress(p, NULL);

@@ -1402,6 +1402,14 @@ static void add_ptys(struct sandbox *sb, struct setup_msg *m) {
         m->setup.has_warm = m->setup.warm = sb->warm;
 }
 
+/* What an image's sandbox of spec writes reaches no other user of the host unless it
+ * has a writable path or keeps its workspace: its packages may install setuid programs
+ * then (init.proto Setup.setid_modes). */
+static int image_setid_modes(const Sbx__V1__CreateSandbox *spec) {
+        return spec->policy->n_writable_paths == 0 &&
+               !(spec->has_keep_workspace && spec->keep_workspace);
+}
+
 /* What init builds the sandbox from: its view of the host, kept for the file operations
  * and the guard, and for a warm sandbox the key requests are matched by. 0, or -1. */
 static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct setup_msg *m) {
@@ -1420,12 +1428,8 @@ static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct s
 
         if (r == 0)
                 r = policy_setup(sb->d, &ps, &m->view, objs, &m->setup, &m->mem);
-        /* What it writes reaches no other user of the host unless it has a writable path
-         * or keeps its workspace: its packages may install setuid programs then. */
         if (r == 0 && sb->image) {
-                sb->image->setid_modes = sb->spec->policy->n_writable_paths == 0 &&
-                                         !(sb->spec->has_keep_workspace &&
-                                           sb->spec->keep_workspace);
+                sb->image->setid_modes = image_setid_modes(sb->spec);
                 sbimage_fill_setup(sb->image, &m->setup);
         }
         if (r < 0) {
@@ -1687,6 +1691,26 @@ void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
         start_done(sb, objs, &m, ok);
 }
 
+int sandbox_open_image(struct sandbox *sb, uid_t uid, char *err, size_t errlen) {
+        int r = sbimage_open(sb->d, sb->spec->image, uid, &sb->image, err, errlen);
+
+        if (r == 0 && !(sb->spec->image_digest = strdup(sb->image->digest))) {
+                snprintf(err, errlen, "daemon out of memory");
+                r = -ENOMEM;
+        }
+        if (r < 0)
+                return r;
+        sandbox_set_run_ids(sb, sbimage_host_id(sb->image, sb->image->uid),
+                            sbimage_host_id(sb->image, sb->image->gid));
+        if (sb->image->user_dropped)
+                sandbox_warn(sb, "the image's user '%s' cannot exist here: this rootless "
+                                 "sbxd's image sandboxes have one user, root (0), its own, as "
+                                 "whom commands run; others need ranges of its user's in "
+                                 "/etc/subuid and /etc/subgid, and uidmap",
+                             sb->image->config.user);
+        return 0;
+}
+
 int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *ret_len) {
         Sbx__Init__V1__Setup k = *setup;
         size_t n;
@@ -1700,6 +1724,13 @@ int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *
         k.n_cgroup_v1_controllers = 0;
         k.has_owner_uid = k.has_owner_gid = 0;
         k.has_ptys = k.has_warm = 0; /* the owner's ptys come with Claim */
+        /* An image's: its layers and user come with its digest (compared apart), its
+         * writable root and block of ids are its own. */
+        k.n_image_layers = 0;
+        k.image_layers = NULL;
+        k.image_upper = NULL;
+        k.has_image_uid_base = k.has_image_subids = 0;
+        k.has_outer_subuid = k.has_outer_subgid = 0;
         n = sbx__init__v1__setup__get_packed_size(&k);
         *ret = malloc(n ? n : 1);
         if (!*ret)
@@ -1721,6 +1752,8 @@ int sandbox_request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **
         if (r < 0)
                 return r;
         r = policy_setup(d, &ps, &view, NULL, &setup, &mem);
+        if (r == 0 && spec->image && spec->image[0] && image_setid_modes(spec))
+                setup.has_setid_modes = setup.setid_modes = 1; /* as sbimage_fill_setup */
         if (r == 0)
                 r = sandbox_setup_key(&setup, ret, ret_len);
         policy_free_setup(&setup, mem);

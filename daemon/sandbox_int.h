@@ -205,8 +205,15 @@ void sandbox_start(struct sandbox *sb, struct policy_objects *objs);
  * is set once init says so. 0, or -1 (sb failed: its end follows). */
 int sandbox_prepare(struct sandbox *sb, int build);
 
+/* sb's image (its spec's image, one of uid's: sbimage.h) held for it, its digest in the
+ * spec (recorded: a daemon that adopts sb holds that very image) and its commands'
+ * ids the image user's; a warning when a rootless sbxd cannot have that user. 0 or
+ * -errno with err (sb->image may be set: sbimage_close it). */
+int sandbox_open_image(struct sandbox *sb, uid_t uid, char *err, size_t errlen);
+
 /* Its Setup without what differs between sandboxes of one policy (init.proto): the key
- * a warm sandbox is matched by. *ret is malloc()ed. 0 or -ENOMEM. */
+ * a warm sandbox is matched by (an image's by its digest besides: warm.c). *ret is
+ * malloc()ed. 0 or -ENOMEM. */
 int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *ret_len);
 
 /* The key a request of effective spec would have: its Setup built as for a new

@@ -428,6 +428,22 @@ struct sbimage *sbimage_close(struct sbxd *d, struct sbimage *im) {
         return NULL;
 }
 
+int sbimage_rename(struct sbimage *im, const char *name, const char *sandbox_dir) {
+        char *n = strdup(name), *root = NULL;
+
+        if (n && asprintf(&root, "%s/root", sandbox_dir) < 0)
+                root = NULL;
+        if (!n || !root) {
+                free(n);
+                return -ENOMEM;
+        }
+        free(im->name);
+        free(im->root_dir);
+        im->name = n;
+        im->root_dir = root;
+        return 0;
+}
+
 int sbimage_make_dirs(struct sbimage *im, struct sbxd *d, const char *sandbox_dir) {
         char path[SBX_PATH_MAX_BYTES];
         uid_t root = sbimage_host_id(im, 0);

@@ -69,6 +69,10 @@ struct sbimage *sbimage_close(struct sbxd *d, struct sbimage *im);
  * 0, the daemon's user acts as itself). */
 uid_t sbimage_host_id(const struct sbimage *im, uint32_t id);
 
+/* A warm sandbox of im is claimed (warm.c): the client's name for the image, and the
+ * sandbox's directory sandbox_dir now. 0 or -ENOMEM (im unchanged). */
+int sbimage_rename(struct sbimage *im, const char *name, const char *sandbox_dir);
+
 /* Makes SANDBOX_DIR/root (im->root_dir) with its upper and work directories (the upper
  * one the sandbox root's, the work one the daemon's). 0 or -errno. */
 int sbimage_make_dirs(struct sbimage *im, struct sbxd *d, const char *sandbox_dir);

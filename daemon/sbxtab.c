@@ -283,27 +283,11 @@ static int record_new(struct sandbox *sb, const uint8_t *packed, size_t packed_l
 /* Commands run as a uid of their own per sandbox (root mode: a slot of the owner's) or
  * as the mapped user (rootless). 0 or -errno with err. */
 static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t errlen) {
-        int slot, r;
+        int slot;
 
         /* From an image: the ids of its user, in its own namespace (sbimage.h). */
-        if (sb->spec->image && sb->spec->image[0]) {
-                r = sbimage_open(t->d, sb->spec->image, sb->owner_uid, &sb->image, err, errlen);
-                /* Recorded, for a daemon that adopts it to hold that very image. */
-                if (r == 0 && !(sb->spec->image_digest = strdup(sb->image->digest))) {
-                        snprintf(err, errlen, "daemon out of memory");
-                        r = -ENOMEM;
-                }
-                if (r == 0)
-                        sandbox_set_run_ids(sb, sbimage_host_id(sb->image, sb->image->uid),
-                                            sbimage_host_id(sb->image, sb->image->gid));
-                if (r == 0 && sb->image->user_dropped)
-                        sandbox_warn(sb, "the image's user '%s' cannot exist here: this rootless "
-                                         "sbxd's image sandboxes have one user, root (0), its "
-                                         "own, as whom commands run; others need ranges of its "
-                                         "user's in /etc/subuid and /etc/subgid, and uidmap",
-                                     sb->image->config.user);
-                return r;
-        }
+        if (sb->spec->image && sb->spec->image[0])
+                return sandbox_open_image(sb, sb->owner_uid, err, errlen);
         if (t->d->features.rootless) {
                 sandbox_set_run_ids(sb, 0, 0);
                 return 0;
@@ -409,10 +393,6 @@ static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, 
         r = policy_effective(t->d, req, id, caller, &packed, &packed_len, &objs, err, errlen);
         if (r < 0)
                 return r;
-        /* Warm sandboxes and spares are of the host's root. */
-        if (req->image && req->image[0])
-                return create_cold(t, NULL, id, packed, packed_len, &objs, caller, cb, ud, err,
-                                   errlen);
         r = create_warm(t, id, packed, packed_len, caller, cb, ud, err, errlen);
         if (r != 0) {
                 free(packed);
@@ -421,7 +401,9 @@ static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, 
         }
         /* A warm sandbox that is not used counts against --max-sandboxes: give one up
          * when this one would not fit otherwise (a spare it takes makes no new one). */
-        spare = warm_take_spare(t->warm, id, packed, packed_len, caller->uid);
+        spare = req->image && req->image[0] ? NULL /* spares are of the host's root */
+                                             : warm_take_spare(t->warm, id, packed, packed_len,
+                                                               caller->uid);
         if (!spare && !pool_has_room(t))
                 warm_give_up_one(t->warm);
         return create_cold(t, spare, id, packed, packed_len, &objs, caller, cb, ud, err, errlen);
@@ -446,6 +428,10 @@ int sbxtab_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struc
         if (r < 0)
                 quota_drop(t->quota, QUOTA_SANDBOXES, caller->uid);
         return r;
+}
+
+void sbxtab_images_changed(struct sbxtab *t) {
+        warm_images_changed(t->warm);
 }
 
 /* ---- all sandboxes at once ---------------------------------------------------------- */

@@ -68,6 +68,9 @@ void sbxtab_detach_all(struct sbxtab *t, void (*done)(void *ud), void *ud);
 /* Ends every sandbox with reason "shutdown"; calls done once the last has ended. */
 void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud);
 
+/* An image was pulled: the warm pool looks again for a --warm-image it had none of. */
+void sbxtab_images_changed(struct sbxtab *t);
+
 /* Starts keeping the daemon's --warm sandboxes set up (after recovery, once listening). */
 void sbxtab_warm_start(struct sbxtab *t);
 

@@ -1,4 +1,4 @@
-/* warm.c: the warm pool (--warm); see warm.h.
+/* warm.c: the warm pool (--warm, --warm-image); see warm.h.
  *
  * Creating a sandbox costs 5-15 ms, most of it waiting: the cgroup move of stage 0 waits
  * for an RCU grace period on cgroup v1, then the network namespace and the mounts. So
@@ -37,6 +37,17 @@
  * SBX_SPARE_REBUILD_MS after that, no warm sandbox is made and spares are plain (then
  * replaced): a host that mounts all the time makes the pool rebuild at most once a
  * second. Without the watch (or openat2) no spare is built. */
+/*
+ * A --warm-image REF=N keeps N warm sandboxes of the default policy made from REF, one
+ * of the daemon's user's images (sbimage.h: its block of ids, its user). A create of an
+ * image claims one when its Setup key equals the warm one's, image fields aside (the
+ * writable root and the block are the sandbox's own), and the image the request names
+ * among its caller's is the same content (the manifest digest): any user with that
+ * content under any name. The claimed sandbox keeps its ids (no uid slot, no chown) and
+ * takes the client's name for the image; its record gets the digest. Each top-up looks
+ * REF up again: sandboxes of other content than REF names now (a newer pull), or of a
+ * name the daemon's user no longer has, are ended; a missing REF is said once and
+ * looked for again after the next pull (warm_images_changed). */
 #include "warm.h"
 
 #include <errno.h>
@@ -48,15 +59,26 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "config.h"
 #include "hostwatch.h"
+#include "images.h"
 #include "log.h"
 #include "names.h"
 #include "policy.h"
 #include "sandbox_int.h"
+#include "sbimage.h"
 #include "sbxd.h"
 #include "sbxid.h"
 #include "store.h"
 #include "uidslot.h"
+
+/* One --warm-image: its sandboxes are the pool's whose spec names ref. */
+struct warm_image {
+        const char *ref;   /* the config's */
+        unsigned want;
+        uint64_t retry_at; /* uv_now() before which none is made; UINT64_MAX: until a pull */
+        int missing;       /* told once that sbxd's user has no image ref */
+};
 
 struct warm_pool {
         struct sbxd *d;
@@ -70,12 +92,16 @@ struct warm_pool {
         struct hostwatch *watch; /* from the first spare on; NULL: none yet */
         int watch_failed;        /* the host cannot be watched: no spare is built */
         uint64_t build_after;    /* uv_now() before which new spares are plain */
+        struct warm_image images[CONFIG_MAX_WARM_IMAGES];
+        unsigned n_images;
 };
 
 /* A claim in progress: the names a warm sandbox takes, and what to undo. */
 struct claim {
         Sbx__V1__CreateSandbox *spec; /* the request's effective spec, unpacked */
         char *old_dir, *new_dir, *new_ws;
+        uint8_t *packed; /* an image's: the spec with its digest, as recorded */
+        size_t packed_len;
 };
 
 int warm_new(struct sbxd *d, const struct warm_owner *owner, struct warm_pool **ret) {
@@ -84,6 +110,10 @@ int warm_new(struct sbxd *d, const struct warm_owner *owner, struct warm_pool **
                 return -ENOMEM;
         p->d = d;
         p->owner = *owner;
+        for (p->n_images = 0; p->n_images < d->cfg->n_warm_images; p->n_images++) {
+                p->images[p->n_images].ref = d->cfg->warm_images[p->n_images].ref;
+                p->images[p->n_images].want = d->cfg->warm_images[p->n_images].n;
+        }
         *ret = p;
         return 0;
 }
@@ -173,6 +203,7 @@ static void pool_gone(void *ud, struct sandbox *sb) {
         struct warm_pool *p = ud;
 
         unlink_warm(p, sb);
+        sb->image = sbimage_close(p->d, sb->image);
         if (!sb->warm_given_up)
                 p->retry_at = uv_now(p->d->loop) + SBX_WARM_RETRY_MS;
         warm_schedule(p, SBX_WARM_REFILL_DELAY_MS);
@@ -208,9 +239,10 @@ static int spare_to_build(const struct warm_pool *p) {
         return 0;
 }
 
-/* One more warm sandbox of the default policy (or, spare, a spare: set up later for
- * whatever request takes it), owned by the daemon. 0 or -errno. */
-static int warm_create(struct warm_pool *p, int spare) {
+/* One more warm sandbox of the default policy (from image: of that image of the
+ * daemon's user's; or, spare, a spare: set up later for whatever request takes it),
+ * owned by the daemon. 0 or -errno (-ENOENT: no such image). */
+static int warm_create(struct warm_pool *p, int spare, const char *image) {
         Sbx__V1__CreateSandbox req = SBX__V1__CREATE_SANDBOX__INIT;
         struct sbxd *d = p->d;
         struct caller k = {.uid = d->euid, .gid = d->egid, .pid = getpid(), .client_name = "sbxd"};
@@ -227,6 +259,7 @@ static int warm_create(struct warm_pool *p, int spare) {
          * claimed sandbox keeps its cgroup's name across restarts. */
         sbxid_generate(gen, sizeof(gen));
         snprintf(id, sizeof(id), "%s%.40s", spare ? "~spare-" : "~warm-", gen);
+        req.image = (char *)(uintptr_t)image;
         r = policy_effective(d, &req, id, &k, &packed, &packed_len, &objs, err, sizeof(err));
         if (r == 0 &&
             !(sb = sandbox_alloc(d, id, packed, packed_len, (uid_t)-1, sbxd_now_unix_ms()))) {
@@ -235,8 +268,16 @@ static int warm_create(struct warm_pool *p, int spare) {
                 r = -ENOMEM;
         }
         free(packed);
+        /* An image's: its block of ids and user are its own, kept when it is claimed. */
+        if (r == 0 && image && (r = sandbox_open_image(sb, d->euid, err, sizeof(err))) < 0) {
+                sb->image = sbimage_close(d, sb->image);
+                policy_objects_clear(&objs);
+                sandbox_discard(sb);
+        }
         if (r < 0) {
-                log_warning("cannot set up a warm sandbox: %s", err);
+                if (r != -ENOENT || !image)
+                        log_warning("cannot set up a warm sandbox%s%s: %s", image ? " of " : "",
+                                    image ? image : "", err);
                 return r;
         }
         sb->owner_gid = (gid_t)-1;
@@ -245,9 +286,9 @@ static int warm_create(struct warm_pool *p, int spare) {
         sb->deadline_ms = INT64_MAX; /* none until it is claimed */
         sandbox_set_creator(sb, &k);
         /* It gets its uid when it is claimed, from its owner's (Claim). */
-        if (d->features.rootless)
+        if (!image && d->features.rootless)
                 sandbox_set_run_ids(sb, 0, 0);
-        else
+        else if (!image)
                 sandbox_set_run_ids(sb, SBX_WARM_RUN_ID, SBX_WARM_RUN_ID);
         sb->host_gen = host_gen(p, &sb->host_events); /* the watch, before spare_to_build */
         build = spare && spare_to_build(p); /* before sb is in the list */
@@ -282,11 +323,91 @@ static void trim_plain(struct warm_pool *p) {
         }
 }
 
+/* Whether warm sandbox sb is of image ref (NULL: of the host's root). */
+static int of_image(const struct sandbox *sb, const char *ref) {
+        if (!ref)
+                return !sb->image;
+        return sb->image && sb->spec->image && strcmp(sb->spec->image, ref) == 0;
+}
+
+/* How many warm sandboxes (not spares) of image ref (NULL: of the host's root) the pool
+ * has, setting up, ready or ending. */
+static unsigned count_warm(const struct warm_pool *p, const char *ref) {
+        const struct sandbox *sb;
+        unsigned n = 0;
+
+        for (sb = p->all; sb; sb = sb->next)
+                n += !sb->spare && of_image(sb, ref);
+        return n;
+}
+
+/* Ends the warm sandboxes of wi made from another image than its name gives now (a
+ * newer pull of it), or all of them when sbxd's user has no image of that name any more
+ * (said once). */
+static void check_image(struct warm_pool *p, struct warm_image *wi) {
+        struct imagestore_image img;
+        struct sandbox *sb;
+        char err[256];
+        int found;
+
+        memset(&img, 0, sizeof(img));
+        found = images_find(p->d, p->d->euid, wi->ref, &img, err, sizeof(err)) == 0;
+        if (!found && !wi->missing)
+                log_warning("--warm-image %s: %s, as uid %u (sbxd's own user); no sandbox of "
+                            "it is kept warm until then",
+                            wi->ref, err, (unsigned)p->d->euid);
+        wi->missing = !found;
+        if (!found)
+                wi->retry_at = UINT64_MAX; /* until a pull (warm_images_changed) */
+        for (sb = p->all; sb; sb = sb->next)
+                if (!sb->spare && !sb->ending && of_image(sb, wi->ref) &&
+                    (!found || strcmp(sb->image->digest, img.manifest) != 0)) {
+                        sb->warm_given_up = 1;
+                        sandbox_end(sb, SBX__V1__SANDBOX_STATE__TERMINATED,
+                                    found ? "its image's name names another image now"
+                                          : "its image's name names no image now");
+                }
+        imagestore_image_free(&img);
+}
+
+/* The --warm-image that wants another sandbox now, or NULL. */
+static struct warm_image *image_short(struct warm_pool *p, uint64_t now) {
+        unsigned i;
+
+        for (i = 0; i < p->n_images; i++)
+                if (now >= p->images[i].retry_at &&
+                    count_warm(p, p->images[i].ref) < p->images[i].want)
+                        return &p->images[i];
+        return NULL;
+}
+
+/* One more warm sandbox of wi (check_image found its image). 0, or -errno: it waits,
+ * and the others go on. */
+static int image_create(struct warm_pool *p, struct warm_image *wi, uint64_t now) {
+        int r = warm_create(p, 0, wi->ref);
+
+        if (r == -ENOENT)
+                check_image(p, wi); /* gone meanwhile: said once */
+        else if (r < 0)
+                wi->retry_at = now + SBX_WARM_RETRY_MS;
+        return r;
+}
+
+void warm_images_changed(struct warm_pool *p) {
+        unsigned i;
+
+        for (i = 0; i < p->n_images; i++)
+                if (p->images[i].retry_at == UINT64_MAX)
+                        p->images[i].retry_at = 0;
+        warm_schedule(p, SBX_WARM_REFILL_DELAY_MS);
+}
+
 static void on_refill(uv_timer_t *h) {
         struct warm_pool *p = h->data;
         struct sbxd *d = p->d;
         uint64_t now = uv_now(d->loop);
-        unsigned warm = d->cfg->warm;
+        unsigned warm = d->cfg->warm, i;
+        struct warm_image *wi;
 
         if (d->shutting_down)
                 return;
@@ -301,24 +422,45 @@ static void on_refill(uv_timer_t *h) {
                 warm = 0;
         else
                 trim_plain(p);
+        for (i = 0; i < p->n_images && now >= p->build_after; i++)
+                check_image(p, &p->images[i]);
         /* Warm sandboxes first (a create they match takes about a millisecond), then
          * spares: a warm one wanted and no room ends a spare, and is made once the
          * spare has gone (pool_gone schedules the next top-up). */
-        if (p->n - p->n_spares < warm && p->n_spares > 0 && !p->owner.has_room(p->owner.ud))
+        wi = now < p->build_after ? NULL : image_short(p, now);
+        if ((count_warm(p, NULL) < warm || wi) && p->n_spares > 0 &&
+            !p->owner.has_room(p->owner.ud))
                 give_up(p, 1);
-        while (p->owner.has_room(p->owner.ud) &&
-               (p->n - p->n_spares < warm || p->n_spares < spares_wanted(p)))
-                if (warm_create(p, p->n - p->n_spares >= warm) < 0) {
+        while (p->owner.has_room(p->owner.ud)) {
+                int r = 0;
+                if (count_warm(p, NULL) < warm)
+                        r = warm_create(p, 0, NULL);
+                else if (now >= p->build_after && (wi = image_short(p, now)))
+                        (void)image_create(p, wi, now); /* a failure waits alone */
+                else if (p->n_spares < spares_wanted(p))
+                        r = warm_create(p, 1, NULL);
+                else
+                        break;
+                if (r < 0) {
                         p->retry_at = now + SBX_WARM_RETRY_MS;
                         uv_timer_start(&p->refill, on_refill, SBX_WARM_RETRY_MS, 0);
                         return;
                 }
+        }
+        wi = NULL;
+        for (i = 0; i < p->n_images; i++)
+                if (p->images[i].retry_at > now && p->images[i].retry_at != UINT64_MAX &&
+                    (!wi || p->images[i].retry_at < wi->retry_at))
+                        wi = &p->images[i];
         if (now < p->build_after)
                 uv_timer_start(&p->refill, on_refill, p->build_after - now, 0);
+        else if (wi)
+                uv_timer_start(&p->refill, on_refill, wi->retry_at - now, 0);
 }
 
 void warm_schedule(struct warm_pool *p, uint64_t delay_ms) {
-        if ((p->d->cfg->warm == 0 && spares_wanted(p) == 0) || p->d->shutting_down ||
+        if ((p->d->cfg->warm == 0 && p->n_images == 0 && spares_wanted(p) == 0) ||
+            p->d->shutting_down ||
             p->refill_inited == 2)
                 return;
         if (!p->refill_inited) {
@@ -399,21 +541,43 @@ static int claimable(const struct sandbox *sb) {
         return sb->view.state == SBX__V1__SANDBOX_STATE__READY && !sb->ending;
 }
 
-/* A ready warm sandbox whose Setup the request's (spec) would equal, or NULL. */
-static struct sandbox *find_match(struct warm_pool *p, Sbx__V1__CreateSandbox *spec) {
+/* Whether sb is of the image whose manifest digest is want (NULL: of the host's root). */
+static int of_digest(const struct sandbox *sb, const char *want) {
+        if (!want)
+                return !sb->image;
+        return sb->image && strcmp(sb->image->digest, want) == 0;
+}
+
+/* A ready warm sandbox whose Setup the request's (spec, of uid) would equal, or NULL;
+ * of an image, of the one that spec's image names among uid's (its content: the name
+ * the pool knows it by may be another). */
+static struct sandbox *find_match(struct warm_pool *p, Sbx__V1__CreateSandbox *spec, uid_t uid) {
+        struct imagestore_image img;
+        const char *want = NULL;
         struct sandbox *sb;
         uint8_t *key = NULL;
         size_t key_len = 0;
+        char err[256];
 
+        memset(&img, 0, sizeof(img));
         for (sb = p->all; sb && !claimable(sb); sb = sb->next)
                 ;
-        if (!sb || sandbox_request_key(p->d, spec, &key, &key_len) < 0)
+        if (!sb)
                 return NULL;
-        for (sb = p->all; sb; sb = sb->next)
-                if (claimable(sb) && sb->setup_key_len == key_len &&
+        if (spec->image && spec->image[0]) {
+                if (p->n_images == 0 || images_find(p->d, uid, spec->image, &img, err,
+                                                    sizeof(err)) < 0)
+                        return NULL; /* a create from it says why */
+                want = img.manifest;
+        }
+        if (sandbox_request_key(p->d, spec, &key, &key_len) < 0)
+                sb = NULL;
+        for (; sb; sb = sb->next)
+                if (claimable(sb) && of_digest(sb, want) && sb->setup_key_len == key_len &&
                     memcmp(sb->setup_key, key, key_len) == 0 && !init_gone(sb))
                         break;
         free(key);
+        imagestore_image_free(&img);
         return sb;
 }
 
@@ -423,6 +587,7 @@ static void claim_clear(struct claim *c) {
         free(c->old_dir);
         free(c->new_dir);
         free(c->new_ws);
+        free(c->packed);
         memset(c, 0, sizeof(*c));
 }
 
@@ -459,13 +624,14 @@ static void unclaim_uid(struct warm_pool *p, struct uidslots *slots, struct sand
                 log_warning("sbx=%s: chown %s: %s", sb->id, sb->workspace, strerror(errno));
 }
 
-/* Its uid from the owner's slots (root mode), and its workspace theirs. 0 or -1. */
+/* Its uid from the owner's slots (root mode), and its workspace theirs. 0 or -1. An
+ * image's keeps its ids (its block's). */
 static int claim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox *sb, uid_t owner) {
         char err[256];
         uid_t uid;
         int slot;
 
-        if (p->d->features.rootless)
+        if (p->d->features.rootless || sb->image)
                 return 0;
         slot = uidslot_alloc(slots, p->d->store, owner, err, sizeof(err));
         if (slot < 0) {
@@ -481,6 +647,21 @@ static int claim_uid(struct warm_pool *p, struct uidslots *slots, struct sandbox
         }
         sb->uid_slot = slot;
         sandbox_set_run_ids(sb, uid, uid);
+        return 0;
+}
+
+/* An image's: the request's spec with the image's digest, packed as recorded (a daemon
+ * that adopts it holds that very image). 0 or -ENOMEM. */
+static int claim_digest(struct sandbox *sb, struct claim *c) {
+        if (!sb->image)
+                return 0;
+        free(c->spec->image_digest);
+        c->spec->image_digest = strdup(sb->image->digest);
+        c->packed_len = sbx__v1__create_sandbox__get_packed_size(c->spec);
+        c->packed = malloc(c->packed_len ? c->packed_len : 1);
+        if (!c->spec->image_digest || !c->packed)
+                return -ENOMEM;
+        sbx__v1__create_sandbox__pack(c->spec, c->packed);
         return 0;
 }
 
@@ -542,6 +723,9 @@ static void become_clients(struct warm_pool *p, struct sandbox *sb, const char *
         take_identity(p, sb, id, c->new_ws, c->spec, caller->uid);
         c->new_ws = NULL;
         c->spec = NULL;
+        if (sb->image && sbimage_rename(sb->image, sb->spec->image, c->new_dir) < 0)
+                log_warning("sbx=%s: out of memory: its image is still named %s", id,
+                            sb->image->name);
         free(sb->setup_key);
         sb->setup_key = NULL;
         sb->setup_key_len = 0;
@@ -560,8 +744,9 @@ int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id, cons
         if (!p->all || !(c.spec = sbx__v1__create_sandbox__unpack(NULL, packed_len, packed)))
                 return 0;
         end_stale(p, host_gen(p, NULL)); /* none made before the host changed */
-        sb = find_match(p, c.spec);
-        if (!sb || claim_names(p, sb, id, &c) < 0 || claim_uid(p, slots, sb, caller->uid) < 0)
+        sb = find_match(p, c.spec, caller->uid);
+        if (!sb || claim_names(p, sb, id, &c) < 0 || claim_digest(sb, &c) < 0 ||
+            claim_uid(p, slots, sb, caller->uid) < 0)
                 goto out;
         if (rename(c.old_dir, c.new_dir) < 0) {
                 log_warning("sbx=%s: cannot claim: rename %s: %s", sb->id, c.old_dir,
@@ -569,7 +754,8 @@ int warm_claim(struct warm_pool *p, struct uidslots *slots, const char *id, cons
                 unclaim_uid(p, slots, sb);
                 goto out;
         }
-        r = record_claim(p, sb, id, packed, packed_len, caller, &c, err, errlen);
+        r = record_claim(p, sb, id, c.packed ? c.packed : packed,
+                         c.packed ? c.packed_len : packed_len, caller, &c, err, errlen);
         if (r < 0) {
                 (void)rename(c.new_dir, c.old_dir);
                 unclaim_uid(p, slots, sb);
@@ -597,7 +783,7 @@ void warm_finish_claim(struct warm_pool *p, struct sandbox *sb,
         sandbox_reserve_ptys(sb);
         claim.has_ptys = 1;
         claim.ptys = sb->ptys;
-        if (!p->d->features.rootless) {
+        if (!p->d->features.rootless && !sb->image) { /* an image's keeps its ids */
                 claim.has_run_uid = claim.has_run_gid = 1;
                 claim.run_uid = sb->run_uid;
                 claim.run_gid = sb->run_gid;

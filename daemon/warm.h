@@ -1,6 +1,7 @@
 /* warm.h: the warm pool (sbxd --warm N): sandboxes of the default policy set up ahead
  * of any request, so that a create whose setup matches one takes it in about a
- * millisecond instead of setting one up; and its spares (sbxd --spares N), init helpers
+ * millisecond instead of setting one up; the same of images (sbxd --warm-image REF=N);
+ * and its spares (sbxd --spares N), init helpers
  * already in a cgroup of their own, most with the namespaces and the view's base built,
  * for the creates no warm sandbox matches.
  *
@@ -53,6 +54,10 @@ void warm_end_all(struct warm_pool *p);
 /* Ends one sandbox of the pool (a spare first) to make room for a client's, if there is
  * one. */
 void warm_give_up_one(struct warm_pool *p);
+
+/* An image was pulled: a --warm-image whose name sbxd's user had no image of is looked
+ * for again. */
+void warm_images_changed(struct warm_pool *p);
 
 /* 1 when dev:ino is the PID namespace of a warm sandbox (sbxtab_is_sandbox_pidns). */
 int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino);

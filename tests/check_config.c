@@ -440,6 +440,65 @@ START_TEST(uid_base_flag) {
 }
 END_TEST
 
+/* --warm-image REF=N: repeatable, each REF once, N from 1 to SBX_MAX_WARM_SANDBOXES and
+ * all of them at most that too; a name with a colon and an '=' in the count's place
+ * parsed from the last '='; bad values refused naming the flag. */
+START_TEST(warm_image_flags) {
+        static char bad[][24] = {"python", "python=", "=2", "python=0", "python=65",
+                                 "python=two", "dir:/srv/tree=2", "python=-1"};
+        struct config c;
+        char err[256], *argv[] = {"sbxd", "--warm-image", "localhost:5000/py:3.12=2",
+                                  "--warm-image=oci:/srv/lay:img=1", NULL};
+        char many[12][32], *argv_many[2 * 12 + 1];
+        size_t i;
+
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_uint_eq(c.n_warm_images, 0);
+        ck_assert_int_eq(config_parse_args(&c, 4, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.n_warm_images, 2);
+        ck_assert_str_eq(c.warm_images[0].ref, "localhost:5000/py:3.12");
+        ck_assert_uint_eq(c.warm_images[0].n, 2);
+        ck_assert_str_eq(c.warm_images[1].ref, "oci:/srv/lay:img");
+        ck_assert_uint_eq(c.warm_images[1].n, 1);
+        /* The same name again. */
+        argv[3] = "--warm-image=localhost:5000/py:3.12=1";
+        ck_assert_int_eq(config_parse_args(&c, 4, argv, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, "given twice"), "%s", err);
+        config_free(&c);
+        ck_assert_uint_eq(c.n_warm_images, 0);
+
+        for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                ck_assert_int_eq(config_init(&c, 0), 0);
+                argv[2] = bad[i];
+                ck_assert_int_eq(config_parse_args(&c, 3, argv, err, sizeof(err)), -EINVAL);
+                ck_assert_msg(strstr(err, "--warm-image"), "%s: %s", bad[i], err);
+                config_free(&c);
+        }
+        /* More than CONFIG_MAX_WARM_IMAGES names, or SBX_MAX_WARM_SANDBOXES in all. */
+        argv_many[0] = "sbxd";
+        for (i = 0; i < 12; i++) {
+                snprintf(many[i], sizeof(many[i]), "img%zu=1", i);
+                argv_many[1 + 2 * i] = "--warm-image";
+                argv_many[2 + 2 * i] = many[i];
+        }
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 1 + 2 * (CONFIG_MAX_WARM_IMAGES + 1), argv_many,
+                                           err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, "at most"), "%s", err);
+        config_free(&c);
+        snprintf(many[0], sizeof(many[0]), "img0=%u", SBX_MAX_WARM_SANDBOXES);
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 3, argv_many, err, sizeof(err)), 0);
+        config_free(&c);
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 5, argv_many, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, "at most"), "%s", err);
+        config_free(&c);
+}
+END_TEST
+
 /* --max-proxy-fds-per-uid and --max-lookups-per-uid: not given, 0 (the proxies derive a
  * share at start, egressshare.h); given, their value; bad values refused naming the flag. */
 START_TEST(proxy_flags) {
@@ -778,6 +837,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, disk_flags);
         tcase_add_test(tc, limit_ceiling_flags);
         tcase_add_test(tc, log_levels);
+        tcase_add_test(tc, warm_image_flags);
         tcase_add_test(tc, init_out_of_reach_explained);
         suite_add_tcase(s, tc);
         return s;

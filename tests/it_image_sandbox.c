@@ -733,6 +733,133 @@ START_TEST(through_the_cli) {
 }
 END_TEST
 
+/* BOB pulls the image from the same layout under his own name (the source) and creates
+ * from it: "OK|ID|IMAGE|DIGEST|OUT" or "CODE|message". */
+static void bob_pulls_and_creates(struct it_daemon *d, const char *layout, struct report *r) {
+        sbx_client *c = it_connect(d);
+        struct sbx_sandbox *s = NULL;
+        struct sbx_result *res = NULL;
+        struct sbx_exec_opts e;
+        const char *argv[] = {"/bin/sh", "-c", "busybox id -u; busybox hostname; echo $GREETING",
+                              NULL};
+        char source[800], *digest, *id = NULL;
+        enum sbx_code rc;
+
+        snprintf(source, sizeof(source), "oci:%s:img", layout);
+        digest = img_pull(c, layout, "img");
+        rc = create_from(c, source, &id);
+        if (rc != SBX_OK) {
+                say(r, "%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+                goto out;
+        }
+        sbx_exec_opts_init(&e);
+        e.argv = argv;
+        e.argc = 3;
+        e.timeout_ms = 30000;
+        rc = sbx_get(c, id, &s);
+        if (rc == SBX_OK)
+                rc = sbx_exec(c, id, &e, &res);
+        if (rc != SBX_OK)
+                say(r, "%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+        else
+                say(r, "OK|%s|%s|%s|%s", id, s->image, s->image_digest,
+                    (char *)res->stdout_data);
+        sbx_result_free(res);
+        sbx_sandbox_free(s);
+        (void)sbx_terminate(c, id, NULL);
+out:
+        free(id);
+        free(digest);
+        sbx_close(c);
+}
+
+/* --warm-image REF=N: N sandboxes of root's image REF wait set up (after REF is pulled:
+ * before, the daemon says so once); a create of the same content with the default
+ * policy claims one, by any user and under any name of theirs (BOB's own), keeping the
+ * image's user, its own block of ids, the client's id as host name and the image's
+ * digest in its record; another policy is made cold; the pool fills up again; the end
+ * leaves nothing. */
+START_TEST(warm_image_pool) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], *digest, *said, *a, *cold, want[1400], needle[200];
+        const char *flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
+                               "--warm-image", ref, NULL};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        unsigned long base_a;
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
+        it_daemon_start(&d, flags);
+        ck_assert_int_eq(it_wait_log(&d, "no sandbox of it is kept warm until then", 1), 1);
+        c = it_connect(&d);
+        digest = pull(c, layout);
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 2), 2);
+
+        /* BOB: his own name for the same content claims one. */
+        said = as_bob(bob_pulls_and_creates, &d, layout);
+        ck_assert_msg(strncmp(said, "OK|", 3) == 0, "BOB got: %s", said);
+        snprintf(want, sizeof(want), "|oci:%s:img|%s|1000\n", layout, digest);
+        ck_assert_msg(strstr(said, want), "BOB got: %s (want %s)", said, want);
+        {
+                char bob_id[128];
+                snprintf(bob_id, sizeof(bob_id), "%.*s", (int)strcspn(said + 3, "|"), said + 3);
+                snprintf(want, sizeof(want), "\n%s\nhi\n", bob_id); /* its host name */
+                ck_assert_msg(strstr(said, want), "BOB got: %s", said);
+                snprintf(needle, sizeof(needle), "sbx=%s: claimed ~warm-", bob_id);
+                ck_assert_int_eq(it_log_count(&d, needle), 1);
+        }
+        free(said);
+
+        /* Root, by digest: another one, a block of its own; root inside writes. */
+        ck_assert_int_ge(it_wait_log(&d, ": warm and ready", 3), 3); /* the pool tops up */
+        a = must_create(c, digest);
+        snprintf(needle, sizeof(needle), "sbx=%s: claimed ~warm-", a);
+        ck_assert_int_eq(it_log_count(&d, needle), 1);
+        expect_out(c, a, NULL, "busybox id -u; pwd", "1000\n/data\n");
+        expect_out(c, a, "root", "echo one > /etc/x1 && busybox cat /etc/x1", "one\n");
+        base_a = map_base(c, a);
+        ck_assert_uint_ge(base_a, SBX_IMAGE_UID_BASE);
+        ck_assert_int_eq(sbx_get(c, a, &s), SBX_OK);
+        ck_assert_str_eq(s->image, digest);
+        ck_assert_str_eq(s->image_digest, digest);
+        sbx_sandbox_free(s);
+        s = NULL;
+
+        /* Another policy: made cold. */
+        sbx_create_opts_init(&o);
+        o.image = digest;
+        o.policy.network = SBX_NETWORK_FULL;
+        ck_assert_msg(sbx_create(c, &o, &s) == SBX_OK, "%s", sbx_error_message(c));
+        cold = strdup(s->id);
+        sbx_sandbox_free(s);
+        snprintf(needle, sizeof(needle), "sbx=%s: claimed", cold);
+        ck_assert_int_eq(it_log_count(&d, needle), 0);
+        snprintf(needle, sizeof(needle), "sbx=%s: creating for uid 0", cold);
+        ck_assert_int_eq(it_log_count(&d, needle), 1);
+
+        /* Root's name for it goes (BOB still has it): the pool's sandboxes of that name
+         * end, and none is made until it is pulled again. */
+        ck_assert_int_eq(sbx_image_remove(c, digest, NULL), SBX_OK);
+        ck_assert_int_eq(it_wait_log(&d, "its image's name names no image now", 2), 2);
+        ck_assert_int_eq(it_log_count(&d, "no sandbox of it is kept warm until then"), 2);
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, cold, NULL), SBX_OK);
+        free(a);
+        free(cold);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        /* The pool's sandboxes went with the daemon, their directories too. */
+        {
+                char dir[700];
+                snprintf(dir, sizeof(dir), "%s/sandboxes", d.state);
+                ck_assert_int_eq(img_entries(dir), 0);
+        }
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_sandbox");
 
@@ -751,6 +878,7 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, adopted_after_restart, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, debian_installs, 600, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, warm_image_pool, 240, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 
