@@ -401,9 +401,7 @@ static int create_admitted(struct sbxtab *t, const Sbx__V1__CreateSandbox *req, 
         }
         /* A warm sandbox that is not used counts against --max-sandboxes: give one up
          * when this one would not fit otherwise (a spare it takes makes no new one). */
-        spare = req->image && req->image[0] ? NULL /* spares are of the host's root */
-                                             : warm_take_spare(t->warm, id, packed, packed_len,
-                                                               caller->uid);
+        spare = warm_take_spare(t->warm, id, packed, packed_len, caller->uid);
         if (!spare && !pool_has_room(t))
                 warm_give_up_one(t->warm);
         return create_cold(t, spare, id, packed, packed_len, &objs, caller, cb, ud, err, errlen);

@@ -36,8 +36,8 @@
  * not told apart from the daemon's own image mounts, during which it is missed). For
  * SBX_SPARE_REBUILD_MS after that, no warm sandbox is made and spares are plain (then
  * replaced): a host that mounts all the time makes the pool rebuild at most once a
- * second. Without the watch (or openat2) no spare is built. */
-/*
+ * second. Without the watch (or openat2) no spare is built.
+ *
  * A --warm-image REF=N keeps N warm sandboxes of the default policy made from REF, one
  * of the daemon's user's images (sbimage.h: its block of ids, its user). A create of an
  * image claims one when its Setup key equals the warm one's, image fields aside (the
@@ -47,7 +47,9 @@
  * takes the client's name for the image; its record gets the digest. Each top-up looks
  * REF up again: sandboxes of other content than REF names now (a newer pull), or of a
  * name the daemon's user no longer has, are ended; a missing REF is said once and
- * looked for again after the next pull (warm_images_changed). */
+ * looked for again after the next pull (warm_images_changed). A create of an image no
+ * warm sandbox matches takes a plain spare (never a built one: its base is the host's
+ * root). */
 #include "warm.h"
 
 #include <errno.h>
@@ -820,11 +822,12 @@ static int spare_usable(const struct sandbox *sb) {
 }
 
 /* The spare for a request of effective spec: the oldest built one whose base it fits
- * (the list is newest first), else the oldest plain one, else NULL. Built spares made
- * before the daemon's mount table changed are ended first (pool_gone tops the pool
- * up). */
+ * (the list is newest first; never for an image, whose root is no base of the host's),
+ * else the oldest plain one, else NULL. Built spares made before the daemon's mount
+ * table changed are ended first (pool_gone tops the pool up). */
 static struct sandbox *pick_spare(struct warm_pool *p, const Sbx__V1__CreateSandbox *spec) {
         struct sandbox *built = NULL, *plain = NULL, *o;
+        int image = spec->image && spec->image[0];
 
         end_stale(p, host_gen(p, NULL));
         for (o = p->all; o; o = o->next) {
@@ -832,7 +835,7 @@ static struct sandbox *pick_spare(struct warm_pool *p, const Sbx__V1__CreateSand
                         continue;
                 if (!o->building)
                         plain = o;
-                else if (o->built && policy_fits_base(p->d, o->spec, spec))
+                else if (o->built && !image && policy_fits_base(p->d, o->spec, spec))
                         built = o;
         }
         return built ? built : plain;

@@ -777,13 +777,13 @@ out:
  * before, the daemon says so once); a create of the same content with the default
  * policy claims one, by any user and under any name of theirs (BOB's own), keeping the
  * image's user, its own block of ids, the client's id as host name and the image's
- * digest in its record; another policy is made cold; the pool fills up again; the end
- * leaves nothing. */
+ * digest in its record; another policy is made from a plain spare; the pool fills up
+ * again; the end leaves nothing. */
 START_TEST(warm_image_pool) {
         struct it_daemon d;
         const char *layout = make_image();
         char ref[900], *digest, *said, *a, *cold, want[1400], needle[200];
-        const char *flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
+        const char *flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "2",
                                "--warm-image", ref, NULL};
         struct sbx_create_opts o;
         struct sbx_sandbox *s = NULL;
@@ -827,7 +827,8 @@ START_TEST(warm_image_pool) {
         sbx_sandbox_free(s);
         s = NULL;
 
-        /* Another policy: made cold. */
+        /* Another policy: made cold, from the plain spare (init already in its cgroup;
+         * never the built one, whose base is the host's root). */
         sbx_create_opts_init(&o);
         o.image = digest;
         o.policy.network = SBX_NETWORK_FULL;
@@ -836,8 +837,9 @@ START_TEST(warm_image_pool) {
         sbx_sandbox_free(s);
         snprintf(needle, sizeof(needle), "sbx=%s: claimed", cold);
         ck_assert_int_eq(it_log_count(&d, needle), 0);
-        snprintf(needle, sizeof(needle), "sbx=%s: creating for uid 0", cold);
+        snprintf(needle, sizeof(needle), "sbx=%s: takes the plain spare", cold);
         ck_assert_int_eq(it_log_count(&d, needle), 1);
+        expect_out(c, cold, "root", "echo two > /etc/x1 && busybox cat /etc/x1", "two\n");
 
         /* Root's name for it goes (BOB still has it): the pool's sandboxes of that name
          * end, and none is made until it is pulled again. */
