@@ -570,7 +570,10 @@ static void shut_down(int served) {
         }
         server_release(&S);
         free(S.path);
-        if (D.sandboxes && uidslot_any_given(sbxtab_uidslots(D.sandboxes)))
+        /* A kept sandbox's ids are the range's: a uid slot, or an image's block, which a
+         * daemon that adopts it finds again only on the same range. */
+        if ((D.sandboxes && uidslot_any_given(sbxtab_uidslots(D.sandboxes))) ||
+            D.image_blocks_taken)
                 uids_bound = 1;
         sbxtab_free(D.sandboxes);
         if (D.cgroups) {

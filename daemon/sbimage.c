@@ -58,6 +58,7 @@ static int take_block(struct sbxd *d, struct sbimage *im, char *err, size_t errl
         for (b = 0; b < SBX_IMAGE_BLOCKS; b++)
                 if (!(d->image_blocks & (1ull << b))) {
                         d->image_blocks |= 1ull << b;
+                        d->image_blocks_taken = 1;
                         im->block = (int)b;
                         im->uid_base = block_base(d, b);
                         return 0;
@@ -361,6 +362,7 @@ static int retake_block(struct sbxd *d, struct sbimage *im, uid_t id, char *err,
                 return -EBUSY;
         }
         d->image_blocks |= 1ull << b;
+        d->image_blocks_taken = 1;
         im->block = (int)b;
         im->uid_base = block_base(d, b);
         return 0;

@@ -57,6 +57,8 @@ struct sbxd {
                                       * turn keeps it, turn.h) */
         struct imagestore *images;   /* the container images (images.h; main() opens it) */
         uint64_t image_blocks;       /* root: image sandboxes' id blocks in use (sbimage.c) */
+        int image_blocks_taken;      /* one was taken this run: the blocks follow the uid
+                                      * range, which stays the state directory's (main.c) */
         struct rpc_pulls *pulls;     /* image pulls under way (rpc_pull.c); NULL: none */
         struct images_gc *images_gc; /* the image store's collection job (images.c) */
         struct offload *offload;     /* work off the loop (offload.c): made at the first job,

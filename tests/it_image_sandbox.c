@@ -439,6 +439,14 @@ START_TEST(adopted_after_restart) {
         base = map_base(c, id);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
+        /* The blocks follow the uid range: the state directory keeps it for the next
+         * daemon, which would pick the first free one otherwise (another, once a daemon
+         * on a lower range has stopped meanwhile) and could not adopt the sandbox. */
+        {
+                char rec[700];
+                snprintf(rec, sizeof(rec), "%s/uid-range", d.state);
+                ck_assert_msg(access(rec, F_OK) == 0, "%s is gone", rec);
+        }
         it_daemon_restart(&d, keep);
         c = it_connect(&d);
         expect_out(c, id, "root", "busybox cat /etc/k1", "kept\n");
