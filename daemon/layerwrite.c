@@ -1,0 +1,469 @@
+/* layerwrite.c: directory trees written as one image layer; see layerwrite.h. */
+#include "layerwrite.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "layer.h"
+
+/* A file with more than one link, by the first name it was written as. */
+struct link {
+        dev_t dev;
+        ino_t ino;
+        char *name;
+};
+
+struct layerwrite {
+        struct archive *a;
+        struct archive_entry *e;
+        struct digest dg;
+        int dg_ok;
+        int out_fd;
+        struct layerwrite_opts o;
+        struct layerwrite_result res;
+        struct link *links;
+        size_t n_links, cap_links;
+        char *err;
+        size_t errlen;
+        int write_errno; /* what the output's write said, for on_write's caller */
+        char buf[65536];
+};
+
+static int fail(struct layerwrite *w, int r, const char *name, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static int fail(struct layerwrite *w, int r, const char *name, const char *fmt, ...) {
+        char what[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        /* A long name by its end, so that the reason always fits. */
+        if (w->errlen && name && strlen(name) > 200)
+                snprintf(w->err, w->errlen, "...%s: %s", name + strlen(name) - 200, what);
+        else if (w->errlen)
+                snprintf(w->err, w->errlen, "%s%s%s", name ? name : "", name ? ": " : "", what);
+        return r;
+}
+
+/* libarchive's output: digested, then written whole. */
+static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t n) {
+        struct layerwrite *w = ud;
+        const char *p = buf;
+        size_t done = 0;
+
+        (void)a;
+        if (digest_update(&w->dg, buf, n) < 0) {
+                w->write_errno = ENOMEM;
+                return -1;
+        }
+        while (done < n) {
+                ssize_t k = write(w->out_fd, p + done, n - done);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        w->write_errno = k < 0 ? errno : EIO;
+                        return -1;
+                }
+                done += (size_t)k;
+        }
+        w->res.size += n;
+        return (la_ssize_t)n;
+}
+
+int layerwrite_open(int out_fd, const struct layerwrite_opts *o, char *err, size_t errlen,
+                    struct layerwrite **ret) {
+        struct layerwrite *w = calloc(1, sizeof(*w));
+
+        if (!w)
+                return -ENOMEM;
+        w->out_fd = out_fd;
+        w->o = *o;
+        w->err = err;
+        w->errlen = errlen;
+        if (digest_init(&w->dg) < 0) {
+                free(w);
+                return -ENOMEM;
+        }
+        w->dg_ok = 1;
+        w->a = archive_write_new();
+        w->e = archive_entry_new();
+        /* ustar where it fits, pax records only for what ustar cannot say (long names,
+         * large ids or sizes): nothing that varies between two writes of one tree. */
+        if (!w->a || !w->e || archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
+            archive_write_add_filter_none(w->a) != ARCHIVE_OK ||
+            archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
+            archive_write_open(w->a, w, NULL, on_write, NULL) != ARCHIVE_OK) {
+                layerwrite_free(w);
+                return -ENOMEM;
+        }
+        *ret = w;
+        return 0;
+}
+
+void layerwrite_free(struct layerwrite *w) {
+        size_t i;
+
+        if (!w)
+                return;
+        if (w->a)
+                archive_write_free(w->a); /* closes it first: an unfinished tar stays so */
+        if (w->e)
+                archive_entry_free(w->e);
+        if (w->dg_ok)
+                digest_free(&w->dg);
+        for (i = 0; i < w->n_links; i++)
+                free(w->links[i].name);
+        free(w->links);
+        free(w);
+}
+
+static uint32_t map_id(const struct layerwrite_map *m, uint32_t id) {
+        unsigned i;
+
+        for (i = 0; i < m->n; i++)
+                if (id >= m->r[i].host && id - m->r[i].host < m->r[i].count)
+                        return m->r[i].inside + (id - m->r[i].host);
+        return LAYERWRITE_OVERFLOW_ID;
+}
+
+/* One more entry against the bound. */
+static int count_entry(struct layerwrite *w, const char *name) {
+        if (++w->res.entries > w->o.max_entries)
+                return fail(w, -EFBIG, name, "more than %llu files and directories",
+                            (unsigned long long)w->o.max_entries);
+        return 0;
+}
+
+/* Writes the header of e (archive_entry_clear'ed and filled by the caller). */
+static int put_header(struct layerwrite *w, const char *name) {
+        if (archive_write_header(w->a, w->e) != ARCHIVE_OK)
+                return fail(w, w->write_errno ? -w->write_errno : -EIO, name, "%s",
+                            w->write_errno ? strerror(w->write_errno)
+                                           : archive_error_string(w->a));
+        return 0;
+}
+
+/* The entry name with the owner, mode and time of st (ids mapped). */
+static void fill(struct layerwrite *w, const char *name, const struct stat *st) {
+        archive_entry_clear(w->e);
+        archive_entry_set_pathname(w->e, name);
+        archive_entry_set_mode(w->e, st->st_mode);
+        archive_entry_set_uid(w->e, map_id(&w->o.uids, st->st_uid));
+        archive_entry_set_gid(w->e, map_id(&w->o.gids, st->st_gid));
+        archive_entry_set_mtime(w->e, st->st_mtime, 0);
+}
+
+/* An empty regular file name (a whiteout or an opaque marker), root's, 0. */
+static int put_marker(struct layerwrite *w, const char *name) {
+        int r = count_entry(w, name);
+
+        if (r < 0)
+                return r;
+        archive_entry_clear(w->e);
+        archive_entry_set_pathname(w->e, name);
+        archive_entry_set_filetype(w->e, AE_IFREG);
+        archive_entry_set_perm(w->e, 0);
+        archive_entry_set_size(w->e, 0);
+        return put_header(w, name);
+}
+
+/* 1 when fd's (or, with fd -1, dfd's entry base's) xattr key is value. */
+static int xattr_is(int fd, const char *key, const char *value) {
+        char v[8];
+        ssize_t n = fgetxattr(fd, key, v, sizeof(v));
+
+        return n == (ssize_t)strlen(value) && memcmp(v, value, (size_t)n) == 0;
+}
+
+/* Whether the empty regular file fd is a rootless whiteout (user.overlay.whiteout). */
+static int user_whiteout(int fd) {
+        return fgetxattr(fd, "user.overlay.whiteout", NULL, 0) >= 0;
+}
+
+/* The first name a file of several links was written as, or NULL (then remembered as
+ * name). -ENOMEM through *r. */
+static const char *link_target(struct layerwrite *w, const struct stat *st, const char *name,
+                               int *r) {
+        size_t i;
+
+        *r = 0;
+        for (i = 0; i < w->n_links; i++)
+                if (w->links[i].dev == st->st_dev && w->links[i].ino == st->st_ino)
+                        return w->links[i].name;
+        if (w->n_links == w->cap_links) {
+                size_t cap = w->cap_links ? 2 * w->cap_links : 64;
+                struct link *l = realloc(w->links, cap * sizeof(*l));
+                if (!l) {
+                        *r = -ENOMEM;
+                        return NULL;
+                }
+                w->links = l;
+                w->cap_links = cap;
+        }
+        w->links[w->n_links].dev = st->st_dev;
+        w->links[w->n_links].ino = st->st_ino;
+        if (!(w->links[w->n_links].name = strdup(name)))
+                *r = -ENOMEM;
+        else
+                w->n_links++;
+        return NULL;
+}
+
+/* The data of the regular file fd (st: what was listed), exactly st_size bytes. */
+static int put_data(struct layerwrite *w, int fd, const struct stat *st, const char *name) {
+        uint64_t left = (uint64_t)st->st_size;
+
+        while (left > 0) {
+                ssize_t n = read(fd, w->buf, left < sizeof(w->buf) ? (size_t)left : sizeof(w->buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return fail(w, -errno, name, "read: %s", strerror(errno));
+                if (n == 0)
+                        return fail(w, -ESTALE, name, "shrank while it was read");
+                if (archive_write_data(w->a, w->buf, (size_t)n) != n)
+                        return fail(w, w->write_errno ? -w->write_errno : -EIO, name, "%s",
+                                    w->write_errno ? strerror(w->write_errno)
+                                                   : archive_error_string(w->a));
+                left -= (uint64_t)n;
+        }
+        return 0;
+}
+
+/* A regular file of the tree (dfd's base, listed as st). */
+static int put_file(struct layerwrite *w, int dfd, const char *base, const char *name,
+                    const struct stat *st) {
+        struct stat now;
+        const char *target;
+        int fd, r;
+
+        fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return fail(w, -errno, name, "open: %s", strerror(errno));
+        if (fstat(fd, &now) < 0 || !S_ISREG(now.st_mode) || now.st_ino != st->st_ino ||
+            now.st_dev != st->st_dev) {
+                close(fd);
+                return fail(w, -ESTALE, name, "changed while the snapshot was taken");
+        }
+        if (now.st_size == 0 && user_whiteout(fd)) {
+                close(fd);
+                return 1; /* a whiteout: the caller writes it */
+        }
+        r = 0;
+        target = now.st_nlink > 1 ? link_target(w, &now, name, &r) : NULL;
+        if (r == 0 && (r = count_entry(w, name)) == 0) {
+                fill(w, name, &now);
+                if (target) {
+                        archive_entry_set_filetype(w->e, AE_IFREG);
+                        archive_entry_set_hardlink(w->e, target);
+                        archive_entry_set_size(w->e, 0);
+                        r = put_header(w, name);
+                } else if ((w->res.data_bytes += (uint64_t)now.st_size) > w->o.max_bytes) {
+                        r = fail(w, -EFBIG, name, "its files hold more than %llu bytes",
+                                 (unsigned long long)w->o.max_bytes);
+                } else {
+                        archive_entry_set_size(w->e, now.st_size);
+                        r = put_header(w, name);
+                        if (r == 0)
+                                r = put_data(w, fd, &now, name);
+                }
+        }
+        close(fd);
+        return r;
+}
+
+static int put_symlink(struct layerwrite *w, int dfd, const char *base, const char *name,
+                       const struct stat *st) {
+        char target[4096];
+        ssize_t n = readlinkat(dfd, base, target, sizeof(target) - 1);
+        int r;
+
+        if (n < 0)
+                return fail(w, errno == EINVAL ? -ESTALE : -errno, name, "readlink: %s",
+                            strerror(errno));
+        if ((size_t)n >= sizeof(target) - 1)
+                return fail(w, -ENAMETOOLONG, name, "a symlink's target of 4096 bytes or more");
+        target[n] = '\0';
+        if ((r = count_entry(w, name)) < 0)
+                return r;
+        fill(w, name, st);
+        archive_entry_set_symlink(w->e, target);
+        return put_header(w, name);
+}
+
+static int walk(struct layerwrite *w, int dfd, char *path, size_t len, unsigned depth);
+
+/* A directory of the tree: its entry, its opaque marker, then what it holds. */
+static int put_dir(struct layerwrite *w, int dfd, const char *base, char *path, size_t len,
+                   unsigned depth) {
+        struct stat st;
+        int fd, r;
+
+        if (depth > LAYER_MAX_DEPTH)
+                return fail(w, -ELOOP, path, "more than %u directories deep", LAYER_MAX_DEPTH);
+        fd = openat(dfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return fail(w, errno == ENOTDIR || errno == ELOOP ? -ESTALE : -errno, path,
+                            "open: %s", strerror(errno));
+        r = fstat(fd, &st) < 0 ? fail(w, -errno, path, "stat: %s", strerror(errno)) : 0;
+        if (r == 0)
+                r = count_entry(w, path);
+        if (r == 0) {
+                fill(w, path, &st);
+                r = put_header(w, path);
+        }
+        if (r == 0 && (xattr_is(fd, "trusted.overlay.opaque", "y") ||
+                       xattr_is(fd, "user.overlay.opaque", "y"))) {
+                char marker[PATH_MAX];
+                snprintf(marker, sizeof(marker), "%s/.wh..wh..opq", path);
+                r = put_marker(w, marker);
+        }
+        if (r == 0)
+                r = walk(w, fd, path, len, depth);
+        close(fd);
+        return r;
+}
+
+static int by_name(const void *a, const void *b) {
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in directory dfd but . and .., sorted: *ret (each and the array
+ * malloc()ed), their count, or -errno. */
+static int list_dir(int dfd, char ***ret) {
+        int fd = dup(dfd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        char **names = NULL, **more;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        int r = 0;
+
+        if (!d) {
+                r = -errno;
+                if (fd >= 0)
+                        close(fd);
+                return r;
+        }
+        rewinddir(d);
+        while ((errno = 0, de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (n == cap) {
+                        cap = cap ? 2 * cap : 16;
+                        if (!(more = realloc(names, cap * sizeof(*names)))) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        names = more;
+                }
+                if (!(names[n] = strdup(de->d_name))) {
+                        r = -ENOMEM;
+                        break;
+                }
+                n++;
+        }
+        if (r == 0 && errno)
+                r = -errno;
+        closedir(d);
+        if (r < 0) {
+                while (n > 0)
+                        free(names[--n]);
+                free(names);
+                return r;
+        }
+        if (n)
+                qsort(names, n, sizeof(*names), by_name);
+        *ret = names;
+        return (int)n;
+}
+
+/* One entry base of directory dfd, named path (len bytes) in the layer. */
+static int put_entry(struct layerwrite *w, int dfd, const char *base, char *path, size_t len,
+                     unsigned depth) {
+        struct stat st;
+        int r;
+
+        if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return fail(w, -errno, path, "stat: %s", strerror(errno));
+        if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
+                r = 1; /* overlayfs's whiteout */
+        else if (S_ISDIR(st.st_mode))
+                return put_dir(w, dfd, base, path, len, depth + 1);
+        else if (S_ISREG(st.st_mode))
+                r = put_file(w, dfd, base, path, &st);
+        else if (S_ISLNK(st.st_mode))
+                return put_symlink(w, dfd, base, path, &st);
+        else {
+                if (w->res.skipped++ == 0)
+                        snprintf(w->res.first_skipped, sizeof(w->res.first_skipped), "%s", path);
+                return 0;
+        }
+        if (r == 1) { /* ".wh." + its name, beside it */
+                char wh[PATH_MAX];
+                size_t dir = len - strlen(base);
+                snprintf(wh, sizeof(wh), "%.*s.wh.%s", (int)dir, path, base);
+                r = put_marker(w, wh);
+        }
+        return r;
+}
+
+/* What directory dfd holds, named under path (len bytes, "" at the root). */
+static int walk(struct layerwrite *w, int dfd, char *path, size_t len, unsigned depth) {
+        char **names = NULL;
+        int n = list_dir(dfd, &names), i, r = 0;
+
+        if (n < 0)
+                return fail(w, n, len ? path : "/", "cannot list it: %s", strerror(-n));
+        for (i = 0; i < n && r == 0; i++) {
+                size_t k = strlen(names[i]);
+                if (len + 1 + k >= PATH_MAX) {
+                        r = fail(w, -ENAMETOOLONG, path, "a name of %zu bytes or more",
+                                 (size_t)PATH_MAX);
+                        break;
+                }
+                if (len)
+                        path[len] = '/';
+                memcpy(path + len + (len ? 1 : 0), names[i], k + 1);
+                r = put_entry(w, dfd, names[i], path, len + (len ? 1 : 0) + k, depth);
+                path[len] = '\0';
+        }
+        for (i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        return r;
+}
+
+int layerwrite_tree(struct layerwrite *w, int dir_fd, const char *prefix) {
+        char path[PATH_MAX];
+        size_t len = strlen(prefix);
+
+        if (len >= sizeof(path))
+                return fail(w, -ENAMETOOLONG, prefix, "too long");
+        memcpy(path, prefix, len + 1);
+        if (len == 0)
+                return walk(w, dir_fd, path, 0, 0);
+        return put_dir(w, dir_fd, ".", path, len, 1);
+}
+
+int layerwrite_finish(struct layerwrite *w, struct layerwrite_result *res) {
+        if (archive_write_close(w->a) != ARCHIVE_OK)
+                return fail(w, w->write_errno ? -w->write_errno : -EIO, NULL, "ending the tar: %s",
+                            w->write_errno ? strerror(w->write_errno)
+                                           : archive_error_string(w->a));
+        if (digest_final(&w->dg, w->res.digest) < 0)
+                return -ENOMEM;
+        *res = w->res;
+        return 0;
+}

@@ -1,0 +1,351 @@
+/* check_layerwrite.c: the Check suite of daemon/layerwrite.c. Each test builds a tree as
+ * a sandbox's writable root and workspace would hold it (overlayfs's whiteouts and
+ * opaque directories, hard links, symlinks, a FIFO, owners of a block of ids), writes
+ * it as a layer, reads the tar back with libarchive, and unpacks it with layer.c as a
+ * snapshot's layer would be: what comes out is what went in, in the store's form. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "layer.h"
+#include "layerwrite.h"
+#include "testutil.h"
+
+#define BASE 2147549184u /* a block's first host id: inside 0 */
+
+static char dir[256];
+
+static void setup(void) {
+        test_dir_make(dir, sizeof(dir), "check_layerwrite");
+}
+
+static void teardown(void) {
+        test_dir_remove(dir);
+}
+
+static void put(const char *rel, const char *text, mode_t mode, uid_t uid) {
+        char path[512];
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, rel);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        ck_assert_int_eq(fchown(fd, uid, uid), 0); /* before the mode: chown clears setuid */
+        ck_assert_int_eq(fchmod(fd, mode), 0);
+        close(fd);
+}
+
+static void mk(const char *rel, uid_t uid) {
+        char path[512];
+
+        snprintf(path, sizeof(path), "%s/%s", dir, rel);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        ck_assert_int_eq(chown(path, uid, uid), 0);
+}
+
+static int open_dir(const char *rel) {
+        char path[512];
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, rel);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        return fd;
+}
+
+/* The opts of a root daemon's block at BASE. */
+static struct layerwrite_opts block_opts(void) {
+        struct layerwrite_opts o = {.max_bytes = 1 << 20, .max_entries = 1000};
+
+        o.uids.r[0] = (struct layerwrite_range){BASE, 0, 65536};
+        o.gids.r[0] = o.uids.r[0];
+        o.uids.n = o.gids.n = 1;
+        return o;
+}
+
+/* Writes upper (and, not NULL, ws under "workspace") to DIR/name; the result. */
+static int write_layer(const char *name, const char *upper, const char *ws,
+                       const struct layerwrite_opts *o, struct layerwrite_result *res,
+                       char *err, size_t errlen) {
+        struct layerwrite *w = NULL;
+        char path[512];
+        int out, ufd, wfd = -1, r;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ck_assert_int_ge(out, 0);
+        ufd = open_dir(upper);
+        if (ws)
+                wfd = open_dir(ws);
+        r = layerwrite_open(out, o, err, errlen, &w);
+        if (r == 0)
+                r = layerwrite_tree(w, ufd, "");
+        if (r == 0 && ws)
+                r = layerwrite_tree(w, wfd, "workspace");
+        if (r == 0)
+                r = layerwrite_finish(w, res);
+        layerwrite_free(w);
+        close(ufd);
+        if (wfd >= 0)
+                close(wfd);
+        close(out);
+        return r;
+}
+
+/* The tree of a sandbox: upper/ with a file of inside uid 1000, a setuid file of root, a
+ * hard link, a symlink out of the tree, a whiteout of /etc/gone (a 0/0 device), an
+ * opaque /opt, a rootless whiteout file, a FIFO; ws/ with a file of the user's. */
+static void make_sandbox_tree(void) {
+        char path[512];
+
+        mk("upper", BASE);
+        mk("upper/etc", BASE);
+        put("upper/etc/new", "hello\n", 0644, BASE + 1000);
+        put("upper/etc/su", "#!\n", 04755, BASE);
+        snprintf(path, sizeof(path), "%s/upper/etc/new", dir);
+        {
+                char to[512];
+                snprintf(to, sizeof(to), "%s/upper/etc/new.link", dir);
+                ck_assert_int_eq(link(path, to), 0);
+        }
+        snprintf(path, sizeof(path), "%s/upper/etc/host", dir);
+        ck_assert_int_eq(symlink("/etc/shadow", path), 0);
+        ck_assert_int_eq(lchown(path, BASE, BASE), 0);
+        snprintf(path, sizeof(path), "%s/upper/etc/gone", dir);
+        ck_assert_int_eq(mknod(path, S_IFCHR | 0, makedev(0, 0)), 0);
+        mk("upper/opt", BASE);
+        snprintf(path, sizeof(path), "%s/upper/opt", dir);
+        ck_assert_int_eq(setxattr(path, "trusted.overlay.opaque", "y", 1, 0), 0);
+        put("upper/opt/only", "x", 0644, BASE);
+        put("upper/etc/xgone", "", 0, BASE);
+        snprintf(path, sizeof(path), "%s/upper/etc/xgone", dir);
+        ck_assert_int_eq(setxattr(path, "user.overlay.whiteout", "", 0, 0), 0);
+        snprintf(path, sizeof(path), "%s/upper/etc/fifo", dir);
+        ck_assert_int_eq(mkfifo(path, 0600), 0);
+        /* An id of no range (the host's root here): written as the overflow id. */
+        put("upper/etc/hosts", "h\n", 0644, 0);
+        mk("ws", BASE + 1000);
+        put("ws/notes", "mine\n", 0600, BASE + 1000);
+}
+
+struct seen {
+        char name[256];
+        int type; /* AE_IF* */
+        unsigned uid, gid;
+        mode_t perm;
+        char link[256];
+        char data[64];
+};
+
+/* The entries of the tar DIR/name, in order: their count (at most max). */
+static int read_back(const char *name, struct seen *s, int max) {
+        struct archive *a = archive_read_new();
+        struct archive_entry *e;
+        char path[512];
+        int n = 0;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        ck_assert_int_eq(archive_read_support_format_tar(a), ARCHIVE_OK);
+        ck_assert_int_eq(archive_read_open_filename(a, path, 10240), ARCHIVE_OK);
+        while (n < max && archive_read_next_header(a, &e) == ARCHIVE_OK) {
+                memset(&s[n], 0, sizeof(s[n]));
+                snprintf(s[n].name, sizeof(s[n].name), "%s", archive_entry_pathname(e));
+                s[n].type = (int)archive_entry_filetype(e);
+                s[n].uid = (unsigned)archive_entry_uid(e);
+                s[n].gid = (unsigned)archive_entry_gid(e);
+                s[n].perm = archive_entry_perm(e);
+                if (archive_entry_hardlink(e))
+                        snprintf(s[n].link, sizeof(s[n].link), "h:%s", archive_entry_hardlink(e));
+                else if (archive_entry_symlink(e))
+                        snprintf(s[n].link, sizeof(s[n].link), "l:%s", archive_entry_symlink(e));
+                (void)archive_read_data(a, s[n].data, sizeof(s[n].data) - 1);
+                n++;
+        }
+        ck_assert_int_eq(archive_read_free(a), ARCHIVE_OK);
+        return n;
+}
+
+static const struct seen *find(const struct seen *s, int n, const char *name) {
+        for (int i = 0; i < n; i++)
+                if (strcmp(s[i].name, name) == 0)
+                        return &s[i];
+        ck_abort_msg("no entry %s in the layer", name);
+        return NULL;
+}
+
+static int has(const struct seen *s, int n, const char *name) {
+        for (int i = 0; i < n; i++)
+                if (strcmp(s[i].name, name) == 0)
+                        return 1;
+        return 0;
+}
+
+/* Everything of the sandbox's tree, as OCI says it, with ids inside the block. */
+START_TEST(writes_the_tree_as_oci_says) {
+        struct layerwrite_opts o = block_opts();
+        struct layerwrite_result res;
+        struct seen s[64];
+        char err[512] = "";
+        const struct seen *e;
+        int n;
+
+        make_sandbox_tree();
+        ck_assert_msg(write_layer("l.tar", "upper", "ws", &o, &res, err, sizeof(err)) == 0, "%s",
+                      err);
+        n = read_back("l.tar", s, 64);
+        ck_assert_int_eq((int)res.entries, n);
+        /* Sorted, relative. */
+        ck_assert_str_eq(s[0].name, "etc/");
+        e = find(s, n, "etc/new");
+        ck_assert_uint_eq(e->uid, 1000);
+        ck_assert_uint_eq(e->gid, 1000);
+        ck_assert_str_eq(e->data, "hello\n");
+        e = find(s, n, "etc/new.link");
+        ck_assert_str_eq(e->link, "h:etc/new");
+        e = find(s, n, "etc/su");
+        ck_assert_uint_eq(e->perm, 04755);
+        ck_assert_uint_eq(e->uid, 0);
+        e = find(s, n, "etc/host");
+        ck_assert_str_eq(e->link, "l:/etc/shadow");
+        ck_assert_int_eq(e->type, AE_IFLNK);
+        /* Whiteouts and the opaque directory, as OCI's names. */
+        ck_assert(has(s, n, "etc/.wh.gone") && !has(s, n, "etc/gone"));
+        ck_assert(has(s, n, "etc/.wh.xgone") && !has(s, n, "etc/xgone"));
+        ck_assert(has(s, n, "opt/.wh..wh..opq"));
+        ck_assert(has(s, n, "opt/only"));
+        /* The FIFO left out and named; the host's root an overflow id. */
+        ck_assert(!has(s, n, "etc/fifo"));
+        ck_assert_uint_eq(res.skipped, 1);
+        ck_assert_str_eq(res.first_skipped, "etc/fifo");
+        ck_assert_uint_eq(find(s, n, "etc/hosts")->uid, LAYERWRITE_OVERFLOW_ID);
+        /* The workspace under its prefix, its directory too. */
+        ck_assert_uint_eq(find(s, n, "workspace/")->uid, 1000);
+        ck_assert_str_eq(find(s, n, "workspace/notes")->data, "mine\n");
+        ck_assert_uint_eq(res.data_bytes, strlen("hello\n") + 3 + 1 + 2 + strlen("mine\n"));
+}
+END_TEST
+
+/* The same tree written twice is the same layer (its digest is its diff_id), and layer.c
+ * reads it back with that very diff_id, whiteouts in the store's form. */
+START_TEST(same_tree_same_digest_and_unpacks) {
+        struct layerwrite_opts o = block_opts();
+        struct layerwrite_result a, b;
+        struct layer_opts lo = {.max_bytes = 1 << 20,
+                                .max_entries = 1000,
+                                .whiteouts = LAYER_WHITEOUT_CHARDEV,
+                                .keep_owners = 1};
+        struct layer_result lr;
+        char err[512] = "", path[512], v[4];
+        struct stat st;
+        int fd, out;
+
+        make_sandbox_tree();
+        ck_assert_int_eq(write_layer("a.tar", "upper", "ws", &o, &a, err, sizeof(err)), 0);
+        ck_assert_int_eq(write_layer("b.tar", "upper", "ws", &o, &b, err, sizeof(err)), 0);
+        ck_assert_str_eq(a.digest, b.digest);
+        ck_assert_uint_eq(a.size, b.size);
+        {
+                char d2[DIGEST_STR_BYTES];
+                snprintf(path, sizeof(path), "%s/a.tar", dir);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                ck_assert_int_eq(digest_fd(fd, d2, NULL), 0);
+                close(fd);
+                ck_assert_str_eq(d2, a.digest);
+        }
+        mk("out", 0);
+        out = open_dir("out");
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        ck_assert_msg(layer_unpack(fd, out, &lo, &lr, err, sizeof(err)) == 0, "%s", err);
+        close(fd);
+        close(out);
+        ck_assert_str_eq(lr.diff_id, a.digest);
+        snprintf(path, sizeof(path), "%s/out/etc/gone", dir);
+        ck_assert_int_eq(lstat(path, &st), 0);
+        ck_assert(S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0));
+        snprintf(path, sizeof(path), "%s/out/opt", dir);
+        ck_assert_int_eq(getxattr(path, "trusted.overlay.opaque", v, sizeof(v)), 1);
+        snprintf(path, sizeof(path), "%s/out/etc/new", dir);
+        ck_assert_int_eq(lstat(path, &st), 0);
+        ck_assert_uint_eq(st.st_uid, 1000);
+        ck_assert_uint_eq(st.st_nlink, 2);
+        snprintf(path, sizeof(path), "%s/out/workspace/notes", dir);
+        ck_assert_int_eq(lstat(path, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0600);
+}
+END_TEST
+
+/* Past max_bytes or max_entries: -EFBIG naming the entry; too deep: -ELOOP. */
+START_TEST(bounds_are_refused) {
+        struct layerwrite_opts o = block_opts();
+        struct layerwrite_result res;
+        char err[512] = "";
+
+        make_sandbox_tree();
+        o.max_bytes = 8;
+        ck_assert_int_eq(write_layer("x.tar", "upper", NULL, &o, &res, err, sizeof(err)), -EFBIG);
+        ck_assert_msg(strstr(err, "more than 8 bytes"), "%s", err);
+        o = block_opts();
+        o.max_entries = 3;
+        ck_assert_int_eq(write_layer("x.tar", "upper", NULL, &o, &res, err, sizeof(err)), -EFBIG);
+        ck_assert_msg(strstr(err, "more than 3 files"), "%s", err);
+
+        o = block_opts();
+        mk("deep", 0);
+        {
+                int fd = open_dir("deep");
+                for (int i = 0; i < LAYER_MAX_DEPTH + 2; i++) {
+                        int next;
+                        ck_assert_int_eq(mkdirat(fd, "d", 0755), 0);
+                        next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        ck_assert_int_ge(next, 0);
+                        close(fd);
+                        fd = next;
+                }
+                close(fd);
+        }
+        ck_assert_int_eq(write_layer("x.tar", "deep", NULL, &o, &res, err, sizeof(err)), -ELOOP);
+        ck_assert_msg(strstr(err, "directories deep"), "%s", err);
+}
+END_TEST
+
+/* A symlink where a directory was listed is never followed (-ESTALE), and a symlink to
+ * a directory is written as a symlink, not walked. */
+START_TEST(symlinks_are_never_followed) {
+        struct layerwrite_opts o = block_opts();
+        struct layerwrite_result res;
+        struct seen s[16];
+        char err[512] = "", path[512];
+        int n;
+
+        mk("t", 0);
+        snprintf(path, sizeof(path), "%s/t/root", dir);
+        ck_assert_int_eq(symlink("/", path), 0);
+        ck_assert_int_eq(write_layer("s.tar", "t", NULL, &o, &res, err, sizeof(err)), 0);
+        n = read_back("s.tar", s, 16);
+        ck_assert_int_eq(n, 1);
+        ck_assert_str_eq(s[0].link, "l:/");
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("layerwrite");
+        TCase *tc = tcase_create("core");
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, writes_the_tree_as_oci_says);
+        tcase_add_test(tc, same_tree_same_digest_and_unpacks);
+        tcase_add_test(tc, bounds_are_refused);
+        tcase_add_test(tc, symlinks_are_never_followed);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
