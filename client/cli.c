@@ -103,6 +103,10 @@ static const struct command commands[] = {
          "      progress bar on a terminal; list, remove, inspect (JSON), and remove\n"
          "      every one no sandbox uses. Credentials: --registry-auth, else your\n"
          "      ~/.docker/config.json or $XDG_RUNTIME_DIR/containers/auth.json"},
+        {"snapshot", cmd_snapshot, "snapshot [--name NAME] [--json] ID",
+         "capture a sandbox made from an image, its root and /workspace, as an image\n"
+         "      of its owner's (NAME, else localhost/ID:UNIXMS; printed with its digest),\n"
+         "      its processes frozen meanwhile: sbx create --image NAME starts from it"},
         {"doctor", cmd_doctor, "doctor [--json]",
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},

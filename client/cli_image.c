@@ -573,6 +573,48 @@ static int image_prune(struct cli *cli, int argc, char **argv) {
         return status;
 }
 
+/* ---- snapshot ------------------------------------------------------------------------- */
+
+int cmd_snapshot(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt opts[] = {{"json", false, 0}, {"name", true, 0}, {NULL, false, 0}};
+        struct sbx_image *img = NULL;
+        const char *id = NULL, *name = NULL;
+        struct cli_opts p;
+        sbx_client *c;
+        bool json = false;
+        enum sbx_code rc;
+        int k, status = 0;
+
+        cli_opts_init(&p, cli, argc, argv, opts);
+        while (!status && (k = cli_opts_next(&p)) != CLI_OPT_END) {
+                if (k == CLI_OPT_ERR)
+                        status = CLI_EXIT_ERROR;
+                else if (k == CLI_OPT_HELP)
+                        status = -1;
+                else if (k == CLI_OPT_POS && id)
+                        status = cli_usage_error("sbx snapshot takes one sandbox ID");
+                else if (k == CLI_OPT_POS)
+                        id = p.arg;
+                else if (k == 0)
+                        json = true;
+                else
+                        name = p.arg;
+        }
+        if (status < 0)
+                cli_usage(stdout, "snapshot");
+        if (status)
+                return status < 0 ? 0 : status;
+        if (!id)
+                return cli_usage_error("sbx snapshot needs a sandbox ID");
+        if ((status = cli_connect(cli, &c)) != 0)
+                return status;
+        rc = sbx_snapshot(c, id, name, &img);
+        status = rc == SBX_OK ? print_pulled(img, json) : cli_client_error(c, rc);
+        sbx_image_free(img);
+        sbx_close(c);
+        return status;
+}
+
 int cmd_image(struct cli *cli, int argc, char **argv) {
         static const struct {
                 const char *name;

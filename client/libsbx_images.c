@@ -88,6 +88,25 @@ enum sbx_code sbx_image_inspect(sbx_client *c, const char *name, struct sbx_imag
         return image_call(c, &k, ret);
 }
 
+enum sbx_code sbx_snapshot(sbx_client *c, const char *id, const char *name,
+                           struct sbx_image **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__SnapshotSandbox ss = SBX__V1__SNAPSHOT_SANDBOX__INIT;
+        struct exchange k = {0};
+        enum sbx_code rc;
+
+        if ((rc = need(c, ret, __func__, "ret")) != SBX_OK ||
+            (rc = need(c, id, __func__, "id")) != SBX_OK)
+                return rc;
+        *ret = NULL;
+        ss.sandbox_id = unconst(id);
+        ss.name = unconst(name);
+        req.body_case = SBX__V1__REQUEST__BODY_SNAPSHOT_SANDBOX;
+        req.snapshot_sandbox = &ss;
+        k.req = &req;
+        return image_call(c, &k, ret);
+}
+
 enum sbx_code sbx_image_list(sbx_client *c, struct sbx_image_list **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__ListImages li = SBX__V1__LIST_IMAGES__INIT;

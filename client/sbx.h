@@ -820,6 +820,12 @@ enum sbx_code sbx_image_inspect(sbx_client *c, const char *name, struct sbx_imag
 enum sbx_code sbx_image_remove(sbx_client *c, const char *name, struct sbx_removed_images **ret);
 /* Removes every image of the caller's that no sandbox uses. ret may be NULL. */
 enum sbx_code sbx_image_prune(sbx_client *c, struct sbx_removed_images **ret);
+/* Captures sandbox id's files (its writable root and /workspace) as an image of its
+ * owner's named name (NULL: localhost/ID:UNIXMS), its processes frozen meanwhile; a
+ * sandbox made from it starts with those files (docs/snapshots.md). Only a sandbox made
+ * from an image. *ret: the snapshot (sbx_image_free). */
+enum sbx_code sbx_snapshot(sbx_client *c, const char *id, const char *name,
+                           struct sbx_image **ret);
 void sbx_image_free(struct sbx_image *img);
 void sbx_image_list_free(struct sbx_image_list *l);
 void sbx_removed_images_free(struct sbx_removed_images *r);

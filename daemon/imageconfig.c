@@ -80,6 +80,13 @@ static int parse_config(json_t *j, struct imageconfig *c) {
         c->variant = opt_str(json_object_get(j, "variant"));
         c->working_dir = opt_str(json_object_get(cfg, "WorkingDir"));
         c->user = opt_str(json_object_get(cfg, "User"));
+        {
+                json_t *labels = json_object_get(cfg, "Labels");
+                json_t *ws = json_is_object(labels)
+                                     ? json_object_get(labels, IMAGECONFIG_LABEL_WORKSPACE)
+                                     : NULL;
+                c->snapshot_workspace = json_is_string(ws) && strcmp(json_string_value(ws), "1") == 0;
+        }
         q = str_array(json_object_get(cfg, "Env"), &c->env, &c->nenv);
         if (q == 0)
                 q = str_array(json_object_get(cfg, "Entrypoint"), &c->entrypoint, &c->nentrypoint);

@@ -21,7 +21,15 @@ struct imageconfig {
         size_t ncmd;
         char *working_dir;
         char *user;
+        /* A snapshot's (snapshot.h): its /workspace is the workspace it was taken with
+         * (config.Labels[IMAGECONFIG_LABEL_WORKSPACE] is "1"). */
+        int snapshot_workspace;
 };
+
+/* The labels a snapshot's config carries (snapshot.h). */
+#define IMAGECONFIG_LABEL_WORKSPACE "io.sbxd.snapshot.workspace"
+#define IMAGECONFIG_LABEL_SANDBOX   "io.sbxd.snapshot.sandbox"
+#define IMAGECONFIG_LABEL_PARENT    "io.sbxd.snapshot.parent"
 
 /* Reads the config in len bytes of buf (imageconfig_load: what fd reads to its end)
  * into *ret, which the caller frees with imageconfig_free. -EINVAL when it is not JSON

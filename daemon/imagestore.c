@@ -1048,6 +1048,22 @@ out:
 
 /* ---- inspect ------------------------------------------------------------------------- */
 
+int imagestore_open_blob(struct imagestore *s, const char *name, int config) {
+        char digest[DS];
+        struct rec *r;
+        int fd;
+
+        pthread_mutex_lock(&s->mu);
+        r = find_rec(s, name);
+        if (r)
+                memcpy(digest, config ? r->config : r->manifest, DS);
+        pthread_mutex_unlock(&s->mu);
+        if (!r)
+                return -ENOENT;
+        fd = openat(s->blobs_fd, hex_of(digest), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
 int imagestore_inspect(struct imagestore *s, const char *name, struct imageconfig *ret) {
         char config[DS];
         struct rec *r;

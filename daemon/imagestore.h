@@ -114,6 +114,10 @@ void imagestore_image_free(struct imagestore_image *img);
  * -ENOENT no such image, -EINVAL its config is malformed. */
 int imagestore_inspect(struct imagestore *s, const char *name, struct imageconfig *ret);
 
+/* The manifest (config 0) or config (1) blob of the image name, opened read-only: its
+ * fd (the caller's) or -errno. */
+int imagestore_open_blob(struct imagestore *s, const char *name, int config);
+
 /* The path of layer diff_id's tree (an overlayfs lower directory) into buf (len
  * bytes). -EINVAL not a digest, -ENAMETOOLONG. Does not check that the layer exists. */
 int imagestore_layer_path(struct imagestore *s, const char *diff_id, char *buf, size_t len);

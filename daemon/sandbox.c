@@ -622,7 +622,7 @@ static void settle_end(struct sandbox *sb) {
         command_end_all(sb, 0);
         /* Nothing runs from its image any more. */
         sbimage_release(sb->d, sb->image);
-        if (sb->workspace && !sb->disk_busy) {
+        if (sb->workspace && !sb->disk_busy && !sb->dir_holds) {
                 sb->trash =
                         trash_sandbox_dir(sb->d, sb->id, sb->workspace, sb->disk_fd,
                                           sb->spec->has_keep_workspace && sb->spec->keep_workspace);
@@ -1594,6 +1594,28 @@ struct disk_start {
         uint64_t started; /* uv_now() when the image was asked for */
 };
 
+void sandbox_dir_hold(struct sandbox *sb) {
+        hold(sb);
+        sb->dir_holds++;
+}
+
+/* An ended sandbox's directory, once nothing holds it (its end was answered without it):
+ * to the trash now. */
+static void trash_left_dir(struct sandbox *sb) {
+        if (!sb->answered || sb->disk_busy || sb->dir_holds)
+                return;
+        trash_sandbox_dir_now(sb->d, sb->id, sb->workspace, sb->disk_fd,
+                              sb->spec->has_keep_workspace && sb->spec->keep_workspace);
+        sb->disk_fd = -1;
+}
+
+void sandbox_dir_release(struct sandbox *sb) {
+        sb->dir_holds--;
+        if (sb->ending)
+                trash_left_dir(sb);
+        release(sb);
+}
+
 static void on_disk_made(void *ud, int r, int mount_fd, const char *err) {
         struct disk_start *ds = ud;
         struct sandbox *sb = ds->sb;
@@ -1605,12 +1627,7 @@ static void on_disk_made(void *ud, int r, int mount_fd, const char *err) {
                   (unsigned long long)(uv_now(sb->d->loop) - ds->started));
         if (sb->ending) {
                 /* Ending meanwhile: once answered, its end left the workspace to us. */
-                if (sb->answered) {
-                        trash_sandbox_dir_now(sb->d, sb->id, sb->workspace, sb->disk_fd,
-                                              sb->spec->has_keep_workspace &&
-                                                      sb->spec->keep_workspace);
-                        sb->disk_fd = -1;
-                }
+                trash_left_dir(sb);
         } else if (r < 0) {
                 fail_sandbox(sb, "cannot make its disk (disk_bytes %llu): %s",
                              (unsigned long long)sb->spec->policy->limits->disk_bytes, err);
@@ -1731,6 +1748,7 @@ int sandbox_setup_key(const Sbx__Init__V1__Setup *setup, uint8_t **ret, size_t *
         k.image_upper = NULL;
         k.has_image_uid_base = k.has_image_subids = 0;
         k.has_outer_subuid = k.has_outer_subgid = 0;
+        k.has_seed_workspace = 0;
         n = sbx__init__v1__setup__get_packed_size(&k);
         *ret = malloc(n ? n : 1);
         if (!*ret)

@@ -120,6 +120,8 @@ struct sandbox {
         int answered;          /* every process gone, workspace moved, end recorded, answered */
         int ended;             /* and stage 0 has exited: on_cleanup is due */
         char *trash;           /* the workspace in STATE/trash, for on_cleanup to delete */
+        unsigned dir_holds;    /* sandbox_dir_hold: its end leaves its directory until the
+                                * last is released */
         int disk_busy;         /* its disk image is being made: its end leaves the workspace
                                 * to the image's callback */
         int disk_fd;           /* its disk image's mount, attached nowhere on the host (disk.h):
@@ -204,6 +206,12 @@ void sandbox_start(struct sandbox *sb, struct policy_objects *objs);
  * with build, its base is built ahead too (init.proto Setup.prebuild), and sb->built
  * is set once init says so. 0, or -1 (sb failed: its end follows). */
 int sandbox_prepare(struct sandbox *sb, int build);
+
+/* Keeps sb (its memory) and its state directory (which its end would move to the trash)
+ * until sandbox_dir_release, which moves it then if sb has ended meanwhile: for work off
+ * the loop that reads the directory (a snapshot). */
+void sandbox_dir_hold(struct sandbox *sb);
+void sandbox_dir_release(struct sandbox *sb);
 
 /* sb's image (its spec's image, one of uid's: sbimage.h) held for it, its digest in the
  * spec (recorded: a daemon that adopts sb holds that very image) and its commands'

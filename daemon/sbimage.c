@@ -492,6 +492,8 @@ void sbimage_fill_setup(const struct sbimage *im, Sbx__Init__V1__Setup *setup) {
         }
         if (im->setid_modes)
                 setup->has_setid_modes = setup->setid_modes = 1;
+        if (im->config.snapshot_workspace)
+                setup->has_seed_workspace = setup->seed_workspace = 1;
         if (im->subids) {
                 setup->has_outer_subuid = setup->has_outer_subgid = setup->has_image_subids = 1;
                 setup->outer_subuid = im->subuid;

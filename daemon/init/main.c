@@ -582,6 +582,7 @@ static void view_config_fill(const Sbx__Init__V1__Setup *s, struct view_config *
         memset(vc, 0, sizeof(*vc));
         mc->root_dir = s->root_dir;
         mc->workspace_dir = s->workspace_dir;
+        mc->seed_workspace = s->has_seed_workspace && s->seed_workspace && s->n_image_layers;
         mc->writable_paths = s->writable_paths;
         mc->n_writable_paths = s->n_writable_paths;
         mc->denied_read_paths = s->denied_read_paths;

@@ -11,6 +11,7 @@
  * ahead does it in two halves (mnt_view_base, mnt_view_finish), holding the host's tree
  * in between. Called by main.c (PID 1). */
 #include "mnt.h"
+#include "seed.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1455,8 +1456,8 @@ static int build_base(const struct mnt_config *cfg, int root_fd, struct util_err
 }
 
 /* Step 8's mount: /workspace, read-write. */
-static int mount_workspace(const struct mnt_config *cfg, const struct sources *src,
-                           struct util_err *err) {
+static int attach_workspace(const struct mnt_config *cfg, const struct sources *src,
+                            struct util_err *err) {
         int r;
 
         if (cfg->workspace_tmpfs_bytes)
@@ -1476,6 +1477,28 @@ static int mount_workspace(const struct mnt_config *cfg, const struct sources *s
                                          cfg->workspace_dir);
         }
         return 0;
+}
+
+/* Step 8: /workspace, with a snapshot's workspace copied in first (seed.h): the image's
+ * /workspace, opened before the workspace covers it. */
+static int mount_workspace(const struct mnt_config *cfg, const struct sources *src,
+                           struct util_err *err) {
+        const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+        int seed = -1, dst, r;
+
+        if (cfg->seed_workspace && (seed = open("/workspace", flags)) < 0)
+                return util_fail(err, errno, NULL, "open the image's /workspace to seed it");
+        r = attach_workspace(cfg, src, err);
+        if (r == 0 && seed >= 0) {
+                dst = open("/workspace", flags);
+                r = dst < 0 ? util_fail(err, errno, NULL, "open /workspace to seed it")
+                            : seed_copy_tree(seed, dst, err);
+                if (dst >= 0)
+                        close(dst);
+        }
+        if (seed >= 0)
+                close(seed);
+        return r;
 }
 
 /* At most this many skeletons (see make_reachable) in one view. */

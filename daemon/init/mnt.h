@@ -54,6 +54,8 @@ struct mnt_config {
          * workspace_dir. Not closed here. */
         bool workspace_mount;
         int workspace_fd;
+        /* A snapshot's image: its /workspace is copied into the workspace (seed.h). */
+        bool seed_workspace;
         char *const *writable_paths;
         size_t n_writable_paths;
         char *const *denied_read_paths;

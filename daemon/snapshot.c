@@ -1,0 +1,409 @@
+/* snapshot.c: a sandbox's files captured as an image of the store; see snapshot.h. */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "imageconfig.h"
+#include "imagestore.h"
+
+#define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define MT_OCI_CONFIG   "application/vnd.oci.image.config.v1+json"
+#define MT_OCI_TAR      "application/vnd.oci.image.layer.v1.tar"
+
+static int fail(struct snapshot_job *j, int r, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static int fail(struct snapshot_job *j, int r, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(j->err, sizeof(j->err), fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+void snapshot_job_clear(struct snapshot_job *j) {
+        unsigned i;
+
+        if (j->upper_fd >= 0)
+                close(j->upper_fd);
+        if (j->ws_fd >= 0)
+                close(j->ws_fd);
+        j->upper_fd = j->ws_fd = -1;
+        free(j->sandbox_id);
+        for (i = 0; i < j->n_refs; i++)
+                free(j->refs[i]);
+        free(j->freezer.control);
+        free(j->freezer.events);
+        j->sandbox_id = j->freezer.control = j->freezer.events = NULL;
+        j->n_refs = 0;
+}
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- the freezer ----------------------------------------------------------------------- */
+
+static int write_text(const char *path, const char *text) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC), r = 0;
+
+        if (fd < 0)
+                return -errno;
+        if (write(fd, text, strlen(text)) < 0)
+                r = -errno;
+        close(fd);
+        return r;
+}
+
+/* 1 when the group's processes are all frozen, 0 not yet, -errno. */
+static int is_frozen(const struct snapshot_freezer *f) {
+        char buf[512];
+        int fd = open(f->v2 ? f->events : f->control, O_RDONLY | O_CLOEXEC);
+        ssize_t n;
+
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n < 0)
+                return -errno;
+        buf[n] = '\0';
+        return f->v2 ? strstr(buf, "frozen 1") != NULL : strncmp(buf, "FROZEN", 6) == 0;
+}
+
+static void thaw(const struct snapshot_freezer *f) {
+        (void)write_text(f->control, f->v2 ? "0" : "THAWED");
+}
+
+/* Freezes the group and waits until it is (SNAPSHOT_FREEZE_WAIT_MS at most). */
+static int freeze(struct snapshot_job *j) {
+        const struct snapshot_freezer *f = &j->freezer;
+        uint64_t t0 = now_ms();
+        int r = write_text(f->control, f->v2 ? "1" : "FROZEN");
+
+        while (r == 0 && (r = is_frozen(f)) == 0) {
+                if (now_ms() - t0 > SNAPSHOT_FREEZE_WAIT_MS) {
+                        thaw(f);
+                        return fail(j, -EBUSY,
+                                    "its processes did not freeze within %u ms (one may be in an "
+                                    "uninterruptible wait: on a file system or a device); retry",
+                                    SNAPSHOT_FREEZE_WAIT_MS);
+                }
+                usleep(1000);
+        }
+        if (r < 0) {
+                thaw(f);
+                return fail(j, r, "cannot freeze its processes: %s", strerror(-r));
+        }
+        return 0;
+}
+
+/* ---- the layer --------------------------------------------------------------------------- */
+
+/* Writes the sandbox's files into the tar tar_fd, frozen meanwhile. */
+static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t max_entries,
+                   struct layerwrite_result *res) {
+        struct layerwrite_opts o = {.max_bytes = budget, .max_entries = max_entries,
+                                    .uids = j->uids, .gids = j->gids};
+        struct layerwrite *w = NULL;
+        char err[512] = "";
+        uint64_t t0;
+        int r;
+
+        if (j->freezer.control && (r = freeze(j)) < 0)
+                return r;
+        t0 = now_ms();
+        r = layerwrite_open(tar_fd, &o, err, sizeof(err), &w);
+        if (r == 0)
+                r = layerwrite_tree(w, j->upper_fd, "");
+        if (r == 0)
+                r = layerwrite_tree(w, j->ws_fd, "workspace");
+        if (r == 0)
+                r = layerwrite_finish(w, res);
+        layerwrite_free(w);
+        if (j->freezer.control)
+                thaw(&j->freezer);
+        j->frozen_ms = now_ms() - t0;
+        if (r == -EFBIG)
+                return fail(j, r, "%s: past --max-image-size or the store's entry bound, with "
+                                  "its image", err);
+        if (r < 0)
+                return fail(j, r, "%s", err[0] ? err : strerror(-r));
+        j->layer_bytes = res->size;
+        j->skipped = res->skipped;
+        snprintf(j->first_skipped, sizeof(j->first_skipped), "%s", res->first_skipped);
+        return 0;
+}
+
+/* ---- the image --------------------------------------------------------------------------- */
+
+/* The JSON of the parent's manifest (config 0) or config (1) blob, or NULL after fail. */
+static json_t *load_blob(struct snapshot_job *j, int config) {
+        int fd = imagestore_open_blob(j->store, j->parent, config);
+        json_error_t je;
+        json_t *v;
+
+        if (fd < 0) {
+                fail(j, fd, "its image %s cannot be read: %s", j->parent, strerror(-fd));
+                return NULL;
+        }
+        v = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+        close(fd);
+        if (!json_is_object(v)) {
+                json_decref(v);
+                fail(j, -EINVAL, "its image's %s is not a JSON object", config ? "config" : "manifest");
+                return NULL;
+        }
+        return v;
+}
+
+/* j->now_ms as RFC 3339 ("2026-12-07T12:00:00Z"). */
+static void iso_time(int64_t ms, char *buf, size_t len) {
+        time_t t = (time_t)(ms / 1000);
+        struct tm tm;
+
+        gmtime_r(&t, &tm);
+        strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* obj[key], an object or array of the kind made (and set) when absent; NULL when key
+ * holds something else. */
+static json_t *member(json_t *obj, const char *key, int array) {
+        json_t *v = json_object_get(obj, key);
+
+        if (!v || json_is_null(v)) {
+                v = array ? json_array() : json_object();
+                if (!v || json_object_set_new(obj, key, v) < 0)
+                        return NULL;
+        }
+        return (array ? json_is_array(v) : json_is_object(v)) ? v : NULL;
+}
+
+/* The parent's config with the new layer: its diff_id, a history entry, the labels. */
+static int new_config(struct snapshot_job *j, const char *diff_id, char **ret) {
+        json_t *c = load_blob(j, 1), *rootfs, *ids, *hist, *cfg, *labels, *h;
+        char when[32], by[300];
+
+        if (!c)
+                return j->r ? j->r : -EINVAL;
+        iso_time(j->now_ms, when, sizeof(when));
+        snprintf(by, sizeof(by), "sbx snapshot %s", j->sandbox_id);
+        rootfs = member(c, "rootfs", 0);
+        ids = rootfs ? member(rootfs, "diff_ids", 1) : NULL;
+        hist = member(c, "history", 1);
+        cfg = member(c, "config", 0);
+        labels = cfg ? member(cfg, "Labels", 0) : NULL;
+        h = json_pack("{s:s, s:s}", "created", when, "created_by", by);
+        if (!ids || !hist || !labels || !h || json_array_append_new(ids, json_string(diff_id)) < 0 ||
+            json_array_append_new(hist, h) < 0 ||
+            json_object_set_new(labels, IMAGECONFIG_LABEL_WORKSPACE, json_string("1")) < 0 ||
+            json_object_set_new(labels, IMAGECONFIG_LABEL_SANDBOX, json_string(j->sandbox_id)) < 0 ||
+            json_object_set_new(labels, IMAGECONFIG_LABEL_PARENT, json_string(j->parent)) < 0 ||
+            json_object_set_new(rootfs, "type", json_string("layers")) < 0 ||
+            json_object_set_new(c, "created", json_string(when)) < 0 ||
+            !(*ret = json_dumps(c, JSON_COMPACT))) {
+                json_decref(c);
+                return fail(j, -EINVAL, "its image's config cannot take the snapshot's layer");
+        }
+        json_decref(c);
+        return 0;
+}
+
+/* The OCI media type of a layer descriptor's (Docker's have OCI equivalents). */
+static const char *oci_layer_type(const char *mt) {
+        if (mt && strcmp(mt, "application/vnd.docker.image.rootfs.diff.tar.gzip") == 0)
+                return "application/vnd.oci.image.layer.v1.tar+gzip";
+        if (mt && strcmp(mt, "application/vnd.docker.image.rootfs.diff.tar") == 0)
+                return MT_OCI_TAR;
+        return mt;
+}
+
+/* An OCI manifest: the parent's layers, then the new one (a tar: its digest its diff_id). */
+static int new_manifest(struct snapshot_job *j, const char *config, size_t config_len,
+                        const char *diff_id, uint64_t size, char **ret) {
+        json_t *p = load_blob(j, 0), *layers, *m = NULL, *out = NULL, *l;
+        char cdigest[DIGEST_STR_BYTES];
+        size_t i;
+
+        if (!p)
+                return j->r ? j->r : -EINVAL;
+        layers = json_object_get(p, "layers");
+        if (digest_buf(config, config_len, cdigest) == 0 && json_is_array(layers))
+                out = json_array();
+        for (i = 0; out && i < json_array_size(layers); i++) {
+                json_t *d = json_deep_copy(json_array_get(layers, i));
+                const char *mt = json_string_value(json_object_get(d, "mediaType"));
+                if (!d || !mt || json_object_set_new(d, "mediaType", json_string(oci_layer_type(mt))) < 0 ||
+                    json_array_append_new(out, d) < 0) {
+                        json_decref(d);
+                        json_decref(out);
+                        out = NULL;
+                }
+        }
+        l = out ? json_pack("{s:s, s:s, s:I}", "mediaType", MT_OCI_TAR, "digest", diff_id, "size",
+                            (json_int_t)size)
+                : NULL;
+        if (l && json_array_append_new(out, l) == 0)
+                m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
+                              MT_OCI_MANIFEST, "config", "mediaType", MT_OCI_CONFIG, "digest",
+                              cdigest, "size", (json_int_t)config_len, "layers", out);
+        else
+                json_decref(out);
+        json_decref(p);
+        if (!m || !(*ret = json_dumps(m, JSON_COMPACT))) {
+                json_decref(m);
+                return fail(j, -EINVAL, "its image's manifest cannot take the snapshot's layer");
+        }
+        json_decref(m);
+        return 0;
+}
+
+/* The layer blob's source for imagestore_get_layer: the tar, from its start. */
+static int open_tar(void *ud, char *err, size_t errlen) {
+        int fd = fcntl(*(int *)ud, F_DUPFD_CLOEXEC, 0);
+
+        if (fd < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+                snprintf(err, errlen, "the snapshot's layer: %s", strerror(errno));
+                if (fd >= 0)
+                        close(fd);
+                return -errno;
+        }
+        return fd;
+}
+
+/* A parent's layer is in the store already (the sandbox holds the image). */
+static int no_source(void *ud, char *err, size_t errlen) {
+        (void)ud;
+        snprintf(err, errlen, "a layer of its image is gone from the store");
+        return -ENOENT;
+}
+
+/* Stores blob text under its digest (into digest), pinned. */
+static int put(struct snapshot_job *j, const char *text, char digest[DIGEST_STR_BYTES]) {
+        size_t len = strlen(text);
+        int r = digest_buf(text, len, digest);
+
+        if (r == 0)
+                r = imagestore_pin(j->store, digest);
+        if (r == 0 && (r = imagestore_put_blob(j->store, digest, text, len, j->err,
+                                               sizeof(j->err))) < 0)
+                imagestore_unpin(j->store, digest);
+        return r;
+}
+
+/* The layers of the parent (img) and the new one into the store, their refs into refs
+ * (img.nlayers + 1). Pins each (the caller unpins what *ret_pinned says). */
+static int get_layers(struct snapshot_job *j, const struct imagestore_image *img, int tar_fd,
+                      const struct layerwrite_result *res, struct imagestore_layer_ref *refs,
+                      size_t *ret_pinned) {
+        struct imagestore_blob_source none = {no_source, NULL, NULL, -1};
+        struct imagestore_blob_source tar = {open_tar, &tar_fd, res->digest, (int64_t)res->size};
+        uint64_t budget = j->max_image_bytes;
+        size_t i;
+        int r = 0;
+
+        for (i = 0; i <= img->nlayers && r == 0; i++) {
+                const char *id = i < img->nlayers ? img->layers[i] : res->digest;
+                snprintf(refs[i].diff_id, sizeof(refs[i].diff_id), "%s", id);
+                if ((r = imagestore_pin(j->store, id)) < 0)
+                        break;
+                *ret_pinned = i + 1;
+                r = imagestore_get_layer(j->store, id, i < img->nlayers ? &none : &tar, budget,
+                                         &refs[i].data_bytes, &refs[i].disk_bytes, j->err,
+                                         sizeof(j->err));
+                budget = refs[i].data_bytes < budget ? budget - refs[i].data_bytes : 0;
+        }
+        return r;
+}
+
+/* The image of the parent plus the layer in tar_fd (res), committed under the refs. */
+static int commit(struct snapshot_job *j, int tar_fd, const struct layerwrite_result *res,
+                  int (*stop)(void *), void *ud) {
+        struct imagestore_image img;
+        struct imagestore_layer_ref *refs = NULL;
+        char *config = NULL, *manifest = NULL, cdigest[DIGEST_STR_BYTES] = "";
+        size_t pinned = 0, i;
+        int r = imagestore_find(j->store, j->parent, &img);
+
+        if (r < 0)
+                return fail(j, r, "its image %s is gone from the store", j->parent);
+        refs = calloc(img.nlayers + 1, sizeof(*refs));
+        r = refs ? new_config(j, res->digest, &config) : -ENOMEM;
+        if (r == 0)
+                r = new_manifest(j, config, strlen(config), res->digest, res->size, &manifest);
+        if (r == 0)
+                r = get_layers(j, &img, tar_fd, res, refs, &pinned);
+        if (r == 0 && stop(ud))
+                r = fail(j, -ECANCELED, "cancelled");
+        if (r == 0 && (r = put(j, config, cdigest)) == 0) {
+                r = put(j, manifest, j->manifest);
+                for (i = 0; r == 0 && i < j->n_refs; i++)
+                        r = imagestore_commit(j->store, j->manifest, cdigest, refs,
+                                              img.nlayers + 1, strlen(config) + strlen(manifest),
+                                              j->refs[i], j->err, sizeof(j->err));
+                if (j->manifest[0])
+                        imagestore_unpin(j->store, j->manifest);
+                imagestore_unpin(j->store, cdigest);
+        }
+        for (i = 0; i < pinned; i++)
+                imagestore_unpin(j->store, refs[i].diff_id);
+        if (r == -ENOMEM && !j->err[0])
+                fail(j, r, "daemon out of memory");
+        free(config);
+        free(manifest);
+        free(refs);
+        imagestore_image_free(&img);
+        return r;
+}
+
+void snapshot_run(struct snapshot_job *j, int (*stop)(void *ud), void *ud) {
+        const struct imagestore_opts *so = imagestore_opts(j->store);
+        struct imagestore_image parent;
+        struct layerwrite_result res;
+        char scratch[NAME_MAX + 1];
+        uint64_t budget = 0;
+        int dfd = -1, tar = -1, r;
+
+        j->err[0] = '\0';
+        j->manifest[0] = '\0';
+        r = imagestore_find(j->store, j->parent, &parent);
+        if (r < 0) {
+                j->r = fail(j, r, "its image %s is gone from the store", j->parent);
+                return;
+        }
+        if (parent.data_bytes < j->max_image_bytes)
+                budget = j->max_image_bytes - parent.data_bytes;
+        imagestore_image_free(&parent);
+        r = imagestore_scratch(j->store, &dfd, scratch);
+        if (r < 0) {
+                j->r = fail(j, r, "image store: %s", strerror(-r));
+                return;
+        }
+        tar = openat(dfd, "layer.tar", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        r = tar < 0 ? fail(j, -errno, "image store: %s", strerror(errno)) : 0;
+        if (r == 0 && stop(ud))
+                r = fail(j, -ECANCELED, "cancelled");
+        if (r == 0)
+                r = capture(j, tar, budget, so->max_layer_entries, &res);
+        if (r == 0 && stop(ud))
+                r = fail(j, -ECANCELED, "cancelled");
+        if (r == 0)
+                r = commit(j, tar, &res, stop, ud);
+        if (tar >= 0)
+                close(tar);
+        close(dfd);
+        imagestore_scratch_remove(j->store, scratch);
+        j->r = r;
+}

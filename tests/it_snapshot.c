@@ -1,0 +1,369 @@
+/* it_snapshot.c: snapshots of sandboxes made from images (SnapshotSandbox, sbx snapshot;
+ * docs/snapshots.md) against a real root sbxd, as two users, across a restart.
+ *
+ * The image is tests/mkimage.sh's "img" (busybox in four layers; User 1000:1000,
+ * WorkingDir /data), imported from its OCI layout as it_image_sandbox.c does. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "asbob.h"
+#include "imgtest.h"
+#include "itutil.h"
+#include "sbx.h"
+#include "testutil.h"
+
+static const char *const flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
+                                    "--keep-sandboxes", NULL};
+
+/* The test image in the case's directory, readable by every user; its layout's path. */
+static const char *make_image(void) {
+        static char layout[700];
+        char dir[600], cmd[2000];
+
+        snprintf(dir, sizeof(dir), "%s/img", it_base_dir());
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        snprintf(cmd, sizeof(cmd), "bash tests/mkimage.sh %s >%s/mkimage.log 2>&1 && chmod -R a+rX %s",
+                 dir, dir, dir);
+        ck_assert_msg(system(cmd) == 0, "mkimage.sh failed: see %s/mkimage.log", dir);
+        ck_assert_int_eq(chmod(it_base_dir(), 0755), 0);
+        snprintf(layout, sizeof(layout), "%s/oci", dir);
+        return layout;
+}
+
+static char *must_create(sbx_client *c, const char *image) {
+        char *id = NULL;
+
+        ck_assert_msg(img_create(c, image, NULL, &id) == SBX_OK, "create from %s: %s", image,
+                      sbx_error_message(c));
+        return id;
+}
+
+/* sh -c shell in id as user (NULL: the image's); its stdout, which must exit 0. */
+static char *run_as(sbx_client *c, const char *id, const char *user, const char *shell) {
+        const char *argv[] = {"/bin/sh", "-c", shell, NULL};
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        char *out;
+
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 3;
+        o.timeout_ms = 60000;
+        o.user = user;
+        ck_assert_msg(sbx_exec(c, id, &o, &r) == SBX_OK, "exec %s: %s", shell,
+                      sbx_error_message(c));
+        ck_assert_msg(r->has_exit_code && r->exit_code == 0, "%s: exit %d: %s%s", shell,
+                      r->exit_code, (char *)r->stdout_data, (char *)r->stderr_data);
+        out = strdup((char *)r->stdout_data);
+        sbx_result_free(r);
+        return out;
+}
+
+static void expect_out(sbx_client *c, const char *id, const char *user, const char *shell,
+                       const char *want) {
+        char *out = run_as(c, id, user, shell);
+
+        ck_assert_msg(strcmp(out, want) == 0, "%s: '%s', not '%s'", shell, out, want);
+        free(out);
+}
+
+/* A snapshot of id named name (NULL: the default); its digest (freed by the caller). */
+static char *snap(sbx_client *c, const char *id, const char *name) {
+        struct sbx_image *img = NULL;
+        char *digest;
+
+        ck_assert_msg(sbx_snapshot(c, id, name, &img) == SBX_OK, "snapshot %s: %s", id,
+                      sbx_error_message(c));
+        digest = strdup(img->digest);
+        sbx_image_free(img);
+        return digest;
+}
+
+/* What a sandbox changed in its root (a file, a deletion, a directory replaced) and in
+ * its workspace (files of its user's) is what a sandbox made from its snapshot starts
+ * with; the image's layers and the first sandbox are as they were; a snapshot of that
+ * one stacks; the names are the owner's; the snapshot outlives a restart. */
+START_TEST(root_and_workspace_come_back) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *b, *c2, *s1, *s2, path[900];
+        struct sbx_image *img = NULL;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, "root",
+                   "echo changed > /etc/changed && busybox rm /etc/greeting && "
+                   "busybox rm -rf /data && busybox mkdir -p /data && echo new > /data/only && "
+                   "echo ok",
+                   "ok\n");
+        expect_out(c, a, NULL,
+                   "echo mine > /workspace/w && busybox mkdir /workspace/d && "
+                   "echo two > /workspace/d/f && busybox ln -s w /workspace/l && echo ok",
+                   "ok\n");
+        s1 = snap(c, a, "snap-one:v1");
+        /* The first goes on, as it was. */
+        expect_out(c, a, NULL, "busybox cat /workspace/w /etc/changed", "mine\nchanged\n");
+
+        b = must_create(c, "snap-one:v1");
+        expect_out(c, b, NULL,
+                   "busybox cat /etc/changed; busybox ls /etc/greeting 2>/dev/null || echo gone; "
+                   "busybox ls /data; busybox cat /workspace/w /workspace/d/f; "
+                   "busybox readlink /workspace/l; busybox stat -c '%u:%g %a' /workspace/w "
+                   "/workspace/d; busybox id -u; pwd",
+                   "changed\ngone\nonly\nmine\ntwo\nw\n1000:1000 644\n1000:1000 755\n1000\n/data\n");
+        /* The base image is untouched. */
+        c2 = must_create(c, base);
+        expect_out(c, c2, NULL, "busybox cat /etc/greeting; busybox ls /workspace | busybox wc -l",
+                   "second\n0\n");
+
+        /* A snapshot of a snapshot's sandbox: one more layer. */
+        expect_out(c, b, NULL, "echo three > /workspace/d/g && echo ok", "ok\n");
+        s2 = snap(c, b, NULL);
+        ck_assert_int_eq(sbx_image_inspect(c, s2, &img), SBX_OK);
+        ck_assert_uint_eq(img->layers.n, 6); /* the image's 4, and one per snapshot */
+        ck_assert_msg(img->names.n == 1 && strncmp(img->names.v[0], "localhost/", 10) == 0,
+                      "%s", img->names.n ? img->names.v[0] : "-");
+        sbx_image_free(img);
+
+        /* Across a restart: the store keeps it, and a sandbox is made from it. */
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        it_daemon_restart(&d, flags);
+        c = it_connect(&d);
+        free(c2);
+        c2 = must_create(c, s2);
+        expect_out(c, c2, NULL, "busybox cat /workspace/d/g /etc/changed", "three\nchanged\n");
+        /* Nothing of a snapshot is left in the store's scratch space. */
+        snprintf(path, sizeof(path), "%s/images/tmp", d.state);
+        ck_assert_int_eq(img_entries(path), 0);
+
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, c2, NULL), SBX_OK);
+        free(a);
+        free(b);
+        free(c2);
+        free(s1);
+        free(s2);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A command that writes while the snapshot is taken is frozen, then goes on; the
+ * snapshot holds whole lines of what it had written. */
+START_TEST(a_writing_command_goes_on) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        const char *argv[] = {"/bin/sh", "-c",
+                              "i=0; while [ $i -lt 200000 ]; do echo line-$i; i=$((i+1)); done "
+                              "> /workspace/log",
+                              NULL};
+        struct sbx_exec_opts o;
+        struct sbx_background *bg = NULL;
+        char *base, *a, *b, *s, *out;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 3;
+        o.no_timeout = 1;
+        ck_assert_msg(sbx_exec_background(c, a, &o, &bg) == SBX_OK, "%s", sbx_error_message(c));
+        /* Until it has written something. */
+        for (int i = 0; i < 200; i++) {
+                out = run_as(c, a, NULL, "busybox wc -l < /workspace/log 2>/dev/null || echo 0");
+                if (atoi(out) > 0) {
+                        free(out);
+                        break;
+                }
+                free(out);
+                usleep(10000);
+        }
+        s = snap(c, a, "writing");
+        b = must_create(c, "writing");
+        /* Whole lines, numbered from 0 in order (the last may be cut: a write caught
+         * half way is the file as it was). */
+        out = run_as(c, b, NULL,
+                     "n=$(busybox grep -c . /workspace/log); "
+                     "busybox head -n $((n - 1)) /workspace/log | busybox awk "
+                     "'$0 != \"line-\" NR-1 { bad = 1 } END { print (bad ? \"bad\" : \"ok\") }'");
+        ck_assert_str_eq(out, "ok\n");
+        free(out);
+        /* The command went on to its end. */
+        {
+                struct sbx_attach_opts ao = {.command_id = bg->command_id, .follow = 1};
+                struct sbx_result *r = NULL;
+                ck_assert_int_eq(sbx_attach(c, a, &ao, &r), SBX_OK);
+                ck_assert_int_eq(r->exit_code, 0);
+                sbx_result_free(r);
+        }
+        expect_out(c, a, NULL, "busybox wc -l < /workspace/log", "200000\n");
+        sbx_background_free(bg);
+        free(a);
+        free(b);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static void bob_tries(struct it_daemon *d, const char *arg, struct report *r) {
+        sbx_client *c = it_connect(d);
+        struct sbx_image *img = NULL;
+        char id[128], *made = NULL;
+        enum sbx_code rc;
+
+        snprintf(id, sizeof(id), "%.*s", (int)strcspn(arg, "|"), arg);
+        rc = sbx_snapshot(c, id, "bobs", &img);
+        say(r, "snap-root|%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? img->digest : sbx_error_message(c));
+        sbx_image_free(img);
+        img = NULL;
+        rc = sbx_snapshot(c, "no-such-sandbox", "bobs", &img);
+        say(r, "snap-none|%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+        rc = img_create(c, strchr(arg, '|') + 1, NULL, &made);
+        say(r, "create|%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? made : sbx_error_message(c));
+        free(made);
+        sbx_close(c);
+}
+
+/* Another user: a snapshot of root's sandbox is NOT_FOUND in the words of a sandbox that
+ * does not exist, and root's snapshot by its name is NOT_FOUND as a name nobody pulled.
+ * A sandbox of the host's root, and bad names, are refused and say why. */
+START_TEST(others_and_refusals) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_image *img = NULL;
+        char *base, *a, *host, *s, arg[300], *said, want[400];
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        s = snap(c, a, "roots");
+        snprintf(arg, sizeof(arg), "%s|roots", a);
+        said = as_bob(bob_tries, &d, arg);
+        snprintf(want, sizeof(want), "snap-root|NOT_FOUND|sandbox '%s' not found", a);
+        ck_assert_msg(strstr(said, want), "BOB got: %s", said);
+        ck_assert_msg(strstr(said, "snap-none|NOT_FOUND|sandbox 'no-such-sandbox' not found"),
+                      "BOB got: %s", said);
+        ck_assert_msg(strstr(said, "create|NOT_FOUND|no image roots: pull it first"), "BOB got: %s",
+                      said);
+        free(said);
+
+        host = it_create(c, NULL);
+        ck_assert_int_eq(sbx_snapshot(c, host, NULL, &img), SBX_UNIMPLEMENTED);
+        ck_assert_msg(strstr(sbx_error_message(c), "only one made from an image"), "%s",
+                      sbx_error_message(c));
+        ck_assert_int_eq(sbx_snapshot(c, a, "name@sha256:0123456789abcdef0123456789abcdef"
+                                            "0123456789abcdef0123456789abcdef",
+                                      &img),
+                         SBX_INVALID_ARGUMENT);
+        ck_assert_int_eq(sbx_snapshot(c, a, "oci:/tmp/x", &img), SBX_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(sbx_error_message(c), "not a digest or a local source"), "%s",
+                      sbx_error_message(c));
+        ck_assert_int_eq(sbx_snapshot(c, a, "Bad Name", &img), SBX_INVALID_ARGUMENT);
+        ck_assert_int_eq(sbx_snapshot(c, NULL, NULL, &img), SBX_INVALID_ARGUMENT);
+        free(host);
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Past --max-image-size: TOO_LARGE naming the bound; the sandbox runs on, thawed, and
+ * the store keeps nothing of it. */
+START_TEST(too_large_leaves_nothing) {
+        static const char *const small[] = {"--warm", "0", "--spares", "0", "--max-image-size",
+                                            "4M", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_image_list *l = NULL;
+        struct sbx_image *img = NULL;
+        char *base, *a, path[900];
+        sbx_client *c;
+
+        it_daemon_start(&d, small);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "busybox head -c 6000000 /dev/zero > /workspace/big && echo ok",
+                   "ok\n");
+        ck_assert_int_eq(sbx_snapshot(c, a, "big", &img), SBX_TOO_LARGE);
+        ck_assert_msg(strstr(sbx_error_message(c), "--max-image-size"), "%s", sbx_error_message(c));
+        expect_out(c, a, NULL, "echo still", "still\n");
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1);
+        sbx_image_list_free(l);
+        snprintf(path, sizeof(path), "%s/images/tmp", d.state);
+        ck_assert_int_eq(img_entries(path), 0);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* sbx snapshot prints the name and the digest; sbx create --image takes the name. */
+START_TEST(through_the_cli) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *out = NULL, *err = NULL;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "echo cli > /workspace/f && echo ok", "ok\n");
+        ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, &err,
+                                (const char *const[]){"snapshot", "--name", "clisnap", a, NULL}),
+                         0);
+        ck_assert_msg(strncmp(out, "docker.io/library/clisnap:latest sha256:", 40) == 0, "%s", out);
+        free(out);
+        free(err);
+        ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, &err,
+                                (const char *const[]){"create", "--image", "clisnap", NULL}),
+                         0);
+        out[strcspn(out, "\n")] = '\0';
+        expect_out(c, out, NULL, "busybox cat /workspace/f", "cli\n");
+        free(out);
+        free(err);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("snapshot");
+
+        SBX_ADD_TEST_CASE(s, root_and_workspace_come_back, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, a_writing_command_goes_on, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, others_and_refusals, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, too_large_leaves_nothing, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, through_the_cli, 240, it_fixture_setup_var, it_fixture_teardown);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
