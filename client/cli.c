@@ -107,6 +107,10 @@ static const struct command commands[] = {
          "capture a sandbox made from an image, its root and /workspace, as an image\n"
          "      of its owner's (NAME, else localhost/ID:UNIXMS; printed with its digest),\n"
          "      its processes frozen meanwhile: sbx create --image NAME starts from it"},
+        {"fork", cmd_fork, "fork [-n|--count N] [--name NAME] [--json] ID",
+         "make N sandboxes (default 1, at most 256) with a sandbox's files at one\n"
+         "      instant (one snapshot, NAME or the default) and its policy, labels and\n"
+         "      shares; print their IDs (--json: an array). Processes are not copied"},
         {"doctor", cmd_doctor, "doctor [--json]",
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},

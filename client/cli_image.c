@@ -615,6 +615,67 @@ int cmd_snapshot(struct cli *cli, int argc, char **argv) {
         return status;
 }
 
+/* The most sandboxes one sbx fork makes. */
+#define CLI_MAX_FORKS 256u
+
+int cmd_fork(struct cli *cli, int argc, char **argv) {
+        static const struct cli_opt opts[] = {
+                {"json", false, 0}, {"count", true, 'n'}, {"name", true, 0}, {NULL, false, 0}};
+        struct sbx_fork_opts fo = {.count = 1};
+        struct sbx_fork *f = NULL;
+        const char *id = NULL;
+        struct cli_opts p;
+        uint64_t count;
+        sbx_client *c;
+        bool json = false;
+        enum sbx_code rc;
+        int k, status = 0;
+
+        cli_opts_init(&p, cli, argc, argv, opts);
+        while (!status && (k = cli_opts_next(&p)) != CLI_OPT_END) {
+                if (k == CLI_OPT_ERR)
+                        status = CLI_EXIT_ERROR;
+                else if (k == CLI_OPT_HELP)
+                        status = -1;
+                else if (k == CLI_OPT_POS && id)
+                        status = cli_usage_error("sbx fork takes one sandbox ID");
+                else if (k == CLI_OPT_POS)
+                        id = p.arg;
+                else if (k == 0)
+                        json = true;
+                else if (k == 1 && (cli_parse_uint(p.arg, CLI_MAX_FORKS, &count) < 0 || !count))
+                        status = cli_bad_value("fork", "--count", p.arg, "1 to 256");
+                else if (k == 1)
+                        fo.count = (unsigned)count;
+                else
+                        fo.snapshot_name = p.arg;
+        }
+        if (status < 0)
+                cli_usage(stdout, "fork");
+        if (status)
+                return status < 0 ? 0 : status;
+        if (!id)
+                return cli_usage_error("sbx fork needs a sandbox ID");
+        if ((status = cli_connect(cli, &c)) != 0)
+                return status;
+        rc = sbx_fork(c, id, &fo, &f);
+        if (rc != SBX_OK) {
+                status = cli_client_error(c, rc);
+        } else if (json) {
+                json_t *a = json_array();
+                for (size_t i = 0; a && i < f->n; i++)
+                        json_array_append_new(a, json_string(f->ids[i]));
+                status = a && cli_json_print(stdout, a) == 0 ? 0 : CLI_EXIT_ERROR;
+                json_decref(a);
+        } else {
+                for (size_t i = 0; i < f->n; i++)
+                        printf("%s\n", f->ids[i]);
+        }
+        sbx_fork_free(f);
+        sbx_close(c);
+        return status;
+}
+
 int cmd_image(struct cli *cli, int argc, char **argv) {
         static const struct {
                 const char *name;

@@ -107,6 +107,87 @@ enum sbx_code sbx_snapshot(sbx_client *c, const char *id, const char *name,
         return image_call(c, &k, ret);
 }
 
+void sbx_fork_free(struct sbx_fork *f) {
+        if (!f)
+                return;
+        for (size_t i = 0; i < f->n; i++)
+                free(f->ids[i]);
+        free(f->ids);
+        free(f->snapshot);
+        free(f);
+}
+
+/* The create options of a fork of src from image: o's, else src's policy, labels,
+ * shares and idle timeout. */
+static void fork_create_opts(const struct sbx_sandbox *src, const struct sbx_fork_opts *o,
+                             const char *image, struct sbx_create_opts *ret) {
+        if (o && o->create) {
+                *ret = *o->create;
+        } else {
+                sbx_create_opts_init(ret);
+                ret->policy = src->policy;
+                ret->labels = src->labels;
+                ret->n_labels = src->n_labels;
+                ret->share_uids = src->share_uids;
+                ret->n_share_uids = src->n_share_uids;
+                ret->share_gids = src->share_gids;
+                ret->n_share_gids = src->n_share_gids;
+                ret->idle_timeout_ms = src->idle_timeout_ms ? src->idle_timeout_ms
+                                                            : SBX_IDLE_TIMEOUT_NONE;
+        }
+        ret->id = NULL;
+        ret->image = image;
+}
+
+enum sbx_code sbx_fork(sbx_client *c, const char *id, const struct sbx_fork_opts *o,
+                       struct sbx_fork **ret) {
+        unsigned n = o && o->count ? o->count : 1;
+        struct sbx_sandbox *src = NULL, *made = NULL;
+        struct sbx_image *img = NULL;
+        struct sbx_create_opts co;
+        struct sbx_fork *f;
+        enum sbx_code rc;
+
+        if ((rc = need(c, ret, __func__, "ret")) != SBX_OK ||
+            (rc = need(c, id, __func__, "id")) != SBX_OK)
+                return rc;
+        *ret = NULL;
+        if (!(f = calloc(1, sizeof(*f))) || !(f->ids = calloc(n, sizeof(char *)))) {
+                free(f);
+                return transport_fail(c, SBX_INTERNAL, ENOMEM, "out of memory");
+        }
+        rc = sbx_get(c, id, &src);
+        if (rc == SBX_OK)
+                rc = sbx_snapshot(c, id, o ? o->snapshot_name : NULL, &img);
+        if (rc == SBX_OK && !(f->snapshot = strdup(img->digest)))
+                rc = transport_fail(c, SBX_INTERNAL, ENOMEM, "out of memory");
+        if (rc == SBX_OK)
+                fork_create_opts(src, o, f->snapshot, &co);
+        while (rc == SBX_OK && f->n < n) {
+                rc = sbx_create(c, &co, &made);
+                if (rc == SBX_OK && !(f->ids[f->n++] = strdup(made->id)))
+                        rc = transport_fail(c, SBX_INTERNAL, ENOMEM, "out of memory");
+                sbx_sandbox_free(made);
+                made = NULL;
+        }
+        if (rc != SBX_OK) {
+                /* All or nothing; the failure's message is kept (not the terminates'). */
+                char *msg = strdup(sbx_error_message(c));
+                int e = sbx_errno(c);
+                for (size_t i = 0; i < f->n; i++)
+                        if (f->ids[i])
+                                (void)sbx_terminate(c, f->ids[i], NULL);
+                (void)transport_fail(c, rc, e, "%s", msg ? msg : "out of memory");
+                free(msg);
+                sbx_fork_free(f);
+                f = NULL;
+        }
+        sbx_image_free(img);
+        sbx_sandbox_free(src);
+        *ret = f;
+        return rc;
+}
+
 enum sbx_code sbx_image_list(sbx_client *c, struct sbx_image_list **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__ListImages li = SBX__V1__LIST_IMAGES__INIT;

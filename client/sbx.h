@@ -826,6 +826,30 @@ enum sbx_code sbx_image_prune(sbx_client *c, struct sbx_removed_images **ret);
  * from an image. *ret: the snapshot (sbx_image_free). */
 enum sbx_code sbx_snapshot(sbx_client *c, const char *id, const char *name,
                            struct sbx_image **ret);
+
+struct sbx_fork_opts {
+        unsigned count;            /* new sandboxes; 0: 1 */
+        const char *snapshot_name; /* NULL: the default (sbx_snapshot) */
+        /* NULL: each new one has the source's policy, labels, shares and idle timeout;
+         * else these (their image is the snapshot's, whatever o->create->image says). */
+        const struct sbx_create_opts *create;
+};
+
+/* What sbx_fork made: the snapshot, and the new sandboxes' IDs in order. */
+struct sbx_fork {
+        char *snapshot; /* its digest */
+        char **ids;
+        size_t n;
+};
+
+/* Forks sandbox id: one snapshot of it (sbx_snapshot), then o->count sandboxes made from
+ * it, each with the source's files at that instant (and its policy unless o->create says
+ * otherwise); its processes are not copied (start them again). All or nothing: when a
+ * create fails, the ones made are terminated and the code is that create's (the
+ * snapshot stays, as an image). *ret: sbx_fork_free. */
+enum sbx_code sbx_fork(sbx_client *c, const char *id, const struct sbx_fork_opts *o,
+                       struct sbx_fork **ret);
+void sbx_fork_free(struct sbx_fork *f);
 void sbx_image_free(struct sbx_image *img);
 void sbx_image_list_free(struct sbx_image_list *l);
 void sbx_removed_images_free(struct sbx_removed_images *r);

@@ -352,6 +352,62 @@ START_TEST(through_the_cli) {
 }
 END_TEST
 
+/* sbx_fork: five sandboxes with the source's files at one instant and its policy and
+ * labels; each diverges without the others or the source seeing it. */
+START_TEST(fork_five_diverge) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        const struct sbx_label label = {.key = "team", .value = "a"};
+        struct sbx_fork_opts fo = {.count = 5};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *src = NULL, *s = NULL;
+        struct sbx_fork *f = NULL;
+        char *base, shell[200];
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        sbx_create_opts_init(&o);
+        o.image = base;
+        o.labels = &label;
+        o.n_labels = 1;
+        o.policy.limits.memory_bytes = 256u << 20;
+        o.policy.limits.set |= SBX_LIMIT_MEMORY;
+        ck_assert_msg(sbx_create(c, &o, &src) == SBX_OK, "%s", sbx_error_message(c));
+        expect_out(c, src->id, NULL, "echo base > /workspace/f && echo ok", "ok\n");
+        ck_assert_msg(sbx_fork(c, src->id, &fo, &f) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_uint_eq(f->n, 5);
+        for (size_t i = 0; i < f->n; i++) {
+                snprintf(shell, sizeof(shell), "echo %zu > /workspace/me && busybox cat /workspace/f",
+                         i);
+                expect_out(c, f->ids[i], NULL, shell, "base\n");
+        }
+        for (size_t i = 0; i < f->n; i++) {
+                char want[32];
+                snprintf(want, sizeof(want), "%zu\n", i);
+                expect_out(c, f->ids[i], NULL, "busybox cat /workspace/me", want);
+                ck_assert_int_eq(sbx_get(c, f->ids[i], &s), SBX_OK);
+                ck_assert_uint_eq(s->n_labels, 1);
+                ck_assert_str_eq(s->labels[0].value, "a");
+                ck_assert_uint_eq(s->policy.limits.memory_bytes, 256u << 20);
+                ck_assert_str_eq(s->image_digest, f->snapshot);
+                sbx_sandbox_free(s);
+                s = NULL;
+        }
+        expect_out(c, src->id, NULL, "busybox ls /workspace", "f\n");
+        /* A sandbox that does not exist: NOT_FOUND, nothing made. */
+        sbx_fork_free(f);
+        f = NULL;
+        ck_assert_int_eq(sbx_fork(c, "no-such", &fo, &f), SBX_NOT_FOUND);
+        ck_assert_ptr_null(f);
+        sbx_sandbox_free(src);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot");
 
@@ -363,6 +419,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, too_large_leaves_nothing, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, through_the_cli, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, fork_five_diverge, 240, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 

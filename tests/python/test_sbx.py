@@ -1721,6 +1721,33 @@ class ImagesTest(DaemonTest):
             self.client.images.pull(f"oci:{self.layout}:img", on_progress=boom)
         self.client.images.prune()
 
+    def test_snapshot_and_fork(self) -> None:
+        img = self.client.images.pull(f"oci:{self.layout}:img")
+        with self.client.create(image=img.digest, labels={"t": "snap"}) as sb:
+            sb.run("echo base > /workspace/f && echo root > /etc/r", user="root", check=True)
+            snap = sb.snapshot("pysnap:v1")
+            self.assertEqual(snap.names, ("docker.io/library/pysnap:v1",))
+            with self.client.create(image="pysnap:v1") as again:
+                self.assertEqual(again.run("busybox cat /workspace/f /etc/r").stdout,
+                                 "base\nroot\n")
+            forks = sb.fork(3)
+            try:
+                self.assertEqual(len(forks), 3)
+                for i, f in enumerate(forks):
+                    f.run(f"echo {i} > /workspace/me", check=True)
+                for i, f in enumerate(forks):
+                    self.assertEqual(f.run("busybox cat /workspace/f /workspace/me").stdout,
+                                     f"base\n{i}\n")
+                    self.assertEqual(f.info().labels, {"t": "snap"})
+            finally:
+                for f in forks:
+                    f.terminate()
+            with self.assertRaises(ValueError):
+                sb.fork(0)
+        with self.client.create() as host:
+            with self.assertRaises(sbx.Unimplemented):
+                host.snapshot()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -33,7 +33,7 @@ from typing import (
 from . import _lib as L
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._images import Images
+    from ._images import ImageInfo, Images
 from ._errors import NotFound, SandboxEnded, SbxError, error_from_code
 from ._types import (
     Code,
@@ -788,6 +788,33 @@ class Sandbox:
         when it had ended already: terminating is idempotent)."""
         self._info = self.client._sandbox_call(self.client._lib.sbx_terminate, self._bid)
         return self._info
+
+    # -- snapshots (docs/snapshots.md) --
+
+    def snapshot(self, name: Optional[str] = None) -> "ImageInfo":
+        """Captures this sandbox's files (its root and ``/workspace``; a sandbox made from
+        an image) as an image: ``client.create(image=snap.names[0])`` starts from them."""
+        return self.client.images.snapshot(self.id, name)
+
+    def fork(self, n: int = 1, *, name: Optional[str] = None) -> List["Sandbox"]:
+        """``n`` new sandboxes with this one's files at one instant (one snapshot, named
+        ``name`` or the default) and its policy, labels and shares; owned handles (a
+        ``with`` block terminates each). Processes are not copied: start them again.
+        All or nothing."""
+        if n < 1:
+            raise ValueError("fork: n must be at least 1")
+        c = self.client
+        opts = L.ForkOpts(count=n, snapshot_name=name.encode() if name else None)
+        ret = POINTER(L.Fork)()
+        with c._locked() as h:
+            code = c._lib.sbx_fork(h, self._bid, byref(opts), byref(ret))
+            if code != Code.OK:
+                c._raise(code)
+        try:
+            f = ret.contents
+            return [Sandbox(c, f.ids[i].decode(), owned=True) for i in range(f.n)]
+        finally:
+            c._lib.sbx_fork_free(ret)
 
     # -- commands --
 

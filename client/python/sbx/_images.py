@@ -188,6 +188,14 @@ class Images:
         finally:
             c._lib.sbx_image_list_free(ret)
 
+    def snapshot(self, sandbox_id: str, name: Optional[str] = None) -> ImageInfo:
+        """Captures sandbox ``sandbox_id``'s files (its root and ``/workspace``; one made
+        from an image) as an image of its owner's named ``name`` (default
+        ``localhost/ID:UNIXMS``), its processes frozen meanwhile (docs/snapshots.md)."""
+        return self._one(
+            self._client._lib.sbx_snapshot, sandbox_id.encode(), name.encode() if name else None
+        )
+
     def inspect(self, name: str) -> ImageInfo:
         """The image ``name`` (a name of yours, or its digest) with its config."""
         return self._one(self._client._lib.sbx_image_inspect, name.encode())

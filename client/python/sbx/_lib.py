@@ -438,6 +438,18 @@ class ImageProgress(Structure):
     ]
 
 
+class ForkOpts(Structure):
+    _fields_ = [
+        ("count", c_uint),
+        ("snapshot_name", c_char_p),
+        ("create", POINTER(CreateOpts)),
+    ]
+
+
+class Fork(Structure):
+    _fields_ = [("snapshot", c_char_p), ("ids", POINTER(c_char_p)), ("n", c_size_t)]
+
+
 ProgressCallback = CFUNCTYPE(None, c_void_p, POINTER(ImageProgress))
 
 
@@ -481,6 +493,8 @@ STRUCTS = {
     "sbx_image_list": ImageList,
     "sbx_removed_images": RemovedImages,
     "sbx_image_progress": ImageProgress,
+    "sbx_fork_opts": ForkOpts,
+    "sbx_fork": Fork,
     "sbx_registry_auth": RegistryAuth,
     "sbx_pull_opts": PullOpts,
 }
@@ -592,6 +606,9 @@ _PROTOTYPES = {
     "sbx_image_free": (None, [POINTER(Image)]),
     "sbx_image_list_free": (None, [POINTER(ImageList)]),
     "sbx_removed_images_free": (None, [POINTER(RemovedImages)]),
+    "sbx_snapshot": (c_int, [_client_p, c_char_p, c_char_p, _pp(Image)]),
+    "sbx_fork": (c_int, [_client_p, c_char_p, POINTER(ForkOpts), _pp(Fork)]),
+    "sbx_fork_free": (None, [POINTER(Fork)]),
 }
 
 # ---- loading --------------------------------------------------------------------------
