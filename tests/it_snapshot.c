@@ -408,6 +408,44 @@ START_TEST(fork_five_diverge) {
 }
 END_TEST
 
+/* A sandbox whose disk limit holds its root and workspace (a filesystem image or project
+ * quota here): its files are read from there. A set-id file of its workspace comes back
+ * without the bit (init writes the workspace before its filter, and a workspace may be
+ * kept on the host). */
+START_TEST(disk_limited_and_setid) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        char *base, *snapd, *b = NULL;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        sbx_create_opts_init(&o);
+        o.image = base;
+        o.policy.limits.disk_bytes = 64u << 20;
+        o.policy.limits.set |= SBX_LIMIT_DISK;
+        ck_assert_msg(sbx_create(c, &o, &s) == SBX_OK, "%s", sbx_error_message(c));
+        expect_out(c, s->id, "root",
+                   "echo r > /etc/r && echo w > /workspace/w && busybox cp /bin/busybox "
+                   "/workspace/suid && busybox chmod 6755 /workspace/suid && echo ok",
+                   "ok\n");
+        snapd = snap(c, s->id, "disked");
+        o.image = "disked";
+        ck_assert_msg(img_create(c, "disked", NULL, &b) == SBX_OK, "%s", sbx_error_message(c));
+        expect_out(c, b, NULL, "busybox cat /etc/r /workspace/w; busybox stat -c %a /workspace/suid",
+                   "r\nw\n755\n");
+        sbx_sandbox_free(s);
+        free(b);
+        free(snapd);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot");
 
@@ -420,6 +458,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, through_the_cli, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, fork_five_diverge, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, disk_limited_and_setid, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         return s;
 }
 

@@ -14,14 +14,17 @@
 #define SEED_MAX_DEPTH 256
 
 /* The owner, mode and times of st on the entry name of dfd (fd >= 0: that file). An
- * owner the namespace does not map stays PID 1's. */
+ * owner the namespace does not map stays PID 1's. Never a setuid or setgid bit: PID 1
+ * writes before the filter that refuses them where a workspace outlives its sandbox,
+ * and a workspace may (keep_workspace): no set-id file of an image is ever left where a
+ * host user reaches it (docs/security.md). */
 static int set_meta(int dfd, const char *name, int fd, const struct stat *st) {
         struct timespec times[2] = {st->st_atim, st->st_mtim};
 
         if (fd >= 0) {
                 if (fchown(fd, st->st_uid, st->st_gid) < 0 && errno != EINVAL)
                         return -errno;
-                if (fchmod(fd, st->st_mode & 07777) < 0)
+                if (fchmod(fd, st->st_mode & 01777) < 0)
                         return -errno;
                 return futimens(fd, times) < 0 ? -errno : 0;
         }

@@ -3,8 +3,9 @@
  *
  * A snapshot's image holds the workspace it was taken with at /workspace, which the
  * sandbox's own workspace covers once mounted: PID 1 copies that tree into the
- * workspace first, as root of the sandbox's user namespace, keeping modes, owners
- * (where the namespace maps them; else its own), symlinks as text and times. The
+ * workspace first, as root of the sandbox's user namespace, keeping modes (less the
+ * setuid and setgid bits), owners (where the namespace maps them; else its own),
+ * symlinks as text and times. The
  * source is the image (whose layers the store unpacked with every check), the target
  * the sandbox's own workspace; neither follows a symlink (openat with O_NOFOLLOW from
  * directory descriptors); the depth is bounded. Called by mnt.c (step 8). */
