@@ -346,6 +346,7 @@ const char *config_usage(void) {
                "            [--max-proxy-fds-per-uid N] [--max-lookups-per-uid N]\n"
                "            [--max-ptys N] [--max-ptys-per-uid N]\n"
                "            [--max-image-size SIZE] [--image-cache-size SIZE]\n"
+               "            [--max-snapshot-bytes-per-uid SIZE]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -490,6 +491,8 @@ static const struct {
          DISK_MAX_BYTES, 1, "1M to 16T"},
         {"--image-cache-size", offsetof(struct config, image_cache_bytes), 1u << 20,
          DISK_MAX_BYTES, 1, "1M to 16T"},
+        {"--max-snapshot-bytes-per-uid", offsetof(struct config, max_snapshot_bytes_per_uid),
+         1u << 20, DISK_MAX_BYTES, 1, "1M to 16T"},
 };
 
 /* The size flag name with its value v. Returns as apply_flag does; -ENOENT when name is
@@ -751,6 +754,8 @@ static int check_relations(struct config *cfg, char *err, size_t errlen) {
                 return -EINVAL;
         }
         derive_shares(cfg);
+        if (!cfg->max_snapshot_bytes_per_uid)
+                cfg->max_snapshot_bytes_per_uid = cfg->image_cache_bytes / 4;
         if (cfg->max_buffered_per_uid > cfg->max_buffered_bytes) {
                 snprintf(err, errlen, "--max-buffered-per-uid is above --max-buffered");
                 return -EINVAL;

@@ -77,6 +77,8 @@ struct config {
         int disk_overcommit;              /* allow disk_bytes above the free space */
         uint64_t max_image_bytes;         /* --max-image-size: one image's file data */
         uint64_t image_cache_bytes;       /* --image-cache-size: the store's bound */
+        uint64_t max_snapshot_bytes_per_uid; /* file data of one uid's snapshots; 0 until
+                                              * derived: a quarter of the cache bound */
         uint64_t max_buffered_bytes;      /* memory held for clients, all uids (quota.h) */
         uint64_t max_buffered_per_uid;    /* of it, one uid's: the flag, or a quarter */
         uint64_t max_buffered_per_uid_flag; /* --max-buffered-per-uid as given; 0: not given */

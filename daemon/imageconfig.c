@@ -85,7 +85,12 @@ static int parse_config(json_t *j, struct imageconfig *c) {
                 json_t *ws = json_is_object(labels)
                                      ? json_object_get(labels, IMAGECONFIG_LABEL_WORKSPACE)
                                      : NULL;
+                json_t *bytes = json_is_object(labels)
+                                        ? json_object_get(labels, IMAGECONFIG_LABEL_BYTES)
+                                        : NULL;
                 c->snapshot_workspace = json_is_string(ws) && strcmp(json_string_value(ws), "1") == 0;
+                if (json_is_string(bytes))
+                        c->snapshot_bytes = strtoull(json_string_value(bytes), NULL, 10);
         }
         q = str_array(json_object_get(cfg, "Env"), &c->env, &c->nenv);
         if (q == 0)

@@ -8,6 +8,7 @@
 #define SBX_IMAGECONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Strings and arrays are NULL when the config has none (or null); arrays are
  * NULL-terminated as well as counted. */
@@ -24,12 +25,16 @@ struct imageconfig {
         /* A snapshot's (snapshot.h): its /workspace is the workspace it was taken with
          * (config.Labels[IMAGECONFIG_LABEL_WORKSPACE] is "1"). */
         int snapshot_workspace;
+        /* A snapshot's: the file data of its own layer (IMAGECONFIG_LABEL_BYTES); 0 for
+         * an image that is none. */
+        uint64_t snapshot_bytes;
 };
 
 /* The labels a snapshot's config carries (snapshot.h). */
 #define IMAGECONFIG_LABEL_WORKSPACE "io.sbxd.snapshot.workspace"
 #define IMAGECONFIG_LABEL_SANDBOX   "io.sbxd.snapshot.sandbox"
 #define IMAGECONFIG_LABEL_PARENT    "io.sbxd.snapshot.parent"
+#define IMAGECONFIG_LABEL_BYTES     "io.sbxd.snapshot.bytes"
 
 /* Reads the config in len bytes of buf (imageconfig_load: what fd reads to its end)
  * into *ret, which the caller frees with imageconfig_free. -EINVAL when it is not JSON

@@ -141,7 +141,7 @@ static uint32_t map_id(const struct layerwrite_map *m, uint32_t id) {
 /* One more entry against the bound. */
 static int count_entry(struct layerwrite *w, const char *name) {
         if (++w->res.entries > w->o.max_entries)
-                return fail(w, -EFBIG, name, "more than %llu files and directories",
+                return fail(w, -E2BIG, name, "more than %llu files and directories",
                             (unsigned long long)w->o.max_entries);
         return 0;
 }

@@ -74,8 +74,9 @@ int layerwrite_open(int out_fd, const struct layerwrite_opts *o, char *err, size
 
 /* Adds the tree of directory dir_fd under prefix ("": at the layer's root; else a
  * relative name without a slash at either end, whose own entry is dir_fd's). Trees
- * whose names overlap are the caller's mistake. 0 or -errno: -EFBIG past a bound,
- * -ELOOP too deep, -ESTALE an entry that changed while it was read. */
+ * whose names overlap are the caller's mistake. 0 or -errno: -EFBIG past max_bytes,
+ * -E2BIG past max_entries, -ELOOP too deep, -ESTALE an entry that changed while it was
+ * read. */
 int layerwrite_tree(struct layerwrite *w, int dir_fd, const char *prefix);
 
 /* Ends the tar and fills *res. 0 or -errno. */

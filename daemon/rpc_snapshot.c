@@ -127,6 +127,7 @@ void rpc_snapshot_sandbox(struct conn *c, const Sbx__V1__Request *req) {
         w->sj.upper_fd = w->sj.ws_fd = -1;
         w->sj.store = d->images;
         w->sj.max_image_bytes = d->cfg->max_image_bytes;
+        w->sj.max_snapshot_bytes = d->cfg->max_snapshot_bytes_per_uid;
         w->sj.now_ms = sbxd_now_unix_ms();
         r = sbsnap_begin(sb, p.uid, q->name, &w->sj, err, sizeof(err));
         if (r < 0) {

@@ -156,6 +156,7 @@ int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snap
         if (r < 0)
                 return r;
         snprintf(j->parent, sizeof(j->parent), "%s", sb->image->digest);
+        snprintf(j->owner_prefix, sizeof(j->owner_prefix), "%u/", (unsigned)sb->owner_uid);
         if (!(j->sandbox_id = strdup(sb->id))) {
                 snprintf(err, errlen, "daemon out of memory");
                 return -ENOMEM;

@@ -137,14 +137,52 @@ static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t
                 thaw(&j->freezer);
         j->frozen_ms = now_ms() - t0;
         if (r == -EFBIG)
-                return fail(j, r, "%s: past --max-image-size or the store's entry bound, with "
-                                  "its image", err);
+                return fail(j, r, "%s: past sbxd --max-image-size with its image", err);
+        if (r == -E2BIG)
+                return fail(j, r, "%s: past the image store's bound of entries a layer", err);
         if (r < 0)
                 return fail(j, r, "%s", err[0] ? err : strerror(-r));
         j->layer_bytes = res->size;
         j->skipped = res->skipped;
         snprintf(j->first_skipped, sizeof(j->first_skipped), "%s", res->first_skipped);
         return 0;
+}
+
+/* ---- the owner's bound ------------------------------------------------------------------- */
+
+/* The file data of the owner's snapshots' own layers (their configs say it). */
+static uint64_t owner_usage(struct snapshot_job *j) {
+        struct imagestore_image *all = NULL;
+        size_t plen = strlen(j->owner_prefix);
+        int n = imagestore_list(j->store, &all), i;
+        uint64_t used = 0;
+
+        for (i = 0; i < n; i++) {
+                struct imageconfig cfg;
+                size_t k;
+                for (k = 0; k < all[i].nrefs; k++)
+                        if (strncmp(all[i].refs[k], j->owner_prefix, plen) == 0)
+                                break;
+                if (k == all[i].nrefs || imagestore_inspect(j->store, all[i].manifest, &cfg) < 0)
+                        continue;
+                used += cfg.snapshot_bytes;
+                imageconfig_free(&cfg);
+        }
+        if (n > 0)
+                imagestore_list_free(all, (size_t)n);
+        return used;
+}
+
+/* -EDQUOT (with the message) when adding bytes passes the owner's bound. */
+static int check_owner(struct snapshot_job *j, uint64_t used, uint64_t bytes) {
+        if (used + bytes <= j->max_snapshot_bytes)
+                return 0;
+        return fail(j, -EDQUOT,
+                    "the snapshots of uid %.*s hold %llu bytes of files; with this one (%llu) that "
+                    "is past sbxd --max-snapshot-bytes-per-uid (%llu): remove some (sbx image rm "
+                    "NAME)",
+                    (int)strlen(j->owner_prefix) - 1, j->owner_prefix, (unsigned long long)used,
+                    (unsigned long long)bytes, (unsigned long long)j->max_snapshot_bytes);
 }
 
 /* ---- the image --------------------------------------------------------------------------- */
@@ -192,14 +230,16 @@ static json_t *member(json_t *obj, const char *key, int array) {
 }
 
 /* The parent's config with the new layer: its diff_id, a history entry, the labels. */
-static int new_config(struct snapshot_job *j, const char *diff_id, char **ret) {
+static int new_config(struct snapshot_job *j, const struct layerwrite_result *res, char **ret) {
+        const char *diff_id = res->digest;
         json_t *c = load_blob(j, 1), *rootfs, *ids, *hist, *cfg, *labels, *h;
-        char when[32], by[300];
+        char when[32], by[300], bytes[24];
 
         if (!c)
                 return j->r ? j->r : -EINVAL;
         iso_time(j->now_ms, when, sizeof(when));
         snprintf(by, sizeof(by), "sbx snapshot %s", j->sandbox_id);
+        snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)res->data_bytes);
         rootfs = member(c, "rootfs", 0);
         ids = rootfs ? member(rootfs, "diff_ids", 1) : NULL;
         hist = member(c, "history", 1);
@@ -211,6 +251,7 @@ static int new_config(struct snapshot_job *j, const char *diff_id, char **ret) {
             json_object_set_new(labels, IMAGECONFIG_LABEL_WORKSPACE, json_string("1")) < 0 ||
             json_object_set_new(labels, IMAGECONFIG_LABEL_SANDBOX, json_string(j->sandbox_id)) < 0 ||
             json_object_set_new(labels, IMAGECONFIG_LABEL_PARENT, json_string(j->parent)) < 0 ||
+            json_object_set_new(labels, IMAGECONFIG_LABEL_BYTES, json_string(bytes)) < 0 ||
             json_object_set_new(rootfs, "type", json_string("layers")) < 0 ||
             json_object_set_new(c, "created", json_string(when)) < 0 ||
             !(*ret = json_dumps(c, JSON_COMPACT))) {
@@ -340,7 +381,7 @@ static int commit(struct snapshot_job *j, int tar_fd, const struct layerwrite_re
         if (r < 0)
                 return fail(j, r, "its image %s is gone from the store", j->parent);
         refs = calloc(img.nlayers + 1, sizeof(*refs));
-        r = refs ? new_config(j, res->digest, &config) : -ENOMEM;
+        r = refs ? new_config(j, res, &config) : -ENOMEM;
         if (r == 0)
                 r = new_manifest(j, config, strlen(config), res->digest, res->size, &manifest);
         if (r == 0)
@@ -373,7 +414,7 @@ void snapshot_run(struct snapshot_job *j, int (*stop)(void *ud), void *ud) {
         struct imagestore_image parent;
         struct layerwrite_result res;
         char scratch[NAME_MAX + 1];
-        uint64_t budget = 0;
+        uint64_t budget = 0, used = owner_usage(j);
         int dfd = -1, tar = -1, r;
 
         j->err[0] = '\0';
@@ -392,11 +433,16 @@ void snapshot_run(struct snapshot_job *j, int (*stop)(void *ud), void *ud) {
                 return;
         }
         tar = openat(dfd, "layer.tar", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        r = tar < 0 ? fail(j, -errno, "image store: %s", strerror(errno)) : 0;
+        r = tar < 0 ? fail(j, -errno, "image store: %s", strerror(errno)) : check_owner(j, used, 0);
+        /* No layer past what the owner has left. */
+        if (r == 0 && j->max_snapshot_bytes - used < budget)
+                budget = j->max_snapshot_bytes - used;
         if (r == 0 && stop(ud))
                 r = fail(j, -ECANCELED, "cancelled");
         if (r == 0)
                 r = capture(j, tar, budget, so->max_layer_entries, &res);
+        if (r == -EFBIG && budget == j->max_snapshot_bytes - used)
+                r = check_owner(j, used, budget + 1);
         if (r == 0 && stop(ud))
                 r = fail(j, -ECANCELED, "cancelled");
         if (r == 0)

@@ -49,6 +49,10 @@ struct snapshot_job {
         struct layerwrite_map uids, gids;
         struct snapshot_freezer freezer;
         uint64_t max_image_bytes; /* the whole image's file data (--max-image-size) */
+        /* The owner's snapshots' own layers together (--max-snapshot-bytes-per-uid);
+         * owner_prefix is "UID/", the owner's refs'. */
+        uint64_t max_snapshot_bytes;
+        char owner_prefix[16];
         int64_t now_ms;
         /* Out. */
         int r;
@@ -61,8 +65,9 @@ struct snapshot_job {
 };
 
 /* Runs the snapshot (on a worker thread); stop(ud) is polled between steps (1: give up
- * with -ECANCELED). Sets job->r (0 or -errno: -EFBIG past a bound, -EBUSY the processes
- * did not freeze in time, -ESTALE a file changed while it was read) and job->err. */
+ * with -ECANCELED). Sets job->r (0 or -errno: -EFBIG past a bound, -EDQUOT past the
+ * owner's snapshot bound, -EBUSY the processes did not freeze in time, -ESTALE a file
+ * changed while it was read) and job->err. */
 void snapshot_run(struct snapshot_job *job, int (*stop)(void *ud), void *ud);
 
 /* Closes and frees the job's fds and strings (not the job). */

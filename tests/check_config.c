@@ -440,6 +440,23 @@ START_TEST(uid_base_flag) {
 }
 END_TEST
 
+/* --max-snapshot-bytes-per-uid: a quarter of --image-cache-size unless given. */
+START_TEST(snapshot_bound_flag) {
+        struct config k;
+        char e[256], *argv[] = {"sbxd", "--image-cache-size", "40G", NULL};
+
+        clear_env();
+        ck_assert_int_eq(config_init(&k, 0), 0);
+        ck_assert_int_eq(config_parse_args(&k, 3, argv, e, sizeof(e)), 0);
+        ck_assert_uint_eq(k.max_snapshot_bytes_per_uid, 10ull << 30);
+        argv[1] = "--max-snapshot-bytes-per-uid";
+        argv[2] = "3M";
+        ck_assert_int_eq(config_parse_args(&k, 3, argv, e, sizeof(e)), 0);
+        ck_assert_uint_eq(k.max_snapshot_bytes_per_uid, 3u << 20);
+        config_free(&k);
+}
+END_TEST
+
 /* --warm-image REF=N: repeatable, each REF once, N from 1 to SBX_MAX_WARM_SANDBOXES and
  * all of them at most that too; a name with a colon and an '=' in the count's place
  * parsed from the last '='; bad values refused naming the flag. */
@@ -780,6 +797,9 @@ START_TEST(limit_ceiling_flags) {
         expect_bad("--max-tmp", "63K");
         expect_bad("--max-tmp", "65537");
         expect_bad("--max-tmp", "2000T");
+        expect_bad("--max-snapshot-bytes-per-uid", "0");
+        expect_bad("--max-snapshot-bytes-per-uid", "1K");
+        expect_bad("--max-snapshot-bytes-per-uid", "big");
         expect_bad("--max-tmp", "0");
         expect_bad("--max-cpu-percent", "0");
         expect_bad("--max-cpu-percent", "102401");
@@ -838,6 +858,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, limit_ceiling_flags);
         tcase_add_test(tc, log_levels);
         tcase_add_test(tc, warm_image_flags);
+        tcase_add_test(tc, snapshot_bound_flag);
         tcase_add_test(tc, init_out_of_reach_explained);
         suite_add_tcase(s, tc);
         return s;

@@ -446,6 +446,39 @@ START_TEST(disk_limited_and_setid) {
 }
 END_TEST
 
+/* --max-snapshot-bytes-per-uid: the owner's snapshots' own layers together; past it
+ * RESOURCE_EXHAUSTED naming the flag, the sandbox running on; room again once one goes. */
+START_TEST(per_uid_bound) {
+        static const char *const bound[] = {"--warm", "0", "--spares", "0",
+                                            "--max-snapshot-bytes-per-uid", "3M", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_image *img = NULL;
+        char *base, *a, *s1, *s2;
+        sbx_client *c;
+
+        it_daemon_start(&d, bound);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "busybox head -c 2000000 /dev/urandom > /workspace/r && echo ok",
+                   "ok\n");
+        s1 = snap(c, a, "first");
+        ck_assert_int_eq(sbx_snapshot(c, a, "second", &img), SBX_RESOURCE_EXHAUSTED);
+        ck_assert_msg(strstr(sbx_error_message(c), "--max-snapshot-bytes-per-uid (3145728)"), "%s",
+                      sbx_error_message(c));
+        expect_out(c, a, NULL, "echo still", "still\n");
+        ck_assert_int_eq(sbx_image_remove(c, "first", NULL), SBX_OK);
+        s2 = snap(c, a, "second");
+        free(s1);
+        free(s2);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot");
 
@@ -460,6 +493,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, fork_five_diverge, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, disk_limited_and_setid, 240, it_fixture_setup_var,
                           it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, per_uid_bound, 240, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 
