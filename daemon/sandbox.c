@@ -1056,10 +1056,14 @@ void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view) {
                 placeholder_hold(view->made_files, view->made_files_as, sb->owner_uid,
                                  sb->owner_gid);
         }
-        /* The guard keeps host paths covered: an image's root is no host tree. */
-        if (!sb->image)
+        /* The guard keeps host paths covered: of an image's sandbox, those in its
+         * writable paths (its root is no host tree). */
+        {
+                const struct guard_only w = {pol->writable_paths, pol->n_writable_paths};
                 guard_watch(sb->d, &sb->view, view, pol->root_dir ? pol->root_dir : "/",
-                            pol->denied_write_paths, pol->n_denied_write_paths);
+                            pol->denied_write_paths, pol->n_denied_write_paths,
+                            sb->image ? &w : NULL);
+        }
 }
 
 int sandbox_adopt_path(const char *workspace, char *buf, size_t len) {

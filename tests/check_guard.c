@@ -166,7 +166,8 @@ static void rig_watch(struct rig *g, const char *const *hidden, const char *cons
         g->view.made_dirs = set_of(NULL);
         g->view.made_files = set_of(NULL);
         g->denied_write = set_of(denied_write);
-        guard_watch(&g->d, &g->sv, &g->view, "/", g->denied_write->v, g->denied_write->n);
+        guard_watch(&g->d, &g->sv, &g->view, "/", g->denied_write->v, g->denied_write->n,
+                    NULL);
 }
 
 /* Stops the guard, ends the sandbox's process, and proves the loop closes. */

@@ -626,6 +626,105 @@ START_TEST(writable_paths_as_the_owner) {
 }
 END_TEST
 
+/* Writes text to path through a temporary name renamed over it, as editors and
+ * credential tools replace a file (the mount over the old one goes with it). */
+static void replace_file(const char *path, const char *text) {
+        char tmp[1200];
+        FILE *f;
+
+        snprintf(tmp, sizeof(tmp), "%s.new", path);
+        f = fopen(tmp, "w");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_ge(fputs(text, f), 0);
+        ck_assert_int_eq(fclose(f), 0);
+        ck_assert_int_eq(chmod(tmp, 0666), 0);
+        ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/* 1 once the output of shell in id (as the image's user) lacks needle, within 5 s. */
+static int eventually_lacks(sbx_client *c, const char *id, const char *shell, const char *needle) {
+        for (int i = 0; i < 250; i++) {
+                char *out = run_as(c, id, NULL, shell);
+                int clean = strstr(out, needle) == NULL;
+                free(out);
+                if (clean)
+                        return 1;
+                usleep(20000);
+        }
+        return 0;
+}
+
+/* The guard keeps an image's sandbox's hidden and read-only paths in its writable host
+ * path covered when the host replaces them (a rename over a file takes its mount with
+ * the old one), as for a sandbox of the host's root: the new secret is not read, the
+ * new settings not written. */
+START_TEST(guard_covers_replaced_paths) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        char dir[800], secret[900], settings[900], cmd[1000], *wv[1], *drv[1], *dwv[1];
+        char *digest, *out;
+        sbx_client *c;
+
+        /* The guard enters a sandbox through its init's pidfd, which valgrind does not
+         * emulate (`make valgrind`). */
+        if (getenv("SBX_VALGRIND"))
+                return;
+        snprintf(dir, sizeof(dir), "%s/gw", it_base_dir());
+        ck_assert_int_eq(mkdir(dir, 0777), 0);
+        ck_assert_int_eq(chmod(dir, 0777), 0);
+        snprintf(secret, sizeof(secret), "%s/secret", dir);
+        snprintf(settings, sizeof(settings), "%s/settings", dir);
+        replace_file(secret, "old-secret\n");
+        replace_file(settings, "host-settings\n");
+        it_daemon_start(&d, group_flags);
+        c = it_connect(&d);
+        digest = pull(c, layout);
+        wv[0] = dir;
+        drv[0] = secret;
+        dwv[0] = settings;
+        sbx_create_opts_init(&o);
+        o.image = digest;
+        o.policy.writable_paths.v = wv;
+        o.policy.writable_paths.n = 1;
+        o.policy.denied_read_paths.v = drv;
+        o.policy.denied_read_paths.n = 1;
+        o.policy.denied_write_paths.v = dwv;
+        o.policy.denied_write_paths.n = 1;
+        ck_assert_msg(sbx_create(c, &o, &s) == SBX_OK, "create: %s", sbx_error_message(c));
+        snprintf(cmd, sizeof(cmd), "busybox cat %s 2>/dev/null; true", secret);
+        out = run_as(c, s->id, NULL, cmd);
+        ck_assert_msg(strstr(out, "old-secret") == NULL, "the hidden file was shown: %s", out);
+        free(out);
+
+        replace_file(secret, "new-secret\n");
+        ck_assert_msg(eventually_lacks(c, s->id, cmd, "new-secret"),
+                      "the replaced secret stayed readable");
+        /* Once the guard says so, the replaced settings are read-only again (in the
+         * milliseconds before, the sandbox could have written them: docs/security.md). */
+        replace_file(settings, "host-settings-2\n");
+        ck_assert_int_eq(it_wait_log(&d, "/settings changed on the host: covered again", 1), 1);
+        snprintf(cmd, sizeof(cmd), "echo EVIL 2>/dev/null >%s && echo written; true", settings);
+        out = run_as(c, s->id, NULL, cmd);
+        ck_assert_msg(strstr(out, "written") == NULL, "the replaced read-only file was written");
+        free(out);
+        {
+                FILE *f = fopen(settings, "r");
+                char line[64] = "";
+                ck_assert_ptr_nonnull(f);
+                ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+                fclose(f);
+                ck_assert_str_eq(line, "host-settings-2\n");
+        }
+        ck_assert_int_eq(sbx_terminate(c, s->id, NULL), SBX_OK);
+        sbx_sandbox_free(s);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A disk limit holds the writable root and the workspace together (one filesystem
  * image, one project quota, or, rootless, one tmpfs): writing past it in / fills
  * /workspace too. Under a root daemon, then a rootless one. */
@@ -741,6 +840,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, writable_paths_as_the_owner, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, disk_limit_holds_the_root, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, guard_covers_replaced_paths, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_daemon, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, through_the_cli, 240, it_fixture_setup_var, it_fixture_teardown);
