@@ -1375,8 +1375,10 @@ static int add_workspace_mount(struct sandbox *sb, struct setup_msg *m) {
 
         /* An image's root mode sandbox is in a user namespace of its own from the start,
          * whose root may not enter the state directory: its workspace comes as a mount
-         * too, a copy of the directory's (open_tree, as the daemon may). */
-        if (sb->disk_fd < 0 && sb->image && !sb->d->features.rootless) {
+         * too, a copy of the directory's (open_tree, as the daemon may); with a tmpfs
+         * disk, stage 0 makes it. */
+        if (sb->disk_fd < 0 && sb->image && !sb->d->features.rootless &&
+            !(m->setup.has_workspace_tmpfs && m->setup.workspace_tmpfs)) {
                 if (add_clone(sb, m, AT_FDCWD, sb->workspace) < 0)
                         return -1;
                 m->setup.has_workspace_mount = m->setup.workspace_mount = 1;

@@ -241,7 +241,6 @@ START_TEST(refusals) {
         const char *layout = make_image();
         struct sbx_create_opts o;
         struct sbx_sandbox *s = NULL;
-        enum sbx_code rc;
         char *digest, *id, *host, *said, want[1400];
         sbx_client *c;
 
@@ -273,25 +272,6 @@ START_TEST(refusals) {
         ck_assert_int_eq(sbx_create(c, &o, &s), SBX_INVALID_ARGUMENT);
         ck_assert_msg(strstr(sbx_error_message(c), "image and root_dir"), "%s",
                       sbx_error_message(c));
-        /* A disk limit: refused where this host limits disks with tmpfs (it holds the root
-         * only through project quotas or filesystem images: disk_limit_holds_the_root). */
-        sbx_create_opts_init(&o);
-        o.image = digest;
-        o.policy.limits.disk_bytes = 20u << 20;
-        o.policy.limits.set |= SBX_LIMIT_DISK;
-        rc = sbx_create(c, &o, &s);
-        if (rc == SBX_OK) {
-                ck_assert_int_eq(sbx_terminate(c, s->id, NULL), SBX_OK);
-                sbx_sandbox_free(s);
-                s = NULL;
-        } else {
-                ck_assert_msg(rc == SBX_UNIMPLEMENTED &&
-                                      strstr(sbx_error_message(c), "holds its writable root "
-                                                                   "only with project quotas "
-                                                                   "or filesystem images"),
-                              "%s", sbx_error_message(c));
-        }
-
         host = it_create(c, NULL);
         ck_assert_int_eq(true_as(c, host, "root"), SBX_INVALID_ARGUMENT);
         ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "only a sandbox made from an image"));
@@ -747,21 +727,16 @@ static void disk_limit_on(const char *layout, int rootless) {
         o.policy.limits.disk_bytes = 20u << 20;
         o.policy.limits.set |= SBX_LIMIT_DISK;
         rc = sbx_create(c, &o, &sb);
-        if (rc == SBX_UNIMPLEMENTED) {
-                /* tmpfs disks (a daemon without loop devices nor project quotas) */
-                fprintf(stderr, "disk_limit_holds_the_root: SKIPPED: %s\n", sbx_error_message(c));
-        } else {
-                ck_assert_msg(rc == SBX_OK, "%s", sbx_error_message(c));
-                /* 30 MiB into the root stops near 20; then the workspace has no room. */
-                expect_out(c, sb->id, "root",
-                           "busybox dd if=/dev/zero of=/big bs=1M count=30 2>/dev/null; "
-                           "test $(busybox stat -c %s /big) -lt 21000000 && echo capped; "
-                           "busybox dd if=/dev/zero of=/workspace/w bs=1M count=4 2>/dev/null; "
-                           "test $(busybox stat -c %s /workspace/w) -lt 1048576 && echo shared",
-                           "capped\nshared\n");
-                ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);
-                sbx_sandbox_free(sb);
-        }
+        ck_assert_msg(rc == SBX_OK, "%s", sbx_error_message(c));
+        /* 30 MiB into the root stops near 20; then the workspace has no room. */
+        expect_out(c, sb->id, "root",
+                   "busybox dd if=/dev/zero of=/big bs=1M count=30 2>/dev/null; "
+                   "test $(busybox stat -c %s /big) -lt 21000000 && echo capped; "
+                   "busybox dd if=/dev/zero of=/workspace/w bs=1M count=4 2>/dev/null; "
+                   "test $(busybox stat -c %s /workspace/w) -lt 1048576 && echo shared",
+                   "capped\nshared\n");
+        ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);
+        sbx_sandbox_free(sb);
         free(digest);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
@@ -772,6 +747,106 @@ START_TEST(disk_limit_holds_the_root) {
 
         disk_limit_on(layout, 0);
         disk_limit_on(layout, 1);
+}
+END_TEST
+
+/* Runs shell in id as root; its stdout (freed by the caller), with *ret_disk 1 when its
+ * result's limits_hit names "disk". */
+static char *root_run_hits(sbx_client *c, const char *id, const char *shell, int *ret_disk) {
+        const char *argv[] = {"/bin/sh", "-c", shell, NULL};
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        char *out;
+
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 3;
+        o.timeout_ms = 120000;
+        o.user = "root";
+        ck_assert_msg(sbx_exec(c, id, &o, &r) == SBX_OK, "exec %s: %s", shell,
+                      sbx_error_message(c));
+        *ret_disk = 0;
+        for (size_t i = 0; i < r->limits_hit.n; i++)
+                *ret_disk |= strcmp(r->limits_hit.v[i], "disk") == 0;
+        out = strdup((char *)r->stdout_data);
+        sbx_result_free(r);
+        return out;
+}
+
+/* The lines of this process's mount table (a namespace of its own: other programs'
+ * mounts do not count). */
+static int mount_lines(void) {
+        FILE *f = fopen("/proc/self/mountinfo", "r");
+        char line[8192];
+        int n = 0;
+
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof(line), f))
+                n++;
+        fclose(f);
+        return n;
+}
+
+/* A root daemon that limits disks with tmpfs: one tmpfs, which stage 0 makes in no
+ * mount table, holds an image sandbox's writable root and workspace: 16 MiB into / or
+ * into /workspace is ENOSPC under 8 MiB, named in limits_hit, and what / holds leaves
+ * the workspace no room; the host's mount table never lists it. */
+START_TEST(disk_limit_tmpfs_as_root) {
+        static const char *const flags[] = {"--disk-via", "tmpfs", "--warm", "0", "--spares", "0",
+                                            NULL};
+        const char *layout = make_image();
+        struct it_daemon d;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        char *digest, *out;
+        int hit, before;
+        sbx_client *c;
+
+        it_private_mounts();
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = pull(c, layout);
+        before = mount_lines();
+        sbx_create_opts_init(&o);
+        o.image = digest;
+        o.policy.limits.disk_bytes = 8u << 20;
+        o.policy.limits.set |= SBX_LIMIT_DISK;
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_int_eq(mount_lines(), before);
+        /* The workspace is the image's user's, on the tmpfs. */
+        expect_out(c, sb->id, NULL, "busybox stat -c %u:%g /workspace; busybox stat -f -c %T /workspace",
+                   "1000:1000\ntmpfs\n");
+
+        out = root_run_hits(c, sb->id,
+                            "busybox dd if=/dev/zero of=/big bs=1M count=16 2>/tmp/e; echo $?; "
+                            "busybox cat /tmp/e | busybox grep -c 'No space left'",
+                            &hit);
+        ck_assert_msg(strcmp(out, "1\n1\n") == 0, "16 MiB into /: %s", out);
+        ck_assert_msg(hit, "limits_hit has no disk after / filled");
+        free(out);
+        out = root_run_hits(c, sb->id,
+                            "busybox rm /big; busybox dd if=/dev/zero of=/workspace/w bs=1M "
+                            "count=16 2>/tmp/e; echo $?; busybox cat /tmp/e | busybox grep -c "
+                            "'No space left'",
+                            &hit);
+        ck_assert_msg(strcmp(out, "1\n1\n") == 0, "16 MiB into /workspace: %s", out);
+        ck_assert_msg(hit, "limits_hit has no disk after /workspace filled");
+        free(out);
+        /* One limit: 6 MiB in / leave the workspace less than 4. */
+        out = root_run_hits(c, sb->id,
+                            "busybox rm /workspace/w; busybox dd if=/dev/zero of=/big bs=1M "
+                            "count=6 2>/dev/null && echo fits; busybox dd if=/dev/zero "
+                            "of=/workspace/w bs=1M count=4 2>/dev/null || echo shared",
+                            &hit);
+        ck_assert_msg(strcmp(out, "fits\nshared\n") == 0, "%s", out);
+        ck_assert(hit);
+        free(out);
+        ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(mount_lines(), before);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
 END_TEST
 
@@ -840,6 +915,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, writable_paths_as_the_owner, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, disk_limit_holds_the_root, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, disk_limit_tmpfs_as_root, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, guard_covers_replaced_paths, 240, it_fixture_setup_var,
                           it_fixture_teardown);
