@@ -773,6 +773,22 @@ static char *root_run_hits(sbx_client *c, const char *id, const char *shell, int
         return out;
 }
 
+/* After first (shell), 16 MiB into file in id, as root, end in ENOSPC (dd exits 1),
+ * and the result's limits_hit names the disk. */
+static void expect_full(sbx_client *c, const char *id, const char *first, const char *file) {
+        char shell[600], *out;
+        int hit;
+
+        snprintf(shell, sizeof(shell),
+                 "%s busybox dd if=/dev/zero of=%s bs=1M count=16 2>/tmp/e; echo $?; "
+                 "busybox grep -c 'No space left' /tmp/e",
+                 first, file);
+        out = root_run_hits(c, id, shell, &hit);
+        ck_assert_msg(strcmp(out, "1\n1\n") == 0, "16 MiB into %s: %s", file, out);
+        ck_assert_msg(hit, "limits_hit has no disk after %s filled", file);
+        free(out);
+}
+
 /* The lines of this process's mount table (a namespace of its own: other programs'
  * mounts do not count). */
 static int mount_lines(void) {
@@ -814,24 +830,12 @@ START_TEST(disk_limit_tmpfs_as_root) {
         ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
         ck_assert_int_eq(mount_lines(), before);
         /* The workspace is the image's user's, on the tmpfs. */
-        expect_out(c, sb->id, NULL, "busybox stat -c %u:%g /workspace; busybox stat -f -c %T /workspace",
+        expect_out(c, sb->id, NULL,
+                   "busybox stat -c %u:%g /workspace; busybox stat -f -c %T /workspace",
                    "1000:1000\ntmpfs\n");
 
-        out = root_run_hits(c, sb->id,
-                            "busybox dd if=/dev/zero of=/big bs=1M count=16 2>/tmp/e; echo $?; "
-                            "busybox cat /tmp/e | busybox grep -c 'No space left'",
-                            &hit);
-        ck_assert_msg(strcmp(out, "1\n1\n") == 0, "16 MiB into /: %s", out);
-        ck_assert_msg(hit, "limits_hit has no disk after / filled");
-        free(out);
-        out = root_run_hits(c, sb->id,
-                            "busybox rm /big; busybox dd if=/dev/zero of=/workspace/w bs=1M "
-                            "count=16 2>/tmp/e; echo $?; busybox cat /tmp/e | busybox grep -c "
-                            "'No space left'",
-                            &hit);
-        ck_assert_msg(strcmp(out, "1\n1\n") == 0, "16 MiB into /workspace: %s", out);
-        ck_assert_msg(hit, "limits_hit has no disk after /workspace filled");
-        free(out);
+        expect_full(c, sb->id, "", "/big");
+        expect_full(c, sb->id, "busybox rm /big;", "/workspace/w");
         /* One limit: 6 MiB in / leave the workspace less than 4. */
         out = root_run_hits(c, sb->id,
                             "busybox rm /workspace/w; busybox dd if=/dev/zero of=/big bs=1M "
