@@ -637,28 +637,28 @@ static int eventually_lacks(sbx_client *c, const char *id, const char *shell, co
 /* The guard keeps an image's sandbox's hidden and read-only paths in its writable host
  * path covered when the host replaces them (a rename over a file takes its mount with
  * the old one), as for a sandbox of the host's root: the new secret is not read, the
- * new settings not written. */
-START_TEST(guard_covers_replaced_paths) {
+ * new settings not written. Under a root daemon (name "gw") or a rootless one. */
+static void guard_covers_on(const char *layout, const char *name, int rootless) {
         struct it_daemon d;
-        const char *layout = make_image();
         struct sbx_create_opts o;
         struct sbx_sandbox *s = NULL;
         char dir[800], secret[900], settings[900], cmd[1000], *wv[1], *drv[1], *dwv[1];
         char *digest, *out;
         sbx_client *c;
 
-        /* The guard enters a sandbox through its init's pidfd, which valgrind does not
-         * emulate (`make valgrind`). */
-        if (getenv("SBX_VALGRIND"))
-                return;
-        snprintf(dir, sizeof(dir), "%s/gw", it_base_dir());
+        snprintf(dir, sizeof(dir), "%s/%s", it_base_dir(), name);
         ck_assert_int_eq(mkdir(dir, 0777), 0);
         ck_assert_int_eq(chmod(dir, 0777), 0);
         snprintf(secret, sizeof(secret), "%s/secret", dir);
         snprintf(settings, sizeof(settings), "%s/settings", dir);
         replace_file(secret, "old-secret\n");
         replace_file(settings, "host-settings\n");
-        it_daemon_start(&d, group_flags);
+        if (rootless) {
+                ck_assert_int_eq(chown(dir, NOBODY, NOBODY), 0);
+                it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        } else {
+                it_daemon_start(&d, group_flags);
+        }
         c = it_connect(&d);
         digest = pull(c, layout);
         wv[0] = dir;
@@ -702,6 +702,17 @@ START_TEST(guard_covers_replaced_paths) {
         free(digest);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+
+START_TEST(guard_covers_replaced_paths) {
+        const char *layout = make_image();
+
+        /* The guard enters a sandbox through its init's pidfd, which valgrind does not
+         * emulate (`make valgrind`). */
+        if (getenv("SBX_VALGRIND"))
+                return;
+        guard_covers_on(layout, "gw", 0);
+        guard_covers_on(layout, "gw-rootless", 1);
 }
 END_TEST
 
@@ -833,6 +844,10 @@ START_TEST(disk_limit_tmpfs_as_root) {
         expect_out(c, sb->id, NULL,
                    "busybox stat -c %u:%g /workspace; busybox stat -f -c %T /workspace",
                    "1000:1000\ntmpfs\n");
+        /* The file requests reach it too. */
+        ck_assert_msg(sbx_write(c, sb->id, "/workspace/hello", "hi\n", 3, 0, 0) == SBX_OK, "%s",
+                      sbx_error_message(c));
+        expect_out(c, sb->id, NULL, "busybox cat /workspace/hello", "hi\n");
 
         expect_full(c, sb->id, "", "/big");
         expect_full(c, sb->id, "busybox rm /big;", "/workspace/w");
