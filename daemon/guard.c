@@ -572,7 +572,7 @@ static int at_or_below(const char *dir, const char *p) {
         return strncmp(dir, p, n) == 0 && (p[n] == '\0' || p[n] == '/');
 }
 
-/* 1 when p is host path of the sandbox's view: at or below one of only's paths, or
+/* 1 when p is a host path of the sandbox's view: at or below one of only's paths, or
  * anywhere when only is NULL. */
 static int on_host(const struct guard_only *only, const char *p) {
         size_t i;

@@ -47,7 +47,7 @@ int image_enter_userns(int userns_fd, struct util_err *err) {
         return 0;
 }
 
-/* The host ids image_disk_dirs gives its directories (root mode). */
+/* The host ids disk_dirs gives its directories (root mode). */
 struct disk_owners {
         uid_t root; /* the sandbox's root's: upper/ */
         uid_t uid;  /* the commands': workspace/ */
