@@ -16,6 +16,8 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "asbob.h"
@@ -621,6 +623,58 @@ static void replace_file(const char *path, const char *text) {
         ck_assert_int_eq(rename(tmp, path), 0);
 }
 
+/* The host's file path holds want (its first line, up to 63 bytes). */
+static void expect_file(const char *path, const char *want) {
+        FILE *f = fopen(path, "r");
+        char line[64] = "";
+
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+        fclose(f);
+        ck_assert_str_eq(line, want);
+}
+
+/* Root mode: a process of image sandbox id that opened file (in a writable path, bare)
+ * is killed when sbx-init --reapply covers it (its descriptor would outlive the mount),
+ * and the file cannot be written after. The helper is run by hand, as the guard runs it
+ * (in the sandbox's mount namespace, as the host's root), so that the window is as long
+ * as the test needs. */
+static void reapply_kills_holders(sbx_client *c, const char *id, char *file) {
+        char cmd[1400], exe[800], ns[64];
+        pid_t holder = -1, kid;
+        int st;
+
+        snprintf(cmd, sizeof(cmd),
+                 "busybox setsid busybox sh -c 'exec 3>>%s; exec busybox sleep 779.4323' "
+                 "</dev/null >/dev/null 2>&1 &",
+                 file);
+        free(run_as(c, id, NULL, cmd));
+        for (int i = 0; i < 250 && holder < 0; i++) {
+                holder = it_find_proc("busybox sleep ", "sleep 779.4323");
+                if (holder < 0)
+                        usleep(20000);
+        }
+        ck_assert_int_gt(holder, 0);
+        snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)holder);
+        snprintf(exe, sizeof(exe), "%s/sbx-init", it_build_dir());
+        kid = fork();
+        ck_assert_int_ge(kid, 0);
+        if (kid == 0) {
+                /* The binary is opened first: paths mean the sandbox's view after setns. */
+                char *argv[] = {"sbx-init", "--reapply", "read-only", file, NULL};
+                int efd = open(exe, O_PATH | O_CLOEXEC), fd = open(ns, O_RDONLY | O_CLOEXEC);
+                if (efd < 0 || fd < 0 || setns(fd, CLONE_NEWNS) < 0)
+                        _exit(90);
+                syscall(SYS_execveat, efd, "", argv, environ, AT_EMPTY_PATH);
+                _exit(91);
+        }
+        ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reapply status 0x%x", st);
+        ck_assert_int_eq(it_wait_procs("sleep 779.4323", 0, 5000), 0);
+        snprintf(cmd, sizeof(cmd), "echo EVIL 2>/dev/null >>%s && echo written; true", file);
+        expect_out(c, id, NULL, cmd, "");
+}
+
 /* 1 once the output of shell in id (as the image's user) lacks needle, within 5 s. */
 static int eventually_lacks(sbx_client *c, const char *id, const char *shell, const char *needle) {
         for (int i = 0; i < 250; i++) {
@@ -689,13 +743,12 @@ static void guard_covers_on(const char *layout, const char *name, int rootless) 
         out = run_as(c, s->id, NULL, cmd);
         ck_assert_msg(strstr(out, "written") == NULL, "the replaced read-only file was written");
         free(out);
-        {
-                FILE *f = fopen(settings, "r");
-                char line[64] = "";
-                ck_assert_ptr_nonnull(f);
-                ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
-                fclose(f);
-                ck_assert_str_eq(line, "host-settings-2\n");
+        expect_file(settings, "host-settings-2\n");
+        if (!rootless) {
+                snprintf(cmd, sizeof(cmd), "%s/bare", dir);
+                replace_file(cmd, "bare\n");
+                reapply_kills_holders(c, s->id, cmd);
+                expect_file(cmd, "bare\n");
         }
         ck_assert_int_eq(sbx_terminate(c, s->id, NULL), SBX_OK);
         sbx_sandbox_free(s);
