@@ -16,7 +16,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -639,9 +638,9 @@ static void expect_file(const char *path, const char *want) {
  * and the file cannot be written after. The helper is run by hand, as the guard runs it
  * (in the sandbox's mount namespace, as the host's root), so that the window is as long
  * as the test needs. */
-static void reapply_kills_holders(sbx_client *c, const char *id, char *file) {
-        char cmd[1400], exe[800], ns[64];
-        pid_t holder = -1, kid;
+static void reapply_kills_holders(sbx_client *c, const char *id, const char *file) {
+        char cmd[1400];
+        pid_t holder = -1;
         int st;
 
         snprintf(cmd, sizeof(cmd),
@@ -655,20 +654,7 @@ static void reapply_kills_holders(sbx_client *c, const char *id, char *file) {
                         usleep(20000);
         }
         ck_assert_int_gt(holder, 0);
-        snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)holder);
-        snprintf(exe, sizeof(exe), "%s/sbx-init", it_build_dir());
-        kid = fork();
-        ck_assert_int_ge(kid, 0);
-        if (kid == 0) {
-                /* The binary is opened first: paths mean the sandbox's view after setns. */
-                char *argv[] = {"sbx-init", "--reapply", "read-only", file, NULL};
-                int efd = open(exe, O_PATH | O_CLOEXEC), fd = open(ns, O_RDONLY | O_CLOEXEC);
-                if (efd < 0 || fd < 0 || setns(fd, CLONE_NEWNS) < 0)
-                        _exit(90);
-                syscall(SYS_execveat, efd, "", argv, environ, AT_EMPTY_PATH);
-                _exit(91);
-        }
-        ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+        st = it_reapply(holder, "read-only", file);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reapply status 0x%x", st);
         ck_assert_int_eq(it_wait_procs("sleep 779.4323", 0, 5000), 0);
         snprintf(cmd, sizeof(cmd), "echo EVIL 2>/dev/null >>%s && echo written; true", file);
