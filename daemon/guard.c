@@ -563,14 +563,40 @@ static struct guard_path *add_path(struct guard *g, struct sandbox_view *sv, enu
         return gp;
 }
 
-/* Watches the view paths of set for sv, at root + path on the host. */
+/* 1 when p (canonical) is dir or lies below it. */
+static int at_or_below(const char *dir, const char *p) {
+        size_t n = strlen(dir);
+
+        if (strcmp(dir, "/") == 0)
+                return 1;
+        return strncmp(dir, p, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+/* 1 when p is a host path of the sandbox's view: at or below one of only's paths, or
+ * anywhere when only is NULL. */
+static int on_host(const struct guard_only *only, const char *p) {
+        size_t i;
+
+        if (!only)
+                return 1;
+        for (i = 0; i < only->n; i++)
+                if (at_or_below(only->v[i], p))
+                        return 1;
+        return 0;
+}
+
+/* Watches the view paths of set for sv, at root + path on the host; with only, those
+ * of them at or below one of its paths alone. */
 static void add_set(struct guard *g, struct sandbox_view *sv, enum guard_kind kind,
-                    const char *root, char *const *v, size_t n, int on_change) {
+                    const char *root, char *const *v, size_t n, int on_change,
+                    const struct guard_only *only) {
         struct guard_path *gp;
         char host[PATH_MAX];
         size_t i;
 
         for (i = 0; i < n; i++) {
+                if (!on_host(only, v[i]))
+                        continue;
                 if (strcmp(root, "/") == 0)
                         gp = add_path(g, sv, kind, v[i], NULL);
                 else if ((size_t)snprintf(host, sizeof(host), "%s%s", root, v[i]) < sizeof(host))
@@ -606,18 +632,20 @@ void guard_share(struct sbxd *d, struct pathset *set) {
 }
 
 void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
-                 const char *root, char *const *denied_write, size_t n_denied_write) {
+                 const char *root, char *const *denied_write, size_t n_denied_write,
+                 const struct guard_only *only) {
         struct guard *g = d->guard;
 
         if (!g)
                 return;
-        add_set(g, sv, GUARD_HIDE, root, view->hidden->v, view->hidden->n, 0);
-        add_set(g, sv, GUARD_READ_ONLY, root, denied_write, n_denied_write, 0);
+        add_set(g, sv, GUARD_HIDE, root, view->hidden->v, view->hidden->n, 0, only);
+        add_set(g, sv, GUARD_READ_ONLY, root, denied_write, n_denied_write, 0, only);
         /* Names inside writable paths: host paths, bound at the same path. */
-        add_set(g, sv, GUARD_READ_ONLY, "/", view->protected_paths->v, view->protected_paths->n, 0);
-        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_dirs->v, view->made_dirs->n, 0);
-        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_files->v, view->made_files->n, 0);
-        add_set(g, sv, GUARD_HIDE, root, view->watched->v, view->watched->n, 1);
+        add_set(g, sv, GUARD_READ_ONLY, "/", view->protected_paths->v, view->protected_paths->n, 0,
+                only);
+        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_dirs->v, view->made_dirs->n, 0, only);
+        add_set(g, sv, GUARD_READ_ONLY, "/", view->made_files->v, view->made_files->n, 0, only);
+        add_set(g, sv, GUARD_HIDE, root, view->watched->v, view->watched->n, 1, only);
         if (view->watched_shared) {
                 struct guard_sub *s = calloc(1, sizeof(*s));
                 guard_share(d, view->watched_shared);

@@ -34,12 +34,22 @@ struct policy_view;
  * its helpers run. Returns 0 or -errno; the daemon runs without it on failure. */
 int guard_start(struct sbxd *d, const char *init_path);
 
+/* The host paths a sandbox's view shows where its root is no host tree (an image's:
+ * its writable paths, bound at the same paths): the guard watches only the paths at or
+ * below them. */
+struct guard_only {
+        char *const *v;
+        size_t n;
+};
+
 /* Watches the view of the sandbox sv (policy.h; its hidden_shared set is kept
  * referenced) and its policy's denied_write_paths, which are paths of the view below
- * root (canonical; "/" for the host's). The guard keeps sv (sandbox_view.h: it reads its
- * state and init, and bumps its generation when it mounts) until guard_forget. */
+ * root (canonical; "/" for the host's); with only (NULL: every path), those of them at
+ * or below its paths alone. The guard keeps sv (sandbox_view.h: it reads its state and
+ * init, and bumps its generation when it mounts) until guard_forget. */
 void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
-                 const char *root, char *const *denied_write, size_t n_denied_write);
+                 const char *root, char *const *denied_write, size_t n_denied_write,
+                 const struct guard_only *only);
 
 /* Watches every path of set, the shared credential list (credcache.h), for the sandboxes
  * that keep it hidden: when the list is expanded anew (a new home, say), its new paths

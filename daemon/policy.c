@@ -647,10 +647,8 @@ static int fill_disk(struct sbxd *d, const Sbx__V1__CreateSandbox *req, Sbx__V1_
 }
 
 /* CreateSandbox.image: a name (the image itself is looked for at creation, sbimage.h),
- * not with a root_dir, and not yet with a disk limit other than a project quota (which
- * holds the writable root too). lim: the effective limits, defaults filled in. */
-static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req,
-                       const Sbx__V1__Limits *lim, char *err, size_t errlen) {
+ * not with a root_dir. */
+static int check_image(const Sbx__V1__CreateSandbox *req, char *err, size_t errlen) {
         const Sbx__V1__Policy *asked = req->policy;
 
         if (!req->image || !req->image[0])
@@ -671,25 +669,13 @@ static int check_image(const struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                                       "is the sandbox's root)");
                 return -EINVAL;
         }
-        if (strncmp(req->image, "dir:", 4) == 0)
-                return 0; /* a root_dir (policy_effective) */
-        if (lim->has_disk_bytes && d->features.disk_mech == DISK_MECH_TMPFS &&
-            !d->features.rootless) {
-                int given = asked && asked->limits && asked->limits->has_disk_bytes;
-                snprintf(err, errlen, "UNIMPLEMENTED: a disk limit%s of a sandbox made from an "
-                                      "image, where a root sbxd limits disks with tmpfs (it "
-                                      "holds the writable root with project quotas or "
-                                      "filesystem images: sbxd --disk-via quota or image)",
-                         given ? "" : " (sbxd --default-disk gives every sandbox one)");
-                return -ENOSYS;
-        }
         return 0;
 }
 
 /* The checks that need no host path, in the order their refusals are reported:
  * lifetime, labels, environment, sharing, network, inherit_environment, the limits
- * (with the daemon's default disk: bounds.h), the disk's room, what an image allows
- * beside it; fills their defaults into eff, pol and lim. */
+ * (with the daemon's default disk: bounds.h), the disk's room, the image's name and
+ * what it allows beside it; fills their defaults into eff, pol and lim. */
 static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
                        Sbx__V1__CreateSandbox *eff, Sbx__V1__Policy *pol, Sbx__V1__Limits *lim,
                        struct pathset_list *arena, char *err, size_t errlen) {
@@ -712,7 +698,7 @@ static int check_plain(struct sbxd *d, const Sbx__V1__CreateSandbox *req,
         if (r == 0)
                 fill_limits(d, lim);
         if (r == 0)
-                r = check_image(d, req, lim, err, errlen);
+                r = check_image(req, err, errlen);
         return r;
 }
 

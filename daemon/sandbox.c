@@ -1056,10 +1056,14 @@ void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view) {
                 placeholder_hold(view->made_files, view->made_files_as, sb->owner_uid,
                                  sb->owner_gid);
         }
-        /* The guard keeps host paths covered: an image's root is no host tree. */
-        if (!sb->image)
+        /* The guard keeps host paths covered: of an image's sandbox, those in its
+         * writable paths (its root is no host tree). */
+        {
+                const struct guard_only w = {pol->writable_paths, pol->n_writable_paths};
                 guard_watch(sb->d, &sb->view, view, pol->root_dir ? pol->root_dir : "/",
-                            pol->denied_write_paths, pol->n_denied_write_paths);
+                            pol->denied_write_paths, pol->n_denied_write_paths,
+                            sb->image ? &w : NULL);
+        }
 }
 
 int sandbox_adopt_path(const char *workspace, char *buf, size_t len) {
@@ -1371,8 +1375,10 @@ static int add_workspace_mount(struct sandbox *sb, struct setup_msg *m) {
 
         /* An image's root mode sandbox is in a user namespace of its own from the start,
          * whose root may not enter the state directory: its workspace comes as a mount
-         * too, a copy of the directory's (open_tree, as the daemon may). */
-        if (sb->disk_fd < 0 && sb->image && !sb->d->features.rootless) {
+         * too, a copy of the directory's (open_tree, as the daemon may); with a tmpfs
+         * disk, stage 0 makes it. */
+        if (sb->disk_fd < 0 && sb->image && !sb->d->features.rootless &&
+            !(m->setup.has_workspace_tmpfs && m->setup.workspace_tmpfs)) {
                 if (add_clone(sb, m, AT_FDCWD, sb->workspace) < 0)
                         return -1;
                 m->setup.has_workspace_mount = m->setup.workspace_mount = 1;

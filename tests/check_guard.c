@@ -158,15 +158,22 @@ static void rig_up(struct rig *g, struct cover *c) {
         ck_assert_int_eq(guard_start(&g->d, init), 0);
 }
 
-/* Watches the view: hidden paths, and denied_write ones (read-only). */
-static void rig_watch(struct rig *g, const char *const *hidden, const char *const *denied_write) {
+/* Watches the view: hidden paths, and denied_write ones (read-only); with only, those
+ * at or below its paths alone (an image's view). */
+static void rig_watch_only(struct rig *g, const char *const *hidden,
+                           const char *const *denied_write, const struct guard_only *only) {
         g->view.hidden = set_of(hidden);
         g->view.watched = set_of(NULL);
         g->view.protected_paths = set_of(NULL);
         g->view.made_dirs = set_of(NULL);
         g->view.made_files = set_of(NULL);
         g->denied_write = set_of(denied_write);
-        guard_watch(&g->d, &g->sv, &g->view, "/", g->denied_write->v, g->denied_write->n);
+        guard_watch(&g->d, &g->sv, &g->view, "/", g->denied_write->v, g->denied_write->n,
+                    only);
+}
+
+static void rig_watch(struct rig *g, const char *const *hidden, const char *const *denied_write) {
+        rig_watch_only(g, hidden, denied_write, NULL);
 }
 
 /* Stops the guard, ends the sandbox's process, and proves the loop closes. */
@@ -354,6 +361,40 @@ START_TEST(a_replaced_path_is_covered_again) {
 }
 END_TEST
 
+/* An image's sandbox shows host paths only in its writable paths: the guard watches
+ * the paths there, and leaves those of the image alone (the host does not change them:
+ * a host file of the same name is not the sandbox's). */
+START_TEST(an_image_view_is_watched_in_its_writable_paths_alone) {
+        char key[PATH_MAX], wkey[PATH_MAX], w[PATH_MAX];
+        struct cover c = {{NULL}, {NULL}, -1};
+        char *only_v[] = {w};
+        const struct guard_only only = {only_v, 1};
+        struct rig g;
+
+        mk("etc");
+        mk("w");
+        replace("etc/key", "image secret\n");
+        replace("w/key", "old secret\n");
+        snprintf(key, sizeof(key), "%s/etc/key", T);
+        snprintf(wkey, sizeof(wkey), "%s/w/key", T);
+        snprintf(w, sizeof(w), "%s/w", T);
+        c.hide[0] = key;
+        c.hide[1] = wkey;
+        rig_up(&g, &c);
+        {
+                const char *hidden[] = {key, wkey, NULL};
+                rig_watch_only(&g, hidden, NULL, &only);
+        }
+        replace("etc/key", "not the image's\n");
+        replace("w/key", "new secret\n");
+        until_reads(&g, wkey, "");
+        until_quiet(&g);
+        reads_now(&g, key, "not the image's\n");
+        ck_assert_uint_eq(g.sv.generation, 2);
+        rig_down(&g);
+}
+END_TEST
+
 /* The host replaces several covered paths of one directory at once (as usermod
  * rewrites /etc/shadow and /etc/gshadow): one helper runs in the sandbox at a time (two
  * at once race each other's mounts, and one of them fails, leaving its path bare), the
@@ -495,6 +536,7 @@ static Suite *make_suite(void) {
         }
         close(probe);
         ADD_TEST(s, a_replaced_path_is_covered_again);
+        ADD_TEST(s, an_image_view_is_watched_in_its_writable_paths_alone);
         ADD_TEST(s, paths_changed_together_are_covered_one_at_a_time);
         ADD_TEST(s, a_path_made_later_is_covered);
         ADD_TEST(s, a_change_while_setting_up_is_looked_at_when_ready);

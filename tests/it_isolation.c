@@ -1019,8 +1019,8 @@ START_TEST(test_host_changes_covered_again) {
          * guard runs it, in the sandbox's mount namespace), so that the window is as
          * long as the test needs. */
         {
-                char *bare = xasprintf("%s/bare", w), *ns;
-                pid_t holder = -1, kid;
+                char *bare = xasprintf("%s/bare", w);
+                pid_t holder = -1;
                 int st;
 
                 put_file(bare, "bare\n", 0666);
@@ -1035,32 +1035,15 @@ START_TEST(test_host_changes_covered_again) {
                                 usleep(20000);
                 }
                 ck_assert_int_gt(holder, 0);
-                ns = xasprintf("/proc/%d/ns/mnt", (int)holder);
-                cmd = xasprintf("%s/sbx-init", it_build_dir());
-                kid = fork();
-                ck_assert_int_ge(kid, 0);
-                if (kid == 0) {
-                        /* The binary is opened first: paths mean the sandbox's view after
-                         * setns. */
-                        char *argv[] = {"sbx-init", "--reapply", "read-only", bare, NULL};
-                        int exe = open(cmd, O_PATH | O_CLOEXEC),
-                            fd = open(ns, O_RDONLY | O_CLOEXEC);
-                        if (exe < 0 || fd < 0 || setns(fd, CLONE_NEWNS) < 0)
-                                _exit(90);
-                        syscall(SYS_execveat, exe, "", argv, environ, AT_EMPTY_PATH);
-                        _exit(91);
-                }
-                ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+                st = it_reapply(holder, "read-only", bare);
                 ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reapply status 0x%x", st);
                 ck_assert_int_eq(wait_procs("sleep 779.4321", 0, 5000), 0);
-                free(cmd);
                 cmd = xasprintf("echo EVIL >> %s", bare);
                 ck_assert_int_ne(sh_rc(c, id, cmd), 0);
                 free(cmd);
                 cmd = get_file(bare);
                 ck_assert_str_eq(cmd, "bare\n");
                 free(cmd);
-                free(ns);
                 free(bare);
         }
 

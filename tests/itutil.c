@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -864,4 +866,26 @@ void it_private_mounts(void) {
         ck_assert_msg(unshare(CLONE_NEWNS) == 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
         ck_assert_msg(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private: %s",
                       strerror(errno));
+}
+
+int it_reapply(pid_t pid, const char *kind, const char *path) {
+        char exe[PATH_MAX], ns[64];
+        pid_t kid;
+        int st = -1;
+
+        snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)pid);
+        snprintf(exe, sizeof(exe), "%s/sbx-init", it_build_dir());
+        kid = fork();
+        ck_assert_int_ge(kid, 0);
+        if (kid == 0) {
+                char *argv[] = {"sbx-init", "--reapply", (char *)(uintptr_t)kind,
+                                (char *)(uintptr_t)path, NULL};
+                int efd = open(exe, O_PATH | O_CLOEXEC), fd = open(ns, O_RDONLY | O_CLOEXEC);
+                if (efd < 0 || fd < 0 || setns(fd, CLONE_NEWNS) < 0)
+                        _exit(90);
+                syscall(SYS_execveat, efd, "", argv, environ, AT_EMPTY_PATH);
+                _exit(91);
+        }
+        ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+        return st;
 }

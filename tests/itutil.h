@@ -199,4 +199,10 @@ void it_wait_commands(sbx_client *c, const char *id, uint32_t running, uint32_t 
  * daemon; fails the test when it cannot. */
 void it_private_mounts(void);
 
+/* Runs this build's `sbx-init --reapply kind path` (kind "hide" or "read-only") in the
+ * mount namespace of the sandbox process pid, as the guard runs it (the binary opened
+ * first: paths mean the sandbox's view after setns), so that a test holds the window
+ * before a path is covered as long as it needs. Returns its wait status. */
+int it_reapply(pid_t pid, const char *kind, const char *path);
+
 #endif

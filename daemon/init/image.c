@@ -47,25 +47,102 @@ int image_enter_userns(int userns_fd, struct util_err *err) {
         return 0;
 }
 
-int image_disk_tmpfs(const char *dir, uint64_t bytes, uint64_t inodes, bool open_workspace,
+/* The host ids disk_dirs gives its directories (root mode). */
+struct disk_owners {
+        uid_t root; /* the sandbox's root's: upper/ */
+        uid_t uid;  /* the commands': workspace/ */
+        gid_t gid;
+};
+
+/* Makes upper/, work/ and workspace/ in the directory dfd (dir names it in errors):
+ * owned as own says (root mode), or workspace/ everyone's (01777) when open_workspace
+ * (rootless: the image's user is not the daemon's). */
+static int disk_dirs(int dfd, const char *dir, bool open_workspace, const struct disk_owners *own,
                      struct util_err *err) {
         static const struct {
                 const char *name;
                 mode_t mode;
         } dirs[] = {{"upper", 0755}, {"work", 0700}, {"workspace", 0755}};
-        char opts[128], path[SBX_PATH_MAX_BYTES + 16];
         size_t i;
+
+        for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+                mode_t mode = i == 2 && open_workspace ? 01777 : dirs[i].mode;
+                int r = mkdirat(dfd, dirs[i].name, mode) < 0 ||
+                        fchmodat(dfd, dirs[i].name, mode, 0) < 0;
+                if (!r && own && i != 1)
+                        r = fchownat(dfd, dirs[i].name, i ? own->uid : own->root,
+                                     i ? own->gid : own->root, AT_SYMLINK_NOFOLLOW) < 0;
+                if (r)
+                        return util_fail(err, errno, NULL, "mkdir %s/%s", dir, dirs[i].name);
+        }
+        return 0;
+}
+
+int image_disk_tmpfs(const char *dir, uint64_t bytes, uint64_t inodes, bool open_workspace,
+                     struct util_err *err) {
+        char opts[128];
+        int dfd, r;
 
         mnt_tmpfs_opts(bytes, inodes, opts, sizeof(opts));
         if (mount("sbx-disk", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
                 return util_fail(err, errno, NULL, "mount the disk's tmpfs on %s (%s)", dir, opts);
-        for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-                mode_t mode = i == 2 && open_workspace ? 01777 : dirs[i].mode;
-                snprintf(path, sizeof(path), "%s/%s", dir, dirs[i].name);
-                if (mkdir(path, mode) < 0 || chmod(path, mode) < 0)
-                        return util_fail(err, errno, NULL, "mkdir %s", path);
+        dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return util_fail(err, errno, NULL, "open %s", dir);
+        r = disk_dirs(dfd, dir, open_workspace, NULL, err);
+        close(dfd);
+        return r;
+}
+
+/* A new tmpfs of mnt_tmpfs_opts's options for bytes and inodes, as a mount attached
+ * nowhere, nosuid and nodev. Returns its descriptor. */
+static int detached_tmpfs(uint64_t bytes, uint64_t inodes, struct util_err *err) {
+        char opts[128], *key, *save = NULL;
+        int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC), mnt = -1, r = 0;
+
+        if (fs < 0)
+                return util_fail(err, errno, NULL, "open a tmpfs");
+        mnt_tmpfs_opts(bytes, inodes, opts, sizeof(opts));
+        for (key = strtok_r(opts, ",", &save); r == 0 && key; key = strtok_r(NULL, ",", &save)) {
+                char *value = strchr(key, '=');
+                if (value)
+                        *value++ = '\0';
+                if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, key, value, 0) < 0)
+                        r = util_fail(err, errno, NULL, "tmpfs option %s=%s", key,
+                                      value ? value : "");
         }
-        return 0;
+        if (r == 0 && syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                r = util_fail(err, errno, NULL, "make the disk's tmpfs");
+        if (r == 0) {
+                mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+                                   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+                if (mnt < 0)
+                        r = util_fail(err, errno, NULL, "mount the disk's tmpfs");
+        }
+        close(fs);
+        return r < 0 ? r : mnt;
+}
+
+int image_disk_tmpfs_detached(uint64_t bytes, uint64_t inodes, uint32_t base, uid_t uid,
+                              gid_t gid, int *ret_ws_fd, struct util_err *err) {
+        const struct disk_owners own = {.root = base, .uid = uid, .gid = gid};
+        int mnt = detached_tmpfs(bytes, inodes, err), ws = -1, r;
+
+        if (mnt < 0)
+                return mnt;
+        r = disk_dirs(mnt, "the disk's tmpfs", false, &own, err);
+        if (r == 0) {
+                ws = (int)syscall(SYS_open_tree, mnt, "workspace",
+                                  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+                if (ws < 0)
+                        r = util_fail(err, errno, NULL, "clone the disk's workspace");
+        }
+        if (r < 0) {
+                close(mnt);
+                return r;
+        }
+        *ret_ws_fd = ws;
+        return mnt;
 }
 
 /* Layer path cloned (open_tree) and idmapped through userns_fd: a mount attached

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -32,6 +33,16 @@ int image_enter_userns(int userns_fd, struct util_err *err);
  * everyone's (01777) when open_workspace (the image's user is not the daemon's). */
 int image_disk_tmpfs(const char *dir, uint64_t bytes, uint64_t inodes, bool open_workspace,
                      struct util_err *err);
+
+/* An image's sandbox with a tmpfs disk limit (root mode): the tmpfs of image_disk_tmpfs
+ * as a mount attached nowhere, made by the host's root before it enters the sandbox's
+ * user namespace (no mount table lists it, and it goes with the sandbox's last hold),
+ * its upper/ the sandbox's root's (base, the host id of its 0), work/ the host's root's
+ * (overlayfs works there with its mounter's rights), workspace/ the commands' host ids'
+ * (uid, gid). Returns its descriptor (the overlay's upper_dir is /proc/self/fd/N), and
+ * *ret_ws_fd, a copy of workspace/ attached nowhere, for /workspace. */
+int image_disk_tmpfs_detached(uint64_t bytes, uint64_t inodes, uint32_t base, uid_t uid,
+                              gid_t gid, int *ret_ws_fd, struct util_err *err);
 
 /* The overlay of layers (n host paths, lowest first) under upper_dir/upper, with
  * upper_dir/work as its work directory: each layer mounted idmapped through userns_fd

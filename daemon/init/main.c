@@ -918,6 +918,33 @@ static int image_root_as_host(const Sbx__Init__V1__Setup *s, const char *upper,
         return r;
 }
 
+/* Root mode, an image with a tmpfs disk limit: one tmpfs, made here as the host's root
+ * and attached nowhere, holds the writable root (sf->upper_fd from now on, in the place
+ * of a disk image's) and the workspace (*ws_fd, a copy of its directory). 0, or -errno
+ * with err. */
+static int disk_tmpfs_as_host(const Sbx__Init__V1__Setup *s, struct setup_fds *sf, int *ws_fd,
+                              struct util_err *err) {
+        uint32_t base = s->has_image_uid_base ? s->image_uid_base : 0;
+        uint32_t uid = s->has_run_uid ? s->run_uid : 0, gid = s->has_run_gid ? s->run_gid : 0;
+        int ws = -1, mnt;
+
+        if (uid >= SBX_IMAGE_IDS || gid >= SBX_IMAGE_IDS)
+                return util_fail(err, EINVAL, NULL, "Setup: run ids %u:%u in an image's block",
+                                 (unsigned)uid, (unsigned)gid);
+        mnt = image_disk_tmpfs_detached(s->has_workspace_bytes ? s->workspace_bytes : 0,
+                                        s->has_workspace_inodes ? s->workspace_inodes : 0, base,
+                                        base + uid, base + gid, &ws, err);
+        if (mnt < 0)
+                return mnt;
+        if (sf->upper_fd >= 0)
+                close(sf->upper_fd);
+        sf->upper_fd = mnt;
+        if (*ws_fd >= 0)
+                close(*ws_fd);
+        *ws_fd = ws;
+        return 0;
+}
+
 static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf) {
         int adopt_fd = sf->adopt_fd, ws_fd = sf->workspace_fd, root_fd = -1;
         char upper[64];
@@ -956,6 +983,9 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                 if (ns_enter_user(&ids, &groups_kept, &err) < 0)
                         return setup_failed(chan, &err, 0);
         } else if (s->n_image_layers) {
+                if (s->has_workspace_tmpfs && s->workspace_tmpfs &&
+                    disk_tmpfs_as_host(s, sf, &ws_fd, &err) < 0)
+                        return setup_failed(chan, &err, 0);
                 if (sf->upper_fd >= 0) {
                         snprintf(upper, sizeof(upper), "/proc/self/fd/%d", sf->upper_fd);
                         upper_dir = upper;

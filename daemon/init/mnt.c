@@ -1460,16 +1460,17 @@ static int attach_workspace(const struct mnt_config *cfg, const struct sources *
                             struct util_err *err) {
         int r;
 
-        if (cfg->workspace_tmpfs_bytes)
-                return workspace_tmpfs(cfg, err);
         if (cfg->workspace_mount) {
-                /* The image's own mount, moved here out of no namespace: the host's and
-                 * every other sandbox's mount tables never list it. */
+                /* The disk's own mount (a disk image's, or the tmpfs stage 0 made for an
+                 * image's root and workspace), moved here out of no namespace: the host's
+                 * and every other sandbox's mount tables never list it. */
                 if (syscall(SYS_move_mount, cfg->workspace_fd, "", AT_FDCWD, "/workspace",
                             MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                        return util_fail(err, errno, NULL, "attach the disk image on /workspace");
+                        return util_fail(err, errno, NULL, "attach the workspace's mount");
                 return 0;
         }
+        if (cfg->workspace_tmpfs_bytes)
+                return workspace_tmpfs(cfg, err);
         if (src->ws_fd >= 0) {
                 r = bind_fd(src->ws_fd, "/workspace", MNT_NOSUID | MNT_NODEV);
                 if (r < 0)

@@ -50,8 +50,9 @@ struct mnt_config {
         const char *image_disk_dir;
         const char *workspace_dir; /* Bound read-write at /workspace; NULL: empty dir. */
         /* With workspace_mount, workspace_fd is a mount attached nowhere (the daemon's
-         * disk image, from fsmount), attached at /workspace itself instead of a bind of
-         * workspace_dir. Not closed here. */
+         * disk image, from fsmount; an image's workspace, or its tmpfs disk's in root
+         * mode), attached at /workspace itself instead of a bind of workspace_dir or a
+         * tmpfs of workspace_tmpfs_bytes. Not closed here. */
         bool workspace_mount;
         int workspace_fd;
         /* A snapshot's image: its /workspace is copied into the workspace (seed.h). */
