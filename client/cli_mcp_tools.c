@@ -58,6 +58,7 @@ static json_t *list_directory(struct mcp_call *k, json_t *args);
 static json_t *edit_file(struct mcp_call *k, json_t *args);
 static json_t *sandbox_info(struct mcp_call *k, json_t *args);
 static json_t *command_output(struct mcp_call *k, json_t *args);
+static json_t *snapshot(struct mcp_call *k, json_t *args);
 
 /* run_command's and command_output's structuredContent. */
 #define RUN_OUTPUT_SCHEMA                                                                          \
@@ -327,6 +328,28 @@ static const struct mcp_tool tools[] = {
                         "\"required\":[\"id\",\"state\",\"mode\"]}",
                 .hints = HINT_READ_ONLY | HINT_IDEMPOTENT,
                 .call = sandbox_info,
+        },
+        {
+                .name = "snapshot",
+                .title = "Snapshot the sandbox's files",
+                .description =
+                        "Save the sandbox's files as they are now, its whole root (installed "
+                        "packages, /etc) and /workspace, as a named image, before a risky "
+                        "step. Running processes keep running (they pause for the instant of "
+                        "the capture) and are not saved. A new sandbox made from the image "
+                        "(`sbx create --image NAME`, or `sbx fork`) starts with exactly these "
+                        "files. Only a sandbox made from an image can be snapshotted. "
+                        "`name`: the image's name (NAME[:TAG]); default localhost/ID:TIME.",
+                .input_schema = "{\"type\":\"object\",\"properties\":{"
+                                "\"name\":{\"type\":\"string\",\"description\":\"The "
+                                "snapshot's name, NAME[:TAG]\"}},"
+                                "\"additionalProperties\":false}",
+                .output_schema = "{\"type\":\"object\",\"properties\":{"
+                                 "\"name\":{\"type\":\"string\"},"
+                                 "\"digest\":{\"type\":\"string\"},"
+                                 "\"size_bytes\":{\"type\":\"integer\"}},"
+                                 "\"required\":[\"name\",\"digest\"]}",
+                .call = snapshot,
         },
 };
 
@@ -2016,6 +2039,41 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args) {
                 return out_of_memory(k);
         }
         return stream_result(k, f, &text, &text_len, st, false);
+}
+
+/* ---- snapshot -------------------------------------------------------------------------------- */
+
+static json_t *snapshot(struct mcp_call *k, json_t *args) {
+        static const char *const known[] = {"name", NULL};
+        struct argmsg m = {""};
+        struct sbx_image *img = NULL;
+        const char *name = NULL, *shown;
+        enum sbx_code rc;
+        json_t *st, *r;
+        char *text = NULL;
+
+        if (check_keys(args, known, &m) < 0 || arg_str(args, "name", false, &name, NULL, &m) < 0)
+                return bad_args(k, "snapshot", &m);
+        rc = sbx_snapshot(k->c, k->env->sandbox_id, name, &img);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        shown = img->names.n ? img->names.v[0] : img->digest;
+        st = json_pack("{s:s,s:s,s:I}", "name", shown, "digest", img->digest, "size_bytes",
+                       (json_int_t)img->size_bytes);
+        if (asprintf(&text,
+                     "snapshot %s (%s): a sandbox made from it (sbx create --image %s) starts "
+                     "with these files\n",
+                     shown, img->digest, shown) < 0)
+                text = NULL;
+        sbx_image_free(img);
+        if (!st || !text) {
+                json_decref(st);
+                free(text);
+                return out_of_memory(k);
+        }
+        r = make_result(k, text, strlen(text), st, false);
+        free(text);
+        return r ? r : out_of_memory(k);
 }
 
 /* ---- the interface -------------------------------------------------------------------------- */

@@ -479,6 +479,54 @@ START_TEST(per_uid_bound) {
 }
 END_TEST
 
+/* sbx mcp's snapshot tool: the session's own sandbox, by the name given; a sandbox made
+ * from it has what the session wrote. In a sandbox of the host's root it says why not. */
+START_TEST(mcp_snapshot_tool) {
+        static const char in[] =
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{"
+                "\"name\":\"t\",\"version\":\"1\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+                "\"name\":\"write_file\",\"arguments\":{\"path\":\"/workspace/a\","
+                "\"content\":\"agent\\n\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+                "\"name\":\"snapshot\",\"arguments\":{\"name\":\"mcpsnap:1\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{"
+                "\"name\":\"snapshot\",\"arguments\":{\"name\":7}}}\n";
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *out = NULL, *err = NULL, *b;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_sbx(&d, in, sizeof(in) - 1, &out, &err,
+                                (const char *const[]){"mcp", "--image", base, NULL}),
+                         0);
+        ck_assert_msg(strstr(out, "\"name\":\"docker.io/library/mcpsnap:1\""), "%s\n%s", out, err);
+        ck_assert_msg(strstr(out, "invalid arguments for snapshot: 'name' must be a string"), "%s",
+                      out);
+        free(out);
+        free(err);
+        b = must_create(c, "mcpsnap:1");
+        expect_out(c, b, NULL, "busybox cat /workspace/a", "agent\n");
+        /* The host's root: the tool says UNIMPLEMENTED and why. */
+        ck_assert_int_eq(it_sbx(&d, in, sizeof(in) - 1, &out, &err,
+                                (const char *const[]){"mcp", NULL}),
+                         0);
+        ck_assert_msg(strstr(out, "UNIMPLEMENTED: a snapshot of a sandbox of the host's root"),
+                      "%s", out);
+        free(out);
+        free(err);
+        free(b);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot");
 
@@ -494,6 +542,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, disk_limited_and_setid, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, per_uid_bound, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, mcp_snapshot_tool, 240, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 
