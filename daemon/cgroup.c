@@ -519,6 +519,16 @@ static int kill_listed(const char *dir) {
         return n;
 }
 
+int cgroup_delegate_procs(struct cgroup *g, uid_t uid, gid_t gid) {
+        char path[4096];
+
+        if (!g->v2_path)
+                return 0;
+        if (snprintf(path, sizeof(path), "%s/cgroup.procs", g->v2_path) >= (int)sizeof(path))
+                return -ENAMETOOLONG;
+        return chown(path, uid, gid) < 0 ? -errno : 0;
+}
+
 int cgroup_kill(struct cgroup *g) {
         int r, total = 0, i;
 

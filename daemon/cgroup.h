@@ -105,6 +105,13 @@ int cgroup_set_limits(struct cgroup *g, const struct cgroup_limits *l, int *ret_
  * fds (at most max), or -errno. *ret_v2 says which kind. The caller closes them. */
 int cgroup_join_fds(struct cgroup *g, int *fds, size_t max, int *ret_v2);
 
+/* v2: the group's cgroup.procs becomes uid:gid's, so that a process of theirs may move
+ * processes into it (and, for the group a sandbox's groups are below, between them: the
+ * kernel asks for write access to the common ancestor's): the root of an image sandbox's
+ * own user namespace, which is no root of the host's, joins its commands' groups. v1: 0,
+ * nothing to do (commands stay in the sandbox's group there). 0 or -errno. */
+int cgroup_delegate_procs(struct cgroup *g, uid_t uid, gid_t gid);
+
 /* Kills every process in the group: v2 cgroup.kill (falls back to the v1 way when
  * absent), v1 freeze, SIGKILL each pid in cgroup.procs, thaw. Returns the number of
  * processes signalled (v1) or 0, or -errno. */

@@ -1556,10 +1556,20 @@ static void join_own_cgroup(struct command *cmd, struct start *s) {
         char rel[SBX_ID_MAX_BYTES + 40];
         int r, v2 = 0;
 
-        if (!sb->cg || !sb->d->command_cgroups)
+        /* An image's root joins only a group that is its to join (sandbox.c). */
+        if (!sb->cg || !sb->d->command_cgroups || (sb->image && sb->image->block >= 0 &&
+                                                  !sb->cg_delegated))
                 return;
         snprintf(rel, sizeof(rel), "%s/%s", sb->cg_name, cmd->id);
         r = cgroup_create(sb->d->cgroups, rel, 1, &cmd->cg);
+        if (r == 0 && sb->image && sb->image->block >= 0) {
+                uid_t root = sbimage_host_id(sb->image, 0);
+                r = cgroup_delegate_procs(cmd->cg, root, root);
+                if (r < 0) {
+                        (void)cgroup_destroy(cmd->cg);
+                        cmd->cg = NULL;
+                }
+        }
         if (r == 0) {
                 r = cgroup_join_fds(cmd->cg, s->fds + 3, SBX_INIT_MAX_FDS - 3, &v2);
                 if (r >= 0) {

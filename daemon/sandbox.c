@@ -1480,15 +1480,33 @@ static int send_setup(struct sandbox *sb, struct setup_msg *m) {
 
 /* The first steps of sandbox_start: its directories (and quota), its cgroup and its
  * init. 0, or -1 at the first that failed the sandbox. */
+/* An image's sandbox (root mode): its root, which is no root of the host's, may move
+ * its commands into groups of their own (cgroup v2; cgroup.h). */
+static void delegate_cgroup(struct sandbox *sb) {
+        uid_t root;
+        int r;
+
+        if (!sb->cg || !sb->image || sb->image->block < 0)
+                return;
+        root = sbimage_host_id(sb->image, 0);
+        r = cgroup_delegate_procs(sb->cg, root, root);
+        sb->cg_delegated = r == 0;
+        if (r < 0)
+                log_warning("sbx=%s: its commands get no cgroups of their own: %s", sb->id,
+                            strerror(-r));
+}
+
 static int start_spawn(struct sandbox *sb, struct setup_msg *m) {
         if (make_dirs(sb) < 0 || apply_quota(sb) < 0)
                 return -1;
         if (sb->prepared) {
                 /* A spare: its cgroup is made and joined; it takes the request's limits. */
                 sandbox_apply_limits(sb);
+                delegate_cgroup(sb);
                 return 0;
         }
         make_cgroup(sb);
+        delegate_cgroup(sb);
         return spawn_init(sb) < 0 || add_cgroup_fds(sb, m) < 0 ? -1 : 0;
 }
 
@@ -1814,7 +1832,9 @@ void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int 
         sb->view.init_pid = pid;
         sb->view.init_pidfd = pidfd;
         if (d->cgroups->version != CGROUP_NONE &&
-            cgroup_attach(d->cgroups, sb->cg_name, &sb->cg) < 0)
+            cgroup_attach(d->cgroups, sb->cg_name, &sb->cg) == 0)
+                delegate_cgroup(sb);
+        if (d->cgroups->version != CGROUP_NONE && !sb->cg)
                 sandbox_warn(sb, "its cgroup was not found after the daemon restarted");
         sandbox_apply_limits(sb);
         adopt_ptys(sb, pid);

@@ -120,6 +120,8 @@ struct sandbox {
         int answered;          /* every process gone, workspace moved, end recorded, answered */
         int ended;             /* and stage 0 has exited: on_cleanup is due */
         char *trash;           /* the workspace in STATE/trash, for on_cleanup to delete */
+        int cg_delegated;      /* an image's (root mode): its cgroup's cgroup.procs is its
+                                * root's, whose commands join groups of their own (v2) */
         unsigned dir_holds;    /* sandbox_dir_hold: its end leaves its directory until the
                                 * last is released */
         int disk_busy;         /* its disk image is being made: its end leaves the workspace

@@ -244,6 +244,68 @@ START_TEST(v2_adoption) {
 }
 END_TEST
 
+/* A sandbox made from an image (root of its own user namespace, no root of the host's)
+ * runs commands in groups of their own: its groups' cgroup.procs are its root's (they
+ * failed to start before: "join cgroup (v2): Permission denied"). A snapshot freezes
+ * its v2 group (cgroup.freeze, which needs no controller) and thaws it after: the
+ * snapshot is taken, a process of the sandbox runs on, and no group under ours is left
+ * frozen. */
+START_TEST(v2_snapshot_freezes_and_thaws) {
+        struct it_daemon d;
+        struct sbx_image *img = NULL;
+        struct sbx_result *r;
+        char dir[700], cmd[2000], source[800];
+        char *id = NULL;
+        sbx_client *c;
+
+        SKIP_UNLESS_USABLE();
+        snprintf(dir, sizeof(dir), "%s/img", it_base_dir());
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        snprintf(cmd, sizeof(cmd), "bash tests/mkimage.sh %s >%s/mkimage.log 2>&1", dir, dir);
+        ck_assert_msg(system(cmd) == 0, "mkimage.sh failed: see %s/mkimage.log", dir);
+        c = start_v2(&d);
+        snprintf(source, sizeof(source), "oci:%s/oci:img", dir);
+        ck_assert_msg(sbx_image_pull(c, source, NULL, &img) == SBX_OK, "%s", sbx_error_message(c));
+        sbx_image_free(img);
+        img = NULL;
+        {
+                struct sbx_create_opts o;
+                struct sbx_sandbox *sb = NULL;
+                sbx_create_opts_init(&o);
+                o.image = source;
+                ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
+                id = strdup(sb->id);
+                sbx_sandbox_free(sb);
+        }
+        r = it_sh(c, id, 10000,
+                  "echo v2 > /workspace/f; busybox setsid busybox sleep 93.1234 </dev/null "
+                  ">/dev/null 2>&1 &");
+        ck_assert_msg(r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0, "%s %d: %s",
+                      sbx_outcome_name(r->outcome), r->exit_code,
+                      r->start_error ? r->start_error : (char *)r->stderr_data);
+        sbx_result_free(r);
+        ck_assert_msg(sbx_snapshot(c, id, "v2snap", &img) == SBX_OK, "%s", sbx_error_message(c));
+        sbx_image_free(img);
+        ck_assert_int_eq(it_log_count(&d, "frozen "), 1);
+        snprintf(cmd, sizeof(cmd), "grep -l '^1' $(find %s -name cgroup.freeze) 2>/dev/null | wc -l",
+                 own_dir);
+        {
+                FILE *f = popen(cmd, "r");
+                int frozen = -1;
+                ck_assert_ptr_nonnull(f);
+                ck_assert_int_eq(fscanf(f, "%d", &frozen), 1);
+                pclose(f);
+                ck_assert_int_eq(frozen, 0);
+        }
+        r = it_sh(c, id, 10000, "busybox cat /workspace/f");
+        ck_assert_msg(strcmp((char *)r->stdout_data, "v2\n") == 0, "out '%s' err '%s'",
+                      (char *)r->stdout_data, (char *)r->stderr_data);
+        sbx_result_free(r);
+        ck_assert_int_eq(it_count_procs("sleep 93.1234"), 1);
+        end_clean(&d, c, id, "sleep 93.1234");
+}
+END_TEST
+
 static void add(Suite *s, const char *name, const TTest *test) {
         TCase *tc = tcase_create(name);
 
@@ -258,6 +320,7 @@ static Suite *make_suite(void) {
 
         add(s, "groups_kill_and_cleanup", v2_groups_kill_and_cleanup);
         add(s, "adoption", v2_adoption);
+        add(s, "snapshot_freezes_and_thaws", v2_snapshot_freezes_and_thaws);
         return s;
 }
 
