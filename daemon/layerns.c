@@ -292,24 +292,24 @@ int layerns_check_store(int root_fd, const char *root, const struct layerns *ns,
                 snprintf(err, errlen, "image store %s: %s: %s", root, OWNERS_FILE,
                          strerror(errno));
                 return -errno;
-        } else if (!has_layers(root_fd)) {
-                return write_owners(root_fd, want);
         } else {
+                /* A store of an sbxd before the file: its layers are as it made them. */
                 snprintf(had, sizeof(had), "%s", keep_owners ? "tar\n" : "own\n");
-                if (strcmp(had, want) == 0)
-                        return write_owners(root_fd, want);
         }
         if (strcmp(had, want) == 0)
-                return 0;
+                return fd >= 0 ? 0 : write_owners(root_fd, want);
+        /* No layer (a new store, or all removed): nothing can be wrong. */
+        if (!has_layers(root_fd))
+                return write_owners(root_fd, want);
         in_words(had, w1, sizeof(w1));
         in_words(want, w2, sizeof(w2));
         snprintf(err, errlen,
                  "image store %s: its layers were unpacked %s, and this sbxd unpacks them %s "
                  "(the user's ranges in /etc/subuid and /etc/subgid, or uidmap, changed since): "
                  "its sandboxes would see wrong owners. Restore the earlier ranges, or remove "
-                 "the store's images (sbx image prune --all under the earlier ranges) or the "
-                 "directory %s (files of subordinate ids: `sbx-init --remove %s SUBUID SUBGID "
-                 "N` with the earlier ranges, or as root)",
+                 "every image (sbx image rm, under the earlier ranges) or the directory %s "
+                 "(its files of subordinate ids as root, or with `sbx-init --remove %s SUBUID "
+                 "SUBGID N` while the user still has the earlier ranges)",
                  root, w1, w2, root, root);
         return -ESTALE;
 }
