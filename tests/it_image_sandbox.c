@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "asbob.h"
@@ -635,6 +636,60 @@ START_TEST(rootless_layers_keep_owners) {
 }
 END_TEST
 
+/* Entries of the tree at path owned by a subordinate id, counted while it may be
+ * written or removed (errors ignored). */
+static int racing_subid_files(const char *path) {
+        subid_files = 0;
+        (void)nftw(path, count_subid, 16, FTW_PHYS);
+        return subid_files;
+}
+
+/* A rootless daemon with subordinate ids SIGKILLed while it unpacks a layer of 20,000
+ * files of 1000's: its helper goes with it, and the next start deletes what the unpack
+ * left in the store's tmp/ (files of subordinate ids, which the daemon's user could not
+ * delete itself) through the namespace. */
+START_TEST(rootless_killed_unpack_leaves_nothing) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char cmd[4000], tmp[800], dir[700];
+        pid_t puller;
+        int i, st;
+
+        snprintf(dir, sizeof(dir), "%s/many", it_base_dir());
+        snprintf(cmd, sizeof(cmd),
+                 "set -e; mkdir -p %s/t/home/app; cd %s/t/home/app; "
+                 "python3 -c 'import os\nfor i in range(20000): open(\"f%%d\" %% i, \"w\").close()'; "
+                 "cd %s/t; chown -R 1000:1000 home/app; tar --numeric-owner -cf ../many.tar home; "
+                 "umoci raw add-layer --image %s:img --tag many ../many.tar; chmod -R a+rX %s",
+                 dir, dir, dir, layout, layout);
+        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+        bind_subids();
+        it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        puller = fork();
+        ck_assert_int_ge(puller, 0);
+        if (puller == 0) {
+                sbx_client *c = it_connect(&d);
+                struct sbx_image *img = NULL;
+                char source[800];
+                snprintf(source, sizeof(source), "oci:%s:many", layout);
+                _exit(sbx_image_pull(c, source, NULL, &img) == SBX_OK ? 0 : 1);
+        }
+        snprintf(tmp, sizeof(tmp), "%s/images/tmp", d.state);
+        for (i = 0; i < 1200 && racing_subid_files(tmp) < 100; i++)
+                usleep(10000);
+        ck_assert_msg(racing_subid_files(tmp) >= 100, "the unpack never wrote into %s", tmp);
+        it_daemon_kill(&d);
+        ck_assert_int_eq(waitpid(puller, &st, 0), puller);
+        ck_assert_int_eq(it_wait_procs("--layer-helper", 0, 10000), 0);
+        ck_assert_int_gt(racing_subid_files(tmp), 0);
+
+        it_daemon_restart(&d, NULL);
+        ck_assert_int_eq(img_entries(tmp), 0);
+        ck_assert_int_eq(files_of_subids(d.state), 0);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* sbx mcp --image: the session's own sandbox is made from the image. */
 START_TEST(mcp_from_an_image) {
         static const char in[] =
@@ -874,6 +929,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, rootless_subordinate_ids, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_layers_keep_owners, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, rootless_killed_unpack_leaves_nothing, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, adopted_after_restart, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, debian_installs, 600, it_fixture_setup_var, it_fixture_teardown);
