@@ -531,22 +531,27 @@ START_TEST(rootless_subordinate_ids) {
 }
 END_TEST
 
-/* Adds tag "owners" to the layout: the image "img" and a layer whose /home/app (0700)
- * and /home/app/f are 1000:1000's, /srv/d (0750) and /srv/d/x 100:101's, and /high
- * 70000:70001's (beyond the 65535 ids a sandbox maps). */
-static void add_owners_layer(const char *layout) {
+/* Adds tag to the layout: the image "img" and a layer of what the shell commands make
+ * (run as root in an empty directory, whose entries become the layer's, numeric ids
+ * kept). */
+static void add_layer(const char *layout, const char *tag, const char *make) {
         char cmd[3000], dir[700];
 
-        snprintf(dir, sizeof(dir), "%s/own", it_base_dir());
+        snprintf(dir, sizeof(dir), "%s/layer-%s", it_base_dir(), tag);
         snprintf(cmd, sizeof(cmd),
-                 "set -e; mkdir -p %s/t/home/app %s/t/srv/d; cd %s/t; echo f > home/app/f; "
-                 "echo x > srv/d/x; echo h > high; chown -R 1000:1000 home/app; "
-                 "chmod 700 home/app; chown -R 100:101 srv/d; chmod 750 srv/d; "
-                 "chown 70000:70001 high; tar --numeric-owner -cf ../own.tar home srv high; "
-                 "umoci raw add-layer --image %s:img --tag owners ../own.tar; "
-                 "chmod -R a+rX %s",
-                 dir, dir, dir, layout, layout);
+                 "set -e; mkdir -p %s/t; cd %s/t; %s; tar --numeric-owner -cf ../l.tar *; "
+                 "umoci raw add-layer --image %s:img --tag %s ../l.tar; chmod -R a+rX %s",
+                 dir, dir, make, layout, tag, layout);
         ck_assert_msg(system(cmd) == 0, "%s", cmd);
+}
+
+/* Tag "owners": /home/app (0700) and /home/app/f are 1000:1000's, /srv/d (0750) and
+ * /srv/d/x 100:101's, and /high 70000:70001's (beyond the 65535 ids a sandbox maps). */
+static void add_owners_layer(const char *layout) {
+        add_layer(layout, "owners",
+                  "mkdir -p home/app srv/d; echo f > home/app/f; echo x > srv/d/x; "
+                  "echo h > high; chown -R 1000:1000 home/app; chmod 700 home/app; "
+                  "chown -R 100:101 srv/d; chmod 750 srv/d; chown 70000:70001 high");
 }
 
 /* Entries beneath the tree at path owned by a uid or gid of SUBID_BASE or above. */
@@ -651,18 +656,13 @@ static int racing_subid_files(const char *path) {
 START_TEST(rootless_killed_unpack_leaves_nothing) {
         struct it_daemon d;
         const char *layout = make_image();
-        char cmd[4000], tmp[800], dir[700];
+        char tmp[800];
         pid_t puller;
         int i, st;
 
-        snprintf(dir, sizeof(dir), "%s/many", it_base_dir());
-        snprintf(cmd, sizeof(cmd),
-                 "set -e; mkdir -p %s/t/home/app; cd %s/t/home/app; "
-                 "python3 -c 'import os\nfor i in range(20000): open(\"f%%d\" %% i, \"w\").close()'; "
-                 "cd %s/t; chown -R 1000:1000 home/app; tar --numeric-owner -cf ../many.tar home; "
-                 "umoci raw add-layer --image %s:img --tag many ../many.tar; chmod -R a+rX %s",
-                 dir, dir, dir, layout, layout);
-        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+        add_layer(layout, "many",
+                  "mkdir -p home/app; python3 -c 'import os\nfor i in range(20000): "
+                  "open(\"home/app/f%d\" % i, \"w\").close()'; chown -R 1000:1000 home/app");
         bind_subids();
         it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
         puller = fork();
