@@ -854,6 +854,7 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
         struct layer_result res;
         char name[NAME_MAX + 1], size[64];
         int dfd, tfd = -1, bfd, q;
+        uint64_t du = 0;
 
         q = imagestore_scratch(s, &dfd, name);
         if (q < 0) {
@@ -869,7 +870,7 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 q = fchmod(tfd, 0755) < 0 ? -errno : 0;
         }
         if (q == 0)
-                q = layerns_unpack(&s->o.ns, bfd, tfd, &lo, &res, disk, err, errlen);
+                q = layerns_unpack(&s->o.ns, bfd, tfd, &lo, &res, &du, err, errlen);
         if (q == 0 && src->blob_digest && strcmp(res.blob_digest, src->blob_digest) != 0)
                 q = -EINVAL, snprintf(err, errlen, "layer blob %s has the digest %s",
                                       src->blob_digest, res.blob_digest);
@@ -884,6 +885,7 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 snprintf(err, errlen, "layer %s has the diff_id %s", diff_id, res.diff_id);
         if (q == 0) {
                 *data = res.bytes;
+                *disk = du;
                 snprintf(size, sizeof(size), "%" PRIu64 " %" PRIu64 "\n", *data, *disk);
                 q = syncfs(tfd) < 0 ? -errno : 0;
         }
