@@ -279,7 +279,7 @@ static int write_owners(int root_fd, const char *text) {
 
 int layerns_check_store(int root_fd, const char *root, const struct layerns *ns,
                         int keep_owners, char *err, size_t errlen) {
-        char want[80], had[80] = "", w1[160], w2[160];
+        char want[80], had[80] = "", w1[160], w2[160], how[2 * 4096 + 256];
         int fd = openat(root_fd, OWNERS_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         ssize_t n = 0;
 
@@ -303,14 +303,22 @@ int layerns_check_store(int root_fd, const char *root, const struct layerns *ns,
                 return write_owners(root_fd, want);
         in_words(had, w1, sizeof(w1));
         in_words(want, w2, sizeof(w2));
+        if (strcmp(had, "own\n") == 0)
+                snprintf(how, sizeof(how),
+                         "Remove the directory (rm -rf %s: its files are the daemon's user's) and "
+                         "pull again, or take the user's ranges out again",
+                         root);
+        else
+                snprintf(how, sizeof(how),
+                         "Restore the earlier ranges, or remove the directory %s as root, or with "
+                         "`sbx-init --remove %s SUBUID SUBGID N` while the user still has the "
+                         "earlier ranges",
+                         root, root);
         snprintf(err, errlen,
                  "image store %s: its layers were unpacked %s, and this sbxd unpacks them %s "
                  "(the user's ranges in /etc/subuid and /etc/subgid, or uidmap, changed since): "
-                 "its sandboxes would see wrong owners. Restore the earlier ranges, or remove "
-                 "every image (sbx image rm, under the earlier ranges) or the directory %s "
-                 "(its files of subordinate ids as root, or with `sbx-init --remove %s SUBUID "
-                 "SUBGID N` while the user still has the earlier ranges)",
-                 root, w1, w2, root, root);
+                 "its sandboxes would see owners of both. %s",
+                 root, w1, w2, how);
         return -ESTALE;
 }
 

@@ -641,6 +641,43 @@ START_TEST(rootless_layers_keep_owners) {
 }
 END_TEST
 
+/* The other way: a store a rootless daemon filled without subordinate ids (its layers
+ * its user's files) is refused once the ids appear, naming how to remove it; removed,
+ * the daemon starts and pulls with the image's owners. */
+START_TEST(rootless_store_refuses_the_other_way) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *digest, path[1200];
+        sbx_client *c;
+
+        it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        c = it_connect(&d);
+        free(img_pull(c, layout, "img"));
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+
+        bind_subids();
+        it_daemon_respawn(&d, NULL);
+        ck_assert_int_ne(it_daemon_exit_status(&d), 0);
+        ck_assert_int_eq(it_log_count(&d, "its layers were unpacked as the daemon's user's "
+                                          "files (no subordinate ids), and this sbxd unpacks "
+                                          "them with ids 1-65535"),
+                         1);
+        ck_assert_int_eq(it_log_count(&d, "its files are the daemon's user's"), 1);
+        snprintf(path, sizeof(path), "rm -rf %s/images", d.state);
+        ck_assert_int_eq(system(path), 0);
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        add_owners_layer(layout);
+        digest = img_pull(c, layout, "owners");
+        snprintf(path, sizeof(path), "%s/images/layers", d.state);
+        ck_assert_int_ge(files_of_subids(path), 4);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* Entries of the tree at path owned by a subordinate id, counted while it may be
  * written or removed (errors ignored). */
 static int racing_subid_files(const char *path) {
@@ -931,6 +968,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, rootless_layers_keep_owners, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_killed_unpack_leaves_nothing, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, rootless_store_refuses_the_other_way, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, adopted_after_restart, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, debian_installs, 600, it_fixture_setup_var, it_fixture_teardown);
