@@ -850,7 +850,8 @@ static int read_layer_size(struct imagestore *s, const char *hex, uint64_t *data
 static int unpack_layer(struct imagestore *s, const char *diff_id,
                         const struct imagestore_blob_source *src, uint64_t budget, uint64_t *data,
                         uint64_t *disk, char *err, size_t errlen) {
-        struct layer_opts lo = {budget, s->o.max_layer_entries, s->o.whiteouts, s->o.keep_owners, 0};
+        struct layer_opts lo = {budget, s->o.max_layer_entries, s->o.whiteouts, s->o.keep_owners,
+                                0};
         struct layer_result res;
         char name[NAME_MAX + 1], size[64];
         int dfd, tfd = -1, bfd, q;

@@ -35,10 +35,10 @@ struct reply {
 
 #define REPLY_MAGIC 0x6c6e7331u /* "lns1" */
 /* The helper's fds: what it reads, its reply, the directory, the daemon's binary. */
-#define FD_IN   0
-#define FD_OUT  1
-#define FD_DIR  3
-#define FD_EXE  4
+#define FD_IN    0
+#define FD_OUT   1
+#define FD_DIR   3
+#define FD_EXE   4
 #define MAX_ARGS 12
 
 static int in_ns(const struct layerns *ns) {
@@ -51,24 +51,15 @@ static int high(int fd) {
         return fcntl(fd, F_DUPFD_CLOEXEC, 10);
 }
 
-/* Starts the helper with args (NULL-terminated) on in_fd (-1: /dev/null) and dir_fd,
- * and reads its reply into *rep. 0, or -errno when it could not run or said nothing
- * (status: its wait status, -1 when it did not start). */
-static int spawn_helper(const struct layerns *ns, int in_fd, int dir_fd, char **args,
-                        struct reply *rep, int *status) {
-        char ids[3][16];
-        char *argv[MAX_ARGS + 8];
-        int src[4] = {-1, -1, -1, -1}, p[2] = {-1, -1}, null = -1, r = 0, i;
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_t attr;
-        sigset_t none, all;
-        size_t got = 0, k = 0;
-        pid_t pid;
+/* The helper's command line into argv (MAX_ARGS + 8 entries): sbx-init entering the
+ * namespace of ns (its ids as text in ids), then the daemon's binary at FD_EXE with
+ * args (NULL-terminated). */
+static void helper_argv(const struct layerns *ns, char **args, char ids[3][16], char **argv) {
+        size_t k = 0, i;
 
-        *status = -1;
-        snprintf(ids[0], sizeof(ids[0]), "%" PRIu32, ns->subuid);
-        snprintf(ids[1], sizeof(ids[1]), "%" PRIu32, ns->subgid);
-        snprintf(ids[2], sizeof(ids[2]), "%" PRIu32, ns->n_ids);
+        snprintf(ids[0], 16, "%" PRIu32, ns->subuid);
+        snprintf(ids[1], 16, "%" PRIu32, ns->subgid);
+        snprintf(ids[2], 16, "%" PRIu32, ns->n_ids);
         argv[k++] = (char *)"sbx-init";
         argv[k++] = (char *)"--subids-exec";
         for (i = 0; i < 3; i++)
@@ -78,7 +69,59 @@ static int spawn_helper(const struct layerns *ns, int in_fd, int dir_fd, char **
         for (i = 0; args[i] && i < MAX_ARGS; i++)
                 argv[k++] = args[i];
         argv[k] = NULL;
+}
 
+/* posix_spawn of the helper with src[] (fds, see FD_*) at FD_IN, FD_OUT, FD_DIR and
+ * FD_EXE, default signal dispositions and an empty mask. 0 or -errno. */
+static int spawn_with(const char *path, const int src[4], char **argv, pid_t *ret_pid) {
+        static const int at[4] = {FD_IN, FD_OUT, FD_DIR, FD_EXE};
+        posix_spawn_file_actions_t fa;
+        posix_spawnattr_t attr;
+        sigset_t none, all;
+        int r, i;
+
+        sigemptyset(&none);
+        sigfillset(&all);
+        posix_spawn_file_actions_init(&fa);
+        for (i = 0; i < 4; i++)
+                posix_spawn_file_actions_adddup2(&fa, src[i], at[i]);
+        posix_spawnattr_init(&attr);
+        posix_spawnattr_setsigdefault(&attr, &all);
+        posix_spawnattr_setsigmask(&attr, &none);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+        r = -posix_spawn(ret_pid, path, &fa, &attr, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        posix_spawnattr_destroy(&attr);
+        return r;
+}
+
+/* Reads the one reply from fd into *rep: the bytes read. */
+static size_t read_reply(int fd, struct reply *rep) {
+        size_t got = 0;
+
+        while (got < sizeof(*rep)) {
+                ssize_t n = read(fd, (char *)rep + got, sizeof(*rep) - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                got += (size_t)n;
+        }
+        return got;
+}
+
+/* Starts the helper with args (NULL-terminated) on in_fd (-1: /dev/null) and dir_fd,
+ * and reads its reply into *rep. 0, or -errno when it could not run or said nothing
+ * (status: its wait status, -1 when it did not start). */
+static int spawn_helper(const struct layerns *ns, int in_fd, int dir_fd, char **args,
+                        struct reply *rep, int *status) {
+        char ids[3][16], *argv[MAX_ARGS + 8];
+        int src[4] = {-1, -1, -1, -1}, p[2] = {-1, -1}, null = -1, r = 0, i;
+        size_t got = 0;
+        pid_t pid;
+
+        *status = -1;
+        helper_argv(ns, args, ids, argv);
         if (in_fd < 0)
                 in_fd = null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (pipe2(p, O_CLOEXEC) < 0)
@@ -91,49 +134,27 @@ static int spawn_helper(const struct layerns *ns, int in_fd, int dir_fd, char **
         for (i = 0; i < 4 && r == 0; i++)
                 if (src[i] < 0)
                         r = -EBADF;
-        if (r == 0) {
-                sigemptyset(&none);
-                sigfillset(&all);
-                posix_spawn_file_actions_init(&fa);
-                posix_spawn_file_actions_adddup2(&fa, src[0], FD_IN);
-                posix_spawn_file_actions_adddup2(&fa, src[1], FD_OUT);
-                posix_spawn_file_actions_adddup2(&fa, src[2], FD_DIR);
-                posix_spawn_file_actions_adddup2(&fa, src[3], FD_EXE);
-                posix_spawnattr_init(&attr);
-                posix_spawnattr_setsigdefault(&attr, &all);
-                posix_spawnattr_setsigmask(&attr, &none);
-                posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-                r = -posix_spawn(&pid, ns->init_path, &fa, &attr, argv, environ);
-                posix_spawn_file_actions_destroy(&fa);
-                posix_spawnattr_destroy(&attr);
-        }
+        if (r == 0)
+                r = spawn_with(ns->init_path, src, argv, &pid);
         for (i = 0; i < 4; i++)
                 if (src[i] >= 0)
                         close(src[i]);
         if (null >= 0)
                 close(null);
         if (p[1] >= 0)
-                close(p[1]);
-        while (r == 0 && got < sizeof(*rep)) {
-                ssize_t n = read(p[0], (char *)rep + got, sizeof(*rep) - got);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                got += (size_t)n;
-        }
+                close(p[1]); /* the helper's alone: its end is our EOF */
+        if (r == 0)
+                got = read_reply(p[0], rep);
         if (p[0] >= 0)
                 close(p[0]);
-        if (r == 0) {
-                while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-                        ;
-                if (got != sizeof(*rep) || rep->magic != REPLY_MAGIC || rep->r > 0 ||
-                    rep->r < -4095)
-                        r = -EIO;
-        }
-        if (r == 0)
-                rep->err[sizeof(rep->err) - 1] = '\0';
-        return r;
+        if (r < 0)
+                return r;
+        while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+                ;
+        if (got != sizeof(*rep) || rep->magic != REPLY_MAGIC || rep->r > 0 || rep->r < -4095)
+                return -EIO;
+        rep->err[sizeof(rep->err) - 1] = '\0';
+        return 0;
 }
 
 /* Says in err why the helper gave no answer; returns -EIO. */
@@ -233,8 +254,8 @@ static void in_words(const char *text, char *buf, size_t len) {
                 snprintf(buf, len, "as the daemon's user's files (no subordinate ids)");
         else if (sscanf(text, "subids %lu %lu %lu", &u, &g, &n) == 3)
                 snprintf(buf, len,
-                         "with ids 1-%lu as the subordinate uids from %lu and gids from %lu", n,
-                         u, g);
+                         "with ids 1-%lu as the subordinate uids from %lu and gids from %lu", n, u,
+                         g);
         else
                 snprintf(buf, len, "in an unknown way (\"%.40s\")", text);
 }
@@ -259,9 +280,8 @@ static int has_layers(int root_fd) {
 
 /* Writes text as ROOT/owners, durably. */
 static int write_owners(int root_fd, const char *text) {
-        int fd = openat(root_fd, OWNERS_FILE ".new", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
-                                                          O_CLOEXEC,
-                        0600);
+        int fd = openat(root_fd, OWNERS_FILE ".new",
+                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         size_t n = strlen(text);
         int r = 0;
 
@@ -277,8 +297,8 @@ static int write_owners(int root_fd, const char *text) {
         return r;
 }
 
-int layerns_check_store(int root_fd, const char *root, const struct layerns *ns,
-                        int keep_owners, char *err, size_t errlen) {
+int layerns_check_store(int root_fd, const char *root, const struct layerns *ns, int keep_owners,
+                        char *err, size_t errlen) {
         char want[80], had[80] = "", w1[160], w2[160], how[2 * 4096 + 256];
         int fd = openat(root_fd, OWNERS_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         ssize_t n = 0;
@@ -289,8 +309,7 @@ int layerns_check_store(int root_fd, const char *root, const struct layerns *ns,
                 close(fd);
                 had[n > 0 ? n : 0] = '\0';
         } else if (errno != ENOENT) {
-                snprintf(err, errlen, "image store %s: %s: %s", root, OWNERS_FILE,
-                         strerror(errno));
+                snprintf(err, errlen, "image store %s: %s: %s", root, OWNERS_FILE, strerror(errno));
                 return -errno;
         } else {
                 /* A store of an sbxd before the file: its layers are as it made them. */
@@ -345,8 +364,8 @@ static int helper_args(int argc, char **argv, struct layer_opts *o) {
                                ? -EINVAL
                                : 0;
         if (argc != 6 || strcmp(argv[2], "unpack") != 0 || number(argv[3], &o->max_bytes) < 0 ||
-            number(argv[4], &o->max_entries) < 0 || number(argv[5], &max_id) < 0 ||
-            max_id == 0 || max_id > UINT32_MAX)
+            number(argv[4], &o->max_entries) < 0 || number(argv[5], &max_id) < 0 || max_id == 0 ||
+            max_id > UINT32_MAX)
                 return -EINVAL;
         o->max_id = (uint32_t)max_id;
         return 1;

@@ -57,8 +57,8 @@ int layerns_remove_tree(const struct layerns *ns, int parent_fd, const char *nam
  * layers yet. A store of layers without the file is one of an sbxd before it ("tar"
  * for a root daemon, "own" for a rootless one). 0, or -ESTALE when they differ (err
  * says how, and how to remove the store), or -errno. */
-int layerns_check_store(int root_fd, const char *root, const struct layerns *ns,
-                        int keep_owners, char *err, size_t errlen);
+int layerns_check_store(int root_fd, const char *root, const struct layerns *ns, int keep_owners,
+                        char *err, size_t errlen);
 
 /* The helper's mode (sbxd's main, argv[1] "--layer-helper"), in the namespace:
  *   --layer-helper unpack MAX_BYTES MAX_ENTRIES MAX_ID   fd 0 the blob, fd 3 the dir
