@@ -527,7 +527,7 @@ static int unpack_archive(struct imagestore *s, int fd, int *ret_fd, char *ret_n
         const struct imagestore_opts *o = imagestore_opts(s);
         /* Blobs may be compressed or not: twice the image's data, plus tar headers. */
         struct layer_opts lo = {2 * o->max_image_bytes + (16u << 20),
-                                4 * IMAGESTORE_MAX_LAYERS + 64, LAYER_WHITEOUT_USERXATTR, 0};
+                                4 * IMAGESTORE_MAX_LAYERS + 64, LAYER_WHITEOUT_USERXATTR, 0, 0};
         struct layer_result res;
         int q = imagestore_scratch(s, ret_fd, ret_name);
 

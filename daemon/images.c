@@ -25,6 +25,15 @@ int images_open(struct sbxd *d, const char *state_dir, char *err, size_t errlen)
         };
         char path[4096];
 
+        /* Rootless with subordinate ids: the layers get the image's owners as those ids,
+         * the ones its sandboxes map (sbimage.c), through sbx-init (layerns.h). */
+        if (d->euid != 0 && hostfeat_image_subids(&d->features) && d->cfg->init_path) {
+                o.ns.init_path = d->cfg->init_path;
+                o.ns.subuid = d->features.subuid_start;
+                o.ns.subgid = d->features.subgid;
+                o.ns.n_ids = hostfeat_image_subids(&d->features);
+        }
+
         if ((size_t)snprintf(path, sizeof(path), "%s/images", state_dir) >= sizeof(path)) {
                 snprintf(err, errlen, "the state directory's name is too long");
                 return -ENAMETOOLONG;

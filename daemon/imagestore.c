@@ -465,6 +465,11 @@ int imagestore_open(const char *root, const struct imagestore_opts *o, struct im
                 imagestore_close(s);
                 return r;
         }
+        r = layerns_check_store(s->root_fd, root, &o->ns, o->keep_owners, err, errlen);
+        if (r < 0) {
+                imagestore_close(s);
+                return r;
+        }
         blobs = open_sub(s->root_fd, "blobs", 0);
         s->blobs_fd = blobs >= 0 ? open_sub(blobs, "sha256", 0) : blobs;
         if (blobs >= 0)
@@ -472,8 +477,8 @@ int imagestore_open(const char *root, const struct imagestore_opts *o, struct im
         s->layers_fd = open_sub(s->root_fd, "layers", 0);
         s->images_fd = open_sub(s->root_fd, "images", 0);
         s->locks_fd = open_sub(s->root_fd, "locks", 1);
-        s->tmp_fd = open_sub(s->root_fd, "tmp", 1);
-        s->trash_fd = open_sub(s->root_fd, "trash", 1);
+        s->tmp_fd = open_sub(s->root_fd, "tmp", 0);
+        s->trash_fd = open_sub(s->root_fd, "trash", 0);
         r = s->blobs_fd < 0    ? s->blobs_fd
             : s->layers_fd < 0 ? s->layers_fd
             : s->images_fd < 0 ? s->images_fd
@@ -489,6 +494,7 @@ int imagestore_open(const char *root, const struct imagestore_opts *o, struct im
         if (s->nrecs > 1)
                 qsort(s->recs, s->nrecs, sizeof(*s->recs), by_created);
         s->repaired += sweep_all(s);
+        layerns_empty_dir(&s->o.ns, s->tmp_fd);
         imagestore_collect(s);
         *ret = s;
         return 0;
@@ -730,7 +736,7 @@ int imagestore_fit(struct imagestore *s, uint64_t max_bytes) {
 }
 
 int imagestore_collect(struct imagestore *s) {
-        return layer_empty_dir(s->trash_fd);
+        return layerns_empty_dir(&s->o.ns, s->trash_fd);
 }
 
 /* ---- the steps of an import ---------------------------------------------------------- */
@@ -818,35 +824,7 @@ int imagestore_scratch(struct imagestore *s, int *ret_fd, char *ret_name) {
 }
 
 void imagestore_scratch_remove(struct imagestore *s, const char *name) {
-        layer_remove_tree(s->tmp_fd, name);
-}
-
-/* Bytes on disk beneath dir_fd (each inode once per directory walk; hard links of one
- * layer count once per link, a small overestimate). */
-static uint64_t disk_usage(int dir_fd) {
-        DIR *d = dir_stream(dir_fd);
-        struct dirent *de;
-        uint64_t total = 0;
-
-        if (!d)
-                return 0;
-        while ((de = readdir(d))) {
-                struct stat st;
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-                    fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue;
-                total += (uint64_t)st.st_blocks * 512;
-                if (S_ISDIR(st.st_mode)) {
-                        int sub = openat(dir_fd, de->d_name,
-                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        if (sub >= 0) {
-                                total += disk_usage(sub);
-                                close(sub);
-                        }
-                }
-        }
-        closedir(d);
-        return total;
+        layerns_remove_tree(&s->o.ns, s->tmp_fd, name);
 }
 
 /* Reads layers/HEX/size. */
@@ -872,10 +850,12 @@ static int read_layer_size(struct imagestore *s, const char *hex, uint64_t *data
 static int unpack_layer(struct imagestore *s, const char *diff_id,
                         const struct imagestore_blob_source *src, uint64_t budget, uint64_t *data,
                         uint64_t *disk, char *err, size_t errlen) {
-        struct layer_opts lo = {budget, s->o.max_layer_entries, s->o.whiteouts, s->o.keep_owners};
+        struct layer_opts lo = {budget, s->o.max_layer_entries, s->o.whiteouts, s->o.keep_owners,
+                                0};
         struct layer_result res;
         char name[NAME_MAX + 1], size[64];
         int dfd, tfd = -1, bfd, q;
+        uint64_t du = 0;
 
         q = imagestore_scratch(s, &dfd, name);
         if (q < 0) {
@@ -891,7 +871,7 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 q = fchmod(tfd, 0755) < 0 ? -errno : 0;
         }
         if (q == 0)
-                q = layer_unpack(bfd, tfd, &lo, &res, err, errlen);
+                q = layerns_unpack(&s->o.ns, bfd, tfd, &lo, &res, &du, err, errlen);
         if (q == 0 && src->blob_digest && strcmp(res.blob_digest, src->blob_digest) != 0)
                 q = -EINVAL, snprintf(err, errlen, "layer blob %s has the digest %s",
                                       src->blob_digest, res.blob_digest);
@@ -906,7 +886,7 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 snprintf(err, errlen, "layer %s has the diff_id %s", diff_id, res.diff_id);
         if (q == 0) {
                 *data = res.bytes;
-                *disk = disk_usage(tfd);
+                *disk = du;
                 snprintf(size, sizeof(size), "%" PRIu64 " %" PRIu64 "\n", *data, *disk);
                 q = syncfs(tfd) < 0 ? -errno : 0;
         }

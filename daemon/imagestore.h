@@ -14,6 +14,7 @@
  *                              ordered layers, references, sizes, times
  *   ROOT/locks/HEX.lock        flock(2)ed while layer HEX is looked for and unpacked
  *   ROOT/tmp/, ROOT/trash/     work in progress, and what removals left to delete
+ *   ROOT/owners                how the layers' owners were given (layerns.h)
  * A layer is unpacked in ROOT/tmp and renamed into ROOT/layers only once complete and
  * both its digests (blob, diff_id) matched, after syncfs; an image's record is written
  * (tmp, fsync, rename) only after all its layers and blobs are in place. A crash or a
@@ -50,6 +51,7 @@
 #include "digest.h"
 #include "imageconfig.h"
 #include "layer.h"
+#include "layerns.h"
 
 struct imagestore;
 
@@ -65,6 +67,11 @@ struct imagestore_opts {
         uint64_t max_layer_entries; /* tar entries of one layer */
         enum layer_whiteouts whiteouts;
         int keep_owners;
+        /* A rootless daemon's subordinate ids (layerns.h): its layers are unpacked and
+         * deleted in a namespace that maps them; zero: none, in this process. The store
+         * records how its layers were unpacked and refuses to open the other way
+         * (-ESTALE, layerns_check_store). */
+        struct layerns ns;
         /* The platform imported from a multi-architecture index, in OCI's words
          * ("amd64", "arm64", "arm" and variant "v7"); NULL: this machine's. */
         const char *arch;

@@ -332,6 +332,37 @@ int layer_empty_dir(int dir_fd) {
         return r;
 }
 
+uint64_t layer_disk_usage(int dir_fd) {
+        int fd = dup(dir_fd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *de;
+        uint64_t total = 0;
+
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return 0;
+        }
+        rewinddir(d); /* the dup shares dir_fd's offset */
+        while ((de = readdir(d))) {
+                struct stat st;
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+                    fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                total += (uint64_t)st.st_blocks * 512;
+                if (S_ISDIR(st.st_mode)) {
+                        int sub = openat(dir_fd, de->d_name,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub >= 0) {
+                                total += layer_disk_usage(sub);
+                                close(sub);
+                        }
+                }
+        }
+        closedir(d);
+        return total;
+}
+
 /* ---- entries ------------------------------------------------------------------------- */
 
 /* The tar's uid and gid, or -EINVAL (err set) for ids no file can have. */
@@ -357,6 +388,10 @@ static int entry_meta(struct unpack *u, int pfd, const char *name, struct archiv
 
         if (r < 0)
                 return r;
+        if (u->o->max_id && uid > u->o->max_id)
+                uid = (uid_t)-1; /* left as it is: the unpacking user's */
+        if (u->o->max_id && gid > u->o->max_id)
+                gid = (gid_t)-1;
         if (u->o->keep_owners && fchownat(pfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
                 return fail(u, -errno, raw, "chown: %s", strerror(errno));
         ts[0].tv_sec = ts[1].tv_sec = archive_entry_mtime(e);

@@ -42,10 +42,13 @@
  *   (Linux 6.7 and later: "xwhiteouts", honoured in lower layers only, which is what a
  *   layer is); an opaque directory gets user.overlay.opaque="y". Other ".wh..wh."
  *   names (aufs's bookkeeping) are skipped.
- * - Owners: with keep_owners (a root daemon) every entry keeps the tar's numeric uid and
- *   gid (never names). Without it (a rootless daemon: no CAP_CHOWN) everything is owned
- *   by the daemon's user, as podman's ignore_chown_errors does; the sandbox maps that
- *   user to root inside.
+ * - Owners: with keep_owners (a root daemon, or a rootless one's helper in a user
+ *   namespace that maps its subordinate ids, layerns.h) every entry keeps the tar's
+ *   numeric uid and gid (never names); with max_id too, an id above it (which that
+ *   namespace does not map) stays the unpacking user's (root inside), as the uid or gid
+ *   of every entry does without keep_owners (a rootless daemon without subordinate ids:
+ *   no CAP_CHOWN), as podman's ignore_chown_errors does; the sandbox maps that user to
+ *   root inside.
  * - Bounds: the sum of the regular files' sizes (as their headers say, checked before
  *   a byte is written) against max_bytes, the number of entries against max_entries,
  *   the uncompressed stream against max_bytes plus LAYER_HEADER_ALLOWANCE per entry. A
@@ -80,6 +83,7 @@ struct layer_opts {
         uint64_t max_entries; /* entries of this layer */
         enum layer_whiteouts whiteouts;
         int keep_owners; /* chown to the tar's numeric ids (needs CAP_CHOWN) */
+        uint32_t max_id; /* with keep_owners: ids above it are not given; 0: all are */
 };
 
 struct layer_result {
@@ -117,5 +121,9 @@ int layer_empty_dir(int dir_fd);
 /* Removes the entry name of parent_fd, a whole tree when it is a directory. 0 (also
  * when there is no such entry) or -errno. */
 int layer_remove_tree(int parent_fd, const char *name);
+
+/* Bytes on disk beneath dir_fd (each inode once per directory walk; hard links of one
+ * layer count once per link, a small overestimate). What cannot be read counts 0. */
+uint64_t layer_disk_usage(int dir_fd);
 
 #endif

@@ -25,6 +25,7 @@
 #include "disk.h"
 #include "hostfeat.h"
 #include "images.h"
+#include "layerns.h"
 #include "guard.h"
 #include "log.h"
 #include "notify.h"
@@ -251,7 +252,8 @@ static int prepare_state_dir(void) {
         return 0;
 }
 
-/* Step 5a: the image store (images.h), repaired of what a crash left. */
+/* Step 8a: the image store (images.h), repaired of what a crash left; after the host's
+ * features, whose subordinate ids its layers are unpacked with (layerns.h). */
 static int open_images(void) {
         char err[1024];
         int r = images_open(&D, cfg.state_dir, err, sizeof(err));
@@ -266,7 +268,7 @@ static int open_images(void) {
         return 0;
 }
 
-/* Step 5: the records, the images, and the loop. */
+/* Step 5: the records and the loop. */
 static int open_store(void) {
         char *db_path;
         int r;
@@ -278,7 +280,7 @@ static int open_store(void) {
                 log_err("cannot open the records %s: %s", db_path,
                         r == -EPROTO ? "written by a newer sbxd; upgrade sbxd" : strerror(-r));
         free(db_path);
-        if (r < 0 || open_images() < 0 || uv_loop_init(&loop) < 0)
+        if (r < 0 || uv_loop_init(&loop) < 0)
                 return -1;
         loop_ready = 1;
         D.loop = &loop;
@@ -500,7 +502,7 @@ static int examine_host(void) {
 static int recover(void) {
         int r;
 
-        if (sbxtab_new(&D, &D.sandboxes) < 0)
+        if (open_images() < 0 || sbxtab_new(&D, &D.sandboxes) < 0)
                 return -1;
         trash_empty(&D);
         r = recover_sandboxes(&D);
@@ -596,8 +598,12 @@ static void shut_down(int served) {
 }
 
 int main(int argc, char **argv) {
-        int status = parse_flags(argc, argv);
+        int status;
 
+        /* The image store's helper in a namespace of subordinate ids (layerns.h). */
+        if (argc >= 2 && strcmp(argv[1], "--layer-helper") == 0)
+                return layerns_helper_main(argc, argv);
+        status = parse_flags(argc, argv);
         if (status >= 0)
                 return status;
         prepare_process();

@@ -562,6 +562,35 @@ START_TEST(rootless_does_not_chown) {
 }
 END_TEST
 
+/* max_id (a namespace of subordinate ids, layerns.h): ids up to it are given, a uid or
+ * gid above it stays the unpacking user's, each on its own. */
+START_TEST(ids_above_max_id_stay_the_unpackers) {
+        static const struct tent t[] = {{"in", 'f', "x", 0644, 100, 101},
+                                        {"at", 'f', "x", 0644, 500, 500},
+                                        {"uid", 'f', "x", 0644, 501, 7},
+                                        {"gid", 'd', NULL, 0755, 9, 70000}};
+        struct layer_opts o = root_opts;
+        struct layer_result res;
+        char err[512];
+        struct stat st;
+
+        o.max_id = 500;
+        ck_assert_int_eq(unpack_into(write_tar("l.tar", t, 4, 0), "l", &o, &res, err, 512), 0);
+        ck_assert(exists("l/in", &st));
+        ck_assert_uint_eq(st.st_uid, 100);
+        ck_assert_uint_eq(st.st_gid, 101);
+        ck_assert(exists("l/at", &st));
+        ck_assert_uint_eq(st.st_uid, 500);
+        ck_assert_uint_eq(st.st_gid, 500);
+        ck_assert(exists("l/uid", &st));
+        ck_assert_uint_eq(st.st_uid, getuid());
+        ck_assert_uint_eq(st.st_gid, 7);
+        ck_assert(exists("l/gid", &st));
+        ck_assert_uint_eq(st.st_uid, 9);
+        ck_assert_uint_eq(st.st_gid, getgid());
+}
+END_TEST
+
 START_TEST(not_a_tar_is_refused) {
         char path[512];
         struct layer_result res;
@@ -596,6 +625,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, whiteouts_as_user_xattrs_through_overlay, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, rootless_unpack_and_overlay_in_a_user_namespace, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, rootless_does_not_chown, 30, setup, teardown);
+        SBX_ADD_TEST_CASE(s, ids_above_max_id_stay_the_unpackers, 30, setup, teardown);
         SBX_ADD_TEST_CASE(s, not_a_tar_is_refused, 30, setup, teardown);
         return s;
 }

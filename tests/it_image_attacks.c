@@ -337,6 +337,64 @@ START_TEST(remove_arguments) {
 }
 END_TEST
 
+/* The image store's helper in a namespace of subordinate ids (layerns.h): sbx-init
+ * --subids-exec with ids that are no positive numbers, or without a program, runs
+ * nothing; sbxd --layer-helper with another mode, missing or bad numbers, a name that
+ * is no single entry, or fds that are not the daemon's (1 no pipe) does nothing; and
+ * with good ones it does what it is asked (so that the refusals mean something). */
+START_TEST(layer_helper_arguments) {
+        static const char *const bad_ids[][3] = {
+                {"0", "1", "1"}, {"1", "-1", "1"}, {"1", "1", "99999999999"},
+                {"1x", "1", "1"}, {"", "1", "1"},
+        };
+        static const char *const bad_modes[] = {
+                "",           "bogus",         "unpack 1 1",   "unpack x 1 1", "unpack 1 1 0",
+                "unpack 1 1 4294967296", "remove ..", "remove a/b", "remove .",    "remove",
+                "empty extra", "remove keep keep",
+        };
+        const char *victim = make_dir("victim", 0755, 0);
+        char cmd[2000], keep[800], made[800];
+        size_t i;
+        int st;
+
+        snprintf(keep, sizeof(keep), "%s/keep", victim);
+        snprintf(made, sizeof(made), "%s/made", victim);
+        ck_assert_int_eq(mkdir(keep, 0755), 0);
+        for (i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
+                snprintf(cmd, sizeof(cmd),
+                         "%s/sbx-init --subids-exec '%s' '%s' '%s' /usr/bin/touch %s 2>/dev/null",
+                         it_build_dir(), bad_ids[i][0], bad_ids[i][1], bad_ids[i][2], made);
+                st = system(cmd);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s: %d", cmd, st);
+                ck_assert_int_eq(access(made, F_OK), -1);
+        }
+        snprintf(cmd, sizeof(cmd), "%s/sbx-init --subids-exec 1 1 1 2>/dev/null", it_build_dir());
+        ck_assert_int_ne(system(cmd), 0);
+        for (i = 0; i < sizeof(bad_modes) / sizeof(bad_modes[0]); i++) {
+                snprintf(cmd, sizeof(cmd),
+                         "bash -c 'set -o pipefail; %s/sbxd --layer-helper %s 3<%s 2>/dev/null | "
+                         "cat >/dev/null'",
+                         it_build_dir(), bad_modes[i], victim);
+                st = system(cmd);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: %d", cmd, st);
+                ck_assert_int_eq(access(keep, F_OK), 0);
+        }
+        /* fd 1 no pipe: not the daemon's. */
+        snprintf(cmd, sizeof(cmd), "%s/sbxd --layer-helper empty 3<%s >/dev/null 2>&1",
+                 it_build_dir(), victim);
+        st = system(cmd);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: %d", cmd, st);
+        ck_assert_int_eq(access(keep, F_OK), 0);
+        /* The same helper, asked as the daemon asks it. */
+        snprintf(cmd, sizeof(cmd),
+                 "bash -c 'set -o pipefail; %s/sbxd --layer-helper remove keep 3<%s | "
+                 "cat >/dev/null'",
+                 it_build_dir(), victim);
+        ck_assert_int_eq(system(cmd), 0);
+        ck_assert_int_eq(access(keep, F_OK), -1);
+}
+END_TEST
+
 /* BOB, with what he may know of root's image: its OCI layout's path (in a directory of
  * root's that BOB may not enter), as a pull and as an image to create from; the digest
  * of one of its layers; a path into the store. The pull is refused with BOB's rights,
@@ -503,6 +561,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, flood_of_image_sandboxes, 480, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, remove_arguments, 60, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, layer_helper_arguments, 60, it_fixture_setup_var,
+                          it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, bob_and_roots_image, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, huge_etc_passwd, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, bob_at_the_adoption_socket, 240, it_fixture_setup_var,

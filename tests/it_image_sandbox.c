@@ -443,29 +443,48 @@ START_TEST(adopted_after_restart) {
 }
 END_TEST
 
-/* A rootless daemon whose user has subordinate ids (/etc/subuid, /etc/subgid, the
- * test's own bound over the host's in a mount namespace of the test's process): the
+/* The first subordinate id (uid and gid) of nobody's that bind_subids gives. */
+#define SUBID_BASE 1400000u
+
+/* /etc/subuid and /etc/subgid give nobody ids SUBID_BASE .. +65535: the test's own
+ * file bound over the host's, in a mount namespace of the test's process (entered once,
+ * so that unbind_subids and a second bind_subids work on the same one). */
+static void bind_subids(void) {
+        static int private;
+        char subids[800];
+        FILE *f;
+
+        if (!private) {
+                ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+                ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+                private = 1;
+        }
+        snprintf(subids, sizeof(subids), "%s/subids", it_base_dir());
+        f = fopen(subids, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "nobody:%u:65536\n", SUBID_BASE);
+        fclose(f);
+        ck_assert_int_eq(mount(subids, "/etc/subuid", NULL, MS_BIND, NULL), 0);
+        ck_assert_int_eq(mount(subids, "/etc/subgid", NULL, MS_BIND, NULL), 0);
+}
+
+static void unbind_subids(void) {
+        ck_assert_int_eq(umount2("/etc/subuid", MNT_DETACH), 0);
+        ck_assert_int_eq(umount2("/etc/subgid", MNT_DETACH), 0);
+}
+
+/* A rootless daemon whose user has subordinate ids (bind_subids): the
  * image's users exist (ids 1 .. 65535 are the range), its User is the default, and what
  * they leave, which the daemon's user may not delete, goes with the sandbox all the
  * same (sbx-init --remove). */
 START_TEST(rootless_subordinate_ids) {
         struct it_daemon d;
         const char *layout = make_image();
-        char *digest, *id, path[1200], subids[800];
+        char *digest, *id, path[1200];
         sbx_client *c;
-        FILE *f;
         int i;
 
-        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
-        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
-        snprintf(subids, sizeof(subids), "%s/subids", it_base_dir());
-        f = fopen(subids, "w");
-        ck_assert_ptr_nonnull(f);
-        fputs("nobody:1400000:65536\n", f);
-        fclose(f);
-        ck_assert_int_eq(mount(subids, "/etc/subuid", NULL, MS_BIND, NULL), 0);
-        ck_assert_int_eq(mount(subids, "/etc/subgid", NULL, MS_BIND, NULL), 0);
-
+        bind_subids();
         it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
         c = it_connect(&d);
         digest = pull(c, layout);
@@ -496,6 +515,202 @@ START_TEST(rootless_subordinate_ids) {
         free(id);
         free(digest);
         sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Adds tag to the layout: the image "img" and a layer of what the shell commands make
+ * (run as root in an empty directory, whose entries become the layer's, numeric ids
+ * kept). */
+static void add_layer(const char *layout, const char *tag, const char *make) {
+        char cmd[3000], dir[700];
+
+        snprintf(dir, sizeof(dir), "%s/layer-%s", it_base_dir(), tag);
+        snprintf(cmd, sizeof(cmd),
+                 "set -e; mkdir -p %s/t; cd %s/t; %s; tar --numeric-owner -cf ../l.tar *; "
+                 "umoci raw add-layer --image %s:img --tag %s ../l.tar; chmod -R a+rX %s",
+                 dir, dir, make, layout, tag, layout);
+        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+}
+
+/* Tag "owners": /home/app (0700) and /home/app/f are 1000:1000's, /srv/d (0750) and
+ * /srv/d/x 100:101's, and /high 70000:70001's (beyond the 65535 ids a sandbox maps). */
+static void add_owners_layer(const char *layout) {
+        add_layer(layout, "owners",
+                  "mkdir -p home/app srv/d; echo f > home/app/f; echo x > srv/d/x; "
+                  "echo h > high; chown -R 1000:1000 home/app; chmod 700 home/app; "
+                  "chown -R 100:101 srv/d; chmod 750 srv/d; chown 70000:70001 high");
+}
+
+/* Entries beneath the tree at path owned by a uid or gid of SUBID_BASE or above. */
+static int subid_files;
+static int count_subid(const char *path, const struct stat *st, int flag, struct FTW *f) {
+        (void)path, (void)flag, (void)f;
+        subid_files += st->st_uid >= SUBID_BASE || st->st_gid >= SUBID_BASE;
+        return 0;
+}
+
+static int files_of_subids(const char *path) {
+        subid_files = 0;
+        ck_assert_int_eq(nftw(path, count_subid, 16, FTW_PHYS), 0);
+        return subid_files;
+}
+
+/* Waits (10 s at most) until dir has no entry; fails showing how many are left. */
+static void wait_empty(const char *dir) {
+        int i;
+
+        for (i = 0; i < 200 && img_entries(dir) != 0; i++)
+                usleep(50000);
+        ck_assert_msg(img_entries(dir) == 0, "%d entries left in %s", img_entries(dir), dir);
+}
+
+/* A rootless daemon with subordinate ids unpacks the layers in a namespace that maps
+ * them (layerns.h): inside a sandbox the image's files have the image's owners (1000,
+ * 100:101; an id beyond the map is root's), the users write what the image lets them,
+ * and on the host the layers' files are the subordinate ids. A restart without the ids
+ * is refused, naming the store's mapping; with them back, removing the image leaves
+ * nothing of its layers. */
+START_TEST(rootless_layers_keep_owners) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *digest, *id, path[1200];
+        sbx_client *c;
+
+        add_owners_layer(layout);
+        bind_subids();
+        it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "owners");
+        id = must_create(c, digest);
+        expect_out(c, id, "root", "busybox stat -c %u:%g /home/app /home/app/f /srv/d /srv/d/x /high",
+                   "1000:1000\n1000:1000\n100:101\n100:101\n0:0\n");
+        expect_out(c, id, "1000",
+                   "echo mine > /home/app/new && busybox cat /home/app/f /home/app/new && "
+                   "busybox stat -c %u /home/app/new",
+                   "f\nmine\n1000\n");
+        expect_out(c, id, NULL, "busybox id -u; busybox id -g; echo m2 > /home/app/n2 && "
+                   "busybox stat -c %u:%g /home/app/n2", "1000\n1000\n1000:1000\n");
+        expect_out(c, id, "100:101", "echo y > /srv/d/y && busybox cat /srv/d/x /srv/d/y",
+                   "x\ny\n");
+        /* Another user may not: the owners hold. */
+        expect_out(c, id, "1000", "busybox ls /srv/d 2>/dev/null || echo denied", "denied\n");
+        /* The layers on the host: the image's ids as the subordinate ids. */
+        snprintf(path, sizeof(path), "%s/images/layers", d.state);
+        ck_assert_int_ge(files_of_subids(path), 4);
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+
+        /* The same store without the ids: refused, naming how its layers were made. */
+        unbind_subids();
+        it_daemon_respawn(&d, NULL);
+        ck_assert_int_ne(it_daemon_exit_status(&d), 0);
+        ck_assert_int_eq(it_log_count(&d, "its layers were unpacked with ids 1-65535 as the "
+                                          "subordinate uids from 1400000"),
+                         1);
+
+        bind_subids();
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_image_remove(c, digest, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_image_prune(c, NULL), SBX_OK);
+        snprintf(path, sizeof(path), "%s/images/layers", d.state);
+        wait_empty(path);
+        snprintf(path, sizeof(path), "%s/images/trash", d.state);
+        wait_empty(path);
+        snprintf(path, sizeof(path), "%s/images/tmp", d.state);
+        wait_empty(path);
+        ck_assert_int_eq(files_of_subids(d.state), 0);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The other way: a store a rootless daemon filled without subordinate ids (its layers
+ * its user's files) is refused once the ids appear, naming how to remove it; removed,
+ * the daemon starts and pulls with the image's owners. */
+START_TEST(rootless_store_refuses_the_other_way) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *digest, path[1200];
+        sbx_client *c;
+
+        it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        c = it_connect(&d);
+        free(img_pull(c, layout, "img"));
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+
+        bind_subids();
+        it_daemon_respawn(&d, NULL);
+        ck_assert_int_ne(it_daemon_exit_status(&d), 0);
+        ck_assert_int_eq(it_log_count(&d, "its layers were unpacked as the daemon's user's "
+                                          "files (no subordinate ids), and this sbxd unpacks "
+                                          "them with ids 1-65535"),
+                         1);
+        ck_assert_int_eq(it_log_count(&d, "its files are the daemon's user's"), 1);
+        snprintf(path, sizeof(path), "rm -rf %s/images", d.state);
+        ck_assert_int_eq(system(path), 0);
+        it_daemon_restart(&d, NULL);
+        c = it_connect(&d);
+        add_owners_layer(layout);
+        digest = img_pull(c, layout, "owners");
+        snprintf(path, sizeof(path), "%s/images/layers", d.state);
+        ck_assert_int_ge(files_of_subids(path), 4);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Entries of the tree at path owned by a subordinate id, counted while it may be
+ * written or removed (errors ignored). */
+static int racing_subid_files(const char *path) {
+        subid_files = 0;
+        (void)nftw(path, count_subid, 16, FTW_PHYS);
+        return subid_files;
+}
+
+/* A rootless daemon with subordinate ids SIGKILLed while it unpacks a layer of 20,000
+ * files of 1000's: its helper goes with it, and the next start deletes what the unpack
+ * left in the store's tmp/ (files of subordinate ids, which the daemon's user could not
+ * delete itself) through the namespace. */
+START_TEST(rootless_killed_unpack_leaves_nothing) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char tmp[800];
+        pid_t puller;
+        int i, st;
+
+        add_layer(layout, "many",
+                  "mkdir -p home/app; python3 -c 'import os\nfor i in range(20000): "
+                  "open(\"home/app/f%d\" % i, \"w\").close()'; chown -R 1000:1000 home/app");
+        bind_subids();
+        it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        puller = fork();
+        ck_assert_int_ge(puller, 0);
+        if (puller == 0) {
+                sbx_client *c = it_connect(&d);
+                struct sbx_image *img = NULL;
+                char source[800];
+                snprintf(source, sizeof(source), "oci:%s:many", layout);
+                _exit(sbx_image_pull(c, source, NULL, &img) == SBX_OK ? 0 : 1);
+        }
+        snprintf(tmp, sizeof(tmp), "%s/images/tmp", d.state);
+        for (i = 0; i < 1200 && racing_subid_files(tmp) < 100; i++)
+                usleep(10000);
+        ck_assert_msg(racing_subid_files(tmp) >= 100, "the unpack never wrote into %s", tmp);
+        it_daemon_kill(&d);
+        ck_assert_int_eq(waitpid(puller, &st, 0), puller);
+        ck_assert_int_eq(it_wait_procs("--layer-helper", 0, 10000), 0);
+        ck_assert_int_gt(racing_subid_files(tmp), 0);
+
+        it_daemon_restart(&d, NULL);
+        ck_assert_int_eq(img_entries(tmp), 0);
+        ck_assert_int_eq(files_of_subids(d.state), 0);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
 END_TEST
@@ -1121,6 +1336,12 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, mcp_from_an_image, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_subordinate_ids, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, rootless_layers_keep_owners, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, rootless_killed_unpack_leaves_nothing, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, rootless_store_refuses_the_other_way, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, adopted_after_restart, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, debian_installs, 600, it_fixture_setup_var, it_fixture_teardown);

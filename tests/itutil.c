@@ -419,6 +419,10 @@ void it_daemon_restart(struct it_daemon *d, const char *const *extra) {
         it_daemon_wait_up(d);
 }
 
+void it_daemon_respawn(struct it_daemon *d, const char *const *extra) {
+        spawn(d, extra);
+}
+
 int it_daemon_exit_status(struct it_daemon *d) {
         int st = -1, i;
 

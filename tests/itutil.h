@@ -83,6 +83,9 @@ int it_daemon_exit_status(struct it_daemon *d);
 
 /* Starts it again on the same socket and state (after a stop or kill). */
 void it_daemon_restart(struct it_daemon *d, const char *const *extra);
+/* As it_daemon_restart, without waiting until it listens (one that is to fail at
+ * start-up: then it_daemon_exit_status). */
+void it_daemon_respawn(struct it_daemon *d, const char *const *extra);
 
 /* SIGTERM, then waits (20 s at most); returns the exit status from waitpid. */
 int it_daemon_stop(struct it_daemon *d);

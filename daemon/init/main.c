@@ -1050,11 +1050,11 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
         return WEXITSTATUS(status);
 }
 
-/* --remove PATH SUBUID SUBGID N: rm -rf PATH as root of a user namespace where our ids
- * are 0 and ids 1 .. N the user's subordinate ids from SUBUID and SUBGID (ns.h), whose
- * capabilities reach every file of those ids. Returns rm's status, or 1. */
-static int remove_tree(char **a) {
-        static const char *const rms[] = {"/usr/bin/rm", "/bin/rm"};
+/* Enters a user namespace where our ids are 0 and ids 1 .. N the user's subordinate ids
+ * from SUBUID and SUBGID (ns.h), whose capabilities reach every file of those ids: a[0]
+ * SUBUID, a[1] SUBGID, a[2] N (at most SBX_IMAGE_IDS - 1 are mapped), what the daemon's
+ * image sandboxes map (daemon/sbimage.c). 0, or 2 (bad ids) or 1 (logged as what). */
+static int enter_subids(char **a, const char *what) {
         struct ns_ids ids = {.outer_uid = geteuid(), .outer_gid = getegid()};
         unsigned long v[3];
         struct util_err err;
@@ -1065,23 +1065,54 @@ static int remove_tree(char **a) {
         memset(&err, 0, sizeof(err));
         for (i = 0; i < 3; i++) {
                 errno = 0;
-                v[i] = strtoul(a[i + 1], &end, 10);
-                if (errno || *end || end == a[i + 1] || v[i] == 0 || v[i] > UINT32_MAX) {
-                        util_log(UTIL_LOG_ERR, "--remove: bad ids");
+                v[i] = strtoul(a[i], &end, 10);
+                if (errno || *end || end == a[i] || v[i] == 0 || v[i] > UINT32_MAX) {
+                        util_log(UTIL_LOG_ERR, "%s: bad ids", what);
                         return 2;
                 }
         }
         ids.subuid = (uid_t)v[0];
         ids.subgid = (gid_t)v[1];
         ids.n_ids = v[2] < SBX_IMAGE_IDS ? (unsigned)v[2] : SBX_IMAGE_IDS - 1;
-        if (a[0][0] != '/' || ns_enter_user(&ids, &kept, &err) < 0) {
-                util_log(UTIL_LOG_ERR, "--remove %s: %s", a[0], err.text[0] ? err.text : "not absolute");
+        if (ns_enter_user(&ids, &kept, &err) < 0) {
+                util_log(UTIL_LOG_ERR, "%s: %s", what, err.text);
                 return 1;
         }
+        return 0;
+}
+
+/* --remove PATH SUBUID SUBGID N: rm -rf PATH in the namespace of enter_subids. Returns
+ * rm's status, or 1 (2: bad arguments). */
+static int remove_tree(char **a) {
+        static const char *const rms[] = {"/usr/bin/rm", "/bin/rm"};
+        size_t i;
+        int r;
+
+        if (a[0][0] != '/') {
+                util_log(UTIL_LOG_ERR, "--remove %s: not absolute", a[0]);
+                return 1;
+        }
+        r = enter_subids(a + 1, "--remove");
+        if (r != 0)
+                return r;
         for (i = 0; i < 2; i++)
                 if (access(rms[i], X_OK) == 0)
                         execl(rms[i], "rm", "-rf", "--one-file-system", a[0], (char *)NULL);
         util_log(UTIL_LOG_ERR, "--remove: no rm to run");
+        return 1;
+}
+
+/* --subids-exec SUBUID SUBGID N PROGRAM [ARG...]: PROGRAM (argv[0] PROGRAM) run in the
+ * namespace of enter_subids; the daemon's image store unpacks and deletes layers so
+ * (daemon/layerns.h), with its own binary as PROGRAM. The fds are PROGRAM's as they
+ * came. Returns 1 when PROGRAM cannot run (2: bad arguments). */
+static int subids_exec(char **a) {
+        int r = enter_subids(a, "--subids-exec");
+
+        if (r != 0)
+                return r;
+        execv(a[3], a + 3);
+        util_log(UTIL_LOG_ERR, "--subids-exec %s: %s", a[3], strerror(errno));
         return 1;
 }
 
@@ -1117,6 +1148,8 @@ int main(int argc, char **argv) {
          * subordinate ids, removed from a user namespace that maps them. */
         if (argc == 6 && strcmp(argv[1], "--remove") == 0)
                 return remove_tree(argv + 2);
+        if (argc >= 6 && strcmp(argv[1], "--subids-exec") == 0)
+                return subids_exec(argv + 2);
         if (parse_args(argc, argv, &chan) < 0) {
                 usage();
                 return 2;
