@@ -70,6 +70,8 @@ struct pull {
         struct layer_state *layers; /* under mu */
         unsigned nlayers;
         int unpacking, phase_dirty; /* under mu */
+        char (*pinned)[DS]; /* the worker's: layers the registry skipped, pinned */
+        unsigned npinned;
         /* The result, written by the worker before it returns. */
         int r;
         char err[512];
@@ -157,6 +159,23 @@ static void set_unpacking(struct pull *p) {
         uv_async_send(&p->async);
 }
 
+/* registry.h's have_layer: a layer blob the store unpacked before is not downloaded; its
+ * layer is pinned until the import has named it (pull_registry unpins). Worker thread. */
+static int have_layer(void *opaque, const char *digest) {
+        struct pull *p = opaque;
+        char diff_id[DS];
+        int r;
+
+        if (!p->pinned && !(p->pinned = calloc(REGISTRY_MAX_LAYERS, DS)))
+                return -ENOMEM;
+        if (p->npinned >= REGISTRY_MAX_LAYERS)
+                return 0;
+        r = imagestore_blob_layer(p->svc->d->images, digest, 1, diff_id);
+        if (r == 1)
+                memcpy(p->pinned[p->npinned++], diff_id, DS);
+        return r;
+}
+
 /* A registry pull into a scratch directory of the store, then its import from there. */
 static int pull_registry(struct pull *p, struct imagestore *s, uint64_t max_bytes) {
         struct registry_pull rq = {
@@ -168,6 +187,8 @@ static int pull_registry(struct pull *p, struct imagestore *s, uint64_t max_byte
                 .cancel = &p->cancel,
                 .progress = on_progress,
                 .progress_opaque = p,
+                .have_layer = have_layer,
+                .have_layer_opaque = p,
         };
         struct registry_result res;
         char name[NAME_MAX + 1], dest[64];
@@ -188,6 +209,10 @@ static int pull_registry(struct pull *p, struct imagestore *s, uint64_t max_byte
         }
         close(fd);
         imagestore_scratch_remove(s, name);
+        while (p->npinned > 0)
+                imagestore_unpin(s, p->pinned[--p->npinned]);
+        free(p->pinned);
+        p->pinned = NULL;
         return r;
 }
 
@@ -339,6 +364,9 @@ static void answer_waiters(struct pull *p) {
         if (r == -EFBIG)
                 snprintf(p->err + strlen(p->err), sizeof(p->err) - strlen(p->err),
                          " (sbxd --max-image-size is %" PRIu64 " bytes)", d->cfg->max_image_bytes);
+        if (r == -EDQUOT)
+                snprintf(p->err + strlen(p->err), sizeof(p->err) - strlen(p->err),
+                         " (sbxd --max-image-entries is %u)", (unsigned)d->cfg->max_image_entries);
         while ((wt = p->waiters)) {
                 p->waiters = wt->next;
                 if (wt->cc.conn) {
@@ -373,6 +401,8 @@ static void pull_done(uv_work_t *w, int status) {
         }
         if (p->r == 0)
                 fit_cache(svc, p->manifest);
+        else
+                images_collect(svc->d); /* what the failed import left (imageimport.c) */
         if (p->r == 0)
                 log_info("uid=%u image %s pulled: %s", (unsigned)p->uid, p->name, p->manifest);
         else
