@@ -33,9 +33,9 @@ enum { CONFIG_CGROUPS_AUTO = 0, CONFIG_CGROUPS_ON, CONFIG_CGROUPS_OFF };
  * 100 GB ext4 state filesystem (one per 16 KiB). The store's bound in entries is
  * derived: as many images at this bound as --image-cache-size holds at --max-image-size
  * (images_fit). */
-#define CONFIG_DEFAULT_MAX_IMAGE_ENTRIES 500000u
-#define CONFIG_MIN_MAX_IMAGE_ENTRIES     1000u
-#define CONFIG_MAX_MAX_IMAGE_ENTRIES     100000000u
+#define CONFIG_DEFAULT_MAX_IMAGE_ENTRIES  500000u
+#define CONFIG_MIN_MAX_IMAGE_ENTRIES      1000u
+#define CONFIG_MAX_MAX_IMAGE_ENTRIES      100000000u
 #define CONFIG_MAX_SANDBOX_TIMEOUT_MS     (7ull * 24u * 3600u * 1000u)
 
 struct config {

@@ -445,9 +445,8 @@ static int import_plan(struct imagestore *s, struct plan *p, const char *ref, ch
                        size_t errlen) {
         struct imagestore_layer_ref *refs = calloc(p->nlayers + 1, sizeof(*refs));
         const struct imagestore_opts *o = imagestore_opts(s);
-        struct imagestore_budget budget = {o->max_image_bytes, o->max_image_entries
-                                                                      ? o->max_image_entries
-                                                                      : UINT64_MAX};
+        struct imagestore_budget budget = {
+                o->max_image_bytes, o->max_image_entries ? o->max_image_entries : UINT64_MAX};
         size_t i, pinned = 0;
         int q = refs ? 0 : -ENOMEM, blobs_pinned = 0;
 

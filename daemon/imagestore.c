@@ -85,9 +85,8 @@ static json_t *rec_to_json(const struct rec *r) {
         for (i = 0; i < r->nlayers; i++) {
                 const struct imagestore_layer_ref *l = &r->layers[i];
                 json_t *lj = json_pack("{s:s,s:I,s:I,s:I}", "diff_id", l->diff_id, "data",
-                                       (json_int_t)l->data_bytes, "disk",
-                                       (json_int_t)l->disk_bytes, "entries",
-                                       (json_int_t)l->entries);
+                                       (json_int_t)l->data_bytes, "disk", (json_int_t)l->disk_bytes,
+                                       "entries", (json_int_t)l->entries);
                 if (lj && l->blob[0])
                         json_object_set_new(lj, "blob", json_string(l->blob));
                 json_array_append_new(layers, lj);
@@ -135,7 +134,8 @@ static int rec_from_json(json_t *o, struct rec *r) {
                         return -EINVAL;
                 /* Optional (records of older stores have neither): no blob known, and
                  * entries not counted. */
-                if (json_object_get(v, "blob") && get_digest(json_object_get(v, "blob"), l->blob) < 0)
+                if (json_object_get(v, "blob") &&
+                    get_digest(json_object_get(v, "blob"), l->blob) < 0)
                         return -EINVAL;
                 l->data_bytes = (uint64_t)json_integer_value(json_object_get(v, "data"));
                 l->disk_bytes = (uint64_t)json_integer_value(json_object_get(v, "disk"));
@@ -965,8 +965,8 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 l->data_bytes = res.bytes;
                 l->disk_bytes = disk_usage(tfd);
                 l->entries = res.entries;
-                snprintf(size, sizeof(size), "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-                         l->data_bytes, l->disk_bytes, l->entries);
+                snprintf(size, sizeof(size), "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", l->data_bytes,
+                         l->disk_bytes, l->entries);
                 q = syncfs(tfd) < 0 ? -errno : 0;
         }
         if (q == 0) {
@@ -1055,9 +1055,8 @@ static int fits(const struct imagestore_layer_ref *l, const struct imagestore_bu
 }
 
 int imagestore_get_layer(struct imagestore *s, const char *diff_id,
-                         const struct imagestore_blob_source *src,
-                         struct imagestore_budget *budget, struct imagestore_layer_ref *ret,
-                         char *err, size_t errlen) {
+                         const struct imagestore_blob_source *src, struct imagestore_budget *budget,
+                         struct imagestore_layer_ref *ret, char *err, size_t errlen) {
         char lock[DIGEST_HEX_LEN + 8], known[DS] = "";
         const char *hex = hex_of(diff_id);
         int lfd, q;

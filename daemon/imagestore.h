@@ -37,9 +37,11 @@
  * layer names its blob digest only when this store unpacked that blob and found that
  * diff_id (or found the pair recorded already), never from a manifest's word alone, so
  * imagestore_blob_layer may answer "blob B is layer L" and a pull skips downloading B
- * (a blob unpacks to one diff_id only: the digest of its decompressed bytes). Refs (the names that find an image) are strings the caller chooses;
- * the store does not interpret them, and one ref names at most one image (importing
- * under a ref moves it). Holds (a sandbox using an image) are counted in memory: the
+ * (a blob unpacks to one diff_id only: the digest of its decompressed bytes).
+ *
+ * Refs (the names that find an image) are strings the caller chooses; the store does
+ * not interpret them, and one ref names at most one image (importing under a ref moves
+ * it). Holds (a sandbox using an image) are counted in memory: the
  * daemon re-holds what its re-adopted sandboxes use after a restart.
  *
  * Threads: every function may be called from any thread; metadata is guarded by one
@@ -209,12 +211,11 @@ struct imagestore_budget {
  * renames it into place; budget bounds its file data and entries, and loses what the
  * layer takes. *ret gets the layer (its blob: src's digest when it was checked here or
  * recorded with diff_id before). Errors as layer_unpack's (-EFBIG past the bytes,
- * -EMLINK past the entries, err naming which), and -EINVAL for a digest or size that
+ * -EDQUOT past the entries, err naming which), and -EINVAL for a digest or size that
  * does not match. */
 int imagestore_get_layer(struct imagestore *s, const char *diff_id,
-                         const struct imagestore_blob_source *src,
-                         struct imagestore_budget *budget, struct imagestore_layer_ref *ret,
-                         char *err, size_t errlen);
+                         const struct imagestore_blob_source *src, struct imagestore_budget *budget,
+                         struct imagestore_layer_ref *ret, char *err, size_t errlen);
 
 /* The layer the blob digest was unpacked to, when a record says so (see above): 1 and
  * ret_diff_id, or 0. With pin, that layer is also pinned (imagestore_pin: the caller

@@ -859,9 +859,9 @@ static int fetch_blobs(struct pull *pl, const struct image *img, struct registry
                                                .index = i,
                                                .count = img->n,
                                                .total_bytes = img->layers[i].size};
-                r = pl->p->have_layer ? pl->p->have_layer(pl->p->have_layer_opaque,
-                                                          img->layers[i].digest)
-                                      : 0;
+                r = pl->p->have_layer
+                            ? pl->p->have_layer(pl->p->have_layer_opaque, img->layers[i].digest)
+                            : 0;
                 if (r == 1)
                         report_reused(pl, &img->layers[i], &t, res);
                 if (r == 0)

@@ -59,8 +59,8 @@ static unsigned sandboxes_seen(struct sbxd *d, const struct caller *k, const cha
 
 /* An ImageInfo of img for uid (names: uid's refs only; sandboxes: those uid may use),
  * pointing into img and names. */
-static void info_of(const struct imagestore_image *img, uid_t uid, unsigned sandboxes,
-                    char **names, char **layers, Sbx__V1__ImageInfo *ret) {
+static void info_of(const struct imagestore_image *img, uid_t uid, unsigned sandboxes, char **names,
+                    char **layers, Sbx__V1__ImageInfo *ret) {
         size_t i, n = 0;
 
         sbx__v1__image_info__init(ret);
@@ -254,9 +254,8 @@ void rpc_images_inspect(struct conn *c, const Sbx__V1__Request *req) {
  * names (img->nrefs entries, pointing into img): their count, or -EBUSY (err says
  * which image and why) when the image is in use and was uid's last name for it. seen:
  * the sandboxes of it uid may use (sandboxes_seen), the only ones the answer counts. */
-static int remove_refs(struct sbxd *d, const struct imagestore_image *img, uid_t uid,
-                       unsigned seen, const char *key, const char **names, char *err,
-                       size_t errlen) {
+static int remove_refs(struct sbxd *d, const struct imagestore_image *img, uid_t uid, unsigned seen,
+                       const char *key, const char **names, char *err, size_t errlen) {
         size_t i, n = 0;
         int only_key = 0, r;
 
@@ -327,8 +326,8 @@ void rpc_images_remove(struct conn *c, const Sbx__V1__Request *req) {
         if (images_ref(peer.uid, name, key, sizeof(key), err, sizeof(err)) < 0)
                 key[0] = '\0'; /* a digest: every name of the caller's for it */
         rpc_caller_of(c, &k);
-        n = remove_refs(d, &img, peer.uid, sandboxes_seen(d, &k, img.manifest),
-                        key[0] ? key : NULL, names, err, sizeof(err));
+        n = remove_refs(d, &img, peer.uid, sandboxes_seen(d, &k, img.manifest), key[0] ? key : NULL,
+                        names, err, sizeof(err));
         if (n == -EBUSY)
                 conn_send_status(c, req->request_id, SBX__V1__CODE__FAILED_PRECONDITION, "%s", err);
         else

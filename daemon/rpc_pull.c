@@ -70,7 +70,7 @@ struct pull {
         struct layer_state *layers; /* under mu */
         unsigned nlayers;
         int unpacking, phase_dirty; /* under mu */
-        char (*pinned)[DS]; /* the worker's: layers the registry skipped, pinned */
+        char (*pinned)[DS];         /* the worker's: layers the registry skipped, pinned */
         unsigned npinned;
         /* The result, written by the worker before it returns. */
         int r;

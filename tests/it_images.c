@@ -935,7 +935,8 @@ START_TEST(repull_fetches_no_layer_blob) {
         ck_assert_msg(strstr(text, "pull OK") && strstr(text, "reused 1111\n") &&
                               strstr(text, "ls 1\n"),
                       "%s", text);
-        ck_assert_msg(strstr(text, "names 1 ") && strstr(line_of(text, "names 1 "), v1), "%s", text);
+        ck_assert_msg(strstr(text, "names 1 ") && strstr(line_of(text, "names 1 "), v1), "%s",
+                      text);
         free(text);
         ck_assert_int_eq(gate_blob_gets(), 1);
         ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
@@ -967,11 +968,12 @@ START_TEST(max_image_entries_refused) {
 
         snprintf(many, sizeof(many), "%s/many", it_base_dir());
         ck_assert_int_eq(mkdir(many, 0755), 0);
-        ck_assert_msg(srv_sh("bash tests/mkhostile.sh --entries %s 600 >%s/many.log 2>&1 && "
-                             "skopeo copy -q --insecure-policy --dest-tls-verify=false "
-                             "oci:%s/oci:many docker://127.0.0.1:%d/test/many:v1 >>%s/many.log 2>&1",
-                             many, it_base_dir(), many, reg_port, it_base_dir()) == 0,
-                      "tests/mkhostile.sh --entries (see %s/many.log)", it_base_dir());
+        ck_assert_msg(
+                srv_sh("bash tests/mkhostile.sh --entries %s 600 >%s/many.log 2>&1 && "
+                       "skopeo copy -q --insecure-policy --dest-tls-verify=false "
+                       "oci:%s/oci:many docker://127.0.0.1:%d/test/many:v1 >>%s/many.log 2>&1",
+                       many, it_base_dir(), many, reg_port, it_base_dir()) == 0,
+                "tests/mkhostile.sh --entries (see %s/many.log)", it_base_dir());
         snprintf(src, sizeof(src), "oci:%s/oci:many", many);
         ck_assert_int_ge(asprintf(&ref, "127.0.0.1:%d/test/many:v1", reg_port), 0);
         what[0] = src;
@@ -987,7 +989,8 @@ START_TEST(max_image_entries_refused) {
                               "%s", m);
                 ck_assert_int_eq(trash_empties(&d), 0);
                 for (int k = 0; k < 4; k++) {
-                        static const char *const sub[] = {"images", "layers", "tmp", "blobs/sha256"};
+                        static const char *const sub[] = {"images", "layers", "tmp",
+                                                          "blobs/sha256"};
                         snprintf(dir, sizeof(dir), "%s/images/%s", d.state, sub[k]);
                         ck_assert_msg(entries(dir) == 0, "%s: %d left", sub[k], entries(dir));
                 }
