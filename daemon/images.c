@@ -230,12 +230,9 @@ void images_collect(struct sbxd *d) {
         d->images_gc = gc;
 }
 
-/* The store's bound in entries: as many images at --max-image-entries as
- * --image-cache-size holds images at --max-image-size (the defaults: 2.5 images, 1.25
- * million entries), never less than one image's. Derived rather than a flag of its own:
- * both bounds say "this many large images", and an operator who grows the cache in
- * bytes grows it in inodes alike. */
-static uint64_t cache_entries(const struct config *cfg) {
+/* Derived rather than a flag of its own: both bounds say "this many large images", and
+ * an operator who grows the cache in bytes grows it in inodes alike. */
+uint64_t images_cache_entries(const struct config *cfg) {
         long double n = (long double)cfg->max_image_entries * (long double)cfg->image_cache_bytes /
                         (long double)cfg->max_image_bytes;
 
@@ -244,7 +241,7 @@ static uint64_t cache_entries(const struct config *cfg) {
 
 int images_fit(struct sbxd *d, const char *keep) {
         int held = keep && imagestore_hold(d->images, keep) == 0;
-        int n = imagestore_fit(d->images, d->cfg->image_cache_bytes, cache_entries(d->cfg));
+        int n = imagestore_fit(d->images, d->cfg->image_cache_bytes, images_cache_entries(d->cfg));
 
         if (held)
                 (void)imagestore_release(d->images, keep);

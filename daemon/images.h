@@ -76,6 +76,12 @@ void images_collect(struct sbxd *d);
  * NULL), and collects what went. Returns how many images it removed. Loop thread. */
 int images_fit(struct sbxd *d, const char *keep);
 
+struct config;
+/* The store's bound in entries: as many images at --max-image-entries as
+ * --image-cache-size holds images at --max-image-size (the defaults: 2.5 images, 1.25
+ * million entries), never less than one image's bound. Pure. */
+uint64_t images_cache_entries(const struct config *cfg);
+
 /* 1 when img has a ref of uid's (the image is then uid's to see). */
 int images_owns(const struct imagestore_image *img, uid_t uid);
 

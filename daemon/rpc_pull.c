@@ -347,9 +347,9 @@ static void fit_cache(struct rpc_pulls *svc, const char *manifest) {
         int n = images_fit(svc->d, manifest);
 
         if (n > 0)
-                log_info("image store over --image-cache-size: %d least recently used images "
-                         "removed",
-                         n);
+                log_info("image store over --image-cache-size or its bound of %" PRIu64
+                         " entries: %d least recently used images removed",
+                         images_cache_entries(svc->d->cfg), n);
 }
 
 /* Answers every waiter of p with its result. */

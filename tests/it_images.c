@@ -813,7 +813,7 @@ START_TEST(cache_bound_evicts_least_recently_used) {
         ck_assert_str_eq(l->v[0].digest, b->digest);
         sbx_image_list_free(l);
         ck_assert_int_eq(trash_empties(&d), 0);
-        ck_assert_int_ge(it_log_count(&d, "over --image-cache-size: 1 least recently used"), 1);
+        ck_assert_int_ge(it_log_count(&d, "entries: 1 least recently used"), 1);
         sbx_image_free(a);
         sbx_image_free(b);
         sbx_close(c);
@@ -1008,6 +1008,47 @@ START_TEST(max_image_entries_refused) {
 }
 END_TEST
 
+/* The cache's bound in entries, derived: with --image-cache-size equal to
+ * --max-image-size it is --max-image-entries (1000). Two images of 2 x 400 and 2 x 401
+ * empty files (804 and 806 entries) are within it each; pulling the second removes the
+ * first, though the bytes are far within --image-cache-size. */
+START_TEST(cache_bound_counts_entries) {
+        static const char *const flags[] = {
+                "--max-image-entries", "1000", "--max-image-size", "1G", "--image-cache-size", "1G",
+                NULL};
+        struct it_daemon d;
+        struct sbx_image_list *l = NULL;
+        struct sbx_image *a, *b;
+        char src[2][900];
+        sbx_client *c;
+
+        for (int i = 0; i < 2; i++) {
+                char dir[800];
+                snprintf(dir, sizeof(dir), "%s/few%d", it_base_dir(), i);
+                ck_assert_int_eq(mkdir(dir, 0755), 0);
+                ck_assert_msg(srv_sh("bash tests/mkhostile.sh --entries %s %d >%s/few.log 2>&1",
+                                     dir, 400 + i, it_base_dir()) == 0,
+                              "tests/mkhostile.sh --entries (see %s/few.log)", it_base_dir());
+                snprintf(src[i], sizeof(src[i]), "oci:%s/oci:many", dir);
+        }
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        a = pull_ok(c, src[0]);
+        b = pull_ok(c, src[1]);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1);
+        ck_assert_str_eq(l->v[0].digest, b->digest);
+        ck_assert_uint_lt(l->v[0].size_bytes, 1u << 20);
+        sbx_image_list_free(l);
+        ck_assert_int_ge(it_log_count(&d, "bound of 1000 entries: 1 least recently used"), 1);
+        ck_assert_int_eq(trash_empties(&d), 0);
+        sbx_image_free(a);
+        sbx_image_free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* BOB's side of image_sandboxes_counted_per_caller: arg is "SOURCE"; pulls it (once)
  * and says the sandboxes count his list shows of it. */
 static void bob_counts(struct it_daemon *d, const char *arg, struct report *r) {
@@ -1101,6 +1142,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, cache_bound_evicts_least_recently_used);
         tcase_add_test(tc, repull_fetches_no_layer_blob);
         tcase_add_test(tc, max_image_entries_refused);
+        tcase_add_test(tc, cache_bound_counts_entries);
         tcase_add_test(tc, image_sandboxes_counted_per_caller);
         suite_add_tcase(s, tc);
         return s;
