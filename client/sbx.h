@@ -758,7 +758,7 @@ struct sbx_image {
         char *digest;          /* its manifest digest "sha256:...", its id */
         uint64_t size_bytes;   /* on disk: its layers (shared ones too) and blobs */
         uint64_t data_bytes;   /* file data of its layers */
-        uint32_t sandboxes;    /* sandboxes using it now */
+        uint32_t sandboxes;    /* the caller's sandboxes (own or shared) using it now */
         int64_t created_unix_ms;
         int64_t last_used_unix_ms;
         struct sbx_strv layers;          /* diff ids, lowest first */

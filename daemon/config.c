@@ -173,6 +173,7 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->max_disk_bytes = DISK_DEFAULT_MAX_BYTES;
         cfg->max_image_bytes = CONFIG_DEFAULT_MAX_IMAGE_BYTES;
         cfg->image_cache_bytes = CONFIG_DEFAULT_IMAGE_CACHE_BYTES;
+        cfg->max_image_entries = CONFIG_DEFAULT_MAX_IMAGE_ENTRIES;
         /* A limit of memory or of /tmp (memory-backed) above the host's memory and swap
          * would limit nothing; cpu_percent above its CPUs likewise. */
         cfg->max_memory_bytes = bounds_host_memory();
@@ -346,7 +347,7 @@ const char *config_usage(void) {
                "            [--max-proxy-fds-per-uid N] [--max-lookups-per-uid N]\n"
                "            [--max-ptys N] [--max-ptys-per-uid N]\n"
                "            [--max-image-size SIZE] [--image-cache-size SIZE]\n"
-               "            [--max-snapshot-bytes-per-uid SIZE]\n"
+               "            [--max-snapshot-bytes-per-uid SIZE] [--max-image-entries N]\n"
                "\n"
                "Runs the sbxd sandbox daemon in the foreground, logging to stderr. It is ready\n"
                "when the socket accepts connections. Log levels: err warning notice info debug.\n"
@@ -453,6 +454,8 @@ static const struct {
          EGRESS_FDS_PER_CONNECTION, CONFIG_MAX_PROXY_FDS},
         {"--max-lookups-per-uid", offsetof(struct config, max_lookups_per_uid), 1,
          EGRESS_UV_THREADS_MAX},
+        {"--max-image-entries", offsetof(struct config, max_image_entries),
+         CONFIG_MIN_MAX_IMAGE_ENTRIES, CONFIG_MAX_MAX_IMAGE_ENTRIES},
 };
 
 /* Flags whose value is a duration in seconds (config_parse_seconds), under their names

@@ -27,6 +27,15 @@ enum { CONFIG_CGROUPS_AUTO = 0, CONFIG_CGROUPS_ON, CONFIG_CGROUPS_OFF };
  * the least recently used images no sandbox uses are removed past it. */
 #define CONFIG_DEFAULT_MAX_IMAGE_BYTES   (8ull << 30)
 #define CONFIG_DEFAULT_IMAGE_CACHE_BYTES (20ull << 30)
+/* One image's tar entries (--max-image-entries): what it costs in inodes, which its bytes
+ * do not bound (a layer of empty files). A Debian with python3 has 10,000 to 20,000: the
+ * default is 25 times that or more, and under a tenth of the 6.5 million inodes of a
+ * 100 GB ext4 state filesystem (one per 16 KiB). The store's bound in entries is
+ * derived: as many images at this bound as --image-cache-size holds at --max-image-size
+ * (images_fit). */
+#define CONFIG_DEFAULT_MAX_IMAGE_ENTRIES  500000u
+#define CONFIG_MIN_MAX_IMAGE_ENTRIES      1000u
+#define CONFIG_MAX_MAX_IMAGE_ENTRIES      100000000u
 #define CONFIG_MAX_SANDBOX_TIMEOUT_MS     (7ull * 24u * 3600u * 1000u)
 
 /* --warm-image REF=N: N sandboxes of image REF (the daemon's user's) kept warm. */
@@ -79,6 +88,7 @@ struct config {
         uint64_t image_cache_bytes;       /* --image-cache-size: the store's bound */
         uint64_t max_snapshot_bytes_per_uid; /* file data of one uid's snapshots; 0 until
                                               * derived: a quarter of the cache bound */
+        uint32_t max_image_entries;       /* --max-image-entries: one image's tar entries */
         uint64_t max_buffered_bytes;      /* memory held for clients, all uids (quota.h) */
         uint64_t max_buffered_per_uid;    /* of it, one uid's: the flag, or a quarter */
         uint64_t max_buffered_per_uid_flag; /* --max-buffered-per-uid as given; 0: not given */

@@ -425,12 +425,28 @@ static int open_source(void *ud, char *err, size_t errlen) {
         return open_file(src->dir, src->path, err, errlen);
 }
 
+/* Refuses a layer whose blob the store unpacked before to another diff_id than the
+ * config's: a blob unpacks to one diff_id only, so the image lies. */
+static int check_known_blob(struct imagestore *s, const struct plan_layer *l, char *err,
+                            size_t errlen) {
+        char known[DS];
+
+        if (imagestore_blob_layer(s, l->blob, 0, known) != 1 || strcmp(known, l->diff_id) == 0)
+                return 0;
+        snprintf(err, errlen, "layer blob %s unpacks to the diff_id %s, the config says %s",
+                 l->blob, known, l->diff_id);
+        return -EINVAL;
+}
+
 /* Pins what the image names, makes sure each layer is in the store, stores the
- * manifest and config, records the image, and unpins. */
+ * manifest and config, records the image, and unpins. A layer the store has already is
+ * not read again (a registry pull did not even download its blob: registry.h). */
 static int import_plan(struct imagestore *s, struct plan *p, const char *ref, char *err,
                        size_t errlen) {
         struct imagestore_layer_ref *refs = calloc(p->nlayers + 1, sizeof(*refs));
-        uint64_t budget = imagestore_opts(s)->max_image_bytes;
+        const struct imagestore_opts *o = imagestore_opts(s);
+        struct imagestore_budget budget = {
+                o->max_image_bytes, o->max_image_entries ? o->max_image_entries : UINT64_MAX};
         size_t i, pinned = 0;
         int q = refs ? 0 : -ENOMEM, blobs_pinned = 0;
 
@@ -447,11 +463,10 @@ static int import_plan(struct imagestore *s, struct plan *p, const char *ref, ch
                 if (q < 0)
                         break;
                 pinned++;
-                memcpy(refs[i].diff_id, p->layers[i].diff_id, DS);
-                q = imagestore_get_layer(s, p->layers[i].diff_id, &bs, budget, &refs[i].data_bytes,
-                                         &refs[i].disk_bytes, err, errlen);
+                q = check_known_blob(s, &p->layers[i], err, errlen);
                 if (q == 0)
-                        budget -= refs[i].data_bytes;
+                        q = imagestore_get_layer(s, p->layers[i].diff_id, &bs, &budget, &refs[i],
+                                                 err, errlen);
         }
         if (q == 0)
                 q = imagestore_put_blob(s, p->config, p->config_buf, p->config_len, err, errlen);
@@ -467,6 +482,8 @@ static int import_plan(struct imagestore *s, struct plan *p, const char *ref, ch
                 imagestore_unpin(s, p->config);
                 imagestore_unpin(s, p->manifest);
         }
+        if (q < 0) /* the layers unpacked before the one that failed */
+                imagestore_sweep(s);
         if (q == -ENOMEM && !err[0])
                 snprintf(err, errlen, "out of memory");
         free(refs);

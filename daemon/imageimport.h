@@ -31,8 +31,10 @@
  * A multi-architecture index selects the store's platform. ref (may be NULL) is added
  * to the image's refs. Every blob is checked against its descriptor's digest and size;
  * the layers' diff_ids against the config. ret_manifest (may be NULL) gets the image's
- * id. -ENOENT no such tag, -EINVAL a malformed or lying layout or layer, -EFBIG past
- * max_image_bytes, -ENOEXEC no image for this platform, -ENOSPC, -EIO. */
+ * id. -ENOENT no such tag, -EINVAL a malformed or lying layout or layer (or a config
+ * that gives a blob the store unpacked another diff_id), -EFBIG past max_image_bytes,
+ * -EDQUOT past max_image_entries, -ENOEXEC no image for this platform, -ENOSPC, -EIO.
+ * A failure leaves nothing: the layers unpacked before it are swept (imagestore_sweep). */
 int imageimport_oci(struct imagestore *s, int layout_fd, const char *tag, const char *ref,
                     char ret_manifest[DIGEST_STR_BYTES], char *err, size_t errlen);
 

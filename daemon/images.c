@@ -20,6 +20,7 @@ int images_open(struct sbxd *d, const char *state_dir, char *err, size_t errlen)
         struct imagestore_opts o = {
                 .max_image_bytes = d->cfg->max_image_bytes,
                 .max_layer_entries = IMAGES_MAX_LAYER_ENTRIES,
+                .max_image_entries = d->cfg->max_image_entries,
                 .whiteouts = d->euid == 0 ? LAYER_WHITEOUT_CHARDEV : LAYER_WHITEOUT_USERXATTR,
                 .keep_owners = d->euid == 0,
         };
@@ -238,9 +239,18 @@ void images_collect(struct sbxd *d) {
         d->images_gc = gc;
 }
 
+/* Derived rather than a flag of its own: both bounds say "this many large images", and
+ * an operator who grows the cache in bytes grows it in inodes alike. */
+uint64_t images_cache_entries(const struct config *cfg) {
+        long double n = (long double)cfg->max_image_entries * (long double)cfg->image_cache_bytes /
+                        (long double)cfg->max_image_bytes;
+
+        return n < cfg->max_image_entries ? cfg->max_image_entries : (uint64_t)n;
+}
+
 int images_fit(struct sbxd *d, const char *keep) {
         int held = keep && imagestore_hold(d->images, keep) == 0;
-        int n = imagestore_fit(d->images, d->cfg->image_cache_bytes);
+        int n = imagestore_fit(d->images, d->cfg->image_cache_bytes, images_cache_entries(d->cfg));
 
         if (held)
                 (void)imagestore_release(d->images, keep);

@@ -69,10 +69,18 @@ int images_find(struct sbxd *d, uid_t uid, const char *name, struct imagestore_i
  * thread; nothing to wait for (the loop runs until the job is done). */
 void images_collect(struct sbxd *d);
 
-/* Brings the store within sbxd --image-cache-size (imagestore_fit: the least recently
- * used images no sandbox holds go), never removing keep (a manifest digest, may be
+/* Brings the store within sbxd --image-cache-size, and within its bound in entries
+ * (--max-image-entries times --image-cache-size over --max-image-size: as many images
+ * at the entries bound as the cache holds at the size bound), (imagestore_fit: the
+ * least recently used images no sandbox holds go), never removing keep (a manifest digest, may be
  * NULL), and collects what went. Returns how many images it removed. Loop thread. */
 int images_fit(struct sbxd *d, const char *keep);
+
+struct config;
+/* The store's bound in entries: as many images at --max-image-entries as
+ * --image-cache-size holds images at --max-image-size (the defaults: 2.5 images, 1.25
+ * million entries), never less than one image's bound. Pure. */
+uint64_t images_cache_entries(const struct config *cfg);
 
 /* 1 when img has a ref of uid's (the image is then uid's to see). */
 int images_owns(const struct imagestore_image *img, uid_t uid);

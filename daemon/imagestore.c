@@ -82,11 +82,15 @@ static json_t *rec_to_json(const struct rec *r) {
 
         for (i = 0; i < r->nrefs; i++)
                 json_array_append_new(refs, json_string(r->refs[i]));
-        for (i = 0; i < r->nlayers; i++)
-                json_array_append_new(layers,
-                                      json_pack("{s:s,s:I,s:I}", "diff_id", r->layers[i].diff_id,
-                                                "data", (json_int_t)r->layers[i].data_bytes, "disk",
-                                                (json_int_t)r->layers[i].disk_bytes));
+        for (i = 0; i < r->nlayers; i++) {
+                const struct imagestore_layer_ref *l = &r->layers[i];
+                json_t *lj = json_pack("{s:s,s:I,s:I,s:I}", "diff_id", l->diff_id, "data",
+                                       (json_int_t)l->data_bytes, "disk", (json_int_t)l->disk_bytes,
+                                       "entries", (json_int_t)l->entries);
+                if (lj && l->blob[0])
+                        json_object_set_new(lj, "blob", json_string(l->blob));
+                json_array_append_new(layers, lj);
+        }
         json_object_set_new(o, "manifest", json_string(r->manifest));
         json_object_set_new(o, "config", json_string(r->config));
         json_object_set_new(o, "refs", refs);
@@ -128,8 +132,14 @@ static int rec_from_json(json_t *o, struct rec *r) {
                 struct imagestore_layer_ref *l = &r->layers[r->nlayers++];
                 if (get_digest(json_object_get(v, "diff_id"), l->diff_id) < 0)
                         return -EINVAL;
+                /* Optional (records of older stores have neither): no blob known, and
+                 * entries not counted. */
+                if (json_object_get(v, "blob") &&
+                    get_digest(json_object_get(v, "blob"), l->blob) < 0)
+                        return -EINVAL;
                 l->data_bytes = (uint64_t)json_integer_value(json_object_get(v, "data"));
                 l->disk_bytes = (uint64_t)json_integer_value(json_object_get(v, "disk"));
+                l->entries = (uint64_t)json_integer_value(json_object_get(v, "entries"));
         }
         r->blob_bytes = (uint64_t)json_integer_value(json_object_get(o, "blob_bytes"));
         r->created_ms = json_integer_value(json_object_get(o, "created_ms"));
@@ -251,6 +261,7 @@ static int copy_image(const struct rec *r, struct imagestore_image *out) {
                 memcpy(out->layers[i], r->layers[i].diff_id, DS);
                 out->size_bytes += r->layers[i].disk_bytes;
                 out->data_bytes += r->layers[i].data_bytes;
+                out->entries += r->layers[i].entries;
         }
         out->nlayers = r->nlayers;
         out->created_ms = r->created_ms;
@@ -684,9 +695,10 @@ int imagestore_prune(struct imagestore *s, int all) {
         return n;
 }
 
-/* The store's bytes, each layer counted once. mu held. */
-static uint64_t usage(struct imagestore *s) {
-        uint64_t total = 0;
+/* The store's bytes on disk (*ret_entries: its layers' entries), each layer counted
+ * once. mu held. */
+static uint64_t usage(struct imagestore *s, uint64_t *ret_entries) {
+        uint64_t total = 0, entries = 0;
         size_t i, k, j, m;
 
         for (i = 0; i < s->nrecs; i++) {
@@ -699,10 +711,14 @@ static uint64_t usage(struct imagestore *s) {
                                         seen = !strcmp(s->recs[j].layers[m].diff_id, d);
                         for (m = 0; m < k && !seen; m++)
                                 seen = !strcmp(s->recs[i].layers[m].diff_id, d);
-                        if (!seen)
+                        if (!seen) {
                                 total += s->recs[i].layers[k].disk_bytes;
+                                entries += s->recs[i].layers[k].entries;
+                        }
                 }
         }
+        if (ret_entries)
+                *ret_entries = entries;
         return total;
 }
 
@@ -710,16 +726,32 @@ uint64_t imagestore_usage(struct imagestore *s) {
         uint64_t u;
 
         pthread_mutex_lock(&s->mu);
-        u = usage(s);
+        u = usage(s, NULL);
         pthread_mutex_unlock(&s->mu);
         return u;
 }
 
-int imagestore_fit(struct imagestore *s, uint64_t max_bytes) {
+uint64_t imagestore_entries(struct imagestore *s) {
+        uint64_t e;
+
+        pthread_mutex_lock(&s->mu);
+        usage(s, &e);
+        pthread_mutex_unlock(&s->mu);
+        return e;
+}
+
+/* 1 when the store is past either bound. mu held. */
+static int over(struct imagestore *s, uint64_t max_bytes, uint64_t max_entries) {
+        uint64_t entries, bytes = usage(s, &entries);
+
+        return bytes > max_bytes || entries > max_entries;
+}
+
+int imagestore_fit(struct imagestore *s, uint64_t max_bytes, uint64_t max_entries) {
         int n = 0;
 
         pthread_mutex_lock(&s->mu);
-        while (usage(s) > max_bytes) {
+        while (over(s, max_bytes, max_entries)) {
                 struct rec *lru = NULL;
                 size_t i;
                 for (i = 0; i < s->nrecs; i++)
@@ -731,6 +763,15 @@ int imagestore_fit(struct imagestore *s, uint64_t max_bytes) {
                 n++;
         }
         sweep_all(s);
+        pthread_mutex_unlock(&s->mu);
+        return n;
+}
+
+unsigned imagestore_sweep(struct imagestore *s) {
+        unsigned n;
+
+        pthread_mutex_lock(&s->mu);
+        n = sweep_all(s);
         pthread_mutex_unlock(&s->mu);
         return n;
 }
@@ -827,9 +868,10 @@ void imagestore_scratch_remove(struct imagestore *s, const char *name) {
         layerns_remove_tree(&s->o.ns, s->tmp_fd, name);
 }
 
-/* Reads layers/HEX/size. */
-static int read_layer_size(struct imagestore *s, const char *hex, uint64_t *data, uint64_t *disk) {
-        char path[DIGEST_HEX_LEN + 8], buf[64];
+/* Reads layers/HEX/size into l's sizes (entries 0 for a layer an older store unpacked,
+ * which did not count them). */
+static int read_layer_size(struct imagestore *s, const char *hex, struct imagestore_layer_ref *l) {
+        char path[DIGEST_HEX_LEN + 8], buf[96];
         int fd;
         ssize_t n;
 
@@ -842,21 +884,28 @@ static int read_layer_size(struct imagestore *s, const char *hex, uint64_t *data
         if (n <= 0)
                 return -EIO;
         buf[n] = '\0';
-        return sscanf(buf, "%" SCNu64 " %" SCNu64, data, disk) == 2 ? 0 : -EIO;
+        l->entries = 0;
+        return sscanf(buf, "%" SCNu64 " %" SCNu64 " %" SCNu64, &l->data_bytes, &l->disk_bytes,
+                      &l->entries) >= 2
+                       ? 0
+                       : -EIO;
 }
 
 /* Unpacks src into a new directory of tmp/ (NAME/tree, NAME/size) and renames it to
- * layers/HEX once both digests matched. The layer's lock is held. */
+ * layers/HEX once both digests matched, filling l. The layer's lock is held. */
 static int unpack_layer(struct imagestore *s, const char *diff_id,
-                        const struct imagestore_blob_source *src, uint64_t budget, uint64_t *data,
-                        uint64_t *disk, char *err, size_t errlen) {
-        struct layer_opts lo = {budget, s->o.max_layer_entries, s->o.whiteouts, s->o.keep_owners,
-                                0};
+                        const struct imagestore_blob_source *src,
+                        const struct imagestore_budget *budget, struct imagestore_layer_ref *l,
+                        char *err, size_t errlen) {
+        struct layer_opts lo = {budget->bytes, s->o.max_layer_entries, s->o.whiteouts,
+                                s->o.keep_owners, 0};
         struct layer_result res;
-        char name[NAME_MAX + 1], size[64];
+        char name[NAME_MAX + 1], size[96];
         int dfd, tfd = -1, bfd, q;
         uint64_t du = 0;
 
+        if (budget->entries < lo.max_entries)
+                lo.max_entries = budget->entries;
         q = imagestore_scratch(s, &dfd, name);
         if (q < 0) {
                 snprintf(err, errlen, "image store: %s", strerror(-q));
@@ -872,6 +921,13 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
         }
         if (q == 0)
                 q = layerns_unpack(&s->o.ns, bfd, tfd, &lo, &res, &du, err, errlen);
+        if (q == -EDQUOT && lo.max_entries < s->o.max_layer_entries)
+                snprintf(err, errlen,
+                         "layer %s: more than the %" PRIu64
+                         " entries (files, directories, links) left of the image's bound",
+                         diff_id, lo.max_entries);
+        else if (q == -EDQUOT)
+                snprintf(err + strlen(err), errlen - strlen(err), " (a layer's bound)");
         if (q == 0 && src->blob_digest && strcmp(res.blob_digest, src->blob_digest) != 0)
                 q = -EINVAL, snprintf(err, errlen, "layer blob %s has the digest %s",
                                       src->blob_digest, res.blob_digest);
@@ -885,9 +941,11 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 q = -EINVAL,
                 snprintf(err, errlen, "layer %s has the diff_id %s", diff_id, res.diff_id);
         if (q == 0) {
-                *data = res.bytes;
-                *disk = du;
-                snprintf(size, sizeof(size), "%" PRIu64 " %" PRIu64 "\n", *data, *disk);
+                l->data_bytes = res.bytes;
+                l->disk_bytes = du;
+                l->entries = res.entries;
+                snprintf(size, sizeof(size), "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", l->data_bytes,
+                         l->disk_bytes, l->entries);
                 q = syncfs(tfd) < 0 ? -errno : 0;
         }
         if (q == 0) {
@@ -904,7 +962,7 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                  * flock(2) is not honoured, as on some network filesystems): the same
                  * content, checked by the same digests. The first one stays. */
                 if ((q == -ENOTEMPTY || q == -EEXIST) &&
-                    read_layer_size(s, hex_of(diff_id), data, disk) == 0)
+                    read_layer_size(s, hex_of(diff_id), l) == 0)
                         q = 1;
         }
         if (q == 0)
@@ -921,10 +979,64 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
         return q < 0 ? q : 0;
 }
 
+/* The diff_id a record says blob was unpacked to, or NULL. mu held. */
+static const char *known_blob(struct imagestore *s, const char *blob) {
+        size_t i, k;
+
+        for (i = 0; i < s->nrecs; i++)
+                for (k = 0; k < s->recs[i].nlayers; k++)
+                        if (strcmp(s->recs[i].layers[k].blob, blob) == 0)
+                                return s->recs[i].layers[k].diff_id;
+        return NULL;
+}
+
+int imagestore_blob_layer(struct imagestore *s, const char *blob, int pin,
+                          char ret_diff_id[DIGEST_STR_BYTES]) {
+        char diff_id[DS];
+        const char *d;
+
+        if (!blob || !blob[0])
+                return 0;
+        pthread_mutex_lock(&s->mu);
+        d = known_blob(s, blob);
+        if (d)
+                memcpy(diff_id, d, DS);
+        pthread_mutex_unlock(&s->mu);
+        /* Pinned after the lookup: a removal between the two may have swept it, which
+         * the faccessat below sees (a pin keeps it from then on). */
+        if (!d || (pin && imagestore_pin(s, diff_id) < 0))
+                return d ? -ENOMEM : 0;
+        if (faccessat(s->layers_fd, hex_of(diff_id), F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (pin)
+                        imagestore_unpin(s, diff_id);
+                return 0;
+        }
+        memcpy(ret_diff_id, diff_id, DS);
+        return 1;
+}
+
+/* Checks that a layer the store has fits in what the image may still take. */
+static int fits(const struct imagestore_layer_ref *l, const struct imagestore_budget *budget,
+                const char *diff_id, char *err, size_t errlen) {
+        if (l->data_bytes > budget->bytes) {
+                snprintf(err, errlen, "layer %s: its %" PRIu64 " bytes pass the image's bound",
+                         diff_id, l->data_bytes);
+                return -EFBIG;
+        }
+        if (l->entries > budget->entries) {
+                snprintf(err, errlen,
+                         "layer %s: its %" PRIu64
+                         " entries (files, directories, links) pass the image's bound",
+                         diff_id, l->entries);
+                return -EDQUOT;
+        }
+        return 0;
+}
+
 int imagestore_get_layer(struct imagestore *s, const char *diff_id,
-                         const struct imagestore_blob_source *src, uint64_t budget,
-                         uint64_t *ret_data, uint64_t *ret_disk, char *err, size_t errlen) {
-        char lock[DIGEST_HEX_LEN + 8];
+                         const struct imagestore_blob_source *src, struct imagestore_budget *budget,
+                         struct imagestore_layer_ref *ret, char *err, size_t errlen) {
+        char lock[DIGEST_HEX_LEN + 8], known[DS] = "";
         const char *hex = hex_of(diff_id);
         int lfd, q;
 
@@ -933,6 +1045,8 @@ int imagestore_get_layer(struct imagestore *s, const char *diff_id,
                 snprintf(err, errlen, "\"%.100s\" is no sha256 digest", diff_id);
                 return -EINVAL;
         }
+        memset(ret, 0, sizeof(*ret));
+        memcpy(ret->diff_id, diff_id, DS);
         snprintf(lock, sizeof(lock), "%s.lock", hex);
         lfd = openat(s->locks_fd, lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (lfd < 0 || flock(lfd, LOCK_EX) < 0) {
@@ -942,15 +1056,25 @@ int imagestore_get_layer(struct imagestore *s, const char *diff_id,
                         close(lfd);
                 return q;
         }
-        q = read_layer_size(s, hex, ret_data, ret_disk);
-        if (q == 0 && *ret_data > budget) {
-                q = -EFBIG;
-                snprintf(err, errlen, "layer %s: its %" PRIu64 " bytes pass the image's bound",
-                         diff_id, *ret_data);
-        } else if (q < 0) {
-                q = unpack_layer(s, diff_id, src, budget, ret_data, ret_disk, err, errlen);
+        q = read_layer_size(s, hex, ret);
+        if (q == 0) {
+                q = fits(ret, budget, diff_id, err, errlen);
+                /* Unpacked before: src's blob is this layer's only when a record says so
+                 * (the manifest's word alone is not recorded). */
+                if (q == 0 && src->blob_digest &&
+                    imagestore_blob_layer(s, src->blob_digest, 0, known) == 1 &&
+                    strcmp(known, diff_id) == 0)
+                        memcpy(ret->blob, src->blob_digest, DS);
+        } else {
+                q = unpack_layer(s, diff_id, src, budget, ret, err, errlen);
+                if (q == 0 && src->blob_digest)
+                        memcpy(ret->blob, src->blob_digest, DS);
         }
         close(lfd); /* unlocks */
+        if (q == 0) {
+                budget->bytes -= ret->data_bytes;
+                budget->entries -= ret->entries;
+        }
         return q;
 }
 

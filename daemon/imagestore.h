@@ -9,9 +9,13 @@
  *                              renamed here only after its digest and size matched
  *   ROOT/layers/HEX/tree       a layer unpacked (HEX: its diff_id), shared by every
  *                              image that has it: an overlayfs lower directory
- *   ROOT/layers/HEX/size       "DATA DISK": its file bytes and its bytes on disk
+ *   ROOT/layers/HEX/size       "DATA DISK ENTRIES": its file bytes, its bytes on disk
+ *                              and its tar's entries (files, directories, links: what
+ *                              it costs in inodes)
  *   ROOT/images/HEX.json       an image (HEX: its manifest digest): config digest,
- *                              ordered layers, references, sizes, times
+ *                              ordered layers (each with the compressed blob it was
+ *                              unpacked from, when that blob was checked), references,
+ *                              sizes, times
  *   ROOT/locks/HEX.lock        flock(2)ed while layer HEX is looked for and unpacked
  *   ROOT/tmp/, ROOT/trash/     work in progress, and what removals left to delete
  *   ROOT/owners                how the layers' owners were given (layerns.h)
@@ -30,9 +34,15 @@
  *
  * Layers are kept unpacked only: a layer's compressed blob is read from where it was
  * imported from (an OCI layout, an archive) and not kept, which would double the disk
- * an image costs. Refs (the names that find an image) are strings the caller chooses;
- * the store does not interpret them, and one ref names at most one image (importing
- * under a ref moves it). Holds (a sandbox using an image) are counted in memory: the
+ * an image costs. What is kept is which blob each layer was unpacked from: a record's
+ * layer names its blob digest only when this store unpacked that blob and found that
+ * diff_id (or found the pair recorded already), never from a manifest's word alone, so
+ * imagestore_blob_layer may answer "blob B is layer L" and a pull skips downloading B
+ * (a blob unpacks to one diff_id only: the digest of its decompressed bytes).
+ *
+ * Refs (the names that find an image) are strings the caller chooses; the store does
+ * not interpret them, and one ref names at most one image (importing under a ref moves
+ * it). Holds (a sandbox using an image) are counted in memory: the
  * daemon re-holds what its re-adopted sandboxes use after a restart.
  *
  * Threads: every function may be called from any thread; metadata is guarded by one
@@ -65,6 +75,8 @@ struct imagestore;
 struct imagestore_opts {
         uint64_t max_image_bytes;   /* file data of all the layers of one image */
         uint64_t max_layer_entries; /* tar entries of one layer */
+        uint64_t max_image_entries; /* tar entries of all the layers of one image; 0: only
+                                     * max_layer_entries bounds them */
         enum layer_whiteouts whiteouts;
         int keep_owners;
         /* A rootless daemon's subordinate ids (layerns.h): its layers are unpacked and
@@ -89,6 +101,7 @@ struct imagestore_image {
         size_t nlayers;
         uint64_t size_bytes;  /* on disk: its layers (shared ones too) and blobs */
         uint64_t data_bytes;  /* file data of its layers */
+        uint64_t entries;     /* tar entries of its layers */
         int64_t created_ms;   /* Unix time of its import */
         int64_t last_used_ms; /* of its import or its last hold */
         unsigned holds;
@@ -146,10 +159,18 @@ int imagestore_prune(struct imagestore *s, int all);
 /* Bytes on disk of all the store's layers and blobs (each counted once). */
 uint64_t imagestore_usage(struct imagestore *s);
 
+/* Tar entries of all the store's layers (each layer counted once): its inodes, about. */
+uint64_t imagestore_entries(struct imagestore *s);
+
 /* The cache bound: removes the least recently used images not held until the store
- * uses at most max_bytes (or nothing more can be removed). Returns how many it
- * removed. */
-int imagestore_fit(struct imagestore *s, uint64_t max_bytes);
+ * uses at most max_bytes and holds at most max_entries entries (or nothing more can be
+ * removed). Returns how many it removed. */
+int imagestore_fit(struct imagestore *s, uint64_t max_bytes, uint64_t max_entries);
+
+/* Moves to trash/ every layer and blob that no record names and no pin holds: what a
+ * failed import left (the layers it unpacked before the one refused). Returns how
+ * many. */
+unsigned imagestore_sweep(struct imagestore *s);
 
 /* Deletes what removals moved to trash/ (slow: a worker thread's). 0 or -errno. */
 int imagestore_collect(struct imagestore *s);
@@ -183,20 +204,36 @@ struct imagestore_blob_source {
         int64_t blob_size; /* -1: not known */
 };
 
-/* Makes sure layer diff_id (pinned by the caller) is in the store: when it is not,
- * under the layer's lock, unpacks src's blob into ROOT/tmp, checks both its digests and
- * renames it into place; budget bounds its file data. *ret_data and *ret_disk get its
- * sizes. Errors as layer_unpack's, and -EINVAL for a digest or size that does not
- * match. */
-int imagestore_get_layer(struct imagestore *s, const char *diff_id,
-                         const struct imagestore_blob_source *src, uint64_t budget,
-                         uint64_t *ret_data, uint64_t *ret_disk, char *err, size_t errlen);
-
-/* One layer of a committed image. */
+/* One layer of a committed image: blob is the digest of the blob it was unpacked from
+ * ("" when not known: see above). */
 struct imagestore_layer_ref {
         char diff_id[DIGEST_STR_BYTES];
-        uint64_t data_bytes, disk_bytes;
+        char blob[DIGEST_STR_BYTES];
+        uint64_t data_bytes, disk_bytes, entries;
 };
+
+/* What one image may still take: file bytes and tar entries. */
+struct imagestore_budget {
+        uint64_t bytes, entries;
+};
+
+/* Makes sure layer diff_id (pinned by the caller) is in the store: when it is not,
+ * under the layer's lock, unpacks src's blob into ROOT/tmp, checks both its digests and
+ * renames it into place; budget bounds its file data and entries, and loses what the
+ * layer takes. *ret gets the layer (its blob: src's digest when it was checked here or
+ * recorded with diff_id before). Errors as layer_unpack's (-EFBIG past the bytes,
+ * -EDQUOT past the entries, err naming which), and -EINVAL for a digest or size that
+ * does not match. */
+int imagestore_get_layer(struct imagestore *s, const char *diff_id,
+                         const struct imagestore_blob_source *src, struct imagestore_budget *budget,
+                         struct imagestore_layer_ref *ret, char *err, size_t errlen);
+
+/* The layer the blob digest was unpacked to, when a record says so (see above): 1 and
+ * ret_diff_id, or 0. With pin, that layer is also pinned (imagestore_pin: the caller
+ * unpins it), so that it is still there when the import that skipped the blob names
+ * it. -ENOMEM (pinning). */
+int imagestore_blob_layer(struct imagestore *s, const char *blob, int pin,
+                          char ret_diff_id[DIGEST_STR_BYTES]);
 
 /* Records the image manifest (its blobs and layers in place and pinned) under ref (may
  * be NULL), taking ref from any other image. blob_bytes: its manifest's and config's

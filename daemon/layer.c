@@ -672,8 +672,8 @@ static int unpack_all(struct unpack *u) {
                                     "after %llu entries: %s", (unsigned long long)u->res->entries,
                                     archive_error_string(u->inner));
                 if (++u->res->entries > u->o->max_entries)
-                        return fail(u, -EFBIG, archive_entry_pathname(e),
-                                    "more than the layer's bound of %llu entries",
+                        return fail(u, -EDQUOT, archive_entry_pathname(e),
+                                    "more than the bound of %llu entries",
                                     (unsigned long long)u->o->max_entries);
                 r = put_entry(u, e);
         }

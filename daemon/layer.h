@@ -101,7 +101,8 @@ struct layer_result {
  * returns 0 and fills *ret; the caller compares ret->blob_digest and ret->diff_id with
  * what the manifest and the config say (this function cannot know them until the end
  * of the stream). On failure returns -errno (-EINVAL a refused entry or a corrupt or
- * truncated stream, -EFBIG past max_bytes or max_entries, -ENOSPC, -EIO, -ENOMEM), says
+ * truncated stream, -EFBIG past max_bytes, -EDQUOT past max_entries (what it costs is
+ * inodes), -ENOSPC, -EIO, -ENOMEM), says
  * why in err (errlen bytes, naming the entry) and leaves dir_fd empty. */
 int layer_unpack(int fd, int dir_fd, const struct layer_opts *o, struct layer_result *ret,
                  char *err, size_t errlen);

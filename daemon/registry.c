@@ -802,6 +802,18 @@ static int read_image(struct pull *pl, const struct manifest *m, struct image *i
 
 /* ---- blobs -------------------------------------------------------------------------- */
 
+/* Counts blob d as found locally, and says so (tmpl: its progress, NULL for the
+ * config). */
+static void report_reused(struct pull *pl, const struct desc *d, struct registry_progress *tmpl,
+                          struct registry_result *res) {
+        res->reused_bytes += d->size;
+        if (tmpl && pl->p->progress) {
+                tmpl->done_bytes = d->size;
+                tmpl->reused = 1;
+                pl->p->progress(pl->p->progress_opaque, tmpl);
+        }
+}
+
 /* Puts blob d in the destination: found there or in reuse_blobs, else downloaded through
  * its digest. tmpl: the progress to report (NULL for the config). */
 static int fetch_blob(struct pull *pl, const struct desc *d, struct registry_progress *tmpl,
@@ -818,12 +830,7 @@ static int fetch_blob(struct pull *pl, const struct desc *d, struct registry_pro
         if (r < 0)
                 return r;
         if (r == 1) {
-                res->reused_bytes += d->size;
-                if (tmpl && pl->p->progress) {
-                        tmpl->done_bytes = d->size;
-                        tmpl->reused = 1;
-                        pl->p->progress(pl->p->progress_opaque, tmpl);
-                }
+                report_reused(pl, d, tmpl, res);
                 return 0;
         }
         if ((r = ociwrite_blob_start(pl->out, d->digest, d->size, &rs.blob)) < 0)
@@ -852,7 +859,15 @@ static int fetch_blobs(struct pull *pl, const struct image *img, struct registry
                                                .index = i,
                                                .count = img->n,
                                                .total_bytes = img->layers[i].size};
-                r = fetch_blob(pl, &img->layers[i], &t, res);
+                r = pl->p->have_layer
+                            ? pl->p->have_layer(pl->p->have_layer_opaque, img->layers[i].digest)
+                            : 0;
+                if (r == 1)
+                        report_reused(pl, &img->layers[i], &t, res);
+                if (r == 0)
+                        r = fetch_blob(pl, &img->layers[i], &t, res);
+                else if (r == 1)
+                        r = 0;
         }
         return r;
 }

@@ -38,6 +38,9 @@
  *   file system has no O_TMPFILE).
  * - Reuse: a blob already in the destination, or in the caller's reuse_blobs directory,
  *   whose size and digest match is not downloaded again (the digest is checked again).
+ *   A layer the caller's have_layer says it holds already (unpacked, say) is neither
+ *   downloaded nor written to the destination: the layout then lacks that blob, which
+ *   its reader must expect. The manifest and the config are always fetched and checked.
  * - Result: DEST/oci-layout, DEST/blobs/sha256/HEX for the manifest, config and layers,
  *   and DEST/index.json naming the manifest, annotated org.opencontainers.image.ref.name
  *   = the reference's tag (none when it was pulled by digest alone); index.json keeps the
@@ -92,6 +95,11 @@ struct registry_pull {
         const volatile int *cancel;    /* NULL, or non-zero to stop (polled during transfers) */
         registry_progress_fn progress; /* NULL, or called on this thread */
         void *progress_opaque;
+        /* NULL, or asked on this thread before each layer's download, with the layer's
+         * blob digest: 1 the caller has it (skipped, reported reused), 0 it has not,
+         * -errno to end the pull with that error. */
+        int (*have_layer)(void *opaque, const char *digest);
+        void *have_layer_opaque;
 };
 
 struct registry_result {

@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "caller.h"
 #include "conn.h"
 #include "images.h"
 #include "rpc.h"
 #include "rpc_common.h"
+#include "sandbox.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
 #include "sbxtab.h"
@@ -26,9 +28,39 @@ int rpc_images_ref_of(const char *ref, uid_t uid) {
         return strncmp(ref, prefix, n) == 0;
 }
 
-/* An ImageInfo of img for uid (names: uid's refs only), pointing into img and names. */
-static void info_of(const struct imagestore_image *img, uid_t uid, char **names, char **layers,
-                    Sbx__V1__ImageInfo *ret) {
+struct seen_count {
+        const struct caller *k;
+        const char *digest;
+        unsigned n;
+};
+
+static int count_one(struct sandbox *sb, void *ud) {
+        struct seen_count *sc = ud;
+        struct sandbox_info_store st;
+
+        if (sandbox_is_over(sb) || !sandbox_may_access(sb, sc->k))
+                return 0;
+        sandbox_fill_info(sb, &st);
+        sc->n += st.info.image_digest && strcmp(st.info.image_digest, sc->digest) == 0;
+        return 0;
+}
+
+/* How many live sandboxes made from the image digest the caller k may use (their own,
+ * or shared with them): the count an ImageInfo shows. Content is shared between users
+ * (images.h), so the store's holds count every user's sandboxes; this one tells no user
+ * that another runs the image. */
+static unsigned sandboxes_seen(struct sbxd *d, const struct caller *k, const char *digest) {
+        struct seen_count sc = {k, digest, 0};
+
+        if (d->sandboxes)
+                sbxtab_foreach(d->sandboxes, count_one, &sc);
+        return sc.n;
+}
+
+/* An ImageInfo of img for uid (names: uid's refs only; sandboxes: those uid may use),
+ * pointing into img and names. */
+static void info_of(const struct imagestore_image *img, uid_t uid, unsigned sandboxes, char **names,
+                    char **layers, Sbx__V1__ImageInfo *ret) {
         size_t i, n = 0;
 
         sbx__v1__image_info__init(ret);
@@ -43,7 +75,7 @@ static void info_of(const struct imagestore_image *img, uid_t uid, char **names,
         ret->has_size_bytes = ret->has_data_bytes = ret->has_sandboxes = 1;
         ret->size_bytes = img->size_bytes;
         ret->data_bytes = img->data_bytes;
-        ret->sandboxes = img->holds;
+        ret->sandboxes = sandboxes;
         ret->has_created_unix_ms = ret->has_last_used_unix_ms = 1;
         ret->created_unix_ms = img->created_ms;
         ret->last_used_unix_ms = img->last_used_ms;
@@ -68,12 +100,14 @@ void rpc_images_answer(struct conn *c, uint64_t rid, const struct imagestore_ima
         char **layers = calloc(img->nlayers + 1, sizeof(char *));
         Sbx__V1__ImageInfo info;
         Sbx__V1__ImageConfig ic = SBX__V1__IMAGE_CONFIG__INIT;
+        struct caller k;
 
         if (!names || !layers) {
                 rpc_send_errno(c, rid, -ENOMEM, "daemon out of memory");
                 goto out;
         }
-        info_of(img, uid, names, layers, &info);
+        rpc_caller_of(c, &k);
+        info_of(img, uid, sandboxes_seen(conn_daemon(c), &k, img->manifest), names, layers, &info);
         if (cfg) {
                 ic.env = cfg->env;
                 ic.n_env = cfg->nenv;
@@ -120,10 +154,12 @@ void rpc_images_list(struct conn *c, const Sbx__V1__Request *req) {
         Sbx__V1__Response resp;
         char ***names = NULL, ***layers = NULL;
         struct conn_peer peer;
+        struct caller k;
         int n = 0, i;
         size_t m = 0;
 
         conn_peer(c, &peer);
+        rpc_caller_of(c, &k);
         if ((n = list_store(c, req->request_id, &all)) < 0)
                 return;
         infos = calloc((size_t)n + 1, sizeof(*infos));
@@ -141,7 +177,8 @@ void rpc_images_list(struct conn *c, const Sbx__V1__Request *req) {
                         m++;
                         goto oom;
                 }
-                info_of(&all[i], peer.uid, names[m], layers[m], &infos[m]);
+                info_of(&all[i], peer.uid, sandboxes_seen(conn_daemon(c), &k, all[i].manifest),
+                        names[m], layers[m], &infos[m]);
                 ptrs[m] = &infos[m];
                 m++;
         }
@@ -215,8 +252,9 @@ void rpc_images_inspect(struct conn *c, const Sbx__V1__Request *req) {
 
 /* Removes uid's refs of img (only the ref key when img has it and key is not NULL) into
  * names (img->nrefs entries, pointing into img): their count, or -EBUSY (err says
- * which image and why) when the image is in use and was uid's last name for it. */
-static int remove_refs(struct sbxd *d, const struct imagestore_image *img, uid_t uid,
+ * which image and why) when the image is in use and was uid's last name for it. seen:
+ * the sandboxes of it uid may use (sandboxes_seen), the only ones the answer counts. */
+static int remove_refs(struct sbxd *d, const struct imagestore_image *img, uid_t uid, unsigned seen,
                        const char *key, const char **names, char *err, size_t errlen) {
         size_t i, n = 0;
         int only_key = 0, r;
@@ -229,11 +267,18 @@ static int remove_refs(struct sbxd *d, const struct imagestore_image *img, uid_t
                              : !rpc_images_ref_of(img->refs[i], uid))
                         continue;
                 r = imagestore_remove(d->images, img->refs[i], e, sizeof(e));
-                if (r == -EBUSY) {
+                if (r == -EBUSY && seen) {
                         snprintf(err, errlen,
                                  "image %s (%s) is in use by %u sandbox%s; terminate %s first",
-                                 images_ref_name(img, i), img->manifest, img->holds,
-                                 img->holds == 1 ? "" : "es", img->holds == 1 ? "it" : "them");
+                                 images_ref_name(img, i), img->manifest, seen,
+                                 seen == 1 ? "" : "es", seen == 1 ? "it" : "them");
+                        return -EBUSY;
+                }
+                if (r == -EBUSY) {
+                        snprintf(err, errlen,
+                                 "image %s (%s) is in use by a sandbox that is not yours; it "
+                                 "can be removed once that ends",
+                                 images_ref_name(img, i), img->manifest);
                         return -EBUSY;
                 }
                 if (r == 0)
@@ -262,6 +307,7 @@ void rpc_images_remove(struct conn *c, const Sbx__V1__Request *req) {
         struct sbxd *d = conn_daemon(c);
         struct imagestore_image img;
         struct conn_peer peer;
+        struct caller k;
         const char *name = req->remove_image->name, **names;
         char key[SBX_PATH_MAX_BYTES + 32], err[512];
         uint64_t before;
@@ -279,7 +325,9 @@ void rpc_images_remove(struct conn *c, const Sbx__V1__Request *req) {
         before = imagestore_usage(d->images);
         if (images_ref(peer.uid, name, key, sizeof(key), err, sizeof(err)) < 0)
                 key[0] = '\0'; /* a digest: every name of the caller's for it */
-        n = remove_refs(d, &img, peer.uid, key[0] ? key : NULL, names, err, sizeof(err));
+        rpc_caller_of(c, &k);
+        n = remove_refs(d, &img, peer.uid, sandboxes_seen(d, &k, img.manifest), key[0] ? key : NULL,
+                        names, err, sizeof(err));
         if (n == -EBUSY)
                 conn_send_status(c, req->request_id, SBX__V1__CODE__FAILED_PRECONDITION, "%s", err);
         else
@@ -317,7 +365,7 @@ void rpc_images_prune(struct conn *c, const Sbx__V1__Request *req) {
         for (i = 0; i < n; i++) {
                 if (all[i].holds || !images_owns(&all[i], peer.uid))
                         continue;
-                r = remove_refs(d, &all[i], peer.uid, NULL, names + m, err, sizeof(err));
+                r = remove_refs(d, &all[i], peer.uid, 0, NULL, names + m, err, sizeof(err));
                 if (r > 0)
                         m += (size_t)r; /* -EBUSY: a sandbox took it meanwhile; kept */
         }

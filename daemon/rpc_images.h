@@ -17,9 +17,12 @@
  * for any more is cancelled. Pulls of different users never join: one may hold
  * credentials the other has not. Bounds: SBX_IMAGE_MAX_PULLS over the daemon,
  * SBX_IMAGE_MAX_PULLS_PER_UID per user (sbx_limits.h); past them RESOURCE_EXHAUSTED.
- * After each pull the store is brought within sbxd --image-cache-size (imagestore_fit:
- * least recently used images no sandbox holds go, never the one just pulled), and what
- * removals left is deleted off the loop (imagestore_collect, one job at a time).
+ * After each pull the store is brought within sbxd --image-cache-size and its bound in
+ * entries (images_fit: least recently used images no sandbox holds go, never the one
+ * just pulled), and what removals (or a failed import) left is deleted off the loop
+ * (imagestore_collect, one job at a time). A registry pull does not download a layer
+ * the store holds (imagestore_blob_layer). An image's count of sandboxes is of the
+ * caller's (own or shared with them), never another user's: content is shared.
  *
  * Called by rpc_dispatch only, on the event loop. The pulls' state (struct rpc_pulls,
  * d->pulls) is made at the first pull and freed once none is under way, so an idle
@@ -43,8 +46,8 @@ void rpc_images_inspect(struct conn *c, const Sbx__V1__Request *req);
 void rpc_images_prune(struct conn *c, const Sbx__V1__Request *req);
 
 /* For the handlers of both files: 1 when ref is one of uid's ("UID/..."); answers rid of
- * c with an ImageInfo of img for uid (its names: uid's only; its config when cfg is
- * given; downloaded_bytes when not 0). */
+ * c with an ImageInfo of img for uid (its names: uid's only; its sandboxes: those the
+ * caller of c may use; its config when cfg is given; downloaded_bytes when not 0). */
 int rpc_images_ref_of(const char *ref, uid_t uid);
 void rpc_images_answer(struct conn *c, uint64_t rid, const struct imagestore_image *img, uid_t uid,
                        const struct imageconfig *cfg, uint64_t downloaded);

@@ -71,6 +71,8 @@ struct pull {
         struct layer_state *layers; /* under mu */
         unsigned nlayers;
         int unpacking, phase_dirty; /* under mu */
+        char (*pinned)[DS];         /* the worker's: layers the registry skipped, pinned */
+        unsigned npinned;
         /* The result, written by the worker before it returns. */
         int r;
         char err[512];
@@ -158,6 +160,23 @@ static void set_unpacking(struct pull *p) {
         uv_async_send(&p->async);
 }
 
+/* registry.h's have_layer: a layer blob the store unpacked before is not downloaded; its
+ * layer is pinned until the import has named it (pull_registry unpins). Worker thread. */
+static int have_layer(void *opaque, const char *digest) {
+        struct pull *p = opaque;
+        char diff_id[DS];
+        int r;
+
+        if (!p->pinned && !(p->pinned = calloc(REGISTRY_MAX_LAYERS, DS)))
+                return -ENOMEM;
+        if (p->npinned >= REGISTRY_MAX_LAYERS)
+                return 0;
+        r = imagestore_blob_layer(p->svc->d->images, digest, 1, diff_id);
+        if (r == 1)
+                memcpy(p->pinned[p->npinned++], diff_id, DS);
+        return r;
+}
+
 /* A registry pull into a scratch directory of the store, then its import from there. */
 static int pull_registry(struct pull *p, struct imagestore *s, uint64_t max_bytes) {
         struct registry_pull rq = {
@@ -169,6 +188,8 @@ static int pull_registry(struct pull *p, struct imagestore *s, uint64_t max_byte
                 .cancel = &p->cancel,
                 .progress = on_progress,
                 .progress_opaque = p,
+                .have_layer = have_layer,
+                .have_layer_opaque = p,
         };
         struct registry_result res;
         char name[NAME_MAX + 1], dest[64];
@@ -189,6 +210,10 @@ static int pull_registry(struct pull *p, struct imagestore *s, uint64_t max_byte
         }
         close(fd);
         imagestore_scratch_remove(s, name);
+        while (p->npinned > 0)
+                imagestore_unpin(s, p->pinned[--p->npinned]);
+        free(p->pinned);
+        p->pinned = NULL;
         return r;
 }
 
@@ -323,9 +348,9 @@ static void fit_cache(struct rpc_pulls *svc, const char *manifest) {
         int n = images_fit(svc->d, manifest);
 
         if (n > 0)
-                log_info("image store over --image-cache-size: %d least recently used images "
-                         "removed",
-                         n);
+                log_info("image store over --image-cache-size or its bound of %" PRIu64
+                         " entries: %d least recently used images removed",
+                         images_cache_entries(svc->d->cfg), n);
 }
 
 /* Answers every waiter of p with its result. */
@@ -340,6 +365,9 @@ static void answer_waiters(struct pull *p) {
         if (r == -EFBIG)
                 snprintf(p->err + strlen(p->err), sizeof(p->err) - strlen(p->err),
                          " (sbxd --max-image-size is %" PRIu64 " bytes)", d->cfg->max_image_bytes);
+        if (r == -EDQUOT)
+                snprintf(p->err + strlen(p->err), sizeof(p->err) - strlen(p->err),
+                         " (sbxd --max-image-entries is %u)", (unsigned)d->cfg->max_image_entries);
         while ((wt = p->waiters)) {
                 p->waiters = wt->next;
                 if (wt->cc.conn) {
@@ -374,12 +402,14 @@ static void pull_done(uv_work_t *w, int status) {
         }
         if (p->r == 0)
                 fit_cache(svc, p->manifest);
+        else
+                images_collect(svc->d); /* what the failed import left (imageimport.c) */
         if (p->r == 0) {
                 log_info("uid=%u image %s pulled: %s", (unsigned)p->uid, p->name, p->manifest);
                 sbxtab_images_changed(svc->d->sandboxes); /* a --warm-image's, perhaps */
-        }
-        else
+        } else {
                 log_info("uid=%u image %s not pulled: %s", (unsigned)p->uid, p->name, p->err);
+        }
         flush_progress(p, NULL);
         answer_waiters(p);
         uv_close((uv_handle_t *)&p->async, pull_free);

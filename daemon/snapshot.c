@@ -349,22 +349,23 @@ static int put(struct snapshot_job *j, const char *text, char digest[DIGEST_STR_
 static int get_layers(struct snapshot_job *j, const struct imagestore_image *img, int tar_fd,
                       const struct layerwrite_result *res, struct imagestore_layer_ref *refs,
                       size_t *ret_pinned) {
+        const struct imagestore_opts *so = imagestore_opts(j->store);
         struct imagestore_blob_source none = {no_source, NULL, NULL, -1};
         struct imagestore_blob_source tar = {open_tar, &tar_fd, res->digest, (int64_t)res->size};
-        uint64_t budget = j->max_image_bytes;
+        struct imagestore_budget budget = {
+                .bytes = j->max_image_bytes,
+                .entries = so->max_image_entries ? so->max_image_entries : UINT64_MAX};
         size_t i;
         int r = 0;
 
         for (i = 0; i <= img->nlayers && r == 0; i++) {
                 const char *id = i < img->nlayers ? img->layers[i] : res->digest;
-                snprintf(refs[i].diff_id, sizeof(refs[i].diff_id), "%s", id);
                 if ((r = imagestore_pin(j->store, id)) < 0)
                         break;
                 *ret_pinned = i + 1;
-                r = imagestore_get_layer(j->store, id, i < img->nlayers ? &none : &tar, budget,
-                                         &refs[i].data_bytes, &refs[i].disk_bytes, j->err,
-                                         sizeof(j->err));
-                budget = refs[i].data_bytes < budget ? budget - refs[i].data_bytes : 0;
+                r = imagestore_get_layer(j->store, id, i < img->nlayers ? &none : &tar, &budget,
+                                         &refs[i], j->err, sizeof(j->err));
+                snprintf(refs[i].diff_id, sizeof(refs[i].diff_id), "%s", id);
         }
         return r;
 }

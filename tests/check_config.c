@@ -560,6 +560,37 @@ START_TEST(proxy_flags) {
 }
 END_TEST
 
+/* --max-image-entries: the default, a value given, and bad values refused naming the
+ * flag (below 1000, above 100000000, not a number). */
+START_TEST(image_entries_flag) {
+        struct config c;
+        char err[256];
+        char *none[] = {"sbxd", NULL};
+        char *given[] = {"sbxd", "--max-image-entries", "2000", NULL};
+        static char *bad[] = {"999", "100000001", "0", "-1", "1e6", "", "20000x"};
+
+        clear_env();
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 1, none, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_image_entries, CONFIG_DEFAULT_MAX_IMAGE_ENTRIES);
+        config_free(&c);
+        ck_assert_int_eq(config_init(&c, 0), 0);
+        ck_assert_int_eq(config_parse_args(&c, 3, given, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_image_entries, 2000);
+        config_free(&c);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char *argv[] = {"sbxd", "--max-image-entries", bad[i], NULL};
+                ck_assert_int_eq(config_init(&c, 0), 0);
+                err[0] = '\0';
+                ck_assert_msg(config_parse_args(&c, 3, argv, err, sizeof(err)) == -EINVAL,
+                              "--max-image-entries %s accepted", bad[i]);
+                ck_assert_msg(strstr(err, "--max-image-entries"), "%s: '%s'", bad[i], err);
+                config_free(&c);
+        }
+        ck_assert_ptr_nonnull(strstr(config_usage(), "--max-image-entries"));
+}
+END_TEST
+
 /* The number in a sysctl file. */
 static unsigned long sysctl_value(const char *path) {
         unsigned long v = 0;
@@ -852,6 +883,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, share_flags);
         tcase_add_test(tc, uid_base_flag);
         tcase_add_test(tc, proxy_flags);
+        tcase_add_test(tc, image_entries_flag);
         tcase_add_test(tc, pty_flags);
         tcase_add_test(tc, seconds);
         tcase_add_test(tc, disk_flags);

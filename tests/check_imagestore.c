@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "imageimport.h"
 #include "imagestore.h"
 #include "servers.h"
@@ -430,17 +432,17 @@ START_TEST(cache_bound_evicts_least_recently_used) {
         ck_assert_int_eq(imagestore_hold(s, "a"), 0);
         ck_assert_int_eq(imagestore_release(s, "a"), 0);
         total = imagestore_usage(s);
-        ck_assert_int_eq(imagestore_fit(s, total), 0);
-        ck_assert_int_eq(imagestore_fit(s, total - 1), 1);
+        ck_assert_int_eq(imagestore_fit(s, total, UINT64_MAX), 0);
+        ck_assert_int_eq(imagestore_fit(s, total - 1, UINT64_MAX), 1);
         ck_assert_int_eq(imagestore_find(s, "b", &img), -ENOENT);
         ck_assert_int_eq(imagestore_find(s, "a", &img), 0);
         imagestore_image_free(&img);
         /* A held image is never evicted, whatever the bound. */
         ck_assert_int_eq(imagestore_hold(s, "a"), 0);
-        ck_assert_int_eq(imagestore_fit(s, 0), 0);
+        ck_assert_int_eq(imagestore_fit(s, 0, UINT64_MAX), 0);
         ck_assert_int_eq(count_in("store/layers"), 4);
         ck_assert_int_eq(imagestore_release(s, "a"), 0);
-        ck_assert_int_eq(imagestore_fit(s, 0), 1);
+        ck_assert_int_eq(imagestore_fit(s, 0, UINT64_MAX), 1);
         ck_assert_uint_eq(imagestore_usage(s), 0);
         ck_assert_int_eq(count_in("store/layers"), 0);
         imagestore_close(s);
@@ -755,7 +757,8 @@ START_TEST(killed_mid_unpack_leaves_nothing_half_used) {
         if (child == 0) {
                 struct imagestore *s = open_store();
                 struct imagestore_blob_source src = {open_pipe, &p[0], NULL, -1};
-                uint64_t data, disk;
+                struct imagestore_budget budget = {1u << 30, UINT64_MAX};
+                struct imagestore_layer_ref l;
                 close(p[1]);
                 imagestore_pin(s,
                                "sha256:"
@@ -763,7 +766,7 @@ START_TEST(killed_mid_unpack_leaves_nothing_half_used) {
                 imagestore_get_layer(
                         s,
                         "sha256:1111111111111111111111111111111111111111111111111111111111111111",
-                        &src, 1u << 30, &data, &disk, err, sizeof(err));
+                        &src, &budget, &l, err, sizeof(err));
                 _exit(0);
         }
         close(p[0]);
@@ -815,6 +818,141 @@ START_TEST(killed_mid_unpack_leaves_nothing_half_used) {
 }
 END_TEST
 
+/* The layer blob digests of the manifest m as the store keeps it (up to 8). */
+static size_t manifest_blobs(const char *m, char out[][DIGEST_STR_BYTES]) {
+        char p[512];
+        json_t *j, *l;
+        size_t i, n = 0;
+
+        snprintf(p, sizeof(p), "%s/store/blobs/sha256/%s", dir, m + 7);
+        j = json_load_file(p, 0, NULL);
+        ck_assert_ptr_nonnull(j);
+        json_array_foreach(json_object_get(j, "layers"), i, l) {
+                if (n < 8)
+                        snprintf(out[n++], DIGEST_STR_BYTES, "%s",
+                                 json_string_value(json_object_get(l, "digest")));
+        }
+        json_decref(j);
+        return n;
+}
+
+/* Each layer unpacked from a layout's blob is known by that blob (so that a pull skips
+ * it); a layer already there when another image names it by another blob (the docker
+ * archive's plain tars) is not known by that one: only a blob this store unpacked to
+ * its diff_id is ever recorded. The record goes with its image. */
+START_TEST(layers_remember_the_blobs_they_came_from) {
+        struct imagestore *s = open_store();
+        struct imagestore_image img;
+        char a[DIGEST_STR_BYTES], b[DIGEST_STR_BYTES], got[DIGEST_STR_BYTES], err[512];
+        char blobs[8][DIGEST_STR_BYTES], dblobs[8][DIGEST_STR_BYTES];
+        size_t n, i;
+
+        ck_assert_msg(import_layout(s, "oci", "img", "a", a, err) == 0, "%s", err);
+        n = manifest_blobs(a, blobs);
+        ck_assert_int_eq(imagestore_find(s, "a", &img), 0);
+        ck_assert_uint_eq(n, img.nlayers);
+        for (i = 0; i < n; i++) {
+                ck_assert_int_eq(imagestore_blob_layer(s, blobs[i], 0, got), 1);
+                ck_assert_str_eq(got, img.layers[i]);
+        }
+        imagestore_image_free(&img);
+        ck_assert_msg(import_archive(s, "img.docker.tar", 1, NULL, "b", b, err) == 0, "%s", err);
+        ck_assert_uint_eq(manifest_blobs(b, dblobs), n);
+        for (i = 0; i < n; i++) {
+                ck_assert_str_ne(dblobs[i], blobs[i]);
+                ck_assert_int_eq(imagestore_blob_layer(s, dblobs[i], 0, got), 0);
+        }
+        /* Pinned: a removal of every image keeps the layer until unpinned. */
+        ck_assert_int_eq(imagestore_blob_layer(s, blobs[0], 1, got), 1);
+        ck_assert_int_eq(imagestore_remove(s, "a", err, sizeof(err)), 0);
+        ck_assert_int_eq(imagestore_blob_layer(s, blobs[1], 0, got), 0);
+        ck_assert_int_eq(imagestore_remove(s, "b", err, sizeof(err)), 0);
+        ck_assert_int_eq(count_in("store/layers"), 1);
+        imagestore_unpin(s, got);
+        ck_assert_int_eq(imagestore_prune(s, 1), 0);
+        ck_assert_int_eq(count_in("store/layers"), 0);
+        imagestore_close(s);
+}
+END_TEST
+
+/* A config that gives a blob the store unpacked another diff_id lies: refused naming
+ * both, whether or not that diff_id is in the store. */
+START_TEST(blob_known_to_another_diff_id_is_refused) {
+        struct imagestore *s = open_store();
+        char m[DIGEST_STR_BYTES], err[512], path[600];
+
+        ck_assert_msg(import_layout(s, "oci", "img", "good", m, err) == 0, "%s", err);
+        lying_layout("diff_id", path, sizeof(path));
+        ck_assert_int_eq(import_layout(s, path, "img", NULL, m, err), -EINVAL);
+        ck_assert_msg(strstr(err, "unpacks to the diff_id") && strstr(err, "sha256:abab"), "%s",
+                      err);
+        ck_assert_int_eq(count_in("store/images"), 1);
+        ck_assert_int_eq(count_in("store/layers"), 4);
+        imagestore_close(s);
+}
+END_TEST
+
+/* max_image_entries: an image past it is refused (-EDQUOT, naming the image's bound)
+ * and leaves nothing, the layers unpacked before the one refused included; its layers
+ * already in the store count as well. */
+START_TEST(image_past_the_entries_bound_is_refused) {
+        struct imagestore_opts few = opts;
+        struct imagestore_image img;
+        struct imagestore *s = open_store();
+        char m[DIGEST_STR_BYTES], err[512];
+        uint64_t entries;
+
+        ck_assert_msg(import_layout(s, "oci", "img", "a", m, err) == 0, "%s", err);
+        ck_assert_int_eq(imagestore_find(s, "a", &img), 0);
+        entries = img.entries;
+        ck_assert_uint_gt(entries, 4);
+        ck_assert_uint_eq(imagestore_entries(s), entries);
+        imagestore_image_free(&img);
+        imagestore_close(s);
+        /* Present already: the docker archive's image names the same layers. */
+        few.max_image_entries = entries - 1;
+        s = open_store_with(&few);
+        ck_assert_int_eq(import_archive(s, "img.docker.tar", 1, NULL, NULL, m, err), -EDQUOT);
+        ck_assert_msg(strstr(err, "pass the image's bound"), "%s", err);
+        ck_assert_int_eq(count_in("store/images"), 1);
+        ck_assert_int_eq(imagestore_prune(s, 1), 1);
+        ck_assert_int_eq(imagestore_collect(s), 0);
+        /* Unpacked here: refused at the layer that passes, nothing left. */
+        ck_assert_int_eq(import_layout(s, "oci", "img", NULL, m, err), -EDQUOT);
+        ck_assert_msg(strstr(err, "left of the image's bound"), "%s", err);
+        assert_nothing_stored();
+        imagestore_close(s);
+        few.max_image_entries = entries;
+        s = open_store_with(&few);
+        ck_assert_msg(import_layout(s, "oci", "img", NULL, m, err) == 0, "%s", err);
+        imagestore_close(s);
+}
+END_TEST
+
+/* The cache bound counts entries too: past it the least recently used images not held
+ * go, even when the bytes are within theirs. */
+START_TEST(cache_bound_counts_entries) {
+        struct imagestore *s = open_store();
+        char a[DIGEST_STR_BYTES], b[DIGEST_STR_BYTES], err[512];
+        uint64_t e;
+
+        ck_assert_msg(import_layout(s, "oci", "img", "a", a, err) == 0, "%s", err);
+        ck_assert_msg(import_archive(s, "img.docker.tar", 1, NULL, "b", b, err) == 0, "%s", err);
+        e = imagestore_entries(s); /* the two share their layers: counted once */
+        ck_assert_uint_gt(e, 0);
+        ck_assert_int_eq(imagestore_hold(s, "a"), 0);
+        ck_assert_int_eq(imagestore_fit(s, UINT64_MAX, e), 0);
+        ck_assert_int_eq(imagestore_fit(s, UINT64_MAX, e - 1), 1); /* b; a is held */
+        ck_assert_int_eq(imagestore_find(s, "b", &(struct imagestore_image){0}), -ENOENT);
+        ck_assert_uint_eq(imagestore_entries(s), e);
+        ck_assert_int_eq(imagestore_release(s, "a"), 0);
+        ck_assert_int_eq(imagestore_fit(s, UINT64_MAX, e - 1), 1);
+        ck_assert_uint_eq(imagestore_entries(s), 0);
+        ck_assert_int_eq(count_in("store/layers"), 0);
+        imagestore_close(s);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("imagestore");
 
@@ -835,6 +973,10 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, full_disk_leaves_nothing_half_used, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, two_imports_of_one_layer_unpack_it_once, 120, setup, teardown);
         SBX_ADD_TEST_CASE(s, killed_mid_unpack_leaves_nothing_half_used, 120, setup, teardown);
+        SBX_ADD_TEST_CASE(s, layers_remember_the_blobs_they_came_from, 120, setup, teardown);
+        SBX_ADD_TEST_CASE(s, blob_known_to_another_diff_id_is_refused, 120, setup, teardown);
+        SBX_ADD_TEST_CASE(s, image_past_the_entries_bound_is_refused, 120, setup, teardown);
+        SBX_ADD_TEST_CASE(s, cache_bound_counts_entries, 120, setup, teardown);
         return s;
 }
 

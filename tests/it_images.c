@@ -234,6 +234,7 @@ struct progress_seen {
         int events, unpack;
         uint64_t done[16], total[16];
         uint32_t count;
+        unsigned reused; /* a bit per layer reported reused */
 };
 
 static void record_progress(void *ud, const struct sbx_image_progress *p) {
@@ -245,6 +246,8 @@ static void record_progress(void *ud, const struct sbx_image_progress *p) {
                 return;
         }
         if (p->index < 16) {
+                if (p->reused)
+                        s->reused |= 1u << p->index;
                 s->count = p->count;
                 s->done[p->index] = p->done_bytes;
                 s->total[p->index] = p->total_bytes;
@@ -810,9 +813,311 @@ START_TEST(cache_bound_evicts_least_recently_used) {
         ck_assert_str_eq(l->v[0].digest, b->digest);
         sbx_image_list_free(l);
         ck_assert_int_eq(trash_empties(&d), 0);
-        ck_assert_int_ge(it_log_count(&d, "over --image-cache-size: 1 least recently used"), 1);
+        ck_assert_int_ge(it_log_count(&d, "entries: 1 least recently used"), 1);
         sbx_image_free(a);
         sbx_image_free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The layers a pull reported reused (a bit each), as a string of 0 and 1, lowest first. */
+static const char *reused_bits(const struct progress_seen *s, char *buf) {
+        uint32_t i;
+
+        for (i = 0; i < s->count && i < 16; i++)
+                buf[i] = (s->reused >> i) & 1 ? '1' : '0';
+        buf[i] = '\0';
+        return buf;
+}
+
+/* A pull with progress: its code, its message, the layers reported reused. */
+static enum sbx_code pull_seen(sbx_client *c, const char *ref, struct progress_seen *seen,
+                               struct sbx_image **ret) {
+        struct sbx_pull_opts po = {.on_progress = record_progress, .userdata = seen};
+
+        memset(seen, 0, sizeof(*seen));
+        return sbx_image_pull(c, ref, &po, ret);
+}
+
+/* BOB's side of repull_fetches_no_layer_blob: pulls arg; says its code, the layers
+ * reported reused, his names of it and how many images he lists. */
+static void bob_repulls(struct it_daemon *d, const char *arg, struct report *r) {
+        struct progress_seen seen;
+        struct sbx_image_list *l = NULL;
+        struct sbx_image *img = NULL;
+        sbx_client *c = bob_connect(d, r);
+        char bits[17];
+        enum sbx_code rc;
+
+        if (!c)
+                return;
+        rc = pull_seen(c, arg, &seen, &img);
+        say(r, "pull %s %s\n", sbx_code_name(rc), sbx_error_message(c));
+        say(r, "reused %s\n", reused_bits(&seen, bits));
+        if (img)
+                say(r, "names %zu %s\n", img->names.n, img->names.n ? img->names.v[0] : "");
+        if (sbx_image_list(c, &l) == SBX_OK)
+                say(r, "ls %zu\n", l->n);
+        sbx_image_list_free(l);
+        sbx_image_free(img);
+        sbx_close(c);
+}
+
+/* Pushes "other" to the registry as test/other:v1: the test image with one more layer
+ * (its four layers are the test image's, byte for byte). */
+static void push_other(void) {
+        ck_assert_msg(
+                srv_sh("cd %s && rm -rf other t && cp -a oci other && mkdir -p t/x && "
+                       "echo extra > t/x/extra && tar --numeric-owner -C t -cf extra.tar x && "
+                       "umoci raw add-layer --image other:img --tag other extra.tar && "
+                       "skopeo copy -q --insecure-policy --dest-tls-verify=false oci:other:other "
+                       "docker://127.0.0.1:%d/test/other:v1 >>%s/skopeo.log 2>&1",
+                       imgdir, reg_port, it_base_dir()) == 0,
+                "building test/other:v1 (see %s/skopeo.log)", it_base_dir());
+}
+
+/* Layers the store holds are not downloaded again: another image on the same four
+ * layers fetches its config and its one new layer; a new tag of the image, and the
+ * image again after its names were removed (the other image keeping its layers), fetch
+ * its config alone, as does BOB's pull of it, which gives him a name of his own and
+ * root none of his. Progress says which layers were reused. */
+START_TEST(repull_fetches_no_layer_blob) {
+        struct it_daemon d;
+        struct progress_seen seen;
+        struct sbx_image *img = NULL, *first;
+        struct sbx_image_list *l = NULL;
+        struct sbx_removed_images *rm = NULL;
+        char *v1 = ref_at(gate_port, "v1"), *v2 = ref_at(gate_port, "v2"), *other, bits[17];
+        char *text;
+        sbx_client *c;
+
+        ck_assert_int_ge(asprintf(&other, "127.0.0.1:%d/test/other:v1", gate_port), 0);
+        push_other();
+        gate_open(1);
+        gate_reset();
+        it_daemon_start(&d, group_flags);
+        c = it_connect(&d);
+        first = pull_ok(c, v1);
+        ck_assert_int_eq(gate_blob_gets(), 5); /* the config and four layers */
+
+        gate_reset();
+        ck_assert_msg(pull_seen(c, other, &seen, &img) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_str_eq(reused_bits(&seen, bits), "11110");
+        ck_assert_int_eq(gate_blob_gets(), 2); /* its config and its new layer */
+        ck_assert_str_ne(img->digest, first->digest);
+        sbx_image_free(img);
+
+        gate_reset();
+        ck_assert_msg(pull_seen(c, v2, &seen, &img) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_str_eq(reused_bits(&seen, bits), "1111");
+        ck_assert_int_eq(gate_blob_gets(), 1);
+        ck_assert_str_eq(img->digest, first->digest);
+        ck_assert_uint_lt(img->downloaded_bytes, 4096); /* a config */
+        sbx_image_free(img);
+
+        /* Its names removed, the image is gone; its layers stay, the other image's. */
+        ck_assert_int_eq(sbx_image_remove(c, v1, &rm), SBX_OK);
+        sbx_removed_images_free(rm);
+        ck_assert_int_eq(sbx_image_remove(c, v2, &rm), SBX_OK);
+        sbx_removed_images_free(rm);
+        ck_assert_int_eq(sbx_image_inspect(c, first->digest, &img), SBX_NOT_FOUND);
+        gate_reset();
+        ck_assert_msg(pull_seen(c, v1, &seen, &img) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_str_eq(reused_bits(&seen, bits), "1111");
+        ck_assert_int_eq(gate_blob_gets(), 1);
+        ck_assert_str_eq(img->digest, first->digest);
+        sbx_image_free(img);
+
+        /* BOB: his own name of the image, no layer fetched. */
+        gate_reset();
+        text = as_bob(bob_repulls, &d, v1);
+        ck_assert_msg(strstr(text, "pull OK") && strstr(text, "reused 1111\n") &&
+                              strstr(text, "ls 1\n"),
+                      "%s", text);
+        ck_assert_msg(strstr(text, "names 1 ") && strstr(line_of(text, "names 1 "), v1), "%s",
+                      text);
+        free(text);
+        ck_assert_int_eq(gate_blob_gets(), 1);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 2); /* root's two, BOB's name not among root's */
+        for (size_t i = 0; i < l->n; i++)
+                ck_assert_uint_eq(l->v[i].names.n, 1);
+        sbx_image_list_free(l);
+        sbx_image_free(first);
+        free(v1);
+        free(v2);
+        free(other);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A layout of two layers of 600 empty files each (tests/mkhostile.sh --entries), from a
+ * directory and from the registry, under --max-image-entries 1000: RESOURCE_EXHAUSTED
+ * naming the bound and the flag, and nothing of it stays in the store (the first
+ * layer, unpacked, goes too); with 2000 it is pulled. */
+START_TEST(max_image_entries_refused) {
+        static const char *const flags[] = {"--max-image-entries", "1000", NULL};
+        static const char *const more[] = {"--max-image-entries", "2000", NULL};
+        struct it_daemon d;
+        struct sbx_image *img = NULL;
+        char many[800], src[900], dir[800], *ref;
+        const char *what[2];
+        sbx_client *c;
+
+        snprintf(many, sizeof(many), "%s/many", it_base_dir());
+        ck_assert_int_eq(mkdir(many, 0755), 0);
+        ck_assert_msg(
+                srv_sh("bash tests/mkhostile.sh --entries %s 600 >%s/many.log 2>&1 && "
+                       "skopeo copy -q --insecure-policy --dest-tls-verify=false "
+                       "oci:%s/oci:many docker://127.0.0.1:%d/test/many:v1 >>%s/many.log 2>&1",
+                       many, it_base_dir(), many, reg_port, it_base_dir()) == 0,
+                "tests/mkhostile.sh --entries (see %s/many.log)", it_base_dir());
+        snprintf(src, sizeof(src), "oci:%s/oci:many", many);
+        ck_assert_int_ge(asprintf(&ref, "127.0.0.1:%d/test/many:v1", reg_port), 0);
+        what[0] = src;
+        what[1] = ref;
+        gate_open(1);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        for (int i = 0; i < 2; i++) {
+                const char *m;
+                ck_assert_int_eq(sbx_image_pull(c, what[i], NULL, &img), SBX_RESOURCE_EXHAUSTED);
+                m = sbx_error_message(c);
+                ck_assert_msg(strstr(m, "--max-image-entries is 1000") && strstr(m, "398 entries"),
+                              "%s", m);
+                ck_assert_int_eq(trash_empties(&d), 0);
+                for (int k = 0; k < 4; k++) {
+                        static const char *const sub[] = {"images", "layers", "tmp",
+                                                          "blobs/sha256"};
+                        snprintf(dir, sizeof(dir), "%s/images/%s", d.state, sub[k]);
+                        ck_assert_msg(entries(dir) == 0, "%s: %d left", sub[k], entries(dir));
+                }
+        }
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        it_daemon_start(&d, more);
+        c = it_connect(&d);
+        img = pull_ok(c, src);
+        ck_assert_uint_eq(img->layers.n, 2);
+        sbx_image_free(img);
+        free(ref);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The cache's bound in entries, derived: with --image-cache-size equal to
+ * --max-image-size it is --max-image-entries (1000). Two images of 2 x 400 and 2 x 401
+ * empty files (804 and 806 entries) are within it each; pulling the second removes the
+ * first, though the bytes are far within --image-cache-size. */
+START_TEST(cache_bound_counts_entries) {
+        static const char *const flags[] = {
+                "--max-image-entries", "1000", "--max-image-size", "1G", "--image-cache-size", "1G",
+                NULL};
+        struct it_daemon d;
+        struct sbx_image_list *l = NULL;
+        struct sbx_image *a, *b;
+        char src[2][900];
+        sbx_client *c;
+
+        for (int i = 0; i < 2; i++) {
+                char dir[800];
+                snprintf(dir, sizeof(dir), "%s/few%d", it_base_dir(), i);
+                ck_assert_int_eq(mkdir(dir, 0755), 0);
+                ck_assert_msg(srv_sh("bash tests/mkhostile.sh --entries %s %d >%s/few.log 2>&1",
+                                     dir, 400 + i, it_base_dir()) == 0,
+                              "tests/mkhostile.sh --entries (see %s/few.log)", it_base_dir());
+                snprintf(src[i], sizeof(src[i]), "oci:%s/oci:many", dir);
+        }
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        a = pull_ok(c, src[0]);
+        b = pull_ok(c, src[1]);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1);
+        ck_assert_str_eq(l->v[0].digest, b->digest);
+        ck_assert_uint_lt(l->v[0].size_bytes, 1u << 20);
+        sbx_image_list_free(l);
+        ck_assert_int_ge(it_log_count(&d, "bound of 1000 entries: 1 least recently used"), 1);
+        ck_assert_int_eq(trash_empties(&d), 0);
+        sbx_image_free(a);
+        sbx_image_free(b);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* BOB's side of image_sandboxes_counted_per_caller: arg is "SOURCE"; pulls it (once)
+ * and says the sandboxes count his list shows of it. */
+static void bob_counts(struct it_daemon *d, const char *arg, struct report *r) {
+        struct sbx_image_list *l = NULL;
+        struct sbx_image *img = NULL;
+        sbx_client *c = bob_connect(d, r);
+        enum sbx_code rc;
+
+        if (!c)
+                return;
+        rc = sbx_image_pull(c, arg, NULL, &img);
+        say(r, "pull %s %s\n", sbx_code_name(rc), sbx_error_message(c));
+        sbx_image_free(img);
+        if (sbx_image_list(c, &l) == SBX_OK && l->n == 1)
+                say(r, "sandboxes %u\n", l->v[0].sandboxes);
+        sbx_image_list_free(l);
+        sbx_close(c);
+}
+
+/* A sandbox from src for c, shared with share (0: with nobody): its id. */
+static char *create_from(sbx_client *c, const char *src, uint32_t share) {
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        char *id;
+
+        sbx_create_opts_init(&o);
+        o.image = src;
+        o.share_uids = &share;
+        o.n_share_uids = share ? 1 : 0;
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
+        id = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        return id;
+}
+
+/* root and BOB pulled one image: the sandboxes count of each one's list is of the
+ * sandboxes they may use, never another user's: root's one sandbox of it is 0 for BOB
+ * (1 for root); a second one shared with BOB makes it 1 for him, 2 for root. */
+START_TEST(image_sandboxes_counted_per_caller) {
+        struct it_daemon d;
+        struct sbx_image_list *l = NULL;
+        struct sbx_image *img;
+        char src[800], *text, *a, *b;
+        sbx_client *c;
+
+        snprintf(src, sizeof(src), "oci:%s/oci:img", imgdir);
+        it_daemon_start(&d, group_flags);
+        c = it_connect(&d);
+        img = pull_ok(c, src);
+        sbx_image_free(img);
+        a = create_from(c, src, 0);
+        text = as_bob(bob_counts, &d, src);
+        ck_assert_msg(strstr(text, "pull OK") && strstr(text, "sandboxes 0\n"), "%s", text);
+        free(text);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1);
+        ck_assert_uint_eq(l->v[0].sandboxes, 1);
+        sbx_image_list_free(l);
+        b = create_from(c, src, BOB);
+        text = as_bob(bob_counts, &d, src);
+        ck_assert_msg(strstr(text, "sandboxes 1\n"), "%s", text);
+        free(text);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->v[0].sandboxes, 2);
+        sbx_image_list_free(l);
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        free(a);
+        free(b);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
@@ -835,6 +1140,10 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, private_registry_credentials);
         tcase_add_test(tc, client_gone_cancels_pull);
         tcase_add_test(tc, cache_bound_evicts_least_recently_used);
+        tcase_add_test(tc, repull_fetches_no_layer_blob);
+        tcase_add_test(tc, max_image_entries_refused);
+        tcase_add_test(tc, cache_bound_counts_entries);
+        tcase_add_test(tc, image_sandboxes_counted_per_caller);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -20,7 +20,26 @@
 # /.sbx-oldroot$ESCAPE/created, which does not exist. With "bigpw", tag "bigpw" too: tag "evil" and a layer whose
 # /etc/passwd and /etc/group are 64 MiB of comment lines before a user "big" (1000:1000)
 # and a group "big" (1000).
+#
+# mkhostile.sh --entries DIR N: DIR/oci, tag "many", two layers of N empty files each
+# (plus their directory): what costs inodes and no bytes (tests/it_images.c).
 set -euo pipefail
+if [ "$1" = --entries ]; then
+        cd "$2"
+        umoci init --layout oci
+        umoci new --image oci:many
+        umoci config --image oci:many --os linux --architecture amd64
+        for l in a b; do
+                umoci unpack --image oci:many u
+                mkdir "u/rootfs/$l"
+                (cd "u/rootfs/$l" && seq 1 "$3" | xargs touch)
+                umoci repack --image oci:many u
+                rm -rf u
+        done
+        umoci gc --layout oci
+        chmod -R a+rX "$2"
+        exit 0
+fi
 D=$1
 ESCAPE=$2
 BIGPW=${3:-}

@@ -39,7 +39,7 @@ class ImageInfo:
     digest: str
     size_bytes: int
     data_bytes: int
-    #: Sandboxes using it now (it cannot be removed meanwhile).
+    #: The caller's sandboxes (own or shared) using it now (it cannot be removed meanwhile).
     sandboxes: int
     created_unix_ms: int
     last_used_unix_ms: int
