@@ -529,6 +529,14 @@ int cgroup_delegate_procs(struct cgroup *g, uid_t uid, gid_t gid) {
         return chown(path, uid, gid) < 0 ? -errno : 0;
 }
 
+int cgroup_thaw(struct cgroup *g) {
+        if (g->v2_path)
+                return write_file(g->v2_path, "cgroup.freeze", "0");
+        if (g->path[CG_FREEZER])
+                return write_file(g->path[CG_FREEZER], "freezer.state", "THAWED");
+        return -ENOENT;
+}
+
 int cgroup_kill(struct cgroup *g) {
         int r, total = 0, i;
 

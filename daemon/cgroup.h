@@ -112,6 +112,10 @@ int cgroup_join_fds(struct cgroup *g, int *fds, size_t max, int *ret_v2);
  * nothing to do (commands stay in the sandbox's group there). 0 or -errno. */
 int cgroup_delegate_procs(struct cgroup *g, uid_t uid, gid_t gid);
 
+/* Thaws the group's processes (v2 cgroup.freeze 0, v1 freezer.state THAWED): a daemon
+ * that died during a snapshot left them frozen. 0, or -errno (-ENOENT: no freezer). */
+int cgroup_thaw(struct cgroup *g);
+
 /* Kills every process in the group: v2 cgroup.kill (falls back to the v1 way when
  * absent), v1 freeze, SIGKILL each pid in cgroup.procs, thaw. Returns the number of
  * processes signalled (v1) or 0, or -errno. */

@@ -294,6 +294,18 @@ static struct sandbox *revive(struct sbxd *d, struct orphan *o) {
 
 /* Connects to the adoption socket of o's init and takes the sandbox over. Returns 0
  * when adopted, -errno when it cannot be (the caller then declares it lost). */
+/* A daemon that died during a snapshot (snapshot.h) left o's processes frozen, init
+ * too, which would never answer: thawed first. */
+static void thaw(struct sbxd *d, const struct orphan *o) {
+        struct cgroup *g = NULL;
+
+        if (d->cgroups->version == CGROUP_NONE ||
+            cgroup_attach(d->cgroups, o->cgroup_path ? o->cgroup_path : o->id, &g) < 0)
+                return;
+        (void)cgroup_thaw(g);
+        cgroup_forget(g);
+}
+
 static int adopt_one(struct sbxd *d, struct orphan *o) {
         struct sandbox *sb;
         pid_t pid = 0;
@@ -302,6 +314,7 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         if (!d->cfg->adopt_grace_ms || !o->workspace || o->init_pid <= 0 ||
             strcmp(o->state, names_state(SBX__V1__SANDBOX_STATE__READY)) != 0)
                 return -ENOTSUP;
+        thaw(d, o);
         fd = connect_init(o);
         if (fd < 0)
                 return fd;

@@ -527,6 +527,69 @@ START_TEST(mcp_snapshot_tool) {
 }
 END_TEST
 
+/* The freezer file of the v1 cgroup of process pid ("" when it has none). */
+static void freezer_state_of(pid_t pid, char *buf, size_t len) {
+        char path[64], line[512];
+        FILE *f;
+
+        buf[0] = '\0';
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+        f = fopen(path, "re");
+        while (f && fgets(line, sizeof(line), f)) {
+                char *p = strstr(line, ":freezer:");
+                if (!p)
+                        continue;
+                p[strcspn(p, "\n")] = '\0';
+                snprintf(buf, len, "/sys/fs/cgroup/freezer%s/freezer.state", p + 9);
+        }
+        if (f)
+                fclose(f);
+}
+
+/* A daemon that dies while a sandbox is frozen (mid-snapshot) leaves it frozen: the
+ * daemon that adopts it thaws it, and its commands run. */
+START_TEST(frozen_by_a_dead_daemon_is_thawed) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, needle[200], line[1024], state[700];
+        pid_t init = 0;
+        FILE *f;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        snprintf(needle, sizeof(needle), "sbx=%s: ready (init pid ", a);
+        f = fopen(d.log, "re");
+        while (f && fgets(line, sizeof(line), f))
+                if (strstr(line, needle))
+                        init = (pid_t)atoi(strstr(line, needle) + strlen(needle));
+        if (f)
+                fclose(f);
+        ck_assert_int_gt(init, 0);
+        freezer_state_of(init, state, sizeof(state));
+        if (!state[0]) {
+                fprintf(stderr, "%s: skipped, no v1 freezer here\n", __func__);
+                goto out;
+        }
+        f = fopen(state, "we");
+        ck_assert_ptr_nonnull(f);
+        fputs("FROZEN", f);
+        ck_assert_int_eq(fclose(f), 0);
+        sbx_close(c);
+        it_daemon_kill(&d);
+        it_daemon_restart(&d, flags);
+        c = it_connect(&d);
+        expect_out(c, a, NULL, "echo thawed", "thawed\n");
+out:
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot");
 
@@ -543,6 +606,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, per_uid_bound, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, mcp_snapshot_tool, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, frozen_by_a_dead_daemon_is_thawed, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         return s;
 }
 
