@@ -2396,6 +2396,18 @@ static int debian_layout(char *buf, size_t len) {
         return r == 0 ? 0 : -1;
 }
 
+/* debian_layout, or a row of case name saying it failed and -1. */
+static int debian_layout_row(const char *name, char *buf, size_t len) {
+        struct bench_row *r;
+
+        if (debian_layout(buf, len) == 0)
+                return 0;
+        r = bench_row_add(name, "Debian image", "-", NAN, NAN, CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "tests/mkdebian.sh failed; see %s/mkdebian.log",
+                 base_dir);
+        return -1;
+}
+
 /* Kilobytes on disk of the paths (du counts a file linked twice once). */
 static double du_kib(const char *paths) {
         char cmd[2200], out[64] = "";
@@ -2576,12 +2588,8 @@ static void case_image(void) {
         double mine, base;
         sbx_client *c;
 
-        if (debian_layout(layout, sizeof(layout)) < 0) {
-                r = bench_row_add("image", "Debian image", "-", NAN, NAN, CMP_NONE, 0);
-                snprintf(r->note, sizeof(r->note), "tests/mkdebian.sh failed; see %s/mkdebian.log",
-                         base_dir);
+        if (debian_layout_row("image", layout, sizeof(layout)) < 0)
                 return;
-        }
         if (bench_daemon_start(&d, base_dir, "image", flags) < 0 || !(c = bench_connect(&d))) {
                 bench_row_add("image", "daemon", "-", NAN, NAN, CMP_NONE, 0);
                 return;
@@ -2671,6 +2679,18 @@ static void snap_files_shell(const char *dir, char *buf, size_t len) {
                  dir, SNAP_FILES, SNAP_FILE_BYTES, dir);
 }
 
+/* Appends " STATE/sandboxes/ID/root STATE/sandboxes/ID/workspace" for each of the n ids
+ * (NULL ones skipped) to paths, for du_kib. */
+static void sandbox_paths(char *paths, size_t size, const char *state, char *const *ids, int n) {
+        for (int i = 0; i < n; i++) {
+                size_t len = strlen(paths);
+                if (ids[i] && len < size)
+                        snprintf(paths + len, size - len,
+                                 " %s/sandboxes/%s/root %s/sandboxes/%s/workspace", state, ids[i],
+                                 state, ids[i]);
+        }
+}
+
 /* The ms the sandbox was frozen for snapshot digest, from the daemon's info line
  * "snapshot DIGEST taken (N bytes of layer, frozen M ms)" (daemon/rpc_snapshot.c; the
  * reply has no field for it), or NAN. */
@@ -2703,12 +2723,13 @@ static int snap_reflink(const char *dir) {
 }
 
 /* One round of the snapshot row, each side first in turn: cp -a of SNAP_FILES fresh
- * files in the base directory, and a snapshot of a fresh sandbox of image that wrote as
- * many (one command). The snapshot's digest into *ret_snap and its sandbox into *ret_id
+ * files in the base directory (and the sync after it, into copy_sync: the store syncs
+ * a layer it imports), and a snapshot of a fresh sandbox of image that wrote as many
+ * (one command). The snapshot's digest into *ret_snap and its sandbox into *ret_id
  * (free() both), or errors counted. */
 static int snap_round(sbx_client *c, const struct bench_daemon *d, const char *image, int first,
-                      struct samples *snap, struct samples *copy, struct samples *frozen,
-                      char **ret_snap, char **ret_id) {
+                      struct samples *snap, struct samples *copy, struct samples *copy_sync,
+                      struct samples *frozen, char **ret_snap, char **ret_id) {
         char shell[1000], cmd[2400], src[300], dst[300];
         struct sbx_image *img = NULL;
         int errors = 0;
@@ -2727,10 +2748,13 @@ static int snap_round(sbx_client *c, const struct bench_daemon *d, const char *i
                         }
                         snprintf(cmd, sizeof(cmd), "cp -a %s %s", src, dst);
                         t0 = bench_now_ms();
-                        if (system(cmd) != 0)
+                        if (system(cmd) != 0) {
                                 errors++;
-                        else
-                                samples_add(copy, bench_now_ms() - t0);
+                                continue;
+                        }
+                        samples_add(copy, bench_now_ms() - t0);
+                        sync();
+                        samples_add(copy_sync, bench_now_ms() - t0);
                         continue;
                 }
                 snap_files_shell("/root/snap", shell, sizeof(shell));
@@ -2785,18 +2809,62 @@ static void terminate_all(sbx_client *c, char **ids, int n, int *errors) {
         }
 }
 
+/* The snapshot case's files in the workspace instead, once: each sandbox made from its
+ * snapshot starts with a copy of them (init seeds its workspace: daemon/init/seed.h).
+ * The ms of 10 creates from it until each ran true (against base_ms, the median from
+ * the image), and the disk of those 10 (their roots and workspaces, and the store's
+ * layers) against the layers alone: two diagnostic rows. */
+static void snap_workspace_forks(sbx_client *c, const struct bench_daemon *d, const char *image,
+                                 double base_ms, int *errors) {
+        char shell[1000], paths[4000];
+        struct sbx_image *img = NULL;
+        char *id, *ids[10] = {0};
+        struct bench_row *r;
+        double ms, mib, once;
+
+        snap_files_shell("/workspace/snap", shell, sizeof(shell));
+        if (!(id = create_from(c, image)) || run_shell(c, id, shell) < 0 ||
+            sbx_snapshot(c, id, NULL, &img) != SBX_OK) {
+                bench_log("snapshot of files in /workspace: %s", sbx_error_message(c));
+                (*errors)++;
+                goto out;
+        }
+        snprintf(paths, sizeof(paths), "%s/images/layers", d->state);
+        once = du_kib(paths) / 1024.0;
+        ms = creates_then_true(c, img->digest, 10, ids, errors);
+        r = bench_row_add("snapshot", "fork of 10, files in /workspace", "ms", ms, base_ms,
+                          CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic, once: each fork's workspace starts with "
+                 "a copy of the 100 MiB");
+        sandbox_paths(paths, sizeof(paths), d->state, ids, 10);
+        mib = du_kib(paths) / 1024.0;
+        r = bench_row_add("snapshot", "disk of 10 forks, /workspace", "MiB", mib, once, CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: nothing written in them; %.0f MiB more "
+                 "than the store's layers", mib - once);
+        terminate_all(c, ids, 10, errors);
+        *errors += sbx_image_remove(c, img->digest, NULL) != SBX_OK;
+out:
+        if (id)
+                *errors += terminate_sandbox(c, id) < 0;
+        free(id);
+        sbx_image_free(img);
+}
+
 /* Snapshots and forks (issue 31), on a daemon of their own without a warm pool (every
  * create cold, on either side), from the real Debian image: a snapshot of a sandbox that
  * wrote 100 MiB in 1,000 files against `cp -a` of as many fresh files on the same
  * filesystem, and how long the sandbox was frozen meanwhile (the daemon's log); 10
  * sandboxes made from the snapshot until each ran `true` against the same from the
  * image; the disk of 10 of them, each having written 1 MiB, against the snapshot once;
- * and sbx_fork of 10 (a snapshot included) as a diagnostic. */
+ * and, as diagnostics, sbx_fork of 10 (a snapshot included), and the forks of a
+ * snapshot whose files are in the workspace (snap_workspace_forks). The files are in
+ * the sandbox's root (/root/snap) for the rows with bars: those forks share them. */
 static void case_snapshot(void) {
         static const char *const flags[] = {"--warm", "0", "--spares", "0", NULL};
         int rounds = opt.quick ? 3 : 7, errors = 0, reflink, st;
         char layout[600], source[700], paths[4000];
-        struct samples snap = {0}, copy = {0}, frozen = {0}, fork = {0}, base = {0};
+        struct samples snap = {0}, copy = {0}, copy_sync = {0}, frozen = {0}, fork = {0},
+                       base = {0};
         char *image = NULL, *snapshot = NULL, *source_id = NULL, *ids[10] = {0};
         struct sbx_fork_opts fo = {.count = 10};
         struct sbx_fork *fk = NULL;
@@ -2805,12 +2873,8 @@ static void case_snapshot(void) {
         double mine, once, t0;
         sbx_client *c;
 
-        if (debian_layout(layout, sizeof(layout)) < 0) {
-                r = bench_row_add("snapshot", "Debian image", "-", NAN, NAN, CMP_NONE, 0);
-                snprintf(r->note, sizeof(r->note), "tests/mkdebian.sh failed; see %s/mkdebian.log",
-                         base_dir);
+        if (debian_layout_row("snapshot", layout, sizeof(layout)) < 0)
                 return;
-        }
         if (bench_daemon_start(&d, base_dir, "snapshot", flags) < 0) {
                 bench_row_add("snapshot", "daemon", "-", NAN, NAN, CMP_NONE, 0);
                 return;
@@ -2831,7 +2895,8 @@ static void case_snapshot(void) {
                   SNAP_FILES);
         for (int i = 0; i < rounds; i++) {
                 char *s = NULL, *id = NULL;
-                errors += snap_round(c, &d, image, i & 1, &snap, &copy, &frozen, &s, &id);
+                errors += snap_round(c, &d, image, i & 1, &snap, &copy, &copy_sync, &frozen, &s,
+                                     &id);
                 if (i + 1 < rounds || !s) {
                         /* The next round's is of new files: nothing of this one is reused. */
                         if (s)
@@ -2849,6 +2914,9 @@ static void case_snapshot(void) {
                           samples_median(&copy), CMP_RATIO_LE, 1.2);
         snprintf(r->note, sizeof(r->note), "%d files written by one command; baseline cp -a of as "
                  "many on the same filesystem; %d rounds", SNAP_FILES, rounds);
+        r = bench_row_add("snapshot", "snapshot vs cp -a + sync median", "ms",
+                          samples_median(&snap), samples_median(&copy_sync), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: the store syncs the layer it imports");
         if (reflink) {
                 r = bench_row_add("snapshot", "frozen during it, median", "ms",
                                   samples_median(&frozen), samples_median(&copy), CMP_VALUE_LE, 20);
@@ -2887,21 +2955,19 @@ static void case_snapshot(void) {
                 ids[i] = create_from(c, snapshot);
                 errors += !ids[i] || run_shell(c, ids[i], "head -c 1048576 /dev/urandom >/root/mib");
         }
-        for (int i = 0; i < 10; i++) {
-                size_t len = strlen(paths);
-                if (ids[i])
-                        snprintf(paths + len, sizeof(paths) - len,
-                                 " %s/sandboxes/%s/root %s/sandboxes/%s/workspace", d.state, ids[i],
-                                 d.state, ids[i]);
-        }
+        sandbox_paths(paths, sizeof(paths), d.state, ids, 10);
         mine = du_kib(paths) / 1024.0;
         r = bench_row_add("snapshot", "disk of 10 forks", "MiB", mine, once, CMP_RATIO_LE,
                           once > 0 ? (once + 10.0) / once : 0);
-        snprintf(r->note, sizeof(r->note), "bar: the snapshot once (its layers, %.0f MiB) + 10 MiB",
-                 once);
+        snprintf(r->note, sizeof(r->note), "bar: the snapshot once (its layers) + 10 MiB; "
+                 "%.1f MiB more", mine - once);
         terminate_all(c, ids, 10, &errors);
 
-        /* sbx_fork itself: a snapshot of the source (its 100 MiB) and 10 creates. */
+        /* sbx_fork itself: a snapshot of the source and 10 creates. One file more first,
+         * else the snapshot's layer is the one the store holds already: the layer is all
+         * of the writable root, 100 MiB again, as after any change. */
+        errors += run_shell(c, source_id, "echo more >/root/snap/more") < 0;
+        sync();
         t0 = bench_now_ms();
         if (sbx_fork(c, source_id, &fo, &fk) != SBX_OK) {
                 bench_log("fork of %s: %s", source_id, sbx_error_message(c));
@@ -2912,13 +2978,14 @@ static void case_snapshot(void) {
                         bad += exec_true(c, fk->ids[i]) < 0;
                 r = bench_row_add("snapshot", "sbx_fork of 10, all ran true", "ms",
                                   bad ? NAN : bench_now_ms() - t0, NAN, CMP_NONE, 0);
-                snprintf(r->note, sizeof(r->note), "diagnostic: a snapshot of the 100 MiB "
-                         "sandbox, 10 creates, true in each; once");
+                snprintf(r->note, sizeof(r->note), "diagnostic, once: a snapshot of the 100 MiB "
+                         "sandbox after one more file, 10 creates, true in each");
                 errors += bad;
                 for (size_t i = 0; i < fk->n; i++)
                         errors += terminate_sandbox(c, fk->ids[i]) < 0;
                 sbx_fork_free(fk);
         }
+        snap_workspace_forks(c, &d, image, samples_median(&base), &errors);
 out:
         if (source_id)
                 errors += terminate_sandbox(c, source_id) < 0;
@@ -2931,6 +2998,7 @@ out:
         free(source_id);
         samples_free(&snap);
         samples_free(&copy);
+        samples_free(&copy_sync);
         samples_free(&frozen);
         samples_free(&fork);
         samples_free(&base);
