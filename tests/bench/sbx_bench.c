@@ -2776,7 +2776,13 @@ static int snap_round(sbx_client *c, const struct bench_daemon *d, const char *i
                         continue;
                 }
                 samples_add(snap, bench_now_ms() - t0);
-                samples_add(frozen, snap_frozen_ms(d->log, img->digest));
+                t0 = snap_frozen_ms(d->log, img->digest);
+                if (isnan(t0)) {
+                        bench_log("snapshot %s: no frozen time in %s", img->digest, d->log);
+                        errors++;
+                } else {
+                        samples_add(frozen, t0);
+                }
                 *ret_snap = strdup(img->digest);
                 *ret_id = id;
                 sbx_image_free(img);
@@ -2786,7 +2792,12 @@ static int snap_round(sbx_client *c, const struct bench_daemon *d, const char *i
         return errors;
 }
 
-/* n creates from image, then `true` in each; the ms until all 10 ran it, their ids into
+/* The median, or NAN when nothing was measured (a row then judges nothing). */
+static double median_or_nan(struct samples *s) {
+        return s->n ? samples_median(s) : NAN;
+}
+
+/* n creates from image, then `true` in each; the ms until all n ran it, their ids into
  * ids (terminated by the caller), or NAN with errors counted. */
 static double creates_then_true(sbx_client *c, const char *image, int n, char **ids, int *errors) {
         double t0 = bench_now_ms();
@@ -2910,20 +2921,20 @@ static void case_snapshot(void) {
                 snapshot = s;
                 source_id = id;
         }
-        r = bench_row_add("snapshot", "snapshot of 100 MiB median", "ms", samples_median(&snap),
-                          samples_median(&copy), CMP_RATIO_LE, 1.2);
+        r = bench_row_add("snapshot", "snapshot of 100 MiB median", "ms", median_or_nan(&snap),
+                          median_or_nan(&copy), CMP_RATIO_LE, 1.2);
         snprintf(r->note, sizeof(r->note), "%d files written by one command; baseline cp -a of as "
                  "many on the same filesystem; %d rounds", SNAP_FILES, rounds);
         r = bench_row_add("snapshot", "snapshot vs cp -a + sync median", "ms",
-                          samples_median(&snap), samples_median(&copy_sync), CMP_NONE, 0);
+                          median_or_nan(&snap), median_or_nan(&copy_sync), CMP_NONE, 0);
         snprintf(r->note, sizeof(r->note), "diagnostic: the store syncs the layer it imports");
         if (reflink) {
                 r = bench_row_add("snapshot", "frozen during it, median", "ms",
-                                  samples_median(&frozen), samples_median(&copy), CMP_VALUE_LE, 20);
+                                  median_or_nan(&frozen), median_or_nan(&copy), CMP_VALUE_LE, 20);
                 snprintf(r->note, sizeof(r->note), "the daemon's log; reflink here: bar 20 ms");
         } else {
                 r = bench_row_add("snapshot", "frozen during it, median", "ms",
-                                  samples_median(&frozen), samples_median(&copy), CMP_RATIO_LE, 1.0);
+                                  median_or_nan(&frozen), median_or_nan(&copy), CMP_RATIO_LE, 1.0);
                 snprintf(r->note, sizeof(r->note), "the daemon's log; no reflink here: bar the "
                          "cp -a time (max %.0f ms)", samples_pct(&frozen, 100));
         }
@@ -2939,11 +2950,12 @@ static void case_snapshot(void) {
                         int from_snap = (i & 1) ? 1 - j : j;
                         double ms = creates_then_true(c, from_snap ? snapshot : image, 10, ids,
                                                       &errors);
-                        samples_add(from_snap ? &fork : &base, ms);
+                        if (!isnan(ms))
+                                samples_add(from_snap ? &fork : &base, ms);
                         terminate_all(c, ids, 10, &errors);
                 }
         r = bench_row_add("snapshot", "fork of 10, all ran true median", "ms",
-                          samples_median(&fork), samples_median(&base), CMP_RATIO_LE, 1.2);
+                          median_or_nan(&fork), median_or_nan(&base), CMP_RATIO_LE, 1.2);
         snprintf(r->note, sizeof(r->note), "10 creates from the snapshot, then true in each; "
                  "baseline the same from the image");
 
@@ -2985,7 +2997,7 @@ static void case_snapshot(void) {
                         errors += terminate_sandbox(c, fk->ids[i]) < 0;
                 sbx_fork_free(fk);
         }
-        snap_workspace_forks(c, &d, image, samples_median(&base), &errors);
+        snap_workspace_forks(c, &d, image, median_or_nan(&base), &errors);
 out:
         if (source_id)
                 errors += terminate_sandbox(c, source_id) < 0;
