@@ -17,6 +17,11 @@
  *   files       64 MiB written and read with WriteFile/ReadFile vs `cat` through a pipe
  *   nocgroup    roundtrip, lifecycle and concurrent against a daemon that sees no
  *               cgroups: what the cgroups cost here (a diagnostic, reported only)
+ *   image       a real Debian image: pull + unpack, create + true + terminate from it, the
+ *               disk and memory of its sandboxes
+ *   snapshot    a snapshot of a sandbox that wrote 100 MiB in 1,000 files vs `cp -a` of
+ *               them, how long it was frozen; 10 forks vs 10 creates from the image, and
+ *               their disk vs the snapshot once
  *
  * Each pair is interleaved (baseline, sbxd, baseline, ...) so that drift of a noisy
  * machine hits both sides alike; figures are medians (and p99 where it matters). The
@@ -2391,6 +2396,18 @@ static int debian_layout(char *buf, size_t len) {
         return r == 0 ? 0 : -1;
 }
 
+/* debian_layout, or a row of case name saying it failed and -1. */
+static int debian_layout_row(const char *name, char *buf, size_t len) {
+        struct bench_row *r;
+
+        if (debian_layout(buf, len) == 0)
+                return 0;
+        r = bench_row_add(name, "Debian image", "-", NAN, NAN, CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "tests/mkdebian.sh failed; see %s/mkdebian.log",
+                 base_dir);
+        return -1;
+}
+
 /* Kilobytes on disk of the paths (du counts a file linked twice once). */
 static double du_kib(const char *paths) {
         char cmd[2200], out[64] = "";
@@ -2571,12 +2588,8 @@ static void case_image(void) {
         double mine, base;
         sbx_client *c;
 
-        if (debian_layout(layout, sizeof(layout)) < 0) {
-                r = bench_row_add("image", "Debian image", "-", NAN, NAN, CMP_NONE, 0);
-                snprintf(r->note, sizeof(r->note), "tests/mkdebian.sh failed; see %s/mkdebian.log",
-                         base_dir);
+        if (debian_layout_row("image", layout, sizeof(layout)) < 0)
                 return;
-        }
         if (bench_daemon_start(&d, base_dir, "image", flags) < 0 || !(c = bench_connect(&d))) {
                 bench_row_add("image", "daemon", "-", NAN, NAN, CMP_NONE, 0);
                 return;
@@ -2651,12 +2664,372 @@ out:
         bench_daemon_stop(&d);
 }
 
+/* ---- snapshots --------------------------------------------------------------------------- */
+
+/* The bytes of each of the snapshot case's 1,000 files: 100 MiB in all. */
+#define SNAP_FILES      1000
+#define SNAP_FILE_BYTES 104858
+
+/* The shell loop writing SNAP_FILES files of SNAP_FILE_BYTES from /dev/urandom (nothing
+ * compresses or dedups) into dir, which it makes; into buf. */
+static void snap_files_shell(const char *dir, char *buf, size_t len) {
+        snprintf(buf, len,
+                 "mkdir -p %s && i=0 && while [ $i -lt %d ]; do "
+                 "head -c %d /dev/urandom >%s/f$i || exit 1; i=$((i+1)); done",
+                 dir, SNAP_FILES, SNAP_FILE_BYTES, dir);
+}
+
+/* Appends " STATE/sandboxes/ID/root STATE/sandboxes/ID/workspace" for each of the n ids
+ * (NULL ones skipped) to paths, for du_kib. */
+static void sandbox_paths(char *paths, size_t size, const char *state, char *const *ids, int n) {
+        for (int i = 0; i < n; i++) {
+                size_t len = strlen(paths);
+                if (ids[i] && len < size)
+                        snprintf(paths + len, size - len,
+                                 " %s/sandboxes/%s/root %s/sandboxes/%s/workspace", state, ids[i],
+                                 state, ids[i]);
+        }
+}
+
+/* The ms the sandbox was frozen for snapshot digest, from the daemon's info line
+ * "snapshot DIGEST taken (N bytes of layer, frozen M ms)" (daemon/rpc_snapshot.c; the
+ * reply has no field for it), or NAN. */
+static double snap_frozen_ms(const char *log, const char *digest) {
+        char line[2048];
+        double ms = NAN;
+        FILE *f = fopen(log, "re");
+
+        while (f && fgets(line, sizeof(line), f)) {
+                char *p = strstr(line, digest), *q;
+                if (p && strncmp(p + strlen(digest), " taken (", 8) == 0 &&
+                    (q = strstr(p, ", frozen ")))
+                        ms = strtod(q + 9, NULL);
+        }
+        if (f)
+                fclose(f);
+        return ms;
+}
+
+/* Whether the filesystem of dir (where it writes a small file) clones files
+ * (cp --reflink=always). */
+static int snap_reflink(const char *dir) {
+        char cmd[2400];
+
+        snprintf(cmd, sizeof(cmd),
+                 "head -c 4096 /dev/urandom >%s/rl.a && cp --reflink=always %s/rl.a %s/rl.b "
+                 "2>/dev/null; r=$?; rm -f %s/rl.a %s/rl.b; exit $r",
+                 dir, dir, dir, dir, dir);
+        return system(cmd) == 0;
+}
+
+/* One round of the snapshot row, each side first in turn: cp -a of SNAP_FILES fresh
+ * files in the base directory (and the sync after it, into copy_sync: the store syncs
+ * a layer it imports), and a snapshot of a fresh sandbox of image that wrote as many
+ * (one command). The snapshot's digest into *ret_snap and its sandbox into *ret_id
+ * (free() both), or errors counted. */
+static int snap_round(sbx_client *c, const struct bench_daemon *d, const char *image, int first,
+                      struct samples *snap, struct samples *copy, struct samples *copy_sync,
+                      struct samples *frozen, char **ret_snap, char **ret_id) {
+        char shell[1000], cmd[2400], src[300], dst[300];
+        struct sbx_image *img = NULL;
+        int errors = 0;
+        double t0;
+        char *id;
+
+        snprintf(src, sizeof(src), "%s/snap-src", base_dir);
+        snprintf(dst, sizeof(dst), "%s/snap-dst", base_dir);
+        for (int j = 0; j < 2; j++) {
+                if ((j == 0) == first) {
+                        snap_files_shell(src, shell, sizeof(shell));
+                        snprintf(cmd, sizeof(cmd), "rm -rf %s %s && %s && sync", src, dst, shell);
+                        if (system(cmd) != 0) {
+                                errors++;
+                                continue;
+                        }
+                        snprintf(cmd, sizeof(cmd), "cp -a %s %s", src, dst);
+                        t0 = bench_now_ms();
+                        if (system(cmd) != 0) {
+                                errors++;
+                                continue;
+                        }
+                        samples_add(copy, bench_now_ms() - t0);
+                        sync();
+                        samples_add(copy_sync, bench_now_ms() - t0);
+                        continue;
+                }
+                snap_files_shell("/root/snap", shell, sizeof(shell));
+                if (!(id = create_from(c, image)) || run_shell(c, id, shell) < 0) {
+                        bench_log("snapshot: writing the files in %s failed", id ? id : "-");
+                        errors++;
+                        if (id)
+                                errors += terminate_sandbox(c, id) < 0;
+                        free(id);
+                        continue;
+                }
+                sync();
+                t0 = bench_now_ms();
+                if (sbx_snapshot(c, id, NULL, &img) != SBX_OK) {
+                        bench_log("snapshot of %s: %s", id, sbx_error_message(c));
+                        errors++;
+                        errors += terminate_sandbox(c, id) < 0;
+                        free(id);
+                        continue;
+                }
+                samples_add(snap, bench_now_ms() - t0);
+                t0 = snap_frozen_ms(d->log, img->digest);
+                if (isnan(t0)) {
+                        bench_log("snapshot %s: no frozen time in %s", img->digest, d->log);
+                        errors++;
+                } else {
+                        samples_add(frozen, t0);
+                }
+                *ret_snap = strdup(img->digest);
+                *ret_id = id;
+                sbx_image_free(img);
+        }
+        snprintf(cmd, sizeof(cmd), "rm -rf %s %s", src, dst);
+        errors += system(cmd) != 0;
+        return errors;
+}
+
+/* The median, or NAN when nothing was measured (a row then judges nothing). */
+static double median_or_nan(struct samples *s) {
+        return s->n ? samples_median(s) : NAN;
+}
+
+/* n creates from image, then `true` in each; the ms until all n ran it, their ids into
+ * ids (terminated by the caller), or NAN with errors counted. */
+static double creates_then_true(sbx_client *c, const char *image, int n, char **ids, int *errors) {
+        double t0 = bench_now_ms();
+        int bad = 0;
+
+        for (int i = 0; i < n; i++)
+                bad += !(ids[i] = create_from(c, image));
+        for (int i = 0; i < n; i++)
+                bad += ids[i] && exec_true(c, ids[i]) < 0;
+        *errors += bad;
+        return bad ? NAN : bench_now_ms() - t0;
+}
+
+static void terminate_all(sbx_client *c, char **ids, int n, int *errors) {
+        for (int i = 0; i < n; i++) {
+                if (ids[i])
+                        *errors += terminate_sandbox(c, ids[i]) < 0;
+                free(ids[i]);
+                ids[i] = NULL;
+        }
+}
+
+/* The snapshot case's files in the workspace instead, once: each sandbox made from its
+ * snapshot starts with a copy of them (init seeds its workspace: daemon/init/seed.h).
+ * The ms of 10 creates from it until each ran true (against base_ms, the median from
+ * the image), and the disk of those 10 (their roots and workspaces, and the store's
+ * layers) against the layers alone: two diagnostic rows. */
+static void snap_workspace_forks(sbx_client *c, const struct bench_daemon *d, const char *image,
+                                 double base_ms, int *errors) {
+        char shell[1000], paths[4000];
+        struct sbx_image *img = NULL;
+        char *id, *ids[10] = {0};
+        struct bench_row *r;
+        double ms, mib, once;
+
+        snap_files_shell("/workspace/snap", shell, sizeof(shell));
+        if (!(id = create_from(c, image)) || run_shell(c, id, shell) < 0 ||
+            sbx_snapshot(c, id, NULL, &img) != SBX_OK) {
+                bench_log("snapshot of files in /workspace: %s", sbx_error_message(c));
+                (*errors)++;
+                goto out;
+        }
+        snprintf(paths, sizeof(paths), "%s/images/layers", d->state);
+        once = du_kib(paths) / 1024.0;
+        ms = creates_then_true(c, img->digest, 10, ids, errors);
+        r = bench_row_add("snapshot", "fork of 10, files in /workspace", "ms", ms, base_ms,
+                          CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic, once: each fork's workspace starts with "
+                 "a copy of the 100 MiB");
+        sandbox_paths(paths, sizeof(paths), d->state, ids, 10);
+        mib = du_kib(paths) / 1024.0;
+        r = bench_row_add("snapshot", "disk of 10 forks, /workspace", "MiB", mib, once, CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: nothing written in them; %.0f MiB more "
+                 "than the store's layers", mib - once);
+        terminate_all(c, ids, 10, errors);
+        *errors += sbx_image_remove(c, img->digest, NULL) != SBX_OK;
+out:
+        if (id)
+                *errors += terminate_sandbox(c, id) < 0;
+        free(id);
+        sbx_image_free(img);
+}
+
+/* Snapshots and forks (issue 31), on a daemon of their own without a warm pool (every
+ * create cold, on either side), from the real Debian image: a snapshot of a sandbox that
+ * wrote 100 MiB in 1,000 files against `cp -a` of as many fresh files on the same
+ * filesystem, and how long the sandbox was frozen meanwhile (the daemon's log); 10
+ * sandboxes made from the snapshot until each ran `true` against the same from the
+ * image; the disk of 10 of them, each having written 1 MiB, against the snapshot once;
+ * and, as diagnostics, sbx_fork of 10 (a snapshot included), and the forks of a
+ * snapshot whose files are in the workspace (snap_workspace_forks). The files are in
+ * the sandbox's root (/root/snap) for the rows with bars: those forks share them. */
+static void case_snapshot(void) {
+        static const char *const flags[] = {"--warm", "0", "--spares", "0", NULL};
+        int rounds = opt.quick ? 3 : 7, errors = 0, reflink, st;
+        char layout[600], source[700], paths[4000];
+        struct samples snap = {0}, copy = {0}, copy_sync = {0}, frozen = {0}, fork = {0},
+                       base = {0};
+        char *image = NULL, *snapshot = NULL, *source_id = NULL, *ids[10] = {0};
+        struct sbx_fork_opts fo = {.count = 10};
+        struct sbx_fork *fk = NULL;
+        struct bench_daemon d;
+        struct bench_row *r;
+        double mine, once, t0;
+        sbx_client *c;
+
+        if (debian_layout_row("snapshot", layout, sizeof(layout)) < 0)
+                return;
+        if (bench_daemon_start(&d, base_dir, "snapshot", flags) < 0) {
+                bench_row_add("snapshot", "daemon", "-", NAN, NAN, CMP_NONE, 0);
+                return;
+        }
+        if (!(c = bench_connect(&d))) {
+                bench_row_add("snapshot", "daemon", "-", NAN, NAN, CMP_NONE, 0);
+                bench_daemon_stop(&d);
+                return;
+        }
+        snprintf(source, sizeof(source), "oci:%s/oci:deb", layout);
+        if (isnan(timed_pull(c, source, &image))) {
+                errors++;
+                goto out;
+        }
+        reflink = snap_reflink(d.state);
+
+        bench_log("snapshot: %d x (a snapshot of 100 MiB in %d files vs cp -a of them)", rounds,
+                  SNAP_FILES);
+        for (int i = 0; i < rounds; i++) {
+                char *s = NULL, *id = NULL;
+                errors += snap_round(c, &d, image, i & 1, &snap, &copy, &copy_sync, &frozen, &s,
+                                     &id);
+                if (i + 1 < rounds || !s) {
+                        /* The next round's is of new files: nothing of this one is reused. */
+                        if (s)
+                                errors += sbx_image_remove(c, s, NULL) != SBX_OK;
+                        if (id)
+                                errors += terminate_sandbox(c, id) < 0;
+                        free(s);
+                        free(id);
+                        continue;
+                }
+                snapshot = s;
+                source_id = id;
+        }
+        r = bench_row_add("snapshot", "snapshot of 100 MiB median", "ms", median_or_nan(&snap),
+                          median_or_nan(&copy), CMP_RATIO_LE, 1.2);
+        snprintf(r->note, sizeof(r->note), "%d files written by one command; baseline cp -a of as "
+                 "many on the same filesystem; %d rounds", SNAP_FILES, rounds);
+        r = bench_row_add("snapshot", "snapshot vs cp -a + sync median", "ms",
+                          median_or_nan(&snap), median_or_nan(&copy_sync), CMP_NONE, 0);
+        snprintf(r->note, sizeof(r->note), "diagnostic: the store syncs the layer it imports");
+        if (reflink) {
+                r = bench_row_add("snapshot", "frozen during it, median", "ms",
+                                  median_or_nan(&frozen), median_or_nan(&copy), CMP_VALUE_LE, 20);
+                snprintf(r->note, sizeof(r->note), "the daemon's log; reflink here: bar 20 ms");
+        } else {
+                r = bench_row_add("snapshot", "frozen during it, median", "ms",
+                                  median_or_nan(&frozen), median_or_nan(&copy), CMP_RATIO_LE, 1.0);
+                snprintf(r->note, sizeof(r->note), "the daemon's log; no reflink here: bar the "
+                         "cp -a time (max %.0f ms)", samples_pct(&frozen, 100));
+        }
+        if (!snapshot) {
+                errors++;
+                goto out;
+        }
+
+        bench_log("snapshot: %d x (10 creates from the snapshot vs from the image, then true)",
+                  rounds);
+        for (int i = 0; i < rounds; i++)
+                for (int j = 0; j < 2; j++) {
+                        int from_snap = (i & 1) ? 1 - j : j;
+                        double ms = creates_then_true(c, from_snap ? snapshot : image, 10, ids,
+                                                      &errors);
+                        if (!isnan(ms))
+                                samples_add(from_snap ? &fork : &base, ms);
+                        terminate_all(c, ids, 10, &errors);
+                }
+        r = bench_row_add("snapshot", "fork of 10, all ran true median", "ms",
+                          median_or_nan(&fork), median_or_nan(&base), CMP_RATIO_LE, 1.2);
+        snprintf(r->note, sizeof(r->note), "10 creates from the snapshot, then true in each; "
+                 "baseline the same from the image");
+
+        /* 10 forks, 1 MiB written in each one's root, against the snapshot once (its layers
+         * and its image's, in the store). */
+        snprintf(paths, sizeof(paths), "%s/images/layers", d.state);
+        once = du_kib(paths) / 1024.0;
+        for (int i = 0; i < 10; i++) {
+                ids[i] = create_from(c, snapshot);
+                errors += !ids[i] || run_shell(c, ids[i], "head -c 1048576 /dev/urandom >/root/mib");
+        }
+        sandbox_paths(paths, sizeof(paths), d.state, ids, 10);
+        mine = du_kib(paths) / 1024.0;
+        r = bench_row_add("snapshot", "disk of 10 forks", "MiB", mine, once, CMP_RATIO_LE,
+                          once > 0 ? (once + 10.0) / once : 0);
+        snprintf(r->note, sizeof(r->note), "bar: the snapshot once (its layers) + 10 MiB; "
+                 "%.1f MiB more", mine - once);
+        terminate_all(c, ids, 10, &errors);
+
+        /* sbx_fork itself: a snapshot of the source and 10 creates. One file more first,
+         * else the snapshot's layer is the one the store holds already: the layer is all
+         * of the writable root, 100 MiB again, as after any change. */
+        errors += run_shell(c, source_id, "echo more >/root/snap/more") < 0;
+        sync();
+        t0 = bench_now_ms();
+        if (sbx_fork(c, source_id, &fo, &fk) != SBX_OK) {
+                bench_log("fork of %s: %s", source_id, sbx_error_message(c));
+                errors++;
+        } else {
+                int bad = 0;
+                for (size_t i = 0; i < fk->n; i++)
+                        bad += exec_true(c, fk->ids[i]) < 0;
+                r = bench_row_add("snapshot", "sbx_fork of 10, all ran true", "ms",
+                                  bad ? NAN : bench_now_ms() - t0, NAN, CMP_NONE, 0);
+                snprintf(r->note, sizeof(r->note), "diagnostic, once: a snapshot of the 100 MiB "
+                         "sandbox after one more file, 10 creates, true in each");
+                errors += bad;
+                for (size_t i = 0; i < fk->n; i++)
+                        errors += terminate_sandbox(c, fk->ids[i]) < 0;
+                sbx_fork_free(fk);
+        }
+        snap_workspace_forks(c, &d, image, median_or_nan(&base), &errors);
+out:
+        if (source_id)
+                errors += terminate_sandbox(c, source_id) < 0;
+        if (errors) {
+                r = bench_row_add("snapshot", "errors", "count", errors, NAN, CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "see stderr and %s", d.log);
+        }
+        free(image);
+        free(snapshot);
+        free(source_id);
+        samples_free(&snap);
+        samples_free(&copy);
+        samples_free(&copy_sync);
+        samples_free(&frozen);
+        samples_free(&fork);
+        samples_free(&base);
+        sbx_close(c);
+        st = bench_daemon_stop(&d);
+        if (st != 0) {
+                r = bench_row_add("snapshot", "daemon exit status", "status", st, NAN, CMP_VALUE_LT,
+                                  1);
+                snprintf(r->note, sizeof(r->note), "see %s", d.log);
+        }
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 static void usage(void) {
         fputs("usage: sbx_bench [--quick] [--json PATH] [--only NAME[,NAME...]] [--sandboxes N] "
               "[--keep]\n"
-              "cases: roundtrip lifecycle cli concurrent idle stdout files burst nocgroup image\n",
+              "cases: roundtrip lifecycle cli concurrent idle stdout files burst nocgroup image "
+              "snapshot\n",
               stderr);
 }
 
@@ -2675,7 +3048,7 @@ int main(int argc, char **argv) {
         static const char *const names[] = {"roundtrip", "concurrent", "lifecycle",
                                             "cli",       "stdout",     "files",
                                             "burst",     "idle",       "nocgroup",
-                                            "image"};
+                                            "image",     "snapshot"};
         double t0 = bench_now_ms();
         struct utsname u;
         char title[512], date[64], cpu[256];
@@ -2717,7 +3090,7 @@ int main(int argc, char **argv) {
                 need_main |= wanted(names[i]);
         if (need_main && bench_daemon_start(&main_daemon, base_dir, "main", NULL) < 0)
                 return 1;
-        for (i = 0; i < 10; i++) {
+        for (i = 0; i < 11; i++) {
                 if (!wanted(names[i]))
                         continue;
                 if (strcmp(names[i], "roundtrip") == 0)
@@ -2740,6 +3113,8 @@ int main(int argc, char **argv) {
                         case_nocgroup();
                 else if (strcmp(names[i], "image") == 0)
                         case_image();
+                else if (strcmp(names[i], "snapshot") == 0)
+                        case_snapshot();
         }
         if (need_main) {
                 st = bench_daemon_stop(&main_daemon);
