@@ -66,14 +66,17 @@ static void snap_done(struct offload_job *job) {
         struct conn *c = rpc_call_conn(w->call);
         uint64_t rid = w->call->request_id;
         struct imagestore_image img;
+        char how[48] = "";
 
+        if (!w->sj.freezer.control)
+                snprintf(how, sizeof(how), ", %zu processes stopped by signals", w->sj.signalled);
         sbsnap_end(w->sb);
         w->sb = NULL;
         if (w->sj.r == 0 && imagestore_find(w->d->images, w->sj.manifest, &img) == 0) {
-                log_info("sbx=%s uid=%u: snapshot %s taken (%llu bytes of layer, frozen %llu ms)",
+                log_info("sbx=%s uid=%u: snapshot %s taken (%llu bytes of layer, frozen %llu ms%s)",
                          w->sj.sandbox_id, (unsigned)w->caller, w->sj.manifest,
                          (unsigned long long)w->sj.layer_bytes,
-                         (unsigned long long)w->sj.frozen_ms);
+                         (unsigned long long)w->sj.frozen_ms, how);
                 if (!conn_is_closed(c))
                         rpc_images_answer(c, rid, &img, w->caller, NULL, 0);
                 imagestore_image_free(&img);

@@ -140,11 +140,17 @@ int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snap
                 return -ENOSYS;
         }
         r = freezer_of(sb, &j->freezer);
+        /* Without a cgroup: its PID namespace's processes are stopped by signals. */
         if (r == 0 && !j->freezer.control) {
+                j->freezer.pidns_dev = sb->pidns_dev;
+                j->freezer.pidns_ino = sb->pidns_ino;
+                j->freezer.init_pid = sb->view.init_pid;
+        }
+        if (r == 0 && !j->freezer.control && (!sb->pidns_ino || sb->view.init_pid <= 0)) {
                 snprintf(err, errlen,
-                         "UNIMPLEMENTED: a snapshot of sandbox '%s' without the cgroup freezer "
-                         "(this sbxd has no cgroups): its processes cannot be held still while "
-                         "its files are read",
+                         "UNIMPLEMENTED: a snapshot of sandbox '%s' without a cgroup, whose PID "
+                         "namespace is not known: its processes cannot be held still while its "
+                         "files are read",
                          sb->id);
                 return -ENOSYS;
         }

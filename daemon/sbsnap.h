@@ -18,7 +18,8 @@ struct sandbox;
 /* Fills job's sandbox part from sb and holds sb's directory; its refs: name (NULL:
  * "localhost/ID:UNIXMS") as sb's owner's, and as caller's too when that is another user
  * (one a sandbox is shared with). 0, or -errno with err: -EINVAL a malformed name,
- * -ENOSYS (UNIMPLEMENTED) a sandbox of the host's root, a tmpfs disk, no freezer. On
+ * -ENOSYS (UNIMPLEMENTED) a sandbox of the host's root, a tmpfs disk, no cgroup and no
+ * known PID namespace. On
  * failure what was filled is the caller's to clear (snapshot_job_clear). */
 int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snapshot_job *job,
                  char *err, size_t errlen);

@@ -1,9 +1,13 @@
 /* snapshot.c: a sandbox's files captured as an image of the store; see snapshot.h. */
 #include "snapshot.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +34,8 @@ static int fail(struct snapshot_job *j, int r, const char *fmt, ...) {
         return r;
 }
 
+static void continue_stopped(struct snapshot_freezer *f);
+
 void snapshot_job_clear(struct snapshot_job *j) {
         unsigned i;
 
@@ -43,6 +49,9 @@ void snapshot_job_clear(struct snapshot_job *j) {
                 free(j->refs[i]);
         free(j->freezer.control);
         free(j->freezer.events);
+        continue_stopped(&j->freezer); /* none, unless a capture stopped half way */
+        free(j->freezer.stopped);
+        j->freezer.stopped = NULL;
         j->sandbox_id = j->freezer.control = j->freezer.events = NULL;
         j->n_refs = 0;
 }
@@ -83,15 +92,132 @@ static int is_frozen(const struct snapshot_freezer *f) {
         return f->v2 ? strstr(buf, "frozen 1") != NULL : strncmp(buf, "FROZEN", 6) == 0;
 }
 
-static void thaw(const struct snapshot_freezer *f) {
-        (void)write_text(f->control, f->v2 ? "0" : "THAWED");
+/* ---- without a cgroup: signals ---------------------------------------------------------- */
+
+/* The state letter of /proc/PID/stat ('T' stopped), or 0 when it is gone. */
+static char proc_state(pid_t pid) {
+        char path[64], buf[512], *close_paren;
+        int fd;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return 0;
+        buf[n] = '\0';
+        close_paren = strrchr(buf, ')');
+        return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+/* 1 when pid is a process of f's PID namespace (not its init). */
+static int in_namespace(const struct snapshot_freezer *f, pid_t pid) {
+        char path[64];
+        struct stat st;
+
+        if (pid == f->init_pid)
+                return 0;
+        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+        return stat(path, &st) == 0 && st.st_dev == f->pidns_dev && st.st_ino == f->pidns_ino;
+}
+
+static int stopped_by_us(const struct snapshot_freezer *f, pid_t pid) {
+        for (size_t i = 0; i < f->n_stopped; i++)
+                if (f->stopped[i].pid == pid)
+                        return 1;
+        return 0;
+}
+
+/* One pass over /proc: stops what of f's namespace runs. 1 when all were stopped
+ * already, 0 when one was not yet, -errno. */
+static int stop_pass(struct snapshot_freezer *f) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        int all = 1;
+
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                pid_t pid = (pid_t)atoi(de->d_name);
+                char st;
+                int fd;
+                if (pid <= 0 || !in_namespace(f, pid) || (st = proc_state(pid)) == 0 || st == 'Z')
+                        continue;
+                if (st == 'T' || st == 't')
+                        continue; /* ours already, or stopped before */
+                all = 0;
+                if (stopped_by_us(f, pid))
+                        continue; /* signalled, not stopped yet */
+                if (f->n_stopped == SNAPSHOT_MAX_STOPPED)
+                        break;
+                fd = (int)syscall(SYS_pidfd_open, pid, 0);
+                if (fd < 0)
+                        continue; /* gone meanwhile */
+                if (syscall(SYS_pidfd_send_signal, fd, SIGSTOP, NULL, 0) < 0) {
+                        close(fd);
+                        continue;
+                }
+                f->stopped[f->n_stopped].pidfd = fd;
+                f->stopped[f->n_stopped++].pid = pid;
+        }
+        closedir(d);
+        return all;
+}
+
+static void continue_stopped(struct snapshot_freezer *f) {
+        for (size_t i = 0; i < f->n_stopped; i++) {
+                (void)syscall(SYS_pidfd_send_signal, f->stopped[i].pidfd, SIGCONT, NULL, 0);
+                close(f->stopped[i].pidfd);
+        }
+        f->n_stopped = 0;
+}
+
+/* ---- the freezer ----------------------------------------------------------------------- */
+
+static void thaw(struct snapshot_freezer *f) {
+        if (f->control)
+                (void)write_text(f->control, f->v2 ? "0" : "THAWED");
+        else
+                continue_stopped(f);
+}
+
+/* Stops f's namespace's processes with signals, until all show stopped. */
+static int stop_all(struct snapshot_job *j) {
+        struct snapshot_freezer *f = &j->freezer;
+        uint64_t t0 = now_ms();
+        int r;
+
+        if (!f->stopped && !(f->stopped = calloc(SNAPSHOT_MAX_STOPPED, sizeof(*f->stopped))))
+                return fail(j, -ENOMEM, "daemon out of memory");
+        while ((r = stop_pass(f)) == 0) {
+                if (now_ms() - t0 > SNAPSHOT_FREEZE_WAIT_MS) {
+                        thaw(f);
+                        return fail(j, -EBUSY,
+                                    "its processes did not stop within %u ms (one may be in an "
+                                    "uninterruptible wait: on a file system or a device); retry",
+                                    SNAPSHOT_FREEZE_WAIT_MS);
+                }
+                usleep(1000);
+        }
+        if (r < 0) {
+                thaw(f);
+                return fail(j, r, "cannot stop its processes: %s", strerror(-r));
+        }
+        return 0;
 }
 
 /* Freezes the group and waits until it is (SNAPSHOT_FREEZE_WAIT_MS at most). */
 static int freeze(struct snapshot_job *j) {
-        const struct snapshot_freezer *f = &j->freezer;
+        struct snapshot_freezer *f = &j->freezer;
         uint64_t t0 = now_ms();
-        int r = write_text(f->control, f->v2 ? "1" : "FROZEN");
+        int r;
+
+        if (!f->control)
+                return stop_all(j);
+        r = write_text(f->control, f->v2 ? "1" : "FROZEN");
 
         while (r == 0 && (r = is_frozen(f)) == 0) {
                 if (now_ms() - t0 > SNAPSHOT_FREEZE_WAIT_MS) {
@@ -122,9 +248,10 @@ static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t
         uint64_t t0;
         int r;
 
-        if (j->freezer.control && (r = freeze(j)) < 0)
+        if ((j->freezer.control || j->freezer.pidns_ino) && (r = freeze(j)) < 0)
                 return r;
         t0 = now_ms();
+        j->signalled = j->freezer.n_stopped;
         r = layerwrite_open(tar_fd, &o, err, sizeof(err), &w);
         if (r == 0)
                 r = layerwrite_tree(w, j->upper_fd, "");
@@ -133,7 +260,7 @@ static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t
         if (r == 0)
                 r = layerwrite_finish(w, res);
         layerwrite_free(w);
-        if (j->freezer.control)
+        if (j->freezer.control || j->freezer.pidns_ino)
                 thaw(&j->freezer);
         j->frozen_ms = now_ms() - t0;
         if (r == -EFBIG)

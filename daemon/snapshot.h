@@ -19,6 +19,7 @@
 #define SBX_SNAPSHOT_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "digest.h"
 #include "layerwrite.h"
@@ -31,11 +32,25 @@ struct imagestore;
 
 /* The freezer of a sandbox's cgroup, by the paths of its files (the job may outlive
  * the struct cgroup): control is v1's freezer.state or v2's cgroup.freeze, events v2's
- * cgroup.events. control NULL: no freezer. */
+ * cgroup.events. control NULL: no cgroup freezer; then, with pidns_ino, the processes of
+ * that PID namespace but init (init_pid) are stopped with SIGSTOP (a pidfd each) until
+ * every one shows stopped, and continued after: a sandbox without cgroups (a rootless
+ * sbxd without delegated ones). Its owner's daemon may signal them all (its user, or the
+ * owner of their user namespace). A process stopped before (job control) is left as it
+ * was. */
+#define SNAPSHOT_MAX_STOPPED 65536u
 struct snapshot_freezer {
         char *control;
         char *events;
         int v2;
+        dev_t pidns_dev;
+        ino_t pidns_ino;
+        pid_t init_pid;
+        struct snapshot_stopped {
+                int pidfd;
+                pid_t pid;
+        } *stopped; /* the processes the signals stopped */
+        size_t n_stopped;
 };
 
 struct snapshot_job {
@@ -59,6 +74,7 @@ struct snapshot_job {
         char err[512];
         char manifest[DIGEST_STR_BYTES];
         uint64_t frozen_ms;  /* how long the processes were frozen */
+        size_t signalled;    /* without a cgroup: the processes SIGSTOP stopped */
         uint64_t layer_bytes; /* the new layer's tar */
         unsigned skipped;    /* device nodes, FIFOs, sockets left out */
         char first_skipped[256];
