@@ -96,12 +96,14 @@ static const struct command commands[] = {
          "      allowlist proxy allowed and refused)"},
         {"image", cmd_image,
          "image pull [--json] [--registry-auth USER:PASS] IMAGE | image ls [--json] |\n"
-         "    image rm NAME... | image inspect NAME | image prune [--json]",
+         "    image rm NAME... | image inspect NAME | image prune [--json] |\n"
+         "    image export NAME FILE",
          "your container images: pull one from a registry (python:3.12-slim,\n"
          "      host:5000/app:v1, name@sha256:...) or import oci:DIR[:TAG],\n"
          "      oci-archive:FILE or docker-archive:FILE (read with your rights), with a\n"
          "      progress bar on a terminal; list, remove, inspect (JSON), and remove\n"
-         "      every one no sandbox uses. Credentials: --registry-auth, else your\n"
+         "      every one no sandbox uses; export one as an OCI archive (FILE, or - for\n"
+         "      stdout). Credentials: --registry-auth, else your\n"
          "      ~/.docker/config.json or $XDG_RUNTIME_DIR/containers/auth.json"},
         {"snapshot", cmd_snapshot, "snapshot [--name NAME] [--json] ID",
          "capture a sandbox made from an image, its root and /workspace, as an image\n"

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -573,6 +574,45 @@ static int image_prune(struct cli *cli, int argc, char **argv) {
         return status;
 }
 
+/* ---- export ---------------------------------------------------------------------------- */
+
+/* sbx image export NAME FILE: an OCI archive written to FILE ("-": stdout), with this
+ * user's rights; a file the export could not finish is removed. */
+static int image_export(struct cli *cli, int argc, char **argv) {
+        const char *args[2];
+        struct sbx_image *img = NULL;
+        bool json = false, to_stdout;
+        sbx_client *c;
+        enum sbx_code rc;
+        size_t n;
+        int status = parse_names(cli, argc, argv, 2, 2, args, &n, &json, &c), fd;
+
+        if (status)
+                return status < 0 ? 0 : status;
+        to_stdout = strcmp(args[1], "-") == 0;
+        fd = to_stdout ? STDOUT_FILENO
+                       : open(args[1], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+                sbx_close(c);
+                return cli_error(SBX_INVALID_ARGUMENT, "cannot write %s: %s", args[1],
+                                 strerror(errno));
+        }
+        sbx_set_call_timeout_ms(c, 0); /* the daemon writes the archive first */
+        rc = sbx_image_export(c, args[0], fd, &img);
+        if (rc != SBX_OK) {
+                status = cli_client_error(c, rc);
+                if (!to_stdout)
+                        unlink(args[1]);
+        } else if (!to_stdout) {
+                printf("%s %s\n", img->names.n ? img->names.v[0] : "-", img->digest);
+        }
+        if (!to_stdout && close(fd) < 0 && status == 0)
+                status = cli_error(SBX_UNAVAILABLE, "writing %s: %s", args[1], strerror(errno));
+        sbx_image_free(img);
+        sbx_close(c);
+        return status;
+}
+
 /* ---- snapshot ------------------------------------------------------------------------- */
 
 int cmd_snapshot(struct cli *cli, int argc, char **argv) {
@@ -681,7 +721,8 @@ int cmd_image(struct cli *cli, int argc, char **argv) {
                 const char *name;
                 int (*fn)(struct cli *, int, char **);
         } subs[] = {{"pull", image_pull}, {"ls", image_ls},           {"list", image_ls},
-                    {"rm", image_rm},     {"inspect", image_inspect}, {"prune", image_prune}};
+                    {"rm", image_rm},     {"inspect", image_inspect}, {"prune", image_prune},
+                    {"export", image_export}};
         char name[32];
 
         if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static enum sbx_code need(sbx_client *c, const void *ptr, const char *fn, const char *what) {
         if (ptr)
@@ -185,6 +186,63 @@ enum sbx_code sbx_fork(sbx_client *c, const char *id, const struct sbx_fork_opts
         sbx_image_free(img);
         sbx_sandbox_free(src);
         *ret = f;
+        return rc;
+}
+
+/* Where an export's chunks go: fd, in order. */
+struct export_sink {
+        int fd;
+        uint64_t next;
+};
+
+static int export_chunk(void *ud, uint64_t offset, const void *data, size_t len) {
+        struct export_sink *s = ud;
+        const char *p = data;
+
+        if (offset != s->next)
+                return EPROTO;
+        while (len > 0) {
+                ssize_t n = write(s->fd, p, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return n < 0 ? errno : EIO;
+                p += n;
+                len -= (size_t)n;
+                s->next += (uint64_t)n;
+        }
+        return 0;
+}
+
+enum sbx_code sbx_image_export(sbx_client *c, const char *name, int fd, struct sbx_image **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__ExportImage ei = SBX__V1__EXPORT_IMAGE__INIT;
+        struct export_sink sink = {.fd = fd};
+        struct exchange k = {0};
+        struct sbx_image *img = NULL;
+        enum sbx_code rc;
+
+        if ((rc = need(c, name, __func__, "name")) != SBX_OK)
+                return rc;
+        if (ret)
+                *ret = NULL;
+        ei.name = unconst(name);
+        req.body_case = SBX__V1__REQUEST__BODY_EXPORT_IMAGE;
+        req.export_image = &ei;
+        k.req = &req;
+        k.on_export_chunk = export_chunk;
+        k.userdata = &sink;
+        rc = image_call(c, &k, &img);
+        if (rc == SBX_OK && k.export_errno) {
+                rc = transport_fail(c, SBX_UNAVAILABLE, k.export_errno,
+                                    "writing the exported image: %s", strerror(k.export_errno));
+                sbx_image_free(img);
+                img = NULL;
+        }
+        if (ret)
+                *ret = img;
+        else
+                sbx_image_free(img);
         return rc;
 }
 

@@ -71,6 +71,10 @@ struct exchange {
         sbx_started_cb on_started; /* called once, at CommandStarted */
         sbx_queued_cb on_queued;   /* called at each CommandQueued */
         sbx_image_progress_cb on_image_progress; /* PullImage: each ImageProgress */
+        /* ExportImage: each ExportChunk (its data at offset); nonzero stops taking them
+         * (the call fails with that errno). */
+        int (*on_export_chunk)(void *ud, uint64_t offset, const void *data, size_t len);
+        int export_errno;
         void *userdata;            /* of on_started and on_queued (on_output may have its own) */
         void *output_userdata;
         bool started_told;

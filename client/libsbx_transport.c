@@ -657,6 +657,15 @@ static bool take_progress(struct exchange *k, Sbx__V1__Response *resp) {
                 sbx__v1__response__free_unpacked(resp, NULL);
                 return true;
         }
+        if (k->want == SBX__V1__RESPONSE__BODY_IMAGE &&
+            resp->body_case == SBX__V1__RESPONSE__BODY_EXPORT_CHUNK) {
+                const Sbx__V1__ExportChunk *ch = resp->export_chunk;
+                if (k->on_export_chunk && ch && ch->has_data && !k->export_errno)
+                        k->export_errno = k->on_export_chunk(k->userdata, ch->offset,
+                                                             ch->data.data, ch->data.len);
+                sbx__v1__response__free_unpacked(resp, NULL);
+                return true;
+        }
         if (k->want != SBX__V1__RESPONSE__BODY_COMMAND_RESULT)
                 return false;
         if (resp->body_case == SBX__V1__RESPONSE__BODY_COMMAND_QUEUED) {

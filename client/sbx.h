@@ -827,6 +827,12 @@ enum sbx_code sbx_image_prune(sbx_client *c, struct sbx_removed_images **ret);
 enum sbx_code sbx_snapshot(sbx_client *c, const char *id, const char *name,
                            struct sbx_image **ret);
 
+/* Writes the image name (a name of the caller's, or a digest) to fd as an OCI archive
+ * (what `skopeo copy oci-archive:FILE` and `podman load` read; docs/snapshots.md), from
+ * fd's offset. The call timeout applies to each chunk's wait. *ret (may be NULL): the
+ * image (sbx_image_free). */
+enum sbx_code sbx_image_export(sbx_client *c, const char *name, int fd, struct sbx_image **ret);
+
 struct sbx_fork_opts {
         unsigned count;            /* new sandboxes; 0: 1 */
         const char *snapshot_name; /* NULL: the default (sbx_snapshot) */

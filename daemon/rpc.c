@@ -25,6 +25,7 @@
 #include "rpc_files.h"
 #include "rpc_history.h"
 #include "rpc_images.h"
+#include "rpc_export.h"
 #include "rpc_snapshot.h"
 #include "sbx_limits.h"
 #include "log.h"
@@ -136,7 +137,7 @@ static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
                 "stat",           "make_directory", "remove",      "terminate",
                 "list_sandboxes", "get_sandbox",    "set_timeout", "get_history",
                 "attach_command", "pull_image",     "list_images", "remove_image",
-                "inspect_image",  "prune_images",   "snapshot_sandbox"};
+                "inspect_image",  "prune_images",   "snapshot_sandbox", "export_image"};
         struct features *f = &conn_daemon(c)->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
@@ -751,6 +752,7 @@ static const struct {
         {SBX__V1__REQUEST__BODY_INSPECT_IMAGE, rpc_images_inspect},
         {SBX__V1__REQUEST__BODY_PRUNE_IMAGES, rpc_images_prune},
         {SBX__V1__REQUEST__BODY_SNAPSHOT_SANDBOX, rpc_snapshot_sandbox},
+        {SBX__V1__REQUEST__BODY_EXPORT_IMAGE, rpc_export_image},
 };
 
 int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {

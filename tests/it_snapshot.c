@@ -5,6 +5,7 @@
  * WorkingDir /data), imported from its OCI layout as it_image_sandbox.c does. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -653,6 +654,83 @@ START_TEST(rootless_snapshot) {
 }
 END_TEST
 
+static void bob_exports(struct it_daemon *d, const char *arg, struct report *r) {
+        sbx_client *c = it_connect(d);
+        char path[700];
+        int fd;
+        enum sbx_code rc;
+
+        snprintf(path, sizeof(path), "%s.bob", arg);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        rc = sbx_image_export(c, "exported", fd, NULL);
+        say(r, "export|%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+        close(fd);
+        unlink(path);
+        sbx_close(c);
+}
+
+/* sbx image export: a snapshot as an OCI archive that skopeo copies and that imports
+ * again (sbx image pull oci-archive:), as a sandbox with the same files, workspace
+ * included. Another user's image is NOT_FOUND; a failed export leaves no file. */
+START_TEST(export_loads) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *b, *s, file[700], cmd[2200], *out = NULL, *err = NULL, *said;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, "root", "echo root > /etc/r && busybox rm /etc/greeting && echo ok",
+                   "ok\n");
+        expect_out(c, a, NULL, "echo ws > /workspace/w && echo ok", "ok\n");
+        s = snap(c, a, "exported");
+        snprintf(file, sizeof(file), "%s/exported.tar", it_base_dir());
+        ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, &err,
+                                (const char *const[]){"image", "export", "exported", file, NULL}),
+                         0);
+        ck_assert_msg(strstr(out, s), "%s", out);
+        free(out);
+        free(err);
+        snprintf(cmd, sizeof(cmd),
+                 "skopeo copy --quiet oci-archive:%s oci:%s/copied:t >%s/skopeo.log 2>&1", file,
+                 it_base_dir(), it_base_dir());
+        ck_assert_msg(system(cmd) == 0, "skopeo copy failed: see %s/skopeo.log", it_base_dir());
+        /* Imported again, as another image: the same files. */
+        snprintf(cmd, sizeof(cmd), "oci-archive:%s", file);
+        {
+                struct sbx_image *img = NULL;
+                ck_assert_msg(sbx_image_pull(c, cmd, NULL, &img) == SBX_OK, "%s",
+                              sbx_error_message(c));
+                sbx_image_free(img);
+        }
+        b = must_create(c, cmd);
+        expect_out(c, b, NULL,
+                   "busybox cat /etc/r /workspace/w; busybox ls /etc/greeting 2>/dev/null || "
+                   "echo gone",
+                   "root\nws\ngone\n");
+        /* BOB: not his. */
+        said = as_bob(bob_exports, &d, file);
+        ck_assert_msg(strstr(said, "export|NOT_FOUND|no image exported"), "BOB got: %s", said);
+        free(said);
+        /* A failed export leaves no file. */
+        snprintf(file, sizeof(file), "%s/none.tar", it_base_dir());
+        ck_assert_int_ne(it_sbx(&d, NULL, 0, &out, &err,
+                                (const char *const[]){"image", "export", "no-such", file, NULL}),
+                         0);
+        ck_assert_int_eq(access(file, F_OK), -1);
+        free(out);
+        free(err);
+        free(a);
+        free(b);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot");
 
@@ -673,6 +751,7 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_snapshot, 240, it_fixture_setup_var,
                           it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, export_loads, 240, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 

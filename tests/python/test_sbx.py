@@ -1727,6 +1727,14 @@ class ImagesTest(DaemonTest):
             sb.run("echo base > /workspace/f && echo root > /etc/r", user="root", check=True)
             snap = sb.snapshot("pysnap:v1")
             self.assertEqual(snap.names, ("docker.io/library/pysnap:v1",))
+            archive = os.path.join(self.dir, "pysnap.tar")
+            self.assertEqual(self.client.images.export("pysnap:v1", archive).digest, snap.digest)
+            import tarfile
+            with tarfile.open(archive) as t:
+                self.assertIn("index.json", t.getnames())
+            with self.assertRaises(sbx.NotFound):
+                self.client.images.export("no-such", archive + ".none")
+            self.assertFalse(os.path.exists(archive + ".none"))
             with self.client.create(image="pysnap:v1") as again:
                 self.assertEqual(again.run("busybox cat /workspace/f /etc/r").stdout,
                                  "base\nroot\n")

@@ -3,6 +3,7 @@ removes the caller's images; ``client.create(image=...)`` makes a sandbox from o
 
 from __future__ import annotations
 
+import os
 from ctypes import POINTER, byref, cast, c_void_p, pointer
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
@@ -195,6 +196,21 @@ class Images:
         return self._one(
             self._client._lib.sbx_snapshot, sandbox_id.encode(), name.encode() if name else None
         )
+
+    def export(self, name: str, path: str) -> ImageInfo:
+        """Writes the image ``name`` to ``path`` as an OCI archive (what ``skopeo copy
+        oci-archive:PATH`` and ``podman load`` read), with your rights; a file the export
+        could not finish is removed."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        ok = False
+        try:
+            info = self._one(self._client._lib.sbx_image_export, name.encode(), fd)
+            ok = True
+            return info
+        finally:
+            os.close(fd)
+            if not ok:
+                os.unlink(path)
 
     def inspect(self, name: str) -> ImageInfo:
         """The image ``name`` (a name of yours, or its digest) with its config."""

@@ -607,6 +607,7 @@ _PROTOTYPES = {
     "sbx_image_list_free": (None, [POINTER(ImageList)]),
     "sbx_removed_images_free": (None, [POINTER(RemovedImages)]),
     "sbx_snapshot": (c_int, [_client_p, c_char_p, c_char_p, _pp(Image)]),
+    "sbx_image_export": (c_int, [_client_p, c_char_p, c_int, _pp(Image)]),
     "sbx_fork": (c_int, [_client_p, c_char_p, POINTER(ForkOpts), _pp(Fork)]),
     "sbx_fork_free": (None, [POINTER(Fork)]),
 }
