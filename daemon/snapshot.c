@@ -248,9 +248,9 @@ static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t
         uint64_t t0;
         int r;
 
+        t0 = now_ms(); /* frozen from the freeze's start (its wait included) to the thaw */
         if ((j->freezer.control || j->freezer.pidns_ino) && (r = freeze(j)) < 0)
                 return r;
-        t0 = now_ms();
         j->signalled = j->freezer.n_stopped;
         r = layerwrite_open(tar_fd, &o, err, sizeof(err), &w);
         if (r == 0)
