@@ -160,22 +160,21 @@ START_TEST(root_and_workspace_come_back) {
 }
 END_TEST
 
-/* A command that writes while the snapshot is taken is frozen, then goes on; the
- * snapshot holds whole lines of what it had written. */
-START_TEST(a_writing_command_goes_on) {
-        struct it_daemon d;
-        const char *layout = make_image();
-        const char *argv[] = {"/bin/sh", "-c",
-                              "i=0; while [ $i -lt 200000 ]; do echo line-$i; i=$((i+1)); done "
-                              "> /workspace/log",
-                              NULL};
-        struct sbx_exec_opts o;
+/* An image's sandbox (c's daemon) with a command writing `lines` numbered lines to
+ * /workspace/log in the background, snapshotted once it has begun: the snapshot holds
+ * whole lines, numbered from 0 in order (the last may be cut: a write caught half way is
+ * the file as it was), and the command goes on to its end. */
+static void snapshot_a_writer(sbx_client *c, const char *layout, unsigned lines) {
+        char shell[200], want[32], *base, *a, *b, *s, *out;
+        const char *argv[] = {"/bin/sh", "-c", shell, NULL};
+        struct sbx_attach_opts ao = {.follow = 1};
         struct sbx_background *bg = NULL;
-        char *base, *a, *b, *s, *out;
-        sbx_client *c;
+        struct sbx_result *r = NULL;
+        struct sbx_exec_opts o;
 
-        it_daemon_start(&d, flags);
-        c = it_connect(&d);
+        snprintf(shell, sizeof(shell),
+                 "i=0; while [ $i -lt %u ]; do echo line-$i; i=$((i+1)); done > /workspace/log",
+                 lines);
         base = img_pull(c, layout, "img");
         a = must_create(c, base);
         sbx_exec_opts_init(&o);
@@ -183,40 +182,46 @@ START_TEST(a_writing_command_goes_on) {
         o.argc = 3;
         o.no_timeout = 1;
         ck_assert_msg(sbx_exec_background(c, a, &o, &bg) == SBX_OK, "%s", sbx_error_message(c));
-        /* Until it has written something. */
         for (int i = 0; i < 200; i++) {
+                int n;
                 out = run_as(c, a, NULL, "busybox wc -l < /workspace/log 2>/dev/null || echo 0");
-                if (atoi(out) > 0) {
-                        free(out);
-                        break;
-                }
+                n = atoi(out);
                 free(out);
+                if (n > 0)
+                        break;
                 usleep(10000);
         }
         s = snap(c, a, "writing");
         b = must_create(c, "writing");
-        /* Whole lines, numbered from 0 in order (the last may be cut: a write caught
-         * half way is the file as it was). */
         out = run_as(c, b, NULL,
                      "n=$(busybox grep -c . /workspace/log); "
                      "busybox head -n $((n - 1)) /workspace/log | busybox awk "
                      "'$0 != \"line-\" NR-1 { bad = 1 } END { print (bad ? \"bad\" : \"ok\") }'");
         ck_assert_str_eq(out, "ok\n");
         free(out);
-        /* The command went on to its end. */
-        {
-                struct sbx_attach_opts ao = {.command_id = bg->command_id, .follow = 1};
-                struct sbx_result *r = NULL;
-                ck_assert_int_eq(sbx_attach(c, a, &ao, &r), SBX_OK);
-                ck_assert_int_eq(r->exit_code, 0);
-                sbx_result_free(r);
-        }
-        expect_out(c, a, NULL, "busybox wc -l < /workspace/log", "200000\n");
+        ao.command_id = bg->command_id;
+        ck_assert_int_eq(sbx_attach(c, a, &ao, &r), SBX_OK);
+        ck_assert_int_eq(r->exit_code, 0);
+        sbx_result_free(r);
+        snprintf(want, sizeof(want), "%u\n", lines);
+        expect_out(c, a, NULL, "busybox wc -l < /workspace/log", want);
         sbx_background_free(bg);
         free(a);
         free(b);
         free(s);
         free(base);
+}
+
+/* A command that writes while the snapshot is taken is frozen, then goes on; the
+ * snapshot holds whole lines of what it had written. */
+START_TEST(a_writing_command_goes_on) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        snapshot_a_writer(c, layout, 200000);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
@@ -594,61 +599,18 @@ END_TEST
 /* A rootless sbxd (nobody's): without delegated cgroups its sandbox's processes are
  * stopped with signals (SIGSTOP to each of its PID namespace's, init aside) and
  * continued after; a command writing meanwhile goes on, and the snapshot holds whole
- * lines of its output; a sandbox made from it has the workspace. */
+ * lines of its output. */
 START_TEST(rootless_snapshot) {
         struct it_daemon d;
         const char *layout = make_image();
-        const char *argv[] = {"/bin/sh", "-c",
-                              "i=0; while [ $i -lt 100000 ]; do echo line-$i; i=$((i+1)); done "
-                              "> /workspace/log",
-                              NULL};
-        struct sbx_exec_opts o;
-        struct sbx_background *bg = NULL;
-        char *base, *a, *b, *s, *out;
         sbx_client *c;
 
         it_daemon_start_as(&d, 65534, 65534, NULL);
         c = it_connect(&d);
-        base = img_pull(c, layout, "img");
-        a = must_create(c, base);
-        sbx_exec_opts_init(&o);
-        o.argv = argv;
-        o.argc = 3;
-        o.no_timeout = 1;
-        ck_assert_msg(sbx_exec_background(c, a, &o, &bg) == SBX_OK, "%s", sbx_error_message(c));
-        for (int i = 0; i < 200; i++) {
-                out = run_as(c, a, NULL, "busybox wc -l < /workspace/log 2>/dev/null || echo 0");
-                if (atoi(out) > 0) {
-                        free(out);
-                        break;
-                }
-                free(out);
-                usleep(10000);
-        }
-        s = snap(c, a, "rl");
-        /* The shell loop at least (and no more than what the sandbox runs). */
+        snapshot_a_writer(c, layout, 100000);
+        /* The shell loop at least was stopped (and continued). */
         ck_assert_int_eq(it_log_count(&d, "processes stopped by signals)"), 1);
         ck_assert_int_eq(it_log_count(&d, ", 0 processes stopped by signals)"), 0);
-        b = must_create(c, "rl");
-        out = run_as(c, b, NULL,
-                     "n=$(busybox grep -c . /workspace/log); "
-                     "busybox head -n $((n - 1)) /workspace/log | busybox awk "
-                     "'$0 != \"line-\" NR-1 { bad = 1 } END { print (bad ? \"bad\" : \"ok\") }'");
-        ck_assert_str_eq(out, "ok\n");
-        free(out);
-        {
-                struct sbx_attach_opts ao = {.command_id = bg->command_id, .follow = 1};
-                struct sbx_result *r = NULL;
-                ck_assert_int_eq(sbx_attach(c, a, &ao, &r), SBX_OK);
-                ck_assert_int_eq(r->exit_code, 0);
-                sbx_result_free(r);
-        }
-        expect_out(c, a, NULL, "busybox wc -l < /workspace/log", "100000\n");
-        sbx_background_free(bg);
-        free(a);
-        free(b);
-        free(s);
-        free(base);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
