@@ -74,6 +74,9 @@
 #include "store.h"
 #include "uidslot.h"
 
+/* Root mode: the free blocks of ids (sbimage.h) the pool leaves to clients' creates. */
+#define SBX_WARM_BLOCKS_LEFT 1u
+
 /* One --warm-image: its sandboxes are the pool's whose spec names ref. */
 struct warm_image {
         const char *ref;   /* the config's */
@@ -386,7 +389,17 @@ static struct warm_image *image_short(struct warm_pool *p, uint64_t now) {
 /* One more warm sandbox of wi (check_image found its image). 0, or -errno: it waits,
  * and the others go on. */
 static int image_create(struct warm_pool *p, struct warm_image *wi, uint64_t now) {
-        int r = warm_create(p, 0, wi->ref);
+        int r;
+
+        /* Root mode: the pool never takes the last free block of ids (sbimage.h), a
+         * client's create of another image or policy needs one; looked at again later
+         * (a block frees when a sandbox has gone). */
+        if (sbimage_free_blocks(p->d) <= SBX_WARM_BLOCKS_LEFT) {
+                log_debug("--warm-image %s: no block of ids to spare", wi->ref);
+                wi->retry_at = now + SBX_WARM_RETRY_MS;
+                return -EAGAIN;
+        }
+        r = warm_create(p, 0, wi->ref);
 
         if (r == -ENOENT)
                 check_image(p, wi); /* gone meanwhile: said once */
@@ -510,6 +523,23 @@ static int give_up(struct warm_pool *p, int spares_only) {
         pick->warm_given_up = 1;
         sandbox_end(pick, SBX__V1__SANDBOX_STATE__TERMINATED,
                     pick->spare ? "room for a warm sandbox or a client" : "room for a client");
+        return 1;
+}
+
+int warm_give_up_block(struct warm_pool *p) {
+        struct sandbox *sb, *pick = NULL;
+
+        for (sb = p->all; sb; sb = sb->next) {
+                if (!sb->image)
+                        continue;
+                if (sb->ending)
+                        return 1; /* its block comes back when it has gone */
+                pick = sb;
+        }
+        if (!pick)
+                return 0;
+        pick->warm_given_up = 1;
+        sandbox_end(pick, SBX__V1__SANDBOX_STATE__TERMINATED, "its block of ids for a client");
         return 1;
 }
 

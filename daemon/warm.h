@@ -55,6 +55,11 @@ void warm_end_all(struct warm_pool *p);
  * one. */
 void warm_give_up_one(struct warm_pool *p);
 
+/* A client's image create found no free block of ids (root mode, sbimage.h): ends a
+ * warm sandbox of an image, whose block a retry can take once it has gone. 1 when one
+ * was ended or is ending already, 0 when the pool holds no block. */
+int warm_give_up_block(struct warm_pool *p);
+
 /* An image was pulled: a --warm-image whose name sbxd's user had no image of is looked
  * for again. */
 void warm_images_changed(struct warm_pool *p);

@@ -1,0 +1,254 @@
+/* it_image_warm_attacks.c: what was tried against sbxd --warm-image REF=N (warm.c; see
+ * docs/images.md "Warm sandboxes" and "What was tried") with a real daemon, as root
+ * (the daemon's own user, whose image REF is) and as BOB (tests/asbob.h), and rootless.
+ *
+ * The test image is tests/mkimage.sh's tag "img" (User 1000:1000, Env GREETING=hi,
+ * WorkingDir /data), imported from an OCI layout as it_image_sandbox.c does. A claim is
+ * told from a cold create by the daemon's log ("sbx=ID: claimed ~warm-"). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "asbob.h"
+#include "imgtest.h"
+#include "itutil.h"
+#include "sbx.h"
+#include "sbx_limits.h"
+#include "testutil.h"
+
+#define NOBODY 65534u
+
+/* Makes the test image in the case's directory (readable by everyone: BOB pulls it,
+ * a rootless daemon of nobody's too); returns the layout's path. */
+static const char *make_image(void) {
+        static char layout[700];
+        char dir[600], cmd[2000];
+
+        snprintf(dir, sizeof(dir), "%s/img", it_base_dir());
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        snprintf(cmd, sizeof(cmd),
+                 "bash tests/mkimage.sh %s >%s/mkimage.log 2>&1 && chmod -R a+rX %s", dir, dir,
+                 dir);
+        ck_assert_msg(system(cmd) == 0, "mkimage.sh failed: see %s/mkimage.log", dir);
+        ck_assert_int_eq(chmod(it_base_dir(), 0755), 0);
+        snprintf(layout, sizeof(layout), "%s/oci", dir);
+        return layout;
+}
+
+/* Waits (up to secs) until the log has want lines with needle; their count. */
+static int wait_log_long(const struct it_daemon *d, const char *needle, int want, int secs) {
+        double t0 = it_now_ms();
+
+        while (it_log_count(d, needle) < want && it_now_ms() - t0 < secs * 1000.0)
+                usleep(50000);
+        return it_log_count(d, needle);
+}
+
+/* Whether the create of id claimed a warm sandbox (the daemon's log says so). */
+static int claimed(const struct it_daemon *d, const char *id) {
+        char needle[200];
+
+        snprintf(needle, sizeof(needle), "sbx=%s: claimed ~warm-", id);
+        return it_log_count(d, needle);
+}
+
+/* The stdout of sh -c shell in id as user (NULL: the image's), which must exit 0. */
+static char *run_as(sbx_client *c, const char *id, const char *user, const char *shell) {
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        const char *argv[] = {"/bin/sh", "-c", shell, NULL};
+        char *out;
+
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 3;
+        o.timeout_ms = 120000;
+        o.user = user;
+        ck_assert_msg(sbx_exec(c, id, &o, &r) == SBX_OK, "exec %s: %s", shell,
+                      sbx_error_message(c));
+        ck_assert_msg(r->has_exit_code && r->exit_code == 0, "%s: exit %d: %s%s", shell,
+                      r->exit_code, (char *)r->stdout_data, (char *)r->stderr_data);
+        out = strdup((char *)r->stdout_data);
+        sbx_result_free(r);
+        return out;
+}
+
+static void expect_out(sbx_client *c, const char *id, const char *user, const char *shell,
+                       const char *want) {
+        char *out = run_as(c, id, user, shell);
+
+        ck_assert_msg(strcmp(out, want) == 0, "%s: '%s', not '%s'", shell, out, want);
+        free(out);
+}
+
+/* A sandbox of image with options o (image set here); the code, *ret_id on success. */
+static enum sbx_code create_opts(sbx_client *c, struct sbx_create_opts *o, const char *image,
+                                 char **ret_id) {
+        struct sbx_sandbox *s = NULL;
+        enum sbx_code rc;
+
+        o->image = image;
+        rc = sbx_create(c, o, &s);
+        if (rc == SBX_OK) {
+                *ret_id = strdup(s->id);
+                sbx_sandbox_free(s);
+        }
+        return rc;
+}
+
+/* ---- the 63 blocks of ids ------------------------------------------------------------ */
+
+/* A root sbxd has SBX_IMAGE_BLOCKS blocks of ids for image sandboxes, and a
+ * --warm-image may ask for up to SBX_MAX_WARM_SANDBOXES (64) warm ones: the pool must
+ * not take them all. It leaves one free for a client's create; a client's create that
+ * finds none free while the pool holds some gives one up and says so (try again); the
+ * pool does not take that one back. */
+START_TEST(pool_leaves_blocks_to_clients) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], *digest, *cold = NULL, *cold2 = NULL;
+        const char *flags[] = {"--warm", "0", "--spares", "0", "--warm-image", ref, NULL};
+        struct sbx_create_opts o;
+        enum sbx_code rc;
+        double t0;
+        int tries = 0;
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=%u", layout, SBX_IMAGE_BLOCKS);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        /* All the pool makes (one per block but the one it leaves). */
+        ck_assert_int_ge(wait_log_long(&d, ": warm and ready", SBX_IMAGE_BLOCKS - 1, 120),
+                         SBX_IMAGE_BLOCKS - 1);
+        usleep(300000); /* a last one it would make comes in the same turn */
+
+        /* Another policy: made cold, which needs a block of its own. */
+        sbx_create_opts_init(&o);
+        o.policy.network = SBX_NETWORK_FULL;
+        rc = create_opts(c, &o, digest, &cold);
+        ck_assert_msg(rc == SBX_OK, "cold create with the pool full: %s: %s", sbx_code_name(rc),
+                      sbx_error_message(c));
+        ck_assert_int_eq(claimed(&d, cold), 0);
+
+        /* The next finds none free: the pool gives one up (said), and a retry gets it. */
+        sbx_create_opts_init(&o);
+        o.policy.network = SBX_NETWORK_FULL;
+        rc = create_opts(c, &o, digest, &cold2);
+        ck_assert_msg(rc == SBX_RESOURCE_EXHAUSTED, "second cold create: %s: %s",
+                      sbx_code_name(rc), rc == SBX_OK ? "" : sbx_error_message(c));
+        ck_assert_msg(strstr(sbx_error_message(c), "--warm-image") &&
+                              strstr(sbx_error_message(c), "try again"),
+                      "%s", sbx_error_message(c));
+        t0 = it_now_ms();
+        do {
+                usleep(100000);
+                sbx_create_opts_init(&o);
+                o.policy.network = SBX_NETWORK_FULL;
+                rc = create_opts(c, &o, digest, &cold2);
+                tries++;
+        } while (rc == SBX_RESOURCE_EXHAUSTED && it_now_ms() - t0 < 30000);
+        ck_assert_msg(rc == SBX_OK, "after %d tries: %s: %s", tries, sbx_code_name(rc),
+                      sbx_error_message(c));
+        expect_out(c, cold2, "root", "echo x > /etc/x && busybox cat /etc/x", "x\n");
+        /* A default create still claims one of those left. */
+        {
+                char *w = NULL;
+                ck_assert_int_eq(img_create(c, digest, NULL, &w), SBX_OK);
+                ck_assert_int_eq(claimed(&d, w), 1);
+                ck_assert_int_eq(sbx_terminate(c, w, NULL), SBX_OK);
+                free(w);
+        }
+        ck_assert_int_eq(sbx_terminate(c, cold, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, cold2, NULL), SBX_OK);
+        free(cold);
+        free(cold2);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        {
+                char dir[700];
+                snprintf(dir, sizeof(dir), "%s/sandboxes", d.state);
+                ck_assert_int_eq(img_entries(dir), 0);
+        }
+}
+END_TEST
+
+/* ---- BOB without the image ---------------------------------------------------------- */
+
+/* BOB tries root's image (arg: "DIGEST|ROOTNAME|NOSUCHDIGEST") by its digest, by root's
+ * name, and by a digest nobody has: "CODE|message" for each, then his images' count. */
+static void bob_tries(struct it_daemon *d, const char *arg, struct report *r) {
+        sbx_client *c = it_connect(d);
+        struct sbx_image_list *l = NULL;
+        char buf[2000], *names[3], *save = NULL;
+        size_t n = 0, i;
+
+        snprintf(buf, sizeof(buf), "%s", arg);
+        for (char *t = strtok_r(buf, "|", &save); t && n < 3; t = strtok_r(NULL, "|", &save))
+                names[n++] = t;
+        for (i = 0; i < n; i++) {
+                char *id = NULL;
+                enum sbx_code rc = img_create(c, names[i], NULL, &id);
+                say(r, "%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? id : sbx_error_message(c));
+                if (rc == SBX_OK)
+                        (void)sbx_terminate(c, id, NULL);
+                free(id);
+        }
+        if (sbx_image_list(c, &l) == SBX_OK)
+                say(r, "images %zu\n", l->n);
+        sbx_image_list_free(l);
+        sbx_close(c);
+}
+
+/* BOB has no name for the content root keeps warm: by its digest, by root's name for it
+ * (the same string resolves among BOB's names, where it is none), he gets what he gets
+ * for a digest nobody has (NOT_FOUND, the same words), claims nothing, and sees no image;
+ * the pool keeps its sandboxes. */
+START_TEST(bob_cannot_claim_without_the_image) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], arg[2000], nosuch[100], *digest, *said, want[1200];
+        const char *flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
+                               "--warm-image", ref, NULL};
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 2), 2);
+        snprintf(nosuch, sizeof(nosuch), "sha256:%064d", 7);
+        snprintf(arg, sizeof(arg), "%s|oci:%s:img|%s", digest, layout, nosuch);
+        said = as_bob(bob_tries, &d, arg);
+        snprintf(want, sizeof(want),
+                 "NOT_FOUND|no image %s: pull it first (sbx image pull %s)\n"
+                 "NOT_FOUND|no image oci:%s:img: pull it first (sbx image pull oci:%s:img)\n"
+                 "NOT_FOUND|no image %s: pull it first (sbx image pull %s)\n"
+                 "images 0\n",
+                 digest, digest, layout, layout, nosuch, nosuch);
+        ck_assert_msg(strcmp(said, want) == 0, "BOB got:\n%s\nnot:\n%s", said, want);
+        free(said);
+        ck_assert_int_eq(it_log_count(&d, ": claimed ~warm-"), 0);
+        ck_assert_int_eq(it_log_count(&d, "its image's name names"), 0);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("image_warm_attacks");
+
+        SBX_ADD_TEST_CASE(s, pool_leaves_blocks_to_clients, 300, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, bob_cannot_claim_without_the_image, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
