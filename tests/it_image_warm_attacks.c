@@ -241,12 +241,195 @@ START_TEST(bob_cannot_claim_without_the_image) {
 }
 END_TEST
 
+/* ---- policies: claimed only when equal, limits the request's ----------------------- */
+
+/* A request whose policy changes what init builds is made cold, never claimed: a
+ * writable path, keep_workspace (the setid modes: docs/security.md), a disk limit, a
+ * /tmp size, full network. Limits the cgroup enforces (memory, processes, cpu) do not
+ * change the setup: such a request claims one, and its own limits hold there, not the
+ * pool's defaults (read in the sandbox's cgroup, and GetSandbox says the same). */
+START_TEST(policies_that_differ_are_cold_limits_hold) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], wdir[700], *digest, *id;
+        const char *flags[] = {"--warm", "0", "--spares", "0", "--warm-image", ref, NULL};
+        const char *paths[1] = {wdir};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        sbx_client *c;
+        int i;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
+        snprintf(wdir, sizeof(wdir), "%s/w", it_base_dir());
+        ck_assert_int_eq(mkdir(wdir, 0755), 0);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 2), 2);
+
+        for (i = 0; i < 5; i++) {
+                enum sbx_code rc;
+                sbx_create_opts_init(&o);
+                switch (i) {
+                case 0: sbx_policy_workspace_write(&o.policy, paths, 1, SBX_NETWORK_NONE); break;
+                case 1: o.keep_workspace = 1; break;
+                case 2:
+                        o.policy.limits.set = SBX_LIMIT_DISK;
+                        o.policy.limits.disk_bytes = 64u << 20;
+                        break;
+                case 3:
+                        o.policy.limits.set = SBX_LIMIT_TMP;
+                        o.policy.limits.tmp_bytes = 16u << 20;
+                        break;
+                default: o.policy.network = SBX_NETWORK_FULL; break;
+                }
+                id = NULL;
+                rc = create_opts(c, &o, digest, &id);
+                ck_assert_msg(rc == SBX_OK, "policy %d: %s", i, sbx_error_message(c));
+                ck_assert_msg(claimed(&d, id) == 0, "policy %d claimed a warm sandbox", i);
+                expect_out(c, id, NULL, "busybox id -u", "1000\n");
+                ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+                free(id);
+        }
+        ck_assert_int_eq(it_log_count(&d, ": claimed ~warm-"), 0);
+
+        /* Memory, processes, cpu: claimed, with the request's limits. */
+        sbx_create_opts_init(&o);
+        o.policy.limits.set = SBX_LIMIT_MEMORY | SBX_LIMIT_PROCESSES | SBX_LIMIT_CPU_PERCENT;
+        o.policy.limits.memory_bytes = 48u << 20;
+        o.policy.limits.processes = 37;
+        o.policy.limits.cpu_percent = 30;
+        id = NULL;
+        ck_assert_msg(create_opts(c, &o, digest, &id) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_int_eq(claimed(&d, id), 1);
+        expect_out(c, id, NULL,
+                   "busybox cat /sys/fs/cgroup/memory/memory.limit_in_bytes "
+                   "/sys/fs/cgroup/pids/pids.max; q=$(busybox cat "
+                   "/sys/fs/cgroup/cpu/cpu.cfs_quota_us); p=$(busybox cat "
+                   "/sys/fs/cgroup/cpu/cpu.cfs_period_us); echo $((q * 100 / p))",
+                   "50331648\n37\n30\n");
+        /* The limit holds: 40 more processes cannot all start. */
+        {
+                struct sbx_result *r = it_sh(c, id, 60000,
+                                             "for i in $(busybox seq 40); do busybox sleep 3 & "
+                                             "done; echo all started");
+                ck_assert_msg(!strstr((char *)r->stdout_data, "all started") &&
+                                      strstr((char *)r->stderr_data, "can't fork"),
+                              "%s%s", (char *)r->stdout_data, (char *)r->stderr_data);
+                sbx_result_free(r);
+        }
+        ck_assert_int_eq(sbx_get(c, id, &s), SBX_OK);
+        ck_assert_uint_eq(s->policy.limits.memory_bytes, 48u << 20);
+        ck_assert_uint_eq(s->policy.limits.processes, 37);
+        sbx_sandbox_free(s);
+        ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+        free(id);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* BOB's own name for root's content: he pulls, then creates with the default policy
+ * (claimed) and with full network (cold), and reports of each: its owner, warnings,
+ * what a command sees (ids, environment but the host name, /workspace, /tmp, owners
+ * and modes): "ID|OWNER|NWARN|DIGEST|OUTPUT@@\n" each. */
+static void bob_claims_and_colds(struct it_daemon *d, const char *layout, struct report *r) {
+        sbx_client *c = it_connect(d);
+        char *digest = img_pull(c, layout, "img"), source[800];
+        const char *argv[] = {
+                "/bin/sh", "-c",
+                "busybox id; busybox env | busybox grep -v '^HOSTNAME=' | busybox sort; "
+                "busybox ls -la /workspace /tmp | busybox grep -v ' \\.\\.$'; "
+                "busybox stat -c '%n %u:%g %a' / /workspace /tmp /data /etc; "
+                "busybox find / -xdev -newer /proc/1 2>/dev/null | busybox grep -v "
+                "'^/proc\\|^/sys\\|^/dev' | busybox sort",
+                NULL};
+        int i;
+
+        snprintf(source, sizeof(source), "oci:%s:img", layout);
+        for (i = 0; i < 2; i++) {
+                struct sbx_create_opts o;
+                struct sbx_sandbox *s = NULL;
+                struct sbx_result *res = NULL;
+                struct sbx_exec_opts e;
+                enum sbx_code rc;
+
+                sbx_create_opts_init(&o);
+                o.image = source;
+                if (i == 1)
+                        o.policy.network = SBX_NETWORK_FULL;
+                rc = sbx_create(c, &o, &s);
+                if (rc != SBX_OK) {
+                        say(r, "%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+                        continue;
+                }
+                sbx_exec_opts_init(&e);
+                e.argv = argv;
+                e.argc = 3;
+                e.timeout_ms = 60000;
+                rc = sbx_exec(c, s->id, &e, &res);
+                say(r, "%s|%u|%zu|%s|%s@@\n", s->id, s->owner_uid, s->warnings.n,
+                    s->image_digest, rc == SBX_OK ? (char *)res->stdout_data : sbx_code_name(rc));
+                sbx_result_free(res);
+                (void)sbx_terminate(c, s->id, NULL);
+                sbx_sandbox_free(s);
+        }
+        free(digest);
+        sbx_close(c);
+}
+
+/* Nothing of root's (the pool's creator) shows in the sandbox BOB claims: it is his
+ * (owner, record), and what runs in it sees what it sees in BOB's cold sandbox of the
+ * same image (ids, environment, /workspace, /tmp, owners, no file newer than its
+ * init); the record says BOB; the host's upper directory is as empty as a cold one's. */
+START_TEST(bob_claim_is_as_his_cold_one) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], *digest, *said, *sep, ida[128], idb[128], sql[300];
+        const char *flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
+                               "--warm-image", ref, NULL};
+        const char *a, *b;
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 1), 1);
+        said = as_bob(bob_claims_and_colds, &d, layout);
+        sep = strstr(said, "@@\n");
+        ck_assert_msg(sep && strstr(sep + 3, "@@\n"), "BOB got: %s", said);
+        *sep = '\0';
+        a = said;
+        b = sep + 3;
+        *strstr(sep + 3, "@@\n") = '\0';
+        snprintf(ida, sizeof(ida), "%.*s", (int)strcspn(a, "|"), a);
+        snprintf(idb, sizeof(idb), "%.*s", (int)strcspn(b, "|"), b);
+        ck_assert_int_eq(claimed(&d, ida), 1);
+        ck_assert_int_eq(claimed(&d, idb), 0);
+        ck_assert_msg(strncmp(a + strlen(ida), "|3202|", 6) == 0, "BOB got: %s", a);
+        ck_assert_msg(strcmp(a + strlen(ida), b + strlen(idb)) == 0, "claimed:\n%s\ncold:\n%s",
+                      a + strlen(ida), b + strlen(idb));
+        snprintf(sql, sizeof(sql), "SELECT owner_uid FROM sandboxes WHERE id = '%s'", ida);
+        ck_assert_int_eq(it_db_int(&d, sql), 3202);
+        free(said);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_warm_attacks");
 
         SBX_ADD_TEST_CASE(s, pool_leaves_blocks_to_clients, 300, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, bob_cannot_claim_without_the_image, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, policies_that_differ_are_cold_limits_hold, 240,
+                          it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, bob_claim_is_as_his_cold_one, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
