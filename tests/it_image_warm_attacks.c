@@ -5,7 +5,9 @@
  * The test image is tests/mkimage.sh's tag "img" (User 1000:1000, Env GREETING=hi,
  * WorkingDir /data), imported from an OCI layout as it_image_sandbox.c does. A claim is
  * told from a cold create by the daemon's log ("sbx=ID: claimed ~warm-"). */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,6 +422,221 @@ START_TEST(bob_claim_is_as_his_cold_one) {
 }
 END_TEST
 
+/* ---- a daemon killed with warm image sandboxes --------------------------------------- */
+
+/* The names of the entries of dir starting with prefix, joined by '\n' (freed by the
+ * caller). */
+static char *entries_with(const char *dir, const char *prefix) {
+        char *out = calloc(1, 1);
+        size_t len = 0;
+        struct dirent *e;
+        DIR *dd = opendir(dir);
+
+        ck_assert_ptr_nonnull(dd);
+        while ((e = readdir(dd))) {
+                if (e->d_name[0] == '.' || strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+                        continue;
+                out = realloc(out, len + strlen(e->d_name) + 2);
+                len += (size_t)sprintf(out + len, "%s\n", e->d_name);
+        }
+        closedir(dd);
+        return out;
+}
+
+/* How many of names ('\n'-separated) are still under dir or under any directory the
+ * daemon's log says it makes cgroups under. */
+static int left_of(const struct it_daemon *d, const char *dir, const char *names) {
+        char line[1200], path[2400];
+        const char *n;
+        int left = 0;
+        FILE *f;
+
+        for (n = names; *n; n += strcspn(n, "\n") + 1) {
+                int len = (int)strcspn(n, "\n");
+                snprintf(path, sizeof(path), "%s/%.*s", dir, len, n);
+                left += access(path, F_OK) == 0;
+                f = fopen(d->log, "re");
+                ck_assert_ptr_nonnull(f);
+                while (fgets(line, sizeof(line), f)) {
+                        char *u = strstr(line, "sbxd: cgroups under ");
+                        if (!u)
+                                continue;
+                        u += strlen("sbxd: cgroups under ");
+                        u[strcspn(u, "\n")] = '\0';
+                        snprintf(path, sizeof(path), "%s/%.*s", u, len, n);
+                        left += access(path, F_OK) == 0;
+                }
+                fclose(f);
+        }
+        return left;
+}
+
+/* The first id of the sandbox's namespace on the host (its uid_map's second field). */
+static unsigned long map_base(sbx_client *c, const char *id) {
+        char *out = run_as(c, id, "root", "busybox cat /proc/self/uid_map");
+        unsigned long in, base, count;
+
+        ck_assert_int_eq(sscanf(out, "%lu %lu %lu", &in, &base, &count), 3);
+        free(out);
+        return base;
+}
+
+/* SIGKILL with a claimed warm image sandbox and unclaimed ones: the restarted daemon
+ * adopts the claimed one with its block of ids (what root wrote in it is there, the
+ * same uid_map), and of the unclaimed ones nothing is left (state directories,
+ * cgroups); the new pool's sandboxes take other blocks than the adopted one's. */
+START_TEST(sigkill_adopts_claimed_leaves_no_warm) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], dir[700], *digest, *a, *b, *old_warm;
+        const char *flags[] = {"--warm", "0", "--spares", "1", "--warm-image", ref, NULL};
+        unsigned long base_a;
+        double t0;
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
+        it_daemon_start(&d, flags);
+        snprintf(dir, sizeof(dir), "%s/sandboxes", d.state);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 2), 2);
+        a = NULL;
+        ck_assert_int_eq(img_create(c, digest, NULL, &a), SBX_OK);
+        ck_assert_int_eq(claimed(&d, a), 1);
+        expect_out(c, a, "root", "echo kept > /etc/k1 && echo ok", "ok\n");
+        base_a = map_base(c, a);
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 3), 3); /* topped up */
+        old_warm = entries_with(dir, "~");
+        ck_assert_msg(strlen(old_warm) > 0, "no ~warm- directory in %s", dir);
+        sbx_close(c);
+
+        it_daemon_kill(&d);
+        it_daemon_restart(&d, flags);
+        c = it_connect(&d);
+        expect_out(c, a, "root", "busybox cat /etc/k1", "kept\n");
+        expect_out(c, a, NULL, "busybox id -u", "1000\n");
+        ck_assert_uint_eq(map_base(c, a), base_a);
+        t0 = it_now_ms();
+        while (left_of(&d, dir, old_warm) > 0 && it_now_ms() - t0 < 20000)
+                usleep(100000);
+        ck_assert_msg(left_of(&d, dir, old_warm) == 0, "left of %s", old_warm);
+        /* The new pool: its own blocks. */
+        ck_assert_int_ge(it_wait_log(&d, ": warm and ready", 5), 5);
+        b = NULL;
+        ck_assert_int_eq(img_create(c, digest, NULL, &b), SBX_OK);
+        ck_assert_int_eq(claimed(&d, b), 1);
+        ck_assert_uint_ne(map_base(c, b), base_a);
+        expect_out(c, b, "root", "busybox test -e /etc/k1 && echo there || echo none", "none\n");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        free(a);
+        free(b);
+        free(old_warm);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert_int_eq(img_entries(dir), 0);
+}
+END_TEST
+
+/* ---- spares and --max-sandboxes ------------------------------------------------------- */
+
+/* An image create no warm sandbox matches takes the plain spare; when it then fails (no
+ * such image among the caller's: BOB names root's), the spare goes whole: no state
+ * directory under either name, its cgroup removed, its init gone; the next create of
+ * BOB's works. */
+START_TEST(failed_image_create_drops_its_spare) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char dir[700], needle[200], spare[128], *digest, *said, line[400];
+        const char *flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "2", NULL};
+        char *p, arg[1200];
+        double t0;
+        int pid = 0;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        snprintf(dir, sizeof(dir), "%s/sandboxes", d.state);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        /* BOB names root's digest: refused after the plain spare was taken. */
+        snprintf(arg, sizeof(arg), "%s", digest);
+        said = as_bob(bob_tries, &d, arg);
+        ck_assert_msg(strncmp(said, "NOT_FOUND|", 10) == 0, "BOB got: %s", said);
+        free(said);
+        p = NULL;
+        {
+                FILE *f = fopen(d.log, "re");
+                ck_assert_ptr_nonnull(f);
+                while (fgets(line, sizeof(line), f))
+                        if ((p = strstr(line, ": takes the plain spare ")))
+                                break;
+                fclose(f);
+        }
+        ck_assert_msg(p, "no spare was taken: see %s", d.log);
+        ck_assert_int_eq(sscanf(p, ": takes the plain spare %127s (init pid %d)", spare, &pid),
+                         2);
+        snprintf(needle, sizeof(needle), "%s\n", spare);
+        t0 = it_now_ms();
+        while ((left_of(&d, dir, needle) > 0 || kill(pid, 0) == 0) && it_now_ms() - t0 < 20000)
+                usleep(100000);
+        ck_assert_int_eq(left_of(&d, dir, needle), 0);
+        ck_assert_int_eq(kill(pid, 0), -1);
+        /* Only spares are left, and the sandboxes dir has no other entry. */
+        {
+                char *all = entries_with(dir, ""), *q;
+                for (q = all; *q; q += strcspn(q, "\n") + 1)
+                        ck_assert_msg(strncmp(q, "~spare-", 7) == 0, "left: %s", all);
+                free(all);
+        }
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert_int_eq(img_entries(dir), 0);
+}
+END_TEST
+
+/* --max-sandboxes counts warm image sandboxes: with 2 and a pool of 2, a cold create
+ * ends one for room, a default one claims the other, a third is refused naming the
+ * maximum; a sandbox's end lets the pool make one again. */
+START_TEST(max_sandboxes_counts_the_pool) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], *digest, *a = NULL, *b = NULL, *x = NULL;
+        const char *flags[] = {"--warm", "0", "--spares", "0", "--max-sandboxes", "2",
+                               "--max-sandboxes-per-uid", "2", "--warm-image", ref, NULL};
+        struct sbx_create_opts o;
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 2), 2);
+        sbx_create_opts_init(&o);
+        o.policy.network = SBX_NETWORK_FULL;
+        ck_assert_msg(create_opts(c, &o, digest, &a) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_int_eq(claimed(&d, a), 0);
+        ck_assert_msg(img_create(c, digest, NULL, &b) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_int_eq(claimed(&d, b), 1);
+        ck_assert_int_eq(img_create(c, digest, NULL, &x), SBX_RESOURCE_EXHAUSTED);
+        ck_assert_msg(strstr(sbx_error_message(c), "--max-sandboxes"), "%s",
+                      sbx_error_message(c));
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 3), 3);
+        ck_assert_int_eq(img_create(c, digest, NULL, &x), SBX_OK);
+        ck_assert_int_eq(claimed(&d, x), 1);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, x, NULL), SBX_OK);
+        free(a);
+        free(b);
+        free(x);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_warm_attacks");
 
@@ -430,6 +647,12 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, policies_that_differ_are_cold_limits_hold, 240,
                           it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, bob_claim_is_as_his_cold_one, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, sigkill_adopts_claimed_leaves_no_warm, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, failed_image_create_drops_its_spare, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, max_sandboxes_counts_the_pool, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
