@@ -50,6 +50,23 @@ static int wait_log_long(const struct it_daemon *d, const char *needle, int want
         return it_log_count(d, needle);
 }
 
+/* The lines of the daemon's log with needle, at most 3000 bytes (for a failure's
+ * message; static). */
+static const char *log_lines(const struct it_daemon *d, const char *needle) {
+        static char out[3000];
+        char line[1000];
+        size_t len = 0;
+        FILE *f = fopen(d->log, "re");
+
+        out[0] = '\0';
+        while (f && fgets(line, sizeof(line), f))
+                if (strstr(line, needle) && len + strlen(line) < sizeof(out))
+                        len += (size_t)sprintf(out + len, "%s", line);
+        if (f)
+                fclose(f);
+        return out;
+}
+
 /* Whether the create of id claimed a warm sandbox (the daemon's log says so). */
 static int claimed(const struct it_daemon *d, const char *id) {
         char needle[200];
@@ -371,8 +388,10 @@ static void bob_claims_and_colds(struct it_daemon *d, const char *layout, struct
                 e.argc = 3;
                 e.timeout_ms = 60000;
                 rc = sbx_exec(c, s->id, &e, &res);
-                say(r, "%s|%u|%zu|%s|%s@@\n", s->id, s->owner_uid, s->warnings.n,
-                    s->image_digest, rc == SBX_OK ? (char *)res->stdout_data : sbx_code_name(rc));
+                say(r, "%s|%u|%zu|%s|", s->id, s->owner_uid, s->warnings.n, s->image_digest);
+                for (size_t w = 0; w < s->warnings.n; w++)
+                        say(r, "warning: %s\n", s->warnings.v[w]);
+                say(r, "%s@@\n", rc == SBX_OK ? (char *)res->stdout_data : sbx_code_name(rc));
                 sbx_result_free(res);
                 (void)sbx_terminate(c, s->id, NULL);
                 sbx_sandbox_free(s);
@@ -385,13 +404,36 @@ static void bob_claims_and_colds(struct it_daemon *d, const char *layout, struct
  * (owner, record), and what runs in it sees what it sees in BOB's cold sandbox of the
  * same image (ids, environment, /workspace, /tmp, owners, no file newer than its
  * init); the record says BOB; the host's upper directory is as empty as a cold one's. */
+/* Compares the two sandboxes bob_claims_and_colds reported in said (freed here): the
+ * first claimed, the second not, both owned by owner, the same after their ids. Returns
+ * the claimed one's id (freed by the caller). */
+static char *same_but_claimed(const struct it_daemon *d, char *said, unsigned owner) {
+        char *sep = strstr(said, "@@\n"), ida[128], idb[128], own[32];
+        const char *a, *b;
+
+        ck_assert_msg(sep && strstr(sep + 3, "@@\n"), "got: %s", said);
+        *sep = '\0';
+        a = said;
+        b = sep + 3;
+        *strstr(sep + 3, "@@\n") = '\0';
+        snprintf(ida, sizeof(ida), "%.*s", (int)strcspn(a, "|"), a);
+        snprintf(idb, sizeof(idb), "%.*s", (int)strcspn(b, "|"), b);
+        ck_assert_int_eq(claimed(d, ida), 1);
+        ck_assert_int_eq(claimed(d, idb), 0);
+        snprintf(own, sizeof(own), "|%u|", owner);
+        ck_assert_msg(strncmp(a + strlen(ida), own, strlen(own)) == 0, "got: %s", a);
+        ck_assert_msg(strcmp(a + strlen(ida), b + strlen(idb)) == 0, "claimed:\n%s\ncold:\n%s",
+                      a + strlen(ida), b + strlen(idb));
+        free(said);
+        return strdup(ida);
+}
+
 START_TEST(bob_claim_is_as_his_cold_one) {
         struct it_daemon d;
         const char *layout = make_image();
-        char ref[900], *digest, *said, *sep, ida[128], idb[128], sql[300];
+        char ref[900], *digest, *ida, sql[300];
         const char *flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
                                "--warm-image", ref, NULL};
-        const char *a, *b;
         sbx_client *c;
 
         snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
@@ -399,26 +441,72 @@ START_TEST(bob_claim_is_as_his_cold_one) {
         c = it_connect(&d);
         digest = img_pull(c, layout, "img");
         ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 1), 1);
-        said = as_bob(bob_claims_and_colds, &d, layout);
-        sep = strstr(said, "@@\n");
-        ck_assert_msg(sep && strstr(sep + 3, "@@\n"), "BOB got: %s", said);
-        *sep = '\0';
-        a = said;
-        b = sep + 3;
-        *strstr(sep + 3, "@@\n") = '\0';
-        snprintf(ida, sizeof(ida), "%.*s", (int)strcspn(a, "|"), a);
-        snprintf(idb, sizeof(idb), "%.*s", (int)strcspn(b, "|"), b);
-        ck_assert_int_eq(claimed(&d, ida), 1);
-        ck_assert_int_eq(claimed(&d, idb), 0);
-        ck_assert_msg(strncmp(a + strlen(ida), "|3202|", 6) == 0, "BOB got: %s", a);
-        ck_assert_msg(strcmp(a + strlen(ida), b + strlen(idb)) == 0, "claimed:\n%s\ncold:\n%s",
-                      a + strlen(ida), b + strlen(idb));
+        ida = same_but_claimed(&d, as_bob(bob_claims_and_colds, &d, layout), BOB);
         snprintf(sql, sizeof(sql), "SELECT owner_uid FROM sandboxes WHERE id = '%s'", ida);
-        ck_assert_int_eq(it_db_int(&d, sql), 3202);
-        free(said);
+        ck_assert_int_eq(it_db_int(&d, sql), BOB);
+        free(ida);
         free(digest);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A rootless daemon (nobody's) with --warm-image: its user's create claims one, which is
+ * as its cold one (the image's user dropped to root with the same warning, /workspace
+ * everyone's as in a cold one); the end leaves nothing. */
+/* Runs bob_claims_and_colds as uid (its group the same) in a child; its report. */
+static char *claims_and_colds_as(struct it_daemon *d, const char *layout, uid_t uid) {
+        struct report *r = calloc(1, sizeof(*r));
+        size_t got = 0;
+        ssize_t n;
+        int p[2], st;
+        pid_t pid;
+
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                close(p[0]);
+                if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
+                    setresuid(uid, uid, uid) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                        _exit(120);
+                bob_claims_and_colds(d, layout, r);
+                n = write(p[1], r->text, r->len);
+                _exit(n == (ssize_t)r->len ? 0 : 121);
+        }
+        close(p[1]);
+        while ((n = read(p[0], r->text + got, sizeof(r->text) - 1 - got)) > 0)
+                got += (size_t)n;
+        close(p[0]);
+        r->text[got] = '\0';
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status 0x%x: %s", st,
+                      r->text);
+        return (char *)r; /* text is its first member */
+}
+
+/* A rootless daemon (nobody's) with --warm-image: its user's create claims one, which is
+ * as its cold one (the image's user dropped to root with the same warning, /workspace
+ * everyone's as in a cold one); the end leaves nothing. */
+START_TEST(rootless_claim_is_as_a_cold_one) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], dir[700], *said, *id;
+        const char *flags[] = {"--warm", "0", "--warm-image", ref, NULL};
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
+        it_daemon_start_as(&d, NOBODY, NOBODY, flags);
+        said = claims_and_colds_as(&d, layout, NOBODY); /* pulls first: no claim */
+        ck_assert_msg(it_wait_log(&d, ": warm and ready", 1) == 1, "%s", log_lines(&d, "warm"));
+        free(said);
+        said = claims_and_colds_as(&d, layout, NOBODY);
+        ck_assert_msg(strstr(said, "warning: the image's user '1000:1000' cannot exist"), "%s",
+                      said);
+        id = same_but_claimed(&d, said, NOBODY);
+        free(id);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        snprintf(dir, sizeof(dir), "%s/sandboxes", d.state);
+        ck_assert_int_eq(img_entries(dir), 0);
 }
 END_TEST
 
@@ -653,6 +741,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, failed_image_create_drops_its_spare, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, max_sandboxes_counts_the_pool, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, rootless_claim_is_as_a_cold_one, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
