@@ -725,6 +725,93 @@ START_TEST(max_sandboxes_counts_the_pool) {
 }
 END_TEST
 
+/* ---- one name, two contents --------------------------------------------------------- */
+
+/* BOB creates from name (arg) and reports "ID|DIGEST|" and the image's /etc/greeting. */
+static void bob_creates_from(struct it_daemon *d, const char *name, struct report *r) {
+        sbx_client *c = it_connect(d);
+        struct sbx_sandbox *s = NULL;
+        char *id = NULL;
+        enum sbx_code rc = img_create(c, name, NULL, &id);
+
+        if (rc == SBX_OK && (rc = sbx_get(c, id, &s)) == SBX_OK)
+                say(r, "%s|%s|\n", id, s->image_digest);
+        else
+                say(r, "%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+        sbx_sandbox_free(s);
+        if (id)
+                (void)sbx_terminate(c, id, NULL);
+        free(id);
+        sbx_close(c);
+}
+
+/* BOB pulls name (arg) and reports its digest. */
+static void bob_pulls(struct it_daemon *d, const char *layout, struct report *r) {
+        sbx_client *c = it_connect(d);
+        char *digest = img_pull(c, layout, "img");
+
+        say(r, "%s", digest);
+        free(digest);
+        sbx_close(c);
+}
+
+/* The same name, other content for root than for BOB: BOB pulled oci:LAYOUT:img (X),
+ * then the layout changed and root pulled the name again (Y), which the pool follows
+ * (its X sandboxes end, Y ones are made). BOB's create of that name is of X: it claims
+ * none of the pool's Y sandboxes, and his sandbox is X's; root's claims one of Y. */
+START_TEST(one_name_other_content_is_not_claimed) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], name[800], other[800], cmd[4000], *x, *y, *said, *a = NULL;
+        const char *flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
+                               "--warm-image", ref, NULL};
+        struct sbx_sandbox *s = NULL;
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
+        snprintf(name, sizeof(name), "oci:%s:img", layout);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        x = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 1), 1);
+        said = as_bob(bob_pulls, &d, layout);
+        ck_assert_str_eq(said, x);
+        free(said);
+        /* Other content under the same layout path: another build of the image. */
+        snprintf(other, sizeof(other), "%s/img2", it_base_dir());
+        ck_assert_int_eq(mkdir(other, 0755), 0);
+        snprintf(cmd, sizeof(cmd),
+                 "sleep 1.1 && bash tests/mkimage.sh %s >%s/mkimage.log 2>&1 && chmod -R a+rX %s "
+                 "&& rm -rf %s && cp -a %s/oci %s",
+                 other, other, other, layout, other, layout);
+        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+        y = img_pull(c, layout, "img");
+        ck_assert_str_ne(x, y);
+        ck_assert_int_eq(it_wait_log(&d, "its image's name names another image now", 1), 1);
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 2), 2);
+
+        said = as_bob(bob_creates_from, &d, name);
+        {
+                char bid[128];
+                snprintf(bid, sizeof(bid), "%.*s", (int)strcspn(said, "|"), said);
+                ck_assert_msg(strstr(said, x), "BOB got: %s (X %s)", said, x);
+                ck_assert_int_eq(claimed(&d, bid), 0);
+        }
+        free(said);
+        ck_assert_int_eq(img_create(c, name, NULL, &a), SBX_OK);
+        ck_assert_int_eq(claimed(&d, a), 1);
+        ck_assert_int_eq(sbx_get(c, a, &s), SBX_OK);
+        ck_assert_str_eq(s->image_digest, y);
+        sbx_sandbox_free(s);
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(x);
+        free(y);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_warm_attacks");
 
@@ -743,6 +830,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, max_sandboxes_counts_the_pool, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_claim_is_as_a_cold_one, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, one_name_other_content_is_not_claimed, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
