@@ -7,11 +7,13 @@
  * told from a cold create by the daemon's log ("sbx=ID: claimed ~warm-"). */
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,6 +140,7 @@ START_TEST(pool_leaves_blocks_to_clients) {
         sbx_client *c;
 
         snprintf(ref, sizeof(ref), "oci:%s:img=%u", layout, SBX_IMAGE_BLOCKS);
+        it_private_mounts(); /* no neighbour's mount ends the pool's sandboxes */
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         digest = img_pull(c, layout, "img");
@@ -237,6 +240,7 @@ START_TEST(bob_cannot_claim_without_the_image) {
         sbx_client *c;
 
         snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
+        it_private_mounts(); /* no neighbour's mount ends the pool's sandboxes */
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         digest = img_pull(c, layout, "img");
@@ -281,6 +285,7 @@ START_TEST(policies_that_differ_are_cold_limits_hold) {
         snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
         snprintf(wdir, sizeof(wdir), "%s/w", it_base_dir());
         ck_assert_int_eq(mkdir(wdir, 0755), 0);
+        it_private_mounts(); /* no neighbour's mount ends the pool's sandboxes */
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         digest = img_pull(c, layout, "img");
@@ -437,6 +442,7 @@ START_TEST(bob_claim_is_as_his_cold_one) {
         sbx_client *c;
 
         snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
+        it_private_mounts(); /* no neighbour's mount ends the pool's sandboxes */
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         digest = img_pull(c, layout, "img");
@@ -495,6 +501,7 @@ START_TEST(rootless_claim_is_as_a_cold_one) {
         const char *flags[] = {"--warm", "0", "--warm-image", ref, NULL};
 
         snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
+        it_private_mounts();
         it_daemon_start_as(&d, NOBODY, NOBODY, flags);
         said = claims_and_colds_as(&d, layout, NOBODY); /* pulls first: no claim */
         ck_assert_msg(it_wait_log(&d, ": warm and ready", 1) == 1, "%s", log_lines(&d, "warm"));
@@ -583,6 +590,7 @@ START_TEST(sigkill_adopts_claimed_leaves_no_warm) {
         sbx_client *c;
 
         snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
+        it_private_mounts(); /* no neighbour's mount ends the pool's sandboxes */
         it_daemon_start(&d, flags);
         snprintf(dir, sizeof(dir), "%s/sandboxes", d.state);
         c = it_connect(&d);
@@ -643,6 +651,7 @@ START_TEST(failed_image_create_drops_its_spare) {
         int pid = 0;
         sbx_client *c;
 
+        it_private_mounts(); /* no neighbour's mount ends the pool's sandboxes */
         it_daemon_start(&d, flags);
         snprintf(dir, sizeof(dir), "%s/sandboxes", d.state);
         c = it_connect(&d);
@@ -697,6 +706,7 @@ START_TEST(max_sandboxes_counts_the_pool) {
         sbx_client *c;
 
         snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
+        it_private_mounts(); /* no neighbour's mount ends the pool's sandboxes */
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         digest = img_pull(c, layout, "img");
@@ -770,6 +780,7 @@ START_TEST(one_name_other_content_is_not_claimed) {
 
         snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
         snprintf(name, sizeof(name), "oci:%s:img", layout);
+        it_private_mounts(); /* no neighbour's mount ends the pool's sandboxes */
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         x = img_pull(c, layout, "img");
@@ -812,6 +823,92 @@ START_TEST(one_name_other_content_is_not_claimed) {
 }
 END_TEST
 
+/* ---- races ----------------------------------------------------------------------------- */
+
+struct racer {
+        struct it_daemon *d;
+        char *id;
+        enum sbx_code rc;
+        char msg[300];
+        const char *image;
+};
+
+static void *race_create(void *arg) {
+        struct racer *r = arg;
+        sbx_client *c = it_connect(r->d);
+
+        r->rc = img_create(c, r->image, NULL, &r->id);
+        if (r->rc != SBX_OK)
+                snprintf(r->msg, sizeof(r->msg), "%s", sbx_error_message(c));
+        sbx_close(c);
+        return NULL;
+}
+
+/* Four creates at once for a pool of one: each gets a sandbox of its own (distinct
+ * blocks of ids), none is claimed twice. Then the host's mounts change (a tmpfs mounted
+ * in the test's namespace, the daemon's): a create right after takes no sandbox made
+ * before (the pool's is ended, then made again, and claimed). */
+START_TEST(racing_claims_and_host_changes) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], mnt[700], *digest, *a = NULL;
+        const char *flags[] = {"--warm", "0", "--spares", "0", "--warm-image", ref, NULL};
+        struct racer r[4];
+        pthread_t th[4];
+        unsigned long base[4];
+        int i, j, n_claimed = 0;
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
+        snprintf(mnt, sizeof(mnt), "%s/m", it_base_dir());
+        ck_assert_int_eq(mkdir(mnt, 0755), 0);
+        it_private_mounts();
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 1), 1);
+        for (i = 0; i < 4; i++) {
+                memset(&r[i], 0, sizeof(r[i]));
+                r[i].d = &d;
+                r[i].image = digest;
+                ck_assert_int_eq(pthread_create(&th[i], NULL, race_create, &r[i]), 0);
+        }
+        for (i = 0; i < 4; i++) {
+                ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+                ck_assert_msg(r[i].rc == SBX_OK, "racer %d: %s", i, r[i].msg);
+                n_claimed += claimed(&d, r[i].id);
+                base[i] = map_base(c, r[i].id);
+                for (j = 0; j < i; j++)
+                        ck_assert_uint_ne(base[i], base[j]);
+        }
+        ck_assert_int_ge(n_claimed, 1);
+        ck_assert_int_eq(n_claimed, it_log_count(&d, ": claimed ~warm-"));
+
+        /* The host changes: the pool's sandbox made before goes, none is claimed. */
+        ck_assert_int_ge(it_wait_log(&d, ": warm and ready", 1 + n_claimed), 1 + n_claimed);
+        ck_assert_int_eq(mount("t", mnt, "tmpfs", 0, "size=1m"), 0);
+        ck_assert_int_eq(img_create(c, digest, NULL, &a), SBX_OK);
+        (void)umount(mnt);
+        ck_assert_int_eq(claimed(&d, a), 0);
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        a = NULL;
+        /* Made again after the rebuild window: claimed. */
+        ck_assert_int_ge(wait_log_long(&d, ": warm and ready", 2 + n_claimed, 30), 2 + n_claimed);
+        ck_assert_int_eq(img_create(c, digest, NULL, &a), SBX_OK);
+        ck_assert_int_eq(claimed(&d, a), 1);
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        for (i = 0; i < 4; i++) {
+                ck_assert_int_eq(sbx_terminate(c, r[i].id, NULL), SBX_OK);
+                free(r[i].id);
+        }
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_warm_attacks");
 
@@ -832,6 +929,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, rootless_claim_is_as_a_cold_one, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, one_name_other_content_is_not_claimed, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, racing_claims_and_host_changes, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
