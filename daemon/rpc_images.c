@@ -27,8 +27,16 @@ int rpc_images_ref_of(const char *ref, uid_t uid) {
 }
 
 /* An ImageInfo of img for uid (names: uid's refs only), pointing into img and names. */
-static void info_of(const struct imagestore_image *img, uid_t uid, char **names, char **layers,
-                    Sbx__V1__ImageInfo *ret) {
+/* The sandboxes that use img: the warm pool's hold it too, but are nobody's (not even a
+ * sign to another user that the daemon keeps some of that content: warm.c). */
+static uint32_t users_of(struct sbxd *d, const struct imagestore_image *img) {
+        uint32_t pool = sbxtab_pool_holds(d->sandboxes, img->manifest);
+
+        return img->holds > pool ? img->holds - pool : 0;
+}
+
+static void info_of(struct sbxd *d, const struct imagestore_image *img, uid_t uid, char **names,
+                    char **layers, Sbx__V1__ImageInfo *ret) {
         size_t i, n = 0;
 
         sbx__v1__image_info__init(ret);
@@ -43,7 +51,7 @@ static void info_of(const struct imagestore_image *img, uid_t uid, char **names,
         ret->has_size_bytes = ret->has_data_bytes = ret->has_sandboxes = 1;
         ret->size_bytes = img->size_bytes;
         ret->data_bytes = img->data_bytes;
-        ret->sandboxes = img->holds;
+        ret->sandboxes = users_of(d, img);
         ret->has_created_unix_ms = ret->has_last_used_unix_ms = 1;
         ret->created_unix_ms = img->created_ms;
         ret->last_used_unix_ms = img->last_used_ms;
@@ -73,7 +81,7 @@ void rpc_images_answer(struct conn *c, uint64_t rid, const struct imagestore_ima
                 rpc_send_errno(c, rid, -ENOMEM, "daemon out of memory");
                 goto out;
         }
-        info_of(img, uid, names, layers, &info);
+        info_of(conn_daemon(c), img, uid, names, layers, &info);
         if (cfg) {
                 ic.env = cfg->env;
                 ic.n_env = cfg->nenv;
@@ -141,7 +149,7 @@ void rpc_images_list(struct conn *c, const Sbx__V1__Request *req) {
                         m++;
                         goto oom;
                 }
-                info_of(&all[i], peer.uid, names[m], layers[m], &infos[m]);
+                info_of(conn_daemon(c), &all[i], peer.uid, names[m], layers[m], &infos[m]);
                 ptrs[m] = &infos[m];
                 m++;
         }
@@ -315,7 +323,7 @@ void rpc_images_prune(struct conn *c, const Sbx__V1__Request *req) {
         }
         before = d->images ? imagestore_usage(d->images) : 0;
         for (i = 0; i < n; i++) {
-                if (all[i].holds || !images_owns(&all[i], peer.uid))
+                if (users_of(d, &all[i]) || !images_owns(&all[i], peer.uid))
                         continue;
                 r = remove_refs(d, &all[i], peer.uid, NULL, names + m, err, sizeof(err));
                 if (r > 0)
@@ -323,8 +331,10 @@ void rpc_images_prune(struct conn *c, const Sbx__V1__Request *req) {
         }
         send_removed(c, req->request_id, names, m,
                      d->images ? before - imagestore_usage(d->images) : 0);
-        if (m > 0)
+        if (m > 0) {
                 images_collect(d);
+                sbxtab_images_changed(d->sandboxes); /* a --warm-image's name, perhaps */
+        }
 out:
         free(names);
         if (all)

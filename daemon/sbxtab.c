@@ -439,6 +439,10 @@ int sbxtab_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struc
         return r;
 }
 
+unsigned sbxtab_pool_holds(const struct sbxtab *t, const char *digest) {
+        return t ? warm_image_holds(t->warm, digest) : 0;
+}
+
 void sbxtab_images_changed(struct sbxtab *t) {
         warm_images_changed(t->warm);
 }

@@ -189,6 +189,15 @@ unsigned warm_count(const struct warm_pool *p) {
         return p->n;
 }
 
+unsigned warm_image_holds(const struct warm_pool *p, const char *digest) {
+        const struct sandbox *sb;
+        unsigned n = 0;
+
+        for (sb = p->all; sb; sb = sb->next)
+                n += sb->image && sb->image->held && strcmp(sb->image->digest, digest) == 0;
+        return n;
+}
+
 int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino) {
         return sandbox_list_has_pidns(p->all, dev, ino);
 }

@@ -64,6 +64,10 @@ int warm_give_up_block(struct warm_pool *p);
  * for again. */
 void warm_images_changed(struct warm_pool *p);
 
+/* How many of the pool's sandboxes (unclaimed: nobody's) hold the image whose manifest
+ * digest is digest in the store. */
+unsigned warm_image_holds(const struct warm_pool *p, const char *digest);
+
 /* 1 when dev:ino is the PID namespace of a warm sandbox (sbxtab_is_sandbox_pidns). */
 int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino);
 

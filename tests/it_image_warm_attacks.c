@@ -909,6 +909,124 @@ START_TEST(racing_claims_and_host_changes) {
 }
 END_TEST
 
+/* ---- --default-disk --------------------------------------------------------------------- */
+
+/* With --default-disk every sandbox has a disk limit, the pool's too: a default create
+ * claims one, and its disk limit holds there as in a cold one (the image's writable
+ * root and /workspace share it), after the state directory's rename. */
+START_TEST(default_disk_holds_in_a_claimed_one) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], *digest, *a = NULL;
+        const char *flags[] = {"--warm", "0", "--spares", "0", "--default-disk", "20M",
+                               "--warm-image", ref, NULL};
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
+        it_private_mounts();
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        if (it_wait_log(&d, ": warm and ready", 1) != 1) {
+                ck_assert_msg(strstr(log_lines(&d, "warm"), "UNIMPLEMENTED"), "%s",
+                              log_lines(&d, "warm"));
+                fprintf(stderr, "default_disk_holds_in_a_claimed_one: SKIPPED: %s\n",
+                        log_lines(&d, "warm"));
+        } else {
+                ck_assert_int_eq(img_create(c, digest, NULL, &a), SBX_OK);
+                ck_assert_int_eq(claimed(&d, a), 1);
+                expect_out(c, a, "root",
+                           "busybox dd if=/dev/zero of=/big bs=1M count=30 2>/dev/null; "
+                           "test $(busybox stat -c %s /big) -lt 21000000 && echo capped; "
+                           "busybox dd if=/dev/zero of=/workspace/w bs=1M count=4 2>/dev/null; "
+                           "test $(busybox stat -c %s /workspace/w) -lt 1048576 && echo shared",
+                           "capped\nshared\n");
+                ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+                free(a);
+        }
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* ---- what BOB learns of the pool ------------------------------------------------------- */
+
+/* BOB pulls root's content under his name and reports what his image calls say of it:
+ * "pull N|list N|inspect N|pruned K|images M" (N: ImageInfo.sandboxes). */
+static void bob_looks(struct it_daemon *d, const char *layout, struct report *r) {
+        sbx_client *c = it_connect(d);
+        struct sbx_image *img = NULL;
+        struct sbx_image_list *l = NULL;
+        struct sbx_removed_images *rm = NULL;
+        char source[800];
+
+        snprintf(source, sizeof(source), "oci:%s:img", layout);
+        if (sbx_image_pull(c, source, NULL, &img) == SBX_OK)
+                say(r, "pull %u|", img->sandboxes);
+        sbx_image_free(img);
+        img = NULL;
+        if (sbx_image_list(c, &l) == SBX_OK && l->n == 1)
+                say(r, "list %u|", l->v[0].sandboxes);
+        sbx_image_list_free(l);
+        l = NULL;
+        if (sbx_image_inspect(c, source, &img) == SBX_OK)
+                say(r, "inspect %u|", img->sandboxes);
+        sbx_image_free(img);
+        if (sbx_image_prune(c, &rm) == SBX_OK)
+                say(r, "pruned %zu|", rm->names.n);
+        sbx_removed_images_free(rm);
+        if (sbx_image_list(c, &l) == SBX_OK)
+                say(r, "images %zu", l->n);
+        sbx_image_list_free(l);
+        sbx_close(c);
+}
+
+/* The pool's sandboxes are nobody's: BOB, with a name for the content root keeps warm,
+ * sees no sandbox using it (ImageInfo.sandboxes 0 from pull, list and inspect, as
+ * before --warm-image), and his prune removes his name, which no sandbox of anyone's
+ * uses. Root's own list says 0 too, then 1 with a sandbox it claimed. */
+START_TEST(bob_learns_nothing_of_the_pool) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], *digest, *said;
+        const char *flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
+                               "--warm-image", ref, NULL};
+        struct sbx_image_list *l = NULL;
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=2", layout);
+        it_private_mounts();
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 2), 2);
+        said = as_bob(bob_looks, &d, layout);
+        ck_assert_msg(strcmp(said, "pull 0|list 0|inspect 0|pruned 1|images 0") == 0,
+                      "BOB got: %s", said);
+        free(said);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1);
+        ck_assert_uint_eq(l->v[0].sandboxes, 0);
+        sbx_image_list_free(l);
+        /* A claimed one is its owner's: counted (the pool tops up, not counted). */
+        {
+                char *a = NULL;
+                ck_assert_int_eq(img_create(c, digest, NULL, &a), SBX_OK);
+                ck_assert_int_eq(claimed(&d, a), 1);
+                ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 3), 3);
+                ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+                ck_assert_uint_eq(l->v[0].sandboxes, 1);
+                sbx_image_list_free(l);
+                ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+                free(a);
+        }
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_warm_attacks");
 
@@ -931,6 +1049,10 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, one_name_other_content_is_not_claimed, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, racing_claims_and_host_changes, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, default_disk_holds_in_a_claimed_one, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, bob_learns_nothing_of_the_pool, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
