@@ -237,6 +237,14 @@ static int remove_refs(struct sbxd *d, const struct imagestore_image *img, uid_t
                              : !rpc_images_ref_of(img->refs[i], uid))
                         continue;
                 r = imagestore_remove(d->images, img->refs[i], e, sizeof(e));
+                if (r == -EBUSY && users_of(d, img) == 0) {
+                        snprintf(err, errlen,
+                                 "image %s (%s) is kept warm by sbxd --warm-image (%u "
+                                 "sandboxes set up ahead): its last name stays while sbxd "
+                                 "runs with that flag",
+                                 images_ref_name(img, i), img->manifest, img->holds);
+                        return -EBUSY;
+                }
                 if (r == -EBUSY) {
                         snprintf(err, errlen,
                                  "image %s (%s) is in use by %u sandbox%s; terminate %s first",

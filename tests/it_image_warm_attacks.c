@@ -1021,6 +1021,11 @@ START_TEST(bob_learns_nothing_of_the_pool) {
                 ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
                 free(a);
         }
+        /* Root's last name for it: refused while the pool holds it, saying why (no
+         * "terminate them first": root cannot terminate warm sandboxes). */
+        ck_assert_int_eq(sbx_image_remove(c, digest, NULL), SBX_FAILED_PRECONDITION);
+        ck_assert_msg(strstr(sbx_error_message(c), "kept warm by sbxd --warm-image"), "%s",
+                      sbx_error_message(c));
         free(digest);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
