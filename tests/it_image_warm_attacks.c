@@ -26,23 +26,6 @@
 
 #define NOBODY 65534u
 
-/* Makes the test image in the case's directory (readable by everyone: BOB pulls it,
- * a rootless daemon of nobody's too); returns the layout's path. */
-static const char *make_image(void) {
-        static char layout[700];
-        char dir[600], cmd[2000];
-
-        snprintf(dir, sizeof(dir), "%s/img", it_base_dir());
-        ck_assert_int_eq(mkdir(dir, 0755), 0);
-        snprintf(cmd, sizeof(cmd),
-                 "bash tests/mkimage.sh %s >%s/mkimage.log 2>&1 && chmod -R a+rX %s", dir, dir,
-                 dir);
-        ck_assert_msg(system(cmd) == 0, "mkimage.sh failed: see %s/mkimage.log", dir);
-        ck_assert_int_eq(chmod(it_base_dir(), 0755), 0);
-        snprintf(layout, sizeof(layout), "%s/oci", dir);
-        return layout;
-}
-
 /* Waits (up to secs) until the log has want lines with needle; their count. */
 static int wait_log_long(const struct it_daemon *d, const char *needle, int want, int secs) {
         double t0 = it_now_ms();
@@ -75,35 +58,6 @@ static int claimed(const struct it_daemon *d, const char *id) {
 
         snprintf(needle, sizeof(needle), "sbx=%s: claimed ~warm-", id);
         return it_log_count(d, needle);
-}
-
-/* The stdout of sh -c shell in id as user (NULL: the image's), which must exit 0. */
-static char *run_as(sbx_client *c, const char *id, const char *user, const char *shell) {
-        struct sbx_exec_opts o;
-        struct sbx_result *r = NULL;
-        const char *argv[] = {"/bin/sh", "-c", shell, NULL};
-        char *out;
-
-        sbx_exec_opts_init(&o);
-        o.argv = argv;
-        o.argc = 3;
-        o.timeout_ms = 120000;
-        o.user = user;
-        ck_assert_msg(sbx_exec(c, id, &o, &r) == SBX_OK, "exec %s: %s", shell,
-                      sbx_error_message(c));
-        ck_assert_msg(r->has_exit_code && r->exit_code == 0, "%s: exit %d: %s%s", shell,
-                      r->exit_code, (char *)r->stdout_data, (char *)r->stderr_data);
-        out = strdup((char *)r->stdout_data);
-        sbx_result_free(r);
-        return out;
-}
-
-static void expect_out(sbx_client *c, const char *id, const char *user, const char *shell,
-                       const char *want) {
-        char *out = run_as(c, id, user, shell);
-
-        ck_assert_msg(strcmp(out, want) == 0, "%s: '%s', not '%s'", shell, out, want);
-        free(out);
 }
 
 /* A sandbox of image with options o (image set here); the code, *ret_id on success. */
@@ -460,37 +414,6 @@ END_TEST
 /* A rootless daemon (nobody's) with --warm-image: its user's create claims one, which is
  * as its cold one (the image's user dropped to root with the same warning, /workspace
  * everyone's as in a cold one); the end leaves nothing. */
-/* Runs bob_claims_and_colds as uid (its group the same) in a child; its report. */
-static char *claims_and_colds_as(struct it_daemon *d, const char *layout, uid_t uid) {
-        struct report *r = calloc(1, sizeof(*r));
-        size_t got = 0;
-        ssize_t n;
-        int p[2], st;
-        pid_t pid;
-
-        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-        pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-                close(p[0]);
-                if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
-                    setresuid(uid, uid, uid) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-                        _exit(120);
-                bob_claims_and_colds(d, layout, r);
-                n = write(p[1], r->text, r->len);
-                _exit(n == (ssize_t)r->len ? 0 : 121);
-        }
-        close(p[1]);
-        while ((n = read(p[0], r->text + got, sizeof(r->text) - 1 - got)) > 0)
-                got += (size_t)n;
-        close(p[0]);
-        r->text[got] = '\0';
-        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status 0x%x: %s", st,
-                      r->text);
-        return (char *)r; /* text is its first member */
-}
-
 /* A rootless daemon (nobody's) with --warm-image: its user's create claims one, which is
  * as its cold one (the image's user dropped to root with the same warning, /workspace
  * everyone's as in a cold one); the end leaves nothing. */
@@ -503,10 +426,10 @@ START_TEST(rootless_claim_is_as_a_cold_one) {
         snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
         it_private_mounts();
         it_daemon_start_as(&d, NOBODY, NOBODY, flags);
-        said = claims_and_colds_as(&d, layout, NOBODY); /* pulls first: no claim */
+        said = as_user(NOBODY, bob_claims_and_colds, &d, layout); /* pulls first: no claim */
         ck_assert_msg(it_wait_log(&d, ": warm and ready", 1) == 1, "%s", log_lines(&d, "warm"));
         free(said);
-        said = claims_and_colds_as(&d, layout, NOBODY);
+        said = as_user(NOBODY, bob_claims_and_colds, &d, layout);
         ck_assert_msg(strstr(said, "warning: the image's user '1000:1000' cannot exist"), "%s",
                       said);
         id = same_but_claimed(&d, said, NOBODY);
@@ -564,16 +487,6 @@ static int left_of(const struct it_daemon *d, const char *dir, const char *names
                 fclose(f);
         }
         return left;
-}
-
-/* The first id of the sandbox's namespace on the host (its uid_map's second field). */
-static unsigned long map_base(sbx_client *c, const char *id) {
-        char *out = run_as(c, id, "root", "busybox cat /proc/self/uid_map");
-        unsigned long in, base, count;
-
-        ck_assert_int_eq(sscanf(out, "%lu %lu %lu", &in, &base, &count), 3);
-        free(out);
-        return base;
 }
 
 /* SIGKILL with a claimed warm image sandbox and unclaimed ones: the restarted daemon
@@ -935,12 +848,7 @@ START_TEST(default_disk_holds_in_a_claimed_one) {
         } else {
                 ck_assert_int_eq(img_create(c, digest, NULL, &a), SBX_OK);
                 ck_assert_int_eq(claimed(&d, a), 1);
-                expect_out(c, a, "root",
-                           "busybox dd if=/dev/zero of=/big bs=1M count=30 2>/dev/null; "
-                           "test $(busybox stat -c %s /big) -lt 21000000 && echo capped; "
-                           "busybox dd if=/dev/zero of=/workspace/w bs=1M count=4 2>/dev/null; "
-                           "test $(busybox stat -c %s /workspace/w) -lt 1048576 && echo shared",
-                           "capped\nshared\n");
+                expect_out(c, a, "root", IMG_DISK_CAPPED_SHELL, "capped\nshared\n");
                 ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
                 free(a);
         }
