@@ -412,6 +412,8 @@ static int image_create(struct warm_pool *p, struct warm_image *wi, uint64_t now
 
         if (r == -ENOENT)
                 check_image(p, wi); /* gone meanwhile: said once */
+        else if (r == -ENOSYS)
+                wi->retry_at = UINT64_MAX; /* no blocks of ids here (said): until a pull */
         else if (r < 0)
                 wi->retry_at = now + SBX_WARM_RETRY_MS;
         return r;

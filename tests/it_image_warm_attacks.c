@@ -940,6 +940,36 @@ START_TEST(bob_learns_nothing_of_the_pool) {
 }
 END_TEST
 
+/* ---- a root sbxd without blocks ------------------------------------------------------- */
+
+/* A root sbxd whose --uid-base is none of sbxd's ranges has no blocks of ids for image
+ * sandboxes (UNIMPLEMENTED, it_image_sandbox custom_uid_base_has_no_blocks): its
+ * --warm-image says so once, not at every retry (SBX_WARM_RETRY_MS), and creates are
+ * refused as without the flag. */
+START_TEST(no_blocks_said_once) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], *digest, *id = NULL;
+        const char *flags[] = {"--uid-base", "1900000000", "--warm", "0", "--spares", "0",
+                               "--warm-image", ref, NULL};
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
+        it_private_mounts();
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, "cannot set up a warm sandbox", 1), 1);
+        usleep((SBX_WARM_RETRY_MS * 2 + 1500) * 1000);
+        ck_assert_msg(it_log_count(&d, "cannot set up a warm sandbox") == 1, "%s",
+                      log_lines(&d, "cannot set up a warm sandbox"));
+        ck_assert_int_eq(img_create(c, digest, NULL, &id), SBX_UNIMPLEMENTED);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_warm_attacks");
 
@@ -967,6 +997,7 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, bob_learns_nothing_of_the_pool, 240, it_fixture_setup_var,
                           it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, no_blocks_said_once, 240, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 
