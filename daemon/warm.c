@@ -396,7 +396,8 @@ static struct warm_image *image_short(struct warm_pool *p, uint64_t now) {
 }
 
 /* One more warm sandbox of wi (check_image found its image). 0, or -errno: it waits,
- * and the others go on. */
+ * and the others go on; until the next pull or removal when it cannot be made here at
+ * all (the daemon has no blocks of ids, the image's User is none of the image's). */
 static int image_create(struct warm_pool *p, struct warm_image *wi, uint64_t now) {
         int r;
 
@@ -412,8 +413,9 @@ static int image_create(struct warm_pool *p, struct warm_image *wi, uint64_t now
 
         if (r == -ENOENT)
                 check_image(p, wi); /* gone meanwhile: said once */
-        else if (r == -ENOSYS)
-                wi->retry_at = UINT64_MAX; /* no blocks of ids here (said): until a pull */
+        else if (r == -ENOSYS || r == -EINVAL)
+                wi->retry_at = UINT64_MAX; /* no blocks of ids here, or the image's User
+                                            * is none of its: said; until a pull */
         else if (r < 0)
                 wi->retry_at = now + SBX_WARM_RETRY_MS;
         return r;
