@@ -855,6 +855,11 @@ START_TEST(default_disk_holds_in_a_claimed_one) {
         free(digest);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
+        {
+                char dir[700];
+                snprintf(dir, sizeof(dir), "%s/sandboxes", d.state);
+                ck_assert_int_eq(img_entries(dir), 0);
+        }
 }
 END_TEST
 
