@@ -26,7 +26,6 @@ int rpc_images_ref_of(const char *ref, uid_t uid) {
         return strncmp(ref, prefix, n) == 0;
 }
 
-/* An ImageInfo of img for uid (names: uid's refs only), pointing into img and names. */
 /* The sandboxes that use img: the warm pool's hold it too, but are nobody's (not even a
  * sign to another user that the daemon keeps some of that content: warm.c). */
 static uint32_t users_of(struct sbxd *d, const struct imagestore_image *img) {
@@ -35,6 +34,7 @@ static uint32_t users_of(struct sbxd *d, const struct imagestore_image *img) {
         return img->holds > pool ? img->holds - pool : 0;
 }
 
+/* An ImageInfo of img for uid (names: uid's refs only), pointing into img and names. */
 static void info_of(struct sbxd *d, const struct imagestore_image *img, uid_t uid, char **names,
                     char **layers, Sbx__V1__ImageInfo *ret) {
         size_t i, n = 0;

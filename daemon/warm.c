@@ -74,9 +74,6 @@
 #include "store.h"
 #include "uidslot.h"
 
-/* Root mode: the free blocks of ids (sbimage.h) the pool leaves to clients' creates. */
-#define SBX_WARM_BLOCKS_LEFT 1u
-
 /* One --warm-image: its sandboxes are the pool's whose spec names ref. */
 struct warm_image {
         const char *ref;   /* the config's */

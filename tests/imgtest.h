@@ -68,10 +68,10 @@ static int img_entries(const char *dir) {
 
 /* Run as root in a sandbox with a disk limit of 20 MiB: 30 MiB into the root stop near
  * 20, then the workspace has no room ("capped\nshared\n"). */
-#define IMG_DISK_CAPPED_SHELL                                                                \
-        "busybox dd if=/dev/zero of=/big bs=1M count=30 2>/dev/null; "                        \
-        "test $(busybox stat -c %s /big) -lt 21000000 && echo capped; "                       \
-        "busybox dd if=/dev/zero of=/workspace/w bs=1M count=4 2>/dev/null; "                 \
+#define IMG_DISK_CAPPED_SHELL                                                                      \
+        "busybox dd if=/dev/zero of=/big bs=1M count=30 2>/dev/null; "                             \
+        "test $(busybox stat -c %s /big) -lt 21000000 && echo capped; "                            \
+        "busybox dd if=/dev/zero of=/workspace/w bs=1M count=4 2>/dev/null; "                      \
         "test $(busybox stat -c %s /workspace/w) -lt 1048576 && echo shared"
 
 /* Makes the test image (tests/mkimage.sh) in the case's directory, readable by everyone
