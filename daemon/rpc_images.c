@@ -57,6 +57,14 @@ static unsigned sandboxes_seen(struct sbxd *d, const struct caller *k, const cha
         return sc.n;
 }
 
+/* The sandboxes that use img: the warm pool's hold it too, but are nobody's (not even a
+ * sign to another user that the daemon keeps some of that content: warm.c). */
+static uint32_t users_of(struct sbxd *d, const struct imagestore_image *img) {
+        uint32_t pool = sbxtab_pool_holds(d->sandboxes, img->manifest);
+
+        return img->holds > pool ? img->holds - pool : 0;
+}
+
 /* An ImageInfo of img for uid (names: uid's refs only; sandboxes: those uid may use),
  * pointing into img and names. */
 static void info_of(const struct imagestore_image *img, uid_t uid, unsigned sandboxes, char **names,
@@ -267,6 +275,14 @@ static int remove_refs(struct sbxd *d, const struct imagestore_image *img, uid_t
                              : !rpc_images_ref_of(img->refs[i], uid))
                         continue;
                 r = imagestore_remove(d->images, img->refs[i], e, sizeof(e));
+                if (r == -EBUSY && img->holds && users_of(d, img) == 0) {
+                        snprintf(err, errlen,
+                                 "image %s (%s) is kept warm by sbxd --warm-image (%u "
+                                 "sandboxes set up ahead): its last name stays while sbxd "
+                                 "runs with that flag",
+                                 images_ref_name(img, i), img->manifest, img->holds);
+                        return -EBUSY;
+                }
                 if (r == -EBUSY && seen) {
                         snprintf(err, errlen,
                                  "image %s (%s) is in use by %u sandbox%s; terminate %s first",
@@ -363,7 +379,7 @@ void rpc_images_prune(struct conn *c, const Sbx__V1__Request *req) {
         }
         before = d->images ? imagestore_usage(d->images) : 0;
         for (i = 0; i < n; i++) {
-                if (all[i].holds || !images_owns(&all[i], peer.uid))
+                if (users_of(d, &all[i]) || !images_owns(&all[i], peer.uid))
                         continue;
                 r = remove_refs(d, &all[i], peer.uid, 0, NULL, names + m, err, sizeof(err));
                 if (r > 0)
@@ -371,8 +387,10 @@ void rpc_images_prune(struct conn *c, const Sbx__V1__Request *req) {
         }
         send_removed(c, req->request_id, names, m,
                      d->images ? before - imagestore_usage(d->images) : 0);
-        if (m > 0)
+        if (m > 0) {
                 images_collect(d);
+                sbxtab_images_changed(d->sandboxes); /* a --warm-image's name, perhaps */
+        }
 out:
         free(names);
         if (all)

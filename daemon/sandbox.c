@@ -1130,11 +1130,13 @@ static int mkdir_owned(const char *path, mode_t mode, uid_t uid, gid_t gid) {
         return 0;
 }
 
-/* STATE/sandboxes/ID and its workspace (the daemon's own for a warm sandbox or in
- * rootless mode, else the sandbox user's). 0, or -1 (sb failed). */
+/* STATE/sandboxes/ID and its workspace (the daemon's own for a warm sandbox of the
+ * host's root, whose claim gives it its uid, or in rootless mode, else the sandbox
+ * user's: a warm one's of an image too, whose ids are its own from the start and kept
+ * when it is claimed). 0, or -1 (sb failed). */
 static int make_dirs(struct sandbox *sb) {
         struct sbxd *d = sb->d;
-        int own = d->features.rootless || sb->warm;
+        int own = d->features.rootless || (sb->warm && !sb->image);
         char *sbdir = strdup(sb->workspace), *slash = sbdir ? strrchr(sbdir, '/') : NULL;
         int r = 0;
 

@@ -74,6 +74,12 @@ uid_t sbimage_host_id(const struct sbimage *im, uint32_t id) {
         return im->block >= 0 ? im->uid_base + id : 0;
 }
 
+uint32_t sbimage_free_blocks(const struct sbxd *d) {
+        if (d->features.rootless)
+                return UINT32_MAX;
+        return SBX_IMAGE_BLOCKS - (uint32_t)__builtin_popcountll(d->image_blocks);
+}
+
 /* Rootless: the subordinate ids the user has for ids 1 .. SBX_IMAGE_IDS - 1 at most,
  * when newuidmap and newgidmap can map them. */
 static void take_subids(const struct sbxd *d, struct sbimage *im) {

@@ -69,6 +69,10 @@ struct sbimage *sbimage_close(struct sbxd *d, struct sbimage *im);
  * 0, the daemon's user acts as itself). */
 uid_t sbimage_host_id(const struct sbimage *im, uint32_t id);
 
+/* Root mode: how many of the daemon's SBX_IMAGE_BLOCKS blocks of ids no sandbox holds
+ * (the warm pool leaves one to clients: warm.c). Rootless: UINT32_MAX (no blocks). */
+uint32_t sbimage_free_blocks(const struct sbxd *d);
+
 /* A warm sandbox of im is claimed (warm.c): the client's name for the image, and the
  * sandbox's directory sandbox_dir now. 0 or -ENOMEM (im unchanged). */
 int sbimage_rename(struct sbimage *im, const char *name, const char *sandbox_dir);

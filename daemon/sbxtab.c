@@ -285,9 +285,20 @@ static int record_new(struct sandbox *sb, const uint8_t *packed, size_t packed_l
 static int assign_uid(struct sbxtab *t, struct sandbox *sb, char *err, size_t errlen) {
         int slot;
 
-        /* From an image: the ids of its user, in its own namespace (sbimage.h). */
-        if (sb->spec->image && sb->spec->image[0])
-                return sandbox_open_image(sb, sb->owner_uid, err, errlen);
+        /* From an image: the ids of its user, in its own namespace (sbimage.h). No
+         * block free while the pool holds some: one is given up for a retry. */
+        if (sb->spec->image && sb->spec->image[0]) {
+                slot = sandbox_open_image(sb, sb->owner_uid, err, errlen);
+                if (slot == -EAGAIN && sbimage_free_blocks(t->d) == 0 &&
+                    warm_give_up_block(t->warm))
+                        snprintf(err, errlen,
+                                 "sbxd runs %u sandboxes made from images, the most a root "
+                                 "sbxd has ids for, some of them kept warm (--warm-image): "
+                                 "one of those is given up for this create; try again in "
+                                 "a moment",
+                                 SBX_IMAGE_BLOCKS);
+                return slot;
+        }
         if (t->d->features.rootless) {
                 sandbox_set_run_ids(sb, 0, 0);
                 return 0;
@@ -426,6 +437,10 @@ int sbxtab_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struc
         if (r < 0)
                 quota_drop(t->quota, QUOTA_SANDBOXES, caller->uid);
         return r;
+}
+
+unsigned sbxtab_pool_holds(const struct sbxtab *t, const char *digest) {
+        return t ? warm_image_holds(t->warm, digest) : 0;
 }
 
 void sbxtab_images_changed(struct sbxtab *t) {

@@ -68,6 +68,11 @@ void sbxtab_detach_all(struct sbxtab *t, void (*done)(void *ud), void *ud);
 /* Ends every sandbox with reason "shutdown"; calls done once the last has ended. */
 void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud);
 
+/* How many of the warm pool's sandboxes, nobody's until claimed, hold the image of
+ * manifest digest: its users are the others (ImageInfo.sandboxes, prune). 0 when t is
+ * NULL. */
+unsigned sbxtab_pool_holds(const struct sbxtab *t, const char *digest);
+
 /* An image was pulled: the warm pool looks again for a --warm-image it had none of. */
 void sbxtab_images_changed(struct sbxtab *t);
 

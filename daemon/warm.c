@@ -186,6 +186,15 @@ unsigned warm_count(const struct warm_pool *p) {
         return p->n;
 }
 
+unsigned warm_image_holds(const struct warm_pool *p, const char *digest) {
+        const struct sandbox *sb;
+        unsigned n = 0;
+
+        for (sb = p->all; sb; sb = sb->next)
+                n += sb->image && sb->image->held && strcmp(sb->image->digest, digest) == 0;
+        return n;
+}
+
 int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino) {
         return sandbox_list_has_pidns(p->all, dev, ino);
 }
@@ -384,12 +393,26 @@ static struct warm_image *image_short(struct warm_pool *p, uint64_t now) {
 }
 
 /* One more warm sandbox of wi (check_image found its image). 0, or -errno: it waits,
- * and the others go on. */
+ * and the others go on; until the next pull or removal when it cannot be made here at
+ * all (the daemon has no blocks of ids, the image's User is none of the image's). */
 static int image_create(struct warm_pool *p, struct warm_image *wi, uint64_t now) {
-        int r = warm_create(p, 0, wi->ref);
+        int r;
+
+        /* Root mode: the pool never takes the last free block of ids (sbimage.h), a
+         * client's create of another image or policy needs one; looked at again later
+         * (a block frees when a sandbox has gone). */
+        if (sbimage_free_blocks(p->d) <= SBX_WARM_BLOCKS_LEFT) {
+                log_debug("--warm-image %s: no block of ids to spare", wi->ref);
+                wi->retry_at = now + SBX_WARM_RETRY_MS;
+                return -EAGAIN;
+        }
+        r = warm_create(p, 0, wi->ref);
 
         if (r == -ENOENT)
                 check_image(p, wi); /* gone meanwhile: said once */
+        else if (r == -ENOSYS || r == -EINVAL)
+                wi->retry_at = UINT64_MAX; /* no blocks of ids here, or the image's User
+                                            * is none of its: said; until a pull */
         else if (r < 0)
                 wi->retry_at = now + SBX_WARM_RETRY_MS;
         return r;
@@ -510,6 +533,23 @@ static int give_up(struct warm_pool *p, int spares_only) {
         pick->warm_given_up = 1;
         sandbox_end(pick, SBX__V1__SANDBOX_STATE__TERMINATED,
                     pick->spare ? "room for a warm sandbox or a client" : "room for a client");
+        return 1;
+}
+
+int warm_give_up_block(struct warm_pool *p) {
+        struct sandbox *sb, *pick = NULL;
+
+        for (sb = p->all; sb; sb = sb->next) {
+                if (!sb->image)
+                        continue;
+                if (sb->ending)
+                        return 1; /* its block comes back when it has gone */
+                pick = sb;
+        }
+        if (!pick)
+                return 0;
+        pick->warm_given_up = 1;
+        sandbox_end(pick, SBX__V1__SANDBOX_STATE__TERMINATED, "its block of ids for a client");
         return 1;
 }
 

@@ -55,9 +55,18 @@ void warm_end_all(struct warm_pool *p);
  * one. */
 void warm_give_up_one(struct warm_pool *p);
 
+/* A client's image create found no free block of ids (root mode, sbimage.h): ends a
+ * warm sandbox of an image, whose block a retry can take once it has gone. 1 when one
+ * was ended or is ending already, 0 when the pool holds no block. */
+int warm_give_up_block(struct warm_pool *p);
+
 /* An image was pulled: a --warm-image whose name sbxd's user had no image of is looked
  * for again. */
 void warm_images_changed(struct warm_pool *p);
+
+/* How many of the pool's sandboxes (unclaimed: nobody's) hold the image whose manifest
+ * digest is digest in the store. */
+unsigned warm_image_holds(const struct warm_pool *p, const char *digest);
 
 /* 1 when dev:ino is the PID namespace of a warm sandbox (sbxtab_is_sandbox_pidns). */
 int warm_has_pidns(const struct warm_pool *p, dev_t dev, ino_t ino);

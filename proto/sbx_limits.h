@@ -88,6 +88,9 @@
 #define SBX_WARM_RETRY_MS (5u * 1000u)
 /* How long after a claim the pool is topped up: the client's next requests go first. */
 #define SBX_WARM_REFILL_DELAY_MS 10u
+/* Root mode: the free blocks of image ids (SBX_IMAGE_BLOCKS) the warm pool leaves to
+ * clients' creates (--warm-image). */
+#define SBX_WARM_BLOCKS_LEFT 1u
 /* The periodic sweep behind the precise timers (deadlines, idle, retention). */
 #define SBX_SWEEP_INTERVAL_MS 5000u
 #define SBX_MAX_LABELS 64u

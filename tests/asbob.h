@@ -46,10 +46,10 @@ static void say(struct report *r, const char *fmt, ...) {
                                                                : sizeof(r->text) - r->len - 1;
 }
 
-/* Runs fn(d, arg) as BOB (groups: the socket group) in a child; returns what it
- * reported. */
-static char *as_bob(void (*fn)(struct it_daemon *d, const char *arg, struct report *r),
-                    struct it_daemon *d, const char *arg) {
+/* Runs fn(d, arg) as uid (its gid the same; groups: the socket group) in a child;
+ * returns what it reported. */
+static char *as_user(uid_t uid, void (*fn)(struct it_daemon *d, const char *arg, struct report *r),
+                     struct it_daemon *d, const char *arg) {
         const gid_t groups[1] = {SOCK_GRP};
         pid_t parent = getpid(), pid;
         struct report *r = calloc(1, sizeof(*r));
@@ -62,8 +62,8 @@ static char *as_bob(void (*fn)(struct it_daemon *d, const char *arg, struct repo
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
                 close(p[0]);
-                if (setgroups(1, groups) < 0 || setresgid(BOB, BOB, BOB) < 0 ||
-                    setresuid(BOB, BOB, BOB) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+                if (setgroups(1, groups) < 0 || setresgid(uid, uid, uid) < 0 ||
+                    setresuid(uid, uid, uid) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
                     getppid() != parent)
                         _exit(120);
                 signal(SIGPIPE, SIG_IGN);
@@ -77,9 +77,15 @@ static char *as_bob(void (*fn)(struct it_daemon *d, const char *arg, struct repo
         close(p[0]);
         r->text[got] = '\0';
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "BOB's child: status 0x%x: %s", st,
-                      r->text);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "uid %u's child: status 0x%x: %s",
+                      (unsigned)uid, st, r->text);
         return (char *)r; /* text is the first member */
+}
+
+/* Runs fn(d, arg) as BOB (as_user). */
+static char *as_bob(void (*fn)(struct it_daemon *d, const char *arg, struct report *r),
+                    struct it_daemon *d, const char *arg) {
+        return as_user(BOB, fn, d, arg);
 }
 
 __attribute__((unused)) static sbx_client *bob_connect(struct it_daemon *d, struct report *r) {

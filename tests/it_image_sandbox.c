@@ -31,22 +31,6 @@
 static const char *const group_flags[] = {"--socket-group", "3100", "--warm", "0", "--spares",
                                           "0", NULL};
 
-/* Makes the test image in the case's directory (readable by everyone: a rootless daemon
- * of nobody's imports it with nobody's rights); returns the layout's path. */
-static const char *make_image(void) {
-        static char layout[700];
-        char dir[600], cmd[2000];
-
-        snprintf(dir, sizeof(dir), "%s/img", it_base_dir());
-        ck_assert_int_eq(mkdir(dir, 0755), 0);
-        snprintf(cmd, sizeof(cmd), "bash tests/mkimage.sh %s >%s/mkimage.log 2>&1 && chmod -R a+rX %s",
-                 dir, dir, dir);
-        ck_assert_msg(system(cmd) == 0, "mkimage.sh failed: see %s/mkimage.log", dir);
-        ck_assert_int_eq(chmod(it_base_dir(), 0755), 0);
-        snprintf(layout, sizeof(layout), "%s/oci", dir);
-        return layout;
-}
-
 /* Imports tag img of the layout; returns the image's digest (freed by the caller). */
 static char *pull(sbx_client *c, const char *layout) {
         return img_pull(c, layout, "img");
@@ -64,27 +48,6 @@ static char *must_create(sbx_client *c, const char *image) {
         return id;
 }
 
-/* The stdout of sh -c shell in id as user (NULL: the image's), which must exit 0. */
-static char *run_as(sbx_client *c, const char *id, const char *user, const char *shell) {
-        struct sbx_exec_opts o;
-        struct sbx_result *r = NULL;
-        const char *argv[] = {"/bin/sh", "-c", shell, NULL};
-        char *out;
-
-        sbx_exec_opts_init(&o);
-        o.argv = argv;
-        o.argc = 3;
-        o.timeout_ms = 120000;
-        o.user = user;
-        ck_assert_msg(sbx_exec(c, id, &o, &r) == SBX_OK, "exec %s: %s", shell,
-                      sbx_error_message(c));
-        ck_assert_msg(r->has_exit_code && r->exit_code == 0, "%s: exit %d: %s%s", shell,
-                      r->exit_code, (char *)r->stdout_data, (char *)r->stderr_data);
-        out = strdup((char *)r->stdout_data);
-        sbx_result_free(r);
-        return out;
-}
-
 /* The code of running `true` in id as user (which the tests expect refused). */
 static enum sbx_code true_as(sbx_client *c, const char *id, const char *user) {
         const char *argv[] = {"true", NULL};
@@ -100,25 +63,6 @@ static enum sbx_code true_as(sbx_client *c, const char *id, const char *user) {
         rc = sbx_exec(c, id, &e, &r);
         sbx_result_free(r);
         return rc;
-}
-
-static void expect_out(sbx_client *c, const char *id, const char *user, const char *shell,
-                       const char *want) {
-        char *out = run_as(c, id, user, shell);
-
-        ck_assert_msg(strcmp(out, want) == 0, "%s: '%s', not '%s'", shell, out, want);
-        free(out);
-}
-
-/* The first id of the sandbox's namespace on the host (its uid_map's second field). */
-static unsigned long map_base(sbx_client *c, const char *id) {
-        char *out = run_as(c, id, "root", "busybox cat /proc/self/uid_map");
-        unsigned long in, base, count;
-
-        ck_assert_int_eq(sscanf(out, "%lu %lu %lu", &in, &base, &count), 3);
-        ck_assert_uint_eq(in, 0);
-        free(out);
-        return base;
 }
 
 /* The image's layers as the daemon unpacked them, as it shows them: what the overlay
@@ -1002,12 +946,7 @@ static void disk_limit_on(const char *layout, int rootless) {
         rc = sbx_create(c, &o, &sb);
         ck_assert_msg(rc == SBX_OK, "%s", sbx_error_message(c));
         /* 30 MiB into the root stops near 20; then the workspace has no room. */
-        expect_out(c, sb->id, "root",
-                   "busybox dd if=/dev/zero of=/big bs=1M count=30 2>/dev/null; "
-                   "test $(busybox stat -c %s /big) -lt 21000000 && echo capped; "
-                   "busybox dd if=/dev/zero of=/workspace/w bs=1M count=4 2>/dev/null; "
-                   "test $(busybox stat -c %s /workspace/w) -lt 1048576 && echo shared",
-                   "capped\nshared\n");
+        expect_out(c, sb->id, "root", IMG_DISK_CAPPED_SHELL, "capped\nshared\n");
         ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);
         sbx_sandbox_free(sb);
         free(digest);
