@@ -31,6 +31,7 @@ struct layerwrite {
         int dg_ok;
         int out_fd;
         struct layerwrite_opts o;
+        enum layerwrite_kind kind; /* of the tree being written */
         struct layerwrite_result res;
         struct link *links;
         size_t n_links, cap_links;
@@ -257,7 +258,7 @@ static int put_file(struct layerwrite *w, int dfd, const char *base, const char 
                 close(fd);
                 return fail(w, -ESTALE, name, "changed while the snapshot was taken");
         }
-        if (now.st_size == 0 && user_whiteout(fd)) {
+        if (now.st_size == 0 && w->kind == LAYERWRITE_UPPER_USERXATTR && user_whiteout(fd)) {
                 close(fd);
                 return 1; /* a whiteout: the caller writes it */
         }
@@ -324,8 +325,9 @@ static int put_dir(struct layerwrite *w, int dfd, const char *base, char *path, 
                 fill(w, path, &st);
                 r = put_header(w, path);
         }
-        if (r == 0 && (xattr_is(fd, "trusted.overlay.opaque", "y") ||
-                       xattr_is(fd, "user.overlay.opaque", "y"))) {
+        if (r == 0 && ((w->kind == LAYERWRITE_UPPER && xattr_is(fd, "trusted.overlay.opaque", "y")) ||
+                       (w->kind == LAYERWRITE_UPPER_USERXATTR &&
+                        xattr_is(fd, "user.overlay.opaque", "y")))) {
                 char marker[PATH_MAX];
                 snprintf(marker, sizeof(marker), "%s/.wh..wh..opq", path);
                 r = put_marker(w, marker);
@@ -397,7 +399,7 @@ static int put_entry(struct layerwrite *w, int dfd, const char *base, char *path
 
         if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return fail(w, -errno, path, "stat: %s", strerror(errno));
-        if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
+        if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0) && w->kind != LAYERWRITE_PLAIN)
                 r = 1; /* overlayfs's whiteout */
         else if (S_ISDIR(st.st_mode))
                 return put_dir(w, dfd, base, path, len, depth + 1);
@@ -445,10 +447,12 @@ static int walk(struct layerwrite *w, int dfd, char *path, size_t len, unsigned 
         return r;
 }
 
-int layerwrite_tree(struct layerwrite *w, int dir_fd, const char *prefix) {
+int layerwrite_tree(struct layerwrite *w, int dir_fd, const char *prefix,
+                    enum layerwrite_kind kind) {
         char path[PATH_MAX];
         size_t len = strlen(prefix);
 
+        w->kind = kind;
         if (len >= sizeof(path))
                 return fail(w, -ENAMETOOLONG, prefix, "too long");
         memcpy(path, prefix, len + 1);

@@ -127,9 +127,9 @@ static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t
         t0 = now_ms();
         r = layerwrite_open(tar_fd, &o, err, sizeof(err), &w);
         if (r == 0)
-                r = layerwrite_tree(w, j->upper_fd, "");
+                r = layerwrite_tree(w, j->upper_fd, "", j->upper_kind);
         if (r == 0)
-                r = layerwrite_tree(w, j->ws_fd, "workspace");
+                r = layerwrite_tree(w, j->ws_fd, "workspace", LAYERWRITE_PLAIN);
         if (r == 0)
                 r = layerwrite_finish(w, res);
         layerwrite_free(w);

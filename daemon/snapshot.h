@@ -46,6 +46,7 @@ struct snapshot_job {
         char *refs[2]; /* "UID/NAME": the first for the layer's import, both committed */
         unsigned n_refs;
         int upper_fd, ws_fd; /* its writable root's upper directory, its workspace */
+        enum layerwrite_kind upper_kind; /* which xattrs its overlayfs used */
         struct layerwrite_map uids, gids;
         struct snapshot_freezer freezer;
         uint64_t max_image_bytes; /* the whole image's file data (--max-image-size) */

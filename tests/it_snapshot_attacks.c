@@ -1,0 +1,273 @@
+/* it_snapshot_attacks.c: a hostile sandbox against its own snapshot (SnapshotSandbox,
+ * sbx fork; docs/snapshots.md "What was tried") on a real root sbxd: overlayfs markers
+ * forged where the daemon reads them, file capabilities, device nodes, names tar finds
+ * hard, many hard links, and a fork past the owner's bound of sandboxes.
+ *
+ * The image is tests/mkimage.sh's "img" (busybox in four layers: /etc/greeting, /data/old
+ * and more; User 1000:1000); the sandbox's tools are busybox and tests/helpers/sbxt_snap
+ * (built static), written into its workspace. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "imgtest.h"
+#include "itutil.h"
+#include "sbx.h"
+#include "testutil.h"
+
+static const char *const flags[] = {"--warm", "0", "--spares", "0", NULL};
+
+/* The test image in the case's directory; its layout's path. */
+static const char *make_image(void) {
+        static char layout[700];
+        char dir[600], cmd[2000];
+
+        snprintf(dir, sizeof(dir), "%s/img", it_base_dir());
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        snprintf(cmd, sizeof(cmd), "bash tests/mkimage.sh %s >%s/mkimage.log 2>&1 && chmod -R a+rX %s",
+                 dir, dir, dir);
+        ck_assert_msg(system(cmd) == 0, "mkimage.sh failed: see %s/mkimage.log", dir);
+        ck_assert_int_eq(chmod(it_base_dir(), 0755), 0);
+        snprintf(layout, sizeof(layout), "%s/oci", dir);
+        return layout;
+}
+
+static char *must_create(sbx_client *c, const char *image) {
+        char *id = NULL;
+
+        ck_assert_msg(img_create(c, image, NULL, &id) == SBX_OK, "create from %s: %s", image,
+                      sbx_error_message(c));
+        return id;
+}
+
+/* sh -c shell in id as user (NULL: the image's); its stdout (it must exit 0). */
+static char *run_as(sbx_client *c, const char *id, const char *user, const char *shell) {
+        const char *argv[] = {"/bin/sh", "-c", shell, NULL};
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        char *out;
+
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 3;
+        o.timeout_ms = 120000;
+        o.user = user;
+        ck_assert_msg(sbx_exec(c, id, &o, &r) == SBX_OK, "exec %s: %s", shell,
+                      sbx_error_message(c));
+        ck_assert_msg(r->has_exit_code && r->exit_code == 0, "%s: exit %d: %s%s", shell,
+                      r->exit_code, (char *)r->stdout_data, (char *)r->stderr_data);
+        out = strdup((char *)r->stdout_data);
+        sbx_result_free(r);
+        return out;
+}
+
+static void expect_out(sbx_client *c, const char *id, const char *user, const char *shell,
+                       const char *want) {
+        char *out = run_as(c, id, user, shell);
+
+        ck_assert_msg(strcmp(out, want) == 0, "%s: '%s', not '%s'", shell, out, want);
+        free(out);
+}
+
+static char *snap(sbx_client *c, const char *id, const char *name) {
+        struct sbx_image *img = NULL;
+        char *digest;
+
+        ck_assert_msg(sbx_snapshot(c, id, name, &img) == SBX_OK, "snapshot %s: %s", id,
+                      sbx_error_message(c));
+        digest = strdup(img->digest);
+        sbx_image_free(img);
+        return digest;
+}
+
+/* tests/helpers/sbxt_snap, built static (the image has no C library), at /sbxt_snap in
+ * the sandbox's root (outside its workspace: what the cases compare there stays theirs). */
+static void put_helper(sbx_client *c, const char *id) {
+        char cmd[1400], bin[700];
+        uint8_t *data;
+        size_t len = 0, cap = 4 << 20;
+        ssize_t n;
+        int fd;
+
+        snprintf(bin, sizeof(bin), "%s/sbxt_snap", it_base_dir());
+        if (access(bin, X_OK) != 0) {
+                snprintf(cmd, sizeof(cmd), "cc -static -O1 -o %s tests/helpers/sbxt_snap.c", bin);
+                ck_assert_msg(system(cmd) == 0, "%s failed (needs the C library's static archive)",
+                              cmd);
+        }
+        fd = open(bin, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        data = malloc(cap);
+        while ((n = read(fd, data + len, cap - len)) > 0)
+                if ((len += (size_t)n) == cap)
+                        data = realloc(data, cap *= 2);
+        close(fd);
+        ck_assert_msg(sbx_write(c, id, "/workspace/sbxt_snap", data, len, 0755, 0) == SBX_OK,
+                      "write the helper: %s", sbx_error_message(c));
+        free(data);
+        expect_out(c, id, "root", "busybox mv /workspace/sbxt_snap /sbxt_snap && echo ok", "ok\n");
+}
+
+/* Root inside a sandbox of a root sbxd sets user.overlay.opaque on a directory of its
+ * image and user.overlay.whiteout on an empty file beside a file of its image, in its
+ * root and in its workspace, and makes a whiteout device in its workspace: overlayfs
+ * does not take them for its own (they are plain data of its files there), so neither
+ * does the snapshot: the image's files are still in a sandbox made from it, and so are
+ * the marked files. */
+START_TEST(forged_overlay_markers_are_data) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *b, *s, *out, tmp[700];
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        put_helper(c, a);
+        /* The image's /data holds fresh; its /etc greeting.new. */
+        expect_out(c, a, "root",
+                   "busybox mkdir /data/new && echo n > /data/new/f && "
+                   "/sbxt_snap setx /data user.overlay.opaque y && "
+                   ": > /etc/marked && /sbxt_snap setx /etc/marked user.overlay.whiteout y && "
+                   "busybox mkdir -p /workspace/wd && echo w > /workspace/keep && "
+                   "/sbxt_snap setx /workspace/wd user.overlay.opaque y && "
+                   ": > /workspace/wmark && "
+                   "/sbxt_snap setx /workspace/wmark user.overlay.whiteout y",
+                   "ok\nok\nok\nok\n");
+        /* In the workspace (no overlay), a whiteout device: mknod is refused, or it is a
+         * device the snapshot leaves out; never a deletion. */
+        out = run_as(c, a, "root", "/sbxt_snap whiteout /workspace/keep2; echo x");
+        ck_assert_msg(strcmp(out, "EPERM\nx\n") == 0 || strcmp(out, "ok\nx\n") == 0, "%s", out);
+        free(out);
+        /* The sandbox itself sees every file. */
+        expect_out(c, a, NULL, "busybox ls /data /workspace/wd; busybox cat /etc/greeting.new",
+                   "/data:\nfresh\nnew\n\n/workspace/wd:\nchanged\n");
+        s = snap(c, a, "markers");
+        snprintf(tmp, sizeof(tmp), "%s/images/tmp", d.state);
+        ck_assert_int_eq(img_entries(tmp), 0); /* its scratch space is gone */
+        b = must_create(c, "markers");
+        expect_out(c, b, NULL,
+                   "busybox ls /data; busybox cat /data/fresh /etc/greeting.new; "
+                   "busybox ls /etc/marked /workspace/wmark; busybox cat /workspace/keep",
+                   "fresh\nnew\nfresh\nchanged\n/etc/marked\n/workspace/wmark\nw\n");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        free(a);
+        free(b);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A file capability root inside may set (it has CAP_SETFCAP in its namespace) is not
+ * carried into the snapshot: a sandbox made from it finds the file without one. Nor is
+ * a FIFO; names with a newline and of 255 bytes and symlinks pointing out of the sandbox
+ * come back as they were (a symlink's text, never what it points at); a hard link of the
+ * workspace comes back as a copy (the workspace is seeded file by file, seed.h). */
+START_TEST(caps_fifos_and_odd_names) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *b, *s, long_name[256], shell[2000];
+        sbx_client *c;
+
+        memset(long_name, 'n', 255);
+        long_name[255] = '\0';
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        put_helper(c, a);
+        snprintf(shell, sizeof(shell),
+                 "busybox cp /bin/busybox /capped && /sbxt_snap setx /capped security.capability cap "
+                 "&& /sbxt_snap getx /capped security.capability && "
+                 "busybox mkfifo /workspace/fifo && echo l > /workspace/%s && "
+                 "echo nl > \"/workspace/a\nb\" && busybox ln /workspace/%s /workspace/hard && "
+                 "busybox ln -s /etc/shadow /workspace/out && busybox ln -s ../../../.. "
+                 "/workspace/up && echo done",
+                 long_name, long_name);
+        expect_out(c, a, "root", shell, "ok\n20\ndone\n");
+        s = snap(c, a, "odd");
+        b = must_create(c, "odd");
+        put_helper(c, b);
+        snprintf(shell, sizeof(shell),
+                 "/sbxt_snap getx /capped security.capability; busybox ls /workspace/fifo "
+                 "2>/dev/null || echo nofifo; busybox cat /workspace/%s \"/workspace/a\nb\" "
+                 "/workspace/hard; busybox stat -c %%h /workspace/hard; "
+                 "busybox readlink /workspace/out; busybox readlink /workspace/up",
+                 long_name);
+        expect_out(c, b, "root", shell, "ENODATA\nnofifo\nl\nnl\nl\n1\n/etc/shadow\n../../../..\n");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        free(a);
+        free(b);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The number of the caller's live sandboxes. */
+static size_t live(sbx_client *c) {
+        struct sbx_sandbox_list *l = NULL;
+        size_t n;
+
+        ck_assert_int_eq(sbx_list(c, NULL, &l), SBX_OK);
+        n = l->n;
+        sbx_sandbox_list_free(l);
+        return n;
+}
+
+/* A fork whose creates pass --max-sandboxes-per-uid: all or nothing, the source alone
+ * left running, its snapshot kept as an image. */
+START_TEST(fork_past_the_owner_bound_leaves_none) {
+        static const char *const bound[] = {"--warm", "0", "--spares", "0",
+                                            "--max-sandboxes-per-uid", "3", NULL};
+        struct sbx_fork_opts fo = {.count = 4};
+        struct sbx_fork *f = NULL;
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a;
+        sbx_client *c;
+
+        it_daemon_start(&d, bound);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        ck_assert_int_eq(sbx_fork(c, a, &fo, &f), SBX_RESOURCE_EXHAUSTED);
+        ck_assert_ptr_null(f);
+        ck_assert_uint_eq(live(c), 1);
+        expect_out(c, a, NULL, "echo running", "running\n");
+        fo.count = 2; /* within it: fine */
+        ck_assert_msg(sbx_fork(c, a, &fo, &f) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_uint_eq(f->n, 2);
+        ck_assert_uint_eq(live(c), 3);
+        sbx_fork_free(f);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("snapshot_attacks");
+
+        SBX_ADD_TEST_CASE(s, forged_overlay_markers_are_data, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, caps_fifos_and_odd_names, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, fork_past_the_owner_bound_leaves_none, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
