@@ -33,7 +33,7 @@ struct layerwrite {
         struct layerwrite_opts o;
         enum layerwrite_kind kind; /* of the tree being written */
         struct layerwrite_result res;
-        struct link *links;
+        struct link *links; /* an open-addressing table by (dev, ino), half full at most */
         size_t n_links, cap_links;
         char *err;
         size_t errlen;
@@ -124,7 +124,7 @@ void layerwrite_free(struct layerwrite *w) {
                 archive_entry_free(w->e);
         if (w->dg_ok)
                 digest_free(&w->dg);
-        for (i = 0; i < w->n_links; i++)
+        for (i = 0; i < w->cap_links; i++)
                 free(w->links[i].name);
         free(w->links);
         free(w);
@@ -193,32 +193,50 @@ static int user_whiteout(int fd) {
         return fgetxattr(fd, "user.overlay.whiteout", NULL, 0) >= 0;
 }
 
+static size_t link_slot(const struct link *t, size_t cap, dev_t dev, ino_t ino) {
+        size_t i = (size_t)(((uint64_t)ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)dev) & (cap - 1);
+
+        while (t[i].name && !(t[i].dev == dev && t[i].ino == ino))
+                i = (i + 1) & (cap - 1);
+        return i;
+}
+
+/* Doubles the table (or makes its first 64 slots). */
+static int links_grow(struct layerwrite *w) {
+        size_t cap = w->cap_links ? 2 * w->cap_links : 64, i;
+        struct link *t = calloc(cap, sizeof(*t));
+
+        if (!t)
+                return -ENOMEM;
+        for (i = 0; i < w->cap_links; i++)
+                if (w->links[i].name)
+                        t[link_slot(t, cap, w->links[i].dev, w->links[i].ino)] = w->links[i];
+        free(w->links);
+        w->links = t;
+        w->cap_links = cap;
+        return 0;
+}
+
 /* The first name a file of several links was written as, or NULL (then remembered as
- * name). -ENOMEM through *r. */
+ * name). -ENOMEM through *r. A hash table: a sandbox may hold a million linked files,
+ * and a list searched for each would keep its snapshot (and it frozen) for hours. */
 static const char *link_target(struct layerwrite *w, const struct stat *st, const char *name,
                                int *r) {
         size_t i;
 
         *r = 0;
-        for (i = 0; i < w->n_links; i++)
-                if (w->links[i].dev == st->st_dev && w->links[i].ino == st->st_ino)
-                        return w->links[i].name;
-        if (w->n_links == w->cap_links) {
-                size_t cap = w->cap_links ? 2 * w->cap_links : 64;
-                struct link *l = realloc(w->links, cap * sizeof(*l));
-                if (!l) {
-                        *r = -ENOMEM;
-                        return NULL;
-                }
-                w->links = l;
-                w->cap_links = cap;
-        }
-        w->links[w->n_links].dev = st->st_dev;
-        w->links[w->n_links].ino = st->st_ino;
-        if (!(w->links[w->n_links].name = strdup(name)))
+        if (2 * (w->n_links + 1) > w->cap_links && (*r = links_grow(w)) < 0)
+                return NULL;
+        i = link_slot(w->links, w->cap_links, st->st_dev, st->st_ino);
+        if (w->links[i].name)
+                return w->links[i].name;
+        if (!(w->links[i].name = strdup(name))) {
                 *r = -ENOMEM;
-        else
-                w->n_links++;
+                return NULL;
+        }
+        w->links[i].dev = st->st_dev;
+        w->links[i].ino = st->st_ino;
+        w->n_links++;
         return NULL;
 }
 

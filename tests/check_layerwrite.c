@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "layer.h"
@@ -267,6 +268,40 @@ START_TEST(userxattr_upper_markers) {
 }
 END_TEST
 
+/* A tree of many hard-linked files (a sandbox may hold a million) is written in time
+ * about linear in them: 200,000 files of two links each within 15 s (3.6 s here; a
+ * list searched for each name took 24.5 s, and would take a quarter of an hour for a
+ * million), every second name a link to the first. */
+START_TEST(many_hard_links_in_linear_time) {
+        struct layerwrite_opts o = block_opts();
+        struct layerwrite_result res;
+        struct timespec t0, t1;
+        char err[512] = "", a[512], b[512];
+        const unsigned n = 200000;
+        unsigned i;
+        long ms;
+        int fd;
+
+        mk("many", BASE);
+        for (i = 0; i < n; i++) {
+                snprintf(a, sizeof(a), "%s/many/f%u", dir, i);
+                snprintf(b, sizeof(b), "%s/many/g%u", dir, i);
+                fd = open(a, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                ck_assert_int_ge(fd, 0);
+                close(fd);
+                ck_assert_int_eq(link(a, b), 0);
+        }
+        o.max_entries = 3 * n;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ck_assert_msg(write_layer("many.tar", "many", NULL, &o, &res, err, sizeof(err)) == 0, "%s",
+                      err);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ck_assert_uint_eq(res.entries, 2 * n);
+        ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        ck_assert_msg(ms < 15000, "%ld ms for %u linked files", ms, n);
+}
+END_TEST
+
 /* The same tree written twice is the same layer (its digest is its diff_id), and layer.c
  * reads it back with that very diff_id, whiteouts in the store's form. */
 START_TEST(same_tree_same_digest_and_unpacks) {
@@ -380,6 +415,11 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, same_tree_same_digest_and_unpacks);
         tcase_add_test(tc, bounds_are_refused);
         tcase_add_test(tc, symlinks_are_never_followed);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("many_links");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 300);
+        tcase_add_test(tc, many_hard_links_in_linear_time);
         suite_add_tcase(s, tc);
         return s;
 }
