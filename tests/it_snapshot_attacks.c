@@ -11,10 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "asbob.h"
 #include "imgtest.h"
 #include "itutil.h"
 #include "sbx.h"
@@ -258,6 +261,256 @@ START_TEST(fork_past_the_owner_bound_leaves_none) {
 }
 END_TEST
 
+/* BOB's tries on root's shared sandbox (arg "ID|DIGEST", DIGEST root's own snapshot of
+ * another sandbox), a line each: "WHAT|CODE|detail". */
+static void bob_on_shared(struct it_daemon *d, const char *arg, struct report *r) {
+        sbx_client *c = bob_connect(d, r);
+        struct sbx_image *img = NULL;
+        char id[128], *made = NULL;
+        const char *digest = strchr(arg, '|') + 1;
+        enum sbx_code rc;
+
+        if (!c)
+                return;
+        snprintf(id, sizeof(id), "%.*s", (int)strcspn(arg, "|"), arg);
+        rc = sbx_snapshot(c, id, "shared-snap", &img);
+        say(r, "snap|%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? "" : sbx_error_message(c));
+        sbx_image_free(img);
+        rc = img_create(c, "shared-snap", NULL, &made);
+        say(r, "create-own|%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? "" : sbx_error_message(c));
+        if (made)
+                (void)sbx_terminate(c, made, NULL);
+        free(made);
+        made = NULL;
+        rc = img_create(c, digest, NULL, &made);
+        say(r, "create-roots|%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? made : sbx_error_message(c));
+        free(made);
+        img = NULL;
+        rc = sbx_image_inspect(c, digest, &img);
+        say(r, "inspect-roots|%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? "" : sbx_error_message(c));
+        sbx_image_free(img);
+        rc = sbx_image_remove(c, "roots-only", NULL);
+        say(r, "rm-roots|%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+        rc = sbx_image_remove(c, "shared-snap", NULL);
+        say(r, "rm-own|%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? "" : sbx_error_message(c));
+        sbx_close(c);
+}
+
+/* A sandbox adopted by a restarted daemon (--keep-sandboxes) is snapshotted with its
+ * owners and files; shared with BOB, BOB's snapshot of it is his and root's, each
+ * removes only his own name; root's snapshot of a sandbox not shared with BOB is
+ * NOT_FOUND to him by its digest too, for a create, an inspect and a removal. */
+START_TEST(adopted_and_shared) {
+        static const char *const keep[] = {"--socket-group", "3100", "--warm", "0", "--spares",
+                                           "0", "--keep-sandboxes", NULL};
+        const uint32_t bob[1] = {BOB};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_image *img = NULL;
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *other, *b, *s1, *s2, arg[300], *said, want[300];
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        sbx_create_opts_init(&o);
+        o.image = base;
+        o.share_uids = bob;
+        o.n_share_uids = 1;
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
+        a = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        other = must_create(c, base);
+        expect_out(c, a, NULL, "echo mine > /workspace/m && echo ok", "ok\n");
+        expect_out(c, a, "root", "echo r > /etc/r && echo ok", "ok\n");
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        it_daemon_restart(&d, keep);
+        c = it_connect(&d);
+        s1 = snap(c, a, "adopted");
+        b = must_create(c, "adopted");
+        expect_out(c, b, NULL, "busybox cat /workspace/m /etc/r; busybox stat -c %u:%g /workspace/m",
+                   "mine\nr\n1000:1000\n");
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        s2 = snap(c, other, "roots-only");
+        snprintf(arg, sizeof(arg), "%s|%s", a, s2);
+        said = as_bob(bob_on_shared, &d, arg);
+        ck_assert_msg(strstr(said, "snap|OK|\ncreate-own|OK|\n"), "BOB got: %s", said);
+        snprintf(want, sizeof(want), "create-roots|NOT_FOUND|");
+        ck_assert_msg(strstr(said, want), "BOB got: %s", said);
+        ck_assert_msg(strstr(said, "inspect-roots|NOT_FOUND|"), "BOB got: %s", said);
+        ck_assert_msg(strstr(said, "rm-roots|NOT_FOUND|"), "BOB got: %s", said);
+        ck_assert_msg(strstr(said, "rm-own|OK|"), "BOB got: %s", said);
+        free(said);
+        /* BOB's snapshot of the sandbox is root's too: root's name stays. */
+        ck_assert_msg(sbx_image_inspect(c, "shared-snap", &img) == SBX_OK, "%s",
+                      sbx_error_message(c));
+        sbx_image_free(img);
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, other, NULL), SBX_OK);
+        free(a);
+        free(other);
+        free(b);
+        free(s1);
+        free(s2);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The freezer.state of sandbox id (v1: a group whose name holds its ID, one or two
+ * levels below the freezer hierarchy's root, where root sbxd's base groups are) into
+ * buf; 0 when there is none. */
+static int freezer_dir(const char *id, char *buf, size_t len) {
+        const char *root = "/sys/fs/cgroup/freezer";
+        char sub[800];
+        struct dirent *e, *e2;
+        DIR *dir = opendir(root), *d2;
+        int found = 0;
+
+        while (dir && !found && (e = readdir(dir))) {
+                if (e->d_type != DT_DIR || e->d_name[0] == '.')
+                        continue;
+                snprintf(sub, sizeof(sub), "%s/%s", root, e->d_name);
+                if (strstr(e->d_name, id)) {
+                        snprintf(buf, len, "%s/freezer.state", sub);
+                        found = 1;
+                        break;
+                }
+                d2 = opendir(sub);
+                while (d2 && !found && (e2 = readdir(d2)))
+                        if (e2->d_type == DT_DIR && strstr(e2->d_name, id)) {
+                                snprintf(buf, len, "%s/%s/freezer.state", sub, e2->d_name);
+                                found = 1;
+                        }
+                if (d2)
+                        closedir(d2);
+        }
+        if (dir)
+                closedir(dir);
+        return found;
+}
+
+static void read_state(const char *path, char *buf, size_t len) {
+        FILE *f = fopen(path, "re");
+
+        buf[0] = '\0';
+        if (f && fgets(buf, (int)len, f))
+                buf[strcspn(buf, "\n")] = '\0';
+        if (f)
+                fclose(f);
+}
+
+/* A child that takes a snapshot of id on d (exit 0: taken, 1: refused, 2: no connection). */
+static pid_t snapshot_in_child(const struct it_daemon *d, const char *id) {
+        pid_t pid = fork();
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                sbx_client *c = NULL;
+                struct sbx_image *img = NULL;
+                if (sbx_connect(d->sock, "snapper", &c) != SBX_OK)
+                        _exit(2);
+                _exit(sbx_snapshot(c, id, NULL, &img) == SBX_OK ? 0 : 1);
+        }
+        return pid;
+}
+
+/* Starts snapshots of id in a child until one is seen freezing or frozen (its capture
+ * under way, state file freezer); that child's pid. */
+static pid_t child_while_frozen(const struct it_daemon *d, const char *id, const char *freezer) {
+        char st[64];
+        int tries, i, status;
+        pid_t pid;
+
+        for (tries = 0; tries < 10; tries++) {
+                pid = snapshot_in_child(d, id);
+                for (i = 0; i < 60000; i++) {
+                        read_state(freezer, st, sizeof(st));
+                        if (strcmp(st, "FROZEN") == 0 || strcmp(st, "FREEZING") == 0)
+                                return pid;
+                        if (waitpid(pid, &status, WNOHANG) == pid)
+                                break; /* done before it was seen: again */
+                        usleep(200);
+                }
+        }
+        ck_abort_msg("no snapshot of %s was ever seen frozen", id);
+        return -1;
+}
+
+/* Polls until STATE/images/tmp is empty (the snapshot's job ended); 0 when it is. */
+static int scratch_empties(const struct it_daemon *d) {
+        char tmp[700];
+        int i;
+
+        snprintf(tmp, sizeof(tmp), "%s/images/tmp", d->state);
+        for (i = 0; i < 600 && img_entries(tmp) != 0; i++)
+                usleep(100000);
+        return img_entries(tmp);
+}
+
+/* A client that disconnects while its snapshot's sandbox is frozen: the sandbox is thawed
+ * and goes on, nothing is left in the store's scratch space. A sandbox terminated while
+ * frozen for a snapshot: the daemon goes on (the snapshot taken or refused), its scratch
+ * space and the sandbox's directory are gone once the job ended. */
+START_TEST(disconnect_and_terminate_mid_snapshot) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *b, freezer[1500], st[64], dir[900];
+        int status, i;
+        pid_t pid;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        b = must_create(c, base);
+        expect_out(c, a, NULL,
+                   "busybox dd if=/dev/zero of=/workspace/big bs=1M count=150 2>/dev/null && "
+                   "echo ok", "ok\n");
+        expect_out(c, b, NULL,
+                   "busybox dd if=/dev/zero of=/workspace/big bs=1M count=150 2>/dev/null && "
+                   "echo ok", "ok\n");
+        ck_assert_msg(freezer_dir(a, freezer, sizeof(freezer)), "no freezer group of %s", a);
+
+        pid = child_while_frozen(&d, a, freezer);
+        ck_assert_int_eq(kill(pid, SIGKILL), 0);
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        for (i = 0; i < 600; i++) {
+                read_state(freezer, st, sizeof(st));
+                if (strcmp(st, "THAWED") == 0)
+                        break;
+                usleep(100000);
+        }
+        ck_assert_msg(strcmp(st, "THAWED") == 0, "%s stays %s", freezer, st);
+        expect_out(c, a, NULL, "echo goes-on", "goes-on\n");
+        ck_assert_int_eq(scratch_empties(&d), 0);
+
+        ck_assert_msg(freezer_dir(b, freezer, sizeof(freezer)), "no freezer group of %s", b);
+        pid = child_while_frozen(&d, b, freezer);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) <= 1, "status 0x%x", status);
+        ck_assert_int_eq(kill(d.pid, 0), 0);
+        ck_assert_int_eq(scratch_empties(&d), 0);
+        snprintf(dir, sizeof(dir), "%s/sandboxes/%s", d.state, b);
+        for (i = 0; i < 600 && access(dir, F_OK) == 0; i++)
+                usleep(100000);
+        ck_assert_msg(access(dir, F_OK) != 0, "%s is still there", dir);
+        expect_out(c, a, NULL, "echo still", "still\n");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(b);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot_attacks");
 
@@ -266,6 +519,9 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, caps_fifos_and_odd_names, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, fork_past_the_owner_bound_leaves_none, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, adopted_and_shared, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, disconnect_and_terminate_mid_snapshot, 300, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
