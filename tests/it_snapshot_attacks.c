@@ -511,6 +511,63 @@ START_TEST(disconnect_and_terminate_mid_snapshot) {
 }
 END_TEST
 
+/* A sandbox claimed from --warm-image's pool is snapshotted from its own files (its
+ * workspace and root, not the pool's), the sandbox frozen by its own group; the pool's
+ * next sandbox has none of them. A writable host path's contents are not captured: a
+ * sandbox made from the snapshot has the directory (it was made in the root) without
+ * the file written there, which stays on the host alone. */
+START_TEST(warm_claimed_and_writable_paths) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char ref[900], host[700], path[800], needle[200], *digest, *a, *b, *w, *next, *s;
+        const char *wflags[] = {"--warm", "0", "--spares", "1", "--warm-image", ref, NULL};
+        sbx_client *c;
+
+        snprintf(ref, sizeof(ref), "oci:%s:img=1", layout);
+        snprintf(host, sizeof(host), "%s/hostw", it_base_dir());
+        ck_assert_int_eq(mkdir(host, 0777), 0);
+        ck_assert_int_eq(chmod(host, 0777), 0);
+        it_daemon_start(&d, wflags);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        ck_assert_int_eq(it_wait_log(&d, ": warm and ready", 1), 1);
+        a = must_create(c, digest);
+        snprintf(needle, sizeof(needle), "sbx=%s: claimed ~warm-", a);
+        ck_assert_int_eq(it_log_count(&d, needle), 1);
+        expect_out(c, a, NULL, "echo claimed > /workspace/c && echo ok", "ok\n");
+        expect_out(c, a, "root", "echo r > /etc/claimed && echo ok", "ok\n");
+        s = snap(c, a, "claimed");
+        free(s);
+        b = must_create(c, "claimed");
+        expect_out(c, b, NULL, "busybox cat /workspace/c /etc/claimed", "claimed\nr\n");
+        ck_assert_int_ge(it_wait_log(&d, ": warm and ready", 2), 2);
+        next = must_create(c, digest);
+        expect_out(c, next, NULL,
+                   "busybox ls /workspace | busybox wc -l; busybox ls /etc/claimed 2>/dev/null || "
+                   "echo none",
+                   "0\nnone\n");
+
+        ck_assert_msg(img_create(c, digest, host, &w) == SBX_OK, "%s", sbx_error_message(c));
+        snprintf(path, sizeof(path), "echo host-only > %s/f && echo ok", host);
+        expect_out(c, w, NULL, path, "ok\n");
+        s = snap(c, w, "with-writable");
+        free(s);
+        free(b);
+        b = must_create(c, "with-writable");
+        snprintf(path, sizeof(path), "busybox ls -A %s | busybox wc -l", host);
+        expect_out(c, b, NULL, path, "0\n");
+        snprintf(path, sizeof(path), "%s/f", host);
+        ck_assert_int_eq(access(path, F_OK), 0);
+        free(a);
+        free(b);
+        free(w);
+        free(next);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot_attacks");
 
@@ -522,6 +579,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, adopted_and_shared, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, disconnect_and_terminate_mid_snapshot, 300, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, warm_claimed_and_writable_paths, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
