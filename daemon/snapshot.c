@@ -369,6 +369,24 @@ static int get_layers(struct snapshot_job *j, const struct imagestore_image *img
         return r;
 }
 
+/* A snapshot taken by a user the sandbox is shared with (two refs: the owner's, the
+ * caller's) never moves a name the owner has: that user would choose what the owner's
+ * next sandboxes of that name hold. -EEXIST when the owner's ref names an image. (The
+ * owner's own pull of that name meanwhile may still be moved: the owner's doing.) */
+static int check_owner_name(struct snapshot_job *j) {
+        struct imagestore_image img;
+        const char *name;
+
+        if (j->n_refs < 2 || imagestore_find(j->store, j->refs[0], &img) < 0)
+                return 0;
+        imagestore_image_free(&img);
+        name = strchr(j->refs[0], '/') ? strchr(j->refs[0], '/') + 1 : j->refs[0];
+        return fail(j, -EEXIST,
+                    "its owner has an image named %s: a user the sandbox is shared with cannot "
+                    "move its owner's names (take another name)",
+                    name);
+}
+
 /* The image of the parent plus the layer in tar_fd (res), committed under the refs. */
 static int commit(struct snapshot_job *j, int tar_fd, const struct layerwrite_result *res,
                   int (*stop)(void *), void *ud) {
@@ -388,6 +406,8 @@ static int commit(struct snapshot_job *j, int tar_fd, const struct layerwrite_re
                 r = get_layers(j, &img, tar_fd, res, refs, &pinned);
         if (r == 0 && stop(ud))
                 r = fail(j, -ECANCELED, "cancelled");
+        if (r == 0)
+                r = check_owner_name(j);
         if (r == 0 && (r = put(j, config, cdigest)) == 0) {
                 r = put(j, manifest, j->manifest);
                 for (i = 0; r == 0 && i < j->n_refs; i++)

@@ -296,6 +296,83 @@ static void bob_on_shared(struct it_daemon *d, const char *arg, struct report *r
         sbx_close(c);
 }
 
+/* BOB, in root's sandbox shared with him, plants a file and snapshots it under a name
+ * of root's (arg "ID|NAME"). */
+static void bob_takes_a_name(struct it_daemon *d, const char *arg, struct report *r) {
+        sbx_client *c = bob_connect(d, r);
+        struct sbx_image *img = NULL;
+        struct sbx_result *res = NULL;
+        struct sbx_exec_opts e;
+        const char *argv[] = {"/bin/sh", "-c", "echo planted > /workspace/planted", NULL};
+        char id[128];
+        enum sbx_code rc;
+
+        if (!c)
+                return;
+        snprintf(id, sizeof(id), "%.*s", (int)strcspn(arg, "|"), arg);
+        sbx_exec_opts_init(&e);
+        e.argv = argv;
+        e.argc = 3;
+        rc = sbx_exec(c, id, &e, &res);
+        say(r, "exec|%s\n", sbx_code_name(rc));
+        sbx_result_free(res);
+        rc = sbx_snapshot(c, id, strchr(arg, '|') + 1, &img);
+        say(r, "snap|%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? "" : sbx_error_message(c));
+        sbx_image_free(img);
+        rc = sbx_snapshot(c, id, "bobs-own", &img);
+        say(r, "snap-new|%s|%s\n", sbx_code_name(rc), rc == SBX_OK ? "" : sbx_error_message(c));
+        sbx_image_free(img);
+        sbx_close(c);
+}
+
+/* A user a sandbox is shared with never moves a name its owner has: BOB's snapshot of
+ * root's shared sandbox named as one of root's images is refused (root's "app" would
+ * otherwise be BOB's planted files, in every sandbox root made from "app" after); under
+ * a new name it is both users'. */
+START_TEST(share_user_cannot_take_the_owners_names) {
+        static const char *const shared[] = {"--socket-group", "3100", "--warm", "0",
+                                             "--spares", "0", NULL};
+        const uint32_t bob[1] = {BOB};
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        struct sbx_image *img = NULL;
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *app, arg[300], *said;
+        sbx_client *c;
+
+        it_daemon_start(&d, shared);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        app = snap(c, a, "app"); /* root's own image "app" */
+        sbx_create_opts_init(&o);
+        o.image = base;
+        o.share_uids = bob;
+        o.n_share_uids = 1;
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
+        snprintf(arg, sizeof(arg), "%s|app", sb->id);
+        said = as_bob(bob_takes_a_name, &d, arg);
+        ck_assert_msg(strstr(said, "exec|OK\n"), "BOB got: %s", said);
+        ck_assert_msg(strstr(said, "snap|ALREADY_EXISTS|"), "BOB got: %s", said);
+        ck_assert_msg(strstr(said, "snap-new|OK|"), "BOB got: %s", said);
+        free(said);
+        ck_assert_int_eq(sbx_image_inspect(c, "app", &img), SBX_OK);
+        ck_assert_str_eq(img->digest, app);
+        sbx_image_free(img);
+        ck_assert_int_eq(sbx_image_inspect(c, "bobs-own", &img), SBX_OK);
+        sbx_image_free(img);
+        ck_assert_int_eq(sbx_terminate(c, sb->id, NULL), SBX_OK);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(app);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A sandbox adopted by a restarted daemon (--keep-sandboxes) is snapshotted with its
  * owners and files; shared with BOB, BOB's snapshot of it is his and root's, each
  * removes only his own name; root's snapshot of a sandbox not shared with BOB is
@@ -578,6 +655,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, fork_past_the_owner_bound_leaves_none, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, adopted_and_shared, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, share_user_cannot_take_the_owners_names, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, disconnect_and_terminate_mid_snapshot, 300, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, warm_claimed_and_writable_paths, 240, it_fixture_setup_var,
