@@ -17,6 +17,9 @@
 
 #include "layer.h"
 
+/* What OCI's whiteouts' names begin with (layer.h reads them so). */
+#define WHITEOUT_PREFIX ".wh."
+
 /* A file with more than one link, by the first name it was written as. */
 struct link {
         dev_t dev;
@@ -409,12 +412,23 @@ static int list_dir(int dfd, char ***ret) {
         return (int)n;
 }
 
+/* An entry left out: counted, the first named. */
+static int skip(struct layerwrite *w, const char *path) {
+        if (w->res.skipped++ == 0)
+                snprintf(w->res.first_skipped, sizeof(w->res.first_skipped), "%s", path);
+        return 0;
+}
+
 /* One entry base of directory dfd, named path (len bytes) in the layer. */
 static int put_entry(struct layerwrite *w, int dfd, const char *base, char *path, size_t len,
                      unsigned depth) {
         struct stat st;
         int r;
 
+        /* A name of OCI's whiteouts the sandbox gave a file: in a layer it would be a
+         * deletion (of an image's file, or of a whole directory's). */
+        if (strncmp(base, WHITEOUT_PREFIX, strlen(WHITEOUT_PREFIX)) == 0)
+                return skip(w, path);
         if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return fail(w, -errno, path, "stat: %s", strerror(errno));
         if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0) && w->kind != LAYERWRITE_PLAIN)
@@ -425,11 +439,8 @@ static int put_entry(struct layerwrite *w, int dfd, const char *base, char *path
                 r = put_file(w, dfd, base, path, &st);
         else if (S_ISLNK(st.st_mode))
                 return put_symlink(w, dfd, base, path, &st);
-        else {
-                if (w->res.skipped++ == 0)
-                        snprintf(w->res.first_skipped, sizeof(w->res.first_skipped), "%s", path);
-                return 0;
-        }
+        else
+                return skip(w, path);
         if (r == 1) { /* ".wh." + its name, beside it */
                 char wh[PATH_MAX];
                 size_t dir = len - strlen(base);

@@ -27,7 +27,8 @@
  *   device there is a device, skipped).
  * - Hard links within the trees stay hard links (the first name seen is the target).
  * - Symlinks as their text. Other device nodes, FIFOs and sockets are skipped, counted,
- *   and the first one is named in the result.
+ *   and the first one is named in the result; so are entries the sandbox named as OCI's
+ *   whiteouts (".wh.NAME", ".wh..wh..opq"), which a layer would read as deletions.
  *
  * No state beyond a struct layerwrite: any thread, one writer per output. Never logs;
  * failures return -errno with a sentence (naming the entry) in the caller's err. */

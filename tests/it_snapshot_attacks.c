@@ -218,6 +218,40 @@ START_TEST(caps_fifos_and_odd_names) {
 }
 END_TEST
 
+/* Files named as OCI's whiteouts (".wh.NAME", ".wh..wh..opq") that a sandbox made: a
+ * layer cannot hold them as files (each would be read as a deletion), so the snapshot
+ * leaves them out, as it does devices, and deletes nothing of the image. */
+START_TEST(whiteout_names_are_left_out) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *b, *s;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, "root",
+                   "echo x > /etc/.wh.greeting.new && busybox mkdir /data/sub && "
+                   "echo y > /data/.wh..wh..opq && echo z > /data/sub/.wh..wh..opq && "
+                   "echo w > /workspace/.wh.w && echo ok",
+                   "ok\n");
+        s = snap(c, a, "whnames");
+        b = must_create(c, "whnames");
+        expect_out(c, b, NULL,
+                   "busybox cat /etc/greeting.new /data/fresh; busybox ls -A /data /workspace",
+                   "changed\nfresh\n/data:\nfresh\nsub\n\n/workspace:\n");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        free(a);
+        free(b);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* The number of the caller's live sandboxes. */
 static size_t live(sbx_client *c) {
         struct sbx_sandbox_list *l = NULL;
@@ -651,6 +685,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, forged_overlay_markers_are_data, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, caps_fifos_and_odd_names, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, whiteout_names_are_left_out, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, fork_past_the_owner_bound_leaves_none, 240, it_fixture_setup_var,
                           it_fixture_teardown);
