@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -679,6 +681,89 @@ START_TEST(warm_claimed_and_writable_paths) {
 }
 END_TEST
 
+/* The tmpfs a case mounted over its daemon's image store (unmounted by the teardown
+ * when the case failed first). */
+static char store_mount[800];
+
+static void teardown_mount(void) {
+        if (store_mount[0])
+                (void)umount2(store_mount, MNT_DETACH);
+        it_fixture_teardown();
+}
+
+static uint64_t used_bytes(const char *path) {
+        struct statvfs v;
+
+        ck_assert_int_eq(statvfs(path, &v), 0);
+        return (uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize;
+}
+
+/* A snapshot that fills the image store's filesystem (a 48 MiB tmpfs over STATE/images,
+ * the sandbox's own files elsewhere) is refused, leaves nothing behind (the space used
+ * as before, nothing in its scratch space, no image), the sandbox thawed and running;
+ * a smaller one is taken after. */
+START_TEST(a_full_store_leaves_nothing) {
+        static const char *const roomy[] = {"--warm", "0", "--spares", "0",
+                                            "--max-snapshot-bytes-per-uid", "1G", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_image_list *l = NULL;
+        char *base, *a, *s, old[900], cmd[3000], st[64], freezer[1500];
+        struct sbx_image *img = NULL;
+        uint64_t before;
+        size_t n_images;
+        sbx_client *c;
+
+        it_daemon_start(&d, roomy);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        snprintf(store_mount, sizeof(store_mount), "%s/images", d.state);
+        snprintf(old, sizeof(old), "%s/images.old", d.state);
+        ck_assert_int_eq(rename(store_mount, old), 0);
+        ck_assert_int_eq(mkdir(store_mount, 0700), 0);
+        ck_assert_int_eq(mount("tmpfs", store_mount, "tmpfs", 0, "size=48m,mode=0700"), 0);
+        snprintf(cmd, sizeof(cmd), "cp -a %s/. %s/ && rm -rf %s", old, store_mount, old);
+        ck_assert_int_eq(system(cmd), 0);
+        it_daemon_restart(&d, roomy);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "busybox head -c 30000000 /dev/urandom > /workspace/r && echo ok",
+                   "ok\n");
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        n_images = l->n;
+        sbx_image_list_free(l);
+        before = used_bytes(store_mount);
+        ck_assert_int_ne(sbx_snapshot(c, a, "full", &img), SBX_OK);
+        ck_assert_msg(strstr(sbx_error_message(c), "space") || strstr(sbx_error_message(c), "full"),
+                      "%s", sbx_error_message(c));
+        ck_assert_int_eq(scratch_empties(&d), 0);
+        ck_assert_msg(used_bytes(store_mount) <= before + (1u << 20), "%llu bytes used, %llu before",
+                      (unsigned long long)used_bytes(store_mount), (unsigned long long)before);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, n_images);
+        sbx_image_list_free(l);
+        ck_assert_int_eq(sbx_image_inspect(c, "full", &img), SBX_NOT_FOUND);
+        ck_assert(freezer_dir(a, freezer, sizeof(freezer)));
+        read_state(freezer, st, sizeof(st));
+        ck_assert_str_eq(st, "THAWED");
+        expect_out(c, a, NULL, "busybox rm /workspace/r && echo small > /workspace/s && echo ok",
+                   "ok\n");
+        s = snap(c, a, "small");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(s);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        ck_assert_int_eq(umount2(store_mount, MNT_DETACH), 0);
+        store_mount[0] = '\0';
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot_attacks");
 
@@ -697,6 +782,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, warm_claimed_and_writable_paths, 240, it_fixture_setup_var,
                           it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, a_full_store_leaves_nothing, 240, it_fixture_setup_var,
+                          teardown_mount);
         return s;
 }
 
