@@ -126,6 +126,14 @@ int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snap
         const Sbx__V1__Limits *l = sb->spec->policy->limits;
         int r;
 
+        /* One at a time: a second one's capture would go on after the first thawed the
+         * processes (its files no longer of one instant). */
+        if (sb->dir_holds) {
+                snprintf(err, errlen,
+                         "a snapshot of sandbox '%s' is being taken now; retry when it is done",
+                         sb->id);
+                return -EBUSY;
+        }
         if (!sb->image) {
                 snprintf(err, errlen,
                          "UNIMPLEMENTED: a snapshot of a sandbox of the host's root (sandbox '%s'): "

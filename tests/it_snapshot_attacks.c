@@ -681,6 +681,102 @@ START_TEST(warm_claimed_and_writable_paths) {
 }
 END_TEST
 
+/* A second snapshot of a sandbox while the first holds it frozen is refused
+ * (RESOURCE_EXHAUSTED: retry), not taken with the processes thawed by the first's end
+ * midway; once the first is done, another is taken. */
+START_TEST(one_snapshot_of_a_sandbox_at_a_time) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *s, freezer[1500];
+        struct sbx_image *img = NULL;
+        enum sbx_code rc;
+        int status;
+        pid_t pid;
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL,
+                   "busybox dd if=/dev/zero of=/workspace/big bs=1M count=150 2>/dev/null && "
+                   "echo ok", "ok\n");
+        ck_assert(freezer_dir(a, freezer, sizeof(freezer)));
+        pid = child_while_frozen(&d, a, freezer);
+        rc = sbx_snapshot(c, a, "second", &img);
+        ck_assert_msg(rc == SBX_RESOURCE_EXHAUSTED, "%s: %s", sbx_code_name(rc),
+                      sbx_error_message(c));
+        ck_assert_msg(strstr(sbx_error_message(c), "is being taken now"), "%s",
+                      sbx_error_message(c));
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+        s = snap(c, a, "third");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(s);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Twelve snapshots of one sandbox at once by its owner, each on its own connection: the
+ * offload bounds take some and refuse the rest (RESOURCE_EXHAUSTED) or they are taken;
+ * none fails otherwise, the daemon goes on, the sandbox ends THAWED and running, and the
+ * scratch space empties. */
+START_TEST(many_at_once) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, st[64], freezer[1500];
+        int i, status, ok = 0, refused = 0;
+        pid_t pids[12];
+        sbx_client *c;
+
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL,
+                   "busybox dd if=/dev/zero of=/workspace/big bs=1M count=20 2>/dev/null && echo ok",
+                   "ok\n");
+        for (i = 0; i < 12; i++) {
+                pids[i] = fork();
+                ck_assert_int_ge(pids[i], 0);
+                if (pids[i] == 0) {
+                        sbx_client *cc = NULL;
+                        struct sbx_image *img = NULL;
+                        char name[32];
+                        if (sbx_connect(d.sock, "many", &cc) != SBX_OK)
+                                _exit(100);
+                        snprintf(name, sizeof(name), "many-%d", i);
+                        _exit(sbx_snapshot(cc, a, name, &img));
+                }
+        }
+        for (i = 0; i < 12; i++) {
+                ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
+                ck_assert(WIFEXITED(status));
+                ok += WEXITSTATUS(status) == SBX_OK;
+                refused += WEXITSTATUS(status) == SBX_RESOURCE_EXHAUSTED;
+                ck_assert_msg(WEXITSTATUS(status) == SBX_OK ||
+                                      WEXITSTATUS(status) == SBX_RESOURCE_EXHAUSTED,
+                              "snapshot %d: %s", i, sbx_code_name(WEXITSTATUS(status)));
+        }
+        ck_assert_int_ge(ok, 1);
+        ck_assert_int_eq(ok + refused, 12);
+        ck_assert_int_eq(kill(d.pid, 0), 0);
+        ck_assert_int_eq(scratch_empties(&d), 0);
+        ck_assert(freezer_dir(a, freezer, sizeof(freezer)));
+        read_state(freezer, st, sizeof(st));
+        ck_assert_str_eq(st, "THAWED");
+        expect_out(c, a, NULL, "echo on", "on\n");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* The tmpfs a case mounted over its daemon's image store (unmounted by the teardown
  * when the case failed first). */
 static char store_mount[800];
@@ -784,6 +880,9 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, a_full_store_leaves_nothing, 240, it_fixture_setup_var,
                           teardown_mount);
+        SBX_ADD_TEST_CASE(s, many_at_once, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, one_snapshot_of_a_sandbox_at_a_time, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         return s;
 }
 
