@@ -155,7 +155,7 @@ static uint64_t owner_usage(struct snapshot_job *j) {
         struct imagestore_image *all = NULL;
         size_t plen = strlen(j->owner_prefix);
         int n = imagestore_list(j->store, &all), i;
-        uint64_t used = 0;
+        uint64_t used = 0, bytes;
 
         for (i = 0; i < n; i++) {
                 struct imageconfig cfg;
@@ -165,7 +165,12 @@ static uint64_t owner_usage(struct snapshot_job *j) {
                                 break;
                 if (k == all[i].nrefs || imagestore_inspect(j->store, all[i].manifest, &cfg) < 0)
                         continue;
-                used += cfg.snapshot_bytes;
+                /* The label is the config's, which a pulled image may forge: never more
+                 * than the files the store measured (a forged 2^63 twice would otherwise
+                 * wrap the sum and hide every real snapshot). */
+                bytes = cfg.snapshot_bytes < all[i].data_bytes ? cfg.snapshot_bytes
+                                                               : all[i].data_bytes;
+                used = used + bytes < used ? UINT64_MAX : used + bytes;
                 imageconfig_free(&cfg);
         }
         if (n > 0)
@@ -175,7 +180,7 @@ static uint64_t owner_usage(struct snapshot_job *j) {
 
 /* -EDQUOT (with the message) when adding bytes passes the owner's bound. */
 static int check_owner(struct snapshot_job *j, uint64_t used, uint64_t bytes) {
-        if (used + bytes <= j->max_snapshot_bytes)
+        if (used <= j->max_snapshot_bytes && bytes <= j->max_snapshot_bytes - used)
                 return 0;
         return fail(j, -EDQUOT,
                     "the snapshots of uid %.*s hold %llu bytes of files; with this one (%llu) that "

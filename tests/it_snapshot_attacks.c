@@ -239,6 +239,41 @@ START_TEST(rootless_markers) {
 }
 END_TEST
 
+/* --max-snapshot-bytes-per-uid counts what the store measured, not what an image's
+ * config says: a pulled image labelled io.sbxd.snapshot.bytes 2^64-1 neither blocks its
+ * owner's snapshots nor (two of 2^63, whose sum wraps to 0) hides them. */
+START_TEST(forged_snapshot_bytes_label) {
+        static const char *const bound[] = {"--warm", "0", "--spares", "0",
+                                            "--max-snapshot-bytes-per-uid", "8M", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        char forged[800], cmd[3000], *base, *a, *s, *f;
+        sbx_client *c;
+
+        snprintf(forged, sizeof(forged), "%s/forged", it_base_dir());
+        snprintf(cmd, sizeof(cmd),
+                 "cp -a %s %s && umoci config --image %s:img --tag forged "
+                 "--config.label io.sbxd.snapshot.bytes=18446744073709551615 >/dev/null 2>&1 && "
+                 "chmod -R a+rX %s",
+                 layout, forged, forged, forged);
+        ck_assert_int_eq(system(cmd), 0);
+        it_daemon_start(&d, bound);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        f = img_pull(c, forged, "forged");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "echo small > /workspace/s && echo ok", "ok\n");
+        s = snap(c, a, "after-forged");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(s);
+        free(f);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* The number of the caller's live sandboxes. */
 static size_t live(sbx_client *c) {
         struct sbx_sandbox_list *l = NULL;
@@ -867,6 +902,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, a_full_store_leaves_nothing, 240, it_fixture_setup_var,
                           teardown_mount);
         SBX_ADD_TEST_CASE(s, many_at_once, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, forged_snapshot_bytes_label, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, one_snapshot_of_a_sandbox_at_a_time, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
