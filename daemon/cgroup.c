@@ -519,6 +519,14 @@ static int kill_listed(const char *dir) {
         return n;
 }
 
+int cgroup_thaw(struct cgroup *g) {
+        if (g->v2_path)
+                return write_file(g->v2_path, "cgroup.freeze", "0");
+        if (g->path[CG_FREEZER])
+                return write_file(g->path[CG_FREEZER], "freezer.state", "THAWED");
+        return -ENOENT;
+}
+
 int cgroup_kill(struct cgroup *g) {
         int r, total = 0, i;
 

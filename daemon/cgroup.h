@@ -105,6 +105,11 @@ int cgroup_set_limits(struct cgroup *g, const struct cgroup_limits *l, int *ret_
  * fds (at most max), or -errno. *ret_v2 says which kind. The caller closes them. */
 int cgroup_join_fds(struct cgroup *g, int *fds, size_t max, int *ret_v2);
 
+/* Thaws the group's processes (v1 freezer.state THAWED, v2 cgroup.freeze 0), as a
+ * snapshot does at its end (snapshot.h): for a group an earlier daemon may have left
+ * frozen. 0 or -errno (-ENOENT: no freezer). */
+int cgroup_thaw(struct cgroup *g);
+
 /* Kills every process in the group: v2 cgroup.kill (falls back to the v1 way when
  * absent), v1 freeze, SIGKILL each pid in cgroup.procs, thaw. Returns the number of
  * processes signalled (v1) or 0, or -errno. */

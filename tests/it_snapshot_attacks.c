@@ -746,6 +746,94 @@ START_TEST(one_snapshot_of_a_sandbox_at_a_time) {
 }
 END_TEST
 
+/* A watchdog for a sandbox the case may leave frozen with no daemon (freezer: its
+ * freezer.state): a child that, unless told "ok" on the pipe before the case's process
+ * ends, thaws the group and kills its processes (the case's own). Returns the pipe's
+ * write end. */
+static int frozen_watchdog(const char *freezer) {
+        int p[2];
+        pid_t pid;
+        char c = 0, procs[1600];
+
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                FILE *f;
+                int k;
+                /* Its own session: check kills the case's process group when it ends. */
+                setsid();
+                close(p[1]);
+                if (read(p[0], &c, 1) == 1 && c == 'k')
+                        _exit(0);
+                snprintf(procs, sizeof(procs), "%.*s/cgroup.procs",
+                         (int)(strlen(freezer) - strlen("/freezer.state")), freezer);
+                if ((f = fopen(freezer, "we"))) {
+                        fputs("THAWED", f);
+                        fclose(f);
+                }
+                if ((f = fopen(procs, "re"))) {
+                        while (fscanf(f, "%d", &k) == 1)
+                                kill(k, SIGKILL);
+                        fclose(f);
+                }
+                _exit(0);
+        }
+        close(p[0]);
+        return p[1];
+}
+
+/* The daemon killed (SIGKILL) while a snapshot holds a kept sandbox frozen: the next
+ * daemon adopts it thawed, its commands run, and the scratch space is cleared. */
+START_TEST(daemon_killed_mid_snapshot) {
+        static const char *const keep[] = {"--warm", "0", "--spares", "0", "--keep-sandboxes",
+                                           NULL};
+        struct sbx_result *r = NULL;
+        struct sbx_exec_opts o;
+        const char *argv[] = {"/bin/sh", "-c", "echo thawed", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, st[64], freezer[1500];
+        int status, watchdog;
+        pid_t pid;
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL,
+                   "busybox dd if=/dev/zero of=/workspace/big bs=1M count=150 2>/dev/null && "
+                   "echo ok", "ok\n");
+        ck_assert(freezer_dir(a, freezer, sizeof(freezer)));
+        watchdog = frozen_watchdog(freezer);
+        pid = child_while_frozen(&d, a, freezer);
+        it_daemon_kill(&d);
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        sbx_close(c);
+        it_daemon_restart(&d, keep);
+        c = it_connect(&d);
+        read_state(freezer, st, sizeof(st));
+        ck_assert_msg(strcmp(st, "THAWED") == 0, "the adopted sandbox's group is %s", st);
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 3;
+        o.timeout_ms = 10000;
+        ck_assert_msg(sbx_exec(c, a, &o, &r) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_msg(r->has_exit_code && r->exit_code == 0 && !r->timed_out, "exit %d",
+                      r->exit_code);
+        sbx_result_free(r);
+        ck_assert_int_eq(scratch_empties(&d), 0);
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(write(watchdog, "k", 1), 1);
+        close(watchdog);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* Twelve snapshots of one sandbox at once by its owner, each on its own connection: the
  * offload bounds take some and refuse the rest (RESOURCE_EXHAUSTED) or they are taken;
  * none fails otherwise, the daemon goes on, the sandbox ends THAWED and running, and the
@@ -908,6 +996,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, a_full_store_leaves_nothing, 240, it_fixture_setup_var,
                           teardown_mount);
         SBX_ADD_TEST_CASE(s, many_at_once, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, daemon_killed_mid_snapshot, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, forged_snapshot_bytes_label, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, one_snapshot_of_a_sandbox_at_a_time, 240, it_fixture_setup_var,
