@@ -191,6 +191,13 @@ static int xattr_is(int fd, const char *key, const char *value) {
         return n == (ssize_t)strlen(value) && memcmp(v, value, (size_t)n) == 0;
 }
 
+/* Whether directory fd is opaque, by the xattrs of w's kind of tree. */
+static int opaque(const struct layerwrite *w, int fd) {
+        if (w->kind == LAYERWRITE_UPPER)
+                return xattr_is(fd, "trusted.overlay.opaque", "y");
+        return w->kind == LAYERWRITE_UPPER_USERXATTR && xattr_is(fd, "user.overlay.opaque", "y");
+}
+
 /* Whether the empty regular file fd is a rootless whiteout (user.overlay.whiteout). */
 static int user_whiteout(int fd) {
         return fgetxattr(fd, "user.overlay.whiteout", NULL, 0) >= 0;
@@ -346,9 +353,7 @@ static int put_dir(struct layerwrite *w, int dfd, const char *base, char *path, 
                 fill(w, path, &st);
                 r = put_header(w, path);
         }
-        if (r == 0 && ((w->kind == LAYERWRITE_UPPER && xattr_is(fd, "trusted.overlay.opaque", "y")) ||
-                       (w->kind == LAYERWRITE_UPPER_USERXATTR &&
-                        xattr_is(fd, "user.overlay.opaque", "y")))) {
+        if (r == 0 && opaque(w, fd)) {
                 char marker[PATH_MAX];
                 snprintf(marker, sizeof(marker), "%s/.wh..wh..opq", path);
                 r = put_marker(w, marker);

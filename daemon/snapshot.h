@@ -69,8 +69,9 @@ struct snapshot_job {
 
 /* Runs the snapshot (on a worker thread); stop(ud) is polled between steps (1: give up
  * with -ECANCELED). Sets job->r (0 or -errno: -EFBIG past a bound, -EDQUOT past the
- * owner's snapshot bound, -EEXIST a name of the owner's taken by another user, -EBUSY the processes did not freeze in time, -ESTALE a file
- * changed while it was read) and job->err. */
+ * owner's snapshot bound, -EEXIST a name of the owner's taken by another user, -EBUSY
+ * the processes did not freeze in time, -ESTALE a file changed while it was read) and
+ * job->err. */
 void snapshot_run(struct snapshot_job *job, int (*stop)(void *ud), void *ud);
 
 /* Closes and frees the job's fds and strings (not the job). */
