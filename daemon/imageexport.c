@@ -52,7 +52,8 @@ static int fail(struct xport *x, int r, const char *fmt, ...) {
 
 /* Layer i of the image written again from its tree into the scratch directory. */
 static int write_layer(struct xport *x, size_t i, const struct layerwrite_map *uids,
-                       const struct layerwrite_map *gids, uint64_t *budget) {
+                       const struct layerwrite_map *gids, enum layerwrite_kind kind,
+                       uint64_t *budget) {
         struct layerwrite_opts o = {.max_bytes = *budget, .max_entries = UINT64_MAX,
                                     .uids = *uids, .gids = *gids};
         struct layerwrite *w = NULL;
@@ -69,7 +70,7 @@ static int write_layer(struct xport *x, size_t i, const struct layerwrite_map *u
         x->layers[i].fd = openat(x->scratch_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         r = x->layers[i].fd < 0 ? -errno : layerwrite_open(x->layers[i].fd, &o, err, sizeof(err), &w);
         if (r == 0)
-                r = layerwrite_tree(w, dfd, "");
+                r = layerwrite_tree(w, dfd, "", kind);
         if (r == 0)
                 r = layerwrite_finish(w, &x->layers[i].res);
         layerwrite_free(w);
@@ -228,7 +229,8 @@ static int write_archive(struct xport *x, int out_fd) {
 
 int imageexport_write(struct imagestore *s, const char *manifest, const char *tag,
                       const struct layerwrite_map *uids, const struct layerwrite_map *gids,
-                      int out_fd, uint64_t max_bytes, char *err, size_t errlen) {
+                      enum layerwrite_kind kind, int out_fd, uint64_t max_bytes, char *err,
+                      size_t errlen) {
         struct xport x = {.s = s, .scratch_fd = -1, .err = err, .errlen = errlen};
         uint64_t budget = max_bytes;
         size_t i;
@@ -243,7 +245,7 @@ int imageexport_write(struct imagestore *s, const char *manifest, const char *ta
         if (r < 0)
                 fail(&x, r, "image store: %s", strerror(-r));
         for (i = 0; r == 0 && i < x.img.nlayers; i++, x.n++)
-                r = write_layer(&x, i, uids, gids, &budget);
+                r = write_layer(&x, i, uids, gids, kind, &budget);
         if (r == 0)
                 r = make_config(&x);
         if (r == 0)

@@ -23,11 +23,13 @@
 struct imagestore;
 
 /* Writes the image manifest (a digest of the store's) as an OCI archive to out_fd, its
- * index naming it tag (NULL: none); uids and gids map the store's owners to the image's.
- * Scratch files go to the store's tmp/. 0, or -errno with err: -ENOENT no such image,
- * -EFBIG past max_bytes of archive. */
+ * index naming it tag (NULL: none); uids and gids map the store's owners to the image's,
+ * kind says the form of the store's whiteouts (LAYERWRITE_UPPER a root daemon's,
+ * LAYERWRITE_UPPER_USERXATTR a rootless one's). Scratch files go to the store's tmp/.
+ * 0, or -errno with err: -ENOENT no such image, -EFBIG past max_bytes of archive. */
 int imageexport_write(struct imagestore *s, const char *manifest, const char *tag,
                       const struct layerwrite_map *uids, const struct layerwrite_map *gids,
-                      int out_fd, uint64_t max_bytes, char *err, size_t errlen);
+                      enum layerwrite_kind kind, int out_fd, uint64_t max_bytes, char *err,
+                      size_t errlen);
 
 #endif

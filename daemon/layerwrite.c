@@ -17,6 +17,9 @@
 
 #include "layer.h"
 
+/* What OCI's whiteouts' names begin with (layer.h reads them so). */
+#define WHITEOUT_PREFIX ".wh."
+
 /* A file with more than one link, by the first name it was written as. */
 struct link {
         dev_t dev;
@@ -31,8 +34,9 @@ struct layerwrite {
         int dg_ok;
         int out_fd;
         struct layerwrite_opts o;
+        enum layerwrite_kind kind; /* of the tree being written */
         struct layerwrite_result res;
-        struct link *links;
+        struct link *links; /* an open-addressing table by (dev, ino), half full at most */
         size_t n_links, cap_links;
         char *err;
         size_t errlen;
@@ -123,7 +127,7 @@ void layerwrite_free(struct layerwrite *w) {
                 archive_entry_free(w->e);
         if (w->dg_ok)
                 digest_free(&w->dg);
-        for (i = 0; i < w->n_links; i++)
+        for (i = 0; i < w->cap_links; i++)
                 free(w->links[i].name);
         free(w->links);
         free(w);
@@ -187,37 +191,62 @@ static int xattr_is(int fd, const char *key, const char *value) {
         return n == (ssize_t)strlen(value) && memcmp(v, value, (size_t)n) == 0;
 }
 
+/* Whether directory fd is opaque, by the xattrs of w's kind of tree. */
+static int opaque(const struct layerwrite *w, int fd) {
+        if (w->kind == LAYERWRITE_UPPER)
+                return xattr_is(fd, "trusted.overlay.opaque", "y");
+        return w->kind == LAYERWRITE_UPPER_USERXATTR && xattr_is(fd, "user.overlay.opaque", "y");
+}
+
 /* Whether the empty regular file fd is a rootless whiteout (user.overlay.whiteout). */
 static int user_whiteout(int fd) {
         return fgetxattr(fd, "user.overlay.whiteout", NULL, 0) >= 0;
 }
 
+static size_t link_slot(const struct link *t, size_t cap, dev_t dev, ino_t ino) {
+        size_t i = (size_t)(((uint64_t)ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)dev) & (cap - 1);
+
+        while (t[i].name && !(t[i].dev == dev && t[i].ino == ino))
+                i = (i + 1) & (cap - 1);
+        return i;
+}
+
+/* Doubles the table (or makes its first 64 slots). */
+static int links_grow(struct layerwrite *w) {
+        size_t cap = w->cap_links ? 2 * w->cap_links : 64, i;
+        struct link *t = calloc(cap, sizeof(*t));
+
+        if (!t)
+                return -ENOMEM;
+        for (i = 0; i < w->cap_links; i++)
+                if (w->links[i].name)
+                        t[link_slot(t, cap, w->links[i].dev, w->links[i].ino)] = w->links[i];
+        free(w->links);
+        w->links = t;
+        w->cap_links = cap;
+        return 0;
+}
+
 /* The first name a file of several links was written as, or NULL (then remembered as
- * name). -ENOMEM through *r. */
+ * name). -ENOMEM through *r. A hash table: a sandbox may hold a million linked files,
+ * and a list searched for each would keep its snapshot (and it frozen) for hours. */
 static const char *link_target(struct layerwrite *w, const struct stat *st, const char *name,
                                int *r) {
         size_t i;
 
         *r = 0;
-        for (i = 0; i < w->n_links; i++)
-                if (w->links[i].dev == st->st_dev && w->links[i].ino == st->st_ino)
-                        return w->links[i].name;
-        if (w->n_links == w->cap_links) {
-                size_t cap = w->cap_links ? 2 * w->cap_links : 64;
-                struct link *l = realloc(w->links, cap * sizeof(*l));
-                if (!l) {
-                        *r = -ENOMEM;
-                        return NULL;
-                }
-                w->links = l;
-                w->cap_links = cap;
-        }
-        w->links[w->n_links].dev = st->st_dev;
-        w->links[w->n_links].ino = st->st_ino;
-        if (!(w->links[w->n_links].name = strdup(name)))
+        if (2 * (w->n_links + 1) > w->cap_links && (*r = links_grow(w)) < 0)
+                return NULL;
+        i = link_slot(w->links, w->cap_links, st->st_dev, st->st_ino);
+        if (w->links[i].name)
+                return w->links[i].name;
+        if (!(w->links[i].name = strdup(name))) {
                 *r = -ENOMEM;
-        else
-                w->n_links++;
+                return NULL;
+        }
+        w->links[i].dev = st->st_dev;
+        w->links[i].ino = st->st_ino;
+        w->n_links++;
         return NULL;
 }
 
@@ -257,7 +286,7 @@ static int put_file(struct layerwrite *w, int dfd, const char *base, const char 
                 close(fd);
                 return fail(w, -ESTALE, name, "changed while the snapshot was taken");
         }
-        if (now.st_size == 0 && user_whiteout(fd)) {
+        if (now.st_size == 0 && w->kind == LAYERWRITE_UPPER_USERXATTR && user_whiteout(fd)) {
                 close(fd);
                 return 1; /* a whiteout: the caller writes it */
         }
@@ -324,8 +353,7 @@ static int put_dir(struct layerwrite *w, int dfd, const char *base, char *path, 
                 fill(w, path, &st);
                 r = put_header(w, path);
         }
-        if (r == 0 && (xattr_is(fd, "trusted.overlay.opaque", "y") ||
-                       xattr_is(fd, "user.overlay.opaque", "y"))) {
+        if (r == 0 && opaque(w, fd)) {
                 char marker[PATH_MAX];
                 snprintf(marker, sizeof(marker), "%s/.wh..wh..opq", path);
                 r = put_marker(w, marker);
@@ -389,15 +417,26 @@ static int list_dir(int dfd, char ***ret) {
         return (int)n;
 }
 
+/* An entry left out: counted, the first named. */
+static int skip(struct layerwrite *w, const char *path) {
+        if (w->res.skipped++ == 0)
+                snprintf(w->res.first_skipped, sizeof(w->res.first_skipped), "%s", path);
+        return 0;
+}
+
 /* One entry base of directory dfd, named path (len bytes) in the layer. */
 static int put_entry(struct layerwrite *w, int dfd, const char *base, char *path, size_t len,
                      unsigned depth) {
         struct stat st;
         int r;
 
+        /* A name of OCI's whiteouts the sandbox gave a file: in a layer it would be a
+         * deletion (of an image's file, or of a whole directory's). */
+        if (strncmp(base, WHITEOUT_PREFIX, strlen(WHITEOUT_PREFIX)) == 0)
+                return skip(w, path);
         if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return fail(w, -errno, path, "stat: %s", strerror(errno));
-        if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
+        if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0) && w->kind != LAYERWRITE_PLAIN)
                 r = 1; /* overlayfs's whiteout */
         else if (S_ISDIR(st.st_mode))
                 return put_dir(w, dfd, base, path, len, depth + 1);
@@ -405,11 +444,8 @@ static int put_entry(struct layerwrite *w, int dfd, const char *base, char *path
                 r = put_file(w, dfd, base, path, &st);
         else if (S_ISLNK(st.st_mode))
                 return put_symlink(w, dfd, base, path, &st);
-        else {
-                if (w->res.skipped++ == 0)
-                        snprintf(w->res.first_skipped, sizeof(w->res.first_skipped), "%s", path);
-                return 0;
-        }
+        else
+                return skip(w, path);
         if (r == 1) { /* ".wh." + its name, beside it */
                 char wh[PATH_MAX];
                 size_t dir = len - strlen(base);
@@ -445,10 +481,12 @@ static int walk(struct layerwrite *w, int dfd, char *path, size_t len, unsigned 
         return r;
 }
 
-int layerwrite_tree(struct layerwrite *w, int dir_fd, const char *prefix) {
+int layerwrite_tree(struct layerwrite *w, int dir_fd, const char *prefix,
+                    enum layerwrite_kind kind) {
         char path[PATH_MAX];
         size_t len = strlen(prefix);
 
+        w->kind = kind;
         if (len >= sizeof(path))
                 return fail(w, -ENAMETOOLONG, prefix, "too long");
         memcpy(path, prefix, len + 1);

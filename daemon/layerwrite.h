@@ -17,12 +17,18 @@
  *   bits; mtimes in whole seconds; numeric owners mapped through the maps (a host id no
  *   range maps becomes 65534, the kernel's overflow id, as the sandbox saw it); no
  *   user or group names, no extended attributes (layer.h drops them when it reads).
- * - overlayfs's whiteouts become OCI's: a 0/0 character device, or an empty file with
- *   user.overlay.whiteout, is ".wh.NAME"; a directory whose trusted.overlay.opaque or
- *   user.overlay.opaque is "y" gets ".wh..wh..opq" after its own entry.
+ * - In an overlayfs upper directory, overlayfs's whiteouts become OCI's: a 0/0
+ *   character device is ".wh.NAME", and so is an empty file with user.overlay.whiteout
+ *   where overlayfs used user.* xattrs (userxattr); a directory whose
+ *   trusted.overlay.opaque (or, with userxattr, user.overlay.opaque) is "y" gets
+ *   ".wh..wh..opq" after its own entry. Only the namespace overlayfs itself used: the
+ *   other is data the sandbox could set (root inside may set user.* in a root sbxd's
+ *   overlay), and in a plain directory (the workspace) nothing is a marker (a 0/0
+ *   device there is a device, skipped).
  * - Hard links within the trees stay hard links (the first name seen is the target).
  * - Symlinks as their text. Other device nodes, FIFOs and sockets are skipped, counted,
- *   and the first one is named in the result.
+ *   and the first one is named in the result; so are entries the sandbox named as OCI's
+ *   whiteouts (".wh.NAME", ".wh..wh..opq"), which a layer would read as deletions.
  *
  * No state beyond a struct layerwrite: any thread, one writer per output. Never logs;
  * failures return -errno with a sentence (naming the entry) in the caller's err. */
@@ -64,6 +70,13 @@ struct layerwrite_result {
         char first_skipped[256];       /* the first of them, by name */
 };
 
+/* What a tree is: which of its entries are overlayfs's markers (see above). */
+enum layerwrite_kind {
+        LAYERWRITE_PLAIN,            /* a directory of files: no markers */
+        LAYERWRITE_UPPER,            /* overlayfs's upper, trusted.overlay.* (root) */
+        LAYERWRITE_UPPER_USERXATTR,  /* overlayfs's upper, user.overlay.* (userxattr) */
+};
+
 struct layerwrite;
 
 /* A writer of the tar to out_fd (written from its current offset). 0 with *ret, or
@@ -72,12 +85,14 @@ struct layerwrite;
 int layerwrite_open(int out_fd, const struct layerwrite_opts *o, char *err, size_t errlen,
                     struct layerwrite **ret);
 
-/* Adds the tree of directory dir_fd under prefix ("": at the layer's root; else a
- * relative name without a slash at either end, whose own entry is dir_fd's). Trees
+/* Adds the tree of directory dir_fd, of kind kind, under prefix ("": at the layer's
+ * root; else a relative name without a slash at either end, whose own entry is
+ * dir_fd's). Trees
  * whose names overlap are the caller's mistake. 0 or -errno: -EFBIG past max_bytes,
  * -E2BIG past max_entries, -ELOOP too deep, -ESTALE an entry that changed while it was
  * read. */
-int layerwrite_tree(struct layerwrite *w, int dir_fd, const char *prefix);
+int layerwrite_tree(struct layerwrite *w, int dir_fd, const char *prefix,
+                    enum layerwrite_kind kind);
 
 /* Ends the tar and fills *res. 0 or -errno. */
 int layerwrite_finish(struct layerwrite *w, struct layerwrite_result *res);

@@ -292,11 +292,9 @@ static struct sandbox *revive(struct sbxd *d, struct orphan *o) {
         return sb;
 }
 
-/* Connects to the adoption socket of o's init and takes the sandbox over. Returns 0
- * when adopted, -errno when it cannot be (the caller then declares it lost). */
-/* A daemon that died during a snapshot (snapshot.h) left o's processes frozen, init
- * too, which would never answer: thawed first. */
-static void thaw(struct sbxd *d, const struct orphan *o) {
+/* A daemon killed while a snapshot held o frozen (snapshot.h) left it so: its init
+ * would never answer. Thawed first (nothing to do for a group not frozen). */
+static void thaw_orphan(struct sbxd *d, const struct orphan *o) {
         struct cgroup *g = NULL;
 
         if (d->cgroups->version == CGROUP_NONE ||
@@ -306,6 +304,8 @@ static void thaw(struct sbxd *d, const struct orphan *o) {
         cgroup_forget(g);
 }
 
+/* Connects to the adoption socket of o's init and takes the sandbox over. Returns 0
+ * when adopted, -errno when it cannot be (the caller then declares it lost). */
 static int adopt_one(struct sbxd *d, struct orphan *o) {
         struct sandbox *sb;
         pid_t pid = 0;
@@ -314,7 +314,7 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         if (!d->cfg->adopt_grace_ms || !o->workspace || o->init_pid <= 0 ||
             strcmp(o->state, names_state(SBX__V1__SANDBOX_STATE__READY)) != 0)
                 return -ENOTSUP;
-        thaw(d, o);
+        thaw_orphan(d, o);
         fd = connect_init(o);
         if (fd < 0)
                 return fd;

@@ -89,7 +89,10 @@ static void export_work(struct offload_job *job) {
                 snprintf(x->err, sizeof(x->err), "image store: %s", strerror(errno));
                 return;
         }
-        x->r = imageexport_write(x->d->images, x->manifest, x->tag, &x->uids, &x->gids, x->fd,
+        x->r = imageexport_write(x->d->images, x->manifest, x->tag, &x->uids, &x->gids,
+                                 x->d->features.rootless ? LAYERWRITE_UPPER_USERXATTR
+                                                         : LAYERWRITE_UPPER,
+                                 x->fd,
                                  x->d->cfg->max_image_bytes * 2 + (64u << 20), x->err,
                                  sizeof(x->err));
         if (x->r == 0 && fstat(x->fd, &st) == 0)

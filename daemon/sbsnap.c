@@ -35,10 +35,13 @@ static int freezer_of(const struct sandbox *sb, struct snapshot_freezer *f) {
 }
 
 /* The ids of sb's files on the host as the image's: its block (root mode), else the
- * daemon's user as 0 and its subordinate ids as 1 .. N. */
+ * daemon's user as 0 and its subordinate ids as 1 .. N; the kind of its upper. */
 static void maps_of(const struct sandbox *sb, struct snapshot_job *j) {
         const struct sbimage *im = sb->image;
 
+        /* A root sbxd's overlay keeps its markers in trusted.* xattrs, a rootless one's
+         * (mounted with userxattr, init/image.c) in user.* ones. */
+        j->upper_kind = im->block >= 0 ? LAYERWRITE_UPPER : LAYERWRITE_UPPER_USERXATTR;
         if (im->block >= 0) {
                 j->uids.r[0] = (struct layerwrite_range){im->uid_base, 0, SBX_IMAGE_IDS};
                 j->gids.r[0] = j->uids.r[0];
@@ -123,6 +126,14 @@ int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snap
         const Sbx__V1__Limits *l = sb->spec->policy->limits;
         int r;
 
+        /* One at a time: a second one's capture would go on after the first thawed the
+         * processes (its files no longer of one instant). */
+        if (sb->dir_holds) {
+                snprintf(err, errlen,
+                         "a snapshot of sandbox '%s' is being taken now; retry when it is done",
+                         sb->id);
+                return -EBUSY;
+        }
         if (!sb->image) {
                 snprintf(err, errlen,
                          "UNIMPLEMENTED: a snapshot of a sandbox of the host's root (sandbox '%s'): "

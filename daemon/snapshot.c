@@ -254,9 +254,9 @@ static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t
         j->signalled = j->freezer.n_stopped;
         r = layerwrite_open(tar_fd, &o, err, sizeof(err), &w);
         if (r == 0)
-                r = layerwrite_tree(w, j->upper_fd, "");
+                r = layerwrite_tree(w, j->upper_fd, "", j->upper_kind);
         if (r == 0)
-                r = layerwrite_tree(w, j->ws_fd, "workspace");
+                r = layerwrite_tree(w, j->ws_fd, "workspace", LAYERWRITE_PLAIN);
         if (r == 0)
                 r = layerwrite_finish(w, res);
         layerwrite_free(w);
@@ -282,7 +282,7 @@ static uint64_t owner_usage(struct snapshot_job *j) {
         struct imagestore_image *all = NULL;
         size_t plen = strlen(j->owner_prefix);
         int n = imagestore_list(j->store, &all), i;
-        uint64_t used = 0;
+        uint64_t used = 0, bytes;
 
         for (i = 0; i < n; i++) {
                 struct imageconfig cfg;
@@ -292,7 +292,12 @@ static uint64_t owner_usage(struct snapshot_job *j) {
                                 break;
                 if (k == all[i].nrefs || imagestore_inspect(j->store, all[i].manifest, &cfg) < 0)
                         continue;
-                used += cfg.snapshot_bytes;
+                /* The label is the config's, which a pulled image may forge: never more
+                 * than the files the store measured (a forged 2^63 twice would otherwise
+                 * wrap the sum and hide every real snapshot). */
+                bytes = cfg.snapshot_bytes < all[i].data_bytes ? cfg.snapshot_bytes
+                                                               : all[i].data_bytes;
+                used = used + bytes < used ? UINT64_MAX : used + bytes;
                 imageconfig_free(&cfg);
         }
         if (n > 0)
@@ -302,7 +307,7 @@ static uint64_t owner_usage(struct snapshot_job *j) {
 
 /* -EDQUOT (with the message) when adding bytes passes the owner's bound. */
 static int check_owner(struct snapshot_job *j, uint64_t used, uint64_t bytes) {
-        if (used + bytes <= j->max_snapshot_bytes)
+        if (used <= j->max_snapshot_bytes && bytes <= j->max_snapshot_bytes - used)
                 return 0;
         return fail(j, -EDQUOT,
                     "the snapshots of uid %.*s hold %llu bytes of files; with this one (%llu) that "
@@ -497,6 +502,24 @@ static int get_layers(struct snapshot_job *j, const struct imagestore_image *img
         return r;
 }
 
+/* A snapshot taken by a user the sandbox is shared with (two refs: the owner's, the
+ * caller's) never moves a name the owner has: that user would choose what the owner's
+ * next sandboxes of that name hold. -EEXIST when the owner's ref names an image. (The
+ * owner's own pull of that name meanwhile may still be moved: the owner's doing.) */
+static int check_owner_name(struct snapshot_job *j) {
+        struct imagestore_image img;
+        const char *name;
+
+        if (j->n_refs < 2 || imagestore_find(j->store, j->refs[0], &img) < 0)
+                return 0;
+        imagestore_image_free(&img);
+        name = strchr(j->refs[0], '/') ? strchr(j->refs[0], '/') + 1 : j->refs[0];
+        return fail(j, -EEXIST,
+                    "its owner has an image named %s: a user the sandbox is shared with cannot "
+                    "move its owner's names (take another name)",
+                    name);
+}
+
 /* The image of the parent plus the layer in tar_fd (res), committed under the refs. */
 static int commit(struct snapshot_job *j, int tar_fd, const struct layerwrite_result *res,
                   int (*stop)(void *), void *ud) {
@@ -516,6 +539,8 @@ static int commit(struct snapshot_job *j, int tar_fd, const struct layerwrite_re
                 r = get_layers(j, &img, tar_fd, res, refs, &pinned);
         if (r == 0 && stop(ud))
                 r = fail(j, -ECANCELED, "cancelled");
+        if (r == 0)
+                r = check_owner_name(j);
         if (r == 0 && (r = put(j, config, cdigest)) == 0) {
                 r = put(j, manifest, j->manifest);
                 for (i = 0; r == 0 && i < j->n_refs; i++)

@@ -58,9 +58,12 @@ struct snapshot_job {
         struct imagestore *store;
         char parent[DIGEST_STR_BYTES]; /* the sandbox's image (manifest digest), held */
         char *sandbox_id;
-        char *refs[2]; /* "UID/NAME": the first for the layer's import, both committed */
+        /* "UID/NAME": the owner's (the layer's import's), then the caller's when another
+         * user took it; both committed, the owner's only when it names no image yet. */
+        char *refs[2];
         unsigned n_refs;
         int upper_fd, ws_fd; /* its writable root's upper directory, its workspace */
+        enum layerwrite_kind upper_kind; /* which xattrs its overlayfs used */
         struct layerwrite_map uids, gids;
         struct snapshot_freezer freezer;
         uint64_t max_image_bytes; /* the whole image's file data (--max-image-size) */
@@ -82,8 +85,9 @@ struct snapshot_job {
 
 /* Runs the snapshot (on a worker thread); stop(ud) is polled between steps (1: give up
  * with -ECANCELED). Sets job->r (0 or -errno: -EFBIG past a bound, -EDQUOT past the
- * owner's snapshot bound, -EBUSY the processes did not freeze in time, -ESTALE a file
- * changed while it was read) and job->err. */
+ * owner's snapshot bound, -EEXIST a name of the owner's taken by another user, -EBUSY
+ * the processes did not freeze in time, -ESTALE a file changed while it was read) and
+ * job->err. */
 void snapshot_run(struct snapshot_job *job, int (*stop)(void *ud), void *ud);
 
 /* Closes and frees the job's fds and strings (not the job). */

@@ -16,30 +16,11 @@
 #include "imgtest.h"
 #include "itutil.h"
 #include "sbx.h"
+#include "snaptest.h"
 #include "testutil.h"
 
 static const char *const flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
                                     "--keep-sandboxes", NULL};
-
-static char *must_create(sbx_client *c, const char *image) {
-        char *id = NULL;
-
-        ck_assert_msg(img_create(c, image, NULL, &id) == SBX_OK, "create from %s: %s", image,
-                      sbx_error_message(c));
-        return id;
-}
-
-/* A snapshot of id named name (NULL: the default); its digest (freed by the caller). */
-static char *snap(sbx_client *c, const char *id, const char *name) {
-        struct sbx_image *img = NULL;
-        char *digest;
-
-        ck_assert_msg(sbx_snapshot(c, id, name, &img) == SBX_OK, "snapshot %s: %s", id,
-                      sbx_error_message(c));
-        digest = strdup(img->digest);
-        sbx_image_free(img);
-        return digest;
-}
 
 /* What a sandbox changed in its root (a file, a deletion, a directory replaced) and in
  * its workspace (files of its user's) is what a sandbox made from its snapshot starts

@@ -74,7 +74,11 @@ static int copy_entry(int sdir, int ddir, const char *name, unsigned depth,
         int s, d, r;
 
         if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return util_fail(err, errno, NULL, "seed the workspace: stat %s", name);
+                /* Listed but not there: overlayfs lists the whiteouts of a directory only
+                 * one layer holds (an image's /workspace may hold some). */
+                return errno == ENOENT ? 0
+                                       : util_fail(err, errno, NULL, "seed the workspace: stat %s",
+                                                   name);
         if (S_ISREG(st.st_mode))
                 r = copy_file(sdir, ddir, name, &st);
         else if (S_ISLNK(st.st_mode)) {
