@@ -414,9 +414,6 @@ END_TEST
 /* A rootless daemon (nobody's) with --warm-image: its user's create claims one, which is
  * as its cold one (the image's user dropped to root with the same warning, /workspace
  * everyone's as in a cold one); the end leaves nothing. */
-/* A rootless daemon (nobody's) with --warm-image: its user's create claims one, which is
- * as its cold one (the image's user dropped to root with the same warning, /workspace
- * everyone's as in a cold one); the end leaves nothing. */
 START_TEST(rootless_claim_is_as_a_cold_one) {
         struct it_daemon d;
         const char *layout = make_image();
