@@ -161,7 +161,7 @@ static int put_blob_text(struct archive *a, struct archive_entry *e, const char 
                          const char *text) {
         char name[DIGEST_STR_BYTES + 16];
 
-        snprintf(name, sizeof(name), "blobs/sha256/%s", digest + 7);
+        snprintf(name, sizeof(name), "blobs/sha256/%.64s", digest + 7);
         return put_text(a, e, name, text);
 }
 
@@ -170,7 +170,7 @@ static int put_blob_fd(struct archive *a, struct archive_entry *e, const struct 
         uint64_t left = l->res.size;
         ssize_t n;
 
-        snprintf(name, sizeof(name), "blobs/sha256/%s", l->res.digest + 7);
+        snprintf(name, sizeof(name), "blobs/sha256/%.64s", l->res.digest + 7);
         if (put_header(a, e, name, AE_IFREG, 0644, l->res.size) < 0 ||
             lseek(l->fd, 0, SEEK_SET) < 0)
                 return -EIO;
