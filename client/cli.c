@@ -113,6 +113,10 @@ static const struct command commands[] = {
          "make N sandboxes (default 1, at most 256) with a sandbox's files at one\n"
          "      instant (one snapshot, NAME or the default) and its policy, labels and\n"
          "      shares; print their IDs (--json: an array). Processes are not copied"},
+        {"restore", cmd_restore, "restore [--json] ID SNAPSHOT",
+         "put a sandbox's files back to a snapshot's (any image of yours and its\n"
+         "      owner's): its processes are ended, its root and /workspace are the\n"
+         "      snapshot's; its ID, owner, policy, deadline and history stay"},
         {"doctor", cmd_doctor, "doctor [--json]",
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},

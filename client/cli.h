@@ -308,6 +308,7 @@ int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
 int cmd_snapshot(struct cli *cli, int argc, char **argv);
 int cmd_fork(struct cli *cli, int argc, char **argv);
+int cmd_restore(struct cli *cli, int argc, char **argv);
 
 /* Pulls the registry reference ref for `sbx create --image` (with the user's own
  * registry credentials, progress on stderr as `sbx image pull` shows it). The code of

@@ -1249,6 +1249,35 @@ int cmd_set_timeout(struct cli *cli, int argc, char **argv) {
         return status;
 }
 
+int cmd_restore(struct cli *cli, int argc, char **argv) {
+        const char *pos[2];
+        bool json = false;
+        struct sbx_sandbox *s = NULL;
+        sbx_client *c;
+        enum sbx_code rc;
+        int status = parse_simple(cli, argc, argv, json_only_opts, 2, pos, &json);
+
+        if (status)
+                return status < 0 ? 0 : status;
+        if ((status = cli_connect(cli, &c)))
+                return status;
+        rc = sbx_restore(c, pos[0], pos[1], &s);
+        if (rc != SBX_OK) {
+                status = cli_client_error(c, rc);
+        } else if (json && s) {
+                struct json j;
+                json_init(&j, stdout);
+                json_sandbox(&j, s);
+                status = finish_json(&j);
+        } else if (s) {
+                for (size_t i = 0; i < s->warnings.n; i++)
+                        cli_warn("%s", s->warnings.v[i]);
+        }
+        sbx_sandbox_free(s);
+        sbx_close(c);
+        return status;
+}
+
 /* ---- list -------------------------------------------------------------------------------- */
 
 /* One row of list's table for s: ID, STATE, OWNER, CREATED, DEADLINE (time left),

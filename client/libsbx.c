@@ -294,6 +294,34 @@ enum sbx_code sbx_set_timeout(sbx_client *c, const char *id, uint64_t timeout_ms
         return finish_sandbox(c, rc, resp, ret);
 }
 
+enum sbx_code sbx_restore(sbx_client *c, const char *id, const char *image,
+                          struct sbx_sandbox **ret) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__RestoreSandbox rs = SBX__V1__RESTORE_SANDBOX__INIT;
+        struct exchange k = {
+                .req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX, .body_optional = !ret};
+        Sbx__V1__Response *resp;
+        enum sbx_code rc;
+
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        if (ret)
+                *ret = NULL;
+        transport_clear_error(c);
+        if (check_id(c, id) != SBX_OK)
+                return SBX_INVALID_ARGUMENT;
+        if (!image || !image[0])
+                return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL,
+                                      "sbx_restore: image is required (a snapshot's name or "
+                                      "digest)");
+        rs.sandbox_id = unconst(id);
+        rs.image = unconst(image);
+        req.body_case = SBX__V1__REQUEST__BODY_RESTORE_SANDBOX;
+        req.restore_sandbox = &rs;
+        rc = transport_call(c, &k, &resp);
+        return finish_sandbox(c, rc, resp, ret);
+}
+
 enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
                        struct sbx_sandbox_list **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;

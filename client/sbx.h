@@ -827,6 +827,15 @@ enum sbx_code sbx_image_prune(sbx_client *c, struct sbx_removed_images **ret);
 enum sbx_code sbx_snapshot(sbx_client *c, const char *id, const char *name,
                            struct sbx_image **ret);
 
+/* Puts sandbox id's files back to image's (a snapshot's name or digest, one the caller
+ * and the sandbox's owner both have; docs/snapshots.md): its processes are ended (its
+ * commands end as killed) and its root and /workspace are the image's; its ID, owner,
+ * policy, labels, shares, deadline and records stay. A new sandbox is set up from the
+ * image first: a failure leaves the sandbox as it was. *ret (may be NULL): the restored
+ * sandbox (sbx_sandbox_free). */
+enum sbx_code sbx_restore(sbx_client *c, const char *id, const char *image,
+                          struct sbx_sandbox **ret);
+
 /* Writes the image name (a name of the caller's, or a digest) to fd as an OCI archive
  * (what `skopeo copy oci-archive:FILE` and `podman load` read; docs/snapshots.md), from
  * fd's offset. The call timeout applies to each chunk's wait. *ret (may be NULL): the

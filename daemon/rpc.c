@@ -137,7 +137,8 @@ static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
                 "stat",           "make_directory", "remove",      "terminate",
                 "list_sandboxes", "get_sandbox",    "set_timeout", "get_history",
                 "attach_command", "pull_image",     "list_images", "remove_image",
-                "inspect_image",  "prune_images",   "snapshot_sandbox", "export_image"};
+                "inspect_image",  "prune_images",   "snapshot_sandbox", "export_image",
+                "restore_sandbox"};
         struct features *f = &conn_daemon(c)->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
@@ -214,6 +215,30 @@ static void on_create(struct conn *c, const Sbx__V1__Request *req) {
         }
         r = sbxtab_create(conn_daemon(c), req->create_sandbox, &k, create_done, call, err,
                           sizeof(err));
+        if (r < 0) {
+                rpc_send_errno(c, req->request_id, r, err);
+                rpc_call_free(call);
+        }
+}
+
+/* RestoreSandbox: answered as a create is, with the restored sandbox's info. */
+static void on_restore(struct conn *c, const Sbx__V1__Request *req) {
+        const Sbx__V1__RestoreSandbox *q = req->restore_sandbox;
+        struct sandbox *sb = rpc_lookup(c, req->request_id, q->sandbox_id);
+        struct caller k;
+        struct call *call;
+        char err[768];
+        int r;
+
+        if (!sb)
+                return;
+        rpc_caller_of(c, &k);
+        call = rpc_call_new(c, req->request_id);
+        if (!call) {
+                rpc_send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
+                return;
+        }
+        r = sbxtab_restore(conn_daemon(c), sb, q->image, &k, create_done, call, err, sizeof(err));
         if (r < 0) {
                 rpc_send_errno(c, req->request_id, r, err);
                 rpc_call_free(call);
@@ -753,6 +778,7 @@ static const struct {
         {SBX__V1__REQUEST__BODY_PRUNE_IMAGES, rpc_images_prune},
         {SBX__V1__REQUEST__BODY_SNAPSHOT_SANDBOX, rpc_snapshot_sandbox},
         {SBX__V1__REQUEST__BODY_EXPORT_IMAGE, rpc_export_image},
+        {SBX__V1__REQUEST__BODY_RESTORE_SANDBOX, on_restore},
 };
 
 int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {

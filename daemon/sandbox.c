@@ -322,6 +322,43 @@ struct sandbox *sandbox_alloc(struct sbxd *d, const char *id, const uint8_t *pac
         return sb;
 }
 
+int sandbox_place(struct sandbox *sb, const char *name) {
+        char *ws = sandbox_workspace_path(sb->d, name);
+
+        if (!ws)
+                return -ENOMEM;
+        free(sb->workspace);
+        sb->workspace = ws;
+        snprintf(sb->cg_name, sizeof(sb->cg_name), "%s", name);
+        return 0;
+}
+
+int sandbox_move_dir(struct sandbox *sb, const char *name) {
+        char *ws = sandbox_workspace_path(sb->d, name), *from = strdup(sb->workspace);
+        char *to = ws ? strdup(ws) : NULL;
+        int r = -ENOMEM;
+
+        if (ws && from && to) {
+                /* The state directories: the workspaces' parents. */
+                *strrchr(from, '/') = '\0';
+                *strrchr(to, '/') = '\0';
+                r = rename(from, to) < 0 ? -errno : 0;
+        }
+        if (r == 0 && sb->image && sbimage_rename(sb->image, sb->image->name, to) < 0) {
+                (void)rename(to, from);
+                r = -ENOMEM;
+        }
+        if (r == 0) {
+                free(sb->workspace);
+                sb->workspace = ws;
+                ws = NULL;
+        }
+        free(ws);
+        free(from);
+        free(to);
+        return r;
+}
+
 void sandbox_discard(struct sandbox *sb) {
         sb->retired = 1;
         uv_close((uv_handle_t *)&sb->timer, on_handle_closed);
@@ -574,16 +611,22 @@ static void on_cleanup(uv_timer_t *t) {
         retire(sb);
 }
 
+/* Whether sb's id's record is its own: not a warm sandbox's (none), nor a restore's
+ * (sbxtab.c: the new sandbox until it takes its place, the one it replaced). */
+static int recorded(const struct sandbox *sb) {
+        return !sb->warm && !sb->unrecorded;
+}
+
 /* Writes the end of sb into the records (a warm sandbox has none) and the log. */
 static void record_end(struct sandbox *sb) {
-        int r = sb->warm
+        int r = !recorded(sb)
                         ? 0
                         : store_sandbox_set_state(sb->d->store, sb->id, names_state(sb->view.state),
                                                   sbxd_now_unix_ms(), sb->end_reason);
         if (r < 0)
                 log_err("sbx=%s: cannot record its end: %s", sb->id,
                         store_last_error(sb->d->store));
-        if (sb->warm)
+        if (!recorded(sb))
                 log_debug("sbx=%s: ended (%s)", sb->id, sb->end_reason);
         else
                 log_info("sbx=%s: ended (%s)", sb->id, sb->end_reason);
@@ -726,7 +769,7 @@ void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const ch
         free(sb->end_reason);
         sb->end_reason = strdup(reason);
         sb->view.state = SBX__V1__SANDBOX_STATE__TERMINATING;
-        if (!sb->warm)
+        if (recorded(sb))
                 (void)store_sandbox_set_state(sb->d->store, sb->id,
                                               names_state(SBX__V1__SANDBOX_STATE__TERMINATING), 0,
                                               NULL);
@@ -972,9 +1015,11 @@ static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready, int fd) {
                         sb->pool_ready(sb->gone_ud, sb);
                 return;
         }
-        (void)store_sandbox_set_init_pid(sb->d->store, sb->id, sb->view.init_pid);
-        (void)store_sandbox_set_state(sb->d->store, sb->id,
-                                      names_state(SBX__V1__SANDBOX_STATE__READY), 0, NULL);
+        if (recorded(sb)) {
+                (void)store_sandbox_set_init_pid(sb->d->store, sb->id, sb->view.init_pid);
+                (void)store_sandbox_set_state(sb->d->store, sb->id,
+                                              names_state(SBX__V1__SANDBOX_STATE__READY), 0, NULL);
+        }
         sandbox_touch(sb);
         sandbox_arm_timer(sb);
         log_info("sbx=%s: ready (init pid %d, uid %u)", sb->id, (int)sb->view.init_pid,
@@ -1735,7 +1780,12 @@ void sandbox_start(struct sandbox *sb, struct policy_objects *objs) {
 }
 
 int sandbox_open_image(struct sandbox *sb, uid_t uid, char *err, size_t errlen) {
-        int r = sbimage_open(sb->d, sb->spec->image, uid, &sb->image, err, errlen);
+        return sandbox_open_image_named(sb, sb->spec->image, uid, err, errlen);
+}
+
+int sandbox_open_image_named(struct sandbox *sb, const char *name, uid_t uid, char *err,
+                             size_t errlen) {
+        int r = sbimage_open(sb->d, name, uid, &sb->image, err, errlen);
 
         if (r == 0 && !(sb->spec->image_digest = strdup(sb->image->digest))) {
                 snprintf(err, errlen, "daemon out of memory");

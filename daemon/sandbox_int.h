@@ -6,7 +6,8 @@
  * (policy.h); everyone else uses the verbs of sandbox.h.
  *
  * Who writes what: the lifecycle owns every field but these: the table or the pool
- * owns hnext/next/prev, uid_slot, over/gone/gone_ud and warm*; the command module owns
+ * owns hnext/next/prev, uid_slot, over/gone/gone_ud, warm*, unrecorded, pending and
+ * restoring; the command module owns
  * commands, next_command, commands_run and bg_ended; the scheduler (cmdsched.c) owns
  * sched. */
 #ifndef SBX_SANDBOX_INT_H
@@ -57,6 +58,10 @@ struct sandbox {
         char cg_name[SBX_ID_MAX_BYTES + 1]; /* its cgroup's name: the id it was created with */
         struct sandbox_view view;           /* state, init, root, user, hidden paths (see there) */
         int warm;                           /* set up ahead for --warm, not yet claimed (warm.c) */
+        /* A restore (sbxtab.c): unrecorded, its id's record another's (the new sandbox
+         * until it takes its place, pending meanwhile; the one it replaced); restoring:
+         * the sandbox a restore will replace. */
+        int unrecorded, pending, restoring;
         int warm_given_up;                  /* ended to make room for a client, not failed */
         int spare;                          /* a spare of the pool: no request yet (warm.c) */
         int prepared;                       /* its init joined its cgroup before Setup (Join) */
@@ -218,8 +223,19 @@ void sandbox_dir_release(struct sandbox *sb);
 /* sb's image (its spec's image, one of uid's: sbimage.h) held for it, its digest in the
  * spec (recorded: a daemon that adopts sb holds that very image) and its commands'
  * ids the image user's; a warning when a rootless sbxd cannot have that user. 0 or
- * -errno with err (sb->image may be set: sbimage_close it). */
+ * -errno with err (sb->image may be set: sbimage_close it). sandbox_open_image_named
+ * opens name (a digest, say) instead of the spec's image, which stays as it is. */
 int sandbox_open_image(struct sandbox *sb, uid_t uid, char *err, size_t errlen);
+int sandbox_open_image_named(struct sandbox *sb, const char *name, uid_t uid, char *err,
+                             size_t errlen);
+
+/* sb, not started yet, is made under STATE/sandboxes/NAME, and its cgroup named NAME,
+ * rather than its id's (a restore's new sandbox, whose id is taken). 0 or -ENOMEM. */
+int sandbox_place(struct sandbox *sb, const char *name);
+
+/* Renames sb's state directory to STATE/sandboxes/NAME (the paths it and its image
+ * keep follow; its init needs none of them). 0 or -errno (nothing changed). */
+int sandbox_move_dir(struct sandbox *sb, const char *name);
 
 /* Its Setup without what differs between sandboxes of one policy (init.proto): the key
  * a warm sandbox is matched by (an image's by its digest besides: warm.c). *ret is

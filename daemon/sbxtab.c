@@ -18,6 +18,8 @@
 
 #include "cgroup.h"
 #include "cmdsched.h"
+#include "images.h"
+#include "imagestore.h"
 #include "command.h"
 #include "log.h"
 #include "names.h"
@@ -40,6 +42,7 @@ struct sbxtab {
         struct sbxd *d;
         struct sandbox *buckets[SBXTAB_BUCKETS]; /* by id */
         struct sandbox *all;
+        struct sandbox *pending; /* restores' new sandboxes being set up (not findable) */
         unsigned count; /* in the table: until gone */
         unsigned live;  /* of them, not yet over: what --max-sandboxes counts */
         struct warm_pool *warm;
@@ -171,7 +174,7 @@ static void table_gone(void *ud, struct sandbox *sb) {
                         *pp = sb->hnext;
                         break;
                 }
-        sandbox_list_del(&t->all, sb);
+        sandbox_list_del(sb->pending ? &t->pending : &t->all, sb);
         t->count--;
         uidslot_release(t->slots, sb->uid_slot);
         sb->uid_slot = -1;
@@ -439,6 +442,291 @@ int sbxtab_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struc
         return r;
 }
 
+/* ---- restore ------------------------------------------------------------------------ */
+
+struct restore {
+        struct sbxtab *t;
+        char id[SBX_ID_MAX_BYTES + 1];
+        char *image; /* as the caller named it */
+        sandbox_ready_cb cb;
+        void *ud;
+};
+
+static void restore_free(struct restore *rs) {
+        free(rs->image);
+        free(rs);
+}
+
+/* The restore of rs failed (msg says why): the sandbox is as it was. */
+static void restore_failed(struct restore *rs, int err, const char *msg) {
+        struct sandbox *old = sbxtab_find(rs->t, rs->id);
+        char full[768];
+
+        if (old)
+                old->restoring = 0;
+        snprintf(full, sizeof(full), "cannot restore sandbox '%s' from %s: %s%s", rs->id,
+                 rs->image, msg,
+                 err == -ENODEV ? "" : "; the sandbox is as it was");
+        rs->cb(rs->ud, NULL, err, full);
+        restore_free(rs);
+}
+
+/* Both state directories swap places: old's to a name of its own, nb's to the id's. 0,
+ * or -errno with nothing changed. */
+static int swap_dirs(struct sandbox *old, struct sandbox *nb) {
+        char gen[SBX_ID_MAX_BYTES + 1], away[SBX_ID_MAX_BYTES + 1];
+        int r;
+
+        sbxid_generate(gen, sizeof(gen));
+        snprintf(away, sizeof(away), "~replaced-%.40s", gen);
+        r = sandbox_move_dir(old, away);
+        if (r == 0 && (r = sandbox_move_dir(nb, old->id)) < 0)
+                (void)sandbox_move_dir(old, old->id);
+        return r;
+}
+
+/* nb's record is the id's from here on: its spec, init, workspace, cgroup and ids. 0 or
+ * -errno. */
+static int record_restored(struct sandbox *nb) {
+        struct sbxd *d = nb->d;
+        struct store_sandbox rec;
+        size_t len = sbx__v1__create_sandbox__get_packed_size(nb->spec);
+        uint8_t *packed = malloc(len ? len : 1);
+        int r;
+
+        if (!packed)
+                return -ENOMEM;
+        sbx__v1__create_sandbox__pack(nb->spec, packed);
+        memset(&rec, 0, sizeof(rec));
+        rec.id = nb->id;
+        rec.state = names_state(SBX__V1__SANDBOX_STATE__READY);
+        rec.spec = packed;
+        rec.spec_len = len;
+        rec.init_pid = nb->view.init_pid;
+        rec.workspace_dir = nb->workspace;
+        rec.cgroup_path = d->cgroups->version != CGROUP_NONE ? nb->cg_name : "";
+        rec.run_uid = nb->run_uid;
+        r = store_sandbox_replace(d->store, &rec);
+        free(packed);
+        return r;
+}
+
+/* nb takes old's place: findable by its id, its deadline and idle limit old's (a
+ * SetTimeout meanwhile counts); old ends, its end and its directory unrecorded. */
+static void take_place(struct sbxtab *t, struct sandbox *old, struct sandbox *nb) {
+        struct sandbox **pp;
+        unsigned h = hash_id(old->id);
+
+        for (pp = &t->buckets[h]; *pp; pp = &(*pp)->hnext)
+                if (*pp == old) {
+                        *pp = old->hnext;
+                        break;
+                }
+        sandbox_list_del(&t->pending, nb);
+        nb->pending = nb->unrecorded = 0;
+        sandbox_list_add(&t->all, nb);
+        nb->hnext = t->buckets[h];
+        t->buckets[h] = nb;
+        nb->deadline_ms = old->deadline_ms;
+        nb->idle_timeout_ms = old->idle_timeout_ms;
+        /* Its commands' ids go on from old's (c-N: the records keep old's). */
+        nb->next_command = old->next_command;
+        nb->commands_run = old->commands_run;
+        sandbox_touch(nb);
+        sandbox_arm_timer(nb);
+        old->restoring = 0;
+        old->unrecorded = 1;
+        old->spec->has_keep_workspace = old->spec->keep_workspace = 0; /* it is replaced */
+        sandbox_end(old, SBX__V1__SANDBOX_STATE__TERMINATED, "restored");
+}
+
+/* The new sandbox is ready (or failed): it takes the old one's place if that one is
+ * still there and ready. */
+static void restore_ready(void *ud, struct sandbox *nb, int err, const char *msg) {
+        struct restore *rs = ud;
+        struct sandbox *old;
+        char why[256];
+        int r;
+
+        if (err < 0) {
+                /* "sandbox 'ID' could not be created: REASON" (sandbox.c): the reason. */
+                const char *colon = msg ? strstr(msg, ": ") : NULL;
+                restore_failed(rs, err, colon ? colon + 2 : "its setup failed");
+                return;
+        }
+        old = sbxtab_find(rs->t, rs->id);
+        if (!old || old->ending || old->view.state != SBX__V1__SANDBOX_STATE__READY) {
+                sandbox_end(nb, SBX__V1__SANDBOX_STATE__TERMINATED, "its sandbox ended");
+                restore_failed(rs, -ENODEV, "the sandbox ended meanwhile");
+                return;
+        }
+        r = swap_dirs(old, nb);
+        if (r == 0 && (r = record_restored(nb)) < 0)
+                (void)swap_dirs(nb, old); /* back: nb's to a name, old's to the id's */
+        if (r < 0) {
+                snprintf(why, sizeof(why), "%s: %s",
+                         r == -ENOMEM ? "daemon out of memory" : "cannot take its place",
+                         r == -ENOMEM ? "" : strerror(-r));
+                sandbox_end(nb, SBX__V1__SANDBOX_STATE__TERMINATED, "its restore failed");
+                restore_failed(rs, r, why);
+                return;
+        }
+        log_info("sbx=%s: restored from %s (image %s; init pid %d, uid %u)", nb->id, rs->image,
+                 nb->image ? nb->image->digest : "-", (int)nb->view.init_pid,
+                 (unsigned)nb->run_uid);
+        take_place(rs->t, old, nb);
+        rs->cb(rs->ud, nb, 0, NULL);
+        restore_free(rs);
+}
+
+/* The image the caller names, which the owner must have too (a snapshot of a shared
+ * sandbox is both's): its digest into digest. 0 or -errno with err. */
+static int restore_image(struct sbxd *d, const struct sandbox *old, const char *image,
+                         const struct caller *caller, char *digest, size_t len, char *err,
+                         size_t errlen) {
+        struct imagestore_image img, own;
+        int r;
+
+        memset(&img, 0, sizeof(img));
+        memset(&own, 0, sizeof(own));
+        r = images_find(d, caller->uid, image, &img, err, errlen);
+        if (r == 0 && caller->uid != old->owner_uid &&
+            images_find(d, old->owner_uid, img.manifest, &own, err, errlen) < 0) {
+                /* In the words of a name the caller has not. */
+                snprintf(err, errlen,
+                         "image %s is not one the sandbox's owner has: restore from a "
+                         "snapshot of the sandbox (sbx snapshot), which is both yours and "
+                         "theirs",
+                         image);
+                r = -ENOENT;
+        }
+        if (r == 0)
+                snprintf(digest, len, "%s", img.manifest);
+        imagestore_image_free(&img);
+        imagestore_image_free(&own);
+        return r;
+}
+
+/* The new sandbox of restore rs: old's effective spec with rs's image (of digest) judged
+ * again for caller, set up under a directory name of its own, unrecorded, not findable;
+ * restore_ready answers (perhaps before this returns). 0, or -errno with err when
+ * nothing was made. */
+static int restore_new(struct restore *rs, struct sandbox *old, const char *digest,
+                       const struct caller *caller, char *err, size_t errlen) {
+        struct sbxtab *t = rs->t;
+        size_t len = sbx__v1__create_sandbox__get_packed_size(old->spec);
+        uint8_t *buf = malloc(len ? len : 1), *packed = NULL;
+        Sbx__V1__CreateSandbox *req = NULL;
+        char gen[SBX_ID_MAX_BYTES + 1], place[SBX_ID_MAX_BYTES + 1];
+        struct policy_objects objs;
+        struct sandbox *nb = NULL;
+        size_t packed_len = 0;
+        int r = -ENOMEM;
+
+        memset(&objs, 0, sizeof(objs));
+        snprintf(err, errlen, "daemon out of memory");
+        if (buf) {
+                sbx__v1__create_sandbox__pack(old->spec, buf);
+                req = sbx__v1__create_sandbox__unpack(NULL, len, buf);
+        }
+        if (req) {
+                free(req->image);
+                free(req->image_digest);
+                req->image = strdup(rs->image);
+                req->image_digest = NULL;
+                if (req->image)
+                        r = policy_effective(t->d, req, old->id, caller, &packed, &packed_len,
+                                             &objs, err, errlen);
+        }
+        if (r == 0 && !(nb = sandbox_alloc(t->d, old->id, packed, packed_len, old->owner_uid,
+                                           old->created_ms))) {
+                snprintf(err, errlen, "daemon out of memory");
+                r = -ENOMEM;
+        }
+        sbxid_generate(gen, sizeof(gen));
+        snprintf(place, sizeof(place), "~restore-%.40s", gen);
+        if (r == 0 && (r = sandbox_place(nb, place)) < 0)
+                snprintf(err, errlen, "daemon out of memory");
+        if (r == 0)
+                r = sandbox_open_image_named(nb, digest, old->owner_uid, err, errlen);
+        if (req)
+                sbx__v1__create_sandbox__free_unpacked(req, NULL);
+        free(buf);
+        free(packed);
+        if (r < 0) {
+                policy_objects_clear(&objs);
+                if (nb) {
+                        nb->image = sbimage_close(t->d, nb->image);
+                        sandbox_discard(nb);
+                }
+                return r;
+        }
+        nb->owner_gid = old->owner_gid;
+        nb->deadline_ms = old->deadline_ms;
+        nb->idle_timeout_ms = old->idle_timeout_ms;
+        nb->unrecorded = nb->pending = 1;
+        sandbox_set_creator(nb, &old->creator);
+        /* Counted as the owner's while it is set up, whatever the quota says: the one it
+         * replaces gives its count back when it ends. */
+        (void)quota_take(t->quota, QUOTA_SANDBOXES, nb->owner_uid, UINT_MAX, NULL);
+        sandbox_list_add(&t->pending, nb);
+        t->count++;
+        t->live++;
+        nb->over = table_over;
+        nb->gone = table_gone;
+        nb->gone_ud = t;
+        nb->create_cb = restore_ready;
+        nb->create_ud = rs;
+        old->restoring = 1;
+        sandbox_start(nb, &objs);
+        return 0;
+}
+
+int sbxtab_restore(struct sbxd *d, struct sandbox *old, const char *image,
+                   const struct caller *caller, sandbox_ready_cb cb, void *ud, char *err,
+                   size_t errlen) {
+        struct sbxtab *t = d->sandboxes;
+        char digest[DIGEST_STR_BYTES];
+        struct restore *rs;
+        int r;
+
+        if (d->shutting_down) {
+                snprintf(err, errlen, "sbxd is shutting down; try again when it is back");
+                return -ESHUTDOWN;
+        }
+        if (!image || !image[0]) {
+                snprintf(err, errlen, "restore needs an image: a snapshot's name or digest");
+                return -EINVAL;
+        }
+        if (old->view.state != SBX__V1__SANDBOX_STATE__READY || old->ending) {
+                snprintf(err, errlen, "sandbox '%s' is %s; only a ready sandbox is restored",
+                         old->id, names_state(old->view.state));
+                return old->ending ? -ENODEV : -EAGAIN;
+        }
+        if (old->restoring) {
+                snprintf(err, errlen,
+                         "a restore of sandbox '%s' is under way; wait for its answer", old->id);
+                return -EAGAIN;
+        }
+        r = restore_image(d, old, image, caller, digest, sizeof(digest), err, errlen);
+        if (r < 0)
+                return r;
+        rs = calloc(1, sizeof(*rs));
+        if (!rs || !(rs->image = strdup(image))) {
+                free(rs);
+                snprintf(err, errlen, "daemon out of memory");
+                return -ENOMEM;
+        }
+        rs->t = t;
+        snprintf(rs->id, sizeof(rs->id), "%s", old->id);
+        rs->cb = cb;
+        rs->ud = ud;
+        r = restore_new(rs, old, digest, caller, err, errlen);
+        if (r < 0)
+                restore_free(rs);
+        return r;
+}
+
 unsigned sbxtab_pool_holds(const struct sbxtab *t, const char *digest) {
         return t ? warm_image_holds(t->warm, digest) : 0;
 }
@@ -476,6 +764,16 @@ void sbxtab_sweep(struct sbxtab *t) {
         prune_records(t);
 }
 
+/* Restores' new sandboxes end (their restores fail: the sandboxes stay as they were). */
+static void end_pending(struct sbxtab *t) {
+        struct sandbox *sb, *next;
+
+        for (sb = t->pending; sb; sb = next) {
+                next = sb->next;
+                sandbox_terminate(sb, "shutdown", NULL, NULL);
+        }
+}
+
 static int shutdown_one(struct sandbox *sb, void *ud) {
         sandbox_terminate(sb, "shutdown", NULL, NULL);
         return 0;
@@ -490,6 +788,7 @@ void sbxtab_shutdown(struct sbxtab *t, void (*done)(void *ud), void *ud) {
         t->shutdown_done = done;
         t->shutdown_ud = ud;
         sbxtab_foreach(t, shutdown_one, NULL);
+        end_pending(t);
         warm_end_all(t->warm);
 }
 
@@ -505,6 +804,7 @@ static int detach_one(struct sandbox *sb, void *ud) {
 void sbxtab_detach_all(struct sbxtab *t, void (*done)(void *ud), void *ud) {
         warm_stop(t->warm);
         sbxtab_foreach(t, detach_one, NULL);
+        end_pending(t);
         /* Warm ones are nobody's: they end (the next daemon makes its own). */
         warm_end_all(t->warm);
         if (t->count == 0 && warm_count(t->warm) == 0) {

@@ -49,6 +49,20 @@ int sbxtab_create(struct sbxd *d, const Sbx__V1__CreateSandbox *req, const struc
                    void (*cb)(void *ud, struct sandbox *sb, int err, const char *msg), void *ud,
                    char *err, size_t errlen);
 
+/* Starts restoring sandbox old (ready, not being restored) from image, a name or digest
+ * of caller's that old's owner has too: a new sandbox of old's effective policy (judged
+ * again for caller) is set up from it under a directory of its own, unrecorded and not
+ * findable; once ready it takes old's place (its state directory, record, deadline, idle
+ * limit and id) and old ends, unrecorded (its commands end as killed). A failure leaves
+ * old as it was. Returns 0 when cb will be called (perhaps before this returns; sb the
+ * restored sandbox, or NULL with err and a message), or -errno with a one-line reason
+ * in err: -EINVAL no image, -ENOENT no such image of caller's and the owner's, -EAGAIN
+ * old is not ready yet or being restored, -ENODEV old is ending, -ESHUTDOWN. */
+int sbxtab_restore(struct sbxd *d, struct sandbox *old, const char *image,
+                   const struct caller *caller,
+                   void (*cb)(void *ud, struct sandbox *sb, int err, const char *msg), void *ud,
+                   char *err, size_t errlen);
+
 /* Takes sb, adopted from a previous daemon (recover.c), into the table: findable by id
  * and counted against its owner's quota. */
 void sbxtab_adopt(struct sbxtab *t, struct sandbox *sb);

@@ -273,6 +273,7 @@ enum stmt_id {
         ST_SB_SET_STATE,
         ST_SB_SET_INIT_PID,
         ST_SB_SET_DEADLINE,
+        ST_SB_REPLACE,
         ST_SB_LIST_ALL, /* the four lists, indexed by live_only | has_owner << 1 */
         ST_SB_LIST_LIVE,
         ST_SB_LIST_OWNER,
@@ -316,6 +317,9 @@ static const char *const stmt_sql[ST_COUNT] = {
                             "WHERE id = ?1",
         [ST_SB_SET_INIT_PID] = "UPDATE sandboxes SET init_pid = ?2 WHERE id = ?1",
         [ST_SB_SET_DEADLINE] = "UPDATE sandboxes SET deadline_ms = ?2 WHERE id = ?1",
+        [ST_SB_REPLACE] = "UPDATE sandboxes SET state = ?2, spec = ?3, init_pid = ?4, "
+                          "workspace_dir = ?5, cgroup_path = ?6, run_uid = ?7 "
+                          "WHERE id = ?1 AND ended_ms = 0",
         [ST_SB_LIST_ALL] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE" SB_LIST_TAIL,
         [ST_SB_LIST_LIVE] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE state IN " LIVE_STATES
                             " AND" SB_LIST_TAIL,
@@ -1227,6 +1231,26 @@ int store_sandbox_set_deadline(struct store *s, const char *id, int64_t deadline
         bind_text(&b, 1, id);
         bind_int64(&b, 2, deadline_ms);
         return sandbox_update(s, &b, id, "setting a sandbox's deadline");
+}
+
+int store_sandbox_replace(struct store *s, const struct store_sandbox *sb) {
+        struct binder b = stmt_begin(s, ST_SB_REPLACE);
+        int r;
+
+        error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
+        if (!sb || !sb->id || !sb->state || (!sb->spec && sb->spec_len > 0))
+                return fail(s, -EINVAL, "store_sandbox_replace: id and state are required");
+        bind_text(&b, 1, sb->id);
+        bind_text(&b, 2, sb->state);
+        bind_blob(&b, 3, sb->spec, sb->spec_len);
+        bind_int64(&b, 4, sb->init_pid);
+        bind_text(&b, 5, sb->workspace_dir);
+        bind_text(&b, 6, sb->cgroup_path);
+        bind_int64(&b, 7, sb->run_uid);
+        return sandbox_update(s, &b, sb->id, "recording a restored sandbox");
 }
 
 static void free_sandbox_rows(struct sandbox_row **rows, size_t from, size_t n) {

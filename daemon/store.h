@@ -80,6 +80,11 @@ int store_sandbox_set_state(struct store *s, const char *id, const char *state, 
 /* Sets the init pid recorded for a sandbox. -ENOENT: no such id. */
 int store_sandbox_set_init_pid(struct store *s, const char *id, int32_t init_pid);
 
+/* A live sandbox restored (sbxtab.h): its record's state, spec, init_pid, workspace_dir,
+ * cgroup_path and run_uid become sb's; its owner, times, creator and commands stay.
+ * -ENOENT: no live sandbox of that id. */
+int store_sandbox_replace(struct store *s, const struct store_sandbox *sb);
+
 /* Moves the deadline of a sandbox. -ENOENT: no such id. */
 int store_sandbox_set_deadline(struct store *s, const char *id, int64_t deadline_ms);
 

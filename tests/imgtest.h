@@ -50,8 +50,10 @@ static enum sbx_code img_create(sbx_client *c, const char *image, const char *w,
         return rc;
 }
 
+#define IMG_MAYBE_UNUSED __attribute__((unused))
+
 /* The entries of dir but . and .. (-1: cannot read it). */
-static int img_entries(const char *dir) {
+IMG_MAYBE_UNUSED static int img_entries(const char *dir) {
         struct dirent *e;
         DIR *d = opendir(dir);
         int n = 0;
@@ -64,7 +66,6 @@ static int img_entries(const char *dir) {
         return n;
 }
 
-#define IMG_MAYBE_UNUSED __attribute__((unused))
 
 /* Run as root in a sandbox with a disk limit of 20 MiB: 30 MiB into the root stop near
  * 20, then the workspace has no room ("capped\nshared\n"). */
