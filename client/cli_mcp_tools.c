@@ -59,6 +59,7 @@ static json_t *edit_file(struct mcp_call *k, json_t *args);
 static json_t *sandbox_info(struct mcp_call *k, json_t *args);
 static json_t *command_output(struct mcp_call *k, json_t *args);
 static json_t *snapshot(struct mcp_call *k, json_t *args);
+static json_t *restore(struct mcp_call *k, json_t *args);
 
 /* run_command's and command_output's structuredContent. */
 #define RUN_OUTPUT_SCHEMA                                                                          \
@@ -350,6 +351,29 @@ static const struct mcp_tool tools[] = {
                                  "\"size_bytes\":{\"type\":\"integer\"}},"
                                  "\"required\":[\"name\",\"digest\"]}",
                 .call = snapshot,
+        },
+        {
+                .name = "restore",
+                .title = "Restore the sandbox's files from a snapshot",
+                .description =
+                        "Put the sandbox's files back as a snapshot (the snapshot tool) saved "
+                        "them, its whole root and /workspace, when a step went wrong. Every "
+                        "process running in it is ended first (background servers must be "
+                        "started again); files written since the snapshot are gone. The "
+                        "sandbox keeps its ID, policy and time left. `snapshot`: the name "
+                        "the snapshot tool returned (or its digest).",
+                .input_schema = "{\"type\":\"object\",\"properties\":{"
+                                "\"snapshot\":{\"type\":\"string\",\"description\":\"The "
+                                "snapshot's name or digest\"}},"
+                                "\"required\":[\"snapshot\"],"
+                                "\"additionalProperties\":false}",
+                .output_schema = "{\"type\":\"object\",\"properties\":{"
+                                 "\"id\":{\"type\":\"string\"},"
+                                 "\"snapshot\":{\"type\":\"string\"},"
+                                 "\"digest\":{\"type\":\"string\"}},"
+                                 "\"required\":[\"id\",\"snapshot\",\"digest\"]}",
+                .hints = HINT_DESTRUCTIVE | HINT_IDEMPOTENT,
+                .call = restore,
         },
 };
 
@@ -2066,6 +2090,44 @@ static json_t *snapshot(struct mcp_call *k, json_t *args) {
                      shown, img->digest, shown) < 0)
                 text = NULL;
         sbx_image_free(img);
+        if (!st || !text) {
+                json_decref(st);
+                free(text);
+                return out_of_memory(k);
+        }
+        r = make_result(k, text, strlen(text), st, false);
+        free(text);
+        return r ? r : out_of_memory(k);
+}
+
+static json_t *restore(struct mcp_call *k, json_t *args) {
+        static const char *const known[] = {"snapshot", NULL};
+        struct argmsg m = {""};
+        struct sbx_sandbox *sb = NULL;
+        const char *name = NULL;
+        enum sbx_code rc;
+        json_t *st, *r;
+        char *text = NULL;
+
+        if (check_keys(args, known, &m) < 0 ||
+            arg_str(args, "snapshot", false, &name, NULL, &m) < 0)
+                return bad_args(k, "restore", &m);
+        if (!name || !name[0]) {
+                snprintf(m.text, sizeof(m.text),
+                         "'snapshot' is required: the name the snapshot tool returned");
+                return bad_args(k, "restore", &m);
+        }
+        rc = sbx_restore(k->c, k->env->sandbox_id, name, &sb);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        st = json_pack("{s:s,s:s,s:s}", "id", sb->id, "snapshot", name, "digest",
+                       sb->image_digest ? sb->image_digest : "");
+        if (asprintf(&text,
+                     "restored sandbox %s from %s: its files are the snapshot's; the processes "
+                     "that ran in it were ended\n",
+                     sb->id, name) < 0)
+                text = NULL;
+        sbx_sandbox_free(sb);
         if (!st || !text) {
                 json_decref(st);
                 free(text);

@@ -365,12 +365,12 @@ START_TEST(handshake_and_version_negotiation) {
                 json_decref(r);
 
                 list = mcp_ok(&m, "tools/list", NULL);
-                ck_assert_uint_eq(json_array_size(json_object_get(list, "tools")), 8);
-                for (size_t k = 0; k < 8; k++) {
+                ck_assert_uint_eq(json_array_size(json_object_get(list, "tools")), 9);
+                for (size_t k = 0; k < 9; k++) {
                         static const char *const names[] = {
                                 "run_command",  "read_file",      "write_file", "list_directory",
                                 "edit_file",    "sandbox_info",   "command_output",
-                                "snapshot"};
+                                "snapshot",     "restore"};
                         ck_assert_msg(has_tool(list, names[k], &t), "no tool %s", names[k]);
                         ck_assert_uint_gt(
                                 strlen(json_string_value(json_object_get(t, "description"))), 80);

@@ -436,7 +436,16 @@ START_TEST(mcp_snapshot_tool) {
                 "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
                 "\"name\":\"snapshot\",\"arguments\":{\"name\":\"mcpsnap:1\"}}}\n"
                 "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{"
-                "\"name\":\"snapshot\",\"arguments\":{\"name\":7}}}\n";
+                "\"name\":\"snapshot\",\"arguments\":{\"name\":7}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{"
+                "\"name\":\"write_file\",\"arguments\":{\"path\":\"/workspace/a\","
+                "\"content\":\"broken\\n\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{"
+                "\"name\":\"restore\",\"arguments\":{\"snapshot\":\"mcpsnap:1\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
+                "\"name\":\"read_file\",\"arguments\":{\"path\":\"/workspace/a\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{"
+                "\"name\":\"restore\",\"arguments\":{}}}\n";
         struct it_daemon d;
         const char *layout = make_image();
         char *base, *out = NULL, *err = NULL, *b;
@@ -451,11 +460,18 @@ START_TEST(mcp_snapshot_tool) {
         ck_assert_msg(strstr(out, "\"name\":\"docker.io/library/mcpsnap:1\""), "%s\n%s", out, err);
         ck_assert_msg(strstr(out, "invalid arguments for snapshot: 'name' must be a string"), "%s",
                       out);
+        /* restore: the file as the snapshot had it, and its argument required. */
+        ck_assert_msg(strstr(out, "restored sandbox "), "%s", out);
+        ck_assert_msg(strstr(out, "\"id\":7,\"result\":{\"content\":[{\"type\":\"text\","
+                                  "\"text\":\"agent\\n"),
+                      "%s", out);
+        ck_assert_msg(strstr(out, "invalid arguments for restore: 'snapshot' is required"), "%s",
+                      out);
         free(out);
         free(err);
         b = must_create(c, "mcpsnap:1");
         expect_out(c, b, NULL, "busybox cat /workspace/a", "agent\n");
-        /* The host's root: the tool says UNIMPLEMENTED and why. */
+        /* The host's root: the snapshot tool says UNIMPLEMENTED and why. */
         ck_assert_int_eq(it_sbx(&d, in, sizeof(in) - 1, &out, &err,
                                 (const char *const[]){"mcp", NULL}),
                          0);

@@ -1752,6 +1752,17 @@ class ImagesTest(DaemonTest):
                     f.terminate()
             with self.assertRaises(ValueError):
                 sb.fork(0)
+            # restore: the files back, the same sandbox.
+            sb.run("busybox rm -rf /workspace/f /etc/r", user="root", check=True)
+            info = sb.restore(snap)
+            self.assertEqual(info.id, sb.id)
+            self.assertEqual(info.labels, {"t": "snap"})
+            self.assertEqual(sb.run("busybox cat /workspace/f /etc/r").stdout, "base\nroot\n")
+            sb.run("busybox rm /workspace/f", check=True)
+            sb.restore("pysnap:v1")
+            self.assertEqual(sb.run("busybox cat /workspace/f").stdout, "base\n")
+            with self.assertRaises(sbx.NotFound):
+                sb.restore("no-such")
         with self.client.create() as host:
             with self.assertRaises(sbx.Unimplemented):
                 host.snapshot()

@@ -796,6 +796,19 @@ class Sandbox:
         an image) as an image: ``client.create(image=snap.names[0])`` starts from them."""
         return self.client.images.snapshot(self.id, name)
 
+    def restore(self, snapshot: Union[str, "ImageInfo"]) -> SandboxInfo:
+        """Puts this sandbox's files back to ``snapshot``'s (its name or digest, or the
+        ``ImageInfo`` that :meth:`snapshot` returned): every process in it is ended first,
+        its root and ``/workspace`` become the snapshot's; its ID, policy, deadline and
+        history stay. A failure leaves the sandbox as it was."""
+        ref = snapshot if isinstance(snapshot, str) else snapshot.digest
+        if not ref:
+            raise ValueError("restore: name the snapshot")
+        self._info = self.client._sandbox_call(
+            self.client._lib.sbx_restore, self._bid, ref.encode()
+        )
+        return self._info
+
     def fork(self, n: int = 1, *, name: Optional[str] = None) -> List["Sandbox"]:
         """``n`` new sandboxes with this one's files at one instant (one snapshot, named
         ``name`` or the default) and its policy, labels and shares; owned handles (a

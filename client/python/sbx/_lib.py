@@ -572,6 +572,7 @@ _PROTOTYPES = {
     "sbx_get": (c_int, [_client_p, c_char_p, _pp(Sandbox)]),
     "sbx_terminate": (c_int, [_client_p, c_char_p, _pp(Sandbox)]),
     "sbx_set_timeout": (c_int, [_client_p, c_char_p, c_uint64, _pp(Sandbox)]),
+    "sbx_restore": (c_int, [_client_p, c_char_p, c_char_p, _pp(Sandbox)]),
     "sbx_sandbox_free": (None, [POINTER(Sandbox)]),
     "sbx_list": (c_int, [_client_p, POINTER(ListOpts), _pp(SandboxList)]),
     "sbx_sandbox_list_free": (None, [POINTER(SandboxList)]),
