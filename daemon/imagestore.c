@@ -891,16 +891,18 @@ static int read_layer_size(struct imagestore *s, const char *hex, struct imagest
                        : -EIO;
 }
 
-/* Unpacks src into a new directory of tmp/ (NAME/tree, NAME/size) and renames it to
- * layers/HEX once both digests matched, filling l. The layer's lock is held. */
-static int unpack_layer(struct imagestore *s, const char *diff_id,
-                        const struct imagestore_blob_source *src,
-                        const struct imagestore_budget *budget, struct imagestore_layer_ref *l,
-                        char *err, size_t errlen) {
+/* Unpacks src into a new directory of tmp/ (*name: NAME/tree, NAME/size, synced) once
+ * its digests matched src's and diff_id (NULL: any; l->diff_id gets the tar's), filling
+ * l. On failure nothing is left. */
+static int unpack_scratch(struct imagestore *s, const char *diff_id,
+                          const struct imagestore_blob_source *src,
+                          const struct imagestore_budget *budget, struct imagestore_layer_ref *l,
+                          char name[NAME_MAX + 1], char *err, size_t errlen) {
         struct layer_opts lo = {budget->bytes, s->o.max_layer_entries, s->o.whiteouts,
                                 s->o.keep_owners, 0};
+        const char *what = diff_id ? diff_id : "of the snapshot";
         struct layer_result res;
-        char name[NAME_MAX + 1], size[96];
+        char size[96];
         int dfd, tfd = -1, bfd, q;
         uint64_t du = 0;
 
@@ -925,7 +927,7 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 snprintf(err, errlen,
                          "layer %s: more than the %" PRIu64
                          " entries (files, directories, links) left of the image's bound",
-                         diff_id, lo.max_entries);
+                         what, lo.max_entries);
         else if (q == -EDQUOT)
                 snprintf(err + strlen(err), errlen - strlen(err), " (a layer's bound)");
         if (q == 0 && src->blob_digest && strcmp(res.blob_digest, src->blob_digest) != 0)
@@ -935,12 +937,13 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 q = -EINVAL,
                 snprintf(err, errlen,
                          "layer blob %s is %" PRIu64 " bytes, its descriptor says %" PRId64,
-                         src->blob_digest ? src->blob_digest : diff_id, res.blob_bytes,
+                         src->blob_digest ? src->blob_digest : what, res.blob_bytes,
                          src->blob_size);
-        else if (q == 0 && strcmp(res.diff_id, diff_id) != 0)
+        else if (q == 0 && diff_id && strcmp(res.diff_id, diff_id) != 0)
                 q = -EINVAL,
                 snprintf(err, errlen, "layer %s has the diff_id %s", diff_id, res.diff_id);
         if (q == 0) {
+                memcpy(l->diff_id, res.diff_id, DS);
                 l->data_bytes = res.bytes;
                 l->disk_bytes = du;
                 l->entries = res.entries;
@@ -956,27 +959,57 @@ static int unpack_layer(struct imagestore *s, const char *diff_id,
                 if (f >= 0)
                         close(f);
         }
-        if (q == 0 && renameat(s->tmp_fd, name, s->layers_fd, hex_of(diff_id)) < 0) {
-                q = -errno;
-                /* Made meanwhile by an unpack that did not wait on the lock (where
-                 * flock(2) is not honoured, as on some network filesystems): the same
-                 * content, checked by the same digests. The first one stays. */
-                if ((q == -ENOTEMPTY || q == -EEXIST) &&
-                    read_layer_size(s, hex_of(diff_id), l) == 0)
-                        q = 1;
-        }
-        if (q == 0)
-                fsync(s->layers_fd);
-        else if (q < 0 && !err[0])
-                snprintf(err, errlen, "layer %s: %s", diff_id, strerror(-q));
+        if (q < 0 && !err[0])
+                snprintf(err, errlen, "layer %s: %s", what, strerror(-q));
         if (bfd >= 0)
                 close(bfd);
         if (tfd >= 0)
                 close(tfd);
         close(dfd);
+        if (q < 0)
+                imagestore_scratch_remove(s, name);
+        return q;
+}
+
+/* Renames tmp/name to layers/HEX of l's diff_id. The layer's lock is held. 0 or -errno
+ * with err (tmp/name is removed unless it was placed). */
+static int place_layer(struct imagestore *s, const char *name, struct imagestore_layer_ref *l,
+                       char *err, size_t errlen) {
+        int q = 0;
+
+        if (renameat(s->tmp_fd, name, s->layers_fd, hex_of(l->diff_id)) < 0) {
+                q = -errno;
+                /* Made meanwhile by an unpack that did not wait on the lock (where
+                 * flock(2) is not honoured, as on some network filesystems): the same
+                 * content, checked by the same digests. The first one stays. */
+                if ((q == -ENOTEMPTY || q == -EEXIST) &&
+                    read_layer_size(s, hex_of(l->diff_id), l) == 0)
+                        q = 1;
+        }
+        if (q == 0)
+                fsync(s->layers_fd);
+        else if (q < 0)
+                snprintf(err, errlen, "layer %s: %s", l->diff_id, strerror(-q));
         if (q != 0)
                 imagestore_scratch_remove(s, name);
         return q < 0 ? q : 0;
+}
+
+/* Locks layer diff_id (its lock file's fd, or -errno with err). */
+static int lock_layer(struct imagestore *s, const char *diff_id, char *err, size_t errlen) {
+        char lock[DIGEST_HEX_LEN + 8];
+        int lfd, q;
+
+        snprintf(lock, sizeof(lock), "%s.lock", hex_of(diff_id));
+        lfd = openat(s->locks_fd, lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (lfd < 0 || flock(lfd, LOCK_EX) < 0) {
+                q = -errno;
+                snprintf(err, errlen, "locking layer %s: %s", diff_id, strerror(-q));
+                if (lfd >= 0)
+                        close(lfd);
+                return q;
+        }
+        return lfd;
 }
 
 /* The diff_id a record says blob was unpacked to, or NULL. mu held. */
@@ -1036,7 +1069,7 @@ static int fits(const struct imagestore_layer_ref *l, const struct imagestore_bu
 int imagestore_get_layer(struct imagestore *s, const char *diff_id,
                          const struct imagestore_blob_source *src, struct imagestore_budget *budget,
                          struct imagestore_layer_ref *ret, char *err, size_t errlen) {
-        char lock[DIGEST_HEX_LEN + 8], known[DS] = "";
+        char known[DS] = "", name[NAME_MAX + 1];
         const char *hex = hex_of(diff_id);
         int lfd, q;
 
@@ -1047,15 +1080,9 @@ int imagestore_get_layer(struct imagestore *s, const char *diff_id,
         }
         memset(ret, 0, sizeof(*ret));
         memcpy(ret->diff_id, diff_id, DS);
-        snprintf(lock, sizeof(lock), "%s.lock", hex);
-        lfd = openat(s->locks_fd, lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (lfd < 0 || flock(lfd, LOCK_EX) < 0) {
-                q = -errno;
-                snprintf(err, errlen, "locking layer %s: %s", diff_id, strerror(-q));
-                if (lfd >= 0)
-                        close(lfd);
-                return q;
-        }
+        lfd = lock_layer(s, diff_id, err, errlen);
+        if (lfd < 0)
+                return lfd;
         q = read_layer_size(s, hex, ret);
         if (q == 0) {
                 q = fits(ret, budget, diff_id, err, errlen);
@@ -1066,7 +1093,9 @@ int imagestore_get_layer(struct imagestore *s, const char *diff_id,
                     strcmp(known, diff_id) == 0)
                         memcpy(ret->blob, src->blob_digest, DS);
         } else {
-                q = unpack_layer(s, diff_id, src, budget, ret, err, errlen);
+                q = unpack_scratch(s, diff_id, src, budget, ret, name, err, errlen);
+                if (q == 0)
+                        q = place_layer(s, name, ret, err, errlen);
                 if (q == 0 && src->blob_digest)
                         memcpy(ret->blob, src->blob_digest, DS);
         }
@@ -1075,6 +1104,37 @@ int imagestore_get_layer(struct imagestore *s, const char *diff_id,
                 budget->bytes -= ret->data_bytes;
                 budget->entries -= ret->entries;
         }
+        return q;
+}
+
+int imagestore_import_layer(struct imagestore *s, const struct imagestore_blob_source *src,
+                            const struct imagestore_budget *budget,
+                            struct imagestore_layer_ref *ret, char *err, size_t errlen) {
+        char name[NAME_MAX + 1];
+        int lfd, q;
+
+        err[0] = '\0';
+        memset(ret, 0, sizeof(*ret));
+        q = unpack_scratch(s, NULL, src, budget, ret, name, err, errlen);
+        if (q < 0)
+                return q;
+        q = imagestore_pin(s, ret->diff_id);
+        lfd = q < 0 ? q : lock_layer(s, ret->diff_id, err, errlen);
+        if (lfd < 0) {
+                if (q == 0)
+                        imagestore_unpin(s, ret->diff_id);
+                imagestore_scratch_remove(s, name);
+                return lfd;
+        }
+        /* The same content in the store already (a snapshot of what did not change):
+         * that one stays. */
+        if (read_layer_size(s, hex_of(ret->diff_id), ret) == 0)
+                imagestore_scratch_remove(s, name);
+        else
+                q = place_layer(s, name, ret, err, errlen);
+        close(lfd);
+        if (q < 0)
+                imagestore_unpin(s, ret->diff_id);
         return q;
 }
 

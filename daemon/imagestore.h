@@ -228,6 +228,16 @@ int imagestore_get_layer(struct imagestore *s, const char *diff_id,
                          const struct imagestore_blob_source *src, struct imagestore_budget *budget,
                          struct imagestore_layer_ref *ret, char *err, size_t errlen);
 
+/* Unpacks src's blob (a tar whose digest nobody knows ahead: a snapshot's, streamed from
+ * a pipe) into the store as layer_unpack checks any layer, under the digest it turns out
+ * to have (ret->diff_id), which is pinned (the caller unpins it); a layer of that digest
+ * in the store already stays and the new one goes. budget bounds its file data and
+ * entries (not lost: imagestore_get_layer of ret->diff_id counts it). 0 or -errno with
+ * err, as imagestore_get_layer's. */
+int imagestore_import_layer(struct imagestore *s, const struct imagestore_blob_source *src,
+                            const struct imagestore_budget *budget,
+                            struct imagestore_layer_ref *ret, char *err, size_t errlen);
+
 /* The layer the blob digest was unpacked to, when a record says so (see above): 1 and
  * ret_diff_id, or 0. With pin, that layer is also pinned (imagestore_pin: the caller
  * unpins it), so that it is still there when the import that skipped the blob names

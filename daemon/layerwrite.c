@@ -68,7 +68,7 @@ static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t 
         size_t done = 0;
 
         (void)a;
-        if (digest_update(&w->dg, buf, n) < 0) {
+        if (!w->o.no_digest && digest_update(&w->dg, buf, n) < 0) {
                 w->write_errno = ENOMEM;
                 return -1;
         }
@@ -500,7 +500,7 @@ int layerwrite_finish(struct layerwrite *w, struct layerwrite_result *res) {
                 return fail(w, w->write_errno ? -w->write_errno : -EIO, NULL, "ending the tar: %s",
                             w->write_errno ? strerror(w->write_errno)
                                            : archive_error_string(w->a));
-        if (digest_final(&w->dg, w->res.digest) < 0)
+        if (!w->o.no_digest && digest_final(&w->dg, w->res.digest) < 0)
                 return -ENOMEM;
         *res = w->res;
         return 0;

@@ -59,6 +59,8 @@ struct layerwrite_opts {
         uint64_t max_bytes;   /* file data of all the trees; past it -EFBIG */
         uint64_t max_entries; /* entries of all the trees; past it -EFBIG */
         struct layerwrite_map uids, gids;
+        int no_digest; /* the reader digests the tar (a snapshot's: imagestore.h); the
+                        * result's digest is then "" */
 };
 
 struct layerwrite_result {

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -238,13 +239,44 @@ static int freeze(struct snapshot_job *j) {
 
 /* ---- the layer --------------------------------------------------------------------------- */
 
-/* Writes the sandbox's files into the tar tar_fd, frozen meanwhile. */
-static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t max_entries,
-                   struct layerwrite_result *res) {
+/* The import of the snapshot's layer into the store, on a thread of its own: it reads
+ * the tar from a pipe as the capture writes it, so the tar is never a file (its bytes
+ * written to disk once, as the layer's files, and synced once). */
+struct import {
+        struct imagestore *store;
+        struct imagestore_budget budget;
+        int fd; /* the pipe's read end, until the store takes it */
+        struct imagestore_layer_ref ref;
+        char err[512];
+        int r;
+};
+
+static int take_pipe(void *ud, char *err, size_t errlen) {
+        int *fd = ud, r = *fd;
+
+        (void)err;
+        (void)errlen;
+        *fd = -1; /* the store closes it */
+        return r;
+}
+
+static void *import_main(void *ud) {
+        struct import *im = ud;
+        struct imagestore_blob_source src = {take_pipe, &im->fd, NULL, -1};
+
+        im->r = imagestore_import_layer(im->store, &src, &im->budget, &im->ref, im->err,
+                                        sizeof(im->err));
+        if (im->fd >= 0) /* never taken: the writer's next write fails */
+                close(im->fd);
+        return NULL;
+}
+
+/* Writes the sandbox's files as a tar into out, frozen meanwhile. */
+static int write_tar(struct snapshot_job *j, int out, uint64_t budget, uint64_t max_entries,
+                     struct layerwrite_result *res, char *err, size_t errlen) {
         struct layerwrite_opts o = {.max_bytes = budget, .max_entries = max_entries,
-                                    .uids = j->uids, .gids = j->gids};
+                                    .uids = j->uids, .gids = j->gids, .no_digest = 1};
         struct layerwrite *w = NULL;
-        char err[512] = "";
         uint64_t t0;
         int r;
 
@@ -252,7 +284,7 @@ static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t
         if ((j->freezer.control || j->freezer.pidns_ino) && (r = freeze(j)) < 0)
                 return r;
         j->signalled = j->freezer.n_stopped;
-        r = layerwrite_open(tar_fd, &o, err, sizeof(err), &w);
+        r = layerwrite_open(out, &o, err, errlen, &w);
         if (r == 0)
                 r = layerwrite_tree(w, j->upper_fd, "", j->upper_kind);
         if (r == 0)
@@ -263,12 +295,48 @@ static int capture(struct snapshot_job *j, int tar_fd, uint64_t budget, uint64_t
         if (j->freezer.control || j->freezer.pidns_ino)
                 thaw(&j->freezer);
         j->frozen_ms = now_ms() - t0;
+        return r;
+}
+
+/* Captures the sandbox's files into a new layer of the store (pinned: *ref, its
+ * diff_id in res->digest), its processes frozen while they are read. */
+static int capture(struct snapshot_job *j, uint64_t budget, uint64_t max_entries,
+                   struct layerwrite_result *res, struct imagestore_layer_ref *ref) {
+        const struct imagestore_opts *so = imagestore_opts(j->store);
+        struct import im = {.store = j->store,
+                            .budget = {.bytes = budget,
+                                       .entries = so->max_image_entries ? so->max_image_entries
+                                                                        : UINT64_MAX},
+                            .fd = -1};
+        char err[512] = "";
+        pthread_t th;
+        int p[2], r;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return fail(j, -errno, "a pipe: %s", strerror(errno));
+        (void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20); /* fewer turns; the default works too */
+        im.fd = p[0];
+        r = -pthread_create(&th, NULL, import_main, &im);
+        if (r < 0) {
+                close(p[0]);
+                close(p[1]);
+                return fail(j, r, "a thread: %s", strerror(-r));
+        }
+        r = write_tar(j, p[1], budget, max_entries, res, err, sizeof(err));
+        close(p[1]); /* the end of the tar, or a cut one the import refuses */
+        pthread_join(th, NULL);
         if (r == -EFBIG)
                 return fail(j, r, "%s: past sbxd --max-image-size with its image", err);
         if (r == -E2BIG)
                 return fail(j, r, "%s: past the image store's bound of entries a layer", err);
+        if (r < 0 && r != -EPIPE) /* EPIPE: the import stopped first, and says why */
+                return fail(j, r, "%s", err[0] ? err : strerror(-r));
+        if (im.r < 0)
+                return fail(j, im.r, "%s", im.err[0] ? im.err : strerror(-im.r));
         if (r < 0)
                 return fail(j, r, "%s", err[0] ? err : strerror(-r));
+        *ref = im.ref;
+        snprintf(res->digest, sizeof(res->digest), "%s", im.ref.diff_id);
         j->layer_bytes = res->size;
         j->skipped = res->skipped;
         snprintf(j->first_skipped, sizeof(j->first_skipped), "%s", res->first_skipped);
@@ -443,23 +511,11 @@ static int new_manifest(struct snapshot_job *j, const char *config, size_t confi
         return 0;
 }
 
-/* The layer blob's source for imagestore_get_layer: the tar, from its start. */
-static int open_tar(void *ud, char *err, size_t errlen) {
-        int fd = fcntl(*(int *)ud, F_DUPFD_CLOEXEC, 0);
-
-        if (fd < 0 || lseek(fd, 0, SEEK_SET) < 0) {
-                snprintf(err, errlen, "the snapshot's layer: %s", strerror(errno));
-                if (fd >= 0)
-                        close(fd);
-                return -errno;
-        }
-        return fd;
-}
-
-/* A parent's layer is in the store already (the sandbox holds the image). */
+/* The layers are in the store already (the sandbox holds its image; the snapshot's is
+ * pinned). */
 static int no_source(void *ud, char *err, size_t errlen) {
         (void)ud;
-        snprintf(err, errlen, "a layer of its image is gone from the store");
+        snprintf(err, errlen, "a layer of the image is gone from the store");
         return -ENOENT;
 }
 
@@ -476,14 +532,14 @@ static int put(struct snapshot_job *j, const char *text, char digest[DIGEST_STR_
         return r;
 }
 
-/* The layers of the parent (img) and the new one into the store, their refs into refs
- * (img.nlayers + 1). Pins each (the caller unpins what *ret_pinned says). */
-static int get_layers(struct snapshot_job *j, const struct imagestore_image *img, int tar_fd,
+/* The refs of the parent's layers (img) and the new one (res) into refs (img.nlayers +
+ * 1), all in the store, counted against the image's bounds. Pins each (the caller
+ * unpins what *ret_pinned says). */
+static int get_layers(struct snapshot_job *j, const struct imagestore_image *img,
                       const struct layerwrite_result *res, struct imagestore_layer_ref *refs,
                       size_t *ret_pinned) {
         const struct imagestore_opts *so = imagestore_opts(j->store);
         struct imagestore_blob_source none = {no_source, NULL, NULL, -1};
-        struct imagestore_blob_source tar = {open_tar, &tar_fd, res->digest, (int64_t)res->size};
         struct imagestore_budget budget = {
                 .bytes = j->max_image_bytes,
                 .entries = so->max_image_entries ? so->max_image_entries : UINT64_MAX};
@@ -495,8 +551,8 @@ static int get_layers(struct snapshot_job *j, const struct imagestore_image *img
                 if ((r = imagestore_pin(j->store, id)) < 0)
                         break;
                 *ret_pinned = i + 1;
-                r = imagestore_get_layer(j->store, id, i < img->nlayers ? &none : &tar, &budget,
-                                         &refs[i], j->err, sizeof(j->err));
+                r = imagestore_get_layer(j->store, id, &none, &budget, &refs[i], j->err,
+                                         sizeof(j->err));
                 snprintf(refs[i].diff_id, sizeof(refs[i].diff_id), "%s", id);
         }
         return r;
@@ -520,8 +576,8 @@ static int check_owner_name(struct snapshot_job *j) {
                     name);
 }
 
-/* The image of the parent plus the layer in tar_fd (res), committed under the refs. */
-static int commit(struct snapshot_job *j, int tar_fd, const struct layerwrite_result *res,
+/* The image of the parent plus the new layer (res), committed under the refs. */
+static int commit(struct snapshot_job *j, const struct layerwrite_result *res,
                   int (*stop)(void *), void *ud) {
         struct imagestore_image img;
         struct imagestore_layer_ref *refs = NULL;
@@ -536,7 +592,7 @@ static int commit(struct snapshot_job *j, int tar_fd, const struct layerwrite_re
         if (r == 0)
                 r = new_manifest(j, config, strlen(config), res->digest, res->size, &manifest);
         if (r == 0)
-                r = get_layers(j, &img, tar_fd, res, refs, &pinned);
+                r = get_layers(j, &img, res, refs, &pinned);
         if (r == 0 && stop(ud))
                 r = fail(j, -ECANCELED, "cancelled");
         if (r == 0)
@@ -565,13 +621,14 @@ static int commit(struct snapshot_job *j, int tar_fd, const struct layerwrite_re
 void snapshot_run(struct snapshot_job *j, int (*stop)(void *ud), void *ud) {
         const struct imagestore_opts *so = imagestore_opts(j->store);
         struct imagestore_image parent;
+        struct imagestore_layer_ref layer;
         struct layerwrite_result res;
-        char scratch[NAME_MAX + 1];
         uint64_t budget = 0, used = owner_usage(j);
-        int dfd = -1, tar = -1, r;
+        int r;
 
         j->err[0] = '\0';
         j->manifest[0] = '\0';
+        memset(&layer, 0, sizeof(layer));
         r = imagestore_find(j->store, j->parent, &parent);
         if (r < 0) {
                 j->r = fail(j, r, "its image %s is gone from the store", j->parent);
@@ -580,29 +637,21 @@ void snapshot_run(struct snapshot_job *j, int (*stop)(void *ud), void *ud) {
         if (parent.data_bytes < j->max_image_bytes)
                 budget = j->max_image_bytes - parent.data_bytes;
         imagestore_image_free(&parent);
-        r = imagestore_scratch(j->store, &dfd, scratch);
-        if (r < 0) {
-                j->r = fail(j, r, "image store: %s", strerror(-r));
-                return;
-        }
-        tar = openat(dfd, "layer.tar", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        r = tar < 0 ? fail(j, -errno, "image store: %s", strerror(errno)) : check_owner(j, used, 0);
+        r = check_owner(j, used, 0);
         /* No layer past what the owner has left. */
         if (r == 0 && j->max_snapshot_bytes - used < budget)
                 budget = j->max_snapshot_bytes - used;
         if (r == 0 && stop(ud))
                 r = fail(j, -ECANCELED, "cancelled");
         if (r == 0)
-                r = capture(j, tar, budget, so->max_layer_entries, &res);
+                r = capture(j, budget, so->max_layer_entries, &res, &layer);
         if (r == -EFBIG && budget == j->max_snapshot_bytes - used)
                 r = check_owner(j, used, budget + 1);
         if (r == 0 && stop(ud))
                 r = fail(j, -ECANCELED, "cancelled");
         if (r == 0)
-                r = commit(j, tar, &res, stop, ud);
-        if (tar >= 0)
-                close(tar);
-        close(dfd);
-        imagestore_scratch_remove(j->store, scratch);
+                r = commit(j, &res, stop, ud);
+        if (layer.diff_id[0])
+                imagestore_unpin(j->store, layer.diff_id);
         j->r = r;
 }

@@ -941,7 +941,7 @@ START_TEST(a_full_store_leaves_nothing) {
         c = it_connect(&d);
         base = img_pull(c, layout, "img");
         a = must_create(c, base);
-        expect_out(c, a, NULL, "busybox head -c 30000000 /dev/urandom > /workspace/r && echo ok",
+        expect_out(c, a, NULL, "busybox head -c 55000000 /dev/urandom > /workspace/r && echo ok",
                    "ok\n");
         ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
         n_images = l->n;
