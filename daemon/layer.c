@@ -4,7 +4,8 @@
  * Two libarchive readers are chained: the outer one only decompresses (the "raw"
  * format behind the gzip and zstd filters) and reads the fd through outer_read, which
  * digests the blob; the inner one reads the tar from what the outer one yields, through
- * inner_read, which digests the diff_id and bounds the stream. */
+ * inner_read, which digests the diff_id (unless the blob is not compressed: then the
+ * two are the same bytes, digested once) and bounds the stream. */
 #include "layer.h"
 
 #include <archive.h>
@@ -41,6 +42,7 @@ struct unpack {
         struct digest blob, diff;
         uint64_t stream_bytes; /* uncompressed, so far */
         int too_big;           /* stream_bytes passed its bound */
+        int plain;             /* not compressed: the tar is the blob, one digest for both */
         char *err;
         size_t errlen;
         struct dir_mode *dirs;
@@ -114,7 +116,7 @@ static la_ssize_t pull(struct unpack *u, struct archive *a) {
                 u->too_big = 1;
                 return -1;
         }
-        if (digest_update(&u->diff, u->dbuf, (size_t)n) < 0) {
+        if (!u->plain && digest_update(&u->diff, u->dbuf, (size_t)n) < 0) {
                 archive_set_error(a, EIO, "digesting the layer failed");
                 return -1;
         }
@@ -146,6 +148,8 @@ static int open_streams(struct unpack *u) {
         if (archive_read_open(u->outer, u, NULL, outer_read, NULL) != ARCHIVE_OK ||
             archive_read_next_header(u->outer, &e) != ARCHIVE_OK)
                 return fail(u, -EINVAL, NULL, "not a layer: %s", archive_error_string(u->outer));
+        /* No filter but the reader's own: the same bytes reach both digests. */
+        u->plain = archive_filter_count(u->outer) == 1;
         if (archive_read_open(u->inner, u, NULL, inner_read, NULL) != ARCHIVE_OK)
                 return fail(u, -EINVAL, NULL, "not a tar: %s", archive_error_string(u->inner));
         return 0;
@@ -683,7 +687,9 @@ static int unpack_all(struct unpack *u) {
                 r = apply_dir_modes(u);
         if (r == 0 && digest_final(&u->blob, u->res->blob_digest) < 0)
                 r = fail(u, -EIO, NULL, "digesting the layer failed");
-        if (r == 0 && digest_final(&u->diff, u->res->diff_id) < 0)
+        if (r == 0 && u->plain)
+                memcpy(u->res->diff_id, u->res->blob_digest, sizeof(u->res->diff_id));
+        else if (r == 0 && digest_final(&u->diff, u->res->diff_id) < 0)
                 r = fail(u, -EIO, NULL, "digesting the layer failed");
         u->res->blob_bytes = u->blob.bytes;
         return r;
