@@ -868,6 +868,21 @@ void imagestore_scratch_remove(struct imagestore *s, const char *name) {
         layerns_remove_tree(&s->o.ns, s->tmp_fd, name);
 }
 
+int imagestore_spool(struct imagestore *s) {
+        char name[64];
+        int fd = openat(s->tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+        if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+                return fd >= 0 ? fd : -errno;
+        /* No O_TMPFILE on this filesystem. */
+        snprintf(name, sizeof(name), "spool.%d.%lu", (int)getpid(), (unsigned long)pthread_self());
+        fd = openat(s->tmp_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        (void)unlinkat(s->tmp_fd, name, 0);
+        return fd;
+}
+
 /* Reads layers/HEX/size into l's sizes (entries 0 for a layer an older store unpacked,
  * which did not count them). */
 static int read_layer_size(struct imagestore *s, const char *hex, struct imagestore_layer_ref *l) {

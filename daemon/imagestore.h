@@ -257,4 +257,9 @@ int imagestore_commit(struct imagestore *s, const char *manifest, const char *co
 int imagestore_scratch(struct imagestore *s, int *ret_fd, char *ret_name);
 void imagestore_scratch_remove(struct imagestore *s, const char *name);
 
+/* An unnamed file of ROOT/tmp (O_TMPFILE, or a name unlinked at once), read and
+ * written: gone with its last fd, its pages never written back if that comes soon
+ * enough. The fd, or -errno. */
+int imagestore_spool(struct imagestore *s);
+
 #endif

@@ -83,6 +83,10 @@ static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t 
                 done += (size_t)k;
         }
         w->res.size += n;
+        if (w->o.written && w->o.written(w->o.written_ud, w->res.size) != 0) {
+                w->write_errno = EPIPE;
+                return -1;
+        }
         return (la_ssize_t)n;
 }
 

@@ -61,6 +61,11 @@ struct layerwrite_opts {
         struct layerwrite_map uids, gids;
         int no_digest; /* the reader digests the tar (a snapshot's: imagestore.h); the
                         * result's digest is then "" */
+        /* Called after each write with the tar's bytes so far (may be NULL): a reader
+         * of out_fd's file may read that far (snapshot.c). Non-zero: the reader has
+         * stopped, and the write fails with -EPIPE. */
+        int (*written)(void *ud, uint64_t bytes);
+        void *written_ud;
 };
 
 struct layerwrite_result {

@@ -239,9 +239,25 @@ static int freeze(struct snapshot_job *j) {
 
 /* ---- the layer --------------------------------------------------------------------------- */
 
-/* The import of the snapshot's layer into the store, on a thread of its own: it reads
- * the tar from a pipe as the capture writes it, so the tar is never a file (its bytes
- * written to disk once, as the layer's files, and synced once). */
+/* ---- the capture ----------------------------------------------------------------------- */
+
+/* The capture writes the tar into a spool (an unnamed file of the store's scratch space)
+ * at the speed of reading the sandbox's files, frozen; a pump thread copies the spool
+ * into a pipe as fast as the import, on a thread of its own, unpacks it into the store
+ * (imagestore_import_layer). So the freeze lasts as long as the files take to read, not
+ * as long as their import, and the spool is gone before the import syncs the layer: its
+ * pages are dropped, never written back (what changed is written to disk once). */
+struct spool {
+        pthread_mutex_t mu;
+        pthread_cond_t cond;
+        uint64_t written; /* bytes of the tar in the spool so far */
+        int done;         /* the capture has ended */
+        int failed;       /* ... and failed: the pump stops at once */
+        int stopped;      /* the import stopped reading: the capture stops */
+        int fd;           /* the spool */
+        int out;          /* the pipe's write end (the pump closes it) */
+};
+
 struct import {
         struct imagestore *store;
         struct imagestore_budget budget;
@@ -250,6 +266,70 @@ struct import {
         char err[512];
         int r;
 };
+
+static int spool_written(void *ud, uint64_t bytes) {
+        struct spool *sp = ud;
+        int stopped;
+
+        pthread_mutex_lock(&sp->mu);
+        sp->written = bytes;
+        stopped = sp->stopped;
+        pthread_cond_signal(&sp->cond);
+        pthread_mutex_unlock(&sp->mu);
+        return stopped;
+}
+
+static void spool_done(struct spool *sp, int failed) {
+        pthread_mutex_lock(&sp->mu);
+        sp->done = 1;
+        sp->failed = failed;
+        pthread_cond_signal(&sp->cond);
+        pthread_mutex_unlock(&sp->mu);
+}
+
+/* Copies the spool into the pipe as it grows, until the capture is done and all of it
+ * is copied, or the import stops reading (EPIPE: the capture is told). Closes the
+ * pipe. */
+static void *pump_main(void *ud) {
+        struct spool *sp = ud;
+        char buf[1 << 16]; /* the thread's stack is 8 MiB */
+        uint64_t off = 0;
+
+        for (;;) {
+                uint64_t avail;
+                int done, failed;
+                ssize_t n;
+
+                pthread_mutex_lock(&sp->mu);
+                while (sp->written == off && !sp->done)
+                        pthread_cond_wait(&sp->cond, &sp->mu);
+                avail = sp->written - off;
+                done = sp->done;
+                failed = sp->failed;
+                pthread_mutex_unlock(&sp->mu);
+                if ((avail == 0 && done) || failed)
+                        break;
+                n = pread(sp->fd, buf, avail < sizeof(buf) ? avail : sizeof(buf), (off_t)off);
+                if (n <= 0 && !(n < 0 && errno == EINTR))
+                        break; /* the import sees a cut tar */
+                for (ssize_t k = 0; n > 0 && k < n;) {
+                        ssize_t m = write(sp->out, buf + k, (size_t)(n - k));
+                        if (m < 0 && errno == EINTR)
+                                continue;
+                        if (m <= 0) { /* the import stopped: it says why */
+                                pthread_mutex_lock(&sp->mu);
+                                sp->stopped = 1;
+                                pthread_mutex_unlock(&sp->mu);
+                                goto out;
+                        }
+                        k += m;
+                }
+                off += n > 0 ? (uint64_t)n : 0;
+        }
+out:
+        close(sp->out);
+        return NULL;
+}
 
 static int take_pipe(void *ud, char *err, size_t errlen) {
         int *fd = ud, r = *fd;
@@ -266,16 +346,18 @@ static void *import_main(void *ud) {
 
         im->r = imagestore_import_layer(im->store, &src, &im->budget, &im->ref, im->err,
                                         sizeof(im->err));
-        if (im->fd >= 0) /* never taken: the writer's next write fails */
+        if (im->fd >= 0) /* never taken: the pump's next write fails */
                 close(im->fd);
         return NULL;
 }
 
-/* Writes the sandbox's files as a tar into out, frozen meanwhile. */
-static int write_tar(struct snapshot_job *j, int out, uint64_t budget, uint64_t max_entries,
-                     struct layerwrite_result *res, char *err, size_t errlen) {
+/* Writes the sandbox's files as a tar into the spool, frozen meanwhile. */
+static int write_tar(struct snapshot_job *j, struct spool *sp, uint64_t budget,
+                     uint64_t max_entries, struct layerwrite_result *res, char *err,
+                     size_t errlen) {
         struct layerwrite_opts o = {.max_bytes = budget, .max_entries = max_entries,
-                                    .uids = j->uids, .gids = j->gids, .no_digest = 1};
+                                    .uids = j->uids, .gids = j->gids, .no_digest = 1,
+                                    .written = spool_written, .written_ud = sp};
         struct layerwrite *w = NULL;
         uint64_t t0;
         int r;
@@ -284,7 +366,7 @@ static int write_tar(struct snapshot_job *j, int out, uint64_t budget, uint64_t 
         if ((j->freezer.control || j->freezer.pidns_ino) && (r = freeze(j)) < 0)
                 return r;
         j->signalled = j->freezer.n_stopped;
-        r = layerwrite_open(out, &o, err, errlen, &w);
+        r = layerwrite_open(sp->fd, &o, err, errlen, &w);
         if (r == 0)
                 r = layerwrite_tree(w, j->upper_fd, "", j->upper_kind);
         if (r == 0)
@@ -298,41 +380,75 @@ static int write_tar(struct snapshot_job *j, int out, uint64_t budget, uint64_t 
         return r;
 }
 
+/* The spool and the pipe (sp->fd, sp->out, *in), then the pump and import threads
+ * (*pump, *import). 0, or -errno with nothing left (err set). */
+static int start_threads(struct snapshot_job *j, struct spool *sp, struct import *im,
+                         pthread_t *pump, pthread_t *import) {
+        int p[2] = {-1, -1}, r;
+
+        sp->fd = imagestore_spool(j->store);
+        if (sp->fd < 0)
+                return fail(j, sp->fd, "image store: %s", strerror(-sp->fd));
+        if (pipe2(p, O_CLOEXEC) < 0) {
+                r = -errno;
+                close(sp->fd);
+                return fail(j, r, "a pipe: %s", strerror(-r));
+        }
+        (void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20); /* fewer turns; the default works too */
+        sp->out = p[1];
+        im->fd = p[0];
+        r = -pthread_create(import, NULL, import_main, im);
+        if (r == 0 && (r = -pthread_create(pump, NULL, pump_main, sp)) < 0) {
+                close(p[1]); /* the import sees an empty tar, and ends */
+                pthread_join(*import, NULL);
+                close(sp->fd);
+                return fail(j, r, "a thread: %s", strerror(-r));
+        }
+        if (r < 0) {
+                close(p[0]);
+                close(p[1]);
+                close(sp->fd);
+                return fail(j, r, "a thread: %s", strerror(-r));
+        }
+        return 0;
+}
+
 /* Captures the sandbox's files into a new layer of the store (pinned: *ref, its
  * diff_id in res->digest), its processes frozen while they are read. */
 static int capture(struct snapshot_job *j, uint64_t budget, uint64_t max_entries,
                    struct layerwrite_result *res, struct imagestore_layer_ref *ref) {
         const struct imagestore_opts *so = imagestore_opts(j->store);
+        struct spool sp = {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+                           .fd = -1, .out = -1};
         struct import im = {.store = j->store,
                             .budget = {.bytes = budget,
                                        .entries = so->max_image_entries ? so->max_image_entries
                                                                         : UINT64_MAX},
                             .fd = -1};
         char err[512] = "";
-        pthread_t th;
-        int p[2], r;
+        pthread_t pump, import;
+        int r;
 
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return fail(j, -errno, "a pipe: %s", strerror(errno));
-        (void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20); /* fewer turns; the default works too */
-        im.fd = p[0];
-        r = -pthread_create(&th, NULL, import_main, &im);
-        if (r < 0) {
-                close(p[0]);
-                close(p[1]);
-                return fail(j, r, "a thread: %s", strerror(-r));
-        }
-        r = write_tar(j, p[1], budget, max_entries, res, err, sizeof(err));
-        close(p[1]); /* the end of the tar, or a cut one the import refuses */
-        pthread_join(th, NULL);
+        r = start_threads(j, &sp, &im, &pump, &import);
+        if (r < 0)
+                return r;
+        r = write_tar(j, &sp, budget, max_entries, res, err, sizeof(err));
+        spool_done(&sp, r < 0);
+        pthread_join(pump, NULL);
+        close(sp.fd); /* before the import syncs: its pages go, never written back */
+        pthread_join(import, NULL);
+        pthread_cond_destroy(&sp.cond);
+        pthread_mutex_destroy(&sp.mu);
+        /* A cut tar the import took whole (cut at an entry's end): nobody's layer, which
+         * the store's next collection removes. */
+        if (r < 0 && im.r == 0)
+                imagestore_unpin(j->store, im.ref.diff_id);
+        if (im.r < 0 && (r == 0 || r == -EPIPE)) /* the import stopped first */
+                return fail(j, im.r, "%s", im.err[0] ? im.err : strerror(-im.r));
         if (r == -EFBIG)
                 return fail(j, r, "%s: past sbxd --max-image-size with its image", err);
         if (r == -E2BIG)
                 return fail(j, r, "%s: past the image store's bound of entries a layer", err);
-        if (r < 0 && r != -EPIPE) /* EPIPE: the import stopped first, and says why */
-                return fail(j, r, "%s", err[0] ? err : strerror(-r));
-        if (im.r < 0)
-                return fail(j, im.r, "%s", im.err[0] ? im.err : strerror(-im.r));
         if (r < 0)
                 return fail(j, r, "%s", err[0] ? err : strerror(-r));
         *ref = im.ref;

@@ -974,6 +974,44 @@ START_TEST(a_full_store_leaves_nothing) {
 }
 END_TEST
 
+/* The import refuses the layer as it reads it (past --max-image-entries, 1000, with 3000
+ * files in the workspace): the capture, which spools the tar ahead of the import, stops
+ * too and the answer is the import's reason, not a broken pipe; nothing is left and the
+ * sandbox runs on. */
+START_TEST(an_import_refusal_stops_the_capture) {
+        static const char *const few[] = {"--warm", "0", "--spares", "0", "--max-image-entries",
+                                          "1000", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_image *img = NULL;
+        struct sbx_image_list *l = NULL;
+        char *base, *a;
+        sbx_client *c;
+
+        it_daemon_start(&d, few);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL,
+                   "cd /workspace && busybox seq 3000 | busybox xargs busybox touch && "
+                   "busybox ls | busybox wc -l",
+                   "3000\n");
+        ck_assert_int_eq(sbx_snapshot(c, a, "many", &img), SBX_RESOURCE_EXHAUSTED);
+        ck_assert_msg(strstr(sbx_error_message(c), "entries") &&
+                              !strstr(sbx_error_message(c), "Broken pipe"),
+                      "%s", sbx_error_message(c));
+        ck_assert_int_eq(scratch_empties(&d), 0);
+        ck_assert_int_eq(sbx_image_list(c, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1);
+        sbx_image_list_free(l);
+        expect_out(c, a, NULL, "echo still", "still\n");
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot_attacks");
 
@@ -996,6 +1034,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, a_full_store_leaves_nothing, 240, it_fixture_setup_var,
                           teardown_mount);
         SBX_ADD_TEST_CASE(s, many_at_once, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, an_import_refusal_stops_the_capture, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, daemon_killed_mid_snapshot, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, forged_snapshot_bytes_label, 240, it_fixture_setup_var,
