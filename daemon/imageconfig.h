@@ -35,6 +35,7 @@ struct imageconfig {
 #define IMAGECONFIG_LABEL_SANDBOX   "io.sbxd.snapshot.sandbox"
 #define IMAGECONFIG_LABEL_PARENT    "io.sbxd.snapshot.parent"
 #define IMAGECONFIG_LABEL_BYTES     "io.sbxd.snapshot.bytes"
+#define IMAGECONFIG_LABEL_POLICY    "io.sbxd.snapshot.policy"
 
 /* Reads the config in len bytes of buf (imageconfig_load: what fd reads to its end)
  * into *ret, which the caller frees with imageconfig_free. -EINVAL when it is not JSON

@@ -11,6 +11,7 @@
 #include "cgroup.h"
 #include "disk.h"
 #include "images.h"
+#include "pbjson.h"
 #include "sandbox_int.h"
 #include "sbimage.h"
 #include "sbx_limits.h"
@@ -121,6 +122,15 @@ static int refs_of(const struct sandbox *sb, uid_t caller, const char *name,
         return 0;
 }
 
+/* sb's effective policy as compact JSON (malloc()ed), or NULL when out of memory. */
+static char *policy_json(const struct sandbox *sb) {
+        json_t *o = sb->spec->policy ? pbjson_of(&sb->spec->policy->base) : json_object();
+        char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+
+        json_decref(o);
+        return s;
+}
+
 int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snapshot_job *j,
                  char *err, size_t errlen) {
         const Sbx__V1__Limits *l = sb->spec->policy->limits;
@@ -174,7 +184,7 @@ int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snap
                 return r;
         snprintf(j->parent, sizeof(j->parent), "%s", sb->image->digest);
         snprintf(j->owner_prefix, sizeof(j->owner_prefix), "%u/", (unsigned)sb->owner_uid);
-        if (!(j->sandbox_id = strdup(sb->id))) {
+        if (!(j->sandbox_id = strdup(sb->id)) || !(j->policy = policy_json(sb))) {
                 snprintf(err, errlen, "daemon out of memory");
                 return -ENOMEM;
         }

@@ -46,6 +46,8 @@ void snapshot_job_clear(struct snapshot_job *j) {
                 close(j->ws_fd);
         j->upper_fd = j->ws_fd = -1;
         free(j->sandbox_id);
+        free(j->policy);
+        j->policy = NULL;
         for (i = 0; i < j->n_refs; i++)
                 free(j->refs[i]);
         free(j->freezer.control);
@@ -568,6 +570,8 @@ static int new_config(struct snapshot_job *j, const struct layerwrite_result *re
             json_object_set_new(labels, IMAGECONFIG_LABEL_SANDBOX, json_string(j->sandbox_id)) < 0 ||
             json_object_set_new(labels, IMAGECONFIG_LABEL_PARENT, json_string(j->parent)) < 0 ||
             json_object_set_new(labels, IMAGECONFIG_LABEL_BYTES, json_string(bytes)) < 0 ||
+            (j->policy &&
+             json_object_set_new(labels, IMAGECONFIG_LABEL_POLICY, json_string(j->policy)) < 0) ||
             json_object_set_new(rootfs, "type", json_string("layers")) < 0 ||
             json_object_set_new(c, "created", json_string(when)) < 0 ||
             !(*ret = json_dumps(c, JSON_COMPACT))) {

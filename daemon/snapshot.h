@@ -58,6 +58,7 @@ struct snapshot_job {
         struct imagestore *store;
         char parent[DIGEST_STR_BYTES]; /* the sandbox's image (manifest digest), held */
         char *sandbox_id;
+        char *policy; /* its effective policy as JSON (pbjson.h), for the config's label */
         /* "UID/NAME": the owner's (the layer's import's), then the caller's when another
          * user took it; both committed, the owner's only when it names no image yet. */
         char *refs[2];

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "asbob.h"
 #include "imgtest.h"
 #include "itutil.h"
@@ -22,10 +24,38 @@
 static const char *const flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
                                     "--keep-sandboxes", NULL};
 
+/* The JSON of blob digest in d's image store (freed with json_decref). */
+static json_t *store_blob(const struct it_daemon *d, const char *digest) {
+        char path[900];
+        json_error_t e;
+        json_t *j;
+
+        snprintf(path, sizeof(path), "%s/images/blobs/sha256/%s", d->state, digest + 7);
+        j = json_load_file(path, 0, &e);
+        ck_assert_msg(j, "%s: %s", path, e.text);
+        return j;
+}
+
+/* The config of the image of manifest digest has the label key, which holds want. */
+static void expect_label(const struct it_daemon *d, const char *digest, const char *key,
+                         const char *want) {
+        json_t *m = store_blob(d, digest), *c;
+        const char *v;
+
+        c = store_blob(d, json_string_value(json_object_get(json_object_get(m, "config"),
+                                                            "digest")));
+        v = json_string_value(json_object_get(
+                json_object_get(json_object_get(c, "config"), "Labels"), key));
+        ck_assert_msg(v && strstr(v, want), "%s: %s, not %s", key, v ? v : "(none)", want);
+        json_decref(c);
+        json_decref(m);
+}
+
 /* What a sandbox changed in its root (a file, a deletion, a directory replaced) and in
  * its workspace (files of its user's) is what a sandbox made from its snapshot starts
- * with; the image's layers and the first sandbox are as they were; a snapshot of that
- * one stacks; the names are the owner's; the snapshot outlives a restart. */
+ * with; its config's labels name the sandbox, its image and its policy; the image's
+ * layers and the first sandbox are as they were; a snapshot of that one stacks; the
+ * names are the owner's; the snapshot outlives a restart. */
 START_TEST(root_and_workspace_come_back) {
         struct it_daemon d;
         const char *layout = make_image();
@@ -47,6 +77,9 @@ START_TEST(root_and_workspace_come_back) {
                    "echo two > /workspace/d/f && busybox ln -s w /workspace/l && echo ok",
                    "ok\n");
         s1 = snap(c, a, "snap-one:v1");
+        expect_label(&d, s1, "io.sbxd.snapshot.sandbox", a);
+        expect_label(&d, s1, "io.sbxd.snapshot.parent", base);
+        expect_label(&d, s1, "io.sbxd.snapshot.policy", "\"network\":\"NETWORK_NONE\"");
         /* The first goes on, as it was. */
         expect_out(c, a, NULL, "busybox cat /workspace/w /etc/changed", "mine\nchanged\n");
 
