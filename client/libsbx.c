@@ -228,35 +228,49 @@ enum sbx_code sbx_create(sbx_client *c, const struct sbx_create_opts *o, struct 
         return finish_sandbox(c, rc, resp, ret);
 }
 
+/* Sends req (its body set), answered with a SandboxInfo into *ret (ret NULL: the body
+ * may be absent). */
+static enum sbx_code sandbox_request(sbx_client *c, Sbx__V1__Request *req,
+                                     struct sbx_sandbox **ret) {
+        struct exchange k = {
+                .req = req, .want = SBX__V1__RESPONSE__BODY_SANDBOX, .body_optional = !ret};
+        Sbx__V1__Response *resp;
+        enum sbx_code rc = transport_call(c, &k, &resp);
+
+        return finish_sandbox(c, rc, resp, ret);
+}
+
+/* The checks every request about sandbox id starts with. */
+static enum sbx_code sandbox_request_begin(sbx_client *c, const char *id,
+                                           struct sbx_sandbox **ret) {
+        if (!c)
+                return SBX_INVALID_ARGUMENT;
+        if (ret)
+                *ret = NULL;
+        transport_clear_error(c);
+        return check_id(c, id) == SBX_OK ? SBX_OK : SBX_INVALID_ARGUMENT;
+}
+
 /* GetSandbox and Terminate: a request with only a sandbox ID, answered with SandboxInfo. */
 static enum sbx_code id_call(sbx_client *c, const char *id, bool terminate,
                              struct sbx_sandbox **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__GetSandbox get = SBX__V1__GET_SANDBOX__INIT;
         Sbx__V1__Terminate term = SBX__V1__TERMINATE__INIT;
-        struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX};
-        Sbx__V1__Response *resp;
-        enum sbx_code rc;
+        enum sbx_code rc = sandbox_request_begin(c, id, ret);
 
-        if (!c)
-                return SBX_INVALID_ARGUMENT;
-        if (ret)
-                *ret = NULL;
-        transport_clear_error(c);
-        if (check_id(c, id) != SBX_OK)
-                return SBX_INVALID_ARGUMENT;
+        if (rc != SBX_OK)
+                return rc;
         if (terminate) {
                 term.sandbox_id = unconst(id);
                 req.body_case = SBX__V1__REQUEST__BODY_TERMINATE;
                 req.terminate = &term;
-                k.body_optional = ret == NULL;
         } else {
                 get.sandbox_id = unconst(id);
                 req.body_case = SBX__V1__REQUEST__BODY_GET_SANDBOX;
                 req.get_sandbox = &get;
         }
-        rc = transport_call(c, &k, &resp);
-        return finish_sandbox(c, rc, resp, ret);
+        return sandbox_request(c, &req, ret);
 }
 
 enum sbx_code sbx_get(sbx_client *c, const char *id, struct sbx_sandbox **ret) {
@@ -273,43 +287,26 @@ enum sbx_code sbx_set_timeout(sbx_client *c, const char *id, uint64_t timeout_ms
                               struct sbx_sandbox **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__SetTimeout st = SBX__V1__SET_TIMEOUT__INIT;
-        struct exchange k = {
-                .req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX, .body_optional = !ret};
-        Sbx__V1__Response *resp;
-        enum sbx_code rc;
+        enum sbx_code rc = sandbox_request_begin(c, id, ret);
 
-        if (!c)
-                return SBX_INVALID_ARGUMENT;
-        if (ret)
-                *ret = NULL;
-        transport_clear_error(c);
-        if (check_id(c, id) != SBX_OK)
-                return SBX_INVALID_ARGUMENT;
+        if (rc != SBX_OK)
+                return rc;
         st.sandbox_id = unconst(id);
         st.has_timeout_ms = 1;
         st.timeout_ms = timeout_ms;
         req.body_case = SBX__V1__REQUEST__BODY_SET_TIMEOUT;
         req.set_timeout = &st;
-        rc = transport_call(c, &k, &resp);
-        return finish_sandbox(c, rc, resp, ret);
+        return sandbox_request(c, &req, ret);
 }
 
 enum sbx_code sbx_restore(sbx_client *c, const char *id, const char *image,
                           struct sbx_sandbox **ret) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
         Sbx__V1__RestoreSandbox rs = SBX__V1__RESTORE_SANDBOX__INIT;
-        struct exchange k = {
-                .req = &req, .want = SBX__V1__RESPONSE__BODY_SANDBOX, .body_optional = !ret};
-        Sbx__V1__Response *resp;
-        enum sbx_code rc;
+        enum sbx_code rc = sandbox_request_begin(c, id, ret);
 
-        if (!c)
-                return SBX_INVALID_ARGUMENT;
-        if (ret)
-                *ret = NULL;
-        transport_clear_error(c);
-        if (check_id(c, id) != SBX_OK)
-                return SBX_INVALID_ARGUMENT;
+        if (rc != SBX_OK)
+                return rc;
         if (!image || !image[0])
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL,
                                       "sbx_restore: image is required (a snapshot's name or "
@@ -318,8 +315,7 @@ enum sbx_code sbx_restore(sbx_client *c, const char *id, const char *image,
         rs.image = unconst(image);
         req.body_case = SBX__V1__REQUEST__BODY_RESTORE_SANDBOX;
         req.restore_sandbox = &rs;
-        rc = transport_call(c, &k, &resp);
-        return finish_sandbox(c, rc, resp, ret);
+        return sandbox_request(c, &req, ret);
 }
 
 enum sbx_code sbx_list(sbx_client *c, const struct sbx_list_opts *opts,
