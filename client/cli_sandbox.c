@@ -627,7 +627,8 @@ static size_t create_spec(struct cli_opt spec[C_LIMIT + LIBSBX_N_LIMITS + 1],
 }
 
 /* Room in st for the lists of o and what argc arguments can add. 0 or an exit status. */
-static int create_state_alloc(struct cli_create_state *st, int argc, const struct sbx_create_opts *o) {
+static int create_state_alloc(struct cli_create_state *st, int argc,
+                              const struct sbx_create_opts *o) {
         const struct sbx_policy *p = &o->policy;
         size_t n = (size_t)argc;
 
@@ -828,8 +829,8 @@ static void create_lists(struct sbx_create_opts *o, struct cli_create_state *st)
         }
         after_base(st->writable, &st->n_writable, p->writable_paths.v, p->writable_paths.n,
                    sizeof(char *));
-        after_base(st->deny_read, &st->n_deny_read, p->denied_read_paths.v,
-                   p->denied_read_paths.n, sizeof(char *));
+        after_base(st->deny_read, &st->n_deny_read, p->denied_read_paths.v, p->denied_read_paths.n,
+                   sizeof(char *));
         after_base(st->deny_write, &st->n_deny_write, p->denied_write_paths.v,
                    p->denied_write_paths.n, sizeof(char *));
         after_base(st->env, &st->n_env, o->env, o->n_env, sizeof(char *));
@@ -883,8 +884,7 @@ static int parse_create(struct cli *cli, int argc, char **argv,
                         return cli_usage_error("unexpected argument '%s' for sbx create", p.arg);
                 if (k == CLI_OPT_POS || (size_t)k >= st->first_extra)
                         rc = extra->on_opt(extra->userdata,
-                                           k == CLI_OPT_POS ? k : k - (int)st->first_extra,
-                                           p.arg);
+                                           k == CLI_OPT_POS ? k : k - (int)st->first_extra, p.arg);
                 else
                         rc = create_option(k, cmd, p.arg, o, st, json);
                 if (rc)

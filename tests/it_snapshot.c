@@ -401,11 +401,11 @@ START_TEST(fork_overrides) {
         ck_assert_uint_eq(l->n, 1); /* the source only */
         sbx_sandbox_list_free(l);
 
-        ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, &err,
-                                (const char *const[]){"fork", "-n", "2", "--memory", "512M",
-                                                      "--network", "none", "--label", "run=2",
-                                                      src->id, NULL}),
-                         0);
+        ck_assert_int_eq(
+                it_sbx(&d, NULL, 0, &out, &err,
+                       (const char *const[]){"fork", "-n", "2", "--memory", "512M", "--network",
+                                             "none", "--label", "run=2", src->id, NULL}),
+                0);
         for (id = strtok_r(out, "\n", &save); id; id = strtok_r(NULL, "\n", &save), n++) {
                 ck_assert_msg(sbx_get(c, id, &s) == SBX_OK, "%s", sbx_error_message(c));
                 ck_assert_uint_eq(s->policy.limits.memory_bytes, 512u << 20);
