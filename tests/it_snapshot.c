@@ -352,9 +352,10 @@ START_TEST(fork_five_diverge) {
 END_TEST
 
 /* sbx fork with options of sbx create: those given replace the source's (--memory,
- * --network; --label K=V its label K), the rest stays the source's (its other labels,
- * its other limits). A bad value, --id or --image is a usage error naming the option
- * before anything is made: no snapshot, no sandbox. */
+ * --network; --label K=V its label K), a list option adds to the source's list
+ * (--writable), the rest stays the source's (its other labels, its other limits). A bad
+ * value, --id or --image is a usage error naming the option before anything is made: no
+ * snapshot, no sandbox. */
 START_TEST(fork_overrides) {
         static const char *const bad[][2] = {
                 {"--memory", "lots"}, {"--network", "some"}, {"--id", "one"}, {"--image", "img"}};
@@ -368,10 +369,15 @@ START_TEST(fork_overrides) {
         struct sbx_image_list *imgs = NULL;
         struct sbx_create_opts o;
         struct sbx_sandbox *src = NULL, *s = NULL;
-        char *base, *out = NULL, *err = NULL, *id, *save = NULL;
+        char *base, *out = NULL, *err = NULL, *id, *save = NULL, mine[600], added[600];
+        char *wv[1] = {mine};
         sbx_client *c;
         size_t n = 0;
 
+        snprintf(mine, sizeof(mine), "%s/fork-mine", it_base_dir());
+        snprintf(added, sizeof(added), "%s/fork-added", it_base_dir());
+        ck_assert_int_eq(mkdir(mine, 0755), 0);
+        ck_assert_int_eq(mkdir(added, 0755), 0);
         it_daemon_start(&d, flags);
         c = it_connect(&d);
         base = img_pull(c, layout, "img");
@@ -383,6 +389,7 @@ START_TEST(fork_overrides) {
         o.policy.limits.memory_bytes = 256u << 20;
         o.policy.limits.processes = 100;
         o.policy.limits.set |= SBX_LIMIT_MEMORY | SBX_LIMIT_PROCESSES;
+        o.policy.writable_paths = (struct sbx_strv){wv, 1};
         ck_assert_msg(sbx_create(c, &o, &src) == SBX_OK, "%s", sbx_error_message(c));
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, &err,
@@ -404,7 +411,8 @@ START_TEST(fork_overrides) {
         ck_assert_int_eq(
                 it_sbx(&d, NULL, 0, &out, &err,
                        (const char *const[]){"fork", "-n", "2", "--memory", "512M", "--network",
-                                             "none", "--label", "run=2", src->id, NULL}),
+                                             "none", "--label", "run=2", "--writable", added,
+                                             src->id, NULL}),
                 0);
         for (id = strtok_r(out, "\n", &save); id; id = strtok_r(NULL, "\n", &save), n++) {
                 ck_assert_msg(sbx_get(c, id, &s) == SBX_OK, "%s", sbx_error_message(c));
@@ -415,6 +423,9 @@ START_TEST(fork_overrides) {
                 for (size_t i = 0; i < 2; i++)
                         ck_assert_str_eq(s->labels[i].value,
                                          strcmp(s->labels[i].key, "team") == 0 ? "a" : "2");
+                ck_assert_uint_eq(s->policy.writable_paths.n, 2);
+                ck_assert_str_eq(s->policy.writable_paths.v[0], mine);
+                ck_assert_str_eq(s->policy.writable_paths.v[1], added);
                 ck_assert_ptr_nonnull(s->image_digest);
                 sbx_sandbox_free(s);
                 s = NULL;
@@ -426,6 +437,7 @@ START_TEST(fork_overrides) {
         ck_assert_int_eq(sbx_get(c, src->id, &s), SBX_OK);
         ck_assert_uint_eq(s->policy.limits.memory_bytes, 256u << 20);
         ck_assert_int_eq(s->policy.network, SBX_NETWORK_FULL);
+        ck_assert_uint_eq(s->policy.writable_paths.n, 1);
         sbx_sandbox_free(s);
         sbx_sandbox_free(src);
         free(base);
