@@ -814,8 +814,9 @@ static void labels_after_base(const struct sbx_create_opts *o, struct cli_create
 }
 
 /* o's lists once every option is read: those o was filled with, then the command
- * line's; o's allowlist only while the network stays allowlist (--allow-host and
- * --allow-cidr without --network make it allowlist). */
+ * line's; o's allowlist only while the network stays allowlist. --allow-host and
+ * --allow-cidr without --network make it allowlist; with another --network the daemon
+ * says they need it. */
 static void create_lists(struct sbx_create_opts *o, struct cli_create_state *st) {
         struct sbx_policy *p = &o->policy;
 
