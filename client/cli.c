@@ -109,10 +109,13 @@ static const struct command commands[] = {
          "capture a sandbox made from an image, its root and /workspace, as an image\n"
          "      of its owner's (NAME, else localhost/ID:UNIXMS; printed with its digest),\n"
          "      its processes frozen meanwhile: sbx create --image NAME starts from it"},
-        {"fork", cmd_fork, "fork [-n|--count N] [--name NAME] [--json] ID",
+        {"fork", cmd_fork, "fork [-n|--count N] [--name NAME] [--json] [CREATE OPTIONS] ID",
          "make N sandboxes (default 1, at most 256) with a sandbox's files at one\n"
-         "      instant (one snapshot, NAME or the default) and its policy, labels and\n"
-         "      shares; print their IDs (--json: an array). Processes are not copied"},
+         "      instant (one snapshot, NAME or the default) and its policy, labels,\n"
+         "      shares and idle timeout, but for what the options of sbx create given\n"
+         "      change (not --id nor --image; a list option adds to the sandbox's list,\n"
+         "      --label K=V replaces its K); print their IDs (--json: an array).\n"
+         "      Processes are not copied"},
         {"restore", cmd_restore, "restore [--json] ID SNAPSHOT",
          "put a sandbox's files back to a snapshot's (any image of yours and its\n"
          "      owner's): its processes are ended, its root and /workspace are the\n"

@@ -265,6 +265,36 @@ int cli_json_print(FILE *f, const struct json_t *v);
 
 /* ---- commands ---------------------------------------------------------------------------- */
 
+/* The options a command takes besides those of `sbx create` (sbx fork's). */
+struct cli_create_extra {
+        const struct cli_opt *opts; /* ended by a NULL name; at most 4 */
+        /* Called for each of them given (k: its index in opts, arg: its value or NULL) and
+         * for each positional word (k: CLI_OPT_POS): 0, or an exit status (printed). */
+        int (*on_opt)(void *userdata, int k, const char *arg);
+        void *userdata;
+};
+
+/* The options of `sbx create` parsed (cli_parse_create). */
+struct cli_create_args {
+        struct sbx_create_opts opts;
+        bool json;                      /* --json */
+        struct cli_create_state *state; /* what opts points to (but what it was filled with) */
+};
+
+/* Parses argv (argv[0] names the command for messages) as the options of `sbx create`
+ * over a->opts as the caller filled it (sbx_create_opts_init, or a sandbox's settings
+ * with sbx_create_opts_from_sandbox for sbx fork): an option of one value replaces
+ * a->opts's; one that adds to a list (--writable, --deny-read, --deny-write, --env,
+ * --share-uid, --allow-host, --allow-cidr) adds to a->opts's list; --label KEY=VALUE
+ * replaces a->opts's label KEY, or adds one; a->opts's allowlist stays only while the
+ * network stays allowlist. a->opts may point into what it was filled from afterwards.
+ * extra (NULL: none) adds the command's own options and takes the positional words
+ * (without it one is a usage error). 0; -1 after --help (the usage shown); or an exit
+ * status (the error printed). cli_create_args_free in every case. */
+int cli_parse_create(struct cli *cli, int argc, char **argv, const struct cli_create_extra *extra,
+                     struct cli_create_args *a);
+void cli_create_args_free(struct cli_create_args *a);
+
 /* Parses the options of `sbx create` (argv[0] names the command for messages) and
  * creates the sandbox: 0 and *ret (sbx_sandbox_free), 0 and *ret NULL when --help was
  * shown, or an exit status (the error printed). ret_json (may be NULL) gets --json. */

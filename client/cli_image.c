@@ -658,62 +658,107 @@ int cmd_snapshot(struct cli *cli, int argc, char **argv) {
 /* The most sandboxes one sbx fork makes. */
 #define CLI_MAX_FORKS 256u
 
-int cmd_fork(struct cli *cli, int argc, char **argv) {
-        static const struct cli_opt opts[] = {
-                {"json", false, 0}, {"count", true, 'n'}, {"name", true, 0}, {NULL, false, 0}};
-        struct sbx_fork_opts fo = {.count = 1};
-        struct sbx_fork *f = NULL;
-        const char *id = NULL;
-        struct cli_opts p;
-        uint64_t count;
-        sbx_client *c;
-        bool json = false;
-        enum sbx_code rc;
-        int k, status = 0;
+/* sbx fork's own options (the others are sbx create's) and its sandbox ID. */
+enum { F_COUNT, F_NAME };
+static const struct cli_opt fork_opts[] = {
+        [F_COUNT] = {"count", true, 'n'}, [F_NAME] = {"name", true, 0}, {NULL, false, 0}};
 
-        cli_opts_init(&p, cli, argc, argv, opts);
-        while (!status && (k = cli_opts_next(&p)) != CLI_OPT_END) {
-                if (k == CLI_OPT_ERR)
-                        status = CLI_EXIT_ERROR;
-                else if (k == CLI_OPT_HELP)
-                        status = -1;
-                else if (k == CLI_OPT_POS && id)
-                        status = cli_usage_error("sbx fork takes one sandbox ID");
-                else if (k == CLI_OPT_POS)
-                        id = p.arg;
-                else if (k == 0)
-                        json = true;
-                else if (k == 1 && (cli_parse_uint(p.arg, CLI_MAX_FORKS, &count) < 0 || !count))
-                        status = cli_bad_value("fork", "--count", p.arg, "1 to 256");
-                else if (k == 1)
-                        fo.count = (unsigned)count;
-                else
-                        fo.snapshot_name = p.arg;
-        }
-        if (status < 0)
-                cli_usage(stdout, "fork");
+struct fork_args {
+        const char *id;
+        struct sbx_fork_opts fo;
+};
+
+static int fork_opt(void *userdata, int k, const char *arg) {
+        struct fork_args *a = userdata;
+        uint64_t count;
+
+        if (k == CLI_OPT_POS && a->id)
+                return cli_usage_error("sbx fork takes one sandbox ID");
+        if (k == CLI_OPT_POS)
+                a->id = arg;
+        else if (k == F_NAME)
+                a->fo.snapshot_name = arg;
+        else if (cli_parse_uint(arg, CLI_MAX_FORKS, &count) < 0 || !count)
+                return cli_bad_value("fork", "--count", arg, "1 to 256");
+        else
+                a->fo.count = (unsigned)count;
+        return 0;
+}
+
+/* Parses fork's command line over the settings of src (NULL: the defaults) into *ca and
+ * *fa. 0, -1 after --help, or an exit status (printed). */
+static int parse_fork(struct cli *cli, int argc, char **argv, const struct sbx_sandbox *src,
+                      struct cli_create_args *ca, struct fork_args *fa) {
+        const struct cli_create_extra extra = {fork_opts, fork_opt, fa};
+        int status;
+
+        *fa = (struct fork_args){.fo.count = 1};
+        if (src)
+                sbx_create_opts_from_sandbox(&ca->opts, src);
+        else
+                sbx_create_opts_init(&ca->opts);
+        status = cli_parse_create(cli, argc, argv, &extra, ca);
         if (status)
-                return status < 0 ? 0 : status;
-        if (!id)
-                return cli_usage_error("sbx fork needs a sandbox ID");
-        if ((status = cli_connect(cli, &c)) != 0)
                 return status;
-        rc = sbx_fork(c, id, &fo, &f);
-        if (rc != SBX_OK) {
-                status = cli_client_error(c, rc);
-        } else if (json) {
-                json_t *a = json_array();
-                for (size_t i = 0; a && i < f->n; i++)
-                        json_array_append_new(a, json_string(f->ids[i]));
-                status = a && cli_json_print(stdout, a) == 0 ? 0 : CLI_EXIT_ERROR;
-                json_decref(a);
-        } else {
+        if (!fa->id)
+                return cli_usage_error("sbx fork needs a sandbox ID");
+        if (ca->opts.id)
+                return cli_usage_error("sbx fork takes no --id: its sandboxes get new IDs, one "
+                                       "each");
+        if (ca->opts.image)
+                return cli_usage_error("sbx fork takes no --image: its sandboxes start from a "
+                                       "snapshot of the sandbox ID");
+        return 0;
+}
+
+static int print_fork(const struct sbx_fork *f, bool json) {
+        json_t *a;
+        int status;
+
+        if (!json) {
                 for (size_t i = 0; i < f->n; i++)
                         printf("%s\n", f->ids[i]);
+                return 0;
         }
-        sbx_fork_free(f);
-        sbx_close(c);
+        a = json_array();
+        for (size_t i = 0; a && i < f->n; i++)
+                json_array_append_new(a, json_string(f->ids[i]));
+        status = a && cli_json_print(stdout, a) == 0 ? 0 : CLI_EXIT_ERROR;
+        json_decref(a);
         return status;
+}
+
+/* sbx fork [-n N] [--name NAME] [--json] [CREATE OPTIONS] ID: the options of sbx create
+ * over the source's settings. The command line is parsed twice: first over the
+ * defaults, so that every value is checked and the ID found before the daemon is asked
+ * anything (a bad one makes no snapshot), then over the source's settings (sbx_get). */
+int cmd_fork(struct cli *cli, int argc, char **argv) {
+        struct cli_create_args ca = {0};
+        struct sbx_sandbox *src = NULL;
+        struct sbx_fork *f = NULL;
+        struct fork_args fa;
+        sbx_client *c = NULL;
+        enum sbx_code rc;
+        int status = parse_fork(cli, argc, argv, NULL, &ca, &fa);
+
+        cli_create_args_free(&ca);
+        if (status)
+                return status < 0 ? 0 : status;
+        if ((status = cli_connect(cli, &c)) != 0)
+                return status;
+        rc = sbx_get(c, fa.id, &src);
+        if (rc != SBX_OK) {
+                status = cli_client_error(c, rc);
+        } else if ((status = parse_fork(cli, argc, argv, src, &ca, &fa)) == 0) {
+                fa.fo.create = &ca.opts;
+                rc = sbx_fork(c, fa.id, &fa.fo, &f);
+                status = rc == SBX_OK ? print_fork(f, ca.json) : cli_client_error(c, rc);
+        }
+        cli_create_args_free(&ca);
+        sbx_fork_free(f);
+        sbx_sandbox_free(src);
+        sbx_close(c);
+        return status < 0 ? 0 : status;
 }
 
 int cmd_image(struct cli *cli, int argc, char **argv) {

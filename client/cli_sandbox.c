@@ -500,7 +500,7 @@ static bool kv_ok(const char *s) {
 }
 
 /* Everything create allocates, freed in one place. */
-struct create_state {
+struct cli_create_state {
         char **writable, **deny_read, **deny_write, **env, **paths;
         size_t n_writable, n_deny_read, n_deny_write, n_env, n_paths;
         char **allow_host, **allow_cidr; /* --allow-host, --allow-cidr (argv's strings) */
@@ -508,16 +508,19 @@ struct create_state {
         bool network_set; /* --network given: --allow-* imply no mode */
         struct sbx_label *labels;
         size_t n_labels;
+        size_t n_base_labels; /* labels[0..n_base_labels): those of the options parsed
+                                 over, which are not owned here */
         uint32_t *share_uids;
         size_t n_share_uids;
         /* the option index k >= C_LIMIT of a limit's flag: its row, limit_rows[k - C_LIMIT] */
         const struct libsbx_limit *limit_rows[LIBSBX_N_LIMITS];
+        size_t first_extra; /* the option index of the caller's first own option */
 };
 
-static void create_state_free(struct create_state *st) {
+static void create_state_free(struct cli_create_state *st) {
         for (size_t i = 0; i < st->n_paths; i++)
                 free(st->paths[i]);
-        for (size_t i = 0; i < st->n_labels; i++)
+        for (size_t i = st->n_base_labels; i < st->n_labels; i++)
                 free(st->labels[i].key); /* value points into the same allocation */
         free(st->writable);
         free(st->deny_read);
@@ -531,7 +534,7 @@ static void create_state_free(struct create_state *st) {
 }
 
 /* Makes path absolute, remembers the copy for freeing, and appends it to v. */
-static int add_path(struct create_state *st, char **v, size_t *n, const char *path) {
+static int add_path(struct cli_create_state *st, char **v, size_t *n, const char *path) {
         char *a = absolute(path);
         if (!a)
                 return cli_error(SBX_INTERNAL, "cannot make '%s' absolute: %s", path,
@@ -602,10 +605,13 @@ static const struct cli_opt create_opts[C_LIMIT] = {
         [C_IMAGE] = {"image", true, 0},
 };
 
+/* The most options a command adds to create's (cli_create_extra). */
+#define CREATE_MAX_EXTRA 4
+
 /* The options of create: create_opts, then the flag of each limit that has one (its
- * row in rows[k - C_LIMIT] for option k), then the end. */
-static void create_spec(struct cli_opt spec[C_LIMIT + LIBSBX_N_LIMITS + 1],
-                        const struct libsbx_limit *rows[LIBSBX_N_LIMITS]) {
+ * row in rows[k - C_LIMIT] for option k), then the end. Returns the index of the end. */
+static size_t create_spec(struct cli_opt spec[C_LIMIT + LIBSBX_N_LIMITS + 1],
+                          const struct libsbx_limit *rows[LIBSBX_N_LIMITS]) {
         size_t n = C_LIMIT;
 
         memcpy(spec, create_opts, sizeof(create_opts));
@@ -617,21 +623,24 @@ static void create_spec(struct cli_opt spec[C_LIMIT + LIBSBX_N_LIMITS + 1],
                 spec[n++] = (struct cli_opt){t->flag + 2, true, 0}; /* without the "--" */
         }
         spec[n] = (struct cli_opt){NULL, false, 0};
+        return n;
 }
 
-/* Room in st for what argc arguments can add. 0 or an exit status. */
-static int create_state_alloc(struct create_state *st, int argc) {
+/* Room in st for the lists of o and what argc arguments can add. 0 or an exit status. */
+static int create_state_alloc(struct cli_create_state *st, int argc,
+                              const struct sbx_create_opts *o) {
+        const struct sbx_policy *p = &o->policy;
         size_t n = (size_t)argc;
 
-        st->writable = calloc(n, sizeof(char *));
-        st->deny_read = calloc(n, sizeof(char *));
-        st->deny_write = calloc(n, sizeof(char *));
-        st->env = calloc(n, sizeof(char *));
+        st->writable = calloc(n + p->writable_paths.n, sizeof(char *));
+        st->deny_read = calloc(n + p->denied_read_paths.n, sizeof(char *));
+        st->deny_write = calloc(n + p->denied_write_paths.n, sizeof(char *));
+        st->env = calloc(n + o->n_env, sizeof(char *));
         st->paths = calloc(n, sizeof(char *));
-        st->labels = calloc(n, sizeof(*st->labels));
-        st->share_uids = calloc(n, sizeof(uint32_t));
-        st->allow_host = calloc(n, sizeof(char *));
-        st->allow_cidr = calloc(n, sizeof(char *));
+        st->labels = calloc(n + o->n_labels, sizeof(*st->labels));
+        st->share_uids = calloc(n + o->n_share_uids, sizeof(uint32_t));
+        st->allow_host = calloc(n + p->allowed_hosts.n, sizeof(char *));
+        st->allow_cidr = calloc(n + p->allowed_cidrs.n, sizeof(char *));
         if (!st->allow_host || !st->allow_cidr || !st->writable || !st->deny_read ||
             !st->deny_write || !st->env || !st->paths || !st->labels || !st->share_uids)
                 return cli_error(SBX_INTERNAL, "out of memory");
@@ -702,7 +711,7 @@ static int create_network(const char *cmd, const char *a, struct sbx_policy *pol
 }
 
 /* --root DIR, made absolute. 0, or an exit status. */
-static int create_root(const char *a, struct sbx_create_opts *o, struct create_state *st) {
+static int create_root(const char *a, struct sbx_create_opts *o, struct cli_create_state *st) {
         char *r = absolute(a);
 
         if (!r)
@@ -714,7 +723,7 @@ static int create_root(const char *a, struct sbx_create_opts *o, struct create_s
 
 /* One option k of create with its value a. 0, or an exit status. */
 static int create_option(int k, const char *cmd, const char *a, struct sbx_create_opts *o,
-                         struct create_state *st, bool *json) {
+                         struct cli_create_state *st, bool *json) {
         uint64_t v;
 
         switch (k) {
@@ -772,19 +781,98 @@ static int create_option(int k, const char *cmd, const char *a, struct sbx_creat
         }
 }
 
-/* Parses the options of create into o (pointing into st). 0, or an exit status (-1
- * after --help). */
-static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_create_opts *o,
-                        struct create_state *st, bool *json) {
+/* Puts the n_base items of base (size bytes each) before the *n items of v, which has
+ * room for them. */
+static void after_base(void *v, size_t *n, const void *base, size_t n_base, size_t size) {
+        if (!n_base)
+                return;
+        memmove((char *)v + n_base * size, v, *n * size);
+        memcpy(v, base, n_base * size);
+        *n += n_base;
+}
+
+static bool has_label(const struct sbx_label *v, size_t n, const char *key) {
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(v[i].key, key) == 0)
+                        return true;
+        return false;
+}
+
+/* o's labels but those whose key the command line gives again, before the command
+ * line's. */
+static void labels_after_base(const struct sbx_create_opts *o, struct cli_create_state *st) {
+        size_t kept = 0, j = 0;
+
+        for (size_t i = 0; i < o->n_labels; i++)
+                kept += !has_label(st->labels, st->n_labels, o->labels[i].key);
+        memmove(st->labels + kept, st->labels, st->n_labels * sizeof(*st->labels));
+        for (size_t i = 0; i < o->n_labels; i++)
+                if (!has_label(st->labels + kept, st->n_labels, o->labels[i].key))
+                        st->labels[j++] = o->labels[i];
+        st->n_labels += kept;
+        st->n_base_labels = kept;
+}
+
+/* o's lists once every option is read: those o was filled with, then the command
+ * line's; o's allowlist only while the network stays allowlist. --allow-host and
+ * --allow-cidr without --network make it allowlist; with another --network the daemon
+ * says they need it. */
+static void create_lists(struct sbx_create_opts *o, struct cli_create_state *st) {
+        struct sbx_policy *p = &o->policy;
+
+        if (!st->network_set && (st->n_allow_host || st->n_allow_cidr))
+                p->network = SBX_NETWORK_ALLOWLIST;
+        if (p->network == SBX_NETWORK_ALLOWLIST) {
+                after_base(st->allow_host, &st->n_allow_host, p->allowed_hosts.v,
+                           p->allowed_hosts.n, sizeof(char *));
+                after_base(st->allow_cidr, &st->n_allow_cidr, p->allowed_cidrs.v,
+                           p->allowed_cidrs.n, sizeof(char *));
+        }
+        after_base(st->writable, &st->n_writable, p->writable_paths.v, p->writable_paths.n,
+                   sizeof(char *));
+        after_base(st->deny_read, &st->n_deny_read, p->denied_read_paths.v, p->denied_read_paths.n,
+                   sizeof(char *));
+        after_base(st->deny_write, &st->n_deny_write, p->denied_write_paths.v,
+                   p->denied_write_paths.n, sizeof(char *));
+        after_base(st->env, &st->n_env, o->env, o->n_env, sizeof(char *));
+        after_base(st->share_uids, &st->n_share_uids, o->share_uids, o->n_share_uids,
+                   sizeof(uint32_t));
+        labels_after_base(o, st);
+        p->writable_paths = (struct sbx_strv){st->writable, st->n_writable};
+        p->denied_read_paths = (struct sbx_strv){st->deny_read, st->n_deny_read};
+        p->denied_write_paths = (struct sbx_strv){st->deny_write, st->n_deny_write};
+        p->allowed_hosts = (struct sbx_strv){st->allow_host, st->n_allow_host};
+        p->allowed_cidrs = (struct sbx_strv){st->allow_cidr, st->n_allow_cidr};
+        o->env = (const char *const *)st->env;
+        o->n_env = st->n_env;
+        o->labels = st->labels;
+        o->n_labels = st->n_labels;
+        o->share_uids = st->share_uids;
+        o->n_share_uids = st->n_share_uids;
+}
+
+/* Parses the options of create, and extra's (may be NULL), over o (pointing into st
+ * then). 0, or an exit status (-1 after --help). */
+static int parse_create(struct cli *cli, int argc, char **argv,
+                        const struct cli_create_extra *extra, struct sbx_create_opts *o,
+                        struct cli_create_state *st, bool *json) {
         const char *cmd = argv[0];
-        struct cli_opt spec[C_LIMIT + LIBSBX_N_LIMITS + 1];
+        struct cli_opt spec[C_LIMIT + LIBSBX_N_LIMITS + CREATE_MAX_EXTRA + 1];
         struct cli_opts p;
+        size_t n_extra = 0;
         int k, rc;
 
-        rc = create_state_alloc(st, argc);
+        rc = create_state_alloc(st, argc, o);
         if (rc)
                 return rc;
-        create_spec(spec, st->limit_rows);
+        st->first_extra = create_spec(spec, st->limit_rows);
+        while (extra && extra->opts[n_extra].name) {
+                if (n_extra == CREATE_MAX_EXTRA)
+                        return cli_error(SBX_INTERNAL, "sbx %s has too many options", cmd);
+                spec[st->first_extra + n_extra] = extra->opts[n_extra];
+                n_extra++;
+        }
+        spec[st->first_extra + n_extra] = (struct cli_opt){NULL, false, 0};
         cli_opts_init(&p, cli, argc, argv, spec);
         while ((k = cli_opts_next(&p)) != CLI_OPT_END) {
                 if (k == CLI_OPT_ERR)
@@ -793,28 +881,34 @@ static int parse_create(struct cli *cli, int argc, char **argv, struct sbx_creat
                         cli_usage(stdout, cmd);
                         return -1;
                 }
-                if (k == CLI_OPT_POS)
+                if (k == CLI_OPT_POS && !extra)
                         return cli_usage_error("unexpected argument '%s' for sbx create", p.arg);
-                rc = create_option(k, cmd, p.arg, o, st, json);
+                if (k == CLI_OPT_POS || (size_t)k >= st->first_extra)
+                        rc = extra->on_opt(extra->userdata,
+                                           k == CLI_OPT_POS ? k : k - (int)st->first_extra, p.arg);
+                else
+                        rc = create_option(k, cmd, p.arg, o, st, json);
                 if (rc)
                         return rc;
         }
-        o->policy.writable_paths = (struct sbx_strv){st->writable, st->n_writable};
-        o->policy.denied_read_paths = (struct sbx_strv){st->deny_read, st->n_deny_read};
-        o->policy.denied_write_paths = (struct sbx_strv){st->deny_write, st->n_deny_write};
-        o->policy.allowed_hosts = (struct sbx_strv){st->allow_host, st->n_allow_host};
-        o->policy.allowed_cidrs = (struct sbx_strv){st->allow_cidr, st->n_allow_cidr};
-        /* --allow-host and --allow-cidr imply --network allowlist; with another --network
-         * the daemon says they need it. */
-        if (!st->network_set && (st->n_allow_host || st->n_allow_cidr))
-                o->policy.network = SBX_NETWORK_ALLOWLIST;
-        o->env = (const char *const *)st->env;
-        o->n_env = st->n_env;
-        o->labels = st->labels;
-        o->n_labels = st->n_labels;
-        o->share_uids = st->share_uids;
-        o->n_share_uids = st->n_share_uids;
+        create_lists(o, st);
         return 0;
+}
+
+int cli_parse_create(struct cli *cli, int argc, char **argv, const struct cli_create_extra *extra,
+                     struct cli_create_args *a) {
+        a->json = false;
+        a->state = calloc(1, sizeof(*a->state));
+        if (!a->state)
+                return cli_error(SBX_INTERNAL, "out of memory");
+        return parse_create(cli, argc, argv, extra, &a->opts, a->state, &a->json);
+}
+
+void cli_create_args_free(struct cli_create_args *a) {
+        if (a->state)
+                create_state_free(a->state);
+        free(a->state);
+        a->state = NULL;
 }
 
 /* 1 when create's NOT_FOUND says its image (a registry reference, not a local source
@@ -833,32 +927,30 @@ static bool pull_first(sbx_client *c, const char *image) {
 }
 
 int cli_create(struct cli *cli, int argc, char **argv, struct sbx_sandbox **ret, bool *ret_json) {
-        struct sbx_create_opts o;
-        struct create_state st = {0};
+        struct cli_create_args a;
         sbx_client *c = NULL;
-        bool json = false;
         enum sbx_code rc;
         int status;
 
         *ret = NULL;
-        sbx_create_opts_init(&o);
-        status = parse_create(cli, argc, argv, &o, &st, &json);
+        sbx_create_opts_init(&a.opts);
+        status = cli_parse_create(cli, argc, argv, NULL, &a);
         if (status == 0)
                 status = cli_connect(cli, &c);
-        rc = status == 0 ? sbx_create(c, &o, ret) : SBX_OK;
+        rc = status == 0 ? sbx_create(c, &a.opts, ret) : SBX_OK;
         /* An image not pulled yet is pulled first, as `docker run` does. */
-        if (rc == SBX_NOT_FOUND && pull_first(c, o.image)) {
-                rc = cli_image_fetch(c, o.image);
+        if (rc == SBX_NOT_FOUND && pull_first(c, a.opts.image)) {
+                rc = cli_image_fetch(c, a.opts.image);
                 sbx_set_call_timeout_ms(c, CLI_CALL_TIMEOUT_MS);
                 if (rc == SBX_OK)
-                        rc = sbx_create(c, &o, ret);
+                        rc = sbx_create(c, &a.opts, ret);
         }
         if (rc != SBX_OK)
                 status = cli_client_error(c, rc);
         if (ret_json)
-                *ret_json = json;
+                *ret_json = a.json;
         sbx_close(c);
-        create_state_free(&st);
+        cli_create_args_free(&a);
         return status < 0 ? 0 : status;
 }
 

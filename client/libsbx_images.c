@@ -118,24 +118,27 @@ void sbx_fork_free(struct sbx_fork *f) {
         free(f);
 }
 
-/* The create options of a fork of src from image: o's, else src's policy, labels,
- * shares and idle timeout. */
+void sbx_create_opts_from_sandbox(struct sbx_create_opts *o, const struct sbx_sandbox *s) {
+        if (!o || !s)
+                return;
+        sbx_create_opts_init(o);
+        o->policy = s->policy;
+        o->labels = s->labels;
+        o->n_labels = s->n_labels;
+        o->share_uids = s->share_uids;
+        o->n_share_uids = s->n_share_uids;
+        o->share_gids = s->share_gids;
+        o->n_share_gids = s->n_share_gids;
+        o->idle_timeout_ms = s->idle_timeout_ms ? s->idle_timeout_ms : SBX_IDLE_TIMEOUT_NONE;
+}
+
+/* The create options of a fork of src from image: o's, else src's settings. */
 static void fork_create_opts(const struct sbx_sandbox *src, const struct sbx_fork_opts *o,
                              const char *image, struct sbx_create_opts *ret) {
-        if (o && o->create) {
+        if (o && o->create)
                 *ret = *o->create;
-        } else {
-                sbx_create_opts_init(ret);
-                ret->policy = src->policy;
-                ret->labels = src->labels;
-                ret->n_labels = src->n_labels;
-                ret->share_uids = src->share_uids;
-                ret->n_share_uids = src->n_share_uids;
-                ret->share_gids = src->share_gids;
-                ret->n_share_gids = src->n_share_gids;
-                ret->idle_timeout_ms = src->idle_timeout_ms ? src->idle_timeout_ms
-                                                            : SBX_IDLE_TIMEOUT_NONE;
-        }
+        else
+                sbx_create_opts_from_sandbox(ret, src);
         ret->id = NULL;
         ret->image = image;
 }

@@ -845,10 +845,21 @@ enum sbx_code sbx_image_export(sbx_client *c, const char *name, int fd, struct s
 struct sbx_fork_opts {
         unsigned count;            /* new sandboxes; 0: 1 */
         const char *snapshot_name; /* NULL: the default (sbx_snapshot) */
-        /* NULL: each new one has the source's policy, labels, shares and idle timeout;
-         * else these (their image is the snapshot's, whatever o->create->image says). */
+        /* NULL: each new one has the source's settings (sbx_create_opts_from_sandbox of
+         * the source); else these, whole (their image is the snapshot's and they have no
+         * ID, whatever o->create says). For "the source's settings with these changes",
+         * fill it with sbx_create_opts_from_sandbox from sbx_get's answer and change what
+         * differs (as `sbx fork --memory ...` does). */
         const struct sbx_create_opts *create;
 };
+
+/* Fills o with the settings sandbox s was made with, as far as s tells them: its policy,
+ * labels, shares and idle timeout (SBX_IDLE_TIMEOUT_NONE when it has none); the rest as
+ * sbx_create_opts_init leaves it (no ID, no image, no lifetime, no environment: s does
+ * not say which variables it was given). o points into s, which must outlive every use
+ * of o. What sbx_fork gives each new sandbox when sbx_fork_opts.create is NULL. Does
+ * nothing when o or s is NULL. */
+void sbx_create_opts_from_sandbox(struct sbx_create_opts *o, const struct sbx_sandbox *s);
 
 /* What sbx_fork made: the snapshot, and the new sandboxes' IDs in order. */
 struct sbx_fork {

@@ -384,6 +384,101 @@ START_TEST(fork_five_diverge) {
 }
 END_TEST
 
+/* sbx fork with options of sbx create: those given replace the source's (--memory,
+ * --network; --label K=V its label K), a list option adds to the source's list
+ * (--writable), the rest stays the source's (its other labels, its other limits). A bad
+ * value, --id or --image is a usage error naming the option before anything is made: no
+ * snapshot, no sandbox. */
+START_TEST(fork_overrides) {
+        static const char *const bad[][2] = {
+                {"--memory", "lots"}, {"--network", "some"}, {"--id", "one"}, {"--image", "img"}};
+        static const struct sbx_label labels[] = {{.key = "team", .value = "a"},
+                                                  {.key = "run", .value = "1"}};
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_label team = {.key = "team", .value = "a"};
+        struct sbx_list_opts lo = {.labels = &team, .n_labels = 1};
+        struct sbx_sandbox_list *l = NULL;
+        struct sbx_image_list *imgs = NULL;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *src = NULL, *s = NULL;
+        char *base, *out = NULL, *err = NULL, *id, *save = NULL, mine[600], added[600];
+        char *wv[1] = {mine};
+        sbx_client *c;
+        size_t n = 0;
+
+        snprintf(mine, sizeof(mine), "%s/fork-mine", it_base_dir());
+        snprintf(added, sizeof(added), "%s/fork-added", it_base_dir());
+        ck_assert_int_eq(mkdir(mine, 0755), 0);
+        ck_assert_int_eq(mkdir(added, 0755), 0);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        sbx_create_opts_init(&o);
+        o.image = base;
+        o.labels = labels;
+        o.n_labels = 2;
+        o.policy.network = SBX_NETWORK_FULL;
+        o.policy.limits.memory_bytes = 256u << 20;
+        o.policy.limits.processes = 100;
+        o.policy.limits.set |= SBX_LIMIT_MEMORY | SBX_LIMIT_PROCESSES;
+        o.policy.writable_paths = (struct sbx_strv){wv, 1};
+        ck_assert_msg(sbx_create(c, &o, &src) == SBX_OK, "%s", sbx_error_message(c));
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                ck_assert_int_eq(it_sbx(&d, NULL, 0, &out, &err,
+                                        (const char *const[]){"fork", "-n", "2", bad[i][0],
+                                                              bad[i][1], src->id, NULL}),
+                                 125);
+                ck_assert_msg(strstr(err, "INVALID_ARGUMENT") && strstr(err, bad[i][0]), "%s: %s",
+                              bad[i][0], err);
+                free(out);
+                free(err);
+        }
+        ck_assert_int_eq(sbx_image_list(c, &imgs), SBX_OK);
+        ck_assert_uint_eq(imgs->n, 1); /* the image only: no snapshot */
+        sbx_image_list_free(imgs);
+        ck_assert_int_eq(sbx_list(c, &lo, &l), SBX_OK);
+        ck_assert_uint_eq(l->n, 1); /* the source only */
+        sbx_sandbox_list_free(l);
+
+        ck_assert_int_eq(
+                it_sbx(&d, NULL, 0, &out, &err,
+                       (const char *const[]){"fork", "-n", "2", "--memory", "512M", "--network",
+                                             "none", "--label", "run=2", "--writable", added,
+                                             src->id, NULL}),
+                0);
+        for (id = strtok_r(out, "\n", &save); id; id = strtok_r(NULL, "\n", &save), n++) {
+                ck_assert_msg(sbx_get(c, id, &s) == SBX_OK, "%s", sbx_error_message(c));
+                ck_assert_uint_eq(s->policy.limits.memory_bytes, 512u << 20);
+                ck_assert_uint_eq(s->policy.limits.processes, 100);
+                ck_assert_int_eq(s->policy.network, SBX_NETWORK_NONE);
+                ck_assert_uint_eq(s->n_labels, 2);
+                for (size_t i = 0; i < 2; i++)
+                        ck_assert_str_eq(s->labels[i].value,
+                                         strcmp(s->labels[i].key, "team") == 0 ? "a" : "2");
+                ck_assert_uint_eq(s->policy.writable_paths.n, 2);
+                ck_assert_str_eq(s->policy.writable_paths.v[0], mine);
+                ck_assert_str_eq(s->policy.writable_paths.v[1], added);
+                ck_assert_ptr_nonnull(s->image_digest);
+                sbx_sandbox_free(s);
+                s = NULL;
+        }
+        ck_assert_msg(n == 2, "%s", err);
+        free(out);
+        free(err);
+        /* The source is as it was. */
+        ck_assert_int_eq(sbx_get(c, src->id, &s), SBX_OK);
+        ck_assert_uint_eq(s->policy.limits.memory_bytes, 256u << 20);
+        ck_assert_int_eq(s->policy.network, SBX_NETWORK_FULL);
+        ck_assert_uint_eq(s->policy.writable_paths.n, 1);
+        sbx_sandbox_free(s);
+        sbx_sandbox_free(src);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A sandbox whose disk limit holds its root and workspace (a filesystem image or project
  * quota here): its files are read from there. A set-id file of its workspace comes back
  * without the bit (init writes the workspace before its filter, and a workspace may be
@@ -691,6 +786,7 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, through_the_cli, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, fork_five_diverge, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, fork_overrides, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, disk_limited_and_setid, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, per_uid_bound, 240, it_fixture_setup_var, it_fixture_teardown);

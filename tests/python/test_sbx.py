@@ -1767,6 +1767,37 @@ class ImagesTest(DaemonTest):
             with self.assertRaises(sbx.Unimplemented):
                 host.snapshot()
 
+    def test_fork_overrides(self) -> None:
+        img = self.client.images.pull(f"oci:{self.layout}:img")
+        limits = sbx.ResourceLimits(memory_bytes=256 << 20, processes=100)
+        with self.client.create(image=img.digest, labels={"t": "pyfork", "run": "1"},
+                                network=sbx.NetworkMode.FULL, limits=limits) as sb:
+            forks = sb.fork(2, network=sbx.NetworkMode.NONE, labels={"run": "2"},
+                            limits=sbx.ResourceLimits(memory_bytes=512 << 20))
+            try:
+                self.assertEqual(len(forks), 2)
+                for f in forks:
+                    info = f.info()
+                    self.assertEqual(info.policy.limits.memory_bytes, 512 << 20)
+                    self.assertEqual(info.policy.limits.processes, 100)
+                    self.assertEqual(info.policy.network, sbx.NetworkMode.NONE)
+                    self.assertEqual(info.labels, {"t": "pyfork", "run": "2"})
+            finally:
+                for f in forks:
+                    f.terminate()
+            info = sb.info()
+            self.assertEqual((info.policy.limits.memory_bytes, info.policy.network),
+                             (256 << 20, sbx.NetworkMode.FULL))
+            # Bad values: refused, no fork made.
+            with self.assertRaises(ValueError):
+                sb.fork(idle_timeout=-1)
+            with self.assertRaises(TypeError):
+                sb.fork(writable="/tmp")
+            with self.assertRaises(sbx.InvalidArgument):
+                sb.fork(limits=sbx.ResourceLimits(processes=10**9))
+            live = self.client.list(labels={"t": "pyfork"})
+            self.assertEqual([s.id for s in live], [sb.id])
+
 
 if __name__ == "__main__":
     unittest.main()

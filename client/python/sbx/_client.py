@@ -12,6 +12,7 @@ until the call has returned.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
 import os
 import threading
@@ -533,6 +534,37 @@ class Client:
         The returned :class:`Sandbox` terminates the sandbox when used as a context
         manager (``with client.create() as sb:``).
         """
+        keep: List[Any] = []
+        o = self._create_opts(
+            keep, policy, timeout=timeout, idle_timeout=idle_timeout, id=id, labels=labels,
+            env=env, network=network, writable=writable, limits=limits,
+            allowed_hosts=allowed_hosts, allowed_cidrs=allowed_cidrs, share_uids=share_uids,
+            share_gids=share_gids, keep_workspace=keep_workspace, image=image)
+        info = self._sandbox_call(self._lib.sbx_create, byref(o))
+        return Sandbox(self, info.id, owned=True, info=info)
+
+    def _create_opts(
+        self,
+        keep: List[Any],
+        policy: Optional[SandboxPolicy],
+        *,
+        timeout: Optional[float],
+        idle_timeout: Optional[float],
+        id: Optional[str],
+        labels: Optional[Mapping[str, str]],
+        env: Optional[Mapping[str, str]],
+        network: Optional[NetworkMode],
+        writable: Iterable[PathArg],
+        limits: Optional[ResourceLimits],
+        allowed_hosts: Iterable[str],
+        allowed_cidrs: Iterable[str],
+        share_uids: Iterable[int],
+        share_gids: Iterable[int],
+        keep_workspace: bool,
+        image: Optional[str],
+    ) -> L.CreateOpts:
+        """The struct sbx_create_opts of :meth:`create`'s arguments; keep gets the owners
+        of the memory it points to, which must outlive its use."""
         p = policy or SandboxPolicy()
         hosts, cidrs = tuple(allowed_hosts), tuple(allowed_cidrs)
         if network is None and (hosts or cidrs):
@@ -550,7 +582,6 @@ class Client:
                 allowed_hosts=p.allowed_hosts + hosts,
                 allowed_cidrs=p.allowed_cidrs + cidrs,
             )
-        keep: List[Any] = []
         o = L.CreateOpts()
         self._lib.sbx_create_opts_init(byref(o))
         if id is not None:
@@ -580,8 +611,7 @@ class Client:
         o.keep_workspace = 1 if keep_workspace else 0
         if image is not None:
             o.image = _enc(image)
-        info = self._sandbox_call(self._lib.sbx_create, byref(o))
-        return Sandbox(self, info.id, owned=True, info=info)
+        return o
 
     def attach(self, id: str) -> "Sandbox":
         """A handle on an existing sandbox (one another process created, say). Raises
@@ -809,15 +839,64 @@ class Sandbox:
         )
         return self._info
 
-    def fork(self, n: int = 1, *, name: Optional[str] = None) -> List["Sandbox"]:
+    def fork(
+        self,
+        n: int = 1,
+        *,
+        name: Optional[str] = None,
+        policy: Optional[SandboxPolicy] = None,
+        timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        network: Optional[NetworkMode] = None,
+        writable: Iterable[PathArg] = (),
+        limits: Optional[ResourceLimits] = None,
+        allowed_hosts: Iterable[str] = (),
+        allowed_cidrs: Iterable[str] = (),
+        share_uids: Iterable[int] = (),
+        share_gids: Iterable[int] = (),
+        keep_workspace: bool = False,
+    ) -> List["Sandbox"]:
         """``n`` new sandboxes with this one's files at one instant (one snapshot, named
-        ``name`` or the default) and its policy, labels and shares; owned handles (a
-        ``with`` block terminates each). Processes are not copied: start them again.
-        All or nothing."""
+        ``name`` or the default) and its settings; owned handles (a ``with`` block
+        terminates each). Processes are not copied: start them again. All or nothing.
+
+        The other arguments are :meth:`Client.create`'s (but ``id`` and ``image``), over
+        this sandbox's settings: ``policy`` replaces its policy, ``network`` and
+        ``idle_timeout`` its values, and the limits ``limits`` sets replace its own (those
+        it leaves ``None`` stay); ``labels`` replace its labels of the same keys;
+        ``writable``, ``allowed_hosts``, ``allowed_cidrs``, ``share_uids`` and
+        ``share_gids`` add to its lists. Its allowlist stays only while the network stays
+        :attr:`NetworkMode.ALLOWLIST`. ``timeout``, ``env`` and ``keep_workspace`` are as
+        for ``create`` (a sandbox does not tell its own). A value the daemon refuses
+        raises before any fork runs (the snapshot stays, as an image)."""
         if n < 1:
             raise ValueError("fork: n must be at least 1")
         c = self.client
-        opts = L.ForkOpts(count=n, snapshot_name=name.encode() if name else None)
+        src = self.info()
+        p = policy or src.policy
+        hosts, cidrs = tuple(allowed_hosts), tuple(allowed_cidrs)
+        if network is None:
+            network = NetworkMode.ALLOWLIST if hosts or cidrs else p.network
+        if NetworkMode(network) != NetworkMode.ALLOWLIST:
+            p = dataclasses.replace(p, allowed_hosts=(), allowed_cidrs=())
+        if limits is not None:
+            given = {f.name: getattr(limits, f.name) for f in dataclasses.fields(limits)}
+            p = dataclasses.replace(p, limits=dataclasses.replace(
+                p.limits, **{k: v for k, v in given.items() if v is not None}))
+        keep: List[Any] = []
+        o = c._create_opts(
+            keep, p, timeout=timeout, idle_timeout=idle_timeout, id=None,
+            labels={**src.labels, **(labels or {})}, env=env, network=network,
+            writable=writable, limits=None, allowed_hosts=hosts, allowed_cidrs=cidrs,
+            share_uids=src.share_uids + tuple(int(u) for u in share_uids),
+            share_gids=src.share_gids + tuple(int(g) for g in share_gids),
+            keep_workspace=keep_workspace, image=None)
+        if idle_timeout is None:
+            o.idle_timeout_ms = src.idle_timeout_ms or L.IDLE_TIMEOUT_NONE
+        opts = L.ForkOpts(count=n, snapshot_name=name.encode() if name else None,
+                          create=ctypes.pointer(o))
         ret = POINTER(L.Fork)()
         with c._locked() as h:
             code = c._lib.sbx_fork(h, self._bid, byref(opts), byref(ret))
