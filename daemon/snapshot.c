@@ -382,8 +382,8 @@ static int write_tar(struct snapshot_job *j, struct spool *sp, uint64_t budget,
         return r;
 }
 
-/* The spool and the pipe (sp->fd, sp->out, *in), then the pump and import threads
- * (*pump, *import). 0, or -errno with nothing left (err set). */
+/* The spool and the pipe (sp->fd; sp->out and im->fd, its two ends), then the import
+ * and pump threads (*import, *pump). 0, or -errno with nothing left (j->err set). */
 static int start_threads(struct snapshot_job *j, struct spool *sp, struct import *im,
                          pthread_t *pump, pthread_t *import) {
         int p[2] = {-1, -1}, r;
