@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <uv.h>
+
 #include "config.h"
 #include "conn.h"
 #include "imageexport.h"
@@ -40,6 +42,9 @@ struct export {
         int scratch_made;
         uint64_t offset, size;
         int working;    /* the offload job runs */
+        uv_fs_t rd;     /* the read of the next chunk, off the loop (libuv's pool) */
+        uint8_t *rbuf;  /* ... into this, while reading */
+        int reading;
         int r;
         char err[512];
 };
@@ -53,6 +58,7 @@ static struct export *of_call(struct conn_call *cc) {
 }
 
 static void export_free(struct export *x) {
+        free(x->rbuf);
         if (x->fd >= 0)
                 close(x->fd);
         if (x->scratch_made)
@@ -101,54 +107,91 @@ static void export_work(struct offload_job *job) {
 
 /* ---- streaming, on the loop ------------------------------------------------------------- */
 
-/* Sends chunks while the connection has room; the image's ImageInfo after the last. The
- * export is over (freed) when this returns 1. */
+/* The archive is sent: the image's ImageInfo ends the answer, and the export. */
+static void finish(struct export *x) {
+        struct imagestore_image img;
+
+        if (imagestore_find(x->d->images, x->manifest, &img) == 0) {
+                rpc_images_answer(x->cc.conn, x->rid, &img, x->uid, NULL, 0);
+                imagestore_image_free(&img);
+        } else {
+                conn_send_status(x->cc.conn, x->rid, SBX__V1__CODE__NOT_FOUND,
+                                 "image %s went from the store meanwhile", x->manifest);
+        }
+        log_info("uid=%u image %s exported (%llu bytes)", (unsigned)x->uid, x->manifest,
+                 (unsigned long long)x->size);
+        export_free(x);
+}
+
+static void on_read(uv_fs_t *req);
+
+/* Reads the next chunk off the loop while the connection has room, or ends the answer
+ * once all is sent. The export is over (freed) when this returns 1. */
 static int pump(struct export *x) {
         struct conn *c = x->cc.conn;
+        size_t len;
 
-        while (c && !conn_congested(c) && x->offset < x->size) {
-                Sbx__V1__Response resp;
-                Sbx__V1__ExportChunk ch = SBX__V1__EXPORT_CHUNK__INIT;
-                size_t len = x->size - x->offset < EXPORT_CHUNK_BYTES
-                                     ? (size_t)(x->size - x->offset)
-                                     : EXPORT_CHUNK_BYTES;
-                uint8_t *buf = malloc(len);
-                ssize_t n = buf ? pread(x->fd, buf, len, (off_t)x->offset) : -1;
-
-                if (n != (ssize_t)len) {
-                        free(buf);
-                        conn_send_status(c, x->rid, SBX__V1__CODE__INTERNAL,
-                                         "the exported archive cannot be read back: %s",
-                                         n < 0 ? strerror(errno) : "short read");
-                        export_free(x);
-                        return 1;
-                }
-                rpc_response_init(&resp, x->rid);
-                ch.has_data = ch.has_offset = 1;
-                ch.data.data = buf; /* sent from here (conn takes it) */
-                ch.data.len = len;
-                ch.offset = x->offset;
-                resp.body_case = SBX__V1__RESPONSE__BODY_EXPORT_CHUNK;
-                resp.export_chunk = &ch;
-                x->offset += len;
-                if (conn_send_taking(c, &resp, buf, len) < 0)
-                        break; /* closed: on_closing frees */
+        if (!c || x->reading || conn_congested(c))
+                return 0;
+        if (x->offset >= x->size) {
+                finish(x);
+                return 1;
         }
-        if (c && x->offset >= x->size) {
-                struct imagestore_image img;
-                if (imagestore_find(x->d->images, x->manifest, &img) == 0) {
-                        rpc_images_answer(c, x->rid, &img, x->uid, NULL, 0);
-                        imagestore_image_free(&img);
-                } else {
-                        conn_send_status(c, x->rid, SBX__V1__CODE__NOT_FOUND,
-                                         "image %s went from the store meanwhile", x->manifest);
-                }
-                log_info("uid=%u image %s exported (%llu bytes)", (unsigned)x->uid, x->manifest,
-                         (unsigned long long)x->size);
+        len = x->size - x->offset < EXPORT_CHUNK_BYTES ? (size_t)(x->size - x->offset)
+                                                         : EXPORT_CHUNK_BYTES;
+        x->rbuf = malloc(len);
+        if (x->rbuf) {
+                uv_buf_t b = uv_buf_init((char *)x->rbuf, (unsigned)len);
+                x->reading = uv_fs_read(x->d->loop, &x->rd, x->fd, &b, 1, (int64_t)x->offset,
+                                        on_read) == 0;
+        }
+        if (!x->reading) {
+                conn_send_status(c, x->rid, SBX__V1__CODE__INTERNAL,
+                                 "the exported archive cannot be read back: %s",
+                                 x->rbuf ? "no read" : "out of memory");
                 export_free(x);
                 return 1;
         }
         return 0;
+}
+
+/* A chunk was read: sent (the connection takes it), and the next one asked for. */
+static void on_read(uv_fs_t *req) {
+        struct export *x = (struct export *)((char *)req - offsetof(struct export, rd));
+        ssize_t n = req->result;
+        size_t len = x->size - x->offset < EXPORT_CHUNK_BYTES ? (size_t)(x->size - x->offset)
+                                                                : EXPORT_CHUNK_BYTES;
+        uint8_t *buf = x->rbuf;
+        Sbx__V1__Response resp;
+        Sbx__V1__ExportChunk ch = SBX__V1__EXPORT_CHUNK__INIT;
+
+        uv_fs_req_cleanup(req);
+        x->reading = 0;
+        x->rbuf = NULL;
+        if (!x->cc.conn) { /* its client went meanwhile */
+                free(buf);
+                export_free(x);
+                return;
+        }
+        if (n != (ssize_t)len) {
+                free(buf);
+                conn_send_status(x->cc.conn, x->rid, SBX__V1__CODE__INTERNAL,
+                                 "the exported archive cannot be read back: %s",
+                                 n < 0 ? uv_strerror((int)n) : "short read");
+                export_free(x);
+                return;
+        }
+        rpc_response_init(&resp, x->rid);
+        ch.has_data = ch.has_offset = 1;
+        ch.data.data = buf; /* sent from here (conn takes it) */
+        ch.data.len = len;
+        ch.offset = x->offset;
+        resp.body_case = SBX__V1__RESPONSE__BODY_EXPORT_CHUNK;
+        resp.export_chunk = &ch;
+        x->offset += len;
+        if (conn_send_taking(x->cc.conn, &resp, buf, len) < 0)
+                return; /* closed: on_closing frees */
+        (void)pump(x);
 }
 
 static void export_done(struct offload_job *job) {
@@ -174,7 +217,7 @@ static void on_closing(struct conn_call *cc) {
         x->cc.conn = NULL;
         if (x->working)
                 offload_cancel(&x->job); /* export_done frees */
-        else
+        else if (!x->reading) /* else on_read frees */
                 export_free(x);
 }
 

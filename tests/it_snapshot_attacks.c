@@ -1012,6 +1012,55 @@ START_TEST(an_import_refusal_stops_the_capture) {
 }
 END_TEST
 
+/* A client that goes while its export is streamed (killed after the first bytes, a read
+ * of the archive perhaps in flight on libuv's pool): the daemon goes on, the archive
+ * leaves the scratch space, and the next export is whole. */
+START_TEST(client_gone_mid_export) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_image *img = NULL;
+        char *base, *a, *s, path[900], byte;
+        int p[2], fd;
+        sbx_client *c;
+        pid_t pid;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "busybox head -c 30000000 /dev/urandom > /workspace/r && echo ok",
+                   "ok\n");
+        s = snap(c, a, "big");
+        ck_assert_int_eq(pipe(p), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                sbx_client *cc = it_connect(&d);
+                close(p[0]);
+                _exit(sbx_image_export(cc, "big", p[1], NULL) == SBX_OK ? 0 : 1);
+        }
+        close(p[1]);
+        ck_assert_int_eq(read(p[0], &byte, 1), 1); /* the stream has begun */
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close(p[0]);
+        ck_assert_int_eq(scratch_empties(&d), 0);
+        snprintf(path, sizeof(path), "%s/again.tar", it_base_dir());
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_msg(sbx_image_export(c, "big", fd, &img) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_str_eq(img->digest, s);
+        ck_assert_int_gt(lseek(fd, 0, SEEK_END), 30000000);
+        close(fd);
+        sbx_image_free(img);
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot_attacks");
 
@@ -1035,6 +1084,8 @@ static Suite *make_suite(void) {
                           teardown_mount);
         SBX_ADD_TEST_CASE(s, many_at_once, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, an_import_refusal_stops_the_capture, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, client_gone_mid_export, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, daemon_killed_mid_snapshot, 240, it_fixture_setup_var,
                           it_fixture_teardown);
