@@ -261,8 +261,6 @@ $(BUILD)/tests/it_%: tests/it_%.c tests/itutil.c tests/itutil.h tests/asbob.h te
 # major version 1, whose Client and StdioClientTransport the test is written against.
 # `make check-mcp` builds and runs it_mcp alone.
 $(BUILD)/tests/it_mcp: IT_EXTRA_LIBS = $(JANSSON_LIBS)
-# it_snapshot reads a snapshot's config from the store with jansson.
-$(BUILD)/tests/it_snapshot: IT_EXTRA_LIBS = $(JANSSON_LIBS)
 MCP_NODE := $(BUILD)/mcp-node
 MCP_SDK := @modelcontextprotocol/sdk@^1
 MCP_NODE_PKGS := nodejs npm

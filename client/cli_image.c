@@ -373,6 +373,15 @@ static json_t *opt_string(const char *s) {
         return s ? text(s) : json_null();
 }
 
+/* Labels as an object, by key. */
+static json_t *labels_json(const struct sbx_label *l, size_t n) {
+        json_t *o = json_object();
+
+        for (size_t i = 0; o && i < n; i++)
+                json_object_set_new(o, l[i].key, text(l[i].value));
+        return o;
+}
+
 static void json_image(json_t *o, const struct sbx_image *img) {
         json_object_set_new(o, "names", strv_json(&img->names));
         json_object_set_new(o, "digest", text(img->digest));
@@ -393,6 +402,7 @@ static void json_image(json_t *o, const struct sbx_image *img) {
                 json_object_set_new(cj, "os", opt_string(c->os));
                 json_object_set_new(cj, "architecture", opt_string(c->architecture));
                 json_object_set_new(cj, "variant", opt_string(c->variant));
+                json_object_set_new(cj, "labels", labels_json(c->labels, c->n_labels));
                 json_object_set_new(o, "config", cj);
         }
 }

@@ -320,6 +320,11 @@ static void image_config_free(struct sbx_image_config *c) {
         free(c->os);
         free(c->architecture);
         free(c->variant);
+        for (size_t i = 0; c->labels && i < c->n_labels; i++) {
+                free(c->labels[i].key);
+                free(c->labels[i].value);
+        }
+        free(c->labels);
         free(c);
 }
 

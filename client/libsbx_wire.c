@@ -139,8 +139,25 @@ static bool dup_opt(char **dst, const char *src) {
         return !src || *dst;
 }
 
+/* Labels copied (n may be 0). */
+static bool dup_labels(struct sbx_label **dst, size_t *dst_n, Sbx__V1__Label *const *in, size_t n) {
+        bool ok = true;
+
+        if (n == 0)
+                return true;
+        *dst = calloc(n, sizeof(**dst));
+        if (!*dst)
+                return false;
+        *dst_n = n;
+        for (size_t i = 0; ok && i < n; i++)
+                ok = wire_dup_str_nn(&(*dst)[i].key, in[i]->key) &&
+                     wire_dup_str_nn(&(*dst)[i].value, in[i]->value);
+        return ok;
+}
+
 static bool image_config_from_proto(struct sbx_image_config *out, const Sbx__V1__ImageConfig *in) {
-        return dup_strv(&out->env, in->env, in->n_env) &&
+        return dup_labels(&out->labels, &out->n_labels, in->labels, in->n_labels) &&
+               dup_strv(&out->env, in->env, in->n_env) &&
                dup_strv(&out->entrypoint, in->entrypoint, in->n_entrypoint) &&
                dup_strv(&out->cmd, in->cmd, in->n_cmd) &&
                dup_opt(&out->working_dir, in->working_dir) && dup_opt(&out->user, in->user) &&
@@ -419,15 +436,7 @@ struct sbx_sandbox *wire_sandbox_from_proto(const Sbx__V1__SandboxInfo *in) {
 
         ok = wire_dup_str_nn(&s->id, in->id) && dup_str(&s->end_reason, in->end_reason) &&
              dup_str(&s->image, in->image) && dup_str(&s->image_digest, in->image_digest);
-        if (ok && in->n_labels > 0) {
-                s->labels = calloc(in->n_labels, sizeof(*s->labels));
-                ok = s->labels != NULL;
-                if (ok)
-                        s->n_labels = in->n_labels;
-                for (size_t i = 0; ok && i < in->n_labels; i++)
-                        ok = wire_dup_str_nn(&s->labels[i].key, in->labels[i]->key) &&
-                             wire_dup_str_nn(&s->labels[i].value, in->labels[i]->value);
-        }
+        ok = ok && dup_labels(&s->labels, &s->n_labels, in->labels, in->n_labels);
         ok = ok && policy_from_proto(&s->policy, in->policy);
         ok = ok && dup_strv(&s->warnings, in->warnings, in->n_warnings);
         ok = ok && dup_enforcement(&s->enforcement, &s->n_enforcement, in->enforcement,

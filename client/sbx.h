@@ -750,6 +750,8 @@ struct sbx_image_config {
         char *os;
         char *architecture;
         char *variant;
+        struct sbx_label *labels; /* config.Labels by key (a snapshot's: docs/snapshots.md) */
+        size_t n_labels;
 };
 
 /* One of the caller's images. */

@@ -43,6 +43,10 @@ static int str_array(json_t *j, char ***ret, size_t *n) {
         return 0;
 }
 
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static void free_strv(char **v, size_t n) {
         size_t i;
         for (i = 0; v && i < n; i++)
@@ -61,7 +65,44 @@ void imageconfig_free(struct imageconfig *c) {
         free_strv(c->cmd, c->ncmd);
         free(c->working_dir);
         free(c->user);
+        free_strv(c->label_keys, c->nlabels);
+        free_strv(c->label_values, c->nlabels);
         memset(c, 0, sizeof(*c));
+}
+
+/* Labels' string values into c, sorted by key (others are left out). 0 or -ENOMEM. */
+static int parse_labels(json_t *labels, struct imageconfig *c) {
+        size_t n = json_is_object(labels) ? json_object_size(labels) : 0;
+        const char **keys;
+        const char *key;
+        json_t *v;
+        size_t i = 0;
+
+        if (n == 0)
+                return 0;
+        keys = calloc(n, sizeof(*keys));
+        c->label_keys = calloc(n, sizeof(char *));
+        c->label_values = calloc(n, sizeof(char *));
+        if (!keys || !c->label_keys || !c->label_values) {
+                free(keys);
+                return -ENOMEM;
+        }
+        json_object_foreach(labels, key, v)
+                if (json_is_string(v))
+                        keys[i++] = key;
+        qsort(keys, i, sizeof(*keys), cmp_str);
+        for (n = i, i = 0; i < n; i++) {
+                c->label_keys[i] = strdup(keys[i]);
+                c->label_values[i] =
+                        strdup(json_string_value(json_object_get(labels, keys[i])));
+                c->nlabels = i + 1;
+                if (!c->label_keys[i] || !c->label_values[i]) {
+                        free(keys);
+                        return -ENOMEM;
+                }
+        }
+        free(keys);
+        return 0;
 }
 
 static int parse_config(json_t *j, struct imageconfig *c) {
@@ -97,6 +138,8 @@ static int parse_config(json_t *j, struct imageconfig *c) {
                 q = str_array(json_object_get(cfg, "Entrypoint"), &c->entrypoint, &c->nentrypoint);
         if (q == 0)
                 q = str_array(json_object_get(cfg, "Cmd"), &c->cmd, &c->ncmd);
+        if (q == 0)
+                q = parse_labels(json_object_get(cfg, "Labels"), c);
         return q;
 }
 

@@ -28,6 +28,9 @@ struct imageconfig {
         /* A snapshot's: the file data of its own layer (IMAGECONFIG_LABEL_BYTES); 0 for
          * an image that is none. */
         uint64_t snapshot_bytes;
+        /* config.Labels whose values are strings, sorted by key. */
+        char **label_keys, **label_values;
+        size_t nlabels;
 };
 
 /* The labels a snapshot's config carries (snapshot.h). */

@@ -108,6 +108,7 @@ void rpc_images_answer(struct conn *c, uint64_t rid, const struct imagestore_ima
         char **layers = calloc(img->nlayers + 1, sizeof(char *));
         Sbx__V1__ImageInfo info;
         Sbx__V1__ImageConfig ic = SBX__V1__IMAGE_CONFIG__INIT;
+        Sbx__V1__Label *lv = NULL, **lp = NULL;
         struct caller k;
 
         if (!names || !layers) {
@@ -128,6 +129,19 @@ void rpc_images_answer(struct conn *c, uint64_t rid, const struct imagestore_ima
                 ic.os = cfg->os;
                 ic.architecture = cfg->arch;
                 ic.variant = cfg->variant;
+                if (cfg->nlabels && (!(lv = calloc(cfg->nlabels, sizeof(*lv))) ||
+                                     !(lp = calloc(cfg->nlabels, sizeof(*lp))))) {
+                        rpc_send_errno(c, rid, -ENOMEM, "daemon out of memory");
+                        goto out;
+                }
+                for (size_t i = 0; i < cfg->nlabels; i++) {
+                        lv[i] = (Sbx__V1__Label)SBX__V1__LABEL__INIT;
+                        lv[i].key = cfg->label_keys[i];
+                        lv[i].value = cfg->label_values[i];
+                        lp[i] = &lv[i];
+                }
+                ic.n_labels = cfg->nlabels;
+                ic.labels = lp;
                 info.config = &ic;
         }
         if (downloaded) {
@@ -138,6 +152,8 @@ void rpc_images_answer(struct conn *c, uint64_t rid, const struct imagestore_ima
 out:
         free(names);
         free(layers);
+        free(lv);
+        free(lp);
 }
 
 /* Every image of the store (*ret, NULL when none) and the count, or -1 after answering

@@ -82,6 +82,27 @@ START_TEST(wrong_types_are_refused) {
 }
 END_TEST
 
+/* Labels: string values only, sorted by key; none without an object. */
+START_TEST(labels_sorted_strings_only) {
+        static const char j[] = "{\"config\":{\"Labels\":{\"b\":\"2\",\"a\":\"1\",\"n\":3,"
+                                "\"x\":null,\"c\":\"\"}}}";
+        static const char none[] = "{\"config\":{\"Labels\":null}}";
+        struct imageconfig c;
+
+        ck_assert_int_eq(imageconfig_parse(j, sizeof(j) - 1, &c), 0);
+        ck_assert_uint_eq(c.nlabels, 3);
+        ck_assert_str_eq(c.label_keys[0], "a");
+        ck_assert_str_eq(c.label_values[0], "1");
+        ck_assert_str_eq(c.label_keys[1], "b");
+        ck_assert_str_eq(c.label_keys[2], "c");
+        ck_assert_str_eq(c.label_values[2], "");
+        imageconfig_free(&c);
+        ck_assert_int_eq(imageconfig_parse(none, strlen(none), &c), 0);
+        ck_assert_uint_eq(c.nlabels, 0);
+        imageconfig_free(&c);
+}
+END_TEST
+
 START_TEST(load_from_fd) {
         char path[] = "/tmp/check_imageconfig.XXXXXX";
         struct imageconfig c;
@@ -106,6 +127,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, full_config);
         tcase_add_test(tc, fields_may_be_absent_or_null);
         tcase_add_test(tc, wrong_types_are_refused);
+        tcase_add_test(tc, labels_sorted_strings_only);
         tcase_add_test(tc, load_from_fd);
         suite_add_tcase(s, tc);
         return s;

@@ -12,8 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "asbob.h"
 #include "imgtest.h"
 #include "itutil.h"
@@ -24,31 +22,18 @@
 static const char *const flags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
                                     "--keep-sandboxes", NULL};
 
-/* The JSON of blob digest in d's image store (freed with json_decref). */
-static json_t *store_blob(const struct it_daemon *d, const char *digest) {
-        char path[900];
-        json_error_t e;
-        json_t *j;
+/* sbx image inspect of the image digest: its config's label key holds want. */
+static void expect_label(sbx_client *c, const char *digest, const char *key, const char *want) {
+        struct sbx_image *img = NULL;
+        const char *v = NULL;
 
-        snprintf(path, sizeof(path), "%s/images/blobs/sha256/%s", d->state, digest + 7);
-        j = json_load_file(path, 0, &e);
-        ck_assert_msg(j, "%s: %s", path, e.text);
-        return j;
-}
-
-/* The config of the image of manifest digest has the label key, which holds want. */
-static void expect_label(const struct it_daemon *d, const char *digest, const char *key,
-                         const char *want) {
-        json_t *m = store_blob(d, digest), *c;
-        const char *v;
-
-        c = store_blob(d, json_string_value(json_object_get(json_object_get(m, "config"),
-                                                            "digest")));
-        v = json_string_value(json_object_get(
-                json_object_get(json_object_get(c, "config"), "Labels"), key));
+        ck_assert_int_eq(sbx_image_inspect(c, digest, &img), SBX_OK);
+        ck_assert_ptr_nonnull(img->config);
+        for (size_t i = 0; i < img->config->n_labels; i++)
+                if (strcmp(img->config->labels[i].key, key) == 0)
+                        v = img->config->labels[i].value;
         ck_assert_msg(v && strstr(v, want), "%s: %s, not %s", key, v ? v : "(none)", want);
-        json_decref(c);
-        json_decref(m);
+        sbx_image_free(img);
 }
 
 /* What a sandbox changed in its root (a file, a deletion, a directory replaced) and in
@@ -77,9 +62,9 @@ START_TEST(root_and_workspace_come_back) {
                    "echo two > /workspace/d/f && busybox ln -s w /workspace/l && echo ok",
                    "ok\n");
         s1 = snap(c, a, "snap-one:v1");
-        expect_label(&d, s1, "io.sbxd.snapshot.sandbox", a);
-        expect_label(&d, s1, "io.sbxd.snapshot.parent", base);
-        expect_label(&d, s1, "io.sbxd.snapshot.policy", "\"network\":\"NETWORK_NONE\"");
+        expect_label(c, s1, "io.sbxd.snapshot.sandbox", a);
+        expect_label(c, s1, "io.sbxd.snapshot.parent", base);
+        expect_label(c, s1, "io.sbxd.snapshot.policy", "\"network\":\"NETWORK_NONE\"");
         /* The first goes on, as it was. */
         expect_out(c, a, NULL, "busybox cat /workspace/w /etc/changed", "mine\nchanged\n");
 

@@ -1727,6 +1727,9 @@ class ImagesTest(DaemonTest):
             sb.run("echo base > /workspace/f && echo root > /etc/r", user="root", check=True)
             snap = sb.snapshot("pysnap:v1")
             self.assertEqual(snap.names, ("docker.io/library/pysnap:v1",))
+            labels = self.client.images.inspect("pysnap:v1").config.labels
+            self.assertEqual(labels["io.sbxd.snapshot.sandbox"], sb.id)
+            self.assertIn('"network":', labels["io.sbxd.snapshot.policy"])
             archive = os.path.join(self.dir, "pysnap.tar")
             self.assertEqual(self.client.images.export("pysnap:v1", archive).digest, snap.digest)
             import tarfile

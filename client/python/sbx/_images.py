@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 from ctypes import POINTER, byref, cast, c_void_p, pointer
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from . import _lib as L
 from ._client import _dec, _dec_opt, _strv
@@ -28,6 +28,7 @@ class ImageConfig:
     os: Optional[str]
     architecture: Optional[str]
     variant: Optional[str]
+    labels: Dict[str, str] = field(default_factory=dict)  # a snapshot's: docs/snapshots.md
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ def _config(c: L.ImageConfig) -> ImageConfig:
         os=_dec_opt(c.os),
         architecture=_dec_opt(c.architecture),
         variant=_dec_opt(c.variant),
+        labels={
+            c.labels[i].key.decode(): c.labels[i].value.decode() for i in range(c.n_labels)
+        },
     )
 
 

@@ -400,6 +400,8 @@ class ImageConfig(Structure):
         ("os", c_char_p),
         ("architecture", c_char_p),
         ("variant", c_char_p),
+        ("labels", POINTER(Label)),
+        ("n_labels", c_size_t),
     ]
 
 
