@@ -28,17 +28,20 @@
 struct reply {
         uint32_t magic;
         int32_t r; /* 0 or -errno */
-        struct layer_result res;
+        struct layer_result res;      /* unpack */
         uint64_t disk;
+        struct layerwrite_result wres; /* capture */
         char err[1024];
 };
 
 #define REPLY_MAGIC 0x6c6e7331u /* "lns1" */
-/* The helper's fds: what it reads, its reply, the directory, the daemon's binary. */
+/* The helper's fds: what it reads (a capture: the file it writes), its reply, the
+ * directory, the daemon's binary, a second directory (a capture's workspace). */
 #define FD_IN    0
 #define FD_OUT   1
 #define FD_DIR   3
 #define FD_EXE   4
+#define FD_DIR2  5
 #define MAX_ARGS 12
 
 static int in_ns(const struct layerns *ns) {
@@ -71,10 +74,11 @@ static void helper_argv(const struct layerns *ns, char **args, char ids[3][16], 
         argv[k] = NULL;
 }
 
-/* posix_spawn of the helper with src[] (fds, see FD_*) at FD_IN, FD_OUT, FD_DIR and
- * FD_EXE, default signal dispositions and an empty mask. 0 or -errno. */
-static int spawn_with(const char *path, const int src[4], char **argv, pid_t *ret_pid) {
-        static const int at[4] = {FD_IN, FD_OUT, FD_DIR, FD_EXE};
+/* posix_spawn of the helper with src[] (fds, see FD_*) at FD_IN, FD_OUT, FD_DIR, FD_EXE
+ * and FD_DIR2 (src[4] -1: none), default signal dispositions and an empty mask. 0 or
+ * -errno. */
+static int spawn_with(const char *path, const int src[5], char **argv, pid_t *ret_pid) {
+        static const int at[5] = {FD_IN, FD_OUT, FD_DIR, FD_EXE, FD_DIR2};
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t attr;
         sigset_t none, all;
@@ -83,8 +87,9 @@ static int spawn_with(const char *path, const int src[4], char **argv, pid_t *re
         sigemptyset(&none);
         sigfillset(&all);
         posix_spawn_file_actions_init(&fa);
-        for (i = 0; i < 4; i++)
-                posix_spawn_file_actions_adddup2(&fa, src[i], at[i]);
+        for (i = 0; i < 5; i++)
+                if (src[i] >= 0)
+                        posix_spawn_file_actions_adddup2(&fa, src[i], at[i]);
         posix_spawnattr_init(&attr);
         posix_spawnattr_setsigdefault(&attr, &all);
         posix_spawnattr_setsigmask(&attr, &none);
@@ -110,13 +115,13 @@ static size_t read_reply(int fd, struct reply *rep) {
         return got;
 }
 
-/* Starts the helper with args (NULL-terminated) on in_fd (-1: /dev/null) and dir_fd,
- * and reads its reply into *rep. 0, or -errno when it could not run or said nothing
- * (status: its wait status, -1 when it did not start). */
-static int spawn_helper(const struct layerns *ns, int in_fd, int dir_fd, char **args,
-                        struct reply *rep, int *status) {
+/* Starts the helper with args (NULL-terminated) on in_fd (-1: /dev/null), dir_fd and
+ * dir2_fd (-1: none), and reads its reply into *rep. 0, or -errno when it could not run
+ * or said nothing (status: its wait status, -1 when it did not start). */
+static int spawn_helper(const struct layerns *ns, int in_fd, int dir_fd, int dir2_fd,
+                        char **args, struct reply *rep, int *status) {
         char ids[3][16], *argv[MAX_ARGS + 8];
-        int src[4] = {-1, -1, -1, -1}, p[2] = {-1, -1}, null = -1, r = 0, i;
+        int src[5] = {-1, -1, -1, -1, -1}, p[2] = {-1, -1}, null = -1, r = 0, i;
         size_t got = 0;
         pid_t pid;
 
@@ -134,9 +139,11 @@ static int spawn_helper(const struct layerns *ns, int in_fd, int dir_fd, char **
         for (i = 0; i < 4 && r == 0; i++)
                 if (src[i] < 0)
                         r = -EBADF;
+        if (r == 0 && dir2_fd >= 0 && (src[4] = high(dir2_fd)) < 0)
+                r = -EBADF;
         if (r == 0)
                 r = spawn_with(ns->init_path, src, argv, &pid);
-        for (i = 0; i < 4; i++)
+        for (i = 0; i < 5; i++)
                 if (src[i] >= 0)
                         close(src[i]);
         if (null >= 0)
@@ -190,7 +197,7 @@ int layerns_unpack(const struct layerns *ns, int fd, int dir_fd, const struct la
         snprintf(e, sizeof(e), "%" PRIu64, o->max_entries);
         snprintf(m, sizeof(m), "%" PRIu32, ns->n_ids);
         memset(&rep, 0, sizeof(rep));
-        r = spawn_helper(ns, fd, dir_fd, args, &rep, &status);
+        r = spawn_helper(ns, fd, dir_fd, -1, args, &rep, &status);
         if (r < 0) {
                 layerns_empty_dir(ns, dir_fd); /* what a killed helper left */
                 return helper_failed(ns, r, status, err, errlen);
@@ -207,6 +214,53 @@ int layerns_unpack(const struct layerns *ns, int fd, int dir_fd, const struct la
         return 0;
 }
 
+/* A capture in this process. */
+static int capture_here(int upper_fd, int ws_fd, enum layerwrite_kind kind, int out_fd,
+                        const struct layerwrite_opts *o, struct layerwrite_result *res, char *err,
+                        size_t errlen) {
+        struct layerwrite *w = NULL;
+        int r = layerwrite_open(out_fd, o, err, errlen, &w);
+
+        if (r == 0)
+                r = layerwrite_tree(w, upper_fd, "", kind);
+        if (r == 0)
+                r = layerwrite_tree(w, ws_fd, "workspace", LAYERWRITE_PLAIN);
+        if (r == 0)
+                r = layerwrite_finish(w, res);
+        layerwrite_free(w);
+        return r;
+}
+
+int layerns_capture(const struct layerns *ns, int upper_fd, int ws_fd, enum layerwrite_kind kind,
+                    int out_fd, const struct layerwrite_opts *o, struct layerwrite_result *res,
+                    char *err, size_t errlen) {
+        char b[24], e[24], k[8], m[24];
+        char *args[] = {(char *)"capture", b, e, k, m, NULL};
+        struct reply rep;
+        int r, status;
+
+        if (!in_ns(ns))
+                return capture_here(upper_fd, ws_fd, kind, out_fd, o, res, err, errlen);
+        snprintf(b, sizeof(b), "%" PRIu64, o->max_bytes);
+        snprintf(e, sizeof(e), "%" PRIu64, o->max_entries);
+        snprintf(k, sizeof(k), "%d", (int)kind);
+        snprintf(m, sizeof(m), "%" PRIu32, ns->n_ids);
+        memset(&rep, 0, sizeof(rep));
+        r = spawn_helper(ns, out_fd, upper_fd, ws_fd, args, &rep, &status);
+        if (r < 0)
+                return helper_failed(ns, r, status, err, errlen);
+        if (rep.r < 0) {
+                snprintf(err, errlen, "%s", rep.err);
+                return rep.r;
+        }
+        rep.wres.first_skipped[sizeof(rep.wres.first_skipped) - 1] = '\0';
+        rep.wres.digest[sizeof(rep.wres.digest) - 1] = '\0';
+        *res = rep.wres;
+        if (o->written && o->written(o->written_ud, res->size) != 0)
+                return -EPIPE;
+        return 0;
+}
+
 /* An empty or remove in the namespace (name NULL: empty). */
 static int ns_removal(const struct layerns *ns, int dir_fd, const char *name) {
         char copy[NAME_MAX + 1];
@@ -218,7 +272,7 @@ static int ns_removal(const struct layerns *ns, int dir_fd, const char *name) {
                 return -ENAMETOOLONG;
 
         memset(&rep, 0, sizeof(rep));
-        r = spawn_helper(ns, -1, dir_fd, args, &rep, &status);
+        r = spawn_helper(ns, -1, dir_fd, -1, args, &rep, &status);
         return r < 0 ? r : rep.r;
 }
 
@@ -351,11 +405,32 @@ static int number(const char *s, uint64_t *ret) {
         return errno || !*s || *end || s[0] == '-' ? -EINVAL : 0;
 }
 
-/* The helper's arguments: its mode's options into *o, and 1 for unpack, 0 for empty
- * or remove; -EINVAL when they are none of the three. */
-static int helper_args(int argc, char **argv, struct layer_opts *o) {
+/* A capture's arguments (MAX_BYTES MAX_ENTRIES KIND MAX_ID): its options into *w, the
+ * upper directory's kind into *kind. 2, or -EINVAL. Inside, the files have the image's
+ * ids: the map is the identity up to MAX_ID. */
+static int capture_args(char **argv, struct layerwrite_opts *w, enum layerwrite_kind *kind) {
+        uint64_t k, max_id;
+
+        if (number(argv[3], &w->max_bytes) < 0 || number(argv[4], &w->max_entries) < 0 ||
+            number(argv[5], &k) < 0 || k > LAYERWRITE_UPPER_USERXATTR ||
+            number(argv[6], &max_id) < 0 || max_id == 0 || max_id >= UINT32_MAX)
+                return -EINVAL;
+        *kind = (enum layerwrite_kind)k;
+        w->uids.r[0] = (struct layerwrite_range){0, 0, (uint32_t)max_id + 1};
+        w->uids.n = 1;
+        w->gids = w->uids;
+        return 2;
+}
+
+/* The helper's arguments: its mode's options into *o (a capture's into *w and *kind),
+ * and 2 for capture, 1 for unpack, 0 for empty or remove; -EINVAL when they are none of
+ * the four. */
+static int helper_args(int argc, char **argv, struct layer_opts *o, struct layerwrite_opts *w,
+                       enum layerwrite_kind *kind) {
         uint64_t max_id;
 
+        if (argc == 7 && strcmp(argv[2], "capture") == 0)
+                return capture_args(argv, w, kind);
         if (argc == 3 && strcmp(argv[2], "empty") == 0)
                 return 0;
         if (argc == 4 && strcmp(argv[2], "remove") == 0)
@@ -371,10 +446,14 @@ static int helper_args(int argc, char **argv, struct layer_opts *o) {
         return 1;
 }
 
-/* What the helper was asked (helper_args said which): its reply in *rep. */
-static void helper_run(int argc, char **argv, const struct layer_opts *o, int unpack,
+/* What the helper was asked (helper_args said which: mode): its reply in *rep. */
+static void helper_run(int argc, char **argv, const struct layer_opts *o,
+                       const struct layerwrite_opts *w, enum layerwrite_kind kind, int mode,
                        struct reply *rep) {
-        if (unpack) {
+        if (mode == 2) {
+                rep->r = capture_here(FD_DIR, FD_DIR2, kind, FD_IN, w, &rep->wres, rep->err,
+                                      sizeof(rep->err));
+        } else if (mode == 1) {
                 rep->r = layer_unpack(FD_IN, FD_DIR, o, &rep->res, rep->err, sizeof(rep->err));
                 if (rep->r == 0)
                         rep->disk = layer_disk_usage(FD_DIR);
@@ -387,6 +466,8 @@ static void helper_run(int argc, char **argv, const struct layer_opts *o, int un
 
 int layerns_helper_main(int argc, char **argv) {
         struct layer_opts o = {.whiteouts = LAYER_WHITEOUT_USERXATTR, .keep_owners = 1};
+        struct layerwrite_opts w = {.no_digest = 1};
+        enum layerwrite_kind kind = LAYERWRITE_PLAIN;
         struct reply *rep = calloc(1, sizeof(*rep));
         struct stat out, dir;
         size_t off = 0;
@@ -401,13 +482,13 @@ int layerns_helper_main(int argc, char **argv) {
                 free(rep);
                 return 2;
         }
-        r = helper_args(argc, argv, &o);
+        r = helper_args(argc, argv, &o, &w, &kind);
         if (r < 0) {
                 fprintf(stderr, "<3>sbxd --layer-helper: bad arguments\n");
                 free(rep);
                 return 2;
         }
-        helper_run(argc, argv, &o, r, rep);
+        helper_run(argc, argv, &o, &w, kind, r, rep);
         rep->magic = REPLY_MAGIC;
         while (off < sizeof(*rep)) {
                 ssize_t n = write(FD_OUT, (char *)rep + off, sizeof(*rep) - off);

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "layer.h"
+#include "layerwrite.h"
 
 /* The namespace's ids: n_ids 0 (or no init_path) for none, and then every function
  * below does its work in this process, as layer.h's do. */
@@ -45,6 +46,17 @@ struct layerns {
  * could not run or did not answer. */
 int layerns_unpack(const struct layerns *ns, int fd, int dir_fd, const struct layer_opts *o,
                    struct layer_result *ret, uint64_t *ret_disk, char *err, size_t errlen);
+
+/* A snapshot's capture (snapshot.h) in the namespace: the trees of upper_fd (of kind)
+ * and ws_fd (under "workspace") written by layerwrite.h into out_fd with o, where the
+ * daemon's user may read what the subordinate ids own; inside, the files have the
+ * image's ids (o's maps are not used there: the identity up to ns->n_ids). Without a
+ * namespace, in this process with o. o->written is told once, at the end, when the
+ * helper wrote it. 0 or -errno as layerwrite's (err set); -EIO when the helper could not
+ * run. */
+int layerns_capture(const struct layerns *ns, int upper_fd, int ws_fd, enum layerwrite_kind kind,
+                    int out_fd, const struct layerwrite_opts *o, struct layerwrite_result *res,
+                    char *err, size_t errlen);
 
 /* layer_empty_dir and layer_remove_tree, in the namespace. */
 int layerns_empty_dir(const struct layerns *ns, int dir_fd);

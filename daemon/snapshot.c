@@ -19,6 +19,7 @@
 
 #include "imageconfig.h"
 #include "imagestore.h"
+#include "layerns.h"
 
 #define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define MT_OCI_CONFIG   "application/vnd.oci.image.config.v1+json"
@@ -360,7 +361,6 @@ static int write_tar(struct snapshot_job *j, struct spool *sp, uint64_t budget,
         struct layerwrite_opts o = {.max_bytes = budget, .max_entries = max_entries,
                                     .uids = j->uids, .gids = j->gids, .no_digest = 1,
                                     .written = spool_written, .written_ud = sp};
-        struct layerwrite *w = NULL;
         uint64_t t0;
         int r;
 
@@ -368,14 +368,10 @@ static int write_tar(struct snapshot_job *j, struct spool *sp, uint64_t budget,
         if ((j->freezer.control || j->freezer.pidns_ino) && (r = freeze(j)) < 0)
                 return r;
         j->signalled = j->freezer.n_stopped;
-        r = layerwrite_open(sp->fd, &o, err, errlen, &w);
-        if (r == 0)
-                r = layerwrite_tree(w, j->upper_fd, "", j->upper_kind);
-        if (r == 0)
-                r = layerwrite_tree(w, j->ws_fd, "workspace", LAYERWRITE_PLAIN);
-        if (r == 0)
-                r = layerwrite_finish(w, res);
-        layerwrite_free(w);
+        /* A rootless sbxd whose store keeps subordinate ids reads its sandboxes' files in
+         * their namespace, where it may (layerns.h). */
+        r = layerns_capture(&imagestore_opts(j->store)->ns, j->upper_fd, j->ws_fd, j->upper_kind,
+                            sp->fd, &o, res, err, errlen);
         if (j->freezer.control || j->freezer.pidns_ino)
                 thaw(&j->freezer);
         j->frozen_ms = now_ms() - t0;

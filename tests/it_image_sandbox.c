@@ -1256,6 +1256,45 @@ START_TEST(warm_image_pool) {
 }
 END_TEST
 
+/* A snapshot in a rootless daemon whose store keeps the subordinate ids: files of the
+ * image's user in a private directory, and root's in /etc, come back in a sandbox made
+ * from it with their owners. */
+START_TEST(rootless_subids_snapshot) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_image *img = NULL;
+        char *digest, *id, *b;
+        sbx_client *c;
+
+        bind_subids();
+        it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+        c = it_connect(&d);
+        digest = img_pull(c, layout, "img");
+        id = must_create(c, digest);
+        expect_out(c, id, NULL,
+                   "busybox mkdir -m 700 /workspace/p && echo s > /workspace/p/f && echo ok",
+                   "ok\n");
+        expect_out(c, id, "root",
+                   "echo r > /etc/r && busybox chmod 600 /etc/r && busybox mkdir -m 700 /q && "
+                   "echo t > /q/g && busybox chown -R 1000:1000 /q && echo ok",
+                   "ok\n");
+        ck_assert_msg(sbx_snapshot(c, id, "subsnap", &img) == SBX_OK, "%s",
+                      sbx_error_message(c));
+        sbx_image_free(img);
+        b = must_create(c, "subsnap");
+        expect_out(c, b, NULL,
+                   "busybox cat /workspace/p/f /q/g; busybox stat -c %u:%g:%a /workspace/p /q",
+                   "s\nt\n1000:1000:700\n1000:1000:700\n");
+        expect_out(c, b, "root", "busybox cat /etc/r; busybox stat -c %u:%a /etc/r", "r\n0:600\n");
+        free(b);
+        free(id);
+        free(digest);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        unbind_subids();
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("image_sandbox");
 
@@ -1275,6 +1314,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, mcp_from_an_image, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_subordinate_ids, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, rootless_subids_snapshot, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_layers_keep_owners, 240, it_fixture_setup_var,
                           it_fixture_teardown);
