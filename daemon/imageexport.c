@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "imagestore.h"
+#include "layerns.h"
 
 #define MT_OCI_INDEX    "application/vnd.oci.image.index.v1+json"
 #define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
@@ -56,7 +57,6 @@ static int write_layer(struct xport *x, size_t i, const struct layerwrite_map *u
                        uint64_t *budget) {
         struct layerwrite_opts o = {.max_bytes = *budget, .max_entries = UINT64_MAX,
                                     .uids = *uids, .gids = *gids};
-        struct layerwrite *w = NULL;
         char path[PATH_MAX], name[32], err[512] = "";
         int dfd, r;
 
@@ -68,12 +68,11 @@ static int write_layer(struct xport *x, size_t i, const struct layerwrite_map *u
                 return fail(x, -errno, "layer %s: %s", x->img.layers[i], strerror(errno));
         snprintf(name, sizeof(name), "l%zu.tar", i);
         x->layers[i].fd = openat(x->scratch_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        r = x->layers[i].fd < 0 ? -errno : layerwrite_open(x->layers[i].fd, &o, err, sizeof(err), &w);
-        if (r == 0)
-                r = layerwrite_tree(w, dfd, "", kind);
-        if (r == 0)
-                r = layerwrite_finish(w, &x->layers[i].res);
-        layerwrite_free(w);
+        /* A rootless store of subordinate ids is read in their namespace (layerns.h). */
+        r = x->layers[i].fd < 0 ? -errno
+                                : layerns_capture(&imagestore_opts(x->s)->ns, dfd, -1, kind,
+                                                  x->layers[i].fd, &o, &x->layers[i].res, err,
+                                                  sizeof(err));
         close(dfd);
         if (r < 0)
                 return fail(x, r, "layer %s: %s", x->img.layers[i], err[0] ? err : strerror(-r));

@@ -223,7 +223,7 @@ static int capture_here(int upper_fd, int ws_fd, enum layerwrite_kind kind, int 
 
         if (r == 0)
                 r = layerwrite_tree(w, upper_fd, "", kind);
-        if (r == 0)
+        if (r == 0 && ws_fd >= 0)
                 r = layerwrite_tree(w, ws_fd, "workspace", LAYERWRITE_PLAIN);
         if (r == 0)
                 r = layerwrite_finish(w, res);
@@ -235,7 +235,8 @@ int layerns_capture(const struct layerns *ns, int upper_fd, int ws_fd, enum laye
                     int out_fd, const struct layerwrite_opts *o, struct layerwrite_result *res,
                     char *err, size_t errlen) {
         char b[24], e[24], k[8], m[24];
-        char *args[] = {(char *)"capture", b, e, k, m, NULL};
+        char *args[] = {(char *)"capture", b, e, k, m, o->no_digest ? (char *)"0" : (char *)"1",
+                        ws_fd >= 0 ? (char *)"1" : (char *)"0", NULL};
         struct reply rep;
         int r, status;
 
@@ -405,16 +406,22 @@ static int number(const char *s, uint64_t *ret) {
         return errno || !*s || *end || s[0] == '-' ? -EINVAL : 0;
 }
 
-/* A capture's arguments (MAX_BYTES MAX_ENTRIES KIND MAX_ID): its options into *w, the
- * upper directory's kind into *kind. 2, or -EINVAL. Inside, the files have the image's
- * ids: the map is the identity up to MAX_ID. */
-static int capture_args(char **argv, struct layerwrite_opts *w, enum layerwrite_kind *kind) {
-        uint64_t k, max_id;
+/* A capture's arguments (MAX_BYTES MAX_ENTRIES KIND MAX_ID DIGEST WORKSPACE): its
+ * options into *w, the upper directory's kind into *kind, whether FD_DIR2 is a
+ * workspace into *ws. 2, or -EINVAL. Inside, the files have the image's ids: the map is
+ * the identity up to MAX_ID. */
+static int capture_args(char **argv, struct layerwrite_opts *w, enum layerwrite_kind *kind,
+                        int *ws) {
+        uint64_t k, max_id, digest, with_ws;
 
         if (number(argv[3], &w->max_bytes) < 0 || number(argv[4], &w->max_entries) < 0 ||
             number(argv[5], &k) < 0 || k > LAYERWRITE_UPPER_USERXATTR ||
-            number(argv[6], &max_id) < 0 || max_id == 0 || max_id >= UINT32_MAX)
+            number(argv[6], &max_id) < 0 || max_id == 0 || max_id >= UINT32_MAX ||
+            number(argv[7], &digest) < 0 || digest > 1 || number(argv[8], &with_ws) < 0 ||
+            with_ws > 1)
                 return -EINVAL;
+        w->no_digest = !digest;
+        *ws = (int)with_ws;
         *kind = (enum layerwrite_kind)k;
         w->uids.r[0] = (struct layerwrite_range){0, 0, (uint32_t)max_id + 1};
         w->uids.n = 1;
@@ -422,15 +429,15 @@ static int capture_args(char **argv, struct layerwrite_opts *w, enum layerwrite_
         return 2;
 }
 
-/* The helper's arguments: its mode's options into *o (a capture's into *w and *kind),
+/* The helper's arguments: its mode's options into *o (a capture's into *w, *kind, *ws),
  * and 2 for capture, 1 for unpack, 0 for empty or remove; -EINVAL when they are none of
  * the four. */
 static int helper_args(int argc, char **argv, struct layer_opts *o, struct layerwrite_opts *w,
-                       enum layerwrite_kind *kind) {
+                       enum layerwrite_kind *kind, int *ws) {
         uint64_t max_id;
 
-        if (argc == 7 && strcmp(argv[2], "capture") == 0)
-                return capture_args(argv, w, kind);
+        if (argc == 9 && strcmp(argv[2], "capture") == 0)
+                return capture_args(argv, w, kind, ws);
         if (argc == 3 && strcmp(argv[2], "empty") == 0)
                 return 0;
         if (argc == 4 && strcmp(argv[2], "remove") == 0)
@@ -448,11 +455,11 @@ static int helper_args(int argc, char **argv, struct layer_opts *o, struct layer
 
 /* What the helper was asked (helper_args said which: mode): its reply in *rep. */
 static void helper_run(int argc, char **argv, const struct layer_opts *o,
-                       const struct layerwrite_opts *w, enum layerwrite_kind kind, int mode,
-                       struct reply *rep) {
+                       const struct layerwrite_opts *w, enum layerwrite_kind kind, int ws,
+                       int mode, struct reply *rep) {
         if (mode == 2) {
-                rep->r = capture_here(FD_DIR, FD_DIR2, kind, FD_IN, w, &rep->wres, rep->err,
-                                      sizeof(rep->err));
+                rep->r = capture_here(FD_DIR, ws ? FD_DIR2 : -1, kind, FD_IN, w, &rep->wres,
+                                      rep->err, sizeof(rep->err));
         } else if (mode == 1) {
                 rep->r = layer_unpack(FD_IN, FD_DIR, o, &rep->res, rep->err, sizeof(rep->err));
                 if (rep->r == 0)
@@ -469,6 +476,7 @@ int layerns_helper_main(int argc, char **argv) {
         struct layerwrite_opts w = {.no_digest = 1};
         enum layerwrite_kind kind = LAYERWRITE_PLAIN;
         struct reply *rep = calloc(1, sizeof(*rep));
+        int ws = 0;
         struct stat out, dir;
         size_t off = 0;
         int r;
@@ -482,13 +490,15 @@ int layerns_helper_main(int argc, char **argv) {
                 free(rep);
                 return 2;
         }
-        r = helper_args(argc, argv, &o, &w, &kind);
+        r = helper_args(argc, argv, &o, &w, &kind, &ws);
+        if (r == 2 && ws && (fstat(FD_DIR2, &dir) < 0 || !S_ISDIR(dir.st_mode)))
+                r = -EINVAL;
         if (r < 0) {
                 fprintf(stderr, "<3>sbxd --layer-helper: bad arguments\n");
                 free(rep);
                 return 2;
         }
-        helper_run(argc, argv, &o, &w, kind, r, rep);
+        helper_run(argc, argv, &o, &w, kind, ws, r, rep);
         rep->magic = REPLY_MAGIC;
         while (off < sizeof(*rep)) {
                 ssize_t n = write(FD_OUT, (char *)rep + off, sizeof(*rep) - off);

@@ -47,8 +47,9 @@ struct layerns {
 int layerns_unpack(const struct layerns *ns, int fd, int dir_fd, const struct layer_opts *o,
                    struct layer_result *ret, uint64_t *ret_disk, char *err, size_t errlen);
 
-/* A snapshot's capture (snapshot.h) in the namespace: the trees of upper_fd (of kind)
- * and ws_fd (under "workspace") written by layerwrite.h into out_fd with o, where the
+/* A snapshot's capture (snapshot.h) or a layer's export (imageexport.h) in the
+ * namespace: the trees of upper_fd (of kind) and ws_fd (under "workspace"; -1: none)
+ * written by layerwrite.h into out_fd with o (its bounds and no_digest), where the
  * daemon's user may read what the subordinate ids own; inside, the files have the
  * image's ids (o's maps are not used there: the identity up to ns->n_ids). Without a
  * namespace, in this process with o. o->written is told once, at the end, when the

@@ -225,13 +225,6 @@ static void on_drained(struct conn_call *cc) {
         (void)pump(of_call(cc));
 }
 
-/* A rootless sbxd with subordinate ids keeps layers as files of those ids (layerns.h),
- * which its own user may not all read. */
-static int subid_store(const struct sbxd *d) {
-        return d->features.rootless && d->features.subuid_count && d->features.subgid_count &&
-               d->features.idmap_helpers;
-}
-
 /* The maps of the store's owners to the image's (imageexport.h): a root daemon's store
  * holds the image's ids; a rootless one's, its user's, which is 0. */
 static void maps_of(const struct sbxd *d, struct export *x) {
@@ -260,12 +253,6 @@ void rpc_export_image(struct conn *c, const Sbx__V1__Request *req) {
                                  "ExportImage.name is required (an image name as `sbx image ls` "
                                  "shows it, or its digest), at most %u bytes",
                                  SBX_IMAGE_NAME_MAX_BYTES);
-                return;
-        }
-        if (subid_store(d)) {
-                conn_send_status(c, req->request_id, SBX__V1__CODE__UNIMPLEMENTED,
-                                 "an export from a rootless sbxd whose store keeps layers as its "
-                                 "user's subordinate ids (not all readable by its user)");
                 return;
         }
         conn_peer(c, &p);

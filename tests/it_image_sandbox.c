@@ -1258,13 +1258,14 @@ END_TEST
 
 /* A snapshot in a rootless daemon whose store keeps the subordinate ids: files of the
  * image's user in a private directory, and root's in /etc, come back in a sandbox made
- * from it with their owners. */
+ * from it with their owners; so they do from its export, imported again. */
 START_TEST(rootless_subids_snapshot) {
         struct it_daemon d;
         const char *layout = make_image();
         struct sbx_image *img = NULL;
-        char *digest, *id, *b;
+        char *digest, *id, *b, path[900], src[1000];
         sbx_client *c;
+        int fd;
 
         bind_subids();
         it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
@@ -1286,6 +1287,23 @@ START_TEST(rootless_subids_snapshot) {
                    "busybox cat /workspace/p/f /q/g; busybox stat -c %u:%g:%a /workspace/p /q",
                    "s\nt\n1000:1000:700\n1000:1000:700\n");
         expect_out(c, b, "root", "busybox cat /etc/r; busybox stat -c %u:%a /etc/r", "r\n0:600\n");
+        /* Its export (read in the ids' namespace too) imports again with the owners. */
+        snprintf(path, sizeof(path), "%s/subsnap.tar", it_base_dir());
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_msg(sbx_image_export(c, "subsnap", fd, NULL) == SBX_OK, "%s",
+                      sbx_error_message(c));
+        close(fd);
+        ck_assert_int_eq(chmod(it_base_dir(), 0755), 0);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_image_remove(c, "subsnap", NULL), SBX_OK);
+        snprintf(src, sizeof(src), "oci-archive:%s", path);
+        ck_assert_msg(sbx_image_pull(c, src, NULL, &img) == SBX_OK, "%s", sbx_error_message(c));
+        free(b);
+        b = must_create(c, img->digest);
+        sbx_image_free(img);
+        expect_out(c, b, NULL, "busybox cat /workspace/p/f /q/g; busybox stat -c %u:%g:%a /q/g",
+                   "s\nt\n1000:1000:644\n");
         free(b);
         free(id);
         free(digest);
