@@ -351,6 +351,10 @@ START_TEST(layer_helper_arguments) {
                 "",           "bogus",         "unpack 1 1",   "unpack x 1 1", "unpack 1 1 0",
                 "unpack 1 1 4294967296", "remove ..", "remove a/b", "remove .",    "remove",
                 "empty extra", "remove keep keep",
+                /* capture MAX_BYTES MAX_ENTRIES KIND MAX_ID DIGEST WORKSPACE */
+                "capture 1 1 0 1 0", "capture 1 1 3 1 0 0", "capture 1 1 0 0 0 0",
+                "capture 1 1 0 4294967295 0 0", "capture 1 1 0 1 2 0", "capture 1 1 0 1 0 2",
+                "capture x 1 0 1 0 0", "capture 1 1 0 1 0 1", /* no fd 5, a directory */
         };
         const char *victim = make_dir("victim", 0755, 0);
         char cmd[2000], keep[800], made[800];
