@@ -1,0 +1,348 @@
+/* it_restore_attacks.c: a red-team pass on RestoreSandbox (sbx restore; docs/snapshots.md
+ * "Restore, tried") against a real root sbxd as two users (root and BOB) and a rootless
+ * one: a daemon killed while a restore builds and just after it took the sandbox's
+ * place, many restores in a row, a share user's rights to the policy's host paths, the
+ * deadline reached while a restore builds.
+ *
+ * The image is tests/mkimage.sh's "img" (busybox in four layers; User 1000:1000). */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "asbob.h"
+#include "imgtest.h"
+#include "itutil.h"
+#include "sbx.h"
+#include "sbx_limits.h"
+#include "snaptest.h"
+#include "testutil.h"
+
+static const char *const keep[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
+                                   "--keep-sandboxes", NULL};
+
+/* How many names in STATE/sandboxes begin with '~' (a restore's or a replaced one's). */
+static int tilde_dirs(const struct it_daemon *d) {
+        char path[900];
+        struct dirent *e;
+        DIR *dir;
+        int n = 0;
+
+        snprintf(path, sizeof(path), "%s/sandboxes", d->state);
+        dir = opendir(path);
+        while (dir && (e = readdir(dir)))
+                n += e->d_name[0] == '~';
+        if (dir)
+                closedir(dir);
+        return n;
+}
+
+/* Waits up to 10 s for no '~' directory in STATE/sandboxes; how many are left then. */
+static int tilde_dirs_go(const struct it_daemon *d) {
+        int n = 0;
+
+        for (int i = 0; i < 1000 && (n = tilde_dirs(d)) > 0; i++)
+                usleep(10000);
+        return n;
+}
+
+/* How many groups the daemon's freezer base holds (v1: beside its own "<base>.daemon",
+ * which /proc/PID/cgroup names), waiting up to 10 s for them to be no more than want. */
+static int sandbox_groups(const struct it_daemon *d, int want) {
+        char path[900], line[900], base[1200];
+        FILE *f;
+        int n = -1;
+
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)d->pid);
+        f = fopen(path, "r");
+        base[0] = '\0';
+        while (f && fgets(line, sizeof(line), f)) {
+                char *p = strstr(line, ":freezer:"), *dot;
+                if (!p)
+                        continue;
+                line[strcspn(line, "\n")] = '\0';
+                dot = strstr(p, ".daemon");
+                if (dot)
+                        *dot = '\0';
+                snprintf(base, sizeof(base), "/sys/fs/cgroup/freezer%s", p + 9);
+        }
+        if (f)
+                fclose(f);
+        ck_assert_msg(base[0], "no freezer group of the daemon");
+        for (int i = 0; i < 1000; i++) {
+                DIR *dir = opendir(base);
+                struct dirent *e;
+                n = 0;
+                while (dir && (e = readdir(dir)))
+                        n += e->d_type == DT_DIR && e->d_name[0] != '.';
+                if (dir)
+                        closedir(dir);
+                if (n <= want)
+                        break;
+                usleep(10000);
+        }
+        return n;
+}
+
+struct racer {
+        struct it_daemon *d;
+        const char *id, *image;
+        enum sbx_code rc;
+        char msg[512];
+};
+
+static void *restore_thread(void *arg) {
+        struct racer *r = arg;
+        sbx_client *c = it_connect(r->d);
+
+        r->rc = sbx_restore(c, r->id, r->image, NULL);
+        snprintf(r->msg, sizeof(r->msg), "%s", sbx_error_message(c));
+        sbx_close(c);
+        return NULL;
+}
+
+/* A sandbox whose snapshot "big" holds a 150 MiB workspace file (seeded into a restore's
+ * new workspace, which makes the restore build long enough to be caught), /workspace/f
+ * "snap" there and "now" in the sandbox. Its id. */
+static char *big_snapshot_sandbox(sbx_client *c, const char *base) {
+        char *a = must_create(c, base), *s;
+
+        expect_out(c, a, NULL,
+                   "busybox dd if=/dev/zero of=/workspace/big bs=1M count=150 2>/dev/null && "
+                   "echo snap > /workspace/f && echo ok",
+                   "ok\n");
+        s = snap(c, a, "big");
+        free(s);
+        expect_out(c, a, NULL, "echo now > /workspace/f && echo ok", "ok\n");
+        return a;
+}
+
+/* Waits until a restore's directory shows in STATE/sandboxes (up to 20 s): 1 when it
+ * did. */
+static int restore_building(const struct it_daemon *d) {
+        for (int i = 0; i < 20000; i++) {
+                if (tilde_dirs(d) > 0)
+                        return 1;
+                usleep(1000);
+        }
+        return 0;
+}
+
+/* The daemon SIGKILLed while a restore builds (--keep-sandboxes): the next one adopts
+ * the sandbox as it was (its files, READY, a live init), removes the restore's directory
+ * and group; a restore then works. Killed again just once a restore has taken the
+ * sandbox's place: the next one adopts the restored sandbox, and nothing of the
+ * replaced one is left. */
+START_TEST(daemon_killed_mid_restore) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_sandbox *sb = NULL;
+        struct racer r;
+        pthread_t th;
+        char *base, *a, sql[300];
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = big_snapshot_sandbox(c, base);
+
+        r = (struct racer){.d = &d, .id = a, .image = "big"};
+        ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
+        ck_assert_msg(restore_building(&d), "no restore directory showed");
+        it_daemon_kill(&d);
+        pthread_join(th, NULL);
+        ck_assert_int_ne(r.rc, SBX_OK);
+        sbx_close(c);
+        it_daemon_restart(&d, keep);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
+        ck_assert_int_eq(sb->state, SBX_STATE_READY);
+        sbx_sandbox_free(sb);
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "now\n");
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        ck_assert_int_eq(sandbox_groups(&d, 1), 1);
+
+        /* Killed once the restore took the sandbox's place (its log line follows the
+         * record's update at once). */
+        r = (struct racer){.d = &d, .id = a, .image = "big"};
+        ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
+        ck_assert_int_eq(it_wait_log(&d, "restored from big", 1), 1);
+        it_daemon_kill(&d);
+        pthread_join(th, NULL);
+        sbx_close(c);
+        it_daemon_restart(&d, keep);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
+        ck_assert_msg(sb->state == SBX_STATE_READY, "state %d", sb->state);
+        sbx_sandbox_free(sb);
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "snap\n");
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM sandboxes WHERE id = '%s' AND state = 'ready'", a);
+        ck_assert_int_eq(it_db_int(&d, sql), 1);
+        ck_assert_int_eq(sandbox_groups(&d, 1), 1);
+
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* BOB, given "SHARED": snapshots root's sandbox shared with him (both's), then
+ * restores it from that snapshot. */
+static void bob_restores_shared(struct it_daemon *d, const char *id, struct report *r) {
+        sbx_client *c = it_connect(d);
+        struct sbx_image *img = NULL;
+        enum sbx_code rc = sbx_snapshot(c, id, "bobsnap", &img);
+
+        say(r, "snapshot|%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+        sbx_image_free(img);
+        rc = sbx_restore(c, id, "bobsnap", NULL);
+        say(r, "restore|%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+        sbx_close(c);
+}
+
+/* Root's sandbox with a writable host directory only root may open, shared with BOB:
+ * BOB's restore is judged with his rights and refused, the sandbox as it was (its
+ * writable path still written through); root's own restore of it works. */
+START_TEST(share_user_restore_judged_with_his_rights) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        const char *paths[1];
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        uint32_t bob = BOB;
+        char host[700], cmd[1600], *base, *said, *s;
+        sbx_client *c;
+
+        /* Open to anyone inside a directory only root may enter. */
+        snprintf(host, sizeof(host), "%s/rootonly", it_base_dir());
+        ck_assert_int_eq(mkdir(host, 0700), 0);
+        snprintf(host, sizeof(host), "%s/rootonly/w", it_base_dir());
+        ck_assert_int_eq(mkdir(host, 0777), 0);
+        ck_assert_int_eq(chmod(host, 0777), 0);
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        sbx_create_opts_init(&o);
+        o.image = base;
+        o.share_uids = &bob;
+        o.n_share_uids = 1;
+        paths[0] = host;
+        sbx_policy_workspace_write(&o.policy, paths, 1, SBX_NETWORK_NONE);
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
+        snprintf(cmd, sizeof(cmd), "echo before > /workspace/f && echo r > %s/r && echo ok",
+                 host);
+        expect_out(c, sb->id, NULL, cmd, "ok\n");
+
+        said = as_bob(bob_restores_shared, &d, sb->id);
+        ck_assert_msg(strstr(said, "snapshot|OK|"), "BOB got: %s", said);
+        ck_assert_msg(!strstr(said, "restore|OK|"), "BOB restored: %s", said);
+        ck_assert_msg(strstr(said, host), "BOB got: %s", said);
+        free(said);
+        snprintf(cmd, sizeof(cmd), "busybox cat /workspace/f %s/r && echo w > %s/w && echo ok",
+                 host, host);
+        expect_out(c, sb->id, NULL, cmd, "before\nr\nok\n");
+
+        s = snap(c, sb->id, "rootsnap");
+        expect_out(c, sb->id, NULL, "echo after > /workspace/f && echo ok", "ok\n");
+        ck_assert_msg(sbx_restore(c, sb->id, "rootsnap", NULL) == SBX_OK, "%s",
+                      sbx_error_message(c));
+        snprintf(cmd, sizeof(cmd), "busybox cat /workspace/f %s/w", host);
+        expect_out(c, sb->id, NULL, cmd, "before\nw\n");
+
+        free(s);
+        sbx_sandbox_free(sb);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A background command of id that sleeps (its output unread). */
+static void sleeper(sbx_client *c, const char *id) {
+        const char *argv[] = {"/bin/sh", "-c", "exec busybox sleep 1000", NULL};
+        struct sbx_background *bg = NULL;
+        struct sbx_exec_opts o;
+
+        sbx_exec_opts_init(&o);
+        o.argv = argv;
+        o.argc = 3;
+        o.no_timeout = 1;
+        ck_assert_msg(sbx_exec_background(c, id, &o, &bg) == SBX_OK, "%s", sbx_error_message(c));
+        sbx_background_free(bg);
+}
+
+/* Waits up to 10 s for the daemon's descriptors to be no more than want; how many. */
+static int fds_settle(const struct it_daemon *d, int want) {
+        int n = 0;
+
+        for (int i = 0; i < 1000 && (n = it_open_fds(d->pid)) > want; i++)
+                usleep(10000);
+        return n;
+}
+
+/* More restores of one sandbox, each with a background command running, than a root
+ * sbxd has blocks of ids for image sandboxes: each one gives back the replaced
+ * sandbox's block, descriptors, directory and group; the commands are numbered on. */
+START_TEST(restores_in_a_loop_leak_nothing) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_history *h = NULL;
+        char *base, *a, *s, want[64];
+        int fds;
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "echo snap > /workspace/f && echo ok", "ok\n");
+        s = snap(c, a, "loop");
+        ck_assert_int_eq(sbx_restore(c, a, "loop", NULL), SBX_OK);
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        fds = it_open_fds(d.pid);
+        for (unsigned i = 0; i < SBX_IMAGE_BLOCKS + 3; i++) {
+                sleeper(c, a);
+                ck_assert_msg(sbx_restore(c, a, "loop", NULL) == SBX_OK, "restore %u: %s", i,
+                              sbx_error_message(c));
+        }
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "snap\n");
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        ck_assert_int_eq(sandbox_groups(&d, 1), 1);
+        ck_assert_int_le(fds_settle(&d, fds), fds);
+        ck_assert_int_eq(sbx_history(c, a, 0, 0, &h), SBX_OK);
+        /* One command before the loop, one per restore in it, then the cat above. */
+        snprintf(want, sizeof(want), "c-%u", 1 + SBX_IMAGE_BLOCKS + 3 + 1);
+        ck_assert_str_eq(h->v[h->n - 1].command_id, want);
+        sbx_history_free(h);
+
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("restore_attacks");
+
+        SBX_ADD_TEST_CASE(s, daemon_killed_mid_restore, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, share_user_restore_judged_with_his_rights, 240,
+                          it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, restores_in_a_loop_leak_nothing, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
