@@ -50,29 +50,29 @@ static int tilde_dirs_go(const struct it_daemon *d) {
         return n;
 }
 
-/* How many groups the daemon's freezer base holds (v1: beside its own "<base>.daemon",
- * which /proc/PID/cgroup names), waiting up to 10 s for them to be no more than want. */
-static int sandbox_groups(const struct it_daemon *d, int want) {
-        char path[900], line[900], base[1200];
-        FILE *f;
+/* The group of the freezer's hierarchy that holds the groups of the daemon's sandboxes
+ * into base: the parent of sandbox id's group (named by its id: one a create made). */
+static void freezer_base(const char *id, char *base, size_t len) {
+        char cmd[600];
+        FILE *p;
+
+        snprintf(cmd, sizeof(cmd), "find /sys/fs/cgroup/freezer -maxdepth 6 -type d -name '%s'",
+                 id);
+        p = popen(cmd, "r");
+        base[0] = '\0';
+        if (p && fgets(base, (int)len, p))
+                base[strcspn(base, "\n")] = '\0';
+        if (p)
+                pclose(p);
+        ck_assert_msg(strrchr(base, '/'), "no freezer group of %s", id);
+        *strrchr(base, '/') = '\0';
+}
+
+/* How many groups base (freezer_base) holds, waiting up to 10 s for them to be no
+ * more than want. */
+static int sandbox_groups(const char *base, int want) {
         int n = -1;
 
-        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)d->pid);
-        f = fopen(path, "r");
-        base[0] = '\0';
-        while (f && fgets(line, sizeof(line), f)) {
-                char *p = strstr(line, ":freezer:"), *dot;
-                if (!p)
-                        continue;
-                line[strcspn(line, "\n")] = '\0';
-                dot = strstr(p, ".daemon");
-                if (dot)
-                        *dot = '\0';
-                snprintf(base, sizeof(base), "/sys/fs/cgroup/freezer%s", p + 9);
-        }
-        if (f)
-                fclose(f);
-        ck_assert_msg(base[0], "no freezer group of the daemon");
         for (int i = 0; i < 1000; i++) {
                 DIR *dir = opendir(base);
                 struct dirent *e;
@@ -143,13 +143,14 @@ START_TEST(daemon_killed_mid_restore) {
         struct sbx_sandbox *sb = NULL;
         struct racer r;
         pthread_t th;
-        char *base, *a, sql[300];
+        char *base, *a, sql[300], cg[1000];
         sbx_client *c;
 
         it_daemon_start(&d, keep);
         c = it_connect(&d);
         base = img_pull(c, layout, "img");
         a = big_snapshot_sandbox(c, base);
+        freezer_base(a, cg, sizeof(cg));
 
         r = (struct racer){.d = &d, .id = a, .image = "big"};
         ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
@@ -165,7 +166,7 @@ START_TEST(daemon_killed_mid_restore) {
         sbx_sandbox_free(sb);
         expect_out(c, a, NULL, "busybox cat /workspace/f", "now\n");
         ck_assert_int_eq(tilde_dirs_go(&d), 0);
-        ck_assert_int_eq(sandbox_groups(&d, 1), 1);
+        ck_assert_int_eq(sandbox_groups(cg, 1), 1);
 
         /* Killed once the restore took the sandbox's place (its log line follows the
          * record's update at once). */
@@ -185,7 +186,7 @@ START_TEST(daemon_killed_mid_restore) {
         snprintf(sql, sizeof(sql),
                  "SELECT count(*) FROM sandboxes WHERE id = '%s' AND state = 'ready'", a);
         ck_assert_int_eq(it_db_int(&d, sql), 1);
-        ck_assert_int_eq(sandbox_groups(&d, 1), 1);
+        ck_assert_int_eq(sandbox_groups(cg, 1), 1);
 
         ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
         free(a);
@@ -296,7 +297,7 @@ START_TEST(restores_in_a_loop_leak_nothing) {
         struct it_daemon d;
         const char *layout = make_image();
         struct sbx_history *h = NULL;
-        char *base, *a, *s, want[64];
+        char *base, *a, *s, want[64], cg[1000];
         int fds;
         sbx_client *c;
 
@@ -304,10 +305,13 @@ START_TEST(restores_in_a_loop_leak_nothing) {
         c = it_connect(&d);
         base = img_pull(c, layout, "img");
         a = must_create(c, base);
+        freezer_base(a, cg, sizeof(cg));
         expect_out(c, a, NULL, "echo snap > /workspace/f && echo ok", "ok\n");
         s = snap(c, a, "loop");
         ck_assert_int_eq(sbx_restore(c, a, "loop", NULL), SBX_OK);
         ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        /* The descriptors of a sandbox that ran a command (a group's events watched). */
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "snap\n");
         fds = it_open_fds(d.pid);
         for (unsigned i = 0; i < SBX_IMAGE_BLOCKS + 3; i++) {
                 sleeper(c, a);
@@ -316,13 +320,69 @@ START_TEST(restores_in_a_loop_leak_nothing) {
         }
         expect_out(c, a, NULL, "busybox cat /workspace/f", "snap\n");
         ck_assert_int_eq(tilde_dirs_go(&d), 0);
-        ck_assert_int_eq(sandbox_groups(&d, 1), 1);
+        ck_assert_int_eq(sandbox_groups(cg, 1), 1);
         ck_assert_int_le(fds_settle(&d, fds), fds);
         ck_assert_int_eq(sbx_history(c, a, 0, 0, &h), SBX_OK);
-        /* One command before the loop, one per restore in it, then the cat above. */
-        snprintf(want, sizeof(want), "c-%u", 1 + SBX_IMAGE_BLOCKS + 3 + 1);
+        /* Two commands before the loop, one per restore in it, then the cat above. */
+        snprintf(want, sizeof(want), "c-%u", 2 + SBX_IMAGE_BLOCKS + 3 + 1);
         ck_assert_str_eq(h->v[h->n - 1].command_id, want);
         sbx_history_free(h);
+
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Writes state ("FROZEN", "THAWED") into the freezer group of sandbox id (named by its
+ * id: a sandbox made by a create). */
+static void set_freezer(const char *base, const char *id, const char *state) {
+        char path[1400];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s/freezer.state", base, id);
+        f = fopen(path, "w");
+        ck_assert_msg(f, "%s: %s", path, strerror(errno));
+        fputs(state, f);
+        ck_assert_int_eq(fclose(f), 0);
+}
+
+/* While the replaced sandbox is still ending (its processes frozen, as a snapshot that
+ * holds them frozen keeps them: v1's freezer lets no frozen task die), the sandbox is
+ * listed once, as the restored one (READY), not also as a TERMINATING one. */
+START_TEST(replaced_sandbox_not_listed) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_sandbox_list *l = NULL;
+        struct sbx_list_opts lo;
+        char *base, *a, *s, cg[1000];
+        size_t n = 0, ready = 0;
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        s = snap(c, a, "small");
+        freezer_base(a, cg, sizeof(cg));
+        set_freezer(cg, a, "FROZEN");
+        ck_assert_msg(sbx_restore(c, a, "small", NULL) == SBX_OK, "%s", sbx_error_message(c));
+        memset(&lo, 0, sizeof(lo));
+        lo.include_ended = 1;
+        ck_assert_int_eq(sbx_list(c, &lo, &l), SBX_OK);
+        for (size_t i = 0; i < l->n; i++)
+                if (strcmp(l->v[i]->id, a) == 0) {
+                        n++;
+                        ready += l->v[i]->state == SBX_STATE_READY;
+                }
+        sbx_sandbox_list_free(l);
+        set_freezer(cg, a, "THAWED");
+        ck_assert_msg(n == 1 && ready == 1, "listed %zu times, %zu READY", n, ready);
+        expect_out(c, a, NULL, "echo ok", "ok\n");
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
 
         ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
         free(a);
@@ -341,6 +401,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, share_user_restore_judged_with_his_rights, 240,
                           it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, restores_in_a_loop_leak_nothing, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, replaced_sandbox_not_listed, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
