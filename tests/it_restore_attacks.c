@@ -339,15 +339,16 @@ END_TEST
 
 /* Writes state ("FROZEN", "THAWED") into the freezer group of sandbox id (named by its
  * id: a sandbox made by a create). */
-static void set_freezer(const char *base, const char *id, const char *state) {
+static int set_freezer(const char *base, const char *id, const char *state) {
         char path[1400];
         FILE *f;
 
         snprintf(path, sizeof(path), "%s/%s/freezer.state", base, id);
         f = fopen(path, "w");
-        ck_assert_msg(f, "%s: %s", path, strerror(errno));
+        if (!f)
+                return -1;
         fputs(state, f);
-        ck_assert_int_eq(fclose(f), 0);
+        return fclose(f) == 0 ? 0 : -1;
 }
 
 /* While the replaced sandbox is still ending (its processes frozen, as a snapshot that
@@ -368,7 +369,7 @@ START_TEST(replaced_sandbox_not_listed) {
         a = must_create(c, base);
         s = snap(c, a, "small");
         freezer_base(a, cg, sizeof(cg));
-        set_freezer(cg, a, "FROZEN");
+        ck_assert_int_eq(set_freezer(cg, a, "FROZEN"), 0);
         ck_assert_msg(sbx_restore(c, a, "small", NULL) == SBX_OK, "%s", sbx_error_message(c));
         memset(&lo, 0, sizeof(lo));
         lo.include_ended = 1;
@@ -379,9 +380,60 @@ START_TEST(replaced_sandbox_not_listed) {
                         ready += l->v[i]->state == SBX_STATE_READY;
                 }
         sbx_sandbox_list_free(l);
-        set_freezer(cg, a, "THAWED");
+        ck_assert_int_eq(set_freezer(cg, a, "THAWED"), 0);
         ck_assert_msg(n == 1 && ready == 1, "listed %zu times, %zu READY", n, ready);
         expect_out(c, a, NULL, "echo ok", "ok\n");
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* The daemon SIGKILLed while the sandbox a restore replaced is still ending, frozen (a
+ * snapshot held it so): the next daemon adopts the restored sandbox and removes the
+ * replaced one's group, its processes with it (thawed: v1's freezer lets no frozen task
+ * die), and its directory. */
+START_TEST(daemon_killed_while_replaced_one_frozen) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *s, cg[1000];
+        int groups;
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "echo snap > /workspace/f && echo ok", "ok\n");
+        s = snap(c, a, "small");
+        expect_out(c, a, NULL, "echo now > /workspace/f && echo ok", "ok\n");
+        freezer_base(a, cg, sizeof(cg));
+        ck_assert_int_eq(set_freezer(cg, a, "FROZEN"), 0);
+        ck_assert_msg(sbx_restore(c, a, "small", NULL) == SBX_OK, "%s", sbx_error_message(c));
+        it_daemon_kill(&d);
+        sbx_close(c);
+        it_daemon_restart(&d, keep);
+        c = it_connect(&d);
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "snap\n");
+        groups = sandbox_groups(cg, 1);
+        if (groups != 1) {
+                /* What is left of it ends (SIGKILLed already), its groups go. */
+                char cmd[2400];
+                (void)set_freezer(cg, a, "THAWED");
+                snprintf(cmd, sizeof(cmd),
+                         "for i in $(seq 100); do rmdir /sys/fs/cgroup/*/%s/%s 2>/dev/null; "
+                         "ls -d /sys/fs/cgroup/*/%s/%s >/dev/null 2>&1 || break; "
+                         "sleep 0.05; done",
+                         strrchr(cg, '/') + 1, a, strrchr(cg, '/') + 1, a);
+                if (system(cmd) != 0)
+                        fprintf(stderr, "cannot remove the groups of %s\n", a);
+        }
+        ck_assert_msg(groups == 1, "%d groups left", groups);
         ck_assert_int_eq(tilde_dirs_go(&d), 0);
 
         ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
@@ -404,6 +456,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, replaced_sandbox_not_listed, 240, it_fixture_setup_var,
                           it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, daemon_killed_while_replaced_one_frozen, 240,
+                          it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 
