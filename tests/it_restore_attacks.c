@@ -445,6 +445,62 @@ START_TEST(daemon_killed_while_replaced_one_frozen) {
 }
 END_TEST
 
+/* The deadline reached while a restore builds (a workspace of 150 MiB to seed; shorter
+ * deadlines until one is reached so): the restore says the sandbox ended, the sandbox is
+ * EXPIRED, recorded so, with nothing left of either in the state directory or the
+ * groups. A restore that won the race leaves a restored sandbox that expires at that
+ * same deadline. */
+START_TEST(deadline_while_restoring) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_sandbox *sb = NULL;
+        struct racer r;
+        pthread_t th;
+        char *base, *a, sql[300], cg[1000];
+        int ended = 0, n = 0;
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = big_snapshot_sandbox(c, base);
+        freezer_base(a, cg, sizeof(cg));
+        for (uint64_t ms = 800; !ended && ms >= 25; ms /= 2, n++) {
+                if (n > 0) {
+                        free(a);
+                        a = must_create(c, "big");
+                }
+                ck_assert_int_eq(sbx_set_timeout(c, a, ms, NULL), SBX_OK);
+                r = (struct racer){.d = &d, .id = a, .image = "big"};
+                ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
+                pthread_join(th, NULL);
+                ck_assert_msg(r.rc == SBX_OK || r.rc == SBX_SANDBOX_ENDED, "%s: %s",
+                              sbx_code_name(r.rc), r.msg);
+                ended = r.rc == SBX_SANDBOX_ENDED;
+                for (int i = 0; i < 1000; i++) {
+                        ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
+                        if (sb->state == SBX_STATE_EXPIRED)
+                                break;
+                        sbx_sandbox_free(sb);
+                        sb = NULL;
+                        usleep(10000);
+                }
+                ck_assert_msg(sb, "%s did not expire (restore: %s)", a, sbx_code_name(r.rc));
+                sbx_sandbox_free(sb);
+                snprintf(sql, sizeof(sql), "SELECT count(*) FROM sandboxes WHERE state = 'expired'");
+                ck_assert_int_eq(it_db_int(&d, sql), n + 1);
+                ck_assert_int_eq(tilde_dirs_go(&d), 0);
+                ck_assert_int_eq(sandbox_groups(cg, 0), 0);
+        }
+        ck_assert_msg(ended, "no restore was under way at the deadline");
+
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -458,6 +514,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, daemon_killed_while_replaced_one_frozen, 240,
                           it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, deadline_while_restoring, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
         return s;
 }
 
