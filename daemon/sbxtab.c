@@ -457,6 +457,13 @@ static void restore_free(struct restore *rs) {
         free(rs);
 }
 
+/* What a failed restore of rs says (why: msg) into buf. */
+static void restore_says(const struct restore *rs, int err, const char *msg, char *buf,
+                         size_t len) {
+        snprintf(buf, len, "cannot restore sandbox '%s' from %s: %s%s", rs->id, rs->image, msg,
+                 err == -ENODEV ? "" : "; the sandbox is as it was");
+}
+
 /* The restore of rs failed (msg says why): the sandbox is as it was. */
 static void restore_failed(struct restore *rs, int err, const char *msg) {
         struct sandbox *old = sbxtab_find(rs->t, rs->id);
@@ -464,9 +471,7 @@ static void restore_failed(struct restore *rs, int err, const char *msg) {
 
         if (old)
                 old->restoring = 0;
-        snprintf(full, sizeof(full), "cannot restore sandbox '%s' from %s: %s%s", rs->id,
-                 rs->image, msg,
-                 err == -ENODEV ? "" : "; the sandbox is as it was");
+        restore_says(rs, err, msg, full, sizeof(full));
         rs->cb(rs->ud, NULL, err, full);
         restore_free(rs);
 }
@@ -722,8 +727,12 @@ int sbxtab_restore(struct sbxd *d, struct sandbox *old, const char *image,
         rs->cb = cb;
         rs->ud = ud;
         r = restore_new(rs, old, digest, caller, err, errlen);
-        if (r < 0)
+        if (r < 0) {
+                char why[512];
+                snprintf(why, sizeof(why), "%s", err);
+                restore_says(rs, r, why, err, errlen);
                 restore_free(rs);
+        }
         return r;
 }
 

@@ -501,6 +501,54 @@ START_TEST(deadline_while_restoring) {
 }
 END_TEST
 
+/* Every block of ids for image sandboxes taken (SBX_IMAGE_BLOCKS sandboxes): a restore
+ * cannot have one for its new sandbox and is RESOURCE_EXHAUSTED, the sandbox as it was
+ * (its files, its commands, nothing left in the state directory); once a block is
+ * free it restores. */
+START_TEST(no_block_of_ids_left) {
+        static const char *const many[] = {"--warm", "0", "--spares", "0", "--max-sandboxes",
+                                           "200", "--max-sandboxes-per-uid", "200", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *s, *ids[SBX_IMAGE_BLOCKS];
+        enum sbx_code rc;
+        unsigned i;
+        sbx_client *c;
+
+        it_daemon_start(&d, many);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "echo snap > /workspace/f && echo ok", "ok\n");
+        s = snap(c, a, "blocks");
+        expect_out(c, a, NULL, "echo now > /workspace/f && echo ok", "ok\n");
+        for (i = 0; i < SBX_IMAGE_BLOCKS - 1; i++)
+                ids[i] = must_create(c, base);
+        rc = sbx_restore(c, a, "blocks", NULL);
+        ck_assert_msg(rc == SBX_RESOURCE_EXHAUSTED && strstr(sbx_error_message(c), "as it was"),
+                      "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "now\n");
+        ck_assert_int_eq(tilde_dirs(&d), 0);
+        ck_assert_int_eq(sbx_terminate(c, ids[0], NULL), SBX_OK);
+        for (i = 0; i < 600 && (rc = sbx_restore(c, a, "blocks", NULL)) ==
+                                       SBX_RESOURCE_EXHAUSTED; i++)
+                usleep(50000);
+        ck_assert_msg(rc == SBX_OK, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "snap\n");
+
+        for (i = 0; i < SBX_IMAGE_BLOCKS - 1; i++) {
+                if (i > 0)
+                        ck_assert_int_eq(sbx_terminate(c, ids[i], NULL), SBX_OK);
+                free(ids[i]);
+        }
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -515,6 +563,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, daemon_killed_while_replaced_one_frozen, 240,
                           it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, deadline_while_restoring, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, no_block_of_ids_left, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
