@@ -183,6 +183,11 @@ int sandbox_warn(struct sandbox *sb, const char *fmt, ...) __attribute__((format
  * claimed warm (warm.c); a second call changes nothing. */
 void sandbox_reserve_ptys(struct sandbox *sb);
 
+/* The same for sb, the new sandbox of a restore of old (sbxtab.c): as many ptys as old
+ * holds are sb's whatever the bounds say (old gives them back when it ends), then what
+ * the budget has of the rest, as sandbox_reserve_ptys. Before sandbox_start. */
+void sandbox_reserve_ptys_of(struct sandbox *sb, const struct sandbox *old);
+
 /* Decides how sb's limits are enforced (enforce.h), on its cgroup, with warnings. */
 void sandbox_apply_limits(struct sandbox *sb);
 

@@ -683,6 +683,7 @@ static int restore_new(struct restore *rs, struct sandbox *old, const char *dige
         nb->create_cb = restore_ready;
         nb->create_ud = rs;
         old->restoring = 1;
+        sandbox_reserve_ptys_of(nb, old);
         sandbox_start(nb, &objs);
         return 0;
 }

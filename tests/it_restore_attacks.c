@@ -549,6 +549,66 @@ START_TEST(no_block_of_ids_left) {
 }
 END_TEST
 
+/* The warning of sb about its ptys ("" when none: it has all of them). */
+static const char *pty_warning(const struct sbx_sandbox *sb) {
+        for (size_t i = 0; i < sb->warnings.n; i++)
+                if (strstr(sb->warnings.v[i], "ptys"))
+                        return sb->warnings.v[i];
+        return "";
+}
+
+/* An owner whose pty budget holds one sandbox's ptys (--max-ptys-per-uid 16): the
+ * restored sandbox has the ptys the one it replaced had, not none (its new sandbox is
+ * set up while the replaced one still holds them), restored again, and after a
+ * restart. */
+START_TEST(restored_sandbox_keeps_its_ptys) {
+        static const char *const ptys[] = {"--warm", "0", "--spares", "0", "--keep-sandboxes",
+                                           "--max-ptys-per-uid", "16", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_sandbox *sb = NULL;
+        char *base, *a, *s, *b;
+        sbx_client *c;
+
+        it_daemon_start(&d, ptys);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
+        ck_assert_str_eq(pty_warning(sb), "");
+        sbx_sandbox_free(sb);
+        s = snap(c, a, "ptys");
+        for (int i = 0; i < 2; i++) {
+                ck_assert_msg(sbx_restore(c, a, "ptys", &sb) == SBX_OK, "%s",
+                              sbx_error_message(c));
+                ck_assert_msg(!pty_warning(sb)[0], "restored: %s", pty_warning(sb));
+                sbx_sandbox_free(sb);
+                ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        }
+        /* The budget is the restored one's: a second sandbox has none. */
+        b = must_create(c, base);
+        ck_assert_int_eq(sbx_get(c, b, &sb), SBX_OK);
+        ck_assert_msg(strstr(pty_warning(sb), "has no ptys"), "%s", pty_warning(sb));
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        it_daemon_restart(&d, ptys);
+        c = it_connect(&d);
+        ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
+        ck_assert_msg(!pty_warning(sb)[0], "adopted: %s", pty_warning(sb));
+        sbx_sandbox_free(sb);
+
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(b);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -565,6 +625,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, deadline_while_restoring, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, no_block_of_ids_left, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, restored_sandbox_keeps_its_ptys, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
