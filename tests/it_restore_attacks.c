@@ -609,6 +609,68 @@ START_TEST(restored_sandbox_keeps_its_ptys) {
 }
 END_TEST
 
+/* How many entries STATE/sub holds (-1: none there). */
+static int entries_in(const struct it_daemon *d, const char *sub) {
+        char path[900];
+
+        snprintf(path, sizeof(path), "%s/%s", d->state, sub);
+        return img_entries(path);
+}
+
+/* A sandbox with a disk limit (a filesystem image of its own) and keep_workspace: the
+ * restored one has the snapshot's files on an image of its own, the replaced one's
+ * image goes; across a restart it is adopted with them; its terminate keeps the
+ * restored workspace, as keep_workspace says, and only that. */
+START_TEST(disk_limit_and_keep_workspace) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        char *base, *a, *s, path[900];
+        int n = 0;
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        sbx_create_opts_init(&o);
+        o.image = base;
+        o.keep_workspace = 1;
+        o.policy.limits.disk_bytes = 64u << 20;
+        o.policy.limits.set |= SBX_LIMIT_DISK;
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
+        a = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        expect_out(c, a, NULL, "echo old > /workspace/w && echo ok", "ok\n");
+        s = snap(c, a, "disked");
+        expect_out(c, a, NULL, "echo new > /workspace/w && echo ok", "ok\n");
+        ck_assert_int_eq(entries_in(&d, "disks"), 1);
+        ck_assert_msg(sbx_restore(c, a, "disked", NULL) == SBX_OK, "%s", sbx_error_message(c));
+        expect_out(c, a, NULL, "busybox cat /workspace/w && busybox df -m /workspace | busybox tail -1 | busybox awk '{print ($2 < 100)}'",
+                   "old\n1\n");
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        for (int i = 0; i < 1000 && (n = entries_in(&d, "disks")) != 1; i++)
+                usleep(10000);
+        ck_assert_int_eq(n, 1);
+
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        it_daemon_restart(&d, keep);
+        c = it_connect(&d);
+        expect_out(c, a, NULL, "busybox cat /workspace/w", "old\n");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        snprintf(path, sizeof(path), "%s/sandboxes/%s/workspace.img", d.state, a);
+        ck_assert_msg(access(path, F_OK) == 0, "%s: %s", path, strerror(errno));
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -627,6 +689,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, no_block_of_ids_left, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, restored_sandbox_keeps_its_ptys, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, disk_limit_and_keep_workspace, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
