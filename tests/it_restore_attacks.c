@@ -25,7 +25,7 @@
 static const char *const keep[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
                                    "--keep-sandboxes", NULL};
 
-/* How many names in STATE/sandboxes begin with '~' (a restore's or a replaced one's). */
+/* How many names in STATE/sandboxes are a restore's or a replaced one's. */
 static int tilde_dirs(const struct it_daemon *d) {
         char path[900];
         struct dirent *e;
@@ -35,13 +35,14 @@ static int tilde_dirs(const struct it_daemon *d) {
         snprintf(path, sizeof(path), "%s/sandboxes", d->state);
         dir = opendir(path);
         while (dir && (e = readdir(dir)))
-                n += e->d_name[0] == '~';
+                n += strncmp(e->d_name, "~restore-", 9) == 0 ||
+                     strncmp(e->d_name, "~replaced-", 10) == 0;
         if (dir)
                 closedir(dir);
         return n;
 }
 
-/* Waits up to 10 s for no '~' directory in STATE/sandboxes; how many are left then. */
+/* Waits up to 10 s for no such directory (tilde_dirs); how many are left then. */
 static int tilde_dirs_go(const struct it_daemon *d) {
         int n = 0;
 
@@ -132,7 +133,8 @@ static int restore_building(const struct it_daemon *d) {
         return 0;
 }
 
-/* The daemon SIGKILLed while a restore builds (--keep-sandboxes): the next one adopts
+/* The daemon stopped (SIGTERM), then SIGKILLed, while a restore builds
+ * (--keep-sandboxes): the next one adopts
  * the sandbox as it was (its files, READY, a live init), removes the restore's directory
  * and group; a restore then works. Killed again just once a restore has taken the
  * sandbox's place: the next one adopts the restored sandbox, and nothing of the
@@ -151,6 +153,21 @@ START_TEST(daemon_killed_mid_restore) {
         base = img_pull(c, layout, "img");
         a = big_snapshot_sandbox(c, base);
         freezer_base(a, cg, sizeof(cg));
+
+        /* Stopped (SIGTERM) while it builds: the restore fails, the sandbox is left to
+         * the next daemon as it was. */
+        r = (struct racer){.d = &d, .id = a, .image = "big"};
+        ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
+        ck_assert_msg(restore_building(&d), "no restore directory showed");
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_ne(r.rc, SBX_OK);
+        sbx_close(c);
+        it_daemon_restart(&d, keep);
+        c = it_connect(&d);
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "now\n");
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        ck_assert_int_eq(sandbox_groups(cg, 1), 1);
 
         r = (struct racer){.d = &d, .id = a, .image = "big"};
         ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
@@ -671,6 +688,46 @@ START_TEST(disk_limit_and_keep_workspace) {
 }
 END_TEST
 
+/* A rootless sbxd (nobody's, --keep-sandboxes) SIGKILLed while a restore builds: the
+ * next one adopts the sandbox as it was and removes the restore's directory (files of
+ * its subordinate ids); a restore then works. */
+START_TEST(rootless_killed_mid_restore) {
+        static const char *const rl[] = {"--warm", "0", "--spares", "0", "--keep-sandboxes",
+                                         NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct racer r;
+        pthread_t th;
+        char *base, *a;
+        sbx_client *c;
+
+        it_daemon_start_as(&d, 65534, 65534, rl);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = big_snapshot_sandbox(c, base);
+        r = (struct racer){.d = &d, .id = a, .image = "big"};
+        ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
+        ck_assert_msg(restore_building(&d), "no restore directory showed");
+        it_daemon_kill(&d);
+        pthread_join(th, NULL);
+        ck_assert_int_ne(r.rc, SBX_OK);
+        sbx_close(c);
+        it_daemon_restart(&d, rl);
+        c = it_connect(&d);
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "now\n");
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        ck_assert_msg(sbx_restore(c, a, "big", NULL) == SBX_OK, "%s", sbx_error_message(c));
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "snap\n");
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -691,6 +748,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, restored_sandbox_keeps_its_ptys, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, disk_limit_and_keep_workspace, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, rootless_killed_mid_restore, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
