@@ -517,7 +517,7 @@ static void on_timer(uv_timer_t *t) {
                 return;
         }
         if (sb->idle_timeout_ms && sb->sched.n_running == 0 && sb->sched.n_queued == 0 &&
-            uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
+            !sb->restoring && uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
                 log_info("sbx=%s: idle for %llu ms; ending it", sb->id,
                          (unsigned long long)sb->idle_timeout_ms);
                 sandbox_end(sb, SBX__V1__SANDBOX_STATE__EXPIRED, "idle");
@@ -534,9 +534,9 @@ void sandbox_arm_timer(struct sandbox *sb) {
                 uint64_t idle_for = uv_now(sb->d->loop) - sb->last_activity;
                 uint64_t idle_due =
                         idle_for >= sb->idle_timeout_ms ? 0 : sb->idle_timeout_ms - idle_for;
-                /* While a command runs or waits for a slot the sandbox is not idle: look
-                 * again later. */
-                if (sb->sched.n_running > 0 || sb->sched.n_queued > 0)
+                /* While a command runs or waits for a slot, or a restore of it is set
+                 * up, the sandbox is not idle: look again later. */
+                if (sb->sched.n_running > 0 || sb->sched.n_queued > 0 || sb->restoring)
                         idle_due = sb->idle_timeout_ms;
                 if (idle_due < due)
                         due = idle_due;

@@ -60,7 +60,7 @@ struct sandbox {
         int warm;                           /* set up ahead for --warm, not yet claimed (warm.c) */
         /* A restore (sbxtab.c): unrecorded, its id's record another's (the new sandbox
          * until it takes its place, pending meanwhile; the one it replaced); restoring:
-         * the sandbox a restore will replace. */
+         * the sandbox a restore will replace (not idle meanwhile). */
         int unrecorded, pending, restoring;
         int warm_given_up;                  /* ended to make room for a client, not failed */
         int spare;                          /* a spare of the pool: no request yet (warm.c) */

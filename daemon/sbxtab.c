@@ -469,8 +469,10 @@ static void restore_failed(struct restore *rs, int err, const char *msg) {
         struct sandbox *old = sbxtab_find(rs->t, rs->id);
         char full[768];
 
-        if (old)
+        if (old) {
                 old->restoring = 0;
+                sandbox_touch(old); /* idle from now on: the restore was a use of it */
+        }
         restore_says(rs, err, msg, full, sizeof(full));
         rs->cb(rs->ud, NULL, err, full);
         restore_free(rs);

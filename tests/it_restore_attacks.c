@@ -728,6 +728,55 @@ START_TEST(rootless_killed_mid_restore) {
 }
 END_TEST
 
+/* A sandbox with an idle limit shorter than its restore takes (a workspace of 1,000
+ * files to seed, file by file): a restore under way is a use of it, as a running command is, so it does
+ * not end idle meanwhile; the restored one has the same limit and idles out after. */
+START_TEST(idle_limit_while_restoring) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL;
+        char *base, *a;
+        enum sbx_code rc;
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL,
+                   "cd /workspace && busybox seq -w 1 1000 | busybox xargs busybox touch && "
+                   "echo ok",
+                   "ok\n");
+        free(snap(c, a, "many"));
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        free(a);
+        sbx_create_opts_init(&o);
+        o.image = "many";
+        o.idle_timeout_ms = 150;
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
+        a = strdup(sb->id);
+        sbx_sandbox_free(sb);
+        rc = sbx_restore(c, a, "many", NULL);
+        ck_assert_msg(rc == SBX_OK, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        for (int i = 0; i < 1000; i++) {
+                ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
+                if (sb->state == SBX_STATE_EXPIRED)
+                        break;
+                sbx_sandbox_free(sb);
+                sb = NULL;
+                usleep(10000);
+        }
+        ck_assert_msg(sb, "the restored sandbox did not idle out");
+        sbx_sandbox_free(sb);
+
+        free(a);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -750,6 +799,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, disk_limit_and_keep_workspace, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_killed_mid_restore, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, idle_limit_while_restoring, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
