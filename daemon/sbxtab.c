@@ -641,6 +641,12 @@ static int restore_new(struct restore *rs, struct sandbox *old, const char *dige
                 free(req->image_digest);
                 req->image = strdup(rs->image);
                 req->image_digest = NULL;
+                /* The image is its root now, as for a sandbox of the host's root: a host
+                 * directory's (image "dir:PATH") is no longer. */
+                if (req->policy && req->policy->root_dir) {
+                        free(req->policy->root_dir);
+                        req->policy->root_dir = NULL;
+                }
                 if (req->image)
                         r = policy_effective(t->d, req, old->id, caller, &packed, &packed_len,
                                              &objs, err, errlen);

@@ -777,6 +777,43 @@ START_TEST(idle_limit_while_restoring) {
 }
 END_TEST
 
+/* A sandbox whose root is a host directory (image "dir:PATH", read-only) is restored
+ * as one of the host's root is: its root becomes the snapshot's, not refused as a
+ * create naming both an image and a root_dir would be. */
+START_TEST(host_directory_root_restored) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct sbx_create_opts o;
+        struct sbx_sandbox *sb = NULL, *after = NULL;
+        char *base, *a, *s, dir[900];
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "echo snap > /workspace/f && echo ok", "ok\n");
+        s = snap(c, a, "ofdir");
+        sbx_create_opts_init(&o);
+        snprintf(dir, sizeof(dir), "dir:%s/img", it_base_dir());
+        o.image = dir;
+        ck_assert_msg(sbx_create(c, &o, &sb) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_msg(sbx_restore(c, sb->id, "ofdir", &after) == SBX_OK, "%s",
+                      sbx_error_message(c));
+        ck_assert_str_eq(after->image, "ofdir");
+        ck_assert_msg(!after->policy.root_dir || strcmp(after->policy.root_dir, "/") == 0, "%s", after->policy.root_dir);
+        expect_out(c, sb->id, NULL, "busybox cat /workspace/f /etc/greeting", "snap\nsecond\n");
+
+        sbx_sandbox_free(sb);
+        sbx_sandbox_free(after);
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -801,6 +838,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, rootless_killed_mid_restore, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, idle_limit_while_restoring, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, host_directory_root_restored, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
