@@ -462,6 +462,21 @@ START_TEST(daemon_killed_while_replaced_one_frozen) {
 }
 END_TEST
 
+/* Waits up to 10 s for sandbox id to be EXPIRED: 1 when it is. */
+static int expires(sbx_client *c, const char *id) {
+        for (int i = 0; i < 1000; i++) {
+                struct sbx_sandbox *sb = NULL;
+                int expired;
+                ck_assert_int_eq(sbx_get(c, id, &sb), SBX_OK);
+                expired = sb->state == SBX_STATE_EXPIRED;
+                sbx_sandbox_free(sb);
+                if (expired)
+                        return 1;
+                usleep(10000);
+        }
+        return 0;
+}
+
 /* The deadline reached while a restore builds (a workspace of 150 MiB to seed; shorter
  * deadlines until one is reached so): the restore says the sandbox ended, the sandbox is
  * EXPIRED, recorded so, with nothing left of either in the state directory or the
@@ -470,7 +485,6 @@ END_TEST
 START_TEST(deadline_while_restoring) {
         struct it_daemon d;
         const char *layout = make_image();
-        struct sbx_sandbox *sb = NULL;
         struct racer r;
         pthread_t th;
         char *base, *a, sql[300], cg[1000];
@@ -494,16 +508,8 @@ START_TEST(deadline_while_restoring) {
                 ck_assert_msg(r.rc == SBX_OK || r.rc == SBX_SANDBOX_ENDED, "%s: %s",
                               sbx_code_name(r.rc), r.msg);
                 ended = r.rc == SBX_SANDBOX_ENDED;
-                for (int i = 0; i < 1000; i++) {
-                        ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
-                        if (sb->state == SBX_STATE_EXPIRED)
-                                break;
-                        sbx_sandbox_free(sb);
-                        sb = NULL;
-                        usleep(10000);
-                }
-                ck_assert_msg(sb, "%s did not expire (restore: %s)", a, sbx_code_name(r.rc));
-                sbx_sandbox_free(sb);
+                ck_assert_msg(expires(c, a), "%s did not expire (restore: %s)", a,
+                              sbx_code_name(r.rc));
                 snprintf(sql, sizeof(sql), "SELECT count(*) FROM sandboxes WHERE state = 'expired'");
                 ck_assert_int_eq(it_db_int(&d, sql), n + 1);
                 ck_assert_int_eq(tilde_dirs_go(&d), 0);
@@ -759,16 +765,7 @@ START_TEST(idle_limit_while_restoring) {
         sbx_sandbox_free(sb);
         rc = sbx_restore(c, a, "many", NULL);
         ck_assert_msg(rc == SBX_OK, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
-        for (int i = 0; i < 1000; i++) {
-                ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
-                if (sb->state == SBX_STATE_EXPIRED)
-                        break;
-                sbx_sandbox_free(sb);
-                sb = NULL;
-                usleep(10000);
-        }
-        ck_assert_msg(sb, "the restored sandbox did not idle out");
-        sbx_sandbox_free(sb);
+        ck_assert_msg(expires(c, a), "the restored sandbox did not idle out");
 
         free(a);
         free(base);
