@@ -811,6 +811,90 @@ START_TEST(host_directory_root_restored) {
 }
 END_TEST
 
+#define NO_DIGEST "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+/* msg with every digest in it written as NO_DIGEST, into buf. */
+static void as_missing(const char *msg, const char *digest, char *buf, size_t len) {
+        size_t n = strlen(digest), at = 0;
+
+        for (const char *p = msg; *p && at + 1 < len;) {
+                if (strncmp(p, digest, n) == 0) {
+                        at += (size_t)snprintf(buf + at, len - at, "%s", NO_DIGEST);
+                        p += n;
+                } else {
+                        buf[at++] = *p++;
+                }
+        }
+        buf[at < len ? at : len - 1] = '\0';
+}
+
+/* BOB, given "LAYOUT|ROOTS" (root's snapshot's digest): pulls the image, makes a sandbox
+ * of his own and restores it from root's snapshot's digest and from a digest nobody
+ * has; reports both answers and his own snapshot's digest. */
+static void bob_restores_own(struct it_daemon *d, const char *arg, struct report *r) {
+        sbx_client *c = it_connect(d);
+        const char *bar = strchr(arg, '|');
+        char layout[700], *base, *id, said[600];
+        struct sbx_image *img = NULL;
+        enum sbx_code rc;
+
+        snprintf(layout, sizeof(layout), "%.*s", (int)(bar - arg), arg);
+        base = img_pull(c, layout, "img");
+        id = must_create(c, base);
+        rc = sbx_restore(c, id, bar + 1, NULL);
+        as_missing(sbx_error_message(c), bar + 1, said, sizeof(said));
+        say(r, "roots|%s|%s\n", sbx_code_name(rc), said);
+        rc = sbx_restore(c, id, NO_DIGEST, NULL);
+        say(r, "none|%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+        ck_assert_int_eq(sbx_snapshot(c, id, "bobs", &img), SBX_OK);
+        say(r, "bobs|%s\n", img->digest);
+        sbx_image_free(img);
+        free(id);
+        free(base);
+        sbx_close(c);
+}
+
+/* Another user's image is NOT_FOUND in a restore in the words of one that nobody has:
+ * BOB's own sandbox from root's snapshot's digest, root's from BOB's. */
+START_TEST(others_image_not_found) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char arg[1000], *base, *a, *s, *said, *p, bobs[100], mine[600], want[600];
+        enum sbx_code rc;
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "echo roots > /workspace/f && echo ok", "ok\n");
+        s = snap(c, a, "rootsnap");
+        snprintf(arg, sizeof(arg), "%s|%s", layout, s);
+        said = as_bob(bob_restores_own, &d, arg);
+        p = strstr(said, "none|");
+        ck_assert_msg(p && strstr(said, "roots|"), "BOB got: %s", said);
+        snprintf(want, sizeof(want), "roots|%.*s", (int)strcspn(p + 5, "\n"), p + 5);
+        ck_assert_msg(strstr(said, want) && strstr(want, "NOT_FOUND"), "BOB got: %s", said);
+        p = strstr(said, "bobs|");
+        ck_assert_ptr_nonnull(p);
+        snprintf(bobs, sizeof(bobs), "%.*s", (int)strcspn(p + 5, "\n"), p + 5);
+        free(said);
+
+        rc = sbx_restore(c, a, bobs, NULL);
+        as_missing(sbx_error_message(c), bobs, mine, sizeof(mine));
+        ck_assert_int_eq(rc, SBX_NOT_FOUND);
+        ck_assert_int_eq(sbx_restore(c, a, NO_DIGEST, NULL), SBX_NOT_FOUND);
+        ck_assert_str_eq(mine, sbx_error_message(c));
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "roots\n");
+
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -837,6 +921,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, idle_limit_while_restoring, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, host_directory_root_restored, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, others_image_not_found, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
