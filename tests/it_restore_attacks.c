@@ -583,7 +583,7 @@ static const char *pty_warning(const struct sbx_sandbox *sb) {
 /* An owner whose pty budget holds one sandbox's ptys (--max-ptys-per-uid 16): the
  * restored sandbox has the ptys the one it replaced had, not none (its new sandbox is
  * set up while the replaced one still holds them), restored again, and after a
- * restart. */
+ * restart (adopted, and restored then). */
 START_TEST(restored_sandbox_keeps_its_ptys) {
         static const char *const ptys[] = {"--warm", "0", "--spares", "0", "--keep-sandboxes",
                                            "--max-ptys-per-uid", "16", NULL};
@@ -620,6 +620,9 @@ START_TEST(restored_sandbox_keeps_its_ptys) {
         c = it_connect(&d);
         ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
         ck_assert_msg(!pty_warning(sb)[0], "adopted: %s", pty_warning(sb));
+        sbx_sandbox_free(sb);
+        ck_assert_msg(sbx_restore(c, a, "ptys", &sb) == SBX_OK, "%s", sbx_error_message(c));
+        ck_assert_msg(!pty_warning(sb)[0], "adopted, restored: %s", pty_warning(sb));
         sbx_sandbox_free(sb);
 
         ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
@@ -895,6 +898,61 @@ START_TEST(others_image_not_found) {
 }
 END_TEST
 
+/* An owner at --max-sandboxes-per-uid (3) restores all three of its sandboxes at once:
+ * each restores (the new ones count against no bound while they are set up), and after
+ * them the owner's count is three again: a fourth create is refused naming the bound, one
+ * more fits once one is terminated. */
+START_TEST(all_restored_at_the_owner_bound) {
+        static const char *const three[] = {"--warm", "0", "--spares", "0",
+                                            "--max-sandboxes-per-uid", "3", NULL};
+        struct it_daemon d;
+        const char *layout = make_image();
+        struct racer r[3];
+        pthread_t th[3];
+        char *base, *ids[3], *s, *x = NULL;
+        enum sbx_code rc;
+        sbx_client *c;
+
+        it_daemon_start(&d, three);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        for (int i = 0; i < 3; i++)
+                ids[i] = must_create(c, base);
+        expect_out(c, ids[0], NULL, "echo snap > /workspace/f && echo ok", "ok\n");
+        s = snap(c, ids[0], "three");
+        for (int i = 0; i < 3; i++) {
+                r[i] = (struct racer){.d = &d, .id = ids[i], .image = "three"};
+                ck_assert_int_eq(pthread_create(&th[i], NULL, restore_thread, &r[i]), 0);
+        }
+        for (int i = 0; i < 3; i++) {
+                pthread_join(th[i], NULL);
+                ck_assert_msg(r[i].rc == SBX_OK, "%s: %s", sbx_code_name(r[i].rc), r[i].msg);
+                expect_out(c, ids[i], NULL, "busybox cat /workspace/f", "snap\n");
+        }
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        /* The replaced ones' counts come back as they end (a moment after the answers). */
+        for (int i = 0; i < 300 && (rc = img_create(c, base, NULL, &x)) == SBX_OK; i++) {
+                ck_assert_int_eq(sbx_terminate(c, x, NULL), SBX_OK);
+                free(x);
+                x = NULL;
+                usleep(10000);
+        }
+        ck_assert_msg(rc == SBX_RESOURCE_EXHAUSTED &&
+                              strstr(sbx_error_message(c), "--max-sandboxes-per-uid 3"),
+                      "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        ck_assert_int_eq(sbx_terminate(c, ids[2], NULL), SBX_OK);
+        ck_assert_msg(img_create(c, base, NULL, &x) == SBX_OK, "%s", sbx_error_message(c));
+
+        for (int i = 0; i < 3; i++)
+                free(ids[i]);
+        free(x);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -923,6 +981,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, host_directory_root_restored, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, others_image_not_found, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, all_restored_at_the_owner_bound, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
