@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "asbob.h"
@@ -953,6 +954,84 @@ START_TEST(all_restored_at_the_owner_bound) {
 }
 END_TEST
 
+/* Holds the write lock of d's records (another process's BEGIN EXCLUSIVE) until a line
+ * is written to *ret_fd: the pid of that process. */
+static pid_t lock_records(const struct it_daemon *d, int *ret_fd) {
+        char db[700], ready[8];
+        int in[2], out[2];
+        pid_t pid;
+
+        snprintf(db, sizeof(db), "%s/sbxd.db", d->state);
+        ck_assert_int_eq(pipe(in), 0);
+        ck_assert_int_eq(pipe(out), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                dup2(in[0], 0);
+                dup2(out[1], 1);
+                execlp("python3", "python3", "-c",
+                       "import sqlite3, sys\n"
+                       "c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)\n"
+                       "c.execute('BEGIN EXCLUSIVE')\n"
+                       "print('ok', flush=True)\n"
+                       "sys.stdin.readline()\n"
+                       "c.execute('ROLLBACK')\n",
+                       db, (char *)NULL);
+                _exit(127);
+        }
+        close(in[0]);
+        close(out[1]);
+        ck_assert_int_eq(read(out[0], ready, 3), 3);
+        close(out[0]);
+        *ret_fd = in[1];
+        return pid;
+}
+
+/* The record cannot be written when the restored sandbox would take the place (the
+ * records locked by another process past the store's busy timeout): the restore fails
+ * saying so, the sandbox as it was (its files, its directory, its record), nothing of
+ * the new one left; once the records are free a restore works. */
+START_TEST(record_not_written_leaves_it) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *base, *a, *s, sql[300];
+        enum sbx_code rc;
+        pid_t locker;
+        int fd, st;
+        sbx_client *c;
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, NULL, "echo snap > /workspace/f && echo ok", "ok\n");
+        s = snap(c, a, "locked");
+        expect_out(c, a, NULL, "echo now > /workspace/f && echo ok", "ok\n");
+        snprintf(sql, sizeof(sql), "SELECT init_pid FROM sandboxes WHERE id = '%s'", a);
+        st = it_db_int(&d, sql);
+
+        locker = lock_records(&d, &fd);
+        rc = sbx_restore(c, a, "locked", NULL);
+        ck_assert_int_eq(write(fd, "\n", 1), 1);
+        close(fd);
+        ck_assert_int_eq(waitpid(locker, NULL, 0), locker);
+        ck_assert_msg(rc != SBX_OK && strstr(sbx_error_message(c), "as it was"), "%s: %s",
+                      sbx_code_name(rc), sbx_error_message(c));
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "now\n");
+        ck_assert_int_eq(it_db_int(&d, sql), st);
+        ck_assert_int_eq(tilde_dirs_go(&d), 0);
+        ck_assert_msg(sbx_restore(c, a, "locked", NULL) == SBX_OK, "%s", sbx_error_message(c));
+        expect_out(c, a, NULL, "busybox cat /workspace/f", "snap\n");
+        ck_assert_int_ne(it_db_int(&d, sql), st);
+
+        free(a);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -983,6 +1062,8 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, others_image_not_found, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, all_restored_at_the_owner_bound, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, record_not_written_leaves_it, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         return s;
 }
