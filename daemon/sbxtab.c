@@ -614,8 +614,37 @@ static int restore_image(struct sbxd *d, const struct sandbox *old, const char *
         return r;
 }
 
+/* The effective policy of req (old's) into *packed and *objs, for old's owner: a sandbox
+ * of the owner's opens only what the owner may (a share user's rights never widen it:
+ * the owner controls what its paths' names lead to). A share user who asks must be able
+ * to open them too (no deputy: judged for caller first, what that opens let go). 0 or
+ * -errno with err. */
+static int judge_restore(struct sbxd *d, const Sbx__V1__CreateSandbox *req, struct sandbox *old,
+                         const struct caller *caller, uint8_t **packed, size_t *packed_len,
+                         struct policy_objects *objs, char *err, size_t errlen) {
+        /* Its groups are not kept (sandbox_set_creator): judged without them. */
+        struct caller owner = {.uid = old->owner_uid,
+                               .gid = old->owner_gid,
+                               .pid = caller->pid,
+                               .client_name = caller->client_name,
+                               .conn_id = caller->conn_id};
+        int r;
+
+        if (caller->uid == old->owner_uid)
+                return policy_effective(d, req, old->id, caller, packed, packed_len, objs, err,
+                                        errlen);
+        r = policy_effective(d, req, old->id, caller, packed, packed_len, objs, err, errlen);
+        free(*packed);
+        *packed = NULL;
+        policy_objects_clear(objs);
+        if (r == 0)
+                r = policy_effective(d, req, old->id, &owner, packed, packed_len, objs, err,
+                                     errlen);
+        return r;
+}
+
 /* The new sandbox of restore rs: old's effective spec with rs's image (of digest) judged
- * again for caller, set up under a directory name of its own, unrecorded, not findable;
+ * again (judge_restore), set up under a directory name of its own, unrecorded, not findable;
  * restore_ready answers (perhaps before this returns). 0, or -errno with err when
  * nothing was made. */
 static int restore_new(struct restore *rs, struct sandbox *old, const char *digest,
@@ -648,8 +677,8 @@ static int restore_new(struct restore *rs, struct sandbox *old, const char *dige
                         req->policy->root_dir = NULL;
                 }
                 if (req->image)
-                        r = policy_effective(t->d, req, old->id, caller, &packed, &packed_len,
-                                             &objs, err, errlen);
+                        r = judge_restore(t->d, req, old, caller, &packed, &packed_len, &objs,
+                                          err, errlen);
         }
         if (r == 0 && !(nb = sandbox_alloc(t->d, old->id, packed, packed_len, old->owner_uid,
                                            old->created_ms))) {

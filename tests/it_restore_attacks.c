@@ -1032,6 +1032,106 @@ START_TEST(record_not_written_leaves_it) {
 }
 END_TEST
 
+/* BOB, given "LAYOUT|W|SHARE": pulls the image and makes a sandbox with W writable,
+ * shared with uid SHARE; reports its id. Given "swap|W|TARGET": W (his) becomes a
+ * symlink to TARGET. */
+static void bob_writable_sandbox(struct it_daemon *d, const char *arg, struct report *r) {
+        char parts[3][700], old[760];
+        const char *p = arg;
+
+        for (int i = 0; i < 3; i++) {
+                snprintf(parts[i], sizeof(parts[i]), "%.*s", (int)strcspn(p, "|"), p);
+                p += strcspn(p, "|") + (p[strcspn(p, "|")] ? 1 : 0);
+        }
+        if (strcmp(parts[0], "swap") == 0) {
+                snprintf(old, sizeof(old), "%s.old", parts[1]);
+                int moved = rename(parts[1], old), linked = symlink(parts[2], parts[1]);
+                say(r, "swap|%d|%d|%s\n", moved, linked, strerror(errno));
+                return;
+        }
+        {
+                sbx_client *c = it_connect(d);
+                const char *paths[1] = {parts[1]};
+                uint32_t share = (uint32_t)atoi(parts[2]);
+                struct sbx_create_opts o;
+                struct sbx_sandbox *sb = NULL;
+                char *base = img_pull(c, parts[0], "img");
+                enum sbx_code rc;
+
+                sbx_create_opts_init(&o);
+                o.image = base;
+                o.share_uids = &share;
+                o.n_share_uids = 1;
+                sbx_policy_workspace_write(&o.policy, paths, 1, SBX_NETWORK_NONE);
+                rc = sbx_create(c, &o, &sb);
+                say(r, "id|%s|%s\n", rc == SBX_OK ? sb->id : sbx_code_name(rc),
+                    sbx_error_message(c));
+                sbx_sandbox_free(sb);
+                free(base);
+                sbx_close(c);
+        }
+}
+
+/* BOB's sandbox has a writable directory of his, and is shared with root, who restores
+ * it. BOB then makes that name a symlink to a directory only root may reach: root's next
+ * restore must not open it with root's rights for BOB's sandbox (judged for its owner
+ * too): refused, and nothing of the sandbox's reaches that directory. */
+START_TEST(owners_path_not_judged_with_share_users_rights) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char home[700], w[760], rootonly[700], arg[2400], id[128], pwn[800], *said, *p, *s;
+        char cmd[1800];
+        enum sbx_code rc;
+        sbx_client *c;
+
+        snprintf(home, sizeof(home), "%s/bobhome", it_base_dir());
+        ck_assert_int_eq(mkdir(home, 0755), 0);
+        ck_assert_int_eq(chown(home, BOB, BOB), 0);
+        snprintf(w, sizeof(w), "%s/w", home);
+        ck_assert_int_eq(mkdir(w, 0777), 0);
+        ck_assert_int_eq(chmod(w, 0777), 0);
+        ck_assert_int_eq(chown(w, BOB, BOB), 0);
+        /* Open to anyone, inside a directory only root may enter. */
+        snprintf(rootonly, sizeof(rootonly), "%s/rootonly", it_base_dir());
+        ck_assert_int_eq(mkdir(rootonly, 0700), 0);
+        snprintf(rootonly, sizeof(rootonly), "%s/rootonly/open", it_base_dir());
+        ck_assert_int_eq(mkdir(rootonly, 0777), 0);
+        ck_assert_int_eq(chmod(rootonly, 0777), 0);
+
+        it_daemon_start(&d, keep);
+        c = it_connect(&d);
+        snprintf(arg, sizeof(arg), "%s|%s|0", layout, w);
+        said = as_bob(bob_writable_sandbox, &d, arg);
+        p = strstr(said, "id|");
+        ck_assert_msg(p && strncmp(p + 3, "sbx-", 4) == 0, "BOB got: %s", said);
+        snprintf(id, sizeof(id), "%.*s", (int)strcspn(p + 3, "|"), p + 3);
+        free(said);
+        s = snap(c, id, "of-bobs");
+        /* As it is, root's restore of it works, the path BOB's. */
+        ck_assert_msg(sbx_restore(c, id, "of-bobs", NULL) == SBX_OK, "%s", sbx_error_message(c));
+        snprintf(cmd, sizeof(cmd), "echo mine > %s/mine && echo ok", w);
+        expect_out(c, id, NULL, cmd, "ok\n");
+        snprintf(arg, sizeof(arg), "swap|%s|%s", w, rootonly);
+        said = as_bob(bob_writable_sandbox, &d, arg);
+        ck_assert_msg(strstr(said, "swap|0|0|"), "BOB got: %s", said);
+        free(said);
+
+        rc = sbx_restore(c, id, "of-bobs", NULL);
+        if (rc == SBX_OK) {
+                snprintf(cmd, sizeof(cmd), "echo pwn > %s/pwn; echo pwn > %s/pwn; echo done", w,
+                         rootonly);
+                expect_out(c, id, NULL, cmd, "done\n");
+        }
+        snprintf(pwn, sizeof(pwn), "%s/pwn", rootonly);
+        ck_assert_msg(access(pwn, F_OK) != 0, "BOB's sandbox wrote %s", pwn);
+        ck_assert_msg(rc != SBX_OK, "root's restore of BOB's sandbox opened %s for it", w);
+
+        free(s);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("restore_attacks");
 
@@ -1065,6 +1165,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, record_not_written_leaves_it, 240, it_fixture_setup_var,
                           it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, owners_path_not_judged_with_share_users_rights, 240,
+                          it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 
