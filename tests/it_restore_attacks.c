@@ -1034,7 +1034,7 @@ END_TEST
 
 /* BOB, given "LAYOUT|W|SHARE": pulls the image and makes a sandbox with W writable,
  * shared with uid SHARE; reports its id. Given "swap|W|TARGET": W (his) becomes a
- * symlink to TARGET. */
+ * symlink to TARGET. Given "restore|ID|IMAGE": restores ID from IMAGE. */
 static void bob_writable_sandbox(struct it_daemon *d, const char *arg, struct report *r) {
         char parts[3][700], old[760];
         const char *p = arg;
@@ -1042,6 +1042,13 @@ static void bob_writable_sandbox(struct it_daemon *d, const char *arg, struct re
         for (int i = 0; i < 3; i++) {
                 snprintf(parts[i], sizeof(parts[i]), "%.*s", (int)strcspn(p, "|"), p);
                 p += strcspn(p, "|") + (p[strcspn(p, "|")] ? 1 : 0);
+        }
+        if (strcmp(parts[0], "restore") == 0) {
+                sbx_client *c = it_connect(d);
+                enum sbx_code rc = sbx_restore(c, parts[1], parts[2], NULL);
+                say(r, "restore|%s|%s\n", sbx_code_name(rc), sbx_error_message(c));
+                sbx_close(c);
+                return;
         }
         if (strcmp(parts[0], "swap") == 0) {
                 snprintf(old, sizeof(old), "%s.old", parts[1]);
@@ -1075,7 +1082,7 @@ static void bob_writable_sandbox(struct it_daemon *d, const char *arg, struct re
 /* BOB's sandbox has a writable directory of his, and is shared with root, who restores
  * it. BOB then makes that name a symlink to a directory only root may reach: root's next
  * restore must not open it with root's rights for BOB's sandbox (judged for its owner
- * too): refused, and nothing of the sandbox's reaches that directory. */
+ * too): refused, as BOB's own is, and nothing of the sandbox's reaches that directory. */
 START_TEST(owners_path_not_judged_with_share_users_rights) {
         struct it_daemon d;
         const char *layout = make_image();
@@ -1114,6 +1121,13 @@ START_TEST(owners_path_not_judged_with_share_users_rights) {
         snprintf(arg, sizeof(arg), "swap|%s|%s", w, rootonly);
         said = as_bob(bob_writable_sandbox, &d, arg);
         ck_assert_msg(strstr(said, "swap|0|0|"), "BOB got: %s", said);
+        free(said);
+
+        /* BOB's own restore: judged with his rights, refused. */
+        snprintf(arg, sizeof(arg), "restore|%s|of-bobs", id);
+        said = as_bob(bob_writable_sandbox, &d, arg);
+        ck_assert_msg(strstr(said, "restore|") && !strstr(said, "restore|OK|"), "BOB got: %s",
+                      said);
         free(said);
 
         rc = sbx_restore(c, id, "of-bobs", NULL);
