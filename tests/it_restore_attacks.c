@@ -134,10 +134,29 @@ static int restore_building(const struct it_daemon *d) {
         return 0;
 }
 
+/* Restores id from "big" and, while that builds, stops d (SIGTERM; SIGKILL when kill)
+ * and starts it again with flags: the restore failed. c is closed; a new client. */
+static sbx_client *restart_mid_restore(struct it_daemon *d, sbx_client *c, const char *id,
+                                       int kill, const char *const *flags) {
+        struct racer r = {.d = d, .id = id, .image = "big"};
+        pthread_t th;
+
+        ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
+        ck_assert_msg(restore_building(d), "no restore directory showed");
+        if (kill)
+                it_daemon_kill(d);
+        else
+                ck_assert_int_eq(it_daemon_stop(d), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_ne(r.rc, SBX_OK);
+        sbx_close(c);
+        it_daemon_restart(d, flags);
+        return it_connect(d);
+}
+
 /* The daemon stopped (SIGTERM), then SIGKILLed, while a restore builds
- * (--keep-sandboxes): the next one adopts
- * the sandbox as it was (its files, READY, a live init), removes the restore's directory
- * and group; a restore then works. Killed again just once a restore has taken the
+ * (--keep-sandboxes): the next one adopts the sandbox as it was (its files, READY, a
+ * live init), removes the restore's directory and group; a restore then works. Killed again just once a restore has taken the
  * sandbox's place: the next one adopts the restored sandbox, and nothing of the
  * replaced one is left. */
 START_TEST(daemon_killed_mid_restore) {
@@ -157,28 +176,12 @@ START_TEST(daemon_killed_mid_restore) {
 
         /* Stopped (SIGTERM) while it builds: the restore fails, the sandbox is left to
          * the next daemon as it was. */
-        r = (struct racer){.d = &d, .id = a, .image = "big"};
-        ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
-        ck_assert_msg(restore_building(&d), "no restore directory showed");
-        ck_assert_int_eq(it_daemon_stop(&d), 0);
-        pthread_join(th, NULL);
-        ck_assert_int_ne(r.rc, SBX_OK);
-        sbx_close(c);
-        it_daemon_restart(&d, keep);
-        c = it_connect(&d);
+        c = restart_mid_restore(&d, c, a, 0, keep);
         expect_out(c, a, NULL, "busybox cat /workspace/f", "now\n");
         ck_assert_int_eq(tilde_dirs_go(&d), 0);
         ck_assert_int_eq(sandbox_groups(cg, 1), 1);
 
-        r = (struct racer){.d = &d, .id = a, .image = "big"};
-        ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
-        ck_assert_msg(restore_building(&d), "no restore directory showed");
-        it_daemon_kill(&d);
-        pthread_join(th, NULL);
-        ck_assert_int_ne(r.rc, SBX_OK);
-        sbx_close(c);
-        it_daemon_restart(&d, keep);
-        c = it_connect(&d);
+        c = restart_mid_restore(&d, c, a, 1, keep);
         ck_assert_int_eq(sbx_get(c, a, &sb), SBX_OK);
         ck_assert_int_eq(sb->state, SBX_STATE_READY);
         sbx_sandbox_free(sb);
@@ -706,8 +709,6 @@ START_TEST(rootless_killed_mid_restore) {
                                          NULL};
         struct it_daemon d;
         const char *layout = make_image();
-        struct racer r;
-        pthread_t th;
         char *base, *a;
         sbx_client *c;
 
@@ -715,15 +716,7 @@ START_TEST(rootless_killed_mid_restore) {
         c = it_connect(&d);
         base = img_pull(c, layout, "img");
         a = big_snapshot_sandbox(c, base);
-        r = (struct racer){.d = &d, .id = a, .image = "big"};
-        ck_assert_int_eq(pthread_create(&th, NULL, restore_thread, &r), 0);
-        ck_assert_msg(restore_building(&d), "no restore directory showed");
-        it_daemon_kill(&d);
-        pthread_join(th, NULL);
-        ck_assert_int_ne(r.rc, SBX_OK);
-        sbx_close(c);
-        it_daemon_restart(&d, rl);
-        c = it_connect(&d);
+        c = restart_mid_restore(&d, c, a, 1, rl);
         expect_out(c, a, NULL, "busybox cat /workspace/f", "now\n");
         ck_assert_int_eq(tilde_dirs_go(&d), 0);
         ck_assert_msg(sbx_restore(c, a, "big", NULL) == SBX_OK, "%s", sbx_error_message(c));
