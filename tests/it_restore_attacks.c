@@ -1,9 +1,10 @@
 /* it_restore_attacks.c: a red-team pass on RestoreSandbox (sbx restore; docs/snapshots.md
  * "Restore, tried") against a real root sbxd as two users (root and BOB) and a rootless
- * one: a daemon killed while a restore builds and just after it took the sandbox's
- * place, many restores in a row, a share user's rights to the policy's host paths, the
- * deadline reached while a restore builds.
- *
+ * one: the daemon stopped or killed while a restore builds and just after it took the
+ * place, the replaced sandbox frozen while it ends, many restores in a row and at once,
+ * a share user's and the owner's rights to the policy's host paths, other users'
+ * images, the deadline and the idle limit while a restore builds, the bounds of ids and
+ * ptys, a disk-limited workspace, a host directory's root, the records locked. *
  * The image is tests/mkimage.sh's "img" (busybox in four layers; User 1000:1000). */
 #include <dirent.h>
 #include <errno.h>
