@@ -4,7 +4,8 @@
  * place, the replaced sandbox frozen while it ends, many restores in a row and at once,
  * a share user's and the owner's rights to the policy's host paths, other users'
  * images, the deadline and the idle limit while a restore builds, the bounds of ids and
- * ptys, a disk-limited workspace, a host directory's root, the records locked. *
+ * ptys, a disk-limited workspace, a host directory's root, the records locked.
+ *
  * The image is tests/mkimage.sh's "img" (busybox in four layers; User 1000:1000). */
 #include <dirent.h>
 #include <errno.h>
