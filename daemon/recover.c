@@ -292,16 +292,20 @@ static struct sandbox *revive(struct sbxd *d, struct orphan *o) {
         return sb;
 }
 
-/* A daemon killed while a snapshot held o frozen (snapshot.h) left it so: its init
- * would never answer. Thawed first (nothing to do for a group not frozen). */
-static void thaw_orphan(struct sbxd *d, const struct orphan *o) {
+/* Thaws group name (nothing to do for a group not frozen). */
+static void thaw_group(struct sbxd *d, const char *name) {
         struct cgroup *g = NULL;
 
-        if (d->cgroups->version == CGROUP_NONE ||
-            cgroup_attach(d->cgroups, o->cgroup_path ? o->cgroup_path : o->id, &g) < 0)
+        if (d->cgroups->version == CGROUP_NONE || cgroup_attach(d->cgroups, name, &g) < 0)
                 return;
         (void)cgroup_thaw(g);
         cgroup_forget(g);
+}
+
+/* A daemon killed while a snapshot held o frozen (snapshot.h) left it so: its init
+ * would never answer. Thawed first. */
+static void thaw_orphan(struct sbxd *d, const struct orphan *o) {
+        thaw_group(d, o->cgroup_path ? o->cgroup_path : o->id);
 }
 
 /* Connects to the adoption socket of o's init and takes the sandbox over. Returns 0
@@ -379,6 +383,9 @@ static int remove_if_stale(const char *name, void *ud) {
 
         if (sbxtab_foreach(d->sandboxes, uses_cgroup, &n))
                 return 0;
+        /* Frozen, its processes would never die of the SIGKILL (v1's freezer): one a
+         * restore replaced, ending while a snapshot held it frozen, say. */
+        thaw_group(d, name);
         r = cgroup_remove_tree(d->cgroups, name);
         if (r < 0)
                 log_warning("cannot remove the stale cgroup %s: %s", name, strerror(-r));

@@ -661,6 +661,8 @@ static int list_live(struct sandbox *sb, void *ud) {
         struct sandbox_info_store *st;
         if (sandbox_is_over(sb) || !sandbox_may_access(sb, &lc->k))
                 return 0; /* an ended one is listed from its record */
+        if (sbxtab_find(lc->tab, sandbox_id(sb)) != sb)
+                return 0; /* one a restore replaced, still ending: its id is the new one's */
         st = &lc->live[lc->n_live < lc->limit ? lc->n_live : lc->limit];
         sandbox_fill_info(sb, st);
         if (!info_matches(lc, &st->info, 1))

@@ -415,17 +415,18 @@ static void warn_disk(struct sandbox *sb) {
                              DISK_IMAGE_NAME);
 }
 
-void sandbox_reserve_ptys(struct sandbox *sb) {
+/* sb's ptys: given, counted already, and what its owner's budget has of the rest. */
+static void reserve_ptys(struct sandbox *sb, unsigned given) {
         const struct quota_bound *b = &sb->d->ptys;
         uint64_t have_uid = b->q ? quota_amount(b->q, QUOTA_PTYS, sb->owner_uid) : 0,
                  have_all = b->q ? quota_total(b->q, QUOTA_PTYS) : 0, got = 0;
         char why[256];
         int r;
 
-        if (sb->ptys_held)
-                return;
-        r = quota_add_upto(b, QUOTA_PTYS, sb->owner_uid, SBX_SANDBOX_PTYS, &got);
-        sb->ptys = (unsigned)got;
+        r = given < SBX_SANDBOX_PTYS ? quota_add_upto(b, QUOTA_PTYS, sb->owner_uid,
+                                                      SBX_SANDBOX_PTYS - given, &got)
+                                     : 0;
+        sb->ptys = given + (unsigned)got;
         sb->ptys_held = 1;
         if (r == 0)
                 return;
@@ -435,7 +436,7 @@ void sandbox_reserve_ptys(struct sandbox *sb) {
                 quota_explain_ptys(b, sb->owner_uid, r, have_uid, have_all, why, sizeof(why));
         free(sb->ptys_cut);
         sb->ptys_cut = strdup(why);
-        if (got == 0)
+        if (sb->ptys == 0)
                 sandbox_warn(sb,
                              "this sandbox has no ptys (a terminal, `sbx exec -t`, cannot be "
                              "opened in it): %s",
@@ -445,6 +446,24 @@ void sandbox_reserve_ptys(struct sandbox *sb) {
                              why);
         log_info("sbx=%s: %u ptys of %u for uid %u: %s", sb->id, sb->ptys, SBX_SANDBOX_PTYS,
                  (unsigned)sb->owner_uid, why);
+}
+
+void sandbox_reserve_ptys(struct sandbox *sb) {
+        if (!sb->ptys_held)
+                reserve_ptys(sb, 0);
+}
+
+void sandbox_reserve_ptys_of(struct sandbox *sb, const struct sandbox *old) {
+        const struct quota_bound *b = &sb->d->ptys;
+        unsigned given = old->ptys_held ? old->ptys : 0;
+
+        if (sb->ptys_held)
+                return;
+        /* Whatever the bound says: old gives them back when it ends. */
+        if (given && b->q &&
+            quota_add(b->q, QUOTA_PTYS, sb->owner_uid, given, UINT64_MAX, UINT64_MAX) < 0)
+                given = 0; /* out of memory: what the budget has */
+        reserve_ptys(sb, given);
 }
 
 /* Its ptys go back to its owner's budget: nothing of it runs any more. */
@@ -498,7 +517,7 @@ static void on_timer(uv_timer_t *t) {
                 return;
         }
         if (sb->idle_timeout_ms && sb->sched.n_running == 0 && sb->sched.n_queued == 0 &&
-            uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
+            !sb->restoring && uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
                 log_info("sbx=%s: idle for %llu ms; ending it", sb->id,
                          (unsigned long long)sb->idle_timeout_ms);
                 sandbox_end(sb, SBX__V1__SANDBOX_STATE__EXPIRED, "idle");
@@ -515,9 +534,9 @@ void sandbox_arm_timer(struct sandbox *sb) {
                 uint64_t idle_for = uv_now(sb->d->loop) - sb->last_activity;
                 uint64_t idle_due =
                         idle_for >= sb->idle_timeout_ms ? 0 : sb->idle_timeout_ms - idle_for;
-                /* While a command runs or waits for a slot the sandbox is not idle: look
-                 * again later. */
-                if (sb->sched.n_running > 0 || sb->sched.n_queued > 0)
+                /* While a command runs or waits for a slot, or a restore of it is set
+                 * up, the sandbox is not idle: look again later. */
+                if (sb->sched.n_running > 0 || sb->sched.n_queued > 0 || sb->restoring)
                         idle_due = sb->idle_timeout_ms;
                 if (idle_due < due)
                         due = idle_due;

@@ -60,7 +60,7 @@ struct sandbox {
         int warm;                           /* set up ahead for --warm, not yet claimed (warm.c) */
         /* A restore (sbxtab.c): unrecorded, its id's record another's (the new sandbox
          * until it takes its place, pending meanwhile; the one it replaced); restoring:
-         * the sandbox a restore will replace. */
+         * the sandbox a restore will replace (not idle meanwhile). */
         int unrecorded, pending, restoring;
         int warm_given_up;                  /* ended to make room for a client, not failed */
         int spare;                          /* a spare of the pool: no request yet (warm.c) */
@@ -182,6 +182,11 @@ int sandbox_warn(struct sandbox *sb, const char *fmt, ...) __attribute__((format
  * sandbox of a client, its owner known: at its start (sandbox_start) or when it is
  * claimed warm (warm.c); a second call changes nothing. */
 void sandbox_reserve_ptys(struct sandbox *sb);
+
+/* The same for sb, the new sandbox of a restore of old (sbxtab.c): as many ptys as old
+ * holds are sb's whatever the bounds say (old gives them back when it ends), then what
+ * the budget has of the rest, as sandbox_reserve_ptys. Before sandbox_start. */
+void sandbox_reserve_ptys_of(struct sandbox *sb, const struct sandbox *old);
 
 /* Decides how sb's limits are enforced (enforce.h), on its cgroup, with warnings. */
 void sandbox_apply_limits(struct sandbox *sb);

@@ -457,16 +457,23 @@ static void restore_free(struct restore *rs) {
         free(rs);
 }
 
+/* What a failed restore of rs says (why: msg) into buf. */
+static void restore_says(const struct restore *rs, int err, const char *msg, char *buf,
+                         size_t len) {
+        snprintf(buf, len, "cannot restore sandbox '%s' from %s: %s%s", rs->id, rs->image, msg,
+                 err == -ENODEV ? "" : "; the sandbox is as it was");
+}
+
 /* The restore of rs failed (msg says why): the sandbox is as it was. */
 static void restore_failed(struct restore *rs, int err, const char *msg) {
         struct sandbox *old = sbxtab_find(rs->t, rs->id);
         char full[768];
 
-        if (old)
+        if (old) {
                 old->restoring = 0;
-        snprintf(full, sizeof(full), "cannot restore sandbox '%s' from %s: %s%s", rs->id,
-                 rs->image, msg,
-                 err == -ENODEV ? "" : "; the sandbox is as it was");
+                sandbox_touch(old); /* idle from now on: the restore was a use of it */
+        }
+        restore_says(rs, err, msg, full, sizeof(full));
         rs->cb(rs->ud, NULL, err, full);
         restore_free(rs);
 }
@@ -607,8 +614,37 @@ static int restore_image(struct sbxd *d, const struct sandbox *old, const char *
         return r;
 }
 
+/* The effective policy of req (old's) into *packed and *objs, for old's owner: a sandbox
+ * of the owner's opens only what the owner may (a share user's rights never widen it:
+ * the owner controls what its paths' names lead to). A share user who asks must be able
+ * to open them too (no deputy: judged for caller first, what that opens let go). 0 or
+ * -errno with err. */
+static int judge_restore(struct sbxd *d, const Sbx__V1__CreateSandbox *req, struct sandbox *old,
+                         const struct caller *caller, uint8_t **packed, size_t *packed_len,
+                         struct policy_objects *objs, char *err, size_t errlen) {
+        /* Its groups are not kept (sandbox_set_creator): judged without them. */
+        struct caller owner = {.uid = old->owner_uid,
+                               .gid = old->owner_gid,
+                               .pid = caller->pid,
+                               .client_name = caller->client_name,
+                               .conn_id = caller->conn_id};
+        int r;
+
+        if (caller->uid == old->owner_uid)
+                return policy_effective(d, req, old->id, caller, packed, packed_len, objs, err,
+                                        errlen);
+        r = policy_effective(d, req, old->id, caller, packed, packed_len, objs, err, errlen);
+        free(*packed);
+        *packed = NULL;
+        policy_objects_clear(objs);
+        if (r == 0)
+                r = policy_effective(d, req, old->id, &owner, packed, packed_len, objs, err,
+                                     errlen);
+        return r;
+}
+
 /* The new sandbox of restore rs: old's effective spec with rs's image (of digest) judged
- * again for caller, set up under a directory name of its own, unrecorded, not findable;
+ * again (judge_restore), set up under a directory name of its own, unrecorded, not findable;
  * restore_ready answers (perhaps before this returns). 0, or -errno with err when
  * nothing was made. */
 static int restore_new(struct restore *rs, struct sandbox *old, const char *digest,
@@ -634,9 +670,15 @@ static int restore_new(struct restore *rs, struct sandbox *old, const char *dige
                 free(req->image_digest);
                 req->image = strdup(rs->image);
                 req->image_digest = NULL;
+                /* The image is its root now, as for a sandbox of the host's root: a host
+                 * directory's (image "dir:PATH") is no longer. */
+                if (req->policy && req->policy->root_dir) {
+                        free(req->policy->root_dir);
+                        req->policy->root_dir = NULL;
+                }
                 if (req->image)
-                        r = policy_effective(t->d, req, old->id, caller, &packed, &packed_len,
-                                             &objs, err, errlen);
+                        r = judge_restore(t->d, req, old, caller, &packed, &packed_len, &objs,
+                                          err, errlen);
         }
         if (r == 0 && !(nb = sandbox_alloc(t->d, old->id, packed, packed_len, old->owner_uid,
                                            old->created_ms))) {
@@ -678,6 +720,7 @@ static int restore_new(struct restore *rs, struct sandbox *old, const char *dige
         nb->create_cb = restore_ready;
         nb->create_ud = rs;
         old->restoring = 1;
+        sandbox_reserve_ptys_of(nb, old);
         sandbox_start(nb, &objs);
         return 0;
 }
@@ -722,8 +765,12 @@ int sbxtab_restore(struct sbxd *d, struct sandbox *old, const char *image,
         rs->cb = cb;
         rs->ud = ud;
         r = restore_new(rs, old, digest, caller, err, errlen);
-        if (r < 0)
+        if (r < 0) {
+                char why[512];
+                snprintf(why, sizeof(why), "%s", err);
+                restore_says(rs, r, why, err, errlen);
                 restore_free(rs);
+        }
         return r;
 }
 
