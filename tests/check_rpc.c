@@ -605,14 +605,14 @@ START_TEST(unknown_field_closes) {
                       "unknown field 1000 in sbx.v1.Request", "the connection is closed");
         expect_closed(&p[0]);
 
-        /* Field 34: the next body number, which this daemon does not know. */
+        /* Field 35: the next body number, which this daemon does not know. */
         memset(&w, 0, sizeof(w));
         memset(&b, 0, sizeof(b));
         w_uint(&w, 1, 6);
-        w_sub(&w, 34, &b);
+        w_sub(&w, 35, &b);
         peer_send_frame(&K, &p[1], w.b, w.n);
         expect_status(&p[1], 0, SBX__V1__CODE__INVALID_ARGUMENT,
-                      "unknown field 34 in sbx.v1.Request", NULL);
+                      "unknown field 35 in sbx.v1.Request", NULL);
         expect_closed(&p[1]);
 
         /* Field 9 of Hello. */
