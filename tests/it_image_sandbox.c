@@ -1256,6 +1256,58 @@ START_TEST(warm_image_pool) {
 }
 END_TEST
 
+/* The terminal of a tty command in id as user (NULL: the image's): its name and owner
+ * ("/dev/pts/N UID"), or the reason it did not start. */
+static void expect_terminal(sbx_client *c, const char *id, const char *user, const char *uid) {
+        struct sbx_exec_opts o;
+        struct sbx_result *r = NULL;
+        char want[64];
+
+        sbx_exec_opts_init(&o);
+        o.shell = "t=$(busybox tty) && echo \"$t $(busybox stat -c %u $t)\"";
+        o.tty = 1;
+        o.user = user;
+        o.timeout_ms = 60000;
+        ck_assert_msg(sbx_exec(c, id, &o, &r) == SBX_OK, "%s", sbx_error_message(c));
+        snprintf(want, sizeof(want), " %s\r\n", uid);
+        ck_assert_msg(r->outcome == SBX_OUTCOME_EXITED && r->exit_code == 0 &&
+                              strncmp((char *)r->stdout_data, "/dev/pts/", 9) == 0 &&
+                              strstr((char *)r->stdout_data, want),
+                      "a terminal as %s: %s: %s", user ? user : "the image's user",
+                      sbx_outcome_name(r->outcome),
+                      r->start_error ? r->start_error : (char *)r->stdout_data);
+        sbx_result_free(r);
+}
+
+/* A terminal in a sandbox of an image (root and rootless sbxd): the command's, as the
+ * image's user and as root. The daemon opens the pty outside, as a host id the image's
+ * namespace does not map: the command's chown of it failed (EPERM) until the sandbox's
+ * devpts gave its new ptys to its own root (init/mnt.c). */
+START_TEST(terminal_in_an_image_sandbox) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char *digest, *id;
+        sbx_client *c;
+
+        for (int rootless = 0; rootless < 2; rootless++) {
+                if (rootless)
+                        it_daemon_start_as(&d, NOBODY, NOBODY, NULL);
+                else
+                        it_daemon_start(&d, NULL);
+                c = it_connect(&d);
+                digest = img_pull(c, layout, "img");
+                id = must_create(c, digest);
+                expect_terminal(c, id, NULL, rootless ? "0" : "1000");
+                expect_terminal(c, id, "root", "0");
+                ck_assert_int_eq(sbx_terminate(c, id, NULL), SBX_OK);
+                free(id);
+                free(digest);
+                sbx_close(c);
+                ck_assert_int_eq(it_daemon_stop(&d), 0);
+        }
+}
+END_TEST
+
 /* A snapshot in a rootless daemon whose store keeps the subordinate ids: files of the
  * image's user in a private directory, and root's in /etc, come back in a sandbox made
  * from it with their owners; so they do from its export, imported again. */
@@ -1332,6 +1384,8 @@ static Suite *make_suite(void) {
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, mcp_from_an_image, 240, it_fixture_setup_var, it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_subordinate_ids, 240, it_fixture_setup_var,
+                          it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, terminal_in_an_image_sandbox, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, rootless_subids_snapshot, 240, it_fixture_setup_var,
                           it_fixture_teardown);

@@ -437,14 +437,18 @@ static int setup_proc(struct util_err *err) {
 }
 
 /* A private devpts instance on /dev/pts (flags: 0, or MS_REMOUNT for the one there):
- * ptys of other sandboxes and of the host stay invisible. No gid= option: gid 5 may be
- * unmapped in a user namespace. max=: every instance but the host's draws from one
- * kernel pool (sbx_limits.h). A remount sets every option it does not name back to its
- * default (parse_mount_options(PARSE_REMOUNT) in fs/devpts/inode.c), so each is named. */
+ * ptys of other sandboxes and of the host stay invisible. uid=0,gid=0: a new pty is
+ * root's of the sandbox's user namespace, whoever opens it; the daemon does, outside,
+ * as a host id a sandbox of an image does not map, and its command's chown of the
+ * terminal (spawn.c) was then refused (EPERM). Not gid 5: it may be unmapped in a user
+ * namespace. max=: every instance but the host's draws from one kernel pool
+ * (sbx_limits.h). A remount sets every option it does not name back to its default
+ * (parse_mount_options(PARSE_REMOUNT) in fs/devpts/inode.c), so each is named. */
 static int mount_devpts(unsigned ptys, unsigned long flags, struct util_err *err) {
-        char opts[80];
+        char opts[96];
 
-        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=620,max=%u", ptys);
+        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=620,uid=0,gid=0,max=%u",
+                 ptys);
         if (mount("devpts", "/dev/pts", "devpts", flags | MS_NOSUID | MS_NOEXEC, opts) < 0)
                 return util_fail(err, errno, "needs CONFIG_DEVPTS_MULTIPLE_INSTANCES before 4.7",
                                  "%s devpts on /dev/pts (%s)", flags ? "remount" : "mount", opts);
