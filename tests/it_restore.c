@@ -267,23 +267,6 @@ START_TEST(others_and_refusals) {
 }
 END_TEST
 
-struct racer {
-        struct it_daemon *d;
-        const char *id, *image;
-        enum sbx_code rc;
-        char msg[512];
-};
-
-static void *restore_thread(void *arg) {
-        struct racer *r = arg;
-        sbx_client *c = it_connect(r->d);
-
-        r->rc = sbx_restore(c, r->id, r->image, NULL);
-        snprintf(r->msg, sizeof(r->msg), "%s", sbx_error_message(c));
-        sbx_close(c);
-        return NULL;
-}
-
 /* Two restores at once: one restores, the other is refused (RESOURCE_EXHAUSTED, retry)
  * or comes after it. A terminate during a restore: the restore says the sandbox ended,
  * or it restored and the terminate ended the restored one; either way one end is

@@ -92,23 +92,6 @@ static int sandbox_groups(const char *base, int want) {
         return n;
 }
 
-struct racer {
-        struct it_daemon *d;
-        const char *id, *image;
-        enum sbx_code rc;
-        char msg[512];
-};
-
-static void *restore_thread(void *arg) {
-        struct racer *r = arg;
-        sbx_client *c = it_connect(r->d);
-
-        r->rc = sbx_restore(c, r->id, r->image, NULL);
-        snprintf(r->msg, sizeof(r->msg), "%s", sbx_error_message(c));
-        sbx_close(c);
-        return NULL;
-}
-
 /* A sandbox whose snapshot "big" holds a 150 MiB workspace file (seeded into a restore's
  * new workspace, which makes the restore build long enough to be caught), /workspace/f
  * "snap" there and "now" in the sandbox. Its id. */

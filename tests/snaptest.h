@@ -33,4 +33,23 @@ __attribute__((unused)) static char *snap(sbx_client *c, const char *id, const c
         return digest;
 }
 
+/* A restore of id from image on a connection of its own (a thread's: restore_thread),
+ * its code and message. */
+struct racer {
+        struct it_daemon *d;
+        const char *id, *image;
+        enum sbx_code rc;
+        char msg[512];
+};
+
+__attribute__((unused)) static void *restore_thread(void *arg) {
+        struct racer *r = arg;
+        sbx_client *c = it_connect(r->d);
+
+        r->rc = sbx_restore(c, r->id, r->image, NULL);
+        snprintf(r->msg, sizeof(r->msg), "%s", sbx_error_message(c));
+        sbx_close(c);
+        return NULL;
+}
+
 #endif
