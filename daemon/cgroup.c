@@ -707,24 +707,59 @@ int cgroup_remove_tree(struct cgroup_env *e, const char *rel) {
         return r;
 }
 
-int cgroup_foreach_child(struct cgroup_env *e, int (*cb)(const char *name, void *ud), void *ud) {
-        const char *dir = e->v2_base;
+/* Adds the names of the groups directly under dir to *names (*n of them, *cap room),
+ * each once. 0 or -errno. */
+static int child_names(const char *dir, char ***names, size_t *n, size_t *cap) {
         struct dirent *de;
-        DIR *d;
-        int i, r = 0;
+        DIR *d = opendir(dir);
+        int r = 0;
 
-        /* v1: every hierarchy holds the same names; one of them is enough. */
-        for (i = 0; !dir && i < CG_N; i++)
-                dir = e->base[i];
-        if (!dir)
-                return 0;
-        d = opendir(dir);
         if (!d)
                 return errno == ENOENT ? 0 : -errno;
-        while (r == 0 && (de = readdir(d)))
-                if (de->d_type == DT_DIR && de->d_name[0] != '.')
-                        r = cb(de->d_name, ud);
+        while (r == 0 && (de = readdir(d))) {
+                size_t i;
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                for (i = 0; i < *n && strcmp((*names)[i], de->d_name) != 0; i++)
+                        ;
+                if (i < *n)
+                        continue;
+                if (*n == *cap) {
+                        size_t nc = *cap ? *cap * 2 : 16;
+                        char **nv = realloc(*names, nc * sizeof(*nv));
+                        if (!nv) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        *names = nv;
+                        *cap = nc;
+                }
+                if (!((*names)[*n] = strdup(de->d_name)))
+                        r = -ENOMEM;
+                else
+                        (*n)++;
+        }
         closedir(d);
+        return r;
+}
+
+int cgroup_foreach_child(struct cgroup_env *e, int (*cb)(const char *name, void *ud), void *ud) {
+        char **names = NULL;
+        size_t n = 0, cap = 0, k;
+        int i, r = 0;
+
+        /* v1: the names of every hierarchy (a removal cut short leaves a group in some of
+         * them only), each once. */
+        if (e->v2_base)
+                r = child_names(e->v2_base, &names, &n, &cap);
+        for (i = 0; r == 0 && !e->v2_base && i < CG_N; i++)
+                if (e->base[i])
+                        r = child_names(e->base[i], &names, &n, &cap);
+        for (k = 0; r == 0 && k < n; k++)
+                r = cb(names[k], ud);
+        for (k = 0; k < n; k++)
+                free(names[k]);
+        free(names);
         return r;
 }
 

@@ -146,8 +146,9 @@ int cgroup_destroy(struct cgroup *g);
  * (used to clean up after a crashed daemon). Missing directories are not an error. */
 int cgroup_remove_tree(struct cgroup_env *e, const char *rel);
 
-/* Calls cb with the name of each group directly under the base (v1: as found in one
- * hierarchy) until it returns non-zero, which is returned. */
+/* Calls cb with the name of each group directly under the base (v1: in any of the
+ * hierarchies, each name once) until it returns non-zero, which is returned; -ENOMEM
+ * before any call when out of memory. */
 int cgroup_foreach_child(struct cgroup_env *e, int (*cb)(const char *name, void *ud), void *ud);
 
 #endif

@@ -258,10 +258,13 @@ START_TEST(v1_fake_tree) {
 
         ck_assert_int_eq(cgroup_create(e, "sbx-b", 0, &g), 0);
         {
-                /* The groups under the base, as the start-up sweep of stale ones sees them. */
+                /* The groups under the base, as the start-up sweep of stale ones sees them:
+                 * one left in a single hierarchy too (a removal cut short), each once. */
                 char names[256] = "";
+                snprintf(p, sizeof(p), "%s/pids/sbxd-t/sbx-left", root);
+                ck_assert_int_eq(fake_mkdir(p, 0755), 0);
                 ck_assert_int_eq(cgroup_foreach_child(e, collect_name, names), 0);
-                ck_assert_str_eq(names, "sbx-b");
+                ck_assert_str_eq(names, "sbx-b,sbx-left");
         }
         ck_assert_int_eq(cgroup_set_limits(g, &l, &enforced), 0);
         ck_assert_int_eq(enforced, (1 << CG_MEMORY) | (1 << CG_PIDS) | (1 << CG_CPU));
