@@ -668,7 +668,9 @@ static int restore_new(struct restore *rs, struct sandbox *old, const char *dige
         if (req) {
                 free(req->image);
                 free(req->image_digest);
-                req->image = strdup(rs->image);
+                /* A share user's name for it may name another image of the owner's, or
+                 * none: recorded by its digest then, which means the same to both. */
+                req->image = strdup(caller->uid == old->owner_uid ? rs->image : digest);
                 req->image_digest = NULL;
                 /* The image is its root now, as for a sandbox of the host's root: a host
                  * directory's (image "dir:PATH") is no longer. */

@@ -241,9 +241,16 @@ START_TEST(others_and_refusals) {
                                    "owner has"),
                       "BOB got: %s", said);
         free(said);
-        /* Root's sandbox is untouched; the shared one is as BOB's snapshot had it. */
+        /* Root's sandbox is untouched; the shared one is as BOB's snapshot had it, its
+         * image named by its digest (BOB's name for it may mean another image to root). */
         expect_out(c, a, NULL, "busybox cat /workspace/f", "changed\n");
         expect_out(c, shared, NULL, "busybox cat /workspace/f", "shared\n");
+        ck_assert_int_eq(sbx_get(c, shared, &sb), SBX_OK);
+        ck_assert_msg(strncmp(sb->image, "sha256:", 7) == 0 &&
+                              strcmp(sb->image, sb->image_digest) == 0,
+                      "%s %s", sb->image, sb->image_digest);
+        sbx_sandbox_free(sb);
+        sb = NULL;
 
         ck_assert_int_eq(sbx_restore(c, a, "", NULL), SBX_INVALID_ARGUMENT);
         ck_assert_int_eq(sbx_restore(c, a, "no-such-image", NULL), SBX_NOT_FOUND);
