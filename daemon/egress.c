@@ -1,7 +1,7 @@
 /* egress.c: NETWORK_ALLOWLIST's filtering proxy of one sandbox (egress.h), on the
  * daemon's loop: accepts on the listener the sandbox's init handed over, reads one
  * bounded request head, judges it (egressrule.h), resolves names itself, connects to the
- * address it checked and relays bytes both ways with backpressure. Records every
+ * address it checked and relays bytes both ways with backpressure (relay.h). Records every
  * connection (store.h). Owns its listener, its connections and their handles; the
  * sandbox owns it (egress_start, egress_close).
  *
@@ -27,19 +27,12 @@
 #include "egressshare.h"
 #include "hostsfile.h"
 #include "log.h"
+#include "relay.h"
 #include "socks5.h"
 #include "sbx_limits.h"
 #include "sbxd.h"
 #include "store.h"
 
-#define RELAY_BUF_BYTES 65536u
-/* A read at most this big is copied into a buffer of its size before it is queued: a
- * peer that sends a byte at a time must not make each queued byte hold a whole relay
- * buffer. */
-#define RELAY_COPY_BYTES 4096u
-/* What a queued write costs besides its data (its request, the allocator's headers),
- * counted against EGRESS_QUEUE_HIGH_BYTES with the data. */
-#define WRITE_COST_BYTES 256u
 /* Connections a sandbox's proxy takes per second, and at most in a burst: past them it
  * takes the next one only when the rate allows (the sandbox's connect waits in the
  * listening socket's backlog meanwhile; nothing is refused). Every connection is a
@@ -62,14 +55,13 @@ struct econn {
         uv_timer_t timer;
         uv_getaddrinfo_t gai;
         uv_connect_t creq;
-        uv_shutdown_t shut[2]; /* [0] upstream's write side, [1] the client's */
-        int handles;           /* open handles and requests in flight: freed at 0 */
+        struct relay *relay; /* once connected: the bytes both ways (relay.h) */
+        int handles;         /* open handles and requests in flight: freed at 0 */
         int upstream_open, gai_active, closing;
         struct egressshare_lookup lookup; /* its turn on libuv's threads (egressshare.h) */
         uid_t uid;                        /* whose descriptors it holds (the owner's) */
         int fds_held;                     /* counted in the owner's descriptor budget */
         enum phase phase;
-        uint64_t last_ms; /* uv_now of the last byte either way */
         char head[EGRESS_HEAD_MAX_BYTES];
         size_t head_len, head_end;
         char method[METHOD_MAX_BYTES], host[EGRESS_NAME_MAX_BYTES + 3], addr[64];
@@ -87,9 +79,7 @@ struct econn {
         int allowed;
         int64_t started_ms;
         uint64_t sent, received;
-        int eof[2], paused[2]; /* [0] the client (sandbox) side, [1] upstream */
-        size_t queued[2];      /* memory held by writes queued to [0] upstream, [1] the client */
-        int shut_done;         /* half-closes passed on (uv_shutdown done) */
+        uint64_t sent_head; /* of sent, the request head's bytes the proxy wrote upstream */
         char reason[REASON_BYTES]; /* why it was refused or failed, for its record */
 };
 
@@ -120,12 +110,11 @@ struct egress {
         uint64_t tokens_ms;   /* uv_now when tokens was counted */
 };
 
+/* A write of the proxy's own to the client (a SOCKS5 greeting's reply, an answer). */
 struct wreq {
         uv_write_t req;
         struct econn *c;
-        int to; /* 0: to upstream, 1: to the client */
         char *base;
-        size_t cost; /* counted in c->queued[to] until written */
 };
 
 static void conn_close(struct econn *c, const char *reason);
@@ -266,6 +255,7 @@ static void conn_close(struct econn *c, const char *reason) {
         egressshare_lookup_cancel(eg->share, &c->lookup);
         if (c->gai_active)
                 uv_cancel((uv_req_t *)&c->gai);
+        c->relay = relay_free(c->relay); /* before the streams close: their data is c's again */
         uv_close((uv_handle_t *)&c->client, on_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_handle_closed);
         if (c->upstream_open)
@@ -274,81 +264,46 @@ static void conn_close(struct econn *c, const char *reason) {
 
 /* ---- writing ------------------------------------------------------------------------ */
 
-static uv_stream_t *side(struct econn *c, int which) {
-        return which == 0 ? (uv_stream_t *)&c->client : (uv_stream_t *)&c->upstream;
-}
-
-static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-static void on_upstream_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-
-static void resume(struct econn *c, int which) {
-        if (!c->paused[which] || c->closing)
-                return;
-        c->paused[which] = 0;
-        uv_read_start(side(c, which), relay_alloc, which == 0 ? on_client_read : on_upstream_read);
-}
-
 static void on_written(uv_write_t *req, int status) {
         struct wreq *w = (struct wreq *)req;
         struct econn *c = w->c;
-        int to = w->to;
 
-        c->queued[to] -= w->cost;
         free(w->base);
         free(w);
         if (c->closing)
                 return;
         if (status < 0) {
-                conn_close(c, to == 0 ? "write to the host failed" : "write to the sandbox failed");
+                conn_close(c, "write to the sandbox failed");
                 return;
         }
-        if (c->phase == PH_ANSWER) {
+        if (c->phase == PH_ANSWER)
                 conn_close(c, NULL);
-                return;
-        }
-        /* The writer's side drained: its source may send again. */
-        if (c->queued[to] <= EGRESS_QUEUE_HIGH_BYTES / 2)
-                resume(c, to == 0 ? 0 : 1);
 }
 
-/* Writes base (len bytes, taken: freed after) to the upstream (to 0) or the client
- * (to 1). 0 or -errno (then c is closed). */
-static int send_to(struct econn *c, int to, char *base, size_t len) {
+/* Writes len bytes of data (copied) to the client, before any relay. 0 or -errno (then
+ * c is closed). */
+static int send_copy(struct econn *c, const char *data, size_t len) {
         struct wreq *w = malloc(sizeof(*w));
-        uv_buf_t b = uv_buf_init(base, (unsigned)len);
+        char *b = malloc(len ? len : 1);
+        uv_buf_t buf = uv_buf_init(b, (unsigned)len);
         int r;
 
-        if (!w) {
-                free(base);
-                conn_close(c, "daemon out of memory");
-                return -ENOMEM;
-        }
-        w->c = c;
-        w->to = to;
-        w->base = base;
-        w->cost = len + sizeof(*w) + WRITE_COST_BYTES;
-        r = uv_write(&w->req, to == 0 ? (uv_stream_t *)&c->upstream : (uv_stream_t *)&c->client, &b,
-                     1, on_written);
-        if (r < 0) {
-                free(base);
+        if (!w || !b) {
                 free(w);
-                conn_close(c, "write failed");
-                return r;
-        }
-        c->queued[to] += w->cost;
-        return r;
-}
-
-static int send_copy(struct econn *c, int to, const char *data, size_t len) {
-        char *b = malloc(len ? len : 1);
-
-        if (!b) {
+                free(b);
                 conn_close(c, "daemon out of memory");
                 return -ENOMEM;
         }
         memcpy(b, data, len);
-        return send_to(c, to, b, len);
+        w->c = c;
+        w->base = b;
+        r = uv_write(&w->req, (uv_stream_t *)&c->client, &buf, 1, on_written);
+        if (r < 0) {
+                free(b);
+                free(w);
+                conn_close(c, "write failed");
+        }
+        return r;
 }
 
 /* Answers the client with an HTTP status and a one-line reason, records c (refused
@@ -383,7 +338,7 @@ static void answer(struct econn *c, int code, const char *status, const char *re
                 uv_read_stop((uv_stream_t *)&c->client);
                 uv_timer_start(&c->timer, on_head_timeout, EGRESS_HEAD_TIMEOUT_MS, 0);
                 n = (int)socks_answer(c, code, buf);
-                (void)send_copy(c, 1, buf, (size_t)n);
+                (void)send_copy(c, buf, (size_t)n);
                 return;
         }
         n = snprintf(buf, sizeof(buf),
@@ -398,126 +353,87 @@ static void answer(struct econn *c, int code, const char *status, const char *re
         uv_read_stop((uv_stream_t *)&c->client);
         /* A client that does not take the answer is closed by the timer. */
         uv_timer_start(&c->timer, on_head_timeout, EGRESS_HEAD_TIMEOUT_MS, 0);
-        (void)send_copy(c, 1, buf, n > 0 && (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+        (void)send_copy(c, buf, n > 0 && (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
 /* ---- relaying ----------------------------------------------------------------------- */
 
-static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-        char *b = malloc(RELAY_BUF_BYTES);
+/* The relay read bytes: the record's counts follow (the head the proxy wrote is sent too). */
+static void on_relay_progress(struct relay *r, int from, const uint64_t bytes[2], void *ud) {
+        struct econn *c = ud;
 
-        *buf = uv_buf_init(b, b ? RELAY_BUF_BYTES : 0);
+        c->sent = c->sent_head + bytes[0];
+        c->received = bytes[1];
 }
 
-/* A half-close was passed on once what was queued before it was written; when both
- * sides have ended so, the connection is over. */
-static void on_shutdown(uv_shutdown_t *req, int status) {
-        struct econn *c = req->data;
-
-        c->shut_done++;
-        if (!c->closing && (status < 0 || c->shut_done == 2))
-                conn_close(c, NULL);
-        conn_unref(c);
-}
-
-/* Side from (0 client, 1 upstream) read nread bytes into buf. */
-static void relay(struct econn *c, int from, ssize_t nread, const uv_buf_t *buf) {
-        int to = from == 0 ? 1 : 0; /* the side written to */
-
-        if (c->closing) {
-                free(buf->base);
-                return;
+/* Why the relay's end closes a connection, for its record (NULL: it ended well). */
+static const char *relay_reason(const struct relay_result *res) {
+        switch (res->how) {
+        case RELAY_ENDED:
+        case RELAY_SHUTDOWN_FAILED:
+                return NULL;
+        case RELAY_IDLE:
+                return "idle";
+        case RELAY_READ_FAILED:
+                return res->side == 0 ? "the sandbox's side failed" : "the host's side failed";
+        case RELAY_WRITE_FAILED:
+                return res->side == 0 ? "write to the sandbox failed" : "write to the host failed";
+        case RELAY_NO_MEMORY:
+                return "daemon out of memory";
         }
-        if (nread > 0) {
-                c->last_ms = uv_now(c->eg->d->loop);
-                if (from == 0)
-                        c->sent += (uint64_t)nread;
-                else
-                        c->received += (uint64_t)nread;
-                /* send_to's "to" is 0 for upstream, 1 for the client. */
-                if ((size_t)nread <= RELAY_COPY_BYTES) {
-                        int r = send_copy(c, from == 0 ? 0 : 1, buf->base, (size_t)nread);
-                        free(buf->base);
-                        if (r < 0)
-                                return;
-                } else if (send_to(c, from == 0 ? 0 : 1, buf->base, (size_t)nread) < 0) {
-                        return;
-                }
-                /* Bounded by the memory the queued writes hold, not their bytes only. */
-                if (c->queued[from == 0 ? 0 : 1] > EGRESS_QUEUE_HIGH_BYTES) {
-                        uv_read_stop(side(c, from));
-                        c->paused[from] = 1;
-                }
-                return;
-        }
-        free(buf->base);
-        if (nread == 0)
-                return;
-        if (nread != UV_EOF) {
-                conn_close(c, from == 0 ? "the sandbox's side failed" : "the host's side failed");
-                return;
-        }
-        c->eof[from] = 1;
-        uv_read_stop(side(c, from));
-        /* Half-close: pass the end on once what was read is written (closing at once
-         * would drop what is still queued). */
-        c->shut[to].data = c;
-        if (uv_shutdown(&c->shut[to], side(c, to), on_shutdown) == 0)
-                c->handles++;
-        else
-                conn_close(c, NULL);
+        return NULL;
 }
 
-static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-        relay(s->data, 0, nread, buf);
+static void on_relay_ended(struct relay *r, const struct relay_result *res, void *ud) {
+        conn_close(ud, relay_reason(res));
 }
 
-static void on_upstream_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-        relay(s->data, 1, nread, buf);
+static const struct relay_ops relay_ops = {.ended = on_relay_ended, .progress = on_relay_progress};
+static const struct relay_bounds relay_bounds = {.high_bytes = EGRESS_QUEUE_HIGH_BYTES,
+                                                 .idle_ms = EGRESS_IDLE_TIMEOUT_MS};
+
+/* Queues len bytes of data to side to (0 the client, 1 upstream) of c's relay. 0 or
+ * -errno (then c is closed). */
+static int relay_queue(struct econn *c, int to, const void *data, size_t len) {
+        int r = relay_send(c->relay, to, data, len);
+
+        if (r < 0)
+                conn_close(c, r == -ENOMEM ? "daemon out of memory" : "write failed");
+        return r;
 }
 
-static void on_idle(uv_timer_t *t) {
-        struct econn *c = t->data;
-        uint64_t now = uv_now(c->eg->d->loop);
-
-        if (now - c->last_ms >= EGRESS_IDLE_TIMEOUT_MS) {
-                conn_close(c, "idle");
-                return;
-        }
-        uv_timer_start(t, on_idle, EGRESS_IDLE_TIMEOUT_MS - (now - c->last_ms), 0);
-}
-
+/* Connected: the answer the client waits for (or the rewritten request head, upstream),
+ * what the client sent after its head, then the bytes both ways. */
 static void start_relay(struct econn *c) {
         static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
         size_t extra = c->head_len - c->head_end;
+        uint8_t ok[SOCKS5_REPLY_BYTES];
+        int r;
 
         c->phase = PH_RELAY;
-        c->last_ms = uv_now(c->eg->d->loop);
-        uv_timer_start(&c->timer, on_idle, EGRESS_IDLE_TIMEOUT_MS, 0);
         record_open(c);
+        r = relay_start((uv_stream_t *)&c->client, (uv_stream_t *)&c->upstream, &relay_bounds,
+                        &relay_ops, c, &c->relay);
+        if (r < 0) {
+                conn_close(c, r == -ENOMEM ? "daemon out of memory" : "starting the relay failed");
+                return;
+        }
         if (c->socks) {
-                uint8_t ok[SOCKS5_REPLY_BYTES];
                 socks5_reply(SOCKS5_OK, ok);
-                if (send_copy(c, 1, (const char *)ok, sizeof(ok)) < 0)
-                        return;
+                r = relay_queue(c, 0, ok, sizeof(ok));
         } else if (c->is_connect) {
-                if (send_copy(c, 1, established, sizeof(established) - 1) < 0)
-                        return;
+                r = relay_queue(c, 0, established, sizeof(established) - 1);
         } else {
-                c->sent += c->out_len;
-                if (send_to(c, 0, c->out, c->out_len) < 0) {
-                        c->out = NULL;
-                        return;
-                }
+                c->sent_head = c->sent = c->out_len;
+                r = relay_queue(c, 1, c->out, c->out_len);
+                free(c->out);
                 c->out = NULL;
         }
-        if (extra) {
-                c->sent += extra;
-                if (send_copy(c, 0, c->head + c->head_end, extra) < 0)
-                        return;
+        if (r == 0 && extra) {
+                c->sent_head += extra;
+                c->sent = c->sent_head;
+                (void)relay_queue(c, 1, c->head + c->head_end, extra);
         }
-        uv_read_start((uv_stream_t *)&c->client, relay_alloc, on_client_read);
-        uv_read_start((uv_stream_t *)&c->upstream, relay_alloc, on_upstream_read);
 }
 
 /* ---- connecting --------------------------------------------------------------------- */
@@ -854,7 +770,7 @@ static void socks_head(struct econn *c) {
                                      : "SOCKS5 without \"no authentication\"");
                         return;
                 }
-                if (send_copy(c, 1, no_auth, sizeof(no_auth)) < 0)
+                if (send_copy(c, no_auth, sizeof(no_auth)) < 0)
                         return;
                 memmove(c->head, c->head + r, c->head_len - (size_t)r);
                 c->head_len -= (size_t)r;

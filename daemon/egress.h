@@ -13,7 +13,7 @@
  * allowed_hosts and allowed_cidrs, resolves names itself (from /etc/hosts on the loop, else
  * uv_getaddrinfo off the loop, taking turns with the other proxies of the same uid: egressshare.h)
  * and connects to the one address it checked, never to a private, loopback, link-local, multicast
- * or reserved address no allowed_cidrs entry covers. It then relays bytes both ways with
+ * or reserved address no allowed_cidrs entry covers. It then relays bytes both ways (relay.h) with
  * backpressure, idle and connect timeouts, a per-sandbox cap on open connections and the owner's
  * budget of descriptors (egressshare.h) over all its sandboxes. Every connection allowed or refused
  * is recorded (store_connection_*), but a run of refusals over the owner's budget is one record
@@ -42,7 +42,7 @@ struct egress;
 #define EGRESS_CONNECT_TIMEOUT_MS 10000u
 #define EGRESS_IDLE_TIMEOUT_MS    300000u        /* nothing either way for this long: closed */
 #define EGRESS_MAX_OPEN           64u            /* open connections per sandbox */
-#define EGRESS_QUEUE_HIGH_BYTES   (256u * 1024u) /* stop reading the other side above */
+#define EGRESS_QUEUE_HIGH_BYTES   (256u * 1024u) /* a direction's queue: its source paused above */
 
 /* Starts the proxy of sandbox id of owner (whose budgets its connections use) on fd (a
  * socket init handed over: taken, closed on failure) with pol's allowed_hosts and
