@@ -73,7 +73,7 @@ struct relay_bounds {
  * reading: from this call until relay_free their data fields are the relay's (relay_free
  * gives back what was there), and the owner neither reads nor shuts them down. ops and
  * bounds are copied. Returns 0 with *ret, or -errno (-ENOMEM, or what uv_read_start said;
- * then nothing was started and nothing is held). */
+ * then nothing is read, the data fields are given back and what was made goes by itself). */
 int relay_start(uv_stream_t *side0, uv_stream_t *side1, const struct relay_bounds *bounds,
                 const struct relay_ops *ops, void *ud, struct relay **ret);
 
