@@ -458,7 +458,7 @@ static int import_plan(struct imagestore *s, struct plan *p, const char *ref, ch
         for (i = 0; q == 0 && i < p->nlayers; i++) {
                 struct source src = {&p->dir, p->layers[i].path};
                 struct imagestore_blob_source bs = {open_source, &src, p->layers[i].blob,
-                                                    p->layers[i].size};
+                                                    p->layers[i].size, NULL};
                 q = imagestore_pin(s, p->layers[i].diff_id);
                 if (q < 0)
                         break;
@@ -544,7 +544,8 @@ static int unpack_archive(struct imagestore *s, int fd, int *ret_fd, char *ret_n
         const struct imagestore_opts *o = imagestore_opts(s);
         /* Blobs may be compressed or not: twice the image's data, plus tar headers. */
         struct layer_opts lo = {2 * o->max_image_bytes + (16u << 20),
-                                4 * IMAGESTORE_MAX_LAYERS + 64, LAYER_WHITEOUT_USERXATTR, 0, 0};
+                                4 * IMAGESTORE_MAX_LAYERS + 64, LAYER_WHITEOUT_USERXATTR, 0, 0,
+                                NULL};
         struct layer_result res;
         int q = imagestore_scratch(s, ret_fd, ret_name);
 

@@ -49,6 +49,7 @@ struct unpack {
         size_t ndirs, capdirs;
         char rbuf[IO_BYTES]; /* read from fd */
         char dbuf[IO_BYTES]; /* decompressed */
+        char cbuf[IO_BYTES]; /* read back from o->clone_fd, to compare */
 };
 
 /* Says why the entry named raw is refused; returns r. */
@@ -437,8 +438,51 @@ static int write_all(int fd, const void *buf, size_t n, int64_t off) {
         return 0;
 }
 
-/* Copies the entry's data into fd, every byte within its declared size. */
-static int copy_data(struct unpack *u, int fd, int64_t size, const char *raw) {
+/* Takes size bytes of o->clone_fd from pos into fd at 0 (copy_file_range: shared blocks
+ * where the filesystem can). 1 when all of it came, else 0 (fd is written from the tar
+ * then: what came is overwritten). */
+static int clone_in(struct unpack *u, int fd, int64_t pos, int64_t size) {
+        loff_t in = pos, out = 0;
+
+        if (!u->o->clone_fd || *u->o->clone_fd < 0 || !u->plain || pos < 0 || size <= 0)
+                return 0;
+        while (out < size) {
+                ssize_t n = copy_file_range(*u->o->clone_fd, &in, fd, &out, (size_t)(size - out), 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return 0;
+        }
+        return 1;
+}
+
+/* Whether len bytes of buf are what o->clone_fd holds at pos (then fd, cloned from
+ * there, holds them too). */
+static int cloned_same(struct unpack *u, const void *buf, size_t len, int64_t pos) {
+        size_t done = 0;
+
+        while (done < len) {
+                size_t want = len - done < sizeof(u->cbuf) ? len - done : sizeof(u->cbuf);
+                ssize_t n = pread(*u->o->clone_fd, u->cbuf, want, pos + (off_t)done);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n != (ssize_t)want || memcmp(u->cbuf, (const char *)buf + done, want) != 0)
+                        return 0;
+                done += want;
+        }
+        return 1;
+}
+
+/* Copies the entry's data into fd, every byte within its declared size. With a clone
+ * source (layer.h), the data is taken from it where the tar's data lies (the stream's
+ * position once the header is read: the tar is the source's bytes from 0), and each
+ * block the tar yields is only compared with it. */
+static int copy_data(struct unpack *u, int fd, struct archive_entry *e, int64_t size,
+                     const char *raw) {
+        int64_t pos = archive_filter_bytes(u->inner, 0);
+        /* A sparse entry's data is not where its offsets say: never taken so. */
+        int cloned = archive_entry_sparse_count(e) == 0 && clone_in(u, fd, pos, size);
+
         for (;;) {
                 const void *buf;
                 size_t len;
@@ -454,6 +498,8 @@ static int copy_data(struct unpack *u, int fd, int64_t size, const char *raw) {
                 if (off < 0 || (uint64_t)off + len > (uint64_t)size)
                         return fail(u, -EINVAL, raw, "data past its declared size of %lld bytes",
                                     (long long)size);
+                if (cloned && cloned_same(u, buf, len, pos + off))
+                        continue;
                 r = write_all(fd, buf, len, off);
                 if (r < 0)
                         return fail(u, r, raw, "writing: %s", strerror(-r));
@@ -481,7 +527,7 @@ static int put_file(struct unpack *u, int pfd, const char *name, struct archive_
         fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return fail(u, -errno, raw, "creating: %s", strerror(errno));
-        r = copy_data(u, fd, size, raw);
+        r = copy_data(u, fd, e, size, raw);
         if (r == 0)
                 r = entry_meta(u, pfd, name, e, raw);
         /* After the chown, which clears setuid and setgid. */

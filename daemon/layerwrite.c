@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -19,6 +20,15 @@
 
 /* What OCI's whiteouts' names begin with (layer.h reads them so). */
 #define WHITEOUT_PREFIX ".wh."
+
+/* Where libarchive's output goes (on_write): out_fd; held in memory (a header whose
+ * size decides the padding before it); or nowhere, the bytes being in out_fd already
+ * (data taken with copy_file_range). */
+enum out_mode { OUT_WRITE, OUT_HOLD, OUT_SKIP };
+
+/* The largest block a clone aligns to: a pad ('g' header and its record) fits buf. */
+#define CLONE_MAX_BLOCK 32768u
+#define TAR_BLOCK 512u
 
 /* A file with more than one link, by the first name it was written as. */
 struct link {
@@ -41,6 +51,14 @@ struct layerwrite {
         char *err;
         size_t errlen;
         int write_errno; /* what the output's write said, for on_write's caller */
+        /* With o.clone: where the tar starts in out_fd, its filesystem's block and
+         * device (block 0: no clone), where output goes, and the header held. */
+        off_t base;
+        uint32_t block;
+        dev_t out_dev;
+        enum out_mode mode;
+        size_t n_held;
+        char held[16384];
         char buf[65536];
 };
 
@@ -61,33 +79,72 @@ static int fail(struct layerwrite *w, int r, const char *name, const char *fmt, 
         return r;
 }
 
-/* libarchive's output: digested, then written whole. */
-static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t n) {
-        struct layerwrite *w = ud;
+/* Bytes of the tar: digested, written whole, counted and told. 0 or -errno. */
+static int emit(struct layerwrite *w, const void *buf, size_t n) {
         const char *p = buf;
         size_t done = 0;
 
-        (void)a;
-        if (!w->o.no_digest && digest_update(&w->dg, buf, n) < 0) {
-                w->write_errno = ENOMEM;
-                return -1;
-        }
+        if (!w->o.no_digest && digest_update(&w->dg, buf, n) < 0)
+                return -ENOMEM;
         while (done < n) {
                 ssize_t k = write(w->out_fd, p + done, n - done);
                 if (k < 0 && errno == EINTR)
                         continue;
-                if (k <= 0) {
-                        w->write_errno = k < 0 ? errno : EIO;
-                        return -1;
-                }
+                if (k <= 0)
+                        return k < 0 ? -errno : -EIO;
                 done += (size_t)k;
         }
+        return 0;
+}
+
+/* n bytes more of the tar in out_fd: counted, and told to the reader. */
+static int advance(struct layerwrite *w, size_t n) {
         w->res.size += n;
-        if (w->o.written && w->o.written(w->o.written_ud, w->res.size) != 0) {
-                w->write_errno = EPIPE;
+        if (w->o.written && w->o.written(w->o.written_ud, w->res.size) != 0)
+                return -EPIPE;
+        return 0;
+}
+
+/* libarchive's output, by w->mode. */
+static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t n) {
+        struct layerwrite *w = ud;
+        int r;
+
+        (void)a;
+        if (w->mode == OUT_HOLD) {
+                if (n > sizeof(w->held) - w->n_held) {
+                        w->write_errno = ENAMETOOLONG;
+                        return -1;
+                }
+                memcpy(w->held + w->n_held, buf, n);
+                w->n_held += n;
+                return (la_ssize_t)n;
+        }
+        if (w->mode == OUT_SKIP)
+                r = lseek(w->out_fd, (off_t)n, SEEK_CUR) < 0 ? -errno : 0;
+        else
+                r = emit(w, buf, n);
+        if (r == 0)
+                r = advance(w, n);
+        if (r < 0) {
+                w->write_errno = -r;
                 return -1;
         }
         return (la_ssize_t)n;
+}
+
+/* With o->clone: where and how out_fd takes clones (w->block stays 0 when it cannot). */
+static void clone_setup(struct layerwrite *w) {
+        struct statfs sf;
+        struct stat st;
+
+        if (!w->o.clone || !w->o.no_digest || fstat(w->out_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+            fstatfs(w->out_fd, &sf) < 0 || sf.f_bsize < TAR_BLOCK ||
+            (uint64_t)sf.f_bsize > CLONE_MAX_BLOCK || sf.f_bsize % TAR_BLOCK != 0 ||
+            (w->base = lseek(w->out_fd, 0, SEEK_CUR)) < 0 || w->base % TAR_BLOCK != 0)
+                return;
+        w->block = (uint32_t)sf.f_bsize;
+        w->out_dev = st.st_dev;
 }
 
 int layerwrite_open(int out_fd, const struct layerwrite_opts *o, char *err, size_t errlen,
@@ -105,6 +162,7 @@ int layerwrite_open(int out_fd, const struct layerwrite_opts *o, char *err, size
                 return -ENOMEM;
         }
         w->dg_ok = 1;
+        clone_setup(w);
         w->a = archive_write_new();
         w->e = archive_entry_new();
         /* ustar where it fits, pax records only for what ustar cannot say (long names,
@@ -112,6 +170,9 @@ int layerwrite_open(int out_fd, const struct layerwrite_opts *o, char *err, size
         if (!w->a || !w->e || archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
             archive_write_add_filter_none(w->a) != ARCHIVE_OK ||
             archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
+            /* Unblocked: each header and data call reaches on_write at once, so that
+             * a header can be held and data skipped (clones). */
+            (w->block && archive_write_set_bytes_per_block(w->a, 0) != ARCHIVE_OK) ||
             archive_write_open(w->a, w, NULL, on_write, NULL) != ARCHIVE_OK) {
                 layerwrite_free(w);
                 return -ENOMEM;
@@ -275,6 +336,101 @@ static int put_data(struct layerwrite *w, int fd, const struct stat *st, const c
         return 0;
 }
 
+/* ---- clones: a file's data shared with out_fd (layerwrite.h) ------------------------------ */
+
+/* n bytes (a multiple of TAR_BLOCK, at least one) of padding at the tar's end: a pax
+ * global header whose one record is a comment (none when n is a single block). */
+static int put_pad(struct layerwrite *w, size_t n) {
+        char *h = w->buf, *rec = w->buf + TAR_BLOCK;
+        size_t len = n - TAR_BLOCK, k;
+        unsigned sum = 0;
+        int d;
+
+        memset(w->buf, 0, n);
+        snprintf(h, 100, "sbxd.pad");
+        memcpy(h + 100, "0000644", 8);
+        memcpy(h + 108, "0000000", 8);
+        memcpy(h + 116, "0000000", 8);
+        snprintf(h + 124, 12, "%011zo", len);
+        memcpy(h + 136, "00000000000", 12);
+        h[156] = 'g';
+        memcpy(h + 257, "ustar", 6);
+        memcpy(h + 263, "00", 2);
+        memset(h + 148, ' ', 8);
+        for (k = 0; k < TAR_BLOCK; k++)
+                sum += (unsigned char)h[k];
+        snprintf(h + 148, 7, "%06o", sum & 0777777u);
+        if (len) { /* "LEN comment=xx...x\n", LEN counting the whole record */
+                d = snprintf(rec, 16, "%zu comment=", len);
+                memset(rec + d, 'x', len - (size_t)d - 1);
+                rec[len - 1] = '\n';
+        }
+        d = emit(w, w->buf, n);
+        return d < 0 ? d : advance(w, n);
+}
+
+/* Puts size bytes of fd (from 0) into out_fd at off. 0; -ESTALE when fd ends first;
+ * another -errno when it cannot be so (the caller writes the data then). */
+static int clone_data(struct layerwrite *w, int fd, uint64_t size, off_t off) {
+        loff_t in = 0, out = off;
+
+        while ((uint64_t)in < size) {
+                ssize_t n = copy_file_range(fd, &in, w->out_fd, &out, (size_t)(size - (uint64_t)in), 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return -ESTALE;
+        }
+        return 0;
+}
+
+/* The header of a regular file (filled) and its data from fd, cloned: the header is
+ * held to learn its size, the data placed at the next block boundary after it, then
+ * the padding and the header written, and libarchive's count of the data skipped.
+ * Where the clone cannot be, the data is written as put_data writes it. */
+static int put_cloned(struct layerwrite *w, int fd, const struct stat *st, const char *name) {
+        uint64_t size = (uint64_t)st->st_size, left;
+        off_t at, pad;
+        int r, cloned;
+
+        if (archive_write_finish_entry(w->a) != ARCHIVE_OK) /* the last one's padding */
+                return fail(w, w->write_errno ? -w->write_errno : -EIO, name, "%s",
+                            w->write_errno ? strerror(w->write_errno) : archive_error_string(w->a));
+        w->mode = OUT_HOLD;
+        w->n_held = 0;
+        r = put_header(w, name);
+        w->mode = OUT_WRITE;
+        if (r < 0)
+                return r;
+        at = w->base + (off_t)w->res.size;
+        pad = (off_t)((w->block - (uint64_t)(at + (off_t)w->n_held) % w->block) % w->block);
+        if (pad == TAR_BLOCK)
+                pad += w->block; /* a pad is a header and a record */
+        cloned = clone_data(w, fd, size, at + pad + (off_t)w->n_held);
+        if (cloned == -ESTALE)
+                return fail(w, cloned, name, "shrank while it was read");
+        r = pad ? put_pad(w, (size_t)pad) : 0;
+        if (r == 0 && (r = emit(w, w->held, w->n_held)) == 0)
+                r = advance(w, w->n_held);
+        if (r < 0)
+                return fail(w, r, name, "%s", strerror(-r));
+        if (cloned < 0) /* written instead, over what came */
+                return put_data(w, fd, st, name);
+        w->mode = OUT_SKIP;
+        for (left = size; left > 0 && r == 0;) {
+                size_t n = left < sizeof(w->buf) ? (size_t)left : sizeof(w->buf);
+                if (archive_write_data(w->a, w->buf, n) != (la_ssize_t)n)
+                        r = fail(w, w->write_errno ? -w->write_errno : -EIO, name, "%s",
+                                 w->write_errno ? strerror(w->write_errno)
+                                                : archive_error_string(w->a));
+                left -= n;
+        }
+        w->mode = OUT_WRITE;
+        return r;
+}
+
 /* A regular file of the tree (dfd's base, listed as st). */
 static int put_file(struct layerwrite *w, int dfd, const char *base, const char *name,
                     const struct stat *st) {
@@ -308,8 +464,10 @@ static int put_file(struct layerwrite *w, int dfd, const char *base, const char 
                                  (unsigned long long)w->o.max_bytes);
                 } else {
                         archive_entry_set_size(w->e, now.st_size);
-                        r = put_header(w, name);
-                        if (r == 0)
+                        if (w->block && now.st_dev == w->out_dev &&
+                            (uint64_t)now.st_size >= w->block)
+                                r = put_cloned(w, fd, &now, name);
+                        else if ((r = put_header(w, name)) == 0)
                                 r = put_data(w, fd, &now, name);
                 }
         }

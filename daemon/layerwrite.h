@@ -61,6 +61,13 @@ struct layerwrite_opts {
         struct layerwrite_map uids, gids;
         int no_digest; /* the reader digests the tar (a snapshot's: imagestore.h); the
                         * result's digest is then "" */
+        /* With no_digest, out_fd a regular file: a regular file of at least a block of
+         * out_fd's filesystem, on that filesystem, has its data taken with
+         * copy_file_range(2) (shared blocks, a reflink, on XFS or Btrfs) instead of read
+         * and written. Its data then starts at a multiple of the block in out_fd, after
+         * a pax global header ('g') whose one record is a comment: padding, which tar
+         * readers skip. The data is in out_fd before the header that announces it. */
+        int clone;
         /* Called after each write with the tar's bytes so far (may be NULL): a reader
          * of out_fd's file may read that far (snapshot.c). Non-zero: the reader has
          * stopped, and the write fails with -EPIPE. */

@@ -404,6 +404,278 @@ START_TEST(symlinks_are_never_followed) {
 }
 END_TEST
 
+/* ---- clones (layerwrite.h o.clone, layer.h clone_fd) ------------------------------------ */
+
+static const size_t clone_sizes[] = {0, 100, 4095, 4096, 4097, 12345, 100000, 1u << 20};
+#define LONG_NAME_BYTES 200
+
+/* size bytes of a pattern that differs by seed at DIR/rel. */
+static void fill_file(const char *rel, size_t size, unsigned seed) {
+        char path[512], *buf = malloc(size + 1);
+        int fd;
+
+        ck_assert_ptr_nonnull(buf);
+        for (size_t i = 0; i < size; i++)
+                buf[i] = (char)((i * 31u + i / 4096u + seed) & 0xff);
+        snprintf(path, sizeof(path), "%s/%s", dir, rel);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, buf, size), (ssize_t)size);
+        close(fd);
+        free(buf);
+}
+
+/* DIR/root: a file of each of clone_sizes, one with a name long enough for a pax
+ * header, a hard link, a symlink, a directory. */
+static void make_clone_tree(const char *root) {
+        char rel[512], name[LONG_NAME_BYTES + 1];
+        size_t i;
+
+        mk(root, BASE);
+        for (i = 0; i < sizeof(clone_sizes) / sizeof(clone_sizes[0]); i++) {
+                snprintf(rel, sizeof(rel), "%s/f%zu", root, clone_sizes[i]);
+                fill_file(rel, clone_sizes[i], (unsigned)i);
+        }
+        memset(name, 'n', LONG_NAME_BYTES);
+        name[LONG_NAME_BYTES] = '\0';
+        snprintf(rel, sizeof(rel), "%s/%s", root, name);
+        fill_file(rel, 8192, 99);
+        snprintf(rel, sizeof(rel), "%s/sub", root);
+        mk(rel, BASE);
+        snprintf(rel, sizeof(rel), "%s/sub/f5000", root);
+        fill_file(rel, 5000, 7);
+        {
+                char a[512], b[512];
+                snprintf(a, sizeof(a), "%s/%s/f100000", dir, root);
+                snprintf(b, sizeof(b), "%s/%s/sub/linked", dir, root);
+                ck_assert_int_eq(link(a, b), 0);
+                snprintf(b, sizeof(b), "%s/%s/sub/sym", dir, root);
+                ck_assert_int_eq(symlink("../f100", b), 0);
+        }
+}
+
+/* Whether the file at path holds exactly len bytes of buf. */
+static int same_file(const char *path, const void *buf, size_t len) {
+        char *got = malloc(len + 1);
+        int fd = open(path, O_RDONLY | O_CLOEXEC), same;
+        ssize_t n;
+
+        ck_assert_ptr_nonnull(got);
+        ck_assert_int_ge(fd, 0);
+        n = read(fd, got, len + 1);
+        same = n == (ssize_t)len && memcmp(got, buf, len) == 0;
+        close(fd);
+        free(got);
+        return same;
+}
+
+/* Reads the tar at tar: every regular entry's data is the file of DIR/root it names
+ * (the workspace's under ws), read through libarchive and, at the stream's position
+ * after its header, in the tar's own bytes. Returns the regular entries of at least
+ * block bytes whose data starts at a multiple of block. */
+static int check_tar(const char *tar, const char *root, uint32_t block, int *ret_regular) {
+        struct archive *a = archive_read_new();
+        struct archive_entry *e;
+        int fd = open(tar, O_RDONLY | O_CLOEXEC), aligned = 0;
+        char path[1024];
+
+        *ret_regular = 0;
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(archive_read_support_format_tar(a), ARCHIVE_OK);
+        ck_assert_int_eq(archive_read_open_fd(a, fd, 10240), ARCHIVE_OK);
+        while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+                int64_t pos = archive_filter_bytes(a, 0), size = archive_entry_size(e);
+                char *data;
+
+                ck_assert_msg(strncmp(archive_entry_pathname(e), "sbxd.pad", 8) != 0,
+                              "a pad read as an entry");
+                if (archive_entry_filetype(e) != AE_IFREG || archive_entry_hardlink(e))
+                        continue;
+                data = malloc((size_t)size + 1);
+                ck_assert_ptr_nonnull(data);
+                ck_assert_int_eq(archive_read_data(a, data, (size_t)size + 1), size);
+                snprintf(path, sizeof(path), "%s/%s/%s", dir, root, archive_entry_pathname(e));
+                ck_assert_msg(same_file(path, data, (size_t)size), "%s differs", path);
+                ck_assert_int_eq(pread(fd, data, (size_t)size, pos), size);
+                ck_assert_msg(same_file(path, data, (size_t)size), "%s: not at %lld in the tar",
+                              path, (long long)pos);
+                (*ret_regular)++;
+                if (size >= (int64_t)block && pos % block == 0)
+                        aligned++;
+                free(data);
+        }
+        ck_assert_int_eq(archive_read_free(a), ARCHIVE_OK);
+        close(fd);
+        return aligned;
+}
+
+/* Writes DIR/root to tar with o.clone (no digest, as a snapshot's spool). */
+static void write_clone_layer(const char *tar, const char *root, struct layerwrite_result *res) {
+        struct layerwrite_opts o = block_opts();
+        struct layerwrite *w = NULL;
+        char err[512] = "";
+        int out = open(tar, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), t = open_dir(root);
+
+        o.max_bytes = 64u << 20;
+        o.no_digest = 1;
+        o.clone = 1;
+        ck_assert_int_ge(out, 0);
+        ck_assert_msg(layerwrite_open(out, &o, err, sizeof(err), &w) == 0, "%s", err);
+        ck_assert_msg(layerwrite_tree(w, t, "", LAYERWRITE_PLAIN) == 0, "%s", err);
+        ck_assert_msg(layerwrite_finish(w, res) == 0, "%s", err);
+        layerwrite_free(w);
+        close(t);
+        close(out);
+}
+
+/* Unpacks tar into DIR/out taking data from clone (a path, or NULL: none). */
+static void unpack_with(const char *tar, const char *clone, const char *out,
+                        struct layer_result *lr) {
+        struct layer_opts lo = {.max_bytes = 64u << 20,
+                                .max_entries = 1000,
+                                .whiteouts = LAYER_WHITEOUT_CHARDEV,
+                                .keep_owners = 1};
+        char err[512] = "";
+        int fd = open(tar, O_RDONLY | O_CLOEXEC), cfd = clone ? open(clone, O_RDONLY | O_CLOEXEC) : -1,
+            o;
+
+        lo.clone_fd = clone ? &cfd : NULL;
+        mk(out, 0);
+        o = open_dir(out);
+        ck_assert_msg(layer_unpack(fd, o, &lo, lr, err, sizeof(err)) == 0, "%s", err);
+        close(o);
+        close(fd);
+        if (cfd >= 0)
+                close(cfd);
+}
+
+/* The files of DIR/root and DIR/out are the same. */
+static void same_trees(const char *root, const char *out) {
+        char a[1024], b[1024], name[LONG_NAME_BYTES + 1];
+        size_t i;
+
+        memset(name, 'n', LONG_NAME_BYTES);
+        name[LONG_NAME_BYTES] = '\0';
+        for (i = 0; i <= sizeof(clone_sizes) / sizeof(clone_sizes[0]) + 2; i++) {
+                char rel[512];
+                struct stat st;
+                char *buf;
+                int fd;
+
+                if (i < sizeof(clone_sizes) / sizeof(clone_sizes[0]))
+                        snprintf(rel, sizeof(rel), "f%zu", clone_sizes[i]);
+                else
+                        snprintf(rel, sizeof(rel), "%s",
+                                 i == sizeof(clone_sizes) / sizeof(clone_sizes[0]) ? name
+                                 : i == sizeof(clone_sizes) / sizeof(clone_sizes[0]) + 1
+                                         ? "sub/f5000"
+                                         : "sub/linked");
+                snprintf(a, sizeof(a), "%s/%s/%s", dir, root, rel);
+                snprintf(b, sizeof(b), "%s/%s/%s", dir, out, rel);
+                ck_assert_int_eq(stat(a, &st), 0);
+                buf = malloc((size_t)st.st_size + 1);
+                fd = open(a, O_RDONLY | O_CLOEXEC);
+                ck_assert_int_eq(read(fd, buf, (size_t)st.st_size), st.st_size);
+                close(fd);
+                ck_assert_msg(same_file(b, buf, (size_t)st.st_size), "%s differs from %s", b, a);
+                free(buf);
+        }
+}
+
+/* With o.clone the tar is the same tar to any reader (the pads are no entries), every
+ * file of a block or more has its data at a block boundary, and layer.c taking the data
+ * from the tar's own file writes the same tree under the same diff_id. */
+START_TEST(clones_align_data_and_read_back_the_same) {
+        struct layerwrite_result res;
+        struct layer_result lr;
+        char tar[512], d[DIGEST_STR_BYTES];
+        struct statfs sf;
+        int regular, fd;
+
+        make_clone_tree("t");
+        snprintf(tar, sizeof(tar), "%s/c.tar", dir);
+        write_clone_layer(tar, "t", &res);
+        ck_assert_int_eq(statfs(dir, &sf), 0);
+        /* f4096, f4097, f12345, f100000, f1048576, the long name, sub/f5000 */
+        ck_assert_int_eq(check_tar(tar, "t", (uint32_t)sf.f_bsize, &regular), 7);
+        ck_assert_int_eq(regular, 10);
+        fd = open(tar, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_eq(digest_fd(fd, d, NULL), 0);
+        close(fd);
+        unpack_with(tar, tar, "out", &lr);
+        ck_assert_str_eq(lr.diff_id, d);
+        same_trees("t", "out");
+}
+END_TEST
+
+/* A clone source that is not the tar's bytes is not believed: each block taken from it
+ * is compared with the tar's, and one that differs is written from the tar. */
+START_TEST(a_clone_source_that_differs_is_not_believed) {
+        struct layerwrite_result res;
+        struct layer_result lr;
+        char tar[512], other[512], cmd[1200];
+        int fd;
+
+        make_clone_tree("t");
+        snprintf(tar, sizeof(tar), "%s/c.tar", dir);
+        snprintf(other, sizeof(other), "%s/other.tar", dir);
+        write_clone_layer(tar, "t", &res);
+        snprintf(cmd, sizeof(cmd), "cp %s %s", tar, other);
+        ck_assert_int_eq(system(cmd), 0);
+        /* Every byte from the middle on changed: file data and headers alike. */
+        fd = open(other, O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        for (off_t off = (off_t)res.size / 2; off < (off_t)res.size; off += 4096)
+                ck_assert_int_eq(pwrite(fd, "XXXXXXXX", 8, off + 1000), 8);
+        close(fd);
+        unpack_with(tar, other, "out", &lr);
+        same_trees("t", "out");
+}
+END_TEST
+
+/* On a filesystem that shares blocks (XFS with reflink, made by the test), the tar's
+ * data and the unpacked layer's files are the tree's own blocks: the data is on disk
+ * once. */
+START_TEST(clones_share_blocks_on_xfs) {
+        struct layerwrite_result res;
+        struct layer_result lr;
+        char mnt[512], img[600], tar[600], path[700];
+        uint64_t before;
+
+        test_private_mounts();
+        snprintf(mnt, sizeof(mnt), "%s/xfs", dir);
+        snprintf(img, sizeof(img), "%s/xfs.img", dir);
+        ck_assert_int_eq(mkdir(mnt, 0755), 0);
+        if (!test_xfs_mount(img, mnt))
+                return;
+        make_clone_tree("xfs/t");
+        for (int i = 0; i < 8; i++) { /* 8 MiB more */
+                snprintf(path, sizeof(path), "xfs/t/sub/big%d", i);
+                fill_file(path, 1u << 20, 50u + (unsigned)i);
+        }
+        sync();
+        before = test_used_bytes(mnt);
+        snprintf(tar, sizeof(tar), "%s/c.tar", mnt);
+        write_clone_layer(tar, "xfs/t", &res);
+        ck_assert_uint_ge(test_shared_bytes(tar), 9u << 20);
+        unpack_with(tar, tar, "xfs/out", &lr);
+        same_trees("xfs/t", "xfs/out");
+        snprintf(path, sizeof(path), "%s/out/sub/big3", mnt);
+        ck_assert_uint_eq(test_shared_bytes(path), 1u << 20);
+        snprintf(path, sizeof(path), "%s/out/f1048576", mnt);
+        ck_assert_uint_eq(test_shared_bytes(path), 1u << 20);
+        sync();
+        /* 10 MiB of data twice more, in 1 MiB: headers, pads, small files, metadata. */
+        ck_assert_msg(test_used_bytes(mnt) - before < (1u << 20), "%llu bytes more used",
+                      (unsigned long long)(test_used_bytes(mnt) - before));
+}
+END_TEST
+
+static void xfs_teardown(void) {
+        test_dir_unmount(dir);
+        test_dir_remove(dir);
+}
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("layerwrite");
         TCase *tc = tcase_create("core");
@@ -415,6 +687,13 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, same_tree_same_digest_and_unpacks);
         tcase_add_test(tc, bounds_are_refused);
         tcase_add_test(tc, symlinks_are_never_followed);
+        tcase_add_test(tc, clones_align_data_and_read_back_the_same);
+        tcase_add_test(tc, a_clone_source_that_differs_is_not_believed);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("xfs");
+        tcase_add_checked_fixture(tc, setup, xfs_teardown);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, clones_share_blocks_on_xfs);
         suite_add_tcase(s, tc);
         tc = tcase_create("many_links");
         tcase_add_checked_fixture(tc, setup, teardown);

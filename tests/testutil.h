@@ -8,13 +8,21 @@
 #define SBX_TESTUTIL_H
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
 /* Makes a directory of its own for a test case, /tmp/NAME.XXXXXX, into dir (len
  * bytes). Called from an unchecked fixture, in the runner's process: test_dir_remove,
@@ -44,6 +52,58 @@ static inline void test_dir_remove(char *dir) {
 static inline void test_private_mounts(void) {
         ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
         ck_assert_int_eq(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL), 0);
+}
+
+/* An XFS filesystem that shares blocks (mkfs.xfs -m reflink=1, from xfsprogs) in the
+ * sparse file img, mounted on mnt (a directory) in this test's own mount namespace
+ * (test_private_mounts: call it first): the loop device mount(8) sets up is released
+ * with the mount, which goes with the test's process (img may be beneath mnt: hidden,
+ * held by the loop device, removed with the test's directory). 1 when mounted; 0 when
+ * this machine cannot (not root, or no loop devices), said on stderr so that the caller
+ * skips. Without mkfs.xfs the test fails: `make test-pkgs` installs it. */
+static inline int test_xfs_mount(const char *img, const char *mnt) {
+        char cmd[4096];
+
+        if (geteuid() != 0 || access("/dev/loop-control", F_OK) != 0) {
+                fprintf(stderr, "skipped: an XFS loop filesystem needs root and loop devices\n");
+                return 0;
+        }
+        ck_assert_msg(system("command -v mkfs.xfs >/dev/null") == 0,
+                      "mkfs.xfs is missing: make test-pkgs installs xfsprogs");
+        ck_assert(strlen(img) < 1000 && strlen(mnt) < 1000);
+        snprintf(cmd, sizeof(cmd),
+                 "truncate -s 320M %s && mkfs.xfs -q -m reflink=1 %s && mount -o loop %s %s", img,
+                 img, img, mnt);
+        ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+        return 1;
+}
+
+/* Bytes of the file at path in extents its filesystem says are shared (FIEMAP). */
+static inline uint64_t test_shared_bytes(const char *path) {
+        size_t sz = sizeof(struct fiemap) + 512 * sizeof(struct fiemap_extent);
+        struct fiemap *fm = calloc(1, sz);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        uint64_t shared = 0;
+
+        ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+        fm->fm_length = FIEMAP_MAX_OFFSET;
+        fm->fm_flags = FIEMAP_FLAG_SYNC;
+        fm->fm_extent_count = 512;
+        ck_assert_int_eq(ioctl(fd, FS_IOC_FIEMAP, fm), 0);
+        for (unsigned i = 0; i < fm->fm_mapped_extents; i++)
+                if (fm->fm_extents[i].fe_flags & FIEMAP_EXTENT_SHARED)
+                        shared += fm->fm_extents[i].fe_length;
+        close(fd);
+        free(fm);
+        return shared;
+}
+
+/* Bytes in use on the filesystem of path. */
+static inline uint64_t test_used_bytes(const char *path) {
+        struct statfs sf;
+
+        ck_assert_int_eq(statfs(path, &sf), 0);
+        return (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize;
 }
 
 /* Detaches every mount at or below dir (absolute, canonical) in this process's mount
