@@ -126,6 +126,8 @@ TEST_PKGS += docker-registry
 # tests/it_image_sandbox.c: a real Debian image made with mmdebstrap from the Debian
 # archive apt reaches (tests/mkdebian.sh; cached in $(BUILD)/images).
 TEST_PKGS += mmdebstrap
+# tests/check_layerwrite.c and it_snapshot.c: an XFS loop filesystem that shares blocks.
+TEST_PKGS += xfsprogs
 
 test-pkgs:
 	$(call install_pkgs,$(TEST_PKGS))

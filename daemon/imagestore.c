@@ -14,12 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
+#include <linux/fs.h>
 
 #define DS DIGEST_STR_BYTES
 
@@ -51,6 +53,7 @@ struct imagestore {
         size_t npins;
         unsigned repaired;
         unsigned long serial; /* names in tmp/ and trash/ */
+        int shares_blocks;    /* its filesystem clones files (imagestore_shares_blocks) */
 };
 
 static int64_t now_ms(void) {
@@ -452,6 +455,26 @@ static int by_created(const void *a, const void *b) {
         return x->created_ms < y->created_ms ? -1 : x->created_ms > y->created_ms;
 }
 
+/* Whether tmp/'s filesystem clones a file (FICLONE: XFS with reflink, Btrfs), tried on
+ * two spools. */
+static int probe_clone(struct imagestore *s) {
+        int a = imagestore_spool(s), b = a >= 0 ? imagestore_spool(s) : -1, yes;
+        char block[4096];
+
+        memset(block, 'x', sizeof(block));
+        yes = b >= 0 && write(a, block, sizeof(block)) == (ssize_t)sizeof(block) &&
+              ioctl(b, FICLONE, a) == 0;
+        if (a >= 0)
+                close(a);
+        if (b >= 0)
+                close(b);
+        return yes;
+}
+
+int imagestore_shares_blocks(const struct imagestore *s) {
+        return s->shares_blocks;
+}
+
 int imagestore_open(const char *root, const struct imagestore_opts *o, struct imagestore **ret,
                     char *err, size_t errlen) {
         struct imagestore *s = calloc(1, sizeof(*s));
@@ -507,6 +530,7 @@ int imagestore_open(const char *root, const struct imagestore_opts *o, struct im
         s->repaired += sweep_all(s);
         layerns_empty_dir(&s->o.ns, s->tmp_fd);
         imagestore_collect(s);
+        s->shares_blocks = probe_clone(s);
         *ret = s;
         return 0;
 }
@@ -906,6 +930,14 @@ static int read_layer_size(struct imagestore *s, const char *hex, struct imagest
                        : -EIO;
 }
 
+/* Closes src's clone source (imagestore.h). */
+static void drop_clone(const struct imagestore_blob_source *src) {
+        if (src->clone_fd && *src->clone_fd >= 0) {
+                close(*src->clone_fd);
+                *src->clone_fd = -1;
+        }
+}
+
 /* Unpacks src into a new directory of tmp/ (*name: NAME/tree, NAME/size, synced) once
  * its digests matched src's and diff_id (NULL: any; l->diff_id gets the tar's), filling
  * l. On failure nothing is left. */
@@ -914,7 +946,7 @@ static int unpack_scratch(struct imagestore *s, const char *diff_id,
                           const struct imagestore_budget *budget, struct imagestore_layer_ref *l,
                           char name[NAME_MAX + 1], char *err, size_t errlen) {
         struct layer_opts lo = {budget->bytes, s->o.max_layer_entries, s->o.whiteouts,
-                                s->o.keep_owners, 0};
+                                s->o.keep_owners, 0, src->clone_fd};
         const char *what = diff_id ? diff_id : "of the snapshot";
         struct layer_result res;
         char size[96];
@@ -925,6 +957,7 @@ static int unpack_scratch(struct imagestore *s, const char *diff_id,
                 lo.max_entries = budget->entries;
         q = imagestore_scratch(s, &dfd, name);
         if (q < 0) {
+                drop_clone(src);
                 snprintf(err, errlen, "image store: %s", strerror(-q));
                 return q;
         }
@@ -938,6 +971,7 @@ static int unpack_scratch(struct imagestore *s, const char *diff_id,
         }
         if (q == 0)
                 q = layerns_unpack(&s->o.ns, bfd, tfd, &lo, &res, &du, err, errlen);
+        drop_clone(src); /* before the sync: its pages go, never written back */
         if (q == -EDQUOT && lo.max_entries < s->o.max_layer_entries)
                 snprintf(err, errlen,
                          "layer %s: more than the %" PRIu64

@@ -202,6 +202,11 @@ struct imagestore_blob_source {
         void *userdata;
         const char *blob_digest;
         int64_t blob_size; /* -1: not known */
+        /* NULL, or a file whose bytes are the blob's, an uncompressed tar (a snapshot's
+         * spool): its blocks are shared where the filesystem can (layer.h clone_fd).
+         * The store closes it (and sets it to -1) once the layer is unpacked, before
+         * it syncs the layer. */
+        int *clone_fd;
 };
 
 /* One layer of a committed image: blob is the digest of the blob it was unpacked from
@@ -261,5 +266,10 @@ void imagestore_scratch_remove(struct imagestore *s, const char *name);
  * written: gone with its last fd, its pages never written back if that comes soon
  * enough. The fd, or -errno. */
 int imagestore_spool(struct imagestore *s);
+
+/* Whether the store's filesystem shares blocks between files (a reflink: XFS made with
+ * reflink, Btrfs), as tried when it was opened: a snapshot then clones what changed
+ * into its spool and from there into its layer (snapshot.h) instead of copying it. */
+int imagestore_shares_blocks(const struct imagestore *s);
 
 #endif

@@ -265,6 +265,10 @@ static int open_images(void) {
         if (imagestore_repaired(D.images))
                 log_notice("image store: %u unfinished or unused entries removed",
                            imagestore_repaired(D.images));
+        log_info("image store: its filesystem %s",
+                 imagestore_shares_blocks(D.images)
+                         ? "shares blocks (reflink): snapshots clone what changed"
+                         : "does not share blocks: snapshots copy what changed");
         return 0;
 }
 

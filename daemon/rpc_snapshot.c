@@ -66,10 +66,12 @@ static void snap_done(struct offload_job *job) {
         struct conn *c = rpc_call_conn(w->call);
         uint64_t rid = w->call->request_id;
         struct imagestore_image img;
-        char how[48] = "";
+        char how[80] = "";
 
         if (!w->sj.freezer.control)
                 snprintf(how, sizeof(how), ", %zu processes stopped by signals", w->sj.signalled);
+        if (imagestore_shares_blocks(w->d->images))
+                snprintf(how + strlen(how), sizeof(how) - strlen(how), ", blocks shared");
         sbsnap_end(w->sb);
         w->sb = NULL;
         if (w->sj.r == 0 && imagestore_find(w->d->images, w->sj.manifest, &img) == 0) {

@@ -265,6 +265,7 @@ struct import {
         struct imagestore *store;
         struct imagestore_budget budget;
         int fd; /* the pipe's read end, until the store takes it */
+        int clone_fd; /* the spool's, when the store shares blocks; the store closes it */
         struct imagestore_layer_ref ref;
         char err[512];
         int r;
@@ -345,12 +346,15 @@ static int take_pipe(void *ud, char *err, size_t errlen) {
 
 static void *import_main(void *ud) {
         struct import *im = ud;
-        struct imagestore_blob_source src = {take_pipe, &im->fd, NULL, -1};
+        struct imagestore_blob_source src = {take_pipe, &im->fd, NULL, -1,
+                                             im->clone_fd >= 0 ? &im->clone_fd : NULL};
 
         im->r = imagestore_import_layer(im->store, &src, &im->budget, &im->ref, im->err,
                                         sizeof(im->err));
         if (im->fd >= 0) /* never taken: the pump's next write fails */
                 close(im->fd);
+        if (im->clone_fd >= 0)
+                close(im->clone_fd);
         return NULL;
 }
 
@@ -360,6 +364,7 @@ static int write_tar(struct snapshot_job *j, struct spool *sp, uint64_t budget,
                      size_t errlen) {
         struct layerwrite_opts o = {.max_bytes = budget, .max_entries = max_entries,
                                     .uids = j->uids, .gids = j->gids, .no_digest = 1,
+                                    .clone = imagestore_shares_blocks(j->store),
                                     .written = spool_written, .written_ud = sp};
         uint64_t t0;
         int r;
@@ -395,6 +400,9 @@ static int start_threads(struct snapshot_job *j, struct spool *sp, struct import
         (void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20); /* fewer turns; the default works too */
         sp->out = p[1];
         im->fd = p[0];
+        /* The import takes each file's data from the spool where the tar has it: the
+         * same blocks, shared. */
+        im->clone_fd = imagestore_shares_blocks(j->store) ? fcntl(sp->fd, F_DUPFD_CLOEXEC, 3) : -1;
         r = -pthread_create(import, NULL, import_main, im);
         if (r == 0 && (r = -pthread_create(pump, NULL, pump_main, sp)) < 0) {
                 close(p[1]); /* the import sees an empty tar, and ends */
@@ -405,6 +413,8 @@ static int start_threads(struct snapshot_job *j, struct spool *sp, struct import
         if (r < 0) {
                 close(p[0]);
                 close(p[1]);
+                if (im->clone_fd >= 0)
+                        close(im->clone_fd);
                 close(sp->fd);
                 return fail(j, r, "a thread: %s", strerror(-r));
         }
@@ -422,7 +432,7 @@ static int capture(struct snapshot_job *j, uint64_t budget, uint64_t max_entries
                             .budget = {.bytes = budget,
                                        .entries = so->max_image_entries ? so->max_image_entries
                                                                         : UINT64_MAX},
-                            .fd = -1};
+                            .fd = -1, .clone_fd = -1};
         char err[512] = "";
         pthread_t pump, import;
         int r;
@@ -655,7 +665,7 @@ static int get_layers(struct snapshot_job *j, const struct imagestore_image *img
                       const struct layerwrite_result *res, struct imagestore_layer_ref *refs,
                       size_t *ret_pinned) {
         const struct imagestore_opts *so = imagestore_opts(j->store);
-        struct imagestore_blob_source none = {no_source, NULL, NULL, -1};
+        struct imagestore_blob_source none = {no_source, NULL, NULL, -1, NULL};
         struct imagestore_budget budget = {
                 .bytes = j->max_image_bytes,
                 .entries = so->max_image_entries ? so->max_image_entries : UINT64_MAX};

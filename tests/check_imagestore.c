@@ -756,7 +756,7 @@ START_TEST(killed_mid_unpack_leaves_nothing_half_used) {
         ck_assert_int_ge(child, 0);
         if (child == 0) {
                 struct imagestore *s = open_store();
-                struct imagestore_blob_source src = {open_pipe, &p[0], NULL, -1};
+                struct imagestore_blob_source src = {open_pipe, &p[0], NULL, -1, NULL};
                 struct imagestore_budget budget = {1u << 30, UINT64_MAX};
                 struct imagestore_layer_ref l;
                 close(p[1]);

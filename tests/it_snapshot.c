@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -759,6 +760,82 @@ START_TEST(export_loads) {
 }
 END_TEST
 
+/* The snapshot's file rel of the store under state (its layer's tree); its path. */
+static void layer_file(const char *state, const char *rel, char *path, size_t len) {
+        char pattern[1200];
+        glob_t g;
+
+        snprintf(pattern, sizeof(pattern), "%s/images/layers/*/tree/%s", state, rel);
+        ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+        ck_assert_uint_eq(g.gl_pathc, 1);
+        snprintf(path, len, "%s", g.gl_pathv[0]);
+        globfree(&g);
+}
+
+/* A daemon whose state directory is on a filesystem that shares blocks (XFS with
+ * reflink, made by the test): a snapshot takes what changed by cloning it, so that the
+ * store's layer holds the sandbox's own blocks (on disk once); a sandbox made from it
+ * has the same files; the sandbox goes on. */
+START_TEST(shares_blocks_on_xfs) {
+        struct it_daemon d;
+        const char *layout = make_image();
+        char mnt[600], img[600], state[700], path[1300], *base, *a, *b, *s, *sums, *sums_b;
+        const char *xflags[] = {"--socket-group", "3100", "--warm", "0", "--spares", "0",
+                                "--state-dir", state, NULL};
+        const char *sum = "busybox md5sum /workspace/f* /etc/big";
+        uint64_t before, grown;
+        sbx_client *c;
+
+        test_private_mounts();
+        snprintf(mnt, sizeof(mnt), "%s/xfs", it_base_dir());
+        snprintf(img, sizeof(img), "%s/xfs.img", it_base_dir());
+        ck_assert_int_eq(mkdir(mnt, 0755), 0);
+        if (!test_xfs_mount(img, mnt))
+                return;
+        snprintf(state, sizeof(state), "%s/state", mnt);
+        it_daemon_start(&d, xflags);
+        c = it_connect(&d);
+        base = img_pull(c, layout, "img");
+        a = must_create(c, base);
+        expect_out(c, a, "root",
+                   "i=0; while [ $i -lt 32 ]; do busybox dd if=/dev/urandom of=/workspace/f$i "
+                   "bs=1048576 count=1 2>/dev/null; i=$((i+1)); done; busybox dd "
+                   "if=/dev/urandom of=/etc/big bs=1048576 count=2 2>/dev/null; echo ok",
+                   "ok\n");
+        sums = run_as(c, a, NULL, sum);
+        sync();
+        before = test_used_bytes(mnt);
+        s = snap(c, a, "xfs:1");
+        sync();
+        grown = test_used_bytes(mnt) - before;
+        /* 34 MiB changed: the layer shares their blocks; headers, small files, metadata. */
+        ck_assert_msg(grown < (8u << 20), "the snapshot took %llu bytes more",
+                      (unsigned long long)grown);
+        layer_file(state, "workspace/f7", path, sizeof(path));
+        ck_assert_uint_eq(test_shared_bytes(path), 1u << 20);
+        layer_file(state, "etc/big", path, sizeof(path));
+        ck_assert_uint_eq(test_shared_bytes(path), 2u << 20);
+        ck_assert_int_eq(it_log_count(&d, "snapshot "), 1);
+
+        b = must_create(c, "xfs:1");
+        sums_b = run_as(c, b, NULL, sum);
+        ck_assert_str_eq(sums_b, sums);
+        /* Both go on, apart: what one writes the other does not see. */
+        expect_out(c, a, "root", "echo a > /workspace/f7 && busybox wc -c < /workspace/f7", "2\n");
+        expect_out(c, b, NULL, "busybox wc -c < /workspace/f7", "1048576\n");
+        ck_assert_int_eq(sbx_terminate(c, a, NULL), SBX_OK);
+        ck_assert_int_eq(sbx_terminate(c, b, NULL), SBX_OK);
+        free(sums);
+        free(sums_b);
+        free(a);
+        free(b);
+        free(s);
+        free(base);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("snapshot");
 
@@ -781,6 +858,7 @@ static Suite *make_suite(void) {
         SBX_ADD_TEST_CASE(s, rootless_snapshot, 240, it_fixture_setup_var,
                           it_fixture_teardown);
         SBX_ADD_TEST_CASE(s, export_loads, 240, it_fixture_setup_var, it_fixture_teardown);
+        SBX_ADD_TEST_CASE(s, shares_blocks_on_xfs, 240, it_fixture_setup_var, it_fixture_teardown);
         return s;
 }
 
