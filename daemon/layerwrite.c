@@ -28,6 +28,11 @@ enum out_mode { OUT_WRITE, OUT_HOLD, OUT_SKIP };
 
 /* The largest block a clone aligns to: a pad ('g' header and its record) fits buf. */
 #define CLONE_MAX_BLOCK 32768u
+/* How far out_fd is extended (sparse) while clones go into it: a clone that lands past
+ * a file's end makes XFS write back the file's last dirty page first (the header just
+ * written), one wait per file; within its size it does not (1,000 clones of 100 KiB:
+ * 230 ms against 60). Cut back to the tar's end when it ends. */
+#define CLONE_SPAN (1ull << 40)
 #define TAR_BLOCK 512u
 
 /* A file with more than one link, by the first name it was written as. */
@@ -56,6 +61,7 @@ struct layerwrite {
         off_t base;
         uint32_t block;
         dev_t out_dev;
+        int extended; /* out_fd's size is base + CLONE_SPAN until the end */
         enum out_mode mode;
         size_t n_held;
         char held[16384];
@@ -145,6 +151,15 @@ static void clone_setup(struct layerwrite *w) {
                 return;
         w->block = (uint32_t)sf.f_bsize;
         w->out_dev = st.st_dev;
+        w->extended = st.st_size <= w->base && ftruncate(w->out_fd, w->base + (off_t)CLONE_SPAN) == 0;
+}
+
+/* out_fd's size back to the tar's end (what clone_setup extended). */
+static int cut_back(struct layerwrite *w) {
+        if (!w->extended)
+                return 0;
+        w->extended = 0;
+        return ftruncate(w->out_fd, w->base + (off_t)w->res.size) < 0 ? -errno : 0;
 }
 
 int layerwrite_open(int out_fd, const struct layerwrite_opts *o, char *err, size_t errlen,
@@ -188,6 +203,7 @@ void layerwrite_free(struct layerwrite *w) {
                 return;
         if (w->a)
                 archive_write_free(w->a); /* closes it first: an unfinished tar stays so */
+        (void)cut_back(w);
         if (w->e)
                 archive_entry_free(w->e);
         if (w->dg_ok)
@@ -658,10 +674,15 @@ int layerwrite_tree(struct layerwrite *w, int dir_fd, const char *prefix,
 }
 
 int layerwrite_finish(struct layerwrite *w, struct layerwrite_result *res) {
+        int r;
+
         if (archive_write_close(w->a) != ARCHIVE_OK)
                 return fail(w, w->write_errno ? -w->write_errno : -EIO, NULL, "ending the tar: %s",
                             w->write_errno ? strerror(w->write_errno)
                                            : archive_error_string(w->a));
+        r = cut_back(w);
+        if (r < 0)
+                return fail(w, r, NULL, "ending the tar: %s", strerror(-r));
         if (!w->o.no_digest && digest_final(&w->dg, w->res.digest) < 0)
                 return -ENOMEM;
         *res = w->res;

@@ -66,7 +66,9 @@ struct layerwrite_opts {
          * copy_file_range(2) (shared blocks, a reflink, on XFS or Btrfs) instead of read
          * and written. Its data then starts at a multiple of the block in out_fd, after
          * a pax global header ('g') whose one record is a comment: padding, which tar
-         * readers skip. The data is in out_fd before the header that announces it. */
+         * readers skip. The data is in out_fd before the header that announces it.
+         * Meanwhile out_fd's size may be larger (sparse); layerwrite_finish (or _free)
+         * cuts it back to the tar's end. */
         int clone;
         /* Called after each write with the tar's bytes so far (may be NULL): a reader
          * of out_fd's file may read that far (snapshot.c). Non-zero: the reader has

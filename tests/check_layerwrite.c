@@ -515,6 +515,7 @@ static void write_clone_layer(const char *tar, const char *root, struct layerwri
         struct layerwrite *w = NULL;
         char err[512] = "";
         int out = open(tar, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), t = open_dir(root);
+        struct stat st;
 
         o.max_bytes = 64u << 20;
         o.no_digest = 1;
@@ -524,6 +525,8 @@ static void write_clone_layer(const char *tar, const char *root, struct layerwri
         ck_assert_msg(layerwrite_tree(w, t, "", LAYERWRITE_PLAIN) == 0, "%s", err);
         ck_assert_msg(layerwrite_finish(w, res) == 0, "%s", err);
         layerwrite_free(w);
+        ck_assert_int_eq(fstat(out, &st), 0); /* extended meanwhile, cut back */
+        ck_assert_int_eq(st.st_size, (off_t)res->size);
         close(t);
         close(out);
 }

@@ -22,6 +22,8 @@
  *   snapshot    a snapshot of a sandbox that wrote 100 MiB in 1,000 files vs `cp -a` of
  *               them, how long it was frozen; 10 forks vs 10 creates from the image, and
  *               their disk vs the snapshot once
+ *   snapshot-xfs  the same on an XFS filesystem that shares blocks (reflink), made and
+ *               mounted by the bench (root, xfsprogs): the reflink path's figures
  *
  * Each pair is interleaved (baseline, sbxd, baseline, ...) so that drift of a noisy
  * machine hits both sides alike; figures are medians (and p99 where it matters). The
@@ -2666,6 +2668,9 @@ out:
 
 /* ---- snapshots --------------------------------------------------------------------------- */
 
+/* The case the rows are of: "snapshot", or "snapshot-xfs" (case_snapshot_xfs). */
+static const char *snap_case = "snapshot";
+
 /* The bytes of each of the snapshot case's 1,000 files: 100 MiB in all. */
 #define SNAP_FILES      1000
 #define SNAP_FILE_BYTES 104858
@@ -2843,13 +2848,13 @@ static void snap_workspace_forks(sbx_client *c, const struct bench_daemon *d, co
         snprintf(paths, sizeof(paths), "%s/images/layers", d->state);
         once = du_kib(paths) / 1024.0;
         ms = creates_then_true(c, img->digest, 10, ids, errors);
-        r = bench_row_add("snapshot", "fork of 10, files in /workspace", "ms", ms, base_ms,
+        r = bench_row_add(snap_case, "fork of 10, files in /workspace", "ms", ms, base_ms,
                           CMP_NONE, 0);
         snprintf(r->note, sizeof(r->note), "diagnostic, once: each fork's workspace starts with "
                  "a copy of the 100 MiB");
         sandbox_paths(paths, sizeof(paths), d->state, ids, 10);
         mib = du_kib(paths) / 1024.0;
-        r = bench_row_add("snapshot", "disk of 10 forks, /workspace", "MiB", mib, once, CMP_NONE, 0);
+        r = bench_row_add(snap_case, "disk of 10 forks, /workspace", "MiB", mib, once, CMP_NONE, 0);
         snprintf(r->note, sizeof(r->note), "diagnostic: nothing written in them; %.0f MiB more "
                  "than the store's layers", mib - once);
         terminate_all(c, ids, 10, errors);
@@ -2884,14 +2889,14 @@ static void case_snapshot(void) {
         double mine, once, t0;
         sbx_client *c;
 
-        if (debian_layout_row("snapshot", layout, sizeof(layout)) < 0)
+        if (debian_layout_row(snap_case, layout, sizeof(layout)) < 0)
                 return;
-        if (bench_daemon_start(&d, base_dir, "snapshot", flags) < 0) {
-                bench_row_add("snapshot", "daemon", "-", NAN, NAN, CMP_NONE, 0);
+        if (bench_daemon_start(&d, base_dir, snap_case, flags) < 0) {
+                bench_row_add(snap_case, "daemon", "-", NAN, NAN, CMP_NONE, 0);
                 return;
         }
         if (!(c = bench_connect(&d))) {
-                bench_row_add("snapshot", "daemon", "-", NAN, NAN, CMP_NONE, 0);
+                bench_row_add(snap_case, "daemon", "-", NAN, NAN, CMP_NONE, 0);
                 bench_daemon_stop(&d);
                 return;
         }
@@ -2921,19 +2926,19 @@ static void case_snapshot(void) {
                 snapshot = s;
                 source_id = id;
         }
-        r = bench_row_add("snapshot", "snapshot of 100 MiB median", "ms", median_or_nan(&snap),
+        r = bench_row_add(snap_case, "snapshot of 100 MiB median", "ms", median_or_nan(&snap),
                           median_or_nan(&copy), CMP_RATIO_LE, 1.2);
         snprintf(r->note, sizeof(r->note), "%d files written by one command; baseline cp -a of as "
                  "many on the same filesystem; %d rounds", SNAP_FILES, rounds);
-        r = bench_row_add("snapshot", "snapshot vs cp -a + sync median", "ms",
+        r = bench_row_add(snap_case, "snapshot vs cp -a + sync median", "ms",
                           median_or_nan(&snap), median_or_nan(&copy_sync), CMP_NONE, 0);
         snprintf(r->note, sizeof(r->note), "diagnostic: the store syncs the layer it imports");
         if (reflink) {
-                r = bench_row_add("snapshot", "frozen during it, median", "ms",
+                r = bench_row_add(snap_case, "frozen during it, median", "ms",
                                   median_or_nan(&frozen), median_or_nan(&copy), CMP_VALUE_LE, 20);
                 snprintf(r->note, sizeof(r->note), "the daemon's log; reflink here: bar 20 ms");
         } else {
-                r = bench_row_add("snapshot", "frozen during it, median", "ms",
+                r = bench_row_add(snap_case, "frozen during it, median", "ms",
                                   median_or_nan(&frozen), median_or_nan(&copy), CMP_RATIO_LE, 1.0);
                 snprintf(r->note, sizeof(r->note), "the daemon's log; no reflink here: bar the "
                          "cp -a time (max %.0f ms)", samples_pct(&frozen, 100));
@@ -2954,7 +2959,7 @@ static void case_snapshot(void) {
                                 samples_add(from_snap ? &fork : &base, ms);
                         terminate_all(c, ids, 10, &errors);
                 }
-        r = bench_row_add("snapshot", "fork of 10, all ran true median", "ms",
+        r = bench_row_add(snap_case, "fork of 10, all ran true median", "ms",
                           median_or_nan(&fork), median_or_nan(&base), CMP_RATIO_LE, 1.2);
         snprintf(r->note, sizeof(r->note), "10 creates from the snapshot, then true in each; "
                  "baseline the same from the image");
@@ -2969,7 +2974,7 @@ static void case_snapshot(void) {
         }
         sandbox_paths(paths, sizeof(paths), d.state, ids, 10);
         mine = du_kib(paths) / 1024.0;
-        r = bench_row_add("snapshot", "disk of 10 forks", "MiB", mine, once, CMP_RATIO_LE,
+        r = bench_row_add(snap_case, "disk of 10 forks", "MiB", mine, once, CMP_RATIO_LE,
                           once > 0 ? (once + 10.0) / once : 0);
         snprintf(r->note, sizeof(r->note), "bar: the snapshot once (its layers) + 10 MiB; "
                  "%.1f MiB more", mine - once);
@@ -2988,7 +2993,7 @@ static void case_snapshot(void) {
                 int bad = 0;
                 for (size_t i = 0; i < fk->n; i++)
                         bad += exec_true(c, fk->ids[i]) < 0;
-                r = bench_row_add("snapshot", "sbx_fork of 10, all ran true", "ms",
+                r = bench_row_add(snap_case, "sbx_fork of 10, all ran true", "ms",
                                   bad ? NAN : bench_now_ms() - t0, NAN, CMP_NONE, 0);
                 snprintf(r->note, sizeof(r->note), "diagnostic, once: a snapshot of the 100 MiB "
                          "sandbox after one more file, 10 creates, true in each");
@@ -3002,7 +3007,7 @@ out:
         if (source_id)
                 errors += terminate_sandbox(c, source_id) < 0;
         if (errors) {
-                r = bench_row_add("snapshot", "errors", "count", errors, NAN, CMP_VALUE_LT, 1);
+                r = bench_row_add(snap_case, "errors", "count", errors, NAN, CMP_VALUE_LT, 1);
                 snprintf(r->note, sizeof(r->note), "see stderr and %s", d.log);
         }
         free(image);
@@ -3017,10 +3022,48 @@ out:
         sbx_close(c);
         st = bench_daemon_stop(&d);
         if (st != 0) {
-                r = bench_row_add("snapshot", "daemon exit status", "status", st, NAN, CMP_VALUE_LT,
+                r = bench_row_add(snap_case, "daemon exit status", "status", st, NAN, CMP_VALUE_LT,
                                   1);
                 snprintf(r->note, sizeof(r->note), "see %s", d.log);
         }
+}
+
+/* The snapshot case again with the daemon's state and the baseline's files on an XFS
+ * filesystem that shares blocks (mkfs.xfs -m reflink=1), made in a sparse file of the
+ * base directory and mounted in a mount namespace of the bench's own (private: nothing
+ * reaches the host's; the loop device goes with the mount): the reflink path's rows,
+ * "snapshot-xfs". cp -a there clones too (coreutils' default --reflink=auto). Needs
+ * root and xfsprogs; else one row says why. */
+static void case_snapshot_xfs(void) {
+        char saved[sizeof(base_dir)], img[sizeof(base_dir) + 16], mnt[sizeof(base_dir) - 8], cmd[1600];
+        struct bench_row *r;
+
+        snprintf(img, sizeof(img), "%s/xfs.img", base_dir);
+        if ((size_t)snprintf(mnt, sizeof(mnt), "%s/xfs", base_dir) >= sizeof(mnt))
+                return;
+        snprintf(cmd, sizeof(cmd),
+                 "truncate -s 8G %s && mkfs.xfs -q -m reflink=1 %s && mkdir -p %s && "
+                 "mount -o loop %s %s",
+                 img, img, mnt, img, mnt);
+        if (geteuid() != 0 || system("command -v mkfs.xfs >/dev/null") != 0 ||
+            unshare(CLONE_NEWNS) < 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            system(cmd) != 0) {
+                r = bench_row_add("snapshot-xfs", "XFS filesystem", "-", NAN, NAN, CMP_NONE, 0);
+                snprintf(r->note, sizeof(r->note), "not measured: needs root, loop devices and "
+                         "mkfs.xfs (xfsprogs)");
+                unlink(img);
+                return;
+        }
+        memcpy(saved, base_dir, sizeof(saved));
+        snprintf(base_dir, sizeof(base_dir), "%s", mnt);
+        snap_case = "snapshot-xfs";
+        case_snapshot();
+        snap_case = "snapshot";
+        memcpy(base_dir, saved, sizeof(base_dir));
+        if (umount2(mnt, 0) < 0)
+                bench_log("snapshot-xfs: umount %s: %s", mnt, strerror(errno));
+        unlink(img);
+        rmdir(mnt);
 }
 
 /* ---- main --------------------------------------------------------------------------- */
@@ -3029,7 +3072,7 @@ static void usage(void) {
         fputs("usage: sbx_bench [--quick] [--json PATH] [--only NAME[,NAME...]] [--sandboxes N] "
               "[--keep]\n"
               "cases: roundtrip lifecycle cli concurrent idle stdout files burst nocgroup image "
-              "snapshot\n",
+              "snapshot snapshot-xfs\n",
               stderr);
 }
 
@@ -3048,7 +3091,7 @@ int main(int argc, char **argv) {
         static const char *const names[] = {"roundtrip", "concurrent", "lifecycle",
                                             "cli",       "stdout",     "files",
                                             "burst",     "idle",       "nocgroup",
-                                            "image",     "snapshot"};
+                                            "image",     "snapshot",   "snapshot-xfs"};
         double t0 = bench_now_ms();
         struct utsname u;
         char title[512], date[64], cpu[256];
@@ -3090,7 +3133,7 @@ int main(int argc, char **argv) {
                 need_main |= wanted(names[i]);
         if (need_main && bench_daemon_start(&main_daemon, base_dir, "main", NULL) < 0)
                 return 1;
-        for (i = 0; i < 11; i++) {
+        for (i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++) {
                 if (!wanted(names[i]))
                         continue;
                 if (strcmp(names[i], "roundtrip") == 0)
@@ -3115,6 +3158,8 @@ int main(int argc, char **argv) {
                         case_image();
                 else if (strcmp(names[i], "snapshot") == 0)
                         case_snapshot();
+                else if (strcmp(names[i], "snapshot-xfs") == 0)
+                        case_snapshot_xfs();
         }
         if (need_main) {
                 st = bench_daemon_stop(&main_daemon);
