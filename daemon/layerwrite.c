@@ -367,7 +367,7 @@ static int put_pad(struct layerwrite *w, size_t n) {
         memcpy(h + 100, "0000644", 8);
         memcpy(h + 108, "0000000", 8);
         memcpy(h + 116, "0000000", 8);
-        snprintf(h + 124, 12, "%011zo", len);
+        snprintf(h + 124, 12, "%011o", (unsigned)len); /* len < 64 KiB */
         memcpy(h + 136, "00000000000", 12);
         h[156] = 'g';
         memcpy(h + 257, "ustar", 6);
