@@ -194,6 +194,10 @@
 #define SBX_DEFAULT_PTYS_SHARE         2u
 #define SBX_DEFAULT_PTYS_PER_UID_SHARE 4u
 
+/* Sockets asked of one sandbox's init (MakeSocket) and not yet answered: init answers
+ * each at once, so more pending means init is stuck. */
+#define SBX_SANDBOX_MAX_PENDING_SOCKETS 64u
+
 /* Files. */
 #define SBX_DEFAULT_MAX_READ_BYTES (5u * 1024u * 1024u)
 #define SBX_DEFAULT_LIST_LIMIT 10000u
