@@ -26,6 +26,20 @@ int sbsock_reserve(struct sbsock_set *set, uint64_t *ret_id) {
         return 0;
 }
 
+/* Puts req at the head of set's requests, counted as pending or held as it says. */
+static void link_req(struct sbsock_set *set, struct sbsock_req *req) {
+        req->set = set;
+        req->prev = NULL;
+        req->next = set->head;
+        if (set->head)
+                set->head->prev = req;
+        set->head = req;
+        if (req->pending)
+                set->n_pending++;
+        else
+                set->n_held++;
+}
+
 void sbsock_add(struct sbsock_set *set, struct sbsock_req *req, uint64_t id, bool ipv6,
                 const struct sbsock_ops *ops, void *ud) {
         memset(req, 0, sizeof(*req));
@@ -34,12 +48,7 @@ void sbsock_add(struct sbsock_set *set, struct sbsock_req *req, uint64_t id, boo
         req->pending = true;
         req->ops = ops;
         req->ud = ud;
-        req->set = set;
-        req->next = set->head;
-        if (set->head)
-                set->head->prev = req;
-        set->head = req;
-        set->n_pending++;
+        link_req(set, req);
 }
 
 void sbsock_release(struct sbsock_req *req) {
@@ -179,13 +188,8 @@ int sbsock_made(struct sbsock_set *set, uint64_t id, int err, int fd) {
         sbsock_release(req);
         if (r == 0) {
                 /* Held from now on, until its owner lets go or the sandbox ends. */
-                req->set = set;
                 req->pending = false;
-                req->next = set->head;
-                if (set->head)
-                        set->head->prev = req;
-                set->head = req;
-                set->n_held++;
+                link_req(set, req);
         }
         req->ops->made(req->ud, fd, r);
         return 0;
