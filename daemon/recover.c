@@ -424,6 +424,8 @@ int recover_sandboxes(struct sbxd *d) {
                 /* Commands of the previous daemon are unknown either way: their output
                  * pipes ended with it. */
                 n = store_commands_mark_unknown(d->store, x->id, now);
+                /* Its streams went with the previous daemon's connections. */
+                (void)store_forwards_close_open(d->store, x->id, now, "the daemon restarted");
                 a = adopt_one(d, x);
                 if (a < 0) {
                         declare_lost(d, x, a, n, now);

@@ -1123,6 +1123,11 @@ int sandbox_make_socket(struct sandbox *sb, struct sbsock_req *req, bool ipv6,
         return 0;
 }
 
+int sandbox_network_is_host(const struct sandbox *sb) {
+        const Sbx__V1__Policy *pol = sb->spec ? sb->spec->policy : NULL;
+        return pol && pol->network == SBX__V1__NETWORK_MODE__NETWORK_FULL;
+}
+
 unsigned sandbox_sockets_held(const struct sandbox *sb) {
         return sb->socks.n_held + sb->socks.n_pending;
 }

@@ -85,6 +85,10 @@ void sandbox_touch(struct sandbox *sb);
 int sandbox_make_socket(struct sandbox *sb, struct sbsock_req *req, bool ipv6,
                         const struct sbsock_ops *ops, void *ud);
 
+/* 1 when sb shares the host's network namespace (NETWORK_FULL): its loopback is the
+ * host's. */
+int sandbox_network_is_host(const struct sandbox *sb);
+
 /* The sockets of sb's init its users hold or wait for (for a bound per sandbox). */
 unsigned sandbox_sockets_held(const struct sandbox *sb);
 
