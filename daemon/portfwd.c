@@ -117,6 +117,24 @@ static void finish(struct stream *s, const char *why) {
         conn_unref(c);
 }
 
+/* What went wrong with a side, for a record's reason. */
+static const char *failure_of(enum relay_end how) {
+        switch (how) {
+        case RELAY_READ_FAILED:
+                return "failed reading";
+        case RELAY_WRITE_FAILED:
+                return "failed writing";
+        case RELAY_SHUTDOWN_FAILED:
+                return "could not be told the other's end";
+        case RELAY_NO_MEMORY:
+                return "ran the daemon out of memory";
+        case RELAY_ENDED:
+        case RELAY_IDLE:
+                break;
+        }
+        return "ended";
+}
+
 static void on_relay_ended(struct relay *r, const struct relay_result *res, void *ud) {
         struct stream *s = ud;
         char why[128];
@@ -124,13 +142,13 @@ static void on_relay_ended(struct relay *r, const struct relay_result *res, void
         (void)r;
         s->rec.bytes_in = res->bytes[0] + s->rest_bytes;
         s->rec.bytes_out = res->bytes[1];
-        if (res->how == RELAY_ENDED)
+        if (res->how == RELAY_ENDED || res->how == RELAY_IDLE) /* no idle bound is set */
                 snprintf(why, sizeof(why), "closed");
         else
-                snprintf(why, sizeof(why), "%s %s: %s",
+                snprintf(why, sizeof(why), "%s %s%s%s",
                          res->side == 0 ? "the client's side" : "the sandbox's side",
-                         res->how == RELAY_READ_FAILED ? "failed reading" : "failed writing",
-                         res->status ? uv_strerror(res->status) : "out of memory");
+                         failure_of(res->how), res->status ? ": " : "",
+                         res->status ? uv_strerror(res->status) : "");
         finish(s, why);
 }
 
