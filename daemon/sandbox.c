@@ -491,6 +491,13 @@ void sandbox_apply_limits(struct sandbox *sb) {
 
 /* ---- timers ------------------------------------------------------------------------- */
 
+/* While a command runs or waits for a slot, a restore of it is set up, or a stream to one
+ * of its ports is open (or being opened), the sandbox is not idle. */
+static int busy(const struct sandbox *sb) {
+        return sb->sched.n_running > 0 || sb->sched.n_queued > 0 || sb->restoring ||
+               sb->socks.n_held > 0 || sb->socks.n_pending > 0;
+}
+
 static void on_timer(uv_timer_t *t) {
         struct sandbox *sb = t->data;
         int64_t now = sbxd_now_unix_ms();
@@ -516,8 +523,8 @@ static void on_timer(uv_timer_t *t) {
                 sandbox_end(sb, SBX__V1__SANDBOX_STATE__EXPIRED, "expired");
                 return;
         }
-        if (sb->idle_timeout_ms && sb->sched.n_running == 0 && sb->sched.n_queued == 0 &&
-            !sb->restoring && uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
+        if (sb->idle_timeout_ms && !busy(sb) &&
+            uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
                 log_info("sbx=%s: idle for %llu ms; ending it", sb->id,
                          (unsigned long long)sb->idle_timeout_ms);
                 sandbox_end(sb, SBX__V1__SANDBOX_STATE__EXPIRED, "idle");
@@ -534,9 +541,7 @@ void sandbox_arm_timer(struct sandbox *sb) {
                 uint64_t idle_for = uv_now(sb->d->loop) - sb->last_activity;
                 uint64_t idle_due =
                         idle_for >= sb->idle_timeout_ms ? 0 : sb->idle_timeout_ms - idle_for;
-                /* While a command runs or waits for a slot, or a restore of it is set
-                 * up, the sandbox is not idle: look again later. */
-                if (sb->sched.n_running > 0 || sb->sched.n_queued > 0 || sb->restoring)
+                if (busy(sb))
                         idle_due = sb->idle_timeout_ms;
                 if (idle_due < due)
                         due = idle_due;

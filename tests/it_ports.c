@@ -17,7 +17,8 @@
  * one the sandbox is shared with is served (and recorded as who he is); a NETWORK_FULL
  * sandbox is refused; terminate ends every stream; the bounds per user and per sandbox
  * refuse with RESOURCE_EXHAUSTED naming them; each stream is recorded with its bytes and
- * end (GetHistory HISTORY_FORWARDS); a sandbox adopted by a new daemon opens ports, and
+ * end (GetHistory HISTORY_FORWARDS); an open stream keeps its sandbox from idling; a
+ * sandbox adopted by a new daemon opens ports, and
  * one whose init predates MakeSocket answers UNIMPLEMENTED (with SBX_OLD_INIT). */
 #include <errno.h>
 #include <poll.h>
@@ -711,6 +712,61 @@ START_TEST(older_init_cannot_open_ports) {
 }
 END_TEST
 
+/* The sandbox's state now. */
+static enum sbx_state state_of(sbx_client *c, const char *id) {
+        struct sbx_sandbox *s = NULL;
+        enum sbx_state st;
+
+        ck_assert_int_eq(sbx_get(c, id, &s), SBX_OK);
+        st = s->state;
+        sbx_sandbox_free(s);
+        return st;
+}
+
+/* An open stream keeps its sandbox from idling (as a running command does), however
+ * quiet: a sandbox of a 1 s idle timeout whose server runs detached (no command holds
+ * it) lives on while a stream to it is open and silent for 3 s, and idles away once the
+ * stream is closed. */
+START_TEST(open_stream_keeps_sandbox_from_idling) {
+        struct it_daemon d;
+        struct sbx_create_opts o;
+        struct sbx_sandbox *s = NULL;
+        struct sbx_result *r;
+        sbx_client *c;
+        char script[sizeof(server_py) + 256], *in;
+        size_t n;
+        int fd, i;
+
+        start(&d, _i, NULL);
+        c = it_connect(&d);
+        sbx_create_opts_init(&o);
+        o.id = "quietly";
+        o.idle_timeout_ms = 1000;
+        ck_assert_int_eq(sbx_create(c, &o, &s), SBX_OK);
+        sbx_sandbox_free(s);
+        snprintf(script, sizeof(script),
+                 "cat > /tmp/s.py <<'EOF'\n%sEOF\nsetsid /usr/bin/python3 /tmp/s.py </dev/null "
+                 ">/dev/null 2>&1 &\nfor i in $(seq 300); do test -e /tmp/ready && exit 0; "
+                 "sleep 0.1; done; exit 1",
+                 server_py);
+        r = it_sh(c, "quietly", 30000, script);
+        ck_assert_int_eq(r->exit_code, 0);
+        sbx_result_free(r);
+        fd = stream_to(d.sock, "quietly", PORT, NULL, "ECHO\n");
+        usleep(3000 * 1000);
+        ck_assert_int_eq(state_of(c, "quietly"), SBX_STATE_READY);
+        in = pump(fd, "", 5, &n);
+        ck_assert_str_eq(in, "abcdeEND 5\n");
+        free(in);
+        close(fd);
+        for (i = 0; i < 100 && state_of(c, "quietly") == SBX_STATE_READY; i++)
+                usleep(100 * 1000);
+        ck_assert_int_lt(i, 100);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("ports");
         TCase *tc = tcase_create("ports");
@@ -725,6 +781,7 @@ static Suite *make_suite(void) {
         tcase_add_loop_test(tc, terminate_closes_every_stream, 0, 2);
         tcase_add_loop_test(tc, bounds_refused_naming_them, 0, 2);
         tcase_add_loop_test(tc, adopted_sandbox_opens_ports, 0, 2);
+        tcase_add_loop_test(tc, open_stream_keeps_sandbox_from_idling, 0, 2);
         tcase_add_loop_test(tc, older_init_cannot_open_ports, 0, 2);
         suite_add_tcase(s, tc);
         return s;
