@@ -220,6 +220,16 @@ static char *read_to_end(int fd, size_t *ret_len) {
         return buf;
 }
 
+/* Reads the HTTP answer to "GET path" on fd to its end, checks it, and closes fd. */
+static void expect_http(int fd, const char *path) {
+        char want[128], *in = read_to_end(fd, NULL);
+
+        snprintf(want, sizeof(want), "hello %s\n", path);
+        ck_assert_msg(strstr(in, "HTTP/1.0 200 OK") && strstr(in, want), "%s", in);
+        free(in);
+        close(fd);
+}
+
 /* Writes len bytes of a pattern to fd while reading what comes back, then ends its side
  * (a half-close): what came back, to the end of the stream. */
 static char *pump(int fd, const char *head, size_t len, size_t *ret_len) {
@@ -326,11 +336,7 @@ START_TEST(streams_both_ways_with_half_close) {
         free(it_create(c, "web"));
         start_server(c, "web");
 
-        fd = stream_to(d.sock, "web", PORT, NULL, "GET /x HTTP/1.0\n\n");
-        in = read_to_end(fd, NULL);
-        ck_assert_msg(strstr(in, "HTTP/1.0 200 OK") && strstr(in, "hello /x\n"), "%s", in);
-        free(in);
-        close(fd);
+        expect_http(stream_to(d.sock, "web", PORT, NULL, "GET /x HTTP/1.0\n\n"), "/x");
 
         fd = stream_to(d.sock, "web", PORT, NULL, "ECHO\nearly|");
         in = pump(fd, "", 1u << 20, &n);
@@ -386,7 +392,7 @@ START_TEST(nothing_listening_names_the_port) {
         struct it_daemon d;
         sbx_client *c;
         Sbx__V1__Response *r;
-        char *msg, *in;
+        char *msg;
         int fd;
 
         start(&d, _i, NULL);
@@ -401,10 +407,7 @@ START_TEST(nothing_listening_names_the_port) {
         r = open_port_on(fd, "quiet", PORT, NULL, "GET /again HTTP/1.0\n\n");
         ck_assert_int_eq(r->status->code, SBX__V1__CODE__OK);
         sbx__v1__response__free_unpacked(r, NULL);
-        in = read_to_end(fd, NULL);
-        ck_assert_msg(strstr(in, "hello /again"), "%s", in);
-        free(in);
-        close(fd);
+        expect_http(fd, "/again");
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
@@ -640,7 +643,6 @@ START_TEST(adopted_sandbox_opens_ports) {
         sbx_client *c;
         const Sbx__V1__ForwardRecord *f;
         Sbx__V1__Response *h;
-        char *in;
         int fd;
 
         if (getenv("SBX_VALGRIND")) /* adoption needs pidfds */
@@ -659,11 +661,8 @@ START_TEST(adopted_sandbox_opens_ports) {
         c = it_connect(&d);
         start_server(c, "kept");
         sbx_close(c);
-        fd = stream_to(d.sock, "kept", PORT, NULL, "GET /adopted HTTP/1.0\n\n");
-        in = read_to_end(fd, NULL);
-        ck_assert_msg(strstr(in, "hello /adopted"), "%s", in);
-        free(in);
-        close(fd);
+        expect_http(stream_to(d.sock, "kept", PORT, NULL, "GET /adopted HTTP/1.0\n\n"),
+                    "/adopted");
         h = closed_record(&d, "kept", 1, &f);
         ck_assert_str_eq(f->reason, "the daemon restarted");
         sbx__v1__response__free_unpacked(h, NULL);
@@ -680,8 +679,7 @@ START_TEST(older_init_cannot_open_ports) {
         const char *flags[] = {"--init", old, NULL};
         struct it_daemon d;
         sbx_client *c;
-        char *msg, *in;
-        int fd;
+        char *msg;
 
         if (!old || !old[0]) {
                 fprintf(stderr, "older_init_cannot_open_ports: skipped (no SBX_OLD_INIT)\n");
@@ -702,11 +700,7 @@ START_TEST(older_init_cannot_open_ports) {
         c = it_connect(&d);
         free(it_create(c, "new"));
         start_server(c, "new");
-        fd = stream_to(d.sock, "new", PORT, NULL, "GET /new HTTP/1.0\n\n");
-        in = read_to_end(fd, NULL);
-        ck_assert_msg(strstr(in, "hello /new"), "%s", in);
-        free(in);
-        close(fd);
+        expect_http(stream_to(d.sock, "new", PORT, NULL, "GET /new HTTP/1.0\n\n"), "/new");
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
