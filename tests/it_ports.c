@@ -277,6 +277,19 @@ static void start(struct it_daemon *d, int rootless, const char *const *flags) {
                 it_daemon_start(d, flags);
 }
 
+/* A daemon (root, or rootless: as nobody) with flags, a sandbox id on it with the server
+ * running, and a client of it. */
+static sbx_client *serving(struct it_daemon *d, int rootless, const char *const *flags,
+                           const char *id) {
+        sbx_client *c;
+
+        start(d, rootless, flags);
+        c = it_connect(d);
+        free(it_create(c, id));
+        start_server(c, id);
+        return c;
+}
+
 /* The forward records of id, by GetHistory on a connection of the test's own. */
 static Sbx__V1__Response *forward_records(struct it_daemon *d, const char *id) {
         Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
@@ -331,10 +344,7 @@ START_TEST(streams_both_ways_with_half_close) {
         size_t n;
         int fd;
 
-        start(&d, _i, NULL);
-        c = it_connect(&d);
-        free(it_create(c, "web"));
-        start_server(c, "web");
+        c = serving(&d, _i, NULL, "web");
 
         expect_http(stream_to(d.sock, "web", PORT, NULL, "GET /x HTTP/1.0\n\n"), "/x");
 
@@ -425,10 +435,7 @@ START_TEST(many_streams_and_a_stalled_one) {
         size_t n;
         int stalled;
 
-        start(&d, _i, flags);
-        c = it_connect(&d);
-        free(it_create(c, "many"));
-        start_server(c, "many");
+        c = serving(&d, _i, flags, "many");
         for (int i = 0; i < N_PARALLEL; i++)
                 fds[i] = stream_to(d.sock, "many", PORT, NULL, NULL);
         for (int i = 0; i < N_PARALLEL; i++) {
@@ -557,10 +564,7 @@ START_TEST(terminate_closes_every_stream) {
         Sbx__V1__Response *h;
         int fds[5];
 
-        start(&d, _i, NULL);
-        c = it_connect(&d);
-        free(it_create(c, "doomed"));
-        start_server(c, "doomed");
+        c = serving(&d, _i, NULL, "doomed");
         for (int i = 0; i < 5; i++) {
                 char buf[8];
                 fds[i] = stream_to(d.sock, "doomed", PORT, NULL, "ECHO\nping");
@@ -594,10 +598,7 @@ START_TEST(bounds_refused_naming_them) {
         char *msg;
         int a, b, k;
 
-        start(&d, _i, flags);
-        c = it_connect(&d);
-        free(it_create(c, "tight"));
-        start_server(c, "tight");
+        c = serving(&d, _i, flags, "tight");
         a = stream_to(d.sock, "tight", PORT, NULL, NULL);
         b = stream_to(d.sock, "tight", PORT, NULL, NULL);
         msg = refused(d.sock, "tight", PORT, SBX__V1__CODE__RESOURCE_EXHAUSTED, NULL);
@@ -619,10 +620,7 @@ START_TEST(bounds_refused_naming_them) {
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 
-        start(&d, _i, wide);
-        c = it_connect(&d);
-        free(it_create(c, "wide"));
-        start_server(c, "wide");
+        c = serving(&d, _i, wide, "wide");
         for (k = 0; k < (int)SBX_SANDBOX_MAX_FORWARDS; k++)
                 fds[k] = stream_to(d.sock, "wide", PORT, NULL, NULL);
         msg = refused(d.sock, "wide", PORT, SBX__V1__CODE__RESOURCE_EXHAUSTED, NULL);
@@ -647,10 +645,7 @@ START_TEST(adopted_sandbox_opens_ports) {
 
         if (getenv("SBX_VALGRIND")) /* adoption needs pidfds */
                 return;
-        start(&d, _i, NULL);
-        c = it_connect(&d);
-        free(it_create(c, "kept"));
-        start_server(c, "kept");
+        c = serving(&d, _i, NULL, "kept");
         fd = stream_to(d.sock, "kept", PORT, NULL, "ECHO\nx");
         sbx_close(c);
         it_daemon_kill(&d);
@@ -685,10 +680,7 @@ START_TEST(older_init_cannot_open_ports) {
                 fprintf(stderr, "older_init_cannot_open_ports: skipped (no SBX_OLD_INIT)\n");
                 return;
         }
-        start(&d, _i, flags);
-        c = it_connect(&d);
-        free(it_create(c, "old"));
-        start_server(c, "old");
+        c = serving(&d, _i, flags, "old");
         msg = refused(d.sock, "old", PORT, SBX__V1__CODE__UNIMPLEMENTED, NULL);
         ck_assert_msg(strstr(msg, "its init is older than this daemon"), "%s", msg);
         free(msg);
