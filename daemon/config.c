@@ -166,6 +166,7 @@ int config_init(struct config *cfg, uid_t euid) {
         cfg->frame_timeout_ms = SBX_DEFAULT_FRAME_TIMEOUT_MS;
         cfg->max_commands_per_uid = SBX_DEFAULT_MAX_COMMANDS_PER_UID;
         cfg->max_connections_per_uid = SBX_DEFAULT_MAX_CONNECTIONS_PER_UID;
+        cfg->max_forwards_per_uid = SBX_DEFAULT_FORWARDS_PER_UID;
         cfg->retention_days = SBX_DEFAULT_RETENTION_DAYS;
         cfg->adopt_grace_ms = SBX_DEFAULT_ADOPT_GRACE_MS;
         cfg->warm = SBX_DEFAULT_WARM_SANDBOXES;
@@ -335,7 +336,7 @@ const char *config_usage(void) {
                "            [--max-sandboxes-per-uid N] [--max-commands-per-uid N] [--retention-days N]\n"
                "            [--adopt-grace SECS] [--keep-sandboxes] [--command-cgroups auto|on|off]\n"
                "            [--warm N] [--warm-image REF=N] [--spares N] [--max-processes N]\n"
-               "            [--max-connections-per-uid N]\n"
+               "            [--max-connections-per-uid N] [--max-forwards-per-uid N]\n"
                "            [--socket-group GROUP] [--max-queued N] [--max-queued-total N]\n"
                "            [--max-queued-per-uid N] [--queue-timeout SECS]\n"
                "            [--default-disk SIZE] [--default-disk-inodes N] [--max-disk SIZE]\n"
@@ -373,9 +374,12 @@ const char *config_usage(void) {
                "set (default: the host's memory and swap; whole pages, at most 1024T).\n"
                "--max-cpu-percent: the most cpu_percent (default 100 per CPU sbxd may use).\n"
                "--max-connections-per-uid: connections one user (root too) may hold open at once\n"
-               "(default 128, at most 1024). --socket-group: the socket's group (a name or gid),\n"
-               "whose members may connect; the socket's directory becomes searchable for it when\n"
-               "it is sbxd's own (ignored with socket activation: use SocketGroup=).\n"
+               "(default 128, at most 1024). --max-forwards-per-uid: streams to sandboxes' ports\n"
+               "(OpenPort) one user may hold open at once (default 64, at most 1024; each holds\n"
+               "a connection; a sandbox takes at most 256). --socket-group: the socket's group\n"
+               "(a name or gid), whose members may connect; the socket's directory becomes\n"
+               "searchable for it when it is sbxd's own (ignored with socket activation: use\n"
+               "SocketGroup=).\n"
                "A sandbox runs at most --max-commands commands at once (default 16, at most\n"
                "4096), a user --max-commands-per-uid over all sandboxes (default 1024); a command\n"
                "over either cap waits for a slot in its sandbox's queue, at most --max-queued in a\n"
@@ -438,6 +442,8 @@ static const struct {
         {"--max-queued-per-uid", offsetof(struct config, max_queued_per_uid), 0,
          SBX_MAX_QUEUED_TOTAL},
         {"--max-connections-per-uid", offsetof(struct config, max_connections_per_uid), 1,
+         SBX_MAX_CONNECTIONS},
+        {"--max-forwards-per-uid", offsetof(struct config, max_forwards_per_uid), 1,
          SBX_MAX_CONNECTIONS},
         {"--max-processes", offsetof(struct config, max_processes), 0, SBX_MAX_PROCESSES},
         {"--max-cpu-percent", offsetof(struct config, max_cpu_percent), 1, SBX_MAX_CPU_PERCENT},

@@ -67,6 +67,7 @@ struct config {
         uint32_t max_sandboxes_per_uid_flag; /* --max-sandboxes-per-uid as given; 0: not given */
         uint32_t max_commands_per_uid;    /* commands one uid may run at once, all sandboxes */
         uint32_t max_connections_per_uid; /* connections one uid may hold open at once */
+        uint32_t max_forwards_per_uid;    /* streams to sandboxes' ports one uid may hold open */
         uint32_t max_processes;           /* processes of one sandbox without a limit, and the cap; 0: none */
         uint64_t max_memory_bytes;        /* the most memory_bytes a policy may ask for */
         uint64_t max_tmp_bytes;           /* the most tmp_bytes a policy may ask for */

@@ -19,6 +19,11 @@
  * Admission: conn_serve reads the peer's credentials (SO_PEERCRED) and supplementary
  * groups (peercred.h), then asks the admit handler.
  *
+ * Hand-over: a request may turn the connection into a byte pipe (OpenPort): frames stop
+ * at its frame, and once its reply and every one before it are written, the socket and
+ * the bytes read past the frame go to the new owner (conn_hand_over); the connection
+ * stays open and counted until that owner closes it.
+ *
  * Lifetime: the handle holds the first reference until it is closed; each request
  * answered later holds one (struct conn_call), and so does each batch of replies being
  * written. The owner (the server) keeps the connection in its list until the closed
@@ -55,6 +60,8 @@ struct write_req {
 static void update_reading(struct conn *c);
 static void process_frames(struct conn *c);
 static void watch_reader(struct conn *c);
+static void hand_over_when_written(struct conn *c);
+static void on_kick(uv_timer_t *t);
 
 int conn_congested(const struct conn *c) {
         return c->write_queued_bytes > SBX_CONN_WRITE_HIGH_WATER_BYTES;
@@ -196,6 +203,7 @@ static void batch_written(struct write_req *w, int status) {
                         c->congested = 0;
                         drained(c);
                 }
+                hand_over_when_written(c);
         }
         while (refs-- > 0)
                 conn_unref(c);
@@ -227,7 +235,7 @@ int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
         struct write_req *w;
         int r;
 
-        if (c->closed)
+        if (c->closed || c->handed)
                 return -EPIPE;
         w = calloc(1, sizeof(*w));
         if (!w)
@@ -244,8 +252,8 @@ int conn_send(struct conn *c, const Sbx__V1__Response *resp) {
 
 int conn_send_taking(struct conn *c, const Sbx__V1__Response *resp, uint8_t *data, size_t len) {
         struct frame_split sp;
-        struct write_req *w = c->closed ? NULL : calloc(1, sizeof(*w));
-        int r = c->closed ? -EPIPE : -ENOMEM;
+        struct write_req *w = c->closed || c->handed ? NULL : calloc(1, sizeof(*w));
+        int r = c->closed || c->handed ? -EPIPE : -ENOMEM;
 
         if (w)
                 r = frame_pack_split(&resp->base, c->d->cfg->max_frame_bytes, data, len, &sp);
@@ -366,6 +374,59 @@ int conn_send_status(struct conn *c, uint64_t request_id, Sbx__V1__Code code, co
         return conn_send(c, &resp);
 }
 
+/* The socket goes to its new owner (conn_hand_over), with what was read past the frame;
+ * the reader's memory goes back. */
+static void hand_over_now(struct conn *c) {
+        conn_handed_cb cb = c->hand_cb;
+        const uint8_t *rest;
+        size_t n;
+
+        c->hand_cb = NULL;
+        c->handed = 1;
+        if (c->frame_timer_inited)
+                uv_timer_stop(&c->frame_timer);
+        n = frame_reader_take_rest(&c->reader, &rest);
+        cb(c->hand_ud, c, (uv_stream_t *)&c->pipe, rest, n);
+        frame_reader_free(&c->reader);
+        (void)quota_hold_to(&c->rhold, 0);
+}
+
+/* Every reply is written: a hand-over waiting for it goes on from the loop. */
+static void hand_over_when_written(struct conn *c) {
+        if (c->hand_cb && c->held == 0 && c->write_queued_bytes == 0 && c->kick_inited)
+                uv_timer_start(&c->kick, on_kick, 0, 0);
+}
+
+int conn_hand_over_begin(struct conn *c) {
+        if (c->closed || c->read_eof || c->handing)
+                return -EPIPE;
+        if (c->inflight > 0)
+                return -EBUSY;
+        c->handing = 1;
+        if (c->frame_timer_inited)
+                uv_timer_stop(&c->frame_timer);
+        update_reading(c);
+        return 0;
+}
+
+void conn_hand_over_cancel(struct conn *c) {
+        if (!c->handing || c->handed)
+                return;
+        c->handing = 0;
+        c->hand_cb = NULL;
+        if (c->closed)
+                return;
+        update_reading(c);
+        if (c->kick_inited)
+                uv_timer_start(&c->kick, on_kick, 0, 0);
+}
+
+void conn_hand_over(struct conn *c, conn_handed_cb cb, void *ud) {
+        c->hand_cb = cb;
+        c->hand_ud = ud;
+        hand_over_when_written(c);
+}
+
 static void inflight_begin(struct conn *c) {
         c->inflight++;
 }
@@ -373,6 +434,11 @@ static void inflight_begin(struct conn *c) {
 static void on_kick(uv_timer_t *t) {
         struct conn *c = t->data;
         conn_ref(c);
+        if (c->hand_cb && !c->closed && c->held == 0 && c->write_queued_bytes == 0) {
+                hand_over_now(c);
+                conn_unref(c);
+                return;
+        }
         process_frames(c);
         if (!c->closed) {
                 watch_reader(c);
@@ -517,7 +583,8 @@ static void watch_reader(struct conn *c) {
 }
 
 static void process_frames(struct conn *c) {
-        while (!c->closed && !c->read_eof && c->inflight < SBX_MAX_INFLIGHT_PER_CONN) {
+        while (!c->closed && !c->read_eof && !c->handing &&
+               c->inflight < SBX_MAX_INFLIGHT_PER_CONN) {
                 const uint8_t *payload;
                 size_t len;
                 int r = frame_reader_next(&c->reader, &payload, &len);
@@ -578,7 +645,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 }
 
 static void update_reading(struct conn *c) {
-        int want = !c->closed && !c->read_eof && !c->d->shutting_down &&
+        int want = !c->closed && !c->read_eof && !c->handing && !c->d->shutting_down &&
                    c->inflight < SBX_MAX_INFLIGHT_PER_CONN && !conn_congested(c);
         if (want && !c->reading) {
                 if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)

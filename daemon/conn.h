@@ -70,6 +70,11 @@ struct conn_call {
         struct conn_call *next, *prev; /* conn.c's */
 };
 
+/* A connection handed over (conn_hand_over): stream is its socket, rest (rest_len bytes,
+ * valid during the call only) what the peer sent after the last request's frame. */
+typedef void (*conn_handed_cb)(void *ud, struct conn *c, uv_stream_t *stream,
+                               const uint8_t *rest, size_t rest_len);
+
 /* The connection. Its fields are conn.c's (but next and prev, its owner's list links):
  * use the functions below. */
 struct conn {
@@ -107,6 +112,10 @@ struct conn {
         int frame_timer_inited;
         uint64_t frames; /* frames taken; the timer runs for the one after frame_timed */
         uint64_t frame_timed;
+        int handing;            /* conn_hand_over_begin: no more frames taken */
+        int handed;             /* the socket is its new owner's: nothing sent or read */
+        conn_handed_cb hand_cb; /* conn_hand_over's, until it is called */
+        void *hand_ud;
 };
 
 /* ---- life --------------------------------------------------------------------------- */
@@ -210,5 +219,30 @@ void conn_call_begin(struct conn *c, struct conn_call *call, conn_call_cb on_clo
 /* Ends call: unlinks it, lets its connection read more (frames already received are
  * processed from the loop, never inside this call), and drops the reference. */
 void conn_call_end(struct conn_call *call);
+
+/* ---- leaving the protocol ----------------------------------------------------------- */
+
+/* A request turns c into a byte pipe to something else (OpenPort): called from the
+ * frame handler of that request, stops taking frames (and reading): what the peer sent
+ * after that frame is kept as it came. Returns 0, -EBUSY when other requests of c are
+ * still answered later (their replies would land in the pipe), or -EPIPE when c is
+ * closed or shutting down. */
+int conn_hand_over_begin(struct conn *c);
+
+/* The request failed (answered with an error): c takes frames again, from the one after
+ * it, on a later loop turn. */
+void conn_hand_over_cancel(struct conn *c);
+
+/* After conn_hand_over_begin and the request's reply (conn_send): once every reply sent
+ * on c is written (held to the end of the turn, then taken by the kernel: a peer that
+ * does not read holds the hand-over back), cb(ud, ...) is called once, from the loop,
+ * never inside a conn_* call. From then on c's socket is the callee's to read and write
+ * as stream (its data field is c's: a relay borrows and gives it back), c sends and reads
+ * nothing more, and it stays open, counted as a connection, until its new owner closes it
+ * with conn_close. The owner keeps a struct conn_call open on c from before this call
+ * until it is done with stream: its on_closing is how it hears that c closes (the daemon
+ * shutting down, the peer gone before the hand-over), and it must stop using stream there;
+ * cb is not called once c has closed. */
+void conn_hand_over(struct conn *c, conn_handed_cb cb, void *ud);
 
 #endif

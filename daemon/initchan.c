@@ -5,7 +5,8 @@
  * waits for room as well as for input. Reads take a bounded number of packets per loop
  * turn so that one chatty init cannot starve the others. Whatever init sends is
  * untrusted: a packet that is cut, undecodable or empty fails the channel, and
- * descriptors sent by init are closed unread (init never sends any). */
+ * descriptors sent by init are closed unread but for the one a Ready (proxy_listener) or
+ * a SocketMade carries, which the owner checks. */
 #include "initchan.h"
 
 #include <errno.h>
@@ -193,11 +194,27 @@ static void dispatch(struct initchan *ch, const Sbx__Init__V1__FromInit *m, int 
                 if (!ch->stopped)
                         ch->ops->built(ch->ud);
                 break;
+        case SBX__INIT__V1__FROM_INIT__BODY_SOCKET_MADE:
+                if (!ch->stopped) {
+                        int given = *fd;
+                        *fd = -1;
+                        ch->ops->socket_made(ch->ud, m->socket_made, given);
+                }
+                break;
         case SBX__INIT__V1__FROM_INIT__BODY__NOT_SET:
         case _SBX__INIT__V1__FROM_INIT__BODY__CASE_IS_INT_SIZE:
                 fail(ch, "empty message from its init");
                 break;
         }
+}
+
+/* 1 when m is a message that carries one descriptor. */
+static int passes_fd(const Sbx__Init__V1__FromInit *m) {
+        if (m->body_case == SBX__INIT__V1__FROM_INIT__BODY_READY)
+                return m->ready->has_proxy_listener && m->ready->proxy_listener;
+        if (m->body_case == SBX__INIT__V1__FROM_INIT__BODY_SOCKET_MADE)
+                return !m->socket_made->has_error_errno || m->socket_made->error_errno == 0;
+        return 0;
 }
 
 /* Reads and handles one packet from init. Returns 1 after a message, 0 at end of
@@ -216,10 +233,9 @@ static int take_packet(struct initchan *ch) {
                 return r;
         }
         m = sbx__init__v1__from_init__unpack(NULL, len, buf);
-        /* Only Ready saying proxy_listener carries a descriptor (one); any other is
-         * closed unseen. */
-        if (m && m->body_case == SBX__INIT__V1__FROM_INIT__BODY_READY &&
-            m->ready->has_proxy_listener && m->ready->proxy_listener && nfds == 1)
+        /* Only Ready saying proxy_listener, and SocketMade saying no error, carry a
+         * descriptor (one); any other is closed unseen. */
+        if (m && nfds == 1 && passes_fd(m))
                 passed = fds[--nfds];
         for (i = 0; i < nfds; i++)
                 close(fds[i]);

@@ -33,6 +33,10 @@ struct initchan_ops {
         void (*start_failed)(void *ud, uint64_t command_id, int err, const char *msg);
         /* A command started with `ack` has started (init.proto Started); may be NULL. */
         void (*started)(void *ud, uint64_t command_id);
+        /* init answered a MakeSocket (init.proto SocketMade). Only while the channel has
+         * not been stopped. fd: the socket the packet carried when it says no error,
+         * which the callee owns from now on (unchecked), or -1. */
+        void (*socket_made)(void *ud, const Sbx__Init__V1__SocketMade *made, int fd);
         /* A command's leader was reaped (init.proto Exited). */
         void (*exited)(void *ud, const Sbx__Init__V1__Exited *ex);
         /* The channel failed: init misbehaved, went away, or cannot be written to. why is

@@ -8,7 +8,8 @@
  * One struct quota belongs to the sandbox table, which makes it and puts it in struct
  * sbxd (d->quota); the table counts sandboxes, the command module commands and kept
  * output, the connections partly received requests, the proxies' shared state
- * (egressshare.c) their descriptors, the lifecycle each sandbox's ptys. Loop thread
+ * (egressshare.c) their descriptors, the lifecycle each sandbox's ptys, the forwarded
+ * ports (portfwd.c) their streams. Loop thread
  * only; nothing here logs. */
 #ifndef SBX_QUOTA_H
 #define SBX_QUOTA_H
@@ -23,6 +24,7 @@ enum quota_kind {
         QUOTA_BUFFERED,      /* bytes held for a uid: kept output, stdin, partial requests */
         QUOTA_PROXY_FDS,     /* descriptors of the proxy connections of a uid's sandboxes */
         QUOTA_PTYS,          /* ptys a uid's live sandboxes may open (their devpts max=) */
+        QUOTA_FORWARDS,      /* streams to sandboxes' ports a uid opened (portfwd.c) */
         QUOTA_N
 };
 

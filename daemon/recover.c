@@ -179,10 +179,18 @@ static int connect_init(const struct orphan *o) {
         return r < 0 ? r : fd;
 }
 
+/* What init's greeting told: its pid, the egress proxy's listener it carried
+ * (Ready.proxy_listener; the caller's) or -1, and whether it answers MakeSocket (an
+ * older init does not: Ready.sockets). */
+struct greeting {
+        pid_t pid;
+        int proxy_fd;
+        int sockets;
+};
+
 /* Reads init's greeting (Ready naming its host pid) from fd and pins that pid, which
- * must be o's init. The pidfd, or -errno. *ret_proxy_fd: the egress proxy's listener
- * the greeting carried (Ready.proxy_listener; the caller's), or -1. */
-static int take_greeting(int fd, const struct orphan *o, pid_t *ret_pid, int *ret_proxy_fd) {
+ * must be o's init. The pidfd, or -errno; *ret filled (its proxy_fd -1 on failure). */
+static int take_greeting(int fd, const struct orphan *o, struct greeting *ret) {
         static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
         Sbx__Init__V1__FromInit *m = NULL;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -193,12 +201,15 @@ static int take_greeting(int fd, const struct orphan *o, pid_t *ret_pid, int *re
         r = poll(&pfd, 1, RECOVER_GREETING_TIMEOUT_MS) == 1
                     ? initmsg_recv(fd, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len, &nfds)
                     : -ETIMEDOUT;
-        *ret_proxy_fd = -1;
+        ret->proxy_fd = -1;
+        ret->sockets = 0;
         if (r > 0) {
                 m = sbx__init__v1__from_init__unpack(NULL, len, buf);
                 if (m && m->body_case == SBX__INIT__V1__FROM_INIT__BODY_READY &&
                     m->ready->has_proxy_listener && m->ready->proxy_listener && nfds == 1)
-                        *ret_proxy_fd = fds[--nfds];
+                        ret->proxy_fd = fds[--nfds];
+                if (m && m->body_case == SBX__INIT__V1__FROM_INIT__BODY_READY)
+                        ret->sockets = m->ready->has_sockets && m->ready->sockets;
                 while (nfds > 0)
                         close(fds[--nfds]);
         }
@@ -212,16 +223,16 @@ static int take_greeting(int fd, const struct orphan *o, pid_t *ret_pid, int *re
                     (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0 || !is_sbx_init(pid)) {
                         r = -ESRCH;
                 } else {
-                        *ret_pid = pid;
+                        ret->pid = pid;
                         r = pidfd;
                         pidfd = -1;
                 }
         }
         if (pidfd >= 0)
                 close(pidfd);
-        if (r < 0 && *ret_proxy_fd >= 0) {
-                close(*ret_proxy_fd);
-                *ret_proxy_fd = -1;
+        if (r < 0 && ret->proxy_fd >= 0) {
+                close(ret->proxy_fd);
+                ret->proxy_fd = -1;
         }
         if (m)
                 sbx__init__v1__from_init__free_unpacked(m, NULL);
@@ -311,9 +322,9 @@ static void thaw_orphan(struct sbxd *d, const struct orphan *o) {
 /* Connects to the adoption socket of o's init and takes the sandbox over. Returns 0
  * when adopted, -errno when it cannot be (the caller then declares it lost). */
 static int adopt_one(struct sbxd *d, struct orphan *o) {
+        struct greeting g = {.pid = 0, .proxy_fd = -1, .sockets = 0};
         struct sandbox *sb;
-        pid_t pid = 0;
-        int fd, pidfd, proxy_fd = -1;
+        int fd, pidfd;
 
         if (!d->cfg->adopt_grace_ms || !o->workspace || o->init_pid <= 0 ||
             strcmp(o->state, names_state(SBX__V1__SANDBOX_STATE__READY)) != 0)
@@ -322,16 +333,16 @@ static int adopt_one(struct sbxd *d, struct orphan *o) {
         fd = connect_init(o);
         if (fd < 0)
                 return fd;
-        pidfd = take_greeting(fd, o, &pid, &proxy_fd);
+        pidfd = take_greeting(fd, o, &g);
         if (pidfd < 0 || !(sb = revive(d, o))) {
                 if (pidfd >= 0)
                         close(pidfd);
-                if (proxy_fd >= 0)
-                        close(proxy_fd);
+                if (g.proxy_fd >= 0)
+                        close(g.proxy_fd);
                 close(fd);
                 return pidfd < 0 ? pidfd : -ENOMEM;
         }
-        sandbox_adopted(sb, fd, pid, pidfd, proxy_fd);
+        sandbox_adopted(sb, fd, g.pid, pidfd, g.proxy_fd, g.sockets);
         return 0;
 }
 
@@ -413,6 +424,8 @@ int recover_sandboxes(struct sbxd *d) {
                 /* Commands of the previous daemon are unknown either way: their output
                  * pipes ended with it. */
                 n = store_commands_mark_unknown(d->store, x->id, now);
+                /* Its streams went with the previous daemon's connections. */
+                (void)store_forwards_close_open(d->store, x->id, now, "the daemon restarted");
                 a = adopt_one(d, x);
                 if (a < 0) {
                         declare_lost(d, x, a, n, now);

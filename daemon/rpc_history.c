@@ -1,5 +1,5 @@
-/* rpc_history.c: GetHistory, the records of a sandbox's commands and of its
- * connections through the proxy; see rpc_history.h. */
+/* rpc_history.c: GetHistory, the records of a sandbox's commands, of its connections
+ * through the proxy and of the streams to its ports; see rpc_history.h. */
 #include "rpc_history.h"
 
 #include <errno.h>
@@ -20,6 +20,8 @@ struct history_ctx {
         Sbx__V1__CommandRecord **ptrs;
         Sbx__V1__ConnectionRecord *crecs; /* HISTORY_CONNECTIONS */
         Sbx__V1__ConnectionRecord **cptrs;
+        Sbx__V1__ForwardRecord *frecs; /* HISTORY_FORWARDS */
+        Sbx__V1__ForwardRecord **fptrs;
         char **strings; /* everything allocated, freed at the end */
         size_t n, n_strings, cap_strings;
         uint64_t last_seq;
@@ -104,6 +106,76 @@ static int history_row(const struct store_command *sc, void *ud) {
         return 0;
 }
 
+/* Sends reply (its records set) as a page of GetHistory req: n records were read, one
+ * more than limit when the page is not the last; last_seq is the last one kept's. */
+static void send_page(struct conn *c, const Sbx__V1__Request *req,
+                      Sbx__V1__GetHistoryReply *reply, size_t n, uint32_t limit,
+                      uint64_t last_seq) {
+        const Sbx__V1__GetHistory *q = req->get_history;
+        Sbx__V1__Response resp;
+
+        rpc_response_init(&resp, req->request_id);
+        reply->has_truncated = 1;
+        reply->truncated = n > limit;
+        reply->has_next_after_seq = 1;
+        reply->next_after_seq = n ? last_seq : (q->has_after_seq ? q->after_seq : 0);
+        resp.body_case = SBX__V1__RESPONSE__BODY_HISTORY;
+        resp.history = reply;
+        conn_send(c, &resp);
+}
+
+/* One ForwardRecord of the reply from a stored forward. */
+static int forward_row(const struct store_forward *sf, void *ud) {
+        struct history_ctx *h = ud;
+        Sbx__V1__ForwardRecord *r = &h->frecs[h->n];
+
+        sbx__v1__forward_record__init(r);
+        r->has_seq = 1;
+        r->seq = sf->seq;
+        r->has_caller_uid = r->has_caller_pid = 1;
+        r->caller_uid = sf->caller_uid;
+        r->caller_pid = sf->caller_pid;
+        r->client_name = hist_strdup(h, sf->client_name);
+        r->has_port = 1;
+        r->port = sf->port;
+        r->address = hist_strdup(h, sf->address);
+        r->has_opened_unix_ms = 1;
+        r->opened_unix_ms = sf->opened_ms;
+        r->has_closed_unix_ms = sf->closed_ms != 0;
+        r->closed_unix_ms = sf->closed_ms;
+        r->has_bytes_in = r->has_bytes_out = 1;
+        r->bytes_in = sf->bytes_in;
+        r->bytes_out = sf->bytes_out;
+        r->reason = hist_strdup(h, sf->reason);
+        h->fptrs[h->n++] = r;
+        return 0;
+}
+
+/* GetHistory with kind HISTORY_FORWARDS: the streams to its ports, paged as commands. */
+static void history_forwards(struct conn *c, const Sbx__V1__Request *req, uint32_t limit,
+                             struct history_ctx *h) {
+        const Sbx__V1__GetHistory *q = req->get_history;
+        Sbx__V1__GetHistoryReply reply = SBX__V1__GET_HISTORY_REPLY__INIT;
+        int r;
+
+        h->frecs = calloc(limit + 1, sizeof(*h->frecs));
+        h->fptrs = calloc(limit + 1, sizeof(*h->fptrs));
+        if (!h->frecs || !h->fptrs) {
+                rpc_send_errno(c, req->request_id, -ENOMEM, "daemon out of memory");
+                return;
+        }
+        r = store_forwards(conn_daemon(c)->store, q->sandbox_id,
+                           q->has_after_seq ? q->after_seq : 0, limit + 1, forward_row, h);
+        if (r < 0) {
+                rpc_send_errno(c, req->request_id, r, "cannot read the forward records");
+                return;
+        }
+        reply.n_forwards = h->n > limit ? limit : h->n;
+        reply.forwards = h->fptrs;
+        send_page(c, req, &reply, h->n, limit,
+                  reply.n_forwards ? h->fptrs[reply.n_forwards - 1]->seq : 0);
+}
+
 /* One ConnectionRecord of the reply from a stored connection. */
 static int connection_row(const struct store_connection *sc, void *ud) {
         struct history_ctx *h = ud;
@@ -135,7 +207,6 @@ static int connection_row(const struct store_connection *sc, void *ud) {
 static void history_connections(struct conn *c, const Sbx__V1__Request *req, uint32_t limit,
                                 struct history_ctx *h) {
         const Sbx__V1__GetHistory *q = req->get_history;
-        Sbx__V1__Response resp;
         Sbx__V1__GetHistoryReply reply = SBX__V1__GET_HISTORY_REPLY__INIT;
         int r;
 
@@ -151,17 +222,10 @@ static void history_connections(struct conn *c, const Sbx__V1__Request *req, uin
                 rpc_send_errno(c, req->request_id, r, "cannot read the connection records");
                 return;
         }
-        rpc_response_init(&resp, req->request_id);
-        reply.has_truncated = 1;
-        reply.truncated = h->n > limit;
         reply.n_connections = h->n > limit ? limit : h->n;
         reply.connections = h->cptrs;
-        reply.has_next_after_seq = 1;
-        reply.next_after_seq = reply.n_connections ? h->cptrs[reply.n_connections - 1]->seq
-                                                   : (q->has_after_seq ? q->after_seq : 0);
-        resp.body_case = SBX__V1__RESPONSE__BODY_HISTORY;
-        resp.history = &reply;
-        conn_send(c, &resp);
+        send_page(c, req, &reply, h->n, limit,
+                  reply.n_connections ? h->cptrs[reply.n_connections - 1]->seq : 0);
 }
 
 void rpc_history_get(struct conn *c, const Sbx__V1__Request *req) {
@@ -169,7 +233,6 @@ void rpc_history_get(struct conn *c, const Sbx__V1__Request *req) {
         struct history_ctx h;
         struct sandbox *live;
         int seen;
-        Sbx__V1__Response resp;
         Sbx__V1__GetHistoryReply reply = SBX__V1__GET_HISTORY_REPLY__INIT;
         uint32_t limit = q->has_limit && q->limit > 0 ? q->limit : SBX_DEFAULT_HISTORY_LIMIT;
         size_t i;
@@ -186,6 +249,10 @@ void rpc_history_get(struct conn *c, const Sbx__V1__Request *req) {
         memset(&h, 0, sizeof(h));
         if (q->has_kind && q->kind == SBX__V1__HISTORY_KIND__HISTORY_CONNECTIONS) {
                 history_connections(c, req, limit, &h);
+                goto out;
+        }
+        if (q->has_kind && q->kind == SBX__V1__HISTORY_KIND__HISTORY_FORWARDS) {
+                history_forwards(c, req, limit, &h);
                 goto out;
         }
         if (q->has_kind && q->kind != SBX__V1__HISTORY_KIND__HISTORY_COMMANDS) {
@@ -206,17 +273,10 @@ void rpc_history_get(struct conn *c, const Sbx__V1__Request *req) {
                 rpc_send_errno(c, req->request_id, r, "cannot read the command records");
                 goto out;
         }
-        rpc_response_init(&resp, req->request_id);
-        reply.has_truncated = 1;
-        reply.truncated = h.n > limit;
         reply.n_commands = h.n > limit ? limit : h.n;
         reply.commands = h.ptrs;
-        reply.has_next_after_seq = 1;
-        reply.next_after_seq = reply.n_commands ? h.ptrs[reply.n_commands - 1]->seq
-                                                : (q->has_after_seq ? q->after_seq : 0);
-        resp.body_case = SBX__V1__RESPONSE__BODY_HISTORY;
-        resp.history = &reply;
-        conn_send(c, &resp);
+        send_page(c, req, &reply, h.n, limit,
+                  reply.n_commands ? h.ptrs[reply.n_commands - 1]->seq : 0);
 out:
         for (i = 0; i < h.n_strings; i++)
                 free(h.strings[i]);
@@ -225,4 +285,6 @@ out:
         free(h.ptrs);
         free(h.crecs);
         free(h.cptrs);
+        free(h.frecs);
+        free(h.fptrs);
 }

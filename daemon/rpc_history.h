@@ -1,6 +1,7 @@
 /* rpc_history.h: the handler of GetHistory: a page of a sandbox's records, of its
- * commands (HISTORY_COMMANDS, the default) or of its connections through the egress
- * proxy (HISTORY_CONNECTIONS), read from the store.
+ * commands (HISTORY_COMMANDS, the default), of its connections through the egress
+ * proxy (HISTORY_CONNECTIONS) or of the streams to its ports (HISTORY_FORWARDS), read
+ * from the store.
  *
  * The sandbox may be live or ended (on record), and the caller must be allowed to see
  * it (rpc_common.h: rpc_find_sandbox); a live sandbox's running commands are recorded

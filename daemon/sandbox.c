@@ -491,6 +491,13 @@ void sandbox_apply_limits(struct sandbox *sb) {
 
 /* ---- timers ------------------------------------------------------------------------- */
 
+/* While a command runs or waits for a slot, a restore of it is set up, or a stream to one
+ * of its ports is open (or being opened), the sandbox is not idle. */
+static int busy(const struct sandbox *sb) {
+        return sb->sched.n_running > 0 || sb->sched.n_queued > 0 || sb->restoring ||
+               sb->socks.n_held > 0 || sb->socks.n_pending > 0;
+}
+
 static void on_timer(uv_timer_t *t) {
         struct sandbox *sb = t->data;
         int64_t now = sbxd_now_unix_ms();
@@ -516,8 +523,8 @@ static void on_timer(uv_timer_t *t) {
                 sandbox_end(sb, SBX__V1__SANDBOX_STATE__EXPIRED, "expired");
                 return;
         }
-        if (sb->idle_timeout_ms && sb->sched.n_running == 0 && sb->sched.n_queued == 0 &&
-            !sb->restoring && uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
+        if (sb->idle_timeout_ms && !busy(sb) &&
+            uv_now(sb->d->loop) - sb->last_activity >= sb->idle_timeout_ms) {
                 log_info("sbx=%s: idle for %llu ms; ending it", sb->id,
                          (unsigned long long)sb->idle_timeout_ms);
                 sandbox_end(sb, SBX__V1__SANDBOX_STATE__EXPIRED, "idle");
@@ -534,9 +541,7 @@ void sandbox_arm_timer(struct sandbox *sb) {
                 uint64_t idle_for = uv_now(sb->d->loop) - sb->last_activity;
                 uint64_t idle_due =
                         idle_for >= sb->idle_timeout_ms ? 0 : sb->idle_timeout_ms - idle_for;
-                /* While a command runs or waits for a slot, or a restore of it is set
-                 * up, the sandbox is not idle: look again later. */
-                if (sb->sched.n_running > 0 || sb->sched.n_queued > 0 || sb->restoring)
+                if (busy(sb))
                         idle_due = sb->idle_timeout_ms;
                 if (idle_due < due)
                         due = idle_due;
@@ -796,6 +801,7 @@ void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const ch
         initchan_stop(&sb->chan);
         egress_close(sb->egress, "the sandbox ended");
         sb->egress = NULL;
+        sbsock_end(&sb->socks, "the sandbox ended");
         if ((!sb->proc_spawned && !sb->adopted) || sb->proc_exited) {
                 finish_end(sb);
                 return;
@@ -883,6 +889,7 @@ void sandbox_leave(struct sandbox *sb) {
         command_end_all(sb, 1);
         egress_close(sb->egress, "the daemon stopped");
         sb->egress = NULL;
+        sbsock_end(&sb->socks, "the daemon stopped");
         release_init(sb);
         if (sb->cg) {
                 cgroup_forget(sb->cg); /* it stays, for the next daemon */
@@ -1023,6 +1030,7 @@ static void on_ready(void *ud, const Sbx__Init__V1__Ready *ready, int fd) {
                 return;
         }
         sandbox_start_egress(sb, fd);
+        sb->init_sockets = ready->has_sockets && ready->sockets;
         for (i = 0; i < ready->n_warnings && i < SANDBOX_MAX_INIT_WARNINGS; i++)
                 sandbox_warn(sb, "%s", ready->warnings[i]);
         sb->view.state = SBX__V1__SANDBOX_STATE__READY;
@@ -1076,6 +1084,59 @@ static void on_exited(void *ud, const Sbx__Init__V1__Exited *ex) {
         command_on_exited(ud, ex);
 }
 
+static void on_socket_made(void *ud, const Sbx__Init__V1__SocketMade *made, int fd) {
+        struct sandbox *sb = ud;
+        int err = made->has_error_errno ? made->error_errno : 0;
+
+        if (!made->has_socket_id ||
+            sbsock_made(&sb->socks, made->socket_id, err, fd) == -EPROTO) {
+                if (!made->has_socket_id && fd >= 0)
+                        close(fd);
+                fail_sandbox(sb, "its init answered a socket never asked for");
+        }
+}
+
+int sandbox_make_socket(struct sandbox *sb, struct sbsock_req *req, bool ipv6,
+                        const struct sbsock_ops *ops, void *ud) {
+        Sbx__Init__V1__ToInit m = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__MakeSocket ms = SBX__INIT__V1__MAKE_SOCKET__INIT;
+        int r;
+
+        if (sb->ending)
+                return -ENODEV;
+        if (sb->view.state != SBX__V1__SANDBOX_STATE__READY || sb->warm)
+                return -ESHUTDOWN;
+        if (!sb->init_sockets)
+                return -EOPNOTSUPP;
+        r = sbsock_pin_netns(&sb->socks, sb->view.init_pid, sb->view.init_pidfd);
+        if (r < 0)
+                return r;
+        r = sbsock_reserve(&sb->socks, &ms.socket_id);
+        if (r < 0)
+                return r;
+        ms.has_socket_id = 1;
+        ms.has_ipv6 = 1;
+        ms.ipv6 = ipv6;
+        m.body_case = SBX__INIT__V1__TO_INIT__BODY_MAKE_SOCKET;
+        m.make_socket = &ms;
+        /* Sent before req is registered: a failed send ends the sandbox, which must not
+         * reach req from within this call. */
+        r = initchan_send(&sb->chan, &m, NULL, 0);
+        if (r < 0)
+                return r;
+        sbsock_add(&sb->socks, req, ms.socket_id, ipv6, ops, ud);
+        return 0;
+}
+
+int sandbox_network_is_host(const struct sandbox *sb) {
+        const Sbx__V1__Policy *pol = sb->spec ? sb->spec->policy : NULL;
+        return pol && pol->network == SBX__V1__NETWORK_MODE__NETWORK_FULL;
+}
+
+unsigned sandbox_sockets_held(const struct sandbox *sb) {
+        return sb->socks.n_held + sb->socks.n_pending;
+}
+
 static void on_chan_failed(void *ud, const char *why) {
         fail_sandbox(ud, "%s", why);
 }
@@ -1090,6 +1151,7 @@ static const struct initchan_ops chan_ops = {
         .start_failed = on_start_failed,
         .started = on_started,
         .exited = on_exited,
+        .socket_made = on_socket_made,
         .failed = on_chan_failed,
         .handle_closed = on_chan_closed,
 };
@@ -1892,7 +1954,8 @@ static void adopt_ptys(struct sandbox *sb, pid_t pid) {
                                                    sb->ptys, UINT64_MAX, UINT64_MAX) == 0;
 }
 
-void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int proxy_fd) {
+void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int proxy_fd,
+                     int init_sockets) {
         struct sbxd *d = sb->d;
         struct policy_view view;
 
@@ -1902,6 +1965,7 @@ void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int 
         sb->view.state = SBX__V1__SANDBOX_STATE__READY;
         sb->view.init_pid = pid;
         sb->view.init_pidfd = pidfd;
+        sb->init_sockets = init_sockets;
         if (d->cgroups->version != CGROUP_NONE &&
             cgroup_attach(d->cgroups, sb->cg_name, &sb->cg) == 0)
                 delegate_cgroup(sb);

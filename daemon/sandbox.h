@@ -10,6 +10,7 @@
 #ifndef SBX_SANDBOX_H
 #define SBX_SANDBOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -18,6 +19,7 @@
 #include "caller.h"
 #include "enforce.h"
 #include "init.pb-c.h"
+#include "sbsock.h"
 #include "sbx_limits.h"
 #include "sbx.pb-c.h"
 
@@ -70,6 +72,25 @@ int sandbox_set_deadline(struct sandbox *sb, int64_t deadline_ms);
 
 /* Notes a request touching sb (for the idle timeout). */
 void sandbox_touch(struct sandbox *sb);
+
+/* Asks sb's init for an unconnected TCP socket of the sandbox's network namespace
+ * (AF_INET6 when ipv6, else AF_INET), for a stream to one of its ports (sbsock.h). req
+ * is the caller's, registered with sb from now on: ops->made follows on a later loop
+ * turn, and ops->ended when sb ends while the caller holds the socket; the caller lets
+ * go with sbsock_release(req) (which cancels a pending request) before it frees req.
+ * Returns 0, or (nothing registered, no callback) -ENODEV when sb is ending,
+ * -ESHUTDOWN when it is not ready (creating, or warm), -EOPNOTSUPP when its init is an
+ * older one that cannot (adopted after an upgrade), -EAGAIN when 64 requests are
+ * pending, or another -errno (its init is gone). */
+int sandbox_make_socket(struct sandbox *sb, struct sbsock_req *req, bool ipv6,
+                        const struct sbsock_ops *ops, void *ud);
+
+/* 1 when sb shares the host's network namespace (NETWORK_FULL): its loopback is the
+ * host's. */
+int sandbox_network_is_host(const struct sandbox *sb);
+
+/* The sockets of sb's init its users hold or wait for (for a bound per sandbox). */
+unsigned sandbox_sockets_held(const struct sandbox *sb);
 
 /* For the callers above: the table, recovery, the trash and the commands. */
 #include "command.h"

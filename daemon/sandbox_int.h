@@ -17,6 +17,7 @@
 #include "cmdsched.h"
 #include "enforce.h"
 #include "initchan.h"
+#include "sbsock.h"
 #include "sandbox.h"
 #include "sandbox_view.h"
 
@@ -85,6 +86,8 @@ struct sandbox {
         int proc_exited;
         struct initchan chan; /* to init */
         struct egress *egress; /* NETWORK_ALLOWLIST's proxy (egress.h), once Ready; or NULL */
+        struct sbsock_set socks; /* sockets asked of init, and held by their users (sbsock.h) */
+        int init_sockets;        /* its init answers MakeSocket (Ready.sockets) */
         int adopted;          /* taken over from a previous daemon: init is not our child */
         uv_poll_t pidfd_poll; /* PID 1's pidfd, readable once it exited: watched when
                                * adopted, and while ending */
@@ -254,9 +257,11 @@ int sandbox_request_key(struct sbxd *d, Sbx__V1__CreateSandbox *spec, uint8_t **
 
 /* Takes over a sandbox whose init a previous daemon left (recover.c): chan_fd its
  * adoption connection, pid and pidfd its PID 1 (verified). Watches both and arms its
- * timer, and its egress proxy on proxy_fd (taken; -1: none). sb must be in the table
- * already. */
-void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int proxy_fd);
+ * timer, and its egress proxy on proxy_fd (taken; -1: none). init_sockets: its greeting
+ * said it answers MakeSocket (Ready.sockets; an older init's does not). sb must be in
+ * the table already. */
+void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int proxy_fd,
+                     int init_sockets);
 
 /* Starts sb's egress proxy on the listener its init handed over (fd, taken; -1: none).
  * A sandbox whose policy is not NETWORK_ALLOWLIST gets none (fd is closed). */

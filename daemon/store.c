@@ -31,6 +31,8 @@
 
 #include <sqlite3.h>
 
+#include "sbx_limits.h"
+
 /* How long a statement waits for a lock held by another connection (an operator's
  * sqlite3 shell, say) before failing with -EBUSY. The daemon's loop waits meanwhile. */
 #define STORE_BUSY_TIMEOUT_MS 2000
@@ -201,6 +203,22 @@ static const char *const migrations[] = {
         /* 7 -> 8: whether a command ran on a terminal (RunCommand.tty). Records of before
          * did not. */
         "ALTER TABLE commands ADD COLUMN tty INTEGER NOT NULL DEFAULT 0;",
+        /* 8 -> 9: the streams to the sandboxes' ports (OpenPort). */
+        "CREATE TABLE forwards ("
+        "  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  seq INTEGER NOT NULL,"
+        "  caller_uid INTEGER NOT NULL,"
+        "  caller_pid INTEGER NOT NULL DEFAULT 0,"
+        "  client_name TEXT,"
+        "  port INTEGER NOT NULL,"
+        "  address TEXT NOT NULL,"
+        "  opened_ms INTEGER NOT NULL,"
+        "  closed_ms INTEGER NOT NULL DEFAULT 0,"
+        "  bytes_in INTEGER NOT NULL DEFAULT 0,"
+        "  bytes_out INTEGER NOT NULL DEFAULT 0,"
+        "  reason TEXT,"
+        "  UNIQUE (sandbox_id, seq)"
+        ");",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,
@@ -289,6 +307,11 @@ enum stmt_id {
         ST_CONN_RESET,
         ST_CONN_LAST,
         ST_CONN_HISTORY,
+        ST_FWD_LAST,
+        ST_FWD_INSERT,
+        ST_FWD_FINISH,
+        ST_FWD_CLOSE_OPEN,
+        ST_FWD_HISTORY,
         ST_FOP_INSERT,
         ST_FOP_COUNT,
         ST_PRUNE,
@@ -361,6 +384,17 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_CONN_HISTORY] = "SELECT seq, started_ms, ended_ms, host, port, address, allowed, "
                             "reason, method, bytes_sent, bytes_received FROM connections "
                             "WHERE sandbox_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        [ST_FWD_LAST] = "SELECT coalesce(max(seq), 0) FROM forwards WHERE sandbox_id = ?1",
+        [ST_FWD_INSERT] = "INSERT INTO forwards (sandbox_id, seq, caller_uid, caller_pid, "
+                          "client_name, port, address, opened_ms) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [ST_FWD_FINISH] = "UPDATE forwards SET closed_ms = ?3, bytes_in = ?4, bytes_out = ?5, "
+                          "reason = ?6 WHERE sandbox_id = ?1 AND seq = ?2",
+        [ST_FWD_CLOSE_OPEN] = "UPDATE forwards SET closed_ms = ?2, reason = ?3 "
+                              "WHERE sandbox_id = ?1 AND closed_ms = 0",
+        [ST_FWD_HISTORY] = "SELECT seq, caller_uid, caller_pid, client_name, port, address, "
+                           "opened_ms, closed_ms, bytes_in, bytes_out, reason FROM forwards "
+                           "WHERE sandbox_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         [ST_FOP_INSERT] = "INSERT INTO fileops (sandbox_id, op, path, bytes, result, caller_uid, "
                           "caller_pid, client_name, time_ms) "
                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -1741,6 +1775,152 @@ int store_connections(struct store *s, const char *sandbox_id, uint64_t after_se
         if (r != 0)
                 return r;
         return delivered > INT32_MAX ? INT32_MAX : (int)delivered;
+}
+
+/* ---- forwards (OpenPort) ------------------------------------------------------------ */
+
+/* The highest seq of sandbox_id's forwards (0: none) into *ret. 0 or -errno. */
+static int forward_last_seq(struct store *s, const char *sandbox_id, uint64_t *ret) {
+        struct binder b = stmt_begin(s, ST_FWD_LAST);
+        int rc, r;
+
+        bind_text(&b, 1, sandbox_id);
+        rc = b.rc == SQLITE_OK ? sqlite3_step(b.st) : b.rc;
+        if (rc == SQLITE_ROW) {
+                *ret = (uint64_t)sqlite3_column_int64(b.st, 0);
+                r = 0;
+        } else {
+                r = sqlfail(s, rc, "reading the last forward's number");
+        }
+        stmt_done(b.st);
+        return r;
+}
+
+int store_forward_insert(struct store *s, struct store_forward *f) {
+        struct binder b = stmt_begin(s, ST_FWD_INSERT);
+        uint64_t last = 0;
+        int r;
+
+        error_clear(s);
+        if (!f || !f->sandbox_id || !f->address)
+                return fail(s, -EINVAL, "recording a forward: sandbox_id and address are required");
+        r = batch_join(s);
+        if (r == 0)
+                r = forward_last_seq(s, f->sandbox_id, &last);
+        if (r < 0)
+                return r;
+        bind_text(&b, 1, f->sandbox_id);
+        bind_uint64(&b, 2, last + 1);
+        bind_int64(&b, 3, f->caller_uid);
+        bind_int64(&b, 4, f->caller_pid);
+        bind_text(&b, 5, f->client_name);
+        bind_int64(&b, 6, f->port);
+        bind_text(&b, 7, f->address);
+        bind_int64(&b, 8, f->opened_ms);
+        r = stmt_exec(s, &b, "recording a forward");
+        if (r < 0)
+                return r;
+        f->seq = last + 1;
+        return 0;
+}
+
+int store_forward_finish(struct store *s, const struct store_forward *f) {
+        struct binder b = stmt_begin(s, ST_FWD_FINISH);
+        int r;
+
+        error_clear(s);
+        if (!f || !f->sandbox_id)
+                return fail(s, -EINVAL, "recording a forward's end: no sandbox_id");
+        r = batch_join(s);
+        if (r < 0)
+                return r;
+        bind_text(&b, 1, f->sandbox_id);
+        bind_uint64(&b, 2, f->seq);
+        bind_int64(&b, 3, f->closed_ms);
+        bind_uint64(&b, 4, f->bytes_in);
+        bind_uint64(&b, 5, f->bytes_out);
+        bind_text(&b, 6, f->reason);
+        r = stmt_exec(s, &b, "recording a forward's end");
+        if (r == 0)
+                return fail(s, -ENOENT, "no forward %llu in sandbox %s",
+                            (unsigned long long)f->seq, f->sandbox_id);
+        return r < 0 ? r : 0;
+}
+
+int store_forwards_close_open(struct store *s, const char *sandbox_id, int64_t closed_ms,
+                              const char *reason) {
+        struct binder b = stmt_begin(s, ST_FWD_CLOSE_OPEN);
+        int r;
+
+        error_clear(s);
+        r = settle(s);
+        if (r < 0)
+                return r;
+        bind_text(&b, 1, sandbox_id);
+        bind_int64(&b, 2, closed_ms);
+        bind_text(&b, 3, reason);
+        return stmt_exec(s, &b, "ending the forwards of a gone daemon");
+}
+
+/* One forward row copied out of its statement (a client name of at most
+ * SBX_CLIENT_NAME_MAX_BYTES, an address literal, a one-line reason). */
+struct forward_row {
+        struct store_forward f;
+        char client_name[SBX_CLIENT_NAME_MAX_BYTES + 1], address[64], reason[256];
+        int has_client_name, has_address, has_reason;
+};
+
+static void forward_row_load(sqlite3_stmt *st, struct forward_row *r, const char *sandbox_id) {
+        memset(r, 0, sizeof(*r));
+        r->f.sandbox_id = sandbox_id;
+        r->f.seq = (uint64_t)sqlite3_column_int64(st, 0);
+        r->f.caller_uid = (uint32_t)sqlite3_column_int64(st, 1);
+        r->f.caller_pid = (int32_t)sqlite3_column_int64(st, 2);
+        copy_col(st, 3, r->client_name, sizeof(r->client_name), &r->has_client_name);
+        r->f.port = (uint32_t)sqlite3_column_int64(st, 4);
+        copy_col(st, 5, r->address, sizeof(r->address), &r->has_address);
+        r->f.opened_ms = sqlite3_column_int64(st, 6);
+        r->f.closed_ms = sqlite3_column_int64(st, 7);
+        r->f.bytes_in = (uint64_t)sqlite3_column_int64(st, 8);
+        r->f.bytes_out = (uint64_t)sqlite3_column_int64(st, 9);
+        copy_col(st, 10, r->reason, sizeof(r->reason), &r->has_reason);
+}
+
+int store_forwards(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
+                   store_forward_cb cb, void *userdata) {
+        struct binder b = stmt_begin(s, ST_FWD_HISTORY);
+        struct forward_row *rows;
+        size_t n = 0, i;
+        int rc, r = 0;
+
+        error_clear(s);
+        if (!sandbox_id || !cb || limit == 0 || limit > SBX_MAX_HISTORY_LIMIT + 1)
+                return fail(s, -EINVAL, "store_forwards: sandbox_id, callback and a limit of "
+                                        "1..1001 are required");
+        if (after_seq > INT64_MAX)
+                return 0;
+        rows = malloc(limit * sizeof(*rows));
+        if (!rows)
+                return fail(s, -ENOMEM, "reading forwards: out of memory");
+        bind_text(&b, 1, sandbox_id);
+        bind_int64(&b, 2, (int64_t)after_seq);
+        bind_int64(&b, 3, limit);
+        rc = b.rc == SQLITE_OK ? sqlite3_step(b.st) : b.rc;
+        for (; rc == SQLITE_ROW && n < limit; rc = sqlite3_step(b.st))
+                forward_row_load(b.st, &rows[n++], sandbox_id);
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+                r = sqlfail(s, rc, "reading forwards");
+        stmt_done(b.st);
+        /* No statement is active from here on: cb may use the store. */
+        for (i = 0; r == 0 && i < n; i++) {
+                struct forward_row *w = &rows[i];
+                w->f.client_name = w->has_client_name ? w->client_name : NULL;
+                w->f.address = w->has_address ? w->address : "";
+                w->f.reason = w->has_reason ? w->reason : NULL;
+                r = cb(&w->f, userdata);
+        }
+        free(rows);
+        return r != 0 ? r : (int)i;
 }
 
 /* ---- file operations ---------------------------------------------------------------- */

@@ -28,7 +28,7 @@
 struct store;
 
 /* The schema version this build writes (PRAGMA user_version after migrations). */
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 
 /* Opens (creating when absent, mode 0600) the database file at path, sets WAL mode, busy
  * timeout and foreign keys, and migrates the schema to STORE_SCHEMA_VERSION. A database
@@ -249,6 +249,46 @@ int store_connections_reset(struct store *s, const char *sandbox_id, int64_t end
 typedef int (*store_connection_cb)(const struct store_connection *c, void *userdata);
 int store_connections(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
                       store_connection_cb cb, void *userdata);
+
+/* ---- forwards (OpenPort streams, schema 9) ----------------------------------------- */
+
+/* One stream to a port of a sandbox (sbx.proto ForwardRecord). */
+struct store_forward {
+        const char *sandbox_id;
+        uint64_t seq; /* number within the sandbox, from 1: the store's */
+        uint32_t caller_uid;
+        int32_t caller_pid;
+        const char *client_name; /* may be NULL */
+        uint32_t port;
+        const char *address; /* "127.0.0.1" or "::1" */
+        int64_t opened_ms;
+        int64_t closed_ms; /* 0 while open */
+        uint64_t bytes_in; /* client -> the sandbox's port */
+        uint64_t bytes_out;
+        const char *reason; /* how it ended; NULL while open */
+};
+
+/* Records a stream just opened (f's sandbox_id, caller, port, address, opened_ms), numbered
+ * after the sandbox's last one: f->seq is set. Joins the open batch (store_commit) as
+ * command records do. -EINVAL: no sandbox_id or address; -ENOENT: no sandbox. */
+int store_forward_insert(struct store *s, struct store_forward *f);
+
+/* Records how a stream ended: closed_ms, bytes each way, reason (found by sandbox_id and
+ * seq). Joins the batch. -ENOENT: no such record. */
+int store_forward_finish(struct store *s, const struct store_forward *f);
+
+/* Marks every stream of sandbox_id still open as closed at closed_ms with reason (a
+ * restarted daemon: the streams went with the previous one). The count, or -errno. */
+int store_forwards_close_open(struct store *s, const char *sandbox_id, int64_t closed_ms,
+                              const char *reason);
+
+/* Calls cb for the forwards of sandbox_id with seq > after_seq, oldest first, at most
+ * limit (1..SBX_MAX_HISTORY_LIMIT + 1: a page and one more, else -EINVAL); the struct is valid during the call
+ * only, cb may use the store, and non-zero from cb stops and is returned. Returns the
+ * number passed to cb, or -errno. */
+typedef int (*store_forward_cb)(const struct store_forward *f, void *userdata);
+int store_forwards(struct store *s, const char *sandbox_id, uint64_t after_seq, uint32_t limit,
+                   store_forward_cb cb, void *userdata);
 
 /* ---- file operations ---------------------------------------------------------------- */
 

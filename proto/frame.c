@@ -47,6 +47,14 @@ int frame_reader_partial(const struct frame_reader *r) {
                             have - SBX_FRAME_HEADER_BYTES < header_get(r->buf + r->start));
 }
 
+size_t frame_reader_take_rest(struct frame_reader *r, const uint8_t **ret_bytes) {
+        size_t have = r->end - r->start;
+
+        *ret_bytes = have ? r->buf + r->start : NULL;
+        r->start = r->end;
+        return have;
+}
+
 void frame_reader_trim(struct frame_reader *r) {
         if (r->start == r->end && r->cap > FRAME_MIN_BUFFER_BYTES)
                 frame_reader_free(r);

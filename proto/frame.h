@@ -48,6 +48,12 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **ret_payload, size_
 /* Bytes received but not yet returned as frames. */
 size_t frame_reader_pending(const struct frame_reader *r);
 
+/* Takes every byte received and not yet returned as a frame, framed or not: the stream
+ * goes on as something else after the last frame (a connection handed over). Returns
+ * their count with *ret_bytes (NULL when none), valid until the next prepare, feed or
+ * free; the reader has nothing pending after. */
+size_t frame_reader_take_rest(struct frame_reader *r, const uint8_t **ret_bytes);
+
 /* 1 when the bytes pending begin a frame not yet received whole. */
 int frame_reader_partial(const struct frame_reader *r);
 

@@ -194,6 +194,14 @@
 #define SBX_DEFAULT_PTYS_SHARE         2u
 #define SBX_DEFAULT_PTYS_PER_UID_SHARE 4u
 
+/* Forwarded ports (OpenPort). Sockets asked of one sandbox's init and not yet answered
+ * (init answers each at once; more pending means init is stuck), and the streams open
+ * to one sandbox's ports at once, whoever opened them; each uid's streams over every
+ * sandbox are bounded by sbxd --max-forwards-per-uid. */
+#define SBX_SANDBOX_MAX_PENDING_SOCKETS 64u
+#define SBX_SANDBOX_MAX_FORWARDS        256u
+#define SBX_DEFAULT_FORWARDS_PER_UID    64u
+
 /* Files. */
 #define SBX_DEFAULT_MAX_READ_BYTES (5u * 1024u * 1024u)
 #define SBX_DEFAULT_LIST_LIMIT 10000u

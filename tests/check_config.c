@@ -230,6 +230,10 @@ START_TEST(bad_flags) {
         expect_bad("--max-connections-per-uid", "1025");
         expect_bad("--max-connections-per-uid", "x");
         expect_bad("--max-connections-per-uid", "");
+        expect_bad("--max-forwards-per-uid", "0");
+        expect_bad("--max-forwards-per-uid", "1025");
+        expect_bad("--max-forwards-per-uid", "-1");
+        expect_bad("--max-forwards-per-uid", "x");
         expect_bad("--socket-group", "");
         expect_bad("--socket-group", "-1");
         expect_bad("--socket-group", "4294967295");
@@ -328,6 +332,12 @@ START_TEST(connection_flags) {
         argv[2] = "1";
         ck_assert_int_eq(config_parse_args(&c, 3, argv, err, sizeof(err)), 0);
         ck_assert_uint_eq(c.max_connections_per_uid, 1);
+        /* Streams to sandboxes' ports: 64 unless given, up to 1024. */
+        ck_assert_uint_eq(c.max_forwards_per_uid, 64);
+        argv[1] = "--max-forwards-per-uid";
+        argv[2] = "1024";
+        ck_assert_int_eq(config_parse_args(&c, 3, argv, err, sizeof(err)), 0);
+        ck_assert_uint_eq(c.max_forwards_per_uid, 1024);
         config_free(&c);
 }
 END_TEST

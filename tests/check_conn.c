@@ -12,6 +12,8 @@
  * connection closes or drains. Most connections here have fake handlers (the owner's
  * part) that record what they saw. */
 #include <grp.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -37,6 +39,15 @@ static struct {
         unsigned n_calls;
         struct conn_call calls[2048];
         struct conn *conn;       /* the last connection made */
+        struct peer *conn_peer;  /* its peer */
+        int upgrade;             /* "upgrade": 1 hands the connection over, 2 cancels */
+        int begin_r;             /* what conn_hand_over_begin said */
+        struct conn_call owner;  /* the new owner's call */
+        int handed;              /* conn_handed_cb calls */
+        int reply_unread_at_hand; /* bytes of replies the peer had not read by then */
+        uv_stream_t *stream;
+        uint8_t rest[256];
+        size_t rest_len;
 } F;
 
 static int fake_admit(void *ud, struct conn *c) {
@@ -94,6 +105,47 @@ static void send_big(struct conn *c, uint64_t rid) {
         free(data);
 }
 
+static void on_handed(void *ud, struct conn *c, uv_stream_t *stream, const uint8_t *rest,
+                      size_t rest_len) {
+        struct peer *p = ud;
+        int n = 0;
+
+        F.handed++;
+        F.stream = stream;
+        ck_assert_uint_le(rest_len, sizeof(F.rest));
+        if (rest_len)
+                memcpy(F.rest, rest, rest_len);
+        F.rest_len = rest_len;
+        /* The reply is in the peer's socket already (or read): written whole. */
+        ck_assert_int_eq(ioctl(p->fd, FIONREAD, &n), 0);
+        F.reply_unread_at_hand = n;
+}
+
+static void owner_closing(struct conn_call *k) {
+        F.calls_closing++;
+        conn_call_end(k);
+}
+
+/* "upgrade": the request that turns the connection into a pipe (as OpenPort does). */
+static void upgrade(struct conn *c) {
+        F.begin_r = conn_hand_over_begin(c);
+        if (F.begin_r < 0) {
+                conn_send_status(c, (uint64_t)F.frames, SBX__V1__CODE__UNAVAILABLE, "busy");
+                return;
+        }
+        if (F.upgrade == 2) {
+                conn_send_status(c, (uint64_t)F.frames, SBX__V1__CODE__UNAVAILABLE, "failed");
+                conn_hand_over_cancel(c);
+                return;
+        }
+        if (F.reply_bytes)
+                send_big(c, (uint64_t)F.frames);
+        else
+                conn_send_status(c, (uint64_t)F.frames, SBX__V1__CODE__OK, "upgraded");
+        conn_call_begin(c, &F.owner, owner_closing, NULL);
+        conn_hand_over(c, on_handed, F.conn_peer);
+}
+
 /* Payloads starting with "bad" are refused; the others are answered by mode: an echo
  * (a status whose request id is the frame's number and whose message is the payload),
  * a big reply, or a call left open. */
@@ -107,6 +159,8 @@ static int fake_frame(void *ud, struct conn *c, const uint8_t *payload, size_t l
         if (len >= 3 && memcmp(payload, "bad", 3) == 0) {
                 conn_send_status(c, 0, SBX__V1__CODE__INVALID_ARGUMENT, "refused frame");
                 r = -EINVAL;
+        } else if (F.upgrade && len == 7 && memcmp(payload, "upgrade", 7) == 0) {
+                upgrade(c);
         } else if (F.chain) {
                 if (F.n_calls > 0 && F.calls[F.n_calls - 1].conn)
                         conn_call_end(&F.calls[F.n_calls - 1]);
@@ -159,6 +213,7 @@ static struct conn *fake_conn(struct peer *p) {
         ck_assert_int_eq(conn_open(c, fd), 0);
         ck_assert_int_eq(conn_serve(c), 0);
         F.conn = c;
+        F.conn_peer = p;
         return c;
 }
 
@@ -539,6 +594,152 @@ START_TEST(closing_reaches_owner_then_calls) {
 }
 END_TEST
 
+/* ---- hand-over -------------------------------------------------------------------- */
+
+static int was_handed(void *ud) {
+        return F.handed > 0;
+}
+
+/* "upgrade" answered with a 16 MiB reply the peer p does not read: after 50 turns, the
+ * hand-over still waits. */
+static void upgrade_unread(struct peer *p) {
+        begin();
+        F.upgrade = 1;
+        F.reply_bytes = 16u * 1024 * 1024;
+        fake_conn(p);
+        peer_send_frame(&K, p, "upgrade", 7);
+        core_turns(&K, 50);
+        ck_assert_int_eq(F.frames, 1);
+        ck_assert_int_eq(F.handed, 0);
+}
+
+/* The new owner is done with the connection: it closes it, and the test ends. */
+static void owner_done(struct peer *p) {
+        conn_call_end(&F.owner);
+        conn_close(F.conn);
+        end(p, 1, 1);
+}
+
+/* Frames taken and the owner's stream and rest, after the peer wrote "upgrade", a frame
+ * and raw bytes in one write. */
+static const char raw_after[] = "GET / HTTP/1.0\r\n\r\n";
+
+static void send_upgrade_then_more(struct peer *p) {
+        uint8_t buf[2 * 4 + 7 + 4 + sizeof(raw_after)];
+        size_t n = 0;
+
+        frame_header_put(buf, 7);
+        memcpy(buf + 4, "upgrade", 7);
+        frame_header_put(buf + 11, 4);
+        memcpy(buf + 15, "next", 4);
+        n = 19;
+        memcpy(buf + n, raw_after, sizeof(raw_after) - 1);
+        n += sizeof(raw_after) - 1;
+        peer_write(&K, p, buf, n);
+}
+
+/* The request's reply goes out first, whole; then the socket is the new owner's, with
+ * every byte read past the request's frame (a frame and raw bytes: none of it taken as
+ * a request); what the owner writes reaches the peer raw after the reply; the
+ * connection stays open until the owner closes it. */
+START_TEST(hand_over_after_the_reply_with_the_rest) {
+        Sbx__V1__Response *r;
+        const uint8_t *after;
+        uv_buf_t b = uv_buf_init((char *)"pong", 4);
+        struct peer p;
+        size_t n;
+
+        begin();
+        F.upgrade = 1;
+        fake_conn(&p);
+        send_upgrade_then_more(&p);
+        ck_assert_msg(core_run_until(&K, was_handed, NULL, 5000), "not handed over");
+        ck_assert_int_eq(F.begin_r, 0);
+        ck_assert_int_eq(F.frames, 1);
+        ck_assert_int_gt(F.reply_unread_at_hand, 0);
+        ck_assert_uint_eq(F.rest_len, 8 + sizeof(raw_after) - 1);
+        ck_assert_mem_eq(F.rest + 4, "next", 4);
+        ck_assert_mem_eq(F.rest + 8, raw_after, sizeof(raw_after) - 1);
+        ck_assert_int_eq(conn_send_status(F.conn, 9, SBX__V1__CODE__OK, "no more"), -EPIPE);
+        ck_assert_int_eq(uv_try_write(F.stream, &b, 1), 4);
+        r = peer_wait(&K, &p);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_str_eq(r->status->message, "upgraded");
+        sbx__v1__response__free_unpacked(r, NULL);
+        for (n = 0; n < 500 && frame_reader_pending(&p.reader) < 4; n++) {
+                (void)peer_read_once(&p);
+                usleep(10 * 1000);
+        }
+        n = frame_reader_take_rest(&p.reader, &after);
+        ck_assert_uint_eq(n, 4);
+        ck_assert_mem_eq(after, "pong", 4);
+        core_turns(&K, 5);
+        ck_assert_int_eq(F.closed, 0);
+        ck_assert_int_eq(F.frames, 1);
+        owner_done(&p);
+}
+END_TEST
+
+/* A peer that does not read holds the hand-over back: the reply (16 MiB here) must be
+ * written whole first; once the peer reads it, the hand-over happens. */
+START_TEST(hand_over_waits_for_the_reply_to_be_read) {
+        struct reader_state rs;
+        struct peer p;
+
+        upgrade_unread(&p);
+        memset(&rs, 0, sizeof(rs));
+        rs.p = &p;
+        rs.want = 1;
+        ck_assert(core_run_until(&K, read_responses, &rs, 10000));
+        ck_assert_msg(core_run_until(&K, was_handed, NULL, 5000), "not handed over");
+        owner_done(&p);
+}
+END_TEST
+
+/* Another request answered later would land its reply in the pipe: the hand-over is
+ * refused (-EBUSY) and frames go on; a hand-over cancelled (the request failed) takes
+ * the frames after it again, in order. */
+START_TEST(hand_over_refused_or_cancelled_keeps_frames) {
+        struct peer p;
+        struct conn *c;
+
+        begin();
+        F.upgrade = 2;
+        c = fake_conn(&p);
+        send_upgrade_then_more(&p);
+        peer_expect_status(&K, &p, 1, SBX__V1__CODE__UNAVAILABLE, "failed");
+        expect_echo_text(&p, 2, "next");
+        ck_assert_int_eq(F.frames, 2);
+        end(&p, 1, 1);
+
+        begin();
+        F.upgrade = 1;
+        c = fake_conn(&p);
+        open_call(c);
+        peer_send_frame(&K, &p, "upgrade", 7);
+        peer_expect_status(&K, &p, 1, SBX__V1__CODE__UNAVAILABLE, "busy");
+        ck_assert_int_eq(F.begin_r, -EBUSY);
+        peer_send_frame(&K, &p, "after", 5);
+        expect_echo_text(&p, 2, "after");
+        ck_assert_int_eq(F.handed, 0);
+        end(&p, 1, 1);
+}
+END_TEST
+
+/* The peer goes away before the reply is written: the owner hears it through its call,
+ * and the hand-over never happens. */
+START_TEST(peer_gone_before_hand_over_reaches_the_owner) {
+        struct peer p;
+
+        /* As the daemon (main.c): a write to a closed connection fails, no signal. */
+        signal(SIGPIPE, SIG_IGN);
+        upgrade_unread(&p);
+        end(&p, 1, 1);
+        ck_assert_int_eq(F.calls_closing, 1);
+        ck_assert_int_eq(F.handed, 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("conn");
         TCase *framing = tcase_create("framing");
@@ -561,6 +762,15 @@ static Suite *make_suite(void) {
         tcase_add_test(life, peer_credentials_and_names);
         tcase_add_test(life, closing_reaches_owner_then_calls);
         suite_add_tcase(s, life);
+        {
+                TCase *hand = tcase_create("hand_over");
+                tcase_set_timeout(hand, 60);
+                tcase_add_test(hand, hand_over_after_the_reply_with_the_rest);
+                tcase_add_test(hand, hand_over_waits_for_the_reply_to_be_read);
+                tcase_add_test(hand, hand_over_refused_or_cancelled_keeps_frames);
+                tcase_add_test(hand, peer_gone_before_hand_over_reaches_the_owner);
+                suite_add_tcase(s, hand);
+        }
         return s;
 }
 

@@ -210,6 +210,36 @@ END_TEST
 
 /* The request_id of a frame not yet read whole, from its first bytes (what the daemon
  * answers a request it drops unread with). */
+/* The bytes after a frame, whatever they are (a frame's beginning, raw bytes), come back
+ * whole and in order once taken, and the reader has nothing pending after; with nothing
+ * after the frame, nothing comes back. */
+START_TEST(rest_after_a_frame_taken_whole) {
+        static const char raw[] = "\x00\x00\x00\x10GET / HTTP/1.0\r\n";
+        size_t len, n;
+        uint8_t *buf = pack_hello(3, "upgrade", &len);
+        struct frame_reader r;
+        const uint8_t *p, *rest;
+        size_t plen;
+
+        frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
+        ck_assert_int_eq(frame_reader_feed(&r, buf, len), 0);
+        ck_assert_int_eq(frame_reader_next(&r, &p, &plen), 1);
+        ck_assert_uint_eq(frame_reader_take_rest(&r, &rest), 0);
+        ck_assert_ptr_null(rest);
+        ck_assert_int_eq(frame_reader_feed(&r, buf, len), 0);
+        ck_assert_int_eq(frame_reader_feed(&r, raw, sizeof(raw) - 1), 0);
+        ck_assert_int_eq(frame_reader_next(&r, &p, &plen), 1);
+        check_hello(p, plen, 3, "upgrade");
+        n = frame_reader_take_rest(&r, &rest);
+        ck_assert_uint_eq(n, sizeof(raw) - 1);
+        ck_assert_mem_eq(rest, raw, n);
+        ck_assert_uint_eq(frame_reader_pending(&r), 0);
+        ck_assert_int_eq(frame_reader_next(&r, &p, &plen), 0);
+        frame_reader_free(&r);
+        free(buf);
+}
+END_TEST
+
 START_TEST(request_id_from_the_head) {
         struct frame_reader r;
         const uint8_t *p;
@@ -363,6 +393,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, pack_split_leaves_the_data_in_place);
         tcase_add_test(tc, partial_and_trim);
         tcase_add_test(tc, request_id_from_the_head);
+        tcase_add_test(tc, rest_after_a_frame_taken_whole);
         suite_add_tcase(s, tc);
         return s;
 }

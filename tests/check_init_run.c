@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -83,6 +85,7 @@ struct box {
         pid_t stage0;
         int chan;
         pid_t init_pid; /* From Ready.init_host_pid. */
+        bool sockets;   /* Ready.sockets: it answers MakeSocket */
         char ws[PATH_MAX];
         char pidns[64]; /* readlink of /proc/<init_pid>/ns/pid. */
 };
@@ -286,6 +289,7 @@ static void box_open(struct box *b, const struct setup_opts *o) {
         ck_assert_msg(r->ready->has_init_host_pid && r->ready->init_host_pid > 1,
                       "Ready without init_host_pid");
         b->init_pid = r->ready->init_host_pid;
+        b->sockets = r->ready->has_sockets && r->ready->sockets;
         sbx__init__v1__from_init__free_unpacked(r, NULL);
         snprintf(link, sizeof(link), "/proc/%d/ns/pid", (int)b->init_pid);
         n = readlink(link, b->pidns, sizeof(b->pidns) - 1);
@@ -1342,6 +1346,125 @@ START_TEST(test_rootless) {
 }
 END_TEST
 
+/* Sends MakeSocket and returns SocketMade's descriptor (-1 when none came); *ret_err:
+ * its error_errno. */
+static int make_socket(struct box *b, uint64_t id, bool ipv6, int *ret_err) {
+        static uint8_t buf[SBX_INIT_MAX_MSG_BYTES];
+        Sbx__Init__V1__ToInit m = SBX__INIT__V1__TO_INIT__INIT;
+        Sbx__Init__V1__MakeSocket ms = SBX__INIT__V1__MAKE_SOCKET__INIT;
+        Sbx__Init__V1__FromInit *r;
+        struct pollfd pfd = {.fd = b->chan, .events = POLLIN};
+        int fds[SBX_INIT_MAX_FDS], got = -1;
+        size_t len = 0, nfds = 0;
+
+        ms.has_socket_id = 1;
+        ms.socket_id = id;
+        ms.has_ipv6 = 1;
+        ms.ipv6 = ipv6;
+        m.body_case = SBX__INIT__V1__TO_INIT__BODY_MAKE_SOCKET;
+        m.make_socket = &ms;
+        send_to_init(b->chan, &m, NULL, 0);
+        ck_assert_int_eq(poll(&pfd, 1, MSG_TIMEOUT_MS), 1);
+        ck_assert_int_eq(initmsg_recv(b->chan, buf, sizeof(buf), fds, SBX_INIT_MAX_FDS, &len,
+                                      &nfds),
+                         1);
+        ck_assert_uint_le(nfds, 1);
+        if (nfds == 1)
+                got = fds[0];
+        r = sbx__init__v1__from_init__unpack(NULL, len, buf);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(r->body_case, SBX__INIT__V1__FROM_INIT__BODY_SOCKET_MADE);
+        ck_assert(r->socket_made->has_socket_id);
+        ck_assert_uint_eq(r->socket_made->socket_id, id);
+        *ret_err = r->socket_made->has_error_errno ? r->socket_made->error_errno : 0;
+        sbx__init__v1__from_init__free_unpacked(r, NULL);
+        return got;
+}
+
+/* The socket's network namespace (SIOCGSKNS) is the one of /proc/PID/ns/net. */
+static bool socket_in_netns_of(int fd, pid_t pid) {
+        char path[64];
+        struct stat a, b;
+        int ns = ioctl(fd, SIOCGSKNS);
+
+        ck_assert_msg(ns >= 0, "SIOCGSKNS: %s", strerror(errno));
+        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+        ck_assert_int_eq(fstat(ns, &a), 0);
+        ck_assert_int_eq(stat(path, &b), 0);
+        close(ns);
+        return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* MakeSocket (Ready says sockets): PID 1 hands over an unconnected TCP socket of the
+ * family asked for, in the sandbox's network namespace, not ours: connected to
+ * 127.0.0.1:P it reaches a server of the sandbox on P, while the host has a listener
+ * of its own on that same port. Root mode and rootless. */
+START_TEST(test_make_socket) {
+        struct sockaddr_in sa;
+        socklen_t len = sizeof(sa);
+        char script[512], buf[64];
+        struct setup_opts o;
+        struct box b;
+        struct cmd c;
+        int lfd, fd, err, v, r;
+
+        lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        memset(&sa, 0, sizeof(sa));
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        ck_assert_int_eq(listen(lfd, 4), 0);
+        ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+        memset(&o, 0, sizeof(o));
+        o.rootless = _i == 1;
+        box_open(&b, &o);
+        ck_assert(b.sockets);
+        snprintf(script, sizeof(script),
+                 "import socket,sys\n"
+                 "s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+                 "s.bind(('127.0.0.1',%d));s.listen(1);print('listening',flush=True)\n"
+                 "c,_=s.accept();c.sendall(b'inside\\n');c.close()\n",
+                 ntohs(sa.sin_port));
+        {
+                const char *argv[] = {"/usr/bin/python3", "-c", script, NULL};
+                cmd_start(&b, &c, 1, argv, NULL, NULL, NULL, 0, true);
+        }
+        ck_assert(c.started);
+        ck_assert_int_eq(read(c.out, buf, 10), 10);
+
+        fd = make_socket(&b, 7, true, &err);
+        ck_assert_int_eq(err, 0);
+        ck_assert_int_ge(fd, 0);
+        len = sizeof(v);
+        ck_assert_int_eq(getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len), 0);
+        ck_assert_int_eq(v, AF_INET6);
+        close(fd);
+        fd = make_socket(&b, 8, false, &err);
+        ck_assert_int_eq(err, 0);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len), 0);
+        ck_assert_int_eq(v, AF_INET);
+        ck_assert_int_eq(getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len), 0);
+        ck_assert_int_eq(v, IPPROTO_TCP);
+        ck_assert(fcntl(fd, F_GETFL) & O_NONBLOCK);
+        ck_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        ck_assert(socket_in_netns_of(fd, b.init_pid));
+        ck_assert(!socket_in_netns_of(fd, getpid()));
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        memset(buf, 0, sizeof(buf));
+        r = (int)read(fd, buf, sizeof(buf) - 1);
+        ck_assert_int_eq(r, 7);
+        ck_assert_str_eq(buf, "inside\n");
+        close(fd);
+        ck_assert(WIFEXITED(cmd_wait(&b, &c, 30000, NULL)));
+        close(c.out);
+        close(c.err);
+        close(lfd);
+        box_close(&b);
+}
+END_TEST
+
 static char late_dir[PATH_MAX];
 
 /* The host mounts a tmpfs after a spare's base was built. */
@@ -1562,6 +1685,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, test_spare_join);
         tcase_add_test(tc, test_root_dir);
         tcase_add_loop_test(tc, test_rootless, 0, 2);
+        tcase_add_loop_test(tc, test_make_socket, 0, 2);
         tcase_add_test(tc, test_prebuilt_spare);
         tcase_add_loop_test(tc, test_ptys, 0, 2);
         tcase_add_loop_test(tc, test_warm_claim, 0, 2);

@@ -224,11 +224,12 @@ enum {
         F_GET = 23,
         F_SET_TIMEOUT = 24,
         F_HISTORY = 25,
+        F_OPEN_PORT = 35,
 };
 
 /* Every request that names a sandbox (its sandbox_id is field 1 in each), with what it
  * needs besides to be well-formed, in field 2. */
-enum extra { X_NONE, X_PATH, X_ARGV, X_COMMAND, X_TIMEOUT };
+enum extra { X_NONE, X_PATH, X_ARGV, X_COMMAND, X_TIMEOUT, X_PORT };
 static const struct kind {
         const char *name;
         unsigned field;
@@ -249,6 +250,7 @@ static const struct kind {
         {"GetSandbox", F_GET, X_NONE, 0, 1},
         {"SetTimeout", F_SET_TIMEOUT, X_TIMEOUT, 0, 0},
         {"GetHistory", F_HISTORY, X_NONE, 0, 1},
+        {"OpenPort", F_OPEN_PORT, X_PORT, 0, 0},
 };
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -272,6 +274,9 @@ static void send_kind(struct peer *p, uint64_t rid, const struct kind *k, const 
                 break;
         case X_TIMEOUT:
                 w_uint(&b, 2, 60000);
+                break;
+        case X_PORT:
+                w_uint(&b, 2, 8080);
                 break;
         }
         send_body(p, rid, k->field, &b);
@@ -605,14 +610,14 @@ START_TEST(unknown_field_closes) {
                       "unknown field 1000 in sbx.v1.Request", "the connection is closed");
         expect_closed(&p[0]);
 
-        /* Field 35: the next body number, which this daemon does not know. */
+        /* Field 37: a body number beyond those this daemon knows. */
         memset(&w, 0, sizeof(w));
         memset(&b, 0, sizeof(b));
         w_uint(&w, 1, 6);
-        w_sub(&w, 35, &b);
+        w_sub(&w, 37, &b);
         peer_send_frame(&K, &p[1], w.b, w.n);
         expect_status(&p[1], 0, SBX__V1__CODE__INVALID_ARGUMENT,
-                      "unknown field 35 in sbx.v1.Request", NULL);
+                      "unknown field 37 in sbx.v1.Request", NULL);
         expect_closed(&p[1]);
 
         /* Field 9 of Hello. */
@@ -855,6 +860,45 @@ START_TEST(hello) {
 END_TEST
 
 /* ---- sandboxes by id ---------------------------------------------------------------- */
+
+/* OpenPort out of its bounds: no port, port 0 and 70000, an address that is not the
+ * sandbox's loopback; each answered INVALID_ARGUMENT naming the field and its bound,
+ * before the sandbox is looked up, and the connection goes on. */
+START_TEST(open_port_malformed) {
+        static const struct {
+                int has_port;
+                uint32_t port;
+                const char *address, *want;
+        } bad[] = {
+                {0, 0, NULL, "port 0 is out of its bounds (1 to 65535)"},
+                {1, 0, NULL, "port 0 is out of its bounds (1 to 65535)"},
+                {1, 70000, NULL, "port 70000 is out of its bounds (1 to 65535)"},
+                {1, 8080, "10.0.0.1", "address '10.0.0.1' is not one of the sandbox's loopback"},
+                {1, 8080, "localhost", "address 'localhost' is not one of"},
+                {1, 8080, "::2", "(\"127.0.0.1\" or \"::1\")"},
+        };
+        struct peer p;
+        size_t i;
+
+        begin();
+        open_caller(&p);
+        for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct wbuf b = {.n = 0};
+                char *msg;
+                w_str(&b, 1, "mine");
+                if (bad[i].has_port)
+                        w_uint(&b, 2, bad[i].port);
+                if (bad[i].address)
+                        w_str(&b, 3, bad[i].address);
+                send_body(&p, i + 1, F_OPEN_PORT, &b);
+                msg = status_text(&p, i + 1, SBX__V1__CODE__INVALID_ARGUMENT);
+                ck_assert_msg(strstr(msg, bad[i].want), "case %zu: '%s'", i, msg);
+                free(msg);
+        }
+        expect_served(&p, 100);
+        end(&p, 1);
+}
+END_TEST
 
 START_TEST(missing_sandbox_id) {
         struct peer p;
@@ -1361,6 +1405,7 @@ static Suite *make_suite(void) {
         tcase_set_timeout(tc, 30);
         tcase_add_test(tc, hello);
         tcase_add_test(tc, missing_sandbox_id);
+        tcase_add_test(tc, open_port_malformed);
         tcase_add_test(tc, unknown_or_foreign_id_not_found);
         tcase_add_test(tc, ended_sandbox_on_record);
         tcase_add_test(tc, cancel_disallowed_signal);

@@ -328,6 +328,7 @@ END_TEST
 
 /* The commands table of schemas 1 and 2 (1 also had commands_unfinished), as released. */
 static const char commands_before_3[] =
+        "DROP TABLE forwards;"    /* schema 9 */
         "DROP TABLE connections;" /* schema 6 */
         "DROP TABLE uid_owners;"
         "DROP TABLE commands;"
@@ -358,6 +359,7 @@ static const char commands_before_3[] =
 
 /* The commands table of schemas 3 and 4, as released (schema 5 added queued_ms). */
 static const char commands_schema_4[] =
+        "DROP TABLE forwards;"    /* schema 9 */
         "DROP TABLE connections;" /* schema 6 */
         "DROP TABLE commands;"
         "CREATE TABLE commands ("
@@ -1376,8 +1378,8 @@ START_TEST(test_command_background) {
         store_close(s);
 
         /* Back to schema 6 as released (no column), then opened again. */
-        raw_exec(path, "ALTER TABLE commands DROP COLUMN tty; ALTER TABLE commands DROP COLUMN "
-                       "background; PRAGMA user_version = 6;");
+        raw_exec(path, "DROP TABLE forwards; ALTER TABLE commands DROP COLUMN tty; ALTER TABLE "
+                       "commands DROP COLUMN background; PRAGMA user_version = 6;");
         s = open_ok(path);
         ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
         ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM pragma_table_info('commands') "
@@ -2401,6 +2403,102 @@ START_TEST(test_connections) {
 }
 END_TEST
 
+struct fwd_seen {
+        int n;
+        uint64_t seq[8];
+        int64_t closed[8];
+        uint64_t in[8], out[8];
+        char reason[8][64], name[8][32];
+};
+
+static int collect_fwd(const struct store_forward *f, void *ud) {
+        struct fwd_seen *k = ud;
+
+        ck_assert_int_lt(k->n, 8);
+        ck_assert_str_eq(f->sandbox_id, "a");
+        k->seq[k->n] = f->seq;
+        k->closed[k->n] = f->closed_ms;
+        k->in[k->n] = f->bytes_in;
+        k->out[k->n] = f->bytes_out;
+        snprintf(k->reason[k->n], sizeof(k->reason[0]), "%s", f->reason ? f->reason : "-");
+        snprintf(k->name[k->n], sizeof(k->name[0]), "%s", f->client_name ? f->client_name : "-");
+        k->n++;
+        return 0;
+}
+
+/* Schema 9: forwards are numbered per sandbox by the store, in the batch; their end and
+ * bytes are recorded; a page reads from after_seq; the open ones of a restarted daemon
+ * are closed with its reason; a database of schema 8 gains the table and keeps its
+ * records. */
+START_TEST(test_forwards) {
+        char path[128];
+        struct store *s;
+        struct store_forward f = {.sandbox_id = "a", .caller_uid = 1000, .caller_pid = 7,
+                                  .client_name = "sbx", .port = 8080, .address = "127.0.0.1",
+                                  .opened_ms = 100};
+        struct fwd_seen k;
+        int i;
+
+        tmp_path(path, sizeof(path), "fwd.db");
+        s = open_ok(path);
+        insert_sandbox(s, "a", 1000, "ready", 1);
+        insert_sandbox(s, "b", 1000, "ready", 2);
+        for (i = 1; i <= 3; i++) {
+                ck_assert_int_eq(store_forward_insert(s, &f), 0);
+                ck_assert_uint_eq(f.seq, (uint64_t)i);
+        }
+        f.sandbox_id = "b";
+        ck_assert_int_eq(store_forward_insert(s, &f), 0);
+        ck_assert_uint_eq(f.seq, 1); /* per sandbox */
+        f.sandbox_id = "a";
+        f.seq = 2;
+        f.closed_ms = 200;
+        f.bytes_in = 11;
+        f.bytes_out = 22;
+        f.reason = "closed";
+        ck_assert_int_eq(store_forward_finish(s, &f), 0);
+        f.seq = 9;
+        ck_assert_int_eq(store_forward_finish(s, &f), -ENOENT);
+        f.address = NULL;
+        ck_assert_int_eq(store_forward_insert(s, &f), -EINVAL);
+        f.address = "::1";
+        f.sandbox_id = "nobody";
+        ck_assert_int_lt(store_forward_insert(s, &f), 0);
+        ck_assert_int_eq(store_commit(s), 0);
+        memset(&k, 0, sizeof(k));
+        ck_assert_int_eq(store_forwards(s, "a", 1, 2, collect_fwd, &k), 2);
+        ck_assert_uint_eq(k.seq[0], 2);
+        ck_assert_int_eq(k.closed[0], 200);
+        ck_assert_uint_eq(k.in[0], 11);
+        ck_assert_uint_eq(k.out[0], 22);
+        ck_assert_str_eq(k.reason[0], "closed");
+        ck_assert_str_eq(k.name[0], "sbx");
+        ck_assert_uint_eq(k.seq[1], 3);
+        ck_assert_int_eq(k.closed[1], 0);
+        ck_assert_int_eq(store_forwards(s, "a", 0, 0, collect_fwd, &k), -EINVAL);
+        ck_assert_int_eq(store_forwards_close_open(s, "a", 300, "the daemon restarted"), 2);
+        memset(&k, 0, sizeof(k));
+        ck_assert_int_eq(store_forwards(s, "a", 0, 10, collect_fwd, &k), 3);
+        ck_assert_int_eq(k.closed[0], 300);
+        ck_assert_str_eq(k.reason[0], "the daemon restarted");
+        ck_assert_str_eq(k.reason[1], "closed");
+        store_close(s);
+
+        /* Back to schema 8 (no table), opened again: the table comes, nothing else goes. */
+        raw_exec(path, "DROP TABLE forwards; PRAGMA user_version = 8;");
+        s = open_ok(path);
+        ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM forwards"), 0);
+        ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM sandboxes"), 2);
+        f.sandbox_id = "a";
+        f.address = "::1";
+        ck_assert_int_eq(store_forward_insert(s, &f), 0);
+        ck_assert_uint_eq(f.seq, 1);
+        ck_assert_int_eq(store_commit(s), 0);
+        store_close(s);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------ */
 
 /* Each test in its own test case: its own temporary directory, its own timeout. */
@@ -2433,6 +2531,7 @@ static Suite *make_suite(void) {
         ADD_TEST(s, test_command_queued_ms, 30);
         ADD_TEST(s, test_upgrade_from_4, 30);
         ADD_TEST(s, test_connections, 30);
+        ADD_TEST(s, test_forwards, 30);
         ADD_TEST(s, test_command_background, 30);
         ADD_TEST(s, test_checkpoint_off_loop, 120);
         ADD_TEST(s, test_crash_sigkill, 120);

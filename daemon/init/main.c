@@ -490,6 +490,9 @@ static void send_ready(int chan, struct util_err *err, struct util_warnings *war
                 ready.has_init_host_pid = 1;
                 ready.init_host_pid = host_pid;
         }
+        /* This init answers MakeSocket (serve.c). */
+        ready.has_sockets = ready.ok;
+        ready.sockets = ready.ok;
         if (ready.ok && proxy_fd >= 0) {
                 ready.has_proxy_listener = 1;
                 ready.proxy_listener = 1;

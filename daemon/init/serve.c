@@ -1,4 +1,5 @@
-/* serve.c: PID 1's poll() loop: Start, Signal, reaping, Started/StartFailed/Exited.
+/* serve.c: PID 1's poll() loop: Start, Signal, MakeSocket, reaping, Started/StartFailed/
+ * Exited/SocketMade.
  *
  * Owns the table of running commands, from their start (spawn_start returns once the
  * child has called execve) to their leader's reaping (Exited). A failed start,
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -407,6 +409,29 @@ static void handle_signal(const Sbx__Init__V1__Signal *s) {
         kill(-c->pid, sig);
 }
 
+/* MakeSocket: an unconnected TCP socket of our network namespace (the sandbox's) for
+ * the daemon, which connects it to a port of the sandbox's loopback. Answered always:
+ * SocketMade with the socket, or with socket(2)'s errno and none. Our copy is closed
+ * once sent: PID 1 keeps nothing of it. */
+static void handle_make_socket(const Sbx__Init__V1__MakeSocket *ms) {
+        Sbx__Init__V1__FromInit m = SBX__INIT__V1__FROM_INIT__INIT;
+        Sbx__Init__V1__SocketMade made = SBX__INIT__V1__SOCKET_MADE__INIT;
+        int family = ms->has_ipv6 && ms->ipv6 ? AF_INET6 : AF_INET;
+        int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, IPPROTO_TCP);
+
+        made.has_socket_id = 1;
+        made.socket_id = ms->socket_id;
+        if (fd < 0) {
+                made.has_error_errno = 1;
+                made.error_errno = errno;
+        }
+        m.body_case = SBX__INIT__V1__FROM_INIT__BODY_SOCKET_MADE;
+        m.socket_made = &made;
+        send_msg_fds(&m, &fd, fd >= 0 ? 1 : 0);
+        if (fd >= 0)
+                close(fd);
+}
+
 static void reap(int sigfd) {
         struct signalfd_siginfo si[8];
         struct rusage ru;
@@ -509,6 +534,9 @@ static int handle_channel(void) {
         case SBX__INIT__V1__TO_INIT__BODY_CLAIM:
                 r = handle_claim(m->claim, fds, &nfds);
                 break;
+        case SBX__INIT__V1__TO_INIT__BODY_MAKE_SOCKET:
+                handle_make_socket(m->make_socket);
+                break;
         default:
                 util_log(UTIL_LOG_WARNING, "ignoring an unexpected message (case %d)",
                          (int)m->body_case);
@@ -543,6 +571,7 @@ static void send_adopted(void) {
         rd.init_host_pid = config->host_pid;
         /* The egress proxy's listener again: the new daemon's proxy takes over. */
         rd.has_proxy_listener = rd.proxy_listener = config->proxy_fd >= 0;
+        rd.has_sockets = rd.sockets = 1;
         m.body_case = SBX__INIT__V1__FROM_INIT__BODY_READY;
         m.ready = &rd;
         send_msg_fds(&m, &config->proxy_fd, config->proxy_fd >= 0 ? 1 : 0);

@@ -36,7 +36,8 @@ struct serve_config {
 int serve_signals_init(void);
 
 /* Serves the channel chan: Start starts a command (spawn.c) and answers StartFailed,
- * or Started when the Start asks for it (ack), Signal signals a command's process group, Claim
+ * or Started when the Start asks for it (ack), Signal signals a command's process group, MakeSocket answers
+ * SocketMade with an unconnected TCP socket of the sandbox's network namespace, Claim
  * applies the owner's ptys and the filter (cfg->claim), renames the host and hands over the
  * adoption socket (cfg is updated), and every child is reaped
  * with an Exited for command leaders. Unknown ids and malformed messages are ignored
