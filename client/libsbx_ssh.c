@@ -553,6 +553,15 @@ char *ssh_link_explain(struct ssh_link *l, int wait_ms) {
         return r < 0 ? NULL : m;
 }
 
+bool ssh_link_reap(struct ssh_link *l) {
+        if (l->err_fd >= 0)
+                ssh_link_drain(l);
+        if (!reap(l, false))
+                return false;
+        ssh_link_close(l, 0);
+        return true;
+}
+
 void ssh_link_close(struct ssh_link *l, int grace_ms) {
         if (l->pid && !l->reaped && !wait_exit(l, now_ms() + grace_ms)) {
                 (void)kill(l->pid, SIGTERM);

@@ -51,6 +51,10 @@ void ssh_link_drain(struct ssh_link *l);
  * a word) or memory ran out. */
 char *ssh_link_explain(struct ssh_link *l, int wait_ms);
 
+/* True when the link has nothing open any more: ssh had exited and is now reaped (its
+ * stderr read and closed), or there was none. Never blocks. */
+bool ssh_link_reap(struct ssh_link *l);
+
 /* Ends the link after the caller closed its end of the connection: gives ssh grace_ms to
  * exit by itself, then SIGTERM, then SIGKILL (to its pid only), and reaps it. Accepts a
  * link with nothing open. */
