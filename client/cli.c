@@ -124,7 +124,7 @@ static const struct command commands[] = {
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},
         {"dial-stdio", cmd_dial_stdio, "dial-stdio",
-         "connect stdin and stdout to the daemon's socket until either side ends: what\n"
+         "connect stdin and stdout to the daemon's socket until both sides ended: what\n"
          "      a client with --socket ssh://HOST runs on HOST through ssh"},
         {"mcp", cmd_mcp,
          "mcp [--sandbox ID | [CREATE OPTIONS] [--keep]] [--default-command-timeout SECS]\n"

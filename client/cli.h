@@ -239,6 +239,17 @@ void json_enforcement(struct json *j, const struct sbx_enforcement *e, size_t n)
 /* Prints the document and a newline, and frees it. Returns 0, or -EIO when writing
  * failed (-ENOMEM when memory ran out while it was built); errno says why. */
 int json_finish(struct json *j);
+/* Copies bytes both ways (cli_relay.c) between a client side (read from client_in,
+ * written to client_out: the same socket, or stdin and stdout) and a far socket, until
+ * both directions have ended, each end passed on as a half-close (shutdown SHUT_WR; an
+ * output that is not a socket is closed instead). When the client's output stops taking
+ * bytes (EPIPE, ECONNRESET) the copy ends there; when the far side's does, the copy
+ * from the client stops and the far side's last bytes are still delivered. The
+ * descriptors are made non-blocking meanwhile and left as they were (but one closed).
+ * Blocks the calling thread. 0, or -errno of a failure (-ENOMEM, a poll or write
+ * error). The caller ignores SIGPIPE. */
+int relay_copy(int client_in, int client_out, int far);
+
 #endif
 
 /* Bytes as valid UTF-8: a new NUL-terminated copy of data[0..len) in which each maximal
@@ -353,5 +364,16 @@ int cmd_mcp(struct cli *cli, int argc, char **argv);
  * first chunk is atomic). Returns an sbx_code (the failure is left on c). */
 enum sbx_code cli_write_file(sbx_client *c, const char *id, const char *path, const uint8_t *data,
                              size_t len, uint32_t mode, unsigned flags);
+
+/* Copies bytes both ways (cli_relay.c) between a client side (read from client_in,
+ * written to client_out: the same socket, or stdin and stdout) and a far socket, until
+ * both directions have ended, each end passed on as a half-close (shutdown SHUT_WR; an
+ * output that is not a socket is closed instead). When the client's output stops taking
+ * bytes (EPIPE, ECONNRESET) the copy ends there; when the far side's does, the copy
+ * from the client stops and the far side's last bytes are still delivered. The
+ * descriptors are made non-blocking meanwhile and left as they were (but one closed).
+ * Blocks the calling thread. 0, or -errno of a failure (-ENOMEM, a poll or write
+ * error). The caller ignores SIGPIPE. */
+int relay_copy(int client_in, int client_out, int far);
 
 #endif

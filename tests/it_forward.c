@@ -14,6 +14,7 @@
 #include "asbob.h"
 #include "itutil.h"
 #include "portserver.h"
+#include "sshd.h"
 #include "sbx.h"
 #include "testutil.h"
 
@@ -152,6 +153,56 @@ START_TEST(another_users_sandbox_is_not_found) {
 }
 END_TEST
 
+/* The text of /tmp/after in sandbox id, once the server wrote it (within 10 s). */
+static char *after_text(sbx_client *c, const char *id) {
+        struct sbx_result *r = it_sh(c, id, 30000,
+                                     "for i in $(seq 100); do test -e /tmp/after && break; "
+                                     "sleep 0.1; done; cat /tmp/after");
+        char *t = strndup((const char *)r->stdout_data, r->stdout_len);
+
+        sbx_result_free(r);
+        return t;
+}
+
+/* `sbx dial-stdio` carries a stream of OpenPort both ways with half-close: after the
+ * server said "bye" and ended its side, what the client goes on uploading still reaches
+ * it, and dial-stdio exits 0 once both sides ended. */
+START_TEST(dial_stdio_uploads_after_the_server_closed) {
+        Sbx__V1__Request req = SBX__V1__REQUEST__INIT;
+        Sbx__V1__OpenPort op = SBX__V1__OPEN_PORT__INIT;
+        struct it_daemon d;
+        sbx_client *c = serving(&d, _i, NULL, "web");
+        size_t n;
+        char *in;
+        int fd, efd, st;
+        pid_t pid = spawn_dial(d.sock, &fd, &efd);
+
+        req.has_request_id = 1;
+        req.request_id = 1;
+        op.sandbox_id = (char *)"web";
+        op.has_port = 1;
+        op.port = PORT;
+        req.body_case = SBX__V1__REQUEST__BODY_OPEN_PORT;
+        req.open_port = &op;
+        it_raw_send(fd, &req);
+        send_text(fd, "CLOSE\n");
+        in = read_to_end(fd, &n); /* PortOpened's frame, then the server's words */
+        ck_assert_msg(n > 4 && strcmp(in + n - 4, "bye\n") == 0, "%s", in);
+        free(in);
+        send_text(fd, "uploaded after the end");
+        ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+        in = after_text(c, "web");
+        ck_assert_str_eq(in, "uploaded after the end");
+        free(in);
+        close(fd);
+        close(efd);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("forward");
         TCase *tc = tcase_create("forward");
@@ -161,6 +212,7 @@ static Suite *make_suite(void) {
         tcase_add_loop_test(tc, open_port_gives_the_stream, 0, 2);
         tcase_add_loop_test(tc, open_port_errors_are_typed, 0, 2);
         tcase_add_test(tc, another_users_sandbox_is_not_found);
+        tcase_add_loop_test(tc, dial_stdio_uploads_after_the_server_closed, 0, 2);
         suite_add_tcase(s, tc);
         return s;
 }
