@@ -7,8 +7,13 @@
  * (shutdown SHUT_WR), which sbxd takes as the client going away from a framed
  * connection, and which a stream of OpenPort passes on to the sandbox's server; the end
  * of the daemon's side ends stdout, while stdin goes on being copied (a stream may go on
- * uploading after the server half-closed). It ends early when the daemon's socket stops
- * taking bytes (then its last bytes are still delivered) or stdout's reader went away. The daemon
+ * uploading after the server half-closed). It ends early when the daemon closed its
+ * socket altogether (it restarted: the client must see the pipe closed to reconnect),
+ * when the daemon's socket stops taking bytes (then its last bytes are still delivered)
+ * or stdout's reader went away. With --end-with-daemon it ends with the daemon's side:
+ * what libsbx asks for a stream of sbx_open_port over ssh://, because ssh cannot pass a
+ * half-close of the remote stdout on to a client whose stdin and stdout are one socket
+ * (it closes its copy of stdout, and the socket stays open through stdin). The daemon
  * sees this process, so the ssh user, as its peer. It never writes anything but the
  * daemon's bytes on stdout; failures are one line on stderr and exit status 125, as
  * everywhere in sbx. Unlike the other commands it does not go through libsbx, which
@@ -52,13 +57,18 @@ static int dial(const char *path, int *ret_fd) {
 }
 
 int cmd_dial_stdio(struct cli *cli, int argc, char **argv) {
-        static const struct cli_opt none[] = {{NULL, false, 0}};
+        static const struct cli_opt spec[] = {{"end-with-daemon", false, 0}, {NULL, false, 0}};
+        bool end_with_daemon = false;
         char path[SBX_PATH_MAX_BYTES];
         struct cli_opts p;
         int k, fd = -1, status, r;
 
-        cli_opts_init(&p, cli, argc, argv, none);
+        cli_opts_init(&p, cli, argc, argv, spec);
         while ((k = cli_opts_next(&p)) != CLI_OPT_END) {
+                if (k == 0) {
+                        end_with_daemon = true;
+                        continue;
+                }
                 if (k == CLI_OPT_HELP) {
                         cli_usage(stdout, "dial-stdio");
                         return 0;
@@ -82,7 +92,7 @@ int cmd_dial_stdio(struct cli *cli, int argc, char **argv) {
                 return status;
         /* A write to a peer that went away must be an error to handle, not a signal. */
         signal(SIGPIPE, SIG_IGN);
-        r = relay_copy(STDIN_FILENO, STDOUT_FILENO, fd);
+        r = relay_copy(STDIN_FILENO, STDOUT_FILENO, fd, end_with_daemon);
         close(fd);
         if (r < 0)
                 return cli_error(SBX_UNAVAILABLE,

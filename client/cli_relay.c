@@ -78,19 +78,26 @@ static void pump_poll(const struct pump *p, struct pollfd *in, struct pollfd *ou
                 *out = (struct pollfd){.fd = p->to, .events = POLLOUT};
 }
 
-/* The loop of relay_copy over the two directions. */
-static int relay_loop(struct pump *up, struct pump *down) {
+/* The loop of relay_copy over the two directions. Once the far side's direction has
+ * ended, its socket is still watched for a hang-up (POLLHUP: the far side closed
+ * altogether, a daemon that restarted, not a half-close), which ends the copy at once:
+ * a client that then writes must find the pipe closed, not a copy that swallows its
+ * bytes. With end_with_far the far side's end ends the copy. */
+static int relay_loop(struct pump *up, struct pump *down, bool end_with_far) {
         int r = 0;
 
-        while (!(up->done && down->done)) {
-                struct pollfd p[4];
+        while (!(up->done && down->done) && !(end_with_far && down->done)) {
+                struct pollfd p[5];
                 pump_poll(up, &p[0], &p[1]);
                 pump_poll(down, &p[2], &p[3]);
-                if (poll(p, 4, -1) < 0) {
+                p[4] = (struct pollfd){.fd = down->done ? down->from : -1};
+                if (poll(p, 5, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return -errno;
                 }
+                if (p[4].revents & (POLLHUP | POLLERR))
+                        return 0;
                 r = pump_step(up, p[0].revents, p[1].revents);
                 if (r == -EPIPE) /* the far side stopped reading: it closed */
                         r = 0, up->eof = up->done = true, up->len = up->off = 0;
@@ -117,7 +124,7 @@ static void restore_flags(int fd, int saved) {
                 (void)fcntl(fd, F_SETFL, saved);
 }
 
-int relay_copy(int client_in, int client_out, int far) {
+int relay_copy(int client_in, int client_out, int far, bool end_with_far) {
         struct pump *up = malloc(sizeof(*up)), *down = malloc(sizeof(*down));
         int saved[3], r;
 
@@ -131,7 +138,7 @@ int relay_copy(int client_in, int client_out, int far) {
         saved[0] = set_nonblock(client_in);
         saved[1] = client_out == client_in ? -1 : set_nonblock(client_out);
         saved[2] = set_nonblock(far);
-        r = relay_loop(up, down);
+        r = relay_loop(up, down, end_with_far);
         restore_flags(client_in, saved[0]);
         if (!down->closed)
                 restore_flags(client_out, saved[1]);

@@ -55,7 +55,9 @@ struct sbx_client {
         char *message;    /* last failure, NULL after success */
         bool message_oom; /* the last failure's message could not be allocated */
         int err;
-        bool exact_reads;          /* never receive past the frame being read (OpenPort) */
+        /* A connection that becomes a stream (OpenPort): reads never go past the frame
+         * being read, and over ssh the remote dial-stdio ends with the daemon's side. */
+        bool exact_reads;
         struct ssh_link *streams;  /* ssh children of the streams sbx_open_port gave out */
         size_t n_streams;
 };

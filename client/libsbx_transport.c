@@ -804,7 +804,7 @@ static enum sbx_code connect_fail(sbx_client *c, int err) {
  * becomes c->fd. */
 static enum sbx_code open_ssh(sbx_client *c, int *ret_fd) {
         char *msg = NULL;
-        int r = ssh_link_open(&c->ssh, c->socket_path, ret_fd, &msg);
+        int r = ssh_link_open(&c->ssh, c->socket_path, c->exact_reads, ret_fd, &msg);
         enum sbx_code code;
 
         if (r == 0)

@@ -899,8 +899,11 @@ void sbx_removed_images_free(struct sbx_removed_images *r);
  * sandbox or per user), SBX_INVALID_ARGUMENT for a bad id, port or address; nothing is
  * left open then.
  *
- * Over ssh:// *ret_fd is a socketpair to a new ssh child (`ssh host sbx dial-stdio`),
- * which c keeps: sbx_open_port reaps, without waiting, the ones that have exited (their
+ * Over ssh:// *ret_fd is a socketpair to a new ssh child (`ssh host sbx dial-stdio
+ * --end-with-daemon`; the remote sbx must know that option). ssh cannot pass a half-close
+ * from the server on to one socket, so there the server's end of its side ends the whole
+ * stream (the caller reads its end; what it writes after is refused), while the
+ * caller's half-close reaches the server as on a Unix socket. c keeps the ssh child: sbx_open_port reaps, without waiting, the ones that have exited (their
  * stream was closed at both ends), and sbx_close(c) ends the rest (a second for all of
  * them to end by themselves, then each is terminated), so close c only after the
  * streams. Like every call on one client, sbx_open_port must not be called on c from
