@@ -613,6 +613,7 @@ _PROTOTYPES = {
     "sbx_image_export": (c_int, [_client_p, c_char_p, c_int, _pp(Image)]),
     "sbx_fork": (c_int, [_client_p, c_char_p, POINTER(ForkOpts), _pp(Fork)]),
     "sbx_fork_free": (None, [POINTER(Fork)]),
+    "sbx_open_port": (c_int, [_client_p, c_char_p, c_uint32, c_char_p, POINTER(c_int)]),
 }
 
 # ---- loading --------------------------------------------------------------------------
