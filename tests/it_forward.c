@@ -61,6 +61,19 @@ static void send_text(int fd, const char *s) {
         ck_assert_int_eq(send(fd, s, strlen(s), MSG_NOSIGNAL), (ssize_t)strlen(s));
 }
 
+/* The client's half-close on fd (a stream, or a connection through a forward) reaches
+ * the server, and its answer comes back after it; fd is closed. */
+static void echo_half_closed(int fd) {
+        char *in;
+
+        send_text(fd, "ECHO\nabc");
+        ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+        in = read_to_end(fd, NULL);
+        ck_assert_str_eq(in, "abcEND 3\n");
+        free(in);
+        close(fd);
+}
+
 /* The stream is a plain blocking, close-on-exec descriptor: an HTTP exchange, ::1, a
  * half-close passed on both ways; the bytes a server writes as soon as it accepts come
  * out of the stream (libsbx never read past the answer); the client's own connection
@@ -69,7 +82,7 @@ START_TEST(open_port_gives_the_stream) {
         struct it_daemon d;
         sbx_client *c = serving(&d, _i, NULL, "web");
         struct sbx_sandbox *s = NULL;
-        char buf[8] = {0}, *in;
+        char buf[8] = {0};
         int fd;
 
         fd = open_ok(c, "web", PORT, NULL);
@@ -89,13 +102,7 @@ START_TEST(open_port_gives_the_stream) {
         send_text(fd, "GET /six HTTP/1.0\n\n");
         expect_http(fd, "/six");
 
-        fd = open_ok(c, "web", PORT, NULL);
-        send_text(fd, "ECHO\nabc");
-        ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
-        in = read_to_end(fd, NULL);
-        ck_assert_str_eq(in, "abcEND 3\n");
-        free(in);
-        close(fd);
+        echo_half_closed(open_ok(c, "web", PORT, NULL));
 
         ck_assert_int_eq(sbx_get(c, "web", &s), SBX_OK);
         sbx_sandbox_free(s);
@@ -547,20 +554,6 @@ START_TEST(port_forward_failures_and_end) {
 }
 END_TEST
 
-/* The client's half-close reaches the server through the forward, and its answer
- * comes back after it. */
-static void echo_half_closed(int port) {
-        int fd = dial_local(port);
-        char *in;
-
-        send_text(fd, "ECHO\nabc");
-        ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
-        in = read_to_end(fd, NULL);
-        ck_assert_str_eq(in, "abcEND 3\n");
-        free(in);
-        close(fd);
-}
-
 /* Over ssh:// (a real sshd, `sbx dial-stdio` on the far side): sbx_open_port's streams
  * are socketpairs to ssh children that the client reaps and ends; `sbx port-forward`
  * serves curl (the server's end reaches it) and passes the client's half-close on;
@@ -593,7 +586,7 @@ START_TEST(forward_over_ssh) {
 
         fwd_start(&f, sd.url, 1, args);
         curl_through(&f, "/curl-ssh");
-        echo_half_closed(f.port[0]);
+        echo_half_closed(dial_local(f.port[0]));
         fwd_stop(&f);
         dial_procs_end(&d);
         sbx_close(c);
