@@ -357,6 +357,7 @@ static int listen_all(struct forward *f) {
  * and read from a signalfd by serve(); SIGPIPE ignored. The signalfd, or -errno. */
 static int take_signals(void) {
         sigset_t set;
+        int fd;
 
         signal(SIGPIPE, SIG_IGN);
         sigemptyset(&set);
@@ -364,7 +365,8 @@ static int take_signals(void) {
         sigaddset(&set, SIGTERM);
         if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
                 return -EINVAL;
-        return signalfd(-1, &set, SFD_CLOEXEC);
+        fd = signalfd(-1, &set, SFD_CLOEXEC);
+        return fd < 0 ? -errno : fd;
 }
 
 int cmd_port_forward(struct cli *cli, int argc, char **argv) {
@@ -373,13 +375,14 @@ int cmd_port_forward(struct cli *cli, int argc, char **argv) {
 
         if (status)
                 return status < 0 ? 0 : status;
-        if ((status = cli_connect_kept(cli, &f.c)) == 0 && (status = sandbox_check(&f)) == 0 &&
-            (status = listen_all(&f)) == 0) {
-                sigfd = take_signals();
-                status = sigfd < 0 ? cli_error(SBX_INTERNAL, "cannot take signals: %s",
-                                               strerror(-sigfd))
-                                   : serve(&f, sigfd);
-        }
+        /* Signals are taken before the lines are printed: whoever reads them may stop
+         * the forward at once, and it must end cleanly. */
+        sigfd = take_signals();
+        if (sigfd < 0)
+                status = cli_error(SBX_INTERNAL, "cannot take signals: %s", strerror(-sigfd));
+        else if ((status = cli_connect_kept(cli, &f.c)) == 0 &&
+                 (status = sandbox_check(&f)) == 0 && (status = listen_all(&f)) == 0)
+                status = serve(&f, sigfd);
         for (size_t i = 0; i < f.n; i++) {
                 if (f.l[i].fd >= 0)
                         close(f.l[i].fd);

@@ -60,7 +60,8 @@ static enum sbx_code null_arg(sbx_client *c, const char *fn, const char *what) {
                 what);
 }
 
-enum sbx_code libsbx_check_id(sbx_client *c, const char *id) {
+/* Checks the sandbox ID argument of a call; fills the error on c when it is bad. */
+static enum sbx_code check_id(sbx_client *c, const char *id) {
         if (!id)
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no sandbox ID given");
         if (!id_valid(id))
@@ -70,6 +71,10 @@ enum sbx_code libsbx_check_id(sbx_client *c, const char *id) {
                         ". _ -",
                         id, SBX_ID_MAX_BYTES);
         return SBX_OK;
+}
+
+enum sbx_code libsbx_check_id(sbx_client *c, const char *id) {
+        return check_id(c, id);
 }
 
 static enum sbx_code check_path(sbx_client *c, const char *path) {
@@ -149,7 +154,7 @@ static enum sbx_code finish_sandbox(sbx_client *c, enum sbx_code rc, Sbx__V1__Re
 static enum sbx_code check_create_opts(sbx_client *c, const struct sbx_create_opts *o) {
         const struct sbx_policy *p = &o->policy;
 
-        if (o->id && libsbx_check_id(c, o->id) != SBX_OK)
+        if (o->id && check_id(c, o->id) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (!strv_valid(&p->writable_paths) || !strv_valid(&p->denied_read_paths) ||
             !strv_valid(&p->denied_write_paths) || !strv_valid(&p->inherit_environment) ||
@@ -247,7 +252,7 @@ static enum sbx_code sandbox_request_begin(sbx_client *c, const char *id,
         if (ret)
                 *ret = NULL;
         transport_clear_error(c);
-        return libsbx_check_id(c, id) == SBX_OK ? SBX_OK : SBX_INVALID_ARGUMENT;
+        return check_id(c, id) == SBX_OK ? SBX_OK : SBX_INVALID_ARGUMENT;
 }
 
 /* GetSandbox and Terminate: a request with only a sandbox ID, answered with SandboxInfo. */
@@ -441,7 +446,7 @@ static void collected_free(struct collected *k) {
 /* Checks the command options: the sandbox id, exactly one of argv and shell, no NULL
  * in a list, a descriptor for streamed stdin. */
 static enum sbx_code check_exec_opts(sbx_client *c, const char *id, const struct sbx_exec_opts *o) {
-        if (libsbx_check_id(c, id) != SBX_OK)
+        if (check_id(c, id) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (!o)
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command options given");
@@ -613,7 +618,7 @@ static enum sbx_code cancel_command(sbx_client *c, const char *id, const char *c
         if (!c)
                 return SBX_INVALID_ARGUMENT;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK)
+        if (check_id(c, id) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (!command_id || !*command_id)
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
@@ -642,7 +647,7 @@ enum sbx_code sbx_resize(sbx_client *c, const char *id, const char *command_id, 
         if (!c)
                 return SBX_INVALID_ARGUMENT;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK)
+        if (check_id(c, id) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (!command_id || !*command_id)
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
@@ -671,7 +676,7 @@ enum sbx_code sbx_read(sbx_client *c, const char *id, const char *path, uint64_t
                 return null_arg(c, __func__, "ret");
         *ret = NULL;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         rf.sandbox_id = unconst(id);
         rf.path = unconst(path);
@@ -715,7 +720,7 @@ enum sbx_code sbx_write(sbx_client *c, const char *id, const char *path, const v
         if (!c)
                 return SBX_INVALID_ARGUMENT;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (len && !data)
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL,
@@ -762,7 +767,7 @@ enum sbx_code sbx_list_dir(sbx_client *c, const char *id, const char *path, uint
                 return null_arg(c, __func__, "ret");
         *ret = NULL;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         ld.sandbox_id = unconst(id);
         ld.path = unconst(path);
@@ -808,7 +813,7 @@ enum sbx_code sbx_stat(sbx_client *c, const char *id, const char *path,
                 return null_arg(c, __func__, "ret");
         *ret = NULL;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         st.sandbox_id = unconst(id);
         st.path = unconst(path);
@@ -837,7 +842,7 @@ enum sbx_code sbx_mkdir(sbx_client *c, const char *id, const char *path, uint32_
         if (!c)
                 return SBX_INVALID_ARGUMENT;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (mode > 07777)
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL,
@@ -860,7 +865,7 @@ enum sbx_code sbx_remove(sbx_client *c, const char *id, const char *path, int re
         if (!c)
                 return SBX_INVALID_ARGUMENT;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
+        if (check_id(c, id) != SBX_OK || check_path(c, path) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         rm.sandbox_id = unconst(id);
         rm.path = unconst(path);
@@ -894,7 +899,7 @@ static enum sbx_code history_page(sbx_client *c, const char *id, uint64_t after_
         struct exchange k = {.req = &req, .want = SBX__V1__RESPONSE__BODY_HISTORY};
 
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK)
+        if (check_id(c, id) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         gh.sandbox_id = unconst(id);
         gh.has_after_seq = after_seq > 0;
@@ -1097,7 +1102,7 @@ enum sbx_code sbx_attach(sbx_client *c, const char *id, const struct sbx_attach_
                 return null_arg(c, __func__, "ret");
         *ret = NULL;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK)
+        if (check_id(c, id) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (!o || !o->command_id || !*o->command_id)
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no command ID given");
@@ -1146,7 +1151,7 @@ enum sbx_code sbx_send_input(sbx_client *c, const char *id, const char *command_
         if (!c)
                 return SBX_INVALID_ARGUMENT;
         transport_clear_error(c);
-        if (libsbx_check_id(c, id) != SBX_OK)
+        if (check_id(c, id) != SBX_OK)
                 return SBX_INVALID_ARGUMENT;
         if (!command_id || !*command_id || (len && !data))
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL,

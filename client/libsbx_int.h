@@ -114,6 +114,11 @@ static inline char **unconst_v(const char *const *v) {
         return (char **)(uintptr_t)v;
 }
 
+/* ---- libsbx.c: checks the other API files share -------------------------------------- */
+
+/* Checks a sandbox ID argument; fills the error on c when it is bad. */
+enum sbx_code libsbx_check_id(sbx_client *c, const char *id);
+
 /* ---- libsbx_transport.c: the connection ------------------------------------------------ */
 
 /* Clears the last failure of c (a call that succeeds leaves no message behind). */
@@ -156,9 +161,6 @@ enum sbx_code transport_take_stream(sbx_client *c, sbx_client *s, int *ret_fd);
 
 /* Reaps, without waiting, the ssh children of c's streams that have exited. */
 void transport_reap_streams(sbx_client *c);
-
-/* Checks the sandbox ID argument of a call (libsbx.c); fills the error on c when bad. */
-enum sbx_code libsbx_check_id(sbx_client *c, const char *id);
 
 /* ---- libsbx_wire.c: wire messages <-> the structs of sbx.h ---------------------------- */
 
