@@ -1952,7 +1952,7 @@ int files_watch_dir(struct sandbox *sb, const char *path, int ifd, uint32_t mask
         if (r == 0)
                 r = open_final(&fx, &fd, &stx);
         if (r == 0 && !S_ISDIR(stx.stx_mode))
-                r = fail(&fx, -ENOTDIR,
+                r = fail(&fx, -EINVAL,
                          "'%.1024s' in sandbox '%s' is %s, not a directory; watch the directory "
                          "that holds it",
                          fx.path, fx.v->id, type_phrase(stx.stx_mode));

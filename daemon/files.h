@@ -142,7 +142,7 @@ void files_remove_job_free(struct files_remove_job *job);
 typedef int (*files_entry_cb)(void *ud, const char *name, int is_dir);
 
 /* Resolves the directory path in sb's view exactly as the operations above do (as the
- * sandbox user; a hidden path is not found; anything but a directory is -ENOTDIR), then,
+ * sandbox user; a hidden path is not found; anything but a directory is -EINVAL), then,
  * still as that user, adds it to the inotify instance ifd with mask through
  * /proc/self/fd of its O_PATH descriptor (so inotify watches the very directory
  * resolved, and checks the user's read permission), and, when each is non-NULL, lists

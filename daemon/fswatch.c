@@ -420,6 +420,12 @@ static void overflow(struct fswatch *w, const char *path, const char *fmt, ...) 
 static void walk_push(struct fswatch *w, const char *path, int announce) {
         struct walk *k;
 
+        if (strlen(path) > SBX_PATH_MAX_BYTES) {
+                overflow(w, NULL, "a directory's path is longer than %u bytes; changes below it "
+                                  "are not seen",
+                         SBX_PATH_MAX_BYTES);
+                return;
+        }
         if (w->n_dirs + w->n_walk >= SBX_WATCH_MAX_DIRS) {
                 overflow(w, path,
                          "more than %u directories are watched; changes below this one are "
@@ -477,6 +483,7 @@ static void watch_one(struct fswatch *w, const struct walk *k) {
                 r = dir_add(w, wd, k->path) < 0 ? -ENOMEM : r;
         switch (r) {
         case 0:
+        case -EINVAL: /* no longer a directory */
         case -ENOENT:
         case -ENOTDIR:
         case -EACCES:
@@ -554,24 +561,32 @@ void fswatch_resume(struct fswatch *w) {
                 flush(w);
 }
 
-/* Rewrites the paths of the watched directories below from/ to below to/. */
+/* *path with its prefix from replaced by to, when it is from or below it. */
+static void rebase(char **path, const char *from, size_t fl, const char *to) {
+        char np[PATH_CAP];
+        char *c;
+
+        if (strncmp(*path, from, fl) != 0 || ((*path)[fl] != '/' && (*path)[fl] != '\0'))
+                return;
+        if ((size_t)snprintf(np, sizeof(np), "%s%s", to, *path + fl) >= PATH_CAP ||
+            !(c = strdup(np)))
+                return;
+        free(*path);
+        *path = c;
+}
+
+/* Rewrites the paths of the directories watched, or waiting to be, at and below from to
+ * below to. */
 static void dirs_renamed(struct fswatch *w, const char *from, const char *to) {
         size_t fl = strlen(from), i;
+        struct walk *k;
 
+        for (k = w->walk_head; k; k = k->next)
+                rebase(&k->path, from, fl, to);
         for (i = 0; i < DIR_BUCKETS; i++) {
                 struct dir *d;
-                for (d = w->dirs[i]; d; d = d->hnext) {
-                        char np[PATH_CAP];
-                        char *c;
-                        if (strncmp(d->path, from, fl) != 0 ||
-                            (d->path[fl] != '/' && d->path[fl] != '\0'))
-                                continue;
-                        if ((size_t)snprintf(np, sizeof(np), "%s%s", to, d->path + fl) >= PATH_CAP ||
-                            !(c = strdup(np)))
-                                continue;
-                        free(d->path);
-                        d->path = c;
-                }
+                for (d = w->dirs[i]; d; d = d->hnext)
+                        rebase(&d->path, from, fl, to);
         }
 }
 
