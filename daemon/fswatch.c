@@ -175,19 +175,22 @@ static int move_children(struct fswatch_pending *p, const char *from, const char
         return 0;
 }
 
-static int add_renamed(struct fswatch_pending *p, const char *from, const char *to, int is_dir) {
+static void add_renamed(struct fswatch_pending *p, const char *from, const char *to,
+                        int is_dir) {
         struct fswatch_entry *eo = find(p, from), *e;
         char *src = NULL;
-        int modified = 0, r = 0;
+        int modified = 0;
 
         if (eo && eo->kind == SBX__V1__FILE_EVENT_KIND__CREATED) {
-                if (is_dir && move_children(p, from, to) < 0)
-                        goto oom;
+                if (is_dir && move_children(p, from, to) < 0) {
+                        fswatch_pending_overflow(p, "the daemon ran out of memory for changes");
+                        return;
+                }
                 drop(p, eo);
                 if ((e = find(p, to)))
                         drop(p, e);
-                return append(p, SBX__V1__FILE_EVENT_KIND__CREATED, to, NULL, is_dir) ? 0
-                                                                                      : -ENOMEM;
+                (void)append(p, SBX__V1__FILE_EVENT_KIND__CREATED, to, NULL, is_dir);
+                return;
         }
         if (eo && eo->kind == SBX__V1__FILE_EVENT_KIND__RENAMED) {
                 src = eo->old_path;
@@ -198,48 +201,43 @@ static int add_renamed(struct fswatch_pending *p, const char *from, const char *
         if ((e = find(p, to)))
                 drop(p, e);
         if (src && strcmp(src, to) == 0)
-                r = fswatch_pending_add(p, SBX__V1__FILE_EVENT_KIND__MODIFIED, to, NULL, is_dir);
+                fswatch_pending_add(p, SBX__V1__FILE_EVENT_KIND__MODIFIED, to, NULL, is_dir);
         else if ((e = append(p, SBX__V1__FILE_EVENT_KIND__RENAMED, to, src ? src : from, is_dir)))
                 e->modified_after = modified;
-        else
-                r = -ENOMEM;
         free(src);
-        return r;
-oom:
-        fswatch_pending_overflow(p, "the daemon ran out of memory for changes");
-        return -ENOMEM;
 }
 
 /* Applies kind (not RENAMED) to the entry e of its path (NULL: none yet). */
-static int add_simple(struct fswatch_pending *p, struct fswatch_entry *e,
-                      Sbx__V1__FileEventKind kind, const char *path, int is_dir) {
+static void add_simple(struct fswatch_pending *p, struct fswatch_entry *e,
+                       Sbx__V1__FileEventKind kind, const char *path, int is_dir) {
         char *src;
-        int r;
 
-        if (!e)
-                return append(p, kind, path, NULL, is_dir) ? 0 : -ENOMEM;
+        if (!e) {
+                (void)append(p, kind, path, NULL, is_dir);
+                return;
+        }
         switch (e->kind) {
         case SBX__V1__FILE_EVENT_KIND__CREATED:
                 if (kind == SBX__V1__FILE_EVENT_KIND__DELETED)
                         drop(p, e);
-                return 0;
+                return;
         case SBX__V1__FILE_EVENT_KIND__RENAMED:
                 if (kind != SBX__V1__FILE_EVENT_KIND__DELETED) {
                         e->modified_after = 1;
-                        return 0;
+                        return;
                 }
                 src = e->old_path;
                 e->old_path = NULL;
                 drop(p, e);
-                r = fswatch_pending_add(p, kind, src, NULL, is_dir);
+                fswatch_pending_add(p, kind, src, NULL, is_dir);
                 free(src);
-                return r;
+                return;
         case SBX__V1__FILE_EVENT_KIND__DELETED:
                 e->kind = kind == SBX__V1__FILE_EVENT_KIND__DELETED
                                   ? kind
                                   : SBX__V1__FILE_EVENT_KIND__MODIFIED;
                 e->is_dir = is_dir;
-                return 0;
+                return;
         case SBX__V1__FILE_EVENT_KIND__MODIFIED:
         case SBX__V1__FILE_EVENT_KIND__FILE_EVENT_KIND_UNSPECIFIED:
         case _SBX__V1__FILE_EVENT_KIND_IS_INT_SIZE:
@@ -247,16 +245,16 @@ static int add_simple(struct fswatch_pending *p, struct fswatch_entry *e,
         }
         if (kind == SBX__V1__FILE_EVENT_KIND__DELETED)
                 e->kind = kind;
-        return 0;
 }
 
-int fswatch_pending_add(struct fswatch_pending *p, Sbx__V1__FileEventKind kind, const char *path,
-                        const char *old_path, int is_dir) {
+void fswatch_pending_add(struct fswatch_pending *p, Sbx__V1__FileEventKind kind, const char *path,
+                         const char *old_path, int is_dir) {
         if (p->overflow[0])
-                return 0; /* lost anyway: the client re-lists */
+                return; /* lost anyway: the client re-lists */
         if (kind == SBX__V1__FILE_EVENT_KIND__RENAMED)
-                return add_renamed(p, old_path, path, is_dir);
-        return add_simple(p, find(p, path), kind, path, is_dir);
+                add_renamed(p, old_path, path, is_dir);
+        else
+                add_simple(p, find(p, path), kind, path, is_dir);
 }
 
 int fswatch_pending_empty(const struct fswatch_pending *p) {
@@ -396,7 +394,7 @@ static void on_idle(uv_idle_t *h);
 
 static void change(struct fswatch *w, Sbx__V1__FileEventKind kind, const char *path,
                    const char *old_path, int is_dir) {
-        (void)fswatch_pending_add(&w->pending, kind, path, old_path, is_dir);
+        fswatch_pending_add(&w->pending, kind, path, old_path, is_dir);
         arm_timer(w);
 }
 

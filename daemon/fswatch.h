@@ -96,9 +96,9 @@ struct fswatch_pending {
         char overflow[256];                /* non-empty: changes were lost */
 };
 
-/* Records one change (old_path: RENAMED's source, else NULL). 0; or -ENOMEM (then the
- * batch overflows, as past max). */
-int fswatch_pending_add(struct fswatch_pending *p, Sbx__V1__FileEventKind kind, const char *path,
+/* Records one change (old_path: RENAMED's source, else NULL). Past max paths, or out of
+ * memory, the batch overflows instead (fswatch_pending_overflow). */
+void fswatch_pending_add(struct fswatch_pending *p, Sbx__V1__FileEventKind kind, const char *path,
                         const char *old_path, int is_dir);
 /* Marks the batch overflowed (reason, printf style), dropping what it held. */
 void fswatch_pending_overflow(struct fswatch_pending *p, const char *fmt, ...)
