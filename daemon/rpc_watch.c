@@ -183,7 +183,7 @@ static int check_bounds(struct conn *c, uint64_t rid, struct sandbox *sb, uid_t 
 }
 
 /* 0 when the request's own fields are well-formed (*ret_ms the coalescing); else
- * answers and -1. */
+ * answers and -1. The path itself is checked where it is resolved (files.c). */
 static int check_request(struct conn *c, uint64_t rid, const Sbx__V1__WatchFiles *wf,
                          uint32_t *ret_ms) {
         uint32_t ms = wf->has_coalesce_ms ? wf->coalesce_ms : SBX_WATCH_DEFAULT_COALESCE_MS;
@@ -191,12 +191,6 @@ static int check_request(struct conn *c, uint64_t rid, const Sbx__V1__WatchFiles
         if (!wf->path || !wf->path[0]) {
                 conn_send_status(c, rid, SBX__V1__CODE__INVALID_ARGUMENT,
                                  "path is required: the directory to watch, e.g. /workspace");
-                return -1;
-        }
-        if (strlen(wf->path) > SBX_PATH_MAX_BYTES) {
-                conn_send_status(c, rid, SBX__V1__CODE__INVALID_ARGUMENT,
-                                 "path is %zu bytes long, more than the %u allowed",
-                                 strlen(wf->path), SBX_PATH_MAX_BYTES);
                 return -1;
         }
         if (ms < SBX_WATCH_MIN_COALESCE_MS || ms > SBX_WATCH_MAX_COALESCE_MS) {
