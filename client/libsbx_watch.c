@@ -15,7 +15,8 @@ struct sbx_watch {
         Sbx__V1__WatchFiles wf;
         struct exchange k;
         uint64_t id;
-        bool ended;
+        bool ended; /* sbx_watch_next has nothing more to give */
+        bool live;  /* the daemon may still run it: closing must close the connection */
 };
 
 const char *sbx_file_event_kind_name(enum sbx_file_event_kind k) {
@@ -130,7 +131,7 @@ enum sbx_code sbx_watch_open(sbx_client *c, const char *id, const char *path,
         w->k.req = &w->req;
         w->k.want = SBX__V1__RESPONSE__BODY_FILE_EVENTS;
         rc = transport_stream_open(c, &w->k, &w->id);
-        c->streaming = rc == SBX_OK;
+        c->streaming = w->live = rc == SBX_OK;
         /* The first answer says the watch is set up (ready), or why not. */
         while (rc == SBX_OK && !first)
                 rc = sbx_watch_next(w, -1, &first);
@@ -157,6 +158,7 @@ enum sbx_code sbx_watch_next(sbx_watch *w, int64_t timeout_ms, struct sbx_file_e
         rc = transport_stream_next(w->c, &w->k, w->id, timeout_ms, &resp);
         if (rc != SBX_OK) {
                 w->ended = true;
+                w->live = false; /* ended by a status, or its connection is gone */
                 w->c->streaming = false;
         }
         if (rc != SBX_OK || !resp)
@@ -173,7 +175,9 @@ enum sbx_code sbx_watch_next(sbx_watch *w, int64_t timeout_ms, struct sbx_file_e
 void sbx_watch_close(sbx_watch *w) {
         if (!w)
                 return;
-        w->c->streaming = false;
-        transport_stream_close(w->c);
+        if (w->live) {
+                w->c->streaming = false;
+                transport_stream_close(w->c);
+        }
         free(w);
 }

@@ -936,8 +936,9 @@ enum sbx_code sbx_watch_open(sbx_client *c, const char *id, const char *path,
  * connection was lost; then only sbx_watch_close is left to call. */
 enum sbx_code sbx_watch_next(sbx_watch *w, int64_t timeout_ms, struct sbx_file_events **ret);
 
-/* Ends the watch: its connection is closed, which stops it in the daemon (the client's
- * next call makes a new connection), and frees w. Accepts NULL. */
+/* Ends the watch and frees w: a watch still running is stopped by closing the client's
+ * connection (the daemon drops it then; the client's next call makes a new connection).
+ * Accepts NULL. */
 void sbx_watch_close(sbx_watch *w);
 
 /* "created", "modified", "deleted", "renamed", or "unknown". */

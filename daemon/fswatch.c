@@ -446,7 +446,7 @@ static void walk_push(struct fswatch *w, const char *path, int announce) {
                 w->walk_head = k;
         w->walk_tail = k;
         w->n_walk++;
-        if (w->open_handles && !uv_is_active((uv_handle_t *)&w->idle))
+        if (!w->failed && w->open_handles && !uv_is_active((uv_handle_t *)&w->idle))
                 uv_idle_start(&w->idle, on_idle);
 }
 
@@ -548,7 +548,7 @@ static void on_timer(uv_timer_t *t) {
 }
 
 static void arm_timer(struct fswatch *w) {
-        if (!w->open_handles || w->timer_running || w->held || fswatch_pending_empty(&w->pending))
+        if (w->failed || !w->open_handles || w->timer_running || w->held || fswatch_pending_empty(&w->pending))
                 return;
         w->timer_running = 1;
         uv_timer_start(&w->timer, on_timer, w->coalesce_ms, 0);
@@ -710,7 +710,8 @@ static void on_poll(uv_poll_t *h, int status, int events) {
                         one_event(w, ev);
                         p += sizeof(*ev) + ev->len;
                 }
-                settle_move(w);
+                if (!w->failed)
+                        settle_move(w);
         }
 }
 
