@@ -132,9 +132,17 @@ enum sbx_code sbx_watch_open(sbx_client *c, const char *id, const char *path,
         w->k.want = SBX__V1__RESPONSE__BODY_FILE_EVENTS;
         rc = transport_stream_open(c, &w->k, &w->id);
         c->streaming = w->live = rc == SBX_OK;
-        /* The first answer says the watch is set up (ready), or why not. */
-        while (rc == SBX_OK && !first)
-                rc = sbx_watch_next(w, -1, &first);
+        /* The first answer says the watch is set up (ready), or why not; the call
+         * timeout bounds the wait for it. */
+        while (rc == SBX_OK && !first) {
+                rc = sbx_watch_next(w, c->call_timeout_ms ? (int64_t)c->call_timeout_ms : -1,
+                                    &first);
+                if (rc == SBX_OK && !first)
+                        rc = transport_fail(c, SBX_UNAVAILABLE, ETIMEDOUT,
+                                            "sbxd did not set the watch up within %llu ms (the "
+                                            "call timeout)",
+                                            (unsigned long long)c->call_timeout_ms);
+        }
         if (rc != SBX_OK) {
                 sbx_watch_close(w);
                 return rc;

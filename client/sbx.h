@@ -920,7 +920,7 @@ typedef struct sbx_watch sbx_watch;
 
 /* Watches the directory path of sandbox id (resolved as sbx_read_file resolves it: a
  * relative path is below /workspace; nothing outside the sandbox's view). Returns once
- * the watch is set up: every change after it is seen. *ret: the watch, to read with
+ * the watch is set up (the call timeout bounds that wait): every change after it is seen. *ret: the watch, to read with
  * sbx_watch_next and end with sbx_watch_close; meanwhile c makes no other call (each one
  * fails with SBX_FAILED_PRECONDITION). SBX_NOT_FOUND for a path that does not exist or a
  * sandbox the caller may not use, SBX_INVALID_ARGUMENT for a path that is not a
