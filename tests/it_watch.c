@@ -4,8 +4,8 @@
  * view (hidden, the host's, a file) is refused; another user cannot watch a sandbox not
  * shared with them (NOT_FOUND word for word as for one that does not exist) and can
  * watch one that is; terminate ends the watch with SANDBOX_ENDED; the bounds per
- * sandbox hold and a closed watch frees its place; `sbx watch` prints a line per change
- * and ends cleanly on SIGINT. */
+ * sandbox and per user hold and a closed watch frees its place; a flood is reported as
+ * an overflow; `sbx watch` prints a line per change and ends cleanly on SIGINT. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -503,6 +503,92 @@ START_TEST(bounds_and_closed_watches) {
 }
 END_TEST
 
+/* 16 watches of one user over 4 sandboxes: a 17th, on a fifth sandbox, is refused,
+ * naming the bound. */
+START_TEST(bound_per_user) {
+        struct sbx_watch_opts o = {.recursive = 0};
+        sbx_client *cs[SBX_WATCH_MAX_PER_UID + 1];
+        sbx_watch *ws[SBX_WATCH_MAX_PER_UID + 1];
+        struct it_daemon d;
+        char id[32];
+        unsigned i;
+
+        it_daemon_start(&d, NULL);
+        for (i = 0; i <= SBX_WATCH_MAX_PER_UID; i++)
+                cs[i] = it_connect(&d);
+        for (i = 0; i <= SBX_WATCH_MAX_PER_UID / SBX_WATCH_MAX_PER_SANDBOX; i++) {
+                snprintf(id, sizeof(id), "u%u", i);
+                free(it_create(cs[0], id));
+        }
+        for (i = 0; i < SBX_WATCH_MAX_PER_UID; i++) {
+                snprintf(id, sizeof(id), "u%u", i / SBX_WATCH_MAX_PER_SANDBOX);
+                ck_assert_msg(sbx_watch_open(cs[i], id, "/workspace", &o, &ws[i]) == SBX_OK,
+                              "watch %u: %s", i, sbx_error_message(cs[i]));
+        }
+        snprintf(id, sizeof(id), "u%u", SBX_WATCH_MAX_PER_UID / SBX_WATCH_MAX_PER_SANDBOX);
+        ck_assert_int_eq(sbx_watch_open(cs[i], id, "/workspace", &o, &ws[i]),
+                         SBX_RESOURCE_EXHAUSTED);
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(cs[i]), "has 16 file watches"));
+        for (i = 0; i < SBX_WATCH_MAX_PER_UID; i++)
+                sbx_watch_close(ws[i]);
+        for (i = 0; i <= SBX_WATCH_MAX_PER_UID; i++)
+                sbx_close(cs[i]);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* More paths changed within one batch than a watch keeps: the batch says overflow with
+ * its reason (and the daemon holds no more than the bound); the next batch is whole. */
+START_TEST(flood_reported_as_overflow) {
+        struct sbx_watch_opts o = {.recursive = 1, .coalesce_ms = 5000};
+        struct sbx_file_events *ev = NULL;
+        struct it_daemon d;
+        struct sbx_result *r;
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+        int overflowed = 0, after = 0;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        free(it_create(c2, "flood"));
+        ck_assert_int_eq(sbx_watch_open(c, "flood", "/workspace", &o, &w), SBX_OK);
+        r = it_sh(c2, "flood", 120000,
+                  "cd /workspace && i=0; while [ $i -lt 5000 ]; do : > f$i; i=$((i+1)); done");
+        ck_assert_int_eq(r->exit_code, 0);
+        sbx_result_free(r);
+        t0 = it_now_ms();
+        while (!overflowed && it_now_ms() - t0 < 60000) {
+                ck_assert_int_eq(sbx_watch_next(w, 1000, &ev), SBX_OK);
+                if (ev && ev->overflow) {
+                        overflowed = 1;
+                        /* The watch's bound, or (a daemon slow to read) the kernel's. */
+                        ck_assert_msg(strstr(ev->overflow_reason, "more than 4096 paths") ||
+                                              strstr(ev->overflow_reason, "event queue"),
+                                      "%s", ev->overflow_reason);
+                }
+                sbx_file_events_free(ev);
+                ev = NULL;
+        }
+        ck_assert_int_eq(overflowed, 1);
+        sbx_result_free(it_sh(c2, "flood", 30000, "touch /workspace/after"));
+        t0 = it_now_ms();
+        while (!after && it_now_ms() - t0 < 30000) {
+                ck_assert_int_eq(sbx_watch_next(w, 1000, &ev), SBX_OK);
+                for (size_t i = 0; ev && i < ev->n; i++)
+                        after |= strcmp(ev->v[i].path, "/workspace/after") == 0;
+                sbx_file_events_free(ev);
+                ev = NULL;
+        }
+        ck_assert_int_eq(after, 1);
+        sbx_watch_close(w);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* ---- the tool ----------------------------------------------------------------------- */
 
 /* Reads a line from fd into buf (len bytes) within timeout_ms; 0 when none came. */
@@ -608,6 +694,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, other_user_not_found_unless_shared);
         tcase_add_test(tc, terminate_ends_watch);
         tcase_add_test(tc, bounds_and_closed_watches);
+        tcase_add_test(tc, bound_per_user);
+        tcase_add_test(tc, flood_reported_as_overflow);
         tcase_add_test(tc, cli_watch_lines_and_sigint);
         suite_add_tcase(s, tc);
         return s;
