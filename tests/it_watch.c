@@ -217,6 +217,74 @@ static void burst_case(struct it_daemon *d) {
         sbx_close(c2);
 }
 
+/* A repository of 1,000 files in 20 directories on branch a; branch b changes 300 of
+ * them, removes 200 with 4 of the directories, and adds 100 in 2 new ones. */
+#define GIT_REPO                                                                            \
+        "set -e; export HOME=/tmp GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t "                   \
+        "GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; "                                     \
+        "git init -q -b a /workspace/repo; cd /workspace/repo; "                             \
+        "for d in $(seq 0 19); do mkdir d$d; for i in $(seq 0 49); do echo a$i > d$d/f$i; "   \
+        "done; done; git add -A; git commit -qm a; git checkout -q -b b; "                   \
+        "for d in $(seq 0 5); do for i in $(seq 0 49); do echo b$i >> d$d/f$i; done; done; "  \
+        "git rm -rq d6 d7 d8 d9; mkdir n0 n1; "                                              \
+        "for i in $(seq 0 49); do echo n > n0/g$i; echo n > n1/g$i; done; "                  \
+        "git add -A; git commit -qm b; git checkout -q a"
+
+/* `git checkout b` of that repository, watched: the events, applied in order, give the
+ * tree as it is after the checkout (.git included). */
+START_TEST(git_checkout_coalesced_final_state) {
+        struct sbx_watch_opts o = {.recursive = 1, .coalesce_ms = 100};
+        struct model m = {0};
+        struct sbx_result *r;
+        struct it_daemon d;
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+        char *line, *save = NULL;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        free(it_create(c2, "git"));
+        r = it_sh(c2, "git", 120000, "command -v git");
+        if (r->exit_code != 0) {
+                /* No git in the sandbox's view: the burst tests stand in for it. */
+                fprintf(stderr, "git_checkout_coalesced_final_state: no git in the sandbox's "
+                                "view; the burst tests stand in for it\n");
+                sbx_result_free(r);
+                sbx_close(c);
+                sbx_close(c2);
+                ck_assert_int_eq(it_daemon_stop(&d), 0);
+                return;
+        }
+        sbx_result_free(r);
+        r = it_sh(c2, "git", 120000, GIT_REPO);
+        ck_assert_msg(r->exit_code == 0, "repo: %s", r->stderr_data);
+        sbx_result_free(r);
+        /* The model starts from the tree before the checkout. */
+        r = it_sh(c2, "git", 60000, "find /workspace/repo -mindepth 1");
+        for (line = strtok_r((char *)r->stdout_data, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save))
+                model_add(&m, line);
+        sbx_result_free(r);
+        ck_assert_int_eq(sbx_watch_open(c, "git", "/workspace/repo", &o, &w), SBX_OK);
+        r = it_sh(c2, "git", 120000,
+                  "cd /workspace/repo && HOME=/tmp git checkout -q b && touch /workspace/repo/DONE");
+        ck_assert_msg(r->exit_code == 0, "checkout: %s", r->stderr_data);
+        sbx_result_free(r);
+        m.events = 0;
+        read_until(c, w, &m, "/workspace/repo/DONE", 1500);
+        ck_assert_uint_eq(m.overflows, 0);
+        check_final_state(c2, "git", "/workspace/repo", &m);
+        ck_assert_uint_eq(model_find(&m, "/workspace/repo/n1/g49") >= 0, 1);
+        ck_assert_int_lt(model_find(&m, "/workspace/repo/d9/f0"), 0);
+        model_free(&m);
+        sbx_watch_close(w);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(burst_coalesced_final_state_root) {
         struct it_daemon d;
 
@@ -690,6 +758,7 @@ static Suite *make_suite(void) {
         tcase_set_timeout(tc, 300);
         tcase_add_test(tc, burst_coalesced_final_state_root);
         tcase_add_test(tc, burst_coalesced_final_state_rootless);
+        tcase_add_test(tc, git_checkout_coalesced_final_state);
         tcase_add_test(tc, outside_view_refused);
         tcase_add_test(tc, other_user_not_found_unless_shared);
         tcase_add_test(tc, terminate_ends_watch);
