@@ -98,7 +98,8 @@ static enum sbx_code check_open(sbx_client *c, const char *id, const char *path,
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL,
                                       "no path given: the directory to watch, e.g. /workspace");
         if (o && o->coalesce_ms &&
-            (o->coalesce_ms < SBX_WATCH_MIN_COALESCE_MS || o->coalesce_ms > SBX_WATCH_MAX_COALESCE_MS))
+            (o->coalesce_ms < SBX_WATCH_MIN_COALESCE_MS ||
+             o->coalesce_ms > SBX_WATCH_MAX_COALESCE_MS))
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL,
                                       "coalesce_ms is %u; it must be %u..%u (0: %u)",
                                       o->coalesce_ms, SBX_WATCH_MIN_COALESCE_MS,

@@ -23,8 +23,8 @@
 
 /* A path as walked: below SBX_PATH_MAX_BYTES, and a name. */
 #define PATH_CAP (SBX_PATH_MAX_BYTES + 16)
-#define WATCH_MASK                                                                            \
-        (IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM |     \
+#define WATCH_MASK                                                                                 \
+        (IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM |          \
          IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
 #define DIR_BUCKETS 1024u
 
@@ -112,8 +112,7 @@ static struct fswatch_entry *append(struct fswatch_pending *p, Sbx__V1__FileEven
         struct fswatch_entry *e, **s;
 
         if (p->n >= p->max) {
-                fswatch_pending_overflow(p, "more than %zu paths changed within one batch",
-                                         p->max);
+                fswatch_pending_overflow(p, "more than %zu paths changed within one batch", p->max);
                 return NULL;
         }
         if (!p->buckets) {
@@ -175,8 +174,7 @@ static int move_children(struct fswatch_pending *p, const char *from, const char
         return 0;
 }
 
-static void add_renamed(struct fswatch_pending *p, const char *from, const char *to,
-                        int is_dir) {
+static void add_renamed(struct fswatch_pending *p, const char *from, const char *to, int is_dir) {
         struct fswatch_entry *eo = find(p, from), *e;
         char *src = NULL;
         int modified = 0;
@@ -409,8 +407,7 @@ static void overflow(struct fswatch *w, const char *path, const char *fmt, ...) 
         va_start(ap, fmt);
         vsnprintf(why, sizeof(why), fmt, ap);
         va_end(ap);
-        fswatch_pending_overflow(&w->pending, "%s%s%.96s", why, path ? ": " : "",
-                                 path ? path : "");
+        fswatch_pending_overflow(&w->pending, "%s%s%.96s", why, path ? ": " : "", path ? path : "");
         arm_timer(w);
 }
 
@@ -419,8 +416,9 @@ static void walk_push(struct fswatch *w, const char *path, int announce) {
         struct walk *k;
 
         if (strlen(path) > SBX_PATH_MAX_BYTES) {
-                overflow(w, NULL, "a directory's path is longer than %u bytes; changes below it "
-                                  "are not seen",
+                overflow(w, NULL,
+                         "a directory's path is longer than %u bytes; changes below it "
+                         "are not seen",
                          SBX_PATH_MAX_BYTES);
                 return;
         }
@@ -548,7 +546,8 @@ static void on_timer(uv_timer_t *t) {
 }
 
 static void arm_timer(struct fswatch *w) {
-        if (w->failed || !w->open_handles || w->timer_running || w->held || fswatch_pending_empty(&w->pending))
+        if (w->failed || !w->open_handles || w->timer_running || w->held ||
+            fswatch_pending_empty(&w->pending))
                 return;
         w->timer_running = 1;
         uv_timer_start(&w->timer, on_timer, w->coalesce_ms, 0);

@@ -99,7 +99,7 @@ struct fswatch_pending {
 /* Records one change (old_path: RENAMED's source, else NULL). Past max paths, or out of
  * memory, the batch overflows instead (fswatch_pending_overflow). */
 void fswatch_pending_add(struct fswatch_pending *p, Sbx__V1__FileEventKind kind, const char *path,
-                        const char *old_path, int is_dir);
+                         const char *old_path, int is_dir);
 /* Marks the batch overflowed (reason, printf style), dropping what it held. */
 void fswatch_pending_overflow(struct fswatch_pending *p, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));

@@ -81,8 +81,8 @@ static void on_ending(struct sandbox_end_listener *l, struct sandbox *sb, const 
         struct watch *w = of_end(l);
 
         conn_send_status(w->cc.conn, w->rid, SBX__V1__CODE__ENDED,
-                         "sandbox '%s' ended (%s); the watch of '%s' ended with it",
-                         sandbox_id(sb), reason, w->path);
+                         "sandbox '%s' ended (%s); the watch of '%s' ended with it", sandbox_id(sb),
+                         reason, w->path);
         watch_free(w);
 }
 

@@ -66,9 +66,9 @@ static void take(void *ud, const struct fswatch_event *ev, size_t n, const char 
                 snprintf(g->overflow, sizeof(g->overflow), "%s", of);
         for (i = 0; i < n; i++) {
                 len = strlen(g->text);
-                snprintf(g->text + len, sizeof(g->text) - len, "%s %s%s%s%s;", kind_word(ev[i].kind),
-                         ev[i].path, ev[i].old_path ? "<" : "", ev[i].old_path ? ev[i].old_path : "",
-                         ev[i].is_dir ? "/" : "");
+                snprintf(g->text + len, sizeof(g->text) - len, "%s %s%s%s%s;",
+                         kind_word(ev[i].kind), ev[i].path, ev[i].old_path ? "<" : "",
+                         ev[i].old_path ? ev[i].old_path : "", ev[i].is_dir ? "/" : "");
         }
         g->events += n;
 }
@@ -323,11 +323,10 @@ START_TEST(real_watch_events) {
                                        err, sizeof(err)),
                          0);
         fswatch_free(w);
-        ck_assert_int_eq(fswatch_start(&loop, sb, "/workspace", 1, 10, &ops, &g, &w, err,
-                                       sizeof(err)),
-                         0);
+        ck_assert_int_eq(
+                fswatch_start(&loop, sb, "/workspace", 1, 10, &ops, &g, &w, err, sizeof(err)), 0);
         run_until(&loop, &g, is_ready);
-        put("workspace/old/o2"); /* below a directory there at the start */
+        put("workspace/old/o2");   /* below a directory there at the start */
         put("workspace/secret/s"); /* hidden: never watched */
         mk("workspace/new");
         put("workspace/new/n1"); /* perhaps before new/ is watched: listed then */

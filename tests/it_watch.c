@@ -175,19 +175,19 @@ static void check_final_state(sbx_client *c, const char *id, const char *dir, st
  * removed at once, and a directory of 100 files made outside the watched tree moved in
  * (what is in it can only be known by listing it); DONE last. inotify reports over
  * 5,000 changes for it (each `echo > f` is a create, a modify and a close). */
-#define BURST                                                                               \
-        "set -e; cd /workspace/burst; "                                                      \
-        "for d in 0 1 2 3 4 5 6 7 8 9; do mkdir d$d; i=0; "                                  \
-        "while [ $i -lt 100 ]; do echo v1 > d$d/f$i; i=$((i+1)); done; done; "                \
-        "for d in 0 1 2 3 4; do i=0; while [ $i -lt 100 ]; do echo v2 >> d$d/f$i; "           \
-        "i=$((i+1)); done; done; "                                                           \
-        "rm -r d5 d6; "                                                                      \
-        "i=0; while [ $i -lt 50 ]; do mv d7/f$i d8/g$i; i=$((i+1)); done; "                   \
-        "mv d9 d9renamed; "                                                                  \
-        "i=0; while [ $i -lt 100 ]; do echo t > tmp$i; rm tmp$i; i=$((i+1)); done; "          \
-        "mkdir -p /workspace/stage/sub; i=0; "                                               \
-        "while [ $i -lt 100 ]; do echo s > /workspace/stage/sub/s$i; i=$((i+1)); done; "      \
-        "mv /workspace/stage in; "                                                           \
+#define BURST                                                                                      \
+        "set -e; cd /workspace/burst; "                                                            \
+        "for d in 0 1 2 3 4 5 6 7 8 9; do mkdir d$d; i=0; "                                        \
+        "while [ $i -lt 100 ]; do echo v1 > d$d/f$i; i=$((i+1)); done; done; "                     \
+        "for d in 0 1 2 3 4; do i=0; while [ $i -lt 100 ]; do echo v2 >> d$d/f$i; "                \
+        "i=$((i+1)); done; done; "                                                                 \
+        "rm -r d5 d6; "                                                                            \
+        "i=0; while [ $i -lt 50 ]; do mv d7/f$i d8/g$i; i=$((i+1)); done; "                        \
+        "mv d9 d9renamed; "                                                                        \
+        "i=0; while [ $i -lt 100 ]; do echo t > tmp$i; rm tmp$i; i=$((i+1)); done; "               \
+        "mkdir -p /workspace/stage/sub; i=0; "                                                     \
+        "while [ $i -lt 100 ]; do echo s > /workspace/stage/sub/s$i; i=$((i+1)); done; "           \
+        "mv /workspace/stage in; "                                                                 \
         "touch DONE"
 
 static void burst_case(struct it_daemon *d) {
@@ -219,15 +219,15 @@ static void burst_case(struct it_daemon *d) {
 
 /* A repository of 1,000 files in 20 directories on branch a; branch b changes 300 of
  * them, removes 200 with 4 of the directories, and adds 100 in 2 new ones. */
-#define GIT_REPO                                                                            \
-        "set -e; export HOME=/tmp GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t "                   \
-        "GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; "                                     \
-        "git init -q -b a /workspace/repo; cd /workspace/repo; "                             \
-        "for d in $(seq 0 19); do mkdir d$d; for i in $(seq 0 49); do echo a$i > d$d/f$i; "   \
-        "done; done; git add -A; git commit -qm a; git checkout -q -b b; "                   \
-        "for d in $(seq 0 5); do for i in $(seq 0 49); do echo b$i >> d$d/f$i; done; done; "  \
-        "git rm -rq d6 d7 d8 d9; mkdir n0 n1; "                                              \
-        "for i in $(seq 0 49); do echo n > n0/g$i; echo n > n1/g$i; done; "                  \
+#define GIT_REPO                                                                                   \
+        "set -e; export HOME=/tmp GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t "                         \
+        "GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; "                                           \
+        "git init -q -b a /workspace/repo; cd /workspace/repo; "                                   \
+        "for d in $(seq 0 19); do mkdir d$d; for i in $(seq 0 49); do echo a$i > d$d/f$i; "        \
+        "done; done; git add -A; git commit -qm a; git checkout -q -b b; "                         \
+        "for d in $(seq 0 5); do for i in $(seq 0 49); do echo b$i >> d$d/f$i; done; done; "       \
+        "git rm -rq d6 d7 d8 d9; mkdir n0 n1; "                                                    \
+        "for i in $(seq 0 49); do echo n > n0/g$i; echo n > n1/g$i; done; "                        \
         "git add -A; git commit -qm b; git checkout -q a"
 
 /* `git checkout b` of that repository, watched: the events, applied in order, give the
@@ -267,8 +267,9 @@ START_TEST(git_checkout_coalesced_final_state) {
                 model_add(&m, line);
         sbx_result_free(r);
         ck_assert_int_eq(sbx_watch_open(c, "git", "/workspace/repo", &o, &w), SBX_OK);
-        r = it_sh(c2, "git", 120000,
-                  "cd /workspace/repo && HOME=/tmp git checkout -q b && touch /workspace/repo/DONE");
+        r = it_sh(
+                c2, "git", 120000,
+                "cd /workspace/repo && HOME=/tmp git checkout -q b && touch /workspace/repo/DONE");
         ck_assert_msg(r->exit_code == 0, "checkout: %s", r->stderr_data);
         sbx_result_free(r);
         m.events = 0;
