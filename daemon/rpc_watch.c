@@ -77,12 +77,20 @@ static void on_drained(struct conn_call *cc) {
         fswatch_resume(of_call(cc)->fw);
 }
 
+/* The sandbox ends: ENDED, but for a restore (sbxtab.c's reason "restored"), after which
+ * the sandbox serves on with other files: UNAVAILABLE, watch again. */
 static void on_ending(struct sandbox_end_listener *l, struct sandbox *sb, const char *reason) {
         struct watch *w = of_end(l);
 
-        conn_send_status(w->cc.conn, w->rid, SBX__V1__CODE__ENDED,
-                         "sandbox '%s' ended (%s); the watch of '%s' ended with it", sandbox_id(sb),
-                         reason, w->path);
+        if (strcmp(reason, "restored") == 0)
+                conn_send_status(w->cc.conn, w->rid, SBX__V1__CODE__UNAVAILABLE,
+                                 "sandbox '%s' was restored: its files were replaced and the "
+                                 "watch of '%s' ended; list and watch again",
+                                 sandbox_id(sb), w->path);
+        else
+                conn_send_status(w->cc.conn, w->rid, SBX__V1__CODE__ENDED,
+                                 "sandbox '%s' ended (%s); the watch of '%s' ended with it",
+                                 sandbox_id(sb), reason, w->path);
         watch_free(w);
 }
 

@@ -3,8 +3,8 @@
  * A watch is a request answered many times: a FileEvents with ready=true once every
  * directory is watched, then one per batch of coalesced changes (fswatch.h), for as long
  * as the client keeps its connection. It ends, with a final status, when the sandbox
- * ends (ENDED, word for word the reason), when the watched directory goes away
- * (NOT_FOUND), or on a failure; or silently when the client closes its connection (the
+ * ends (ENDED, with the reason; UNAVAILABLE for a restore, after which it serves on
+ * with other files), when the watched directory goes away (NOT_FOUND), or on a failure; or silently when the client closes its connection (the
  * way a client stops a stream, as it stops an AttachCommand). Bounded: at most
  * SBX_WATCH_MAX_PER_SANDBOX watches on one sandbox, SBX_WATCH_MAX_PER_UID of one uid and
  * SBX_WATCH_MAX_TOTAL over the daemon (RESOURCE_EXHAUSTED naming the bound). Who may

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "imgtest.h"
 #include "itutil.h"
 #include "sbx_limits.h"
 #include "testutil.h"
@@ -527,6 +528,51 @@ static enum sbx_code open_retry(sbx_client *c, const char *id, const char *path,
         return rc;
 }
 
+/* A sandbox restored from its snapshot serves on with other files: its watch ends with
+ * UNAVAILABLE (watch again), not ENDED. */
+START_TEST(restore_ends_watch_unavailable) {
+        struct sbx_watch_opts o = {.recursive = 1};
+        struct sbx_file_events *ev = NULL;
+        struct sbx_image *img = NULL;
+        const char *layout = make_image();
+        struct it_daemon d;
+        enum sbx_code rc = SBX_OK;
+        char *base, *id = NULL;
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        base = img_pull(c2, layout, "img");
+        ck_assert_int_eq(img_create(c2, base, NULL, &id), SBX_OK);
+        ck_assert_msg(sbx_snapshot(c2, id, "watched", &img) == SBX_OK, "snapshot: %s",
+                      sbx_error_message(c2));
+        sbx_image_free(img);
+        ck_assert_int_eq(sbx_watch_open(c, id, "/workspace", &o, &w), SBX_OK);
+        ck_assert_msg(sbx_restore(c2, id, "watched", NULL) == SBX_OK, "restore: %s",
+                      sbx_error_message(c2));
+        t0 = it_now_ms();
+        while (rc == SBX_OK && it_now_ms() - t0 < 10000) {
+                rc = sbx_watch_next(w, 1000, &ev);
+                sbx_file_events_free(ev);
+                ev = NULL;
+        }
+        ck_assert_msg(rc == SBX_UNAVAILABLE, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "was restored"));
+        sbx_watch_close(w);
+        /* The sandbox serves on: a new watch of it works. */
+        ck_assert_int_eq(sbx_watch_open(c, id, "/workspace", &o, &w), SBX_OK);
+        sbx_watch_close(w);
+        free(base);
+        free(id);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A fifth watch of one sandbox is refused, naming the bound; closed watches free their
  * places; the watched directory removed ends the watch with NOT_FOUND. */
 START_TEST(bounds_and_closed_watches) {
@@ -763,6 +809,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, outside_view_refused);
         tcase_add_test(tc, other_user_not_found_unless_shared);
         tcase_add_test(tc, terminate_ends_watch);
+        tcase_add_test(tc, restore_ends_watch_unavailable);
         tcase_add_test(tc, bounds_and_closed_watches);
         tcase_add_test(tc, bound_per_user);
         tcase_add_test(tc, flood_reported_as_overflow);
