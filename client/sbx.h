@@ -933,7 +933,8 @@ enum sbx_code sbx_watch_open(sbx_client *c, const char *id, const char *path,
  * *ret a batch (sbx_file_events_free), or *ret NULL when none came by then. Any other
  * code ends the watch, its message in sbx_error_message: SBX_SANDBOX_ENDED when the sandbox
  * ended, SBX_NOT_FOUND when the watched directory went away, SBX_UNAVAILABLE when the
- * connection was lost; then only sbx_watch_close is left to call. */
+ * sandbox was restored from a snapshot (watch again) or the connection was lost; then
+ * only sbx_watch_close is left to call. */
 enum sbx_code sbx_watch_next(sbx_watch *w, int64_t timeout_ms, struct sbx_file_events **ret);
 
 /* Ends the watch and frees w: a watch still running is stopped by closing the client's

@@ -1299,8 +1299,9 @@ class Sandbox:
         per path over ``coalesce_ms`` (10..5000). An ``OVERFLOW`` event says changes were
         lost: list the directory again. The generator runs until it is closed (``break``
         out of the loop, ``close()``, or it is collected), which stops the watch; it
-        raises :class:`SandboxEnded` when the sandbox ends and :class:`NotFound` when
-        the directory goes away. Meanwhile the Client makes no other call (each raises
+        raises :class:`SandboxEnded` when the sandbox ends, :class:`Unavailable` when it
+        is restored from a snapshot (watch again) and :class:`NotFound` when the
+        directory goes away. Meanwhile the Client makes no other call (each raises
         :class:`FailedPrecondition`): use another Client for them. Refused up front:
         :class:`NotFound` for a missing or hidden path, :class:`InvalidArgument` for a
         file, :class:`ResourceExhausted` past the daemon's bounds on watches."""
