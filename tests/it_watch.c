@@ -3,9 +3,11 @@
  * and without loss of the final state (root and rootless daemons); a path outside the
  * view (hidden, the host's, a file) is refused; another user cannot watch a sandbox not
  * shared with them (NOT_FOUND word for word as for one that does not exist) and can
- * watch one that is; terminate ends the watch with SANDBOX_ENDED; the bounds per
- * sandbox and per user hold and a closed watch frees its place; a flood is reported as
- * an overflow; `sbx watch` prints a line per change and ends cleanly on SIGINT. */
+ * watch one that is (root daemon: a user of its socket group; rootless daemon, which
+ * serves only its own user and root: its user, against root's sandbox); terminate ends the watch
+ * with SANDBOX_ENDED; the bounds per sandbox and per user hold and a closed watch frees its place;
+ * a flood is reported as an overflow; `sbx watch` prints a line per change and ends cleanly on
+ * SIGINT. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -375,10 +377,10 @@ struct alice_report {
         char msg_own[512], msg_none[512];
 };
 
-/* In a forked child, as ALICE: watches "w-own" (not shared), "w-none" (never made) and
- * "w-shared" (shared with ALICE), where the parent then makes a file. */
-static void alice_watch(const struct it_daemon *d, int fd, int go_fd) {
-        static const gid_t groups[] = {SOCK_GRP};
+/* In a forked child, as uid (its group that too, and group besides): watches "w-own" (not shared),
+ * "w-none" (never made) and "w-shared" (shared with ALICE), where the parent then makes a file. */
+static void alice_watch(const struct it_daemon *d, uid_t uid, gid_t group, int fd, int go_fd) {
+        const gid_t groups[] = {group};
         struct sbx_watch_opts o = {.recursive = 1};
         struct alice_report a;
         struct sbx_file_events *ev = NULL;
@@ -387,8 +389,8 @@ static void alice_watch(const struct it_daemon *d, int fd, int go_fd) {
         char go;
 
         memset(&a, 0, sizeof(a));
-        if (setgroups(1, groups) < 0 || setresgid(ALICE, ALICE, ALICE) < 0 ||
-            setresuid(ALICE, ALICE, ALICE) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        if (setgroups(1, groups) < 0 || setresgid(uid, uid, uid) < 0 ||
+            setresuid(uid, uid, uid) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
                 _exit(120);
         if (sbx_connect(d->sock, "it_watch-alice", &c) != SBX_OK)
                 _exit(121);
@@ -430,19 +432,18 @@ static void unname(char *msg) {
         }
 }
 
-START_TEST(other_user_not_found_unless_shared) {
-        const char *flags[] = {"--socket-group", "3100", NULL};
-        static const uint32_t share[] = {ALICE};
+/* On d, whose socket the other user uid reaches through group: uid cannot watch the
+ * caller's (root's) sandbox (NOT_FOUND word for word as for an id nobody used), and
+ * watches one shared with it, seeing a file its owner makes. */
+static void other_user_case(struct it_daemon *d, uid_t uid, gid_t group) {
+        const uint32_t share[] = {uid};
         struct sbx_create_opts co;
         struct sbx_sandbox *sb = NULL;
         struct alice_report a;
-        struct it_daemon d;
         int p[2], go[2], st;
-        sbx_client *c;
+        sbx_client *c = it_connect(d);
         pid_t pid;
 
-        it_daemon_start(&d, flags);
-        c = it_connect(&d);
         free(it_create(c, "w-own"));
         sbx_create_opts_init(&co);
         co.id = "w-shared";
@@ -455,11 +456,11 @@ START_TEST(other_user_not_found_unless_shared) {
         pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0)
-                alice_watch(&d, p[1], go[0]);
+                alice_watch(d, uid, group, p[1], go[0]);
         close(p[1]);
         close(go[0]);
         ck_assert_int_eq(read(p[0], &a, sizeof(a)), (ssize_t)sizeof(a));
-        ck_assert_int_eq(a.own, SBX_NOT_FOUND);
+        ck_assert_msg(a.own == SBX_NOT_FOUND, "%s: %s", sbx_code_name(a.own), a.msg_own);
         ck_assert_int_eq(a.none, SBX_NOT_FOUND);
         unname(a.msg_own);
         unname(a.msg_none);
@@ -474,6 +475,25 @@ START_TEST(other_user_not_found_unless_shared) {
         close(p[0]);
         close(go[1]);
         sbx_close(c);
+}
+
+START_TEST(other_user_not_found_unless_shared_root) {
+        const char *flags[] = {"--socket-group", "3100", NULL};
+        struct it_daemon d;
+
+        it_daemon_start(&d, flags);
+        other_user_case(&d, ALICE, SOCK_GRP);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A rootless daemon of nobody's serves only nobody and root: root's sandbox there is
+ * nobody's to watch only when shared with nobody. */
+START_TEST(other_user_not_found_unless_shared_rootless) {
+        struct it_daemon d;
+
+        it_daemon_start_as(&d, 65534, 65534, NULL);
+        other_user_case(&d, 65534, 65534);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
 END_TEST
@@ -807,7 +827,8 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, burst_coalesced_final_state_rootless);
         tcase_add_test(tc, git_checkout_coalesced_final_state);
         tcase_add_test(tc, outside_view_refused);
-        tcase_add_test(tc, other_user_not_found_unless_shared);
+        tcase_add_test(tc, other_user_not_found_unless_shared_root);
+        tcase_add_test(tc, other_user_not_found_unless_shared_rootless);
         tcase_add_test(tc, terminate_ends_watch);
         tcase_add_test(tc, restore_ends_watch_unavailable);
         tcase_add_test(tc, bounds_and_closed_watches);
