@@ -323,6 +323,7 @@ struct fswatch {
         uv_idle_t idle;
         int open_handles;
         int told_ready, failed, timer_running, held;
+        size_t slice_entries; /* entries listed in this loop turn's slice of the walk */
         char root[PATH_CAP];
         struct dir *dirs[DIR_BUCKETS];
         size_t n_dirs;
@@ -458,6 +459,7 @@ static int on_entry(void *ud, const char *name, int is_dir) {
         struct listing *l = ud;
         char p[PATH_CAP];
 
+        l->w->slice_entries++;
         if (join(p, l->dir, name) < 0)
                 return 0;
         if (l->announce)
@@ -502,7 +504,10 @@ static void on_idle(uv_idle_t *h) {
         struct fswatch *w = h->data;
         unsigned i;
 
-        for (i = 0; i < SBX_WATCH_WALK_SLICE && w->walk_head; i++) {
+        w->slice_entries = 0;
+        for (i = 0; i < SBX_WATCH_WALK_SLICE && w->slice_entries < SBX_WATCH_WALK_SLICE_ENTRIES &&
+                    w->walk_head;
+             i++) {
                 struct walk *k = w->walk_head;
                 w->walk_head = k->next;
                 if (!w->walk_head)

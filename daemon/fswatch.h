@@ -8,7 +8,8 @@
  * (files_watch_dir: openat2 inside the sandbox's root, as the sandbox user, hidden
  * paths not found) and watched through /proc/self/fd of that descriptor, so no path
  * outside the view is ever watched. A recursive walk opens at most
- * SBX_WATCH_WALK_SLICE directories per loop turn, so a big tree never holds the loop.
+ * SBX_WATCH_WALK_SLICE directories (SBX_WATCH_WALK_SLICE_ENTRIES entries) per loop turn,
+ * so a big tree never holds the loop.
  *
  * Coalescing (fswatch_pending, below): changes are kept per path for coalesce_ms from
  * the first one, then handed over as one batch, in the order each path first changed:

@@ -12,7 +12,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -724,6 +726,86 @@ START_TEST(flood_reported_as_overflow) {
 }
 END_TEST
 
+/* A prober: stats a file of sandbox id through its own client until told to stop, and
+ * keeps the longest answer's wait. */
+struct prober {
+        struct it_daemon *d;
+        const char *id;
+        atomic_int stop;
+        double worst_ms;
+        int calls;
+};
+
+static void *probe_run(void *arg) {
+        struct prober *p = arg;
+        sbx_client *c = it_connect(p->d);
+
+        while (!atomic_load(&p->stop)) {
+                struct sbx_file_info *fi = NULL;
+                double t0 = it_now_ms(), t;
+                if (sbx_stat(c, p->id, "/workspace/probe", &fi) == SBX_OK)
+                        p->calls++;
+                sbx_file_info_free(fi);
+                t = it_now_ms() - t0;
+                if (t > p->worst_ms)
+                        p->worst_ms = t;
+                usleep(2000);
+        }
+        sbx_close(c);
+        return NULL;
+}
+
+/* A tree of 9,090 directories: the watch follows 8,192 and says overflow, naming the
+ * bound; meanwhile another client's requests are answered within a second each (a walk
+ * of this size takes well under a second even unsliced here: this bounds a walk gone
+ * slow, the slices are what keeps a bigger one from holding the loop). */
+START_TEST(big_tree_bounded) {
+        struct sbx_watch_opts o = {.recursive = 1, .coalesce_ms = 10};
+        struct sbx_file_events *ev = NULL;
+        struct prober pr;
+        struct it_daemon d;
+        struct sbx_result *r;
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+        pthread_t th;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        free(it_create(c2, "tree"));
+        r = it_sh(c2, "tree", 300000,
+                  "set -e; cd /workspace; touch probe; mkdir t; cd t; for i in $(seq 0 89); do "
+                  "mkdir d$i; (cd d$i && mkdir $(seq 0 99)); done");
+        ck_assert_msg(r->exit_code == 0, "tree: %s", r->stderr_data);
+        sbx_result_free(r);
+        memset(&pr, 0, sizeof(pr));
+        pr.d = &d;
+        pr.id = "tree";
+        ck_assert_int_eq(pthread_create(&th, NULL, probe_run, &pr), 0);
+        usleep(100000);
+        t0 = it_now_ms();
+        ck_assert_msg(sbx_watch_open(c, "tree", "/workspace/t", &o, &w) == SBX_OK, "%s",
+                      sbx_error_message(c));
+        fprintf(stderr, "big_tree: watched in %.0f ms; %d probes, the slowest %.0f ms\n",
+                it_now_ms() - t0, pr.calls, pr.worst_ms);
+        atomic_store(&pr.stop, 1);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_int_gt(pr.calls, 0);
+        ck_assert_msg(pr.worst_ms < 1000, "a stat waited %.0f ms during the walk", pr.worst_ms);
+        ck_assert_int_eq(sbx_watch_next(w, 10000, &ev), SBX_OK);
+        ck_assert_ptr_nonnull(ev);
+        ck_assert_int_eq(ev->overflow, 1);
+        ck_assert_msg(strstr(ev->overflow_reason, "more than 8192 directories"), "%s",
+                      ev->overflow_reason);
+        sbx_file_events_free(ev);
+        sbx_watch_close(w);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* ---- the tool ----------------------------------------------------------------------- */
 
 /* Reads a line from fd into buf (len bytes) within timeout_ms; 0 when none came. */
@@ -834,6 +916,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, bounds_and_closed_watches);
         tcase_add_test(tc, bound_per_user);
         tcase_add_test(tc, flood_reported_as_overflow);
+        tcase_add_test(tc, big_tree_bounded);
         tcase_add_test(tc, cli_watch_lines_and_sigint);
         suite_add_tcase(s, tc);
         return s;
