@@ -73,6 +73,10 @@ static enum sbx_code check_id(sbx_client *c, const char *id) {
         return SBX_OK;
 }
 
+enum sbx_code libsbx_check_id(sbx_client *c, const char *id) {
+        return check_id(c, id);
+}
+
 static enum sbx_code check_path(sbx_client *c, const char *path) {
         if (!path)
                 return transport_fail(c, SBX_INVALID_ARGUMENT, EINVAL, "no path given");

@@ -51,6 +51,7 @@ struct sbx_client {
         int watch_fd;            /* libsbx_set_watch: polled with the connection; -1: none */
         libsbx_watch_cb on_watch;
         void *watch_userdata;
+        bool streaming;   /* a watch (sbx_watch_open) has the connection to itself */
         char *message;    /* last failure, NULL after success */
         bool message_oom; /* the last failure's message could not be allocated */
         int err;
@@ -108,6 +109,11 @@ static inline char **unconst_v(const char *const *v) {
         return (char **)(uintptr_t)v;
 }
 
+/* ---- libsbx.c: checks the other API files share -------------------------------------- */
+
+/* Checks a sandbox ID argument; fills the error on c when it is bad. */
+enum sbx_code libsbx_check_id(sbx_client *c, const char *id);
+
 /* ---- libsbx_transport.c: the connection ------------------------------------------------ */
 
 /* Clears the last failure of c (a call that succeeds leaves no message behind). */
@@ -135,6 +141,21 @@ enum sbx_code transport_hello_finish(sbx_client *c);
  * sbx__v1__response__free_unpacked). On a non-OK status *ret is set only when
  * k->keep_error_body and the reply has the wanted body; otherwise it is NULL. */
 enum sbx_code transport_call(sbx_client *c, struct exchange *k, Sbx__V1__Response **ret);
+
+/* Sends k->req as transport_call does, without waiting for a reply: *ret_id is its
+ * request id, for transport_stream_next (WatchFiles, an answer without an end). */
+enum sbx_code transport_stream_open(sbx_client *c, struct exchange *k, uint64_t *ret_id);
+
+/* The next reply of the stream id within timeout_ms (-1: as long as it takes): SBX_OK
+ * with *ret the reply (k->want's body), or NULL when none came by then (the stream goes
+ * on); a non-OK status ends the stream (its code, the failure set); a lost connection
+ * is SBX_UNAVAILABLE (closed). */
+enum sbx_code transport_stream_next(sbx_client *c, struct exchange *k, uint64_t id,
+                                    int64_t timeout_ms, Sbx__V1__Response **ret);
+
+/* Ends a stream: closes the connection (the daemon then stops it); the next call makes a
+ * new one. */
+void transport_stream_close(sbx_client *c);
 
 /* ---- libsbx_wire.c: wire messages <-> the structs of sbx.h ---------------------------- */
 
