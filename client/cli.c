@@ -80,6 +80,10 @@ static const struct command commands[] = {
         {"rm", cmd_rm, "rm [-r|--recursive] [-f|--force] ID PATH",
          "remove a file, or with -r a directory tree, from a sandbox (-f: a missing one\n"
          "      is not an error)"},
+        {"watch", cmd_watch, "watch [-r|--recursive] [--coalesce-ms MS] [--json] ID PATH",
+         "print the changes under a sandbox directory, one line per change (created,\n"
+         "      modified, deleted, renamed OLD -> NEW; -r: every directory below it too),\n"
+         "      coalesced over MS (default 100), until Ctrl-C or the sandbox ends"},
         {"cp", cmd_cp, "cp SRC DST",
          "copy files or directories between the host and a sandbox; exactly\n"
          "      one side is ID:PATH (write ./a:b for a host path with a colon)"},

@@ -5,7 +5,7 @@
  * cli_sandbox.c (create, info, list, terminate, set-timeout, history), cli_image.c
  * (image pull, ls, rm, inspect, prune), cli_exec.c
  * (exec, cancel) with cli_tty.c (the client's terminal for exec -t), cli_files.c (read,
- * write, ls, stat, mkdir, rm, cp), cli_doctor.c (doctor,
+ * write, ls, stat, mkdir, rm, cp), cli_watch.c (watch), cli_doctor.c (doctor,
  * version), cli_dial.c (dial-stdio, the remote end of ssh:// sockets) and cli_mcp.c with
  * cli_mcp_tools.c (mcp, the Model Context Protocol server). Each command is a function `int
  * cmd_NAME(struct cli *, int argc, char **argv)` that returns the process exit status; argv[0] is
@@ -346,6 +346,7 @@ int cmd_cp(struct cli *cli, int argc, char **argv);
 int cmd_stat(struct cli *cli, int argc, char **argv);
 int cmd_mkdir(struct cli *cli, int argc, char **argv);
 int cmd_rm(struct cli *cli, int argc, char **argv);
+int cmd_watch(struct cli *cli, int argc, char **argv);
 int cmd_cancel(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);

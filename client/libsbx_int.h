@@ -52,6 +52,7 @@ struct sbx_client {
         int watch_fd;            /* libsbx_set_watch: polled with the connection; -1: none */
         libsbx_watch_cb on_watch;
         void *watch_userdata;
+        bool streaming;   /* a watch (sbx_watch_open) has the connection to itself */
         char *message;    /* last failure, NULL after success */
         bool message_oom; /* the last failure's message could not be allocated */
         int err;
@@ -146,6 +147,21 @@ enum sbx_code transport_hello_finish(sbx_client *c);
  * sbx__v1__response__free_unpacked). On a non-OK status *ret is set only when
  * k->keep_error_body and the reply has the wanted body; otherwise it is NULL. */
 enum sbx_code transport_call(sbx_client *c, struct exchange *k, Sbx__V1__Response **ret);
+
+/* Sends k->req as transport_call does, without waiting for a reply: *ret_id is its
+ * request id, for transport_stream_next (WatchFiles, an answer without an end). */
+enum sbx_code transport_stream_open(sbx_client *c, struct exchange *k, uint64_t *ret_id);
+
+/* The next reply of the stream id within timeout_ms (-1: as long as it takes): SBX_OK
+ * with *ret the reply (k->want's body), or NULL when none came by then (the stream goes
+ * on); a non-OK status ends the stream (its code, the failure set); a lost connection
+ * is SBX_UNAVAILABLE (closed). */
+enum sbx_code transport_stream_next(sbx_client *c, struct exchange *k, uint64_t id,
+                                    int64_t timeout_ms, Sbx__V1__Response **ret);
+
+/* Ends a stream: closes the connection (the daemon then stops it); the next call makes a
+ * new one. */
+void transport_stream_close(sbx_client *c);
 
 /* A new client *ret connected to c's daemon (its socket path or ssh:// URL, client name
  * and call timeout) whose reads never go past the frame they read: its Hello answered,

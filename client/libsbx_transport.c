@@ -410,6 +410,10 @@ static int recv_or_feed(sbx_client *c, struct exchange *k, int64_t deadline) {
 static enum sbx_code call_begin(sbx_client *c, bool *ret_fresh) {
         /* A connection whose Hello is not answered yet never sat idle. */
         *ret_fresh = c->hello_id != 0;
+        if (c->streaming)
+                return transport_fail(c, SBX_FAILED_PRECONDITION, EBUSY,
+                                      "this client's connection is taken by a watch; close it "
+                                      "(sbx_watch_close) or use another client");
         if (c->fd < 0 && !c->connecting) {
                 enum sbx_code rc = transport_connect(c);
                 if (rc != SBX_OK)
@@ -530,6 +534,20 @@ static enum sbx_code send_request(sbx_client *c, struct exchange *k, bool fresh,
         return SBX_OK;
 }
 
+/* Unpacks the frame payload (plen bytes) into *ret. */
+static enum sbx_code decode_reply(sbx_client *c, const uint8_t *payload, size_t plen,
+                                  Sbx__V1__Response **ret) {
+        if (plen > c->reader_used)
+                c->reader_used = plen;
+        *ret = sbx__v1__response__unpack(&unpack_allocator, plen, payload);
+        if (!*ret)
+                return transport_protocol_fail(c, EBADMSG,
+                                               "a reply of %zu bytes that does not decode as "
+                                               "sbx.v1.Response",
+                                               plen);
+        return SBX_OK;
+}
+
 /* Reads the next Response into *ret, receiving (and feeding stdin) as needed. *waited
  * says the first wait for the reply has been made. SBX_OK, or the failure (the
  * connection is closed then). */
@@ -555,15 +573,7 @@ static enum sbx_code read_reply(sbx_client *c, struct exchange *k, const struct 
         if (r < 0)
                 return transport_protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
                                                c->reader.max_frame_bytes);
-        if (plen > c->reader_used)
-                c->reader_used = plen;
-        *ret = sbx__v1__response__unpack(&unpack_allocator, plen, payload);
-        if (!*ret)
-                return transport_protocol_fail(c, EBADMSG,
-                                               "a reply of %zu bytes that does not decode as "
-                                               "sbx.v1.Response",
-                                               plen);
-        return SBX_OK;
+        return decode_reply(c, payload, plen, ret);
 }
 
 /* take_reply's answer for a reply that does not end the call. */
@@ -773,6 +783,63 @@ enum sbx_code transport_call(sbx_client *c, struct exchange *k, Sbx__V1__Respons
         if (rc != SBX_OK)
                 return rc;
         return await_reply(c, k, id, &w, ret);
+}
+
+/* ---- streams ------------------------------------------------------------------------ */
+
+/* Sends k->req as transport_call does, without waiting for a reply: *ret_id is its
+ * request id, for transport_stream_next. */
+enum sbx_code transport_stream_open(sbx_client *c, struct exchange *k, uint64_t *ret_id) {
+        struct call_wait w = {0, -1};
+        bool fresh;
+        enum sbx_code rc = call_begin(c, &fresh);
+
+        if (rc == SBX_OK)
+                rc = send_request(c, k, fresh, &w, ret_id);
+        if (rc == SBX_OK && c->hello_id)
+                rc = transport_hello_finish(c);
+        return rc;
+}
+
+/* The next reply of the stream id within timeout_ms (-1: as long as it takes): SBX_OK
+ * with *ret the reply (k->want's body), or NULL when none came by then (the stream goes
+ * on); a non-OK status ends the stream (its code, the failure set); a lost connection
+ * is SBX_UNAVAILABLE (closed). */
+enum sbx_code transport_stream_next(sbx_client *c, struct exchange *k, uint64_t id,
+                                    int64_t timeout_ms, Sbx__V1__Response **ret) {
+        int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+        const uint8_t *payload;
+        Sbx__V1__Response *resp;
+        size_t plen;
+        int r;
+
+        *ret = NULL;
+        if (c->fd < 0)
+                return transport_fail(c, SBX_UNAVAILABLE, ENOTCONN, "the stream has ended");
+        transport_clear_error(c);
+        while ((r = frame_reader_next(&c->reader, &payload, &plen)) == 0) {
+                r = wait_fd(c, POLLIN, deadline);
+                if (r == 0)
+                        r = recv_some(c, deadline);
+                if (r == -ETIMEDOUT)
+                        return SBX_OK;
+                if (r < 0)
+                        return connection_lost(c, -r, 0);
+        }
+        if (r < 0)
+                return transport_protocol_fail(c, EMSGSIZE, "a frame larger than %u bytes",
+                                               c->reader.max_frame_bytes);
+        r = decode_reply(c, payload, plen, &resp);
+        if (r != SBX_OK)
+                return (enum sbx_code)r;
+        r = take_reply(c, k, id, resp, ret);
+        return r == REPLY_MORE ? SBX_OK : (enum sbx_code)r;
+}
+
+/* Ends a stream: closes the connection (the daemon then stops it); the next call makes a
+ * new one. */
+void transport_stream_close(sbx_client *c) {
+        disconnect(c);
 }
 
 /* ---- connection --------------------------------------------------------------------- */

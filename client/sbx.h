@@ -882,6 +882,69 @@ void sbx_image_free(struct sbx_image *img);
 void sbx_image_list_free(struct sbx_image_list *l);
 void sbx_removed_images_free(struct sbx_removed_images *r);
 
+/* ---- file-change events (WatchFiles; docs/watch.md) ---------------------------------- */
+
+enum sbx_file_event_kind {
+        SBX_FILE_EVENT_UNSPECIFIED = 0, /* a kind this libsbx does not know */
+        SBX_FILE_CREATED = 1,
+        SBX_FILE_MODIFIED = 2, /* its content or attributes changed */
+        SBX_FILE_DELETED = 3,
+        SBX_FILE_RENAMED = 4, /* from old_path to path */
+};
+
+/* One change, paths as the sandbox sees them (/workspace/src/a.c). */
+struct sbx_file_event {
+        enum sbx_file_event_kind kind;
+        char *path;
+        char *old_path; /* SBX_FILE_RENAMED: where it was; else NULL */
+        int is_dir;
+};
+
+/* A batch of changes (coalesced per path over coalesce_ms, in the order each path first
+ * changed). overflow: changes were lost (reason says why): list the directory again. */
+struct sbx_file_events {
+        struct sbx_file_event *v;
+        size_t n;
+        int overflow;
+        char *overflow_reason; /* NULL without overflow */
+};
+void sbx_file_events_free(struct sbx_file_events *e);
+
+struct sbx_watch_opts {
+        int recursive;        /* every directory below path too, new ones as they appear */
+        uint32_t coalesce_ms; /* 10..5000; 0: 100 */
+};
+
+/* A watch under way: it has the client's connection to itself until sbx_watch_close. */
+typedef struct sbx_watch sbx_watch;
+
+/* Watches the directory path of sandbox id (resolved as sbx_read_file resolves it: a
+ * relative path is below /workspace; nothing outside the sandbox's view). Returns once
+ * the watch is set up (the call timeout bounds that wait): every change after it is seen. *ret: the watch, to read with
+ * sbx_watch_next and end with sbx_watch_close; meanwhile c makes no other call (each one
+ * fails with SBX_FAILED_PRECONDITION). SBX_NOT_FOUND for a path that does not exist or a
+ * sandbox the caller may not use, SBX_INVALID_ARGUMENT for a path that is not a
+ * directory or a coalesce_ms out of bounds, SBX_RESOURCE_EXHAUSTED past the watches one
+ * sandbox, one user or the daemon may have (the message names the bound). */
+enum sbx_code sbx_watch_open(sbx_client *c, const char *id, const char *path,
+                             const struct sbx_watch_opts *o, sbx_watch **ret);
+
+/* The next batch of w, waiting at most timeout_ms (-1: as long as it takes). SBX_OK with
+ * *ret a batch (sbx_file_events_free), or *ret NULL when none came by then. Any other
+ * code ends the watch, its message in sbx_error_message: SBX_SANDBOX_ENDED when the sandbox
+ * ended, SBX_NOT_FOUND when the watched directory went away, SBX_UNAVAILABLE when the
+ * sandbox was restored from a snapshot (watch again) or the connection was lost; then
+ * only sbx_watch_close is left to call. */
+enum sbx_code sbx_watch_next(sbx_watch *w, int64_t timeout_ms, struct sbx_file_events **ret);
+
+/* Ends the watch and frees w: a watch still running is stopped by closing the client's
+ * connection (the daemon drops it then; the client's next call makes a new connection).
+ * Accepts NULL. */
+void sbx_watch_close(sbx_watch *w);
+
+/* "created", "modified", "deleted", "renamed", or "unknown". */
+const char *sbx_file_event_kind_name(enum sbx_file_event_kind k);
+
 /* ---- Port forwarding --------------------------------------------------------------- */
 
 /* Opens a stream to port (1..65535) of sandbox id's own network namespace, at address
@@ -903,10 +966,10 @@ void sbx_removed_images_free(struct sbx_removed_images *r);
  * --end-with-daemon`; the remote sbx must know that option). ssh cannot pass a half-close
  * from the server on to one socket, so there the server's end of its side ends the whole
  * stream (the caller reads its end; what it writes after is refused), while the
- * caller's half-close reaches the server as on a Unix socket. c keeps the ssh child: sbx_open_port reaps, without waiting, the ones that have exited (their
- * stream was closed at both ends), and sbx_close(c) ends the rest (a second for all of
- * them to end by themselves, then each is terminated), so close c only after the
- * streams. Like every call on one client, sbx_open_port must not be called on c from
+ * caller's half-close reaches the server as on a Unix socket. c keeps the ssh child:
+ * sbx_open_port reaps, without waiting, the ones that have exited (their stream was
+ * closed at both ends), and sbx_close(c) ends the rest (a second for all of them to end
+ * by themselves, then each is terminated), so close c only after the streams. Like every call on one client, sbx_open_port must not be called on c from
  * several threads at once (it updates c's error and its list of ssh children): take a
  * lock around it, or use a client per thread; the streams it returned are independent
  * of c and of each other and may be used from any thread. */

@@ -49,6 +49,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -1897,5 +1898,76 @@ int files_remove_finish(struct files_remove_job *job, struct sandbox *sb, const 
                 r = remove_result(&fx, job->err, job->name, job->walk.failed);
         end(&fx);
         files_remove_job_free(job);
+        return r;
+}
+
+/* ---- a watched directory (fswatch.c) --------------------------------------------------- */
+
+/* Calls each(ud, name, is_dir) for the entries of the directory behind the O_PATH fd
+ * pfd, at most max (-E2BIG past them). */
+static int list_entries(int pfd, files_entry_cb each, void *ud, size_t max) {
+        int fd = reopen(pfd, O_RDONLY | O_DIRECTORY), r = 0;
+        struct dirent *e;
+        size_t n = 0;
+        DIR *d;
+
+        if (fd < 0)
+                return fd;
+        d = fdopendir(fd);
+        if (!d) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        while (r == 0 && (errno = 0, e = readdir(d))) {
+                int is_dir = e->d_type == DT_DIR;
+                struct stat st;
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                if (++n > max) {
+                        r = -E2BIG;
+                        break;
+                }
+                if (e->d_type == DT_UNKNOWN)
+                        is_dir = fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                 S_ISDIR(st.st_mode);
+                if (each(ud, e->d_name, is_dir))
+                        r = -ECANCELED;
+        }
+        closedir(d);
+        return r;
+}
+
+int files_watch_dir(struct sandbox *sb, const char *path, int ifd, uint32_t mask, int *ret_wd,
+                    char *ret_norm, files_entry_cb each, void *ud, size_t max_entries, char *err,
+                    size_t errlen) {
+        struct fctx fx;
+        struct statx stx;
+        char p[64];
+        int fd = -1, wd = -1, r;
+
+        r = begin(&fx, sb, "watch", path, err, errlen);
+        if (r == 0 && ret_norm)
+                snprintf(ret_norm, SBX_PATH_MAX_BYTES + 16, "%s", fx.norm);
+        if (r == 0)
+                r = open_final(&fx, &fd, &stx);
+        if (r == 0 && !S_ISDIR(stx.stx_mode))
+                r = fail(&fx, -EINVAL,
+                         "'%.1024s' in sandbox '%s' is %s, not a directory; watch the directory "
+                         "that holds it",
+                         fx.path, fx.v->id, type_phrase(stx.stx_mode));
+        if (r == 0) {
+                snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+                wd = inotify_add_watch(ifd, p, mask);
+                if (wd < 0)
+                        r = fail_errno(&fx, -errno, fx.path);
+        }
+        if (r == 0 && each)
+                r = list_entries(fd, each, ud, max_entries);
+        if (r == 0 || r == -E2BIG)
+                *ret_wd = wd;
+        if (fd >= 0)
+                close(fd);
+        end(&fx);
         return r;
 }

@@ -136,4 +136,23 @@ int files_remove_finish(struct files_remove_job *job, struct sandbox *sb, const 
                         char *err, size_t errlen);
 void files_remove_job_free(struct files_remove_job *job);
 
+/* For a file watch (fswatch.h): called with each entry of a directory being watched,
+ * its name and whether it is a directory (not a symlink to one). Return non-zero to stop
+ * the listing (files_watch_dir then returns -ECANCELED). */
+typedef int (*files_entry_cb)(void *ud, const char *name, int is_dir);
+
+/* Resolves the directory path in sb's view exactly as the operations above do (as the
+ * sandbox user; a hidden path is not found; anything but a directory is -EINVAL), then,
+ * still as that user, adds it to the inotify instance ifd with mask through
+ * /proc/self/fd of its O_PATH descriptor (so inotify watches the very directory
+ * resolved, and checks the user's read permission), and, when each is non-NULL, lists
+ * it: each(ud, name, is_dir) per entry, at most max_entries (past them -E2BIG, the watch
+ * added all the same). On success *ret_wd is the watch descriptor and ret_norm (may be
+ * NULL; SBX_PATH_MAX_BYTES + 16 bytes) the path as the sandbox sees it, absolute and
+ * normalized. On the loop. Errors as above, and inotify_add_watch's (-ENOSPC: the
+ * host's fs.inotify.max_user_watches is reached). */
+int files_watch_dir(struct sandbox *sb, const char *path, int ifd, uint32_t mask, int *ret_wd,
+                    char *ret_norm, files_entry_cb each, void *ud, size_t max_entries, char *err,
+                    size_t errlen);
+
 #endif

@@ -85,11 +85,12 @@ struct layer_opts {
         int keep_owners; /* chown to the tar's numeric ids (needs CAP_CHOWN) */
         uint32_t max_id; /* with keep_owners: ids above it are not given; 0: all are */
         /* NULL, or a file whose bytes from offset 0 are the uncompressed tar (a snapshot's
-         * spool: snapshot.h): a regular file's data is then taken from it with
-         * copy_file_range(2), which shares its blocks where the filesystem can (XFS,
-         * Btrfs: a reflink) and copies in the kernel elsewhere. Every byte of the tar is
-         * still read and digested, and each block so taken is compared with what the tar
-         * yields there; a block that differs is written from the tar. Borrowed. */
+         * spool: snapshot.h): the whole blocks of a regular file's data are then taken
+         * from it with copy_file_range(2), which shares them where the filesystem can
+         * (XFS, Btrfs: a reflink) and copies in the kernel elsewhere; a last partial
+         * block is written from the tar. Every byte of the tar is still read and
+         * digested, and each byte so taken is compared with what the tar yields there;
+         * what differs is written from the tar. Borrowed. */
         const int *clone_fd;
 };
 

@@ -28,6 +28,7 @@
 #include "rpc_export.h"
 #include "rpc_snapshot.h"
 #include "rpc_port.h"
+#include "rpc_watch.h"
 #include "sbx_limits.h"
 #include "log.h"
 #include "sandbox.h"
@@ -139,7 +140,7 @@ static void on_hello(struct conn *c, const Sbx__V1__Request *req) {
                 "list_sandboxes", "get_sandbox",    "set_timeout", "get_history",
                 "attach_command", "pull_image",     "list_images", "remove_image",
                 "inspect_image",  "prune_images",   "snapshot_sandbox", "export_image",
-                "restore_sandbox", "open_port"};
+                "restore_sandbox", "open_port", "watch_files"};
         struct features *f = &conn_daemon(c)->features;
         Sbx__V1__Response resp;
         Sbx__V1__HelloReply hr = SBX__V1__HELLO_REPLY__INIT;
@@ -783,6 +784,7 @@ static const struct {
         {SBX__V1__REQUEST__BODY_EXPORT_IMAGE, rpc_export_image},
         {SBX__V1__REQUEST__BODY_RESTORE_SANDBOX, on_restore},
         {SBX__V1__REQUEST__BODY_OPEN_PORT, rpc_port_open},
+        {SBX__V1__REQUEST__BODY_WATCH_FILES, rpc_watch_files},
 };
 
 int rpc_dispatch(struct conn *c, const uint8_t *payload, size_t len) {

@@ -785,6 +785,37 @@ static void on_kill_timer(uv_timer_t *t) {
         kill_init(sb);
 }
 
+void sandbox_listen_end(struct sandbox *sb, struct sandbox_end_listener *l) {
+        l->sb = sb;
+        l->prev = NULL;
+        l->next = sb->end_listeners;
+        if (l->next)
+                l->next->prev = l;
+        sb->end_listeners = l;
+}
+
+void sandbox_unlisten_end(struct sandbox_end_listener *l) {
+        if (!l->sb)
+                return;
+        if (l->prev)
+                l->prev->next = l->next;
+        else
+                l->sb->end_listeners = l->next;
+        if (l->next)
+                l->next->prev = l->prev;
+        l->sb = NULL;
+        l->next = l->prev = NULL;
+}
+
+/* Tells every end listener of sb, each removed before it hears. */
+static void tell_end_listeners(struct sandbox *sb, const char *reason) {
+        while (sb->end_listeners) {
+                struct sandbox_end_listener *l = sb->end_listeners;
+                sandbox_unlisten_end(l);
+                l->ending(l, sb, reason);
+        }
+}
+
 void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const char *reason) {
         if (sb->ending)
                 return;
@@ -802,6 +833,7 @@ void sandbox_end(struct sandbox *sb, Sbx__V1__SandboxState final_state, const ch
         egress_close(sb->egress, "the sandbox ended");
         sb->egress = NULL;
         sbsock_end(&sb->socks, "the sandbox ended");
+        tell_end_listeners(sb, reason);
         if ((!sb->proc_spawned && !sb->adopted) || sb->proc_exited) {
                 finish_end(sb);
                 return;
@@ -890,6 +922,7 @@ void sandbox_leave(struct sandbox *sb) {
         egress_close(sb->egress, "the daemon stopped");
         sb->egress = NULL;
         sbsock_end(&sb->socks, "the daemon stopped");
+        tell_end_listeners(sb, "the daemon stopped");
         release_init(sb);
         if (sb->cg) {
                 cgroup_forget(sb->cg); /* it stays, for the next daemon */

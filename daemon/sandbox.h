@@ -66,6 +66,21 @@ void sandbox_fill_info(struct sandbox *sb, struct sandbox_info_store *store);
  * same end. Returns 0, or -ENOMEM (nothing done). */
 int sandbox_terminate(struct sandbox *sb, const char *reason, sandbox_ended_cb cb, void *ud);
 
+/* Someone to tell when sb begins to end (sandbox_end, or left running at shutdown), so
+ * that what lives only as long as it (a file watch) goes first: embed one in that
+ * object, set `ending`, and add it with sandbox_listen_end. ending is called once, on the
+ * loop, with the listener already removed; it may free the object. The fields but
+ * `ending` are sandbox.c's. */
+struct sandbox_end_listener {
+        void (*ending)(struct sandbox_end_listener *l, struct sandbox *sb, const char *reason);
+        struct sandbox_end_listener *next, *prev;
+        struct sandbox *sb;
+};
+/* Adds l to sb's listeners. sb must not be ending (sandbox_view(sb)->state READY). */
+void sandbox_listen_end(struct sandbox *sb, struct sandbox_end_listener *l);
+/* Removes l (added, and not yet told); accepts one never added or already told. */
+void sandbox_unlisten_end(struct sandbox_end_listener *l);
+
 /* Moves the deadline to deadline_ms (Unix ms). -EINVAL when it lies further than the
  * daemon's maximum sandbox timeout (sbxd --max-sandbox-timeout) from now. */
 int sandbox_set_deadline(struct sandbox *sb, int64_t deadline_ms);

@@ -121,6 +121,7 @@ struct sandbox {
         void *create_ud;
         struct end_waiter *waiters;
         size_t n_waiters;
+        struct sandbox_end_listener *end_listeners; /* sandbox_listen_end's */
         char *end_reason;
         int fail_errno; /* a creation that failed for lack of a resource (-EMFILE, ...), else 0 */
         Sbx__V1__SandboxState end_state;

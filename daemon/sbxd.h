@@ -63,6 +63,7 @@ struct sbxd {
         struct images_gc *images_gc; /* the image store's collection job (images.c) */
         struct offload *offload;     /* work off the loop (offload.c): made at the first job,
                                       * freed after the last; NULL when there is none */
+        struct rpc_watches *watches; /* file watches (rpc_watch.c); NULL: none yet */
 };
 
 /* Milliseconds since the Unix epoch (wall clock, for records and deadlines). */

@@ -271,4 +271,26 @@
  * command before). */
 #define SBX_WARM_RUN_ID 65534u
 
+/* File-change watches (WatchFiles, docs/watch.md). At most SBX_WATCH_MAX_PER_SANDBOX
+ * watches on one sandbox, SBX_WATCH_MAX_PER_UID of one caller, SBX_WATCH_MAX_TOTAL over
+ * the daemon (each holds an inotify instance: the host's fs.inotify.max_user_instances
+ * is 128 by default). A watch holds at most SBX_WATCH_MAX_DIRS directories (inotify
+ * watch descriptors) and SBX_WATCH_MAX_PENDING coalesced paths; past either it reports
+ * an overflow. Changes are coalesced over coalesce_ms, SBX_WATCH_MIN_COALESCE_MS ..
+ * SBX_WATCH_MAX_COALESCE_MS (default SBX_WATCH_DEFAULT_COALESCE_MS). A recursive walk
+ * opens at most SBX_WATCH_WALK_SLICE directories per loop turn, and no more once it
+ * listed SBX_WATCH_WALK_SLICE_ENTRIES entries in that turn; one FileEvents answer
+ * carries at most SBX_WATCH_EVENTS_PER_REPLY events. */
+#define SBX_WATCH_MAX_PER_SANDBOX      4u
+#define SBX_WATCH_MAX_PER_UID          16u
+#define SBX_WATCH_MAX_TOTAL            64u
+#define SBX_WATCH_MAX_DIRS             8192u
+#define SBX_WATCH_MAX_PENDING          4096u
+#define SBX_WATCH_MIN_COALESCE_MS      10u
+#define SBX_WATCH_MAX_COALESCE_MS      5000u
+#define SBX_WATCH_DEFAULT_COALESCE_MS  100u
+#define SBX_WATCH_WALK_SLICE           256u
+#define SBX_WATCH_WALK_SLICE_ENTRIES   16384u
+#define SBX_WATCH_EVENTS_PER_REPLY     512u
+
 #endif

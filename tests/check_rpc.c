@@ -225,6 +225,7 @@ enum {
         F_SET_TIMEOUT = 24,
         F_HISTORY = 25,
         F_OPEN_PORT = 35,
+        F_WATCH = 36,
 };
 
 /* Every request that names a sandbox (its sandbox_id is field 1 in each), with what it
@@ -251,6 +252,7 @@ static const struct kind {
         {"SetTimeout", F_SET_TIMEOUT, X_TIMEOUT, 0, 0},
         {"GetHistory", F_HISTORY, X_NONE, 0, 1},
         {"OpenPort", F_OPEN_PORT, X_PORT, 0, 0},
+        {"WatchFiles", F_WATCH, X_PATH, 0, 0},
 };
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -1076,6 +1078,51 @@ START_TEST(cancel_disallowed_signal) {
 }
 END_TEST
 
+/* WatchFiles without a path, or with coalesce_ms out of 10..5000:
+ * INVALID_ARGUMENT naming the field and the bound, checked before the sandbox is looked
+ * up; a well-formed one for an unknown sandbox: NOT_FOUND. */
+START_TEST(watch_files_malformed) {
+        static const uint32_t bad_ms[] = {0, 9, 5001, 4000000000u};
+        struct peer p;
+        uint64_t rid = 1;
+        size_t i;
+
+        begin();
+        open_caller(&p);
+        for (i = 0; i < 2; i++) {
+                struct wbuf b = {.n = 0};
+                w_str(&b, 1, "nosuch");
+                if (i)
+                        w_str(&b, 2, "");
+                send_body(&p, rid, F_WATCH, &b);
+                expect_status(&p, rid++, SBX__V1__CODE__INVALID_ARGUMENT, "path is required",
+                              NULL);
+        }
+        for (i = 0; i < sizeof(bad_ms) / sizeof(bad_ms[0]); i++) {
+                struct wbuf b = {.n = 0};
+                char want[64];
+                w_str(&b, 1, "nosuch");
+                w_str(&b, 2, "/workspace");
+                w_uint(&b, 4, bad_ms[i]);
+                send_body(&p, rid, F_WATCH, &b);
+                snprintf(want, sizeof(want), "coalesce_ms is %u; it must be 10..5000", bad_ms[i]);
+                expect_status(&p, rid++, SBX__V1__CODE__INVALID_ARGUMENT, want, NULL);
+        }
+        {
+                struct wbuf b = {.n = 0};
+                w_str(&b, 1, "nosuch");
+                w_str(&b, 2, "/workspace");
+                w_uint(&b, 3, 1);
+                w_uint(&b, 4, 10);
+                send_body(&p, rid, F_WATCH, &b);
+                expect_status(&p, rid++, SBX__V1__CODE__NOT_FOUND, "sandbox 'nosuch' not found",
+                              NULL);
+        }
+        expect_served(&p, rid);
+        end(&p, 1);
+}
+END_TEST
+
 /* SetTimeout without timeout_ms. Its check comes after the sandbox's lookup, so without
  * a live sandbox the lookup answers: an unknown id, an ended one, no id. */
 START_TEST(set_timeout_without_timeout) {
@@ -1409,6 +1456,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, unknown_or_foreign_id_not_found);
         tcase_add_test(tc, ended_sandbox_on_record);
         tcase_add_test(tc, cancel_disallowed_signal);
+        tcase_add_test(tc, watch_files_malformed);
         tcase_add_test(tc, set_timeout_without_timeout);
         tcase_add_test(tc, list_empty_daemon);
         tcase_add_test(tc, list_records_filtered);

@@ -1295,6 +1295,49 @@ class SandboxTest(DaemonTest):
 
     # -- files --
 
+    def test_watch(self) -> None:
+        """Sandbox.watch: a generator of coalesced changes, set up when it returns, that
+        stops the watch when closed, and raises SandboxEnded when the sandbox ends."""
+        watcher = sbx.Client(self.daemon.sock, client_name="test_sbx-watch")
+        self.addCleanup(watcher.close)
+        wsb = watcher.attach(self.sb.id)
+        with self.assertRaises(sbx.NotFound):
+            wsb.watch("/no/such/dir")
+        self.sb.write_file("w/seed.txt", "x")
+        with self.assertRaises(sbx.InvalidArgument):
+            wsb.watch("w/seed.txt")
+        with self.assertRaises(sbx.InvalidArgument):
+            wsb.watch("w", coalesce_ms=5)
+        gen = wsb.watch("/workspace/w", recursive=True, coalesce_ms=50)
+        # While the watch holds it, the watcher's Client makes no other call.
+        with self.assertRaises(sbx.FailedPrecondition):
+            watcher.get(self.sb.id)
+        self.sb.run("mkdir /workspace/w/d && echo a > /workspace/w/d/f && "
+                    "echo b > /workspace/w/t && rm /workspace/w/t && "
+                    "mv /workspace/w/seed.txt /workspace/w/moved.txt && touch /workspace/w/last")
+        seen = []
+        for ev in gen:
+            self.assertNotEqual(ev.kind, sbx.FileEventKind.OVERFLOW, ev.reason)
+            seen.append((str(ev.kind), ev.path, ev.old_path, ev.is_dir))
+            if ev.path == "/workspace/w/last":
+                break
+        gen.close()
+        self.assertIn(("created", "/workspace/w/d", None, True), seen)
+        self.assertIn(("created", "/workspace/w/d/f", None, False), seen)
+        self.assertIn(("renamed", "/workspace/w/moved.txt", "/workspace/w/seed.txt", False), seen)
+        # Made and removed within one batch: coalesced away (or, split across two
+        # batches, created then deleted: never left standing).
+        t = [k for k, p, _, _ in seen if p == "/workspace/w/t"]
+        self.assertIn(t, ([], ["created", "deleted"]))
+        # Closed: the Client is free again.
+        self.assertEqual(watcher.get(self.sb.id).state, sbx.State.READY)
+        # The end of the sandbox ends a watch with SandboxEnded.
+        gen = wsb.watch("/workspace")
+        self.client.attach(self.sb.id).terminate()
+        with self.assertRaises(sbx.SandboxEnded):
+            for _ in gen:
+                pass
+
     def test_files(self) -> None:
         sb = self.sb
         sb.write_file("a/b/c.txt", "héllo\n")  # parents created, relative to /workspace

@@ -13,7 +13,8 @@ with an ``*_init`` function (``sbx_policy``, ``sbx_create_opts``, ``sbx_exec_opt
 are cleared by ``memset(p, 0, sizeof(*p))``, so initialising one inside a larger
 sentinel-filled buffer shows libsbx's ``sizeof`` exactly, and the fields that the init
 functions set show their offsets; the enum names are compared through
-``sbx_code_name``, ``sbx_state_name`` and ``sbx_outcome_name``. The result structs
+``sbx_code_name``, ``sbx_state_name``, ``sbx_outcome_name`` and
+``sbx_file_event_kind_name``. The result structs
 (only ever read from pointers libsbx returns) are checked by the test suite, which
 compiles a C program against sbx.h and compares every ``sizeof`` and ``offsetof``
 with this module (tests/python/test_sbx.py, LayoutTest). Change both together.
@@ -467,6 +468,28 @@ class PullOpts(Structure):
     ]
 
 
+class FileEvent(Structure):
+    _fields_ = [
+        ("kind", c_int),
+        ("path", c_char_p),
+        ("old_path", c_char_p),
+        ("is_dir", c_int),
+    ]
+
+
+class FileEvents(Structure):
+    _fields_ = [
+        ("v", POINTER(FileEvent)),
+        ("n", c_size_t),
+        ("overflow", c_int),
+        ("overflow_reason", c_char_p),
+    ]
+
+
+class WatchOpts(Structure):
+    _fields_ = [("recursive", c_int), ("coalesce_ms", c_uint32)]
+
+
 STRUCTS = {
     "sbx_hello": Hello,
     "sbx_limits": Limits,
@@ -499,6 +522,9 @@ STRUCTS = {
     "sbx_fork": Fork,
     "sbx_registry_auth": RegistryAuth,
     "sbx_pull_opts": PullOpts,
+    "sbx_file_event": FileEvent,
+    "sbx_file_events": FileEvents,
+    "sbx_watch_opts": WatchOpts,
 }
 
 # ---- constants (client/sbx.h) ---------------------------------------------------------
@@ -613,6 +639,11 @@ _PROTOTYPES = {
     "sbx_image_export": (c_int, [_client_p, c_char_p, c_int, _pp(Image)]),
     "sbx_fork": (c_int, [_client_p, c_char_p, POINTER(ForkOpts), _pp(Fork)]),
     "sbx_fork_free": (None, [POINTER(Fork)]),
+    "sbx_file_event_kind_name": (c_char_p, [c_int]),
+    "sbx_watch_open": (c_int, [_client_p, c_char_p, c_char_p, POINTER(WatchOpts), POINTER(c_void_p)]),
+    "sbx_watch_next": (c_int, [c_void_p, c_int64, _pp(FileEvents)]),
+    "sbx_watch_close": (None, [c_void_p]),
+    "sbx_file_events_free": (None, [POINTER(FileEvents)]),
     "sbx_open_port": (c_int, [_client_p, c_char_p, c_uint32, c_char_p, POINTER(c_int)]),
 }
 
@@ -708,7 +739,7 @@ def _init_probe(init: Callable[[Any], None], struct: Any) -> bytes:
 def _self_check(handle: ctypes.CDLL) -> None:
     """Compares what libsbx shows of its layout with the structs above (see the module
     docstring); raises LibraryError on a mismatch."""
-    from ._types import Code, Outcome, State
+    from ._types import Code, FileEventKind, Outcome, State
 
     def bad(what: str) -> LibraryError:
         return LibraryError(
@@ -742,8 +773,11 @@ def _self_check(handle: ctypes.CDLL) -> None:
         (Code, handle.sbx_code_name, True),
         (State, handle.sbx_state_name, False),
         (Outcome, handle.sbx_outcome_name, False),
+        (FileEventKind, handle.sbx_file_event_kind_name, False),
     ):
         for member in enum_type:
+            if int(member) < 0:
+                continue  # the binding's own (FileEventKind.OVERFLOW)
             got = (fn(int(member)) or b"").decode()
             expected = member.name if upper else member.name.lower()
             if got != expected:

@@ -20,6 +20,8 @@ __all__ = [
     "Outcome",
     "NetworkMode",
     "FileType",
+    "FileEventKind",
+    "FileEvent",
     "ResourceLimits",
     "SandboxPolicy",
     "ResourceReport",
@@ -143,6 +145,19 @@ class FileType(_Named):
     SOCKET = 5
     CHAR_DEVICE = 6
     BLOCK_DEVICE = 7
+
+
+class FileEventKind(_Named):
+    """What happened to a path under a watch (``enum sbx_file_event_kind``), or
+    ``OVERFLOW``, the binding's own: changes were lost (``FileEvent.reason`` says why),
+    list the directory again."""
+
+    UNKNOWN = 0
+    CREATED = 1
+    MODIFIED = 2
+    DELETED = 3
+    RENAMED = 4
+    OVERFLOW = -1
 
 
 def _path(p: PathArg) -> str:
@@ -534,6 +549,19 @@ class FileInfo:
     mtime_unix_ms: int
     is_dir: bool
     symlink_target: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    """One change under a watch (:meth:`Sandbox.watch`), its paths as the sandbox sees
+    them; ``old_path`` is where a RENAMED one was. An ``OVERFLOW`` event has no path
+    and a ``reason``."""
+
+    kind: FileEventKind
+    path: str
+    old_path: Optional[str] = None
+    is_dir: bool = False
+    reason: Optional[str] = None
 
 
 class DirectoryListing(list[FileInfo]):

@@ -1,0 +1,925 @@
+/* it_watch.c: integration tests of WatchFiles against a real sbxd, through libsbx and the
+ * sbx tool: a burst of 1,000 files made, modified, deleted and renamed arrives coalesced
+ * and without loss of the final state (root and rootless daemons); a path outside the
+ * view (hidden, the host's, a file) is refused; another user cannot watch a sandbox not
+ * shared with them (NOT_FOUND word for word as for one that does not exist) and can
+ * watch one that is (root daemon: a user of its socket group; rootless daemon, which
+ * serves only its own user and root: its user, against root's sandbox); terminate ends the watch
+ * with SANDBOX_ENDED; the bounds per sandbox and per user hold and a closed watch frees its place;
+ * a flood is reported as an overflow; `sbx watch` prints a line per change and ends cleanly on
+ * SIGINT. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "imgtest.h"
+#include "itutil.h"
+#include "sbx_limits.h"
+#include "testutil.h"
+
+/* A user of a root daemon's socket group, as in it_files.c: a raw uid without a passwd
+ * entry. */
+#define ALICE    3101u
+#define SOCK_GRP 3100u
+/* A host directory every sandbox sees unless its policy hides it. */
+#define HIDDEN "/usr/share/doc"
+
+/* ---- a model of the tree, kept from the events ------------------------------------- */
+
+struct model {
+        char **v;
+        size_t n, cap;
+        size_t events, overflows;
+};
+
+static ssize_t model_find(const struct model *m, const char *p) {
+        for (size_t i = 0; i < m->n; i++)
+                if (strcmp(m->v[i], p) == 0)
+                        return (ssize_t)i;
+        return -1;
+}
+
+static void model_add(struct model *m, const char *p) {
+        if (model_find(m, p) >= 0)
+                return;
+        if (m->n == m->cap) {
+                m->cap = m->cap ? m->cap * 2 : 256;
+                m->v = realloc(m->v, m->cap * sizeof(*m->v));
+                ck_assert_ptr_nonnull(m->v);
+        }
+        m->v[m->n++] = strdup(p);
+}
+
+static int at_or_below(const char *p, const char *dir) {
+        size_t n = strlen(dir);
+        return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+/* Removes p and everything below it. */
+static void model_del(struct model *m, const char *p) {
+        for (size_t i = 0; i < m->n;) {
+                if (at_or_below(m->v[i], p)) {
+                        free(m->v[i]);
+                        m->v[i] = m->v[--m->n];
+                } else {
+                        i++;
+                }
+        }
+}
+
+static void model_rename(struct model *m, const char *from, const char *to) {
+        size_t fl = strlen(from);
+
+        model_del(m, to);
+        for (size_t i = 0; i < m->n; i++) {
+                char buf[4096];
+                if (!at_or_below(m->v[i], from))
+                        continue;
+                snprintf(buf, sizeof(buf), "%s%s", to, m->v[i] + fl);
+                free(m->v[i]);
+                m->v[i] = strdup(buf);
+        }
+}
+
+static void model_apply(struct model *m, const struct sbx_file_events *ev) {
+        m->overflows += ev->overflow != 0;
+        for (size_t i = 0; i < ev->n; i++) {
+                const struct sbx_file_event *e = &ev->v[i];
+                m->events++;
+                switch (e->kind) {
+                case SBX_FILE_CREATED:
+                case SBX_FILE_MODIFIED:
+                        model_add(m, e->path);
+                        break;
+                case SBX_FILE_DELETED:
+                        model_del(m, e->path);
+                        break;
+                case SBX_FILE_RENAMED:
+                        ck_assert_ptr_nonnull(e->old_path);
+                        model_rename(m, e->old_path, e->path);
+                        break;
+                case SBX_FILE_EVENT_UNSPECIFIED:
+                        ck_abort_msg("an event of no kind for %s", e->path);
+                }
+        }
+}
+
+static void model_free(struct model *m) {
+        for (size_t i = 0; i < m->n; i++)
+                free(m->v[i]);
+        free(m->v);
+}
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Reads w until `last` is in the model and then quiet_ms pass without a batch (at most
+ * 120 s). */
+static void read_until(sbx_client *c, sbx_watch *w, struct model *m, const char *last,
+                       int quiet_ms) {
+        double t0 = it_now_ms();
+        int seen = 0;
+
+        while (it_now_ms() - t0 < 120000) {
+                struct sbx_file_events *ev = NULL;
+                enum sbx_code rc = sbx_watch_next(w, seen ? quiet_ms : 1000, &ev);
+                ck_assert_msg(rc == SBX_OK, "watch ended: %s: %s", sbx_code_name(rc),
+                              sbx_error_message(c));
+                if (!ev && seen)
+                        return;
+                if (ev)
+                        model_apply(m, ev);
+                sbx_file_events_free(ev);
+                seen = seen || model_find(m, last) >= 0;
+        }
+        ck_abort_msg("%s never came within 120 s (%zu events)", last, m->events);
+}
+
+/* The sandbox's tree below dir (find), sorted, checked against the model's. */
+static void check_final_state(sbx_client *c, const char *id, const char *dir, struct model *m) {
+        char cmd[512], *save = NULL, *line, **want = NULL;
+        size_t n = 0, cap = 0, i;
+        struct sbx_result *r;
+
+        snprintf(cmd, sizeof(cmd), "find %s -mindepth 1 | LC_ALL=C sort", dir);
+        r = it_sh(c, id, 60000, cmd);
+        ck_assert_int_eq(r->exit_code, 0);
+        for (line = strtok_r((char *)r->stdout_data, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save)) {
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 256;
+                        want = realloc(want, cap * sizeof(*want));
+                }
+                want[n++] = line;
+        }
+        qsort(m->v, m->n, sizeof(*m->v), cmp_str);
+        for (i = 0; i < n && i < m->n; i++)
+                ck_assert_msg(strcmp(want[i], m->v[i]) == 0,
+                              "entry %zu: the sandbox has %s, the events say %s", i, want[i],
+                              m->v[i]);
+        ck_assert_msg(n == m->n, "the sandbox has %zu entries below %s, the events %zu", n, dir,
+                      m->n);
+        free(want);
+        sbx_result_free(r);
+}
+
+/* 1,000 files in 10 directories made, then 500 appended to, 200 removed with their
+ * directories, 50 moved to another directory, one directory renamed, 100 made and
+ * removed at once, and a directory of 100 files made outside the watched tree moved in
+ * (what is in it can only be known by listing it); DONE last. inotify reports over
+ * 5,000 changes for it (each `echo > f` is a create, a modify and a close). */
+#define BURST                                                                                      \
+        "set -e; cd /workspace/burst; "                                                            \
+        "for d in 0 1 2 3 4 5 6 7 8 9; do mkdir d$d; i=0; "                                        \
+        "while [ $i -lt 100 ]; do echo v1 > d$d/f$i; i=$((i+1)); done; done; "                     \
+        "for d in 0 1 2 3 4; do i=0; while [ $i -lt 100 ]; do echo v2 >> d$d/f$i; "                \
+        "i=$((i+1)); done; done; "                                                                 \
+        "rm -r d5 d6; "                                                                            \
+        "i=0; while [ $i -lt 50 ]; do mv d7/f$i d8/g$i; i=$((i+1)); done; "                        \
+        "mv d9 d9renamed; "                                                                        \
+        "i=0; while [ $i -lt 100 ]; do echo t > tmp$i; rm tmp$i; i=$((i+1)); done; "               \
+        "mkdir -p /workspace/stage/sub; i=0; "                                                     \
+        "while [ $i -lt 100 ]; do echo s > /workspace/stage/sub/s$i; i=$((i+1)); done; "           \
+        "mv /workspace/stage in; "                                                                 \
+        "touch DONE"
+
+static void burst_case(struct it_daemon *d) {
+        struct sbx_watch_opts o = {.recursive = 1, .coalesce_ms = 100};
+        struct model m = {0};
+        struct sbx_result *r;
+        sbx_client *c = it_connect(d), *c2 = it_connect(d);
+        sbx_watch *w = NULL;
+
+        free(it_create(c2, "burst"));
+        sbx_result_free(it_sh(c2, "burst", 30000, "mkdir /workspace/burst"));
+        ck_assert_int_eq(sbx_watch_open(c, "burst", "/workspace/burst", &o, &w), SBX_OK);
+        r = it_sh(c2, "burst", 120000, BURST);
+        ck_assert_msg(r->exit_code == 0, "burst: %s", r->stderr_data);
+        sbx_result_free(r);
+        read_until(c, w, &m, "/workspace/burst/DONE", 1500);
+        ck_assert_uint_eq(m.overflows, 0);
+        check_final_state(c2, "burst", "/workspace/burst", &m);
+        /* Coalesced: each file made and written is one event (its later append another),
+         * one made and removed within a batch none: about 1,900 events, not 5,000. */
+        ck_assert_msg(m.events < 2200, "%zu events for the burst", m.events);
+        ck_assert_uint_eq(model_find(&m, "/workspace/burst/d9renamed/f99") >= 0, 1);
+        ck_assert_uint_eq(model_find(&m, "/workspace/burst/in/sub/s99") >= 0, 1);
+        model_free(&m);
+        sbx_watch_close(w);
+        sbx_close(c);
+        sbx_close(c2);
+}
+
+/* A repository of 1,000 files in 20 directories on branch a; branch b changes 300 of
+ * them, removes 200 with 4 of the directories, and adds 100 in 2 new ones. */
+#define GIT_REPO                                                                                   \
+        "set -e; export HOME=/tmp GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t "                         \
+        "GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; "                                           \
+        "git init -q -b a /workspace/repo; cd /workspace/repo; "                                   \
+        "for d in $(seq 0 19); do mkdir d$d; for i in $(seq 0 49); do echo a$i > d$d/f$i; "        \
+        "done; done; git add -A; git commit -qm a; git checkout -q -b b; "                         \
+        "for d in $(seq 0 5); do for i in $(seq 0 49); do echo b$i >> d$d/f$i; done; done; "       \
+        "git rm -rq d6 d7 d8 d9; mkdir n0 n1; "                                                    \
+        "for i in $(seq 0 49); do echo n > n0/g$i; echo n > n1/g$i; done; "                        \
+        "git add -A; git commit -qm b; git checkout -q a"
+
+/* `git checkout b` of that repository, watched: the events, applied in order, give the
+ * tree as it is after the checkout (.git included). */
+START_TEST(git_checkout_coalesced_final_state) {
+        struct sbx_watch_opts o = {.recursive = 1, .coalesce_ms = 100};
+        struct model m = {0};
+        struct sbx_result *r;
+        struct it_daemon d;
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+        char *line, *save = NULL;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        free(it_create(c2, "git"));
+        r = it_sh(c2, "git", 120000, "command -v git");
+        if (r->exit_code != 0) {
+                /* No git in the sandbox's view: the burst tests stand in for it. */
+                fprintf(stderr, "git_checkout_coalesced_final_state: no git in the sandbox's "
+                                "view; the burst tests stand in for it\n");
+                sbx_result_free(r);
+                sbx_close(c);
+                sbx_close(c2);
+                ck_assert_int_eq(it_daemon_stop(&d), 0);
+                return;
+        }
+        sbx_result_free(r);
+        r = it_sh(c2, "git", 120000, GIT_REPO);
+        ck_assert_msg(r->exit_code == 0, "repo: %s", r->stderr_data);
+        sbx_result_free(r);
+        /* The model starts from the tree before the checkout. */
+        r = it_sh(c2, "git", 60000, "find /workspace/repo -mindepth 1");
+        for (line = strtok_r((char *)r->stdout_data, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save))
+                model_add(&m, line);
+        sbx_result_free(r);
+        ck_assert_int_eq(sbx_watch_open(c, "git", "/workspace/repo", &o, &w), SBX_OK);
+        r = it_sh(
+                c2, "git", 120000,
+                "cd /workspace/repo && HOME=/tmp git checkout -q b && touch /workspace/repo/DONE");
+        ck_assert_msg(r->exit_code == 0, "checkout: %s", r->stderr_data);
+        sbx_result_free(r);
+        m.events = 0;
+        read_until(c, w, &m, "/workspace/repo/DONE", 1500);
+        ck_assert_uint_eq(m.overflows, 0);
+        check_final_state(c2, "git", "/workspace/repo", &m);
+        ck_assert_uint_eq(model_find(&m, "/workspace/repo/n1/g49") >= 0, 1);
+        ck_assert_int_lt(model_find(&m, "/workspace/repo/d9/f0"), 0);
+        model_free(&m);
+        sbx_watch_close(w);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(burst_coalesced_final_state_root) {
+        struct it_daemon d;
+
+        it_daemon_start(&d, NULL);
+        burst_case(&d);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(burst_coalesced_final_state_rootless) {
+        struct it_daemon d;
+
+        it_daemon_start_as(&d, 65534, 65534, NULL);
+        burst_case(&d);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* ---- what may not be watched --------------------------------------------------------- */
+
+static enum sbx_code watch_code(sbx_client *c, const char *id, const char *path) {
+        struct sbx_watch_opts o = {.recursive = 1};
+        sbx_watch *w = NULL;
+        enum sbx_code rc = sbx_watch_open(c, id, path, &o, &w);
+
+        sbx_watch_close(w);
+        return rc;
+}
+
+/* A path the policy hides, a host directory the sandbox does not see (directly, through
+ * a symlink, through ".."), a file: refused; ".." stops at the sandbox's own root. */
+START_TEST(outside_view_refused) {
+        struct sbx_watch_opts o = {.recursive = 0};
+        struct sbx_create_opts co;
+        struct sbx_sandbox *sb = NULL;
+        struct it_daemon d;
+        struct model m = {0};
+        char host[700], cmd[2048], hidden[] = HIDDEN, *dv[1];
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        /* The test's base directory is below the host's /tmp: no sandbox sees it. */
+        snprintf(host, sizeof(host), "%s/hostonly", it_base_dir());
+        ck_assert_int_eq(mkdir(host, 0755), 0);
+        sbx_create_opts_init(&co);
+        co.id = "view";
+        dv[0] = hidden;
+        co.policy.denied_read_paths.v = dv;
+        co.policy.denied_read_paths.n = 1;
+        ck_assert_int_eq(sbx_create(c, &co, &sb), SBX_OK);
+        sbx_sandbox_free(sb);
+        snprintf(cmd, sizeof(cmd),
+                 "ln -s '%s' /workspace/host && ln -s " HIDDEN " /workspace/sec && "
+                 "echo x > /workspace/file",
+                 host);
+        sbx_result_free(it_sh(c, "view", 30000, cmd));
+        ck_assert_int_eq(watch_code(c, "view", HIDDEN), SBX_NOT_FOUND);
+        ck_assert_int_eq(watch_code(c, "view", "sec"), SBX_NOT_FOUND);
+        ck_assert_int_eq(watch_code(c, "view", host), SBX_NOT_FOUND);
+        ck_assert_int_eq(watch_code(c, "view", "host"), SBX_NOT_FOUND);
+        snprintf(cmd, sizeof(cmd), "../../../..%s", host);
+        ck_assert_int_eq(watch_code(c, "view", cmd), SBX_NOT_FOUND);
+        ck_assert_int_eq(watch_code(c, "view", "file"), SBX_INVALID_ARGUMENT);
+        ck_assert_int_eq(watch_code(c, "view", "/nonexistent"), SBX_NOT_FOUND);
+        /* The host's copy is there, and unhidden on the host. */
+        ck_assert_int_eq(access(HIDDEN, F_OK), 0);
+        /* ".." stops at the sandbox's root: this watches its own /tmp. */
+        ck_assert_int_eq(sbx_watch_open(c, "view", "/workspace/../../../tmp", &o, &w), SBX_OK);
+        sbx_result_free(it_sh(c2, "view", 30000, "touch /tmp/inside"));
+        read_until(c, w, &m, "/tmp/inside", 500);
+        model_free(&m);
+        sbx_watch_close(w);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* ---- another user ------------------------------------------------------------------- */
+
+struct alice_report {
+        int own, none, shared, event;
+        char msg_own[512], msg_none[512];
+};
+
+/* In a forked child, as uid (its group that too, and group besides): watches "w-own" (not shared),
+ * "w-none" (never made) and "w-shared" (shared with ALICE), where the parent then makes a file. */
+static void alice_watch(const struct it_daemon *d, uid_t uid, gid_t group, int fd, int go_fd) {
+        const gid_t groups[] = {group};
+        struct sbx_watch_opts o = {.recursive = 1};
+        struct alice_report a;
+        struct sbx_file_events *ev = NULL;
+        sbx_client *c = NULL;
+        sbx_watch *w = NULL;
+        char go;
+
+        memset(&a, 0, sizeof(a));
+        if (setgroups(1, groups) < 0 || setresgid(uid, uid, uid) < 0 ||
+            setresuid(uid, uid, uid) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                _exit(120);
+        if (sbx_connect(d->sock, "it_watch-alice", &c) != SBX_OK)
+                _exit(121);
+        a.own = sbx_watch_open(c, "w-own", "/workspace", &o, &w);
+        snprintf(a.msg_own, sizeof(a.msg_own), "%s", sbx_error_message(c));
+        sbx_watch_close(w);
+        w = NULL;
+        a.none = sbx_watch_open(c, "w-none", "/workspace", &o, &w);
+        snprintf(a.msg_none, sizeof(a.msg_none), "%s", sbx_error_message(c));
+        sbx_watch_close(w);
+        w = NULL;
+        a.shared = sbx_watch_open(c, "w-shared", "/workspace", &o, &w);
+        if (write(fd, &a, sizeof(a)) != (ssize_t)sizeof(a))
+                _exit(122);
+        if (a.shared == SBX_OK && read(go_fd, &go, 1) == 1) {
+                while (sbx_watch_next(w, 30000, &ev) == SBX_OK && ev) {
+                        for (size_t i = 0; i < ev->n; i++)
+                                a.event |= strcmp(ev->v[i].path, "/workspace/from-owner") == 0;
+                        sbx_file_events_free(ev);
+                        if (a.event)
+                                break;
+                }
+        }
+        if (write(fd, &a, sizeof(a)) != (ssize_t)sizeof(a))
+                _exit(123);
+        sbx_watch_close(w);
+        sbx_close(c);
+        _exit(0);
+}
+
+/* Replaces every "w-own" / "w-none" of msg by "ID". */
+static void unname(char *msg) {
+        char *p;
+
+        while ((p = strstr(msg, "w-own")) || (p = strstr(msg, "w-none"))) {
+                size_t n = p[2] == 'o' ? 5 : 6;
+                memcpy(p, "ID", 2);
+                memmove(p + 2, p + n, strlen(p + n) + 1);
+        }
+}
+
+/* On d, whose socket the other user uid reaches through group: uid cannot watch the
+ * caller's (root's) sandbox (NOT_FOUND word for word as for an id nobody used), and
+ * watches one shared with it, seeing a file its owner makes. */
+static void other_user_case(struct it_daemon *d, uid_t uid, gid_t group) {
+        const uint32_t share[] = {uid};
+        struct sbx_create_opts co;
+        struct sbx_sandbox *sb = NULL;
+        struct alice_report a;
+        int p[2], go[2], st;
+        sbx_client *c = it_connect(d);
+        pid_t pid;
+
+        free(it_create(c, "w-own"));
+        sbx_create_opts_init(&co);
+        co.id = "w-shared";
+        co.share_uids = share;
+        co.n_share_uids = 1;
+        ck_assert_int_eq(sbx_create(c, &co, &sb), SBX_OK);
+        sbx_sandbox_free(sb);
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                alice_watch(d, uid, group, p[1], go[0]);
+        close(p[1]);
+        close(go[0]);
+        ck_assert_int_eq(read(p[0], &a, sizeof(a)), (ssize_t)sizeof(a));
+        ck_assert_msg(a.own == SBX_NOT_FOUND, "%s: %s", sbx_code_name(a.own), a.msg_own);
+        ck_assert_int_eq(a.none, SBX_NOT_FOUND);
+        unname(a.msg_own);
+        unname(a.msg_none);
+        ck_assert_str_eq(a.msg_own, a.msg_none);
+        ck_assert_msg(a.shared == SBX_OK, "the shared sandbox: %s", sbx_code_name(a.shared));
+        sbx_result_free(it_sh(c, "w-shared", 30000, "echo hi > /workspace/from-owner"));
+        ck_assert_int_eq(write(go[1], "g", 1), 1);
+        ck_assert_int_eq(read(p[0], &a, sizeof(a)), (ssize_t)sizeof(a));
+        ck_assert_int_eq(a.event, 1);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_int_eq(WIFEXITED(st) ? WEXITSTATUS(st) : 256, 0);
+        close(p[0]);
+        close(go[1]);
+        sbx_close(c);
+}
+
+START_TEST(other_user_not_found_unless_shared_root) {
+        const char *flags[] = {"--socket-group", "3100", NULL};
+        struct it_daemon d;
+
+        it_daemon_start(&d, flags);
+        other_user_case(&d, ALICE, SOCK_GRP);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A rootless daemon of nobody's serves only nobody and root: root's sandbox there is
+ * nobody's to watch only when shared with nobody. */
+START_TEST(other_user_not_found_unless_shared_rootless) {
+        struct it_daemon d;
+
+        it_daemon_start_as(&d, 65534, 65534, NULL);
+        other_user_case(&d, 65534, 65534);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* ---- how a watch ends --------------------------------------------------------------- */
+
+START_TEST(terminate_ends_watch) {
+        struct sbx_watch_opts o = {.recursive = 1};
+        struct sbx_file_events *ev = NULL;
+        struct it_daemon d;
+        enum sbx_code rc = SBX_OK;
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        free(it_create(c2, "ends"));
+        ck_assert_int_eq(sbx_watch_open(c, "ends", "/workspace", &o, &w), SBX_OK);
+        /* While the watch holds the connection, the client makes no other call. */
+        ck_assert_int_eq(sbx_terminate(c, "ends", NULL), SBX_FAILED_PRECONDITION);
+        t0 = it_now_ms();
+        ck_assert_int_eq(sbx_terminate(c2, "ends", NULL), SBX_OK);
+        while (rc == SBX_OK && it_now_ms() - t0 < 10000) {
+                rc = sbx_watch_next(w, 1000, &ev);
+                sbx_file_events_free(ev);
+                ev = NULL;
+        }
+        ck_assert_msg(rc == SBX_SANDBOX_ENDED, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "'ends' ended"));
+        ck_assert_int_eq(sbx_watch_next(w, 0, &ev), SBX_FAILED_PRECONDITION);
+        sbx_watch_close(w);
+        /* The client is free again. */
+        ck_assert_int_eq(watch_code(c, "ends", "/workspace"), SBX_SANDBOX_ENDED);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* Opens a watch, retrying while the bound is reached (a closed watch frees its place
+ * once the daemon has seen its connection close). */
+static enum sbx_code open_retry(sbx_client *c, const char *id, const char *path,
+                                const struct sbx_watch_opts *o, sbx_watch **w) {
+        double t0 = it_now_ms();
+        enum sbx_code rc;
+
+        while ((rc = sbx_watch_open(c, id, path, o, w)) == SBX_RESOURCE_EXHAUSTED &&
+               it_now_ms() - t0 < 10000)
+                usleep(20000);
+        return rc;
+}
+
+/* A sandbox restored from its snapshot serves on with other files: its watch ends with
+ * UNAVAILABLE (watch again), not ENDED. */
+START_TEST(restore_ends_watch_unavailable) {
+        struct sbx_watch_opts o = {.recursive = 1};
+        struct sbx_file_events *ev = NULL;
+        struct sbx_image *img = NULL;
+        const char *layout = make_image();
+        struct it_daemon d;
+        enum sbx_code rc = SBX_OK;
+        char *base, *id = NULL;
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        base = img_pull(c2, layout, "img");
+        ck_assert_int_eq(img_create(c2, base, NULL, &id), SBX_OK);
+        ck_assert_msg(sbx_snapshot(c2, id, "watched", &img) == SBX_OK, "snapshot: %s",
+                      sbx_error_message(c2));
+        sbx_image_free(img);
+        ck_assert_int_eq(sbx_watch_open(c, id, "/workspace", &o, &w), SBX_OK);
+        ck_assert_msg(sbx_restore(c2, id, "watched", NULL) == SBX_OK, "restore: %s",
+                      sbx_error_message(c2));
+        t0 = it_now_ms();
+        while (rc == SBX_OK && it_now_ms() - t0 < 10000) {
+                rc = sbx_watch_next(w, 1000, &ev);
+                sbx_file_events_free(ev);
+                ev = NULL;
+        }
+        ck_assert_msg(rc == SBX_UNAVAILABLE, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(c), "was restored"));
+        sbx_watch_close(w);
+        /* The sandbox serves on: a new watch of it works. */
+        ck_assert_int_eq(sbx_watch_open(c, id, "/workspace", &o, &w), SBX_OK);
+        sbx_watch_close(w);
+        free(base);
+        free(id);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A fifth watch of one sandbox is refused, naming the bound; closed watches free their
+ * places; the watched directory removed ends the watch with NOT_FOUND. */
+START_TEST(bounds_and_closed_watches) {
+        struct sbx_watch_opts o = {.recursive = 0, .coalesce_ms = 10};
+        sbx_client *cs[SBX_WATCH_MAX_PER_SANDBOX + 1];
+        sbx_watch *ws[SBX_WATCH_MAX_PER_SANDBOX + 1];
+        struct sbx_file_events *ev = NULL;
+        struct it_daemon d;
+        enum sbx_code rc = SBX_OK;
+        unsigned i, round;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        for (i = 0; i <= SBX_WATCH_MAX_PER_SANDBOX; i++)
+                cs[i] = it_connect(&d);
+        free(it_create(cs[0], "bnd"));
+        sbx_result_free(it_sh(cs[0], "bnd", 30000, "mkdir /workspace/gone"));
+        for (round = 0; round < 2; round++) {
+                for (i = 0; i < SBX_WATCH_MAX_PER_SANDBOX; i++) {
+                        rc = open_retry(cs[i], "bnd", "/workspace", &o, &ws[i]);
+                        ck_assert_msg(rc == SBX_OK, "watch %u: %s", i, sbx_error_message(cs[i]));
+                }
+                rc = sbx_watch_open(cs[i], "bnd", "/workspace", &o, &ws[i]);
+                ck_assert_int_eq(rc, SBX_RESOURCE_EXHAUSTED);
+                ck_assert_ptr_nonnull(strstr(sbx_error_message(cs[i]), "4 file watches"));
+                for (i = 0; i < SBX_WATCH_MAX_PER_SANDBOX; i++)
+                        sbx_watch_close(ws[i]);
+        }
+        ck_assert_int_eq(open_retry(cs[0], "bnd", "gone", &o, &ws[0]), SBX_OK);
+        sbx_result_free(it_sh(cs[1], "bnd", 30000, "rmdir /workspace/gone"));
+        t0 = it_now_ms();
+        while (rc != SBX_NOT_FOUND && it_now_ms() - t0 < 10000) {
+                rc = sbx_watch_next(ws[0], 1000, &ev);
+                sbx_file_events_free(ev);
+                ev = NULL;
+        }
+        ck_assert_int_eq(rc, SBX_NOT_FOUND);
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(cs[0]), "was removed"));
+        sbx_watch_close(ws[0]);
+        for (i = 0; i <= SBX_WATCH_MAX_PER_SANDBOX; i++)
+                sbx_close(cs[i]);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* 16 watches of one user over 4 sandboxes: a 17th, on a fifth sandbox, is refused,
+ * naming the bound. */
+START_TEST(bound_per_user) {
+        struct sbx_watch_opts o = {.recursive = 0};
+        sbx_client *cs[SBX_WATCH_MAX_PER_UID + 1];
+        sbx_watch *ws[SBX_WATCH_MAX_PER_UID + 1];
+        struct it_daemon d;
+        char id[32];
+        unsigned i;
+
+        it_daemon_start(&d, NULL);
+        for (i = 0; i <= SBX_WATCH_MAX_PER_UID; i++)
+                cs[i] = it_connect(&d);
+        for (i = 0; i <= SBX_WATCH_MAX_PER_UID / SBX_WATCH_MAX_PER_SANDBOX; i++) {
+                snprintf(id, sizeof(id), "u%u", i);
+                free(it_create(cs[0], id));
+        }
+        for (i = 0; i < SBX_WATCH_MAX_PER_UID; i++) {
+                snprintf(id, sizeof(id), "u%u", i / SBX_WATCH_MAX_PER_SANDBOX);
+                ck_assert_msg(sbx_watch_open(cs[i], id, "/workspace", &o, &ws[i]) == SBX_OK,
+                              "watch %u: %s", i, sbx_error_message(cs[i]));
+        }
+        snprintf(id, sizeof(id), "u%u", SBX_WATCH_MAX_PER_UID / SBX_WATCH_MAX_PER_SANDBOX);
+        ck_assert_int_eq(sbx_watch_open(cs[i], id, "/workspace", &o, &ws[i]),
+                         SBX_RESOURCE_EXHAUSTED);
+        ck_assert_ptr_nonnull(strstr(sbx_error_message(cs[i]), "has 16 file watches"));
+        for (i = 0; i < SBX_WATCH_MAX_PER_UID; i++)
+                sbx_watch_close(ws[i]);
+        for (i = 0; i <= SBX_WATCH_MAX_PER_UID; i++)
+                sbx_close(cs[i]);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* More paths changed within one batch than a watch keeps: the batch says overflow with
+ * its reason (and the daemon holds no more than the bound); the next batch is whole. */
+START_TEST(flood_reported_as_overflow) {
+        struct sbx_watch_opts o = {.recursive = 1, .coalesce_ms = 5000};
+        struct sbx_file_events *ev = NULL;
+        struct it_daemon d;
+        struct sbx_result *r;
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+        int overflowed = 0, after = 0;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        free(it_create(c2, "flood"));
+        ck_assert_int_eq(sbx_watch_open(c, "flood", "/workspace", &o, &w), SBX_OK);
+        r = it_sh(c2, "flood", 120000,
+                  "cd /workspace && i=0; while [ $i -lt 5000 ]; do : > f$i; i=$((i+1)); done");
+        ck_assert_int_eq(r->exit_code, 0);
+        sbx_result_free(r);
+        t0 = it_now_ms();
+        while (!overflowed && it_now_ms() - t0 < 60000) {
+                ck_assert_int_eq(sbx_watch_next(w, 1000, &ev), SBX_OK);
+                if (ev && ev->overflow) {
+                        overflowed = 1;
+                        /* The watch's bound, or (a daemon slow to read) the kernel's. */
+                        ck_assert_msg(strstr(ev->overflow_reason, "more than 4096 paths") ||
+                                              strstr(ev->overflow_reason, "event queue"),
+                                      "%s", ev->overflow_reason);
+                }
+                sbx_file_events_free(ev);
+                ev = NULL;
+        }
+        ck_assert_int_eq(overflowed, 1);
+        sbx_result_free(it_sh(c2, "flood", 30000, "touch /workspace/after"));
+        t0 = it_now_ms();
+        while (!after && it_now_ms() - t0 < 30000) {
+                ck_assert_int_eq(sbx_watch_next(w, 1000, &ev), SBX_OK);
+                for (size_t i = 0; ev && i < ev->n; i++)
+                        after |= strcmp(ev->v[i].path, "/workspace/after") == 0;
+                sbx_file_events_free(ev);
+                ev = NULL;
+        }
+        ck_assert_int_eq(after, 1);
+        sbx_watch_close(w);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* A prober: stats a file of sandbox id through its own client until told to stop, and
+ * keeps the longest answer's wait. */
+struct prober {
+        struct it_daemon *d;
+        const char *id;
+        atomic_int stop;
+        double worst_ms;
+        int calls;
+};
+
+static void *probe_run(void *arg) {
+        struct prober *p = arg;
+        sbx_client *c = it_connect(p->d);
+
+        while (!atomic_load(&p->stop)) {
+                struct sbx_file_info *fi = NULL;
+                double t0 = it_now_ms(), t;
+                if (sbx_stat(c, p->id, "/workspace/probe", &fi) == SBX_OK)
+                        p->calls++;
+                sbx_file_info_free(fi);
+                t = it_now_ms() - t0;
+                if (t > p->worst_ms)
+                        p->worst_ms = t;
+                usleep(2000);
+        }
+        sbx_close(c);
+        return NULL;
+}
+
+/* A tree of 9,090 directories: the watch follows 8,192 and says overflow, naming the
+ * bound; meanwhile another client's requests are answered within a second each (a walk
+ * of this size takes well under a second even unsliced here: this bounds a walk gone
+ * slow, the slices are what keeps a bigger one from holding the loop). */
+START_TEST(big_tree_bounded) {
+        struct sbx_watch_opts o = {.recursive = 1, .coalesce_ms = 10};
+        struct sbx_file_events *ev = NULL;
+        struct prober pr;
+        struct it_daemon d;
+        struct sbx_result *r;
+        sbx_client *c, *c2;
+        sbx_watch *w = NULL;
+        pthread_t th;
+        double t0;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        c2 = it_connect(&d);
+        free(it_create(c2, "tree"));
+        r = it_sh(c2, "tree", 300000,
+                  "set -e; cd /workspace; touch probe; mkdir t; cd t; for i in $(seq 0 89); do "
+                  "mkdir d$i; (cd d$i && mkdir $(seq 0 99)); done");
+        ck_assert_msg(r->exit_code == 0, "tree: %s", r->stderr_data);
+        sbx_result_free(r);
+        memset(&pr, 0, sizeof(pr));
+        pr.d = &d;
+        pr.id = "tree";
+        ck_assert_int_eq(pthread_create(&th, NULL, probe_run, &pr), 0);
+        usleep(100000);
+        t0 = it_now_ms();
+        ck_assert_msg(sbx_watch_open(c, "tree", "/workspace/t", &o, &w) == SBX_OK, "%s",
+                      sbx_error_message(c));
+        fprintf(stderr, "big_tree: watched in %.0f ms; %d probes, the slowest %.0f ms\n",
+                it_now_ms() - t0, pr.calls, pr.worst_ms);
+        atomic_store(&pr.stop, 1);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_int_gt(pr.calls, 0);
+        ck_assert_msg(pr.worst_ms < 1000, "a stat waited %.0f ms during the walk", pr.worst_ms);
+        ck_assert_int_eq(sbx_watch_next(w, 10000, &ev), SBX_OK);
+        ck_assert_ptr_nonnull(ev);
+        ck_assert_int_eq(ev->overflow, 1);
+        ck_assert_msg(strstr(ev->overflow_reason, "more than 8192 directories"), "%s",
+                      ev->overflow_reason);
+        sbx_file_events_free(ev);
+        sbx_watch_close(w);
+        sbx_close(c);
+        sbx_close(c2);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+/* ---- the tool ----------------------------------------------------------------------- */
+
+/* Reads a line from fd into buf (len bytes) within timeout_ms; 0 when none came. */
+static int read_line(int fd, char *buf, size_t len, int timeout_ms) {
+        size_t n = 0;
+        double t0 = it_now_ms();
+
+        while (n + 1 < len && it_now_ms() - t0 < timeout_ms) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                if (poll(&p, 1, 100) <= 0)
+                        continue;
+                if (read(fd, buf + n, 1) != 1)
+                        break;
+                if (buf[n] == '\n') {
+                        buf[n] = '\0';
+                        return 1;
+                }
+                n++;
+        }
+        buf[n] = '\0';
+        return 0;
+}
+
+/* Starts `sbx watch ARGS...` on d with stdout to a pipe (*ret_fd). */
+static pid_t sbx_watch_cli(struct it_daemon *d, const char *const *args, int *ret_fd) {
+        char sbx[600];
+        int p[2];
+        pid_t pid;
+
+        snprintf(sbx, sizeof(sbx), "%s/sbx", it_build_dir());
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                char *argv[16];
+                int i = 0;
+                dup2(p[1], 1);
+                dup2(p[1], 2);
+                setenv("SBX_SOCKET", d->sock, 1);
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                argv[i++] = sbx;
+                argv[i++] = (char *)"watch";
+                for (; *args && i < 15; args++)
+                        argv[i++] = strdup(*args);
+                argv[i] = NULL;
+                execv(sbx, argv);
+                _exit(127);
+        }
+        close(p[1]);
+        *ret_fd = p[0];
+        return pid;
+}
+
+START_TEST(cli_watch_lines_and_sigint) {
+        const char *json_args[] = {"--json", "-r", "cli", "/workspace", NULL};
+        const char *text_args[] = {"--coalesce-ms", "20", "cli", "/workspace", NULL};
+        struct it_daemon d;
+        char line[1024];
+        sbx_client *c;
+        int fd, st;
+        pid_t pid;
+
+        it_daemon_start(&d, NULL);
+        c = it_connect(&d);
+        free(it_create(c, "cli"));
+        pid = sbx_watch_cli(&d, json_args, &fd);
+        ck_assert_int_eq(read_line(fd, line, sizeof(line), 15000), 1);
+        ck_assert_str_eq(line, "{\"ready\":true}");
+        sbx_result_free(it_sh(c, "cli", 30000, "mkdir /workspace/j && echo x > /workspace/j/a"));
+        ck_assert_int_eq(read_line(fd, line, sizeof(line), 15000), 1);
+        ck_assert_str_eq(line, "{\"kind\":\"created\",\"path\":\"/workspace/j\",\"is_dir\":true}");
+        ck_assert_int_eq(read_line(fd, line, sizeof(line), 15000), 1);
+        ck_assert_str_eq(line,
+                         "{\"kind\":\"created\",\"path\":\"/workspace/j/a\",\"is_dir\":false}");
+        ck_assert_int_eq(kill(pid, SIGINT), 0);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sbx watch ended with %#x", st);
+        close(fd);
+        pid = sbx_watch_cli(&d, text_args, &fd);
+        /* In text mode the line that says it watches goes to stderr (here the pipe). */
+        ck_assert_int_eq(read_line(fd, line, sizeof(line), 15000), 1);
+        ck_assert_ptr_nonnull(strstr(line, "watching /workspace"));
+        sbx_result_free(it_sh(c, "cli", 30000, "mv /workspace/j /workspace/k"));
+        ck_assert_int_eq(read_line(fd, line, sizeof(line), 15000), 1);
+        ck_assert_str_eq(line, "renamed /workspace/j -> /workspace/k");
+        ck_assert_int_eq(sbx_terminate(c, "cli", NULL), SBX_OK);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 125, "sbx watch ended with %#x", st);
+        close(fd);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+        Suite *s = suite_create("watch");
+        TCase *tc = tcase_create("watch");
+        tcase_add_unchecked_fixture(tc, it_fixture_setup, it_fixture_teardown);
+        tcase_set_timeout(tc, 300);
+        tcase_add_test(tc, burst_coalesced_final_state_root);
+        tcase_add_test(tc, burst_coalesced_final_state_rootless);
+        tcase_add_test(tc, git_checkout_coalesced_final_state);
+        tcase_add_test(tc, outside_view_refused);
+        tcase_add_test(tc, other_user_not_found_unless_shared_root);
+        tcase_add_test(tc, other_user_not_found_unless_shared_rootless);
+        tcase_add_test(tc, terminate_ends_watch);
+        tcase_add_test(tc, restore_ends_watch_unavailable);
+        tcase_add_test(tc, bounds_and_closed_watches);
+        tcase_add_test(tc, bound_per_user);
+        tcase_add_test(tc, flood_reported_as_overflow);
+        tcase_add_test(tc, big_tree_bounded);
+        tcase_add_test(tc, cli_watch_lines_and_sigint);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+SBX_TEST_MAIN(make_suite)
