@@ -2328,7 +2328,9 @@ static int http_take(struct http_reply *r, const uint8_t *p, size_t n, uint64_t 
                 p++, n--;
                 r->head[r->head_len] = '\0';
                 end = r->head_len >= 4 ? r->head + r->head_len - 4 : NULL;
-                r->head_done = end && memcmp(end, "\r\n\r\n", 4) == 0;
+                /* A head longer than is kept ends there: the rest counts as the body. */
+                r->head_done = (end && memcmp(end, "\r\n\r\n", 4) == 0) ||
+                               r->head_len == HTTP_MAX_HEAD_BYTES;
         }
         r->body_bytes += n;
         if (n > 0 && r->body_len < max) {

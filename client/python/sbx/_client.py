@@ -1290,6 +1290,55 @@ class Sandbox:
         ``recursive`` (else :class:`FailedPrecondition` for a non-empty one)."""
         self.client._status_call(self.client._lib.sbx_remove, self._bid, _enc(path), 1 if recursive else 0)
 
+
+    def watch(
+        self, path: PathArg = "/workspace", *, recursive: bool = True, coalesce_ms: int = 100
+    ) -> Iterator[FileEvent]:
+        """The changes under the directory ``path`` of the sandbox, as a generator of
+        :class:`FileEvent`: ``for ev in sandbox.watch("/workspace"): ...``. The watch is
+        set up when this returns (every change after it is seen); changes are coalesced
+        per path over ``coalesce_ms`` (10..5000). An ``OVERFLOW`` event says changes were
+        lost: list the directory again. The generator runs until it is closed (``break``
+        out of the loop, ``close()``, or it is collected), which stops the watch; it
+        raises :class:`SandboxEnded` when the sandbox ends, :class:`Unavailable` when it
+        is restored from a snapshot (watch again) and :class:`NotFound` when the
+        directory goes away. Meanwhile the Client makes no other call (each raises
+        :class:`FailedPrecondition`): use another Client for them. Refused up front:
+        :class:`NotFound` for a missing or hidden path, :class:`InvalidArgument` for a
+        file, :class:`ResourceExhausted` past the daemon's bounds on watches."""
+        cl = self.client
+        o = L.WatchOpts(recursive=1 if recursive else 0, coalesce_ms=int(coalesce_ms))
+        w = c_void_p()
+        with cl._locked() as c:
+            code = cl._lib.sbx_watch_open(c, self._bid, _enc(path), byref(o), byref(w))
+            if code != Code.OK:
+                cl._raise(code)
+            cl._watches.add(w.value)
+        return self._watch_events(w.value)
+
+    def _watch_events(self, w: int) -> Iterator[FileEvent]:
+        cl = self.client
+        try:
+            while True:
+                ret = POINTER(L.FileEvents)()
+                with cl._locked():
+                    # A short wait, so that Ctrl-C (KeyboardInterrupt) is seen promptly.
+                    code = cl._lib.sbx_watch_next(w, 200, byref(ret))
+                    if code != Code.OK:
+                        cl._raise(code)
+                if not ret:
+                    continue
+                try:
+                    events = _file_events(ret.contents)
+                finally:
+                    cl._lib.sbx_file_events_free(ret)
+                yield from events
+        finally:
+            with cl._lock:
+                if w in cl._watches:
+                    cl._watches.discard(w)
+                    cl._lib.sbx_watch_close(w)
+
     # -- ports --
 
     def open_port(self, port: int, address: Optional[str] = None) -> socket.socket:
@@ -1321,6 +1370,17 @@ class Sandbox:
         port, ``.url`` ``http://host:port/``. A connection whose stream cannot be
         opened is closed, and ``.last_error`` says why."""
         return Forward(self, port, local_port, host)
+
+
+def _file_events(b: L.FileEvents) -> List[FileEvent]:
+    """A batch of libsbx's as the binding's events (an overflow first)."""
+    out: List[FileEvent] = []
+    if b.overflow:
+        out.append(FileEvent(FileEventKind.OVERFLOW, "", reason=_dec(b.overflow_reason)))
+    for i in range(b.n):
+        e = b.v[i]
+        out.append(FileEvent(FileEventKind(e.kind), _dec(e.path), _dec_opt(e.old_path), bool(e.is_dir)))
+    return out
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -1431,66 +1491,6 @@ class Forward:
             except OSError:
                 pass
         self._thread.join()
-
-
-    def watch(
-        self, path: PathArg = "/workspace", *, recursive: bool = True, coalesce_ms: int = 100
-    ) -> Iterator[FileEvent]:
-        """The changes under the directory ``path`` of the sandbox, as a generator of
-        :class:`FileEvent`: ``for ev in sandbox.watch("/workspace"): ...``. The watch is
-        set up when this returns (every change after it is seen); changes are coalesced
-        per path over ``coalesce_ms`` (10..5000). An ``OVERFLOW`` event says changes were
-        lost: list the directory again. The generator runs until it is closed (``break``
-        out of the loop, ``close()``, or it is collected), which stops the watch; it
-        raises :class:`SandboxEnded` when the sandbox ends, :class:`Unavailable` when it
-        is restored from a snapshot (watch again) and :class:`NotFound` when the
-        directory goes away. Meanwhile the Client makes no other call (each raises
-        :class:`FailedPrecondition`): use another Client for them. Refused up front:
-        :class:`NotFound` for a missing or hidden path, :class:`InvalidArgument` for a
-        file, :class:`ResourceExhausted` past the daemon's bounds on watches."""
-        cl = self.client
-        o = L.WatchOpts(recursive=1 if recursive else 0, coalesce_ms=int(coalesce_ms))
-        w = c_void_p()
-        with cl._locked() as c:
-            code = cl._lib.sbx_watch_open(c, self._bid, _enc(path), byref(o), byref(w))
-            if code != Code.OK:
-                cl._raise(code)
-            cl._watches.add(w.value)
-        return self._watch_events(w.value)
-
-    def _watch_events(self, w: int) -> Iterator[FileEvent]:
-        cl = self.client
-        try:
-            while True:
-                ret = POINTER(L.FileEvents)()
-                with cl._locked():
-                    # A short wait, so that Ctrl-C (KeyboardInterrupt) is seen promptly.
-                    code = cl._lib.sbx_watch_next(w, 200, byref(ret))
-                    if code != Code.OK:
-                        cl._raise(code)
-                if not ret:
-                    continue
-                try:
-                    events = _file_events(ret.contents)
-                finally:
-                    cl._lib.sbx_file_events_free(ret)
-                yield from events
-        finally:
-            with cl._lock:
-                if w in cl._watches:
-                    cl._watches.discard(w)
-                    cl._lib.sbx_watch_close(w)
-
-
-def _file_events(b: L.FileEvents) -> List[FileEvent]:
-    """A batch of libsbx's as the binding's events (an overflow first)."""
-    out: List[FileEvent] = []
-    if b.overflow:
-        out.append(FileEvent(FileEventKind.OVERFLOW, "", reason=_dec(b.overflow_reason)))
-    for i in range(b.n):
-        e = b.v[i]
-        out.append(FileEvent(FileEventKind(e.kind), _dec(e.path), _dec_opt(e.old_path), bool(e.is_dir)))
-    return out
 
 
 class Command:
