@@ -247,7 +247,7 @@ $(DAEMON_UNIT_TESTS): $(BUILD)/tests/check_%: tests/check_%.c $(DAEMON_OBJS) tes
 	$(CC) $(CFLAGS_ALL) $(SANITIZE) $(CHECK_CFLAGS) -Itests $(LDFLAGS_ALL) -o $@ $< \
 	  $(DAEMON_OBJS) $(LIBS_DAEMON) $(CHECK_LIBS)
 
-$(BUILD)/tests/it_%: tests/it_%.c tests/itutil.c tests/itutil.h tests/asbob.h tests/networld.h tests/testutil.h \
+$(BUILD)/tests/it_%: tests/it_%.c tests/itutil.c tests/itutil.h tests/asbob.h tests/networld.h tests/portserver.h tests/sshd.h tests/testutil.h \
   tests/imgtest.h tests/snaptest.h \
   $(BUILD)/libsbx.a
 	@mkdir -p $(dir $@)

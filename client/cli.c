@@ -127,9 +127,10 @@ static const struct command commands[] = {
         {"doctor", cmd_doctor, "doctor [--json]",
          "check what this kernel and host allow, and how to fix what is missing"},
         {"version", cmd_version, "version", "print the versions of sbx and of the daemon"},
-        {"dial-stdio", cmd_dial_stdio, "dial-stdio",
-         "connect stdin and stdout to the daemon's socket until either side ends: what\n"
-         "      a client with --socket ssh://HOST runs on HOST through ssh"},
+        {"dial-stdio", cmd_dial_stdio, "dial-stdio [--end-with-daemon]",
+         "connect stdin and stdout to the daemon's socket until both sides ended (or\n"
+         "      the daemon's, with --end-with-daemon): what a client with --socket\n"
+         "      ssh://HOST runs on HOST through ssh"},
         {"mcp", cmd_mcp,
          "mcp [--sandbox ID | [CREATE OPTIONS] [--keep]] [--default-command-timeout SECS]\n"
          "    [--max-command-timeout SECS] [--max-output-bytes BYTES] [--max-output-lines N]\n"
@@ -141,6 +142,15 @@ static const struct command commands[] = {
          "      has none unless given), each output stream is cut to its last 50K bytes and\n"
          "      2000 lines, read_file reads files up to 5M. See sbx(1), MCP SERVER.\n"
          "      Tools: @TOOLS@"},
+        {"port-forward", cmd_port_forward,
+         "port-forward [--unix PATH:SANDBOX_PORT]... [--sandbox-address ADDR] ID\n"
+         "    [[ADDR:]LOCAL_PORT:SANDBOX_PORT]...",
+         "listen on LOCAL_PORT of ADDR (default 127.0.0.1; 0 picks a free port) or on a\n"
+         "      Unix socket PATH (mode 0600), and carry each connection to SANDBOX_PORT of\n"
+         "      the sandbox's own loopback (ADDR there: 127.0.0.1, or ::1); prints one\n"
+         "      line per forward (127.0.0.1:43211 -> ID:8000) and serves until SIGINT or\n"
+         "      SIGTERM (exit 0) or the sandbox's end (125). A stream that cannot be\n"
+         "      opened closes its connection, with a line on stderr saying why"},
 };
 
 static const struct command *find_command(const char *name) {

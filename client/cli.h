@@ -239,6 +239,19 @@ void json_enforcement(struct json *j, const struct sbx_enforcement *e, size_t n)
 /* Prints the document and a newline, and frees it. Returns 0, or -EIO when writing
  * failed (-ENOMEM when memory ran out while it was built); errno says why. */
 int json_finish(struct json *j);
+/* Copies bytes both ways (cli_relay.c) between a client side (read from client_in,
+ * written to client_out: the same socket, or stdin and stdout) and a far socket, until
+ * both directions have ended, each end passed on as a half-close (shutdown SHUT_WR; an
+ * output that is not a socket is closed instead); with end_with_far, until the far
+ * side's direction has ended. When the client's output stops taking bytes (EPIPE,
+ * ECONNRESET) the copy ends there; when the far side's does, the copy from the client
+ * stops and the far side's last bytes are still delivered; when the far side closed
+ * altogether (a hang-up, not a half-close) once its bytes are delivered, the copy ends.
+ * The descriptors are made non-blocking meanwhile and left as they were (but one
+ * closed). Blocks the calling thread. 0, or -errno of a failure (-ENOMEM, a poll or
+ * write error). The caller ignores SIGPIPE. */
+int relay_copy(int client_in, int client_out, int far, bool end_with_far);
+
 #endif
 
 /* Bytes as valid UTF-8: a new NUL-terminated copy of data[0..len) in which each maximal
@@ -348,11 +361,25 @@ int cli_image_fetch(sbx_client *c, const char *ref);
 int cmd_version(struct cli *cli, int argc, char **argv);
 int cmd_dial_stdio(struct cli *cli, int argc, char **argv);
 int cmd_mcp(struct cli *cli, int argc, char **argv);
+int cmd_port_forward(struct cli *cli, int argc, char **argv);
 
 /* Writes data to a sandbox file: in one atomic WriteFile when it fits a frame, else the
  * first CLI_WRITE_CHUNK_BYTES atomically and the rest appended in chunks (only the
  * first chunk is atomic). Returns an sbx_code (the failure is left on c). */
 enum sbx_code cli_write_file(sbx_client *c, const char *id, const char *path, const uint8_t *data,
                              size_t len, uint32_t mode, unsigned flags);
+
+/* Copies bytes both ways (cli_relay.c) between a client side (read from client_in,
+ * written to client_out: the same socket, or stdin and stdout) and a far socket, until
+ * both directions have ended, each end passed on as a half-close (shutdown SHUT_WR; an
+ * output that is not a socket is closed instead); with end_with_far, until the far
+ * side's direction has ended. When the client's output stops taking bytes (EPIPE,
+ * ECONNRESET) the copy ends there; when the far side's does, the copy from the client
+ * stops and the far side's last bytes are still delivered; when the far side closed
+ * altogether (a hang-up, not a half-close) once its bytes are delivered, the copy ends.
+ * The descriptors are made non-blocking meanwhile and left as they were (but one
+ * closed). Blocks the calling thread. 0, or -errno of a failure (-ENOMEM, a poll or
+ * write error). The caller ignores SIGPIPE. */
+int relay_copy(int client_in, int client_out, int far, bool end_with_far);
 
 #endif

@@ -1,5 +1,6 @@
 /* cli_mcp_tools.c: the tools of `sbx mcp`: run_command (also in the background),
- * command_output, read_file, write_file, list_directory, edit_file and sandbox_info.
+ * command_output, read_file, write_file, list_directory, edit_file, sandbox_info, snapshot,
+ * restore and http_request.
  *
  * The names and semantics are the agent tool set's (the pydantic-ai-harness sandbox in
  * the seeds), with edit_file and sandbox_info added in the same style. Each tool has a
@@ -18,12 +19,16 @@
  * own for the quick tools, a thread's own for run_command), so it never shares one. */
 #include "cli_mcp.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "libsbx_limit_table.h"
@@ -60,6 +65,7 @@ static json_t *sandbox_info(struct mcp_call *k, json_t *args);
 static json_t *command_output(struct mcp_call *k, json_t *args);
 static json_t *snapshot(struct mcp_call *k, json_t *args);
 static json_t *restore(struct mcp_call *k, json_t *args);
+static json_t *http_request(struct mcp_call *k, json_t *args);
 
 /* run_command's and command_output's structuredContent. */
 #define RUN_OUTPUT_SCHEMA                                                                          \
@@ -374,6 +380,52 @@ static const struct mcp_tool tools[] = {
                                  "\"required\":[\"id\",\"snapshot\",\"digest\"]}",
                 .hints = HINT_DESTRUCTIVE | HINT_IDEMPOTENT,
                 .call = restore,
+        },
+        {
+                .name = "http_request",
+                .title = "Send an HTTP request to a server in the sandbox",
+                .description =
+                        "Send one HTTP/1.1 request (Connection: close) to a server running "
+                        "in the sandbox, on `port` of its own loopback (default 8000, where "
+                        "`python3 -m http.server` listens; give the port your server "
+                        "uses), and return the status, the headers and the body, the body "
+                        "cut to its first {MAX_OUTPUT_BYTES} bytes (a cut is marked). Start "
+                        "the server first with run_command and background: true; when "
+                        "nothing listens on the port the error says so. The server must "
+                        "listen on 127.0.0.1 (or 0.0.0.0) in the sandbox. The request goes "
+                        "through sbxd, not the network, so it works in a sandbox without "
+                        "network. A chunked body is decoded. Gives up after timeout_seconds "
+                        "(default 30, at most {MAX_TIMEOUT}).",
+                .input_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"method\":{\"type\":\"string\",\"description\":\"GET (default), "
+                        "POST, PUT, DELETE, HEAD, ...\"},"
+                        "\"path\":{\"type\":\"string\",\"description\":\"The request target, "
+                        "starting with / (default /), query string included\"},"
+                        "\"headers\":{\"type\":\"object\",\"additionalProperties\":{"
+                        "\"type\":\"string\"},\"description\":\"Request headers (Host, "
+                        "Connection and Content-Length are set by the tool)\"},"
+                        "\"body\":{\"type\":\"string\",\"description\":\"The request body, "
+                        "as text\"},"
+                        "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,"
+                        "\"description\":\"The port in the sandbox. Default 8000.\"},"
+                        "\"timeout_seconds\":{\"type\":\"number\",\"minimum\":0,"
+                        "\"description\":\"Give up after this many seconds. Default 30, at "
+                        "most {MAX_TIMEOUT}.\"}},"
+                        "\"additionalProperties\":false}",
+                .output_schema =
+                        "{\"type\":\"object\",\"properties\":{"
+                        "\"status\":{\"type\":\"integer\"},"
+                        "\"reason\":{\"type\":\"string\"},"
+                        "\"headers\":{\"type\":\"object\"},"
+                        "\"body\":{\"type\":\"string\",\"description\":\"Its start\"},"
+                        "\"body_bytes\":{\"type\":\"integer\",\"description\":\"All the "
+                        "server sent as the body\"},"
+                        "\"body_truncated\":{\"type\":\"boolean\"},"
+                        "\"timed_out\":{\"type\":\"boolean\"}},"
+                        "\"required\":[\"status\",\"headers\",\"body\",\"body_truncated\"]}",
+                .threaded = true,
+                .call = http_request,
         },
 };
 
@@ -2136,6 +2188,339 @@ static json_t *restore(struct mcp_call *k, json_t *args) {
         r = make_result(k, text, strlen(text), st, false);
         free(text);
         return r ? r : out_of_memory(k);
+}
+
+/* ---- http_request ------------------------------------------------------------------------- */
+
+#define HTTP_DEFAULT_PORT       8000u
+#define HTTP_DEFAULT_TIMEOUT_MS 30000u
+/* The status line and headers kept: a server that sends more is cut there. */
+#define HTTP_MAX_HEAD_BYTES (64u * 1024u)
+
+/* The arguments of http_request, read and checked. */
+struct http_args {
+        const char *method, *path, *body;
+        size_t body_len;
+        json_t *headers; /* borrowed from args; NULL: none */
+        uint64_t port, timeout_ms;
+};
+
+/* What came back: the head (status line and headers), the body's start, and counts. */
+struct http_reply {
+        char head[HTTP_MAX_HEAD_BYTES + 1];
+        size_t head_len;
+        bool head_done; /* the blank line after the headers was met */
+        uint8_t *body;
+        size_t body_len, body_cap;
+        uint64_t body_bytes; /* all of it, kept or not */
+        bool timed_out;
+};
+
+/* A token of RFC 9110 (a method, a header's name). */
+static bool http_token(const char *s) {
+        if (!*s || strlen(s) > 64)
+                return false;
+        for (; *s; s++)
+                if (!(isalnum((unsigned char)*s) || strchr("!#$%&'*+-.^_`|~", *s)))
+                        return false;
+        return true;
+}
+
+/* Text that may go in a request line or a header value: no CR, LF or NUL. */
+static bool http_clean(const char *s, bool spaces) {
+        for (; *s; s++)
+                if (*s == '\r' || *s == '\n' || (!spaces && *s == ' '))
+                        return false;
+        return true;
+}
+
+static int http_read_headers(json_t *args, struct http_args *a, struct argmsg *m) {
+        const char *key;
+        json_t *v;
+
+        a->headers = json_object_get(args, "headers");
+        if (!a->headers)
+                return 0;
+        if (!json_is_object(a->headers))
+                return bad_arg(m, "'headers' must be an object of names and string values");
+        json_object_foreach(a->headers, key, v) {
+                if (!http_token(key))
+                        return bad_arg(m, "header name '%.64s' is not a valid token", key);
+                if (!json_is_string(v) || !http_clean(json_string_value(v), true) ||
+                    strlen(json_string_value(v)) != json_string_length(v))
+                        return bad_arg(m, "header '%.64s' must be a string without CR, LF or "
+                                          "NUL", key);
+        }
+        return 0;
+}
+
+static int http_read_args(const struct mcp_env *env, json_t *args, struct http_args *a,
+                          struct argmsg *m) {
+        static const char *const known[] = {"method", "path", "headers", "body",
+                                            "port", "timeout_seconds", NULL};
+        json_t *to = json_object_get(args, "timeout_seconds");
+        double s;
+
+        *a = (struct http_args){.method = "GET", .path = "/", .port = HTTP_DEFAULT_PORT};
+        a->timeout_ms = HTTP_DEFAULT_TIMEOUT_MS < env->max_timeout_ms ? HTTP_DEFAULT_TIMEOUT_MS
+                                                                      : env->max_timeout_ms;
+        if (check_keys(args, known, m) < 0 || arg_str(args, "method", false, &a->method, NULL, m) < 0 ||
+            arg_str(args, "path", false, &a->path, NULL, m) < 0 ||
+            arg_str(args, "body", true, &a->body, &a->body_len, m) < 0 ||
+            arg_uint(args, "port", 1, &a->port, m) < 0 || http_read_headers(args, a, m) < 0)
+                return -1;
+        if (!http_token(a->method))
+                return bad_arg(m, "'method' '%.64s' is not an HTTP method (GET, POST, ...)",
+                               a->method);
+        if (a->path[0] != '/' || !http_clean(a->path, false))
+                return bad_arg(m, "'path' must start with / and hold no space, CR or LF "
+                                  "(percent-encode them)");
+        if (a->port > 65535)
+                return bad_arg(m, "'port' must be 1 to 65535");
+        if (!to)
+                return 0;
+        s = json_number_value(to);
+        if (!json_is_number(to) || !(s > 0) || !isfinite(s))
+                return bad_arg(m, "'timeout_seconds' must be a number of seconds > 0");
+        a->timeout_ms = s * 1000.0 >= (double)env->max_timeout_ms ? env->max_timeout_ms
+                                                                  : (uint64_t)ceil(s * 1000.0);
+        return 0;
+}
+
+/* The request's bytes (a new buffer, *ret_len long), or NULL when memory runs out. */
+static char *http_build(const struct http_args *a, size_t *ret_len) {
+        char *buf = NULL;
+        const char *key;
+        bool host = false;
+        json_t *v;
+        FILE *f = open_memstream(&buf, ret_len);
+
+        if (!f)
+                return NULL;
+        fprintf(f, "%s %s HTTP/1.1\r\n", a->method, a->path);
+        json_object_foreach(a->headers, key, v) {
+                if (!strcasecmp(key, "connection") || !strcasecmp(key, "content-length"))
+                        continue;
+                host |= !strcasecmp(key, "host");
+                fprintf(f, "%s: %s\r\n", key, json_string_value(v));
+        }
+        if (!host)
+                fprintf(f, "Host: localhost:%llu\r\n", (unsigned long long)a->port);
+        if (a->body || strcmp(a->method, "POST") == 0 || strcmp(a->method, "PUT") == 0)
+                fprintf(f, "Content-Length: %zu\r\n", a->body_len);
+        fputs("Connection: close\r\n\r\n", f);
+        if (a->body_len)
+                fwrite(a->body, 1, a->body_len, f);
+        if (fclose(f) != 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}
+
+/* Takes n bytes the server sent into r: the head until its blank line, then the body,
+ * kept up to max bytes. -ENOMEM or 0. */
+static int http_take(struct http_reply *r, const uint8_t *p, size_t n, uint64_t max) {
+        while (n > 0 && !r->head_done) {
+                char *end;
+                if (r->head_len < HTTP_MAX_HEAD_BYTES)
+                        r->head[r->head_len++] = (char)*p;
+                p++, n--;
+                r->head[r->head_len] = '\0';
+                end = r->head_len >= 4 ? r->head + r->head_len - 4 : NULL;
+                /* A head longer than is kept ends there: the rest counts as the body. */
+                r->head_done = (end && memcmp(end, "\r\n\r\n", 4) == 0) ||
+                               r->head_len == HTTP_MAX_HEAD_BYTES;
+        }
+        r->body_bytes += n;
+        if (n > 0 && r->body_len < max) {
+                size_t keep = n < max - r->body_len ? n : (size_t)(max - r->body_len);
+                if (r->body_len + keep > r->body_cap) {
+                        size_t cap = r->body_cap ? r->body_cap * 2 : 65536;
+                        uint8_t *nb;
+                        while (cap < r->body_len + keep)
+                                cap *= 2;
+                        if (!(nb = realloc(r->body, cap)))
+                                return -ENOMEM;
+                        r->body = nb;
+                        r->body_cap = cap;
+                }
+                memcpy(r->body + r->body_len, p, keep);
+                r->body_len += keep;
+        }
+        return 0;
+}
+
+/* Sends req on fd and reads the answer to its end, until the deadline (then
+ * r->timed_out) or a cancel. 0 or -errno. */
+static int http_exchange(struct mcp_call *k, int fd, const char *req, size_t len,
+                         int64_t deadline, struct http_reply *r) {
+        size_t off = 0;
+        uint8_t buf[65536];
+
+        for (;;) {
+                struct pollfd p = {.fd = fd, .events = POLLIN | (off < len ? POLLOUT : 0)};
+                int64_t left = deadline - cli_now_unix_ms();
+                ssize_t n;
+                if (left <= 0 || call_cancelled(k)) {
+                        r->timed_out = true;
+                        return 0;
+                }
+                if (poll(&p, 1, left < 200 ? (int)left : 200) <= 0)
+                        continue;
+                if (off < len && (p.revents & POLLOUT)) {
+                        n = send(fd, req + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+                        if (n > 0)
+                                off += (size_t)n;
+                }
+                if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+                        continue;
+                n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+                if (n == 0)
+                        return 0;
+                if (n < 0 && errno != EAGAIN && errno != EINTR)
+                        return errno == ECONNRESET && r->head_done ? 0 : -errno;
+                if (n > 0 && http_take(r, buf, (size_t)n, k->env->max_output_bytes) < 0)
+                        return -ENOMEM;
+        }
+}
+
+/* Decodes a chunked body in place when it is whole and well formed; else leaves it. */
+static void http_dechunk(struct http_reply *r) {
+        size_t in = 0, out = 0;
+
+        while (in < r->body_len) {
+                char *end;
+                unsigned long long n = strtoull((const char *)r->body + in, &end, 16);
+                const uint8_t *crlf = memmem(r->body + in, r->body_len - in, "\r\n", 2);
+                if (!crlf || end == (char *)r->body + in)
+                        return;
+                in = (size_t)(crlf - r->body) + 2;
+                if (n == 0) {
+                        r->body_len = out;
+                        r->body_bytes = out;
+                        return;
+                }
+                if (n > r->body_len - in)
+                        return;
+                memmove(r->body + out, r->body + in, n);
+                out += n;
+                in += n + 2;
+        }
+}
+
+/* The reply's headers as an object (a repeated name's values joined with ", "); the
+ * status code and reason from its first line. */
+static json_t *http_headers(struct http_reply *r, int *ret_status, const char **ret_reason,
+                            bool *ret_chunked) {
+        json_t *h = json_object();
+        char *line = r->head, *next;
+
+        *ret_status = 0;
+        *ret_reason = "";
+        *ret_chunked = false;
+        for (int i = 0; h && line && *line; i++, line = next) {
+                char *colon;
+                next = strstr(line, "\r\n");
+                if (next)
+                        *next = '\0', next += 2;
+                if (i == 0) {
+                        char *sp = strchr(line, ' ');
+                        *ret_status = sp ? atoi(sp + 1) : 0;
+                        *ret_reason = sp && strchr(sp + 1, ' ') ? strchr(sp + 1, ' ') + 1 : "";
+                        continue;
+                }
+                if (!(colon = strchr(line, ':')))
+                        continue;
+                *colon++ = '\0';
+                colon += strspn(colon, " \t");
+                if (!strcasecmp(line, "transfer-encoding") && strstr(colon, "chunked"))
+                        *ret_chunked = true;
+                if (json_object_get(h, line)) {
+                        char *both = NULL;
+                        if (asprintf(&both, "%s, %s", json_string_value(json_object_get(h, line)),
+                                     colon) >= 0)
+                                json_object_set_new(h, line, cli_json_text(both, strlen(both)));
+                        free(both);
+                } else {
+                        json_object_set_new(h, line, cli_json_text(colon, strlen(colon)));
+                }
+        }
+        return h;
+}
+
+/* The result: the status line, the headers and the body's start as text, and the same
+ * as structuredContent. */
+static json_t *http_result(struct mcp_call *k, struct http_reply *r) {
+        int status;
+        const char *reason, *key;
+        bool chunked, cut;
+        json_t *h, *v, *st;
+        char *text = NULL;
+        size_t text_len = 0;
+        FILE *f;
+
+        h = http_headers(r, &status, &reason, &chunked);
+        if (chunked && !r->timed_out && r->body_len == r->body_bytes)
+                http_dechunk(r);
+        cut = r->body_bytes > r->body_len;
+        st = h ? json_pack("{s:i,s:s,s:O,s:o,s:I,s:b,s:b}", "status", status, "reason", reason,
+                           "headers", h, "body", cli_json_text(r->body, r->body_len),
+                           "body_bytes", (json_int_t)r->body_bytes, "body_truncated", cut,
+                           "timed_out", r->timed_out)
+               : NULL;
+        f = st ? open_memstream(&text, &text_len) : NULL;
+        if (!f) {
+                json_decref(h);
+                json_decref(st);
+                return out_of_memory(k);
+        }
+        fprintf(f, "HTTP %d %s\n[headers]\n", status, reason);
+        json_object_foreach(h, key, v)
+                fprintf(f, "%s: %s\n", key, json_string_value(v));
+        fprintf(f, "[body] %llu bytes\n", (unsigned long long)r->body_bytes);
+        if (cut)
+                fprintf(f, "(showing the first %zu bytes; the rest was dropped)\n", r->body_len);
+        fwrite(r->body, 1, r->body_len, f);
+        if (r->timed_out)
+                fputs("\n(the server had not finished when the time ran out)\n", f);
+        json_decref(h);
+        return stream_result(k, f, &text, &text_len, st, r->timed_out);
+}
+
+static json_t *http_request(struct mcp_call *k, json_t *args) {
+        struct http_args a;
+        struct http_reply *r;
+        struct argmsg m = {""};
+        enum sbx_code rc;
+        size_t len = 0;
+        char *req;
+        int fd = -1, e;
+        json_t *res;
+
+        if (http_read_args(k->env, args, &a, &m) < 0)
+                return bad_args(k, "http_request", &m);
+        rc = sbx_open_port(k->c, k->env->sandbox_id, (uint32_t)a.port, NULL, &fd);
+        if (rc != SBX_OK)
+                return call_failed(k, rc);
+        req = http_build(&a, &len);
+        r = calloc(1, sizeof(*r));
+        e = req && r ? http_exchange(k, fd, req, len, cli_now_unix_ms() + (int64_t)a.timeout_ms, r)
+                     : -ENOMEM;
+        close(fd);
+        free(req);
+        if (e == -ENOMEM)
+                res = out_of_memory(k);
+        else if (e < 0 || !r->head_len)
+                res = tool_error(k, "the server on port %llu %s before it answered",
+                                 (unsigned long long)a.port,
+                                 e < 0 ? strerror(-e) : r->timed_out ? "took too long" : "closed the connection");
+        else
+                res = http_result(k, r);
+        if (r)
+                free(r->body);
+        free(r);
+        return res;
 }
 
 /* ---- the interface -------------------------------------------------------------------------- */

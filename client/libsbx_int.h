@@ -10,7 +10,8 @@
  *                       message (transport_*);
  *   libsbx_wire.c       the conversion between the sbx.v1 messages and the plain structs
  *                       of sbx.h, with no connection and no error state (wire_*).
- * libsbx_images.c is the API's part for images (pull, list, inspect, remove, prune).
+ * libsbx_images.c is the API's part for images (pull, list, inspect, remove, prune);
+ * libsbx_port.c its part for port forwarding (sbx_open_port, on a connection of its own).
  * Beside them, libsbx_types.c (names, initialisers, free functions), libsbx_limit_table.c
  * (the table of limits) and libsbx_ssh.c (the ssh child) call none of the three.
  * Everything runs on the calling thread; an sbx_client is used by one thread at a time
@@ -55,6 +56,11 @@ struct sbx_client {
         char *message;    /* last failure, NULL after success */
         bool message_oom; /* the last failure's message could not be allocated */
         int err;
+        /* A connection that becomes a stream (OpenPort): reads never go past the frame
+         * being read, and over ssh the remote dial-stdio ends with the daemon's side. */
+        bool exact_reads;
+        struct ssh_link *streams;  /* ssh children of the streams sbx_open_port gave out */
+        size_t n_streams;
 };
 
 /* One request and how to wait for its answer: what transport_call() exchanges with the daemon. */
@@ -156,6 +162,21 @@ enum sbx_code transport_stream_next(sbx_client *c, struct exchange *k, uint64_t 
 /* Ends a stream: closes the connection (the daemon then stops it); the next call makes a
  * new one. */
 void transport_stream_close(sbx_client *c);
+
+/* A new client *ret connected to c's daemon (its socket path or ssh:// URL, client name
+ * and call timeout) whose reads never go past the frame they read: its Hello answered,
+ * the bytes after its next reply stay in the socket. On failure c carries the error
+ * (nothing is left open). */
+enum sbx_code transport_connect_exact(sbx_client *c, sbx_client **ret);
+
+/* Hands s's connection over as a plain stream: *ret_fd (blocking, close-on-exec, the
+ * caller's); s's ssh child, if any, is kept by c (reaped by transport_reap_streams,
+ * ended by sbx_close(c)). s is left without a connection; free it with sbx_close. Fails
+ * (SBX_INTERNAL, on c) when s received bytes past its last frame or memory ran out. */
+enum sbx_code transport_take_stream(sbx_client *c, sbx_client *s, int *ret_fd);
+
+/* Reaps, without waiting, the ssh children of c's streams that have exited. */
+void transport_reap_streams(sbx_client *c);
 
 /* ---- libsbx_wire.c: wire messages <-> the structs of sbx.h ---------------------------- */
 

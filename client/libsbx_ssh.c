@@ -202,9 +202,10 @@ static char *shell_word(const char *s) {
         return out;
 }
 
-/* "sbx dial-stdio [--socket PATH]" with the remote program of SBX_SSH_REMOTE_SBX; a
- * leading "~/" there is left to the remote shell (the remote home). */
-static char *remote_command(const struct ssh_url *u) {
+/* "sbx dial-stdio [--end-with-daemon] [--socket PATH]" with the remote program of
+ * SBX_SSH_REMOTE_SBX; a leading "~/" there is left to the remote shell (the remote
+ * home). */
+static char *remote_command(const struct ssh_url *u, bool stream) {
         const char *remote = env_or("SBX_SSH_REMOTE_SBX", "sbx");
         bool home = strncmp(remote, "~/", 2) == 0 && remote[2];
         char *prog = shell_word(home ? remote + 2 : remote);
@@ -212,7 +213,8 @@ static char *remote_command(const struct ssh_url *u) {
         char *cmd = NULL;
 
         if (prog && (path || !u->path) &&
-            asprintf(&cmd, "%s%s dial-stdio%s%s", home ? "~/" : "", prog, path ? " --socket " : "",
+            asprintf(&cmd, "%s%s dial-stdio%s%s%s", home ? "~/" : "", prog,
+                     stream ? " --end-with-daemon" : "", path ? " --socket " : "",
                      path ? path : "") < 0)
                 cmd = NULL;
         free(prog);
@@ -249,7 +251,7 @@ static int add_user_opts(struct argv *a, char **ret_msg) {
  * -o there overrides ours ("-o BatchMode=no" lets an SSH_ASKPASS program ask for a
  * passphrase; ssh cannot read the terminal from its own process group). No agent or X11
  * forwarding and no terminal: the remote side is a byte pipe to sbxd. */
-static int build_argv(const struct ssh_url *u, struct argv *a, char **ret_msg) {
+static int build_argv(const struct ssh_url *u, bool stream, struct argv *a, char **ret_msg) {
         int r;
 
         argv_add(a, env_or("SBX_SSH", "ssh"));
@@ -270,7 +272,7 @@ static int build_argv(const struct ssh_url *u, struct argv *a, char **ret_msg) {
         }
         argv_add(a, "--");
         argv_add(a, u->host);
-        argv_add_owned(a, remote_command(u));
+        argv_add_owned(a, remote_command(u, stream));
         return a->oom ? -ENOMEM : 0;
 }
 
@@ -385,7 +387,7 @@ bool ssh_link_is_url(const char *s) {
         return s && strncmp(s, SSH_LINK_SCHEME, strlen(SSH_LINK_SCHEME)) == 0;
 }
 
-int ssh_link_open(struct ssh_link *l, const char *url, int *ret_fd, char **ret_msg) {
+int ssh_link_open(struct ssh_link *l, const char *url, bool stream, int *ret_fd, char **ret_msg) {
         struct ssh_url u;
         struct argv a = {0};
         int r;
@@ -394,7 +396,7 @@ int ssh_link_open(struct ssh_link *l, const char *url, int *ret_fd, char **ret_m
         ssh_link_init(l);
         r = parse_url(url, &u, ret_msg);
         if (r == 0)
-                r = build_argv(&u, &a, ret_msg);
+                r = build_argv(&u, stream, &a, ret_msg);
         if (r == 0) {
                 r = spawn_ssh(l, a.v, ret_fd);
                 if (r < 0 && asprintf(ret_msg, "cannot reach sbxd at %s: cannot start %s: %s%s",
@@ -551,6 +553,15 @@ char *ssh_link_explain(struct ssh_link *l, int wait_ms) {
                 r = asprintf(&m, "`sbx dial-stdio` on the remote side failed (exit status %d): %s",
                              code, *line ? line : "(it said nothing)");
         return r < 0 ? NULL : m;
+}
+
+bool ssh_link_reap(struct ssh_link *l) {
+        if (l->err_fd >= 0)
+                ssh_link_drain(l);
+        if (!reap(l, false))
+                return false;
+        ssh_link_close(l, 0);
+        return true;
 }
 
 void ssh_link_close(struct ssh_link *l, int grace_ms) {

@@ -33,12 +33,14 @@ void ssh_link_init(struct ssh_link *l);
 bool ssh_link_is_url(const char *s);
 
 /* Starts ssh for url (ssh://[user@]host[:port][/path/to/socket]) as the environment
- * says (SBX_SSH, SBX_SSH_OPTS, SBX_SSH_REMOTE_SBX; see sbx.h). Returns 0 with *ret_fd, the
+ * says (SBX_SSH, SBX_SSH_OPTS, SBX_SSH_REMOTE_SBX; see sbx.h). stream: the connection
+ * will become a stream of OpenPort, and the remote `sbx dial-stdio --end-with-daemon`
+ * ends with the daemon's side (ssh cannot pass on a half-close to one socket). Returns 0 with *ret_fd, the
  * client's end of the connection (close-on-exec, owned by the caller), or -EINVAL for a
  * bad URL, -ENOMEM, or the -errno of a failed start; then *ret_msg is a new message
  * (NULL when memory ran out) and nothing is left open. l must be closed (or just
  * initialised). */
-int ssh_link_open(struct ssh_link *l, const char *url, int *ret_fd, char **ret_msg);
+int ssh_link_open(struct ssh_link *l, const char *url, bool stream, int *ret_fd, char **ret_msg);
 
 /* Reads what ssh wrote on stderr so far, keeping the end of it. Call when l->err_fd
  * polls readable; never blocks. */
@@ -50,6 +52,10 @@ void ssh_link_drain(struct ssh_link *l);
  * ssh has nothing to add (it is still running and said nothing, or it exited 0 without
  * a word) or memory ran out. */
 char *ssh_link_explain(struct ssh_link *l, int wait_ms);
+
+/* True when the link has nothing open any more: ssh had exited and is now reaped (its
+ * stderr read and closed), or there was none. Never blocks. */
+bool ssh_link_reap(struct ssh_link *l);
 
 /* Ends the link after the caller closed its end of the connection: gives ssh grace_ms to
  * exit by itself, then SIGTERM, then SIGKILL (to its pid only), and reaps it. Accepts a

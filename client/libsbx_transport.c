@@ -209,6 +209,12 @@ static int recv_some(sbx_client *c, int64_t deadline) {
                 int r = frame_reader_prepare(&c->reader, &dst, &room);
                 if (r < 0)
                         return r;
+                if (c->exact_reads) {
+                        size_t missing = frame_reader_missing(&c->reader);
+                        if (missing == 0)
+                                return 0;
+                        room = room < missing ? room : missing;
+                }
                 n = recv(c->fd, dst, room, MSG_DONTWAIT);
                 if (n > 0) {
                         frame_reader_commit(&c->reader, (size_t)n);
@@ -865,7 +871,7 @@ static enum sbx_code connect_fail(sbx_client *c, int err) {
  * becomes c->fd. */
 static enum sbx_code open_ssh(sbx_client *c, int *ret_fd) {
         char *msg = NULL;
-        int r = ssh_link_open(&c->ssh, c->socket_path, ret_fd, &msg);
+        int r = ssh_link_open(&c->ssh, c->socket_path, c->exact_reads, ret_fd, &msg);
         enum sbx_code code;
 
         if (r == 0)
@@ -1057,9 +1063,84 @@ enum sbx_code libsbx_connect_pipelined(const char *socket_path, const char *clie
         return connect_new(socket_path, client_name, true, ret);
 }
 
+/* ---- streams (sbx_open_port) ---------------------------------------------------------- */
+
+enum sbx_code transport_connect_exact(sbx_client *c, sbx_client **ret) {
+        sbx_client *s = calloc(1, sizeof(*s));
+        enum sbx_code rc;
+
+        *ret = NULL;
+        if (!s)
+                return transport_fail_oom(c);
+        s->fd = -1;
+        s->watch_fd = -1;
+        s->exact_reads = true;
+        s->call_timeout_ms = c->call_timeout_ms;
+        ssh_link_init(&s->ssh);
+        frame_reader_init(&s->reader, SBX_DEFAULT_MAX_FRAME_BYTES);
+        s->max_send_bytes = SBX_DEFAULT_MAX_FRAME_BYTES;
+        s->socket_path = strdup(c->socket_path);
+        s->client_name = strdup(c->client_name);
+        if (!s->socket_path || !s->client_name) {
+                sbx_close(s);
+                return transport_fail_oom(c);
+        }
+        rc = transport_connect(s);
+        if (rc != SBX_OK) {
+                transport_fail(c, rc, s->err, "%s", sbx_error_message(s));
+                sbx_close(s);
+                return rc;
+        }
+        *ret = s;
+        return SBX_OK;
+}
+
+enum sbx_code transport_take_stream(sbx_client *c, sbx_client *s, int *ret_fd) {
+        if (frame_reader_pending(&s->reader) > 0 || s->fd < 0)
+                return transport_fail(c, SBX_INTERNAL, EPROTO,
+                                      "libsbx read past the answer to OpenPort (a bug)");
+        if (s->ssh.pid) {
+                struct ssh_link *v = realloc(c->streams, (c->n_streams + 1) * sizeof(*v));
+                if (!v)
+                        return transport_fail_oom(c);
+                c->streams = v;
+                v[c->n_streams++] = s->ssh;
+                ssh_link_init(&s->ssh);
+        }
+        *ret_fd = s->fd;
+        s->fd = -1;
+        return SBX_OK;
+}
+
+void transport_reap_streams(sbx_client *c) {
+        size_t i = 0;
+
+        while (i < c->n_streams) {
+                if (ssh_link_reap(&c->streams[i]))
+                        c->streams[i] = c->streams[--c->n_streams];
+                else
+                        i++;
+        }
+}
+
+/* Ends the ssh children of c's streams: SSH_CLOSE_GRACE_MS for all of them together to
+ * end by themselves (a stream its caller closed), then each is terminated. */
+static void close_streams(sbx_client *c) {
+        int64_t deadline = now_ms() + SSH_CLOSE_GRACE_MS;
+
+        for (size_t i = 0; i < c->n_streams; i++) {
+                int64_t left = deadline - now_ms();
+                ssh_link_close(&c->streams[i], left > 0 ? (int)left : 0);
+        }
+        free(c->streams);
+        c->streams = NULL;
+        c->n_streams = 0;
+}
+
 void sbx_close(sbx_client *c) {
         if (!c)
                 return;
+        close_streams(c);
         if (c->fd >= 0)
                 close(c->fd);
         ssh_link_close(&c->ssh, SSH_CLOSE_GRACE_MS);

@@ -945,6 +945,37 @@ void sbx_watch_close(sbx_watch *w);
 /* "created", "modified", "deleted", "renamed", or "unknown". */
 const char *sbx_file_event_kind_name(enum sbx_file_event_kind k);
 
+/* ---- Port forwarding --------------------------------------------------------------- */
+
+/* Opens a stream to port (1..65535) of sandbox id's own network namespace, at address
+ * (NULL: "127.0.0.1"; or "::1"): what a server in the sandbox listens on. The stream goes
+ * over a NEW connection to c's daemon (c's socket path or ssh:// URL, client name and
+ * call timeout), which after the daemon's answer (OpenPort, PortOpened) is nothing but
+ * the stream's bytes: *ret_fd is that connection, a plain descriptor (blocking,
+ * close-on-exec), the caller's to read, write, shut down (a half-close reaches the
+ * sandbox's server) and close. c's own connection is not used and stays as it was.
+ *
+ * Errors are the usual codes with the daemon's message: SBX_UNAVAILABLE when nothing
+ * listens on the port (naming it), SBX_NOT_FOUND for a sandbox that is not there or not
+ * the caller's, SBX_FAILED_PRECONDITION for a sandbox of NETWORK_FULL (its loopback is
+ * the host's: connect there directly), SBX_RESOURCE_EXHAUSTED at a bound (streams per
+ * sandbox or per user), SBX_INVALID_ARGUMENT for a bad id, port or address; nothing is
+ * left open then.
+ *
+ * Over ssh:// *ret_fd is a socketpair to a new ssh child (`ssh host sbx dial-stdio
+ * --end-with-daemon`; the remote sbx must know that option). ssh cannot pass a half-close
+ * from the server on to one socket, so there the server's end of its side ends the whole
+ * stream (the caller reads its end; what it writes after is refused), while the
+ * caller's half-close reaches the server as on a Unix socket. c keeps the ssh child:
+ * sbx_open_port reaps, without waiting, the ones that have exited (their stream was
+ * closed at both ends), and sbx_close(c) ends the rest (a second for all of them to end
+ * by themselves, then each is terminated), so close c only after the streams. Like every call on one client, sbx_open_port must not be called on c from
+ * several threads at once (it updates c's error and its list of ssh children): take a
+ * lock around it, or use a client per thread; the streams it returned are independent
+ * of c and of each other and may be used from any thread. */
+enum sbx_code sbx_open_port(sbx_client *c, const char *id, uint32_t port, const char *address,
+                            int *ret_fd);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,6 +47,15 @@ int frame_reader_partial(const struct frame_reader *r) {
                             have - SBX_FRAME_HEADER_BYTES < header_get(r->buf + r->start));
 }
 
+size_t frame_reader_missing(const struct frame_reader *r) {
+        size_t have = r->end - r->start, whole;
+
+        if (have < SBX_FRAME_HEADER_BYTES)
+                return SBX_FRAME_HEADER_BYTES - have;
+        whole = (size_t)header_get(r->buf + r->start) + SBX_FRAME_HEADER_BYTES;
+        return have >= whole ? 0 : whole - have;
+}
+
 size_t frame_reader_take_rest(struct frame_reader *r, const uint8_t **ret_bytes) {
         size_t have = r->end - r->start;
 

@@ -57,6 +57,13 @@ size_t frame_reader_take_rest(struct frame_reader *r, const uint8_t **ret_bytes)
 /* 1 when the bytes pending begin a frame not yet received whole. */
 int frame_reader_partial(const struct frame_reader *r);
 
+/* How many bytes must still arrive for the next frame to be whole: 0 when it is, the
+ * rest of the header when fewer than its 4 bytes are there (the payload's length is not
+ * known yet), else the rest of the header and payload. A reader that receives no more
+ * than this never takes a byte past the frame (a connection that becomes a byte pipe
+ * after its answer: OpenPort). */
+size_t frame_reader_missing(const struct frame_reader *r);
+
 /* Gives the buffer back when nothing is pending and it grew past its starting size
  * (a large frame's room is not kept for an idle peer). */
 void frame_reader_trim(struct frame_reader *r);

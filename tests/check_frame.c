@@ -240,6 +240,40 @@ START_TEST(rest_after_a_frame_taken_whole) {
 }
 END_TEST
 
+/* A reader that receives exactly what frame_reader_missing asks for, one piece at a
+ * time, ends with the frame whole and not one byte of what follows it: 4 for an empty
+ * reader, the header's rest, then the payload's rest, then 0; after the frame is taken,
+ * the next frame's header again. */
+START_TEST(missing_reads_stop_at_the_frame) {
+        size_t len, at = 0, n;
+        uint8_t *buf = pack_hello(5, "exact", &len);
+        struct frame_reader r;
+        const uint8_t *p;
+        size_t plen;
+
+        frame_reader_init(&r, SBX_DEFAULT_MAX_FRAME_BYTES);
+        ck_assert_uint_eq(frame_reader_missing(&r), 4);
+        ck_assert_int_eq(frame_reader_feed(&r, buf, 1), 0);
+        ck_assert_uint_eq(frame_reader_missing(&r), 3);
+        at = 1;
+        while ((n = frame_reader_missing(&r)) > 0) {
+                n = n > 2 ? n - 2 : n; /* short reads too */
+                ck_assert_uint_le(at + n, len);
+                ck_assert_int_eq(frame_reader_feed(&r, buf + at, n), 0);
+                at += n;
+                if (at == 4)
+                        ck_assert_uint_eq(frame_reader_missing(&r), len - 4);
+        }
+        ck_assert_uint_eq(at, len);
+        ck_assert_uint_eq(frame_reader_pending(&r), len);
+        ck_assert_int_eq(frame_reader_next(&r, &p, &plen), 1);
+        check_hello(p, plen, 5, "exact");
+        ck_assert_uint_eq(frame_reader_missing(&r), 4);
+        frame_reader_free(&r);
+        free(buf);
+}
+END_TEST
+
 START_TEST(request_id_from_the_head) {
         struct frame_reader r;
         const uint8_t *p;
@@ -394,6 +428,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, partial_and_trim);
         tcase_add_test(tc, request_id_from_the_head);
         tcase_add_test(tc, rest_after_a_frame_taken_whole);
+        tcase_add_test(tc, missing_reads_stop_at_the_frame);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -365,12 +365,12 @@ START_TEST(handshake_and_version_negotiation) {
                 json_decref(r);
 
                 list = mcp_ok(&m, "tools/list", NULL);
-                ck_assert_uint_eq(json_array_size(json_object_get(list, "tools")), 9);
-                for (size_t k = 0; k < 9; k++) {
+                ck_assert_uint_eq(json_array_size(json_object_get(list, "tools")), 10);
+                for (size_t k = 0; k < 10; k++) {
                         static const char *const names[] = {
                                 "run_command",  "read_file",      "write_file", "list_directory",
                                 "edit_file",    "sandbox_info",   "command_output",
-                                "snapshot",     "restore"};
+                                "snapshot",     "restore",        "http_request"};
                         ck_assert_msg(has_tool(list, names[k], &t), "no tool %s", names[k]);
                         ck_assert_uint_gt(
                                 strlen(json_string_value(json_object_get(t, "description"))), 80);
@@ -2064,6 +2064,84 @@ START_TEST(tools_documented_where_users_look) {
 }
 END_TEST
 
+/* http_request reaches a server in the sandbox (started with run_command in the
+ * background): status, headers, the body, a POST's body delivered, a chunked body
+ * decoded, the body cut at --max-output-bytes and said so; nothing listening is an
+ * error result naming the port; bad arguments are refused. */
+START_TEST(http_request_reaches_a_server) {
+        const char *flags[] = {"--max-output-bytes", "1000", NULL};
+        static const char server[] =
+                "cd /workspace && printf 'hi there\\n' > hello.txt && head -c 5000 /dev/zero | "
+                "tr '\\0' x > big.txt && exec python3 -c \"\n"
+                "import http.server as h\n"
+                "class H(h.SimpleHTTPRequestHandler):\n"
+                "  def do_POST(self):\n"
+                "    n=int(self.headers['Content-Length']);b=self.rfile.read(n)\n"
+                "    self.protocol_version='HTTP/1.1'\n"
+                "    self.send_response(201);self.send_header('Transfer-Encoding','chunked')\n"
+                "    self.send_header('X-Got',self.headers.get('X-Test',''));self.end_headers()\n"
+                "    for p in (b'got ',b,b'!'): self.wfile.write(b'%x\\r\\n%s\\r\\n'%(len(p),p))\n"
+                "    self.wfile.write(b'0\\r\\n\\r\\n')\n"
+                "h.ThreadingHTTPServer(('127.0.0.1',8000),H).serve_forever()\"\n";
+        struct attached at;
+        json_t *r, *st;
+
+        attached_start(&at, flags);
+        r = mcp_tool(&at.m, "run_command",
+                     json_pack("{s:s,s:b}", "command", server, "background", 1));
+        ck_assert_msg(!is_error(r), "%s", text_of(r));
+        json_decref(r);
+        for (int i = 0; i < 100; i++) {
+                r = mcp_tool(&at.m, "http_request", json_pack("{s:s}", "path", "/hello.txt"));
+                if (!is_error(r))
+                        break;
+                ck_text_has(r, "port 8000");
+                json_decref(r);
+                r = NULL;
+                usleep(100 * 1000);
+        }
+        ck_assert_ptr_nonnull(r);
+        st = structured_of(r);
+        ck_assert_int_eq(json_integer_value(json_object_get(st, "status")), 200);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "body")), "hi there\n");
+        ck_assert(json_is_false(json_object_get(st, "body_truncated")));
+        ck_assert(json_is_string(json_object_get(json_object_get(st, "headers"), "Content-Length")));
+        ck_text_has(r, "HTTP 200");
+        json_decref(r);
+
+        r = mcp_tool(&at.m, "http_request", json_pack("{s:s}", "path", "/big.txt"));
+        st = structured_of(r);
+        ck_assert_int_eq(json_integer_value(json_object_get(st, "body_bytes")), 5000);
+        ck_assert_uint_eq(strlen(json_string_value(json_object_get(st, "body"))), 1000);
+        ck_assert(json_is_true(json_object_get(st, "body_truncated")));
+        ck_text_has(r, "the rest was dropped");
+        json_decref(r);
+
+        r = mcp_tool(&at.m, "http_request",
+                     json_pack("{s:s,s:s,s:s,s:{s:s}}", "method", "POST", "path", "/x", "body",
+                               "payload", "headers", "X-Test", "yes"));
+        st = structured_of(r);
+        ck_assert_int_eq(json_integer_value(json_object_get(st, "status")), 201);
+        ck_assert_str_eq(json_string_value(json_object_get(st, "body")), "got payload!");
+        ck_assert_str_eq(json_string_value(json_object_get(json_object_get(st, "headers"), "X-Got")),
+                         "yes");
+        json_decref(r);
+
+        r = mcp_tool(&at.m, "http_request", json_pack("{s:i}", "port", 9));
+        ck_assert(is_error(r));
+        ck_text_has(r, "port 9");
+        json_decref(r);
+        r = mcp_tool(&at.m, "http_request", json_pack("{s:s}", "path", "no-slash"));
+        ck_assert(is_error(r));
+        ck_text_has(r, "'path' must start with /");
+        json_decref(r);
+        r = mcp_tool(&at.m, "http_request", json_pack("{s:s}", "method", "GET /x"));
+        ck_assert(is_error(r));
+        json_decref(r);
+        attached_stop(&at);
+}
+END_TEST
+
 static Suite *make_suite(void) {
         Suite *s = suite_create("mcp");
         TCase *tc = tcase_create("mcp");
@@ -2089,6 +2167,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, largest_call_fits_and_longer_lines_are_skipped);
         tcase_add_test(tc, deep_and_wide_lines_are_refused);
         tcase_add_test(tc, refused_lines_cost_little_memory);
+        tcase_add_test(tc, http_request_reaches_a_server);
         suite_add_tcase(s, tc);
         return s;
 }

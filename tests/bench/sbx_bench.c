@@ -24,6 +24,8 @@
  *               their disk vs the snapshot once
  *   snapshot-xfs  the same on an XFS filesystem that shares blocks (reflink), made and
  *               mounted by the bench (root, xfsprogs): the reflink path's figures
+ *   forward     1 GiB each way through a stream of sbx_open_port to a peer in a sandbox
+ *               vs the same peer on the host over plain loopback TCP
  *
  * Each pair is interleaved (baseline, sbxd, baseline, ...) so that drift of a noisy
  * machine hits both sides alike; figures are medians (and p99 where it matters). The
@@ -32,10 +34,12 @@
  * Usage: sbx_bench [--quick] [--json PATH] [--only NAME[,NAME...]] [--sandboxes N]
  *                  [--keep]
  * BUILD (default "build") names the build directory holding sbxd and sbx-init. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -3068,11 +3072,195 @@ static void case_snapshot_xfs(void) {
 
 /* ---- main --------------------------------------------------------------------------- */
 
+/* ---- forward: a stream of sbx_open_port vs plain loopback TCP ------------------------- */
+
+/* The peer of both sides: on 127.0.0.1:PORT, a first byte 'S' sinks the stream to its
+ * end and answers how many bytes came; 'D' sends SIZE zero bytes and ends its side. It
+ * touches READY once it listens. Run in the sandbox for sbxd's side and on the host for
+ * the baseline, so the peer costs both the same. */
+static const char forward_peer_py[] =
+        "import socket,sys\n"
+        "port,size,ready=int(sys.argv[1]),int(sys.argv[2]),sys.argv[3]\n"
+        "s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+        "s.bind(('127.0.0.1',port));s.listen(8);open(ready,'w').close()\n"
+        "b=bytearray(1<<20);z=memoryview(bytes(1<<20))\n"
+        "while True:\n"
+        "  c,_=s.accept();m=c.recv(1)\n"
+        "  if m==b'S':\n"
+        "    n=0\n"
+        "    while True:\n"
+        "      k=c.recv_into(b)\n"
+        "      if not k: break\n"
+        "      n+=k\n"
+        "    c.sendall(b'%d\\n'%n)\n"
+        "  elif m==b'D':\n"
+        "    left=size\n"
+        "    while left: left-=c.send(z[:min(left,len(z))])\n"
+        "    c.shutdown(socket.SHUT_WR);c.recv(1)\n"
+        "  c.close()\n";
+
+#define FORWARD_PEER_PORT 9100
+
+/* Sends size bytes on fd after 'S', ends its side and reads the count back: MiB/s, or
+ * -1 when the count is not size. */
+static double forward_upload(int fd, uint64_t size) {
+        static uint8_t buf[1 << 20];
+        char ans[32] = {0};
+        uint64_t sent = 0;
+        double t0 = bench_now_ms();
+        ssize_t k;
+
+        if (write(fd, "S", 1) != 1)
+                return -1;
+        while (sent < size) {
+                size_t n = size - sent < sizeof(buf) ? (size_t)(size - sent) : sizeof(buf);
+                if ((k = write(fd, buf, n)) <= 0)
+                        return -1;
+                sent += (uint64_t)k;
+        }
+        shutdown(fd, SHUT_WR);
+        k = read(fd, ans, sizeof(ans) - 1);
+        if (k <= 0 || strtoull(ans, NULL, 10) != size)
+                return -1;
+        return size / MIB / ((bench_now_ms() - t0) / 1000.0);
+}
+
+/* Asks for size bytes with 'D' and reads them to the end: MiB/s, or -1. */
+static double forward_download(int fd, uint64_t size) {
+        int same = 1;
+        double t0 = bench_now_ms();
+        uint64_t got;
+
+        if (write(fd, "D", 1) != 1)
+                return -1;
+        got = bench_drain(fd, NULL, size, &same);
+        return got == size ? size / MIB / ((bench_now_ms() - t0) / 1000.0) : -1;
+}
+
+/* A plain TCP connection to the host's peer on 127.0.0.1:port, or -1. */
+static int forward_tcp(int port) {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                close(fd);
+                fd = -1;
+        }
+        return fd;
+}
+
+/* One transfer (upload or download) through a new stream (c, id) or TCP (c NULL). */
+static double forward_once(sbx_client *c, const char *id, int port, uint64_t size, int up) {
+        int fd = -1;
+        double v;
+
+        if (c && sbx_open_port(c, id, FORWARD_PEER_PORT, NULL, &fd) != SBX_OK) {
+                bench_log("forward: sbx_open_port: %s", sbx_error_message(c));
+                return -1;
+        }
+        if (!c && (fd = forward_tcp(port)) < 0)
+                return -1;
+        v = up ? forward_upload(fd, size) : forward_download(fd, size);
+        close(fd);
+        return v;
+}
+
+/* Starts the peer in the sandbox (sbx_exec_background) and on the host (host_pid), and
+ * waits until both listen. 0 or -1. */
+static int forward_peers(sbx_client *c, const char *id, uint64_t size, pid_t *host_pid) {
+        char n[32], port[16], ready[600], sready[] = "/tmp/peer-ready", host_port[16];
+        const char *sargv[] = {"/usr/bin/python3", "-c", forward_peer_py, port, n, sready, NULL};
+        char *hargv[] = {"python3", "-c", (char *)(uintptr_t)forward_peer_py, host_port, n, ready,
+                         NULL};
+        struct sbx_exec_opts o;
+        struct sbx_background *b = NULL;
+
+        snprintf(n, sizeof(n), "%llu", (unsigned long long)size);
+        snprintf(port, sizeof(port), "%d", FORWARD_PEER_PORT);
+        snprintf(host_port, sizeof(host_port), "%d", FORWARD_PEER_PORT + 1);
+        snprintf(ready, sizeof(ready), "%s/peer-ready", base_dir);
+        sbx_exec_opts_init(&o);
+        o.argv = sargv;
+        o.argc = 6;
+        if (sbx_exec_background(c, id, &o, &b) != SBX_OK) {
+                bench_log("forward: the peer: %s", sbx_error_message(c));
+                return -1;
+        }
+        sbx_background_free(b);
+        if (bench_spawn(hargv, -1, -1, host_pid) < 0)
+                return -1;
+        for (int i = 0; i < 300; i++) {
+                int fd = -1;
+                if (access(ready, F_OK) == 0 &&
+                    sbx_open_port(c, id, FORWARD_PEER_PORT, NULL, &fd) == SBX_OK) {
+                        close(fd);
+                        return 0;
+                }
+                usleep(100 * 1000);
+        }
+        bench_log("forward: the peers did not start");
+        return -1;
+}
+
+static void case_forward(void) {
+        uint64_t size = opt.quick ? 128ull << 20 : 1ull << 30;
+        int reps = opt.quick ? 2 : 3, errors = 0;
+        struct samples su = {0}, bu = {0}, sd = {0}, bd = {0};
+        sbx_client *c = bench_connect(&main_daemon);
+        char *id = c ? create_sandbox(c, "bench-forward") : NULL;
+        struct bench_row *r;
+        pid_t host = -1;
+
+        bench_log("forward: %d x %llu MiB each way through sbx_open_port vs loopback TCP", reps,
+                  (unsigned long long)(size >> 20));
+        if (!id || forward_peers(c, id, size, &host) < 0)
+                errors++;
+        for (int i = 0; !errors && i < reps; i++) {
+                double v[4] = {forward_once(NULL, NULL, FORWARD_PEER_PORT + 1, size, 1),
+                               forward_once(c, id, 0, size, 1),
+                               forward_once(NULL, NULL, FORWARD_PEER_PORT + 1, size, 0),
+                               forward_once(c, id, 0, size, 0)};
+                if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0) {
+                        errors++;
+                        continue;
+                }
+                samples_add(&bu, v[0]);
+                samples_add(&su, v[1]);
+                samples_add(&bd, v[2]);
+                samples_add(&sd, v[3]);
+        }
+        r = bench_row_add("forward", "upload through a stream", "MiB/s", samples_median(&su),
+                          samples_median(&bu), CMP_RATIO_GE, 0.5);
+        snprintf(r->note, sizeof(r->note), "%llu MiB, median of %d",
+                 (unsigned long long)(size >> 20), (int)su.n);
+        r = bench_row_add("forward", "download through a stream", "MiB/s", samples_median(&sd),
+                          samples_median(&bd), CMP_RATIO_GE, 0.5);
+        snprintf(r->note, sizeof(r->note), "%llu MiB, median of %d",
+                 (unsigned long long)(size >> 20), (int)sd.n);
+        if (errors) {
+                r = bench_row_add("forward", "errors", "count", errors, NAN, CMP_VALUE_LT, 1);
+                snprintf(r->note, sizeof(r->note), "see stderr");
+        }
+        if (host > 0) {
+                kill(host, SIGKILL);
+                waitpid(host, NULL, 0);
+        }
+        if (id)
+                terminate_sandbox(c, id);
+        free(id);
+        sbx_close(c);
+        samples_free(&su);
+        samples_free(&bu);
+        samples_free(&sd);
+        samples_free(&bd);
+}
+
 static void usage(void) {
         fputs("usage: sbx_bench [--quick] [--json PATH] [--only NAME[,NAME...]] [--sandboxes N] "
               "[--keep]\n"
               "cases: roundtrip lifecycle cli concurrent idle stdout files burst nocgroup image "
-              "snapshot snapshot-xfs\n",
+              "snapshot snapshot-xfs forward\n",
               stderr);
 }
 
@@ -3091,7 +3279,8 @@ int main(int argc, char **argv) {
         static const char *const names[] = {"roundtrip", "concurrent", "lifecycle",
                                             "cli",       "stdout",     "files",
                                             "burst",     "idle",       "nocgroup",
-                                            "image",     "snapshot",   "snapshot-xfs"};
+                                            "image",     "snapshot",   "snapshot-xfs",
+                                            "forward"};
         double t0 = bench_now_ms();
         struct utsname u;
         char title[512], date[64], cpu[256];
@@ -3131,6 +3320,7 @@ int main(int argc, char **argv) {
         strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
         for (i = 0; i < 7; i++)
                 need_main |= wanted(names[i]);
+        need_main |= wanted("forward");
         if (need_main && bench_daemon_start(&main_daemon, base_dir, "main", NULL) < 0)
                 return 1;
         for (i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++) {
@@ -3160,6 +3350,8 @@ int main(int argc, char **argv) {
                         case_snapshot();
                 else if (strcmp(names[i], "snapshot-xfs") == 0)
                         case_snapshot_xfs();
+                else if (strcmp(names[i], "forward") == 0)
+                        case_forward();
         }
         if (need_main) {
                 st = bench_daemon_stop(&main_daemon);

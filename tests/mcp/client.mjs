@@ -47,7 +47,7 @@ console.log(`connected: @modelcontextprotocol/sdk ${sdkVersion} to ${server.name
 // tools/list: the tool set, each with a schema.
 const { tools } = await client.listTools();
 const names = tools.map((t) => t.name).sort();
-assert.deepEqual(names, ['command_output', 'edit_file', 'list_directory', 'read_file', 'restore',
+assert.deepEqual(names, ['command_output', 'edit_file', 'http_request', 'list_directory', 'read_file', 'restore',
   'run_command', 'sandbox_info', 'snapshot', 'write_file']);
 for (const t of tools) {
   assert.equal(t.inputSchema.type, 'object', `${t.name} inputSchema`);

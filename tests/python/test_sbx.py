@@ -17,6 +17,7 @@ Run with tests/python/run.py (it prints the summary line tests/run.sh counts).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ctypes
 import dataclasses
 import errno
@@ -33,6 +34,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1843,6 +1845,77 @@ class ImagesTest(DaemonTest):
                 sb.fork(limits=sbx.ResourceLimits(processes=10**9))
             live = self.client.list(labels={"t": "pyfork"})
             self.assertEqual([s.id for s in live], [sb.id])
+
+
+class PortTest(DaemonTest):
+    """Sandbox.open_port and Sandbox.forward against a server in a sandbox."""
+
+    def _serving(self) -> sbx.Sandbox:
+        """A sandbox of its own whose /workspace is served by http.server on 8000."""
+        sb = self.client.create(id=self.uid("port"), timeout=300)
+        self.addCleanup(sb.terminate)
+        sb.write_file("/workspace/hello.txt", b"hi there\n")
+        sb.run("cd /workspace && exec python3 -m http.server 8000 --bind 127.0.0.1",
+               background=True, timeout=300)
+        for _ in range(300):
+            try:
+                sb.open_port(8000).close()
+                return sb
+            except sbx.Unavailable:
+                time.sleep(0.1)
+        self.fail("the server in the sandbox did not start")
+
+    @staticmethod
+    def _read_all(s: socket.socket) -> bytes:
+        s.settimeout(20)
+        out = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return out
+            out += d
+
+    def test_open_port(self) -> None:
+        sb = self._serving()
+        with sb.open_port(8000) as s:
+            self.assertIsInstance(s, socket.socket)
+            self.assertFalse(s.get_inheritable())
+            s.sendall(b"GET /hello.txt HTTP/1.0\r\n\r\n")
+            s.shutdown(socket.SHUT_WR)  # a half-close: the answer still comes
+            data = self._read_all(s)
+        self.assertTrue(data.startswith(b"HTTP/1.0 200"), data[:80])
+        self.assertTrue(data.endswith(b"hi there\n"), data[-80:])
+        with self.assertRaisesRegex(sbx.Unavailable, "port 9"):
+            sb.open_port(9)
+        with self.assertRaises(ValueError):
+            sb.open_port(0)
+        with self.assertRaises(TypeError):
+            sb.open_port("8000")  # type: ignore[arg-type]
+        with self.assertRaises(sbx.NotFound):
+            self.client.attach(self.uid("nobody")).open_port(8000)
+
+    def test_forward(self) -> None:
+        sb = self._serving()
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with sb.forward(8000) as f:
+            self.assertTrue(f.url.startswith("http://127.0.0.1:"), f.url)
+            self.assertEqual(f.url, f"http://127.0.0.1:{f.port}/")
+            self.assertEqual(opener.open(f.url + "hello.txt", timeout=20).read(), b"hi there\n")
+            with concurrent.futures.ThreadPoolExecutor(10) as ex:
+                bodies = list(ex.map(lambda _: opener.open(f.url + "hello.txt", timeout=20).read(),
+                                     range(20)))
+            self.assertEqual(bodies, [b"hi there\n"] * 20)
+            port = f.port
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        with sb.forward(9) as f9:  # nothing listens: the connection is closed, and why kept
+            with socket.create_connection(("127.0.0.1", f9.port), timeout=20) as c:
+                self.assertEqual(self._read_all(c), b"")
+            for _ in range(100):
+                if f9.last_error:
+                    break
+                time.sleep(0.05)
+            self.assertIn("port 9", f9.last_error or "")
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ first use and checked against this binding's struct layouts; a mismatch raises
 """
 
 from . import _errors
-from ._client import Client, Command, OutputCallback, Sandbox, default_socket_path
+from ._client import Client, Command, Forward, OutputCallback, Sandbox, default_socket_path
 from ._errors import (
     AlreadyExists,
     CommandError,
@@ -126,6 +126,7 @@ Policy = SandboxPolicy
 __all__ = [
     "Client",
     "Sandbox",
+    "Forward",
     "Command",
     "CommandInfo",
     "CommandState",

@@ -15,6 +15,7 @@ import ctypes
 import dataclasses
 import errno
 import os
+import socket
 import threading
 from ctypes import POINTER, byref, c_char_p, c_int, c_uint32, c_void_p
 from typing import (
@@ -1338,6 +1339,38 @@ class Sandbox:
                     cl._watches.discard(w)
                     cl._lib.sbx_watch_close(w)
 
+    # -- ports --
+
+    def open_port(self, port: int, address: Optional[str] = None) -> socket.socket:
+        """A stream to ``port`` of the sandbox's own loopback (what a server in the
+        sandbox listens on; ``address`` "127.0.0.1", the default, or "::1"), as a
+        connected, blocking :class:`socket.socket` of its own: read, write,
+        ``shutdown(SHUT_WR)`` (the server sees the end) and close it. It goes over a
+        new connection to the daemon, not the client's. :class:`Unavailable` when
+        nothing listens there (the message names the port), :class:`NotFound` for a
+        sandbox that is not the caller's, :class:`ResourceExhausted` at a bound. Over
+        ssh:// the server's end ends the whole stream (libsbx(3))."""
+        if isinstance(port, bool) or not isinstance(port, int):
+            raise TypeError(f"port must be an int, not {type(port).__name__}")
+        if not 1 <= port <= 65535:
+            raise ValueError(f"port {port} is out of range: use 1 to 65535")
+        fd = c_int(-1)
+        with self.client._locked() as c:
+            code = self.client._lib.sbx_open_port(
+                c, self._bid, port, _enc(address) if address else None, byref(fd))
+            if code != Code.OK:
+                self.client._raise(code)
+        return socket.socket(fileno=fd.value)
+
+    def forward(self, port: int, *, local_port: int = 0, host: str = "127.0.0.1") -> "Forward":
+        """Listens on ``host``:``local_port`` (0: a free port; loopback by default) and
+        carries each connection to ``port`` of the sandbox (:meth:`open_port`), served
+        by a background thread (a thread per direction of each connection) until
+        :meth:`Forward.close` (or the end of a ``with`` block). ``.port`` is the local
+        port, ``.url`` ``http://host:port/``. A connection whose stream cannot be
+        opened is closed, and ``.last_error`` says why."""
+        return Forward(self, port, local_port, host)
+
 
 def _file_events(b: L.FileEvents) -> List[FileEvent]:
     """A batch of libsbx's as the binding's events (an overflow first)."""
@@ -1348,6 +1381,116 @@ def _file_events(b: L.FileEvents) -> List[FileEvent]:
         e = b.v[i]
         out.append(FileEvent(FileEventKind(e.kind), _dec(e.path), _dec_opt(e.old_path), bool(e.is_dir)))
     return out
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    """Copies src to dst until src's end, then passes the end on (a half-close)."""
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    try:
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+class Forward:
+    """A local listening socket whose connections go to a port of a sandbox; see
+    :meth:`Sandbox.forward`. ``close()`` stops it and closes its connections."""
+
+    def __init__(self, sandbox: "Sandbox", port: int, local_port: int, host: str) -> None:
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"port {port!r} is out of range: use 1 to 65535")
+        self.sandbox = sandbox
+        self.sandbox_port = port
+        self.host = host
+        self.last_error: Optional[str] = None
+        self._conns: set = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._listener.bind((host, local_port))
+            self._listener.listen(128)
+        except OSError:
+            self._listener.close()
+            raise
+        self.port: int = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, name=f"sbx-forward-{self.port}",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        h = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{h}:{self.port}/"
+
+    def __repr__(self) -> str:
+        return f"<sbx.Forward {self.url} -> {self.sandbox.id}:{self.sandbox_port}>"
+
+    def __enter__(self) -> "Forward":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _track(self, *socks: socket.socket, add: bool) -> bool:
+        with self._lock:
+            if add and self._closed:
+                return False
+            for s in socks:
+                (self._conns.add if add else self._conns.discard)(s)
+            return True
+
+    def _relay(self, conn: socket.socket) -> None:
+        try:
+            far = self.sandbox.open_port(self.sandbox_port)
+        except SbxError as e:
+            self.last_error = str(e)
+            conn.close()
+            return
+        if self._track(conn, far, add=True):
+            back = threading.Thread(target=_pump, args=(far, conn), daemon=True)
+            back.start()
+            _pump(conn, far)
+            back.join()
+            self._track(conn, far, add=False)
+        conn.close()
+        far.close()
+
+    def close(self) -> None:
+        """Stops listening and ends every connection it carries. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conns = list(self._conns)
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._thread.join()
 
 
 class Command:

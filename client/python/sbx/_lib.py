@@ -644,6 +644,7 @@ _PROTOTYPES = {
     "sbx_watch_next": (c_int, [c_void_p, c_int64, _pp(FileEvents)]),
     "sbx_watch_close": (None, [c_void_p]),
     "sbx_file_events_free": (None, [POINTER(FileEvents)]),
+    "sbx_open_port": (c_int, [_client_p, c_char_p, c_uint32, c_char_p, POINTER(c_int)]),
 }
 
 # ---- loading --------------------------------------------------------------------------
