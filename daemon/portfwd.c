@@ -166,7 +166,8 @@ static void on_relay_progress(struct relay *r, int from, const uint64_t bytes[2]
 static const struct relay_ops relay_ops = {.ended = on_relay_ended,
                                            .progress = on_relay_progress};
 static const struct relay_bounds relay_bounds = {.high_bytes = PORTFWD_QUEUE_HIGH_BYTES,
-                                                 .idle_ms = 0};
+                                                 .idle_ms = 0,
+                                                 .read_bytes = PORTFWD_READ_BYTES};
 
 /* The connection is the stream's now: relay it to the sandbox's socket, the bytes the
  * client sent early first. */

@@ -86,9 +86,11 @@ static void finish(struct relay *r, enum relay_end how, int side, int status) {
 }
 
 static void read_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-        char *b = malloc(RELAY_READ_BYTES);
+        struct relay *r = h->data;
+        size_t n = r->bounds.read_bytes ? r->bounds.read_bytes : RELAY_READ_BYTES;
+        char *b = malloc(n);
 
-        *buf = uv_buf_init(b, b ? RELAY_READ_BYTES : 0);
+        *buf = uv_buf_init(b, b ? (unsigned)n : 0);
 }
 
 /* Side which may read again (its direction's queue drained to the low water mark). */

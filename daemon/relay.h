@@ -27,8 +27,9 @@
 
 struct relay;
 
-/* The most one read takes from a side (one buffer). A direction's queue is therefore at
- * most high_bytes plus one read and its RELAY_WRITE_COST_BYTES. */
+/* The most one read takes from a side (one buffer), unless the bounds say otherwise. A
+ * direction's queue is therefore at most high_bytes plus one read and its
+ * RELAY_WRITE_COST_BYTES. */
 #define RELAY_READ_BYTES 65536u
 /* What a queued write costs besides its data (its request, the allocator's headers),
  * counted in its direction's queue with the data, at most. */
@@ -67,6 +68,8 @@ struct relay_ops {
 struct relay_bounds {
         size_t high_bytes; /* a direction's queue above it: its source paused, until half */
         uint64_t idle_ms;  /* nothing read either way for this long ends it; 0: never */
+        size_t read_bytes; /* the most one read takes; 0: RELAY_READ_BYTES. Larger reads
+                            * cost fewer system calls a byte (a bulk stream: portfwd.c) */
 };
 
 /* Starts relaying between side 0 and side 1, both on the same loop, connected and not

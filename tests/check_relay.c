@@ -76,6 +76,8 @@ static int n_ended, free_in_ended;
 static struct relay_result ended_res;
 static uint64_t ended_ms, progress_ms; /* uv_now at the end, at the last progress */
 static uint64_t progress_bytes[2];
+static uint64_t max_step[2];   /* the most one progress call added, each way */
+static size_t world_read_bytes; /* the bounds' read_bytes of the next world_begin */
 static size_t max_queued[2];
 
 static uint8_t pattern(uint64_t off, unsigned seed) {
@@ -185,6 +187,8 @@ static void on_progress(struct relay *r, int from, const uint64_t bytes[2], void
         ck_assert_ptr_eq(r, R);
         ck_assert(from == 0 || from == 1);
         ck_assert_uint_gt(bytes[from], progress_bytes[from]);
+        if (bytes[from] - progress_bytes[from] > max_step[from])
+                max_step[from] = bytes[from] - progress_bytes[from];
         progress_bytes[0] = bytes[0];
         progress_bytes[1] = bytes[1];
         progress_ms = uv_now(&L);
@@ -235,6 +239,7 @@ static void world_begin(int tcp, size_t high, uint64_t idle_ms) {
         memset(P, 0, sizeof(P));
         memset(max_queued, 0, sizeof(max_queued));
         memset(progress_bytes, 0, sizeof(progress_bytes));
+        memset(max_step, 0, sizeof(max_step));
         n_ended = free_in_ended = 0;
         /* As the daemon (main.c): a write to a reset connection fails, no signal. */
         signal(SIGPIPE, SIG_IGN);
@@ -258,7 +263,8 @@ static void world_begin(int tcp, size_t high, uint64_t idle_ms) {
                 P[i].expect_seed = 2 - i;
         }
         side[0].h.data = side[1].h.data = &side;
-        bounds = (struct relay_bounds){.high_bytes = high, .idle_ms = idle_ms};
+        bounds = (struct relay_bounds){.high_bytes = high, .idle_ms = idle_ms,
+                                       .read_bytes = world_read_bytes};
         ck_assert_int_eq(relay_start(&side[0].s, &side[1].s, &bounds, &ops, &side, &R), 0);
         ck_assert_ptr_nonnull(R);
 }
@@ -359,6 +365,32 @@ START_TEST(bytes_both_ways_intact) {
                 ck_assert_uint_le(max_queued[1], QUEUE_BOUND);
                 world_end();
         }
+}
+END_TEST
+
+/* A read takes at most the bounds' read_bytes (RELAY_READ_BYTES when 0): what one
+ * progress call adds never passes it, and the bytes stay intact. */
+START_TEST(read_bytes_bound_each_read) {
+        static const size_t sizes[] = {4096, 0};
+
+        for (size_t k = 0; k < 2; k++) {
+                size_t want = sizes[k] ? sizes[k] : RELAY_READ_BYTES;
+
+                world_read_bytes = sizes[k];
+                world_begin(0, HIGH_BYTES, 0);
+                peer_read(&P[0]);
+                peer_read(&P[1]);
+                peer_write(&P[0], 2 * MIB, 1);
+                peer_write(&P[1], 2 * MIB, 1);
+                ck_assert(run_until(both_eof, 60000));
+                assert_intact(&P[0], 2 * MIB);
+                assert_intact(&P[1], 2 * MIB);
+                ck_assert_uint_le(max_step[0], want);
+                ck_assert_uint_le(max_step[1], want);
+                ck_assert_uint_gt(max_step[0], 0);
+                world_end();
+        }
+        world_read_bytes = 0;
 }
 END_TEST
 
@@ -607,6 +639,7 @@ static Suite *make_suite(void) {
 
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, bytes_both_ways_intact);
+        tcase_add_test(tc, read_bytes_bound_each_read);
         tcase_add_test(tc, half_close_passed_on_while_other_direction_flows);
         tcase_add_test(tc, stalled_reader_pauses_only_its_direction);
         tcase_add_test(tc, owner_bytes_go_first_uncounted);
