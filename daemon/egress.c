@@ -380,6 +380,9 @@ static const char *relay_reason(const struct relay_result *res) {
                 return res->side == 0 ? "write to the sandbox failed" : "write to the host failed";
         case RELAY_NO_MEMORY:
                 return "daemon out of memory";
+        case RELAY_GONE:
+                return res->side == 0 ? "the sandbox's side went away after its end"
+                                      : "the host's side went away after its end";
         }
         return NULL;
 }

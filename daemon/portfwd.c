@@ -128,6 +128,8 @@ static const char *failure_of(enum relay_end how) {
                 return "could not be told the other's end";
         case RELAY_NO_MEMORY:
                 return "ran the daemon out of memory";
+        case RELAY_GONE:
+                return "closed (the other's end never came)";
         case RELAY_ENDED:
         case RELAY_IDLE:
                 break;

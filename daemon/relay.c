@@ -9,6 +9,7 @@
 #include "relay.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,16 +28,18 @@ struct relay {
         void *ud;
         struct relay_bounds bounds;
         uv_timer_t idle;
+        uv_timer_t gone;   /* RELAY_GONE_CHECK_MS while a side's end was passed on */
         uint64_t last_ms;  /* uv_now of the last byte read either way */
         uint64_t bytes[2]; /* read from side 0, from side 1 */
         size_t queued[2];  /* memory of the writes of the direction reading from side i */
         int eof[2], paused[2];
         uv_shutdown_t shut[2]; /* [i]: side i's end passed on to the other side */
         int shut_done;         /* half-closes passed on */
+        int shut_ok[2];        /* [i]: side i's end was passed on */
         int reqs;              /* writes and shutdowns under way */
         int over;              /* ended or freed: reads no more, calls nothing */
         int freed;             /* relay_free was called */
-        int timer_open;        /* until the idle timer's close callback */
+        int timers_open;       /* until the timers' close callbacks */
 };
 
 struct wreq {
@@ -53,14 +56,14 @@ _Static_assert(sizeof(struct wreq) + WRITE_EXTRA_BYTES <= RELAY_WRITE_COST_BYTES
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void maybe_free(struct relay *r) {
-        if (r->freed && !r->timer_open && r->reqs == 0)
+        if (r->freed && !r->timers_open && r->reqs == 0)
                 free(r);
 }
 
 static void on_timer_closed(uv_handle_t *h) {
         struct relay *r = h->data;
 
-        r->timer_open = 0;
+        r->timers_open--;
         maybe_free(r);
 }
 
@@ -69,6 +72,7 @@ static void stop(struct relay *r) {
         uv_read_stop(r->s[0]);
         uv_read_stop(r->s[1]);
         uv_timer_stop(&r->idle);
+        uv_timer_stop(&r->gone);
 }
 
 /* The relay ends (how; side and status when a side failed): the owner is told, once.
@@ -157,8 +161,41 @@ static char *copy_of(const void *data, size_t len) {
         return b;
 }
 
+/* Whether side i is gone altogether: its peer closed (a Unix socket's peer's close
+ * shuts both ways: POLLHUP), or it failed. A peer that only shut down its writing is
+ * not: its reading goes on. */
+static int side_gone(struct relay *r, int i) {
+        struct pollfd p = {.events = 0};
+        uv_os_fd_t fd;
+
+        if (uv_fileno((uv_handle_t *)r->s[i], &fd) < 0)
+                return 0;
+        p.fd = fd;
+        return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
+static void on_gone_timer(uv_timer_t *t);
+
+/* Ends r when a side whose end was passed on (what it sent is all written) has gone;
+ * else looks again in RELAY_GONE_CHECK_MS. 1 when it ended. */
+static int check_gone(struct relay *r) {
+        for (int i = 0; i < 2; i++)
+                if (r->shut_ok[i] && side_gone(r, i)) {
+                        finish(r, RELAY_GONE, i, 0);
+                        return 1;
+                }
+        if (!uv_is_active((uv_handle_t *)&r->gone))
+                uv_timer_start(&r->gone, on_gone_timer, RELAY_GONE_CHECK_MS, RELAY_GONE_CHECK_MS);
+        return 0;
+}
+
+static void on_gone_timer(uv_timer_t *t) {
+        (void)check_gone(t->data);
+}
+
 /* A half-close was passed on once what was queued before it was written; when both
- * sides have ended so, the relay has. */
+ * sides have ended so, the relay has; when the side that ended has gone altogether, it
+ * has too. */
 static void on_shutdown(uv_shutdown_t *req, int status) {
         struct relay *r = req->data;
         int from = req == &r->shut[0] ? 0 : 1;
@@ -169,10 +206,15 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
                 maybe_free(r);
                 return;
         }
-        if (status < 0)
+        if (status < 0) {
                 finish(r, RELAY_SHUTDOWN_FAILED, !from, status);
-        else if (r->shut_done == 2)
+                return;
+        }
+        r->shut_ok[from] = 1;
+        if (r->shut_done == 2)
                 finish(r, RELAY_ENDED, -1, 0);
+        else
+                (void)check_gone(r);
 }
 
 /* Side from sent its end: it is read no more, and the end goes on to the other side
@@ -266,8 +308,9 @@ int relay_start(uv_stream_t *side0, uv_stream_t *side1, const struct relay_bound
         r->ud = ud;
         r->bounds = *bounds;
         uv_timer_init(side0->loop, &r->idle);
-        r->idle.data = r;
-        r->timer_open = 1;
+        uv_timer_init(side0->loop, &r->gone);
+        r->idle.data = r->gone.data = r;
+        r->timers_open = 2;
         r->last_ms = uv_now(side0->loop);
         for (int i = 0; i < 2; i++) {
                 r->data[i] = r->s[i]->data;
@@ -310,5 +353,6 @@ struct relay *relay_free(struct relay *r) {
         for (int i = 0; i < 2; i++)
                 r->s[i]->data = r->data[i];
         uv_close((uv_handle_t *)&r->idle, on_timer_closed);
+        uv_close((uv_handle_t *)&r->gone, on_timer_closed);
         return NULL;
 }

@@ -12,7 +12,9 @@
  * read from each side.
  *
  * It ends, once, when both half-closes have been passed on, or at the first error of
- * either side, or when idle: its ended callback says how, which side failed and the bytes
+ * either side, or when idle, or when a side whose end was passed on has gone away
+ * altogether (RELAY_GONE: a peer that closed rather than shut down its writing, which
+ * a server that never ends its own direction would otherwise hold for good): its ended callback says how, which side failed and the bytes
  * each way. It knows nothing of what the bytes mean nor of who asked for them: the owner
  * (the allowlist proxy, egress.c) keeps its records, rules and budgets, and closes the
  * streams, which stay its own.
@@ -43,7 +45,15 @@ enum relay_end {
         RELAY_WRITE_FAILED,    /* writing to side failed */
         RELAY_SHUTDOWN_FAILED, /* passing an end on to side failed */
         RELAY_NO_MEMORY,       /* a read could not be queued: out of memory */
+        RELAY_GONE,            /* side sent its end, it was passed on, and then side went
+                                * away altogether (its peer closed, not only shut down its
+                                * writing: POLLHUP): nothing can reach it any more */
 };
+
+/* How often a side that sent its end is looked at for having gone away altogether
+ * (RELAY_GONE): a client that closes while the other side never ends its direction
+ * frees the relay within this. */
+#define RELAY_GONE_CHECK_MS 1000u
 
 /* What the ended callback is told. */
 struct relay_result {

@@ -394,6 +394,34 @@ START_TEST(read_bytes_bound_each_read) {
 }
 END_TEST
 
+/* A client that closes (not only shuts down its writing) while the other side never
+ * ends its own direction: what it sent is delivered whole, and the relay ends
+ * RELAY_GONE naming its side, at once when the close came with its end, within
+ * RELAY_GONE_CHECK_MS or so when it came after a half-close (which alone ends
+ * nothing: the other direction may still have to flow). */
+START_TEST(a_side_gone_after_its_end_ends_it) {
+        for (int half_first = 0; half_first < 2; half_first++) {
+                world_begin(0, HIGH_BYTES, 0);
+                peer_read(&P[1]);
+                peer_write(&P[0], MIB, half_first);
+                want_got[0] = 0;
+                want_got[1] = MIB;
+                ck_assert(run_until(got_all, 30000));
+                if (half_first) {
+                        ck_assert(run_until(ended, 2500) == 0); /* the half-close alone */
+                        ck_assert(P[1].eof);
+                }
+                close_handle(&P[0].h.h);
+                ck_assert(run_until(ended, 3 * RELAY_GONE_CHECK_MS + 2000));
+                ck_assert_int_eq(ended_res.how, RELAY_GONE);
+                ck_assert_int_eq(ended_res.side, 0);
+                ck_assert_uint_eq(ended_res.bytes[0], MIB);
+                assert_intact(&P[1], MIB);
+                world_end();
+        }
+}
+END_TEST
+
 static int other_eof;
 static int other_saw_eof(void) {
         return P[other_eof].eof;
@@ -640,6 +668,7 @@ static Suite *make_suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, bytes_both_ways_intact);
         tcase_add_test(tc, read_bytes_bound_each_read);
+        tcase_add_test(tc, a_side_gone_after_its_end_ends_it);
         tcase_add_test(tc, half_close_passed_on_while_other_direction_flows);
         tcase_add_test(tc, stalled_reader_pauses_only_its_direction);
         tcase_add_test(tc, owner_bytes_go_first_uncounted);

@@ -524,6 +524,35 @@ START_TEST(bounds_refused_naming_them) {
 }
 END_TEST
 
+/* Streams whose clients closed while the sandbox's server never ends its side (HOLD)
+ * are freed: the user's bound has room again within seconds, not at the sandbox's end
+ * (a server in someone else's sandbox must not hold a user's streams). */
+START_TEST(closed_clients_free_their_streams) {
+        const char *flags[] = {"--max-forwards-per-uid", "2", NULL};
+        struct it_daemon d;
+        sbx_client *c;
+        int k, ok = 0;
+
+        c = serving(&d, _i, flags, "held");
+        for (k = 0; k < 2; k++)
+                close(stream_to(d.sock, "held", PORT, NULL, "HOLD\n"));
+        for (k = 0; k < 100 && !ok; k++) { /* RELAY_GONE_CHECK_MS and a turn or two */
+                int fd = bob_raw_connect(d.sock);
+                Sbx__V1__Response *r = open_port_on(fd, "held", PORT, NULL, NULL);
+                ok = r->status->code == SBX__V1__CODE__OK;
+                sbx__v1__response__free_unpacked(r, NULL);
+                close(fd);
+                if (!ok)
+                        usleep(100 * 1000);
+        }
+        ck_assert_msg(ok, "the closed streams still count against the bound");
+        ck_assert_int_ge(it_log_count(&d, "the client's side closed (the other's end never came)"),
+                         2);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+}
+END_TEST
+
 /* A daemon killed with streams open, and a new one adopting the sandbox: its init says
  * again that it makes sockets (its greeting), so ports open as before; the stream the
  * old daemon had is recorded as closed by the restart. */
@@ -657,6 +686,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, who_may_open_ports);
         tcase_add_loop_test(tc, terminate_closes_every_stream, 0, 2);
         tcase_add_loop_test(tc, bounds_refused_naming_them, 0, 2);
+        tcase_add_loop_test(tc, closed_clients_free_their_streams, 0, 2);
         tcase_add_loop_test(tc, adopted_sandbox_opens_ports, 0, 2);
         tcase_add_loop_test(tc, open_stream_keeps_sandbox_from_idling, 0, 2);
         tcase_add_loop_test(tc, older_init_cannot_open_ports, 0, 2);

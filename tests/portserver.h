@@ -5,7 +5,7 @@
  * The server (Python, in the background, on 127.0.0.1 and ::1 port PORT): a first line
  * "GET /x" gets an HTTP answer, "ECHO" echoes what follows until the client's end and
  * then says "END n", "CLOSE" says "bye", ends its own side and keeps what comes after in
- * /tmp/after, and "FLOOD" writes forever. On port BANNER_PORT it writes "banner\n" as soon as it
+ * /tmp/after, "FLOOD" writes forever, and "HOLD" never reads, writes or closes again. On port BANNER_PORT it writes "banner\n" as soon as it
  * accepts, and then reads to the client's end. */
 #ifndef SBX_TESTS_PORTSERVER_H
 #define SBX_TESTS_PORTSERVER_H
@@ -55,6 +55,8 @@ static const char server_py[] =
         "      open('/tmp/after','wb').write(got);return\n"
         "    if line==b'FLOOD':\n"
         "      while True: s.sendall(b'f'*65536)\n"
+        "    if line==b'HOLD':\n"
+        "      threading.Event().wait()\n"
         "class S(socketserver.ThreadingTCPServer):\n"
         "  allow_reuse_address=True;daemon_threads=True;request_queue_size=512\n"
         "class S6(S): address_family=socket.AF_INET6\n"
