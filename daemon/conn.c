@@ -410,15 +410,16 @@ int conn_hand_over_begin(struct conn *c) {
 }
 
 void conn_hand_over_cancel(struct conn *c) {
+        const uint8_t *rest;
+
         if (!c->handing || c->handed)
                 return;
         c->handing = 0;
         c->hand_cb = NULL;
-        if (c->closed)
-                return;
-        update_reading(c);
-        if (c->kick_inited)
-                uv_timer_start(&c->kick, on_kick, 0, 0);
+        /* What the peer sent after the request was the stream's, never frames: let it go,
+         * read nothing more, and close once the refusal is written. */
+        (void)frame_reader_take_rest(&c->reader, &rest);
+        shutdown_after_writes(c);
 }
 
 void conn_hand_over(struct conn *c, conn_handed_cb cb, void *ud) {

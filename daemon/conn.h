@@ -229,8 +229,10 @@ void conn_call_end(struct conn_call *call);
  * closed or shutting down. */
 int conn_hand_over_begin(struct conn *c);
 
-/* The request failed (answered with an error): c takes frames again, from the one after
- * it, on a later loop turn. */
+/* The request failed (answered with an error): what the peer sent after its frame was
+ * meant for the stream, so it is let go, nothing more is read, and c closes once the
+ * answer is written (were c to take frames again, stream bytes a client relays from
+ * someone else would run as its requests). */
 void conn_hand_over_cancel(struct conn *c);
 
 /* After conn_hand_over_begin and the request's reply (conn_send): once every reply sent

@@ -287,13 +287,26 @@ START_TEST(streams_both_ways_with_half_close) {
 }
 END_TEST
 
-/* Nothing listens: UNAVAILABLE naming the port and the sandbox; the connection then takes
- * requests again (a second OpenPort on it, to a port that listens, works). */
+/* A frame of req, packed: *ret_len bytes (free() them). */
+static uint8_t *packed(Sbx__V1__Request *req, size_t *ret_len) {
+        uint8_t *buf;
+
+        ck_assert_int_eq(frame_pack(&req->base, SBX_DEFAULT_MAX_FRAME_BYTES, &buf, ret_len), 0);
+        return buf;
+}
+
+/* Nothing listens: UNAVAILABLE naming the port and the sandbox, and the connection ends
+ * there: a request sent right behind the OpenPort (in its stream's place) never runs. */
 START_TEST(nothing_listening_names_the_port) {
-        struct it_daemon d;
-        sbx_client *c;
+        Sbx__V1__Request open = SBX__V1__REQUEST__INIT, list = SBX__V1__REQUEST__INIT;
+        Sbx__V1__OpenPort op = SBX__V1__OPEN_PORT__INIT;
+        Sbx__V1__ListSandboxes ls = SBX__V1__LIST_SANDBOXES__INIT;
         Sbx__V1__Response *r;
-        char *msg;
+        struct it_daemon d;
+        uint8_t *a, *b;
+        size_t alen, blen;
+        sbx_client *c;
+        char *msg, buf[64];
         int fd;
 
         start(&d, _i, NULL);
@@ -302,13 +315,30 @@ START_TEST(nothing_listening_names_the_port) {
         msg = refused(d.sock, "quiet", 9, SBX__V1__CODE__UNAVAILABLE, NULL);
         ck_assert_msg(strstr(msg, "nothing listens on port 9 in sandbox quiet"), "%s", msg);
         free(msg);
-        start_server(c, "quiet");
-        msg = refused(d.sock, "quiet", 9, SBX__V1__CODE__UNAVAILABLE, &fd);
-        free(msg);
-        r = open_port_on(fd, "quiet", PORT, NULL, "GET /again HTTP/1.0\n\n");
-        ck_assert_int_eq(r->status->code, SBX__V1__CODE__OK);
+        open.has_request_id = list.has_request_id = 1;
+        open.request_id = 7;
+        list.request_id = 8;
+        op.sandbox_id = (char *)"quiet";
+        op.has_port = 1;
+        op.port = 9;
+        open.body_case = SBX__V1__REQUEST__BODY_OPEN_PORT;
+        open.open_port = &op;
+        list.body_case = SBX__V1__REQUEST__BODY_LIST_SANDBOXES;
+        list.list_sandboxes = &ls;
+        a = packed(&open, &alen);
+        b = packed(&list, &blen);
+        a = realloc(a, alen + blen);
+        memcpy(a + alen, b, blen);
+        fd = bob_raw_connect(d.sock);
+        it_raw_write(fd, a, alen + blen);
+        r = read_response(fd);
+        ck_assert_int_eq(r->status->code, SBX__V1__CODE__UNAVAILABLE);
+        ck_assert_uint_eq(r->request_id, 7);
         sbx__v1__response__free_unpacked(r, NULL);
-        expect_http(fd, "/again");
+        ck_assert_int_eq(read(fd, buf, sizeof(buf)), 0); /* closed, the list never answered */
+        close(fd);
+        free(a);
+        free(b);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }
