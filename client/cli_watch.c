@@ -49,6 +49,22 @@ static void print_json_event(const struct sbx_file_event *e) {
         (void)json_finish(&j);
 }
 
+/* One event as a line of text. The names are the sandbox's: control characters in them
+ * are written escaped (cli_put_text), so a name can neither forge a line nor drive the
+ * terminal. */
+static void print_text_event(const struct sbx_file_event *e) {
+        if (e->kind == SBX_FILE_RENAMED) {
+                fputs("renamed ", stdout);
+                cli_put_text(stdout, e->old_path ? e->old_path : "?");
+                fputs(" -> ", stdout);
+        } else {
+                fputs(sbx_file_event_kind_name(e->kind), stdout);
+                fputc(' ', stdout);
+        }
+        cli_put_text(stdout, e->path);
+        fputc('\n', stdout);
+}
+
 /* One line per event (and one for an overflow); -1 when stdout is gone. */
 static int print_batch(const struct sbx_file_events *ev, bool json) {
         if (ev->overflow && json) {
@@ -62,16 +78,15 @@ static int print_batch(const struct sbx_file_events *ev, bool json) {
                 json_end_object(&j);
                 (void)json_finish(&j);
         } else if (ev->overflow) {
-                printf("overflow %s\n", ev->overflow_reason ? ev->overflow_reason : "");
+                fputs("overflow ", stdout);
+                cli_put_text(stdout, ev->overflow_reason ? ev->overflow_reason : "");
+                fputc('\n', stdout);
         }
         for (size_t i = 0; i < ev->n; i++) {
-                const struct sbx_file_event *e = &ev->v[i];
                 if (json)
-                        print_json_event(e);
-                else if (e->kind == SBX_FILE_RENAMED)
-                        printf("renamed %s -> %s\n", e->old_path ? e->old_path : "?", e->path);
+                        print_json_event(&ev->v[i]);
                 else
-                        printf("%s %s\n", sbx_file_event_kind_name(e->kind), e->path);
+                        print_text_event(&ev->v[i]);
         }
         return fflush(stdout) == 0 && !ferror(stdout) ? 0 : -1;
 }

@@ -859,6 +859,8 @@ static pid_t sbx_watch_cli(struct it_daemon *d, const char *const *args, int *re
         return pid;
 }
 
+/* The CLI: JSON lines, text lines (names the sandbox chose, control characters
+ * escaped), SIGINT ends it 0, the sandbox's end 125. */
 START_TEST(cli_watch_lines_and_sigint) {
         const char *json_args[] = {"--json", "-r", "cli", "/workspace", NULL};
         const char *text_args[] = {"--coalesce-ms", "20", "cli", "/workspace", NULL};
@@ -891,6 +893,11 @@ START_TEST(cli_watch_lines_and_sigint) {
         sbx_result_free(it_sh(c, "cli", 30000, "mv /workspace/j /workspace/k"));
         ck_assert_int_eq(read_line(fd, line, sizeof(line), 15000), 1);
         ck_assert_str_eq(line, "renamed /workspace/j -> /workspace/k");
+        /* A name with a terminal's escape and a newline: written escaped, one line. */
+        sbx_result_free(it_sh(c, "cli", 30000,
+                              "touch \"$(printf '/workspace/\\033]0;t\\007x\\ny')\""));
+        ck_assert_int_eq(read_line(fd, line, sizeof(line), 15000), 1);
+        ck_assert_str_eq(line, "created /workspace/\\x1b]0;t\\x07x\\x0ay");
         ck_assert_int_eq(sbx_terminate(c, "cli", NULL), SBX_OK);
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 125, "sbx watch ended with %#x", st);
