@@ -227,7 +227,9 @@ static const char *type_phrase(mode_t m) {
                 return "a block device";
         if (S_ISLNK(m))
                 return "a symbolic link";
-        return "not a regular file";
+        if (S_ISREG(m))
+                return "a regular file";
+        return "a file of an unknown type";
 }
 
 /* ---- paths ----------------------------------------------------------------------------- */
@@ -1279,7 +1281,7 @@ int files_list_open(struct sandbox *sb, const char *path, uint32_t limit, uint64
                 close(pfd);
                 r = fail(&fx, -EINVAL, "'%.1024s' in sandbox '%s' is %s, not a directory", fx.path,
                          fx.v->id,
-                         S_ISREG(stx.stx_mode) ? "a regular file" : type_phrase(stx.stx_mode));
+                         type_phrase(stx.stx_mode));
         } else if (r == 0) {
                 fd = reopen(pfd, O_RDONLY | O_DIRECTORY);
                 close(pfd);
@@ -1539,9 +1541,7 @@ static int do_mkdir(struct fctx *fx, uint32_t mode, int parents) {
                                                     "'%.1024s' exists in sandbox '%s' and is %s, "
                                                     "not a directory",
                                                     fx->path, fx->v->id,
-                                                    S_ISREG(stx.stx_mode)
-                                                            ? "a regular file"
-                                                            : type_phrase(stx.stx_mode));
+                                                    type_phrase(stx.stx_mode));
                         }
                 }
                 if (r < 0)

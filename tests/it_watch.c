@@ -357,6 +357,8 @@ START_TEST(outside_view_refused) {
         snprintf(cmd, sizeof(cmd), "../../../..%s", host);
         ck_assert_int_eq(watch_code(c, "view", cmd), SBX_NOT_FOUND);
         ck_assert_int_eq(watch_code(c, "view", "file"), SBX_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(sbx_error_message(c), "is a regular file, not a directory"), "%s",
+                      sbx_error_message(c));
         ck_assert_int_eq(watch_code(c, "view", "/nonexistent"), SBX_NOT_FOUND);
         /* The host's copy is there, and unhidden on the host. */
         ck_assert_int_eq(access(HIDDEN, F_OK), 0);
