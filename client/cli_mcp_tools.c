@@ -2386,14 +2386,31 @@ static int http_exchange(struct mcp_call *k, int fd, const char *req, size_t len
 }
 
 /* Decodes a chunked body in place when it is whole and well formed; else leaves it. */
+/* The size of a chunk from its line (len bytes, without its CRLF: hex digits, then
+ * maybe ";extensions"), read within the line only. false when it is none. */
+static bool chunk_size(const uint8_t *p, size_t len, unsigned long long *ret) {
+        unsigned long long n = 0;
+        size_t i;
+
+        for (i = 0; i < len && p[i] != ';'; i++) {
+                int d = isdigit(p[i]) ? p[i] - '0'
+                        : isxdigit(p[i]) ? (tolower(p[i]) - 'a' + 10)
+                                         : -1;
+                if (d < 0 || i >= 15) /* not hex, or past any size a reply could have */
+                        return false;
+                n = n * 16 + (unsigned)d;
+        }
+        *ret = n;
+        return i > 0;
+}
+
 static void http_dechunk(struct http_reply *r) {
         size_t in = 0, out = 0;
 
         while (in < r->body_len) {
-                char *end;
-                unsigned long long n = strtoull((const char *)r->body + in, &end, 16);
                 const uint8_t *crlf = memmem(r->body + in, r->body_len - in, "\r\n", 2);
-                if (!crlf || end == (char *)r->body + in)
+                unsigned long long n;
+                if (!crlf || !chunk_size(r->body + in, (size_t)(crlf - (r->body + in)), &n))
                         return;
                 in = (size_t)(crlf - r->body) + 2;
                 if (n == 0) {
