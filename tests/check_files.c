@@ -28,6 +28,7 @@
 #include "sbx_limits.h"
 #include "sbxd.h"
 #include "testutil.h"
+#include "viewtest.h"
 
 #define NOBODY 65534u
 
@@ -102,32 +103,11 @@ static void tree_teardown(void) {
 /* The sandbox: ready, its root ROOT, its user nobody, hiding the paths given (NULL
  * ended). */
 static struct sandbox *sandbox_up(const char *const *hidden) {
-        struct pathset_list l = {0};
-        size_t i;
-
-        memset(&core, 0, sizeof(core));
-        core.features.openat2 = 1;
-        memset(&sandbox, 0, sizeof(sandbox));
-        sandbox.view.id = "sbx-test";
-        sandbox.view.d = &core;
-        sandbox.view.state = SBX__V1__SANDBOX_STATE__READY;
-        sandbox.view.init_pidfd = -1;
-        sandbox.view.root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        ck_assert_int_ge(sandbox.view.root_fd, 0);
-        sandbox.view.run_uid = NOBODY;
-        sandbox.view.run_gid = NOBODY;
-        for (i = 0; hidden && hidden[i]; i++)
-                ck_assert_ptr_nonnull(pathset_list_add(&l, strdup(hidden[i])));
-        sandbox.view.hidden = pathset_freeze(&l);
-        ck_assert_ptr_nonnull(sandbox.view.hidden);
-        return &sandbox;
+        return viewtest_up(&sandbox, &core, root, hidden);
 }
 
 static void sandbox_down(struct sandbox *sb) {
-        close(sb->view.root_fd);
-        pathset_unref(sb->view.hidden);
-        free(sb->view.files_cache);
-        memset(sb, 0, sizeof(*sb));
+        viewtest_down(sb);
 }
 
 

@@ -23,6 +23,7 @@
 #include "sbx_limits.h"
 #include "sbxd.h"
 #include "testutil.h"
+#include "viewtest.h"
 
 #define NOBODY   65534u
 #define CREATED  SBX__V1__FILE_EVENT_KIND__CREATED
@@ -239,32 +240,15 @@ static void tree_teardown(void) {
         test_dir_remove(tmpdir);
 }
 
+/* The sandbox: its root ROOT, hiding /workspace/secret. */
 static struct sandbox *sandbox_up(void) {
-        struct pathset_list l = {0};
-        char hidden[PATH_MAX];
+        static const char *const hidden[] = {"/workspace/secret", NULL};
 
-        memset(&core, 0, sizeof(core));
-        core.features.openat2 = 1;
-        memset(&sandbox, 0, sizeof(sandbox));
-        sandbox.view.id = "sbx-test";
-        sandbox.view.d = &core;
-        sandbox.view.state = SBX__V1__SANDBOX_STATE__READY;
-        sandbox.view.init_pidfd = -1;
-        sandbox.view.root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        ck_assert_int_ge(sandbox.view.root_fd, 0);
-        sandbox.view.run_uid = NOBODY;
-        sandbox.view.run_gid = NOBODY;
-        snprintf(hidden, sizeof(hidden), "/workspace/secret");
-        ck_assert_ptr_nonnull(pathset_list_add(&l, strdup(hidden)));
-        sandbox.view.hidden = pathset_freeze(&l);
-        return &sandbox;
+        return viewtest_up(&sandbox, &core, root, hidden);
 }
 
 static void sandbox_down(struct sandbox *sb) {
-        close(sb->view.root_fd);
-        pathset_unref(sb->view.hidden);
-        free(sb->view.files_cache);
-        memset(sb, 0, sizeof(*sb));
+        viewtest_down(sb);
 }
 
 static void on_ready(void *ud) {
