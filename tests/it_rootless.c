@@ -30,19 +30,6 @@
 #define NOBODY 65534
 #define CMD_MS 60000u
 
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...) {
-        va_list ap;
-        char *s = NULL;
-        int n;
-
-        va_start(ap, fmt);
-        n = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        ck_assert_int_ge(n, 0);
-        return s;
-}
-
 /* Starts the daemon as nobody and connects; checks that it says it is rootless. */
 static sbx_client *start_rootless(struct it_daemon *d) {
         struct sbx_hello *h = NULL;

@@ -118,19 +118,6 @@
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...) {
-        va_list ap;
-        char *s = NULL;
-        int n;
-
-        va_start(ap, fmt);
-        n = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        ck_assert_int_ge(n, 0);
-        return s;
-}
-
 static void stop_ok(struct it_daemon *d) {
         int st = it_daemon_stop(d);
 

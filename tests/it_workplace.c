@@ -26,19 +26,6 @@
 #define CMD_MS   60000u
 #define STD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...) {
-        va_list ap;
-        char *s = NULL;
-        int n;
-
-        va_start(ap, fmt);
-        n = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        ck_assert_int_ge(n, 0);
-        return s;
-}
-
 /* Runs shell in id with the extra environment (NULL-terminated "K=V", may be NULL); it
  * must exit 0. Returns its stdout (caller frees). */
 static char *sh_env(sbx_client *c, const char *id, const char *const *env, const char *shell) {

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,20 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+
+/* A string made as printf would (the caller frees it); the test fails out of memory. */
+static inline char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline char *xasprintf(const char *fmt, ...) {
+        va_list ap;
+        char *s = NULL;
+        int n;
+
+        va_start(ap, fmt);
+        n = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        ck_assert_int_ge(n, 0);
+        return s;
+}
 
 /* Makes a directory of its own for a test case, /tmp/NAME.XXXXXX, into dir (len
  * bytes). Called from an unchecked fixture, in the runner's process: test_dir_remove,
