@@ -13,10 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A read at most this big is copied into a buffer of its size before it is queued: a
- * peer that sends a byte at a time must not make each queued byte hold a whole read
- * buffer. */
-#define COPY_BYTES 4096u
 /* Counted for each queued write besides its data and its struct: the allocator's
  * headers, and the data's copy's. */
 #define WRITE_EXTRA_BYTES 256u
@@ -127,9 +123,9 @@ static void on_written(uv_write_t *req, int status) {
                 resume(r, from);
 }
 
-/* Writes base (len bytes, taken: freed after) to the side that is not from, counted in
- * from's direction. 0 or -errno (base freed). */
-static int queue_write(struct relay *r, int from, char *base, size_t len) {
+/* Writes base (len bytes of the held it holds, taken: freed after) to the side that is
+ * not from, counted in from's direction. 0 or -errno (base freed). */
+static int queue_write(struct relay *r, int from, char *base, size_t len, size_t held) {
         struct wreq *w = malloc(sizeof(*w));
         uv_buf_t b = uv_buf_init(base, (unsigned)len);
         int rc;
@@ -141,7 +137,7 @@ static int queue_write(struct relay *r, int from, char *base, size_t len) {
         w->r = r;
         w->from = from;
         w->base = base;
-        w->cost = len + sizeof(*w) + WRITE_EXTRA_BYTES;
+        w->cost = held + sizeof(*w) + WRITE_EXTRA_BYTES;
         rc = uv_write(&w->req, r->s[!from], &b, 1, on_written);
         if (rc < 0) {
                 free(base);
@@ -237,21 +233,22 @@ static void pass_end(struct relay *r, int from) {
  * from above the high water mark. */
 static void take(struct relay *r, int from, size_t nread, const uv_buf_t *buf) {
         char *base = buf->base;
+        size_t held = buf->len;
         int rc;
 
         r->last_ms = uv_now(r->idle.loop);
         r->bytes[from] += nread;
         if (r->ops.progress)
                 r->ops.progress(r, from, r->bytes, r->ud);
-        if (nread <= COPY_BYTES) {
-                base = copy_of(buf->base, nread);
-                free(buf->base);
-                if (!base) {
-                        finish(r, RELAY_NO_MEMORY, -1, -ENOMEM);
-                        return;
+        if (nread < buf->len) {
+                /* Cut to its bytes: in place (glibc gives the rest back), no copy. */
+                char *b = realloc(buf->base, nread);
+                if (b) {
+                        base = b;
+                        held = nread;
                 }
         }
-        rc = queue_write(r, from, base, nread);
+        rc = queue_write(r, from, base, nread, held);
         if (rc < 0) {
                 finish(r, rc == -ENOMEM ? RELAY_NO_MEMORY : RELAY_WRITE_FAILED,
                        rc == -ENOMEM ? -1 : !from, rc);
@@ -337,7 +334,7 @@ int relay_send(struct relay *r, int to, const void *data, size_t len) {
         b = copy_of(data, len);
         if (!b)
                 return -ENOMEM;
-        return queue_write(r, !to, b, len);
+        return queue_write(r, !to, b, len, len);
 }
 
 size_t relay_queued_bytes(const struct relay *r, int from) {
