@@ -1959,7 +1959,12 @@ int files_watch_dir(struct sandbox *sb, const char *path, int ifd, uint32_t mask
         if (r == 0) {
                 snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
                 wd = inotify_add_watch(ifd, p, mask);
-                if (wd < 0)
+                if (wd < 0 && errno == ENOSPC)
+                        r = fail(&fx, -ENOSPC,
+                                 "cannot watch '%.1024s' in sandbox '%s': the host's "
+                                 "fs.inotify.max_user_watches is reached",
+                                 fx.path, fx.v->id);
+                else if (wd < 0)
                         r = fail_errno(&fx, -errno, fx.path);
         }
         if (r == 0 && each)

@@ -5,8 +5,12 @@
  * rewritten when a watched directory is renamed within the tree. The two halves of a
  * rename (IN_MOVED_FROM, IN_MOVED_TO with one cookie) come one after the other in a read
  * (inotify(7), "Dealing with rename() events"); a half left alone is a move out of (or
- * into) the tree. Directories still to be watched wait in `walk`, taken a slice at a
- * time from an idle handle. The three handles (poll, timer, idle) close together in
+ * into) the tree. Directories still to be watched wait in `walk`; a watch with a walk
+ * to do waits in its user's line, and the user in the pool's ring (walk_wait); the
+ * carrier's idle handle serves them (pool_walk). The walk calls nothing of the owner's
+ * (ready goes through the watch's timer), so no watch is freed while the pool walks.
+ * Every directory a watch follows or has queued is counted in its user's and the pool's
+ * `dirs` (account). The three handles (poll, timer, idle) close together in
  * fswatch_free, and the memory goes in the last close callback. */
 #include "fswatch.h"
 
@@ -310,8 +314,29 @@ struct walk {
         struct walk *next;
 };
 
-struct fswatch {
+/* One uid's watches in a pool. */
+struct fswatch_user {
+        uid_t uid;
+        size_t dirs;      /* directories its watches follow or have queued */
+        unsigned watches; /* its watches in the pool */
+        struct fswatch *wait_head, *wait_tail; /* its watches with a walk to do */
+        int in_ring;
+        struct fswatch_user *next;  /* the pool's users */
+        struct fswatch_user *rnext; /* the ring of users with a walk to do */
+};
+
+struct fswatch_pool {
         uv_loop_t *loop;
+        size_t dirs, max_dirs, max_per_user;
+        struct fswatch_user *users;
+        struct fswatch_user *ring_head, *ring_tail; /* served from the head, back at the tail */
+        struct fswatch *carrier; /* whose idle handle walks, while anyone has a walk to do */
+        size_t slice_entries;    /* entries listed in this turn's walk */
+};
+
+struct fswatch {
+        struct fswatch_pool *pool; /* NULL once the watch let go of it (fswatch_free) */
+        struct fswatch_user *user;
         struct sandbox *sb;
         const struct fswatch_ops *ops;
         void *ud;
@@ -323,7 +348,8 @@ struct fswatch {
         uv_idle_t idle;
         int open_handles;
         int told_ready, failed, timer_running, held;
-        size_t slice_entries; /* entries listed in this loop turn's slice of the walk */
+        int waiting;               /* in its user's line for the walk */
+        struct fswatch *wait_next; /* that line */
         char root[PATH_CAP];
         struct dir *dirs[DIR_BUCKETS];
         size_t n_dirs;
@@ -335,6 +361,14 @@ struct fswatch {
         int move_is_dir;
         char *move_from;
 };
+
+/* Counts delta more (or fewer) directories against w's user and pool. */
+static void account(struct fswatch *w, long delta) {
+        if (!w->pool)
+                return;
+        w->user->dirs += (size_t)delta;
+        w->pool->dirs += (size_t)delta;
+}
 
 static struct dir *dir_find(struct fswatch *w, int wd) {
         struct dir *d = w->dirs[(unsigned)wd % DIR_BUCKETS];
@@ -354,6 +388,7 @@ static void dir_drop(struct fswatch *w, int wd) {
         free(x->path);
         free(x);
         w->n_dirs--;
+        account(w, -1);
 }
 
 /* Records wd as path's (a directory watched again keeps its descriptor: then the path
@@ -379,6 +414,7 @@ static int dir_add(struct fswatch *w, int wd, const char *path) {
         d->hnext = w->dirs[(unsigned)wd % DIR_BUCKETS];
         w->dirs[(unsigned)wd % DIR_BUCKETS] = d;
         w->n_dirs++;
+        account(w, 1);
         return 0;
 }
 
@@ -390,6 +426,7 @@ static int join(char *out, const char *parent, const char *name) {
 
 static void arm_timer(struct fswatch *w);
 static void on_idle(uv_idle_t *h);
+static void on_timer(uv_timer_t *t);
 
 static void change(struct fswatch *w, Sbx__V1__FileEventKind kind, const char *path,
                    const char *old_path, int is_dir) {
@@ -402,7 +439,7 @@ static void overflow(struct fswatch *w, const char *path, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
 static void overflow(struct fswatch *w, const char *path, const char *fmt, ...) {
-        char why[160];
+        char why[200];
         va_list ap;
 
         va_start(ap, fmt);
@@ -412,10 +449,94 @@ static void overflow(struct fswatch *w, const char *path, const char *fmt, ...) 
         arm_timer(w);
 }
 
-/* Queues the directory path to be watched (and listed). */
+/* ---- the walk, shared by the pool's watches ------------------------------------------ */
+
+/* Starts the carrier's idle handle when someone has a walk to do and none runs. */
+static void drive(struct fswatch_pool *p) {
+        if (p->carrier || !p->ring_head)
+                return;
+        p->carrier = p->ring_head->wait_head;
+        uv_idle_start(&p->carrier->idle, on_idle);
+}
+
+static void ring_append(struct fswatch_pool *p, struct fswatch_user *u) {
+        u->in_ring = 1;
+        u->rnext = NULL;
+        if (p->ring_tail)
+                p->ring_tail->rnext = u;
+        else
+                p->ring_head = u;
+        p->ring_tail = u;
+}
+
+/* Puts w (which has a walk to do) at the end of its user's line, its user in the ring. */
+static void walk_wait(struct fswatch *w) {
+        struct fswatch_user *u = w->user;
+
+        if (!w->pool || w->waiting || w->failed)
+                return;
+        w->waiting = 1;
+        w->wait_next = NULL;
+        if (u->wait_tail)
+                u->wait_tail->wait_next = w;
+        else
+                u->wait_head = w;
+        u->wait_tail = w;
+        if (!u->in_ring)
+                ring_append(w->pool, u);
+        drive(w->pool);
+}
+
+/* Takes w out of its user's line (and the user out of the ring when its line empties);
+ * hands the carrier's part to another watch when w had it. */
+static void walk_leave(struct fswatch *w) {
+        struct fswatch_pool *p = w->pool;
+        struct fswatch_user *u = w->user, **r;
+        struct fswatch **x;
+
+        if (!p)
+                return;
+        if (w->waiting) {
+                struct fswatch *prev = NULL;
+                for (x = &u->wait_head; *x != w; x = &(*x)->wait_next)
+                        prev = *x;
+                *x = w->wait_next;
+                if (u->wait_tail == w)
+                        u->wait_tail = prev;
+                w->waiting = 0;
+        }
+        if (!u->wait_head && u->in_ring) {
+                struct fswatch_user *prev = NULL;
+                for (r = &p->ring_head; *r != u; r = &(*r)->rnext)
+                        prev = *r;
+                *r = u->rnext;
+                if (p->ring_tail == u)
+                        p->ring_tail = prev;
+                u->in_ring = 0;
+        }
+        if (p->carrier == w) {
+                uv_idle_stop(&w->idle);
+                p->carrier = NULL;
+        }
+        drive(p);
+}
+
+/* w's walk is done: ready is told from its timer, at once (not from the walk, which
+ * calls nothing of the owners'). */
+static void walk_done(struct fswatch *w) {
+        if (w->told_ready || w->failed)
+                return;
+        uv_timer_stop(&w->timer);
+        w->timer_running = 1;
+        uv_timer_start(&w->timer, on_timer, 0, 0);
+}
+
+/* Queues the directory path to be watched (and listed), within the bounds. */
 static void walk_push(struct fswatch *w, const char *path, int announce) {
         struct walk *k;
 
+        if (!w->pool)
+                return;
         if (strlen(path) > SBX_PATH_MAX_BYTES) {
                 overflow(w, NULL,
                          "a directory's path is longer than %u bytes; changes below it "
@@ -428,6 +549,22 @@ static void walk_push(struct fswatch *w, const char *path, int announce) {
                          "more than %u directories are watched; changes below this one are "
                          "not seen",
                          SBX_WATCH_MAX_DIRS);
+                return;
+        }
+        if (w->user->dirs >= w->pool->max_per_user) {
+                overflow(w, path,
+                         "uid %u's watches follow %zu directories, the most one user's may "
+                         "(a share of the host's inotify watches); changes below this one "
+                         "are not seen",
+                         (unsigned)w->user->uid, w->pool->max_per_user);
+                return;
+        }
+        if (w->pool->dirs >= w->pool->max_dirs) {
+                overflow(w, path,
+                         "the daemon's watches follow %zu directories, the most it keeps (a "
+                         "share of the host's inotify watches); changes below this one are "
+                         "not seen",
+                         w->pool->max_dirs);
                 return;
         }
         k = calloc(1, sizeof(*k));
@@ -445,8 +582,8 @@ static void walk_push(struct fswatch *w, const char *path, int announce) {
                 w->walk_head = k;
         w->walk_tail = k;
         w->n_walk++;
-        if (!w->failed && w->open_handles && !uv_is_active((uv_handle_t *)&w->idle))
-                uv_idle_start(&w->idle, on_idle);
+        account(w, 1);
+        walk_wait(w);
 }
 
 struct listing {
@@ -459,7 +596,8 @@ static int on_entry(void *ud, const char *name, int is_dir) {
         struct listing *l = ud;
         char p[PATH_CAP];
 
-        l->w->slice_entries++;
+        if (l->w->pool)
+                l->w->pool->slice_entries++;
         if (join(p, l->dir, name) < 0)
                 return 0;
         if (l->announce)
@@ -500,32 +638,60 @@ static void watch_one(struct fswatch *w, const struct walk *k) {
         }
 }
 
+/* Walks one directory of the first watch in line of the first user in the ring, then
+ * puts both at the back of their lines (when they have more to do). */
+static void walk_one(struct fswatch_pool *p) {
+        struct fswatch_user *u = p->ring_head;
+        struct fswatch *w = u->wait_head;
+        struct walk *k = w->walk_head;
+
+        p->ring_head = u->rnext;
+        if (!p->ring_head)
+                p->ring_tail = NULL;
+        u->in_ring = 0;
+        u->wait_head = w->wait_next;
+        if (!u->wait_head)
+                u->wait_tail = NULL;
+        w->waiting = 0;
+        w->walk_head = k->next;
+        if (!w->walk_head)
+                w->walk_tail = NULL;
+        w->n_walk--;
+        account(w, -1);
+        watch_one(w, k); /* may queue more of w's, and so put w back in line */
+        free(k->path);
+        free(k);
+        if (w->walk_head)
+                walk_wait(w);
+        else
+                walk_done(w);
+        if (u->wait_head && !u->in_ring)
+                ring_append(p, u);
+}
+
 static void on_idle(uv_idle_t *h) {
         struct fswatch *w = h->data;
-        unsigned i;
+        struct fswatch_pool *p = w->pool;
+        uint64_t t0 = uv_hrtime();
+        unsigned n;
 
-        w->slice_entries = 0;
-        for (i = 0; i < SBX_WATCH_WALK_SLICE && w->slice_entries < SBX_WATCH_WALK_SLICE_ENTRIES &&
-                    w->walk_head;
-             i++) {
-                struct walk *k = w->walk_head;
-                w->walk_head = k->next;
-                if (!w->walk_head)
-                        w->walk_tail = NULL;
-                w->n_walk--;
-                watch_one(w, k);
-                free(k->path);
-                free(k);
-        }
-        if (w->walk_head)
+        if (!p || p->carrier != w) {
+                uv_idle_stop(h);
                 return;
-        uv_idle_stop(h);
-        if (!w->told_ready) {
-                w->told_ready = 1;
-                w->ops->ready(w->ud);
-                arm_timer(w);
+        }
+        p->slice_entries = 0;
+        for (n = 0; p->ring_head && n < SBX_WATCH_WALK_SLICE &&
+                    p->slice_entries < SBX_WATCH_WALK_SLICE_ENTRIES &&
+                    (n == 0 || uv_hrtime() - t0 < SBX_WATCH_WALK_SLICE_US * 1000ull);
+             n++)
+                walk_one(p);
+        if (!p->ring_head) {
+                uv_idle_stop(h);
+                p->carrier = NULL;
         }
 }
+
+/* ---- events and batches ---------------------------------------------------------------- */
 
 static void hand_batch(void *ud, const struct fswatch_event *ev, size_t n, const char *of) {
         struct fswatch *w = ud;
@@ -546,7 +712,16 @@ static void flush(struct fswatch *w) {
 
 static void on_timer(uv_timer_t *t) {
         struct fswatch *w = t->data;
+
         w->timer_running = 0;
+        if (!w->told_ready) {
+                if (w->waiting || w->failed)
+                        return; /* more to walk: walk_done comes back */
+                w->told_ready = 1;
+                w->ops->ready(w->ud);
+                arm_timer(w); /* the changes seen during the walk, coalesced as any */
+                return;
+        }
         flush(w);
 }
 
@@ -639,6 +814,7 @@ static void fail_watch(struct fswatch *w, int r, const char *msg) {
         if (w->failed)
                 return;
         w->failed = 1;
+        walk_leave(w);
         w->ops->failed(w->ud, r, msg);
 }
 
@@ -719,11 +895,84 @@ static void on_poll(uv_poll_t *h, int status, int events) {
         }
 }
 
+/* ---- the pool ------------------------------------------------------------------------ */
+
+void fswatch_budget(uint64_t host_watches, size_t *ret_max_dirs, size_t *ret_max_dirs_per_user) {
+        uint64_t all = (host_watches ? host_watches : 8192) / SBX_WATCH_HOST_SHARE;
+
+        if (all > SBX_WATCH_MAX_DIRS_TOTAL)
+                all = SBX_WATCH_MAX_DIRS_TOTAL;
+        *ret_max_dirs = (size_t)all;
+        *ret_max_dirs_per_user = (size_t)all / SBX_WATCH_UID_SHARE;
+}
+
+struct fswatch_pool *fswatch_pool_new(uv_loop_t *loop, size_t max_dirs, size_t max_dirs_per_user) {
+        struct fswatch_pool *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return NULL;
+        p->loop = loop;
+        p->max_dirs = max_dirs;
+        p->max_per_user = max_dirs_per_user;
+        return p;
+}
+
+void fswatch_pool_free(struct fswatch_pool *pool) {
+        free(pool);
+}
+
+int fswatch_pool_empty(const struct fswatch_pool *pool) {
+        return !pool->users;
+}
+
+/* Joins w to its pool as uid's (its first directory not yet counted). */
+static int pool_join(struct fswatch *w, struct fswatch_pool *p, uid_t uid) {
+        struct fswatch_user *u = p->users;
+
+        while (u && u->uid != uid)
+                u = u->next;
+        if (!u) {
+                u = calloc(1, sizeof(*u));
+                if (!u)
+                        return -ENOMEM;
+                u->uid = uid;
+                u->next = p->users;
+                p->users = u;
+        }
+        u->watches++;
+        w->pool = p;
+        w->user = u;
+        return 0;
+}
+
+/* w lets go of its pool: out of the walk's lines, its directories uncounted, its user
+ * gone with its last watch. */
+static void pool_leave(struct fswatch *w) {
+        struct fswatch_pool *p = w->pool;
+        struct fswatch_user *u = w->user, **x;
+
+        if (!p)
+                return;
+        walk_leave(w);
+        account(w, -(long)(w->n_dirs + w->n_walk));
+        w->pool = NULL;
+        w->user = NULL;
+        if (--u->watches > 0)
+                return;
+        for (x = &p->users; *x != u; x = &(*x)->next)
+                ;
+        *x = u->next;
+        free(u);
+}
+
+/* ---- start and end --------------------------------------------------------------------- */
+
 /* Frees w and what it holds (its inotify descriptor is closed, its handles are). */
 static void free_now(struct fswatch *w) {
         struct walk *k, *nx;
         size_t i;
 
+        pool_leave(w);
         for (i = 0; i < DIR_BUCKETS; i++)
                 while (w->dirs[i])
                         dir_drop(w, w->dirs[i]->wd);
@@ -750,41 +999,50 @@ void fswatch_free(struct fswatch *w) {
         if (!w)
                 return;
         w->failed = 1;
+        pool_leave(w);
         uv_close((uv_handle_t *)&w->poll, on_closed);
         uv_close((uv_handle_t *)&w->timer, on_closed);
         uv_close((uv_handle_t *)&w->idle, on_closed);
 }
 
 /* The handles of w, on loop; w->ifd is open. On failure none is left open. */
-static int init_handles(struct fswatch *w) {
-        int r = uv_poll_init(w->loop, &w->poll, w->ifd);
+static int init_handles(struct fswatch *w, uv_loop_t *loop) {
+        int r = uv_poll_init(loop, &w->poll, w->ifd);
         if (r < 0)
                 return r;
         w->poll.data = w->timer.data = w->idle.data = w;
-        uv_timer_init(w->loop, &w->timer);
-        uv_idle_init(w->loop, &w->idle);
+        uv_timer_init(loop, &w->timer);
+        uv_idle_init(loop, &w->idle);
         w->open_handles = 3;
         return 0;
 }
 
-int fswatch_start(uv_loop_t *loop, struct sandbox *sb, const char *path, int recursive,
-                  uint32_t coalesce_ms, const struct fswatch_ops *ops, void *ud,
-                  struct fswatch **ret, char *err, size_t errlen) {
-        struct fswatch *w = calloc(1, sizeof(*w));
-        struct listing l;
+/* 0 when uid may have one more directory followed in pool; else -ENOSPC, why in err. */
+static int check_budget(const struct fswatch *w, char *err, size_t errlen) {
+        const struct fswatch_pool *p = w->pool;
+
+        if (w->user->dirs >= p->max_per_user)
+                snprintf(err, errlen,
+                         "uid %u's file watches follow %zu directories, the most one user's may "
+                         "(a share of the host's inotify watches); stop a recursive watch first",
+                         (unsigned)w->user->uid, p->max_per_user);
+        else if (p->dirs >= p->max_dirs)
+                snprintf(err, errlen,
+                         "the daemon's file watches follow %zu directories, the most it keeps "
+                         "(a share of the host's inotify watches); try later",
+                         p->max_dirs);
+        else
+                return 0;
+        return -ENOSPC;
+}
+
+/* Makes w's inotify instance and handles, and watches (and, recursive, lists) its root
+ * directory path. On failure -errno, why in err; w is then freed (at once, or by its
+ * handles' close). */
+static int watch_root(struct fswatch *w, const char *path, char *err, size_t errlen) {
+        struct listing l = {w, w->root, 0};
         int wd = -1, r;
 
-        if (!w) {
-                snprintf(err, errlen, "daemon out of memory for a watch");
-                return -ENOMEM;
-        }
-        w->loop = loop;
-        w->sb = sb;
-        w->ops = ops;
-        w->ud = ud;
-        w->recursive = recursive;
-        w->coalesce_ms = coalesce_ms;
-        w->pending.max = SBX_WATCH_MAX_PENDING;
         w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (w->ifd < 0) {
                 r = -errno;
@@ -792,33 +1050,65 @@ int fswatch_start(uv_loop_t *loop, struct sandbox *sb, const char *path, int rec
                          "cannot make an inotify instance: %s (the host's "
                          "fs.inotify.max_user_instances may be reached)",
                          strerror(-r));
-                free(w);
+                free_now(w);
                 return r == -ENFILE ? -EMFILE : r;
         }
-        l = (struct listing){w, w->root, 0};
-        r = files_watch_dir(sb, path, w->ifd, WATCH_MASK, &wd, w->root, recursive ? on_entry : NULL,
-                            &l, SBX_WATCH_MAX_PENDING, err, errlen);
+        r = init_handles(w, w->pool->loop);
+        if (r < 0) {
+                snprintf(err, errlen, "cannot poll an inotify descriptor: %s", uv_strerror(r));
+                close(w->ifd);
+                free_now(w);
+                return r;
+        }
+        r = files_watch_dir(w->sb, path, w->ifd, WATCH_MASK, &wd, w->root,
+                            w->recursive ? on_entry : NULL, &l, SBX_WATCH_MAX_PENDING, err,
+                            errlen);
         if (r == -E2BIG)
                 overflow(w, NULL, "the directory has more than %u entries; not all are seen",
                          SBX_WATCH_MAX_PENDING);
         if (r == 0 || r == -E2BIG)
                 r = dir_add(w, wd, w->root);
-        if (r == 0)
-                r = init_handles(w);
+        if (r == 0) {
+                r = uv_poll_start(&w->poll, UV_READABLE, on_poll);
+                if (r < 0)
+                        snprintf(err, errlen, "cannot poll an inotify descriptor: %s",
+                                 uv_strerror(r));
+        }
         if (r < 0) {
                 if (r == -ENOMEM)
                         snprintf(err, errlen, "daemon out of memory for a watch");
-                close(w->ifd);
+                fswatch_free(w);
+        }
+        return r;
+}
+
+int fswatch_start(struct fswatch_pool *pool, uid_t uid, struct sandbox *sb, const char *path,
+                  int recursive, uint32_t coalesce_ms, const struct fswatch_ops *ops, void *ud,
+                  struct fswatch **ret, char *err, size_t errlen) {
+        struct fswatch *w = calloc(1, sizeof(*w));
+        int r;
+
+        if (!w || pool_join(w, pool, uid) < 0) {
+                free(w);
+                snprintf(err, errlen, "daemon out of memory for a watch");
+                return -ENOMEM;
+        }
+        w->sb = sb;
+        w->ops = ops;
+        w->ud = ud;
+        w->recursive = recursive;
+        w->coalesce_ms = coalesce_ms;
+        w->pending.max = SBX_WATCH_MAX_PENDING;
+        r = check_budget(w, err, errlen);
+        if (r < 0) {
                 free_now(w);
                 return r;
         }
-        r = uv_poll_start(&w->poll, UV_READABLE, on_poll);
-        if (r < 0) {
-                snprintf(err, errlen, "cannot poll an inotify descriptor: %s", uv_strerror(r));
-                fswatch_free(w);
+        r = watch_root(w, path, err, errlen);
+        if (r < 0)
                 return r;
-        }
-        uv_idle_start(&w->idle, on_idle); /* the walk, then ready */
+        if (!w->waiting)
+                walk_done(w); /* nothing below it to walk: ready at once */
         arm_timer(w);
         *ret = w;
         return 0;

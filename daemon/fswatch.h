@@ -7,9 +7,20 @@
  * changes pending since its last batch. Every directory is opened through files.h
  * (files_watch_dir: openat2 inside the sandbox's root, as the sandbox user, hidden
  * paths not found) and watched through /proc/self/fd of that descriptor, so no path
- * outside the view is ever watched. A recursive walk opens at most
- * SBX_WATCH_WALK_SLICE directories (SBX_WATCH_WALK_SLICE_ENTRIES entries) per loop turn,
- * so a big tree never holds the loop.
+ * outside the view is ever watched.
+ *
+ * Watches belong to a pool (one per daemon) that shares two things between them:
+ *   - the budget of directories: the daemon user's fs.inotify.max_user_watches is the
+ *     host's, and the guard needs it to keep hidden paths covered, so the pool's watches
+ *     follow at most max_dirs directories together and one uid's at most
+ *     max_dirs_per_user (fswatch_budget: a share of the host's limit); a directory
+ *     past either is not watched and the batch says overflow, naming the bound;
+ *   - the walk: directories still to be watched are taken one at a time, round robin
+ *     over the uids with a walk to do, then over each uid's watches, from one idle
+ *     handle (that of a watch of the pool, "the carrier"), at most SBX_WATCH_WALK_SLICE
+ *     directories, SBX_WATCH_WALK_SLICE_ENTRIES entries and SBX_WATCH_WALK_SLICE_US a
+ *     loop turn: a big tree never holds the loop, and one user's many walks do not
+ *     starve another's.
  *
  * Coalescing (fswatch_pending, below): changes are kept per path for coalesce_ms from
  * the first one, then handed over as one batch, in the order each path first changed:
@@ -36,12 +47,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "sbx.pb-c.h"
 
 struct sandbox;
 struct fswatch;
+struct fswatch_pool;
 
 /* One change, as handed over: paths as the sandbox sees them. */
 struct fswatch_event {
@@ -66,20 +79,34 @@ struct fswatch_ops {
         void (*failed)(void *ud, int r, const char *msg);
 };
 
-/* Starts watching the directory path (as ReadFile resolves it) of sb, every directory
- * below it with recursive, coalescing over coalesce_ms. ops (static storage) and ud are
- * the owner's. On success *ret is the watch; ready is called once the walk is done
- * (maybe from a later loop turn). On failure -errno and a message in err (errlen bytes):
- * files_watch_dir's errors, -EMFILE when no inotify instance can be had. */
-int fswatch_start(uv_loop_t *loop, struct sandbox *sb, const char *path, int recursive,
-                  uint32_t coalesce_ms, const struct fswatch_ops *ops, void *ud,
+/* The budget of a daemon's pool from host_watches, the host's fs.inotify.max_user_watches
+ * (0, unknown: 8192, the kernel's least): 1/SBX_WATCH_HOST_SHARE of it, at most
+ * SBX_WATCH_MAX_DIRS_TOTAL, and 1/SBX_WATCH_UID_SHARE of that for one uid. */
+void fswatch_budget(uint64_t host_watches, size_t *ret_max_dirs, size_t *ret_max_dirs_per_user);
+
+/* A pool of watches on loop (see above); NULL out of memory. */
+struct fswatch_pool *fswatch_pool_new(uv_loop_t *loop, size_t max_dirs, size_t max_dirs_per_user);
+/* Frees a pool none of whose watches is left (fswatch_free lets go of it at once).
+ * Accepts NULL. */
+void fswatch_pool_free(struct fswatch_pool *pool);
+/* 1 when the pool has no watch. */
+int fswatch_pool_empty(const struct fswatch_pool *pool);
+
+/* Starts watching, for uid, the directory path (as ReadFile resolves it) of sb, every
+ * directory below it with recursive, coalescing over coalesce_ms. ops (static storage)
+ * and ud are the owner's. On success *ret is the watch; ready is called once the walk is
+ * done (from a later loop turn). On failure -errno and a message in err (errlen bytes):
+ * files_watch_dir's errors, -EMFILE when no inotify instance can be had, -ENOSPC when
+ * uid's or the pool's budget of directories is spent. */
+int fswatch_start(struct fswatch_pool *pool, uid_t uid, struct sandbox *sb, const char *path,
+                  int recursive, uint32_t coalesce_ms, const struct fswatch_ops *ops, void *ud,
                   struct fswatch **ret, char *err, size_t errlen);
 
 /* The owner's connection has room again: a batch held back goes now. */
 void fswatch_resume(struct fswatch *w);
 
 /* Stops the watch and frees it (its handles close on the loop; nothing is called after
- * this). Accepts NULL. The owner frees a sandbox's watches before the sandbox goes
+ * this; its directories leave the pool's budget at once). Accepts NULL. The owner frees a sandbox's watches before the sandbox goes
  * (rpc_watch.c does it when the sandbox begins to end). */
 void fswatch_free(struct fswatch *w);
 

@@ -97,6 +97,7 @@ struct guard {
         int homes_wd, etc_wd;   /* /home and /etc (passwd): new homes, -1 when unwatched */
         struct pathset *shared; /* the last shared set watched (its paths are) */
         struct guard_helper *helpers;
+        unsigned long no_space; /* paths left unwatched: fs.inotify.max_user_watches reached */
 };
 
 /* 1 when path is covered by a mount of its own in the view of the process pid (its mount
@@ -533,6 +534,8 @@ static struct guard_path *add_path(struct guard *g, struct sandbox_view *sv, enu
         if (slash)
                 *slash = '/';
         if (wd < 0) {
+                if (errno == ENOSPC)
+                        g->no_space++;
                 if (errno != ENOENT && errno != ENOTDIR)
                         log_warning("sbx=%s: cannot watch the directory of %s: %s",
                                     sv ? sv->id : "-", host, strerror(errno));
@@ -631,13 +634,15 @@ void guard_share(struct sbxd *d, struct pathset *set) {
         g->shared = pathset_ref(set);
 }
 
-void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
-                 const char *root, char *const *denied_write, size_t n_denied_write,
-                 const struct guard_only *only) {
+int guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
+                const char *root, char *const *denied_write, size_t n_denied_write,
+                const struct guard_only *only) {
         struct guard *g = d->guard;
+        unsigned long no_space;
 
         if (!g)
-                return;
+                return 0;
+        no_space = g->no_space;
         add_set(g, sv, GUARD_HIDE, root, view->hidden->v, view->hidden->n, 0, only);
         add_set(g, sv, GUARD_READ_ONLY, root, denied_write, n_denied_write, 0, only);
         /* Names inside writable paths: host paths, bound at the same path. */
@@ -655,6 +660,7 @@ void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_vi
                         g->subs = s;
                 }
         }
+        return g->no_space != no_space ? -ENOSPC : 0;
 }
 
 void guard_ready(struct sbxd *d, struct sandbox_view *sv, int adopted) {

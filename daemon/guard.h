@@ -46,10 +46,13 @@ struct guard_only {
  * referenced) and its policy's denied_write_paths, which are paths of the view below
  * root (canonical; "/" for the host's); with only (NULL: every path), those of them at
  * or below its paths alone. The guard keeps sv (sandbox_view.h: it reads its state and
- * init, and bumps its generation when it mounts) until guard_forget. */
-void guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
-                 const char *root, char *const *denied_write, size_t n_denied_write,
-                 const struct guard_only *only);
+ * init, and bumps its generation when it mounts) until guard_forget. -ENOSPC when a path
+ * could not be watched because the daemon user's fs.inotify.max_user_watches is reached
+ * (the others are watched; such a path is hidden now, but not covered again if the host
+ * makes or replaces it), else 0. */
+int guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
+                const char *root, char *const *denied_write, size_t n_denied_write,
+                const struct guard_only *only);
 
 /* Watches every path of set, the shared credential list (credcache.h), for the sandboxes
  * that keep it hidden: when the list is expanded anew (a new home, say), its new paths

@@ -1,7 +1,7 @@
 /* hostfeat.c: the probes behind struct features; see hostfeat.h.
  *
  * Each probe asks the kernel the cheapest question that answers it: the user namespace
- * limit in /proc, seccomp's list of actions, Landlock's ABI version
+ * and inotify limits in /proc, seccomp's list of actions, Landlock's ABI version
  * (landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION), and whether openat2
  * resolves "/" with RESOLVE_IN_ROOT; the bounds of limits that sbxd's own rlimits set
  * (bounds.h). Called by main() once, before the loop serves. */
@@ -22,17 +22,17 @@
 
 #include "sbx_limits.h"
 
-/* 1 when unprivileged processes may create user namespaces at all. */
-static int user_namespaces_allowed(void) {
-        FILE *fp = fopen("/proc/sys/user/max_user_namespaces", "re");
-        long v = 0;
+/* The number in the sysctl file path; 0 when it cannot be read. */
+static uint64_t read_sysctl(const char *path) {
+        FILE *fp = fopen(path, "re");
+        unsigned long long v = 0;
 
         if (fp) {
-                if (fscanf(fp, "%ld", &v) != 1)
+                if (fscanf(fp, "%llu", &v) != 1)
                         v = 0;
                 fclose(fp);
         }
-        return v > 0;
+        return v;
 }
 
 /* 1 when openat2 (Linux 5.6) resolves paths for the daemon. */
@@ -103,7 +103,8 @@ void hostfeat_detect(uid_t euid, const char *cgroup_version, struct features *re
         long v;
 
         ret->rootless = euid != 0;
-        ret->user_namespaces = user_namespaces_allowed();
+        ret->user_namespaces = read_sysctl("/proc/sys/user/max_user_namespaces") > 0;
+        ret->inotify_watches = read_sysctl("/proc/sys/fs/inotify/max_user_watches");
         ret->seccomp = access("/proc/sys/kernel/seccomp/actions_avail", R_OK) == 0;
         v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
         ret->landlock_abi = v > 0 ? (uint32_t)v : 0;

@@ -18,6 +18,9 @@ struct features {
         int seccomp;
         uint32_t landlock_abi;
         int openat2;
+        /* fs.inotify.max_user_watches: the inotify watches all of the daemon user's
+         * processes may hold (the guard's and the file watches' among them); 0: unknown. */
+        uint64_t inotify_watches;
         int disk_mech; /* enum disk_mech (disk.h): what enforces disk limits here */
         uint32_t subgid; /* rootless: the user's first subordinate gid (/etc/subgid), or 0 */
         /* Rootless: the user's first range of subordinate uids and gids (/etc/subuid,

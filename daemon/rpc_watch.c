@@ -34,10 +34,11 @@ struct watch {
         struct watch *next, *prev;
 };
 
-/* Every watch of a daemon. */
+/* Every watch of a daemon, and their pool (the directories they follow, their walks). */
 struct rpc_watches {
         struct watch *head;
         unsigned n;
+        struct fswatch_pool *pool;
 };
 
 static struct watch *of_call(struct conn_call *cc) {
@@ -48,9 +49,40 @@ static struct watch *of_end(struct sandbox_end_listener *l) {
         return (struct watch *)((char *)l - offsetof(struct watch, end));
 }
 
+/* The daemon's watches, made when there are none yet; NULL out of memory. */
+static struct rpc_watches *watches_of(struct sbxd *d) {
+        struct rpc_watches *all = d->watches;
+        size_t max_dirs, per_user;
+
+        if (all)
+                return all;
+        all = calloc(1, sizeof(*all));
+        fswatch_budget(d->features.inotify_watches, &max_dirs, &per_user);
+        if (all)
+                all->pool = fswatch_pool_new(d->loop, max_dirs, per_user);
+        if (!all || !all->pool) {
+                free(all);
+                return NULL;
+        }
+        d->watches = all;
+        return all;
+}
+
+/* Frees the daemon's watches once none is left. */
+static void watches_release(struct sbxd *d) {
+        struct rpc_watches *all = d->watches;
+
+        if (!all || all->n || !fswatch_pool_empty(all->pool))
+                return;
+        fswatch_pool_free(all->pool);
+        free(all);
+        d->watches = NULL;
+}
+
 /* Unlinks w from everything and frees it. */
 static void watch_free(struct watch *w) {
         struct rpc_watches *all = w->d->watches;
+        struct sbxd *d = w->d;
 
         if (w->prev)
                 w->prev->next = w->next;
@@ -58,15 +90,13 @@ static void watch_free(struct watch *w) {
                 all->head = w->next;
         if (w->next)
                 w->next->prev = w->prev;
-        if (--all->n == 0) {
-                free(all);
-                w->d->watches = NULL;
-        }
+        all->n--;
         sandbox_unlisten_end(&w->end);
         fswatch_free(w->fw);
         if (w->cc.conn)
                 conn_call_end(&w->cc);
         free(w);
+        watches_release(d);
 }
 
 static void on_closing(struct conn_call *cc) {
@@ -212,22 +242,15 @@ static int check_request(struct conn *c, uint64_t rid, const Sbx__V1__WatchFiles
         return 0;
 }
 
-/* Links the new watch w into its daemon's list; -ENOMEM when the list cannot be made. */
-static int watch_link(struct watch *w) {
+/* Links the new watch w into its daemon's list. */
+static void watch_link(struct watch *w) {
         struct rpc_watches *all = w->d->watches;
 
-        if (!all) {
-                all = calloc(1, sizeof(*all));
-                if (!all)
-                        return -ENOMEM;
-                w->d->watches = all;
-        }
         w->next = all->head;
         if (all->head)
                 all->head->prev = w;
         all->head = w;
         all->n++;
-        return 0;
 }
 
 void rpc_watch_files(struct conn *c, const Sbx__V1__Request *req) {
@@ -246,7 +269,8 @@ void rpc_watch_files(struct conn *c, const Sbx__V1__Request *req) {
         if (check_bounds(c, rid, sb, k.uid) < 0)
                 return;
         w = calloc(1, sizeof(*w));
-        if (!w) {
+        if (!w || !watches_of(conn_daemon(c))) {
+                free(w);
                 rpc_send_errno(c, rid, -ENOMEM, "daemon out of memory for a watch");
                 return;
         }
@@ -255,16 +279,16 @@ void rpc_watch_files(struct conn *c, const Sbx__V1__Request *req) {
         w->rid = rid;
         w->uid = k.uid;
         snprintf(w->path, sizeof(w->path), "%s", wf->path);
-        r = fswatch_start(w->d->loop, sb, wf->path, wf->has_recursive && wf->recursive, ms,
-                          &watch_ops, w, &w->fw, err, sizeof(err));
-        if (r == 0)
-                r = watch_link(w);
+        r = fswatch_start(w->d->watches->pool, k.uid, sb, wf->path,
+                          wf->has_recursive && wf->recursive, ms, &watch_ops, w, &w->fw, err,
+                          sizeof(err));
         if (r < 0) {
-                rpc_send_errno(c, rid, r, r == -ENOMEM ? "daemon out of memory for a watch" : err);
-                fswatch_free(w->fw);
+                rpc_send_errno(c, rid, r, err);
                 free(w);
+                watches_release(conn_daemon(c));
                 return;
         }
+        watch_link(w);
         w->end.ending = on_ending;
         sandbox_listen_end(sb, &w->end);
         conn_call_begin(c, &w->cc, on_closing, on_drained);

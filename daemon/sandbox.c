@@ -873,7 +873,8 @@ int sandbox_terminate(struct sandbox *sb, const char *reason, sandbox_ended_cb c
  * numbers): one that says the daemon is out of a resource answers the creator so
  * (RESOURCE_EXHAUSTED, try again), not as an internal failure. */
 static void note_failure(struct sandbox *sb, int err) {
-        if (err == -EMFILE || err == -ENFILE || err == -ENOMEM || err == -EAGAIN)
+        if (err == -EMFILE || err == -ENFILE || err == -ENOMEM || err == -EAGAIN ||
+            err == -ENOSPC)
                 sb->fail_errno = err;
 }
 
@@ -1199,7 +1200,7 @@ static int watch_chan(struct sandbox *sb) {
 
 /* ---- the view and the adoption socket ----------------------------------------------- */
 
-void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view) {
+int sandbox_keep_view(struct sandbox *sb, const struct policy_view *view) {
         const Sbx__V1__Policy *pol = sb->spec->policy;
 
         sb->view.hidden = pathset_ref(view->hidden);
@@ -1219,9 +1220,9 @@ void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view) {
          * writable paths (its root is no host tree). */
         {
                 const struct guard_only w = {pol->writable_paths, pol->n_writable_paths};
-                guard_watch(sb->d, &sb->view, view, pol->root_dir ? pol->root_dir : "/",
-                            pol->denied_write_paths, pol->n_denied_write_paths,
-                            sb->image ? &w : NULL);
+                return guard_watch(sb->d, &sb->view, view, pol->root_dir ? pol->root_dir : "/",
+                                   pol->denied_write_paths, pol->n_denied_write_paths,
+                                   sb->image ? &w : NULL);
         }
 }
 
@@ -1604,7 +1605,14 @@ static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct s
                 fail_sandbox(sb, "cannot build its setup: %s", strerror(-r));
                 return -1;
         }
-        sandbox_keep_view(sb, &m->view);
+        if (sandbox_keep_view(sb, &m->view) < 0) {
+                /* A hidden path the host made or replaced later would lie bare. */
+                note_failure(sb, -ENOSPC);
+                fail_sandbox(sb, "the daemon cannot keep the paths it hides covered: its "
+                                 "user's inotify watches (fs.inotify.max_user_watches) are "
+                                 "all in use; end some file watches, or raise the limit");
+                return -1;
+        }
         if (sb->warm && sandbox_setup_key(&m->setup, &sb->setup_key, &sb->setup_key_len) < 0) {
                 note_failure(sb, -ENOMEM);
                 fail_sandbox(sb, "daemon out of memory");
@@ -2007,7 +2015,11 @@ void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int 
         sandbox_apply_limits(sb);
         adopt_ptys(sb, pid);
         if (policy_view_build(d, sb->spec, &view) == 0) {
-                sandbox_keep_view(sb, &view);
+                if (sandbox_keep_view(sb, &view) < 0)
+                        sandbox_warn(sb, "the daemon's user's inotify watches "
+                                         "(fs.inotify.max_user_watches) are all in use: a "
+                                         "path this sandbox hides that the host makes or "
+                                         "replaces from now on is not covered");
                 policy_view_clear(&view);
         }
         /* What the host changed while no daemon watched. */

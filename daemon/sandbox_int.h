@@ -206,9 +206,10 @@ int sandbox_adopt_listen(struct sandbox *sb);
 int sandbox_adopt_path(const char *workspace, char *buf, size_t len);
 
 /* Keeps what the view hides and the placeholders it made (policy.h) for the file
- * operations, and has the guard cover them when the host changes them. */
+ * operations, and has the guard cover them when the host changes them: guard_watch's
+ * -ENOSPC when it cannot watch them all, else 0. */
 struct policy_view;
-void sandbox_keep_view(struct sandbox *sb, const struct policy_view *view);
+int sandbox_keep_view(struct sandbox *sb, const struct policy_view *view);
 
 /* Starts setting up a new sandbox already in its owner's list (cold or warm): workspace,
  * cgroup, limits, the init helper and its Setup; for a spare prepared earlier, the

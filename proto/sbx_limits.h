@@ -273,24 +273,34 @@
 
 /* File-change watches (WatchFiles, docs/watch.md). At most SBX_WATCH_MAX_PER_SANDBOX
  * watches on one sandbox, SBX_WATCH_MAX_PER_UID of one caller, SBX_WATCH_MAX_TOTAL over
- * the daemon (each holds an inotify instance: the host's fs.inotify.max_user_instances
+ * the daemon (each is an inotify instance; the host's fs.inotify.max_user_instances
  * is 128 by default). A watch holds at most SBX_WATCH_MAX_DIRS directories (inotify
  * watch descriptors) and SBX_WATCH_MAX_PENDING coalesced paths; past either it reports
- * an overflow. Changes are coalesced over coalesce_ms, SBX_WATCH_MIN_COALESCE_MS ..
- * SBX_WATCH_MAX_COALESCE_MS (default SBX_WATCH_DEFAULT_COALESCE_MS). A recursive walk
- * opens at most SBX_WATCH_WALK_SLICE directories per loop turn, and no more once it
- * listed SBX_WATCH_WALK_SLICE_ENTRIES entries in that turn; one FileEvents answer
- * carries at most SBX_WATCH_EVENTS_PER_REPLY events. */
+ * an overflow. The directories every watch of the daemon follows (or is about to) count
+ * against the daemon user's fs.inotify.max_user_watches, which the guard needs too: all
+ * the daemon's watches together follow at most 1/SBX_WATCH_HOST_SHARE of it (and never
+ * more than SBX_WATCH_MAX_DIRS_TOTAL), one uid's at most 1/SBX_WATCH_UID_SHARE of that;
+ * past either the watch reports an overflow naming it. Changes are coalesced over
+ * coalesce_ms, SBX_WATCH_MIN_COALESCE_MS .. SBX_WATCH_MAX_COALESCE_MS (default
+ * SBX_WATCH_DEFAULT_COALESCE_MS). Recursive walks share each loop turn: one directory
+ * at a time, round robin over the uids with a walk to do, then over each uid's watches,
+ * at most SBX_WATCH_WALK_SLICE directories, SBX_WATCH_WALK_SLICE_ENTRIES entries listed
+ * and SBX_WATCH_WALK_SLICE_US microseconds a turn; one FileEvents answer carries at most
+ * SBX_WATCH_EVENTS_PER_REPLY events. */
 #define SBX_WATCH_MAX_PER_SANDBOX      4u
 #define SBX_WATCH_MAX_PER_UID          16u
 #define SBX_WATCH_MAX_TOTAL            64u
 #define SBX_WATCH_MAX_DIRS             8192u
+#define SBX_WATCH_HOST_SHARE           4u
+#define SBX_WATCH_UID_SHARE            4u
+#define SBX_WATCH_MAX_DIRS_TOTAL       65536u
 #define SBX_WATCH_MAX_PENDING          4096u
 #define SBX_WATCH_MIN_COALESCE_MS      10u
 #define SBX_WATCH_MAX_COALESCE_MS      5000u
 #define SBX_WATCH_DEFAULT_COALESCE_MS  100u
 #define SBX_WATCH_WALK_SLICE           256u
 #define SBX_WATCH_WALK_SLICE_ENTRIES   16384u
+#define SBX_WATCH_WALK_SLICE_US        4000u
 #define SBX_WATCH_EVENTS_PER_REPLY     512u
 
 #endif

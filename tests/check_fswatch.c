@@ -4,7 +4,10 @@
  * as a sandbox's root (as check_files.c makes one: the view files.c reads, its user
  * nobody), driven by a real libuv loop: changes arrive with the paths the sandbox sees,
  * new directories are watched and what is already in them reported, a path the policy
- * hides is not watched, a file is refused, and the watched directory's removal ends it. */
+ * hides is not watched, a file is refused, and the watched directory's removal ends it;
+ * and a pool of watches: the budget a host's inotify limit gives, each user's and the
+ * daemon's bounds on directories (an overflow naming the bound, a new watch refused,
+ * the budget given back), and the walk shared round robin by user. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -289,6 +292,7 @@ static int has_failed(const struct got *g) {
 }
 
 START_TEST(real_watch_events) {
+        struct fswatch_pool *pool;
         struct sandbox *sb;
         struct fswatch *w = NULL;
         uv_loop_t loop;
@@ -298,17 +302,19 @@ START_TEST(real_watch_events) {
         sb = sandbox_up();
         memset(&g, 0, sizeof(g));
         ck_assert_int_eq(uv_loop_init(&loop), 0);
+        pool = fswatch_pool_new(&loop, 1000, 1000);
+        ck_assert_ptr_nonnull(pool);
         /* A file, a hidden path, and ".." past the root are what they are in the view. */
-        ck_assert_int_eq(fswatch_start(&loop, sb, "old/o1", 1, 10, &ops, &g, &w, err, sizeof(err)),
+        ck_assert_int_eq(fswatch_start(pool, 1000, sb, "old/o1", 1, 10, &ops, &g, &w, err, sizeof(err)),
                          -EINVAL);
-        ck_assert_int_eq(fswatch_start(&loop, sb, "secret", 1, 10, &ops, &g, &w, err, sizeof(err)),
+        ck_assert_int_eq(fswatch_start(pool, 1000, sb, "secret", 1, 10, &ops, &g, &w, err, sizeof(err)),
                          -ENOENT);
-        ck_assert_int_eq(fswatch_start(&loop, sb, "../../../workspace/../..", 0, 10, &ops, &g, &w,
+        ck_assert_int_eq(fswatch_start(pool, 1000, sb, "../../../workspace/../..", 0, 10, &ops, &g, &w,
                                        err, sizeof(err)),
                          0);
         fswatch_free(w);
         ck_assert_int_eq(
-                fswatch_start(&loop, sb, "/workspace", 1, 10, &ops, &g, &w, err, sizeof(err)), 0);
+                fswatch_start(pool, 1000, sb, "/workspace", 1, 10, &ops, &g, &w, err, sizeof(err)), 0);
         run_until(&loop, &g, is_ready);
         put("workspace/old/o2");   /* below a directory there at the start */
         put("workspace/secret/s"); /* hidden: never watched */
@@ -332,9 +338,165 @@ START_TEST(real_watch_events) {
         ck_assert_int_eq(g.failed_r, -ENOENT);
         ck_assert_ptr_nonnull(strstr(g.failed_msg, "'/workspace' was removed"));
         fswatch_free(w);
+        ck_assert(fswatch_pool_empty(pool));
+        fswatch_pool_free(pool);
         ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
         ck_assert_int_eq(uv_loop_close(&loop), 0);
         sandbox_down(sb);
+}
+END_TEST
+
+/* ---- a pool of watches ------------------------------------------------------------------ */
+
+#define BIG_DIRS 60
+
+/* ROOT/big with BIG_DIRS directories (and a file in each), ROOT/small with one. */
+static void pool_setup(void) {
+        char rel[64];
+        int i;
+
+        test_dir_make(tmpdir, sizeof(tmpdir), "check_fswatch");
+        snprintf(root, sizeof(root), "%s/root", tmpdir);
+        ck_assert_int_eq(mkdir(root, 0755), 0);
+        mk("big");
+        for (i = 0; i < BIG_DIRS; i++) {
+                snprintf(rel, sizeof(rel), "big/d%d", i);
+                mk(rel);
+                snprintf(rel, sizeof(rel), "big/d%d/f", i);
+                put(rel);
+        }
+        mk("small");
+        mk("small/s");
+}
+
+START_TEST(budget_from_host) {
+        size_t all, per;
+
+        fswatch_budget(192540, &all, &per);
+        ck_assert_uint_eq(all, 192540 / SBX_WATCH_HOST_SHARE);
+        ck_assert_uint_eq(per, all / SBX_WATCH_UID_SHARE);
+        fswatch_budget(0, &all, &per); /* unknown: the kernel's least */
+        ck_assert_uint_eq(all, 8192 / SBX_WATCH_HOST_SHARE);
+        fswatch_budget(1u << 30, &all, &per);
+        ck_assert_uint_eq(all, SBX_WATCH_MAX_DIRS_TOTAL);
+        ck_assert_uint_eq(per, SBX_WATCH_MAX_DIRS_TOTAL / SBX_WATCH_UID_SHARE);
+}
+END_TEST
+
+static int is_ready_overflowed(const struct got *g) {
+        return g->ready && g->overflow[0];
+}
+
+/* A recursive watch of ROOT/big for uid in pool, run until ready and overflowed. */
+static struct fswatch *big_watch(uv_loop_t *loop, struct fswatch_pool *pool, uid_t uid,
+                                 struct sandbox *sb, struct got *g) {
+        struct fswatch *w = NULL;
+        char err[1024];
+
+        memset(g, 0, sizeof(*g));
+        ck_assert_msg(fswatch_start(pool, uid, sb, "/big", 1, 10, &ops, g, &w, err, sizeof(err)) ==
+                              0,
+                      "%s", err);
+        run_until(loop, g, is_ready_overflowed);
+        return w;
+}
+
+/* 40 directories a user, 100 the daemon: a user's walk stops at 40 and a new watch of
+ * theirs is refused, naming the bound; a third user's stops at what the daemon has left,
+ * naming the daemon's bound; a watch's end gives its directories back. */
+START_TEST(budgets_bound_directories) {
+        struct fswatch *wa, *wb, *wc, *w2 = NULL;
+        struct fswatch_pool *pool;
+        struct sandbox *sb;
+        uv_loop_t loop;
+        static struct got ga, gb, gc, g2;
+        char err[1024];
+
+        sb = viewtest_up(&sandbox, &core, root, NULL);
+        ck_assert_int_eq(uv_loop_init(&loop), 0);
+        pool = fswatch_pool_new(&loop, 100, 40);
+        ck_assert_ptr_nonnull(pool);
+        wa = big_watch(&loop, pool, 1000, sb, &ga);
+        ck_assert_msg(strstr(ga.overflow, "uid 1000's watches follow 40 directories"), "%s",
+                      ga.overflow);
+        memset(&g2, 0, sizeof(g2));
+        ck_assert_int_eq(
+                fswatch_start(pool, 1000, sb, "/small", 0, 10, &ops, &g2, &w2, err, sizeof(err)),
+                -ENOSPC);
+        ck_assert_msg(strstr(err, "uid 1000's file watches follow 40 directories"), "%s", err);
+        wb = big_watch(&loop, pool, 1001, sb, &gb);
+        ck_assert_msg(strstr(gb.overflow, "uid 1001's watches"), "%s", gb.overflow);
+        wc = big_watch(&loop, pool, 1002, sb, &gc);
+        ck_assert_msg(strstr(gc.overflow, "the daemon's watches follow 100 directories"), "%s",
+                      gc.overflow);
+        ck_assert_int_eq(
+                fswatch_start(pool, 1003, sb, "/small", 0, 10, &ops, &g2, &w2, err, sizeof(err)),
+                -ENOSPC);
+        ck_assert_msg(strstr(err, "the daemon's file watches follow 100"), "%s", err);
+        /* The first user's watch ends: its 40 are free again, for them or anyone. */
+        fswatch_free(wa);
+        ck_assert_int_eq(
+                fswatch_start(pool, 1000, sb, "/small", 1, 10, &ops, &g2, &w2, err, sizeof(err)),
+                0);
+        run_until(&loop, &g2, is_ready);
+        fswatch_free(w2);
+        fswatch_free(wb);
+        fswatch_free(wc);
+        ck_assert(fswatch_pool_empty(pool));
+        fswatch_pool_free(pool);
+        ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+        ck_assert_int_eq(uv_loop_close(&loop), 0);
+        viewtest_down(sb);
+}
+END_TEST
+
+#define MANY 8
+
+/* One user's MANY recursive walks of ROOT/big, then another's one: the walk goes round
+ * robin by user, so the other's is done before any of the first user's (each gets half
+ * of every turn, the first user's MANY share their half). */
+START_TEST(walks_shared_by_user) {
+        static struct got ga[MANY], gb;
+        struct fswatch *wa[MANY], *wb = NULL;
+        struct fswatch_pool *pool;
+        struct sandbox *sb;
+        uv_loop_t loop;
+        char err[1024];
+        double t0;
+        int i, ready_a;
+
+        sb = viewtest_up(&sandbox, &core, root, NULL);
+        ck_assert_int_eq(uv_loop_init(&loop), 0);
+        pool = fswatch_pool_new(&loop, 100000, 100000);
+        ck_assert_ptr_nonnull(pool);
+        for (i = 0; i < MANY; i++) {
+                memset(&ga[i], 0, sizeof(ga[i]));
+                ck_assert_int_eq(fswatch_start(pool, 1000, sb, "/big", 1, 10, &ops, &ga[i], &wa[i],
+                                               err, sizeof(err)),
+                                 0);
+        }
+        memset(&gb, 0, sizeof(gb));
+        ck_assert_int_eq(
+                fswatch_start(pool, 1001, sb, "/big", 1, 10, &ops, &gb, &wb, err, sizeof(err)), 0);
+        t0 = now_ms();
+        while (!gb.ready && now_ms() - t0 < 10000)
+                uv_run(&loop, UV_RUN_ONCE);
+        ck_assert(gb.ready);
+        for (i = 0, ready_a = 0; i < MANY; i++)
+                ready_a += ga[i].ready;
+        ck_assert_msg(ready_a == 0, "%d of the first user's %d walks were done before the "
+                                    "second user's one",
+                      ready_a, MANY);
+        for (i = 0; i < MANY; i++) {
+                run_until(&loop, &ga[i], is_ready);
+                fswatch_free(wa[i]);
+        }
+        fswatch_free(wb);
+        ck_assert(fswatch_pool_empty(pool));
+        fswatch_pool_free(pool);
+        ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+        ck_assert_int_eq(uv_loop_close(&loop), 0);
+        viewtest_down(sb);
 }
 END_TEST
 
@@ -350,6 +512,13 @@ static Suite *make_suite(void) {
         tcase_add_unchecked_fixture(tc, tree_setup, tree_teardown);
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, real_watch_events);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("pool");
+        tcase_add_unchecked_fixture(tc, pool_setup, tree_teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, budget_from_host);
+        tcase_add_test(tc, budgets_bound_directories);
+        tcase_add_test(tc, walks_shared_by_user);
         suite_add_tcase(s, tc);
         return s;
 }

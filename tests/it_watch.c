@@ -6,8 +6,9 @@
  * watch one that is (root daemon: a user of its socket group; rootless daemon, which
  * serves only its own user and root: its user, against root's sandbox); terminate ends the watch
  * with SANDBOX_ENDED; the bounds per sandbox and per user hold and a closed watch frees its place;
- * a flood is reported as an overflow; `sbx watch` prints a line per change and ends cleanly on
- * SIGINT. */
+ * a flood is reported as an overflow; two users' watches of big trees stay within their
+ * budgets of directories, so the guard still covers a hidden path the host makes after;
+ * `sbx watch` prints a line per change and ends cleanly on SIGINT. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,6 +33,7 @@
 /* A user of a root daemon's socket group, as in it_files.c: a raw uid without a passwd
  * entry. */
 #define ALICE    3101u
+#define BOB      3102u
 #define SOCK_GRP 3100u
 /* A host directory every sandbox sees unless its policy hides it. */
 #define HIDDEN "/usr/share/doc"
@@ -808,6 +811,321 @@ START_TEST(big_tree_bounded) {
 }
 END_TEST
 
+/* ---- the daemon's share of the host's inotify watches ----------------------------------- */
+
+struct budget_report {
+        unsigned ok, exhausted;
+        char user_bound[512]; /* the overflow reason naming the user's bound, if one came */
+        char refused[512];    /* the message of a watch refused, if one was */
+};
+
+/* In a forked child, as uid (of group SOCK_GRP): as many recursive watches of path as
+ * the bounds allow (4 on each of the sandboxes ids[0..3]), each read to its first batch;
+ * writes what came to fd, then holds the watches until go_fd closes. */
+static void budget_child(const struct it_daemon *d, uid_t uid, const char *const *ids,
+                         const char *path, int fd, int go_fd) {
+        const gid_t groups[] = {SOCK_GRP};
+        struct sbx_watch_opts o = {.recursive = 1, .coalesce_ms = 10};
+        sbx_client *cs[SBX_WATCH_MAX_PER_UID];
+        sbx_watch *ws[SBX_WATCH_MAX_PER_UID];
+        struct budget_report rep;
+        unsigned i;
+        char go;
+
+        memset(&rep, 0, sizeof(rep));
+        if (setgroups(1, groups) < 0 || setresgid(uid, uid, uid) < 0 ||
+            setresuid(uid, uid, uid) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                _exit(120);
+        for (i = 0; i < SBX_WATCH_MAX_PER_UID; i++) {
+                struct sbx_file_events *ev = NULL;
+                enum sbx_code rc;
+                ws[i] = NULL;
+                if (sbx_connect(d->sock, "it_watch-budget", &cs[i]) != SBX_OK)
+                        _exit(121);
+                sbx_set_call_timeout_ms(cs[i], 120000);
+                rc = sbx_watch_open(cs[i], ids[i / SBX_WATCH_MAX_PER_SANDBOX], path, &o, &ws[i]);
+                if (rc == SBX_RESOURCE_EXHAUSTED) {
+                        rep.exhausted++;
+                        snprintf(rep.refused, sizeof(rep.refused), "%s",
+                                 sbx_error_message(cs[i]));
+                        continue;
+                }
+                if (rc != SBX_OK)
+                        _exit(122);
+                rep.ok++;
+                if (sbx_watch_next(ws[i], 60000, &ev) == SBX_OK && ev && ev->overflow &&
+                    strstr(ev->overflow_reason, "most one user's may"))
+                        snprintf(rep.user_bound, sizeof(rep.user_bound), "%s",
+                                 ev->overflow_reason);
+                sbx_file_events_free(ev);
+        }
+        if (write(fd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
+                _exit(123);
+        if (read(go_fd, &go, 1) < 0)
+                _exit(124);
+        for (i = 0; i < SBX_WATCH_MAX_PER_UID; i++) {
+                sbx_watch_close(ws[i]);
+                sbx_close(cs[i]);
+        }
+        _exit(0);
+}
+
+#define TREE_TOP 90
+#define TREE_SUB 100
+
+/* The host tree dir/dI/J of TREE_TOP * (TREE_SUB + 1) directories, everyone's to read. */
+static void make_tree(const char *dir) {
+        char *cmd = xasprintf("set -e; mkdir -p '%s'; cd '%s'; for i in $(seq 0 %d); do mkdir d$i; "
+                              "(cd d$i && mkdir $(seq 0 %d)); done",
+                              dir, dir, TREE_TOP - 1, TREE_SUB - 1);
+
+        ck_assert_int_eq(system(cmd), 0);
+        free(cmd);
+}
+
+/* Two users each watch a host tree of 9,090 directories as often as the bounds allow
+ * (16 watches of up to 8,192 directories each would be 262,144 inotify watches, more than
+ * the host's fs.inotify.max_user_watches): each stops at their share, named in an
+ * overflow and in the refusal of further watches; a third client's requests are answered
+ * meanwhile (the walks share each loop turn); and the guard still covers a path a new
+ * sandbox hides that the host makes afterwards. */
+START_TEST(watch_budget_keeps_the_guard) {
+        const char *flags[] = {"--socket-group", "3100", NULL};
+        const char *ids[8] = {"bud0", "bud1", "bud2", "bud3", "bud4", "bud5", "bud6", "bud7"};
+        const uid_t users[2] = {ALICE, BOB};
+        const char *base = it_base_dir();
+        char *tree = xasprintf("%s/tree", base), *later = xasprintf("%s/later", base);
+        char *secret = xasprintf("%s/secret", later), *cmd;
+        char *deny[] = {secret};
+        int p[2][2], go[2][2], st, u, seen = 1;
+        struct budget_report rep[2];
+        struct sbx_create_opts co;
+        struct sbx_sandbox *sb = NULL;
+        struct it_daemon d;
+        struct sbx_result *r;
+        struct prober pr;
+        pthread_t th;
+        pid_t pid[2];
+        sbx_client *c;
+        double t0;
+
+        make_tree(tree);
+        ck_assert_int_eq(mkdir(later, 0755), 0);
+        it_daemon_start(&d, flags);
+        c = it_connect(&d);
+        for (u = 0; u < 8; u++) {
+                const uint32_t share[] = {users[u / 4]};
+                sbx_create_opts_init(&co);
+                co.id = ids[u];
+                co.share_uids = share;
+                co.n_share_uids = 1;
+                ck_assert_msg(sbx_create(c, &co, &sb) == SBX_OK, "%s", sbx_error_message(c));
+                sbx_sandbox_free(sb);
+                sb = NULL;
+        }
+        sbx_result_free(it_sh(c, "bud0", 30000, "touch /workspace/probe"));
+        for (u = 0; u < 2; u++) {
+                ck_assert_int_eq(pipe2(p[u], O_CLOEXEC), 0);
+                ck_assert_int_eq(pipe2(go[u], O_CLOEXEC), 0);
+                pid[u] = fork();
+                ck_assert_int_ge(pid[u], 0);
+                if (pid[u] == 0) {
+                        for (int v = 0; v < u; v++) { /* the earlier child's ends */
+                                close(go[v][1]);
+                                close(p[v][0]);
+                        }
+                        close(go[u][1]);
+                        budget_child(&d, users[u], ids + 4 * u, tree, p[u][1], go[u][0]);
+                }
+                close(p[u][1]);
+                close(go[u][0]);
+        }
+        /* Started after the forks: a child of a process with threads inherits their
+         * locks (the allocator's) as they were. */
+        memset(&pr, 0, sizeof(pr));
+        pr.d = &d;
+        pr.id = "bud0";
+        ck_assert_int_eq(pthread_create(&th, NULL, probe_run, &pr), 0);
+        for (u = 0; u < 2; u++) {
+                ck_assert_int_eq(read(p[u][0], &rep[u], sizeof(rep[u])), (ssize_t)sizeof(rep[u]));
+                fprintf(stderr, "watch budget: uid %u: %u watches, %u refused: %s / %s\n",
+                        (unsigned)users[u], rep[u].ok, rep[u].exhausted, rep[u].user_bound,
+                        rep[u].refused);
+                ck_assert_msg(rep[u].user_bound[0], "uid %u's watches never met their bound",
+                              (unsigned)users[u]);
+                ck_assert_uint_gt(rep[u].exhausted, 0);
+                ck_assert_ptr_nonnull(strstr(rep[u].refused, "directories"));
+        }
+        atomic_store(&pr.stop, 1);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        fprintf(stderr, "watch budget: %d probes meanwhile, the slowest %.0f ms\n", pr.calls,
+                pr.worst_ms);
+        ck_assert_int_gt(pr.calls, 0);
+        ck_assert_msg(pr.worst_ms < 1000, "a stat waited %.0f ms during the walks", pr.worst_ms);
+        /* A new sandbox hides a path that does not exist yet; the host makes it. */
+        sbx_create_opts_init(&co);
+        co.id = "guarded";
+        co.policy.denied_read_paths.v = deny;
+        co.policy.denied_read_paths.n = 1;
+        ck_assert_msg(sbx_create(c, &co, &sb) == SBX_OK, "%s", sbx_error_message(c));
+        sbx_sandbox_free(sb);
+        cmd = xasprintf("echo budget-secret-marker > '%s'", secret);
+        ck_assert_int_eq(system(cmd), 0);
+        free(cmd);
+        cmd = xasprintf("cat '%s' 2>/dev/null; echo END", secret);
+        t0 = it_now_ms();
+        while (seen && it_now_ms() - t0 < 2000) {
+                r = it_sh(c, "guarded", 30000, cmd);
+                seen = strstr((const char *)r->stdout_data, "budget-secret-marker") != NULL;
+                sbx_result_free(r);
+                if (seen)
+                        usleep(20000);
+        }
+        ck_assert_msg(!seen, "%s, hidden by the sandbox's policy and made after it, was "
+                             "readable for 2 s while other users' watches were at their bounds",
+                      secret);
+        free(cmd);
+        for (u = 0; u < 2; u++) {
+                close(go[u][1]);
+                ck_assert_int_eq(waitpid(pid[u], &st, 0), pid[u]);
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "uid %u's child: %#x",
+                              (unsigned)users[u], st);
+                close(p[u][0]);
+        }
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        free(tree);
+        free(later);
+        free(secret);
+}
+END_TEST
+
+
+/* The uid of the rootless daemon below, and of the process that takes every inotify
+ * watch that uid may have: no other test runs as it. */
+#define GREEDY 3150u
+
+/* In a forked child, as GREEDY: inotify watches of tree's directories, instance after
+ * instance, until the kernel refuses one (ENOSPC); writes how many it holds to fd, then
+ * holds them until go_fd closes. */
+static void take_every_watch(const char *tree, int fd, int go_fd) {
+        long held = 0;
+        int full = 0;
+        char path[512], go;
+
+        if (setgroups(0, NULL) < 0 || setresgid(GREEDY, GREEDY, GREEDY) < 0 ||
+            setresuid(GREEDY, GREEDY, GREEDY) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                _exit(120);
+        while (!full) {
+                int ifd = inotify_init1(IN_CLOEXEC);
+                if (ifd < 0)
+                        _exit(121);
+                for (int i = 0; i < TREE_TOP && !full; i++)
+                        for (int j = -1; j < TREE_SUB && !full; j++) {
+                                if (j < 0)
+                                        snprintf(path, sizeof(path), "%s/d%d", tree, i);
+                                else
+                                        snprintf(path, sizeof(path), "%s/d%d/%d", tree, i, j);
+                                if (inotify_add_watch(ifd, path, IN_CREATE) >= 0)
+                                        held++;
+                                else if (errno == ENOSPC)
+                                        full = 1;
+                                else
+                                        _exit(122);
+                        }
+        }
+        if (write(fd, &held, sizeof(held)) != (ssize_t)sizeof(held))
+                _exit(123);
+        if (read(go_fd, &go, 1) < 0)
+                _exit(124);
+        _exit(0);
+}
+
+/* Creates the sandbox id, hiding secret, on c: the code. */
+static enum sbx_code create_hiding(sbx_client *c, const char *id, char *secret) {
+        char *deny[] = {secret};
+        struct sbx_create_opts co;
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code rc;
+
+        sbx_create_opts_init(&co);
+        co.id = id;
+        co.policy.denied_read_paths.v = deny;
+        co.policy.denied_read_paths.n = 1;
+        rc = sbx_create(c, &co, &sb);
+        sbx_sandbox_free(sb);
+        return rc;
+}
+
+/* While every inotify watch the daemon's user may have is taken (here by another
+ * process of that user; file watches are kept below a share, but the user's other
+ * programs are not), a sandbox whose hidden path the guard could not watch is refused
+ * (RESOURCE_EXHAUSTED naming the limit) rather than made with that path uncovered; once
+ * watches are free again it is made, and the path the host then makes stays hidden. */
+START_TEST(guard_without_watches_refuses) {
+        const char *base = it_base_dir();
+        char *tree = xasprintf("%s/gtree", base), *later = xasprintf("%s/glater", base);
+        char *secret = xasprintf("%s/secret", later), *cmd;
+        struct it_daemon d;
+        struct sbx_result *r;
+        int p[2], go[2], st, seen = 1;
+        enum sbx_code rc;
+        sbx_client *c;
+        long held = 0;
+        pid_t pid;
+        double t0;
+
+        make_tree(tree);
+        ck_assert_int_eq(mkdir(later, 0755), 0);
+        ck_assert_int_eq(chmod(base, 0755), 0);
+        it_daemon_start_as(&d, GREEDY, GREEDY, NULL);
+        c = it_connect(&d);
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                close(go[1]);
+                take_every_watch(tree, p[1], go[0]);
+        }
+        close(p[1]);
+        close(go[0]);
+        ck_assert_int_eq(read(p[0], &held, sizeof(held)), (ssize_t)sizeof(held));
+        fprintf(stderr, "guard without watches: another process of uid %u holds %ld\n",
+                (unsigned)GREEDY, held);
+        rc = create_hiding(c, "unguarded", secret);
+        ck_assert_msg(rc == SBX_RESOURCE_EXHAUSTED && strstr(sbx_error_message(c),
+                                                             "fs.inotify.max_user_watches"),
+                      "a sandbox made while the guard could not watch: %s: %s",
+                      sbx_code_name(rc), sbx_error_message(c));
+        close(go[1]);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the greedy child: %#x", st);
+        close(p[0]);
+        rc = create_hiding(c, "guarded", secret);
+        ck_assert_msg(rc == SBX_OK, "%s: %s", sbx_code_name(rc), sbx_error_message(c));
+        cmd = xasprintf("echo greedy-secret-marker > '%s'", secret);
+        ck_assert_int_eq(system(cmd), 0);
+        free(cmd);
+        cmd = xasprintf("cat '%s' 2>/dev/null; echo END", secret);
+        t0 = it_now_ms();
+        while (seen && it_now_ms() - t0 < 2000) {
+                r = it_sh(c, "guarded", 30000, cmd);
+                seen = strstr((const char *)r->stdout_data, "greedy-secret-marker") != NULL;
+                sbx_result_free(r);
+                if (seen)
+                        usleep(20000);
+        }
+        ck_assert_msg(!seen, "%s, hidden and made after the sandbox, was readable", secret);
+        free(cmd);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        free(tree);
+        free(later);
+        free(secret);
+}
+END_TEST
+
 /* ---- the tool ----------------------------------------------------------------------- */
 
 /* Reads a line from fd into buf (len bytes) within timeout_ms; 0 when none came. */
@@ -927,6 +1245,13 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, flood_reported_as_overflow);
         tcase_add_test(tc, big_tree_bounded);
         tcase_add_test(tc, cli_watch_lines_and_sigint);
+        suite_add_tcase(s, tc);
+        /* Host paths the sandboxes must see: under /var/tmp. */
+        tc = tcase_create("budget");
+        tcase_add_unchecked_fixture(tc, it_fixture_setup_var, it_fixture_teardown);
+        tcase_set_timeout(tc, 300);
+        tcase_add_test(tc, watch_budget_keeps_the_guard);
+        tcase_add_test(tc, guard_without_watches_refuses);
         suite_add_tcase(s, tc);
         return s;
 }
