@@ -41,7 +41,7 @@ static int blocks_of_ours(const struct sbxd *d, char *err, size_t errlen) {
         if (range_index(d) >= 0)
                 return 0;
         snprintf(err, errlen,
-                 "UNIMPLEMENTED: sandboxes made from images under a root sbxd whose --uid-base "
+                 "sandboxes made from images under a root sbxd whose --uid-base "
                  "(%u) is none of sbxd's own ranges (from %u, %u apart): its share of the "
                  "image ids could be another sbxd's; leave --uid-base out",
                  (unsigned)uidrange_base(d->uids), SBX_UID_BASE, SBX_UID_COUNT);

@@ -146,7 +146,7 @@ int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snap
         }
         if (!sb->image) {
                 snprintf(err, errlen,
-                         "UNIMPLEMENTED: a snapshot of a sandbox of the host's root (sandbox '%s'): "
+                         "a snapshot of a sandbox of the host's root (sandbox '%s'): "
                          "only one made from an image (sbx create --image) has a root to "
                          "capture",
                          sb->id);
@@ -154,7 +154,7 @@ int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snap
         }
         if (l && l->has_disk_bytes && sb->d->features.disk_mech == DISK_MECH_TMPFS) {
                 snprintf(err, errlen,
-                         "UNIMPLEMENTED: a snapshot of sandbox '%s', whose disk limit is a tmpfs "
+                         "a snapshot of sandbox '%s', whose disk limit is a tmpfs "
                          "in its own mount namespace (sbxd --disk-via tmpfs, or rootless): its "
                          "files are out of the daemon's reach",
                          sb->id);
@@ -169,7 +169,7 @@ int sbsnap_begin(struct sandbox *sb, uid_t caller, const char *name, struct snap
         }
         if (r == 0 && !j->freezer.control && (!sb->pidns_ino || sb->view.init_pid <= 0)) {
                 snprintf(err, errlen,
-                         "UNIMPLEMENTED: a snapshot of sandbox '%s' without a cgroup, whose PID "
+                         "a snapshot of sandbox '%s' without a cgroup, whose PID "
                          "namespace is not known: its processes cannot be held still while its "
                          "files are read",
                          sb->id);

@@ -287,8 +287,9 @@ static int warm_create(struct warm_pool *p, int spare, const char *image) {
         }
         if (r < 0) {
                 if (r != -ENOENT || !image)
-                        log_warning("cannot set up a warm sandbox%s%s: %s", image ? " of " : "",
-                                    image ? image : "", err);
+                        log_warning("cannot set up a warm sandbox%s%s: %s%s", image ? " of " : "",
+                                    image ? image : "", r == -ENOSYS ? "UNIMPLEMENTED: " : "",
+                                    err);
                 return r;
         }
         sb->owner_gid = (gid_t)-1;
