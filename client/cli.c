@@ -95,9 +95,9 @@ static const struct command commands[] = {
         {"info", cmd_info, "info [--json] ID", "show a sandbox"},
         {"set-timeout", cmd_set_timeout, "set-timeout [--json] ID SECS",
          "move a sandbox's deadline to SECS from now"},
-        {"history", cmd_history, "history [--json] [--connections] ID",
+        {"history", cmd_history, "history [--json] [--connections | --forwards] ID",
          "list the commands a sandbox ran and runs (--connections: what its network\n"
-         "      allowlist proxy allowed and refused)"},
+         "      allowlist proxy allowed and refused; --forwards: the streams to its ports)"},
         {"image", cmd_image,
          "image pull [--json] [--registry-auth USER:PASS] IMAGE | image ls [--json] |\n"
          "    image rm NAME... | image inspect NAME | image prune [--json] |\n"

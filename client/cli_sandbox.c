@@ -1670,11 +1670,133 @@ static void connection_row(struct table *t, const struct sbx_connection_record *
         table_add(t, row);
 }
 
-/* history --connections: every page of the proxy's records, as a table or JSON array. */
-static int history_connections(struct cli *cli, const char *id, bool json) {
-        static const char *const head[] = {"SEQ",     "STARTED", "VERDICT",  "METHOD", "HOST",
-                                           "ADDRESS", "SENT",    "RECEIVED", "REASON"};
-        struct table t = {.ncol = 9};
+/* One page of a kind of records, as fetched (struct sbx_connections, struct sbx_forwards). */
+struct records_page {
+        void *page;
+        size_t n;
+        uint64_t next_after_seq;
+        int truncated;
+};
+
+/* A kind of records history lists besides commands: its columns, how a page is fetched,
+ * shown (a table row, a JSON object) and freed. */
+struct records_kind {
+        const char *const *head;
+        size_t ncol;
+        enum sbx_code (*fetch)(sbx_client *c, const char *id, uint64_t after,
+                               struct records_page *p);
+        void (*row)(struct table *t, const void *page, size_t i);
+        void (*json)(struct json *j, const void *page, size_t i);
+        void (*free)(void *page);
+};
+
+static enum sbx_code fetch_connections(sbx_client *c, const char *id, uint64_t after,
+                                       struct records_page *p) {
+        struct sbx_connections *h = NULL;
+        enum sbx_code rc = sbx_connections(c, id, after, SBX_MAX_HISTORY_LIMIT, &h);
+
+        if (h)
+                *p = (struct records_page){h, h->n, h->next_after_seq, h->truncated};
+        return rc;
+}
+
+static void connection_row_of(struct table *t, const void *page, size_t i) {
+        connection_row(t, &((const struct sbx_connections *)page)->v[i]);
+}
+
+static void connection_json_of(struct json *j, const void *page, size_t i) {
+        json_connection(j, &((const struct sbx_connections *)page)->v[i]);
+}
+
+static void connections_free(void *page) {
+        sbx_connections_free(page);
+}
+
+static const char *const connection_head[] = {"SEQ",     "STARTED", "VERDICT",  "METHOD", "HOST",
+                                              "ADDRESS", "SENT",    "RECEIVED", "REASON"};
+static const struct records_kind connections_kind = {
+        connection_head, 9, fetch_connections, connection_row_of, connection_json_of,
+        connections_free};
+
+static void json_forward(struct json *j, const struct sbx_forward_record *r) {
+        json_begin_object(j);
+        json_key(j, "seq");
+        json_uint(j, r->seq);
+        json_time(j, "opened", r->opened_unix_ms);
+        json_time(j, "closed", r->closed_unix_ms);
+        json_key(j, "port");
+        json_uint(j, r->port);
+        json_key(j, "address");
+        json_string(j, r->address);
+        json_key(j, "caller_uid");
+        json_uint(j, r->caller_uid);
+        json_key(j, "caller_pid");
+        json_uint(j, (uint64_t)(r->caller_pid > 0 ? r->caller_pid : 0));
+        json_key(j, "client");
+        json_string(j, r->client_name);
+        json_key(j, "bytes_in");
+        json_uint(j, r->bytes_in);
+        json_key(j, "bytes_out");
+        json_uint(j, r->bytes_out);
+        json_key(j, "reason");
+        json_string(j, r->reason);
+        json_end_object(j);
+}
+
+/* One row: SEQ, OPENED, PORT, UID, CLIENT, IN, OUT, REASON. */
+static void forward_row(struct table *t, const struct sbx_forward_record *r) {
+        char seq[24], opened[64], port[16], uid[16], in[24], out[24];
+        const char *row[8];
+
+        snprintf(seq, sizeof(seq), "%llu", (unsigned long long)r->seq);
+        cli_format_iso(opened, sizeof(opened), r->opened_unix_ms, false);
+        snprintf(port, sizeof(port), "%u", r->port);
+        snprintf(uid, sizeof(uid), "%u", r->caller_uid);
+        snprintf(in, sizeof(in), "%llu", (unsigned long long)r->bytes_in);
+        snprintf(out, sizeof(out), "%llu", (unsigned long long)r->bytes_out);
+        row[0] = seq;
+        row[1] = opened;
+        row[2] = port;
+        row[3] = uid;
+        row[4] = r->client_name ? r->client_name : "-";
+        row[5] = in;
+        row[6] = out;
+        row[7] = r->reason ? r->reason : (r->closed_unix_ms ? "" : "(open)");
+        table_add(t, row);
+}
+
+static enum sbx_code fetch_forwards(sbx_client *c, const char *id, uint64_t after,
+                                    struct records_page *p) {
+        struct sbx_forwards *h = NULL;
+        enum sbx_code rc = sbx_forwards(c, id, after, SBX_MAX_HISTORY_LIMIT, &h);
+
+        if (h)
+                *p = (struct records_page){h, h->n, h->next_after_seq, h->truncated};
+        return rc;
+}
+
+static void forward_row_of(struct table *t, const void *page, size_t i) {
+        forward_row(t, &((const struct sbx_forwards *)page)->v[i]);
+}
+
+static void forward_json_of(struct json *j, const void *page, size_t i) {
+        json_forward(j, &((const struct sbx_forwards *)page)->v[i]);
+}
+
+static void forwards_free(void *page) {
+        sbx_forwards_free(page);
+}
+
+static const char *const forward_head[] = {"SEQ", "OPENED", "PORT", "UID",
+                                           "CLIENT", "IN", "OUT", "REASON"};
+static const struct records_kind forwards_kind = {forward_head, 8, fetch_forwards,
+                                                  forward_row_of, forward_json_of, forwards_free};
+
+/* history --connections, --forwards: every page of a kind of records, as a table or a
+ * JSON array. */
+static int history_records(struct cli *cli, const char *id, bool json,
+                           const struct records_kind *k) {
+        struct table t = {.ncol = k->ncol};
         struct json j;
         uint64_t after = 0;
         sbx_client *c;
@@ -1686,27 +1808,25 @@ static int history_connections(struct cli *cli, const char *id, bool json) {
                 json_init(&j, stdout);
                 json_begin_array(&j);
         } else {
-                table_add(&t, head);
+                table_add(&t, k->head);
         }
         for (;;) {
-                struct sbx_connections *h = NULL;
-                enum sbx_code rc = sbx_connections(c, id, after, SBX_MAX_HISTORY_LIMIT, &h);
+                struct records_page p = {NULL, 0, 0, 0};
+                enum sbx_code rc = k->fetch(c, id, after, &p);
                 if (rc != SBX_OK) {
                         status = cli_client_error(c, rc);
                         break;
                 }
-                for (size_t i = 0; i < h->n; i++) {
+                for (size_t i = 0; i < p.n; i++) {
                         if (json)
-                                json_connection(&j, &h->v[i]);
+                                k->json(&j, p.page, i);
                         else
-                                connection_row(&t, &h->v[i]);
+                                k->row(&t, p.page, i);
                 }
-                if (h->n == 0 || !h->truncated || h->next_after_seq <= after) {
-                        sbx_connections_free(h);
+                k->free(p.page);
+                if (p.n == 0 || !p.truncated || p.next_after_seq <= after)
                         break;
-                }
-                after = h->next_after_seq;
-                sbx_connections_free(h);
+                after = p.next_after_seq;
         }
         sbx_close(c);
         if (json) {
@@ -1718,15 +1838,17 @@ static int history_connections(struct cli *cli, const char *id, bool json) {
         return status ? status : ts;
 }
 
-/* history's flags: --json, and --connections for the proxy's records of an allowlist
- * sandbox instead of its commands. */
-enum { HISTORY_JSON, HISTORY_CONNECTIONS };
-static const struct cli_opt history_opts[] = {
-        {"json", false, 0}, {"connections", false, 0}, {NULL, false, 0}};
+/* history's flags: --json; --connections for the proxy's records of an allowlist
+ * sandbox, --forwards for the streams to its ports, instead of its commands. */
+enum { HISTORY_JSON, HISTORY_CONNECTIONS, HISTORY_FORWARDS };
+static const struct cli_opt history_opts[] = {{"json", false, 0},
+                                              {"connections", false, 0},
+                                              {"forwards", false, 0},
+                                              {NULL, false, 0}};
 
 int cmd_history(struct cli *cli, int argc, char **argv) {
         const char *id = NULL;
-        bool flags[2] = {false, false};
+        bool flags[3] = {false, false, false};
         struct sbx_history **pages = NULL;
         size_t n_pages = 0;
         sbx_client *c;
@@ -1735,8 +1857,13 @@ int cmd_history(struct cli *cli, int argc, char **argv) {
 
         if (status)
                 return status < 0 ? 0 : status;
+        if (flags[HISTORY_CONNECTIONS] && flags[HISTORY_FORWARDS])
+                return cli_usage_error("history: --connections and --forwards are two "
+                                       "lists; ask for one");
         if (flags[HISTORY_CONNECTIONS])
-                return history_connections(cli, id, json);
+                return history_records(cli, id, json, &connections_kind);
+        if (flags[HISTORY_FORWARDS])
+                return history_records(cli, id, json, &forwards_kind);
         if ((status = cli_connect(cli, &c)))
                 return status;
         status = history_pages(c, id, &pages, &n_pages);

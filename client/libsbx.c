@@ -913,69 +913,115 @@ static enum sbx_code history_page(sbx_client *c, const char *id, uint64_t after_
         return transport_call(c, &k, resp);
 }
 
-enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
-                              struct sbx_connections **ret) {
+/* One page of sandbox id's records of kind into the caller's page: its entries (elem
+ * bytes each, made by conv) in *ret_v and *ret_n, its paging fields in *ret_next and
+ * *ret_truncated. On SBX_NO_MEMORY the caller frees what the page holds. */
+static enum sbx_code records_page(sbx_client *c, const char *id, uint64_t after_seq,
+                                  uint32_t limit, Sbx__V1__HistoryKind kind, size_t elem,
+                                  bool (*conv)(void *out, const void *in), void **ret_v,
+                                  size_t *ret_n, uint64_t *ret_next, int *ret_truncated) {
         Sbx__V1__Response *resp;
         const Sbx__V1__GetHistoryReply *hr;
-        struct sbx_connections *out;
+        void *const *in;
+        size_t n;
         bool ok;
+        enum sbx_code rc = history_page(c, id, after_seq, limit, kind, &resp);
+
+        if (rc != SBX_OK)
+                return rc;
+        hr = resp->history;
+        switch (kind) {
+        case SBX__V1__HISTORY_KIND__HISTORY_CONNECTIONS:
+                in = (void *const *)hr->connections;
+                n = hr->n_connections;
+                break;
+        case SBX__V1__HISTORY_KIND__HISTORY_FORWARDS:
+                in = (void *const *)hr->forwards;
+                n = hr->n_forwards;
+                break;
+        case SBX__V1__HISTORY_KIND__HISTORY_COMMANDS:
+        case _SBX__V1__HISTORY_KIND_IS_INT_SIZE:
+        default:
+                in = (void *const *)hr->commands;
+                n = hr->n_commands;
+        }
+        ok = wire_page_from_proto(ret_v, ret_n, elem, in, n, conv);
+        *ret_next = hr->next_after_seq;
+        *ret_truncated = hr->truncated;
+        sbx__v1__response__free_unpacked(resp, NULL);
+        return ok ? SBX_OK : transport_fail_oom(c);
+}
+
+enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
+                              struct sbx_connections **ret) {
+        struct sbx_connections *out;
         enum sbx_code rc;
 
         if (!c || !ret)
                 return null_arg(c, __func__, "ret");
         *ret = NULL;
-        rc = history_page(c, id, after_seq, limit, SBX__V1__HISTORY_KIND__HISTORY_CONNECTIONS,
-                          &resp);
-        if (rc != SBX_OK)
-                return rc;
-        hr = resp->history;
-        out = calloc(1, sizeof(*out));
-        ok = out && wire_page_from_proto((void **)&out->v, &out->n, sizeof(*out->v),
-                                         (void *const *)hr->connections, hr->n_connections,
-                                         wire_connection_conv);
-        if (ok) {
-                out->next_after_seq = hr->next_after_seq;
-                out->truncated = hr->truncated;
-        }
-        sbx__v1__response__free_unpacked(resp, NULL);
-        if (!ok) {
-                sbx_connections_free(out);
+        if (!(out = calloc(1, sizeof(*out))))
                 return transport_fail_oom(c);
+        rc = records_page(c, id, after_seq, limit, SBX__V1__HISTORY_KIND__HISTORY_CONNECTIONS,
+                          sizeof(*out->v), wire_connection_conv, (void **)&out->v, &out->n,
+                          &out->next_after_seq, &out->truncated);
+        if (rc != SBX_OK)
+                sbx_connections_free(out);
+        else
+                *ret = out;
+        return rc;
+}
+
+void sbx_forwards_free(struct sbx_forwards *h) {
+        if (!h)
+                return;
+        for (size_t i = 0; i < h->n; i++) {
+                free(h->v[i].client_name);
+                free(h->v[i].address);
+                free(h->v[i].reason);
         }
-        *ret = out;
-        return SBX_OK;
+        free(h->v);
+        free(h);
+}
+
+enum sbx_code sbx_forwards(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
+                           struct sbx_forwards **ret) {
+        struct sbx_forwards *out;
+        enum sbx_code rc;
+
+        if (!c || !ret)
+                return null_arg(c, __func__, "ret");
+        *ret = NULL;
+        if (!(out = calloc(1, sizeof(*out))))
+                return transport_fail_oom(c);
+        rc = records_page(c, id, after_seq, limit, SBX__V1__HISTORY_KIND__HISTORY_FORWARDS,
+                          sizeof(*out->v), wire_forward_conv, (void **)&out->v, &out->n,
+                          &out->next_after_seq, &out->truncated);
+        if (rc != SBX_OK)
+                sbx_forwards_free(out);
+        else
+                *ret = out;
+        return rc;
 }
 
 enum sbx_code sbx_history(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
                           struct sbx_history **ret) {
-        Sbx__V1__Response *resp;
-        const Sbx__V1__GetHistoryReply *hr;
         struct sbx_history *out;
-        bool ok;
         enum sbx_code rc;
 
         if (!c || !ret)
                 return null_arg(c, __func__, "ret");
         *ret = NULL;
-        rc = history_page(c, id, after_seq, limit, SBX__V1__HISTORY_KIND__HISTORY_COMMANDS, &resp);
-        if (rc != SBX_OK)
-                return rc;
-        hr = resp->history;
-        out = calloc(1, sizeof(*out));
-        ok = out &&
-             wire_page_from_proto((void **)&out->v, &out->n, sizeof(*out->v),
-                                  (void *const *)hr->commands, hr->n_commands, wire_record_conv);
-        if (ok) {
-                out->next_after_seq = hr->next_after_seq;
-                out->truncated = hr->truncated;
-        }
-        sbx__v1__response__free_unpacked(resp, NULL);
-        if (!ok) {
-                sbx_history_free(out);
+        if (!(out = calloc(1, sizeof(*out))))
                 return transport_fail_oom(c);
-        }
-        *ret = out;
-        return SBX_OK;
+        rc = records_page(c, id, after_seq, limit, SBX__V1__HISTORY_KIND__HISTORY_COMMANDS,
+                          sizeof(*out->v), wire_record_conv, (void **)&out->v, &out->n,
+                          &out->next_after_seq, &out->truncated);
+        if (rc != SBX_OK)
+                sbx_history_free(out);
+        else
+                *ret = out;
+        return rc;
 }
 
 /* ---- background commands (RunCommand.background, AttachCommand) --------------------- */

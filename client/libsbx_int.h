@@ -217,9 +217,11 @@ struct sbx_sandbox_list *wire_list_from_proto(const Sbx__V1__ListSandboxesReply 
  * failure half way. */
 bool wire_page_from_proto(void **ret_v, size_t *ret_n, size_t elem, void *const *in, size_t n,
                           bool (*conv)(void *out, const void *in));
-/* The conv of wire_page_from_proto for CommandRecords and ConnectionRecords. */
+/* The conv of wire_page_from_proto for CommandRecords, ConnectionRecords and
+ * ForwardRecords. */
 bool wire_record_conv(void *out, const void *in);
 bool wire_connection_conv(void *out, const void *in);
+bool wire_forward_conv(void *out, const void *in);
 
 /* The requests below point at the caller's strings and arrays, which must outlive the
  * request; what must be reshaped is allocated from a pool (pool->oom on failure). */

@@ -574,6 +574,19 @@ static bool connection_from_proto(struct sbx_connection_record *o,
                dup_str(&o->reason, r->reason) && dup_str(&o->method, r->method);
 }
 
+static bool forward_from_proto(struct sbx_forward_record *o, const Sbx__V1__ForwardRecord *r) {
+        o->seq = r->seq;
+        o->caller_uid = r->caller_uid;
+        o->caller_pid = r->caller_pid;
+        o->port = r->port;
+        o->opened_unix_ms = r->opened_unix_ms;
+        o->closed_unix_ms = r->has_closed_unix_ms ? r->closed_unix_ms : 0;
+        o->bytes_in = r->bytes_in;
+        o->bytes_out = r->bytes_out;
+        return dup_str(&o->client_name, r->client_name) && dup_str(&o->address, r->address) &&
+               dup_str(&o->reason, r->reason);
+}
+
 /* A history page's n records (in: its messages) converted by conv into a new array of
  * elem-byte entries (*ret_v); *ret_n counts the entries begun, so that the page's free
  * undoes a failure half way. false when out of memory. */
@@ -601,6 +614,10 @@ bool wire_record_conv(void *out, const void *in) {
 
 bool wire_connection_conv(void *out, const void *in) {
         return connection_from_proto(out, in);
+}
+
+bool wire_forward_conv(void *out, const void *in) {
+        return forward_from_proto(out, in);
 }
 
 /* ---- to the wire -------------------------------------------------------------------- */

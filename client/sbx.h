@@ -737,6 +737,34 @@ enum sbx_code sbx_connections(sbx_client *c, const char *id, uint64_t after_seq,
                               struct sbx_connections **ret);
 void sbx_connections_free(struct sbx_connections *h);
 
+/* One stream to a sandbox's port (sbx_open_port, `sbx port-forward`; its records). */
+struct sbx_forward_record {
+        uint64_t seq;
+        uint32_t caller_uid; /* who opened it */
+        int32_t caller_pid;
+        char *client_name;     /* may be NULL */
+        uint32_t port;         /* the sandbox's port */
+        char *address;         /* "127.0.0.1" or "::1"; may be NULL */
+        int64_t opened_unix_ms;
+        int64_t closed_unix_ms; /* 0 while open */
+        uint64_t bytes_in;      /* client -> the sandbox's port */
+        uint64_t bytes_out;     /* the sandbox's port -> client */
+        char *reason;           /* how it ended; may be NULL */
+};
+
+struct sbx_forwards {
+        struct sbx_forward_record *v;
+        size_t n;
+        uint64_t next_after_seq;
+        int truncated;
+};
+
+/* Streams to sandbox id's ports from the records (GetHistory kind HISTORY_FORWARDS),
+ * oldest first, after seq after_seq; limit 0: the daemon's default page (100). */
+enum sbx_code sbx_forwards(sbx_client *c, const char *id, uint64_t after_seq, uint32_t limit,
+                           struct sbx_forwards **ret);
+void sbx_forwards_free(struct sbx_forwards *h);
+
 /* ---- Images (docs/images.md) -------------------------------------------------------- */
 
 /* An image's defaults for processes and its platform (sbx_image_inspect). Strings may

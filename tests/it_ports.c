@@ -222,6 +222,50 @@ static Sbx__V1__Response *closed_record(struct it_daemon *d, const char *id, uin
         return NULL;
 }
 
+/* The same records through libsbx (sbx_forwards: four streams, the second the megabyte,
+ * its bytes out out_bytes) and `sbx history --forwards` (a table, and JSON). */
+static void assert_forwards_listed(struct it_daemon *d, sbx_client *c, uint64_t out_bytes) {
+        struct sbx_forwards *fw = NULL;
+        char *out = NULL, *err = NULL, port[32];
+
+        ck_assert_int_eq(sbx_forwards(c, "web", 0, 0, &fw), SBX_OK);
+        ck_assert_uint_eq(fw->n, 4);
+        ck_assert_uint_eq(fw->v[1].seq, 2);
+        ck_assert_uint_eq(fw->v[1].port, PORT);
+        ck_assert_uint_eq(fw->v[1].caller_uid, 0);
+        ck_assert_uint_eq(fw->v[1].bytes_out, out_bytes);
+        ck_assert_str_eq(fw->v[1].reason, "closed");
+        ck_assert_str_eq(fw->v[3].address, "::1");
+        ck_assert_int_ge(fw->v[1].closed_unix_ms, fw->v[1].opened_unix_ms);
+        sbx_forwards_free(fw);
+        ck_assert_int_eq(sbx_forwards(c, "web", 3, 0, &fw), SBX_OK); /* after seq 3 */
+        ck_assert_uint_eq(fw->n, 1);
+        sbx_forwards_free(fw);
+        ck_assert_int_eq(it_sbx(d, NULL, 0, &out, &err,
+                                (const char *const[]){"history", "--forwards", "web", NULL}),
+                         0);
+        ck_assert_msg(strstr(out, "PORT") && strstr(out, "closed"), "%s", out);
+        free(out);
+        free(err);
+        ck_assert_int_eq(it_sbx(d, NULL, 0, &out, &err,
+                                (const char *const[]){"history", "--forwards", "--json", "web",
+                                                      NULL}),
+                         0);
+        snprintf(port, sizeof(port), "\"port\":%u", PORT);
+        ck_assert_msg(strstr(out, port) && strstr(out, "\"bytes_out\":") &&
+                              strstr(out, "\"caller_uid\":0"),
+                      "%s", out);
+        free(out);
+        free(err);
+        ck_assert_int_eq(it_sbx(d, NULL, 0, &out, &err,
+                                (const char *const[]){"history", "--forwards", "--connections",
+                                                      "web", NULL}),
+                         125);
+        ck_assert_msg(strstr(err, "ask for one"), "%s", err);
+        free(out);
+        free(err);
+}
+
 /* The answer comes first, then the stream, with the bytes sent before the answer; HTTP;
  * a megabyte echoed; half-close from the client (ECHO's END after it) and from the
  * server (CLOSE: the client still writes after the server's end); ::1; the records. */
@@ -282,6 +326,7 @@ START_TEST(streams_both_ways_with_half_close) {
         h = closed_record(&d, "web", 4, &f);
         ck_assert_str_eq(f->address, "::1");
         sbx__v1__response__free_unpacked(h, NULL);
+        assert_forwards_listed(&d, c, (1u << 20) + 6 + strlen(want));
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
 }

@@ -1885,6 +1885,19 @@ class PortTest(DaemonTest):
             data = self._read_all(s)
         self.assertTrue(data.startswith(b"HTTP/1.0 200"), data[:80])
         self.assertTrue(data.endswith(b"hi there\n"), data[-80:])
+        # Its record: who, the port, the bytes each way, how it ended.
+        for _ in range(100):
+            fw = [r for r in sb.forwards() if r.port == 8000 and r.closed_unix_ms]
+            if fw:
+                break
+            time.sleep(0.05)
+        self.assertTrue(fw, list(sb.forwards()))
+        self.assertIsInstance(fw[-1], sbx.ForwardRecord)
+        self.assertEqual(fw[-1].caller_uid, os.getuid())
+        self.assertEqual(fw[-1].bytes_in, len(b"GET /hello.txt HTTP/1.0\r\n\r\n"))
+        self.assertEqual(fw[-1].bytes_out, len(data))
+        self.assertEqual(fw[-1].reason, "closed")
+        self.assertFalse(sb.forwards(after_seq=fw[-1].seq))
         with self.assertRaisesRegex(sbx.Unavailable, "port 9"):
             sb.open_port(9)
         with self.assertRaises(ValueError):

@@ -45,6 +45,8 @@ from ._types import (
     CommandRecord,
     ConnectionRecord,
     Connections,
+    ForwardRecord,
+    Forwards,
     CommandState,
     DirectoryListing,
     FileEvent,
@@ -780,6 +782,23 @@ def _connection_record(r) -> ConnectionRecord:
     )
 
 
+def _forward_record(r) -> ForwardRecord:
+    """One entry of a libsbx forwards page as the binding's record."""
+    return ForwardRecord(
+        seq=int(r.seq),
+        caller_uid=int(r.caller_uid),
+        caller_pid=int(r.caller_pid),
+        client_name=_dec_opt(r.client_name),
+        port=int(r.port),
+        address=_dec_opt(r.address),
+        opened_unix_ms=int(r.opened_unix_ms),
+        closed_unix_ms=int(r.closed_unix_ms),
+        bytes_in=int(r.bytes_in),
+        bytes_out=int(r.bytes_out),
+        reason=_dec_opt(r.reason),
+    )
+
+
 class Sandbox:
     """A handle on one sandbox, by ID, through a :class:`Client`.
 
@@ -1177,8 +1196,22 @@ class Sandbox:
             limit,
         )
 
+    def forwards(self, *, after_seq: int = 0, limit: int = 0) -> Forwards:
+        """The streams opened to this sandbox's ports (:meth:`open_port`,
+        :meth:`forward`, ``sbx port-forward``), oldest first, after sequence number
+        ``after_seq``, at most ``limit`` (0: the daemon's default)."""
+        return self._page(
+            L.Forwards,
+            self.client._lib.sbx_forwards,
+            self.client._lib.sbx_forwards_free,
+            Forwards,
+            _forward_record,
+            after_seq,
+            limit,
+        )
+
     def _page(self, struct, call, free, page_cls, record, after_seq: int, limit: int):
-        """One page of records (sbx_history, sbx_connections): each entry made by
+        """One page of records (sbx_history, sbx_connections, sbx_forwards): each entry made by
         ``record``, gathered in a ``page_cls`` with its paging fields."""
         ret = POINTER(struct)()
         with self.client._locked() as c:

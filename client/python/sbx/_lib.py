@@ -390,6 +390,31 @@ class Connections(Structure):
     ]
 
 
+class ForwardRecord(Structure):
+    _fields_ = [
+        ("seq", c_uint64),
+        ("caller_uid", c_uint32),
+        ("caller_pid", c_int32),
+        ("client_name", c_char_p),
+        ("port", c_uint32),
+        ("address", c_char_p),
+        ("opened_unix_ms", c_int64),
+        ("closed_unix_ms", c_int64),
+        ("bytes_in", c_uint64),
+        ("bytes_out", c_uint64),
+        ("reason", c_char_p),
+    ]
+
+
+class Forwards(Structure):
+    _fields_ = [
+        ("v", POINTER(ForwardRecord)),
+        ("n", c_size_t),
+        ("next_after_seq", c_uint64),
+        ("truncated", c_int),
+    ]
+
+
 # Every struct above with its C name, for the layout test.
 class ImageConfig(Structure):
     _fields_ = [
@@ -510,6 +535,8 @@ STRUCTS = {
     "sbx_history": History,
     "sbx_connection_record": ConnectionRecord,
     "sbx_connections": Connections,
+    "sbx_forward_record": ForwardRecord,
+    "sbx_forwards": Forwards,
     "sbx_command_info": CommandInfo,
     "sbx_background": Background,
     "sbx_attach_opts": AttachOpts,
@@ -627,6 +654,8 @@ _PROTOTYPES = {
     "sbx_history_free": (None, [POINTER(History)]),
     "sbx_connections": (c_int, [_client_p, c_char_p, c_uint64, c_uint32, _pp(Connections)]),
     "sbx_connections_free": (None, [POINTER(Connections)]),
+    "sbx_forwards": (c_int, [_client_p, c_char_p, c_uint64, c_uint32, _pp(Forwards)]),
+    "sbx_forwards_free": (None, [POINTER(Forwards)]),
     "sbx_image_pull": (c_int, [_client_p, c_char_p, POINTER(PullOpts), _pp(Image)]),
     "sbx_image_list": (c_int, [_client_p, _pp(ImageList)]),
     "sbx_image_inspect": (c_int, [_client_p, c_char_p, _pp(Image)]),

@@ -646,6 +646,33 @@ class Connections(list[ConnectionRecord]):
     truncated: bool = False
 
 
+@dataclass(frozen=True)
+class ForwardRecord:
+    """One stream opened to a sandbox's port (``struct sbx_forward_record``):
+    ``closed_unix_ms`` is 0 while it is open; ``bytes_in`` went to the port,
+    ``bytes_out`` came from it."""
+
+    seq: int
+    caller_uid: int
+    caller_pid: int
+    client_name: Optional[str]
+    port: int
+    address: Optional[str]
+    opened_unix_ms: int
+    closed_unix_ms: int
+    bytes_in: int
+    bytes_out: int
+    reason: Optional[str]
+
+
+class Forwards(list[ForwardRecord]):
+    """Streams oldest first; page on with ``after_seq=next_after_seq`` while
+    ``truncated``."""
+
+    next_after_seq: int = 0
+    truncated: bool = False
+
+
 class History(list[CommandRecord]):
     """Commands oldest first; page on with ``after_seq=next_after_seq`` while
     ``truncated``."""
