@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "egress.h"
 #include "portfwd.h"
 #include "rpc_common.h"
 #include "sandbox.h"
@@ -38,6 +39,14 @@ void rpc_port_open(struct conn *c, const Sbx__V1__Request *req) {
                                  "%u is the host's, which the daemon does not connect to for a "
                                  "client; connect to it directly",
                                  sandbox_id(sb), op->port);
+                return;
+        }
+        if (op->port == SBX_EGRESS_PORT && sandbox_network_is_allowlist(sb)) {
+                conn_send_status(c, rid, SBX__V1__CODE__FAILED_PRECONDITION,
+                                 "port %u of sandbox %s is its allowlist proxy, which the daemon "
+                                 "serves for the sandbox's own connections; a client reaches "
+                                 "the network from where it runs",
+                                 op->port, sandbox_id(sb));
                 return;
         }
         portfwd_open(c, rid, sb, op->port, ipv6);

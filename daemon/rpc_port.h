@@ -6,7 +6,8 @@
  * same rule as RunCommand and ReadFile; anyone else gets NOT_FOUND word for word as for
  * an id nobody used), that it is live (ENDED) and that its network is its own: a
  * NETWORK_FULL sandbox shares the host's, whose loopback the daemon will not connect to
- * on a client's behalf (FAILED_PRECONDITION). Then portfwd_open answers.
+ * on a client's behalf, and an allowlist sandbox's SBX_EGRESS_PORT is the daemon's own
+ * proxy for it (both FAILED_PRECONDITION). Then portfwd_open answers.
  *
  * Called by rpc_dispatch only, on the event loop. */
 #ifndef SBX_RPC_PORT_H

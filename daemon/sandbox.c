@@ -1162,9 +1162,18 @@ int sandbox_make_socket(struct sandbox *sb, struct sbsock_req *req, bool ipv6,
         return 0;
 }
 
-int sandbox_network_is_host(const struct sandbox *sb) {
+/* 1 when sb's policy's network is mode. */
+static int network_is(const struct sandbox *sb, Sbx__V1__NetworkMode mode) {
         const Sbx__V1__Policy *pol = sb->spec ? sb->spec->policy : NULL;
-        return pol && pol->network == SBX__V1__NETWORK_MODE__NETWORK_FULL;
+        return pol && pol->network == mode;
+}
+
+int sandbox_network_is_host(const struct sandbox *sb) {
+        return network_is(sb, SBX__V1__NETWORK_MODE__NETWORK_FULL);
+}
+
+int sandbox_network_is_allowlist(const struct sandbox *sb) {
+        return network_is(sb, SBX__V1__NETWORK_MODE__NETWORK_ALLOWLIST);
 }
 
 unsigned sandbox_sockets_held(const struct sandbox *sb) {

@@ -104,6 +104,10 @@ int sandbox_make_socket(struct sandbox *sb, struct sbsock_req *req, bool ipv6,
  * host's. */
 int sandbox_network_is_host(const struct sandbox *sb);
 
+/* 1 when sb's network is an allowlist (NETWORK_ALLOWLIST): its loopback's port
+ * SBX_EGRESS_PORT (egress.h) is the daemon's proxy for it. */
+int sandbox_network_is_allowlist(const struct sandbox *sb);
+
 /* The sockets of sb's init its users hold or wait for (for a bound per sandbox). */
 unsigned sandbox_sockets_held(const struct sandbox *sb);
 

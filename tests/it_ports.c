@@ -467,6 +467,7 @@ static void bob_opens(struct it_daemon *d, const char *arg, struct report *r) {
 START_TEST(who_may_open_ports) {
         const char *flags[] = {"--socket-group", "3100", NULL};
         const uint32_t share[] = {BOB};
+        char *allowed[] = {(char *)"example.com"};
         const Sbx__V1__ForwardRecord *f;
         struct sbx_create_opts o;
         struct sbx_sandbox *s = NULL;
@@ -514,6 +515,19 @@ START_TEST(who_may_open_ports) {
         sbx_sandbox_free(s);
         msg = refused(d.sock, "full", PORT, SBX__V1__CODE__FAILED_PRECONDITION, NULL);
         ck_assert_msg(strstr(msg, "host's network"), "%s", msg);
+        free(msg);
+        /* An allowlist sandbox's port 3128 is the daemon's proxy for it, not a server of
+         * the sandbox: a stream there would send the client's requests out as the
+         * sandbox's. */
+        sbx_create_opts_init(&o);
+        o.id = "allow";
+        o.policy.network = SBX_NETWORK_ALLOWLIST;
+        o.policy.allowed_hosts.v = allowed;
+        o.policy.allowed_hosts.n = 1;
+        ck_assert_msg(sbx_create(c, &o, &s) == SBX_OK, "%s", sbx_error_message(c));
+        sbx_sandbox_free(s);
+        msg = refused(d.sock, "allow", 3128, SBX__V1__CODE__FAILED_PRECONDITION, NULL);
+        ck_assert_msg(strstr(msg, "allowlist proxy"), "%s", msg);
         free(msg);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
