@@ -303,4 +303,12 @@
 #define SBX_WATCH_WALK_SLICE_US        4000u
 #define SBX_WATCH_EVENTS_PER_REPLY     512u
 
+/* A sandbox in a user namespace of its own (rootless, or made from an image) charges
+ * the inotify watches and instances its processes make to the namespace's owner, the
+ * daemon's user, whose share the guard needs (docs/watch.md): its processes together
+ * may make at most 1/SBX_SANDBOX_INOTIFY_SHARE of the host's fs.inotify.max_user_watches
+ * and max_user_instances (at least SBX_SANDBOX_INOTIFY_MIN_INSTANCES instances). */
+#define SBX_SANDBOX_INOTIFY_SHARE         16u
+#define SBX_SANDBOX_INOTIFY_MIN_INSTANCES 8u
+
 #endif

@@ -97,6 +97,24 @@ START_TEST(root_inside_root_daemon) {
         digest = pull(c, layout);
         a = must_create(c, digest);
         b = must_create(c, digest);
+        {
+                /* Its own user namespace, owned by root: what its processes may take of
+                 * root's inotify watches is bounded (a share of the host's). */
+                FILE *f = fopen("/proc/sys/fs/inotify/max_user_watches", "re");
+                unsigned long long host = 0;
+                char want[32];
+
+                ck_assert_ptr_nonnull(f);
+                ck_assert_int_eq(fscanf(f, "%llu", &host), 1);
+                fclose(f);
+                snprintf(want, sizeof(want), "%llu\n", host / SBX_SANDBOX_INOTIFY_SHARE);
+                expect_out(c, a, NULL, "busybox cat /proc/sys/user/max_inotify_watches", want);
+                /* Root inside, with the image's capabilities, cannot raise it. */
+                expect_out(c, a, "root",
+                           "echo 99999999 > /proc/sys/user/max_inotify_watches 2>/dev/null; "
+                           "busybox cat /proc/sys/user/max_inotify_watches",
+                           want);
+        }
 
         /* The image's Env, WorkingDir and User. */
         expect_out(c, a, NULL, "busybox id -u; busybox id -g; pwd; echo $GREETING; echo $HOME",

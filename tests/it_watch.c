@@ -1126,6 +1126,92 @@ START_TEST(guard_without_watches_refuses) {
 }
 END_TEST
 
+
+/* The uid of the rootless daemon below: no other test runs as it. */
+#define HOARDER 3152u
+
+/* Python, run in a sandbox: 15,000 directories in /tmp, then inotify watches of them,
+ * instance after instance, until the kernel refuses (ENOSPC, or EMFILE for instances);
+ * writes the count held and the sandbox's bound to /tmp/count, then holds them. */
+static const char hoard_py[] =
+        "import ctypes, os, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "dirs = []\n"
+        "for i in range(15000):\n"
+        "    p = '/tmp/h/%d' % i\n"
+        "    os.makedirs(p)\n"
+        "    dirs.append(p.encode())\n"
+        "held, why = 0, ''\n"
+        "while not why:\n"
+        "    fd = libc.inotify_init1(0)\n"
+        "    if fd < 0:\n"
+        "        why = os.strerror(ctypes.get_errno())\n"
+        "        break\n"
+        "    for d in dirs:\n"
+        "        if libc.inotify_add_watch(fd, d, 0x100) < 0:\n"
+        "            why = os.strerror(ctypes.get_errno())\n"
+        "            break\n"
+        "        held += 1\n"
+        "bound = open('/proc/sys/user/max_inotify_watches').read().strip()\n"
+        "open('/tmp/count.new', 'w').write('%d %s %s\\n' % (held, bound, why))\n"
+        "os.rename('/tmp/count.new', '/tmp/count')\n"
+        "time.sleep(120)\n";
+
+/* A sandbox of a rootless daemon lives in a user namespace the daemon's user owns, and
+ * the kernel charges its processes' inotify watches to that user too: a sandbox that
+ * takes every watch it can gets at most its share (a sixteenth of the host's), and the
+ * daemon can still make a sandbox whose hidden path the guard must watch. */
+START_TEST(sandbox_inotify_bounded) {
+        const char *const argv[] = {"python3", "-c", hoard_py, NULL};
+        struct sbx_background *bg = NULL;
+        struct sbx_exec_opts eo;
+        struct it_daemon d;
+        struct sbx_result *r;
+        unsigned long long held = 0, bound = 0, host = 0;
+        char why[64] = "", *secret = xasprintf("%s/hoard-secret", it_base_dir());
+        FILE *f = fopen("/proc/sys/fs/inotify/max_user_watches", "re");
+        enum sbx_code rc;
+        sbx_client *c;
+        double t0;
+
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(fscanf(f, "%llu", &host), 1);
+        fclose(f);
+        it_daemon_start_as(&d, HOARDER, HOARDER, NULL);
+        c = it_connect(&d);
+        free(it_create(c, "hoard"));
+        sbx_exec_opts_init(&eo);
+        eo.argv = argv;
+        eo.argc = 3;
+        eo.no_timeout = 1;
+        ck_assert_msg(sbx_exec_background(c, "hoard", &eo, &bg) == SBX_OK, "%s",
+                      sbx_error_message(c));
+        sbx_background_free(bg);
+        t0 = it_now_ms();
+        while (!held && it_now_ms() - t0 < 120000) {
+                r = it_sh(c, "hoard", 30000, "cat /tmp/count 2>/dev/null");
+                if (sscanf((const char *)r->stdout_data, "%llu %llu %63[^\n]", &held, &bound,
+                           why) < 2)
+                        held = 0;
+                sbx_result_free(r);
+                if (!held)
+                        usleep(200000);
+        }
+        fprintf(stderr, "sandbox inotify: held %llu of a bound of %llu (host %llu): %s\n", held,
+                bound, host, why);
+        ck_assert_uint_eq(bound, host / SBX_SANDBOX_INOTIFY_SHARE);
+        ck_assert_uint_le(held, bound);
+        ck_assert_uint_ge(held, bound / 2);
+        rc = create_hiding(c, "after-hoard", secret);
+        ck_assert_msg(rc == SBX_OK, "a sandbox made while another took every inotify watch it "
+                                    "could: %s: %s",
+                      sbx_code_name(rc), sbx_error_message(c));
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        free(secret);
+}
+END_TEST
+
 /* ---- the tool ----------------------------------------------------------------------- */
 
 /* Reads a line from fd into buf (len bytes) within timeout_ms; 0 when none came. */
@@ -1252,6 +1338,7 @@ static Suite *make_suite(void) {
         tcase_set_timeout(tc, 300);
         tcase_add_test(tc, watch_budget_keeps_the_guard);
         tcase_add_test(tc, guard_without_watches_refuses);
+        tcase_add_test(tc, sandbox_inotify_bounded);
         suite_add_tcase(s, tc);
         return s;
 }

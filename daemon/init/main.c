@@ -1000,6 +1000,11 @@ static int stage0(int chan, const Sbx__Init__V1__Setup *s, struct setup_fds *sf)
                 if (r < 0)
                         return setup_failed(chan, &err, 0);
         }
+        /* In a user namespace of its own: what its processes charge to the daemon's
+         * user is bounded. */
+        if (((s->has_rootless && s->rootless) || s->n_image_layers) &&
+            ns_bound_inotify(&stage0_warn, &err) < 0)
+                return setup_failed(chan, &err, 0);
         if (ns_unshare_sandbox(s->has_network_none && s->network_none, &err) < 0)
                 return setup_failed(chan, &err, 0);
         if (s->n_image_layers && root_fd < 0 && s->has_workspace_tmpfs && s->workspace_tmpfs &&

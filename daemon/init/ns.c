@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -20,6 +21,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "sbx_limits.h"
 
 #define USERNS_HINT                                                                                \
         "rootless sandboxes need CONFIG_USER_NS and unprivileged user namespaces: "                \
@@ -196,6 +199,59 @@ int ns_enter_user(const struct ns_ids *ids, bool *groups_kept, struct util_err *
                 return util_fail(err, r, NULL, "write /proc/self/setgroups");
         return write_own_map("gid_map", ids->outer_gid,
                              "outer_gid must be the gid sbx-init runs as", err);
+}
+
+/* The number in the sysctl file path, or 0 when it cannot be read. */
+static unsigned long long read_sysctl(const char *path) {
+        char buf[32];
+        ssize_t n;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0)
+                return 0;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return 0;
+        buf[n] = '\0';
+        return strtoull(buf, NULL, 10);
+}
+
+/* Writes n into the sysctl file path. 0, or -errno. */
+static int write_sysctl(const char *path, unsigned long long n) {
+        char buf[32];
+
+        snprintf(buf, sizeof(buf), "%llu", n);
+        return util_write_file(path, buf);
+}
+
+int ns_bound_inotify(struct util_warnings *warn, struct util_err *err) {
+        unsigned long long watches = read_sysctl("/proc/sys/fs/inotify/max_user_watches"),
+                           instances = read_sysctl("/proc/sys/fs/inotify/max_user_instances");
+        int r;
+
+        watches = (watches ? watches : 8192) / SBX_SANDBOX_INOTIFY_SHARE;
+        instances = (instances ? instances : 128) / SBX_SANDBOX_INOTIFY_SHARE;
+        if (instances < SBX_SANDBOX_INOTIFY_MIN_INSTANCES)
+                instances = SBX_SANDBOX_INOTIFY_MIN_INSTANCES;
+        r = write_sysctl("/proc/sys/user/max_inotify_watches", watches);
+        if (r == 0)
+                r = write_sysctl("/proc/sys/user/max_inotify_instances", instances);
+        if (r == -ENOENT) /* a kernel without per-namespace inotify counts (before 4.9) */
+                return 0;
+        if (r == -EROFS || r == -EACCES || r == -EPERM) {
+                /* /proc/sys read-only (sbxd in a container): the sandbox is made all the
+                 * same, and says so. */
+                util_warn(warn,
+                          "its inotify watches are not bounded (/proc/sys/user is read-only "
+                          "here: %s): its processes may take all of the daemon user's, which "
+                          "the paths it hides need to stay covered",
+                          strerror(-r));
+                return 0;
+        }
+        return r < 0 ? util_fail(err, -r, NULL,
+                                 "bound the sandbox's inotify watches (/proc/sys/user)")
+                     : 0;
 }
 
 int ns_unshare_sandbox(bool network_none, struct util_err *err) {

@@ -35,6 +35,15 @@ struct ns_ids {
  * were none). The caller must be single-threaded. */
 int ns_enter_user(const struct ns_ids *ids, bool *groups_kept, struct util_err *err);
 
+/* Bounds the inotify watches and instances the processes of the caller's user namespace
+ * (one it made or entered, with its capabilities there) may make, which the kernel
+ * charges to the namespace's owner on the host as well (its ucounts): a share of the
+ * host's (SBX_SANDBOX_INOTIFY_SHARE), written to /proc/sys/user/max_inotify_watches and
+ * max_inotify_instances, which only CAP_SYS_RESOURCE in this namespace may change
+ * (commands never have it). Where /proc/sys cannot be written (a container's), a warning
+ * in warn instead. 0, or -errno with err. */
+int ns_bound_inotify(struct util_warnings *warn, struct util_err *err);
+
 /* Unshares the mount, PID, IPC, UTS and cgroup namespaces, and the network namespace
  * when network_none. The next fork() creates PID 1 of the new PID namespace. */
 int ns_unshare_sandbox(bool network_none, struct util_err *err);
