@@ -1804,18 +1804,24 @@ static int history_records(struct cli *cli, const char *id, bool json,
 
         if ((status = cli_connect(cli, &c)))
                 return status;
-        if (json) {
-                json_init(&j, stdout);
-                json_begin_array(&j);
-        } else {
-                table_add(&t, k->head);
-        }
         for (;;) {
                 struct records_page p = {NULL, 0, 0, 0};
                 enum sbx_code rc = k->fetch(c, id, after, &p);
+                if (rc != SBX_OK && after == 0) {
+                        /* Nothing printed but the error: one JSON document, or none. */
+                        status = cli_client_error(c, rc);
+                        sbx_close(c);
+                        return status;
+                }
                 if (rc != SBX_OK) {
                         status = cli_client_error(c, rc);
                         break;
+                }
+                if (after == 0 && json) {
+                        json_init(&j, stdout);
+                        json_begin_array(&j);
+                } else if (after == 0) {
+                        table_add(&t, k->head);
                 }
                 for (size_t i = 0; i < p.n; i++) {
                         if (json)

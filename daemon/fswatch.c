@@ -10,7 +10,9 @@
  * carrier's idle handle serves them (pool_walk). The walk calls nothing of the owner's
  * (ready goes through the watch's timer), so no watch is freed while the pool walks.
  * Every directory a watch follows or has queued is counted in its user's and the pool's
- * `dirs` (account). The three handles (poll, timer, idle) close together in
+ * `dirs` (account). Events are handled within the same budget of a loop turn as the
+ * walk (pump), the rest of a read kept in evbuf. The four handles (poll, timer, idle,
+ * more) close together in
  * fswatch_free, and the memory goes in the last close callback. */
 #include "fswatch.h"
 
@@ -332,6 +334,8 @@ struct fswatch_pool {
         struct fswatch_user *ring_head, *ring_tail; /* served from the head, back at the tail */
         struct fswatch *carrier; /* whose idle handle walks, while anyone has a walk to do */
         size_t slice_entries;    /* entries listed in this turn's walk */
+        uint64_t turn_ms;        /* the loop's time of the turn turn_ns counts */
+        uint64_t turn_ns;        /* spent walking and handling events in that turn */
 };
 
 struct fswatch {
@@ -346,6 +350,8 @@ struct fswatch {
         uv_poll_t poll;
         uv_timer_t timer;
         uv_idle_t idle;
+        uv_idle_t more; /* events read and not yet handled: the next turn goes on (an idle
+                         * handle: a timer started in a timer's callback runs in that turn) */
         int open_handles;
         int told_ready, failed, timer_running, held;
         int waiting;               /* in its user's line for the walk */
@@ -356,6 +362,9 @@ struct fswatch {
         struct walk *walk_head, *walk_tail;
         size_t n_walk;
         struct fswatch_pending pending;
+        /* The last read of the inotify descriptor, handled up to ev_off of ev_len. */
+        char evbuf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+        size_t ev_off, ev_len;
         /* The IN_MOVED_FROM of a read, waiting for its IN_MOVED_TO. */
         uint32_t move_cookie;
         int move_is_dir;
@@ -450,6 +459,23 @@ static void overflow(struct fswatch *w, const char *path, const char *fmt, ...) 
 }
 
 /* ---- the walk, shared by the pool's watches ------------------------------------------ */
+
+/* What the pool's watches spent walking and handling events in this loop turn (a turn:
+ * the loop's time in milliseconds; turns within one millisecond share it). */
+static uint64_t turn_spent(struct fswatch_pool *p) {
+        uint64_t now = uv_now(p->loop);
+
+        if (now != p->turn_ms) {
+                p->turn_ms = now;
+                p->turn_ns = 0;
+        }
+        return p->turn_ns;
+}
+
+/* 1 when the turn's budget is spent, counting the work begun at t0 (uv_hrtime). */
+static int turn_over(struct fswatch_pool *p, uint64_t t0) {
+        return turn_spent(p) + (uv_hrtime() - t0) >= SBX_WATCH_WALK_SLICE_US * 1000ull;
+}
 
 /* Starts the carrier's idle handle when someone has a walk to do and none runs. */
 static void drive(struct fswatch_pool *p) {
@@ -681,10 +707,10 @@ static void on_idle(uv_idle_t *h) {
         }
         p->slice_entries = 0;
         for (n = 0; p->ring_head && n < SBX_WATCH_WALK_SLICE &&
-                    p->slice_entries < SBX_WATCH_WALK_SLICE_ENTRIES &&
-                    (n == 0 || uv_hrtime() - t0 < SBX_WATCH_WALK_SLICE_US * 1000ull);
+                    p->slice_entries < SBX_WATCH_WALK_SLICE_ENTRIES && (n == 0 || !turn_over(p, t0));
              n++)
                 walk_one(p);
+        p->turn_ns += uv_hrtime() - t0;
         if (!p->ring_head) {
                 uv_idle_stop(h);
                 p->carrier = NULL;
@@ -870,29 +896,63 @@ static void one_event(struct fswatch *w, const struct inotify_event *ev) {
         }
 }
 
+static void on_more(uv_idle_t *h);
+
+/* Handles w's events, reading more as the last read is done, while the pool's budget of
+ * the turn lasts (one event at least): a costly event (a rename below thousands of
+ * directories) delays the other clients no more than a walk does. What is left waits in
+ * evbuf (and the kernel's queue) for the next turn. An event may end the watch (its
+ * owner may then free it, and the pool with its last watch): nothing of either is
+ * touched after one that did. */
+static void pump(struct fswatch *w) {
+        struct fswatch_pool *p = w->pool;
+        uint64_t t0 = uv_hrtime();
+        int reads = 0;
+
+        while (!w->failed) {
+                const struct inotify_event *ev;
+                if (w->ev_off >= w->ev_len) {
+                        ssize_t n;
+                        if (reads == 16 || (reads > 0 && turn_over(p, t0)))
+                                break;
+                        n = read(w->ifd, w->evbuf, sizeof(w->evbuf));
+                        reads++;
+                        if (n <= 0)
+                                break;
+                        w->ev_len = (size_t)n;
+                        w->ev_off = 0;
+                }
+                ev = (const struct inotify_event *)(w->evbuf + w->ev_off);
+                w->ev_off += sizeof(*ev) + ev->len;
+                one_event(w, ev);
+                if (w->failed)
+                        return;
+                if (w->ev_off >= w->ev_len)
+                        settle_move(w); /* a read's halves of renames are all in it */
+                if (turn_over(p, t0))
+                        break;
+        }
+        if (w->failed)
+                return;
+        p->turn_ns += uv_hrtime() - t0;
+        if (w->ev_off < w->ev_len)
+                uv_idle_start(&w->more, on_more);
+}
+
+static void on_more(uv_idle_t *h) {
+        uv_idle_stop(h);
+        pump(h->data);
+}
+
 static void on_poll(uv_poll_t *h, int status, int events) {
         struct fswatch *w = h->data;
-        char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
-        int rounds;
 
         (void)events;
         if (status < 0) {
                 fail_watch(w, status, "the watch's inotify descriptor failed");
                 return;
         }
-        for (rounds = 0; rounds < 16 && !w->failed; rounds++) {
-                ssize_t n = read(w->ifd, buf, sizeof(buf));
-                char *p;
-                if (n <= 0)
-                        break;
-                for (p = buf; p < buf + n && !w->failed;) {
-                        const struct inotify_event *ev = (const struct inotify_event *)p;
-                        one_event(w, ev);
-                        p += sizeof(*ev) + ev->len;
-                }
-                if (!w->failed)
-                        settle_move(w);
-        }
+        pump(w);
 }
 
 /* ---- the pool ------------------------------------------------------------------------ */
@@ -1003,6 +1063,7 @@ void fswatch_free(struct fswatch *w) {
         uv_close((uv_handle_t *)&w->poll, on_closed);
         uv_close((uv_handle_t *)&w->timer, on_closed);
         uv_close((uv_handle_t *)&w->idle, on_closed);
+        uv_close((uv_handle_t *)&w->more, on_closed);
 }
 
 /* The handles of w, on loop; w->ifd is open. On failure none is left open. */
@@ -1010,10 +1071,11 @@ static int init_handles(struct fswatch *w, uv_loop_t *loop) {
         int r = uv_poll_init(loop, &w->poll, w->ifd);
         if (r < 0)
                 return r;
-        w->poll.data = w->timer.data = w->idle.data = w;
+        w->poll.data = w->timer.data = w->idle.data = w->more.data = w;
         uv_timer_init(loop, &w->timer);
         uv_idle_init(loop, &w->idle);
-        w->open_handles = 3;
+        uv_idle_init(loop, &w->more);
+        w->open_handles = 4;
         return 0;
 }
 

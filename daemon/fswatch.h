@@ -20,7 +20,9 @@
  *     handle (that of a watch of the pool, "the carrier"), at most SBX_WATCH_WALK_SLICE
  *     directories, SBX_WATCH_WALK_SLICE_ENTRIES entries and SBX_WATCH_WALK_SLICE_US a
  *     loop turn: a big tree never holds the loop, and one user's many walks do not
- *     starve another's.
+ *     starve another's. Handling events draws on the same budget of the turn: events
+ *     that cost much (a rename below thousands of watched directories rewrites their
+ *     paths) wait for the next turn rather than hold this one.
  *
  * Coalescing (fswatch_pending, below): changes are kept per path for coalesce_ms from
  * the first one, then handed over as one batch, in the order each path first changed:

@@ -641,7 +641,7 @@ int guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_vie
         unsigned long no_space;
 
         if (!g)
-                return 0;
+                return -EMFILE; /* no guard (guard_start failed): nothing would be covered */
         no_space = g->no_space;
         add_set(g, sv, GUARD_HIDE, root, view->hidden->v, view->hidden->n, 0, only);
         add_set(g, sv, GUARD_READ_ONLY, root, denied_write, n_denied_write, 0, only);

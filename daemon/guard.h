@@ -49,7 +49,8 @@ struct guard_only {
  * init, and bumps its generation when it mounts) until guard_forget. -ENOSPC when a path
  * could not be watched because the daemon user's fs.inotify.max_user_watches is reached
  * (the others are watched; such a path is hidden now, but not covered again if the host
- * makes or replaces it), else 0. */
+ * makes or replaces it), -EMFILE when there is no guard (guard_start failed: no inotify
+ * instance could be had), else 0. */
 int guard_watch(struct sbxd *d, struct sandbox_view *sv, const struct policy_view *view,
                 const char *root, char *const *denied_write, size_t n_denied_write,
                 const struct guard_only *only);

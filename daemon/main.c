@@ -62,6 +62,11 @@ static uv_timer_t sweep_timer;
  * trim walks the heap: not every sweep of an idle daemon). */
 static void on_sweep(uv_timer_t *t) {
         sbxtab_sweep(D.sandboxes);
+        /* Without a guard no sandbox is made (its hidden paths would not be kept
+         * covered): try again, as the inotify instances it lacked may be free now. */
+        if (!D.guard && guard_start(&D, cfg.init_path) == 0)
+                log_notice("the guard watches hidden and read-only paths again: sandboxes "
+                           "can be made");
         if (mallinfo2().fordblks > SWEEP_TRIM_ABOVE_BYTES)
                 (void)malloc_trim(0);
 }
@@ -487,9 +492,10 @@ static int examine_host(void) {
         r = guard_start(&D, cfg.init_path);
         if (r < 0)
                 log_warning("cannot watch hidden and read-only paths for changes on the host "
-                            "(%s): a file the host replaces or creates there later is not "
-                            "covered again",
-                            strerror(-r));
+                            "(%s): no sandbox is made until it can (tried again every %u s); "
+                            "re-adopted ones run on, and what the host replaces or creates "
+                            "there is not covered again",
+                            strerror(-r), SBX_SWEEP_INTERVAL_MS / 1000u);
         /* A cgroup per command lets a timeout kill everything the command started, but
          * on cgroup v1 every move into one waits for an RCU grace period (milliseconds
          * when the system is quiet, cgroup_threadgroup_rwsem) and every removal of a

@@ -1614,12 +1614,15 @@ static int build_setup(struct sandbox *sb, struct policy_objects *objs, struct s
                 fail_sandbox(sb, "cannot build its setup: %s", strerror(-r));
                 return -1;
         }
-        if (sandbox_keep_view(sb, &m->view) < 0) {
+        r = sandbox_keep_view(sb, &m->view);
+        if (r < 0) {
                 /* A hidden path the host made or replaced later would lie bare. */
-                note_failure(sb, -ENOSPC);
+                note_failure(sb, r);
                 fail_sandbox(sb, "the daemon cannot keep the paths it hides covered: its "
-                                 "user's inotify watches (fs.inotify.max_user_watches) are "
-                                 "all in use; end some file watches, or raise the limit");
+                                 "user's inotify %s are all in use; end some file watches, "
+                                 "or raise the limit",
+                                 r == -ENOSPC ? "watches (fs.inotify.max_user_watches)"
+                                              : "instances (fs.inotify.max_user_instances)");
                 return -1;
         }
         if (sb->warm && sandbox_setup_key(&m->setup, &sb->setup_key, &sb->setup_key_len) < 0) {
@@ -2025,10 +2028,10 @@ void sandbox_adopted(struct sandbox *sb, int chan_fd, pid_t pid, int pidfd, int 
         adopt_ptys(sb, pid);
         if (policy_view_build(d, sb->spec, &view) == 0) {
                 if (sandbox_keep_view(sb, &view) < 0)
-                        sandbox_warn(sb, "the daemon's user's inotify watches "
-                                         "(fs.inotify.max_user_watches) are all in use: a "
-                                         "path this sandbox hides that the host makes or "
-                                         "replaces from now on is not covered");
+                        sandbox_warn(sb, "the daemon's user's inotify watches or instances "
+                                         "(fs.inotify.max_user_watches, max_user_instances) "
+                                         "are all in use: a path this sandbox hides that the "
+                                         "host makes or replaces from now on is not covered");
                 policy_view_clear(&view);
         }
         /* What the host changed while no daemon watched. */

@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,9 +350,11 @@ END_TEST
 
 /* ---- a pool of watches ------------------------------------------------------------------ */
 
-#define BIG_DIRS 60
+#define BIG_DIRS  60
+#define WIDE_DIRS 3000
 
-/* ROOT/big with BIG_DIRS directories (and a file in each), ROOT/small with one. */
+/* ROOT/big with BIG_DIRS directories (and a file in each), ROOT/small with one, ROOT/wide
+ * with WIDE_DIRS and r/a. */
 static void pool_setup(void) {
         char rel[64];
         int i;
@@ -367,6 +371,13 @@ static void pool_setup(void) {
         }
         mk("small");
         mk("small/s");
+        mk("wide");
+        for (i = 0; i < WIDE_DIRS; i++) {
+                snprintf(rel, sizeof(rel), "wide/%d", i);
+                mk(rel);
+        }
+        mk("wide/r");
+        mk("wide/r/a");
 }
 
 START_TEST(budget_from_host) {
@@ -450,6 +461,95 @@ START_TEST(budgets_bound_directories) {
 }
 END_TEST
 
+struct storm {
+        atomic_int stop;
+        long renames;
+};
+
+/* A batch counted, not kept (the storm's are many). */
+static void count_batch(void *ud, const struct fswatch_event *ev, size_t n, const char *of) {
+        struct got *g = ud;
+
+        (void)ev;
+        (void)of;
+        g->calls++;
+        g->events += n;
+}
+
+static const struct fswatch_ops count_ops = {on_ready, count_batch, never_congested, on_failed};
+
+/* This thread's CPU time (a turn's cost, whatever the renaming thread takes of the
+ * machine's cores). */
+static double cpu_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Renames ROOT/wide/r/a to b and back until told to stop. */
+static void *storm_run(void *arg) {
+        struct storm *st = arg;
+        char a[PATH_MAX], b[PATH_MAX];
+
+        host_path(a, sizeof(a), "wide/r/a");
+        host_path(b, sizeof(b), "wide/r/b");
+        while (!atomic_load(&st->stop)) {
+                if (rename(a, b) == 0 && rename(b, a) == 0)
+                        st->renames += 2;
+        }
+        return NULL;
+}
+
+/* A watch of WIDE_DIRS directories while a directory in it is renamed back and forth
+ * (each rename rewrites the paths of the directories below the one renamed, looked for
+ * among all): no loop turn takes long, in CPU time (every event of up to 16 reads was
+ * handled in one turn). */
+START_TEST(rename_storm_holds_no_turn) {
+        struct fswatch_pool *pool;
+        struct fswatch *w = NULL;
+        struct sandbox *sb;
+        static struct got g;
+        struct storm st;
+        uv_loop_t loop;
+        pthread_t th;
+        char err[1024];
+        double t0, worst = 0;
+        long turns = 0;
+
+        sb = viewtest_up(&sandbox, &core, root, NULL);
+        ck_assert_int_eq(uv_loop_init(&loop), 0);
+        pool = fswatch_pool_new(&loop, 100000, 100000);
+        memset(&g, 0, sizeof(g));
+        ck_assert_int_eq(
+                fswatch_start(pool, 1000, sb, "/wide", 1, 10, &count_ops, &g, &w, err, sizeof(err)),
+                0);
+        run_until(&loop, &g, is_ready);
+        memset(&st, 0, sizeof(st));
+        ck_assert_int_eq(pthread_create(&th, NULL, storm_run, &st), 0);
+        t0 = now_ms();
+        while (now_ms() - t0 < 1500) {
+                double t1 = cpu_ms();
+                uv_run(&loop, UV_RUN_NOWAIT);
+                if (cpu_ms() - t1 > worst)
+                        worst = cpu_ms() - t1;
+                turns++;
+                usleep(200);
+        }
+        atomic_store(&st.stop, 1);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        fprintf(stderr, "rename storm: %ld renames, %zu events in %d batches, %ld turns, the "
+                        "longest %.1f ms\n",
+                st.renames, g.events, g.calls, turns, worst);
+        ck_assert_int_gt(st.renames, 100);
+        ck_assert_msg(worst < 40, "a loop turn took %.1f ms of CPU during a rename storm", worst);
+        fswatch_free(w);
+        fswatch_pool_free(pool);
+        ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+        ck_assert_int_eq(uv_loop_close(&loop), 0);
+        viewtest_down(sb);
+}
+END_TEST
+
 #define MANY 8
 
 /* One user's MANY recursive walks of ROOT/big, then another's one: the walk goes round
@@ -519,6 +619,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, budget_from_host);
         tcase_add_test(tc, budgets_bound_directories);
         tcase_add_test(tc, walks_shared_by_user);
+        tcase_add_test(tc, rename_storm_holds_no_turn);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -264,6 +264,20 @@ static void assert_forwards_listed(struct it_daemon *d, sbx_client *c, uint64_t 
         ck_assert_msg(strstr(err, "ask for one"), "%s", err);
         free(out);
         free(err);
+        /* An error, and nothing else: no header, no empty array after the error's JSON. */
+        ck_assert_int_eq(it_sbx(d, NULL, 0, &out, &err,
+                                (const char *const[]){"history", "--forwards", "nosuch", NULL}),
+                         125);
+        ck_assert_msg(!strstr(out, "PORT"), "%s", out);
+        free(out);
+        free(err);
+        ck_assert_int_eq(it_sbx(d, NULL, 0, &out, &err,
+                                (const char *const[]){"history", "--forwards", "--json", "nosuch",
+                                                      NULL}),
+                         125);
+        ck_assert_msg(!strstr(out, "[]") && !strstr(err, "[]"), "%s%s", out, err);
+        free(out);
+        free(err);
 }
 
 /* The answer comes first, then the stream, with the bytes sent before the answer; HTTP;

@@ -1212,6 +1212,81 @@ START_TEST(sandbox_inotify_bounded) {
 }
 END_TEST
 
+
+/* The uid of the rootless daemon below: no other test runs as it. */
+#define NO_INSTANCES 3153u
+
+/* In a forked child, as NO_INSTANCES: inotify instances until the kernel refuses one;
+ * writes how many to fd, then holds them until go_fd closes. */
+static void take_every_instance(int fd, int go_fd) {
+        long held = 0;
+        char go;
+
+        if (setgroups(0, NULL) < 0 || setresgid(NO_INSTANCES, NO_INSTANCES, NO_INSTANCES) < 0 ||
+            setresuid(NO_INSTANCES, NO_INSTANCES, NO_INSTANCES) < 0 ||
+            prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                _exit(120);
+        while (inotify_init1(IN_CLOEXEC) >= 0)
+                held++;
+        if (write(fd, &held, sizeof(held)) != (ssize_t)sizeof(held))
+                _exit(123);
+        if (read(go_fd, &go, 1) < 0)
+                _exit(124);
+        _exit(0);
+}
+
+/* A daemon that starts while its user has no inotify instance left has no guard: it
+ * makes no sandbox (RESOURCE_EXHAUSTED naming the limit) rather than sandboxes whose
+ * hidden paths nothing keeps covered, and makes them again once it got one. */
+START_TEST(no_guard_no_sandbox) {
+        char *secret = xasprintf("%s/noguard/secret", it_base_dir());
+        int p[2], go[2], st;
+        struct it_daemon d;
+        enum sbx_code rc = SBX_OK;
+        sbx_client *c;
+        long held = 0;
+        pid_t pid;
+        double t0;
+
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                close(go[1]);
+                take_every_instance(p[1], go[0]);
+        }
+        close(p[1]);
+        close(go[0]);
+        ck_assert_int_eq(read(p[0], &held, sizeof(held)), (ssize_t)sizeof(held));
+        it_daemon_start_as(&d, NO_INSTANCES, NO_INSTANCES, NULL);
+        c = it_connect(&d);
+        rc = create_hiding(c, "no-guard", secret);
+        ck_assert_msg(rc == SBX_RESOURCE_EXHAUSTED &&
+                              strstr(sbx_error_message(c), "fs.inotify.max_user_instances"),
+                      "a sandbox made by a daemon without a guard (%ld instances held "
+                      "elsewhere): %s: %s",
+                      held, sbx_code_name(rc), sbx_error_message(c));
+        close(go[1]);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        close(p[0]);
+        t0 = it_now_ms();
+        for (int i = 0; it_now_ms() - t0 < 3 * SBX_SWEEP_INTERVAL_MS + 5000; i++) {
+                char id[32];
+                snprintf(id, sizeof(id), "guard-back-%d", i);
+                rc = create_hiding(c, id, secret);
+                if (rc == SBX_OK)
+                        break;
+                usleep(500000);
+        }
+        ck_assert_msg(rc == SBX_OK, "no sandbox once the instances were free: %s: %s",
+                      sbx_code_name(rc), sbx_error_message(c));
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        free(secret);
+}
+END_TEST
+
 /* ---- the tool ----------------------------------------------------------------------- */
 
 /* Reads a line from fd into buf (len bytes) within timeout_ms; 0 when none came. */
@@ -1339,6 +1414,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, watch_budget_keeps_the_guard);
         tcase_add_test(tc, guard_without_watches_refuses);
         tcase_add_test(tc, sandbox_inotify_bounded);
+        tcase_add_test(tc, no_guard_no_sandbox);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1898,6 +1898,11 @@ class PortTest(DaemonTest):
         self.assertEqual(fw[-1].bytes_out, len(data))
         self.assertEqual(fw[-1].reason, "closed")
         self.assertFalse(sb.forwards(after_seq=fw[-1].seq))
+        for bad in (-1, 2**64):  # not wrapped to another page
+            with self.assertRaisesRegex(ValueError, "after_seq"):
+                sb.forwards(after_seq=bad)
+        with self.assertRaisesRegex(ValueError, "limit"):
+            sb.history(limit=2**32)
         with self.assertRaisesRegex(sbx.Unavailable, "port 9"):
             sb.open_port(9)
         with self.assertRaises(ValueError):

@@ -340,6 +340,15 @@ def _ms(seconds: Optional[float], what: str) -> int:
     return ms if ms > 0 or seconds == 0 else 1
 
 
+def _check_uint(what: str, v: int, bits: int) -> None:
+    """v as a C unsigned integer of bits: out of range is a ValueError (ctypes would wrap
+    it silently: after_seq=-1 read as the last page)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    if not 0 <= v < 2**bits:
+        raise ValueError(f"{what} {v} is out of range: use 0 to {2**bits - 1}")
+
+
 def _dim(v: Optional[int], what: str) -> int:
     """A terminal's rows or cols for libsbx: 0 for the default; the daemon judges the
     range (1 to 1000), but a value that does not fit 32 bits cannot be sent."""
@@ -1213,6 +1222,8 @@ class Sandbox:
     def _page(self, struct, call, free, page_cls, record, after_seq: int, limit: int):
         """One page of records (sbx_history, sbx_connections, sbx_forwards): each entry made by
         ``record``, gathered in a ``page_cls`` with its paging fields."""
+        _check_uint("after_seq", after_seq, 64)
+        _check_uint("limit", limit, 32)
         ret = POINTER(struct)()
         with self.client._locked() as c:
             code = call(c, self._bid, int(after_seq), int(limit), byref(ret))
