@@ -50,6 +50,7 @@ struct guard_path {
                            * (pending) the next component below wd's directory */
         char *view;       /* in the sandbox's view; NULL: the same as path */
         char *pending;    /* its directory is missing: the name awaited in an ancestor */
+        size_t pending_at; /* where pending begins in path */
         int on_change;    /* a credential below a root_dir, hidden only when the sandbox
                            * could read it: looked at when it changes, not on adoption */
 };
@@ -548,6 +549,7 @@ static struct guard_path *add_path(struct guard *g, struct sandbox_view *sv, enu
                 /* Pending: wd watches an ancestor; the next component is awaited. */
                 size_t n = (size_t)(cut - (slash + 1));
                 gp->pending = strndup(slash + 1, n);
+                gp->pending_at = (size_t)(slash + 1 - gp->path);
                 if (!gp->pending) {
                         free(gp->view);
                         free(gp->path);
@@ -700,11 +702,46 @@ static void free_path(struct guard *g, struct guard_path *gp) {
         free(gp);
 }
 
+/* A directory of old's path that cannot be watched (the daemon user's inotify watches
+ * are all in use): the missing one it awaited, which appeared, or its own, made again.
+ * Rather than leave what is made there bare, the directory is covered whole (hidden, or
+ * read-only) in old's sandbox. */
+static void cover_appeared(struct guard *g, const struct guard_path *old) {
+        const char *slash = strrchr(old->path, '/');
+        size_t end = old->pending ? old->pending_at + strlen(old->pending)
+                                  : (size_t)(slash - old->path),
+               below = strlen(old->path) - end;
+        char *host, *view = NULL;
+
+        if (end == 0)
+                return; /* "/" itself */
+        host = strndup(old->path, end);
+
+        if (old->view && strlen(old->view) > below)
+                view = strndup(old->view, strlen(old->view) - below);
+        if (!host || (old->view && !view)) {
+                log_err("sbx=%s: cannot cover a directory of %s: out of memory", old->sv->id,
+                        old->path);
+        } else {
+                log_warning("sbx=%s: cannot watch %s (the daemon user's inotify watches are "
+                            "all in use): it is %s whole in the sandbox",
+                            old->sv->id, host, old->kind == GUARD_HIDE ? "hidden" : "read-only");
+                if (up(old->sv))
+                        check_path(g, old->sv, old->kind, host, view);
+                else if (note(&g->missed, old->sv, old->kind, host, view) < 0)
+                        log_err("sbx=%s: cannot cover %s: out of memory", old->sv->id, host);
+        }
+        free(host);
+        free(view);
+}
+
 /* A missing directory of a pending entry appeared: the entry is watched again, one
  * level deeper or at its own directory, and looked at at once (what it awaits may have
- * been made in the same breath as the directory). */
+ * been made in the same breath as the directory). When it cannot be watched for lack of
+ * inotify watches, that directory is covered whole. */
 static void advance(struct guard *g, struct guard_path *old) {
         struct guard_path **pp, *gp;
+        unsigned long no_space = g->no_space;
 
         for (pp = &g->paths; *pp && *pp != old; pp = &(*pp)->next)
                 ;
@@ -714,6 +751,8 @@ static void advance(struct guard *g, struct guard_path *old) {
         gp = add_path(g, old->sv, old->kind, old->path, old->view);
         if (gp)
                 gp->on_change = old->on_change;
+        else if (g->no_space != no_space && old->sv)
+                cover_appeared(g, old);
         free_path(g, old);
         if (!gp || gp->pending)
                 return;

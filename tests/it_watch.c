@@ -1005,16 +1005,16 @@ END_TEST
  * watch that uid may have: no other test runs as it. */
 #define GREEDY 3150u
 
-/* In a forked child, as GREEDY: inotify watches of tree's directories, instance after
+/* In a forked child, as uid: inotify watches of tree's directories, instance after
  * instance, until the kernel refuses one (ENOSPC); writes how many it holds to fd, then
  * holds them until go_fd closes. */
-static void take_every_watch(const char *tree, int fd, int go_fd) {
+static void take_every_watch(uid_t uid, const char *tree, int fd, int go_fd) {
         long held = 0;
         int full = 0;
         char path[512], go;
 
-        if (setgroups(0, NULL) < 0 || setresgid(GREEDY, GREEDY, GREEDY) < 0 ||
-            setresuid(GREEDY, GREEDY, GREEDY) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0 ||
+            prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
                 _exit(120);
         while (!full) {
                 int ifd = inotify_init1(IN_CLOEXEC);
@@ -1086,7 +1086,7 @@ START_TEST(guard_without_watches_refuses) {
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
                 close(go[1]);
-                take_every_watch(tree, p[1], go[0]);
+                take_every_watch(GREEDY, tree, p[1], go[0]);
         }
         close(p[1]);
         close(go[0]);
@@ -1287,6 +1287,71 @@ START_TEST(no_guard_no_sandbox) {
 }
 END_TEST
 
+
+/* The uid of the rootless daemon below: no other test runs as it. */
+#define LATE_GREEDY 3154u
+
+/* A sandbox hides a path whose directory does not exist yet; then every inotify watch
+ * of the daemon's user is taken, and the host makes the directory and the file: the
+ * guard cannot watch the new directory, and covers it whole rather than leave the file
+ * bare (it was dropped, and the file readable). */
+START_TEST(unwatchable_new_directory_covered) {
+        const char *base = it_base_dir();
+        char *tree = xasprintf("%s/ltree", base), *top = xasprintf("%s/lsec", base);
+        char *secret = xasprintf("%s/d/secret", top), *cmd;
+        int p[2], go[2], st, seen = 1;
+        struct it_daemon d;
+        struct sbx_result *r;
+        sbx_client *c;
+        long held = 0;
+        pid_t pid;
+        double t0;
+
+        make_tree(tree);
+        ck_assert_int_eq(mkdir(top, 0755), 0);
+        ck_assert_int_eq(chmod(base, 0755), 0);
+        it_daemon_start_as(&d, LATE_GREEDY, LATE_GREEDY, NULL);
+        c = it_connect(&d);
+        ck_assert_int_eq(create_hiding(c, "late", secret), SBX_OK);
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                close(go[1]);
+                take_every_watch(LATE_GREEDY, tree, p[1], go[0]);
+        }
+        close(p[1]);
+        close(go[0]);
+        ck_assert_int_eq(read(p[0], &held, sizeof(held)), (ssize_t)sizeof(held));
+        cmd = xasprintf("mkdir '%s/d' && echo late-secret-marker > '%s' && chmod 644 '%s'", top,
+                        secret, secret);
+        ck_assert_int_eq(system(cmd), 0);
+        free(cmd);
+        cmd = xasprintf("cat '%s' 2>/dev/null; echo END", secret);
+        t0 = it_now_ms();
+        while (seen && it_now_ms() - t0 < 2000) {
+                r = it_sh(c, "late", 30000, cmd);
+                seen = strstr((const char *)r->stdout_data, "late-secret-marker") != NULL;
+                sbx_result_free(r);
+                if (seen)
+                        usleep(20000);
+        }
+        ck_assert_msg(!seen, "%s, hidden and made after the sandbox while %ld inotify watches "
+                             "were held elsewhere, was readable",
+                      secret, held);
+        free(cmd);
+        close(go[1]);
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        close(p[0]);
+        sbx_close(c);
+        ck_assert_int_eq(it_daemon_stop(&d), 0);
+        free(tree);
+        free(top);
+        free(secret);
+}
+END_TEST
+
 /* ---- the tool ----------------------------------------------------------------------- */
 
 /* Reads a line from fd into buf (len bytes) within timeout_ms; 0 when none came. */
@@ -1415,6 +1480,7 @@ static Suite *make_suite(void) {
         tcase_add_test(tc, guard_without_watches_refuses);
         tcase_add_test(tc, sandbox_inotify_bounded);
         tcase_add_test(tc, no_guard_no_sandbox);
+        tcase_add_test(tc, unwatchable_new_directory_covered);
         suite_add_tcase(s, tc);
         return s;
 }
