@@ -716,7 +716,7 @@ static void cover_appeared(struct guard *g, const struct guard_path *old) {
         if (end == 0)
                 return; /* "/" itself */
         host = strndup(old->path, end);
-
+        /* The view ends as the host path does (root + view): the same cut. */
         if (old->view && strlen(old->view) > below)
                 view = strndup(old->view, strlen(old->view) - below);
         if (!host || (old->view && !view)) {
