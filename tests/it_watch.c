@@ -870,6 +870,40 @@ static void budget_child(const struct it_daemon *d, uid_t uid, const char *const
         _exit(0);
 }
 
+/* Creates the sandbox id, hiding secret, on c: the code. */
+static enum sbx_code create_hiding(sbx_client *c, const char *id, char *secret) {
+        char *deny[] = {secret};
+        struct sbx_create_opts co;
+        struct sbx_sandbox *sb = NULL;
+        enum sbx_code rc;
+
+        sbx_create_opts_init(&co);
+        co.id = id;
+        co.policy.denied_read_paths.v = deny;
+        co.policy.denied_read_paths.n = 1;
+        rc = sbx_create(c, &co, &sb);
+        sbx_sandbox_free(sb);
+        return rc;
+}
+
+/* 1 when `cat path` in the sandbox id still shows marker 2 s on (polled every 20 ms):
+ * the guard did not cover it. */
+static int still_readable(sbx_client *c, const char *id, const char *path, const char *marker) {
+        char *cmd = xasprintf("cat '%s' 2>/dev/null; echo END", path);
+        double t0 = it_now_ms();
+        int seen = 1;
+
+        while (seen && it_now_ms() - t0 < 2000) {
+                struct sbx_result *r = it_sh(c, id, 30000, cmd);
+                seen = strstr((const char *)r->stdout_data, marker) != NULL;
+                sbx_result_free(r);
+                if (seen)
+                        usleep(20000);
+        }
+        free(cmd);
+        return seen;
+}
+
 #define TREE_TOP 90
 #define TREE_SUB 100
 
@@ -896,18 +930,15 @@ START_TEST(watch_budget_keeps_the_guard) {
         const char *base = it_base_dir();
         char *tree = xasprintf("%s/tree", base), *later = xasprintf("%s/later", base);
         char *secret = xasprintf("%s/secret", later), *cmd;
-        char *deny[] = {secret};
-        int p[2][2], go[2][2], st, u, seen = 1;
+        int p[2][2], go[2][2], st, u;
         struct budget_report rep[2];
         struct sbx_create_opts co;
         struct sbx_sandbox *sb = NULL;
         struct it_daemon d;
-        struct sbx_result *r;
         struct prober pr;
         pthread_t th;
         pid_t pid[2];
         sbx_client *c;
-        double t0;
 
         make_tree(tree);
         ck_assert_int_eq(mkdir(later, 0755), 0);
@@ -963,28 +994,14 @@ START_TEST(watch_budget_keeps_the_guard) {
         ck_assert_int_gt(pr.calls, 0);
         ck_assert_msg(pr.worst_ms < 1000, "a stat waited %.0f ms during the walks", pr.worst_ms);
         /* A new sandbox hides a path that does not exist yet; the host makes it. */
-        sbx_create_opts_init(&co);
-        co.id = "guarded";
-        co.policy.denied_read_paths.v = deny;
-        co.policy.denied_read_paths.n = 1;
-        ck_assert_msg(sbx_create(c, &co, &sb) == SBX_OK, "%s", sbx_error_message(c));
-        sbx_sandbox_free(sb);
+        ck_assert_msg(create_hiding(c, "guarded", secret) == SBX_OK, "%s", sbx_error_message(c));
         cmd = xasprintf("echo budget-secret-marker > '%s'", secret);
         ck_assert_int_eq(system(cmd), 0);
         free(cmd);
-        cmd = xasprintf("cat '%s' 2>/dev/null; echo END", secret);
-        t0 = it_now_ms();
-        while (seen && it_now_ms() - t0 < 2000) {
-                r = it_sh(c, "guarded", 30000, cmd);
-                seen = strstr((const char *)r->stdout_data, "budget-secret-marker") != NULL;
-                sbx_result_free(r);
-                if (seen)
-                        usleep(20000);
-        }
-        ck_assert_msg(!seen, "%s, hidden by the sandbox's policy and made after it, was "
-                             "readable for 2 s while other users' watches were at their bounds",
+        ck_assert_msg(!still_readable(c, "guarded", secret, "budget-secret-marker"),
+                      "%s, hidden by the sandbox's policy and made after it, was readable for 2 s "
+                      "while other users' watches were at their bounds",
                       secret);
-        free(cmd);
         for (u = 0; u < 2; u++) {
                 close(go[u][1]);
                 ck_assert_int_eq(waitpid(pid[u], &st, 0), pid[u]);
@@ -1041,22 +1058,6 @@ static void take_every_watch(uid_t uid, const char *tree, int fd, int go_fd) {
         _exit(0);
 }
 
-/* Creates the sandbox id, hiding secret, on c: the code. */
-static enum sbx_code create_hiding(sbx_client *c, const char *id, char *secret) {
-        char *deny[] = {secret};
-        struct sbx_create_opts co;
-        struct sbx_sandbox *sb = NULL;
-        enum sbx_code rc;
-
-        sbx_create_opts_init(&co);
-        co.id = id;
-        co.policy.denied_read_paths.v = deny;
-        co.policy.denied_read_paths.n = 1;
-        rc = sbx_create(c, &co, &sb);
-        sbx_sandbox_free(sb);
-        return rc;
-}
-
 /* While every inotify watch the daemon's user may have is taken (here by another
  * process of that user; file watches are kept below a share, but the user's other
  * programs are not), a sandbox whose hidden path the guard could not watch is refused
@@ -1067,13 +1068,11 @@ START_TEST(guard_without_watches_refuses) {
         char *tree = xasprintf("%s/gtree", base), *later = xasprintf("%s/glater", base);
         char *secret = xasprintf("%s/secret", later), *cmd;
         struct it_daemon d;
-        struct sbx_result *r;
-        int p[2], go[2], st, seen = 1;
+        int p[2], go[2], st;
         enum sbx_code rc;
         sbx_client *c;
         long held = 0;
         pid_t pid;
-        double t0;
 
         make_tree(tree);
         ck_assert_int_eq(mkdir(later, 0755), 0);
@@ -1107,17 +1106,8 @@ START_TEST(guard_without_watches_refuses) {
         cmd = xasprintf("echo greedy-secret-marker > '%s'", secret);
         ck_assert_int_eq(system(cmd), 0);
         free(cmd);
-        cmd = xasprintf("cat '%s' 2>/dev/null; echo END", secret);
-        t0 = it_now_ms();
-        while (seen && it_now_ms() - t0 < 2000) {
-                r = it_sh(c, "guarded", 30000, cmd);
-                seen = strstr((const char *)r->stdout_data, "greedy-secret-marker") != NULL;
-                sbx_result_free(r);
-                if (seen)
-                        usleep(20000);
-        }
-        ck_assert_msg(!seen, "%s, hidden and made after the sandbox, was readable", secret);
-        free(cmd);
+        ck_assert_msg(!still_readable(c, "guarded", secret, "greedy-secret-marker"),
+                      "%s, hidden and made after the sandbox, was readable", secret);
         sbx_close(c);
         ck_assert_int_eq(it_daemon_stop(&d), 0);
         free(tree);
@@ -1299,13 +1289,11 @@ START_TEST(unwatchable_new_directory_covered) {
         const char *base = it_base_dir();
         char *tree = xasprintf("%s/ltree", base), *top = xasprintf("%s/lsec", base);
         char *secret = xasprintf("%s/d/secret", top), *cmd;
-        int p[2], go[2], st, seen = 1;
+        int p[2], go[2], st;
         struct it_daemon d;
-        struct sbx_result *r;
         sbx_client *c;
         long held = 0;
         pid_t pid;
-        double t0;
 
         make_tree(tree);
         ck_assert_int_eq(mkdir(top, 0755), 0);
@@ -1328,19 +1316,10 @@ START_TEST(unwatchable_new_directory_covered) {
                         secret, secret);
         ck_assert_int_eq(system(cmd), 0);
         free(cmd);
-        cmd = xasprintf("cat '%s' 2>/dev/null; echo END", secret);
-        t0 = it_now_ms();
-        while (seen && it_now_ms() - t0 < 2000) {
-                r = it_sh(c, "late", 30000, cmd);
-                seen = strstr((const char *)r->stdout_data, "late-secret-marker") != NULL;
-                sbx_result_free(r);
-                if (seen)
-                        usleep(20000);
-        }
-        ck_assert_msg(!seen, "%s, hidden and made after the sandbox while %ld inotify watches "
-                             "were held elsewhere, was readable",
+        ck_assert_msg(!still_readable(c, "late", secret, "late-secret-marker"),
+                      "%s, hidden and made after the sandbox while %ld inotify watches were held "
+                      "elsewhere, was readable",
                       secret, held);
-        free(cmd);
         close(go[1]);
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
         close(p[0]);
